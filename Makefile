@@ -1,0 +1,50 @@
+# Klique: the two commands people need are `make run` and `make test`.
+GO      ?= go
+BIN     ?= bin/klique
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X github.com/klique-ai/klique/internal/version.Version=$(VERSION)
+
+.PHONY: run build test test-short lint generate fmt bench fuzz clean
+
+## run: build and start the control plane on its embedded defaults (SQLite in ./klique-data, 127.0.0.1:8080)
+run:
+	$(GO) run -ldflags "$(LDFLAGS)" ./cmd/klique serve
+
+## build: build the klique binary into bin/
+build:
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/klique
+
+## test: run every test (PostgreSQL and Redis tests run when KLIQUE_TEST_DATABASE_URL / KLIQUE_TEST_REDIS_URL are set)
+test:
+	$(GO) test -race -count=1 ./...
+
+## test-short: the fast tests only
+test-short:
+	$(GO) test -short -count=1 ./...
+
+## lint: go vet and staticcheck
+lint:
+	$(GO) vet ./...
+	$(GO) tool staticcheck ./...
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt would change:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
+
+## generate: regenerate the GraphQL code from schema/*.graphqls
+generate:
+	$(GO) tool gqlgen generate
+
+## fmt: format the code
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+## bench: run the benchmarks
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+## fuzz: run each fuzz target for a while (FUZZTIME=30s)
+FUZZTIME ?= 30s
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzParseDocument -fuzztime $(FUZZTIME) ./internal/estate
+	$(GO) test -run '^$$' -fuzz FuzzValidateTaskSpec -fuzztime $(FUZZTIME) ./internal/platform
+
+clean:
+	rm -rf bin

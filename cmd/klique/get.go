@@ -1,0 +1,325 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// A kind `klique get` lists: its query, and how to turn each item into a
+// table row.
+type getKind struct {
+	names  []string
+	query  string
+	field  string
+	header []string
+	row    func(map[string]any) []string
+	// one, when set, reads a single item by name or id.
+	one string
+}
+
+var kinds = []getKind{
+	{
+		names: []string{"pools", "pool"},
+		query: `{ pools(first: 500) { edges { node { id name kind capacityGpus gpuMemoryGb region gpuClass { name } executionPriority { name } } } } }`,
+		field: "pools", header: []string{"NAME", "KIND", "CAPACITY", "GPU CLASS", "GPU MEMORY", "REGION", "EXECUTION PRIORITY"},
+		row: func(m map[string]any) []string {
+			return []string{str(m, "name"), strings.ToLower(str(m, "kind")), str(m, "capacityGpus"), str(m, "gpuClass", "name"),
+				str(m, "gpuMemoryGb") + " GB", orDash(str(m, "region")), names(m, "executionPriority")}
+		},
+		one: `query($id: ID!) { item: pool(id: $id) { id name description kind capacityGpus gpuClass { name } gpuMemoryGb region labels executionPriority { name } createdAt updatedAt } }`,
+	},
+	{
+		names: []string{"gpuclasses", "gpuclass", "classes"},
+		query: `{ gpuClasses(first: 500) { edges { node { id name memoryGb pricePerGpuHour currency } } } }`,
+		field: "gpuClasses", header: []string{"NAME", "MEMORY", "PRICE PER GPU-HOUR"},
+		row: func(m map[string]any) []string {
+			return []string{str(m, "name"), str(m, "memoryGb") + " GB", str(m, "pricePerGpuHour") + " " + str(m, "currency")}
+		},
+		one: `query($id: ID!) { item: gpuClass(id: $id) { id name description memoryGb pricePerGpuHour currency createdAt updatedAt } }`,
+	},
+	{
+		names: []string{"profiles", "profile"},
+		query: `{ profiles(first: 500) { edges { node { id name size { text } sizeParameter timeWeight gpuClass { name } minGpuMemoryGb pools { name } } } } }`,
+		field: "profiles", header: []string{"NAME", "SIZE", "TIME WEIGHT", "NEEDS", "POOLS (IN ORDER)"},
+		row: func(m map[string]any) []string {
+			size := str(m, "size", "text")
+			if p := str(m, "sizeParameter"); p != "" {
+				size = "from " + p + " (default " + size + ")"
+			}
+			needs := "-"
+			if c := str(m, "gpuClass", "name"); c != "" {
+				needs = c
+			} else if mem := str(m, "minGpuMemoryGb"); mem != "0" && mem != "" {
+				needs = ">= " + mem + " GB"
+			}
+			return []string{str(m, "name"), size, str(m, "timeWeight"), needs, names(m, "pools")}
+		},
+		one: `query($id: ID!) { item: profile(id: $id) { id name description size { text nodes gpusPerNode totalGpus } sizeParameter gpuClass { name } minGpuMemoryGb timeWeight pools { name } queuingPriority { name group { name } } createdAt updatedAt } }`,
+	},
+	{
+		names: []string{"policies", "policy", "resourcepolicies"},
+		query: `{ resourcePolicies(first: 500) { edges { node { id group { name } reservationGpus limitGpus timeBudget { hours period } computeResources { name } } } } }`,
+		field: "resourcePolicies", header: []string{"GROUP", "RESERVATION", "LIMIT", "TIME BUDGET", "COMPUTE RESOURCES"},
+		row: func(m map[string]any) []string {
+			budget := "-"
+			if b, ok := m["timeBudget"].(map[string]any); ok {
+				budget = str(b, "hours") + " h per " + strings.ToLower(str(b, "period"))
+			}
+			return []string{str(m, "group", "name"), str(m, "reservationGpus"), str(m, "limitGpus"), budget, names(m, "computeResources")}
+		},
+		one: `query($id: ID!) { item: resourcePolicy(id: $id) { id group { name } reservationGpus limitGpus timeBudget { hours period } lowWatermarkMinutes alertThresholdPercent computeResources { name profile { name } } createdAt updatedAt } }`,
+	},
+	{
+		names: []string{"computeresources", "computeresource", "cr", "crs", "queues"},
+		query: `{ computeResources(first: 500) { edges { node { id name group { name } profile { name } size { text } queuedTasks } } } }`,
+		field: "computeResources", header: []string{"NAME", "GROUP", "PROFILE", "SIZE", "QUEUED"},
+		row: func(m map[string]any) []string {
+			return []string{str(m, "name"), str(m, "group", "name"), str(m, "profile", "name"), str(m, "size", "text"), str(m, "queuedTasks")}
+		},
+		one: `query($id: ID!) { item: computeResource(id: $id) { id name description group { name } profile { name pools { name } } size { text } queuedTasks createdAt } }`,
+	},
+	{
+		names: []string{"projects", "project"},
+		query: `{ projects(first: 500) { edges { node { id name group { name } outputDestination } } } }`,
+		field: "projects", header: []string{"NAME", "GROUP", "OUTPUT DESTINATION"},
+		row: func(m map[string]any) []string {
+			return []string{str(m, "name"), orDash(str(m, "group", "name")), orDash(str(m, "outputDestination"))}
+		},
+		one: `query($id: ID!) { item: project(id: $id) { id name description group { name } outputDestination createdAt updatedAt } }`,
+	},
+	{
+		names: []string{"groups", "group"},
+		query: `{ groups(first: 500) { edges { node { id name description policy { reservationGpus limitGpus } members { user { name } role } } } } }`,
+		field: "groups", header: []string{"NAME", "RESERVATION", "LIMIT", "MEMBERS"},
+		row: func(m map[string]any) []string {
+			var members []string
+			list, _ := m["members"].([]any)
+			for _, x := range list {
+				mm, _ := x.(map[string]any)
+				name := str(mm, "user", "name")
+				if str(mm, "role") == "LEAD" {
+					name += " (lead)"
+				}
+				members = append(members, name)
+			}
+			return []string{str(m, "name"), orDash(str(m, "policy", "reservationGpus")), orDash(str(m, "policy", "limitGpus")), orDash(strings.Join(members, ", "))}
+		},
+		one: `query($id: ID!) { item: group(id: $id) { id name description policy { reservationGpus limitGpus } members { user { name } role } createdAt } }`,
+	},
+	{
+		names: []string{"users", "user"},
+		query: `{ users(first: 500) { edges { node { id name role service disabled groups { group { name } role } } } } }`,
+		field: "users", header: []string{"NAME", "ROLE", "GROUPS", "STATE"},
+		row: func(m map[string]any) []string {
+			var groups []string
+			list, _ := m["groups"].([]any)
+			for _, x := range list {
+				mm, _ := x.(map[string]any)
+				g := str(mm, "group", "name")
+				if str(mm, "role") == "LEAD" {
+					g += " (lead)"
+				}
+				groups = append(groups, g)
+			}
+			state := "active"
+			if m["disabled"] == true {
+				state = "disabled"
+			}
+			role := strings.ToLower(str(m, "role"))
+			if m["service"] == true {
+				role += ", service"
+			}
+			return []string{str(m, "name"), role, orDash(strings.Join(groups, ", ")), state}
+		},
+		one: `query($id: ID!) { item: user(id: $id) { id name displayName email role service disabled groups { group { name } role } createdAt } }`,
+	},
+	{
+		names: []string{"tasks", "task"},
+		query: `query($f: TaskFilter) { tasks(filter: $f, first: 200) { edges { node { id name status position reason computeResource { name } group { name } owner { name } size { text } createdAt } } } }`,
+		field: "tasks", header: []string{"ID", "NAME", "STATUS", "POSITION", "COMPUTE RESOURCE", "GROUP", "OWNER", "SIZE", "REASON"},
+		row: func(m map[string]any) []string {
+			return []string{str(m, "id"), str(m, "name"), strings.ToLower(str(m, "status")), orDash(str(m, "position")),
+				orDash(str(m, "computeResource", "name")), orDash(str(m, "group", "name")), str(m, "owner", "name"), str(m, "size", "text"), str(m, "reason")}
+		},
+		one: `query($id: ID!) { item: task(id: $id) { id name status reason position project { name } owner { name } computeResource { name } group { name } size { text }
+			spec { command repository commit entryPoint workingDir packages image parameters env } pool { name } clonedFrom { id name } createdAt updatedAt placedAt finishedAt } }`,
+	},
+	{
+		names: []string{"apikeys", "apikey", "keys"},
+		query: `{ apiKeys(first: 500) { edges { node { id name prefix project { name } createdAt expiresAt lastUsedAt active } } } }`,
+		field: "apiKeys", header: []string{"ID", "NAME", "PREFIX", "PROJECT", "CREATED", "EXPIRES", "LAST USED", "ACTIVE"},
+		row: func(m map[string]any) []string {
+			return []string{str(m, "id"), str(m, "name"), str(m, "prefix") + "…", orDash(str(m, "project", "name")), str(m, "createdAt"),
+				orDash(str(m, "expiresAt")), orDash(str(m, "lastUsedAt")), str(m, "active")}
+		},
+	},
+	{
+		names: []string{"warnings"},
+		query: `{ estateWarnings { code object message } }`,
+		field: "estateWarnings", header: []string{"OBJECT", "WARNING"},
+		row: func(m map[string]any) []string { return []string{str(m, "object"), str(m, "message")} },
+	},
+	{
+		names: []string{"audit"},
+		query: `{ auditLog(first: 100) { edges { node { at actor channel action objectKind objectName detail } } } }`,
+		field: "auditLog", header: []string{"AT", "ACTOR", "CHANNEL", "ACTION", "OBJECT", "DETAIL"},
+		row: func(m map[string]any) []string {
+			return []string{str(m, "at"), str(m, "actor"), str(m, "channel"), str(m, "action"), str(m, "objectKind") + " " + str(m, "objectName"), str(m, "detail")}
+		},
+	},
+}
+
+func findKind(name string) (*getKind, error) {
+	name = strings.ToLower(strings.ReplaceAll(name, "-", ""))
+	var all []string
+	for i := range kinds {
+		for _, n := range kinds[i].names {
+			if n == name {
+				return &kinds[i], nil
+			}
+		}
+		all = append(all, kinds[i].names[0])
+	}
+	return nil, usagef("unknown kind %q: use one of %s", name, strings.Join(all, ", "))
+}
+
+func newGetCmd(c *cli) *cobra.Command {
+	var statuses []string
+	var mine bool
+	var resource, project string
+	cmd := &cobra.Command{
+		Use:   "get KIND [NAME|ID]",
+		Short: "List or show objects: pools, gpuclasses, profiles, policies, computeresources, projects, groups, users, tasks, apikeys, warnings, audit",
+		Example: `  klique get pools
+  klique get computeresources
+  klique get tasks --mine --status queued
+  klique get task 01930f2e-...`,
+		Args: cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			k, err := findKind(args[0])
+			if err != nil {
+				return err
+			}
+			cl, err := c.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if len(args) == 2 {
+				if k.one == "" {
+					return usagef("%s are only listed; drop %q", k.names[0], args[1])
+				}
+				var out struct{ Item map[string]any }
+				if err := cl.Do(cmd.Context(), k.one, map[string]any{"id": args[1]}, &out); err != nil {
+					return err
+				}
+				if c.output == "table" {
+					c.output = "yaml"
+				}
+				return c.print(out.Item)
+			}
+			vars := map[string]any{}
+			if k.field == "tasks" {
+				f := map[string]any{"mine": mine}
+				for _, s := range statuses {
+					f["status"] = append(asList(f["status"]), strings.ToUpper(s))
+				}
+				if resource != "" {
+					f["computeResource"] = resource
+				}
+				if project != "" {
+					f["project"] = project
+				}
+				vars["f"] = f
+			}
+			var out map[string]any
+			if err := cl.Do(cmd.Context(), k.query, vars, &out); err != nil {
+				return err
+			}
+			items := nodes(out[k.field])
+			if c.output != "table" {
+				return c.print(items)
+			}
+			var rows [][]string
+			for _, it := range items {
+				rows = append(rows, k.row(it))
+			}
+			if len(rows) == 0 {
+				fmt.Fprintf(c.err, "no %s\n", k.names[0])
+				return nil
+			}
+			c.table(k.header, rows)
+			return nil
+		},
+	}
+	cmd.Flags().StringSliceVar(&statuses, "status", nil, "tasks: only these statuses (queued, placed, running, completed, failed, aborted)")
+	cmd.Flags().BoolVar(&mine, "mine", false, "tasks: only your own")
+	cmd.Flags().StringVar(&resource, "resource", "", "tasks: only this compute resource (id)")
+	cmd.Flags().StringVar(&project, "project", "", "tasks: only this project")
+	return cmd
+}
+
+func asList(v any) []any {
+	l, _ := v.([]any)
+	return l
+}
+
+// nodes takes the items of a connection ({edges: [{node}]}) or a plain list.
+func nodes(v any) []map[string]any {
+	var out []map[string]any
+	if m, ok := v.(map[string]any); ok {
+		for _, e := range asList(m["edges"]) {
+			if em, ok := e.(map[string]any); ok {
+				if n, ok := em["node"].(map[string]any); ok {
+					out = append(out, n)
+				}
+			}
+		}
+		return out
+	}
+	for _, x := range asList(v) {
+		if n, ok := x.(map[string]any); ok {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// str reads a nested field as text.
+func str(m map[string]any, path ...string) string {
+	var v any = m
+	for _, p := range path {
+		mm, ok := v.(map[string]any)
+		if !ok {
+			return ""
+		}
+		v = mm[p]
+	}
+	switch x := v.(type) {
+	case nil:
+		return ""
+	case string:
+		return x
+	case float64:
+		return strconv.FormatFloat(x, 'f', -1, 64)
+	case bool:
+		return strconv.FormatBool(x)
+	}
+	return fmt.Sprint(v)
+}
+
+// names joins the names of a list of objects.
+func names(m map[string]any, field string) string {
+	var out []string
+	for _, x := range asList(m[field]) {
+		if mm, ok := x.(map[string]any); ok {
+			out = append(out, str(mm, "name"))
+		}
+	}
+	if len(out) == 0 {
+		return "-"
+	}
+	return strings.Join(out, ", ")
+}

@@ -1,0 +1,100 @@
+// Command klique is the one binary of Klique: the control plane (`serve`)
+// and the client commands people and CI use (`login`, `apply`, `get`,
+// `enqueue`, ...). Later it also runs the worker daemon, the HPC submitter
+// and the autoscaler.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/klique-ai/klique/internal/client"
+	"github.com/klique-ai/klique/internal/version"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run executes one command line and returns the exit code: 0 on success,
+// 1 when the server refused or failed, 2 for a mistake on the command line.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	root := newRoot(stdin, stdout, stderr)
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return 0
+	}
+	var ce *client.Error
+	var ue usageError
+	switch {
+	case errors.As(err, &ce):
+		fmt.Fprintf(stderr, "error: %v\n", ce)
+		return 1
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "error: %v\n", err)
+		return 2
+	default:
+		fmt.Fprintf(stderr, "error: %v\n", err)
+		return 1
+	}
+}
+
+// usageError is a mistake in how a command was called.
+type usageError struct{ error }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
+
+// cli carries what every client command shares.
+type cli struct {
+	in       io.Reader
+	out, err io.Writer
+	server   string
+	output   string
+}
+
+func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
+	c := &cli{in: stdin, out: stdout, err: stderr}
+	root := &cobra.Command{
+		Use:   "klique",
+		Short: "Klique: one control plane for a shared GPU estate",
+		Long: `Klique governs a shared GPU estate: pools in every environment, profiles,
+resource policies and the compute resources people send work to.
+
+  klique serve                      run the control plane
+  klique login --key-file FILE      sign in to a control plane
+  klique apply -f estate.yaml       describe pools, profiles and policies
+  klique enqueue --resource "1 GPU" --project P -- python train.py
+  klique get tasks                  see where your work is`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.PersistentFlags().StringVar(&c.server, "server", "", "control plane URL (default: from klique login, or $KLIQUE_SERVER)")
+	root.PersistentFlags().StringVarP(&c.output, "output", "o", "table", "output format: table, json or yaml")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.AddCommand(
+		newServeCmd(c),
+		&cobra.Command{Use: "version", Short: "Print the version", Args: cobra.NoArgs, RunE: func(cmd *cobra.Command, _ []string) error {
+			fmt.Fprintf(c.out, "klique %s\n", version.String())
+			return nil
+		}},
+		newLoginCmd(c), newLogoutCmd(c), newWhoamiCmd(c),
+		newApplyCmd(c), newExportCmd(c),
+		newGetCmd(c), newCreateCmd(c),
+		newEnqueueCmd(c), newAbortCmd(c), newCloneCmd(c),
+	)
+	return root
+}

@@ -1,0 +1,188 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// quickstartStep is one command of the README quickstart with what it must
+// print, or the error it must fail with.
+type quickstartStep struct {
+	command string
+	expect  []string
+	err     string
+}
+
+// readQuickstart reads the shell block between the quickstart markers of the
+// README. A command is followed by "# → text" lines (text it prints) or one
+// "# error: text" line (it fails, saying text). Other comments are prose.
+func readQuickstart(t *testing.T) []quickstartStep {
+	t.Helper()
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(readme), "<!-- quickstart:begin -->")
+	block, _, ok2 := strings.Cut(rest, "<!-- quickstart:end -->")
+	if !ok || !ok2 {
+		t.Fatal("README.md has no quickstart block between <!-- quickstart:begin --> and <!-- quickstart:end -->")
+	}
+	var steps []quickstartStep
+	sc := bufio.NewScanner(strings.NewReader(block))
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		switch {
+		case line == "" || strings.HasPrefix(line, "```"):
+		case strings.HasPrefix(line, "# → "):
+			if len(steps) == 0 {
+				t.Fatalf("expected output %q before any command", line)
+			}
+			steps[len(steps)-1].expect = append(steps[len(steps)-1].expect, strings.TrimPrefix(line, "# → "))
+		case strings.HasPrefix(line, "# error: "):
+			steps[len(steps)-1].err = strings.TrimPrefix(line, "# error: ")
+		case strings.HasPrefix(line, "#"):
+		default:
+			steps = append(steps, quickstartStep{command: line})
+		}
+	}
+	if len(steps) < 5 {
+		t.Fatalf("the quickstart has only %d commands", len(steps))
+	}
+	return steps
+}
+
+// TestReadmeQuickstartWorksAsWritten builds the klique binary, starts
+// `klique serve` on its embedded defaults in a fresh directory, and runs
+// every command of the README quickstart in bash from that directory,
+// checking what each prints. `make build` is done by the test itself (the
+// binary lands in ./bin/klique as the README expects).
+func TestReadmeQuickstartWorksAsWritten(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs a server")
+	}
+	steps := readQuickstart(t)
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "bin", "klique")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	examples, _ := filepath.Abs("../../examples")
+	if err := os.Symlink(examples, filepath.Join(dir, "examples")); err != nil {
+		t.Fatal(err)
+	}
+
+	addr := freeAddr(t)
+	env := append(os.Environ(),
+		"HOME="+dir, "XDG_CONFIG_HOME="+filepath.Join(dir, ".config"),
+		"KLIQUE_LISTEN="+addr, "KLIQUE_SERVER=http://"+addr, "KLIQUE_PUBLIC_URL=http://"+addr,
+		"KLIQUE_CONFIG=", "KLIQUE_API_KEY=", "KLIQUE_TOKEN=", "KLIQUE_DATABASE_URL=", "KLIQUE_BOOTSTRAP_TOKEN=")
+	ctx, cancel := context.WithCancel(context.Background())
+	serve := exec.CommandContext(ctx, bin, "serve")
+	serve.Dir, serve.Env = dir, env
+	var serverLog bytes.Buffer
+	serve.Stdout, serve.Stderr = &serverLog, &serverLog
+	if err := serve.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		_ = serve.Wait()
+		if t.Failed() {
+			t.Logf("server log:\n%s", serverLog.String())
+		}
+	})
+	waitReady(t, "http://"+addr+"/readyz")
+	if strings.Contains(serverLog.String(), mustRead(t, filepath.Join(dir, "klique-data", "admin.token"))) {
+		t.Fatal("the server log holds the admin key")
+	}
+	if info, err := os.Stat(filepath.Join(dir, "klique-data", "admin.token")); err != nil || info.Mode().Perm() != 0o600 {
+		t.Fatalf("admin.token: %v, mode %v; want mode 0600", err, info.Mode())
+	}
+
+	for _, st := range steps {
+		if strings.HasPrefix(st.command, "make ") {
+			continue // the test built ./bin/klique itself
+		}
+		t.Run(st.command, func(t *testing.T) {
+			cmd := exec.Command("bash", "-c", st.command)
+			cmd.Dir, cmd.Env = dir, env
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			err := cmd.Run()
+			out := strings.ReplaceAll(stdout.String()+stderr.String(), "127.0.0.1:"+strings.Split(addr, ":")[1], "127.0.0.1:8080")
+			if st.err != "" {
+				if err == nil {
+					t.Fatalf("succeeded, want it refused with %q; printed:\n%s", st.err, out)
+				}
+				if !strings.Contains(stderr.String(), st.err) {
+					t.Fatalf("refused with:\n%s\nwant %q", stderr.String(), st.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("failed: %v\n%s", err, out)
+			}
+			for _, want := range st.expect {
+				if !containsSpaced(out, want) {
+					t.Errorf("output does not contain %q:\n%s", want, out)
+				}
+			}
+		})
+	}
+}
+
+// containsSpaced is strings.Contains that treats runs of spaces as one, so
+// that table columns match the README however wide they are.
+func containsSpaced(s, sub string) bool {
+	return strings.Contains(strings.Join(strings.Fields(s), " "), strings.Join(strings.Fields(sub), " "))
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func waitReady(t *testing.T, url string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("server not ready at %s", url)
+}
+
+func mustRead(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := strings.TrimSpace(string(b))
+	if s == "" {
+		t.Fatal(fmt.Sprintf("%s is empty", path))
+	}
+	return s
+}

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"log/slog"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/klique-ai/klique/internal/config"
+	"github.com/klique-ai/klique/internal/server"
+)
+
+func newServeCmd(c *cli) *cobra.Command {
+	var listen, dataDir string
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the control plane",
+		Long: `Run the control plane. With no configuration it keeps its state in SQLite
+under ./klique-data and listens on 127.0.0.1:8080. On first start it creates
+tenant "default", a platform admin "admin" and an API key for it, written to
+./klique-data/admin.token.
+
+Environment: KLIQUE_LISTEN, KLIQUE_DATA_DIR, KLIQUE_DATABASE_URL (postgres://),
+KLIQUE_REDIS_URL, KLIQUE_BOOTSTRAP_TOKEN, KLIQUE_PUBLIC_URL, KLIQUE_TOKEN_TTL,
+KLIQUE_LOG_FORMAT (text|json), KLIQUE_LOG_LEVEL, KLIQUE_OIDC_ISSUER,
+KLIQUE_OIDC_JWKS_URL, KLIQUE_OIDC_AUDIENCE, KLIQUE_OIDC_GROUPS_CLAIM,
+KLIQUE_OIDC_USERNAME_CLAIM, KLIQUE_OIDC_TENANT.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := config.FromEnv(func(k string) string {
+				switch {
+				case k == "KLIQUE_LISTEN" && listen != "":
+					return listen
+				case k == "KLIQUE_DATA_DIR" && dataDir != "":
+					return dataDir
+				}
+				return os.Getenv(k)
+			})
+			if err != nil {
+				return usageError{err}
+			}
+			return server.Run(cmd.Context(), cfg, newLogger(cfg, c))
+		},
+	}
+	cmd.Flags().StringVar(&listen, "listen", "", "address to listen on (default 127.0.0.1:8080, or $KLIQUE_LISTEN)")
+	cmd.Flags().StringVar(&dataDir, "data-dir", "", "directory for the SQLite store and admin token (default ./klique-data)")
+	return cmd
+}
+
+func newLogger(cfg *config.Config, c *cli) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(cfg.LogLevel))
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(c.err, opts))
+	}
+	return slog.New(slog.NewTextHandler(c.err, opts))
+}

@@ -1,0 +1,192 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+const taskFields = `id name status position reason computeResource { name } group { name } size { text }`
+
+// keyValues reads repeated k=v flags.
+func keyValues(flag string, list []string) (map[string]string, error) {
+	if len(list) == 0 {
+		return nil, nil
+	}
+	out := map[string]string{}
+	for _, kv := range list {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, usagef("--%s %q: write it as NAME=VALUE", flag, kv)
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+func (c *cli) printTask(verb string, t map[string]any) error {
+	if c.output != "table" {
+		return c.print(t)
+	}
+	pos := ""
+	if p := str(t, "position"); p != "" {
+		pos = ", position " + p
+	}
+	fmt.Fprintf(c.out, "%s task %s %q on %s of group %s, size %s: %s%s\n", verb, str(t, "id"), str(t, "name"),
+		quoteName(str(t, "computeResource", "name")), str(t, "group", "name"), str(t, "size", "text"), strings.ToLower(str(t, "status")), pos)
+	return nil
+}
+
+func quoteName(s string) string { return "'" + s + "'" }
+
+func newEnqueueCmd(c *cli) *cobra.Command {
+	var resource, project, name, group, image, repo, commit, entry, workdir string
+	var params, env, packages []string
+	cmd := &cobra.Command{
+		Use:   "enqueue --resource NAME --project NAME [flags] [-- COMMAND...]",
+		Short: "Send a task to a compute resource",
+		Long: `Send a task to a compute resource open to you. Give what to run as a
+command after --, or as a repository with an entry point. The task waits in
+the compute resource's queue for the engine to place it.`,
+		Example: `  klique enqueue --resource "1 GPU" --project fraud-models --name train -- python train.py --lr 0.1
+  klique enqueue --resource "8 GPUs" --project fraud-models --repo git@git.corp:ml/fraud.git \
+      --commit 4f2a9c1 --entry-point train.py --param epochs=10`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if resource == "" {
+				return usagef("say which compute resource with --resource (see: klique get computeresources)")
+			}
+			in := map[string]any{"computeResource": resource}
+			if name == "" {
+				name = taskName(args, entry)
+			}
+			in["name"] = name
+			for k, v := range map[string]string{"project": project, "group": group, "image": image, "repository": repo,
+				"commit": commit, "entryPoint": entry, "workingDir": workdir} {
+				if v != "" {
+					in[k] = v
+				}
+			}
+			if len(args) > 0 {
+				in["command"] = args
+			}
+			if len(packages) > 0 {
+				in["packages"] = packages
+			}
+			p, err := keyValues("param", params)
+			if err != nil {
+				return err
+			}
+			e, err := keyValues("env", env)
+			if err != nil {
+				return err
+			}
+			if p != nil {
+				in["parameters"] = p
+			}
+			if e != nil {
+				in["env"] = e
+			}
+			cl, err := c.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			var out struct{ EnqueueTask map[string]any }
+			if err := cl.Do(cmd.Context(), `mutation($in: EnqueueTaskInput!) { enqueueTask(input: $in) { `+taskFields+` } }`,
+				map[string]any{"in": in}, &out); err != nil {
+				return err
+			}
+			return c.printTask("enqueued", out.EnqueueTask)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&resource, "resource", "", "compute resource to send the task to")
+	f.StringVar(&project, "project", "", "project the task belongs to")
+	f.StringVar(&name, "name", "", "task name (default: from the command)")
+	f.StringVar(&group, "group", "", "which group's compute resource, when several of your groups have one of that name")
+	f.StringVar(&image, "image", "", "container image")
+	f.StringVar(&repo, "repo", "", "git repository to clone")
+	f.StringVar(&commit, "commit", "", "commit to check out")
+	f.StringVar(&entry, "entry-point", "", "script to run in the repository")
+	f.StringVar(&workdir, "working-dir", "", "working directory in the repository")
+	f.StringArrayVar(&params, "param", nil, "parameter NAME=VALUE (repeatable)")
+	f.StringArrayVar(&env, "env", nil, "environment variable NAME=VALUE (repeatable; never secrets)")
+	f.StringArrayVar(&packages, "package", nil, "Python package requirement (repeatable)")
+	return cmd
+}
+
+// taskName derives a name from what the task runs.
+func taskName(args []string, entry string) string {
+	switch {
+	case entry != "":
+		return entry
+	case len(args) == 0:
+		return ""
+	}
+	name := strings.Join(args, " ")
+	if len(name) > 60 {
+		name = name[:60]
+	}
+	return strings.TrimSpace(name)
+}
+
+func newAbortCmd(c *cli) *cobra.Command {
+	var reason string
+	cmd := &cobra.Command{
+		Use:   "abort TASK_ID",
+		Short: "Stop a task",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := c.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			var out struct{ AbortTask map[string]any }
+			if err := cl.Do(cmd.Context(), `mutation($id: ID!, $r: String) { abortTask(id: $id, reason: $r) { `+taskFields+` } }`,
+				map[string]any{"id": args[0], "r": reason}, &out); err != nil {
+				return err
+			}
+			return c.printTask("aborted", out.AbortTask)
+		},
+	}
+	cmd.Flags().StringVar(&reason, "reason", "", "why, for the task's record")
+	return cmd
+}
+
+func newCloneCmd(c *cli) *cobra.Command {
+	var params []string
+	var name, resource, group string
+	cmd := &cobra.Command{
+		Use:     "clone TASK_ID",
+		Short:   "Clone a task with changed parameters and enqueue it",
+		Example: `  klique clone 01930f2e-... --param lr=0.01`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p, err := keyValues("param", params)
+			if err != nil {
+				return err
+			}
+			vars := map[string]any{"id": args[0], "p": p}
+			for k, v := range map[string]string{"name": name, "cr": resource, "group": group} {
+				if v != "" {
+					vars[k] = v
+				}
+			}
+			cl, err := c.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			var out struct{ CloneTask map[string]any }
+			if err := cl.Do(cmd.Context(), `mutation($id: ID!, $p: StringMap, $name: String, $cr: ID, $group: ID) {
+				cloneTask(id: $id, parameterOverrides: $p, name: $name, computeResource: $cr, group: $group) { `+taskFields+` } }`, vars, &out); err != nil {
+				return err
+			}
+			return c.printTask("enqueued", out.CloneTask)
+		},
+	}
+	cmd.Flags().StringArrayVar(&params, "param", nil, "parameter to change, NAME=VALUE (repeatable)")
+	cmd.Flags().StringVar(&name, "name", "", "name of the new task")
+	cmd.Flags().StringVar(&resource, "resource", "", "send it to another compute resource")
+	cmd.Flags().StringVar(&group, "group", "", "which group's compute resource")
+	return cmd
+}

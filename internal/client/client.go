@@ -1,0 +1,140 @@
+// Package client talks to a Klique control plane over its GraphQL API, for
+// the CLI and for tests that drive the server the way people do.
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Client calls one control plane with one credential.
+type Client struct {
+	// BaseURL is the server, such as http://127.0.0.1:8080.
+	BaseURL string
+	// Credential is an API key or an access token.
+	Credential string
+	// Name goes in X-Klique-Client, so the audit trail records the channel
+	// ("cli").
+	Name string
+	HTTP *http.Client
+}
+
+// New returns a client with a sensible timeout.
+func New(baseURL, credential string) *Client {
+	return &Client{BaseURL: strings.TrimRight(baseURL, "/"), Credential: credential, HTTP: &http.Client{Timeout: 60 * time.Second}}
+}
+
+// Error is an error the server returned: its code (extensions.code for
+// GraphQL) and its message, which says what to change.
+type Error struct {
+	Code     string
+	Message  string
+	Problems []string
+	Status   int
+}
+
+func (e *Error) Error() string {
+	if len(e.Problems) > 1 {
+		return e.Message + ":\n  - " + strings.Join(e.Problems, "\n  - ")
+	}
+	return e.Message
+}
+
+type gqlResponse struct {
+	Data   json.RawMessage `json:"data"`
+	Errors []struct {
+		Message    string `json:"message"`
+		Extensions struct {
+			Code     string   `json:"code"`
+			Problems []string `json:"problems"`
+		} `json:"extensions"`
+	} `json:"errors"`
+}
+
+// Do runs a GraphQL operation and decodes its data into out.
+func (c *Client) Do(ctx context.Context, query string, vars map[string]any, out any) error {
+	body, err := json.Marshal(map[string]any{"query": query, "variables": vars})
+	if err != nil {
+		return fmt.Errorf("encode request: %w", err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.BaseURL+"/graphql", bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("server address %q: %w", c.BaseURL, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	c.authorize(req)
+	resp, err := c.http().Do(req)
+	if err != nil {
+		return fmt.Errorf("cannot reach the server at %s: %w", c.BaseURL, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return fmt.Errorf("read response: %w", err)
+	}
+	var r gqlResponse
+	if err := json.Unmarshal(data, &r); err != nil {
+		return &Error{Status: resp.StatusCode, Code: http.StatusText(resp.StatusCode), Message: fmt.Sprintf("the server answered %s with something other than GraphQL", resp.Status)}
+	}
+	if len(r.Errors) > 0 {
+		e := r.Errors[0]
+		return &Error{Status: resp.StatusCode, Code: e.Extensions.Code, Message: e.Message, Problems: e.Extensions.Problems}
+	}
+	if out != nil {
+		if err := json.Unmarshal(r.Data, out); err != nil {
+			return fmt.Errorf("decode response: %w", err)
+		}
+	}
+	return nil
+}
+
+// Token exchanges the client's API key for an access token.
+func (c *Client) Token(ctx context.Context) (string, time.Time, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.BaseURL+"/api/v1/auth/token", nil)
+	if err != nil {
+		return "", time.Time{}, fmt.Errorf("server address %q: %w", c.BaseURL, err)
+	}
+	c.authorize(req)
+	resp, err := c.http().Do(req)
+	if err != nil {
+		return "", time.Time{}, fmt.Errorf("cannot reach the server at %s: %w", c.BaseURL, err)
+	}
+	defer resp.Body.Close()
+	var out struct {
+		AccessToken string    `json:"access_token"`
+		ExpiresAt   time.Time `json:"expires_at"`
+		Error       *struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&out); err != nil {
+		return "", time.Time{}, fmt.Errorf("the server answered %s with something unexpected", resp.Status)
+	}
+	if out.Error != nil {
+		return "", time.Time{}, &Error{Status: resp.StatusCode, Code: out.Error.Code, Message: out.Error.Message}
+	}
+	return out.AccessToken, out.ExpiresAt, nil
+}
+
+func (c *Client) authorize(req *http.Request) {
+	if c.Credential != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Credential)
+	}
+	if c.Name != "" {
+		req.Header.Set("X-Klique-Client", c.Name)
+	}
+}
+
+func (c *Client) http() *http.Client {
+	if c.HTTP != nil {
+		return c.HTTP
+	}
+	return http.DefaultClient
+}

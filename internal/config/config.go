@@ -1,0 +1,160 @@
+// Package config reads the server's configuration from the environment. With
+// nothing set, the server runs on its embedded defaults: state in SQLite
+// under ./klique-data, listening on 127.0.0.1:8080.
+package config
+
+import (
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config is everything `klique serve` needs.
+type Config struct {
+	// Listen is the address of the HTTP server (KLIQUE_LISTEN).
+	Listen string
+	// DataDir holds the SQLite file and the bootstrap admin token
+	// (KLIQUE_DATA_DIR).
+	DataDir string
+	// DatabaseURL, when set, keeps state in PostgreSQL instead of SQLite
+	// (KLIQUE_DATABASE_URL).
+	DatabaseURL string
+	// RedisURL carries rate-limit counters and events between replicas
+	// (KLIQUE_REDIS_URL). Not needed by a single replica.
+	RedisURL string
+	// BootstrapToken, when set, is the admin API key created on first start
+	// instead of a generated one (KLIQUE_BOOTSTRAP_TOKEN).
+	BootstrapToken string
+	// PublicURL is how clients reach the server; it is the issuer of access
+	// tokens (KLIQUE_PUBLIC_URL, default http://<listen>).
+	PublicURL string
+	// TokenTTL is the lifetime of access tokens (KLIQUE_TOKEN_TTL).
+	TokenTTL time.Duration
+	// MaxBodyBytes bounds request bodies (KLIQUE_MAX_BODY_BYTES).
+	MaxBodyBytes int64
+	// LogFormat is "text" or "json" (KLIQUE_LOG_FORMAT); LogLevel is debug,
+	// info, warn or error (KLIQUE_LOG_LEVEL).
+	LogFormat string
+	LogLevel  string
+	// OIDC configures an external identity provider (KLIQUE_OIDC_*). Empty
+	// OIDCIssuer means no SSO.
+	OIDCIssuer        string
+	OIDCJWKSURL       string
+	OIDCAudience      string
+	OIDCGroupsClaim   string
+	OIDCUsernameClaim string
+	OIDCTenant        string
+	// ShutdownTimeout bounds a graceful shutdown (KLIQUE_SHUTDOWN_TIMEOUT).
+	ShutdownTimeout time.Duration
+}
+
+// Defaults.
+const (
+	DefaultListen       = "127.0.0.1:8080"
+	DefaultDataDir      = "klique-data"
+	DefaultTokenTTL     = time.Hour
+	DefaultMaxBodyBytes = 8 << 20
+)
+
+// FromEnv reads the configuration from the environment, using getenv
+// (os.Getenv when nil). The error names the variable to fix.
+func FromEnv(getenv func(string) string) (*Config, error) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	c := &Config{
+		Listen:            or(getenv("KLIQUE_LISTEN"), DefaultListen),
+		DataDir:           or(getenv("KLIQUE_DATA_DIR"), DefaultDataDir),
+		DatabaseURL:       getenv("KLIQUE_DATABASE_URL"),
+		RedisURL:          getenv("KLIQUE_REDIS_URL"),
+		BootstrapToken:    getenv("KLIQUE_BOOTSTRAP_TOKEN"),
+		PublicURL:         getenv("KLIQUE_PUBLIC_URL"),
+		LogFormat:         or(getenv("KLIQUE_LOG_FORMAT"), "text"),
+		LogLevel:          or(getenv("KLIQUE_LOG_LEVEL"), "info"),
+		OIDCIssuer:        getenv("KLIQUE_OIDC_ISSUER"),
+		OIDCJWKSURL:       getenv("KLIQUE_OIDC_JWKS_URL"),
+		OIDCAudience:      getenv("KLIQUE_OIDC_AUDIENCE"),
+		OIDCGroupsClaim:   getenv("KLIQUE_OIDC_GROUPS_CLAIM"),
+		OIDCUsernameClaim: getenv("KLIQUE_OIDC_USERNAME_CLAIM"),
+		OIDCTenant:        getenv("KLIQUE_OIDC_TENANT"),
+	}
+	var err error
+	if c.TokenTTL, err = duration(getenv, "KLIQUE_TOKEN_TTL", DefaultTokenTTL); err != nil {
+		return nil, err
+	}
+	if c.ShutdownTimeout, err = duration(getenv, "KLIQUE_SHUTDOWN_TIMEOUT", 20*time.Second); err != nil {
+		return nil, err
+	}
+	c.MaxBodyBytes = DefaultMaxBodyBytes
+	if v := getenv("KLIQUE_MAX_BODY_BYTES"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1<<10 {
+			return nil, fmt.Errorf("KLIQUE_MAX_BODY_BYTES=%q: give a number of bytes, at least 1024", v)
+		}
+		c.MaxBodyBytes = n
+	}
+	return c, c.Validate()
+}
+
+// Validate checks the values and fills derived defaults.
+func (c *Config) Validate() error {
+	if c.TokenTTL < time.Minute || c.TokenTTL > 7*24*time.Hour {
+		return fmt.Errorf("KLIQUE_TOKEN_TTL=%s: give a duration between 1m and 168h", c.TokenTTL)
+	}
+	if c.DatabaseURL != "" {
+		u, err := url.Parse(c.DatabaseURL)
+		if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+			return fmt.Errorf("KLIQUE_DATABASE_URL must be a postgres:// URL (leave it unset for the embedded SQLite store)")
+		}
+	}
+	if c.PublicURL == "" {
+		c.PublicURL = "http://" + c.Listen
+	}
+	c.PublicURL = strings.TrimRight(c.PublicURL, "/")
+	if u, err := url.Parse(c.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("KLIQUE_PUBLIC_URL=%q must be an http(s) URL such as https://klique.example.com", c.PublicURL)
+	}
+	switch c.LogFormat {
+	case "text", "json":
+	default:
+		return fmt.Errorf("KLIQUE_LOG_FORMAT=%q: use text or json", c.LogFormat)
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		return fmt.Errorf("KLIQUE_LOG_LEVEL=%q: use debug, info, warn or error", c.LogLevel)
+	}
+	if c.OIDCIssuer != "" && (c.OIDCJWKSURL == "" || c.OIDCAudience == "") {
+		return fmt.Errorf("KLIQUE_OIDC_ISSUER is set: also set KLIQUE_OIDC_JWKS_URL and KLIQUE_OIDC_AUDIENCE")
+	}
+	return nil
+}
+
+// SQLitePath is where the embedded store keeps its file.
+func (c *Config) SQLitePath() string { return filepath.Join(c.DataDir, "klique.db") }
+
+// AdminTokenPath is where the first start writes the admin API key.
+func (c *Config) AdminTokenPath() string { return filepath.Join(c.DataDir, "admin.token") }
+
+func or(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}
+
+func duration(getenv func(string) string, name string, def time.Duration) (time.Duration, error) {
+	v := getenv(name)
+	if v == "" {
+		return def, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return 0, fmt.Errorf("%s=%q: give a duration such as 30s, 15m or 1h", name, v)
+	}
+	return d, nil
+}

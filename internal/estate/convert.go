@@ -1,0 +1,492 @@
+package estate
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/klique-ai/klique/internal/model"
+)
+
+// Defaults for fields an estate file or an API call leaves out.
+const (
+	DefaultCurrency        = "USD"
+	DefaultTimeWeightMilli = 1000
+)
+
+// Apply returns a copy of cur with every object of the document created or
+// updated, matched by name (policies by group, compute resources by policy
+// and profile). newID makes ids for new objects; now stamps them. It returns
+// a *ValidationError for names that do not resolve and values that cannot be
+// read; the caller validates the result as a whole.
+func (d *Document) Apply(cur *Estate, tenantID string, newID func() string, now time.Time) (*Estate, error) {
+	a := &applier{e: cur.Clone(), tenant: tenantID, newID: newID, now: now}
+	a.checkDuplicates(d)
+	for i := range d.GPUClasses {
+		a.gpuClass(&d.GPUClasses[i])
+	}
+	for i := range d.Groups {
+		a.group(&d.Groups[i])
+	}
+	for i := range d.Pools {
+		a.pool(&d.Pools[i])
+	}
+	for i := range d.Profiles {
+		a.profile(&d.Profiles[i])
+	}
+	for i := range d.Policies {
+		a.policy(&d.Policies[i])
+	}
+	for i := range d.Projects {
+		a.project(&d.Projects[i])
+	}
+	// Orders refer to links and connections made above.
+	for i := range d.Pools {
+		a.executionPriority(&d.Pools[i])
+	}
+	for i := range d.Profiles {
+		a.queuingPriority(&d.Profiles[i])
+	}
+	if len(a.problems) > 0 {
+		return nil, &ValidationError{Problems: a.problems}
+	}
+	a.e.Normalize()
+	return a.e, nil
+}
+
+type applier struct {
+	e        *Estate
+	tenant   string
+	newID    func() string
+	now      time.Time
+	problems []Problem
+}
+
+func (a *applier) add(object, format string, args ...any) {
+	a.problems = append(a.problems, Problem{Object: object, Message: fmt.Sprintf(format, args...)})
+}
+
+func (a *applier) checkDuplicates(d *Document) {
+	dup := func(kind string, names []string) {
+		seen := map[string]bool{}
+		for _, n := range names {
+			if seen[n] {
+				a.add(fmt.Sprintf("%s %q", kind, n), "appears twice in the file; describe each object once")
+			}
+			seen[n] = true
+		}
+	}
+	var names []string
+	for _, v := range d.GPUClasses {
+		names = append(names, v.Name)
+	}
+	dup("GPU class", names)
+	names = nil
+	for _, v := range d.Pools {
+		names = append(names, v.Name)
+	}
+	dup("pool", names)
+	names = nil
+	for _, v := range d.Profiles {
+		names = append(names, v.Name)
+	}
+	dup("profile", names)
+	names = nil
+	for _, v := range d.Groups {
+		names = append(names, v.Name)
+	}
+	dup("group", names)
+	names = nil
+	for _, v := range d.Policies {
+		names = append(names, v.Group)
+	}
+	dup("resource policy of group", names)
+	names = nil
+	for _, v := range d.Projects {
+		names = append(names, v.Name)
+	}
+	dup("project", names)
+}
+
+// whole reads an optional whole number, with def when it is absent.
+func (a *applier) whole(object, field string, n *Number, def int64) int64 {
+	if n == nil || *n == "" {
+		return def
+	}
+	v, err := n.Whole(field)
+	if err != nil {
+		a.add(object, "%v", err)
+	}
+	return v
+}
+
+func (a *applier) scaled(object, field string, n *Number, places int, def int64) int64 {
+	if n == nil || *n == "" {
+		return def
+	}
+	v, err := n.Scaled(field, places)
+	if err != nil {
+		a.add(object, "%v", err)
+	}
+	return v
+}
+
+func (a *applier) gpuClass(d *GPUClassDoc) {
+	obj := fmt.Sprintf("GPU class %q", d.Name)
+	c := a.e.GPUClassByName(d.Name)
+	if c == nil {
+		c = &model.GPUClass{ID: a.newID(), TenantID: a.tenant, Name: d.Name, CreatedAt: a.now}
+		a.e.GPUClasses = append(a.e.GPUClasses, c)
+	}
+	c.Description = d.Description
+	c.MemoryGB = int(a.whole(obj, "memoryGb", d.MemoryGB, 0))
+	c.PriceMicros = a.scaled(obj, "pricePerGpuHour", d.PricePerGPUHour, 6, 0)
+	c.Currency = d.Currency
+	if c.Currency == "" {
+		c.Currency = DefaultCurrency
+	}
+}
+
+func (a *applier) group(d *GroupDoc) {
+	g := a.e.GroupByName(d.Name)
+	if g == nil {
+		g = &model.Group{ID: a.newID(), TenantID: a.tenant, Name: d.Name, CreatedAt: a.now}
+		a.e.Groups = append(a.e.Groups, g)
+	}
+	g.Description = d.Description
+}
+
+func (a *applier) pool(d *PoolDoc) {
+	obj := fmt.Sprintf("pool %q", d.Name)
+	p := a.e.PoolByName(d.Name)
+	if p == nil {
+		p = &model.Pool{ID: a.newID(), TenantID: a.tenant, Name: d.Name, CreatedAt: a.now}
+		a.e.Pools = append(a.e.Pools, p)
+	}
+	p.Description = d.Description
+	p.Kind = model.PoolKind(d.Kind)
+	if d.Kind == "" {
+		a.add(obj, "kind is required: one of %s", kindList())
+	}
+	if d.Capacity == nil {
+		a.add(obj, "capacity is required: the number of whole GPUs the pool declares")
+	}
+	p.CapacityGPUs = int(a.whole(obj, "capacity", d.Capacity, 0))
+	p.GPUClassID = ""
+	class := a.e.GPUClassByName(d.GPUClass)
+	switch {
+	case d.GPUClass == "":
+		a.add(obj, "gpuClass is required")
+	case class == nil:
+		a.add(obj, "gpuClass %q is not a known GPU class; add it under gpuClasses", d.GPUClass)
+	default:
+		p.GPUClassID = class.ID
+	}
+	def := int64(0)
+	if class != nil {
+		def = int64(class.MemoryGB)
+	}
+	p.GPUMemoryGB = int(a.whole(obj, "gpuMemoryGb", d.GPUMemoryGB, def))
+	p.Region = d.Region
+	p.Labels = cloneMap(d.Labels)
+}
+
+func (a *applier) profile(d *ProfileDoc) {
+	obj := fmt.Sprintf("profile %q", d.Name)
+	pr := a.e.ProfileByName(d.Name)
+	if pr == nil {
+		pr = &model.Profile{ID: a.newID(), TenantID: a.tenant, Name: d.Name, CreatedAt: a.now}
+		a.e.Profiles = append(a.e.Profiles, pr)
+	}
+	pr.Description = d.Description
+	pr.SizeParameter = ""
+	switch {
+	case d.Size != nil && d.SizeFromParameter != nil:
+		a.add(obj, "give size or sizeFromParameter, not both")
+	case d.Size != nil:
+		pr.Size = a.size(obj, "size", d.Size)
+	case d.SizeFromParameter != nil:
+		pr.SizeParameter = d.SizeFromParameter.Parameter
+		if pr.SizeParameter == "" {
+			a.add(obj, "sizeFromParameter needs the parameter name")
+		}
+		if d.SizeFromParameter.Default == nil {
+			a.add(obj, "sizeFromParameter needs a default size for tasks that do not set the parameter")
+		} else {
+			pr.Size = a.size(obj, "sizeFromParameter.default", d.SizeFromParameter.Default)
+		}
+	default:
+		a.add(obj, "size is required: a fraction (0.125, 0.25, 0.5), whole GPUs (1, 8) or nodes x GPUs per node (2x8)")
+	}
+	pr.GPUClassID = ""
+	if d.GPUClass != "" {
+		if c := a.e.GPUClassByName(d.GPUClass); c != nil {
+			pr.GPUClassID = c.ID
+		} else {
+			a.add(obj, "gpuClass %q is not a known GPU class", d.GPUClass)
+		}
+	}
+	pr.MinGPUMemoryGB = int(a.whole(obj, "minGpuMemoryGb", d.MinGPUMemoryGB, 0))
+	pr.TimeWeightMilli = a.scaled(obj, "timeWeight", d.TimeWeight, 3, DefaultTimeWeightMilli)
+	pr.Pools = nil
+	for _, name := range d.Pools {
+		if p := a.e.PoolByName(name); p != nil {
+			pr.Pools = append(pr.Pools, p.ID)
+		} else {
+			a.add(obj, "pool %q is not a known pool; add it under pools", name)
+		}
+	}
+}
+
+func (a *applier) size(obj, field string, n *Number) model.Size {
+	s, err := model.ParseSize(string(*n))
+	if err != nil {
+		a.add(obj, "%s: %v", field, err)
+	}
+	return s
+}
+
+func (a *applier) policy(d *PolicyDoc) {
+	obj := fmt.Sprintf("resource policy of group %q", d.Group)
+	g := a.e.GroupByName(d.Group)
+	if g == nil {
+		a.add(obj, "group %q is not a known group; add it under groups", d.Group)
+		return
+	}
+	pol := a.e.PolicyOfGroup(g.ID)
+	if pol == nil {
+		pol = &model.ResourcePolicy{ID: a.newID(), TenantID: a.tenant, GroupID: g.ID, CreatedAt: a.now}
+		a.e.Policies = append(a.e.Policies, pol)
+	}
+	pol.ReservationGPUs = int(a.whole(obj, "reservation", d.Reservation, 0))
+	if d.Limit == nil {
+		a.add(obj, "limit is required: the most GPUs the group may hold at once")
+	}
+	pol.LimitGPUs = int(a.whole(obj, "limit", d.Limit, 0))
+	pol.Budget = nil
+	if b := d.TimeBudget; b != nil {
+		if b.Hours == nil {
+			a.add(obj, "timeBudget needs hours")
+		}
+		pol.Budget = &model.TimeBudget{MilliHours: a.scaled(obj, "timeBudget.hours", b.Hours, 3, 0), Period: model.BudgetPeriod(strings.ToLower(b.Period))}
+	}
+	pol.LowWatermark = time.Duration(a.whole(obj, "lowWatermarkMinutes", d.LowWatermarkMinutes, int64(model.DefaultLowWatermark/time.Minute))) * time.Minute
+	pol.AlertThresholdPercent = int(a.whole(obj, "alertThresholdPercent", d.AlertThresholdPercent, model.DefaultAlertThresholdPercent))
+
+	keep := map[string]bool{}
+	for _, cd := range d.ComputeResources {
+		pr := a.e.ProfileByName(cd.Profile)
+		if pr == nil {
+			a.add(obj, "compute resource %q: profile %q is not a known profile", cd.Name, cd.Profile)
+			continue
+		}
+		cr := a.e.ComputeResourceOf(pol.ID, pr.ID)
+		if cr == nil {
+			cr = &model.ComputeResource{ID: a.newID(), TenantID: a.tenant, PolicyID: pol.ID, ProfileID: pr.ID, CreatedAt: a.now}
+			a.e.ComputeResources = append(a.e.ComputeResources, cr)
+		}
+		cr.Name = cd.Name
+		if cr.Name == "" {
+			cr.Name = pr.Name
+		}
+		cr.Description = cd.Description
+		keep[cr.ID] = true
+	}
+	// The file describes the policy whole: connections it leaves out go.
+	crs := a.e.ComputeResources[:0]
+	for _, cr := range a.e.ComputeResources {
+		if cr.PolicyID != pol.ID || keep[cr.ID] {
+			crs = append(crs, cr)
+		}
+	}
+	a.e.ComputeResources = crs
+}
+
+func (a *applier) project(d *ProjectDoc) {
+	obj := fmt.Sprintf("project %q", d.Name)
+	p := a.e.ProjectByName(d.Name)
+	if p == nil {
+		p = &model.Project{ID: a.newID(), TenantID: a.tenant, Name: d.Name, CreatedAt: a.now}
+		a.e.Projects = append(a.e.Projects, p)
+	}
+	p.Description = d.Description
+	p.OutputDestination = d.OutputDestination
+	p.GroupID = ""
+	if d.Group != "" {
+		if g := a.e.GroupByName(d.Group); g != nil {
+			p.GroupID = g.ID
+		} else {
+			a.add(obj, "group %q is not a known group", d.Group)
+		}
+	}
+}
+
+func (a *applier) executionPriority(d *PoolDoc) {
+	p := a.e.PoolByName(d.Name)
+	if p == nil {
+		return
+	}
+	order, problems := ResolveExecutionPriority(a.e, p, d.ExecutionPriority)
+	for _, msg := range problems {
+		a.add(fmt.Sprintf("pool %q", d.Name), "executionPriority: %s", msg)
+	}
+	p.ProfileOrder = order
+}
+
+func (a *applier) queuingPriority(d *ProfileDoc) {
+	pr := a.e.ProfileByName(d.Name)
+	if pr == nil {
+		return
+	}
+	order, problems := ResolveQueuingPriority(a.e, pr, d.QueuingPriority)
+	for _, msg := range problems {
+		a.add(fmt.Sprintf("profile %q", d.Name), "queuingPriority: %s", msg)
+	}
+	pr.QueuingOrder = order
+}
+
+// ResolveExecutionPriority turns profile names into a pool's ProfileOrder.
+// Every name must be a profile linked to the pool, listed once.
+func ResolveExecutionPriority(e *Estate, pool *model.Pool, names []string) ([]string, []string) {
+	var order, problems []string
+	for _, name := range names {
+		pr := e.ProfileByName(name)
+		switch {
+		case pr == nil:
+			problems = append(problems, fmt.Sprintf("profile %q is not a known profile", name))
+		case !contains(pr.Pools, pool.ID):
+			problems = append(problems, fmt.Sprintf("profile %q does not list pool %q; add the pool to the profile's pools first", name, pool.Name))
+		case contains(order, pr.ID):
+			problems = append(problems, fmt.Sprintf("profile %q is listed twice", name))
+		default:
+			order = append(order, pr.ID)
+		}
+	}
+	return order, problems
+}
+
+// ResolveQueuingPriority turns group names into a profile's QueuingOrder.
+// Every name must be a group whose policy is connected to the profile.
+func ResolveQueuingPriority(e *Estate, pr *model.Profile, groups []string) ([]string, []string) {
+	var order, problems []string
+	for _, name := range groups {
+		g := e.GroupByName(name)
+		var pol *model.ResourcePolicy
+		if g != nil {
+			pol = e.PolicyOfGroup(g.ID)
+		}
+		switch {
+		case g == nil:
+			problems = append(problems, fmt.Sprintf("group %q is not a known group", name))
+		case pol == nil || e.ComputeResourceOf(pol.ID, pr.ID) == nil:
+			problems = append(problems, fmt.Sprintf("group %q has no compute resource on profile %q; connect the profile to its policy first", name, pr.Name))
+		case contains(order, pol.ID):
+			problems = append(problems, fmt.Sprintf("group %q is listed twice", name))
+		default:
+			order = append(order, pol.ID)
+		}
+	}
+	return order, problems
+}
+
+// Export describes the estate as a document that Apply turns back into the
+// same estate.
+func (e *Estate) Export() *Document {
+	d := &Document{APIVersion: APIVersion, Kind: Kind}
+	classes := append([]*model.GPUClass(nil), e.GPUClasses...)
+	sort.Slice(classes, func(i, j int) bool { return classes[i].Name < classes[j].Name })
+	for _, c := range classes {
+		d.GPUClasses = append(d.GPUClasses, GPUClassDoc{
+			Name: c.Name, Description: c.Description, MemoryGB: optWhole(int64(c.MemoryGB)),
+			PricePerGPUHour: NumberOfText(strconv.FormatFloat(float64(c.PriceMicros)/1e6, 'f', -1, 64)), Currency: c.Currency,
+		})
+	}
+	pools := append([]*model.Pool(nil), e.Pools...)
+	sort.Slice(pools, func(i, j int) bool { return pools[i].Name < pools[j].Name })
+	for _, p := range pools {
+		pd := PoolDoc{Name: p.Name, Description: p.Description, Kind: string(p.Kind), Capacity: NumberOf(int64(p.CapacityGPUs)),
+			GPUMemoryGB: NumberOf(int64(p.GPUMemoryGB)), Region: p.Region, Labels: cloneMap(p.Labels)}
+		if c := e.GPUClass(p.GPUClassID); c != nil {
+			pd.GPUClass = c.Name
+		}
+		for _, id := range p.ProfileOrder {
+			if pr := e.Profile(id); pr != nil {
+				pd.ExecutionPriority = append(pd.ExecutionPriority, pr.Name)
+			}
+		}
+		if len(pd.Labels) == 0 {
+			pd.Labels = nil
+		}
+		d.Pools = append(d.Pools, pd)
+	}
+	profiles := append([]*model.Profile(nil), e.Profiles...)
+	sort.Slice(profiles, func(i, j int) bool { return profiles[i].Name < profiles[j].Name })
+	for _, pr := range profiles {
+		pd := ProfileDoc{Name: pr.Name, Description: pr.Description, MinGPUMemoryGB: optWhole(int64(pr.MinGPUMemoryGB)),
+			TimeWeight: NumberOfText(milli(pr.TimeWeightMilli))}
+		size := NumberOfText(pr.Size.String())
+		if pr.SizeParameter != "" {
+			pd.SizeFromParameter = &SizeParamDoc{Parameter: pr.SizeParameter, Default: size}
+		} else {
+			pd.Size = size
+		}
+		if c := e.GPUClass(pr.GPUClassID); c != nil {
+			pd.GPUClass = c.Name
+		}
+		for _, id := range pr.Pools {
+			if p := e.Pool(id); p != nil {
+				pd.Pools = append(pd.Pools, p.Name)
+			}
+		}
+		for _, id := range pr.QueuingOrder {
+			if pol := e.Policy(id); pol != nil {
+				pd.QueuingPriority = append(pd.QueuingPriority, e.GroupName(pol.GroupID))
+			}
+		}
+		d.Profiles = append(d.Profiles, pd)
+	}
+	groups := append([]*model.Group(nil), e.Groups...)
+	sort.Slice(groups, func(i, j int) bool { return groups[i].Name < groups[j].Name })
+	for _, g := range groups {
+		d.Groups = append(d.Groups, GroupDoc{Name: g.Name, Description: g.Description})
+	}
+	for _, g := range groups {
+		pol := e.PolicyOfGroup(g.ID)
+		if pol == nil {
+			continue
+		}
+		pd := PolicyDoc{Group: g.Name, Reservation: NumberOf(int64(pol.ReservationGPUs)), Limit: NumberOf(int64(pol.LimitGPUs)),
+			LowWatermarkMinutes:   NumberOf(int64(pol.LowWatermark / time.Minute)),
+			AlertThresholdPercent: NumberOf(int64(pol.AlertThresholdPercent))}
+		if b := pol.Budget; b != nil {
+			pd.TimeBudget = &BudgetDoc{Hours: NumberOfText(milli(b.MilliHours)), Period: string(b.Period)}
+		}
+		for _, cr := range e.ComputeResourcesOfPolicy(pol.ID) {
+			cd := ComputeResourceDoc{Name: cr.Name, Description: cr.Description}
+			if pr := e.Profile(cr.ProfileID); pr != nil {
+				cd.Profile = pr.Name
+			}
+			pd.ComputeResources = append(pd.ComputeResources, cd)
+		}
+		d.Policies = append(d.Policies, pd)
+	}
+	projects := append([]*model.Project(nil), e.Projects...)
+	sort.Slice(projects, func(i, j int) bool { return projects[i].Name < projects[j].Name })
+	for _, p := range projects {
+		pd := ProjectDoc{Name: p.Name, Description: p.Description, OutputDestination: p.OutputDestination}
+		if g := e.Group(p.GroupID); g != nil {
+			pd.Group = g.Name
+		}
+		d.Projects = append(d.Projects, pd)
+	}
+	return d
+}
+
+func optWhole(v int64) *Number {
+	if v == 0 {
+		return nil
+	}
+	return NumberOf(v)
+}

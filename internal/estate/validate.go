@@ -1,0 +1,507 @@
+package estate
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+	"unicode"
+
+	"github.com/klique-ai/klique/internal/model"
+)
+
+// Problem is one reason an estate is not valid, said so that a person knows
+// what to change.
+type Problem struct {
+	// Object names what the problem is on, such as `pool "onprem-k8s"`.
+	Object  string
+	Message string
+}
+
+func (p Problem) String() string {
+	if p.Object == "" {
+		return p.Message
+	}
+	return p.Object + ": " + p.Message
+}
+
+// ValidationError lists every problem found, not only the first, so that a
+// whole estate file can be fixed in one go.
+type ValidationError struct {
+	Problems []Problem
+}
+
+func (e *ValidationError) Error() string {
+	if len(e.Problems) == 1 {
+		return e.Problems[0].String()
+	}
+	parts := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		parts[i] = p.String()
+	}
+	return fmt.Sprintf("%d problems: %s", len(parts), strings.Join(parts, "; "))
+}
+
+// Warning is something an admin should know about that does not make the
+// estate invalid, such as reservations that add up to more than the capacity
+// behind them.
+type Warning struct {
+	Code    string
+	Object  string
+	Message string
+}
+
+func (w Warning) String() string {
+	if w.Object == "" {
+		return w.Message
+	}
+	return w.Object + ": " + w.Message
+}
+
+// Bounds on values: far above any real estate, low enough to rule out typos
+// and arithmetic overflow.
+const (
+	MaxNameLength        = 100
+	MaxDescriptionLength = 2000
+	MaxCapacityGPUs      = 1_000_000
+	MaxGPUMemoryGB       = 10_000
+	MaxTimeWeightMilli   = 1_000_000
+	MaxBudgetMilliHours  = 1_000_000_000_000
+	MaxPriceMicros       = 1_000_000_000_000
+	MaxLabels            = 64
+)
+
+var (
+	labelKeyRE  = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._/-]{0,62})$`)
+	paramNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.-]{0,63}$`)
+	currencyRE  = regexp.MustCompile(`^[A-Z]{3}$`)
+)
+
+// CheckName says what is wrong with an object name, or returns nil. Names may
+// hold spaces ("multi-node training") but no control characters and no
+// leading or trailing space.
+func CheckName(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("name is empty")
+	case len(name) > MaxNameLength:
+		return fmt.Errorf("name is longer than %d characters", MaxNameLength)
+	case strings.TrimSpace(name) != name:
+		return fmt.Errorf("name %q starts or ends with a space", name)
+	}
+	for _, r := range name {
+		if unicode.IsControl(r) || r == unicode.ReplacementChar {
+			return fmt.Errorf("name %q holds a control or invalid character", name)
+		}
+	}
+	return nil
+}
+
+// CheckParameterName says what is wrong with a task parameter name used by a
+// profile to read task sizes.
+func CheckParameterName(name string) error {
+	if !paramNameRE.MatchString(name) {
+		return fmt.Errorf("parameter name %q must start with a letter or '_' and hold only letters, digits, '_', '.' and '-' (at most 64)", name)
+	}
+	return nil
+}
+
+type validator struct {
+	e        *Estate
+	problems []Problem
+}
+
+func (v *validator) add(object, format string, args ...any) {
+	v.problems = append(v.problems, Problem{Object: object, Message: fmt.Sprintf(format, args...)})
+}
+
+func (v *validator) name(object, name string) {
+	if err := CheckName(name); err != nil {
+		v.add(object, "%v", err)
+	}
+}
+
+func (v *validator) description(object, d string) {
+	if len(d) > MaxDescriptionLength {
+		v.add(object, "description is longer than %d characters", MaxDescriptionLength)
+	}
+}
+
+// Validate checks the estate as a whole and returns a *ValidationError
+// listing every problem, or nil.
+func (e *Estate) Validate() error {
+	v := &validator{e: e}
+	v.gpuClasses()
+	v.pools()
+	v.profiles()
+	v.groups()
+	v.policies()
+	v.computeResources()
+	v.projects()
+	if len(v.problems) == 0 {
+		return nil
+	}
+	return &ValidationError{Problems: v.problems}
+}
+
+func (v *validator) gpuClasses() {
+	seen := map[string]bool{}
+	for _, c := range v.e.GPUClasses {
+		obj := fmt.Sprintf("GPU class %q", c.Name)
+		v.name(obj, c.Name)
+		if seen[c.Name] {
+			v.add(obj, "another GPU class has the same name; names must be unique")
+		}
+		seen[c.Name] = true
+		v.description(obj, c.Description)
+		if c.MemoryGB < 0 || c.MemoryGB > MaxGPUMemoryGB {
+			v.add(obj, "memory %d GB must be between 0 and %d", c.MemoryGB, MaxGPUMemoryGB)
+		}
+		if c.PriceMicros < 0 || c.PriceMicros > MaxPriceMicros {
+			v.add(obj, "price per GPU-hour must be 0 or more (and below %d)", MaxPriceMicros/1_000_000)
+		}
+		if !currencyRE.MatchString(c.Currency) {
+			v.add(obj, "currency %q must be a three-letter ISO code such as USD or EUR", c.Currency)
+		}
+	}
+}
+
+func (v *validator) pools() {
+	seen := map[string]bool{}
+	for _, p := range v.e.Pools {
+		obj := fmt.Sprintf("pool %q", p.Name)
+		v.name(obj, p.Name)
+		if seen[p.Name] {
+			v.add(obj, "another pool has the same name; names must be unique")
+		}
+		seen[p.Name] = true
+		v.description(obj, p.Description)
+		if !p.Kind.Valid() {
+			v.add(obj, "kind %q is not known: use one of %s", p.Kind, kindList())
+		}
+		if p.CapacityGPUs < 0 || p.CapacityGPUs > MaxCapacityGPUs {
+			v.add(obj, "capacity %d must be a whole number of GPUs between 0 and %d", p.CapacityGPUs, MaxCapacityGPUs)
+		}
+		if v.e.GPUClass(p.GPUClassID) == nil {
+			v.add(obj, "GPU class is missing or unknown: every pool needs the GPU class of its GPUs")
+		}
+		if p.GPUMemoryGB < 1 || p.GPUMemoryGB > MaxGPUMemoryGB {
+			v.add(obj, "GPU memory %d GB must be between 1 and %d (set it on the pool or on its GPU class)", p.GPUMemoryGB, MaxGPUMemoryGB)
+		}
+		if len(p.Region) > MaxNameLength {
+			v.add(obj, "region is longer than %d characters", MaxNameLength)
+		}
+		if len(p.Labels) > MaxLabels {
+			v.add(obj, "more than %d labels", MaxLabels)
+		}
+		for _, k := range sortedKeys(p.Labels) {
+			if !labelKeyRE.MatchString(k) {
+				v.add(obj, "label key %q must be 1 to 63 letters, digits, '.', '_', '/' or '-', starting with a letter or digit", k)
+			}
+			if len(p.Labels[k]) > 256 {
+				v.add(obj, "label %q has a value longer than 256 characters", k)
+			}
+		}
+	}
+}
+
+func (v *validator) profiles() {
+	seen := map[string]bool{}
+	for _, pr := range v.e.Profiles {
+		obj := fmt.Sprintf("profile %q", pr.Name)
+		v.name(obj, pr.Name)
+		if seen[pr.Name] {
+			v.add(obj, "another profile has the same name; names must be unique")
+		}
+		seen[pr.Name] = true
+		v.description(obj, pr.Description)
+		if _, err := model.NewSize(pr.Size.Nodes, pr.Size.PerNode); err != nil {
+			v.add(obj, "%v", err)
+		}
+		if pr.SizeParameter != "" {
+			if err := CheckParameterName(pr.SizeParameter); err != nil {
+				v.add(obj, "size parameter: %v", err)
+			}
+		}
+		if pr.GPUClassID != "" && pr.MinGPUMemoryGB > 0 {
+			v.add(obj, "give a GPU class or a minimum GPU memory, not both")
+		}
+		class := v.e.GPUClass(pr.GPUClassID)
+		if pr.GPUClassID != "" && class == nil {
+			v.add(obj, "GPU class is unknown")
+		}
+		if pr.MinGPUMemoryGB < 0 || pr.MinGPUMemoryGB > MaxGPUMemoryGB {
+			v.add(obj, "minimum GPU memory %d GB must be between 0 and %d", pr.MinGPUMemoryGB, MaxGPUMemoryGB)
+		}
+		if pr.TimeWeightMilli < 0 || pr.TimeWeightMilli > MaxTimeWeightMilli {
+			v.add(obj, "time weight %s must be between 0 (exempt) and %d", milli(pr.TimeWeightMilli), MaxTimeWeightMilli/1000)
+		}
+		linked := map[string]bool{}
+		for _, id := range pr.Pools {
+			pool := v.e.Pool(id)
+			if pool == nil {
+				v.add(obj, "links a pool that does not exist")
+				continue
+			}
+			if linked[id] {
+				v.add(obj, "lists pool %q twice; each pool appears once in a profile's order", pool.Name)
+			}
+			linked[id] = true
+			if class != nil && pool.GPUClassID != class.ID {
+				v.add(obj, "cannot use pool %q: its GPUs are %s, and the profile asks for %s", pool.Name, v.className(pool.GPUClassID), class.Name)
+			}
+			if pr.MinGPUMemoryGB > 0 && pool.GPUMemoryGB < pr.MinGPUMemoryGB {
+				v.add(obj, "cannot use pool %q: its GPUs have %d GB, and the profile needs at least %d GB", pool.Name, pool.GPUMemoryGB, pr.MinGPUMemoryGB)
+			}
+			if pr.Size.MultiNode() && !pool.Kind.MultiNode() {
+				v.add(obj, "cannot use pool %q: multi-node work (%s) needs a kubernetes, neocloud, slurm, pbs or lsf pool, and it is %s", pool.Name, pr.Size, pool.Kind)
+			}
+		}
+	}
+}
+
+func (v *validator) className(id string) string {
+	if c := v.e.GPUClass(id); c != nil {
+		return c.Name
+	}
+	return "of no known class"
+}
+
+func (v *validator) groups() {
+	seen := map[string]bool{}
+	for _, g := range v.e.Groups {
+		obj := fmt.Sprintf("group %q", g.Name)
+		v.name(obj, g.Name)
+		if seen[g.Name] {
+			v.add(obj, "another group has the same name; names must be unique")
+		}
+		seen[g.Name] = true
+		v.description(obj, g.Description)
+	}
+}
+
+func (v *validator) policies() {
+	seen := map[string]bool{}
+	for _, p := range v.e.Policies {
+		g := v.e.Group(p.GroupID)
+		if g == nil {
+			v.add("resource policy", "belongs to a group that does not exist")
+			continue
+		}
+		obj := fmt.Sprintf("resource policy of group %q", g.Name)
+		if seen[p.GroupID] {
+			v.add(obj, "the group already has a resource policy; a group has one policy")
+		}
+		seen[p.GroupID] = true
+		if p.ReservationGPUs < 0 || p.ReservationGPUs > MaxCapacityGPUs {
+			v.add(obj, "reservation %d must be a whole number of GPUs, 0 or more", p.ReservationGPUs)
+		}
+		if p.LimitGPUs < 0 || p.LimitGPUs > MaxCapacityGPUs {
+			v.add(obj, "limit %d must be a whole number of GPUs, 0 or more", p.LimitGPUs)
+		}
+		if p.ReservationGPUs > p.LimitGPUs {
+			v.add(obj, "reservation %d GPUs is above the limit %d GPUs: raise the limit or lower the reservation", p.ReservationGPUs, p.LimitGPUs)
+		}
+		if b := p.Budget; b != nil {
+			if b.MilliHours <= 0 || b.MilliHours > MaxBudgetMilliHours {
+				v.add(obj, "time budget of %s hours must be more than 0 (remove the budget instead of setting 0)", milli(b.MilliHours))
+			}
+			if !b.Period.Valid() {
+				v.add(obj, "time budget period %q must be day, week or month", b.Period)
+			}
+		}
+		if p.LowWatermark < 0 || p.LowWatermark.Hours() > 24*31 {
+			v.add(obj, "low watermark %s must be between 0 and 31 days", p.LowWatermark)
+		}
+		if p.AlertThresholdPercent < 1 || p.AlertThresholdPercent > 100 {
+			v.add(obj, "alert threshold %d%% must be between 1 and 100", p.AlertThresholdPercent)
+		}
+	}
+}
+
+func (v *validator) computeResources() {
+	names := map[string]bool{}
+	pairs := map[string]bool{}
+	for _, cr := range v.e.ComputeResources {
+		pol := v.e.Policy(cr.PolicyID)
+		pr := v.e.Profile(cr.ProfileID)
+		group := "?"
+		if pol != nil {
+			group = v.e.GroupName(pol.GroupID)
+		}
+		obj := fmt.Sprintf("compute resource %q of group %q", cr.Name, group)
+		v.name(obj, cr.Name)
+		v.description(obj, cr.Description)
+		if pol == nil {
+			v.add(obj, "belongs to a resource policy that does not exist")
+			continue
+		}
+		if pr == nil {
+			v.add(obj, "uses a profile that does not exist")
+			continue
+		}
+		if names[cr.PolicyID+"\x00"+cr.Name] {
+			v.add(obj, "the group has another compute resource with this name; names are unique within a group")
+		}
+		names[cr.PolicyID+"\x00"+cr.Name] = true
+		if pairs[cr.PolicyID+"\x00"+cr.ProfileID] {
+			v.add(obj, "profile %q is already connected to this group's policy; a policy connects each profile once", pr.Name)
+		}
+		pairs[cr.PolicyID+"\x00"+cr.ProfileID] = true
+		if pr.Size.Total() > model.GPUs(pol.LimitGPUs) {
+			v.add(obj, "profile %q (%s GPUs) is larger than group %q's limit of %d GPUs: raise the limit or connect a smaller profile", pr.Name, pr.Size.Total(), group, pol.LimitGPUs)
+		}
+	}
+}
+
+func (v *validator) projects() {
+	seen := map[string]bool{}
+	for _, p := range v.e.Projects {
+		obj := fmt.Sprintf("project %q", p.Name)
+		v.name(obj, p.Name)
+		if seen[p.Name] {
+			v.add(obj, "another project has the same name; names must be unique")
+		}
+		seen[p.Name] = true
+		v.description(obj, p.Description)
+		if p.GroupID != "" && v.e.Group(p.GroupID) == nil {
+			v.add(obj, "belongs to a group that does not exist")
+		}
+		if len(p.OutputDestination) > 1000 || strings.ContainsFunc(p.OutputDestination, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) {
+			v.add(obj, "output destination must be a directory path or bucket URL without spaces, at most 1000 characters")
+		}
+	}
+}
+
+// Warnings returns what an admin should know about the estate, in a stable
+// order.
+func (e *Estate) Warnings() []Warning {
+	var ws []Warning
+	ws = append(ws, e.reservationWarnings()...)
+	for _, pr := range e.Profiles {
+		for _, id := range pr.Pools {
+			if pool := e.Pool(id); pool != nil && model.GPUs(pool.CapacityGPUs) < pr.Size.Total() {
+				ws = append(ws, Warning{Code: "PROFILE_LARGER_THAN_POOL", Object: fmt.Sprintf("profile %q", pr.Name),
+					Message: fmt.Sprintf("its size %s is more than the %d GPUs declared for pool %q, so no task of that size can be placed there", pr.Size, pool.CapacityGPUs, pool.Name)})
+			}
+		}
+	}
+	for _, cr := range e.ComputeResources {
+		if pr := e.Profile(cr.ProfileID); pr != nil && len(pr.Pools) == 0 {
+			ws = append(ws, Warning{Code: "NO_POOL", Object: fmt.Sprintf("compute resource %q of group %q", cr.Name, e.PolicyGroupName(cr.PolicyID)),
+				Message: fmt.Sprintf("profile %q lists no pool, so work sent here will wait", pr.Name)})
+		}
+	}
+	return ws
+}
+
+// reservationWarnings checks that reservations fit the capacity behind them.
+// For every pool it takes the groups with a reservation that can use the
+// pool, and compares the sum of their reservations with the capacity of all
+// the pools those groups can use. It also checks each group on its own. These
+// are the cases where a guarantee cannot be met even with every borrowed GPU
+// reclaimed.
+func (e *Estate) reservationWarnings() []Warning {
+	type groupInfo struct {
+		name  string
+		res   int
+		pools []string
+	}
+	var groups []groupInfo
+	for _, g := range e.Groups {
+		pol := e.PolicyOfGroup(g.ID)
+		if pol == nil || pol.ReservationGPUs == 0 {
+			continue
+		}
+		groups = append(groups, groupInfo{name: g.Name, res: pol.ReservationGPUs, pools: e.PoolsOfGroup(g.ID)})
+	}
+	sort.Slice(groups, func(i, j int) bool { return groups[i].name < groups[j].name })
+
+	capacityOf := func(poolIDs map[string]bool) int {
+		total := 0
+		for id := range poolIDs {
+			if p := e.Pool(id); p != nil {
+				total += p.CapacityGPUs
+			}
+		}
+		return total
+	}
+	poolNames := func(poolIDs map[string]bool) string {
+		var names []string
+		for id := range poolIDs {
+			if p := e.Pool(id); p != nil {
+				names = append(names, p.Name)
+			}
+		}
+		sort.Strings(names)
+		if len(names) == 0 {
+			return "no pool"
+		}
+		return strings.Join(names, ", ")
+	}
+
+	var ws []Warning
+	seenSets := map[string]bool{}
+	check := func(members []groupInfo, object string) {
+		key := ""
+		reserved := 0
+		reach := map[string]bool{}
+		var parts []string
+		for _, g := range members {
+			key += g.name + "\x00"
+			reserved += g.res
+			parts = append(parts, fmt.Sprintf("%s (%d)", g.name, g.res))
+			for _, id := range g.pools {
+				reach[id] = true
+			}
+		}
+		if seenSets[key] {
+			return
+		}
+		seenSets[key] = true
+		if capacity := capacityOf(reach); reserved > capacity {
+			what := fmt.Sprintf("the reservation of group %s is %d GPUs", members[0].name, reserved)
+			if len(parts) > 1 {
+				what = fmt.Sprintf("the reservations of groups %s add up to %d GPUs", strings.Join(parts, ", "), reserved)
+			}
+			ws = append(ws, Warning{Code: "RESERVATIONS_EXCEED_CAPACITY", Object: object,
+				Message: fmt.Sprintf("%s, more than the %d GPUs declared in the pools behind them (%s); a guarantee cannot always be met",
+					what, capacity, poolNames(reach))})
+		}
+	}
+	for _, g := range groups {
+		check([]groupInfo{g}, fmt.Sprintf("group %q", g.name))
+	}
+	for _, p := range e.Pools {
+		var members []groupInfo
+		for _, g := range groups {
+			if contains(g.pools, p.ID) {
+				members = append(members, g)
+			}
+		}
+		if len(members) > 1 {
+			check(members, fmt.Sprintf("pool %q", p.Name))
+		}
+	}
+	return ws
+}
+
+func kindList() string {
+	var s []string
+	for _, k := range model.PoolKinds {
+		s = append(s, string(k))
+	}
+	return strings.Join(s, ", ")
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// milli formats thousandths as a decimal number.
+func milli(v int64) string { return model.MilliGPU(v).String() }

@@ -1,0 +1,177 @@
+package model
+
+import "time"
+
+// PoolKind is the kind of environment a pool's capacity lives in.
+type PoolKind string
+
+const (
+	PoolKubernetes PoolKind = "kubernetes"
+	PoolBareMetal  PoolKind = "bare_metal"
+	PoolSlurm      PoolKind = "slurm"
+	PoolPBS        PoolKind = "pbs"
+	PoolLSF        PoolKind = "lsf"
+	PoolCloud      PoolKind = "cloud"
+	PoolNeocloud   PoolKind = "neocloud"
+)
+
+// PoolKinds lists every pool kind, in the order documentation shows them.
+var PoolKinds = []PoolKind{PoolKubernetes, PoolBareMetal, PoolSlurm, PoolPBS, PoolLSF, PoolCloud, PoolNeocloud}
+
+// Valid reports whether k is a known pool kind.
+func (k PoolKind) Valid() bool {
+	for _, v := range PoolKinds {
+		if k == v {
+			return true
+		}
+	}
+	return false
+}
+
+// MultiNode reports whether a pool of this kind can place one task across
+// several nodes at once (gang placement by the environment's own scheduler).
+func (k PoolKind) MultiNode() bool {
+	switch k {
+	case PoolKubernetes, PoolSlurm, PoolPBS, PoolLSF, PoolNeocloud:
+		return true
+	}
+	return false
+}
+
+// GPUClass is a type of GPU with the price finance sets per GPU-hour. Prices
+// are for reporting only: they never stop work.
+type GPUClass struct {
+	ID          string
+	TenantID    string
+	Name        string
+	Description string
+	// MemoryGB is the memory of one GPU of this class, informational.
+	MemoryGB int
+	// PriceMicros is the price of one GPU-hour in millionths of Currency.
+	PriceMicros int64
+	Currency    string
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+}
+
+// Pool is capacity in one environment, declared in whole GPUs. "Full" means
+// the declared capacity is used; Klique never probes the hardware.
+type Pool struct {
+	ID           string
+	TenantID     string
+	Name         string
+	Description  string
+	Kind         PoolKind
+	CapacityGPUs int
+	GPUClassID   string
+	GPUMemoryGB  int
+	Region       string
+	Labels       map[string]string
+	// ProfileOrder is the pool's execution priority: profile ids in the order
+	// their work is placed on this pool. Linked profiles missing from the list
+	// come after the listed ones, by name.
+	ProfileOrder []string
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+}
+
+// Profile is a task size with a time weight and an ordered list of pools.
+type Profile struct {
+	ID          string
+	TenantID    string
+	Name        string
+	Description string
+	// Size is the GPU size of every task on the profile, or the default when
+	// SizeParameter is set and a task does not give one.
+	Size Size
+	// SizeParameter names the task parameter that holds a task's own size.
+	SizeParameter string
+	// GPUClassID restricts the profile to pools of one GPU class.
+	GPUClassID string
+	// MinGPUMemoryGB asks for a capability instead of a class: pools whose
+	// GPUs have less memory cannot be linked.
+	MinGPUMemoryGB int
+	// TimeWeightMilli is the time weight in thousandths: the budget hours that
+	// one hour of a task on this profile costs, times 1000. 0 exempts.
+	TimeWeightMilli int64
+	// Pools are pool ids in the order work is placed ("first pool first").
+	Pools []string
+	// QueuingOrder is the profile's queuing priority: resource policy ids in
+	// the order their groups' work is placed. Connected policies missing from
+	// the list come after the listed ones, by group name.
+	QueuingOrder []string
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+}
+
+// BudgetPeriod is the calendar period of a time budget, in UTC.
+type BudgetPeriod string
+
+const (
+	PeriodDay   BudgetPeriod = "day"
+	PeriodWeek  BudgetPeriod = "week"
+	PeriodMonth BudgetPeriod = "month"
+)
+
+// Valid reports whether p is a known period.
+func (p BudgetPeriod) Valid() bool { return p == PeriodDay || p == PeriodWeek || p == PeriodMonth }
+
+// TimeBudget is the budget hours a group may spend per period.
+type TimeBudget struct {
+	// MilliHours is the budget in thousandths of a budget hour.
+	MilliHours int64
+	Period     BudgetPeriod
+}
+
+// DefaultLowWatermark is how long a remaining budget must last for new work
+// to start, unless a policy sets its own.
+const DefaultLowWatermark = 15 * time.Minute
+
+// DefaultAlertThresholdPercent is the share of a budget at which alerts fire.
+const DefaultAlertThresholdPercent = 80
+
+// ResourcePolicy is one group's rules: reservation, limit and an optional
+// time budget. There is at most one policy per group.
+type ResourcePolicy struct {
+	ID              string
+	TenantID        string
+	GroupID         string
+	ReservationGPUs int
+	LimitGPUs       int
+	// Budget is nil for a policy without a time budget.
+	Budget                *TimeBudget
+	LowWatermark          time.Duration
+	AlertThresholdPercent int
+	CreatedAt             time.Time
+	UpdatedAt             time.Time
+}
+
+// ComputeResource is the queue a group submits to: one policy joined to one
+// profile, named for what it gives, never for where it runs. Names are unique
+// within a policy, so groups can share a name such as "1 GPU".
+type ComputeResource struct {
+	ID          string
+	TenantID    string
+	Name        string
+	Description string
+	PolicyID    string
+	ProfileID   string
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+}
+
+// Project groups tasks for attribution. A project may be restricted to one
+// group; otherwise every user of the tenant may use it.
+type Project struct {
+	ID          string
+	TenantID    string
+	Name        string
+	Description string
+	// GroupID, when set, restricts the project to one group's members.
+	GroupID string
+	// OutputDestination is where tasks of the project write outputs
+	// (a directory or bucket URL). The control plane records it, never bytes.
+	OutputDestination string
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
+}

@@ -1,0 +1,84 @@
+package model
+
+import "time"
+
+// TaskStatus is where a task is in its life.
+type TaskStatus string
+
+const (
+	// TaskQueued waits in its compute resource for the engine to place it.
+	TaskQueued TaskStatus = "queued"
+	// TaskPlaced is placed on a pool and waits in the pool's hidden queue for
+	// a worker to claim it. Capacity is held from here on.
+	TaskPlaced TaskStatus = "placed"
+	// TaskRunning is claimed by a worker and running.
+	TaskRunning TaskStatus = "running"
+	// TaskCompleted ended with success.
+	TaskCompleted TaskStatus = "completed"
+	// TaskFailed ended with an error.
+	TaskFailed TaskStatus = "failed"
+	// TaskAborted was stopped by a person or a program.
+	TaskAborted TaskStatus = "aborted"
+)
+
+// Valid reports whether s is a known status.
+func (s TaskStatus) Valid() bool {
+	switch s {
+	case TaskQueued, TaskPlaced, TaskRunning, TaskCompleted, TaskFailed, TaskAborted:
+		return true
+	}
+	return false
+}
+
+// Final reports whether a task in this status will not change again.
+func (s TaskStatus) Final() bool {
+	return s == TaskCompleted || s == TaskFailed || s == TaskAborted
+}
+
+// TaskSpec is what a task runs: a command, or a repository at a commit with an
+// entry point, with its packages, container image, parameters and environment.
+// Secrets are never part of a spec: they come from vaults at start.
+type TaskSpec struct {
+	Command    []string          `json:"command,omitempty"`
+	Repository string            `json:"repository,omitempty"`
+	Commit     string            `json:"commit,omitempty"`
+	Diff       string            `json:"diff,omitempty"`
+	EntryPoint string            `json:"entryPoint,omitempty"`
+	WorkingDir string            `json:"workingDir,omitempty"`
+	Packages   []string          `json:"packages,omitempty"`
+	Image      string            `json:"image,omitempty"`
+	Parameters map[string]string `json:"parameters,omitempty"`
+	Env        map[string]string `json:"env,omitempty"`
+}
+
+// Task is one tracked run on a compute resource.
+type Task struct {
+	ID                string
+	TenantID          string
+	ProjectID         string
+	OwnerID           string
+	ComputeResourceID string
+	// PolicyID, ProfileID and GroupID are copied from the compute resource
+	// when the task is enqueued, so that queue and ledger queries need no join.
+	PolicyID  string
+	ProfileID string
+	GroupID   string
+	Name      string
+	Spec      TaskSpec
+	// Size is the task's resolved GPU size: the profile's, or the task's own
+	// when the profile reads it from a parameter.
+	Size   Size
+	Status TaskStatus
+	// Reason says why the task is in its status: why it waits, why it was
+	// preempted, who aborted it.
+	Reason string
+	// QueueSeq is the task's place in queue order, set once at enqueue. A
+	// preempted task keeps it, so it goes back in its old order.
+	QueueSeq     int64
+	PoolID       string
+	ClonedFromID string
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+	PlacedAt     *time.Time
+	FinishedAt   *time.Time
+}

@@ -1,0 +1,93 @@
+package platform
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/klique-ai/klique/internal/estate"
+	"github.com/klique-ai/klique/internal/identity"
+)
+
+// Code classifies an error for every channel: GraphQL puts it in
+// extensions.code, the CLI and MCP tools show the message, HTTP handlers map
+// it to a status.
+type Code string
+
+const (
+	CodeUnauthenticated Code = "UNAUTHENTICATED"
+	CodeForbidden       Code = "FORBIDDEN"
+	CodeInvalid         Code = "BAD_USER_INPUT"
+	CodeNotFound        Code = "NOT_FOUND"
+	CodeConflict        Code = "CONFLICT"
+	CodeInternal        Code = "INTERNAL"
+)
+
+// Error is an error a person can act on: its Message says what is wrong and
+// what to change. It never holds secrets or internal details.
+type Error struct {
+	Code    Code
+	Message string
+	// Problems lists each problem when there are several (a whole estate
+	// file), so that they can be shown one per line.
+	Problems []string
+	err      error
+}
+
+func (e *Error) Error() string { return e.Message }
+
+func (e *Error) Unwrap() error { return e.err }
+
+func newError(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+func unauthenticated(format string, args ...any) *Error {
+	return newError(CodeUnauthenticated, format, args...)
+}
+func forbidden(format string, args ...any) *Error { return newError(CodeForbidden, format, args...) }
+func invalid(format string, args ...any) *Error   { return newError(CodeInvalid, format, args...) }
+func notFound(format string, args ...any) *Error  { return newError(CodeNotFound, format, args...) }
+func conflict(format string, args ...any) *Error  { return newError(CodeConflict, format, args...) }
+
+// invalidEstate turns an estate validation error into a BAD_USER_INPUT error
+// listing every problem.
+func invalidEstate(err error) error {
+	var ve *estate.ValidationError
+	if !errors.As(err, &ve) {
+		return err
+	}
+	e := &Error{Code: CodeInvalid, Message: ve.Error(), err: err}
+	for _, p := range ve.Problems {
+		e.Problems = append(e.Problems, p.String())
+	}
+	return e
+}
+
+// ErrorCode returns the code of err: the code of a platform *Error in its
+// chain, UNAUTHENTICATED for an identity failure, INTERNAL otherwise.
+func ErrorCode(err error) Code {
+	var e *Error
+	switch {
+	case err == nil:
+		return ""
+	case errors.As(err, &e):
+		return e.Code
+	case errors.Is(err, identity.ErrUnauthenticated):
+		return CodeUnauthenticated
+	}
+	return CodeInternal
+}
+
+// PublicMessage returns what may be shown to the caller for err: its message
+// when it is a platform or identity error, and a generic sentence otherwise,
+// so that internal details (SQL, file paths) never reach a user.
+func PublicMessage(err error) string {
+	var e *Error
+	switch {
+	case errors.As(err, &e):
+		return e.Message
+	case errors.Is(err, identity.ErrUnauthenticated):
+		return err.Error()
+	}
+	return "internal error; the server log has the details"
+}

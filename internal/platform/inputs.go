@@ -1,0 +1,94 @@
+package platform
+
+import "github.com/klique-ai/klique/internal/model"
+
+// Inputs of the allocation-model operations. A nil field leaves the value as
+// it is on update and takes the default on create. References to other
+// objects are by id or by name.
+
+// GPUClassInput creates or changes a GPU class.
+type GPUClassInput struct {
+	Name            *string
+	Description     *string
+	MemoryGB        *int
+	PricePerGPUHour *float64
+	Currency        *string
+}
+
+// PoolInput creates or changes a pool. ExecutionPriority lists profiles in
+// the order their work is placed on the pool.
+type PoolInput struct {
+	Name              *string
+	Description       *string
+	Kind              *model.PoolKind
+	CapacityGPUs      *int
+	GPUClass          *string
+	GPUMemoryGB       *int
+	Region            *string
+	Labels            map[string]string
+	ExecutionPriority []string
+}
+
+// ProfileInput creates or changes a profile. Size is "0.125", "1", "8" or
+// "2x8"; with SizeParameter set it is the default for tasks that give none.
+// An empty SizeParameter or GPUClass clears it. QueuingPriority lists groups
+// in the order their work is placed.
+type ProfileInput struct {
+	Name            *string
+	Description     *string
+	Size            *string
+	SizeParameter   *string
+	GPUClass        *string
+	MinGPUMemoryGB  *int
+	TimeWeight      *float64
+	Pools           []string
+	QueuingPriority []string
+}
+
+// TimeBudgetInput is budget hours per day, week or month.
+type TimeBudgetInput struct {
+	Hours  float64
+	Period model.BudgetPeriod
+}
+
+// PolicyInput creates or changes a group's resource policy.
+type PolicyInput struct {
+	// Group is the group the policy belongs to; only on create.
+	Group                 *string
+	ReservationGPUs       *int
+	LimitGPUs             *int
+	TimeBudget            *TimeBudgetInput
+	ClearTimeBudget       bool
+	LowWatermarkMinutes   *int
+	AlertThresholdPercent *int
+}
+
+// ConnectInput connects a profile to a policy, creating a compute resource.
+type ConnectInput struct {
+	// Policy is a policy id or the name of its group.
+	Policy      string
+	Profile     string
+	Name        *string
+	Description *string
+}
+
+// ComputeResourceInput renames or describes a compute resource.
+type ComputeResourceInput struct {
+	Name        *string
+	Description *string
+}
+
+// GroupInput creates or changes a group.
+type GroupInput struct {
+	Name        *string
+	Description *string
+}
+
+// ProjectInput creates or changes a project. An empty Group makes the
+// project open to the whole tenant.
+type ProjectInput struct {
+	Name              *string
+	Description       *string
+	Group             *string
+	OutputDestination *string
+}

@@ -1,0 +1,426 @@
+package platform
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/klique-ai/klique/internal/estate"
+	"github.com/klique-ai/klique/internal/identity"
+	"github.com/klique-ai/klique/internal/model"
+	"github.com/klique-ai/klique/internal/store"
+)
+
+// EnqueueInput is a task to send to a compute resource.
+type EnqueueInput struct {
+	Name string
+	// Project is a project id or name; it may be left empty when the
+	// caller's credential is scoped to a project.
+	Project string
+	// ComputeResource is a compute resource id or name. Names are shared
+	// between groups ("1 GPU"); Group says which one when the caller is in
+	// several groups that have it.
+	ComputeResource string
+	Group           string
+	Spec            model.TaskSpec
+}
+
+// EnqueueTask puts a task at the back of a compute resource the caller may
+// use. The task waits there, in queue order, for the engine to place it.
+func (s *Service) EnqueueTask(ctx context.Context, in EnqueueInput) (*model.Task, error) {
+	return s.enqueue(ctx, in, nil)
+}
+
+// enqueue writes a new task; clonedFrom, when set, is the task it was cloned
+// from, recorded in the same transaction.
+func (s *Service) enqueue(ctx context.Context, in EnqueueInput, clonedFrom *model.Task) (*model.Task, error) {
+	p, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := requireWrite(p, "enqueue tasks"); err != nil {
+		return nil, err
+	}
+	in.Spec = normalizeSpec(in.Spec)
+	if ps := ValidateTaskSpec(in.Name, &in.Spec); len(ps) > 0 {
+		return nil, &Error{Code: CodeInvalid, Message: "task " + quote(in.Name) + ": " + strings.Join(ps, "; "), Problems: ps}
+	}
+	var task *model.Task
+	err = s.write(ctx, p, func(t *txn) error {
+		e, err := loadEstate(ctx, t.q, p.TenantID)
+		if err != nil {
+			return err
+		}
+		task, err = s.newTask(t, e, in)
+		if err != nil {
+			return err
+		}
+		detail := ""
+		if clonedFrom != nil {
+			task.ClonedFromID = clonedFrom.ID
+			detail = fmt.Sprintf(", cloned from task %s (%s)", quote(clonedFrom.Name), clonedFrom.ID)
+		}
+		if err := t.q.CreateTask(ctx, task); err != nil {
+			return fmt.Errorf("enqueue task %s: %w", task.Name, err)
+		}
+		cr := e.ComputeResource(task.ComputeResourceID)
+		return t.record("task.enqueued", "task", task.ID, task.Name, task.GroupID,
+			fmt.Sprintf("enqueued on compute resource %s of group %s (%s GPUs) in project %s%s",
+				quote(cr.Name), e.GroupName(task.GroupID), task.Size, e.Project(task.ProjectID).Name, detail))
+	})
+	if err != nil {
+		return nil, err
+	}
+	return task, nil
+}
+
+func normalizeSpec(s model.TaskSpec) model.TaskSpec {
+	s.Repository = strings.TrimSpace(s.Repository)
+	s.Commit = strings.TrimSpace(s.Commit)
+	s.EntryPoint = strings.TrimSpace(s.EntryPoint)
+	s.WorkingDir = strings.TrimSpace(s.WorkingDir)
+	s.Image = strings.TrimSpace(s.Image)
+	return s
+}
+
+// newTask resolves the project and compute resource of an enqueue, checks
+// that the caller may use them and that the task's size fits the group's
+// limit, and returns the task to write.
+func (s *Service) newTask(t *txn, e *estate.Estate, in EnqueueInput) (*model.Task, error) {
+	p := t.p
+	project, err := resolveProject(p, e, in.Project)
+	if err != nil {
+		return nil, err
+	}
+	cr, err := resolveComputeResource(p, e, in.ComputeResource, in.Group)
+	if err != nil {
+		return nil, err
+	}
+	pol := e.Policy(cr.PolicyID)
+	pr := e.Profile(cr.ProfileID)
+	group := e.GroupName(pol.GroupID)
+	if project.GroupID != "" && project.GroupID != pol.GroupID {
+		return nil, forbidden("project %s belongs to group %s, and compute resource %s is group %s's; use a compute resource of group %s",
+			quote(project.Name), e.GroupName(project.GroupID), quote(cr.Name), group, e.GroupName(project.GroupID))
+	}
+	size, err := TaskSize(pr, &in.Spec)
+	if err != nil {
+		return nil, invalid("task %s: %v", quote(in.Name), err)
+	}
+	if size.Total() > model.GPUs(pol.LimitGPUs) {
+		return nil, invalid("task %s asks for %s GPUs, more than group %s's limit of %d GPUs; ask for fewer",
+			quote(in.Name), size.Total(), group, pol.LimitGPUs)
+	}
+	return &model.Task{
+		ID: model.NewID(), TenantID: p.TenantID, ProjectID: project.ID, OwnerID: p.UserID,
+		ComputeResourceID: cr.ID, PolicyID: pol.ID, ProfileID: pr.ID, GroupID: pol.GroupID,
+		Name: in.Name, Spec: in.Spec, Size: size, Status: model.TaskQueued, Reason: "waiting for the engine to place it",
+		CreatedAt: t.now, UpdatedAt: t.now,
+	}, nil
+}
+
+func resolveProject(p *identity.Principal, e *estate.Estate, ref string) (*model.Project, error) {
+	if ref == "" {
+		if p.ProjectID == "" {
+			return nil, invalid("say which project the task belongs to")
+		}
+		ref = p.ProjectID
+	}
+	pr, err := findProject(e, ref)
+	if err != nil {
+		return nil, err
+	}
+	if p.ProjectID != "" && pr.ID != p.ProjectID {
+		return nil, forbidden("this credential is scoped to another project and cannot put work in project %s", quote(pr.Name))
+	}
+	if !usesProject(p, pr) {
+		return nil, forbidden("project %s belongs to group %s, which you are not in", quote(pr.Name), e.GroupName(pr.GroupID))
+	}
+	return pr, nil
+}
+
+// resolveComputeResource finds the compute resource a caller means. By id it
+// must be open to the caller; by name, it is the one of the caller's groups
+// with that name (or of the group given).
+func resolveComputeResource(p *identity.Principal, e *estate.Estate, ref, groupRef string) (*model.ComputeResource, error) {
+	if strings.TrimSpace(ref) == "" {
+		return nil, invalid("say which compute resource to send the task to")
+	}
+	open := func(cr *model.ComputeResource) bool {
+		pol := e.Policy(cr.PolicyID)
+		return pol != nil && (p.IsAdmin() || p.InGroup(pol.GroupID))
+	}
+	if cr := e.ComputeResource(ref); cr != nil {
+		if !open(cr) {
+			return nil, forbidden("the compute resource %s is not open to %s", quote(cr.Name), groupNames(p))
+		}
+		return cr, nil
+	}
+	var group *model.Group
+	if groupRef != "" {
+		g, err := findGroup(e, groupRef)
+		if err != nil {
+			return nil, err
+		}
+		group = g
+	}
+	var named, usable []*model.ComputeResource
+	for _, cr := range e.ComputeResources {
+		if cr.Name != ref {
+			continue
+		}
+		pol := e.Policy(cr.PolicyID)
+		if group != nil && (pol == nil || pol.GroupID != group.ID) {
+			continue
+		}
+		named = append(named, cr)
+		if open(cr) {
+			usable = append(usable, cr)
+		}
+	}
+	switch {
+	case len(usable) == 1:
+		return usable[0], nil
+	case len(usable) > 1:
+		return nil, invalid("the compute resource %s exists for groups %s; say which group", quote(ref),
+			names(usable, func(c *model.ComputeResource) string { return e.PolicyGroupName(c.PolicyID) }))
+	case group != nil && !p.IsAdmin() && !p.InGroup(group.ID):
+		return nil, forbidden("you are not in group %s", group.Name)
+	case group != nil:
+		return nil, notFound("group %s has no compute resource %s", group.Name, quote(ref))
+	case len(named) > 0:
+		return nil, forbidden("the compute resource %s is not open to %s", quote(ref), groupNames(p))
+	}
+	return nil, notFound("no compute resource %s is open to you; list yours with 'klique get computeresources'", quote(ref))
+}
+
+// Task returns a task the caller may see.
+func (s *Service) Task(ctx context.Context, id string) (*model.Task, error) {
+	p, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	t, err := s.store.GetTask(ctx, p.TenantID, id)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && !seesTask(p, t)) {
+		return nil, notFound("no task %s", quote(id))
+	}
+	return t, s.internal(ctx, err)
+}
+
+// TaskPosition returns a queued task's place in its compute resource's
+// queue, counting from 1, or 0 for a task that is not waiting.
+func (s *Service) TaskPosition(ctx context.Context, t *model.Task) (int, error) {
+	if t.Status != model.TaskQueued {
+		return 0, nil
+	}
+	n, err := s.store.CountQueuedAhead(ctx, t.TenantID, t.ComputeResourceID, t.QueueSeq)
+	if err != nil {
+		return 0, s.internal(ctx, err)
+	}
+	return n + 1, nil
+}
+
+// TaskListFilter narrows a task list. References are ids or names.
+type TaskListFilter struct {
+	Statuses        []model.TaskStatus
+	ComputeResource string
+	Project         string
+	Group           string
+	// Mine keeps only the caller's own tasks.
+	Mine bool
+}
+
+// Tasks lists the tasks the caller may see, newest first, one page at a
+// time. Page.After is the QueueSeq of the last task of the previous page.
+func (s *Service) Tasks(ctx context.Context, f TaskListFilter, page store.Page) ([]*model.Task, error) {
+	p, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sf := store.TaskFilter{Statuses: f.Statuses}
+	for _, st := range f.Statuses {
+		if !st.Valid() {
+			return nil, invalid("status %q is not known", st)
+		}
+	}
+	if f.Mine {
+		sf.OwnerID = p.UserID
+	}
+	if !p.IsAdmin() {
+		sf.RestrictToGroups = true
+		sf.GroupIDs = p.GroupIDs()
+		sf.VisibleToUserID = p.UserID
+	}
+	if p.ProjectID != "" {
+		sf.ProjectID = p.ProjectID
+	}
+	if f.ComputeResource != "" || f.Project != "" || f.Group != "" {
+		e, err := s.Estate(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if f.ComputeResource != "" {
+			cr := e.ComputeResource(f.ComputeResource)
+			if cr == nil {
+				return nil, notFound("no compute resource %s (give its id)", quote(f.ComputeResource))
+			}
+			sf.ComputeResourceID = cr.ID
+		}
+		if f.Project != "" {
+			pr, err := findProject(e, f.Project)
+			if err != nil {
+				return nil, err
+			}
+			if sf.ProjectID != "" && sf.ProjectID != pr.ID {
+				return nil, nil
+			}
+			sf.ProjectID = pr.ID
+		}
+		if f.Group != "" {
+			g, err := findGroup(e, f.Group)
+			if err != nil {
+				return nil, err
+			}
+			sf.RestrictToGroups = true
+			sf.GroupIDs = []string{g.ID}
+			sf.VisibleToUserID = ""
+		}
+	}
+	if page.After != "" {
+		if _, err := strconv.ParseInt(page.After, 10, 64); err != nil {
+			return nil, invalid("the page cursor is not valid; start from the first page")
+		}
+	}
+	ts, err := s.store.ListTasks(ctx, p.TenantID, sf, page, true)
+	return ts, s.internal(ctx, err)
+}
+
+// AbortTask stops a task that has not ended. For now a task is aborted while
+// it waits; once workers run tasks, a running task is told to stop.
+func (s *Service) AbortTask(ctx context.Context, id, reason string) (*model.Task, error) {
+	p, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if len(reason) > 500 {
+		return nil, invalid("the reason is longer than 500 characters")
+	}
+	var task *model.Task
+	err = s.write(ctx, p, func(t *txn) error {
+		task, err = t.q.GetTask(ctx, p.TenantID, id)
+		if errors.Is(err, store.ErrNotFound) || (err == nil && !seesTask(p, task)) {
+			return notFound("no task %s", quote(id))
+		}
+		if err != nil {
+			return err
+		}
+		if !mayAbort(p, task) {
+			return forbidden("only the task's owner, a lead of its group or an admin can abort task %s", quote(task.Name))
+		}
+		if task.Status.Final() {
+			return conflict("task %s has already ended (%s)", quote(task.Name), task.Status)
+		}
+		why := "aborted by " + p.UserName
+		if r := strings.TrimSpace(reason); r != "" {
+			why += ": " + r
+		}
+		task.Status, task.Reason, task.UpdatedAt = model.TaskAborted, why, t.now
+		now := t.now
+		task.FinishedAt = &now
+		if err := t.q.UpdateTask(ctx, task); err != nil {
+			return err
+		}
+		return t.record("task.aborted", "task", task.ID, task.Name, task.GroupID, why)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return task, nil
+}
+
+// CloneInput changes a past task into a new one.
+type CloneInput struct {
+	// ParameterOverrides replace (or add) parameters of the original.
+	ParameterOverrides map[string]string
+	// Name, ComputeResource, Group and Project replace the original's when
+	// set.
+	Name            string
+	ComputeResource string
+	Group           string
+	Project         string
+}
+
+// CloneTask makes a new task from a past one with changed parameters and
+// enqueues it (clone & enqueue). The caller must be able to see the original
+// and use the target compute resource; the new task is theirs.
+func (s *Service) CloneTask(ctx context.Context, id string, in CloneInput) (*model.Task, error) {
+	orig, err := s.Task(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	spec := orig.Spec
+	spec.Parameters = map[string]string{}
+	for k, v := range orig.Spec.Parameters {
+		spec.Parameters[k] = v
+	}
+	for k, v := range in.ParameterOverrides {
+		spec.Parameters[k] = v
+	}
+	spec.Command = append([]string(nil), orig.Spec.Command...)
+	spec.Packages = append([]string(nil), orig.Spec.Packages...)
+	spec.Env = map[string]string{}
+	for k, v := range orig.Spec.Env {
+		spec.Env[k] = v
+	}
+	enq := EnqueueInput{Name: orig.Name, Project: orig.ProjectID, ComputeResource: orig.ComputeResourceID, Spec: spec}
+	if in.Name != "" {
+		enq.Name = in.Name
+	}
+	if in.Project != "" {
+		enq.Project = in.Project
+	}
+	if in.ComputeResource != "" {
+		enq.ComputeResource, enq.Group = in.ComputeResource, in.Group
+	}
+	return s.enqueue(ctx, enq, orig)
+}
+
+// QueuedTasks counts the tasks waiting in a compute resource the caller may
+// see.
+func (s *Service) QueuedTasks(ctx context.Context, computeResourceID string) (int, error) {
+	cr, err := s.ComputeResource(ctx, computeResourceID)
+	if err != nil {
+		return 0, err
+	}
+	n, err := s.store.CountTasks(ctx, cr.TenantID, store.TaskFilter{ComputeResourceID: cr.ID, Statuses: []model.TaskStatus{model.TaskQueued}})
+	return n, s.internal(ctx, err)
+}
+
+// TaskProject returns the project of a task the caller sees. Seeing a task
+// lets one see its project's name even when the project is restricted.
+func (s *Service) TaskProject(ctx context.Context, t *model.Task) (*model.Project, error) {
+	p, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !seesTask(p, t) {
+		return nil, notFound("no task %s", quote(t.ID))
+	}
+	pr, err := s.store.GetProject(ctx, p.TenantID, t.ProjectID)
+	return pr, s.internal(ctx, err)
+}
+
+// TaskOwner returns the owner of a task the caller sees.
+func (s *Service) TaskOwner(ctx context.Context, t *model.Task) (*model.User, error) {
+	p, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !seesTask(p, t) {
+		return nil, notFound("no task %s", quote(t.ID))
+	}
+	u, err := s.store.GetUser(ctx, p.TenantID, t.OwnerID)
+	return u, s.internal(ctx, err)
+}

@@ -1,0 +1,200 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/klique-ai/klique/internal/config"
+	"github.com/klique-ai/klique/internal/events"
+	"github.com/klique-ai/klique/internal/identity"
+	"github.com/klique-ai/klique/internal/platform"
+	"github.com/klique-ai/klique/internal/store"
+	"github.com/klique-ai/klique/internal/store/postgres"
+	"github.com/klique-ai/klique/internal/store/sqlite"
+)
+
+// App is a running control plane: store, platform service and HTTP server.
+type App struct {
+	cfg      *config.Config
+	log      *slog.Logger
+	Store    store.Store
+	Service  *platform.Service
+	Events   *events.Bus
+	Handler  *Handler
+	server   *http.Server
+	listener net.Listener
+	served   chan error
+}
+
+// Start opens the store (SQLite under the data directory, or PostgreSQL when
+// a database URL is set), applies migrations, bootstraps an empty store, and
+// starts serving HTTP. It returns once the server accepts connections.
+func Start(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, error) {
+	st, err := openStore(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	app, err := start(ctx, cfg, log, st)
+	if err != nil {
+		_ = st.Close()
+		return nil, err
+	}
+	return app, nil
+}
+
+func openStore(ctx context.Context, cfg *config.Config) (store.Store, error) {
+	if cfg.DatabaseURL != "" {
+		st, err := postgres.Open(ctx, cfg.DatabaseURL)
+		if err != nil {
+			return nil, fmt.Errorf("open PostgreSQL store from KLIQUE_DATABASE_URL: %w", err)
+		}
+		return st, nil
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create data directory %s: %w", cfg.DataDir, err)
+	}
+	st, err := sqlite.Open(ctx, cfg.SQLitePath())
+	if err != nil {
+		return nil, fmt.Errorf("open SQLite store %s: %w", cfg.SQLitePath(), err)
+	}
+	return st, nil
+}
+
+func start(ctx context.Context, cfg *config.Config, log *slog.Logger, st store.Store) (*App, error) {
+	signer, err := identity.LoadOrCreateSigner(ctx, st, cfg.PublicURL, "klique", cfg.TokenTTL)
+	if err != nil {
+		return nil, fmt.Errorf("load token signing key: %w", err)
+	}
+	var oidc *identity.OIDCVerifier
+	if cfg.OIDCIssuer != "" {
+		oidc, err = identity.NewOIDCVerifier(identity.OIDCConfig{
+			Issuer: cfg.OIDCIssuer, JWKSURL: cfg.OIDCJWKSURL, Audience: cfg.OIDCAudience,
+			GroupsClaim: cfg.OIDCGroupsClaim, UsernameClaim: cfg.OIDCUsernameClaim, Tenant: cfg.OIDCTenant,
+		}, nil)
+		if err != nil {
+			return nil, fmt.Errorf("KLIQUE_OIDC_*: %w", err)
+		}
+	}
+	auth := identity.NewAuthenticator(st, signer, oidc, nil)
+	bus := events.NewBus()
+	svc := platform.New(platform.Options{Store: st, Auth: auth, Events: bus, Logger: log})
+
+	if err := bootstrap(ctx, cfg, log, svc); err != nil {
+		return nil, err
+	}
+
+	h := NewHandler(Deps{Service: svc, Auth: auth, Signer: signer, Logger: log, MaxBodyBytes: cfg.MaxBodyBytes})
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s (set KLIQUE_LISTEN or --listen to another address): %w", cfg.Listen, err)
+	}
+	app := &App{cfg: cfg, log: log, Store: st, Service: svc, Events: bus, Handler: h, listener: ln, served: make(chan error, 1),
+		server: &http.Server{
+			Handler:           h,
+			ReadHeaderTimeout: 10 * time.Second,
+			ReadTimeout:       60 * time.Second,
+			IdleTimeout:       120 * time.Second,
+			MaxHeaderBytes:    64 << 10,
+			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		}}
+	go func() { app.served <- app.server.Serve(ln) }()
+	log.Info("klique control plane serving", "url", app.URL(), "store", st.Driver(), "graphql", app.URL()+"/graphql", "graphiql", app.URL()+"/graphiql")
+	return app, nil
+}
+
+// bootstrap creates the first tenant, admin and key in an empty store, and
+// writes a generated key to the data directory with mode 0600. The log names
+// the file, never the key.
+func bootstrap(ctx context.Context, cfg *config.Config, log *slog.Logger, svc *platform.Service) error {
+	secret, err := svc.Bootstrap(ctx, cfg.BootstrapToken)
+	if err != nil {
+		return fmt.Errorf("bootstrap: %w", err)
+	}
+	if secret == "" {
+		return nil
+	}
+	if cfg.BootstrapToken != "" {
+		log.Info("first start: created tenant default and platform admin 'admin' with the key from KLIQUE_BOOTSTRAP_TOKEN")
+		return nil
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return fmt.Errorf("create data directory %s: %w", cfg.DataDir, err)
+	}
+	path := cfg.AdminTokenPath()
+	if err := writeSecretFile(path, secret+"\n"); err != nil {
+		return err
+	}
+	abs, _ := filepath.Abs(path)
+	log.Info("first start: created tenant default and platform admin 'admin'; the admin API key is in "+abs, "file", abs)
+	return nil
+}
+
+// writeSecretFile writes a file only its owner can read, replacing any old
+// one atomically.
+func writeSecretFile(path, content string) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".admin-token-*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if _, err := tmp.WriteString(content); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+// URL is the base URL the server listens on.
+func (a *App) URL() string { return "http://" + a.listener.Addr().String() }
+
+// Shutdown stops accepting requests, lets those in flight finish within the
+// context's deadline, and closes the store.
+func (a *App) Shutdown(ctx context.Context) error {
+	err := a.server.Shutdown(ctx)
+	if cerr := a.Store.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// Run serves until ctx is cancelled (SIGTERM or SIGINT in `klique serve`),
+// then shuts down gracefully.
+func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
+	app, err := Start(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down: finishing requests in flight", "timeout", cfg.ShutdownTimeout)
+	case err := <-app.served:
+		if !errors.Is(err, http.ErrServerClosed) {
+			_ = app.Store.Close()
+			return fmt.Errorf("http server: %w", err)
+		}
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	if err := app.Shutdown(sctx); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	log.Info("stopped")
+	return nil
+}

@@ -1,0 +1,291 @@
+// Package server is the HTTP face of the control plane: it authenticates each
+// request, puts the caller's identity in the request context, and hands the
+// request to the GraphQL API or one of the small REST endpoints. Everything
+// below it reads identity from the context, never from headers.
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/99designs/gqlgen/graphql/playground"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/klique-ai/klique/internal/identity"
+	"github.com/klique-ai/klique/internal/platform"
+)
+
+// Deps are what the HTTP layer needs.
+type Deps struct {
+	Service      *platform.Service
+	Auth         *identity.Authenticator
+	Signer       *identity.Signer
+	Logger       *slog.Logger
+	MaxBodyBytes int64
+}
+
+// Handler is the control plane's HTTP handler.
+type Handler struct {
+	d       Deps
+	log     *slog.Logger
+	metrics *metrics
+	mux     *http.ServeMux
+}
+
+// NewHandler builds the routes.
+func NewHandler(d Deps) *Handler {
+	if d.Logger == nil {
+		d.Logger = slog.Default()
+	}
+	h := &Handler{d: d, log: d.Logger, metrics: newMetrics(), mux: http.NewServeMux()}
+	gql := newGraphQL(d.Service, d.Logger, h.metrics)
+
+	h.route("/graphql", "graphql", h.authenticated(identity.ChannelGraphQL, gql))
+	h.route("GET /graphiql", "graphiql", playground.Handler("Klique GraphQL", "/graphql"))
+	h.route("POST /api/v1/auth/token", "auth_token", h.authenticated(identity.ChannelCLI, http.HandlerFunc(h.issueToken)))
+	h.route("GET /.well-known/jwks.json", "jwks", http.HandlerFunc(h.jwks))
+	h.route("GET /healthz", "healthz", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ok\n"))
+	}))
+	h.route("GET /readyz", "readyz", http.HandlerFunc(h.ready))
+	h.route("GET /metrics", "metrics", promhttp.HandlerFor(h.metrics.registry, promhttp.HandlerOpts{}))
+	h.route("/", "not_found", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, r, http.StatusNotFound, "NOT_FOUND", fmt.Sprintf("no such endpoint %s %s; the API is at /graphql", r.Method, r.URL.Path))
+	}))
+	return h
+}
+
+// Mux lets later parts of the server (the gateway, the worker API, MCP) add
+// their routes with the same middleware.
+func (h *Handler) Mux() *http.ServeMux { return h.mux }
+
+// route registers a handler wrapped in the common middleware.
+func (h *Handler) route(pattern, name string, next http.Handler) {
+	h.mux.Handle(pattern, h.common(name, next))
+}
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+
+var requestIDRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+// common gives every request an id, a body limit, a log line, metrics, a
+// per-request cache, and turns a panic into a 500 without a stack trace.
+func (h *Handler) common(route string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		id := r.Header.Get("X-Request-Id")
+		if !requestIDRE.MatchString(id) {
+			id = newRequestID()
+		}
+		w.Header().Set("X-Request-Id", id)
+		ctx := identity.WithRequestID(r.Context(), id)
+		ctx = platform.WithRequestCache(ctx)
+		r = r.WithContext(ctx)
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK, ctx: ctx}
+
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				h.log.ErrorContext(ctx, "request panicked", "panic", fmt.Sprint(v), "stack", string(debug.Stack()), "request_id", id)
+				if !sw.wrote {
+					writeError(sw, r, http.StatusInternalServerError, "INTERNAL", "internal error; the server log has the details (request "+id+")")
+				}
+			}
+			elapsed := time.Since(start)
+			h.metrics.httpRequests.WithLabelValues(route, fmt.Sprint(sw.status)).Inc()
+			h.metrics.httpSeconds.WithLabelValues(route).Observe(elapsed.Seconds())
+			level := slog.LevelDebug
+			if sw.status >= 500 {
+				level = slog.LevelWarn
+			}
+			user := ""
+			if p, ok := identity.PrincipalFrom(sw.ctx); ok {
+				user = p.UserName
+			}
+			h.log.Log(ctx, level, "http request", "method", r.Method, "path", r.URL.Path, "status", sw.status,
+				"duration_ms", elapsed.Milliseconds(), "request_id", id, "user", user)
+		}()
+
+		if max := h.d.MaxBodyBytes; max > 0 && r.Body != nil {
+			if r.ContentLength > max {
+				writeError(sw, r, http.StatusRequestEntityTooLarge, "PAYLOAD_TOO_LARGE",
+					fmt.Sprintf("the request body is %d bytes, more than the %d allowed", r.ContentLength, max))
+				return
+			}
+			r.Body = http.MaxBytesReader(sw, r.Body, max)
+		}
+		next.ServeHTTP(sw, r)
+	})
+}
+
+// authenticated resolves the bearer credential, if any, into a principal in
+// the request context. A request without a credential goes on without one
+// (the platform service refuses what needs one); a bad credential is
+// refused here with 401.
+func (h *Handler) authenticated(channel identity.Channel, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx := r.Context()
+		if channel == identity.ChannelGraphQL && r.Header.Get("X-Klique-Client") == "cli" {
+			channel = identity.ChannelCLI
+		}
+		ctx = identity.WithChannel(ctx, channel)
+		cred, ok := bearer(r)
+		if !ok {
+			writeError(w, r, http.StatusUnauthorized, "UNAUTHENTICATED", "the Authorization header must be 'Bearer <API key or access token>'")
+			return
+		}
+		if cred != "" {
+			p, err := h.d.Auth.Authenticate(ctx, cred)
+			switch {
+			case errors.Is(err, identity.ErrUnauthenticated):
+				h.metrics.authFailures.WithLabelValues(err.Error()).Inc()
+				w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
+				writeError(w, r, http.StatusUnauthorized, "UNAUTHENTICATED", err.Error())
+				return
+			case err != nil:
+				h.log.ErrorContext(ctx, "authentication failed", "err", err, "request_id", identity.RequestIDFrom(ctx))
+				writeError(w, r, http.StatusServiceUnavailable, "UNAVAILABLE", "could not check the credential right now; try again")
+				return
+			}
+			ctx = identity.WithPrincipal(ctx, p)
+			if sw, ok := w.(*statusWriter); ok {
+				sw.ctx = ctx
+			}
+		}
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+// bearer returns the credential of an Authorization header. ok is false for
+// a header that is present but not a bearer credential.
+func bearer(r *http.Request) (string, bool) {
+	v := r.Header.Get("Authorization")
+	if v == "" {
+		return "", true
+	}
+	scheme, cred, found := strings.Cut(v, " ")
+	if !found || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	cred = strings.TrimSpace(cred)
+	return cred, cred != ""
+}
+
+// tokenResponse follows the shape of an OAuth 2.0 token response.
+type tokenResponse struct {
+	AccessToken string    `json:"access_token"`
+	TokenType   string    `json:"token_type"`
+	ExpiresIn   int64     `json:"expires_in"`
+	ExpiresAt   time.Time `json:"expires_at"`
+}
+
+// issueToken exchanges the caller's API key for a short-lived access token.
+func (h *Handler) issueToken(w http.ResponseWriter, r *http.Request) {
+	tok, exp, err := h.d.Service.IssueToken(r.Context())
+	if err != nil {
+		writePlatformError(w, r, err)
+		return
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusOK, tokenResponse{AccessToken: tok, TokenType: "Bearer", ExpiresIn: int64(time.Until(exp).Seconds()), ExpiresAt: exp.UTC()})
+}
+
+func (h *Handler) jwks(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/jwk-set+json")
+	w.Header().Set("Cache-Control", "public, max-age=300")
+	_, _ = w.Write(h.d.Signer.JWKS())
+}
+
+func (h *Handler) ready(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if err := h.d.Service.Store().Ping(ctx); err != nil {
+		h.log.WarnContext(ctx, "readiness check failed", "err", err)
+		writeError(w, r, http.StatusServiceUnavailable, "UNAVAILABLE", "the store does not answer")
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = w.Write([]byte("ready\n"))
+}
+
+// writePlatformError maps a platform error to a status code.
+func writePlatformError(w http.ResponseWriter, r *http.Request, err error) {
+	code := platform.ErrorCode(err)
+	status := map[platform.Code]int{
+		platform.CodeUnauthenticated: http.StatusUnauthorized,
+		platform.CodeForbidden:       http.StatusForbidden,
+		platform.CodeInvalid:         http.StatusBadRequest,
+		platform.CodeNotFound:        http.StatusNotFound,
+		platform.CodeConflict:        http.StatusConflict,
+	}[code]
+	if status == 0 {
+		status = http.StatusInternalServerError
+	}
+	writeError(w, r, status, string(code), platform.PublicMessage(err))
+}
+
+// writeError answers in the shape the route's clients expect: GraphQL's
+// errors list on /graphql, {"error": {...}} elsewhere.
+func writeError(w http.ResponseWriter, r *http.Request, status int, code, message string) {
+	if strings.HasPrefix(r.URL.Path, "/graphql") {
+		writeJSON(w, status, map[string]any{"errors": []any{map[string]any{"message": message, "extensions": map[string]any{"code": code}}}})
+		return
+	}
+	writeJSON(w, status, map[string]any{"error": map[string]any{"code": code, "message": message}})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func newRequestID() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// statusWriter records the status code for logs and metrics, and the
+// context with the principal for the log line.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+	ctx    context.Context
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if !w.wrote {
+		w.status, w.wrote = code, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	w.wrote = true
+	return w.ResponseWriter.Write(b)
+}
+
+// Flush passes streaming through (server-sent events, long polls).
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -1,0 +1,318 @@
+// Package sqlstore is the one implementation of store.Store over database/sql.
+// The SQLite and PostgreSQL drivers (packages sqlite and postgres) differ only
+// in their schema migrations and in a small Dialect; every query lives here,
+// so both drivers behave the same and pass the same conformance suite.
+//
+// Conventions every query follows:
+//
+//   - Times are BIGINT unix microseconds in UTC and read back as
+//     time.UnixMicro(v).UTC(): a time round-trips to microsecond precision
+//     (finer digits are dropped, the location becomes UTC). Nil *time.Time
+//     fields are NULL.
+//   - Optional references (Pool.GPUClassID, Profile.GPUClassID,
+//     Project.GroupID, APIKey.ProjectID, Task.ProjectID) are NULL when empty,
+//     so that foreign keys only check references that are set, and read back
+//     as "".
+//   - Maps and slices (Pool.Labels, Pool.ProfileOrder, Profile.QueuingOrder,
+//     Task.Spec) are JSON text. Nil and empty are stored alike and read back
+//     as empty, non-nil values, so callers can range, index and append
+//     without nil checks and JSON APIs print [] and {} rather than null.
+//   - Every tenant-scoped query filters on tenant_id, and references between
+//     tenant objects are composite foreign keys on (tenant_id, id): an object
+//     of one tenant can neither be read through nor refer to another tenant.
+//   - Creates assign a new model.NewID() when the ID is empty. Updates write
+//     every field except ID, TenantID and CreatedAt (tasks are narrower: see
+//     UpdateTask).
+//
+// Errors: a missing row is store.ErrNotFound; a uniqueness violation is
+// store.ErrConflict; a foreign key violation is store.ErrNotFound when a write
+// refers to a missing object and store.ErrConflict when a delete would leave
+// a reference dangling. The driver's error stays in the chain for errors.As.
+//
+// On PostgreSQL a failed statement aborts the surrounding transaction, so
+// code running in InTx must return the first error it gets rather than carry
+// on with more queries.
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/klique-ai/klique/internal/store"
+)
+
+// ErrorKind classifies a driver error for the store's error mapping.
+type ErrorKind int
+
+const (
+	// ErrOther is any error the store passes through unchanged.
+	ErrOther ErrorKind = iota
+	// ErrUniqueViolation is a unique or primary key constraint failure.
+	ErrUniqueViolation
+	// ErrForeignKeyViolation is a foreign key constraint failure, on either
+	// side of the reference.
+	ErrForeignKeyViolation
+)
+
+// Conn is what queries run on: a *sql.DB, a *sql.Conn or a *sql.Tx.
+type Conn interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// Sequence names the store's counters. Each dialect keeps them in its own way
+// (a SEQUENCE on PostgreSQL, a counter row on SQLite) under these names.
+type Sequence string
+
+const (
+	// SeqTaskQueue orders tasks in their queues (Task.QueueSeq).
+	SeqTaskQueue Sequence = "task_queue_seq"
+	// SeqAudit orders the audit trail (AuditEntry.Seq).
+	SeqAudit Sequence = "audit_seq"
+)
+
+// Dialect is what differs between the databases behind the store.
+type Dialect interface {
+	// Name is the driver name Store.Driver reports.
+	Name() string
+	// Placeholder returns the bind marker of the n-th (1-based) argument.
+	// Queries are written with '?' and rebound through it once per query
+	// text.
+	Placeholder(n int) string
+	// Classify tells uniqueness and foreign key violations apart from other
+	// errors.
+	Classify(err error) ErrorKind
+	// NextSeq returns the next value of a counter. Values are strictly
+	// increasing and never reused, also across concurrent transactions; they
+	// may have gaps.
+	NextSeq(ctx context.Context, c Conn, seq Sequence) (int64, error)
+	// AdvanceSeq makes sure NextSeq returns more than atLeast from now on. It
+	// is used when a caller supplies its own sequence number (an import), so
+	// that later numbers still sort after it.
+	AdvanceSeq(ctx context.Context, c Conn, seq Sequence, atLeast int64) error
+	// LockTenant takes a lock on a tenant that holds until the transaction
+	// on c ends (see store.Queries.LockTenant).
+	LockTenant(ctx context.Context, c Conn, tenantID string) error
+}
+
+// Store implements store.Store over a *sql.DB.
+type Store struct {
+	queries
+	db      *sql.DB
+	dialect Dialect
+	binder  *binder
+}
+
+var _ store.Store = (*Store)(nil)
+
+// New returns a store over db, which must already hold the schema (see
+// Migrate). The store owns db: Close closes it.
+func New(db *sql.DB, d Dialect) *Store {
+	s := &Store{db: db, dialect: d, binder: newBinder(d)}
+	s.queries = queries{s: s, c: db}
+	return s
+}
+
+// Driver names the driver.
+func (s *Store) Driver() string { return s.dialect.Name() }
+
+// Ping checks the database answers.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.db.PingContext(ctx); err != nil {
+		return fmt.Errorf("ping %s: %w", s.dialect.Name(), err)
+	}
+	return nil
+}
+
+// Close closes the database.
+func (s *Store) Close() error { return s.db.Close() }
+
+// InTx runs fn in one transaction. It commits when fn returns nil and rolls
+// back when fn returns an error, which it returns unchanged so that callers
+// can test for their own sentinel errors. When fn panics the deferred
+// rollback runs before the panic carries on up the stack.
+func (s *Store) InTx(ctx context.Context, fn func(q store.Queries) error) error {
+	return s.inTx(ctx, func(q *queries) error { return fn(q) })
+}
+
+func (s *Store) inTx(ctx context.Context, fn func(q *queries) error) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin transaction: %w", err)
+	}
+	done := false
+	defer func() {
+		if !done {
+			// Reached on error and on panic. The rollback error is of no
+			// use to the caller: fn's error or the panic says what failed.
+			_ = tx.Rollback()
+		}
+	}()
+	if err := fn(&queries{s: s, c: tx, inTx: true}); err != nil {
+		return err
+	}
+	done = true
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit transaction: %w", err)
+	}
+	return nil
+}
+
+// queries implements store.Queries on a connection: the pool for the Store
+// itself, or a transaction inside InTx.
+type queries struct {
+	s    *Store
+	c    Conn
+	inTx bool
+}
+
+var _ store.Queries = (*queries)(nil)
+
+// atomic runs fn so that all of its statements commit together: in the
+// caller's transaction if there is one, else in a new one. Writes that touch
+// several rows (a profile and its pool links, a counter and a task) use it.
+func (q *queries) atomic(ctx context.Context, fn func(q *queries) error) error {
+	if q.inTx {
+		return fn(q)
+	}
+	return q.s.inTx(ctx, fn)
+}
+
+func (q *queries) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	return q.c.ExecContext(ctx, q.s.binder.bind(query), args...)
+}
+
+func (q *queries) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	return q.c.QueryContext(ctx, q.s.binder.bind(query), args...)
+}
+
+func (q *queries) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
+	return q.c.QueryRowContext(ctx, q.s.binder.bind(query), args...)
+}
+
+// write runs an insert, update or delete and maps constraint violations onto
+// the store's errors: a unique violation is a conflict; a foreign key
+// violation is onForeignKey (ErrNotFound when the write names a missing
+// object, ErrConflict when a delete would orphan a reference). It returns the
+// number of rows affected.
+func (q *queries) write(ctx context.Context, what string, onForeignKey error, query string, args ...any) (int64, error) {
+	res, err := q.exec(ctx, query, args...)
+	if err != nil {
+		return 0, q.mapErr(err, what, onForeignKey)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", what, err)
+	}
+	return n, nil
+}
+
+// writeOne is write for statements that must affect exactly one existing
+// row: none affected means the row (in that tenant) does not exist.
+func (q *queries) writeOne(ctx context.Context, what string, onForeignKey error, query string, args ...any) error {
+	n, err := q.write(ctx, what, onForeignKey, query, args...)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return fmt.Errorf("%s: %w", what, store.ErrNotFound)
+	}
+	return nil
+}
+
+func (q *queries) mapErr(err error, what string, onForeignKey error) error {
+	switch q.s.dialect.Classify(err) {
+	case ErrUniqueViolation:
+		return fmt.Errorf("%s: %w: %w", what, store.ErrConflict, err)
+	case ErrForeignKeyViolation:
+		if errors.Is(onForeignKey, store.ErrConflict) {
+			return fmt.Errorf("%s: still referenced: %w: %w", what, store.ErrConflict, err)
+		}
+		return fmt.Errorf("%s: a referenced object: %w: %w", what, store.ErrNotFound, err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+// binder rewrites '?' placeholders into the dialect's style. Static query
+// texts are rewritten once and cached; the cache stops growing at a bound so
+// that queries built at run time (IN lists of any length) cannot grow it
+// without limit.
+type binder struct {
+	d        Dialect
+	identity bool
+	cache    sync.Map // string -> string
+	size     atomic.Int64
+}
+
+const maxBindCache = 1024
+
+func newBinder(d Dialect) *binder {
+	return &binder{d: d, identity: d.Placeholder(1) == "?"}
+}
+
+func (b *binder) bind(query string) string {
+	if b.identity {
+		return query
+	}
+	if v, ok := b.cache.Load(query); ok {
+		return v.(string)
+	}
+	out := Rebind(query, b.d.Placeholder)
+	if b.size.Load() < maxBindCache {
+		if _, loaded := b.cache.LoadOrStore(query, out); !loaded {
+			b.size.Add(1)
+		}
+	}
+	return out
+}
+
+// Rebind replaces each '?' outside quoted strings and identifiers with
+// placeholder(n), counting from 1.
+func Rebind(query string, placeholder func(n int) string) string {
+	var sb strings.Builder
+	sb.Grow(len(query) + 16)
+	n := 0
+	var quote byte
+	for i := 0; i < len(query); i++ {
+		ch := query[i]
+		switch {
+		case quote != 0:
+			if ch == quote {
+				quote = 0
+			}
+		case ch == '\'' || ch == '"':
+			quote = ch
+		case ch == '?':
+			n++
+			sb.WriteString(placeholder(n))
+			continue
+		}
+		sb.WriteByte(ch)
+	}
+	return sb.String()
+}
+
+// DollarPlaceholder is PostgreSQL's placeholder style: $1, $2, ...
+func DollarPlaceholder(n int) string { return "$" + strconv.Itoa(n) }
+
+// QuestionPlaceholder is SQLite's placeholder style: ?.
+func QuestionPlaceholder(int) string { return "?" }
+
+// LockTenant serialises allocation-model changes of one tenant across
+// replicas; see store.Queries.LockTenant.
+func (q *queries) LockTenant(ctx context.Context, tenantID string) error {
+	if !q.inTx {
+		return nil
+	}
+	if err := q.s.dialect.LockTenant(ctx, q.c, tenantID); err != nil {
+		return fmt.Errorf("lock tenant %s: %w", tenantID, err)
+	}
+	return nil
+}

@@ -1,0 +1,214 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/klique-ai/klique/internal/model"
+	"github.com/klique-ai/klique/internal/store"
+)
+
+const taskColumns = `id, tenant_id, project_id, owner_id, compute_resource_id, policy_id, profile_id, group_id, name, spec,
+	size_nodes, size_per_node_milli, status, reason, queue_seq, pool_id, cloned_from_id,
+	created_at, updated_at, placed_at, finished_at`
+
+func scanTask(r scanner) (*model.Task, error) {
+	var t model.Task
+	var project sql.NullString
+	var spec, status string
+	var perNode, created, updated int64
+	var placed, finished sql.NullInt64
+	if err := r.Scan(&t.ID, &t.TenantID, &project, &t.OwnerID, &t.ComputeResourceID, &t.PolicyID, &t.ProfileID,
+		&t.GroupID, &t.Name, &spec, &t.Size.Nodes, &perNode, &status, &t.Reason, &t.QueueSeq, &t.PoolID,
+		&t.ClonedFromID, &created, &updated, &placed, &finished); err != nil {
+		return nil, err
+	}
+	if spec != "" && spec != "null" {
+		if err := json.Unmarshal([]byte(spec), &t.Spec); err != nil {
+			return nil, fmt.Errorf("task %s spec: decode JSON: %w", t.ID, err)
+		}
+	}
+	t.ProjectID = project.String
+	t.Size.PerNode = model.MilliGPU(perNode)
+	t.Status = model.TaskStatus(status)
+	t.CreatedAt, t.UpdatedAt = fromMicros(created), fromMicros(updated)
+	t.PlacedAt, t.FinishedAt = timePtr(placed), timePtr(finished)
+	return &t, nil
+}
+
+// CreateTask inserts a task. When t.QueueSeq is 0 it takes the next queue
+// sequence number, so tasks enqueued later sort later, also when they are
+// enqueued concurrently. A caller-supplied QueueSeq (an import) is kept, and
+// the counter moves past it so that later tasks still sort after it. Queue
+// sequence numbers are unique in a tenant (ErrConflict).
+//
+// The project (when set), the owner and the compute resource must exist in
+// the task's tenant (ErrNotFound). PolicyID, ProfileID, GroupID, PoolID and
+// ClonedFromID are copies kept for queries and history, not references: they
+// do not stop those objects from being deleted.
+//
+// The task's Spec is stored as JSON; its empty slices and maps read back as
+// nil, following the spec's omitempty tags.
+func (q *queries) CreateTask(ctx context.Context, t *model.Task) error {
+	what := fmt.Sprintf("create task %q", t.Name)
+	spec, err := marshalJSON(t.Spec, "{}")
+	if err != nil {
+		return fmt.Errorf("%s: encode spec: %w", what, err)
+	}
+	undo := assignID(&t.ID)
+	assignSeq := t.QueueSeq == 0
+	err = q.atomic(ctx, func(q *queries) error {
+		if assignSeq {
+			seq, err := q.s.dialect.NextSeq(ctx, q.c, SeqTaskQueue)
+			if err != nil {
+				return fmt.Errorf("%s: next queue sequence number: %w", what, err)
+			}
+			t.QueueSeq = seq
+		} else if err := q.s.dialect.AdvanceSeq(ctx, q.c, SeqTaskQueue, t.QueueSeq); err != nil {
+			return fmt.Errorf("%s: advance queue sequence: %w", what, err)
+		}
+		_, err := q.write(ctx, what, store.ErrNotFound,
+			`INSERT INTO tasks (`+taskColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			t.ID, t.TenantID, nullString(t.ProjectID), t.OwnerID, t.ComputeResourceID, t.PolicyID, t.ProfileID,
+			t.GroupID, t.Name, spec, t.Size.Nodes, int64(t.Size.PerNode), string(t.Status), t.Reason, t.QueueSeq,
+			t.PoolID, t.ClonedFromID, micros(t.CreatedAt), micros(t.UpdatedAt),
+			nullMicros(t.PlacedAt), nullMicros(t.FinishedAt))
+		return err
+	})
+	if err != nil {
+		undo()
+		if assignSeq {
+			t.QueueSeq = 0
+		}
+	}
+	return err
+}
+
+// UpdateTask writes what changes over a task's life: name, spec, size,
+// status, reason, pool, UpdatedAt, PlacedAt and FinishedAt. What is fixed at
+// enqueue (the project, owner, compute resource and the copies taken from it,
+// QueueSeq, ClonedFromID and CreatedAt) is left as it is.
+func (q *queries) UpdateTask(ctx context.Context, t *model.Task) error {
+	what := "update task " + t.ID
+	spec, err := marshalJSON(t.Spec, "{}")
+	if err != nil {
+		return fmt.Errorf("%s: encode spec: %w", what, err)
+	}
+	return q.writeOne(ctx, what, store.ErrNotFound,
+		`UPDATE tasks SET name = ?, spec = ?, size_nodes = ?, size_per_node_milli = ?, status = ?, reason = ?,
+			pool_id = ?, updated_at = ?, placed_at = ?, finished_at = ?
+		WHERE tenant_id = ? AND id = ?`,
+		t.Name, spec, t.Size.Nodes, int64(t.Size.PerNode), string(t.Status), t.Reason,
+		t.PoolID, micros(t.UpdatedAt), nullMicros(t.PlacedAt), nullMicros(t.FinishedAt), t.TenantID, t.ID)
+}
+
+func (q *queries) GetTask(ctx context.Context, tenantID, id string) (*model.Task, error) {
+	return getOne(ctx, q, "get task "+id, scanTask,
+		`SELECT `+taskColumns+` FROM tasks WHERE tenant_id = ? AND id = ?`, tenantID, id)
+}
+
+// taskWhere builds the WHERE clause of a task filter, as store.TaskFilter
+// documents it. The group rule applies when RestrictToGroups is set or
+// GroupIDs is not empty: it keeps tasks of the groups and, when
+// VisibleToUserID is set, that user's own tasks. VisibleToUserID without the
+// group rule does not filter. An empty rule (restricted, no groups, no user)
+// keeps nothing.
+func taskWhere(tenantID string, f store.TaskFilter) (string, []any) {
+	var sb strings.Builder
+	args := []any{tenantID}
+	sb.WriteString(` WHERE tenant_id = ?`)
+	if len(f.Statuses) > 0 {
+		sb.WriteString(` AND status IN (` + placeholders(len(f.Statuses)) + `)`)
+		for _, s := range f.Statuses {
+			args = append(args, string(s))
+		}
+	}
+	if f.ComputeResourceID != "" {
+		sb.WriteString(` AND compute_resource_id = ?`)
+		args = append(args, f.ComputeResourceID)
+	}
+	if f.ProjectID != "" {
+		sb.WriteString(` AND project_id = ?`)
+		args = append(args, f.ProjectID)
+	}
+	if f.OwnerID != "" {
+		sb.WriteString(` AND owner_id = ?`)
+		args = append(args, f.OwnerID)
+	}
+	if f.RestrictToGroups || len(f.GroupIDs) > 0 {
+		var alts []string
+		if len(f.GroupIDs) > 0 {
+			alts = append(alts, `group_id IN (`+placeholders(len(f.GroupIDs))+`)`)
+			for _, g := range f.GroupIDs {
+				args = append(args, g)
+			}
+		}
+		if f.VisibleToUserID != "" {
+			alts = append(alts, `owner_id = ?`)
+			args = append(args, f.VisibleToUserID)
+		}
+		if len(alts) == 0 {
+			alts = append(alts, `1 = 0`)
+		}
+		sb.WriteString(` AND (` + strings.Join(alts, ` OR `) + `)`)
+	}
+	return sb.String(), args
+}
+
+// placeholders returns n comma-separated '?'.
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
+}
+
+// ListTasks lists the tasks that match f in queue order, oldest first or
+// newest first, with keyset pagination on QueueSeq.
+func (q *queries) ListTasks(ctx context.Context, tenantID string, f store.TaskFilter, page store.Page, newestFirst bool) ([]*model.Task, error) {
+	where, args := taskWhere(tenantID, f)
+	query := `SELECT ` + taskColumns + ` FROM tasks` + where
+	if page.After != "" {
+		after, err := strconv.ParseInt(page.After, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("list tasks: page after %q is not a queue sequence number", page.After)
+		}
+		if newestFirst {
+			query += ` AND queue_seq < ?`
+		} else {
+			query += ` AND queue_seq > ?`
+		}
+		args = append(args, after)
+	}
+	if newestFirst {
+		query += ` ORDER BY queue_seq DESC`
+	} else {
+		query += ` ORDER BY queue_seq`
+	}
+	query, args = withLimit(query, args, page.Limit)
+	return getAll(ctx, q, "list tasks", scanTask, query, args...)
+}
+
+// CountTasks counts the tasks that match f.
+func (q *queries) CountTasks(ctx context.Context, tenantID string, f store.TaskFilter) (int, error) {
+	where, args := taskWhere(tenantID, f)
+	var n int
+	if err := q.queryRow(ctx, `SELECT COUNT(*) FROM tasks`+where, args...).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count tasks: %w", err)
+	}
+	return n, nil
+}
+
+// CountQueuedAhead counts the queued tasks of a compute resource with a
+// smaller QueueSeq than seq: a task's place in its queue.
+func (q *queries) CountQueuedAhead(ctx context.Context, tenantID, computeResourceID string, seq int64) (int, error) {
+	var n int
+	if err := q.queryRow(ctx,
+		`SELECT COUNT(*) FROM tasks
+		WHERE tenant_id = ? AND compute_resource_id = ? AND status = ? AND queue_seq < ?`,
+		tenantID, computeResourceID, string(model.TaskQueued), seq).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count queued ahead in compute resource %s: %w", computeResourceID, err)
+	}
+	return n, nil
+}

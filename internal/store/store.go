@@ -1,0 +1,201 @@
+// Package store defines the one driver interface the control plane keeps its
+// state through, and the errors every driver returns.
+//
+// Two drivers implement it: SQLite (package sqlite, the embedded default) and
+// PostgreSQL (package postgres). Both pass the same conformance suite
+// (package storetest). The store knows nothing of roles or rules: it checks
+// only what the schema enforces (uniqueness, references) and returns the
+// errors below, which the platform service turns into messages for people.
+//
+// Every method that reads or writes tenant data takes the tenant id, so a
+// query can never reach across tenants by accident.
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/klique-ai/klique/internal/model"
+)
+
+var (
+	// ErrNotFound is returned when the object asked for does not exist (in
+	// the tenant asked for).
+	ErrNotFound = errors.New("not found")
+	// ErrConflict is returned when a write would break a uniqueness rule,
+	// such as a second pool with the same name in one tenant.
+	ErrConflict = errors.New("conflict")
+)
+
+// Page asks for one page of a list ordered by a unique key (a name, or a
+// sequence number for tasks and audit entries). After is the key of the last
+// item of the previous page ("" for the first page); Limit is the most items
+// to return (0 means no limit).
+type Page struct {
+	After string
+	Limit int
+}
+
+// TaskFilter narrows a task list. Empty fields do not filter.
+type TaskFilter struct {
+	Statuses          []model.TaskStatus
+	ComputeResourceID string
+	ProjectID         string
+	OwnerID           string
+	// GroupIDs keeps tasks of any of these groups; VisibleToUserID, when set
+	// together with GroupIDs, also keeps that user's own tasks. This is how a
+	// member sees their groups' queues and their own work.
+	GroupIDs        []string
+	VisibleToUserID string
+	// RestrictToGroups applies GroupIDs even when it is empty (then only
+	// VisibleToUserID's tasks are kept). Admins list without it.
+	RestrictToGroups bool
+}
+
+// AuditFilter narrows the audit trail. Empty fields do not filter.
+type AuditFilter struct {
+	ActorID    string
+	ObjectKind string
+	ObjectID   string
+	Since      time.Time
+	Until      time.Time
+}
+
+// Queries are the reads and writes of the store. A Store runs each call on its
+// own; the Queries passed to InTx run inside one transaction.
+type Queries interface {
+	// Tenants.
+	CreateTenant(ctx context.Context, t *model.Tenant) error
+	GetTenant(ctx context.Context, id string) (*model.Tenant, error)
+	GetTenantByName(ctx context.Context, name string) (*model.Tenant, error)
+	ListTenants(ctx context.Context) ([]*model.Tenant, error)
+
+	// Users.
+	CreateUser(ctx context.Context, u *model.User) error
+	UpdateUser(ctx context.Context, u *model.User) error
+	GetUser(ctx context.Context, tenantID, id string) (*model.User, error)
+	GetUserByName(ctx context.Context, tenantID, name string) (*model.User, error)
+	GetUserByExternalID(ctx context.Context, tenantID, externalID string) (*model.User, error)
+	// ListUsers orders by name.
+	ListUsers(ctx context.Context, tenantID string, page Page) ([]*model.User, error)
+
+	// Groups and memberships.
+	CreateGroup(ctx context.Context, g *model.Group) error
+	UpdateGroup(ctx context.Context, g *model.Group) error
+	DeleteGroup(ctx context.Context, tenantID, id string) error
+	GetGroup(ctx context.Context, tenantID, id string) (*model.Group, error)
+	GetGroupByName(ctx context.Context, tenantID, name string) (*model.Group, error)
+	// ListGroups orders by name.
+	ListGroups(ctx context.Context, tenantID string, page Page) ([]*model.Group, error)
+	// PutMembership adds a user to a group or changes their role in it.
+	PutMembership(ctx context.Context, m *model.Membership) error
+	DeleteMembership(ctx context.Context, tenantID, groupID, userID string) error
+	// ListMembershipsByUser and ListMembershipsByGroup order by group name and
+	// user name respectively.
+	ListMembershipsByUser(ctx context.Context, tenantID, userID string) ([]*model.Membership, error)
+	ListMembershipsByGroup(ctx context.Context, tenantID, groupID string) ([]*model.Membership, error)
+
+	// API keys. GetAPIKeyByHash looks across tenants: the key names its tenant.
+	CreateAPIKey(ctx context.Context, k *model.APIKey) error
+	GetAPIKey(ctx context.Context, tenantID, id string) (*model.APIKey, error)
+	GetAPIKeyByHash(ctx context.Context, hash []byte) (*model.APIKey, error)
+	// ListAPIKeys lists a tenant's keys, or one user's when userID is set,
+	// newest first.
+	ListAPIKeys(ctx context.Context, tenantID, userID string) ([]*model.APIKey, error)
+	RevokeAPIKey(ctx context.Context, tenantID, id string, at time.Time) error
+	TouchAPIKey(ctx context.Context, id string, at time.Time) error
+
+	// GPU classes.
+	CreateGPUClass(ctx context.Context, c *model.GPUClass) error
+	UpdateGPUClass(ctx context.Context, c *model.GPUClass) error
+	DeleteGPUClass(ctx context.Context, tenantID, id string) error
+	GetGPUClass(ctx context.Context, tenantID, id string) (*model.GPUClass, error)
+	ListGPUClasses(ctx context.Context, tenantID string) ([]*model.GPUClass, error)
+
+	// Pools (with their execution priority, ProfileOrder).
+	CreatePool(ctx context.Context, p *model.Pool) error
+	UpdatePool(ctx context.Context, p *model.Pool) error
+	DeletePool(ctx context.Context, tenantID, id string) error
+	GetPool(ctx context.Context, tenantID, id string) (*model.Pool, error)
+	ListPools(ctx context.Context, tenantID string) ([]*model.Pool, error)
+
+	// Profiles (with their ordered pool links and queuing order).
+	CreateProfile(ctx context.Context, p *model.Profile) error
+	UpdateProfile(ctx context.Context, p *model.Profile) error
+	DeleteProfile(ctx context.Context, tenantID, id string) error
+	GetProfile(ctx context.Context, tenantID, id string) (*model.Profile, error)
+	ListProfiles(ctx context.Context, tenantID string) ([]*model.Profile, error)
+
+	// Resource policies, at most one per group.
+	CreatePolicy(ctx context.Context, p *model.ResourcePolicy) error
+	UpdatePolicy(ctx context.Context, p *model.ResourcePolicy) error
+	DeletePolicy(ctx context.Context, tenantID, id string) error
+	GetPolicy(ctx context.Context, tenantID, id string) (*model.ResourcePolicy, error)
+	ListPolicies(ctx context.Context, tenantID string) ([]*model.ResourcePolicy, error)
+
+	// Compute resources, unique per (policy, profile) and per (policy, name).
+	CreateComputeResource(ctx context.Context, c *model.ComputeResource) error
+	UpdateComputeResource(ctx context.Context, c *model.ComputeResource) error
+	DeleteComputeResource(ctx context.Context, tenantID, id string) error
+	GetComputeResource(ctx context.Context, tenantID, id string) (*model.ComputeResource, error)
+	ListComputeResources(ctx context.Context, tenantID string) ([]*model.ComputeResource, error)
+
+	// Projects.
+	CreateProject(ctx context.Context, p *model.Project) error
+	UpdateProject(ctx context.Context, p *model.Project) error
+	DeleteProject(ctx context.Context, tenantID, id string) error
+	GetProject(ctx context.Context, tenantID, id string) (*model.Project, error)
+	GetProjectByName(ctx context.Context, tenantID, name string) (*model.Project, error)
+	// ListProjects orders by name.
+	ListProjects(ctx context.Context, tenantID string, page Page) ([]*model.Project, error)
+
+	// Tasks. CreateTask assigns QueueSeq (strictly increasing across the
+	// store) when it is 0.
+	CreateTask(ctx context.Context, t *model.Task) error
+	// UpdateTask writes every mutable field of t (status, reason, pool, spec,
+	// times). It returns ErrNotFound if the task does not exist.
+	UpdateTask(ctx context.Context, t *model.Task) error
+	GetTask(ctx context.Context, tenantID, id string) (*model.Task, error)
+	// ListTasks orders by QueueSeq, newest first when newestFirst is set.
+	// Page.After is a QueueSeq in decimal.
+	ListTasks(ctx context.Context, tenantID string, f TaskFilter, page Page, newestFirst bool) ([]*model.Task, error)
+	// CountTasks counts the tasks that match f.
+	CountTasks(ctx context.Context, tenantID string, f TaskFilter) (int, error)
+	// CountQueuedAhead counts queued tasks of a compute resource placed before
+	// seq in queue order.
+	CountQueuedAhead(ctx context.Context, tenantID, computeResourceID string, seq int64) (int, error)
+
+	// Audit trail. InsertAudit assigns Seq. ListAudit is newest first;
+	// Page.After is a Seq in decimal.
+	InsertAudit(ctx context.Context, e *model.AuditEntry) error
+	ListAudit(ctx context.Context, tenantID string, f AuditFilter, page Page) ([]*model.AuditEntry, error)
+
+	// LockTenant serialises changes to one tenant's allocation model. Inside
+	// InTx the lock holds until the transaction ends, so two replicas
+	// changing the same tenant's estate take turns; outside a transaction it
+	// returns at once. (SQLite serialises write transactions anyway.)
+	LockTenant(ctx context.Context, tenantID string) error
+
+	// Settings are small server-wide values (the token signing key, whether
+	// the engine is enabled). GetSetting returns ErrNotFound when unset.
+	GetSetting(ctx context.Context, key string) (string, error)
+	PutSetting(ctx context.Context, key, value string) error
+	// PutSettingIfAbsent stores value unless key is set, and returns the value
+	// the store holds afterwards. Replicas starting together agree on one.
+	PutSettingIfAbsent(ctx context.Context, key, value string) (string, error)
+}
+
+// Store is a driver: the queries plus transactions and lifecycle.
+type Store interface {
+	Queries
+	// InTx runs fn in one transaction: it commits if fn returns nil and rolls
+	// back otherwise (and if fn panics). fn must use only the Queries it is
+	// given, never the Store, while it runs.
+	InTx(ctx context.Context, fn func(q Queries) error) error
+	// Ping checks the database answers.
+	Ping(ctx context.Context) error
+	// Driver names the driver: "sqlite" or "postgres".
+	Driver() string
+	Close() error
+}

@@ -1,0 +1,193 @@
+package storetest
+
+import (
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/klique-ai/klique/internal/model"
+	"github.com/klique-ai/klique/internal/store"
+)
+
+func exerciseStore(t *testing.T, setup setupFunc) {
+	t.Run("Ping answers", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		must(t, b.store.Ping(b.ctx))
+	})
+
+	t.Run("Driver names sqlite or postgres", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		if d := b.store.Driver(); d != "sqlite" && d != "postgres" {
+			t.Fatalf("Driver() = %q", d)
+		}
+	})
+
+	t.Run("InTx commits every write when fn returns nil", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		var g *model.Group
+		var p *model.Pool
+		must(t, b.store.InTx(b.ctx, func(q store.Queries) error {
+			g = &model.Group{TenantID: b.tenant.ID, Name: "in-tx"}
+			if err := q.CreateGroup(b.ctx, g); err != nil {
+				return err
+			}
+			p = &model.Pool{TenantID: b.tenant.ID, Name: "in-tx"}
+			return q.CreatePool(b.ctx, p)
+		}))
+		_, err := b.store.GetGroup(b.ctx, b.tenant.ID, g.ID)
+		must(t, err)
+		_, err = b.store.GetPool(b.ctx, b.tenant.ID, p.ID)
+		must(t, err)
+	})
+
+	t.Run("LockTenant makes a second transaction on the tenant wait until the first ends", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		must(t, b.store.LockTenant(b.ctx, b.tenant.ID)) // outside a transaction: returns at once
+		held := make(chan struct{})
+		release := make(chan struct{})
+		firstDone := make(chan error, 1)
+		go func() {
+			firstDone <- b.store.InTx(b.ctx, func(q store.Queries) error {
+				if err := q.LockTenant(b.ctx, b.tenant.ID); err != nil {
+					return err
+				}
+				close(held)
+				<-release
+				return nil
+			})
+		}()
+		<-held
+		var second atomic.Bool
+		secondDone := make(chan error, 1)
+		go func() {
+			secondDone <- b.store.InTx(b.ctx, func(q store.Queries) error {
+				err := q.LockTenant(b.ctx, b.tenant.ID)
+				second.Store(true)
+				return err
+			})
+		}()
+		time.Sleep(200 * time.Millisecond)
+		if second.Load() {
+			t.Fatal("a second transaction took the tenant lock while the first held it")
+		}
+		close(release)
+		must(t, <-firstDone)
+		must(t, <-secondDone)
+		if !second.Load() {
+			t.Fatal("the second transaction never took the lock")
+		}
+	})
+
+	t.Run("InTx rolls back when fn returns an error, and returns that error", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		sentinel := errors.New("changed my mind")
+		var seen bool
+		err := b.store.InTx(b.ctx, func(q store.Queries) error {
+			g := &model.Group{TenantID: b.tenant.ID, Name: "rolled-back"}
+			if err := q.CreateGroup(b.ctx, g); err != nil {
+				return err
+			}
+			// The transaction sees its own writes.
+			if _, err := q.GetGroupByName(b.ctx, b.tenant.ID, "rolled-back"); err != nil {
+				return err
+			}
+			seen = true
+			if err := q.PutSetting(b.ctx, "k", "v"); err != nil {
+				return err
+			}
+			return sentinel
+		})
+		if !errors.Is(err, sentinel) {
+			t.Fatalf("InTx returned %v, want the error fn returned", err)
+		}
+		if !seen {
+			t.Fatal("the transaction did not see its own write")
+		}
+		_, err = b.store.GetGroupByName(b.ctx, b.tenant.ID, "rolled-back")
+		wantErr(t, err, store.ErrNotFound)
+		_, err = b.store.GetSetting(b.ctx, "k")
+		wantErr(t, err, store.ErrNotFound)
+	})
+
+	t.Run("InTx rolls back when fn panics and lets the panic through", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		type boom struct{}
+		func() {
+			defer func() {
+				if r := recover(); r != (boom{}) {
+					t.Fatalf("recovered %v, want the panic fn raised", r)
+				}
+			}()
+			_ = b.store.InTx(b.ctx, func(q store.Queries) error {
+				if err := q.CreateGroup(b.ctx, &model.Group{TenantID: b.tenant.ID, Name: "panicked"}); err != nil {
+					return err
+				}
+				panic(boom{})
+			})
+			t.Fatal("InTx returned instead of panicking")
+		}()
+		_, err := b.store.GetGroupByName(b.ctx, b.tenant.ID, "panicked")
+		wantErr(t, err, store.ErrNotFound)
+		// The store still works: the connection went back to the pool.
+		b.group(t)
+	})
+
+	t.Run("InTx rolls back a profile with its links and a task, and later tasks still sort last", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		q, owner := b.queue(t), b.user(t)
+		before := b.task(t, q, owner)
+		pool := b.pool(t)
+		var inTx *model.Task
+		err := b.store.InTx(b.ctx, func(tx store.Queries) error {
+			if err := tx.CreateProfile(b.ctx, &model.Profile{TenantID: b.tenant.ID, Name: "tx-profile", Pools: []string{pool.ID}}); err != nil {
+				return err
+			}
+			inTx = &model.Task{TenantID: b.tenant.ID, OwnerID: owner.ID, ComputeResourceID: q.cr.ID, Name: "tx", Status: model.TaskQueued}
+			if err := tx.CreateTask(b.ctx, inTx); err != nil {
+				return err
+			}
+			return errors.New("roll back")
+		})
+		if err == nil {
+			t.Fatal("InTx returned nil")
+		}
+		list, err := b.store.ListProfiles(b.ctx, b.tenant.ID)
+		must(t, err)
+		for _, p := range list {
+			if p.Name == "tx-profile" {
+				t.Fatal("profile created in a rolled back transaction exists")
+			}
+		}
+		// Its pool link went with it.
+		must(t, b.store.DeletePool(b.ctx, b.tenant.ID, pool.ID))
+		_, err = b.store.GetTask(b.ctx, b.tenant.ID, inTx.ID)
+		wantErr(t, err, store.ErrNotFound)
+		after := b.task(t, q, owner)
+		if after.QueueSeq <= before.QueueSeq {
+			t.Fatalf("QueueSeq after a rollback %d, want more than %d", after.QueueSeq, before.QueueSeq)
+		}
+	})
+
+	t.Run("Queries in InTx map errors like the store does", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		g := b.group(t)
+		err := b.store.InTx(b.ctx, func(q store.Queries) error {
+			_, err := q.GetGroup(b.ctx, b.other.ID, g.ID)
+			return err
+		})
+		wantErr(t, err, store.ErrNotFound)
+		err = b.store.InTx(b.ctx, func(q store.Queries) error {
+			return q.CreateGroup(b.ctx, &model.Group{TenantID: b.tenant.ID, Name: g.Name})
+		})
+		wantErr(t, err, store.ErrConflict)
+	})
+}
