@@ -199,7 +199,7 @@ func (r *queryResolver) APIKeys(ctx context.Context, user *string, first *int, a
 	// Newest first; the cursor orders by creation time and id, inverted so
 	// that paginate's ascending order walks from the newest.
 	key := func(k *model.APIKey) string { return descKey(k.CreatedAt.UnixMicro()) + k.ID }
-	page, cursors, info, err := paginate(keys, key, first, after)
+	page, cursors, info, err := paginate(sorted(keys, key), key, first, after)
 	if err != nil {
 		return nil, err
 	}

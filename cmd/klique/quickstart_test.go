@@ -11,8 +11,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/klique-ai/klique/internal/store/pgtest"
 )
 
 // quickstartStep is one command of the README quickstart with what it must
@@ -70,6 +73,20 @@ func TestReadmeQuickstartWorksAsWritten(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and runs a server")
 	}
+	runQuickstart(t, "")
+}
+
+// TestReadmeQuickstartWorksOnPostgreSQL runs the same quickstart with the
+// server keeping its state in PostgreSQL (KLIQUE_DATABASE_URL): the same
+// binary, the same behaviour.
+func TestReadmeQuickstartWorksOnPostgreSQL(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs a server")
+	}
+	runQuickstart(t, pgtest.RequirePostgresURL(t))
+}
+
+func runQuickstart(t *testing.T, databaseURL string) {
 	steps := readQuickstart(t)
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "bin", "klique")
@@ -86,12 +103,12 @@ func TestReadmeQuickstartWorksAsWritten(t *testing.T) {
 	env := append(os.Environ(),
 		"HOME="+dir, "XDG_CONFIG_HOME="+filepath.Join(dir, ".config"),
 		"KLIQUE_LISTEN="+addr, "KLIQUE_SERVER=http://"+addr, "KLIQUE_PUBLIC_URL=http://"+addr,
-		"KLIQUE_CONFIG=", "KLIQUE_API_KEY=", "KLIQUE_TOKEN=", "KLIQUE_DATABASE_URL=", "KLIQUE_BOOTSTRAP_TOKEN=")
+		"KLIQUE_CONFIG=", "KLIQUE_API_KEY=", "KLIQUE_TOKEN=", "KLIQUE_DATABASE_URL="+databaseURL, "KLIQUE_BOOTSTRAP_TOKEN=")
 	ctx, cancel := context.WithCancel(context.Background())
 	serve := exec.CommandContext(ctx, bin, "serve")
 	serve.Dir, serve.Env = dir, env
-	var serverLog bytes.Buffer
-	serve.Stdout, serve.Stderr = &serverLog, &serverLog
+	serverLog := &syncBuffer{}
+	serve.Stdout, serve.Stderr = serverLog, serverLog
 	if err := serve.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -185,4 +202,22 @@ func mustRead(t *testing.T, path string) string {
 		t.Fatal(fmt.Sprintf("%s is empty", path))
 	}
 	return s
+}
+
+// syncBuffer is a buffer the server process writes to while the test reads.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"strconv"
 	"strings"
 
@@ -265,7 +266,26 @@ func unmarshalStrict(data []byte, doc *Document) (err error) {
 	return nil
 }
 
-// Marshal writes the document as YAML.
+// Marshal writes the document as YAML that reads back as the same
+// document. The YAML encoder does not manage that for every string (a
+// literal block whose last line holds only spaces, a lone tab, a carriage
+// return: found by FuzzParseDocument), so each output is read back and
+// checked, from the most readable style to JSON, which is YAML too and
+// always reads back.
 func (d *Document) Marshal() ([]byte, error) {
-	return yaml.MarshalWithOptions(d, yaml.Indent(2), yaml.IndentSequence(true), yaml.UseLiteralStyleIfMultiline(true))
+	styles := [][]yaml.EncodeOption{
+		{yaml.Indent(2), yaml.IndentSequence(true), yaml.UseLiteralStyleIfMultiline(true)},
+		{yaml.Indent(2), yaml.IndentSequence(true)},
+	}
+	for _, opts := range styles {
+		out, err := yaml.MarshalWithOptions(d, opts...)
+		if err != nil {
+			return nil, err
+		}
+		var back Document
+		if unmarshalStrict(out, &back) == nil && reflect.DeepEqual(&back, d) {
+			return out, nil
+		}
+	}
+	return yaml.MarshalWithOptions(d, yaml.JSON())
 }

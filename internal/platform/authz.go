@@ -102,7 +102,7 @@ func groupNames(p *identity.Principal) string {
 	sort.Strings(names)
 	switch len(names) {
 	case 0:
-		return "none of your groups (you are in no group; ask an admin to add you to one)"
+		return "you (you are in no group; ask an admin to add you to one)"
 	case 1:
 		return "group " + names[0]
 	}

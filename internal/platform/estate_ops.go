@@ -642,10 +642,12 @@ func applyPool(e *estate.Estate, pool *model.Pool, in PoolInput) error {
 		if err != nil {
 			return invalid("pool %s: %v", quote(pool.Name), err)
 		}
-		pool.GPUClassID = c.ID
-		if in.GPUMemoryGB == nil && pool.GPUMemoryGB == 0 {
+		// A pool's GPU memory comes from its class unless given, as in an
+		// estate file: a pool moved to another class takes that class's.
+		if in.GPUMemoryGB == nil && (pool.GPUMemoryGB == 0 || pool.GPUClassID != c.ID) {
 			pool.GPUMemoryGB = c.MemoryGB
 		}
+		pool.GPUClassID = c.ID
 	}
 	setInt(&pool.GPUMemoryGB, in.GPUMemoryGB)
 	setString(&pool.Region, in.Region)

@@ -5,12 +5,14 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"regexp"
@@ -125,6 +127,23 @@ func (h *Handler) common(route string, next http.Handler) http.Handler {
 					fmt.Sprintf("the request body is %d bytes, more than the %d allowed", r.ContentLength, max))
 				return
 			}
+			if r.ContentLength < 0 {
+				// A body of unknown length (chunked) is read here, up to the
+				// limit, so that one too large is refused with 413 like one
+				// that declares its length, rather than failing later in
+				// whichever handler reads it.
+				b, err := io.ReadAll(io.LimitReader(r.Body, max+1))
+				if err != nil {
+					writeError(sw, r, http.StatusBadRequest, "BAD_USER_INPUT", "could not read the request body")
+					return
+				}
+				if int64(len(b)) > max {
+					writeError(sw, r, http.StatusRequestEntityTooLarge, "PAYLOAD_TOO_LARGE",
+						fmt.Sprintf("the request body is more than the %d bytes allowed", max))
+					return
+				}
+				r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(b)), int64(len(b))
+			}
 			r.Body = http.MaxBytesReader(sw, r.Body, max)
 		}
 		next.ServeHTTP(sw, r)
@@ -138,10 +157,13 @@ func (h *Handler) common(route string, next http.Handler) http.Handler {
 func (h *Handler) authenticated(channel identity.Channel, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx := r.Context()
-		if channel == identity.ChannelGraphQL && r.Header.Get("X-Klique-Client") == "cli" {
-			channel = identity.ChannelCLI
+		// A local copy: assigning to channel itself would change the
+		// channel of every later request through this handler.
+		ch := channel
+		if ch == identity.ChannelGraphQL && r.Header.Get("X-Klique-Client") == "cli" {
+			ch = identity.ChannelCLI
 		}
-		ctx = identity.WithChannel(ctx, channel)
+		ctx = identity.WithChannel(ctx, ch)
 		cred, ok := bearer(r)
 		if !ok {
 			writeError(w, r, http.StatusUnauthorized, "UNAUTHENTICATED", "the Authorization header must be 'Bearer <API key or access token>'")
@@ -240,6 +262,10 @@ func writePlatformError(w http.ResponseWriter, r *http.Request, err error) {
 // writeError answers in the shape the route's clients expect: GraphQL's
 // errors list on /graphql, {"error": {...}} elsewhere.
 func writeError(w http.ResponseWriter, r *http.Request, status int, code, message string) {
+	if status == http.StatusUnauthorized && w.Header().Get("WWW-Authenticate") == "" {
+		// Every 401 must say how to authenticate (RFC 9110, section 15.5.2).
+		w.Header().Set("WWW-Authenticate", `Bearer realm="klique"`)
+	}
 	if strings.HasPrefix(r.URL.Path, "/graphql") {
 		writeJSON(w, status, map[string]any{"errors": []any{map[string]any{"message": message, "extensions": map[string]any{"code": code}}}})
 		return

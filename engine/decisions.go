@@ -1,0 +1,87 @@
+package engine
+
+import "time"
+
+// Phase is the step of a pass that made a placement.
+type Phase string
+
+const (
+	PhaseReservation Phase = "reservation"
+	PhaseReclaim     Phase = "reclaim"
+	PhaseLend        Phase = "lend"
+)
+
+// Decisions are what one pass decided.
+type Decisions struct {
+	// Preemptions in the order the pass made them. A preemption always
+	// comes before the placement it made room for.
+	Preemptions []Preemption
+	// Placements in the order the pass made them.
+	Placements []Place
+	// Blocked says, for every queue that still has work waiting, why its
+	// head waits.
+	Blocked []Blocked
+}
+
+// Place puts a waiting task on a pool.
+type Place struct {
+	TaskID string
+	Queue  int
+	Pool   int
+	Phase  Phase
+	// Borrowed is true when the task takes its group above its reservation.
+	Borrowed bool
+}
+
+// Preemption stops a placed task and sends it back to the front of its
+// queue, in its old order.
+type Preemption struct {
+	TaskID string
+	Queue  int
+	Pool   int
+	Cause  Cause
+	// ForGroup is the group whose reservation the preemption fills (for
+	// CauseReclaim), or -1.
+	ForGroup int
+	Reason   string
+}
+
+// Cause says why a task was preempted.
+type Cause string
+
+const (
+	CauseReclaim    Cause = "reclaimed"
+	CauseBudgetUsed Cause = "budget"
+)
+
+// Constraint names what holds a queue's head.
+type Constraint string
+
+const (
+	// HeldByLimit: the group would go above its limit.
+	HeldByLimit Constraint = "group_at_limit"
+	// HeldByBudgetUsed: the group's time budget is used up.
+	HeldByBudgetUsed Constraint = "budget_used_up"
+	// HeldByLowWatermark: the remaining budget would not last the low
+	// watermark at the group's rate with the task.
+	HeldByLowWatermark Constraint = "budget_low_watermark"
+	// HeldByPoolsFull: every pool of the profile is full.
+	HeldByPoolsFull Constraint = "pools_full"
+	// HeldByTooLarge: no pool of the profile declares enough capacity for
+	// the task, even empty.
+	HeldByTooLarge Constraint = "too_large"
+	// HeldByNoPool: the profile lists no pool.
+	HeldByNoPool Constraint = "no_pool"
+)
+
+// Blocked is why the head of a queue waits after a pass.
+type Blocked struct {
+	Queue      int
+	TaskID     string
+	Constraint Constraint
+	// Reason is a sentence a developer can act on.
+	Reason string
+	// Until is when a budget constraint lifts by itself (the period reset),
+	// zero otherwise.
+	Until time.Time
+}

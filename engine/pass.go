@@ -1,0 +1,419 @@
+package engine
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/klique-ai/klique/internal/model"
+)
+
+// Pass decides one pass over s. It does not change s.
+func Pass(s *Snapshot) *Decisions {
+	st := newState(s)
+	st.enforceBudgets()
+	st.walk(PhaseReservation)
+	st.reclaim()
+	st.walk(PhaseLend)
+	st.explain()
+	return &st.dec
+}
+
+// state is the working state of one pass: capacity used per pool, GPUs held
+// and budget burn rate per group, how far each queue has been placed.
+type state struct {
+	s *Snapshot
+
+	poolUsed []model.MilliGPU
+	groupUse []model.MilliGPU
+	// groupRate is the burn rate of a group's running budgeted work, in
+	// thousandths of a budget hour per hour; groupBudgeted counts that work.
+	groupRate     []int64
+	groupBudgeted []int
+	// next is, per queue, the index in Waiting of the first task not placed.
+	next []int
+	// placements are the running work and what this pass placed, with
+	// alive false once preempted.
+	placements []live
+	// byRank[r][p] lists the profiles whose r-th pool is pool p, in p's
+	// execution priority.
+	byRank [][][]int
+	// victims[p] lists placements on pool p, newest first; built on first
+	// use by reclaim.
+	victims [][]int
+
+	dec Decisions
+}
+
+type live struct {
+	Placement
+	group  int
+	weight int64
+	alive  bool
+	// fresh marks work placed by this pass, which the same pass never
+	// preempts (and which is never on a victim list: those are built from
+	// the work running before the pass).
+	fresh bool
+}
+
+func newState(s *Snapshot) *state {
+	st := &state{
+		s:             s,
+		poolUsed:      make([]model.MilliGPU, len(s.Pools)),
+		groupUse:      make([]model.MilliGPU, len(s.Groups)),
+		groupRate:     make([]int64, len(s.Groups)),
+		groupBudgeted: make([]int, len(s.Groups)),
+		next:          make([]int, len(s.Queues)),
+		placements:    make([]live, 0, len(s.Running)),
+	}
+	for _, r := range s.Running {
+		q := &s.Queues[r.Queue]
+		w := s.Profiles[q.Profile].WeightMilli
+		st.placements = append(st.placements, live{Placement: r, group: q.Group, weight: w, alive: true})
+		st.poolUsed[r.Pool] += r.Size
+		st.groupUse[q.Group] += r.Size
+		if w > 0 {
+			st.groupRate[q.Group] += w
+			st.groupBudgeted[q.Group]++
+		}
+	}
+	maxRank := 0
+	for _, pr := range s.Profiles {
+		maxRank = max(maxRank, len(pr.Pools))
+	}
+	st.byRank = make([][][]int, maxRank)
+	for r := range st.byRank {
+		st.byRank[r] = make([][]int, len(s.Pools))
+	}
+	for p, pool := range s.Pools {
+		for _, pr := range pool.Profiles {
+			for r, linked := range s.Profiles[pr].Pools {
+				if linked == p {
+					st.byRank[r][p] = append(st.byRank[r][p], pr)
+				}
+			}
+		}
+	}
+	return st
+}
+
+// enforceBudgets preempts, newest first, the running budgeted work of every
+// group whose time budget is used up.
+func (st *state) enforceBudgets() {
+	for g := range st.s.Groups {
+		b := st.s.Groups[g].Budget
+		if b == nil || b.Remaining() > 0 || st.groupBudgeted[g] == 0 {
+			continue
+		}
+		var mine []int
+		for i := range st.placements {
+			if pl := &st.placements[i]; pl.alive && pl.group == g && pl.weight > 0 {
+				mine = append(mine, i)
+			}
+		}
+		sortNewestFirst(st.placements, mine)
+		reason := "time budget used up: " + st.budgetSentence(g)
+		for _, i := range mine {
+			st.preempt(i, CauseBudgetUsed, -1, reason)
+		}
+	}
+}
+
+// walk places work in priority order: at each pool rank (first pools, then
+// second pools, ...), every pool, its profiles in execution priority, each
+// profile's queues in queuing priority, each queue's tasks in order.
+func (st *state) walk(phase Phase) {
+	for r := range st.byRank {
+		for p := range st.s.Pools {
+			for _, pr := range st.byRank[r][p] {
+				for _, q := range st.s.Profiles[pr].Queues {
+					st.fill(q, p, phase)
+				}
+			}
+		}
+	}
+}
+
+// fill places the queue's tasks on pool p while they fit, stopping at the
+// first that does not: the head of a queue blocks the tasks behind it.
+func (st *state) fill(q, p int, phase Phase) {
+	queue := &st.s.Queues[q]
+	g := queue.Group
+	group := &st.s.Groups[g]
+	weight := st.s.Profiles[queue.Profile].WeightMilli
+	for st.next[q] < len(queue.Waiting) {
+		t := &queue.Waiting[st.next[q]]
+		size := t.Size.Total()
+		if st.poolUsed[p]+size > st.s.Pools[p].Capacity {
+			return
+		}
+		ceiling := group.Limit
+		if phase == PhaseReservation {
+			ceiling = group.Reservation
+		}
+		if st.groupUse[g]+size > ceiling || !st.budgetAllows(g, weight) {
+			return
+		}
+		st.place(q, p, phase)
+	}
+}
+
+// reclaim gives groups below their reservation the capacity borrowed by
+// groups above theirs, for waiting work that fits within the reservation.
+func (st *state) reclaim() {
+	if len(st.byRank) == 0 {
+		return
+	}
+	// Claimants in priority order: a queue appears once at rank 0.
+	for p := range st.s.Pools {
+		for _, pr := range st.byRank[0][p] {
+			for _, q := range st.s.Profiles[pr].Queues {
+				for st.reclaimFor(q) {
+				}
+			}
+		}
+	}
+}
+
+// reclaimFor tries to place the head of queue q within its group's
+// reservation, preempting borrowed work if it must. It reports whether it
+// placed the head.
+func (st *state) reclaimFor(q int) bool {
+	queue := &st.s.Queues[q]
+	if st.next[q] >= len(queue.Waiting) {
+		return false
+	}
+	g := queue.Group
+	t := &queue.Waiting[st.next[q]]
+	size := t.Size.Total()
+	if st.groupUse[g]+size > st.s.Groups[g].Reservation || !st.budgetAllows(g, st.s.Profiles[queue.Profile].WeightMilli) {
+		return false
+	}
+	pools := st.s.Profiles[queue.Profile].Pools
+	// Capacity an earlier reclaim freed beyond its need goes first: no
+	// preemption is needed for it.
+	for _, p := range pools {
+		if st.poolUsed[p]+size <= st.s.Pools[p].Capacity {
+			st.place(q, p, PhaseReservation)
+			return true
+		}
+	}
+	for _, p := range pools {
+		capacity := st.s.Pools[p].Capacity
+		if size > capacity {
+			continue
+		}
+		victims := st.chooseVictims(p, size-(capacity-st.poolUsed[p]))
+		if victims == nil {
+			continue
+		}
+		reason := fmt.Sprintf("reclaimed by group %s: its reservation is guaranteed", st.s.Groups[g].Name)
+		for _, i := range victims {
+			st.preempt(i, CauseReclaim, g, reason)
+		}
+		st.place(q, p, PhaseReclaim)
+		return true
+	}
+	return false
+}
+
+// chooseVictims picks work on pool p to preempt so that need more GPUs are
+// free: newest placed first, only from groups above their reservation and
+// never taking a group below it. It returns nil when not enough can be
+// freed, so that nothing is preempted for a task that would still not fit.
+func (st *state) chooseVictims(p int, need model.MilliGPU) []int {
+	if st.victims == nil {
+		st.victims = make([][]int, len(st.s.Pools))
+	}
+	if st.victims[p] == nil {
+		list := []int{}
+		for i := range st.placements {
+			if st.placements[i].Pool == p {
+				list = append(list, i)
+			}
+		}
+		sortNewestFirst(st.placements, list)
+		st.victims[p] = list
+	}
+	var chosen []int
+	var freed model.MilliGPU
+	// Tentative use per group, for the groups touched so far.
+	var touched []int
+	var lowered []model.MilliGPU
+	useOf := func(g int) model.MilliGPU {
+		for k, tg := range touched {
+			if tg == g {
+				return lowered[k]
+			}
+		}
+		return st.groupUse[g]
+	}
+	lower := func(g int, by model.MilliGPU) {
+		for k, tg := range touched {
+			if tg == g {
+				lowered[k] -= by
+				return
+			}
+		}
+		touched = append(touched, g)
+		lowered = append(lowered, st.groupUse[g]-by)
+	}
+	for _, i := range st.victims[p] {
+		v := &st.placements[i]
+		if !v.alive || v.fresh {
+			continue
+		}
+		res := st.s.Groups[v.group].Reservation
+		if use := useOf(v.group); use <= res || use-v.Size < res {
+			continue
+		}
+		chosen = append(chosen, i)
+		lower(v.group, v.Size)
+		freed += v.Size
+		if freed >= need {
+			return chosen
+		}
+	}
+	return nil
+}
+
+// budgetAllows is the start check of time budgets: work on an exempt
+// profile always starts; otherwise the group's budget must not be used up,
+// and the remaining budget must last the low watermark at the group's rate
+// with the new task, unless none of the group's budgeted work is running.
+func (st *state) budgetAllows(g int, weight int64) bool {
+	b := st.s.Groups[g].Budget
+	if weight == 0 || b == nil {
+		return true
+	}
+	rem := b.Remaining()
+	if rem == 0 {
+		return false
+	}
+	if st.groupBudgeted[g] == 0 {
+		return true
+	}
+	return lastsHours(rem, st.groupRate[g]+weight) >= b.LowWatermark.Hours()
+}
+
+// lastsHours is how long rem micro budget-hours last at rateMilli
+// thousandths of a budget hour per hour.
+func lastsHours(rem, rateMilli int64) float64 {
+	return (float64(rem) / 1e6) / (float64(rateMilli) / 1000)
+}
+
+func (st *state) place(q, p int, phase Phase) {
+	queue := &st.s.Queues[q]
+	t := &queue.Waiting[st.next[q]]
+	st.next[q]++
+	g := queue.Group
+	size := t.Size.Total()
+	w := st.s.Profiles[queue.Profile].WeightMilli
+	borrowed := st.groupUse[g]+size > st.s.Groups[g].Reservation
+	st.poolUsed[p] += size
+	st.groupUse[g] += size
+	if w > 0 {
+		st.groupRate[g] += w
+		st.groupBudgeted[g]++
+	}
+	st.placements = append(st.placements, live{
+		Placement: Placement{TaskID: t.ID, Queue: q, Pool: p, Size: size, PlacedAt: st.s.Now, Seq: t.Seq},
+		group:     g, weight: w, alive: true, fresh: true,
+	})
+	st.dec.Placements = append(st.dec.Placements, Place{TaskID: t.ID, Queue: q, Pool: p, Phase: phase, Borrowed: borrowed})
+}
+
+func (st *state) preempt(i int, cause Cause, forGroup int, reason string) {
+	v := &st.placements[i]
+	v.alive = false
+	st.poolUsed[v.Pool] -= v.Size
+	st.groupUse[v.group] -= v.Size
+	if v.weight > 0 {
+		st.groupRate[v.group] -= v.weight
+		st.groupBudgeted[v.group]--
+	}
+	st.dec.Preemptions = append(st.dec.Preemptions, Preemption{TaskID: v.TaskID, Queue: v.Queue, Pool: v.Pool, Cause: cause, ForGroup: forGroup, Reason: reason})
+}
+
+// sortNewestFirst orders placement indices by placement time, newest first,
+// then by queue order, latest first: the order preemption takes them in.
+func sortNewestFirst(ps []live, idx []int) {
+	sort.SliceStable(idx, func(a, b int) bool {
+		x, y := &ps[idx[a]], &ps[idx[b]]
+		if !x.PlacedAt.Equal(y.PlacedAt) {
+			return x.PlacedAt.After(y.PlacedAt)
+		}
+		if x.Seq != y.Seq {
+			return x.Seq > y.Seq
+		}
+		return x.TaskID > y.TaskID
+	})
+}
+
+// explain says, for every queue with work still waiting, what holds its
+// head, in the terms a developer can act on.
+func (st *state) explain() {
+	for q := range st.s.Queues {
+		queue := &st.s.Queues[q]
+		if st.next[q] >= len(queue.Waiting) {
+			continue
+		}
+		t := &queue.Waiting[st.next[q]]
+		b := Blocked{Queue: q, TaskID: t.ID}
+		b.Constraint, b.Reason = st.why(queue, t.Size.Total())
+		if c := b.Constraint; c == HeldByBudgetUsed || c == HeldByLowWatermark {
+			b.Until = st.s.Groups[queue.Group].Budget.ResetAt
+		}
+		st.dec.Blocked = append(st.dec.Blocked, b)
+	}
+}
+
+func (st *state) why(queue *Queue, size model.MilliGPU) (Constraint, string) {
+	g := &st.s.Groups[queue.Group]
+	pr := &st.s.Profiles[queue.Profile]
+	if len(pr.Pools) == 0 {
+		return HeldByNoPool, fmt.Sprintf("profile %s lists no pool, so nothing can be placed; ask an admin to add pools to it", pr.Name)
+	}
+	largest := model.MilliGPU(0)
+	for _, p := range pr.Pools {
+		largest = max(largest, st.s.Pools[p].Capacity)
+	}
+	if size > largest {
+		return HeldByTooLarge, fmt.Sprintf("no pool of profile %s declares %s GPUs (the largest has %s)", pr.Name, size, largest)
+	}
+	if pr.WeightMilli > 0 && g.Budget != nil {
+		if g.Budget.Remaining() == 0 {
+			return HeldByBudgetUsed, fmt.Sprintf("group %s has used its %s", g.Name, st.budgetSentence(queue.Group))
+		}
+		if !st.budgetAllows(queue.Group, pr.WeightMilli) {
+			return HeldByLowWatermark, fmt.Sprintf("group %s's remaining time budget (%s h) would last less than the low watermark of %s at its rate with this task; it resets %s",
+				g.Name, microHours(g.Budget.Remaining()), g.Budget.LowWatermark, resetText(g.Budget))
+		}
+	}
+	if st.groupUse[queue.Group]+size > g.Limit {
+		return HeldByLimit, fmt.Sprintf("group %s is at its limit: it holds %s of %s GPUs and this task needs %s",
+			g.Name, st.groupUse[queue.Group], g.Limit, size)
+	}
+	var parts []string
+	for _, p := range pr.Pools {
+		parts = append(parts, fmt.Sprintf("%s %s/%s", st.s.Pools[p].Name, st.poolUsed[p], st.s.Pools[p].Capacity))
+	}
+	return HeldByPoolsFull, fmt.Sprintf("every pool of profile %s is full for %s GPUs (%s GPUs used)", pr.Name, size, strings.Join(parts, ", "))
+}
+
+// budgetSentence says which budget is spent and when it resets:
+// "weekly time budget of 2000 h; it resets Monday 2026-11-30 00:00 UTC".
+func (st *state) budgetSentence(g int) string {
+	b := st.s.Groups[g].Budget
+	adj := map[model.BudgetPeriod]string{model.PeriodDay: "daily", model.PeriodWeek: "weekly", model.PeriodMonth: "monthly"}[b.Period]
+	return fmt.Sprintf("%s time budget of %s h; it resets %s", adj, microHours(b.Total), resetText(b))
+}
+
+func resetText(b *Budget) string {
+	return b.ResetAt.UTC().Format("Monday 2006-01-02 15:04 UTC")
+}
+
+// microHours formats micro budget-hours with at most two decimals.
+func microHours(v int64) string {
+	return strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.2f", float64(v)/1e6), "0"), ".")
+}

@@ -1,0 +1,147 @@
+// Package engine is the compute policy engine. Its core is a pure pass:
+//
+//	Pass(snapshot) → decisions
+//
+// A snapshot holds the pools and their declared capacity, the profiles and
+// their ordered pools, the groups (one per resource policy) with their
+// reservations, limits and time budgets, the compute resources (queues) with
+// their waiting tasks in queue order, and the work holding capacity now. The
+// pass reads no clock, does no I/O and never ranges over a map, so the same
+// snapshot always gives the same decisions. The loop around it (loop.go)
+// loads snapshots from the store, applies each pass's decisions in one
+// transaction and publishes events.
+//
+// The rules of a pass, in order (docs/engine.md says them in full):
+//
+//  0. Budgets used up: a group whose time budget is spent has its running
+//     budgeted work preempted, newest first.
+//  1. Fill reservations: place waiting work of groups below their
+//     reservation, as long as each task keeps its group within it; every
+//     profile's first pool first, then second pools, then the rest.
+//  2. Reclaim: for a group still below its reservation with work waiting,
+//     preempt work of groups above their reservation on the pools the
+//     waiting task may use, newest first, never below the victim's own
+//     reservation, only as much as the task needs, and only when the task
+//     then fits.
+//  3. Lend: place the remaining work on idle capacity up to each group's
+//     limit and within its time budget, first pool first.
+//
+// Within a pool, profiles are served in the pool's execution priority;
+// within a profile, queues in the profile's queuing priority; within a
+// queue, tasks in queue order, and the head of a queue blocks the tasks
+// behind it.
+package engine
+
+import (
+	"time"
+
+	"github.com/klique-ai/klique/internal/model"
+)
+
+// Snapshot is everything one pass decides from. Slices are ordered as the
+// pass must walk them; references between objects are indices into the
+// snapshot's slices, so the pass never looks anything up by key.
+type Snapshot struct {
+	// Now is the instant the pass decides at.
+	Now time.Time
+	// Pools in the order passes visit them at each pool rank (by name).
+	Pools    []Pool
+	Profiles []Profile
+	Groups   []Group
+	Queues   []Queue
+	// Running is the work holding capacity: placed on a pool, whether or
+	// not a worker has started it yet.
+	Running []Placement
+}
+
+// Pool is capacity in one environment.
+type Pool struct {
+	ID   string
+	Name string
+	// Capacity is the declared capacity. The pool is full when the sizes of
+	// the work placed on it add up to this.
+	Capacity model.MilliGPU
+	// Profiles are the profiles linked to the pool, in its execution
+	// priority.
+	Profiles []int
+}
+
+// Profile is a task size with its ordered pools.
+type Profile struct {
+	ID   string
+	Name string
+	// Pools in the order work is placed: first pool first.
+	Pools []int
+	// Queues are the compute resources on the profile in queuing priority.
+	Queues []int
+	// WeightMilli is the time weight in thousandths: budget hours that one
+	// hour of a task on this profile costs, times 1000. 0 exempts.
+	WeightMilli int64
+}
+
+// Group is one group's resource policy.
+type Group struct {
+	ID   string
+	Name string
+	// Reservation is the GPUs the group is guaranteed; Limit the most it may
+	// hold at once, borrowed included.
+	Reservation model.MilliGPU
+	Limit       model.MilliGPU
+	// Budget is nil for a policy without a time budget.
+	Budget *Budget
+}
+
+// Budget is a group's time budget in the current period.
+type Budget struct {
+	// Total and Used are budget hours in millionths (micro budget-hours):
+	// the period's budget, and what the group's work has been charged so
+	// far in this period, up to the snapshot's Now.
+	Total int64
+	Used  int64
+	// LowWatermark is how long the remaining budget must last, at the
+	// group's rate with a new task, for the task to start.
+	LowWatermark time.Duration
+	// Period and ResetAt say which budget it is and when it renews, for the
+	// reasons the pass gives.
+	Period  model.BudgetPeriod
+	ResetAt time.Time
+}
+
+// Remaining is the budget left, in micro budget-hours (0 when used up).
+func (b *Budget) Remaining() int64 {
+	if b.Used >= b.Total {
+		return 0
+	}
+	return b.Total - b.Used
+}
+
+// Queue is a compute resource: one group's policy joined to one profile.
+type Queue struct {
+	ID      string
+	Name    string
+	Group   int
+	Profile int
+	// Waiting are the tasks waiting in the queue, in queue order. The loop
+	// may give only the first few: the pass never looks past the first task
+	// it cannot place.
+	Waiting []Task
+}
+
+// Task is a waiting task.
+type Task struct {
+	ID   string
+	Size model.Size
+	// Seq is the task's place in queue order.
+	Seq int64
+}
+
+// Placement is a task holding capacity on a pool.
+type Placement struct {
+	TaskID string
+	Queue  int
+	Pool   int
+	Size   model.MilliGPU
+	// PlacedAt and Seq order preemption: the newest placed goes first.
+	PlacedAt time.Time
+	Seq      int64
+}

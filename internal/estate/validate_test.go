@@ -1,0 +1,512 @@
+package estate_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/klique-ai/klique/internal/estate"
+	"github.com/klique-ai/klique/internal/model"
+)
+
+func policyOf(e *estate.Estate, group string) *model.ResourcePolicy {
+	g := e.GroupByName(group)
+	if g == nil {
+		return nil
+	}
+	return e.PolicyOfGroup(g.ID)
+}
+
+func TestValidate(t *testing.T) {
+	t.Parallel()
+
+	t.Run("the base estate has no problems and no warnings", func(t *testing.T) {
+		t.Parallel()
+		e := baseEstate()
+		if err := e.Validate(); err != nil {
+			t.Fatalf("Validate: %v", err)
+		}
+		if ws := e.Warnings(); len(ws) > 0 {
+			t.Fatalf("warnings on the base estate:%s", warningList(ws))
+		}
+	})
+
+	t.Run("the example estate has no problems", func(t *testing.T) {
+		t.Parallel()
+		if err := exampleEstate(t).Validate(); err != nil {
+			t.Fatalf("Validate: %v", err)
+		}
+	})
+
+	t.Run("an empty estate has no problems", func(t *testing.T) {
+		t.Parallel()
+		if err := (&estate.Estate{}).Validate(); err != nil {
+			t.Fatalf("Validate: %v", err)
+		}
+	})
+
+	long := strings.Repeat("x", estate.MaxNameLength+1)
+	tests := []struct {
+		name   string
+		mutate func(e *estate.Estate)
+		// want are the words one problem must hold: the object and what to
+		// change.
+		want []string
+		// problems is how many problems the change makes; 0 means one.
+		problems int
+	}{
+		// Names.
+		{
+			name: "two GPU classes with one name are refused",
+			mutate: func(e *estate.Estate) {
+				e.GPUClasses = append(e.GPUClasses, &model.GPUClass{ID: "c-2", Name: "h100", Currency: "USD"})
+			},
+			want: []string{`GPU class "h100"`, "same name", "unique"},
+		},
+		{
+			name: "two pools with one name are refused",
+			mutate: func(e *estate.Estate) {
+				p := *e.PoolByName("metal")
+				p.ID = "p-2"
+				e.Pools = append(e.Pools, &p)
+			},
+			want: []string{`pool "metal"`, "another pool has the same name"},
+		},
+		{
+			name: "two profiles with one name are refused",
+			mutate: func(e *estate.Estate) {
+				p := *e.ProfileByName("one-gpu")
+				p.ID = "pr-2"
+				e.Profiles = append(e.Profiles, &p)
+			},
+			want: []string{`profile "one-gpu"`, "another profile has the same name"},
+		},
+		{
+			name:   "two groups with one name are refused",
+			mutate: func(e *estate.Estate) { e.Groups = append(e.Groups, &model.Group{ID: "g-2", Name: "vision"}) },
+			want:   []string{`group "vision"`, "another group has the same name"},
+		},
+		{
+			name:   "two projects with one name are refused",
+			mutate: func(e *estate.Estate) { e.Projects = append(e.Projects, &model.Project{ID: "prj-2", Name: "shared"}) },
+			want:   []string{`project "shared"`, "another project has the same name"},
+		},
+		{
+			name:   "an empty pool name is refused",
+			mutate: func(e *estate.Estate) { e.PoolByName("cloud").Name = "" },
+			want:   []string{`pool ""`, "name is empty"},
+		},
+		{
+			name:   "a group name with a trailing space is refused",
+			mutate: func(e *estate.Estate) { e.GroupByName("vision").Name = "vision " },
+			want:   []string{`group "vision "`, "starts or ends with a space"},
+		},
+		{
+			name:   "a profile name with a control character is refused",
+			mutate: func(e *estate.Estate) { e.ProfileByName("big-mem").Name = "big\tmem" },
+			want:   []string{`profile "big\tmem"`, "control or invalid character"},
+		},
+		{
+			name:   "a project name longer than the limit is refused",
+			mutate: func(e *estate.Estate) { e.ProjectByName("shared").Name = long },
+			want:   []string{"project", "longer than 100 characters"},
+		},
+		{
+			name:   "a compute resource name that is not valid UTF-8 is refused",
+			mutate: func(e *estate.Estate) { e.ComputeResource("cr-v1").Name = "1 GPU\xff" },
+			want:   []string{"compute resource", `of group "vision"`, "control or invalid character"},
+		},
+		{
+			name: "a description longer than the limit is refused",
+			mutate: func(e *estate.Estate) {
+				e.GroupByName("research").Description = strings.Repeat("d", estate.MaxDescriptionLength+1)
+			},
+			want: []string{`group "research"`, "description is longer than 2000 characters"},
+		},
+
+		// GPU classes.
+		{
+			name:   "a GPU class with a negative memory is refused",
+			mutate: func(e *estate.Estate) { e.GPUClassByName("a100").MemoryGB = -1 },
+			want:   []string{`GPU class "a100"`, "memory -1 GB", "between 0 and 10000"},
+		},
+		{
+			name:   "a GPU class with a negative price is refused",
+			mutate: func(e *estate.Estate) { e.GPUClassByName("a100").PriceMicros = -1 },
+			want:   []string{`GPU class "a100"`, "price per GPU-hour must be 0 or more"},
+		},
+		{
+			name:   "a GPU class with a currency that is not an ISO code is refused",
+			mutate: func(e *estate.Estate) { e.GPUClassByName("a100").Currency = "euro" },
+			want:   []string{`GPU class "a100"`, `currency "euro"`, "three-letter ISO code"},
+		},
+
+		// Pools.
+		{
+			name:   "a pool of an unknown kind is refused",
+			mutate: func(e *estate.Estate) { e.PoolByName("metal").Kind = "openstack" },
+			want:   []string{`pool "metal"`, `kind "openstack" is not known`, "kubernetes, bare_metal, slurm, pbs, lsf, cloud, neocloud"},
+		},
+		{
+			name:   "a pool with a negative capacity is refused",
+			mutate: func(e *estate.Estate) { e.PoolByName("metal").CapacityGPUs = -1 },
+			want:   []string{`pool "metal"`, "capacity -1", "whole number of GPUs between 0 and"},
+		},
+		{
+			name:   "a pool with a capacity beyond the bound is refused",
+			mutate: func(e *estate.Estate) { e.PoolByName("metal").CapacityGPUs = estate.MaxCapacityGPUs + 1 },
+			want:   []string{`pool "metal"`, "capacity 1000001"},
+		},
+		{
+			name:   "a pool without a GPU class is refused",
+			mutate: func(e *estate.Estate) { e.PoolByName("metal").GPUClassID = "" },
+			want:   []string{`pool "metal"`, "GPU class is missing or unknown", "every pool needs the GPU class"},
+		},
+		{
+			name:   "a pool with an unknown GPU class is refused",
+			mutate: func(e *estate.Estate) { e.PoolByName("metal").GPUClassID = "c-gone" },
+			want:   []string{`pool "metal"`, "GPU class is missing or unknown"},
+		},
+		{
+			name:   "a pool with no GPU memory is refused",
+			mutate: func(e *estate.Estate) { e.PoolByName("metal").GPUMemoryGB = 0 },
+			want:   []string{`pool "metal"`, "GPU memory 0 GB must be between 1 and 10000", "set it on the pool or on its GPU class"},
+		},
+		{
+			name:   "a pool with more GPU memory than the bound is refused",
+			mutate: func(e *estate.Estate) { e.PoolByName("metal").GPUMemoryGB = estate.MaxGPUMemoryGB + 1 },
+			want:   []string{`pool "metal"`, "GPU memory 10001 GB"},
+		},
+		{
+			name:   "a pool with a region longer than the limit is refused",
+			mutate: func(e *estate.Estate) { e.PoolByName("metal").Region = long },
+			want:   []string{`pool "metal"`, "region is longer than 100 characters"},
+		},
+		{
+			name:   "a label key that starts with a dash is refused",
+			mutate: func(e *estate.Estate) { e.PoolByName("k8s").Labels["-site"] = "x" },
+			want:   []string{`pool "k8s"`, `label key "-site"`, "starting with a letter or digit"},
+		},
+		{
+			name:   "a label key with a space is refused",
+			mutate: func(e *estate.Estate) { e.PoolByName("k8s").Labels["data centre"] = "x" },
+			want:   []string{`pool "k8s"`, `label key "data centre"`},
+		},
+		{
+			name:   "a label value longer than 256 characters is refused",
+			mutate: func(e *estate.Estate) { e.PoolByName("k8s").Labels["site"] = strings.Repeat("v", 257) },
+			want:   []string{`pool "k8s"`, `label "site" has a value longer than 256 characters`},
+		},
+		{
+			name: "more than 64 labels are refused",
+			mutate: func(e *estate.Estate) {
+				for i := range estate.MaxLabels {
+					e.PoolByName("cloud").Labels = setLabel(e.PoolByName("cloud").Labels, fmt.Sprintf("k%d", i), "v")
+				}
+				e.PoolByName("cloud").Labels["extra"] = "v"
+			},
+			want: []string{`pool "cloud"`, "more than 64 labels"},
+		},
+
+		// Profiles.
+		{
+			name:   "a fraction that is not an eighth, a quarter or a half is refused",
+			mutate: func(e *estate.Estate) { e.ProfileByName("one-gpu").Size = model.Size{Nodes: 1, PerNode: 300} },
+			want:   []string{`profile "one-gpu"`, "0.3 is not an allowed fraction", "0.125, 0.25 or 0.5"},
+		},
+		{
+			name:   "a size without nodes is refused",
+			mutate: func(e *estate.Estate) { e.ProfileByName("one-gpu").Size = model.Size{Nodes: 0, PerNode: 1000} },
+			want:   []string{`profile "one-gpu"`, "node count must be between 1 and 4096"},
+		},
+		{
+			name:   "a fraction spread over several nodes is refused",
+			mutate: func(e *estate.Estate) { e.ProfileByName("multi").Size = model.Size{Nodes: 2, PerNode: 500} },
+			want:   []string{`profile "multi"`, "a fraction of a GPU cannot span several nodes"},
+		},
+		{
+			name:   "a size parameter name starting with a digit is refused",
+			mutate: func(e *estate.Estate) { e.ProfileByName("one-gpu").SizeParameter = "1gpus" },
+			want:   []string{`profile "one-gpu"`, `size parameter: parameter name "1gpus"`, "must start with a letter or '_'"},
+		},
+		{
+			name:   "a size parameter name with a space is refused",
+			mutate: func(e *estate.Estate) { e.ProfileByName("one-gpu").SizeParameter = "gpu count" },
+			want:   []string{`profile "one-gpu"`, `parameter name "gpu count"`},
+		},
+		{
+			name:   "a profile with both a GPU class and a minimum memory is refused",
+			mutate: func(e *estate.Estate) { e.ProfileByName("eight").MinGPUMemoryGB = 80 },
+			want:   []string{`profile "eight"`, "give a GPU class or a minimum GPU memory, not both"},
+		},
+		{
+			name:   "a profile with an unknown GPU class is refused",
+			mutate: func(e *estate.Estate) { e.ProfileByName("one-gpu").GPUClassID = "c-gone" },
+			want:   []string{`profile "one-gpu"`, "GPU class is unknown"},
+		},
+		{
+			name:   "a profile with a negative minimum memory is refused",
+			mutate: func(e *estate.Estate) { e.ProfileByName("one-gpu").MinGPUMemoryGB = -8 },
+			want:   []string{`profile "one-gpu"`, "minimum GPU memory -8 GB must be between 0 and 10000"},
+		},
+		{
+			name:   "a profile linked to a pool of another GPU class is refused",
+			mutate: func(e *estate.Estate) { pr := e.ProfileByName("eight"); pr.Pools = append(pr.Pools, "p-metal") },
+			want:   []string{`profile "eight"`, `cannot use pool "metal"`, "its GPUs are a100", "the profile asks for h100"},
+		},
+		{
+			name:   "a profile linked to a pool with less memory than its minimum is refused",
+			mutate: func(e *estate.Estate) { pr := e.ProfileByName("big-mem"); pr.Pools = append(pr.Pools, "p-metal") },
+			want:   []string{`profile "big-mem"`, `cannot use pool "metal"`, "its GPUs have 40 GB", "needs at least 80 GB"},
+		},
+		{
+			name:   "a multi-node profile linked to a bare-metal pool is refused",
+			mutate: func(e *estate.Estate) { pr := e.ProfileByName("multi"); pr.Pools = append(pr.Pools, "p-metal") },
+			want:   []string{`profile "multi"`, `cannot use pool "metal"`, "multi-node work (2x8)", "kubernetes, neocloud, slurm, pbs or lsf pool", "it is bare_metal"},
+		},
+		{
+			name:   "a multi-node profile linked to a cloud pool is refused",
+			mutate: func(e *estate.Estate) { pr := e.ProfileByName("multi"); pr.Pools = append(pr.Pools, "p-cloud") },
+			want:   []string{`profile "multi"`, `cannot use pool "cloud"`, "it is cloud"},
+		},
+		{
+			name:   "a negative time weight is refused",
+			mutate: func(e *estate.Estate) { e.ProfileByName("one-gpu").TimeWeightMilli = -500 },
+			want:   []string{`profile "one-gpu"`, "time weight -0.5 must be between 0 (exempt) and 1000"},
+		},
+		{
+			name:   "a time weight above the bound is refused",
+			mutate: func(e *estate.Estate) { e.ProfileByName("one-gpu").TimeWeightMilli = estate.MaxTimeWeightMilli + 1 },
+			want:   []string{`profile "one-gpu"`, "time weight 1000.001"},
+		},
+		{
+			name:   "a pool listed twice in a profile is refused",
+			mutate: func(e *estate.Estate) { pr := e.ProfileByName("one-gpu"); pr.Pools = append(pr.Pools, "p-k8s") },
+			want:   []string{`profile "one-gpu"`, `lists pool "k8s" twice`, "each pool appears once"},
+		},
+		{
+			name:   "a profile linked to a pool that does not exist is refused",
+			mutate: func(e *estate.Estate) { pr := e.ProfileByName("one-gpu"); pr.Pools = append(pr.Pools, "p-gone") },
+			want:   []string{`profile "one-gpu"`, "links a pool that does not exist"},
+		},
+
+		// Resource policies.
+		{
+			name:   "a reservation above the limit is refused",
+			mutate: func(e *estate.Estate) { policyOf(e, "research").ReservationGPUs = 20 },
+			want:   []string{`resource policy of group "research"`, "reservation 20 GPUs is above the limit 16 GPUs", "raise the limit or lower the reservation"},
+		},
+		{
+			name:   "a negative reservation is refused",
+			mutate: func(e *estate.Estate) { policyOf(e, "research").ReservationGPUs = -1 },
+			want:   []string{`resource policy of group "research"`, "reservation -1 must be a whole number of GPUs, 0 or more"},
+		},
+		{
+			name: "a negative limit is refused",
+			mutate: func(e *estate.Estate) {
+				pol := policyOf(e, "vision")
+				pol.ReservationGPUs, pol.LimitGPUs = -2, -1
+			},
+			want: []string{`resource policy of group "vision"`, "limit -1 must be a whole number of GPUs, 0 or more"},
+			// The negative reservation, and the vision's "1 GPU" larger
+			// than its limit, are reported too.
+			problems: 3,
+		},
+		{
+			name:   "a time budget of zero hours is refused",
+			mutate: func(e *estate.Estate) { policyOf(e, "vision").Budget.MilliHours = 0 },
+			want:   []string{`resource policy of group "vision"`, "time budget of 0 hours must be more than 0", "remove the budget instead"},
+		},
+		{
+			name:   "a negative time budget is refused",
+			mutate: func(e *estate.Estate) { policyOf(e, "vision").Budget.MilliHours = -1500 },
+			want:   []string{`resource policy of group "vision"`, "time budget of -1.5 hours"},
+		},
+		{
+			name:   "a time budget per year is refused",
+			mutate: func(e *estate.Estate) { policyOf(e, "vision").Budget.Period = "year" },
+			want:   []string{`resource policy of group "vision"`, `time budget period "year" must be day, week or month`},
+		},
+		{
+			name:   "a negative low watermark is refused",
+			mutate: func(e *estate.Estate) { policyOf(e, "vision").LowWatermark = -time.Minute },
+			want:   []string{`resource policy of group "vision"`, "low watermark -1m0s must be between 0 and 31 days"},
+		},
+		{
+			name:   "an alert threshold of 0 % is refused",
+			mutate: func(e *estate.Estate) { policyOf(e, "vision").AlertThresholdPercent = 0 },
+			want:   []string{`resource policy of group "vision"`, "alert threshold 0% must be between 1 and 100"},
+		},
+		{
+			name:   "an alert threshold above 100 % is refused",
+			mutate: func(e *estate.Estate) { policyOf(e, "vision").AlertThresholdPercent = 101 },
+			want:   []string{`resource policy of group "vision"`, "alert threshold 101% must be between 1 and 100"},
+		},
+		{
+			name: "a second policy for one group is refused",
+			mutate: func(e *estate.Estate) {
+				e.Policies = append(e.Policies, &model.ResourcePolicy{ID: "pol-2", GroupID: "g-vision", LimitGPUs: 1, AlertThresholdPercent: 80})
+			},
+			want: []string{`resource policy of group "vision"`, "already has a resource policy", "a group has one policy"},
+		},
+		{
+			name: "a policy of a group that does not exist is refused",
+			mutate: func(e *estate.Estate) {
+				e.Policies = append(e.Policies, &model.ResourcePolicy{ID: "pol-2", GroupID: "g-gone", LimitGPUs: 1, AlertThresholdPercent: 80})
+			},
+			want: []string{"resource policy", "belongs to a group that does not exist"},
+		},
+
+		// Compute resources.
+		{
+			name: "two compute resources of one group with one name are refused",
+			mutate: func(e *estate.Estate) {
+				e.ComputeResources = append(e.ComputeResources, &model.ComputeResource{ID: "cr-2", Name: "1 GPU", PolicyID: "pol-research", ProfileID: "pr-bigmem"})
+			},
+			want: []string{`compute resource "1 GPU" of group "research"`, "another compute resource with this name", "unique within a group"},
+		},
+		{
+			name: "a profile connected twice to one policy is refused",
+			mutate: func(e *estate.Estate) {
+				e.ComputeResources = append(e.ComputeResources, &model.ComputeResource{ID: "cr-2", Name: "one more GPU", PolicyID: "pol-research", ProfileID: "pr-one"})
+			},
+			want: []string{`compute resource "one more GPU" of group "research"`, `profile "one-gpu" is already connected`, "connects each profile once"},
+		},
+		{
+			name: "a profile larger than the group's limit is refused",
+			mutate: func(e *estate.Estate) {
+				e.ComputeResources = append(e.ComputeResources, &model.ComputeResource{ID: "cr-2", Name: "multi-node", PolicyID: "pol-vision", ProfileID: "pr-multi"})
+			},
+			want: []string{`compute resource "multi-node" of group "vision"`, `profile "multi" (16 GPUs) is larger than group "vision"'s limit of 8 GPUs`, "raise the limit or connect a smaller profile"},
+		},
+		{
+			name:   "lowering a limit below a connected profile is refused",
+			mutate: func(e *estate.Estate) { policyOf(e, "research").LimitGPUs = 8 },
+			want:   []string{`compute resource "multi-node" of group "research"`, `profile "multi" (16 GPUs) is larger than group "research"'s limit of 8 GPUs`},
+		},
+		{
+			name: "a compute resource of a policy that does not exist is refused",
+			mutate: func(e *estate.Estate) {
+				e.ComputeResources = append(e.ComputeResources, &model.ComputeResource{ID: "cr-2", Name: "lost", PolicyID: "pol-gone", ProfileID: "pr-one"})
+			},
+			want: []string{`compute resource "lost"`, "belongs to a resource policy that does not exist"},
+		},
+		{
+			name: "a compute resource on a profile that does not exist is refused",
+			mutate: func(e *estate.Estate) {
+				e.ComputeResources = append(e.ComputeResources, &model.ComputeResource{ID: "cr-2", Name: "lost", PolicyID: "pol-vision", ProfileID: "pr-gone"})
+			},
+			want: []string{`compute resource "lost" of group "vision"`, "uses a profile that does not exist"},
+		},
+
+		// Projects.
+		{
+			name:   "a project of a group that does not exist is refused",
+			mutate: func(e *estate.Estate) { e.ProjectByName("fraud").GroupID = "g-gone" },
+			want:   []string{`project "fraud"`, "belongs to a group that does not exist"},
+		},
+		{
+			name:   "an output destination with spaces is refused",
+			mutate: func(e *estate.Estate) { e.ProjectByName("fraud").OutputDestination = "s3://research/fraud models" },
+			want:   []string{`project "fraud"`, "output destination must be a directory path or bucket URL without spaces"},
+		},
+		{
+			name: "an output destination longer than 1000 characters is refused",
+			mutate: func(e *estate.Estate) {
+				e.ProjectByName("fraud").OutputDestination = "s3://" + strings.Repeat("b", 1000)
+			},
+			want: []string{`project "fraud"`, "at most 1000 characters"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := baseEstate()
+			tc.mutate(e)
+			ps := problemsOf(t, e.Validate())
+			if len(ps) == 0 {
+				t.Fatal("Validate found no problem")
+			}
+			if _, ok := findProblem(ps, tc.want...); !ok {
+				t.Fatalf("no problem holds %q; problems:%s", tc.want, problemList(ps))
+			}
+			want := tc.problems
+			if want == 0 {
+				want = 1
+			}
+			if len(ps) != want {
+				t.Fatalf("%d problems, want %d:%s", len(ps), want, problemList(ps))
+			}
+		})
+	}
+
+	t.Run("several problems are all reported at once", func(t *testing.T) {
+		t.Parallel()
+		e := baseEstate()
+		e.PoolByName("metal").Kind = "openstack"
+		e.ProfileByName("one-gpu").TimeWeightMilli = -1
+		policyOf(e, "vision").AlertThresholdPercent = 0
+		e.ProjectByName("fraud").OutputDestination = "a b"
+		err := e.Validate()
+		ps := problemsOf(t, err)
+		if len(ps) != 4 {
+			t.Fatalf("%d problems, want 4:%s", len(ps), problemList(ps))
+		}
+		for _, want := range []string{`pool "metal"`, `profile "one-gpu"`, `resource policy of group "vision"`, `project "fraud"`} {
+			if _, ok := findProblem(ps, want); !ok {
+				t.Errorf("no problem about %s:%s", want, problemList(ps))
+			}
+		}
+		if msg := err.Error(); !strings.HasPrefix(msg, "4 problems: ") || strings.Count(msg, "; ") != 3 {
+			t.Errorf("Error() = %q, want the 4 problems joined with '; '", msg)
+		}
+	})
+
+	t.Run("a single problem reads as the object and its message", func(t *testing.T) {
+		t.Parallel()
+		e := baseEstate()
+		e.PoolByName("metal").CapacityGPUs = -4
+		err := e.Validate()
+		want := `pool "metal": capacity -4 must be a whole number of GPUs between 0 and 1000000`
+		if err == nil || err.Error() != want {
+			t.Fatalf("Error() = %v, want %q", err, want)
+		}
+	})
+}
+
+func setLabel(m map[string]string, k, v string) map[string]string {
+	if m == nil {
+		m = map[string]string{}
+	}
+	m[k] = v
+	return m
+}
+
+func TestCheckName(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, in, want string
+	}{
+		{"a name with inner spaces is fine", "multi-node training", ""},
+		{"a name of exactly the limit is fine", strings.Repeat("n", estate.MaxNameLength), ""},
+		{"a unicode name is fine", "équipe vision", ""},
+		{"an empty name is refused", "", "name is empty"},
+		{"a name with a leading space is refused", " x", "starts or ends with a space"},
+		{"a name with a newline is refused", "a\nb", "control or invalid character"},
+		{"a name with a replacement character is refused", "a\uFFFDb", "control or invalid character"},
+		{"a name one over the limit is refused", strings.Repeat("n", estate.MaxNameLength+1), "longer than 100"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			err := estate.CheckName(tc.in)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("CheckName(%q) = %v, want nil", tc.in, err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("CheckName(%q) = %v, want an error holding %q", tc.in, err, tc.want)
+			}
+		})
+	}
+}
