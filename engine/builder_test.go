@@ -24,11 +24,6 @@ func newEstate(t testing.TB) *estateBuilder {
 	return &estateBuilder{t: t, now: t0, snap: Snapshot{Now: t0}}
 }
 
-func (b *estateBuilder) at(now time.Time) *estateBuilder {
-	b.now, b.snap.Now = now, now
-	return b
-}
-
 func (b *estateBuilder) pool(name string, gpus int) *estateBuilder {
 	b.snap.Pools = append(b.snap.Pools, Pool{ID: "pool-" + name, Name: name, Capacity: model.GPUs(gpus)})
 	return b

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -199,7 +198,7 @@ func mustRead(t *testing.T, path string) string {
 	}
 	s := strings.TrimSpace(string(b))
 	if s == "" {
-		t.Fatal(fmt.Sprintf("%s is empty", path))
+		t.Fatalf("%s is empty", path)
 	}
 	return s
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -148,6 +149,9 @@ func (s *Service) ApplyEstate(ctx context.Context, document []byte, dryRun bool)
 	if err != nil {
 		return nil, err
 	}
+	if err := requireAdmin(p, "apply an estate file"); err != nil {
+		return nil, err
+	}
 	doc, err := estate.ParseDocument(document)
 	if err != nil {
 		return nil, invalid("%v", err)
@@ -200,6 +204,9 @@ func (s *Service) changeEstate(ctx context.Context, p *identity.Principal, what 
 		if dryRun {
 			return errDryRun
 		}
+		if err := parkRenamedComputeResources(t, res.Changes); err != nil {
+			return err
+		}
 		for _, c := range res.Changes {
 			if err := writeChange(t, c); err != nil {
 				return err
@@ -217,6 +224,26 @@ func (s *Service) changeEstate(ctx context.Context, p *identity.Principal, what 
 		return nil, err
 	}
 	return res, nil
+}
+
+// parkRenamedComputeResources gives every compute resource an update renames
+// a temporary name first, so that an estate file may swap the names of two
+// compute resources of one group ("1 GPU" <-> "one GPU") even though names
+// are unique within a group at every step.
+func parkRenamedComputeResources(t *txn, changes []estate.Change) error {
+	for _, c := range changes {
+		cr, ok := c.Object.(*model.ComputeResource)
+		if !ok || c.Action != estate.Update || !slices.Contains(c.Fields, "name") {
+			continue
+		}
+		// A leading space makes it a name no compute resource can have.
+		parked := *cr
+		parked.Name = " renaming " + cr.ID
+		if err := t.q.UpdateComputeResource(t.ctx, &parked); err != nil {
+			return fmt.Errorf("rename compute resource %s: %w", cr.Name, err)
+		}
+	}
+	return nil
 }
 
 // groupOfChange names the group a changed object belongs to, so that its
@@ -260,13 +287,6 @@ func (s *Service) checkDeletes(t *txn, cur *estate.Estate, changes []estate.Chan
 				return conflict("compute resource %s of group %s has %d tasks queued or running; abort them or let them finish before disconnecting it",
 					quote(o.Name), cur.PolicyGroupName(o.PolicyID), n)
 			}
-			if n, err = t.q.CountTasks(t.ctx, o.TenantID, store.TaskFilter{ComputeResourceID: o.ID}); err != nil {
-				return err
-			}
-			if n > 0 {
-				return conflict("compute resource %s of group %s has %d ended tasks; a compute resource that has run tasks is kept for their history",
-					quote(o.Name), cur.PolicyGroupName(o.PolicyID), n)
-			}
 		case *model.Project:
 			n, err := t.q.CountTasks(t.ctx, o.TenantID, store.TaskFilter{ProjectID: o.ID})
 			if err != nil {
@@ -282,12 +302,12 @@ func (s *Service) checkDeletes(t *txn, cur *estate.Estate, changes []estate.Chan
 			}
 			n = 0
 			for _, k := range keys {
-				if k.ProjectID == o.ID {
+				if k.ProjectID == o.ID && k.Active(t.now) {
 					n++
 				}
 			}
 			if n > 0 {
-				return conflict("project %s has %d API keys scoped to it (revoked ones included); a project with keys is kept for their history", quote(o.Name), n)
+				return conflict("project %s has %d active API keys scoped to it; revoke them first (revoked and expired keys go with the project)", quote(o.Name), n)
 			}
 		}
 	}
@@ -482,18 +502,41 @@ func (s *Service) ComputeResource(ctx context.Context, id string) (*model.Comput
 	if err != nil {
 		return nil, err
 	}
-	if cr := e.ComputeResource(id); cr != nil {
+	return findComputeResource(e, id)
+}
+
+// findComputeResource accepts a compute resource's id, or its name when only
+// one compute resource in e has it (names are shared between groups: "1 GPU"
+// of one group and "1 GPU" of another are two compute resources).
+func findComputeResource(e *estate.Estate, ref string) (*model.ComputeResource, error) {
+	if cr := e.ComputeResource(ref); cr != nil {
 		return cr, nil
 	}
-	return nil, notFound("no compute resource %s", quote(id))
+	var named []*model.ComputeResource
+	for _, cr := range e.ComputeResources {
+		if cr.Name == ref {
+			named = append(named, cr)
+		}
+	}
+	switch len(named) {
+	case 0:
+		return nil, notFound("no compute resource %s", quote(ref))
+	case 1:
+		return named[0], nil
+	}
+	return nil, invalid("compute resource %s exists for groups %s; give its id (see 'klique get computeresources -o json')",
+		quote(ref), names(named, func(c *model.ComputeResource) string { return e.PolicyGroupName(c.PolicyID) }))
 }
 
 // Mutations of the allocation model. Each one describes its change on a copy
 // of the estate; changeEstate does the rest.
 
+// setString sets a field from an input. Values are taken as given: a name
+// with a leading or trailing space is refused by validation, the same as in
+// an estate file, rather than quietly changed.
 func setString(dst *string, v *string) {
 	if v != nil {
-		*dst = strings.TrimSpace(*v)
+		*dst = *v
 	}
 }
 
@@ -981,9 +1024,9 @@ func (s *Service) UpdateComputeResource(ctx context.Context, id string, in Compu
 		return nil, err
 	}
 	return s.changeEstate(ctx, p, "change compute resources", false, func(t *txn, cur, next *estate.Estate) (string, error) {
-		cr := next.ComputeResource(id)
-		if cr == nil {
-			return "", notFound("no compute resource %s", quote(id))
+		cr, err := findComputeResource(next, id)
+		if err != nil {
+			return "", err
 		}
 		setString(&cr.Name, in.Name)
 		setString(&cr.Description, in.Description)
@@ -999,9 +1042,9 @@ func (s *Service) DisconnectProfile(ctx context.Context, id string) (*EstateResu
 		return nil, err
 	}
 	return s.changeEstate(ctx, p, "disconnect profiles from policies", false, func(t *txn, cur, next *estate.Estate) (string, error) {
-		cr := next.ComputeResource(id)
-		if cr == nil {
-			return "", notFound("no compute resource %s", quote(id))
+		cr, err := findComputeResource(next, id)
+		if err != nil {
+			return "", err
 		}
 		next.ComputeResources = remove(next.ComputeResources, cr)
 		return cr.ID, nil

@@ -368,8 +368,12 @@ func TestEstateChanges(t *testing.T) {
 			// conflict.
 			_, err := b.svc.UpdatePool(b.admin, "bare-metal", platform.PoolInput{Name: ptr("onprem-k8s")})
 			wantError(t, err, platform.CodeInvalid, `pool "onprem-k8s": another pool has the same name`)
-			_, err = b.svc.UpdateGroup(b.admin, "nlp", platform.GroupInput{Name: ptr(" vision ")})
+			_, err = b.svc.UpdateGroup(b.admin, "nlp", platform.GroupInput{Name: ptr("vision")})
 			wantError(t, err, platform.CodeInvalid, `group "vision": another group has the same name`)
+			// Names are taken as given, as in an estate file: spaces around
+			// a name are refused, not trimmed.
+			_, err = b.svc.UpdateGroup(b.admin, "nlp", platform.GroupInput{Name: ptr(" vision ")})
+			wantError(t, err, platform.CodeInvalid, `name " vision " starts or ends with a space`)
 			b.unchanged(t, before)
 		})
 	})
@@ -377,11 +381,9 @@ func TestEstateChanges(t *testing.T) {
 	t.Run("a file that swaps the names of two compute resources of a group applies", func(t *testing.T) {
 		t.Parallel()
 		forEachStore(t, func(t *testing.T, b *testBundle) {
-			// Known bug, not fixed here: Diff writes the two renames one at a
-			// time, and the store's unique (policy, name) refuses the first,
-			// so a valid file fails with "conflicts with another object of
-			// the same name; reload and try again", which no retry helps.
-			t.Skip("known bug: compute resource renames that swap names within a policy hit the store's unique (policy, name)")
+			// The two renames are written one at a time, and names are
+			// unique within a policy at every step: changeEstate parks the
+			// renamed compute resources under temporary names first.
 			b.applyExample(t)
 			doc := strings.Replace(string(exampleYAML(t)),
 				"      - {name: GPU eighth, profile: gpu-eighth}\n      - {name: half GPU, profile: half-gpu}\n",
@@ -390,6 +392,10 @@ func TestEstateChanges(t *testing.T) {
 			must(t, err)
 			if len(res.Changes) != 2 {
 				t.Fatalf("changes %v, want two renames", res.Changes)
+			}
+			eighth := b.computeResource(t, "ml-research", "half GPU")
+			if pr, err := b.svc.Profile(b.admin, eighth.ProfileID); err != nil || pr.Name != "gpu-eighth" {
+				t.Fatalf("'half GPU' of ml-research is now on profile %v (%v), want gpu-eighth", pr, err)
 			}
 		})
 	})
@@ -683,12 +689,17 @@ func TestEstateChanges(t *testing.T) {
 
 			_, err = b.svc.AbortTask(b.admin, task.ID, "")
 			must(t, err)
-			// The ended task keeps its history: the compute resource it ran
-			// on stays, and the refusal says why.
-			before = b.snapshot(t)
-			_, err = b.svc.DisconnectProfile(b.admin, cr.ID)
-			wantError(t, err, platform.CodeConflict, "compute resource 'GPU eighth' of group nlp has 1 ended tasks", "kept for their history")
-			b.unchanged(t, before)
+			// Once its work has ended the compute resource can go; the
+			// ended task keeps its id for its history.
+			must(t, second(b.svc.DisconnectProfile(b.admin, cr.ID)))
+			got, err := b.svc.Task(b.admin, task.ID)
+			must(t, err)
+			if got.ComputeResourceID != cr.ID || got.Status != model.TaskAborted {
+				t.Fatalf("the ended task reads back as %+v", got)
+			}
+			if _, err := b.svc.ComputeResource(b.admin, cr.ID); platform.ErrorCode(err) != platform.CodeNotFound {
+				t.Fatalf("the disconnected compute resource reads back: %v", err)
+			}
 		})
 	})
 
@@ -719,7 +730,7 @@ func TestEstateChanges(t *testing.T) {
 		})
 	})
 
-	t.Run("a project a key is scoped to is kept, and the refusal says why", func(t *testing.T) {
+	t.Run("a project with active scoped keys is kept, and the refusal says why; revoked keys go with it", func(t *testing.T) {
 		t.Parallel()
 		forEachStore(t, func(t *testing.T, b *testBundle) {
 			b.applyExample(t)
@@ -727,8 +738,22 @@ func TestEstateChanges(t *testing.T) {
 			b.key(t, "rita", "fraud-models")
 			before := b.snapshot(t)
 			_, err := b.svc.DeleteProject(b.admin, "fraud-models")
-			wantError(t, err, platform.CodeConflict, "project 'fraud-models' has 1 API keys scoped to it")
+			wantError(t, err, platform.CodeConflict, "project 'fraud-models' has 1 active API keys scoped to it; revoke them first")
 			b.unchanged(t, before)
+			// Revoked, the key goes with the project.
+			keys, err := b.svc.APIKeys(b.admin, "rita")
+			must(t, err)
+			for _, k := range keys {
+				must(t, second(b.svc.RevokeAPIKey(b.admin, k.ID)))
+			}
+			must(t, second(b.svc.DeleteProject(b.admin, "fraud-models")))
+			keys, err = b.svc.APIKeys(b.admin, "rita")
+			must(t, err)
+			for _, k := range keys {
+				if k.ProjectID != "" {
+					t.Fatalf("rita's key scoped to the deleted project is still there: %+v", k)
+				}
+			}
 		})
 	})
 

@@ -660,8 +660,20 @@ func (s *Service) CreateAPIKey(ctx context.Context, in APIKeyInput) (*model.APIK
 				return err
 			}
 			pr, err := findProject(e, in.Project)
+			if err == nil && !usesProject(p, pr) {
+				// A project the caller may not use is one they may not
+				// know of either.
+				err = notFound("no project %s", quote(in.Project))
+			}
 			if err != nil {
 				return err
+			}
+			if pr.GroupID != "" && owner != p.UserID {
+				if ok, err := userInGroup(ctx, t.q, p.TenantID, owner, pr.GroupID); err != nil {
+					return err
+				} else if !ok {
+					return invalid("user %s is not in group %s, which project %s belongs to; a key scoped to it would be of no use", ownerName, e.GroupName(pr.GroupID), quote(pr.Name))
+				}
 			}
 			projectID = pr.ID
 		}
@@ -710,6 +722,9 @@ func (s *Service) RevokeAPIKey(ctx context.Context, id string) (*model.APIKey, e
 	p, err := caller(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if p.ProjectID != "" {
+		return nil, forbidden("a credential scoped to a project cannot revoke API keys; use an unscoped key")
 	}
 	var key *model.APIKey
 	err = s.write(ctx, p, func(t *txn) error {
@@ -767,4 +782,26 @@ func (s *Service) AuditLog(ctx context.Context, f AuditFilter, page store.Page) 
 	}
 	es, err := s.store.ListAudit(ctx, p.TenantID, sf, page)
 	return es, s.internal(ctx, err)
+}
+
+// userInGroup reports whether a user is a member of a group. Admins count
+// as members of every group, as they may use every project.
+func userInGroup(ctx context.Context, q store.Queries, tenantID, userID, groupID string) (bool, error) {
+	u, err := q.GetUser(ctx, tenantID, userID)
+	if err != nil {
+		return false, err
+	}
+	if u.Role.IsAdmin() {
+		return true, nil
+	}
+	ms, err := q.ListMembershipsByUser(ctx, tenantID, userID)
+	if err != nil {
+		return false, err
+	}
+	for _, m := range ms {
+		if m.GroupID == groupID {
+			return true, nil
+		}
+	}
+	return false, nil
 }

@@ -262,9 +262,9 @@ func (s *Service) Tasks(ctx context.Context, f TaskListFilter, page store.Page) 
 			return nil, err
 		}
 		if f.ComputeResource != "" {
-			cr := e.ComputeResource(f.ComputeResource)
-			if cr == nil {
-				return nil, notFound("no compute resource %s (give its id)", quote(f.ComputeResource))
+			cr, err := findComputeResource(e, f.ComputeResource)
+			if err != nil {
+				return nil, err
 			}
 			sf.ComputeResourceID = cr.ID
 		}
@@ -405,7 +405,7 @@ func (s *Service) TaskProject(ctx context.Context, t *model.Task) (*model.Projec
 	if err != nil {
 		return nil, err
 	}
-	if !seesTask(p, t) {
+	if t.TenantID != p.TenantID || !seesTask(p, t) {
 		return nil, notFound("no task %s", quote(t.ID))
 	}
 	pr, err := s.store.GetProject(ctx, p.TenantID, t.ProjectID)
@@ -418,7 +418,7 @@ func (s *Service) TaskOwner(ctx context.Context, t *model.Task) (*model.User, er
 	if err != nil {
 		return nil, err
 	}
-	if !seesTask(p, t) {
+	if t.TenantID != p.TenantID || !seesTask(p, t) {
 		return nil, notFound("no task %s", quote(t.ID))
 	}
 	u, err := s.store.GetUser(ctx, p.TenantID, t.OwnerID)

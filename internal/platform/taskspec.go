@@ -44,7 +44,7 @@ func ValidateTaskSpec(name string, spec *model.TaskSpec) []string {
 	switch n := strings.TrimSpace(name); {
 	case n == "":
 		add("name is empty: give the task a name")
-	case len(name) > MaxTaskNameLength:
+	case utf8.RuneCountInString(name) > MaxTaskNameLength:
 		add("name is longer than %d characters", MaxTaskNameLength)
 	case n != name:
 		add("name starts or ends with a space")

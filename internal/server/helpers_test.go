@@ -358,17 +358,6 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// knownBug ends a check that a known bug outside this package makes fail:
-// the failures are reported as a skip while the bug is there, and a pass
-// is an error, so that the mark is removed once the bug is fixed.
-func knownBug(t *testing.T, bug string, failures []string) {
-	t.Helper()
-	if len(failures) > 0 {
-		t.Skipf("KNOWN BUG (%s):\n%s", bug, strings.Join(failures, "\n"))
-	}
-	t.Errorf("the check passes although it is marked as known bug %q: remove the mark", bug)
-}
-
 // noErrorLogs fails t if the server logged an ERROR since the last check:
 // mistakes of callers are not server errors.
 func noErrorLogs(t *testing.T, ts *testServer) {

@@ -649,12 +649,15 @@ func exerciseComputeResources(t *testing.T, setup setupFunc) {
 		must(t, b.store.DeleteProfile(b.ctx, b.tenant.ID, q.profile.ID))
 	})
 
-	t.Run("DeleteComputeResource returns ErrConflict while a task names it", func(t *testing.T) {
+	t.Run("DeleteComputeResource leaves the tasks that name it, for their history", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		q := b.queue(t)
-		b.task(t, q, b.user(t))
-		wantErr(t, b.store.DeleteComputeResource(b.ctx, b.tenant.ID, q.cr.ID), store.ErrConflict)
+		tk := b.task(t, q, b.user(t))
+		must(t, b.store.DeleteComputeResource(b.ctx, b.tenant.ID, q.cr.ID))
+		got, err := b.store.GetTask(b.ctx, b.tenant.ID, tk.ID)
+		must(t, err)
+		checkEqual(t, "task's compute resource id", got.ComputeResourceID, q.cr.ID)
 	})
 
 	t.Run("ListComputeResources lists a tenant's resources by name, then id", func(t *testing.T) {

@@ -110,12 +110,18 @@ func exerciseProjects(t *testing.T, setup setupFunc) {
 		wantErr(t, b.store.DeleteProject(b.ctx, b.tenant.ID, p.ID), store.ErrConflict)
 	})
 
-	t.Run("DeleteProject returns ErrConflict while an API key is scoped to the project", func(t *testing.T) {
+	t.Run("DeleteProject deletes the API keys scoped to the project with it", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		p := b.project(t)
-		b.apiKey(t, b.user(t).ID, func(k *model.APIKey) { k.ProjectID = p.ID })
-		wantErr(t, b.store.DeleteProject(b.ctx, b.tenant.ID, p.ID), store.ErrConflict)
+		u := b.user(t)
+		scoped := b.apiKey(t, u.ID, func(k *model.APIKey) { k.ProjectID = p.ID })
+		unscoped := b.apiKey(t, u.ID)
+		must(t, b.store.DeleteProject(b.ctx, b.tenant.ID, p.ID))
+		_, err := b.store.GetAPIKey(b.ctx, b.tenant.ID, scoped.ID)
+		wantErr(t, err, store.ErrNotFound)
+		_, err = b.store.GetAPIKey(b.ctx, b.tenant.ID, unscoped.ID)
+		must(t, err)
 	})
 
 	t.Run("ListProjects pages through a tenant's projects by name", func(t *testing.T) {

@@ -98,15 +98,14 @@ func exerciseTasks(t *testing.T, setup setupFunc) {
 		checkEqual(t, "given QueueSeq after failure", dup.QueueSeq, t1.QueueSeq)
 	})
 
-	t.Run("CreateTask returns ErrNotFound for a missing owner, compute resource or project, and undoes what it assigned", func(t *testing.T) {
+	t.Run("CreateTask returns ErrNotFound for a missing owner or project, and undoes what it assigned", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		q, owner := b.queue(t), b.user(t)
-		theirQ := b.otherQueue(t)
+		theirs := b.user(t, func(u *model.User) { u.TenantID = b.other.ID })
 		for i, tk := range []*model.Task{
 			{TenantID: b.tenant.ID, OwnerID: model.NewID(), ComputeResourceID: q.cr.ID},
-			{TenantID: b.tenant.ID, OwnerID: owner.ID, ComputeResourceID: model.NewID()},
-			{TenantID: b.tenant.ID, OwnerID: owner.ID, ComputeResourceID: theirQ.cr.ID},
+			{TenantID: b.tenant.ID, OwnerID: theirs.ID, ComputeResourceID: q.cr.ID},
 			{TenantID: b.tenant.ID, OwnerID: owner.ID, ComputeResourceID: q.cr.ID, ProjectID: model.NewID()},
 		} {
 			tk.Name, tk.Status = "t", model.TaskQueued

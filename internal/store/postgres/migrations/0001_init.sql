@@ -198,14 +198,16 @@ CREATE TABLE api_keys (
 	last_used_at BIGINT,
 	revoked_at BIGINT,
 	FOREIGN KEY (tenant_id, user_id) REFERENCES users (tenant_id, id) ON DELETE CASCADE,
-	FOREIGN KEY (tenant_id, project_id) REFERENCES projects (tenant_id, id) ON DELETE RESTRICT
+	FOREIGN KEY (tenant_id, project_id) REFERENCES projects (tenant_id, id) ON DELETE CASCADE
 );
 CREATE UNIQUE INDEX api_keys_hash ON api_keys (hash);
 CREATE INDEX api_keys_user ON api_keys (tenant_id, user_id, created_at);
 CREATE INDEX api_keys_project ON api_keys (tenant_id, project_id);
 
--- policy_id, profile_id, group_id, pool_id and cloned_from_id are copies for
--- queries and history, not references.
+-- compute_resource_id, policy_id, profile_id, group_id, pool_id and
+-- cloned_from_id are copies for queries and history, not references: a
+-- compute resource can be disconnected once no work waits or runs on it,
+-- and its ended tasks keep its id.
 CREATE TABLE tasks (
 	id TEXT COLLATE "C" PRIMARY KEY,
 	tenant_id TEXT NOT NULL REFERENCES tenants (id) ON DELETE RESTRICT,
@@ -229,8 +231,7 @@ CREATE TABLE tasks (
 	placed_at BIGINT,
 	finished_at BIGINT,
 	FOREIGN KEY (tenant_id, project_id) REFERENCES projects (tenant_id, id) ON DELETE RESTRICT,
-	FOREIGN KEY (tenant_id, owner_id) REFERENCES users (tenant_id, id) ON DELETE RESTRICT,
-	FOREIGN KEY (tenant_id, compute_resource_id) REFERENCES compute_resources (tenant_id, id) ON DELETE RESTRICT
+	FOREIGN KEY (tenant_id, owner_id) REFERENCES users (tenant_id, id) ON DELETE RESTRICT
 );
 CREATE UNIQUE INDEX tasks_seq ON tasks (tenant_id, queue_seq);
 CREATE INDEX tasks_queue ON tasks (tenant_id, compute_resource_id, status, queue_seq);
