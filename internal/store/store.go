@@ -62,6 +62,77 @@ type AuditFilter struct {
 	Until      time.Time
 }
 
+// SchedTask is a task as the engine sees it: where it waits or holds
+// capacity, and how much.
+type SchedTask struct {
+	ID                string
+	ComputeResourceID string
+	Status            model.TaskStatus
+	Size              model.Size
+	QueueSeq          int64
+	// PoolID and PlacedAt are set for placed and running tasks.
+	PoolID   string
+	PlacedAt time.Time
+}
+
+// Preemption sends one task back to its queue.
+type Preemption struct {
+	TaskID string
+	Reason string
+}
+
+// PlacementFilter narrows a ledger listing. Empty fields do not filter.
+type PlacementFilter struct {
+	From, To  time.Time
+	PolicyIDs []string
+	TaskID    string
+	// OpenOnly keeps intervals still open.
+	OpenOnly bool
+}
+
+// Usage dimensions SumUsage can group by.
+const (
+	ByUser            = "user"
+	ByProject         = "project"
+	ByGroup           = "group"
+	ByPool            = "pool"
+	ByGPUClass        = "gpu_class"
+	ByComputeResource = "compute_resource"
+	ByProfile         = "profile"
+)
+
+// UsageQuery asks for ledger totals over [From, To), with open intervals
+// counted up to Now, grouped By the dimensions listed (none: one total row).
+type UsageQuery struct {
+	From, To, Now time.Time
+	By            []string
+	// Filters; empty does not filter.
+	UserID    string
+	ProjectID string
+	GroupIDs  []string
+}
+
+// UsageRow is one group of ledger totals. Keys holds, for each dimension of
+// the query in order, the id and name of the object.
+type UsageRow struct {
+	Keys []UsageKey
+	// MicroGPUHours and MicroBudgetHours are GPU-hours and budget hours
+	// (hours × time weight) in millionths.
+	MicroGPUHours    int64
+	MicroBudgetHours int64
+	// Cost is GPU-hours × the GPU class price per GPU-hour, in Currency
+	// (several currencies in one row give "mixed").
+	Cost     float64
+	Currency string
+}
+
+// UsageKey names one dimension's object in a usage row.
+type UsageKey struct {
+	Dimension string
+	ID        string
+	Name      string
+}
+
 // Queries are the reads and writes of the store. A Store runs each call on its
 // own; the Queries passed to InTx run inside one transaction.
 type Queries interface {
@@ -170,6 +241,52 @@ type Queries interface {
 	// Page.After is a Seq in decimal.
 	InsertAudit(ctx context.Context, e *model.AuditEntry) error
 	ListAudit(ctx context.Context, tenantID string, f AuditFilter, page Page) ([]*model.AuditEntry, error)
+
+	// The engine and the usage ledger.
+
+	// ListSchedulable returns what the engine decides from: every task that
+	// holds capacity (placed or running) and, for each compute resource, the
+	// first perQueue queued tasks in queue order. It reads only what
+	// scheduling needs, so a pass over a million waiting tasks stays cheap.
+	ListSchedulable(ctx context.Context, tenantID string, perQueue int) ([]SchedTask, error)
+	// PlaceTasks moves queued tasks onto pools: each task whose status is
+	// still queued becomes placed on the placement's pool, with reason, and
+	// the placement's ledger interval opens. Tasks no longer queued (aborted
+	// since the snapshot) are skipped. It returns the ids of tasks placed.
+	PlaceTasks(ctx context.Context, tenantID string, ps []*model.Placement, reason func(*model.Placement) string) ([]string, error)
+	// PreemptTasks sends placed or running tasks back to their queue, in
+	// their old order (QueueSeq is kept), with reason, and closes their
+	// ledger intervals at at. Tasks no longer placed or running are
+	// skipped. It returns the ids of tasks preempted.
+	PreemptTasks(ctx context.Context, tenantID string, ps []Preemption, at time.Time) ([]string, error)
+	// EndPlacement closes a task's open ledger interval, if it has one.
+	EndPlacement(ctx context.Context, tenantID, taskID string, at time.Time, reason string) error
+	// ListPlacements lists ledger intervals that overlap [From, To), oldest
+	// first.
+	ListPlacements(ctx context.Context, tenantID string, f PlacementFilter) ([]*model.Placement, error)
+	// SumUsage adds up the ledger over [from, to), cutting intervals at the
+	// range's ends and counting open intervals up to now, grouped by the
+	// given dimensions.
+	SumUsage(ctx context.Context, tenantID string, q UsageQuery) ([]UsageRow, error)
+
+	// Queue states: why each compute resource's head waits.
+	PutQueueState(ctx context.Context, s *model.QueueState) error
+	DeleteQueueState(ctx context.Context, tenantID, computeResourceID string) error
+	ListQueueStates(ctx context.Context, tenantID string) ([]*model.QueueState, error)
+
+	// Engine pauses. StartEnginePause returns ErrConflict when the engine is
+	// already disabled; EndEnginePause ErrNotFound when it is not.
+	StartEnginePause(ctx context.Context, p *model.EnginePause) error
+	EndEnginePause(ctx context.Context, tenantID string, at time.Time) error
+	// ListEnginePauses lists pauses that overlap [from, to) (open ones
+	// included), oldest first.
+	ListEnginePauses(ctx context.Context, tenantID string, from, to time.Time) ([]*model.EnginePause, error)
+
+	// AcquireLease takes or renews the lease name for holder until now+ttl.
+	// It reports false when another holder's lease has not expired.
+	AcquireLease(ctx context.Context, name, holder string, now time.Time, ttl time.Duration) (bool, error)
+	// ReleaseLease gives the lease up, if holder holds it.
+	ReleaseLease(ctx context.Context, name, holder string) error
 
 	// LockTenant serialises changes to one tenant's allocation model. Inside
 	// InTx the lock holds until the transaction ends, so two replicas

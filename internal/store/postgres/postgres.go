@@ -107,9 +107,6 @@ func (Dialect) NextSeq(ctx context.Context, c sqlstore.Conn, seq sqlstore.Sequen
 	return v, nil
 }
 
-// AdvanceSeq moves the sequence to atLeast when it is behind. It is for
-// imports: a concurrent nextval between the check and setval could be
-// overtaken, so callers should not rely on it while the sequence is busy.
 // LockTenant takes a transaction-scoped advisory lock keyed by the tenant
 // id, released at commit or rollback.
 func (Dialect) LockTenant(ctx context.Context, c sqlstore.Conn, tenantID string) error {
@@ -117,6 +114,18 @@ func (Dialect) LockTenant(ctx context.Context, c sqlstore.Conn, tenantID string)
 	return err
 }
 
+// QueueHeadsQuery reads each compute resource's first queued tasks with a
+// LATERAL join that walks the queue index, LIMIT rows per resource.
+func (Dialect) QueueHeadsQuery() string {
+	return `SELECT ` + sqlstore.SchedColumns("t") + ` FROM compute_resources cr CROSS JOIN LATERAL (
+		SELECT * FROM tasks q WHERE q.tenant_id = cr.tenant_id AND q.compute_resource_id = cr.id AND q.status = 'queued'
+		ORDER BY q.queue_seq LIMIT $2) t
+	WHERE cr.tenant_id = $1`
+}
+
+// AdvanceSeq moves the sequence to atLeast when it is behind. It is for
+// imports: a concurrent nextval between the check and setval could be
+// overtaken, so callers should not rely on it while the sequence is busy.
 func (Dialect) AdvanceSeq(ctx context.Context, c sqlstore.Conn, seq sqlstore.Sequence, atLeast int64) error {
 	_, err := c.ExecContext(ctx,
 		`SELECT setval($1::text::regclass, $2)

@@ -141,11 +141,20 @@ func (Dialect) NextSeq(ctx context.Context, c sqlstore.Conn, seq sqlstore.Sequen
 	return v, nil
 }
 
-// AdvanceSeq raises a counter to at least atLeast.
 // LockTenant needs no lock: write transactions begin IMMEDIATE, so SQLite
 // runs them one at a time already.
 func (Dialect) LockTenant(context.Context, sqlstore.Conn, string) error { return nil }
 
+// QueueHeadsQuery reads each compute resource's first queued tasks with a
+// correlated subquery that walks the queue index, LIMIT rows per resource.
+func (Dialect) QueueHeadsQuery() string {
+	return `SELECT ` + sqlstore.SchedColumns("t") + ` FROM compute_resources cr JOIN tasks t ON t.id IN (
+		SELECT q.id FROM tasks q WHERE q.tenant_id = cr.tenant_id AND q.compute_resource_id = cr.id AND q.status = 'queued'
+		ORDER BY q.queue_seq LIMIT ?2)
+	WHERE cr.tenant_id = ?1`
+}
+
+// AdvanceSeq raises a counter to at least atLeast.
 func (Dialect) AdvanceSeq(ctx context.Context, c sqlstore.Conn, seq sqlstore.Sequence, atLeast int64) error {
 	if _, err := c.ExecContext(ctx, `UPDATE seqs SET value = MAX(value, ?) WHERE name = ?`, atLeast, string(seq)); err != nil {
 		return fmt.Errorf("advance %s: %w", seq, err)

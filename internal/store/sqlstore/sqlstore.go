@@ -100,6 +100,11 @@ type Dialect interface {
 	// LockTenant takes a lock on a tenant that holds until the transaction
 	// on c ends (see store.Queries.LockTenant).
 	LockTenant(ctx context.Context, c Conn, tenantID string) error
+	// QueueHeadsQuery selects the first (second argument) queued tasks of
+	// every compute resource of a tenant (first argument), in the columns
+	// of schedColumns, using the queue index rather than reading every
+	// queued task.
+	QueueHeadsQuery() string
 }
 
 // Store implements store.Store over a *sql.DB.

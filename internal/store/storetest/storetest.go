@@ -50,6 +50,8 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Tasks", exerciseTasks},
 		{"Audit", exerciseAudit},
 		{"Settings", exerciseSettings},
+		{"Engine", exerciseEngine},
+		{"Ledger", exerciseLedger},
 		{"Store", exerciseStore},
 	} {
 		t.Run(group.name, func(t *testing.T) {

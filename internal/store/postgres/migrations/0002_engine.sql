@@ -1,0 +1,70 @@
+-- The compute policy engine and the usage ledger (PostgreSQL).
+
+-- placements is the usage ledger of GPU time: one row per interval a task
+-- held capacity on a pool, opened with the placement and closed with its
+-- release in the same transactions. Names are copied at placement so the
+-- ledger reads the same after objects change; ids are copies, not
+-- references, for the same reason.
+CREATE TABLE placements (
+	id TEXT COLLATE "C" PRIMARY KEY,
+	tenant_id TEXT COLLATE "C" NOT NULL REFERENCES tenants (id) ON DELETE RESTRICT,
+	task_id TEXT COLLATE "C" NOT NULL,
+	user_id TEXT NOT NULL,
+	user_name TEXT NOT NULL,
+	project_id TEXT NOT NULL,
+	project_name TEXT NOT NULL,
+	group_id TEXT NOT NULL,
+	group_name TEXT NOT NULL,
+	policy_id TEXT NOT NULL,
+	profile_id TEXT NOT NULL,
+	profile_name TEXT NOT NULL,
+	compute_resource_id TEXT NOT NULL,
+	compute_resource_name TEXT NOT NULL,
+	pool_id TEXT NOT NULL,
+	pool_name TEXT NOT NULL,
+	gpu_class_id TEXT NOT NULL,
+	gpu_class_name TEXT NOT NULL,
+	size_milli BIGINT NOT NULL,
+	weight_milli BIGINT NOT NULL,
+	price_micros BIGINT NOT NULL,
+	currency TEXT NOT NULL,
+	started_at BIGINT NOT NULL,
+	ended_at BIGINT,
+	end_reason TEXT NOT NULL
+);
+-- At most one open interval per task.
+CREATE UNIQUE INDEX placements_open ON placements (tenant_id, task_id) WHERE ended_at IS NULL;
+CREATE INDEX placements_task ON placements (tenant_id, task_id, started_at);
+CREATE INDEX placements_started ON placements (tenant_id, started_at);
+CREATE INDEX placements_policy ON placements (tenant_id, policy_id, started_at);
+
+-- queue_states holds why each compute resource's head waits, as the last
+-- pass found it; rows go when nothing waits.
+CREATE TABLE queue_states (
+	tenant_id TEXT COLLATE "C" NOT NULL REFERENCES tenants (id) ON DELETE RESTRICT,
+	compute_resource_id TEXT COLLATE "C" NOT NULL,
+	task_id TEXT NOT NULL,
+	constraint_code TEXT NOT NULL,
+	reason TEXT NOT NULL,
+	until_at BIGINT,
+	updated_at BIGINT NOT NULL,
+	PRIMARY KEY (tenant_id, compute_resource_id)
+);
+
+-- engine_pauses are the intervals an admin had a tenant's engine disabled.
+CREATE TABLE engine_pauses (
+	tenant_id TEXT COLLATE "C" NOT NULL REFERENCES tenants (id) ON DELETE RESTRICT,
+	started_at BIGINT NOT NULL,
+	ended_at BIGINT,
+	by_user_id TEXT NOT NULL,
+	by_name TEXT NOT NULL,
+	PRIMARY KEY (tenant_id, started_at)
+);
+CREATE UNIQUE INDEX engine_pauses_open ON engine_pauses (tenant_id) WHERE ended_at IS NULL;
+
+-- leases let one replica at a time run a job (the engine pass).
+CREATE TABLE leases (
+	name TEXT COLLATE "C" PRIMARY KEY,
+	holder TEXT NOT NULL,
+	expires_at BIGINT NOT NULL
+);

@@ -1,0 +1,398 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/klique-ai/klique/internal/model"
+	"github.com/klique-ai/klique/internal/store"
+)
+
+// SchedColumns lists the task columns the engine reads, qualified by alias.
+func SchedColumns(alias string) string {
+	cols := []string{"id", "compute_resource_id", "status", "size_nodes", "size_per_node_milli", "queue_seq", "pool_id", "placed_at"}
+	for i, c := range cols {
+		cols[i] = alias + "." + c
+	}
+	return strings.Join(cols, ", ")
+}
+
+func scanSched(r scanner) (store.SchedTask, error) {
+	var t store.SchedTask
+	var status string
+	var perNode int64
+	var placed sql.NullInt64
+	if err := r.Scan(&t.ID, &t.ComputeResourceID, &status, &t.Size.Nodes, &perNode, &t.QueueSeq, &t.PoolID, &placed); err != nil {
+		return t, err
+	}
+	t.Status = model.TaskStatus(status)
+	t.Size.PerNode = model.MilliGPU(perNode)
+	if placed.Valid {
+		t.PlacedAt = fromMicros(placed.Int64)
+	}
+	return t, nil
+}
+
+// ListSchedulable returns the work holding capacity and each compute
+// resource's first perQueue queued tasks, as store.Queries documents.
+func (q *queries) ListSchedulable(ctx context.Context, tenantID string, perQueue int) ([]store.SchedTask, error) {
+	held, err := getAll(ctx, q, "list placed tasks", scanSched,
+		`SELECT `+SchedColumns("t")+` FROM tasks t WHERE t.tenant_id = ? AND t.status IN (?, ?)`,
+		tenantID, string(model.TaskPlaced), string(model.TaskRunning))
+	if err != nil {
+		return nil, err
+	}
+	if perQueue <= 0 {
+		return held, nil
+	}
+	// The dialect's query numbers its parameters itself.
+	rows, err := q.c.QueryContext(ctx, q.s.dialect.QueueHeadsQuery(), tenantID, perQueue)
+	if err != nil {
+		return nil, fmt.Errorf("list queue heads: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		t, err := scanSched(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list queue heads: %w", err)
+		}
+		held = append(held, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list queue heads: %w", err)
+	}
+	return held, nil
+}
+
+const placementColumns = `id, tenant_id, task_id, user_id, user_name, project_id, project_name, group_id, group_name,
+	policy_id, profile_id, profile_name, compute_resource_id, compute_resource_name, pool_id, pool_name,
+	gpu_class_id, gpu_class_name, size_milli, weight_milli, price_micros, currency, started_at, ended_at, end_reason`
+
+func scanPlacement(r scanner) (*model.Placement, error) {
+	var p model.Placement
+	var size, started int64
+	var ended sql.NullInt64
+	if err := r.Scan(&p.ID, &p.TenantID, &p.TaskID, &p.UserID, &p.UserName, &p.ProjectID, &p.ProjectName,
+		&p.GroupID, &p.GroupName, &p.PolicyID, &p.ProfileID, &p.ProfileName, &p.ComputeResourceID,
+		&p.ComputeResourceName, &p.PoolID, &p.PoolName, &p.GPUClassID, &p.GPUClassName, &size, &p.WeightMilli,
+		&p.PriceMicros, &p.Currency, &started, &ended, &p.EndReason); err != nil {
+		return nil, err
+	}
+	p.Size = model.MilliGPU(size)
+	p.StartedAt = fromMicros(started)
+	p.EndedAt = timePtr(ended)
+	return &p, nil
+}
+
+func (q *queries) insertPlacement(ctx context.Context, p *model.Placement) error {
+	what := "open ledger interval of task " + p.TaskID
+	undo := assignID(&p.ID)
+	_, err := q.write(ctx, what, store.ErrNotFound,
+		`INSERT INTO placements (`+placementColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		p.ID, p.TenantID, p.TaskID, p.UserID, p.UserName, p.ProjectID, p.ProjectName, p.GroupID, p.GroupName,
+		p.PolicyID, p.ProfileID, p.ProfileName, p.ComputeResourceID, p.ComputeResourceName, p.PoolID, p.PoolName,
+		p.GPUClassID, p.GPUClassName, int64(p.Size), p.WeightMilli, p.PriceMicros, p.Currency,
+		micros(p.StartedAt), nullMicros(p.EndedAt), p.EndReason)
+	if err != nil {
+		undo()
+	}
+	return err
+}
+
+// PlaceTasks places each still-queued task and opens its ledger interval in
+// the same transaction.
+func (q *queries) PlaceTasks(ctx context.Context, tenantID string, ps []*model.Placement, reason func(*model.Placement) string) ([]string, error) {
+	placed := make([]string, 0, len(ps))
+	err := q.atomic(ctx, func(q *queries) error {
+		for _, p := range ps {
+			if p.TenantID != tenantID {
+				return fmt.Errorf("place task %s: placement of tenant %s in a pass of tenant %s", p.TaskID, p.TenantID, tenantID)
+			}
+			n, err := q.write(ctx, "place task "+p.TaskID, store.ErrNotFound,
+				`UPDATE tasks SET status = ?, pool_id = ?, placed_at = ?, reason = ?, updated_at = ?
+				WHERE tenant_id = ? AND id = ? AND status = ?`,
+				string(model.TaskPlaced), p.PoolID, micros(p.StartedAt), reason(p), micros(p.StartedAt),
+				tenantID, p.TaskID, string(model.TaskQueued))
+			if err != nil {
+				return err
+			}
+			if n == 0 {
+				continue // aborted since the snapshot
+			}
+			if err := q.insertPlacement(ctx, p); err != nil {
+				return err
+			}
+			placed = append(placed, p.TaskID)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return placed, nil
+}
+
+// PreemptTasks requeues each task still placed or running, keeping its
+// queue order, and closes its ledger interval in the same transaction.
+func (q *queries) PreemptTasks(ctx context.Context, tenantID string, ps []store.Preemption, at time.Time) ([]string, error) {
+	done := make([]string, 0, len(ps))
+	err := q.atomic(ctx, func(q *queries) error {
+		for _, p := range ps {
+			n, err := q.write(ctx, "preempt task "+p.TaskID, store.ErrNotFound,
+				`UPDATE tasks SET status = ?, pool_id = '', placed_at = NULL, reason = ?, updated_at = ?
+				WHERE tenant_id = ? AND id = ? AND status IN (?, ?)`,
+				string(model.TaskQueued), p.Reason, micros(at), tenantID, p.TaskID, string(model.TaskPlaced), string(model.TaskRunning))
+			if err != nil {
+				return err
+			}
+			if n == 0 {
+				continue
+			}
+			if err := q.endPlacement(ctx, tenantID, p.TaskID, at, "preempted: "+p.Reason); err != nil {
+				return err
+			}
+			done = append(done, p.TaskID)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return done, nil
+}
+
+// EndPlacement closes a task's open ledger interval, if it has one.
+func (q *queries) EndPlacement(ctx context.Context, tenantID, taskID string, at time.Time, reason string) error {
+	return q.endPlacement(ctx, tenantID, taskID, at, reason)
+}
+
+func (q *queries) endPlacement(ctx context.Context, tenantID, taskID string, at time.Time, reason string) error {
+	// An interval never ends before it starts, even with clocks of
+	// several replicas a little apart.
+	_, err := q.write(ctx, "close ledger interval of task "+taskID, store.ErrNotFound,
+		`UPDATE placements SET ended_at = CASE WHEN started_at > ? THEN started_at ELSE ? END, end_reason = ?
+		WHERE tenant_id = ? AND task_id = ? AND ended_at IS NULL`,
+		micros(at), micros(at), reason, tenantID, taskID)
+	return err
+}
+
+// ListPlacements lists ledger intervals overlapping [From, To), oldest
+// first.
+func (q *queries) ListPlacements(ctx context.Context, tenantID string, f store.PlacementFilter) ([]*model.Placement, error) {
+	query := `SELECT ` + placementColumns + ` FROM placements WHERE tenant_id = ?`
+	args := []any{tenantID}
+	if !f.To.IsZero() {
+		query += ` AND started_at < ?`
+		args = append(args, micros(f.To))
+	}
+	if !f.From.IsZero() {
+		query += ` AND (ended_at IS NULL OR ended_at > ?)`
+		args = append(args, micros(f.From))
+	}
+	if f.OpenOnly {
+		query += ` AND ended_at IS NULL`
+	}
+	if f.TaskID != "" {
+		query += ` AND task_id = ?`
+		args = append(args, f.TaskID)
+	}
+	if len(f.PolicyIDs) > 0 {
+		query += ` AND policy_id IN (` + placeholders(len(f.PolicyIDs)) + `)`
+		for _, id := range f.PolicyIDs {
+			args = append(args, id)
+		}
+	}
+	query += ` ORDER BY started_at, id`
+	return getAll(ctx, q, "list ledger intervals", scanPlacement, query, args...)
+}
+
+// usageDimensions maps a dimension to its id and name columns.
+var usageDimensions = map[string][2]string{
+	store.ByUser:            {"user_id", "user_name"},
+	store.ByProject:         {"project_id", "project_name"},
+	store.ByGroup:           {"group_id", "group_name"},
+	store.ByPool:            {"pool_id", "pool_name"},
+	store.ByGPUClass:        {"gpu_class_id", "gpu_class_name"},
+	store.ByComputeResource: {"compute_resource_id", "compute_resource_name"},
+	store.ByProfile:         {"profile_id", "profile_name"},
+}
+
+// SumUsage adds up the ledger over [From, To). Each interval is cut to the
+// range (an open one runs to Now) and counted in whole milliseconds: GPU-hours
+// are size × duration, budget hours duration × weight, cost GPU-hours × the
+// price at placement. Sums are exact integers in millionths, except cost.
+func (q *queries) SumUsage(ctx context.Context, tenantID string, u store.UsageQuery) ([]store.UsageRow, error) {
+	if !u.To.After(u.From) {
+		return nil, fmt.Errorf("sum usage: the range must end after it starts")
+	}
+	var idCols, selects []string
+	for _, d := range u.By {
+		cols, ok := usageDimensions[d]
+		if !ok {
+			return nil, fmt.Errorf("sum usage: unknown dimension %q", d)
+		}
+		idCols = append(idCols, cols[0])
+		selects = append(selects, cols[0], "MAX("+cols[1]+")")
+	}
+	now, from, to := micros(u.Now), micros(u.From), micros(u.To)
+	inner := `SELECT x.*,
+			CASE WHEN x.started_at < ? THEN ? ELSE x.started_at END AS s,
+			CASE WHEN COALESCE(x.ended_at, ?) > ? THEN ? ELSE COALESCE(x.ended_at, ?) END AS e
+		FROM placements x WHERE x.tenant_id = ? AND x.started_at < ? AND COALESCE(x.ended_at, ?) > ?`
+	args := []any{from, from, now, to, to, now, tenantID, to, now, from}
+	if u.UserID != "" {
+		inner += ` AND x.user_id = ?`
+		args = append(args, u.UserID)
+	}
+	if u.ProjectID != "" {
+		inner += ` AND x.project_id = ?`
+		args = append(args, u.ProjectID)
+	}
+	if len(u.GroupIDs) > 0 {
+		inner += ` AND x.group_id IN (` + placeholders(len(u.GroupIDs)) + `)`
+		for _, g := range u.GroupIDs {
+			args = append(args, g)
+		}
+	}
+	query := `SELECT ` + strings.Join(append(selects,
+		`SUM(size_milli * ((e - s) / 1000) / 3600)`,
+		`SUM(weight_milli * ((e - s) / 1000) / 3600)`,
+		`SUM(size_milli * 1.0 * ((e - s) / 1000) * price_micros) / 3600000000000000.0`,
+		`MIN(currency)`, `MAX(currency)`), ", ") +
+		` FROM (` + inner + `) w WHERE e > s`
+	if len(idCols) > 0 {
+		query += ` GROUP BY ` + strings.Join(idCols, ", ") + ` ORDER BY ` + strings.Join(idCols, ", ")
+	}
+	rows, err := q.query(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("sum usage: %w", err)
+	}
+	defer rows.Close()
+	out := []store.UsageRow{}
+	for rows.Next() {
+		keys := make([]store.UsageKey, len(u.By))
+		dest := make([]any, 0, 2*len(u.By)+5)
+		for i := range keys {
+			keys[i].Dimension = u.By[i]
+			dest = append(dest, &keys[i].ID, &keys[i].Name)
+		}
+		var gpu, budget sql.NullInt64
+		var cost sql.NullFloat64
+		var curMin, curMax sql.NullString
+		dest = append(dest, &gpu, &budget, &cost, &curMin, &curMax)
+		if err := rows.Scan(dest...); err != nil {
+			return nil, fmt.Errorf("sum usage: %w", err)
+		}
+		if !gpu.Valid {
+			continue // no interval in range: SUM over nothing
+		}
+		row := store.UsageRow{Keys: keys, MicroGPUHours: gpu.Int64, MicroBudgetHours: budget.Int64, Cost: cost.Float64, Currency: curMin.String}
+		if curMin.String != curMax.String {
+			row.Currency = "mixed"
+		}
+		out = append(out, row)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sum usage: %w", err)
+	}
+	return out, nil
+}
+
+const queueStateColumns = `tenant_id, compute_resource_id, task_id, constraint_code, reason, until_at, updated_at`
+
+func scanQueueState(r scanner) (*model.QueueState, error) {
+	var s model.QueueState
+	var until sql.NullInt64
+	var updated int64
+	if err := r.Scan(&s.TenantID, &s.ComputeResourceID, &s.TaskID, &s.Constraint, &s.Reason, &until, &updated); err != nil {
+		return nil, err
+	}
+	s.Until = timePtr(until)
+	s.UpdatedAt = fromMicros(updated)
+	return &s, nil
+}
+
+// PutQueueState records why a compute resource's head waits, replacing the
+// previous state.
+func (q *queries) PutQueueState(ctx context.Context, s *model.QueueState) error {
+	_, err := q.write(ctx, "put queue state of "+s.ComputeResourceID, store.ErrNotFound,
+		`INSERT INTO queue_states (`+queueStateColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (tenant_id, compute_resource_id) DO UPDATE SET task_id = excluded.task_id,
+			constraint_code = excluded.constraint_code, reason = excluded.reason, until_at = excluded.until_at,
+			updated_at = excluded.updated_at`,
+		s.TenantID, s.ComputeResourceID, s.TaskID, s.Constraint, s.Reason, nullMicros(s.Until), micros(s.UpdatedAt))
+	return err
+}
+
+// DeleteQueueState forgets a compute resource's state (nothing waits).
+func (q *queries) DeleteQueueState(ctx context.Context, tenantID, computeResourceID string) error {
+	_, err := q.write(ctx, "delete queue state of "+computeResourceID, store.ErrNotFound,
+		`DELETE FROM queue_states WHERE tenant_id = ? AND compute_resource_id = ?`, tenantID, computeResourceID)
+	return err
+}
+
+// ListQueueStates lists a tenant's queue states by compute resource id.
+func (q *queries) ListQueueStates(ctx context.Context, tenantID string) ([]*model.QueueState, error) {
+	return getAll(ctx, q, "list queue states", scanQueueState,
+		`SELECT `+queueStateColumns+` FROM queue_states WHERE tenant_id = ? ORDER BY compute_resource_id`, tenantID)
+}
+
+// StartEnginePause records that the engine is disabled from p.StartedAt.
+func (q *queries) StartEnginePause(ctx context.Context, p *model.EnginePause) error {
+	_, err := q.write(ctx, "disable the engine of tenant "+p.TenantID, store.ErrNotFound,
+		`INSERT INTO engine_pauses (tenant_id, started_at, ended_at, by_user_id, by_name) VALUES (?, ?, ?, ?, ?)`,
+		p.TenantID, micros(p.StartedAt), nullMicros(p.EndedAt), p.ByUserID, p.ByName)
+	return err
+}
+
+// EndEnginePause closes the open pause of a tenant.
+func (q *queries) EndEnginePause(ctx context.Context, tenantID string, at time.Time) error {
+	return q.writeOne(ctx, "enable the engine of tenant "+tenantID, store.ErrNotFound,
+		`UPDATE engine_pauses SET ended_at = CASE WHEN started_at > ? THEN started_at ELSE ? END
+		WHERE tenant_id = ? AND ended_at IS NULL`, micros(at), micros(at), tenantID)
+}
+
+// ListEnginePauses lists the pauses overlapping [from, to), oldest first.
+func (q *queries) ListEnginePauses(ctx context.Context, tenantID string, from, to time.Time) ([]*model.EnginePause, error) {
+	return getAll(ctx, q, "list engine pauses", func(r scanner) (*model.EnginePause, error) {
+		var p model.EnginePause
+		var started int64
+		var ended sql.NullInt64
+		if err := r.Scan(&p.TenantID, &started, &ended, &p.ByUserID, &p.ByName); err != nil {
+			return nil, err
+		}
+		p.StartedAt, p.EndedAt = fromMicros(started), timePtr(ended)
+		return &p, nil
+	}, `SELECT tenant_id, started_at, ended_at, by_user_id, by_name FROM engine_pauses
+		WHERE tenant_id = ? AND started_at < ? AND (ended_at IS NULL OR ended_at > ?) ORDER BY started_at`,
+		tenantID, micros(to), micros(from))
+}
+
+// AcquireLease takes the lease when it is free or expired, or renews it for
+// its holder, in one statement, so two replicas cannot both win.
+func (q *queries) AcquireLease(ctx context.Context, name, holder string, now time.Time, ttl time.Duration) (bool, error) {
+	what := "acquire lease " + name
+	exp := micros(now.Add(ttl))
+	n, err := q.write(ctx, what, store.ErrNotFound,
+		`UPDATE leases SET holder = ?, expires_at = ? WHERE name = ? AND (holder = ? OR expires_at <= ?)`,
+		holder, exp, name, holder, micros(now))
+	if err != nil {
+		return false, err
+	}
+	if n == 1 {
+		return true, nil
+	}
+	// Free: take it, unless another replica took it in between.
+	n, err = q.write(ctx, what, store.ErrNotFound,
+		`INSERT INTO leases (name, holder, expires_at) VALUES (?, ?, ?) ON CONFLICT (name) DO NOTHING`, name, holder, exp)
+	return n == 1, err
+}
+
+// ReleaseLease gives up the lease if holder holds it.
+func (q *queries) ReleaseLease(ctx context.Context, name, holder string) error {
+	_, err := q.write(ctx, "release lease "+name, store.ErrNotFound, `DELETE FROM leases WHERE name = ? AND holder = ?`, name, holder)
+	return err
+}
