@@ -32,15 +32,21 @@ type state struct {
 	groupBudgeted []int
 	// next is, per queue, the index in Waiting of the first task not placed.
 	next []int
+	// requeued is, per queue, the placement this pass preempted from it
+	// with the lowest queue order, or -1. That task is now the head of its
+	// queue (it goes back in its old order) and the pass does not place it
+	// again, so nothing behind it is placed either.
+	requeued []int
 	// placements are the running work and what this pass placed, with
 	// alive false once preempted.
 	placements []live
 	// byRank[r][p] lists the profiles whose r-th pool is pool p, in p's
 	// execution priority.
 	byRank [][][]int
-	// victims[p] lists placements on pool p, newest first; built on first
-	// use by reclaim.
-	victims [][]int
+	// victims[p] lists placements on pool p, newest first once
+	// victimsSorted[p]; built on first use by reclaim.
+	victims       [][]int
+	victimsSorted []bool
 
 	dec Decisions
 }
@@ -64,7 +70,11 @@ func newState(s *Snapshot) *state {
 		groupRate:     make([]int64, len(s.Groups)),
 		groupBudgeted: make([]int, len(s.Groups)),
 		next:          make([]int, len(s.Queues)),
+		requeued:      make([]int, len(s.Queues)),
 		placements:    make([]live, 0, len(s.Running)),
+	}
+	for q := range st.requeued {
+		st.requeued[q] = -1
 	}
 	for _, r := range s.Running {
 		q := &s.Queues[r.Queue]
@@ -141,7 +151,7 @@ func (st *state) fill(q, p int, phase Phase) {
 	g := queue.Group
 	group := &st.s.Groups[g]
 	weight := st.s.Profiles[queue.Profile].WeightMilli
-	for st.next[q] < len(queue.Waiting) {
+	for st.requeued[q] < 0 && st.next[q] < len(queue.Waiting) {
 		t := &queue.Waiting[st.next[q]]
 		size := t.Size.Total()
 		if st.poolUsed[p]+size > st.s.Pools[p].Capacity {
@@ -180,7 +190,7 @@ func (st *state) reclaim() {
 // placed the head.
 func (st *state) reclaimFor(q int) bool {
 	queue := &st.s.Queues[q]
-	if st.next[q] >= len(queue.Waiting) {
+	if st.next[q] >= len(queue.Waiting) || st.requeued[q] >= 0 {
 		return false
 	}
 	g := queue.Group
@@ -223,17 +233,17 @@ func (st *state) reclaimFor(q int) bool {
 // freed, so that nothing is preempted for a task that would still not fit.
 func (st *state) chooseVictims(p int, need model.MilliGPU) []int {
 	if st.victims == nil {
+		// One walk over the placements buckets them by pool; each pool's
+		// list is sorted when reclaim first looks at it.
 		st.victims = make([][]int, len(st.s.Pools))
-	}
-	if st.victims[p] == nil {
-		list := []int{}
+		st.victimsSorted = make([]bool, len(st.s.Pools))
 		for i := range st.placements {
-			if st.placements[i].Pool == p {
-				list = append(list, i)
-			}
+			st.victims[st.placements[i].Pool] = append(st.victims[st.placements[i].Pool], i)
 		}
-		sortNewestFirst(st.placements, list)
-		st.victims[p] = list
+	}
+	if !st.victimsSorted[p] {
+		sortNewestFirst(st.placements, st.victims[p])
+		st.victimsSorted[p] = true
 	}
 	var chosen []int
 	var freed model.MilliGPU
@@ -274,7 +284,95 @@ func (st *state) chooseVictims(p int, need model.MilliGPU) []int {
 			return chosen
 		}
 	}
-	return nil
+	return st.fitVictims(p, need)
+}
+
+// fitVictims is what chooseVictims falls back on when taking work newest
+// first does not free enough: a newer small task can use up the room above
+// its group's reservation that an older, larger one needed (a group 16 GPUs
+// above its reservation, holding a 16-GPU task and a newer 1-GPU task, gives
+// back only the 1 newest first, where the 16 alone would do). Groups give
+// back independently of each other, so enough can be freed exactly when the
+// most each group can give without going below its reservation adds up to
+// need. A group's most is a subset sum over its work on the pool, built
+// newest first so that newer work is preferred; the union is then trimmed,
+// oldest first, of tasks not needed to free need. It returns nil when not
+// enough can be freed.
+func (st *state) fitVictims(p int, need model.MilliGPU) []int {
+	var groups []int
+	of := make(map[int][]int)
+	unit := model.MilliGPU(0)
+	for _, i := range st.victims[p] {
+		v := &st.placements[i]
+		if !v.alive || v.fresh || st.groupUse[v.group] <= st.s.Groups[v.group].Reservation {
+			continue
+		}
+		if _, seen := of[v.group]; !seen {
+			groups = append(groups, v.group)
+		}
+		of[v.group] = append(of[v.group], i)
+		unit = gcd(unit, v.Size)
+	}
+	if unit == 0 {
+		return nil
+	}
+	needUnits := int((need + unit - 1) / unit)
+	var chosen []int
+	var freed model.MilliGPU
+	for _, g := range groups {
+		list := of[g]
+		largest := 0
+		for _, i := range list {
+			largest = max(largest, int(st.placements[i].Size/unit))
+		}
+		// A smallest set that frees need is under need plus one task, so
+		// sums beyond that bound are never needed.
+		bound := min(int((st.groupUse[g]-st.s.Groups[g].Reservation)/unit), needUnits+largest-1)
+		// from[v] is the task that first reached sum v (-1: not reached).
+		from := make([]int, bound+1)
+		for v := range from {
+			from[v] = -1
+		}
+		from[0] = len(st.placements)
+		best := 0
+		for _, i := range list {
+			size := int(st.placements[i].Size / unit)
+			for v := bound; v >= size; v-- {
+				if from[v] < 0 && from[v-size] >= 0 {
+					from[v] = i
+					best = max(best, v)
+				}
+			}
+		}
+		for v := best; v > 0; v -= int(st.placements[from[v]].Size / unit) {
+			chosen = append(chosen, from[v])
+			freed += st.placements[from[v]].Size
+		}
+	}
+	if freed < need {
+		return nil
+	}
+	sortNewestFirst(st.placements, chosen)
+	keep := chosen[:0]
+	for k := len(chosen) - 1; k >= 0; k-- {
+		if size := st.placements[chosen[k]].Size; freed-size >= need {
+			freed -= size
+			chosen[k] = -1
+		}
+	}
+	for _, i := range chosen {
+		if i >= 0 {
+			keep = append(keep, i)
+		}
+	}
+	return keep
+}
+
+func gcd(a, b model.MilliGPU) model.MilliGPU {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
 }
 
 // budgetAllows is the start check of time budgets: work on an exempt
@@ -326,6 +424,9 @@ func (st *state) place(q, p int, phase Phase) {
 func (st *state) preempt(i int, cause Cause, forGroup int, reason string) {
 	v := &st.placements[i]
 	v.alive = false
+	if r := st.requeued[v.Queue]; r < 0 || v.Seq < st.placements[r].Seq {
+		st.requeued[v.Queue] = i
+	}
 	st.poolUsed[v.Pool] -= v.Size
 	st.groupUse[v.group] -= v.Size
 	if v.weight > 0 {
@@ -355,12 +456,22 @@ func sortNewestFirst(ps []live, idx []int) {
 func (st *state) explain() {
 	for q := range st.s.Queues {
 		queue := &st.s.Queues[q]
-		if st.next[q] >= len(queue.Waiting) {
+		// The head is the first task not placed, or a task this pass sent
+		// back to the front, whichever comes first in queue order.
+		var id string
+		var size model.MilliGPU
+		if st.next[q] < len(queue.Waiting) {
+			t := &queue.Waiting[st.next[q]]
+			id, size = t.ID, t.Size.Total()
+		}
+		if r := st.requeued[q]; r >= 0 && (id == "" || st.placements[r].Seq < queue.Waiting[st.next[q]].Seq) {
+			id, size = st.placements[r].TaskID, st.placements[r].Size
+		}
+		if id == "" {
 			continue
 		}
-		t := &queue.Waiting[st.next[q]]
-		b := Blocked{Queue: q, TaskID: t.ID}
-		b.Constraint, b.Reason = st.why(queue, t.Size.Total())
+		b := Blocked{Queue: q, TaskID: id}
+		b.Constraint, b.Reason = st.why(queue, size)
 		if c := b.Constraint; c == HeldByBudgetUsed || c == HeldByLowWatermark {
 			b.Until = st.s.Groups[queue.Group].Budget.ResetAt
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/klique-ai/klique/internal/estate"
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform"
+	"github.com/klique-ai/klique/internal/store"
 	gqlparser "github.com/vektah/gqlparser/v2"
 	"github.com/vektah/gqlparser/v2/ast"
 )
@@ -34,19 +35,24 @@ type Config = graphql.Config[ResolverRoot, DirectiveRoot, ComplexityRoot]
 
 type ResolverRoot interface {
 	APIKey() APIKeyResolver
+	BudgetView() BudgetViewResolver
 	Change() ChangeResolver
 	ComputeResource() ComputeResourceResolver
 	GPUClass() GPUClassResolver
 	Group() GroupResolver
 	GroupMembership() GroupMembershipResolver
 	Mutation() MutationResolver
+	PolicyView() PolicyViewResolver
 	Pool() PoolResolver
 	Profile() ProfileResolver
 	Project() ProjectResolver
 	Query() QueryResolver
+	QueueState() QueueStateResolver
 	ResourcePolicy() ResourcePolicyResolver
 	Task() TaskResolver
 	TimeBudget() TimeBudgetResolver
+	UsageKey() UsageKeyResolver
+	UsageRow() UsageRowResolver
 	User() UserResolver
 }
 
@@ -107,6 +113,19 @@ type ComplexityRoot struct {
 		Node   func(childComplexity int) int
 	}
 
+	BudgetView struct {
+		Alert                 func(childComplexity int) int
+		AlertThresholdPercent func(childComplexity int) int
+		BurnRate              func(childComplexity int) int
+		Hours                 func(childComplexity int) int
+		LeftHours             func(childComplexity int) int
+		Period                func(childComplexity int) int
+		ProjectedRunOut       func(childComplexity int) int
+		ResetsAt              func(childComplexity int) int
+		UsedHours             func(childComplexity int) int
+		UsedUp                func(childComplexity int) int
+	}
+
 	Change struct {
 		Action func(childComplexity int) int
 		Fields func(childComplexity int) int
@@ -121,8 +140,10 @@ type ComplexityRoot struct {
 		Group       func(childComplexity int) int
 		ID          func(childComplexity int) int
 		Name        func(childComplexity int) int
+		OverBudget  func(childComplexity int) int
 		Policy      func(childComplexity int) int
 		Profile     func(childComplexity int) int
+		QueueState  func(childComplexity int) int
 		QueuedTasks func(childComplexity int) int
 		Size        func(childComplexity int) int
 		UpdatedAt   func(childComplexity int) int
@@ -148,6 +169,12 @@ type ComplexityRoot struct {
 		Changes  func(childComplexity int) int
 		ID       func(childComplexity int) int
 		Warnings func(childComplexity int) int
+	}
+
+	EngineStatus struct {
+		By      func(childComplexity int) int
+		Enabled func(childComplexity int) int
+		Since   func(childComplexity int) int
 	}
 
 	GPUClass struct {
@@ -240,6 +267,7 @@ type ComplexityRoot struct {
 		EnqueueTask           func(childComplexity int, input gqlmodel.EnqueueTaskInput) int
 		RemoveGroupMember     func(childComplexity int, group string, user string) int
 		RevokeAPIKey          func(childComplexity int, id string) int
+		SetEngineEnabled      func(childComplexity int, enabled bool) int
 		SetGroupMember        func(childComplexity int, group string, user string, role *model.GroupRole) int
 		UpdateComputeResource func(childComplexity int, id string, input platform.ComputeResourceInput) int
 		UpdateGPUClass        func(childComplexity int, id string, input platform.GPUClassInput) int
@@ -265,6 +293,19 @@ type ComplexityRoot struct {
 	PageInfo struct {
 		EndCursor   func(childComplexity int) int
 		HasNextPage func(childComplexity int) int
+	}
+
+	PolicyView struct {
+		BorrowedGpus     func(childComplexity int) int
+		Budget           func(childComplexity int) int
+		ComputeResources func(childComplexity int) int
+		Group            func(childComplexity int) int
+		HeldGpus         func(childComplexity int) int
+		HoldingTasks     func(childComplexity int) int
+		LimitGpus        func(childComplexity int) int
+		Policy           func(childComplexity int) int
+		ReservationGpus  func(childComplexity int) int
+		WaitingTasks     func(childComplexity int) int
 	}
 
 	Pool struct {
@@ -360,6 +401,7 @@ type ComplexityRoot struct {
 		AuditLog         func(childComplexity int, filter *gqlmodel.AuditFilter, first *int, after *string) int
 		ComputeResource  func(childComplexity int, id string) int
 		ComputeResources func(childComplexity int, first *int, after *string) int
+		Engine           func(childComplexity int) int
 		EstateWarnings   func(childComplexity int) int
 		ExportEstate     func(childComplexity int) int
 		GpuClass         func(childComplexity int, id string) int
@@ -367,6 +409,7 @@ type ComplexityRoot struct {
 		Group            func(childComplexity int, id string) int
 		Groups           func(childComplexity int, first *int, after *string) int
 		Me               func(childComplexity int) int
+		PolicyView       func(childComplexity int, group *string) int
 		Pool             func(childComplexity int, id string) int
 		Pools            func(childComplexity int, first *int, after *string) int
 		Profile          func(childComplexity int, id string) int
@@ -378,8 +421,17 @@ type ComplexityRoot struct {
 		Task             func(childComplexity int, id string) int
 		Tasks            func(childComplexity int, filter *gqlmodel.TaskFilter, first *int, after *string) int
 		Tenants          func(childComplexity int, first *int, after *string) int
+		Usage            func(childComplexity int, input gqlmodel.UsageInput) int
 		User             func(childComplexity int, id string) int
 		Users            func(childComplexity int, first *int, after *string) int
+	}
+
+	QueueState struct {
+		Constraint func(childComplexity int) int
+		Reason     func(childComplexity int) int
+		Task       func(childComplexity int) int
+		Until      func(childComplexity int) int
+		UpdatedAt  func(childComplexity int) int
 	}
 
 	ResourcePolicy struct {
@@ -476,6 +528,26 @@ type ComplexityRoot struct {
 		Period func(childComplexity int) int
 	}
 
+	UsageKey struct {
+		Dimension func(childComplexity int) int
+		ID        func(childComplexity int) int
+		Name      func(childComplexity int) int
+	}
+
+	UsageReport struct {
+		From func(childComplexity int) int
+		Rows func(childComplexity int) int
+		To   func(childComplexity int) int
+	}
+
+	UsageRow struct {
+		BudgetHours func(childComplexity int) int
+		Cost        func(childComplexity int) int
+		Currency    func(childComplexity int) int
+		GpuHours    func(childComplexity int) int
+		Keys        func(childComplexity int) int
+	}
+
 	User struct {
 		CreatedAt   func(childComplexity int) int
 		Disabled    func(childComplexity int) int
@@ -523,6 +595,13 @@ type APIKeyResolver interface {
 
 	Active(ctx context.Context, obj *model.APIKey) (bool, error)
 }
+type BudgetViewResolver interface {
+	Hours(ctx context.Context, obj *platform.BudgetView) (float64, error)
+	UsedHours(ctx context.Context, obj *platform.BudgetView) (float64, error)
+	LeftHours(ctx context.Context, obj *platform.BudgetView) (float64, error)
+	BurnRate(ctx context.Context, obj *platform.BudgetView) (float64, error)
+	ProjectedRunOut(ctx context.Context, obj *platform.BudgetView) (*time.Time, error)
+}
 type ChangeResolver interface {
 	Text(ctx context.Context, obj *estate.Change) (string, error)
 }
@@ -532,6 +611,9 @@ type ComputeResourceResolver interface {
 	Profile(ctx context.Context, obj *model.ComputeResource) (*model.Profile, error)
 	Size(ctx context.Context, obj *model.ComputeResource) (*model.Size, error)
 	QueuedTasks(ctx context.Context, obj *model.ComputeResource) (int, error)
+
+	QueueState(ctx context.Context, obj *model.ComputeResource) (*model.QueueState, error)
+	OverBudget(ctx context.Context, obj *model.ComputeResource) (bool, error)
 }
 type GPUClassResolver interface {
 	PricePerGpuHour(ctx context.Context, obj *model.GPUClass) (float64, error)
@@ -545,6 +627,7 @@ type GroupMembershipResolver interface {
 	User(ctx context.Context, obj *model.Membership) (*model.User, error)
 }
 type MutationResolver interface {
+	SetEngineEnabled(ctx context.Context, enabled bool) (*platform.EngineStatus, error)
 	CreateGPUClass(ctx context.Context, input platform.GPUClassInput) (*gqlmodel.GPUClassPayload, error)
 	UpdateGPUClass(ctx context.Context, id string, input platform.GPUClassInput) (*gqlmodel.GPUClassPayload, error)
 	DeleteGPUClass(ctx context.Context, id string) (*gqlmodel.DeletePayload, error)
@@ -578,6 +661,14 @@ type MutationResolver interface {
 	AbortTask(ctx context.Context, id string, reason *string) (*model.Task, error)
 	CloneTask(ctx context.Context, id string, parameterOverrides map[string]string, name *string, computeResource *string, group *string, project *string) (*model.Task, error)
 }
+type PolicyViewResolver interface {
+	ReservationGpus(ctx context.Context, obj *platform.PolicyView) (int, error)
+	LimitGpus(ctx context.Context, obj *platform.PolicyView) (int, error)
+	HeldGpus(ctx context.Context, obj *platform.PolicyView) (float64, error)
+	BorrowedGpus(ctx context.Context, obj *platform.PolicyView) (float64, error)
+	HoldingTasks(ctx context.Context, obj *platform.PolicyView) (int, error)
+	WaitingTasks(ctx context.Context, obj *platform.PolicyView) (int, error)
+}
 type PoolResolver interface {
 	GpuClass(ctx context.Context, obj *model.Pool) (*model.GPUClass, error)
 
@@ -595,6 +686,8 @@ type ProjectResolver interface {
 }
 type QueryResolver interface {
 	AuditLog(ctx context.Context, filter *gqlmodel.AuditFilter, first *int, after *string) (*gqlmodel.AuditEntryConnection, error)
+	Engine(ctx context.Context) (*platform.EngineStatus, error)
+	PolicyView(ctx context.Context, group *string) ([]*platform.PolicyView, error)
 	GpuClasses(ctx context.Context, first *int, after *string) (*gqlmodel.GPUClassConnection, error)
 	GpuClass(ctx context.Context, id string) (*model.GPUClass, error)
 	Pools(ctx context.Context, first *int, after *string) (*gqlmodel.PoolConnection, error)
@@ -618,6 +711,10 @@ type QueryResolver interface {
 	Project(ctx context.Context, id string) (*model.Project, error)
 	Tasks(ctx context.Context, filter *gqlmodel.TaskFilter, first *int, after *string) (*gqlmodel.TaskConnection, error)
 	Task(ctx context.Context, id string) (*model.Task, error)
+	Usage(ctx context.Context, input gqlmodel.UsageInput) (*gqlmodel.UsageReport, error)
+}
+type QueueStateResolver interface {
+	Task(ctx context.Context, obj *model.QueueState) (*model.Task, error)
 }
 type ResourcePolicyResolver interface {
 	Group(ctx context.Context, obj *model.ResourcePolicy) (*model.Group, error)
@@ -628,6 +725,7 @@ type ResourcePolicyResolver interface {
 	ComputeResources(ctx context.Context, obj *model.ResourcePolicy) ([]*model.ComputeResource, error)
 }
 type TaskResolver interface {
+	Reason(ctx context.Context, obj *model.Task) (string, error)
 	Position(ctx context.Context, obj *model.Task) (*int, error)
 	Project(ctx context.Context, obj *model.Task) (*model.Project, error)
 	Owner(ctx context.Context, obj *model.Task) (*model.User, error)
@@ -639,6 +737,13 @@ type TaskResolver interface {
 }
 type TimeBudgetResolver interface {
 	Hours(ctx context.Context, obj *model.TimeBudget) (float64, error)
+}
+type UsageKeyResolver interface {
+	Dimension(ctx context.Context, obj *store.UsageKey) (scalars.UsageDimension, error)
+}
+type UsageRowResolver interface {
+	GpuHours(ctx context.Context, obj *store.UsageRow) (float64, error)
+	BudgetHours(ctx context.Context, obj *store.UsageRow) (float64, error)
 }
 type UserResolver interface {
 	Groups(ctx context.Context, obj *model.User) ([]*model.Membership, error)
@@ -861,6 +966,67 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.AuditEntryEdge.Node(childComplexity), true
 
+	case "BudgetView.alert":
+		if e.ComplexityRoot.BudgetView.Alert == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BudgetView.Alert(childComplexity), true
+	case "BudgetView.alertThresholdPercent":
+		if e.ComplexityRoot.BudgetView.AlertThresholdPercent == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BudgetView.AlertThresholdPercent(childComplexity), true
+	case "BudgetView.burnRate":
+		if e.ComplexityRoot.BudgetView.BurnRate == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BudgetView.BurnRate(childComplexity), true
+	case "BudgetView.hours":
+		if e.ComplexityRoot.BudgetView.Hours == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BudgetView.Hours(childComplexity), true
+	case "BudgetView.leftHours":
+		if e.ComplexityRoot.BudgetView.LeftHours == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BudgetView.LeftHours(childComplexity), true
+	case "BudgetView.period":
+		if e.ComplexityRoot.BudgetView.Period == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BudgetView.Period(childComplexity), true
+	case "BudgetView.projectedRunOut":
+		if e.ComplexityRoot.BudgetView.ProjectedRunOut == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BudgetView.ProjectedRunOut(childComplexity), true
+	case "BudgetView.resetsAt":
+		if e.ComplexityRoot.BudgetView.ResetsAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BudgetView.ResetsAt(childComplexity), true
+	case "BudgetView.usedHours":
+		if e.ComplexityRoot.BudgetView.UsedHours == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BudgetView.UsedHours(childComplexity), true
+	case "BudgetView.usedUp":
+		if e.ComplexityRoot.BudgetView.UsedUp == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BudgetView.UsedUp(childComplexity), true
+
 	case "Change.action":
 		if e.ComplexityRoot.Change.Action == nil {
 			break
@@ -922,6 +1088,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ComputeResource.Name(childComplexity), true
+	case "ComputeResource.overBudget":
+		if e.ComplexityRoot.ComputeResource.OverBudget == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ComputeResource.OverBudget(childComplexity), true
 	case "ComputeResource.policy":
 		if e.ComplexityRoot.ComputeResource.Policy == nil {
 			break
@@ -934,6 +1106,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ComputeResource.Profile(childComplexity), true
+	case "ComputeResource.queueState":
+		if e.ComplexityRoot.ComputeResource.QueueState == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ComputeResource.QueueState(childComplexity), true
 	case "ComputeResource.queuedTasks":
 		if e.ComplexityRoot.ComputeResource.QueuedTasks == nil {
 			break
@@ -1016,6 +1194,25 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.DeletePayload.Warnings(childComplexity), true
+
+	case "EngineStatus.by":
+		if e.ComplexityRoot.EngineStatus.By == nil {
+			break
+		}
+
+		return e.ComplexityRoot.EngineStatus.By(childComplexity), true
+	case "EngineStatus.enabled":
+		if e.ComplexityRoot.EngineStatus.Enabled == nil {
+			break
+		}
+
+		return e.ComplexityRoot.EngineStatus.Enabled(childComplexity), true
+	case "EngineStatus.since":
+		if e.ComplexityRoot.EngineStatus.Since == nil {
+			break
+		}
+
+		return e.ComplexityRoot.EngineStatus.Since(childComplexity), true
 
 	case "GPUClass.createdAt":
 		if e.ComplexityRoot.GPUClass.CreatedAt == nil {
@@ -1496,6 +1693,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.RevokeAPIKey(childComplexity, args["id"].(string)), true
+	case "Mutation.setEngineEnabled":
+		if e.ComplexityRoot.Mutation.SetEngineEnabled == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_setEngineEnabled_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.SetEngineEnabled(childComplexity, args["enabled"].(bool)), true
 	case "Mutation.setGroupMember":
 		if e.ComplexityRoot.Mutation.SetGroupMember == nil {
 			break
@@ -1640,6 +1848,67 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.PageInfo.HasNextPage(childComplexity), true
+
+	case "PolicyView.borrowedGpus":
+		if e.ComplexityRoot.PolicyView.BorrowedGpus == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PolicyView.BorrowedGpus(childComplexity), true
+	case "PolicyView.budget":
+		if e.ComplexityRoot.PolicyView.Budget == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PolicyView.Budget(childComplexity), true
+	case "PolicyView.computeResources":
+		if e.ComplexityRoot.PolicyView.ComputeResources == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PolicyView.ComputeResources(childComplexity), true
+	case "PolicyView.group":
+		if e.ComplexityRoot.PolicyView.Group == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PolicyView.Group(childComplexity), true
+	case "PolicyView.heldGpus":
+		if e.ComplexityRoot.PolicyView.HeldGpus == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PolicyView.HeldGpus(childComplexity), true
+	case "PolicyView.holdingTasks":
+		if e.ComplexityRoot.PolicyView.HoldingTasks == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PolicyView.HoldingTasks(childComplexity), true
+	case "PolicyView.limitGpus":
+		if e.ComplexityRoot.PolicyView.LimitGpus == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PolicyView.LimitGpus(childComplexity), true
+	case "PolicyView.policy":
+		if e.ComplexityRoot.PolicyView.Policy == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PolicyView.Policy(childComplexity), true
+	case "PolicyView.reservationGpus":
+		if e.ComplexityRoot.PolicyView.ReservationGpus == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PolicyView.ReservationGpus(childComplexity), true
+	case "PolicyView.waitingTasks":
+		if e.ComplexityRoot.PolicyView.WaitingTasks == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PolicyView.WaitingTasks(childComplexity), true
 
 	case "Pool.capacityGpus":
 		if e.ComplexityRoot.Pool.CapacityGPUs == nil {
@@ -2009,6 +2278,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.ComputeResources(childComplexity, args["first"].(*int), args["after"].(*string)), true
+	case "Query.engine":
+		if e.ComplexityRoot.Query.Engine == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Query.Engine(childComplexity), true
 	case "Query.estateWarnings":
 		if e.ComplexityRoot.Query.EstateWarnings == nil {
 			break
@@ -2072,6 +2347,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Me(childComplexity), true
+	case "Query.policyView":
+		if e.ComplexityRoot.Query.PolicyView == nil {
+			break
+		}
+
+		args, err := ec.field_Query_policyView_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.PolicyView(childComplexity, args["group"].(*string)), true
 	case "Query.pool":
 		if e.ComplexityRoot.Query.Pool == nil {
 			break
@@ -2193,6 +2479,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Tenants(childComplexity, args["first"].(*int), args["after"].(*string)), true
+	case "Query.usage":
+		if e.ComplexityRoot.Query.Usage == nil {
+			break
+		}
+
+		args, err := ec.field_Query_usage_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.Usage(childComplexity, args["input"].(gqlmodel.UsageInput)), true
 	case "Query.user":
 		if e.ComplexityRoot.Query.User == nil {
 			break
@@ -2215,6 +2512,37 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Users(childComplexity, args["first"].(*int), args["after"].(*string)), true
+
+	case "QueueState.constraint":
+		if e.ComplexityRoot.QueueState.Constraint == nil {
+			break
+		}
+
+		return e.ComplexityRoot.QueueState.Constraint(childComplexity), true
+	case "QueueState.reason":
+		if e.ComplexityRoot.QueueState.Reason == nil {
+			break
+		}
+
+		return e.ComplexityRoot.QueueState.Reason(childComplexity), true
+	case "QueueState.task":
+		if e.ComplexityRoot.QueueState.Task == nil {
+			break
+		}
+
+		return e.ComplexityRoot.QueueState.Task(childComplexity), true
+	case "QueueState.until":
+		if e.ComplexityRoot.QueueState.Until == nil {
+			break
+		}
+
+		return e.ComplexityRoot.QueueState.Until(childComplexity), true
+	case "QueueState.updatedAt":
+		if e.ComplexityRoot.QueueState.UpdatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.QueueState.UpdatedAt(childComplexity), true
 
 	case "ResourcePolicy.alertThresholdPercent":
 		if e.ComplexityRoot.ResourcePolicy.AlertThresholdPercent == nil {
@@ -2576,6 +2904,75 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.TimeBudget.Period(childComplexity), true
 
+	case "UsageKey.dimension":
+		if e.ComplexityRoot.UsageKey.Dimension == nil {
+			break
+		}
+
+		return e.ComplexityRoot.UsageKey.Dimension(childComplexity), true
+	case "UsageKey.id":
+		if e.ComplexityRoot.UsageKey.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.UsageKey.ID(childComplexity), true
+	case "UsageKey.name":
+		if e.ComplexityRoot.UsageKey.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.UsageKey.Name(childComplexity), true
+
+	case "UsageReport.from":
+		if e.ComplexityRoot.UsageReport.From == nil {
+			break
+		}
+
+		return e.ComplexityRoot.UsageReport.From(childComplexity), true
+	case "UsageReport.rows":
+		if e.ComplexityRoot.UsageReport.Rows == nil {
+			break
+		}
+
+		return e.ComplexityRoot.UsageReport.Rows(childComplexity), true
+	case "UsageReport.to":
+		if e.ComplexityRoot.UsageReport.To == nil {
+			break
+		}
+
+		return e.ComplexityRoot.UsageReport.To(childComplexity), true
+
+	case "UsageRow.budgetHours":
+		if e.ComplexityRoot.UsageRow.BudgetHours == nil {
+			break
+		}
+
+		return e.ComplexityRoot.UsageRow.BudgetHours(childComplexity), true
+	case "UsageRow.cost":
+		if e.ComplexityRoot.UsageRow.Cost == nil {
+			break
+		}
+
+		return e.ComplexityRoot.UsageRow.Cost(childComplexity), true
+	case "UsageRow.currency":
+		if e.ComplexityRoot.UsageRow.Currency == nil {
+			break
+		}
+
+		return e.ComplexityRoot.UsageRow.Currency(childComplexity), true
+	case "UsageRow.gpuHours":
+		if e.ComplexityRoot.UsageRow.GpuHours == nil {
+			break
+		}
+
+		return e.ComplexityRoot.UsageRow.GpuHours(childComplexity), true
+	case "UsageRow.keys":
+		if e.ComplexityRoot.UsageRow.Keys == nil {
+			break
+		}
+
+		return e.ComplexityRoot.UsageRow.Keys(childComplexity), true
+
 	case "User.createdAt":
 		if e.ComplexityRoot.User.CreatedAt == nil {
 			break
@@ -2733,6 +3130,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 			graphql.NewInputUnmarshaler("TaskFilter", ec.unmarshalInputTaskFilter),
 			graphql.NewInputUnmarshaler("TimeBudgetInput", ec.unmarshalInputTimeBudgetInput),
 			graphql.NewInputUnmarshaler("UpdateUserInput", ec.unmarshalInputUpdateUserInput),
+			graphql.NewInputUnmarshaler("UsageInput", ec.unmarshalInputUsageInput),
 		)
 	}
 	first := true
@@ -2905,6 +3303,84 @@ type DeletePayload {
 type Query
 
 type Mutation
+`, BuiltIn: false},
+	{Name: "../schema/engine.graphqls", Input: `"Whether a tenant's compute policy engine places work."
+type EngineStatus {
+  enabled: Boolean!
+  "When the engine was last disabled or enabled."
+  since: Time
+  "Who disabled it, while it is disabled."
+  by: String
+}
+
+"Why the head of a compute resource's queue waits, as the engine's last pass found it."
+type QueueState {
+  "The task at the head of the queue."
+  task: Task
+  """
+  What holds it: group_at_limit, budget_used_up, budget_low_watermark,
+  pools_full, too_large, no_pool or engine_disabled.
+  """
+  constraint: String!
+  reason: String!
+  "When the constraint lifts by itself (a budget reset)."
+  until: Time
+  updatedAt: Time!
+}
+
+"A group's use against its resource policy."
+type PolicyView {
+  policy: ResourcePolicy!
+  group: Group!
+  reservationGpus: Int!
+  limitGpus: Int!
+  "GPUs the group's work holds now (placed or running)."
+  heldGpus: Float!
+  "The part of heldGpus above the reservation."
+  borrowedGpus: Float!
+  "Tasks holding capacity: placed on a pool, or running."
+  holdingTasks: Int!
+  "Tasks waiting in the group's compute resources."
+  waitingTasks: Int!
+  budget: BudgetView
+  computeResources: [ComputeResource!]!
+}
+
+"A time budget in its current period."
+type BudgetView {
+  period: BudgetPeriod!
+  hours: Float!
+  usedHours: Float!
+  leftHours: Float!
+  "Budget hours per hour the group's running work spends now."
+  burnRate: Float!
+  "When the budget runs out at the current burn rate; null if not before the reset."
+  projectedRunOut: Time
+  resetsAt: Time!
+  alertThresholdPercent: Int!
+  "The share of the budget used has reached the alert threshold."
+  alert: Boolean!
+  "Nothing budgeted starts until the reset or a raised budget."
+  usedUp: Boolean!
+}
+
+extend type ComputeResource {
+  "Why its head waits; null when nothing waits."
+  queueState: QueueState
+  "The group's time budget is used up: budgeted work here waits for the reset."
+  overBudget: Boolean!
+}
+
+extend type Query {
+  engine: EngineStatus!
+  "The caller's groups' use against their policies (every group for admins), or one group's."
+  policyView(group: ID): [PolicyView!]!
+}
+
+extend type Mutation {
+  "Disable or enable the compute policy engine (admins). While it is disabled nothing is placed and no budget time is charged."
+  setEngineEnabled(enabled: Boolean!): EngineStatus!
+}
 `, BuiltIn: false},
 	{Name: "../schema/estate.graphqls", Input: `"The kind of environment a pool's capacity lives in."
 enum PoolKind {
@@ -3600,6 +4076,59 @@ extend type Mutation {
   cloneTask(id: ID!, parameterOverrides: StringMap, name: String, computeResource: ID, group: ID, project: ID): Task!
 }
 `, BuiltIn: false},
+	{Name: "../schema/usage.graphqls", Input: `enum UsageDimension {
+  USER
+  PROJECT
+  GROUP
+  POOL
+  GPU_CLASS
+  COMPUTE_RESOURCE
+  PROFILE
+}
+
+input UsageInput {
+  from: Time!
+  to: Time!
+  "Group the totals by these dimensions (none: one total)."
+  groupBy: [UsageDimension!]
+  user: ID
+  project: ID
+  group: ID
+}
+
+type UsageKey {
+  dimension: UsageDimension!
+  id: ID!
+  name: String!
+}
+
+"Ledger totals for one combination of the dimensions asked for."
+type UsageRow {
+  keys: [UsageKey!]!
+  gpuHours: Float!
+  "Hours held × the profile's time weight, per task."
+  budgetHours: Float!
+  "GPU-hours × the GPU class price at placement."
+  cost: Float!
+  "The currency of cost; 'mixed' when rows of several currencies were added up."
+  currency: String!
+}
+
+type UsageReport {
+  from: Time!
+  to: Time!
+  rows: [UsageRow!]!
+}
+
+extend type Query {
+  """
+  The usage ledger over a range, cut exactly at its ends (work still holding
+  capacity counts up to now): admins see the tenant, others their groups'
+  usage or their own. Also as CSV at /api/v1/usage.csv.
+  """
+  usage(input: UsageInput!): UsageReport!
+}
+`, BuiltIn: false},
 }
 var parsedSchema = gqlparser.MustLoadSchema(sources...)
 
@@ -3713,6 +4242,32 @@ func (ec *executionContext) childFields_AuditEntryEdge(ctx context.Context, fiel
 	return nil, fmt.Errorf("no field named %q was found under type AuditEntryEdge", field.Name)
 }
 
+func (ec *executionContext) childFields_BudgetView(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "period":
+		return ec.fieldContext_BudgetView_period(ctx, field)
+	case "hours":
+		return ec.fieldContext_BudgetView_hours(ctx, field)
+	case "usedHours":
+		return ec.fieldContext_BudgetView_usedHours(ctx, field)
+	case "leftHours":
+		return ec.fieldContext_BudgetView_leftHours(ctx, field)
+	case "burnRate":
+		return ec.fieldContext_BudgetView_burnRate(ctx, field)
+	case "projectedRunOut":
+		return ec.fieldContext_BudgetView_projectedRunOut(ctx, field)
+	case "resetsAt":
+		return ec.fieldContext_BudgetView_resetsAt(ctx, field)
+	case "alertThresholdPercent":
+		return ec.fieldContext_BudgetView_alertThresholdPercent(ctx, field)
+	case "alert":
+		return ec.fieldContext_BudgetView_alert(ctx, field)
+	case "usedUp":
+		return ec.fieldContext_BudgetView_usedUp(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type BudgetView", field.Name)
+}
+
 func (ec *executionContext) childFields_Change(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "action":
@@ -3751,6 +4306,10 @@ func (ec *executionContext) childFields_ComputeResource(ctx context.Context, fie
 		return ec.fieldContext_ComputeResource_createdAt(ctx, field)
 	case "updatedAt":
 		return ec.fieldContext_ComputeResource_updatedAt(ctx, field)
+	case "queueState":
+		return ec.fieldContext_ComputeResource_queueState(ctx, field)
+	case "overBudget":
+		return ec.fieldContext_ComputeResource_overBudget(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type ComputeResource", field.Name)
 }
@@ -3797,6 +4356,18 @@ func (ec *executionContext) childFields_DeletePayload(ctx context.Context, field
 		return ec.fieldContext_DeletePayload_warnings(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type DeletePayload", field.Name)
+}
+
+func (ec *executionContext) childFields_EngineStatus(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "enabled":
+		return ec.fieldContext_EngineStatus_enabled(ctx, field)
+	case "since":
+		return ec.fieldContext_EngineStatus_since(ctx, field)
+	case "by":
+		return ec.fieldContext_EngineStatus_by(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type EngineStatus", field.Name)
 }
 
 func (ec *executionContext) childFields_GPUClass(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -3961,6 +4532,32 @@ func (ec *executionContext) childFields_PageInfo(ctx context.Context, field grap
 		return ec.fieldContext_PageInfo_endCursor(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type PageInfo", field.Name)
+}
+
+func (ec *executionContext) childFields_PolicyView(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "policy":
+		return ec.fieldContext_PolicyView_policy(ctx, field)
+	case "group":
+		return ec.fieldContext_PolicyView_group(ctx, field)
+	case "reservationGpus":
+		return ec.fieldContext_PolicyView_reservationGpus(ctx, field)
+	case "limitGpus":
+		return ec.fieldContext_PolicyView_limitGpus(ctx, field)
+	case "heldGpus":
+		return ec.fieldContext_PolicyView_heldGpus(ctx, field)
+	case "borrowedGpus":
+		return ec.fieldContext_PolicyView_borrowedGpus(ctx, field)
+	case "holdingTasks":
+		return ec.fieldContext_PolicyView_holdingTasks(ctx, field)
+	case "waitingTasks":
+		return ec.fieldContext_PolicyView_waitingTasks(ctx, field)
+	case "budget":
+		return ec.fieldContext_PolicyView_budget(ctx, field)
+	case "computeResources":
+		return ec.fieldContext_PolicyView_computeResources(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type PolicyView", field.Name)
 }
 
 func (ec *executionContext) childFields_Pool(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -4137,6 +4734,22 @@ func (ec *executionContext) childFields_ProjectPayload(ctx context.Context, fiel
 		return ec.fieldContext_ProjectPayload_warnings(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type ProjectPayload", field.Name)
+}
+
+func (ec *executionContext) childFields_QueueState(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "task":
+		return ec.fieldContext_QueueState_task(ctx, field)
+	case "constraint":
+		return ec.fieldContext_QueueState_constraint(ctx, field)
+	case "reason":
+		return ec.fieldContext_QueueState_reason(ctx, field)
+	case "until":
+		return ec.fieldContext_QueueState_until(ctx, field)
+	case "updatedAt":
+		return ec.fieldContext_QueueState_updatedAt(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type QueueState", field.Name)
 }
 
 func (ec *executionContext) childFields_ResourcePolicy(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -4325,6 +4938,46 @@ func (ec *executionContext) childFields_TimeBudget(ctx context.Context, field gr
 		return ec.fieldContext_TimeBudget_period(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type TimeBudget", field.Name)
+}
+
+func (ec *executionContext) childFields_UsageKey(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "dimension":
+		return ec.fieldContext_UsageKey_dimension(ctx, field)
+	case "id":
+		return ec.fieldContext_UsageKey_id(ctx, field)
+	case "name":
+		return ec.fieldContext_UsageKey_name(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type UsageKey", field.Name)
+}
+
+func (ec *executionContext) childFields_UsageReport(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "from":
+		return ec.fieldContext_UsageReport_from(ctx, field)
+	case "to":
+		return ec.fieldContext_UsageReport_to(ctx, field)
+	case "rows":
+		return ec.fieldContext_UsageReport_rows(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type UsageReport", field.Name)
+}
+
+func (ec *executionContext) childFields_UsageRow(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "keys":
+		return ec.fieldContext_UsageRow_keys(ctx, field)
+	case "gpuHours":
+		return ec.fieldContext_UsageRow_gpuHours(ctx, field)
+	case "budgetHours":
+		return ec.fieldContext_UsageRow_budgetHours(ctx, field)
+	case "cost":
+		return ec.fieldContext_UsageRow_cost(ctx, field)
+	case "currency":
+		return ec.fieldContext_UsageRow_currency(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type UsageRow", field.Name)
 }
 
 func (ec *executionContext) childFields_User(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -4901,6 +5554,20 @@ func (ec *executionContext) field_Mutation_revokeAPIKey_args(ctx context.Context
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_setEngineEnabled_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "enabled",
+		func(ctx context.Context, v any) (bool, error) {
+			return ec.unmarshalNBoolean2bool(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["enabled"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_setGroupMember_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -5289,6 +5956,20 @@ func (ec *executionContext) field_Query_groups_args(ctx context.Context, rawArgs
 	return args, nil
 }
 
+func (ec *executionContext) field_Query_policyView_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "group",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOID2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["group"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Query_pool_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -5496,6 +6177,20 @@ func (ec *executionContext) field_Query_tenants_args(ctx context.Context, rawArg
 		return nil, err
 	}
 	args["after"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_usage_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (gqlmodel.UsageInput, error) {
+			return ec.unmarshalNUsageInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐUsageInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
 	return args, nil
 }
 
@@ -6435,6 +7130,236 @@ func (ec *executionContext) fieldContext_AuditEntryEdge_node(_ context.Context, 
 	return fc, nil
 }
 
+func (ec *executionContext) _BudgetView_period(ctx context.Context, field graphql.CollectedField, obj *platform.BudgetView) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BudgetView_period(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Period, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.BudgetPeriod) graphql.Marshaler {
+			return ec.marshalNBudgetPeriod2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐBudgetPeriod(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_BudgetView_period(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("BudgetView", field, false, false, "BudgetPeriod")
+}
+
+func (ec *executionContext) _BudgetView_hours(ctx context.Context, field graphql.CollectedField, obj *platform.BudgetView) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BudgetView_hours(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.BudgetView().Hours(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v float64) graphql.Marshaler {
+			return ec.marshalNFloat2float64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_BudgetView_hours(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("BudgetView", field, true, true, "Float")
+}
+
+func (ec *executionContext) _BudgetView_usedHours(ctx context.Context, field graphql.CollectedField, obj *platform.BudgetView) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BudgetView_usedHours(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.BudgetView().UsedHours(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v float64) graphql.Marshaler {
+			return ec.marshalNFloat2float64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_BudgetView_usedHours(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("BudgetView", field, true, true, "Float")
+}
+
+func (ec *executionContext) _BudgetView_leftHours(ctx context.Context, field graphql.CollectedField, obj *platform.BudgetView) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BudgetView_leftHours(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.BudgetView().LeftHours(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v float64) graphql.Marshaler {
+			return ec.marshalNFloat2float64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_BudgetView_leftHours(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("BudgetView", field, true, true, "Float")
+}
+
+func (ec *executionContext) _BudgetView_burnRate(ctx context.Context, field graphql.CollectedField, obj *platform.BudgetView) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BudgetView_burnRate(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.BudgetView().BurnRate(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v float64) graphql.Marshaler {
+			return ec.marshalNFloat2float64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_BudgetView_burnRate(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("BudgetView", field, true, true, "Float")
+}
+
+func (ec *executionContext) _BudgetView_projectedRunOut(ctx context.Context, field graphql.CollectedField, obj *platform.BudgetView) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BudgetView_projectedRunOut(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.BudgetView().ProjectedRunOut(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_BudgetView_projectedRunOut(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("BudgetView", field, true, true, "Time")
+}
+
+func (ec *executionContext) _BudgetView_resetsAt(ctx context.Context, field graphql.CollectedField, obj *platform.BudgetView) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BudgetView_resetsAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ResetsAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_BudgetView_resetsAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("BudgetView", field, false, false, "Time")
+}
+
+func (ec *executionContext) _BudgetView_alertThresholdPercent(ctx context.Context, field graphql.CollectedField, obj *platform.BudgetView) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BudgetView_alertThresholdPercent(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.AlertThresholdPercent, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_BudgetView_alertThresholdPercent(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("BudgetView", field, false, false, "Int")
+}
+
+func (ec *executionContext) _BudgetView_alert(ctx context.Context, field graphql.CollectedField, obj *platform.BudgetView) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BudgetView_alert(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Alert, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_BudgetView_alert(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("BudgetView", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _BudgetView_usedUp(ctx context.Context, field graphql.CollectedField, obj *platform.BudgetView) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BudgetView_usedUp(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.UsedUp, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_BudgetView_usedUp(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("BudgetView", field, false, false, "Boolean")
+}
+
 func (ec *executionContext) _Change_action(ctx context.Context, field graphql.CollectedField, obj *estate.Change) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -6816,6 +7741,61 @@ func (ec *executionContext) fieldContext_ComputeResource_updatedAt(_ context.Con
 	return graphql.NewScalarFieldContext("ComputeResource", field, false, false, "Time")
 }
 
+func (ec *executionContext) _ComputeResource_queueState(ctx context.Context, field graphql.CollectedField, obj *model.ComputeResource) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ComputeResource_queueState(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.ComputeResource().QueueState(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.QueueState) graphql.Marshaler {
+			return ec.marshalOQueueState2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐQueueState(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ComputeResource_queueState(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ComputeResource",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_QueueState(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ComputeResource_overBudget(ctx context.Context, field graphql.CollectedField, obj *model.ComputeResource) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ComputeResource_overBudget(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.ComputeResource().OverBudget(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ComputeResource_overBudget(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ComputeResource", field, true, true, "Boolean")
+}
+
 func (ec *executionContext) _ComputeResourceConnection_edges(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.ComputeResourceConnection) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -7116,6 +8096,75 @@ func (ec *executionContext) fieldContext_DeletePayload_warnings(_ context.Contex
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _EngineStatus_enabled(ctx context.Context, field graphql.CollectedField, obj *platform.EngineStatus) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_EngineStatus_enabled(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Enabled, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_EngineStatus_enabled(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("EngineStatus", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _EngineStatus_since(ctx context.Context, field graphql.CollectedField, obj *platform.EngineStatus) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_EngineStatus_since(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Since, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalOTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_EngineStatus_since(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("EngineStatus", field, false, false, "Time")
+}
+
+func (ec *executionContext) _EngineStatus_by(ctx context.Context, field graphql.CollectedField, obj *platform.EngineStatus) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_EngineStatus_by(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.By, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalOString2string(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_EngineStatus_by(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("EngineStatus", field, false, false, "String")
 }
 
 func (ec *executionContext) _GPUClass_id(ctx context.Context, field graphql.CollectedField, obj *model.GPUClass) (ret graphql.Marshaler) {
@@ -8086,6 +9135,50 @@ func (ec *executionContext) fieldContext_GroupPayload_warnings(_ context.Context
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_Warning(ctx, field)
 		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_setEngineEnabled(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_setEngineEnabled(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().SetEngineEnabled(ctx, fc.Args["enabled"].(bool))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *platform.EngineStatus) graphql.Marshaler {
+			return ec.marshalNEngineStatus2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐEngineStatus(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_setEngineEnabled(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_EngineStatus(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_setEngineEnabled_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
 	}
 	return fc, nil
 }
@@ -9686,6 +10779,272 @@ func (ec *executionContext) fieldContext_PageInfo_endCursor(_ context.Context, f
 	return graphql.NewScalarFieldContext("PageInfo", field, false, false, "String")
 }
 
+func (ec *executionContext) _PolicyView_policy(ctx context.Context, field graphql.CollectedField, obj *platform.PolicyView) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PolicyView_policy(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Policy, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.ResourcePolicy) graphql.Marshaler {
+			return ec.marshalNResourcePolicy2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐResourcePolicy(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PolicyView_policy(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "PolicyView",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ResourcePolicy(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _PolicyView_group(ctx context.Context, field graphql.CollectedField, obj *platform.PolicyView) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PolicyView_group(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Group, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Group) graphql.Marshaler {
+			return ec.marshalNGroup2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐGroup(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PolicyView_group(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "PolicyView",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Group(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _PolicyView_reservationGpus(ctx context.Context, field graphql.CollectedField, obj *platform.PolicyView) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PolicyView_reservationGpus(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.PolicyView().ReservationGpus(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PolicyView_reservationGpus(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PolicyView", field, true, true, "Int")
+}
+
+func (ec *executionContext) _PolicyView_limitGpus(ctx context.Context, field graphql.CollectedField, obj *platform.PolicyView) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PolicyView_limitGpus(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.PolicyView().LimitGpus(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PolicyView_limitGpus(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PolicyView", field, true, true, "Int")
+}
+
+func (ec *executionContext) _PolicyView_heldGpus(ctx context.Context, field graphql.CollectedField, obj *platform.PolicyView) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PolicyView_heldGpus(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.PolicyView().HeldGpus(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v float64) graphql.Marshaler {
+			return ec.marshalNFloat2float64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PolicyView_heldGpus(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PolicyView", field, true, true, "Float")
+}
+
+func (ec *executionContext) _PolicyView_borrowedGpus(ctx context.Context, field graphql.CollectedField, obj *platform.PolicyView) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PolicyView_borrowedGpus(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.PolicyView().BorrowedGpus(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v float64) graphql.Marshaler {
+			return ec.marshalNFloat2float64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PolicyView_borrowedGpus(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PolicyView", field, true, true, "Float")
+}
+
+func (ec *executionContext) _PolicyView_holdingTasks(ctx context.Context, field graphql.CollectedField, obj *platform.PolicyView) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PolicyView_holdingTasks(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.PolicyView().HoldingTasks(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PolicyView_holdingTasks(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PolicyView", field, true, true, "Int")
+}
+
+func (ec *executionContext) _PolicyView_waitingTasks(ctx context.Context, field graphql.CollectedField, obj *platform.PolicyView) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PolicyView_waitingTasks(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.PolicyView().WaitingTasks(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PolicyView_waitingTasks(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PolicyView", field, true, true, "Int")
+}
+
+func (ec *executionContext) _PolicyView_budget(ctx context.Context, field graphql.CollectedField, obj *platform.PolicyView) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PolicyView_budget(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Budget, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *platform.BudgetView) graphql.Marshaler {
+			return ec.marshalOBudgetView2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐBudgetView(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_PolicyView_budget(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "PolicyView",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_BudgetView(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _PolicyView_computeResources(ctx context.Context, field graphql.CollectedField, obj *platform.PolicyView) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PolicyView_computeResources(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ComputeResources, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.ComputeResource) graphql.Marshaler {
+			return ec.marshalNComputeResource2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐComputeResourceᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PolicyView_computeResources(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "PolicyView",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ComputeResource(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Pool_id(ctx context.Context, field graphql.CollectedField, obj *model.Pool) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -11151,6 +12510,82 @@ func (ec *executionContext) fieldContext_Query_auditLog(ctx context.Context, fie
 	return fc, nil
 }
 
+func (ec *executionContext) _Query_engine(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_engine(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Query().Engine(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *platform.EngineStatus) graphql.Marshaler {
+			return ec.marshalNEngineStatus2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐEngineStatus(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_engine(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_EngineStatus(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_policyView(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_policyView(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().PolicyView(ctx, fc.Args["group"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*platform.PolicyView) graphql.Marshaler {
+			return ec.marshalNPolicyView2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐPolicyViewᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_policyView(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PolicyView(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_policyView_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Query_gpuClasses(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -12118,6 +13553,50 @@ func (ec *executionContext) fieldContext_Query_task(ctx context.Context, field g
 	return fc, nil
 }
 
+func (ec *executionContext) _Query_usage(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_usage(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().Usage(ctx, fc.Args["input"].(gqlmodel.UsageInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *gqlmodel.UsageReport) graphql.Marshaler {
+			return ec.marshalNUsageReport2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐUsageReport(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_usage(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_UsageReport(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_usage_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Query___type(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -12192,6 +13671,130 @@ func (ec *executionContext) fieldContext_Query___schema(_ context.Context, field
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _QueueState_task(ctx context.Context, field graphql.CollectedField, obj *model.QueueState) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_QueueState_task(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.QueueState().Task(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Task) graphql.Marshaler {
+			return ec.marshalOTask2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐTask(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_QueueState_task(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "QueueState",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Task(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _QueueState_constraint(ctx context.Context, field graphql.CollectedField, obj *model.QueueState) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_QueueState_constraint(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Constraint, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_QueueState_constraint(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("QueueState", field, false, false, "String")
+}
+
+func (ec *executionContext) _QueueState_reason(ctx context.Context, field graphql.CollectedField, obj *model.QueueState) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_QueueState_reason(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Reason, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_QueueState_reason(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("QueueState", field, false, false, "String")
+}
+
+func (ec *executionContext) _QueueState_until(ctx context.Context, field graphql.CollectedField, obj *model.QueueState) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_QueueState_until(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Until, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_QueueState_until(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("QueueState", field, false, false, "Time")
+}
+
+func (ec *executionContext) _QueueState_updatedAt(ctx context.Context, field graphql.CollectedField, obj *model.QueueState) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_QueueState_updatedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.UpdatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_QueueState_updatedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("QueueState", field, false, false, "Time")
 }
 
 func (ec *executionContext) _ResourcePolicy_id(ctx context.Context, field graphql.CollectedField, obj *model.ResourcePolicy) (ret graphql.Marshaler) {
@@ -12744,7 +14347,7 @@ func (ec *executionContext) _Task_reason(ctx context.Context, field graphql.Coll
 			return ec.fieldContext_Task_reason(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.Reason, nil
+			return ec.Resolvers.Task().Reason(ctx, obj)
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
@@ -12755,7 +14358,7 @@ func (ec *executionContext) _Task_reason(ctx context.Context, field graphql.Coll
 	)
 }
 func (ec *executionContext) fieldContext_Task_reason(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("Task", field, false, false, "String")
+	return graphql.NewScalarFieldContext("Task", field, true, true, "String")
 }
 
 func (ec *executionContext) _Task_position(ctx context.Context, field graphql.CollectedField, obj *model.Task) (ret graphql.Marshaler) {
@@ -13733,6 +15336,277 @@ func (ec *executionContext) _TimeBudget_period(ctx context.Context, field graphq
 }
 func (ec *executionContext) fieldContext_TimeBudget_period(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("TimeBudget", field, false, false, "BudgetPeriod")
+}
+
+func (ec *executionContext) _UsageKey_dimension(ctx context.Context, field graphql.CollectedField, obj *store.UsageKey) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_UsageKey_dimension(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.UsageKey().Dimension(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v scalars.UsageDimension) graphql.Marshaler {
+			return ec.marshalNUsageDimension2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋscalarsᚐUsageDimension(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_UsageKey_dimension(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("UsageKey", field, true, true, "UsageDimension")
+}
+
+func (ec *executionContext) _UsageKey_id(ctx context.Context, field graphql.CollectedField, obj *store.UsageKey) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_UsageKey_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_UsageKey_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("UsageKey", field, false, false, "ID")
+}
+
+func (ec *executionContext) _UsageKey_name(ctx context.Context, field graphql.CollectedField, obj *store.UsageKey) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_UsageKey_name(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Name, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_UsageKey_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("UsageKey", field, false, false, "String")
+}
+
+func (ec *executionContext) _UsageReport_from(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.UsageReport) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_UsageReport_from(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.From, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_UsageReport_from(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("UsageReport", field, false, false, "Time")
+}
+
+func (ec *executionContext) _UsageReport_to(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.UsageReport) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_UsageReport_to(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.To, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_UsageReport_to(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("UsageReport", field, false, false, "Time")
+}
+
+func (ec *executionContext) _UsageReport_rows(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.UsageReport) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_UsageReport_rows(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Rows, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*store.UsageRow) graphql.Marshaler {
+			return ec.marshalNUsageRow2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋstoreᚐUsageRowᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_UsageReport_rows(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "UsageReport",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_UsageRow(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _UsageRow_keys(ctx context.Context, field graphql.CollectedField, obj *store.UsageRow) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_UsageRow_keys(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Keys, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []store.UsageKey) graphql.Marshaler {
+			return ec.marshalNUsageKey2ᚕgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋstoreᚐUsageKeyᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_UsageRow_keys(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "UsageRow",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_UsageKey(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _UsageRow_gpuHours(ctx context.Context, field graphql.CollectedField, obj *store.UsageRow) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_UsageRow_gpuHours(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.UsageRow().GpuHours(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v float64) graphql.Marshaler {
+			return ec.marshalNFloat2float64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_UsageRow_gpuHours(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("UsageRow", field, true, true, "Float")
+}
+
+func (ec *executionContext) _UsageRow_budgetHours(ctx context.Context, field graphql.CollectedField, obj *store.UsageRow) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_UsageRow_budgetHours(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.UsageRow().BudgetHours(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v float64) graphql.Marshaler {
+			return ec.marshalNFloat2float64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_UsageRow_budgetHours(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("UsageRow", field, true, true, "Float")
+}
+
+func (ec *executionContext) _UsageRow_cost(ctx context.Context, field graphql.CollectedField, obj *store.UsageRow) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_UsageRow_cost(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Cost, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v float64) graphql.Marshaler {
+			return ec.marshalNFloat2float64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_UsageRow_cost(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("UsageRow", field, false, false, "Float")
+}
+
+func (ec *executionContext) _UsageRow_currency(ctx context.Context, field graphql.CollectedField, obj *store.UsageRow) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_UsageRow_currency(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Currency, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_UsageRow_currency(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("UsageRow", field, false, false, "String")
 }
 
 func (ec *executionContext) _User_id(ctx context.Context, field graphql.CollectedField, obj *model.User) (ret graphql.Marshaler) {
@@ -16585,6 +18459,83 @@ func UnmarshalUpdateUserInput(ctx context.Context, raw any) (gqlmodel.UpdateUser
 	return out, err
 }
 
+func (ec *executionContext) unmarshalInputUsageInput(ctx context.Context, obj any) (gqlmodel.UsageInput, error) {
+	var it gqlmodel.UsageInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"from", "to", "groupBy", "user", "project", "group"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "from":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("from"))
+			data, err := ec.unmarshalNTime2timeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.From = data
+		case "to":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("to"))
+			data, err := ec.unmarshalNTime2timeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.To = data
+		case "groupBy":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("groupBy"))
+			data, err := ec.unmarshalOUsageDimension2ᚕgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋscalarsᚐUsageDimensionᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.GroupBy = data
+		case "user":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("user"))
+			data, err := ec.unmarshalOID2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.User = data
+		case "project":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("project"))
+			data, err := ec.unmarshalOID2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Project = data
+		case "group":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("group"))
+			data, err := ec.unmarshalOID2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Group = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalUsageInput unmarshals raw into the UsageInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalUsageInput(ctx context.Context, raw any) (gqlmodel.UsageInput, error) {
+	var out gqlmodel.UsageInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "UsageInput", raw, &out)
+	return out, err
+}
+
 // endregion **************************** input.gotpl *****************************
 
 // region    ************************** interface.gotpl ***************************
@@ -16952,6 +18903,89 @@ func (ec *executionContext) _AuditEntryEdge(ctx context.Context, sel ast.Selecti
 	return out
 }
 
+var budgetViewImplementors = []string{"BudgetView"}
+
+func (ec *executionContext) _BudgetView(ctx context.Context, sel ast.SelectionSet, obj *platform.BudgetView) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, budgetViewImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("BudgetView")
+		case "period":
+			out.Values[i] = ec._BudgetView_period(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "hours":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._BudgetView_hours(ctx, field, obj)
+				})
+		case "usedHours":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._BudgetView_usedHours(ctx, field, obj)
+				})
+		case "leftHours":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._BudgetView_leftHours(ctx, field, obj)
+				})
+		case "burnRate":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._BudgetView_burnRate(ctx, field, obj)
+				})
+		case "projectedRunOut":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._BudgetView_projectedRunOut(ctx, field, obj)
+				})
+		case "resetsAt":
+			out.Values[i] = ec._BudgetView_resetsAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "alertThresholdPercent":
+			out.Values[i] = ec._BudgetView_alertThresholdPercent(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "alert":
+			out.Values[i] = ec._BudgetView_alert(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "usedUp":
+			out.Values[i] = ec._BudgetView_usedUp(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var changeImplementors = []string{"Change"}
 
 func (ec *executionContext) _Change(ctx context.Context, sel ast.SelectionSet, obj *estate.Change) graphql.Marshaler {
@@ -17072,6 +19106,18 @@ func (ec *executionContext) _ComputeResource(ctx context.Context, sel ast.Select
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "queueState":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._ComputeResource_queueState(ctx, field, obj)
+				})
+		case "overBudget":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._ComputeResource_overBudget(ctx, field, obj)
+				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -17232,6 +19278,49 @@ func (ec *executionContext) _DeletePayload(ctx context.Context, sel ast.Selectio
 		case "warnings":
 			out.Values[i] = ec._DeletePayload_warnings(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var engineStatusImplementors = []string{"EngineStatus"}
+
+func (ec *executionContext) _EngineStatus(ctx context.Context, sel ast.SelectionSet, obj *platform.EngineStatus) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, engineStatusImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("EngineStatus")
+		case "enabled":
+			out.Values[i] = ec._EngineStatus_enabled(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "since":
+			out.Values[i] = ec._EngineStatus_since(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "by":
+			out.Values[i] = ec._EngineStatus_by(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		default:
@@ -17735,6 +19824,13 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 		switch field.Name {
 		case "__typename":
 			out.Values[i] = graphql.MarshalString("Mutation")
+		case "setEngineEnabled":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_setEngineEnabled(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "createGPUClass":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_createGPUClass(ctx, field)
@@ -18077,6 +20173,90 @@ func (ec *executionContext) _PageInfo(ctx context.Context, sel ast.SelectionSet,
 			out.Values[i] = ec._PageInfo_endCursor(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var policyViewImplementors = []string{"PolicyView"}
+
+func (ec *executionContext) _PolicyView(ctx context.Context, sel ast.SelectionSet, obj *platform.PolicyView) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, policyViewImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("PolicyView")
+		case "policy":
+			out.Values[i] = ec._PolicyView_policy(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "group":
+			out.Values[i] = ec._PolicyView_group(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "reservationGpus":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._PolicyView_reservationGpus(ctx, field, obj)
+				})
+		case "limitGpus":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._PolicyView_limitGpus(ctx, field, obj)
+				})
+		case "heldGpus":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._PolicyView_heldGpus(ctx, field, obj)
+				})
+		case "borrowedGpus":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._PolicyView_borrowedGpus(ctx, field, obj)
+				})
+		case "holdingTasks":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._PolicyView_holdingTasks(ctx, field, obj)
+				})
+		case "waitingTasks":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._PolicyView_waitingTasks(ctx, field, obj)
+				})
+		case "budget":
+			out.Values[i] = ec._PolicyView_budget(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "computeResources":
+			out.Values[i] = ec._PolicyView_computeResources(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
@@ -18723,6 +20903,18 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_auditLog(ctx, field)
 				})
+		case "engine":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_engine(ctx, field)
+				})
+		case "policyView":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_policyView(ctx, field)
+				})
 		case "gpuClasses":
 			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
 				true, true,
@@ -18861,6 +21053,12 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_task(ctx, field)
 				})
+		case "usage":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_usage(ctx, field)
+				})
 		case "__type":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Query___type(ctx, field)
@@ -18872,6 +21070,60 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Query___schema(ctx, field)
 			})
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var queueStateImplementors = []string{"QueueState"}
+
+func (ec *executionContext) _QueueState(ctx context.Context, sel ast.SelectionSet, obj *model.QueueState) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, queueStateImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("QueueState")
+		case "task":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._QueueState_task(ctx, field, obj)
+				})
+		case "constraint":
+			out.Values[i] = ec._QueueState_constraint(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "reason":
+			out.Values[i] = ec._QueueState_reason(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "until":
+			out.Values[i] = ec._QueueState_until(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "updatedAt":
+			out.Values[i] = ec._QueueState_updatedAt(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
@@ -19120,10 +21372,11 @@ func (ec *executionContext) _Task(ctx context.Context, sel ast.SelectionSet, obj
 				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "reason":
-			out.Values[i] = ec._Task_reason(ctx, field, obj)
-			if out.Values[i] == graphql.Null {
-				atomic.AddUint32(&out.Invalids, 1)
-			}
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Task_reason(ctx, field, obj)
+				})
 		case "position":
 			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
 				true, false,
@@ -19510,6 +21763,148 @@ func (ec *executionContext) _TimeBudget(ctx context.Context, sel ast.SelectionSe
 				})
 		case "period":
 			out.Values[i] = ec._TimeBudget_period(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var usageKeyImplementors = []string{"UsageKey"}
+
+func (ec *executionContext) _UsageKey(ctx context.Context, sel ast.SelectionSet, obj *store.UsageKey) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, usageKeyImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("UsageKey")
+		case "dimension":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._UsageKey_dimension(ctx, field, obj)
+				})
+		case "id":
+			out.Values[i] = ec._UsageKey_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "name":
+			out.Values[i] = ec._UsageKey_name(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var usageReportImplementors = []string{"UsageReport"}
+
+func (ec *executionContext) _UsageReport(ctx context.Context, sel ast.SelectionSet, obj *gqlmodel.UsageReport) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, usageReportImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("UsageReport")
+		case "from":
+			out.Values[i] = ec._UsageReport_from(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "to":
+			out.Values[i] = ec._UsageReport_to(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "rows":
+			out.Values[i] = ec._UsageReport_rows(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var usageRowImplementors = []string{"UsageRow"}
+
+func (ec *executionContext) _UsageRow(ctx context.Context, sel ast.SelectionSet, obj *store.UsageRow) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, usageRowImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("UsageRow")
+		case "keys":
+			out.Values[i] = ec._UsageRow_keys(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "gpuHours":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._UsageRow_gpuHours(ctx, field, obj)
+				})
+		case "budgetHours":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._UsageRow_budgetHours(ctx, field, obj)
+				})
+		case "cost":
+			out.Values[i] = ec._UsageRow_cost(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "currency":
+			out.Values[i] = ec._UsageRow_currency(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
@@ -20417,6 +22812,14 @@ func (ec *executionContext) marshalNDeletePayload2ᚖgithubᚗcomᚋkliqueᚑai�
 	return ec._DeletePayload(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalNEngineStatus2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐEngineStatus(ctx context.Context, sel ast.SelectionSet, v *platform.EngineStatus) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "EngineStatus!")
+		return graphql.Null
+	}
+	return ec._EngineStatus(ctx, sel, v)
+}
+
 func (ec *executionContext) unmarshalNEnqueueTaskInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐEnqueueTaskInput(ctx context.Context, v any) (gqlmodel.EnqueueTaskInput, error) {
 	res, err := ec.unmarshalInputEnqueueTaskInput(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -20659,6 +23062,30 @@ func (ec *executionContext) marshalNPageInfo2ᚖgithubᚗcomᚋkliqueᚑaiᚋkli
 		return graphql.Null
 	}
 	return ec._PageInfo(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNPolicyView2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐPolicyViewᚄ(ctx context.Context, sel ast.SelectionSet, v []*platform.PolicyView) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNPolicyView2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐPolicyView(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNPolicyView2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐPolicyView(ctx context.Context, sel ast.SelectionSet, v *platform.PolicyView) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "PolicyView!")
+		return graphql.Null
+	}
+	return ec._PolicyView(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalNPool2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐPoolᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Pool) graphql.Marshaler {
@@ -21169,6 +23596,73 @@ func (ec *executionContext) unmarshalNUpdateUserInput2githubᚗcomᚋkliqueᚑai
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
+func (ec *executionContext) unmarshalNUsageDimension2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋscalarsᚐUsageDimension(ctx context.Context, v any) (scalars.UsageDimension, error) {
+	var res scalars.UsageDimension
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNUsageDimension2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋscalarsᚐUsageDimension(ctx context.Context, sel ast.SelectionSet, v scalars.UsageDimension) graphql.Marshaler {
+	return v
+}
+
+func (ec *executionContext) unmarshalNUsageInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐUsageInput(ctx context.Context, v any) (gqlmodel.UsageInput, error) {
+	res, err := ec.unmarshalInputUsageInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNUsageKey2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋstoreᚐUsageKey(ctx context.Context, sel ast.SelectionSet, v store.UsageKey) graphql.Marshaler {
+	return ec._UsageKey(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNUsageKey2ᚕgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋstoreᚐUsageKeyᚄ(ctx context.Context, sel ast.SelectionSet, v []store.UsageKey) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNUsageKey2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋstoreᚐUsageKey(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNUsageReport2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐUsageReport(ctx context.Context, sel ast.SelectionSet, v *gqlmodel.UsageReport) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "UsageReport!")
+		return graphql.Null
+	}
+	return ec._UsageReport(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNUsageRow2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋstoreᚐUsageRowᚄ(ctx context.Context, sel ast.SelectionSet, v []*store.UsageRow) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNUsageRow2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋstoreᚐUsageRow(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNUsageRow2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋstoreᚐUsageRow(ctx context.Context, sel ast.SelectionSet, v *store.UsageRow) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "UsageRow!")
+		return graphql.Null
+	}
+	return ec._UsageRow(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNUser2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐUser(ctx context.Context, sel ast.SelectionSet, v *model.User) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "User!")
@@ -21421,6 +23915,13 @@ func (ec *executionContext) marshalOBoolean2ᚖbool(ctx context.Context, sel ast
 	return res
 }
 
+func (ec *executionContext) marshalOBudgetView2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐBudgetView(ctx context.Context, sel ast.SelectionSet, v *platform.BudgetView) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._BudgetView(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalOComputeResource2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐComputeResource(ctx context.Context, sel ast.SelectionSet, v *model.ComputeResource) graphql.Marshaler {
 	if v == nil {
 		return graphql.Null
@@ -21638,6 +24139,13 @@ func (ec *executionContext) marshalOProject2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliq
 	return ec._Project(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalOQueueState2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐQueueState(ctx context.Context, sel ast.SelectionSet, v *model.QueueState) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._QueueState(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalOResourcePolicy2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐResourcePolicy(ctx context.Context, sel ast.SelectionSet, v *model.ResourcePolicy) graphql.Marshaler {
 	if v == nil {
 		return graphql.Null
@@ -21678,6 +24186,18 @@ var (
 		model.RoleViewer:        "VIEWER",
 	}
 )
+
+func (ec *executionContext) unmarshalOString2string(ctx context.Context, v any) (string, error) {
+	res, err := graphql.UnmarshalString(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOString2string(ctx context.Context, sel ast.SelectionSet, v string) graphql.Marshaler {
+	_ = sel
+	_ = ctx
+	res := graphql.MarshalString(v)
+	return res
+}
 
 func (ec *executionContext) unmarshalOString2ᚕstringᚄ(ctx context.Context, v any) ([]string, error) {
 	if v == nil {
@@ -21801,6 +24321,18 @@ func (ec *executionContext) marshalOTaskStatus2ᚕgithubᚗcomᚋkliqueᚑaiᚋk
 	return ret
 }
 
+func (ec *executionContext) unmarshalOTime2timeᚐTime(ctx context.Context, v any) (time.Time, error) {
+	res, err := graphql.UnmarshalTime(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOTime2timeᚐTime(ctx context.Context, sel ast.SelectionSet, v time.Time) graphql.Marshaler {
+	_ = sel
+	_ = ctx
+	res := graphql.MarshalTime(v)
+	return res
+}
+
 func (ec *executionContext) unmarshalOTime2ᚖtimeᚐTime(ctx context.Context, v any) (*time.Time, error) {
 	if v == nil {
 		return nil, nil
@@ -21832,6 +24364,42 @@ func (ec *executionContext) unmarshalOTimeBudgetInput2ᚖgithubᚗcomᚋklique�
 	}
 	res, err := ec.unmarshalInputTimeBudgetInput(ctx, v)
 	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) unmarshalOUsageDimension2ᚕgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋscalarsᚐUsageDimensionᚄ(ctx context.Context, v any) ([]scalars.UsageDimension, error) {
+	if v == nil {
+		return nil, nil
+	}
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]scalars.UsageDimension, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNUsageDimension2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋscalarsᚐUsageDimension(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) marshalOUsageDimension2ᚕgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋscalarsᚐUsageDimensionᚄ(ctx context.Context, sel ast.SelectionSet, v []scalars.UsageDimension) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNUsageDimension2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋscalarsᚐUsageDimension(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
 }
 
 func (ec *executionContext) marshalOUser2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐUser(ctx context.Context, sel ast.SelectionSet, v *model.User) graphql.Marshaler {

@@ -67,6 +67,11 @@ func (r *queryResolver) Task(ctx context.Context, id string) (*model.Task, error
 	return r.Svc.Task(ctx, id)
 }
 
+// Reason is the resolver for the reason field.
+func (r *taskResolver) Reason(ctx context.Context, obj *model.Task) (string, error) {
+	return r.Svc.TaskReason(ctx, obj)
+}
+
 // Position is the resolver for the position field.
 func (r *taskResolver) Position(ctx context.Context, obj *model.Task) (*int, error) {
 	n, err := r.Svc.TaskPosition(ctx, obj)

@@ -95,6 +95,7 @@ resource policies and the compute resources people send work to.
 		newApplyCmd(c), newExportCmd(c),
 		newGetCmd(c), newCreateCmd(c),
 		newEnqueueCmd(c), newAbortCmd(c), newCloneCmd(c),
+		newEngineCmd(c), newPolicyCmd(c), newUsageCmd(c), newSimulateCmd(c),
 	)
 	return root
 }

@@ -1,10 +1,14 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/klique-ai/klique/internal/client"
 )
 
 const taskFields = `id name status position reason computeResource { name } group { name } size { text }`
@@ -43,6 +47,7 @@ func quoteName(s string) string { return "'" + s + "'" }
 func newEnqueueCmd(c *cli) *cobra.Command {
 	var resource, project, name, group, image, repo, commit, entry, workdir string
 	var params, env, packages []string
+	var wait time.Duration
 	cmd := &cobra.Command{
 		Use:   "enqueue --resource NAME --project NAME [flags] [-- COMMAND...]",
 		Short: "Send a task to a compute resource",
@@ -96,7 +101,10 @@ the compute resource's queue for the engine to place it.`,
 				map[string]any{"in": in}, &out); err != nil {
 				return err
 			}
-			return c.printTask("enqueued", out.EnqueueTask)
+			if err := c.printTask("enqueued", out.EnqueueTask); err != nil || wait <= 0 {
+				return err
+			}
+			return c.waitPlaced(cmd.Context(), cl, str(out.EnqueueTask, "id"), wait)
 		},
 	}
 	f := cmd.Flags()
@@ -112,7 +120,37 @@ the compute resource's queue for the engine to place it.`,
 	f.StringArrayVar(&params, "param", nil, "parameter NAME=VALUE (repeatable)")
 	f.StringArrayVar(&env, "env", nil, "environment variable NAME=VALUE (repeatable; never secrets)")
 	f.StringArrayVar(&packages, "package", nil, "Python package requirement (repeatable)")
+	f.DurationVar(&wait, "wait", 0, "wait up to this long for the engine to place the task (e.g. 30s), then say where it is")
 	return cmd
+}
+
+// waitPlaced polls a task until it leaves its queue or the wait is over,
+// then prints where it is and why.
+func (c *cli) waitPlaced(ctx context.Context, cl *client.Client, id string, wait time.Duration) error {
+	deadline := time.Now().Add(wait)
+	for {
+		var out struct{ Task map[string]any }
+		if err := cl.Do(ctx, `query($id: ID!) { task(id: $id) { id name status position reason pool { name } } }`, map[string]any{"id": id}, &out); err != nil {
+			return err
+		}
+		t := out.Task
+		if status := str(t, "status"); status != "QUEUED" || time.Now().After(deadline) {
+			if c.output != "table" {
+				return c.print(t)
+			}
+			where := strings.ToLower(status)
+			if pool := str(t, "pool", "name"); pool != "" {
+				where += " on pool " + pool
+			}
+			fmt.Fprintf(c.out, "task %s is %s: %s\n", id, where, str(t, "reason"))
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // taskName derives a name from what the task runs.

@@ -5,8 +5,10 @@ package gqlmodel
 import (
 	"time"
 
+	"github.com/klique-ai/klique/graph/scalars"
 	"github.com/klique-ai/klique/internal/estate"
 	"github.com/klique-ai/klique/internal/model"
+	"github.com/klique-ai/klique/internal/store"
 )
 
 type APIKeyConnection struct {
@@ -275,6 +277,22 @@ type UpdateUserInput struct {
 	Email       *string     `json:"email,omitempty"`
 	Role        *model.Role `json:"role,omitempty"`
 	Disabled    *bool       `json:"disabled,omitempty"`
+}
+
+type UsageInput struct {
+	From time.Time `json:"from"`
+	To   time.Time `json:"to"`
+	// Group the totals by these dimensions (none: one total).
+	GroupBy []scalars.UsageDimension `json:"groupBy,omitempty"`
+	User    *string                  `json:"user,omitempty"`
+	Project *string                  `json:"project,omitempty"`
+	Group   *string                  `json:"group,omitempty"`
+}
+
+type UsageReport struct {
+	From time.Time         `json:"from"`
+	To   time.Time         `json:"to"`
+	Rows []*store.UsageRow `json:"rows"`
 }
 
 type UserConnection struct {

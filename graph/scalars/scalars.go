@@ -7,6 +7,7 @@ import (
 	"io"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/99designs/gqlgen/graphql"
 )
@@ -68,4 +69,23 @@ func UnmarshalStringMap(v any) (map[string]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// UsageDimension is a dimension the ledger groups by, as the store names it
+// ("user", "gpu_class"); GraphQL spells it USER, GPU_CLASS.
+type UsageDimension string
+
+// MarshalGQL writes the dimension in GraphQL's spelling.
+func (d UsageDimension) MarshalGQL(w io.Writer) {
+	_, _ = io.WriteString(w, strconv.Quote(strings.ToUpper(string(d))))
+}
+
+// UnmarshalGQL reads a dimension in GraphQL's spelling.
+func (d *UsageDimension) UnmarshalGQL(v any) error {
+	s, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("a usage dimension is a name such as GROUP or POOL")
+	}
+	*d = UsageDimension(strings.ToLower(s))
+	return nil
 }

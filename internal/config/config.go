@@ -50,6 +50,12 @@ type Config struct {
 	OIDCTenant        string
 	// ShutdownTimeout bounds a graceful shutdown (KLIQUE_SHUTDOWN_TIMEOUT).
 	ShutdownTimeout time.Duration
+	// Engine runs the compute policy engine in this process
+	// (KLIQUE_ENGINE=off turns it off, for a replica that only serves the
+	// API). EngineInterval is the time between passes
+	// (KLIQUE_ENGINE_INTERVAL, default 1s).
+	Engine         bool
+	EngineInterval time.Duration
 }
 
 // Defaults.
@@ -89,6 +95,16 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 	if c.ShutdownTimeout, err = duration(getenv, "KLIQUE_SHUTDOWN_TIMEOUT", 20*time.Second); err != nil {
 		return nil, err
 	}
+	switch v := getenv("KLIQUE_ENGINE"); v {
+	case "", "on":
+		c.Engine = true
+	case "off":
+	default:
+		return nil, fmt.Errorf("KLIQUE_ENGINE=%q: use on or off", v)
+	}
+	if c.EngineInterval, err = duration(getenv, "KLIQUE_ENGINE_INTERVAL", time.Second); err != nil {
+		return nil, err
+	}
 	c.MaxBodyBytes = DefaultMaxBodyBytes
 	if v := getenv("KLIQUE_MAX_BODY_BYTES"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
@@ -110,6 +126,9 @@ func (c *Config) Validate() error {
 		if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
 			return fmt.Errorf("KLIQUE_DATABASE_URL must be a postgres:// URL (leave it unset for the embedded SQLite store)")
 		}
+	}
+	if c.Engine && (c.EngineInterval < 10*time.Millisecond || c.EngineInterval > time.Minute) {
+		return fmt.Errorf("KLIQUE_ENGINE_INTERVAL=%s: give a duration between 10ms and 1m", c.EngineInterval)
 	}
 	if c.PublicURL == "" {
 		c.PublicURL = "http://" + c.Listen

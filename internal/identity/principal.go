@@ -131,6 +131,9 @@ const (
 	ChannelGateway Channel = "gateway"
 	ChannelWorker  Channel = "worker"
 	ChannelEngine  Channel = "engine"
+	// ChannelAPI is the small REST API beside GraphQL (token exchange,
+	// usage exports).
+	ChannelAPI Channel = "api"
 	// ChannelSystem is work the control plane does on its own (start-up,
 	// migrations), and the default when no channel was set.
 	ChannelSystem Channel = "system"

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/klique-ai/klique/internal/estate"
+	"github.com/klique-ai/klique/internal/store"
 )
 
 // A request cache keeps the allocation model loaded once per request: a
@@ -18,6 +19,8 @@ type requestCache struct {
 	mu     sync.Mutex
 	tenant string
 	estate *estate.Estate
+	// budget is what each budgeted policy of tenant has spent this period.
+	budget map[string]int64
 }
 
 // WithRequestCache returns a context whose requests to the service share one
@@ -48,6 +51,9 @@ func (c *requestCache) put(tenant string, e *estate.Estate) {
 		return
 	}
 	c.mu.Lock()
+	if c.tenant != tenant {
+		c.budget = nil
+	}
 	c.tenant, c.estate = tenant, e
 	c.mu.Unlock()
 }
@@ -57,6 +63,77 @@ func (c *requestCache) clear() {
 		return
 	}
 	c.mu.Lock()
-	c.tenant, c.estate = "", nil
+	c.tenant, c.estate, c.budget = "", nil, nil
 	c.mu.Unlock()
+}
+
+func (c *requestCache) budgetUsed(tenant string) (map[string]int64, bool) {
+	if c == nil {
+		return nil, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.tenant != tenant || c.budget == nil {
+		return nil, false
+	}
+	return c.budget, true
+}
+
+func (c *requestCache) putBudgetUsed(tenant string, used map[string]int64) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.tenant != tenant {
+		c.tenant, c.estate = tenant, nil
+	}
+	if used == nil {
+		used = map[string]int64{}
+	}
+	c.budget = used
+}
+
+// estateCache keeps each tenant's allocation model in memory with the
+// version it was read at. Every change bumps the version in the store in
+// the same transaction, so a reader checks one number instead of reading
+// the model, and never sees one older than the version it checked. The
+// models it hands out are shared: callers must not change them (changes go
+// through changeEstate, which works on a clone).
+type estateCache struct {
+	mu       sync.Mutex
+	byTenant map[string]cachedEstate
+}
+
+type cachedEstate struct {
+	version int64
+	estate  *estate.Estate
+}
+
+// currentEstate returns a tenant's allocation model as of q's view of the
+// store, from memory when the store's version has not moved.
+func (s *Service) currentEstate(ctx context.Context, q store.Queries, tenantID string) (*estate.Estate, error) {
+	v, err := q.EstateVersion(ctx, tenantID)
+	if err != nil {
+		return nil, err
+	}
+	s.estates.mu.Lock()
+	c, ok := s.estates.byTenant[tenantID]
+	s.estates.mu.Unlock()
+	if ok && c.version == v {
+		return c.estate, nil
+	}
+	// Read after the version: a change that commits in between makes the
+	// model newer than v, and the next reader, seeing v+1, reads again.
+	e, err := estate.Load(ctx, q, tenantID)
+	if err != nil {
+		return nil, err
+	}
+	s.estates.mu.Lock()
+	if s.estates.byTenant == nil {
+		s.estates.byTenant = map[string]cachedEstate{}
+	}
+	s.estates.byTenant[tenantID] = cachedEstate{version: v, estate: e}
+	s.estates.mu.Unlock()
+	return e, nil
 }

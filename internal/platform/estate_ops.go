@@ -29,30 +29,7 @@ type EstateResult struct {
 
 // loadEstate reads a tenant's whole allocation model.
 func loadEstate(ctx context.Context, q store.Queries, tenantID string) (*estate.Estate, error) {
-	var e estate.Estate
-	var err error
-	if e.GPUClasses, err = q.ListGPUClasses(ctx, tenantID); err != nil {
-		return nil, fmt.Errorf("load estate: %w", err)
-	}
-	if e.Pools, err = q.ListPools(ctx, tenantID); err != nil {
-		return nil, fmt.Errorf("load estate: %w", err)
-	}
-	if e.Profiles, err = q.ListProfiles(ctx, tenantID); err != nil {
-		return nil, fmt.Errorf("load estate: %w", err)
-	}
-	if e.Groups, err = q.ListGroups(ctx, tenantID, store.Page{}); err != nil {
-		return nil, fmt.Errorf("load estate: %w", err)
-	}
-	if e.Policies, err = q.ListPolicies(ctx, tenantID); err != nil {
-		return nil, fmt.Errorf("load estate: %w", err)
-	}
-	if e.ComputeResources, err = q.ListComputeResources(ctx, tenantID); err != nil {
-		return nil, fmt.Errorf("load estate: %w", err)
-	}
-	if e.Projects, err = q.ListProjects(ctx, tenantID, store.Page{}); err != nil {
-		return nil, fmt.Errorf("load estate: %w", err)
-	}
-	return &e, nil
+	return estate.Load(ctx, q, tenantID)
 }
 
 // Estate returns the caller's tenant's allocation model as the caller may
@@ -66,7 +43,7 @@ func (s *Service) Estate(ctx context.Context) (*estate.Estate, error) {
 	}
 	e := cacheFrom(ctx).get(p.TenantID)
 	if e == nil {
-		if e, err = loadEstate(ctx, s.store, p.TenantID); err != nil {
+		if e, err = s.currentEstate(ctx, s.store, p.TenantID); err != nil {
 			return nil, s.internal(ctx, err)
 		}
 		cacheFrom(ctx).put(p.TenantID, e)
@@ -183,7 +160,9 @@ func (s *Service) changeEstate(ctx context.Context, p *identity.Principal, what 
 		if err := t.q.LockTenant(ctx, p.TenantID); err != nil {
 			return err
 		}
-		cur, err := loadEstate(ctx, t.q, p.TenantID)
+		// Under the lock the version is current: the model read is the
+		// one this change applies to.
+		cur, err := s.currentEstate(ctx, t.q, p.TenantID)
 		if err != nil {
 			return err
 		}
@@ -206,6 +185,11 @@ func (s *Service) changeEstate(ctx context.Context, p *identity.Principal, what 
 		}
 		if err := parkRenamedComputeResources(t, res.Changes); err != nil {
 			return err
+		}
+		if len(res.Changes) > 0 {
+			if _, err := t.q.BumpEstateVersion(ctx, p.TenantID); err != nil {
+				return err
+			}
 		}
 		for _, c := range res.Changes {
 			if err := writeChange(t, c); err != nil {
@@ -287,6 +271,14 @@ func (s *Service) checkDeletes(t *txn, cur *estate.Estate, changes []estate.Chan
 				return conflict("compute resource %s of group %s has %d tasks queued or running; abort them or let them finish before disconnecting it",
 					quote(o.Name), cur.PolicyGroupName(o.PolicyID), n)
 			}
+		case *model.Pool:
+			n, err := t.q.CountTasks(t.ctx, o.TenantID, store.TaskFilter{PoolID: o.ID, Statuses: activeStatuses})
+			if err != nil {
+				return err
+			}
+			if n > 0 {
+				return conflict("pool %s holds %d tasks; abort them or let them finish before deleting it", quote(o.Name), n)
+			}
 		case *model.Project:
 			n, err := t.q.CountTasks(t.ctx, o.TenantID, store.TaskFilter{ProjectID: o.ID})
 			if err != nil {
@@ -317,31 +309,28 @@ func (s *Service) checkDeletes(t *txn, cur *estate.Estate, changes []estate.Chan
 // activeStatuses are the statuses of tasks that hold or wait for capacity.
 var activeStatuses = []model.TaskStatus{model.TaskQueued, model.TaskPlaced, model.TaskRunning}
 
-// writeChange writes one change to the store.
+// writeChange writes one change to the store. A deleted object is the
+// current estate's, which readers share: it is not touched.
 func writeChange(t *txn, c estate.Change) error {
 	ctx, q := t.ctx, t.q
+	if c.Action != estate.Delete {
+		stampUpdated(c.Object, t.now)
+	}
 	var err error
 	switch o := c.Object.(type) {
 	case *model.GPUClass:
-		o.UpdatedAt = t.now
 		err = crud(c.Action, func() error { return q.CreateGPUClass(ctx, o) }, func() error { return q.UpdateGPUClass(ctx, o) }, func() error { return q.DeleteGPUClass(ctx, o.TenantID, o.ID) })
 	case *model.Group:
-		o.UpdatedAt = t.now
 		err = crud(c.Action, func() error { return q.CreateGroup(ctx, o) }, func() error { return q.UpdateGroup(ctx, o) }, func() error { return q.DeleteGroup(ctx, o.TenantID, o.ID) })
 	case *model.Pool:
-		o.UpdatedAt = t.now
 		err = crud(c.Action, func() error { return q.CreatePool(ctx, o) }, func() error { return q.UpdatePool(ctx, o) }, func() error { return q.DeletePool(ctx, o.TenantID, o.ID) })
 	case *model.Profile:
-		o.UpdatedAt = t.now
 		err = crud(c.Action, func() error { return q.CreateProfile(ctx, o) }, func() error { return q.UpdateProfile(ctx, o) }, func() error { return q.DeleteProfile(ctx, o.TenantID, o.ID) })
 	case *model.ResourcePolicy:
-		o.UpdatedAt = t.now
 		err = crud(c.Action, func() error { return q.CreatePolicy(ctx, o) }, func() error { return q.UpdatePolicy(ctx, o) }, func() error { return q.DeletePolicy(ctx, o.TenantID, o.ID) })
 	case *model.ComputeResource:
-		o.UpdatedAt = t.now
 		err = crud(c.Action, func() error { return q.CreateComputeResource(ctx, o) }, func() error { return q.UpdateComputeResource(ctx, o) }, func() error { return q.DeleteComputeResource(ctx, o.TenantID, o.ID) })
 	case *model.Project:
-		o.UpdatedAt = t.now
 		err = crud(c.Action, func() error { return q.CreateProject(ctx, o) }, func() error { return q.UpdateProject(ctx, o) }, func() error { return q.DeleteProject(ctx, o.TenantID, o.ID) })
 	default:
 		err = fmt.Errorf("unknown object %T", c.Object)
@@ -356,6 +345,26 @@ func writeChange(t *txn, c estate.Change) error {
 		return fmt.Errorf("%s: %w", c.String(), err)
 	}
 	return nil
+}
+
+// stampUpdated sets the UpdatedAt of a created or changed object.
+func stampUpdated(obj any, now time.Time) {
+	switch o := obj.(type) {
+	case *model.GPUClass:
+		o.UpdatedAt = now
+	case *model.Group:
+		o.UpdatedAt = now
+	case *model.Pool:
+		o.UpdatedAt = now
+	case *model.Profile:
+		o.UpdatedAt = now
+	case *model.ResourcePolicy:
+		o.UpdatedAt = now
+	case *model.ComputeResource:
+		o.UpdatedAt = now
+	case *model.Project:
+		o.UpdatedAt = now
+	}
 }
 
 func crud(a estate.Action, create, update, del func() error) error {

@@ -44,6 +44,8 @@ type Service struct {
 	// estateMu serialises changes to one tenant's allocation model within a
 	// replica; the store's tenant lock does it across replicas.
 	estateMu sync.Map // tenant id -> *sync.Mutex
+	// estates keeps each tenant's allocation model with its version.
+	estates estateCache
 }
 
 // New returns a service.

@@ -49,7 +49,12 @@ func (s *Service) enqueue(ctx context.Context, in EnqueueInput, clonedFrom *mode
 	}
 	var task *model.Task
 	err = s.write(ctx, p, func(t *txn) error {
-		e, err := loadEstate(ctx, t.q, p.TenantID)
+		// The shared lock keeps the allocation model from changing until
+		// the task is written, while other enqueues go on together.
+		if err := t.q.LockTenantShared(ctx, p.TenantID); err != nil {
+			return err
+		}
+		e, err := s.currentEstate(ctx, t.q, p.TenantID)
 		if err != nil {
 			return err
 		}
@@ -67,7 +72,7 @@ func (s *Service) enqueue(ctx context.Context, in EnqueueInput, clonedFrom *mode
 		}
 		cr := e.ComputeResource(task.ComputeResourceID)
 		return t.record("task.enqueued", "task", task.ID, task.Name, task.GroupID,
-			fmt.Sprintf("enqueued on compute resource %s of group %s (%s GPUs) in project %s%s",
+			fmt.Sprintf("enqueued on compute resource %s of group %s, size %s, in project %s%s",
 				quote(cr.Name), e.GroupName(task.GroupID), task.Size, e.Project(task.ProjectID).Name, detail))
 	})
 	if err != nil {
@@ -297,8 +302,10 @@ func (s *Service) Tasks(ctx context.Context, f TaskListFilter, page store.Page) 
 	return ts, s.internal(ctx, err)
 }
 
-// AbortTask stops a task that has not ended. For now a task is aborted while
-// it waits; once workers run tasks, a running task is told to stop.
+// AbortTask stops a task that has not ended. A waiting task leaves its queue;
+// a placed task gives its capacity back at once, its ledger interval closing
+// in the same transaction. (A running task's worker is told to stop on its
+// next heartbeat, once workers exist.)
 func (s *Service) AbortTask(ctx context.Context, id, reason string) (*model.Task, error) {
 	p, err := caller(ctx)
 	if err != nil {
@@ -326,11 +333,19 @@ func (s *Service) AbortTask(ctx context.Context, id, reason string) (*model.Task
 		if r := strings.TrimSpace(reason); r != "" {
 			why += ": " + r
 		}
+		held := task.Status == model.TaskPlaced || task.Status == model.TaskRunning
 		task.Status, task.Reason, task.UpdatedAt = model.TaskAborted, why, t.now
 		now := t.now
 		task.FinishedAt = &now
 		if err := t.q.UpdateTask(ctx, task); err != nil {
 			return err
+		}
+		if held {
+			// The capacity is released with the abort: the ledger interval
+			// closes in the same transaction.
+			if err := t.q.EndPlacement(ctx, p.TenantID, task.ID, t.now, why); err != nil {
+				return err
+			}
 		}
 		return t.record("task.aborted", "task", task.ID, task.Name, task.GroupID, why)
 	})

@@ -49,7 +49,7 @@ func TestEnqueue(t *testing.T) {
 					t.Fatalf("task read back as %+v", got)
 				}
 				last := b.auditLog(t)[0]
-				want := "enqueued on compute resource '1 GPU' of group " + tc.group + " (1 GPUs) in project " + tc.project
+				want := "enqueued on compute resource '1 GPU' of group " + tc.group + ", size 1, in project " + tc.project
 				if last.Action != "task.enqueued" || last.ObjectID != task.ID || last.ActorID != userID(tc.who) || last.Detail != want || last.Channel != "cli" {
 					t.Fatalf("audit entry %+v, want detail %q", last, want)
 				}

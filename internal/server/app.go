@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/klique-ai/klique/engine"
 	"github.com/klique-ai/klique/internal/config"
 	"github.com/klique-ai/klique/internal/events"
 	"github.com/klique-ai/klique/internal/identity"
@@ -22,15 +23,20 @@ import (
 
 // App is a running control plane: store, platform service and HTTP server.
 type App struct {
-	cfg      *config.Config
-	log      *slog.Logger
-	Store    store.Store
-	Service  *platform.Service
-	Events   *events.Bus
-	Handler  *Handler
+	cfg     *config.Config
+	log     *slog.Logger
+	Store   store.Store
+	Service *platform.Service
+	Events  *events.Bus
+	Handler *Handler
+	// Engine is the compute policy engine's loop, nil when this replica
+	// does not run it.
+	Engine   *engine.Loop
 	server   *http.Server
 	listener net.Listener
 	served   chan error
+	stop     context.CancelFunc
+	stopped  chan struct{}
 }
 
 // Start opens the store (SQLite under the data directory, or PostgreSQL when
@@ -105,6 +111,7 @@ func start(ctx context.Context, cfg *config.Config, log *slog.Logger, st store.S
 			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		}}
 	go func() { app.served <- app.server.Serve(ln) }()
+	app.startEngine(cfg)
 	log.Info("klique control plane serving", "url", app.URL(), "store", st.Driver(), "graphql", app.URL()+"/graphql", "graphiql", app.URL()+"/graphiql")
 	return app, nil
 }
@@ -161,6 +168,36 @@ func writeSecretFile(path, content string) error {
 	return nil
 }
 
+// startEngine runs the compute policy engine's loop until Shutdown, woken
+// by the events after which work may be placed.
+func (a *App) startEngine(cfg *config.Config) {
+	a.stopped = make(chan struct{})
+	if !cfg.Engine {
+		close(a.stopped)
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	a.stop = cancel
+	a.Engine = &engine.Loop{Store: a.Store, Events: a.Events, Log: a.log.With("component", "engine"), Interval: cfg.EngineInterval}
+	if err := a.Engine.Register(a.Handler.metrics.registry); err != nil {
+		a.log.Warn("engine metrics not registered", "err", err)
+	}
+	sub := a.Events.Subscribe(1024, engine.WakeOn)
+	go func() {
+		for range sub.C {
+			a.Engine.Wake()
+		}
+	}()
+	go func() {
+		defer close(a.stopped)
+		defer sub.Close()
+		if err := a.Engine.Run(ctx); err != nil {
+			a.log.Error("engine stopped", "err", err)
+		}
+	}()
+	a.log.Info("compute policy engine running", "interval", cfg.EngineInterval)
+}
+
 // URL is the base URL the server listens on.
 func (a *App) URL() string { return "http://" + a.listener.Addr().String() }
 
@@ -168,6 +205,13 @@ func (a *App) URL() string { return "http://" + a.listener.Addr().String() }
 // context's deadline, and closes the store.
 func (a *App) Shutdown(ctx context.Context) error {
 	err := a.server.Shutdown(ctx)
+	if a.stop != nil {
+		a.stop()
+	}
+	select {
+	case <-a.stopped:
+	case <-ctx.Done():
+	}
 	if cerr := a.Store.Close(); err == nil {
 		err = cerr
 	}

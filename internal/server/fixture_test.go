@@ -1,11 +1,14 @@
 package server_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/klique-ai/klique/engine"
 )
 
 // fixture is tenant "default" with the example estate applied and users
@@ -14,8 +17,8 @@ import (
 //
 //	default  admin (platform admin), alice (member of ml-research),
 //	         victor (member of vision), viewer (viewer in ml-research);
-//	         alice's task "train-fraud" waits on ml-research's "1 GPU"
-//	         in project fraud-models
+//	         alice's task "train-fraud", placed by one engine pass from
+//	         ml-research's "1 GPU", in project fraud-models
 //	other    olga (tenant admin), oscar (member of other-team);
 //	         project other-project
 //	third    tess (tenant admin), otherwise empty
@@ -95,6 +98,17 @@ func newFixture(t *testing.T, ts *testServer) *fixture {
 	}
 	if s := str(task, "enqueueTask", "status"); s != "QUEUED" {
 		t.Fatalf("alice's task is %s, want QUEUED", s)
+	}
+	// One engine pass places it, so that it holds capacity and the usage
+	// ledger has an interval of ml-research's to keep from others. (The
+	// test server runs without the engine loop, so nothing else moves.)
+	if ts.app.Engine == nil {
+		loop := &engine.Loop{Store: ts.app.Store, Holder: "fixture"}
+		if reps, err := loop.PassAll(context.Background()); err != nil || len(reps) == 0 || reps[0].Placed != 1 {
+			t.Fatalf("engine pass: %+v, %v", reps, err)
+		}
+	} else {
+		waitStatus(t, ts, f.alice, f.ids["task"], "PLACED")
 	}
 
 	newTenant := func(name, adminName string) string {
@@ -194,6 +208,7 @@ func collect(ids map[string]string, data any, kind, conn, nameKey string) {
 // newest entry changes with every write. Last-used times of keys are left
 // out: reading them is what authentication updates.
 const snapshotQuery = `{
+	engine { enabled }
 	exportEstate
 	gpuClasses(first: 500) { edges { node { id name } } }
 	pools(first: 500) { edges { node { id name } } }

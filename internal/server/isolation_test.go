@@ -93,6 +93,37 @@ func wantList(conn, key string, want ...string) func(r *report, f *fixture, res 
 	}
 }
 
+// wantPlainList asserts that a plain list at a dotted path holds objects
+// whose field (a path inside each object) has exactly the values want, in
+// any order; with no want, that the list is empty.
+func wantPlainList(at string, field []string, want ...string) func(r *report, f *fixture, res *gqlResult) {
+	return func(r *report, f *fixture, res *gqlResult) {
+		var steps []any
+		for _, s := range strings.Split(at, ".") {
+			steps = append(steps, s)
+		}
+		list, ok := path(res.Data, steps...).([]any)
+		if !ok {
+			r.errorf("%s is missing or not a list", at)
+			return
+		}
+		var fs []any
+		for _, s := range field {
+			fs = append(fs, s)
+		}
+		got := []string{}
+		for _, item := range list {
+			got = append(got, str(item, fs...))
+		}
+		sort.Strings(got)
+		w := append([]string{}, want...)
+		sort.Strings(w)
+		if strings.Join(got, ",") != strings.Join(w, ",") || len(got) != len(w) {
+			r.errorf("%s lists %q, want %q", at, got, w)
+		}
+	}
+}
+
 // wantEmpty asserts that a connection has no edges.
 func wantEmpty(conn string) func(r *report, f *fixture, res *gqlResult) {
 	return func(r *report, f *fixture, res *gqlResult) {
@@ -325,6 +356,32 @@ var isolationCases = []isoCase{
 		query: `query($id: ID!) { task(id: $id) ` + taskFields + ` }`, vars: map[string]any{"id": ref("task")}, code: notFound},
 	{field: "Query.task", as: victor, name: "cannot read alice's task",
 		query: `query($id: ID!) { task(id: $id) ` + taskFields + ` }`, vars: map[string]any{"id": ref("task")}, code: notFound},
+	// ---- The engine, the policy view and the usage ledger ------------------
+	{field: "Query.engine", as: otherAdmin, name: "reads their own tenant's engine",
+		query: `{ engine { enabled since by } }`},
+	{field: "Query.engine", as: victor, name: "reads the tenant's engine status",
+		query: `{ engine { enabled } }`},
+	{field: "Mutation.setEngineEnabled", as: otherAdmin, name: "changes only their own tenant's engine",
+		query: `mutation { setEngineEnabled(enabled: true) { enabled } }`},
+	{field: "Mutation.setEngineEnabled", as: victor, name: "may not disable the engine",
+		query: `mutation { setEngineEnabled(enabled: false) { enabled } }`, code: forbidden},
+	{field: "Query.policyView", as: otherAdmin, name: "sees no policy of tenant default",
+		query: `{ policyView { group { name } heldGpus } }`, check: wantPlainList("policyView", []string{"group", "name"})},
+	{field: "Query.policyView", as: otherAdmin, name: "cannot ask for ml-research's policy",
+		query: `{ policyView(group: "ml-research") { heldGpus } }`, code: notFound},
+	{field: "Query.policyView", as: victor, name: "sees vision's policy and not ml-research's",
+		query: `{ policyView { group { name } heldGpus borrowedGpus waitingTasks } }`, check: wantPlainList("policyView", []string{"group", "name"}, "vision")},
+	{field: "Query.policyView", as: victor, name: "cannot ask for ml-research's policy",
+		query: `{ policyView(group: "ml-research") { heldGpus } }`, code: notFound},
+	{field: "Query.usage", as: otherAdmin, name: "sees no usage of tenant default",
+		query: `{ usage(input: {from: "2000-01-01T00:00:00Z", to: "2100-01-01T00:00:00Z", groupBy: [GROUP, USER, POOL, PROJECT]}) { rows { keys { name } gpuHours } } }`,
+		check: wantPlainList("usage.rows", nil)},
+	{field: "Query.usage", as: victor, name: "sees none of ml-research's usage",
+		query: `{ usage(input: {from: "2000-01-01T00:00:00Z", to: "2100-01-01T00:00:00Z", groupBy: [GROUP, USER]}) { rows { keys { name } gpuHours } } }`,
+		check: wantPlainList("usage.rows", nil)},
+	{field: "Query.usage", as: victor, name: "cannot filter by ml-research",
+		query: `{ usage(input: {from: "2000-01-01T00:00:00Z", to: "2100-01-01T00:00:00Z", group: "ml-research"}) { rows { gpuHours } } }`, code: notFound},
+
 	{field: "Query.auditLog", as: otherAdmin, name: "reads only their own tenant's audit trail",
 		query: `{ auditLog(first: 500) { edges { node { id actor action objectKind objectId objectName detail } } } }`,
 		check: func(r *report, f *fixture, res *gqlResult) {
@@ -714,10 +771,10 @@ func runIsolation(t *testing.T, ts *testServer) {
 		})
 	}
 
-	t.Run("alice's task is still queued and alice still reaches it", func(t *testing.T) {
+	t.Run("alice's task is still placed and alice still reaches it", func(t *testing.T) {
 		d := ts.mustGQL(t, f.alice, `query($id: ID!) { task(id: $id) { status reason } }`, map[string]any{"id": f.ids["task"]})
-		if s := str(d, "task", "status"); s != "QUEUED" {
-			t.Errorf("alice's task is %s (%s), want QUEUED", s, str(d, "task", "reason"))
+		if s := str(d, "task", "status"); s != "PLACED" {
+			t.Errorf("alice's task is %s (%s), want PLACED", s, str(d, "task", "reason"))
 		}
 	})
 }

@@ -43,6 +43,7 @@ type TaskFilter struct {
 	ComputeResourceID string
 	ProjectID         string
 	OwnerID           string
+	PoolID            string
 	// GroupIDs keeps tasks of any of these groups; VisibleToUserID, when set
 	// together with GroupIDs, also keeps that user's own tasks. This is how a
 	// member sees their groups' queues and their own work.
@@ -66,7 +67,10 @@ type AuditFilter struct {
 // capacity, and how much.
 type SchedTask struct {
 	ID                string
+	Name              string
 	ComputeResourceID string
+	OwnerID           string
+	ProjectID         string
 	Status            model.TaskStatus
 	Size              model.Size
 	QueueSeq          int64
@@ -271,6 +275,9 @@ type Queries interface {
 
 	// Queue states: why each compute resource's head waits.
 	PutQueueState(ctx context.Context, s *model.QueueState) error
+	// GetQueueState returns ErrNotFound when nothing waits in the compute
+	// resource (or no pass has run since work arrived).
+	GetQueueState(ctx context.Context, tenantID, computeResourceID string) (*model.QueueState, error)
 	DeleteQueueState(ctx context.Context, tenantID, computeResourceID string) error
 	ListQueueStates(ctx context.Context, tenantID string) ([]*model.QueueState, error)
 
@@ -287,6 +294,22 @@ type Queries interface {
 	AcquireLease(ctx context.Context, name, holder string, now time.Time, ttl time.Duration) (bool, error)
 	// ReleaseLease gives the lease up, if holder holds it.
 	ReleaseLease(ctx context.Context, name, holder string) error
+
+	// EstateVersion returns the version of a tenant's allocation model: a
+	// number that grows with every change (0 before the first).
+	// BumpEstateVersion increments it, in the transaction of the change.
+	EstateVersion(ctx context.Context, tenantID string) (int64, error)
+	BumpEstateVersion(ctx context.Context, tenantID string) (int64, error)
+
+	// InsertAudits inserts several audit entries at once, assigning each a
+	// Seq (increasing in slice order) and an ID when they have none.
+	InsertAudits(ctx context.Context, es []*model.AuditEntry) error
+
+	// LockTenantShared is LockTenant's shared form: inside InTx it waits for
+	// a change to the tenant's allocation model to commit and keeps one from
+	// starting until the transaction ends, while other shared holders (task
+	// enqueues) go on together.
+	LockTenantShared(ctx context.Context, tenantID string) error
 
 	// LockTenant serialises changes to one tenant's allocation model. Inside
 	// InTx the lock holds until the transaction ends, so two replicas

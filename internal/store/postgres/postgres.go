@@ -12,6 +12,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"sort"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
@@ -112,6 +113,36 @@ func (Dialect) NextSeq(ctx context.Context, c sqlstore.Conn, seq sqlstore.Sequen
 func (Dialect) LockTenant(ctx context.Context, c sqlstore.Conn, tenantID string) error {
 	_, err := c.ExecContext(ctx, "SELECT pg_advisory_xact_lock(hashtextextended($1, 7))", "tenant:"+tenantID)
 	return err
+}
+
+// LockTenantShared takes the shared form of LockTenant's advisory lock.
+func (Dialect) LockTenantShared(ctx context.Context, c sqlstore.Conn, tenantID string) error {
+	_, err := c.ExecContext(ctx, "SELECT pg_advisory_xact_lock_shared(hashtextextended($1, 7))", "tenant:"+tenantID)
+	return err
+}
+
+// NextSeqs takes n values of a sequence in one round trip.
+func (Dialect) NextSeqs(ctx context.Context, c sqlstore.Conn, seq sqlstore.Sequence, n int) ([]int64, error) {
+	rows, err := c.QueryContext(ctx, `SELECT nextval($1::text::regclass) FROM generate_series(1, $2)`, string(seq), n)
+	if err != nil {
+		return nil, fmt.Errorf("next %d of %s: %w", n, seq, err)
+	}
+	defer rows.Close()
+	out := make([]int64, 0, n)
+	for rows.Next() {
+		var v int64
+		if err := rows.Scan(&v); err != nil {
+			return nil, fmt.Errorf("next %d of %s: %w", n, seq, err)
+		}
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("next %d of %s: %w", n, seq, err)
+	}
+	// nextval hands out values in call order, but a set's rows need not
+	// come back in that order.
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out, nil
 }
 
 // QueueHeadsQuery reads each compute resource's first queued tasks with a

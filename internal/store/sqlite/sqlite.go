@@ -145,6 +145,23 @@ func (Dialect) NextSeq(ctx context.Context, c sqlstore.Conn, seq sqlstore.Sequen
 // runs them one at a time already.
 func (Dialect) LockTenant(context.Context, sqlstore.Conn, string) error { return nil }
 
+// LockTenantShared needs no lock either.
+func (Dialect) LockTenantShared(context.Context, sqlstore.Conn, string) error { return nil }
+
+// NextSeqs raises a counter by n in one statement; the write lock makes the
+// n values ours.
+func (Dialect) NextSeqs(ctx context.Context, c sqlstore.Conn, seq sqlstore.Sequence, n int) ([]int64, error) {
+	var last int64
+	if err := c.QueryRowContext(ctx, `UPDATE seqs SET value = value + ? WHERE name = ? RETURNING value`, n, string(seq)).Scan(&last); err != nil {
+		return nil, fmt.Errorf("next %d of %s: %w", n, seq, err)
+	}
+	out := make([]int64, n)
+	for i := range out {
+		out[i] = last - int64(n-1-i)
+	}
+	return out, nil
+}
+
 // QueueHeadsQuery reads each compute resource's first queued tasks with a
 // correlated subquery that walks the queue index, LIMIT rows per resource.
 func (Dialect) QueueHeadsQuery() string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/store"
@@ -92,4 +93,71 @@ func (q *queries) ListAudit(ctx context.Context, tenantID string, f store.AuditF
 	query += ` ORDER BY seq DESC`
 	query, args = withLimit(query, args, page.Limit)
 	return getAll(ctx, q, "list audit", scanAudit, query, args...)
+}
+
+// InsertAudits inserts entries in batches: one round trip for their
+// sequence numbers and one per batch of rows, so an engine pass that places
+// a thousand tasks writes its audit trail in a few statements.
+func (q *queries) InsertAudits(ctx context.Context, es []*model.AuditEntry) error {
+	if len(es) == 0 {
+		return nil
+	}
+	return q.atomic(ctx, func(q *queries) error {
+		var need int
+		for _, e := range es {
+			if e.Seq == 0 {
+				need++
+			}
+		}
+		var seqs []int64
+		if need > 0 {
+			var err error
+			if seqs, err = q.s.dialect.NextSeqs(ctx, q.c, SeqAudit, need); err != nil {
+				return fmt.Errorf("insert audit entries: %w", err)
+			}
+		}
+		for _, e := range es {
+			if e.ID == "" {
+				e.ID = model.NewID()
+			}
+			if e.Seq == 0 {
+				e.Seq, seqs = seqs[0], seqs[1:]
+			} else if err := q.s.dialect.AdvanceSeq(ctx, q.c, SeqAudit, e.Seq); err != nil {
+				return fmt.Errorf("insert audit entries: %w", err)
+			}
+		}
+		return insertBatches(ctx, q, "insert audit entries", `INSERT INTO audit_log (`+auditColumns+`) VALUES `, 12, len(es),
+			func(i int) []any {
+				e := es[i]
+				return []any{e.Seq, e.ID, e.TenantID, micros(e.At), e.ActorID, e.ActorName, e.Channel, e.Action,
+					e.ObjectKind, e.ObjectID, e.ObjectName, e.Detail}
+			})
+	})
+}
+
+// batchRows is how many rows one multi-row statement writes: far under
+// SQLite's and PostgreSQL's limits on bound parameters.
+const batchRows = 400
+
+// insertBatches writes n rows of cols columns each with multi-row INSERT
+// statements, row(i) giving the values of row i.
+func insertBatches(ctx context.Context, q *queries, what, head string, cols, n int, row func(i int) []any) error {
+	one := "(" + placeholders(cols) + ")"
+	for start := 0; start < n; start += batchRows {
+		end := min(n, start+batchRows)
+		var sb strings.Builder
+		sb.WriteString(head)
+		args := make([]any, 0, (end-start)*cols)
+		for i := start; i < end; i++ {
+			if i > start {
+				sb.WriteString(", ")
+			}
+			sb.WriteString(one)
+			args = append(args, row(i)...)
+		}
+		if _, err := q.write(ctx, what, store.ErrNotFound, sb.String(), args...); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -13,7 +13,7 @@ import (
 
 // SchedColumns lists the task columns the engine reads, qualified by alias.
 func SchedColumns(alias string) string {
-	cols := []string{"id", "compute_resource_id", "status", "size_nodes", "size_per_node_milli", "queue_seq", "pool_id", "placed_at"}
+	cols := []string{"id", "name", "compute_resource_id", "owner_id", "project_id", "status", "size_nodes", "size_per_node_milli", "queue_seq", "pool_id", "placed_at"}
 	for i, c := range cols {
 		cols[i] = alias + "." + c
 	}
@@ -25,10 +25,12 @@ func scanSched(r scanner) (store.SchedTask, error) {
 	var status string
 	var perNode int64
 	var placed sql.NullInt64
-	if err := r.Scan(&t.ID, &t.ComputeResourceID, &status, &t.Size.Nodes, &perNode, &t.QueueSeq, &t.PoolID, &placed); err != nil {
+	var project sql.NullString
+	if err := r.Scan(&t.ID, &t.Name, &t.ComputeResourceID, &t.OwnerID, &project, &status, &t.Size.Nodes, &perNode, &t.QueueSeq, &t.PoolID, &placed); err != nil {
 		return t, err
 	}
 	t.Status = model.TaskStatus(status)
+	t.ProjectID = project.String
 	t.Size.PerNode = model.MilliGPU(perNode)
 	if placed.Valid {
 		t.PlacedAt = fromMicros(placed.Int64)
@@ -87,47 +89,77 @@ func scanPlacement(r scanner) (*model.Placement, error) {
 	return &p, nil
 }
 
-func (q *queries) insertPlacement(ctx context.Context, p *model.Placement) error {
-	what := "open ledger interval of task " + p.TaskID
-	undo := assignID(&p.ID)
-	_, err := q.write(ctx, what, store.ErrNotFound,
-		`INSERT INTO placements (`+placementColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		p.ID, p.TenantID, p.TaskID, p.UserID, p.UserName, p.ProjectID, p.ProjectName, p.GroupID, p.GroupName,
-		p.PolicyID, p.ProfileID, p.ProfileName, p.ComputeResourceID, p.ComputeResourceName, p.PoolID, p.PoolName,
-		p.GPUClassID, p.GPUClassName, int64(p.Size), p.WeightMilli, p.PriceMicros, p.Currency,
-		micros(p.StartedAt), nullMicros(p.EndedAt), p.EndReason)
-	if err != nil {
-		undo()
-	}
-	return err
-}
-
 // PlaceTasks places each still-queued task and opens its ledger interval in
-// the same transaction.
+// the same transaction. It works in batches: one UPDATE … RETURNING per pool
+// and reason for the tasks, one multi-row INSERT for the intervals.
 func (q *queries) PlaceTasks(ctx context.Context, tenantID string, ps []*model.Placement, reason func(*model.Placement) string) ([]string, error) {
+	for _, p := range ps {
+		if p.TenantID != tenantID {
+			return nil, fmt.Errorf("place task %s: placement of tenant %s in a pass of tenant %s", p.TaskID, p.TenantID, tenantID)
+		}
+	}
+	type key struct {
+		pool, reason string
+		at           int64
+	}
+	var order []key
+	batches := map[key][]*model.Placement{}
+	for _, p := range ps {
+		k := key{p.PoolID, reason(p), micros(p.StartedAt)}
+		if _, ok := batches[k]; !ok {
+			order = append(order, k)
+		}
+		batches[k] = append(batches[k], p)
+	}
 	placed := make([]string, 0, len(ps))
 	err := q.atomic(ctx, func(q *queries) error {
-		for _, p := range ps {
-			if p.TenantID != tenantID {
-				return fmt.Errorf("place task %s: placement of tenant %s in a pass of tenant %s", p.TaskID, p.TenantID, tenantID)
+		done := make(map[string]bool, len(ps))
+		for _, k := range order {
+			batch := batches[k]
+			for start := 0; start < len(batch); start += batchRows {
+				part := batch[start:min(len(batch), start+batchRows)]
+				args := []any{string(model.TaskPlaced), k.pool, k.at, k.reason, k.at, tenantID, string(model.TaskQueued)}
+				for _, p := range part {
+					args = append(args, p.TaskID)
+				}
+				rows, err := q.query(ctx, `UPDATE tasks SET status = ?, pool_id = ?, placed_at = ?, reason = ?, updated_at = ?
+					WHERE tenant_id = ? AND status = ? AND id IN (`+placeholders(len(part))+`) RETURNING id`, args...)
+				if err != nil {
+					return fmt.Errorf("place tasks: %w", err)
+				}
+				for rows.Next() {
+					var id string
+					if err := rows.Scan(&id); err != nil {
+						rows.Close()
+						return fmt.Errorf("place tasks: %w", err)
+					}
+					done[id] = true
+				}
+				rows.Close()
+				if err := rows.Err(); err != nil {
+					return fmt.Errorf("place tasks: %w", err)
+				}
 			}
-			n, err := q.write(ctx, "place task "+p.TaskID, store.ErrNotFound,
-				`UPDATE tasks SET status = ?, pool_id = ?, placed_at = ?, reason = ?, updated_at = ?
-				WHERE tenant_id = ? AND id = ? AND status = ?`,
-				string(model.TaskPlaced), p.PoolID, micros(p.StartedAt), reason(p), micros(p.StartedAt),
-				tenantID, p.TaskID, string(model.TaskQueued))
-			if err != nil {
-				return err
-			}
-			if n == 0 {
-				continue // aborted since the snapshot
-			}
-			if err := q.insertPlacement(ctx, p); err != nil {
-				return err
-			}
-			placed = append(placed, p.TaskID)
 		}
-		return nil
+		// Tasks aborted since the snapshot were not updated: no interval.
+		var open []*model.Placement
+		for _, p := range ps {
+			if done[p.TaskID] {
+				if p.ID == "" {
+					p.ID = model.NewID()
+				}
+				open = append(open, p)
+				placed = append(placed, p.TaskID)
+			}
+		}
+		return insertBatches(ctx, q, "open ledger intervals", `INSERT INTO placements (`+placementColumns+`) VALUES `, 25, len(open),
+			func(i int) []any {
+				p := open[i]
+				return []any{p.ID, p.TenantID, p.TaskID, p.UserID, p.UserName, p.ProjectID, p.ProjectName, p.GroupID, p.GroupName,
+					p.PolicyID, p.ProfileID, p.ProfileName, p.ComputeResourceID, p.ComputeResourceName, p.PoolID, p.PoolName,
+					p.GPUClassID, p.GPUClassName, int64(p.Size), p.WeightMilli, p.PriceMicros, p.Currency,
+					micros(p.StartedAt), nullMicros(p.EndedAt), p.EndReason}
+			})
 	})
 	if err != nil {
 		return nil, err
@@ -136,7 +168,8 @@ func (q *queries) PlaceTasks(ctx context.Context, tenantID string, ps []*model.P
 }
 
 // PreemptTasks requeues each task still placed or running, keeping its
-// queue order, and closes its ledger interval in the same transaction.
+// queue order, and closes its ledger interval in the same transaction; the
+// task's reason and the interval's end reason are the preemption's reason.
 func (q *queries) PreemptTasks(ctx context.Context, tenantID string, ps []store.Preemption, at time.Time) ([]string, error) {
 	done := make([]string, 0, len(ps))
 	err := q.atomic(ctx, func(q *queries) error {
@@ -151,7 +184,7 @@ func (q *queries) PreemptTasks(ctx context.Context, tenantID string, ps []store.
 			if n == 0 {
 				continue
 			}
-			if err := q.endPlacement(ctx, tenantID, p.TaskID, at, "preempted: "+p.Reason); err != nil {
+			if err := q.endPlacement(ctx, tenantID, p.TaskID, at, p.Reason); err != nil {
 				return err
 			}
 			done = append(done, p.TaskID)
@@ -332,6 +365,12 @@ func (q *queries) DeleteQueueState(ctx context.Context, tenantID, computeResourc
 	_, err := q.write(ctx, "delete queue state of "+computeResourceID, store.ErrNotFound,
 		`DELETE FROM queue_states WHERE tenant_id = ? AND compute_resource_id = ?`, tenantID, computeResourceID)
 	return err
+}
+
+// GetQueueState returns why a compute resource's head waits.
+func (q *queries) GetQueueState(ctx context.Context, tenantID, computeResourceID string) (*model.QueueState, error) {
+	return getOne(ctx, q, "get queue state of "+computeResourceID, scanQueueState,
+		`SELECT `+queueStateColumns+` FROM queue_states WHERE tenant_id = ? AND compute_resource_id = ?`, tenantID, computeResourceID)
 }
 
 // ListQueueStates lists a tenant's queue states by compute resource id.

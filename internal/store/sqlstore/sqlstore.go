@@ -100,6 +100,11 @@ type Dialect interface {
 	// LockTenant takes a lock on a tenant that holds until the transaction
 	// on c ends (see store.Queries.LockTenant).
 	LockTenant(ctx context.Context, c Conn, tenantID string) error
+	// LockTenantShared takes the shared form of LockTenant's lock.
+	LockTenantShared(ctx context.Context, c Conn, tenantID string) error
+	// NextSeqs returns n values of a counter, increasing, as NextSeq would
+	// one at a time, in one round trip.
+	NextSeqs(ctx context.Context, c Conn, seq Sequence, n int) ([]int64, error)
 	// QueueHeadsQuery selects the first (second argument) queued tasks of
 	// every compute resource of a tenant (first argument), in the columns
 	// of schedColumns, using the queue index rather than reading every
@@ -320,4 +325,40 @@ func (q *queries) LockTenant(ctx context.Context, tenantID string) error {
 		return fmt.Errorf("lock tenant %s: %w", tenantID, err)
 	}
 	return nil
+}
+
+// LockTenantShared takes the shared form of the tenant lock; see
+// store.Queries.LockTenantShared.
+func (q *queries) LockTenantShared(ctx context.Context, tenantID string) error {
+	if !q.inTx {
+		return nil
+	}
+	if err := q.s.dialect.LockTenantShared(ctx, q.c, tenantID); err != nil {
+		return fmt.Errorf("lock tenant %s (shared): %w", tenantID, err)
+	}
+	return nil
+}
+
+// EstateVersion returns the version of a tenant's allocation model.
+func (q *queries) EstateVersion(ctx context.Context, tenantID string) (int64, error) {
+	var v int64
+	err := q.queryRow(ctx, `SELECT version FROM estate_versions WHERE tenant_id = ?`, tenantID).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("estate version of tenant %s: %w", tenantID, err)
+	}
+	return v, nil
+}
+
+// BumpEstateVersion increments the version of a tenant's allocation model.
+func (q *queries) BumpEstateVersion(ctx context.Context, tenantID string) (int64, error) {
+	var v int64
+	err := q.queryRow(ctx, `INSERT INTO estate_versions (tenant_id, version) VALUES (?, 1)
+		ON CONFLICT (tenant_id) DO UPDATE SET version = estate_versions.version + 1 RETURNING version`, tenantID).Scan(&v)
+	if err != nil {
+		return 0, q.mapErr(err, "bump estate version of tenant "+tenantID, store.ErrNotFound)
+	}
+	return v, nil
 }

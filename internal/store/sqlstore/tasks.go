@@ -139,6 +139,10 @@ func taskWhere(tenantID string, f store.TaskFilter) (string, []any) {
 		sb.WriteString(` AND owner_id = ?`)
 		args = append(args, f.OwnerID)
 	}
+	if f.PoolID != "" {
+		sb.WriteString(` AND pool_id = ?`)
+		args = append(args, f.PoolID)
+	}
 	if f.RestrictToGroups || len(f.GroupIDs) > 0 {
 		var alts []string
 		if len(f.GroupIDs) > 0 {

@@ -1,8 +1,10 @@
 package storetest
 
 import (
+	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -103,6 +105,115 @@ func exerciseEngine(t *testing.T, setup setupFunc) {
 		}
 	})
 
+	t.Run("PlaceTasks places more tasks than one batch holds, on several pools", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		owner, q := b.user(t), b.queue(t)
+		p1, p2 := b.pool(t), b.pool(t)
+		var ps []*model.Placement
+		for i := 0; i < 450; i++ {
+			pool := p1.ID
+			if i%3 == 0 {
+				pool = p2.ID
+			}
+			ps = append(ps, b.placement(b.task(t, q, owner), pool, b.now))
+		}
+		placed, err := b.store.PlaceTasks(b.ctx, b.tenant.ID, ps, placedReason)
+		must(t, err)
+		checkEqual(t, "placed", len(placed), 450)
+		n, err := b.store.CountTasks(b.ctx, b.tenant.ID, store.TaskFilter{PoolID: p2.ID, Statuses: []model.TaskStatus{model.TaskPlaced}})
+		must(t, err)
+		checkEqual(t, "placed on the second pool", n, 150)
+		open, err := b.store.ListPlacements(b.ctx, b.tenant.ID, store.PlacementFilter{OpenOnly: true})
+		must(t, err)
+		checkEqual(t, "open intervals", len(open), 450)
+	})
+
+	t.Run("InsertAudits writes entries in order with increasing sequence numbers", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		first := b.audit(t)
+		var es []*model.AuditEntry
+		for i := 0; i < 410; i++ {
+			es = append(es, &model.AuditEntry{TenantID: b.tenant.ID, At: b.now, ActorName: "engine", Channel: "engine",
+				Action: "task.placed", ObjectKind: "task", ObjectID: fmt.Sprint(i), Detail: "placed"})
+		}
+		must(t, b.store.InsertAudits(b.ctx, es))
+		for i, e := range es {
+			if e.ID == "" || e.Seq <= first.Seq || (i > 0 && e.Seq <= es[i-1].Seq) {
+				t.Fatalf("entry %d: id %q seq %d (previous %d)", i, e.ID, e.Seq, first.Seq)
+			}
+		}
+		got, err := b.store.ListAudit(b.ctx, b.tenant.ID, store.AuditFilter{}, store.Page{Limit: 2})
+		must(t, err)
+		checkEqual(t, "newest entry", got[0].ObjectID, "409")
+		last := b.audit(t)
+		if last.Seq <= es[len(es)-1].Seq {
+			t.Fatalf("an entry after the batch got seq %d, not after %d", last.Seq, es[len(es)-1].Seq)
+		}
+	})
+
+	t.Run("EstateVersion starts at 0 and grows with each bump, per tenant", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		v, err := b.store.EstateVersion(b.ctx, b.tenant.ID)
+		must(t, err)
+		checkEqual(t, "first version", v, int64(0))
+		for want := int64(1); want <= 3; want++ {
+			v, err = b.store.BumpEstateVersion(b.ctx, b.tenant.ID)
+			must(t, err)
+			checkEqual(t, "bumped", v, want)
+		}
+		v, err = b.store.EstateVersion(b.ctx, b.other.ID)
+		must(t, err)
+		checkEqual(t, "other tenant's version", v, int64(0))
+		_, err = b.store.BumpEstateVersion(b.ctx, model.NewID())
+		wantErr(t, err, store.ErrNotFound)
+	})
+
+	t.Run("LockTenantShared holders go on together and the exclusive lock waits for them", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		if b.store.Driver() == "sqlite" {
+			t.Skip("SQLite runs write transactions one at a time; there is nothing to share")
+		}
+		sharedIn := make(chan struct{}, 2)
+		release := make(chan struct{})
+		var wg sync.WaitGroup
+		for i := 0; i < 2; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				must(t, b.store.InTx(b.ctx, func(q store.Queries) error {
+					if err := q.LockTenantShared(b.ctx, b.tenant.ID); err != nil {
+						return err
+					}
+					sharedIn <- struct{}{}
+					<-release
+					return nil
+				}))
+			}()
+		}
+		<-sharedIn
+		<-sharedIn // both shared holders are in at once
+		var exclusive atomic.Bool
+		done := make(chan error, 1)
+		go func() {
+			done <- b.store.InTx(b.ctx, func(q store.Queries) error {
+				err := q.LockTenant(b.ctx, b.tenant.ID)
+				exclusive.Store(true)
+				return err
+			})
+		}()
+		time.Sleep(200 * time.Millisecond)
+		if exclusive.Load() {
+			t.Fatal("the exclusive lock was taken while shared holders held it")
+		}
+		close(release)
+		wg.Wait()
+		must(t, <-done)
+	})
+
 	t.Run("PreemptTasks requeues in the old order and closes the interval; a second placement opens a new one", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
@@ -111,12 +222,12 @@ func exerciseEngine(t *testing.T, setup setupFunc) {
 		_, err := b.store.PlaceTasks(b.ctx, b.tenant.ID, []*model.Placement{b.placement(a, pool.ID, b.now)}, placedReason)
 		must(t, err)
 		later := b.now.Add(90 * time.Minute)
-		done, err := b.store.PreemptTasks(b.ctx, b.tenant.ID, []store.Preemption{{TaskID: a.ID, Reason: "reclaimed by group A"}}, later)
+		done, err := b.store.PreemptTasks(b.ctx, b.tenant.ID, []store.Preemption{{TaskID: a.ID, Reason: "preempted: reclaimed by group A"}}, later)
 		must(t, err)
 		checkEqual(t, "preempted", done, []string{a.ID})
 		got, err := b.store.GetTask(b.ctx, b.tenant.ID, a.ID)
 		must(t, err)
-		if got.Status != model.TaskQueued || got.PoolID != "" || got.PlacedAt != nil || got.QueueSeq != a.QueueSeq || got.Reason != "reclaimed by group A" {
+		if got.Status != model.TaskQueued || got.PoolID != "" || got.PlacedAt != nil || got.QueueSeq != a.QueueSeq || got.Reason != "preempted: reclaimed by group A" {
 			t.Fatalf("preempted task reads %+v", got)
 		}
 		// Preempting a queued task does nothing.
@@ -168,7 +279,14 @@ func exerciseEngine(t *testing.T, setup setupFunc) {
 		other, err := b.store.ListQueueStates(b.ctx, b.other.ID)
 		must(t, err)
 		checkEqual(t, "other tenant's states", len(other), 0)
+		one, err := b.store.GetQueueState(b.ctx, b.tenant.ID, "cr-1")
+		must(t, err)
+		checkEqual(t, "cr-1's head", one.TaskID, "t3")
+		_, err = b.store.GetQueueState(b.ctx, b.other.ID, "cr-1")
+		wantErr(t, err, store.ErrNotFound)
 		must(t, b.store.DeleteQueueState(b.ctx, b.tenant.ID, "cr-1"))
+		_, err = b.store.GetQueueState(b.ctx, b.tenant.ID, "cr-1")
+		wantErr(t, err, store.ErrNotFound)
 		got, err = b.store.ListQueueStates(b.ctx, b.tenant.ID)
 		must(t, err)
 		checkEqual(t, "states left", len(got), 1)

@@ -68,3 +68,10 @@ CREATE TABLE leases (
 	holder TEXT NOT NULL,
 	expires_at INTEGER NOT NULL
 ) STRICT;
+
+-- estate_versions counts changes to each tenant's allocation model, so that
+-- readers can keep the model in memory and reload it only when it changed.
+CREATE TABLE estate_versions (
+	tenant_id TEXT PRIMARY KEY REFERENCES tenants (id) ON DELETE RESTRICT,
+	version INTEGER NOT NULL
+) STRICT;

@@ -1,0 +1,189 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+func newEngineCmd(c *cli) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "engine status|enable|disable",
+		Short: "See, disable or enable the compute policy engine",
+		Long: `The compute policy engine places waiting work about once a second. An admin
+can disable it: nothing is placed or preempted and no budget time is charged
+until it is enabled again; work already placed keeps its capacity.`,
+		Args:      cobra.ExactArgs(1),
+		ValidArgs: []string{"status", "enable", "disable"},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := c.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			var out map[string]map[string]any
+			switch args[0] {
+			case "status":
+				err = cl.Do(cmd.Context(), `{ engine { enabled since by } }`, nil, &out)
+			case "enable", "disable":
+				err = cl.Do(cmd.Context(), `mutation($on: Boolean!) { engine: setEngineEnabled(enabled: $on) { enabled since by } }`,
+					map[string]any{"on": args[0] == "enable"}, &out)
+			default:
+				return usagef("say status, enable or disable")
+			}
+			if err != nil {
+				return err
+			}
+			st := out["engine"]
+			if c.output != "table" {
+				return c.print(st)
+			}
+			if st["enabled"] == true {
+				fmt.Fprintln(c.out, "the compute policy engine is enabled")
+			} else {
+				fmt.Fprintf(c.out, "the compute policy engine is disabled (by %s since %s)\n", str(st, "by"), str(st, "since"))
+			}
+			return nil
+		},
+	}
+	return cmd
+}
+
+func newPolicyCmd(c *cli) *cobra.Command {
+	return &cobra.Command{
+		Use:   "policy [GROUP]",
+		Short: "Your groups' use against their reservation, limit and time budget",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := c.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			vars := map[string]any{}
+			if len(args) == 1 {
+				vars["g"] = args[0]
+			}
+			var out struct{ PolicyView []map[string]any }
+			if err := cl.Do(cmd.Context(), `query($g: ID) { policyView(group: $g) { group { name } reservationGpus limitGpus heldGpus borrowedGpus holdingTasks waitingTasks
+				budget { period hours usedHours leftHours burnRate projectedRunOut resetsAt alert usedUp } computeResources { name } } }`, vars, &out); err != nil {
+				return err
+			}
+			if c.output != "table" {
+				return c.print(out.PolicyView)
+			}
+			var rows [][]string
+			for _, v := range out.PolicyView {
+				budget := "-"
+				if b, ok := v["budget"].(map[string]any); ok {
+					budget = fmt.Sprintf("%s of %s h used this %s", str(b, "usedHours"), str(b, "hours"), strings.ToLower(str(b, "period")))
+					switch {
+					case b["usedUp"] == true:
+						budget += ", USED UP until " + str(b, "resetsAt")
+					case str(b, "projectedRunOut") != "":
+						budget += ", runs out " + str(b, "projectedRunOut")
+					}
+					if b["alert"] == true && b["usedUp"] != true {
+						budget += " (alert)"
+					}
+				}
+				rows = append(rows, []string{str(v, "group", "name"),
+					fmt.Sprintf("%s / %s / %s", str(v, "heldGpus"), str(v, "reservationGpus"), str(v, "limitGpus")),
+					str(v, "borrowedGpus"), str(v, "holdingTasks"), str(v, "waitingTasks"), budget})
+			}
+			c.table([]string{"GROUP", "GPUS HELD / RESERVED / LIMIT", "BORROWED", "TASKS HOLDING", "WAITING", "TIME BUDGET"}, rows)
+			return nil
+		},
+	}
+}
+
+func newUsageCmd(c *cli) *cobra.Command {
+	var from, to, by, user, project, group string
+	cmd := &cobra.Command{
+		Use:   "usage",
+		Short: "GPU-hours, budget hours and cost from the usage ledger",
+		Example: `  klique usage --from 2026-11-01 --to 2026-12-01 --by group,pool
+  klique usage --by user --project fraud-models -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			f, t, err := usageRange(from, to)
+			if err != nil {
+				return err
+			}
+			in := map[string]any{"from": f.Format(time.RFC3339), "to": t.Format(time.RFC3339)}
+			var dims []string
+			if by != "" {
+				for _, d := range strings.Split(by, ",") {
+					dims = append(dims, strings.ToUpper(strings.TrimSpace(d)))
+				}
+				in["groupBy"] = dims
+			}
+			for k, v := range map[string]string{"user": user, "project": project, "group": group} {
+				if v != "" {
+					in[k] = v
+				}
+			}
+			cl, err := c.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			var out struct {
+				Usage struct{ Rows []map[string]any }
+			}
+			if err := cl.Do(cmd.Context(), `query($in: UsageInput!) { usage(input: $in) { rows { keys { dimension name } gpuHours budgetHours cost currency } } }`,
+				map[string]any{"in": in}, &out); err != nil {
+				return err
+			}
+			if c.output != "table" {
+				return c.print(out.Usage.Rows)
+			}
+			header := append([]string(nil), dims...)
+			header = append(header, "GPU-HOURS", "BUDGET HOURS", "COST")
+			var rows [][]string
+			for _, r := range out.Usage.Rows {
+				var rec []string
+				for _, k := range asList(r["keys"]) {
+					rec = append(rec, str(k.(map[string]any), "name"))
+				}
+				rec = append(rec, fmt.Sprintf("%.2f", r["gpuHours"]), fmt.Sprintf("%.2f", r["budgetHours"]), fmt.Sprintf("%.2f %s", r["cost"], str(r, "currency")))
+				rows = append(rows, rec)
+			}
+			if len(rows) == 0 {
+				fmt.Fprintf(c.err, "no usage from %s to %s\n", f.Format(time.RFC3339), t.Format(time.RFC3339))
+				return nil
+			}
+			c.table(header, rows)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&from, "from", "", "start of the range: a date (2026-11-01) or RFC 3339 time (default: the 1st of this month, UTC)")
+	cmd.Flags().StringVar(&to, "to", "", "end of the range (default: now)")
+	cmd.Flags().StringVar(&by, "by", "", "group by: user, project, group, pool, gpu_class, compute_resource, profile (comma-separated)")
+	cmd.Flags().StringVar(&user, "user", "", "only this user's usage")
+	cmd.Flags().StringVar(&project, "project", "", "only this project's usage")
+	cmd.Flags().StringVar(&group, "group", "", "only this group's usage")
+	return cmd
+}
+
+// usageRange reads --from and --to: dates or RFC 3339 times, in UTC.
+func usageRange(from, to string) (time.Time, time.Time, error) {
+	now := time.Now().UTC()
+	parse := func(flag, v string, def time.Time) (time.Time, error) {
+		if v == "" {
+			return def, nil
+		}
+		if t, err := time.Parse(time.RFC3339, v); err == nil {
+			return t, nil
+		}
+		if t, err := time.Parse("2006-01-02", v); err == nil {
+			return t, nil
+		}
+		return time.Time{}, usagef("--%s %q: give a date such as 2026-11-01 or a time such as 2026-11-01T09:00:00Z", flag, v)
+	}
+	f, err := parse("from", from, time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC))
+	if err != nil {
+		return f, f, err
+	}
+	t, err := parse("to", to, now.Add(time.Second))
+	return f, t, err
+}

@@ -1,0 +1,509 @@
+package engine_test
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/klique-ai/klique/engine"
+	"github.com/klique-ai/klique/internal/events"
+	"github.com/klique-ai/klique/internal/identity"
+	"github.com/klique-ai/klique/internal/model"
+	"github.com/klique-ai/klique/internal/platform"
+	"github.com/klique-ai/klique/internal/store"
+	"github.com/klique-ai/klique/internal/store/pgtest"
+	"github.com/klique-ai/klique/internal/store/postgres"
+	"github.com/klique-ai/klique/internal/store/sqlite"
+)
+
+// clock is a settable clock shared by the platform service and the loop.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// world is a control plane without HTTP: a store, the platform service, the
+// engine loop on a fake clock, and users to act as.
+type world struct {
+	t     testing.TB
+	store store.Store
+	svc   *platform.Service
+	auth  *identity.Authenticator
+	loop  *engine.Loop
+	bus   *events.Bus
+	clock *clock
+	admin context.Context
+}
+
+func forEachStore(t *testing.T, fn func(t *testing.T, w *world)) {
+	t.Run("sqlite", func(t *testing.T) {
+		t.Parallel()
+		st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "k.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fn(t, newWorld(t, st))
+	})
+	t.Run("postgres", func(t *testing.T) {
+		t.Parallel()
+		st, err := postgres.Open(t.Context(), pgtest.RequirePostgresURL(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fn(t, newWorld(t, st))
+	})
+}
+
+// A Wednesday, so that a weekly budget period runs until Monday.
+var start = time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC)
+
+func newWorld(t testing.TB, st store.Store) *world {
+	t.Helper()
+	t.Cleanup(func() { _ = st.Close() })
+	ctx := context.Background()
+	signer, err := identity.LoadOrCreateSigner(ctx, st, "https://klique.test", "klique", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &clock{now: start}
+	w := &world{t: t, store: st, clock: c, bus: events.NewBus(), auth: identity.NewAuthenticator(st, signer, nil, c.Now)}
+	w.svc = platform.New(platform.Options{Store: st, Auth: w.auth, Events: w.bus, Now: c.Now})
+	secret, err := w.svc.Bootstrap(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.admin = w.signIn(secret)
+	w.loop = &engine.Loop{Store: st, Events: w.bus, Now: c.Now, Holder: "test"}
+	return w
+}
+
+func (w *world) signIn(secret string) context.Context {
+	w.t.Helper()
+	p, err := w.auth.Authenticate(context.Background(), secret)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return identity.WithChannel(identity.WithPrincipal(context.Background(), p), identity.ChannelCLI)
+}
+
+func (w *world) apply(doc string) {
+	w.t.Helper()
+	if _, err := w.svc.ApplyEstate(w.admin, []byte(doc), false); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// member creates a member of group and signs in as them.
+func (w *world) member(name, group string) context.Context {
+	w.t.Helper()
+	role := model.RoleMember
+	if _, err := w.svc.CreateUser(w.admin, platform.UserInput{Name: &name, Role: &role,
+		Groups: []platform.GroupGrantInput{{Group: group, Role: model.GroupRoleMember}}}); err != nil {
+		w.t.Fatal(err)
+	}
+	_, secret, err := w.svc.CreateAPIKey(w.admin, platform.APIKeyInput{User: name})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return w.signIn(secret)
+}
+
+func (w *world) enqueue(as context.Context, resource, project string, n int) []*model.Task {
+	w.t.Helper()
+	var out []*model.Task
+	for i := 0; i < n; i++ {
+		task, err := w.svc.EnqueueTask(as, platform.EnqueueInput{Name: "train", Project: project, ComputeResource: resource,
+			Spec: model.TaskSpec{Command: []string{"python", "train.py"}}})
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		out = append(out, task)
+	}
+	return out
+}
+
+func (w *world) pass() engine.Report {
+	w.t.Helper()
+	reports, err := w.loop.PassAll(context.Background())
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	if len(reports) != 1 {
+		w.t.Fatalf("%d reports, want one per tenant", len(reports))
+	}
+	return reports[0]
+}
+
+func (w *world) task(id string) *model.Task {
+	w.t.Helper()
+	t, err := w.svc.Task(w.admin, id)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return t
+}
+
+// consistent checks the rule that makes the ledger lose nothing: every task
+// holding capacity has exactly one open ledger interval, and no other task
+// has one.
+func (w *world) consistent(tenantID string) {
+	w.t.Helper()
+	open, err := w.store.ListPlacements(context.Background(), tenantID, store.PlacementFilter{OpenOnly: true})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	held, err := w.store.ListSchedulable(context.Background(), tenantID, 0)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	openBy := map[string]int{}
+	for _, p := range open {
+		openBy[p.TaskID]++
+	}
+	for _, h := range held {
+		if openBy[h.ID] != 1 {
+			w.t.Fatalf("task %s holds capacity with %d open ledger intervals", h.ID, openBy[h.ID])
+		}
+		delete(openBy, h.ID)
+	}
+	for id := range openBy {
+		w.t.Fatalf("task %s holds no capacity but has an open ledger interval", id)
+	}
+}
+
+const smallEstate = `apiVersion: klique/v1
+kind: Estate
+gpuClasses:
+  - {name: h100, memoryGb: 80, pricePerGpuHour: 2}
+pools:
+  - {name: p1, kind: kubernetes, capacity: 4, gpuClass: h100}
+  - {name: p2, kind: cloud, capacity: 2, gpuClass: h100}
+profiles:
+  - {name: one-gpu, size: 1, pools: [p1, p2]}
+groups:
+  - {name: A}
+  - {name: B}
+policies:
+  - group: A
+    reservation: 2
+    limit: 6
+    computeResources: [{name: 1 GPU, profile: one-gpu}]
+  - group: B
+    reservation: 2
+    limit: 6
+    computeResources: [{name: 1 GPU, profile: one-gpu}]
+projects:
+  - {name: research}
+`
+
+func TestLoopPlacesAndRecordsEveryPlacement(t *testing.T) {
+	forEachStore(t, func(t *testing.T, w *world) {
+		w.apply(smallEstate)
+		alice := w.member("alice", "A")
+		sub := w.bus.Subscribe(64, func(e events.Event) bool { return e.Kind == "task.placed" })
+		defer sub.Close()
+		tasks := w.enqueue(alice, "1 GPU", "research", 7)
+
+		rep := w.pass()
+		if rep.Placed != 6 || rep.Preempted != 0 {
+			t.Fatalf("report %+v: want 6 placed (A's limit)", rep)
+		}
+		first := w.task(tasks[0].ID)
+		if first.Status != model.TaskPlaced || first.PoolID == "" || !strings.Contains(first.Reason, "placed on pool p1") {
+			t.Fatalf("first task %+v", first)
+		}
+		// First pool first: four on p1, then two on p2.
+		byPool := map[string]int{}
+		for _, tk := range tasks[:6] {
+			byPool[w.task(tk.ID).PoolID]++
+		}
+		if len(byPool) != 2 {
+			t.Fatalf("placed on pools %v", byPool)
+		}
+		last := w.task(tasks[6].ID)
+		reason, err := w.svc.TaskReason(alice, last)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if last.Status != model.TaskQueued || !strings.Contains(reason, "group A is at its limit: it holds 6 of 6 GPUs") {
+			t.Fatalf("seventh task %s: %q", last.Status, reason)
+		}
+		w.consistent(first.TenantID)
+
+		open, err := w.store.ListPlacements(context.Background(), first.TenantID, store.PlacementFilter{TaskID: first.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(open) != 1 || open[0].UserName != "alice" || open[0].ProjectName != "research" || open[0].GroupName != "A" ||
+			open[0].PoolName != "p1" || open[0].GPUClassName != "h100" || open[0].PriceMicros != 2_000_000 || open[0].ComputeResourceName != "1 GPU" {
+			t.Fatalf("ledger interval %+v", open)
+		}
+		entries, err := w.svc.AuditLog(w.admin, platform.AuditFilter{ObjectID: first.ID}, store.Page{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(entries) == 0 || entries[0].Action != "task.placed" || entries[0].Channel != "engine" || !strings.Contains(entries[0].Detail, "pool p1") {
+			t.Fatalf("audit %+v", entries)
+		}
+		for i := 0; i < 6; i++ {
+			select {
+			case e := <-sub.C:
+				if e.GroupID == "" || e.TenantID != first.TenantID {
+					t.Fatalf("event %+v", e)
+				}
+			case <-time.After(time.Second):
+				t.Fatalf("got %d task.placed events, want 6", i)
+			}
+		}
+
+		// An hour and a half later the ledger holds 9 GPU-hours.
+		w.clock.Add(90 * time.Minute)
+		rows, err := w.svc.Usage(w.admin, platform.UsageQuery{From: start.Add(-time.Hour), To: start.Add(24 * time.Hour), By: []string{store.ByUser}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rows) != 1 || rows[0].Keys[0].Name != "alice" || rows[0].MicroGPUHours != 9_000_000 || rows[0].Cost < 17.99 || rows[0].Cost > 18.01 {
+			t.Fatalf("usage %+v", rows)
+		}
+		// Aborting a placed task closes its interval and frees its GPU: the
+		// waiting task is placed on the next pass.
+		if _, err := w.svc.AbortTask(alice, first.ID, "done early"); err != nil {
+			t.Fatal(err)
+		}
+		w.consistent(first.TenantID)
+		if rep := w.pass(); rep.Placed != 1 {
+			t.Fatalf("after an abort: %+v", rep)
+		}
+		w.consistent(first.TenantID)
+	})
+}
+
+func TestLoopReclaimsBorrowedWorkAndRequeuesItInOrder(t *testing.T) {
+	forEachStore(t, func(t *testing.T, w *world) {
+		w.apply(smallEstate)
+		alice, bob := w.member("alice", "A"), w.member("bob", "B")
+		bs := w.enqueue(bob, "1 GPU", "research", 6)
+		if rep := w.pass(); rep.Placed != 6 {
+			t.Fatalf("B borrowed %d, want all 6 GPUs", rep.Placed)
+		}
+		w.clock.Add(time.Minute)
+		as := w.enqueue(alice, "1 GPU", "research", 2)
+		rep := w.pass()
+		if rep.Preempted != 2 || rep.Placed != 2 {
+			t.Fatalf("report %+v: want 2 of B's tasks preempted for A's 2", rep)
+		}
+		for _, a := range as {
+			if got := w.task(a.ID); got.Status != model.TaskPlaced {
+				t.Fatalf("A's task %s", got.Status)
+			}
+		}
+		var requeued []*model.Task
+		for _, b := range bs {
+			if got := w.task(b.ID); got.Status == model.TaskQueued {
+				requeued = append(requeued, got)
+			}
+		}
+		if len(requeued) != 2 {
+			t.Fatalf("%d of B's tasks requeued", len(requeued))
+		}
+		// Back at the front in their old order, with the reason.
+		for i, r := range requeued {
+			pos, err := w.svc.TaskPosition(bob, r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if pos != i+1 {
+				t.Fatalf("requeued task %d at position %d", i, pos)
+			}
+			reason, err := w.svc.TaskReason(bob, r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(reason, "requeued at the front of its compute resource after it was preempted (reclaimed by group A") {
+				t.Fatalf("reason %q", reason)
+			}
+		}
+		intervals, err := w.store.ListPlacements(context.Background(), requeued[0].TenantID, store.PlacementFilter{TaskID: requeued[0].ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(intervals) != 1 || intervals[0].EndedAt == nil || !strings.Contains(intervals[0].EndReason, "reclaimed by group A") {
+			t.Fatalf("interval of a preempted task %+v", intervals)
+		}
+		w.consistent(requeued[0].TenantID)
+		// B holds exactly its reservation of 2 plus what is left: nothing
+		// is taken below a reservation, and A is within its own.
+		views, err := w.svc.PolicyViews(w.admin, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range views {
+			if v.Group.Name == "A" && (v.Held != model.GPUs(2) || v.Borrowed != 0) {
+				t.Fatalf("A holds %s, borrowed %s", v.Held, v.Borrowed)
+			}
+			if v.Group.Name == "B" && (v.Held != model.GPUs(4) || v.Waiting != 2) {
+				t.Fatalf("B holds %s with %d waiting", v.Held, v.Waiting)
+			}
+		}
+	})
+}
+
+const budgetEstate = `apiVersion: klique/v1
+kind: Estate
+gpuClasses:
+  - {name: h100, memoryGb: 80}
+pools:
+  - {name: p1, kind: kubernetes, capacity: 8, gpuClass: h100}
+profiles:
+  - {name: one-gpu, size: 1, timeWeight: 1, pools: [p1]}
+groups:
+  - {name: V}
+policies:
+  - group: V
+    limit: 8
+    timeBudget: {hours: 4, period: week}
+    computeResources: [{name: 1 GPU, profile: one-gpu}]
+projects:
+  - {name: research}
+`
+
+func TestLoopTimeBudgets(t *testing.T) {
+	forEachStore(t, func(t *testing.T, w *world) {
+		w.apply(budgetEstate)
+		vic := w.member("vic", "V")
+		tasks := w.enqueue(vic, "1 GPU", "research", 2)
+		if rep := w.pass(); rep.Placed != 2 {
+			t.Fatalf("placed %d", rep.Placed)
+		}
+		// An hour on: 2 budget hours used, burning 2 per hour.
+		w.clock.Add(time.Hour)
+		views, err := w.svc.PolicyViews(vic, "V")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := views[0].Budget
+		if b == nil || b.Used != 2_000_000 || b.Left != 2_000_000 || b.BurnRateMilli != 2000 || b.RunsOutAt == nil ||
+			!b.RunsOutAt.Equal(start.Add(2*time.Hour)) || !b.Alert == (2*100 >= 4*80) {
+			t.Fatalf("budget view %+v", b)
+		}
+		// The engine disabled for an hour charges nothing.
+		if _, err := w.svc.SetEngineEnabled(w.admin, false); err != nil {
+			t.Fatal(err)
+		}
+		if rep := w.pass(); !rep.Disabled || rep.Placed != 0 {
+			t.Fatalf("disabled pass %+v", rep)
+		}
+		w.clock.Add(time.Hour)
+		if _, err := w.svc.SetEngineEnabled(w.admin, true); err != nil {
+			t.Fatal(err)
+		}
+		views, err = w.svc.PolicyViews(vic, "V")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if views[0].Budget.Used != 2_000_000 {
+			t.Fatalf("used %d µh after an hour disabled, want the 2 h charged before", views[0].Budget.Used)
+		}
+		// Another hour: 4 of 4 used. The pass preempts both, newest first,
+		// and the reason names the budget and its reset.
+		w.clock.Add(time.Hour)
+		rep := w.pass()
+		if rep.Preempted != 2 {
+			t.Fatalf("report %+v, want both preempted", rep)
+		}
+		got := w.task(tasks[1].ID)
+		if got.Status != model.TaskQueued || !strings.Contains(got.Reason, "time budget used up") || !strings.Contains(got.Reason, "resets Monday 2026-11-30 00:00 UTC") {
+			t.Fatalf("task %s: %q", got.Status, got.Reason)
+		}
+		reason, err := w.svc.TaskReason(vic, got)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(reason, "group V has used its weekly time budget of 4 h") {
+			t.Fatalf("waiting reason %q", reason)
+		}
+		cr, err := w.svc.ComputeResource(vic, got.ComputeResourceID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if over, err := w.svc.OverBudget(vic, cr); err != nil || !over {
+			t.Fatalf("over budget = %v, %v", over, err)
+		}
+		if rep := w.pass(); rep.Placed != 0 {
+			t.Fatalf("placed %d over budget", rep.Placed)
+		}
+		// The next week starts on Monday: the budget is back and work runs.
+		w.clock.Add(5 * 24 * time.Hour)
+		if rep := w.pass(); rep.Placed != 2 {
+			t.Fatalf("placed %d after the reset", rep.Placed)
+		}
+		w.consistent(got.TenantID)
+	})
+}
+
+func TestOnlyTheLeaseHolderRunsPasses(t *testing.T) {
+	forEachStore(t, func(t *testing.T, w *world) {
+		w.apply(smallEstate)
+		alice := w.member("alice", "A")
+		w.enqueue(alice, "1 GPU", "research", 1)
+		other := &engine.Loop{Store: w.store, Now: w.clock.Now, Holder: "other replica"}
+		if rep := w.pass(); rep.Placed != 1 {
+			t.Fatalf("leader placed %d", rep.Placed)
+		}
+		w.enqueue(alice, "1 GPU", "research", 1)
+		reports, err := other.PassAll(context.Background())
+		if err != nil || len(reports) != 0 {
+			t.Fatalf("a replica without the lease ran %d passes (%v)", len(reports), err)
+		}
+		// When the leader stops renewing, the lease passes on.
+		w.clock.Add(time.Minute)
+		reports, err = other.PassAll(context.Background())
+		if err != nil || len(reports) != 1 || reports[0].Placed != 1 {
+			t.Fatalf("after the lease expired: %+v, %v", reports, err)
+		}
+	})
+}
+
+func TestRunWakesOnEnqueueAndStops(t *testing.T) {
+	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "k.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := newWorld(t, st)
+	w.clock = &clock{now: time.Now()}
+	w.loop = &engine.Loop{Store: st, Events: w.bus, Interval: time.Hour, Holder: "run"}
+	w.apply(smallEstate)
+	alice := w.member("alice", "A")
+	sub := w.bus.Subscribe(16, engine.WakeOn)
+	go func() {
+		for range sub.C {
+			w.loop.Wake()
+		}
+	}()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- w.loop.Run(ctx) }()
+	task := w.enqueue(alice, "1 GPU", "research", 1)[0]
+	deadline := time.Now().Add(5 * time.Second)
+	for w.task(task.ID).Status != model.TaskPlaced {
+		if time.Now().After(deadline) {
+			t.Fatal("the loop, with an hour between ticks, did not place the task soon after its enqueue")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	sub.Close()
+}

@@ -1,0 +1,123 @@
+package server_test
+
+import (
+	"encoding/csv"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/klique-ai/klique/internal/config"
+)
+
+// withEngine runs the compute policy engine's loop in the test server.
+func withEngine(interval time.Duration) serverOption {
+	return func(c *config.Config) { c.Engine, c.EngineInterval = true, interval }
+}
+
+// waitStatus polls a task until its status is want.
+func waitStatus(t *testing.T, ts *testServer, cred, id, want string) map[string]any {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		d := ts.mustGQL(t, cred, `query($id: ID!) { task(id: $id) { status reason position pool { name } } }`, map[string]any{"id": id})
+		if str(d, "task", "status") == want {
+			return d
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("task %s is %s (%s), want %s", id, str(d, "task", "status"), str(d, "task", "reason"), want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestEngineInTheServer(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, withEngine(50*time.Millisecond))
+	f := newFixture(t, ts)
+
+	t.Run("a task enqueued over GraphQL is placed by the running engine", func(t *testing.T) {
+		d := ts.mustGQL(t, f.victor, `mutation { enqueueTask(input: {name: "eval", project: "vision-detect", computeResource: "1 GPU", command: ["python", "eval.py"]}) { id status } }`, nil)
+		placed := waitStatus(t, ts, f.victor, str(d, "enqueueTask", "id"), "PLACED")
+		if str(placed, "task", "pool", "name") != "onprem-k8s" {
+			t.Fatalf("placed on %q, want the first pool of one-gpu", str(placed, "task", "pool", "name"))
+		}
+	})
+
+	t.Run("the policy view shows a group's use against its reservation and limit", func(t *testing.T) {
+		d := ts.mustGQL(t, f.victor, `{ policyView { group { name } reservationGpus limitGpus heldGpus borrowedGpus holdingTasks
+			budget { hours usedHours leftHours resetsAt alert usedUp } } }`, nil)
+		views, _ := path(d, "policyView").([]any)
+		if len(views) != 1 || str(views[0], "group", "name") != "vision" || path(views[0], "heldGpus") != 1.0 ||
+			path(views[0], "limitGpus") != 32.0 || path(views[0], "budget", "hours") != 2000.0 || path(views[0], "budget", "usedUp") != false {
+			t.Fatalf("policy view %s", ts.gql(t, gqlRequest{Credential: f.victor, Query: `{ policyView { group { name } heldGpus } }`}).Raw)
+		}
+	})
+
+	t.Run("disabling the engine holds new work and says so", func(t *testing.T) {
+		ts.mustGQL(t, f.admin, `mutation { setEngineEnabled(enabled: false) { enabled } }`, nil)
+		defer ts.mustGQL(t, f.admin, `mutation { setEngineEnabled(enabled: true) { enabled } }`, nil)
+		d := ts.mustGQL(t, f.victor, `mutation { enqueueTask(input: {name: "held", project: "vision-detect", computeResource: "1 GPU", command: ["true"]}) { id } }`, nil)
+		id := str(d, "enqueueTask", "id")
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			d := ts.mustGQL(t, f.victor, `query($id: ID!) { task(id: $id) { status reason computeResource { queueState { constraint } } } }`, map[string]any{"id": id})
+			if str(d, "task", "computeResource", "queueState", "constraint") == "engine_disabled" {
+				if str(d, "task", "status") != "QUEUED" || !strings.Contains(str(d, "task", "reason"), "engine is disabled") {
+					t.Fatalf("task %s: %s", str(d, "task", "status"), str(d, "task", "reason"))
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the queue never said the engine is disabled: %v", d)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		res := ts.gql(t, gqlRequest{Credential: f.victor, Query: `mutation { setEngineEnabled(enabled: true) { enabled } }`})
+		if res.code() != "FORBIDDEN" {
+			t.Fatalf("a member enabled the engine: %s", res.Raw)
+		}
+		ts.mustGQL(t, f.admin, `mutation { setEngineEnabled(enabled: true) { enabled } }`, nil)
+		waitStatus(t, ts, f.victor, id, "PLACED")
+	})
+
+	t.Run("the usage ledger exports as CSV, for admins the whole tenant and for members their groups", func(t *testing.T) {
+		from := url.QueryEscape(time.Now().Add(-time.Hour).UTC().Format(time.RFC3339))
+		to := url.QueryEscape(time.Now().Add(time.Hour).UTC().Format(time.RFC3339))
+		q := "/api/v1/usage.csv?from=" + from + "&to=" + to + "&by=group,pool"
+		resp, body := ts.get(t, q, f.admin)
+		if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/csv") {
+			t.Fatalf("admin CSV: %d %s\n%s", resp.StatusCode, resp.Header.Get("Content-Type"), body)
+		}
+		rows, err := csv.NewReader(strings.NewReader(body)).ReadAll()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Join(rows[0], ","); got != "group_id,group,pool_id,pool,from,to,gpu_hours,budget_hours,cost,currency" {
+			t.Fatalf("header %s", got)
+		}
+		groups := map[string]bool{}
+		for _, r := range rows[1:] {
+			groups[r[1]] = true
+		}
+		if !groups["ml-research"] || !groups["vision"] {
+			t.Fatalf("admin's CSV groups %v, want ml-research and vision", groups)
+		}
+		_, body = ts.get(t, q, f.victor)
+		if strings.Contains(body, "ml-research") || !strings.Contains(body, "vision") {
+			t.Fatalf("victor's CSV:\n%s", body)
+		}
+		if resp, _ := ts.get(t, q, ""); resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("anonymous CSV: %d", resp.StatusCode)
+		}
+		resp, body = ts.get(t, "/api/v1/usage.csv?from=yesterday&to="+to, f.admin)
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "RFC 3339") {
+			t.Fatalf("bad range: %d %s", resp.StatusCode, body)
+		}
+		resp, body = ts.get(t, "/api/v1/usage.csv?from="+from+"&to="+to+"&by=planet", f.admin)
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, `cannot be grouped by \"planet\"`) {
+			t.Fatalf("bad dimension: %d %s", resp.StatusCode, body)
+		}
+	})
+}

@@ -1,0 +1,62 @@
+package server
+
+import (
+	"encoding/csv"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/klique-ai/klique/internal/platform"
+)
+
+// usageCSV exports the usage ledger as CSV for chargeback and external
+// billing: GET /api/v1/usage.csv?from=RFC3339&to=RFC3339&by=group,pool
+// with optional user, project and group filters. It is the same query as
+// GraphQL's usage, through the same platform operation.
+func (h *Handler) usageCSV(w http.ResponseWriter, r *http.Request) {
+	v := r.URL.Query()
+	from, err := time.Parse(time.RFC3339, v.Get("from"))
+	if err != nil {
+		writeError(w, r, http.StatusBadRequest, string(platform.CodeInvalid), "from must be an RFC 3339 time such as 2026-11-01T00:00:00Z")
+		return
+	}
+	to, err := time.Parse(time.RFC3339, v.Get("to"))
+	if err != nil {
+		writeError(w, r, http.StatusBadRequest, string(platform.CodeInvalid), "to must be an RFC 3339 time such as 2026-12-01T00:00:00Z")
+		return
+	}
+	q := platform.UsageQuery{From: from, To: to, User: v.Get("user"), Project: v.Get("project"), Group: v.Get("group")}
+	if by := v.Get("by"); by != "" {
+		for _, d := range strings.Split(by, ",") {
+			q.By = append(q.By, strings.TrimSpace(d))
+		}
+	}
+	rows, err := h.d.Service.Usage(r.Context(), q)
+	if err != nil {
+		writePlatformError(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
+	w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="usage-%s-%s.csv"`, from.Format("20060102"), to.Format("20060102")))
+	out := csv.NewWriter(w)
+	var header []string
+	for _, d := range q.By {
+		header = append(header, d+"_id", d)
+	}
+	header = append(header, "from", "to", "gpu_hours", "budget_hours", "cost", "currency")
+	_ = out.Write(header)
+	for _, row := range rows {
+		var rec []string
+		for _, k := range row.Keys {
+			rec = append(rec, k.ID, k.Name)
+		}
+		rec = append(rec, from.UTC().Format(time.RFC3339), to.UTC().Format(time.RFC3339),
+			strconv.FormatFloat(float64(row.MicroGPUHours)/1e6, 'f', 6, 64),
+			strconv.FormatFloat(float64(row.MicroBudgetHours)/1e6, 'f', 6, 64),
+			strconv.FormatFloat(row.Cost, 'f', 2, 64), row.Currency)
+		_ = out.Write(rec)
+	}
+	out.Flush()
+}
