@@ -60,6 +60,10 @@ type Loop struct {
 	metrics *loopMetrics
 	// names caches user names for ledger rows.
 	names sync.Map // user id -> name
+	// alerted holds the budget alerts already raised (tenant/policy/
+	// period/level); pendingAlerts those of the pass being applied.
+	alerted       sync.Map
+	pendingAlerts []string
 	// models keeps each tenant's allocation model, laid out for snapshots,
 	// with the version it was read at; a pass reads and lays it out again
 	// only when the version moved.
@@ -418,6 +422,11 @@ func (l *Loop) apply(ctx context.Context, tenantID string, now time.Time, m *Mod
 				evs = append(evs, taskEvent(tenantID, "task.placed", p.TaskID, groupOf(e, m.Queues[p.Queue]), now))
 			}
 		}
+		alerts := l.budgetAlerts(tenantID, m, snap, now)
+		for _, a := range alerts {
+			trail = append(trail, a.entry)
+			evs = append(evs, a.event)
+		}
 		if err := q.InsertAudits(ctx, trail); err != nil {
 			return err
 		}
@@ -437,8 +446,65 @@ func (l *Loop) apply(ctx context.Context, tenantID string, now time.Time, m *Mod
 	if err != nil {
 		return nil, err
 	}
+	l.commitAlerts(tenantID)
 	rep.MorePending = morePending(snap, dec, l.PerQueue)
 	return evs, nil
+}
+
+// alert is a budget alert to record and announce.
+type alert struct {
+	key   string
+	entry *model.AuditEntry
+	event events.Event
+}
+
+// budgetAlerts raises, once per budget period, an alert when a group's use
+// reaches its policy's alert threshold, and another when the budget is used
+// up. They are recorded in the audit trail and published as budget.alert
+// events, which the policy view and dashboards show.
+func (l *Loop) budgetAlerts(tenantID string, m *Model, snap *Snapshot, now time.Time) []alert {
+	var out []alert
+	l.pendingAlerts = l.pendingAlerts[:0]
+	for g, grp := range snap.Groups {
+		b := grp.Budget
+		if b == nil || b.Total <= 0 {
+			continue
+		}
+		pol := m.Policies[g]
+		period := PeriodStart(b.Period, now).Format(time.RFC3339)
+		level, what := "", ""
+		switch {
+		case b.Used >= b.Total:
+			level, what = "used_up", "has used up"
+		case b.Used*100 >= b.Total*int64(pol.AlertThresholdPercent):
+			level, what = "threshold", fmt.Sprintf("has used %d%% of", b.Used*100/b.Total)
+		default:
+			continue
+		}
+		key := tenantID + "/" + pol.ID + "/" + period + "/" + level
+		if _, done := l.alerted.Load(key); done {
+			continue
+		}
+		detail := fmt.Sprintf("group %s %s its %s time budget of %s h; it resets %s", grp.Name, what,
+			map[model.BudgetPeriod]string{model.PeriodDay: "daily", model.PeriodWeek: "weekly", model.PeriodMonth: "monthly"}[b.Period],
+			microHours(b.Total), resetText(b))
+		out = append(out, alert{key: key,
+			entry: &model.AuditEntry{TenantID: tenantID, At: now, ActorName: "engine", Channel: "engine", Action: "budget.alert",
+				ObjectKind: "resource_policy", ObjectID: pol.ID, ObjectName: grp.Name, Detail: detail},
+			event: events.Event{TenantID: tenantID, Kind: "budget.alert", ObjectKind: "resource_policy", ObjectID: pol.ID,
+				ObjectName: grp.Name, GroupID: pol.GroupID, At: now}})
+		l.pendingAlerts = append(l.pendingAlerts, key)
+	}
+	return out
+}
+
+// commitAlerts remembers the alerts of a pass that committed, so that each
+// is raised once per period (per replica: a new leader may raise one again).
+func (l *Loop) commitAlerts(string) {
+	for _, k := range l.pendingAlerts {
+		l.alerted.Store(k, true)
+	}
+	l.pendingAlerts = l.pendingAlerts[:0]
 }
 
 var errLostLease = errors.New("engine lease lost")

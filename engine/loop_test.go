@@ -417,6 +417,8 @@ func TestLoopTimeBudgets(t *testing.T) {
 		// Another hour: 4 of 4 used. The pass preempts both, newest first,
 		// and the reason names the budget and its reset.
 		w.clock.Add(time.Hour)
+		alerts := w.bus.Subscribe(8, func(e events.Event) bool { return e.Kind == "budget.alert" })
+		defer alerts.Close()
 		rep := w.pass()
 		if rep.Preempted != 2 {
 			t.Fatalf("report %+v, want both preempted", rep)
@@ -441,6 +443,34 @@ func TestLoopTimeBudgets(t *testing.T) {
 		}
 		if rep := w.pass(); rep.Placed != 0 {
 			t.Fatalf("placed %d over budget", rep.Placed)
+		}
+		// The run-out raised one alert, in the audit trail and as an
+		// event, and the second pass did not raise it again.
+		select {
+		case e := <-alerts.C:
+			if e.ObjectName != "V" || e.GroupID == "" {
+				t.Fatalf("alert event %+v", e)
+			}
+		case <-time.After(time.Second):
+			t.Fatal("no budget.alert event")
+		}
+		select {
+		case e := <-alerts.C:
+			t.Fatalf("a second alert %+v", e)
+		default:
+		}
+		trail, err := w.svc.AuditLog(w.admin, platform.AuditFilter{ObjectKind: "resource_policy"}, store.Page{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var raised []string
+		for _, e := range trail {
+			if e.Action == "budget.alert" {
+				raised = append(raised, e.Detail)
+			}
+		}
+		if len(raised) != 1 || !strings.Contains(raised[0], "group V has used up its weekly time budget of 4 h") {
+			t.Fatalf("budget alerts in the audit trail: %q", raised)
 		}
 		// The next week starts on Monday: the budget is back and work runs.
 		w.clock.Add(5 * 24 * time.Hour)
