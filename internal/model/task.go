@@ -49,6 +49,9 @@ type TaskSpec struct {
 	Image      string            `json:"image,omitempty"`
 	Parameters map[string]string `json:"parameters,omitempty"`
 	Env        map[string]string `json:"env,omitempty"`
+	// Secrets names vault secrets the worker injects into the task's
+	// environment at start, under the same names. Only names are kept.
+	Secrets []string `json:"secrets,omitempty"`
 }
 
 // Task is one tracked run on a compute resource.
