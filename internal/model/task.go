@@ -80,8 +80,26 @@ type Task struct {
 	QueueSeq     int64
 	PoolID       string
 	ClonedFromID string
-	CreatedAt    time.Time
-	UpdatedAt    time.Time
-	PlacedAt     *time.Time
-	FinishedAt   *time.Time
+	// Run is set once a worker has claimed the task.
+	Run        TaskRun
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+	PlacedAt   *time.Time
+	FinishedAt *time.Time
+}
+
+// TaskRun is what a task's run adds to it once a worker claims it.
+type TaskRun struct {
+	// WorkerID is the worker that claimed the current attempt.
+	WorkerID string
+	// Attempt counts claims; it is the fencing token of reports.
+	Attempt int
+	// LeaseExpiresAt: without a heartbeat by then, the worker is lost.
+	LeaseExpiresAt *time.Time
+	// Retries counts requeues after a lost worker.
+	Retries   int
+	StartedAt *time.Time
+	ExitCode  *int
+	// Outputs point to where the task wrote its outputs.
+	Outputs []string
 }

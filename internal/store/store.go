@@ -137,6 +137,14 @@ type UsageKey struct {
 	Name      string
 }
 
+// ClaimFit says what a worker can take: tasks of at most MaxPerNode GPUs per
+// node, fractions only when Fractions is set, and never multi-node work
+// (a worker runs on one node).
+type ClaimFit struct {
+	MaxPerNode model.MilliGPU
+	Fractions  bool
+}
+
 // Queries are the reads and writes of the store. A Store runs each call on its
 // own; the Queries passed to InTx run inside one transaction.
 type Queries interface {
@@ -310,6 +318,55 @@ type Queries interface {
 	// starting until the transaction ends, while other shared holders (task
 	// enqueues) go on together.
 	LockTenantShared(ctx context.Context, tenantID string) error
+
+	// Worker credentials and workers. GetWorkerCredentialByHash looks across
+	// tenants: the credential names its tenant and pool.
+	CreateWorkerCredential(ctx context.Context, c *model.WorkerCredential) error
+	GetWorkerCredentialByHash(ctx context.Context, hash []byte) (*model.WorkerCredential, error)
+	ListWorkerCredentials(ctx context.Context, tenantID string) ([]*model.WorkerCredential, error)
+	RevokeWorkerCredential(ctx context.Context, tenantID, id string, at time.Time) error
+	// RegisterWorker creates the worker of (tenant, pool, hostname) or
+	// updates it, and sets w.ID to its id.
+	RegisterWorker(ctx context.Context, w *model.Worker) error
+	GetWorker(ctx context.Context, tenantID, id string) (*model.Worker, error)
+	ListWorkers(ctx context.Context, tenantID string) ([]*model.Worker, error)
+	TouchWorker(ctx context.Context, tenantID, id string, at time.Time) error
+
+	// ClaimTask moves the first task of a pool's hidden queue that fits
+	// the claim from placed to running, for worker, in one statement: two
+	// workers never claim the same task. The attempt number grows by one
+	// and the lease runs until leaseUntil. ErrNotFound when nothing fits.
+	// The task's reason becomes reason.
+	ClaimTask(ctx context.Context, tenantID, poolID, workerID, reason string, fit ClaimFit, at, leaseUntil time.Time) (*model.Task, error)
+	// ExtendLeases extends the leases of a worker's running tasks whose
+	// attempt matches, and returns the tasks as they are now (any status)
+	// so the caller can tell which were stopped.
+	ExtendLeases(ctx context.Context, tenantID, workerID string, attempts map[string]int, until time.Time) ([]*model.Task, error)
+	// ListExpiredLeases lists running tasks whose lease ran out before now.
+	ListExpiredLeases(ctx context.Context, tenantID string, now time.Time) ([]*model.Task, error)
+
+	// AppendLogs adds a batch of a task's log lines, numbering them, up to
+	// limitBytes for the task: past it the rest is dropped and one line
+	// notes the truncation. It reports how many lines were kept and
+	// whether the log is truncated.
+	AppendLogs(ctx context.Context, tenantID, taskID string, attempt int, lines []model.LogLine, limitBytes int64) (int, bool, error)
+	// ListLogs pages through a task's log in order after afterSeq; with
+	// tail set it returns the last limit lines instead.
+	ListLogs(ctx context.Context, tenantID, taskID string, afterSeq int64, limit int, tail bool) ([]model.LogLine, error)
+	AppendMetrics(ctx context.Context, tenantID, taskID string, attempt int, points []model.MetricPoint) error
+	// ListMetrics pages through a task's metric points (one name, or all
+	// when name is empty) in order after afterSeq.
+	ListMetrics(ctx context.Context, tenantID, taskID, name string, afterSeq int64, limit int) ([]model.MetricPoint, error)
+	// LastMetrics returns the latest point of every metric of a task.
+	LastMetrics(ctx context.Context, tenantID, taskID string) ([]model.MetricPoint, error)
+
+	// Secrets. PutSecret creates or replaces; ListSecrets lists a scope's
+	// secrets by name (ciphertexts included: the platform decides what
+	// leaves it).
+	PutSecret(ctx context.Context, s *model.Secret) error
+	GetSecret(ctx context.Context, tenantID, scope, scopeID, name string) (*model.Secret, error)
+	ListSecrets(ctx context.Context, tenantID, scope, scopeID string) ([]*model.Secret, error)
+	DeleteSecret(ctx context.Context, tenantID, scope, scopeID, name string) error
 
 	// LockTenant serialises changes to one tenant's allocation model. Inside
 	// InTx the lock holds until the transaction ends, so two replicas

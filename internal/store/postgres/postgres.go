@@ -145,6 +145,9 @@ func (Dialect) NextSeqs(ctx context.Context, c sqlstore.Conn, seq sqlstore.Seque
 	return out, nil
 }
 
+// SkipLocked lets concurrent claims pass over rows another claim holds.
+func (Dialect) SkipLocked() string { return " FOR UPDATE SKIP LOCKED" }
+
 // QueueHeadsQuery reads each compute resource's first queued tasks with a
 // LATERAL join that walks the queue index, LIMIT rows per resource.
 func (Dialect) QueueHeadsQuery() string {

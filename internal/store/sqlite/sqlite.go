@@ -162,6 +162,9 @@ func (Dialect) NextSeqs(ctx context.Context, c sqlstore.Conn, seq sqlstore.Seque
 	return out, nil
 }
 
+// SkipLocked is empty: SQLite runs write transactions one at a time.
+func (Dialect) SkipLocked() string { return "" }
+
 // QueueHeadsQuery reads each compute resource's first queued tasks with a
 // correlated subquery that walks the queue index, LIMIT rows per resource.
 func (Dialect) QueueHeadsQuery() string {

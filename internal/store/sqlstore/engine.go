@@ -175,7 +175,7 @@ func (q *queries) PreemptTasks(ctx context.Context, tenantID string, ps []store.
 	err := q.atomic(ctx, func(q *queries) error {
 		for _, p := range ps {
 			n, err := q.write(ctx, "preempt task "+p.TaskID, store.ErrNotFound,
-				`UPDATE tasks SET status = ?, pool_id = '', placed_at = NULL, reason = ?, updated_at = ?
+				`UPDATE tasks SET status = ?, pool_id = '', placed_at = NULL, lease_expires_at = NULL, reason = ?, updated_at = ?
 				WHERE tenant_id = ? AND id = ? AND status IN (?, ?)`,
 				string(model.TaskQueued), p.Reason, micros(at), tenantID, p.TaskID, string(model.TaskPlaced), string(model.TaskRunning))
 			if err != nil {

@@ -140,3 +140,11 @@ func assignID(id *string) (undo func()) {
 	*id = model.NewID()
 	return func() { *id = "" }
 }
+
+// nullInt stores an optional number: nil is NULL.
+func nullInt(v *int) any {
+	if v == nil {
+		return nil
+	}
+	return *v
+}

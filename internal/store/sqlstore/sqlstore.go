@@ -105,6 +105,10 @@ type Dialect interface {
 	// NextSeqs returns n values of a counter, increasing, as NextSeq would
 	// one at a time, in one round trip.
 	NextSeqs(ctx context.Context, c Conn, seq Sequence, n int) ([]int64, error)
+	// SkipLocked is the clause that makes a subquery pick a row no other
+	// transaction holds (" FOR UPDATE SKIP LOCKED"), or "" where writers
+	// are serialised anyway.
+	SkipLocked() string
 	// QueueHeadsQuery selects the first (second argument) queued tasks of
 	// every compute resource of a tenant (first argument), in the columns
 	// of schedColumns, using the queue index rather than reading every

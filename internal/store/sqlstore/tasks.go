@@ -14,18 +14,31 @@ import (
 
 const taskColumns = `id, tenant_id, project_id, owner_id, compute_resource_id, policy_id, profile_id, group_id, name, spec,
 	size_nodes, size_per_node_milli, status, reason, queue_seq, pool_id, cloned_from_id,
-	created_at, updated_at, placed_at, finished_at`
+	created_at, updated_at, placed_at, finished_at,
+	worker_id, attempt, lease_expires_at, retries, started_at, exit_code, outputs`
 
 func scanTask(r scanner) (*model.Task, error) {
 	var t model.Task
 	var project sql.NullString
 	var spec, status string
 	var perNode, created, updated int64
-	var placed, finished sql.NullInt64
+	var placed, finished, lease, started, exit sql.NullInt64
+	var outputs string
 	if err := r.Scan(&t.ID, &t.TenantID, &project, &t.OwnerID, &t.ComputeResourceID, &t.PolicyID, &t.ProfileID,
 		&t.GroupID, &t.Name, &spec, &t.Size.Nodes, &perNode, &status, &t.Reason, &t.QueueSeq, &t.PoolID,
-		&t.ClonedFromID, &created, &updated, &placed, &finished); err != nil {
+		&t.ClonedFromID, &created, &updated, &placed, &finished,
+		&t.Run.WorkerID, &t.Run.Attempt, &lease, &t.Run.Retries, &started, &exit, &outputs); err != nil {
 		return nil, err
+	}
+	t.Run.LeaseExpiresAt, t.Run.StartedAt = timePtr(lease), timePtr(started)
+	if exit.Valid {
+		code := int(exit.Int64)
+		t.Run.ExitCode = &code
+	}
+	if outputs != "" && outputs != "[]" {
+		if err := json.Unmarshal([]byte(outputs), &t.Run.Outputs); err != nil {
+			return nil, fmt.Errorf("task %s outputs: decode JSON: %w", t.ID, err)
+		}
 	}
 	if spec != "" && spec != "null" {
 		if err := json.Unmarshal([]byte(spec), &t.Spec); err != nil {
@@ -71,12 +84,18 @@ func (q *queries) CreateTask(ctx context.Context, t *model.Task) error {
 		} else if err := q.s.dialect.AdvanceSeq(ctx, q.c, SeqTaskQueue, t.QueueSeq); err != nil {
 			return fmt.Errorf("%s: advance queue sequence: %w", what, err)
 		}
-		_, err := q.write(ctx, what, store.ErrNotFound,
-			`INSERT INTO tasks (`+taskColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		outputs, err := marshalJSON(t.Run.Outputs, "[]")
+		if err != nil {
+			return fmt.Errorf("%s: encode outputs: %w", what, err)
+		}
+		_, err = q.write(ctx, what, store.ErrNotFound,
+			`INSERT INTO tasks (`+taskColumns+`) VALUES (`+placeholders(28)+`)`,
 			t.ID, t.TenantID, nullString(t.ProjectID), t.OwnerID, t.ComputeResourceID, t.PolicyID, t.ProfileID,
 			t.GroupID, t.Name, spec, t.Size.Nodes, int64(t.Size.PerNode), string(t.Status), t.Reason, t.QueueSeq,
 			t.PoolID, t.ClonedFromID, micros(t.CreatedAt), micros(t.UpdatedAt),
-			nullMicros(t.PlacedAt), nullMicros(t.FinishedAt))
+			nullMicros(t.PlacedAt), nullMicros(t.FinishedAt),
+			t.Run.WorkerID, t.Run.Attempt, nullMicros(t.Run.LeaseExpiresAt), t.Run.Retries, nullMicros(t.Run.StartedAt),
+			nullInt(t.Run.ExitCode), outputs)
 		return err
 	})
 	if err != nil {
@@ -89,7 +108,7 @@ func (q *queries) CreateTask(ctx context.Context, t *model.Task) error {
 }
 
 // UpdateTask writes what changes over a task's life: name, spec, size,
-// status, reason, pool, UpdatedAt, PlacedAt and FinishedAt. What is fixed at
+// status, reason, pool, UpdatedAt, PlacedAt, FinishedAt and the run. What is fixed at
 // enqueue (the project, owner, compute resource and the copies taken from it,
 // QueueSeq, ClonedFromID and CreatedAt) is left as it is.
 func (q *queries) UpdateTask(ctx context.Context, t *model.Task) error {
@@ -98,12 +117,19 @@ func (q *queries) UpdateTask(ctx context.Context, t *model.Task) error {
 	if err != nil {
 		return fmt.Errorf("%s: encode spec: %w", what, err)
 	}
+	outputs, err := marshalJSON(t.Run.Outputs, "[]")
+	if err != nil {
+		return fmt.Errorf("%s: encode outputs: %w", what, err)
+	}
 	return q.writeOne(ctx, what, store.ErrNotFound,
 		`UPDATE tasks SET name = ?, spec = ?, size_nodes = ?, size_per_node_milli = ?, status = ?, reason = ?,
-			pool_id = ?, updated_at = ?, placed_at = ?, finished_at = ?
+			pool_id = ?, updated_at = ?, placed_at = ?, finished_at = ?,
+			worker_id = ?, attempt = ?, lease_expires_at = ?, retries = ?, started_at = ?, exit_code = ?, outputs = ?
 		WHERE tenant_id = ? AND id = ?`,
 		t.Name, spec, t.Size.Nodes, int64(t.Size.PerNode), string(t.Status), t.Reason,
-		t.PoolID, micros(t.UpdatedAt), nullMicros(t.PlacedAt), nullMicros(t.FinishedAt), t.TenantID, t.ID)
+		t.PoolID, micros(t.UpdatedAt), nullMicros(t.PlacedAt), nullMicros(t.FinishedAt),
+		t.Run.WorkerID, t.Run.Attempt, nullMicros(t.Run.LeaseExpiresAt), t.Run.Retries, nullMicros(t.Run.StartedAt),
+		nullInt(t.Run.ExitCode), outputs, t.TenantID, t.ID)
 }
 
 func (q *queries) GetTask(ctx context.Context, tenantID, id string) (*model.Task, error) {

@@ -52,6 +52,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Settings", exerciseSettings},
 		{"Engine", exerciseEngine},
 		{"Ledger", exerciseLedger},
+		{"Workers", exerciseWorkers},
 		{"Store", exerciseStore},
 	} {
 		t.Run(group.name, func(t *testing.T) {

@@ -1,0 +1,79 @@
+package model
+
+import "time"
+
+// WorkerCredential lets the worker daemons of one pool connect. Like an API
+// key it is shown once and only its hash is kept.
+type WorkerCredential struct {
+	ID        string
+	TenantID  string
+	PoolID    string
+	Name      string
+	Prefix    string
+	Hash      []byte
+	CreatedBy string
+	CreatedAt time.Time
+	RevokedAt *time.Time
+}
+
+// WorkerGPU is one GPU a worker owns.
+type WorkerGPU struct {
+	Index    int    `json:"index"`
+	UUID     string `json:"uuid,omitempty"`
+	MemoryMB int    `json:"memoryMb,omitempty"`
+}
+
+// Worker is a registered worker daemon: what the orchestration view lists.
+type Worker struct {
+	ID              string
+	TenantID        string
+	PoolID          string
+	CredentialID    string
+	Hostname        string
+	Version         string
+	Mode            string
+	Kind            string
+	GPUs            []WorkerGPU
+	RegisteredAt    time.Time
+	LastHeartbeatAt time.Time
+}
+
+// LogLine is one line a task printed, numbered in the task's log.
+type LogLine struct {
+	Seq     int64
+	Attempt int
+	At      time.Time
+	Stream  string
+	Line    string
+}
+
+// MetricPoint is one scalar a task reported.
+type MetricPoint struct {
+	Seq     int64
+	Attempt int
+	At      time.Time
+	Name    string
+	Value   float64
+	Step    int64
+}
+
+// Secret scopes: a secret belongs to the tenant, a group or a project.
+const (
+	ScopeTenant  = "tenant"
+	ScopeGroup   = "group"
+	ScopeProject = "project"
+)
+
+// Secret is a value kept in a vault, encrypted at rest. Its plaintext never
+// leaves the platform service except to the worker that runs a task naming
+// it.
+type Secret struct {
+	TenantID   string
+	Scope      string
+	ScopeID    string
+	Name       string
+	Ciphertext []byte
+	UpdatedBy  string
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+}

@@ -1,0 +1,393 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/klique-ai/klique/internal/model"
+	"github.com/klique-ai/klique/internal/store"
+)
+
+const workerCredentialColumns = `id, tenant_id, pool_id, name, prefix, hash, created_by, created_at, revoked_at`
+
+func scanWorkerCredential(r scanner) (*model.WorkerCredential, error) {
+	var c model.WorkerCredential
+	var created int64
+	var revoked sql.NullInt64
+	if err := r.Scan(&c.ID, &c.TenantID, &c.PoolID, &c.Name, &c.Prefix, &c.Hash, &c.CreatedBy, &created, &revoked); err != nil {
+		return nil, err
+	}
+	c.CreatedAt, c.RevokedAt = fromMicros(created), timePtr(revoked)
+	return &c, nil
+}
+
+// CreateWorkerCredential stores a worker credential (its hash).
+func (q *queries) CreateWorkerCredential(ctx context.Context, c *model.WorkerCredential) error {
+	undo := assignID(&c.ID)
+	_, err := q.write(ctx, "create worker credential "+c.Name, store.ErrNotFound,
+		`INSERT INTO worker_credentials (`+workerCredentialColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		c.ID, c.TenantID, c.PoolID, c.Name, c.Prefix, c.Hash, c.CreatedBy, micros(c.CreatedAt), nullMicros(c.RevokedAt))
+	if err != nil {
+		undo()
+	}
+	return err
+}
+
+// GetWorkerCredentialByHash finds a credential by the hash of its secret.
+func (q *queries) GetWorkerCredentialByHash(ctx context.Context, hash []byte) (*model.WorkerCredential, error) {
+	if len(hash) == 0 {
+		return nil, fmt.Errorf("get worker credential: %w", store.ErrNotFound)
+	}
+	return getOne(ctx, q, "get worker credential", scanWorkerCredential,
+		`SELECT `+workerCredentialColumns+` FROM worker_credentials WHERE hash = ?`, hash)
+}
+
+// ListWorkerCredentials lists a tenant's worker credentials, newest first.
+func (q *queries) ListWorkerCredentials(ctx context.Context, tenantID string) ([]*model.WorkerCredential, error) {
+	return getAll(ctx, q, "list worker credentials", scanWorkerCredential,
+		`SELECT `+workerCredentialColumns+` FROM worker_credentials WHERE tenant_id = ? ORDER BY created_at DESC, id DESC`, tenantID)
+}
+
+// RevokeWorkerCredential revokes a credential, keeping the first revocation
+// time.
+func (q *queries) RevokeWorkerCredential(ctx context.Context, tenantID, id string, at time.Time) error {
+	return q.writeOne(ctx, "revoke worker credential "+id, store.ErrNotFound,
+		`UPDATE worker_credentials SET revoked_at = COALESCE(revoked_at, ?) WHERE tenant_id = ? AND id = ?`, micros(at), tenantID, id)
+}
+
+const workerColumns = `id, tenant_id, pool_id, credential_id, hostname, version, mode, kind, gpus, registered_at, last_heartbeat_at`
+
+func scanWorker(r scanner) (*model.Worker, error) {
+	var w model.Worker
+	var gpus string
+	var registered, seen int64
+	if err := r.Scan(&w.ID, &w.TenantID, &w.PoolID, &w.CredentialID, &w.Hostname, &w.Version, &w.Mode, &w.Kind,
+		&gpus, &registered, &seen); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal([]byte(gpus), &w.GPUs); err != nil {
+		return nil, fmt.Errorf("worker %s gpus: decode JSON: %w", w.ID, err)
+	}
+	if w.GPUs == nil {
+		w.GPUs = []model.WorkerGPU{}
+	}
+	w.RegisteredAt, w.LastHeartbeatAt = fromMicros(registered), fromMicros(seen)
+	return &w, nil
+}
+
+// RegisterWorker creates or updates the worker of (tenant, pool, hostname).
+func (q *queries) RegisterWorker(ctx context.Context, w *model.Worker) error {
+	gpus, err := marshalJSON(w.GPUs, "[]")
+	if err != nil {
+		return fmt.Errorf("register worker %s: encode gpus: %w", w.Hostname, err)
+	}
+	if w.ID == "" {
+		w.ID = model.NewID()
+	}
+	var id string
+	err = q.queryRow(ctx, `INSERT INTO workers (`+workerColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (tenant_id, pool_id, hostname) DO UPDATE SET credential_id = excluded.credential_id,
+			version = excluded.version, mode = excluded.mode, kind = excluded.kind, gpus = excluded.gpus,
+			registered_at = excluded.registered_at, last_heartbeat_at = excluded.last_heartbeat_at
+		RETURNING id`,
+		w.ID, w.TenantID, w.PoolID, w.CredentialID, w.Hostname, w.Version, w.Mode, w.Kind, gpus,
+		micros(w.RegisteredAt), micros(w.LastHeartbeatAt)).Scan(&id)
+	if err != nil {
+		return q.mapErr(err, "register worker "+w.Hostname, store.ErrNotFound)
+	}
+	w.ID = id
+	return nil
+}
+
+// GetWorker returns a worker.
+func (q *queries) GetWorker(ctx context.Context, tenantID, id string) (*model.Worker, error) {
+	return getOne(ctx, q, "get worker "+id, scanWorker,
+		`SELECT `+workerColumns+` FROM workers WHERE tenant_id = ? AND id = ?`, tenantID, id)
+}
+
+// ListWorkers lists a tenant's workers by pool and hostname.
+func (q *queries) ListWorkers(ctx context.Context, tenantID string) ([]*model.Worker, error) {
+	return getAll(ctx, q, "list workers", scanWorker,
+		`SELECT `+workerColumns+` FROM workers WHERE tenant_id = ? ORDER BY pool_id, hostname`, tenantID)
+}
+
+// TouchWorker records a heartbeat.
+func (q *queries) TouchWorker(ctx context.Context, tenantID, id string, at time.Time) error {
+	return q.writeOne(ctx, "touch worker "+id, store.ErrNotFound,
+		`UPDATE workers SET last_heartbeat_at = ? WHERE tenant_id = ? AND id = ?`, micros(at), tenantID, id)
+}
+
+// ClaimTask claims the first fitting task of a pool's hidden queue, as
+// store.Queries documents: one UPDATE whose subquery picks the row (and on
+// PostgreSQL skips rows another claim holds).
+func (q *queries) ClaimTask(ctx context.Context, tenantID, poolID, workerID, reason string, fit store.ClaimFit, at, leaseUntil time.Time) (*model.Task, error) {
+	cond := `size_nodes = 1 AND size_per_node_milli <= ?`
+	args := []any{string(model.TaskRunning), workerID, micros(leaseUntil), micros(at), micros(at),
+		reason, tenantID, tenantID, poolID, string(model.TaskPlaced), int64(fit.MaxPerNode)}
+	if !fit.Fractions {
+		cond += ` AND size_per_node_milli % 1000 = 0`
+	}
+	t, err := getOne(ctx, q, "claim a task of pool "+poolID, scanTask,
+		`UPDATE tasks SET status = ?, worker_id = ?, attempt = attempt + 1, lease_expires_at = ?, started_at = ?,
+			updated_at = ?, reason = ?
+		WHERE tenant_id = ? AND id = (
+			SELECT id FROM tasks WHERE tenant_id = ? AND pool_id = ? AND status = ? AND `+cond+`
+			ORDER BY placed_at, queue_seq LIMIT 1`+q.s.dialect.SkipLocked()+`)
+		RETURNING `+taskColumns, args...)
+	return t, err
+}
+
+// ExtendLeases extends the leases of a worker's running tasks whose attempt
+// matches, and returns every task asked about as it is now.
+func (q *queries) ExtendLeases(ctx context.Context, tenantID, workerID string, attempts map[string]int, until time.Time) ([]*model.Task, error) {
+	if len(attempts) == 0 {
+		return []*model.Task{}, nil
+	}
+	ids := make([]string, 0, len(attempts))
+	for id := range attempts {
+		ids = append(ids, id)
+	}
+	var out []*model.Task
+	err := q.atomic(ctx, func(q *queries) error {
+		args := []any{tenantID}
+		for _, id := range ids {
+			args = append(args, id)
+		}
+		tasks, err := getAll(ctx, q, "read heartbeat tasks", scanTask,
+			`SELECT `+taskColumns+` FROM tasks WHERE tenant_id = ? AND id IN (`+placeholders(len(ids))+`) ORDER BY id`, args...)
+		if err != nil {
+			return err
+		}
+		var live []any
+		for _, t := range tasks {
+			if t.Status == model.TaskRunning && t.Run.WorkerID == workerID && t.Run.Attempt == attempts[t.ID] {
+				live = append(live, t.ID)
+				u := fromMicros(micros(until))
+				t.Run.LeaseExpiresAt = &u
+			}
+		}
+		if len(live) > 0 {
+			args := append([]any{micros(until), tenantID, workerID, string(model.TaskRunning)}, live...)
+			if _, err := q.write(ctx, "extend leases", store.ErrNotFound,
+				`UPDATE tasks SET lease_expires_at = ? WHERE tenant_id = ? AND worker_id = ? AND status = ? AND id IN (`+
+					placeholders(len(live))+`)`, args...); err != nil {
+				return err
+			}
+		}
+		out = tasks
+		return nil
+	})
+	return out, err
+}
+
+// ListExpiredLeases lists a tenant's running tasks whose lease has run out.
+func (q *queries) ListExpiredLeases(ctx context.Context, tenantID string, now time.Time) ([]*model.Task, error) {
+	return getAll(ctx, q, "list expired leases", scanTask,
+		`SELECT `+taskColumns+` FROM tasks WHERE status = ? AND lease_expires_at < ? AND tenant_id = ? ORDER BY queue_seq`,
+		string(model.TaskRunning), micros(now), tenantID)
+}
+
+// truncationNote is the line a log gets when it reaches its limit.
+const truncationNote = "[klique: the log of this task reached its limit of %d bytes; later lines were not kept]"
+
+// AppendLogs adds a batch of log lines, as store.Queries documents.
+func (q *queries) AppendLogs(ctx context.Context, tenantID, taskID string, attempt int, lines []model.LogLine, limitBytes int64) (int, bool, error) {
+	accepted := 0
+	truncated := false
+	err := q.atomic(ctx, func(q *queries) error {
+		var used, seq int64
+		var trunc int
+		if err := q.queryRow(ctx, `SELECT log_bytes, log_seq, log_truncated FROM tasks WHERE tenant_id = ? AND id = ?`,
+			tenantID, taskID).Scan(&used, &seq, &trunc); err != nil {
+			if err == sql.ErrNoRows {
+				return fmt.Errorf("append logs of task %s: %w", taskID, store.ErrNotFound)
+			}
+			return fmt.Errorf("append logs of task %s: %w", taskID, err)
+		}
+		if trunc != 0 {
+			truncated = true
+			return nil
+		}
+		var keep []model.LogLine
+		for _, l := range lines {
+			n := int64(len(l.Line))
+			if used+n > limitBytes {
+				truncated = true
+				break
+			}
+			used += n
+			seq++
+			l.Seq, l.Attempt = seq, attempt
+			keep = append(keep, l)
+		}
+		if truncated {
+			seq++
+			at := time.Now()
+			if len(lines) > 0 {
+				at = lines[len(keep)].At
+			}
+			keep = append(keep, model.LogLine{Seq: seq, Attempt: attempt, At: at, Stream: "worker", Line: fmt.Sprintf(truncationNote, limitBytes)})
+		}
+		if err := insertBatches(ctx, q, "append logs of task "+taskID,
+			`INSERT INTO task_logs (tenant_id, task_id, seq, attempt, at, stream, line) VALUES `, 7, len(keep),
+			func(i int) []any {
+				l := keep[i]
+				return []any{tenantID, taskID, l.Seq, l.Attempt, micros(l.At), l.Stream, l.Line}
+			}); err != nil {
+			return err
+		}
+		accepted = len(keep)
+		if truncated {
+			accepted--
+		}
+		flag := 0
+		if truncated {
+			flag = 1
+		}
+		_, err := q.write(ctx, "count logs of task "+taskID, store.ErrNotFound,
+			`UPDATE tasks SET log_bytes = ?, log_seq = ?, log_truncated = ? WHERE tenant_id = ? AND id = ?`,
+			used, seq, flag, tenantID, taskID)
+		return err
+	})
+	return accepted, truncated, err
+}
+
+func scanLogLine(r scanner) (model.LogLine, error) {
+	var l model.LogLine
+	var at int64
+	if err := r.Scan(&l.Seq, &l.Attempt, &at, &l.Stream, &l.Line); err != nil {
+		return l, err
+	}
+	l.At = fromMicros(at)
+	return l, nil
+}
+
+// ListLogs pages through a task's log.
+func (q *queries) ListLogs(ctx context.Context, tenantID, taskID string, afterSeq int64, limit int, tail bool) ([]model.LogLine, error) {
+	if limit <= 0 {
+		limit = 1000
+	}
+	if tail {
+		lines, err := getAll(ctx, q, "tail logs of task "+taskID, scanLogLine,
+			`SELECT seq, attempt, at, stream, line FROM task_logs WHERE tenant_id = ? AND task_id = ? AND seq > ?
+			ORDER BY seq DESC LIMIT ?`, tenantID, taskID, afterSeq, limit)
+		if err != nil {
+			return nil, err
+		}
+		for i, j := 0, len(lines)-1; i < j; i, j = i+1, j-1 {
+			lines[i], lines[j] = lines[j], lines[i]
+		}
+		return lines, nil
+	}
+	return getAll(ctx, q, "list logs of task "+taskID, scanLogLine,
+		`SELECT seq, attempt, at, stream, line FROM task_logs WHERE tenant_id = ? AND task_id = ? AND seq > ?
+		ORDER BY seq LIMIT ?`, tenantID, taskID, afterSeq, limit)
+}
+
+// AppendMetrics adds a batch of metric points, numbering them.
+func (q *queries) AppendMetrics(ctx context.Context, tenantID, taskID string, attempt int, points []model.MetricPoint) error {
+	if len(points) == 0 {
+		return nil
+	}
+	return q.atomic(ctx, func(q *queries) error {
+		var seq int64
+		if err := q.queryRow(ctx, `SELECT metric_seq FROM tasks WHERE tenant_id = ? AND id = ?`, tenantID, taskID).Scan(&seq); err != nil {
+			if err == sql.ErrNoRows {
+				return fmt.Errorf("append metrics of task %s: %w", taskID, store.ErrNotFound)
+			}
+			return fmt.Errorf("append metrics of task %s: %w", taskID, err)
+		}
+		base := seq
+		if err := insertBatches(ctx, q, "append metrics of task "+taskID,
+			`INSERT INTO task_metrics (tenant_id, task_id, seq, attempt, at, name, value, step) VALUES `, 8, len(points),
+			func(i int) []any {
+				p := points[i]
+				return []any{tenantID, taskID, base + int64(i) + 1, attempt, micros(p.At), p.Name, p.Value, p.Step}
+			}); err != nil {
+			return err
+		}
+		_, err := q.write(ctx, "count metrics of task "+taskID, store.ErrNotFound,
+			`UPDATE tasks SET metric_seq = ? WHERE tenant_id = ? AND id = ?`, base+int64(len(points)), tenantID, taskID)
+		return err
+	})
+}
+
+func scanMetric(r scanner) (model.MetricPoint, error) {
+	var p model.MetricPoint
+	var at int64
+	if err := r.Scan(&p.Seq, &p.Attempt, &at, &p.Name, &p.Value, &p.Step); err != nil {
+		return p, err
+	}
+	p.At = fromMicros(at)
+	return p, nil
+}
+
+// ListMetrics pages through a task's metric points.
+func (q *queries) ListMetrics(ctx context.Context, tenantID, taskID, name string, afterSeq int64, limit int) ([]model.MetricPoint, error) {
+	if limit <= 0 {
+		limit = 1000
+	}
+	query := `SELECT seq, attempt, at, name, value, step FROM task_metrics WHERE tenant_id = ? AND task_id = ? AND seq > ?`
+	args := []any{tenantID, taskID, afterSeq}
+	if name != "" {
+		query += ` AND name = ?`
+		args = append(args, name)
+	}
+	query += ` ORDER BY seq LIMIT ?`
+	return getAll(ctx, q, "list metrics of task "+taskID, scanMetric, query, append(args, limit)...)
+}
+
+// LastMetrics returns the newest point of each of a task's metrics.
+func (q *queries) LastMetrics(ctx context.Context, tenantID, taskID string) ([]model.MetricPoint, error) {
+	return getAll(ctx, q, "last metrics of task "+taskID, scanMetric,
+		`SELECT m.seq, m.attempt, m.at, m.name, m.value, m.step FROM task_metrics m
+		JOIN (SELECT name, MAX(seq) AS seq FROM task_metrics WHERE tenant_id = ? AND task_id = ? GROUP BY name) last
+			ON last.name = m.name AND last.seq = m.seq
+		WHERE m.tenant_id = ? AND m.task_id = ? ORDER BY m.name`, tenantID, taskID, tenantID, taskID)
+}
+
+const secretColumns = `tenant_id, scope, scope_id, name, ciphertext, updated_by, created_at, updated_at`
+
+func scanSecret(r scanner) (*model.Secret, error) {
+	var s model.Secret
+	var created, updated int64
+	if err := r.Scan(&s.TenantID, &s.Scope, &s.ScopeID, &s.Name, &s.Ciphertext, &s.UpdatedBy, &created, &updated); err != nil {
+		return nil, err
+	}
+	s.CreatedAt, s.UpdatedAt = fromMicros(created), fromMicros(updated)
+	return &s, nil
+}
+
+// PutSecret creates or replaces a secret.
+func (q *queries) PutSecret(ctx context.Context, s *model.Secret) error {
+	_, err := q.write(ctx, "put secret "+s.Name, store.ErrNotFound,
+		`INSERT INTO secrets (`+secretColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (tenant_id, scope, scope_id, name) DO UPDATE SET ciphertext = excluded.ciphertext,
+			updated_by = excluded.updated_by, updated_at = excluded.updated_at`,
+		s.TenantID, s.Scope, s.ScopeID, s.Name, s.Ciphertext, s.UpdatedBy, micros(s.CreatedAt), micros(s.UpdatedAt))
+	return err
+}
+
+// GetSecret returns one secret.
+func (q *queries) GetSecret(ctx context.Context, tenantID, scope, scopeID, name string) (*model.Secret, error) {
+	return getOne(ctx, q, "get secret "+name, scanSecret,
+		`SELECT `+secretColumns+` FROM secrets WHERE tenant_id = ? AND scope = ? AND scope_id = ? AND name = ?`,
+		tenantID, scope, scopeID, name)
+}
+
+// ListSecrets lists a scope's secrets by name.
+func (q *queries) ListSecrets(ctx context.Context, tenantID, scope, scopeID string) ([]*model.Secret, error) {
+	return getAll(ctx, q, "list secrets", scanSecret,
+		`SELECT `+secretColumns+` FROM secrets WHERE tenant_id = ? AND scope = ? AND scope_id = ? ORDER BY name`,
+		tenantID, scope, scopeID)
+}
+
+// DeleteSecret deletes a secret.
+func (q *queries) DeleteSecret(ctx context.Context, tenantID, scope, scopeID, name string) error {
+	return q.writeOne(ctx, "delete secret "+name, store.ErrNotFound,
+		`DELETE FROM secrets WHERE tenant_id = ? AND scope = ? AND scope_id = ? AND name = ?`, tenantID, scope, scopeID, name)
+}
+
