@@ -28,6 +28,9 @@ const (
 	DefaultPerQueue = 256
 	// LeaseName is the lease that lets one replica at a time run passes.
 	LeaseName = "engine"
+	// DefaultMaxRetries is how often a task whose worker was lost is
+	// requeued before it fails.
+	DefaultMaxRetries = 3
 	// leaseTTL is how long a lease outlives a replica that stops renewing.
 	leaseTTL = 10 * time.Second
 	// minGap batches wake-ups: a burst of enqueues is one pass, not many.
@@ -54,6 +57,9 @@ type Loop struct {
 	Holder string
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+	// MaxRetries is how many times a task is requeued after its worker was
+	// lost before it fails (DefaultMaxRetries when 0).
+	MaxRetries int
 
 	wake    chan struct{}
 	once    sync.Once
@@ -143,6 +149,9 @@ func (l *Loop) init() {
 		}
 		if l.Now == nil {
 			l.Now = time.Now
+		}
+		if l.MaxRetries <= 0 {
+			l.MaxRetries = DefaultMaxRetries
 		}
 		if l.Holder == "" {
 			host, _ := os.Hostname()
@@ -257,6 +266,9 @@ func (l *Loop) PassTenant(ctx context.Context, tenantID string) (Report, error) 
 		return rep, err
 	}
 	e := m.Estate
+	if err := l.reapLost(ctx, tenantID, now); err != nil {
+		return rep, err
+	}
 	tasks, err := l.Store.ListSchedulable(ctx, tenantID, l.PerQueue)
 	if err != nil {
 		return rep, err
@@ -419,7 +431,9 @@ func (l *Loop) apply(ctx context.Context, tenantID string, now time.Time, m *Mod
 				}
 				trail = append(trail, auditEntry(tenantID, now, "task.placed", byID[p.TaskID],
 					fmt.Sprintf("placed on pool %s, size %s, %s (%s phase)", ps[i].PoolName, ps[i].Size, how, p.Phase)))
-				evs = append(evs, taskEvent(tenantID, "task.placed", p.TaskID, groupOf(e, m.Queues[p.Queue]), now))
+				ev := taskEvent(tenantID, "task.placed", p.TaskID, groupOf(e, m.Queues[p.Queue]), now)
+				ev.PoolID = m.Pools[p.Pool].ID
+				evs = append(evs, ev)
 			}
 		}
 		alerts := l.budgetAlerts(tenantID, m, snap, now)
@@ -673,6 +687,61 @@ func (l *Loop) Register(reg prometheus.Registerer) error {
 		if err := reg.Register(c); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// reapLost handles tasks whose worker stopped heartbeating: each goes back
+// to the front of its compute resource in its old order with the reason
+// "worker lost" and counts a retry, or fails once it has used its retries.
+// Its ledger interval closes in the same transaction.
+func (l *Loop) reapLost(ctx context.Context, tenantID string, now time.Time) error {
+	lost, err := l.Store.ListExpiredLeases(ctx, tenantID, now)
+	if err != nil || len(lost) == 0 {
+		return err
+	}
+	var evs []events.Event
+	err = l.Store.InTx(ctx, func(q store.Queries) error {
+		evs = evs[:0]
+		var trail []*model.AuditEntry
+		for _, t := range lost {
+			cur, err := q.GetTask(ctx, tenantID, t.ID)
+			if err != nil {
+				return err
+			}
+			if cur.Status != model.TaskRunning || cur.Run.Attempt != t.Run.Attempt {
+				continue // reported or stopped since the listing
+			}
+			cur.Run.LeaseExpiresAt = nil
+			cur.Run.Retries++
+			cur.UpdatedAt = now
+			kind := "task.requeued"
+			if cur.Run.Retries > l.MaxRetries {
+				cur.Status, cur.FinishedAt = model.TaskFailed, &now
+				cur.Reason = fmt.Sprintf("failed: worker lost (%d times; the limit is %d retries)", cur.Run.Retries, l.MaxRetries)
+				kind = "task.failed"
+			} else {
+				cur.Status, cur.PoolID, cur.PlacedAt = model.TaskQueued, "", nil
+				cur.Reason = PreemptedPrefix + "worker lost"
+			}
+			if err := q.UpdateTask(ctx, cur); err != nil {
+				return err
+			}
+			if err := q.EndPlacement(ctx, tenantID, cur.ID, now, "worker lost"); err != nil {
+				return err
+			}
+			trail = append(trail, &model.AuditEntry{TenantID: tenantID, At: now, ActorName: "engine", Channel: "engine",
+				Action: kind, ObjectKind: "task", ObjectID: cur.ID, ObjectName: cur.Name,
+				Detail: fmt.Sprintf("worker lost: no heartbeat from attempt %d's worker before its lease ran out; %s", cur.Run.Attempt, cur.Reason)})
+			evs = append(evs, taskEvent(tenantID, kind, cur.ID, cur.GroupID, now))
+		}
+		return q.InsertAudits(ctx, trail)
+	})
+	if err != nil {
+		return err
+	}
+	for _, e := range evs {
+		l.Events.Publish(e)
 	}
 	return nil
 }

@@ -49,11 +49,15 @@ type ResolverRoot interface {
 	Query() QueryResolver
 	QueueState() QueueStateResolver
 	ResourcePolicy() ResourcePolicyResolver
+	Secret() SecretResolver
 	Task() TaskResolver
+	TaskSpec() TaskSpecResolver
 	TimeBudget() TimeBudgetResolver
 	UsageKey() UsageKeyResolver
 	UsageRow() UsageRowResolver
 	User() UserResolver
+	Worker() WorkerResolver
+	WorkerCredential() WorkerCredentialResolver
 }
 
 type DirectiveRoot struct {
@@ -243,40 +247,66 @@ type ComplexityRoot struct {
 		Warnings func(childComplexity int) int
 	}
 
+	LogLine struct {
+		At      func(childComplexity int) int
+		Attempt func(childComplexity int) int
+		Line    func(childComplexity int) int
+		Seq     func(childComplexity int) int
+		Stream  func(childComplexity int) int
+	}
+
+	LogPage struct {
+		LastSeq   func(childComplexity int) int
+		Lines     func(childComplexity int) int
+		Truncated func(childComplexity int) int
+	}
+
+	MetricPoint struct {
+		At    func(childComplexity int) int
+		Name  func(childComplexity int) int
+		Seq   func(childComplexity int) int
+		Step  func(childComplexity int) int
+		Value func(childComplexity int) int
+	}
+
 	Mutation struct {
-		AbortTask             func(childComplexity int, id string, reason *string) int
-		ApplyEstate           func(childComplexity int, document string, dryRun *bool) int
-		CloneTask             func(childComplexity int, id string, parameterOverrides map[string]string, name *string, computeResource *string, group *string, project *string) int
-		ConnectProfile        func(childComplexity int, input platform.ConnectInput) int
-		CreateAPIKey          func(childComplexity int, input gqlmodel.CreateAPIKeyInput) int
-		CreateGPUClass        func(childComplexity int, input platform.GPUClassInput) int
-		CreateGroup           func(childComplexity int, input platform.GroupInput) int
-		CreatePool            func(childComplexity int, input platform.PoolInput) int
-		CreateProfile         func(childComplexity int, input platform.ProfileInput) int
-		CreateProject         func(childComplexity int, input platform.ProjectInput) int
-		CreateResourcePolicy  func(childComplexity int, input platform.PolicyInput) int
-		CreateTenant          func(childComplexity int, input gqlmodel.CreateTenantInput) int
-		CreateUser            func(childComplexity int, input gqlmodel.CreateUserInput) int
-		DeleteGPUClass        func(childComplexity int, id string) int
-		DeleteGroup           func(childComplexity int, id string) int
-		DeletePool            func(childComplexity int, id string) int
-		DeleteProfile         func(childComplexity int, id string) int
-		DeleteProject         func(childComplexity int, id string) int
-		DeleteResourcePolicy  func(childComplexity int, id string) int
-		DisconnectProfile     func(childComplexity int, computeResource string) int
-		EnqueueTask           func(childComplexity int, input gqlmodel.EnqueueTaskInput) int
-		RemoveGroupMember     func(childComplexity int, group string, user string) int
-		RevokeAPIKey          func(childComplexity int, id string) int
-		SetEngineEnabled      func(childComplexity int, enabled bool) int
-		SetGroupMember        func(childComplexity int, group string, user string, role *model.GroupRole) int
-		UpdateComputeResource func(childComplexity int, id string, input platform.ComputeResourceInput) int
-		UpdateGPUClass        func(childComplexity int, id string, input platform.GPUClassInput) int
-		UpdateGroup           func(childComplexity int, id string, input platform.GroupInput) int
-		UpdatePool            func(childComplexity int, id string, input platform.PoolInput) int
-		UpdateProfile         func(childComplexity int, id string, input platform.ProfileInput) int
-		UpdateProject         func(childComplexity int, id string, input platform.ProjectInput) int
-		UpdateResourcePolicy  func(childComplexity int, id string, input platform.PolicyInput) int
-		UpdateUser            func(childComplexity int, id string, input gqlmodel.UpdateUserInput) int
+		AbortTask              func(childComplexity int, id string, reason *string) int
+		ApplyEstate            func(childComplexity int, document string, dryRun *bool) int
+		CloneTask              func(childComplexity int, id string, parameterOverrides map[string]string, name *string, computeResource *string, group *string, project *string) int
+		ConnectProfile         func(childComplexity int, input platform.ConnectInput) int
+		CreateAPIKey           func(childComplexity int, input gqlmodel.CreateAPIKeyInput) int
+		CreateGPUClass         func(childComplexity int, input platform.GPUClassInput) int
+		CreateGroup            func(childComplexity int, input platform.GroupInput) int
+		CreatePool             func(childComplexity int, input platform.PoolInput) int
+		CreateProfile          func(childComplexity int, input platform.ProfileInput) int
+		CreateProject          func(childComplexity int, input platform.ProjectInput) int
+		CreateResourcePolicy   func(childComplexity int, input platform.PolicyInput) int
+		CreateTenant           func(childComplexity int, input gqlmodel.CreateTenantInput) int
+		CreateUser             func(childComplexity int, input gqlmodel.CreateUserInput) int
+		CreateWorkerCredential func(childComplexity int, pool string, name *string) int
+		DeleteGPUClass         func(childComplexity int, id string) int
+		DeleteGroup            func(childComplexity int, id string) int
+		DeletePool             func(childComplexity int, id string) int
+		DeleteProfile          func(childComplexity int, id string) int
+		DeleteProject          func(childComplexity int, id string) int
+		DeleteResourcePolicy   func(childComplexity int, id string) int
+		DeleteSecret           func(childComplexity int, scope string, owner *string, name string) int
+		DisconnectProfile      func(childComplexity int, computeResource string) int
+		EnqueueTask            func(childComplexity int, input gqlmodel.EnqueueTaskInput) int
+		RemoveGroupMember      func(childComplexity int, group string, user string) int
+		RevokeAPIKey           func(childComplexity int, id string) int
+		RevokeWorkerCredential func(childComplexity int, id string) int
+		SetEngineEnabled       func(childComplexity int, enabled bool) int
+		SetGroupMember         func(childComplexity int, group string, user string, role *model.GroupRole) int
+		SetSecret              func(childComplexity int, scope string, owner *string, name string, value string) int
+		UpdateComputeResource  func(childComplexity int, id string, input platform.ComputeResourceInput) int
+		UpdateGPUClass         func(childComplexity int, id string, input platform.GPUClassInput) int
+		UpdateGroup            func(childComplexity int, id string, input platform.GroupInput) int
+		UpdatePool             func(childComplexity int, id string, input platform.PoolInput) int
+		UpdateProfile          func(childComplexity int, id string, input platform.ProfileInput) int
+		UpdateProject          func(childComplexity int, id string, input platform.ProjectInput) int
+		UpdateResourcePolicy   func(childComplexity int, id string, input platform.PolicyInput) int
+		UpdateUser             func(childComplexity int, id string, input gqlmodel.UpdateUserInput) int
 	}
 
 	NewAPIKey struct {
@@ -288,6 +318,11 @@ type ComplexityRoot struct {
 		Admin  func(childComplexity int) int
 		Secret func(childComplexity int) int
 		Tenant func(childComplexity int) int
+	}
+
+	NewWorkerCredential struct {
+		Credential func(childComplexity int) int
+		Secret     func(childComplexity int) int
 	}
 
 	PageInfo struct {
@@ -397,33 +432,36 @@ type ComplexityRoot struct {
 	}
 
 	Query struct {
-		APIKeys          func(childComplexity int, user *string, first *int, after *string) int
-		AuditLog         func(childComplexity int, filter *gqlmodel.AuditFilter, first *int, after *string) int
-		ComputeResource  func(childComplexity int, id string) int
-		ComputeResources func(childComplexity int, first *int, after *string) int
-		Engine           func(childComplexity int) int
-		EstateWarnings   func(childComplexity int) int
-		ExportEstate     func(childComplexity int) int
-		GpuClass         func(childComplexity int, id string) int
-		GpuClasses       func(childComplexity int, first *int, after *string) int
-		Group            func(childComplexity int, id string) int
-		Groups           func(childComplexity int, first *int, after *string) int
-		Me               func(childComplexity int) int
-		PolicyView       func(childComplexity int, group *string) int
-		Pool             func(childComplexity int, id string) int
-		Pools            func(childComplexity int, first *int, after *string) int
-		Profile          func(childComplexity int, id string) int
-		Profiles         func(childComplexity int, first *int, after *string) int
-		Project          func(childComplexity int, id string) int
-		Projects         func(childComplexity int, first *int, after *string) int
-		ResourcePolicies func(childComplexity int, first *int, after *string) int
-		ResourcePolicy   func(childComplexity int, id string) int
-		Task             func(childComplexity int, id string) int
-		Tasks            func(childComplexity int, filter *gqlmodel.TaskFilter, first *int, after *string) int
-		Tenants          func(childComplexity int, first *int, after *string) int
-		Usage            func(childComplexity int, input gqlmodel.UsageInput) int
-		User             func(childComplexity int, id string) int
-		Users            func(childComplexity int, first *int, after *string) int
+		APIKeys           func(childComplexity int, user *string, first *int, after *string) int
+		AuditLog          func(childComplexity int, filter *gqlmodel.AuditFilter, first *int, after *string) int
+		ComputeResource   func(childComplexity int, id string) int
+		ComputeResources  func(childComplexity int, first *int, after *string) int
+		Engine            func(childComplexity int) int
+		EstateWarnings    func(childComplexity int) int
+		ExportEstate      func(childComplexity int) int
+		GpuClass          func(childComplexity int, id string) int
+		GpuClasses        func(childComplexity int, first *int, after *string) int
+		Group             func(childComplexity int, id string) int
+		Groups            func(childComplexity int, first *int, after *string) int
+		Me                func(childComplexity int) int
+		PolicyView        func(childComplexity int, group *string) int
+		Pool              func(childComplexity int, id string) int
+		Pools             func(childComplexity int, first *int, after *string) int
+		Profile           func(childComplexity int, id string) int
+		Profiles          func(childComplexity int, first *int, after *string) int
+		Project           func(childComplexity int, id string) int
+		Projects          func(childComplexity int, first *int, after *string) int
+		ResourcePolicies  func(childComplexity int, first *int, after *string) int
+		ResourcePolicy    func(childComplexity int, id string) int
+		Secrets           func(childComplexity int, scope string, owner *string) int
+		Task              func(childComplexity int, id string) int
+		Tasks             func(childComplexity int, filter *gqlmodel.TaskFilter, first *int, after *string) int
+		Tenants           func(childComplexity int, first *int, after *string) int
+		Usage             func(childComplexity int, input gqlmodel.UsageInput) int
+		User              func(childComplexity int, id string) int
+		Users             func(childComplexity int, first *int, after *string) int
+		WorkerCredentials func(childComplexity int) int
+		Workers           func(childComplexity int) int
 	}
 
 	QueueState struct {
@@ -463,24 +501,41 @@ type ComplexityRoot struct {
 		Warnings       func(childComplexity int) int
 	}
 
+	Secret struct {
+		Name      func(childComplexity int) int
+		Owner     func(childComplexity int) int
+		Scope     func(childComplexity int) int
+		UpdatedAt func(childComplexity int) int
+		UpdatedBy func(childComplexity int) int
+	}
+
 	Task struct {
+		Attempt         func(childComplexity int) int
 		ClonedFrom      func(childComplexity int) int
 		ComputeResource func(childComplexity int) int
 		CreatedAt       func(childComplexity int) int
+		ExitCode        func(childComplexity int) int
 		FinishedAt      func(childComplexity int) int
 		Group           func(childComplexity int) int
 		ID              func(childComplexity int) int
+		LastMetrics     func(childComplexity int) int
+		Logs            func(childComplexity int, after *int, first *int, tail *int) int
+		Metrics         func(childComplexity int, name *string, after *int, first *int) int
 		Name            func(childComplexity int) int
+		Outputs         func(childComplexity int) int
 		Owner           func(childComplexity int) int
 		PlacedAt        func(childComplexity int) int
 		Pool            func(childComplexity int) int
 		Position        func(childComplexity int) int
 		Project         func(childComplexity int) int
 		Reason          func(childComplexity int) int
+		Retries         func(childComplexity int) int
 		Size            func(childComplexity int) int
 		Spec            func(childComplexity int) int
+		StartedAt       func(childComplexity int) int
 		Status          func(childComplexity int) int
 		UpdatedAt       func(childComplexity int) int
+		Worker          func(childComplexity int) int
 	}
 
 	TaskConnection struct {
@@ -503,6 +558,7 @@ type ComplexityRoot struct {
 		Packages   func(childComplexity int) int
 		Parameters func(childComplexity int) int
 		Repository func(childComplexity int) int
+		Secrets    func(childComplexity int) int
 		WorkingDir func(childComplexity int) int
 	}
 
@@ -583,6 +639,36 @@ type ComplexityRoot struct {
 		Message func(childComplexity int) int
 		Object  func(childComplexity int) int
 	}
+
+	Worker struct {
+		GPUs            func(childComplexity int) int
+		Hostname        func(childComplexity int) int
+		ID              func(childComplexity int) int
+		Kind            func(childComplexity int) int
+		LastHeartbeatAt func(childComplexity int) int
+		Mode            func(childComplexity int) int
+		Online          func(childComplexity int) int
+		Pool            func(childComplexity int) int
+		RegisteredAt    func(childComplexity int) int
+		Tasks           func(childComplexity int) int
+		Version         func(childComplexity int) int
+	}
+
+	WorkerCredential struct {
+		CreatedAt func(childComplexity int) int
+		CreatedBy func(childComplexity int) int
+		ID        func(childComplexity int) int
+		Name      func(childComplexity int) int
+		Pool      func(childComplexity int) int
+		Prefix    func(childComplexity int) int
+		RevokedAt func(childComplexity int) int
+	}
+
+	WorkerGPU struct {
+		Index    func(childComplexity int) int
+		MemoryMB func(childComplexity int) int
+		UUID     func(childComplexity int) int
+	}
 }
 
 // endregion ***************************** api!.gotpl *****************************
@@ -660,6 +746,10 @@ type MutationResolver interface {
 	EnqueueTask(ctx context.Context, input gqlmodel.EnqueueTaskInput) (*model.Task, error)
 	AbortTask(ctx context.Context, id string, reason *string) (*model.Task, error)
 	CloneTask(ctx context.Context, id string, parameterOverrides map[string]string, name *string, computeResource *string, group *string, project *string) (*model.Task, error)
+	CreateWorkerCredential(ctx context.Context, pool string, name *string) (*gqlmodel.NewWorkerCredential, error)
+	RevokeWorkerCredential(ctx context.Context, id string) (*model.WorkerCredential, error)
+	SetSecret(ctx context.Context, scope string, owner *string, name string, value string) (*platform.SecretInfo, error)
+	DeleteSecret(ctx context.Context, scope string, owner *string, name string) (bool, error)
 }
 type PolicyViewResolver interface {
 	ReservationGpus(ctx context.Context, obj *platform.PolicyView) (int, error)
@@ -712,6 +802,9 @@ type QueryResolver interface {
 	Tasks(ctx context.Context, filter *gqlmodel.TaskFilter, first *int, after *string) (*gqlmodel.TaskConnection, error)
 	Task(ctx context.Context, id string) (*model.Task, error)
 	Usage(ctx context.Context, input gqlmodel.UsageInput) (*gqlmodel.UsageReport, error)
+	Workers(ctx context.Context) ([]*platform.WorkerView, error)
+	WorkerCredentials(ctx context.Context) ([]*model.WorkerCredential, error)
+	Secrets(ctx context.Context, scope string, owner *string) ([]*platform.SecretInfo, error)
 }
 type QueueStateResolver interface {
 	Task(ctx context.Context, obj *model.QueueState) (*model.Task, error)
@@ -724,6 +817,9 @@ type ResourcePolicyResolver interface {
 
 	ComputeResources(ctx context.Context, obj *model.ResourcePolicy) ([]*model.ComputeResource, error)
 }
+type SecretResolver interface {
+	Owner(ctx context.Context, obj *platform.SecretInfo) (string, error)
+}
 type TaskResolver interface {
 	Reason(ctx context.Context, obj *model.Task) (string, error)
 	Position(ctx context.Context, obj *model.Task) (*int, error)
@@ -734,6 +830,20 @@ type TaskResolver interface {
 
 	Pool(ctx context.Context, obj *model.Task) (*model.Pool, error)
 	ClonedFrom(ctx context.Context, obj *model.Task) (*model.Task, error)
+
+	Attempt(ctx context.Context, obj *model.Task) (int, error)
+	Retries(ctx context.Context, obj *model.Task) (int, error)
+	Worker(ctx context.Context, obj *model.Task) (*platform.WorkerView, error)
+	StartedAt(ctx context.Context, obj *model.Task) (*time.Time, error)
+	ExitCode(ctx context.Context, obj *model.Task) (*int, error)
+	Outputs(ctx context.Context, obj *model.Task) ([]string, error)
+	Logs(ctx context.Context, obj *model.Task, after *int, first *int, tail *int) (*platform.LogPage, error)
+	Metrics(ctx context.Context, obj *model.Task, name *string, after *int, first *int) ([]*model.MetricPoint, error)
+	LastMetrics(ctx context.Context, obj *model.Task) ([]*model.MetricPoint, error)
+}
+type TaskSpecResolver interface {
+	Parameters(ctx context.Context, obj *model.TaskSpec) (map[string]string, error)
+	Env(ctx context.Context, obj *model.TaskSpec) (map[string]string, error)
 }
 type TimeBudgetResolver interface {
 	Hours(ctx context.Context, obj *model.TimeBudget) (float64, error)
@@ -747,6 +857,14 @@ type UsageRowResolver interface {
 }
 type UserResolver interface {
 	Groups(ctx context.Context, obj *model.User) ([]*model.Membership, error)
+}
+type WorkerResolver interface {
+	Pool(ctx context.Context, obj *platform.WorkerView) (*model.Pool, error)
+
+	Tasks(ctx context.Context, obj *platform.WorkerView) ([]*model.Task, error)
+}
+type WorkerCredentialResolver interface {
+	Pool(ctx context.Context, obj *model.WorkerCredential) (*model.Pool, error)
 }
 
 // endregion ************************** generated!.gotpl **************************
@@ -1440,6 +1558,87 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.GroupPayload.Warnings(childComplexity), true
 
+	case "LogLine.at":
+		if e.ComplexityRoot.LogLine.At == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LogLine.At(childComplexity), true
+	case "LogLine.attempt":
+		if e.ComplexityRoot.LogLine.Attempt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LogLine.Attempt(childComplexity), true
+	case "LogLine.line":
+		if e.ComplexityRoot.LogLine.Line == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LogLine.Line(childComplexity), true
+	case "LogLine.seq":
+		if e.ComplexityRoot.LogLine.Seq == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LogLine.Seq(childComplexity), true
+	case "LogLine.stream":
+		if e.ComplexityRoot.LogLine.Stream == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LogLine.Stream(childComplexity), true
+
+	case "LogPage.lastSeq":
+		if e.ComplexityRoot.LogPage.LastSeq == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LogPage.LastSeq(childComplexity), true
+	case "LogPage.lines":
+		if e.ComplexityRoot.LogPage.Lines == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LogPage.Lines(childComplexity), true
+	case "LogPage.truncated":
+		if e.ComplexityRoot.LogPage.Truncated == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LogPage.Truncated(childComplexity), true
+
+	case "MetricPoint.at":
+		if e.ComplexityRoot.MetricPoint.At == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MetricPoint.At(childComplexity), true
+	case "MetricPoint.name":
+		if e.ComplexityRoot.MetricPoint.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MetricPoint.Name(childComplexity), true
+	case "MetricPoint.seq":
+		if e.ComplexityRoot.MetricPoint.Seq == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MetricPoint.Seq(childComplexity), true
+	case "MetricPoint.step":
+		if e.ComplexityRoot.MetricPoint.Step == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MetricPoint.Step(childComplexity), true
+	case "MetricPoint.value":
+		if e.ComplexityRoot.MetricPoint.Value == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MetricPoint.Value(childComplexity), true
+
 	case "Mutation.abortTask":
 		if e.ComplexityRoot.Mutation.AbortTask == nil {
 			break
@@ -1583,6 +1782,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.CreateUser(childComplexity, args["input"].(gqlmodel.CreateUserInput)), true
+	case "Mutation.createWorkerCredential":
+		if e.ComplexityRoot.Mutation.CreateWorkerCredential == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_createWorkerCredential_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.CreateWorkerCredential(childComplexity, args["pool"].(string), args["name"].(*string)), true
 	case "Mutation.deleteGPUClass":
 		if e.ComplexityRoot.Mutation.DeleteGPUClass == nil {
 			break
@@ -1649,6 +1859,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.DeleteResourcePolicy(childComplexity, args["id"].(string)), true
+	case "Mutation.deleteSecret":
+		if e.ComplexityRoot.Mutation.DeleteSecret == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_deleteSecret_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.DeleteSecret(childComplexity, args["scope"].(string), args["owner"].(*string), args["name"].(string)), true
 	case "Mutation.disconnectProfile":
 		if e.ComplexityRoot.Mutation.DisconnectProfile == nil {
 			break
@@ -1693,6 +1914,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.RevokeAPIKey(childComplexity, args["id"].(string)), true
+	case "Mutation.revokeWorkerCredential":
+		if e.ComplexityRoot.Mutation.RevokeWorkerCredential == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_revokeWorkerCredential_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.RevokeWorkerCredential(childComplexity, args["id"].(string)), true
 	case "Mutation.setEngineEnabled":
 		if e.ComplexityRoot.Mutation.SetEngineEnabled == nil {
 			break
@@ -1715,6 +1947,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.SetGroupMember(childComplexity, args["group"].(string), args["user"].(string), args["role"].(*model.GroupRole)), true
+	case "Mutation.setSecret":
+		if e.ComplexityRoot.Mutation.SetSecret == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_setSecret_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.SetSecret(childComplexity, args["scope"].(string), args["owner"].(*string), args["name"].(string), args["value"].(string)), true
 	case "Mutation.updateComputeResource":
 		if e.ComplexityRoot.Mutation.UpdateComputeResource == nil {
 			break
@@ -1835,6 +2078,19 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.NewTenant.Tenant(childComplexity), true
+
+	case "NewWorkerCredential.credential":
+		if e.ComplexityRoot.NewWorkerCredential.Credential == nil {
+			break
+		}
+
+		return e.ComplexityRoot.NewWorkerCredential.Credential(childComplexity), true
+	case "NewWorkerCredential.secret":
+		if e.ComplexityRoot.NewWorkerCredential.Secret == nil {
+			break
+		}
+
+		return e.ComplexityRoot.NewWorkerCredential.Secret(childComplexity), true
 
 	case "PageInfo.endCursor":
 		if e.ComplexityRoot.PageInfo.EndCursor == nil {
@@ -2446,6 +2702,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.ResourcePolicy(childComplexity, args["id"].(string)), true
+	case "Query.secrets":
+		if e.ComplexityRoot.Query.Secrets == nil {
+			break
+		}
+
+		args, err := ec.field_Query_secrets_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.Secrets(childComplexity, args["scope"].(string), args["owner"].(*string)), true
 	case "Query.task":
 		if e.ComplexityRoot.Query.Task == nil {
 			break
@@ -2512,6 +2779,18 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Users(childComplexity, args["first"].(*int), args["after"].(*string)), true
+	case "Query.workerCredentials":
+		if e.ComplexityRoot.Query.WorkerCredentials == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Query.WorkerCredentials(childComplexity), true
+	case "Query.workers":
+		if e.ComplexityRoot.Query.Workers == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Query.Workers(childComplexity), true
 
 	case "QueueState.constraint":
 		if e.ComplexityRoot.QueueState.Constraint == nil {
@@ -2650,6 +2929,43 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.ResourcePolicyPayload.Warnings(childComplexity), true
 
+	case "Secret.name":
+		if e.ComplexityRoot.Secret.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Secret.Name(childComplexity), true
+	case "Secret.owner":
+		if e.ComplexityRoot.Secret.Owner == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Secret.Owner(childComplexity), true
+	case "Secret.scope":
+		if e.ComplexityRoot.Secret.Scope == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Secret.Scope(childComplexity), true
+	case "Secret.updatedAt":
+		if e.ComplexityRoot.Secret.UpdatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Secret.UpdatedAt(childComplexity), true
+	case "Secret.updatedBy":
+		if e.ComplexityRoot.Secret.UpdatedBy == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Secret.UpdatedBy(childComplexity), true
+
+	case "Task.attempt":
+		if e.ComplexityRoot.Task.Attempt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Task.Attempt(childComplexity), true
 	case "Task.clonedFrom":
 		if e.ComplexityRoot.Task.ClonedFrom == nil {
 			break
@@ -2668,6 +2984,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Task.CreatedAt(childComplexity), true
+	case "Task.exitCode":
+		if e.ComplexityRoot.Task.ExitCode == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Task.ExitCode(childComplexity), true
 	case "Task.finishedAt":
 		if e.ComplexityRoot.Task.FinishedAt == nil {
 			break
@@ -2686,12 +3008,46 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Task.ID(childComplexity), true
+	case "Task.lastMetrics":
+		if e.ComplexityRoot.Task.LastMetrics == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Task.LastMetrics(childComplexity), true
+	case "Task.logs":
+		if e.ComplexityRoot.Task.Logs == nil {
+			break
+		}
+
+		args, err := ec.field_Task_logs_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Task.Logs(childComplexity, args["after"].(*int), args["first"].(*int), args["tail"].(*int)), true
+	case "Task.metrics":
+		if e.ComplexityRoot.Task.Metrics == nil {
+			break
+		}
+
+		args, err := ec.field_Task_metrics_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Task.Metrics(childComplexity, args["name"].(*string), args["after"].(*int), args["first"].(*int)), true
 	case "Task.name":
 		if e.ComplexityRoot.Task.Name == nil {
 			break
 		}
 
 		return e.ComplexityRoot.Task.Name(childComplexity), true
+	case "Task.outputs":
+		if e.ComplexityRoot.Task.Outputs == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Task.Outputs(childComplexity), true
 	case "Task.owner":
 		if e.ComplexityRoot.Task.Owner == nil {
 			break
@@ -2728,6 +3084,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Task.Reason(childComplexity), true
+	case "Task.retries":
+		if e.ComplexityRoot.Task.Retries == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Task.Retries(childComplexity), true
 	case "Task.size":
 		if e.ComplexityRoot.Task.Size == nil {
 			break
@@ -2740,6 +3102,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Task.Spec(childComplexity), true
+	case "Task.startedAt":
+		if e.ComplexityRoot.Task.StartedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Task.StartedAt(childComplexity), true
 	case "Task.status":
 		if e.ComplexityRoot.Task.Status == nil {
 			break
@@ -2752,6 +3120,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Task.UpdatedAt(childComplexity), true
+	case "Task.worker":
+		if e.ComplexityRoot.Task.Worker == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Task.Worker(childComplexity), true
 
 	case "TaskConnection.edges":
 		if e.ComplexityRoot.TaskConnection.Edges == nil {
@@ -2833,6 +3207,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.TaskSpec.Repository(childComplexity), true
+	case "TaskSpec.secrets":
+		if e.ComplexityRoot.TaskSpec.Secrets == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TaskSpec.Secrets(childComplexity), true
 	case "TaskSpec.workingDir":
 		if e.ComplexityRoot.TaskSpec.WorkingDir == nil {
 			break
@@ -3103,6 +3483,135 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Warning.Object(childComplexity), true
+
+	case "Worker.gpus":
+		if e.ComplexityRoot.Worker.GPUs == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Worker.GPUs(childComplexity), true
+	case "Worker.hostname":
+		if e.ComplexityRoot.Worker.Hostname == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Worker.Hostname(childComplexity), true
+	case "Worker.id":
+		if e.ComplexityRoot.Worker.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Worker.ID(childComplexity), true
+	case "Worker.kind":
+		if e.ComplexityRoot.Worker.Kind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Worker.Kind(childComplexity), true
+	case "Worker.lastHeartbeatAt":
+		if e.ComplexityRoot.Worker.LastHeartbeatAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Worker.LastHeartbeatAt(childComplexity), true
+	case "Worker.mode":
+		if e.ComplexityRoot.Worker.Mode == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Worker.Mode(childComplexity), true
+	case "Worker.online":
+		if e.ComplexityRoot.Worker.Online == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Worker.Online(childComplexity), true
+	case "Worker.pool":
+		if e.ComplexityRoot.Worker.Pool == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Worker.Pool(childComplexity), true
+	case "Worker.registeredAt":
+		if e.ComplexityRoot.Worker.RegisteredAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Worker.RegisteredAt(childComplexity), true
+	case "Worker.tasks":
+		if e.ComplexityRoot.Worker.Tasks == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Worker.Tasks(childComplexity), true
+	case "Worker.version":
+		if e.ComplexityRoot.Worker.Version == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Worker.Version(childComplexity), true
+
+	case "WorkerCredential.createdAt":
+		if e.ComplexityRoot.WorkerCredential.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WorkerCredential.CreatedAt(childComplexity), true
+	case "WorkerCredential.createdBy":
+		if e.ComplexityRoot.WorkerCredential.CreatedBy == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WorkerCredential.CreatedBy(childComplexity), true
+	case "WorkerCredential.id":
+		if e.ComplexityRoot.WorkerCredential.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WorkerCredential.ID(childComplexity), true
+	case "WorkerCredential.name":
+		if e.ComplexityRoot.WorkerCredential.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WorkerCredential.Name(childComplexity), true
+	case "WorkerCredential.pool":
+		if e.ComplexityRoot.WorkerCredential.Pool == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WorkerCredential.Pool(childComplexity), true
+	case "WorkerCredential.prefix":
+		if e.ComplexityRoot.WorkerCredential.Prefix == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WorkerCredential.Prefix(childComplexity), true
+	case "WorkerCredential.revokedAt":
+		if e.ComplexityRoot.WorkerCredential.RevokedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WorkerCredential.RevokedAt(childComplexity), true
+
+	case "WorkerGPU.index":
+		if e.ComplexityRoot.WorkerGPU.Index == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WorkerGPU.Index(childComplexity), true
+	case "WorkerGPU.memoryMb":
+		if e.ComplexityRoot.WorkerGPU.MemoryMB == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WorkerGPU.MemoryMB(childComplexity), true
+	case "WorkerGPU.uuid":
+		if e.ComplexityRoot.WorkerGPU.UUID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WorkerGPU.UUID(childComplexity), true
 
 	}
 	return 0, false
@@ -3995,6 +4504,8 @@ type TaskSpec {
   image: String!
   parameters: StringMap!
   env: StringMap!
+  "Names of the vault secrets the task gets at start (never their values)."
+  secrets: [String!]!
 }
 
 "One tracked run on a compute resource."
@@ -4050,6 +4561,8 @@ input EnqueueTaskInput {
   image: String
   parameters: StringMap
   env: StringMap
+  "Vault secrets to inject as environment variables of the same name (the worker fetches them at start)."
+  secrets: [String!]
 }
 
 input TaskFilter {
@@ -4127,6 +4640,128 @@ extend type Query {
   usage or their own. Also as CSV at /api/v1/usage.csv.
   """
   usage(input: UsageInput!): UsageReport!
+}
+`, BuiltIn: false},
+	{Name: "../schema/workers.graphqls", Input: `"A GPU of a worker."
+type WorkerGPU {
+  index: Int!
+  uuid: String!
+  memoryMb: Int!
+}
+
+"A registered worker daemon: what the orchestration view lists."
+type Worker {
+  id: ID!
+  hostname: String!
+  pool: Pool
+  version: String!
+  "process or docker."
+  mode: String!
+  kind: String!
+  gpus: [WorkerGPU!]!
+  registeredAt: Time!
+  lastHeartbeatAt: Time!
+  "False when the worker has missed its heartbeats for longer than a lease."
+  online: Boolean!
+  "The tasks it runs now (those the caller may see)."
+  tasks: [Task!]!
+}
+
+"A credential the worker daemons of one pool connect with."
+type WorkerCredential {
+  id: ID!
+  name: String!
+  prefix: String!
+  pool: Pool
+  createdBy: String!
+  createdAt: Time!
+  revokedAt: Time
+}
+
+type NewWorkerCredential {
+  credential: WorkerCredential!
+  "The credential itself, shown this once: give it to 'klique worker --token-file'."
+  secret: String!
+}
+
+"One line a task printed."
+type LogLine {
+  seq: Int!
+  attempt: Int!
+  at: Time!
+  "stdout, stderr or worker (lines the worker wrote about the task)."
+  stream: String!
+  line: String!
+}
+
+type LogPage {
+  lines: [LogLine!]!
+  "Pass as after to read on (and to follow the log)."
+  lastSeq: Int!
+  "The log reached its size limit: later lines were not kept."
+  truncated: Boolean!
+}
+
+"One scalar a task reported."
+type MetricPoint {
+  seq: Int!
+  at: Time!
+  name: String!
+  value: Float!
+  step: Int!
+}
+
+enum SecretScope {
+  TENANT
+  GROUP
+  PROJECT
+}
+
+"A secret in a vault. Its value is never returned."
+type Secret {
+  scope: SecretScope!
+  "The group or project (or tenant) it belongs to."
+  owner: String!
+  name: String!
+  updatedBy: String!
+  updatedAt: String!
+}
+
+extend type Task {
+  "Claims so far; each claim is an attempt."
+  attempt: Int!
+  "Requeues after a lost worker."
+  retries: Int!
+  "The worker running the current attempt."
+  worker: Worker
+  startedAt: Time
+  exitCode: Int
+  "Where the task wrote its outputs."
+  outputs: [String!]!
+  "The task's log: lines after seq after (from the start by default), or the last tail lines."
+  logs(after: Int = 0, first: Int = 500, tail: Int): LogPage!
+  "Metric points, of one name or all."
+  metrics(name: String, after: Int = 0, first: Int = 1000): [MetricPoint!]!
+  "The latest point of each metric."
+  lastMetrics: [MetricPoint!]!
+}
+
+extend type Query {
+  "Registered workers of the tenant."
+  workers: [Worker!]!
+  "Worker credentials (admins)."
+  workerCredentials: [WorkerCredential!]!
+  "Secrets of a vault, names only."
+  secrets(scope: SecretScope!, owner: ID): [Secret!]!
+}
+
+extend type Mutation {
+  "A credential for the worker daemons of a pool (admins). The secret is shown once."
+  createWorkerCredential(pool: ID!, name: String): NewWorkerCredential!
+  revokeWorkerCredential(id: ID!): WorkerCredential!
+  "Put a secret in the vault of the tenant, a group or a project. The value is sealed and never read back."
+  setSecret(scope: SecretScope!, owner: ID, name: String!, value: String!): Secret!
+  deleteSecret(scope: SecretScope!, owner: ID, name: String!): Boolean!
 }
 `, BuiltIn: false},
 }
@@ -4502,6 +5137,50 @@ func (ec *executionContext) childFields_GroupPayload(ctx context.Context, field 
 	return nil, fmt.Errorf("no field named %q was found under type GroupPayload", field.Name)
 }
 
+func (ec *executionContext) childFields_LogLine(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "seq":
+		return ec.fieldContext_LogLine_seq(ctx, field)
+	case "attempt":
+		return ec.fieldContext_LogLine_attempt(ctx, field)
+	case "at":
+		return ec.fieldContext_LogLine_at(ctx, field)
+	case "stream":
+		return ec.fieldContext_LogLine_stream(ctx, field)
+	case "line":
+		return ec.fieldContext_LogLine_line(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type LogLine", field.Name)
+}
+
+func (ec *executionContext) childFields_LogPage(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "lines":
+		return ec.fieldContext_LogPage_lines(ctx, field)
+	case "lastSeq":
+		return ec.fieldContext_LogPage_lastSeq(ctx, field)
+	case "truncated":
+		return ec.fieldContext_LogPage_truncated(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type LogPage", field.Name)
+}
+
+func (ec *executionContext) childFields_MetricPoint(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "seq":
+		return ec.fieldContext_MetricPoint_seq(ctx, field)
+	case "at":
+		return ec.fieldContext_MetricPoint_at(ctx, field)
+	case "name":
+		return ec.fieldContext_MetricPoint_name(ctx, field)
+	case "value":
+		return ec.fieldContext_MetricPoint_value(ctx, field)
+	case "step":
+		return ec.fieldContext_MetricPoint_step(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type MetricPoint", field.Name)
+}
+
 func (ec *executionContext) childFields_NewAPIKey(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "apiKey":
@@ -4522,6 +5201,16 @@ func (ec *executionContext) childFields_NewTenant(ctx context.Context, field gra
 		return ec.fieldContext_NewTenant_secret(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type NewTenant", field.Name)
+}
+
+func (ec *executionContext) childFields_NewWorkerCredential(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "credential":
+		return ec.fieldContext_NewWorkerCredential_credential(ctx, field)
+	case "secret":
+		return ec.fieldContext_NewWorkerCredential_secret(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type NewWorkerCredential", field.Name)
 }
 
 func (ec *executionContext) childFields_PageInfo(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -4810,6 +5499,22 @@ func (ec *executionContext) childFields_ResourcePolicyPayload(ctx context.Contex
 	return nil, fmt.Errorf("no field named %q was found under type ResourcePolicyPayload", field.Name)
 }
 
+func (ec *executionContext) childFields_Secret(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "scope":
+		return ec.fieldContext_Secret_scope(ctx, field)
+	case "owner":
+		return ec.fieldContext_Secret_owner(ctx, field)
+	case "name":
+		return ec.fieldContext_Secret_name(ctx, field)
+	case "updatedBy":
+		return ec.fieldContext_Secret_updatedBy(ctx, field)
+	case "updatedAt":
+		return ec.fieldContext_Secret_updatedAt(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Secret", field.Name)
+}
+
 func (ec *executionContext) childFields_Task(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "id":
@@ -4846,6 +5551,24 @@ func (ec *executionContext) childFields_Task(ctx context.Context, field graphql.
 		return ec.fieldContext_Task_placedAt(ctx, field)
 	case "finishedAt":
 		return ec.fieldContext_Task_finishedAt(ctx, field)
+	case "attempt":
+		return ec.fieldContext_Task_attempt(ctx, field)
+	case "retries":
+		return ec.fieldContext_Task_retries(ctx, field)
+	case "worker":
+		return ec.fieldContext_Task_worker(ctx, field)
+	case "startedAt":
+		return ec.fieldContext_Task_startedAt(ctx, field)
+	case "exitCode":
+		return ec.fieldContext_Task_exitCode(ctx, field)
+	case "outputs":
+		return ec.fieldContext_Task_outputs(ctx, field)
+	case "logs":
+		return ec.fieldContext_Task_logs(ctx, field)
+	case "metrics":
+		return ec.fieldContext_Task_metrics(ctx, field)
+	case "lastMetrics":
+		return ec.fieldContext_Task_lastMetrics(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Task", field.Name)
 }
@@ -4892,6 +5615,8 @@ func (ec *executionContext) childFields_TaskSpec(ctx context.Context, field grap
 		return ec.fieldContext_TaskSpec_parameters(ctx, field)
 	case "env":
 		return ec.fieldContext_TaskSpec_env(ctx, field)
+	case "secrets":
+		return ec.fieldContext_TaskSpec_secrets(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type TaskSpec", field.Name)
 }
@@ -5050,6 +5775,66 @@ func (ec *executionContext) childFields_Warning(ctx context.Context, field graph
 		return ec.fieldContext_Warning_message(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Warning", field.Name)
+}
+
+func (ec *executionContext) childFields_Worker(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_Worker_id(ctx, field)
+	case "hostname":
+		return ec.fieldContext_Worker_hostname(ctx, field)
+	case "pool":
+		return ec.fieldContext_Worker_pool(ctx, field)
+	case "version":
+		return ec.fieldContext_Worker_version(ctx, field)
+	case "mode":
+		return ec.fieldContext_Worker_mode(ctx, field)
+	case "kind":
+		return ec.fieldContext_Worker_kind(ctx, field)
+	case "gpus":
+		return ec.fieldContext_Worker_gpus(ctx, field)
+	case "registeredAt":
+		return ec.fieldContext_Worker_registeredAt(ctx, field)
+	case "lastHeartbeatAt":
+		return ec.fieldContext_Worker_lastHeartbeatAt(ctx, field)
+	case "online":
+		return ec.fieldContext_Worker_online(ctx, field)
+	case "tasks":
+		return ec.fieldContext_Worker_tasks(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Worker", field.Name)
+}
+
+func (ec *executionContext) childFields_WorkerCredential(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_WorkerCredential_id(ctx, field)
+	case "name":
+		return ec.fieldContext_WorkerCredential_name(ctx, field)
+	case "prefix":
+		return ec.fieldContext_WorkerCredential_prefix(ctx, field)
+	case "pool":
+		return ec.fieldContext_WorkerCredential_pool(ctx, field)
+	case "createdBy":
+		return ec.fieldContext_WorkerCredential_createdBy(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_WorkerCredential_createdAt(ctx, field)
+	case "revokedAt":
+		return ec.fieldContext_WorkerCredential_revokedAt(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type WorkerCredential", field.Name)
+}
+
+func (ec *executionContext) childFields_WorkerGPU(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "index":
+		return ec.fieldContext_WorkerGPU_index(ctx, field)
+	case "uuid":
+		return ec.fieldContext_WorkerGPU_uuid(ctx, field)
+	case "memoryMb":
+		return ec.fieldContext_WorkerGPU_memoryMb(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type WorkerGPU", field.Name)
 }
 
 func (ec *executionContext) childFields___Directive(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -5406,6 +6191,28 @@ func (ec *executionContext) field_Mutation_createUser_args(ctx context.Context, 
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_createWorkerCredential_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "pool",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["pool"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "name",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["name"] = arg1
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_deleteGPUClass_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -5490,6 +6297,36 @@ func (ec *executionContext) field_Mutation_deleteResourcePolicy_args(ctx context
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_deleteSecret_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "scope",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNSecretScope2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["scope"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "owner",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOID2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["owner"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "name",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["name"] = arg2
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_disconnectProfile_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -5554,6 +6391,20 @@ func (ec *executionContext) field_Mutation_revokeAPIKey_args(ctx context.Context
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_revokeWorkerCredential_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_setEngineEnabled_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -5595,6 +6446,44 @@ func (ec *executionContext) field_Mutation_setGroupMember_args(ctx context.Conte
 		return nil, err
 	}
 	args["role"] = arg2
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_setSecret_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "scope",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNSecretScope2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["scope"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "owner",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOID2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["owner"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "name",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["name"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "value",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["value"] = arg3
 	return args, nil
 }
 
@@ -6114,6 +7003,28 @@ func (ec *executionContext) field_Query_resourcePolicy_args(ctx context.Context,
 	return args, nil
 }
 
+func (ec *executionContext) field_Query_secrets_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "scope",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNSecretScope2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["scope"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "owner",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOID2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["owner"] = arg1
+	return args, nil
+}
+
 func (ec *executionContext) field_Query_task_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -6227,6 +7138,66 @@ func (ec *executionContext) field_Query_users_args(ctx context.Context, rawArgs 
 		return nil, err
 	}
 	args["after"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Task_logs_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "first",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["first"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "tail",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["tail"] = arg2
+	return args, nil
+}
+
+func (ec *executionContext) field_Task_metrics_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "name",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["name"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "first",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["first"] = arg2
 	return args, nil
 }
 
@@ -9139,6 +10110,314 @@ func (ec *executionContext) fieldContext_GroupPayload_warnings(_ context.Context
 	return fc, nil
 }
 
+func (ec *executionContext) _LogLine_seq(ctx context.Context, field graphql.CollectedField, obj *model.LogLine) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LogLine_seq(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Seq, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_LogLine_seq(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("LogLine", field, false, false, "Int")
+}
+
+func (ec *executionContext) _LogLine_attempt(ctx context.Context, field graphql.CollectedField, obj *model.LogLine) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LogLine_attempt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Attempt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_LogLine_attempt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("LogLine", field, false, false, "Int")
+}
+
+func (ec *executionContext) _LogLine_at(ctx context.Context, field graphql.CollectedField, obj *model.LogLine) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LogLine_at(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.At, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_LogLine_at(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("LogLine", field, false, false, "Time")
+}
+
+func (ec *executionContext) _LogLine_stream(ctx context.Context, field graphql.CollectedField, obj *model.LogLine) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LogLine_stream(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Stream, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_LogLine_stream(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("LogLine", field, false, false, "String")
+}
+
+func (ec *executionContext) _LogLine_line(ctx context.Context, field graphql.CollectedField, obj *model.LogLine) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LogLine_line(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Line, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_LogLine_line(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("LogLine", field, false, false, "String")
+}
+
+func (ec *executionContext) _LogPage_lines(ctx context.Context, field graphql.CollectedField, obj *platform.LogPage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LogPage_lines(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Lines, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []model.LogLine) graphql.Marshaler {
+			return ec.marshalNLogLine2ᚕgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐLogLineᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_LogPage_lines(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "LogPage",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_LogLine(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _LogPage_lastSeq(ctx context.Context, field graphql.CollectedField, obj *platform.LogPage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LogPage_lastSeq(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.LastSeq, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_LogPage_lastSeq(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("LogPage", field, false, false, "Int")
+}
+
+func (ec *executionContext) _LogPage_truncated(ctx context.Context, field graphql.CollectedField, obj *platform.LogPage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LogPage_truncated(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Truncated, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_LogPage_truncated(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("LogPage", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _MetricPoint_seq(ctx context.Context, field graphql.CollectedField, obj *model.MetricPoint) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MetricPoint_seq(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Seq, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MetricPoint_seq(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MetricPoint", field, false, false, "Int")
+}
+
+func (ec *executionContext) _MetricPoint_at(ctx context.Context, field graphql.CollectedField, obj *model.MetricPoint) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MetricPoint_at(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.At, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MetricPoint_at(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MetricPoint", field, false, false, "Time")
+}
+
+func (ec *executionContext) _MetricPoint_name(ctx context.Context, field graphql.CollectedField, obj *model.MetricPoint) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MetricPoint_name(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Name, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MetricPoint_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MetricPoint", field, false, false, "String")
+}
+
+func (ec *executionContext) _MetricPoint_value(ctx context.Context, field graphql.CollectedField, obj *model.MetricPoint) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MetricPoint_value(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Value, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v float64) graphql.Marshaler {
+			return ec.marshalNFloat2float64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MetricPoint_value(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MetricPoint", field, false, false, "Float")
+}
+
+func (ec *executionContext) _MetricPoint_step(ctx context.Context, field graphql.CollectedField, obj *model.MetricPoint) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MetricPoint_step(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Step, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MetricPoint_step(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MetricPoint", field, false, false, "Int")
+}
+
 func (ec *executionContext) _Mutation_setEngineEnabled(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -10591,6 +11870,182 @@ func (ec *executionContext) fieldContext_Mutation_cloneTask(ctx context.Context,
 	return fc, nil
 }
 
+func (ec *executionContext) _Mutation_createWorkerCredential(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_createWorkerCredential(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().CreateWorkerCredential(ctx, fc.Args["pool"].(string), fc.Args["name"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *gqlmodel.NewWorkerCredential) graphql.Marshaler {
+			return ec.marshalNNewWorkerCredential2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐNewWorkerCredential(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_createWorkerCredential(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_NewWorkerCredential(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_createWorkerCredential_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_revokeWorkerCredential(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_revokeWorkerCredential(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().RevokeWorkerCredential(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.WorkerCredential) graphql.Marshaler {
+			return ec.marshalNWorkerCredential2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐWorkerCredential(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_revokeWorkerCredential(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_WorkerCredential(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_revokeWorkerCredential_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_setSecret(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_setSecret(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().SetSecret(ctx, fc.Args["scope"].(string), fc.Args["owner"].(*string), fc.Args["name"].(string), fc.Args["value"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *platform.SecretInfo) graphql.Marshaler {
+			return ec.marshalNSecret2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐSecretInfo(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_setSecret(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Secret(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_setSecret_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_deleteSecret(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_deleteSecret(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().DeleteSecret(ctx, fc.Args["scope"].(string), fc.Args["owner"].(*string), fc.Args["name"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_deleteSecret(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type Boolean does not have child fields")
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_deleteSecret_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _NewAPIKey_apiKey(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.NewAPIKey) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -10731,6 +12186,61 @@ func (ec *executionContext) _NewTenant_secret(ctx context.Context, field graphql
 }
 func (ec *executionContext) fieldContext_NewTenant_secret(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("NewTenant", field, false, false, "String")
+}
+
+func (ec *executionContext) _NewWorkerCredential_credential(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.NewWorkerCredential) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_NewWorkerCredential_credential(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Credential, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.WorkerCredential) graphql.Marshaler {
+			return ec.marshalNWorkerCredential2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐWorkerCredential(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_NewWorkerCredential_credential(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "NewWorkerCredential",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_WorkerCredential(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _NewWorkerCredential_secret(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.NewWorkerCredential) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_NewWorkerCredential_secret(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Secret, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_NewWorkerCredential_secret(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("NewWorkerCredential", field, false, false, "String")
 }
 
 func (ec *executionContext) _PageInfo_hasNextPage(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.PageInfo) (ret graphql.Marshaler) {
@@ -13597,6 +15107,114 @@ func (ec *executionContext) fieldContext_Query_usage(ctx context.Context, field 
 	return fc, nil
 }
 
+func (ec *executionContext) _Query_workers(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_workers(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Query().Workers(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*platform.WorkerView) graphql.Marshaler {
+			return ec.marshalNWorker2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐWorkerViewᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_workers(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Worker(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_workerCredentials(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_workerCredentials(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Query().WorkerCredentials(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.WorkerCredential) graphql.Marshaler {
+			return ec.marshalNWorkerCredential2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐWorkerCredentialᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_workerCredentials(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_WorkerCredential(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_secrets(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_secrets(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().Secrets(ctx, fc.Args["scope"].(string), fc.Args["owner"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*platform.SecretInfo) graphql.Marshaler {
+			return ec.marshalNSecret2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐSecretInfoᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_secrets(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Secret(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_secrets_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Query___type(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -14269,6 +15887,121 @@ func (ec *executionContext) fieldContext_ResourcePolicyPayload_warnings(_ contex
 	return fc, nil
 }
 
+func (ec *executionContext) _Secret_scope(ctx context.Context, field graphql.CollectedField, obj *platform.SecretInfo) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Secret_scope(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Scope, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNSecretScope2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Secret_scope(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Secret", field, false, false, "SecretScope")
+}
+
+func (ec *executionContext) _Secret_owner(ctx context.Context, field graphql.CollectedField, obj *platform.SecretInfo) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Secret_owner(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Secret().Owner(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Secret_owner(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Secret", field, true, true, "String")
+}
+
+func (ec *executionContext) _Secret_name(ctx context.Context, field graphql.CollectedField, obj *platform.SecretInfo) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Secret_name(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Name, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Secret_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Secret", field, false, false, "String")
+}
+
+func (ec *executionContext) _Secret_updatedBy(ctx context.Context, field graphql.CollectedField, obj *platform.SecretInfo) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Secret_updatedBy(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.UpdatedBy, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Secret_updatedBy(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Secret", field, false, false, "String")
+}
+
+func (ec *executionContext) _Secret_updatedAt(ctx context.Context, field graphql.CollectedField, obj *platform.SecretInfo) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Secret_updatedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.UpdatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Secret_updatedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Secret", field, false, false, "String")
+}
+
 func (ec *executionContext) _Task_id(ctx context.Context, field graphql.CollectedField, obj *model.Task) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -14732,6 +16465,273 @@ func (ec *executionContext) fieldContext_Task_finishedAt(_ context.Context, fiel
 	return graphql.NewScalarFieldContext("Task", field, false, false, "Time")
 }
 
+func (ec *executionContext) _Task_attempt(ctx context.Context, field graphql.CollectedField, obj *model.Task) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Task_attempt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Task().Attempt(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Task_attempt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Task", field, true, true, "Int")
+}
+
+func (ec *executionContext) _Task_retries(ctx context.Context, field graphql.CollectedField, obj *model.Task) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Task_retries(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Task().Retries(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Task_retries(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Task", field, true, true, "Int")
+}
+
+func (ec *executionContext) _Task_worker(ctx context.Context, field graphql.CollectedField, obj *model.Task) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Task_worker(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Task().Worker(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *platform.WorkerView) graphql.Marshaler {
+			return ec.marshalOWorker2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐWorkerView(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Task_worker(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Task",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Worker(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Task_startedAt(ctx context.Context, field graphql.CollectedField, obj *model.Task) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Task_startedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Task().StartedAt(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Task_startedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Task", field, true, true, "Time")
+}
+
+func (ec *executionContext) _Task_exitCode(ctx context.Context, field graphql.CollectedField, obj *model.Task) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Task_exitCode(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Task().ExitCode(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Task_exitCode(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Task", field, true, true, "Int")
+}
+
+func (ec *executionContext) _Task_outputs(ctx context.Context, field graphql.CollectedField, obj *model.Task) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Task_outputs(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Task().Outputs(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalNString2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Task_outputs(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Task", field, true, true, "String")
+}
+
+func (ec *executionContext) _Task_logs(ctx context.Context, field graphql.CollectedField, obj *model.Task) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Task_logs(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Task().Logs(ctx, obj, fc.Args["after"].(*int), fc.Args["first"].(*int), fc.Args["tail"].(*int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *platform.LogPage) graphql.Marshaler {
+			return ec.marshalNLogPage2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐLogPage(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Task_logs(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Task",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_LogPage(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Task_logs_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Task_metrics(ctx context.Context, field graphql.CollectedField, obj *model.Task) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Task_metrics(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Task().Metrics(ctx, obj, fc.Args["name"].(*string), fc.Args["after"].(*int), fc.Args["first"].(*int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.MetricPoint) graphql.Marshaler {
+			return ec.marshalNMetricPoint2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐMetricPointᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Task_metrics(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Task",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_MetricPoint(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Task_metrics_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Task_lastMetrics(ctx context.Context, field graphql.CollectedField, obj *model.Task) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Task_lastMetrics(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Task().LastMetrics(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.MetricPoint) graphql.Marshaler {
+			return ec.marshalNMetricPoint2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐMetricPointᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Task_lastMetrics(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Task",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_MetricPoint(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _TaskConnection_edges(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.TaskConnection) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -15044,7 +17044,7 @@ func (ec *executionContext) _TaskSpec_parameters(ctx context.Context, field grap
 			return ec.fieldContext_TaskSpec_parameters(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.Parameters, nil
+			return ec.Resolvers.TaskSpec().Parameters(ctx, obj)
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v map[string]string) graphql.Marshaler {
@@ -15055,7 +17055,7 @@ func (ec *executionContext) _TaskSpec_parameters(ctx context.Context, field grap
 	)
 }
 func (ec *executionContext) fieldContext_TaskSpec_parameters(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("TaskSpec", field, false, false, "StringMap")
+	return graphql.NewScalarFieldContext("TaskSpec", field, true, true, "StringMap")
 }
 
 func (ec *executionContext) _TaskSpec_env(ctx context.Context, field graphql.CollectedField, obj *model.TaskSpec) (ret graphql.Marshaler) {
@@ -15067,7 +17067,7 @@ func (ec *executionContext) _TaskSpec_env(ctx context.Context, field graphql.Col
 			return ec.fieldContext_TaskSpec_env(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.Env, nil
+			return ec.Resolvers.TaskSpec().Env(ctx, obj)
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v map[string]string) graphql.Marshaler {
@@ -15078,7 +17078,30 @@ func (ec *executionContext) _TaskSpec_env(ctx context.Context, field graphql.Col
 	)
 }
 func (ec *executionContext) fieldContext_TaskSpec_env(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("TaskSpec", field, false, false, "StringMap")
+	return graphql.NewScalarFieldContext("TaskSpec", field, true, true, "StringMap")
+}
+
+func (ec *executionContext) _TaskSpec_secrets(ctx context.Context, field graphql.CollectedField, obj *model.TaskSpec) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TaskSpec_secrets(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Secrets, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalNString2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TaskSpec_secrets(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TaskSpec", field, false, false, "String")
 }
 
 func (ec *executionContext) _Tenant_id(ctx context.Context, field graphql.CollectedField, obj *model.Tenant) (ret graphql.Marshaler) {
@@ -16162,6 +18185,525 @@ func (ec *executionContext) _Warning_message(ctx context.Context, field graphql.
 }
 func (ec *executionContext) fieldContext_Warning_message(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Warning", field, false, false, "String")
+}
+
+func (ec *executionContext) _Worker_id(ctx context.Context, field graphql.CollectedField, obj *platform.WorkerView) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Worker_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Worker_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Worker", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Worker_hostname(ctx context.Context, field graphql.CollectedField, obj *platform.WorkerView) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Worker_hostname(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Hostname, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Worker_hostname(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Worker", field, false, false, "String")
+}
+
+func (ec *executionContext) _Worker_pool(ctx context.Context, field graphql.CollectedField, obj *platform.WorkerView) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Worker_pool(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Worker().Pool(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Pool) graphql.Marshaler {
+			return ec.marshalOPool2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐPool(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Worker_pool(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Worker",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Pool(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Worker_version(ctx context.Context, field graphql.CollectedField, obj *platform.WorkerView) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Worker_version(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Version, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Worker_version(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Worker", field, false, false, "String")
+}
+
+func (ec *executionContext) _Worker_mode(ctx context.Context, field graphql.CollectedField, obj *platform.WorkerView) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Worker_mode(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Mode, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Worker_mode(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Worker", field, false, false, "String")
+}
+
+func (ec *executionContext) _Worker_kind(ctx context.Context, field graphql.CollectedField, obj *platform.WorkerView) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Worker_kind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Kind, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Worker_kind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Worker", field, false, false, "String")
+}
+
+func (ec *executionContext) _Worker_gpus(ctx context.Context, field graphql.CollectedField, obj *platform.WorkerView) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Worker_gpus(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.GPUs, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []model.WorkerGPU) graphql.Marshaler {
+			return ec.marshalNWorkerGPU2ᚕgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐWorkerGPUᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Worker_gpus(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Worker",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_WorkerGPU(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Worker_registeredAt(ctx context.Context, field graphql.CollectedField, obj *platform.WorkerView) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Worker_registeredAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RegisteredAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Worker_registeredAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Worker", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Worker_lastHeartbeatAt(ctx context.Context, field graphql.CollectedField, obj *platform.WorkerView) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Worker_lastHeartbeatAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.LastHeartbeatAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Worker_lastHeartbeatAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Worker", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Worker_online(ctx context.Context, field graphql.CollectedField, obj *platform.WorkerView) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Worker_online(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Online, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Worker_online(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Worker", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _Worker_tasks(ctx context.Context, field graphql.CollectedField, obj *platform.WorkerView) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Worker_tasks(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Worker().Tasks(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.Task) graphql.Marshaler {
+			return ec.marshalNTask2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐTaskᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Worker_tasks(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Worker",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Task(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _WorkerCredential_id(ctx context.Context, field graphql.CollectedField, obj *model.WorkerCredential) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WorkerCredential_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WorkerCredential_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WorkerCredential", field, false, false, "ID")
+}
+
+func (ec *executionContext) _WorkerCredential_name(ctx context.Context, field graphql.CollectedField, obj *model.WorkerCredential) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WorkerCredential_name(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Name, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WorkerCredential_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WorkerCredential", field, false, false, "String")
+}
+
+func (ec *executionContext) _WorkerCredential_prefix(ctx context.Context, field graphql.CollectedField, obj *model.WorkerCredential) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WorkerCredential_prefix(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Prefix, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WorkerCredential_prefix(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WorkerCredential", field, false, false, "String")
+}
+
+func (ec *executionContext) _WorkerCredential_pool(ctx context.Context, field graphql.CollectedField, obj *model.WorkerCredential) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WorkerCredential_pool(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.WorkerCredential().Pool(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Pool) graphql.Marshaler {
+			return ec.marshalOPool2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐPool(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_WorkerCredential_pool(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "WorkerCredential",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Pool(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _WorkerCredential_createdBy(ctx context.Context, field graphql.CollectedField, obj *model.WorkerCredential) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WorkerCredential_createdBy(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedBy, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WorkerCredential_createdBy(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WorkerCredential", field, false, false, "String")
+}
+
+func (ec *executionContext) _WorkerCredential_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.WorkerCredential) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WorkerCredential_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WorkerCredential_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WorkerCredential", field, false, false, "Time")
+}
+
+func (ec *executionContext) _WorkerCredential_revokedAt(ctx context.Context, field graphql.CollectedField, obj *model.WorkerCredential) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WorkerCredential_revokedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RevokedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_WorkerCredential_revokedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WorkerCredential", field, false, false, "Time")
+}
+
+func (ec *executionContext) _WorkerGPU_index(ctx context.Context, field graphql.CollectedField, obj *model.WorkerGPU) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WorkerGPU_index(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Index, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WorkerGPU_index(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WorkerGPU", field, false, false, "Int")
+}
+
+func (ec *executionContext) _WorkerGPU_uuid(ctx context.Context, field graphql.CollectedField, obj *model.WorkerGPU) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WorkerGPU_uuid(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.UUID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WorkerGPU_uuid(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WorkerGPU", field, false, false, "String")
+}
+
+func (ec *executionContext) _WorkerGPU_memoryMb(ctx context.Context, field graphql.CollectedField, obj *model.WorkerGPU) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WorkerGPU_memoryMb(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MemoryMB, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WorkerGPU_memoryMb(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WorkerGPU", field, false, false, "Int")
 }
 
 func (ec *executionContext) ___Directive_name(ctx context.Context, field graphql.CollectedField, obj *introspection.Directive) (ret graphql.Marshaler) {
@@ -17633,7 +20175,7 @@ func (ec *executionContext) unmarshalInputEnqueueTaskInput(ctx context.Context, 
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"name", "project", "computeResource", "group", "command", "repository", "commit", "diff", "entryPoint", "workingDir", "packages", "image", "parameters", "env"}
+	fieldsInOrder := [...]string{"name", "project", "computeResource", "group", "command", "repository", "commit", "diff", "entryPoint", "workingDir", "packages", "image", "parameters", "env", "secrets"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -17738,6 +20280,13 @@ func (ec *executionContext) unmarshalInputEnqueueTaskInput(ctx context.Context, 
 				return it, err
 			}
 			it.Env = data
+		case "secrets":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("secrets"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Secrets = data
 		}
 	}
 	return it, nil
@@ -19805,6 +22354,155 @@ func (ec *executionContext) _GroupPayload(ctx context.Context, sel ast.Selection
 	return out
 }
 
+var logLineImplementors = []string{"LogLine"}
+
+func (ec *executionContext) _LogLine(ctx context.Context, sel ast.SelectionSet, obj *model.LogLine) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, logLineImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("LogLine")
+		case "seq":
+			out.Values[i] = ec._LogLine_seq(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "attempt":
+			out.Values[i] = ec._LogLine_attempt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "at":
+			out.Values[i] = ec._LogLine_at(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "stream":
+			out.Values[i] = ec._LogLine_stream(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "line":
+			out.Values[i] = ec._LogLine_line(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var logPageImplementors = []string{"LogPage"}
+
+func (ec *executionContext) _LogPage(ctx context.Context, sel ast.SelectionSet, obj *platform.LogPage) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, logPageImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("LogPage")
+		case "lines":
+			out.Values[i] = ec._LogPage_lines(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "lastSeq":
+			out.Values[i] = ec._LogPage_lastSeq(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "truncated":
+			out.Values[i] = ec._LogPage_truncated(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var metricPointImplementors = []string{"MetricPoint"}
+
+func (ec *executionContext) _MetricPoint(ctx context.Context, sel ast.SelectionSet, obj *model.MetricPoint) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, metricPointImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("MetricPoint")
+		case "seq":
+			out.Values[i] = ec._MetricPoint_seq(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "at":
+			out.Values[i] = ec._MetricPoint_at(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "name":
+			out.Values[i] = ec._MetricPoint_name(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "value":
+			out.Values[i] = ec._MetricPoint_value(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "step":
+			out.Values[i] = ec._MetricPoint_step(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var mutationImplementors = []string{"Mutation"}
 
 func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet) graphql.Marshaler {
@@ -20055,6 +22753,34 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "createWorkerCredential":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_createWorkerCredential(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "revokeWorkerCredential":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_revokeWorkerCredential(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "setSecret":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_setSecret(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "deleteSecret":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_deleteSecret(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -20133,6 +22859,44 @@ func (ec *executionContext) _NewTenant(ctx context.Context, sel ast.SelectionSet
 			}
 		case "secret":
 			out.Values[i] = ec._NewTenant_secret(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var newWorkerCredentialImplementors = []string{"NewWorkerCredential"}
+
+func (ec *executionContext) _NewWorkerCredential(ctx context.Context, sel ast.SelectionSet, obj *gqlmodel.NewWorkerCredential) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, newWorkerCredentialImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("NewWorkerCredential")
+		case "credential":
+			out.Values[i] = ec._NewWorkerCredential_credential(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "secret":
+			out.Values[i] = ec._NewWorkerCredential_secret(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -21059,6 +23823,24 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_usage(ctx, field)
 				})
+		case "workers":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_workers(ctx, field)
+				})
+		case "workerCredentials":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_workerCredentials(ctx, field)
+				})
+		case "secrets":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_secrets(ctx, field)
+				})
 		case "__type":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Query___type(ctx, field)
@@ -21345,6 +24127,60 @@ func (ec *executionContext) _ResourcePolicyPayload(ctx context.Context, sel ast.
 	return out
 }
 
+var secretImplementors = []string{"Secret"}
+
+func (ec *executionContext) _Secret(ctx context.Context, sel ast.SelectionSet, obj *platform.SecretInfo) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, secretImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Secret")
+		case "scope":
+			out.Values[i] = ec._Secret_scope(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "owner":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Secret_owner(ctx, field, obj)
+				})
+		case "name":
+			out.Values[i] = ec._Secret_name(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "updatedBy":
+			out.Values[i] = ec._Secret_updatedBy(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "updatedAt":
+			out.Values[i] = ec._Secret_updatedAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var taskImplementors = []string{"Task"}
 
 func (ec *executionContext) _Task(ctx context.Context, sel ast.SelectionSet, obj *model.Task) graphql.Marshaler {
@@ -21449,6 +24285,60 @@ func (ec *executionContext) _Task(ctx context.Context, sel ast.SelectionSet, obj
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "attempt":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Task_attempt(ctx, field, obj)
+				})
+		case "retries":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Task_retries(ctx, field, obj)
+				})
+		case "worker":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Task_worker(ctx, field, obj)
+				})
+		case "startedAt":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Task_startedAt(ctx, field, obj)
+				})
+		case "exitCode":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Task_exitCode(ctx, field, obj)
+				})
+		case "outputs":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Task_outputs(ctx, field, obj)
+				})
+		case "logs":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Task_logs(ctx, field, obj)
+				})
+		case "metrics":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Task_metrics(ctx, field, obj)
+				})
+		case "lastMetrics":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Task_lastMetrics(ctx, field, obj)
+				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -21556,52 +24446,59 @@ func (ec *executionContext) _TaskSpec(ctx context.Context, sel ast.SelectionSet,
 		case "command":
 			out.Values[i] = ec._TaskSpec_command(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "repository":
 			out.Values[i] = ec._TaskSpec_repository(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "commit":
 			out.Values[i] = ec._TaskSpec_commit(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "diff":
 			out.Values[i] = ec._TaskSpec_diff(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "entryPoint":
 			out.Values[i] = ec._TaskSpec_entryPoint(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "workingDir":
 			out.Values[i] = ec._TaskSpec_workingDir(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "packages":
 			out.Values[i] = ec._TaskSpec_packages(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "image":
 			out.Values[i] = ec._TaskSpec_image(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "parameters":
-			out.Values[i] = ec._TaskSpec_parameters(ctx, field, obj)
-			if out.Values[i] == graphql.Null {
-				out.Invalids++
-			}
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._TaskSpec_parameters(ctx, field, obj)
+				})
 		case "env":
-			out.Values[i] = ec._TaskSpec_env(ctx, field, obj)
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._TaskSpec_env(ctx, field, obj)
+				})
+		case "secrets":
+			out.Values[i] = ec._TaskSpec_secrets(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
@@ -22151,6 +25048,198 @@ func (ec *executionContext) _Warning(ctx context.Context, sel ast.SelectionSet, 
 			}
 		case "message":
 			out.Values[i] = ec._Warning_message(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var workerImplementors = []string{"Worker"}
+
+func (ec *executionContext) _Worker(ctx context.Context, sel ast.SelectionSet, obj *platform.WorkerView) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, workerImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Worker")
+		case "id":
+			out.Values[i] = ec._Worker_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "hostname":
+			out.Values[i] = ec._Worker_hostname(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "pool":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Worker_pool(ctx, field, obj)
+				})
+		case "version":
+			out.Values[i] = ec._Worker_version(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "mode":
+			out.Values[i] = ec._Worker_mode(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "kind":
+			out.Values[i] = ec._Worker_kind(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "gpus":
+			out.Values[i] = ec._Worker_gpus(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "registeredAt":
+			out.Values[i] = ec._Worker_registeredAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "lastHeartbeatAt":
+			out.Values[i] = ec._Worker_lastHeartbeatAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "online":
+			out.Values[i] = ec._Worker_online(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "tasks":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Worker_tasks(ctx, field, obj)
+				})
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var workerCredentialImplementors = []string{"WorkerCredential"}
+
+func (ec *executionContext) _WorkerCredential(ctx context.Context, sel ast.SelectionSet, obj *model.WorkerCredential) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, workerCredentialImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("WorkerCredential")
+		case "id":
+			out.Values[i] = ec._WorkerCredential_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "name":
+			out.Values[i] = ec._WorkerCredential_name(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "prefix":
+			out.Values[i] = ec._WorkerCredential_prefix(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "pool":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._WorkerCredential_pool(ctx, field, obj)
+				})
+		case "createdBy":
+			out.Values[i] = ec._WorkerCredential_createdBy(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "createdAt":
+			out.Values[i] = ec._WorkerCredential_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "revokedAt":
+			out.Values[i] = ec._WorkerCredential_revokedAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var workerGPUImplementors = []string{"WorkerGPU"}
+
+func (ec *executionContext) _WorkerGPU(ctx context.Context, sel ast.SelectionSet, obj *model.WorkerGPU) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, workerGPUImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("WorkerGPU")
+		case "index":
+			out.Values[i] = ec._WorkerGPU_index(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "uuid":
+			out.Values[i] = ec._WorkerGPU_uuid(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "memoryMb":
+			out.Values[i] = ec._WorkerGPU_memoryMb(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -23040,6 +26129,72 @@ func (ec *executionContext) marshalNInt2int(ctx context.Context, sel ast.Selecti
 	return res
 }
 
+func (ec *executionContext) unmarshalNInt2int64(ctx context.Context, v any) (int64, error) {
+	res, err := graphql.UnmarshalInt64(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNInt2int64(ctx context.Context, sel ast.SelectionSet, v int64) graphql.Marshaler {
+	_ = sel
+	res := graphql.MarshalInt64(v)
+	if res == graphql.Null {
+		graphql.AddInvalidNullFromMarshaler(ctx, "Int!")
+	}
+	return res
+}
+
+func (ec *executionContext) marshalNLogLine2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐLogLine(ctx context.Context, sel ast.SelectionSet, v model.LogLine) graphql.Marshaler {
+	return ec._LogLine(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNLogLine2ᚕgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐLogLineᚄ(ctx context.Context, sel ast.SelectionSet, v []model.LogLine) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNLogLine2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐLogLine(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNLogPage2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐLogPage(ctx context.Context, sel ast.SelectionSet, v *platform.LogPage) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "LogPage!")
+		return graphql.Null
+	}
+	return ec._LogPage(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNMetricPoint2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐMetricPointᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.MetricPoint) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNMetricPoint2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐMetricPoint(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNMetricPoint2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐMetricPoint(ctx context.Context, sel ast.SelectionSet, v *model.MetricPoint) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "MetricPoint!")
+		return graphql.Null
+	}
+	return ec._MetricPoint(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNNewAPIKey2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐNewAPIKey(ctx context.Context, sel ast.SelectionSet, v *gqlmodel.NewAPIKey) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "NewAPIKey!")
@@ -23054,6 +26209,14 @@ func (ec *executionContext) marshalNNewTenant2ᚖgithubᚗcomᚋkliqueᚑaiᚋkl
 		return graphql.Null
 	}
 	return ec._NewTenant(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNNewWorkerCredential2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐNewWorkerCredential(ctx context.Context, sel ast.SelectionSet, v *gqlmodel.NewWorkerCredential) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "NewWorkerCredential!")
+		return graphql.Null
+	}
+	return ec._NewWorkerCredential(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalNPageInfo2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐPageInfo(ctx context.Context, sel ast.SelectionSet, v *gqlmodel.PageInfo) graphql.Marshaler {
@@ -23398,6 +26561,58 @@ var (
 	}
 )
 
+func (ec *executionContext) marshalNSecret2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐSecretInfoᚄ(ctx context.Context, sel ast.SelectionSet, v []*platform.SecretInfo) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNSecret2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐSecretInfo(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNSecret2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐSecretInfo(ctx context.Context, sel ast.SelectionSet, v *platform.SecretInfo) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Secret!")
+		return graphql.Null
+	}
+	return ec._Secret(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNSecretScope2string(ctx context.Context, v any) (string, error) {
+	tmp, err := graphql.UnmarshalString(v)
+	res := unmarshalNSecretScope2string[tmp]
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNSecretScope2string(ctx context.Context, sel ast.SelectionSet, v string) graphql.Marshaler {
+	_ = sel
+	res := graphql.MarshalString(marshalNSecretScope2string[v])
+	if res == graphql.Null {
+		graphql.AddInvalidNullFromMarshaler(ctx, "SecretScope!")
+	}
+	return res
+}
+
+var (
+	unmarshalNSecretScope2string = map[string]string{
+		"TENANT":  model.ScopeTenant,
+		"GROUP":   model.ScopeGroup,
+		"PROJECT": model.ScopeProject,
+	}
+	marshalNSecretScope2string = map[string]string{
+		model.ScopeTenant:  "TENANT",
+		model.ScopeGroup:   "GROUP",
+		model.ScopeProject: "PROJECT",
+	}
+)
+
 func (ec *executionContext) unmarshalNString2string(ctx context.Context, v any) (string, error) {
 	res, err := graphql.UnmarshalString(v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -23457,6 +26672,22 @@ func (ec *executionContext) marshalNStringMap2map(ctx context.Context, sel ast.S
 		graphql.AddInvalidNullFromMarshaler(ctx, "StringMap!")
 	}
 	return res
+}
+
+func (ec *executionContext) marshalNTask2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐTaskᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Task) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNTask2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐTask(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
 }
 
 func (ec *executionContext) marshalNTask2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐTask(ctx context.Context, sel ast.SelectionSet, v *model.Task) graphql.Marshaler {
@@ -23733,6 +26964,74 @@ func (ec *executionContext) marshalNWarning2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliq
 		return graphql.Null
 	}
 	return ec._Warning(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNWorker2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐWorkerViewᚄ(ctx context.Context, sel ast.SelectionSet, v []*platform.WorkerView) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNWorker2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐWorkerView(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNWorker2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐWorkerView(ctx context.Context, sel ast.SelectionSet, v *platform.WorkerView) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Worker!")
+		return graphql.Null
+	}
+	return ec._Worker(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNWorkerCredential2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐWorkerCredentialᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.WorkerCredential) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNWorkerCredential2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐWorkerCredential(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNWorkerCredential2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐWorkerCredential(ctx context.Context, sel ast.SelectionSet, v *model.WorkerCredential) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "WorkerCredential!")
+		return graphql.Null
+	}
+	return ec._WorkerCredential(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNWorkerGPU2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐWorkerGPU(ctx context.Context, sel ast.SelectionSet, v model.WorkerGPU) graphql.Marshaler {
+	return ec._WorkerGPU(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNWorkerGPU2ᚕgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐWorkerGPUᚄ(ctx context.Context, sel ast.SelectionSet, v []model.WorkerGPU) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNWorkerGPU2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐWorkerGPU(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
 }
 
 func (ec *executionContext) marshalN__Directive2githubᚗcomᚋ99designsᚋgqlgenᚋgraphqlᚋintrospectionᚐDirective(ctx context.Context, sel ast.SelectionSet, v introspection.Directive) graphql.Marshaler {
@@ -24407,6 +27706,13 @@ func (ec *executionContext) marshalOUser2ᚖgithubᚗcomᚋkliqueᚑaiᚋklique�
 		return graphql.Null
 	}
 	return ec._User(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalOWorker2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐWorkerView(ctx context.Context, sel ast.SelectionSet, v *platform.WorkerView) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._Worker(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalO__EnumValue2ᚕgithubᚗcomᚋ99designsᚋgqlgenᚋgraphqlᚋintrospectionᚐEnumValueᚄ(ctx context.Context, sel ast.SelectionSet, v []introspection.EnumValue) graphql.Marshaler {

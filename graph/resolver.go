@@ -13,6 +13,7 @@ import (
 
 	"github.com/klique-ai/klique/graph/gqlmodel"
 	"github.com/klique-ai/klique/internal/estate"
+	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform"
 	"github.com/klique-ai/klique/internal/store"
 )
@@ -174,4 +175,29 @@ func deleted(res *platform.EstateResult, err error) (*gqlmodel.DeletePayload, er
 		return nil, err
 	}
 	return &gqlmodel.DeletePayload{ID: res.ID, Changes: changes(res), Warnings: warnings(res.Warnings)}, nil
+}
+
+// pointers turns a list of values into a list of pointers, for gqlgen.
+func pointers[T any](vs []T) []*T {
+	out := make([]*T, len(vs))
+	for i := range vs {
+		out[i] = &vs[i]
+	}
+	return out
+}
+
+// optionalPool turns a pool that is gone into null.
+func optionalPool(p *model.Pool, err error) (*model.Pool, error) {
+	if platform.ErrorCode(err) == platform.CodeNotFound {
+		return nil, nil
+	}
+	return p, err
+}
+
+// nonNil gives an empty map for nil, for non-null GraphQL maps.
+func nonNil(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
+	}
+	return m
 }

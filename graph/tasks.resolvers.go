@@ -21,7 +21,7 @@ func (r *mutationResolver) EnqueueTask(ctx context.Context, input gqlmodel.Enque
 		Spec: model.TaskSpec{
 			Command: input.Command, Repository: deref(input.Repository), Commit: deref(input.Commit), Diff: deref(input.Diff),
 			EntryPoint: deref(input.EntryPoint), WorkingDir: deref(input.WorkingDir), Packages: input.Packages,
-			Image: deref(input.Image), Parameters: input.Parameters, Env: input.Env,
+			Image: deref(input.Image), Parameters: input.Parameters, Env: input.Env, Secrets: input.Secrets,
 		},
 	})
 }
@@ -133,7 +133,23 @@ func (r *taskResolver) ClonedFrom(ctx context.Context, obj *model.Task) (*model.
 	return t, err
 }
 
+// Parameters is the resolver for the parameters field.
+func (r *taskSpecResolver) Parameters(ctx context.Context, obj *model.TaskSpec) (map[string]string, error) {
+	return nonNil(obj.Parameters), nil
+}
+
+// Env is the resolver for the env field.
+func (r *taskSpecResolver) Env(ctx context.Context, obj *model.TaskSpec) (map[string]string, error) {
+	return nonNil(obj.Env), nil
+}
+
 // Task returns TaskResolver implementation.
 func (r *Resolver) Task() TaskResolver { return &taskResolver{r} }
 
-type taskResolver struct{ *Resolver }
+// TaskSpec returns TaskSpecResolver implementation.
+func (r *Resolver) TaskSpec() TaskSpecResolver { return &taskSpecResolver{r} }
+
+type (
+	taskResolver     struct{ *Resolver }
+	taskSpecResolver struct{ *Resolver }
+)

@@ -11,9 +11,10 @@ import (
 func newCreateCmd(c *cli) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "create",
-		Short: "Create users, API keys, groups and projects",
+		Short: "Create users, API keys, groups, projects and worker credentials",
 	}
-	cmd.AddCommand(newCreateUserCmd(c), newCreateAPIKeyCmd(c), newCreateGroupCmd(c), newCreateProjectCmd(c))
+	cmd.AddCommand(newCreateUserCmd(c), newCreateAPIKeyCmd(c), newCreateGroupCmd(c), newCreateProjectCmd(c),
+		newCreateWorkerCredentialCmd(c))
 	return cmd
 }
 

@@ -145,7 +145,8 @@ var kinds = []getKind{
 				orDash(str(m, "computeResource", "name")), orDash(str(m, "group", "name")), str(m, "owner", "name"), str(m, "size", "text"), str(m, "reason")}
 		},
 		one: `query($id: ID!) { item: task(id: $id) { id name status reason position project { name } owner { name } computeResource { name } group { name } size { text }
-			spec { command repository commit entryPoint workingDir packages image parameters env } pool { name } clonedFrom { id name } createdAt updatedAt placedAt finishedAt } }`,
+			spec { command repository commit entryPoint workingDir packages image parameters env secrets } pool { name } worker { hostname } attempt retries
+			exitCode outputs clonedFrom { id name } createdAt updatedAt placedAt startedAt finishedAt } }`,
 	},
 	{
 		names: []string{"apikeys", "apikey", "keys"},
@@ -154,6 +155,19 @@ var kinds = []getKind{
 		row: func(m map[string]any) []string {
 			return []string{str(m, "id"), str(m, "name"), str(m, "prefix") + "…", orDash(str(m, "project", "name")), str(m, "createdAt"),
 				orDash(str(m, "expiresAt")), orDash(str(m, "lastUsedAt")), str(m, "active")}
+		},
+	},
+	{
+		names: []string{"workers", "worker"},
+		query: `{ workers { id hostname pool { name } mode gpus { index } online lastHeartbeatAt tasks { id } } }`,
+		field: "workers", header: []string{"HOSTNAME", "POOL", "MODE", "GPUS", "STATE", "LAST HEARTBEAT", "TASKS"},
+		row: func(m map[string]any) []string {
+			state := "online"
+			if m["online"] != true {
+				state = "lost"
+			}
+			return []string{str(m, "hostname"), str(m, "pool", "name"), str(m, "mode"), fmt.Sprint(len(asList(m["gpus"]))),
+				state, str(m, "lastHeartbeatAt"), fmt.Sprint(len(asList(m["tasks"])))}
 		},
 	},
 	{

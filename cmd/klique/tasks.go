@@ -46,7 +46,7 @@ func quoteName(s string) string { return "'" + s + "'" }
 
 func newEnqueueCmd(c *cli) *cobra.Command {
 	var resource, project, name, group, image, repo, commit, entry, workdir string
-	var params, env, packages []string
+	var params, env, packages, secrets []string
 	var wait time.Duration
 	cmd := &cobra.Command{
 		Use:   "enqueue --resource NAME --project NAME [flags] [-- COMMAND...]",
@@ -77,6 +77,9 @@ the compute resource's queue for the engine to place it.`,
 			}
 			if len(packages) > 0 {
 				in["packages"] = packages
+			}
+			if len(secrets) > 0 {
+				in["secrets"] = secrets
 			}
 			p, err := keyValues("param", params)
 			if err != nil {
@@ -120,6 +123,7 @@ the compute resource's queue for the engine to place it.`,
 	f.StringArrayVar(&params, "param", nil, "parameter NAME=VALUE (repeatable)")
 	f.StringArrayVar(&env, "env", nil, "environment variable NAME=VALUE (repeatable; never secrets)")
 	f.StringArrayVar(&packages, "package", nil, "Python package requirement (repeatable)")
+	f.StringArrayVar(&secrets, "secret", nil, "a vault secret to inject as an environment variable of the same name (repeatable)")
 	f.DurationVar(&wait, "wait", 0, "wait up to this long for the engine to place the task (e.g. 30s), then say where it is")
 	return cmd
 }

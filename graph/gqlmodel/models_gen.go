@@ -114,6 +114,8 @@ type EnqueueTaskInput struct {
 	Image      *string           `json:"image,omitempty"`
 	Parameters map[string]string `json:"parameters,omitempty"`
 	Env        map[string]string `json:"env,omitempty"`
+	// Vault secrets to inject as environment variables of the same name (the worker fetches them at start).
+	Secrets []string `json:"secrets,omitempty"`
 }
 
 type GPUClassConnection struct {
@@ -166,6 +168,12 @@ type NewTenant struct {
 	Tenant *model.Tenant `json:"tenant"`
 	Admin  *model.User   `json:"admin"`
 	// The first admin's API key, shown this once.
+	Secret string `json:"secret"`
+}
+
+type NewWorkerCredential struct {
+	Credential *model.WorkerCredential `json:"credential"`
+	// The credential itself, shown this once: give it to 'klique worker --token-file'.
 	Secret string `json:"secret"`
 }
 

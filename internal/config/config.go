@@ -56,6 +56,15 @@ type Config struct {
 	// (KLIQUE_ENGINE_INTERVAL, default 1s).
 	Engine         bool
 	EngineInterval time.Duration
+	// VaultKey (KLIQUE_VAULT_KEY, base64 of 32 bytes) seals secrets at
+	// rest. When unset the server keeps a generated key in the data
+	// directory (vault.key); replicas sharing a database must share a key.
+	VaultKey string
+	// WorkerLease is how long a claimed task stays a worker's without a
+	// heartbeat (KLIQUE_WORKER_LEASE, default 60s); TaskLogLimit bounds one
+	// task's stored log (KLIQUE_TASK_LOG_LIMIT, bytes, default 16 MiB).
+	WorkerLease  time.Duration
+	TaskLogLimit int64
 }
 
 // Defaults.
@@ -105,6 +114,18 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 	if c.EngineInterval, err = duration(getenv, "KLIQUE_ENGINE_INTERVAL", time.Second); err != nil {
 		return nil, err
 	}
+	c.VaultKey = getenv("KLIQUE_VAULT_KEY")
+	if c.WorkerLease, err = duration(getenv, "KLIQUE_WORKER_LEASE", 60*time.Second); err != nil {
+		return nil, err
+	}
+	c.TaskLogLimit = 16 << 20
+	if v := getenv("KLIQUE_TASK_LOG_LIMIT"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1<<10 {
+			return nil, fmt.Errorf("KLIQUE_TASK_LOG_LIMIT=%q: give a number of bytes, at least 1024", v)
+		}
+		c.TaskLogLimit = n
+	}
 	c.MaxBodyBytes = DefaultMaxBodyBytes
 	if v := getenv("KLIQUE_MAX_BODY_BYTES"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
@@ -129,6 +150,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Engine && (c.EngineInterval < 10*time.Millisecond || c.EngineInterval > time.Minute) {
 		return fmt.Errorf("KLIQUE_ENGINE_INTERVAL=%s: give a duration between 10ms and 1m", c.EngineInterval)
+	}
+	if c.WorkerLease != 0 && (c.WorkerLease < 5*time.Second || c.WorkerLease > time.Hour) {
+		return fmt.Errorf("KLIQUE_WORKER_LEASE=%s: give a duration between 5s and 1h", c.WorkerLease)
 	}
 	if c.PublicURL == "" {
 		c.PublicURL = "http://" + c.Listen
@@ -155,6 +179,9 @@ func (c *Config) Validate() error {
 
 // SQLitePath is where the embedded store keeps its file.
 func (c *Config) SQLitePath() string { return filepath.Join(c.DataDir, "klique.db") }
+
+// VaultKeyPath is where the server keeps a generated vault key.
+func (c *Config) VaultKeyPath() string { return filepath.Join(c.DataDir, "vault.key") }
 
 // AdminTokenPath is where the first start writes the admin API key.
 func (c *Config) AdminTokenPath() string { return filepath.Join(c.DataDir, "admin.token") }

@@ -23,13 +23,22 @@ type Event struct {
 	// GroupID is set when the object belongs to one group, so that
 	// listeners can deliver it only to those who may see it.
 	GroupID string
+	// PoolID is set for events about work on a pool (a task placed there),
+	// so that the pool's workers waiting for work wake up.
+	PoolID  string
 	ActorID string
 	At      time.Time
 }
 
-// Publisher is what the platform service needs of a bus.
+// Publisher publishes events.
 type Publisher interface {
 	Publish(e Event)
+}
+
+// Broker publishes events and lets listeners subscribe to them.
+type Broker interface {
+	Publisher
+	Subscribe(size int, filter func(Event) bool) *Subscription
 }
 
 // Bus fans events out to in-process subscribers. A subscriber that does not

@@ -57,11 +57,15 @@ type MetricPoint struct {
 	Step    int64
 }
 
-// Secret scopes: a secret belongs to the tenant, a group or a project.
+// SecretScope is what a secret belongs to: the tenant, a group or a
+// project.
+type SecretScope = string
+
+// Secret scopes.
 const (
-	ScopeTenant  = "tenant"
-	ScopeGroup   = "group"
-	ScopeProject = "project"
+	ScopeTenant  SecretScope = "tenant"
+	ScopeGroup   SecretScope = "group"
+	ScopeProject SecretScope = "project"
 )
 
 // Secret is a value kept in a vault, encrypted at rest. Its plaintext never

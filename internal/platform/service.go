@@ -21,23 +21,28 @@ import (
 	"github.com/klique-ai/klique/internal/identity"
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/store"
+	"github.com/klique-ai/klique/internal/vault"
 )
 
 // Options configure a Service.
 type Options struct {
 	Store  store.Store
 	Auth   *identity.Authenticator
-	Events events.Publisher
+	Events events.Broker
 	Logger *slog.Logger
 	// Now is the clock; time.Now when nil. Tests inject their own.
 	Now func() time.Time
+	// Vault seals secrets; without one, secrets cannot be set.
+	Vault *vault.Vault
+	// Agent tunes the worker protocol.
+	Agent AgentOptions
 }
 
 // Service is the platform service.
 type Service struct {
 	store  store.Store
 	auth   *identity.Authenticator
-	events events.Publisher
+	events events.Broker
 	log    *slog.Logger
 	now    func() time.Time
 
@@ -46,11 +51,16 @@ type Service struct {
 	estateMu sync.Map // tenant id -> *sync.Mutex
 	// estates keeps each tenant's allocation model with its version.
 	estates estateCache
+	vault   *vault.Vault
+	agent   AgentOptions
+	// redact holds, per running task attempt, the secret values to cut
+	// out of its log lines.
+	redact sync.Map
 }
 
 // New returns a service.
 func New(o Options) *Service {
-	s := &Service{store: o.Store, auth: o.Auth, events: o.Events, log: o.Logger, now: o.Now}
+	s := &Service{store: o.Store, auth: o.Auth, events: o.Events, log: o.Logger, now: o.Now, vault: o.Vault, agent: o.Agent.withDefaults()}
 	if s.now == nil {
 		s.now = time.Now
 	}

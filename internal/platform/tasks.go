@@ -62,6 +62,9 @@ func (s *Service) enqueue(ctx context.Context, in EnqueueInput, clonedFrom *mode
 		if err != nil {
 			return err
 		}
+		if err := checkTaskSecrets(ctx, t.q, e, task); err != nil {
+			return err
+		}
 		detail := ""
 		if clonedFrom != nil {
 			task.ClonedFromID = clonedFrom.ID

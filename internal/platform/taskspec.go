@@ -111,6 +111,22 @@ func ValidateTaskSpec(name string, spec *model.TaskSpec) []string {
 		}
 		text("environment variable "+k, spec.Env[k], MaxParamValueLength)
 	}
+	if len(spec.Secrets) > MaxEnvVars {
+		add("%d secrets named, more than %d", len(spec.Secrets), MaxEnvVars)
+	}
+	seen := map[string]bool{}
+	for _, name := range spec.Secrets {
+		switch {
+		case !envNameRE.MatchString(name) || len(name) > MaxParamKeyLength:
+			add("secret name %q must be letters, digits and '_', not starting with a digit", name)
+		case seen[name]:
+			add("secret %s is named twice", name)
+		case spec.Env[name] != "":
+			add("secret %s is also set as an environment variable; name it in secrets only", name)
+		}
+		seen[name] = true
+	}
+	ps = append(ps, credentialProblems(spec)...)
 	return ps
 }
 

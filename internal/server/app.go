@@ -19,6 +19,7 @@ import (
 	"github.com/klique-ai/klique/internal/store"
 	"github.com/klique-ai/klique/internal/store/postgres"
 	"github.com/klique-ai/klique/internal/store/sqlite"
+	"github.com/klique-ai/klique/internal/vault"
 )
 
 // App is a running control plane: store, platform service and HTTP server.
@@ -90,7 +91,13 @@ func start(ctx context.Context, cfg *config.Config, log *slog.Logger, st store.S
 	}
 	auth := identity.NewAuthenticator(st, signer, oidc, nil)
 	bus := events.NewBus()
-	svc := platform.New(platform.Options{Store: st, Auth: auth, Events: bus, Logger: log})
+	v, err := openVault(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	heartbeat := cfg.WorkerLease / 4
+	svc := platform.New(platform.Options{Store: st, Auth: auth, Events: bus, Logger: log, Vault: v,
+		Agent: platform.AgentOptions{Lease: cfg.WorkerLease, Heartbeat: heartbeat, LogLimit: cfg.TaskLogLimit}})
 
 	if err := bootstrap(ctx, cfg, log, svc); err != nil {
 		return nil, err
@@ -114,6 +121,28 @@ func start(ctx context.Context, cfg *config.Config, log *slog.Logger, st store.S
 	app.startEngine(cfg)
 	log.Info("klique control plane serving", "url", app.URL(), "store", st.Driver(), "graphql", app.URL()+"/graphql", "graphiql", app.URL()+"/graphiql")
 	return app, nil
+}
+
+// openVault returns the vault that seals secrets: with KLIQUE_VAULT_KEY, or
+// a key kept in the data directory (made on first start).
+func openVault(cfg *config.Config, log *slog.Logger) (*vault.Vault, error) {
+	var key []byte
+	var err error
+	if cfg.VaultKey != "" {
+		if key, err = vault.ParseKey(cfg.VaultKey); err != nil {
+			return nil, fmt.Errorf("KLIQUE_VAULT_KEY: %w", err)
+		}
+	} else {
+		var made bool
+		if key, made, err = vault.LoadOrCreateKeyFile(cfg.VaultKeyPath()); err != nil {
+			return nil, err
+		}
+		if made {
+			abs, _ := filepath.Abs(cfg.VaultKeyPath())
+			log.Info("made a vault key for secrets; keep it safe (replicas sharing a database need the same key: set KLIQUE_VAULT_KEY)", "file", abs)
+		}
+	}
+	return vault.New(key)
 }
 
 // bootstrap creates the first tenant, admin and key in an empty store, and

@@ -1,9 +1,11 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"sort"
 	"strings"
 	"testing"
@@ -28,6 +30,8 @@ type fixture struct {
 	// API keys.
 	admin, alice, victor, viewer string
 	olga, oscar, tess            string
+	// workerSecret is the credential of onprem-k8s's workers.
+	workerSecret string
 
 	// ids maps "kind name" to the id of the object, such as
 	// "pool onprem-k8s", "cr ml-research/1 GPU", "task" or "key alice".
@@ -99,11 +103,29 @@ func newFixture(t *testing.T, ts *testServer) *fixture {
 	if s := str(task, "enqueueTask", "status"); s != "QUEUED" {
 		t.Fatalf("alice's task is %s, want QUEUED", s)
 	}
+	// A worker credential of onprem-k8s with a registered worker, and a
+	// secret in fraud-models' vault: objects of the worker protocol and
+	// the vault that others must not reach.
+	wc := ts.mustGQL(t, f.admin, `mutation { createWorkerCredential(pool: "onprem-k8s", name: "rack-7") { secret credential { id } } }`, nil)
+	f.ids["wcred rack-7"] = str(wc, "createWorkerCredential", "credential", "id")
+	f.workerSecret = str(wc, "createWorkerCredential", "secret")
+	body, _ := json.Marshal(map[string]any{"hostname": "gpu-host-7", "gpus": []any{map[string]any{"index": 0}}, "version": "test", "mode": "process"})
+	req, _ := http.NewRequest(http.MethodPost, ts.url+"/api/agent/v1/register", bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+f.workerSecret)
+	resp, reg := ts.send(t, req)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("register a worker: %d %s", resp.StatusCode, reg)
+	}
+	var regd struct{ WorkerID string }
+	_ = json.Unmarshal([]byte(reg), &regd)
+	f.ids["worker gpu-host-7"] = regd.WorkerID
+	ts.mustGQL(t, f.admin, `mutation { setSecret(scope: PROJECT, owner: "fraud-models", name: "HF_TOKEN", value: "hf_fixture_secret_value") { name } }`, nil)
+
 	// One engine pass places it, so that it holds capacity and the usage
 	// ledger has an interval of ml-research's to keep from others. (The
 	// test server runs without the engine loop, so nothing else moves.)
 	if ts.app.Engine == nil {
-		loop := &engine.Loop{Store: ts.app.Store, Holder: "fixture"}
+		loop := &engine.Loop{Store: ts.app.Store, Events: ts.app.Events, Holder: "fixture"}
 		if reps, err := loop.PassAll(context.Background()); err != nil || len(reps) == 0 || reps[0].Placed != 1 {
 			t.Fatalf("engine pass: %+v, %v", reps, err)
 		}
@@ -180,11 +202,13 @@ func newFixture(t *testing.T, ts *testServer) *fixture {
 		"gpu-eighth", "half-gpu", "one-gpu", "eight-gpus", "multi-node-2x8", "multi-node training",
 		"ml-research", "vision", "fraud-models", "shared-eval", "s3://ml-research-artifacts",
 		"alice", "victor", "train-fraud", "train.py", alicePrefix, f.alice, f.victor, f.viewer, adminKey,
+		"rack-7", "gpu-host-7", "HF_TOKEN", "hf_fixture_secret_value", f.workerSecret,
 	)
 	// What a member of vision must never see of ml-research's work.
 	f.groupSecrets = []string{
 		f.ids["task"], "train-fraud", "train.py", f.ids["key alice"], alicePrefix, f.alice, f.viewer,
 		f.ids["policy ml-research"], f.ids["project fraud-models"], "s3://ml-research-artifacts",
+		"HF_TOKEN", "hf_fixture_secret_value", f.workerSecret,
 	}
 	for k, id := range f.ids {
 		if strings.HasPrefix(k, "cr ml-research/") {
@@ -209,6 +233,9 @@ func collect(ids map[string]string, data any, kind, conn, nameKey string) {
 // out: reading them is what authentication updates.
 const snapshotQuery = `{
 	engine { enabled }
+	workers { id hostname lastHeartbeatAt }
+	workerCredentials { id name revokedAt }
+	secrets(scope: PROJECT, owner: "fraud-models") { name updatedAt }
 	exportEstate
 	gpuClasses(first: 500) { edges { node { id name } } }
 	pools(first: 500) { edges { node { id name } } }

@@ -390,4 +390,3 @@ func (q *queries) DeleteSecret(ctx context.Context, tenantID, scope, scopeID, na
 	return q.writeOne(ctx, "delete secret "+name, store.ErrNotFound,
 		`DELETE FROM secrets WHERE tenant_id = ? AND scope = ? AND scope_id = ? AND name = ?`, tenantID, scope, scopeID, name)
 }
-

@@ -1,0 +1,484 @@
+package platform
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/klique-ai/klique/internal/agentapi"
+	"github.com/klique-ai/klique/internal/events"
+	"github.com/klique-ai/klique/internal/identity"
+	"github.com/klique-ai/klique/internal/model"
+	"github.com/klique-ai/klique/internal/store"
+)
+
+// The worker protocol (docs/agent-protocol.md): worker daemons register,
+// claim placed work with a lease, heartbeat, stream logs and metrics, fetch
+// the secrets their tasks name, and report the end. Every operation here
+// acts for the worker identity in the context (a worker credential of one
+// pool) and touches only tasks placed on that pool and claimed by that
+// worker; a report with an old attempt number is refused.
+
+func workerFrom(ctx context.Context) (*identity.Worker, error) {
+	w, ok := identity.WorkerFrom(ctx)
+	if !ok {
+		return nil, unauthenticated("send the worker credential as 'Authorization: Bearer kqw_…'")
+	}
+	return w, nil
+}
+
+// workerCtx is the context of the worker's audit entries.
+func (s *Service) workerTxn(ctx context.Context, w *identity.Worker, host string, fn func(t *txn) error) error {
+	p := &identity.Principal{TenantID: w.TenantID, UserName: "worker " + host}
+	return s.write(identity.WithChannel(ctx, identity.ChannelWorker), p, fn)
+}
+
+// RegisterWorker records a worker daemon of the credential's pool.
+func (s *Service) RegisterWorker(ctx context.Context, req agentapi.RegisterRequest) (*agentapi.RegisterResponse, error) {
+	w, err := workerFrom(ctx)
+	if err != nil {
+		return nil, err
+	}
+	host := strings.TrimSpace(req.Hostname)
+	if host == "" || len(host) > 253 || strings.ContainsAny(host, " \t\n/") {
+		return nil, invalid("hostname %q must be 1 to 253 characters without spaces or '/'", req.Hostname)
+	}
+	mode := req.Mode
+	if mode == "" {
+		mode = agentapi.ModeProcess
+	}
+	if mode != agentapi.ModeProcess && mode != agentapi.ModeDocker {
+		return nil, invalid("mode %q is not known: use process or docker", req.Mode)
+	}
+	kind := req.Kind
+	if kind == "" {
+		kind = string(model.PoolBareMetal)
+	}
+	if !model.PoolKind(kind).Valid() {
+		return nil, invalid("kind %q is not a known environment", req.Kind)
+	}
+	if len(req.GPUs) > 1024 {
+		return nil, invalid("a worker declares at most 1024 GPUs")
+	}
+	seen := map[int]bool{}
+	gpus := make([]model.WorkerGPU, 0, len(req.GPUs))
+	for _, g := range req.GPUs {
+		if g.Index < 0 || seen[g.Index] {
+			return nil, invalid("GPU index %d is negative or listed twice", g.Index)
+		}
+		seen[g.Index] = true
+		gpus = append(gpus, model.WorkerGPU{Index: g.Index, UUID: g.UUID, MemoryMB: g.MemoryMB})
+	}
+	worker := &model.Worker{TenantID: w.TenantID, PoolID: w.PoolID, CredentialID: w.CredentialID, Hostname: host,
+		Version: req.Version, Mode: mode, Kind: kind, GPUs: gpus}
+	err = s.workerTxn(ctx, w, host, func(t *txn) error {
+		worker.RegisteredAt, worker.LastHeartbeatAt = t.now, t.now
+		if err := t.q.RegisterWorker(ctx, worker); err != nil {
+			return err
+		}
+		return t.record("worker.registered", "worker", worker.ID, host, "",
+			fmt.Sprintf("worker %s (%s mode, %d GPUs, version %s) joined pool %s", host, mode, len(gpus), req.Version, w.PoolName))
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &agentapi.RegisterResponse{WorkerID: worker.ID, Pool: w.PoolName, LeaseSeconds: int(s.agent.Lease / time.Second),
+		HeartbeatSeconds: int(s.agent.Heartbeat / time.Second), LogLimitBytes: s.agent.LogLimit}, nil
+}
+
+// myWorker reads the worker a request names and checks it is the caller's.
+func (s *Service) myWorker(ctx context.Context, w *identity.Worker, workerID string) (*model.Worker, error) {
+	worker, err := s.store.GetWorker(ctx, w.TenantID, workerID)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && worker.PoolID != w.PoolID) {
+		return nil, notFound("no worker %s of pool %s: register first", quote(workerID), w.PoolName)
+	}
+	return worker, s.internal(ctx, err)
+}
+
+// ClaimTask waits up to the request's wait for a task placed on the
+// worker's pool that fits it, and claims it: placed to running, for this
+// worker, with a lease and the next attempt number, in one statement. It
+// returns nil when nothing came in time.
+func (s *Service) ClaimTask(ctx context.Context, req agentapi.ClaimRequest) (*agentapi.Assignment, error) {
+	w, err := workerFrom(ctx)
+	if err != nil {
+		return nil, err
+	}
+	worker, err := s.myWorker(ctx, w, req.WorkerID)
+	if err != nil {
+		return nil, err
+	}
+	fit := store.ClaimFit{MaxPerNode: model.GPUs(req.FreeGPUs), Fractions: req.Fractions}
+	if req.FreeMilliGPUs > 0 {
+		fit.MaxPerNode = model.MilliGPU(req.FreeMilliGPUs)
+	}
+	if fit.MaxPerNode <= 0 {
+		return nil, invalid("a claim needs free capacity: freeGpus or freeMilliGpus above 0")
+	}
+	wait := min(time.Duration(req.WaitSeconds)*time.Second, agentapi.MaxClaimWait)
+	deadline := time.Now().Add(wait)
+	// Placements on the pool wake the wait; a slow tick covers those made
+	// by another replica.
+	sub := s.events.Subscribe(4, func(e events.Event) bool {
+		return e.TenantID == w.TenantID && e.PoolID == w.PoolID && e.Kind == "task.placed"
+	})
+	defer sub.Close()
+	for {
+		a, err := s.claimOnce(ctx, w, worker, fit)
+		if err != nil || a != nil {
+			return a, err
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return nil, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, nil
+		case <-sub.C:
+		case <-time.After(min(left, time.Second)):
+		}
+	}
+}
+
+func (s *Service) claimOnce(ctx context.Context, w *identity.Worker, worker *model.Worker, fit store.ClaimFit) (*agentapi.Assignment, error) {
+	var task *model.Task
+	err := s.workerTxn(ctx, w, worker.Hostname, func(t *txn) error {
+		var err error
+		task, err = t.q.ClaimTask(ctx, w.TenantID, w.PoolID, worker.ID, "running on "+worker.Hostname+" in pool "+w.PoolName,
+			fit, t.now, t.now.Add(s.agent.Lease))
+		if errors.Is(err, store.ErrNotFound) {
+			task = nil
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return t.record("task.started", "task", task.ID, task.Name, task.GroupID,
+			fmt.Sprintf("claimed by worker %s of pool %s (attempt %d)", worker.Hostname, w.PoolName, task.Run.Attempt))
+	})
+	if err != nil || task == nil {
+		return nil, err
+	}
+	return s.assignment(ctx, task)
+}
+
+// assignment is what a worker needs to run a claimed task.
+func (s *Service) assignment(ctx context.Context, t *model.Task) (*agentapi.Assignment, error) {
+	a := &agentapi.Assignment{TaskID: t.ID, Attempt: t.Run.Attempt, Name: t.Name,
+		MilliGPUsPerNode: int64(t.Size.PerNode), Nodes: t.Size.Nodes,
+		Command: t.Spec.Command, Repository: t.Spec.Repository, Commit: t.Spec.Commit, Diff: t.Spec.Diff,
+		EntryPoint: t.Spec.EntryPoint, WorkingDir: t.Spec.WorkingDir, Packages: t.Spec.Packages, Image: t.Spec.Image,
+		Parameters: t.Spec.Parameters, Env: t.Spec.Env, Secrets: t.Spec.Secrets, LeaseSeconds: int(s.agent.Lease / time.Second)}
+	if pr, err := s.store.GetProject(ctx, t.TenantID, t.ProjectID); err == nil {
+		a.Project, a.OutputDestination = pr.Name, pr.OutputDestination
+	}
+	if u, err := s.store.GetUser(ctx, t.TenantID, t.OwnerID); err == nil {
+		a.Owner = u.Name
+	}
+	return a, nil
+}
+
+// Heartbeat extends the leases of the worker's tasks and tells it which to
+// stop: tasks aborted, preempted, requeued after a lost lease, or claimed
+// again by another attempt.
+func (s *Service) Heartbeat(ctx context.Context, req agentapi.HeartbeatRequest) (*agentapi.HeartbeatResponse, error) {
+	w, err := workerFrom(ctx)
+	if err != nil {
+		return nil, err
+	}
+	worker, err := s.myWorker(ctx, w, req.WorkerID)
+	if err != nil {
+		return nil, err
+	}
+	attempts := make(map[string]int, len(req.Tasks))
+	for _, t := range req.Tasks {
+		attempts[t.TaskID] = t.Attempt
+	}
+	now := s.Now()
+	if err := s.store.TouchWorker(ctx, w.TenantID, worker.ID, now); err != nil {
+		return nil, s.internal(ctx, err)
+	}
+	tasks, err := s.store.ExtendLeases(ctx, w.TenantID, worker.ID, attempts, now.Add(s.agent.Lease))
+	if err != nil {
+		return nil, s.internal(ctx, err)
+	}
+	resp := &agentapi.HeartbeatResponse{LeaseSeconds: int(s.agent.Lease / time.Second)}
+	found := map[string]bool{}
+	for _, t := range tasks {
+		found[t.ID] = true
+		attempt := attempts[t.ID]
+		if t.Status == model.TaskRunning && t.Run.WorkerID == worker.ID && t.Run.Attempt == attempt {
+			continue
+		}
+		cmd := agentapi.Command{TaskID: t.ID, Attempt: attempt, Action: agentapi.ActionStop, State: agentapi.StatePreempted, Reason: t.Reason}
+		switch {
+		case t.Status == model.TaskAborted:
+			cmd.State = agentapi.StateAborted
+		case t.Status == model.TaskRunning || t.Status == model.TaskPlaced:
+			cmd.Reason = "this attempt lost its lease and the task was given to another"
+		case t.Status.Final():
+			cmd.Reason = "the task has already ended (" + string(t.Status) + ")"
+		}
+		resp.Commands = append(resp.Commands, cmd)
+	}
+	for id, attempt := range attempts {
+		if !found[id] {
+			resp.Commands = append(resp.Commands, agentapi.Command{TaskID: id, Attempt: attempt, Action: agentapi.ActionStop,
+				State: agentapi.StateAborted, Reason: "the control plane has no such task"})
+		}
+	}
+	return resp, nil
+}
+
+// myTask reads a task a report is about and checks that the report's
+// attempt is the task's current one on this worker's pool. A stale attempt
+// is a CONFLICT (HTTP 409): the worker must drop the task.
+func (s *Service) myTask(ctx context.Context, q store.Queries, w *identity.Worker, taskID string, attempt int, running bool) (*model.Task, error) {
+	t, err := q.GetTask(ctx, w.TenantID, taskID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, notFound("no task %s", quote(taskID))
+	}
+	if err != nil {
+		return nil, err
+	}
+	if t.Run.Attempt != attempt || t.Run.WorkerID == "" {
+		return nil, conflict("attempt %d of task %s is no longer current (it is at attempt %d): drop it", attempt, taskID, t.Run.Attempt)
+	}
+	if w2, err := q.GetWorker(ctx, w.TenantID, t.Run.WorkerID); err != nil || w2.PoolID != w.PoolID {
+		return nil, notFound("no task %s on pool %s", quote(taskID), w.PoolName)
+	}
+	if running && t.Status != model.TaskRunning {
+		return nil, conflict("task %s is %s now (%s): drop attempt %d", taskID, t.Status, t.Reason, attempt)
+	}
+	return t, nil
+}
+
+// AppendLogs stores a batch of a task's log lines, after cutting out the
+// values of the secrets the task uses.
+func (s *Service) AppendLogs(ctx context.Context, taskID string, req agentapi.LogsRequest) (*agentapi.LogsResponse, error) {
+	w, err := workerFrom(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if len(req.Lines) > agentapi.MaxLogLinesPerBatch {
+		return nil, invalid("a batch holds at most %d lines", agentapi.MaxLogLinesPerBatch)
+	}
+	t, err := s.myTask(ctx, s.store, w, taskID, req.Attempt, false)
+	if err != nil {
+		return nil, s.internal(ctx, err)
+	}
+	secrets, err := s.secretValues(ctx, t)
+	if err != nil {
+		return nil, s.internal(ctx, err)
+	}
+	lines := make([]model.LogLine, 0, len(req.Lines))
+	for _, l := range req.Lines {
+		line := l.Line
+		if len(line) > agentapi.MaxLogLineBytes {
+			line = line[:agentapi.MaxLogLineBytes] + " [cut]"
+		}
+		for _, v := range secrets {
+			line = strings.ReplaceAll(line, v, "[redacted]")
+		}
+		stream := l.Stream
+		if stream != agentapi.StreamStdout && stream != agentapi.StreamStderr && stream != agentapi.StreamWorker {
+			stream = agentapi.StreamStdout
+		}
+		at := l.At
+		if at.IsZero() {
+			at = s.Now()
+		}
+		lines = append(lines, model.LogLine{At: at, Stream: stream, Line: line})
+	}
+	n, truncated, err := s.store.AppendLogs(ctx, w.TenantID, taskID, req.Attempt, lines, s.agent.LogLimit)
+	if err != nil {
+		return nil, s.internal(ctx, err)
+	}
+	if n > 0 {
+		s.events.Publish(events.Event{TenantID: w.TenantID, Kind: "task.logs", ObjectKind: "task", ObjectID: taskID, GroupID: t.GroupID, At: s.Now()})
+	}
+	return &agentapi.LogsResponse{Accepted: n, Truncated: truncated}, nil
+}
+
+// AppendMetrics stores a batch of a task's metric points.
+func (s *Service) AppendMetrics(ctx context.Context, taskID string, req agentapi.MetricsRequest) error {
+	w, err := workerFrom(ctx)
+	if err != nil {
+		return err
+	}
+	if len(req.Points) > agentapi.MaxMetricsPerBatch {
+		return invalid("a batch holds at most %d points", agentapi.MaxMetricsPerBatch)
+	}
+	t, err := s.myTask(ctx, s.store, w, taskID, req.Attempt, false)
+	if err != nil {
+		return s.internal(ctx, err)
+	}
+	points := make([]model.MetricPoint, 0, len(req.Points))
+	for _, p := range req.Points {
+		name := strings.TrimSpace(p.Name)
+		if name == "" || len(name) > 128 {
+			return invalid("a metric needs a name of 1 to 128 characters")
+		}
+		if p.Value != p.Value {
+			return invalid("metric %s is not a number", name)
+		}
+		at := p.At
+		if at.IsZero() {
+			at = s.Now()
+		}
+		points = append(points, model.MetricPoint{At: at, Name: name, Value: p.Value, Step: p.Step})
+	}
+	if err := s.store.AppendMetrics(ctx, w.TenantID, taskID, req.Attempt, points); err != nil {
+		return s.internal(ctx, err)
+	}
+	s.events.Publish(events.Event{TenantID: w.TenantID, Kind: "task.metrics", ObjectKind: "task", ObjectID: taskID, GroupID: t.GroupID, At: s.Now()})
+	return nil
+}
+
+// TaskSecrets returns the values of the secrets a running task names, for
+// its worker to inject. It is the only way a secret's value leaves the
+// platform.
+func (s *Service) TaskSecrets(ctx context.Context, taskID string, attempt int) (*agentapi.SecretsResponse, error) {
+	w, err := workerFrom(ctx)
+	if err != nil {
+		return nil, err
+	}
+	t, err := s.myTask(ctx, s.store, w, taskID, attempt, true)
+	if err != nil {
+		return nil, s.internal(ctx, err)
+	}
+	values, err := s.openSecrets(ctx, t)
+	if err != nil {
+		return nil, s.internal(ctx, err)
+	}
+	return &agentapi.SecretsResponse{Secrets: values}, nil
+}
+
+func (s *Service) openSecrets(ctx context.Context, t *model.Task) (map[string]string, error) {
+	out := map[string]string{}
+	for _, name := range t.Spec.Secrets {
+		sec, err := findTaskSecret(ctx, s.store, t, name)
+		if err != nil {
+			return nil, err
+		}
+		if sec == nil {
+			return nil, conflict("secret %s of task %s is no longer in any vault; the task cannot start", name, t.Name)
+		}
+		if s.vault == nil {
+			return nil, errors.New("no vault key configured")
+		}
+		v, err := s.vault.Open(sec.Ciphertext, secretContext(sec.TenantID, sec.Scope, sec.ScopeID, sec.Name))
+		if err != nil {
+			return nil, fmt.Errorf("open secret %s: %w", name, err)
+		}
+		out[name] = string(v)
+	}
+	return out, nil
+}
+
+// secretValues returns the secret values to cut out of a task's logs,
+// remembered per attempt.
+func (s *Service) secretValues(ctx context.Context, t *model.Task) ([]string, error) {
+	if len(t.Spec.Secrets) == 0 {
+		return nil, nil
+	}
+	key := fmt.Sprintf("%s#%d", t.ID, t.Run.Attempt)
+	if v, ok := s.redact.Load(key); ok {
+		return v.([]string), nil
+	}
+	values, err := s.openSecrets(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, v := range values {
+		if len(v) >= 4 { // shorter values would redact ordinary text
+			out = append(out, v)
+		}
+	}
+	s.redact.Store(key, out)
+	return out, nil
+}
+
+// FinishTask records the end of a task's current attempt: its state, exit
+// code and output pointers, and releases its capacity (the ledger interval
+// closes in the same transaction). A worker that reports preempted (its
+// environment took the capacity back) sends the task back to the front of
+// its queue.
+func (s *Service) FinishTask(ctx context.Context, taskID string, req agentapi.FinishRequest) error {
+	w, err := workerFrom(ctx)
+	if err != nil {
+		return err
+	}
+	var status model.TaskStatus
+	switch req.State {
+	case agentapi.StateCompleted:
+		status = model.TaskCompleted
+	case agentapi.StateFailed:
+		status = model.TaskFailed
+	case agentapi.StateAborted:
+		status = model.TaskAborted
+	case agentapi.StatePreempted:
+		status = model.TaskQueued
+	default:
+		return invalid("state %q is not an end state: use completed, failed, aborted or preempted", req.State)
+	}
+	if len(req.Outputs) > 100 || len(req.Message) > 4096 {
+		return invalid("at most 100 outputs and a message of at most 4096 bytes")
+	}
+	for _, o := range req.Outputs {
+		if o == "" || len(o) > 2048 || strings.ContainsAny(o, " \n\t") {
+			return invalid("output %q must be a path or URL without spaces, at most 2048 bytes", o)
+		}
+	}
+	var task *model.Task
+	err = s.workerTxn(ctx, w, "", func(t *txn) error {
+		var err error
+		task, err = s.myTask(ctx, t.q, w, taskID, req.Attempt, true)
+		if err != nil {
+			return err
+		}
+		worker, err := t.q.GetWorker(ctx, w.TenantID, task.Run.WorkerID)
+		if err != nil {
+			return err
+		}
+		t.p.UserName = "worker " + worker.Hostname
+		now := t.now
+		code := req.ExitCode
+		task.Run.ExitCode, task.Run.Outputs, task.Run.LeaseExpiresAt = &code, req.Outputs, nil
+		task.Status, task.UpdatedAt = status, now
+		switch status {
+		case model.TaskCompleted:
+			task.Reason = fmt.Sprintf("completed on %s (exit code %d)", worker.Hostname, code)
+		case model.TaskFailed:
+			task.Reason = fmt.Sprintf("failed on %s (exit code %d)", worker.Hostname, code)
+		case model.TaskAborted:
+			task.Reason = "stopped on " + worker.Hostname
+		case model.TaskQueued:
+			task.Reason = "preempted: its environment took the capacity back on " + worker.Hostname
+			task.PoolID, task.PlacedAt = "", nil
+		}
+		if req.Message != "" && status != model.TaskCompleted {
+			task.Reason += ": " + req.Message
+		}
+		if status.Final() {
+			task.FinishedAt = &now
+		}
+		if err := t.q.UpdateTask(ctx, task); err != nil {
+			return err
+		}
+		if err := t.q.EndPlacement(ctx, w.TenantID, task.ID, now, task.Reason); err != nil {
+			return err
+		}
+		return t.record("task."+string(status), "task", task.ID, task.Name, task.GroupID, task.Reason)
+	})
+	if err != nil {
+		return err
+	}
+	s.redact.Delete(fmt.Sprintf("%s#%d", taskID, req.Attempt))
+	s.events.Publish(events.Event{TenantID: w.TenantID, Kind: "task.finished", ObjectKind: "task", ObjectID: taskID, GroupID: task.GroupID, At: s.Now()})
+	return nil
+}
