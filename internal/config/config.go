@@ -65,6 +65,10 @@ type Config struct {
 	// task's stored log (KLIQUE_TASK_LOG_LIMIT, bytes, default 16 MiB).
 	WorkerLease  time.Duration
 	TaskLogLimit int64
+	// DebugListen, when set, serves Go's profiler (net/http/pprof) on a
+	// separate address (KLIQUE_DEBUG_LISTEN, e.g. 127.0.0.1:6060). It has
+	// no authentication: keep it on loopback.
+	DebugListen string
 }
 
 // Defaults.
@@ -115,6 +119,7 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 		return nil, err
 	}
 	c.VaultKey = getenv("KLIQUE_VAULT_KEY")
+	c.DebugListen = getenv("KLIQUE_DEBUG_LISTEN")
 	if c.WorkerLease, err = duration(getenv, "KLIQUE_WORKER_LEASE", 60*time.Second); err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -119,31 +120,61 @@ func (s *Service) ClaimTask(ctx context.Context, req agentapi.ClaimRequest) (*ag
 	}
 	wait := min(time.Duration(req.WaitSeconds)*time.Second, agentapi.MaxClaimWait)
 	deadline := time.Now().Add(wait)
-	// Placements on the pool wake the wait; a slow tick covers those made
-	// by another replica.
-	sub := s.events.Subscribe(4, func(e events.Event) bool {
-		return e.TenantID == w.TenantID && e.PoolID == w.PoolID && e.Kind == "task.placed"
-	})
-	defer sub.Close()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	s.claims.listen(s.events)
+	woken, hops := false, 0
 	for {
+		// In line before looking, so that a placement made between the
+		// look and the wait is not missed.
+		waiter := s.claims.add(w.TenantID, w.PoolID)
 		a, err := s.claimOnce(ctx, w, worker, fit)
 		if err != nil || a != nil {
+			s.claims.remove(waiter, false)
 			return a, err
+		}
+		if woken {
+			// Woken for work this worker cannot run: the next in line
+			// may. When the work was taken by a claim that did not wait,
+			// there is nothing to pass on.
+			if placed, err := s.store.Claimable(ctx, w.TenantID, w.PoolID, anyFit); err == nil && placed {
+				s.claims.wakeOne(waitKey(w.TenantID, w.PoolID), hops)
+			}
+			woken = false
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
+			s.claims.remove(waiter, false)
 			return nil, nil
 		}
+		// Placements made by this replica's engine arrive as wakes; the
+		// slow tick finds those made by an engine in another replica.
+		timer.Reset(min(left, claimTick))
 		select {
 		case <-ctx.Done():
+			s.claims.remove(waiter, false)
 			return nil, nil
-		case <-sub.C:
-		case <-time.After(min(left, time.Second)):
+		case hops = <-waiter.wake:
+			woken = true
+		case <-timer.C:
+			s.claims.remove(waiter, false)
 		}
 	}
 }
 
+// anyFit is a claim any single-node task fits.
+var anyFit = store.ClaimFit{MaxPerNode: model.MilliGPU(math.MaxInt64), Fractions: true}
+
+// claimTick is how often a waiting claim looks for work without being
+// woken: for placements made by another replica's engine.
+const claimTick = 2 * time.Second
+
 func (s *Service) claimOnce(ctx context.Context, w *identity.Worker, worker *model.Worker, fit store.ClaimFit) (*agentapi.Assignment, error) {
+	// A read first: most looks find nothing, and a read takes no write
+	// lock.
+	if ok, err := s.store.Claimable(ctx, w.TenantID, w.PoolID, fit); err != nil || !ok {
+		return nil, err
+	}
 	var task *model.Task
 	err := s.workerTxn(ctx, w, worker.Hostname, func(t *txn) error {
 		var err error

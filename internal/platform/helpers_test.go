@@ -1,6 +1,7 @@
 package platform_test
 
 import (
+	"bytes"
 	"context"
 	"log/slog"
 	"os"
@@ -19,6 +20,7 @@ import (
 	"github.com/klique-ai/klique/internal/store/pgtest"
 	"github.com/klique-ai/klique/internal/store/postgres"
 	"github.com/klique-ai/klique/internal/store/sqlite"
+	"github.com/klique-ai/klique/internal/vault"
 )
 
 // testBundle is one platform service over a fresh, bootstrapped store, and
@@ -80,7 +82,11 @@ func setup(t *testing.T, st store.Store) *testBundle {
 		auth:  identity.NewAuthenticator(st, signer, nil, nil),
 		logs:  logs,
 	}
-	b.svc = platform.New(platform.Options{Store: st, Auth: b.auth, Logger: slog.New(logs)})
+	v, err := vault.New(bytes.Repeat([]byte{7}, 32))
+	if err != nil {
+		t.Fatalf("vault: %v", err)
+	}
+	b.svc = platform.New(platform.Options{Store: st, Auth: b.auth, Logger: slog.New(logs), Vault: v})
 	secret, err := b.svc.Bootstrap(ctx, "")
 	if err != nil || secret == "" {
 		t.Fatalf("Bootstrap = %q, %v", secret, err)

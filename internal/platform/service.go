@@ -52,6 +52,7 @@ type Service struct {
 	// estates keeps each tenant's allocation model with its version.
 	estates estateCache
 	vault   *vault.Vault
+	claims  claimWaiters
 	agent   AgentOptions
 	// redact holds, per running task attempt, the secret values to cut
 	// out of its log lines.

@@ -238,6 +238,44 @@ func TestWorkerProtocol(t *testing.T) {
 		}
 	})
 
+	t.Run("a task's secret comes from its project's vault, then its group's, then the tenant's", func(t *testing.T) {
+		ts.mustGQL(t, f.admin, `mutation { setSecret(scope: TENANT, name: "HF_TOKEN", value: "tenant-value") { name } }`, nil)
+		ts.mustGQL(t, f.admin, `mutation { setSecret(scope: GROUP, owner: "ml-research", name: "HF_TOKEN", value: "group-value") { name } }`, nil)
+		id := enqueue(f.alice, "layered-secret", map[string]any{"secrets": []any{"HF_TOKEN"}})
+		place(t, ts)
+		var a *agentapi.Assignment
+		for i := 0; i < 5 && (a == nil || a.TaskID != id); i++ {
+			a, _ = claim(2)
+		}
+		if a == nil || a.TaskID != id {
+			t.Fatalf("assignment %+v", a)
+		}
+		fetch := func() string {
+			var sr agentapi.SecretsResponse
+			if code := agentCall(t, ts, f.workerSecret, http.MethodGet, agentapi.PathTasks+id+"/secrets?attempt=1", nil, &sr); code != http.StatusOK {
+				t.Fatalf("secrets: %d", code)
+			}
+			return sr.Secrets["HF_TOKEN"]
+		}
+		if v := fetch(); v != "hf_fixture_secret_value" {
+			t.Fatalf("with all three vaults holding it: %q", v)
+		}
+		ts.mustGQL(t, f.admin, `mutation { deleteSecret(scope: PROJECT, owner: "fraud-models", name: "HF_TOKEN") }`, nil)
+		if v := fetch(); v != "group-value" {
+			t.Fatalf("without the project's: %q", v)
+		}
+		ts.mustGQL(t, f.admin, `mutation { deleteSecret(scope: GROUP, owner: "ml-research", name: "HF_TOKEN") }`, nil)
+		if v := fetch(); v != "tenant-value" {
+			t.Fatalf("without the group's: %q", v)
+		}
+		ts.mustGQL(t, f.admin, `mutation { deleteSecret(scope: TENANT, name: "HF_TOKEN") }`, nil)
+		var e agentapi.Error
+		if code := agentCall(t, ts, f.workerSecret, http.MethodGet, agentapi.PathTasks+id+"/secrets?attempt=1", nil, &e); code != http.StatusConflict || !strings.Contains(e.Error.Message, "no longer in any vault") {
+			t.Fatalf("with no vault holding it: %d %+v", code, e)
+		}
+		agentCall(t, ts, f.workerSecret, http.MethodPost, agentapi.PathTasks+id+"/finish", agentapi.FinishRequest{Attempt: 1, State: agentapi.StateFailed, ExitCode: 1}, nil)
+	})
+
 	t.Run("a worker of another pool sees nothing of this pool's work", func(t *testing.T) {
 		wc := ts.mustGQL(t, f.admin, `mutation { createWorkerCredential(pool: "bare-metal") { secret } }`, nil)
 		other := str(wc, "createWorkerCredential", "secret")

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"time"
@@ -38,6 +39,29 @@ type App struct {
 	served   chan error
 	stop     context.CancelFunc
 	stopped  chan struct{}
+	debug    *http.Server
+}
+
+// startDebug serves the Go profiler on KLIQUE_DEBUG_LISTEN, apart from the
+// API: it has no authentication, so it is off unless asked for.
+func (a *App) startDebug(cfg *config.Config) error {
+	if cfg.DebugListen == "" {
+		return nil
+	}
+	ln, err := net.Listen("tcp", cfg.DebugListen)
+	if err != nil {
+		return fmt.Errorf("listen on KLIQUE_DEBUG_LISTEN=%s: %w", cfg.DebugListen, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	a.debug = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = a.debug.Serve(ln) }()
+	a.log.Warn("serving the Go profiler without authentication; keep it on loopback", "url", "http://"+ln.Addr().String()+"/debug/pprof/")
+	return nil
 }
 
 // Start opens the store (SQLite under the data directory, or PostgreSQL when
@@ -118,6 +142,10 @@ func start(ctx context.Context, cfg *config.Config, log *slog.Logger, st store.S
 			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		}}
 	go func() { app.served <- app.server.Serve(ln) }()
+	if err := app.startDebug(cfg); err != nil {
+		_ = app.server.Close()
+		return nil, err
+	}
 	app.startEngine(cfg)
 	log.Info("klique control plane serving", "url", app.URL(), "store", st.Driver(), "graphql", app.URL()+"/graphql", "graphiql", app.URL()+"/graphiql")
 	return app, nil
@@ -234,6 +262,9 @@ func (a *App) URL() string { return "http://" + a.listener.Addr().String() }
 // context's deadline, and closes the store.
 func (a *App) Shutdown(ctx context.Context) error {
 	err := a.server.Shutdown(ctx)
+	if a.debug != nil {
+		_ = a.debug.Close()
+	}
 	if a.stop != nil {
 		a.stop()
 	}

@@ -338,6 +338,9 @@ type Queries interface {
 	// and the lease runs until leaseUntil. ErrNotFound when nothing fits.
 	// The task's reason becomes reason.
 	ClaimTask(ctx context.Context, tenantID, poolID, workerID, reason string, fit ClaimFit, at, leaseUntil time.Time) (*model.Task, error)
+	// Claimable reports whether ClaimTask would find a task now: a read,
+	// so that a claim that finds nothing takes no write lock.
+	Claimable(ctx context.Context, tenantID, poolID string, fit ClaimFit) (bool, error)
 	// ExtendLeases extends the leases of a worker's running tasks whose
 	// attempt matches, and returns the tasks as they are now (any status)
 	// so the caller can tell which were stopped.

@@ -170,3 +170,7 @@ func (Dialect) AdvanceSeq(ctx context.Context, c sqlstore.Conn, seq sqlstore.Seq
 	}
 	return nil
 }
+
+// PrepareStatements is false: pgx keeps its own per-connection cache of
+// prepared statements.
+func (Dialect) PrepareStatements() bool { return false }

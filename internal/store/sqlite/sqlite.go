@@ -64,7 +64,7 @@ func Open(ctx context.Context, path string) (store.Store, error) {
 			return nil, fmt.Errorf("open sqlite %q: create directory: %w", path, err)
 		}
 		dsn = path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)" +
-			"&_pragma=synchronous(NORMAL)&_txlock=immediate"
+			"&_pragma=synchronous(NORMAL)&_pragma=cache_size(-32000)&_pragma=mmap_size(268435456)&_txlock=immediate"
 	}
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
@@ -181,3 +181,7 @@ func (Dialect) AdvanceSeq(ctx context.Context, c sqlstore.Conn, seq sqlstore.Seq
 	}
 	return nil
 }
+
+// PrepareStatements is true: modernc SQLite parses each statement it is
+// given, which costs more than running most of them.
+func (Dialect) PrepareStatements() bool { return true }

@@ -114,6 +114,10 @@ type Dialect interface {
 	// of schedColumns, using the queue index rather than reading every
 	// queued task.
 	QueueHeadsQuery() string
+	// PrepareStatements is true when the driver parses every statement it
+	// is given afresh (modernc SQLite), so the store keeps them prepared
+	// per connection; false when the driver caches them itself (pgx).
+	PrepareStatements() bool
 }
 
 // Store implements store.Store over a *sql.DB.
@@ -122,6 +126,7 @@ type Store struct {
 	db      *sql.DB
 	dialect Dialect
 	binder  *binder
+	stmts   *stmtCache
 }
 
 var _ store.Store = (*Store)(nil)
@@ -130,6 +135,9 @@ var _ store.Store = (*Store)(nil)
 // Migrate). The store owns db: Close closes it.
 func New(db *sql.DB, d Dialect) *Store {
 	s := &Store{db: db, dialect: d, binder: newBinder(d)}
+	if d.PrepareStatements() {
+		s.stmts = &stmtCache{db: db}
+	}
 	s.queries = queries{s: s, c: db}
 	return s
 }
@@ -146,7 +154,10 @@ func (s *Store) Ping(ctx context.Context) error {
 }
 
 // Close closes the database.
-func (s *Store) Close() error { return s.db.Close() }
+func (s *Store) Close() error {
+	s.stmts.close()
+	return s.db.Close()
+}
 
 // InTx runs fn in one transaction. It commits when fn returns nil and rolls
 // back when fn returns an error, which it returns unchanged so that callers
@@ -169,7 +180,7 @@ func (s *Store) inTx(ctx context.Context, fn func(q *queries) error) error {
 			_ = tx.Rollback()
 		}
 	}()
-	if err := fn(&queries{s: s, c: tx, inTx: true}); err != nil {
+	if err := fn(&queries{s: s, c: tx, tx: tx, inTx: true}); err != nil {
 		return err
 	}
 	done = true
@@ -184,6 +195,7 @@ func (s *Store) inTx(ctx context.Context, fn func(q *queries) error) error {
 type queries struct {
 	s    *Store
 	c    Conn
+	tx   *sql.Tx // set inside InTx
 	inTx bool
 }
 
@@ -200,15 +212,35 @@ func (q *queries) atomic(ctx context.Context, fn func(q *queries) error) error {
 }
 
 func (q *queries) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if st := q.prepared(ctx, query, len(args)); st != nil {
+		return st.ExecContext(ctx, args...)
+	}
 	return q.c.ExecContext(ctx, q.s.binder.bind(query), args...)
 }
 
 func (q *queries) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if st := q.prepared(ctx, query, len(args)); st != nil {
+		return st.QueryContext(ctx, args...)
+	}
 	return q.c.QueryContext(ctx, q.s.binder.bind(query), args...)
 }
 
 func (q *queries) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
+	if st := q.prepared(ctx, query, len(args)); st != nil {
+		return st.QueryRowContext(ctx, args...)
+	}
 	return q.c.QueryRowContext(ctx, q.s.binder.bind(query), args...)
+}
+
+// prepared returns the statement for query, prepared once and reused on
+// every connection, bound to the transaction when there is one; nil when
+// the store does not prepare statements or the query is not worth keeping.
+func (q *queries) prepared(ctx context.Context, query string, nargs int) *sql.Stmt {
+	st := q.s.stmts.get(ctx, q.s.binder.bind(query), nargs, q.tx != nil)
+	if st == nil || q.tx == nil {
+		return st
+	}
+	return q.tx.StmtContext(ctx, st)
 }
 
 // write runs an insert, update or delete and maps constraint violations onto
@@ -252,6 +284,86 @@ func (q *queries) mapErr(err error, what string, onForeignKey error) error {
 		return fmt.Errorf("%s: a referenced object: %w: %w", what, store.ErrNotFound, err)
 	}
 	return fmt.Errorf("%s: %w", what, err)
+}
+
+// stmtCache keeps prepared statements by query text. database/sql
+// prepares a cached *sql.Stmt lazily on each connection it runs on and
+// remembers it there, so a statement is parsed once per connection rather
+// than on every call. Query texts built at run time with long argument
+// lists (IN lists) are not kept, and the cache stops growing at a bound.
+//
+// Preparing takes a connection from the pool. A transaction already holds
+// one, and waiting for another could wait forever (the pool may be one
+// connection), so a statement first met inside a transaction runs
+// unprepared and is prepared in the background for the next call.
+type stmtCache struct {
+	db      *sql.DB
+	mu      sync.Mutex
+	stmts   map[string]*sql.Stmt
+	pending map[string]bool
+	closed  bool
+}
+
+const (
+	maxStmtCache = 1024
+	// maxStmtArgs leaves out statements built for long lists.
+	maxStmtArgs = 24
+)
+
+// get returns the prepared statement for query, or nil. inTx says the
+// caller holds a connection, so the statement must not be prepared now.
+func (c *stmtCache) get(ctx context.Context, query string, nargs int, inTx bool) *sql.Stmt {
+	if c == nil || nargs > maxStmtArgs {
+		return nil
+	}
+	c.mu.Lock()
+	st, ok := c.stmts[query]
+	if ok || c.closed || c.pending[query] || len(c.stmts)+len(c.pending) >= maxStmtCache {
+		c.mu.Unlock()
+		return st
+	}
+	if c.pending == nil {
+		c.stmts, c.pending = map[string]*sql.Stmt{}, map[string]bool{}
+	}
+	c.pending[query] = true
+	c.mu.Unlock()
+	if inTx {
+		go c.prepare(context.Background(), query)
+		return nil
+	}
+	return c.prepare(ctx, query)
+}
+
+// prepare prepares query on the pool and keeps it. A statement that fails
+// to prepare is left to the plain path, which reports the error with its
+// context, and is tried again on its next use.
+func (c *stmtCache) prepare(ctx context.Context, query string) *sql.Stmt {
+	st, err := c.db.PrepareContext(context.WithoutCancel(ctx), query)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.pending, query)
+	if err != nil {
+		return nil
+	}
+	if c.closed {
+		_ = st.Close()
+		return nil
+	}
+	c.stmts[query] = st
+	return st
+}
+
+func (c *stmtCache) close() {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	for _, st := range c.stmts {
+		_ = st.Close()
+	}
+	c.stmts = nil
 }
 
 // binder rewrites '?' placeholders into the dialect's style. Static query

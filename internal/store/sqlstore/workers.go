@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -124,20 +125,38 @@ func (q *queries) TouchWorker(ctx context.Context, tenantID, id string, at time.
 // store.Queries documents: one UPDATE whose subquery picks the row (and on
 // PostgreSQL skips rows another claim holds).
 func (q *queries) ClaimTask(ctx context.Context, tenantID, poolID, workerID, reason string, fit store.ClaimFit, at, leaseUntil time.Time) (*model.Task, error) {
-	cond := `size_nodes = 1 AND size_per_node_milli <= ?`
-	args := []any{string(model.TaskRunning), workerID, micros(leaseUntil), micros(at), micros(at),
-		reason, tenantID, tenantID, poolID, string(model.TaskPlaced), int64(fit.MaxPerNode)}
-	if !fit.Fractions {
-		cond += ` AND size_per_node_milli % 1000 = 0`
-	}
+	cond, condArgs := claimCond(tenantID, poolID, fit)
+	args := append([]any{string(model.TaskRunning), workerID, micros(leaseUntil), micros(at), micros(at), reason, tenantID}, condArgs...)
 	t, err := getOne(ctx, q, "claim a task of pool "+poolID, scanTask,
 		`UPDATE tasks SET status = ?, worker_id = ?, attempt = attempt + 1, lease_expires_at = ?, started_at = ?,
 			updated_at = ?, reason = ?
 		WHERE tenant_id = ? AND id = (
-			SELECT id FROM tasks WHERE tenant_id = ? AND pool_id = ? AND status = ? AND `+cond+`
+			SELECT id FROM tasks WHERE `+cond+`
 			ORDER BY placed_at, queue_seq LIMIT 1`+q.s.dialect.SkipLocked()+`)
 		RETURNING `+taskColumns, args...)
 	return t, err
+}
+
+// claimCond selects the placed tasks of a pool that fit a claim.
+func claimCond(tenantID, poolID string, fit store.ClaimFit) (string, []any) {
+	cond := `tenant_id = ? AND pool_id = ? AND status = ? AND size_nodes = 1 AND size_per_node_milli <= ?`
+	if !fit.Fractions {
+		cond += ` AND size_per_node_milli % 1000 = 0`
+	}
+	return cond, []any{tenantID, poolID, string(model.TaskPlaced), int64(fit.MaxPerNode)}
+}
+
+func (q *queries) Claimable(ctx context.Context, tenantID, poolID string, fit store.ClaimFit) (bool, error) {
+	cond, args := claimCond(tenantID, poolID, fit)
+	var one int
+	err := q.queryRow(ctx, `SELECT 1 FROM tasks WHERE `+cond+` LIMIT 1`, args...).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("look for claimable tasks of pool %s: %w", poolID, err)
+	}
+	return true, nil
 }
 
 // ExtendLeases extends the leases of a worker's running tasks whose attempt

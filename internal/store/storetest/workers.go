@@ -92,6 +92,18 @@ func exerciseWorkers(t *testing.T, setup setupFunc) {
 		b.task(t, q, owner) // queued, not placed
 
 		lease := b.now.Add(time.Minute)
+		// Claimable answers as ClaimTask would, without claiming.
+		claimable := func(tenantID, poolID string, fit store.ClaimFit, want bool) {
+			t.Helper()
+			ok, err := b.store.Claimable(b.ctx, tenantID, poolID, fit)
+			must(t, err)
+			if ok != want {
+				t.Fatalf("Claimable(%+v) = %v, want %v", fit, ok, want)
+			}
+		}
+		claimable(b.tenant.ID, pool.ID, store.ClaimFit{MaxPerNode: 2000}, true)
+		claimable(b.tenant.ID, pool.ID, store.ClaimFit{MaxPerNode: 500, Fractions: true}, true)
+		claimable(b.tenant.ID, pool.ID, store.ClaimFit{MaxPerNode: 500}, false)
 		got, err := b.store.ClaimTask(b.ctx, b.tenant.ID, pool.ID, "w1", "running", store.ClaimFit{MaxPerNode: 2000}, b.now, lease)
 		must(t, err)
 		if got.ID != first.ID || got.Status != model.TaskRunning || got.Run.WorkerID != "w1" || got.Run.Attempt != 1 ||
@@ -100,6 +112,7 @@ func exerciseWorkers(t *testing.T, setup setupFunc) {
 		}
 		// Without fractions the eighth is skipped; the 4-GPU task does not
 		// fit in 2; the multi-node task never goes to one worker.
+		claimable(b.tenant.ID, pool.ID, store.ClaimFit{MaxPerNode: 2000}, false)
 		_, err = b.store.ClaimTask(b.ctx, b.tenant.ID, pool.ID, "w1", "running", store.ClaimFit{MaxPerNode: 2000}, b.now, lease)
 		wantErr(t, err, store.ErrNotFound)
 		got, err = b.store.ClaimTask(b.ctx, b.tenant.ID, pool.ID, "w2", "running", store.ClaimFit{MaxPerNode: 8000, Fractions: true}, b.now, lease)
@@ -108,8 +121,11 @@ func exerciseWorkers(t *testing.T, setup setupFunc) {
 		got, err = b.store.ClaimTask(b.ctx, b.tenant.ID, pool.ID, "w2", "running", store.ClaimFit{MaxPerNode: 8000}, b.now, lease)
 		must(t, err)
 		checkEqual(t, "4 GPUs in 8", got.ID, four.ID)
+		claimable(b.tenant.ID, pool.ID, store.ClaimFit{MaxPerNode: 64000, Fractions: true}, false)
 		_, err = b.store.ClaimTask(b.ctx, b.tenant.ID, pool.ID, "w2", "running", store.ClaimFit{MaxPerNode: 64000, Fractions: true}, b.now, lease)
 		wantErr(t, err, store.ErrNotFound)
+		claimable(b.tenant.ID, other.ID, store.ClaimFit{MaxPerNode: 8000}, true)
+		claimable(b.other.ID, other.ID, store.ClaimFit{MaxPerNode: 8000}, false)
 		_, err = b.store.ClaimTask(b.ctx, b.other.ID, other.ID, "w3", "running", store.ClaimFit{MaxPerNode: 8000}, b.now, lease)
 		wantErr(t, err, store.ErrNotFound)
 	})

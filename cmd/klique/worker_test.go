@@ -1,0 +1,78 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/klique-ai/klique/internal/agentapi"
+)
+
+// runWorker runs `klique worker` with args against server and returns its
+// error.
+func runWorker(t *testing.T, server string, args ...string) error {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	c := &cli{in: strings.NewReader(""), out: &out, err: &errOut, server: server}
+	cmd := newWorkerCmd(c)
+	cmd.SetArgs(args)
+	cmd.SetOut(&out)
+	cmd.SetErr(&errOut)
+	cmd.SilenceUsage, cmd.SilenceErrors = true, true
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	return cmd.ExecuteContext(ctx)
+}
+
+func TestWorkerCommand(t *testing.T) {
+	t.Setenv("KLIQUE_SERVER", "")
+	t.Setenv("KLIQUE_WORKER_TOKEN", "")
+	token := filepath.Join(t.TempDir(), "worker.token")
+	if err := os.WriteFile(token, []byte("kqw_test\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != agentapi.PathRegister || r.Header.Get("Authorization") != "Bearer kqw_test" {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		_ = json.NewEncoder(w).Encode(agentapi.RegisterResponse{WorkerID: "w1", Pool: "bare-metal", HeartbeatSeconds: 10})
+	}))
+	defer srv.Close()
+	workDir := t.TempDir()
+
+	for name, c := range map[string]struct {
+		server string
+		args   []string
+		usage  bool
+		want   string
+	}{
+		"without a server it says how to give one":     {"", []string{"--token-file", token, "--gpus", "0"}, true, "--server URL"},
+		"without a credential it says how to give one": {srv.URL, []string{"--gpus", "0"}, true, "--token-file"},
+		"another kind than bare_metal is not there yet": {srv.URL, []string{"--token-file", token, "--gpus", "0", "--kind", "slurm", "--work-dir", workDir}, true,
+			"--kind slurm: this worker runs on bare metal and VMs only"},
+		"an unknown mode is refused": {srv.URL, []string{"--token-file", token, "--gpus", "0", "--mode", "vm", "--work-dir", workDir}, true, "use process or docker"},
+		"bad labels are refused":     {srv.URL, []string{"--token-file", token, "--gpus", "0", "--labels", "rack", "--work-dir", workDir}, true, "key=value"},
+		"a credential of another pool is refused": {srv.URL, []string{"--token-file", token, "--gpus", "0,1", "--pool", "slurm-a100", "--work-dir", workDir,
+			"--labels", "rack=r1,site=dc1"}, false, `belongs to pool "bare-metal", not "slurm-a100"`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			err := runWorker(t, c.server, c.args...)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err = %v, want one saying %q", err, c.want)
+			}
+			var ue usageError
+			if errors.As(err, &ue) != c.usage {
+				t.Fatalf("usage error: %v, want %v (%v)", !c.usage, c.usage, err)
+			}
+		})
+	}
+}
