@@ -96,7 +96,7 @@ resource policies and the compute resources people send work to.
 		newGetCmd(c), newCreateCmd(c),
 		newEnqueueCmd(c), newAbortCmd(c), newCloneCmd(c),
 		newEngineCmd(c), newPolicyCmd(c), newUsageCmd(c), newSimulateCmd(c),
-		newTaskCmd(c), newSecretCmd(c),
+		newTaskCmd(c), newSecretCmd(c), newWorkerCmd(c),
 	)
 	return root
 }

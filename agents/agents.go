@@ -1,0 +1,198 @@
+package agents
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/klique-ai/klique/agents/client"
+	"github.com/klique-ai/klique/agents/gpu"
+	"github.com/klique-ai/klique/agents/runner"
+	"github.com/klique-ai/klique/agents/runner/docker"
+	"github.com/klique-ai/klique/agents/runner/process"
+	"github.com/klique-ai/klique/agents/worker"
+	"github.com/klique-ai/klique/internal/agentapi"
+)
+
+// KindBareMetal is the one kind of worker there is so far; kubernetes,
+// slurm, pbs, lsf and cloud come with issue 8.
+const KindBareMetal = "bare_metal"
+
+// Options are what `klique worker` is given.
+type Options struct {
+	// Server is the control plane's URL; Token the worker credential.
+	Server, Token string
+	// Pool is the pool the operator expects the credential to be for.
+	Pool string
+	// Kind is the environment (bare_metal).
+	Kind string
+	// Mode is process (virtual environments) or docker.
+	Mode string
+	// GPUs declares the GPUs ("0,1,2,3" or "0-3"); empty: ask nvidia-smi.
+	GPUs string
+	// GPUMemoryMB is each GPU's memory when declared.
+	GPUMemoryMB int
+	// NvidiaSMI is the nvidia-smi executable (default: on PATH).
+	NvidiaSMI string
+	// WorkDir holds task directories, the log spool and cached
+	// environments.
+	WorkDir string
+	// Grace is the time between SIGTERM and SIGKILL when a task is stopped.
+	Grace time.Duration
+	// RunAs runs tasks as this user (the daemon must run as root).
+	RunAs string
+	// Labels describe the worker; in docker mode each container carries
+	// them too.
+	Labels map[string]string
+	// Name names the worker (default: the host name).
+	Name string
+	// Python and PipArgs shape virtual environments (process mode).
+	Python  string
+	PipArgs []string
+	// Docker mode: the default image, extra mounts, the network, the CUDA
+	// MPS pipe directory for fractions, and extra docker run arguments.
+	DockerImage   string
+	DockerVolumes []string
+	DockerNetwork string
+	DockerArgs    []string
+	MPSPipeDir    string
+	Version       string
+	Log           *slog.Logger
+	// Tune, when set, adjusts the worker's configuration last (tests use
+	// it for short intervals).
+	Tune func(*worker.Config)
+}
+
+// NewWorker builds a worker daemon from opts: its GPUs, its runner and its
+// client.
+func NewWorker(ctx context.Context, opts Options) (*worker.Worker, error) {
+	if opts.Kind == "" {
+		opts.Kind = KindBareMetal
+	}
+	if opts.Kind != KindBareMetal {
+		return nil, fmt.Errorf("--kind %s: this worker runs on bare metal and VMs only (bare_metal); kubernetes, slurm, pbs, lsf and cloud agents are not available yet", opts.Kind)
+	}
+	if opts.Server == "" {
+		return nil, errors.New("no control plane: give --server URL (or set KLIQUE_SERVER)")
+	}
+	if opts.Token == "" {
+		return nil, errors.New("no worker credential: give --token-file FILE (an admin creates one for the pool)")
+	}
+	if opts.WorkDir == "" {
+		opts.WorkDir = "klique-worker"
+	}
+	wd, err := filepath.Abs(opts.WorkDir)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(wd, 0o755); err != nil {
+		return nil, fmt.Errorf("work directory: %w", err)
+	}
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	if opts.Name == "" {
+		if opts.Name, err = os.Hostname(); err != nil {
+			return nil, err
+		}
+	}
+	smi := gpu.SMI{Path: opts.NvidiaSMI}
+	gpus, err := gpu.Resolve(ctx, smi, opts.GPUs, opts.GPUMemoryMB)
+	if err != nil {
+		return nil, err
+	}
+
+	var pu *process.User
+	dockerUser := ""
+	if opts.RunAs != "" {
+		if os.Geteuid() != 0 {
+			return nil, fmt.Errorf("--run-as %s: the worker must run as root to run tasks as another user", opts.RunAs)
+		}
+		if pu, err = lookupUser(opts.RunAs); err != nil {
+			return nil, err
+		}
+		dockerUser = fmt.Sprintf("%d:%d", pu.UID, pu.GID)
+	}
+	var r runner.Runner
+	switch opts.Mode {
+	case "", agentapi.ModeProcess:
+		r = process.New(process.Options{Python: opts.Python, VenvCache: filepath.Join(wd, "venvs"), PipArgs: opts.PipArgs, User: pu})
+	case agentapi.ModeDocker:
+		args := append([]string(nil), opts.DockerArgs...)
+		keys := make([]string, 0, len(opts.Labels))
+		for k := range opts.Labels {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			args = append(args, "--label", k+"="+opts.Labels[k])
+		}
+		r = docker.New(docker.Options{Instance: opts.Name, DefaultImage: opts.DockerImage, Volumes: opts.DockerVolumes,
+			Network: opts.DockerNetwork, User: dockerUser, MPSPipeDir: opts.MPSPipeDir, ExtraArgs: args})
+	default:
+		return nil, fmt.Errorf("--mode %s: use process or docker", opts.Mode)
+	}
+
+	cl := client.New(opts.Server, opts.Token)
+	cl.UserAgent = "klique-worker/" + opts.Version
+	cl.Log = opts.Log
+	cfg := worker.Config{
+		Client: cl, Runner: r, GPUs: gpus, Pool: opts.Pool, Hostname: opts.Name, Version: opts.Version,
+		Kind: opts.Kind, WorkDir: wd, Grace: opts.Grace, Log: opts.Log, SMI: smi,
+	}
+	if opts.Tune != nil {
+		opts.Tune(&cfg)
+	}
+	if len(opts.Labels) > 0 {
+		opts.Log.Info("worker labels", "labels", opts.Labels)
+	}
+	return worker.New(cfg)
+}
+
+func lookupUser(name string) (*process.User, error) {
+	u, err := user.Lookup(name)
+	if err != nil {
+		return nil, fmt.Errorf("--run-as %s: %w", name, err)
+	}
+	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
+	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
+	if err1 != nil || err2 != nil {
+		return nil, fmt.Errorf("--run-as %s: not a numeric uid/gid (%s:%s)", name, u.Uid, u.Gid)
+	}
+	pu := &process.User{Name: u.Username, UID: uint32(uid), GID: uint32(gid), Home: u.HomeDir}
+	if ids, err := u.GroupIds(); err == nil {
+		for _, id := range ids {
+			if g, err := strconv.ParseUint(id, 10, 32); err == nil {
+				pu.Groups = append(pu.Groups, uint32(g))
+			}
+		}
+	}
+	return pu, nil
+}
+
+// ParseLabels reads k=v pairs, separated by commas or given one by one.
+func ParseLabels(list []string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, item := range list {
+		for _, kv := range strings.Split(item, ",") {
+			kv = strings.TrimSpace(kv)
+			if kv == "" {
+				continue
+			}
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok || strings.TrimSpace(k) == "" {
+				return nil, fmt.Errorf("--labels %q: write labels as key=value", kv)
+			}
+			out[strings.TrimSpace(k)] = strings.TrimSpace(v)
+		}
+	}
+	return out, nil
+}

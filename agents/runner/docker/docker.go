@@ -1,0 +1,484 @@
+// Package docker is the Docker mode of the bare-metal worker: each task runs
+// in its own container of the task's image, on the GPUs the worker assigned
+// (--gpus "device=…"), with the task's directory mounted at the same path.
+// A task with a repository is cloned on the host into that directory first.
+//
+// Docker mode can run a fraction of a GPU as a memory-capped share: the
+// container gets the one GPU and environment variables that cap its memory
+// (CUDA MPS) and tell frameworks their share; docs/worker.md lists them.
+//
+// The runner drives the docker CLI, so it needs no Docker SDK and its tests
+// run a fake docker on PATH.
+package docker
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/klique-ai/klique/agents/runner"
+	"github.com/klique-ai/klique/agents/runner/internal/pgroup"
+	"github.com/klique-ai/klique/agents/runner/source"
+	"github.com/klique-ai/klique/internal/agentapi"
+)
+
+// Labels put on every container.
+const (
+	LabelTask    = "ai.klique.task"
+	LabelAttempt = "ai.klique.attempt"
+	LabelName    = "ai.klique.task-name"
+	LabelProject = "ai.klique.project"
+	LabelWorker  = "ai.klique.worker"
+)
+
+// Environment variables of a fractional share.
+const (
+	EnvFraction      = "KLIQUE_GPU_FRACTION"
+	EnvMemoryLimitMB = "KLIQUE_GPU_MEMORY_LIMIT_MB"
+	EnvMPSMemLimit   = "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"
+	EnvMPSThreads    = "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"
+	EnvMPSPipeDir    = "CUDA_MPS_PIPE_DIRECTORY"
+)
+
+// Options configure the runner.
+type Options struct {
+	// Docker is the docker executable (default "docker").
+	Docker string
+	// Git clones repositories on the host (default "git").
+	Git string
+	// Instance names this worker on its containers (label
+	// ai.klique.worker), so Cleanup finds what an earlier run left.
+	Instance string
+	// DefaultImage runs tasks that name no image.
+	DefaultImage string
+	// Volumes are extra -v mounts for every container (the shared
+	// filesystem, datasets), as docker writes them: /data:/data:ro.
+	Volumes []string
+	// Network is the container network (--network), such as host.
+	Network string
+	// User runs the container as this user (--user uid:gid).
+	User string
+	// MPSPipeDir, when set, is the CUDA MPS pipe directory of the host's
+	// MPS control daemon: fractional tasks share it (--ipc host and a
+	// mount), so the memory cap is enforced by MPS.
+	MPSPipeDir string
+	// ExtraArgs are added to every docker run before the image.
+	ExtraArgs []string
+	// BaseEnv is the docker CLI's own environment (default: the daemon's,
+	// without its KLIQUE_ variables).
+	BaseEnv []string
+}
+
+// Runner runs tasks as Docker containers.
+type Runner struct{ opts Options }
+
+// New returns a docker runner.
+func New(opts Options) *Runner {
+	if opts.Docker == "" {
+		opts.Docker = "docker"
+	}
+	if opts.Git == "" {
+		opts.Git = "git"
+	}
+	if opts.BaseEnv == nil {
+		for _, kv := range os.Environ() {
+			if !strings.HasPrefix(kv, "KLIQUE_") {
+				opts.BaseEnv = append(opts.BaseEnv, kv)
+			}
+		}
+	}
+	return &Runner{opts: opts}
+}
+
+// Name is "docker".
+func (r *Runner) Name() string { return agentapi.ModeDocker }
+
+// Fractions is true: a fraction runs as a memory-capped container.
+func (r *Runner) Fractions() bool { return true }
+
+// Cleanup removes containers an earlier run of this worker left behind (a
+// daemon killed with SIGKILL leaves its --rm containers running).
+func (r *Runner) Cleanup(ctx context.Context) error {
+	out, err := exec.CommandContext(ctx, r.opts.Docker, "ps", "-aq", "--filter", "label="+LabelWorker+"="+r.opts.Instance).Output()
+	if err != nil {
+		return fmt.Errorf("list containers left by an earlier run: %w", err)
+	}
+	ids := strings.Fields(string(out))
+	if len(ids) == 0 {
+		return nil
+	}
+	if out, err := exec.CommandContext(ctx, r.opts.Docker, append([]string{"rm", "-f"}, ids...)...).CombinedOutput(); err != nil {
+		return fmt.Errorf("remove containers left by an earlier run: %w: %s", err, bytes.TrimSpace(out))
+	}
+	return nil
+}
+
+var nameUnsafe = regexp.MustCompile(`[^a-zA-Z0-9_.-]+`)
+
+// ContainerName is the container of one attempt of a task.
+func ContainerName(taskID string, attempt int) string {
+	return "klique-" + nameUnsafe.ReplaceAllString(taskID, "-") + "-" + strconv.Itoa(attempt)
+}
+
+// inArgv are variables passed with their value on docker's command line,
+// because the docker CLI reads them itself. Every other value goes through
+// the CLI's environment (-e NAME), so secrets never show in `ps`.
+func inArgv(name string) bool {
+	switch name {
+	case "PATH", "HOME", "TMPDIR", "LD_LIBRARY_PATH", "LD_PRELOAD", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY",
+		"http_proxy", "https_proxy", "no_proxy":
+		return true
+	}
+	return strings.HasPrefix(name, "DOCKER_")
+}
+
+// Render returns the docker run arguments (after the docker executable) and
+// the environment for the docker CLI.
+func (r *Runner) Render(job *runner.Job) (args []string, env []string, err error) {
+	t := job.Task
+	image := t.Image
+	if image == "" {
+		image = r.opts.DefaultImage
+	}
+	if image == "" {
+		return nil, nil, errors.New("the task names no image, and docker mode needs one (or a worker default image, --docker-image)")
+	}
+	if len(t.Command) == 0 && t.EntryPoint == "" {
+		return nil, nil, errors.New("the task has nothing to run: give it a command, or a repository with an entry point")
+	}
+	vars := map[string]string{}
+	for k, v := range job.Env {
+		vars[k] = v
+	}
+	args = []string{"run", "--rm", "--init", "--name", ContainerName(t.TaskID, t.Attempt),
+		"--label", LabelTask + "=" + t.TaskID,
+		"--label", LabelAttempt + "=" + strconv.Itoa(t.Attempt),
+	}
+	if t.Name != "" {
+		args = append(args, "--label", LabelName+"="+t.Name)
+	}
+	if t.Project != "" {
+		args = append(args, "--label", LabelProject+"="+t.Project)
+	}
+	if r.opts.Instance != "" {
+		args = append(args, "--label", LabelWorker+"="+r.opts.Instance)
+	}
+
+	// GPUs: the host's indices select devices; inside, CUDA numbers them
+	// from 0.
+	host := make([]string, len(job.GPUs))
+	inside := make([]string, len(job.GPUs))
+	for i, g := range job.GPUs {
+		host[i], inside[i] = strconv.Itoa(g.Index), strconv.Itoa(i)
+	}
+	if len(job.GPUs) > 0 {
+		// The quotes are part of the value: docker parses --gpus as CSV.
+		args = append(args, "--gpus", `"device=`+strings.Join(host, ",")+`"`)
+		vars["NVIDIA_VISIBLE_DEVICES"] = strings.Join(host, ",")
+	} else {
+		vars["NVIDIA_VISIBLE_DEVICES"] = "void"
+	}
+	vars["CUDA_VISIBLE_DEVICES"] = strings.Join(inside, ",")
+	vars["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+	if job.MilliGPUs > 0 && job.MilliGPUs < 1000 {
+		if len(job.GPUs) != 1 {
+			return nil, nil, fmt.Errorf("a fraction of a GPU needs exactly one GPU, got %d", len(job.GPUs))
+		}
+		mem := job.GPUs[0].MemoryMB
+		if mem <= 0 {
+			return nil, nil, errors.New("a fraction of a GPU needs the GPU's memory size (from nvidia-smi, or --gpu-memory-mb)")
+		}
+		limit := int64(mem) * job.MilliGPUs / 1000
+		vars[EnvFraction] = strconv.FormatFloat(float64(job.MilliGPUs)/1000, 'f', -1, 64)
+		vars[EnvMemoryLimitMB] = strconv.FormatInt(limit, 10)
+		vars[EnvMPSMemLimit] = "0=" + strconv.FormatInt(limit, 10) + "M"
+		vars[EnvMPSThreads] = strconv.FormatInt(max(1, job.MilliGPUs/10), 10)
+		if r.opts.MPSPipeDir != "" {
+			args = append(args, "--ipc", "host", "-v", r.opts.MPSPipeDir+":"+r.opts.MPSPipeDir)
+			vars[EnvMPSPipeDir] = r.opts.MPSPipeDir
+		}
+	}
+
+	// The task's directory, at the same path inside, so the paths in its
+	// environment (params, metrics, outputs files) hold in both places.
+	args = append(args, "-v", job.Dir+":"+job.Dir)
+	for _, v := range r.opts.Volumes {
+		args = append(args, "-v", v)
+	}
+	base := filepath.Join(job.Dir, "work")
+	if t.Repository != "" {
+		base = filepath.Join(job.Dir, "src")
+	}
+	wd := base
+	if t.WorkingDir != "" {
+		if filepath.IsAbs(t.WorkingDir) {
+			wd = t.WorkingDir
+		} else {
+			wd = filepath.Join(base, filepath.Clean("/"+t.WorkingDir))
+		}
+	}
+	args = append(args, "-w", wd)
+	if r.opts.Network != "" {
+		args = append(args, "--network", r.opts.Network)
+	}
+	if r.opts.User != "" {
+		args = append(args, "--user", r.opts.User)
+	}
+
+	env = append([]string(nil), r.opts.BaseEnv...)
+	names := make([]string, 0, len(vars))
+	for k := range vars {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		if inArgv(k) {
+			args = append(args, "-e", k+"="+vars[k])
+			continue
+		}
+		args = append(args, "-e", k)
+		env = setEnv(env, k, vars[k])
+	}
+	args = append(args, r.opts.ExtraArgs...)
+	args = append(args, image)
+
+	argv := t.Command
+	if len(argv) == 0 {
+		argv = []string{"python", t.EntryPoint}
+	}
+	if len(t.Packages) > 0 {
+		// Install the task's packages in the container, then run it.
+		args = append(args, "sh", "-c",
+			`python -m pip install --disable-pip-version-check --no-input -r "$0" && exec "$@"`,
+			filepath.Join(job.Dir, "requirements.txt"))
+	}
+	args = append(args, argv...)
+	return args, env, nil
+}
+
+func setEnv(env []string, k, v string) []string {
+	prefix := k + "="
+	out := env[:0:0]
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, prefix) {
+			out = append(out, kv)
+		}
+	}
+	return append(out, prefix+v)
+}
+
+// Submit renders the container and starts it (after cloning the task's
+// repository, when it has one).
+func (r *Runner) Submit(ctx context.Context, job *runner.Job) (runner.Handle, error) {
+	args, env, err := r.Render(job)
+	if err != nil {
+		return nil, err
+	}
+	if len(job.Task.Packages) > 0 {
+		if err := os.WriteFile(filepath.Join(job.Dir, "requirements.txt"), []byte(strings.Join(job.Task.Packages, "\n")+"\n"), 0o644); err != nil {
+			return nil, err
+		}
+	}
+	h := &handle{r: r, job: job, args: args, env: env, name: ContainerName(job.Task.TaskID, job.Task.Attempt),
+		tail: runner.NewTail(20), done: make(chan struct{}), reason: "preparing"}
+	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	h.cancelPrep = cancel
+	go h.run(pctx)
+	return h, nil
+}
+
+type handle struct {
+	r          *Runner
+	job        *runner.Job
+	args, env  []string
+	name       string
+	tail       *runner.Tail
+	done       chan struct{}
+	cancelPrep context.CancelFunc
+
+	mu       sync.Mutex
+	phase    runner.Phase
+	reason   string
+	proc     *pgroup.Proc
+	stopped  bool
+	exitCode int
+	signal   string
+	message  string
+}
+
+func (h *handle) Done() <-chan struct{} { return h.done }
+
+func (h *handle) Poll(context.Context) (runner.Status, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	st := runner.Status{Phase: h.phase, Reason: h.reason}
+	if h.phase == runner.Ended {
+		st.ExitCode, st.Reason = h.exitCode, h.message
+	}
+	return st, nil
+}
+
+func (h *handle) Diagnostics(context.Context) runner.Diagnostics {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return runner.Diagnostics{ExitCode: h.exitCode, Signal: h.signal, Message: h.message, LastLines: h.tail.Lines()}
+}
+
+func (h *handle) end(code int, signal, message string) {
+	h.mu.Lock()
+	h.phase, h.exitCode, h.signal, h.message, h.reason = runner.Ended, code, signal, message, ""
+	h.mu.Unlock()
+	close(h.done)
+}
+
+func (h *handle) run(ctx context.Context) {
+	defer h.cancelPrep()
+	t := h.job.Task
+	if err := os.MkdirAll(filepath.Join(h.job.Dir, "work"), 0o755); err != nil {
+		h.end(-1, "", err.Error())
+		return
+	}
+	if t.Repository != "" {
+		h.mu.Lock()
+		h.reason = "cloning " + t.Repository
+		h.mu.Unlock()
+		h.job.Log(agentapi.StreamWorker, fmt.Sprintf("cloning %s at %s", t.Repository, orDefault(t.Commit, "the default branch")))
+		err := source.Checkout(ctx, h.exec, h.r.opts.Git, t.Repository, t.Commit, t.Diff,
+			filepath.Join(h.job.Dir, "src"), filepath.Join(h.job.Dir, "uncommitted.diff"))
+		if err != nil {
+			if h.isStopped() {
+				h.end(-1, "", "stopped before it started")
+				return
+			}
+			h.job.Log(agentapi.StreamWorker, "could not start the task: "+err.Error())
+			h.end(-1, "", err.Error())
+			return
+		}
+	}
+	cmd := exec.Command(h.r.opts.Docker, h.args...)
+	cmd.Env = h.env
+	cmd.Dir = h.job.Dir
+	h.mu.Lock()
+	if h.stopped {
+		h.mu.Unlock()
+		h.end(-1, "", "stopped before it started")
+		return
+	}
+	h.job.Log(agentapi.StreamWorker, "starting container "+h.name)
+	proc, err := pgroup.Start(cmd, nil, func(stream, line string) {
+		h.tail.Add(line)
+		h.job.Log(stream, line)
+	})
+	if err != nil {
+		h.mu.Unlock()
+		msg := fmt.Sprintf("start docker: %v", err)
+		h.job.Log(agentapi.StreamWorker, "could not start the task: "+msg)
+		h.end(-1, "", msg)
+		return
+	}
+	h.proc, h.phase, h.reason = proc, runner.Running, ""
+	h.mu.Unlock()
+	<-proc.Done()
+	code, sig, werr := proc.Exit()
+	msg := ""
+	switch {
+	case werr != nil:
+		msg = werr.Error()
+	case code == 125:
+		msg = "docker could not run the container (exit code 125)"
+	case code == 137 && sig == "":
+		sig = "killed"
+		msg = "the container was killed (SIGKILL): out of memory, or stopped"
+	}
+	h.end(code, sig, msg)
+}
+
+func (h *handle) isStopped() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.stopped
+}
+
+// exec runs a preparation command on the host, its output as worker lines.
+func (h *handle) exec(ctx context.Context, dir, name string, args ...string) error {
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	cmd.Env = setEnv(h.r.opts.BaseEnv, "GIT_TERMINAL_PROMPT", "0")
+	tail := runner.NewTail(3)
+	proc, err := pgroup.Start(cmd, nil, func(_, line string) {
+		tail.Add(line)
+		h.job.Log(agentapi.StreamWorker, line)
+	})
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	select {
+	case <-proc.Done():
+	case <-ctx.Done():
+		_ = proc.Stop(context.Background(), 0)
+		return context.Canceled
+	}
+	if code, _, werr := proc.Exit(); werr != nil || code != 0 {
+		return fmt.Errorf("%s %s exited with %d: %s", filepath.Base(name), args[0], code, strings.Join(tail.Lines(), " / "))
+	}
+	return nil
+}
+
+// Stop asks docker to stop the container (SIGTERM, the grace period,
+// SIGKILL: docker stop -t), then makes sure with docker kill, and ends the
+// docker CLI.
+func (h *handle) Stop(ctx context.Context, grace time.Duration) error {
+	h.mu.Lock()
+	h.stopped = true
+	proc := h.proc
+	h.mu.Unlock()
+	h.cancelPrep()
+	if proc != nil {
+		secs := int((grace + time.Second - 1) / time.Second)
+		h.docker(ctx, "stop", "-t", strconv.Itoa(secs), h.name)
+		select {
+		case <-proc.Done():
+		case <-time.After(5 * time.Second):
+			h.docker(ctx, "kill", h.name)
+			// The container may not exist yet (image still pulling):
+			// end the docker CLI itself.
+			_ = proc.Stop(ctx, 5*time.Second)
+		case <-ctx.Done():
+		}
+	}
+	select {
+	case <-h.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// docker runs a short docker command, its output in the task's log.
+func (h *handle) docker(ctx context.Context, args ...string) {
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(cctx, h.r.opts.Docker, args...)
+	cmd.Env = h.r.opts.BaseEnv
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		h.job.Log(agentapi.StreamWorker, fmt.Sprintf("docker %s: %v: %s", args[0], err, bytes.TrimSpace(out)))
+	}
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}

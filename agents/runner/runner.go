@@ -1,0 +1,128 @@
+// Package runner is the one small interface every environment implements
+// behind the worker daemon's claim, heartbeat and report loop: a process or
+// virtual environment on the host, a Docker container, and (issue 8) a
+// Kubernetes pod or an HPC batch job. In the spirit of Kueue's
+// jobframework.GenericJob, an environment only turns a claimed task into its
+// own unit of work, says how it is doing, stops it, and tells what it knows
+// at the end; the loop around it (agents/worker) is written once.
+package runner
+
+import (
+	"context"
+	"time"
+
+	"github.com/klique-ai/klique/internal/agentapi"
+)
+
+// Runner starts tasks in one environment.
+type Runner interface {
+	// Name names the environment in logs: "process", "docker".
+	Name() string
+	// Fractions reports whether it can run a share of a GPU. When false,
+	// the worker never claims a fraction.
+	Fractions() bool
+	// Submit starts the work and returns at once; preparing it (cloning,
+	// installing, pulling) happens after, and Poll reports it as pending.
+	Submit(ctx context.Context, job *Job) (Handle, error)
+}
+
+// Handle is one submitted task.
+type Handle interface {
+	// Poll says how the work is doing: pending (with a reason), running,
+	// or ended (with an exit code).
+	Poll(ctx context.Context) (Status, error)
+	// Stop stops the work: SIGTERM (or the environment's equivalent), up
+	// to grace for it to exit (so checkpointing code can save), then
+	// SIGKILL. It returns once the work has ended or been killed.
+	Stop(ctx context.Context, grace time.Duration) error
+	// Diagnostics tells what is known once the work ended: exit code,
+	// signal, out of memory, the last lines it printed.
+	Diagnostics(ctx context.Context) Diagnostics
+}
+
+// Notifier is an optional capability of a Handle: Done is closed when the
+// work has ended, so the worker need not poll for the end.
+type Notifier interface {
+	Done() <-chan struct{}
+}
+
+// Cleaner is an optional capability of a Runner: Cleanup removes what an
+// earlier run of the worker left behind (such as containers of a daemon
+// that was killed), before the worker claims anything.
+type Cleaner interface {
+	Cleanup(ctx context.Context) error
+}
+
+// Job is a claimed task as the worker hands it to a runner.
+type Job struct {
+	// Task is the assignment as claimed.
+	Task *agentapi.Assignment
+	// GPUs are the GPUs assigned to the task, host indices.
+	GPUs []agentapi.GPU
+	// MilliGPUs is the share of each GPU in thousandths: 1000 for whole
+	// GPUs, less for a fraction (then GPUs holds exactly one).
+	MilliGPUs int64
+	// Env is the task's environment, without the device variables, which
+	// each runner sets in its own way (CUDA_VISIBLE_DEVICES, --gpus, ...).
+	Env map[string]string
+	// Dir is the task's own directory on the host, empty and writable: the
+	// runner works (clones, runs) inside it.
+	Dir string
+	// Log receives every line the task prints (stream stdout or stderr)
+	// and lines about preparing it (stream worker).
+	Log LogSink
+}
+
+// LogSink receives one line of a task's output, without its newline.
+type LogSink func(stream, line string)
+
+// Phase is where a task is in its life.
+type Phase int
+
+// Phases.
+const (
+	// Pending: submitted, not running yet (preparing, pulling, queued).
+	Pending Phase = iota
+	// Running: the task's code runs.
+	Running
+	// Ended: it exited, failed to start, or was stopped.
+	Ended
+)
+
+func (p Phase) String() string {
+	switch p {
+	case Pending:
+		return "pending"
+	case Running:
+		return "running"
+	case Ended:
+		return "ended"
+	}
+	return "unknown"
+}
+
+// Status is a task's state as Poll reports it.
+type Status struct {
+	Phase Phase
+	// Reason says why a task is pending ("cloning the repository") or,
+	// when it ended without running, why.
+	Reason string
+	// ExitCode is the exit code once ended: 128+n when killed by signal
+	// n, -1 when the task never ran.
+	ExitCode int
+}
+
+// Diagnostics is what a runner knows at the end.
+type Diagnostics struct {
+	ExitCode int
+	// Signal names the signal that ended the task, such as "killed".
+	Signal string
+	// OOMKilled is true when the environment says the task ran out of
+	// memory.
+	OOMKilled bool
+	// Message says what went wrong when the task could not be started
+	// ("git clone: exit status 128").
+	Message string
+	// LastLines are the last lines the task printed.
+	LastLines []string
+}

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/klique-ai/klique/agents"
+	"github.com/klique-ai/klique/internal/version"
+)
+
+func newWorkerCmd(c *cli) *cobra.Command {
+	var o agents.Options
+	var pool, tokenFile, logLevel, logFormat string
+	var labels []string
+	cmd := &cobra.Command{
+		Use:   "worker --pool NAME --server URL --token-file FILE",
+		Short: "Run the worker daemon of a pool on this host",
+		Long: `Run the worker daemon on a GPU host (bare metal or a VM with GPU passthrough).
+It connects out to the control plane with the pool's worker credential, pulls
+the tasks placed on its pool, runs them on the GPUs it owns, streams their
+logs and metrics home, and reports their end.
+
+In process mode (the default) a task runs natively: a command in a fresh
+directory, or a repository cloned at its recorded commit with its uncommitted
+changes applied, in a Python virtual environment with its packages. In docker
+mode it runs in a container of its image, and fractions of a GPU run as
+memory-capped shares.
+
+On SIGTERM the worker stops claiming, stops its tasks (SIGTERM, the grace
+period, SIGKILL) and reports them preempted, so they are requeued at the
+front of their compute resource. See docs/worker.md.`,
+		Example: `  klique worker --pool bare-metal --server https://klique.corp --token-file /etc/klique/worker.token
+  klique worker --pool bare-metal --server http://127.0.0.1:8080 --token-file worker.token --gpus 0,1 --work-dir /tmp/kw
+  klique worker --pool shared-a100 --server https://klique.corp --token-file worker.token --mode docker --gpus 0-3 --gpu-memory-mb 81920`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.Server = firstNonEmpty(c.server, os.Getenv("KLIQUE_SERVER"))
+			if o.Server == "" {
+				return usagef("say which control plane with --server URL (or set KLIQUE_SERVER)")
+			}
+			token := os.Getenv("KLIQUE_WORKER_TOKEN")
+			if tokenFile != "" {
+				b, err := os.ReadFile(tokenFile)
+				if err != nil {
+					return usagef("--token-file: %v", err)
+				}
+				token = strings.TrimSpace(string(b))
+			}
+			if token == "" {
+				return usagef("give the pool's worker credential with --token-file FILE (or $KLIQUE_WORKER_TOKEN)")
+			}
+			o.Token, o.Pool = token, pool
+			var err error
+			if o.Labels, err = agents.ParseLabels(labels); err != nil {
+				return usageError{err}
+			}
+			if o.Grace < 0 {
+				return usagef("--grace must not be negative")
+			}
+			var level slog.Level
+			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
+				return usagef("--log-level %q: use debug, info, warn or error", logLevel)
+			}
+			hopts := &slog.HandlerOptions{Level: level}
+			switch logFormat {
+			case "text":
+				o.Log = slog.New(slog.NewTextHandler(c.err, hopts))
+			case "json":
+				o.Log = slog.New(slog.NewJSONHandler(c.err, hopts))
+			default:
+				return usagef("--log-format %q: use text or json", logFormat)
+			}
+			o.Version = version.String()
+			w, err := agents.NewWorker(cmd.Context(), o)
+			if err != nil {
+				if strings.HasPrefix(err.Error(), "--") {
+					return usageError{err}
+				}
+				return err
+			}
+			if err := w.Run(cmd.Context()); err != nil && !errors.Is(err, cmd.Context().Err()) {
+				return fmt.Errorf("worker: %w", err)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&pool, "pool", "", "the pool this worker serves (checked against the credential's pool)")
+	f.StringVar(&tokenFile, "token-file", "", "file holding the pool's worker credential (or $KLIQUE_WORKER_TOKEN)")
+	f.StringVar(&o.Kind, "kind", agents.KindBareMetal, "environment: bare_metal (kubernetes, slurm, pbs, lsf and cloud are reserved)")
+	f.StringVar(&o.Mode, "mode", "process", "how tasks run: process (virtual environments on the host) or docker")
+	f.StringVar(&o.GPUs, "gpus", "", "GPUs this worker owns, such as 0,1,2,3 or 0-3 (default: every GPU nvidia-smi lists)")
+	f.IntVar(&o.GPUMemoryMB, "gpu-memory-mb", 0, "memory of each GPU in MB, when nvidia-smi cannot tell (fractions need it)")
+	f.StringVar(&o.WorkDir, "work-dir", "klique-worker", "directory for task directories, the log spool and cached Python environments")
+	f.DurationVar(&o.Grace, "grace", 30*time.Second, "time a stopped task gets between SIGTERM and SIGKILL")
+	f.StringVar(&o.RunAs, "run-as", "", "run tasks as this user (the worker must run as root)")
+	f.StringSliceVar(&labels, "labels", nil, "labels describing this worker, key=value[,key=value]")
+	f.StringVar(&o.Name, "name", "", "name of this worker (default: the host name); give each worker on one host its own")
+	f.StringVar(&o.Python, "python", "python3", "Python interpreter for entry points and virtual environments (process mode)")
+	f.StringArrayVar(&o.PipArgs, "pip-arg", nil, "extra argument for pip install, repeatable (such as --index-url=URL)")
+	f.StringVar(&o.DockerImage, "docker-image", "", "image for tasks that name none (docker mode)")
+	f.StringArrayVar(&o.DockerVolumes, "docker-volume", nil, "extra mount for every container, as docker -v writes it, repeatable")
+	f.StringVar(&o.DockerNetwork, "docker-network", "", "network of the containers, such as host (docker mode)")
+	f.StringArrayVar(&o.DockerArgs, "docker-arg", nil, "extra docker run argument, repeatable (docker mode)")
+	f.StringVar(&o.MPSPipeDir, "mps-pipe-dir", "", "CUDA MPS pipe directory shared with fractional containers, so MPS enforces their memory cap")
+	f.StringVar(&o.NvidiaSMI, "nvidia-smi", "", "nvidia-smi executable (default: nvidia-smi on PATH)")
+	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
+	return cmd
+}
