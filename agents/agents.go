@@ -146,13 +146,10 @@ func NewWorker(ctx context.Context, opts Options) (*worker.Worker, error) {
 	cl.Log = opts.Log
 	cfg := worker.Config{
 		Client: cl, Runner: r, GPUs: gpus, Pool: opts.Pool, Hostname: opts.Name, Version: opts.Version,
-		Kind: opts.Kind, WorkDir: wd, Grace: opts.Grace, Log: opts.Log, SMI: smi,
+		Kind: opts.Kind, Labels: opts.Labels, WorkDir: wd, Grace: opts.Grace, Log: opts.Log, SMI: smi,
 	}
 	if opts.Tune != nil {
 		opts.Tune(&cfg)
-	}
-	if len(opts.Labels) > 0 {
-		opts.Log.Info("worker labels", "labels", opts.Labels)
 	}
 	return worker.New(cfg)
 }

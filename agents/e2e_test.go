@@ -9,9 +9,11 @@ import (
 	"math"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -95,12 +97,18 @@ func nodes(v any, path ...string) []map[string]any {
 	return out
 }
 
-// TestEndToEnd runs the real control plane (embedded store, engine on) and
-// the worker daemon in-process on loopback: a member's task is placed on
-// the bare-metal pool, claimed, run with its logs streaming home, finished,
-// and its ledger interval closed.
-func TestEndToEnd(t *testing.T) {
-	t.Parallel()
+// e2e is a running control plane (embedded store, engine on, a 5 s
+// worker lease) with an estate applied, a member of ml-research, a vault
+// secret and a worker credential for the bare-metal pool.
+type e2e struct {
+	app                 *server.App
+	url                 string
+	tenant              string
+	alice, workerSecret string
+}
+
+func startControlPlane(t *testing.T, doc string) *e2e {
+	t.Helper()
 	cfg := &config.Config{
 		Listen: "127.0.0.1:0", DataDir: t.TempDir(), BootstrapToken: adminKey, PublicURL: "http://127.0.0.1",
 		TokenTTL: time.Hour, MaxBodyBytes: 8 << 20, LogFormat: "text", LogLevel: "error", ShutdownTimeout: 10 * time.Second,
@@ -120,25 +128,27 @@ func TestEndToEnd(t *testing.T) {
 		defer cancel()
 		_ = app.Shutdown(ctx)
 	})
-	url := app.URL()
-
-	// The estate, a member, a secret, and a worker credential for the pool.
-	gql(t, url, adminKey, `mutation($doc: String!) { applyEstate(document: $doc) { summary } }`, map[string]any{"doc": estate})
+	e := &e2e{app: app, url: app.URL()}
+	url := e.url
+	gql(t, url, adminKey, `mutation($doc: String!) { applyEstate(document: $doc) { summary } }`, map[string]any{"doc": doc})
 	gql(t, url, adminKey, `mutation { createUser(input: {name: "alice", role: MEMBER, groups: [{group: "ml-research"}]}) { id } }`, nil)
-	alice := str(gql(t, url, adminKey, `mutation { createAPIKey(input: {name: "alice key", user: "alice"}) { secret } }`, nil), "createAPIKey", "secret")
-	d := gql(t, url, adminKey, `{ me { tenant { id } } pools { edges { node { id name } } } projects { edges { node { id name } } } }`, nil)
-	tenant := str(d, "me", "tenant", "id")
-	pool, project := nodes(d, "pools")[0], nodes(d, "projects")[0]
-	gql(t, url, adminKey, `mutation($p: ID!) { setSecret(scope: PROJECT, owner: $p, name: "HF_TOKEN", value: "hf_e2e_secret_value") { name } }`,
-		map[string]any{"p": project["id"]})
-	secret := str(gql(t, url, adminKey, `mutation($p: ID!) { createWorkerCredential(pool: $p, name: "e2e") { secret } }`,
-		map[string]any{"p": pool["id"]}), "createWorkerCredential", "secret")
+	e.alice = str(gql(t, url, adminKey, `mutation { createAPIKey(input: {name: "alice key", user: "alice"}) { secret } }`, nil), "createAPIKey", "secret")
+	d := gql(t, url, adminKey, `{ me { tenant { id } } }`, nil)
+	e.tenant = str(d, "me", "tenant", "id")
+	gql(t, url, adminKey, `mutation { setSecret(scope: PROJECT, owner: "fraud-models", name: "HF_TOKEN", value: "hf_e2e_secret_value") { name } }`, nil)
+	e.workerSecret = str(gql(t, url, adminKey, `mutation { createWorkerCredential(pool: "bare-metal", name: "e2e") { secret } }`, nil),
+		"createWorkerCredential", "secret")
+	return e
+}
 
-	// The worker daemon, as `klique worker --pool bare-metal --gpus 0,1`.
+// startWorker runs the worker daemon in-process, as `klique worker --pool
+// bare-metal --gpus GPUS --name NAME`, until the test ends.
+func (e *e2e) startWorker(t *testing.T, name, gpus string) (*worker.Worker, *syncWriter) {
+	t.Helper()
 	logs := &syncWriter{}
 	w, err := agents.NewWorker(context.Background(), agents.Options{
-		Server: url, Token: secret, Pool: "bare-metal", GPUs: "0,1", Mode: "process", WorkDir: t.TempDir(),
-		Grace: 2 * time.Second, Name: "gpu-host-e2e", Version: "e2e", NvidiaSMI: filepath.Join(t.TempDir(), "absent"),
+		Server: e.url, Token: e.workerSecret, Pool: "bare-metal", GPUs: gpus, Mode: "process", WorkDir: t.TempDir(),
+		Grace: 2 * time.Second, Name: name, Version: "e2e", NvidiaSMI: filepath.Join(t.TempDir(), "absent"), Labels: map[string]string{"rack": "r7"},
 		Log: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		Tune: func(c *worker.Config) {
 			c.ClaimWait = 2 * time.Second
@@ -154,7 +164,7 @@ func TestEndToEnd(t *testing.T) {
 	wctx, stopWorker := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(wctx) }()
-	defer func() {
+	t.Cleanup(func() {
 		stopWorker()
 		select {
 		case err := <-done:
@@ -164,7 +174,58 @@ func TestEndToEnd(t *testing.T) {
 		case <-time.After(20 * time.Second):
 			t.Errorf("the worker did not stop")
 		}
-	}()
+	})
+	return w, logs
+}
+
+// enqueue sends a shell script as a task of cred's on the "1 GPU" compute
+// resource of fraud-models, and returns its id.
+func (e *e2e) enqueue(t *testing.T, cred, name, script string) string {
+	t.Helper()
+	d := gql(t, e.url, cred, `mutation($in: EnqueueTaskInput!) { enqueueTask(input: $in) { id } }`, map[string]any{"in": map[string]any{
+		"name": name, "project": "fraud-models", "computeResource": "1 GPU", "command": []any{"sh", "-c", script},
+	}})
+	return str(d, "enqueueTask", "id")
+}
+
+const taskQuery = `query($id: ID!) { task(id: $id) { name status reason attempt retries exitCode outputs worker { hostname }
+	logs { lines { stream line } } lastMetrics { name value step } } }`
+
+// waitTask polls a task as cred until cond holds.
+func (e *e2e) waitTask(t *testing.T, cred, id, what string, cond func(map[string]any) bool) map[string]any {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		d := gql(t, e.url, cred, taskQuery, map[string]any{"id": id})
+		if cond(d) {
+			return d
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waiting for %s: task is %v", what, d)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func logText(d map[string]any) string {
+	lines, _ := get(d, "task", "logs", "lines").([]any)
+	var out []string
+	for _, l := range lines {
+		out = append(out, str(l, "stream")+": "+str(l, "line"))
+	}
+	return strings.Join(out, "\n")
+}
+
+// TestEndToEnd runs the real control plane (embedded store, engine on) and
+// the worker daemon in-process on loopback: a member's task is placed on
+// the bare-metal pool, claimed, run with its logs streaming home, finished,
+// and its ledger interval closed.
+func TestEndToEnd(t *testing.T) {
+	t.Parallel()
+	e := startControlPlane(t, estate)
+	url, alice, tenant, app := e.url, e.alice, e.tenant, e.app
+	w, logs := e.startWorker(t, "gpu-host-e2e", "0,1")
+	var d map[string]any
 
 	marker := filepath.Join(t.TempDir(), "go")
 	d = gql(t, url, alice, `mutation($in: EnqueueTaskInput!) { enqueueTask(input: $in) { id status } }`, map[string]any{"in": map[string]any{
@@ -177,31 +238,17 @@ echo "saved to $KLIQUE_OUTPUT_DESTINATION"`},
 	}})
 	id := str(d, "enqueueTask", "id")
 
-	task := func() map[string]any {
-		return gql(t, url, alice, `query($id: ID!) { task(id: $id) { status reason attempt exitCode outputs worker { hostname }
-			logs { lines { stream line } } lastMetrics { name value step } } }`, map[string]any{"id": id})
-	}
 	waitTask := func(what string, cond func(map[string]any) bool) map[string]any {
 		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
-		for {
-			d := task()
+		return e.waitTask(t, alice, id, what, func(d map[string]any) bool {
 			if cond(d) {
-				return d
+				return true
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("waiting for %s: task is %v\nworker log:\n%s", what, d, logs)
+			if t.Failed() {
+				t.Logf("worker log:\n%s", logs)
 			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
-	logText := func(d map[string]any) string {
-		lines, _ := get(d, "task", "logs", "lines").([]any)
-		var out []string
-		for _, l := range lines {
-			out = append(out, str(l, "stream")+": "+str(l, "line"))
-		}
-		return strings.Join(out, "\n")
+			return false
+		})
 	}
 
 	// Placed by the engine, claimed by the worker, running with its logs
@@ -220,9 +267,9 @@ echo "saved to $KLIQUE_OUTPUT_DESTINATION"`},
 		ms, _ := get(d, "task", "lastMetrics").([]any)
 		return len(ms) == 1 && str(ms[0], "name") == "loss" && get(ms[0], "value") == 0.25 && get(ms[0], "step") == 3.0
 	})
-	workers := gql(t, url, adminKey, `{ workers { hostname mode online gpus { index } tasks { id } } }`, nil)
+	workers := gql(t, url, adminKey, `{ workers { hostname mode online labels gpus { index } tasks { id } } }`, nil)
 	ws, _ := get(workers, "workers").([]any)
-	if len(ws) != 1 || str(ws[0], "hostname") != "gpu-host-e2e" || get(ws[0], "online") != true {
+	if len(ws) != 1 || str(ws[0], "hostname") != "gpu-host-e2e" || get(ws[0], "online") != true || str(ws[0], "labels", "rack") != "r7" {
 		t.Fatalf("workers %v", workers)
 	}
 	if ts, _ := get(ws[0], "tasks").([]any); len(ts) != 1 || str(ts[0], "id") != id {
@@ -316,4 +363,200 @@ func (s *syncWriter) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// twoGroups shares the two GPUs of bare-metal: each group is guaranteed
+// one and may borrow the other.
+const twoGroups = `apiVersion: klique/v1
+kind: Estate
+gpuClasses:
+  - {name: a100-80gb, memoryGb: 80, pricePerGpuHour: 1.60, currency: USD}
+pools:
+  - {name: bare-metal, kind: bare_metal, capacity: 2, gpuClass: a100-80gb}
+profiles:
+  - {name: one-gpu, size: 1, timeWeight: 1, pools: [bare-metal]}
+groups:
+  - {name: ml-research}
+  - {name: vision}
+policies:
+  - group: ml-research
+    reservation: 1
+    limit: 2
+    computeResources: [{name: 1 GPU, profile: one-gpu}]
+  - group: vision
+    reservation: 1
+    limit: 2
+    computeResources: [{name: 1 GPU, profile: one-gpu}]
+projects:
+  - {name: fraud-models}
+`
+
+// TestAReclaimedTaskIsStoppedRequeuedAtTheFrontAndRunAgain: ml-research
+// borrows vision's GPU; when vision sends work, the engine reclaims it.
+// The worker gives the borrowed task SIGTERM and its grace period (it
+// saves a checkpoint), reports it preempted, and the task goes back to the
+// front of its compute resource, ahead of work queued after it, to run
+// again (attempt 2) to completion once a GPU is free.
+func TestAReclaimedTaskIsStoppedRequeuedAtTheFrontAndRunAgain(t *testing.T) {
+	t.Parallel()
+	e := startControlPlane(t, twoGroups)
+	gql(t, e.url, adminKey, `mutation { createUser(input: {name: "vic", role: MEMBER, groups: [{group: "vision"}]}) { id } }`, nil)
+	vic := str(gql(t, e.url, adminKey, `mutation { createAPIKey(input: {name: "vic key", user: "vic"}) { secret } }`, nil), "createAPIKey", "secret")
+	w, logs := e.startWorker(t, "gpu-host-e2e", "0,1")
+	dir := t.TempDir()
+	release := filepath.Join(dir, "release")
+	// Each attempt says which it is; on SIGTERM it takes half a second to
+	// save (inside the 2 s grace period) and exits 143.
+	script := `name=$KLIQUE_TASK_NAME
+echo "$name attempt $KLIQUE_TASK_ATTEMPT"
+trap 'echo "$name checkpointing"; sleep 0.5; echo "$name attempt $KLIQUE_TASK_ATTEMPT" >> ` + dir + `/saved; exit 143' TERM
+while [ ! -f ` + release + ` ]; do sleep 0.05; done
+echo "$name finished"`
+	first, second := e.enqueue(t, e.alice, "first", script), e.enqueue(t, e.alice, "second", script)
+	running := func(d map[string]any) bool { return str(d, "task", "status") == "RUNNING" && strings.Contains(logText(d), "attempt 1") }
+	e.waitTask(t, e.alice, first, "first to run", running)
+	e.waitTask(t, e.alice, second, "second to run", running)
+	// Queued behind them, at ml-research's limit.
+	third := e.enqueue(t, e.alice, "third", script)
+
+	// Vision's guarantee is missed: one of ml-research's two is reclaimed.
+	vision := e.enqueue(t, vic, "vision", `echo "vision ran"`)
+	var victim string
+	var d map[string]any
+	waitFor(t, func() bool {
+		for _, id := range []string{first, second} {
+			d = gql(t, e.url, e.alice, taskQuery, map[string]any{"id": id})
+			if strings.Contains(str(d, "task", "reason"), "preempted (reclaimed by group vision") {
+				victim = id
+				return true
+			}
+		}
+		return false
+	})
+	if str(d, "task", "status") != "QUEUED" && str(d, "task", "status") != "PLACED" {
+		t.Fatalf("the reclaimed task is %v", d)
+	}
+	if r := str(d, "task", "reason"); !strings.Contains(r, "requeued at the front of its compute resource") {
+		t.Fatalf("reason %q", r)
+	}
+	name := str(d, "task", "name")
+	// SIGTERM reached it and the grace period let it save.
+	waitFor(t, func() bool { b, _ := os.ReadFile(filepath.Join(dir, "saved")); return string(b) == name+" attempt 1\n" })
+	d = e.waitTask(t, e.alice, victim, "the stop in the log", func(d map[string]any) bool {
+		return strings.Contains(logText(d), name+" checkpointing") && strings.Contains(logText(d), "worker: stopping (preempted")
+	})
+	e.waitTask(t, vic, vision, "vision's task to run and complete", func(d map[string]any) bool {
+		return str(d, "task", "status") == "COMPLETED" && strings.Contains(logText(d), "vision ran")
+	})
+
+	// The freed GPU goes to the reclaimed task, at the front, before
+	// third, which was queued before the reclaim but after the task.
+	d = e.waitTask(t, e.alice, victim, "the reclaimed task to run again", func(d map[string]any) bool {
+		return str(d, "task", "status") == "RUNNING" && strings.Contains(logText(d), name+" attempt 2")
+	})
+	if get(d, "task", "attempt") != 2.0 {
+		t.Fatalf("running again as %v", d)
+	}
+	if s := str(gql(t, e.url, e.alice, taskQuery, map[string]any{"id": third}), "task", "status"); s != "QUEUED" {
+		t.Fatalf("third is %s while the reclaimed task runs again: it went ahead of the requeued task", s)
+	}
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d = e.waitTask(t, e.alice, victim, "the reclaimed task to complete", func(d map[string]any) bool { return str(d, "task", "status") == "COMPLETED" })
+	if lt := logText(d); !strings.Contains(lt, name+" finished") || get(d, "task", "exitCode") != 0.0 {
+		t.Fatalf("second attempt:\n%s", lt)
+	}
+	e.waitTask(t, e.alice, third, "third to complete", func(d map[string]any) bool { return str(d, "task", "status") == "COMPLETED" })
+
+	// Two intervals on the ledger: the first closed by the reclaim.
+	ps, err := e.app.Store.ListPlacements(context.Background(), e.tenant, store.PlacementFilter{TaskID: victim})
+	if err != nil || len(ps) != 2 || ps[0].EndedAt == nil || ps[1].EndedAt == nil || !strings.Contains(ps[0].EndReason, "reclaimed by group vision") {
+		t.Fatalf("ledger intervals of the reclaimed task: %+v, %v", ps, err)
+	}
+	waitFor(t, func() bool { return len(w.Tasks()) == 0 })
+	if t.Failed() {
+		t.Logf("worker log:\n%s", logs)
+	}
+}
+
+// TestAKilledWorkerLosesItsTaskWhenTheLeaseRunsOut runs `klique worker`
+// as a process and kills it (SIGKILL: no goodbye, no report). Once the
+// task's lease runs out the engine requeues it with the reason "worker
+// lost" and counts a retry; a second worker then runs it to completion.
+func TestAKilledWorkerLosesItsTaskWhenTheLeaseRunsOut(t *testing.T) {
+	t.Parallel()
+	e := startControlPlane(t, estate)
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "klique")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/klique-ai/klique/cmd/klique").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	tokenFile := filepath.Join(dir, "worker.token")
+	if err := os.WriteFile(tokenFile, []byte(e.workerSecret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "worker", "--pool", "bare-metal", "--server", e.url, "--token-file", tokenFile,
+		"--gpus", "0", "--name", "doomed-host", "--work-dir", filepath.Join(dir, "work"), "--nvidia-smi", filepath.Join(dir, "absent"))
+	cmd.Env = append(os.Environ(), "HOME="+dir, "KLIQUE_CONFIG=", "KLIQUE_API_KEY=", "KLIQUE_TOKEN=")
+	out := &syncWriter{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+
+	release := filepath.Join(dir, "release")
+	id := e.enqueue(t, e.alice, "survivor", `echo "attempt $KLIQUE_TASK_ATTEMPT on $KLIQUE_WORKER"
+while [ ! -f `+release+` ]; do sleep 0.05; done
+echo finished`)
+	d := e.waitTask(t, e.alice, id, "the task to run on the doomed worker", func(d map[string]any) bool {
+		return str(d, "task", "status") == "RUNNING" && strings.Contains(logText(d), "attempt 1 on doomed-host")
+	})
+	if str(d, "task", "worker", "hostname") != "doomed-host" {
+		t.Fatalf("running on %v", d)
+	}
+	// Let the killed worker's orphaned task end with the test.
+	t.Cleanup(func() { _ = os.WriteFile(release, nil, 0o644) })
+	killed := time.Now()
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+
+	// Nothing happens until the 5 s lease runs out; then the task is
+	// requeued (and, with no worker, placed again) with a retry counted.
+	d = e.waitTask(t, e.alice, id, "the lease to run out", func(d map[string]any) bool { return get(d, "task", "retries") == 1.0 })
+	if lost := time.Since(killed); lost < 4*time.Second {
+		t.Fatalf("the task was given up %v after the kill, before its 5 s lease ran out", lost)
+	}
+	if s := str(d, "task", "status"); s != "QUEUED" && s != "PLACED" {
+		t.Fatalf("after the loss the task is %v", d)
+	}
+	trail := gql(t, e.url, adminKey, `query($id: String!) { auditLog(filter: {objectId: $id}) { edges { node { action detail } } } }`, map[string]any{"id": id})
+	found := false
+	for _, n := range nodes(trail, "auditLog") {
+		if n["action"] == "task.requeued" && strings.Contains(str(n, "detail"), "worker lost") {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("no requeue for a lost worker in the audit trail: %v", trail)
+	}
+	ps, err := e.app.Store.ListPlacements(context.Background(), e.tenant, store.PlacementFilter{TaskID: id})
+	if err != nil || len(ps) < 1 || ps[0].EndedAt == nil || ps[0].EndReason != "worker lost" {
+		t.Fatalf("the lost attempt's ledger interval: %+v, %v", ps, err)
+	}
+
+	// Another worker runs it again, to completion.
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.startWorker(t, "rescue-host", "0")
+	d = e.waitTask(t, e.alice, id, "the task to complete on the second worker", func(d map[string]any) bool {
+		return str(d, "task", "status") == "COMPLETED"
+	})
+	if get(d, "task", "attempt") != 2.0 || !strings.Contains(logText(d), "attempt 2 on rescue-host") {
+		t.Fatalf("completed as %v\n%s", d, logText(d))
+	}
 }

@@ -645,6 +645,7 @@ type ComplexityRoot struct {
 		Hostname        func(childComplexity int) int
 		ID              func(childComplexity int) int
 		Kind            func(childComplexity int) int
+		Labels          func(childComplexity int) int
 		LastHeartbeatAt func(childComplexity int) int
 		Mode            func(childComplexity int) int
 		Online          func(childComplexity int) int
@@ -3508,6 +3509,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Worker.Kind(childComplexity), true
+	case "Worker.labels":
+		if e.ComplexityRoot.Worker.Labels == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Worker.Labels(childComplexity), true
 	case "Worker.lastHeartbeatAt":
 		if e.ComplexityRoot.Worker.LastHeartbeatAt == nil {
 			break
@@ -4659,6 +4666,8 @@ type Worker {
   mode: String!
   kind: String!
   gpus: [WorkerGPU!]!
+  "What the worker's daemon says about itself (--labels)."
+  labels: StringMap!
   registeredAt: Time!
   lastHeartbeatAt: Time!
   "False when the worker has missed its heartbeats for longer than a lease."
@@ -5793,6 +5802,8 @@ func (ec *executionContext) childFields_Worker(ctx context.Context, field graphq
 		return ec.fieldContext_Worker_kind(ctx, field)
 	case "gpus":
 		return ec.fieldContext_Worker_gpus(ctx, field)
+	case "labels":
+		return ec.fieldContext_Worker_labels(ctx, field)
 	case "registeredAt":
 		return ec.fieldContext_Worker_registeredAt(ctx, field)
 	case "lastHeartbeatAt":
@@ -18366,6 +18377,29 @@ func (ec *executionContext) fieldContext_Worker_gpus(_ context.Context, field gr
 	return fc, nil
 }
 
+func (ec *executionContext) _Worker_labels(ctx context.Context, field graphql.CollectedField, obj *platform.WorkerView) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Worker_labels(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Labels, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v map[string]string) graphql.Marshaler {
+			return ec.marshalNStringMap2map(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Worker_labels(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Worker", field, false, false, "StringMap")
+}
+
 func (ec *executionContext) _Worker_registeredAt(ctx context.Context, field graphql.CollectedField, obj *platform.WorkerView) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -25112,6 +25146,11 @@ func (ec *executionContext) _Worker(ctx context.Context, sel ast.SelectionSet, o
 			}
 		case "gpus":
 			out.Values[i] = ec._Worker_gpus(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "labels":
+			out.Values[i] = ec._Worker_labels(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}

@@ -48,6 +48,8 @@ type Config struct {
 	Version  string
 	// Kind is the environment (default bare_metal).
 	Kind string
+	// Labels describe the worker in the orchestration view.
+	Labels map[string]string
 	// WorkDir holds the tasks' directories, the log spool and the cache of
 	// Python environments.
 	WorkDir string
@@ -263,7 +265,7 @@ func (w *Worker) Run(ctx context.Context) error {
 // unreachable.
 func (w *Worker) register(ctx context.Context) error {
 	req := &agentapi.RegisterRequest{Hostname: w.cfg.Hostname, GPUs: w.cfg.GPUs, Version: w.cfg.Version,
-		Mode: w.cfg.Runner.Name(), Kind: w.cfg.Kind}
+		Mode: w.cfg.Runner.Name(), Kind: w.cfg.Kind, Labels: w.cfg.Labels}
 	if req.GPUs == nil {
 		req.GPUs = []agentapi.GPU{}
 	}

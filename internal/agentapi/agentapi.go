@@ -63,6 +63,9 @@ type RegisterRequest struct {
 	// Kind is the environment: bare_metal (the default), kubernetes, slurm,
 	// pbs, lsf, cloud.
 	Kind string `json:"kind,omitempty"`
+	// Labels describe the worker (rack=r7, site=dc1); shown in the
+	// orchestration view.
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // RegisterResponse says who the worker is and how often to call.

@@ -25,15 +25,17 @@ type WorkerGPU struct {
 
 // Worker is a registered worker daemon: what the orchestration view lists.
 type Worker struct {
-	ID              string
-	TenantID        string
-	PoolID          string
-	CredentialID    string
-	Hostname        string
-	Version         string
-	Mode            string
-	Kind            string
-	GPUs            []WorkerGPU
+	ID           string
+	TenantID     string
+	PoolID       string
+	CredentialID string
+	Hostname     string
+	Version      string
+	Mode         string
+	Kind         string
+	GPUs         []WorkerGPU
+	// Labels describe the worker (rack, site), as its daemon declared them.
+	Labels          map[string]string
 	RegisteredAt    time.Time
 	LastHeartbeatAt time.Time
 }

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"regexp"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/klique-ai/klique/internal/agentapi"
 	"github.com/klique-ai/klique/internal/events"
@@ -72,8 +74,16 @@ func (s *Service) RegisterWorker(ctx context.Context, req agentapi.RegisterReque
 		seen[g.Index] = true
 		gpus = append(gpus, model.WorkerGPU{Index: g.Index, UUID: g.UUID, MemoryMB: g.MemoryMB})
 	}
+	if len(req.Labels) > MaxWorkerLabels {
+		return nil, invalid("a worker declares at most %d labels", MaxWorkerLabels)
+	}
+	for _, k := range sortedKeys(req.Labels) {
+		if !labelKeyRE.MatchString(k) || len(req.Labels[k]) > 256 || !utf8.ValidString(req.Labels[k]) {
+			return nil, invalid("label %q: keys are 1 to 63 letters, digits, '-', '_', '.' or '/', values at most 256 bytes of text", k)
+		}
+	}
 	worker := &model.Worker{TenantID: w.TenantID, PoolID: w.PoolID, CredentialID: w.CredentialID, Hostname: host,
-		Version: req.Version, Mode: mode, Kind: kind, GPUs: gpus}
+		Version: req.Version, Mode: mode, Kind: kind, GPUs: gpus, Labels: req.Labels}
 	err = s.workerTxn(ctx, w, host, func(t *txn) error {
 		worker.RegisteredAt, worker.LastHeartbeatAt = t.now, t.now
 		if err := t.q.RegisterWorker(ctx, worker); err != nil {
@@ -88,6 +98,11 @@ func (s *Service) RegisterWorker(ctx context.Context, req agentapi.RegisterReque
 	return &agentapi.RegisterResponse{WorkerID: worker.ID, Pool: w.PoolName, LeaseSeconds: int(s.agent.Lease / time.Second),
 		HeartbeatSeconds: int(s.agent.Heartbeat / time.Second), LogLimitBytes: s.agent.LogLimit}, nil
 }
+
+// MaxWorkerLabels bounds the labels one worker declares.
+const MaxWorkerLabels = 64
+
+var labelKeyRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_./-]{0,62}$`)
 
 // myWorker reads the worker a request names and checks it is the caller's.
 func (s *Service) myWorker(ctx context.Context, w *identity.Worker, workerID string) (*model.Worker, error) {

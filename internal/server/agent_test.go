@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -311,6 +312,20 @@ func TestWorkerProtocol(t *testing.T) {
 		}
 		if code := agentCall(t, ts, f.workerSecret, http.MethodPost, agentapi.PathRegister, agentapi.RegisterRequest{Hostname: "bad host"}, &e); code != http.StatusBadRequest {
 			t.Fatalf("bad hostname: %d", code)
+		}
+		if code := agentCall(t, ts, f.workerSecret, http.MethodPost, agentapi.PathRegister, agentapi.RegisterRequest{Hostname: "h",
+			Labels: map[string]string{"rack id": "7"}}, &e); code != http.StatusBadRequest || !strings.Contains(e.Error.Message, `label "rack id"`) {
+			t.Fatalf("a bad label: %d %+v", code, e)
+		}
+		ws := ts.mustGQL(t, f.admin, `{ workers { hostname labels } }`, nil)
+		for _, w := range ws["workers"].([]any) {
+			w := w.(map[string]any)
+			if w["hostname"] == "h" {
+				t.Fatalf("a refused registration added a worker: %v", ws)
+			}
+			if w["hostname"] == "gpu-host-7" && fmt.Sprint(w["labels"]) != "map[rack:r7 site:dc1]" {
+				t.Fatalf("the labels the worker registered with: %v", w)
+			}
 		}
 		req, _ := http.NewRequest(http.MethodPost, ts.url+agentapi.PathHeartbeat, strings.NewReader("{not json"))
 		req.Header.Set("Authorization", "Bearer "+f.workerSecret)

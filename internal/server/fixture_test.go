@@ -109,7 +109,8 @@ func newFixture(t *testing.T, ts *testServer) *fixture {
 	wc := ts.mustGQL(t, f.admin, `mutation { createWorkerCredential(pool: "onprem-k8s", name: "rack-7") { secret credential { id } } }`, nil)
 	f.ids["wcred rack-7"] = str(wc, "createWorkerCredential", "credential", "id")
 	f.workerSecret = str(wc, "createWorkerCredential", "secret")
-	body, _ := json.Marshal(map[string]any{"hostname": "gpu-host-7", "gpus": []any{map[string]any{"index": 0}}, "version": "test", "mode": "process"})
+	body, _ := json.Marshal(map[string]any{"hostname": "gpu-host-7", "gpus": []any{map[string]any{"index": 0}}, "version": "test", "mode": "process",
+		"labels": map[string]any{"rack": "r7", "site": "dc1"}})
 	req, _ := http.NewRequest(http.MethodPost, ts.url+"/api/agent/v1/register", bytes.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+f.workerSecret)
 	resp, reg := ts.send(t, req)

@@ -59,15 +59,21 @@ func (q *queries) RevokeWorkerCredential(ctx context.Context, tenantID, id strin
 		`UPDATE worker_credentials SET revoked_at = COALESCE(revoked_at, ?) WHERE tenant_id = ? AND id = ?`, micros(at), tenantID, id)
 }
 
-const workerColumns = `id, tenant_id, pool_id, credential_id, hostname, version, mode, kind, gpus, registered_at, last_heartbeat_at`
+const workerColumns = `id, tenant_id, pool_id, credential_id, hostname, version, mode, kind, gpus, labels, registered_at, last_heartbeat_at`
 
 func scanWorker(r scanner) (*model.Worker, error) {
 	var w model.Worker
-	var gpus string
+	var gpus, labels string
 	var registered, seen int64
 	if err := r.Scan(&w.ID, &w.TenantID, &w.PoolID, &w.CredentialID, &w.Hostname, &w.Version, &w.Mode, &w.Kind,
-		&gpus, &registered, &seen); err != nil {
+		&gpus, &labels, &registered, &seen); err != nil {
 		return nil, err
+	}
+	if err := json.Unmarshal([]byte(labels), &w.Labels); err != nil {
+		return nil, fmt.Errorf("worker %s labels: decode JSON: %w", w.ID, err)
+	}
+	if w.Labels == nil {
+		w.Labels = map[string]string{}
 	}
 	if err := json.Unmarshal([]byte(gpus), &w.GPUs); err != nil {
 		return nil, fmt.Errorf("worker %s gpus: decode JSON: %w", w.ID, err)
@@ -85,16 +91,20 @@ func (q *queries) RegisterWorker(ctx context.Context, w *model.Worker) error {
 	if err != nil {
 		return fmt.Errorf("register worker %s: encode gpus: %w", w.Hostname, err)
 	}
+	labels, err := marshalJSON(w.Labels, "{}")
+	if err != nil {
+		return fmt.Errorf("register worker %s: encode labels: %w", w.Hostname, err)
+	}
 	if w.ID == "" {
 		w.ID = model.NewID()
 	}
 	var id string
-	err = q.queryRow(ctx, `INSERT INTO workers (`+workerColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	err = q.queryRow(ctx, `INSERT INTO workers (`+workerColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (tenant_id, pool_id, hostname) DO UPDATE SET credential_id = excluded.credential_id,
-			version = excluded.version, mode = excluded.mode, kind = excluded.kind, gpus = excluded.gpus,
+			version = excluded.version, mode = excluded.mode, kind = excluded.kind, gpus = excluded.gpus, labels = excluded.labels,
 			registered_at = excluded.registered_at, last_heartbeat_at = excluded.last_heartbeat_at
 		RETURNING id`,
-		w.ID, w.TenantID, w.PoolID, w.CredentialID, w.Hostname, w.Version, w.Mode, w.Kind, gpus,
+		w.ID, w.TenantID, w.PoolID, w.CredentialID, w.Hostname, w.Version, w.Mode, w.Kind, gpus, labels,
 		micros(w.RegisteredAt), micros(w.LastHeartbeatAt)).Scan(&id)
 	if err != nil {
 		return q.mapErr(err, "register worker "+w.Hostname, store.ErrNotFound)

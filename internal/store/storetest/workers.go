@@ -57,16 +57,21 @@ func exerciseWorkers(t *testing.T, setup setupFunc) {
 		pool := b.pool(t)
 		w := &model.Worker{TenantID: b.tenant.ID, PoolID: pool.ID, CredentialID: "c1", Hostname: "gpu-01", Version: "1.0",
 			Mode: "process", Kind: "bare_metal", GPUs: []model.WorkerGPU{{Index: 0, UUID: "GPU-a", MemoryMB: 81920}},
-			RegisteredAt: b.now, LastHeartbeatAt: b.now}
+			Labels: map[string]string{"rack": "r7"}, RegisteredAt: b.now, LastHeartbeatAt: b.now}
 		must(t, b.store.RegisterWorker(b.ctx, w))
 		first := w.ID
+		got, err := b.store.GetWorker(b.ctx, b.tenant.ID, first)
+		must(t, err)
+		if len(got.GPUs) != 1 || got.GPUs[0].MemoryMB != 81920 || got.Labels["rack"] != "r7" {
+			t.Fatalf("worker %s", show(got))
+		}
 		again := &model.Worker{TenantID: b.tenant.ID, PoolID: pool.ID, CredentialID: "c2", Hostname: "gpu-01", Version: "1.1",
 			Mode: "docker", Kind: "bare_metal", RegisteredAt: b.now.Add(time.Hour), LastHeartbeatAt: b.now.Add(time.Hour)}
 		must(t, b.store.RegisterWorker(b.ctx, again))
 		checkEqual(t, "id on re-registration", again.ID, first)
-		got, err := b.store.GetWorker(b.ctx, b.tenant.ID, first)
+		got, err = b.store.GetWorker(b.ctx, b.tenant.ID, first)
 		must(t, err)
-		if got.Version != "1.1" || got.Mode != "docker" || len(got.GPUs) != 0 {
+		if got.Version != "1.1" || got.Mode != "docker" || len(got.GPUs) != 0 || len(got.Labels) != 0 {
 			t.Fatalf("worker %s", show(got))
 		}
 		must(t, b.store.TouchWorker(b.ctx, b.tenant.ID, first, b.now.Add(2*time.Hour)))
