@@ -413,7 +413,9 @@ trap 'echo "$name checkpointing"; sleep 0.5; echo "$name attempt $KLIQUE_TASK_AT
 while [ ! -f ` + release + ` ]; do sleep 0.05; done
 echo "$name finished"`
 	first, second := e.enqueue(t, e.alice, "first", script), e.enqueue(t, e.alice, "second", script)
-	running := func(d map[string]any) bool { return str(d, "task", "status") == "RUNNING" && strings.Contains(logText(d), "attempt 1") }
+	running := func(d map[string]any) bool {
+		return str(d, "task", "status") == "RUNNING" && strings.Contains(logText(d), "attempt 1")
+	}
 	e.waitTask(t, e.alice, first, "first to run", running)
 	e.waitTask(t, e.alice, second, "second to run", running)
 	// Queued behind them, at ml-research's limit.
