@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -25,39 +26,43 @@ type quickstartStep struct {
 	err     string
 }
 
-// readQuickstart reads the shell block between the quickstart markers of the
-// README. A command is followed by "# → text" lines (text it prints) or one
-// "# error: text" line (it fails, saying text). Other comments are prose.
+// readQuickstart reads the shell blocks of the README between the
+// quickstart markers, then between the worker markers. A command is
+// followed by "# → text" lines (text it prints) or one "# error: text" line
+// (it fails, saying text). A command ending in " &" runs in the background
+// until the test ends. Other comments are prose.
 func readQuickstart(t *testing.T) []quickstartStep {
 	t.Helper()
 	readme, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, rest, ok := strings.Cut(string(readme), "<!-- quickstart:begin -->")
-	block, _, ok2 := strings.Cut(rest, "<!-- quickstart:end -->")
-	if !ok || !ok2 {
-		t.Fatal("README.md has no quickstart block between <!-- quickstart:begin --> and <!-- quickstart:end -->")
-	}
 	var steps []quickstartStep
-	sc := bufio.NewScanner(strings.NewReader(block))
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		switch {
-		case line == "" || strings.HasPrefix(line, "```"):
-		case strings.HasPrefix(line, "# → "):
-			if len(steps) == 0 {
-				t.Fatalf("expected output %q before any command", line)
+	for _, block := range []string{"quickstart", "worker"} {
+		_, rest, ok := strings.Cut(string(readme), "<!-- "+block+":begin -->")
+		text, _, ok2 := strings.Cut(rest, "<!-- "+block+":end -->")
+		if !ok || !ok2 {
+			t.Fatalf("README.md has no %s block between <!-- %s:begin --> and <!-- %s:end -->", block, block, block)
+		}
+		sc := bufio.NewScanner(strings.NewReader(text))
+		for sc.Scan() {
+			line := strings.TrimSpace(sc.Text())
+			switch {
+			case line == "" || strings.HasPrefix(line, "```"):
+			case strings.HasPrefix(line, "# → "):
+				if len(steps) == 0 {
+					t.Fatalf("expected output %q before any command", line)
+				}
+				steps[len(steps)-1].expect = append(steps[len(steps)-1].expect, strings.TrimPrefix(line, "# → "))
+			case strings.HasPrefix(line, "# error: "):
+				steps[len(steps)-1].err = strings.TrimPrefix(line, "# error: ")
+			case strings.HasPrefix(line, "#"):
+			default:
+				steps = append(steps, quickstartStep{command: line})
 			}
-			steps[len(steps)-1].expect = append(steps[len(steps)-1].expect, strings.TrimPrefix(line, "# → "))
-		case strings.HasPrefix(line, "# error: "):
-			steps[len(steps)-1].err = strings.TrimPrefix(line, "# error: ")
-		case strings.HasPrefix(line, "#"):
-		default:
-			steps = append(steps, quickstartStep{command: line})
 		}
 	}
-	if len(steps) < 5 {
+	if len(steps) < 10 {
 		t.Fatalf("the quickstart has only %d commands", len(steps))
 	}
 	return steps
@@ -130,6 +135,10 @@ func runQuickstart(t *testing.T, databaseURL string) {
 		if strings.HasPrefix(st.command, "make ") {
 			continue // the test built ./bin/klique itself
 		}
+		if bg, ok := strings.CutSuffix(st.command, " &"); ok {
+			runInBackground(t, bg, dir, env)
+			continue
+		}
 		t.Run(st.command, func(t *testing.T) {
 			cmd := exec.Command("bash", "-c", st.command)
 			cmd.Dir, cmd.Env = dir, env
@@ -156,6 +165,33 @@ func runQuickstart(t *testing.T, databaseURL string) {
 			}
 		})
 	}
+}
+
+// runInBackground starts a command of the README that runs beside the
+// others (the worker daemon), and stops it with SIGTERM when the test ends,
+// printing its output if the test failed.
+func runInBackground(t *testing.T, command, dir string, env []string) {
+	cmd := exec.Command("bash", "-c", "exec "+command)
+	cmd.Dir, cmd.Env = dir, env
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("%s: %v", command, err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(40 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		if t.Failed() {
+			t.Logf("%s:\n%s", command, out.String())
+		}
+	})
 }
 
 // containsSpaced is strings.Contains that treats runs of spaces as one, so

@@ -48,6 +48,7 @@ func newEnqueueCmd(c *cli) *cobra.Command {
 	var resource, project, name, group, image, repo, commit, entry, workdir string
 	var params, env, packages, secrets []string
 	var wait time.Duration
+	var quiet bool
 	cmd := &cobra.Command{
 		Use:   "enqueue --resource NAME --project NAME [flags] [-- COMMAND...]",
 		Short: "Send a task to a compute resource",
@@ -104,10 +105,17 @@ the compute resource's queue for the engine to place it.`,
 				map[string]any{"in": in}, &out); err != nil {
 				return err
 			}
+			if quiet {
+				fmt.Fprintln(c.out, str(out.EnqueueTask, "id"))
+				if wait <= 0 {
+					return nil
+				}
+				return c.waitPlaced(cmd.Context(), cl, str(out.EnqueueTask, "id"), wait, false)
+			}
 			if err := c.printTask("enqueued", out.EnqueueTask); err != nil || wait <= 0 {
 				return err
 			}
-			return c.waitPlaced(cmd.Context(), cl, str(out.EnqueueTask, "id"), wait)
+			return c.waitPlaced(cmd.Context(), cl, str(out.EnqueueTask, "id"), wait, true)
 		},
 	}
 	f := cmd.Flags()
@@ -125,12 +133,13 @@ the compute resource's queue for the engine to place it.`,
 	f.StringArrayVar(&packages, "package", nil, "Python package requirement (repeatable)")
 	f.StringArrayVar(&secrets, "secret", nil, "a vault secret to inject as an environment variable of the same name (repeatable)")
 	f.DurationVar(&wait, "wait", 0, "wait up to this long for the engine to place the task (e.g. 30s), then say where it is")
+	f.BoolVarP(&quiet, "quiet", "q", false, "print only the task's ID, for scripts: id=$(klique enqueue -q ...)")
 	return cmd
 }
 
 // waitPlaced polls a task until it leaves its queue or the wait is over,
 // then prints where it is and why.
-func (c *cli) waitPlaced(ctx context.Context, cl *client.Client, id string, wait time.Duration) error {
+func (c *cli) waitPlaced(ctx context.Context, cl *client.Client, id string, wait time.Duration, say bool) error {
 	deadline := time.Now().Add(wait)
 	for {
 		var out struct{ Task map[string]any }
@@ -139,6 +148,9 @@ func (c *cli) waitPlaced(ctx context.Context, cl *client.Client, id string, wait
 		}
 		t := out.Task
 		if status := str(t, "status"); status != "QUEUED" || time.Now().After(deadline) {
+			if !say {
+				return nil
+			}
 			if c.output != "table" {
 				return c.print(t)
 			}

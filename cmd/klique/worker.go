@@ -19,7 +19,7 @@ func newWorkerCmd(c *cli) *cobra.Command {
 	var pool, tokenFile, logLevel, logFormat string
 	var labels []string
 	cmd := &cobra.Command{
-		Use:   "worker --pool NAME --server URL --token-file FILE",
+		Use:   "worker --pool NAME [--server URL] --token-file FILE",
 		Short: "Run the worker daemon of a pool on this host",
 		Long: `Run the worker daemon on a GPU host (bare metal or a VM with GPU passthrough).
 It connects out to the control plane with the pool's worker credential, pulls
@@ -41,6 +41,13 @@ front of their compute resource. See docs/worker.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Server = firstNonEmpty(c.server, os.Getenv("KLIQUE_SERVER"))
+			if o.Server == "" {
+				// On the machine someone signed in from, the control plane
+				// they signed in to.
+				if cfg, err := loadConfig(); err == nil {
+					o.Server = cfg.Server
+				}
+			}
 			if o.Server == "" {
 				return usagef("say which control plane with --server URL (or set KLIQUE_SERVER)")
 			}

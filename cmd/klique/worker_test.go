@@ -35,6 +35,8 @@ func runWorker(t *testing.T, server string, args ...string) error {
 func TestWorkerCommand(t *testing.T) {
 	t.Setenv("KLIQUE_SERVER", "")
 	t.Setenv("KLIQUE_WORKER_TOKEN", "")
+	// No `klique login` on this machine to take the server from.
+	t.Setenv("KLIQUE_CONFIG", filepath.Join(t.TempDir(), "none.json"))
 	token := filepath.Join(t.TempDir(), "worker.token")
 	if err := os.WriteFile(token, []byte("kqw_test\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -75,4 +77,16 @@ func TestWorkerCommand(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("without --server it uses the control plane klique login signed in to", func(t *testing.T) {
+		cfg := filepath.Join(t.TempDir(), "config.json")
+		if err := os.WriteFile(cfg, []byte(`{"server": "`+srv.URL+`"}`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		t.Setenv("KLIQUE_CONFIG", cfg)
+		err := runWorker(t, "", "--token-file", token, "--gpus", "0", "--pool", "slurm-a100", "--work-dir", workDir)
+		if err == nil || !strings.Contains(err.Error(), `belongs to pool "bare-metal"`) {
+			t.Fatalf("err = %v, want the registration answered by the signed-in server", err)
+		}
+	})
 }

@@ -204,7 +204,7 @@ func TestParseDocument(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(doc.GPUClasses) != 2 || len(doc.Pools) != 4 || len(doc.Profiles) != 5 || len(doc.Groups) != 3 || len(doc.Policies) != 3 || len(doc.Projects) != 3 {
+		if len(doc.GPUClasses) != 2 || len(doc.Pools) != 4 || len(doc.Profiles) != 6 || len(doc.Groups) != 3 || len(doc.Policies) != 3 || len(doc.Projects) != 3 {
 			t.Fatalf("example read as %d classes, %d pools, %d profiles, %d groups, %d policies, %d projects",
 				len(doc.GPUClasses), len(doc.Pools), len(doc.Profiles), len(doc.Groups), len(doc.Policies), len(doc.Projects))
 		}

@@ -182,7 +182,7 @@ func TestAccess(t *testing.T) {
 			ps := b.people(t)
 			e, err := b.svc.Estate(ps.vic)
 			must(t, err)
-			if len(e.Pools) != 4 || len(e.Profiles) != 5 || len(e.GPUClasses) != 2 {
+			if len(e.Pools) != 4 || len(e.Profiles) != 6 || len(e.GPUClasses) != 2 {
 				t.Errorf("pools, profiles and classes are open to every user: %d, %d, %d", len(e.Pools), len(e.Profiles), len(e.GPUClasses))
 			}
 			if len(e.Groups) != 1 || e.Groups[0].Name != "vision" || len(e.Policies) != 1 || len(e.ComputeResources) != 3 {

@@ -143,7 +143,7 @@ func concurrentApplies(t *testing.T, b *testBundle, services []*platform.Service
 		"classes": len(e.GPUClasses), "pools": len(e.Pools), "profiles": len(e.Profiles), "groups": len(e.Groups),
 		"policies": len(e.Policies), "compute resources": len(e.ComputeResources), "projects": len(e.Projects),
 	}
-	want := map[string]int{"classes": 2, "pools": 4, "profiles": 5, "groups": 3, "policies": 3, "compute resources": 11, "projects": 3}
+	want := map[string]int{"classes": 2, "pools": 4, "profiles": 6, "groups": 3, "policies": 3, "compute resources": 12, "projects": 3}
 	for k, v := range want {
 		if counts[k] != v {
 			t.Errorf("%d %s, want %d", counts[k], k, v)

@@ -12,9 +12,9 @@ import (
 )
 
 // exampleObjects is how many objects examples/estate.yaml describes: 2 GPU
-// classes, 4 pools, 5 profiles, 3 groups, 3 policies, 11 compute resources
+// classes, 4 pools, 6 profiles, 3 groups, 3 policies, 12 compute resources
 // and 3 projects.
-const exampleObjects = 2 + 4 + 5 + 3 + 3 + 11 + 3
+const exampleObjects = 2 + 4 + 6 + 3 + 3 + 12 + 3
 
 func TestApplyEstate(t *testing.T) {
 	t.Parallel()
@@ -32,8 +32,8 @@ func TestApplyEstate(t *testing.T) {
 					t.Errorf("first apply: %s", c)
 				}
 			}
-			if s := first.Summary(); s != "31 created" {
-				t.Errorf("Summary() = %q, want \"31 created\"", s)
+			if s := first.Summary(); s != "33 created" {
+				t.Errorf("Summary() = %q, want \"33 created\"", s)
 			}
 			if len(first.Warnings) != 0 {
 				t.Errorf("warnings: %v", first.Warnings)
@@ -53,8 +53,8 @@ func TestApplyEstate(t *testing.T) {
 			// What was written reads back whole.
 			e, err := b.svc.Estate(b.admin)
 			must(t, err)
-			if len(e.GPUClasses) != 2 || len(e.Pools) != 4 || len(e.Profiles) != 5 || len(e.Groups) != 3 ||
-				len(e.Policies) != 3 || len(e.ComputeResources) != 11 || len(e.Projects) != 3 {
+			if len(e.GPUClasses) != 2 || len(e.Pools) != 4 || len(e.Profiles) != 6 || len(e.Groups) != 3 ||
+				len(e.Policies) != 3 || len(e.ComputeResources) != 12 || len(e.Projects) != 3 {
 				t.Fatalf("estate read back with %d classes, %d pools, %d profiles, %d groups, %d policies, %d compute resources, %d projects",
 					len(e.GPUClasses), len(e.Pools), len(e.Profiles), len(e.Groups), len(e.Policies), len(e.ComputeResources), len(e.Projects))
 			}
@@ -96,7 +96,7 @@ func TestApplyEstate(t *testing.T) {
 			if !res.DryRun || len(res.Changes) != exampleObjects {
 				t.Fatalf("dry run: DryRun %v, %d changes", res.DryRun, len(res.Changes))
 			}
-			if s := res.Summary(); s != "31 created (dry run: nothing was written)" {
+			if s := res.Summary(); s != "33 created (dry run: nothing was written)" {
 				t.Errorf("Summary() = %q", s)
 			}
 			if res.Estate == nil || len(res.Estate.Pools) != 4 {
@@ -594,9 +594,9 @@ func TestEstateChanges(t *testing.T) {
 			b.applyExample(t)
 			before := b.snapshot(t)
 			_, err := b.svc.DeletePool(b.admin, "bare-metal")
-			wantError(t, err, platform.CodeConflict, "pool 'bare-metal' is linked from profiles gpu-eighth, half-gpu, one-gpu", "remove it from their pools first")
+			wantError(t, err, platform.CodeConflict, "pool 'bare-metal' is linked from profiles gpu-eighth, half-gpu, one-a100, one-gpu", "remove it from their pools first")
 			b.unchanged(t, before)
-			for _, pr := range []string{"gpu-eighth", "half-gpu", "one-gpu"} {
+			for _, pr := range []string{"gpu-eighth", "half-gpu", "one-a100", "one-gpu"} {
 				_, err := b.svc.UpdateProfile(b.admin, pr, platform.ProfileInput{Pools: []string{"onprem-k8s"}})
 				must(t, err)
 			}

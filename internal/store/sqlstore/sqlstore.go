@@ -302,6 +302,10 @@ type stmtCache struct {
 	stmts   map[string]*sql.Stmt
 	pending map[string]bool
 	closed  bool
+	// preparing counts background prepares, which Close waits for: one
+	// may be opening a connection, and nothing may touch the database
+	// after it is closed.
+	preparing sync.WaitGroup
 }
 
 const (
@@ -326,11 +330,16 @@ func (c *stmtCache) get(ctx context.Context, query string, nargs int, inTx bool)
 		c.stmts, c.pending = map[string]*sql.Stmt{}, map[string]bool{}
 	}
 	c.pending[query] = true
-	c.mu.Unlock()
 	if inTx {
-		go c.prepare(context.Background(), query)
+		c.preparing.Add(1)
+		c.mu.Unlock()
+		go func() {
+			defer c.preparing.Done()
+			c.prepare(context.Background(), query)
+		}()
 		return nil
 	}
+	c.mu.Unlock()
 	return c.prepare(ctx, query)
 }
 
@@ -358,8 +367,11 @@ func (c *stmtCache) close() {
 		return
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.closed = true
+	c.mu.Unlock()
+	c.preparing.Wait()
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	for _, st := range c.stmts {
 		_ = st.Close()
 	}
