@@ -31,6 +31,9 @@ const (
 	// DefaultMaxRetries is how often a task whose worker was lost is
 	// requeued before it fails.
 	DefaultMaxRetries = 3
+	// NoRetries, as Loop.MaxRetries, fails a task the first time its worker
+	// is lost.
+	NoRetries = -1
 	// leaseTTL is how long a lease outlives a replica that stops renewing.
 	leaseTTL = 10 * time.Second
 	// minGap batches wake-ups: a burst of enqueues is one pass, not many.
@@ -58,7 +61,7 @@ type Loop struct {
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 	// MaxRetries is how many times a task is requeued after its worker was
-	// lost before it fails (DefaultMaxRetries when 0).
+	// lost before it fails (DefaultMaxRetries when 0; NoRetries for none).
 	MaxRetries int
 
 	wake    chan struct{}
@@ -150,8 +153,11 @@ func (l *Loop) init() {
 		if l.Now == nil {
 			l.Now = time.Now
 		}
-		if l.MaxRetries <= 0 {
+		switch {
+		case l.MaxRetries == 0:
 			l.MaxRetries = DefaultMaxRetries
+		case l.MaxRetries < 0:
+			l.MaxRetries = 0
 		}
 		if l.Holder == "" {
 			host, _ := os.Hostname()
@@ -718,7 +724,7 @@ func (l *Loop) reapLost(ctx context.Context, tenantID string, now time.Time) err
 			kind := "task.requeued"
 			if cur.Run.Retries > l.MaxRetries {
 				cur.Status, cur.FinishedAt = model.TaskFailed, &now
-				cur.Reason = fmt.Sprintf("failed: worker lost (%d times; the limit is %d retries)", cur.Run.Retries, l.MaxRetries)
+				cur.Reason = fmt.Sprintf("failed: worker lost (%s; the limit is %d retries)", times(cur.Run.Retries), l.MaxRetries)
 				kind = "task.failed"
 			} else {
 				cur.Status, cur.PoolID, cur.PlacedAt = model.TaskQueued, "", nil
@@ -744,4 +750,15 @@ func (l *Loop) reapLost(ctx context.Context, tenantID string, now time.Time) err
 		l.Events.Publish(e)
 	}
 	return nil
+}
+
+// times says how many times something happened.
+func times(n int) string {
+	switch n {
+	case 1:
+		return "once"
+	case 2:
+		return "twice"
+	}
+	return fmt.Sprintf("%d times", n)
 }

@@ -615,6 +615,27 @@ func TestLostWorkersRequeueTheirTasksThenFailThem(t *testing.T) {
 	})
 }
 
+func TestWithNoRetriesALostWorkerFailsItsTask(t *testing.T) {
+	forEachStore(t, func(t *testing.T, w *world) {
+		w.loop.MaxRetries = engine.NoRetries
+		w.apply(smallEstate)
+		alice := w.member("alice", "A")
+		task := w.enqueue(alice, "1 GPU", "research", 1)[0]
+		wctx, wid := w.worker("p1", "gpu-01")
+		w.pass()
+		if a, err := w.svc.ClaimTask(wctx, agentapi.ClaimRequest{WorkerID: wid, FreeGPUs: 1}); err != nil || a == nil {
+			t.Fatalf("claim: %+v, %v", a, err)
+		}
+		w.clock.Add(platform.DefaultLease + time.Second)
+		w.pass()
+		got := w.task(task.ID)
+		if got.Status != model.TaskFailed || !strings.Contains(got.Reason, "worker lost (once; the limit is 0 retries)") {
+			t.Fatalf("%s %q", got.Status, got.Reason)
+		}
+		w.consistent(task.TenantID)
+	})
+}
+
 func TestPreemptingARunningTaskStopsItOnItsWorker(t *testing.T) {
 	forEachStore(t, func(t *testing.T, w *world) {
 		// One pool only, so the GPUs A's guarantee needs can come from

@@ -65,6 +65,10 @@ type Config struct {
 	// task's stored log (KLIQUE_TASK_LOG_LIMIT, bytes, default 16 MiB).
 	WorkerLease  time.Duration
 	TaskLogLimit int64
+	// TaskMaxRetries is how many times a task whose worker was lost is
+	// requeued before it fails (KLIQUE_TASK_MAX_RETRIES, default 3). As the
+	// engine's MaxRetries: 0 is the default, -1 none.
+	TaskMaxRetries int
 	// DebugListen, when set, serves Go's profiler (net/http/pprof) on a
 	// separate address (KLIQUE_DEBUG_LISTEN, e.g. 127.0.0.1:6060). It has
 	// no authentication: keep it on loopback.
@@ -122,6 +126,16 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 	c.DebugListen = getenv("KLIQUE_DEBUG_LISTEN")
 	if c.WorkerLease, err = duration(getenv, "KLIQUE_WORKER_LEASE", 60*time.Second); err != nil {
 		return nil, err
+	}
+	if v := getenv("KLIQUE_TASK_MAX_RETRIES"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > 100 {
+			return nil, fmt.Errorf("KLIQUE_TASK_MAX_RETRIES=%q: give a whole number from 0 to 100", v)
+		}
+		c.TaskMaxRetries = n
+		if n == 0 {
+			c.TaskMaxRetries = -1
+		}
 	}
 	c.TaskLogLimit = 16 << 20
 	if v := getenv("KLIQUE_TASK_LOG_LIMIT"); v != "" {

@@ -235,7 +235,8 @@ func (a *App) startEngine(cfg *config.Config) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	a.stop = cancel
-	a.Engine = &engine.Loop{Store: a.Store, Events: a.Events, Log: a.log.With("component", "engine"), Interval: cfg.EngineInterval}
+	a.Engine = &engine.Loop{Store: a.Store, Events: a.Events, Log: a.log.With("component", "engine"), Interval: cfg.EngineInterval,
+		MaxRetries: cfg.TaskMaxRetries}
 	if err := a.Engine.Register(a.Handler.metrics.registry); err != nil {
 		a.log.Warn("engine metrics not registered", "err", err)
 	}
