@@ -1,0 +1,100 @@
+// Package limits keeps the counters the LLM gateway checks before it lets a
+// call through: rate limits (requests and tokens per minute) and budgets
+// (tokens or money per day, week or month, and per-user limits inside a
+// project).
+//
+// Every call reserves an amount in each of its windows at once, all or
+// nothing, before it goes upstream: the input tokens counted, the output
+// bounded by max_tokens, or the estimated cost. After the call it settles
+// each window to what was actually used; a call that failed settles to
+// what it consumed (nothing, or a request). A reservation that is never
+// settled (the gateway died mid-call) lapses at its expiry and gives its
+// amount back. Amounts are integers: tokens, requests, or micro-units of
+// money; never floats.
+//
+// Two implementations share these semantics and one conformance suite:
+// Redis (one Lua script per reserve and per settle, so replicas share the
+// counters exactly) and in-process (one replica, or while Redis is
+// unreachable). Failover switches between them.
+package limits
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// Window is one counter a call is checked and reserved against.
+type Window struct {
+	// Key names the counter: the limited thing and its period, such as
+	// "t1/budget/project/p1/month/2026-11". Calendar windows get a new key
+	// each period, so nothing needs resetting.
+	Key string
+	// Limit is the most the window may hold; a reservation that would take
+	// it past the limit is refused.
+	Limit int64
+	// Amount is what this call reserves.
+	Amount int64
+	// Ends is when the window's period ends; its counter is kept an hour
+	// longer, then dropped.
+	Ends time.Time
+	// Seeded windows (budgets) start from what the ledger says was spent in
+	// the period: a Reserve that finds one without a counter says so in
+	// Decision.Unseeded, and the caller seeds it (Seed) and tries again.
+	// Rate windows start at zero.
+	Seeded bool
+}
+
+// Request is one call's reservation.
+type Request struct {
+	// ID identifies the reservation (the gateway's request id).
+	ID      string
+	Windows []Window
+	// Expires is when an unsettled reservation lapses.
+	Expires time.Time
+}
+
+// Decision is the answer to a Reserve.
+type Decision struct {
+	// Allowed is true when every window took its amount.
+	Allowed bool
+	// Denied is the index of the first window that would have gone past
+	// its limit, when not Allowed and nothing is Unseeded.
+	Denied int
+	// Used is each window's count: after the reservation when Allowed,
+	// before it otherwise.
+	Used []int64
+	// Unseeded lists the seeded windows that have no counter yet; nothing
+	// was reserved.
+	Unseeded []int
+}
+
+// Limiter reserves and settles.
+type Limiter interface {
+	// Reserve takes each window's amount, all or nothing.
+	Reserve(ctx context.Context, r Request, now time.Time) (Decision, error)
+	// Settle replaces each reserved amount by the actual one (actual[i]
+	// for r.Windows[i]). Settling a reservation that lapsed adds the actual
+	// amount; settling twice is not allowed.
+	Settle(ctx context.Context, r Request, actual []int64) error
+	// Seed sets a window's starting count unless it already has one.
+	Seed(ctx context.Context, w Window, used int64) error
+	// Peek returns windows' counts without reserving (0 for a window with
+	// no counter).
+	Peek(ctx context.Context, ws []Window, now time.Time) ([]int64, error)
+}
+
+// ErrUnavailable wraps errors of a limiter that cannot be reached (Redis
+// down), as opposed to a refused reservation.
+var ErrUnavailable = errors.New("limiter unavailable")
+
+// keep is how long a window's counter outlives its period.
+const keep = time.Hour
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+func errSettleLength(windows, actual int) error {
+	return fmt.Errorf("settle: %d actual amounts for %d windows", actual, windows)
+}

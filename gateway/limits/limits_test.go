@@ -1,0 +1,283 @@
+package limits_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/klique-ai/klique/gateway/limits"
+	"github.com/klique-ai/klique/internal/redistest"
+)
+
+// forEachLimiter runs fn against the in-process limiter and against Redis
+// (KLIQUE_TEST_REDIS_URL), each with keys of its own.
+func forEachLimiter(t *testing.T, fn func(t *testing.T, l limits.Limiter, key func(string) string)) {
+	t.Run("memory", func(t *testing.T) {
+		t.Parallel()
+		fn(t, limits.NewMemory(), func(s string) string { return t.Name() + "/" + s })
+	})
+	t.Run("redis", func(t *testing.T) {
+		t.Parallel()
+		c, prefix := redistest.Require(t)
+		fn(t, limits.NewRedis(c, prefix), func(s string) string { return s })
+	})
+}
+
+var ctx = context.Background()
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestReserveAndSettle(t *testing.T) {
+	forEachLimiter(t, func(t *testing.T, l limits.Limiter, key func(string) string) {
+		now := time.Now()
+		minute := now.Truncate(time.Minute).Add(time.Minute)
+		rpm := limits.Window{Key: key("rpm"), Limit: 3, Amount: 1, Ends: minute}
+		tpm := limits.Window{Key: key("tpm"), Limit: 1000, Amount: 400, Ends: minute}
+		call := func(id string) limits.Request {
+			return limits.Request{ID: id, Windows: []limits.Window{rpm, tpm}, Expires: now.Add(time.Minute)}
+		}
+
+		d, err := l.Reserve(ctx, call("a"), now)
+		must(t, err)
+		if !d.Allowed || d.Used[0] != 1 || d.Used[1] != 400 {
+			t.Fatalf("first call: %+v", d)
+		}
+		d, err = l.Reserve(ctx, call("b"), now)
+		must(t, err)
+		if !d.Allowed || d.Used[1] != 800 {
+			t.Fatalf("second call: %+v", d)
+		}
+		// The third would take tokens past 1,000: refused, and nothing of
+		// it is taken, not even its request.
+		d, err = l.Reserve(ctx, call("c"), now)
+		must(t, err)
+		if d.Allowed || d.Denied != 1 || d.Used[0] != 2 || d.Used[1] != 800 {
+			t.Fatalf("third call: %+v", d)
+		}
+		// a used 150 tokens of its 400: the difference comes back.
+		must(t, l.Settle(ctx, call("a"), []int64{1, 150}))
+		got, err := l.Peek(ctx, []limits.Window{rpm, tpm}, now)
+		must(t, err)
+		if got[0] != 2 || got[1] != 550 {
+			t.Fatalf("after settling a: %v", got)
+		}
+		// b used more than it reserved (a stream that ran past its
+		// estimate): what was used is what counts.
+		must(t, l.Settle(ctx, call("b"), []int64{1, 450}))
+		d, err = l.Reserve(ctx, call("c"), now)
+		must(t, err)
+		if !d.Allowed || d.Used[0] != 3 || d.Used[1] != 1000 {
+			t.Fatalf("c after the settles: %+v", d)
+		}
+		// The request limit is reached.
+		d, err = l.Reserve(ctx, call("d"), now)
+		must(t, err)
+		if d.Allowed || d.Denied != 0 {
+			t.Fatalf("d: %+v", d)
+		}
+	})
+}
+
+func TestAReservationNeverSettledLapses(t *testing.T) {
+	forEachLimiter(t, func(t *testing.T, l limits.Limiter, key func(string) string) {
+		now := time.Now()
+		w := limits.Window{Key: key("budget"), Limit: 100, Amount: 60, Ends: now.Add(time.Hour)}
+		dead := limits.Request{ID: "dead", Windows: []limits.Window{w}, Expires: now.Add(50 * time.Millisecond)}
+		d, err := l.Reserve(ctx, dead, now)
+		must(t, err)
+		if !d.Allowed {
+			t.Fatalf("%+v", d)
+		}
+		live := limits.Request{ID: "live", Windows: []limits.Window{w}, Expires: now.Add(time.Minute)}
+		if d, _ := l.Reserve(ctx, live, now); d.Allowed {
+			t.Fatal("60 more fit in 100 while the first 60 are held")
+		}
+		// The gateway that made it died: after its expiry the amount is
+		// given back.
+		later := now.Add(100 * time.Millisecond)
+		d, err = l.Reserve(ctx, live, later)
+		must(t, err)
+		if !d.Allowed || d.Used[0] != 60 {
+			t.Fatalf("after the lapse: %+v", d)
+		}
+		// A settle arriving after the lapse adds what was used.
+		must(t, l.Settle(ctx, dead, []int64{10}))
+		got, err := l.Peek(ctx, []limits.Window{w}, later)
+		must(t, err)
+		if got[0] != 70 {
+			t.Fatalf("after a late settle: %v", got)
+		}
+	})
+}
+
+func TestBudgetsAreSeededFromTheLedger(t *testing.T) {
+	forEachLimiter(t, func(t *testing.T, l limits.Limiter, key func(string) string) {
+		now := time.Now()
+		budget := limits.Window{Key: key("month"), Limit: 1000, Amount: 100, Ends: now.Add(24 * time.Hour), Seeded: true}
+		rate := limits.Window{Key: key("rpm"), Limit: 10, Amount: 1, Ends: now.Add(time.Minute)}
+		r := limits.Request{ID: "r", Windows: []limits.Window{rate, budget}, Expires: now.Add(time.Minute)}
+		d, err := l.Reserve(ctx, r, now)
+		must(t, err)
+		if d.Allowed || len(d.Unseeded) != 1 || d.Unseeded[0] != 1 {
+			t.Fatalf("unseeded budget: %+v", d)
+		}
+		if got, _ := l.Peek(ctx, []limits.Window{rate}, now); got[0] != 0 {
+			t.Fatalf("an unseeded reserve took from the rate window: %v", got)
+		}
+		must(t, l.Seed(ctx, budget, 850))
+		must(t, l.Seed(ctx, budget, 0)) // a second seed does not overwrite
+		d, err = l.Reserve(ctx, r, now)
+		must(t, err)
+		if !d.Allowed || d.Used[1] != 950 {
+			t.Fatalf("seeded: %+v", d)
+		}
+		r.ID = "r2"
+		if d, _ := l.Reserve(ctx, r, now); d.Allowed || d.Denied != 1 {
+			t.Fatalf("past the budget: %+v", d)
+		}
+	})
+}
+
+func TestAWindowIsDroppedAnHourAfterItsPeriod(t *testing.T) {
+	forEachLimiter(t, func(t *testing.T, l limits.Limiter, key func(string) string) {
+		now := time.Now()
+		// A period that ended over an hour ago: its counter is not kept.
+		old := limits.Window{Key: key("old"), Limit: 5, Amount: 5, Ends: now.Add(-2 * time.Hour)}
+		d, err := l.Reserve(ctx, limits.Request{ID: "x", Windows: []limits.Window{old}, Expires: now.Add(time.Minute)}, now)
+		must(t, err)
+		if !d.Allowed {
+			t.Fatalf("%+v", d)
+		}
+		got, err := l.Peek(ctx, []limits.Window{old}, now.Add(time.Millisecond))
+		must(t, err)
+		if got[0] != 0 {
+			t.Fatalf("a counter outlived its period by more than an hour: %v", got)
+		}
+	})
+}
+
+// TestConcurrentCallersNeverOverspend is the budget under 200 concurrent
+// callers: each reserves an estimate and settles to less; the sum charged
+// never exceeds the budget, and calls stop only when the next estimate
+// does not fit.
+func TestConcurrentCallersNeverOverspend(t *testing.T) {
+	forEachLimiter(t, func(t *testing.T, l limits.Limiter, key func(string) string) {
+		now := time.Now()
+		const budget, estimate, used = 100_000, 700, 500
+		w := limits.Window{Key: key("project-day"), Limit: budget, Amount: estimate, Ends: now.Add(24 * time.Hour)}
+		var allowed atomic.Int64
+		var wg sync.WaitGroup
+		for g := 0; g < 200; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; ; i++ {
+					r := limits.Request{ID: fmt.Sprintf("g%d-%d", g, i), Windows: []limits.Window{w}, Expires: now.Add(time.Minute)}
+					d, err := l.Reserve(ctx, r, now)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if !d.Allowed {
+						return
+					}
+					allowed.Add(1)
+					if err := l.Settle(ctx, r, []int64{used}); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		got, err := l.Peek(ctx, []limits.Window{w}, now)
+		must(t, err)
+		if got[0] != allowed.Load()*used {
+			t.Fatalf("counter %d, want %d calls × %d", got[0], allowed.Load(), used)
+		}
+		if got[0] > budget {
+			t.Fatalf("charged %d of a budget of %d", got[0], budget)
+		}
+		// Everyone stopped because the next estimate no longer fits (a
+		// caller that stops sees the counter of that moment, so the final
+		// gap is under one estimate per caller at most; with settles
+		// always smaller it is under one estimate).
+		if budget-got[0] >= estimate {
+			t.Fatalf("stopped at %d with %d left, room for another call", got[0], budget-got[0])
+		}
+	})
+}
+
+// flaky is a primary that is down until told otherwise.
+type flaky struct {
+	limits.Limiter
+	down atomic.Bool
+}
+
+func (f *flaky) Reserve(ctx context.Context, r limits.Request, now time.Time) (limits.Decision, error) {
+	if f.down.Load() {
+		return limits.Decision{}, fmt.Errorf("dial: %w", limits.ErrUnavailable)
+	}
+	return f.Limiter.Reserve(ctx, r, now)
+}
+
+func TestFailoverUsesTheProcessWhileRedisIsDown(t *testing.T) {
+	primary := &flaky{Limiter: limits.NewMemory()}
+	var changes []bool
+	f := &limits.Failover{Primary: primary, Fallback: limits.NewMemory(), Retry: 20 * time.Millisecond,
+		OnChange: func(d bool) { changes = append(changes, d) }}
+	now := time.Now()
+	w := limits.Window{Key: "k", Limit: 2, Amount: 1, Ends: now.Add(time.Hour)}
+	req := func(id string) limits.Request {
+		return limits.Request{ID: id, Windows: []limits.Window{w}, Expires: now.Add(time.Minute)}
+	}
+	if d, err := f.Reserve(ctx, req("1"), now); err != nil || !d.Allowed || f.Degraded() {
+		t.Fatalf("healthy: %+v %v", d, err)
+	}
+	primary.down.Store(true)
+	// Limits still hold while degraded: the fallback counts on its own.
+	for i, want := range []bool{true, true, false} {
+		d, err := f.Reserve(ctx, req(fmt.Sprint("d", i)), now)
+		if err != nil || d.Allowed != want {
+			t.Fatalf("degraded call %d: %+v %v", i, d, err)
+		}
+	}
+	if !f.Degraded() {
+		t.Fatal("not degraded")
+	}
+	primary.down.Store(false)
+	time.Sleep(30 * time.Millisecond)
+	if d, err := f.Reserve(ctx, req("2"), now); err != nil || !d.Allowed || f.Degraded() {
+		t.Fatalf("recovered: %+v %v (degraded %v)", d, err, f.Degraded())
+	}
+	if len(changes) != 2 || !changes[0] || changes[1] {
+		t.Fatalf("changes %v", changes)
+	}
+}
+
+func TestAnUnreachableRedisIsUnavailableNotARefusal(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	defer c.Close()
+	l := limits.NewRedis(c, "x:")
+	now := time.Now()
+	_, err = l.Reserve(ctx, limits.Request{ID: "a", Windows: []limits.Window{{Key: "k", Limit: 1, Amount: 1, Ends: now}}, Expires: now}, now)
+	if !errors.Is(err, limits.ErrUnavailable) {
+		t.Fatalf("err = %v, want ErrUnavailable", err)
+	}
+}
