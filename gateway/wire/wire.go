@@ -1,0 +1,196 @@
+// Package wire reads and patches the few fields of OpenAI-compatible
+// request and response bodies the gateway needs, without decoding the rest:
+// a body is passed through as the caller wrote it, with only the model
+// name swapped (and, for streams, usage asked for).
+package wire
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+)
+
+// Endpoint is one of the API's operations the gateway serves.
+type Endpoint string
+
+const (
+	Chat        Endpoint = "chat/completions"
+	Completions Endpoint = "completions"
+	Embeddings  Endpoint = "embeddings"
+)
+
+// perMessage is the token overhead counted for each chat message (role and
+// the template's markers).
+const perMessage = 8
+
+// Call is what the gateway reads of a request.
+type Call struct {
+	Model  string
+	Stream bool
+	// IncludeUsage is the caller's own stream_options.include_usage.
+	IncludeUsage bool
+	// MaxTokens is max_completion_tokens or max_tokens, 0 when unset.
+	MaxTokens int64
+	// Choices is n (default 1): the output bound is per choice.
+	Choices int64
+	// Input is the text of the prompt, for guardrails.
+	Input []string
+	// InputTokens bounds the prompt's tokens from above: a token is at
+	// least one byte of text, plus a fixed overhead per message.
+	InputTokens int64
+}
+
+// Parse reads a request body for endpoint. The error says what is wrong
+// with the body, for the caller.
+func Parse(ep Endpoint, body []byte) (Call, error) {
+	if !gjson.ValidBytes(body) {
+		return Call{}, errors.New("the request body is not valid JSON")
+	}
+	root := gjson.ParseBytes(body)
+	if !root.IsObject() {
+		return Call{}, errors.New("the request body must be a JSON object")
+	}
+	var c Call
+	m := root.Get("model")
+	if m.Type != gjson.String || strings.TrimSpace(m.Str) == "" {
+		return Call{}, errors.New("model is required: name one of the aliases GET /v1/models lists")
+	}
+	c.Model = m.Str
+	c.Stream = root.Get("stream").Bool()
+	c.IncludeUsage = root.Get("stream_options.include_usage").Bool()
+	c.MaxTokens = root.Get("max_completion_tokens").Int()
+	if c.MaxTokens == 0 {
+		c.MaxTokens = root.Get("max_tokens").Int()
+	}
+	if c.MaxTokens < 0 {
+		return Call{}, errors.New("max_tokens must not be negative")
+	}
+	c.Choices = 1
+	if n := root.Get("n"); n.Exists() {
+		if n.Int() < 1 || n.Int() > 128 {
+			return Call{}, errors.New("n must be between 1 and 128")
+		}
+		c.Choices = n.Int()
+	}
+	switch ep {
+	case Chat:
+		msgs := root.Get("messages")
+		if !msgs.IsArray() || len(msgs.Array()) == 0 {
+			return Call{}, errors.New("messages is required: a non-empty array")
+		}
+		msgs.ForEach(func(_, msg gjson.Result) bool {
+			c.InputTokens += perMessage
+			content := msg.Get("content")
+			switch {
+			case content.Type == gjson.String:
+				c.add(content.Str)
+			case content.IsArray():
+				content.ForEach(func(_, part gjson.Result) bool {
+					if t := part.Get("text"); t.Type == gjson.String {
+						c.add(t.Str)
+					}
+					return true
+				})
+			}
+			// Tool calls and their arguments are prompt too.
+			if tc := msg.Get("tool_calls"); tc.Exists() {
+				c.InputTokens += int64(len(tc.Raw))
+			}
+			return true
+		})
+		if tools := root.Get("tools"); tools.Exists() {
+			c.InputTokens += int64(len(tools.Raw))
+		}
+	case Completions:
+		if err := c.addInput(root.Get("prompt"), "prompt"); err != nil {
+			return Call{}, err
+		}
+	case Embeddings:
+		if err := c.addInput(root.Get("input"), "input"); err != nil {
+			return Call{}, err
+		}
+		c.Stream, c.MaxTokens = false, 0
+	default:
+		return Call{}, fmt.Errorf("unknown endpoint %q", ep)
+	}
+	return c, nil
+}
+
+func (c *Call) add(text string) {
+	c.Input = append(c.Input, text)
+	c.InputTokens += int64(len(text))
+}
+
+// addInput reads a prompt or an embeddings input: a string, an array of
+// strings, an array of token ids, or an array of arrays of token ids.
+func (c *Call) addInput(v gjson.Result, name string) error {
+	switch {
+	case v.Type == gjson.String:
+		c.add(v.Str)
+	case v.IsArray() && len(v.Array()) > 0:
+		var bad bool
+		v.ForEach(func(_, e gjson.Result) bool {
+			switch {
+			case e.Type == gjson.String:
+				c.add(e.Str)
+			case e.Type == gjson.Number:
+				c.InputTokens++
+			case e.IsArray():
+				c.InputTokens += int64(len(e.Array()))
+			default:
+				bad = true
+			}
+			return !bad
+		})
+		if bad {
+			return fmt.Errorf("%s must be a string, an array of strings or an array of token ids", name)
+		}
+	default:
+		return fmt.Errorf("%s is required: a string or a non-empty array", name)
+	}
+	return nil
+}
+
+// SetModel returns body with its model replaced.
+func SetModel(body []byte, model string) ([]byte, error) {
+	return sjson.SetBytes(body, "model", model)
+}
+
+// AskUsage returns a streaming body with stream_options.include_usage set,
+// so that the upstream's last chunk says what the call used.
+func AskUsage(body []byte) ([]byte, error) {
+	return sjson.SetBytes(body, "stream_options.include_usage", true)
+}
+
+// Usage is what an upstream says a call used.
+type Usage struct {
+	Input  int64
+	Output int64
+}
+
+// UsageOf reads the usage of a response body or of a stream chunk.
+func UsageOf(body []byte) (Usage, bool) {
+	u := gjson.GetBytes(body, "usage")
+	if !u.IsObject() {
+		return Usage{}, false
+	}
+	return Usage{Input: u.Get("prompt_tokens").Int(), Output: u.Get("completion_tokens").Int()}, true
+}
+
+// OutputText returns the generated text of a response body or of a stream
+// chunk: every choice's message or delta content, or completion text.
+func OutputText(body []byte) string {
+	var sb strings.Builder
+	gjson.GetBytes(body, "choices").ForEach(func(_, ch gjson.Result) bool {
+		for _, p := range []string{"message.content", "delta.content", "text"} {
+			if t := ch.Get(p); t.Type == gjson.String {
+				sb.WriteString(t.Str)
+			}
+		}
+		return true
+	})
+	return sb.String()
+}
