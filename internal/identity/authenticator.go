@@ -42,6 +42,7 @@ type Authenticator struct {
 
 	mu      sync.Mutex
 	touched map[string]time.Time // API key id → last TouchAPIKey
+	cache   authCache
 }
 
 // NewAuthenticator returns an authenticator over st. signer issues and

@@ -1,0 +1,322 @@
+package gateway
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/klique-ai/klique/gateway/guard"
+	"github.com/klique-ai/klique/gateway/wire"
+)
+
+// Attempt is one upstream a call may go to: a model on a route endpoint or
+// at a provider.
+type Attempt struct {
+	// Model is the configured model's name (for the ledger); Upstream the
+	// id sent upstream.
+	Model    string
+	Upstream string
+	// BaseURL is the endpoint or provider base, ending before the
+	// operation (".../v1").
+	BaseURL string
+	// Key is the provider's API key, sent as a bearer token; empty for
+	// routes. Never logged, never returned.
+	Key     string
+	Timeout time.Duration
+	// Route names the static route the endpoint belongs to ("" for a
+	// provider), for the balancer.
+	Route string
+}
+
+// Outcome is what happened upstream.
+type Outcome struct {
+	// Attempt is the index of the attempt that answered (or the last
+	// tried).
+	Attempt int
+	Status  int
+	Usage   wire.Usage
+	// Counted is true when the upstream said what the call used; false
+	// when the gateway counted it (a client that went away mid-stream).
+	Counted bool
+	// Blocked names the guardrail rule that stopped the output.
+	Blocked string
+	// Disconnected is true when the caller went away before the end.
+	Disconnected bool
+	// Err is the last upstream failure when none answered.
+	Err error
+	// Tried lists the failures of attempts before the one that answered.
+	Tried []string
+}
+
+// maxUpstreamBody bounds a non-streamed upstream answer the gateway reads.
+const maxUpstreamBody = 64 << 20
+
+// retryable says whether an upstream answer is a failure worth trying the
+// next target for: server errors and overload, not the caller's mistakes.
+func retryable(status int) bool {
+	return status >= 500 || status == http.StatusTooManyRequests || status == http.StatusRequestTimeout
+}
+
+// proxy sends one call to its attempts in order until one answers, and
+// writes the answer to w.
+type proxy struct {
+	client  *http.Client
+	balance *balancer
+}
+
+// call is one proxied call's inputs.
+type call struct {
+	ep   wire.Endpoint
+	body []byte
+	req  wire.Call
+	// guard checks the output; nil when there are no rules.
+	guard *guard.Set
+	// header is set on the caller's answer before it is written (rate
+	// limit headers, request id).
+	header http.Header
+}
+
+func (p *proxy) do(ctx context.Context, w http.ResponseWriter, c *call, attempts []Attempt) Outcome {
+	var out Outcome
+	for i, a := range attempts {
+		out.Attempt = i
+		body, err := wire.SetModel(c.body, a.Upstream)
+		if err == nil && c.req.Stream {
+			body, err = wire.AskUsage(body)
+		}
+		if err != nil {
+			out.Err = fmt.Errorf("prepare the upstream body: %w", err)
+			return out
+		}
+		resp, cancel, err := p.send(ctx, a, c.ep, body, c.req.Stream)
+		if err != nil {
+			p.balance.failed(a)
+			if ctx.Err() != nil {
+				out.Disconnected = true
+				out.Err = ctx.Err()
+				return out
+			}
+			out.Err = err
+			out.Tried = append(out.Tried, fmt.Sprintf("%s: %v", a.Model, err))
+			continue
+		}
+		if retryable(resp.StatusCode) && i < len(attempts)-1 {
+			p.balance.failed(a)
+			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+			resp.Body.Close()
+			cancel()
+			out.Tried = append(out.Tried, fmt.Sprintf("%s: HTTP %d", a.Model, resp.StatusCode))
+			continue
+		}
+		p.balance.succeeded(a)
+		out.Status = resp.StatusCode
+		if c.req.Stream && resp.StatusCode == http.StatusOK {
+			p.stream(ctx, w, c, resp, &out)
+		} else {
+			p.whole(w, c, resp, &out)
+		}
+		resp.Body.Close()
+		cancel()
+		return out
+	}
+	return out
+}
+
+// send makes one upstream request. The attempt's timeout bounds the wait
+// for the answer's headers (for a stream, its first byte); the body of a
+// non-streamed answer is read under the same deadline.
+func (p *proxy) send(ctx context.Context, a Attempt, ep wire.Endpoint, body []byte, stream bool) (*http.Response, context.CancelFunc, error) {
+	actx, cancel := context.WithCancel(ctx)
+	timeout := a.Timeout
+	if timeout <= 0 {
+		timeout = 60 * time.Second
+	}
+	timer := time.AfterFunc(timeout, cancel)
+	req, err := http.NewRequestWithContext(actx, http.MethodPost, strings.TrimSuffix(a.BaseURL, "/")+"/"+string(ep), bytes.NewReader(body))
+	if err != nil {
+		timer.Stop()
+		cancel()
+		return nil, nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if stream {
+		req.Header.Set("Accept", "text/event-stream")
+	}
+	if a.Key != "" {
+		req.Header.Set("Authorization", "Bearer "+a.Key)
+	}
+	resp, err := p.client.Do(req)
+	if err != nil {
+		timer.Stop()
+		cancel()
+		if errors.Is(err, context.Canceled) && ctx.Err() == nil {
+			return nil, nil, fmt.Errorf("no answer within %s", timeout)
+		}
+		return nil, nil, scrub(err, a)
+	}
+	if stream {
+		timer.Stop() // the first byte came; the stream may take its time
+	}
+	return resp, func() { timer.Stop(); cancel() }, nil
+}
+
+// scrub keeps an upstream error from carrying the provider's key (a URL
+// never holds it, but an error may quote a request).
+func scrub(err error, a Attempt) error {
+	if a.Key == "" || !strings.Contains(err.Error(), a.Key) {
+		return err
+	}
+	return errors.New(strings.ReplaceAll(err.Error(), a.Key, "[redacted]"))
+}
+
+// whole copies a non-streamed answer, counting its usage and checking its
+// output.
+func (p *proxy) whole(w http.ResponseWriter, c *call, resp *http.Response, out *Outcome) {
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxUpstreamBody))
+	if err != nil {
+		out.Err = fmt.Errorf("read the upstream answer: %w", err)
+		out.Status = http.StatusBadGateway
+		writeError(w, c.header, http.StatusBadGateway, "upstream_error", "the model's answer was cut off", "")
+		return
+	}
+	if u, ok := wire.UsageOf(data); ok {
+		out.Usage, out.Counted = u, true
+	}
+	if resp.StatusCode == http.StatusOK && !c.guard.Empty() {
+		if rule := c.guard.Output(wire.OutputText(data)); rule != "" {
+			out.Blocked = rule
+			writeError(w, c.header, http.StatusBadRequest, "guardrail_blocked",
+				"the model's answer was blocked by the guardrail "+rule, "")
+			return
+		}
+	}
+	h := w.Header()
+	for k, v := range c.header {
+		h[k] = v
+	}
+	h.Set("Content-Type", nonEmpty(resp.Header.Get("Content-Type"), "application/json"))
+	w.WriteHeader(resp.StatusCode)
+	_, _ = w.Write(data)
+}
+
+func nonEmpty(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+var lineReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 16<<10) }}
+
+// stream copies a server-sent event stream as it comes: each event is
+// passed through unchanged and flushed, except the usage chunk the gateway
+// asked for when the caller did not. Output is checked as it arrives; a
+// blocked stream ends with an error event.
+func (p *proxy) stream(ctx context.Context, w http.ResponseWriter, c *call, resp *http.Response, out *Outcome) {
+	h := w.Header()
+	for k, v := range c.header {
+		h[k] = v
+	}
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	fl, _ := w.(http.Flusher)
+	flush := func() {
+		if fl != nil {
+			fl.Flush()
+		}
+	}
+	flush()
+	var st *guard.Stream
+	if !c.guard.Empty() {
+		st = c.guard.Stream()
+	}
+	br := lineReaders.Get().(*bufio.Reader)
+	br.Reset(resp.Body)
+	defer func() { br.Reset(nil); lineReaders.Put(br) }()
+	var produced int64
+	for {
+		line, err := br.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			// A long event line: gather it whole.
+			full := append([]byte(nil), line...)
+			for err == bufio.ErrBufferFull {
+				line, err = br.ReadSlice('\n')
+				full = append(full, line...)
+			}
+			line = full
+		}
+		if len(line) > 0 {
+			data, isData := bytes.CutPrefix(bytes.TrimRight(line, "\r\n"), []byte("data:"))
+			data = bytes.TrimSpace(data)
+			forward := true
+			if isData && len(data) > 0 && data[0] == '{' {
+				if u, ok := wire.UsageOf(data); ok {
+					out.Usage, out.Counted = u, true
+					// The usage chunk carries no choices; drop it unless the
+					// caller asked for it.
+					if !c.req.IncludeUsage && len(wire.OutputText(data)) == 0 && !hasChoices(data) {
+						forward = false
+					}
+				}
+				if text := wire.OutputText(data); text != "" {
+					produced++
+					if st != nil {
+						if rule := st.Add(text); rule != "" {
+							out.Blocked = rule
+							fmt.Fprintf(w, "data: %s\n\n", errorJSON("guardrail_blocked", "the model's answer was blocked by the guardrail "+rule, ""))
+							flush()
+							break
+						}
+					}
+				}
+			}
+			if forward {
+				if _, werr := w.Write(line); werr != nil {
+					out.Disconnected = true
+					break
+				}
+				if len(bytes.TrimSpace(line)) == 0 {
+					flush()
+				}
+			} else {
+				// Skip the blank line that ends the dropped event too.
+				if next, _ := br.Peek(1); len(next) == 1 && (next[0] == '\n' || next[0] == '\r') {
+					_, _ = br.ReadSlice('\n')
+				}
+			}
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				out.Disconnected = true
+			} else if err != io.EOF {
+				out.Err = fmt.Errorf("read the upstream stream: %w", err)
+			}
+			break
+		}
+	}
+	flush()
+	if !out.Counted {
+		// The stream ended before its usage chunk (the caller went away, or
+		// the upstream stopped): charge what was produced, a token per
+		// content chunk, and the prompt as estimated.
+		out.Usage = wire.Usage{Input: c.req.InputTokens, Output: produced}
+	}
+}
+
+func hasChoices(data []byte) bool {
+	i := bytes.Index(data, []byte(`"choices"`))
+	if i < 0 {
+		return false
+	}
+	rest := bytes.TrimLeft(data[i+len(`"choices"`):], " \t:")
+	return !bytes.HasPrefix(rest, []byte("[]"))
+}
