@@ -47,6 +47,11 @@ func (r *computeResourceResolver) QueuedTasks(ctx context.Context, obj *model.Co
 	return r.Svc.QueuedTasks(ctx, obj.ID)
 }
 
+// Image is the resolver for the image field.
+func (r *computeResourceResolver) Image(ctx context.Context, obj *model.ComputeResource) (*string, error) {
+	return nullIfEmpty(obj.Image), nil
+}
+
 // PricePerGpuHour is the resolver for the pricePerGpuHour field.
 func (r *gPUClassResolver) PricePerGpuHour(ctx context.Context, obj *model.GPUClass) (float64, error) {
 	return float64(obj.PriceMicros) / 1e6, nil

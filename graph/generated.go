@@ -141,8 +141,11 @@ type ComplexityRoot struct {
 	ComputeResource struct {
 		CreatedAt   func(childComplexity int) int
 		Description func(childComplexity int) int
+		Env         func(childComplexity int) int
 		Group       func(childComplexity int) int
 		ID          func(childComplexity int) int
+		Image       func(childComplexity int) int
+		Mounts      func(childComplexity int) int
 		Name        func(childComplexity int) int
 		OverBudget  func(childComplexity int) int
 		Policy      func(childComplexity int) int
@@ -698,6 +701,7 @@ type ComputeResourceResolver interface {
 	Profile(ctx context.Context, obj *model.ComputeResource) (*model.Profile, error)
 	Size(ctx context.Context, obj *model.ComputeResource) (*model.Size, error)
 	QueuedTasks(ctx context.Context, obj *model.ComputeResource) (int, error)
+	Image(ctx context.Context, obj *model.ComputeResource) (*string, error)
 
 	QueueState(ctx context.Context, obj *model.ComputeResource) (*model.QueueState, error)
 	OverBudget(ctx context.Context, obj *model.ComputeResource) (bool, error)
@@ -1189,6 +1193,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ComputeResource.Description(childComplexity), true
+	case "ComputeResource.env":
+		if e.ComplexityRoot.ComputeResource.Env == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ComputeResource.Env(childComplexity), true
 	case "ComputeResource.group":
 		if e.ComplexityRoot.ComputeResource.Group == nil {
 			break
@@ -1201,6 +1211,18 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ComputeResource.ID(childComplexity), true
+	case "ComputeResource.image":
+		if e.ComplexityRoot.ComputeResource.Image == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ComputeResource.Image(childComplexity), true
+	case "ComputeResource.mounts":
+		if e.ComplexityRoot.ComputeResource.Mounts == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ComputeResource.Mounts(childComplexity), true
 	case "ComputeResource.name":
 		if e.ComplexityRoot.ComputeResource.Name == nil {
 			break
@@ -4014,6 +4036,12 @@ type ComputeResource {
   size: GPUSize!
   "Tasks waiting in this compute resource."
   queuedTasks: Int!
+  "The container image of tasks sent here that name none (a task's own image wins); null when unset."
+  image: String
+  "Environment variables every task sent here gets; a task's own variable of the same name wins."
+  env: StringMap!
+  "Extra mounts of a task's container in Docker mode, as docker -v writes them: /host/path:/container/path[:ro|:rw]. Process mode ignores them."
+  mounts: [String!]!
   createdAt: Time!
   updatedAt: Time!
 }
@@ -4173,11 +4201,24 @@ input ConnectProfileInput {
   "Named for what it gives, such as '1 GPU' (default: the profile's name)."
   name: String
   description: String
+  "The container image of tasks that name none."
+  image: String
+  "Environment variables of every task (no credentials: keep those in a vault)."
+  env: StringMap
+  "Extra container mounts in Docker mode: /host/path:/container/path[:ro|:rw]."
+  mounts: [String!]
 }
 
+"Fields left out stay as they are; an empty image, env or mounts clears it."
 input ComputeResourceInput {
   name: String
   description: String
+  "The container image of tasks that name none."
+  image: String
+  "Environment variables of every task (replaces the whole map; no credentials: keep those in a vault)."
+  env: StringMap
+  "Extra container mounts in Docker mode (replaces the whole list): /host/path:/container/path[:ro|:rw]."
+  mounts: [String!]
 }
 
 extend type Query {
@@ -4946,6 +4987,12 @@ func (ec *executionContext) childFields_ComputeResource(ctx context.Context, fie
 		return ec.fieldContext_ComputeResource_size(ctx, field)
 	case "queuedTasks":
 		return ec.fieldContext_ComputeResource_queuedTasks(ctx, field)
+	case "image":
+		return ec.fieldContext_ComputeResource_image(ctx, field)
+	case "env":
+		return ec.fieldContext_ComputeResource_env(ctx, field)
+	case "mounts":
+		return ec.fieldContext_ComputeResource_mounts(ctx, field)
 	case "createdAt":
 		return ec.fieldContext_ComputeResource_createdAt(ctx, field)
 	case "updatedAt":
@@ -8675,6 +8722,75 @@ func (ec *executionContext) _ComputeResource_queuedTasks(ctx context.Context, fi
 }
 func (ec *executionContext) fieldContext_ComputeResource_queuedTasks(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("ComputeResource", field, true, true, "Int")
+}
+
+func (ec *executionContext) _ComputeResource_image(ctx context.Context, field graphql.CollectedField, obj *model.ComputeResource) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ComputeResource_image(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.ComputeResource().Image(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ComputeResource_image(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ComputeResource", field, true, true, "String")
+}
+
+func (ec *executionContext) _ComputeResource_env(ctx context.Context, field graphql.CollectedField, obj *model.ComputeResource) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ComputeResource_env(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Env, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v map[string]string) graphql.Marshaler {
+			return ec.marshalNStringMap2map(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ComputeResource_env(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ComputeResource", field, false, false, "StringMap")
+}
+
+func (ec *executionContext) _ComputeResource_mounts(ctx context.Context, field graphql.CollectedField, obj *model.ComputeResource) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ComputeResource_mounts(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Mounts, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalNString2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ComputeResource_mounts(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ComputeResource", field, false, false, "String")
 }
 
 func (ec *executionContext) _ComputeResource_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.ComputeResource) (ret graphql.Marshaler) {
@@ -19894,7 +20010,7 @@ func (ec *executionContext) unmarshalInputComputeResourceInput(ctx context.Conte
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"name", "description"}
+	fieldsInOrder := [...]string{"name", "description", "image", "env", "mounts"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -19915,6 +20031,27 @@ func (ec *executionContext) unmarshalInputComputeResourceInput(ctx context.Conte
 				return it, err
 			}
 			it.Description = data
+		case "image":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("image"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Image = data
+		case "env":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("env"))
+			data, err := ec.unmarshalOStringMap2map(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Env = data
+		case "mounts":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("mounts"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Mounts = data
 		}
 	}
 	return it, nil
@@ -19943,7 +20080,7 @@ func (ec *executionContext) unmarshalInputConnectProfileInput(ctx context.Contex
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"policy", "profile", "name", "description"}
+	fieldsInOrder := [...]string{"policy", "profile", "name", "description", "image", "env", "mounts"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -19978,6 +20115,27 @@ func (ec *executionContext) unmarshalInputConnectProfileInput(ctx context.Contex
 				return it, err
 			}
 			it.Description = data
+		case "image":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("image"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Image = data
+		case "env":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("env"))
+			data, err := ec.unmarshalOStringMap2map(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Env = data
+		case "mounts":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("mounts"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Mounts = data
 		}
 	}
 	return it, nil
@@ -21679,6 +21837,22 @@ func (ec *executionContext) _ComputeResource(ctx context.Context, sel ast.Select
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._ComputeResource_queuedTasks(ctx, field, obj)
 				})
+		case "image":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._ComputeResource_image(ctx, field, obj)
+				})
+		case "env":
+			out.Values[i] = ec._ComputeResource_env(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "mounts":
+			out.Values[i] = ec._ComputeResource_mounts(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
 		case "createdAt":
 			out.Values[i] = ec._ComputeResource_createdAt(ctx, field, obj)
 			if out.Values[i] == graphql.Null {

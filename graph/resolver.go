@@ -201,3 +201,11 @@ func nonNil(m map[string]string) map[string]string {
 	}
 	return m
 }
+
+// nullIfEmpty turns an unset text into null, for optional GraphQL strings.
+func nullIfEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}

@@ -103,18 +103,25 @@ type Assignment struct {
 	Attempt int    `json:"attempt"`
 	Name    string `json:"name"`
 	// Size: GPUs per node in thousandths (125 is an eighth), and nodes.
-	MilliGPUsPerNode int64             `json:"milliGpusPerNode"`
-	Nodes            int               `json:"nodes"`
-	Command          []string          `json:"command,omitempty"`
-	Repository       string            `json:"repository,omitempty"`
-	Commit           string            `json:"commit,omitempty"`
-	Diff             string            `json:"diff,omitempty"`
-	EntryPoint       string            `json:"entryPoint,omitempty"`
-	WorkingDir       string            `json:"workingDir,omitempty"`
-	Packages         []string          `json:"packages,omitempty"`
-	Image            string            `json:"image,omitempty"`
-	Parameters       map[string]string `json:"parameters,omitempty"`
-	Env              map[string]string `json:"env,omitempty"`
+	MilliGPUsPerNode int64    `json:"milliGpusPerNode"`
+	Nodes            int      `json:"nodes"`
+	Command          []string `json:"command,omitempty"`
+	Repository       string   `json:"repository,omitempty"`
+	Commit           string   `json:"commit,omitempty"`
+	Diff             string   `json:"diff,omitempty"`
+	EntryPoint       string   `json:"entryPoint,omitempty"`
+	WorkingDir       string   `json:"workingDir,omitempty"`
+	Packages         []string `json:"packages,omitempty"`
+	// Image is the task's image, else its compute resource's; empty when
+	// neither names one (the worker's default applies).
+	Image      string            `json:"image,omitempty"`
+	Parameters map[string]string `json:"parameters,omitempty"`
+	// Env is the compute resource's variables overlaid by the task's own.
+	Env map[string]string `json:"env,omitempty"`
+	// Mounts are the compute resource's extra container mounts, as docker
+	// -v writes them (/host/path:/container/path[:ro|:rw]): Docker mode
+	// adds one -v for each; process mode ignores them.
+	Mounts []string `json:"mounts,omitempty"`
 	// Secrets names the secrets to fetch and inject as environment
 	// variables of the same name.
 	Secrets []string `json:"secrets,omitempty"`

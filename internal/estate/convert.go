@@ -292,6 +292,9 @@ func (a *applier) policy(d *PolicyDoc) {
 			cr.Name = pr.Name
 		}
 		cr.Description = cd.Description
+		cr.Image = cd.Image
+		cr.Env = cloneMap(cd.Env)
+		cr.Mounts = append([]string(nil), cd.Mounts...)
 		keep[cr.ID] = true
 	}
 	// The file describes the policy whole: connections it leaves out go.
@@ -464,9 +467,15 @@ func (e *Estate) Export() *Document {
 			pd.TimeBudget = &BudgetDoc{Hours: NumberOfText(milli(b.MilliHours)), Period: string(b.Period)}
 		}
 		for _, cr := range e.ComputeResourcesOfPolicy(pol.ID) {
-			cd := ComputeResourceDoc{Name: cr.Name, Description: cr.Description}
+			cd := ComputeResourceDoc{Name: cr.Name, Description: cr.Description, Image: cr.Image}
 			if pr := e.Profile(cr.ProfileID); pr != nil {
 				cd.Profile = pr.Name
+			}
+			if len(cr.Env) > 0 {
+				cd.Env = cloneMap(cr.Env)
+			}
+			if len(cr.Mounts) > 0 {
+				cd.Mounts = append([]string(nil), cr.Mounts...)
 			}
 			pd.ComputeResources = append(pd.ComputeResources, cd)
 		}

@@ -38,6 +38,8 @@ func TestDiff(t *testing.T) {
 		to.Pools[1].Labels = map[string]string{}
 		to.Pools[1].ProfileOrder = []string{}
 		to.Pools[1].UpdatedAt = testNow
+		to.ComputeResources[0].Env = map[string]string{}
+		to.ComputeResources[0].Mounts = []string{}
 		to.Profiles[0].TenantID = "other"
 		to.Groups[0].CreatedAt = testNow
 		if cs := estate.Diff(from, to); len(cs) != 0 {
@@ -57,6 +59,9 @@ func TestDiff(t *testing.T) {
 		to.ProfileByName("eight").GPUClassID = ""
 		to.ProfileByName("eight").MinGPUMemoryGB = 80
 		policyOf(to, "vision").Budget = nil
+		to.ComputeResource("cr-r1").Env = map[string]string{"HF_HOME": "/data/hf"}
+		to.ComputeResource("cr-r1").Mounts = []string{"/data/hf:/data/hf"}
+		to.ComputeResource("cr-v1").Image = "python:3.12"
 		to.Projects = to.Projects[:1]
 
 		cs := estate.Diff(from, to)
@@ -69,6 +74,8 @@ func TestDiff(t *testing.T) {
 			"update pool p-k8s":                 {"description", "capacityGPUs", "labels"},
 			"update profile pr-eight":           {"gpuClassID", "minGPUMemoryGB"},
 			"update resource_policy pol-vision": {"budget"},
+			"update compute_resource cr-r1":     {"env", "mounts"},
+			"update compute_resource cr-v1":     {"image"},
 			"delete project prj-shared":         nil,
 		}
 		if !reflect.DeepEqual(got, want) {
@@ -301,13 +308,21 @@ func TestOrders(t *testing.T) {
 func TestClone(t *testing.T) {
 	t.Parallel()
 	e := baseEstate()
+	e.ComputeResource("cr-r1").Env = map[string]string{"HF_HOME": "/data/hf"}
+	e.ComputeResource("cr-r1").Mounts = []string{"/data/hf:/data/hf"}
+	orig := e.Clone()
 	c := e.Clone()
+	c.ComputeResource("cr-r1").Env["HF_HOME"] = "/elsewhere"
+	c.ComputeResource("cr-r1").Mounts[0] = "/elsewhere:/elsewhere"
 	c.PoolByName("k8s").Labels["site"] = "dc2"
 	c.PoolByName("k8s").ProfileOrder = append(c.PoolByName("k8s").ProfileOrder, "x")
 	c.ProfileByName("one-gpu").Pools[0] = "p-cloud"
 	policyOf(c, "vision").Budget.MilliHours = 1
 	c.Groups[0].Name = "renamed"
-	if cs := estate.Diff(baseEstate(), e); len(cs) != 0 {
+	if cs := estate.Diff(orig, e); len(cs) != 0 {
 		t.Fatalf("changing a clone changed the original:%s", changeList(cs))
+	}
+	if got := e.ComputeResource("cr-r1"); got.Env["HF_HOME"] != "/data/hf" || got.Mounts[0] != "/data/hf:/data/hf" {
+		t.Fatalf("changing a clone changed the original's run settings: %+v", got)
 	}
 }

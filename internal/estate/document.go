@@ -109,10 +109,16 @@ type BudgetDoc struct {
 }
 
 // ComputeResourceDoc connects a profile to the policy it is listed under.
+// Image, Env and Mounts are how its tasks run: the image of tasks that name
+// none, variables every task gets (a task's own win), and extra mounts of
+// the container in Docker mode ("/data/cache:/data/cache:ro").
 type ComputeResourceDoc struct {
-	Name        string `yaml:"name,omitempty"`
-	Profile     string `yaml:"profile"`
-	Description string `yaml:"description,omitempty"`
+	Name        string            `yaml:"name,omitempty"`
+	Profile     string            `yaml:"profile"`
+	Description string            `yaml:"description,omitempty"`
+	Image       string            `yaml:"image,omitempty"`
+	Env         map[string]string `yaml:"env,omitempty"`
+	Mounts      []string          `yaml:"mounts,omitempty"`
 }
 
 // ProjectDoc describes a project.

@@ -319,6 +319,38 @@ func TestApply(t *testing.T) {
 		}
 	})
 
+	t.Run("a compute resource's image, env and mounts are read, and a file that leaves them out clears them", func(t *testing.T) {
+		t.Parallel()
+		withSettings := strings.Replace(smallDoc, "      - {name: 1 GPU, profile: one-gpu}\n      - {profile: train}\n",
+			`      - name: 1 GPU
+        profile: one-gpu
+        image: pytorch/pytorch:2.3.1-cuda12.1-cudnn8-runtime
+        env: {HF_HOME: /data/hf-cache, NCCL_DEBUG: WARN}
+        mounts:
+          - /data/hf-cache:/data/hf-cache
+          - "/datasets:/datasets:ro"
+      - {profile: train}
+`, 1)
+		e := applyTo(t, &estate.Estate{}, withSettings)
+		if err := e.Validate(); err != nil {
+			t.Fatalf("Validate: %v", err)
+		}
+		cr := e.ComputeResourceOf(policyOf(e, "research").ID, e.ProfileByName("one-gpu").ID)
+		if cr.Image != "pytorch/pytorch:2.3.1-cuda12.1-cudnn8-runtime" ||
+			!reflect.DeepEqual(cr.Env, map[string]string{"HF_HOME": "/data/hf-cache", "NCCL_DEBUG": "WARN"}) ||
+			!reflect.DeepEqual(cr.Mounts, []string{"/data/hf-cache:/data/hf-cache", "/datasets:/datasets:ro"}) {
+			t.Fatalf("compute resource %+v", cr)
+		}
+		if again := applyTo(t, e, withSettings); len(estate.Diff(e, again)) > 0 {
+			t.Fatalf("applying the same settings again changed:%s", changeList(estate.Diff(e, again)))
+		}
+		cleared := applyTo(t, e, smallDoc)
+		cs := estate.Diff(e, cleared)
+		if len(cs) != 1 || cs[0].ID != cr.ID || !reflect.DeepEqual(cs[0].Fields, []string{"image", "env", "mounts"}) {
+			t.Fatalf("leaving the settings out changed:%s", changeList(cs))
+		}
+	})
+
 	t.Run("objects the file does not mention are left as they are", func(t *testing.T) {
 		t.Parallel()
 		cur := applyTo(t, &estate.Estate{}, smallDoc)
@@ -612,6 +644,32 @@ func TestExport(t *testing.T) {
 		e.GPUClasses[0].PriceMicros = 1
 		e.Projects[1].Description = "# not a comment"
 		roundTrip(t, e)
+	})
+
+	t.Run("a compute resource's image, env and mounts survive export, parse and apply", func(t *testing.T) {
+		t.Parallel()
+		e := baseEstate()
+		cr := e.ComputeResource("cr-r1")
+		cr.Image = "nvcr.io/nvidia/pytorch:24.05-py3"
+		cr.Env = map[string]string{"HF_HOME": "/data/hf-cache", "EMPTY": "", "NUMBER": "0.1", "YES": "true", "NL": "a\nb"}
+		cr.Mounts = []string{"/data/hf-cache:/data/hf-cache", "/datasets:/datasets:ro"}
+		e.ComputeResource("cr-v1").Env = map[string]string{}
+		if err := e.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		roundTrip(t, e)
+		out, err := e.Export().Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"image: nvcr.io/nvidia/pytorch:24.05-py3", "HF_HOME: /data/hf-cache", "/datasets:/datasets:ro"} {
+			if !bytes.Contains(out, []byte(want)) {
+				t.Errorf("the export lacks %q:\n%s", want, out)
+			}
+		}
+		if bytes.Count(out, []byte("env:")) != 1 || bytes.Count(out, []byte("mounts:")) != 1 {
+			t.Errorf("compute resources without settings are exported with empty ones:\n%s", out)
+		}
 	})
 
 	t.Run("names that look like numbers or YAML words stay names", func(t *testing.T) {

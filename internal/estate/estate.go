@@ -60,6 +60,8 @@ func (e *Estate) Clone() *Estate {
 	}
 	for _, v := range e.ComputeResources {
 		x := *v
+		x.Env = cloneMap(v.Env)
+		x.Mounts = append([]string(nil), v.Mounts...)
 		c.ComputeResources = append(c.ComputeResources, &x)
 	}
 	for _, v := range e.Projects {

@@ -6,8 +6,10 @@ import (
 	"sort"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/klique-ai/klique/internal/model"
+	"github.com/klique-ai/klique/internal/runenv"
 )
 
 // Problem is one reason an estate is not valid, said so that a person knows
@@ -69,6 +71,7 @@ const (
 	MaxBudgetMilliHours  = 1_000_000_000_000
 	MaxPriceMicros       = 1_000_000_000_000
 	MaxLabels            = 64
+	MaxImageLength       = 1000
 )
 
 var (
@@ -332,6 +335,7 @@ func (v *validator) computeResources() {
 		obj := fmt.Sprintf("compute resource %q of group %q", cr.Name, group)
 		v.name(obj, cr.Name)
 		v.description(obj, cr.Description)
+		v.runSettings(obj, group, cr)
 		if pol == nil {
 			v.add(obj, "belongs to a resource policy that does not exist")
 			continue
@@ -351,6 +355,47 @@ func (v *validator) computeResources() {
 		if pr.Size.Total() > model.GPUs(pol.LimitGPUs) {
 			v.add(obj, "profile %q (%s GPUs) is larger than group %q's limit of %d GPUs: raise the limit or connect a smaller profile", pr.Name, pr.Size.Total(), group, pol.LimitGPUs)
 		}
+	}
+}
+
+// runSettings checks how a compute resource's tasks run: the image, the
+// environment (named like task variables, no credentials) and the mounts.
+func (v *validator) runSettings(obj, group string, cr *model.ComputeResource) {
+	if len(cr.Image) > MaxImageLength || strings.ContainsFunc(cr.Image, func(r rune) bool {
+		return unicode.IsSpace(r) || unicode.IsControl(r) || r == unicode.ReplacementChar
+	}) {
+		v.add(obj, "image %q must be an image reference such as pytorch/pytorch:2.3.1-cuda12.1-cudnn8-runtime, without spaces, at most %d characters", cr.Image, MaxImageLength)
+	}
+	if len(cr.Env) > runenv.MaxVars {
+		v.add(obj, "env sets %d variables, more than %d", len(cr.Env), runenv.MaxVars)
+	}
+	for _, k := range sortedKeys(cr.Env) {
+		val := cr.Env[k]
+		switch {
+		case !runenv.ValidName(k):
+			v.add(obj, "env: variable name %q must be letters, digits and '_', not starting with a digit (at most %d characters)", k, runenv.MaxNameLength)
+		case len(val) > runenv.MaxValueLength:
+			v.add(obj, "env: the value of %s is longer than %d bytes", k, runenv.MaxValueLength)
+		case !utf8.ValidString(val) || strings.ContainsRune(val, 0):
+			v.add(obj, "env: the value of %s holds invalid characters", k)
+		case runenv.LooksLikeCredential(k, val):
+			v.add(obj, "env: %s looks like a credential; remove it and keep it in a vault instead ('klique secret set %s --group %s'), then name it in the tasks' secrets: variables are stored and shown as written", k, k, group)
+		}
+	}
+	if len(cr.Mounts) > runenv.MaxMounts {
+		v.add(obj, "mounts lists %d mounts, more than %d", len(cr.Mounts), runenv.MaxMounts)
+	}
+	targets := map[string]bool{}
+	for _, m := range cr.Mounts {
+		if err := runenv.CheckMount(m); err != nil {
+			v.add(obj, "mounts: %v", err)
+			continue
+		}
+		t := runenv.MountTarget(m)
+		if targets[t] {
+			v.add(obj, "mounts: container path %s is mounted twice; mount each container path once", t)
+		}
+		targets[t] = true
 	}
 }
 

@@ -39,6 +39,18 @@ func TestValidate(t *testing.T) {
 		}
 	})
 
+	t.Run("a compute resource with an image, variables and mounts has no problems", func(t *testing.T) {
+		t.Parallel()
+		e := baseEstate()
+		cr := e.ComputeResource("cr-r1")
+		cr.Image = "nvcr.io/nvidia/pytorch:24.05-py3"
+		cr.Env = map[string]string{"HF_HOME": "/data/hf-cache", "NCCL_DEBUG": "WARN", "MAX_TOKENS": "4096", "_X": ""}
+		cr.Mounts = []string{"/data/hf-cache:/data/hf-cache", "/datasets:/datasets:ro", "/scratch:/scratch:rw"}
+		if err := e.Validate(); err != nil {
+			t.Fatalf("Validate: %v", err)
+		}
+	})
+
 	t.Run("an empty estate has no problems", func(t *testing.T) {
 		t.Parallel()
 		if err := (&estate.Estate{}).Validate(); err != nil {
@@ -398,6 +410,105 @@ func TestValidate(t *testing.T) {
 				e.ComputeResources = append(e.ComputeResources, &model.ComputeResource{ID: "cr-2", Name: "lost", PolicyID: "pol-vision", ProfileID: "pr-gone"})
 			},
 			want: []string{`compute resource "lost" of group "vision"`, "uses a profile that does not exist"},
+		},
+
+		// How the tasks of a compute resource run.
+		{
+			name:   "an image with a space is refused",
+			mutate: func(e *estate.Estate) { e.ComputeResource("cr-r1").Image = "pytorch/pytorch 2.3" },
+			want:   []string{`compute resource "1 GPU" of group "research"`, "image", "without spaces"},
+		},
+		{
+			name:   "an environment variable name that starts with a digit is refused",
+			mutate: func(e *estate.Estate) { e.ComputeResource("cr-r1").Env = map[string]string{"1CACHE": "/data"} },
+			want:   []string{`compute resource "1 GPU" of group "research"`, `env: variable name "1CACHE"`, "not starting with a digit"},
+		},
+		{
+			name:   "an environment variable name with a dash is refused",
+			mutate: func(e *estate.Estate) { e.ComputeResource("cr-r1").Env = map[string]string{"HF-HOME": "/data"} },
+			want:   []string{`env: variable name "HF-HOME"`, "letters, digits and '_'"},
+		},
+		{
+			name: "a variable named like a credential is refused with a pointer to the group's vault",
+			mutate: func(e *estate.Estate) {
+				e.ComputeResource("cr-v1").Env = map[string]string{"HF_HOME": "/data/hf", "HF_TOKEN": "anything"}
+			},
+			want: []string{`compute resource "1 GPU" of group "vision"`, "env: HF_TOKEN looks like a credential", "vault",
+				"klique secret set HF_TOKEN --group vision"},
+		},
+		{
+			name: "a value shaped like a credential is refused whatever the variable's name, without repeating it",
+			mutate: func(e *estate.Estate) {
+				e.ComputeResource("cr-r1").Env = map[string]string{"GH": "ghp_" + strings.Repeat("a", 36)}
+			},
+			want: []string{"env: GH looks like a credential", "keep it in a vault instead"},
+		},
+		{
+			name: "a value longer than the bound is refused",
+			mutate: func(e *estate.Estate) {
+				e.ComputeResource("cr-r1").Env = map[string]string{"A": strings.Repeat("v", 8193)}
+			},
+			want: []string{"env: the value of A is longer than 8192 bytes"},
+		},
+		{
+			name: "more than 256 variables are refused",
+			mutate: func(e *estate.Estate) {
+				env := map[string]string{}
+				for i := range 257 {
+					env[fmt.Sprintf("V%d", i)] = "x"
+				}
+				e.ComputeResource("cr-r1").Env = env
+			},
+			want: []string{"env sets 257 variables, more than 256"},
+		},
+		{
+			name:   "a relative host path is refused",
+			mutate: func(e *estate.Estate) { e.ComputeResource("cr-r1").Mounts = []string{"data/hf:/data/hf"} },
+			want:   []string{`compute resource "1 GPU" of group "research"`, "mounts:", `host path "data/hf" must be absolute`},
+		},
+		{
+			name:   "a relative container path is refused",
+			mutate: func(e *estate.Estate) { e.ComputeResource("cr-r1").Mounts = []string{"/data/hf:hf"} },
+			want:   []string{`container path "hf" must be absolute`},
+		},
+		{
+			name:   "a path with a '..' component is refused",
+			mutate: func(e *estate.Estate) { e.ComputeResource("cr-r1").Mounts = []string{"/data/../etc:/etc-copy:ro"} },
+			want:   []string{`host path "/data/../etc" must not hold a '..' component`},
+		},
+		{
+			name:   "a mode other than ro or rw is refused",
+			mutate: func(e *estate.Estate) { e.ComputeResource("cr-r1").Mounts = []string{"/data:/data:rx"} },
+			want:   []string{`ends in "rx"`, "ro (read-only) or rw (read-write)"},
+		},
+		{
+			name:   "a mount without a container path is refused",
+			mutate: func(e *estate.Estate) { e.ComputeResource("cr-r1").Mounts = []string{"/data"} },
+			want:   []string{"must be /host/path:/container/path, optionally followed by :ro or :rw"},
+		},
+		{
+			name:   "a mount with a comma is refused",
+			mutate: func(e *estate.Estate) { e.ComputeResource("cr-r1").Mounts = []string{"/data:/data,readonly"} },
+			want:   []string{"holds a comma"},
+		},
+		{
+			name:   "a mount onto the container's root is refused",
+			mutate: func(e *estate.Estate) { e.ComputeResource("cr-r1").Mounts = []string{"/srv/root:/"} },
+			want:   []string{"the container path cannot be /"},
+		},
+		{
+			name:   "one container path mounted twice is refused",
+			mutate: func(e *estate.Estate) { e.ComputeResource("cr-r1").Mounts = []string{"/a:/data", "/b:/data/:ro"} },
+			want:   []string{"container path /data is mounted twice"},
+		},
+		{
+			name: "more than 32 mounts are refused",
+			mutate: func(e *estate.Estate) {
+				for i := range 33 {
+					e.ComputeResource("cr-r1").Mounts = append(e.ComputeResource("cr-r1").Mounts, fmt.Sprintf("/d%d:/d%d", i, i))
+				}
+			},
+			want: []string{"mounts lists 33 mounts, more than 32"},
 		},
 
 		// Projects.

@@ -156,8 +156,19 @@ type ComputeResource struct {
 	Description string
 	PolicyID    string
 	ProfileID   string
-	CreatedAt   time.Time
-	UpdatedAt   time.Time
+	// Image is the container image of tasks sent here that name none; a
+	// task's own image wins.
+	Image string
+	// Env are environment variables every task sent here gets; a task's own
+	// variable of the same name wins. Credentials are refused: they belong
+	// in a vault.
+	Env map[string]string
+	// Mounts are extra mounts of a task's container in Docker mode, as
+	// docker -v writes them: /host/path:/container/path[:ro|:rw]. Process
+	// mode ignores them.
+	Mounts    []string
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }
 
 // Project groups tasks for attribution. A project may be restricted to one

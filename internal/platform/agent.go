@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -191,6 +193,7 @@ func (s *Service) claimOnce(ctx context.Context, w *identity.Worker, worker *mod
 		return nil, err
 	}
 	var task *model.Task
+	var cr *model.ComputeResource
 	err := s.workerTxn(ctx, w, worker.Hostname, func(t *txn) error {
 		var err error
 		task, err = t.q.ClaimTask(ctx, w.TenantID, w.PoolID, worker.ID, "running on "+worker.Hostname+" in pool "+w.PoolName,
@@ -202,22 +205,47 @@ func (s *Service) claimOnce(ctx context.Context, w *identity.Worker, worker *mod
 		if err != nil {
 			return err
 		}
+		// The compute resource's run settings, from the task's own tenant,
+		// read with the claim: when they cannot be read the claim is
+		// undone rather than handing out a task without them.
+		e, err := s.currentEstate(ctx, t.q, task.TenantID)
+		if err != nil {
+			return err
+		}
+		cr = e.ComputeResource(task.ComputeResourceID)
 		return t.record("task.started", "task", task.ID, task.Name, task.GroupID,
 			fmt.Sprintf("claimed by worker %s of pool %s (attempt %d)", worker.Hostname, w.PoolName, task.Run.Attempt))
 	})
 	if err != nil || task == nil {
 		return nil, err
 	}
-	return s.assignment(ctx, task)
+	return s.assignment(ctx, task, cr)
 }
 
-// assignment is what a worker needs to run a claimed task.
-func (s *Service) assignment(ctx context.Context, t *model.Task) (*agentapi.Assignment, error) {
+// assignment is what a worker needs to run a claimed task: the task's spec
+// with the run settings of its compute resource (cr; nil when it is gone)
+// merged in. The task's image wins over the compute resource's, and its
+// variables over those of the same name.
+func (s *Service) assignment(ctx context.Context, t *model.Task, cr *model.ComputeResource) (*agentapi.Assignment, error) {
 	a := &agentapi.Assignment{TaskID: t.ID, Attempt: t.Run.Attempt, Name: t.Name,
 		MilliGPUsPerNode: int64(t.Size.PerNode), Nodes: t.Size.Nodes,
 		Command: t.Spec.Command, Repository: t.Spec.Repository, Commit: t.Spec.Commit, Diff: t.Spec.Diff,
 		EntryPoint: t.Spec.EntryPoint, WorkingDir: t.Spec.WorkingDir, Packages: t.Spec.Packages, Image: t.Spec.Image,
 		Parameters: t.Spec.Parameters, Env: t.Spec.Env, Secrets: t.Spec.Secrets, LeaseSeconds: int(s.agent.Lease / time.Second)}
+	if cr != nil && cr.TenantID == t.TenantID && cr.ID == t.ComputeResourceID {
+		if a.Image == "" {
+			a.Image = cr.Image
+		}
+		if len(cr.Env) > 0 {
+			env := make(map[string]string, len(cr.Env)+len(t.Spec.Env))
+			maps.Copy(env, cr.Env)
+			maps.Copy(env, t.Spec.Env)
+			a.Env = env
+		}
+		if len(cr.Mounts) > 0 {
+			a.Mounts = slices.Clone(cr.Mounts)
+		}
+	}
 	if pr, err := s.store.GetProject(ctx, t.TenantID, t.ProjectID); err == nil {
 		a.Project, a.OutputDestination = pr.Name, pr.OutputDestination
 	}

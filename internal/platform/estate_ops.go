@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -1021,12 +1022,14 @@ func (s *Service) ConnectProfile(ctx context.Context, in ConnectInput) (*EstateR
 		cr := &model.ComputeResource{ID: model.NewID(), TenantID: p.TenantID, PolicyID: pol.ID, ProfileID: pr.ID, Name: pr.Name, CreatedAt: t.now}
 		setString(&cr.Name, in.Name)
 		setString(&cr.Description, in.Description)
+		setRunSettings(cr, in.Image, in.Env, in.Mounts)
 		next.ComputeResources = append(next.ComputeResources, cr)
 		return cr.ID, nil
 	})
 }
 
-// UpdateComputeResource renames or describes a compute resource.
+// UpdateComputeResource renames or describes a compute resource, or changes
+// how its tasks run.
 func (s *Service) UpdateComputeResource(ctx context.Context, id string, in ComputeResourceInput) (*EstateResult, error) {
 	p, err := caller(ctx)
 	if err != nil {
@@ -1039,8 +1042,21 @@ func (s *Service) UpdateComputeResource(ctx context.Context, id string, in Compu
 		}
 		setString(&cr.Name, in.Name)
 		setString(&cr.Description, in.Description)
+		setRunSettings(cr, in.Image, in.Env, in.Mounts)
 		return cr.ID, nil
 	})
+}
+
+// setRunSettings changes how a compute resource's tasks run: nil leaves a
+// setting as it is, an empty value clears it.
+func setRunSettings(cr *model.ComputeResource, image *string, env map[string]string, mounts []string) {
+	setString(&cr.Image, image)
+	if env != nil {
+		cr.Env = maps.Clone(env)
+	}
+	if mounts != nil {
+		cr.Mounts = slices.Clone(mounts)
+	}
 }
 
 // DisconnectProfile deletes a compute resource that has no work queued or

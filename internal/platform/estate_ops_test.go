@@ -2,6 +2,7 @@ package platform_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -261,10 +262,23 @@ func TestEstateChanges(t *testing.T) {
 				t.Fatalf("policy read back as %+v", got)
 			}
 
-			cr := step("connect", "create", estate.KindComputeResource)(b.svc.ConnectProfile(ctx, platform.ConnectInput{Policy: "team", Profile: "one", Name: ptr("1 GPU")}))
+			cr := step("connect", "create", estate.KindComputeResource)(b.svc.ConnectProfile(ctx, platform.ConnectInput{Policy: "team", Profile: "one", Name: ptr("1 GPU"),
+				Image: ptr("python:3.12"), Env: map[string]string{"HF_HOME": "/data/hf"}, Mounts: []string{"/data/hf:/data/hf"}}))
 			step("rename compute resource", "update", estate.KindComputeResource)(b.svc.UpdateComputeResource(ctx, cr.ID, platform.ComputeResourceInput{Name: ptr("one GPU")}))
-			if c, err := b.svc.ComputeResource(ctx, cr.ID); err != nil || c.Name != "one GPU" {
-				t.Fatalf("compute resource read back as %+v, %v", c, err)
+			if c, err := b.svc.ComputeResource(ctx, cr.ID); err != nil || c.Name != "one GPU" || c.Image != "python:3.12" ||
+				c.Env["HF_HOME"] != "/data/hf" || len(c.Mounts) != 1 {
+				t.Fatalf("compute resource read back as %+v, %v: a rename keeps the run settings", c, err)
+			}
+			step("change the mounts", "update", estate.KindComputeResource)(b.svc.UpdateComputeResource(ctx, cr.ID, platform.ComputeResourceInput{
+				Mounts: []string{"/data/hf:/data/hf:ro", "/scratch:/scratch"}}))
+			if c, err := b.svc.ComputeResource(ctx, cr.ID); err != nil || c.Image != "python:3.12" || c.Env["HF_HOME"] != "/data/hf" ||
+				!slices.Equal(c.Mounts, []string{"/data/hf:/data/hf:ro", "/scratch:/scratch"}) {
+				t.Fatalf("compute resource read back as %+v, %v: mounts replaced, the rest kept", c, err)
+			}
+			step("clear the run settings", "update", estate.KindComputeResource)(b.svc.UpdateComputeResource(ctx, cr.ID, platform.ComputeResourceInput{
+				Image: ptr(""), Env: map[string]string{}, Mounts: []string{}}))
+			if c, err := b.svc.ComputeResource(ctx, cr.ID); err != nil || c.Image != "" || len(c.Env) != 0 || len(c.Mounts) != 0 {
+				t.Fatalf("compute resource read back as %+v, %v: empty values clear", c, err)
 			}
 
 			step("create project", "create", estate.KindProject)(b.svc.CreateProject(ctx, platform.ProjectInput{Name: ptr("proj"), Group: ptr("team"), OutputDestination: ptr("s3://b/p")}))
@@ -522,6 +536,12 @@ func TestEstateChanges(t *testing.T) {
 		{"a compute resource renamed to another of the group's names", nil, func(ctx context.Context, s *platform.Service) (*platform.EstateResult, error) {
 			return s.UpdateComputeResource(ctx, idOf(ctx, s, "vision", "half GPU"), platform.ComputeResourceInput{Name: ptr("1 GPU")})
 		}, []string{`compute resource "1 GPU" of group "vision"`, "another compute resource with this name"}},
+		{"a compute resource variable that holds a credential", nil, func(ctx context.Context, s *platform.Service) (*platform.EstateResult, error) {
+			return s.UpdateComputeResource(ctx, idOf(ctx, s, "vision", "1 GPU"), platform.ComputeResourceInput{Env: map[string]string{"WANDB_API_KEY": "0123456789abcdef"}})
+		}, []string{`compute resource "1 GPU" of group "vision"`, "env: WANDB_API_KEY looks like a credential", "klique secret set WANDB_API_KEY --group vision"}},
+		{"a compute resource connected with a relative mount", nil, func(ctx context.Context, s *platform.Service) (*platform.EstateResult, error) {
+			return s.ConnectProfile(ctx, platform.ConnectInput{Policy: "vision", Profile: "one-a100", Mounts: []string{"data:/data"}})
+		}, []string{`compute resource "one-a100" of group "vision"`, `host path "data" must be absolute`}},
 		{"a project writing to a destination with spaces", nil, func(ctx context.Context, s *platform.Service) (*platform.EstateResult, error) {
 			return s.CreateProject(ctx, platform.ProjectInput{Name: ptr("p"), OutputDestination: ptr("s3://my bucket")})
 		}, []string{`project "p"`, "output destination must be a directory path or bucket URL without spaces"}},

@@ -70,12 +70,22 @@ type ConnectInput struct {
 	Profile     string
 	Name        *string
 	Description *string
+	// Image, Env and Mounts are how the compute resource's tasks run (see
+	// model.ComputeResource).
+	Image  *string
+	Env    map[string]string
+	Mounts []string
 }
 
-// ComputeResourceInput renames or describes a compute resource.
+// ComputeResourceInput renames, describes or changes how the tasks of a
+// compute resource run. A nil Env or Mounts leaves them as they are; an
+// empty one clears them, as an empty Image does.
 type ComputeResourceInput struct {
 	Name        *string
 	Description *string
+	Image       *string
+	Env         map[string]string
+	Mounts      []string
 }
 
 // GroupInput creates or changes a group.

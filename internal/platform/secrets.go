@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 	"unicode"
 
 	"github.com/klique-ai/klique/internal/estate"
 	"github.com/klique-ai/klique/internal/identity"
 	"github.com/klique-ai/klique/internal/model"
+	"github.com/klique-ai/klique/internal/runenv"
 	"github.com/klique-ai/klique/internal/store"
 )
 
@@ -87,7 +87,7 @@ func (s *Service) SetSecret(ctx context.Context, scope, ref, name, value string)
 	if p.ProjectID != "" {
 		return nil, forbidden("a credential scoped to a project cannot change secrets; use an unscoped key")
 	}
-	if !envNameRE.MatchString(name) || len(name) > MaxParamKeyLength {
+	if !runenv.ValidName(name) {
 		return nil, invalid("secret name %q must be letters, digits and '_', not starting with a digit: it becomes an environment variable", name)
 	}
 	if value == "" || len(value) > MaxSecretBytes {
@@ -201,50 +201,17 @@ func checkTaskSecrets(ctx context.Context, q store.Queries, e *estate.Estate, t 
 	return nil
 }
 
-// credentialWords are the words of a parameter or variable name that say
-// it holds a credential.
-var credentialWords = map[string]bool{
-	"password": true, "passwd": true, "pwd": true, "secret": true, "token": true, "apikey": true,
-	"credential": true, "credentials": true, "privatekey": true, "accesskey": true,
-}
-
-// credentialValues are shapes of well-known credentials.
-var credentialValues = regexp.MustCompile(`^(AKIA[0-9A-Z]{16}|gh[pousr]_[A-Za-z0-9]{30,}|sk-[A-Za-z0-9_-]{20,}|kqw?_[0-9A-Za-z]{40,}|xox[abprs]-[A-Za-z0-9-]{10,}|hf_[A-Za-z0-9]{30,}|glpat-[A-Za-z0-9_-]{20,})$|-----BEGIN [A-Z ]*PRIVATE KEY-----`)
-
-// looksLikeCredential reports whether a launch parameter or environment
-// variable seems to carry a credential: by a word of its name (HF_TOKEN,
-// db_password; not max_tokens or tokenizer), or by the shape of its value.
-func looksLikeCredential(key, value string) bool {
-	if value == "" {
-		return false
-	}
-	if credentialValues.MatchString(strings.TrimSpace(value)) {
-		return true
-	}
-	words := strings.FieldsFunc(key, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
-	for i, w := range words {
-		w = strings.ToLower(w)
-		if credentialWords[w] {
-			return true
-		}
-		if i+1 < len(words) && credentialWords[w+strings.ToLower(words[i+1])] {
-			return true // api_key, access_key, private_key
-		}
-	}
-	return false
-}
-
 // credentialProblems lists the parameters and variables of a spec that look
 // like credentials, each with a pointer to the vault.
 func credentialProblems(spec *model.TaskSpec) []string {
 	var ps []string
 	for _, k := range sortedKeys(spec.Parameters) {
-		if looksLikeCredential(k, spec.Parameters[k]) {
+		if runenv.LooksLikeCredential(k, spec.Parameters[k]) {
 			ps = append(ps, fmt.Sprintf("parameter %s looks like a credential: keep it in a vault ('klique secret set %s --project P') and name it in the task's secrets; parameters are recorded on the task for anyone who can read it", k, envName(k)))
 		}
 	}
 	for _, k := range sortedKeys(spec.Env) {
-		if looksLikeCredential(k, spec.Env[k]) {
+		if runenv.LooksLikeCredential(k, spec.Env[k]) {
 			ps = append(ps, fmt.Sprintf("environment variable %s looks like a credential: keep it in a vault ('klique secret set %s --project P') and name it in the task's secrets", k, k))
 		}
 	}

@@ -2,12 +2,12 @@ package platform
 
 import (
 	"fmt"
-	"regexp"
 	"sort"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/klique-ai/klique/internal/model"
+	"github.com/klique-ai/klique/internal/runenv"
 )
 
 // Bounds on a task spec. A task record holds intent, not data: anything
@@ -22,10 +22,8 @@ const (
 	MaxParameters       = 512
 	MaxParamKeyLength   = 128
 	MaxParamValueLength = 8192
-	MaxEnvVars          = 256
+	MaxEnvVars          = runenv.MaxVars
 )
-
-var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // ValidateTaskSpec checks what a task runs and returns every problem, each
 // saying what to change. It is the same check for every channel.
@@ -106,10 +104,10 @@ func ValidateTaskSpec(name string, spec *model.TaskSpec) []string {
 		add("%d environment variables, more than %d", len(spec.Env), MaxEnvVars)
 	}
 	for _, k := range sortedKeys(spec.Env) {
-		if !envNameRE.MatchString(k) || len(k) > MaxParamKeyLength {
+		if !runenv.ValidName(k) {
 			add("environment variable name %q must be letters, digits and '_', not starting with a digit", k)
 		}
-		text("environment variable "+k, spec.Env[k], MaxParamValueLength)
+		text("environment variable "+k, spec.Env[k], runenv.MaxValueLength)
 	}
 	if len(spec.Secrets) > MaxEnvVars {
 		add("%d secrets named, more than %d", len(spec.Secrets), MaxEnvVars)
@@ -117,7 +115,7 @@ func ValidateTaskSpec(name string, spec *model.TaskSpec) []string {
 	seen := map[string]bool{}
 	for _, name := range spec.Secrets {
 		switch {
-		case !envNameRE.MatchString(name) || len(name) > MaxParamKeyLength:
+		case !runenv.ValidName(name):
 			add("secret name %q must be letters, digits and '_', not starting with a digit", name)
 		case seen[name]:
 			add("secret %s is named twice", name)

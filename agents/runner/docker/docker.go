@@ -1,6 +1,7 @@
 // Package docker is the Docker mode of the bare-metal worker: each task runs
 // in its own container of the task's image, on the GPUs the worker assigned
-// (--gpus "device=…"), with the task's directory mounted at the same path.
+// (--gpus "device=…"), with the task's directory mounted at the same path,
+// its compute resource's mounts and the worker's own volumes.
 // A task with a repository is cloned on the host into that directory first.
 //
 // Docker mode can run a fraction of a GPU as a memory-capped share: the
@@ -30,6 +31,7 @@ import (
 	"github.com/klique-ai/klique/agents/runner/internal/pgroup"
 	"github.com/klique-ai/klique/agents/runner/source"
 	"github.com/klique-ai/klique/internal/agentapi"
+	"github.com/klique-ai/klique/internal/runenv"
 )
 
 // Labels put on every container.
@@ -210,8 +212,18 @@ func (r *Runner) Render(job *runner.Job) (args []string, env []string, err error
 	}
 
 	// The task's directory, at the same path inside, so the paths in its
-	// environment (params, metrics, outputs files) hold in both places.
+	// environment (params, metrics, outputs files) hold in both places;
+	// then the compute resource's mounts, then the worker's own volumes.
 	args = append(args, "-v", job.Dir+":"+job.Dir)
+	for _, m := range t.Mounts {
+		// The control plane checked them; checked again here so that a
+		// malformed one fails the task with a reason instead of reaching
+		// docker.
+		if err := runenv.CheckMount(m); err != nil {
+			return nil, nil, fmt.Errorf("the compute resource's mounts: %w", err)
+		}
+		args = append(args, "-v", m)
+	}
 	for _, v := range r.opts.Volumes {
 		args = append(args, "-v", v)
 	}

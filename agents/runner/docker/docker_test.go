@@ -67,6 +67,31 @@ func TestRender(t *testing.T) {
 		}
 	})
 
+	t.Run("the compute resource's mounts come after the task's directory and before the worker's volumes", func(t *testing.T) {
+		r := New(Options{Volumes: []string{"/data:/data:ro"}, BaseEnv: base})
+		j := job("/w/t", []agentapi.GPU{{Index: 0}}, 1000)
+		j.Task.Mounts = []string{"/data/hf-cache:/data/hf-cache", "/datasets:/datasets:ro"}
+		args, _, err := r.Render(j)
+		if err != nil {
+			t.Fatal(err)
+		}
+		joined := strings.Join(args, " ")
+		want := "-v /w/t:/w/t -v /data/hf-cache:/data/hf-cache -v /datasets:/datasets:ro -v /data:/data:ro -w /w/t/work"
+		if !strings.Contains(joined, want) {
+			t.Fatalf("args lack %q:\n%s", want, joined)
+		}
+	})
+
+	t.Run("a malformed mount fails the task with the reason instead of reaching docker", func(t *testing.T) {
+		for _, m := range []string{"data:/data", "/data:/data:rx", "/srv/../etc:/etc", "/a,b:/a"} {
+			j := job("/w/t", nil, 0)
+			j.Task.Mounts = []string{m}
+			if _, _, err := New(Options{BaseEnv: base}).Render(j); err == nil || !strings.Contains(err.Error(), "mount") {
+				t.Errorf("mount %q: err = %v", m, err)
+			}
+		}
+	})
+
 	t.Run("a fraction: one GPU, its memory cap and share in the environment", func(t *testing.T) {
 		r := New(Options{MPSPipeDir: "/tmp/nvidia-mps", User: "1000:1000", Network: "host", BaseEnv: base})
 		args, env, err := r.Render(job("/w/t", []agentapi.GPU{{Index: 1, MemoryMB: 81920}}, 250))

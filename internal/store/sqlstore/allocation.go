@@ -385,25 +385,50 @@ func (q *queries) ListPolicies(ctx context.Context, tenantID string) ([]*model.R
 
 // Compute resources.
 
-const computeResourceColumns = `id, tenant_id, name, description, policy_id, profile_id, created_at, updated_at`
+const computeResourceColumns = `id, tenant_id, name, description, policy_id, profile_id, image, env, mounts, created_at, updated_at`
 
 func scanComputeResource(r scanner) (*model.ComputeResource, error) {
 	var c model.ComputeResource
+	var env, mounts string
 	var created, updated int64
-	if err := r.Scan(&c.ID, &c.TenantID, &c.Name, &c.Description, &c.PolicyID, &c.ProfileID, &created, &updated); err != nil {
+	if err := r.Scan(&c.ID, &c.TenantID, &c.Name, &c.Description, &c.PolicyID, &c.ProfileID, &c.Image, &env, &mounts,
+		&created, &updated); err != nil {
 		return nil, err
+	}
+	var err error
+	if c.Env, err = stringMap(env); err != nil {
+		return nil, fmt.Errorf("compute resource %s env: %w", c.ID, err)
+	}
+	if c.Mounts, err = stringSlice(mounts); err != nil {
+		return nil, fmt.Errorf("compute resource %s mounts: %w", c.ID, err)
 	}
 	c.CreatedAt, c.UpdatedAt = fromMicros(created), fromMicros(updated)
 	return &c, nil
 }
 
+// computeResourceJSON encodes the JSON columns of a compute resource.
+func computeResourceJSON(c *model.ComputeResource) (env, mounts string, err error) {
+	if env, err = marshalJSON(c.Env, "{}"); err != nil {
+		return "", "", fmt.Errorf("encode env: %w", err)
+	}
+	if mounts, err = marshalJSON(c.Mounts, "[]"); err != nil {
+		return "", "", fmt.Errorf("encode mounts: %w", err)
+	}
+	return env, mounts, nil
+}
+
 // CreateComputeResource inserts a compute resource. A policy joins a profile
 // once, and its compute resources have distinct names (ErrConflict).
 func (q *queries) CreateComputeResource(ctx context.Context, c *model.ComputeResource) error {
+	what := fmt.Sprintf("create compute resource %q", c.Name)
+	env, mounts, err := computeResourceJSON(c)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
 	undo := assignID(&c.ID)
-	_, err := q.write(ctx, fmt.Sprintf("create compute resource %q", c.Name), store.ErrNotFound,
-		`INSERT INTO compute_resources (`+computeResourceColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-		c.ID, c.TenantID, c.Name, c.Description, c.PolicyID, c.ProfileID, micros(c.CreatedAt), micros(c.UpdatedAt))
+	_, err = q.write(ctx, what, store.ErrNotFound,
+		`INSERT INTO compute_resources (`+computeResourceColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		c.ID, c.TenantID, c.Name, c.Description, c.PolicyID, c.ProfileID, c.Image, env, mounts, micros(c.CreatedAt), micros(c.UpdatedAt))
 	if err != nil {
 		undo()
 	}
@@ -411,10 +436,16 @@ func (q *queries) CreateComputeResource(ctx context.Context, c *model.ComputeRes
 }
 
 func (q *queries) UpdateComputeResource(ctx context.Context, c *model.ComputeResource) error {
-	return q.writeOne(ctx, "update compute resource "+c.ID, store.ErrNotFound,
-		`UPDATE compute_resources SET name = ?, description = ?, policy_id = ?, profile_id = ?, updated_at = ?
+	what := "update compute resource " + c.ID
+	env, mounts, err := computeResourceJSON(c)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return q.writeOne(ctx, what, store.ErrNotFound,
+		`UPDATE compute_resources SET name = ?, description = ?, policy_id = ?, profile_id = ?, image = ?, env = ?, mounts = ?,
+			updated_at = ?
 		WHERE tenant_id = ? AND id = ?`,
-		c.Name, c.Description, c.PolicyID, c.ProfileID, micros(c.UpdatedAt), c.TenantID, c.ID)
+		c.Name, c.Description, c.PolicyID, c.ProfileID, c.Image, env, mounts, micros(c.UpdatedAt), c.TenantID, c.ID)
 }
 
 // DeleteComputeResource deletes a compute resource that no task names

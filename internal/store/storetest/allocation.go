@@ -554,7 +554,9 @@ func exerciseComputeResources(t *testing.T, setup setupFunc) {
 		pol := b.policy(t, b.group(t).ID)
 		prof := b.profile(t)
 		in := &model.ComputeResource{ID: model.NewID(), TenantID: b.tenant.ID, Name: "1 GPU", Description: "one H100",
-			PolicyID: pol.ID, ProfileID: prof.ID, CreatedAt: b.at(1), UpdatedAt: b.at(2)}
+			PolicyID: pol.ID, ProfileID: prof.ID, Image: "pytorch/pytorch:2.3.1-cuda12.1-cudnn8-runtime",
+			Env:    map[string]string{"HF_HOME": "/data/hf-cache", "NCCL_DEBUG": "WARN", "QUOTE": "a \"b\" ü"},
+			Mounts: []string{"/data/hf-cache:/data/hf-cache", "/datasets:/datasets:ro"}, CreatedAt: b.at(1), UpdatedAt: b.at(2)}
 		must(t, b.store.CreateComputeResource(b.ctx, in))
 		want := *in
 		want.CreatedAt, want.UpdatedAt = norm(in.CreatedAt), norm(in.UpdatedAt)
@@ -570,13 +572,41 @@ func exerciseComputeResources(t *testing.T, setup setupFunc) {
 		pol2 := b.policy(t, b.group(t).ID)
 		prof2 := b.profile(t)
 		upd := &model.ComputeResource{ID: q.cr.ID, TenantID: b.tenant.ID, Name: "8 GPUs", Description: "d",
-			PolicyID: pol2.ID, ProfileID: prof2.ID, CreatedAt: b.at(20), UpdatedAt: b.at(3)}
+			PolicyID: pol2.ID, ProfileID: prof2.ID, Image: "python:3.12", Env: map[string]string{"A": "1"},
+			Mounts: []string{"/scratch:/scratch:rw"}, CreatedAt: b.at(20), UpdatedAt: b.at(3)}
 		must(t, b.store.UpdateComputeResource(b.ctx, upd))
 		want := *upd
 		want.CreatedAt, want.UpdatedAt = norm(q.cr.CreatedAt), norm(upd.UpdatedAt)
 		got, err := b.store.GetComputeResource(b.ctx, b.tenant.ID, q.cr.ID)
 		must(t, err)
 		checkEqual(t, "after UpdateComputeResource", got, &want)
+	})
+
+	t.Run("compute resources read nil run settings back as empty, non-nil values, and an update can clear them", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		q := b.queue(t)
+		got, err := b.store.GetComputeResource(b.ctx, b.tenant.ID, q.cr.ID)
+		must(t, err)
+		checkEqual(t, "Image", got.Image, "")
+		checkEqual(t, "Env", got.Env, map[string]string{})
+		checkEqual(t, "Mounts", got.Mounts, []string{})
+
+		set := *q.cr
+		set.Image, set.Env, set.Mounts = "python:3.12", map[string]string{"K": "v"}, []string{"/a:/a"}
+		must(t, b.store.UpdateComputeResource(b.ctx, &set))
+		set.Image, set.Env, set.Mounts = "", nil, nil
+		must(t, b.store.UpdateComputeResource(b.ctx, &set))
+		got, err = b.store.GetComputeResource(b.ctx, b.tenant.ID, q.cr.ID)
+		must(t, err)
+		checkEqual(t, "Image after clearing", got.Image, "")
+		checkEqual(t, "Env after clearing", got.Env, map[string]string{})
+		checkEqual(t, "Mounts after clearing", got.Mounts, []string{})
+		list, err := b.store.ListComputeResources(b.ctx, b.tenant.ID)
+		must(t, err)
+		if len(list) != 1 || list[0].Env == nil || list[0].Mounts == nil {
+			t.Fatalf("ListComputeResources = %+v, want one with empty, non-nil settings", list)
+		}
 	})
 
 	t.Run("UpdateComputeResource returns ErrNotFound for a missing resource, another tenant's, or a missing profile", func(t *testing.T) {
