@@ -130,6 +130,35 @@ type UsageRow struct {
 	Currency string
 }
 
+// ModelUsageQuery sums the model-call ledger over [From, To), grouped by
+// By (ByUser, ByProject, ByGroup, ByAlias, ByModel).
+type ModelUsageQuery struct {
+	From, To time.Time
+	By       []string
+	// Filters; empty does not filter.
+	UserID    string
+	ProjectID string
+	GroupIDs  []string
+}
+
+// Dimensions only the model-call ledger has.
+const (
+	ByAlias = "alias"
+	ByModel = "model"
+)
+
+// ModelUsageRow is one group of model-call totals.
+type ModelUsageRow struct {
+	Keys         []UsageKey
+	Calls        int64
+	InputTokens  int64
+	OutputTokens int64
+	// CostMicros is in millionths of Currency ("mixed" when a group spans
+	// currencies).
+	CostMicros int64
+	Currency   string
+}
+
 // UsageKey names one dimension's object in a usage row.
 type UsageKey struct {
 	Dimension string
@@ -280,6 +309,15 @@ type Queries interface {
 	// range's ends and counting open intervals up to now, grouped by the
 	// given dimensions.
 	SumUsage(ctx context.Context, tenantID string, q UsageQuery) ([]UsageRow, error)
+
+	// The model-call ledger. InsertModelCalls records calls, skipping those
+	// already recorded (the id is the gateway's request id).
+	InsertModelCalls(ctx context.Context, calls []*model.ModelCall) error
+	// SumModelCalls adds up the model-call ledger.
+	SumModelCalls(ctx context.Context, tenantID string, q ModelUsageQuery) ([]ModelUsageRow, error)
+	// ListModelCalls lists calls in [From, To), newest first; Page.After is
+	// the id of the last call of the previous page.
+	ListModelCalls(ctx context.Context, tenantID string, q ModelUsageQuery, page Page) ([]*model.ModelCall, error)
 
 	// Queue states: why each compute resource's head waits.
 	PutQueueState(ctx context.Context, s *model.QueueState) error

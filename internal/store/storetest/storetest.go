@@ -53,6 +53,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Engine", exerciseEngine},
 		{"Ledger", exerciseLedger},
 		{"Workers", exerciseWorkers},
+		{"ModelCalls", exerciseModelCalls},
 		{"Store", exerciseStore},
 	} {
 		t.Run(group.name, func(t *testing.T) {

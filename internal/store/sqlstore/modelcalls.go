@@ -1,0 +1,160 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+
+	"github.com/klique-ai/klique/internal/model"
+	"github.com/klique-ai/klique/internal/store"
+)
+
+const modelCallColumns = `id, tenant_id, at, user_id, user_name, project_id, project_name, group_id, group_name,
+	endpoint, alias, model, target, stream, input_tokens, output_tokens, cost_micros, currency, latency_micros,
+	status, outcome, guardrail`
+
+const modelCallArity = 22
+
+func scanModelCall(r scanner) (*model.ModelCall, error) {
+	var c model.ModelCall
+	var at, stream int64
+	if err := r.Scan(&c.ID, &c.TenantID, &at, &c.UserID, &c.UserName, &c.ProjectID, &c.ProjectName, &c.GroupID, &c.GroupName,
+		&c.Endpoint, &c.Alias, &c.Model, &c.Target, &stream, &c.InputTokens, &c.OutputTokens, &c.CostMicros, &c.Currency,
+		&c.LatencyMicros, &c.Status, &c.Outcome, &c.Guardrail); err != nil {
+		return nil, err
+	}
+	c.At, c.Stream = fromMicros(at), stream != 0
+	return &c, nil
+}
+
+// modelCallBatch bounds the rows of one INSERT (22 parameters each).
+const modelCallBatch = 200
+
+// InsertModelCalls records calls in multi-row inserts, skipping ids already
+// recorded.
+func (q *queries) InsertModelCalls(ctx context.Context, calls []*model.ModelCall) error {
+	for len(calls) > 0 {
+		n := min(len(calls), modelCallBatch)
+		batch := calls[:n]
+		calls = calls[n:]
+		row := "(" + placeholders(modelCallArity) + ")"
+		rows := make([]string, len(batch))
+		args := make([]any, 0, len(batch)*modelCallArity)
+		for i, c := range batch {
+			rows[i] = row
+			stream := 0
+			if c.Stream {
+				stream = 1
+			}
+			args = append(args, c.ID, c.TenantID, micros(c.At), c.UserID, c.UserName, c.ProjectID, c.ProjectName, c.GroupID, c.GroupName,
+				c.Endpoint, c.Alias, c.Model, c.Target, stream, c.InputTokens, c.OutputTokens, c.CostMicros, c.Currency,
+				c.LatencyMicros, c.Status, c.Outcome, c.Guardrail)
+		}
+		if _, err := q.write(ctx, fmt.Sprintf("record %d model calls", len(batch)), store.ErrNotFound,
+			`INSERT INTO model_calls (`+modelCallColumns+`) VALUES `+strings.Join(rows, ", ")+` ON CONFLICT (id) DO NOTHING`, args...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// modelDimensions maps a dimension to its id and name columns.
+var modelDimensions = map[string][2]string{
+	store.ByUser:    {"user_id", "user_name"},
+	store.ByProject: {"project_id", "project_name"},
+	store.ByGroup:   {"group_id", "group_name"},
+	store.ByAlias:   {"alias", "alias"},
+	store.ByModel:   {"model", "model"},
+}
+
+// modelWhere is the WHERE clause of a model-usage query.
+func modelWhere(tenantID string, u store.ModelUsageQuery) (string, []any) {
+	where := `tenant_id = ? AND at >= ? AND at < ?`
+	args := []any{tenantID, micros(u.From), micros(u.To)}
+	if u.UserID != "" {
+		where += ` AND user_id = ?`
+		args = append(args, u.UserID)
+	}
+	if u.ProjectID != "" {
+		where += ` AND project_id = ?`
+		args = append(args, u.ProjectID)
+	}
+	if len(u.GroupIDs) > 0 {
+		where += ` AND group_id IN (` + placeholders(len(u.GroupIDs)) + `)`
+		for _, g := range u.GroupIDs {
+			args = append(args, g)
+		}
+	}
+	return where, args
+}
+
+// SumModelCalls adds up the model-call ledger, grouped by u.By.
+func (q *queries) SumModelCalls(ctx context.Context, tenantID string, u store.ModelUsageQuery) ([]store.ModelUsageRow, error) {
+	if !u.To.After(u.From) {
+		return nil, fmt.Errorf("sum model calls: the range must end after it starts")
+	}
+	var idCols, selects []string
+	for _, d := range u.By {
+		cols, ok := modelDimensions[d]
+		if !ok {
+			return nil, fmt.Errorf("sum model calls: unknown dimension %q", d)
+		}
+		idCols = append(idCols, cols[0])
+		selects = append(selects, cols[0], "MAX("+cols[1]+")")
+	}
+	where, args := modelWhere(tenantID, u)
+	query := `SELECT ` + strings.Join(append(selects, `COUNT(*)`, `SUM(input_tokens)`, `SUM(output_tokens)`, `SUM(cost_micros)`,
+		`MIN(currency)`, `MAX(currency)`), ", ") + ` FROM model_calls WHERE ` + where
+	if len(idCols) > 0 {
+		query += ` GROUP BY ` + strings.Join(idCols, ", ") + ` ORDER BY ` + strings.Join(idCols, ", ")
+	}
+	rows, err := q.query(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("sum model calls: %w", err)
+	}
+	defer rows.Close()
+	out := []store.ModelUsageRow{}
+	for rows.Next() {
+		keys := make([]store.UsageKey, len(u.By))
+		dest := make([]any, 0, 2*len(u.By)+6)
+		for i := range keys {
+			keys[i].Dimension = u.By[i]
+			dest = append(dest, &keys[i].ID, &keys[i].Name)
+		}
+		var calls int64
+		var in, outTok, cost sql.NullInt64
+		var curMin, curMax sql.NullString
+		dest = append(dest, &calls, &in, &outTok, &cost, &curMin, &curMax)
+		if err := rows.Scan(dest...); err != nil {
+			return nil, fmt.Errorf("sum model calls: %w", err)
+		}
+		if calls == 0 {
+			continue // no call in range: an aggregate over nothing
+		}
+		row := store.ModelUsageRow{Keys: keys, Calls: calls, InputTokens: in.Int64, OutputTokens: outTok.Int64, CostMicros: cost.Int64, Currency: curMin.String}
+		if curMin.String != curMax.String {
+			row.Currency = "mixed"
+		}
+		out = append(out, row)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sum model calls: %w", err)
+	}
+	return out, nil
+}
+
+// ListModelCalls lists calls newest first.
+func (q *queries) ListModelCalls(ctx context.Context, tenantID string, u store.ModelUsageQuery, page store.Page) ([]*model.ModelCall, error) {
+	where, args := modelWhere(tenantID, u)
+	if page.After != "" {
+		where += ` AND id < ?`
+		args = append(args, page.After)
+	}
+	limit := page.Limit
+	if limit <= 0 || limit > 1000 {
+		limit = 1000
+	}
+	return getAll(ctx, q, "list model calls", scanModelCall,
+		`SELECT `+modelCallColumns+` FROM model_calls WHERE `+where+` ORDER BY id DESC LIMIT `+fmt.Sprint(limit), args...)
+}

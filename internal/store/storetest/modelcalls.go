@@ -1,0 +1,92 @@
+package storetest
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/klique-ai/klique/internal/model"
+	"github.com/klique-ai/klique/internal/store"
+)
+
+func exerciseModelCalls(t *testing.T, setup setupFunc) {
+	call := func(b *testBundle, tenantID string, at time.Time, user, project, group, alias string, in, out, cost int64) *model.ModelCall {
+		b.n++
+		return &model.ModelCall{ID: model.NewID(), TenantID: tenantID, At: at, UserID: "u-" + user, UserName: user,
+			ProjectID: "p-" + project, ProjectName: project, GroupID: "g-" + group, GroupName: group,
+			Endpoint: "chat/completions", Alias: alias, Model: alias + "-model", Target: "route-a", Stream: b.n%2 == 0,
+			InputTokens: in, OutputTokens: out, CostMicros: cost, Currency: "USD", LatencyMicros: 1234, Status: 200,
+			Outcome: model.CallOK}
+	}
+
+	t.Run("calls are recorded once per request id, summed and listed per tenant", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		day := b.now.Truncate(24 * time.Hour)
+		calls := []*model.ModelCall{
+			call(b, b.tenant.ID, day.Add(time.Hour), "alice", "fraud", "ml", "chat", 100, 20, 3000),
+			call(b, b.tenant.ID, day.Add(2*time.Hour), "alice", "fraud", "ml", "embed", 50, 0, 50),
+			call(b, b.tenant.ID, day.Add(3*time.Hour), "bob", "fraud", "ml", "chat", 10, 5, 400),
+			call(b, b.tenant.ID, day.Add(4*time.Hour), "vic", "detect", "vision", "chat", 7, 7, 0),
+			call(b, b.tenant.ID, day.Add(30*time.Hour), "alice", "fraud", "ml", "chat", 1000, 1000, 1),
+			call(b, b.other.ID, day.Add(time.Hour), "eve", "fraud", "ml", "chat", 999, 999, 999),
+		}
+		calls[3].Outcome, calls[3].Guardrail, calls[3].Status = model.CallBlocked, "global deny 1", 400
+		must(t, b.store.InsertModelCalls(b.ctx, calls))
+		// Recording again (a retried flush) changes nothing.
+		must(t, b.store.InsertModelCalls(b.ctx, calls[:2]))
+
+		q := store.ModelUsageQuery{From: day, To: day.Add(24 * time.Hour), By: []string{store.ByProject, store.ByUser}}
+		rows, err := b.store.SumModelCalls(b.ctx, b.tenant.ID, q)
+		must(t, err)
+		got := ""
+		for _, r := range rows {
+			got += fmt.Sprintf("%s/%s:%d,%d,%d,%d,%s ", r.Keys[0].Name, r.Keys[1].Name, r.Calls, r.InputTokens, r.OutputTokens, r.CostMicros, r.Currency)
+		}
+		if want := "detect/vic:1,7,7,0,USD fraud/alice:2,150,20,3050,USD fraud/bob:1,10,5,400,USD "; got != want {
+			t.Fatalf("sums %q\nwant %q", got, want)
+		}
+		// A project's spend in a period, one user's, no grouping.
+		rows, err = b.store.SumModelCalls(b.ctx, b.tenant.ID, store.ModelUsageQuery{From: day, To: day.Add(48 * time.Hour), ProjectID: "p-fraud", UserID: "u-alice"})
+		must(t, err)
+		if len(rows) != 1 || rows[0].Calls != 3 || rows[0].InputTokens+rows[0].OutputTokens != 2170 || rows[0].CostMicros != 3051 {
+			t.Fatalf("alice in fraud: %+v", rows)
+		}
+		rows, err = b.store.SumModelCalls(b.ctx, b.tenant.ID, store.ModelUsageQuery{From: day.Add(-48 * time.Hour), To: day, ProjectID: "p-fraud"})
+		must(t, err)
+		if len(rows) != 0 {
+			t.Fatalf("nothing in range: %+v", rows)
+		}
+		rows, err = b.store.SumModelCalls(b.ctx, b.tenant.ID, store.ModelUsageQuery{From: day, To: day.Add(48 * time.Hour), By: []string{store.ByAlias}, GroupIDs: []string{"g-ml"}})
+		must(t, err)
+		if len(rows) != 2 || rows[0].Keys[0].Name != "chat" || rows[0].Calls != 3 || rows[1].Keys[0].Name != "embed" {
+			t.Fatalf("by alias in ml: %+v", rows)
+		}
+		_, err = b.store.SumModelCalls(b.ctx, b.tenant.ID, store.ModelUsageQuery{From: day, To: day, By: []string{store.ByAlias}})
+		if err == nil {
+			t.Fatal("an empty range was accepted")
+		}
+		_, err = b.store.SumModelCalls(b.ctx, b.tenant.ID, store.ModelUsageQuery{From: day, To: day.Add(time.Hour), By: []string{store.ByPool}})
+		if err == nil {
+			t.Fatal("a dimension calls do not have was accepted")
+		}
+
+		// Newest first, paged, every field round-tripped.
+		page1, err := b.store.ListModelCalls(b.ctx, b.tenant.ID, store.ModelUsageQuery{From: day, To: day.Add(48 * time.Hour)}, store.Page{Limit: 3})
+		must(t, err)
+		if len(page1) != 3 || page1[0].ID != calls[4].ID || page1[2].ID != calls[2].ID {
+			t.Fatalf("page 1: %s", show(page1))
+		}
+		page2, err := b.store.ListModelCalls(b.ctx, b.tenant.ID, store.ModelUsageQuery{From: day, To: day.Add(48 * time.Hour)}, store.Page{After: page1[2].ID, Limit: 3})
+		must(t, err)
+		if len(page2) != 2 || page2[1].ID != calls[0].ID {
+			t.Fatalf("page 2: %s", show(page2))
+		}
+		blocked := page1[1]
+		want := *calls[3]
+		want.At = want.At.UTC().Truncate(time.Microsecond)
+		if *blocked != want {
+			t.Fatalf("round trip:\n got %+v\nwant %+v", *blocked, want)
+		}
+	})
+}
