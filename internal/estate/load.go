@@ -17,6 +17,7 @@ type Reader interface {
 	ListPolicies(ctx context.Context, tenantID string) ([]*model.ResourcePolicy, error)
 	ListComputeResources(ctx context.Context, tenantID string) ([]*model.ComputeResource, error)
 	ListProjects(ctx context.Context, tenantID string, page store.Page) ([]*model.Project, error)
+	GetGateway(ctx context.Context, tenantID string) (*model.Gateway, error)
 }
 
 // Load reads a tenant's whole allocation model.
@@ -44,5 +45,10 @@ func Load(ctx context.Context, r Reader, tenantID string) (*Estate, error) {
 	if e.Projects, err = r.ListProjects(ctx, tenantID, store.Page{}); err != nil {
 		return nil, fmt.Errorf("load estate: %w", err)
 	}
+	g, err := r.GetGateway(ctx, tenantID)
+	if err != nil {
+		return nil, fmt.Errorf("load estate: %w", err)
+	}
+	e.Gateway = *g
 	return &e, nil
 }

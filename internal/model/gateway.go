@@ -14,9 +14,19 @@ type Gateway struct {
 	Aliases    []*Alias
 	Budgets    []*TokenBudget
 	RateLimits []*RateLimit
+	// Entitlements grant groups and users the right to rules that ask for
+	// them (a frontier model for some teams).
+	Entitlements []*Entitlement
 	// Guardrails is the global policy, applied to every alias before the
 	// alias's own.
 	Guardrails Guardrails
+}
+
+// Entitlement is a named right held by groups (their members) and users.
+type Entitlement struct {
+	Name   string
+	Groups []string
+	Users  []string
 }
 
 // Provider is a public model API: OpenAI, or any OpenAI-compatible provider

@@ -192,11 +192,19 @@ func (s *Service) changeEstate(ctx context.Context, p *identity.Principal, what 
 				return err
 			}
 		}
+		gatewayChanged := false
 		for _, c := range res.Changes {
-			if err := writeChange(t, c); err != nil {
+			if estate.GatewayKind(c.Kind) {
+				gatewayChanged = true
+			} else if err := writeChange(t, c); err != nil {
 				return err
 			}
 			if err := t.record(string(c.Kind)+"."+string(c.Action)+"d", c.Kind, c.ID, c.Name, groupOfChange(next, cur, c), c.String()); err != nil {
+				return err
+			}
+		}
+		if gatewayChanged {
+			if err := t.q.PutGateway(ctx, p.TenantID, &next.Gateway, t.now); err != nil {
 				return err
 			}
 		}

@@ -310,6 +310,11 @@ type Queries interface {
 	// given dimensions.
 	SumUsage(ctx context.Context, tenantID string, q UsageQuery) ([]UsageRow, error)
 
+	// The gateway configuration of a tenant, one document. GetGateway
+	// returns an empty configuration when none was stored.
+	GetGateway(ctx context.Context, tenantID string) (*model.Gateway, error)
+	PutGateway(ctx context.Context, tenantID string, g *model.Gateway, at time.Time) error
+
 	// The model-call ledger. InsertModelCalls records calls, skipping those
 	// already recorded (the id is the gateway's request id).
 	InsertModelCalls(ctx context.Context, calls []*model.ModelCall) error

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -87,6 +88,47 @@ func exerciseModelCalls(t *testing.T, setup setupFunc) {
 		want.At = want.At.UTC().Truncate(time.Microsecond)
 		if *blocked != want {
 			t.Fatalf("round trip:\n got %+v\nwant %+v", *blocked, want)
+		}
+	})
+}
+
+func exerciseGateway(t *testing.T, setup setupFunc) {
+	t.Run("a tenant's gateway configuration is stored whole and read back per tenant", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		g, err := b.store.GetGateway(b.ctx, b.tenant.ID)
+		must(t, err)
+		if g == nil || len(g.Aliases) != 0 {
+			t.Fatalf("empty configuration %+v", g)
+		}
+		g = &model.Gateway{
+			Providers: []*model.Provider{{Name: "openai", BaseURL: "https://api.openai.com/v1", KeySecret: "OPENAI_API_KEY", Timeout: 30 * time.Second}},
+			Routes:    []*model.Route{{Name: "llama", Endpoints: []string{"http://10.0.0.1:8000/v1", "http://10.0.0.2:8000/v1"}}},
+			Models:    []*model.LLMModel{{Name: "llama-70b", Route: "llama", Upstream: "meta/llama", InputPriceMicros: 200000, OutputPriceMicros: 200000, Currency: "USD"}},
+			Aliases: []*model.Alias{{Name: "chat", Rules: []model.AliasRule{{Groups: []string{"ml"}, Targets: []model.Target{{Model: "llama-70b", Weight: 1}}}},
+				Guardrails: model.Guardrails{Deny: []string{"x"}}}},
+			Budgets:      []*model.TokenBudget{{Project: "fraud", Period: model.PeriodMonth, Tokens: 1000, PerUserTokens: 100}},
+			RateLimits:   []*model.RateLimit{{Scope: model.RateLimitUser, RequestsPerMinute: 60}},
+			Entitlements: []*model.Entitlement{{Name: "frontier", Groups: []string{"ml"}}},
+			Guardrails:   model.Guardrails{Deny: []string{"password"}, GuardAlias: "guard"},
+		}
+		must(t, b.store.PutGateway(b.ctx, b.tenant.ID, g, b.now))
+		got, err := b.store.GetGateway(b.ctx, b.tenant.ID)
+		must(t, err)
+		if !reflect.DeepEqual(got, g) {
+			t.Fatalf("read back %s\nwant %s", show(got), show(g))
+		}
+		other, err := b.store.GetGateway(b.ctx, b.other.ID)
+		must(t, err)
+		if len(other.Providers) != 0 {
+			t.Fatalf("another tenant reads %s", show(other))
+		}
+		g.Aliases = nil
+		must(t, b.store.PutGateway(b.ctx, b.tenant.ID, g, b.now))
+		got, err = b.store.GetGateway(b.ctx, b.tenant.ID)
+		must(t, err)
+		if len(got.Aliases) != 0 || len(got.Providers) != 1 {
+			t.Fatalf("replaced %s", show(got))
 		}
 	})
 }

@@ -54,6 +54,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Ledger", exerciseLedger},
 		{"Workers", exerciseWorkers},
 		{"ModelCalls", exerciseModelCalls},
+		{"Gateway", exerciseGateway},
 		{"Store", exerciseStore},
 	} {
 		t.Run(group.name, func(t *testing.T) {

@@ -1,0 +1,8 @@
+-- The LLM gateway's configuration of a tenant (providers, routes, models,
+-- aliases, token budgets, rate limits, entitlements, guardrails), kept as
+-- one JSON document: it is read and changed whole, with the estate.
+CREATE TABLE gateway_configs (
+	tenant_id TEXT PRIMARY KEY REFERENCES tenants (id) ON DELETE CASCADE,
+	doc TEXT NOT NULL,
+	updated_at INTEGER NOT NULL
+) STRICT;
