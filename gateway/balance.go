@@ -62,11 +62,3 @@ func (b *balancer) succeeded(a Attempt) {
 	delete(b.down, a.BaseURL)
 	b.mu.Unlock()
 }
-
-// healthy reports whether an endpoint is in use (not set aside).
-func (b *balancer) healthy(endpoint string) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	until, ok := b.down[endpoint]
-	return !ok || !b.now().Before(until)
-}

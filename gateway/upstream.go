@@ -31,8 +31,9 @@ type Attempt struct {
 	Key     string
 	Timeout time.Duration
 	// Route names the static route the endpoint belongs to ("" for a
-	// provider), for the balancer.
-	Route string
+	// provider), for the balancer; Provider the provider.
+	Route    string
+	Provider string
 }
 
 // Outcome is what happened upstream.
@@ -120,7 +121,7 @@ func (p *proxy) do(ctx context.Context, w http.ResponseWriter, c *call, attempts
 		if c.req.Stream && resp.StatusCode == http.StatusOK {
 			p.stream(ctx, w, c, resp, &out)
 		} else {
-			p.whole(w, c, resp, &out)
+			p.whole(w, c, resp, &out, a.Key)
 		}
 		resp.Body.Close()
 		cancel()
@@ -178,8 +179,12 @@ func scrub(err error, a Attempt) error {
 
 // whole copies a non-streamed answer, counting its usage and checking its
 // output.
-func (p *proxy) whole(w http.ResponseWriter, c *call, resp *http.Response, out *Outcome) {
+func (p *proxy) whole(w http.ResponseWriter, c *call, resp *http.Response, out *Outcome, key string) {
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxUpstreamBody))
+	if key != "" && resp.StatusCode != http.StatusOK && bytes.Contains(data, []byte(key)) {
+		// A provider refusing a key may quote it; the caller never sees it.
+		data = bytes.ReplaceAll(data, []byte(key), []byte("[redacted]"))
+	}
 	if err != nil {
 		out.Err = fmt.Errorf("read the upstream answer: %w", err)
 		out.Status = http.StatusBadGateway

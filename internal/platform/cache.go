@@ -3,6 +3,7 @@ package platform
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/klique-ai/klique/internal/estate"
 	"github.com/klique-ai/klique/internal/store"
@@ -108,6 +109,38 @@ type estateCache struct {
 type cachedEstate struct {
 	version int64
 	estate  *estate.Estate
+	// checked is when the version was last read from the store.
+	checked time.Time
+}
+
+// forget drops a tenant's cached model, so the next reader loads it.
+func (c *estateCache) forget(tenantID string) {
+	c.mu.Lock()
+	delete(c.byTenant, tenantID)
+	c.mu.Unlock()
+}
+
+// recentEstate is currentEstate for hot paths that may act on a model up
+// to maxAge old: it reads the version from the store at most once per
+// maxAge per tenant. Changes made through this replica are seen at once
+// (changeEstate forgets the cached model); those made through another
+// replica within maxAge.
+func (s *Service) recentEstate(ctx context.Context, tenantID string, maxAge time.Duration) (*estate.Estate, int64, error) {
+	now := time.Now()
+	s.estates.mu.Lock()
+	c, ok := s.estates.byTenant[tenantID]
+	s.estates.mu.Unlock()
+	if ok && now.Sub(c.checked) < maxAge {
+		return c.estate, c.version, nil
+	}
+	e, err := s.currentEstate(ctx, s.store, tenantID)
+	if err != nil {
+		return nil, 0, err
+	}
+	s.estates.mu.Lock()
+	c = s.estates.byTenant[tenantID]
+	s.estates.mu.Unlock()
+	return e, c.version, nil
 }
 
 // currentEstate returns a tenant's allocation model as of q's view of the
@@ -119,10 +152,13 @@ func (s *Service) currentEstate(ctx context.Context, q store.Queries, tenantID s
 	}
 	s.estates.mu.Lock()
 	c, ok := s.estates.byTenant[tenantID]
-	s.estates.mu.Unlock()
 	if ok && c.version == v {
+		c.checked = time.Now()
+		s.estates.byTenant[tenantID] = c
+		s.estates.mu.Unlock()
 		return c.estate, nil
 	}
+	s.estates.mu.Unlock()
 	// Read after the version: a change that commits in between makes the
 	// model newer than v, and the next reader, seeing v+1, reads again.
 	e, err := estate.Load(ctx, q, tenantID)
@@ -133,7 +169,7 @@ func (s *Service) currentEstate(ctx context.Context, q store.Queries, tenantID s
 	if s.estates.byTenant == nil {
 		s.estates.byTenant = map[string]cachedEstate{}
 	}
-	s.estates.byTenant[tenantID] = cachedEstate{version: v, estate: e}
+	s.estates.byTenant[tenantID] = cachedEstate{version: v, estate: e, checked: time.Now()}
 	s.estates.mu.Unlock()
 	return e, nil
 }

@@ -19,7 +19,10 @@ const (
 	CodeInvalid         Code = "BAD_USER_INPUT"
 	CodeNotFound        Code = "NOT_FOUND"
 	CodeConflict        Code = "CONFLICT"
-	CodeInternal        Code = "INTERNAL"
+	// CodeUnavailable: something the request needs is not set up or not
+	// reachable now (a provider key missing from the vault).
+	CodeUnavailable Code = "UNAVAILABLE"
+	CodeInternal    Code = "INTERNAL"
 )
 
 // Error is an error a person can act on: its Message says what is wrong and
@@ -48,6 +51,9 @@ func forbidden(format string, args ...any) *Error { return newError(CodeForbidde
 func invalid(format string, args ...any) *Error   { return newError(CodeInvalid, format, args...) }
 func notFound(format string, args ...any) *Error  { return newError(CodeNotFound, format, args...) }
 func conflict(format string, args ...any) *Error  { return newError(CodeConflict, format, args...) }
+func unavailable(format string, args ...any) *Error {
+	return newError(CodeUnavailable, format, args...)
+}
 
 // invalidEstate turns an estate validation error into a BAD_USER_INPUT error
 // listing every problem.

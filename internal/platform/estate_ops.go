@@ -216,6 +216,9 @@ func (s *Service) changeEstate(ctx context.Context, p *identity.Principal, what 
 	if err != nil {
 		return nil, err
 	}
+	if len(res.Changes) > 0 {
+		s.estates.forget(p.TenantID)
+	}
 	return res, nil
 }
 

@@ -53,6 +53,8 @@ type Service struct {
 	estates estateCache
 	vault   *vault.Vault
 	claims  claimWaiters
+	keys    providerKeys
+	guards  guardCache
 	agent   AgentOptions
 	// redact holds, per running task attempt, the secret values to cut
 	// out of its log lines.

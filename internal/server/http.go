@@ -254,6 +254,7 @@ func writePlatformError(w http.ResponseWriter, r *http.Request, err error) {
 		platform.CodeInvalid:         http.StatusBadRequest,
 		platform.CodeNotFound:        http.StatusNotFound,
 		platform.CodeConflict:        http.StatusConflict,
+		platform.CodeUnavailable:     http.StatusServiceUnavailable,
 	}[code]
 	if status == 0 {
 		status = http.StatusInternalServerError

@@ -1,0 +1,247 @@
+// Package gateway is the OpenAI-compatible LLM gateway: one endpoint for
+// every model, self-hosted or public. A call names an alias; the platform
+// service decides who may call it for which project, where it goes and
+// what it counts against; the gateway checks the guardrails, reserves the
+// call's budgets and rate limits, sends it upstream (falling back to the
+// next target on errors, timeouts and 5xx), streams the answer back,
+// settles the reservation to what was used, and records the call on the
+// ledger.
+//
+// The request path reads only the fields it needs and passes the body
+// through (gateway/wire); credentials and the estate come from memory;
+// settling and ledger writes happen after the answer, in the background.
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/klique-ai/klique/gateway/limits"
+	"github.com/klique-ai/klique/gateway/wire"
+	"github.com/klique-ai/klique/internal/identity"
+	"github.com/klique-ai/klique/internal/model"
+	"github.com/klique-ai/klique/internal/platform"
+)
+
+// Authority is what the gateway asks the platform service.
+type Authority interface {
+	AuthorizeModelCall(ctx context.Context, alias, project string, now time.Time) (*platform.ModelGrant, error)
+	ModelSpend(ctx context.Context, q platform.SpendQuery) (tokens, micros int64, err error)
+	RecordModelCalls(ctx context.Context, calls []*model.ModelCall) error
+	ModelAliases(ctx context.Context, project string) ([]*model.Alias, error)
+}
+
+// Authenticator turns a bearer credential into a principal.
+type Authenticator interface {
+	AuthenticateCached(ctx context.Context, credential string) (*identity.Principal, error)
+}
+
+// Options configure a Gateway.
+type Options struct {
+	Service Authority
+	Auth    Authenticator
+	Limiter limits.Limiter
+	Log     *slog.Logger
+	// Client sends upstream calls (default: a client with a pooled
+	// transport and no overall timeout: attempts carry their own).
+	Client *http.Client
+	// MaxBody bounds a request body (default 8 MiB).
+	MaxBody int64
+	// ReservationTTL is how long a reservation may stay unsettled before it
+	// lapses (default 15 minutes: longer than any call).
+	ReservationTTL time.Duration
+	Now            func() time.Time
+	// Metrics, when set, counts calls and tokens.
+	Metrics *Metrics
+}
+
+// Gateway serves /v1.
+type Gateway struct {
+	o     Options
+	proxy *proxy
+	meter *meter
+	// settle takes settlements off the request path.
+	settle chan settlement
+	wg     sync.WaitGroup
+	closed chan struct{}
+	once   sync.Once
+}
+
+type settlement struct {
+	req    limits.Request
+	actual []int64
+}
+
+// New returns a gateway; Close flushes what it has not yet recorded.
+func New(o Options) *Gateway {
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	if o.MaxBody <= 0 {
+		o.MaxBody = 8 << 20
+	}
+	if o.ReservationTTL <= 0 {
+		o.ReservationTTL = 15 * time.Minute
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Client == nil {
+		o.Client = &http.Client{Transport: &http.Transport{
+			Proxy:               http.ProxyFromEnvironment,
+			DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			MaxIdleConns:        4096,
+			MaxIdleConnsPerHost: 1024,
+			IdleConnTimeout:     90 * time.Second,
+			ForceAttemptHTTP2:   true,
+		}}
+	}
+	g := &Gateway{o: o, proxy: &proxy{client: o.Client, balance: newBalancer()},
+		meter: newMeter(o.Service, o.Log), settle: make(chan settlement, 4096), closed: make(chan struct{})}
+	for i := 0; i < 4; i++ {
+		g.wg.Add(1)
+		go g.settler()
+	}
+	return g
+}
+
+// Close settles and records everything pending.
+func (g *Gateway) Close(ctx context.Context) error {
+	g.once.Do(func() { close(g.closed) })
+	done := make(chan struct{})
+	go func() { g.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return g.meter.close(ctx)
+}
+
+func (g *Gateway) settler() {
+	defer g.wg.Done()
+	for {
+		select {
+		case s := <-g.settle:
+			g.doSettle(s)
+		case <-g.closed:
+			for {
+				select {
+				case s := <-g.settle:
+					g.doSettle(s)
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+func (g *Gateway) doSettle(s settlement) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := g.o.Limiter.Settle(ctx, s.req, s.actual); err != nil {
+		// The reservation lapses at its expiry and gives its estimate back.
+		g.o.Log.Warn("gateway: settling a call's limits failed; its reservation will lapse", "err", err)
+	}
+}
+
+// ServeHTTP serves the OpenAI-compatible API under /v1.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	path := strings.TrimPrefix(r.URL.Path, "/v1/")
+	switch {
+	case r.Method == http.MethodGet && (path == "models" || path == "models/"):
+		g.models(w, r)
+	case r.Method == http.MethodPost && (path == string(wire.Chat) || path == string(wire.Completions) || path == string(wire.Embeddings)):
+		g.serve(w, r, wire.Endpoint(path))
+	case path == "models" || path == string(wire.Chat) || path == string(wire.Completions) || path == string(wire.Embeddings):
+		writeError(w, nil, http.StatusMethodNotAllowed, "method_not_allowed", fmt.Sprintf("%s is not allowed on %s", r.Method, r.URL.Path), "")
+	default:
+		writeError(w, nil, http.StatusNotFound, "unknown_url", fmt.Sprintf("unknown endpoint %s %s: the gateway serves POST /v1/chat/completions, /v1/completions, /v1/embeddings and GET /v1/models", r.Method, r.URL.Path), "")
+	}
+}
+
+// authenticate reads the bearer credential.
+func (g *Gateway) authenticate(w http.ResponseWriter, r *http.Request) (context.Context, bool) {
+	cred, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || strings.TrimSpace(cred) == "" {
+		writeError(w, nil, http.StatusUnauthorized, "invalid_api_key",
+			"send your Klique API key or access token as 'Authorization: Bearer <key>' (the OpenAI SDKs do this with api_key)", "")
+		return nil, false
+	}
+	p, err := g.o.Auth.AuthenticateCached(r.Context(), strings.TrimSpace(cred))
+	if err != nil {
+		if errors.Is(err, identity.ErrUnauthenticated) {
+			writeError(w, nil, http.StatusUnauthorized, "invalid_api_key", "the API key or token is not valid: "+err.Error(), "")
+		} else {
+			g.o.Log.Error("gateway: authentication failed", "err", err)
+			writeError(w, nil, http.StatusServiceUnavailable, "service_unavailable", "authentication is unavailable; try again", "")
+		}
+		return nil, false
+	}
+	ctx := identity.WithChannel(identity.WithPrincipal(r.Context(), p), identity.ChannelGateway)
+	return ctx, true
+}
+
+// models lists the aliases the caller may call.
+func (g *Gateway) models(w http.ResponseWriter, r *http.Request) {
+	ctx, ok := g.authenticate(w, r)
+	if !ok {
+		return
+	}
+	aliases, err := g.o.Service.ModelAliases(ctx, r.Header.Get("X-Klique-Project"))
+	if err != nil {
+		g.platformError(w, nil, err)
+		return
+	}
+	var sb strings.Builder
+	sb.WriteString(`{"object":"list","data":[`)
+	for i, a := range aliases {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		fmt.Fprintf(&sb, `{"id":%s,"object":"model","created":0,"owned_by":"klique"}`, strconv.Quote(a.Name))
+	}
+	sb.WriteString("]}")
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = io.WriteString(w, sb.String())
+}
+
+// platformError answers a refusal of the platform service in OpenAI's
+// shape.
+func (g *Gateway) platformError(w http.ResponseWriter, h http.Header, err error) int {
+	msg := platform.PublicMessage(err)
+	switch platform.ErrorCode(err) {
+	case platform.CodeUnauthenticated:
+		writeError(w, h, http.StatusUnauthorized, "invalid_api_key", msg, "")
+		return http.StatusUnauthorized
+	case platform.CodeForbidden:
+		writeError(w, h, http.StatusForbidden, "model_not_allowed", msg, "model")
+		return http.StatusForbidden
+	case platform.CodeNotFound:
+		code, param := "model_not_found", "model"
+		if strings.Contains(msg, "project") {
+			code, param = "project_not_found", ""
+		}
+		writeError(w, h, http.StatusNotFound, code, msg, param)
+		return http.StatusNotFound
+	case platform.CodeInvalid:
+		writeError(w, h, http.StatusBadRequest, "invalid_request_error", msg, "")
+		return http.StatusBadRequest
+	case platform.CodeUnavailable:
+		writeError(w, h, http.StatusServiceUnavailable, "service_unavailable", msg, "")
+		return http.StatusServiceUnavailable
+	}
+	g.o.Log.Error("gateway: the platform service failed", "err", err)
+	writeError(w, h, http.StatusInternalServerError, "internal_error", "internal error; the server log has the details", "")
+	return http.StatusInternalServerError
+}

@@ -1,0 +1,385 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/klique-ai/klique/gateway/limits"
+	"github.com/klique-ai/klique/gateway/wire"
+	"github.com/klique-ai/klique/internal/identity"
+	"github.com/klique-ai/klique/internal/model"
+	"github.com/klique-ai/klique/internal/platform"
+)
+
+// defaultMaxOutput bounds the output estimate of a model that says none.
+const defaultMaxOutput = 4096
+
+// serve handles one model call.
+func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, ep wire.Endpoint) {
+	start := g.o.Now()
+	ctx, ok := g.authenticate(w, r)
+	if !ok {
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, g.o.MaxBody+1))
+	if err != nil {
+		writeError(w, nil, http.StatusBadRequest, "invalid_request_error", "could not read the request body", "")
+		return
+	}
+	if int64(len(body)) > g.o.MaxBody {
+		writeError(w, nil, http.StatusRequestEntityTooLarge, "request_too_large",
+			fmt.Sprintf("the request body is larger than the %d bytes allowed", g.o.MaxBody), "")
+		return
+	}
+	req, err := wire.Parse(ep, body)
+	if err != nil {
+		writeError(w, nil, http.StatusBadRequest, "invalid_request_error", err.Error(), "")
+		return
+	}
+	p, _ := identity.PrincipalFrom(ctx)
+	rec := &model.ModelCall{ID: model.NewID(), TenantID: p.TenantID, At: start, UserID: p.UserID, UserName: p.UserName,
+		Endpoint: string(ep), Alias: req.Model, Stream: req.Stream}
+	header := http.Header{"X-Klique-Call-Id": []string{rec.ID}}
+
+	grant, err := g.o.Service.AuthorizeModelCall(ctx, req.Model, r.Header.Get("X-Klique-Project"), start)
+	if err != nil {
+		g.platformError(w, header, err)
+		return // not the ledger's: no project, or not allowed at all
+	}
+	rec.ProjectID, rec.ProjectName, rec.GroupID, rec.GroupName = grant.ProjectID, grant.ProjectName, grant.GroupID, grant.GroupName
+	finish := func(status int, outcome string) {
+		rec.Status, rec.Outcome = status, outcome
+		rec.LatencyMicros = g.o.Now().Sub(start).Microseconds()
+		g.meter.record(rec)
+		g.o.Metrics.call(rec)
+	}
+
+	// Guardrails on the input, at the edge: a blocked call never goes
+	// upstream.
+	if rule := grant.Guard.Input(req.Input); rule != "" {
+		rec.Guardrail = rule
+		writeError(w, header, http.StatusBadRequest, "guardrail_blocked", "the request was blocked by the guardrail "+rule, "messages")
+		finish(http.StatusBadRequest, model.CallBlocked)
+		return
+	}
+	if grant.GuardAlias != "" && len(req.Input) > 0 {
+		blocked, err := g.modelGuard(ctx, grant, req.Input)
+		if err != nil {
+			writeError(w, header, http.StatusServiceUnavailable, "guardrail_unavailable", "the model-based guardrail could not check the request: "+err.Error(), "")
+			finish(http.StatusServiceUnavailable, model.CallUpstreamError)
+			return
+		}
+		if blocked {
+			rec.Guardrail = "model check " + grant.GuardAlias
+			writeError(w, header, http.StatusBadRequest, "guardrail_blocked", "the request was blocked by the model-based guardrail "+grant.GuardAlias, "messages")
+			finish(http.StatusBadRequest, model.CallBlocked)
+			return
+		}
+	}
+
+	// Reserve the estimate in every window at once.
+	res, windows, ok := g.reserve(ctx, w, header, grant, &req, ep, rec.ID, start)
+	if !ok {
+		status, outcome := http.StatusTooManyRequests, model.CallRateLimited
+		if windows < 0 {
+			status, outcome = http.StatusServiceUnavailable, model.CallUpstreamError
+		} else if grant.Windows[windows].Budget {
+			outcome = model.CallOverBudget
+		}
+		finish(status, outcome)
+		return
+	}
+
+	attempts := g.attempts(grant)
+	c := &call{ep: ep, body: body, req: req, guard: grant.Guard, header: header}
+	out := g.proxy.do(ctx, w, c, attempts)
+
+	actual := make([]int64, len(res.Windows))
+	var used *model.LLMModel
+	if out.Status != 0 && out.Attempt < len(attempts) {
+		used = modelOf(grant, attempts[out.Attempt].Model)
+		rec.Model = used.Name
+		rec.Target = attempts[out.Attempt].Target()
+		rec.InputTokens, rec.OutputTokens = out.Usage.Input, out.Usage.Output
+		rec.CostMicros, rec.Currency = platform.Cost(used, out.Usage.Input, out.Usage.Output), used.Currency
+	}
+	for i, win := range grant.Windows {
+		switch win.Unit {
+		case platform.UnitRequests:
+			actual[i] = 1
+		case platform.UnitTokens:
+			actual[i] = rec.InputTokens + rec.OutputTokens
+		case platform.UnitMicros:
+			actual[i] = rec.CostMicros
+		}
+	}
+	select {
+	case g.settle <- settlement{req: res, actual: actual}:
+	default:
+		g.doSettle(settlement{req: res, actual: actual})
+	}
+
+	switch {
+	case out.Status == 0:
+		msg := "every model of alias " + grant.Alias.Name + " failed"
+		if len(out.Tried) > 0 {
+			msg += ": " + strings.Join(out.Tried, "; ")
+		}
+		status := http.StatusBadGateway
+		if out.Disconnected {
+			finish(499, model.CallDisconnected)
+			return
+		}
+		writeError(w, header, status, "upstream_error", msg, "")
+		finish(status, model.CallUpstreamError)
+	case out.Blocked != "":
+		rec.Guardrail = out.Blocked
+		finish(http.StatusBadRequest, model.CallBlocked)
+	case out.Disconnected:
+		finish(499, model.CallDisconnected)
+	case out.Status >= 400:
+		finish(out.Status, model.CallUpstreamError)
+	default:
+		finish(out.Status, model.CallOK)
+	}
+}
+
+// Target names where an attempt went: the provider, or the route and its
+// endpoint.
+func (a Attempt) Target() string {
+	if a.Route != "" {
+		return a.Route + " " + a.BaseURL
+	}
+	return a.Provider
+}
+
+func modelOf(grant *platform.ModelGrant, name string) *model.LLMModel {
+	for _, u := range grant.Upstreams {
+		if u.Model.Name == name {
+			return u.Model
+		}
+	}
+	return &model.LLMModel{Name: name}
+}
+
+// attempts lists the upstreams of a grant in the order to try: each model
+// in turn; a route's endpoints healthy first, at most two per model.
+func (g *Gateway) attempts(grant *platform.ModelGrant) []Attempt {
+	var out []Attempt
+	for _, u := range grant.Upstreams {
+		up := u.Model.Upstream
+		if up == "" {
+			up = u.Model.Name
+		}
+		switch {
+		case u.Provider != nil:
+			out = append(out, Attempt{Model: u.Model.Name, Upstream: up, BaseURL: u.Provider.BaseURL, Key: u.Key,
+				Timeout: u.Provider.Timeout, Provider: u.Provider.Name})
+		case u.Route != nil:
+			eps := g.proxy.balance.order(u.Route.Endpoints)
+			for i, ep := range eps {
+				if i == 2 {
+					break
+				}
+				out = append(out, Attempt{Model: u.Model.Name, Upstream: up, BaseURL: ep, Timeout: u.Route.Timeout, Route: u.Route.Name})
+			}
+		}
+	}
+	return out
+}
+
+// estimate bounds what a call can use: tokens (input counted, output
+// bounded by max_tokens or the models' maximum, times n) and money (on
+// the dearest of its models).
+func estimate(grant *platform.ModelGrant, req *wire.Call, ep wire.Endpoint) (tokens, micros int64) {
+	out := req.MaxTokens
+	if out == 0 && ep != wire.Embeddings {
+		for _, u := range grant.Upstreams {
+			m := u.Model.MaxOutputTokens
+			if m <= 0 {
+				m = defaultMaxOutput
+			}
+			out = max(out, m)
+		}
+	}
+	if ep == wire.Embeddings {
+		out = 0
+	}
+	out *= req.Choices
+	for _, u := range grant.Upstreams {
+		micros = max(micros, platform.Cost(u.Model, req.InputTokens, out))
+	}
+	return req.InputTokens + out, micros
+}
+
+// reserve reserves a call in every window, seeding budgets from the ledger
+// when their counters are new. When refused it answers the caller and
+// returns the index of the window that refused (or -1 when the limiter
+// failed).
+func (g *Gateway) reserve(ctx context.Context, w http.ResponseWriter, header http.Header, grant *platform.ModelGrant,
+	req *wire.Call, ep wire.Endpoint, id string, now time.Time) (limits.Request, int, bool) {
+	tokens, micros := estimate(grant, req, ep)
+	res := limits.Request{ID: id, Expires: now.Add(g.o.ReservationTTL), Windows: make([]limits.Window, len(grant.Windows))}
+	for i, win := range grant.Windows {
+		amount := int64(1)
+		switch win.Unit {
+		case platform.UnitTokens:
+			amount = tokens
+		case platform.UnitMicros:
+			amount = micros
+		}
+		res.Windows[i] = limits.Window{Key: win.Key, Limit: win.Limit, Amount: amount, Ends: win.Ends, Seeded: win.Budget}
+	}
+	if len(res.Windows) == 0 {
+		return res, 0, true
+	}
+	var d limits.Decision
+	var err error
+	for try := 0; try < 3; try++ {
+		d, err = g.o.Limiter.Reserve(ctx, res, now)
+		if err != nil || len(d.Unseeded) == 0 {
+			break
+		}
+		for _, i := range d.Unseeded {
+			win := grant.Windows[i]
+			tok, mic, serr := g.o.Service.ModelSpend(ctx, win.Spend)
+			if serr != nil {
+				err = serr
+				break
+			}
+			used := tok
+			if win.Unit == platform.UnitMicros {
+				used = mic
+			}
+			if err = g.o.Limiter.Seed(ctx, res.Windows[i], used); err != nil {
+				break
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	if err == nil && len(d.Unseeded) > 0 {
+		err = fmt.Errorf("budget counters could not be seeded")
+	}
+	if err != nil {
+		g.o.Log.Error("gateway: reserving a call's limits failed", "err", err)
+		writeError(w, header, http.StatusServiceUnavailable, "service_unavailable", "rate limits and budgets cannot be checked now; try again", "")
+		return res, -1, false
+	}
+	rateHeaders(header, grant.Windows, res.Windows, d, now)
+	if !d.Allowed {
+		win := grant.Windows[d.Denied]
+		if win.Budget {
+			header.Set("X-Should-Retry", "false")
+			writeError(w, header, http.StatusTooManyRequests, "insufficient_quota",
+				fmt.Sprintf("this call would go past %s: %d of it is used and this call may use up to %d; it resets at %s",
+					win.Describe, d.Used[d.Denied], res.Windows[d.Denied].Amount, win.Ends.UTC().Format(time.RFC3339)), "")
+			return res, d.Denied, false
+		}
+		wait := win.Ends.Sub(now)
+		header.Set("Retry-After", strconv.FormatInt(int64(math.Ceil(wait.Seconds())), 10))
+		header.Set("Retry-After-Ms", strconv.FormatInt(wait.Milliseconds(), 10))
+		writeError(w, header, http.StatusTooManyRequests, "rate_limit_exceeded",
+			fmt.Sprintf("rate limit reached: %s; try again in %s", win.Describe, wait.Round(time.Millisecond)), "")
+		return res, d.Denied, false
+	}
+	return res, 0, true
+}
+
+// rateHeaders sets OpenAI's x-ratelimit headers from the tightest request
+// window and the tightest token window.
+func rateHeaders(h http.Header, rules []platform.LimitWindow, ws []limits.Window, d limits.Decision, now time.Time) {
+	set := func(kind string, unit platform.WindowUnit) {
+		best := -1
+		var left int64
+		for i, r := range rules {
+			if r.Unit != unit || r.Budget {
+				continue
+			}
+			l := max(r.Limit-d.Used[i], 0)
+			if best < 0 || l < left {
+				best, left = i, l
+			}
+		}
+		if best < 0 {
+			return
+		}
+		h.Set("X-Ratelimit-Limit-"+kind, strconv.FormatInt(rules[best].Limit, 10))
+		h.Set("X-Ratelimit-Remaining-"+kind, strconv.FormatInt(left, 10))
+		h.Set("X-Ratelimit-Reset-"+kind, ws[best].Ends.Sub(now).Round(time.Millisecond).String())
+	}
+	set("Requests", platform.UnitRequests)
+	set("Tokens", platform.UnitTokens)
+}
+
+// modelGuard asks the guard alias whether the input is safe: a model-based
+// check (Llama Guard, NeMo/NIM guardrails) answers "safe" or "unsafe ...".
+// The check is itself a call of the same caller, recorded on the ledger.
+func (g *Gateway) modelGuard(ctx context.Context, grant *platform.ModelGrant, input []string) (bool, error) {
+	body, err := jsonChat(grant.GuardAlias, strings.Join(input, "\n"))
+	if err != nil {
+		return false, err
+	}
+	r, err := http.NewRequestWithContext(ctx, http.MethodPost, "/v1/chat/completions", bytes.NewReader(body))
+	if err != nil {
+		return false, err
+	}
+	r.Header.Set("X-Klique-Project", grant.ProjectID)
+	rw := &bufferWriter{header: http.Header{}}
+	guardGrant, err := g.o.Service.AuthorizeModelCall(ctx, grant.GuardAlias, grant.ProjectID, g.o.Now())
+	if err != nil {
+		return false, fmt.Errorf("guard alias %s: %s", grant.GuardAlias, platform.PublicMessage(err))
+	}
+	req, err := wire.Parse(wire.Chat, body)
+	if err != nil {
+		return false, err
+	}
+	attempts := g.attempts(guardGrant)
+	start := g.o.Now()
+	out := g.proxy.do(ctx, rw, &call{ep: wire.Chat, body: body, req: req, header: http.Header{}}, attempts)
+	// The check's tokens are the caller's too.
+	rec := &model.ModelCall{ID: model.NewID(), TenantID: grant.TenantID, At: start, UserID: grant.UserID, UserName: grant.UserName,
+		ProjectID: grant.ProjectID, ProjectName: grant.ProjectName, GroupID: guardGrant.GroupID, GroupName: guardGrant.GroupName,
+		Endpoint: string(wire.Chat), Alias: grant.GuardAlias, Status: out.Status, Outcome: model.CallOK,
+		InputTokens: out.Usage.Input, OutputTokens: out.Usage.Output, LatencyMicros: g.o.Now().Sub(start).Microseconds()}
+	if out.Status != 0 && out.Attempt < len(attempts) {
+		m := modelOf(guardGrant, attempts[out.Attempt].Model)
+		rec.Model, rec.Target = m.Name, attempts[out.Attempt].Target()
+		rec.CostMicros, rec.Currency = platform.Cost(m, rec.InputTokens, rec.OutputTokens), m.Currency
+	}
+	if out.Status != http.StatusOK {
+		rec.Outcome = model.CallUpstreamError
+	}
+	g.meter.record(rec)
+	if out.Status != http.StatusOK {
+		return false, fmt.Errorf("guard alias %s answered %d", grant.GuardAlias, out.Status)
+	}
+	verdict := strings.ToLower(strings.TrimSpace(wire.OutputText(rw.buf.Bytes())))
+	return strings.HasPrefix(verdict, "unsafe"), nil
+}
+
+// jsonChat builds a one-message chat request.
+func jsonChat(alias, text string) ([]byte, error) {
+	return json.Marshal(map[string]any{"model": alias, "max_tokens": 16,
+		"messages": []map[string]string{{"role": "user", "content": text}}})
+}
+
+// bufferWriter is an http.ResponseWriter into memory.
+type bufferWriter struct {
+	header http.Header
+	status int
+	buf    bytes.Buffer
+}
+
+func (b *bufferWriter) Header() http.Header         { return b.header }
+func (b *bufferWriter) WriteHeader(status int)      { b.status = status }
+func (b *bufferWriter) Write(p []byte) (int, error) { return b.buf.Write(p) }

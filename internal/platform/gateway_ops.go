@@ -1,0 +1,535 @@
+package platform
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/klique-ai/klique/engine"
+	"github.com/klique-ai/klique/gateway/guard"
+	"github.com/klique-ai/klique/internal/estate"
+	"github.com/klique-ai/klique/internal/identity"
+	"github.com/klique-ai/klique/internal/model"
+	"github.com/klique-ai/klique/internal/store"
+)
+
+// The LLM gateway asks the platform service, for every call, who may call
+// which alias for which project, where the call may go, and against which
+// budgets and rate limits it counts: the rules live here, the gateway
+// carries calls and counters. Every call answers from memory (the estate
+// cached per tenant, checked against the store at most once a second).
+
+// gatewayEstateAge is how old a gateway call's view of the estate may be:
+// changes made through another replica take effect within it.
+const gatewayEstateAge = time.Second
+
+// WindowUnit is what a limit window counts.
+type WindowUnit int
+
+const (
+	UnitRequests WindowUnit = iota
+	UnitTokens
+	UnitMicros
+)
+
+// LimitWindow is one budget or rate limit a call counts against, as the
+// rules say; the gateway fills in the amount from its estimate.
+type LimitWindow struct {
+	Key   string
+	Limit int64
+	Unit  WindowUnit
+	// Ends is when the window resets.
+	Ends time.Time
+	// Budget windows are seeded from the ledger (Spend); rate windows
+	// start at zero each minute.
+	Budget bool
+	// Spend says what the ledger sum of a budget window covers.
+	Spend SpendQuery
+	// Describe says which limit it is, for the caller: "the monthly token
+	// budget of project fraud-models".
+	Describe string
+}
+
+// SpendQuery is a budget window's part of the ledger.
+type SpendQuery struct {
+	TenantID, ProjectID, UserID string
+	From, To                    time.Time
+}
+
+// Upstream is one place a call may go, in the order to try.
+type Upstream struct {
+	Model    *model.LLMModel
+	Provider *model.Provider // or
+	Route    *model.Route
+	// Key is the provider's API key from the vault ("" for routes).
+	Key string
+}
+
+// ModelGrant is the platform's answer to "may this caller make this call":
+// who it is charged to, where it goes, what guards it, and what it counts
+// against.
+type ModelGrant struct {
+	TenantID, UserID, UserName                 string
+	ProjectID, ProjectName, GroupID, GroupName string
+	Alias                                      *model.Alias
+	Upstreams                                  []Upstream
+	// Guard holds the global and the alias's pattern guardrails (nil when
+	// none); GuardAlias names the alias of a model-based check.
+	Guard      *guard.Set
+	GuardAlias string
+	Windows    []LimitWindow
+}
+
+// AuthorizeModelCall decides a call to an alias for a project (a
+// project-scoped credential's, or projectRef, a project id or name).
+func (s *Service) AuthorizeModelCall(ctx context.Context, aliasName, projectRef string, now time.Time) (*ModelGrant, error) {
+	p, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !p.CanWrite() {
+		return nil, forbidden("a viewer cannot call models: calls spend the project's budget")
+	}
+	e, version, err := s.recentEstate(ctx, p.TenantID, gatewayEstateAge)
+	if err != nil {
+		return nil, s.internal(ctx, err)
+	}
+	pr, err := gatewayProject(e, p, projectRef)
+	if err != nil {
+		return nil, err
+	}
+	g := &e.Gateway
+	alias := findAlias(g, aliasName)
+	if alias == nil {
+		return nil, notFound("no model alias %s: GET /v1/models lists the aliases you may call", quote(aliasName))
+	}
+	rule := firstRule(e, alias, p, pr)
+	if rule == nil {
+		return nil, forbidden("model alias %s is not open to you for project %s", quote(alias.Name), pr.Name)
+	}
+	grant := &ModelGrant{TenantID: p.TenantID, UserID: p.UserID, UserName: p.UserName,
+		ProjectID: pr.ID, ProjectName: pr.Name, Alias: alias, GuardAlias: g.Guardrails.GuardAlias}
+	if alias.Guardrails.GuardAlias != "" {
+		grant.GuardAlias = alias.Guardrails.GuardAlias
+	}
+	grant.GroupID = chargedGroup(p, pr)
+	grant.GroupName = e.GroupName(grant.GroupID)
+	if grant.Guard, err = s.guards.get(p.TenantID, version, g.Guardrails, alias); err != nil {
+		return nil, s.internal(ctx, err)
+	}
+	for _, name := range upstreamOrder(rule) {
+		u, err := s.upstream(ctx, p.TenantID, g, name)
+		if err != nil {
+			return nil, err
+		}
+		grant.Upstreams = append(grant.Upstreams, u)
+	}
+	grant.Windows = limitWindows(g, p, pr, alias, now)
+	return grant, nil
+}
+
+// gatewayProject resolves the project a call is for.
+func gatewayProject(e *estate.Estate, p *identity.Principal, ref string) (*model.Project, error) {
+	if p.ProjectID != "" {
+		pr := e.Project(p.ProjectID)
+		if pr == nil {
+			return nil, notFound("the project of this credential no longer exists")
+		}
+		if ref != "" && ref != pr.ID && ref != pr.Name {
+			return nil, forbidden("this credential is scoped to project %s, not %s", pr.Name, quote(ref))
+		}
+		return pr, nil
+	}
+	if ref == "" {
+		return nil, invalid("say which project the call is for: send the header X-Klique-Project: <project>, or use an API key scoped to a project")
+	}
+	pr := e.Project(ref)
+	if pr == nil {
+		pr = e.ProjectByName(ref)
+	}
+	if pr == nil || !usesProject(p, pr) {
+		return nil, notFound("no project %s you may use", quote(ref))
+	}
+	return pr, nil
+}
+
+// chargedGroup is the group a call is attributed to: the project's group,
+// else the caller's first group by name ("" for an admin in none).
+func chargedGroup(p *identity.Principal, pr *model.Project) string {
+	if pr.GroupID != "" {
+		return pr.GroupID
+	}
+	if len(p.Groups) > 0 {
+		return p.Groups[0].GroupID
+	}
+	return ""
+}
+
+func findAlias(g *model.Gateway, name string) *model.Alias {
+	for _, a := range g.Aliases {
+		if a.Name == name {
+			return a
+		}
+	}
+	return nil
+}
+
+// firstRule is the first rule of an alias whose conditions the caller
+// meets for the project, or nil.
+func firstRule(e *estate.Estate, a *model.Alias, p *identity.Principal, pr *model.Project) *model.AliasRule {
+	for i := range a.Rules {
+		if ruleOpen(e, a.Rules[i], p, pr) {
+			return &a.Rules[i]
+		}
+	}
+	return nil
+}
+
+// ruleOpen reports whether a rule's conditions hold for a caller: in one
+// of its groups, on one of its projects, holding one of its entitlements,
+// for every list that is set.
+func ruleOpen(e *estate.Estate, r model.AliasRule, p *identity.Principal, pr *model.Project) bool {
+	if len(r.Groups) > 0 {
+		ok := false
+		for _, name := range r.Groups {
+			if g := e.GroupByName(name); g != nil && p.InGroup(g.ID) {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			return false
+		}
+	}
+	if len(r.Projects) > 0 && (pr == nil || !listHas(r.Projects, pr.Name)) {
+		return false
+	}
+	if len(r.Entitlements) > 0 {
+		ok := false
+		for _, name := range r.Entitlements {
+			if holdsEntitlement(e, p, name) {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// holdsEntitlement reports whether a caller holds an entitlement, by name
+// or through a group.
+func holdsEntitlement(e *estate.Estate, p *identity.Principal, name string) bool {
+	for _, en := range e.Gateway.Entitlements {
+		if en.Name != name {
+			continue
+		}
+		if listHas(en.Users, p.UserName) {
+			return true
+		}
+		for _, gn := range en.Groups {
+			if g := e.GroupByName(gn); g != nil && p.InGroup(g.ID) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func listHas(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// upstreamOrder picks a rule's target by weight, then its fallbacks, each
+// model once.
+func upstreamOrder(r *model.AliasRule) []string {
+	total := 0
+	for _, t := range r.Targets {
+		total += max(t.Weight, 0)
+	}
+	var first string
+	if total > 0 {
+		n := rand.IntN(total)
+		for _, t := range r.Targets {
+			if n < max(t.Weight, 0) {
+				first = t.Model
+				break
+			}
+			n -= max(t.Weight, 0)
+		}
+	} else if len(r.Targets) > 0 {
+		first = r.Targets[0].Model
+	}
+	out := []string{first}
+	for _, f := range r.Fallbacks {
+		if !listHas(out, f) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// upstream resolves a model to where it is served, with the provider's
+// key from the vault.
+func (s *Service) upstream(ctx context.Context, tenantID string, g *model.Gateway, name string) (Upstream, error) {
+	var u Upstream
+	for _, m := range g.Models {
+		if m.Name == name {
+			u.Model = m
+		}
+	}
+	if u.Model == nil {
+		return u, s.internal(ctx, fmt.Errorf("model %q of an alias rule is not configured", name))
+	}
+	for _, pv := range g.Providers {
+		if pv.Name == u.Model.Provider {
+			u.Provider = pv
+		}
+	}
+	for _, r := range g.Routes {
+		if r.Name == u.Model.Route {
+			u.Route = r
+		}
+	}
+	if u.Provider != nil {
+		key, err := s.providerKey(ctx, tenantID, u.Provider.KeySecret)
+		if err != nil {
+			return u, err
+		}
+		u.Key = key
+	}
+	return u, nil
+}
+
+// providerKeys caches decrypted provider keys for a short while, so that
+// a call does not read and open the vault.
+type providerKeys struct {
+	mu   sync.Mutex
+	keys map[string]cachedKey
+}
+
+type cachedKey struct {
+	value string
+	until time.Time
+}
+
+// providerKeyTTL bounds how long a changed provider key takes to be used.
+const providerKeyTTL = 10 * time.Second
+
+func (s *Service) providerKey(ctx context.Context, tenantID, secret string) (string, error) {
+	if secret == "" {
+		return "", nil
+	}
+	k := tenantID + "|" + secret
+	now := time.Now()
+	s.keys.mu.Lock()
+	c, ok := s.keys.keys[k]
+	s.keys.mu.Unlock()
+	if ok && now.Before(c.until) {
+		return c.value, nil
+	}
+	sec, err := s.store.GetSecret(ctx, tenantID, model.ScopeTenant, tenantID, secret)
+	if err != nil {
+		return "", unavailable("the gateway's key for this model's provider (tenant secret %s) is not in the vault; an admin sets it with 'klique secret set %s --tenant'", secret, secret)
+	}
+	if s.vault == nil {
+		return "", unavailable("this server has no vault key to open provider keys with")
+	}
+	v, err := s.vault.Open(sec.Ciphertext, secretContext(sec.TenantID, sec.Scope, sec.ScopeID, sec.Name))
+	if err != nil {
+		return "", s.internal(ctx, fmt.Errorf("open provider key %s: %w", secret, err))
+	}
+	s.keys.mu.Lock()
+	if s.keys.keys == nil {
+		s.keys.keys = map[string]cachedKey{}
+	}
+	s.keys.keys[k] = cachedKey{value: string(v), until: now.Add(providerKeyTTL)}
+	s.keys.mu.Unlock()
+	return string(v), nil
+}
+
+// guardCache keeps compiled guardrails per tenant, estate version and
+// alias.
+type guardCache struct {
+	mu   sync.Mutex
+	sets map[string]*guard.Set
+}
+
+func (c *guardCache) get(tenantID string, version int64, global model.Guardrails, a *model.Alias) (*guard.Set, error) {
+	k := tenantID + "|" + strconv.FormatInt(version, 10) + "|" + a.Name
+	c.mu.Lock()
+	set, ok := c.sets[k]
+	c.mu.Unlock()
+	if ok {
+		return set, nil
+	}
+	set, err := guard.Compile(global, a.Name, a.Guardrails)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	if c.sets == nil || len(c.sets) > 10000 {
+		c.sets = map[string]*guard.Set{}
+	}
+	c.sets[k] = set
+	c.mu.Unlock()
+	return set, nil
+}
+
+// limitWindows lists the budgets and rate limits a call counts against.
+func limitWindows(g *model.Gateway, p *identity.Principal, pr *model.Project, a *model.Alias, now time.Time) []LimitWindow {
+	var out []LimitWindow
+	minuteEnd := now.UTC().Truncate(time.Minute).Add(time.Minute)
+	minute := strconv.FormatInt(minuteEnd.Unix(), 10)
+	for _, rl := range g.RateLimits {
+		var id, what string
+		switch rl.Scope {
+		case model.RateLimitUser:
+			if rl.Name != "" && rl.Name != p.UserName {
+				continue
+			}
+			id, what = p.UserID, "user "+p.UserName
+		case model.RateLimitProject:
+			if rl.Name != "" && rl.Name != pr.Name {
+				continue
+			}
+			id, what = pr.ID, "project "+pr.Name
+		case model.RateLimitAlias:
+			if rl.Name != "" && rl.Name != a.Name {
+				continue
+			}
+			id, what = a.Name, "alias "+a.Name
+		default:
+			continue
+		}
+		key := p.TenantID + "/rl/" + string(rl.Scope) + "/" + id + "/" + minute
+		if rl.RequestsPerMinute > 0 {
+			out = append(out, LimitWindow{Key: key + "/req", Limit: rl.RequestsPerMinute, Unit: UnitRequests, Ends: minuteEnd,
+				Describe: fmt.Sprintf("the limit of %d requests per minute for %s", rl.RequestsPerMinute, what)})
+		}
+		if rl.TokensPerMinute > 0 {
+			out = append(out, LimitWindow{Key: key + "/tok", Limit: rl.TokensPerMinute, Unit: UnitTokens, Ends: minuteEnd,
+				Describe: fmt.Sprintf("the limit of %d tokens per minute for %s", rl.TokensPerMinute, what)})
+		}
+	}
+	for _, b := range g.Budgets {
+		if b.Project != pr.Name {
+			continue
+		}
+		from, to := engine.PeriodStart(b.Period, now), engine.PeriodEnd(b.Period, now)
+		base := p.TenantID + "/budget/" + pr.ID + "/" + string(b.Period) + "/" + strconv.FormatInt(from.Unix(), 10)
+		spend := SpendQuery{TenantID: p.TenantID, ProjectID: pr.ID, From: from, To: to}
+		per := periodWord(b.Period)
+		add := func(key string, limit int64, unit WindowUnit, q SpendQuery, what string) {
+			if limit > 0 {
+				out = append(out, LimitWindow{Key: key, Limit: limit, Unit: unit, Ends: to, Budget: true, Spend: q, Describe: what})
+			}
+		}
+		add(base+"/tok", b.Tokens, UnitTokens, spend, fmt.Sprintf("the %s token budget of project %s (%d tokens)", per, pr.Name, b.Tokens))
+		add(base+"/money", b.Micros, UnitMicros, spend, fmt.Sprintf("the %s budget of project %s (%s)", per, pr.Name, decimalMicros(b.Micros)))
+		mine := spend
+		mine.UserID = p.UserID
+		add(base+"/u/"+p.UserID+"/tok", b.PerUserTokens, UnitTokens, mine,
+			fmt.Sprintf("your %s token limit in project %s (%d tokens)", per, pr.Name, b.PerUserTokens))
+		add(base+"/u/"+p.UserID+"/money", b.PerUserMicros, UnitMicros, mine,
+			fmt.Sprintf("your %s spending limit in project %s (%s)", per, pr.Name, decimalMicros(b.PerUserMicros)))
+	}
+	return out
+}
+
+func periodWord(p model.BudgetPeriod) string {
+	switch p {
+	case model.PeriodDay:
+		return "daily"
+	case model.PeriodWeek:
+		return "weekly"
+	}
+	return "monthly"
+}
+
+// decimalMicros writes millionths as a decimal: 25500000 → "25.50".
+func decimalMicros(m int64) string {
+	s := strconv.FormatFloat(float64(m)/1e6, 'f', 6, 64)
+	for len(s) > 0 && s[len(s)-1] == '0' && s[len(s)-3] != '.' {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+// ModelSpend sums a budget window's part of the ledger: tokens and money.
+func (s *Service) ModelSpend(ctx context.Context, q SpendQuery) (tokens, micros int64, err error) {
+	rows, err := s.store.SumModelCalls(ctx, q.TenantID, store.ModelUsageQuery{From: q.From, To: q.To, ProjectID: q.ProjectID, UserID: q.UserID})
+	if err != nil {
+		return 0, 0, s.internal(ctx, err)
+	}
+	for _, r := range rows {
+		tokens += r.InputTokens + r.OutputTokens
+		micros += r.CostMicros
+	}
+	return tokens, micros, nil
+}
+
+// RecordModelCalls writes calls to the ledger. The gateway calls it in
+// batches, after the calls; a call recorded twice is kept once.
+func (s *Service) RecordModelCalls(ctx context.Context, calls []*model.ModelCall) error {
+	if err := s.store.InsertModelCalls(ctx, calls); err != nil {
+		return s.internal(ctx, err)
+	}
+	return nil
+}
+
+// ModelAliases lists the aliases a caller may call for a project (or, with
+// no project, for any of theirs), by name.
+func (s *Service) ModelAliases(ctx context.Context, projectRef string) ([]*model.Alias, error) {
+	p, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	e, _, err := s.recentEstate(ctx, p.TenantID, gatewayEstateAge)
+	if err != nil {
+		return nil, s.internal(ctx, err)
+	}
+	var projects []*model.Project
+	if p.ProjectID != "" || projectRef != "" {
+		pr, err := gatewayProject(e, p, projectRef)
+		if err != nil {
+			return nil, err
+		}
+		projects = []*model.Project{pr}
+	} else {
+		for _, pr := range e.Projects {
+			if usesProject(p, pr) {
+				projects = append(projects, pr)
+			}
+		}
+	}
+	var out []*model.Alias
+	for _, a := range e.Gateway.Aliases {
+		for _, pr := range projects {
+			if firstRule(e, a, p, pr) != nil {
+				out = append(out, a)
+				break
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// Cost is what a call's tokens cost on a model, in millionths of its
+// currency, rounded up.
+func Cost(m *model.LLMModel, input, output int64) int64 {
+	n := input*m.InputPriceMicros + output*m.OutputPriceMicros
+	return (n + 999_999) / 1_000_000
+}
