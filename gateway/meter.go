@@ -20,6 +20,7 @@ type meter struct {
 	buf  []*model.ModelCall
 	kick chan struct{}
 	done chan struct{}
+	stop sync.Once
 	wg   sync.WaitGroup
 }
 
@@ -91,8 +92,10 @@ func (m *meter) flush(ctx context.Context) error {
 	return nil
 }
 
+// close stops the flusher and writes what is left; it may be called
+// again (a second shutdown) and flushes again.
 func (m *meter) close(ctx context.Context) error {
-	close(m.done)
+	m.stop.Do(func() { close(m.done) })
 	m.wg.Wait()
 	return m.flush(ctx)
 }

@@ -23,9 +23,13 @@ type Config struct {
 	// DatabaseURL, when set, keeps state in PostgreSQL instead of SQLite
 	// (KLIQUE_DATABASE_URL).
 	DatabaseURL string
-	// RedisURL carries rate-limit counters and events between replicas
-	// (KLIQUE_REDIS_URL). Not needed by a single replica.
+	// RedisURL carries the gateway's rate-limit and budget counters
+	// between replicas (KLIQUE_REDIS_URL). Not needed by a single replica:
+	// without it they are kept in process.
 	RedisURL string
+	// GatewayListen, when set, serves the LLM gateway (/v1) on a listener
+	// of its own as well (KLIQUE_GATEWAY_LISTEN), such as 0.0.0.0:4000.
+	GatewayListen string
 	// BootstrapToken, when set, is the admin API key created on first start
 	// instead of a generated one (KLIQUE_BOOTSTRAP_TOKEN).
 	BootstrapToken string
@@ -94,6 +98,7 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 		DataDir:           or(getenv("KLIQUE_DATA_DIR"), DefaultDataDir),
 		DatabaseURL:       getenv("KLIQUE_DATABASE_URL"),
 		RedisURL:          getenv("KLIQUE_REDIS_URL"),
+		GatewayListen:     getenv("KLIQUE_GATEWAY_LISTEN"),
 		BootstrapToken:    getenv("KLIQUE_BOOTSTRAP_TOKEN"),
 		PublicURL:         getenv("KLIQUE_PUBLIC_URL"),
 		LogFormat:         or(getenv("KLIQUE_LOG_FORMAT"), "text"),
@@ -165,6 +170,11 @@ func (c *Config) Validate() error {
 		u, err := url.Parse(c.DatabaseURL)
 		if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
 			return fmt.Errorf("KLIQUE_DATABASE_URL must be a postgres:// URL (leave it unset for the embedded SQLite store)")
+		}
+	}
+	if c.RedisURL != "" {
+		if u, err := url.Parse(c.RedisURL); err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") {
+			return fmt.Errorf("KLIQUE_REDIS_URL must be a redis:// or rediss:// URL (leave it unset to keep limits in process)")
 		}
 	}
 	if c.Engine && (c.EngineInterval < 10*time.Millisecond || c.EngineInterval > time.Minute) {

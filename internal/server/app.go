@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/klique-ai/klique/engine"
+	"github.com/klique-ai/klique/gateway"
 	"github.com/klique-ai/klique/internal/config"
 	"github.com/klique-ai/klique/internal/events"
 	"github.com/klique-ai/klique/internal/identity"
@@ -40,6 +41,10 @@ type App struct {
 	stop     context.CancelFunc
 	stopped  chan struct{}
 	debug    *http.Server
+	// Gateway serves /v1; gatewaySrv is its own listener when configured.
+	gateway      *gateway.Gateway
+	gatewaySrv   *http.Server
+	closeLimiter func()
 }
 
 // startDebug serves the Go profiler on KLIQUE_DEBUG_LISTEN, apart from the
@@ -128,6 +133,11 @@ func start(ctx context.Context, cfg *config.Config, log *slog.Logger, st store.S
 	}
 
 	h := NewHandler(Deps{Service: svc, Auth: auth, Signer: signer, Logger: log, MaxBodyBytes: cfg.MaxBodyBytes})
+	gw, limiterClose, err := startGateway(cfg, log, svc, auth, h)
+	if err != nil {
+		return nil, err
+	}
+	invalidateCredentialsOn(bus, auth)
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s (set KLIQUE_LISTEN or --listen to another address): %w", cfg.Listen, err)
@@ -141,7 +151,12 @@ func start(ctx context.Context, cfg *config.Config, log *slog.Logger, st store.S
 			MaxHeaderBytes:    64 << 10,
 			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		}}
+	app.gateway, app.closeLimiter = gw, limiterClose
 	go func() { app.served <- app.server.Serve(ln) }()
+	if err := app.startGatewayListener(cfg); err != nil {
+		_ = app.server.Close()
+		return nil, err
+	}
 	if err := app.startDebug(cfg); err != nil {
 		_ = app.server.Close()
 		return nil, err
@@ -263,8 +278,20 @@ func (a *App) URL() string { return "http://" + a.listener.Addr().String() }
 // context's deadline, and closes the store.
 func (a *App) Shutdown(ctx context.Context) error {
 	err := a.server.Shutdown(ctx)
+	if a.gatewaySrv != nil {
+		_ = a.gatewaySrv.Shutdown(ctx)
+	}
 	if a.debug != nil {
 		_ = a.debug.Close()
+	}
+	if a.gateway != nil {
+		// Settle and record the calls answered so far.
+		if gerr := a.gateway.Close(ctx); gerr != nil {
+			a.log.Warn("gateway: not every call was recorded before shutdown", "err", gerr)
+		}
+	}
+	if a.closeLimiter != nil {
+		a.closeLimiter()
 	}
 	if a.stop != nil {
 		a.stop()

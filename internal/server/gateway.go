@@ -1,0 +1,89 @@
+package server
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/klique-ai/klique/gateway"
+	"github.com/klique-ai/klique/gateway/limits"
+	"github.com/klique-ai/klique/internal/config"
+	"github.com/klique-ai/klique/internal/events"
+	"github.com/klique-ai/klique/internal/identity"
+	"github.com/klique-ai/klique/internal/platform"
+)
+
+// startGateway builds the LLM gateway and mounts it under /v1. Its limits
+// live in Redis when KLIQUE_REDIS_URL is set (falling back to this process
+// while Redis cannot be reached), else in this process.
+func startGateway(cfg *config.Config, log *slog.Logger, svc *platform.Service, auth *identity.Authenticator, h *Handler) (*gateway.Gateway, func(), error) {
+	metrics, err := gateway.NewMetrics(h.metrics.registry)
+	if err != nil {
+		return nil, nil, fmt.Errorf("gateway metrics: %w", err)
+	}
+	var limiter limits.Limiter = limits.NewMemory()
+	closeLimiter := func() {}
+	if cfg.RedisURL != "" {
+		opts, err := redis.ParseURL(cfg.RedisURL)
+		if err != nil {
+			return nil, nil, fmt.Errorf("KLIQUE_REDIS_URL: %w", err)
+		}
+		// Fail fast: a call waits on Redis, so a Redis that does not answer
+		// must hand over to the in-process limiter quickly.
+		opts.DialTimeout, opts.ReadTimeout, opts.WriteTimeout = time.Second, 500*time.Millisecond, 500*time.Millisecond
+		opts.MaxRetries = 1
+		opts.PoolSize = max(opts.PoolSize, 256)
+		client := redis.NewClient(opts)
+		closeLimiter = func() { _ = client.Close() }
+		limiter = &limits.Failover{Primary: limits.NewRedis(client, "klique:"), Fallback: limits.NewMemory(),
+			Log: log.With("component", "gateway"), OnChange: metrics.SetDegraded}
+	}
+	gw := gateway.New(gateway.Options{Service: svc, Auth: auth, Limiter: limiter, Log: log.With("component", "gateway"),
+		MaxBody: cfg.MaxBodyBytes, Metrics: metrics})
+	h.route("/v1/", "gateway", gw)
+	return gw, closeLimiter, nil
+}
+
+// startGatewayListener serves the gateway alone on KLIQUE_GATEWAY_LISTEN.
+func (a *App) startGatewayListener(cfg *config.Config) error {
+	if cfg.GatewayListen == "" {
+		return nil
+	}
+	ln, err := net.Listen("tcp", cfg.GatewayListen)
+	if err != nil {
+		return fmt.Errorf("listen on KLIQUE_GATEWAY_LISTEN=%s: %w", cfg.GatewayListen, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/v1/", a.Handler.common("gateway", a.gateway))
+	mux.Handle("/", a.Handler.common("not_found", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, `{"error":{"message":"this listener serves the LLM gateway under /v1","type":"invalid_request_error","code":"unknown_url"}}`, http.StatusNotFound)
+	})))
+	a.gatewaySrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
+	go func() { _ = a.gatewaySrv.Serve(ln) }()
+	a.log.Info("LLM gateway serving on its own listener", "url", "http://"+ln.Addr().String()+"/v1")
+	return nil
+}
+
+// invalidateCredentialsOn drops the gateway's cached credential checks
+// whenever users, memberships, keys, tenants or projects change here, so
+// such a change takes effect on the next call.
+func invalidateCredentialsOn(bus events.Broker, auth *identity.Authenticator) {
+	sub := bus.Subscribe(256, func(e events.Event) bool {
+		for _, prefix := range []string{"api_key.", "user.", "group.", "tenant.", "project."} {
+			if strings.HasPrefix(e.Kind, prefix) {
+				return true
+			}
+		}
+		return false
+	})
+	go func() {
+		for range sub.C {
+			auth.Invalidate()
+		}
+	}()
+}
