@@ -42,6 +42,9 @@ func (d *Document) Apply(cur *Estate, tenantID string, newID func() string, now 
 	for i := range d.Projects {
 		a.project(&d.Projects[i])
 	}
+	if d.Gateway != nil {
+		a.gateway(d.Gateway)
+	}
 	// Orders refer to links and connections made above.
 	for i := range d.Pools {
 		a.executionPriority(&d.Pools[i])
@@ -108,6 +111,26 @@ func (a *applier) checkDuplicates(d *Document) {
 		names = append(names, v.Name)
 	}
 	dup("project", names)
+	if g := d.Gateway; g != nil {
+		keys := func(kind string, n int, key func(i int) string) {
+			names = nil
+			for i := range n {
+				names = append(names, key(i))
+			}
+			dup(kind, names)
+		}
+		keys("provider", len(g.Providers), func(i int) string { return g.Providers[i].Name })
+		keys("route", len(g.Routes), func(i int) string { return g.Routes[i].Name })
+		keys("model", len(g.Models), func(i int) string { return g.Models[i].Name })
+		keys("entitlement", len(g.Entitlements), func(i int) string { return g.Entitlements[i].Name })
+		keys("alias", len(g.Aliases), func(i int) string { return g.Aliases[i].Name })
+		keys("token budget", len(g.Budgets), func(i int) string {
+			return BudgetName(&model.TokenBudget{Project: g.Budgets[i].Project, Period: model.BudgetPeriod(strings.ToLower(g.Budgets[i].Period))})
+		})
+		keys("rate limit", len(g.RateLimits), func(i int) string {
+			return RateLimitName(&model.RateLimit{Scope: model.RateLimitScope(strings.ToLower(g.RateLimits[i].Scope)), Name: g.RateLimits[i].Name})
+		})
+	}
 }
 
 // whole reads an optional whole number, with def when it is absent.
@@ -489,6 +512,9 @@ func (e *Estate) Export() *Document {
 			pd.Group = g.Name
 		}
 		d.Projects = append(d.Projects, pd)
+	}
+	if !GatewayEmpty(&e.Gateway) {
+		d.Gateway = exportGateway(&e.Gateway)
 	}
 	return d
 }

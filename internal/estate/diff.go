@@ -122,7 +122,7 @@ func Diff(from, to *Estate) []Change {
 	d(KindRateLimit, namedGateway(from.Gateway.RateLimits, RateLimitName), namedGateway(to.Gateway.RateLimits, RateLimitName), g, g)
 	d(KindEntitlement, namedGateway(from.Gateway.Entitlements, func(v *model.Entitlement) string { return v.Name }),
 		namedGateway(to.Gateway.Entitlements, func(v *model.Entitlement) string { return v.Name }), g, g)
-	d(KindGuardrails, []named{{"global", "global", &from.Gateway.Guardrails}}, []named{{"global", "global", &to.Gateway.Guardrails}}, g, g)
+	d(KindGuardrails, namedGuardrails(&from.Gateway.Guardrails), namedGuardrails(&to.Gateway.Guardrails), g, g)
 	out := append(early, writes...)
 	return append(out, late...)
 }
@@ -134,6 +134,16 @@ func namedGateway[T any](items []T, key func(T) string) []named {
 		out = append(out, named{key(v), key(v), v})
 	}
 	return out
+}
+
+// namedGuardrails names the global guardrails, which exist while they hold
+// a pattern or a guard alias: setting them on a tenant without any is a
+// creation, clearing them a deletion.
+func namedGuardrails(g *model.Guardrails) []named {
+	if GuardrailsEmpty(*g) {
+		return nil
+	}
+	return []named{{"global", "global", g}}
 }
 
 // BudgetName names a token budget: its project and period.

@@ -36,6 +36,8 @@ type Document struct {
 	Groups     []GroupDoc    `yaml:"groups,omitempty"`
 	Policies   []PolicyDoc   `yaml:"policies,omitempty"`
 	Projects   []ProjectDoc  `yaml:"projects,omitempty"`
+	// Gateway is the LLM gateway's configuration.
+	Gateway *GatewayDoc `yaml:"gateway,omitempty"`
 }
 
 // GPUClassDoc describes a GPU class and its price per GPU-hour.
@@ -129,6 +131,116 @@ type ProjectDoc struct {
 	OutputDestination string `yaml:"outputDestination,omitempty"`
 }
 
+// GatewayDoc describes the LLM gateway: providers and static routes, the
+// models behind them with their prices, the aliases applications call,
+// entitlements, token budgets, rate limits and the global guardrails.
+// Objects are matched by name (budgets by project and period, rate limits
+// by scope and name) and described whole, like every object of the file;
+// objects the file does not mention stay as they are. Guardrails, when
+// present, replace the global guardrails.
+type GatewayDoc struct {
+	Providers    []ProviderDoc    `yaml:"providers,omitempty"`
+	Routes       []RouteDoc       `yaml:"routes,omitempty"`
+	Models       []ModelDoc       `yaml:"models,omitempty"`
+	Entitlements []EntitlementDoc `yaml:"entitlements,omitempty"`
+	Aliases      []AliasDoc       `yaml:"aliases,omitempty"`
+	Budgets      []TokenBudgetDoc `yaml:"budgets,omitempty"`
+	RateLimits   []RateLimitDoc   `yaml:"rateLimits,omitempty"`
+	Guardrails   *GuardrailsDoc   `yaml:"guardrails,omitempty"`
+}
+
+// ProviderDoc describes a public model API. KeySecret names the tenant
+// vault secret that holds its key; the key itself never appears here.
+type ProviderDoc struct {
+	Name        string `yaml:"name"`
+	Description string `yaml:"description,omitempty"`
+	BaseURL     string `yaml:"baseUrl"`
+	KeySecret   string `yaml:"keySecret,omitempty"`
+	// Timeout is a Go duration such as 60s or 2m.
+	Timeout string `yaml:"timeout,omitempty"`
+}
+
+// RouteDoc describes a static route to self-hosted model servers.
+type RouteDoc struct {
+	Name        string   `yaml:"name"`
+	Description string   `yaml:"description,omitempty"`
+	Endpoints   []string `yaml:"endpoints"`
+	Timeout     string   `yaml:"timeout,omitempty"`
+}
+
+// ModelDoc describes a model behind a provider or a route. Prices are per
+// million tokens, in Currency.
+type ModelDoc struct {
+	Name            string  `yaml:"name"`
+	Provider        string  `yaml:"provider,omitempty"`
+	Route           string  `yaml:"route,omitempty"`
+	Upstream        string  `yaml:"upstream,omitempty"`
+	InputPrice      *Number `yaml:"inputPrice,omitempty"`
+	OutputPrice     *Number `yaml:"outputPrice,omitempty"`
+	Currency        string  `yaml:"currency,omitempty"`
+	MaxOutputTokens *Number `yaml:"maxOutputTokens,omitempty"`
+}
+
+// EntitlementDoc describes a named right held by groups and users.
+type EntitlementDoc struct {
+	Name   string   `yaml:"name"`
+	Groups []string `yaml:"groups,omitempty"`
+	Users  []string `yaml:"users,omitempty"`
+}
+
+// AliasDoc describes an alias: its rules, tried in order, and its own
+// guardrails.
+type AliasDoc struct {
+	Name        string         `yaml:"name"`
+	Description string         `yaml:"description,omitempty"`
+	Rules       []AliasRuleDoc `yaml:"rules"`
+	Guardrails  *GuardrailsDoc `yaml:"guardrails,omitempty"`
+}
+
+// AliasRuleDoc is one rule of an alias: conditions on the caller (empty
+// lists match everyone), weighted targets and ordered fallbacks.
+type AliasRuleDoc struct {
+	Groups       []string    `yaml:"groups,omitempty"`
+	Projects     []string    `yaml:"projects,omitempty"`
+	Entitlements []string    `yaml:"entitlements,omitempty"`
+	Targets      []TargetDoc `yaml:"targets"`
+	Fallbacks    []string    `yaml:"fallbacks,omitempty"`
+}
+
+// TargetDoc is a model and its weight (default 1).
+type TargetDoc struct {
+	Model  string  `yaml:"model"`
+	Weight *Number `yaml:"weight,omitempty"`
+}
+
+// TokenBudgetDoc bounds a project's model spend per day, week or month, in
+// tokens or in money, and optionally each user's part of it.
+type TokenBudgetDoc struct {
+	Project       string  `yaml:"project"`
+	Period        string  `yaml:"period"`
+	Tokens        *Number `yaml:"tokens,omitempty"`
+	Money         *Number `yaml:"money,omitempty"`
+	PerUserTokens *Number `yaml:"perUserTokens,omitempty"`
+	PerUserMoney  *Number `yaml:"perUserMoney,omitempty"`
+}
+
+// RateLimitDoc bounds requests and tokens per minute for each user, each
+// project or each alias, or for the one named.
+type RateLimitDoc struct {
+	Scope             string  `yaml:"scope"`
+	Name              string  `yaml:"name,omitempty"`
+	RequestsPerMinute *Number `yaml:"requestsPerMinute,omitempty"`
+	TokensPerMinute   *Number `yaml:"tokensPerMinute,omitempty"`
+}
+
+// GuardrailsDoc holds deny and allow patterns (Go regular expressions) and
+// an optional guard alias.
+type GuardrailsDoc struct {
+	Deny       []string `yaml:"deny,omitempty"`
+	Allow      []string `yaml:"allow,omitempty"`
+	GuardAlias string   `yaml:"guardAlias,omitempty"`
+}
+
 // Number is a scalar from the file kept as written, so that "4.5 GPUs" can be
 // refused with a message about whole GPUs rather than a type error, and so
 // that sizes such as "2x8" and 0.125 share one field.
@@ -202,6 +314,25 @@ func (n *Number) Whole(field string) (int64, error) {
 	}
 	if f < math.MinInt32 || f > math.MaxInt32 {
 		return 0, fmt.Errorf("%s %s is out of range", field, string(*n))
+	}
+	return int64(f), nil
+}
+
+// MaxCount bounds whole counts such as tokens: far above any real budget,
+// and exactly representable as a float64.
+const MaxCount = 1_000_000_000_000_000
+
+// Count reads a whole number up to MaxCount, such as a number of tokens.
+func (n *Number) Count(field string) (int64, error) {
+	f, err := strconv.ParseFloat(string(*n), 64)
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+		return 0, fmt.Errorf("%s %q is not a number", field, string(*n))
+	}
+	if f != math.Trunc(f) {
+		return 0, fmt.Errorf("%s must be a whole number (got %s)", field, string(*n))
+	}
+	if f < -MaxCount || f > MaxCount {
+		return 0, fmt.Errorf("%s %s is out of range (at most %d)", field, string(*n), int64(MaxCount))
 	}
 	return int64(f), nil
 }

@@ -402,8 +402,10 @@ func contains(list []string, s string) bool {
 // Normalize drops order entries that no longer point at anything: profiles
 // unlinked from a pool, policies disconnected from a profile, deleted
 // objects. Names given explicitly are checked when they are resolved; stale
-// ids left behind by other changes are simply removed.
+// ids left behind by other changes are simply removed. It also makes the
+// gateway's defaults explicit and sorts its objects by key.
 func (e *Estate) Normalize() {
+	e.normalizeGateway()
 	for _, p := range e.Pools {
 		var keep []string
 		for _, id := range p.ProfileOrder {

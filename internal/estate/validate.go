@@ -141,6 +141,7 @@ func (e *Estate) Validate() error {
 	v.policies()
 	v.computeResources()
 	v.projects()
+	v.gateway()
 	if len(v.problems) == 0 {
 		return nil
 	}

@@ -1,0 +1,366 @@
+package estate
+
+import (
+	"fmt"
+	"net/url"
+	"regexp"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/klique-ai/klique/internal/model"
+	"github.com/klique-ai/klique/internal/runenv"
+)
+
+// Bounds of the gateway's configuration.
+const (
+	MaxEndpoints       = 64
+	MinTimeout         = time.Second
+	MaxTimeout         = time.Hour
+	MaxOutputTokensCap = 10_000_000
+	MaxTargetWeight    = 1_000_000
+	MaxURLLength       = 2000
+	MaxUpstreamLength  = 256
+	MaxAliasRules      = 100
+	MaxPatterns        = 256
+	// MaxMoneyMicros bounds a token budget in money: a billion in any
+	// currency.
+	MaxMoneyMicros = 1_000_000_000_000_000
+	// MaxPerMinute bounds requests and tokens per minute.
+	MaxPerMinute = 1_000_000_000_000
+)
+
+// gateway checks the LLM gateway's configuration: every object on its own,
+// and every name it uses of the rest of the estate.
+func (v *validator) gateway() {
+	v.providers()
+	v.routes()
+	v.llmModels()
+	v.entitlements()
+	v.aliases()
+	v.tokenBudgets()
+	v.rateLimits()
+	v.guardrails("global guardrails", v.e.Gateway.Guardrails, "")
+}
+
+// unique reports a name used twice within a kind.
+func (v *validator) unique(seen map[string]bool, obj, kind, key string) {
+	if seen[key] {
+		v.add(obj, "another %s has the same name; names must be unique", kind)
+	}
+	seen[key] = true
+}
+
+func (v *validator) providers() {
+	seen := map[string]bool{}
+	for _, p := range v.e.Gateway.Providers {
+		obj := fmt.Sprintf("provider %q", p.Name)
+		v.name(obj, p.Name)
+		v.unique(seen, obj, "provider", p.Name)
+		v.description(obj, p.Description)
+		if err := checkBaseURL(p.BaseURL); err != nil {
+			v.add(obj, "baseUrl %v, such as https://api.openai.com/v1", err)
+		}
+		if p.KeySecret != "" && !runenv.ValidName(p.KeySecret) {
+			v.add(obj, "keySecret %q must name a vault secret: letters, digits and '_', not starting with a digit, such as OPENAI_API_KEY", p.KeySecret)
+		}
+		v.timeout(obj, p.Timeout)
+	}
+}
+
+func (v *validator) routes() {
+	seen := map[string]bool{}
+	for _, r := range v.e.Gateway.Routes {
+		obj := fmt.Sprintf("route %q", r.Name)
+		v.name(obj, r.Name)
+		v.unique(seen, obj, "route", r.Name)
+		v.description(obj, r.Description)
+		if len(r.Endpoints) == 0 || len(r.Endpoints) > MaxEndpoints {
+			v.add(obj, "has %d endpoints: give 1 to %d base URLs of its model servers, such as http://10.0.3.17:8000/v1", len(r.Endpoints), MaxEndpoints)
+		}
+		listed := map[string]bool{}
+		for _, ep := range r.Endpoints {
+			if err := checkBaseURL(ep); err != nil {
+				v.add(obj, "endpoint %v, such as http://10.0.3.17:8000/v1", err)
+			} else if listed[ep] {
+				v.add(obj, "lists endpoint %s twice; list each endpoint once", ep)
+			}
+			listed[ep] = true
+		}
+		v.timeout(obj, r.Timeout)
+	}
+}
+
+// checkBaseURL says what is wrong with the base URL of a provider or an
+// endpoint. Credentials in a URL would be stored and shown: they belong in
+// the vault.
+func checkBaseURL(s string) error {
+	u, err := url.Parse(s)
+	switch {
+	case s == "":
+		return fmt.Errorf("is missing: give an absolute http or https URL")
+	case len(s) > MaxURLLength || strings.ContainsFunc(s, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }):
+		return fmt.Errorf("%q must be an absolute http or https URL without spaces, at most %d characters", s, MaxURLLength)
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		return fmt.Errorf("%q must be an absolute http or https URL", s)
+	case u.User != nil:
+		return fmt.Errorf("%q holds a user name or password: remove it, and keep keys in the vault (a provider's keySecret)", s)
+	case u.RawQuery != "" || u.Fragment != "":
+		return fmt.Errorf("%q must have no query or fragment: give the base URL that /chat/completions is added to", s)
+	}
+	return nil
+}
+
+func (v *validator) timeout(obj string, d time.Duration) {
+	if d != 0 && (d < MinTimeout || d > MaxTimeout) {
+		v.add(obj, "timeout %s must be between %s and %s (leave it out for the default)", d, MinTimeout, formatDuration(MaxTimeout))
+	}
+}
+
+func (v *validator) llmModels() {
+	seen := map[string]bool{}
+	for _, m := range v.e.Gateway.Models {
+		obj := fmt.Sprintf("model %q", m.Name)
+		v.name(obj, m.Name)
+		v.unique(seen, obj, "model", m.Name)
+		switch {
+		case m.Provider != "" && m.Route != "":
+			v.add(obj, "names provider %q and route %q: give one of them", m.Provider, m.Route)
+		case m.Provider == "" && m.Route == "":
+			v.add(obj, "give the provider or the route that serves it")
+		case m.Provider != "" && v.e.Provider(m.Provider) == nil:
+			v.add(obj, "provider %q is not a known provider; add it under gateway providers", m.Provider)
+		case m.Route != "" && v.e.Route(m.Route) == nil:
+			v.add(obj, "route %q is not a known route; add it under gateway routes", m.Route)
+		}
+		if m.Upstream == "" || len(m.Upstream) > MaxUpstreamLength || strings.TrimSpace(m.Upstream) != m.Upstream ||
+			strings.ContainsFunc(m.Upstream, func(r rune) bool { return unicode.IsControl(r) || r == unicode.ReplacementChar }) {
+			v.add(obj, "upstream %q must be the model id the upstream knows, 1 to %d characters without control characters or surrounding spaces", m.Upstream, MaxUpstreamLength)
+		}
+		if m.InputPriceMicros < 0 || m.InputPriceMicros > MaxPriceMicros {
+			v.add(obj, "inputPrice must be 0 or more per million tokens (and below %d)", MaxPriceMicros/1_000_000)
+		}
+		if m.OutputPriceMicros < 0 || m.OutputPriceMicros > MaxPriceMicros {
+			v.add(obj, "outputPrice must be 0 or more per million tokens (and below %d)", MaxPriceMicros/1_000_000)
+		}
+		if !currencyRE.MatchString(m.Currency) {
+			v.add(obj, "currency %q must be a three-letter ISO code such as USD or EUR", m.Currency)
+		}
+		if m.MaxOutputTokens < 1 || m.MaxOutputTokens > MaxOutputTokensCap {
+			v.add(obj, "maxOutputTokens %d must be between 1 and %d", m.MaxOutputTokens, MaxOutputTokensCap)
+		}
+	}
+}
+
+func (v *validator) entitlements() {
+	seen := map[string]bool{}
+	for _, en := range v.e.Gateway.Entitlements {
+		obj := fmt.Sprintf("entitlement %q", en.Name)
+		v.name(obj, en.Name)
+		v.unique(seen, obj, "entitlement", en.Name)
+		v.knownGroups(obj, "", en.Groups)
+		listed := map[string]bool{}
+		for _, u := range en.Users {
+			if err := CheckName(u); err != nil {
+				v.add(obj, "user: %v", err)
+			} else if listed[u] {
+				v.add(obj, "lists user %q twice", u)
+			}
+			listed[u] = true
+		}
+	}
+}
+
+// knownGroups checks a list of group names: each known, each once.
+func (v *validator) knownGroups(obj, where string, names []string) {
+	listed := map[string]bool{}
+	for _, g := range names {
+		switch {
+		case v.e.GroupByName(g) == nil:
+			v.add(obj, "%sgroup %q is not a known group", where, g)
+		case listed[g]:
+			v.add(obj, "%slists group %q twice", where, g)
+		}
+		listed[g] = true
+	}
+}
+
+func (v *validator) aliases() {
+	seen := map[string]bool{}
+	for _, a := range v.e.Gateway.Aliases {
+		obj := fmt.Sprintf("alias %q", a.Name)
+		v.name(obj, a.Name)
+		v.unique(seen, obj, "alias", a.Name)
+		v.description(obj, a.Description)
+		if len(a.Rules) == 0 {
+			v.add(obj, "has no rule: give at least one rule with a target model")
+		}
+		if len(a.Rules) > MaxAliasRules {
+			v.add(obj, "has %d rules, more than %d", len(a.Rules), MaxAliasRules)
+		}
+		for i, r := range a.Rules {
+			v.aliasRule(obj, fmt.Sprintf("rule %d: ", i+1), r)
+		}
+		v.guardrails(obj+" guardrails", a.Guardrails, a.Name)
+	}
+}
+
+func (v *validator) aliasRule(obj, where string, r model.AliasRule) {
+	v.knownGroups(obj, where, r.Groups)
+	listed := map[string]bool{}
+	for _, p := range r.Projects {
+		switch {
+		case v.e.ProjectByName(p) == nil:
+			v.add(obj, "%sproject %q is not a known project", where, p)
+		case listed[p]:
+			v.add(obj, "%slists project %q twice", where, p)
+		}
+		listed[p] = true
+	}
+	clear(listed)
+	for _, en := range r.Entitlements {
+		switch {
+		case v.e.Entitlement(en) == nil:
+			v.add(obj, "%sentitlement %q is not a known entitlement; add it under gateway entitlements", where, en)
+		case listed[en]:
+			v.add(obj, "%slists entitlement %q twice", where, en)
+		}
+		listed[en] = true
+	}
+	if len(r.Targets) == 0 {
+		v.add(obj, "%sgive at least one target model", where)
+	}
+	clear(listed)
+	positive := false
+	for _, t := range r.Targets {
+		switch {
+		case v.e.LLMModel(t.Model) == nil:
+			v.add(obj, "%starget model %q is not a known model; add it under gateway models", where, t.Model)
+		case listed[t.Model]:
+			v.add(obj, "%slists target %q twice; give it one weight", where, t.Model)
+		}
+		listed[t.Model] = true
+		if t.Weight < 0 || t.Weight > MaxTargetWeight {
+			v.add(obj, "%sweight %d of %q must be between 0 and %d", where, t.Weight, t.Model, MaxTargetWeight)
+		}
+		positive = positive || t.Weight > 0
+	}
+	if len(r.Targets) > 0 && !positive {
+		v.add(obj, "%severy target has weight 0: give at least one a weight above 0", where)
+	}
+	clear(listed)
+	for _, f := range r.Fallbacks {
+		switch {
+		case v.e.LLMModel(f) == nil:
+			v.add(obj, "%sfallback model %q is not a known model; add it under gateway models", where, f)
+		case listed[f]:
+			v.add(obj, "%slists fallback %q twice", where, f)
+		}
+		listed[f] = true
+	}
+}
+
+func (v *validator) tokenBudgets() {
+	seen := map[string]bool{}
+	for _, b := range v.e.Gateway.Budgets {
+		obj := fmt.Sprintf("token budget %s", BudgetName(b))
+		if seen[BudgetName(b)] {
+			v.add(obj, "the project already has a budget for this period; give one budget per project and period")
+		}
+		seen[BudgetName(b)] = true
+		if v.e.ProjectByName(b.Project) == nil {
+			v.add(obj, "project %q is not a known project", b.Project)
+		}
+		if !b.Period.Valid() {
+			v.add(obj, "period %q must be day, week or month", b.Period)
+		}
+		if b.Tokens < 0 || b.Micros < 0 || b.PerUserTokens < 0 || b.PerUserMicros < 0 {
+			v.add(obj, "tokens, money and the per-user limits must be 0 or more")
+			continue
+		}
+		if b.Tokens > MaxCount || b.PerUserTokens > MaxCount || b.Micros > MaxMoneyMicros || b.PerUserMicros > MaxMoneyMicros {
+			v.add(obj, "is out of range: at most %d tokens or %d in money", int64(MaxCount), int64(MaxMoneyMicros/1_000_000))
+			continue
+		}
+		switch {
+		case b.Tokens > 0 && b.Micros > 0:
+			v.add(obj, "give tokens or money, not both (make two budgets of two periods if both matter)")
+		case b.Tokens == 0 && b.Micros == 0:
+			v.add(obj, "give tokens or money above 0 (delete the budget instead of setting 0)")
+		}
+		switch {
+		case b.PerUserTokens > 0 && b.Tokens == 0:
+			v.add(obj, "perUserTokens needs a budget in tokens; this one is in money: use perUserMoney")
+		case b.PerUserMicros > 0 && b.Micros == 0:
+			v.add(obj, "perUserMoney needs a budget in money; this one is in tokens: use perUserTokens")
+		case b.PerUserTokens > b.Tokens:
+			v.add(obj, "perUserTokens %d is above the whole budget of %d tokens", b.PerUserTokens, b.Tokens)
+		case b.PerUserMicros > b.Micros:
+			v.add(obj, "perUserMoney %s is above the whole budget of %s", *decimal6(b.PerUserMicros), *decimal6(b.Micros))
+		}
+	}
+}
+
+func (v *validator) rateLimits() {
+	seen := map[string]bool{}
+	for _, r := range v.e.Gateway.RateLimits {
+		obj := fmt.Sprintf("rate limit %s", RateLimitName(r))
+		if seen[RateLimitName(r)] {
+			v.add(obj, "appears twice; give one rate limit per scope and name")
+		}
+		seen[RateLimitName(r)] = true
+		switch r.Scope {
+		case model.RateLimitUser:
+			if r.Name != "" {
+				if err := CheckName(r.Name); err != nil {
+					v.add(obj, "user: %v", err)
+				}
+			}
+		case model.RateLimitProject:
+			if r.Name != "" && v.e.ProjectByName(r.Name) == nil {
+				v.add(obj, "project %q is not a known project (leave the name out to limit each project)", r.Name)
+			}
+		case model.RateLimitAlias:
+			if r.Name != "" && v.e.Alias(r.Name) == nil {
+				v.add(obj, "alias %q is not a known alias (leave the name out to limit each alias)", r.Name)
+			}
+		default:
+			v.add(obj, "scope %q must be user, project or alias", r.Scope)
+		}
+		switch {
+		case r.RequestsPerMinute < 0 || r.TokensPerMinute < 0 || r.RequestsPerMinute > MaxPerMinute || r.TokensPerMinute > MaxPerMinute:
+			v.add(obj, "requestsPerMinute and tokensPerMinute must be between 0 and %d", int64(MaxPerMinute))
+		case r.RequestsPerMinute == 0 && r.TokensPerMinute == 0:
+			v.add(obj, "give requestsPerMinute or tokensPerMinute above 0 (delete the rate limit instead of setting 0)")
+		}
+	}
+}
+
+// guardrails checks patterns and the guard alias; self is the alias the
+// guardrails belong to ("" for the global ones).
+func (v *validator) guardrails(obj string, g model.Guardrails, self string) {
+	if len(g.Deny)+len(g.Allow) > MaxPatterns {
+		v.add(obj, "hold %d patterns, more than %d", len(g.Deny)+len(g.Allow), MaxPatterns)
+	}
+	for _, l := range []struct {
+		kind string
+		list []string
+	}{{"deny", g.Deny}, {"allow", g.Allow}} {
+		for i, p := range l.list {
+			if p == "" {
+				v.add(obj, "%s pattern %d is empty: an empty pattern matches everything", l.kind, i+1)
+				continue
+			}
+			if _, err := regexp.Compile(p); err != nil {
+				v.add(obj, "%s pattern %d %q is not a valid regular expression: %v", l.kind, i+1, p, strings.TrimPrefix(err.Error(), "error parsing regexp: "))
+			}
+		}
+	}
+	switch {
+	case g.GuardAlias == "":
+	case g.GuardAlias == self:
+		v.add(obj, "guardAlias %q is the alias it guards: name another alias to check its calls", g.GuardAlias)
+	case v.e.Alias(g.GuardAlias) == nil:
+		v.add(obj, "guardAlias %q is not a known alias", g.GuardAlias)
+	}
+}
