@@ -54,7 +54,7 @@ type behaviour struct {
 	errorBody string
 }
 
-func newUpstream(t *testing.T) *upstream {
+func newUpstream(t testing.TB) *upstream {
 	u := &upstream{behav: map[string]behaviour{}}
 	u.Server = httptest.NewServer(http.HandlerFunc(u.serve))
 	t.Cleanup(u.Close)
@@ -162,7 +162,7 @@ projects:
 // env is a platform service over SQLite with two groups and their
 // members, a fake upstream, and a gateway serving on loopback.
 type env struct {
-	t        *testing.T
+	t        testing.TB
 	store    store.Store
 	svc      *platform.Service
 	auth     *identity.Authenticator
@@ -197,12 +197,18 @@ func (l *logBuffer) String() string {
 type envOption func(*envConfig)
 
 type envConfig struct {
-	limiter func(t *testing.T) limits.Limiter
+	limiter func(t testing.TB) limits.Limiter
+	client  *http.Client
+}
+
+// withUpstreamClient sets the gateway's client for upstream calls.
+func withUpstreamClient(c *http.Client) envOption {
+	return func(cfg *envConfig) { cfg.client = c }
 }
 
 func withRedis() envOption {
 	return func(c *envConfig) {
-		c.limiter = func(t *testing.T) limits.Limiter {
+		c.limiter = func(t testing.TB) limits.Limiter {
 			client, prefix := redistest.Require(t)
 			return limits.NewRedis(client, prefix)
 		}
@@ -212,8 +218,12 @@ func withRedis() envOption {
 // newEnv builds the world; configure sets the gateway configuration, given
 // the upstream's URL.
 func newEnv(t *testing.T, configure func(g *model.Gateway, upstreamURL string), opts ...envOption) *env {
+	return newEnvTB(t, configure, opts...)
+}
+
+func newEnvTB(t testing.TB, configure func(g *model.Gateway, upstreamURL string), opts ...envOption) *env {
 	t.Helper()
-	cfg := envConfig{limiter: func(*testing.T) limits.Limiter { return limits.NewMemory() }}
+	cfg := envConfig{limiter: func(testing.TB) limits.Limiter { return limits.NewMemory() }}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -270,7 +280,7 @@ func newEnv(t *testing.T, configure func(g *model.Gateway, upstreamURL string), 
 	// A service of its own, so that nothing of the setup is cached.
 	e.svc = platform.New(platform.Options{Store: st, Auth: e.auth, Vault: v, Logger: log})
 	e.limiter = cfg.limiter(t)
-	e.gw = gateway.New(gateway.Options{Service: e.svc, Auth: e.auth, Limiter: e.limiter, Log: log})
+	e.gw = gateway.New(gateway.Options{Service: e.svc, Auth: e.auth, Limiter: e.limiter, Log: log, Client: cfg.client})
 	e.srv = httptest.NewServer(e.gw)
 	t.Cleanup(func() {
 		e.srv.Close()
@@ -297,7 +307,7 @@ func mustPrincipal(ctx context.Context) *identity.Principal {
 	return p
 }
 
-func must(t *testing.T, err error) {
+func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)

@@ -7,9 +7,9 @@
 // nothing, before it goes upstream: the input tokens counted, the output
 // bounded by max_tokens, or the estimated cost. After the call it settles
 // each window to what was actually used; a call that failed settles to
-// what it consumed (nothing, or a request). A reservation that is never
-// settled (the gateway died mid-call) lapses at its expiry and gives its
-// amount back. Amounts are integers: tokens, requests, or micro-units of
+// what it consumed (nothing, or a request). A budget reservation that is
+// never settled (the gateway died mid-call) lapses at its expiry and gives
+// its amount back; a rate window's ends with its minute. Amounts are integers: tokens, requests, or micro-units of
 // money; never floats.
 //
 // Two implementations share these semantics and one conformance suite:
@@ -43,7 +43,10 @@ type Window struct {
 	// Seeded windows (budgets) start from what the ledger says was spent in
 	// the period: a Reserve that finds one without a counter says so in
 	// Decision.Unseeded, and the caller seeds it (Seed) and tries again.
-	// Rate windows start at zero.
+	// Their reservations are tracked one by one and lapse at the request's
+	// expiry. Rate windows start at zero, and a reservation never settled
+	// stays counted until the window ends (a minute): tracking it would
+	// cost more than it gives back.
 	Seeded bool
 }
 

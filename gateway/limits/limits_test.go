@@ -93,7 +93,8 @@ func TestReserveAndSettle(t *testing.T) {
 func TestAReservationNeverSettledLapses(t *testing.T) {
 	forEachLimiter(t, func(t *testing.T, l limits.Limiter, key func(string) string) {
 		now := time.Now()
-		w := limits.Window{Key: key("budget"), Limit: 100, Amount: 60, Ends: now.Add(time.Hour)}
+		w := limits.Window{Key: key("budget"), Limit: 100, Amount: 60, Ends: now.Add(time.Hour), Seeded: true}
+		must(t, l.Seed(ctx, w, 0))
 		dead := limits.Request{ID: "dead", Windows: []limits.Window{w}, Expires: now.Add(50 * time.Millisecond)}
 		d, err := l.Reserve(ctx, dead, now)
 		must(t, err)
@@ -118,6 +119,32 @@ func TestAReservationNeverSettledLapses(t *testing.T) {
 		must(t, err)
 		if got[0] != 70 {
 			t.Fatalf("after a late settle: %v", got)
+		}
+	})
+}
+
+func TestARateWindowKeepsAnUnsettledReservationUntilItEnds(t *testing.T) {
+	forEachLimiter(t, func(t *testing.T, l limits.Limiter, key func(string) string) {
+		now := time.Now()
+		w := limits.Window{Key: key("tpm"), Limit: 100, Amount: 60, Ends: now.Add(time.Minute)}
+		r := limits.Request{ID: "r", Windows: []limits.Window{w}, Expires: now.Add(10 * time.Millisecond)}
+		if d, _ := l.Reserve(ctx, r, now); !d.Allowed {
+			t.Fatal("refused")
+		}
+		got, err := l.Peek(ctx, []limits.Window{w}, now.Add(time.Second))
+		must(t, err)
+		if got[0] != 60 {
+			t.Fatalf("a rate reservation lapsed before its window ended: %v", got)
+		}
+		must(t, l.Settle(ctx, r, []int64{20}))
+		if got, _ := l.Peek(ctx, []limits.Window{w}, now); got[0] != 20 {
+			t.Fatalf("settled: %v", got)
+		}
+		// Settling into a window that is gone does not bring it back.
+		gone := limits.Window{Key: key("gone"), Limit: 100, Amount: 5, Ends: now}
+		must(t, l.Settle(ctx, limits.Request{ID: "x", Windows: []limits.Window{gone}}, []int64{7}))
+		if got, _ := l.Peek(ctx, []limits.Window{gone}, now); got[0] != 0 {
+			t.Fatalf("a settle recreated a counter: %v", got)
 		}
 	})
 }

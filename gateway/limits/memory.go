@@ -145,13 +145,15 @@ func (m *Memory) Reserve(_ context.Context, r Request, now time.Time) (Decision,
 			w = m.create(win, 0)
 		}
 		w.used += win.Amount
-		k := reservationKey(r.ID, win.Amount)
-		if _, dup := w.held[k]; !dup {
-			e := &hold{key: k, amount: win.Amount, at: r.Expires}
-			w.held[k] = e
-			heap.Push(&w.lapse, e)
-		} else {
-			w.held[k].amount += win.Amount
+		if win.Seeded {
+			k := reservationKey(r.ID, win.Amount)
+			if e, dup := w.held[k]; dup {
+				e.amount += win.Amount
+			} else {
+				e := &hold{key: k, amount: win.Amount, at: r.Expires}
+				w.held[k] = e
+				heap.Push(&w.lapse, e)
+			}
 		}
 		d.Used[i] = w.used
 	}
@@ -169,13 +171,14 @@ func (m *Memory) Settle(_ context.Context, r Request, actual []int64) error {
 	for i, win := range r.Windows {
 		w := m.windows[win.Key]
 		if w == nil {
-			if win.Seeded {
-				// The counter is gone (its period ended, or this process
-				// restarted): the ledger entry carries the amount into the
-				// next seed.
-				continue
-			}
-			w = m.create(win, 0)
+			// The counter is gone (its period ended, or this process
+			// restarted): a seeded one is counted from the ledger at its
+			// next seed.
+			continue
+		}
+		if !win.Seeded {
+			w.used += actual[i] - win.Amount
+			continue
 		}
 		if amt, ok := w.take(reservationKey(r.ID, win.Amount)); ok {
 			w.used += actual[i] - amt

@@ -9,102 +9,131 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Redis is the Limiter replicas share. Each window is two keys: a counter
-// (PREFIX+key) and a sorted set of live reservations (PREFIX+key+":r",
-// member "id:amount", score the expiry in milliseconds). One script call
-// reserves a whole call: it gives back lapsed reservations, checks every
-// window and takes every amount, atomically. Keys are not hash-tagged: a
-// call's windows must live on one Redis (not a cluster).
+// Redis is the Limiter replicas share. A window is one counter key
+// (PREFIX+key). A reservation of budget (seeded) windows is also written
+// down, so that it can lapse: a hash PREFIX+"r:"+id holding its amount per
+// counter, and its id in one sorted set PREFIX+"lapse" by expiry. Every
+// reserve first gives back a few lapsed reservations, then takes its
+// amounts: rate windows by INCRBY straight away (taken back if a window
+// would pass its limit), budget windows after checking they are seeded.
+// One script call does a whole reserve, atomically, and concurrent calls
+// are pipelined. Keys are not hash-tagged: a gateway's limits live on one
+// Redis (not a cluster).
 type Redis struct {
 	c      redis.UniversalClient
 	prefix string
+	batch  *batcher
 }
 
 // NewRedis returns a limiter over c whose keys start with prefix.
+// Concurrent calls are pipelined (see batcher).
 func NewRedis(c redis.UniversalClient, prefix string) *Redis {
-	return &Redis{c: c, prefix: prefix}
+	return &Redis{c: c, prefix: prefix, batch: &batcher{c: c}}
 }
 
-// reserveScript: KEYS are n counters then n reservation sets. ARGV: now
-// (ms), expires (ms), id, n, then for each window: limit, amount, keep
-// until (ms), seeded (1/0). It returns {1, used...} when reserved,
-// {0, denied index, used...} when refused, {-1, unseeded indexes...} when a
-// seeded window has no counter.
+// ints reads a script's answer as integers.
+func ints(v any) ([]int64, error) {
+	list, ok := v.([]any)
+	if !ok {
+		return nil, fmt.Errorf("unexpected answer %T", v)
+	}
+	out := make([]int64, len(list))
+	for i, x := range list {
+		n, ok := x.(int64)
+		if !ok {
+			return nil, fmt.Errorf("unexpected answer %v", list)
+		}
+		out[i] = n
+	}
+	return out, nil
+}
+
+// reserveScript: KEYS are n counters, then the lapse set, then the
+// reservation's hash. ARGV: now (ms), expires (ms), id, n, the hash key
+// prefix, then for each window: limit, amount, keep until (ms), seeded
+// (1/0). It returns {1, used...} when reserved, {0, denied index,
+// used...} when refused (used before the call), {-1, unseeded indexes...}
+// when a seeded window has no counter.
 var reserveScript = redis.NewScript(`
 local now = tonumber(ARGV[1])
-local expires = tonumber(ARGV[2])
-local id = ARGV[3]
 local n = tonumber(ARGV[4])
-local used = {}
+local lapse = KEYS[n + 1]
+local lapsed = redis.call('ZRANGEBYSCORE', lapse, '-inf', now, 'LIMIT', 0, 32)
+for _, rid in ipairs(lapsed) do
+  local hk = ARGV[5] .. rid
+  local held = redis.call('HGETALL', hk)
+  for j = 1, #held, 2 do
+    if redis.call('EXISTS', held[j]) == 1 then redis.call('DECRBY', held[j], held[j + 1]) end
+  end
+  redis.call('DEL', hk)
+  redis.call('ZREM', lapse, rid)
+end
 local unseeded = {}
+local tracked = false
 for i = 1, n do
-  local ck, rk = KEYS[i], KEYS[n + i]
-  local lapsed = redis.call('ZRANGEBYSCORE', rk, '-inf', now)
-  if #lapsed > 0 then
-    local back = 0
-    for _, m in ipairs(lapsed) do
-      back = back + tonumber(string.match(m, ':(%-?%d+)$'))
-    end
-    redis.call('ZREMRANGEBYSCORE', rk, '-inf', now)
-    redis.call('DECRBY', ck, back)
+  if ARGV[5 + (i - 1) * 4 + 4] == '1' then
+    tracked = true
+    if redis.call('EXISTS', KEYS[i]) == 0 then unseeded[#unseeded + 1] = i - 1 end
   end
-  local v = redis.call('GET', ck)
-  if not v then
-    if ARGV[4 + (i - 1) * 4 + 4] == '1' then
-      unseeded[#unseeded + 1] = i - 1
-    end
-    v = 0
-  end
-  used[i] = tonumber(v)
 end
 if #unseeded > 0 then
   local out = {-1}
   for _, i in ipairs(unseeded) do out[#out + 1] = i end
   return out
 end
+local used = {}
 for i = 1, n do
-  local base = 4 + (i - 1) * 4
-  if used[i] + tonumber(ARGV[base + 2]) > tonumber(ARGV[base + 1]) then
+  local base = 5 + (i - 1) * 4
+  local amount = tonumber(ARGV[base + 2])
+  local v = redis.call('INCRBY', KEYS[i], amount)
+  if v == amount and ARGV[base + 4] ~= '1' then
+    redis.call('PEXPIREAT', KEYS[i], ARGV[base + 3])
+  end
+  used[i] = v
+  if v > tonumber(ARGV[base + 1]) then
     local out = {0, i - 1}
+    for j = 1, i do
+      local a = tonumber(ARGV[5 + (j - 1) * 4 + 2])
+      redis.call('DECRBY', KEYS[j], a)
+      used[j] = used[j] - a
+    end
+    for j = i + 1, n do used[j] = tonumber(redis.call('GET', KEYS[j]) or '0') end
     for j = 1, n do out[#out + 1] = used[j] end
     return out
   end
 end
-local out = {1}
-for i = 1, n do
-  local base = 4 + (i - 1) * 4
-  local amount = tonumber(ARGV[base + 2])
-  local untilms = ARGV[base + 3]
-  local ck, rk = KEYS[i], KEYS[n + i]
-  used[i] = redis.call('INCRBY', ck, amount)
-  redis.call('ZADD', rk, expires, id .. ':' .. ARGV[base + 2])
-  redis.call('PEXPIREAT', ck, untilms)
-  redis.call('PEXPIREAT', rk, untilms)
-  out[#out + 1] = used[i]
+if tracked then
+  local hk = KEYS[n + 2]
+  for i = 1, n do
+    local base = 5 + (i - 1) * 4
+    if ARGV[base + 4] == '1' then redis.call('HSET', hk, KEYS[i], ARGV[base + 2]) end
+  end
+  redis.call('PEXPIREAT', hk, ARGV[2] + 3600000)
+  redis.call('ZADD', lapse, ARGV[2], ARGV[3])
 end
+local out = {1}
+for i = 1, n do out[#out + 1] = used[i] end
 return out
 `)
 
-// settleScript: KEYS are n counters then n reservation sets. ARGV: id, n,
-// then for each window: reserved amount, actual amount, keep until (ms),
-// seeded (1/0). A reservation still held is swapped for the actual amount;
-// one that lapsed (and was given back) adds the actual amount. A seeded
-// counter that is gone is left for the next seed to count from the ledger.
+// settleScript: KEYS are n counters, then the lapse set, then the
+// reservation's hash. ARGV: id, n, then for each window: reserved amount,
+// actual amount, seeded (1/0). A reservation still held is swapped for the
+// actual amounts; one that lapsed (its amounts given back) adds them. A
+// counter that is gone (its period ended, or Redis lost it) is left alone:
+// a seeded one is counted from the ledger at its next seed.
 var settleScript = redis.NewScript(`
-local id = ARGV[1]
 local n = tonumber(ARGV[2])
+local held = redis.call('ZREM', KEYS[n + 1], ARGV[1])
+if held == 1 then redis.call('DEL', KEYS[n + 2]) end
 for i = 1, n do
-  local base = 2 + (i - 1) * 4
+  local base = 2 + (i - 1) * 3
   local reserved = tonumber(ARGV[base + 1])
   local actual = tonumber(ARGV[base + 2])
-  local ck, rk = KEYS[i], KEYS[n + i]
-  local held = redis.call('ZREM', rk, id .. ':' .. ARGV[base + 1])
-  local exists = redis.call('EXISTS', ck)
-  if held == 1 then
-    redis.call('INCRBY', ck, actual - reserved)
-  elseif exists == 1 or ARGV[base + 4] ~= '1' then
-    redis.call('INCRBY', ck, actual)
-    if exists == 0 then redis.call('PEXPIREAT', ck, ARGV[base + 3]) end
+  local delta = actual - reserved
+  if ARGV[base + 3] == '1' and held == 0 then delta = actual end
+  if delta ~= 0 and redis.call('EXISTS', KEYS[i]) == 1 then
+    redis.call('INCRBY', KEYS[i], delta)
   end
 end
 return 1
@@ -118,34 +147,34 @@ end
 return 1
 `)
 
-// peekScript: KEYS are n counters then n reservation sets; ARGV: now (ms).
+// peekScript: KEYS are n counters then the lapse set; ARGV: now (ms), the
+// hash key prefix. It gives back lapsed reservations first.
 var peekScript = redis.NewScript(`
-local n = #KEYS / 2
-local now = tonumber(ARGV[1])
-local out = {}
-for i = 1, n do
-  local ck, rk = KEYS[i], KEYS[n + i]
-  local lapsed = redis.call('ZRANGEBYSCORE', rk, '-inf', now)
-  if #lapsed > 0 then
-    local back = 0
-    for _, m in ipairs(lapsed) do
-      back = back + tonumber(string.match(m, ':(%-?%d+)$'))
-    end
-    redis.call('ZREMRANGEBYSCORE', rk, '-inf', now)
-    redis.call('DECRBY', ck, back)
+local n = #KEYS - 1
+local lapse = KEYS[n + 1]
+local lapsed = redis.call('ZRANGEBYSCORE', lapse, '-inf', tonumber(ARGV[1]), 'LIMIT', 0, 1000)
+for _, rid in ipairs(lapsed) do
+  local hk = ARGV[2] .. rid
+  local held = redis.call('HGETALL', hk)
+  for j = 1, #held, 2 do
+    if redis.call('EXISTS', held[j]) == 1 then redis.call('DECRBY', held[j], held[j + 1]) end
   end
-  out[i] = tonumber(redis.call('GET', ck) or '0')
+  redis.call('DEL', hk)
+  redis.call('ZREM', lapse, rid)
 end
+local out = {}
+for i = 1, n do out[i] = tonumber(redis.call('GET', KEYS[i]) or '0') end
 return out
 `)
 
-func (r *Redis) keys(ws []Window) []string {
-	keys := make([]string, 2*len(ws))
+// keys lists the counters of ws, then the lapse set, then the hash of
+// reservation id.
+func (r *Redis) keys(ws []Window, id string) []string {
+	keys := make([]string, len(ws), len(ws)+2)
 	for i, w := range ws {
 		keys[i] = r.prefix + w.Key
-		keys[len(ws)+i] = r.prefix + w.Key + ":r"
 	}
-	return keys
+	return append(keys, r.prefix+"lapse", r.prefix+"r:"+id)
 }
 
 func ms(t time.Time) int64 { return t.UnixMilli() }
@@ -163,14 +192,18 @@ func unavailable(what string, err error) error {
 
 // Reserve implements Limiter.
 func (r *Redis) Reserve(ctx context.Context, req Request, now time.Time) (Decision, error) {
-	args := make([]any, 0, 4+4*len(req.Windows))
-	args = append(args, ms(now), ms(req.Expires), req.ID, len(req.Windows))
+	args := make([]any, 0, 5+4*len(req.Windows))
+	args = append(args, ms(now), ms(req.Expires), req.ID, len(req.Windows), r.prefix+"r:")
 	for _, w := range req.Windows {
 		args = append(args, w.Limit, w.Amount, ms(w.Ends.Add(keep)), flag(w.Seeded))
 	}
-	res, err := reserveScript.Run(ctx, r.c, r.keys(req.Windows), args...).Int64Slice()
+	v, err := r.batch.run(ctx, reserveScript, r.keys(req.Windows, req.ID), args)
 	if err != nil {
 		return Decision{}, unavailable("reserve", err)
+	}
+	res, err := ints(v)
+	if err != nil {
+		return Decision{}, fmt.Errorf("reserve in Redis: %w", err)
 	}
 	d := Decision{Used: make([]int64, len(req.Windows))}
 	switch {
@@ -190,17 +223,28 @@ func (r *Redis) Reserve(ctx context.Context, req Request, now time.Time) (Decisi
 	return d, nil
 }
 
-// Settle implements Limiter.
+// Settle implements Limiter. Rate windows whose actual amount is what was
+// reserved (a request counts as one either way) need no change and are
+// not sent.
 func (r *Redis) Settle(ctx context.Context, req Request, actual []int64) error {
 	if len(actual) != len(req.Windows) {
 		return errSettleLength(len(req.Windows), len(actual))
 	}
-	args := make([]any, 0, 2+4*len(req.Windows))
-	args = append(args, req.ID, len(req.Windows))
+	var ws []Window
+	args := make([]any, 0, 2+3*len(req.Windows))
+	args = append(args, req.ID, 0)
 	for i, w := range req.Windows {
-		args = append(args, strconv.FormatInt(w.Amount, 10), actual[i], ms(w.Ends.Add(keep)), flag(w.Seeded))
+		if !w.Seeded && actual[i] == w.Amount {
+			continue
+		}
+		ws = append(ws, w)
+		args = append(args, strconv.FormatInt(w.Amount, 10), actual[i], flag(w.Seeded))
 	}
-	if err := settleScript.Run(ctx, r.c, r.keys(req.Windows), args...).Err(); err != nil {
+	if len(ws) == 0 {
+		return nil
+	}
+	args[1] = len(ws)
+	if _, err := r.batch.run(ctx, settleScript, r.keys(ws, req.ID), args); err != nil {
 		return unavailable("settle", err)
 	}
 	return nil
@@ -219,7 +263,8 @@ func (r *Redis) Peek(ctx context.Context, ws []Window, now time.Time) ([]int64, 
 	if len(ws) == 0 {
 		return nil, nil
 	}
-	res, err := peekScript.Run(ctx, r.c, r.keys(ws), ms(now)).Int64Slice()
+	keys := r.keys(ws, "")
+	res, err := peekScript.Run(ctx, r.c, keys[:len(keys)-1], ms(now), r.prefix+"r:").Int64Slice()
 	if err != nil {
 		return nil, unavailable("peek", err)
 	}
