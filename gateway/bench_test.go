@@ -49,10 +49,11 @@ func startMock(b *testing.B) string {
 //     request is timed from when it was due, so a stall counts against
 //     every request it delays), p50 and p99 each way, and what the gateway
 //     adds;
+//
 //   - throughput with 64 callers as fast as they go, each way, and the
 //     gateway's share of the direct figure.
 //
-//	KLIQUE_TEST_REDIS_URL=redis://127.0.0.1:6379/0 go test ./gateway -run '^$' -bench GatewayOverhead -benchtime 1x
+//     KLIQUE_TEST_REDIS_URL=redis://127.0.0.1:6379/0 go test ./gateway -run '^$' -bench GatewayOverhead -benchtime 1x
 func BenchmarkGatewayOverhead(b *testing.B) {
 	mock := startMock(b)
 	e := newBenchEnv(b, mock)
