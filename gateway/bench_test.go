@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -184,4 +185,44 @@ func closedLoop(b *testing.B, call func() error, callers int, d time.Duration) f
 		b.Fatalf("%d calls failed", f)
 	}
 	return float64(done.Load()) / time.Since(start).Seconds()
+}
+
+// BenchmarkGatewayCall is one call through the gateway's handler, in
+// process (no client connection), to the mock over loopback, with the
+// in-process limiter: the gateway's own cost per call, and its
+// allocations.
+//
+//	go test ./gateway -run '^$' -bench GatewayCall -benchmem
+func BenchmarkGatewayCall(b *testing.B) {
+	mock := startMock(b)
+	e := newEnvTB(b, func(g *model.Gateway, _ string) {
+		g.Routes = []*model.Route{{Name: "mock", Endpoints: []string{mock + "/v1"}, Timeout: 10 * time.Second}}
+		g.Models = []*model.LLMModel{{Name: "llama", Route: "mock", Upstream: "meta/llama", InputPriceMicros: 200_000, OutputPriceMicros: 200_000, Currency: "USD"}}
+		g.Aliases = []*model.Alias{{Name: "chat", Rules: []model.AliasRule{{Targets: []model.Target{{Model: "llama", Weight: 1}}}}}}
+		g.Budgets = []*model.TokenBudget{{Project: "detect", Period: model.PeriodMonth, Tokens: 1 << 50, PerUserTokens: 1 << 49}}
+		g.RateLimits = []*model.RateLimit{
+			{Scope: model.RateLimitUser, RequestsPerMinute: 1 << 40, TokensPerMinute: 1 << 50},
+			{Scope: model.RateLimitAlias, Name: "chat", RequestsPerMinute: 1 << 40},
+		}
+		g.Guardrails = model.Guardrails{Deny: []string{`(?i)\bpassword\s*[:=]`}}
+	})
+	key := e.keys["vic"]
+	call := func() {
+		req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(benchBody))
+		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("X-Klique-Project", "detect")
+		rec := httptest.NewRecorder()
+		e.gw.ServeHTTP(rec, req)
+		if rec.Code != 200 {
+			b.Fatalf("%d %s", rec.Code, rec.Body)
+		}
+	}
+	for i := 0; i < 100; i++ {
+		call()
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		call()
+	}
 }

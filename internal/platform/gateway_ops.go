@@ -128,8 +128,40 @@ func (s *Service) AuthorizeModelCall(ctx context.Context, aliasName, projectRef 
 		}
 		grant.Upstreams = append(grant.Upstreams, u)
 	}
-	grant.Windows = limitWindows(g, p, pr, alias, now)
+	grant.Windows = s.windows.get(p, pr, alias, version, now, func() []LimitWindow { return limitWindows(g, p, pr, alias, now) })
 	return grant, nil
+}
+
+// windowCache keeps the limit windows of each caller, project and alias for
+// the current minute: every key and limit in them is the same for the
+// whole minute (periods start on minute boundaries too), and building them
+// is most of a call's work in the platform service. Grants share the
+// slices, which no one changes.
+type windowCache struct {
+	mu     sync.Mutex
+	minute int64
+	byKey  map[string][]LimitWindow
+}
+
+func (c *windowCache) get(p *identity.Principal, pr *model.Project, a *model.Alias, version int64, now time.Time, build func() []LimitWindow) []LimitWindow {
+	minute := now.Unix() / 60
+	k := p.TenantID + "|" + strconv.FormatInt(version, 10) + "|" + p.UserID + "|" + p.UserName + "|" + pr.ID + "|" + a.Name
+	c.mu.Lock()
+	if c.minute != minute || len(c.byKey) > 50_000 {
+		c.minute, c.byKey = minute, map[string][]LimitWindow{}
+	}
+	ws, ok := c.byKey[k]
+	c.mu.Unlock()
+	if ok {
+		return ws
+	}
+	ws = build()
+	c.mu.Lock()
+	if c.minute == minute {
+		c.byKey[k] = ws
+	}
+	c.mu.Unlock()
+	return ws
 }
 
 // gatewayProject resolves the project a call is for.

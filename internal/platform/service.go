@@ -55,6 +55,7 @@ type Service struct {
 	claims  claimWaiters
 	keys    providerKeys
 	guards  guardCache
+	windows windowCache
 	agent   AgentOptions
 	// redact holds, per running task attempt, the secret values to cut
 	// out of its log lines.
