@@ -41,6 +41,10 @@ type ResolverRoot interface {
 	GPUClass() GPUClassResolver
 	Group() GroupResolver
 	GroupMembership() GroupMembershipResolver
+	LLMGuardrails() LLMGuardrailsResolver
+	LLMModel() LLMModelResolver
+	LLMProvider() LLMProviderResolver
+	LLMRoute() LLMRouteResolver
 	Mutation() MutationResolver
 	PolicyView() PolicyViewResolver
 	Pool() PoolResolver
@@ -48,11 +52,13 @@ type ResolverRoot interface {
 	Project() ProjectResolver
 	Query() QueryResolver
 	QueueState() QueueStateResolver
+	RateLimit() RateLimitResolver
 	ResourcePolicy() ResourcePolicyResolver
 	Secret() SecretResolver
 	Task() TaskResolver
 	TaskSpec() TaskSpecResolver
 	TimeBudget() TimeBudgetResolver
+	TokenBudget() TokenBudgetResolver
 	UsageKey() UsageKeyResolver
 	UsageRow() UsageRowResolver
 	User() UserResolver
@@ -184,6 +190,12 @@ type ComplexityRoot struct {
 		Since   func(childComplexity int) int
 	}
 
+	Entitlement struct {
+		Groups func(childComplexity int) int
+		Name   func(childComplexity int) int
+		Users  func(childComplexity int) int
+	}
+
 	GPUClass struct {
 		CreatedAt       func(childComplexity int) int
 		Currency        func(childComplexity int) int
@@ -218,6 +230,23 @@ type ComplexityRoot struct {
 		TotalGPUs   func(childComplexity int) int
 	}
 
+	GatewayConfig struct {
+		Aliases      func(childComplexity int) int
+		Budgets      func(childComplexity int) int
+		Entitlements func(childComplexity int) int
+		Guardrails   func(childComplexity int) int
+		Models       func(childComplexity int) int
+		Providers    func(childComplexity int) int
+		RateLimits   func(childComplexity int) int
+		Routes       func(childComplexity int) int
+	}
+
+	GatewayPayload struct {
+		Changes  func(childComplexity int) int
+		Gateway  func(childComplexity int) int
+		Warnings func(childComplexity int) int
+	}
+
 	Group struct {
 		CreatedAt   func(childComplexity int) int
 		Description func(childComplexity int) int
@@ -248,6 +277,58 @@ type ComplexityRoot struct {
 		Changes  func(childComplexity int) int
 		Group    func(childComplexity int) int
 		Warnings func(childComplexity int) int
+	}
+
+	LLMAlias struct {
+		Description func(childComplexity int) int
+		Guardrails  func(childComplexity int) int
+		Name        func(childComplexity int) int
+		Rules       func(childComplexity int) int
+	}
+
+	LLMAliasRule struct {
+		Entitlements func(childComplexity int) int
+		Fallbacks    func(childComplexity int) int
+		Groups       func(childComplexity int) int
+		Projects     func(childComplexity int) int
+		Targets      func(childComplexity int) int
+	}
+
+	LLMGuardrails struct {
+		Allow      func(childComplexity int) int
+		Deny       func(childComplexity int) int
+		GuardAlias func(childComplexity int) int
+	}
+
+	LLMModel struct {
+		Currency        func(childComplexity int) int
+		InputPrice      func(childComplexity int) int
+		MaxOutputTokens func(childComplexity int) int
+		Name            func(childComplexity int) int
+		OutputPrice     func(childComplexity int) int
+		Provider        func(childComplexity int) int
+		Route           func(childComplexity int) int
+		Upstream        func(childComplexity int) int
+	}
+
+	LLMProvider struct {
+		BaseURL        func(childComplexity int) int
+		Description    func(childComplexity int) int
+		KeySecret      func(childComplexity int) int
+		Name           func(childComplexity int) int
+		TimeoutSeconds func(childComplexity int) int
+	}
+
+	LLMRoute struct {
+		Description    func(childComplexity int) int
+		Endpoints      func(childComplexity int) int
+		Name           func(childComplexity int) int
+		TimeoutSeconds func(childComplexity int) int
+	}
+
+	LLMTarget struct {
+		Model  func(childComplexity int) int
+		Weight func(childComplexity int) int
 	}
 
 	LogLine struct {
@@ -287,20 +368,35 @@ type ComplexityRoot struct {
 		CreateTenant           func(childComplexity int, input gqlmodel.CreateTenantInput) int
 		CreateUser             func(childComplexity int, input gqlmodel.CreateUserInput) int
 		CreateWorkerCredential func(childComplexity int, pool string, name *string) int
+		DeleteEntitlement      func(childComplexity int, name string) int
 		DeleteGPUClass         func(childComplexity int, id string) int
 		DeleteGroup            func(childComplexity int, id string) int
+		DeleteLLMAlias         func(childComplexity int, name string) int
+		DeleteLLMModel         func(childComplexity int, name string) int
+		DeleteLLMProvider      func(childComplexity int, name string) int
+		DeleteLLMRoute         func(childComplexity int, name string) int
 		DeletePool             func(childComplexity int, id string) int
 		DeleteProfile          func(childComplexity int, id string) int
 		DeleteProject          func(childComplexity int, id string) int
+		DeleteRateLimit        func(childComplexity int, scope model.RateLimitScope, name *string) int
 		DeleteResourcePolicy   func(childComplexity int, id string) int
 		DeleteSecret           func(childComplexity int, scope string, owner *string, name string) int
+		DeleteTokenBudget      func(childComplexity int, project string, period model.BudgetPeriod) int
 		DisconnectProfile      func(childComplexity int, computeResource string) int
 		EnqueueTask            func(childComplexity int, input gqlmodel.EnqueueTaskInput) int
+		PutEntitlement         func(childComplexity int, input platform.EntitlementInput) int
+		PutLLMAlias            func(childComplexity int, input platform.LLMAliasInput) int
+		PutLLMModel            func(childComplexity int, input platform.LLMModelInput) int
+		PutLLMProvider         func(childComplexity int, input platform.LLMProviderInput) int
+		PutLLMRoute            func(childComplexity int, input platform.LLMRouteInput) int
+		PutRateLimit           func(childComplexity int, input platform.RateLimitInput) int
+		PutTokenBudget         func(childComplexity int, input platform.TokenBudgetInput) int
 		RemoveGroupMember      func(childComplexity int, group string, user string) int
 		RevokeAPIKey           func(childComplexity int, id string) int
 		RevokeWorkerCredential func(childComplexity int, id string) int
 		SetEngineEnabled       func(childComplexity int, enabled bool) int
 		SetGroupMember         func(childComplexity int, group string, user string, role *model.GroupRole) int
+		SetGuardrails          func(childComplexity int, input platform.GuardrailsInput) int
 		SetSecret              func(childComplexity int, scope string, owner *string, name string, value string) int
 		UpdateComputeResource  func(childComplexity int, id string, input platform.ComputeResourceInput) int
 		UpdateGPUClass         func(childComplexity int, id string, input platform.GPUClassInput) int
@@ -442,10 +538,12 @@ type ComplexityRoot struct {
 		Engine            func(childComplexity int) int
 		EstateWarnings    func(childComplexity int) int
 		ExportEstate      func(childComplexity int) int
+		Gateway           func(childComplexity int) int
 		GpuClass          func(childComplexity int, id string) int
 		GpuClasses        func(childComplexity int, first *int, after *string) int
 		Group             func(childComplexity int, id string) int
 		Groups            func(childComplexity int, first *int, after *string) int
+		LlmAliases        func(childComplexity int) int
 		Me                func(childComplexity int) int
 		PolicyView        func(childComplexity int, group *string) int
 		Pool              func(childComplexity int, id string) int
@@ -473,6 +571,13 @@ type ComplexityRoot struct {
 		Task       func(childComplexity int) int
 		Until      func(childComplexity int) int
 		UpdatedAt  func(childComplexity int) int
+	}
+
+	RateLimit struct {
+		Name              func(childComplexity int) int
+		RequestsPerMinute func(childComplexity int) int
+		Scope             func(childComplexity int) int
+		TokensPerMinute   func(childComplexity int) int
 	}
 
 	ResourcePolicy struct {
@@ -587,6 +692,15 @@ type ComplexityRoot struct {
 		Period func(childComplexity int) int
 	}
 
+	TokenBudget struct {
+		Money         func(childComplexity int) int
+		PerUserMoney  func(childComplexity int) int
+		PerUserTokens func(childComplexity int) int
+		Period        func(childComplexity int) int
+		Project       func(childComplexity int) int
+		Tokens        func(childComplexity int) int
+	}
+
 	UsageKey struct {
 		Dimension func(childComplexity int) int
 		ID        func(childComplexity int) int
@@ -600,11 +714,16 @@ type ComplexityRoot struct {
 	}
 
 	UsageRow struct {
-		BudgetHours func(childComplexity int) int
-		Cost        func(childComplexity int) int
-		Currency    func(childComplexity int) int
-		GpuHours    func(childComplexity int) int
-		Keys        func(childComplexity int) int
+		BudgetHours   func(childComplexity int) int
+		Calls         func(childComplexity int) int
+		Cost          func(childComplexity int) int
+		Currency      func(childComplexity int) int
+		GpuHours      func(childComplexity int) int
+		InputTokens   func(childComplexity int) int
+		Keys          func(childComplexity int) int
+		OutputTokens  func(childComplexity int) int
+		TokenCost     func(childComplexity int) int
+		TokenCurrency func(childComplexity int) int
 	}
 
 	User struct {
@@ -717,6 +836,21 @@ type GroupMembershipResolver interface {
 	Group(ctx context.Context, obj *model.Membership) (*model.Group, error)
 	User(ctx context.Context, obj *model.Membership) (*model.User, error)
 }
+type LLMGuardrailsResolver interface {
+	GuardAlias(ctx context.Context, obj *model.Guardrails) (*string, error)
+}
+type LLMModelResolver interface {
+	Provider(ctx context.Context, obj *model.LLMModel) (*string, error)
+	Route(ctx context.Context, obj *model.LLMModel) (*string, error)
+	InputPrice(ctx context.Context, obj *model.LLMModel) (float64, error)
+	OutputPrice(ctx context.Context, obj *model.LLMModel) (float64, error)
+}
+type LLMProviderResolver interface {
+	TimeoutSeconds(ctx context.Context, obj *model.Provider) (float64, error)
+}
+type LLMRouteResolver interface {
+	TimeoutSeconds(ctx context.Context, obj *model.Route) (float64, error)
+}
 type MutationResolver interface {
 	SetEngineEnabled(ctx context.Context, enabled bool) (*platform.EngineStatus, error)
 	CreateGPUClass(ctx context.Context, input platform.GPUClassInput) (*gqlmodel.GPUClassPayload, error)
@@ -735,6 +869,21 @@ type MutationResolver interface {
 	UpdateComputeResource(ctx context.Context, id string, input platform.ComputeResourceInput) (*gqlmodel.ComputeResourcePayload, error)
 	DisconnectProfile(ctx context.Context, computeResource string) (*gqlmodel.DeletePayload, error)
 	ApplyEstate(ctx context.Context, document string, dryRun *bool) (*gqlmodel.ApplyEstateResult, error)
+	PutLLMProvider(ctx context.Context, input platform.LLMProviderInput) (*gqlmodel.GatewayPayload, error)
+	DeleteLLMProvider(ctx context.Context, name string) (*gqlmodel.DeletePayload, error)
+	PutLLMRoute(ctx context.Context, input platform.LLMRouteInput) (*gqlmodel.GatewayPayload, error)
+	DeleteLLMRoute(ctx context.Context, name string) (*gqlmodel.DeletePayload, error)
+	PutLLMModel(ctx context.Context, input platform.LLMModelInput) (*gqlmodel.GatewayPayload, error)
+	DeleteLLMModel(ctx context.Context, name string) (*gqlmodel.DeletePayload, error)
+	PutLLMAlias(ctx context.Context, input platform.LLMAliasInput) (*gqlmodel.GatewayPayload, error)
+	DeleteLLMAlias(ctx context.Context, name string) (*gqlmodel.DeletePayload, error)
+	PutTokenBudget(ctx context.Context, input platform.TokenBudgetInput) (*gqlmodel.GatewayPayload, error)
+	DeleteTokenBudget(ctx context.Context, project string, period model.BudgetPeriod) (*gqlmodel.DeletePayload, error)
+	PutRateLimit(ctx context.Context, input platform.RateLimitInput) (*gqlmodel.GatewayPayload, error)
+	DeleteRateLimit(ctx context.Context, scope model.RateLimitScope, name *string) (*gqlmodel.DeletePayload, error)
+	PutEntitlement(ctx context.Context, input platform.EntitlementInput) (*gqlmodel.GatewayPayload, error)
+	DeleteEntitlement(ctx context.Context, name string) (*gqlmodel.DeletePayload, error)
+	SetGuardrails(ctx context.Context, input platform.GuardrailsInput) (*gqlmodel.GatewayPayload, error)
 	CreateUser(ctx context.Context, input gqlmodel.CreateUserInput) (*model.User, error)
 	UpdateUser(ctx context.Context, id string, input gqlmodel.UpdateUserInput) (*model.User, error)
 	CreateGroup(ctx context.Context, input platform.GroupInput) (*gqlmodel.GroupPayload, error)
@@ -795,6 +944,8 @@ type QueryResolver interface {
 	ComputeResource(ctx context.Context, id string) (*model.ComputeResource, error)
 	EstateWarnings(ctx context.Context) ([]*estate.Warning, error)
 	ExportEstate(ctx context.Context) (string, error)
+	Gateway(ctx context.Context) (*model.Gateway, error)
+	LlmAliases(ctx context.Context) ([]*model.Alias, error)
 	Me(ctx context.Context) (*gqlmodel.Viewer, error)
 	Users(ctx context.Context, first *int, after *string) (*gqlmodel.UserConnection, error)
 	User(ctx context.Context, id string) (*model.User, error)
@@ -813,6 +964,9 @@ type QueryResolver interface {
 }
 type QueueStateResolver interface {
 	Task(ctx context.Context, obj *model.QueueState) (*model.Task, error)
+}
+type RateLimitResolver interface {
+	TokensPerMinute(ctx context.Context, obj *model.RateLimit) (float64, error)
 }
 type ResourcePolicyResolver interface {
 	Group(ctx context.Context, obj *model.ResourcePolicy) (*model.Group, error)
@@ -853,12 +1007,22 @@ type TaskSpecResolver interface {
 type TimeBudgetResolver interface {
 	Hours(ctx context.Context, obj *model.TimeBudget) (float64, error)
 }
+type TokenBudgetResolver interface {
+	Tokens(ctx context.Context, obj *model.TokenBudget) (float64, error)
+	Money(ctx context.Context, obj *model.TokenBudget) (float64, error)
+	PerUserTokens(ctx context.Context, obj *model.TokenBudget) (float64, error)
+	PerUserMoney(ctx context.Context, obj *model.TokenBudget) (float64, error)
+}
 type UsageKeyResolver interface {
 	Dimension(ctx context.Context, obj *store.UsageKey) (scalars.UsageDimension, error)
 }
 type UsageRowResolver interface {
-	GpuHours(ctx context.Context, obj *store.UsageRow) (float64, error)
-	BudgetHours(ctx context.Context, obj *store.UsageRow) (float64, error)
+	GpuHours(ctx context.Context, obj *platform.UsageRow) (float64, error)
+	BudgetHours(ctx context.Context, obj *platform.UsageRow) (float64, error)
+
+	InputTokens(ctx context.Context, obj *platform.UsageRow) (float64, error)
+	OutputTokens(ctx context.Context, obj *platform.UsageRow) (float64, error)
+	TokenCost(ctx context.Context, obj *platform.UsageRow) (float64, error)
 }
 type UserResolver interface {
 	Groups(ctx context.Context, obj *model.User) ([]*model.Membership, error)
@@ -1355,6 +1519,25 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.EngineStatus.Since(childComplexity), true
 
+	case "Entitlement.groups":
+		if e.ComplexityRoot.Entitlement.Groups == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Entitlement.Groups(childComplexity), true
+	case "Entitlement.name":
+		if e.ComplexityRoot.Entitlement.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Entitlement.Name(childComplexity), true
+	case "Entitlement.users":
+		if e.ComplexityRoot.Entitlement.Users == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Entitlement.Users(childComplexity), true
+
 	case "GPUClass.createdAt":
 		if e.ComplexityRoot.GPUClass.CreatedAt == nil {
 			break
@@ -1474,6 +1657,74 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.GPUSize.TotalGPUs(childComplexity), true
 
+	case "GatewayConfig.aliases":
+		if e.ComplexityRoot.GatewayConfig.Aliases == nil {
+			break
+		}
+
+		return e.ComplexityRoot.GatewayConfig.Aliases(childComplexity), true
+	case "GatewayConfig.budgets":
+		if e.ComplexityRoot.GatewayConfig.Budgets == nil {
+			break
+		}
+
+		return e.ComplexityRoot.GatewayConfig.Budgets(childComplexity), true
+	case "GatewayConfig.entitlements":
+		if e.ComplexityRoot.GatewayConfig.Entitlements == nil {
+			break
+		}
+
+		return e.ComplexityRoot.GatewayConfig.Entitlements(childComplexity), true
+	case "GatewayConfig.guardrails":
+		if e.ComplexityRoot.GatewayConfig.Guardrails == nil {
+			break
+		}
+
+		return e.ComplexityRoot.GatewayConfig.Guardrails(childComplexity), true
+	case "GatewayConfig.models":
+		if e.ComplexityRoot.GatewayConfig.Models == nil {
+			break
+		}
+
+		return e.ComplexityRoot.GatewayConfig.Models(childComplexity), true
+	case "GatewayConfig.providers":
+		if e.ComplexityRoot.GatewayConfig.Providers == nil {
+			break
+		}
+
+		return e.ComplexityRoot.GatewayConfig.Providers(childComplexity), true
+	case "GatewayConfig.rateLimits":
+		if e.ComplexityRoot.GatewayConfig.RateLimits == nil {
+			break
+		}
+
+		return e.ComplexityRoot.GatewayConfig.RateLimits(childComplexity), true
+	case "GatewayConfig.routes":
+		if e.ComplexityRoot.GatewayConfig.Routes == nil {
+			break
+		}
+
+		return e.ComplexityRoot.GatewayConfig.Routes(childComplexity), true
+
+	case "GatewayPayload.changes":
+		if e.ComplexityRoot.GatewayPayload.Changes == nil {
+			break
+		}
+
+		return e.ComplexityRoot.GatewayPayload.Changes(childComplexity), true
+	case "GatewayPayload.gateway":
+		if e.ComplexityRoot.GatewayPayload.Gateway == nil {
+			break
+		}
+
+		return e.ComplexityRoot.GatewayPayload.Gateway(childComplexity), true
+	case "GatewayPayload.warnings":
+		if e.ComplexityRoot.GatewayPayload.Warnings == nil {
+			break
+		}
+
+		return e.ComplexityRoot.GatewayPayload.Warnings(childComplexity), true
+
 	case "Group.createdAt":
 		if e.ComplexityRoot.Group.CreatedAt == nil {
 			break
@@ -1580,6 +1831,199 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.GroupPayload.Warnings(childComplexity), true
+
+	case "LLMAlias.description":
+		if e.ComplexityRoot.LLMAlias.Description == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LLMAlias.Description(childComplexity), true
+	case "LLMAlias.guardrails":
+		if e.ComplexityRoot.LLMAlias.Guardrails == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LLMAlias.Guardrails(childComplexity), true
+	case "LLMAlias.name":
+		if e.ComplexityRoot.LLMAlias.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LLMAlias.Name(childComplexity), true
+	case "LLMAlias.rules":
+		if e.ComplexityRoot.LLMAlias.Rules == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LLMAlias.Rules(childComplexity), true
+
+	case "LLMAliasRule.entitlements":
+		if e.ComplexityRoot.LLMAliasRule.Entitlements == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LLMAliasRule.Entitlements(childComplexity), true
+	case "LLMAliasRule.fallbacks":
+		if e.ComplexityRoot.LLMAliasRule.Fallbacks == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LLMAliasRule.Fallbacks(childComplexity), true
+	case "LLMAliasRule.groups":
+		if e.ComplexityRoot.LLMAliasRule.Groups == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LLMAliasRule.Groups(childComplexity), true
+	case "LLMAliasRule.projects":
+		if e.ComplexityRoot.LLMAliasRule.Projects == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LLMAliasRule.Projects(childComplexity), true
+	case "LLMAliasRule.targets":
+		if e.ComplexityRoot.LLMAliasRule.Targets == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LLMAliasRule.Targets(childComplexity), true
+
+	case "LLMGuardrails.allow":
+		if e.ComplexityRoot.LLMGuardrails.Allow == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LLMGuardrails.Allow(childComplexity), true
+	case "LLMGuardrails.deny":
+		if e.ComplexityRoot.LLMGuardrails.Deny == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LLMGuardrails.Deny(childComplexity), true
+	case "LLMGuardrails.guardAlias":
+		if e.ComplexityRoot.LLMGuardrails.GuardAlias == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LLMGuardrails.GuardAlias(childComplexity), true
+
+	case "LLMModel.currency":
+		if e.ComplexityRoot.LLMModel.Currency == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LLMModel.Currency(childComplexity), true
+	case "LLMModel.inputPrice":
+		if e.ComplexityRoot.LLMModel.InputPrice == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LLMModel.InputPrice(childComplexity), true
+	case "LLMModel.maxOutputTokens":
+		if e.ComplexityRoot.LLMModel.MaxOutputTokens == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LLMModel.MaxOutputTokens(childComplexity), true
+	case "LLMModel.name":
+		if e.ComplexityRoot.LLMModel.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LLMModel.Name(childComplexity), true
+	case "LLMModel.outputPrice":
+		if e.ComplexityRoot.LLMModel.OutputPrice == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LLMModel.OutputPrice(childComplexity), true
+	case "LLMModel.provider":
+		if e.ComplexityRoot.LLMModel.Provider == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LLMModel.Provider(childComplexity), true
+	case "LLMModel.route":
+		if e.ComplexityRoot.LLMModel.Route == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LLMModel.Route(childComplexity), true
+	case "LLMModel.upstream":
+		if e.ComplexityRoot.LLMModel.Upstream == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LLMModel.Upstream(childComplexity), true
+
+	case "LLMProvider.baseUrl":
+		if e.ComplexityRoot.LLMProvider.BaseURL == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LLMProvider.BaseURL(childComplexity), true
+	case "LLMProvider.description":
+		if e.ComplexityRoot.LLMProvider.Description == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LLMProvider.Description(childComplexity), true
+	case "LLMProvider.keySecret":
+		if e.ComplexityRoot.LLMProvider.KeySecret == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LLMProvider.KeySecret(childComplexity), true
+	case "LLMProvider.name":
+		if e.ComplexityRoot.LLMProvider.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LLMProvider.Name(childComplexity), true
+	case "LLMProvider.timeoutSeconds":
+		if e.ComplexityRoot.LLMProvider.TimeoutSeconds == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LLMProvider.TimeoutSeconds(childComplexity), true
+
+	case "LLMRoute.description":
+		if e.ComplexityRoot.LLMRoute.Description == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LLMRoute.Description(childComplexity), true
+	case "LLMRoute.endpoints":
+		if e.ComplexityRoot.LLMRoute.Endpoints == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LLMRoute.Endpoints(childComplexity), true
+	case "LLMRoute.name":
+		if e.ComplexityRoot.LLMRoute.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LLMRoute.Name(childComplexity), true
+	case "LLMRoute.timeoutSeconds":
+		if e.ComplexityRoot.LLMRoute.TimeoutSeconds == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LLMRoute.TimeoutSeconds(childComplexity), true
+
+	case "LLMTarget.model":
+		if e.ComplexityRoot.LLMTarget.Model == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LLMTarget.Model(childComplexity), true
+	case "LLMTarget.weight":
+		if e.ComplexityRoot.LLMTarget.Weight == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LLMTarget.Weight(childComplexity), true
 
 	case "LogLine.at":
 		if e.ComplexityRoot.LogLine.At == nil {
@@ -1816,6 +2260,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.CreateWorkerCredential(childComplexity, args["pool"].(string), args["name"].(*string)), true
+	case "Mutation.deleteEntitlement":
+		if e.ComplexityRoot.Mutation.DeleteEntitlement == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_deleteEntitlement_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.DeleteEntitlement(childComplexity, args["name"].(string)), true
 	case "Mutation.deleteGPUClass":
 		if e.ComplexityRoot.Mutation.DeleteGPUClass == nil {
 			break
@@ -1838,6 +2293,50 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.DeleteGroup(childComplexity, args["id"].(string)), true
+	case "Mutation.deleteLLMAlias":
+		if e.ComplexityRoot.Mutation.DeleteLLMAlias == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_deleteLLMAlias_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.DeleteLLMAlias(childComplexity, args["name"].(string)), true
+	case "Mutation.deleteLLMModel":
+		if e.ComplexityRoot.Mutation.DeleteLLMModel == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_deleteLLMModel_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.DeleteLLMModel(childComplexity, args["name"].(string)), true
+	case "Mutation.deleteLLMProvider":
+		if e.ComplexityRoot.Mutation.DeleteLLMProvider == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_deleteLLMProvider_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.DeleteLLMProvider(childComplexity, args["name"].(string)), true
+	case "Mutation.deleteLLMRoute":
+		if e.ComplexityRoot.Mutation.DeleteLLMRoute == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_deleteLLMRoute_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.DeleteLLMRoute(childComplexity, args["name"].(string)), true
 	case "Mutation.deletePool":
 		if e.ComplexityRoot.Mutation.DeletePool == nil {
 			break
@@ -1871,6 +2370,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.DeleteProject(childComplexity, args["id"].(string)), true
+	case "Mutation.deleteRateLimit":
+		if e.ComplexityRoot.Mutation.DeleteRateLimit == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_deleteRateLimit_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.DeleteRateLimit(childComplexity, args["scope"].(model.RateLimitScope), args["name"].(*string)), true
 	case "Mutation.deleteResourcePolicy":
 		if e.ComplexityRoot.Mutation.DeleteResourcePolicy == nil {
 			break
@@ -1893,6 +2403,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.DeleteSecret(childComplexity, args["scope"].(string), args["owner"].(*string), args["name"].(string)), true
+	case "Mutation.deleteTokenBudget":
+		if e.ComplexityRoot.Mutation.DeleteTokenBudget == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_deleteTokenBudget_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.DeleteTokenBudget(childComplexity, args["project"].(string), args["period"].(model.BudgetPeriod)), true
 	case "Mutation.disconnectProfile":
 		if e.ComplexityRoot.Mutation.DisconnectProfile == nil {
 			break
@@ -1915,6 +2436,83 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.EnqueueTask(childComplexity, args["input"].(gqlmodel.EnqueueTaskInput)), true
+	case "Mutation.putEntitlement":
+		if e.ComplexityRoot.Mutation.PutEntitlement == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_putEntitlement_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.PutEntitlement(childComplexity, args["input"].(platform.EntitlementInput)), true
+	case "Mutation.putLLMAlias":
+		if e.ComplexityRoot.Mutation.PutLLMAlias == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_putLLMAlias_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.PutLLMAlias(childComplexity, args["input"].(platform.LLMAliasInput)), true
+	case "Mutation.putLLMModel":
+		if e.ComplexityRoot.Mutation.PutLLMModel == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_putLLMModel_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.PutLLMModel(childComplexity, args["input"].(platform.LLMModelInput)), true
+	case "Mutation.putLLMProvider":
+		if e.ComplexityRoot.Mutation.PutLLMProvider == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_putLLMProvider_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.PutLLMProvider(childComplexity, args["input"].(platform.LLMProviderInput)), true
+	case "Mutation.putLLMRoute":
+		if e.ComplexityRoot.Mutation.PutLLMRoute == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_putLLMRoute_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.PutLLMRoute(childComplexity, args["input"].(platform.LLMRouteInput)), true
+	case "Mutation.putRateLimit":
+		if e.ComplexityRoot.Mutation.PutRateLimit == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_putRateLimit_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.PutRateLimit(childComplexity, args["input"].(platform.RateLimitInput)), true
+	case "Mutation.putTokenBudget":
+		if e.ComplexityRoot.Mutation.PutTokenBudget == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_putTokenBudget_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.PutTokenBudget(childComplexity, args["input"].(platform.TokenBudgetInput)), true
 	case "Mutation.removeGroupMember":
 		if e.ComplexityRoot.Mutation.RemoveGroupMember == nil {
 			break
@@ -1970,6 +2568,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.SetGroupMember(childComplexity, args["group"].(string), args["user"].(string), args["role"].(*model.GroupRole)), true
+	case "Mutation.setGuardrails":
+		if e.ComplexityRoot.Mutation.SetGuardrails == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_setGuardrails_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.SetGuardrails(childComplexity, args["input"].(platform.GuardrailsInput)), true
 	case "Mutation.setSecret":
 		if e.ComplexityRoot.Mutation.SetSecret == nil {
 			break
@@ -2575,6 +3184,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.ExportEstate(childComplexity), true
+	case "Query.gateway":
+		if e.ComplexityRoot.Query.Gateway == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Query.Gateway(childComplexity), true
 	case "Query.gpuClass":
 		if e.ComplexityRoot.Query.GpuClass == nil {
 			break
@@ -2620,6 +3235,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Query.Groups(childComplexity, args["first"].(*int), args["after"].(*string)), true
 
+	case "Query.llmAliases":
+		if e.ComplexityRoot.Query.LlmAliases == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Query.LlmAliases(childComplexity), true
 	case "Query.me":
 		if e.ComplexityRoot.Query.Me == nil {
 			break
@@ -2845,6 +3466,31 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.QueueState.UpdatedAt(childComplexity), true
+
+	case "RateLimit.name":
+		if e.ComplexityRoot.RateLimit.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RateLimit.Name(childComplexity), true
+	case "RateLimit.requestsPerMinute":
+		if e.ComplexityRoot.RateLimit.RequestsPerMinute == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RateLimit.RequestsPerMinute(childComplexity), true
+	case "RateLimit.scope":
+		if e.ComplexityRoot.RateLimit.Scope == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RateLimit.Scope(childComplexity), true
+	case "RateLimit.tokensPerMinute":
+		if e.ComplexityRoot.RateLimit.TokensPerMinute == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RateLimit.TokensPerMinute(childComplexity), true
 
 	case "ResourcePolicy.alertThresholdPercent":
 		if e.ComplexityRoot.ResourcePolicy.AlertThresholdPercent == nil {
@@ -3307,6 +3953,43 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.TimeBudget.Period(childComplexity), true
 
+	case "TokenBudget.money":
+		if e.ComplexityRoot.TokenBudget.Money == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TokenBudget.Money(childComplexity), true
+	case "TokenBudget.perUserMoney":
+		if e.ComplexityRoot.TokenBudget.PerUserMoney == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TokenBudget.PerUserMoney(childComplexity), true
+	case "TokenBudget.perUserTokens":
+		if e.ComplexityRoot.TokenBudget.PerUserTokens == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TokenBudget.PerUserTokens(childComplexity), true
+	case "TokenBudget.period":
+		if e.ComplexityRoot.TokenBudget.Period == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TokenBudget.Period(childComplexity), true
+	case "TokenBudget.project":
+		if e.ComplexityRoot.TokenBudget.Project == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TokenBudget.Project(childComplexity), true
+	case "TokenBudget.tokens":
+		if e.ComplexityRoot.TokenBudget.Tokens == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TokenBudget.Tokens(childComplexity), true
+
 	case "UsageKey.dimension":
 		if e.ComplexityRoot.UsageKey.Dimension == nil {
 			break
@@ -3351,6 +4034,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.UsageRow.BudgetHours(childComplexity), true
+	case "UsageRow.calls":
+		if e.ComplexityRoot.UsageRow.Calls == nil {
+			break
+		}
+
+		return e.ComplexityRoot.UsageRow.Calls(childComplexity), true
 	case "UsageRow.cost":
 		if e.ComplexityRoot.UsageRow.Cost == nil {
 			break
@@ -3369,12 +4058,36 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.UsageRow.GpuHours(childComplexity), true
+	case "UsageRow.inputTokens":
+		if e.ComplexityRoot.UsageRow.InputTokens == nil {
+			break
+		}
+
+		return e.ComplexityRoot.UsageRow.InputTokens(childComplexity), true
 	case "UsageRow.keys":
 		if e.ComplexityRoot.UsageRow.Keys == nil {
 			break
 		}
 
 		return e.ComplexityRoot.UsageRow.Keys(childComplexity), true
+	case "UsageRow.outputTokens":
+		if e.ComplexityRoot.UsageRow.OutputTokens == nil {
+			break
+		}
+
+		return e.ComplexityRoot.UsageRow.OutputTokens(childComplexity), true
+	case "UsageRow.tokenCost":
+		if e.ComplexityRoot.UsageRow.TokenCost == nil {
+			break
+		}
+
+		return e.ComplexityRoot.UsageRow.TokenCost(childComplexity), true
+	case "UsageRow.tokenCurrency":
+		if e.ComplexityRoot.UsageRow.TokenCurrency == nil {
+			break
+		}
+
+		return e.ComplexityRoot.UsageRow.TokenCurrency(childComplexity), true
 
 	case "User.createdAt":
 		if e.ComplexityRoot.User.CreatedAt == nil {
@@ -3658,15 +4371,25 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 			graphql.NewInputUnmarshaler("CreateTenantInput", ec.unmarshalInputCreateTenantInput),
 			graphql.NewInputUnmarshaler("CreateUserInput", ec.unmarshalInputCreateUserInput),
 			graphql.NewInputUnmarshaler("EnqueueTaskInput", ec.unmarshalInputEnqueueTaskInput),
+			graphql.NewInputUnmarshaler("EntitlementInput", ec.unmarshalInputEntitlementInput),
 			graphql.NewInputUnmarshaler("GPUClassInput", ec.unmarshalInputGPUClassInput),
 			graphql.NewInputUnmarshaler("GroupGrantInput", ec.unmarshalInputGroupGrantInput),
 			graphql.NewInputUnmarshaler("GroupInput", ec.unmarshalInputGroupInput),
+			graphql.NewInputUnmarshaler("LLMAliasInput", ec.unmarshalInputLLMAliasInput),
+			graphql.NewInputUnmarshaler("LLMAliasRuleInput", ec.unmarshalInputLLMAliasRuleInput),
+			graphql.NewInputUnmarshaler("LLMGuardrailsInput", ec.unmarshalInputLLMGuardrailsInput),
+			graphql.NewInputUnmarshaler("LLMModelInput", ec.unmarshalInputLLMModelInput),
+			graphql.NewInputUnmarshaler("LLMProviderInput", ec.unmarshalInputLLMProviderInput),
+			graphql.NewInputUnmarshaler("LLMRouteInput", ec.unmarshalInputLLMRouteInput),
+			graphql.NewInputUnmarshaler("LLMTargetInput", ec.unmarshalInputLLMTargetInput),
 			graphql.NewInputUnmarshaler("PoolInput", ec.unmarshalInputPoolInput),
 			graphql.NewInputUnmarshaler("ProfileInput", ec.unmarshalInputProfileInput),
 			graphql.NewInputUnmarshaler("ProjectInput", ec.unmarshalInputProjectInput),
+			graphql.NewInputUnmarshaler("RateLimitInput", ec.unmarshalInputRateLimitInput),
 			graphql.NewInputUnmarshaler("ResourcePolicyInput", ec.unmarshalInputResourcePolicyInput),
 			graphql.NewInputUnmarshaler("TaskFilter", ec.unmarshalInputTaskFilter),
 			graphql.NewInputUnmarshaler("TimeBudgetInput", ec.unmarshalInputTimeBudgetInput),
+			graphql.NewInputUnmarshaler("TokenBudgetInput", ec.unmarshalInputTokenBudgetInput),
 			graphql.NewInputUnmarshaler("UpdateUserInput", ec.unmarshalInputUpdateUserInput),
 			graphql.NewInputUnmarshaler("UsageInput", ec.unmarshalInputUsageInput),
 		)
@@ -4264,6 +4987,282 @@ extend type Mutation {
   applyEstate(document: String!, dryRun: Boolean = false): ApplyEstateResult!
 }
 `, BuiltIn: false},
+	{Name: "../schema/gateway.graphqls", Input: `# The LLM gateway's configuration: where model calls go (providers and
+# static routes), the models there with their prices, the aliases
+# applications call, entitlements, token budgets, rate limits and
+# guardrails. It is part of the estate: the same changes can be made in the
+# ` + "`" + `gateway:` + "`" + ` section of an estate file, and every change is validated with
+# the whole estate, audited and versioned like the rest.
+#
+# "put" mutations describe an object whole: they create it, or replace the
+# one with the same key (a name; a budget's project and period; a rate
+# limit's scope and name). A field left out takes its default.
+
+"A public model API: OpenAI, or any OpenAI-compatible API by base URL."
+type LLMProvider {
+  name: String!
+  description: String!
+  "The API's base URL, such as https://api.openai.com/v1."
+  baseUrl: String!
+  "The name of the tenant vault secret that holds the API key. The key itself is never shown."
+  keySecret: String!
+  "How long one upstream attempt may take, in seconds (0: the gateway's default)."
+  timeoutSeconds: Float!
+}
+
+"A static route: a fixed name for self-hosted OpenAI-compatible model servers that outlives any one endpoint."
+type LLMRoute {
+  name: String!
+  description: String!
+  "Base URLs of the model servers, such as http://10.0.3.17:8000/v1; the gateway balances across the healthy ones."
+  endpoints: [String!]!
+  "How long one upstream attempt may take, in seconds (0: the gateway's default)."
+  timeoutSeconds: Float!
+}
+
+"A model behind a provider or a route, with its prices."
+type LLMModel {
+  name: String!
+  "The model id sent upstream."
+  upstream: String!
+  "The provider that serves it, or null when a route does."
+  provider: String
+  "The static route that serves it, or null when a provider does."
+  route: String
+  "Price per million input tokens, in currency."
+  inputPrice: Float!
+  "Price per million output tokens, in currency."
+  outputPrice: Float!
+  currency: String!
+  "The output a call that sets no max_tokens is assumed to use, for budgets and rate limits."
+  maxOutputTokens: Int!
+}
+
+"A model and its share of a rule's traffic."
+type LLMTarget {
+  model: String!
+  weight: Int!
+}
+
+"""
+A rule of an alias. Its conditions are lists; each list that is not empty
+must hold (the caller is in one of the groups, the call is in one of the
+projects, the caller holds one of the entitlements). A rule without
+conditions matches everyone.
+"""
+type LLMAliasRule {
+  groups: [String!]!
+  projects: [String!]!
+  entitlements: [String!]!
+  "Models picked by weight."
+  targets: [LLMTarget!]!
+  "Models tried in order when the chosen target errs, times out or answers 5xx."
+  fallbacks: [String!]!
+}
+
+"Deny and allow patterns (Go regular expressions) and an optional model-based check."
+type LLMGuardrails {
+  "A call whose input or output matches one of these is blocked."
+  deny: [String!]!
+  "When set, input must match one of these."
+  allow: [String!]!
+  "An alias asked whether the text is safe, or null."
+  guardAlias: String
+}
+
+"""
+The name applications call (chat, embed). The first rule whose conditions
+the caller meets decides where the call goes. Rules and guardrails are
+shown to admins only; others see them empty.
+"""
+type LLMAlias {
+  name: String!
+  description: String!
+  rules: [LLMAliasRule!]!
+  "Applied after the global guardrails."
+  guardrails: LLMGuardrails!
+}
+
+"A named right held by groups (their members) and users, that alias rules can ask for."
+type Entitlement {
+  name: String!
+  groups: [String!]!
+  "User names."
+  users: [String!]!
+}
+
+"A project's model spend per calendar period (UTC; unused budget does not roll over), in tokens or in money."
+type TokenBudget {
+  project: String!
+  period: BudgetPeriod!
+  "Input plus output tokens (0 when the budget is in money)."
+  tokens: Float!
+  "Money, in the models' currency (0 when the budget is in tokens)."
+  money: Float!
+  "Each user's part, in the unit of the budget (0: no per-user limit)."
+  perUserTokens: Float!
+  perUserMoney: Float!
+}
+
+"What a rate limit counts per."
+enum RateLimitScope {
+  USER
+  PROJECT
+  ALIAS
+}
+
+"Requests and tokens per minute, for each user, project or alias, or for the one named."
+type RateLimit {
+  scope: RateLimitScope!
+  "The user, project or alias limited; empty for each one."
+  name: String!
+  "0: no limit on requests."
+  requestsPerMinute: Int!
+  "0: no limit on tokens."
+  tokensPerMinute: Float!
+}
+
+"The gateway's whole configuration."
+type GatewayConfig {
+  providers: [LLMProvider!]!
+  routes: [LLMRoute!]!
+  models: [LLMModel!]!
+  aliases: [LLMAlias!]!
+  budgets: [TokenBudget!]!
+  rateLimits: [RateLimit!]!
+  entitlements: [Entitlement!]!
+  "The global guardrails, applied to every alias before its own."
+  guardrails: LLMGuardrails!
+}
+
+"What a change of the gateway's configuration did."
+type GatewayPayload {
+  "The configuration after the change."
+  gateway: GatewayConfig!
+  changes: [Change!]!
+  warnings: [Warning!]!
+}
+
+input LLMProviderInput {
+  name: String!
+  description: String
+  baseUrl: String!
+  "The name of the tenant vault secret holding the key (klique secret set OPENAI_API_KEY); leave out for an API without a key."
+  keySecret: String
+  "1 to 3600 seconds; leave out for the gateway's default."
+  timeoutSeconds: Float
+}
+
+input LLMRouteInput {
+  name: String!
+  description: String
+  "1 to 64 base URLs, such as http://10.0.3.17:8000/v1."
+  endpoints: [String!]!
+  timeoutSeconds: Float
+}
+
+input LLMModelInput {
+  name: String!
+  "The provider that serves it (give a provider or a route)."
+  provider: String
+  "The static route that serves it."
+  route: String
+  "The model id sent upstream (default: the name)."
+  upstream: String
+  "Per million input tokens (at most 6 decimals)."
+  inputPrice: Float
+  "Per million output tokens."
+  outputPrice: Float
+  "Three-letter ISO code (default USD)."
+  currency: String
+  "Default 4096."
+  maxOutputTokens: Int
+}
+
+input LLMTargetInput {
+  model: String!
+  "Default 1; 0 sends no traffic."
+  weight: Int
+}
+
+input LLMAliasRuleInput {
+  groups: [String!]
+  projects: [String!]
+  entitlements: [String!]
+  targets: [LLMTargetInput!]!
+  fallbacks: [String!]
+}
+
+input LLMGuardrailsInput {
+  deny: [String!]
+  allow: [String!]
+  guardAlias: String
+}
+
+input LLMAliasInput {
+  name: String!
+  description: String
+  "Tried in order; the first whose conditions the caller meets decides."
+  rules: [LLMAliasRuleInput!]!
+  guardrails: LLMGuardrailsInput
+}
+
+input TokenBudgetInput {
+  project: ID!
+  period: BudgetPeriod!
+  "Give tokens or money."
+  tokens: Float
+  money: Float
+  perUserTokens: Float
+  perUserMoney: Float
+}
+
+input RateLimitInput {
+  scope: RateLimitScope!
+  "A user, project or alias; leave out to limit each one."
+  name: String
+  requestsPerMinute: Int
+  tokensPerMinute: Float
+}
+
+input EntitlementInput {
+  name: String!
+  groups: [String!]
+  users: [String!]
+}
+
+extend type Query {
+  "The gateway's configuration (admins only)."
+  gateway: GatewayConfig!
+  "The aliases the caller may call, by name: those with a rule whose conditions they meet for a project they may use."
+  llmAliases: [LLMAlias!]!
+}
+
+extend type Mutation {
+  putLLMProvider(input: LLMProviderInput!): GatewayPayload!
+  "Delete a provider no model uses."
+  deleteLLMProvider(name: String!): DeletePayload!
+  putLLMRoute(input: LLMRouteInput!): GatewayPayload!
+  "Delete a static route no model uses."
+  deleteLLMRoute(name: String!): DeletePayload!
+  putLLMModel(input: LLMModelInput!): GatewayPayload!
+  "Delete a model no alias uses."
+  deleteLLMModel(name: String!): DeletePayload!
+  putLLMAlias(input: LLMAliasInput!): GatewayPayload!
+  "Delete an alias no rate limit or guardrail names."
+  deleteLLMAlias(name: String!): DeletePayload!
+  putTokenBudget(input: TokenBudgetInput!): GatewayPayload!
+  deleteTokenBudget(project: ID!, period: BudgetPeriod!): DeletePayload!
+  putRateLimit(input: RateLimitInput!): GatewayPayload!
+  "Delete the rate limit of a scope for a name (leave the name out for the one of each)."
+  deleteRateLimit(scope: RateLimitScope!, name: String): DeletePayload!
+  putEntitlement(input: EntitlementInput!): GatewayPayload!
+  "Delete an entitlement no alias rule asks for."
+  deleteEntitlement(name: String!): DeletePayload!
+  "Replace the global guardrails (empty lists clear them)."
+  setGuardrails(input: LLMGuardrailsInput!): GatewayPayload!
+}
+`, BuiltIn: false},
 	{Name: "../schema/identity.graphqls", Input: `"A user's tenant-wide role."
 enum Role {
   "Runs the deployment: a tenant admin who may also create tenants."
@@ -4645,6 +5644,10 @@ extend type Mutation {
   GPU_CLASS
   COMPUTE_RESOURCE
   PROFILE
+  "The alias a model call named (model calls only)."
+  ALIAS
+  "The model that answered a call (model calls only)."
+  MODEL
 }
 
 input UsageInput {
@@ -4663,7 +5666,12 @@ type UsageKey {
   name: String!
 }
 
-"Ledger totals for one combination of the dimensions asked for."
+"""
+Ledger totals for one combination of the dimensions asked for: GPU work and
+model calls through the gateway side by side. Grouped by a dimension only
+GPU work has (pool, GPU class, compute resource, profile), the token fields
+are 0; by one only model calls have (alias, model), the GPU fields are 0.
+"""
 type UsageRow {
   keys: [UsageKey!]!
   gpuHours: Float!
@@ -4671,8 +5679,16 @@ type UsageRow {
   budgetHours: Float!
   "GPU-hours × the GPU class price at placement."
   cost: Float!
-  "The currency of cost; 'mixed' when rows of several currencies were added up."
+  "The currency of cost; 'mixed' when rows of several currencies were added up; empty without GPU work."
   currency: String!
+  "Model calls through the gateway."
+  calls: Int!
+  inputTokens: Float!
+  outputTokens: Float!
+  "The calls' tokens × the model prices."
+  tokenCost: Float!
+  "The currency of tokenCost; 'mixed' for several; empty without calls."
+  tokenCurrency: String!
 }
 
 type UsageReport {
@@ -4684,8 +5700,9 @@ type UsageReport {
 extend type Query {
   """
   The usage ledger over a range, cut exactly at its ends (work still holding
-  capacity counts up to now): admins see the tenant, others their groups'
-  usage or their own. Also as CSV at /api/v1/usage.csv.
+  capacity counts up to now), GPU-hours and tokens side by side: admins see
+  the tenant, others their groups' usage or their own. Also as CSV at
+  /api/v1/usage.csv.
   """
   usage(input: UsageInput!): UsageReport!
 }
@@ -5061,6 +6078,18 @@ func (ec *executionContext) childFields_EngineStatus(ctx context.Context, field 
 	return nil, fmt.Errorf("no field named %q was found under type EngineStatus", field.Name)
 }
 
+func (ec *executionContext) childFields_Entitlement(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "name":
+		return ec.fieldContext_Entitlement_name(ctx, field)
+	case "groups":
+		return ec.fieldContext_Entitlement_groups(ctx, field)
+	case "users":
+		return ec.fieldContext_Entitlement_users(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Entitlement", field.Name)
+}
+
 func (ec *executionContext) childFields_GPUClass(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "id":
@@ -5129,6 +6158,40 @@ func (ec *executionContext) childFields_GPUSize(ctx context.Context, field graph
 	return nil, fmt.Errorf("no field named %q was found under type GPUSize", field.Name)
 }
 
+func (ec *executionContext) childFields_GatewayConfig(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "providers":
+		return ec.fieldContext_GatewayConfig_providers(ctx, field)
+	case "routes":
+		return ec.fieldContext_GatewayConfig_routes(ctx, field)
+	case "models":
+		return ec.fieldContext_GatewayConfig_models(ctx, field)
+	case "aliases":
+		return ec.fieldContext_GatewayConfig_aliases(ctx, field)
+	case "budgets":
+		return ec.fieldContext_GatewayConfig_budgets(ctx, field)
+	case "rateLimits":
+		return ec.fieldContext_GatewayConfig_rateLimits(ctx, field)
+	case "entitlements":
+		return ec.fieldContext_GatewayConfig_entitlements(ctx, field)
+	case "guardrails":
+		return ec.fieldContext_GatewayConfig_guardrails(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type GatewayConfig", field.Name)
+}
+
+func (ec *executionContext) childFields_GatewayPayload(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "gateway":
+		return ec.fieldContext_GatewayPayload_gateway(ctx, field)
+	case "changes":
+		return ec.fieldContext_GatewayPayload_changes(ctx, field)
+	case "warnings":
+		return ec.fieldContext_GatewayPayload_warnings(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type GatewayPayload", field.Name)
+}
+
 func (ec *executionContext) childFields_Group(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "id":
@@ -5191,6 +6254,110 @@ func (ec *executionContext) childFields_GroupPayload(ctx context.Context, field 
 		return ec.fieldContext_GroupPayload_warnings(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type GroupPayload", field.Name)
+}
+
+func (ec *executionContext) childFields_LLMAlias(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "name":
+		return ec.fieldContext_LLMAlias_name(ctx, field)
+	case "description":
+		return ec.fieldContext_LLMAlias_description(ctx, field)
+	case "rules":
+		return ec.fieldContext_LLMAlias_rules(ctx, field)
+	case "guardrails":
+		return ec.fieldContext_LLMAlias_guardrails(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type LLMAlias", field.Name)
+}
+
+func (ec *executionContext) childFields_LLMAliasRule(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "groups":
+		return ec.fieldContext_LLMAliasRule_groups(ctx, field)
+	case "projects":
+		return ec.fieldContext_LLMAliasRule_projects(ctx, field)
+	case "entitlements":
+		return ec.fieldContext_LLMAliasRule_entitlements(ctx, field)
+	case "targets":
+		return ec.fieldContext_LLMAliasRule_targets(ctx, field)
+	case "fallbacks":
+		return ec.fieldContext_LLMAliasRule_fallbacks(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type LLMAliasRule", field.Name)
+}
+
+func (ec *executionContext) childFields_LLMGuardrails(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "deny":
+		return ec.fieldContext_LLMGuardrails_deny(ctx, field)
+	case "allow":
+		return ec.fieldContext_LLMGuardrails_allow(ctx, field)
+	case "guardAlias":
+		return ec.fieldContext_LLMGuardrails_guardAlias(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type LLMGuardrails", field.Name)
+}
+
+func (ec *executionContext) childFields_LLMModel(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "name":
+		return ec.fieldContext_LLMModel_name(ctx, field)
+	case "upstream":
+		return ec.fieldContext_LLMModel_upstream(ctx, field)
+	case "provider":
+		return ec.fieldContext_LLMModel_provider(ctx, field)
+	case "route":
+		return ec.fieldContext_LLMModel_route(ctx, field)
+	case "inputPrice":
+		return ec.fieldContext_LLMModel_inputPrice(ctx, field)
+	case "outputPrice":
+		return ec.fieldContext_LLMModel_outputPrice(ctx, field)
+	case "currency":
+		return ec.fieldContext_LLMModel_currency(ctx, field)
+	case "maxOutputTokens":
+		return ec.fieldContext_LLMModel_maxOutputTokens(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type LLMModel", field.Name)
+}
+
+func (ec *executionContext) childFields_LLMProvider(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "name":
+		return ec.fieldContext_LLMProvider_name(ctx, field)
+	case "description":
+		return ec.fieldContext_LLMProvider_description(ctx, field)
+	case "baseUrl":
+		return ec.fieldContext_LLMProvider_baseUrl(ctx, field)
+	case "keySecret":
+		return ec.fieldContext_LLMProvider_keySecret(ctx, field)
+	case "timeoutSeconds":
+		return ec.fieldContext_LLMProvider_timeoutSeconds(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type LLMProvider", field.Name)
+}
+
+func (ec *executionContext) childFields_LLMRoute(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "name":
+		return ec.fieldContext_LLMRoute_name(ctx, field)
+	case "description":
+		return ec.fieldContext_LLMRoute_description(ctx, field)
+	case "endpoints":
+		return ec.fieldContext_LLMRoute_endpoints(ctx, field)
+	case "timeoutSeconds":
+		return ec.fieldContext_LLMRoute_timeoutSeconds(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type LLMRoute", field.Name)
+}
+
+func (ec *executionContext) childFields_LLMTarget(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "model":
+		return ec.fieldContext_LLMTarget_model(ctx, field)
+	case "weight":
+		return ec.fieldContext_LLMTarget_weight(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type LLMTarget", field.Name)
 }
 
 func (ec *executionContext) childFields_LogLine(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -5497,6 +6664,20 @@ func (ec *executionContext) childFields_QueueState(ctx context.Context, field gr
 	return nil, fmt.Errorf("no field named %q was found under type QueueState", field.Name)
 }
 
+func (ec *executionContext) childFields_RateLimit(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "scope":
+		return ec.fieldContext_RateLimit_scope(ctx, field)
+	case "name":
+		return ec.fieldContext_RateLimit_name(ctx, field)
+	case "requestsPerMinute":
+		return ec.fieldContext_RateLimit_requestsPerMinute(ctx, field)
+	case "tokensPerMinute":
+		return ec.fieldContext_RateLimit_tokensPerMinute(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type RateLimit", field.Name)
+}
+
 func (ec *executionContext) childFields_ResourcePolicy(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "id":
@@ -5721,6 +6902,24 @@ func (ec *executionContext) childFields_TimeBudget(ctx context.Context, field gr
 	return nil, fmt.Errorf("no field named %q was found under type TimeBudget", field.Name)
 }
 
+func (ec *executionContext) childFields_TokenBudget(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "project":
+		return ec.fieldContext_TokenBudget_project(ctx, field)
+	case "period":
+		return ec.fieldContext_TokenBudget_period(ctx, field)
+	case "tokens":
+		return ec.fieldContext_TokenBudget_tokens(ctx, field)
+	case "money":
+		return ec.fieldContext_TokenBudget_money(ctx, field)
+	case "perUserTokens":
+		return ec.fieldContext_TokenBudget_perUserTokens(ctx, field)
+	case "perUserMoney":
+		return ec.fieldContext_TokenBudget_perUserMoney(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type TokenBudget", field.Name)
+}
+
 func (ec *executionContext) childFields_UsageKey(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "dimension":
@@ -5757,6 +6956,16 @@ func (ec *executionContext) childFields_UsageRow(ctx context.Context, field grap
 		return ec.fieldContext_UsageRow_cost(ctx, field)
 	case "currency":
 		return ec.fieldContext_UsageRow_currency(ctx, field)
+	case "calls":
+		return ec.fieldContext_UsageRow_calls(ctx, field)
+	case "inputTokens":
+		return ec.fieldContext_UsageRow_inputTokens(ctx, field)
+	case "outputTokens":
+		return ec.fieldContext_UsageRow_outputTokens(ctx, field)
+	case "tokenCost":
+		return ec.fieldContext_UsageRow_tokenCost(ctx, field)
+	case "tokenCurrency":
+		return ec.fieldContext_UsageRow_tokenCurrency(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type UsageRow", field.Name)
 }
@@ -6271,6 +7480,20 @@ func (ec *executionContext) field_Mutation_createWorkerCredential_args(ctx conte
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_deleteEntitlement_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "name",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["name"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_deleteGPUClass_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -6296,6 +7519,62 @@ func (ec *executionContext) field_Mutation_deleteGroup_args(ctx context.Context,
 		return nil, err
 	}
 	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_deleteLLMAlias_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "name",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["name"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_deleteLLMModel_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "name",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["name"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_deleteLLMProvider_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "name",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["name"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_deleteLLMRoute_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "name",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["name"] = arg0
 	return args, nil
 }
 
@@ -6338,6 +7617,28 @@ func (ec *executionContext) field_Mutation_deleteProject_args(ctx context.Contex
 		return nil, err
 	}
 	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_deleteRateLimit_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "scope",
+		func(ctx context.Context, v any) (model.RateLimitScope, error) {
+			return ec.unmarshalNRateLimitScope2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐRateLimitScope(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["scope"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "name",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["name"] = arg1
 	return args, nil
 }
 
@@ -6385,6 +7686,28 @@ func (ec *executionContext) field_Mutation_deleteSecret_args(ctx context.Context
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_deleteTokenBudget_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "project",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["project"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "period",
+		func(ctx context.Context, v any) (model.BudgetPeriod, error) {
+			return ec.unmarshalNBudgetPeriod2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐBudgetPeriod(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["period"] = arg1
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_disconnectProfile_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -6405,6 +7728,104 @@ func (ec *executionContext) field_Mutation_enqueueTask_args(ctx context.Context,
 	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
 		func(ctx context.Context, v any) (gqlmodel.EnqueueTaskInput, error) {
 			return ec.unmarshalNEnqueueTaskInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐEnqueueTaskInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_putEntitlement_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (platform.EntitlementInput, error) {
+			return ec.unmarshalNEntitlementInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐEntitlementInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_putLLMAlias_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (platform.LLMAliasInput, error) {
+			return ec.unmarshalNLLMAliasInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐLLMAliasInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_putLLMModel_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (platform.LLMModelInput, error) {
+			return ec.unmarshalNLLMModelInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐLLMModelInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_putLLMProvider_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (platform.LLMProviderInput, error) {
+			return ec.unmarshalNLLMProviderInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐLLMProviderInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_putLLMRoute_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (platform.LLMRouteInput, error) {
+			return ec.unmarshalNLLMRouteInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐLLMRouteInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_putRateLimit_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (platform.RateLimitInput, error) {
+			return ec.unmarshalNRateLimitInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐRateLimitInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_putTokenBudget_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (platform.TokenBudgetInput, error) {
+			return ec.unmarshalNTokenBudgetInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐTokenBudgetInput(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -6504,6 +7925,20 @@ func (ec *executionContext) field_Mutation_setGroupMember_args(ctx context.Conte
 		return nil, err
 	}
 	args["role"] = arg2
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_setGuardrails_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (platform.GuardrailsInput, error) {
+			return ec.unmarshalNLLMGuardrailsInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐGuardrailsInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
 	return args, nil
 }
 
@@ -9265,6 +10700,75 @@ func (ec *executionContext) fieldContext_EngineStatus_by(_ context.Context, fiel
 	return graphql.NewScalarFieldContext("EngineStatus", field, false, false, "String")
 }
 
+func (ec *executionContext) _Entitlement_name(ctx context.Context, field graphql.CollectedField, obj *model.Entitlement) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Entitlement_name(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Name, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Entitlement_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Entitlement", field, false, false, "String")
+}
+
+func (ec *executionContext) _Entitlement_groups(ctx context.Context, field graphql.CollectedField, obj *model.Entitlement) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Entitlement_groups(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Groups, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalNString2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Entitlement_groups(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Entitlement", field, false, false, "String")
+}
+
+func (ec *executionContext) _Entitlement_users(ctx context.Context, field graphql.CollectedField, obj *model.Entitlement) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Entitlement_users(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Users, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalNString2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Entitlement_users(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Entitlement", field, false, false, "String")
+}
+
 func (ec *executionContext) _GPUClass_id(ctx context.Context, field graphql.CollectedField, obj *model.GPUClass) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -9756,6 +11260,358 @@ func (ec *executionContext) fieldContext_GPUSize_text(_ context.Context, field g
 	return graphql.NewScalarFieldContext("GPUSize", field, true, false, "String")
 }
 
+func (ec *executionContext) _GatewayConfig_providers(ctx context.Context, field graphql.CollectedField, obj *model.Gateway) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_GatewayConfig_providers(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Providers, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.Provider) graphql.Marshaler {
+			return ec.marshalNLLMProvider2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐProviderᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_GatewayConfig_providers(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "GatewayConfig",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_LLMProvider(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _GatewayConfig_routes(ctx context.Context, field graphql.CollectedField, obj *model.Gateway) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_GatewayConfig_routes(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Routes, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.Route) graphql.Marshaler {
+			return ec.marshalNLLMRoute2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐRouteᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_GatewayConfig_routes(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "GatewayConfig",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_LLMRoute(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _GatewayConfig_models(ctx context.Context, field graphql.CollectedField, obj *model.Gateway) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_GatewayConfig_models(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Models, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.LLMModel) graphql.Marshaler {
+			return ec.marshalNLLMModel2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐLLMModelᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_GatewayConfig_models(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "GatewayConfig",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_LLMModel(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _GatewayConfig_aliases(ctx context.Context, field graphql.CollectedField, obj *model.Gateway) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_GatewayConfig_aliases(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Aliases, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.Alias) graphql.Marshaler {
+			return ec.marshalNLLMAlias2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐAliasᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_GatewayConfig_aliases(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "GatewayConfig",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_LLMAlias(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _GatewayConfig_budgets(ctx context.Context, field graphql.CollectedField, obj *model.Gateway) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_GatewayConfig_budgets(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Budgets, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.TokenBudget) graphql.Marshaler {
+			return ec.marshalNTokenBudget2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐTokenBudgetᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_GatewayConfig_budgets(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "GatewayConfig",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_TokenBudget(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _GatewayConfig_rateLimits(ctx context.Context, field graphql.CollectedField, obj *model.Gateway) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_GatewayConfig_rateLimits(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RateLimits, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.RateLimit) graphql.Marshaler {
+			return ec.marshalNRateLimit2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐRateLimitᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_GatewayConfig_rateLimits(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "GatewayConfig",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_RateLimit(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _GatewayConfig_entitlements(ctx context.Context, field graphql.CollectedField, obj *model.Gateway) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_GatewayConfig_entitlements(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Entitlements, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.Entitlement) graphql.Marshaler {
+			return ec.marshalNEntitlement2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐEntitlementᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_GatewayConfig_entitlements(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "GatewayConfig",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Entitlement(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _GatewayConfig_guardrails(ctx context.Context, field graphql.CollectedField, obj *model.Gateway) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_GatewayConfig_guardrails(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Guardrails, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.Guardrails) graphql.Marshaler {
+			return ec.marshalNLLMGuardrails2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐGuardrails(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_GatewayConfig_guardrails(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "GatewayConfig",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_LLMGuardrails(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _GatewayPayload_gateway(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.GatewayPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_GatewayPayload_gateway(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Gateway, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Gateway) graphql.Marshaler {
+			return ec.marshalNGatewayConfig2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐGateway(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_GatewayPayload_gateway(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "GatewayPayload",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_GatewayConfig(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _GatewayPayload_changes(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.GatewayPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_GatewayPayload_changes(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Changes, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*estate.Change) graphql.Marshaler {
+			return ec.marshalNChange2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋestateᚐChangeᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_GatewayPayload_changes(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "GatewayPayload",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Change(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _GatewayPayload_warnings(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.GatewayPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_GatewayPayload_warnings(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Warnings, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*estate.Warning) graphql.Marshaler {
+			return ec.marshalNWarning2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋestateᚐWarningᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_GatewayPayload_warnings(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "GatewayPayload",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Warning(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Group_id(ctx context.Context, field graphql.CollectedField, obj *model.Group) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -10235,6 +12091,746 @@ func (ec *executionContext) fieldContext_GroupPayload_warnings(_ context.Context
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _LLMAlias_name(ctx context.Context, field graphql.CollectedField, obj *model.Alias) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LLMAlias_name(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Name, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_LLMAlias_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("LLMAlias", field, false, false, "String")
+}
+
+func (ec *executionContext) _LLMAlias_description(ctx context.Context, field graphql.CollectedField, obj *model.Alias) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LLMAlias_description(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Description, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_LLMAlias_description(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("LLMAlias", field, false, false, "String")
+}
+
+func (ec *executionContext) _LLMAlias_rules(ctx context.Context, field graphql.CollectedField, obj *model.Alias) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LLMAlias_rules(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Rules, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []model.AliasRule) graphql.Marshaler {
+			return ec.marshalNLLMAliasRule2ᚕgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐAliasRuleᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_LLMAlias_rules(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "LLMAlias",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_LLMAliasRule(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _LLMAlias_guardrails(ctx context.Context, field graphql.CollectedField, obj *model.Alias) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LLMAlias_guardrails(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Guardrails, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.Guardrails) graphql.Marshaler {
+			return ec.marshalNLLMGuardrails2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐGuardrails(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_LLMAlias_guardrails(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "LLMAlias",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_LLMGuardrails(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _LLMAliasRule_groups(ctx context.Context, field graphql.CollectedField, obj *model.AliasRule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LLMAliasRule_groups(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Groups, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalNString2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_LLMAliasRule_groups(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("LLMAliasRule", field, false, false, "String")
+}
+
+func (ec *executionContext) _LLMAliasRule_projects(ctx context.Context, field graphql.CollectedField, obj *model.AliasRule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LLMAliasRule_projects(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Projects, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalNString2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_LLMAliasRule_projects(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("LLMAliasRule", field, false, false, "String")
+}
+
+func (ec *executionContext) _LLMAliasRule_entitlements(ctx context.Context, field graphql.CollectedField, obj *model.AliasRule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LLMAliasRule_entitlements(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Entitlements, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalNString2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_LLMAliasRule_entitlements(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("LLMAliasRule", field, false, false, "String")
+}
+
+func (ec *executionContext) _LLMAliasRule_targets(ctx context.Context, field graphql.CollectedField, obj *model.AliasRule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LLMAliasRule_targets(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Targets, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []model.Target) graphql.Marshaler {
+			return ec.marshalNLLMTarget2ᚕgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐTargetᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_LLMAliasRule_targets(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "LLMAliasRule",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_LLMTarget(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _LLMAliasRule_fallbacks(ctx context.Context, field graphql.CollectedField, obj *model.AliasRule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LLMAliasRule_fallbacks(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Fallbacks, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalNString2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_LLMAliasRule_fallbacks(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("LLMAliasRule", field, false, false, "String")
+}
+
+func (ec *executionContext) _LLMGuardrails_deny(ctx context.Context, field graphql.CollectedField, obj *model.Guardrails) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LLMGuardrails_deny(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Deny, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalNString2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_LLMGuardrails_deny(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("LLMGuardrails", field, false, false, "String")
+}
+
+func (ec *executionContext) _LLMGuardrails_allow(ctx context.Context, field graphql.CollectedField, obj *model.Guardrails) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LLMGuardrails_allow(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Allow, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalNString2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_LLMGuardrails_allow(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("LLMGuardrails", field, false, false, "String")
+}
+
+func (ec *executionContext) _LLMGuardrails_guardAlias(ctx context.Context, field graphql.CollectedField, obj *model.Guardrails) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LLMGuardrails_guardAlias(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.LLMGuardrails().GuardAlias(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_LLMGuardrails_guardAlias(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("LLMGuardrails", field, true, true, "String")
+}
+
+func (ec *executionContext) _LLMModel_name(ctx context.Context, field graphql.CollectedField, obj *model.LLMModel) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LLMModel_name(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Name, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_LLMModel_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("LLMModel", field, false, false, "String")
+}
+
+func (ec *executionContext) _LLMModel_upstream(ctx context.Context, field graphql.CollectedField, obj *model.LLMModel) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LLMModel_upstream(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Upstream, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_LLMModel_upstream(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("LLMModel", field, false, false, "String")
+}
+
+func (ec *executionContext) _LLMModel_provider(ctx context.Context, field graphql.CollectedField, obj *model.LLMModel) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LLMModel_provider(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.LLMModel().Provider(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_LLMModel_provider(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("LLMModel", field, true, true, "String")
+}
+
+func (ec *executionContext) _LLMModel_route(ctx context.Context, field graphql.CollectedField, obj *model.LLMModel) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LLMModel_route(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.LLMModel().Route(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_LLMModel_route(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("LLMModel", field, true, true, "String")
+}
+
+func (ec *executionContext) _LLMModel_inputPrice(ctx context.Context, field graphql.CollectedField, obj *model.LLMModel) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LLMModel_inputPrice(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.LLMModel().InputPrice(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v float64) graphql.Marshaler {
+			return ec.marshalNFloat2float64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_LLMModel_inputPrice(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("LLMModel", field, true, true, "Float")
+}
+
+func (ec *executionContext) _LLMModel_outputPrice(ctx context.Context, field graphql.CollectedField, obj *model.LLMModel) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LLMModel_outputPrice(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.LLMModel().OutputPrice(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v float64) graphql.Marshaler {
+			return ec.marshalNFloat2float64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_LLMModel_outputPrice(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("LLMModel", field, true, true, "Float")
+}
+
+func (ec *executionContext) _LLMModel_currency(ctx context.Context, field graphql.CollectedField, obj *model.LLMModel) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LLMModel_currency(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Currency, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_LLMModel_currency(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("LLMModel", field, false, false, "String")
+}
+
+func (ec *executionContext) _LLMModel_maxOutputTokens(ctx context.Context, field graphql.CollectedField, obj *model.LLMModel) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LLMModel_maxOutputTokens(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MaxOutputTokens, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_LLMModel_maxOutputTokens(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("LLMModel", field, false, false, "Int")
+}
+
+func (ec *executionContext) _LLMProvider_name(ctx context.Context, field graphql.CollectedField, obj *model.Provider) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LLMProvider_name(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Name, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_LLMProvider_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("LLMProvider", field, false, false, "String")
+}
+
+func (ec *executionContext) _LLMProvider_description(ctx context.Context, field graphql.CollectedField, obj *model.Provider) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LLMProvider_description(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Description, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_LLMProvider_description(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("LLMProvider", field, false, false, "String")
+}
+
+func (ec *executionContext) _LLMProvider_baseUrl(ctx context.Context, field graphql.CollectedField, obj *model.Provider) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LLMProvider_baseUrl(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.BaseURL, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_LLMProvider_baseUrl(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("LLMProvider", field, false, false, "String")
+}
+
+func (ec *executionContext) _LLMProvider_keySecret(ctx context.Context, field graphql.CollectedField, obj *model.Provider) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LLMProvider_keySecret(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.KeySecret, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_LLMProvider_keySecret(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("LLMProvider", field, false, false, "String")
+}
+
+func (ec *executionContext) _LLMProvider_timeoutSeconds(ctx context.Context, field graphql.CollectedField, obj *model.Provider) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LLMProvider_timeoutSeconds(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.LLMProvider().TimeoutSeconds(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v float64) graphql.Marshaler {
+			return ec.marshalNFloat2float64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_LLMProvider_timeoutSeconds(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("LLMProvider", field, true, true, "Float")
+}
+
+func (ec *executionContext) _LLMRoute_name(ctx context.Context, field graphql.CollectedField, obj *model.Route) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LLMRoute_name(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Name, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_LLMRoute_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("LLMRoute", field, false, false, "String")
+}
+
+func (ec *executionContext) _LLMRoute_description(ctx context.Context, field graphql.CollectedField, obj *model.Route) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LLMRoute_description(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Description, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_LLMRoute_description(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("LLMRoute", field, false, false, "String")
+}
+
+func (ec *executionContext) _LLMRoute_endpoints(ctx context.Context, field graphql.CollectedField, obj *model.Route) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LLMRoute_endpoints(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Endpoints, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalNString2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_LLMRoute_endpoints(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("LLMRoute", field, false, false, "String")
+}
+
+func (ec *executionContext) _LLMRoute_timeoutSeconds(ctx context.Context, field graphql.CollectedField, obj *model.Route) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LLMRoute_timeoutSeconds(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.LLMRoute().TimeoutSeconds(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v float64) graphql.Marshaler {
+			return ec.marshalNFloat2float64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_LLMRoute_timeoutSeconds(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("LLMRoute", field, true, true, "Float")
+}
+
+func (ec *executionContext) _LLMTarget_model(ctx context.Context, field graphql.CollectedField, obj *model.Target) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LLMTarget_model(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Model, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_LLMTarget_model(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("LLMTarget", field, false, false, "String")
+}
+
+func (ec *executionContext) _LLMTarget_weight(ctx context.Context, field graphql.CollectedField, obj *model.Target) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LLMTarget_weight(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Weight, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_LLMTarget_weight(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("LLMTarget", field, false, false, "Int")
 }
 
 func (ec *executionContext) _LogLine_seq(ctx context.Context, field graphql.CollectedField, obj *model.LogLine) (ret graphql.Marshaler) {
@@ -11287,6 +13883,666 @@ func (ec *executionContext) fieldContext_Mutation_applyEstate(ctx context.Contex
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Mutation_applyEstate_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_putLLMProvider(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_putLLMProvider(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().PutLLMProvider(ctx, fc.Args["input"].(platform.LLMProviderInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *gqlmodel.GatewayPayload) graphql.Marshaler {
+			return ec.marshalNGatewayPayload2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐGatewayPayload(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_putLLMProvider(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_GatewayPayload(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_putLLMProvider_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_deleteLLMProvider(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_deleteLLMProvider(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().DeleteLLMProvider(ctx, fc.Args["name"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *gqlmodel.DeletePayload) graphql.Marshaler {
+			return ec.marshalNDeletePayload2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐDeletePayload(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_deleteLLMProvider(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_DeletePayload(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_deleteLLMProvider_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_putLLMRoute(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_putLLMRoute(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().PutLLMRoute(ctx, fc.Args["input"].(platform.LLMRouteInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *gqlmodel.GatewayPayload) graphql.Marshaler {
+			return ec.marshalNGatewayPayload2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐGatewayPayload(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_putLLMRoute(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_GatewayPayload(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_putLLMRoute_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_deleteLLMRoute(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_deleteLLMRoute(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().DeleteLLMRoute(ctx, fc.Args["name"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *gqlmodel.DeletePayload) graphql.Marshaler {
+			return ec.marshalNDeletePayload2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐDeletePayload(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_deleteLLMRoute(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_DeletePayload(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_deleteLLMRoute_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_putLLMModel(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_putLLMModel(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().PutLLMModel(ctx, fc.Args["input"].(platform.LLMModelInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *gqlmodel.GatewayPayload) graphql.Marshaler {
+			return ec.marshalNGatewayPayload2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐGatewayPayload(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_putLLMModel(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_GatewayPayload(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_putLLMModel_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_deleteLLMModel(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_deleteLLMModel(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().DeleteLLMModel(ctx, fc.Args["name"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *gqlmodel.DeletePayload) graphql.Marshaler {
+			return ec.marshalNDeletePayload2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐDeletePayload(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_deleteLLMModel(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_DeletePayload(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_deleteLLMModel_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_putLLMAlias(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_putLLMAlias(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().PutLLMAlias(ctx, fc.Args["input"].(platform.LLMAliasInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *gqlmodel.GatewayPayload) graphql.Marshaler {
+			return ec.marshalNGatewayPayload2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐGatewayPayload(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_putLLMAlias(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_GatewayPayload(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_putLLMAlias_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_deleteLLMAlias(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_deleteLLMAlias(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().DeleteLLMAlias(ctx, fc.Args["name"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *gqlmodel.DeletePayload) graphql.Marshaler {
+			return ec.marshalNDeletePayload2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐDeletePayload(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_deleteLLMAlias(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_DeletePayload(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_deleteLLMAlias_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_putTokenBudget(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_putTokenBudget(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().PutTokenBudget(ctx, fc.Args["input"].(platform.TokenBudgetInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *gqlmodel.GatewayPayload) graphql.Marshaler {
+			return ec.marshalNGatewayPayload2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐGatewayPayload(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_putTokenBudget(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_GatewayPayload(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_putTokenBudget_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_deleteTokenBudget(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_deleteTokenBudget(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().DeleteTokenBudget(ctx, fc.Args["project"].(string), fc.Args["period"].(model.BudgetPeriod))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *gqlmodel.DeletePayload) graphql.Marshaler {
+			return ec.marshalNDeletePayload2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐDeletePayload(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_deleteTokenBudget(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_DeletePayload(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_deleteTokenBudget_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_putRateLimit(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_putRateLimit(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().PutRateLimit(ctx, fc.Args["input"].(platform.RateLimitInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *gqlmodel.GatewayPayload) graphql.Marshaler {
+			return ec.marshalNGatewayPayload2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐGatewayPayload(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_putRateLimit(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_GatewayPayload(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_putRateLimit_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_deleteRateLimit(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_deleteRateLimit(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().DeleteRateLimit(ctx, fc.Args["scope"].(model.RateLimitScope), fc.Args["name"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *gqlmodel.DeletePayload) graphql.Marshaler {
+			return ec.marshalNDeletePayload2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐDeletePayload(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_deleteRateLimit(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_DeletePayload(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_deleteRateLimit_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_putEntitlement(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_putEntitlement(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().PutEntitlement(ctx, fc.Args["input"].(platform.EntitlementInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *gqlmodel.GatewayPayload) graphql.Marshaler {
+			return ec.marshalNGatewayPayload2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐGatewayPayload(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_putEntitlement(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_GatewayPayload(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_putEntitlement_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_deleteEntitlement(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_deleteEntitlement(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().DeleteEntitlement(ctx, fc.Args["name"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *gqlmodel.DeletePayload) graphql.Marshaler {
+			return ec.marshalNDeletePayload2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐDeletePayload(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_deleteEntitlement(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_DeletePayload(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_deleteEntitlement_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_setGuardrails(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_setGuardrails(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().SetGuardrails(ctx, fc.Args["input"].(platform.GuardrailsInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *gqlmodel.GatewayPayload) graphql.Marshaler {
+			return ec.marshalNGatewayPayload2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐGatewayPayload(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_setGuardrails(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_GatewayPayload(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_setGuardrails_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -14718,6 +17974,70 @@ func (ec *executionContext) fieldContext_Query_exportEstate(_ context.Context, f
 	return graphql.NewScalarFieldContext("Query", field, true, true, "String")
 }
 
+func (ec *executionContext) _Query_gateway(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_gateway(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Query().Gateway(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Gateway) graphql.Marshaler {
+			return ec.marshalNGatewayConfig2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐGateway(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_gateway(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_GatewayConfig(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_llmAliases(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_llmAliases(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Query().LlmAliases(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.Alias) graphql.Marshaler {
+			return ec.marshalNLLMAlias2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐAliasᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_llmAliases(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_LLMAlias(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Query_me(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -15540,6 +18860,98 @@ func (ec *executionContext) _QueueState_updatedAt(ctx context.Context, field gra
 }
 func (ec *executionContext) fieldContext_QueueState_updatedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("QueueState", field, false, false, "Time")
+}
+
+func (ec *executionContext) _RateLimit_scope(ctx context.Context, field graphql.CollectedField, obj *model.RateLimit) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RateLimit_scope(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Scope, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.RateLimitScope) graphql.Marshaler {
+			return ec.marshalNRateLimitScope2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐRateLimitScope(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RateLimit_scope(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RateLimit", field, false, false, "RateLimitScope")
+}
+
+func (ec *executionContext) _RateLimit_name(ctx context.Context, field graphql.CollectedField, obj *model.RateLimit) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RateLimit_name(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Name, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RateLimit_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RateLimit", field, false, false, "String")
+}
+
+func (ec *executionContext) _RateLimit_requestsPerMinute(ctx context.Context, field graphql.CollectedField, obj *model.RateLimit) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RateLimit_requestsPerMinute(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RequestsPerMinute, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RateLimit_requestsPerMinute(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RateLimit", field, false, false, "Int")
+}
+
+func (ec *executionContext) _RateLimit_tokensPerMinute(ctx context.Context, field graphql.CollectedField, obj *model.RateLimit) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RateLimit_tokensPerMinute(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.RateLimit().TokensPerMinute(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v float64) graphql.Marshaler {
+			return ec.marshalNFloat2float64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RateLimit_tokensPerMinute(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RateLimit", field, true, true, "Float")
 }
 
 func (ec *executionContext) _ResourcePolicy_id(ctx context.Context, field graphql.CollectedField, obj *model.ResourcePolicy) (ret graphql.Marshaler) {
@@ -17488,6 +20900,144 @@ func (ec *executionContext) fieldContext_TimeBudget_period(_ context.Context, fi
 	return graphql.NewScalarFieldContext("TimeBudget", field, false, false, "BudgetPeriod")
 }
 
+func (ec *executionContext) _TokenBudget_project(ctx context.Context, field graphql.CollectedField, obj *model.TokenBudget) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TokenBudget_project(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Project, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TokenBudget_project(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TokenBudget", field, false, false, "String")
+}
+
+func (ec *executionContext) _TokenBudget_period(ctx context.Context, field graphql.CollectedField, obj *model.TokenBudget) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TokenBudget_period(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Period, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.BudgetPeriod) graphql.Marshaler {
+			return ec.marshalNBudgetPeriod2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐBudgetPeriod(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TokenBudget_period(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TokenBudget", field, false, false, "BudgetPeriod")
+}
+
+func (ec *executionContext) _TokenBudget_tokens(ctx context.Context, field graphql.CollectedField, obj *model.TokenBudget) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TokenBudget_tokens(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.TokenBudget().Tokens(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v float64) graphql.Marshaler {
+			return ec.marshalNFloat2float64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TokenBudget_tokens(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TokenBudget", field, true, true, "Float")
+}
+
+func (ec *executionContext) _TokenBudget_money(ctx context.Context, field graphql.CollectedField, obj *model.TokenBudget) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TokenBudget_money(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.TokenBudget().Money(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v float64) graphql.Marshaler {
+			return ec.marshalNFloat2float64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TokenBudget_money(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TokenBudget", field, true, true, "Float")
+}
+
+func (ec *executionContext) _TokenBudget_perUserTokens(ctx context.Context, field graphql.CollectedField, obj *model.TokenBudget) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TokenBudget_perUserTokens(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.TokenBudget().PerUserTokens(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v float64) graphql.Marshaler {
+			return ec.marshalNFloat2float64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TokenBudget_perUserTokens(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TokenBudget", field, true, true, "Float")
+}
+
+func (ec *executionContext) _TokenBudget_perUserMoney(ctx context.Context, field graphql.CollectedField, obj *model.TokenBudget) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TokenBudget_perUserMoney(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.TokenBudget().PerUserMoney(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v float64) graphql.Marshaler {
+			return ec.marshalNFloat2float64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TokenBudget_perUserMoney(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TokenBudget", field, true, true, "Float")
+}
+
 func (ec *executionContext) _UsageKey_dimension(ctx context.Context, field graphql.CollectedField, obj *store.UsageKey) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -17615,8 +21165,8 @@ func (ec *executionContext) _UsageReport_rows(ctx context.Context, field graphql
 			return obj.Rows, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v []*store.UsageRow) graphql.Marshaler {
-			return ec.marshalNUsageRow2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋstoreᚐUsageRowᚄ(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v []*platform.UsageRow) graphql.Marshaler {
+			return ec.marshalNUsageRow2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐUsageRowᚄ(ctx, selections, v)
 		},
 		true,
 		true,
@@ -17635,7 +21185,7 @@ func (ec *executionContext) fieldContext_UsageReport_rows(_ context.Context, fie
 	return fc, nil
 }
 
-func (ec *executionContext) _UsageRow_keys(ctx context.Context, field graphql.CollectedField, obj *store.UsageRow) (ret graphql.Marshaler) {
+func (ec *executionContext) _UsageRow_keys(ctx context.Context, field graphql.CollectedField, obj *platform.UsageRow) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -17667,7 +21217,7 @@ func (ec *executionContext) fieldContext_UsageRow_keys(_ context.Context, field 
 	return fc, nil
 }
 
-func (ec *executionContext) _UsageRow_gpuHours(ctx context.Context, field graphql.CollectedField, obj *store.UsageRow) (ret graphql.Marshaler) {
+func (ec *executionContext) _UsageRow_gpuHours(ctx context.Context, field graphql.CollectedField, obj *platform.UsageRow) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -17690,7 +21240,7 @@ func (ec *executionContext) fieldContext_UsageRow_gpuHours(_ context.Context, fi
 	return graphql.NewScalarFieldContext("UsageRow", field, true, true, "Float")
 }
 
-func (ec *executionContext) _UsageRow_budgetHours(ctx context.Context, field graphql.CollectedField, obj *store.UsageRow) (ret graphql.Marshaler) {
+func (ec *executionContext) _UsageRow_budgetHours(ctx context.Context, field graphql.CollectedField, obj *platform.UsageRow) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -17713,7 +21263,7 @@ func (ec *executionContext) fieldContext_UsageRow_budgetHours(_ context.Context,
 	return graphql.NewScalarFieldContext("UsageRow", field, true, true, "Float")
 }
 
-func (ec *executionContext) _UsageRow_cost(ctx context.Context, field graphql.CollectedField, obj *store.UsageRow) (ret graphql.Marshaler) {
+func (ec *executionContext) _UsageRow_cost(ctx context.Context, field graphql.CollectedField, obj *platform.UsageRow) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -17736,7 +21286,7 @@ func (ec *executionContext) fieldContext_UsageRow_cost(_ context.Context, field 
 	return graphql.NewScalarFieldContext("UsageRow", field, false, false, "Float")
 }
 
-func (ec *executionContext) _UsageRow_currency(ctx context.Context, field graphql.CollectedField, obj *store.UsageRow) (ret graphql.Marshaler) {
+func (ec *executionContext) _UsageRow_currency(ctx context.Context, field graphql.CollectedField, obj *platform.UsageRow) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -17756,6 +21306,121 @@ func (ec *executionContext) _UsageRow_currency(ctx context.Context, field graphq
 	)
 }
 func (ec *executionContext) fieldContext_UsageRow_currency(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("UsageRow", field, false, false, "String")
+}
+
+func (ec *executionContext) _UsageRow_calls(ctx context.Context, field graphql.CollectedField, obj *platform.UsageRow) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_UsageRow_calls(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Calls, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_UsageRow_calls(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("UsageRow", field, false, false, "Int")
+}
+
+func (ec *executionContext) _UsageRow_inputTokens(ctx context.Context, field graphql.CollectedField, obj *platform.UsageRow) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_UsageRow_inputTokens(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.UsageRow().InputTokens(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v float64) graphql.Marshaler {
+			return ec.marshalNFloat2float64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_UsageRow_inputTokens(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("UsageRow", field, true, true, "Float")
+}
+
+func (ec *executionContext) _UsageRow_outputTokens(ctx context.Context, field graphql.CollectedField, obj *platform.UsageRow) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_UsageRow_outputTokens(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.UsageRow().OutputTokens(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v float64) graphql.Marshaler {
+			return ec.marshalNFloat2float64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_UsageRow_outputTokens(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("UsageRow", field, true, true, "Float")
+}
+
+func (ec *executionContext) _UsageRow_tokenCost(ctx context.Context, field graphql.CollectedField, obj *platform.UsageRow) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_UsageRow_tokenCost(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.UsageRow().TokenCost(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v float64) graphql.Marshaler {
+			return ec.marshalNFloat2float64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_UsageRow_tokenCost(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("UsageRow", field, true, true, "Float")
+}
+
+func (ec *executionContext) _UsageRow_tokenCurrency(ctx context.Context, field graphql.CollectedField, obj *platform.UsageRow) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_UsageRow_tokenCurrency(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TokenCurrency, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_UsageRow_tokenCurrency(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("UsageRow", field, false, false, "String")
 }
 
@@ -20496,6 +24161,62 @@ func UnmarshalEnqueueTaskInput(ctx context.Context, raw any) (gqlmodel.EnqueueTa
 	return out, err
 }
 
+func (ec *executionContext) unmarshalInputEntitlementInput(ctx context.Context, obj any) (platform.EntitlementInput, error) {
+	var it platform.EntitlementInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"name", "groups", "users"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "name":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("name"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Name = data
+		case "groups":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("groups"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Groups = data
+		case "users":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("users"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Users = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalEntitlementInput unmarshals raw into the EntitlementInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalEntitlementInput(ctx context.Context, raw any) (platform.EntitlementInput, error) {
+	var out platform.EntitlementInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "EntitlementInput", raw, &out)
+	return out, err
+}
+
 func (ec *executionContext) unmarshalInputGPUClassInput(ctx context.Context, obj any) (platform.GPUClassInput, error) {
 	var it platform.GPUClassInput
 	if obj == nil {
@@ -20665,6 +24386,468 @@ func (ec *executionContext) unmarshalInputGroupInput(ctx context.Context, obj an
 func UnmarshalGroupInput(ctx context.Context, raw any) (platform.GroupInput, error) {
 	var out platform.GroupInput
 	err := graphql.UnmarshalNamedInputFromContext(ctx, "GroupInput", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputLLMAliasInput(ctx context.Context, obj any) (platform.LLMAliasInput, error) {
+	var it platform.LLMAliasInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"name", "description", "rules", "guardrails"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "name":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("name"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Name = data
+		case "description":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("description"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Description = data
+		case "rules":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("rules"))
+			data, err := ec.unmarshalNLLMAliasRuleInput2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐLLMAliasRuleInputᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Rules = data
+		case "guardrails":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("guardrails"))
+			data, err := ec.unmarshalOLLMGuardrailsInput2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐGuardrailsInput(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Guardrails = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalLLMAliasInput unmarshals raw into the LLMAliasInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalLLMAliasInput(ctx context.Context, raw any) (platform.LLMAliasInput, error) {
+	var out platform.LLMAliasInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "LLMAliasInput", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputLLMAliasRuleInput(ctx context.Context, obj any) (platform.LLMAliasRuleInput, error) {
+	var it platform.LLMAliasRuleInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"groups", "projects", "entitlements", "targets", "fallbacks"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "groups":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("groups"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Groups = data
+		case "projects":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("projects"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Projects = data
+		case "entitlements":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("entitlements"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Entitlements = data
+		case "targets":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("targets"))
+			data, err := ec.unmarshalNLLMTargetInput2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐLLMTargetInputᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Targets = data
+		case "fallbacks":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("fallbacks"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Fallbacks = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalLLMAliasRuleInput unmarshals raw into the LLMAliasRuleInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalLLMAliasRuleInput(ctx context.Context, raw any) (platform.LLMAliasRuleInput, error) {
+	var out platform.LLMAliasRuleInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "LLMAliasRuleInput", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputLLMGuardrailsInput(ctx context.Context, obj any) (platform.GuardrailsInput, error) {
+	var it platform.GuardrailsInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"deny", "allow", "guardAlias"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "deny":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("deny"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Deny = data
+		case "allow":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("allow"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Allow = data
+		case "guardAlias":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("guardAlias"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.GuardAlias = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalLLMGuardrailsInput unmarshals raw into the LLMGuardrailsInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalLLMGuardrailsInput(ctx context.Context, raw any) (platform.GuardrailsInput, error) {
+	var out platform.GuardrailsInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "LLMGuardrailsInput", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputLLMModelInput(ctx context.Context, obj any) (platform.LLMModelInput, error) {
+	var it platform.LLMModelInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"name", "provider", "route", "upstream", "inputPrice", "outputPrice", "currency", "maxOutputTokens"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "name":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("name"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Name = data
+		case "provider":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("provider"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Provider = data
+		case "route":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("route"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Route = data
+		case "upstream":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("upstream"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Upstream = data
+		case "inputPrice":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("inputPrice"))
+			data, err := ec.unmarshalOFloat2ᚖfloat64(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.InputPrice = data
+		case "outputPrice":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("outputPrice"))
+			data, err := ec.unmarshalOFloat2ᚖfloat64(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.OutputPrice = data
+		case "currency":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("currency"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Currency = data
+		case "maxOutputTokens":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("maxOutputTokens"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MaxOutputTokens = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalLLMModelInput unmarshals raw into the LLMModelInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalLLMModelInput(ctx context.Context, raw any) (platform.LLMModelInput, error) {
+	var out platform.LLMModelInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "LLMModelInput", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputLLMProviderInput(ctx context.Context, obj any) (platform.LLMProviderInput, error) {
+	var it platform.LLMProviderInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"name", "description", "baseUrl", "keySecret", "timeoutSeconds"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "name":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("name"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Name = data
+		case "description":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("description"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Description = data
+		case "baseUrl":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("baseUrl"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.BaseURL = data
+		case "keySecret":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("keySecret"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.KeySecret = data
+		case "timeoutSeconds":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("timeoutSeconds"))
+			data, err := ec.unmarshalOFloat2ᚖfloat64(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.TimeoutSeconds = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalLLMProviderInput unmarshals raw into the LLMProviderInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalLLMProviderInput(ctx context.Context, raw any) (platform.LLMProviderInput, error) {
+	var out platform.LLMProviderInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "LLMProviderInput", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputLLMRouteInput(ctx context.Context, obj any) (platform.LLMRouteInput, error) {
+	var it platform.LLMRouteInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"name", "description", "endpoints", "timeoutSeconds"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "name":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("name"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Name = data
+		case "description":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("description"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Description = data
+		case "endpoints":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("endpoints"))
+			data, err := ec.unmarshalNString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Endpoints = data
+		case "timeoutSeconds":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("timeoutSeconds"))
+			data, err := ec.unmarshalOFloat2ᚖfloat64(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.TimeoutSeconds = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalLLMRouteInput unmarshals raw into the LLMRouteInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalLLMRouteInput(ctx context.Context, raw any) (platform.LLMRouteInput, error) {
+	var out platform.LLMRouteInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "LLMRouteInput", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputLLMTargetInput(ctx context.Context, obj any) (platform.LLMTargetInput, error) {
+	var it platform.LLMTargetInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"model", "weight"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "model":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("model"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Model = data
+		case "weight":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("weight"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Weight = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalLLMTargetInput unmarshals raw into the LLMTargetInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalLLMTargetInput(ctx context.Context, raw any) (platform.LLMTargetInput, error) {
+	var out platform.LLMTargetInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "LLMTargetInput", raw, &out)
 	return out, err
 }
 
@@ -20927,6 +25110,69 @@ func UnmarshalProjectInput(ctx context.Context, raw any) (platform.ProjectInput,
 	return out, err
 }
 
+func (ec *executionContext) unmarshalInputRateLimitInput(ctx context.Context, obj any) (platform.RateLimitInput, error) {
+	var it platform.RateLimitInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"scope", "name", "requestsPerMinute", "tokensPerMinute"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "scope":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("scope"))
+			data, err := ec.unmarshalNRateLimitScope2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐRateLimitScope(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Scope = data
+		case "name":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("name"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Name = data
+		case "requestsPerMinute":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("requestsPerMinute"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.RequestsPerMinute = data
+		case "tokensPerMinute":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("tokensPerMinute"))
+			data, err := ec.unmarshalOFloat2ᚖfloat64(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.TokensPerMinute = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalRateLimitInput unmarshals raw into the RateLimitInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalRateLimitInput(ctx context.Context, raw any) (platform.RateLimitInput, error) {
+	var out platform.RateLimitInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "RateLimitInput", raw, &out)
+	return out, err
+}
+
 func (ec *executionContext) unmarshalInputResourcePolicyInput(ctx context.Context, obj any) (platform.PolicyInput, error) {
 	var it platform.PolicyInput
 	if obj == nil {
@@ -21127,6 +25373,83 @@ func (ec *executionContext) unmarshalInputTimeBudgetInput(ctx context.Context, o
 func UnmarshalTimeBudgetInput(ctx context.Context, raw any) (platform.TimeBudgetInput, error) {
 	var out platform.TimeBudgetInput
 	err := graphql.UnmarshalNamedInputFromContext(ctx, "TimeBudgetInput", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputTokenBudgetInput(ctx context.Context, obj any) (platform.TokenBudgetInput, error) {
+	var it platform.TokenBudgetInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"project", "period", "tokens", "money", "perUserTokens", "perUserMoney"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "project":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("project"))
+			data, err := ec.unmarshalNID2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Project = data
+		case "period":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("period"))
+			data, err := ec.unmarshalNBudgetPeriod2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐBudgetPeriod(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Period = data
+		case "tokens":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("tokens"))
+			data, err := ec.unmarshalOFloat2ᚖfloat64(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Tokens = data
+		case "money":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("money"))
+			data, err := ec.unmarshalOFloat2ᚖfloat64(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Money = data
+		case "perUserTokens":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("perUserTokens"))
+			data, err := ec.unmarshalOFloat2ᚖfloat64(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.PerUserTokens = data
+		case "perUserMoney":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("perUserMoney"))
+			data, err := ec.unmarshalOFloat2ᚖfloat64(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.PerUserMoney = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalTokenBudgetInput unmarshals raw into the TokenBudgetInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalTokenBudgetInput(ctx context.Context, raw any) (platform.TokenBudgetInput, error) {
+	var out platform.TokenBudgetInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "TokenBudgetInput", raw, &out)
 	return out, err
 }
 
@@ -22097,6 +26420,49 @@ func (ec *executionContext) _EngineStatus(ctx context.Context, sel ast.Selection
 	return out
 }
 
+var entitlementImplementors = []string{"Entitlement"}
+
+func (ec *executionContext) _Entitlement(ctx context.Context, sel ast.SelectionSet, obj *model.Entitlement) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, entitlementImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Entitlement")
+		case "name":
+			out.Values[i] = ec._Entitlement_name(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "groups":
+			out.Values[i] = ec._Entitlement_groups(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "users":
+			out.Values[i] = ec._Entitlement_users(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var gPUClassImplementors = []string{"GPUClass"}
 
 func (ec *executionContext) _GPUClass(ctx context.Context, sel ast.SelectionSet, obj *model.GPUClass) graphql.Marshaler {
@@ -22333,6 +26699,117 @@ func (ec *executionContext) _GPUSize(ctx context.Context, sel ast.SelectionSet, 
 	return out
 }
 
+var gatewayConfigImplementors = []string{"GatewayConfig"}
+
+func (ec *executionContext) _GatewayConfig(ctx context.Context, sel ast.SelectionSet, obj *model.Gateway) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, gatewayConfigImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("GatewayConfig")
+		case "providers":
+			out.Values[i] = ec._GatewayConfig_providers(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "routes":
+			out.Values[i] = ec._GatewayConfig_routes(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "models":
+			out.Values[i] = ec._GatewayConfig_models(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "aliases":
+			out.Values[i] = ec._GatewayConfig_aliases(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "budgets":
+			out.Values[i] = ec._GatewayConfig_budgets(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "rateLimits":
+			out.Values[i] = ec._GatewayConfig_rateLimits(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "entitlements":
+			out.Values[i] = ec._GatewayConfig_entitlements(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "guardrails":
+			out.Values[i] = ec._GatewayConfig_guardrails(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var gatewayPayloadImplementors = []string{"GatewayPayload"}
+
+func (ec *executionContext) _GatewayPayload(ctx context.Context, sel ast.SelectionSet, obj *gqlmodel.GatewayPayload) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, gatewayPayloadImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("GatewayPayload")
+		case "gateway":
+			out.Values[i] = ec._GatewayPayload_gateway(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "changes":
+			out.Values[i] = ec._GatewayPayload_changes(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "warnings":
+			out.Values[i] = ec._GatewayPayload_warnings(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var groupImplementors = []string{"Group"}
 
 func (ec *executionContext) _Group(ctx context.Context, sel ast.SelectionSet, obj *model.Group) graphql.Marshaler {
@@ -22542,6 +27019,364 @@ func (ec *executionContext) _GroupPayload(ctx context.Context, sel ast.Selection
 			}
 		case "warnings":
 			out.Values[i] = ec._GroupPayload_warnings(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var lLMAliasImplementors = []string{"LLMAlias"}
+
+func (ec *executionContext) _LLMAlias(ctx context.Context, sel ast.SelectionSet, obj *model.Alias) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, lLMAliasImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("LLMAlias")
+		case "name":
+			out.Values[i] = ec._LLMAlias_name(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "description":
+			out.Values[i] = ec._LLMAlias_description(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "rules":
+			out.Values[i] = ec._LLMAlias_rules(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "guardrails":
+			out.Values[i] = ec._LLMAlias_guardrails(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var lLMAliasRuleImplementors = []string{"LLMAliasRule"}
+
+func (ec *executionContext) _LLMAliasRule(ctx context.Context, sel ast.SelectionSet, obj *model.AliasRule) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, lLMAliasRuleImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("LLMAliasRule")
+		case "groups":
+			out.Values[i] = ec._LLMAliasRule_groups(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "projects":
+			out.Values[i] = ec._LLMAliasRule_projects(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "entitlements":
+			out.Values[i] = ec._LLMAliasRule_entitlements(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "targets":
+			out.Values[i] = ec._LLMAliasRule_targets(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "fallbacks":
+			out.Values[i] = ec._LLMAliasRule_fallbacks(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var lLMGuardrailsImplementors = []string{"LLMGuardrails"}
+
+func (ec *executionContext) _LLMGuardrails(ctx context.Context, sel ast.SelectionSet, obj *model.Guardrails) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, lLMGuardrailsImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("LLMGuardrails")
+		case "deny":
+			out.Values[i] = ec._LLMGuardrails_deny(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "allow":
+			out.Values[i] = ec._LLMGuardrails_allow(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "guardAlias":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._LLMGuardrails_guardAlias(ctx, field, obj)
+				})
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var lLMModelImplementors = []string{"LLMModel"}
+
+func (ec *executionContext) _LLMModel(ctx context.Context, sel ast.SelectionSet, obj *model.LLMModel) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, lLMModelImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("LLMModel")
+		case "name":
+			out.Values[i] = ec._LLMModel_name(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "upstream":
+			out.Values[i] = ec._LLMModel_upstream(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "provider":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._LLMModel_provider(ctx, field, obj)
+				})
+		case "route":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._LLMModel_route(ctx, field, obj)
+				})
+		case "inputPrice":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._LLMModel_inputPrice(ctx, field, obj)
+				})
+		case "outputPrice":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._LLMModel_outputPrice(ctx, field, obj)
+				})
+		case "currency":
+			out.Values[i] = ec._LLMModel_currency(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "maxOutputTokens":
+			out.Values[i] = ec._LLMModel_maxOutputTokens(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var lLMProviderImplementors = []string{"LLMProvider"}
+
+func (ec *executionContext) _LLMProvider(ctx context.Context, sel ast.SelectionSet, obj *model.Provider) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, lLMProviderImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("LLMProvider")
+		case "name":
+			out.Values[i] = ec._LLMProvider_name(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "description":
+			out.Values[i] = ec._LLMProvider_description(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "baseUrl":
+			out.Values[i] = ec._LLMProvider_baseUrl(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "keySecret":
+			out.Values[i] = ec._LLMProvider_keySecret(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "timeoutSeconds":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._LLMProvider_timeoutSeconds(ctx, field, obj)
+				})
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var lLMRouteImplementors = []string{"LLMRoute"}
+
+func (ec *executionContext) _LLMRoute(ctx context.Context, sel ast.SelectionSet, obj *model.Route) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, lLMRouteImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("LLMRoute")
+		case "name":
+			out.Values[i] = ec._LLMRoute_name(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "description":
+			out.Values[i] = ec._LLMRoute_description(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "endpoints":
+			out.Values[i] = ec._LLMRoute_endpoints(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "timeoutSeconds":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._LLMRoute_timeoutSeconds(ctx, field, obj)
+				})
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var lLMTargetImplementors = []string{"LLMTarget"}
+
+func (ec *executionContext) _LLMTarget(ctx context.Context, sel ast.SelectionSet, obj *model.Target) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, lLMTargetImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("LLMTarget")
+		case "model":
+			out.Values[i] = ec._LLMTarget_model(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "weight":
+			out.Values[i] = ec._LLMTarget_weight(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -22845,6 +27680,111 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 		case "applyEstate":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_applyEstate(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "putLLMProvider":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_putLLMProvider(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "deleteLLMProvider":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_deleteLLMProvider(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "putLLMRoute":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_putLLMRoute(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "deleteLLMRoute":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_deleteLLMRoute(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "putLLMModel":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_putLLMModel(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "deleteLLMModel":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_deleteLLMModel(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "putLLMAlias":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_putLLMAlias(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "deleteLLMAlias":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_deleteLLMAlias(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "putTokenBudget":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_putTokenBudget(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "deleteTokenBudget":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_deleteTokenBudget(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "putRateLimit":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_putRateLimit(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "deleteRateLimit":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_deleteRateLimit(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "putEntitlement":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_putEntitlement(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "deleteEntitlement":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_deleteEntitlement(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "setGuardrails":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_setGuardrails(ctx, field)
 			})
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
@@ -23959,6 +28899,18 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_exportEstate(ctx, field)
 				})
+		case "gateway":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_gateway(ctx, field)
+				})
+		case "llmAliases":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_llmAliases(ctx, field)
+				})
 		case "me":
 			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
 				true, true,
@@ -24117,6 +29069,55 @@ func (ec *executionContext) _QueueState(ctx context.Context, sel ast.SelectionSe
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var rateLimitImplementors = []string{"RateLimit"}
+
+func (ec *executionContext) _RateLimit(ctx context.Context, sel ast.SelectionSet, obj *model.RateLimit) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, rateLimitImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("RateLimit")
+		case "scope":
+			out.Values[i] = ec._RateLimit_scope(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "name":
+			out.Values[i] = ec._RateLimit_name(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "requestsPerMinute":
+			out.Values[i] = ec._RateLimit_requestsPerMinute(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "tokensPerMinute":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._RateLimit_tokensPerMinute(ctx, field, obj)
+				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -24888,6 +29889,68 @@ func (ec *executionContext) _TimeBudget(ctx context.Context, sel ast.SelectionSe
 	return out
 }
 
+var tokenBudgetImplementors = []string{"TokenBudget"}
+
+func (ec *executionContext) _TokenBudget(ctx context.Context, sel ast.SelectionSet, obj *model.TokenBudget) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, tokenBudgetImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("TokenBudget")
+		case "project":
+			out.Values[i] = ec._TokenBudget_project(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "period":
+			out.Values[i] = ec._TokenBudget_period(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "tokens":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._TokenBudget_tokens(ctx, field, obj)
+				})
+		case "money":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._TokenBudget_money(ctx, field, obj)
+				})
+		case "perUserTokens":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._TokenBudget_perUserTokens(ctx, field, obj)
+				})
+		case "perUserMoney":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._TokenBudget_perUserMoney(ctx, field, obj)
+				})
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var usageKeyImplementors = []string{"UsageKey"}
 
 func (ec *executionContext) _UsageKey(ctx context.Context, sel ast.SelectionSet, obj *store.UsageKey) graphql.Marshaler {
@@ -24977,7 +30040,7 @@ func (ec *executionContext) _UsageReport(ctx context.Context, sel ast.SelectionS
 
 var usageRowImplementors = []string{"UsageRow"}
 
-func (ec *executionContext) _UsageRow(ctx context.Context, sel ast.SelectionSet, obj *store.UsageRow) graphql.Marshaler {
+func (ec *executionContext) _UsageRow(ctx context.Context, sel ast.SelectionSet, obj *platform.UsageRow) graphql.Marshaler {
 	fields := graphql.CollectFields(ec.OperationContext, sel, usageRowImplementors)
 
 	out := graphql.NewFieldSet(fields)
@@ -25010,6 +30073,34 @@ func (ec *executionContext) _UsageRow(ctx context.Context, sel ast.SelectionSet,
 			}
 		case "currency":
 			out.Values[i] = ec._UsageRow_currency(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "calls":
+			out.Values[i] = ec._UsageRow_calls(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "inputTokens":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._UsageRow_inputTokens(ctx, field, obj)
+				})
+		case "outputTokens":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._UsageRow_outputTokens(ctx, field, obj)
+				})
+		case "tokenCost":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._UsageRow_tokenCost(ctx, field, obj)
+				})
+		case "tokenCurrency":
+			out.Values[i] = ec._UsageRow_tokenCurrency(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
@@ -26127,6 +31218,35 @@ func (ec *executionContext) unmarshalNEnqueueTaskInput2githubᚗcomᚋkliqueᚑa
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
+func (ec *executionContext) marshalNEntitlement2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐEntitlementᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Entitlement) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNEntitlement2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐEntitlement(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNEntitlement2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐEntitlement(ctx context.Context, sel ast.SelectionSet, v *model.Entitlement) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Entitlement!")
+		return graphql.Null
+	}
+	return ec._Entitlement(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNEntitlementInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐEntitlementInput(ctx context.Context, v any) (platform.EntitlementInput, error) {
+	res, err := ec.unmarshalInputEntitlementInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
 func (ec *executionContext) unmarshalNFloat2float64(ctx context.Context, v any) (float64, error) {
 	res, err := graphql.UnmarshalFloatContext(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -26204,6 +31324,22 @@ func (ec *executionContext) marshalNGPUSize2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliq
 		return graphql.Null
 	}
 	return ec._GPUSize(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNGatewayConfig2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐGateway(ctx context.Context, sel ast.SelectionSet, v *model.Gateway) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "GatewayConfig!")
+		return graphql.Null
+	}
+	return ec._GatewayConfig(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNGatewayPayload2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐGatewayPayload(ctx context.Context, sel ast.SelectionSet, v *gqlmodel.GatewayPayload) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "GatewayPayload!")
+		return graphql.Null
+	}
+	return ec._GatewayPayload(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalNGroup2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐGroup(ctx context.Context, sel ast.SelectionSet, v *model.Group) graphql.Marshaler {
@@ -26354,6 +31490,209 @@ func (ec *executionContext) marshalNInt2int64(ctx context.Context, sel ast.Selec
 		graphql.AddInvalidNullFromMarshaler(ctx, "Int!")
 	}
 	return res
+}
+
+func (ec *executionContext) marshalNLLMAlias2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐAliasᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Alias) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNLLMAlias2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐAlias(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNLLMAlias2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐAlias(ctx context.Context, sel ast.SelectionSet, v *model.Alias) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "LLMAlias!")
+		return graphql.Null
+	}
+	return ec._LLMAlias(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNLLMAliasInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐLLMAliasInput(ctx context.Context, v any) (platform.LLMAliasInput, error) {
+	res, err := ec.unmarshalInputLLMAliasInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNLLMAliasRule2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐAliasRule(ctx context.Context, sel ast.SelectionSet, v model.AliasRule) graphql.Marshaler {
+	return ec._LLMAliasRule(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNLLMAliasRule2ᚕgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐAliasRuleᚄ(ctx context.Context, sel ast.SelectionSet, v []model.AliasRule) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNLLMAliasRule2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐAliasRule(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) unmarshalNLLMAliasRuleInput2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐLLMAliasRuleInputᚄ(ctx context.Context, v any) ([]*platform.LLMAliasRuleInput, error) {
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]*platform.LLMAliasRuleInput, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNLLMAliasRuleInput2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐLLMAliasRuleInput(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) unmarshalNLLMAliasRuleInput2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐLLMAliasRuleInput(ctx context.Context, v any) (*platform.LLMAliasRuleInput, error) {
+	res, err := ec.unmarshalInputLLMAliasRuleInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNLLMGuardrails2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐGuardrails(ctx context.Context, sel ast.SelectionSet, v model.Guardrails) graphql.Marshaler {
+	return ec._LLMGuardrails(ctx, sel, &v)
+}
+
+func (ec *executionContext) unmarshalNLLMGuardrailsInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐGuardrailsInput(ctx context.Context, v any) (platform.GuardrailsInput, error) {
+	res, err := ec.unmarshalInputLLMGuardrailsInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNLLMModel2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐLLMModelᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.LLMModel) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNLLMModel2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐLLMModel(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNLLMModel2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐLLMModel(ctx context.Context, sel ast.SelectionSet, v *model.LLMModel) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "LLMModel!")
+		return graphql.Null
+	}
+	return ec._LLMModel(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNLLMModelInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐLLMModelInput(ctx context.Context, v any) (platform.LLMModelInput, error) {
+	res, err := ec.unmarshalInputLLMModelInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNLLMProvider2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐProviderᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Provider) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNLLMProvider2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐProvider(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNLLMProvider2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐProvider(ctx context.Context, sel ast.SelectionSet, v *model.Provider) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "LLMProvider!")
+		return graphql.Null
+	}
+	return ec._LLMProvider(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNLLMProviderInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐLLMProviderInput(ctx context.Context, v any) (platform.LLMProviderInput, error) {
+	res, err := ec.unmarshalInputLLMProviderInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNLLMRoute2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐRouteᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Route) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNLLMRoute2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐRoute(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNLLMRoute2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐRoute(ctx context.Context, sel ast.SelectionSet, v *model.Route) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "LLMRoute!")
+		return graphql.Null
+	}
+	return ec._LLMRoute(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNLLMRouteInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐLLMRouteInput(ctx context.Context, v any) (platform.LLMRouteInput, error) {
+	res, err := ec.unmarshalInputLLMRouteInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNLLMTarget2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐTarget(ctx context.Context, sel ast.SelectionSet, v model.Target) graphql.Marshaler {
+	return ec._LLMTarget(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNLLMTarget2ᚕgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐTargetᚄ(ctx context.Context, sel ast.SelectionSet, v []model.Target) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNLLMTarget2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐTarget(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) unmarshalNLLMTargetInput2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐLLMTargetInputᚄ(ctx context.Context, v any) ([]*platform.LLMTargetInput, error) {
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]*platform.LLMTargetInput, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNLLMTargetInput2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐLLMTargetInput(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) unmarshalNLLMTargetInput2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐLLMTargetInput(ctx context.Context, v any) (*platform.LLMTargetInput, error) {
+	res, err := ec.unmarshalInputLLMTargetInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) marshalNLogLine2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐLogLine(ctx context.Context, sel ast.SelectionSet, v model.LogLine) graphql.Marshaler {
@@ -26690,6 +32029,63 @@ func (ec *executionContext) marshalNProjectPayload2ᚖgithubᚗcomᚋkliqueᚑai
 	}
 	return ec._ProjectPayload(ctx, sel, v)
 }
+
+func (ec *executionContext) marshalNRateLimit2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐRateLimitᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.RateLimit) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNRateLimit2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐRateLimit(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNRateLimit2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐRateLimit(ctx context.Context, sel ast.SelectionSet, v *model.RateLimit) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "RateLimit!")
+		return graphql.Null
+	}
+	return ec._RateLimit(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNRateLimitInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐRateLimitInput(ctx context.Context, v any) (platform.RateLimitInput, error) {
+	res, err := ec.unmarshalInputRateLimitInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) unmarshalNRateLimitScope2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐRateLimitScope(ctx context.Context, v any) (model.RateLimitScope, error) {
+	tmp, err := graphql.UnmarshalString(v)
+	res := unmarshalNRateLimitScope2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐRateLimitScope[tmp]
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNRateLimitScope2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐRateLimitScope(ctx context.Context, sel ast.SelectionSet, v model.RateLimitScope) graphql.Marshaler {
+	_ = sel
+	res := graphql.MarshalString(marshalNRateLimitScope2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐRateLimitScope[v])
+	if res == graphql.Null {
+		graphql.AddInvalidNullFromMarshaler(ctx, "RateLimitScope!")
+	}
+	return res
+}
+
+var (
+	unmarshalNRateLimitScope2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐRateLimitScope = map[string]model.RateLimitScope{
+		"USER":    model.RateLimitUser,
+		"PROJECT": model.RateLimitProject,
+		"ALIAS":   model.RateLimitAlias,
+	}
+	marshalNRateLimitScope2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐRateLimitScope = map[model.RateLimitScope]string{
+		model.RateLimitUser:    "USER",
+		model.RateLimitProject: "PROJECT",
+		model.RateLimitAlias:   "ALIAS",
+	}
+)
 
 func (ec *executionContext) marshalNResourcePolicy2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐResourcePolicy(ctx context.Context, sel ast.SelectionSet, v *model.ResourcePolicy) graphql.Marshaler {
 	if v == nil {
@@ -27035,6 +32431,35 @@ func (ec *executionContext) marshalNTime2timeᚐTime(ctx context.Context, sel as
 	return res
 }
 
+func (ec *executionContext) marshalNTokenBudget2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐTokenBudgetᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.TokenBudget) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNTokenBudget2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐTokenBudget(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNTokenBudget2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐTokenBudget(ctx context.Context, sel ast.SelectionSet, v *model.TokenBudget) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "TokenBudget!")
+		return graphql.Null
+	}
+	return ec._TokenBudget(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNTokenBudgetInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐTokenBudgetInput(ctx context.Context, v any) (platform.TokenBudgetInput, error) {
+	res, err := ec.unmarshalInputTokenBudgetInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
 func (ec *executionContext) unmarshalNUpdateUserInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐUpdateUserInput(ctx context.Context, v any) (gqlmodel.UpdateUserInput, error) {
 	res, err := ec.unmarshalInputUpdateUserInput(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -27083,11 +32508,11 @@ func (ec *executionContext) marshalNUsageReport2ᚖgithubᚗcomᚋkliqueᚑaiᚋ
 	return ec._UsageReport(ctx, sel, v)
 }
 
-func (ec *executionContext) marshalNUsageRow2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋstoreᚐUsageRowᚄ(ctx context.Context, sel ast.SelectionSet, v []*store.UsageRow) graphql.Marshaler {
+func (ec *executionContext) marshalNUsageRow2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐUsageRowᚄ(ctx context.Context, sel ast.SelectionSet, v []*platform.UsageRow) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
-		return ec.marshalNUsageRow2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋstoreᚐUsageRow(ctx, sel, v[i])
+		return ec.marshalNUsageRow2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐUsageRow(ctx, sel, v[i])
 	})
 
 	for _, e := range ret {
@@ -27099,7 +32524,7 @@ func (ec *executionContext) marshalNUsageRow2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋ
 	return ret
 }
 
-func (ec *executionContext) marshalNUsageRow2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋstoreᚐUsageRow(ctx context.Context, sel ast.SelectionSet, v *store.UsageRow) graphql.Marshaler {
+func (ec *executionContext) marshalNUsageRow2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐUsageRow(ctx context.Context, sel ast.SelectionSet, v *platform.UsageRow) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "UsageRow!")
 		return graphql.Null
@@ -27588,6 +33013,14 @@ func (ec *executionContext) marshalOInt2ᚖint(ctx context.Context, sel ast.Sele
 	_ = ctx
 	res := graphql.MarshalInt(*v)
 	return res
+}
+
+func (ec *executionContext) unmarshalOLLMGuardrailsInput2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐGuardrailsInput(ctx context.Context, v any) (*platform.GuardrailsInput, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := ec.unmarshalInputLLMGuardrailsInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) marshalOPool2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐPool(ctx context.Context, sel ast.SelectionSet, v *model.Pool) graphql.Marshaler {

@@ -209,3 +209,12 @@ func nullIfEmpty(s string) *string {
 	}
 	return &s
 }
+
+// gatewayPayload builds the payload of a change of the gateway's
+// configuration.
+func gatewayPayload(res *platform.EstateResult, err error) (*gqlmodel.GatewayPayload, error) {
+	if err != nil {
+		return nil, err
+	}
+	return &gqlmodel.GatewayPayload{Gateway: &res.Estate.Gateway, Changes: changes(res), Warnings: warnings(res.Warnings)}, nil
+}

@@ -37,13 +37,28 @@ func (r *usageKeyResolver) Dimension(ctx context.Context, obj *store.UsageKey) (
 }
 
 // GpuHours is the resolver for the gpuHours field.
-func (r *usageRowResolver) GpuHours(ctx context.Context, obj *store.UsageRow) (float64, error) {
+func (r *usageRowResolver) GpuHours(ctx context.Context, obj *platform.UsageRow) (float64, error) {
 	return float64(obj.MicroGPUHours) / 1e6, nil
 }
 
 // BudgetHours is the resolver for the budgetHours field.
-func (r *usageRowResolver) BudgetHours(ctx context.Context, obj *store.UsageRow) (float64, error) {
+func (r *usageRowResolver) BudgetHours(ctx context.Context, obj *platform.UsageRow) (float64, error) {
 	return float64(obj.MicroBudgetHours) / 1e6, nil
+}
+
+// InputTokens is the resolver for the inputTokens field.
+func (r *usageRowResolver) InputTokens(ctx context.Context, obj *platform.UsageRow) (float64, error) {
+	return float64(obj.InputTokens), nil
+}
+
+// OutputTokens is the resolver for the outputTokens field.
+func (r *usageRowResolver) OutputTokens(ctx context.Context, obj *platform.UsageRow) (float64, error) {
+	return float64(obj.OutputTokens), nil
+}
+
+// TokenCost is the resolver for the tokenCost field.
+func (r *usageRowResolver) TokenCost(ctx context.Context, obj *platform.UsageRow) (float64, error) {
+	return float64(obj.TokenCostMicros) / 1e6, nil
 }
 
 // UsageKey returns UsageKeyResolver implementation.

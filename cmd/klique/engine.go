@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"math"
+	"strconv"
 	"strings"
 	"time"
 
@@ -101,9 +103,10 @@ func newUsageCmd(c *cli) *cobra.Command {
 	var from, to, by, user, project, group string
 	cmd := &cobra.Command{
 		Use:   "usage",
-		Short: "GPU-hours, budget hours and cost from the usage ledger",
+		Short: "GPU-hours, budget hours, model calls, tokens and their cost from the usage ledger",
 		Example: `  klique usage --from 2026-11-01 --to 2026-12-01 --by group,pool
-  klique usage --by user --project fraud-models -o json`,
+  klique usage --by user --project fraud-models -o json
+  klique usage --by project,model`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f, t, err := usageRange(from, to)
@@ -130,7 +133,7 @@ func newUsageCmd(c *cli) *cobra.Command {
 			var out struct {
 				Usage struct{ Rows []map[string]any }
 			}
-			if err := cl.Do(cmd.Context(), `query($in: UsageInput!) { usage(input: $in) { rows { keys { dimension name } gpuHours budgetHours cost currency } } }`,
+			if err := cl.Do(cmd.Context(), `query($in: UsageInput!) { usage(input: $in) { rows { keys { dimension name } gpuHours budgetHours cost currency calls inputTokens outputTokens tokenCost tokenCurrency } } }`,
 				map[string]any{"in": in}, &out); err != nil {
 				return err
 			}
@@ -138,14 +141,16 @@ func newUsageCmd(c *cli) *cobra.Command {
 				return c.print(out.Usage.Rows)
 			}
 			header := append([]string(nil), dims...)
-			header = append(header, "GPU-HOURS", "BUDGET HOURS", "COST")
+			header = append(header, "GPU-HOURS", "BUDGET HOURS", "COST", "CALLS", "INPUT TOKENS", "OUTPUT TOKENS", "TOKEN COST")
 			var rows [][]string
 			for _, r := range out.Usage.Rows {
 				var rec []string
 				for _, k := range asList(r["keys"]) {
 					rec = append(rec, str(k.(map[string]any), "name"))
 				}
-				rec = append(rec, fmt.Sprintf("%.2f", r["gpuHours"]), fmt.Sprintf("%.2f", r["budgetHours"]), fmt.Sprintf("%.2f %s", r["cost"], str(r, "currency")))
+				rec = append(rec, fmt.Sprintf("%.2f", r["gpuHours"]), fmt.Sprintf("%.2f", r["budgetHours"]), money(r["cost"], str(r, "currency")),
+					fmt.Sprintf("%.0f", r["calls"]), fmt.Sprintf("%.0f", r["inputTokens"]), fmt.Sprintf("%.0f", r["outputTokens"]),
+					money(r["tokenCost"], str(r, "tokenCurrency")))
 				rows = append(rows, rec)
 			}
 			if len(rows) == 0 {
@@ -158,11 +163,26 @@ func newUsageCmd(c *cli) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&from, "from", "", "start of the range: a date (2026-11-01) or RFC 3339 time (default: the 1st of this month, UTC)")
 	cmd.Flags().StringVar(&to, "to", "", "end of the range (default: now)")
-	cmd.Flags().StringVar(&by, "by", "", "group by: user, project, group, pool, gpu_class, compute_resource, profile (comma-separated)")
+	cmd.Flags().StringVar(&by, "by", "", "group by: user, project, group, pool, gpu_class, compute_resource, profile, alias, model (comma-separated; alias and model have model calls only, the others but user, project and group GPU work only)")
 	cmd.Flags().StringVar(&user, "user", "", "only this user's usage")
 	cmd.Flags().StringVar(&project, "project", "", "only this project's usage")
 	cmd.Flags().StringVar(&group, "group", "", "only this group's usage")
 	return cmd
+}
+
+// money writes an amount with its currency, or "-" for a row without any.
+// Amounts below a cent, common for a few calls of a cheap model, keep
+// their digits rather than showing as 0.00.
+func money(v any, currency string) string {
+	if currency == "" {
+		return "-"
+	}
+	f, _ := v.(float64)
+	text := fmt.Sprintf("%.2f", f)
+	if f != 0 && math.Abs(f) < 0.01 {
+		text = strconv.FormatFloat(f, 'f', 6, 64)
+	}
+	return text + " " + currency
 }
 
 // usageRange reads --from and --to: dates or RFC 3339 times, in UTC.

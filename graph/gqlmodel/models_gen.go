@@ -8,7 +8,7 @@ import (
 	"github.com/klique-ai/klique/graph/scalars"
 	"github.com/klique-ai/klique/internal/estate"
 	"github.com/klique-ai/klique/internal/model"
-	"github.com/klique-ai/klique/internal/store"
+	"github.com/klique-ai/klique/internal/platform"
 )
 
 type APIKeyConnection struct {
@@ -130,6 +130,14 @@ type GPUClassEdge struct {
 
 type GPUClassPayload struct {
 	GpuClass *model.GPUClass   `json:"gpuClass"`
+	Changes  []*estate.Change  `json:"changes"`
+	Warnings []*estate.Warning `json:"warnings"`
+}
+
+// What a change of the gateway's configuration did.
+type GatewayPayload struct {
+	// The configuration after the change.
+	Gateway  *model.Gateway    `json:"gateway"`
 	Changes  []*estate.Change  `json:"changes"`
 	Warnings []*estate.Warning `json:"warnings"`
 }
@@ -298,9 +306,9 @@ type UsageInput struct {
 }
 
 type UsageReport struct {
-	From time.Time         `json:"from"`
-	To   time.Time         `json:"to"`
-	Rows []*store.UsageRow `json:"rows"`
+	From time.Time            `json:"from"`
+	To   time.Time            `json:"to"`
+	Rows []*platform.UsageRow `json:"rows"`
 }
 
 type UserConnection struct {

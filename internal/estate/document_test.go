@@ -208,6 +208,10 @@ func TestParseDocument(t *testing.T) {
 			t.Fatalf("example read as %d classes, %d pools, %d profiles, %d groups, %d policies, %d projects",
 				len(doc.GPUClasses), len(doc.Pools), len(doc.Profiles), len(doc.Groups), len(doc.Policies), len(doc.Projects))
 		}
+		if g := doc.Gateway; g == nil || len(g.Providers) != 1 || len(g.Routes) != 1 || len(g.Models) != 3 || len(g.Entitlements) != 1 ||
+			len(g.Aliases) != 2 || len(g.Budgets) != 1 || len(g.RateLimits) != 1 || g.Guardrails == nil {
+			t.Fatalf("example's gateway section read as %+v", g)
+		}
 	})
 }
 

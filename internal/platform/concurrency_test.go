@@ -157,6 +157,10 @@ func concurrentApplies(t *testing.T, b *testBundle, services []*platform.Service
 		switch a.ObjectKind {
 		case estate.KindGPUClass, estate.KindPool, estate.KindProfile, estate.KindGroup, estate.KindPolicy, estate.KindComputeResource, estate.KindProject:
 			estateEntries++
+		default:
+			if estate.GatewayKind(a.ObjectKind) {
+				estateEntries++
+			}
 		}
 	}
 	if estateEntries != exampleObjects {

@@ -171,6 +171,7 @@ func (s *Service) changeEstate(ctx context.Context, p *identity.Principal, what 
 		if res.ID, err = mutate(t, cur, next); err != nil {
 			return err
 		}
+		next.FollowRenames(cur)
 		next.Normalize()
 		if err := next.Validate(); err != nil {
 			return invalidEstate(err)
@@ -915,6 +916,9 @@ func (s *Service) DeleteGroup(ctx context.Context, ref string) (*EstateResult, e
 		if len(projects) > 0 {
 			return "", conflict("group %s owns projects %s; move or delete them first", g.Name, strings.Join(projects, ", "))
 		}
+		if refs := next.GatewayReferences(estate.KindGroup, g.Name); len(refs) > 0 {
+			return "", conflict("group %s is named by the gateway's %s; change them first", g.Name, strings.Join(refs, ", "))
+		}
 		next.Groups = remove(next.Groups, g)
 		return g.ID, nil
 	})
@@ -1148,6 +1152,9 @@ func (s *Service) DeleteProject(ctx context.Context, ref string) (*EstateResult,
 		pr, err := findProject(next, ref)
 		if err != nil {
 			return "", err
+		}
+		if refs := next.GatewayReferences(estate.KindProject, pr.Name); len(refs) > 0 {
+			return "", conflict("project %s is named by the gateway's %s; change them first", quote(pr.Name), strings.Join(refs, ", "))
 		}
 		next.Projects = remove(next.Projects, pr)
 		return pr.ID, nil

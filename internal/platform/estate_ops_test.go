@@ -14,8 +14,10 @@ import (
 
 // exampleObjects is how many objects examples/estate.yaml describes: 2 GPU
 // classes, 4 pools, 6 profiles, 3 groups, 3 policies, 12 compute resources
-// and 3 projects.
-const exampleObjects = 2 + 4 + 6 + 3 + 3 + 12 + 3
+// and 3 projects; and for the gateway 1 provider, 1 route, 3 models, 1
+// entitlement, 2 aliases, 1 token budget, 1 rate limit and the global
+// guardrails.
+const exampleObjects = 2 + 4 + 6 + 3 + 3 + 12 + 3 + (1 + 1 + 3 + 1 + 2 + 1 + 1 + 1)
 
 func TestApplyEstate(t *testing.T) {
 	t.Parallel()
@@ -33,8 +35,8 @@ func TestApplyEstate(t *testing.T) {
 					t.Errorf("first apply: %s", c)
 				}
 			}
-			if s := first.Summary(); s != "33 created" {
-				t.Errorf("Summary() = %q, want \"33 created\"", s)
+			if s := first.Summary(); s != "44 created" {
+				t.Errorf("Summary() = %q, want \"44 created\"", s)
 			}
 			if len(first.Warnings) != 0 {
 				t.Errorf("warnings: %v", first.Warnings)
@@ -71,6 +73,14 @@ func TestApplyEstate(t *testing.T) {
 			if vision.Budget == nil || vision.Budget.MilliHours != 2_000_000 || vision.Budget.Period != model.PeriodWeek {
 				t.Errorf("vision's budget read back as %+v", vision.Budget)
 			}
+			g := e.Gateway
+			if len(g.Providers) != 1 || len(g.Routes) != 1 || len(g.Models) != 3 || len(g.Entitlements) != 1 || len(g.Aliases) != 2 ||
+				len(g.Budgets) != 1 || len(g.RateLimits) != 1 || len(g.Guardrails.Deny) != 1 {
+				t.Fatalf("gateway read back as %+v", g)
+			}
+			if m := e.LLMModel("gpt-4o"); m == nil || m.InputPriceMicros != 2_500_000 || m.OutputPriceMicros != 10_000_000 || m.Upstream != "gpt-4o" {
+				t.Errorf("model gpt-4o read back as %+v", m)
+			}
 		})
 	})
 
@@ -97,7 +107,7 @@ func TestApplyEstate(t *testing.T) {
 			if !res.DryRun || len(res.Changes) != exampleObjects {
 				t.Fatalf("dry run: DryRun %v, %d changes", res.DryRun, len(res.Changes))
 			}
-			if s := res.Summary(); s != "33 created (dry run: nothing was written)" {
+			if s := res.Summary(); s != "44 created (dry run: nothing was written)" {
 				t.Errorf("Summary() = %q", s)
 			}
 			if res.Estate == nil || len(res.Estate.Pools) != 4 {
@@ -754,6 +764,8 @@ func TestEstateChanges(t *testing.T) {
 		t.Parallel()
 		forEachStore(t, func(t *testing.T, b *testBundle) {
 			b.applyExample(t)
+			// The example's token budget names the project: that goes first.
+			must(t, second(b.svc.DeleteTokenBudget(b.admin, "fraud-models", model.PeriodMonth)))
 			b.user(t, "rita", model.RoleMember, "ml-research")
 			b.key(t, "rita", "fraud-models")
 			before := b.snapshot(t)

@@ -97,7 +97,7 @@ func TestEngineInTheServer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := strings.Join(rows[0], ","); got != "group_id,group,pool_id,pool,from,to,gpu_hours,budget_hours,cost,currency" {
+		if got := strings.Join(rows[0], ","); got != "group_id,group,pool_id,pool,from,to,gpu_hours,budget_hours,cost,currency,calls,input_tokens,output_tokens,token_cost,token_currency" {
 			t.Fatalf("header %s", got)
 		}
 		groups := map[string]bool{}

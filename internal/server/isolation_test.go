@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -673,6 +674,110 @@ var isolationCases = []isoCase{
 		vars:  map[string]any{"id": ref("task")}, code: notFound},
 	{field: "Mutation.cloneTask", as: viewer, name: "may see but not clone alice's task",
 		query: `mutation($id: ID!) { cloneTask(id: $id) ` + taskFields + ` }`, vars: map[string]any{"id": ref("task")}, code: forbidden},
+
+	// ---- The LLM gateway's configuration ----------------------------------
+	{field: "Query.gateway", as: otherAdmin, name: "sees only their own, empty, gateway configuration",
+		query: `{ gateway { providers { name keySecret } routes { name endpoints } models { name } aliases { name } budgets { project } rateLimits { name } entitlements { name } guardrails { deny } } }`,
+		check: all(wantPlainList("gateway.providers", []string{"name"}), wantPlainList("gateway.routes", []string{"name"}),
+			wantPlainList("gateway.models", []string{"name"}), wantPlainList("gateway.aliases", []string{"name"}),
+			wantPlainList("gateway.budgets", []string{"project"}), wantPlainList("gateway.entitlements", []string{"name"}),
+			noneOf("gateway", "OPENAI_API_KEY", "10.0.3.17", "(?i)"))},
+	{field: "Query.gateway", as: victor, name: "may not read the gateway configuration",
+		query: `{ gateway { providers { name keySecret } } }`, code: forbidden},
+	{field: "Query.gateway", as: viewer, name: "may not read the gateway configuration",
+		query: `{ gateway { routes { endpoints } } }`, code: forbidden},
+	{field: "Query.llmAliases", as: otherAdmin, name: "sees none of tenant default's aliases",
+		query: `{ llmAliases { name description rules { groups targets { model } } } }`, check: wantPlainList("llmAliases", []string{"name"})},
+	{field: "Query.llmAliases", as: victor, name: "sees the names of chat and embed, not their rules",
+		query: `{ llmAliases { name description rules { groups entitlements targets { model } fallbacks } guardrails { deny guardAlias } } }`,
+		check: all(wantPlainList("llmAliases", []string{"name"}, "chat", "embed"), noneOf("llmAliases", "gpt-4o", "llama-3.1-70b", "(?i)"))},
+	{field: "Mutation.putLLMProvider", as: thirdAdmin, name: "creates their own provider named openai",
+		query: `mutation { putLLMProvider(input: {name: "openai", baseUrl: "https://api.openai.com/v1", keySecret: "THIRD_KEY"}) { gateway { providers { name keySecret } } changes { action } } }`,
+		check: all(wantPlainList("putLLMProvider.gateway.providers", []string{"keySecret"}, "THIRD_KEY"), noneOf("putLLMProvider", "OPENAI_API_KEY"))},
+	{field: "Mutation.putLLMProvider", as: victor, name: "may not point openai elsewhere",
+		query: `mutation { putLLMProvider(input: {name: "openai", baseUrl: "https://evil.example/v1"}) { changes { action } } }`, code: forbidden},
+	{field: "Mutation.deleteLLMProvider", as: otherAdmin, name: "cannot delete tenant default's openai",
+		query: `mutation { deleteLLMProvider(name: "openai") { id } }`, code: notFound},
+	{field: "Mutation.deleteLLMProvider", as: victor, name: "may not delete openai",
+		query: `mutation { deleteLLMProvider(name: "openai") { id } }`, code: forbidden},
+	{field: "Mutation.putLLMRoute", as: thirdAdmin, name: "creates their own route named llama-70b",
+		query: `mutation { putLLMRoute(input: {name: "llama-70b", endpoints: ["http://192.168.9.9:8000/v1"], timeoutSeconds: 30}) { gateway { routes { name endpoints timeoutSeconds } } } }`,
+		check: all(wantPlainList("putLLMRoute.gateway.routes", []string{"name"}, "llama-70b"), noneOf("putLLMRoute", "10.0.3.17"))},
+	{field: "Mutation.putLLMRoute", as: viewer, name: "may not change llama-70b",
+		query: `mutation { putLLMRoute(input: {name: "llama-70b", endpoints: ["http://evil.example/v1"]}) { changes { action } } }`, code: forbidden},
+	{field: "Mutation.deleteLLMRoute", as: otherAdmin, name: "cannot delete tenant default's llama-70b",
+		query: `mutation { deleteLLMRoute(name: "llama-70b") { id } }`, code: notFound},
+	{field: "Mutation.deleteLLMRoute", as: victor, name: "may not delete llama-70b",
+		query: `mutation { deleteLLMRoute(name: "llama-70b") { id } }`, code: forbidden},
+	{field: "Mutation.putLLMModel", as: otherAdmin, name: "cannot put a model on tenant default's route llama-70b",
+		query: `mutation { putLLMModel(input: {name: "stolen", route: "llama-70b"}) { changes { action } } }`, code: badInput},
+	{field: "Mutation.putLLMModel", as: thirdAdmin, name: "creates their own gpt-4o on their own openai",
+		query: `mutation { putLLMModel(input: {name: "gpt-4o", provider: "openai", inputPrice: 1, outputPrice: 2}) { gateway { models { name provider inputPrice } } } }`,
+		check: wantPlainList("putLLMModel.gateway.models", []string{"name"}, "gpt-4o")},
+	{field: "Mutation.putLLMModel", as: victor, name: "may not make gpt-4o free",
+		query: `mutation { putLLMModel(input: {name: "gpt-4o", provider: "openai", inputPrice: 0, outputPrice: 0}) { changes { action } } }`, code: forbidden},
+	{field: "Mutation.deleteLLMModel", as: otherAdmin, name: "cannot delete tenant default's gpt-4o",
+		query: `mutation { deleteLLMModel(name: "gpt-4o") { id } }`, code: notFound},
+	{field: "Mutation.deleteLLMModel", as: victor, name: "may not delete gpt-4o",
+		query: `mutation { deleteLLMModel(name: "gpt-4o") { id } }`, code: forbidden},
+	{field: "Mutation.putLLMAlias", as: otherAdmin, name: "cannot open an alias to group ml-research",
+		query: `mutation($g: String!) { putLLMAlias(input: {name: "probe", rules: [{groups: [$g], targets: [{model: "x"}]}]}) { changes { action } } }`,
+		vars:  map[string]any{"g": ref("group ml-research")}, code: badInput},
+	{field: "Mutation.putLLMAlias", as: thirdAdmin, name: "creates their own chat on their own gpt-4o",
+		query: `mutation { putLLMAlias(input: {name: "chat", rules: [{targets: [{model: "gpt-4o", weight: 2}]}]}) { gateway { aliases { name rules { targets { model weight } } } } } }`,
+		check: all(wantPlainList("putLLMAlias.gateway.aliases", []string{"name"}, "chat"), noneOf("putLLMAlias", "frontier", "llama-3.1-70b"))},
+	{field: "Mutation.putLLMAlias", as: victor, name: "may not send chat to another model",
+		query: `mutation { putLLMAlias(input: {name: "chat", rules: [{targets: [{model: "gpt-4o"}]}]}) { changes { action } } }`, code: forbidden},
+	{field: "Mutation.deleteLLMAlias", as: otherAdmin, name: "cannot delete tenant default's embed",
+		query: `mutation { deleteLLMAlias(name: "embed") { id } }`, code: notFound},
+	{field: "Mutation.deleteLLMAlias", as: victor, name: "may not delete embed",
+		query: `mutation { deleteLLMAlias(name: "embed") { id } }`, code: forbidden},
+	{field: "Mutation.putTokenBudget", as: otherAdmin, name: "cannot budget fraud-models",
+		query: `mutation($p: ID!) { putTokenBudget(input: {project: $p, period: MONTH, tokens: 1}) { changes { action } } }`,
+		vars:  map[string]any{"p": ref("project fraud-models")}, code: badInput},
+	{field: "Mutation.putTokenBudget", as: victor, name: "may not raise fraud-models' budget",
+		query: `mutation { putTokenBudget(input: {project: "fraud-models", period: MONTH, tokens: 1000000000}) { changes { action } } }`, code: forbidden},
+	{field: "Mutation.deleteTokenBudget", as: otherAdmin, name: "cannot delete fraud-models' budget",
+		query: `mutation($p: ID!) { deleteTokenBudget(project: $p, period: MONTH) { id } }`,
+		vars:  map[string]any{"p": ref("project fraud-models")}, code: notFound},
+	{field: "Mutation.deleteTokenBudget", as: victor, name: "may not delete fraud-models' budget",
+		query: `mutation { deleteTokenBudget(project: "fraud-models", period: MONTH) { id } }`, code: forbidden},
+	{field: "Mutation.putRateLimit", as: thirdAdmin, name: "limits their own users",
+		query: `mutation { putRateLimit(input: {scope: USER, requestsPerMinute: 5}) { gateway { rateLimits { scope name requestsPerMinute tokensPerMinute } } } }`,
+		check: wantPlainList("putRateLimit.gateway.rateLimits", []string{"scope"}, "USER")},
+	{field: "Mutation.putRateLimit", as: victor, name: "may not lift the user rate limit",
+		query: `mutation { putRateLimit(input: {scope: USER, requestsPerMinute: 1000000}) { changes { action } } }`, code: forbidden},
+	{field: "Mutation.deleteRateLimit", as: otherAdmin, name: "cannot delete tenant default's user rate limit",
+		query: `mutation { deleteRateLimit(scope: USER) { id } }`, code: notFound},
+	{field: "Mutation.deleteRateLimit", as: viewer, name: "may not delete the user rate limit",
+		query: `mutation { deleteRateLimit(scope: USER) { id } }`, code: forbidden},
+	{field: "Mutation.putEntitlement", as: otherAdmin, name: "cannot entitle group ml-research",
+		query: `mutation($g: String!) { putEntitlement(input: {name: "frontier", groups: [$g]}) { changes { action } } }`,
+		vars:  map[string]any{"g": ref("group ml-research")}, code: badInput},
+	{field: "Mutation.putEntitlement", as: victor, name: "may not entitle themselves to the frontier model",
+		query: `mutation { putEntitlement(input: {name: "frontier", groups: ["ml-research"], users: ["victor"]}) { changes { action } } }`, code: forbidden},
+	{field: "Mutation.deleteEntitlement", as: otherAdmin, name: "cannot delete tenant default's frontier",
+		query: `mutation { deleteEntitlement(name: "frontier") { id } }`, code: notFound},
+	{field: "Mutation.deleteEntitlement", as: victor, name: "may not delete frontier",
+		query: `mutation { deleteEntitlement(name: "frontier") { id } }`, code: forbidden},
+	{field: "Mutation.setGuardrails", as: thirdAdmin, name: "sets their own guardrails",
+		query: `mutation { setGuardrails(input: {deny: ["third-tenant-word"]}) { gateway { guardrails { deny } } changes { action kind } } }`,
+		check: all(wantPlainList("setGuardrails.changes", []string{"action"}, "CREATE"), noneOf("setGuardrails", "(?i)"))},
+	{field: "Mutation.setGuardrails", as: victor, name: "may not clear the global guardrails",
+		query: `mutation { setGuardrails(input: {}) { changes { action } } }`, code: forbidden},
+}
+
+// noneOf asserts that the answer under a field holds none of the words:
+// tenant default's configuration that another caller must not see.
+func noneOf(field string, words ...string) func(r *report, f *fixture, res *gqlResult) {
+	return func(r *report, f *fixture, res *gqlResult) {
+		b, _ := json.Marshal(path(res.Data, field))
+		for _, w := range words {
+			if strings.Contains(string(b), w) {
+				r.errorf("%s reveals %q: %s", field, w, b)
+			}
+		}
+	}
 }
 
 // onlyVision asserts that every compute resource in the answer (any object

@@ -13,7 +13,8 @@ import (
 
 // usageCSV exports the usage ledger as CSV for chargeback and external
 // billing: GET /api/v1/usage.csv?from=RFC3339&to=RFC3339&by=group,pool
-// with optional user, project and group filters. It is the same query as
+// with optional user, project and group filters; GPU-hours and the
+// gateway's calls and tokens side by side. It is the same query as
 // GraphQL's usage, through the same platform operation.
 func (h *Handler) usageCSV(w http.ResponseWriter, r *http.Request) {
 	v := r.URL.Query()
@@ -45,7 +46,8 @@ func (h *Handler) usageCSV(w http.ResponseWriter, r *http.Request) {
 	for _, d := range q.By {
 		header = append(header, d+"_id", d)
 	}
-	header = append(header, "from", "to", "gpu_hours", "budget_hours", "cost", "currency")
+	header = append(header, "from", "to", "gpu_hours", "budget_hours", "cost", "currency",
+		"calls", "input_tokens", "output_tokens", "token_cost", "token_currency")
 	_ = out.Write(header)
 	for _, row := range rows {
 		var rec []string
@@ -55,7 +57,9 @@ func (h *Handler) usageCSV(w http.ResponseWriter, r *http.Request) {
 		rec = append(rec, from.UTC().Format(time.RFC3339), to.UTC().Format(time.RFC3339),
 			strconv.FormatFloat(float64(row.MicroGPUHours)/1e6, 'f', 6, 64),
 			strconv.FormatFloat(float64(row.MicroBudgetHours)/1e6, 'f', 6, 64),
-			strconv.FormatFloat(row.Cost, 'f', 2, 64), row.Currency)
+			strconv.FormatFloat(row.Cost, 'f', 2, 64), row.Currency,
+			strconv.FormatInt(row.Calls, 10), strconv.FormatInt(row.InputTokens, 10), strconv.FormatInt(row.OutputTokens, 10),
+			strconv.FormatFloat(float64(row.TokenCostMicros)/1e6, 'f', 6, 64), row.TokenCurrency)
 		_ = out.Write(rec)
 	}
 	out.Flush()

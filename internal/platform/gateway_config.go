@@ -1,0 +1,529 @@
+package platform
+
+import (
+	"context"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/klique-ai/klique/internal/estate"
+	"github.com/klique-ai/klique/internal/identity"
+	"github.com/klique-ai/klique/internal/model"
+)
+
+// The LLM gateway's configuration is part of the estate: every change below
+// goes through changeEstate, so it is validated with the whole estate,
+// audited, versioned and written in one transaction, the same as a change
+// made by an estate file. A "put" describes an object whole: it creates the
+// object or replaces the one with the same key, and a field left out takes
+// its default.
+
+// LLMProviderInput describes a provider whole. KeySecret names the tenant
+// vault secret holding its key.
+type LLMProviderInput struct {
+	Name           string
+	Description    *string
+	BaseURL        string
+	KeySecret      *string
+	TimeoutSeconds *float64
+}
+
+// LLMRouteInput describes a static route whole.
+type LLMRouteInput struct {
+	Name           string
+	Description    *string
+	Endpoints      []string
+	TimeoutSeconds *float64
+}
+
+// LLMModelInput describes a model whole. Prices are per million tokens,
+// in Currency (default USD); Upstream defaults to the name and
+// MaxOutputTokens to 4096.
+type LLMModelInput struct {
+	Name            string
+	Provider        *string
+	Route           *string
+	Upstream        *string
+	InputPrice      *float64
+	OutputPrice     *float64
+	Currency        *string
+	MaxOutputTokens *int
+}
+
+// LLMAliasInput describes an alias whole: its rules in order and its own
+// guardrails.
+type LLMAliasInput struct {
+	Name        string
+	Description *string
+	Rules       []*LLMAliasRuleInput
+	Guardrails  *GuardrailsInput
+}
+
+// LLMAliasRuleInput is one rule of an alias.
+type LLMAliasRuleInput struct {
+	Groups       []string
+	Projects     []string
+	Entitlements []string
+	Targets      []*LLMTargetInput
+	Fallbacks    []string
+}
+
+// LLMTargetInput is a model and its weight (default 1).
+type LLMTargetInput struct {
+	Model  string
+	Weight *int
+}
+
+// TokenBudgetInput describes a project's budget for a period whole: tokens
+// or money, and optionally a per-user limit in the same unit.
+type TokenBudgetInput struct {
+	Project       string
+	Period        model.BudgetPeriod
+	Tokens        *float64
+	Money         *float64
+	PerUserTokens *float64
+	PerUserMoney  *float64
+}
+
+// RateLimitInput describes a rate limit whole. An empty Name limits each
+// user, project or alias.
+type RateLimitInput struct {
+	Scope             model.RateLimitScope
+	Name              *string
+	RequestsPerMinute *int
+	TokensPerMinute   *float64
+}
+
+// EntitlementInput describes an entitlement whole.
+type EntitlementInput struct {
+	Name   string
+	Groups []string
+	Users  []string
+}
+
+// GuardrailsInput describes guardrails whole.
+type GuardrailsInput struct {
+	Deny       []string
+	Allow      []string
+	GuardAlias *string
+}
+
+// GatewayConfig returns the tenant's gateway configuration (admins only).
+// Providers carry the name of the vault secret holding their key, never
+// the key.
+func (s *Service) GatewayConfig(ctx context.Context) (*model.Gateway, error) {
+	p, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := requireAdmin(p, "read the gateway's configuration"); err != nil {
+		return nil, err
+	}
+	e, err := s.tenantEstate(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	return &e.Gateway, nil
+}
+
+// LLMAliases lists, by name, the aliases the caller may call: those with a
+// rule whose conditions the caller meets for a project they may use (their
+// credential's project, when it is scoped to one). Admins see the aliases
+// whole; others see their names and descriptions only, since rules name
+// groups, projects and models of the whole tenant.
+func (s *Service) LLMAliases(ctx context.Context) ([]*model.Alias, error) {
+	p, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	e, err := s.tenantEstate(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	out := UsableAliases(e, p, "")
+	if !p.IsAdmin() || p.ProjectID != "" {
+		for i, a := range out {
+			out[i] = &model.Alias{Name: a.Name, Description: a.Description}
+		}
+	}
+	return out, nil
+}
+
+// tenantEstate is the caller's tenant's whole estate, loaded once per
+// request. It is shared: callers must not change it, nor hand parts of it
+// to a caller who may not see them.
+func (s *Service) tenantEstate(ctx context.Context, p *identity.Principal) (*estate.Estate, error) {
+	if e := cacheFrom(ctx).get(p.TenantID); e != nil {
+		return e, nil
+	}
+	e, err := s.currentEstate(ctx, s.store, p.TenantID)
+	if err != nil {
+		return nil, s.internal(ctx, err)
+	}
+	cacheFrom(ctx).put(p.TenantID, e)
+	return e, nil
+}
+
+// RuleMatches reports whether a caller meets an alias rule's conditions for
+// a call in project projectID (an id; "" for no project). Each condition
+// list that is set must hold: the caller is in one of its groups, the call
+// is in one of its projects (a rule that names projects never matches a
+// call in none), and the caller holds one of its entitlements, through a
+// group or by user name. A rule with no conditions matches everyone. The
+// gateway resolves calls with it and GraphQL lists usable aliases with it,
+// so the two always agree.
+func RuleMatches(e *estate.Estate, rule model.AliasRule, p *identity.Principal, projectID string) bool {
+	if len(rule.Groups) > 0 && !slices.ContainsFunc(rule.Groups, func(name string) bool { return inGroupNamed(e, p, name) }) {
+		return false
+	}
+	if len(rule.Projects) > 0 {
+		pr := e.Project(projectID)
+		if pr == nil || !slices.Contains(rule.Projects, pr.Name) {
+			return false
+		}
+	}
+	if len(rule.Entitlements) > 0 && !slices.ContainsFunc(rule.Entitlements, func(name string) bool { return HoldsEntitlement(e, p, name) }) {
+		return false
+	}
+	return true
+}
+
+// MatchingRule returns the first rule of an alias whose conditions the
+// caller meets for a call in projectID, and its index; nil when none does.
+func MatchingRule(e *estate.Estate, a *model.Alias, p *identity.Principal, projectID string) (int, *model.AliasRule) {
+	for i := range a.Rules {
+		if RuleMatches(e, a.Rules[i], p, projectID) {
+			return i, &a.Rules[i]
+		}
+	}
+	return -1, nil
+}
+
+// HoldsEntitlement reports whether a caller holds an entitlement: by user
+// name, or as a member of one of its groups.
+func HoldsEntitlement(e *estate.Estate, p *identity.Principal, name string) bool {
+	en := e.Entitlement(name)
+	if en == nil || p == nil {
+		return false
+	}
+	if slices.Contains(en.Users, p.UserName) {
+		return true
+	}
+	return slices.ContainsFunc(en.Groups, func(g string) bool { return inGroupNamed(e, p, g) })
+}
+
+func inGroupNamed(e *estate.Estate, p *identity.Principal, name string) bool {
+	g := e.GroupByName(name)
+	return g != nil && p.InGroup(g.ID)
+}
+
+// UsableAliases lists, by name, the aliases a caller may call in projectID,
+// or with projectID "" in any project they may use (only their
+// credential's project, when it is scoped to one).
+func UsableAliases(e *estate.Estate, p *identity.Principal, projectID string) []*model.Alias {
+	var projects []string
+	switch {
+	case projectID != "":
+		projects = []string{projectID}
+	case p.ProjectID != "":
+		projects = []string{p.ProjectID}
+	default:
+		for _, pr := range e.Projects {
+			if usesProject(p, pr) {
+				projects = append(projects, pr.ID)
+			}
+		}
+	}
+	var out []*model.Alias
+	for _, a := range e.Gateway.Aliases {
+		if slices.ContainsFunc(projects, func(id string) bool { _, r := MatchingRule(e, a, p, id); return r != nil }) {
+			out = append(out, a)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// timeoutOf turns an optional number of seconds into a duration.
+func timeoutOf(field string, v *float64) (time.Duration, error) {
+	if v == nil {
+		return 0, nil
+	}
+	// The range is the estate's rule, checked with every other problem;
+	// here only what cannot be a duration at all is refused.
+	if math.IsNaN(*v) || *v < 0 || *v > 1e6 {
+		return 0, invalid("%s %v must be between 1 and %d seconds (leave it out for the default)", field, *v, int64(estate.MaxTimeout/time.Second))
+	}
+	return time.Duration(*v * float64(time.Second)), nil
+}
+
+// countOf turns an optional number of tokens or requests into a whole count.
+func countOf(field string, v *float64) (int64, error) {
+	if v == nil {
+		return 0, nil
+	}
+	if math.IsNaN(*v) || *v != math.Trunc(*v) || math.Abs(*v) > estate.MaxCount {
+		return 0, invalid("%s %v must be a whole number up to %d", field, *v, int64(estate.MaxCount))
+	}
+	return int64(*v), nil
+}
+
+// microsOf turns an optional decimal amount into millionths.
+func microsOf(field string, v *float64) (int64, error) {
+	if v == nil {
+		return 0, nil
+	}
+	m, err := estate.ScaleDecimal(field, *v, 6)
+	if err != nil {
+		return 0, invalid("%v", err)
+	}
+	return m, nil
+}
+
+func optOr[T any](p *T, def T) T {
+	if p == nil {
+		return def
+	}
+	return *p
+}
+
+func guardrailsFromInput(in *GuardrailsInput) model.Guardrails {
+	if in == nil {
+		return model.Guardrails{}
+	}
+	return model.Guardrails{Deny: slices.Clone(in.Deny), Allow: slices.Clone(in.Allow), GuardAlias: optOr(in.GuardAlias, "")}
+}
+
+// PutLLMProvider creates or replaces a provider.
+func (s *Service) PutLLMProvider(ctx context.Context, in LLMProviderInput) (*EstateResult, error) {
+	p, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.changeEstate(ctx, p, "change the gateway's providers", false, func(t *txn, cur, next *estate.Estate) (string, error) {
+		timeout, err := timeoutOf("timeoutSeconds", in.TimeoutSeconds)
+		if err != nil {
+			return "", err
+		}
+		next.PutProvider(&model.Provider{Name: in.Name, Description: optOr(in.Description, ""), BaseURL: in.BaseURL,
+			KeySecret: optOr(in.KeySecret, ""), Timeout: timeout})
+		return in.Name, nil
+	})
+}
+
+// DeleteLLMProvider removes a provider no model uses.
+func (s *Service) DeleteLLMProvider(ctx context.Context, name string) (*EstateResult, error) {
+	return s.deleteGatewayObject(ctx, "delete the gateway's providers", estate.KindProvider, "provider", fixedKey(name),
+		func(e *estate.Estate) bool { return e.Provider(name) != nil }, func(e *estate.Estate) { e.RemoveProvider(name) })
+}
+
+// PutLLMRoute creates or replaces a static route.
+func (s *Service) PutLLMRoute(ctx context.Context, in LLMRouteInput) (*EstateResult, error) {
+	p, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.changeEstate(ctx, p, "change the gateway's routes", false, func(t *txn, cur, next *estate.Estate) (string, error) {
+		timeout, err := timeoutOf("timeoutSeconds", in.TimeoutSeconds)
+		if err != nil {
+			return "", err
+		}
+		next.PutRoute(&model.Route{Name: in.Name, Description: optOr(in.Description, ""), Endpoints: slices.Clone(in.Endpoints), Timeout: timeout})
+		return in.Name, nil
+	})
+}
+
+// DeleteLLMRoute removes a static route no model uses.
+func (s *Service) DeleteLLMRoute(ctx context.Context, name string) (*EstateResult, error) {
+	return s.deleteGatewayObject(ctx, "delete the gateway's routes", estate.KindRoute, "route", fixedKey(name),
+		func(e *estate.Estate) bool { return e.Route(name) != nil }, func(e *estate.Estate) { e.RemoveRoute(name) })
+}
+
+// PutLLMModel creates or replaces a model.
+func (s *Service) PutLLMModel(ctx context.Context, in LLMModelInput) (*EstateResult, error) {
+	p, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.changeEstate(ctx, p, "change the gateway's models", false, func(t *txn, cur, next *estate.Estate) (string, error) {
+		m := &model.LLMModel{Name: in.Name, Provider: optOr(in.Provider, ""), Route: optOr(in.Route, ""), Upstream: optOr(in.Upstream, ""),
+			Currency: strings.ToUpper(optOr(in.Currency, "")), MaxOutputTokens: int64(optOr(in.MaxOutputTokens, estate.DefaultMaxOutputTokens))}
+		var err error
+		if m.InputPriceMicros, err = microsOf("inputPrice", in.InputPrice); err != nil {
+			return "", err
+		}
+		if m.OutputPriceMicros, err = microsOf("outputPrice", in.OutputPrice); err != nil {
+			return "", err
+		}
+		next.PutLLMModel(m)
+		return in.Name, nil
+	})
+}
+
+// DeleteLLMModel removes a model no alias uses.
+func (s *Service) DeleteLLMModel(ctx context.Context, name string) (*EstateResult, error) {
+	return s.deleteGatewayObject(ctx, "delete the gateway's models", estate.KindModel, "model", fixedKey(name),
+		func(e *estate.Estate) bool { return e.LLMModel(name) != nil }, func(e *estate.Estate) { e.RemoveLLMModel(name) })
+}
+
+// PutLLMAlias creates or replaces an alias.
+func (s *Service) PutLLMAlias(ctx context.Context, in LLMAliasInput) (*EstateResult, error) {
+	p, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.changeEstate(ctx, p, "change the gateway's aliases", false, func(t *txn, cur, next *estate.Estate) (string, error) {
+		a := &model.Alias{Name: in.Name, Description: optOr(in.Description, ""), Guardrails: guardrailsFromInput(in.Guardrails)}
+		for _, r := range in.Rules {
+			if r == nil {
+				continue
+			}
+			rule := model.AliasRule{Groups: slices.Clone(r.Groups), Projects: slices.Clone(r.Projects),
+				Entitlements: slices.Clone(r.Entitlements), Fallbacks: slices.Clone(r.Fallbacks)}
+			for _, tg := range r.Targets {
+				if tg != nil {
+					rule.Targets = append(rule.Targets, model.Target{Model: tg.Model, Weight: optOr(tg.Weight, estate.DefaultTargetWeight)})
+				}
+			}
+			a.Rules = append(a.Rules, rule)
+		}
+		next.PutAlias(a)
+		return in.Name, nil
+	})
+}
+
+// DeleteLLMAlias removes an alias no rate limit or guardrail names.
+func (s *Service) DeleteLLMAlias(ctx context.Context, name string) (*EstateResult, error) {
+	return s.deleteGatewayObject(ctx, "delete the gateway's aliases", estate.KindAlias, "alias", fixedKey(name),
+		func(e *estate.Estate) bool { return e.Alias(name) != nil }, func(e *estate.Estate) { e.RemoveAlias(name) })
+}
+
+// PutTokenBudget creates or replaces a project's budget for a period.
+func (s *Service) PutTokenBudget(ctx context.Context, in TokenBudgetInput) (*EstateResult, error) {
+	p, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.changeEstate(ctx, p, "change token budgets", false, func(t *txn, cur, next *estate.Estate) (string, error) {
+		b := &model.TokenBudget{Project: projectName(next, in.Project), Period: in.Period}
+		var err error
+		if b.Tokens, err = countOf("tokens", in.Tokens); err != nil {
+			return "", err
+		}
+		if b.PerUserTokens, err = countOf("perUserTokens", in.PerUserTokens); err != nil {
+			return "", err
+		}
+		if b.Micros, err = microsOf("money", in.Money); err != nil {
+			return "", err
+		}
+		if b.PerUserMicros, err = microsOf("perUserMoney", in.PerUserMoney); err != nil {
+			return "", err
+		}
+		next.PutTokenBudget(b)
+		return estate.BudgetName(b), nil
+	})
+}
+
+// DeleteTokenBudget removes a project's budget for a period.
+func (s *Service) DeleteTokenBudget(ctx context.Context, project string, period model.BudgetPeriod) (*EstateResult, error) {
+	key := func(e *estate.Estate) string {
+		return estate.BudgetName(&model.TokenBudget{Project: projectName(e, project), Period: period})
+	}
+	return s.deleteGatewayObject(ctx, "delete token budgets", estate.KindTokenBudget, "token budget", key,
+		func(e *estate.Estate) bool { return e.TokenBudget(projectName(e, project), period) != nil },
+		func(e *estate.Estate) { e.RemoveTokenBudget(projectName(e, project), period) })
+}
+
+// PutRateLimit creates or replaces a rate limit.
+func (s *Service) PutRateLimit(ctx context.Context, in RateLimitInput) (*EstateResult, error) {
+	p, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.changeEstate(ctx, p, "change rate limits", false, func(t *txn, cur, next *estate.Estate) (string, error) {
+		r := &model.RateLimit{Scope: in.Scope, Name: optOr(in.Name, ""), RequestsPerMinute: int64(optOr(in.RequestsPerMinute, 0))}
+		var err error
+		if r.TokensPerMinute, err = countOf("tokensPerMinute", in.TokensPerMinute); err != nil {
+			return "", err
+		}
+		next.PutRateLimit(r)
+		return estate.RateLimitName(r), nil
+	})
+}
+
+// DeleteRateLimit removes the rate limit of a scope for a name ("" for
+// each one).
+func (s *Service) DeleteRateLimit(ctx context.Context, scope model.RateLimitScope, name string) (*EstateResult, error) {
+	key := estate.RateLimitName(&model.RateLimit{Scope: scope, Name: name})
+	return s.deleteGatewayObject(ctx, "delete rate limits", estate.KindRateLimit, "rate limit", fixedKey(key),
+		func(e *estate.Estate) bool { return e.RateLimit(scope, name) != nil },
+		func(e *estate.Estate) { e.RemoveRateLimit(scope, name) })
+}
+
+// PutEntitlement creates or replaces an entitlement.
+func (s *Service) PutEntitlement(ctx context.Context, in EntitlementInput) (*EstateResult, error) {
+	p, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.changeEstate(ctx, p, "change entitlements", false, func(t *txn, cur, next *estate.Estate) (string, error) {
+		next.PutEntitlement(&model.Entitlement{Name: in.Name, Groups: slices.Clone(in.Groups), Users: slices.Clone(in.Users)})
+		return in.Name, nil
+	})
+}
+
+// DeleteEntitlement removes an entitlement no alias rule asks for.
+func (s *Service) DeleteEntitlement(ctx context.Context, name string) (*EstateResult, error) {
+	return s.deleteGatewayObject(ctx, "delete entitlements", estate.KindEntitlement, "entitlement", fixedKey(name),
+		func(e *estate.Estate) bool { return e.Entitlement(name) != nil }, func(e *estate.Estate) { e.RemoveEntitlement(name) })
+}
+
+// SetGuardrails replaces the global guardrails; empty ones clear them.
+func (s *Service) SetGuardrails(ctx context.Context, in GuardrailsInput) (*EstateResult, error) {
+	p, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.changeEstate(ctx, p, "change the global guardrails", false, func(t *txn, cur, next *estate.Estate) (string, error) {
+		next.Gateway.Guardrails = guardrailsFromInput(&in)
+		return "global", nil
+	})
+}
+
+// projectName turns a project reference (an id or a name) into the name
+// the gateway's configuration uses; an unknown one is kept as given, for
+// validation to report.
+func projectName(e *estate.Estate, ref string) string {
+	if pr, err := findProject(e, ref); err == nil {
+		return pr.Name
+	}
+	return ref
+}
+
+// fixedKey is a key that does not depend on the estate.
+func fixedKey(key string) func(*estate.Estate) string {
+	return func(*estate.Estate) string { return key }
+}
+
+// deleteGatewayObject removes one gateway object, refusing while other
+// gateway objects name it.
+func (s *Service) deleteGatewayObject(ctx context.Context, what, kind, noun string, keyOf func(*estate.Estate) string,
+	exists func(*estate.Estate) bool, remove func(*estate.Estate)) (*EstateResult, error) {
+	p, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.changeEstate(ctx, p, what, false, func(t *txn, cur, next *estate.Estate) (string, error) {
+		key := keyOf(next)
+		if !exists(next) {
+			return "", notFound("no %s %s", noun, quote(key))
+		}
+		if refs := next.GatewayReferences(kind, key); len(refs) > 0 {
+			return "", conflict("%s %s is used by %s; change them first", noun, quote(key), strings.Join(refs, ", "))
+		}
+		remove(next)
+		return key, nil
+	})
+}
