@@ -34,7 +34,7 @@ func TestTheGoOpenAIClientWorksUnmodified(t *testing.T) {
 	ctx := context.Background()
 	c := e.client("vic", "detect")
 
-	resp, err := c.CreateChatCompletion(ctx, openai.ChatCompletionRequest{Model: "chat", MaxTokens: 20,
+	resp, err := c.CreateChatCompletion(ctx, openai.ChatCompletionRequest{Model: "chat", MaxCompletionTokens: 20,
 		Messages: []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleUser, Content: "hello"}}})
 	if err != nil || resp.Choices[0].Message.Content != "hello from meta/llama" || resp.Usage.CompletionTokens != 3 {
 		t.Fatalf("chat: %+v %v", resp, err)

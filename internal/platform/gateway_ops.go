@@ -107,7 +107,7 @@ func (s *Service) AuthorizeModelCall(ctx context.Context, aliasName, projectRef 
 	if alias == nil {
 		return nil, notFound("no model alias %s: GET /v1/models lists the aliases you may call", quote(aliasName))
 	}
-	rule := firstRule(e, alias, p, pr)
+	_, rule := MatchingRule(e, alias, p, pr.ID)
 	if rule == nil {
 		return nil, forbidden("model alias %s is not open to you for project %s", quote(alias.Name), pr.Name)
 	}
@@ -208,70 +208,6 @@ func findAlias(g *model.Gateway, name string) *model.Alias {
 		}
 	}
 	return nil
-}
-
-// firstRule is the first rule of an alias whose conditions the caller
-// meets for the project, or nil.
-func firstRule(e *estate.Estate, a *model.Alias, p *identity.Principal, pr *model.Project) *model.AliasRule {
-	for i := range a.Rules {
-		if ruleOpen(e, a.Rules[i], p, pr) {
-			return &a.Rules[i]
-		}
-	}
-	return nil
-}
-
-// ruleOpen reports whether a rule's conditions hold for a caller: in one
-// of its groups, on one of its projects, holding one of its entitlements,
-// for every list that is set.
-func ruleOpen(e *estate.Estate, r model.AliasRule, p *identity.Principal, pr *model.Project) bool {
-	if len(r.Groups) > 0 {
-		ok := false
-		for _, name := range r.Groups {
-			if g := e.GroupByName(name); g != nil && p.InGroup(g.ID) {
-				ok = true
-				break
-			}
-		}
-		if !ok {
-			return false
-		}
-	}
-	if len(r.Projects) > 0 && (pr == nil || !listHas(r.Projects, pr.Name)) {
-		return false
-	}
-	if len(r.Entitlements) > 0 {
-		ok := false
-		for _, name := range r.Entitlements {
-			if holdsEntitlement(e, p, name) {
-				ok = true
-				break
-			}
-		}
-		if !ok {
-			return false
-		}
-	}
-	return true
-}
-
-// holdsEntitlement reports whether a caller holds an entitlement, by name
-// or through a group.
-func holdsEntitlement(e *estate.Estate, p *identity.Principal, name string) bool {
-	for _, en := range e.Gateway.Entitlements {
-		if en.Name != name {
-			continue
-		}
-		if listHas(en.Users, p.UserName) {
-			return true
-		}
-		for _, gn := range en.Groups {
-			if g := e.GroupByName(gn); g != nil && p.InGroup(g.ID) {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 func listHas(list []string, s string) bool {
@@ -532,29 +468,15 @@ func (s *Service) ModelAliases(ctx context.Context, projectRef string) ([]*model
 	if err != nil {
 		return nil, s.internal(ctx, err)
 	}
-	var projects []*model.Project
+	projectID := ""
 	if p.ProjectID != "" || projectRef != "" {
 		pr, err := gatewayProject(e, p, projectRef)
 		if err != nil {
 			return nil, err
 		}
-		projects = []*model.Project{pr}
-	} else {
-		for _, pr := range e.Projects {
-			if usesProject(p, pr) {
-				projects = append(projects, pr)
-			}
-		}
+		projectID = pr.ID
 	}
-	var out []*model.Alias
-	for _, a := range e.Gateway.Aliases {
-		for _, pr := range projects {
-			if firstRule(e, a, p, pr) != nil {
-				out = append(out, a)
-				break
-			}
-		}
-	}
+	out := UsableAliases(e, p, projectID)
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
 }
