@@ -25,8 +25,8 @@ type meter struct {
 }
 
 const (
-	flushEvery = 200 * time.Millisecond
-	flushAt    = 500
+	flushEvery = 25 * time.Millisecond
+	flushAt    = 250
 	// maxPending bounds what is kept while the store refuses writes.
 	maxPending = 100_000
 )

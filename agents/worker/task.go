@@ -524,14 +524,11 @@ func (t *task) commanded() bool {
 	return t.byCommand
 }
 
-// forget removes the task from the worker, with its directory.
+// forget removes the task from the worker, with its directory: the
+// directory goes first, so a task the worker no longer lists has left
+// nothing behind.
 func (t *task) forget() {
 	w := t.w
-	w.alloc.Release(t.key)
-	w.mu.Lock()
-	delete(w.tasks, t.key)
-	w.mu.Unlock()
-	w.signalFreed()
 	t.logs.stop()
 	t.cancel()
 	if !w.cfg.KeepTaskDirs {
@@ -539,6 +536,11 @@ func (t *task) forget() {
 			w.log.Warn("remove a task's directory", "dir", t.dir, "err", err)
 		}
 	}
+	w.alloc.Release(t.key)
+	w.mu.Lock()
+	delete(w.tasks, t.key)
+	w.mu.Unlock()
+	w.signalFreed()
 }
 
 func joinInts(v []int) string {
