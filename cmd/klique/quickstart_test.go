@@ -27,10 +27,11 @@ type quickstartStep struct {
 }
 
 // readQuickstart reads the shell blocks of the README between the
-// quickstart markers, then between the worker markers. A command is
+// quickstart markers, then between the worker markers, then the MCP ones. A command is
 // followed by "# → text" lines (text it prints) or one "# error: text" line
-// (it fails, saying text). A command ending in " &" runs in the background
-// until the test ends. Other comments are prose.
+// (it fails, saying text). A line ending in a backslash goes on on the
+// next. A command ending in " &" runs in the background until the test
+// ends. Other comments are prose.
 func readQuickstart(t *testing.T) []quickstartStep {
 	t.Helper()
 	readme, err := os.ReadFile("../../README.md")
@@ -38,7 +39,7 @@ func readQuickstart(t *testing.T) []quickstartStep {
 		t.Fatal(err)
 	}
 	var steps []quickstartStep
-	for _, block := range []string{"quickstart", "worker"} {
+	for _, block := range []string{"quickstart", "worker", "mcp"} {
 		_, rest, ok := strings.Cut(string(readme), "<!-- "+block+":begin -->")
 		text, _, ok2 := strings.Cut(rest, "<!-- "+block+":end -->")
 		if !ok || !ok2 {
@@ -57,6 +58,10 @@ func readQuickstart(t *testing.T) []quickstartStep {
 			case strings.HasPrefix(line, "# error: "):
 				steps[len(steps)-1].err = strings.TrimPrefix(line, "# error: ")
 			case strings.HasPrefix(line, "#"):
+			case len(steps) > 0 && strings.HasSuffix(steps[len(steps)-1].command, "\\"):
+				// A continuation of the command above.
+				last := &steps[len(steps)-1]
+				last.command = strings.TrimSuffix(last.command, "\\") + " " + line
 			default:
 				steps = append(steps, quickstartStep{command: line})
 			}
@@ -139,8 +144,10 @@ func runQuickstart(t *testing.T, databaseURL string) {
 			runInBackground(t, bg, dir, env)
 			continue
 		}
+		// The README talks to the server at its default address.
+		command := strings.ReplaceAll(st.command, "http://127.0.0.1:8080", "http://"+addr)
 		t.Run(st.command, func(t *testing.T) {
-			cmd := exec.Command("bash", "-c", st.command)
+			cmd := exec.Command("bash", "-c", command)
 			cmd.Dir, cmd.Env = dir, env
 			var stdout, stderr bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr
