@@ -50,6 +50,9 @@ type GPU struct {
 const (
 	ModeProcess = "process"
 	ModeDocker  = "docker"
+	// ModePod: the worker renders each task as a Kubernetes pod (or an
+	// indexed Job across nodes) and the cluster's scheduler places it.
+	ModePod = "pod"
 )
 
 // RegisterRequest announces a worker daemon. Registering again from the same
@@ -78,6 +81,21 @@ type RegisterResponse struct {
 	HeartbeatSeconds int `json:"heartbeatSeconds"`
 	// LogLimitBytes is how much log one task may store.
 	LogLimitBytes int64 `json:"logLimitBytes"`
+	// Profiles are the sizes of the profiles that place work on the pool,
+	// so that a worker whose environment fixes a size (a Kubernetes pod
+	// template with a GPU limit) can refuse to start when they disagree,
+	// rather than fail every task.
+	Profiles []ProfileSize `json:"profiles,omitempty"`
+}
+
+// ProfileSize is the task size of one profile that lists the pool.
+type ProfileSize struct {
+	Name string `json:"name"`
+	// MilliGPUsPerNode and Nodes are the profile's size; when
+	// SizeParameter is set it is the default, and a task may give its own.
+	MilliGPUsPerNode int64  `json:"milliGpusPerNode"`
+	Nodes            int    `json:"nodes"`
+	SizeParameter    string `json:"sizeParameter,omitempty"`
 }
 
 // ClaimRequest asks for work the worker can run now. The server waits up to

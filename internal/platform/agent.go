@@ -54,8 +54,8 @@ func (s *Service) RegisterWorker(ctx context.Context, req agentapi.RegisterReque
 	if mode == "" {
 		mode = agentapi.ModeProcess
 	}
-	if mode != agentapi.ModeProcess && mode != agentapi.ModeDocker {
-		return nil, invalid("mode %q is not known: use process or docker", req.Mode)
+	if mode != agentapi.ModeProcess && mode != agentapi.ModeDocker && mode != agentapi.ModePod {
+		return nil, invalid("mode %q is not known: use process, docker or pod", req.Mode)
 	}
 	kind := req.Kind
 	if kind == "" {
@@ -97,8 +97,19 @@ func (s *Service) RegisterWorker(ctx context.Context, req agentapi.RegisterReque
 	if err != nil {
 		return nil, err
 	}
-	return &agentapi.RegisterResponse{WorkerID: worker.ID, Pool: w.PoolName, LeaseSeconds: int(s.agent.Lease / time.Second),
-		HeartbeatSeconds: int(s.agent.Heartbeat / time.Second), LogLimitBytes: s.agent.LogLimit}, nil
+	profiles, err := s.store.ListProfiles(ctx, w.TenantID)
+	if err != nil {
+		return nil, s.internal(ctx, fmt.Errorf("list the profiles of pool %s: %w", w.PoolName, err))
+	}
+	resp := &agentapi.RegisterResponse{WorkerID: worker.ID, Pool: w.PoolName, LeaseSeconds: int(s.agent.Lease / time.Second),
+		HeartbeatSeconds: int(s.agent.Heartbeat / time.Second), LogLimitBytes: s.agent.LogLimit}
+	for _, p := range profiles {
+		if slices.Contains(p.Pools, w.PoolID) {
+			resp.Profiles = append(resp.Profiles, agentapi.ProfileSize{Name: p.Name, MilliGPUsPerNode: int64(p.Size.PerNode),
+				Nodes: p.Size.Nodes, SizeParameter: p.SizeParameter})
+		}
+	}
+	return resp, nil
 }
 
 // MaxWorkerLabels bounds the labels one worker declares.
