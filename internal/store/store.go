@@ -177,6 +177,8 @@ type ClaimFit struct {
 // Queries are the reads and writes of the store. A Store runs each call on its
 // own; the Queries passed to InTx run inside one transaction.
 type Queries interface {
+	AutoscalerQueries
+
 	// Tenants.
 	CreateTenant(ctx context.Context, t *model.Tenant) error
 	GetTenant(ctx context.Context, id string) (*model.Tenant, error)

@@ -55,6 +55,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Workers", exerciseWorkers},
 		{"ModelCalls", exerciseModelCalls},
 		{"Gateway", exerciseGateway},
+		{"Autoscalers", exerciseAutoscalers},
 		{"Store", exerciseStore},
 	} {
 		t.Run(group.name, func(t *testing.T) {
