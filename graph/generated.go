@@ -55,6 +55,7 @@ type ResolverRoot interface {
 	RateLimit() RateLimitResolver
 	ResourcePolicy() ResourcePolicyResolver
 	Secret() SecretResolver
+	Subscription() SubscriptionResolver
 	Task() TaskResolver
 	TaskSpec() TaskSpecResolver
 	TimeBudget() TimeBudgetResolver
@@ -121,6 +122,14 @@ type ComplexityRoot struct {
 	AuditEntryEdge struct {
 		Cursor func(childComplexity int) int
 		Node   func(childComplexity int) int
+	}
+
+	BudgetBurnUpdate struct {
+		Alert  func(childComplexity int) int
+		At     func(childComplexity int) int
+		Kind   func(childComplexity int) int
+		Missed func(childComplexity int) int
+		Policy func(childComplexity int) int
 	}
 
 	BudgetView struct {
@@ -221,6 +230,13 @@ type ComplexityRoot struct {
 		Changes  func(childComplexity int) int
 		GpuClass func(childComplexity int) int
 		Warnings func(childComplexity int) int
+	}
+
+	GPUClassUse struct {
+		DeclaredGpus func(childComplexity int) int
+		FreeGpus     func(childComplexity int) int
+		GpuClass     func(childComplexity int) int
+		UsedGpus     func(childComplexity int) int
 	}
 
 	GPUSize struct {
@@ -342,6 +358,14 @@ type ComplexityRoot struct {
 	LogPage struct {
 		LastSeq   func(childComplexity int) int
 		Lines     func(childComplexity int) int
+		Truncated func(childComplexity int) int
+	}
+
+	LogUpdate struct {
+		Done      func(childComplexity int) int
+		LastSeq   func(childComplexity int) int
+		Lines     func(childComplexity int) int
+		Missed    func(childComplexity int) int
 		Truncated func(childComplexity int) int
 	}
 
@@ -473,6 +497,23 @@ type ComplexityRoot struct {
 		Warnings func(childComplexity int) int
 	}
 
+	PoolUse struct {
+		DeclaredGpus  func(childComplexity int) int
+		FreeGpus      func(childComplexity int) int
+		OnlineWorkers func(childComplexity int) int
+		Pool          func(childComplexity int) int
+		UsedGpus      func(childComplexity int) int
+		Workers       func(childComplexity int) int
+	}
+
+	PoolUtilizationUpdate struct {
+		At         func(childComplexity int) int
+		GpuClasses func(childComplexity int) int
+		Kind       func(childComplexity int) int
+		Missed     func(childComplexity int) int
+		Pools      func(childComplexity int) int
+	}
+
 	Profile struct {
 		CreatedAt       func(childComplexity int) int
 		Description     func(childComplexity int) int
@@ -573,6 +614,23 @@ type ComplexityRoot struct {
 		UpdatedAt  func(childComplexity int) int
 	}
 
+	QueueUpdate struct {
+		At              func(childComplexity int) int
+		ComputeResource func(childComplexity int) int
+		Kind            func(childComplexity int) int
+		Missed          func(childComplexity int) int
+		QueueState      func(childComplexity int) int
+		Running         func(childComplexity int) int
+		Task            func(childComplexity int) int
+		Waiting         func(childComplexity int) int
+	}
+
+	QueuedTask struct {
+		Position func(childComplexity int) int
+		Reason   func(childComplexity int) int
+		Task     func(childComplexity int) int
+	}
+
 	RateLimit struct {
 		Name              func(childComplexity int) int
 		RequestsPerMinute func(childComplexity int) int
@@ -615,6 +673,15 @@ type ComplexityRoot struct {
 		Scope     func(childComplexity int) int
 		UpdatedAt func(childComplexity int) int
 		UpdatedBy func(childComplexity int) int
+	}
+
+	Subscription struct {
+		BudgetBurn      func(childComplexity int, policy string) int
+		PoolUtilization func(childComplexity int) int
+		QueueChanged    func(childComplexity int, computeResource string) int
+		TaskEvents      func(childComplexity int, id string) int
+		TaskLogs        func(childComplexity int, id string, after *int, tail *int) int
+		Workers         func(childComplexity int) int
 	}
 
 	Task struct {
@@ -668,6 +735,13 @@ type ComplexityRoot struct {
 		Repository func(childComplexity int) int
 		Secrets    func(childComplexity int) int
 		WorkingDir func(childComplexity int) int
+	}
+
+	TaskUpdate struct {
+		At     func(childComplexity int) int
+		Kind   func(childComplexity int) int
+		Missed func(childComplexity int) int
+		Task   func(childComplexity int) int
 	}
 
 	Tenant struct {
@@ -791,6 +865,14 @@ type ComplexityRoot struct {
 		Index    func(childComplexity int) int
 		MemoryMB func(childComplexity int) int
 		UUID     func(childComplexity int) int
+	}
+
+	WorkerUpdate struct {
+		At      func(childComplexity int) int
+		Kind    func(childComplexity int) int
+		Missed  func(childComplexity int) int
+		Worker  func(childComplexity int) int
+		Workers func(childComplexity int) int
 	}
 }
 
@@ -978,6 +1060,14 @@ type ResourcePolicyResolver interface {
 }
 type SecretResolver interface {
 	Owner(ctx context.Context, obj *platform.SecretInfo) (string, error)
+}
+type SubscriptionResolver interface {
+	QueueChanged(ctx context.Context, computeResource string) (<-chan *gqlmodel.QueueUpdate, error)
+	TaskEvents(ctx context.Context, id string) (<-chan *gqlmodel.TaskUpdate, error)
+	TaskLogs(ctx context.Context, id string, after *int, tail *int) (<-chan *gqlmodel.LogUpdate, error)
+	PoolUtilization(ctx context.Context) (<-chan *gqlmodel.PoolUtilizationUpdate, error)
+	Workers(ctx context.Context) (<-chan *gqlmodel.WorkerUpdate, error)
+	BudgetBurn(ctx context.Context, policy string) (<-chan *gqlmodel.BudgetBurnUpdate, error)
 }
 type TaskResolver interface {
 	Reason(ctx context.Context, obj *model.Task) (string, error)
@@ -1252,6 +1342,37 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.AuditEntryEdge.Node(childComplexity), true
+
+	case "BudgetBurnUpdate.alert":
+		if e.ComplexityRoot.BudgetBurnUpdate.Alert == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BudgetBurnUpdate.Alert(childComplexity), true
+	case "BudgetBurnUpdate.at":
+		if e.ComplexityRoot.BudgetBurnUpdate.At == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BudgetBurnUpdate.At(childComplexity), true
+	case "BudgetBurnUpdate.kind":
+		if e.ComplexityRoot.BudgetBurnUpdate.Kind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BudgetBurnUpdate.Kind(childComplexity), true
+	case "BudgetBurnUpdate.missed":
+		if e.ComplexityRoot.BudgetBurnUpdate.Missed == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BudgetBurnUpdate.Missed(childComplexity), true
+	case "BudgetBurnUpdate.policy":
+		if e.ComplexityRoot.BudgetBurnUpdate.Policy == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BudgetBurnUpdate.Policy(childComplexity), true
 
 	case "BudgetView.alert":
 		if e.ComplexityRoot.BudgetView.Alert == nil {
@@ -1631,6 +1752,31 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.GPUClassPayload.Warnings(childComplexity), true
+
+	case "GPUClassUse.declaredGpus":
+		if e.ComplexityRoot.GPUClassUse.DeclaredGpus == nil {
+			break
+		}
+
+		return e.ComplexityRoot.GPUClassUse.DeclaredGpus(childComplexity), true
+	case "GPUClassUse.freeGpus":
+		if e.ComplexityRoot.GPUClassUse.FreeGpus == nil {
+			break
+		}
+
+		return e.ComplexityRoot.GPUClassUse.FreeGpus(childComplexity), true
+	case "GPUClassUse.gpuClass":
+		if e.ComplexityRoot.GPUClassUse.GpuClass == nil {
+			break
+		}
+
+		return e.ComplexityRoot.GPUClassUse.GpuClass(childComplexity), true
+	case "GPUClassUse.usedGpus":
+		if e.ComplexityRoot.GPUClassUse.UsedGpus == nil {
+			break
+		}
+
+		return e.ComplexityRoot.GPUClassUse.UsedGpus(childComplexity), true
 
 	case "GPUSize.gpusPerNode":
 		if e.ComplexityRoot.GPUSize.GPUsPerNode == nil {
@@ -2074,6 +2220,37 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.LogPage.Truncated(childComplexity), true
+
+	case "LogUpdate.done":
+		if e.ComplexityRoot.LogUpdate.Done == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LogUpdate.Done(childComplexity), true
+	case "LogUpdate.lastSeq":
+		if e.ComplexityRoot.LogUpdate.LastSeq == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LogUpdate.LastSeq(childComplexity), true
+	case "LogUpdate.lines":
+		if e.ComplexityRoot.LogUpdate.Lines == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LogUpdate.Lines(childComplexity), true
+	case "LogUpdate.missed":
+		if e.ComplexityRoot.LogUpdate.Missed == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LogUpdate.Missed(childComplexity), true
+	case "LogUpdate.truncated":
+		if e.ComplexityRoot.LogUpdate.Truncated == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LogUpdate.Truncated(childComplexity), true
 
 	case "MetricPoint.at":
 		if e.ComplexityRoot.MetricPoint.At == nil {
@@ -2916,6 +3093,74 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.PoolPayload.Warnings(childComplexity), true
 
+	case "PoolUse.declaredGpus":
+		if e.ComplexityRoot.PoolUse.DeclaredGpus == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PoolUse.DeclaredGpus(childComplexity), true
+	case "PoolUse.freeGpus":
+		if e.ComplexityRoot.PoolUse.FreeGpus == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PoolUse.FreeGpus(childComplexity), true
+	case "PoolUse.onlineWorkers":
+		if e.ComplexityRoot.PoolUse.OnlineWorkers == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PoolUse.OnlineWorkers(childComplexity), true
+	case "PoolUse.pool":
+		if e.ComplexityRoot.PoolUse.Pool == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PoolUse.Pool(childComplexity), true
+	case "PoolUse.usedGpus":
+		if e.ComplexityRoot.PoolUse.UsedGpus == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PoolUse.UsedGpus(childComplexity), true
+	case "PoolUse.workers":
+		if e.ComplexityRoot.PoolUse.Workers == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PoolUse.Workers(childComplexity), true
+
+	case "PoolUtilizationUpdate.at":
+		if e.ComplexityRoot.PoolUtilizationUpdate.At == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PoolUtilizationUpdate.At(childComplexity), true
+	case "PoolUtilizationUpdate.gpuClasses":
+		if e.ComplexityRoot.PoolUtilizationUpdate.GpuClasses == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PoolUtilizationUpdate.GpuClasses(childComplexity), true
+	case "PoolUtilizationUpdate.kind":
+		if e.ComplexityRoot.PoolUtilizationUpdate.Kind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PoolUtilizationUpdate.Kind(childComplexity), true
+	case "PoolUtilizationUpdate.missed":
+		if e.ComplexityRoot.PoolUtilizationUpdate.Missed == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PoolUtilizationUpdate.Missed(childComplexity), true
+	case "PoolUtilizationUpdate.pools":
+		if e.ComplexityRoot.PoolUtilizationUpdate.Pools == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PoolUtilizationUpdate.Pools(childComplexity), true
+
 	case "Profile.createdAt":
 		if e.ComplexityRoot.Profile.CreatedAt == nil {
 			break
@@ -3467,6 +3712,74 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.QueueState.UpdatedAt(childComplexity), true
 
+	case "QueueUpdate.at":
+		if e.ComplexityRoot.QueueUpdate.At == nil {
+			break
+		}
+
+		return e.ComplexityRoot.QueueUpdate.At(childComplexity), true
+	case "QueueUpdate.computeResource":
+		if e.ComplexityRoot.QueueUpdate.ComputeResource == nil {
+			break
+		}
+
+		return e.ComplexityRoot.QueueUpdate.ComputeResource(childComplexity), true
+	case "QueueUpdate.kind":
+		if e.ComplexityRoot.QueueUpdate.Kind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.QueueUpdate.Kind(childComplexity), true
+	case "QueueUpdate.missed":
+		if e.ComplexityRoot.QueueUpdate.Missed == nil {
+			break
+		}
+
+		return e.ComplexityRoot.QueueUpdate.Missed(childComplexity), true
+	case "QueueUpdate.queueState":
+		if e.ComplexityRoot.QueueUpdate.QueueState == nil {
+			break
+		}
+
+		return e.ComplexityRoot.QueueUpdate.QueueState(childComplexity), true
+	case "QueueUpdate.running":
+		if e.ComplexityRoot.QueueUpdate.Running == nil {
+			break
+		}
+
+		return e.ComplexityRoot.QueueUpdate.Running(childComplexity), true
+	case "QueueUpdate.task":
+		if e.ComplexityRoot.QueueUpdate.Task == nil {
+			break
+		}
+
+		return e.ComplexityRoot.QueueUpdate.Task(childComplexity), true
+	case "QueueUpdate.waiting":
+		if e.ComplexityRoot.QueueUpdate.Waiting == nil {
+			break
+		}
+
+		return e.ComplexityRoot.QueueUpdate.Waiting(childComplexity), true
+
+	case "QueuedTask.position":
+		if e.ComplexityRoot.QueuedTask.Position == nil {
+			break
+		}
+
+		return e.ComplexityRoot.QueuedTask.Position(childComplexity), true
+	case "QueuedTask.reason":
+		if e.ComplexityRoot.QueuedTask.Reason == nil {
+			break
+		}
+
+		return e.ComplexityRoot.QueuedTask.Reason(childComplexity), true
+	case "QueuedTask.task":
+		if e.ComplexityRoot.QueuedTask.Task == nil {
+			break
+		}
+
+		return e.ComplexityRoot.QueuedTask.Task(childComplexity), true
+
 	case "RateLimit.name":
 		if e.ComplexityRoot.RateLimit.Name == nil {
 			break
@@ -3628,6 +3941,63 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Secret.UpdatedBy(childComplexity), true
+
+	case "Subscription.budgetBurn":
+		if e.ComplexityRoot.Subscription.BudgetBurn == nil {
+			break
+		}
+
+		args, err := ec.field_Subscription_budgetBurn_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Subscription.BudgetBurn(childComplexity, args["policy"].(string)), true
+	case "Subscription.poolUtilization":
+		if e.ComplexityRoot.Subscription.PoolUtilization == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Subscription.PoolUtilization(childComplexity), true
+	case "Subscription.queueChanged":
+		if e.ComplexityRoot.Subscription.QueueChanged == nil {
+			break
+		}
+
+		args, err := ec.field_Subscription_queueChanged_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Subscription.QueueChanged(childComplexity, args["computeResource"].(string)), true
+	case "Subscription.taskEvents":
+		if e.ComplexityRoot.Subscription.TaskEvents == nil {
+			break
+		}
+
+		args, err := ec.field_Subscription_taskEvents_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Subscription.TaskEvents(childComplexity, args["id"].(string)), true
+	case "Subscription.taskLogs":
+		if e.ComplexityRoot.Subscription.TaskLogs == nil {
+			break
+		}
+
+		args, err := ec.field_Subscription_taskLogs_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Subscription.TaskLogs(childComplexity, args["id"].(string), args["after"].(*int), args["tail"].(*int)), true
+	case "Subscription.workers":
+		if e.ComplexityRoot.Subscription.Workers == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Subscription.Workers(childComplexity), true
 
 	case "Task.attempt":
 		if e.ComplexityRoot.Task.Attempt == nil {
@@ -3888,6 +4258,31 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.TaskSpec.WorkingDir(childComplexity), true
+
+	case "TaskUpdate.at":
+		if e.ComplexityRoot.TaskUpdate.At == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TaskUpdate.At(childComplexity), true
+	case "TaskUpdate.kind":
+		if e.ComplexityRoot.TaskUpdate.Kind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TaskUpdate.Kind(childComplexity), true
+	case "TaskUpdate.missed":
+		if e.ComplexityRoot.TaskUpdate.Missed == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TaskUpdate.Missed(childComplexity), true
+	case "TaskUpdate.task":
+		if e.ComplexityRoot.TaskUpdate.Task == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TaskUpdate.Task(childComplexity), true
 
 	case "Tenant.createdAt":
 		if e.ComplexityRoot.Tenant.CreatedAt == nil {
@@ -4355,6 +4750,37 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.WorkerGPU.UUID(childComplexity), true
 
+	case "WorkerUpdate.at":
+		if e.ComplexityRoot.WorkerUpdate.At == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WorkerUpdate.At(childComplexity), true
+	case "WorkerUpdate.kind":
+		if e.ComplexityRoot.WorkerUpdate.Kind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WorkerUpdate.Kind(childComplexity), true
+	case "WorkerUpdate.missed":
+		if e.ComplexityRoot.WorkerUpdate.Missed == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WorkerUpdate.Missed(childComplexity), true
+	case "WorkerUpdate.worker":
+		if e.ComplexityRoot.WorkerUpdate.Worker == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WorkerUpdate.Worker(childComplexity), true
+	case "WorkerUpdate.workers":
+		if e.ComplexityRoot.WorkerUpdate.Workers == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WorkerUpdate.Workers(childComplexity), true
+
 	}
 	return 0, false
 }
@@ -4436,6 +4862,23 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 			ctx = graphql.WithLazyInputUnmarshalerIndex(ctx, inputUnmarshalers)
 			data := ec._Mutation(ctx, opCtx.Operation.SelectionSet)
 			var buf bytes.Buffer
+			data.MarshalGQL(&buf)
+
+			return &graphql.Response{
+				Data: buf.Bytes(),
+			}
+		}
+	case ast.Subscription:
+		next := ec._Subscription(ctx, opCtx.Operation.SelectionSet)
+
+		var buf bytes.Buffer
+		return func(ctx context.Context) *graphql.Response {
+			buf.Reset()
+			data := next(ctx)
+
+			if data == nil {
+				return nil
+			}
 			data.MarshalGQL(&buf)
 
 			return &graphql.Response{
@@ -5527,6 +5970,158 @@ extend type Mutation {
   deleteProject(id: ID!): DeletePayload!
 }
 `, BuiltIn: false},
+	{Name: "../schema/subscription.graphqls", Input: `# Live updates over WebSocket at /graphql, with the graphql-transport-ws
+# subprotocol (the legacy graphql-ws subprotocol is accepted too).
+#
+# Browsers cannot set headers on a WebSocket, so the credential goes in the
+# connection_init payload: {"Authorization": "Bearer <API key or access
+# token>"} (the keys "authorization" and "token" are accepted too). A missing
+# or bad credential closes the connection with code 4401; a credential that
+# may not subscribe (or one connection too many for the user) with 4403.
+#
+# Every update is checked against the subscriber's current rights when it is
+# sent, not only when the subscription starts: a member removed from a group
+# stops seeing the group's queues at once.
+#
+# A subscriber that reads more slowly than updates come is not allowed to
+# hold up others: its oldest unsent updates are dropped, and the next update
+# it gets says how many it missed in ` + "`" + `missed` + "`" + `. Updates that are snapshots
+# (queues, pools, budgets) lose nothing by that; a log tail reads on from
+# where it was, so it loses no lines either.
+
+"One task waiting in a compute resource's queue."
+type QueuedTask {
+  "Place in line, from 1."
+  position: Int!
+  "Why it waits, in words a developer can act on."
+  reason: String!
+  task: Task!
+}
+
+"A compute resource's queue after something changed in it."
+type QueueUpdate {
+  """
+  What happened: task.enqueued, task.placed, task.started, task.preempted,
+  task.requeued, task.completed, task.failed, task.aborted, queue.changed
+  (the engine's view of why the head waits changed), or snapshot (the first
+  update of a subscription, and after missed updates).
+  """
+  kind: String!
+  at: Time!
+  computeResource: ComputeResource!
+  "The task the update is about, if any."
+  task: Task
+  "Waiting tasks in order."
+  waiting: [QueuedTask!]!
+  "Tasks placed or running."
+  running: [Task!]!
+  "Why the head waits; null when nothing waits."
+  queueState: QueueState
+  "Updates this subscriber missed (dropped because it read too slowly) since the previous one."
+  missed: Int!
+}
+
+"A task's state after it changed."
+type TaskUpdate {
+  """
+  What happened: snapshot (first update), task.enqueued, task.placed,
+  task.started, task.preempted, task.requeued, task.completed, task.failed,
+  task.aborted or task.metrics (new metric points).
+  """
+  kind: String!
+  at: Time!
+  task: Task!
+  missed: Int!
+}
+
+"New lines of a task's log."
+type LogUpdate {
+  lines: [LogLine!]!
+  "The seq of the last line sent: pass it as after to resume after a reconnect."
+  lastSeq: Int!
+  "The log reached its size limit: later lines were not kept."
+  truncated: Boolean!
+  "The task has ended; no more lines will come and the subscription completes."
+  done: Boolean!
+  missed: Int!
+}
+
+"Declared and used GPUs of one pool."
+type PoolUse {
+  pool: Pool!
+  declaredGpus: Int!
+  "GPUs held by tasks placed on the pool or running there."
+  usedGpus: Float!
+  freeGpus: Float!
+  "Workers of the pool that heartbeat, and all registered ones."
+  onlineWorkers: Int!
+  workers: Int!
+}
+
+"Declared and used GPUs of one GPU class, over all pools."
+type GPUClassUse {
+  gpuClass: GPUClass!
+  declaredGpus: Int!
+  usedGpus: Float!
+  freeGpus: Float!
+}
+
+"The estate's use after a placement, an end, or a pool change."
+type PoolUtilizationUpdate {
+  "What prompted the update (task.placed, task.completed, pool.updated, snapshot...)."
+  kind: String!
+  at: Time!
+  pools: [PoolUse!]!
+  gpuClasses: [GPUClassUse!]!
+  missed: Int!
+}
+
+"A worker joined, or its heartbeats stopped or came back."
+type WorkerUpdate {
+  """
+  worker.registered (joined or re-registered), worker.heartbeat_lost (no
+  heartbeat for longer than a lease), worker.back (heartbeats again) or
+  snapshot (the first update, with worker null).
+  """
+  kind: String!
+  at: Time!
+  "The worker the update is about; null for a snapshot."
+  worker: Worker
+  "Every registered worker of the tenant, as now."
+  workers: [Worker!]!
+  missed: Int!
+}
+
+"A group's time budget as its work burns it."
+type BudgetBurnUpdate {
+  """
+  What prompted the update: snapshot, tick (time passed; running work burns
+  budget by the minute), task.placed, task.completed, budget.alert...
+  """
+  kind: String!
+  at: Time!
+  "Used, left, burn rate and projected run-out, with the group's use against its policy."
+  policy: PolicyView!
+  "The alert raised, in words, when kind is budget.alert."
+  alert: String
+  missed: Int!
+}
+
+type Subscription {
+  "A compute resource's queue: enqueue, placement, preemption, requeue and finish, with positions."
+  queueChanged(computeResource: ID!): QueueUpdate!
+  "One task's state changes."
+  taskEvents(id: ID!): TaskUpdate!
+  "A live tail of a task's log: lines after seq after, or (by default) the last tail lines first, then new ones as the worker sends them."
+  taskLogs(id: ID!, after: Int, tail: Int = 100): LogUpdate!
+  "Used and declared GPUs per pool and per GPU class."
+  poolUtilization: PoolUtilizationUpdate!
+  "Worker joins and lost heartbeats."
+  workers: WorkerUpdate!
+  "A resource policy's time budget: used, left, burn rate, projected run-out, alerts. policy is its id, or its group's name."
+  budgetBurn(policy: ID!): BudgetBurnUpdate!
+}
+`, BuiltIn: false},
 	{Name: "../schema/tasks.graphqls", Input: `enum TaskStatus {
   "Waiting in its compute resource for the engine to place it."
   QUEUED
@@ -5944,6 +6539,22 @@ func (ec *executionContext) childFields_AuditEntryEdge(ctx context.Context, fiel
 	return nil, fmt.Errorf("no field named %q was found under type AuditEntryEdge", field.Name)
 }
 
+func (ec *executionContext) childFields_BudgetBurnUpdate(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "kind":
+		return ec.fieldContext_BudgetBurnUpdate_kind(ctx, field)
+	case "at":
+		return ec.fieldContext_BudgetBurnUpdate_at(ctx, field)
+	case "policy":
+		return ec.fieldContext_BudgetBurnUpdate_policy(ctx, field)
+	case "alert":
+		return ec.fieldContext_BudgetBurnUpdate_alert(ctx, field)
+	case "missed":
+		return ec.fieldContext_BudgetBurnUpdate_missed(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type BudgetBurnUpdate", field.Name)
+}
+
 func (ec *executionContext) childFields_BudgetView(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "period":
@@ -6142,6 +6753,20 @@ func (ec *executionContext) childFields_GPUClassPayload(ctx context.Context, fie
 		return ec.fieldContext_GPUClassPayload_warnings(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type GPUClassPayload", field.Name)
+}
+
+func (ec *executionContext) childFields_GPUClassUse(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "gpuClass":
+		return ec.fieldContext_GPUClassUse_gpuClass(ctx, field)
+	case "declaredGpus":
+		return ec.fieldContext_GPUClassUse_declaredGpus(ctx, field)
+	case "usedGpus":
+		return ec.fieldContext_GPUClassUse_usedGpus(ctx, field)
+	case "freeGpus":
+		return ec.fieldContext_GPUClassUse_freeGpus(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type GPUClassUse", field.Name)
 }
 
 func (ec *executionContext) childFields_GPUSize(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -6388,6 +7013,22 @@ func (ec *executionContext) childFields_LogPage(ctx context.Context, field graph
 	return nil, fmt.Errorf("no field named %q was found under type LogPage", field.Name)
 }
 
+func (ec *executionContext) childFields_LogUpdate(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "lines":
+		return ec.fieldContext_LogUpdate_lines(ctx, field)
+	case "lastSeq":
+		return ec.fieldContext_LogUpdate_lastSeq(ctx, field)
+	case "truncated":
+		return ec.fieldContext_LogUpdate_truncated(ctx, field)
+	case "done":
+		return ec.fieldContext_LogUpdate_done(ctx, field)
+	case "missed":
+		return ec.fieldContext_LogUpdate_missed(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type LogUpdate", field.Name)
+}
+
 func (ec *executionContext) childFields_MetricPoint(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "seq":
@@ -6534,6 +7175,40 @@ func (ec *executionContext) childFields_PoolPayload(ctx context.Context, field g
 	return nil, fmt.Errorf("no field named %q was found under type PoolPayload", field.Name)
 }
 
+func (ec *executionContext) childFields_PoolUse(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "pool":
+		return ec.fieldContext_PoolUse_pool(ctx, field)
+	case "declaredGpus":
+		return ec.fieldContext_PoolUse_declaredGpus(ctx, field)
+	case "usedGpus":
+		return ec.fieldContext_PoolUse_usedGpus(ctx, field)
+	case "freeGpus":
+		return ec.fieldContext_PoolUse_freeGpus(ctx, field)
+	case "onlineWorkers":
+		return ec.fieldContext_PoolUse_onlineWorkers(ctx, field)
+	case "workers":
+		return ec.fieldContext_PoolUse_workers(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type PoolUse", field.Name)
+}
+
+func (ec *executionContext) childFields_PoolUtilizationUpdate(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "kind":
+		return ec.fieldContext_PoolUtilizationUpdate_kind(ctx, field)
+	case "at":
+		return ec.fieldContext_PoolUtilizationUpdate_at(ctx, field)
+	case "pools":
+		return ec.fieldContext_PoolUtilizationUpdate_pools(ctx, field)
+	case "gpuClasses":
+		return ec.fieldContext_PoolUtilizationUpdate_gpuClasses(ctx, field)
+	case "missed":
+		return ec.fieldContext_PoolUtilizationUpdate_missed(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type PoolUtilizationUpdate", field.Name)
+}
+
 func (ec *executionContext) childFields_Profile(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "id":
@@ -6662,6 +7337,40 @@ func (ec *executionContext) childFields_QueueState(ctx context.Context, field gr
 		return ec.fieldContext_QueueState_updatedAt(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type QueueState", field.Name)
+}
+
+func (ec *executionContext) childFields_QueueUpdate(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "kind":
+		return ec.fieldContext_QueueUpdate_kind(ctx, field)
+	case "at":
+		return ec.fieldContext_QueueUpdate_at(ctx, field)
+	case "computeResource":
+		return ec.fieldContext_QueueUpdate_computeResource(ctx, field)
+	case "task":
+		return ec.fieldContext_QueueUpdate_task(ctx, field)
+	case "waiting":
+		return ec.fieldContext_QueueUpdate_waiting(ctx, field)
+	case "running":
+		return ec.fieldContext_QueueUpdate_running(ctx, field)
+	case "queueState":
+		return ec.fieldContext_QueueUpdate_queueState(ctx, field)
+	case "missed":
+		return ec.fieldContext_QueueUpdate_missed(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type QueueUpdate", field.Name)
+}
+
+func (ec *executionContext) childFields_QueuedTask(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "position":
+		return ec.fieldContext_QueuedTask_position(ctx, field)
+	case "reason":
+		return ec.fieldContext_QueuedTask_reason(ctx, field)
+	case "task":
+		return ec.fieldContext_QueuedTask_task(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type QueuedTask", field.Name)
 }
 
 func (ec *executionContext) childFields_RateLimit(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -6856,6 +7565,20 @@ func (ec *executionContext) childFields_TaskSpec(ctx context.Context, field grap
 		return ec.fieldContext_TaskSpec_secrets(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type TaskSpec", field.Name)
+}
+
+func (ec *executionContext) childFields_TaskUpdate(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "kind":
+		return ec.fieldContext_TaskUpdate_kind(ctx, field)
+	case "at":
+		return ec.fieldContext_TaskUpdate_at(ctx, field)
+	case "task":
+		return ec.fieldContext_TaskUpdate_task(ctx, field)
+	case "missed":
+		return ec.fieldContext_TaskUpdate_missed(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type TaskUpdate", field.Name)
 }
 
 func (ec *executionContext) childFields_Tenant(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -7102,6 +7825,22 @@ func (ec *executionContext) childFields_WorkerGPU(ctx context.Context, field gra
 		return ec.fieldContext_WorkerGPU_memoryMb(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type WorkerGPU", field.Name)
+}
+
+func (ec *executionContext) childFields_WorkerUpdate(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "kind":
+		return ec.fieldContext_WorkerUpdate_kind(ctx, field)
+	case "at":
+		return ec.fieldContext_WorkerUpdate_at(ctx, field)
+	case "worker":
+		return ec.fieldContext_WorkerUpdate_worker(ctx, field)
+	case "workers":
+		return ec.fieldContext_WorkerUpdate_workers(ctx, field)
+	case "missed":
+		return ec.fieldContext_WorkerUpdate_missed(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type WorkerUpdate", field.Name)
 }
 
 func (ec *executionContext) childFields___Directive(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -8634,6 +9373,78 @@ func (ec *executionContext) field_Query_users_args(ctx context.Context, rawArgs 
 	return args, nil
 }
 
+func (ec *executionContext) field_Subscription_budgetBurn_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "policy",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["policy"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Subscription_queueChanged_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "computeResource",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["computeResource"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Subscription_taskEvents_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Subscription_taskLogs_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "tail",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["tail"] = arg2
+	return args, nil
+}
+
 func (ec *executionContext) field_Task_logs_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -9592,6 +10403,130 @@ func (ec *executionContext) fieldContext_AuditEntryEdge_node(_ context.Context, 
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _BudgetBurnUpdate_kind(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.BudgetBurnUpdate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BudgetBurnUpdate_kind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Kind, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_BudgetBurnUpdate_kind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("BudgetBurnUpdate", field, false, false, "String")
+}
+
+func (ec *executionContext) _BudgetBurnUpdate_at(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.BudgetBurnUpdate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BudgetBurnUpdate_at(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.At, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_BudgetBurnUpdate_at(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("BudgetBurnUpdate", field, false, false, "Time")
+}
+
+func (ec *executionContext) _BudgetBurnUpdate_policy(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.BudgetBurnUpdate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BudgetBurnUpdate_policy(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Policy, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *platform.PolicyView) graphql.Marshaler {
+			return ec.marshalNPolicyView2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐPolicyView(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_BudgetBurnUpdate_policy(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "BudgetBurnUpdate",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PolicyView(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _BudgetBurnUpdate_alert(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.BudgetBurnUpdate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BudgetBurnUpdate_alert(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Alert, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_BudgetBurnUpdate_alert(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("BudgetBurnUpdate", field, false, false, "String")
+}
+
+func (ec *executionContext) _BudgetBurnUpdate_missed(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.BudgetBurnUpdate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BudgetBurnUpdate_missed(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Missed, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_BudgetBurnUpdate_missed(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("BudgetBurnUpdate", field, false, false, "Int")
 }
 
 func (ec *executionContext) _BudgetView_period(ctx context.Context, field graphql.CollectedField, obj *platform.BudgetView) (ret graphql.Marshaler) {
@@ -11166,6 +12101,107 @@ func (ec *executionContext) fieldContext_GPUClassPayload_warnings(_ context.Cont
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _GPUClassUse_gpuClass(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.GPUClassUse) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_GPUClassUse_gpuClass(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.GpuClass, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.GPUClass) graphql.Marshaler {
+			return ec.marshalNGPUClass2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐGPUClass(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_GPUClassUse_gpuClass(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "GPUClassUse",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_GPUClass(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _GPUClassUse_declaredGpus(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.GPUClassUse) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_GPUClassUse_declaredGpus(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.DeclaredGpus, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_GPUClassUse_declaredGpus(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("GPUClassUse", field, false, false, "Int")
+}
+
+func (ec *executionContext) _GPUClassUse_usedGpus(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.GPUClassUse) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_GPUClassUse_usedGpus(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.UsedGpus, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v float64) graphql.Marshaler {
+			return ec.marshalNFloat2float64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_GPUClassUse_usedGpus(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("GPUClassUse", field, false, false, "Float")
+}
+
+func (ec *executionContext) _GPUClassUse_freeGpus(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.GPUClassUse) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_GPUClassUse_freeGpus(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.FreeGpus, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v float64) graphql.Marshaler {
+			return ec.marshalNFloat2float64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_GPUClassUse_freeGpus(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("GPUClassUse", field, false, false, "Float")
 }
 
 func (ec *executionContext) _GPUSize_nodes(ctx context.Context, field graphql.CollectedField, obj *model.Size) (ret graphql.Marshaler) {
@@ -13024,6 +14060,130 @@ func (ec *executionContext) _LogPage_truncated(ctx context.Context, field graphq
 }
 func (ec *executionContext) fieldContext_LogPage_truncated(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("LogPage", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _LogUpdate_lines(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.LogUpdate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LogUpdate_lines(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Lines, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.LogLine) graphql.Marshaler {
+			return ec.marshalNLogLine2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐLogLineᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_LogUpdate_lines(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "LogUpdate",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_LogLine(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _LogUpdate_lastSeq(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.LogUpdate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LogUpdate_lastSeq(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.LastSeq, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_LogUpdate_lastSeq(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("LogUpdate", field, false, false, "Int")
+}
+
+func (ec *executionContext) _LogUpdate_truncated(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.LogUpdate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LogUpdate_truncated(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Truncated, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_LogUpdate_truncated(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("LogUpdate", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _LogUpdate_done(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.LogUpdate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LogUpdate_done(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Done, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_LogUpdate_done(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("LogUpdate", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _LogUpdate_missed(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.LogUpdate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LogUpdate_missed(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Missed, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_LogUpdate_missed(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("LogUpdate", field, false, false, "Int")
 }
 
 func (ec *executionContext) _MetricPoint_seq(ctx context.Context, field graphql.CollectedField, obj *model.MetricPoint) (ret graphql.Marshaler) {
@@ -16447,6 +17607,286 @@ func (ec *executionContext) fieldContext_PoolPayload_warnings(_ context.Context,
 	return fc, nil
 }
 
+func (ec *executionContext) _PoolUse_pool(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.PoolUse) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PoolUse_pool(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Pool, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Pool) graphql.Marshaler {
+			return ec.marshalNPool2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐPool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PoolUse_pool(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "PoolUse",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Pool(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _PoolUse_declaredGpus(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.PoolUse) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PoolUse_declaredGpus(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.DeclaredGpus, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PoolUse_declaredGpus(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PoolUse", field, false, false, "Int")
+}
+
+func (ec *executionContext) _PoolUse_usedGpus(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.PoolUse) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PoolUse_usedGpus(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.UsedGpus, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v float64) graphql.Marshaler {
+			return ec.marshalNFloat2float64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PoolUse_usedGpus(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PoolUse", field, false, false, "Float")
+}
+
+func (ec *executionContext) _PoolUse_freeGpus(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.PoolUse) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PoolUse_freeGpus(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.FreeGpus, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v float64) graphql.Marshaler {
+			return ec.marshalNFloat2float64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PoolUse_freeGpus(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PoolUse", field, false, false, "Float")
+}
+
+func (ec *executionContext) _PoolUse_onlineWorkers(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.PoolUse) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PoolUse_onlineWorkers(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.OnlineWorkers, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PoolUse_onlineWorkers(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PoolUse", field, false, false, "Int")
+}
+
+func (ec *executionContext) _PoolUse_workers(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.PoolUse) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PoolUse_workers(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Workers, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PoolUse_workers(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PoolUse", field, false, false, "Int")
+}
+
+func (ec *executionContext) _PoolUtilizationUpdate_kind(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.PoolUtilizationUpdate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PoolUtilizationUpdate_kind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Kind, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PoolUtilizationUpdate_kind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PoolUtilizationUpdate", field, false, false, "String")
+}
+
+func (ec *executionContext) _PoolUtilizationUpdate_at(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.PoolUtilizationUpdate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PoolUtilizationUpdate_at(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.At, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PoolUtilizationUpdate_at(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PoolUtilizationUpdate", field, false, false, "Time")
+}
+
+func (ec *executionContext) _PoolUtilizationUpdate_pools(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.PoolUtilizationUpdate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PoolUtilizationUpdate_pools(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Pools, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*gqlmodel.PoolUse) graphql.Marshaler {
+			return ec.marshalNPoolUse2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐPoolUseᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PoolUtilizationUpdate_pools(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "PoolUtilizationUpdate",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PoolUse(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _PoolUtilizationUpdate_gpuClasses(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.PoolUtilizationUpdate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PoolUtilizationUpdate_gpuClasses(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.GpuClasses, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*gqlmodel.GPUClassUse) graphql.Marshaler {
+			return ec.marshalNGPUClassUse2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐGPUClassUseᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PoolUtilizationUpdate_gpuClasses(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "PoolUtilizationUpdate",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_GPUClassUse(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _PoolUtilizationUpdate_missed(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.PoolUtilizationUpdate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PoolUtilizationUpdate_missed(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Missed, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PoolUtilizationUpdate_missed(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PoolUtilizationUpdate", field, false, false, "Int")
+}
+
 func (ec *executionContext) _Profile_id(ctx context.Context, field graphql.CollectedField, obj *model.Profile) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -18862,6 +20302,313 @@ func (ec *executionContext) fieldContext_QueueState_updatedAt(_ context.Context,
 	return graphql.NewScalarFieldContext("QueueState", field, false, false, "Time")
 }
 
+func (ec *executionContext) _QueueUpdate_kind(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.QueueUpdate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_QueueUpdate_kind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Kind, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_QueueUpdate_kind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("QueueUpdate", field, false, false, "String")
+}
+
+func (ec *executionContext) _QueueUpdate_at(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.QueueUpdate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_QueueUpdate_at(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.At, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_QueueUpdate_at(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("QueueUpdate", field, false, false, "Time")
+}
+
+func (ec *executionContext) _QueueUpdate_computeResource(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.QueueUpdate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_QueueUpdate_computeResource(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ComputeResource, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.ComputeResource) graphql.Marshaler {
+			return ec.marshalNComputeResource2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐComputeResource(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_QueueUpdate_computeResource(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "QueueUpdate",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ComputeResource(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _QueueUpdate_task(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.QueueUpdate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_QueueUpdate_task(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Task, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Task) graphql.Marshaler {
+			return ec.marshalOTask2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐTask(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_QueueUpdate_task(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "QueueUpdate",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Task(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _QueueUpdate_waiting(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.QueueUpdate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_QueueUpdate_waiting(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Waiting, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*gqlmodel.QueuedTask) graphql.Marshaler {
+			return ec.marshalNQueuedTask2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐQueuedTaskᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_QueueUpdate_waiting(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "QueueUpdate",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_QueuedTask(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _QueueUpdate_running(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.QueueUpdate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_QueueUpdate_running(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Running, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.Task) graphql.Marshaler {
+			return ec.marshalNTask2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐTaskᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_QueueUpdate_running(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "QueueUpdate",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Task(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _QueueUpdate_queueState(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.QueueUpdate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_QueueUpdate_queueState(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.QueueState, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.QueueState) graphql.Marshaler {
+			return ec.marshalOQueueState2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐQueueState(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_QueueUpdate_queueState(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "QueueUpdate",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_QueueState(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _QueueUpdate_missed(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.QueueUpdate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_QueueUpdate_missed(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Missed, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_QueueUpdate_missed(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("QueueUpdate", field, false, false, "Int")
+}
+
+func (ec *executionContext) _QueuedTask_position(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.QueuedTask) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_QueuedTask_position(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Position, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_QueuedTask_position(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("QueuedTask", field, false, false, "Int")
+}
+
+func (ec *executionContext) _QueuedTask_reason(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.QueuedTask) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_QueuedTask_reason(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Reason, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_QueuedTask_reason(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("QueuedTask", field, false, false, "String")
+}
+
+func (ec *executionContext) _QueuedTask_task(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.QueuedTask) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_QueuedTask_task(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Task, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Task) graphql.Marshaler {
+			return ec.marshalNTask2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐTask(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_QueuedTask_task(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "QueuedTask",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Task(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _RateLimit_scope(ctx context.Context, field graphql.CollectedField, obj *model.RateLimit) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -19539,6 +21286,246 @@ func (ec *executionContext) _Secret_updatedAt(ctx context.Context, field graphql
 }
 func (ec *executionContext) fieldContext_Secret_updatedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Secret", field, false, false, "String")
+}
+
+func (ec *executionContext) _Subscription_queueChanged(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
+	return graphql.ResolveFieldStream(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Subscription_queueChanged(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Subscription().QueueChanged(ctx, fc.Args["computeResource"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *gqlmodel.QueueUpdate) graphql.Marshaler {
+			return ec.marshalNQueueUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐQueueUpdate(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Subscription_queueChanged(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Subscription",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_QueueUpdate(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Subscription_queueChanged_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Subscription_taskEvents(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
+	return graphql.ResolveFieldStream(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Subscription_taskEvents(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Subscription().TaskEvents(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *gqlmodel.TaskUpdate) graphql.Marshaler {
+			return ec.marshalNTaskUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐTaskUpdate(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Subscription_taskEvents(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Subscription",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_TaskUpdate(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Subscription_taskEvents_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Subscription_taskLogs(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
+	return graphql.ResolveFieldStream(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Subscription_taskLogs(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Subscription().TaskLogs(ctx, fc.Args["id"].(string), fc.Args["after"].(*int), fc.Args["tail"].(*int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *gqlmodel.LogUpdate) graphql.Marshaler {
+			return ec.marshalNLogUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐLogUpdate(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Subscription_taskLogs(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Subscription",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_LogUpdate(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Subscription_taskLogs_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Subscription_poolUtilization(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
+	return graphql.ResolveFieldStream(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Subscription_poolUtilization(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Subscription().PoolUtilization(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *gqlmodel.PoolUtilizationUpdate) graphql.Marshaler {
+			return ec.marshalNPoolUtilizationUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐPoolUtilizationUpdate(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Subscription_poolUtilization(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Subscription",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PoolUtilizationUpdate(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Subscription_workers(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
+	return graphql.ResolveFieldStream(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Subscription_workers(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Subscription().Workers(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *gqlmodel.WorkerUpdate) graphql.Marshaler {
+			return ec.marshalNWorkerUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐWorkerUpdate(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Subscription_workers(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Subscription",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_WorkerUpdate(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Subscription_budgetBurn(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
+	return graphql.ResolveFieldStream(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Subscription_budgetBurn(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Subscription().BudgetBurn(ctx, fc.Args["policy"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *gqlmodel.BudgetBurnUpdate) graphql.Marshaler {
+			return ec.marshalNBudgetBurnUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐBudgetBurnUpdate(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Subscription_budgetBurn(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Subscription",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_BudgetBurnUpdate(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Subscription_budgetBurn_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _Task_id(ctx context.Context, field graphql.CollectedField, obj *model.Task) (ret graphql.Marshaler) {
@@ -20641,6 +22628,107 @@ func (ec *executionContext) _TaskSpec_secrets(ctx context.Context, field graphql
 }
 func (ec *executionContext) fieldContext_TaskSpec_secrets(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("TaskSpec", field, false, false, "String")
+}
+
+func (ec *executionContext) _TaskUpdate_kind(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.TaskUpdate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TaskUpdate_kind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Kind, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TaskUpdate_kind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TaskUpdate", field, false, false, "String")
+}
+
+func (ec *executionContext) _TaskUpdate_at(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.TaskUpdate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TaskUpdate_at(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.At, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TaskUpdate_at(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TaskUpdate", field, false, false, "Time")
+}
+
+func (ec *executionContext) _TaskUpdate_task(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.TaskUpdate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TaskUpdate_task(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Task, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Task) graphql.Marshaler {
+			return ec.marshalNTask2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐTask(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TaskUpdate_task(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "TaskUpdate",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Task(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _TaskUpdate_missed(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.TaskUpdate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TaskUpdate_missed(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Missed, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TaskUpdate_missed(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TaskUpdate", field, false, false, "Int")
 }
 
 func (ec *executionContext) _Tenant_id(ctx context.Context, field graphql.CollectedField, obj *model.Tenant) (ret graphql.Marshaler) {
@@ -22519,6 +24607,139 @@ func (ec *executionContext) _WorkerGPU_memoryMb(ctx context.Context, field graph
 }
 func (ec *executionContext) fieldContext_WorkerGPU_memoryMb(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("WorkerGPU", field, false, false, "Int")
+}
+
+func (ec *executionContext) _WorkerUpdate_kind(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.WorkerUpdate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WorkerUpdate_kind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Kind, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WorkerUpdate_kind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WorkerUpdate", field, false, false, "String")
+}
+
+func (ec *executionContext) _WorkerUpdate_at(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.WorkerUpdate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WorkerUpdate_at(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.At, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WorkerUpdate_at(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WorkerUpdate", field, false, false, "Time")
+}
+
+func (ec *executionContext) _WorkerUpdate_worker(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.WorkerUpdate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WorkerUpdate_worker(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Worker, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *platform.WorkerView) graphql.Marshaler {
+			return ec.marshalOWorker2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐWorkerView(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_WorkerUpdate_worker(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "WorkerUpdate",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Worker(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _WorkerUpdate_workers(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.WorkerUpdate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WorkerUpdate_workers(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Workers, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*platform.WorkerView) graphql.Marshaler {
+			return ec.marshalNWorker2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐWorkerViewᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WorkerUpdate_workers(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "WorkerUpdate",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Worker(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _WorkerUpdate_missed(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.WorkerUpdate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_WorkerUpdate_missed(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Missed, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_WorkerUpdate_missed(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("WorkerUpdate", field, false, false, "Int")
 }
 
 func (ec *executionContext) ___Directive_name(ctx context.Context, field graphql.CollectedField, obj *introspection.Directive) (ret graphql.Marshaler) {
@@ -25967,6 +28188,59 @@ func (ec *executionContext) _AuditEntryEdge(ctx context.Context, sel ast.Selecti
 	return out
 }
 
+var budgetBurnUpdateImplementors = []string{"BudgetBurnUpdate"}
+
+func (ec *executionContext) _BudgetBurnUpdate(ctx context.Context, sel ast.SelectionSet, obj *gqlmodel.BudgetBurnUpdate) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, budgetBurnUpdateImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("BudgetBurnUpdate")
+		case "kind":
+			out.Values[i] = ec._BudgetBurnUpdate_kind(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "at":
+			out.Values[i] = ec._BudgetBurnUpdate_at(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "policy":
+			out.Values[i] = ec._BudgetBurnUpdate_policy(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "alert":
+			out.Values[i] = ec._BudgetBurnUpdate_alert(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "missed":
+			out.Values[i] = ec._BudgetBurnUpdate_missed(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var budgetViewImplementors = []string{"BudgetView"}
 
 func (ec *executionContext) _BudgetView(ctx context.Context, sel ast.SelectionSet, obj *platform.BudgetView) graphql.Marshaler {
@@ -26631,6 +28905,54 @@ func (ec *executionContext) _GPUClassPayload(ctx context.Context, sel ast.Select
 			}
 		case "warnings":
 			out.Values[i] = ec._GPUClassPayload_warnings(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var gPUClassUseImplementors = []string{"GPUClassUse"}
+
+func (ec *executionContext) _GPUClassUse(ctx context.Context, sel ast.SelectionSet, obj *gqlmodel.GPUClassUse) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, gPUClassUseImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("GPUClassUse")
+		case "gpuClass":
+			out.Values[i] = ec._GPUClassUse_gpuClass(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "declaredGpus":
+			out.Values[i] = ec._GPUClassUse_declaredGpus(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "usedGpus":
+			out.Values[i] = ec._GPUClassUse_usedGpus(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "freeGpus":
+			out.Values[i] = ec._GPUClassUse_freeGpus(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -27473,6 +29795,59 @@ func (ec *executionContext) _LogPage(ctx context.Context, sel ast.SelectionSet, 
 			}
 		case "truncated":
 			out.Values[i] = ec._LogPage_truncated(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var logUpdateImplementors = []string{"LogUpdate"}
+
+func (ec *executionContext) _LogUpdate(ctx context.Context, sel ast.SelectionSet, obj *gqlmodel.LogUpdate) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, logUpdateImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("LogUpdate")
+		case "lines":
+			out.Values[i] = ec._LogUpdate_lines(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "lastSeq":
+			out.Values[i] = ec._LogUpdate_lastSeq(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "truncated":
+			out.Values[i] = ec._LogUpdate_truncated(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "done":
+			out.Values[i] = ec._LogUpdate_done(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "missed":
+			out.Values[i] = ec._LogUpdate_missed(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -28396,6 +30771,117 @@ func (ec *executionContext) _PoolPayload(ctx context.Context, sel ast.SelectionS
 	return out
 }
 
+var poolUseImplementors = []string{"PoolUse"}
+
+func (ec *executionContext) _PoolUse(ctx context.Context, sel ast.SelectionSet, obj *gqlmodel.PoolUse) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, poolUseImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("PoolUse")
+		case "pool":
+			out.Values[i] = ec._PoolUse_pool(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "declaredGpus":
+			out.Values[i] = ec._PoolUse_declaredGpus(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "usedGpus":
+			out.Values[i] = ec._PoolUse_usedGpus(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "freeGpus":
+			out.Values[i] = ec._PoolUse_freeGpus(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "onlineWorkers":
+			out.Values[i] = ec._PoolUse_onlineWorkers(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "workers":
+			out.Values[i] = ec._PoolUse_workers(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var poolUtilizationUpdateImplementors = []string{"PoolUtilizationUpdate"}
+
+func (ec *executionContext) _PoolUtilizationUpdate(ctx context.Context, sel ast.SelectionSet, obj *gqlmodel.PoolUtilizationUpdate) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, poolUtilizationUpdateImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("PoolUtilizationUpdate")
+		case "kind":
+			out.Values[i] = ec._PoolUtilizationUpdate_kind(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "at":
+			out.Values[i] = ec._PoolUtilizationUpdate_at(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "pools":
+			out.Values[i] = ec._PoolUtilizationUpdate_pools(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "gpuClasses":
+			out.Values[i] = ec._PoolUtilizationUpdate_gpuClasses(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "missed":
+			out.Values[i] = ec._PoolUtilizationUpdate_missed(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var profileImplementors = []string{"Profile"}
 
 func (ec *executionContext) _Profile(ctx context.Context, sel ast.SelectionSet, obj *model.Profile) graphql.Marshaler {
@@ -29086,6 +31572,117 @@ func (ec *executionContext) _QueueState(ctx context.Context, sel ast.SelectionSe
 	return out
 }
 
+var queueUpdateImplementors = []string{"QueueUpdate"}
+
+func (ec *executionContext) _QueueUpdate(ctx context.Context, sel ast.SelectionSet, obj *gqlmodel.QueueUpdate) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, queueUpdateImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("QueueUpdate")
+		case "kind":
+			out.Values[i] = ec._QueueUpdate_kind(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "at":
+			out.Values[i] = ec._QueueUpdate_at(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "computeResource":
+			out.Values[i] = ec._QueueUpdate_computeResource(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "task":
+			out.Values[i] = ec._QueueUpdate_task(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "waiting":
+			out.Values[i] = ec._QueueUpdate_waiting(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "running":
+			out.Values[i] = ec._QueueUpdate_running(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "queueState":
+			out.Values[i] = ec._QueueUpdate_queueState(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "missed":
+			out.Values[i] = ec._QueueUpdate_missed(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var queuedTaskImplementors = []string{"QueuedTask"}
+
+func (ec *executionContext) _QueuedTask(ctx context.Context, sel ast.SelectionSet, obj *gqlmodel.QueuedTask) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, queuedTaskImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("QueuedTask")
+		case "position":
+			out.Values[i] = ec._QueuedTask_position(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "reason":
+			out.Values[i] = ec._QueuedTask_reason(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "task":
+			out.Values[i] = ec._QueuedTask_task(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var rateLimitImplementors = []string{"RateLimit"}
 
 func (ec *executionContext) _RateLimit(ctx context.Context, sel ast.SelectionSet, obj *model.RateLimit) graphql.Marshaler {
@@ -29388,6 +31985,36 @@ func (ec *executionContext) _Secret(ctx context.Context, sel ast.SelectionSet, o
 	}
 
 	return out
+}
+
+var subscriptionImplementors = []string{"Subscription"}
+
+func (ec *executionContext) _Subscription(ctx context.Context, sel ast.SelectionSet) func(ctx context.Context) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, subscriptionImplementors)
+	ctx = graphql.WithFieldContext(ctx, &graphql.FieldContext{
+		Object: "Subscription",
+	})
+	if len(fields) != 1 {
+		graphql.AddErrorf(ctx, "must subscribe to exactly one stream")
+		return nil
+	}
+
+	switch fields[0].Name {
+	case "queueChanged":
+		return ec._Subscription_queueChanged(ctx, fields[0])
+	case "taskEvents":
+		return ec._Subscription_taskEvents(ctx, fields[0])
+	case "taskLogs":
+		return ec._Subscription_taskLogs(ctx, fields[0])
+	case "poolUtilization":
+		return ec._Subscription_poolUtilization(ctx, fields[0])
+	case "workers":
+		return ec._Subscription_workers(ctx, fields[0])
+	case "budgetBurn":
+		return ec._Subscription_budgetBurn(ctx, fields[0])
+	default:
+		panic("unknown field " + strconv.Quote(fields[0].Name))
+	}
 }
 
 var taskImplementors = []string{"Task"}
@@ -29708,6 +32335,54 @@ func (ec *executionContext) _TaskSpec(ctx context.Context, sel ast.SelectionSet,
 			out.Values[i] = ec._TaskSpec_secrets(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var taskUpdateImplementors = []string{"TaskUpdate"}
+
+func (ec *executionContext) _TaskUpdate(ctx context.Context, sel ast.SelectionSet, obj *gqlmodel.TaskUpdate) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, taskUpdateImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("TaskUpdate")
+		case "kind":
+			out.Values[i] = ec._TaskUpdate_kind(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "at":
+			out.Values[i] = ec._TaskUpdate_at(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "task":
+			out.Values[i] = ec._TaskUpdate_task(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "missed":
+			out.Values[i] = ec._TaskUpdate_missed(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
 			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
@@ -30564,6 +33239,59 @@ func (ec *executionContext) _WorkerGPU(ctx context.Context, sel ast.SelectionSet
 	return out
 }
 
+var workerUpdateImplementors = []string{"WorkerUpdate"}
+
+func (ec *executionContext) _WorkerUpdate(ctx context.Context, sel ast.SelectionSet, obj *gqlmodel.WorkerUpdate) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, workerUpdateImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("WorkerUpdate")
+		case "kind":
+			out.Values[i] = ec._WorkerUpdate_kind(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "at":
+			out.Values[i] = ec._WorkerUpdate_at(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "worker":
+			out.Values[i] = ec._WorkerUpdate_worker(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "workers":
+			out.Values[i] = ec._WorkerUpdate_workers(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "missed":
+			out.Values[i] = ec._WorkerUpdate_missed(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var __DirectiveImplementors = []string{"__Directive"}
 
 func (ec *executionContext) ___Directive(ctx context.Context, sel ast.SelectionSet, obj *introspection.Directive) graphql.Marshaler {
@@ -31028,6 +33756,14 @@ func (ec *executionContext) marshalNBoolean2bool(ctx context.Context, sel ast.Se
 	return res
 }
 
+func (ec *executionContext) marshalNBudgetBurnUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐBudgetBurnUpdate(ctx context.Context, sel ast.SelectionSet, v *gqlmodel.BudgetBurnUpdate) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "BudgetBurnUpdate!")
+		return graphql.Null
+	}
+	return ec._BudgetBurnUpdate(ctx, sel, v)
+}
+
 func (ec *executionContext) unmarshalNBudgetPeriod2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐBudgetPeriod(ctx context.Context, v any) (model.BudgetPeriod, error) {
 	tmp, err := graphql.UnmarshalString(v)
 	res := unmarshalNBudgetPeriod2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐBudgetPeriod[tmp]
@@ -31312,6 +34048,30 @@ func (ec *executionContext) marshalNGPUClassPayload2ᚖgithubᚗcomᚋkliqueᚑa
 		return graphql.Null
 	}
 	return ec._GPUClassPayload(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNGPUClassUse2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐGPUClassUseᚄ(ctx context.Context, sel ast.SelectionSet, v []*gqlmodel.GPUClassUse) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNGPUClassUse2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐGPUClassUse(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNGPUClassUse2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐGPUClassUse(ctx context.Context, sel ast.SelectionSet, v *gqlmodel.GPUClassUse) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "GPUClassUse!")
+		return graphql.Null
+	}
+	return ec._GPUClassUse(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalNGPUSize2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐSize(ctx context.Context, sel ast.SelectionSet, v model.Size) graphql.Marshaler {
@@ -31715,12 +34475,44 @@ func (ec *executionContext) marshalNLogLine2ᚕgithubᚗcomᚋkliqueᚑaiᚋkliq
 	return ret
 }
 
+func (ec *executionContext) marshalNLogLine2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐLogLineᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.LogLine) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNLogLine2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐLogLine(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNLogLine2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐLogLine(ctx context.Context, sel ast.SelectionSet, v *model.LogLine) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "LogLine!")
+		return graphql.Null
+	}
+	return ec._LogLine(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNLogPage2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐLogPage(ctx context.Context, sel ast.SelectionSet, v *platform.LogPage) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "LogPage!")
 		return graphql.Null
 	}
 	return ec._LogPage(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNLogUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐLogUpdate(ctx context.Context, sel ast.SelectionSet, v *gqlmodel.LogUpdate) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "LogUpdate!")
+		return graphql.Null
+	}
+	return ec._LogUpdate(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalNMetricPoint2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐMetricPointᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.MetricPoint) graphql.Marshaler {
@@ -31908,6 +34700,38 @@ func (ec *executionContext) marshalNPoolPayload2ᚖgithubᚗcomᚋkliqueᚑaiᚋ
 	return ec._PoolPayload(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalNPoolUse2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐPoolUseᚄ(ctx context.Context, sel ast.SelectionSet, v []*gqlmodel.PoolUse) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNPoolUse2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐPoolUse(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNPoolUse2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐPoolUse(ctx context.Context, sel ast.SelectionSet, v *gqlmodel.PoolUse) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "PoolUse!")
+		return graphql.Null
+	}
+	return ec._PoolUse(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNPoolUtilizationUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐPoolUtilizationUpdate(ctx context.Context, sel ast.SelectionSet, v *gqlmodel.PoolUtilizationUpdate) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "PoolUtilizationUpdate!")
+		return graphql.Null
+	}
+	return ec._PoolUtilizationUpdate(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNProfile2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐProfileᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Profile) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
@@ -32028,6 +34852,38 @@ func (ec *executionContext) marshalNProjectPayload2ᚖgithubᚗcomᚋkliqueᚑai
 		return graphql.Null
 	}
 	return ec._ProjectPayload(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNQueueUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐQueueUpdate(ctx context.Context, sel ast.SelectionSet, v *gqlmodel.QueueUpdate) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "QueueUpdate!")
+		return graphql.Null
+	}
+	return ec._QueueUpdate(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNQueuedTask2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐQueuedTaskᚄ(ctx context.Context, sel ast.SelectionSet, v []*gqlmodel.QueuedTask) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNQueuedTask2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐQueuedTask(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNQueuedTask2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐQueuedTask(ctx context.Context, sel ast.SelectionSet, v *gqlmodel.QueuedTask) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "QueuedTask!")
+		return graphql.Null
+	}
+	return ec._QueuedTask(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalNRateLimit2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐRateLimitᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.RateLimit) graphql.Marshaler {
@@ -32377,6 +35233,14 @@ var (
 	}
 )
 
+func (ec *executionContext) marshalNTaskUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐTaskUpdate(ctx context.Context, sel ast.SelectionSet, v *gqlmodel.TaskUpdate) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "TaskUpdate!")
+		return graphql.Null
+	}
+	return ec._TaskUpdate(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNTenant2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐTenant(ctx context.Context, sel ast.SelectionSet, v *model.Tenant) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "Tenant!")
@@ -32670,6 +35534,14 @@ func (ec *executionContext) marshalNWorkerGPU2ᚕgithubᚗcomᚋkliqueᚑaiᚋkl
 	}
 
 	return ret
+}
+
+func (ec *executionContext) marshalNWorkerUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐWorkerUpdate(ctx context.Context, sel ast.SelectionSet, v *gqlmodel.WorkerUpdate) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "WorkerUpdate!")
+		return graphql.Null
+	}
+	return ec._WorkerUpdate(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalN__Directive2githubᚗcomᚋ99designsᚋgqlgenᚋgraphqlᚋintrospectionᚐDirective(ctx context.Context, sel ast.SelectionSet, v introspection.Directive) graphql.Marshaler {

@@ -48,6 +48,19 @@ type AuditFilter struct {
 	Until      *time.Time `json:"until,omitempty"`
 }
 
+// A group's time budget as its work burns it.
+type BudgetBurnUpdate struct {
+	// What prompted the update: snapshot, tick (time passed; running work burns
+	// budget by the minute), task.placed, task.completed, budget.alert...
+	Kind string    `json:"kind"`
+	At   time.Time `json:"at"`
+	// Used, left, burn rate and projected run-out, with the group's use against its policy.
+	Policy *platform.PolicyView `json:"policy"`
+	// The alert raised, in words, when kind is budget.alert.
+	Alert  *string `json:"alert,omitempty"`
+	Missed int     `json:"missed"`
+}
+
 type ComputeResourceConnection struct {
 	Edges    []*ComputeResourceEdge `json:"edges"`
 	PageInfo *PageInfo              `json:"pageInfo"`
@@ -134,6 +147,14 @@ type GPUClassPayload struct {
 	Warnings []*estate.Warning `json:"warnings"`
 }
 
+// Declared and used GPUs of one GPU class, over all pools.
+type GPUClassUse struct {
+	GpuClass     *model.GPUClass `json:"gpuClass"`
+	DeclaredGpus int             `json:"declaredGpus"`
+	UsedGpus     float64         `json:"usedGpus"`
+	FreeGpus     float64         `json:"freeGpus"`
+}
+
 // What a change of the gateway's configuration did.
 type GatewayPayload struct {
 	// The configuration after the change.
@@ -161,6 +182,18 @@ type GroupPayload struct {
 	Group    *model.Group      `json:"group"`
 	Changes  []*estate.Change  `json:"changes"`
 	Warnings []*estate.Warning `json:"warnings"`
+}
+
+// New lines of a task's log.
+type LogUpdate struct {
+	Lines []*model.LogLine `json:"lines"`
+	// The seq of the last line sent: pass it as after to resume after a reconnect.
+	LastSeq int `json:"lastSeq"`
+	// The log reached its size limit: later lines were not kept.
+	Truncated bool `json:"truncated"`
+	// The task has ended; no more lines will come and the subscription completes.
+	Done   bool `json:"done"`
+	Missed int  `json:"missed"`
 }
 
 type Mutation struct {
@@ -207,6 +240,28 @@ type PoolPayload struct {
 	Warnings []*estate.Warning `json:"warnings"`
 }
 
+// Declared and used GPUs of one pool.
+type PoolUse struct {
+	Pool         *model.Pool `json:"pool"`
+	DeclaredGpus int         `json:"declaredGpus"`
+	// GPUs held by tasks placed on the pool or running there.
+	UsedGpus float64 `json:"usedGpus"`
+	FreeGpus float64 `json:"freeGpus"`
+	// Workers of the pool that heartbeat, and all registered ones.
+	OnlineWorkers int `json:"onlineWorkers"`
+	Workers       int `json:"workers"`
+}
+
+// The estate's use after a placement, an end, or a pool change.
+type PoolUtilizationUpdate struct {
+	// What prompted the update (task.placed, task.completed, pool.updated, snapshot...).
+	Kind       string         `json:"kind"`
+	At         time.Time      `json:"at"`
+	Pools      []*PoolUse     `json:"pools"`
+	GpuClasses []*GPUClassUse `json:"gpuClasses"`
+	Missed     int            `json:"missed"`
+}
+
 type ProfileConnection struct {
 	Edges    []*ProfileEdge `json:"edges"`
 	PageInfo *PageInfo      `json:"pageInfo"`
@@ -242,6 +297,36 @@ type ProjectPayload struct {
 type Query struct {
 }
 
+// A compute resource's queue after something changed in it.
+type QueueUpdate struct {
+	// What happened: task.enqueued, task.placed, task.started, task.preempted,
+	// task.requeued, task.completed, task.failed, task.aborted, queue.changed
+	// (the engine's view of why the head waits changed), or snapshot (the first
+	// update of a subscription, and after missed updates).
+	Kind            string                 `json:"kind"`
+	At              time.Time              `json:"at"`
+	ComputeResource *model.ComputeResource `json:"computeResource"`
+	// The task the update is about, if any.
+	Task *model.Task `json:"task,omitempty"`
+	// Waiting tasks in order.
+	Waiting []*QueuedTask `json:"waiting"`
+	// Tasks placed or running.
+	Running []*model.Task `json:"running"`
+	// Why the head waits; null when nothing waits.
+	QueueState *model.QueueState `json:"queueState,omitempty"`
+	// Updates this subscriber missed (dropped because it read too slowly) since the previous one.
+	Missed int `json:"missed"`
+}
+
+// One task waiting in a compute resource's queue.
+type QueuedTask struct {
+	// Place in line, from 1.
+	Position int `json:"position"`
+	// Why it waits, in words a developer can act on.
+	Reason string      `json:"reason"`
+	Task   *model.Task `json:"task"`
+}
+
 type ResourcePolicyConnection struct {
 	Edges    []*ResourcePolicyEdge `json:"edges"`
 	PageInfo *PageInfo             `json:"pageInfo"`
@@ -256,6 +341,9 @@ type ResourcePolicyPayload struct {
 	ResourcePolicy *model.ResourcePolicy `json:"resourcePolicy"`
 	Changes        []*estate.Change      `json:"changes"`
 	Warnings       []*estate.Warning     `json:"warnings"`
+}
+
+type Subscription struct {
 }
 
 type TaskConnection struct {
@@ -275,6 +363,17 @@ type TaskFilter struct {
 	Group           *string            `json:"group,omitempty"`
 	// Only the caller's own tasks.
 	Mine *bool `json:"mine,omitempty"`
+}
+
+// A task's state after it changed.
+type TaskUpdate struct {
+	// What happened: snapshot (first update), task.enqueued, task.placed,
+	// task.started, task.preempted, task.requeued, task.completed, task.failed,
+	// task.aborted or task.metrics (new metric points).
+	Kind   string      `json:"kind"`
+	At     time.Time   `json:"at"`
+	Task   *model.Task `json:"task"`
+	Missed int         `json:"missed"`
 }
 
 type TenantConnection struct {
@@ -328,4 +427,18 @@ type Viewer struct {
 	Groups []*model.Membership `json:"groups"`
 	// The project the caller's credential is scoped to, if any.
 	Project *model.Project `json:"project,omitempty"`
+}
+
+// A worker joined, or its heartbeats stopped or came back.
+type WorkerUpdate struct {
+	// worker.registered (joined or re-registered), worker.heartbeat_lost (no
+	// heartbeat for longer than a lease), worker.back (heartbeats again) or
+	// snapshot (the first update, with worker null).
+	Kind string    `json:"kind"`
+	At   time.Time `json:"at"`
+	// The worker the update is about; null for a snapshot.
+	Worker *platform.WorkerView `json:"worker,omitempty"`
+	// Every registered worker of the tenant, as now.
+	Workers []*platform.WorkerView `json:"workers"`
+	Missed  int                    `json:"missed"`
 }
