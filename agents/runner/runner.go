@@ -125,4 +125,8 @@ type Diagnostics struct {
 	Message string
 	// LastLines are the last lines the task printed.
 	LastLines []string
+	// Reported is true when the work reported its own end to the control
+	// plane (an HPC job does, with its task credential): the worker then
+	// does not report it again.
+	Reported bool
 }

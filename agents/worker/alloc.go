@@ -141,3 +141,41 @@ func (a *Allocator) Release(key string) {
 		}
 	}
 }
+
+// AllocateSlots reserves capacity for key when the environment's scheduler
+// places the work (Config.Placed): the worker's GPUs are slots, counted, not
+// devices. A task takes nodes × its whole GPUs per node; a task larger than
+// what is idle (several nodes) takes every idle slot, so the worker claims
+// nothing more until it ends, and the scheduler queues what does not fit.
+func (a *Allocator) AllocateSlots(key string, milliPerNode int64, nodes int) ([]agentapi.GPU, int64, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, ok := a.holds[key]; ok {
+		return nil, 0, fmt.Errorf("allocate GPUs: %s already holds GPUs", key)
+	}
+	if milliPerNode <= 0 {
+		a.holds[key] = allocation{}
+		return nil, 0, nil
+	}
+	perNode := int((milliPerNode + 999) / 1000)
+	n := perNode * max(nodes, 1)
+	var picked []agentapi.GPU
+	for _, g := range a.gpus {
+		if a.used[g.Index] == 0 {
+			picked = append(picked, g)
+			if len(picked) == n {
+				break
+			}
+		}
+	}
+	if len(picked) < perNode {
+		return nil, 0, fmt.Errorf("%w: the task needs %d GPUs per node, %d slots are idle", ErrNoCapacity, perNode, len(picked))
+	}
+	al := allocation{share: 1000}
+	for _, g := range picked {
+		a.used[g.Index] = 1000
+		al.indices = append(al.indices, g.Index)
+	}
+	a.holds[key] = al
+	return picked, 1000, nil
+}

@@ -167,3 +167,25 @@ func TestAllocatorProperties(t *testing.T) {
 		}
 	})
 }
+
+func TestAllocateSlotsCountsNodesAndTakesWhatIsIdle(t *testing.T) {
+	a := NewAllocator([]agentapi.GPU{{Index: 0}, {Index: 1}, {Index: 2}, {Index: 3}}, false)
+	got, share, err := a.AllocateSlots("a", 1000, 2)
+	if err != nil || len(got) != 2 || share != 1000 {
+		t.Fatalf("1 GPU × 2 nodes: got %v share %d err %v, want 2 slots", got, share, err)
+	}
+	// 2 GPUs × 2 nodes is more than the 2 idle slots: it takes both.
+	if got, _, err := a.AllocateSlots("b", 2000, 2); err != nil || len(got) != 2 {
+		t.Fatalf("larger than idle: got %v err %v, want the 2 idle slots", got, err)
+	}
+	if idle, _ := a.Free(); idle != 0 {
+		t.Fatalf("idle = %d, want 0", idle)
+	}
+	if _, _, err := a.AllocateSlots("c", 1000, 1); !errors.Is(err, ErrNoCapacity) {
+		t.Fatalf("nothing idle: err %v, want ErrNoCapacity", err)
+	}
+	a.Release("a")
+	if idle, _ := a.Free(); idle != 2 {
+		t.Fatalf("after release idle = %d, want 2", idle)
+	}
+}

@@ -86,7 +86,14 @@ func (w *Worker) start(a *agentapi.Assignment) {
 			return w.cfg.Client.Metrics(ctx, a.TaskID, &agentapi.MetricsRequest{Attempt: a.Attempt, Points: points})
 		}}
 
-	gpus, share, err := w.alloc.Allocate(key, a.MilliGPUsPerNode)
+	var gpus []agentapi.GPU
+	var share int64
+	var err error
+	if w.cfg.Placed {
+		gpus, share, err = w.alloc.AllocateSlots(key, a.MilliGPUsPerNode, a.Nodes)
+	} else {
+		gpus, share, err = w.alloc.Allocate(key, a.MilliGPUsPerNode)
+	}
 	t.gpus, t.share = gpus, share
 
 	// Registered and counted in one step with the draining check, so a
@@ -101,6 +108,15 @@ func (w *Worker) start(a *agentapi.Assignment) {
 	if draining {
 		t.requestStop("the worker "+w.cfg.Hostname+" is shutting down", agentapi.StatePreempted)
 	}
+}
+
+// devices are the host GPUs the task runs on: none when the environment's
+// scheduler places the work (the worker then only counts slots).
+func (t *task) devices() []agentapi.GPU {
+	if t.w.cfg.Placed {
+		return nil
+	}
+	return t.gpus
 }
 
 func indices(gpus []agentapi.GPU) []int {
@@ -227,7 +243,7 @@ func (t *task) execute(allocErr error) *agentapi.FinishRequest {
 		t.workerLine("%s", msg)
 		return &agentapi.FinishRequest{Attempt: a.Attempt, State: agentapi.StateFailed, ExitCode: -1, Message: msg}
 	}
-	if a.Nodes > 1 {
+	if a.Nodes > 1 && !w.cfg.Placed {
 		return failed(fmt.Sprintf("a task on %d nodes cannot run on one %s worker", a.Nodes, w.cfg.Kind))
 	}
 	if allocErr != nil {
@@ -239,7 +255,11 @@ func (t *task) execute(allocErr error) *agentapi.FinishRequest {
 		}
 		return failed("the worker cannot give the task its GPUs: " + allocErr.Error())
 	}
-	t.workerLine("claimed by worker %s (attempt %d) on GPUs [%s]", w.cfg.Hostname, a.Attempt, joinInts(indices(t.gpus)))
+	if w.cfg.Placed {
+		t.workerLine("claimed by worker %s (attempt %d); the %s scheduler places its GPUs", w.cfg.Hostname, a.Attempt, w.cfg.Kind)
+	} else {
+		t.workerLine("claimed by worker %s (attempt %d) on GPUs [%s]", w.cfg.Hostname, a.Attempt, joinInts(indices(t.gpus)))
+	}
 
 	secrets, err := t.fetchSecrets()
 	if err != nil {
@@ -260,11 +280,11 @@ func (t *task) execute(allocErr error) *agentapi.FinishRequest {
 	}
 	url, token := w.metrics.add(func(p []agentapi.MetricPoint) { t.metrics.Add(p...) })
 	defer w.metrics.remove(token)
-	env := taskEnv(a, secrets, t.files, url, w.cfg.Hostname, w.pool, t.gpus)
+	env := taskEnv(a, secrets, t.files, url, w.cfg.Hostname, w.pool, t.devices())
 	if st := t.stopped(); st != nil {
 		return st
 	}
-	job := &runner.Job{Task: a, GPUs: t.gpus, MilliGPUs: t.share, Env: env, Dir: t.dir, Log: t.logLine}
+	job := &runner.Job{Task: a, GPUs: t.devices(), MilliGPUs: t.share, Env: env, Dir: t.dir, Log: t.logLine}
 	h, err := w.cfg.Runner.Submit(t.ctx, job)
 	if err != nil {
 		return failed("could not start the task: " + err.Error())
@@ -290,6 +310,12 @@ func (t *task) execute(allocErr error) *agentapi.FinishRequest {
 	t.running = false
 	t.mu.Unlock()
 	diag := h.Diagnostics(context.Background())
+	if diag.Reported {
+		// The work reported its own end (an HPC job with its task
+		// credential); reporting it again would only be refused.
+		t.workerLine("the task reported its end itself (exit code %d)", st.ExitCode)
+		return nil
+	}
 	return t.outcome(st, diag)
 }
 

@@ -90,6 +90,13 @@ type Config struct {
 	PollInterval time.Duration
 	// KeepTaskDirs keeps each task's directory after it ended.
 	KeepTaskDirs bool
+	// Placed is set when the environment's own scheduler places the work
+	// (Slurm, PBS, LSF, Kubernetes): the worker's GPUs are then only a
+	// count of how much it may hold at once, not devices on this host.
+	// A task's slots are not named to the runner, in its environment or
+	// in heartbeats, and a task on several nodes is taken on, since the
+	// scheduler places its nodes.
+	Placed bool
 }
 
 // Worker is a running worker daemon.
@@ -425,7 +432,7 @@ func (w *Worker) running() []agentapi.TaskHeartbeat {
 	out := make([]agentapi.TaskHeartbeat, 0, len(w.tasks))
 	for _, t := range w.tasks {
 		hb := agentapi.TaskHeartbeat{TaskID: t.a.TaskID, Attempt: t.a.Attempt}
-		for _, g := range t.gpus {
+		for _, g := range t.devices() {
 			hb.GPUs = append(hb.GPUs, g.Index)
 		}
 		out = append(out, hb)
