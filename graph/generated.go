@@ -124,6 +124,47 @@ type ComplexityRoot struct {
 		Node   func(childComplexity int) int
 	}
 
+	Autoscaler struct {
+		CreatedAt            func(childComplexity int) int
+		CreatedBy            func(childComplexity int) int
+		CredentialSecrets    func(childComplexity int) int
+		ID                   func(childComplexity int) int
+		IdleTimeoutSeconds   func(childComplexity int) int
+		Image                func(childComplexity int) int
+		InstanceTypes        func(childComplexity int) int
+		Instances            func(childComplexity int) int
+		LastHeartbeatAt      func(childComplexity int) int
+		Market               func(childComplexity int) int
+		MaxGpus              func(childComplexity int) int
+		MaxInstances         func(childComplexity int) int
+		Message              func(childComplexity int) int
+		Name                 func(childComplexity int) int
+		Online               func(childComplexity int) int
+		Pool                 func(childComplexity int) int
+		Provider             func(childComplexity int) int
+		Region               func(childComplexity int) int
+		Settings             func(childComplexity int) int
+		SpinUpTimeoutSeconds func(childComplexity int) int
+		SpotBlackoutSeconds  func(childComplexity int) int
+		SpotBlackoutUntil    func(childComplexity int) int
+		SpotFallback         func(childComplexity int) int
+		SpotTimeoutSeconds   func(childComplexity int) int
+		UpdatedAt            func(childComplexity int) int
+		Version              func(childComplexity int) int
+	}
+
+	AutoscalerInstance struct {
+		Gpus         func(childComplexity int) int
+		ID           func(childComplexity int) int
+		IdleSince    func(childComplexity int) int
+		LaunchedAt   func(childComplexity int) int
+		Market       func(childComplexity int) int
+		RegisteredAt func(childComplexity int) int
+		State        func(childComplexity int) int
+		Type         func(childComplexity int) int
+		Worker       func(childComplexity int) int
+	}
+
 	BudgetBurnUpdate struct {
 		Alert  func(childComplexity int) int
 		At     func(childComplexity int) int
@@ -295,6 +336,11 @@ type ComplexityRoot struct {
 		Warnings func(childComplexity int) int
 	}
 
+	InstanceType struct {
+		Gpus func(childComplexity int) int
+		Name func(childComplexity int) int
+	}
+
 	LLMAlias struct {
 		Description func(childComplexity int) int
 		Guardrails  func(childComplexity int) int
@@ -383,6 +429,7 @@ type ComplexityRoot struct {
 		CloneTask              func(childComplexity int, id string, parameterOverrides map[string]string, name *string, computeResource *string, group *string, project *string) int
 		ConnectProfile         func(childComplexity int, input platform.ConnectInput) int
 		CreateAPIKey           func(childComplexity int, input gqlmodel.CreateAPIKeyInput) int
+		CreateAutoscaler       func(childComplexity int, input gqlmodel.AutoscalerInput) int
 		CreateGPUClass         func(childComplexity int, input platform.GPUClassInput) int
 		CreateGroup            func(childComplexity int, input platform.GroupInput) int
 		CreatePool             func(childComplexity int, input platform.PoolInput) int
@@ -392,6 +439,7 @@ type ComplexityRoot struct {
 		CreateTenant           func(childComplexity int, input gqlmodel.CreateTenantInput) int
 		CreateUser             func(childComplexity int, input gqlmodel.CreateUserInput) int
 		CreateWorkerCredential func(childComplexity int, pool string, name *string) int
+		DeleteAutoscaler       func(childComplexity int, id string) int
 		DeleteEntitlement      func(childComplexity int, name string) int
 		DeleteGPUClass         func(childComplexity int, id string) int
 		DeleteGroup            func(childComplexity int, id string) int
@@ -422,6 +470,7 @@ type ComplexityRoot struct {
 		SetGroupMember         func(childComplexity int, group string, user string, role *model.GroupRole) int
 		SetGuardrails          func(childComplexity int, input platform.GuardrailsInput) int
 		SetSecret              func(childComplexity int, scope string, owner *string, name string, value string) int
+		UpdateAutoscaler       func(childComplexity int, id string, input gqlmodel.AutoscalerInput) int
 		UpdateComputeResource  func(childComplexity int, id string, input platform.ComputeResourceInput) int
 		UpdateGPUClass         func(childComplexity int, id string, input platform.GPUClassInput) int
 		UpdateGroup            func(childComplexity int, id string, input platform.GroupInput) int
@@ -467,6 +516,7 @@ type ComplexityRoot struct {
 	}
 
 	Pool struct {
+		Autoscaler        func(childComplexity int) int
 		CapacityGPUs      func(childComplexity int) int
 		CreatedAt         func(childComplexity int) int
 		Description       func(childComplexity int) int
@@ -574,6 +624,7 @@ type ComplexityRoot struct {
 	Query struct {
 		APIKeys           func(childComplexity int, user *string, first *int, after *string) int
 		AuditLog          func(childComplexity int, filter *gqlmodel.AuditFilter, first *int, after *string) int
+		Autoscalers       func(childComplexity int) int
 		ComputeResource   func(childComplexity int, id string) int
 		ComputeResources  func(childComplexity int, first *int, after *string) int
 		Engine            func(childComplexity int) int
@@ -934,6 +985,9 @@ type LLMRouteResolver interface {
 	TimeoutSeconds(ctx context.Context, obj *model.Route) (float64, error)
 }
 type MutationResolver interface {
+	CreateAutoscaler(ctx context.Context, input gqlmodel.AutoscalerInput) (*gqlmodel.Autoscaler, error)
+	UpdateAutoscaler(ctx context.Context, id string, input gqlmodel.AutoscalerInput) (*gqlmodel.Autoscaler, error)
+	DeleteAutoscaler(ctx context.Context, id string) (bool, error)
 	SetEngineEnabled(ctx context.Context, enabled bool) (*platform.EngineStatus, error)
 	CreateGPUClass(ctx context.Context, input platform.GPUClassInput) (*gqlmodel.GPUClassPayload, error)
 	UpdateGPUClass(ctx context.Context, id string, input platform.GPUClassInput) (*gqlmodel.GPUClassPayload, error)
@@ -999,6 +1053,8 @@ type PoolResolver interface {
 	GpuClass(ctx context.Context, obj *model.Pool) (*model.GPUClass, error)
 
 	ExecutionPriority(ctx context.Context, obj *model.Pool) ([]*model.Profile, error)
+
+	Autoscaler(ctx context.Context, obj *model.Pool) (*gqlmodel.Autoscaler, error)
 }
 type ProfileResolver interface {
 	GpuClass(ctx context.Context, obj *model.Profile) (*model.GPUClass, error)
@@ -1012,6 +1068,7 @@ type ProjectResolver interface {
 }
 type QueryResolver interface {
 	AuditLog(ctx context.Context, filter *gqlmodel.AuditFilter, first *int, after *string) (*gqlmodel.AuditEntryConnection, error)
+	Autoscalers(ctx context.Context) ([]*gqlmodel.Autoscaler, error)
 	Engine(ctx context.Context) (*platform.EngineStatus, error)
 	PolicyView(ctx context.Context, group *string) ([]*platform.PolicyView, error)
 	GpuClasses(ctx context.Context, first *int, after *string) (*gqlmodel.GPUClassConnection, error)
@@ -1342,6 +1399,218 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.AuditEntryEdge.Node(childComplexity), true
+
+	case "Autoscaler.createdAt":
+		if e.ComplexityRoot.Autoscaler.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Autoscaler.CreatedAt(childComplexity), true
+	case "Autoscaler.createdBy":
+		if e.ComplexityRoot.Autoscaler.CreatedBy == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Autoscaler.CreatedBy(childComplexity), true
+	case "Autoscaler.credentialSecrets":
+		if e.ComplexityRoot.Autoscaler.CredentialSecrets == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Autoscaler.CredentialSecrets(childComplexity), true
+	case "Autoscaler.id":
+		if e.ComplexityRoot.Autoscaler.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Autoscaler.ID(childComplexity), true
+	case "Autoscaler.idleTimeoutSeconds":
+		if e.ComplexityRoot.Autoscaler.IdleTimeoutSeconds == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Autoscaler.IdleTimeoutSeconds(childComplexity), true
+	case "Autoscaler.image":
+		if e.ComplexityRoot.Autoscaler.Image == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Autoscaler.Image(childComplexity), true
+	case "Autoscaler.instanceTypes":
+		if e.ComplexityRoot.Autoscaler.InstanceTypes == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Autoscaler.InstanceTypes(childComplexity), true
+	case "Autoscaler.instances":
+		if e.ComplexityRoot.Autoscaler.Instances == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Autoscaler.Instances(childComplexity), true
+	case "Autoscaler.lastHeartbeatAt":
+		if e.ComplexityRoot.Autoscaler.LastHeartbeatAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Autoscaler.LastHeartbeatAt(childComplexity), true
+	case "Autoscaler.market":
+		if e.ComplexityRoot.Autoscaler.Market == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Autoscaler.Market(childComplexity), true
+	case "Autoscaler.maxGpus":
+		if e.ComplexityRoot.Autoscaler.MaxGpus == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Autoscaler.MaxGpus(childComplexity), true
+	case "Autoscaler.maxInstances":
+		if e.ComplexityRoot.Autoscaler.MaxInstances == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Autoscaler.MaxInstances(childComplexity), true
+	case "Autoscaler.message":
+		if e.ComplexityRoot.Autoscaler.Message == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Autoscaler.Message(childComplexity), true
+	case "Autoscaler.name":
+		if e.ComplexityRoot.Autoscaler.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Autoscaler.Name(childComplexity), true
+	case "Autoscaler.online":
+		if e.ComplexityRoot.Autoscaler.Online == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Autoscaler.Online(childComplexity), true
+	case "Autoscaler.pool":
+		if e.ComplexityRoot.Autoscaler.Pool == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Autoscaler.Pool(childComplexity), true
+	case "Autoscaler.provider":
+		if e.ComplexityRoot.Autoscaler.Provider == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Autoscaler.Provider(childComplexity), true
+	case "Autoscaler.region":
+		if e.ComplexityRoot.Autoscaler.Region == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Autoscaler.Region(childComplexity), true
+	case "Autoscaler.settings":
+		if e.ComplexityRoot.Autoscaler.Settings == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Autoscaler.Settings(childComplexity), true
+	case "Autoscaler.spinUpTimeoutSeconds":
+		if e.ComplexityRoot.Autoscaler.SpinUpTimeoutSeconds == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Autoscaler.SpinUpTimeoutSeconds(childComplexity), true
+	case "Autoscaler.spotBlackoutSeconds":
+		if e.ComplexityRoot.Autoscaler.SpotBlackoutSeconds == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Autoscaler.SpotBlackoutSeconds(childComplexity), true
+	case "Autoscaler.spotBlackoutUntil":
+		if e.ComplexityRoot.Autoscaler.SpotBlackoutUntil == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Autoscaler.SpotBlackoutUntil(childComplexity), true
+	case "Autoscaler.spotFallback":
+		if e.ComplexityRoot.Autoscaler.SpotFallback == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Autoscaler.SpotFallback(childComplexity), true
+	case "Autoscaler.spotTimeoutSeconds":
+		if e.ComplexityRoot.Autoscaler.SpotTimeoutSeconds == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Autoscaler.SpotTimeoutSeconds(childComplexity), true
+	case "Autoscaler.updatedAt":
+		if e.ComplexityRoot.Autoscaler.UpdatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Autoscaler.UpdatedAt(childComplexity), true
+	case "Autoscaler.version":
+		if e.ComplexityRoot.Autoscaler.Version == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Autoscaler.Version(childComplexity), true
+
+	case "AutoscalerInstance.gpus":
+		if e.ComplexityRoot.AutoscalerInstance.Gpus == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AutoscalerInstance.Gpus(childComplexity), true
+	case "AutoscalerInstance.id":
+		if e.ComplexityRoot.AutoscalerInstance.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AutoscalerInstance.ID(childComplexity), true
+	case "AutoscalerInstance.idleSince":
+		if e.ComplexityRoot.AutoscalerInstance.IdleSince == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AutoscalerInstance.IdleSince(childComplexity), true
+	case "AutoscalerInstance.launchedAt":
+		if e.ComplexityRoot.AutoscalerInstance.LaunchedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AutoscalerInstance.LaunchedAt(childComplexity), true
+	case "AutoscalerInstance.market":
+		if e.ComplexityRoot.AutoscalerInstance.Market == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AutoscalerInstance.Market(childComplexity), true
+	case "AutoscalerInstance.registeredAt":
+		if e.ComplexityRoot.AutoscalerInstance.RegisteredAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AutoscalerInstance.RegisteredAt(childComplexity), true
+	case "AutoscalerInstance.state":
+		if e.ComplexityRoot.AutoscalerInstance.State == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AutoscalerInstance.State(childComplexity), true
+	case "AutoscalerInstance.type":
+		if e.ComplexityRoot.AutoscalerInstance.Type == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AutoscalerInstance.Type(childComplexity), true
+	case "AutoscalerInstance.worker":
+		if e.ComplexityRoot.AutoscalerInstance.Worker == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AutoscalerInstance.Worker(childComplexity), true
 
 	case "BudgetBurnUpdate.alert":
 		if e.ComplexityRoot.BudgetBurnUpdate.Alert == nil {
@@ -1978,6 +2247,19 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.GroupPayload.Warnings(childComplexity), true
 
+	case "InstanceType.gpus":
+		if e.ComplexityRoot.InstanceType.Gpus == nil {
+			break
+		}
+
+		return e.ComplexityRoot.InstanceType.Gpus(childComplexity), true
+	case "InstanceType.name":
+		if e.ComplexityRoot.InstanceType.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.InstanceType.Name(childComplexity), true
+
 	case "LLMAlias.description":
 		if e.ComplexityRoot.LLMAlias.Description == nil {
 			break
@@ -2338,6 +2620,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.CreateAPIKey(childComplexity, args["input"].(gqlmodel.CreateAPIKeyInput)), true
+	case "Mutation.createAutoscaler":
+		if e.ComplexityRoot.Mutation.CreateAutoscaler == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_createAutoscaler_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.CreateAutoscaler(childComplexity, args["input"].(gqlmodel.AutoscalerInput)), true
 	case "Mutation.createGPUClass":
 		if e.ComplexityRoot.Mutation.CreateGPUClass == nil {
 			break
@@ -2437,6 +2730,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.CreateWorkerCredential(childComplexity, args["pool"].(string), args["name"].(*string)), true
+	case "Mutation.deleteAutoscaler":
+		if e.ComplexityRoot.Mutation.DeleteAutoscaler == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_deleteAutoscaler_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.DeleteAutoscaler(childComplexity, args["id"].(string)), true
 	case "Mutation.deleteEntitlement":
 		if e.ComplexityRoot.Mutation.DeleteEntitlement == nil {
 			break
@@ -2767,6 +3071,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.SetSecret(childComplexity, args["scope"].(string), args["owner"].(*string), args["name"].(string), args["value"].(string)), true
+	case "Mutation.updateAutoscaler":
+		if e.ComplexityRoot.Mutation.UpdateAutoscaler == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_updateAutoscaler_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.UpdateAutoscaler(childComplexity, args["id"].(string), args["input"].(gqlmodel.AutoscalerInput)), true
 	case "Mutation.updateComputeResource":
 		if e.ComplexityRoot.Mutation.UpdateComputeResource == nil {
 			break
@@ -2975,6 +3290,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.PolicyView.WaitingTasks(childComplexity), true
 
+	case "Pool.autoscaler":
+		if e.ComplexityRoot.Pool.Autoscaler == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Pool.Autoscaler(childComplexity), true
 	case "Pool.capacityGpus":
 		if e.ComplexityRoot.Pool.CapacityGPUs == nil {
 			break
@@ -3389,6 +3710,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.AuditLog(childComplexity, args["filter"].(*gqlmodel.AuditFilter), args["first"].(*int), args["after"].(*string)), true
+	case "Query.autoscalers":
+		if e.ComplexityRoot.Query.Autoscalers == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Query.Autoscalers(childComplexity), true
 	case "Query.computeResource":
 		if e.ComplexityRoot.Query.ComputeResource == nil {
 			break
@@ -4791,6 +5118,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 	inputUnmarshalers := func() *graphql.InputUnmarshalerIndex {
 		return graphql.NewInputUnmarshalerIndex(
 			graphql.NewInputUnmarshaler("AuditFilter", ec.unmarshalInputAuditFilter),
+			graphql.NewInputUnmarshaler("AutoscalerInput", ec.unmarshalInputAutoscalerInput),
 			graphql.NewInputUnmarshaler("ComputeResourceInput", ec.unmarshalInputComputeResourceInput),
 			graphql.NewInputUnmarshaler("ConnectProfileInput", ec.unmarshalInputConnectProfileInput),
 			graphql.NewInputUnmarshaler("CreateAPIKeyInput", ec.unmarshalInputCreateAPIKeyInput),
@@ -4801,6 +5129,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 			graphql.NewInputUnmarshaler("GPUClassInput", ec.unmarshalInputGPUClassInput),
 			graphql.NewInputUnmarshaler("GroupGrantInput", ec.unmarshalInputGroupGrantInput),
 			graphql.NewInputUnmarshaler("GroupInput", ec.unmarshalInputGroupInput),
+			graphql.NewInputUnmarshaler("InstanceTypeInput", ec.unmarshalInputInstanceTypeInput),
 			graphql.NewInputUnmarshaler("LLMAliasInput", ec.unmarshalInputLLMAliasInput),
 			graphql.NewInputUnmarshaler("LLMAliasRuleInput", ec.unmarshalInputLLMAliasRuleInput),
 			graphql.NewInputUnmarshaler("LLMGuardrailsInput", ec.unmarshalInputLLMGuardrailsInput),
@@ -4947,6 +5276,134 @@ input AuditFilter {
 extend type Query {
   "The tenant's audit trail, newest first (admins only)."
   auditLog(filter: AuditFilter, first: Int = 50, after: String): AuditEntryConnection!
+}
+`, BuiltIn: false},
+	{Name: "../schema/autoscaler.graphqls", Input: `"How an autoscaler buys instances."
+enum AutoscalerMarket {
+  "Spot first; on-demand when spot is refused or not fulfilled in time (with spotFallback)."
+  SPOT
+  ON_DEMAND
+}
+
+"Where an autoscaler starts instances."
+enum AutoscalerProvider {
+  "AWS EC2."
+  AWS
+  "Worker processes on the autoscaler daemon's own machine: for demos and tests."
+  LOCAL
+}
+
+"A kind of instance an autoscaler may start, with the GPUs each brings."
+type InstanceType {
+  name: String!
+  gpus: Int!
+}
+
+input InstanceTypeInput {
+  "The provider's name for it, such as g5.xlarge."
+  name: String!
+  gpus: Int!
+}
+
+"An instance an autoscaler started, as its daemon last reported it."
+type AutoscalerInstance {
+  "The provider's id (i-0abc… on AWS)."
+  id: String!
+  "The name its worker registers with (a worker of the pool by that hostname)."
+  worker: String!
+  type: String!
+  gpus: Int!
+  market: AutoscalerMarket!
+  "pending (launched, its worker not registered yet), running, idle or terminating."
+  state: String!
+  launchedAt: Time!
+  registeredAt: Time
+  idleSince: Time
+}
+
+"A cloud autoscaler: it starts instances for one pool when work waits there and removes them when idle (scale from zero)."
+type Autoscaler {
+  id: ID!
+  name: String!
+  pool: Pool
+  provider: AutoscalerProvider!
+  region: String!
+  instanceTypes: [InstanceType!]!
+  maxInstances: Int!
+  "The most GPUs its instances bring: maxInstances × the GPUs of the largest instance type."
+  maxGpus: Int!
+  idleTimeoutSeconds: Int!
+  spinUpTimeoutSeconds: Int!
+  market: AutoscalerMarket!
+  spotFallback: Boolean!
+  spotTimeoutSeconds: Int!
+  spotBlackoutSeconds: Int!
+  "The machine image instances boot (an AMI id on AWS)."
+  image: String!
+  "Provider settings that are not secret (subnet_id, security_group_ids, iam_instance_profile, key_name, worker_args)."
+  settings: StringMap!
+  "Names of tenant vault secrets that hold the provider's credentials; their values are never returned."
+  credentialSecrets: [String!]!
+  "When its daemon (klique autoscaler) last reported; null before it first did."
+  lastHeartbeatAt: Time
+  "False when its daemon has not reported for longer than a worker lease: no new instances start until it is back."
+  online: Boolean!
+  "The daemon's version, as it last reported."
+  version: String!
+  instances: [AutoscalerInstance!]!
+  "What holds scaling now, if anything: no spot capacity, the maximum reached, a provider error, the daemon down."
+  message: String!
+  "Until when on-demand is bought instead of spot after spot failed."
+  spotBlackoutUntil: Time
+  createdBy: String!
+  createdAt: Time!
+  updatedAt: Time!
+}
+
+input AutoscalerInput {
+  name: String!
+  "The cloud pool it serves (name or id); a pool has at most one autoscaler."
+  pool: ID!
+  provider: AutoscalerProvider!
+  "The provider's region (required for AWS)."
+  region: String
+  instanceTypes: [InstanceTypeInput!]!
+  "Its instances bring at most maxInstances × the largest type's GPUs; the pool's declared capacity may not exceed that."
+  maxInstances: Int!
+  "An instance whose worker has run nothing this long is removed."
+  idleTimeoutSeconds: Int = 600
+  "An instance whose worker has not registered this long after launch is terminated."
+  spinUpTimeoutSeconds: Int = 900
+  market: AutoscalerMarket = SPOT
+  "Buy on-demand when spot is refused or not fulfilled within spotTimeoutSeconds."
+  spotFallback: Boolean = true
+  spotTimeoutSeconds: Int = 120
+  "After spot failed, how long to buy on-demand before asking for spot again."
+  spotBlackoutSeconds: Int = 1800
+  "The machine image (AMI id on AWS), with klique installed."
+  image: String
+  settings: StringMap
+  "Names of tenant vault secrets with the provider's credentials (for AWS: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY)."
+  credentialSecrets: [String!]
+}
+
+extend type Pool {
+  "The autoscaler that brings this pool's nodes, with its state (admins; null for others and for pools without one)."
+  autoscaler: Autoscaler
+}
+
+extend type Query {
+  "The tenant's cloud autoscalers, with their instances and state (admins)."
+  autoscalers: [Autoscaler!]!
+}
+
+extend type Mutation {
+  "Store an autoscaler for a cloud pool (admins)."
+  createAutoscaler(input: AutoscalerInput!): Autoscaler!
+  "Replace an autoscaler's settings (admins); its pool stays."
+  updateAutoscaler(id: ID!, input: AutoscalerInput!): Autoscaler!
+  "Delete an autoscaler (admins): its daemon is refused from its next sync."
+  deleteAutoscaler(id: ID!): Boolean!
 }
 `, BuiltIn: false},
 	{Name: "../schema/common.graphqls", Input: `# Klique's GraphQL API. Every query and mutation goes through the platform
@@ -6539,6 +6996,88 @@ func (ec *executionContext) childFields_AuditEntryEdge(ctx context.Context, fiel
 	return nil, fmt.Errorf("no field named %q was found under type AuditEntryEdge", field.Name)
 }
 
+func (ec *executionContext) childFields_Autoscaler(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_Autoscaler_id(ctx, field)
+	case "name":
+		return ec.fieldContext_Autoscaler_name(ctx, field)
+	case "pool":
+		return ec.fieldContext_Autoscaler_pool(ctx, field)
+	case "provider":
+		return ec.fieldContext_Autoscaler_provider(ctx, field)
+	case "region":
+		return ec.fieldContext_Autoscaler_region(ctx, field)
+	case "instanceTypes":
+		return ec.fieldContext_Autoscaler_instanceTypes(ctx, field)
+	case "maxInstances":
+		return ec.fieldContext_Autoscaler_maxInstances(ctx, field)
+	case "maxGpus":
+		return ec.fieldContext_Autoscaler_maxGpus(ctx, field)
+	case "idleTimeoutSeconds":
+		return ec.fieldContext_Autoscaler_idleTimeoutSeconds(ctx, field)
+	case "spinUpTimeoutSeconds":
+		return ec.fieldContext_Autoscaler_spinUpTimeoutSeconds(ctx, field)
+	case "market":
+		return ec.fieldContext_Autoscaler_market(ctx, field)
+	case "spotFallback":
+		return ec.fieldContext_Autoscaler_spotFallback(ctx, field)
+	case "spotTimeoutSeconds":
+		return ec.fieldContext_Autoscaler_spotTimeoutSeconds(ctx, field)
+	case "spotBlackoutSeconds":
+		return ec.fieldContext_Autoscaler_spotBlackoutSeconds(ctx, field)
+	case "image":
+		return ec.fieldContext_Autoscaler_image(ctx, field)
+	case "settings":
+		return ec.fieldContext_Autoscaler_settings(ctx, field)
+	case "credentialSecrets":
+		return ec.fieldContext_Autoscaler_credentialSecrets(ctx, field)
+	case "lastHeartbeatAt":
+		return ec.fieldContext_Autoscaler_lastHeartbeatAt(ctx, field)
+	case "online":
+		return ec.fieldContext_Autoscaler_online(ctx, field)
+	case "version":
+		return ec.fieldContext_Autoscaler_version(ctx, field)
+	case "instances":
+		return ec.fieldContext_Autoscaler_instances(ctx, field)
+	case "message":
+		return ec.fieldContext_Autoscaler_message(ctx, field)
+	case "spotBlackoutUntil":
+		return ec.fieldContext_Autoscaler_spotBlackoutUntil(ctx, field)
+	case "createdBy":
+		return ec.fieldContext_Autoscaler_createdBy(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_Autoscaler_createdAt(ctx, field)
+	case "updatedAt":
+		return ec.fieldContext_Autoscaler_updatedAt(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Autoscaler", field.Name)
+}
+
+func (ec *executionContext) childFields_AutoscalerInstance(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_AutoscalerInstance_id(ctx, field)
+	case "worker":
+		return ec.fieldContext_AutoscalerInstance_worker(ctx, field)
+	case "type":
+		return ec.fieldContext_AutoscalerInstance_type(ctx, field)
+	case "gpus":
+		return ec.fieldContext_AutoscalerInstance_gpus(ctx, field)
+	case "market":
+		return ec.fieldContext_AutoscalerInstance_market(ctx, field)
+	case "state":
+		return ec.fieldContext_AutoscalerInstance_state(ctx, field)
+	case "launchedAt":
+		return ec.fieldContext_AutoscalerInstance_launchedAt(ctx, field)
+	case "registeredAt":
+		return ec.fieldContext_AutoscalerInstance_registeredAt(ctx, field)
+	case "idleSince":
+		return ec.fieldContext_AutoscalerInstance_idleSince(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type AutoscalerInstance", field.Name)
+}
+
 func (ec *executionContext) childFields_BudgetBurnUpdate(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "kind":
@@ -6881,6 +7420,16 @@ func (ec *executionContext) childFields_GroupPayload(ctx context.Context, field 
 	return nil, fmt.Errorf("no field named %q was found under type GroupPayload", field.Name)
 }
 
+func (ec *executionContext) childFields_InstanceType(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "name":
+		return ec.fieldContext_InstanceType_name(ctx, field)
+	case "gpus":
+		return ec.fieldContext_InstanceType_gpus(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type InstanceType", field.Name)
+}
+
 func (ec *executionContext) childFields_LLMAlias(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "name":
@@ -7139,6 +7688,8 @@ func (ec *executionContext) childFields_Pool(ctx context.Context, field graphql.
 		return ec.fieldContext_Pool_createdAt(ctx, field)
 	case "updatedAt":
 		return ec.fieldContext_Pool_updatedAt(ctx, field)
+	case "autoscaler":
+		return ec.fieldContext_Pool_autoscaler(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Pool", field.Name)
 }
@@ -8085,6 +8636,20 @@ func (ec *executionContext) field_Mutation_createAPIKey_args(ctx context.Context
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_createAutoscaler_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (gqlmodel.AutoscalerInput, error) {
+			return ec.unmarshalNAutoscalerInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐAutoscalerInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_createGPUClass_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -8216,6 +8781,20 @@ func (ec *executionContext) field_Mutation_createWorkerCredential_args(ctx conte
 		return nil, err
 	}
 	args["name"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_deleteAutoscaler_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
 	return args, nil
 }
 
@@ -8716,6 +9295,28 @@ func (ec *executionContext) field_Mutation_setSecret_args(ctx context.Context, r
 		return nil, err
 	}
 	args["value"] = arg3
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_updateAutoscaler_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (gqlmodel.AutoscalerInput, error) {
+			return ec.unmarshalNAutoscalerInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐAutoscalerInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg1
 	return args, nil
 }
 
@@ -10403,6 +11004,838 @@ func (ec *executionContext) fieldContext_AuditEntryEdge_node(_ context.Context, 
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _Autoscaler_id(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.Autoscaler) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Autoscaler_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Autoscaler_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Autoscaler", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Autoscaler_name(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.Autoscaler) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Autoscaler_name(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Name, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Autoscaler_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Autoscaler", field, false, false, "String")
+}
+
+func (ec *executionContext) _Autoscaler_pool(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.Autoscaler) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Autoscaler_pool(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Pool, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Pool) graphql.Marshaler {
+			return ec.marshalOPool2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐPool(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Autoscaler_pool(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Autoscaler",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Pool(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Autoscaler_provider(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.Autoscaler) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Autoscaler_provider(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Provider, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v gqlmodel.AutoscalerProvider) graphql.Marshaler {
+			return ec.marshalNAutoscalerProvider2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐAutoscalerProvider(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Autoscaler_provider(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Autoscaler", field, false, false, "AutoscalerProvider")
+}
+
+func (ec *executionContext) _Autoscaler_region(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.Autoscaler) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Autoscaler_region(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Region, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Autoscaler_region(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Autoscaler", field, false, false, "String")
+}
+
+func (ec *executionContext) _Autoscaler_instanceTypes(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.Autoscaler) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Autoscaler_instanceTypes(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.InstanceTypes, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*gqlmodel.InstanceType) graphql.Marshaler {
+			return ec.marshalNInstanceType2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐInstanceTypeᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Autoscaler_instanceTypes(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Autoscaler",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_InstanceType(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Autoscaler_maxInstances(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.Autoscaler) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Autoscaler_maxInstances(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MaxInstances, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Autoscaler_maxInstances(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Autoscaler", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Autoscaler_maxGpus(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.Autoscaler) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Autoscaler_maxGpus(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MaxGpus, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Autoscaler_maxGpus(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Autoscaler", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Autoscaler_idleTimeoutSeconds(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.Autoscaler) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Autoscaler_idleTimeoutSeconds(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.IdleTimeoutSeconds, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Autoscaler_idleTimeoutSeconds(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Autoscaler", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Autoscaler_spinUpTimeoutSeconds(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.Autoscaler) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Autoscaler_spinUpTimeoutSeconds(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SpinUpTimeoutSeconds, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Autoscaler_spinUpTimeoutSeconds(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Autoscaler", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Autoscaler_market(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.Autoscaler) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Autoscaler_market(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Market, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v gqlmodel.AutoscalerMarket) graphql.Marshaler {
+			return ec.marshalNAutoscalerMarket2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐAutoscalerMarket(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Autoscaler_market(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Autoscaler", field, false, false, "AutoscalerMarket")
+}
+
+func (ec *executionContext) _Autoscaler_spotFallback(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.Autoscaler) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Autoscaler_spotFallback(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SpotFallback, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Autoscaler_spotFallback(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Autoscaler", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _Autoscaler_spotTimeoutSeconds(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.Autoscaler) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Autoscaler_spotTimeoutSeconds(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SpotTimeoutSeconds, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Autoscaler_spotTimeoutSeconds(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Autoscaler", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Autoscaler_spotBlackoutSeconds(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.Autoscaler) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Autoscaler_spotBlackoutSeconds(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SpotBlackoutSeconds, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Autoscaler_spotBlackoutSeconds(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Autoscaler", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Autoscaler_image(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.Autoscaler) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Autoscaler_image(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Image, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Autoscaler_image(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Autoscaler", field, false, false, "String")
+}
+
+func (ec *executionContext) _Autoscaler_settings(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.Autoscaler) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Autoscaler_settings(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Settings, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v map[string]string) graphql.Marshaler {
+			return ec.marshalNStringMap2map(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Autoscaler_settings(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Autoscaler", field, false, false, "StringMap")
+}
+
+func (ec *executionContext) _Autoscaler_credentialSecrets(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.Autoscaler) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Autoscaler_credentialSecrets(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CredentialSecrets, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalNString2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Autoscaler_credentialSecrets(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Autoscaler", field, false, false, "String")
+}
+
+func (ec *executionContext) _Autoscaler_lastHeartbeatAt(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.Autoscaler) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Autoscaler_lastHeartbeatAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.LastHeartbeatAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Autoscaler_lastHeartbeatAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Autoscaler", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Autoscaler_online(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.Autoscaler) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Autoscaler_online(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Online, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Autoscaler_online(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Autoscaler", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _Autoscaler_version(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.Autoscaler) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Autoscaler_version(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Version, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Autoscaler_version(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Autoscaler", field, false, false, "String")
+}
+
+func (ec *executionContext) _Autoscaler_instances(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.Autoscaler) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Autoscaler_instances(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Instances, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*gqlmodel.AutoscalerInstance) graphql.Marshaler {
+			return ec.marshalNAutoscalerInstance2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐAutoscalerInstanceᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Autoscaler_instances(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Autoscaler",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AutoscalerInstance(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Autoscaler_message(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.Autoscaler) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Autoscaler_message(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Message, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Autoscaler_message(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Autoscaler", field, false, false, "String")
+}
+
+func (ec *executionContext) _Autoscaler_spotBlackoutUntil(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.Autoscaler) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Autoscaler_spotBlackoutUntil(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SpotBlackoutUntil, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Autoscaler_spotBlackoutUntil(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Autoscaler", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Autoscaler_createdBy(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.Autoscaler) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Autoscaler_createdBy(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedBy, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Autoscaler_createdBy(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Autoscaler", field, false, false, "String")
+}
+
+func (ec *executionContext) _Autoscaler_createdAt(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.Autoscaler) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Autoscaler_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Autoscaler_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Autoscaler", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Autoscaler_updatedAt(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.Autoscaler) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Autoscaler_updatedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.UpdatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Autoscaler_updatedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Autoscaler", field, false, false, "Time")
+}
+
+func (ec *executionContext) _AutoscalerInstance_id(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.AutoscalerInstance) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AutoscalerInstance_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AutoscalerInstance_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AutoscalerInstance", field, false, false, "String")
+}
+
+func (ec *executionContext) _AutoscalerInstance_worker(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.AutoscalerInstance) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AutoscalerInstance_worker(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Worker, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AutoscalerInstance_worker(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AutoscalerInstance", field, false, false, "String")
+}
+
+func (ec *executionContext) _AutoscalerInstance_type(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.AutoscalerInstance) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AutoscalerInstance_type(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Type, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AutoscalerInstance_type(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AutoscalerInstance", field, false, false, "String")
+}
+
+func (ec *executionContext) _AutoscalerInstance_gpus(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.AutoscalerInstance) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AutoscalerInstance_gpus(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Gpus, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AutoscalerInstance_gpus(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AutoscalerInstance", field, false, false, "Int")
+}
+
+func (ec *executionContext) _AutoscalerInstance_market(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.AutoscalerInstance) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AutoscalerInstance_market(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Market, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v gqlmodel.AutoscalerMarket) graphql.Marshaler {
+			return ec.marshalNAutoscalerMarket2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐAutoscalerMarket(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AutoscalerInstance_market(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AutoscalerInstance", field, false, false, "AutoscalerMarket")
+}
+
+func (ec *executionContext) _AutoscalerInstance_state(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.AutoscalerInstance) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AutoscalerInstance_state(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.State, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AutoscalerInstance_state(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AutoscalerInstance", field, false, false, "String")
+}
+
+func (ec *executionContext) _AutoscalerInstance_launchedAt(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.AutoscalerInstance) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AutoscalerInstance_launchedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.LaunchedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AutoscalerInstance_launchedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AutoscalerInstance", field, false, false, "Time")
+}
+
+func (ec *executionContext) _AutoscalerInstance_registeredAt(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.AutoscalerInstance) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AutoscalerInstance_registeredAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RegisteredAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_AutoscalerInstance_registeredAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AutoscalerInstance", field, false, false, "Time")
+}
+
+func (ec *executionContext) _AutoscalerInstance_idleSince(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.AutoscalerInstance) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AutoscalerInstance_idleSince(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.IdleSince, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_AutoscalerInstance_idleSince(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AutoscalerInstance", field, false, false, "Time")
 }
 
 func (ec *executionContext) _BudgetBurnUpdate_kind(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.BudgetBurnUpdate) (ret graphql.Marshaler) {
@@ -13129,6 +14562,52 @@ func (ec *executionContext) fieldContext_GroupPayload_warnings(_ context.Context
 	return fc, nil
 }
 
+func (ec *executionContext) _InstanceType_name(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.InstanceType) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_InstanceType_name(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Name, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_InstanceType_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("InstanceType", field, false, false, "String")
+}
+
+func (ec *executionContext) _InstanceType_gpus(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.InstanceType) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_InstanceType_gpus(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Gpus, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_InstanceType_gpus(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("InstanceType", field, false, false, "Int")
+}
+
 func (ec *executionContext) _LLMAlias_name(ctx context.Context, field graphql.CollectedField, obj *model.Alias) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -14299,6 +15778,138 @@ func (ec *executionContext) _MetricPoint_step(ctx context.Context, field graphql
 }
 func (ec *executionContext) fieldContext_MetricPoint_step(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("MetricPoint", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Mutation_createAutoscaler(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_createAutoscaler(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().CreateAutoscaler(ctx, fc.Args["input"].(gqlmodel.AutoscalerInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *gqlmodel.Autoscaler) graphql.Marshaler {
+			return ec.marshalNAutoscaler2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐAutoscaler(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_createAutoscaler(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Autoscaler(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_createAutoscaler_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_updateAutoscaler(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_updateAutoscaler(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().UpdateAutoscaler(ctx, fc.Args["id"].(string), fc.Args["input"].(gqlmodel.AutoscalerInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *gqlmodel.Autoscaler) graphql.Marshaler {
+			return ec.marshalNAutoscaler2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐAutoscaler(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_updateAutoscaler(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Autoscaler(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_updateAutoscaler_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_deleteAutoscaler(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_deleteAutoscaler(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().DeleteAutoscaler(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_deleteAutoscaler(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type Boolean does not have child fields")
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_deleteAutoscaler_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _Mutation_setEngineEnabled(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
@@ -17392,6 +19003,38 @@ func (ec *executionContext) fieldContext_Pool_updatedAt(_ context.Context, field
 	return graphql.NewScalarFieldContext("Pool", field, false, false, "Time")
 }
 
+func (ec *executionContext) _Pool_autoscaler(ctx context.Context, field graphql.CollectedField, obj *model.Pool) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Pool_autoscaler(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Pool().Autoscaler(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *gqlmodel.Autoscaler) graphql.Marshaler {
+			return ec.marshalOAutoscaler2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐAutoscaler(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Pool_autoscaler(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Pool",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Autoscaler(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _PoolConnection_edges(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.PoolConnection) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -18839,6 +20482,38 @@ func (ec *executionContext) fieldContext_Query_auditLog(ctx context.Context, fie
 	if fc.Args, err = ec.field_Query_auditLog_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_autoscalers(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_autoscalers(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Query().Autoscalers(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*gqlmodel.Autoscaler) graphql.Marshaler {
+			return ec.marshalNAutoscaler2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐAutoscalerᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_autoscalers(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Autoscaler(ctx, field)
+		},
 	}
 	return fc, nil
 }
@@ -25885,6 +27560,165 @@ func UnmarshalAuditFilter(ctx context.Context, raw any) (gqlmodel.AuditFilter, e
 	return out, err
 }
 
+func (ec *executionContext) unmarshalInputAutoscalerInput(ctx context.Context, obj any) (gqlmodel.AutoscalerInput, error) {
+	var it gqlmodel.AutoscalerInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	if _, present := asMap["idleTimeoutSeconds"]; !present {
+		asMap["idleTimeoutSeconds"] = 600
+	}
+	if _, present := asMap["spinUpTimeoutSeconds"]; !present {
+		asMap["spinUpTimeoutSeconds"] = 900
+	}
+	if _, present := asMap["market"]; !present {
+		asMap["market"] = "SPOT"
+	}
+	if _, present := asMap["spotFallback"]; !present {
+		asMap["spotFallback"] = true
+	}
+	if _, present := asMap["spotTimeoutSeconds"]; !present {
+		asMap["spotTimeoutSeconds"] = 120
+	}
+	if _, present := asMap["spotBlackoutSeconds"]; !present {
+		asMap["spotBlackoutSeconds"] = 1800
+	}
+
+	fieldsInOrder := [...]string{"name", "pool", "provider", "region", "instanceTypes", "maxInstances", "idleTimeoutSeconds", "spinUpTimeoutSeconds", "market", "spotFallback", "spotTimeoutSeconds", "spotBlackoutSeconds", "image", "settings", "credentialSecrets"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "name":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("name"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Name = data
+		case "pool":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("pool"))
+			data, err := ec.unmarshalNID2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Pool = data
+		case "provider":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("provider"))
+			data, err := ec.unmarshalNAutoscalerProvider2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐAutoscalerProvider(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Provider = data
+		case "region":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("region"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Region = data
+		case "instanceTypes":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("instanceTypes"))
+			data, err := ec.unmarshalNInstanceTypeInput2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐInstanceTypeInputᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.InstanceTypes = data
+		case "maxInstances":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("maxInstances"))
+			data, err := ec.unmarshalNInt2int(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MaxInstances = data
+		case "idleTimeoutSeconds":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idleTimeoutSeconds"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IdleTimeoutSeconds = data
+		case "spinUpTimeoutSeconds":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("spinUpTimeoutSeconds"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SpinUpTimeoutSeconds = data
+		case "market":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("market"))
+			data, err := ec.unmarshalOAutoscalerMarket2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐAutoscalerMarket(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Market = data
+		case "spotFallback":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("spotFallback"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SpotFallback = data
+		case "spotTimeoutSeconds":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("spotTimeoutSeconds"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SpotTimeoutSeconds = data
+		case "spotBlackoutSeconds":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("spotBlackoutSeconds"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SpotBlackoutSeconds = data
+		case "image":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("image"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Image = data
+		case "settings":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("settings"))
+			data, err := ec.unmarshalOStringMap2map(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Settings = data
+		case "credentialSecrets":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("credentialSecrets"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CredentialSecrets = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalAutoscalerInput unmarshals raw into the AutoscalerInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalAutoscalerInput(ctx context.Context, raw any) (gqlmodel.AutoscalerInput, error) {
+	var out gqlmodel.AutoscalerInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "AutoscalerInput", raw, &out)
+	return out, err
+}
+
 func (ec *executionContext) unmarshalInputComputeResourceInput(ctx context.Context, obj any) (platform.ComputeResourceInput, error) {
 	var it platform.ComputeResourceInput
 	if obj == nil {
@@ -26607,6 +28441,55 @@ func (ec *executionContext) unmarshalInputGroupInput(ctx context.Context, obj an
 func UnmarshalGroupInput(ctx context.Context, raw any) (platform.GroupInput, error) {
 	var out platform.GroupInput
 	err := graphql.UnmarshalNamedInputFromContext(ctx, "GroupInput", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputInstanceTypeInput(ctx context.Context, obj any) (gqlmodel.InstanceTypeInput, error) {
+	var it gqlmodel.InstanceTypeInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"name", "gpus"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "name":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("name"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Name = data
+		case "gpus":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("gpus"))
+			data, err := ec.unmarshalNInt2int(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Gpus = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalInstanceTypeInput unmarshals raw into the InstanceTypeInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalInstanceTypeInput(ctx context.Context, raw any) (gqlmodel.InstanceTypeInput, error) {
+	var out gqlmodel.InstanceTypeInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "InstanceTypeInput", raw, &out)
 	return out, err
 }
 
@@ -28188,6 +30071,237 @@ func (ec *executionContext) _AuditEntryEdge(ctx context.Context, sel ast.Selecti
 	return out
 }
 
+var autoscalerImplementors = []string{"Autoscaler"}
+
+func (ec *executionContext) _Autoscaler(ctx context.Context, sel ast.SelectionSet, obj *gqlmodel.Autoscaler) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, autoscalerImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Autoscaler")
+		case "id":
+			out.Values[i] = ec._Autoscaler_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "name":
+			out.Values[i] = ec._Autoscaler_name(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "pool":
+			out.Values[i] = ec._Autoscaler_pool(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "provider":
+			out.Values[i] = ec._Autoscaler_provider(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "region":
+			out.Values[i] = ec._Autoscaler_region(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "instanceTypes":
+			out.Values[i] = ec._Autoscaler_instanceTypes(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "maxInstances":
+			out.Values[i] = ec._Autoscaler_maxInstances(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "maxGpus":
+			out.Values[i] = ec._Autoscaler_maxGpus(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "idleTimeoutSeconds":
+			out.Values[i] = ec._Autoscaler_idleTimeoutSeconds(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "spinUpTimeoutSeconds":
+			out.Values[i] = ec._Autoscaler_spinUpTimeoutSeconds(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "market":
+			out.Values[i] = ec._Autoscaler_market(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "spotFallback":
+			out.Values[i] = ec._Autoscaler_spotFallback(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "spotTimeoutSeconds":
+			out.Values[i] = ec._Autoscaler_spotTimeoutSeconds(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "spotBlackoutSeconds":
+			out.Values[i] = ec._Autoscaler_spotBlackoutSeconds(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "image":
+			out.Values[i] = ec._Autoscaler_image(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "settings":
+			out.Values[i] = ec._Autoscaler_settings(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "credentialSecrets":
+			out.Values[i] = ec._Autoscaler_credentialSecrets(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "lastHeartbeatAt":
+			out.Values[i] = ec._Autoscaler_lastHeartbeatAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "online":
+			out.Values[i] = ec._Autoscaler_online(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "version":
+			out.Values[i] = ec._Autoscaler_version(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "instances":
+			out.Values[i] = ec._Autoscaler_instances(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "message":
+			out.Values[i] = ec._Autoscaler_message(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "spotBlackoutUntil":
+			out.Values[i] = ec._Autoscaler_spotBlackoutUntil(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "createdBy":
+			out.Values[i] = ec._Autoscaler_createdBy(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "createdAt":
+			out.Values[i] = ec._Autoscaler_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "updatedAt":
+			out.Values[i] = ec._Autoscaler_updatedAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var autoscalerInstanceImplementors = []string{"AutoscalerInstance"}
+
+func (ec *executionContext) _AutoscalerInstance(ctx context.Context, sel ast.SelectionSet, obj *gqlmodel.AutoscalerInstance) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, autoscalerInstanceImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("AutoscalerInstance")
+		case "id":
+			out.Values[i] = ec._AutoscalerInstance_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "worker":
+			out.Values[i] = ec._AutoscalerInstance_worker(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "type":
+			out.Values[i] = ec._AutoscalerInstance_type(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "gpus":
+			out.Values[i] = ec._AutoscalerInstance_gpus(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "market":
+			out.Values[i] = ec._AutoscalerInstance_market(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "state":
+			out.Values[i] = ec._AutoscalerInstance_state(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "launchedAt":
+			out.Values[i] = ec._AutoscalerInstance_launchedAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "registeredAt":
+			out.Values[i] = ec._AutoscalerInstance_registeredAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "idleSince":
+			out.Values[i] = ec._AutoscalerInstance_idleSince(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var budgetBurnUpdateImplementors = []string{"BudgetBurnUpdate"}
 
 func (ec *executionContext) _BudgetBurnUpdate(ctx context.Context, sel ast.SelectionSet, obj *gqlmodel.BudgetBurnUpdate) graphql.Marshaler {
@@ -29361,6 +31475,44 @@ func (ec *executionContext) _GroupPayload(ctx context.Context, sel ast.Selection
 	return out
 }
 
+var instanceTypeImplementors = []string{"InstanceType"}
+
+func (ec *executionContext) _InstanceType(ctx context.Context, sel ast.SelectionSet, obj *gqlmodel.InstanceType) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, instanceTypeImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("InstanceType")
+		case "name":
+			out.Values[i] = ec._InstanceType_name(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "gpus":
+			out.Values[i] = ec._InstanceType_gpus(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var lLMAliasImplementors = []string{"LLMAlias"}
 
 func (ec *executionContext) _LLMAlias(ctx context.Context, sel ast.SelectionSet, obj *model.Alias) graphql.Marshaler {
@@ -29940,6 +32092,27 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 		switch field.Name {
 		case "__typename":
 			out.Values[i] = graphql.MarshalString("Mutation")
+		case "createAutoscaler":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_createAutoscaler(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "updateAutoscaler":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_updateAutoscaler(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "deleteAutoscaler":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_deleteAutoscaler(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "setEngineEnabled":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_setEngineEnabled(ctx, field)
@@ -30635,6 +32808,12 @@ func (ec *executionContext) _Pool(ctx context.Context, sel ast.SelectionSet, obj
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "autoscaler":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Pool_autoscaler(ctx, field, obj)
+				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -31300,6 +33479,12 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_auditLog(ctx, field)
+				})
+		case "autoscalers":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_autoscalers(ctx, field)
 				})
 		case "engine":
 			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
@@ -33742,6 +35927,79 @@ func (ec *executionContext) marshalNAuditEntryEdge2ᚖgithubᚗcomᚋkliqueᚑai
 	return ec._AuditEntryEdge(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalNAutoscaler2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐAutoscalerᚄ(ctx context.Context, sel ast.SelectionSet, v []*gqlmodel.Autoscaler) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNAutoscaler2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐAutoscaler(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNAutoscaler2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐAutoscaler(ctx context.Context, sel ast.SelectionSet, v *gqlmodel.Autoscaler) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Autoscaler!")
+		return graphql.Null
+	}
+	return ec._Autoscaler(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNAutoscalerInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐAutoscalerInput(ctx context.Context, v any) (gqlmodel.AutoscalerInput, error) {
+	res, err := ec.unmarshalInputAutoscalerInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNAutoscalerInstance2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐAutoscalerInstanceᚄ(ctx context.Context, sel ast.SelectionSet, v []*gqlmodel.AutoscalerInstance) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNAutoscalerInstance2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐAutoscalerInstance(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNAutoscalerInstance2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐAutoscalerInstance(ctx context.Context, sel ast.SelectionSet, v *gqlmodel.AutoscalerInstance) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "AutoscalerInstance!")
+		return graphql.Null
+	}
+	return ec._AutoscalerInstance(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNAutoscalerMarket2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐAutoscalerMarket(ctx context.Context, v any) (gqlmodel.AutoscalerMarket, error) {
+	var res gqlmodel.AutoscalerMarket
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNAutoscalerMarket2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐAutoscalerMarket(ctx context.Context, sel ast.SelectionSet, v gqlmodel.AutoscalerMarket) graphql.Marshaler {
+	return v
+}
+
+func (ec *executionContext) unmarshalNAutoscalerProvider2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐAutoscalerProvider(ctx context.Context, v any) (gqlmodel.AutoscalerProvider, error) {
+	var res gqlmodel.AutoscalerProvider
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNAutoscalerProvider2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐAutoscalerProvider(ctx context.Context, sel ast.SelectionSet, v gqlmodel.AutoscalerProvider) graphql.Marshaler {
+	return v
+}
+
 func (ec *executionContext) unmarshalNBoolean2bool(ctx context.Context, v any) (bool, error) {
 	res, err := graphql.UnmarshalBoolean(v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -34222,6 +36480,49 @@ func (ec *executionContext) marshalNID2string(ctx context.Context, sel ast.Selec
 		graphql.AddInvalidNullFromMarshaler(ctx, "ID!")
 	}
 	return res
+}
+
+func (ec *executionContext) marshalNInstanceType2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐInstanceTypeᚄ(ctx context.Context, sel ast.SelectionSet, v []*gqlmodel.InstanceType) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNInstanceType2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐInstanceType(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNInstanceType2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐInstanceType(ctx context.Context, sel ast.SelectionSet, v *gqlmodel.InstanceType) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "InstanceType!")
+		return graphql.Null
+	}
+	return ec._InstanceType(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNInstanceTypeInput2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐInstanceTypeInputᚄ(ctx context.Context, v any) ([]*gqlmodel.InstanceTypeInput, error) {
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]*gqlmodel.InstanceTypeInput, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNInstanceTypeInput2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐInstanceTypeInput(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) unmarshalNInstanceTypeInput2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐInstanceTypeInput(ctx context.Context, v any) (*gqlmodel.InstanceTypeInput, error) {
+	res, err := ec.unmarshalInputInstanceTypeInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) unmarshalNInt2int(ctx context.Context, v any) (int, error) {
@@ -35692,6 +37993,29 @@ func (ec *executionContext) unmarshalOAuditFilter2ᚖgithubᚗcomᚋkliqueᚑai�
 	}
 	res, err := ec.unmarshalInputAuditFilter(ctx, v)
 	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOAutoscaler2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐAutoscaler(ctx context.Context, sel ast.SelectionSet, v *gqlmodel.Autoscaler) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._Autoscaler(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalOAutoscalerMarket2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐAutoscalerMarket(ctx context.Context, v any) (*gqlmodel.AutoscalerMarket, error) {
+	if v == nil {
+		return nil, nil
+	}
+	var res = new(gqlmodel.AutoscalerMarket)
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOAutoscalerMarket2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐAutoscalerMarket(ctx context.Context, sel ast.SelectionSet, v *gqlmodel.AutoscalerMarket) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return v
 }
 
 func (ec *executionContext) unmarshalOBoolean2bool(ctx context.Context, v any) (bool, error) {

@@ -3,6 +3,10 @@
 package gqlmodel
 
 import (
+	"bytes"
+	"fmt"
+	"io"
+	"strconv"
 	"time"
 
 	"github.com/klique-ai/klique/graph/scalars"
@@ -46,6 +50,88 @@ type AuditFilter struct {
 	ObjectID   *string    `json:"objectId,omitempty"`
 	Since      *time.Time `json:"since,omitempty"`
 	Until      *time.Time `json:"until,omitempty"`
+}
+
+// A cloud autoscaler: it starts instances for one pool when work waits there and removes them when idle (scale from zero).
+type Autoscaler struct {
+	ID            string             `json:"id"`
+	Name          string             `json:"name"`
+	Pool          *model.Pool        `json:"pool,omitempty"`
+	Provider      AutoscalerProvider `json:"provider"`
+	Region        string             `json:"region"`
+	InstanceTypes []*InstanceType    `json:"instanceTypes"`
+	MaxInstances  int                `json:"maxInstances"`
+	// The most GPUs its instances bring: maxInstances × the GPUs of the largest instance type.
+	MaxGpus              int              `json:"maxGpus"`
+	IdleTimeoutSeconds   int              `json:"idleTimeoutSeconds"`
+	SpinUpTimeoutSeconds int              `json:"spinUpTimeoutSeconds"`
+	Market               AutoscalerMarket `json:"market"`
+	SpotFallback         bool             `json:"spotFallback"`
+	SpotTimeoutSeconds   int              `json:"spotTimeoutSeconds"`
+	SpotBlackoutSeconds  int              `json:"spotBlackoutSeconds"`
+	// The machine image instances boot (an AMI id on AWS).
+	Image string `json:"image"`
+	// Provider settings that are not secret (subnet_id, security_group_ids, iam_instance_profile, key_name, worker_args).
+	Settings map[string]string `json:"settings"`
+	// Names of tenant vault secrets that hold the provider's credentials; their values are never returned.
+	CredentialSecrets []string `json:"credentialSecrets"`
+	// When its daemon (klique autoscaler) last reported; null before it first did.
+	LastHeartbeatAt *time.Time `json:"lastHeartbeatAt,omitempty"`
+	// False when its daemon has not reported for longer than a worker lease: no new instances start until it is back.
+	Online bool `json:"online"`
+	// The daemon's version, as it last reported.
+	Version   string                `json:"version"`
+	Instances []*AutoscalerInstance `json:"instances"`
+	// What holds scaling now, if anything: no spot capacity, the maximum reached, a provider error, the daemon down.
+	Message string `json:"message"`
+	// Until when on-demand is bought instead of spot after spot failed.
+	SpotBlackoutUntil *time.Time `json:"spotBlackoutUntil,omitempty"`
+	CreatedBy         string     `json:"createdBy"`
+	CreatedAt         time.Time  `json:"createdAt"`
+	UpdatedAt         time.Time  `json:"updatedAt"`
+}
+
+type AutoscalerInput struct {
+	Name string `json:"name"`
+	// The cloud pool it serves (name or id); a pool has at most one autoscaler.
+	Pool     string             `json:"pool"`
+	Provider AutoscalerProvider `json:"provider"`
+	// The provider's region (required for AWS).
+	Region        *string              `json:"region,omitempty"`
+	InstanceTypes []*InstanceTypeInput `json:"instanceTypes"`
+	// Its instances bring at most maxInstances × the largest type's GPUs; the pool's declared capacity may not exceed that.
+	MaxInstances int `json:"maxInstances"`
+	// An instance whose worker has run nothing this long is removed.
+	IdleTimeoutSeconds *int `json:"idleTimeoutSeconds,omitempty"`
+	// An instance whose worker has not registered this long after launch is terminated.
+	SpinUpTimeoutSeconds *int              `json:"spinUpTimeoutSeconds,omitempty"`
+	Market               *AutoscalerMarket `json:"market,omitempty"`
+	// Buy on-demand when spot is refused or not fulfilled within spotTimeoutSeconds.
+	SpotFallback       *bool `json:"spotFallback,omitempty"`
+	SpotTimeoutSeconds *int  `json:"spotTimeoutSeconds,omitempty"`
+	// After spot failed, how long to buy on-demand before asking for spot again.
+	SpotBlackoutSeconds *int `json:"spotBlackoutSeconds,omitempty"`
+	// The machine image (AMI id on AWS), with klique installed.
+	Image    *string           `json:"image,omitempty"`
+	Settings map[string]string `json:"settings,omitempty"`
+	// Names of tenant vault secrets with the provider's credentials (for AWS: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY).
+	CredentialSecrets []string `json:"credentialSecrets,omitempty"`
+}
+
+// An instance an autoscaler started, as its daemon last reported it.
+type AutoscalerInstance struct {
+	// The provider's id (i-0abc… on AWS).
+	ID string `json:"id"`
+	// The name its worker registers with (a worker of the pool by that hostname).
+	Worker string           `json:"worker"`
+	Type   string           `json:"type"`
+	Gpus   int              `json:"gpus"`
+	Market AutoscalerMarket `json:"market"`
+	// pending (launched, its worker not registered yet), running, idle or terminating.
+	State        string     `json:"state"`
+	LaunchedAt   time.Time  `json:"launchedAt"`
+	RegisteredAt *time.Time `json:"registeredAt,omitempty"`
+	IdleSince    *time.Time `json:"idleSince,omitempty"`
 }
 
 // A group's time budget as its work burns it.
@@ -182,6 +268,18 @@ type GroupPayload struct {
 	Group    *model.Group      `json:"group"`
 	Changes  []*estate.Change  `json:"changes"`
 	Warnings []*estate.Warning `json:"warnings"`
+}
+
+// A kind of instance an autoscaler may start, with the GPUs each brings.
+type InstanceType struct {
+	Name string `json:"name"`
+	Gpus int    `json:"gpus"`
+}
+
+type InstanceTypeInput struct {
+	// The provider's name for it, such as g5.xlarge.
+	Name string `json:"name"`
+	Gpus int    `json:"gpus"`
 }
 
 // New lines of a task's log.
@@ -441,4 +539,119 @@ type WorkerUpdate struct {
 	// Every registered worker of the tenant, as now.
 	Workers []*platform.WorkerView `json:"workers"`
 	Missed  int                    `json:"missed"`
+}
+
+// How an autoscaler buys instances.
+type AutoscalerMarket string
+
+const (
+	// Spot first; on-demand when spot is refused or not fulfilled in time (with spotFallback).
+	AutoscalerMarketSpot     AutoscalerMarket = "SPOT"
+	AutoscalerMarketOnDemand AutoscalerMarket = "ON_DEMAND"
+)
+
+var AllAutoscalerMarket = []AutoscalerMarket{
+	AutoscalerMarketSpot,
+	AutoscalerMarketOnDemand,
+}
+
+func (e AutoscalerMarket) IsValid() bool {
+	switch e {
+	case AutoscalerMarketSpot, AutoscalerMarketOnDemand:
+		return true
+	}
+	return false
+}
+
+func (e AutoscalerMarket) String() string {
+	return string(e)
+}
+
+func (e *AutoscalerMarket) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = AutoscalerMarket(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid AutoscalerMarket", str)
+	}
+	return nil
+}
+
+func (e AutoscalerMarket) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *AutoscalerMarket) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e AutoscalerMarket) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+// Where an autoscaler starts instances.
+type AutoscalerProvider string
+
+const (
+	// AWS EC2.
+	AutoscalerProviderAWS AutoscalerProvider = "AWS"
+	// Worker processes on the autoscaler daemon's own machine: for demos and tests.
+	AutoscalerProviderLocal AutoscalerProvider = "LOCAL"
+)
+
+var AllAutoscalerProvider = []AutoscalerProvider{
+	AutoscalerProviderAWS,
+	AutoscalerProviderLocal,
+}
+
+func (e AutoscalerProvider) IsValid() bool {
+	switch e {
+	case AutoscalerProviderAWS, AutoscalerProviderLocal:
+		return true
+	}
+	return false
+}
+
+func (e AutoscalerProvider) String() string {
+	return string(e)
+}
+
+func (e *AutoscalerProvider) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = AutoscalerProvider(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid AutoscalerProvider", str)
+	}
+	return nil
+}
+
+func (e AutoscalerProvider) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *AutoscalerProvider) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e AutoscalerProvider) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
 }

@@ -121,6 +121,11 @@ func newFixture(t *testing.T, ts *testServer) *fixture {
 	_ = json.Unmarshal([]byte(reg), &regd)
 	f.ids["worker gpu-host-7"] = regd.WorkerID
 	ts.mustGQL(t, f.admin, `mutation { setSecret(scope: PROJECT, owner: "fraud-models", name: "HF_TOKEN", value: "hf_fixture_secret_value") { name } }`, nil)
+	// An autoscaler of the cloud pool: admins of other tenants must not
+	// read, change or delete it.
+	as := ts.mustGQL(t, f.admin, `mutation { createAutoscaler(input: {name: "burst", pool: "cloud-burst", provider: LOCAL,
+		instanceTypes: [{name: "local-8", gpus: 8}], maxInstances: 4}) { id } }`, nil)
+	f.ids["autoscaler burst"] = str(as, "createAutoscaler", "id")
 
 	// One engine pass places it, so that it holds capacity and the usage
 	// ledger has an interval of ml-research's to keep from others. (The
@@ -236,6 +241,7 @@ const snapshotQuery = `{
 	engine { enabled }
 	workers { id hostname lastHeartbeatAt }
 	workerCredentials { id name revokedAt }
+	autoscalers { id name maxInstances updatedAt }
 	secrets(scope: PROJECT, owner: "fraud-models") { name updatedAt }
 	exportEstate
 	gpuClasses(first: 500) { edges { node { id name } } }

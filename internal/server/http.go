@@ -56,6 +56,7 @@ func NewHandler(d Deps) *Handler {
 	h.route("GET /graphiql", "graphiql", playground.Handler("Klique GraphQL", "/graphql"))
 	h.route("POST /api/v1/auth/token", "auth_token", h.authenticated(identity.ChannelCLI, http.HandlerFunc(h.issueToken)))
 	h.agentRoutes()
+	h.autoscalerRoutes()
 	h.route("GET /api/v1/usage.csv", "usage_csv", h.authenticated(identity.ChannelAPI, http.HandlerFunc(h.usageCSV)))
 	h.route("GET /.well-known/jwks.json", "jwks", http.HandlerFunc(h.jwks))
 	h.route("GET /healthz", "healthz", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {

@@ -11,7 +11,7 @@ import (
 func exerciseAutoscalers(t *testing.T, setup setupFunc) {
 	spec := model.AutoscalerSpec{Provider: model.ProviderAWS, Region: "eu-west-1", MaxInstances: 4,
 		InstanceTypes: []model.InstanceType{{Name: "g5.xlarge", GPUs: 1}, {Name: "g5.12xlarge", GPUs: 4}},
-		IdleTimeout: 10 * time.Minute, SpinUpTimeout: 15 * time.Minute, Market: model.MarketSpot, SpotFallback: true,
+		IdleTimeout:   10 * time.Minute, SpinUpTimeout: 15 * time.Minute, Market: model.MarketSpot, SpotFallback: true,
 		SpotTimeout: 2 * time.Minute, SpotBlackout: 30 * time.Minute, CredentialSecrets: []string{"AWS_ACCESS_KEY_ID"}}
 
 	t.Run("an autoscaler round-trips, one per pool, and stays in its tenant", func(t *testing.T) {
