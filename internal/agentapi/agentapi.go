@@ -53,6 +53,9 @@ const (
 	// ModePod: the worker renders each task as a Kubernetes pod (or an
 	// indexed Job across nodes) and the cluster's scheduler places it.
 	ModePod = "pod"
+	// ModeBatch: an HPC submitter turns each task into a batch job
+	// (sbatch, qsub, bsub) and the cluster's scheduler places it.
+	ModeBatch = "batch"
 )
 
 // RegisterRequest announces a worker daemon. Registering again from the same

@@ -46,6 +46,9 @@ func (s *Service) RegisterWorker(ctx context.Context, req agentapi.RegisterReque
 	if err != nil {
 		return nil, err
 	}
+	if err := notTaskScoped(ctx, "registering"); err != nil {
+		return nil, err
+	}
 	host := strings.TrimSpace(req.Hostname)
 	if host == "" || len(host) > 253 || strings.ContainsAny(host, " \t\n/") {
 		return nil, invalid("hostname %q must be 1 to 253 characters without spaces or '/'", req.Hostname)
@@ -54,8 +57,8 @@ func (s *Service) RegisterWorker(ctx context.Context, req agentapi.RegisterReque
 	if mode == "" {
 		mode = agentapi.ModeProcess
 	}
-	if mode != agentapi.ModeProcess && mode != agentapi.ModeDocker && mode != agentapi.ModePod {
-		return nil, invalid("mode %q is not known: use process, docker or pod", req.Mode)
+	if mode != agentapi.ModeProcess && mode != agentapi.ModeDocker && mode != agentapi.ModePod && mode != agentapi.ModeBatch {
+		return nil, invalid("mode %q is not known: use process, docker, pod or batch", req.Mode)
 	}
 	kind := req.Kind
 	if kind == "" {
@@ -133,6 +136,9 @@ func (s *Service) myWorker(ctx context.Context, w *identity.Worker, workerID str
 func (s *Service) ClaimTask(ctx context.Context, req agentapi.ClaimRequest) (*agentapi.Assignment, error) {
 	w, err := workerFrom(ctx)
 	if err != nil {
+		return nil, err
+	}
+	if err := notTaskScoped(ctx, "claiming"); err != nil {
 		return nil, err
 	}
 	worker, err := s.myWorker(ctx, w, req.WorkerID)
@@ -274,6 +280,9 @@ func (s *Service) Heartbeat(ctx context.Context, req agentapi.HeartbeatRequest) 
 	if err != nil {
 		return nil, err
 	}
+	if err := notTaskScoped(ctx, "a heartbeat"); err != nil {
+		return nil, err
+	}
 	worker, err := s.myWorker(ctx, w, req.WorkerID)
 	if err != nil {
 		return nil, err
@@ -322,6 +331,9 @@ func (s *Service) Heartbeat(ctx context.Context, req agentapi.HeartbeatRequest) 
 // attempt is the task's current one on this worker's pool. A stale attempt
 // is a CONFLICT (HTTP 409): the worker must drop the task.
 func (s *Service) myTask(ctx context.Context, q store.Queries, w *identity.Worker, taskID string, attempt int, running bool) (*model.Task, error) {
+	if err := checkTaskScope(ctx, taskID, attempt); err != nil {
+		return nil, err
+	}
 	t, err := q.GetTask(ctx, w.TenantID, taskID)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, notFound("no task %s", quote(taskID))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/klique-ai/klique/internal/agentapi"
 	"github.com/klique-ai/klique/internal/identity"
@@ -25,6 +26,7 @@ func (h *Handler) agentRoutes() {
 	post(agentapi.PathTasks+"{id}/metrics", "agent_metrics", h.agentMetrics)
 	post(agentapi.PathTasks+"{id}/finish", "agent_finish", h.agentFinish)
 	h.route("GET "+agentapi.PathTasks+"{id}/secrets", "agent_secrets", h.workerAuth(h.agentSecrets))
+	post(agentapi.PathTasks+"{id}/"+agentapi.PathTaskCredential, "agent_task_credential", h.agentTaskCredential)
 }
 
 // workerAuth resolves the worker credential into a worker identity.
@@ -35,6 +37,11 @@ func (h *Handler) workerAuth(next http.HandlerFunc) http.Handler {
 		if !ok || cred == "" {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="klique-agent"`)
 			writeError(w, r, http.StatusUnauthorized, "UNAUTHENTICATED", "send the worker credential as 'Authorization: Bearer kqw_…'")
+			return
+		}
+		if strings.HasPrefix(cred, agentapi.TaskCredentialPrefix) {
+			// A task's own process, inside an HPC job (agent_task.go).
+			h.taskAuth(w, r.WithContext(ctx), cred, next)
 			return
 		}
 		wk, err := h.d.Service.AuthenticateWorker(ctx, cred)
