@@ -1,0 +1,349 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+
+	"github.com/klique-ai/klique/internal/agentapi"
+)
+
+// chromiumPath is Debian's chromium package's browser: the test drives the
+// system browser and never downloads one.
+const chromiumPath = "/usr/bin/chromium"
+
+// requireChromium skips the test without the browser, or fails it under
+// CI=true, where .ci/chromium.sh is expected to have installed it.
+func requireChromium(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat(chromiumPath); err != nil {
+		msg := fmt.Sprintf("%s is missing (%v): run .ci/chromium.sh (apt-get install -y chromium) to run the browser test", chromiumPath, err)
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+}
+
+// newBrowser starts headless Chromium with a fresh profile and the flags
+// that keep it off the network: without them Chromium floods a closed
+// network with update, sync and safe-browsing requests. JavaScript errors
+// of the page are collected and fail the test at its end.
+func newBrowser(t *testing.T) context.Context {
+	t.Helper()
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(chromiumPath),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.Flag("headless", true),
+		chromedp.Flag("no-sandbox", true),
+		chromedp.Flag("disable-gpu", true),
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("no-first-run", true),
+		chromedp.Flag("no-default-browser-check", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.Flag("disable-extensions", true),
+		chromedp.Flag("metrics-recording-only", true),
+		chromedp.Flag("safebrowsing-disable-auto-update", true),
+		chromedp.WindowSize(1400, 1000),
+	}
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelCtx := chromedp.NewContext(allocCtx)
+	ctx, cancelTimeout := context.WithTimeout(ctx, 3*time.Minute)
+	var mu sync.Mutex
+	var jsErrors []string
+	// Listen starts the browser and opens its tab, so that a browser that
+	// cannot start fails here with its own error.
+	if err := chromedp.Listen(ctx, func(ev any) {
+		if e, ok := ev.(*runtime.EventExceptionThrown); ok {
+			msg := e.ExceptionDetails.Text
+			if e.ExceptionDetails.Exception != nil {
+				msg += " " + e.ExceptionDetails.Exception.Description
+			}
+			mu.Lock()
+			jsErrors = append(jsErrors, fmt.Sprintf("%s (%s:%d)", msg, e.ExceptionDetails.URL, e.ExceptionDetails.LineNumber+1))
+			mu.Unlock()
+		}
+	}); err != nil {
+		cancelTimeout()
+		cancelCtx()
+		cancelAlloc()
+		t.Fatalf("start %s: %v", chromiumPath, err)
+	}
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, e := range jsErrors {
+			t.Errorf("the page threw a JavaScript error: %s", e)
+		}
+		cancelTimeout()
+		cancelCtx()
+		cancelAlloc()
+	})
+	return ctx
+}
+
+// screenshot saves a full-page PNG under the test's temp dir and, when
+// KLIQUE_SCREENSHOT_DIR is set, there too; it returns the first path.
+func screenshot(t *testing.T, ctx context.Context, dir, name string) string {
+	t.Helper()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot %s: %v", name, err)
+	}
+	if !bytes.HasPrefix(png, []byte("\x89PNG")) {
+		t.Fatalf("screenshot %s is not a PNG (%d bytes)", name, len(png))
+	}
+	out := filepath.Join(dir, name)
+	if err := os.WriteFile(out, png, 0o644); err != nil {
+		t.Fatalf("save screenshot: %v", err)
+	}
+	if extra := os.Getenv("KLIQUE_SCREENSHOT_DIR"); extra != "" {
+		if err := os.MkdirAll(extra, 0o755); err != nil {
+			t.Fatalf("KLIQUE_SCREENSHOT_DIR: %v", err)
+		}
+		if err := os.WriteFile(filepath.Join(extra, name), png, 0o644); err != nil {
+			t.Fatalf("save screenshot in KLIQUE_SCREENSHOT_DIR: %v", err)
+		}
+	}
+	t.Logf("screenshot: %s", out)
+	return out
+}
+
+// waitFor waits for a selector to be visible, and says which when it is
+// not, with what the page shows instead.
+func waitFor(t *testing.T, ctx context.Context, what, sel string, timeout time.Duration) {
+	t.Helper()
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if err := chromedp.Do(wctx, chromedp.WaitVisible(chromedp.CSS(sel))); err != nil {
+		text, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("main")))
+		t.Fatalf("%s: %s did not appear within %s (%v); the page shows:\n%s", what, sel, timeout, err, text)
+	}
+}
+
+// TestDashboardQueuesLive signs in to the dashboard in a real browser,
+// opens the queues page, and watches a task enqueued through the API
+// appear and then move to running without a reload; then it opens every
+// other page and checks each renders without an error.
+func TestDashboardQueuesLive(t *testing.T) {
+	requireChromium(t)
+	t.Parallel()
+	ts := startServer(t)
+	shots := t.TempDir()
+
+	// The example estate, alice in ml-research with a key, and a worker
+	// registered on onprem-k8s.
+	ts.mustGQL(t, adminKey, `mutation($doc: String!) { applyEstate(document: $doc) { summary } }`,
+		map[string]any{"doc": readExample(t, "estate.yaml")})
+	ts.mustGQL(t, adminKey, `mutation { createUser(input: {name: "alice", role: MEMBER, groups: [{group: "ml-research"}]}) { id } }`, nil)
+	alice := str(ts.mustGQL(t, adminKey, `mutation { createAPIKey(input: {name: "dashboard", user: "alice"}) { secret } }`, nil), "createAPIKey", "secret")
+	workerSecret := str(ts.mustGQL(t, adminKey, `mutation { createWorkerCredential(pool: "onprem-k8s", name: "rack-1") { secret } }`, nil),
+		"createWorkerCredential", "secret")
+	var reg agentapi.RegisterResponse
+	if code := agentCall(t, ts, workerSecret, http.MethodPost, agentapi.PathRegister,
+		agentapi.RegisterRequest{Hostname: "gpu-host-1", GPUs: []agentapi.GPU{{Index: 0}}, Version: "test", Mode: "process"}, &reg); code != http.StatusOK {
+		t.Fatalf("register a worker: HTTP %d", code)
+	}
+
+	ctx := newBrowser(t)
+
+	t.Run("a wrong key is refused with a message", func(t *testing.T) {
+		if err := chromedp.Do(ctx,
+			chromedp.Navigate(ts.url+"/"),
+			chromedp.WaitVisible(chromedp.CSS("#apikey")),
+			chromedp.SendKeys(chromedp.CSS("#apikey"), "klique_not-a-real-key"),
+			chromedp.Click(chromedp.CSS(`#signin button[type="submit"]`)),
+		); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, ctx, "the refusal", "#signin-error .error", 10*time.Second)
+		msg := pageText(t, ctx, "#signin-error")
+		if !strings.Contains(msg, "refused") || !strings.Contains(msg, "unknown credential") || strings.Contains(msg, "klique_not-a-real-key") {
+			t.Fatalf("refusal message %q: want the server's reason, without the key", msg)
+		}
+	})
+
+	var taskID string
+	t.Run("a task enqueued through the API appears on the queues page and moves to running without a reload", func(t *testing.T) {
+		if err := chromedp.Do(ctx,
+			chromedp.Navigate("about:blank"),
+			chromedp.Navigate(ts.url+"/#/queues"),
+			chromedp.WaitVisible(chromedp.CSS("#apikey")),
+			chromedp.SendKeys(chromedp.CSS("#apikey"), alice),
+			chromedp.Click(chromedp.CSS(`#signin button[type="submit"]`)),
+		); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, ctx, "the queues page after sign-in", "#page-queues section.card", 15*time.Second)
+		who := pageText(t, ctx, "#who")
+		keyInDOM := evalJS[bool](t, ctx, `document.documentElement.outerHTML.includes(`+jsString(alice)+`)`)
+		// A marker on window: a reload would lose it.
+		evalJS[bool](t, ctx, `window.__noReload = "still here"; true`)
+		if !strings.HasPrefix(who, "alice") {
+			t.Fatalf("signed in as %q, want alice", who)
+		}
+		if keyInDOM {
+			t.Fatal("the API key is in the page's markup")
+		}
+
+		d := ts.mustGQL(t, alice, `mutation { enqueueTask(input: {name: "browser-test", project: "fraud-models", computeResource: "1 GPU", command: ["python", "train.py"], parameters: {lr: "0.01"}}) { id status } }`, nil)
+		taskID = str(d, "enqueueTask", "id")
+		if s := str(d, "enqueueTask", "status"); s != "QUEUED" {
+			t.Fatalf("enqueued task is %s, want QUEUED", s)
+		}
+		waitFor(t, ctx, "the enqueued task, waiting", fmt.Sprintf(`tr[data-task-id=%q][data-status="QUEUED"]`, taskID), 15*time.Second)
+		row := pageText(t, ctx, fmt.Sprintf(`tr[data-task-id=%q]`, taskID))
+		if !strings.Contains(row, "browser-test") || !strings.Contains(row, "alice") {
+			t.Fatalf("the waiting row reads %q: want the task's name and owner", row)
+		}
+		screenshot(t, ctx, shots, "queues-waiting.png")
+
+		// One engine pass places it; the worker's claim starts it.
+		place(t, ts)
+		var claim agentapi.ClaimResponse
+		if code := agentCall(t, ts, workerSecret, http.MethodPost, agentapi.PathClaim,
+			agentapi.ClaimRequest{WorkerID: reg.WorkerID, FreeGPUs: 1, WaitSeconds: 5}, &claim); code != http.StatusOK || claim.Task == nil || claim.Task.TaskID != taskID {
+			t.Fatalf("claim: HTTP %d %+v, want task %s", code, claim.Task, taskID)
+		}
+		waitFor(t, ctx, "the task, running", fmt.Sprintf(`tr[data-task-id=%q][data-status="RUNNING"]`, taskID), 15*time.Second)
+		marker := evalJS[string](t, ctx, `String(window.__noReload)`)
+		if marker != "still here" {
+			t.Fatalf("the page was reloaded (marker %q): the update must arrive live", marker)
+		}
+		row = pageText(t, ctx, fmt.Sprintf(`tr[data-task-id=%q]`, taskID))
+		if !strings.Contains(row, "onprem-k8s") {
+			t.Fatalf("the running row reads %q: want the pool it runs on", row)
+		}
+		screenshot(t, ctx, shots, "queues-running.png")
+	})
+	if taskID == "" {
+		t.Fatal("the queues test did not get as far as a task")
+	}
+
+	// Every other page renders for alice without an error box, with what
+	// it is for on it.
+	for _, p := range []struct{ hash, ready, want string }{
+		{"#/orchestration", "#page-orchestration table", "onprem-k8s"},
+		{"#/policy", `#page-policy [data-group="ml-research"]`, "held of a 48 limit; 16 reserved"},
+		{"#/usage", "#page-usage table", "GPU-hours"},
+		{"#/task/" + taskID, "#task-reason", "browser-test"},
+	} {
+		t.Run("page "+p.hash, func(t *testing.T) {
+			if err := chromedp.Do(ctx, chromedp.Navigate(ts.url+"/"+p.hash)); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, ctx, p.hash, p.ready, 15*time.Second)
+			text := pageText(t, ctx, "main")
+			errs := evalJS[int](t, ctx, `document.querySelectorAll("main .error").length`)
+			if errs > 0 {
+				t.Fatalf("%s shows an error:\n%s", p.hash, text)
+			}
+			if !strings.Contains(text, p.want) {
+				t.Fatalf("%s does not mention %q:\n%s", p.hash, p.want, text)
+			}
+			name := strings.NewReplacer("#/", "", "/", "-").Replace(p.hash)
+			if strings.HasPrefix(name, "task-") {
+				name = "task"
+			}
+			screenshot(t, ctx, shots, name+".png")
+		})
+	}
+
+	t.Run("an admin previews an estate change with the API's validation", func(t *testing.T) {
+		evalJS[bool](t, ctx, `sessionStorage.clear(); true`)
+		if err := chromedp.Do(ctx,
+			chromedp.Navigate("about:blank"),
+			chromedp.Navigate(ts.url+"/#/estate"),
+			chromedp.WaitVisible(chromedp.CSS("#apikey")),
+			chromedp.SendKeys(chromedp.CSS("#apikey"), adminKey),
+			chromedp.Click(chromedp.CSS(`#signin button[type="submit"]`)),
+		); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, ctx, "the estate editor", "#estate-yaml", 15*time.Second)
+		// Wait for the export to fill the editor, then break a capacity.
+		filled := false
+		for deadline := time.Now().Add(10 * time.Second); !filled && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+			filled = evalJS[bool](t, ctx, `document.querySelector("#estate-yaml").value.includes("onprem-k8s")`)
+		}
+		if !filled {
+			t.Fatal("the estate editor was not filled with the exported estate")
+		}
+		evalJS[bool](t, ctx, `{ const e = document.querySelector("#estate-yaml"); e.value = e.value.replace(/(name: onprem-k8s[^]*?capacity: )32/, "$140"); true }`)
+		if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#estate-preview"))); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, ctx, "the dry run", "#estate-result table", 10*time.Second)
+		result := pageText(t, ctx, "#estate-result")
+		if !strings.Contains(result, "Dry run") || !strings.Contains(result, "onprem-k8s") {
+			t.Fatalf("dry run result %q: want a dry run naming onprem-k8s", result)
+		}
+		screenshot(t, ctx, shots, "estate-preview.png")
+		d := ts.mustGQL(t, adminKey, `{ pool(id: "onprem-k8s") { capacityGpus } }`, nil)
+		if c, _ := path(d, "pool", "capacityGpus").(float64); c != 32 {
+			t.Fatalf("after a dry run the pool's capacity is %v, want 32 unchanged", c)
+		}
+
+		evalJS[bool](t, ctx, `document.querySelector("#estate-yaml").value = "apiVersion: klique/v1\nkind: Estate\npools:\n  - name: broken\n    capacity: -1\n"; true`)
+		if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#estate-preview"))); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, ctx, "the refusal of a bad estate file", "#estate-result .error", 10*time.Second)
+
+		// The admin's policy view has every group, vision's time budget
+		// charted.
+		if err := chromedp.Do(ctx, chromedp.Navigate(ts.url+"/#/policy")); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, ctx, "vision's policy", `#page-policy [data-group="vision"] figure.chart svg`, 15*time.Second)
+		if text := pageText(t, ctx, `#page-policy [data-group="vision"]`); !strings.Contains(strings.ToLower(text), "time budget, per week") || !strings.Contains(text, "hours used") {
+			t.Fatalf("vision's policy card reads %q: want its weekly time budget", text)
+		}
+		screenshot(t, ctx, shots, "policy-admin.png")
+	})
+}
+
+// pageText is the rendered text of the first element matching a CSS
+// selector.
+func pageText(t *testing.T, ctx context.Context, sel string) string {
+	t.Helper()
+	s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+	if err != nil {
+		t.Fatalf("read the text of %s: %v", sel, err)
+	}
+	return s
+}
+
+// evalJS evaluates a JavaScript expression in the page.
+func evalJS[T any](t *testing.T, ctx context.Context, expr string) T {
+	t.Helper()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
+	if err != nil {
+		t.Fatalf("evaluate %s: %v", expr, err)
+	}
+	return v
+}
+
+// jsString quotes s as a JavaScript string literal.
+func jsString(s string) string {
+	b, err := json.Marshal(s)
+	if err != nil {
+		panic(errors.New("marshal string"))
+	}
+	return string(b)
+}

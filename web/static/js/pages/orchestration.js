@@ -1,0 +1,122 @@
+// Orchestration: every pool with declared, used and free GPUs by GPU class
+// and by group, the workers and their state, utilization over time and the
+// event log. "Used" is what placed and running work holds, as the engine
+// counts it against the declared capacity.
+import { gql } from '../api.js';
+import { h, replace, table, errorBox, fmtNum, ago, fmtTime, section } from '../dom.js';
+import { watch } from '../live.js';
+import { lineChart, barChart } from '../charts.js';
+
+const query = `{
+  pools(first: 200) { edges { node { id name kind region capacityGpus gpuClass { name } } } }
+  tasks(filter: {status: [PLACED, RUNNING]}, first: 500) { edges { node { id status pool { id } group { name } size { totalGpus } } } }
+  workers { id hostname online mode kind version lastHeartbeatAt pool { name } gpus { index } tasks { id name } }
+}`;
+
+const auditQuery = `{ auditLog(first: 25) { edges { node { at actor channel action objectKind objectName detail } } } }`;
+
+// samples is utilization since the page opened: the server keeps no
+// history of it, so the chart shows what this tab has seen.
+const samples = [];
+const maxSamples = 720;
+
+export function render(el, { viewer }) {
+  const poolsBox = h('div');
+  const classBox = h('div');
+  const chartBox = h('div');
+  const workersBox = h('div');
+  const logBox = h('div');
+  replace(el, h('h1', {}, 'Orchestration'),
+    section('Pools', poolsBox),
+    section('By GPU class', classBox),
+    section('Utilization over time', chartBox),
+    section('Workers', workersBox),
+    section(viewer.admin ? 'Event log' : 'Events seen on this page', logBox));
+  const seen = [];
+
+  const reload = async () => {
+    let d;
+    try {
+      d = await gql(query);
+    } catch (e) {
+      replace(poolsBox, errorBox(e));
+      return;
+    }
+    const pools = d.pools.edges.map((e) => e.node);
+    const tasks = d.tasks.edges.map((e) => e.node);
+    const used = new Map();
+    const byGroup = new Map();
+    for (const t of tasks) {
+      if (!t.pool) continue;
+      used.set(t.pool.id, (used.get(t.pool.id) || 0) + t.size.totalGpus);
+      const g = byGroup.get(t.pool.id) || new Map();
+      const name = t.group ? t.group.name : '(no group)';
+      g.set(name, (g.get(name) || 0) + t.size.totalGpus);
+      byGroup.set(t.pool.id, g);
+    }
+    replace(poolsBox, pools.length ? table(['Pool', 'Kind', 'GPU class', 'Declared', 'Used', 'Free', 'Used by group'],
+      pools.map((p) => {
+        const u = used.get(p.id) || 0;
+        const groups = [...(byGroup.get(p.id) || new Map())].map(([g, n]) => `${g} ${fmtNum(n, 3)}`).join(', ');
+        return h('tr', { 'data-pool': p.name },
+          h('td', {}, p.name, p.region ? h('span', { class: 'muted' }, ` ${p.region}`) : null),
+          h('td', {}, p.kind.toLowerCase().replace('_', ' ')),
+          h('td', {}, p.gpuClass.name),
+          h('td', { class: 'num' }, p.capacityGpus),
+          h('td', { class: 'num' }, fmtNum(u, 3)),
+          h('td', { class: 'num' }, fmtNum(Math.max(0, p.capacityGpus - u), 3)),
+          h('td', {}, groups || '–'));
+      })) : h('p', { class: 'muted' }, 'No pools yet: an admin declares them in the estate.'));
+
+    const classes = new Map();
+    for (const p of pools) {
+      const c = classes.get(p.gpuClass.name) || { declared: 0, used: 0 };
+      c.declared += p.capacityGpus;
+      c.used += used.get(p.id) || 0;
+      classes.set(p.gpuClass.name, c);
+    }
+    replace(classBox, table(['GPU class', 'Declared', 'Used', 'Free'], [...classes].map(([name, c]) => h('tr', {},
+      h('td', {}, name), h('td', { class: 'num' }, c.declared), h('td', { class: 'num' }, fmtNum(c.used, 3)),
+      h('td', { class: 'num' }, fmtNum(Math.max(0, c.declared - c.used), 3))))),
+    barChart({ title: 'Used GPUs by pool', items: pools.map((p) => ({ label: p.name, value: used.get(p.id) || 0, note: `of ${p.capacityGpus}` })) }));
+
+    const now = Date.now();
+    samples.push({ t: now, byClass: new Map([...classes].map(([n, c]) => [n, c.declared ? (100 * c.used) / c.declared : 0])) });
+    while (samples.length > maxSamples) samples.shift();
+    const names = [...classes.keys()];
+    replace(chartBox, lineChart({
+      title: 'Used share of declared GPUs, by GPU class (since this page opened)', unit: '%',
+      series: names.map((n) => ({ name: n, points: samples.filter((s) => s.byClass.has(n)).map((s) => [s.t, s.byClass.get(n)]) })),
+      hlines: [{ value: 100, label: 'full' }],
+    }));
+
+    replace(workersBox, d.workers.length ? table(['Worker', 'Pool', 'State', 'Mode', 'GPUs', 'Running', 'Last heartbeat'],
+      d.workers.map((w) => h('tr', { 'data-worker': w.hostname },
+        h('td', {}, w.hostname, h('span', { class: 'muted' }, ` ${w.version}`)),
+        h('td', {}, w.pool ? w.pool.name : '–'),
+        h('td', {}, h('span', { class: `badge ${w.online ? 's-running' : 's-failed'}` }, w.online ? 'online' : 'heartbeats lost')),
+        h('td', {}, w.mode),
+        h('td', { class: 'num' }, w.gpus.length),
+        h('td', {}, w.tasks.length ? w.tasks.map((t, i) => [i ? ', ' : '', h('a', { href: `#/task/${encodeURIComponent(t.id)}` }, t.name)]) : '–'),
+        h('td', {}, ago(w.lastHeartbeatAt))))) : h('p', { class: 'muted' }, 'No worker has registered yet.'));
+
+    if (viewer.admin) {
+      try {
+        const a = await gql(auditQuery);
+        replace(logBox, table(['At', 'Who', 'Channel', 'What', 'Object', 'Detail'], a.auditLog.edges.map(({ node: e }) => h('tr', {},
+          h('td', {}, fmtTime(e.at)), h('td', {}, e.actor), h('td', {}, e.channel), h('td', {}, e.action),
+          h('td', {}, `${e.objectKind} ${e.objectName}`), h('td', { class: 'reason' }, e.detail)))));
+      } catch (e) {
+        replace(logBox, errorBox(e));
+      }
+    } else {
+      replace(logBox, seen.length ? h('ul', { class: 'events' }, seen.slice(-25).reverse().map((s) => h('li', {}, `${fmtTime(s.at)} ${s.what}`)))
+        : h('p', { class: 'muted' }, 'Nothing has happened since this page opened.'));
+    }
+  };
+  const note = (what) => () => seen.push({ at: new Date().toISOString(), what });
+  return watch([
+    { name: 'poolUtilization', onEvent: note('pool utilization changed') },
+    { name: 'workers', onEvent: note('a worker joined, left or lost its heartbeats') },
+  ], reload, { pollMs: 5000 });
+}

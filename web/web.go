@@ -1,0 +1,83 @@
+// Package web is Klique's dashboard: plain HTML, CSS and JavaScript modules
+// embedded in the binary, so that `klique serve` shows it at / with no
+// front-end build and no files beside the binary. The pages talk to the
+// same GraphQL API as every other channel (queries and mutations over
+// HTTP, subscriptions over WebSocket); this package only serves the files
+// and never sees a credential.
+package web
+
+import (
+	"embed"
+	"io/fs"
+	"net/http"
+	"strings"
+)
+
+//go:embed static
+var static embed.FS
+
+// AssetPrefix is the path under which the dashboard's files are served.
+// It is a prefix of its own, so that / itself and the API's routes
+// (/graphql, /api, /v1, /mcp, ...) stay where they are.
+const AssetPrefix = "/ui/"
+
+// contentSecurityPolicy keeps the page to its own scripts and styles: no
+// inline script, no third-party origin, and connections (fetch and the
+// subscription WebSocket) only to the server that served it. Task names,
+// logs and parameters are shown as text, and this is the second fence if
+// one ever slips into markup.
+const contentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
+	"connect-src 'self' ws: wss:; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'none'"
+
+// Files returns the embedded files, rooted at the dashboard's top folder
+// (index.html, js/, css/).
+func Files() fs.FS {
+	sub, err := fs.Sub(static, "static")
+	if err != nil {
+		// The folder is embedded at build time; failing here is a build bug.
+		panic("web: embedded static folder missing: " + err.Error())
+	}
+	return sub
+}
+
+// Index serves the dashboard's single page. The pages route on the URL's
+// fragment (#/queues, #/task/ID), so the server needs one document only.
+func Index() http.Handler {
+	files := Files()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, err := fs.ReadFile(files, "index.html")
+		if err != nil {
+			http.Error(w, "the dashboard is missing from this build", http.StatusInternalServerError)
+			return
+		}
+		securityHeaders(w)
+		// The page is small and names its assets without versions:
+		// revalidate, so that an upgraded server is picked up at once.
+		w.Header().Set("Cache-Control", "no-cache")
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_, _ = w.Write(b)
+	})
+}
+
+// Assets serves the dashboard's scripts and styles under AssetPrefix.
+// Directory listings are refused: only files are served.
+func Assets() http.Handler {
+	fileServer := http.StripPrefix(strings.TrimSuffix(AssetPrefix, "/"), http.FileServerFS(Files()))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/") {
+			http.NotFound(w, r)
+			return
+		}
+		securityHeaders(w)
+		w.Header().Set("Cache-Control", "no-cache")
+		fileServer.ServeHTTP(w, r)
+	})
+}
+
+func securityHeaders(w http.ResponseWriter) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", contentSecurityPolicy)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("X-Frame-Options", "DENY")
+}
