@@ -77,6 +77,14 @@ type Config struct {
 	// separate address (KLIQUE_DEBUG_LISTEN, e.g. 127.0.0.1:6060). It has
 	// no authentication: keep it on loopback.
 	DebugListen string
+	// SubscriptionsPerConnection caps the GraphQL subscriptions one
+	// WebSocket connection runs at once (KLIQUE_SUBSCRIPTIONS_PER_CONNECTION,
+	// default 100); SubscriptionConnectionsPerUser caps one user's open
+	// WebSocket connections per replica
+	// (KLIQUE_SUBSCRIPTION_CONNECTIONS_PER_USER, default 20). Zero means the
+	// default.
+	SubscriptionsPerConnection     int
+	SubscriptionConnectionsPerUser int
 }
 
 // Defaults.
@@ -149,6 +157,21 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 			return nil, fmt.Errorf("KLIQUE_TASK_LOG_LIMIT=%q: give a number of bytes, at least 1024", v)
 		}
 		c.TaskLogLimit = n
+	}
+	for _, lim := range []struct {
+		env string
+		to  *int
+	}{
+		{"KLIQUE_SUBSCRIPTIONS_PER_CONNECTION", &c.SubscriptionsPerConnection},
+		{"KLIQUE_SUBSCRIPTION_CONNECTIONS_PER_USER", &c.SubscriptionConnectionsPerUser},
+	} {
+		if v := getenv(lim.env); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > 100000 {
+				return nil, fmt.Errorf("%s=%q: give a whole number between 1 and 100000", lim.env, v)
+			}
+			*lim.to = n
+		}
 	}
 	c.MaxBodyBytes = DefaultMaxBodyBytes
 	if v := getenv("KLIQUE_MAX_BODY_BYTES"); v != "" {

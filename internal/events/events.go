@@ -9,6 +9,7 @@ package events
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -47,6 +48,10 @@ type Broker interface {
 type Bus struct {
 	mu   sync.RWMutex
 	subs map[*Subscription]struct{}
+	// forward, when set, also sends each published event to the other
+	// replicas (see BridgeRedis). Events that come from them are delivered
+	// here without being forwarded again.
+	forward atomic.Pointer[func(Event)]
 }
 
 // NewBus returns an empty bus.
@@ -77,8 +82,17 @@ func (b *Bus) Subscribe(size int, filter func(Event) bool) *Subscription {
 }
 
 // Publish delivers e to every subscriber whose filter accepts it, dropping it
-// for subscribers whose buffer is full.
+// for subscribers whose buffer is full, and forwards it to the other
+// replicas when the bus is bridged.
 func (b *Bus) Publish(e Event) {
+	b.deliver(e)
+	if f := b.forward.Load(); f != nil {
+		(*f)(e)
+	}
+}
+
+// deliver hands e to this replica's subscribers only.
+func (b *Bus) deliver(e Event) {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	for s := range b.subs {

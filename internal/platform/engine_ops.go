@@ -108,16 +108,27 @@ func (s *Service) TaskReason(ctx context.Context, t *model.Task) (string, error)
 	if err != nil {
 		return "", err
 	}
-	var why string
 	qs, err := s.store.GetQueueState(ctx, t.TenantID, t.ComputeResourceID)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
+		qs = nil
+	case err != nil:
+		return "", s.internal(ctx, err)
+	}
+	return waitingReason(t, pos, qs), nil
+}
+
+// waitingReason says why a queued task at position pos waits, given its
+// queue's state (nil before the engine's first pass over it). TaskReason and
+// the queueChanged subscription share it.
+func waitingReason(t *model.Task, pos int, qs *model.QueueState) string {
+	var why string
+	switch {
+	case qs == nil:
 		why = "waiting for the engine's next pass"
 		if pos > 1 {
 			why = fmt.Sprintf("position %d: waiting behind the tasks ahead of it in its compute resource", pos)
 		}
-	case err != nil:
-		return "", s.internal(ctx, err)
 	case pos == 1 && qs.TaskID == t.ID:
 		why = qs.Reason
 	case pos == 1:
@@ -128,7 +139,7 @@ func (s *Service) TaskReason(ctx context.Context, t *model.Task) (string, error)
 	if rest, ok := strings.CutPrefix(t.Reason, engine.PreemptedPrefix); ok {
 		why = "requeued at the front of its compute resource after it was preempted (" + rest + "); " + why
 	}
-	return why, nil
+	return why
 }
 
 // QueueState returns why a compute resource's head waits, or nil when
@@ -219,33 +230,47 @@ func (s *Service) PolicyViews(ctx context.Context, groupRef string) ([]*PolicyVi
 	}
 	var out []*PolicyView
 	for _, pol := range policies {
-		v := &PolicyView{Policy: pol, Group: e.Group(pol.GroupID), ComputeResources: e.ComputeResourcesOfPolicy(pol.ID)}
-		var rate int64
-		for _, t := range held {
-			cr := full.ComputeResource(t.ComputeResourceID)
-			if cr == nil || cr.PolicyID != pol.ID {
-				continue
-			}
-			v.Held += t.Size.Total()
-			v.Holding++
-			if pr := full.Profile(cr.ProfileID); pr != nil {
-				rate += pr.TimeWeightMilli
-			}
-		}
-		if v.Held > model.GPUs(pol.ReservationGPUs) {
-			v.Borrowed = v.Held - model.GPUs(pol.ReservationGPUs)
-		}
-		if v.Waiting, err = s.store.CountTasks(ctx, p.TenantID, store.TaskFilter{
-			Statuses: []model.TaskStatus{model.TaskQueued}, GroupIDs: []string{pol.GroupID}}); err != nil {
+		v, err := s.policyView(ctx, p.TenantID, e, full, pol, held, used, now)
+		if err != nil {
 			return nil, s.internal(ctx, err)
-		}
-		if b := pol.Budget; b != nil {
-			v.Budget = budgetView(pol, used[pol.ID], rate, now)
 		}
 		out = append(out, v)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Group.Name < out[j].Group.Name })
 	return out, nil
+}
+
+// policyView is one policy's view: e names what the caller may see, full
+// is the whole estate, held the tenant's schedulable tasks and used the
+// budget charged per policy. The policy view and the budgetBurn
+// subscription share it.
+func (s *Service) policyView(ctx context.Context, tenantID string, e, full *estate.Estate, pol *model.ResourcePolicy,
+	held []store.SchedTask, used map[string]int64, now time.Time) (*PolicyView, error) {
+	v := &PolicyView{Policy: pol, Group: e.Group(pol.GroupID), ComputeResources: e.ComputeResourcesOfPolicy(pol.ID)}
+	var rate int64
+	for _, t := range held {
+		cr := full.ComputeResource(t.ComputeResourceID)
+		if cr == nil || cr.PolicyID != pol.ID || t.Status == model.TaskQueued {
+			continue
+		}
+		v.Held += t.Size.Total()
+		v.Holding++
+		if pr := full.Profile(cr.ProfileID); pr != nil {
+			rate += pr.TimeWeightMilli
+		}
+	}
+	if v.Held > model.GPUs(pol.ReservationGPUs) {
+		v.Borrowed = v.Held - model.GPUs(pol.ReservationGPUs)
+	}
+	var err error
+	if v.Waiting, err = s.store.CountTasks(ctx, tenantID, store.TaskFilter{
+		Statuses: []model.TaskStatus{model.TaskQueued}, GroupIDs: []string{pol.GroupID}}); err != nil {
+		return nil, fmt.Errorf("count waiting tasks of group %s: %w", pol.GroupID, err)
+	}
+	if b := pol.Budget; b != nil {
+		v.Budget = budgetView(pol, used[pol.ID], rate, now)
+	}
+	return v, nil
 }
 
 func budgetView(pol *model.ResourcePolicy, used, rateMilli int64, now time.Time) *BudgetView {

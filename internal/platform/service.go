@@ -60,6 +60,8 @@ type Service struct {
 	// redact holds, per running task attempt, the secret values to cut
 	// out of its log lines.
 	redact sync.Map
+	// subs holds the live subscriptions (subscription_ops.go).
+	subs subscriptions
 }
 
 // New returns a service.

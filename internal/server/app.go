@@ -127,6 +127,7 @@ func start(ctx context.Context, cfg *config.Config, log *slog.Logger, st store.S
 	heartbeat := cfg.WorkerLease / 4
 	svc := platform.New(platform.Options{Store: st, Auth: auth, Events: bus, Logger: log, Vault: v,
 		Agent: platform.AgentOptions{Lease: cfg.WorkerLease, Heartbeat: heartbeat, LogLimit: cfg.TaskLogLimit}})
+	svc.SetSubscriptionLimits(platform.SubscriptionLimits{PerConnection: cfg.SubscriptionsPerConnection, ConnectionsPerUser: cfg.SubscriptionConnectionsPerUser})
 
 	if err := bootstrap(ctx, cfg, log, svc); err != nil {
 		return nil, err
@@ -134,7 +135,6 @@ func start(ctx context.Context, cfg *config.Config, log *slog.Logger, st store.S
 
 	h := NewHandler(Deps{Service: svc, Auth: auth, Signer: signer, Logger: log, MaxBodyBytes: cfg.MaxBodyBytes})
 	h.mountMCP(cfg, log)
-	h.mountWeb()
 	gw, limiterClose, err := startGateway(cfg, log, svc, auth, h)
 	if err != nil {
 		return nil, err
@@ -143,6 +143,11 @@ func start(ctx context.Context, cfg *config.Config, log *slog.Logger, st store.S
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s (set KLIQUE_LISTEN or --listen to another address): %w", cfg.Listen, err)
+	}
+	closeBridge, err := bridgeEvents(ctx, cfg, log, bus)
+	if err != nil {
+		_ = ln.Close()
+		return nil, err
 	}
 	app := &App{cfg: cfg, log: log, Store: st, Service: svc, Events: bus, Handler: h, listener: ln, served: make(chan error, 1),
 		server: &http.Server{
@@ -153,7 +158,7 @@ func start(ctx context.Context, cfg *config.Config, log *slog.Logger, st store.S
 			MaxHeaderBytes:    64 << 10,
 			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		}}
-	app.gateway, app.closeLimiter = gw, limiterClose
+	app.gateway, app.closeLimiter = gw, func() { limiterClose(); closeBridge() }
 	go func() { app.served <- app.server.Serve(ln) }()
 	if err := app.startGatewayListener(cfg); err != nil {
 		_ = app.server.Close()

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -15,10 +16,13 @@ import (
 	"github.com/99designs/gqlgen/graphql/handler/extension"
 	"github.com/99designs/gqlgen/graphql/handler/lru"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
+	"github.com/redis/go-redis/v9"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/klique-ai/klique/graph"
+	"github.com/klique-ai/klique/internal/config"
+	"github.com/klique-ai/klique/internal/events"
 	"github.com/klique-ai/klique/internal/identity"
 	"github.com/klique-ai/klique/internal/platform"
 )
@@ -33,6 +37,7 @@ const ComplexityLimit = 2000
 func newGraphQL(svc *platform.Service, log *slog.Logger, m *metrics) *handler.Server {
 	schema := graph.NewExecutableSchema(graph.Config{Resolvers: &graph.Resolver{Svc: svc}})
 	srv := handler.New(schema)
+	srv.AddTransport(subscriptionTransport(svc, log))
 	srv.AddTransport(transport.Options{})
 	srv.AddTransport(transport.GET{})
 	srv.AddTransport(transport.POST{})
@@ -131,6 +136,82 @@ func newGraphQL(svc *platform.Service, log *slog.Logger, m *metrics) *handler.Se
 	return srv
 }
 
+// WebSocket close codes for a refused connection_init, as graphql-ws
+// clients expect them.
+const (
+	closeUnauthorized = 4401
+	closeForbidden    = 4403
+	closeInternal     = 4500
+)
+
+// subscriptionTransport serves subscriptions over WebSocket with gqlgen's
+// transport on github.com/coder/websocket: graphql-transport-ws, and the
+// legacy graphql-ws subprotocol. Browsers cannot set headers on a
+// WebSocket, so the credential comes in connection_init; the platform
+// service checks it (and the user's connection cap) and closes with 4401 or
+// 4403 when it does not hold.
+func subscriptionTransport(svc *platform.Service, log *slog.Logger) transport.Websocket {
+	return transport.Websocket{
+		Implementation:        deadlineFreeWebsocket{},
+		InitTimeout:           10 * time.Second,
+		KeepAlivePingInterval: 15 * time.Second,
+		InitFunc: func(ctx context.Context, payload transport.InitPayload) (context.Context, *transport.InitPayload, error) {
+			sub, release, err := svc.OpenSubscriptions(ctx, initCredential(payload))
+			if err != nil {
+				code := closeInternal
+				var pe *platform.Error
+				if errors.As(err, &pe) {
+					switch pe.Code {
+					case platform.CodeUnauthenticated:
+						code = closeUnauthorized
+					case platform.CodeForbidden:
+						code = closeForbidden
+					}
+				}
+				if code == closeInternal {
+					log.ErrorContext(ctx, "open a subscription connection", "err", err, "request_id", identity.RequestIDFrom(ctx))
+					err = errors.New("could not check the credential right now; try again")
+				}
+				return transport.WithWebsocketCloseCode(ctx, code), nil, err
+			}
+			// The request's context ends when the connection does.
+			go func() {
+				<-ctx.Done()
+				release()
+			}()
+			return sub, nil, nil
+		},
+	}
+}
+
+// initCredential reads the credential of a connection_init payload:
+// "Authorization" (or "authorization") as "Bearer <credential>" or bare,
+// or "token".
+func initCredential(p transport.InitPayload) string {
+	v := strings.TrimSpace(p.Authorization())
+	if scheme, cred, ok := strings.Cut(v, " "); ok && strings.EqualFold(scheme, "Bearer") {
+		v = strings.TrimSpace(cred)
+	}
+	if v == "" {
+		v = strings.TrimSpace(p.GetString("token"))
+	}
+	return v
+}
+
+// deadlineFreeWebsocket accepts WebSockets with the server's read deadline
+// lifted: http.Server's ReadTimeout stays on a hijacked connection and
+// would cut every subscription after a minute.
+type deadlineFreeWebsocket struct {
+	transport.CoderWebsocketImplementation
+}
+
+func (d deadlineFreeWebsocket) Accept(w http.ResponseWriter, r *http.Request, o transport.WebsocketAcceptOptions) (transport.WebsocketConn, error) {
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Time{})
+	_ = rc.SetWriteDeadline(time.Time{})
+	return d.CoderWebsocketImplementation.Accept(w, r, o)
+}
+
 // unsupportedTransport answers what no other transport takes (a POST that is
 // not JSON, a PUT) with an error that carries a code, instead of gqlgen's
 // bare "transport not supported". It must be added last.
@@ -205,4 +286,27 @@ func (s strictNumbers) check(t *ast.Type, v any, where string) *gqlerror.Error {
 		}
 	}
 	return nil
+}
+
+// bridgeEvents carries the event bus between replicas over Redis when
+// KLIQUE_REDIS_URL is set, so that a subscriber connected to one replica
+// sees what another replica's engine decided. It returns how to stop it.
+func bridgeEvents(ctx context.Context, cfg *config.Config, log *slog.Logger, bus *events.Bus) (func(), error) {
+	if cfg.RedisURL == "" {
+		return func() {}, nil
+	}
+	opts, err := redis.ParseURL(cfg.RedisURL)
+	if err != nil {
+		return nil, fmt.Errorf("KLIQUE_REDIS_URL: %w", err)
+	}
+	client := redis.NewClient(opts)
+	b, err := events.BridgeRedis(ctx, bus, client, events.RedisChannel, log.With("component", "events"))
+	if err != nil {
+		_ = client.Close()
+		return nil, fmt.Errorf("KLIQUE_REDIS_URL: %w", err)
+	}
+	return func() {
+		_ = b.Close()
+		_ = client.Close()
+	}, nil
 }

@@ -1,0 +1,702 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/klique-ai/klique/internal/agentapi"
+	"github.com/klique-ai/klique/internal/config"
+	"github.com/klique-ai/klique/internal/events"
+	"github.com/klique-ai/klique/internal/redistest"
+	"github.com/klique-ai/klique/internal/store/pgtest"
+)
+
+// withWorkerLease shortens the worker lease (and so the heartbeat interval,
+// a quarter of it), so that lost workers are noticed within the test.
+func withWorkerLease(d time.Duration) serverOption {
+	return func(c *config.Config) { c.WorkerLease = d }
+}
+
+// withSubscriptionCaps sets the subscription caps.
+func withSubscriptionCaps(perConnection, connectionsPerUser int) serverOption {
+	return func(c *config.Config) {
+		c.SubscriptionsPerConnection, c.SubscriptionConnectionsPerUser = perConnection, connectionsPerUser
+	}
+}
+
+// withRedis carries events between replicas over the test Redis.
+func withRedis(url string) serverOption {
+	return func(c *config.Config) { c.RedisURL = url }
+}
+
+// withVaultKey gives replicas that share a database the same vault key.
+func withVaultKey(k string) serverOption {
+	return func(c *config.Config) { c.VaultKey = k }
+}
+
+// bearer is a connection_init payload with a credential.
+func bearerInit(cred string) map[string]any {
+	return map[string]any{"Authorization": "Bearer " + cred}
+}
+
+func ctxFor(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// subscribeWS opens a connection as cred and starts one subscription,
+// failing t when either is refused.
+func subscribeWS(t *testing.T, ts *testServer, cred, query string, vars map[string]any) (*wsClient, <-chan wsEvent) {
+	t.Helper()
+	ctx := ctxFor(t, 30*time.Second)
+	c, err := dialWS(ctx, ts.url, bearerInit(cred), wsDialOptions{})
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(c.close)
+	_, ch, err := c.subscribe(ctx, query, vars)
+	if err != nil {
+		t.Fatalf("subscribe: %v", err)
+	}
+	return c, ch
+}
+
+// kindOf returns data.<field>.kind of an update.
+func kindOf(u *wsUpdate, field string) string { return str(u.Data, field, "kind") }
+
+// agentWorker is a worker daemon speaking the worker protocol in a test.
+type agentWorker struct {
+	t      *testing.T
+	ts     *testServer
+	secret string
+	id     string
+}
+
+func registerWorker(t *testing.T, ts *testServer, secret, hostname string) *agentWorker {
+	t.Helper()
+	var out agentapi.RegisterResponse
+	code := agentCall(t, ts, secret, http.MethodPost, agentapi.PathRegister, map[string]any{"hostname": hostname,
+		"gpus": []any{map[string]any{"index": 0}}, "version": "test", "mode": "process"}, &out)
+	if code != http.StatusOK || out.WorkerID == "" {
+		t.Fatalf("register worker %s: %d", hostname, code)
+	}
+	return &agentWorker{t: t, ts: ts, secret: secret, id: out.WorkerID}
+}
+
+// claim claims placed tasks until it gets id; the others it claims are
+// finished as completed so that they leave the pool.
+func (w *agentWorker) claim(id string) *agentapi.Assignment {
+	w.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		var out agentapi.ClaimResponse
+		code := agentCall(w.t, w.ts, w.secret, http.MethodPost, agentapi.PathClaim, agentapi.ClaimRequest{WorkerID: w.id, FreeGPUs: 8, WaitSeconds: 1}, &out)
+		if code == http.StatusOK && out.Task != nil {
+			if out.Task.TaskID == id {
+				return out.Task
+			}
+			w.finish(out.Task, agentapi.StateCompleted)
+		}
+	}
+	w.t.Fatalf("worker never claimed task %s", id)
+	return nil
+}
+
+func (w *agentWorker) finish(a *agentapi.Assignment, state string) {
+	w.t.Helper()
+	if code := agentCall(w.t, w.ts, w.secret, http.MethodPost, agentapi.PathTasks+a.TaskID+"/finish",
+		agentapi.FinishRequest{Attempt: a.Attempt, State: state}, nil); code != http.StatusOK && code != http.StatusNoContent {
+		w.t.Fatalf("finish %s as %s: %d", a.TaskID, state, code)
+	}
+}
+
+func (w *agentWorker) logs(a *agentapi.Assignment, lines ...string) {
+	w.t.Helper()
+	req := agentapi.LogsRequest{Attempt: a.Attempt}
+	for _, l := range lines {
+		req.Lines = append(req.Lines, agentapi.LogLine{At: time.Now().UTC(), Stream: "stdout", Line: l})
+	}
+	if code := agentCall(w.t, w.ts, w.secret, http.MethodPost, agentapi.PathTasks+a.TaskID+"/logs", req, nil); code != http.StatusOK && code != http.StatusNoContent {
+		w.t.Fatalf("send logs of %s: %d", a.TaskID, code)
+	}
+}
+
+func enqueueAs(t *testing.T, ts *testServer, cred, name, project string) string {
+	t.Helper()
+	d := ts.mustGQL(t, cred, `mutation($in: EnqueueTaskInput!) { enqueueTask(input: $in) { id } }`, map[string]any{"in": map[string]any{
+		"name": name, "project": project, "computeResource": "1 GPU", "command": []any{"python", "train.py"}}})
+	return str(d, "enqueueTask", "id")
+}
+
+const queueSub = `subscription($cr: ID!) { queueChanged(computeResource: $cr) {
+	kind at missed task { id status } computeResource { id name }
+	waiting { position reason task { id } } running { id status } queueState { constraint reason } } }`
+
+// queueHas reports whether a queue update is of kind about task id.
+func queueHas(kind, id string) func(*wsUpdate) bool {
+	return func(u *wsUpdate) bool {
+		return kindOf(u, "queueChanged") == kind && str(u.Data, "queueChanged", "task", "id") == id
+	}
+}
+
+// waitingPosition is the position of task id in a queue update, or 0.
+func waitingPosition(u *wsUpdate, id string) int {
+	list, _ := path(u.Data, "queueChanged", "waiting").([]any)
+	for _, w := range list {
+		if str(w, "task", "id") == id {
+			n, _ := path(w, "position").(float64)
+			return int(n)
+		}
+	}
+	return 0
+}
+
+func TestSubscriptions(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, withEngine(100*time.Millisecond), withWorkerLease(5*time.Second))
+	f := newFixture(t, ts)
+	crML := f.id(t, "cr ml-research/1 GPU")
+	worker := registerWorker(t, ts, f.workerSecret, "gpu-host-8")
+	// The fixture's task holds onprem-k8s; finish it so that it does not
+	// get in the way.
+	worker.finish(worker.claim(f.ids["task"]), agentapi.StateCompleted)
+
+	t.Run("connection_init without a credential, or with a bad one, closes with 4401", func(t *testing.T) {
+		ctx := ctxFor(t, 10*time.Second)
+		for name, payload := range map[string]map[string]any{
+			"none":             nil,
+			"empty":            {},
+			"unknown key":      bearerInit("kq_not-a-real-key-0123456789abcdef"),
+			"worker secret":    bearerInit(f.workerSecret),
+			"token, not valid": {"token": "eyJhbGciOiJFUzI1NiJ9.e30.bad"},
+		} {
+			_, err := dialWS(ctx, ts.url, payload, wsDialOptions{})
+			if code := closeCode(err); code != 4401 {
+				t.Errorf("%s: connection ended with %v (close code %d), want close code 4401", name, err, code)
+			}
+		}
+		// The legacy protocol is refused the same way.
+		_, err := dialWS(ctx, ts.url, nil, wsDialOptions{proto: protoLegacyWS})
+		if code := closeCode(err); code != 4401 {
+			t.Errorf("graphql-ws without a credential: %v (close code %d), want 4401", err, code)
+		}
+	})
+
+	t.Run("the credential is accepted as Authorization, authorization or token", func(t *testing.T) {
+		ctx := ctxFor(t, 10*time.Second)
+		for _, payload := range []map[string]any{
+			{"Authorization": "Bearer " + f.alice}, {"authorization": "Bearer " + f.alice}, {"token": f.alice}, {"Authorization": f.alice},
+		} {
+			c, err := dialWS(ctx, ts.url, payload, wsDialOptions{})
+			if err != nil {
+				t.Fatalf("payload with keys %v: %v", keys(payload), err)
+			}
+			c.close()
+		}
+	})
+
+	t.Run("queueChanged shows enqueue, placement, start, preemption, requeue and finish, with positions", func(t *testing.T) {
+		_, ch := subscribeWS(t, ts, f.alice, queueSub, map[string]any{"cr": "1 GPU"})
+		first := nextUpdate(t, ch, 10*time.Second)
+		if kindOf(first, "queueChanged") != "snapshot" || str(first.Data, "queueChanged", "computeResource", "id") != crML {
+			t.Fatalf("first update %s, want a snapshot of ml-research's 1 GPU", first.Raw)
+		}
+		// Hold the engine so that the task waits long enough to be seen
+		// in line.
+		ts.mustGQL(t, f.admin, `mutation { setEngineEnabled(enabled: false) { enabled } }`, nil)
+		id := enqueueAs(t, ts, f.alice, "watched", "fraud-models")
+		u := waitUpdate(t, ch, 10*time.Second, "task.enqueued", queueHas("task.enqueued", id))
+		if pos := waitingPosition(u, id); pos != 1 {
+			t.Fatalf("the enqueued task is at position %d of %s, want 1", pos, u.Raw)
+		}
+		waitUpdate(t, ch, 10*time.Second, "queue.changed saying the engine is disabled", func(u *wsUpdate) bool {
+			return kindOf(u, "queueChanged") == "queue.changed" && str(u.Data, "queueChanged", "queueState", "constraint") == "engine_disabled"
+		})
+		ts.mustGQL(t, f.admin, `mutation { setEngineEnabled(enabled: true) { enabled } }`, nil)
+		u = waitUpdate(t, ch, 10*time.Second, "task.placed", queueHas("task.placed", id))
+		if waitingPosition(u, id) != 0 || !strings.Contains(u.Raw, `"running":[`) || !strings.Contains(str(u.Data, "queueChanged", "task", "status"), "PLACED") {
+			t.Fatalf("after placement: %s", u.Raw)
+		}
+
+		a := worker.claim(id)
+		waitUpdate(t, ch, 10*time.Second, "task.started", queueHas("task.started", id))
+
+		// Its environment takes the capacity back: preempted, and back in
+		// line at the front.
+		worker.finish(a, agentapi.StatePreempted)
+		waitUpdate(t, ch, 10*time.Second, "task.preempted", queueHas("task.preempted", id))
+		waitUpdate(t, ch, 10*time.Second, "task.placed again", queueHas("task.placed", id))
+
+		// A worker that stops heartbeating: the engine requeues its task
+		// once the lease runs out.
+		worker.claim(id)
+		waitUpdate(t, ch, 20*time.Second, "task.requeued", queueHas("task.requeued", id))
+		waitUpdate(t, ch, 10*time.Second, "task.placed a third time", queueHas("task.placed", id))
+
+		worker.finish(worker.claim(id), agentapi.StateCompleted)
+		u = waitUpdate(t, ch, 10*time.Second, "task.completed", queueHas("task.completed", id))
+		if strings.Contains(u.Raw, id) && str(u.Data, "queueChanged", "task", "status") != "COMPLETED" {
+			t.Fatalf("after the finish: %s", u.Raw)
+		}
+
+		other := enqueueAs(t, ts, f.alice, "to-abort", "fraud-models")
+		ts.mustGQL(t, f.alice, `mutation($id: ID!) { abortTask(id: $id) { id } }`, map[string]any{"id": other})
+		waitUpdate(t, ch, 10*time.Second, "task.aborted", queueHas("task.aborted", other))
+	})
+
+	t.Run("taskEvents and taskLogs follow one task to its end", func(t *testing.T) {
+		ts.mustGQL(t, f.admin, `mutation { setEngineEnabled(enabled: false) { enabled } }`, nil)
+		id := enqueueAs(t, ts, f.alice, "logged", "fraud-models")
+		_, events := subscribeWS(t, ts, f.alice, `subscription($id: ID!) { taskEvents(id: $id) { kind missed task { id status } } }`, map[string]any{"id": id})
+		_, logs := subscribeWS(t, ts, f.alice, `subscription($id: ID!) { taskLogs(id: $id) { lastSeq done truncated lines { seq stream line } } }`, map[string]any{"id": id})
+		if u := nextUpdate(t, events, 10*time.Second); kindOf(u, "taskEvents") != "snapshot" || str(u.Data, "taskEvents", "task", "status") != "QUEUED" {
+			t.Fatalf("first task update %s", u.Raw)
+		}
+		if u := nextUpdate(t, logs, 10*time.Second); !strings.Contains(u.Raw, `"lines":[]`) || path(u.Data, "taskLogs", "done") != false {
+			t.Fatalf("first log update %s, want no lines yet", u.Raw)
+		}
+		ts.mustGQL(t, f.admin, `mutation { setEngineEnabled(enabled: true) { enabled } }`, nil)
+		waitUpdate(t, events, 10*time.Second, "task.placed", func(u *wsUpdate) bool { return kindOf(u, "taskEvents") == "task.placed" })
+		a := worker.claim(id)
+		waitUpdate(t, events, 10*time.Second, "task.started", func(u *wsUpdate) bool { return kindOf(u, "taskEvents") == "task.started" })
+		worker.logs(a, "epoch 1 loss 0.9", "epoch 2 loss 0.5")
+		var got []string
+		for len(got) < 2 {
+			u := nextUpdate(t, logs, 10*time.Second)
+			lines, _ := path(u.Data, "taskLogs", "lines").([]any)
+			for _, l := range lines {
+				got = append(got, str(l, "line"))
+			}
+		}
+		if strings.Join(got, "|") != "epoch 1 loss 0.9|epoch 2 loss 0.5" {
+			t.Fatalf("log lines %q", got)
+		}
+		worker.logs(a, "done")
+		worker.finish(a, agentapi.StateCompleted)
+		u := waitUpdate(t, events, 10*time.Second, "task.completed", func(u *wsUpdate) bool { return kindOf(u, "taskEvents") == "task.completed" })
+		if str(u.Data, "taskEvents", "task", "status") != "COMPLETED" {
+			t.Fatalf("task after completion: %s", u.Raw)
+		}
+		u = waitUpdate(t, logs, 10*time.Second, "the last log update", func(u *wsUpdate) bool { return path(u.Data, "taskLogs", "done") == true })
+		if !strings.Contains(u.Raw, "done") {
+			t.Fatalf("the last log update %s misses the last line", u.Raw)
+		}
+		select {
+		case ev, ok := <-logs:
+			if ok && ev.Type != "complete" {
+				t.Fatalf("after the last log update: %s %v", ev.Type, ev.Errors)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("the log subscription did not complete after the task ended")
+		}
+	})
+
+	t.Run("poolUtilization shows used and declared GPUs per pool and GPU class", func(t *testing.T) {
+		_, ch := subscribeWS(t, ts, f.victor, `subscription { poolUtilization { kind missed
+			pools { pool { name } declaredGpus usedGpus freeGpus workers onlineWorkers }
+			gpuClasses { gpuClass { name } declaredGpus usedGpus freeGpus } } }`, nil)
+		first := nextUpdate(t, ch, 10*time.Second)
+		used := func(u *wsUpdate) float64 {
+			for _, p := range path(u.Data, "poolUtilization", "pools").([]any) {
+				if str(p, "pool", "name") == "onprem-k8s" {
+					return path(p, "usedGpus").(float64)
+				}
+			}
+			t.Fatalf("no onprem-k8s in %s", u.Raw)
+			return 0
+		}
+		if kindOf(first, "poolUtilization") != "snapshot" || !strings.Contains(first.Raw, `"gpuClass":{"name":"h100"}`) {
+			t.Fatalf("first pool update %s", first.Raw)
+		}
+		before := used(first)
+		id := enqueueAs(t, ts, f.victor, "eval", "vision-detect")
+		u := waitUpdate(t, ch, 10*time.Second, "a placement", func(u *wsUpdate) bool { return kindOf(u, "poolUtilization") == "task.placed" })
+		if used(u) != before+1 {
+			t.Fatalf("onprem-k8s used %v after a 1-GPU placement, was %v: %s", used(u), before, u.Raw)
+		}
+		ts.mustGQL(t, f.victor, `mutation($id: ID!) { abortTask(id: $id) { id } }`, map[string]any{"id": id})
+		u = waitUpdate(t, ch, 10*time.Second, "the abort", func(u *wsUpdate) bool { return kindOf(u, "poolUtilization") == "task.aborted" })
+		if used(u) != before {
+			t.Fatalf("onprem-k8s used %v after the abort, want %v", used(u), before)
+		}
+	})
+
+	t.Run("workers shows joins and lost heartbeats", func(t *testing.T) {
+		_, ch := subscribeWS(t, ts, f.viewer, `subscription { workers { kind missed worker { hostname online } workers { hostname } } }`, nil)
+		if u := nextUpdate(t, ch, 10*time.Second); kindOf(u, "workers") != "snapshot" || !strings.Contains(u.Raw, "gpu-host-7") {
+			t.Fatalf("first workers update %s", u.Raw)
+		}
+		registerWorker(t, ts, f.workerSecret, "gpu-host-9")
+		u := waitUpdate(t, ch, 10*time.Second, "worker.registered", func(u *wsUpdate) bool {
+			return kindOf(u, "workers") == "worker.registered" && str(u.Data, "workers", "worker", "hostname") == "gpu-host-9"
+		})
+		if path(u.Data, "workers", "worker", "online") != true {
+			t.Fatalf("a worker that just joined is not online: %s", u.Raw)
+		}
+		// It never heartbeats: after the 5s lease it is lost.
+		waitUpdate(t, ch, 20*time.Second, "worker.heartbeat_lost", func(u *wsUpdate) bool {
+			return kindOf(u, "workers") == "worker.heartbeat_lost" && str(u.Data, "workers", "worker", "hostname") == "gpu-host-9" &&
+				path(u.Data, "workers", "worker", "online") == false
+		})
+	})
+
+	t.Run("budgetBurn shows used, left, burn rate and run-out", func(t *testing.T) {
+		_, ch := subscribeWS(t, ts, f.victor, `subscription { budgetBurn(policy: "vision") { kind alert missed
+			policy { group { name } heldGpus budget { hours usedHours leftHours burnRate projectedRunOut resetsAt alert usedUp } } } }`, nil)
+		first := nextUpdate(t, ch, 10*time.Second)
+		if kindOf(first, "budgetBurn") != "snapshot" || str(first.Data, "budgetBurn", "policy", "group", "name") != "vision" ||
+			path(first.Data, "budgetBurn", "policy", "budget", "hours") != 2000.0 {
+			t.Fatalf("first budget update %s", first.Raw)
+		}
+		rate := path(first.Data, "budgetBurn", "policy", "budget", "burnRate").(float64)
+		id := enqueueAs(t, ts, f.victor, "burn", "vision-detect")
+		u := waitUpdate(t, ch, 10*time.Second, "the placement", func(u *wsUpdate) bool { return kindOf(u, "budgetBurn") == "task.placed" })
+		if got := path(u.Data, "budgetBurn", "policy", "budget", "burnRate").(float64); got <= rate {
+			t.Fatalf("burn rate %v after a placement, was %v: %s", got, rate, u.Raw)
+		}
+		if path(u.Data, "budgetBurn", "policy", "budget", "leftHours").(float64) > 2000 {
+			t.Fatalf("left more than the budget: %s", u.Raw)
+		}
+		ts.mustGQL(t, f.victor, `mutation($id: ID!) { abortTask(id: $id) { id } }`, map[string]any{"id": id})
+	})
+
+	t.Run("a subscription shows nothing of another tenant or another group", func(t *testing.T) {
+		ctx := ctxFor(t, 20*time.Second)
+		for _, c := range []struct{ who, cred, query string }{
+			{"oscar (other tenant), ml-research's queue by id", f.oscar, `subscription { queueChanged(computeResource: "` + crML + `") { kind } }`},
+			{"victor (vision), ml-research's queue by id", f.victor, `subscription { queueChanged(computeResource: "` + crML + `") { kind } }`},
+			{"oscar, alice's task", f.oscar, `subscription { taskEvents(id: "` + f.ids["task"] + `") { kind } }`},
+			{"victor, alice's task", f.victor, `subscription { taskEvents(id: "` + f.ids["task"] + `") { kind } }`},
+			{"victor, alice's task's logs", f.victor, `subscription { taskLogs(id: "` + f.ids["task"] + `") { lastSeq } }`},
+			{"tess (third tenant), ml-research's budget", f.tess, `subscription { budgetBurn(policy: "` + f.ids["policy ml-research"] + `") { kind } }`},
+			{"victor, ml-research's budget", f.victor, `subscription { budgetBurn(policy: "ml-research") { kind } }`},
+		} {
+			conn, err := dialWS(ctx, ts.url, bearerInit(c.cred), wsDialOptions{})
+			if err != nil {
+				t.Fatalf("%s: connect: %v", c.who, err)
+			}
+			_, ch, err := conn.subscribe(ctx, c.query, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case ev := <-ch:
+				if ev.Type != "error" || len(ev.Errors) == 0 || ev.Errors[0].Extensions["code"] != "NOT_FOUND" {
+					t.Errorf("%s: got %s %v %v, want a NOT_FOUND error", c.who, ev.Type, ev.Errors, ev.Update)
+				}
+				for _, e := range ev.Errors {
+					for _, secret := range f.tenantSecrets {
+						if c.cred != f.victor && !strings.Contains(c.query, secret) && strings.Contains(e.Message, secret) {
+							t.Errorf("%s: the error names %q: %s", c.who, secret, e.Message)
+						}
+					}
+				}
+			case <-time.After(10 * time.Second):
+				t.Errorf("%s: no answer", c.who)
+			}
+			conn.close()
+		}
+
+		// Other tenants' tenant-wide views never carry this tenant's work.
+		_, oscarPools := subscribeWS(t, ts, f.oscar, `subscription { poolUtilization { kind pools { pool { name } usedGpus } gpuClasses { gpuClass { name } } } }`, nil)
+		_, oscarWorkers := subscribeWS(t, ts, f.olga, `subscription { workers { kind worker { hostname } workers { hostname } } }`, nil)
+		_, alicePools := subscribeWS(t, ts, f.alice, `subscription { poolUtilization { kind } }`, nil)
+		for _, ch := range []<-chan wsEvent{oscarPools, oscarWorkers} {
+			u := nextUpdate(t, ch, 10*time.Second)
+			for _, s := range f.tenantSecrets {
+				if strings.Contains(u.Raw, s) {
+					t.Fatalf("another tenant's snapshot carries %q: %s", s, u.Raw)
+				}
+			}
+		}
+		nextUpdate(t, alicePools, 10*time.Second)
+		id := enqueueAs(t, ts, f.alice, "busy", "fraud-models")
+		waitUpdate(t, alicePools, 10*time.Second, "alice sees the placement", func(u *wsUpdate) bool { return kindOf(u, "poolUtilization") == "task.placed" })
+		registerWorker(t, ts, f.workerSecret, "gpu-host-10")
+		expectQuiet(t, oscarPools, time.Second, "another tenant's pool view must not move with this tenant's work")
+		expectQuiet(t, oscarWorkers, 100*time.Millisecond, "another tenant's workers view must not show this tenant's worker")
+		ts.mustGQL(t, f.alice, `mutation($id: ID!) { abortTask(id: $id) { id } }`, map[string]any{"id": id})
+	})
+
+	t.Run("group membership is checked for every update, not only at subscribe time", func(t *testing.T) {
+		ts.mustGQL(t, f.admin, `mutation { createUser(input: {name: "mallory", role: MEMBER, groups: [{group: "ml-research"}]}) { id } }`, nil)
+		d := ts.mustGQL(t, f.admin, `mutation { createAPIKey(input: {name: "mallory key", user: "mallory"}) { secret } }`, nil)
+		mallory := str(d, "createAPIKey", "secret")
+		_, malloryQ := subscribeWS(t, ts, mallory, queueSub, map[string]any{"cr": crML})
+		_, aliceQ := subscribeWS(t, ts, f.alice, queueSub, map[string]any{"cr": crML})
+		nextUpdate(t, malloryQ, 10*time.Second)
+		nextUpdate(t, aliceQ, 10*time.Second)
+		id := enqueueAs(t, ts, f.alice, "seen-by-both", "fraud-models")
+		waitUpdate(t, malloryQ, 10*time.Second, "mallory sees the enqueue while in the group", queueHas("task.enqueued", id))
+		ts.mustGQL(t, f.admin, `mutation { removeGroupMember(group: "ml-research", user: "mallory") }`, nil)
+		id2 := enqueueAs(t, ts, f.alice, "seen-by-alice-only", "fraud-models")
+		waitUpdate(t, aliceQ, 10*time.Second, "alice sees the second enqueue", queueHas("task.enqueued", id2))
+		for {
+			select {
+			case ev, ok := <-malloryQ:
+				if !ok || ev.Type == "complete" {
+					return // ended: fine
+				}
+				if ev.Update != nil && strings.Contains(ev.Update.Raw, id2) {
+					t.Fatalf("mallory, out of the group, still got %s", ev.Update.Raw)
+				}
+				if ev.Update != nil && kindOf(ev.Update, "queueChanged") != "task.enqueued" && kindOf(ev.Update, "queueChanged") != "task.placed" {
+					t.Fatalf("mallory, out of the group, still got %s", ev.Update.Raw)
+				}
+			case <-time.After(2 * time.Second):
+				return
+			}
+		}
+	})
+
+	t.Run("the legacy graphql-ws protocol works too", func(t *testing.T) {
+		ctx := ctxFor(t, 10*time.Second)
+		c, err := dialWS(ctx, ts.url, bearerInit(f.alice), wsDialOptions{proto: protoLegacyWS})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.close()
+		_, ch, err := c.subscribe(ctx, `subscription { poolUtilization { kind } }`, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u := nextUpdate(t, ch, 10*time.Second); kindOf(u, "poolUtilization") != "snapshot" {
+			t.Fatalf("first update over graphql-ws %s", u.Raw)
+		}
+	})
+}
+
+func keys(m map[string]any) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func TestSubscriptionCaps(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, withSubscriptionCaps(2, 1))
+	ctx := ctxFor(t, 30*time.Second)
+
+	c, err := dialWS(ctx, ts.url, bearerInit(adminKey), wsDialOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.close()
+	t.Run("a user's second connection is refused with 4403", func(t *testing.T) {
+		_, err := dialWS(ctx, ts.url, bearerInit(adminKey), wsDialOptions{})
+		if code := closeCode(err); code != 4403 {
+			t.Fatalf("second connection: %v (close code %d), want 4403", err, code)
+		}
+	})
+	t.Run("a connection runs at most its cap of subscriptions", func(t *testing.T) {
+		var chans []<-chan wsEvent
+		for i := 0; i < 3; i++ {
+			_, ch, err := c.subscribe(ctx, `subscription { workers { kind } }`, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			chans = append(chans, ch)
+		}
+		// The three start at once; whichever comes third is refused.
+		updates, refused := 0, 0
+		for _, ch := range chans {
+			select {
+			case ev := <-ch:
+				switch {
+				case ev.Type == "next":
+					updates++
+				case ev.Type == "error" && strings.Contains(ev.Errors[0].Message, "KLIQUE_SUBSCRIPTIONS_PER_CONNECTION") && ev.Errors[0].Extensions["code"] == "FORBIDDEN":
+					refused++
+				default:
+					t.Fatalf("subscription answered %s %v", ev.Type, ev.Errors)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("a subscription got no answer")
+			}
+		}
+		if updates != 2 || refused != 1 {
+			t.Fatalf("%d subscriptions ran and %d were refused, want 2 and 1", updates, refused)
+		}
+	})
+	t.Run("a closed connection frees its place", func(t *testing.T) {
+		c.close()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			c2, err := dialWS(ctx, ts.url, bearerInit(adminKey), wsDialOptions{})
+			if err == nil {
+				c2.close()
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("still refused after the first connection closed: %v", err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
+}
+
+// TestAStalledSubscriberDoesNotDelayOthers runs 1,000 subscribers of one
+// queue; one of them never reads. The others get every update promptly, and
+// the stalled one is told what it missed when it reads again.
+func TestAStalledSubscriberDoesNotDelayOthers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("1,000 WebSocket connections")
+	}
+	const subscribers, updates = 1000, 100
+	ts := startServer(t, withSubscriptionCaps(0, subscribers+10))
+	f := newFixture(t, ts)
+	cr := f.id(t, "cr vision/1 GPU")
+	tenant := f.id(t, "tenant default")
+	// A long queue makes each update big for the stalled subscriber, who
+	// asks for everything, so that its socket fills quickly.
+	for i := 0; i < 60; i++ {
+		enqueueAs(t, ts, f.victor, fmt.Sprintf("waiting-%02d-%s", i, strings.Repeat("x", 60)), "vision-detect")
+	}
+	ctx := ctxFor(t, 3*time.Minute)
+
+	stalled, err := dialWS(ctx, ts.url, bearerInit(f.victor), wsDialOptions{readBuffer: 4096, noRead: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stalled.close()
+	if _, _, err := stalled.subscribe(ctx, `subscription($cr: ID!) { queueChanged(computeResource: $cr) { kind missed
+		waiting { position reason task { id name status createdAt updatedAt spec { command } project { name } owner { name } } } } }`,
+		map[string]any{"cr": cr}); err != nil {
+		t.Fatal(err)
+	}
+
+	type reader struct {
+		ch  <-chan wsEvent
+		got int
+	}
+	readers := make([]*reader, subscribers-1)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var firstErr error
+	for i := range readers {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			c, err := dialWS(ctx, ts.url, bearerInit(f.victor), wsDialOptions{})
+			if err == nil {
+				var ch <-chan wsEvent
+				_, ch, err = c.subscribe(ctx, `subscription($cr: ID!) { queueChanged(computeResource: $cr) { kind at missed } }`, map[string]any{"cr": cr})
+				readers[i] = &reader{ch: ch}
+				t.Cleanup(c.close)
+			}
+			if err != nil {
+				mu.Lock()
+				firstErr = err
+				mu.Unlock()
+			}
+		}(i)
+	}
+	wg.Wait()
+	if firstErr != nil {
+		t.Fatalf("connect the subscribers: %v", firstErr)
+	}
+	for _, r := range readers {
+		nextUpdate(t, r.ch, 30*time.Second) // the snapshot
+	}
+
+	// The engine publishes queue.changed after a pass that changed a
+	// queue; publish a burst of them.
+	droppedBefore := ts.app.Service.SubscriptionsDropped()
+	start := time.Now()
+	for i := 0; i < updates; i++ {
+		ts.app.Events.Publish(events.Event{TenantID: tenant, Kind: "queue.changed", ObjectKind: "compute_resource", ObjectID: cr, At: time.Now()})
+		time.Sleep(10 * time.Millisecond)
+	}
+	last := time.Now()
+	ts.app.Events.Publish(events.Event{TenantID: tenant, Kind: "queue.changed", ObjectKind: "compute_resource", ObjectID: cr, At: last})
+
+	// Every reader gets the last update (updates in between may be
+	// coalesced when a reader falls behind, and it is told how many).
+	var lags []time.Duration
+	for i, r := range readers {
+		missed := 0
+		for {
+			u := nextUpdate(t, r.ch, 30*time.Second)
+			r.got++
+			n, _ := path(u.Data, "queueChanged", "missed").(float64)
+			missed += int(n)
+			at, err := time.Parse(time.RFC3339Nano, str(u.Data, "queueChanged", "at"))
+			if err != nil {
+				t.Fatalf("update at %q: %v", str(u.Data, "queueChanged", "at"), err)
+			}
+			if !at.Before(last) {
+				lags = append(lags, u.Received.Sub(last))
+				break
+			}
+		}
+		if r.got+missed < updates {
+			t.Fatalf("reader %d got %d updates and was told of %d missed, of %d published", i, r.got, missed, updates+1)
+		}
+	}
+	sort.Slice(lags, func(i, j int) bool { return lags[i] < lags[j] })
+	p99 := lags[len(lags)*99/100]
+	t.Logf("%d readers got the last of %d updates published over %s: p50 %s, p99 %s, max %s after it was published",
+		len(readers), updates+1, last.Sub(start).Round(time.Millisecond), lags[len(lags)/2], p99, lags[len(lags)-1])
+	if p99 > 5*time.Second {
+		t.Fatalf("p99 delivery of the last update %s: the stalled subscriber held up the others", p99)
+	}
+
+	// The stalled subscriber's buffer overflowed (its oldest updates were
+	// dropped), and when it reads again it is told how many it missed.
+	deadline := time.Now().Add(10 * time.Second)
+	for ts.app.Service.SubscriptionsDropped() == droppedBefore {
+		if time.Now().After(deadline) {
+			t.Fatal("nothing was dropped for the subscriber that never reads: it was not stalled, or its buffer is unbounded")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	go stalled.read()
+	stalled.mu.Lock()
+	ch := make(chan wsEvent, 4096)
+	stalled.subs["1"] = ch
+	stalled.mu.Unlock()
+	waitUpdate(t, ch, 30*time.Second, "an update telling the stalled subscriber what it missed", func(u *wsUpdate) bool {
+		n, _ := path(u.Data, "queueChanged", "missed").(float64)
+		return n > 0
+	})
+}
+
+// TestSubscriptionsAcrossReplicas runs two replicas on one PostgreSQL
+// database with events carried over Redis: a subscriber on the replica
+// without the engine sees what the other replica's engine decided.
+func TestSubscriptionsAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	db := pgtest.RequirePostgresURL(t)
+	redisURL := redistest.RequireURL(t)
+	key := "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=" // 32 bytes, base64
+	a := startServer(t, withDatabaseURL(db), withRedis(redisURL), withVaultKey(key), withEngine(100*time.Millisecond))
+	b := startServer(t, withDatabaseURL(db), withRedis(redisURL), withVaultKey(key))
+	f := newFixture(t, a)
+
+	_, ch := subscribeWS(t, b, f.alice, queueSub, map[string]any{"cr": f.id(t, "cr ml-research/1 GPU")})
+	nextUpdate(t, ch, 10*time.Second)
+	id := enqueueAs(t, b, f.alice, "cross-replica", "fraud-models")
+	waitUpdate(t, ch, 10*time.Second, "the enqueue on this replica", queueHas("task.enqueued", id))
+	u := waitUpdate(t, ch, 15*time.Second, "the other replica's placement", queueHas("task.placed", id))
+	if str(u.Data, "queueChanged", "task", "status") != "PLACED" {
+		t.Fatalf("placement update %s", u.Raw)
+	}
+
+	// And the other way: a subscriber on the engine's replica sees a task
+	// enqueued through the other.
+	_, chA := subscribeWS(t, a, f.alice, `subscription($id: ID!) { taskEvents(id: $id) { kind } }`, map[string]any{"id": id})
+	nextUpdate(t, chA, 10*time.Second)
+	ts := b
+	ts.mustGQL(t, f.alice, `mutation($id: ID!) { abortTask(id: $id) { id } }`, map[string]any{"id": id})
+	waitUpdate(t, chA, 10*time.Second, "the abort made on the other replica", func(u *wsUpdate) bool { return kindOf(u, "taskEvents") == "task.aborted" })
+}
