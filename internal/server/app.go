@@ -135,6 +135,7 @@ func start(ctx context.Context, cfg *config.Config, log *slog.Logger, st store.S
 
 	h := NewHandler(Deps{Service: svc, Auth: auth, Signer: signer, Logger: log, MaxBodyBytes: cfg.MaxBodyBytes})
 	h.mountMCP(cfg, log)
+	h.mountWeb()
 	gw, limiterClose, err := startGateway(cfg, log, svc, auth, h)
 	if err != nil {
 		return nil, err

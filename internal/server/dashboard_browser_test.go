@@ -179,6 +179,7 @@ func TestDashboardQueuesLive(t *testing.T) {
 	})
 
 	var taskID string
+	var attempt int
 	t.Run("a task enqueued through the API appears on the queues page and moves to running without a reload", func(t *testing.T) {
 		if err := chromedp.Do(ctx,
 			chromedp.Navigate("about:blank"),
@@ -220,6 +221,7 @@ func TestDashboardQueuesLive(t *testing.T) {
 			agentapi.ClaimRequest{WorkerID: reg.WorkerID, FreeGPUs: 1, WaitSeconds: 5}, &claim); code != http.StatusOK || claim.Task == nil || claim.Task.TaskID != taskID {
 			t.Fatalf("claim: HTTP %d %+v, want task %s", code, claim.Task, taskID)
 		}
+		attempt = claim.Task.Attempt
 		waitFor(t, ctx, "the task, running", fmt.Sprintf(`tr[data-task-id=%q][data-status="RUNNING"]`, taskID), 15*time.Second)
 		marker := evalJS[string](t, ctx, `String(window.__noReload)`)
 		if marker != "still here" {
@@ -263,6 +265,53 @@ func TestDashboardQueuesLive(t *testing.T) {
 			screenshot(t, ctx, shots, name+".png")
 		})
 	}
+
+	t.Run("the task page follows the log and charts metrics without a reload", func(t *testing.T) {
+		if err := chromedp.Do(ctx, chromedp.Navigate(ts.url+"/#/task/"+taskID)); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, ctx, "the task page", "#task-reason", 15*time.Second)
+		evalJS[bool](t, ctx, `window.__noReload = "task page"; true`)
+		now := time.Now().UTC()
+		logs := agentapi.LogsRequest{Attempt: attempt, Lines: []agentapi.LogLine{
+			{At: now, Stream: "stdout", Line: "epoch 1 loss 0.91"},
+			{At: now, Stream: "stderr", Line: "<b>not markup</b>"},
+		}}
+		if code := agentCall(t, ts, workerSecret, http.MethodPost, agentapi.PathTasks+taskID+"/logs", logs, nil); code != http.StatusOK {
+			t.Fatalf("send log lines: HTTP %d", code)
+		}
+		var points []agentapi.MetricPoint
+		for i := range 5 {
+			points = append(points, agentapi.MetricPoint{At: now.Add(time.Duration(i) * time.Second), Name: "loss", Value: 1 / float64(i+1), Step: int64(i)})
+		}
+		if code := agentCall(t, ts, workerSecret, http.MethodPost, agentapi.PathTasks+taskID+"/metrics", agentapi.MetricsRequest{Attempt: attempt, Points: points}, nil); code/100 != 2 {
+			t.Fatalf("send metrics: HTTP %d", code)
+		}
+		waitForText(t, ctx, "#task-log", "epoch 1 loss 0.91", 15*time.Second)
+		waitForText(t, ctx, "#task-log", "<b>not markup</b>", 5*time.Second)
+		waitFor(t, ctx, "the loss chart", "#task-metrics figure.chart polyline", 15*time.Second)
+		if marker := evalJS[string](t, ctx, `String(window.__noReload)`); marker != "task page" {
+			t.Fatalf("the task page was reloaded (marker %q)", marker)
+		}
+		if n := evalJS[int](t, ctx, `document.querySelectorAll("#task-log b").length`); n != 0 {
+			t.Fatalf("a log line became markup: %d <b> elements in the log", n)
+		}
+		screenshot(t, ctx, shots, "task.png")
+	})
+
+	t.Run("clone & enqueue sends the changed parameter", func(t *testing.T) {
+		evalJS[bool](t, ctx, `{ const v = [...document.querySelectorAll("#task-clone tbody input")]; v[1].value = "0.02"; true }`)
+		if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#task-clone button[type="submit"]`))); err != nil {
+			t.Fatal(err)
+		}
+		waitForText(t, ctx, "main h1", "browser-test-clone", 15*time.Second)
+		hash := evalJS[string](t, ctx, `location.hash`)
+		cloneID := strings.TrimPrefix(hash, "#/task/")
+		d := ts.mustGQL(t, alice, `query($id: ID!) { task(id: $id) { name status clonedFrom { id } spec { parameters command } } }`, map[string]any{"id": cloneID})
+		if str(d, "task", "clonedFrom", "id") != taskID || str(d, "task", "spec", "parameters", "lr") != "0.02" || str(d, "task", "status") != "QUEUED" {
+			t.Fatalf("the clone (page %s) is %v: want a queued clone of %s with lr 0.02", hash, d, taskID)
+		}
+	})
 
 	t.Run("an admin previews an estate change with the API's validation", func(t *testing.T) {
 		evalJS[bool](t, ctx, `sessionStorage.clear(); true`)
@@ -316,6 +365,18 @@ func TestDashboardQueuesLive(t *testing.T) {
 		}
 		screenshot(t, ctx, shots, "policy-admin.png")
 	})
+}
+
+// waitForText waits until the text of the element matching sel holds want.
+func waitForText(t *testing.T, ctx context.Context, sel, want string, timeout time.Duration) {
+	t.Helper()
+	expr := fmt.Sprintf(`(document.querySelector(%s) || {textContent: ""}).textContent.includes(%s)`, jsString(sel), jsString(want))
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if evalJS[bool](t, ctx, expr) {
+			return
+		}
+	}
+	t.Fatalf("%s did not come to hold %q within %s; it reads:\n%s", sel, want, timeout, pageText(t, ctx, sel))
 }
 
 // pageText is the rendered text of the first element matching a CSS

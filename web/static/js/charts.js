@@ -8,14 +8,15 @@ export const color = (i) => palette[i % palette.length];
 function timeLabel(ms, span) {
   const d = new Date(ms);
   const iso = d.toISOString();
-  return span > 2 * 86400_000 ? iso.slice(5, 10) : iso.slice(11, 16);
+  if (span > 2 * 86400_000) return iso.slice(5, 10);
+  return span < 10 * 60_000 ? iso.slice(11, 19) : iso.slice(11, 16);
 }
 
 // lineChart draws series [{name, points: [[timeMs, value]], color, dashed}]
 // over time, with optional horizontal lines [{value, label}] and vertical
 // markers [{t, label}].
 export function lineChart({ series, hlines = [], markers = [], width = 640, height = 220, unit = '', title = '', yMin = 0 }) {
-  const pad = { l: 48, r: 12, t: 14, b: 26 };
+  const pad = { l: 52, r: 28, t: 16, b: 26 };
   const pts = series.flatMap((s) => s.points);
   const figure = h('figure', { class: 'chart' });
   if (title) figure.appendChild(h('figcaption', {}, title));
@@ -33,7 +34,7 @@ export function lineChart({ series, hlines = [], markers = [], width = 640, heig
   const X = (t) => pad.l + ((t - x0) / (x1 - x0)) * (width - pad.l - pad.r);
   const Y = (v) => height - pad.b - ((v - y0) / (y1 - y0)) * (height - pad.t - pad.b);
 
-  const g = svg('svg', { viewBox: `0 0 ${width} ${height}`, width: '100%', role: 'img', 'aria-label': title || 'chart' });
+  const g = svg('svg', { viewBox: `0 0 ${width} ${height}`, width, height, role: 'img', 'aria-label': title || 'chart' });
   for (let i = 0; i <= 4; i++) {
     const v = y0 + ((y1 - y0) * i) / 4;
     g.appendChild(svg('line', { x1: pad.l, x2: width - pad.r, y1: Y(v), y2: Y(v), class: 'grid' }));
@@ -49,7 +50,8 @@ export function lineChart({ series, hlines = [], markers = [], width = 640, heig
   }
   for (const m of markers) {
     g.appendChild(svg('line', { x1: X(m.t), x2: X(m.t), y1: pad.t, y2: height - pad.b, class: m.alert ? 'marker alert' : 'marker' }));
-    g.appendChild(svg('text', { x: X(m.t) + 4, y: pad.t + 10, class: m.alert ? 'mlabel alert' : 'mlabel' }, m.label));
+    const right = X(m.t) > width - 80;
+    g.appendChild(svg('text', { x: X(m.t) + (right ? -4 : 4), y: pad.t + 10, 'text-anchor': right ? 'end' : 'start', class: m.alert ? 'mlabel alert' : 'mlabel' }, m.label));
   }
   series.forEach((s, i) => {
     const c = s.color || color(i);
@@ -63,7 +65,7 @@ export function lineChart({ series, hlines = [], markers = [], width = 640, heig
   figure.appendChild(g);
   if (series.length > 1 || series[0].name) {
     figure.appendChild(h('div', { class: 'legend' }, series.map((s, i) =>
-      h('span', {}, h('i', { style: null, class: `sw sw${i % palette.length}` }), s.name))));
+      h('span', {}, h('i', { class: `sw sw${i % palette.length}` }), s.name))));
   }
   return figure;
 }
@@ -80,7 +82,7 @@ export function barChart({ items, unit = '', title = '', width = 640 }) {
   const labelW = 180;
   const height = items.length * row + 6;
   const max = Math.max(...items.map((i) => i.value), 1e-9);
-  const g = svg('svg', { viewBox: `0 0 ${width} ${height}`, width: '100%', role: 'img', 'aria-label': title || 'bar chart' });
+  const g = svg('svg', { viewBox: `0 0 ${width} ${height}`, width, height, role: 'img', 'aria-label': title || 'bar chart' });
   items.forEach((it, i) => {
     const y = i * row + 3;
     const w = Math.max(1, ((width - labelW - 90) * it.value) / max);

@@ -54,19 +54,21 @@ function literal(v) {
 // subscriptionQuery builds "subscription { name(arg: value) { __typename } }"
 // for a field the server has, with the arguments it declares; null when a
 // required argument is not given.
-function subscriptionQuery(field, args) {
+function subscriptionQuery(field, args, select) {
   const parts = [];
   for (const a of field.args || []) {
     if (args && args[a.name] !== undefined && args[a.name] !== null) parts.push(`${a.name}: ${literal(args[a.name])}`);
     else if (a.type.kind === 'NON_NULL') return null;
   }
   const kind = unwrap(field.type).kind;
-  const sel = kind === 'OBJECT' || kind === 'INTERFACE' || kind === 'UNION' ? ' { __typename }' : '';
+  const sel = kind === 'OBJECT' || kind === 'INTERFACE' || kind === 'UNION' ? ` ${select || '{ __typename }'}` : '';
   return `subscription { ${field.name}${parts.length ? `(${parts.join(', ')})` : ''}${sel} }`;
 }
 
-// watch calls reload now and whenever one of topics ([{name, args}])
-// delivers an event, or every pollMs where it cannot. It returns stop().
+// watch calls reload now and whenever one of topics ([{name, args, select,
+// onEvent}]) delivers an event, or every pollMs where it cannot. select is
+// the selection set of the update (default { __typename }), and onEvent
+// gets the update's data. It returns stop().
 export function watch(topics, reload, { pollMs = 2000, slowPollMs = 30_000, debounceMs = 150 } = {}) {
   let stopped = false;
   let timer = null;
@@ -102,7 +104,7 @@ export function watch(topics, reload, { pollMs = 2000, slowPollMs = 30_000, debo
     if (stopped) return;
     for (const t of topics) {
       const f = fields.get(t.name);
-      const q = f && subscriptionQuery(f, t.args);
+      const q = f && subscriptionQuery(f, t.args, t.select);
       if (!q) continue;
       // A topic counts as live from its first update (the server starts
       // each subscription with a snapshot) until its connection drops or
@@ -111,7 +113,11 @@ export function watch(topics, reload, { pollMs = 2000, slowPollMs = 30_000, debo
       const gained = () => { if (!counted) { counted = true; live++; schedule(); } };
       const lost = () => { if (counted) { counted = false; live--; schedule(); } };
       stops.push(subscriptionClient().subscribe(q, {}, {
-        next: () => { gained(); if (t.onEvent) t.onEvent(); soon(); },
+        next: (payload) => {
+          gained();
+          if (t.onEvent && payload && payload.data) t.onEvent(payload.data[t.name]);
+          soon();
+        },
         error: (err) => { console.warn(`subscription ${t.name}`, err); lost(); },
         complete: lost,
         down: lost,

@@ -27,8 +27,7 @@ export function render(el, { viewer }) {
   const workersBox = h('div');
   const logBox = h('div');
   replace(el, h('h1', {}, 'Orchestration'),
-    section('Pools', poolsBox),
-    section('By GPU class', classBox),
+    h('div', { class: 'cols' }, section('Pools', poolsBox), section('By GPU class', classBox)),
     section('Utilization over time', chartBox),
     section('Workers', workersBox),
     section(viewer.admin ? 'Event log' : 'Events seen on this page', logBox));
@@ -54,7 +53,7 @@ export function render(el, { viewer }) {
       g.set(name, (g.get(name) || 0) + t.size.totalGpus);
       byGroup.set(t.pool.id, g);
     }
-    replace(poolsBox, pools.length ? table(['Pool', 'Kind', 'GPU class', 'Declared', 'Used', 'Free', 'Used by group'],
+    const poolTable = pools.length ? table(['Pool', 'Kind', 'GPU class', 'Declared', 'Used', 'Free', 'Used by group'],
       pools.map((p) => {
         const u = used.get(p.id) || 0;
         const groups = [...(byGroup.get(p.id) || new Map())].map(([g, n]) => `${g} ${fmtNum(n, 3)}`).join(', ');
@@ -66,7 +65,9 @@ export function render(el, { viewer }) {
           h('td', { class: 'num' }, fmtNum(u, 3)),
           h('td', { class: 'num' }, fmtNum(Math.max(0, p.capacityGpus - u), 3)),
           h('td', {}, groups || '–'));
-      })) : h('p', { class: 'muted' }, 'No pools yet: an admin declares them in the estate.'));
+      })) : h('p', { class: 'muted' }, 'No pools yet: an admin declares them in the estate.');
+    replace(poolsBox, poolTable,
+      barChart({ title: 'Used GPUs by pool', items: pools.map((p) => ({ label: p.name, value: used.get(p.id) || 0, note: `of ${p.capacityGpus}` })) }));
 
     const classes = new Map();
     for (const p of pools) {
@@ -77,8 +78,7 @@ export function render(el, { viewer }) {
     }
     replace(classBox, table(['GPU class', 'Declared', 'Used', 'Free'], [...classes].map(([name, c]) => h('tr', {},
       h('td', {}, name), h('td', { class: 'num' }, c.declared), h('td', { class: 'num' }, fmtNum(c.used, 3)),
-      h('td', { class: 'num' }, fmtNum(Math.max(0, c.declared - c.used), 3))))),
-    barChart({ title: 'Used GPUs by pool', items: pools.map((p) => ({ label: p.name, value: used.get(p.id) || 0, note: `of ${p.capacityGpus}` })) }));
+      h('td', { class: 'num' }, fmtNum(Math.max(0, c.declared - c.used), 3))))));
 
     const now = Date.now();
     samples.push({ t: now, byClass: new Map([...classes].map(([n, c]) => [n, c.declared ? (100 * c.used) / c.declared : 0])) });
@@ -114,9 +114,13 @@ export function render(el, { viewer }) {
         : h('p', { class: 'muted' }, 'Nothing has happened since this page opened.'));
     }
   };
-  const note = (what) => () => seen.push({ at: new Date().toISOString(), what });
+  const note = (what) => seen.push({ at: new Date().toISOString(), what });
   return watch([
-    { name: 'poolUtilization', onEvent: note('pool utilization changed') },
-    { name: 'workers', onEvent: note('a worker joined, left or lost its heartbeats') },
+    { name: 'poolUtilization', select: '{ kind }', onEvent: (u) => u && u.kind !== 'snapshot' && note(`pools: ${u.kind}`) },
+    {
+      name: 'workers',
+      select: '{ kind worker { hostname } }',
+      onEvent: (u) => u && u.kind !== 'snapshot' && note(`${u.kind}${u.worker ? ` ${u.worker.hostname}` : ''}`),
+    },
   ], reload, { pollMs: 5000 });
 }

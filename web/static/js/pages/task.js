@@ -25,9 +25,9 @@ export function render(el, { viewer, args }) {
   if (!id) { replace(el, errorBox('Open a task from the queues page: the address needs a task id (#/task/ID).')); return null; }
   const head = h('div');
   const history = h('div');
-  const metricsBox = h('div');
+  const metricsBox = h('div', { id: 'task-metrics' });
   const params = h('div');
-  const cloneBox = h('div');
+  const cloneBox = h('div', { id: 'task-clone' });
   const logPre = h('pre', { class: 'log', id: 'task-log' });
   const logNote = h('p', { class: 'muted' });
   replace(el, head,
@@ -106,7 +106,16 @@ export function render(el, { viewer, args }) {
   };
 
   return watch([
-    { name: 'taskEvents', args: { id }, onEvent: () => seenEvents.push({ at: new Date().toISOString(), what: 'event', why: 'seen live' }) },
+    {
+      name: 'taskEvents',
+      args: { id },
+      select: '{ kind at task { status reason } }',
+      // What happened while the page was open, with the reason the task
+      // had then: the history beyond the timestamps the task keeps.
+      onEvent: (u) => {
+        if (u && u.kind !== 'snapshot') seenEvents.push({ at: u.at, what: u.kind.replace(/^task\./, ''), why: u.task ? u.task.reason : '' });
+      },
+    },
     { name: 'taskLogs', args: { id } },
   ], reload, { pollMs: 2000 });
 }
