@@ -137,6 +137,9 @@ type Assignment struct {
 	// neither names one (the worker's default applies).
 	Image      string            `json:"image,omitempty"`
 	Parameters map[string]string `json:"parameters,omitempty"`
+	// ComputeResource names the compute resource the task came from (an
+	// HPC submitter picks its batch template by it).
+	ComputeResource string `json:"computeResource,omitempty"`
 	// Env is the compute resource's variables overlaid by the task's own.
 	Env map[string]string `json:"env,omitempty"`
 	// Mounts are the compute resource's extra container mounts, as docker

@@ -250,6 +250,7 @@ func (s *Service) assignment(ctx context.Context, t *model.Task, cr *model.Compu
 		EntryPoint: t.Spec.EntryPoint, WorkingDir: t.Spec.WorkingDir, Packages: t.Spec.Packages, Image: t.Spec.Image,
 		Parameters: t.Spec.Parameters, Env: t.Spec.Env, Secrets: t.Spec.Secrets, LeaseSeconds: int(s.agent.Lease / time.Second)}
 	if cr != nil && cr.TenantID == t.TenantID && cr.ID == t.ComputeResourceID {
+		a.ComputeResource = cr.Name
 		if a.Image == "" {
 			a.Image = cr.Image
 		}
