@@ -20,6 +20,11 @@ import (
 	"github.com/klique-ai/klique/internal/agentapi"
 )
 
+// uiWait bounds each wait for the page to show something. It is generous:
+// under "make test" the browser shares the CPUs with every other package's
+// tests, and a passing run does not wait for it.
+const uiWait = 30 * time.Second
+
 // chromiumPath is Debian's chromium package's browser: the test drives the
 // system browser and never downloads one.
 const chromiumPath = "/usr/bin/chromium"
@@ -171,7 +176,7 @@ func TestDashboardQueuesLive(t *testing.T) {
 		); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, ctx, "the refusal", "#signin-error .error", 10*time.Second)
+		waitFor(t, ctx, "the refusal", "#signin-error .error", uiWait)
 		msg := pageText(t, ctx, "#signin-error")
 		if !strings.Contains(msg, "refused") || !strings.Contains(msg, "unknown credential") || strings.Contains(msg, "klique_not-a-real-key") {
 			t.Fatalf("refusal message %q: want the server's reason, without the key", msg)
@@ -190,7 +195,7 @@ func TestDashboardQueuesLive(t *testing.T) {
 		); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, ctx, "the queues page after sign-in", "#page-queues section.card", 15*time.Second)
+		waitFor(t, ctx, "the queues page after sign-in", "#page-queues section.card", uiWait)
 		who := pageText(t, ctx, "#who")
 		keyInDOM := evalJS[bool](t, ctx, `document.documentElement.outerHTML.includes(`+jsString(alice)+`)`)
 		// A marker on window: a reload would lose it.
@@ -207,7 +212,7 @@ func TestDashboardQueuesLive(t *testing.T) {
 		if s := str(d, "enqueueTask", "status"); s != "QUEUED" {
 			t.Fatalf("enqueued task is %s, want QUEUED", s)
 		}
-		waitFor(t, ctx, "the enqueued task, waiting", fmt.Sprintf(`tr[data-task-id=%q][data-status="QUEUED"]`, taskID), 15*time.Second)
+		waitFor(t, ctx, "the enqueued task, waiting", fmt.Sprintf(`tr[data-task-id=%q][data-status="QUEUED"]`, taskID), uiWait)
 		row := pageText(t, ctx, fmt.Sprintf(`tr[data-task-id=%q]`, taskID))
 		if !strings.Contains(row, "browser-test") || !strings.Contains(row, "alice") {
 			t.Fatalf("the waiting row reads %q: want the task's name and owner", row)
@@ -222,7 +227,7 @@ func TestDashboardQueuesLive(t *testing.T) {
 			t.Fatalf("claim: HTTP %d %+v, want task %s", code, claim.Task, taskID)
 		}
 		attempt = claim.Task.Attempt
-		waitFor(t, ctx, "the task, running", fmt.Sprintf(`tr[data-task-id=%q][data-status="RUNNING"]`, taskID), 15*time.Second)
+		waitFor(t, ctx, "the task, running", fmt.Sprintf(`tr[data-task-id=%q][data-status="RUNNING"]`, taskID), uiWait)
 		marker := evalJS[string](t, ctx, `String(window.__noReload)`)
 		if marker != "still here" {
 			t.Fatalf("the page was reloaded (marker %q): the update must arrive live", marker)
@@ -249,7 +254,7 @@ func TestDashboardQueuesLive(t *testing.T) {
 			if err := chromedp.Do(ctx, chromedp.Navigate(ts.url+"/"+p.hash)); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, ctx, p.hash, p.ready, 15*time.Second)
+			waitFor(t, ctx, p.hash, p.ready, uiWait)
 			text := pageText(t, ctx, "main")
 			errs := evalJS[int](t, ctx, `document.querySelectorAll("main .error").length`)
 			if errs > 0 {
@@ -257,6 +262,9 @@ func TestDashboardQueuesLive(t *testing.T) {
 			}
 			if !strings.Contains(text, p.want) {
 				t.Fatalf("%s does not mention %q:\n%s", p.hash, p.want, text)
+			}
+			if p.hash == "#/usage" {
+				csvDownload(t, ctx)
 			}
 			name := strings.NewReplacer("#/", "", "/", "-").Replace(p.hash)
 			if strings.HasPrefix(name, "task-") {
@@ -270,7 +278,7 @@ func TestDashboardQueuesLive(t *testing.T) {
 		if err := chromedp.Do(ctx, chromedp.Navigate(ts.url+"/#/task/"+taskID)); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, ctx, "the task page", "#task-reason", 15*time.Second)
+		waitFor(t, ctx, "the task page", "#task-reason", uiWait)
 		evalJS[bool](t, ctx, `window.__noReload = "task page"; true`)
 		now := time.Now().UTC()
 		logs := agentapi.LogsRequest{Attempt: attempt, Lines: []agentapi.LogLine{
@@ -287,9 +295,9 @@ func TestDashboardQueuesLive(t *testing.T) {
 		if code := agentCall(t, ts, workerSecret, http.MethodPost, agentapi.PathTasks+taskID+"/metrics", agentapi.MetricsRequest{Attempt: attempt, Points: points}, nil); code/100 != 2 {
 			t.Fatalf("send metrics: HTTP %d", code)
 		}
-		waitForText(t, ctx, "#task-log", "epoch 1 loss 0.91", 15*time.Second)
-		waitForText(t, ctx, "#task-log", "<b>not markup</b>", 5*time.Second)
-		waitFor(t, ctx, "the loss chart", "#task-metrics figure.chart polyline", 15*time.Second)
+		waitForText(t, ctx, "#task-log", "epoch 1 loss 0.91", uiWait)
+		waitForText(t, ctx, "#task-log", "<b>not markup</b>", uiWait)
+		waitFor(t, ctx, "the loss chart", "#task-metrics figure.chart polyline", uiWait)
 		if marker := evalJS[string](t, ctx, `String(window.__noReload)`); marker != "task page" {
 			t.Fatalf("the task page was reloaded (marker %q)", marker)
 		}
@@ -304,7 +312,7 @@ func TestDashboardQueuesLive(t *testing.T) {
 		if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#task-clone button[type="submit"]`))); err != nil {
 			t.Fatal(err)
 		}
-		waitForText(t, ctx, "main h1", "browser-test-clone", 15*time.Second)
+		waitForText(t, ctx, "main h1", "browser-test-clone", uiWait)
 		hash := evalJS[string](t, ctx, `location.hash`)
 		cloneID := strings.TrimPrefix(hash, "#/task/")
 		d := ts.mustGQL(t, alice, `query($id: ID!) { task(id: $id) { name status clonedFrom { id } spec { parameters command } } }`, map[string]any{"id": cloneID})
@@ -324,10 +332,10 @@ func TestDashboardQueuesLive(t *testing.T) {
 		); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, ctx, "the estate editor", "#estate-yaml", 15*time.Second)
+		waitFor(t, ctx, "the estate editor", "#estate-yaml", uiWait)
 		// Wait for the export to fill the editor, then break a capacity.
 		filled := false
-		for deadline := time.Now().Add(10 * time.Second); !filled && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		for deadline := time.Now().Add(uiWait); !filled && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 			filled = evalJS[bool](t, ctx, `document.querySelector("#estate-yaml").value.includes("onprem-k8s")`)
 		}
 		if !filled {
@@ -337,7 +345,7 @@ func TestDashboardQueuesLive(t *testing.T) {
 		if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#estate-preview"))); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, ctx, "the dry run", "#estate-result table", 10*time.Second)
+		waitFor(t, ctx, "the dry run", "#estate-result table", uiWait)
 		result := pageText(t, ctx, "#estate-result")
 		if !strings.Contains(result, "Dry run") || !strings.Contains(result, "onprem-k8s") {
 			t.Fatalf("dry run result %q: want a dry run naming onprem-k8s", result)
@@ -352,19 +360,49 @@ func TestDashboardQueuesLive(t *testing.T) {
 		if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#estate-preview"))); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, ctx, "the refusal of a bad estate file", "#estate-result .error", 10*time.Second)
+		waitFor(t, ctx, "the refusal of a bad estate file", "#estate-result .error", uiWait)
 
 		// The admin's policy view has every group, vision's time budget
 		// charted.
 		if err := chromedp.Do(ctx, chromedp.Navigate(ts.url+"/#/policy")); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, ctx, "vision's policy", `#page-policy [data-group="vision"] figure.chart svg`, 15*time.Second)
+		waitFor(t, ctx, "vision's policy", `#page-policy [data-group="vision"] figure.chart svg`, uiWait)
 		if text := pageText(t, ctx, `#page-policy [data-group="vision"]`); !strings.Contains(strings.ToLower(text), "time budget, per week") || !strings.Contains(text, "hours used") {
 			t.Fatalf("vision's policy card reads %q: want its weekly time budget", text)
 		}
 		screenshot(t, ctx, shots, "policy-admin.png")
 	})
+}
+
+// csvDownload clicks the usage page's Download CSV and reads what the
+// browser would save: the anchor's click is recorded instead of followed,
+// and the file is read from the blob the page made.
+func csvDownload(t *testing.T, ctx context.Context) {
+	t.Helper()
+	evalJS[bool](t, ctx, `{
+		window.__downloads = [];
+		HTMLAnchorElement.prototype.click = function () { window.__downloads.push({name: this.download, href: this.href}); };
+		const make = URL.createObjectURL;
+		URL.createObjectURL = (blob) => { window.__blob = blob; return make(blob); };
+		true }`)
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.Search(`//button[text()="Download CSV"]`))); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(uiWait); evalJS[int](t, ctx, `window.__downloads.length`) == 0; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("Download CSV saved nothing; the page shows:\n%s", pageText(t, ctx, "main"))
+		}
+	}
+	name := evalJS[string](t, ctx, `window.__downloads[0].name`)
+	csv, err := chromedp.Run(ctx, chromedp.Evaluate[string](`window.__blob.text()`, chromedp.EvalAwaitPromise))
+	if err != nil {
+		t.Fatalf("read the downloaded CSV: %v", err)
+	}
+	lines := strings.Split(strings.TrimSpace(csv), "\n")
+	if !strings.HasSuffix(name, "-by-group.csv") || len(lines) != 2 || !strings.HasPrefix(lines[0], "group_id,group,from,to,gpu_hours") || !strings.Contains(lines[1], ",ml-research,") {
+		t.Fatalf("downloaded %q:\n%s\nwant a header and ml-research's row", name, csv)
+	}
 }
 
 // waitForText waits until the text of the element matching sel holds want.

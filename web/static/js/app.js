@@ -75,6 +75,10 @@ async function start() {
 function route() {
   if (!viewer) return;
   if (stopPage) { stopPage(); stopPage = null; }
+  // Pages that follow updates set the indicator again.
+  const live = document.getElementById('live');
+  live.textContent = '';
+  delete live.dataset.mode;
   const parts = (location.hash.replace(/^#\/?/, '') || 'queues').split('/').map(decodeURIComponent);
   const name = parts[0];
   const page = pages[name];

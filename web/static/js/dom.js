@@ -48,9 +48,13 @@ export function table(headers, rows, attrs) {
     h('tbody', {}, rows));
 }
 
+// fmtNum rounds to digits decimals, but keeps two significant digits of a
+// small non-zero amount (a few seconds of GPU time is not "0").
 export function fmtNum(n, digits = 2) {
   if (n === null || n === undefined || Number.isNaN(n)) return '–';
-  return Number(n).toLocaleString('en', { maximumFractionDigits: digits });
+  const v = Number(n);
+  if (v !== 0 && Math.abs(v) < 10 ** -digits) return v.toPrecision(2);
+  return v.toLocaleString('en', { maximumFractionDigits: digits });
 }
 
 export function fmtTime(t) {
