@@ -207,6 +207,10 @@ func TestDashboardQueuesLive(t *testing.T) {
 			t.Fatal("the API key is in the page's markup")
 		}
 
+		// Every queue is followed over the queueChanged subscription (the
+		// page polls only while one is down, and says so).
+		waitFor(t, ctx, "the live indicator", `#live[data-mode="live"]`, uiWait)
+
 		d := ts.mustGQL(t, alice, `mutation { enqueueTask(input: {name: "browser-test", project: "fraud-models", computeResource: "1 GPU", command: ["python", "train.py"], parameters: {lr: "0.01"}}) { id status } }`, nil)
 		taskID = str(d, "enqueueTask", "id")
 		if s := str(d, "enqueueTask", "status"); s != "QUEUED" {
@@ -231,6 +235,9 @@ func TestDashboardQueuesLive(t *testing.T) {
 		marker := evalJS[string](t, ctx, `String(window.__noReload)`)
 		if marker != "still here" {
 			t.Fatalf("the page was reloaded (marker %q): the update must arrive live", marker)
+		}
+		if mode := evalJS[string](t, ctx, `document.querySelector("#live").dataset.mode || ""`); mode != "live" {
+			t.Fatalf("the queues page is %q, want live over subscriptions", mode)
 		}
 		row = pageText(t, ctx, fmt.Sprintf(`tr[data-task-id=%q]`, taskID))
 		if !strings.Contains(row, "onprem-k8s") {
