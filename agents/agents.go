@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/client-go/kubernetes"
+
 	"github.com/klique-ai/klique/agents/client"
 	"github.com/klique-ai/klique/agents/gpu"
 	"github.com/klique-ai/klique/agents/runner"
@@ -64,8 +66,20 @@ type Options struct {
 	DockerNetwork string
 	DockerArgs    []string
 	MPSPipeDir    string
-	Version       string
-	Log           *slog.Logger
+	// Kubernetes (--kind kubernetes): the namespace of the task pods (else
+	// the worker pod's own), a kubeconfig (else the in-cluster service
+	// account), the pool's pod template, how long a task may stay pending,
+	// the GPU resource (nvidia.com/gpu or a MIG profile) and the extended
+	// resource of fractions. KubeClient replaces the API client (tests).
+	Namespace        string
+	Kubeconfig       string
+	PodTemplate      string
+	PendingTimeout   time.Duration
+	GPUResource      string
+	FractionResource string
+	KubeClient       kubernetes.Interface
+	Version          string
+	Log              *slog.Logger
 	// Tune, when set, adjusts the worker's configuration last (tests use
 	// it for short intervals).
 	Tune func(*worker.Config)
@@ -77,8 +91,8 @@ func NewWorker(ctx context.Context, opts Options) (*worker.Worker, error) {
 	if opts.Kind == "" {
 		opts.Kind = KindBareMetal
 	}
-	if opts.Kind != KindBareMetal {
-		return nil, fmt.Errorf("--kind %s: this worker runs on bare metal and VMs only (bare_metal); kubernetes, slurm, pbs, lsf and cloud agents are not available yet", opts.Kind)
+	if opts.Kind != KindBareMetal && opts.Kind != KindKubernetes {
+		return nil, fmt.Errorf("--kind %s: this worker runs on bare metal and VMs (bare_metal) or in a Kubernetes cluster (kubernetes); Slurm, PBS and LSF have `klique hpc-submitter`", opts.Kind)
 	}
 	if opts.Server == "" {
 		return nil, errors.New("no control plane: give --server URL (or set KLIQUE_SERVER)")
@@ -104,6 +118,11 @@ func NewWorker(ctx context.Context, opts Options) (*worker.Worker, error) {
 			return nil, err
 		}
 	}
+	if opts.Kind == KindKubernetes && opts.GPUs == "" {
+		// The cluster's GPUs are not this host's: nvidia-smi cannot count
+		// them.
+		return nil, errors.New("--kind kubernetes: declare how many GPUs of the cluster this worker may hold at once with --gpus, such as 0-15 for 16")
+	}
 	smi := gpu.SMI{Path: opts.NvidiaSMI}
 	gpus, err := gpu.Resolve(ctx, smi, opts.GPUs, opts.GPUMemoryMB)
 	if err != nil {
@@ -122,10 +141,19 @@ func NewWorker(ctx context.Context, opts Options) (*worker.Worker, error) {
 		dockerUser = fmt.Sprintf("%d:%d", pu.UID, pu.GID)
 	}
 	var r runner.Runner
-	switch opts.Mode {
-	case "", agentapi.ModeProcess:
+	switch {
+	case opts.Kind == KindKubernetes:
+		if opts.Mode != "" && opts.Mode != agentapi.ModePod && opts.Mode != agentapi.ModeProcess {
+			return nil, fmt.Errorf("--mode %s: a kubernetes worker runs every task as a pod; leave --mode out", opts.Mode)
+		}
+		kr, err := newKubeRunner(opts)
+		if err != nil {
+			return nil, err
+		}
+		r = kr
+	case opts.Mode == "" || opts.Mode == agentapi.ModeProcess:
 		r = process.New(process.Options{Python: opts.Python, VenvCache: filepath.Join(wd, "venvs"), PipArgs: opts.PipArgs, User: pu})
-	case agentapi.ModeDocker:
+	case opts.Mode == agentapi.ModeDocker:
 		args := append([]string(nil), opts.DockerArgs...)
 		keys := make([]string, 0, len(opts.Labels))
 		for k := range opts.Labels {
@@ -147,6 +175,8 @@ func NewWorker(ctx context.Context, opts Options) (*worker.Worker, error) {
 	cfg := worker.Config{
 		Client: cl, Runner: r, GPUs: gpus, Pool: opts.Pool, Hostname: opts.Name, Version: opts.Version,
 		Kind: opts.Kind, Labels: opts.Labels, WorkDir: wd, Grace: opts.Grace, Log: opts.Log, SMI: smi,
+		// In a cluster the scheduler places the pods: the worker counts.
+		Placed: opts.Kind == KindKubernetes,
 	}
 	if opts.Tune != nil {
 		opts.Tune(&cfg)

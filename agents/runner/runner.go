@@ -130,3 +130,13 @@ type Diagnostics struct {
 	// does not report it again.
 	Reported bool
 }
+
+// ProfileChecker is an optional capability of a Runner whose environment
+// fixes a task size of its own (a Kubernetes pod template with a GPU
+// limit): CheckProfiles is given the sizes of the profiles that place work
+// on the worker's pool when the worker registers, and an error stops the
+// worker with its message, naming what disagrees, rather than failing
+// every task later.
+type ProfileChecker interface {
+	CheckProfiles(profiles []agentapi.ProfileSize) error
+}

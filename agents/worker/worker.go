@@ -282,6 +282,11 @@ func (w *Worker) register(ctx context.Context) error {
 			if w.cfg.Pool != "" && resp.Pool != "" && resp.Pool != w.cfg.Pool {
 				return fmt.Errorf("the worker credential belongs to pool %q, not %q: check --pool and --token-file", resp.Pool, w.cfg.Pool)
 			}
+			if c, ok := w.cfg.Runner.(runner.ProfileChecker); ok {
+				if err := c.CheckProfiles(resp.Profiles); err != nil {
+					return fmt.Errorf("pool %s: %w", resp.Pool, err)
+				}
+			}
 			w.mu.Lock()
 			w.workerID, w.pool = resp.WorkerID, resp.Pool
 			w.mu.Unlock()

@@ -37,7 +37,8 @@ period, SIGKILL) and reports them preempted, so they are requeued at the
 front of their compute resource. See docs/worker.md.`,
 		Example: `  klique worker --pool bare-metal --server https://klique.corp --token-file /etc/klique/worker.token
   klique worker --pool bare-metal --server http://127.0.0.1:8080 --token-file worker.token --gpus 0,1 --work-dir /tmp/kw
-  klique worker --pool shared-a100 --server https://klique.corp --token-file worker.token --mode docker --gpus 0-3 --gpu-memory-mb 81920`,
+  klique worker --pool shared-a100 --server https://klique.corp --token-file worker.token --mode docker --gpus 0-3 --gpu-memory-mb 81920
+  klique worker --kind kubernetes --pool k8s-a100 --server https://klique.corp --token-file /etc/klique/token --gpus 0-15 --pod-template /etc/klique/pod-template.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Server = firstNonEmpty(c.server, os.Getenv("KLIQUE_SERVER"))
@@ -100,7 +101,7 @@ front of their compute resource. See docs/worker.md.`,
 	f := cmd.Flags()
 	f.StringVar(&pool, "pool", "", "the pool this worker serves (checked against the credential's pool)")
 	f.StringVar(&tokenFile, "token-file", "", "file holding the pool's worker credential (or $KLIQUE_WORKER_TOKEN)")
-	f.StringVar(&o.Kind, "kind", agents.KindBareMetal, "environment: bare_metal (kubernetes, slurm, pbs, lsf and cloud are reserved)")
+	f.StringVar(&o.Kind, "kind", agents.KindBareMetal, "environment: bare_metal, or kubernetes (a controller that renders each task as a pod; see docs/kubernetes.md)")
 	f.StringVar(&o.Mode, "mode", "process", "how tasks run: process (virtual environments on the host) or docker")
 	f.StringVar(&o.GPUs, "gpus", "", "GPUs this worker owns, such as 0,1,2,3 or 0-3 (default: every GPU nvidia-smi lists)")
 	f.IntVar(&o.GPUMemoryMB, "gpu-memory-mb", 0, "memory of each GPU in MB, when nvidia-smi cannot tell (fractions need it)")
@@ -116,6 +117,12 @@ front of their compute resource. See docs/worker.md.`,
 	f.StringVar(&o.DockerNetwork, "docker-network", "", "network of the containers, such as host (docker mode)")
 	f.StringArrayVar(&o.DockerArgs, "docker-arg", nil, "extra docker run argument, repeatable (docker mode)")
 	f.StringVar(&o.MPSPipeDir, "mps-pipe-dir", "", "CUDA MPS pipe directory shared with fractional containers, so MPS enforces their memory cap")
+	f.StringVar(&o.Namespace, "namespace", "", "namespace of the task pods (kubernetes; default: the worker pod's own)")
+	f.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig file (kubernetes; default: the in-cluster service account)")
+	f.StringVar(&o.PodTemplate, "pod-template", "", "YAML file with the pool's base pod: node selectors, tolerations, volumes; its first container runs the task (kubernetes)")
+	f.DurationVar(&o.PendingTimeout, "pending-timeout", 10*time.Minute, "end a task whose pods have not all started in this time, with the scheduler's reason (kubernetes)")
+	f.StringVar(&o.GPUResource, "gpu-resource", "nvidia.com/gpu", "resource a task's GPUs are counted in, such as nvidia.com/mig-1g.10gb for MIG slices (kubernetes)")
+	f.StringVar(&o.FractionResource, "fraction-resource", "", "extended resource, in MiB of GPU memory, that a fraction of a GPU asks for; empty: no fractions (kubernetes)")
 	f.StringVar(&o.NvidiaSMI, "nvidia-smi", "", "nvidia-smi executable (default: nvidia-smi on PATH)")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
