@@ -273,6 +273,10 @@ func TestDashboardQueuesLive(t *testing.T) {
 			if p.hash == "#/usage" {
 				csvDownload(t, ctx)
 			}
+			if p.hash == "#/orchestration" {
+				// The tenant-wide use arrives with poolUtilization.
+				waitForText(t, ctx, "#page-orchestration", "Used and free count all work on the pool", uiWait)
+			}
 			name := strings.NewReplacer("#/", "", "/", "-").Replace(p.hash)
 			if strings.HasPrefix(name, "task-") {
 				name = "task"

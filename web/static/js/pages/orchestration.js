@@ -1,7 +1,10 @@
 // Orchestration: every pool with declared, used and free GPUs by GPU class
 // and by group, the workers and their state, utilization over time and the
 // event log. "Used" is what placed and running work holds, as the engine
-// counts it against the declared capacity.
+// counts it against the declared capacity: the tenant-wide figures come
+// from the poolUtilization subscription; the split by group (and, without
+// the subscription, the figures themselves) from the tasks the caller may
+// see.
 import { gql } from '../api.js';
 import { h, replace, table, errorBox, fmtNum, ago, fmtTime, section } from '../dom.js';
 import { watch } from '../live.js';
@@ -15,10 +18,15 @@ const query = `{
 
 const auditQuery = `{ auditLog(first: 25) { edges { node { at actor channel action objectKind objectName detail } } } }`;
 
-// samples is utilization since the page opened: the server keeps no
-// history of it, so the chart shows what this tab has seen.
+// samples is utilization as this tab has seen it since the dashboard
+// opened: the server keeps no history of it.
 const samples = [];
 const maxSamples = 720;
+
+function sample(t, classes) {
+  samples.push({ t, byClass: new Map(classes.map((c) => [c.name, c.declared ? (100 * c.used) / c.declared : 0])) });
+  while (samples.length > maxSamples) samples.shift();
+}
 
 export function render(el, { viewer }) {
   const poolsBox = h('div');
@@ -32,6 +40,8 @@ export function render(el, { viewer }) {
     section('Workers', workersBox),
     section(viewer.admin ? 'Event log' : 'Events seen on this page', logBox));
   const seen = [];
+  // util is the latest poolUtilization update, when the subscription runs.
+  let util = null;
 
   const reload = async () => {
     let d;
@@ -53,6 +63,8 @@ export function render(el, { viewer }) {
       g.set(name, (g.get(name) || 0) + t.size.totalGpus);
       byGroup.set(t.pool.id, g);
     }
+    const fromServer = util ? new Map(util.pools.map((u) => [u.pool.id, u])) : null;
+    if (fromServer) for (const p of pools) if (fromServer.has(p.id)) used.set(p.id, fromServer.get(p.id).usedGpus);
     const poolTable = pools.length ? table(['Pool', 'Kind', 'GPU class', 'Declared', 'Used', 'Free', 'Used by group'],
       pools.map((p) => {
         const u = used.get(p.id) || 0;
@@ -66,7 +78,10 @@ export function render(el, { viewer }) {
           h('td', { class: 'num' }, fmtNum(Math.max(0, p.capacityGpus - u), 3)),
           h('td', {}, groups || '–'));
       })) : h('p', { class: 'muted' }, 'No pools yet: an admin declares them in the estate.');
-    replace(poolsBox, poolTable,
+    const scope = viewer.admin ? null : h('p', { class: 'muted' }, fromServer
+      ? 'Used and free count all work on the pool; the split by group shows your groups\' work only.'
+      : 'Counting your groups\' work only: the tenant-wide figures come with live updates.');
+    replace(poolsBox, poolTable, scope,
       barChart({ title: 'Used GPUs by pool', items: pools.map((p) => ({ label: p.name, value: used.get(p.id) || 0, note: `of ${p.capacityGpus}` })) }));
 
     const classes = new Map();
@@ -80,12 +95,10 @@ export function render(el, { viewer }) {
       h('td', {}, name), h('td', { class: 'num' }, c.declared), h('td', { class: 'num' }, fmtNum(c.used, 3)),
       h('td', { class: 'num' }, fmtNum(Math.max(0, c.declared - c.used), 3))))));
 
-    const now = Date.now();
-    samples.push({ t: now, byClass: new Map([...classes].map(([n, c]) => [n, c.declared ? (100 * c.used) / c.declared : 0])) });
-    while (samples.length > maxSamples) samples.shift();
+    if (!util) sample(Date.now(), [...classes].map(([name, c]) => ({ name, declared: c.declared, used: c.used })));
     const names = [...classes.keys()];
     replace(chartBox, lineChart({
-      title: 'Used share of declared GPUs, by GPU class (since this page opened)', unit: '%',
+      title: 'Used share of declared GPUs, by GPU class (as sampled while the dashboard is open)', unit: '%',
       series: names.map((n) => ({ name: n, points: samples.filter((s) => s.byClass.has(n)).map((s) => [s.t, s.byClass.get(n)]) })),
       hlines: [{ value: 100, label: 'full' }],
     }));
@@ -116,7 +129,16 @@ export function render(el, { viewer }) {
   };
   const note = (what) => seen.push({ at: new Date().toISOString(), what });
   return watch([
-    { name: 'poolUtilization', select: '{ kind }', onEvent: (u) => u && u.kind !== 'snapshot' && note(`pools: ${u.kind}`) },
+    {
+      name: 'poolUtilization',
+      select: '{ kind at pools { pool { id } declaredGpus usedGpus freeGpus } gpuClasses { gpuClass { name } declaredGpus usedGpus freeGpus } }',
+      onEvent: (u) => {
+        if (!u || !u.pools) return;
+        util = u;
+        sample(new Date(u.at).getTime(), u.gpuClasses.map((c) => ({ name: c.gpuClass.name, declared: c.declaredGpus, used: c.usedGpus })));
+        if (u.kind !== 'snapshot' && u.kind !== 'tick') note(`pools: ${u.kind}`);
+      },
+    },
     {
       name: 'workers',
       select: '{ kind worker { hostname } }',
