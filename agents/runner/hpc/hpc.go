@@ -337,7 +337,6 @@ type handle struct {
 	shown   string
 	lostAt  time.Time
 	ended   bool
-	message string
 }
 
 // Poll asks the scheduler (at most every StatusInterval) and says where

@@ -118,14 +118,14 @@ func RunTask(ctx context.Context, spec *JobSpec, o TaskRunOptions) int {
 		r.finish(ctx, agentapi.StateFailed, -1, msg)
 		return 1
 	}
-	var stopped sync.Once
-	var wasStopped bool
+	var once sync.Once
+	stopped := make(chan struct{})
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigs)
 	go func() {
 		for range sigs {
-			stopped.Do(func() { wasStopped = true })
+			once.Do(func() { close(stopped) })
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
 		}
 	}()
@@ -138,17 +138,31 @@ func RunTask(ctx context.Context, spec *JobSpec, o TaskRunOptions) int {
 	sendDone := make(chan struct{})
 	go func() { defer close(sendDone); r.send(sendCtx, o.FlushInterval) }()
 
-	err = cmd.Wait()
+	// Every line is read before Wait, which closes the pipes.
 	wg.Wait()
+	err = cmd.Wait()
 	stopSend()
 	<-sendDone
 	code := 0
+	signaled := false
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
 		code = ee.ExitCode()
 		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			code = 128 + int(ws.Signal())
+			code, signaled = 128+int(ws.Signal()), true
 		}
+	}
+	// The scheduler signals every process of the job at once: a command
+	// killed by a signal may end before task-run sees its own.
+	wasStopped := false
+	wait := time.Duration(0)
+	if signaled || code == 128+int(syscall.SIGTERM) {
+		wait = 2 * time.Second
+	}
+	select {
+	case <-stopped:
+		wasStopped = true
+	case <-time.After(wait):
 	}
 	// What is left goes home before the end.
 	r.flush(context.WithoutCancel(ctx))

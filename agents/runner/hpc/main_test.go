@@ -1,0 +1,163 @@
+package hpc
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/klique-ai/klique/agents/runner"
+	"github.com/klique-ai/klique/internal/agentapi"
+)
+
+// TestMain lets the test binary stand in for `klique task-run` inside
+// batch jobs: the tests copy it where job accounts can run it.
+func TestMain(m *testing.M) {
+	if len(os.Args) == 4 && os.Args[1] == "task-run" && os.Args[2] == "--job" {
+		spec, err := ReadJobSpec(os.Args[3])
+		if err != nil {
+			os.Stderr.WriteString(err.Error() + "\n")
+			os.Exit(1)
+		}
+		os.Exit(RunTask(context.Background(), spec, TaskRunOptions{FlushInterval: 200 * time.Millisecond}))
+	}
+	os.Exit(m.Run())
+}
+
+// fakePlane is the control plane as a job's task-run sees it: it records
+// log lines and ends, per task, and checks the task credential.
+type fakePlane struct {
+	*httptest.Server
+	mu      sync.Mutex
+	lines   map[string][]string
+	finish  map[string]agentapi.FinishRequest
+	badAuth int
+}
+
+func newFakePlane(t *testing.T) *fakePlane {
+	p := &fakePlane{lines: map[string][]string{}, finish: map[string]agentapi.FinishRequest{}}
+	p.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rest := strings.TrimPrefix(r.URL.Path, agentapi.PathTasks)
+		id, what, _ := strings.Cut(rest, "/")
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if r.Header.Get("Authorization") != "Bearer kqt_for_"+id {
+			p.badAuth++
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		switch what {
+		case "logs":
+			var req agentapi.LogsRequest
+			_ = json.Unmarshal(body, &req)
+			for _, l := range req.Lines {
+				p.lines[id] = append(p.lines[id], l.Stream+": "+l.Line)
+			}
+			_ = json.NewEncoder(w).Encode(agentapi.LogsResponse{Accepted: len(req.Lines)})
+		case "finish":
+			var req agentapi.FinishRequest
+			_ = json.Unmarshal(body, &req)
+			p.finish[id] = req
+			w.WriteHeader(http.StatusNoContent)
+		case "secrets":
+			_ = json.NewEncoder(w).Encode(agentapi.SecretsResponse{Secrets: map[string]string{"API_TOKEN": "s3cret-value"}})
+		default:
+			w.WriteHeader(http.StatusNoContent)
+		}
+	}))
+	t.Cleanup(p.Close)
+	return p
+}
+
+func (p *fakePlane) log(id string) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return strings.Join(p.lines[id], "\n")
+}
+
+func (p *fakePlane) ended(id string) (agentapi.FinishRequest, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	f, ok := p.finish[id]
+	return f, ok
+}
+
+// sharedDir is a directory every local account can enter, like a cluster's
+// shared filesystem.
+func sharedDir(t *testing.T) string {
+	t.Helper()
+	d, err := os.MkdirTemp("", "klique-hpc-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
+}
+
+// writeUserMap writes a user map and returns its path.
+func writeUserMap(t *testing.T, dir, text string) string {
+	t.Helper()
+	p := filepath.Join(dir, "users.yaml")
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// jobLog collects the lines a runner writes into a task's log.
+type jobLog struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *jobLog) sink(stream, line string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, stream+": "+line)
+}
+
+func (l *jobLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.lines, "\n")
+}
+
+// waitPhase polls h until it reaches phase, and returns the status.
+func waitPhase(t *testing.T, h runner.Handle, phase runner.Phase, within time.Duration) runner.Status {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	var st runner.Status
+	for time.Now().Before(deadline) {
+		var err error
+		st, err = h.Poll(context.Background())
+		if err != nil {
+			t.Logf("poll: %v", err)
+		}
+		if st.Phase == phase || (st.Phase == runner.Ended && phase != runner.Ended) {
+			return st
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("the job did not reach %s within %s: %+v", phase, within, st)
+	return st
+}
+
+func currentUser(t *testing.T) string {
+	u, err := user.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.Username
+}
