@@ -302,7 +302,11 @@ func (h *handle) evaluate(ctx context.Context, pods map[string]*corev1.Pod, time
 	}
 	reason := h.pendingReason(pods)
 	if timedOut && !started && !stopped {
-		h.end(ctx, pods, -1, "", false, fmt.Sprintf("the %s's pods did not all start within %s: %s", h.kind, h.r.opts.PendingTimeout, reason), "")
+		what := "the pod did not start"
+		if h.rend.Job != nil {
+			what = "the Job's pods did not all start"
+		}
+		h.end(ctx, pods, -1, "", false, fmt.Sprintf("%s within %s: %s", what, h.r.opts.PendingTimeout, reason), "")
 		return true
 	}
 	h.mu.Lock()

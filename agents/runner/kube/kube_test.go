@@ -402,7 +402,7 @@ func TestAPodPendingPastTheTimeoutIsEndedWithItsReason(t *testing.T) {
 	name := ObjectName("t-stuck", 1)
 	b.setStatus(t, name, unschedulable)
 	st := waitPhase(t, h, runner.Ended)
-	if st.ExitCode != -1 || !strings.Contains(st.Reason, "did not all start within 300ms") || !strings.Contains(st.Reason, "Unschedulable") {
+	if st.ExitCode != -1 || !strings.Contains(st.Reason, "the pod did not start within 300ms") || !strings.Contains(st.Reason, "Unschedulable") {
 		t.Fatalf("status %+v, want ended -1 naming the timeout and the scheduler's reason", st)
 	}
 	if !b.gone("pod", name) || !b.gone("secret", name) {
