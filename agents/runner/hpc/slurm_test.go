@@ -1,6 +1,7 @@
 package hpc
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -17,9 +18,9 @@ import (
 	"github.com/klique-ai/klique/internal/agentapi"
 )
 
-// slurmUser is the second Linux account jobs are submitted as; .ci/slurm.sh
-// (through slurm-start.sh) creates it.
-const slurmUser = "alice"
+// slurmUser is the second Linux account jobs are submitted as;
+// .ci/slurm.sh creates it and exports KLIQUE_TEST_SLURM_USER.
+var slurmUser = cmp.Or(os.Getenv("KLIQUE_TEST_SLURM_USER"), "alice")
 
 // needSlurm skips without a running Slurm, or fails under CI=true.
 func needSlurm(t *testing.T) {
@@ -111,7 +112,7 @@ func TestSlurm(t *testing.T) {
 	t.Run("a job is submitted as the mapped account, runs, and reports its lines and end itself", func(t *testing.T) {
 		t.Parallel()
 		h, l := b.submit(t, "t-alice", "alice-platform", 1000, "sh", "-c", `echo "user=$(id -un) gpus=$CUDA_VISIBLE_DEVICES secret=$API_TOKEN"; sleep 2; echo done`)
-		if !strings.Contains(l.String(), "submitted to Slurm as job") || !strings.Contains(l.String(), "by Linux account alice") {
+		if !strings.Contains(l.String(), "submitted to Slurm as job") || !strings.Contains(l.String(), "by Linux account "+slurmUser) {
 			t.Fatalf("no submission line in the task's log:\n%s", l)
 		}
 		waitPhase(t, h, runner.Running, 30*time.Second)
