@@ -332,7 +332,7 @@ func TestDashboardQueuesLive(t *testing.T) {
 		}
 	})
 
-	t.Run("an admin previews an estate change with the API's validation", func(t *testing.T) {
+	t.Run("an admin previews an estate change with the API's validation, and sees every group's policy with a used-up budget marked", func(t *testing.T) {
 		evalJS[bool](t, ctx, `sessionStorage.clear(); true`)
 		if err := chromedp.Do(ctx,
 			chromedp.Navigate("about:blank"),
@@ -383,6 +383,15 @@ func TestDashboardQueuesLive(t *testing.T) {
 			t.Fatalf("vision's policy card reads %q: want its weekly time budget", text)
 		}
 		screenshot(t, ctx, shots, "policy-admin.png")
+
+		// A budget smaller than what ml-research's running task has used
+		// is marked on its card, live.
+		ts.mustGQL(t, adminKey, `mutation { updateResourcePolicy(id: "ml-research", input: {timeBudget: {hours: 0.001, period: DAY}}) { resourcePolicy { id } } }`, nil)
+		waitFor(t, ctx, "ml-research's budget marked", `#page-policy section.near-limit[data-group="ml-research"]`, uiWait)
+		if text := pageText(t, ctx, `#page-policy [data-group="ml-research"] h2`); !strings.Contains(text, "budget used up") {
+			t.Fatalf("ml-research's card title reads %q: want the budget marked used up", text)
+		}
+		screenshot(t, ctx, shots, "policy-near-limit.png")
 	})
 }
 

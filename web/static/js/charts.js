@@ -16,7 +16,7 @@ function timeLabel(ms, span) {
 // over time, with optional horizontal lines [{value, label}] and vertical
 // markers [{t, label}].
 export function lineChart({ series, hlines = [], markers = [], width = 640, height = 220, unit = '', title = '', yMin = 0 }) {
-  const pad = { l: 52, r: 28, t: 16, b: 26 };
+  const pad = { l: 64, r: 28, t: 16, b: 26 };
   const pts = series.flatMap((s) => s.points);
   const figure = h('figure', { class: 'chart' });
   if (title) figure.appendChild(h('figcaption', {}, title));

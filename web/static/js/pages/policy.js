@@ -57,7 +57,7 @@ function card(v) {
         meter({ used: v.heldGpus, reservation: v.reservationGpus, limit: v.limitGpus, label: `${v.heldGpus} GPUs held` }),
         h('p', {}, `${fmtNum(v.heldGpus, 3)} held of a ${v.limitGpus} limit; ${v.reservationGpus} reserved`,
           v.borrowedGpus > 0 ? `, ${fmtNum(v.borrowedGpus, 3)} borrowed` : ''),
-        h('p', { class: 'muted' }, `${v.holdingTasks} tasks hold capacity, ${v.waitingTasks} wait`),
+        h('p', { class: 'muted' }, `${v.holdingTasks} ${v.holdingTasks === 1 ? 'task holds' : 'tasks hold'} capacity, ${v.waitingTasks} ${v.waitingTasks === 1 ? 'waits' : 'wait'}`),
         h('p', { class: 'muted' }, 'Compute resources: ', v.computeResources.map((c) => `${c.name} (${c.queuedTasks} waiting)`).join(', ') || '–')),
       h('div', {}, b ? budget(b) : h('p', { class: 'muted' }, 'No time budget: only the limit caps this group.'))));
 }
@@ -75,7 +75,9 @@ function budget(b) {
   return [
     h('h3', {}, `Time budget, per ${b.period.toLowerCase()}`),
     h('p', {}, `${fmtNum(b.usedHours)} of ${fmtNum(b.hours)} hours used, ${fmtNum(b.leftHours)} left; burning ${fmtNum(b.burnRate)} h/h`),
-    h('p', { class: b.alert ? 'warn-text' : 'muted' }, runOut ? `Runs out ${fmtTime(b.projectedRunOut)} at this rate` : `Lasts to the reset (${fmtTime(b.resetsAt)}) at this rate`),
+    h('p', { class: b.alert || b.usedUp ? 'warn-text' : 'muted' }, b.usedUp
+      ? `Used up: budgeted work waits for the reset (${fmtTime(b.resetsAt)}) or a larger budget`
+      : runOut ? `Runs out ${fmtTime(b.projectedRunOut)} at this rate` : `Lasts to the reset (${fmtTime(b.resetsAt)}) at this rate`),
     lineChart({
       title: 'Budget hours left',
       unit: 'h',
