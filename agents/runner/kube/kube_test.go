@@ -511,3 +511,35 @@ func TestCleanupDeletesOnlyThisWorkersLeftovers(t *testing.T) {
 		t.Errorf("pods left %v, want only of-another-worker", left)
 	}
 }
+
+func TestAPodDeletedOutsideTheWorkerOrEvictedEndsTheTask(t *testing.T) {
+	b := setup(t, nil)
+	ctx := context.Background()
+	h, err := b.r.Submit(ctx, b.job("t-gone", 1000, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := ObjectName("t-gone", 1)
+	b.setStatus(t, name, running)
+	waitPhase(t, h, runner.Running)
+	if err := b.cs.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	st := waitPhase(t, h, runner.Ended)
+	if st.ExitCode != -1 || !strings.Contains(st.Reason, "deleted outside the worker") {
+		t.Errorf("deleted pod: %+v", st)
+	}
+
+	h, err = b.r.Submit(ctx, b.job("t-evicted", 1000, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	name = ObjectName("t-evicted", 1)
+	b.setStatus(t, name, func(p *corev1.Pod) {
+		p.Status.Phase, p.Status.Reason, p.Status.Message = corev1.PodFailed, "Evicted", "The node was low on resource: memory."
+	})
+	st = waitPhase(t, h, runner.Ended)
+	if st.ExitCode != -1 || !strings.Contains(st.Reason, "Evicted: The node was low on resource: memory.") {
+		t.Errorf("evicted pod: %+v", st)
+	}
+}
