@@ -331,12 +331,12 @@ type handle struct {
 	dir     string
 	done    chan struct{}
 
-	mu      sync.Mutex
-	last    JobState
-	asked   time.Time
-	shown   string
-	lostAt  time.Time
-	ended   bool
+	mu     sync.Mutex
+	last   JobState
+	asked  time.Time
+	shown  string
+	lostAt time.Time
+	ended  bool
 }
 
 // Poll asks the scheduler (at most every StatusInterval) and says where
