@@ -97,6 +97,7 @@ resource policies and the compute resources people send work to.
 		newEnqueueCmd(c), newAbortCmd(c), newCloneCmd(c),
 		newEngineCmd(c), newPolicyCmd(c), newUsageCmd(c), newSimulateCmd(c),
 		newTaskCmd(c), newSecretCmd(c), newWorkerCmd(c),
+		newAutoscalerCmd(c),
 		newHPCSubmitterCmd(c), newTaskRunCmd(c),
 	)
 	return root
