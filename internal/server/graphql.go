@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -290,7 +291,9 @@ func (s strictNumbers) check(t *ast.Type, v any, where string) *gqlerror.Error {
 
 // bridgeEvents carries the event bus between replicas over Redis when
 // KLIQUE_REDIS_URL is set, so that a subscriber connected to one replica
-// sees what another replica's engine decided. It returns how to stop it.
+// sees what another replica's engine decided. Like the gateway, the replica
+// does not refuse to start when Redis does not answer: its events stay in
+// process, it says so, and it keeps trying. It returns how to stop.
 func bridgeEvents(ctx context.Context, cfg *config.Config, log *slog.Logger, bus *events.Bus) (func(), error) {
 	if cfg.RedisURL == "" {
 		return func() {}, nil
@@ -300,13 +303,54 @@ func bridgeEvents(ctx context.Context, cfg *config.Config, log *slog.Logger, bus
 		return nil, fmt.Errorf("KLIQUE_REDIS_URL: %w", err)
 	}
 	client := redis.NewClient(opts)
-	b, err := events.BridgeRedis(ctx, bus, client, events.RedisChannel, log.With("component", "events"))
-	if err != nil {
-		_ = client.Close()
-		return nil, fmt.Errorf("KLIQUE_REDIS_URL: %w", err)
+	log = log.With("component", "events")
+	connect := func(ctx context.Context) *events.Bridge {
+		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		b, err := events.BridgeRedis(cctx, bus, client, events.RedisChannel, log)
+		if err != nil {
+			log.Warn("events stay on this replica until Redis answers: subscribers here will not see other replicas' changes", "err", err)
+			return nil
+		}
+		return b
 	}
+	var mu sync.Mutex
+	b := connect(ctx)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			mu.Lock()
+			ok := b != nil
+			mu.Unlock()
+			if ok {
+				return
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Second):
+			}
+			if nb := connect(context.Background()); nb != nil {
+				log.Info("events cross replicas over Redis again")
+				mu.Lock()
+				b = nb
+				mu.Unlock()
+			}
+		}
+	}()
+	var once sync.Once
 	return func() {
-		_ = b.Close()
-		_ = client.Close()
+		once.Do(func() {
+			close(stop)
+			<-done
+			mu.Lock()
+			if b != nil {
+				_ = b.Close()
+			}
+			mu.Unlock()
+			_ = client.Close()
+		})
 	}, nil
 }

@@ -703,3 +703,20 @@ func TestSubscriptionsAcrossReplicas(t *testing.T) {
 	ts.mustGQL(t, f.alice, `mutation($id: ID!) { abortTask(id: $id) { id } }`, map[string]any{"id": id})
 	waitUpdate(t, chA, 10*time.Second, "the abort made on the other replica", func(u *wsUpdate) bool { return kindOf(u, "taskEvents") == "task.aborted" })
 }
+
+// TestAReplicaStartsWhenRedisDoesNotAnswer: without Redis the replica
+// serves its own events, and says so.
+func TestAReplicaStartsWhenRedisDoesNotAnswer(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, withRedis("redis://127.0.0.1:1/0"))
+	_, ch := subscribeWS(t, ts, adminKey, `subscription { workers { kind } }`, nil)
+	if u := nextUpdate(t, ch, 10*time.Second); kindOf(u, "workers") != "snapshot" {
+		t.Fatalf("first update %s", u.Raw)
+	}
+	ts.logs.mu.Lock()
+	logged := ts.logs.b.String()
+	ts.logs.mu.Unlock()
+	if !strings.Contains(logged, "events stay on this replica until Redis answers") {
+		t.Fatalf("the replica did not say its events stay local; it logged:\n%s", logged)
+	}
+}
