@@ -109,9 +109,12 @@ func TestSubmitterEndToEnd(t *testing.T) {
 	token := digStr(e2eGQL(t, url, e2eAdminKey, `mutation { createWorkerCredential(pool: "slurm", name: "login1") { secret } }`, nil),
 		"createWorkerCredential", "secret")
 
+	e2eGQL(t, url, e2eAdminKey, `mutation { createUser(input: {name: "bob", role: MEMBER, groups: [{group: "ml-research"}]}) { id } }`, nil)
+	bob := digStr(e2eGQL(t, url, e2eAdminKey, `mutation { createAPIKey(input: {name: "bob key", user: "bob"}) { secret } }`, nil), "createAPIKey", "secret")
+	userMap := writeUserMap(t, b.dir, "users:\n  alice: "+slurmUser+"\n")
 	logs := &lockedWriter{w: &bytes.Buffer{}}
 	w, err := NewSubmitter(context.Background(), SubmitterOptions{
-		Config: Config{Scheduler: "slurm", UserMap: writeUserMap(t, b.dir, "users:\n  alice: "+slurmUser+"\n"), Klique: filepath.Join(b.dir, "klique")},
+		Config: Config{Scheduler: "slurm", UserMap: userMap, Klique: filepath.Join(b.dir, "klique")},
 		Server: url, Token: token, Pool: "slurm", Slots: 4, Name: "login1", WorkDir: filepath.Join(b.dir, "work"), Grace: 2 * time.Second,
 		Version: "e2e", Log: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		Tune: func(o *Options) { o.StatusInterval = 200 * time.Millisecond },
@@ -142,29 +145,38 @@ func TestSubmitterEndToEnd(t *testing.T) {
 		}
 	})
 
-	d := e2eGQL(t, url, alice, `mutation($in: EnqueueTaskInput!) { enqueueTask(input: $in) { id status } }`, map[string]any{"in": map[string]any{
-		"name": "train", "project": "fraud-models", "computeResource": "2 GPUs",
-		"command": []any{"sh", "-c", `echo "hello from $(id -un) on $CUDA_VISIBLE_DEVICES"; sleep 2; echo bye`},
-	}})
-	id := digStr(d, "enqueueTask", "id")
-	seen := map[string]bool{digStr(d, "enqueueTask", "status"): true}
-	var text string
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		d = e2eGQL(t, url, alice, `query($id: ID!) { task(id: $id) { status reason exitCode logs { lines { stream line } } } }`, map[string]any{"id": id})
-		status := digStr(d, "task", "status")
-		seen[status] = true
-		lines, _ := dig(d, "task", "logs", "lines").([]any)
-		var out []string
-		for _, l := range lines {
-			out = append(out, digStr(l, "stream")+": "+digStr(l, "line"))
-		}
-		text = strings.Join(out, "\n")
-		if status == "COMPLETED" || status == "FAILED" || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
+	enqueue := func(cred, name, script string) (string, string) {
+		d := e2eGQL(t, url, cred, `mutation($in: EnqueueTaskInput!) { enqueueTask(input: $in) { id status } }`, map[string]any{"in": map[string]any{
+			"name": name, "project": "fraud-models", "computeResource": "2 GPUs", "command": []any{"sh", "-c", script},
+		}})
+		return digStr(d, "enqueueTask", "id"), digStr(d, "enqueueTask", "status")
 	}
+	// wait polls a task until until(status, log) holds, and returns it
+	// with its log and the statuses seen.
+	wait := func(cred, id string, until func(status, log string) bool) (map[string]any, string, map[string]bool) {
+		seen := map[string]bool{}
+		deadline := time.Now().Add(90 * time.Second)
+		for {
+			d := e2eGQL(t, url, cred, `query($id: ID!) { task(id: $id) { status reason exitCode logs { lines { stream line } } } }`, map[string]any{"id": id})
+			status := digStr(d, "task", "status")
+			seen[status] = true
+			lines, _ := dig(d, "task", "logs", "lines").([]any)
+			var out []string
+			for _, l := range lines {
+				out = append(out, digStr(l, "stream")+": "+digStr(l, "line"))
+			}
+			text := strings.Join(out, "\n")
+			if until(status, text) || time.Now().After(deadline) {
+				return d, text, seen
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	final := func(status, _ string) bool { return status == "COMPLETED" || status == "FAILED" || status == "ABORTED" }
+
+	id, first := enqueue(alice, "train", `echo "hello from $(id -un) on $CUDA_VISIBLE_DEVICES"; sleep 2; echo bye`)
+	d, text, seen := wait(alice, id, final)
+	seen[first] = true
 	if digStr(d, "task", "status") != "COMPLETED" || dig(d, "task", "exitCode") != 0.0 {
 		t.Fatalf("task %v\nlog:\n%s\nsubmitter:\n%s", d, text, logs)
 	}
@@ -186,7 +198,7 @@ func TestSubmitterEndToEnd(t *testing.T) {
 		}
 	}
 	// The end came from inside the job; the submitter did not report again.
-	deadline = time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(20 * time.Second)
 	for len(w.Tasks()) > 0 && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -195,5 +207,31 @@ func TestSubmitterEndToEnd(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), "refused a task's end") || strings.Contains(logs.String(), "moved on") {
 		t.Fatalf("the submitter reported the end again:\n%s", logs)
+	}
+
+	// bob has no Linux account in the map: his task fails, saying so.
+	id, _ = enqueue(bob, "unmapped", "echo never")
+	d, text, _ = wait(bob, id, final)
+	if reason := digStr(d, "task", "reason"); digStr(d, "task", "status") != "FAILED" || !strings.Contains(reason, `platform user "bob"`) || !strings.Contains(reason, userMap) {
+		t.Fatalf("bob's task: %v\n%s", d, text)
+	}
+
+	// Mapped without a restart, his next task runs as that account.
+	time.Sleep(20 * time.Millisecond)
+	writeUserMap(t, b.dir, "users:\n  alice: "+slurmUser+"\n  bob: root\n")
+	id, _ = enqueue(bob, "mapped", `echo "bob runs as $(id -un)"`)
+	d, text, _ = wait(bob, id, final)
+	if digStr(d, "task", "status") != "COMPLETED" || !strings.Contains(text, "stdout: bob runs as root") || !strings.Contains(text, "by Linux account root") {
+		t.Fatalf("bob's task after the map changed: %v\n%s", d, text)
+	}
+
+	// Aborted while it runs: the heartbeat brings the stop, scancel ends
+	// the job, and the submitter reports it aborted.
+	id, _ = enqueue(alice, "long", "echo started; sleep 300")
+	wait(alice, id, func(status, log string) bool { return strings.Contains(log, "stdout: started") })
+	e2eGQL(t, url, alice, `mutation($id: ID!) { abortTask(id: $id, reason: "wrong data") { status } }`, map[string]any{"id": id})
+	d, text, _ = wait(alice, id, func(_, log string) bool { return strings.Contains(log, "CANCELLED") })
+	if digStr(d, "task", "status") != "ABORTED" || !strings.Contains(text, "CANCELLED") {
+		t.Fatalf("the aborted task: %v\n%s", d, text)
 	}
 }
