@@ -543,3 +543,64 @@ func TestAPodDeletedOutsideTheWorkerOrEvictedEndsTheTask(t *testing.T) {
 		t.Errorf("evicted pod: %+v", st)
 	}
 }
+
+// TestTheHelmChartsPodTemplateLoads reads the pod template the chart ships
+// as a values entry, as the worker reads it from the chart's ConfigMap.
+func TestTheHelmChartsPodTemplateLoads(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "..", "deploy", "helm", "klique-worker", "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var values struct {
+		PodTemplate any `json:"podTemplate"`
+	}
+	if err := yaml.Unmarshal(b, &values); err != nil {
+		t.Fatal(err)
+	}
+	doc, err := yaml.Marshal(values.PodTemplate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl, err := ParseTemplate(doc)
+	if err != nil {
+		t.Fatalf("the chart's podTemplate: %v", err)
+	}
+	r, err := New(Options{Client: fake.NewClientset(), Namespace: ns, Template: tmpl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.CheckProfiles([]agentapi.ProfileSize{{Name: "one", MilliGPUsPerNode: 1000}, {Name: "eight", MilliGPUsPerNode: 8000}}); err != nil {
+		t.Errorf("the chart's template sets a GPU limit: %v", err)
+	}
+}
+
+// BenchmarkRender renders one task's pod and Secret from the test template:
+// the worker's own cost per claimed task, before any API call.
+func BenchmarkRender(b *testing.B) {
+	tb := &testBundle{log: &lineLog{}}
+	tmpl, err := ParseTemplate(mustRead(b, filepath.Join("testdata", "template.yaml")))
+	if err != nil {
+		b.Fatal(err)
+	}
+	r, err := New(Options{Client: fake.NewClientset(), Namespace: ns, Instance: "w", Template: tmpl})
+	if err != nil {
+		b.Fatal(err)
+	}
+	job := tb.job("tsk_bench", 2000, 1)
+	job.Log = func(string, string) {}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := r.Render(job); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func mustRead(tb testing.TB, file string) []byte {
+	tb.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
+}
