@@ -146,6 +146,9 @@ func waitFor(t *testing.T, ctx context.Context, what, sel string, timeout time.D
 // appear and then move to running without a reload; then it opens every
 // other page and checks each renders without an error.
 func TestDashboardQueuesLive(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the browser test starts Chromium: run it without -short")
+	}
 	requireChromium(t)
 	t.Parallel()
 	ts := startServer(t)
@@ -211,12 +214,14 @@ func TestDashboardQueuesLive(t *testing.T) {
 		// page polls only while one is down, and says so).
 		waitFor(t, ctx, "the live indicator", `#live[data-mode="live"]`, uiWait)
 
+		enqueuedAt := time.Now()
 		d := ts.mustGQL(t, alice, `mutation { enqueueTask(input: {name: "browser-test", project: "fraud-models", computeResource: "1 GPU", command: ["python", "train.py"], parameters: {lr: "0.01"}}) { id status } }`, nil)
 		taskID = str(d, "enqueueTask", "id")
 		if s := str(d, "enqueueTask", "status"); s != "QUEUED" {
 			t.Fatalf("enqueued task is %s, want QUEUED", s)
 		}
 		waitFor(t, ctx, "the enqueued task, waiting", fmt.Sprintf(`tr[data-task-id=%q][data-status="QUEUED"]`, taskID), uiWait)
+		t.Logf("enqueue to the waiting row on the page: %s", time.Since(enqueuedAt).Round(time.Millisecond))
 		row := pageText(t, ctx, fmt.Sprintf(`tr[data-task-id=%q]`, taskID))
 		if !strings.Contains(row, "browser-test") || !strings.Contains(row, "alice") {
 			t.Fatalf("the waiting row reads %q: want the task's name and owner", row)
@@ -231,7 +236,9 @@ func TestDashboardQueuesLive(t *testing.T) {
 			t.Fatalf("claim: HTTP %d %+v, want task %s", code, claim.Task, taskID)
 		}
 		attempt = claim.Task.Attempt
+		claimedAt := time.Now()
 		waitFor(t, ctx, "the task, running", fmt.Sprintf(`tr[data-task-id=%q][data-status="RUNNING"]`, taskID), uiWait)
+		t.Logf("claim to the running row on the page: %s", time.Since(claimedAt).Round(time.Millisecond))
 		marker := evalJS[string](t, ctx, `String(window.__noReload)`)
 		if marker != "still here" {
 			t.Fatalf("the page was reloaded (marker %q): the update must arrive live", marker)

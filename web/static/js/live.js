@@ -69,7 +69,7 @@ function subscriptionQuery(field, args, select) {
 // onEvent}]) delivers an event, or every pollMs where it cannot. select is
 // the selection set of the update (default { __typename }), and onEvent
 // gets the update's data. It returns stop().
-export function watch(topics, reload, { pollMs = 2000, slowPollMs = 30_000, debounceMs = 150 } = {}) {
+export function watch(topics, reload, { pollMs = 2000, slowPollMs = 30_000, debounceMs = 60 } = {}) {
   let stopped = false;
   let timer = null;
   let pending = null;
