@@ -325,7 +325,7 @@ func TestDashboardQueuesLive(t *testing.T) {
 		screenshot(t, ctx, shots, "task.png")
 	})
 
-	t.Run("clone & enqueue sends the changed parameter", func(t *testing.T) {
+	t.Run("clone & enqueue sends the changed parameter, and the clone is aborted from its page", func(t *testing.T) {
 		evalJS[bool](t, ctx, `{ const v = [...document.querySelectorAll("#task-clone tbody input")]; v[1].value = "0.02"; true }`)
 		if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#task-clone button[type="submit"]`))); err != nil {
 			t.Fatal(err)
@@ -336,6 +336,46 @@ func TestDashboardQueuesLive(t *testing.T) {
 		d := ts.mustGQL(t, alice, `query($id: ID!) { task(id: $id) { name status clonedFrom { id } spec { parameters command } } }`, map[string]any{"id": cloneID})
 		if str(d, "task", "clonedFrom", "id") != taskID || str(d, "task", "spec", "parameters", "lr") != "0.02" || str(d, "task", "status") != "QUEUED" {
 			t.Fatalf("the clone (page %s) is %v: want a queued clone of %s with lr 0.02", hash, d, taskID)
+		}
+
+		// Its owner aborts it from its page, with a reason.
+		if err := chromedp.Do(ctx,
+			chromedp.Click(chromedp.CSS("#task-abort")),
+			chromedp.SendKeys(chromedp.CSS("#task-abort-reason"), "wrong learning rate"),
+			chromedp.Click(chromedp.CSS("#task-abort-confirm")),
+		); err != nil {
+			t.Fatal(err)
+		}
+		waitForText(t, ctx, "main h1", "ABORTED", uiWait)
+		d = ts.mustGQL(t, alice, `query($id: ID!) { task(id: $id) { status reason } }`, map[string]any{"id": cloneID})
+		if str(d, "task", "status") != "ABORTED" || !strings.Contains(str(d, "task", "reason"), "wrong learning rate") {
+			t.Fatalf("after the abort the clone is %v: want ABORTED with the reason given", d)
+		}
+	})
+
+	t.Run("a viewer reads the queues but is not offered the estate", func(t *testing.T) {
+		ts.mustGQL(t, adminKey, `mutation { createUser(input: {name: "vera", role: VIEWER, groups: [{group: "ml-research"}]}) { id } }`, nil)
+		vera := str(ts.mustGQL(t, adminKey, `mutation { createAPIKey(input: {name: "dashboard", user: "vera"}) { secret } }`, nil), "createAPIKey", "secret")
+		evalJS[bool](t, ctx, `sessionStorage.clear(); true`)
+		if err := chromedp.Do(ctx,
+			chromedp.Navigate("about:blank"),
+			chromedp.Navigate(ts.url+"/#/queues"),
+			chromedp.WaitVisible(chromedp.CSS("#apikey")),
+			chromedp.SendKeys(chromedp.CSS("#apikey"), vera),
+			chromedp.Click(chromedp.CSS(`#signin button[type="submit"]`)),
+		); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, ctx, "alice's task on vera's queues page", fmt.Sprintf(`tr[data-task-id=%q]`, taskID), uiWait)
+		if evalJS[bool](t, ctx, `!document.querySelector('#nav a[data-page="estate"]').hidden`) {
+			t.Fatal("a viewer is offered the estate editor")
+		}
+		if err := chromedp.Do(ctx, chromedp.Navigate(ts.url+"/#/estate")); err != nil {
+			t.Fatal(err)
+		}
+		waitForText(t, ctx, "#page-estate", "Only tenant admins edit the estate", uiWait)
+		if n := evalJS[int](t, ctx, `document.querySelectorAll("#estate-yaml").length`); n != 0 {
+			t.Fatal("a viewer got the estate editor")
 		}
 	})
 

@@ -36,6 +36,27 @@ export function render(el, { viewer, args }) {
     section('Metrics', metricsBox),
     section('Clone & enqueue', cloneBox));
 
+  // Aborting takes two clicks (no browser dialog) and an optional reason;
+  // the API decides who may (the owner, a group lead, an admin).
+  const abortBox = h('div', { class: 'abort' });
+  const abortStart = () => {
+    const reason = h('input', { id: 'task-abort-reason', placeholder: 'reason (optional)', size: 40 });
+    const msg = h('span');
+    replace(abortBox, reason, ' ',
+      h('button', { type: 'button', id: 'task-abort-confirm', onclick: async () => {
+        try {
+          await gql('mutation($id: ID!, $r: String) { abortTask(id: $id, reason: $r) { id status } }', { id, r: reason.value.trim() || null });
+          replace(abortBox, abortButton());
+          reload();
+        } catch (e) {
+          replace(msg, errorBox(e));
+        }
+      } }, 'Abort task'), ' ',
+      h('button', { type: 'button', onclick: () => replace(abortBox, abortButton()) }, 'Keep it'), msg);
+  };
+  const abortButton = () => h('button', { type: 'button', id: 'task-abort', onclick: abortStart }, 'Abort…');
+  replace(abortBox, abortButton());
+
   let lastSeq = null;
   let cloneShown = false;
   const seenEvents = [];
@@ -71,7 +92,8 @@ export function render(el, { viewer, args }) {
       h('p', { class: 'reason', id: 'task-reason' }, t.reason || ''),
       h('p', { class: 'muted' }, `${t.owner.name} · project ${t.project.name} · ${t.group ? t.group.name : '–'} / ${t.computeResource ? t.computeResource.name : '(disconnected)'} · ${t.size.text} GPU`,
         t.pool ? ` · pool ${t.pool.name}` : '', t.worker ? ` · worker ${t.worker.hostname}` : '',
-        t.clonedFrom ? [' · cloned from ', h('a', { href: `#/task/${encodeURIComponent(t.clonedFrom.id)}` }, t.clonedFrom.name)] : ''));
+        t.clonedFrom ? [' · cloned from ', h('a', { href: `#/task/${encodeURIComponent(t.clonedFrom.id)}` }, t.clonedFrom.name)] : ''),
+      ended.has(t.status) ? null : abortBox);
 
     const steps = [['Enqueued', t.createdAt, ''], ['Placed', t.placedAt, t.pool ? `on ${t.pool.name}` : ''],
       ['Started', t.startedAt, `attempt ${t.attempt}${t.retries ? `, ${t.retries} requeues` : ''}${t.worker ? ` on ${t.worker.hostname}` : ''}`]];
