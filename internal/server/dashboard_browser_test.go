@@ -226,6 +226,11 @@ func TestDashboardQueuesLive(t *testing.T) {
 		if !strings.Contains(row, "browser-test") || !strings.Contains(row, "alice") {
 			t.Fatalf("the waiting row reads %q: want the task's name and owner", row)
 		}
+		position := pageText(t, ctx, fmt.Sprintf(`tr[data-task-id=%q] td.num`, taskID))
+		reason := pageText(t, ctx, fmt.Sprintf(`tr[data-task-id=%q] td.reason`, taskID))
+		if position != "1" || strings.TrimSpace(reason) == "" || reason == "–" {
+			t.Fatalf("the waiting row shows position %q and reason %q: want position 1 and why it waits", position, reason)
+		}
 		screenshot(t, ctx, shots, "queues-waiting.png")
 
 		// One engine pass places it; the worker's claim starts it.
