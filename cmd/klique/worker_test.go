@@ -50,6 +50,20 @@ func TestWorkerCommand(t *testing.T) {
 	}))
 	defer srv.Close()
 	workDir := t.TempDir()
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: "x"}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	badTemplate := filepath.Join(t.TempDir(), "pod-template.yaml")
+	if err := os.WriteFile(badTemplate, []byte("spec:\n  containerz: []\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 
 	for name, c := range map[string]struct {
 		server string
@@ -59,8 +73,14 @@ func TestWorkerCommand(t *testing.T) {
 	}{
 		"without a server it says how to give one":     {"", []string{"--token-file", token, "--gpus", "0"}, true, "--server URL"},
 		"without a credential it says how to give one": {srv.URL, []string{"--gpus", "0"}, true, "--token-file"},
-		"another kind than bare_metal is not there yet": {srv.URL, []string{"--token-file", token, "--gpus", "0", "--kind", "slurm", "--work-dir", workDir}, true,
-			"--kind slurm: this worker runs on bare metal and VMs only"},
+		"an HPC kind is the submitter's": {srv.URL, []string{"--token-file", token, "--gpus", "0", "--kind", "slurm", "--work-dir", workDir}, true,
+			"--kind slurm: this worker runs on bare metal and VMs (bare_metal) or in a Kubernetes cluster (kubernetes); Slurm, PBS and LSF have `klique hpc-submitter`"},
+		"a kubernetes worker needs its share of the cluster's GPUs": {srv.URL, []string{"--token-file", token, "--kind", "kubernetes", "--work-dir", workDir}, true,
+			"--kind kubernetes: declare how many GPUs of the cluster this worker may hold at once with --gpus"},
+		"a kubernetes worker outside a cluster needs a kubeconfig": {srv.URL, []string{"--token-file", token, "--kind", "kubernetes", "--gpus", "0-3", "--namespace", "ns", "--work-dir", workDir}, true,
+			"give --kubeconfig FILE"},
+		"a misspelt pod template is refused": {srv.URL, []string{"--token-file", token, "--kind", "kubernetes", "--gpus", "0-3", "--namespace", "ns", "--work-dir", workDir,
+			"--kubeconfig", kubeconfig, "--pod-template", badTemplate}, true, `unknown field "containerz"`},
 		"an unknown mode is refused": {srv.URL, []string{"--token-file", token, "--gpus", "0", "--mode", "vm", "--work-dir", workDir}, true, "use process or docker"},
 		"bad labels are refused":     {srv.URL, []string{"--token-file", token, "--gpus", "0", "--labels", "rack", "--work-dir", workDir}, true, "key=value"},
 		"a credential of another pool is refused": {srv.URL, []string{"--token-file", token, "--gpus", "0,1", "--pool", "slurm-a100", "--work-dir", workDir,
