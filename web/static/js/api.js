@@ -29,7 +29,7 @@ export function signOut() {
 // message when the key is refused, and keeps nothing then.
 export async function signIn(apiKey) {
   const key = apiKey.trim();
-  if (!key) throw new APIError('Paste an API key: create one with "klique apikey create" or in GraphiQL (createAPIKey).');
+  if (!key) throw new APIError('Paste an API key: create one with "klique create apikey" or in GraphiQL (createAPIKey).', 'BAD_USER_INPUT');
   await exchange(key);
   sessionStorage.setItem(KEY, key);
 }

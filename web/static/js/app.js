@@ -36,14 +36,15 @@ function showSignIn(message) {
       input.value = '';
       await start();
     } catch (e) {
-      replace(err, errorBox(`The key was refused: ${e.message}. Check that you pasted the whole key and that it is not revoked or expired.`));
+      replace(err, errorBox(e.code === 'BAD_USER_INPUT' ? e.message
+        : `The key was refused: ${e.message}. Check that you pasted the whole key and that it is not revoked or expired.`));
     }
   } },
   h('h2', {}, 'Sign in to Klique'),
   h('label', { for: 'apikey' }, 'API key'),
   input,
   h('p', { class: 'muted' }, 'The key stays in this tab only (sessionStorage) and is exchanged for a short-lived access token. Create one with ',
-    h('code', {}, 'klique apikey create'), ' or the createAPIKey mutation.'),
+    h('code', {}, 'klique create apikey'), ' or the createAPIKey mutation.'),
   h('button', { type: 'submit' }, 'Sign in'),
   err);
   if (message) replace(err, errorBox(message));

@@ -16,7 +16,6 @@ export class SubscriptionClient {
     this.ws = null;
     this.acked = false;
     this.backoff = 500;
-    this.closed = false;
     this.forceRenew = false;
     this.onstate = () => {};
   }
@@ -41,7 +40,7 @@ export class SubscriptionClient {
   }
 
   async connect() {
-    if (this.ws || this.closed) return;
+    if (this.ws) return;
     let tok;
     try {
       tok = await token(this.forceRenew);
@@ -93,7 +92,7 @@ export class SubscriptionClient {
       clearTimeout(timer);
       this.ws = null;
       this.acked = false;
-      if (this.closed || this.subs.size === 0) return;
+      if (this.subs.size === 0) return;
       this.onstate('reconnecting');
       for (const s of this.subs.values()) if (s.sink.down) s.sink.down();
       if (ev.code === 4403) {
