@@ -440,9 +440,17 @@ func (s *Service) SubscribeQueue(ctx context.Context, computeResourceRef string)
 		return nil, err
 	}
 	tenantID, crID := p.TenantID, cr.ID
+	groupID := ""
+	if e, err := s.currentEstate(ctx, s.store, tenantID); err == nil {
+		if pol := e.Policy(cr.PolicyID); pol != nil {
+			groupID = pol.GroupID
+		}
+	}
 	r := s.subs.queues.Join(queueTopic(tenantID, crID), s.subscriptionLimits().Buffer, feed(s,
 		func(e events.Event) bool {
-			return e.TenantID == tenantID && (e.ObjectKind == "task" && taskLifecycle(e.Kind) ||
+			// Task events carry their group: only the compute resource's
+			// group's tasks can be in its queue, so others are not read.
+			return e.TenantID == tenantID && (e.ObjectKind == "task" && taskLifecycle(e.Kind) && (groupID == "" || e.GroupID == "" || e.GroupID == groupID) ||
 				e.ObjectID == crID && (e.Kind == "queue.changed" || e.ObjectKind == "compute_resource"))
 		},
 		func(ctx context.Context, batch []events.Event) []*QueueUpdate {
