@@ -276,3 +276,41 @@ func TestUserMapIsReadAgainWhenItChanges(t *testing.T) {
 		t.Fatal("a broken map is accepted at start")
 	}
 }
+
+func TestCleanupCancelsJobsAnEarlierRunLeft(t *testing.T) {
+	bin := fakeBin(t, "qsub", "4242.pbs-head", "qstat", []string{qstatRunning}, "qdel", qstatKilled)
+	r, dir := fakeRunner(t, PBS{})
+	r.o.JobsFile = filepath.Join(dir, "hpc-jobs.json")
+	submitFake(t, r, dir)
+	if raw, _ := os.ReadFile(r.o.JobsFile); !strings.Contains(string(raw), `"4242.pbs-head"`) {
+		t.Fatalf("the submitted job is not listed: %s", raw)
+	}
+
+	// The submitter restarts: a new runner on the same list.
+	again, err := New(r.o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := again.Cleanup(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if args, _ := os.ReadFile(filepath.Join(bin, "cancel.args")); strings.TrimSpace(string(args)) != "4242.pbs-head" {
+		t.Fatalf("qdel args %q, want the job left behind", args)
+	}
+	if raw, _ := os.ReadFile(r.o.JobsFile); string(raw) != "{}" {
+		t.Fatalf("the list after the cleanup: %s", raw)
+	}
+}
+
+func TestAnEndedJobLeavesTheList(t *testing.T) {
+	fakeBin(t, "qsub", "4242.pbs-head", "qstat", []string{qstatFinished}, "qdel", qstatKilled)
+	r, dir := fakeRunner(t, PBS{})
+	r.o.JobsFile = filepath.Join(dir, "hpc-jobs.json")
+	h, _ := submitFake(t, r, dir)
+	if st, err := h.Poll(context.Background()); err != nil || st.Phase != runner.Ended {
+		t.Fatalf("%+v %v", st, err)
+	}
+	if raw, _ := os.ReadFile(r.o.JobsFile); string(raw) != "{}" {
+		t.Fatalf("the list after the end: %s", raw)
+	}
+}

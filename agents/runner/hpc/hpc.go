@@ -64,11 +64,19 @@ type Options struct {
 	Gone time.Duration
 	// Exec runs a command (tests replace it); default: os/exec.
 	Exec func(ctx context.Context, argv []string, stdin string) (string, error)
+	// JobsFile, when set, lists the jobs this submitter has in the
+	// scheduler, so that after a crash or restart Cleanup cancels them
+	// rather than leave them running beside the attempts the control
+	// plane starts again.
+	JobsFile string
 }
 
 // Runner submits tasks as batch jobs.
 type Runner struct {
 	o Options
+
+	mu   sync.Mutex
+	jobs map[string]string // job id → account
 }
 
 // New checks o and returns a Runner.
@@ -106,7 +114,67 @@ func New(o Options) (*Runner, error) {
 	if o.Exec == nil {
 		o.Exec = runCommand
 	}
-	return &Runner{o: o}, nil
+	return &Runner{o: o, jobs: map[string]string{}}, nil
+}
+
+// Cleanup cancels the jobs an earlier run of the submitter left in the
+// scheduler: their attempts are lost (the control plane requeues them when
+// their leases lapse), and left running they would run beside the new ones.
+func (r *Runner) Cleanup(ctx context.Context) error {
+	if r.o.JobsFile == "" {
+		return nil
+	}
+	raw, err := os.ReadFile(r.o.JobsFile)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read the list of submitted jobs: %w", err)
+	}
+	var left map[string]string
+	if err := json.Unmarshal(raw, &left); err != nil {
+		return fmt.Errorf("list of submitted jobs %s: %w", r.o.JobsFile, err)
+	}
+	var errs []error
+	for id, account := range left {
+		if _, err := r.o.Exec(ctx, r.as(account, r.o.Scheduler.CancelCommand(id), ""), ""); err != nil {
+			// Most often the job ended meanwhile.
+			errs = append(errs, fmt.Errorf("cancel %s job %s left by an earlier run: %w", r.o.Scheduler.Title(), id, err))
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.saveJobs(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// track records (account != "") or forgets a submitted job in JobsFile.
+func (r *Runner) track(id, account string) {
+	if r.o.JobsFile == "" {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if account == "" {
+		delete(r.jobs, id)
+	} else {
+		r.jobs[id] = account
+	}
+	_ = r.saveJobs()
+}
+
+func (r *Runner) saveJobs() error {
+	b, err := json.Marshal(r.jobs)
+	if err != nil {
+		return err
+	}
+	tmp := r.o.JobsFile + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return fmt.Errorf("save the list of submitted jobs: %w", err)
+	}
+	return os.Rename(tmp, r.o.JobsFile)
 }
 
 // Name is "batch": the worker registers in batch mode.
@@ -226,6 +294,7 @@ func (r *Runner) Submit(ctx context.Context, job *runner.Job) (runner.Handle, er
 	if err != nil {
 		return nil, err
 	}
+	r.track(id, account)
 	job.Log(agentapi.StreamWorker, fmt.Sprintf("submitted to %s as job %s by Linux account %s (%d node(s) × %d GPU(s))",
 		s.Title(), id, account, data.Nodes, data.GPUsPerNode))
 	return &handle{r: r, job: job, id: id, account: account, dir: job.Dir, done: make(chan struct{})}, nil
@@ -373,6 +442,7 @@ func (h *handle) Poll(ctx context.Context) (runner.Status, error) {
 	if st.Phase == runner.Ended {
 		h.ended = true
 		close(h.done)
+		h.r.track(h.id, "")
 	}
 	return h.status(), nil
 }

@@ -139,7 +139,7 @@ func NewSubmitter(ctx context.Context, o SubmitterOptions) (*worker.Worker, erro
 	cl.UserAgent = "klique-hpc-submitter/" + o.Version
 	cl.Log = o.Log
 	ro := Options{Scheduler: s, Users: users, Server: o.JobServer, Klique: o.Klique, Templates: tpl, Params: o.Parameters,
-		AsUser: o.AsUser, Container: o.Container,
+		AsUser: o.AsUser, Container: o.Container, JobsFile: filepath.Join(wd, "hpc-jobs.json"),
 		Credential: func(ctx context.Context, taskID string, attempt int) (string, error) {
 			c, err := cl.TaskCredential(ctx, taskID, attempt)
 			if err != nil {
