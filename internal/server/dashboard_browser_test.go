@@ -284,6 +284,15 @@ func TestDashboardQueuesLive(t *testing.T) {
 			}
 			if p.hash == "#/usage" {
 				csvDownload(t, ctx)
+				// Last month had nothing; today has alice's task.
+				if err := chromedp.Do(ctx, chromedp.Click(chromedp.Search(`//button[text()="Last month"]`))); err != nil {
+					t.Fatal(err)
+				}
+				waitForText(t, ctx, "#page-usage", "Nothing was used in this range.", uiWait)
+				if err := chromedp.Do(ctx, chromedp.Click(chromedp.Search(`//button[text()="Today"]`))); err != nil {
+					t.Fatal(err)
+				}
+				waitFor(t, ctx, "today's usage", "#page-usage table", uiWait)
 			}
 			if p.hash == "#/orchestration" {
 				// The tenant-wide use arrives with poolUtilization.

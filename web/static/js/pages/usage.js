@@ -16,14 +16,25 @@ export function render(el) {
   const today = new Date();
   const monthStart = new Date(Date.UTC(today.getUTCFullYear(), today.getUTCMonth(), 1));
   const from = h('input', { type: 'date', id: 'usage-from', value: day(monthStart) });
-  const to = h('input', { type: 'date', id: 'usage-to', value: day(new Date(today.getTime() + 86400_000)) });
+  // Both dates are whole UTC days and both are in the range.
+  const to = h('input', { type: 'date', id: 'usage-to', value: day(today) });
   const by = h('select', { id: 'usage-by' }, dims.map(([v, label]) => h('option', { value: v }, label.replace('_', ' '))));
   const out = h('div');
+  // Preset ranges: first and last day, in UTC.
+  const utcDay = (y, m, d) => new Date(Date.UTC(y, m, d));
+  const [y, m, d] = [today.getUTCFullYear(), today.getUTCMonth(), today.getUTCDate()];
+  const presets = [
+    ['Today', utcDay(y, m, d), utcDay(y, m, d)],
+    ['Last 7 days', utcDay(y, m, d - 6), utcDay(y, m, d)],
+    ['This month', utcDay(y, m, 1), utcDay(y, m, d)],
+    ['Last month', utcDay(y, m - 1, 1), utcDay(y, m, 0)],
+  ];
   const range = () => {
     const f = new Date(`${from.value}T00:00:00Z`);
-    const t = new Date(`${to.value}T00:00:00Z`);
-    if (Number.isNaN(f.getTime()) || Number.isNaN(t.getTime())) throw new Error('Pick a start and an end date.');
-    if (t <= f) throw new Error('The end date must be after the start date.');
+    const last = new Date(`${to.value}T00:00:00Z`);
+    if (Number.isNaN(f.getTime()) || Number.isNaN(last.getTime())) throw new Error('Pick a start and an end date.');
+    if (last < f) throw new Error('The end date must not be before the start date.');
+    const t = new Date(last.getTime() + 86400_000);
     return { f, t };
   };
   const show = async () => {
@@ -33,9 +44,11 @@ export function render(el) {
       const rows = d.usage.rows;
       const name = (r) => r.keys.map((k) => k.name).join(' / ') || 'total';
       replace(out,
-        h('div', { class: 'cols' },
+        h('div', { class: 'cols wide' },
           barChart({ title: 'GPU-hours', items: rows.filter((r) => r.gpuHours > 0).map((r) => ({ label: name(r), value: r.gpuHours })) }),
-          barChart({ title: 'Tokens (input + output)', items: rows.filter((r) => r.inputTokens + r.outputTokens > 0).map((r) => ({ label: name(r), value: r.inputTokens + r.outputTokens })) })),
+          barChart({ title: 'Tokens (input + output)', items: rows.filter((r) => r.inputTokens + r.outputTokens > 0).map((r) => ({ label: name(r), value: r.inputTokens + r.outputTokens })) }),
+          barChart({ title: 'GPU cost', items: rows.filter((r) => r.cost > 0).map((r) => ({ label: name(r), value: r.cost, note: r.currency })) }),
+          barChart({ title: 'Token cost', items: rows.filter((r) => r.tokenCost > 0).map((r) => ({ label: name(r), value: r.tokenCost, note: r.tokenCurrency })) })),
         rows.length ? table(['', 'GPU-hours', 'Budget hours', 'Cost', 'Calls', 'Input tokens', 'Output tokens', 'Token cost'], rows.map((r) => h('tr', {},
           h('td', {}, name(r)),
           h('td', { class: 'num' }, fmtNum(r.gpuHours, 3)),
@@ -69,6 +82,7 @@ export function render(el) {
   replace(el, h('h1', {}, 'Usage'),
     h('form', { class: 'card controls', onsubmit: (ev) => { ev.preventDefault(); show(); } },
       h('label', {}, 'From ', from), h('label', {}, 'To ', to), h('label', {}, 'By ', by),
+      presets.map(([label, f, t]) => h('button', { type: 'button', onclick: () => { from.value = day(f); to.value = day(t); show(); } }, label)),
       h('button', { type: 'submit' }, 'Show'),
       h('button', { type: 'button', onclick: csv }, 'Download CSV')),
     out);
