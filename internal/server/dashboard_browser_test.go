@@ -269,7 +269,7 @@ func TestDashboardQueuesLive(t *testing.T) {
 		{"#/usage", "#page-usage table", "GPU-hours"},
 		{"#/task/" + taskID, "#task-reason", "browser-test"},
 	} {
-		t.Run("page "+p.hash, func(t *testing.T) {
+		t.Run("page "+strings.Replace(p.hash, taskID, "ID", 1), func(t *testing.T) {
 			if err := chromedp.Do(ctx, chromedp.Navigate(ts.url+"/"+p.hash)); err != nil {
 				t.Fatal(err)
 			}
