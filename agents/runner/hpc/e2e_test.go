@@ -174,7 +174,8 @@ func TestSubmitterEndToEnd(t *testing.T) {
 	}
 	final := func(status, _ string) bool { return status == "COMPLETED" || status == "FAILED" || status == "ABORTED" }
 
-	id, first := enqueue(alice, "train", `echo "hello from $(id -un) on $CUDA_VISIBLE_DEVICES"; sleep 2; echo bye`)
+	id, first := enqueue(alice, "train", `echo "hello from $(id -un) on $CUDA_VISIBLE_DEVICES"
+echo '{"name":"loss","value":0.5,"step":1}' >> "$KLIQUE_METRICS_FILE"; sleep 2; echo bye`)
 	d, text, seen := wait(alice, id, final)
 	seen[first] = true
 	if digStr(d, "task", "status") != "COMPLETED" || dig(d, "task", "exitCode") != 0.0 {
@@ -191,6 +192,10 @@ func TestSubmitterEndToEnd(t *testing.T) {
 		if !strings.Contains(text, want) {
 			t.Errorf("the task's log lacks %q:\n%s", want, text)
 		}
+	}
+	m := e2eGQL(t, url, alice, `query($id: ID!) { task(id: $id) { metrics(name: "loss") { value step } } }`, map[string]any{"id": id})
+	if pts, _ := dig(m, "task", "metrics").([]any); len(pts) != 1 || dig(pts[0], "value") != 0.5 {
+		t.Errorf("the metric written in the job, sent once: %v", m)
 	}
 	for _, s := range []string{"QUEUED", "RUNNING", "COMPLETED"} {
 		if !seen[s] {

@@ -231,10 +231,11 @@ func (r *Runner) Submit(ctx context.Context, job *runner.Job) (runner.Handle, er
 			env[k] = v
 		}
 	}
-	metrics, outputs := env["KLIQUE_METRICS_FILE"], env["KLIQUE_OUTPUTS_FILE"]
-	if metrics == "" {
-		metrics = filepath.Join(job.Dir, "metrics.jsonl")
-	}
+	// The job's own metrics file: task-run sends what is written to it;
+	// the worker's file (which the worker itself reads) stays empty, so no
+	// point is sent twice.
+	metrics, outputs := filepath.Join(job.Dir, "job-metrics.jsonl"), env["KLIQUE_OUTPUTS_FILE"]
+	env["KLIQUE_METRICS_FILE"] = metrics
 	if outputs == "" {
 		outputs = filepath.Join(job.Dir, "outputs.txt")
 	}
