@@ -69,6 +69,9 @@ type Autoscaler struct {
 	spotProblem string
 	waiting     []agentapi.WaitingNote
 	spec        *agentapi.AutoscalerSpec
+	// changed: the last round changed an instance, so the next sync comes
+	// soon and the control plane's view does not lag a whole interval.
+	changed bool
 }
 
 // New returns an autoscaler.
@@ -135,10 +138,13 @@ func (a *Autoscaler) Step(ctx context.Context) (time.Duration, error) {
 	if wait <= 0 {
 		wait = 15 * time.Second
 	}
-	a.waiting, a.message = nil, ""
+	a.waiting, a.message, a.changed = nil, "", false
 	if err := a.decide(ctx, resp); err != nil {
 		a.message = err.Error()
 		return wait, err
+	}
+	if a.changed {
+		wait = min(wait, time.Second)
 	}
 	return wait, nil
 }
@@ -228,10 +234,12 @@ func (a *Autoscaler) decide(ctx context.Context, resp *agentapi.AutoscalerSyncRe
 		}
 		in.Name = name
 		a.instances[in.ID] = &tracked{Instance: in, gpus: gpusOfType[in.Type]}
+		a.changed = true
 	}
 	for id := range a.instances {
 		if !seen[id] {
 			delete(a.instances, id)
+			a.changed = true
 		}
 	}
 
@@ -251,14 +259,17 @@ func (a *Autoscaler) decide(ctx context.Context, resp *agentapi.AutoscalerSyncRe
 			if in.registeredAt == nil {
 				t := now
 				in.registeredAt = &t
+				a.changed = true
 			}
 			if w.RunningTasks == 0 {
 				if in.idleSince == nil {
 					t := now
 					in.idleSince = &t
+					a.changed = true
 				}
-			} else {
+			} else if in.idleSince != nil {
 				in.idleSince = nil
+				a.changed = true
 			}
 		}
 		switch {
@@ -285,6 +296,7 @@ func (a *Autoscaler) decide(ctx context.Context, resp *agentapi.AutoscalerSyncRe
 		}
 		for _, id := range terminate {
 			a.instances[id].terminating = true
+			a.changed = true
 		}
 	}
 
@@ -431,6 +443,7 @@ func (a *Autoscaler) track(in Instance, it agentapi.InstanceType, now time.Time)
 	}
 	t := &tracked{Instance: in, gpus: it.GPUs}
 	a.instances[in.ID] = t
+	a.changed = true
 	a.cfg.Log.Info("started an instance", "instance", in.ID, "type", it.Name, "spot", in.Spot, "worker", in.Name)
 	return t
 }
