@@ -2,6 +2,7 @@ package autoscaler_test
 
 import (
 	"context"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/klique-ai/klique/agents/autoscaler"
+	"github.com/klique-ai/klique/agents/client"
 	"github.com/klique-ai/klique/internal/agentapi"
 )
 
@@ -20,12 +22,17 @@ type fakePlane struct {
 	placed  []agentapi.PlacedTask
 	workers []agentapi.PoolWorker
 	reports []*agentapi.AutoscalerSyncRequest
+	// err, when set, is every sync's answer.
+	err error
 }
 
 func (f *fakePlane) SyncAutoscaler(_ context.Context, req *agentapi.AutoscalerSyncRequest) (*agentapi.AutoscalerSyncResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.reports = append(f.reports, req)
+	if f.err != nil {
+		return nil, f.err
+	}
 	return &agentapi.AutoscalerSyncResponse{Autoscaler: f.spec, Placed: slices.Clone(f.placed), Workers: slices.Clone(f.workers), SyncSeconds: 15}, nil
 }
 
@@ -261,5 +268,21 @@ func TestAutoscalerDecisions(t *testing.T) {
 		if r := b.plane.last(); len(r.Instances) != 1 || !strings.HasPrefix(r.Instances[0].Worker, "burst-") {
 			t.Fatalf("adopted %+v", r.Instances)
 		}
+	})
+
+	t.Run("a daemon whose autoscaler was deleted terminates its instances and stops", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.wait("t1")
+		want(t, "first round", b.step(), []string{"RunInstances spot g5.xlarge"})
+		b.plane.mu.Lock()
+		b.plane.err = &client.Error{Status: http.StatusNotFound, Code: "NOT_FOUND", Message: "pool cloud-burst has no autoscaler"}
+		b.plane.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := b.as.Run(ctx); err == nil || !strings.Contains(err.Error(), "has no autoscaler") {
+			t.Fatalf("Run: %v", err)
+		}
+		want(t, "on the refusal", b.ec2.actions(), []string{"TerminateInstances i-00000000000000001"})
 	})
 }
