@@ -777,6 +777,28 @@ func (s *Service) SubscribeTaskLogs(ctx context.Context, id string, after *int64
 
 // --- poolUtilization ---
 
+// samePoolUse reports whether two views of a tenant's pools hold the same
+// figures (what a tick would tell a subscriber nothing new about).
+func samePoolUse(a, b *PoolUtilization) bool {
+	if len(a.Pools) != len(b.Pools) || len(a.GPUClasses) != len(b.GPUClasses) {
+		return false
+	}
+	for i := range a.Pools {
+		x, y := a.Pools[i], b.Pools[i]
+		if x.Pool.ID != y.Pool.ID || x.Declared != y.Declared || x.Used != y.Used || x.Free != y.Free ||
+			x.OnlineWorkers != y.OnlineWorkers || x.Workers != y.Workers {
+			return false
+		}
+	}
+	for i := range a.GPUClasses {
+		x, y := a.GPUClasses[i], b.GPUClasses[i]
+		if x.GPUClass.ID != y.GPUClass.ID || x.Declared != y.Declared || x.Used != y.Used || x.Free != y.Free {
+			return false
+		}
+	}
+	return true
+}
+
 // PoolUse is one pool's declared and used GPUs.
 type PoolUse struct {
 	Pool          *model.Pool
@@ -815,6 +837,14 @@ func (s *Service) SubscribePoolUtilization(ctx context.Context) (<-chan *PoolUti
 		return nil, err
 	}
 	tenantID := p.TenantID
+	// last is what the topic's feed published last, starting from the view
+	// now (used only when this call starts the topic's feed); the feed's
+	// build and tick run on its one goroutine, so it needs no lock.
+	last, err := s.poolUtilization(ctx, tenantID, "snapshot")
+	if err != nil {
+		release()
+		return nil, s.internal(ctx, err)
+	}
 	r := s.subs.pools.Join("pools|"+tenantID, s.subscriptionLimits().Buffer, feed(s,
 		func(e events.Event) bool {
 			return e.TenantID == tenantID && (e.ObjectKind == "task" && taskLifecycle(e.Kind) && e.Kind != "task.enqueued" ||
@@ -828,13 +858,16 @@ func (s *Service) SubscribePoolUtilization(ctx context.Context) (<-chan *PoolUti
 				}
 				return nil
 			}
+			last = u
 			return []*PoolUtilization{u}
 		}, s.agent.Heartbeat, func(ctx context.Context) []*PoolUtilization {
-			// Worker counts change when heartbeats stop, with no event.
+			// Worker counts change when heartbeats stop, with no event: a
+			// tick looks, and tells only when something did change.
 			u, err := s.poolUtilization(ctx, tenantID, "tick")
-			if err != nil {
+			if err != nil || (last != nil && samePoolUse(last, u)) {
 				return nil
 			}
+			last = u
 			return []*PoolUtilization{u}
 		}))
 	first, err := s.poolUtilization(ctx, tenantID, "snapshot")

@@ -499,14 +499,19 @@ func waitForText(t *testing.T, ctx context.Context, sel, want string, timeout ti
 }
 
 // pageText is the rendered text of the first element matching a CSS
-// selector.
+// selector. It is found and read in one evaluation in the page: a live
+// page may replace the element between a lookup and a separate read.
 func pageText(t *testing.T, ctx context.Context, sel string) string {
 	t.Helper()
-	s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
-	if err != nil {
-		t.Fatalf("read the text of %s: %v", sel, err)
+	expr := fmt.Sprintf(`(() => { const e = document.querySelector(%s); return e ? e.innerText : null })()`, jsString(sel))
+	for deadline := time.Now().Add(uiWait); ; time.Sleep(100 * time.Millisecond) {
+		if s := evalJS[*string](t, ctx, expr); s != nil {
+			return *s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("read the text of %s: no such element on the page within %s", sel, uiWait)
+		}
 	}
-	return s
 }
 
 // evalJS evaluates a JavaScript expression in the page.

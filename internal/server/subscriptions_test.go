@@ -552,7 +552,10 @@ func TestAStalledSubscriberDoesNotDelayOthers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("1,000 WebSocket connections")
 	}
-	const subscribers, updates = 1000, 40
+	// Enough updates that the stalled subscriber's socket buffers and its
+	// own buffer overflow even when the feed folds events that arrive
+	// together on a loaded machine (it took up to 170 here).
+	const subscribers, updates = 1000, 250
 	ts := startServer(t, withSubscriptionCaps(0, subscribers+10))
 	f := newFixture(t, ts)
 	cr := f.id(t, "cr vision/1 GPU")
@@ -562,7 +565,14 @@ func TestAStalledSubscriberDoesNotDelayOthers(t *testing.T) {
 	for i := 0; i < 60; i++ {
 		enqueueAs(t, ts, f.victor, fmt.Sprintf("waiting-%02d-%s", i, strings.Repeat("x", 60)), "vision-detect")
 	}
-	ctx := ctxFor(t, 3*time.Minute)
+	// Under the race detector every delivery is many times slower, and the
+	// 999 readers' backlog (bounded per subscriber) takes that much longer
+	// to drain.
+	wait, bound := 30*time.Second, 15*time.Second
+	if raceDetector {
+		wait, bound = 3*time.Minute, 3*time.Minute
+	}
+	ctx := ctxFor(t, 3*time.Minute+2*wait)
 
 	stalled, err := dialWS(ctx, ts.url, bearerInit(f.victor), wsDialOptions{readBuffer: 4096, noRead: true})
 	if err != nil {
@@ -615,7 +625,7 @@ func TestAStalledSubscriberDoesNotDelayOthers(t *testing.T) {
 	start := time.Now()
 	for i := 0; i < updates; i++ {
 		ts.app.Events.Publish(events.Event{TenantID: tenant, Kind: "queue.changed", ObjectKind: "compute_resource", ObjectID: cr, At: time.Now()})
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond)
 	}
 	last := time.Now()
 	ts.app.Events.Publish(events.Event{TenantID: tenant, Kind: "queue.changed", ObjectKind: "compute_resource", ObjectID: cr, At: last})
@@ -626,7 +636,7 @@ func TestAStalledSubscriberDoesNotDelayOthers(t *testing.T) {
 	for i, r := range readers {
 		missed := 0
 		for {
-			u := nextUpdate(t, r.ch, 30*time.Second)
+			u := nextUpdate(t, r.ch, wait)
 			r.got++
 			n, _ := path(u.Data, "queueChanged", "missed").(float64)
 			missed += int(n)
@@ -647,10 +657,11 @@ func TestAStalledSubscriberDoesNotDelayOthers(t *testing.T) {
 	p99 := lags[len(lags)*99/100]
 	t.Logf("%d readers got the last of %d updates published over %s: p50 %s, p99 %s, max %s after it was published",
 		len(readers), updates+1, last.Sub(start).Round(time.Millisecond), lags[len(lags)/2], p99, lags[len(lags)-1])
-	// The bound is loose: the test's 999 clients share the machine's CPUs
-	// with the server. A subscriber that blocked the feed would keep the
-	// others from the last update altogether.
-	if p99 > 15*time.Second {
+	// The bound is loose (the test's 999 clients share the machine's CPUs
+	// with the server, and the race detector slows both many times): a
+	// subscriber that blocked the feed would keep the others from the last
+	// update altogether, which nextUpdate's wait reports.
+	if p99 > bound {
 		t.Fatalf("p99 delivery of the last update %s: the stalled subscriber held up the others", p99)
 	}
 
@@ -663,12 +674,18 @@ func TestAStalledSubscriberDoesNotDelayOthers(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	if raceDetector {
+		// Reading back the stalled subscriber's backlog (megabytes of
+		// updates) takes minutes under the race detector; that it is told
+		// how many it missed is checked without it, and in internal/events.
+		return
+	}
 	go stalled.read()
 	stalled.mu.Lock()
 	ch := make(chan wsEvent, 4096)
 	stalled.subs["1"] = ch
 	stalled.mu.Unlock()
-	waitUpdate(t, ch, 30*time.Second, "an update telling the stalled subscriber what it missed", func(u *wsUpdate) bool {
+	waitUpdate(t, ch, wait, "an update telling the stalled subscriber what it missed", func(u *wsUpdate) bool {
 		n, _ := path(u.Data, "queueChanged", "missed").(float64)
 		return n > 0
 	})

@@ -253,7 +253,11 @@ func waitUpdate(t testing.TB, ch <-chan wsEvent, timeout time.Duration, what str
 			if match(ev.Update) {
 				return ev.Update
 			}
-			seen = append(seen, ev.Update.Raw)
+			raw := ev.Update.Raw
+			if len(raw) > 300 {
+				raw = raw[:300] + "…"
+			}
+			seen = append(seen, raw)
 		case <-deadline:
 			t.Fatalf("waiting for %s: nothing matched within %s; saw %d updates: %v", what, timeout, len(seen), seen)
 		}

@@ -37,8 +37,21 @@ export function svg(tag, attrs, ...children) {
 
 // replace swaps the children of el for the given ones.
 export function replace(el, ...children) {
+  // A live page re-renders while someone types: a field that survives the
+  // render (moved, not rebuilt) keeps its focus and caret.
+  const focused = document.activeElement;
+  let caret = null;
+  try {
+    caret = focused && typeof focused.selectionStart === 'number' ? [focused.selectionStart, focused.selectionEnd] : null;
+  } catch (_) { caret = null; }
   el.replaceChildren();
   append(el, children);
+  if (focused && focused !== document.body && focused.isConnected && document.activeElement !== focused) {
+    focused.focus();
+    if (caret) {
+      try { focused.setSelectionRange(caret[0], caret[1]); } catch (_) { /* not a text field */ }
+    }
+  }
   return el;
 }
 
