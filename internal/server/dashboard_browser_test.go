@@ -353,12 +353,17 @@ func TestDashboardQueuesLive(t *testing.T) {
 		}
 
 		// Its owner aborts it from its page, with a reason.
-		if err := chromedp.Do(ctx,
-			chromedp.Click(chromedp.CSS("#task-abort")),
-			chromedp.SendKeys(chromedp.CSS("#task-abort-reason"), "wrong learning rate"),
-			chromedp.Click(chromedp.CSS("#task-abort-confirm")),
-		); err != nil {
-			t.Fatal(err)
+		// In one step in the page: a live update may re-render it between
+		// separate steps of the driver, which then lose their element.
+		if !evalJS[bool](t, ctx, `(() => {
+			document.querySelector("#task-abort").click();
+			const reason = document.querySelector("#task-abort-reason");
+			reason.value = "wrong learning rate";
+			reason.dispatchEvent(new Event("input", {bubbles: true}));
+			document.querySelector("#task-abort-confirm").click();
+			return true;
+		})()`) {
+			t.Fatal("could not abort from the task page")
 		}
 		waitForText(t, ctx, "main h1", "ABORTED", uiWait)
 		d = ts.mustGQL(t, alice, `query($id: ID!) { task(id: $id) { status reason } }`, map[string]any{"id": cloneID})
