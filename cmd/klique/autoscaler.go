@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -38,27 +36,11 @@ machine, for demos and tests.`,
   klique autoscaler --pool cloud-burst --server http://127.0.0.1:8080 --token-file worker.token --local-dir /tmp/klique-instances`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			o.Server = firstNonEmpty(c.server, os.Getenv("KLIQUE_SERVER"))
-			if o.Server == "" {
-				if cfg, err := loadConfig(); err == nil {
-					o.Server = cfg.Server
-				}
+			server, token, err := c.agentEndpoint(tokenFile)
+			if err != nil {
+				return err
 			}
-			if o.Server == "" {
-				return usagef("say which control plane with --server URL (or set KLIQUE_SERVER)")
-			}
-			token := os.Getenv("KLIQUE_WORKER_TOKEN")
-			if tokenFile != "" {
-				b, err := os.ReadFile(tokenFile)
-				if err != nil {
-					return usagef("--token-file: %v", err)
-				}
-				token = strings.TrimSpace(string(b))
-			}
-			if token == "" {
-				return usagef("give a worker credential of the pool with --token-file FILE (or $KLIQUE_WORKER_TOKEN)")
-			}
-			o.Token = token
+			o.Server, o.Token = server, token
 			var level slog.Level
 			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
 				return usagef("--log-level %q: use debug, info, warn or error", logLevel)

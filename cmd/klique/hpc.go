@@ -72,21 +72,11 @@ The user map is read again whenever it changes. See docs/hpc.md.`,
 				}
 				o.Parameters[k] = v
 			}
-			o.Server = firstNonEmpty(c.server, os.Getenv("KLIQUE_SERVER"))
-			if o.Server == "" {
-				return usagef("say which control plane with --server URL (or set KLIQUE_SERVER)")
+			server, token, err := c.agentEndpoint(tokenFile)
+			if err != nil {
+				return err
 			}
-			o.Token = os.Getenv("KLIQUE_WORKER_TOKEN")
-			if tokenFile != "" {
-				b, err := os.ReadFile(tokenFile)
-				if err != nil {
-					return usagef("--token-file: %v", err)
-				}
-				o.Token = strings.TrimSpace(string(b))
-			}
-			if o.Token == "" {
-				return usagef("give the pool's worker credential with --token-file FILE (or $KLIQUE_WORKER_TOKEN)")
-			}
+			o.Server, o.Token = server, token
 			var level slog.Level
 			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
 				return usagef("--log-level %q: use debug, info, warn or error", logLevel)

@@ -41,30 +41,11 @@ front of their compute resource. See docs/worker.md.`,
   klique worker --kind kubernetes --pool k8s-a100 --server https://klique.corp --token-file /etc/klique/token --gpus 0-15 --pod-template /etc/klique/pod-template.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			o.Server = firstNonEmpty(c.server, os.Getenv("KLIQUE_SERVER"))
-			if o.Server == "" {
-				// On the machine someone signed in from, the control plane
-				// they signed in to.
-				if cfg, err := loadConfig(); err == nil {
-					o.Server = cfg.Server
-				}
+			server, token, err := c.agentEndpoint(tokenFile)
+			if err != nil {
+				return err
 			}
-			if o.Server == "" {
-				return usagef("say which control plane with --server URL (or set KLIQUE_SERVER)")
-			}
-			token := os.Getenv("KLIQUE_WORKER_TOKEN")
-			if tokenFile != "" {
-				b, err := os.ReadFile(tokenFile)
-				if err != nil {
-					return usagef("--token-file: %v", err)
-				}
-				token = strings.TrimSpace(string(b))
-			}
-			if token == "" {
-				return usagef("give the pool's worker credential with --token-file FILE (or $KLIQUE_WORKER_TOKEN)")
-			}
-			o.Token, o.Pool = token, pool
-			var err error
+			o.Server, o.Token, o.Pool = server, token, pool
 			if o.Labels, err = agents.ParseLabels(labels); err != nil {
 				return usageError{err}
 			}
@@ -127,4 +108,32 @@ front of their compute resource. See docs/worker.md.`,
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
 	return cmd
+}
+
+// agentEndpoint is the control plane and the worker credential every daemon
+// of a pool (worker, HPC submitter, autoscaler) starts with: --server,
+// $KLIQUE_SERVER, or on the machine someone signed in from, the control
+// plane they signed in to; --token-file or $KLIQUE_WORKER_TOKEN.
+func (c *cli) agentEndpoint(tokenFile string) (server, token string, err error) {
+	server = firstNonEmpty(c.server, os.Getenv("KLIQUE_SERVER"))
+	if server == "" {
+		if cfg, err := loadConfig(); err == nil {
+			server = cfg.Server
+		}
+	}
+	if server == "" {
+		return "", "", usagef("say which control plane with --server URL (or set KLIQUE_SERVER)")
+	}
+	token = os.Getenv("KLIQUE_WORKER_TOKEN")
+	if tokenFile != "" {
+		b, err := os.ReadFile(tokenFile)
+		if err != nil {
+			return "", "", usagef("--token-file: %v", err)
+		}
+		token = strings.TrimSpace(string(b))
+	}
+	if token == "" {
+		return "", "", usagef("give the pool's worker credential with --token-file FILE (or $KLIQUE_WORKER_TOKEN)")
+	}
+	return server, token, nil
 }
