@@ -358,6 +358,16 @@ func disabledDecisions(s *Snapshot) *Decisions {
 	return d
 }
 
+// pausedNow reports whether the tenant's engine is disabled at this moment:
+// its last pause, whenever it started, has not ended.
+func pausedNow(ctx context.Context, q store.Queries, tenantID string, now time.Time) (bool, error) {
+	pauses, err := q.ListEnginePauses(ctx, tenantID, now, now.Add(100*365*24*time.Hour))
+	if err != nil {
+		return false, fmt.Errorf("engine pauses: %w", err)
+	}
+	return len(pauses) > 0 && pauses[len(pauses)-1].EndedAt == nil, nil
+}
+
 // apply writes a pass's decisions in one transaction: preemptions (with
 // their ledger intervals closed), placements (with intervals opened), an
 // audit entry for each, and the queue states that changed. It returns the
@@ -379,6 +389,23 @@ func (l *Loop) apply(ctx context.Context, tenantID string, now time.Time, m *Mod
 		}
 		if !ok {
 			return errLostLease
+		}
+		// An admin may have disabled the engine after the snapshot was
+		// read (the pause can start after the pass's now). The shared lock
+		// orders this check against SetEngineEnabled's exclusive one, so
+		// once a disable has returned no pass places or preempts anything.
+		if !rep.Disabled {
+			if err := q.LockTenantShared(ctx, tenantID); err != nil {
+				return err
+			}
+			open, err := pausedNow(ctx, q, tenantID, now)
+			if err != nil {
+				return err
+			}
+			if open {
+				rep.Disabled = true
+				dec = disabledDecisions(snap)
+			}
 		}
 		evs = evs[:0]
 		var trail []*model.AuditEntry

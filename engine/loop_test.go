@@ -677,3 +677,42 @@ func TestPreemptingARunningTaskStopsItOnItsWorker(t *testing.T) {
 		w.consistent(w.task(heartbeats[0].TaskID).TenantID)
 	})
 }
+
+// A pass whose snapshot was read before an admin disabled the engine must
+// not place what it decided: once SetEngineEnabled(false) has returned,
+// nothing is placed. The loop's clock lags the service's here, as a pass
+// that began before the disable does.
+func TestADisableDuringAPassPlacesNothing(t *testing.T) {
+	forEachStore(t, func(t *testing.T, w *world) {
+		w.apply(smallEstate)
+		alice := w.member("alice", "A")
+		if _, err := w.svc.SetEngineEnabled(w.admin, false); err != nil {
+			t.Fatal(err)
+		}
+		tasks := w.enqueue(alice, "1 GPU", "research", 2)
+		w.loop.Now = func() time.Time { return w.clock.Now().Add(-time.Second) }
+		rep := w.pass()
+		if !rep.Disabled || rep.Placed != 0 {
+			t.Fatalf("pass that began before the disable: %+v, want disabled with nothing placed", rep)
+		}
+		for _, tk := range tasks {
+			if got := w.task(tk.ID); got.Status != model.TaskQueued {
+				t.Fatalf("task %s is %s after a disable, want QUEUED", tk.ID, got.Status)
+			}
+		}
+		reason, err := w.svc.TaskReason(alice, w.task(tasks[0].ID))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(reason, "engine is disabled") {
+			t.Fatalf("head task's reason %q, want it to say the engine is disabled", reason)
+		}
+		if _, err := w.svc.SetEngineEnabled(w.admin, true); err != nil {
+			t.Fatal(err)
+		}
+		w.loop.Now = w.clock.Now
+		if rep := w.pass(); rep.Disabled || rep.Placed != 2 {
+			t.Fatalf("pass after enabling again: %+v, want both placed", rep)
+		}
+	})
+}

@@ -68,6 +68,12 @@ func (s *Service) SetEngineEnabled(ctx context.Context, enabled bool) (*EngineSt
 	}
 	var st *EngineStatus
 	err = s.write(ctx, p, func(t *txn) error {
+		// Exclusive against the engine's apply, which checks the pause
+		// under the shared lock: once this returns, no pass in flight
+		// places or preempts work on a disabled engine.
+		if err := t.q.LockTenant(ctx, p.TenantID); err != nil {
+			return err
+		}
 		cur, err := engineStatus(ctx, t.q, p.TenantID, t.now)
 		if err != nil {
 			return err
