@@ -31,35 +31,62 @@ func scanModelCall(r scanner) (*model.ModelCall, error) {
 	return &c, nil
 }
 
-// modelCallBatch bounds the rows of one INSERT (22 parameters each).
-const modelCallBatch = 200
+// modelCallChunks are the row counts of the INSERT statements a batch of
+// calls is cut into, largest first. The gateway's meter writes batches of
+// any size, and a statement text of its own for every size would be parsed
+// afresh each time (SQLite parses a 200-row INSERT slower than it runs it,
+// and pgx would fill its statement cache); with a few fixed sizes every
+// text is prepared once per connection and reused.
+var modelCallChunks = [...]int{128, 32, 8, 1}
 
-// InsertModelCalls records calls in multi-row inserts, skipping ids already
-// recorded.
-func (q *queries) InsertModelCalls(ctx context.Context, calls []*model.ModelCall) error {
-	for len(calls) > 0 {
-		n := min(len(calls), modelCallBatch)
-		batch := calls[:n]
-		calls = calls[n:]
-		row := "(" + placeholders(modelCallArity) + ")"
-		rows := make([]string, len(batch))
-		args := make([]any, 0, len(batch)*modelCallArity)
-		for i, c := range batch {
-			rows[i] = row
-			stream := 0
-			if c.Stream {
-				stream = 1
-			}
-			args = append(args, c.ID, c.TenantID, micros(c.At), c.UserID, c.UserName, c.ProjectID, c.ProjectName, c.GroupID, c.GroupName,
-				c.Endpoint, c.Alias, c.Model, c.Target, stream, c.InputTokens, c.OutputTokens, c.CostMicros, c.Currency,
-				c.LatencyMicros, c.Status, c.Outcome, c.Guardrail)
+// modelCallInserts holds the INSERT text of each size in modelCallChunks.
+var modelCallInserts = func() (out [len(modelCallChunks)]string) {
+	row := "(" + placeholders(modelCallArity) + ")"
+	for i, n := range modelCallChunks {
+		rows := make([]string, n)
+		for j := range rows {
+			rows[j] = row
 		}
-		if _, err := q.write(ctx, fmt.Sprintf("record %d model calls", len(batch)), store.ErrNotFound,
-			`INSERT INTO model_calls (`+modelCallColumns+`) VALUES `+strings.Join(rows, ", ")+` ON CONFLICT (id) DO NOTHING`, args...); err != nil {
-			return err
-		}
+		out[i] = `INSERT INTO model_calls (` + modelCallColumns + `) VALUES ` + strings.Join(rows, ", ") + ` ON CONFLICT (id) DO NOTHING`
 	}
-	return nil
+	return out
+}()
+
+// InsertModelCalls records calls, skipping ids already recorded, in one
+// transaction: multi-row inserts of the fixed sizes of modelCallChunks.
+func (q *queries) InsertModelCalls(ctx context.Context, calls []*model.ModelCall) error {
+	if len(calls) == 0 {
+		return nil
+	}
+	insert := func(q *queries) error {
+		args := make([]any, 0, min(len(calls), modelCallChunks[0])*modelCallArity)
+		for rest := calls; len(rest) > 0; {
+			size := 0
+			for size < len(modelCallChunks)-1 && modelCallChunks[size] > len(rest) {
+				size++
+			}
+			n := modelCallChunks[size]
+			args = args[:0]
+			for _, c := range rest[:n] {
+				stream := 0
+				if c.Stream {
+					stream = 1
+				}
+				args = append(args, c.ID, c.TenantID, micros(c.At), c.UserID, c.UserName, c.ProjectID, c.ProjectName, c.GroupID, c.GroupName,
+					c.Endpoint, c.Alias, c.Model, c.Target, stream, c.InputTokens, c.OutputTokens, c.CostMicros, c.Currency,
+					c.LatencyMicros, c.Status, c.Outcome, c.Guardrail)
+			}
+			rest = rest[n:]
+			if _, err := q.execKept(ctx, modelCallInserts[size], args...); err != nil {
+				return q.mapErr(err, fmt.Sprintf("record %d model calls", n), store.ErrNotFound)
+			}
+		}
+		return nil
+	}
+	if len(calls) == 1 {
+		return insert(q)
+	}
+	return q.atomic(ctx, insert)
 }
 
 // modelDimensions maps a dimension to its id and name columns.

@@ -232,9 +232,20 @@ func (q *queries) queryRow(ctx context.Context, query string, args ...any) *sql.
 	return q.c.QueryRowContext(ctx, q.s.binder.bind(query), args...)
 }
 
+// execKept is exec for a statement text that is one of a fixed few
+// however many arguments it takes (the model-call batch inserts): it is
+// kept prepared even past maxStmtArgs.
+func (q *queries) execKept(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if st := q.prepared(ctx, query, 0); st != nil {
+		return st.ExecContext(ctx, args...)
+	}
+	return q.c.ExecContext(ctx, q.s.binder.bind(query), args...)
+}
+
 // prepared returns the statement for query, prepared once and reused on
 // every connection, bound to the transaction when there is one; nil when
-// the store does not prepare statements or the query is not worth keeping.
+// the store does not prepare statements or the query is not worth keeping
+// (nargs past maxStmtArgs: a text built for a long list).
 func (q *queries) prepared(ctx context.Context, query string, nargs int) *sql.Stmt {
 	st := q.s.stmts.get(ctx, q.s.binder.bind(query), nargs, q.tx != nil)
 	if st == nil || q.tx == nil {

@@ -90,6 +90,28 @@ func exerciseModelCalls(t *testing.T, setup setupFunc) {
 			t.Fatalf("round trip:\n got %+v\nwant %+v", *blocked, want)
 		}
 	})
+
+	t.Run("a large batch is recorded whole, and again changes nothing", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		day := b.now.Truncate(24 * time.Hour)
+		// 301 rows: every statement size the store cuts batches into, and
+		// a remainder.
+		calls := make([]*model.ModelCall, 301)
+		for i := range calls {
+			calls[i] = call(b, b.tenant.ID, day.Add(time.Duration(i)*time.Second), "alice", "fraud", "ml", "chat", 1, 2, 3)
+		}
+		must(t, b.store.InsertModelCalls(b.ctx, calls[:150]))
+		// A retried flush that overlaps the first, as the gateway's meter
+		// sends after a failure.
+		must(t, b.store.InsertModelCalls(b.ctx, calls))
+		must(t, b.store.InsertModelCalls(b.ctx, calls[7:9]))
+		rows, err := b.store.SumModelCalls(b.ctx, b.tenant.ID, store.ModelUsageQuery{From: day, To: day.Add(24 * time.Hour)})
+		must(t, err)
+		if len(rows) != 1 || rows[0].Calls != 301 || rows[0].InputTokens != 301 || rows[0].OutputTokens != 602 || rows[0].CostMicros != 903 {
+			t.Fatalf("sums %+v, want 301 calls", rows)
+		}
+	})
 }
 
 func exerciseGateway(t *testing.T, setup setupFunc) {
