@@ -105,7 +105,7 @@ func newBenchEnv(b *testing.B, mock string) *env {
 			{Scope: model.RateLimitAlias, Name: "chat", RequestsPerMinute: 1 << 40},
 		}
 		g.Guardrails = model.Guardrails{Deny: []string{`(?i)\bpassword\s*[:=]`}}
-	}, withRedis(), withUpstreamClient(&http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256, MaxConnsPerHost: 256}}))
+	}, withRedis()) // the gateway's own upstream transport
 }
 
 func send(c *http.Client, url, key, project string) error {

@@ -198,12 +198,6 @@ type envOption func(*envConfig)
 
 type envConfig struct {
 	limiter func(t testing.TB) limits.Limiter
-	client  *http.Client
-}
-
-// withUpstreamClient sets the gateway's client for upstream calls.
-func withUpstreamClient(c *http.Client) envOption {
-	return func(cfg *envConfig) { cfg.client = c }
 }
 
 func withRedis() envOption {
@@ -280,7 +274,7 @@ func newEnvTB(t testing.TB, configure func(g *model.Gateway, upstreamURL string)
 	// A service of its own, so that nothing of the setup is cached.
 	e.svc = platform.New(platform.Options{Store: st, Auth: e.auth, Vault: v, Logger: log})
 	e.limiter = cfg.limiter(t)
-	e.gw = gateway.New(gateway.Options{Service: e.svc, Auth: e.auth, Limiter: e.limiter, Log: log, Client: cfg.client})
+	e.gw = gateway.New(gateway.Options{Service: e.svc, Auth: e.auth, Limiter: e.limiter, Log: log})
 	e.srv = httptest.NewServer(e.gw)
 	t.Cleanup(func() {
 		e.srv.Close()

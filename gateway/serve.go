@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"net/http"
 	"strconv"
@@ -29,7 +28,12 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, ep wire.Endpoint
 	if !ok {
 		return
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, g.o.MaxBody+1))
+	buf, err := readBody(r.Body, g.o.MaxBody, r.ContentLength)
+	// Nothing the call keeps after it is served refers to the body: what
+	// is read from it is copied (wire.Parse), and the upstream gets a
+	// patched copy.
+	defer putBuffer(buf)
+	body := buf.Bytes()
 	if err != nil {
 		writeError(w, nil, http.StatusBadRequest, "invalid_request_error", "could not read the request body", "")
 		return
@@ -295,10 +299,18 @@ func (g *Gateway) reserve(ctx context.Context, w http.ResponseWriter, header htt
 	return res, 0, true
 }
 
+// rateHeaderNames are the canonical x-ratelimit header names, per kind
+// (requests, tokens): set straight into the map, not canonicalised per
+// call.
+var rateHeaderNames = [2][3]string{
+	{"X-Ratelimit-Limit-Requests", "X-Ratelimit-Remaining-Requests", "X-Ratelimit-Reset-Requests"},
+	{"X-Ratelimit-Limit-Tokens", "X-Ratelimit-Remaining-Tokens", "X-Ratelimit-Reset-Tokens"},
+}
+
 // rateHeaders sets OpenAI's x-ratelimit headers from the tightest request
 // window and the tightest token window.
 func rateHeaders(h http.Header, rules []platform.LimitWindow, ws []limits.Window, d limits.Decision, now time.Time) {
-	set := func(kind string, unit platform.WindowUnit) {
+	for kind, unit := range [2]platform.WindowUnit{platform.UnitRequests, platform.UnitTokens} {
 		best := -1
 		var left int64
 		for i, r := range rules {
@@ -311,14 +323,15 @@ func rateHeaders(h http.Header, rules []platform.LimitWindow, ws []limits.Window
 			}
 		}
 		if best < 0 {
-			return
+			continue
 		}
-		h.Set("X-Ratelimit-Limit-"+kind, strconv.FormatInt(rules[best].Limit, 10))
-		h.Set("X-Ratelimit-Remaining-"+kind, strconv.FormatInt(left, 10))
-		h.Set("X-Ratelimit-Reset-"+kind, ws[best].Ends.Sub(now).Round(time.Millisecond).String())
+		names := &rateHeaderNames[kind]
+		// One backing array for the three values.
+		vals := [3]string{strconv.FormatInt(rules[best].Limit, 10), strconv.FormatInt(left, 10),
+			ws[best].Ends.Sub(now).Round(time.Millisecond).String()}
+		v := vals[:]
+		h[names[0]], h[names[1]], h[names[2]] = v[0:1:1], v[1:2:2], v[2:3:3]
 	}
-	set("Requests", platform.UnitRequests)
-	set("Tokens", platform.UnitTokens)
 }
 
 // modelGuard asks the guard alias whether the input is safe: a model-based

@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/klique-ai/klique/gateway/guard"
@@ -68,8 +70,10 @@ func retryable(status int) bool {
 // proxy sends one call to its attempts in order until one answers, and
 // writes the answer to w.
 type proxy struct {
-	client  *http.Client
-	balance *balancer
+	transport http.RoundTripper
+	balance   *balancer
+	urls      sync.Map // urlKey → *url.URL
+	nurls     atomic.Int64
 }
 
 // call is one proxied call's inputs.
@@ -130,43 +134,90 @@ func (p *proxy) do(ctx context.Context, w http.ResponseWriter, c *call, attempts
 	return out
 }
 
+// Upstream request headers, shared by every request: the transport only
+// reads them.
+var (
+	jsonType   = []string{"application/json"}
+	eventTypes = []string{"text/event-stream"}
+)
+
 // send makes one upstream request. The attempt's timeout bounds the wait
 // for the answer's headers (for a stream, its first byte); the body of a
 // non-streamed answer is read under the same deadline.
+//
+// The request goes straight to the transport, not through http.Client:
+// the client's redirect and cookie handling copies every request's headers
+// and is of no use here (a model server does not redirect a POST), and
+// each attempt carries its own deadline.
 func (p *proxy) send(ctx context.Context, a Attempt, ep wire.Endpoint, body []byte, stream bool) (*http.Response, context.CancelFunc, error) {
+	u, err := p.url(a.BaseURL, ep)
+	if err != nil {
+		return nil, nil, err
+	}
 	actx, cancel := context.WithCancel(ctx)
 	timeout := a.Timeout
 	if timeout <= 0 {
 		timeout = 60 * time.Second
 	}
 	timer := time.AfterFunc(timeout, cancel)
-	req, err := http.NewRequestWithContext(actx, http.MethodPost, strings.TrimSuffix(a.BaseURL, "/")+"/"+string(ep), bytes.NewReader(body))
-	if err != nil {
-		timer.Stop()
-		cancel()
-		return nil, nil, err
-	}
-	req.Header.Set("Content-Type", "application/json")
+	h := make(http.Header, 3)
+	h["Content-Type"] = jsonType
 	if stream {
-		req.Header.Set("Accept", "text/event-stream")
+		h["Accept"] = eventTypes
 	}
 	if a.Key != "" {
-		req.Header.Set("Authorization", "Bearer "+a.Key)
+		h["Authorization"] = []string{"Bearer " + a.Key}
 	}
-	resp, err := p.client.Do(req)
+	req := (&http.Request{Method: http.MethodPost, URL: u, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, Header: h,
+		Body: io.NopCloser(bytes.NewReader(body)), ContentLength: int64(len(body)), Host: u.Host,
+		// GetBody lets the transport send the call again on another
+		// connection when a kept-alive one turns out closed.
+		GetBody: func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }}).WithContext(actx)
+	resp, err := p.transport.RoundTrip(req)
 	if err != nil {
 		timer.Stop()
 		cancel()
 		if errors.Is(err, context.Canceled) && ctx.Err() == nil {
 			return nil, nil, fmt.Errorf("no answer within %s", timeout)
 		}
-		return nil, nil, scrub(err, a)
+		return nil, nil, scrub(fmt.Errorf("POST %s: %w", u.Redacted(), err), a)
 	}
 	if stream {
 		timer.Stop() // the first byte came; the stream may take its time
 	}
 	return resp, func() { timer.Stop(); cancel() }, nil
 }
+
+// url returns the URL of an operation at a base URL, parsed once: the
+// request gets a copy, which the transport may not change but could.
+func (p *proxy) url(base string, ep wire.Endpoint) (*url.URL, error) {
+	k := urlKey{base, ep}
+	if v, ok := p.urls.Load(k); ok {
+		u := *v.(*url.URL)
+		return &u, nil
+	}
+	u, err := url.Parse(strings.TrimSuffix(base, "/") + "/" + string(ep))
+	if err != nil {
+		return nil, fmt.Errorf("upstream URL: %w", err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+		return nil, fmt.Errorf("upstream URL %s: not an http(s) URL", u.Redacted())
+	}
+	if p.nurls.Add(1) <= maxURLs {
+		p.urls.Store(k, u)
+	}
+	c := *u
+	return &c, nil
+}
+
+type urlKey struct {
+	base string
+	ep   wire.Endpoint
+}
+
+// maxURLs bounds the parsed URLs kept (a few per route endpoint and
+// provider).
+const maxURLs = 4096
 
 // scrub keeps an upstream error from carrying the provider's key (a URL
 // never holds it, but an error may quote a request).
@@ -180,7 +231,9 @@ func scrub(err error, a Attempt) error {
 // whole copies a non-streamed answer, counting its usage and checking its
 // output.
 func (p *proxy) whole(w http.ResponseWriter, c *call, resp *http.Response, out *Outcome, key string) {
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxUpstreamBody))
+	buf, err := readBody(resp.Body, maxUpstreamBody-1, resp.ContentLength)
+	defer putBuffer(buf)
+	data := buf.Bytes()
 	if key != "" && resp.StatusCode != http.StatusOK && bytes.Contains(data, []byte(key)) {
 		// A provider refusing a key may quote it; the caller never sees it.
 		data = bytes.ReplaceAll(data, []byte(key), []byte("[redacted]"))
