@@ -72,15 +72,10 @@ type Gateway struct {
 	proxy *proxy
 	meter *meter
 	// settle takes settlements off the request path.
-	settle chan settlement
+	settle chan limits.Settlement
 	wg     sync.WaitGroup
 	closed chan struct{}
 	once   sync.Once
-}
-
-type settlement struct {
-	req    limits.Request
-	actual []int64
 }
 
 // New returns a gateway; Close flushes what it has not yet recorded.
@@ -105,13 +100,25 @@ func New(o Options) *Gateway {
 		transport = o.Client.Transport
 	}
 	g := &Gateway{o: o, proxy: &proxy{transport: transport, balance: newBalancer()},
-		meter: newMeter(o.Service, o.Log), settle: make(chan settlement, 4096), closed: make(chan struct{})}
-	for i := 0; i < 4; i++ {
+		meter: newMeter(o.Service, o.Log), settle: make(chan limits.Settlement, 4096), closed: make(chan struct{})}
+	for i := 0; i < settlers; i++ {
 		g.wg.Add(1)
 		go g.settler()
 	}
 	return g
 }
+
+const (
+	// settlers settle calls in the background. Each gathers what is
+	// waiting, and what comes within settleLinger, into one batch: one
+	// round trip to Redis for many calls instead of one each, which on a
+	// busy gateway saves more CPU (its own and Redis's) than anything else
+	// about settling. A settlement waits a couple of milliseconds longer;
+	// nothing waits for it.
+	settlers     = 2
+	settleBatch  = 128
+	settleLinger = 2 * time.Millisecond
+)
 
 // newTransport is the default upstream transport: kept-alive connections
 // enough for every concurrent call to a route endpoint to reuse one rather
@@ -145,29 +152,60 @@ func (g *Gateway) Close(ctx context.Context) error {
 
 func (g *Gateway) settler() {
 	defer g.wg.Done()
+	batch := make([]limits.Settlement, 0, settleBatch)
+	linger := time.NewTimer(settleLinger)
+	linger.Stop()
 	for {
 		select {
 		case s := <-g.settle:
-			g.doSettle(s)
+			batch = append(batch[:0], s)
 		case <-g.closed:
 			for {
-				select {
-				case s := <-g.settle:
-					g.doSettle(s)
-				default:
+				batch = batch[:0]
+			drain:
+				for len(batch) < settleBatch {
+					select {
+					case s := <-g.settle:
+						batch = append(batch, s)
+					default:
+						break drain
+					}
+				}
+				if len(batch) == 0 {
 					return
 				}
+				g.doSettle(batch)
 			}
 		}
+		linger.Reset(settleLinger)
+	gather:
+		for len(batch) < settleBatch {
+			select {
+			case s := <-g.settle:
+				batch = append(batch, s)
+			case <-linger.C:
+				break gather
+			case <-g.closed:
+				break gather
+			}
+		}
+		linger.Stop()
+		g.doSettle(batch)
+		clear(batch) // let the requests go
 	}
 }
 
-func (g *Gateway) doSettle(s settlement) {
+func (g *Gateway) doSettle(batch []limits.Settlement) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := g.o.Limiter.Settle(ctx, s.req, s.actual); err != nil {
-		// The reservation lapses at its expiry and gives its estimate back.
-		g.o.Log.Warn("gateway: settling a call's limits failed; its reservation will lapse", "err", err)
+	errs := limits.SettleAll(ctx, g.o.Limiter, batch)
+	for _, err := range errs {
+		if err != nil {
+			// The reservation lapses at its expiry and gives its estimate
+			// back.
+			g.o.Log.Warn("gateway: settling a call's limits failed; its reservation will lapse", "err", err)
+			return // once per batch: the rest failed the same way
+		}
 	}
 }
 

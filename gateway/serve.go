@@ -126,9 +126,9 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, ep wire.Endpoint
 		}
 	}
 	select {
-	case g.settle <- settlement{req: res, actual: actual}:
-	default:
-		g.doSettle(settlement{req: res, actual: actual})
+	case g.settle <- limits.Settlement{Request: res, Actual: actual}:
+	default: // the settlers are behind: settle here
+		g.doSettle([]limits.Settlement{{Request: res, Actual: actual}})
 	}
 
 	switch {

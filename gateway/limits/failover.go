@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -102,6 +103,56 @@ func (f *Failover) Settle(ctx context.Context, r Request, actual []int64) error 
 		}
 	}
 	return f.Fallback.Settle(ctx, r, actual)
+}
+
+// SettleBatch implements BatchSettler: on the primary in one go when it
+// can; those it cannot reach are settled on the fallback, as Settle does.
+func (f *Failover) SettleBatch(ctx context.Context, batch []Settlement) []error {
+	l, primary := f.pick()
+	if !primary {
+		return SettleAll(ctx, f.Fallback, batch)
+	}
+	errs := SettleAll(ctx, l, batch)
+	var rest []Settlement
+	var at []int
+	var down error
+	for i, err := range errs {
+		if errors.Is(err, ErrUnavailable) {
+			rest, at, down = append(rest, batch[i]), append(at, i), err
+		}
+	}
+	if f.result(down) {
+		return errs
+	}
+	fallback := SettleAll(ctx, f.Fallback, rest)
+	for j, i := range at {
+		errs[i] = nil
+		if fallback != nil {
+			errs[i] = fallback[j]
+		}
+	}
+	if !slices.ContainsFunc(errs, func(e error) bool { return e != nil }) {
+		return nil
+	}
+	return errs
+}
+
+// SettleAll settles batch on l: in one go if l is a BatchSettler, else one
+// by one. It returns nil when all settled, else an error for each.
+func SettleAll(ctx context.Context, l Limiter, batch []Settlement) []error {
+	if b, ok := l.(BatchSettler); ok {
+		return b.SettleBatch(ctx, batch)
+	}
+	var errs []error
+	for i, s := range batch {
+		if err := l.Settle(ctx, s.Request, s.Actual); err != nil {
+			if errs == nil {
+				errs = make([]error, len(batch))
+			}
+			errs[i] = err
+		}
+	}
+	return errs
 }
 
 // Seed implements Limiter.

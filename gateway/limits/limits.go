@@ -89,6 +89,24 @@ type Limiter interface {
 	Peek(ctx context.Context, ws []Window, now time.Time) ([]int64, error)
 }
 
+// Settlement is one reservation to settle: the request as reserved and
+// the actual amount of each of its windows.
+type Settlement struct {
+	Request Request
+	Actual  []int64
+}
+
+// BatchSettler is a Limiter that can settle many reservations at once (in
+// one round trip to Redis). Settling happens after the answer, off the
+// request path, so a caller can gather settlements for a moment and spend
+// one network write and read on all of them.
+type BatchSettler interface {
+	// SettleBatch settles each of batch as Settle would. It returns nil
+	// when all settled, else an error for each (nil for those that
+	// settled).
+	SettleBatch(ctx context.Context, batch []Settlement) []error
+}
+
 // ErrUnavailable wraps errors of a limiter that cannot be reached (Redis
 // down), as opposed to a refused reservation.
 var ErrUnavailable = errors.New("limiter unavailable")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -307,4 +308,74 @@ func TestAnUnreachableRedisIsUnavailableNotARefusal(t *testing.T) {
 	if !errors.Is(err, limits.ErrUnavailable) {
 		t.Fatalf("err = %v, want ErrUnavailable", err)
 	}
+}
+
+func TestASettledBatchIsEverySettleInIt(t *testing.T) {
+	forEachLimiter(t, func(t *testing.T, l limits.Limiter, key func(string) string) {
+		now := time.Now()
+		rpm := limits.Window{Key: key("rpm"), Limit: 100, Amount: 1, Ends: now.Add(time.Minute)}
+		tpm := limits.Window{Key: key("tpm"), Limit: 10_000, Amount: 400, Ends: now.Add(time.Minute)}
+		budget := limits.Window{Key: key("budget"), Limit: 10_000, Amount: 400, Ends: now.Add(time.Hour), Seeded: true}
+		must(t, l.Seed(ctx, budget, 100))
+		ws := []limits.Window{rpm, tpm, budget}
+		var batch []limits.Settlement
+		for i := range 5 {
+			r := limits.Request{ID: fmt.Sprint("b", i), Windows: ws, Expires: now.Add(time.Minute)}
+			d, err := l.Reserve(ctx, r, now)
+			must(t, err)
+			if !d.Allowed {
+				t.Fatalf("reserve %d: %+v", i, d)
+			}
+			batch = append(batch, limits.Settlement{Request: r, Actual: []int64{1, int64(10 * i), int64(10 * i)}})
+		}
+		// One settlement that is wrong (amounts for two windows of three)
+		// fails alone.
+		bad := limits.Settlement{Request: batch[0].Request, Actual: []int64{1}}
+		errs := limits.SettleAll(ctx, l, append(batch, bad))
+		if len(errs) != 6 || slices.IndexFunc(errs, func(e error) bool { return e != nil }) != 5 {
+			t.Fatalf("errors %v, want one for the last", errs)
+		}
+		got, err := l.Peek(ctx, ws, now)
+		must(t, err)
+		// 0+10+20+30+40 = 100 tokens used, on top of the seeded 100.
+		if got[0] != 5 || got[1] != 100 || got[2] != 200 {
+			t.Fatalf("after the batch: %v", got)
+		}
+		if errs := limits.SettleAll(ctx, l, nil); errs != nil {
+			t.Fatalf("empty batch: %v", errs)
+		}
+	})
+}
+
+func TestFailoverSettlesABatchOnTheProcessWhileRedisIsDown(t *testing.T) {
+	fallback := limits.NewMemory()
+	f := &limits.Failover{Primary: limits.NewRedis(unreachableRedis(t), "x:"), Fallback: fallback, Retry: time.Hour}
+	now := time.Now()
+	w := limits.Window{Key: "k", Limit: 1000, Amount: 100, Ends: now.Add(time.Minute)}
+	r := limits.Request{ID: "a", Windows: []limits.Window{w}, Expires: now.Add(time.Minute)}
+	if _, err := fallback.Reserve(ctx, r, now); err != nil {
+		t.Fatal(err)
+	}
+	if errs := f.SettleBatch(ctx, []limits.Settlement{{Request: r, Actual: []int64{30}}}); errs != nil {
+		t.Fatalf("settled on the fallback: %v", errs)
+	}
+	if !f.Degraded() {
+		t.Fatal("not degraded")
+	}
+	got, err := fallback.Peek(ctx, []limits.Window{w}, now)
+	must(t, err)
+	if got[0] != 30 {
+		t.Fatalf("fallback count %v, want 30", got)
+	}
+}
+
+// unreachableRedis is a client of an address nothing listens on.
+func unreachableRedis(t *testing.T) *redis.Client {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	addr := ln.Addr().String()
+	ln.Close()
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
 }

@@ -3,7 +3,7 @@ package limits
 import (
 	"context"
 	"fmt"
-	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -227,27 +227,88 @@ func (r *Redis) Reserve(ctx context.Context, req Request, now time.Time) (Decisi
 // reserved (a request counts as one either way) need no change and are
 // not sent.
 func (r *Redis) Settle(ctx context.Context, req Request, actual []int64) error {
-	if len(actual) != len(req.Windows) {
-		return errSettleLength(len(req.Windows), len(actual))
+	keys, args, err := r.settleArgs(req, actual)
+	if err != nil || keys == nil {
+		return err
 	}
-	var ws []Window
-	args := make([]any, 0, 2+3*len(req.Windows))
-	args = append(args, req.ID, 0)
+	if _, err := r.batch.run(ctx, settleScript, keys, args); err != nil {
+		return unavailable("settle", err)
+	}
+	return nil
+}
+
+// settleArgs returns the keys and arguments of settleScript for a
+// settlement; nil keys when nothing needs changing.
+func (r *Redis) settleArgs(req Request, actual []int64) ([]string, []any, error) {
+	if len(actual) != len(req.Windows) {
+		return nil, nil, errSettleLength(len(req.Windows), len(actual))
+	}
+	n := 0
+	for i, w := range req.Windows {
+		if w.Seeded || actual[i] != w.Amount {
+			n++
+		}
+	}
+	if n == 0 {
+		return nil, nil, nil
+	}
+	keys := make([]string, 0, n+2)
+	args := make([]any, 0, 2+3*n)
+	args = append(args, req.ID, n)
 	for i, w := range req.Windows {
 		if !w.Seeded && actual[i] == w.Amount {
 			continue
 		}
-		ws = append(ws, w)
-		args = append(args, strconv.FormatInt(w.Amount, 10), actual[i], flag(w.Seeded))
+		keys = append(keys, r.prefix+w.Key)
+		args = append(args, w.Amount, actual[i], flag(w.Seeded))
 	}
-	if len(ws) == 0 {
-		return nil
+	return append(keys, r.prefix+"lapse", r.prefix+"r:"+req.ID), args, nil
+}
+
+// SettleBatch implements BatchSettler: the settlements' scripts go in one
+// pipeline.
+func (r *Redis) SettleBatch(ctx context.Context, batch []Settlement) []error {
+	type sent struct {
+		i    int
+		cmd  *redis.Cmd
+		keys []string
+		args []any
 	}
-	args[1] = len(ws)
-	if _, err := r.batch.run(ctx, settleScript, r.keys(ws, req.ID), args); err != nil {
-		return unavailable("settle", err)
+	var errs []error
+	fail := func(i int, err error) {
+		if errs == nil {
+			errs = make([]error, len(batch))
+		}
+		errs[i] = err
 	}
-	return nil
+	pipe := r.c.Pipeline()
+	cmds := make([]sent, 0, len(batch))
+	for i, s := range batch {
+		keys, args, err := r.settleArgs(s.Request, s.Actual)
+		if err != nil {
+			fail(i, err)
+			continue
+		}
+		if keys != nil {
+			cmds = append(cmds, sent{i, settleScript.EvalSha(ctx, pipe, keys, args...), keys, args})
+		}
+	}
+	if len(cmds) == 0 {
+		return errs
+	}
+	_, _ = pipe.Exec(ctx)
+	for _, c := range cmds {
+		err := c.cmd.Err()
+		if err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+			// The script is not loaded yet (a Redis restarted): Run loads
+			// it.
+			err = settleScript.Run(ctx, r.c, c.keys, c.args...).Err()
+		}
+		if err != nil {
+			fail(c.i, unavailable("settle", err))
+		}
+	}
+	return errs
 }
 
 // Seed implements Limiter.
