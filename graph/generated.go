@@ -166,11 +166,11 @@ type ComplexityRoot struct {
 	}
 
 	BudgetBurnUpdate struct {
-		Alert  func(childComplexity int) int
-		At     func(childComplexity int) int
-		Kind   func(childComplexity int) int
-		Missed func(childComplexity int) int
-		Policy func(childComplexity int) int
+		AlertText func(childComplexity int) int
+		At        func(childComplexity int) int
+		Kind      func(childComplexity int) int
+		Missed    func(childComplexity int) int
+		Policy    func(childComplexity int) int
 	}
 
 	BudgetView struct {
@@ -274,10 +274,10 @@ type ComplexityRoot struct {
 	}
 
 	GPUClassUse struct {
-		DeclaredGpus func(childComplexity int) int
-		FreeGpus     func(childComplexity int) int
-		GpuClass     func(childComplexity int) int
-		UsedGpus     func(childComplexity int) int
+		Declared func(childComplexity int) int
+		FreeGPUs func(childComplexity int) int
+		GPUClass func(childComplexity int) int
+		UsedGPUs func(childComplexity int) int
 	}
 
 	GPUSize struct {
@@ -548,17 +548,17 @@ type ComplexityRoot struct {
 	}
 
 	PoolUse struct {
-		DeclaredGpus  func(childComplexity int) int
-		FreeGpus      func(childComplexity int) int
+		Declared      func(childComplexity int) int
+		FreeGPUs      func(childComplexity int) int
 		OnlineWorkers func(childComplexity int) int
 		Pool          func(childComplexity int) int
-		UsedGpus      func(childComplexity int) int
+		UsedGPUs      func(childComplexity int) int
 		Workers       func(childComplexity int) int
 	}
 
 	PoolUtilizationUpdate struct {
 		At         func(childComplexity int) int
-		GpuClasses func(childComplexity int) int
+		GPUClasses func(childComplexity int) int
 		Kind       func(childComplexity int) int
 		Missed     func(childComplexity int) int
 		Pools      func(childComplexity int) int
@@ -1119,12 +1119,12 @@ type SecretResolver interface {
 	Owner(ctx context.Context, obj *platform.SecretInfo) (string, error)
 }
 type SubscriptionResolver interface {
-	QueueChanged(ctx context.Context, computeResource string) (<-chan *gqlmodel.QueueUpdate, error)
-	TaskEvents(ctx context.Context, id string) (<-chan *gqlmodel.TaskUpdate, error)
-	TaskLogs(ctx context.Context, id string, after *int, tail *int) (<-chan *gqlmodel.LogUpdate, error)
-	PoolUtilization(ctx context.Context) (<-chan *gqlmodel.PoolUtilizationUpdate, error)
-	Workers(ctx context.Context) (<-chan *gqlmodel.WorkerUpdate, error)
-	BudgetBurn(ctx context.Context, policy string) (<-chan *gqlmodel.BudgetBurnUpdate, error)
+	QueueChanged(ctx context.Context, computeResource string) (<-chan *platform.QueueUpdate, error)
+	TaskEvents(ctx context.Context, id string) (<-chan *platform.TaskUpdate, error)
+	TaskLogs(ctx context.Context, id string, after *int, tail *int) (<-chan *platform.LogUpdate, error)
+	PoolUtilization(ctx context.Context) (<-chan *platform.PoolUtilization, error)
+	Workers(ctx context.Context) (<-chan *platform.WorkerUpdate, error)
+	BudgetBurn(ctx context.Context, policy string) (<-chan *platform.BudgetBurnUpdate, error)
 }
 type TaskResolver interface {
 	Reason(ctx context.Context, obj *model.Task) (string, error)
@@ -1613,11 +1613,11 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		return e.ComplexityRoot.AutoscalerInstance.Worker(childComplexity), true
 
 	case "BudgetBurnUpdate.alert":
-		if e.ComplexityRoot.BudgetBurnUpdate.Alert == nil {
+		if e.ComplexityRoot.BudgetBurnUpdate.AlertText == nil {
 			break
 		}
 
-		return e.ComplexityRoot.BudgetBurnUpdate.Alert(childComplexity), true
+		return e.ComplexityRoot.BudgetBurnUpdate.AlertText(childComplexity), true
 	case "BudgetBurnUpdate.at":
 		if e.ComplexityRoot.BudgetBurnUpdate.At == nil {
 			break
@@ -2023,29 +2023,29 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		return e.ComplexityRoot.GPUClassPayload.Warnings(childComplexity), true
 
 	case "GPUClassUse.declaredGpus":
-		if e.ComplexityRoot.GPUClassUse.DeclaredGpus == nil {
+		if e.ComplexityRoot.GPUClassUse.Declared == nil {
 			break
 		}
 
-		return e.ComplexityRoot.GPUClassUse.DeclaredGpus(childComplexity), true
+		return e.ComplexityRoot.GPUClassUse.Declared(childComplexity), true
 	case "GPUClassUse.freeGpus":
-		if e.ComplexityRoot.GPUClassUse.FreeGpus == nil {
+		if e.ComplexityRoot.GPUClassUse.FreeGPUs == nil {
 			break
 		}
 
-		return e.ComplexityRoot.GPUClassUse.FreeGpus(childComplexity), true
+		return e.ComplexityRoot.GPUClassUse.FreeGPUs(childComplexity), true
 	case "GPUClassUse.gpuClass":
-		if e.ComplexityRoot.GPUClassUse.GpuClass == nil {
+		if e.ComplexityRoot.GPUClassUse.GPUClass == nil {
 			break
 		}
 
-		return e.ComplexityRoot.GPUClassUse.GpuClass(childComplexity), true
+		return e.ComplexityRoot.GPUClassUse.GPUClass(childComplexity), true
 	case "GPUClassUse.usedGpus":
-		if e.ComplexityRoot.GPUClassUse.UsedGpus == nil {
+		if e.ComplexityRoot.GPUClassUse.UsedGPUs == nil {
 			break
 		}
 
-		return e.ComplexityRoot.GPUClassUse.UsedGpus(childComplexity), true
+		return e.ComplexityRoot.GPUClassUse.UsedGPUs(childComplexity), true
 
 	case "GPUSize.gpusPerNode":
 		if e.ComplexityRoot.GPUSize.GPUsPerNode == nil {
@@ -3415,17 +3415,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		return e.ComplexityRoot.PoolPayload.Warnings(childComplexity), true
 
 	case "PoolUse.declaredGpus":
-		if e.ComplexityRoot.PoolUse.DeclaredGpus == nil {
+		if e.ComplexityRoot.PoolUse.Declared == nil {
 			break
 		}
 
-		return e.ComplexityRoot.PoolUse.DeclaredGpus(childComplexity), true
+		return e.ComplexityRoot.PoolUse.Declared(childComplexity), true
 	case "PoolUse.freeGpus":
-		if e.ComplexityRoot.PoolUse.FreeGpus == nil {
+		if e.ComplexityRoot.PoolUse.FreeGPUs == nil {
 			break
 		}
 
-		return e.ComplexityRoot.PoolUse.FreeGpus(childComplexity), true
+		return e.ComplexityRoot.PoolUse.FreeGPUs(childComplexity), true
 	case "PoolUse.onlineWorkers":
 		if e.ComplexityRoot.PoolUse.OnlineWorkers == nil {
 			break
@@ -3439,11 +3439,11 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.PoolUse.Pool(childComplexity), true
 	case "PoolUse.usedGpus":
-		if e.ComplexityRoot.PoolUse.UsedGpus == nil {
+		if e.ComplexityRoot.PoolUse.UsedGPUs == nil {
 			break
 		}
 
-		return e.ComplexityRoot.PoolUse.UsedGpus(childComplexity), true
+		return e.ComplexityRoot.PoolUse.UsedGPUs(childComplexity), true
 	case "PoolUse.workers":
 		if e.ComplexityRoot.PoolUse.Workers == nil {
 			break
@@ -3458,11 +3458,11 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.PoolUtilizationUpdate.At(childComplexity), true
 	case "PoolUtilizationUpdate.gpuClasses":
-		if e.ComplexityRoot.PoolUtilizationUpdate.GpuClasses == nil {
+		if e.ComplexityRoot.PoolUtilizationUpdate.GPUClasses == nil {
 			break
 		}
 
-		return e.ComplexityRoot.PoolUtilizationUpdate.GpuClasses(childComplexity), true
+		return e.ComplexityRoot.PoolUtilizationUpdate.GPUClasses(childComplexity), true
 	case "PoolUtilizationUpdate.kind":
 		if e.ComplexityRoot.PoolUtilizationUpdate.Kind == nil {
 			break
@@ -6441,8 +6441,9 @@ extend type Mutation {
 # stops seeing the group's queues at once.
 #
 # A subscriber that reads more slowly than updates come is not allowed to
-# hold up others: its oldest unsent updates are dropped, and the next update
-# it gets says how many it missed in ` + "`" + `missed` + "`" + `. Updates that are snapshots
+# hold up others: once its buffer is full, the updates it has not read are
+# dropped and the newest comes in their place, saying in ` + "`" + `missed` + "`" + ` how many
+# it missed. Updates that are snapshots
 # (queues, pools, budgets) lose nothing by that; a log tail reads on from
 # where it was, so it loses no lines either.
 
@@ -11838,7 +11839,7 @@ func (ec *executionContext) fieldContext_AutoscalerInstance_idleSince(_ context.
 	return graphql.NewScalarFieldContext("AutoscalerInstance", field, false, false, "Time")
 }
 
-func (ec *executionContext) _BudgetBurnUpdate_kind(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.BudgetBurnUpdate) (ret graphql.Marshaler) {
+func (ec *executionContext) _BudgetBurnUpdate_kind(ctx context.Context, field graphql.CollectedField, obj *platform.BudgetBurnUpdate) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -11861,7 +11862,7 @@ func (ec *executionContext) fieldContext_BudgetBurnUpdate_kind(_ context.Context
 	return graphql.NewScalarFieldContext("BudgetBurnUpdate", field, false, false, "String")
 }
 
-func (ec *executionContext) _BudgetBurnUpdate_at(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.BudgetBurnUpdate) (ret graphql.Marshaler) {
+func (ec *executionContext) _BudgetBurnUpdate_at(ctx context.Context, field graphql.CollectedField, obj *platform.BudgetBurnUpdate) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -11884,7 +11885,7 @@ func (ec *executionContext) fieldContext_BudgetBurnUpdate_at(_ context.Context, 
 	return graphql.NewScalarFieldContext("BudgetBurnUpdate", field, false, false, "Time")
 }
 
-func (ec *executionContext) _BudgetBurnUpdate_policy(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.BudgetBurnUpdate) (ret graphql.Marshaler) {
+func (ec *executionContext) _BudgetBurnUpdate_policy(ctx context.Context, field graphql.CollectedField, obj *platform.BudgetBurnUpdate) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -11916,7 +11917,7 @@ func (ec *executionContext) fieldContext_BudgetBurnUpdate_policy(_ context.Conte
 	return fc, nil
 }
 
-func (ec *executionContext) _BudgetBurnUpdate_alert(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.BudgetBurnUpdate) (ret graphql.Marshaler) {
+func (ec *executionContext) _BudgetBurnUpdate_alert(ctx context.Context, field graphql.CollectedField, obj *platform.BudgetBurnUpdate) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -11925,7 +11926,7 @@ func (ec *executionContext) _BudgetBurnUpdate_alert(ctx context.Context, field g
 			return ec.fieldContext_BudgetBurnUpdate_alert(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.Alert, nil
+			return obj.AlertText(), nil
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
@@ -11936,10 +11937,10 @@ func (ec *executionContext) _BudgetBurnUpdate_alert(ctx context.Context, field g
 	)
 }
 func (ec *executionContext) fieldContext_BudgetBurnUpdate_alert(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("BudgetBurnUpdate", field, false, false, "String")
+	return graphql.NewScalarFieldContext("BudgetBurnUpdate", field, true, false, "String")
 }
 
-func (ec *executionContext) _BudgetBurnUpdate_missed(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.BudgetBurnUpdate) (ret graphql.Marshaler) {
+func (ec *executionContext) _BudgetBurnUpdate_missed(ctx context.Context, field graphql.CollectedField, obj *platform.BudgetBurnUpdate) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -13536,7 +13537,7 @@ func (ec *executionContext) fieldContext_GPUClassPayload_warnings(_ context.Cont
 	return fc, nil
 }
 
-func (ec *executionContext) _GPUClassUse_gpuClass(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.GPUClassUse) (ret graphql.Marshaler) {
+func (ec *executionContext) _GPUClassUse_gpuClass(ctx context.Context, field graphql.CollectedField, obj *platform.GPUClassUse) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -13545,7 +13546,7 @@ func (ec *executionContext) _GPUClassUse_gpuClass(ctx context.Context, field gra
 			return ec.fieldContext_GPUClassUse_gpuClass(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.GpuClass, nil
+			return obj.GPUClass, nil
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.GPUClass) graphql.Marshaler {
@@ -13568,7 +13569,7 @@ func (ec *executionContext) fieldContext_GPUClassUse_gpuClass(_ context.Context,
 	return fc, nil
 }
 
-func (ec *executionContext) _GPUClassUse_declaredGpus(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.GPUClassUse) (ret graphql.Marshaler) {
+func (ec *executionContext) _GPUClassUse_declaredGpus(ctx context.Context, field graphql.CollectedField, obj *platform.GPUClassUse) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -13577,7 +13578,7 @@ func (ec *executionContext) _GPUClassUse_declaredGpus(ctx context.Context, field
 			return ec.fieldContext_GPUClassUse_declaredGpus(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.DeclaredGpus, nil
+			return obj.Declared, nil
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
@@ -13591,7 +13592,7 @@ func (ec *executionContext) fieldContext_GPUClassUse_declaredGpus(_ context.Cont
 	return graphql.NewScalarFieldContext("GPUClassUse", field, false, false, "Int")
 }
 
-func (ec *executionContext) _GPUClassUse_usedGpus(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.GPUClassUse) (ret graphql.Marshaler) {
+func (ec *executionContext) _GPUClassUse_usedGpus(ctx context.Context, field graphql.CollectedField, obj *platform.GPUClassUse) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -13600,7 +13601,7 @@ func (ec *executionContext) _GPUClassUse_usedGpus(ctx context.Context, field gra
 			return ec.fieldContext_GPUClassUse_usedGpus(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.UsedGpus, nil
+			return obj.UsedGPUs(), nil
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v float64) graphql.Marshaler {
@@ -13611,10 +13612,10 @@ func (ec *executionContext) _GPUClassUse_usedGpus(ctx context.Context, field gra
 	)
 }
 func (ec *executionContext) fieldContext_GPUClassUse_usedGpus(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("GPUClassUse", field, false, false, "Float")
+	return graphql.NewScalarFieldContext("GPUClassUse", field, true, false, "Float")
 }
 
-func (ec *executionContext) _GPUClassUse_freeGpus(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.GPUClassUse) (ret graphql.Marshaler) {
+func (ec *executionContext) _GPUClassUse_freeGpus(ctx context.Context, field graphql.CollectedField, obj *platform.GPUClassUse) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -13623,7 +13624,7 @@ func (ec *executionContext) _GPUClassUse_freeGpus(ctx context.Context, field gra
 			return ec.fieldContext_GPUClassUse_freeGpus(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.FreeGpus, nil
+			return obj.FreeGPUs(), nil
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v float64) graphql.Marshaler {
@@ -13634,7 +13635,7 @@ func (ec *executionContext) _GPUClassUse_freeGpus(ctx context.Context, field gra
 	)
 }
 func (ec *executionContext) fieldContext_GPUClassUse_freeGpus(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("GPUClassUse", field, false, false, "Float")
+	return graphql.NewScalarFieldContext("GPUClassUse", field, true, false, "Float")
 }
 
 func (ec *executionContext) _GPUSize_nodes(ctx context.Context, field graphql.CollectedField, obj *model.Size) (ret graphql.Marshaler) {
@@ -15541,7 +15542,7 @@ func (ec *executionContext) fieldContext_LogPage_truncated(_ context.Context, fi
 	return graphql.NewScalarFieldContext("LogPage", field, false, false, "Boolean")
 }
 
-func (ec *executionContext) _LogUpdate_lines(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.LogUpdate) (ret graphql.Marshaler) {
+func (ec *executionContext) _LogUpdate_lines(ctx context.Context, field graphql.CollectedField, obj *platform.LogUpdate) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -15553,8 +15554,8 @@ func (ec *executionContext) _LogUpdate_lines(ctx context.Context, field graphql.
 			return obj.Lines, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v []*model.LogLine) graphql.Marshaler {
-			return ec.marshalNLogLine2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐLogLineᚄ(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v []model.LogLine) graphql.Marshaler {
+			return ec.marshalNLogLine2ᚕgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐLogLineᚄ(ctx, selections, v)
 		},
 		true,
 		true,
@@ -15573,7 +15574,7 @@ func (ec *executionContext) fieldContext_LogUpdate_lines(_ context.Context, fiel
 	return fc, nil
 }
 
-func (ec *executionContext) _LogUpdate_lastSeq(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.LogUpdate) (ret graphql.Marshaler) {
+func (ec *executionContext) _LogUpdate_lastSeq(ctx context.Context, field graphql.CollectedField, obj *platform.LogUpdate) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -15585,8 +15586,8 @@ func (ec *executionContext) _LogUpdate_lastSeq(ctx context.Context, field graphq
 			return obj.LastSeq, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
-			return ec.marshalNInt2int(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
 		},
 		true,
 		true,
@@ -15596,7 +15597,7 @@ func (ec *executionContext) fieldContext_LogUpdate_lastSeq(_ context.Context, fi
 	return graphql.NewScalarFieldContext("LogUpdate", field, false, false, "Int")
 }
 
-func (ec *executionContext) _LogUpdate_truncated(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.LogUpdate) (ret graphql.Marshaler) {
+func (ec *executionContext) _LogUpdate_truncated(ctx context.Context, field graphql.CollectedField, obj *platform.LogUpdate) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -15619,7 +15620,7 @@ func (ec *executionContext) fieldContext_LogUpdate_truncated(_ context.Context, 
 	return graphql.NewScalarFieldContext("LogUpdate", field, false, false, "Boolean")
 }
 
-func (ec *executionContext) _LogUpdate_done(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.LogUpdate) (ret graphql.Marshaler) {
+func (ec *executionContext) _LogUpdate_done(ctx context.Context, field graphql.CollectedField, obj *platform.LogUpdate) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -15642,7 +15643,7 @@ func (ec *executionContext) fieldContext_LogUpdate_done(_ context.Context, field
 	return graphql.NewScalarFieldContext("LogUpdate", field, false, false, "Boolean")
 }
 
-func (ec *executionContext) _LogUpdate_missed(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.LogUpdate) (ret graphql.Marshaler) {
+func (ec *executionContext) _LogUpdate_missed(ctx context.Context, field graphql.CollectedField, obj *platform.LogUpdate) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -19250,7 +19251,7 @@ func (ec *executionContext) fieldContext_PoolPayload_warnings(_ context.Context,
 	return fc, nil
 }
 
-func (ec *executionContext) _PoolUse_pool(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.PoolUse) (ret graphql.Marshaler) {
+func (ec *executionContext) _PoolUse_pool(ctx context.Context, field graphql.CollectedField, obj *platform.PoolUse) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -19282,7 +19283,7 @@ func (ec *executionContext) fieldContext_PoolUse_pool(_ context.Context, field g
 	return fc, nil
 }
 
-func (ec *executionContext) _PoolUse_declaredGpus(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.PoolUse) (ret graphql.Marshaler) {
+func (ec *executionContext) _PoolUse_declaredGpus(ctx context.Context, field graphql.CollectedField, obj *platform.PoolUse) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -19291,7 +19292,7 @@ func (ec *executionContext) _PoolUse_declaredGpus(ctx context.Context, field gra
 			return ec.fieldContext_PoolUse_declaredGpus(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.DeclaredGpus, nil
+			return obj.Declared, nil
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
@@ -19305,7 +19306,7 @@ func (ec *executionContext) fieldContext_PoolUse_declaredGpus(_ context.Context,
 	return graphql.NewScalarFieldContext("PoolUse", field, false, false, "Int")
 }
 
-func (ec *executionContext) _PoolUse_usedGpus(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.PoolUse) (ret graphql.Marshaler) {
+func (ec *executionContext) _PoolUse_usedGpus(ctx context.Context, field graphql.CollectedField, obj *platform.PoolUse) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -19314,7 +19315,7 @@ func (ec *executionContext) _PoolUse_usedGpus(ctx context.Context, field graphql
 			return ec.fieldContext_PoolUse_usedGpus(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.UsedGpus, nil
+			return obj.UsedGPUs(), nil
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v float64) graphql.Marshaler {
@@ -19325,10 +19326,10 @@ func (ec *executionContext) _PoolUse_usedGpus(ctx context.Context, field graphql
 	)
 }
 func (ec *executionContext) fieldContext_PoolUse_usedGpus(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("PoolUse", field, false, false, "Float")
+	return graphql.NewScalarFieldContext("PoolUse", field, true, false, "Float")
 }
 
-func (ec *executionContext) _PoolUse_freeGpus(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.PoolUse) (ret graphql.Marshaler) {
+func (ec *executionContext) _PoolUse_freeGpus(ctx context.Context, field graphql.CollectedField, obj *platform.PoolUse) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -19337,7 +19338,7 @@ func (ec *executionContext) _PoolUse_freeGpus(ctx context.Context, field graphql
 			return ec.fieldContext_PoolUse_freeGpus(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.FreeGpus, nil
+			return obj.FreeGPUs(), nil
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v float64) graphql.Marshaler {
@@ -19348,10 +19349,10 @@ func (ec *executionContext) _PoolUse_freeGpus(ctx context.Context, field graphql
 	)
 }
 func (ec *executionContext) fieldContext_PoolUse_freeGpus(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("PoolUse", field, false, false, "Float")
+	return graphql.NewScalarFieldContext("PoolUse", field, true, false, "Float")
 }
 
-func (ec *executionContext) _PoolUse_onlineWorkers(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.PoolUse) (ret graphql.Marshaler) {
+func (ec *executionContext) _PoolUse_onlineWorkers(ctx context.Context, field graphql.CollectedField, obj *platform.PoolUse) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -19374,7 +19375,7 @@ func (ec *executionContext) fieldContext_PoolUse_onlineWorkers(_ context.Context
 	return graphql.NewScalarFieldContext("PoolUse", field, false, false, "Int")
 }
 
-func (ec *executionContext) _PoolUse_workers(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.PoolUse) (ret graphql.Marshaler) {
+func (ec *executionContext) _PoolUse_workers(ctx context.Context, field graphql.CollectedField, obj *platform.PoolUse) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -19397,7 +19398,7 @@ func (ec *executionContext) fieldContext_PoolUse_workers(_ context.Context, fiel
 	return graphql.NewScalarFieldContext("PoolUse", field, false, false, "Int")
 }
 
-func (ec *executionContext) _PoolUtilizationUpdate_kind(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.PoolUtilizationUpdate) (ret graphql.Marshaler) {
+func (ec *executionContext) _PoolUtilizationUpdate_kind(ctx context.Context, field graphql.CollectedField, obj *platform.PoolUtilization) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -19420,7 +19421,7 @@ func (ec *executionContext) fieldContext_PoolUtilizationUpdate_kind(_ context.Co
 	return graphql.NewScalarFieldContext("PoolUtilizationUpdate", field, false, false, "String")
 }
 
-func (ec *executionContext) _PoolUtilizationUpdate_at(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.PoolUtilizationUpdate) (ret graphql.Marshaler) {
+func (ec *executionContext) _PoolUtilizationUpdate_at(ctx context.Context, field graphql.CollectedField, obj *platform.PoolUtilization) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -19443,7 +19444,7 @@ func (ec *executionContext) fieldContext_PoolUtilizationUpdate_at(_ context.Cont
 	return graphql.NewScalarFieldContext("PoolUtilizationUpdate", field, false, false, "Time")
 }
 
-func (ec *executionContext) _PoolUtilizationUpdate_pools(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.PoolUtilizationUpdate) (ret graphql.Marshaler) {
+func (ec *executionContext) _PoolUtilizationUpdate_pools(ctx context.Context, field graphql.CollectedField, obj *platform.PoolUtilization) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -19455,8 +19456,8 @@ func (ec *executionContext) _PoolUtilizationUpdate_pools(ctx context.Context, fi
 			return obj.Pools, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v []*gqlmodel.PoolUse) graphql.Marshaler {
-			return ec.marshalNPoolUse2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐPoolUseᚄ(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v []platform.PoolUse) graphql.Marshaler {
+			return ec.marshalNPoolUse2ᚕgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐPoolUseᚄ(ctx, selections, v)
 		},
 		true,
 		true,
@@ -19475,7 +19476,7 @@ func (ec *executionContext) fieldContext_PoolUtilizationUpdate_pools(_ context.C
 	return fc, nil
 }
 
-func (ec *executionContext) _PoolUtilizationUpdate_gpuClasses(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.PoolUtilizationUpdate) (ret graphql.Marshaler) {
+func (ec *executionContext) _PoolUtilizationUpdate_gpuClasses(ctx context.Context, field graphql.CollectedField, obj *platform.PoolUtilization) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -19484,11 +19485,11 @@ func (ec *executionContext) _PoolUtilizationUpdate_gpuClasses(ctx context.Contex
 			return ec.fieldContext_PoolUtilizationUpdate_gpuClasses(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.GpuClasses, nil
+			return obj.GPUClasses, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v []*gqlmodel.GPUClassUse) graphql.Marshaler {
-			return ec.marshalNGPUClassUse2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐGPUClassUseᚄ(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v []platform.GPUClassUse) graphql.Marshaler {
+			return ec.marshalNGPUClassUse2ᚕgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐGPUClassUseᚄ(ctx, selections, v)
 		},
 		true,
 		true,
@@ -19507,7 +19508,7 @@ func (ec *executionContext) fieldContext_PoolUtilizationUpdate_gpuClasses(_ cont
 	return fc, nil
 }
 
-func (ec *executionContext) _PoolUtilizationUpdate_missed(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.PoolUtilizationUpdate) (ret graphql.Marshaler) {
+func (ec *executionContext) _PoolUtilizationUpdate_missed(ctx context.Context, field graphql.CollectedField, obj *platform.PoolUtilization) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -21977,7 +21978,7 @@ func (ec *executionContext) fieldContext_QueueState_updatedAt(_ context.Context,
 	return graphql.NewScalarFieldContext("QueueState", field, false, false, "Time")
 }
 
-func (ec *executionContext) _QueueUpdate_kind(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.QueueUpdate) (ret graphql.Marshaler) {
+func (ec *executionContext) _QueueUpdate_kind(ctx context.Context, field graphql.CollectedField, obj *platform.QueueUpdate) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -22000,7 +22001,7 @@ func (ec *executionContext) fieldContext_QueueUpdate_kind(_ context.Context, fie
 	return graphql.NewScalarFieldContext("QueueUpdate", field, false, false, "String")
 }
 
-func (ec *executionContext) _QueueUpdate_at(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.QueueUpdate) (ret graphql.Marshaler) {
+func (ec *executionContext) _QueueUpdate_at(ctx context.Context, field graphql.CollectedField, obj *platform.QueueUpdate) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -22023,7 +22024,7 @@ func (ec *executionContext) fieldContext_QueueUpdate_at(_ context.Context, field
 	return graphql.NewScalarFieldContext("QueueUpdate", field, false, false, "Time")
 }
 
-func (ec *executionContext) _QueueUpdate_computeResource(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.QueueUpdate) (ret graphql.Marshaler) {
+func (ec *executionContext) _QueueUpdate_computeResource(ctx context.Context, field graphql.CollectedField, obj *platform.QueueUpdate) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -22055,7 +22056,7 @@ func (ec *executionContext) fieldContext_QueueUpdate_computeResource(_ context.C
 	return fc, nil
 }
 
-func (ec *executionContext) _QueueUpdate_task(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.QueueUpdate) (ret graphql.Marshaler) {
+func (ec *executionContext) _QueueUpdate_task(ctx context.Context, field graphql.CollectedField, obj *platform.QueueUpdate) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -22087,7 +22088,7 @@ func (ec *executionContext) fieldContext_QueueUpdate_task(_ context.Context, fie
 	return fc, nil
 }
 
-func (ec *executionContext) _QueueUpdate_waiting(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.QueueUpdate) (ret graphql.Marshaler) {
+func (ec *executionContext) _QueueUpdate_waiting(ctx context.Context, field graphql.CollectedField, obj *platform.QueueUpdate) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -22099,8 +22100,8 @@ func (ec *executionContext) _QueueUpdate_waiting(ctx context.Context, field grap
 			return obj.Waiting, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v []*gqlmodel.QueuedTask) graphql.Marshaler {
-			return ec.marshalNQueuedTask2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐQueuedTaskᚄ(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v []platform.QueuedTask) graphql.Marshaler {
+			return ec.marshalNQueuedTask2ᚕgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐQueuedTaskᚄ(ctx, selections, v)
 		},
 		true,
 		true,
@@ -22119,7 +22120,7 @@ func (ec *executionContext) fieldContext_QueueUpdate_waiting(_ context.Context, 
 	return fc, nil
 }
 
-func (ec *executionContext) _QueueUpdate_running(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.QueueUpdate) (ret graphql.Marshaler) {
+func (ec *executionContext) _QueueUpdate_running(ctx context.Context, field graphql.CollectedField, obj *platform.QueueUpdate) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -22151,7 +22152,7 @@ func (ec *executionContext) fieldContext_QueueUpdate_running(_ context.Context, 
 	return fc, nil
 }
 
-func (ec *executionContext) _QueueUpdate_queueState(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.QueueUpdate) (ret graphql.Marshaler) {
+func (ec *executionContext) _QueueUpdate_queueState(ctx context.Context, field graphql.CollectedField, obj *platform.QueueUpdate) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -22183,7 +22184,7 @@ func (ec *executionContext) fieldContext_QueueUpdate_queueState(_ context.Contex
 	return fc, nil
 }
 
-func (ec *executionContext) _QueueUpdate_missed(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.QueueUpdate) (ret graphql.Marshaler) {
+func (ec *executionContext) _QueueUpdate_missed(ctx context.Context, field graphql.CollectedField, obj *platform.QueueUpdate) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -22206,7 +22207,7 @@ func (ec *executionContext) fieldContext_QueueUpdate_missed(_ context.Context, f
 	return graphql.NewScalarFieldContext("QueueUpdate", field, false, false, "Int")
 }
 
-func (ec *executionContext) _QueuedTask_position(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.QueuedTask) (ret graphql.Marshaler) {
+func (ec *executionContext) _QueuedTask_position(ctx context.Context, field graphql.CollectedField, obj *platform.QueuedTask) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -22229,7 +22230,7 @@ func (ec *executionContext) fieldContext_QueuedTask_position(_ context.Context, 
 	return graphql.NewScalarFieldContext("QueuedTask", field, false, false, "Int")
 }
 
-func (ec *executionContext) _QueuedTask_reason(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.QueuedTask) (ret graphql.Marshaler) {
+func (ec *executionContext) _QueuedTask_reason(ctx context.Context, field graphql.CollectedField, obj *platform.QueuedTask) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -22252,7 +22253,7 @@ func (ec *executionContext) fieldContext_QueuedTask_reason(_ context.Context, fi
 	return graphql.NewScalarFieldContext("QueuedTask", field, false, false, "String")
 }
 
-func (ec *executionContext) _QueuedTask_task(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.QueuedTask) (ret graphql.Marshaler) {
+func (ec *executionContext) _QueuedTask_task(ctx context.Context, field graphql.CollectedField, obj *platform.QueuedTask) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -22976,8 +22977,8 @@ func (ec *executionContext) _Subscription_queueChanged(ctx context.Context, fiel
 			return ec.Resolvers.Subscription().QueueChanged(ctx, fc.Args["computeResource"].(string))
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *gqlmodel.QueueUpdate) graphql.Marshaler {
-			return ec.marshalNQueueUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐQueueUpdate(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *platform.QueueUpdate) graphql.Marshaler {
+			return ec.marshalNQueueUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐQueueUpdate(ctx, selections, v)
 		},
 		true,
 		true,
@@ -23020,8 +23021,8 @@ func (ec *executionContext) _Subscription_taskEvents(ctx context.Context, field 
 			return ec.Resolvers.Subscription().TaskEvents(ctx, fc.Args["id"].(string))
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *gqlmodel.TaskUpdate) graphql.Marshaler {
-			return ec.marshalNTaskUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐTaskUpdate(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *platform.TaskUpdate) graphql.Marshaler {
+			return ec.marshalNTaskUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐTaskUpdate(ctx, selections, v)
 		},
 		true,
 		true,
@@ -23064,8 +23065,8 @@ func (ec *executionContext) _Subscription_taskLogs(ctx context.Context, field gr
 			return ec.Resolvers.Subscription().TaskLogs(ctx, fc.Args["id"].(string), fc.Args["after"].(*int), fc.Args["tail"].(*int))
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *gqlmodel.LogUpdate) graphql.Marshaler {
-			return ec.marshalNLogUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐLogUpdate(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *platform.LogUpdate) graphql.Marshaler {
+			return ec.marshalNLogUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐLogUpdate(ctx, selections, v)
 		},
 		true,
 		true,
@@ -23107,8 +23108,8 @@ func (ec *executionContext) _Subscription_poolUtilization(ctx context.Context, f
 			return ec.Resolvers.Subscription().PoolUtilization(ctx)
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *gqlmodel.PoolUtilizationUpdate) graphql.Marshaler {
-			return ec.marshalNPoolUtilizationUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐPoolUtilizationUpdate(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *platform.PoolUtilization) graphql.Marshaler {
+			return ec.marshalNPoolUtilizationUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐPoolUtilization(ctx, selections, v)
 		},
 		true,
 		true,
@@ -23139,8 +23140,8 @@ func (ec *executionContext) _Subscription_workers(ctx context.Context, field gra
 			return ec.Resolvers.Subscription().Workers(ctx)
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *gqlmodel.WorkerUpdate) graphql.Marshaler {
-			return ec.marshalNWorkerUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐWorkerUpdate(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *platform.WorkerUpdate) graphql.Marshaler {
+			return ec.marshalNWorkerUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐWorkerUpdate(ctx, selections, v)
 		},
 		true,
 		true,
@@ -23172,8 +23173,8 @@ func (ec *executionContext) _Subscription_budgetBurn(ctx context.Context, field 
 			return ec.Resolvers.Subscription().BudgetBurn(ctx, fc.Args["policy"].(string))
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *gqlmodel.BudgetBurnUpdate) graphql.Marshaler {
-			return ec.marshalNBudgetBurnUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐBudgetBurnUpdate(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *platform.BudgetBurnUpdate) graphql.Marshaler {
+			return ec.marshalNBudgetBurnUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐBudgetBurnUpdate(ctx, selections, v)
 		},
 		true,
 		true,
@@ -24305,7 +24306,7 @@ func (ec *executionContext) fieldContext_TaskSpec_secrets(_ context.Context, fie
 	return graphql.NewScalarFieldContext("TaskSpec", field, false, false, "String")
 }
 
-func (ec *executionContext) _TaskUpdate_kind(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.TaskUpdate) (ret graphql.Marshaler) {
+func (ec *executionContext) _TaskUpdate_kind(ctx context.Context, field graphql.CollectedField, obj *platform.TaskUpdate) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -24328,7 +24329,7 @@ func (ec *executionContext) fieldContext_TaskUpdate_kind(_ context.Context, fiel
 	return graphql.NewScalarFieldContext("TaskUpdate", field, false, false, "String")
 }
 
-func (ec *executionContext) _TaskUpdate_at(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.TaskUpdate) (ret graphql.Marshaler) {
+func (ec *executionContext) _TaskUpdate_at(ctx context.Context, field graphql.CollectedField, obj *platform.TaskUpdate) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -24351,7 +24352,7 @@ func (ec *executionContext) fieldContext_TaskUpdate_at(_ context.Context, field 
 	return graphql.NewScalarFieldContext("TaskUpdate", field, false, false, "Time")
 }
 
-func (ec *executionContext) _TaskUpdate_task(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.TaskUpdate) (ret graphql.Marshaler) {
+func (ec *executionContext) _TaskUpdate_task(ctx context.Context, field graphql.CollectedField, obj *platform.TaskUpdate) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -24383,7 +24384,7 @@ func (ec *executionContext) fieldContext_TaskUpdate_task(_ context.Context, fiel
 	return fc, nil
 }
 
-func (ec *executionContext) _TaskUpdate_missed(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.TaskUpdate) (ret graphql.Marshaler) {
+func (ec *executionContext) _TaskUpdate_missed(ctx context.Context, field graphql.CollectedField, obj *platform.TaskUpdate) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -26284,7 +26285,7 @@ func (ec *executionContext) fieldContext_WorkerGPU_memoryMb(_ context.Context, f
 	return graphql.NewScalarFieldContext("WorkerGPU", field, false, false, "Int")
 }
 
-func (ec *executionContext) _WorkerUpdate_kind(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.WorkerUpdate) (ret graphql.Marshaler) {
+func (ec *executionContext) _WorkerUpdate_kind(ctx context.Context, field graphql.CollectedField, obj *platform.WorkerUpdate) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -26307,7 +26308,7 @@ func (ec *executionContext) fieldContext_WorkerUpdate_kind(_ context.Context, fi
 	return graphql.NewScalarFieldContext("WorkerUpdate", field, false, false, "String")
 }
 
-func (ec *executionContext) _WorkerUpdate_at(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.WorkerUpdate) (ret graphql.Marshaler) {
+func (ec *executionContext) _WorkerUpdate_at(ctx context.Context, field graphql.CollectedField, obj *platform.WorkerUpdate) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -26330,7 +26331,7 @@ func (ec *executionContext) fieldContext_WorkerUpdate_at(_ context.Context, fiel
 	return graphql.NewScalarFieldContext("WorkerUpdate", field, false, false, "Time")
 }
 
-func (ec *executionContext) _WorkerUpdate_worker(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.WorkerUpdate) (ret graphql.Marshaler) {
+func (ec *executionContext) _WorkerUpdate_worker(ctx context.Context, field graphql.CollectedField, obj *platform.WorkerUpdate) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -26362,7 +26363,7 @@ func (ec *executionContext) fieldContext_WorkerUpdate_worker(_ context.Context, 
 	return fc, nil
 }
 
-func (ec *executionContext) _WorkerUpdate_workers(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.WorkerUpdate) (ret graphql.Marshaler) {
+func (ec *executionContext) _WorkerUpdate_workers(ctx context.Context, field graphql.CollectedField, obj *platform.WorkerUpdate) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -26394,7 +26395,7 @@ func (ec *executionContext) fieldContext_WorkerUpdate_workers(_ context.Context,
 	return fc, nil
 }
 
-func (ec *executionContext) _WorkerUpdate_missed(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.WorkerUpdate) (ret graphql.Marshaler) {
+func (ec *executionContext) _WorkerUpdate_missed(ctx context.Context, field graphql.CollectedField, obj *platform.WorkerUpdate) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -30304,7 +30305,7 @@ func (ec *executionContext) _AutoscalerInstance(ctx context.Context, sel ast.Sel
 
 var budgetBurnUpdateImplementors = []string{"BudgetBurnUpdate"}
 
-func (ec *executionContext) _BudgetBurnUpdate(ctx context.Context, sel ast.SelectionSet, obj *gqlmodel.BudgetBurnUpdate) graphql.Marshaler {
+func (ec *executionContext) _BudgetBurnUpdate(ctx context.Context, sel ast.SelectionSet, obj *platform.BudgetBurnUpdate) graphql.Marshaler {
 	fields := graphql.CollectFields(ec.OperationContext, sel, budgetBurnUpdateImplementors)
 
 	out := graphql.NewFieldSet(fields)
@@ -31041,7 +31042,7 @@ func (ec *executionContext) _GPUClassPayload(ctx context.Context, sel ast.Select
 
 var gPUClassUseImplementors = []string{"GPUClassUse"}
 
-func (ec *executionContext) _GPUClassUse(ctx context.Context, sel ast.SelectionSet, obj *gqlmodel.GPUClassUse) graphql.Marshaler {
+func (ec *executionContext) _GPUClassUse(ctx context.Context, sel ast.SelectionSet, obj *platform.GPUClassUse) graphql.Marshaler {
 	fields := graphql.CollectFields(ec.OperationContext, sel, gPUClassUseImplementors)
 
 	out := graphql.NewFieldSet(fields)
@@ -31969,7 +31970,7 @@ func (ec *executionContext) _LogPage(ctx context.Context, sel ast.SelectionSet, 
 
 var logUpdateImplementors = []string{"LogUpdate"}
 
-func (ec *executionContext) _LogUpdate(ctx context.Context, sel ast.SelectionSet, obj *gqlmodel.LogUpdate) graphql.Marshaler {
+func (ec *executionContext) _LogUpdate(ctx context.Context, sel ast.SelectionSet, obj *platform.LogUpdate) graphql.Marshaler {
 	fields := graphql.CollectFields(ec.OperationContext, sel, logUpdateImplementors)
 
 	out := graphql.NewFieldSet(fields)
@@ -32952,7 +32953,7 @@ func (ec *executionContext) _PoolPayload(ctx context.Context, sel ast.SelectionS
 
 var poolUseImplementors = []string{"PoolUse"}
 
-func (ec *executionContext) _PoolUse(ctx context.Context, sel ast.SelectionSet, obj *gqlmodel.PoolUse) graphql.Marshaler {
+func (ec *executionContext) _PoolUse(ctx context.Context, sel ast.SelectionSet, obj *platform.PoolUse) graphql.Marshaler {
 	fields := graphql.CollectFields(ec.OperationContext, sel, poolUseImplementors)
 
 	out := graphql.NewFieldSet(fields)
@@ -33010,7 +33011,7 @@ func (ec *executionContext) _PoolUse(ctx context.Context, sel ast.SelectionSet, 
 
 var poolUtilizationUpdateImplementors = []string{"PoolUtilizationUpdate"}
 
-func (ec *executionContext) _PoolUtilizationUpdate(ctx context.Context, sel ast.SelectionSet, obj *gqlmodel.PoolUtilizationUpdate) graphql.Marshaler {
+func (ec *executionContext) _PoolUtilizationUpdate(ctx context.Context, sel ast.SelectionSet, obj *platform.PoolUtilization) graphql.Marshaler {
 	fields := graphql.CollectFields(ec.OperationContext, sel, poolUtilizationUpdateImplementors)
 
 	out := graphql.NewFieldSet(fields)
@@ -33759,7 +33760,7 @@ func (ec *executionContext) _QueueState(ctx context.Context, sel ast.SelectionSe
 
 var queueUpdateImplementors = []string{"QueueUpdate"}
 
-func (ec *executionContext) _QueueUpdate(ctx context.Context, sel ast.SelectionSet, obj *gqlmodel.QueueUpdate) graphql.Marshaler {
+func (ec *executionContext) _QueueUpdate(ctx context.Context, sel ast.SelectionSet, obj *platform.QueueUpdate) graphql.Marshaler {
 	fields := graphql.CollectFields(ec.OperationContext, sel, queueUpdateImplementors)
 
 	out := graphql.NewFieldSet(fields)
@@ -33827,7 +33828,7 @@ func (ec *executionContext) _QueueUpdate(ctx context.Context, sel ast.SelectionS
 
 var queuedTaskImplementors = []string{"QueuedTask"}
 
-func (ec *executionContext) _QueuedTask(ctx context.Context, sel ast.SelectionSet, obj *gqlmodel.QueuedTask) graphql.Marshaler {
+func (ec *executionContext) _QueuedTask(ctx context.Context, sel ast.SelectionSet, obj *platform.QueuedTask) graphql.Marshaler {
 	fields := graphql.CollectFields(ec.OperationContext, sel, queuedTaskImplementors)
 
 	out := graphql.NewFieldSet(fields)
@@ -34540,7 +34541,7 @@ func (ec *executionContext) _TaskSpec(ctx context.Context, sel ast.SelectionSet,
 
 var taskUpdateImplementors = []string{"TaskUpdate"}
 
-func (ec *executionContext) _TaskUpdate(ctx context.Context, sel ast.SelectionSet, obj *gqlmodel.TaskUpdate) graphql.Marshaler {
+func (ec *executionContext) _TaskUpdate(ctx context.Context, sel ast.SelectionSet, obj *platform.TaskUpdate) graphql.Marshaler {
 	fields := graphql.CollectFields(ec.OperationContext, sel, taskUpdateImplementors)
 
 	out := graphql.NewFieldSet(fields)
@@ -35426,7 +35427,7 @@ func (ec *executionContext) _WorkerGPU(ctx context.Context, sel ast.SelectionSet
 
 var workerUpdateImplementors = []string{"WorkerUpdate"}
 
-func (ec *executionContext) _WorkerUpdate(ctx context.Context, sel ast.SelectionSet, obj *gqlmodel.WorkerUpdate) graphql.Marshaler {
+func (ec *executionContext) _WorkerUpdate(ctx context.Context, sel ast.SelectionSet, obj *platform.WorkerUpdate) graphql.Marshaler {
 	fields := graphql.CollectFields(ec.OperationContext, sel, workerUpdateImplementors)
 
 	out := graphql.NewFieldSet(fields)
@@ -36014,7 +36015,7 @@ func (ec *executionContext) marshalNBoolean2bool(ctx context.Context, sel ast.Se
 	return res
 }
 
-func (ec *executionContext) marshalNBudgetBurnUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐBudgetBurnUpdate(ctx context.Context, sel ast.SelectionSet, v *gqlmodel.BudgetBurnUpdate) graphql.Marshaler {
+func (ec *executionContext) marshalNBudgetBurnUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐBudgetBurnUpdate(ctx context.Context, sel ast.SelectionSet, v *platform.BudgetBurnUpdate) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "BudgetBurnUpdate!")
 		return graphql.Null
@@ -36308,11 +36309,15 @@ func (ec *executionContext) marshalNGPUClassPayload2ᚖgithubᚗcomᚋkliqueᚑa
 	return ec._GPUClassPayload(ctx, sel, v)
 }
 
-func (ec *executionContext) marshalNGPUClassUse2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐGPUClassUseᚄ(ctx context.Context, sel ast.SelectionSet, v []*gqlmodel.GPUClassUse) graphql.Marshaler {
+func (ec *executionContext) marshalNGPUClassUse2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐGPUClassUse(ctx context.Context, sel ast.SelectionSet, v platform.GPUClassUse) graphql.Marshaler {
+	return ec._GPUClassUse(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNGPUClassUse2ᚕgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐGPUClassUseᚄ(ctx context.Context, sel ast.SelectionSet, v []platform.GPUClassUse) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
-		return ec.marshalNGPUClassUse2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐGPUClassUse(ctx, sel, v[i])
+		return ec.marshalNGPUClassUse2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐGPUClassUse(ctx, sel, v[i])
 	})
 
 	for _, e := range ret {
@@ -36322,14 +36327,6 @@ func (ec *executionContext) marshalNGPUClassUse2ᚕᚖgithubᚗcomᚋkliqueᚑai
 	}
 
 	return ret
-}
-
-func (ec *executionContext) marshalNGPUClassUse2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐGPUClassUse(ctx context.Context, sel ast.SelectionSet, v *gqlmodel.GPUClassUse) graphql.Marshaler {
-	if v == nil {
-		graphql.AddInvalidNullError(ctx, "GPUClassUse!")
-		return graphql.Null
-	}
-	return ec._GPUClassUse(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalNGPUSize2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐSize(ctx context.Context, sel ast.SelectionSet, v model.Size) graphql.Marshaler {
@@ -36776,30 +36773,6 @@ func (ec *executionContext) marshalNLogLine2ᚕgithubᚗcomᚋkliqueᚑaiᚋkliq
 	return ret
 }
 
-func (ec *executionContext) marshalNLogLine2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐLogLineᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.LogLine) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
-		fc := graphql.GetFieldContext(ctx)
-		fc.Result = &v[i]
-		return ec.marshalNLogLine2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐLogLine(ctx, sel, v[i])
-	})
-
-	for _, e := range ret {
-		if e == graphql.Null {
-			return graphql.Null
-		}
-	}
-
-	return ret
-}
-
-func (ec *executionContext) marshalNLogLine2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐLogLine(ctx context.Context, sel ast.SelectionSet, v *model.LogLine) graphql.Marshaler {
-	if v == nil {
-		graphql.AddInvalidNullError(ctx, "LogLine!")
-		return graphql.Null
-	}
-	return ec._LogLine(ctx, sel, v)
-}
-
 func (ec *executionContext) marshalNLogPage2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐLogPage(ctx context.Context, sel ast.SelectionSet, v *platform.LogPage) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "LogPage!")
@@ -36808,7 +36781,7 @@ func (ec *executionContext) marshalNLogPage2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliq
 	return ec._LogPage(ctx, sel, v)
 }
 
-func (ec *executionContext) marshalNLogUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐLogUpdate(ctx context.Context, sel ast.SelectionSet, v *gqlmodel.LogUpdate) graphql.Marshaler {
+func (ec *executionContext) marshalNLogUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐLogUpdate(ctx context.Context, sel ast.SelectionSet, v *platform.LogUpdate) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "LogUpdate!")
 		return graphql.Null
@@ -37001,11 +36974,15 @@ func (ec *executionContext) marshalNPoolPayload2ᚖgithubᚗcomᚋkliqueᚑaiᚋ
 	return ec._PoolPayload(ctx, sel, v)
 }
 
-func (ec *executionContext) marshalNPoolUse2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐPoolUseᚄ(ctx context.Context, sel ast.SelectionSet, v []*gqlmodel.PoolUse) graphql.Marshaler {
+func (ec *executionContext) marshalNPoolUse2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐPoolUse(ctx context.Context, sel ast.SelectionSet, v platform.PoolUse) graphql.Marshaler {
+	return ec._PoolUse(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNPoolUse2ᚕgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐPoolUseᚄ(ctx context.Context, sel ast.SelectionSet, v []platform.PoolUse) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
-		return ec.marshalNPoolUse2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐPoolUse(ctx, sel, v[i])
+		return ec.marshalNPoolUse2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐPoolUse(ctx, sel, v[i])
 	})
 
 	for _, e := range ret {
@@ -37017,15 +36994,7 @@ func (ec *executionContext) marshalNPoolUse2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋk
 	return ret
 }
 
-func (ec *executionContext) marshalNPoolUse2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐPoolUse(ctx context.Context, sel ast.SelectionSet, v *gqlmodel.PoolUse) graphql.Marshaler {
-	if v == nil {
-		graphql.AddInvalidNullError(ctx, "PoolUse!")
-		return graphql.Null
-	}
-	return ec._PoolUse(ctx, sel, v)
-}
-
-func (ec *executionContext) marshalNPoolUtilizationUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐPoolUtilizationUpdate(ctx context.Context, sel ast.SelectionSet, v *gqlmodel.PoolUtilizationUpdate) graphql.Marshaler {
+func (ec *executionContext) marshalNPoolUtilizationUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐPoolUtilization(ctx context.Context, sel ast.SelectionSet, v *platform.PoolUtilization) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "PoolUtilizationUpdate!")
 		return graphql.Null
@@ -37155,7 +37124,7 @@ func (ec *executionContext) marshalNProjectPayload2ᚖgithubᚗcomᚋkliqueᚑai
 	return ec._ProjectPayload(ctx, sel, v)
 }
 
-func (ec *executionContext) marshalNQueueUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐQueueUpdate(ctx context.Context, sel ast.SelectionSet, v *gqlmodel.QueueUpdate) graphql.Marshaler {
+func (ec *executionContext) marshalNQueueUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐQueueUpdate(ctx context.Context, sel ast.SelectionSet, v *platform.QueueUpdate) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "QueueUpdate!")
 		return graphql.Null
@@ -37163,11 +37132,15 @@ func (ec *executionContext) marshalNQueueUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋ
 	return ec._QueueUpdate(ctx, sel, v)
 }
 
-func (ec *executionContext) marshalNQueuedTask2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐQueuedTaskᚄ(ctx context.Context, sel ast.SelectionSet, v []*gqlmodel.QueuedTask) graphql.Marshaler {
+func (ec *executionContext) marshalNQueuedTask2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐQueuedTask(ctx context.Context, sel ast.SelectionSet, v platform.QueuedTask) graphql.Marshaler {
+	return ec._QueuedTask(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNQueuedTask2ᚕgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐQueuedTaskᚄ(ctx context.Context, sel ast.SelectionSet, v []platform.QueuedTask) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
-		return ec.marshalNQueuedTask2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐQueuedTask(ctx, sel, v[i])
+		return ec.marshalNQueuedTask2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐQueuedTask(ctx, sel, v[i])
 	})
 
 	for _, e := range ret {
@@ -37177,14 +37150,6 @@ func (ec *executionContext) marshalNQueuedTask2ᚕᚖgithubᚗcomᚋkliqueᚑai�
 	}
 
 	return ret
-}
-
-func (ec *executionContext) marshalNQueuedTask2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐQueuedTask(ctx context.Context, sel ast.SelectionSet, v *gqlmodel.QueuedTask) graphql.Marshaler {
-	if v == nil {
-		graphql.AddInvalidNullError(ctx, "QueuedTask!")
-		return graphql.Null
-	}
-	return ec._QueuedTask(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalNRateLimit2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐRateLimitᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.RateLimit) graphql.Marshaler {
@@ -37534,7 +37499,7 @@ var (
 	}
 )
 
-func (ec *executionContext) marshalNTaskUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐTaskUpdate(ctx context.Context, sel ast.SelectionSet, v *gqlmodel.TaskUpdate) graphql.Marshaler {
+func (ec *executionContext) marshalNTaskUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐTaskUpdate(ctx context.Context, sel ast.SelectionSet, v *platform.TaskUpdate) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "TaskUpdate!")
 		return graphql.Null
@@ -37837,7 +37802,7 @@ func (ec *executionContext) marshalNWorkerGPU2ᚕgithubᚗcomᚋkliqueᚑaiᚋkl
 	return ret
 }
 
-func (ec *executionContext) marshalNWorkerUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐWorkerUpdate(ctx context.Context, sel ast.SelectionSet, v *gqlmodel.WorkerUpdate) graphql.Marshaler {
+func (ec *executionContext) marshalNWorkerUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐWorkerUpdate(ctx context.Context, sel ast.SelectionSet, v *platform.WorkerUpdate) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "WorkerUpdate!")
 		return graphql.Null

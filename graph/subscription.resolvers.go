@@ -8,43 +8,21 @@ package graph
 import (
 	"context"
 
-	"github.com/klique-ai/klique/graph/gqlmodel"
-	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform"
 )
 
 // QueueChanged is the resolver for the queueChanged field.
-func (r *subscriptionResolver) QueueChanged(ctx context.Context, computeResource string) (<-chan *gqlmodel.QueueUpdate, error) {
-	in, err := r.Svc.SubscribeQueue(ctx, computeResource)
-	if err != nil {
-		return nil, err
-	}
-	return relay(ctx, in, func(u *platform.QueueUpdate) *gqlmodel.QueueUpdate {
-		out := &gqlmodel.QueueUpdate{Kind: u.Kind, At: u.At, ComputeResource: u.ComputeResource, Task: u.Task,
-			Running: u.Running, QueueState: u.QueueState, Missed: u.Missed, Waiting: make([]*gqlmodel.QueuedTask, len(u.Waiting))}
-		for i, w := range u.Waiting {
-			out.Waiting[i] = &gqlmodel.QueuedTask{Position: w.Position, Reason: w.Reason, Task: w.Task}
-		}
-		if out.Running == nil {
-			out.Running = []*model.Task{}
-		}
-		return out
-	}), nil
+func (r *subscriptionResolver) QueueChanged(ctx context.Context, computeResource string) (<-chan *platform.QueueUpdate, error) {
+	return r.Svc.SubscribeQueue(ctx, computeResource)
 }
 
 // TaskEvents is the resolver for the taskEvents field.
-func (r *subscriptionResolver) TaskEvents(ctx context.Context, id string) (<-chan *gqlmodel.TaskUpdate, error) {
-	in, err := r.Svc.SubscribeTask(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	return relay(ctx, in, func(u *platform.TaskUpdate) *gqlmodel.TaskUpdate {
-		return &gqlmodel.TaskUpdate{Kind: u.Kind, At: u.At, Task: u.Task, Missed: u.Missed}
-	}), nil
+func (r *subscriptionResolver) TaskEvents(ctx context.Context, id string) (<-chan *platform.TaskUpdate, error) {
+	return r.Svc.SubscribeTask(ctx, id)
 }
 
 // TaskLogs is the resolver for the taskLogs field.
-func (r *subscriptionResolver) TaskLogs(ctx context.Context, id string, after *int, tail *int) (<-chan *gqlmodel.LogUpdate, error) {
+func (r *subscriptionResolver) TaskLogs(ctx context.Context, id string, after *int, tail *int) (<-chan *platform.LogUpdate, error) {
 	var from *int64
 	if after != nil {
 		a := int64(*after)
@@ -54,91 +32,25 @@ func (r *subscriptionResolver) TaskLogs(ctx context.Context, id string, after *i
 	if tail != nil {
 		n = *tail
 	}
-	in, err := r.Svc.SubscribeTaskLogs(ctx, id, from, n)
-	if err != nil {
-		return nil, err
-	}
-	return relay(ctx, in, func(u *platform.LogUpdate) *gqlmodel.LogUpdate {
-		out := &gqlmodel.LogUpdate{Lines: make([]*model.LogLine, len(u.Lines)), LastSeq: int(u.LastSeq),
-			Truncated: u.Truncated, Done: u.Done, Missed: u.Missed}
-		for i := range u.Lines {
-			out.Lines[i] = &u.Lines[i]
-		}
-		return out
-	}), nil
+	return r.Svc.SubscribeTaskLogs(ctx, id, from, n)
 }
 
 // PoolUtilization is the resolver for the poolUtilization field.
-func (r *subscriptionResolver) PoolUtilization(ctx context.Context) (<-chan *gqlmodel.PoolUtilizationUpdate, error) {
-	in, err := r.Svc.SubscribePoolUtilization(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return relay(ctx, in, func(u *platform.PoolUtilization) *gqlmodel.PoolUtilizationUpdate {
-		out := &gqlmodel.PoolUtilizationUpdate{Kind: u.Kind, At: u.At, Missed: u.Missed,
-			Pools: make([]*gqlmodel.PoolUse, len(u.Pools)), GpuClasses: make([]*gqlmodel.GPUClassUse, len(u.GPUClasses))}
-		for i, p := range u.Pools {
-			out.Pools[i] = &gqlmodel.PoolUse{Pool: p.Pool, DeclaredGpus: p.Declared, UsedGpus: p.Used.Float(), FreeGpus: p.Free.Float(),
-				OnlineWorkers: p.OnlineWorkers, Workers: p.Workers}
-		}
-		for i, c := range u.GPUClasses {
-			out.GpuClasses[i] = &gqlmodel.GPUClassUse{GpuClass: c.GPUClass, DeclaredGpus: c.Declared, UsedGpus: c.Used.Float(), FreeGpus: c.Free.Float()}
-		}
-		return out
-	}), nil
+func (r *subscriptionResolver) PoolUtilization(ctx context.Context) (<-chan *platform.PoolUtilization, error) {
+	return r.Svc.SubscribePoolUtilization(ctx)
 }
 
 // Workers is the resolver for the workers field.
-func (r *subscriptionResolver) Workers(ctx context.Context) (<-chan *gqlmodel.WorkerUpdate, error) {
-	in, err := r.Svc.SubscribeWorkers(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return relay(ctx, in, func(u *platform.WorkerUpdate) *gqlmodel.WorkerUpdate {
-		out := &gqlmodel.WorkerUpdate{Kind: u.Kind, At: u.At, Worker: u.Worker, Workers: u.Workers, Missed: u.Missed}
-		if out.Workers == nil {
-			out.Workers = []*platform.WorkerView{}
-		}
-		return out
-	}), nil
+func (r *subscriptionResolver) Workers(ctx context.Context) (<-chan *platform.WorkerUpdate, error) {
+	return r.Svc.SubscribeWorkers(ctx)
 }
 
 // BudgetBurn is the resolver for the budgetBurn field.
-func (r *subscriptionResolver) BudgetBurn(ctx context.Context, policy string) (<-chan *gqlmodel.BudgetBurnUpdate, error) {
-	in, err := r.Svc.SubscribeBudgetBurn(ctx, policy)
-	if err != nil {
-		return nil, err
-	}
-	return relay(ctx, in, func(u *platform.BudgetBurnUpdate) *gqlmodel.BudgetBurnUpdate {
-		out := &gqlmodel.BudgetBurnUpdate{Kind: u.Kind, At: u.At, Policy: u.Policy, Missed: u.Missed}
-		if u.Alert != "" {
-			out.Alert = &u.Alert
-		}
-		return out
-	}), nil
+func (r *subscriptionResolver) BudgetBurn(ctx context.Context, policy string) (<-chan *platform.BudgetBurnUpdate, error) {
+	return r.Svc.SubscribeBudgetBurn(ctx, policy)
 }
 
 // Subscription returns SubscriptionResolver implementation.
 func (r *Resolver) Subscription() SubscriptionResolver { return &subscriptionResolver{r} }
 
 type subscriptionResolver struct{ *Resolver }
-
-// relay turns the platform's payloads into the API's as the subscriber
-// takes them; it ends when in closes or ctx ends.
-func relay[T, U any](ctx context.Context, in <-chan T, conv func(T) U) <-chan U {
-	out := make(chan U)
-	go func() {
-		defer close(out)
-		for v := range in {
-			select {
-			case out <- conv(v):
-			case <-ctx.Done():
-				// in closes on its own once ctx ends.
-				for range in {
-				}
-				return
-			}
-		}
-	}()
-	return out
-}

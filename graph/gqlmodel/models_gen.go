@@ -134,19 +134,6 @@ type AutoscalerInstance struct {
 	IdleSince    *time.Time `json:"idleSince,omitempty"`
 }
 
-// A group's time budget as its work burns it.
-type BudgetBurnUpdate struct {
-	// What prompted the update: snapshot, tick (time passed; running work burns
-	// budget by the minute), task.placed, task.completed, budget.alert...
-	Kind string    `json:"kind"`
-	At   time.Time `json:"at"`
-	// Used, left, burn rate and projected run-out, with the group's use against its policy.
-	Policy *platform.PolicyView `json:"policy"`
-	// The alert raised, in words, when kind is budget.alert.
-	Alert  *string `json:"alert,omitempty"`
-	Missed int     `json:"missed"`
-}
-
 type ComputeResourceConnection struct {
 	Edges    []*ComputeResourceEdge `json:"edges"`
 	PageInfo *PageInfo              `json:"pageInfo"`
@@ -233,14 +220,6 @@ type GPUClassPayload struct {
 	Warnings []*estate.Warning `json:"warnings"`
 }
 
-// Declared and used GPUs of one GPU class, over all pools.
-type GPUClassUse struct {
-	GpuClass     *model.GPUClass `json:"gpuClass"`
-	DeclaredGpus int             `json:"declaredGpus"`
-	UsedGpus     float64         `json:"usedGpus"`
-	FreeGpus     float64         `json:"freeGpus"`
-}
-
 // What a change of the gateway's configuration did.
 type GatewayPayload struct {
 	// The configuration after the change.
@@ -280,18 +259,6 @@ type InstanceTypeInput struct {
 	// The provider's name for it, such as g5.xlarge.
 	Name string `json:"name"`
 	Gpus int    `json:"gpus"`
-}
-
-// New lines of a task's log.
-type LogUpdate struct {
-	Lines []*model.LogLine `json:"lines"`
-	// The seq of the last line sent: pass it as after to resume after a reconnect.
-	LastSeq int `json:"lastSeq"`
-	// The log reached its size limit: later lines were not kept.
-	Truncated bool `json:"truncated"`
-	// The task has ended; no more lines will come and the subscription completes.
-	Done   bool `json:"done"`
-	Missed int  `json:"missed"`
 }
 
 type Mutation struct {
@@ -338,28 +305,6 @@ type PoolPayload struct {
 	Warnings []*estate.Warning `json:"warnings"`
 }
 
-// Declared and used GPUs of one pool.
-type PoolUse struct {
-	Pool         *model.Pool `json:"pool"`
-	DeclaredGpus int         `json:"declaredGpus"`
-	// GPUs held by tasks placed on the pool or running there.
-	UsedGpus float64 `json:"usedGpus"`
-	FreeGpus float64 `json:"freeGpus"`
-	// Workers of the pool that heartbeat, and all registered ones.
-	OnlineWorkers int `json:"onlineWorkers"`
-	Workers       int `json:"workers"`
-}
-
-// The estate's use after a placement, an end, or a pool change.
-type PoolUtilizationUpdate struct {
-	// What prompted the update (task.placed, task.completed, pool.updated, snapshot...).
-	Kind       string         `json:"kind"`
-	At         time.Time      `json:"at"`
-	Pools      []*PoolUse     `json:"pools"`
-	GpuClasses []*GPUClassUse `json:"gpuClasses"`
-	Missed     int            `json:"missed"`
-}
-
 type ProfileConnection struct {
 	Edges    []*ProfileEdge `json:"edges"`
 	PageInfo *PageInfo      `json:"pageInfo"`
@@ -393,36 +338,6 @@ type ProjectPayload struct {
 }
 
 type Query struct {
-}
-
-// A compute resource's queue after something changed in it.
-type QueueUpdate struct {
-	// What happened: task.enqueued, task.placed, task.started, task.preempted,
-	// task.requeued, task.completed, task.failed, task.aborted, queue.changed
-	// (the engine's view of why the head waits changed), or snapshot (the first
-	// update of a subscription, and after missed updates).
-	Kind            string                 `json:"kind"`
-	At              time.Time              `json:"at"`
-	ComputeResource *model.ComputeResource `json:"computeResource"`
-	// The task the update is about, if any.
-	Task *model.Task `json:"task,omitempty"`
-	// Waiting tasks in order.
-	Waiting []*QueuedTask `json:"waiting"`
-	// Tasks placed or running.
-	Running []*model.Task `json:"running"`
-	// Why the head waits; null when nothing waits.
-	QueueState *model.QueueState `json:"queueState,omitempty"`
-	// Updates this subscriber missed (dropped because it read too slowly) since the previous one.
-	Missed int `json:"missed"`
-}
-
-// One task waiting in a compute resource's queue.
-type QueuedTask struct {
-	// Place in line, from 1.
-	Position int `json:"position"`
-	// Why it waits, in words a developer can act on.
-	Reason string      `json:"reason"`
-	Task   *model.Task `json:"task"`
 }
 
 type ResourcePolicyConnection struct {
@@ -461,17 +376,6 @@ type TaskFilter struct {
 	Group           *string            `json:"group,omitempty"`
 	// Only the caller's own tasks.
 	Mine *bool `json:"mine,omitempty"`
-}
-
-// A task's state after it changed.
-type TaskUpdate struct {
-	// What happened: snapshot (first update), task.enqueued, task.placed,
-	// task.started, task.preempted, task.requeued, task.completed, task.failed,
-	// task.aborted or task.metrics (new metric points).
-	Kind   string      `json:"kind"`
-	At     time.Time   `json:"at"`
-	Task   *model.Task `json:"task"`
-	Missed int         `json:"missed"`
 }
 
 type TenantConnection struct {
@@ -525,20 +429,6 @@ type Viewer struct {
 	Groups []*model.Membership `json:"groups"`
 	// The project the caller's credential is scoped to, if any.
 	Project *model.Project `json:"project,omitempty"`
-}
-
-// A worker joined, or its heartbeats stopped or came back.
-type WorkerUpdate struct {
-	// worker.registered (joined or re-registered), worker.heartbeat_lost (no
-	// heartbeat for longer than a lease), worker.back (heartbeats again) or
-	// snapshot (the first update, with worker null).
-	Kind string    `json:"kind"`
-	At   time.Time `json:"at"`
-	// The worker the update is about; null for a snapshot.
-	Worker *platform.WorkerView `json:"worker,omitempty"`
-	// Every registered worker of the tenant, as now.
-	Workers []*platform.WorkerView `json:"workers"`
-	Missed  int                    `json:"missed"`
 }
 
 // How an autoscaler buys instances.

@@ -12,10 +12,15 @@ import (
 // Building per subscriber instead would cost 10,000 store reads per event on
 // a busy dashboard.
 //
-// Each subscriber has a bounded buffer. When a subscriber reads more slowly
-// than payloads come, its oldest unread payload is dropped and counted, and
-// the next payload it takes says how many it missed: a stalled client never
-// delays the feed or the other subscribers, and never grows memory.
+// Each subscriber is a bounded channel that the hub fills as it publishes:
+// no goroutine stands between the feed and the reader (at 10,000
+// subscribers, one would cost more than the delivery). Each subscriber's
+// filter decides, as the payload is handed over, what that subscriber may
+// see of it. When a subscriber reads more slowly than payloads come and its
+// channel is full, the payloads it has not read are dropped and counted, and
+// the newest is delivered in their place, told how many were missed: a
+// stalled client never delays the feed or the other subscribers, never grows
+// memory, and catches up on the newest state when it reads again.
 type Hub[T any] struct {
 	mu     sync.Mutex
 	topics map[string]*hubTopic[T]
@@ -34,27 +39,39 @@ type hubTopic[T any] struct {
 // is called. Feeds run in their own goroutine.
 type Feed[T any] func(publish func(T)) (stop func())
 
-// Receiver is one subscriber's bounded buffer of a topic's payloads.
+// Filter decides what one subscriber gets of a payload, as the payload is
+// handed to it: out is the payload as the subscriber may see it (told of
+// missed payloads dropped before it, when missed > 0), deliver says whether
+// it gets anything, and end that the subscription must end (its credential
+// no longer holds). A nil Filter delivers every payload as it is.
+type Filter[T any] func(v T, missed int) (out T, deliver, end bool)
+
+// Receiver is one subscriber's bounded channel of a topic's payloads.
 type Receiver[T any] struct {
 	mu      sync.Mutex
-	buf     []T
-	head    int
-	n       int
+	ch      chan T // made by Start
+	size    int
+	filter  Filter[T]
+	held    []T // payloads that came before Start
+	holding bool
 	missed  int
-	ready   chan struct{}
 	closed  bool
+	onClose []func()
 	leave   func()
 	dropped *atomic.Uint64
 }
 
-// Join subscribes to topic with a buffer of size payloads. When it is the
-// topic's first subscriber, start is called to begin the feed; when the last
-// subscriber closes, the feed's stop is called.
+// Join subscribes to topic with room for size unread payloads. When it is
+// the topic's first subscriber, start is called to begin the feed; when the
+// last subscriber closes, the feed's stop is called. Payloads published
+// before Start are held (the newest size of them) and delivered after
+// Start's first payloads, so that a snapshot read after Join loses nothing
+// that happened while it was read.
 func (h *Hub[T]) Join(topic string, size int, start Feed[T]) *Receiver[T] {
 	if size < 1 {
 		size = 1
 	}
-	r := &Receiver[T]{buf: make([]T, size), ready: make(chan struct{}, 1)}
+	r := &Receiver[T]{size: size, holding: true}
 	h.mu.Lock()
 	if h.topics == nil {
 		h.topics = map[string]*hubTopic[T]{}
@@ -133,63 +150,112 @@ func (h *Hub[T]) leave(topic string, t *hubTopic[T], r *Receiver[T]) {
 }
 
 func (t *hubTopic[T]) publish(v T) {
+	var ended []*Receiver[T]
 	t.mu.RLock()
-	defer t.mu.RUnlock()
 	for r := range t.subs {
-		r.offer(v)
+		if !r.offer(v) {
+			ended = append(ended, r)
+		}
+	}
+	t.mu.RUnlock()
+	// Closed outside the topic's lock: leaving takes it.
+	for _, r := range ended {
+		r.Close()
 	}
 }
 
-// offer buffers v, dropping the oldest unread payload when the buffer is
-// full. It never blocks on the reader.
-func (r *Receiver[T]) offer(v T) {
+// offer hands v to the subscriber through its filter. It never blocks on
+// the reader. It returns false when the filter ends the subscription.
+func (r *Receiver[T]) offer(v T) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return true
+	}
+	if r.holding {
+		if len(r.held) == r.size {
+			var zero T
+			r.held[0] = zero
+			r.held = r.held[1:]
+			r.missed++
+			r.dropped.Add(1)
+		}
+		r.held = append(r.held, v)
+		return true
+	}
+	return r.deliverLocked(v)
+}
+
+// deliverLocked sends v through the filter into the channel, first
+// dropping what the reader has left unread if the channel is full.
+func (r *Receiver[T]) deliverLocked(v T) bool {
+	if len(r.ch) == cap(r.ch) {
+	drain:
+		for {
+			select {
+			case <-r.ch:
+				r.missed++
+				r.dropped.Add(1)
+			default:
+				break drain
+			}
+		}
+	}
+	out, deliver, end := v, true, false
+	if r.filter != nil {
+		out, deliver, end = r.filter(v, r.missed)
+	}
+	if end {
+		return false
+	}
+	if !deliver {
+		return true
+	}
+	r.missed = 0
+	r.ch <- out // cannot block: the channel has room, and only offers send
+	return true
+}
+
+// Start delivers first (a snapshot, sent as it is), then what was published
+// since Join, and from then on each payload as it comes, each through
+// filter. onClose runs once when the receiver closes.
+func (r *Receiver[T]) Start(first []T, filter Filter[T], onClose ...func()) {
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
+		for _, f := range onClose {
+			f()
+		}
 		return
 	}
-	size := len(r.buf)
-	if r.n == size {
-		var zero T
-		r.buf[r.head] = zero
-		r.head = (r.head + 1) % size
-		r.n--
-		r.missed++
-		r.dropped.Add(1)
+	r.onClose = append(r.onClose, onClose...)
+	r.filter = filter
+	// Room for first, and then for size unread payloads.
+	r.ch = make(chan T, len(first)+r.size)
+	for _, v := range first {
+		r.ch <- v
 	}
-	r.buf[(r.head+r.n)%size] = v
-	r.n++
+	held := r.held
+	r.held, r.holding = nil, false
+	ended := false
+	for _, v := range held {
+		if !r.deliverLocked(v) {
+			ended = true
+			break
+		}
+	}
 	r.mu.Unlock()
-	select {
-	case r.ready <- struct{}{}:
-	default:
+	if ended {
+		r.Close()
 	}
 }
 
-// Ready is signalled when payloads may be waiting; call Take until it
-// reports none.
-func (r *Receiver[T]) Ready() <-chan struct{} { return r.ready }
+// C is the subscriber's channel, once Start has made it. It is closed when
+// the receiver closes.
+func (r *Receiver[T]) C() <-chan T { return r.ch }
 
-// Take returns the oldest unread payload and how many payloads were dropped
-// before it since the previous Take (then reset); ok is false when none is
-// waiting.
-func (r *Receiver[T]) Take() (v T, missed int, ok bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.n == 0 {
-		return v, 0, false
-	}
-	v = r.buf[r.head]
-	var zero T
-	r.buf[r.head] = zero
-	r.head = (r.head + 1) % len(r.buf)
-	r.n--
-	missed, r.missed = r.missed, 0
-	return v, missed, true
-}
-
-// Close leaves the topic; payloads published later are not buffered.
-// Closing twice is harmless.
+// Close leaves the topic and closes the channel; payloads published later
+// are not delivered. Closing twice is harmless.
 func (r *Receiver[T]) Close() {
 	r.mu.Lock()
 	if r.closed {
@@ -197,6 +263,15 @@ func (r *Receiver[T]) Close() {
 		return
 	}
 	r.closed = true
+	if r.ch == nil {
+		r.ch = make(chan T)
+	}
+	close(r.ch)
+	onClose := r.onClose
+	r.onClose = nil
 	r.mu.Unlock()
 	r.leave()
+	for _, f := range onClose {
+		f()
+	}
 }

@@ -23,34 +23,59 @@ func TestAHubStartsOneFeedPerTopicAndStopsItWithTheLastSubscriber(t *testing.T) 
 	if started.Load() != 1 || h.Subscribers("q") != 2 || h.Topics() != 1 {
 		t.Fatalf("started %d feeds for %d subscribers of %d topics, want 1 feed, 2 subscribers, 1 topic", started.Load(), h.Subscribers("q"), h.Topics())
 	}
+	var closed atomic.Int32
+	for _, r := range []*Receiver[int]{a, b} {
+		r.Start([]int{0}, nil, func() { closed.Add(1) })
+	}
 	publish(7)
 	for _, r := range []*Receiver[int]{a, b} {
-		<-r.Ready()
-		if v, missed, ok := r.Take(); !ok || v != 7 || missed != 0 {
-			t.Fatalf("took %d (missed %d, ok %v), want 7", v, missed, ok)
+		if got := []int{<-r.C(), <-r.C()}; got[0] != 0 || got[1] != 7 {
+			t.Fatalf("took %v, want the snapshot 0, then 7", got)
 		}
 	}
 	a.Close()
 	if stopped.Load() != 0 {
 		t.Fatal("the feed stopped while a subscriber remains")
 	}
+	if _, ok := <-a.C(); ok || closed.Load() != 1 {
+		t.Fatalf("a closed receiver's channel is open, or its onClose ran %d times, want once", closed.Load())
+	}
 	b.Close()
 	b.Close() // twice is harmless
-	if stopped.Load() != 1 || h.Topics() != 0 {
-		t.Fatalf("after the last subscriber left: %d stops, %d topics", stopped.Load(), h.Topics())
+	if stopped.Load() != 1 || h.Topics() != 0 || closed.Load() != 2 {
+		t.Fatalf("after the last subscriber left: %d stops, %d topics, %d onClose", stopped.Load(), h.Topics(), closed.Load())
 	}
 }
 
-func TestASlowReceiverLosesItsOldestPayloadsAndIsToldHowMany(t *testing.T) {
+func TestWhatIsPublishedBeforeStartComesAfterTheSnapshot(t *testing.T) {
+	var h Hub[int]
+	r := h.Join("q", 2, nil)
+	for i := 1; i <= 3; i++ {
+		h.Publish("q", i) // held: the newest two are kept
+	}
+	r.Start([]int{100}, func(v, missed int) (int, bool, bool) { return v + 10*missed, true, false })
+	got := []int{<-r.C(), <-r.C(), <-r.C()}
+	// The snapshot first, then 2 told (by the filter) of the one dropped
+	// before it, then 3.
+	if got[0] != 100 || got[1] != 12 || got[2] != 3 {
+		t.Fatalf("took %v, want [100 12 3]", got)
+	}
+}
+
+func TestASlowReceiverGetsTheNewestPayloadAndIsToldHowManyItMissed(t *testing.T) {
 	var h Hub[int]
 	slow := h.Join("q", 3, nil)
 	fast := h.Join("q", 3, nil)
+	type got struct{ v, missed int }
+	missedIn := func(v, missed int) (int, bool, bool) { return v*100 + missed, true, false }
+	slow.Start(nil, missedIn)
+	fast.Start(nil, missedIn)
 	done := make(chan struct{})
 	go func() {
 		for i := 1; i <= 10; i++ {
 			h.Publish("q", i)
-			if v, _, ok := fast.Take(); !ok || v != i {
-				t.Errorf("fast receiver took %d, want %d", v, i)
+			if v := <-fast.C(); v != i*100 {
+				t.Errorf("fast receiver took %d, want %d", v, i*100)
 			}
 		}
 		close(done)
@@ -60,20 +85,42 @@ func TestASlowReceiverLosesItsOldestPayloadsAndIsToldHowMany(t *testing.T) {
 	case <-time.After(2 * time.Second):
 		t.Fatal("Publish blocked on a receiver that does not read")
 	}
-	// The slow one keeps the newest three, and the first it takes says
-	// seven were dropped before it.
-	want := []struct{ v, missed int }{{8, 7}, {9, 0}, {10, 0}}
-	for _, w := range want {
-		v, missed, ok := slow.Take()
-		if !ok || v != w.v || missed != w.missed {
-			t.Fatalf("took %d with %d missed (ok %v), want %d with %d missed", v, missed, ok, w.v, w.missed)
-		}
+	// The slow one's channel (room for 3) filled with 1, 2 and 3; 4 found
+	// it full, dropped those three and came in their place, told of
+	// them; 5 and 6 followed; 7 dropped 4, 5 and 6, 8 and 9 followed, and
+	// 10 dropped 7, 8 and 9: it holds 10 alone, told of the 3 before it.
+	var all []got
+	for len(slow.C()) > 0 {
+		v := <-slow.C()
+		all = append(all, got{v / 100, v % 100})
 	}
-	if _, _, ok := slow.Take(); ok {
-		t.Fatal("took more than the buffer holds")
+	if len(all) != 1 || all[0] != (got{10, 3}) {
+		t.Fatalf("took %v, want only 10, told of 3 missed", all)
 	}
-	if h.Dropped() != 7 {
-		t.Fatalf("the hub counts %d dropped, want 7", h.Dropped())
+	if h.Dropped() != 9 {
+		t.Fatalf("the hub counts %d dropped, want 9", h.Dropped())
+	}
+}
+
+func TestAFilterHidesPayloadsAndEndsTheSubscription(t *testing.T) {
+	var h Hub[int]
+	r := h.Join("q", 4, nil)
+	var released atomic.Int32
+	r.Start(nil, func(v, missed int) (int, bool, bool) {
+		return v, v%2 == 0, v == 5
+	}, func() { released.Add(1) })
+	for i := 1; i <= 6; i++ {
+		h.Publish("q", i)
+	}
+	var got []int
+	for v := range r.C() {
+		got = append(got, v)
+	}
+	if len(got) != 2 || got[0] != 2 || got[1] != 4 {
+		t.Fatalf("took %v, want only the even payloads before the end at 5", got)
+	}
+	if released.Load() != 1 || h.Subscribers("q") != 0 {
+		t.Fatalf("after the filter ended it: onClose ran %d times, %d subscribers left", released.Load(), h.Subscribers("q"))
 	}
 }
 

@@ -210,9 +210,17 @@ func (s *Service) OpenSubscriptions(ctx context.Context, credential string) (con
 	return context.WithValue(ctx, connKey{}, c), release, nil
 }
 
+// connOf returns the WebSocket connection a subscription runs on (nil
+// outside one). Subscriptions look it up once, not per payload: the
+// context chain under a GraphQL subscription is long.
+func connOf(ctx context.Context) *subscriptionConn {
+	c, _ := ctx.Value(connKey{}).(*subscriptionConn)
+	return c
+}
+
 // startSubscription counts a subscription against its connection's cap.
 func (s *Service) startSubscription(ctx context.Context) (func(), error) {
-	c, _ := ctx.Value(connKey{}).(*subscriptionConn)
+	c := connOf(ctx)
 	if c == nil {
 		return func() {}, nil
 	}
@@ -234,8 +242,7 @@ var errCredentialGone = errors.New("credential no longer valid")
 // the next payload. Between changes the last check stands: re-checking for
 // each of 10,000 subscribers on every event would cost more than the
 // delivery.
-func (s *Service) subscriber(ctx context.Context) (*identity.Principal, error) {
-	c, _ := ctx.Value(connKey{}).(*subscriptionConn)
+func (s *Service) subscriber(ctx context.Context, c *subscriptionConn) (*identity.Principal, error) {
 	if c == nil || c.credential == "" {
 		return caller(ctx)
 	}
@@ -263,59 +270,31 @@ func (s *Service) subscriber(ctx context.Context) (*identity.Principal, error) {
 	return p, nil
 }
 
-// pump runs one subscriber: it sends first, then each payload of r that
-// check lets the caller see, with the count of payloads missed, until ctx
-// ends or the credential stops holding. The returned channel is closed
-// then.
+// pump starts r's delivery to one subscriber: first (its snapshot), then
+// each payload that check lets the caller see, told how many payloads were
+// missed, until ctx ends or the credential stops holding. The hub hands each
+// payload straight to the subscriber's channel (no goroutine per
+// subscriber); the channel is closed at the end, and release called.
 func pump[T any](ctx context.Context, s *Service, r *events.Receiver[T], release func(), first []T,
 	check func(p *identity.Principal, v T) (T, bool), missed func(v T, n int) T) <-chan T {
-	out := make(chan T)
-	go func() {
-		defer close(out)
-		defer release()
-		defer r.Close()
-		send := func(v T) bool {
-			select {
-			case out <- v:
-				return true
-			case <-ctx.Done():
-				return false
-			}
+	conn := connOf(ctx)
+	r.Start(first, func(v T, n int) (T, bool, bool) {
+		var zero T
+		p, err := s.subscriber(ctx, conn)
+		if err != nil || p == nil {
+			return zero, false, true
 		}
-		for _, v := range first {
-			if !send(v) {
-				return
-			}
+		v, ok := check(p, v)
+		if !ok {
+			return zero, false, false
 		}
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-r.Ready():
-			}
-			for {
-				v, n, ok := r.Take()
-				if !ok {
-					break
-				}
-				p, err := s.subscriber(ctx)
-				if err != nil || p == nil {
-					return
-				}
-				v, ok = check(p, v)
-				if !ok {
-					continue
-				}
-				if n > 0 {
-					v = missed(v, n)
-				}
-				if !send(v) {
-					return
-				}
-			}
+		if n > 0 {
+			v = missed(v, n)
 		}
-	}()
-	return out
+		return v, true, false
+	}, release)
+	context.AfterFunc(ctx, r.Close)
+	return r.C()
 }
 
 // feed builds a topic's feed from the event bus: events that filter
@@ -649,6 +628,8 @@ type LogUpdate struct {
 // on from its own place, so a dropped signal loses no lines.
 type logSignal struct {
 	ended bool
+	// dropped is how many signals were dropped before this one.
+	dropped int
 }
 
 // SubscribeTaskLogs tails a task's log: the lines after after (or the last
@@ -700,12 +681,17 @@ func (s *Service) SubscribeTaskLogs(ctx context.Context, id string, after *int64
 	if first.Lines == nil {
 		first.Lines = []model.LogLine{}
 	}
+	// Signals are only told how many were dropped; the lines are read from
+	// the store, so a dropped signal loses none.
+	r.Start(nil, func(sig *logSignal, n int) (*logSignal, bool, bool) {
+		return &logSignal{ended: sig.ended, dropped: n}, true, false
+	}, release)
 	out := make(chan *LogUpdate)
 	go func() {
 		defer close(out)
-		defer release()
 		defer r.Close()
 		last := first.LastSeq
+		conn := connOf(ctx)
 		send := func(u *LogUpdate) bool {
 			select {
 			case out <- u:
@@ -718,21 +704,30 @@ func (s *Service) SubscribeTaskLogs(ctx context.Context, id string, after *int64
 			return
 		}
 		for {
+			var sig *logSignal
+			var ok bool
 			select {
 			case <-ctx.Done():
 				return
-			case <-r.Ready():
-			}
-			ended, missed := false, 0
-			for {
-				sig, n, ok := r.Take()
+			case sig, ok = <-r.C():
 				if !ok {
-					break
+					return
 				}
-				ended = ended || sig.ended
-				missed += n
 			}
-			p, err := s.subscriber(ctx)
+			ended, missed := sig.ended, sig.dropped
+		drain:
+			for {
+				select {
+				case sig, ok = <-r.C():
+					if !ok {
+						return
+					}
+					ended, missed = ended || sig.ended, missed+sig.dropped
+				default:
+					break drain
+				}
+			}
+			p, err := s.subscriber(ctx, conn)
 			if err != nil || p == nil || p.TenantID != tenantID {
 				return
 			}
@@ -808,12 +803,24 @@ type PoolUse struct {
 	Workers       int
 }
 
+// UsedGPUs is Used in GPUs, as the API shows it.
+func (u *PoolUse) UsedGPUs() float64 { return u.Used.Float() }
+
+// FreeGPUs is Free in GPUs, as the API shows it.
+func (u *PoolUse) FreeGPUs() float64 { return u.Free.Float() }
+
 // GPUClassUse is one GPU class's declared and used GPUs over all pools.
 type GPUClassUse struct {
 	GPUClass   *model.GPUClass
 	Declared   int
 	Used, Free model.MilliGPU
 }
+
+// UsedGPUs is Used in GPUs, as the API shows it.
+func (u *GPUClassUse) UsedGPUs() float64 { return u.Used.Float() }
+
+// FreeGPUs is Free in GPUs, as the API shows it.
+func (u *GPUClassUse) FreeGPUs() float64 { return u.Free.Float() }
 
 // PoolUtilization is a tenant's estate in use.
 type PoolUtilization struct {
@@ -1061,6 +1068,14 @@ type BudgetBurnUpdate struct {
 	Policy   *PolicyView
 	Alert    string
 	Missed   int
+}
+
+// AlertText is the alert, or nil when the update raises none.
+func (u *BudgetBurnUpdate) AlertText() *string {
+	if u.Alert == "" {
+		return nil
+	}
+	return &u.Alert
 }
 
 // SubscribeBudgetBurn follows a resource policy's budget: used, left, burn

@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -70,6 +71,24 @@ func newGraphQL(svc *platform.Service, log *slog.Logger, m *metrics) *handler.Se
 		}
 		start := time.Now()
 		h := next(ctx)
+		if oc.Operation != nil && oc.Operation.Operation == ast.Subscription {
+			// A subscription's handler is called once per update, for as
+			// long as it lives: it is counted by its first response (an
+			// update, or the error that refused it), and its updates are
+			// not timed against its start.
+			var counted atomic.Bool
+			return func(ctx context.Context) *graphql.Response {
+				resp := h(ctx)
+				if !counted.Load() && counted.CompareAndSwap(false, true) {
+					outcome := "ok"
+					if resp != nil && len(resp.Errors) > 0 {
+						outcome = "error"
+					}
+					m.graphqlOps.WithLabelValues(string(ast.Subscription), outcome).Inc()
+				}
+				return resp
+			}
+		}
 		return func(ctx context.Context) *graphql.Response {
 			resp := h(ctx)
 			kind := "unknown"
@@ -176,10 +195,7 @@ func subscriptionTransport(svc *platform.Service, log *slog.Logger) transport.We
 				return transport.WithWebsocketCloseCode(ctx, code), nil, err
 			}
 			// The request's context ends when the connection does.
-			go func() {
-				<-ctx.Done()
-				release()
-			}()
+			context.AfterFunc(ctx, release)
 			return sub, nil, nil
 		},
 	}

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -169,6 +170,7 @@ func BenchmarkQueueFanOut(b *testing.B) {
 	perSub := float64((idle.HeapInuse+idle.StackInuse)-(before.HeapInuse+before.StackInuse)) / float64(subscribers)
 	goroutinesPerSub := float64(runtime.NumGoroutine()-goroutinesBefore) / float64(subscribers)
 
+	cpuBefore := processCPU(b)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		arrived.Store(0)
@@ -182,6 +184,7 @@ func BenchmarkQueueFanOut(b *testing.B) {
 		}
 	}
 	b.StopTimer()
+	cpuPerWave := (processCPU(b) - cpuBefore) / time.Duration(b.N)
 	latMu.Lock()
 	sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
 	p50, p99, maxLat := latencies[len(latencies)/2], latencies[len(latencies)*99/100], latencies[len(latencies)-1]
@@ -191,8 +194,21 @@ func BenchmarkQueueFanOut(b *testing.B) {
 	b.ReportMetric(float64(p99.Microseconds())/1000, "p99-ms")
 	b.ReportMetric(float64(maxLat.Microseconds())/1000, "max-ms")
 	b.ReportMetric(perSub, "bytes/idle-sub")
+	// CPU time of the whole process (server and clients) per wave: what a
+	// delivery costs, less sensitive than latency to other work on the
+	// machine.
+	b.ReportMetric(float64(cpuPerWave.Microseconds())/1000, "cpu-ms/wave")
 	b.ReportMetric(goroutinesPerSub, "goroutines/sub")
 	b.ReportMetric(float64(subscribers), "subscribers")
+}
+
+// processCPU returns the user and system CPU time this process has used.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func envInt(b *testing.B, name string, def int) int {
