@@ -379,3 +379,34 @@ func unreachableRedis(t *testing.T) *redis.Client {
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
+
+// A reservation written by an earlier version (its id in the lapse set,
+// its amounts in a hash) is still settled, or given back when it lapses.
+func TestReservationsOfAnEarlierVersionStillSettleAndLapse(t *testing.T) {
+	c, prefix := redistest.Require(t)
+	l := limits.NewRedis(c, prefix)
+	now := time.Now()
+	w := limits.Window{Key: "budget", Limit: 1000, Amount: 100, Ends: now.Add(time.Hour), Seeded: true}
+	must(t, l.Seed(ctx, w, 0))
+	old := func(id string, expires time.Time) limits.Request {
+		must(t, c.IncrBy(ctx, prefix+w.Key, w.Amount).Err())
+		must(t, c.HSet(ctx, prefix+"r:"+id, prefix+w.Key, w.Amount).Err())
+		must(t, c.ZAdd(ctx, prefix+"lapse", redis.Z{Score: float64(expires.UnixMilli()), Member: id}).Err())
+		return limits.Request{ID: id, Windows: []limits.Window{w}, Expires: expires}
+	}
+	settled := old("settled", now.Add(time.Minute))
+	old("lapsed", now.Add(-time.Second))
+	must(t, l.Settle(ctx, settled, []int64{30}))
+	got, err := l.Peek(ctx, []limits.Window{w}, now)
+	must(t, err)
+	// 30 used by the settled one; the lapsed one's 100 given back.
+	if got[0] != 30 {
+		t.Fatalf("count %d, want 30", got[0])
+	}
+	if n := c.Exists(ctx, prefix+"r:settled", prefix+"r:lapsed").Val(); n != 0 {
+		t.Fatalf("%d reservation hashes left", n)
+	}
+	if n := c.ZCard(ctx, prefix+"lapse").Val(); n != 0 {
+		t.Fatalf("%d reservations left in the lapse set", n)
+	}
+}

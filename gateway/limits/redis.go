@@ -3,6 +3,7 @@ package limits
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -11,14 +12,18 @@ import (
 
 // Redis is the Limiter replicas share. A window is one counter key
 // (PREFIX+key). A reservation of budget (seeded) windows is also written
-// down, so that it can lapse: a hash PREFIX+"r:"+id holding its amount per
-// counter, and its id in one sorted set PREFIX+"lapse" by expiry. Every
-// reserve first gives back a few lapsed reservations, then takes its
-// amounts: rate windows by INCRBY straight away (taken back if a window
-// would pass its limit), budget windows after checking they are seeded.
-// One script call does a whole reserve, atomically, and concurrent calls
-// are pipelined. Keys are not hash-tagged: a gateway's limits live on one
-// Redis (not a cluster).
+// down, so that it can lapse: one member of the sorted set PREFIX+"lapse",
+// scored by its expiry, that holds the reservation's id and its amount per
+// counter (see member). Every reserve first gives back a few lapsed
+// reservations, then takes its amounts: rate windows by INCRBY straight
+// away (taken back if a window would pass its limit), budget windows after
+// checking they are seeded. One script call does a whole reserve,
+// atomically, and concurrent calls are pipelined. Keys are not hash-tagged:
+// a gateway's limits live on one Redis (not a cluster).
+//
+// Reservations written by earlier versions (the id alone in the sorted
+// set, the amounts in a hash PREFIX+"r:"+id) are still given back and
+// settled.
 type Redis struct {
 	c      redis.UniversalClient
 	prefix string
@@ -48,31 +53,46 @@ func ints(v any) ([]int64, error) {
 	return out, nil
 }
 
-// reserveScript: KEYS are n counters, then the lapse set, then the
-// reservation's hash. ARGV: now (ms), expires (ms), id, n, the hash key
-// prefix, then for each window: limit, amount, keep until (ms), seeded
-// (1/0). It returns {1, used...} when reserved, {0, denied index,
-// used...} when refused (used before the call), {-1, unseeded indexes...}
-// when a seeded window has no counter.
-var reserveScript = redis.NewScript(`
+// giveBackLua gives back the lapsed reservations in the list lapsed (of
+// the sorted set lapse): each member is "id\0counter\0amount..." (or, from
+// an earlier version, an id whose amounts are in the hash hashPrefix..id).
+const giveBackLua = `
+local function giveBack(lapse, lapsed, hashPrefix)
+  for _, m in ipairs(lapsed) do
+    local parts = {}
+    for p in string.gmatch(m, '[^%z]+') do parts[#parts + 1] = p end
+    if #parts == 1 then
+      local hk = hashPrefix .. m
+      local held = redis.call('HGETALL', hk)
+      for j = 1, #held, 2 do
+        if redis.call('EXISTS', held[j]) == 1 then redis.call('DECRBY', held[j], held[j + 1]) end
+      end
+      redis.call('DEL', hk)
+    else
+      for j = 2, #parts, 2 do
+        if redis.call('EXISTS', parts[j]) == 1 then redis.call('DECRBY', parts[j], parts[j + 1]) end
+      end
+    end
+    redis.call('ZREM', lapse, m)
+  end
+end
+`
+
+// reserveScript: KEYS are n counters, then the lapse set. ARGV: now (ms),
+// expires (ms), the reservation's member ("" when it has no budget
+// window), n, the hash key prefix of earlier versions' reservations, then
+// for each window: limit, amount, keep until (ms), seeded (1/0). It
+// returns {1, used...} when reserved, {0, denied index, used...} when
+// refused (used before the call), {-1, unseeded indexes...} when a seeded
+// window has no counter.
+var reserveScript = redis.NewScript(giveBackLua + `
 local now = tonumber(ARGV[1])
 local n = tonumber(ARGV[4])
 local lapse = KEYS[n + 1]
-local lapsed = redis.call('ZRANGEBYSCORE', lapse, '-inf', now, 'LIMIT', 0, 32)
-for _, rid in ipairs(lapsed) do
-  local hk = ARGV[5] .. rid
-  local held = redis.call('HGETALL', hk)
-  for j = 1, #held, 2 do
-    if redis.call('EXISTS', held[j]) == 1 then redis.call('DECRBY', held[j], held[j + 1]) end
-  end
-  redis.call('DEL', hk)
-  redis.call('ZREM', lapse, rid)
-end
+giveBack(lapse, redis.call('ZRANGEBYSCORE', lapse, '-inf', now, 'LIMIT', 0, 32), ARGV[5])
 local unseeded = {}
-local tracked = false
 for i = 1, n do
   if ARGV[5 + (i - 1) * 4 + 4] == '1' then
-    tracked = true
     if redis.call('EXISTS', KEYS[i]) == 0 then unseeded[#unseeded + 1] = i - 1 end
   end
 end
@@ -102,32 +122,33 @@ for i = 1, n do
     return out
   end
 end
-if tracked then
-  local hk = KEYS[n + 2]
-  for i = 1, n do
-    local base = 5 + (i - 1) * 4
-    if ARGV[base + 4] == '1' then redis.call('HSET', hk, KEYS[i], ARGV[base + 2]) end
-  end
-  redis.call('PEXPIREAT', hk, ARGV[2] + 3600000)
-  redis.call('ZADD', lapse, ARGV[2], ARGV[3])
-end
+if ARGV[3] ~= '' then redis.call('ZADD', lapse, ARGV[2], ARGV[3]) end
 local out = {1}
 for i = 1, n do out[#out + 1] = used[i] end
 return out
 `)
 
-// settleScript: KEYS are n counters, then the lapse set, then the
-// reservation's hash. ARGV: id, n, then for each window: reserved amount,
-// actual amount, seeded (1/0). A reservation still held is swapped for the
-// actual amounts; one that lapsed (its amounts given back) adds them. A
-// counter that is gone (its period ended, or Redis lost it) is left alone:
-// a seeded one is counted from the ledger at its next seed.
+// settleScript: KEYS are n counters, then the lapse set. ARGV: the
+// reservation's member ("" when it has no budget window), n, its id, the
+// hash key prefix of earlier versions' reservations, then for each window:
+// reserved amount, actual amount, seeded (1/0). A reservation still held
+// is swapped for the actual amounts; one that lapsed (its amounts given
+// back) adds them. A counter that is gone (its period ended, or Redis lost
+// it) is left alone: a seeded one is counted from the ledger at its next
+// seed.
 var settleScript = redis.NewScript(`
 local n = tonumber(ARGV[2])
-local held = redis.call('ZREM', KEYS[n + 1], ARGV[1])
-if held == 1 then redis.call('DEL', KEYS[n + 2]) end
+local held = 0
+if ARGV[1] ~= '' then
+  held = redis.call('ZREM', KEYS[n + 1], ARGV[1])
+  if held == 0 then
+    -- Reserved by an earlier version: its id, and a hash.
+    held = redis.call('ZREM', KEYS[n + 1], ARGV[3])
+    if held == 1 then redis.call('DEL', ARGV[4] .. ARGV[3]) end
+  end
+end
 for i = 1, n do
-  local base = 2 + (i - 1) * 3
+  local base = 4 + (i - 1) * 3
   local reserved = tonumber(ARGV[base + 1])
   local actual = tonumber(ARGV[base + 2])
   local delta = actual - reserved
@@ -148,33 +169,48 @@ return 1
 `)
 
 // peekScript: KEYS are n counters then the lapse set; ARGV: now (ms), the
-// hash key prefix. It gives back lapsed reservations first.
-var peekScript = redis.NewScript(`
+// hash key prefix of earlier versions' reservations. It gives back lapsed
+// reservations first.
+var peekScript = redis.NewScript(giveBackLua + `
 local n = #KEYS - 1
 local lapse = KEYS[n + 1]
-local lapsed = redis.call('ZRANGEBYSCORE', lapse, '-inf', tonumber(ARGV[1]), 'LIMIT', 0, 1000)
-for _, rid in ipairs(lapsed) do
-  local hk = ARGV[2] .. rid
-  local held = redis.call('HGETALL', hk)
-  for j = 1, #held, 2 do
-    if redis.call('EXISTS', held[j]) == 1 then redis.call('DECRBY', held[j], held[j + 1]) end
-  end
-  redis.call('DEL', hk)
-  redis.call('ZREM', lapse, rid)
-end
+giveBack(lapse, redis.call('ZRANGEBYSCORE', lapse, '-inf', tonumber(ARGV[1]), 'LIMIT', 0, 1000), ARGV[2])
 local out = {}
 for i = 1, n do out[i] = tonumber(redis.call('GET', KEYS[i]) or '0') end
 return out
 `)
 
-// keys lists the counters of ws, then the lapse set, then the hash of
-// reservation id.
-func (r *Redis) keys(ws []Window, id string) []string {
-	keys := make([]string, len(ws), len(ws)+2)
+// keys lists the counters of ws, then the lapse set.
+func (r *Redis) keys(ws []Window) []string {
+	keys := make([]string, len(ws), len(ws)+1)
 	for i, w := range ws {
 		keys[i] = r.prefix + w.Key
 	}
-	return append(keys, r.prefix+"lapse", r.prefix+"r:"+id)
+	return append(keys, r.prefix+"lapse")
+}
+
+// member is how a reservation of budget windows is kept in the lapse set:
+// its id, then each budget window's counter and amount, separated by NUL
+// bytes (which ids and keys do not hold), so that giving it back needs
+// nothing else, and settling it finds it again from the same request. It
+// is "" when the request has no budget window.
+func (r *Redis) member(req Request) string {
+	var b strings.Builder
+	for _, w := range req.Windows {
+		if !w.Seeded {
+			continue
+		}
+		if b.Len() == 0 {
+			b.Grow(len(req.ID) + 2*(len(r.prefix)+len(w.Key)+12))
+			b.WriteString(req.ID)
+		}
+		b.WriteByte(0)
+		b.WriteString(r.prefix)
+		b.WriteString(w.Key)
+		b.WriteByte(0)
+		b.WriteString(strconv.FormatInt(w.Amount, 10))
+	}
+	return b.String()
 }
 
 func ms(t time.Time) int64 { return t.UnixMilli() }
@@ -193,11 +229,11 @@ func unavailable(what string, err error) error {
 // Reserve implements Limiter.
 func (r *Redis) Reserve(ctx context.Context, req Request, now time.Time) (Decision, error) {
 	args := make([]any, 0, 5+4*len(req.Windows))
-	args = append(args, ms(now), ms(req.Expires), req.ID, len(req.Windows), r.prefix+"r:")
+	args = append(args, ms(now), ms(req.Expires), r.member(req), len(req.Windows), r.prefix+"r:")
 	for _, w := range req.Windows {
 		args = append(args, w.Limit, w.Amount, ms(w.Ends.Add(keep)), flag(w.Seeded))
 	}
-	v, err := r.batch.run(ctx, reserveScript, r.keys(req.Windows, req.ID), args)
+	v, err := r.batch.run(ctx, reserveScript, r.keys(req.Windows), args)
 	if err != nil {
 		return Decision{}, unavailable("reserve", err)
 	}
@@ -252,9 +288,9 @@ func (r *Redis) settleArgs(req Request, actual []int64) ([]string, []any, error)
 	if n == 0 {
 		return nil, nil, nil
 	}
-	keys := make([]string, 0, n+2)
-	args := make([]any, 0, 2+3*n)
-	args = append(args, req.ID, n)
+	keys := make([]string, 0, n+1)
+	args := make([]any, 0, 4+3*n)
+	args = append(args, r.member(req), n, req.ID, r.prefix+"r:")
 	for i, w := range req.Windows {
 		if !w.Seeded && actual[i] == w.Amount {
 			continue
@@ -262,7 +298,7 @@ func (r *Redis) settleArgs(req Request, actual []int64) ([]string, []any, error)
 		keys = append(keys, r.prefix+w.Key)
 		args = append(args, w.Amount, actual[i], flag(w.Seeded))
 	}
-	return append(keys, r.prefix+"lapse", r.prefix+"r:"+req.ID), args, nil
+	return append(keys, r.prefix+"lapse"), args, nil
 }
 
 // SettleBatch implements BatchSettler: the settlements' scripts go in one
@@ -324,8 +360,7 @@ func (r *Redis) Peek(ctx context.Context, ws []Window, now time.Time) ([]int64, 
 	if len(ws) == 0 {
 		return nil, nil
 	}
-	keys := r.keys(ws, "")
-	res, err := peekScript.Run(ctx, r.c, keys[:len(keys)-1], ms(now), r.prefix+"r:").Int64Slice()
+	res, err := peekScript.Run(ctx, r.c, r.keys(ws), ms(now), r.prefix+"r:").Int64Slice()
 	if err != nil {
 		return nil, unavailable("peek", err)
 	}
