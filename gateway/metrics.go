@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/klique-ai/klique/internal/model"
@@ -11,6 +13,25 @@ type Metrics struct {
 	calls    *prometheus.CounterVec
 	tokens   *prometheus.CounterVec
 	degraded prometheus.Gauge
+	// series keeps each counter once resolved: WithLabelValues hashes its
+	// labels and takes a lock on every call. Aliases, outcomes and
+	// directions are few (an alias must exist for a call to be counted),
+	// so it stays small.
+	series sync.Map // seriesKey → prometheus.Counter
+}
+
+type seriesKey struct {
+	vec          *prometheus.CounterVec
+	alias, label string
+}
+
+func (m *Metrics) counter(vec *prometheus.CounterVec, alias, label string) prometheus.Counter {
+	k := seriesKey{vec, alias, label}
+	if c, ok := m.series.Load(k); ok {
+		return c.(prometheus.Counter)
+	}
+	c, _ := m.series.LoadOrStore(k, vec.WithLabelValues(alias, label))
+	return c.(prometheus.Counter)
 }
 
 // NewMetrics registers the gateway's series with reg.
@@ -47,11 +68,11 @@ func (m *Metrics) call(c *model.ModelCall) {
 	if m == nil {
 		return
 	}
-	m.calls.WithLabelValues(c.Alias, c.Outcome).Inc()
+	m.counter(m.calls, c.Alias, c.Outcome).Inc()
 	if c.InputTokens > 0 {
-		m.tokens.WithLabelValues(c.Alias, "input").Add(float64(c.InputTokens))
+		m.counter(m.tokens, c.Alias, "input").Add(float64(c.InputTokens))
 	}
 	if c.OutputTokens > 0 {
-		m.tokens.WithLabelValues(c.Alias, "output").Add(float64(c.OutputTokens))
+		m.counter(m.tokens, c.Alias, "output").Add(float64(c.OutputTokens))
 	}
 }
