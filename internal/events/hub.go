@@ -55,6 +55,11 @@ type Receiver[T any] struct {
 	held    []T // payloads that came before Start
 	holding bool
 	missed  int
+	// told holds, for the payloads last sent (as many as the channel
+	// holds), how many missed payloads each was told of: when unread ones
+	// are dropped, what they told is told again by the next.
+	told    []int
+	sent    int
 	closed  bool
 	onClose []func()
 	leave   func()
@@ -190,16 +195,22 @@ func (r *Receiver[T]) offer(v T) bool {
 // dropping what the reader has left unread if the channel is full.
 func (r *Receiver[T]) deliverLocked(v T) bool {
 	if len(r.ch) == cap(r.ch) {
+		// The reader takes the oldest first, so the ones drained here,
+		// until none is left, are the newest sent.
+		n := 0
 	drain:
 		for {
 			select {
 			case <-r.ch:
-				r.missed++
-				r.dropped.Add(1)
+				n++
 			default:
 				break drain
 			}
 		}
+		for i := 1; i <= n; i++ {
+			r.missed += 1 + r.told[(r.sent-i)%len(r.told)]
+		}
+		r.dropped.Add(uint64(n))
 	}
 	out, deliver, end := v, true, false
 	if r.filter != nil {
@@ -211,9 +222,17 @@ func (r *Receiver[T]) deliverLocked(v T) bool {
 	if !deliver {
 		return true
 	}
+	r.send(out, r.missed)
 	r.missed = 0
-	r.ch <- out // cannot block: the channel has room, and only offers send
 	return true
+}
+
+// send puts v, told of missed payloads, in the channel, which has room:
+// only offers and Start send, under r.mu.
+func (r *Receiver[T]) send(v T, missed int) {
+	r.told[r.sent%len(r.told)] = missed
+	r.sent++
+	r.ch <- v
 }
 
 // Start delivers first (a snapshot, sent as it is), then what was published
@@ -232,8 +251,9 @@ func (r *Receiver[T]) Start(first []T, filter Filter[T], onClose ...func()) {
 	r.filter = filter
 	// Room for first, and then for size unread payloads.
 	r.ch = make(chan T, len(first)+r.size)
+	r.told = make([]int, cap(r.ch))
 	for _, v := range first {
-		r.ch <- v
+		r.send(v, 0)
 	}
 	held := r.held
 	r.held, r.holding = nil, false
