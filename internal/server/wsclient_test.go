@@ -49,8 +49,6 @@ type wsClient struct {
 	done  chan struct{}
 	err   error
 	ids   int
-	// tcp is the socket, when its receive buffer was set.
-	tcp *net.TCPConn
 }
 
 // wsEvent is what a subscription id got: an update, an error or the end.
@@ -79,14 +77,12 @@ func dialWS(ctx context.Context, url string, payload map[string]any, o wsDialOpt
 		o.proto = protoTransportWS
 	}
 	dopts := &websocket.DialOptions{Subprotocols: []string{o.proto}}
-	var tcp *net.TCPConn
 	if o.readBuffer > 0 {
 		dialer := &net.Dialer{Timeout: 10 * time.Second}
 		tr := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			c, err := dialer.DialContext(ctx, network, addr)
 			if tc, ok := c.(*net.TCPConn); ok {
 				_ = tc.SetReadBuffer(o.readBuffer)
-				tcp = tc
 			}
 			return c, err
 		}}
@@ -125,7 +121,7 @@ func dialWS(ctx context.Context, url string, payload map[string]any, o wsDialOpt
 		_ = c.CloseNow()
 		return nil, fmt.Errorf("got %s before connection_ack", m.Type)
 	}
-	w := &wsClient{c: c, proto: o.proto, subs: map[string]chan wsEvent{}, done: make(chan struct{}), tcp: tcp}
+	w := &wsClient{c: c, proto: o.proto, subs: map[string]chan wsEvent{}, done: make(chan struct{})}
 	if !o.noRead {
 		go w.read()
 	}
