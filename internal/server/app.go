@@ -159,6 +159,9 @@ func start(ctx context.Context, cfg *config.Config, log *slog.Logger, st store.S
 			MaxHeaderBytes:    64 << 10,
 			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		}}
+	// Shutdown does not close hijacked connections: subscribers are told
+	// to reconnect (to another replica, or to this one once it is back).
+	app.server.RegisterOnShutdown(h.sockets.closeAll)
 	app.gateway, app.closeLimiter = gw, func() { limiterClose(); closeBridge() }
 	go func() { app.served <- app.server.Serve(ln) }()
 	if err := app.startGatewayListener(cfg); err != nil {

@@ -36,10 +36,10 @@ const ComplexityLimit = 2000
 // newGraphQL builds the GraphQL handler: explicit transports (no deprecated
 // default server), a complexity limit, introspection for signed-in callers
 // only, and errors that carry extensions.code and never internal details.
-func newGraphQL(svc *platform.Service, log *slog.Logger, m *metrics) *handler.Server {
+func newGraphQL(svc *platform.Service, log *slog.Logger, m *metrics, sockets *liveSockets) *handler.Server {
 	schema := graph.NewExecutableSchema(graph.Config{Resolvers: &graph.Resolver{Svc: svc}})
 	srv := handler.New(schema)
-	srv.AddTransport(subscriptionTransport(svc, log))
+	srv.AddTransport(subscriptionTransport(svc, log, sockets))
 	srv.AddTransport(transport.Options{})
 	srv.AddTransport(transport.GET{})
 	srv.AddTransport(transport.POST{})
@@ -170,9 +170,9 @@ const (
 // WebSocket, so the credential comes in connection_init; the platform
 // service checks it (and the user's connection cap) and closes with 4401 or
 // 4403 when it does not hold.
-func subscriptionTransport(svc *platform.Service, log *slog.Logger) transport.Websocket {
+func subscriptionTransport(svc *platform.Service, log *slog.Logger, sockets *liveSockets) transport.Websocket {
 	return transport.Websocket{
-		Implementation:        deadlineFreeWebsocket{},
+		Implementation:        deadlineFreeWebsocket{sockets: sockets},
 		InitTimeout:           10 * time.Second,
 		KeepAlivePingInterval: 15 * time.Second,
 		InitFunc: func(ctx context.Context, payload transport.InitPayload) (context.Context, *transport.InitPayload, error) {
@@ -220,13 +220,19 @@ func initCredential(p transport.InitPayload) string {
 // would cut every subscription after a minute.
 type deadlineFreeWebsocket struct {
 	transport.CoderWebsocketImplementation
+	// sockets keeps the connection until it closes, for shutdown.
+	sockets *liveSockets
 }
 
 func (d deadlineFreeWebsocket) Accept(w http.ResponseWriter, r *http.Request, o transport.WebsocketAcceptOptions) (transport.WebsocketConn, error) {
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Time{})
 	_ = rc.SetWriteDeadline(time.Time{})
-	return d.CoderWebsocketImplementation.Accept(w, r, o)
+	c, err := d.CoderWebsocketImplementation.Accept(w, r, o)
+	if err != nil || d.sockets == nil {
+		return c, err
+	}
+	return d.sockets.track(c), nil
 }
 
 // unsupportedTransport answers what no other transport takes (a POST that is

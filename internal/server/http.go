@@ -42,6 +42,8 @@ type Handler struct {
 	log     *slog.Logger
 	metrics *metrics
 	mux     *http.ServeMux
+	// sockets are the open subscription WebSockets.
+	sockets *liveSockets
 }
 
 // NewHandler builds the routes.
@@ -49,8 +51,8 @@ func NewHandler(d Deps) *Handler {
 	if d.Logger == nil {
 		d.Logger = slog.Default()
 	}
-	h := &Handler{d: d, log: d.Logger, metrics: newMetrics(), mux: http.NewServeMux()}
-	gql := newGraphQL(d.Service, d.Logger, h.metrics)
+	h := &Handler{d: d, log: d.Logger, metrics: newMetrics(), mux: http.NewServeMux(), sockets: newLiveSockets()}
+	gql := newGraphQL(d.Service, d.Logger, h.metrics, h.sockets)
 
 	h.route("/graphql", "graphql", h.authenticated(identity.ChannelGraphQL, gql))
 	h.route("GET /graphiql", "graphiql", playground.Handler("Klique GraphQL", "/graphql"))

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
+
 	"github.com/klique-ai/klique/internal/agentapi"
 	"github.com/klique-ai/klique/internal/config"
 	"github.com/klique-ai/klique/internal/events"
@@ -738,5 +740,32 @@ func TestAReplicaStartsWhenRedisDoesNotAnswer(t *testing.T) {
 	ts.logs.mu.Unlock()
 	if !strings.Contains(logged, "events stay on this replica until Redis answers") {
 		t.Fatalf("the replica did not say its events stay local; it logged:\n%s", logged)
+	}
+}
+
+// A shutdown tells every subscriber to reconnect, with close code 1001
+// (going away), instead of leaving open WebSockets to a server that is gone.
+func TestShutdownTellsSubscribersToReconnect(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t)
+	f := newFixture(t, ts)
+	c, ch := subscribeWS(t, ts, f.alice, queueSub, map[string]any{"cr": "1 GPU"})
+	nextUpdate(t, ch, 10*time.Second)
+	ts.stopped = true
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := ts.app.Shutdown(ctx); err != nil {
+		t.Fatalf("shut down: %v", err)
+	}
+	select {
+	case <-c.done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the subscriber's WebSocket is still open 5 s after the shutdown")
+	}
+	if code := closeCode(c.err); code != int(websocket.StatusGoingAway) {
+		t.Fatalf("the WebSocket ended with %v (close code %d), want 1001 (going away)", c.err, code)
+	}
+	if !strings.Contains(c.err.Error(), "reconnect") {
+		t.Fatalf("close reason %q, want it to say to reconnect", c.err)
 	}
 }
