@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"sync"
@@ -18,9 +19,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/coder/websocket"
-	"github.com/coder/websocket/wsjson"
 
 	"github.com/klique-ai/klique/internal/config"
 	"github.com/klique-ai/klique/internal/events"
@@ -89,21 +87,12 @@ func BenchmarkQueueFanOut(b *testing.B) {
 		waveDone  = make(chan struct{}, 1)
 	)
 	marker := []byte(`"kind":"queue.changed"`)
-	// Each connection's reader reads frames into one buffer it keeps, so
-	// that the clients, which share the process and its collector with
-	// the server, allocate little of their own.
-	reader := func(c *websocket.Conn) {
-		var buf bytes.Buffer
+	reader := func(c *rawWS) {
 		for {
-			_, r, err := c.Reader(context.Background())
+			data, err := c.next()
 			if err != nil {
 				return
 			}
-			buf.Reset()
-			if _, err := buf.ReadFrom(r); err != nil {
-				return
-			}
-			data := buf.Bytes()
 			if !bytes.Contains(data, marker) {
 				continue
 			}
@@ -122,8 +111,7 @@ func BenchmarkQueueFanOut(b *testing.B) {
 	runtime.ReadMemStats(&before)
 	goroutinesBefore := runtime.NumGoroutine()
 
-	wsURL := "ws" + app.URL()[len("http"):] + "/graphql"
-	clients := make([]*websocket.Conn, conns)
+	clients := make([]*rawWS, conns)
 	var wg sync.WaitGroup
 	var failed atomic.Value
 	sem := make(chan struct{}, 64)
@@ -133,18 +121,22 @@ func BenchmarkQueueFanOut(b *testing.B) {
 		go func(i int) {
 			defer wg.Done()
 			defer func() { <-sem }()
-			dctx, dcancel := context.WithTimeout(ctx, time.Minute)
-			defer dcancel()
-			c, _, err := websocket.Dial(dctx, wsURL, &websocket.DialOptions{Subprotocols: []string{protoTransportWS}})
+			c, err := dialRawWS(app.URL()+"/graphql", protoTransportWS, time.Minute)
 			if err == nil {
-				err = wsjson.Write(dctx, c, map[string]any{"type": "connection_init", "payload": map[string]any{"Authorization": "Bearer " + adminKey}})
+				err = c.writeJSON(map[string]any{"type": "connection_init", "payload": map[string]any{"Authorization": "Bearer " + adminKey}})
 			}
 			var ack wsMsg
 			if err == nil {
-				err = wsjson.Read(dctx, c, &ack)
+				var data []byte
+				if data, err = c.next(); err == nil {
+					err = json.Unmarshal(data, &ack)
+				}
+				if err == nil && ack.Type != "connection_ack" {
+					err = fmt.Errorf("got %s, want connection_ack", ack.Type)
+				}
 			}
 			for s := 0; err == nil && s < perConn && i*perConn+s < subscribers; s++ {
-				err = wsjson.Write(dctx, c, map[string]any{"id": strconv.Itoa(s), "type": "subscribe", "payload": map[string]any{
+				err = c.writeJSON(map[string]any{"id": strconv.Itoa(s), "type": "subscribe", "payload": map[string]any{
 					"query": `subscription($cr: ID!) { queueChanged(computeResource: $cr) { kind at } }`, "variables": map[string]any{"cr": cr}}})
 			}
 			if err != nil {
@@ -161,7 +153,7 @@ func BenchmarkQueueFanOut(b *testing.B) {
 	}
 	defer func() {
 		for _, c := range clients {
-			_ = c.CloseNow()
+			_ = c.close()
 		}
 	}()
 	// Wait until every subscription is in place (its snapshot sent).
@@ -178,6 +170,11 @@ func BenchmarkQueueFanOut(b *testing.B) {
 	runtime.ReadMemStats(&idle)
 	perSub := float64((idle.HeapInuse+idle.StackInuse)-(before.HeapInuse+before.StackInuse)) / float64(subscribers)
 	goroutinesPerSub := float64(runtime.NumGoroutine()-goroutinesBefore) / float64(subscribers)
+	if f := os.Getenv("KLIQUE_BENCH_GOROUTINES"); f != "" {
+		out, _ := os.Create(f)
+		_ = pprof.Lookup("goroutine").WriteTo(out, 1)
+		_ = out.Close()
+	}
 
 	cpuBefore := processCPU(b)
 	b.ResetTimer()
