@@ -55,6 +55,9 @@ func NewAuthenticator(st store.Store, signer *Signer, oidc *OIDCVerifier, now fu
 	return &Authenticator{st: st, signer: signer, oidc: oidc, now: now, touched: map[string]time.Time{}}
 }
 
+// OIDC returns the verifier of the configured identity provider, or nil.
+func (a *Authenticator) OIDC() *OIDCVerifier { return a.oidc }
+
 // IssueToken issues an access token for p with the authenticator's signer
 // and clock.
 func (a *Authenticator) IssueToken(p *Principal) (string, time.Time, error) {

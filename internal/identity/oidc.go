@@ -87,6 +87,10 @@ type OIDCVerifier struct {
 	fetchMu   sync.Mutex
 	lastFetch time.Time
 	fetched   bool
+
+	// discovery keeps the provider's endpoints, for the dashboard's
+	// sign-in (oidc_login.go).
+	discovery discovery
 }
 
 // NewOIDCVerifier checks cfg, fills in defaults, and returns a verifier. The

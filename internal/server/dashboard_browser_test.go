@@ -538,3 +538,44 @@ func jsString(s string) string {
 	}
 	return string(b)
 }
+
+// A person signs in to the dashboard at the identity provider: the page
+// sends them there (authorization code with PKCE), the provider sends them
+// back with a code, and they land signed in on the page they left, with
+// the code gone from the address.
+func TestDashboardSignsInWithSSO(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the browser test starts Chromium: run it without -short")
+	}
+	requireChromium(t)
+	t.Parallel()
+	idp := newFakeIdP(t, "klique-dashboard", "dana", "ml-research")
+	ts := startServer(t, withSSO(idp))
+	newFixture(t, ts)
+	shots := t.TempDir()
+	ctx := newBrowser(t)
+
+	if err := chromedp.Do(ctx, chromedp.Navigate(ts.url+"/#/policy")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, "the SSO button", "#signin-sso", uiWait)
+	screenshot(t, ctx, shots, "signin-sso.png")
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#signin-sso"))); err != nil {
+		t.Fatal(err)
+	}
+	waitForText(t, ctx, "#who", "dana", uiWait)
+	if where := evalJS[string](t, ctx, "location.search + location.hash"); where != "#/policy" {
+		t.Fatalf("after the sign-in the address ends %q, want #/policy with no code in it", where)
+	}
+	waitFor(t, ctx, "ml-research's policy", `#page-policy [data-group="ml-research"]`, uiWait)
+	screenshot(t, ctx, shots, "signed-in-sso.png")
+	if stored := evalJS[string](t, ctx, "JSON.stringify(Object.keys(sessionStorage))"); strings.Contains(stored, "apiKey") || strings.Contains(stored, "pkce") {
+		t.Fatalf("sessionStorage holds %s after an SSO sign-in, want the token only", stored)
+	}
+
+	// A link with a code this tab did not ask for is refused.
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#signout")), chromedp.Navigate(ts.url+"/?code=stolen&state=forged")); err != nil {
+		t.Fatal(err)
+	}
+	waitForText(t, ctx, "#signin-error", "without the state this tab sent", uiWait)
+}

@@ -57,6 +57,8 @@ func NewHandler(d Deps) *Handler {
 	h.route("/graphql", "graphql", h.authenticated(identity.ChannelGraphQL, gql))
 	h.route("GET /graphiql", "graphiql", playground.Handler("Klique GraphQL", "/graphql"))
 	h.route("POST /api/v1/auth/token", "auth_token", h.authenticated(identity.ChannelCLI, http.HandlerFunc(h.issueToken)))
+	h.route("GET /api/v1/auth/sso", "auth_sso", http.HandlerFunc(h.ssoConfig))
+	h.route("POST /api/v1/auth/sso/token", "auth_sso_token", http.HandlerFunc(h.ssoToken))
 	h.agentRoutes()
 	h.autoscalerRoutes()
 	h.route("GET /api/v1/usage.csv", "usage_csv", h.authenticated(identity.ChannelAPI, http.HandlerFunc(h.usageCSV)))

@@ -6,6 +6,12 @@
 const KEY = 'klique.apiKey';
 const TOKEN = 'klique.token';
 const EXPIRES = 'klique.tokenExpiresAt';
+// MODE is 'sso' for a session that came from the identity provider: it has
+// no key to renew its token with, and ends when the token does.
+const MODE = 'klique.mode';
+// PKCE holds the verifier and state of a sign-in at the provider, between
+// leaving for it and coming back.
+const PKCE = 'klique.pkce';
 
 // renewBefore is how long before its expiry a token is renewed.
 const renewBefore = 60_000;
@@ -18,11 +24,67 @@ export class APIError extends Error {
 }
 
 export function signedIn() {
-  return !!sessionStorage.getItem(KEY);
+  return !!sessionStorage.getItem(KEY) || (sessionStorage.getItem(MODE) === 'sso' && !!sessionStorage.getItem(TOKEN));
 }
 
 export function signOut() {
-  for (const k of [KEY, TOKEN, EXPIRES]) sessionStorage.removeItem(k);
+  for (const k of [KEY, TOKEN, EXPIRES, MODE]) sessionStorage.removeItem(k);
+}
+
+// ssoConfig returns where the identity provider signs people in, or null
+// when the server has no single sign-on configured.
+export async function ssoConfig() {
+  const resp = await fetch('/api/v1/auth/sso').catch(() => null);
+  if (!resp || !resp.ok) return null;
+  return resp.json();
+}
+
+function b64url(bytes) {
+  return btoa(String.fromCharCode(...bytes)).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
+}
+
+// startSSO sends the person to the identity provider's sign-in page (the
+// authorization code flow with PKCE); finishSSO completes it when the
+// provider sends them back to this page with a code.
+export async function startSSO(cfg) {
+  if (!window.crypto || !crypto.subtle) {
+    throw new APIError('Single sign-on needs the dashboard served over https (or from localhost): sign in with an API key instead.');
+  }
+  const verifier = b64url(crypto.getRandomValues(new Uint8Array(32)));
+  const challenge = b64url(new Uint8Array(await crypto.subtle.digest('SHA-256', new TextEncoder().encode(verifier))));
+  const state = b64url(crypto.getRandomValues(new Uint8Array(16)));
+  sessionStorage.setItem(PKCE, JSON.stringify({ verifier, state, hash: location.hash }));
+  const u = new URL(cfg.authorization_endpoint);
+  for (const [k, v] of Object.entries({
+    response_type: 'code', client_id: cfg.client_id, redirect_uri: `${location.origin}/`, scope: cfg.scope,
+    state, code_challenge: challenge, code_challenge_method: 'S256',
+  })) u.searchParams.set(k, v);
+  location.assign(u.toString());
+}
+
+// finishSSO exchanges the code in params (the page's query) for an access
+// token, and returns the page the person was on when they left.
+export async function finishSSO(params) {
+  const saved = JSON.parse(sessionStorage.getItem(PKCE) || 'null');
+  sessionStorage.removeItem(PKCE);
+  if (params.get('error')) {
+    throw new APIError(`The identity provider did not sign you in: ${params.get('error_description') || params.get('error')}.`);
+  }
+  if (!saved || params.get('state') !== saved.state) {
+    throw new APIError('The sign-in came back without the state this tab sent (an old or copied link): sign in again.');
+  }
+  const resp = await fetch('/api/v1/auth/sso/token', {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ code: params.get('code'), code_verifier: saved.verifier, redirect_uri: `${location.origin}/` }),
+  });
+  if (!resp.ok) throw await restError(resp, 'the sign-in failed');
+  const body = await resp.json();
+  signOut();
+  sessionStorage.setItem(TOKEN, body.access_token);
+  sessionStorage.setItem(EXPIRES, String(new Date(body.expires_at).getTime()));
+  sessionStorage.setItem(MODE, 'sso');
+  return saved.hash || '';
 }
 
 // signIn exchanges the key for a token; it throws with the server's
@@ -60,9 +122,14 @@ let renewing = null;
 // expire (or when force is set, after the server refused it).
 export async function token(force = false) {
   const key = sessionStorage.getItem(KEY);
-  if (!key) throw new APIError('Signed out: sign in with an API key.', 'UNAUTHENTICATED');
   const t = sessionStorage.getItem(TOKEN);
   const exp = Number(sessionStorage.getItem(EXPIRES) || 0);
+  if (!key && sessionStorage.getItem(MODE) === 'sso') {
+    if (!force && t && exp > Date.now()) return t;
+    signOut();
+    throw new APIError('Your single sign-on session has ended: sign in again.', 'UNAUTHENTICATED');
+  }
+  if (!key) throw new APIError('Signed out: sign in with an API key.', 'UNAUTHENTICATED');
   if (!force && t && exp - Date.now() > renewBefore) return t;
   if (!renewing) renewing = exchange(key).finally(() => { renewing = null; });
   return renewing;

@@ -1,7 +1,7 @@
 // The dashboard's shell: sign-in, the header and the page router. Pages
 // are chosen by the URL fragment (#/queues, #/task/ID) and each returns a
 // function that stops its live updates when another page opens.
-import { gql, signIn, signOut, signedIn } from './api.js';
+import { gql, signIn, signOut, signedIn, ssoConfig, startSSO, finishSSO } from './api.js';
 import { h, replace, errorBox } from './dom.js';
 import { onMode } from './live.js';
 import * as orchestration from './pages/orchestration.js';
@@ -50,6 +50,19 @@ function showSignIn(message) {
   if (message) replace(err, errorBox(message));
   replace(main, form);
   input.focus();
+  // With single sign-on configured, the identity provider's page too.
+  ssoConfig().then((cfg) => {
+    if (!cfg || !form.isConnected) return;
+    const sso = h('button', { type: 'button', id: 'signin-sso', onclick: async () => {
+      replace(err);
+      try {
+        await startSSO(cfg);
+      } catch (e) {
+        replace(err, errorBox(e));
+      }
+    } }, 'Sign in with SSO');
+    form.insertBefore(h('p', {}, sso), err);
+  });
 }
 
 async function start() {
@@ -99,4 +112,16 @@ function route() {
 }
 
 window.addEventListener('hashchange', route);
-start();
+
+// Back from the identity provider: finish the sign-in, and take the code
+// out of the address before anything else runs.
+const back = new URLSearchParams(location.search);
+if (back.has('code') || back.has('error')) {
+  history.replaceState(null, '', '/');
+  finishSSO(back).then((hash) => {
+    if (hash) history.replaceState(null, '', `/${hash}`);
+    start();
+  }, (e) => showSignIn(e));
+} else {
+  start();
+}
