@@ -17,6 +17,16 @@ import (
 // need not allow the dashboard's origin (CORS); the browser keeps the PKCE
 // verifier, so a code taken from the address bar is useless alone.
 
+// sso returns the identity provider's verifier, or answers 404 and returns
+// nil when no single sign-on is configured.
+func (h *Handler) sso(w http.ResponseWriter, r *http.Request) *identity.OIDCVerifier {
+	v := h.d.Auth.OIDC()
+	if v == nil {
+		writeError(w, r, http.StatusNotFound, "NOT_FOUND", "single sign-on is not configured on this server (KLIQUE_OIDC_ISSUER and the rest): sign in with an API key")
+	}
+	return v
+}
+
 // ssoConfig is what the sign-in page needs to send a person to the
 // provider.
 type ssoConfig struct {
@@ -26,9 +36,8 @@ type ssoConfig struct {
 }
 
 func (h *Handler) ssoConfig(w http.ResponseWriter, r *http.Request) {
-	v := h.d.Auth.OIDC()
+	v := h.sso(w, r)
 	if v == nil {
-		writeError(w, r, http.StatusNotFound, "NOT_FOUND", "single sign-on is not configured on this server (KLIQUE_OIDC_ISSUER and the rest): sign in with an API key")
 		return
 	}
 	eps, err := v.Endpoints(r.Context())
@@ -49,9 +58,8 @@ type ssoTokenRequest struct {
 }
 
 func (h *Handler) ssoToken(w http.ResponseWriter, r *http.Request) {
-	v := h.d.Auth.OIDC()
+	v := h.sso(w, r)
 	if v == nil {
-		writeError(w, r, http.StatusNotFound, "NOT_FOUND", "single sign-on is not configured on this server (KLIQUE_OIDC_ISSUER and the rest): sign in with an API key")
 		return
 	}
 	var in ssoTokenRequest
