@@ -13,12 +13,14 @@ import (
 
 // QueueChanged is the resolver for the queueChanged field.
 func (r *subscriptionResolver) QueueChanged(ctx context.Context, computeResource string) (<-chan *platform.QueueUpdate, error) {
-	return r.Svc.SubscribeQueue(ctx, computeResource)
+	ch, err := r.Svc.SubscribeQueue(ctx, computeResource)
+	return shared(ctx, ch, err)
 }
 
 // TaskEvents is the resolver for the taskEvents field.
 func (r *subscriptionResolver) TaskEvents(ctx context.Context, id string) (<-chan *platform.TaskUpdate, error) {
-	return r.Svc.SubscribeTask(ctx, id)
+	ch, err := r.Svc.SubscribeTask(ctx, id)
+	return shared(ctx, ch, err)
 }
 
 // TaskLogs is the resolver for the taskLogs field.
@@ -32,22 +34,26 @@ func (r *subscriptionResolver) TaskLogs(ctx context.Context, id string, after *i
 	if tail != nil {
 		n = *tail
 	}
-	return r.Svc.SubscribeTaskLogs(ctx, id, from, n)
+	ch, err := r.Svc.SubscribeTaskLogs(ctx, id, from, n)
+	return shared(ctx, ch, err)
 }
 
 // PoolUtilization is the resolver for the poolUtilization field.
 func (r *subscriptionResolver) PoolUtilization(ctx context.Context) (<-chan *platform.PoolUtilization, error) {
-	return r.Svc.SubscribePoolUtilization(ctx)
+	ch, err := r.Svc.SubscribePoolUtilization(ctx)
+	return shared(ctx, ch, err)
 }
 
 // Workers is the resolver for the workers field.
 func (r *subscriptionResolver) Workers(ctx context.Context) (<-chan *platform.WorkerUpdate, error) {
-	return r.Svc.SubscribeWorkers(ctx)
+	ch, err := r.Svc.SubscribeWorkers(ctx)
+	return shared(ctx, ch, err)
 }
 
 // BudgetBurn is the resolver for the budgetBurn field.
 func (r *subscriptionResolver) BudgetBurn(ctx context.Context, policy string) (<-chan *platform.BudgetBurnUpdate, error) {
-	return r.Svc.SubscribeBudgetBurn(ctx, policy)
+	ch, err := r.Svc.SubscribeBudgetBurn(ctx, policy)
+	return shared(ctx, ch, err)
 }
 
 // Subscription returns SubscriptionResolver implementation.

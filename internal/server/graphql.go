@@ -18,6 +18,7 @@ import (
 	"github.com/99designs/gqlgen/graphql/handler/extension"
 	"github.com/99designs/gqlgen/graphql/handler/lru"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
@@ -37,7 +38,21 @@ const ComplexityLimit = 2000
 // default server), a complexity limit, introspection for signed-in callers
 // only, and errors that carry extensions.code and never internal details.
 func newGraphQL(svc *platform.Service, log *slog.Logger, m *metrics, sockets *liveSockets) *handler.Server {
-	schema := graph.NewExecutableSchema(graph.Config{Resolvers: &graph.Resolver{Svc: svc}})
+	schema := graph.ShareRenders(graph.NewExecutableSchema(graph.Config{Resolvers: &graph.Resolver{Svc: svc}}))
+	m.registry.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "klique_subscription_updates_rendered_total",
+			Help: "Subscription updates rendered by executing the subscriber's selection.",
+		}, func() float64 { r, _ := schema.Stats(); return float64(r) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "klique_subscription_updates_shared_total",
+			Help: "Subscription updates sent as the bytes another subscriber's rendering of the same update and operation left.",
+		}, func() float64 { _, n := schema.Stats(); return float64(n) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "klique_subscription_updates_held",
+			Help: "Subscription updates whose renderings are kept for other subscribers (dropped when the update is collected).",
+		}, func() float64 { return float64(schema.Held()) }),
+	)
 	srv := handler.New(schema)
 	srv.AddTransport(subscriptionTransport(svc, log, sockets))
 	srv.AddTransport(transport.Options{})

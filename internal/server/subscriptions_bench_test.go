@@ -175,6 +175,11 @@ func BenchmarkQueueFanOut(b *testing.B) {
 		_ = pprof.Lookup("goroutine").WriteTo(out, 1)
 		_ = out.Close()
 	}
+	if f := os.Getenv("KLIQUE_BENCH_HEAP"); f != "" {
+		out, _ := os.Create(f)
+		_ = pprof.Lookup("heap").WriteTo(out, 0)
+		_ = out.Close()
+	}
 
 	cpuBefore := processCPU(b)
 	b.ResetTimer()
