@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/klique-ai/klique/internal/gctune"
 	"github.com/klique-ai/klique/internal/model"
 )
 
@@ -56,6 +57,10 @@ func startMock(b *testing.B) string {
 //
 //     KLIQUE_TEST_REDIS_URL=redis://127.0.0.1:6379/0 go test ./gateway -run '^$' -bench GatewayOverhead -benchtime 1x
 func BenchmarkGatewayOverhead(b *testing.B) {
+	// As `klique serve` does (KLIQUE_GC_HEAP_FLOOR, default 64 MiB): with a
+	// live heap of a few MiB the collector would otherwise run about 28
+	// times a second at this rate. Set GOGC to measure without it.
+	gctune.Start(gctune.DefaultFloor)
 	mock := startMock(b)
 	e := newBenchEnv(b, mock)
 	// Connections are capped so that a stall queues calls rather than

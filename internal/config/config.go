@@ -85,6 +85,12 @@ type Config struct {
 	// default.
 	SubscriptionsPerConnection     int
 	SubscriptionConnectionsPerUser int
+	// GCHeapFloor is the heap size below which `klique serve` does not run
+	// Go's collector (KLIQUE_GC_HEAP_FLOOR, bytes, default 64 MiB; 0 turns
+	// it off). It spaces out collections in a process with a small live
+	// heap and a high allocation rate, such as a busy LLM gateway (see
+	// internal/gctune). A GOGC or GOMEMLIMIT in the environment wins.
+	GCHeapFloor int64
 }
 
 // Defaults.
@@ -149,6 +155,14 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 		if n == 0 {
 			c.TaskMaxRetries = -1
 		}
+	}
+	c.GCHeapFloor = 64 << 20
+	if v := getenv("KLIQUE_GC_HEAP_FLOOR"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 || n > 1<<40 {
+			return nil, fmt.Errorf("KLIQUE_GC_HEAP_FLOOR=%q: give a number of bytes (0 turns the floor off), such as 67108864 for 64 MiB", v)
+		}
+		c.GCHeapFloor = n
 	}
 	c.TaskLogLimit = 16 << 20
 	if v := getenv("KLIQUE_TASK_LOG_LIMIT"); v != "" {

@@ -16,6 +16,7 @@ import (
 	"github.com/klique-ai/klique/gateway"
 	"github.com/klique-ai/klique/internal/config"
 	"github.com/klique-ai/klique/internal/events"
+	"github.com/klique-ai/klique/internal/gctune"
 	"github.com/klique-ai/klique/internal/identity"
 	"github.com/klique-ai/klique/internal/platform"
 	"github.com/klique-ai/klique/internal/store"
@@ -320,6 +321,11 @@ func (a *App) Shutdown(ctx context.Context) error {
 // Run serves until ctx is cancelled (SIGTERM or SIGINT in `klique serve`),
 // then shuts down gracefully.
 func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
+	// A process-wide setting, so made here and not in Start (which tests
+	// call many times in one process).
+	if cfg.GCHeapFloor > 0 && gctune.Start(uint64(cfg.GCHeapFloor)) {
+		log.Debug("collector heap floor set", "bytes", cfg.GCHeapFloor)
+	}
 	app, err := Start(ctx, cfg, log)
 	if err != nil {
 		return err
