@@ -80,7 +80,8 @@ type streamKey struct{}
 // stream is where a subscription resolver leaves its stream (see shared)
 // for the response handler to read ahead of gqlgen's executor.
 type stream struct {
-	// next waits for the next update and says which it is.
+	// next waits for the next update and says which it is (nil for an
+	// update that cannot be shared); ok is false at the end of the stream.
 	next func(ctx context.Context) (id any, ok bool)
 	// render hands the update next read to gqlgen's executor.
 	render func()
@@ -104,10 +105,13 @@ func shared[T any](ctx context.Context, ch <-chan *T, err error) (<-chan *T, err
 	st.next = func(ctx context.Context) (any, bool) {
 		select {
 		case v, ok := <-ch:
-			if !ok || v == nil {
+			if !ok {
 				return nil, false
 			}
 			cur = v
+			if v == nil {
+				return nil, true
+			}
 			return weak.Make(v), true
 		case <-ctx.Done():
 			return nil, false
@@ -115,7 +119,13 @@ func shared[T any](ctx context.Context, ch <-chan *T, err error) (<-chan *T, err
 	}
 	st.render = func() { feed <- cur }
 	st.onCollect = func(f func()) { runtime.AddCleanup(cur, func(f func()) { f() }, f) }
-	st.end = func() { close(feed) }
+	var ended bool
+	st.end = func() {
+		if !ended {
+			ended = true
+			close(feed)
+		}
+	}
 	return feed, nil
 }
 
@@ -146,6 +156,9 @@ func (s *SharedRenders) Exec(ctx context.Context) graphql.ResponseHandler {
 		if !ok {
 			st.end()
 			return inner(ctx)
+		}
+		if id == nil {
+			return s.render(ctx, st, inner, nil)
 		}
 		b, mine := s.claim(id, key, st)
 		if b != nil {

@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"context"
 	"reflect"
 	"testing"
 
@@ -65,5 +66,49 @@ func TestAnOperationSharesOnlyWhatNoResolverServes(t *testing.T) {
 		if got := s.callerFree(doc.Operations[0].SelectionSet, true); got != c.share {
 			t.Errorf("%s: shares %v, want %v", c.query, got, c.share)
 		}
+	}
+}
+
+// The shared stream passes every update on, a nil one unshared, and ends
+// once however often it is told to.
+func TestASharedStreamPassesEveryUpdateOn(t *testing.T) {
+	type update struct{ n int }
+	st := &stream{}
+	ctx := context.WithValue(context.Background(), streamKey{}, st)
+	src := make(chan *update, 3)
+	feed, err := shared(ctx, (<-chan *update)(src), nil)
+	if err != nil || st.next == nil {
+		t.Fatalf("shared did not take the stream: %v", err)
+	}
+	a := &update{1}
+	src <- a
+	src <- nil
+	src <- a
+	close(src)
+	var ids []any
+	for {
+		id, ok := st.next(ctx)
+		if !ok {
+			break
+		}
+		ids = append(ids, id)
+		st.render()
+		if got := <-feed; (id == nil) != (got == nil) {
+			t.Fatalf("update %d: the executor got %v for id %v", len(ids), got, id)
+		}
+	}
+	if len(ids) != 3 || ids[0] == nil || ids[1] != nil || ids[0] != ids[2] {
+		t.Fatalf("ids %v: want the same id for the same update, nil for the nil one", ids)
+	}
+	st.end()
+	st.end()
+	if _, open := <-feed; open {
+		t.Fatal("the executor's channel is open after the end")
+	}
+	// Without a slot (an operation that does not share), the stream is
+	// gqlgen's as it came.
+	own := make(chan *update)
+	if got, _ := shared(context.Background(), (<-chan *update)(own), nil); got != (<-chan *update)(own) {
+		t.Fatal("a stream was taken without a slot")
 	}
 }
