@@ -3,9 +3,11 @@ package gateway
 import (
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -19,10 +21,10 @@ func TestMetricsCountCallsAndTokensPerAlias(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 3 {
-		m.call(&model.ModelCall{Alias: "chat", Outcome: model.CallOK, InputTokens: 10, OutputTokens: 2})
+		m.call(&model.ModelCall{Alias: "chat", Outcome: model.CallOK, InputTokens: 10, OutputTokens: 2}, 100*time.Microsecond)
 	}
-	m.call(&model.ModelCall{Alias: "chat", Outcome: model.CallRateLimited})
-	m.call(&model.ModelCall{Alias: "embed", Outcome: model.CallOK, InputTokens: 5})
+	m.call(&model.ModelCall{Alias: "chat", Outcome: model.CallRateLimited}, 60*time.Microsecond)
+	m.call(&model.ModelCall{Alias: "embed", Outcome: model.CallOK, InputTokens: 5}, 3*time.Millisecond)
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -34,7 +36,20 @@ func TestMetricsCountCallsAndTokensPerAlias(t *testing.T) {
 			for _, l := range s.GetLabel() {
 				labels = append(labels, l.GetValue())
 			}
-			got[mf.GetName()+"{"+strings.Join(labels, ",")+"}"] = s.GetCounter().GetValue()
+			v := s.GetCounter().GetValue()
+			if h := s.GetHistogram(); h != nil {
+				v = float64(h.GetSampleCount())
+				// Each call's time outside the upstream, in seconds.
+				if sum := h.GetSampleSum(); math.Abs(sum-(3*100e-6+60e-6+3e-3)) > 1e-9 {
+					t.Errorf("overhead sum %v s, want %v s", sum, 3*100e-6+60e-6+3e-3)
+				}
+				for _, b := range h.GetBucket() {
+					if b.GetUpperBound() == 100e-6 && b.GetCumulativeCount() != 4 {
+						t.Errorf("%d calls of at most 100 µs, want 4 (a bucket holds what is up to its bound)", b.GetCumulativeCount())
+					}
+				}
+			}
+			got[mf.GetName()+"{"+strings.Join(labels, ",")+"}"] = v
 		}
 	}
 	// Series nothing was counted in (embed's output) are not made up.
@@ -46,6 +61,7 @@ func TestMetricsCountCallsAndTokensPerAlias(t *testing.T) {
 		"klique_gateway_tokens_total{chat,output}":                       6,
 		"klique_gateway_tokens_total{embed,input}":                       5,
 		"klique_gateway_limits_degraded{}":                               0,
+		"klique_gateway_overhead_seconds{}":                              5,
 	}
 	if !maps.Equal(got, want) {
 		t.Fatalf("series:\n%s\nwant:\n%s", show(got), show(want))

@@ -24,6 +24,10 @@ const defaultMaxOutput = 4096
 // serve handles one model call.
 func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, ep wire.Endpoint) {
 	start := g.o.Now()
+	// began and upstream time the gateway's own share of the call on the
+	// monotonic clock (Now may be a test's clock).
+	began := time.Now()
+	var upstream time.Duration
 	ctx, ok := g.authenticate(w, r)
 	if !ok {
 		return
@@ -63,7 +67,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, ep wire.Endpoint
 		rec.Status, rec.Outcome = status, outcome
 		rec.LatencyMicros = g.o.Now().Sub(start).Microseconds()
 		g.meter.record(rec)
-		g.o.Metrics.call(rec)
+		g.o.Metrics.call(rec, time.Since(began)-upstream)
 	}
 
 	// Guardrails on the input, at the edge: a blocked call never goes
@@ -104,7 +108,9 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, ep wire.Endpoint
 
 	attempts := g.attempts(grant)
 	c := &call{ep: ep, body: body, req: req, guard: grant.Guard, header: header}
+	sent := time.Now()
 	out := g.proxy.do(ctx, w, c, attempts)
+	upstream = time.Since(sent)
 
 	actual := make([]int64, len(res.Windows))
 	var used *model.LLMModel

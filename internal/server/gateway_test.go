@@ -84,6 +84,12 @@ func TestTheGatewayIsServedByTheControlPlane(t *testing.T) {
 	if code, body := gatewayCall(t, "http://"+gwAddr, f.alice, "fraud-models"); code != 200 {
 		t.Fatalf("/v1 on KLIQUE_GATEWAY_LISTEN: %d %s", code, body)
 	}
+	// Both calls' time in the gateway outside the model server is in
+	// /metrics.
+	_, metrics := ts.get(t, "/metrics", "")
+	if !strings.Contains(metrics, "\nklique_gateway_overhead_seconds_count 2\n") {
+		t.Errorf("/metrics after two gateway calls lacks klique_gateway_overhead_seconds_count 2:\n%s", grepLines(metrics, "klique_gateway_overhead"))
+	}
 	// Victor's group has no rule of the alias.
 	if code, body := gatewayCall(t, ts.url, f.victor, "vision-detect"); code != 403 || !strings.Contains(body, "model_not_allowed") {
 		t.Fatalf("victor: %d %s", code, body)
@@ -101,4 +107,15 @@ func TestTheGatewayIsServedByTheControlPlane(t *testing.T) {
 	if code, body := gatewayCall(t, ts.url, f.alice, "fraud-models"); code != 401 || !strings.Contains(body, "invalid_api_key") {
 		t.Fatalf("after revoking: %d %s", code, body)
 	}
+}
+
+// grepLines returns the lines of s that contain sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
