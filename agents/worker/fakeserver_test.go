@@ -45,9 +45,14 @@ type fakeServer struct {
 }
 
 type fakeTask struct {
-	a        agentapi.Assignment
-	attempt  int
-	logs     []agentapi.LogLine
+	a       agentapi.Assignment
+	attempt int
+	logs    []agentapi.LogLine
+	// received is the highest line number stored (of the current
+	// attempt); as the control plane does, a line numbered at or below it
+	// is a resend and is skipped.
+	received int64
+	resent   int
 	metrics  []agentapi.MetricPoint
 	finish   *agentapi.FinishRequest
 	finishes int
@@ -210,7 +215,7 @@ func (s *fakeServer) claim(w http.ResponseWriter, r *http.Request) {
 			ft.attempt++
 			a.Attempt = ft.attempt
 			ft.a = *a
-			ft.finish, ft.command = nil, nil
+			ft.finish, ft.command, ft.received = nil, nil, 0
 			s.mu.Unlock()
 			writeJSON(w, agentapi.ClaimResponse{Task: a})
 			return
@@ -289,6 +294,11 @@ func (s *fakeServer) logs(w http.ResponseWriter, r *http.Request) {
 	}
 	resp := agentapi.LogsResponse{}
 	for _, l := range req.Lines {
+		if l.N > 0 && l.N <= ft.received {
+			ft.resent++
+			continue
+		}
+		ft.received = max(ft.received, l.N)
 		if s.logLimit > 0 && len(ft.logs) >= s.logLimit {
 			resp.Truncated = true
 			break
@@ -369,6 +379,7 @@ func (s *fakeServer) requeue(id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.tasks[id].attempt++
+	s.tasks[id].received = 0
 }
 
 // task returns a copy of what the server knows of a task.

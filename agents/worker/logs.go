@@ -98,9 +98,10 @@ type logLimits struct {
 }
 
 // logStream buffers a task's log lines and sends them in order, spilling
-// to a file on disk while the control plane cannot take them. A line is
-// sent once unless an answer is lost after the server stored it (then it
-// may be sent twice: the protocol has no sequence numbers).
+// to a file on disk while the control plane cannot take them. Each line is
+// numbered (agentapi.LogLine.N) as it is taken, so that when an answer is
+// lost after the server stored the batch, the batch sent again is stored
+// once.
 type logStream struct {
 	send      func(ctx context.Context, lines []agentapi.LogLine) (*agentapi.LogsResponse, error)
 	limits    logLimits
@@ -121,7 +122,9 @@ type logStream struct {
 	// task was dropped.
 	truncated, stopped bool
 	lost               int
-	kick               chan struct{}
+	// numbered is the number given to the last line taken.
+	numbered int64
+	kick     chan struct{}
 }
 
 func newLogStream(spoolPath string, limits logLimits, backoff client.Backoff,
@@ -137,7 +140,11 @@ func (s *logStream) Add(lines ...agentapi.LogLine) {
 	if s.truncated || s.stopped {
 		return
 	}
-	s.mem = append(s.mem, lines...)
+	for _, l := range lines {
+		s.numbered++
+		l.N = s.numbered
+		s.mem = append(s.mem, l)
+	}
 	if len(s.mem) > s.limits.MemoryLines {
 		s.spillLocked()
 	}
@@ -171,7 +178,8 @@ func (s *logStream) spillLocked() {
 func (s *logStream) lostLocked(n int, err error) {
 	s.warn("spill log lines to disk", err)
 	s.lost += n
-	s.mem = []agentapi.LogLine{{At: time.Now(), Stream: agentapi.StreamWorker,
+	s.numbered++
+	s.mem = []agentapi.LogLine{{At: time.Now(), Stream: agentapi.StreamWorker, N: s.numbered,
 		Line: fmt.Sprintf("[klique worker: %d log lines were lost: the control plane was unreachable and the spool failed: %v]", s.lost, err)}}
 }
 

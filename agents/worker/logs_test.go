@@ -126,6 +126,55 @@ func TestLogStream(t *testing.T) {
 		}
 	})
 
+	t.Run("a batch whose answer was lost is sent again with the same line numbers", func(t *testing.T) {
+		var mu sync.Mutex
+		var sent [][]int64
+		lost := true
+		ls := newLogStream(filepath.Join(t.TempDir(), "s.jsonl"),
+			logLimits{BatchLines: 4, BatchBytes: 1 << 20, FlushInterval: 10 * time.Millisecond, MemoryLines: 2},
+			client.Backoff{Initial: time.Millisecond, Max: 5 * time.Millisecond},
+			func(_ context.Context, lines []agentapi.LogLine) (*agentapi.LogsResponse, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				var ns []int64
+				for _, l := range lines {
+					ns = append(ns, l.N)
+				}
+				sent = append(sent, ns)
+				if lost { // the server stored the batch, but its answer never came
+					lost = false
+					return nil, &client.NetError{Op: "POST logs", Err: errors.New("connection reset by peer")}
+				}
+				return &agentapi.LogsResponse{Accepted: len(lines)}, nil
+			})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { ls.run(ctx); close(done) }()
+		add(ls, 0, 10) // more than MemoryLines: some go through the spool
+		if err := ls.close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		if len(sent) < 2 || fmt.Sprint(sent[0]) != fmt.Sprint(sent[1]) {
+			t.Fatalf("batches sent %v: want the first sent again with the same numbers", sent)
+		}
+		var all []int64
+		for _, b := range sent[1:] {
+			all = append(all, b...)
+		}
+		for i, n := range all {
+			if n != int64(i+1) {
+				t.Fatalf("after the resend, lines carry numbers %v, want 1 to 10 in order", all)
+			}
+		}
+		if len(all) != 10 {
+			t.Fatalf("after the resend, %d lines were sent, want 10", len(all))
+		}
+	})
+
 	t.Run("a 409 stops the stream and calls back once", func(t *testing.T) {
 		calls := 0
 		ls := newLogStream(filepath.Join(t.TempDir(), "s.jsonl"),

@@ -225,6 +225,13 @@ type LogLine struct {
 	At     time.Time `json:"t"`
 	Stream string    `json:"stream"`
 	Line   string    `json:"line"`
+	// N numbers the attempt's lines from 1, in the order the worker took
+	// them. The server keeps a line once however often it is sent: a
+	// batch whose answer was lost (the control plane went away after
+	// storing it) is sent again, and the lines it already has are skipped.
+	// Zero is stored as sent: an older worker, or `klique task-run`, whose
+	// lines share the attempt with its submitter's numbered ones.
+	N int64 `json:"n,omitempty"`
 }
 
 // LogsRequest sends a batch of log lines, in order.

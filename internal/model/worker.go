@@ -47,6 +47,9 @@ type LogLine struct {
 	At      time.Time
 	Stream  string
 	Line    string
+	// N is the worker's number of the line within its attempt (from 1;
+	// 0 when the worker gives none), used to keep each line once.
+	N int64
 }
 
 // MetricPoint is one scalar a task reported.

@@ -389,7 +389,7 @@ func (s *Service) AppendLogs(ctx context.Context, taskID string, req agentapi.Lo
 		if at.IsZero() {
 			at = s.Now()
 		}
-		lines = append(lines, model.LogLine{At: at, Stream: stream, Line: line})
+		lines = append(lines, model.LogLine{At: at, Stream: stream, Line: line, N: l.N})
 	}
 	n, truncated, err := s.store.AppendLogs(ctx, w.TenantID, taskID, req.Attempt, lines, s.agent.LogLimit)
 	if err != nil {

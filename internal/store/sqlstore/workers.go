@@ -227,10 +227,10 @@ func (q *queries) AppendLogs(ctx context.Context, tenantID, taskID string, attem
 	accepted := 0
 	truncated := false
 	err := q.atomic(ctx, func(q *queries) error {
-		var used, seq int64
-		var trunc int
-		if err := q.queryRow(ctx, `SELECT log_bytes, log_seq, log_truncated FROM tasks WHERE tenant_id = ? AND id = ?`,
-			tenantID, taskID).Scan(&used, &seq, &trunc); err != nil {
+		var used, seq, received int64
+		var trunc, receivedAttempt int
+		if err := q.queryRow(ctx, `SELECT log_bytes, log_seq, log_truncated, log_received_attempt, log_received FROM tasks WHERE tenant_id = ? AND id = ?`,
+			tenantID, taskID).Scan(&used, &seq, &trunc, &receivedAttempt, &received); err != nil {
 			if err == sql.ErrNoRows {
 				return fmt.Errorf("append logs of task %s: %w", taskID, store.ErrNotFound)
 			}
@@ -240,6 +240,20 @@ func (q *queries) AppendLogs(ctx context.Context, tenantID, taskID string, attem
 			truncated = true
 			return nil
 		}
+		if receivedAttempt != attempt {
+			received = 0 // numbering starts again with each attempt
+		}
+		// Lines the worker numbered and this attempt already has are a
+		// batch sent again after its answer was lost: skipped.
+		fresh := lines[:0:0]
+		for _, l := range lines {
+			if l.N > 0 && l.N <= received {
+				continue
+			}
+			received = max(received, l.N)
+			fresh = append(fresh, l)
+		}
+		lines = fresh
 		var keep []model.LogLine
 		for _, l := range lines {
 			n := int64(len(l.Line))
@@ -277,8 +291,8 @@ func (q *queries) AppendLogs(ctx context.Context, tenantID, taskID string, attem
 			flag = 1
 		}
 		_, err := q.write(ctx, "count logs of task "+taskID, store.ErrNotFound,
-			`UPDATE tasks SET log_bytes = ?, log_seq = ?, log_truncated = ? WHERE tenant_id = ? AND id = ?`,
-			used, seq, flag, tenantID, taskID)
+			`UPDATE tasks SET log_bytes = ?, log_seq = ?, log_truncated = ?, log_received_attempt = ?, log_received = ? WHERE tenant_id = ? AND id = ?`,
+			used, seq, flag, attempt, received, tenantID, taskID)
 		return err
 	})
 	return accepted, truncated, err

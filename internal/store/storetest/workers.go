@@ -238,6 +238,48 @@ func exerciseWorkers(t *testing.T, setup setupFunc) {
 		wantErr(t, err, store.ErrNotFound)
 	})
 
+	t.Run("AppendLogs keeps a numbered line once: a batch sent again is skipped, and numbering restarts with an attempt", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		tk := b.task(t, b.queue(t), b.user(t))
+		numbered := func(from, to int64) []model.LogLine {
+			var out []model.LogLine
+			for n := from; n <= to; n++ {
+				out = append(out, model.LogLine{At: b.now, Stream: "stdout", Line: fmt.Sprintf("line %d", n), N: n})
+			}
+			return out
+		}
+		for _, c := range []struct {
+			attempt int
+			lines   []model.LogLine
+			want    int
+			why     string
+		}{
+			{1, numbered(1, 3), 3, "the first batch"},
+			{1, numbered(1, 3), 0, "the same batch again (its answer was lost)"},
+			{1, numbered(2, 5), 2, "a batch cut differently, overlapping what is stored"},
+			{1, []model.LogLine{{At: b.now, Stream: "stdout", Line: "unnumbered"}}, 1, "a line an older worker sent, without a number"},
+			{2, numbered(1, 2), 2, "the next attempt, numbering from 1 again"},
+			{2, numbered(1, 2), 0, "the next attempt's batch again"},
+		} {
+			n, trunc, err := b.store.AppendLogs(b.ctx, b.tenant.ID, tk.ID, c.attempt, c.lines, 1<<20)
+			must(t, err)
+			if n != c.want || trunc {
+				t.Fatalf("%s: appended %d (truncated %v), want %d", c.why, n, trunc, c.want)
+			}
+		}
+		all, err := b.store.ListLogs(b.ctx, b.tenant.ID, tk.ID, 0, 100, false)
+		must(t, err)
+		var got []string
+		for _, l := range all {
+			got = append(got, fmt.Sprintf("%d:%s", l.Attempt, l.Line))
+		}
+		want := "1:line 1,1:line 2,1:line 3,1:line 4,1:line 5,1:unnumbered,2:line 1,2:line 2"
+		if strings.Join(got, ",") != want {
+			t.Fatalf("log %v, want %s", got, want)
+		}
+	})
+
 	t.Run("metrics are appended, listed by name and read back latest first per name", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
