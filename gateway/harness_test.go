@@ -198,6 +198,12 @@ type envOption func(*envConfig)
 
 type envConfig struct {
 	limiter func(t testing.TB) limits.Limiter
+	metrics *gateway.Metrics
+}
+
+// withMetrics has the gateway count into m.
+func withMetrics(m *gateway.Metrics) envOption {
+	return func(c *envConfig) { c.metrics = m }
 }
 
 func withRedis() envOption {
@@ -274,7 +280,7 @@ func newEnvTB(t testing.TB, configure func(g *model.Gateway, upstreamURL string)
 	// A service of its own, so that nothing of the setup is cached.
 	e.svc = platform.New(platform.Options{Store: st, Auth: e.auth, Vault: v, Logger: log})
 	e.limiter = cfg.limiter(t)
-	e.gw = gateway.New(gateway.Options{Service: e.svc, Auth: e.auth, Limiter: e.limiter, Log: log})
+	e.gw = gateway.New(gateway.Options{Service: e.svc, Auth: e.auth, Limiter: e.limiter, Log: log, Metrics: cfg.metrics})
 	e.srv = httptest.NewServer(e.gw)
 	t.Cleanup(func() {
 		e.srv.Close()
