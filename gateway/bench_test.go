@@ -1,18 +1,17 @@
 package gateway_test
 
 import (
-	"context"
-	"fmt"
 	"io"
 	"maps"
 	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"runtime/trace"
 	"slices"
+	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -50,7 +49,9 @@ func startMock(b *testing.B) string {
 // BenchmarkGatewayOverhead measures, in one run, calls made straight to a
 // mock model server and the same calls made through the gateway (a real
 // platform service on SQLite, Redis rate limits and a token budget on,
-// guardrails on), all on loopback on this machine's cores:
+// guardrails on, the ledger written), all on loopback on this machine's
+// cores. The mock and the load generator are processes of their own (see
+// benchproc_test.go); the gateway runs in the benchmark's process.
 //
 //   - latency at a fixed 5,000 requests per second (open loop: each
 //     request is timed from when it was due, so a stall counts against
@@ -63,53 +64,48 @@ func startMock(b *testing.B) string {
 //     KLIQUE_TEST_REDIS_URL=redis://127.0.0.1:6379/0 go test ./gateway -run '^$' -bench GatewayOverhead -benchtime 1x
 func BenchmarkGatewayOverhead(b *testing.B) {
 	// As `klique serve` does (KLIQUE_GC_HEAP_FLOOR, default 64 MiB): with a
-	// live heap of a few MiB the collector would otherwise run about 28
+	// live heap of a few MiB the collector would otherwise run dozens of
 	// times a second at this rate. Set GOGC to measure without it.
-	gctune.Start(gctune.DefaultFloor)
-	mock := startMock(b)
+	floor := uint64(gctune.DefaultFloor)
+	if v := os.Getenv("KLIQUE_GC_HEAP_FLOOR"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			b.Fatalf("KLIQUE_GC_HEAP_FLOOR=%q: give a number of bytes", v)
+		}
+		floor = n
+	}
+	gctune.Start(floor)
+	mock := startMockProcess(b)
 	reg := prometheus.NewRegistry()
 	metrics, err := gateway.NewMetrics(reg)
 	if err != nil {
 		b.Fatal(err)
 	}
 	e := newBenchEnv(b, mock, withMetrics(metrics))
-	// Connections are capped so that a stall queues calls rather than
-	// running the process out of file descriptors.
-	direct := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256, MaxConnsPerHost: 256}}
-	viaGateway := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256, MaxConnsPerHost: 256}}
-	directCall := func() error { return send(direct, mock+"/v1/chat/completions", "", "") }
-	gatewayCall := func() error { return send(viaGateway, e.srv.URL+"/v1/chat/completions", e.keys["vic"], "detect") }
-	// Warm up connections and caches both ways.
-	for i := 0; i < 2000; i++ {
-		if err := directCall(); err != nil {
-			b.Fatal(err)
-		}
-		if err := gatewayCall(); err != nil {
-			b.Fatal(err)
-		}
-	}
+	direct := load{url: mock}
+	through := load{url: e.srv.URL, key: e.keys["vic"], project: "detect"}
 	const rate, duration = 5000, 4 * time.Second
 	for i := 0; i < b.N; i++ {
-		// Each way, a second at the rate first, not measured: the warm-up
-		// above is one call at a time and leaves one connection open, so
-		// the measured second would otherwise begin by opening the dozens
-		// of connections the rate needs (on both legs through the
-		// gateway), which a gateway under steady load has done long
-		// before.
-		openLoop(b, directCall, rate, time.Second)
-		d := openLoop(b, directCall, rate, duration)
-		openLoop(b, gatewayCall, rate, time.Second)
-		before := overheadBuckets(b, reg)
-		g := openLoop(b, gatewayCall, rate, duration)
-		own50, own99 := overheadQuantiles(before, overheadBuckets(b, reg))
-		dt := closedLoop(b, directCall, 64, 3*time.Second)
-		gt := closedLoop(b, gatewayCall, 64, 3*time.Second)
-		b.ReportMetric(float64(d.p50.Microseconds()), "direct-p50-µs")
-		b.ReportMetric(float64(d.p99.Microseconds()), "direct-p99-µs")
-		b.ReportMetric(float64(g.p50.Microseconds()), "gateway-p50-µs")
-		b.ReportMetric(float64(g.p99.Microseconds()), "gateway-p99-µs")
-		b.ReportMetric(float64((g.p50 - d.p50).Microseconds()), "added-p50-µs")
-		b.ReportMetric(float64((g.p99 - d.p99).Microseconds()), "added-p99-µs")
+		d := runLoad(b, with(direct, rate, 0, duration), nil)
+		var before, after map[float64]uint64
+		stopTrace := func() {}
+		g := runLoad(b, with(through, rate, 0, duration), func() {
+			before, after = after, overheadBuckets(b, reg)
+			if before == nil {
+				stopTrace = startTrace(b)
+			} else {
+				stopTrace()
+			}
+		})
+		own50, own99 := overheadQuantiles(before, after)
+		dt := runLoad(b, with(direct, 0, 64, 3*time.Second), nil).PerSec
+		gt := runLoad(b, with(through, 0, 64, 3*time.Second), nil).PerSec
+		b.ReportMetric(float64(d.P50.Microseconds()), "direct-p50-µs")
+		b.ReportMetric(float64(d.P99.Microseconds()), "direct-p99-µs")
+		b.ReportMetric(float64(g.P50.Microseconds()), "gateway-p50-µs")
+		b.ReportMetric(float64(g.P99.Microseconds()), "gateway-p99-µs")
+		b.ReportMetric(float64((g.P50 - d.P50).Microseconds()), "added-p50-µs")
+		b.ReportMetric(float64((g.P99 - d.P99).Microseconds()), "added-p99-µs")
 		// The gateway's own time per call (klique_gateway_overhead_seconds:
 		// outside its exchange with the model server), as the bound of the
 		// histogram bucket the quantile falls in.
@@ -120,6 +116,35 @@ func BenchmarkGatewayOverhead(b *testing.B) {
 		b.ReportMetric(100*gt/dt, "gateway-%-of-direct")
 		b.ReportMetric(0, "ns/op")
 	}
+}
+
+// startTrace writes an execution trace of the gateway's process to the
+// file KLIQUE_BENCH_TRACE names, if it names one, and returns what stops
+// it: for looking into the tail (go tool trace).
+func startTrace(b *testing.B) (stop func()) {
+	path := os.Getenv("KLIQUE_BENCH_TRACE")
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := trace.Start(f); err != nil {
+		b.Fatal(err)
+	}
+	return func() {
+		trace.Stop()
+		if err := f.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// with is l at a rate (an open loop) or with callers (a closed loop) for d.
+func with(l load, rate, callers int, d time.Duration) load {
+	l.rate, l.callers, l.d = rate, callers, d
+	return l
 }
 
 // overheadBuckets reads the cumulative counts of the gateway's overhead
@@ -165,96 +190,24 @@ func overheadQuantiles(before, after map[float64]uint64) (p50, p99 float64) {
 // newBenchEnv is the gateway of the tests, with a route to the mock, a
 // budget and rate limits in Redis, and a guardrail.
 func newBenchEnv(b *testing.B, mock string, opts ...envOption) *env {
-	return newEnvTB(b, func(g *model.Gateway, _ string) {
-		g.Routes = []*model.Route{{Name: "mock", Endpoints: []string{mock + "/v1"}, Timeout: 10 * time.Second}}
-		g.Models = []*model.LLMModel{{Name: "llama", Route: "mock", Upstream: "meta/llama", InputPriceMicros: 200_000, OutputPriceMicros: 200_000, Currency: "USD"}}
-		g.Aliases = []*model.Alias{{Name: "chat", Rules: []model.AliasRule{{Targets: []model.Target{{Model: "llama", Weight: 1}}}}}}
-		g.Budgets = []*model.TokenBudget{{Project: "detect", Period: model.PeriodMonth, Tokens: 1 << 50, PerUserTokens: 1 << 49}}
-		g.RateLimits = []*model.RateLimit{
-			{Scope: model.RateLimitUser, RequestsPerMinute: 1 << 40, TokensPerMinute: 1 << 50},
-			{Scope: model.RateLimitAlias, Name: "chat", RequestsPerMinute: 1 << 40},
-		}
-		g.Guardrails = model.Guardrails{Deny: []string{`(?i)\bpassword\s*[:=]`}}
-	}, append([]envOption{withRedis()}, opts...)...) // the gateway's own upstream transport
+	return newEnvTB(b, func(g *model.Gateway, _ string) { benchConfig(g, mock) },
+		append([]envOption{withRedis()}, opts...)...)
 }
 
-func send(c *http.Client, url, key, project string) error {
-	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(benchBody))
-	req.Header.Set("Content-Type", "application/json")
-	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
-		req.Header.Set("X-Klique-Project", project)
+// benchConfig is the gateway of the benchmarks: a route to the mock, a
+// project budget with a per-user cap, per-user and per-alias rate limits
+// and a guardrail, so that every check a call can meet is made.
+func benchConfig(g *model.Gateway, mock string) {
+	g.Routes = []*model.Route{{Name: "mock", Endpoints: []string{mock + "/v1"}, Timeout: 10 * time.Second}}
+	g.Models = []*model.LLMModel{{Name: "llama", Route: "mock", Upstream: "meta/llama", InputPriceMicros: 200_000, OutputPriceMicros: 200_000, Currency: "USD"}}
+	g.Aliases = []*model.Alias{{Name: "chat", Rules: []model.AliasRule{{Targets: []model.Target{{Model: "llama", Weight: 1}}}}}}
+	g.Budgets = []*model.TokenBudget{{Project: "detect", Period: model.PeriodMonth, Tokens: 1 << 50, PerUserTokens: 1 << 49}}
+	g.RateLimits = []*model.RateLimit{
+		{Scope: model.RateLimitUser, RequestsPerMinute: 1 << 40, TokensPerMinute: 1 << 50},
+		{Scope: model.RateLimitAlias, Name: "chat", RequestsPerMinute: 1 << 40},
 	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return err
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != 200 {
-		return fmt.Errorf("status %d", resp.StatusCode)
-	}
-	return nil
-}
+	g.Guardrails = model.Guardrails{Deny: []string{`(?i)\bpassword\s*[:=]`}}
 
-type latencies struct{ p50, p99 time.Duration }
-
-// openLoop sends rate requests a second for d, each at its due time, and
-// returns the latency percentiles measured from the due times.
-func openLoop(b *testing.B, call func() error, rate int, d time.Duration) latencies {
-	n := int(d.Seconds() * float64(rate))
-	lat := make([]time.Duration, n)
-	var failed atomic.Int64
-	var wg sync.WaitGroup
-	interval := time.Second / time.Duration(rate)
-	start := time.Now()
-	for i := 0; i < n; i++ {
-		due := start.Add(time.Duration(i) * interval)
-		if wait := time.Until(due); wait > 0 {
-			time.Sleep(wait)
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := call(); err != nil {
-				failed.Add(1)
-			}
-			lat[i] = time.Since(due)
-		}()
-	}
-	wg.Wait()
-	if f := failed.Load(); f > 0 {
-		b.Fatalf("%d of %d calls failed", f, n)
-	}
-	slices.Sort(lat)
-	return latencies{p50: lat[n/2], p99: lat[n*99/100]}
-}
-
-// closedLoop runs callers back to back for d and returns calls per second.
-func closedLoop(b *testing.B, call func() error, callers int, d time.Duration) float64 {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	var done, failed atomic.Int64
-	var wg sync.WaitGroup
-	start := time.Now()
-	for i := 0; i < callers; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for ctx.Err() == nil {
-				if err := call(); err != nil {
-					failed.Add(1)
-					return
-				}
-				done.Add(1)
-			}
-		}()
-	}
-	wg.Wait()
-	if f := failed.Load(); f > 0 {
-		b.Fatalf("%d calls failed", f)
-	}
-	return float64(done.Load()) / time.Since(start).Seconds()
 }
 
 // BenchmarkGatewayCall is one call through the gateway's handler, in
@@ -265,17 +218,7 @@ func closedLoop(b *testing.B, call func() error, callers int, d time.Duration) f
 //	go test ./gateway -run '^$' -bench GatewayCall -benchmem
 func BenchmarkGatewayCall(b *testing.B) {
 	mock := startMock(b)
-	e := newEnvTB(b, func(g *model.Gateway, _ string) {
-		g.Routes = []*model.Route{{Name: "mock", Endpoints: []string{mock + "/v1"}, Timeout: 10 * time.Second}}
-		g.Models = []*model.LLMModel{{Name: "llama", Route: "mock", Upstream: "meta/llama", InputPriceMicros: 200_000, OutputPriceMicros: 200_000, Currency: "USD"}}
-		g.Aliases = []*model.Alias{{Name: "chat", Rules: []model.AliasRule{{Targets: []model.Target{{Model: "llama", Weight: 1}}}}}}
-		g.Budgets = []*model.TokenBudget{{Project: "detect", Period: model.PeriodMonth, Tokens: 1 << 50, PerUserTokens: 1 << 49}}
-		g.RateLimits = []*model.RateLimit{
-			{Scope: model.RateLimitUser, RequestsPerMinute: 1 << 40, TokensPerMinute: 1 << 50},
-			{Scope: model.RateLimitAlias, Name: "chat", RequestsPerMinute: 1 << 40},
-		}
-		g.Guardrails = model.Guardrails{Deny: []string{`(?i)\bpassword\s*[:=]`}}
-	})
+	e := newEnvTB(b, func(g *model.Gateway, _ string) { benchConfig(g, mock) })
 	key := e.keys["vic"]
 	call := func() {
 		req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(benchBody))
