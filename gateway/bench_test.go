@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"bytes"
 	"io"
 	"maps"
 	"math"
@@ -20,6 +21,7 @@ import (
 	"github.com/klique-ai/klique/gateway"
 	"github.com/klique-ai/klique/internal/gctune"
 	"github.com/klique-ai/klique/internal/model"
+	"github.com/klique-ai/klique/internal/redistest"
 )
 
 // mockAnswer is a chat completion as a model server returns it.
@@ -51,17 +53,22 @@ func startMock(b *testing.B) string {
 // platform service on SQLite, Redis rate limits and a token budget on,
 // guardrails on, the ledger written), all on loopback on this machine's
 // cores. The mock and the load generator are processes of their own (see
-// benchproc_test.go); the gateway runs in the benchmark's process.
+// benchproc_test.go); the gateway runs in the benchmark's process. A third
+// way, through the least proxy built on the same parts (startFloorProxy),
+// shows how much of what the gateway adds comes before any of its work.
 //
 //   - latency at a fixed 5,000 requests per second (open loop: each
 //     request is timed from when it was due, so a stall counts against
 //     every request it delays), p50 and p99 each way, and what the gateway
-//     adds;
+//     and the floor proxy add;
 //
 //   - throughput with 64 callers as fast as they go, each way, and the
-//     gateway's share of the direct figure.
+//     gateway's and the floor proxy's share of the direct figure.
 //
-//     KLIQUE_TEST_REDIS_URL=redis://127.0.0.1:6379/0 go test ./gateway -run '^$' -bench GatewayOverhead -benchtime 1x
+// KLIQUE_BENCH_TRACE=file writes an execution trace of the gateway's
+// process during its measured run.
+//
+//	KLIQUE_TEST_REDIS_URL=redis://127.0.0.1:6379/0 go test ./gateway -run '^$' -bench GatewayOverhead -benchtime 1x
 func BenchmarkGatewayOverhead(b *testing.B) {
 	// As `klique serve` does (KLIQUE_GC_HEAP_FLOOR, default 64 MiB): with a
 	// live heap of a few MiB the collector would otherwise run dozens of
@@ -84,6 +91,7 @@ func BenchmarkGatewayOverhead(b *testing.B) {
 	e := newBenchEnv(b, mock, withMetrics(metrics))
 	direct := load{url: mock}
 	through := load{url: e.srv.URL, key: e.keys["vic"], project: "detect"}
+	least := load{url: startFloorProxy(b, mock)}
 	const rate, duration = 5000, 4 * time.Second
 	for i := 0; i < b.N; i++ {
 		d := runLoad(b, with(direct, rate, 0, duration), nil)
@@ -98,14 +106,19 @@ func BenchmarkGatewayOverhead(b *testing.B) {
 			}
 		})
 		own50, own99 := overheadQuantiles(before, after)
+		f := runLoad(b, with(least, rate, 0, duration), nil)
 		dt := runLoad(b, with(direct, 0, 64, 3*time.Second), nil).PerSec
 		gt := runLoad(b, with(through, 0, 64, 3*time.Second), nil).PerSec
+		ft := runLoad(b, with(least, 0, 64, 3*time.Second), nil).PerSec
 		b.ReportMetric(float64(d.P50.Microseconds()), "direct-p50-µs")
 		b.ReportMetric(float64(d.P99.Microseconds()), "direct-p99-µs")
 		b.ReportMetric(float64(g.P50.Microseconds()), "gateway-p50-µs")
 		b.ReportMetric(float64(g.P99.Microseconds()), "gateway-p99-µs")
 		b.ReportMetric(float64((g.P50 - d.P50).Microseconds()), "added-p50-µs")
 		b.ReportMetric(float64((g.P99 - d.P99).Microseconds()), "added-p99-µs")
+		// What the least proxy on the same parts adds (startFloorProxy).
+		b.ReportMetric(float64((f.P50 - d.P50).Microseconds()), "floor-added-p50-µs")
+		b.ReportMetric(float64((f.P99 - d.P99).Microseconds()), "floor-added-p99-µs")
 		// The gateway's own time per call (klique_gateway_overhead_seconds:
 		// outside its exchange with the model server), as the bound of the
 		// histogram bucket the quantile falls in.
@@ -114,6 +127,7 @@ func BenchmarkGatewayOverhead(b *testing.B) {
 		b.ReportMetric(dt, "direct-rps")
 		b.ReportMetric(gt, "gateway-rps")
 		b.ReportMetric(100*gt/dt, "gateway-%-of-direct")
+		b.ReportMetric(100*ft/dt, "floor-%-of-direct")
 		b.ReportMetric(0, "ns/op")
 	}
 }
@@ -139,6 +153,44 @@ func startTrace(b *testing.B) (stop func()) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// startFloorProxy serves the least that a gateway built on the same parts
+// can do for a call, in the benchmark's process as the gateway is: read
+// the call, make one round trip to the same Redis (a PING, where the
+// gateway runs its reservation script), send the call on to the mock with
+// net/http's transport and copy the answer back. No authentication,
+// limits, guardrails, routing, metering or collector tuning of its own.
+// What it adds over the direct call is what the process layout and the
+// parts cost on this machine before any of the gateway's work: the floor
+// under the gateway's figures.
+func startFloorProxy(b *testing.B, mock string) string {
+	rdb, _ := redistest.Require(b)
+	tr := &http.Transport{MaxIdleConnsPerHost: 1024, DisableCompression: true}
+	target := mock + "/v1/chat/completions"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err == nil {
+			err = rdb.Ping(r.Context()).Err()
+		}
+		var resp *http.Response
+		if err == nil {
+			req, _ := http.NewRequestWithContext(r.Context(), http.MethodPost, target, bytes.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			resp, err = tr.RoundTrip(req)
+		}
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
+		w.WriteHeader(resp.StatusCode)
+		_, _ = io.Copy(w, resp.Body)
+	}))
+	b.Cleanup(srv.Close)
+	b.Cleanup(tr.CloseIdleConnections)
+	return srv.URL
 }
 
 // with is l at a rate (an open loop) or with callers (a closed loop) for d.
