@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"maps"
 	"math"
@@ -9,14 +10,17 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"runtime/metrics"
 	"runtime/trace"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/klique-ai/klique/gateway"
 	"github.com/klique-ai/klique/internal/gctune"
@@ -92,6 +96,7 @@ func BenchmarkGatewayOverhead(b *testing.B) {
 	direct := load{url: mock}
 	through := load{url: e.srv.URL, key: e.keys["vic"], project: "detect"}
 	least := load{url: startFloorProxy(b, mock)}
+	rdb, _ := redistest.Require(b)
 	const rate, duration = 5000, 4 * time.Second
 	for i := 0; i < b.N; i++ {
 		d := runLoad(b, with(direct, rate, 0, duration), nil)
@@ -108,8 +113,10 @@ func BenchmarkGatewayOverhead(b *testing.B) {
 		own50, own99 := overheadQuantiles(before, after)
 		f := runLoad(b, with(least, rate, 0, duration), nil)
 		dt := runLoad(b, with(direct, 0, 64, 3*time.Second), nil).PerSec
-		gt := runLoad(b, with(through, 0, 64, 3*time.Second), nil).PerSec
-		ft := runLoad(b, with(least, 0, 64, 3*time.Second), nil).PerSec
+		var gcpu, fcpu cpuUse
+		gr := runLoad(b, with(through, 0, 64, 3*time.Second), gcpu.measure(b, rdb))
+		fr := runLoad(b, with(least, 0, 64, 3*time.Second), fcpu.measure(b, rdb))
+		gt, ft := gr.PerSec, fr.PerSec
 		b.ReportMetric(float64(d.P50.Microseconds()), "direct-p50-µs")
 		b.ReportMetric(float64(d.P99.Microseconds()), "direct-p99-µs")
 		b.ReportMetric(float64(g.P50.Microseconds()), "gateway-p50-µs")
@@ -128,6 +135,14 @@ func BenchmarkGatewayOverhead(b *testing.B) {
 		b.ReportMetric(gt, "gateway-rps")
 		b.ReportMetric(100*gt/dt, "gateway-%-of-direct")
 		b.ReportMetric(100*ft/dt, "floor-%-of-direct")
+		// CPU per call in the closed loops: the benchmark's process (the
+		// gateway, or the floor proxy) and Redis.
+		b.ReportMetric(gcpu.self.Seconds()*1e6/float64(gr.Calls), "gateway-cpu-µs/call")
+		b.ReportMetric(gcpu.redis.Seconds()*1e6/float64(gr.Calls), "gateway-redis-cpu-µs/call")
+		b.ReportMetric(fcpu.self.Seconds()*1e6/float64(fr.Calls), "floor-cpu-µs/call")
+		b.ReportMetric(fcpu.redis.Seconds()*1e6/float64(fr.Calls), "floor-redis-cpu-µs/call")
+		b.ReportMetric(float64(gcpu.alloc)/float64(gr.Calls), "gateway-B/call")
+		b.ReportMetric(float64(fcpu.alloc)/float64(fr.Calls), "floor-B/call")
 		b.ReportMetric(0, "ns/op")
 	}
 }
@@ -191,6 +206,67 @@ func startFloorProxy(b *testing.B, mock string) string {
 	b.Cleanup(srv.Close)
 	b.Cleanup(tr.CloseIdleConnections)
 	return srv.URL
+}
+
+// cpuUse is the CPU time this process and Redis used over a measured run,
+// and the bytes this process allocated.
+type cpuUse struct {
+	self, redis time.Duration
+	alloc       uint64
+}
+
+// measure returns a runLoad callback that reads both CPU times when the
+// measured run starts and adds what they grew by when it ends.
+func (u *cpuUse) measure(b *testing.B, rdb *redis.Client) func() {
+	var self0, redis0 time.Duration
+	var alloc0 uint64
+	started := false
+	return func() {
+		self, red, alloc := processCPU(b), redisCPU(b, rdb), allocated()
+		if !started {
+			self0, redis0, alloc0, started = self, red, alloc, true
+			return
+		}
+		u.self += self - self0
+		u.redis += red - redis0
+		u.alloc += alloc - alloc0
+	}
+}
+
+// processCPU is the user and system CPU time this process has used.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// allocated is the bytes this process has allocated on the heap.
+func allocated() uint64 {
+	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
+// redisCPU is the CPU time the Redis server has used (INFO cpu).
+func redisCPU(b *testing.B, rdb *redis.Client) time.Duration {
+	info, err := rdb.Info(context.Background(), "cpu").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var total float64
+	for _, line := range strings.Split(info, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if ok && (k == "used_cpu_sys" || k == "used_cpu_user") {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				b.Fatalf("INFO cpu: %s", line)
+			}
+			total += f
+		}
+	}
+	return time.Duration(total * float64(time.Second))
 }
 
 // with is l at a rate (an open loop) or with callers (a closed loop) for d.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -28,12 +29,45 @@ type Redis struct {
 	c      redis.UniversalClient
 	prefix string
 	batch  *batcher
+	// lapse is the lapse set's key, and hashPrefix the key prefix of
+	// earlier versions' reservations, boxed once: every reserve and settle
+	// sends them.
+	lapse      string
+	hashPrefix any
+	// counters caches PREFIX+key by key, so that a call does not build the
+	// same few strings again (see counter).
+	mu       sync.RWMutex
+	counters map[string]string
 }
 
 // NewRedis returns a limiter over c whose keys start with prefix.
 // Concurrent calls are pipelined (see batcher).
 func NewRedis(c redis.UniversalClient, prefix string) *Redis {
-	return &Redis{c: c, prefix: prefix, batch: &batcher{c: c}}
+	return &Redis{c: c, prefix: prefix, batch: &batcher{c: c},
+		lapse: prefix + "lapse", hashPrefix: prefix + "r:", counters: map[string]string{}}
+}
+
+// maxCounters bounds the counter names cached. A window's key changes
+// with its period (a minute, a day, a month), so the cache is emptied when
+// full rather than kept tidy.
+const maxCounters = 4096
+
+// counter returns a window's Redis key, PREFIX+key.
+func (r *Redis) counter(key string) string {
+	r.mu.RLock()
+	k, ok := r.counters[key]
+	r.mu.RUnlock()
+	if ok {
+		return k
+	}
+	k = r.prefix + key
+	r.mu.Lock()
+	if len(r.counters) >= maxCounters {
+		clear(r.counters)
+	}
+	r.counters[key] = k
+	r.mu.Unlock()
+	return k
 }
 
 // ints reads a script's answer as integers.
@@ -184,9 +218,9 @@ return out
 func (r *Redis) keys(ws []Window) []string {
 	keys := make([]string, len(ws), len(ws)+1)
 	for i, w := range ws {
-		keys[i] = r.prefix + w.Key
+		keys[i] = r.counter(w.Key)
 	}
-	return append(keys, r.prefix+"lapse")
+	return append(keys, r.lapse)
 }
 
 // member is how a reservation of budget windows is kept in the lapse set:
@@ -195,20 +229,30 @@ func (r *Redis) keys(ws []Window) []string {
 // nothing else, and settling it finds it again from the same request. It
 // is "" when the request has no budget window.
 func (r *Redis) member(req Request) string {
+	// Sized first, so that the string is one allocation: it is built for
+	// every reserve and every settle.
+	size := 0
+	for _, w := range req.Windows {
+		if w.Seeded {
+			size += 2 + len(r.prefix) + len(w.Key) + 20
+		}
+	}
+	if size == 0 {
+		return ""
+	}
 	var b strings.Builder
+	b.Grow(len(req.ID) + size)
+	b.WriteString(req.ID)
+	var num [20]byte
 	for _, w := range req.Windows {
 		if !w.Seeded {
 			continue
-		}
-		if b.Len() == 0 {
-			b.Grow(len(req.ID) + 2*(len(r.prefix)+len(w.Key)+12))
-			b.WriteString(req.ID)
 		}
 		b.WriteByte(0)
 		b.WriteString(r.prefix)
 		b.WriteString(w.Key)
 		b.WriteByte(0)
-		b.WriteString(strconv.FormatInt(w.Amount, 10))
+		b.Write(strconv.AppendInt(num[:0], w.Amount, 10))
 	}
 	return b.String()
 }
@@ -229,7 +273,7 @@ func unavailable(what string, err error) error {
 // Reserve implements Limiter.
 func (r *Redis) Reserve(ctx context.Context, req Request, now time.Time) (Decision, error) {
 	args := make([]any, 0, 5+4*len(req.Windows))
-	args = append(args, ms(now), ms(req.Expires), r.member(req), len(req.Windows), r.prefix+"r:")
+	args = append(args, ms(now), ms(req.Expires), r.member(req), len(req.Windows), r.hashPrefix)
 	for _, w := range req.Windows {
 		args = append(args, w.Limit, w.Amount, ms(w.Ends.Add(keep)), flag(w.Seeded))
 	}
@@ -290,15 +334,15 @@ func (r *Redis) settleArgs(req Request, actual []int64) ([]string, []any, error)
 	}
 	keys := make([]string, 0, n+1)
 	args := make([]any, 0, 4+3*n)
-	args = append(args, r.member(req), n, req.ID, r.prefix+"r:")
+	args = append(args, r.member(req), n, req.ID, r.hashPrefix)
 	for i, w := range req.Windows {
 		if !w.Seeded && actual[i] == w.Amount {
 			continue
 		}
-		keys = append(keys, r.prefix+w.Key)
+		keys = append(keys, r.counter(w.Key))
 		args = append(args, w.Amount, actual[i], flag(w.Seeded))
 	}
-	return append(keys, r.prefix+"lapse"), args, nil
+	return append(keys, r.lapse), args, nil
 }
 
 // SettleBatch implements BatchSettler: the settlements' scripts go in one
@@ -360,7 +404,7 @@ func (r *Redis) Peek(ctx context.Context, ws []Window, now time.Time) ([]int64, 
 	if len(ws) == 0 {
 		return nil, nil
 	}
-	res, err := peekScript.Run(ctx, r.c, r.keys(ws), ms(now), r.prefix+"r:").Int64Slice()
+	res, err := peekScript.Run(ctx, r.c, r.keys(ws), ms(now), r.hashPrefix).Int64Slice()
 	if err != nil {
 		return nil, unavailable("peek", err)
 	}
