@@ -34,12 +34,23 @@ const mockAnswer = `{"id":"chatcmpl-bench","object":"chat.completion","created":
 // benchBody is the call every request makes.
 const benchBody = `{"model":"chat","max_tokens":64,"messages":[{"role":"system","content":"You are a helpful assistant."},{"role":"user","content":"Write one sentence about a fox."}]}`
 
-// startMock serves a fixed chat completion on loopback, as fast as Go's
-// HTTP server can.
+// startMock serves a fixed chat completion on loopback, in process, as
+// fast as Go's HTTP server can.
 func startMock(b *testing.B) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	srv, url, err := serveMock()
 	if err != nil {
 		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = srv.Close() })
+	return url
+}
+
+// serveMock starts the mock model server on a loopback port and returns
+// it and its base URL.
+func serveMock() (*http.Server, string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, "", err
 	}
 	answer := []byte(mockAnswer)
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -48,8 +59,7 @@ func startMock(b *testing.B) string {
 		_, _ = w.Write(answer)
 	})}
 	go func() { _ = srv.Serve(ln) }()
-	b.Cleanup(func() { _ = srv.Close() })
-	return "http://" + ln.Addr().String()
+	return srv, "http://" + ln.Addr().String(), nil
 }
 
 // BenchmarkGatewayOverhead measures, in one run, calls made straight to a

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -117,18 +116,11 @@ func startMockProcess(b testing.TB) string {
 // as fast as Go's HTTP server can, until its input closes. It prints its
 // base URL.
 func serveMockProcess() error {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	srv, url, err := serveMock()
 	if err != nil {
 		return err
 	}
-	answer := []byte(mockAnswer)
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(answer)
-	})}
-	go func() { _ = srv.Serve(ln) }()
-	fmt.Println("http://" + ln.Addr().String())
+	fmt.Println(url)
 	_, _ = io.Copy(io.Discard, os.Stdin)
 	return srv.Close()
 }
