@@ -309,7 +309,10 @@ func closedLoop(call func() error, callers int, d time.Duration) (loadResult, er
 func TestTheOverheadBenchmarksLoadKeepsItsRate(t *testing.T) {
 	mock := startMockProcess(t)
 	r := runLoad(t, load{url: mock, rate: 1000, d: time.Second}, nil)
-	if r.Calls != 1000 || r.PerSec < 900 || r.PerSec > 1010 {
+	// Not faster than the rate (a pacer that does not wait), and not so
+	// slow that the pacer must be waiting far too long; the lower bound
+	// leaves room for a machine busy with other tests.
+	if r.Calls != 1000 || r.PerSec < 600 || r.PerSec > 1010 {
 		t.Errorf("an open loop of 1,000 calls a second for 1 s made %d calls at %.0f a second", r.Calls, r.PerSec)
 	}
 	if r.P50 <= 0 || r.P99 < r.P50 {
