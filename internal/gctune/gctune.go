@@ -1,7 +1,7 @@
 // Package gctune keeps the Go collector from running many times a second
 // in a process whose live heap is small but whose allocation rate is high.
 //
-// The LLM gateway is such a process: a few megabytes live, and about 17 KB
+// The LLM gateway is such a process: a few megabytes live, and 17 to 20 KB
 // allocated per call (two HTTP legs, the limiter, the ledger row). With the
 // collector at its default (GOGC=100) the heap goal is twice the live heap,
 // so at 5,000 calls a second it collected about 28 times a second, and each
