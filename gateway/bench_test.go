@@ -23,6 +23,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/klique-ai/klique/gateway"
+	"github.com/klique-ai/klique/internal/config"
 	"github.com/klique-ai/klique/internal/gctune"
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/redistest"
@@ -87,15 +88,16 @@ func BenchmarkGatewayOverhead(b *testing.B) {
 	// As `klique serve` does (KLIQUE_GC_HEAP_FLOOR, default 64 MiB): with a
 	// live heap of a few MiB the collector would otherwise run dozens of
 	// times a second at this rate. Set GOGC to measure without it.
-	floor := uint64(gctune.DefaultFloor)
-	if v := os.Getenv("KLIQUE_GC_HEAP_FLOOR"); v != "" {
-		n, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			b.Fatalf("KLIQUE_GC_HEAP_FLOOR=%q: give a number of bytes", v)
+	cfg, err := config.FromEnv(func(k string) string {
+		if k == "KLIQUE_GC_HEAP_FLOOR" {
+			return os.Getenv(k)
 		}
-		floor = n
+		return ""
+	})
+	if err != nil {
+		b.Fatal(err)
 	}
-	gctune.Start(floor)
+	gctune.Start(uint64(cfg.GCHeapFloor))
 	mock := startMockProcess(b)
 	reg := prometheus.NewRegistry()
 	metrics, err := gateway.NewMetrics(reg)
@@ -103,21 +105,20 @@ func BenchmarkGatewayOverhead(b *testing.B) {
 		b.Fatal(err)
 	}
 	e := newBenchEnv(b, mock, withMetrics(metrics))
+	rdb, _ := redistest.Require(b)
 	direct := load{url: mock}
 	through := load{url: e.srv.URL, key: e.keys["vic"], project: "detect"}
-	least := load{url: startFloorProxy(b, mock)}
-	rdb, _ := redistest.Require(b)
+	least := load{url: startFloorProxy(b, mock, rdb)}
 	const rate, duration = 5000, 4 * time.Second
 	for i := 0; i < b.N; i++ {
 		d := runLoad(b, with(direct, rate, 0, duration), nil)
 		var before, after map[float64]uint64
-		stopTrace := func() {}
-		g := runLoad(b, with(through, rate, 0, duration), func() {
-			before, after = after, overheadBuckets(b, reg)
-			if before == nil {
-				stopTrace = startTrace(b)
-			} else {
+		g := runLoad(b, with(through, rate, 0, duration), func() func() {
+			before = overheadBuckets(b, reg)
+			stopTrace := startTrace(b)
+			return func() {
 				stopTrace()
+				after = overheadBuckets(b, reg)
 			}
 		})
 		own50, own99 := overheadQuantiles(before, after)
@@ -189,8 +190,7 @@ func startTrace(b *testing.B) (stop func()) {
 // What it adds over the direct call is what the process layout and the
 // parts cost on this machine before any of the gateway's work: the floor
 // under the gateway's figures.
-func startFloorProxy(b *testing.B, mock string) string {
-	rdb, _ := redistest.Require(b)
+func startFloorProxy(b *testing.B, mock string, rdb *redis.Client) string {
 	tr := &http.Transport{MaxIdleConnsPerHost: 1024, DisableCompression: true}
 	target := mock + "/v1/chat/completions"
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -225,21 +225,17 @@ type cpuUse struct {
 	alloc       uint64
 }
 
-// measure returns a runLoad callback that reads both CPU times when the
-// measured run starts and adds what they grew by when it ends.
-func (u *cpuUse) measure(b *testing.B, rdb *redis.Client) func() {
-	var self0, redis0 time.Duration
-	var alloc0 uint64
-	started := false
-	return func() {
+// measure is a runLoad callback: it reads the CPU times and the bytes
+// allocated when the measured run starts, and keeps what they grew by when
+// it ends.
+func (u *cpuUse) measure(b *testing.B, rdb *redis.Client) func() func() {
+	return func() func() {
 		self, red, alloc := processCPU(b), redisCPU(b, rdb), allocated()
-		if !started {
-			self0, redis0, alloc0, started = self, red, alloc, true
-			return
+		return func() {
+			u.self = processCPU(b) - self
+			u.redis = redisCPU(b, rdb) - red
+			u.alloc = allocated() - alloc
 		}
-		u.self += self - self0
-		u.redis += red - redis0
-		u.alloc += alloc - alloc0
 	}
 }
 
@@ -345,7 +341,6 @@ func benchConfig(g *model.Gateway, mock string) {
 		{Scope: model.RateLimitAlias, Name: "chat", RequestsPerMinute: 1 << 40},
 	}
 	g.Guardrails = model.Guardrails{Deny: []string{`(?i)\bpassword\s*[:=]`}}
-
 }
 
 // BenchmarkGatewayCall is one call through the gateway's handler, in

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -142,10 +141,10 @@ type load struct {
 }
 
 // runLoad runs one load in a child process. An open loop first runs an
-// unmeasured second at the rate; measure is called when it is over, and
-// again when the measured run is (so that the caller can read the
-// gateway's own metrics over the measured run alone).
-func runLoad(b testing.TB, l load, measure func()) loadResult {
+// unmeasured second at the rate. If measure is not nil it is called when
+// the measured run starts, and what it returns when that run ends, so that
+// the caller can read the gateway's metrics over the measured run alone.
+func runLoad(b testing.TB, l load, measure func() (end func())) loadResult {
 	b.Helper()
 	c := startChild(b, roleLoad,
 		"KLIQUE_BENCH_URL="+l.url, "KLIQUE_BENCH_KEY="+l.key, "KLIQUE_BENCH_PROJECT="+l.project,
@@ -154,8 +153,9 @@ func runLoad(b testing.TB, l load, measure func()) loadResult {
 	if got := c.line(b); got != "warm" {
 		b.Fatalf("load process: want \"warm\", got %q", got)
 	}
+	end := func() {}
 	if measure != nil {
-		measure()
+		end = measure()
 	}
 	if _, err := io.WriteString(c.in, "go\n"); err != nil {
 		b.Fatal(err)
@@ -164,9 +164,7 @@ func runLoad(b testing.TB, l load, measure func()) loadResult {
 	if err := json.Unmarshal([]byte(c.line(b)), &r); err != nil {
 		b.Fatalf("load process: %v", err)
 	}
-	if measure != nil {
-		measure()
-	}
+	end()
 	return r
 }
 
@@ -296,7 +294,7 @@ func closedLoop(call func() error, callers int, d time.Duration) (loadResult, er
 	}
 	wg.Wait()
 	if f := failed.Load(); f > 0 {
-		return loadResult{}, errors.New(strconv.FormatInt(f, 10) + " calls failed")
+		return loadResult{}, fmt.Errorf("%d calls failed", f)
 	}
 	n := done.Load()
 	return loadResult{Calls: int(n), PerSec: float64(n) / time.Since(start).Seconds()}, nil
