@@ -118,6 +118,12 @@ func (s *Service) write(ctx context.Context, p *identity.Principal, fn func(t *t
 		return s.internal(ctx, err)
 	}
 	for _, e := range t.events {
+		if identityKind(e.Kind) {
+			s.identityChanged()
+			break
+		}
+	}
+	for _, e := range t.events {
 		s.events.Publish(e)
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -134,6 +135,21 @@ type checkedPrincipal struct {
 // without Redis, an expired token).
 const principalRecheck = time.Second
 
+// identityChanged makes every subscriber re-check its credential before
+// its next payload. A change made here calls it before its events are
+// published, so that no update published after the change (a task
+// enqueued the moment a member leaves) is delivered on the strength of a
+// check made before it; the watcher in OpenSubscriptions calls it for
+// changes made through other replicas, which arrive on the bus. It drops
+// the authenticator's cached checks first, so that the re-check sees the
+// change.
+func (s *Service) identityChanged() {
+	if s.auth != nil {
+		s.auth.Invalidate()
+	}
+	s.subs.identityGen.Add(1)
+}
+
 // identityKinds are the events after which subscribers re-check their
 // credential.
 func identityKind(kind string) bool {
@@ -175,11 +191,7 @@ func (s *Service) OpenSubscriptions(ctx context.Context, credential string) (con
 		sub := s.events.Subscribe(256, func(e events.Event) bool { return identityKind(e.Kind) })
 		go func() {
 			for range sub.C {
-				// Drop the authenticator's cached checks first (the
-				// server does too, in its own time), so that the
-				// re-check sees the change.
-				s.auth.Invalidate()
-				s.subs.identityGen.Add(1)
+				s.identityChanged()
 			}
 		}()
 	})
@@ -253,7 +265,9 @@ func (s *Service) subscriber(ctx context.Context, c *subscriptionConn) (*identit
 	}
 	// Thousands of subscriptions of one credential would all re-check at
 	// the same moment; one check serves them all.
-	v, err, _ := s.subs.auth.Do(c.key, func() (any, error) {
+	// The generation is part of the key: a check begun before a change
+	// must not answer for one that saw it.
+	v, err, _ := s.subs.auth.Do(c.key+strconv.FormatUint(gen, 10), func() (any, error) {
 		return s.auth.AuthenticateCached(context.WithoutCancel(ctx), c.credential)
 	})
 	switch {
