@@ -1,7 +1,6 @@
 package gateway_test
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"maps"
@@ -179,43 +178,6 @@ func startTrace(b *testing.B) (stop func()) {
 			b.Fatal(err)
 		}
 	}
-}
-
-// startFloorProxy serves the least that a gateway built on the same parts
-// can do for a call, in the benchmark's process as the gateway is: read
-// the call, make one round trip to the same Redis (a PING, where the
-// gateway runs its reservation script), send the call on to the mock with
-// net/http's transport and copy the answer back. No authentication,
-// limits, guardrails, routing, metering or collector tuning of its own.
-// What it adds over the direct call is what the process layout and the
-// parts cost on this machine before any of the gateway's work: the floor
-// under the gateway's figures.
-func startFloorProxy(b *testing.B, mock string, rdb *redis.Client) string {
-	tr := &http.Transport{MaxIdleConnsPerHost: 1024, DisableCompression: true}
-	target := mock + "/v1/chat/completions"
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(r.Body)
-		if err == nil {
-			err = rdb.Ping(r.Context()).Err()
-		}
-		var resp *http.Response
-		if err == nil {
-			req, _ := http.NewRequestWithContext(r.Context(), http.MethodPost, target, bytes.NewReader(body))
-			req.Header.Set("Content-Type", "application/json")
-			resp, err = tr.RoundTrip(req)
-		}
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
-			return
-		}
-		defer resp.Body.Close()
-		w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
-		w.WriteHeader(resp.StatusCode)
-		_, _ = io.Copy(w, resp.Body)
-	}))
-	b.Cleanup(srv.Close)
-	b.Cleanup(tr.CloseIdleConnections)
-	return srv.URL
 }
 
 // cpuUse is the CPU time this process and Redis used over a measured run,
