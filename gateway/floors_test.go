@@ -23,7 +23,8 @@ import (
 // generator and the mock costs on this machine, in the layout of
 // BenchmarkGatewayOverhead (the mock and the load generator in processes
 // of their own, the proxy in the benchmark's), at the same 5,000 calls a
-// second and with the same 64 closed-loop callers. Each proxy does less
+// second (or KLIQUE_BENCH_OPEN_RATE) and with the same 64 closed-loop
+// callers. Each proxy does less
 // than a gateway must, so what it adds is a floor under any gateway's
 // figures here:
 //
@@ -51,7 +52,7 @@ func BenchmarkProxyFloors(b *testing.B) {
 		{"fasthttp+redis", load{url: startFastProxy(b, mock, rdb)}},
 		{"nethttp+redis", load{url: startFloorProxy(b, mock, rdb)}},
 	}
-	const rate, duration = 5000, 4 * time.Second
+	rate, duration := openRate(b), 4*time.Second
 	for i := 0; i < b.N; i++ {
 		d := runLoad(b, with(direct, rate, 0, duration), nil)
 		dt := runLoad(b, with(direct, 0, 64, 3*time.Second), nil).PerSec
