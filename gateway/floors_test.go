@@ -30,14 +30,17 @@ import (
 //
 //   - hop: a TCP relay that copies bytes both ways without reading HTTP:
 //     the cost of one more process and two more loopback connections;
+//
 //   - fasthttp: an HTTP proxy on github.com/valyala/fasthttp, a server
 //     and client built to allocate nothing per call, doing nothing else;
+//
 //   - fasthttp+redis: the same with one Redis round trip (a PING) per
 //     call, the least that one Lua script per call can cost;
+//
 //   - nethttp+redis: startFloorProxy, the same on net/http, the parts the
 //     gateway is built on.
 //
-//	KLIQUE_TEST_REDIS_URL=redis://127.0.0.1:6379/0 go test ./gateway -run '^$' -bench ProxyFloors -benchtime 1x
+//     KLIQUE_TEST_REDIS_URL=redis://127.0.0.1:6379/0 go test ./gateway -run '^$' -bench ProxyFloors -benchtime 1x
 func BenchmarkProxyFloors(b *testing.B) {
 	gctune.Start(gctune.DefaultFloor)
 	mock := startMockProcess(b)
@@ -198,4 +201,3 @@ func startFloorProxy(b *testing.B, mock string, rdb *redis.Client) string {
 	b.Cleanup(tr.CloseIdleConnections)
 	return srv.URL
 }
-
