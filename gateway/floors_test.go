@@ -24,23 +24,21 @@ import (
 // BenchmarkGatewayOverhead (the mock and the load generator in processes
 // of their own, the proxy in the benchmark's), at the same 5,000 calls a
 // second (or KLIQUE_BENCH_OPEN_RATE) and with the same 64 closed-loop
-// callers. Each proxy does less
-// than a gateway must, so what it adds is a floor under any gateway's
-// figures here:
+// callers. Each proxy does less than a gateway must, so what it adds is a
+// floor under any gateway's figures here:
 //
 //   - hop: a TCP relay that copies bytes both ways without reading HTTP:
-//     the cost of one more process and two more loopback connections;
-//
+//     the cost of passing through one more process over loopback;
 //   - fasthttp: an HTTP proxy on github.com/valyala/fasthttp, a server
 //     and client built to allocate nothing per call, doing nothing else;
-//
 //   - fasthttp+redis: the same with one Redis round trip (a PING) per
 //     call, the least that one Lua script per call can cost;
-//
 //   - nethttp+redis: startFloorProxy, the same on net/http, the parts the
 //     gateway is built on.
 //
-//     KLIQUE_TEST_REDIS_URL=redis://127.0.0.1:6379/0 go test ./gateway -run '^$' -bench ProxyFloors -benchtime 1x
+// Run it with:
+//
+//	KLIQUE_TEST_REDIS_URL=redis://127.0.0.1:6379/0 go test ./gateway -run '^$' -bench ProxyFloors -benchtime 1x
 func BenchmarkProxyFloors(b *testing.B) {
 	gctune.Start(gctune.DefaultFloor)
 	mock := startMockProcess(b)
