@@ -36,7 +36,7 @@ const benchBody = `{"model":"chat","max_tokens":64,"messages":[{"role":"system",
 
 // startMock serves a fixed chat completion on loopback, in process, as
 // fast as Go's HTTP server can.
-func startMock(b *testing.B) string {
+func startMock(b testing.TB) string {
 	srv, url, err := serveMock()
 	if err != nil {
 		b.Fatal(err)

@@ -70,9 +70,58 @@ func BenchmarkProxyFloors(b *testing.B) {
 	}
 }
 
+// The floors are proxies: each passes a call through to the mock and its
+// answer back, and those that stand for the gateway's Redis round trip make
+// one (they fail without Redis). Run in the suite so that the benchmark's
+// floors cannot rot.
+func TestTheProxyFloorsPassCallsThrough(t *testing.T) {
+	mock := startMock(t)
+	rdb, _ := redistest.Require(t)
+	gone := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
+	t.Cleanup(func() { _ = gone.Close() })
+	floors := []struct {
+		name       string
+		url, noRDB string
+	}{
+		{"hop", startRelay(t, mock), ""},
+		{"fasthttp", startFastProxy(t, mock, nil), ""},
+		{"fasthttp+redis", startFastProxy(t, mock, rdb), startFastProxy(t, mock, gone)},
+		{"nethttp+redis", startFloorProxy(t, mock, rdb), startFloorProxy(t, mock, gone)},
+	}
+	c := &http.Client{Timeout: 10 * time.Second}
+	t.Cleanup(c.CloseIdleConnections)
+	call := func(url string) (int, string) {
+		t.Helper()
+		resp, err := c.Post(url+"/v1/chat/completions", "application/json", strings.NewReader(benchBody))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, string(body)
+	}
+	for _, f := range floors {
+		t.Run(f.name, func(t *testing.T) {
+			for i := 0; i < 3; i++ { // the connection is kept and used again
+				if code, body := call(f.url); code != http.StatusOK || body != mockAnswer {
+					t.Fatalf("call %d: %d %q, want 200 and the mock's answer", i, code, body)
+				}
+			}
+			if f.noRDB != "" {
+				if code, _ := call(f.noRDB); code != http.StatusBadGateway {
+					t.Errorf("without Redis: %d, want 502: the floor makes no Redis round trip", code)
+				}
+			}
+		})
+	}
+}
+
 // startRelay relays TCP connections to the mock, byte for byte, one
 // upstream connection per client connection.
-func startRelay(b *testing.B, mock string) string {
+func startRelay(b testing.TB, mock string) string {
 	addr := strings.TrimPrefix(mock, "http://")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -121,7 +170,7 @@ func startRelay(b *testing.B, mock string) string {
 
 // startFastProxy proxies calls to the mock on fasthttp's server and
 // client, with a Redis PING per call if rdb is not nil.
-func startFastProxy(b *testing.B, mock string, rdb *redis.Client) string {
+func startFastProxy(b testing.TB, mock string, rdb *redis.Client) string {
 	addr := strings.TrimPrefix(mock, "http://")
 	target := mock + "/v1/chat/completions"
 	client := &fasthttp.HostClient{Addr: addr, MaxConns: 1024}
@@ -172,7 +221,7 @@ func startFastProxy(b *testing.B, mock string, rdb *redis.Client) string {
 // What it adds over the direct call is what the process layout and the
 // parts cost on this machine before any of the gateway's work: the floor
 // under the gateway's figures.
-func startFloorProxy(b *testing.B, mock string, rdb *redis.Client) string {
+func startFloorProxy(b testing.TB, mock string, rdb *redis.Client) string {
 	tr := &http.Transport{MaxIdleConnsPerHost: 1024, DisableCompression: true}
 	target := mock + "/v1/chat/completions"
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
