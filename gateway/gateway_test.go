@@ -204,7 +204,9 @@ func jsonField(s, path string) string { return response{body: s}.json(path).Str 
 func TestACallerWhoGoesAwayMidStreamIsChargedWhatWasProduced(t *testing.T) {
 	e := newEnv(t, func(g *model.Gateway, up string) {
 		standard(g, up)
-		g.Budgets = []*model.TokenBudget{{Project: "detect", Period: model.PeriodDay, Tokens: 1_000_000}}
+		// The stream reserves 19 + 200 tokens: the budget has room for a
+		// call of 19 + 1 beside what it produced, not beside its estimate.
+		g.Budgets = []*model.TokenBudget{{Project: "detect", Period: model.PeriodDay, Tokens: 230}}
 	})
 	e.up.set("meta/llama", behaviour{reply: strings.Repeat("word ", 100), chunkDelay: 20 * time.Millisecond})
 	events, _ := e.stream("vic", "detect", chat("chat", `,"stream":true,"max_tokens":200`), 5)

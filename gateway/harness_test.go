@@ -52,6 +52,9 @@ type behaviour struct {
 	chunkDelay time.Duration
 	// errorBody replaces the error answer.
 	errorBody string
+	// noUsage leaves usage out of a whole answer, as some self-hosted
+	// model servers do.
+	noUsage bool
 }
 
 func newUpstream(t testing.TB) *upstream {
@@ -108,6 +111,11 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	reply := b.reply
+	if !gjson.GetBytes(body, "stream").Bool() && b.noUsage {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":%q,"choices":[{"index":0,"message":{"role":"assistant","content":%q},"finish_reason":"stop"}]}`, m, reply)
+		return
+	}
 	if !gjson.GetBytes(body, "stream").Bool() {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, `{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":%q,"choices":[{"index":0,"message":{"role":"assistant","content":%q},"finish_reason":"stop"}],"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}}`,

@@ -97,7 +97,9 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, ep wire.Endpoint
 	res, windows, ok := g.reserve(ctx, w, header, grant, &req, ep, rec.ID, start)
 	if !ok {
 		status, outcome := http.StatusTooManyRequests, model.CallRateLimited
-		if windows < 0 {
+		if windows < 0 && ctx.Err() != nil {
+			status, outcome = 499, model.CallDisconnected
+		} else if windows < 0 {
 			status, outcome = http.StatusServiceUnavailable, model.CallUpstreamError
 		} else if grant.Windows[windows].Budget {
 			outcome = model.CallOverBudget
@@ -207,21 +209,30 @@ func (g *Gateway) attempts(grant *platform.ModelGrant) []Attempt {
 }
 
 // estimate bounds what a call can use: tokens (input counted, output
-// bounded by max_tokens or the models' maximum, times n) and money (on
-// the dearest of its models).
+// bounded by max_tokens and by the most its models can produce, times n)
+// and money (on the dearest of its models). wire.Parse bounds max_tokens,
+// so the sum cannot overflow; platform.Cost saturates.
 func estimate(grant *platform.ModelGrant, req *wire.Call, ep wire.Endpoint) (tokens, micros int64) {
-	out := req.MaxTokens
-	if out == 0 && ep != wire.Embeddings {
+	var out int64
+	if ep != wire.Embeddings {
+		// most is the most the call's models can produce (a model that
+		// does not say counts as defaultMaxOutput); bounded tells whether
+		// every one of them says.
+		var most int64
+		bounded := true
 		for _, u := range grant.Upstreams {
 			m := u.Model.MaxOutputTokens
 			if m <= 0 {
-				m = defaultMaxOutput
+				m, bounded = defaultMaxOutput, false
 			}
-			out = max(out, m)
+			most = max(most, m)
 		}
-	}
-	if ep == wire.Embeddings {
-		out = 0
+		switch out = req.MaxTokens; {
+		case out == 0:
+			out = most
+		case bounded && most > 0:
+			out = min(out, most)
+		}
 	}
 	out *= req.Choices
 	for _, u := range grant.Upstreams {
@@ -281,7 +292,9 @@ func (g *Gateway) reserve(ctx context.Context, w http.ResponseWriter, header htt
 		err = fmt.Errorf("budget counters could not be seeded")
 	}
 	if err != nil {
-		g.o.Log.Error("gateway: reserving a call's limits failed", "err", err)
+		if ctx.Err() == nil { // else the caller went away: nothing failed
+			g.o.Log.Error("gateway: reserving a call's limits failed", "err", err)
+		}
 		writeError(w, header, http.StatusServiceUnavailable, "service_unavailable", "rate limits and budgets cannot be checked now; try again", "")
 		return res, -1, false
 	}

@@ -46,7 +46,8 @@ type Outcome struct {
 	Status  int
 	Usage   wire.Usage
 	// Counted is true when the upstream said what the call used; false
-	// when the gateway counted it (a client that went away mid-stream).
+	// when the gateway counted it (a client that went away mid-stream, or
+	// a model server that reports no usage).
 	Counted bool
 	// Blocked names the guardrail rule that stopped the output.
 	Blocked string
@@ -246,6 +247,11 @@ func (p *proxy) whole(w http.ResponseWriter, c *call, resp *http.Response, out *
 	}
 	if u, ok := wire.UsageOf(data); ok {
 		out.Usage, out.Counted = u, true
+	} else if resp.StatusCode == http.StatusOK {
+		// The model server says nothing of usage (some self-hosted ones
+		// do not): charge the prompt as estimated and the answer as
+		// counted here, never nothing.
+		out.Usage = wire.Usage{Input: c.req.InputTokens, Output: wire.CountOutput(data)}
 	}
 	if resp.StatusCode == http.StatusOK && !c.guard.Empty() {
 		if rule := c.guard.Output(wire.OutputText(data)); rule != "" {

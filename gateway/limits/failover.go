@@ -52,8 +52,13 @@ func (f *Failover) pick() (Limiter, bool) {
 	return f.Fallback, false
 }
 
-// result records how a call on the primary went.
+// result records how a call on the primary went, and tells whether to
+// keep its answer. A call cut short by its caller (the client went away)
+// says nothing of Redis either way: its error is kept and nothing changes.
 func (f *Failover) result(err error) bool {
+	if errors.Is(err, context.Canceled) && !errors.Is(err, ErrUnavailable) {
+		return true
+	}
 	if errors.Is(err, ErrUnavailable) {
 		f.mu.Lock()
 		f.since = time.Now()

@@ -116,6 +116,27 @@ const keep = time.Hour
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
-func errSettleLength(windows, actual int) error {
-	return fmt.Errorf("settle: %d actual amounts for %d windows", actual, windows)
+// checkReserve refuses a negative amount or limit: a reservation that
+// lowered a counter would give back what other calls used.
+func checkReserve(r Request) error {
+	for _, w := range r.Windows {
+		if w.Amount < 0 || w.Limit < 0 {
+			return fmt.Errorf("reserve %s: the amount (%d) and the limit (%d) must not be negative", w.Key, w.Amount, w.Limit)
+		}
+	}
+	return nil
+}
+
+// checkSettle refuses a settlement that does not give one actual amount
+// per window, or gives a negative one.
+func checkSettle(r Request, actual []int64) error {
+	if len(actual) != len(r.Windows) {
+		return fmt.Errorf("settle: %d actual amounts for %d windows", len(actual), len(r.Windows))
+	}
+	for i, a := range actual {
+		if a < 0 {
+			return fmt.Errorf("settle %s: the actual amount (%d) must not be negative", r.Windows[i].Key, a)
+		}
+	}
+	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -408,5 +409,126 @@ func TestReservationsOfAnEarlierVersionStillSettleAndLapse(t *testing.T) {
 	}
 	if n := c.ZCard(ctx, prefix+"lapse").Val(); n != 0 {
 		t.Fatalf("%d reservations left in the lapse set", n)
+	}
+}
+
+// A negative amount would lower a counter and give back what other calls
+// used (an estimate that overflowed, an upstream that reported negative
+// usage): it is refused, and nothing changes.
+func TestNegativeAmountsAreRefusedAndChangeNothing(t *testing.T) {
+	forEachLimiter(t, func(t *testing.T, l limits.Limiter, key func(string) string) {
+		now := time.Now()
+		w := limits.Window{Key: key("neg"), Limit: 100, Amount: 60, Ends: now.Add(time.Hour)}
+		req := func(id string, amount int64) limits.Request {
+			w := w
+			w.Amount = amount
+			return limits.Request{ID: id, Windows: []limits.Window{w}, Expires: now.Add(time.Minute)}
+		}
+		first := req("a", 60)
+		d, err := l.Reserve(ctx, first, now)
+		if err != nil || !d.Allowed {
+			t.Fatalf("first call: %+v %v", d, err)
+		}
+		if _, err := l.Reserve(ctx, req("b", -1<<62), now); err == nil || !strings.Contains(err.Error(), "must not be negative") {
+			t.Fatalf("a negative amount: %v, want it refused", err)
+		}
+		if err := l.Settle(ctx, first, []int64{-1 << 62}); err == nil || !strings.Contains(err.Error(), "must not be negative") {
+			t.Fatalf("a negative actual amount: %v, want it refused", err)
+		}
+		used, err := l.Peek(ctx, []limits.Window{w}, now)
+		must(t, err)
+		if used[0] != 60 {
+			t.Fatalf("the counter holds %d after the refusals, want 60", used[0])
+		}
+		// The window is as full as before: 60 more do not fit.
+		if d, err := l.Reserve(ctx, req("c", 60), now); err != nil || d.Allowed {
+			t.Fatalf("after the refusals: %+v %v, want a refusal", d, err)
+		}
+	})
+}
+
+// A caller that goes away while its reservation is in Redis says nothing
+// of Redis: the error is the caller's, not ErrUnavailable, and Failover
+// neither falls back to the process nor says Redis is down.
+func TestACancelledCallerDoesNotSwitchOffRedis(t *testing.T) {
+	c, prefix := redistest.Require(t)
+	var changes atomic.Int32
+	f := &limits.Failover{Primary: limits.NewRedis(c, prefix), Fallback: limits.NewMemory(), Retry: time.Hour,
+		OnChange: func(bool) { changes.Add(1) }}
+	now := time.Now()
+	w := limits.Window{Key: "cancel", Limit: 1, Amount: 1, Ends: now.Add(time.Hour)}
+	gone, cancel := context.WithCancel(ctx)
+	cancel()
+	_, err := f.Reserve(gone, limits.Request{ID: "a", Windows: []limits.Window{w}, Expires: now.Add(time.Minute)}, now)
+	if !errors.Is(err, context.Canceled) || errors.Is(err, limits.ErrUnavailable) {
+		t.Fatalf("err = %v, want the caller's cancellation and not ErrUnavailable", err)
+	}
+	if f.Degraded() || changes.Load() != 0 {
+		t.Fatalf("degraded %v after %d changes: a caller going away switched Redis off", f.Degraded(), changes.Load())
+	}
+	// The limit is still Redis's: one call fits, the next does not.
+	for i, want := range []bool{true, false} {
+		d, err := f.Reserve(ctx, limits.Request{ID: fmt.Sprint("b", i), Windows: []limits.Window{w}, Expires: now.Add(time.Minute)}, now)
+		if err != nil || d.Allowed != want || f.Degraded() {
+			t.Fatalf("call %d: %+v %v (degraded %v)", i, d, err, f.Degraded())
+		}
+	}
+}
+
+// A fallback reads its budgets from the ledger again once their count is
+// older than it trusts: what other replicas spent meanwhile reaches it, and
+// the reservations it holds itself are kept. A limiter alone (NewMemory)
+// trusts its count for good.
+func TestAFallbackReadsItsBudgetsFromTheLedgerAgain(t *testing.T) {
+	t0 := time.Now()
+	budget := limits.Window{Key: "budget", Limit: 100, Ends: t0.Add(24 * time.Hour), Seeded: true}
+	call := func(id string, amount int64) limits.Request {
+		w := budget
+		w.Amount = amount
+		return limits.Request{ID: id, Windows: []limits.Window{w}, Expires: t0.Add(time.Hour)}
+	}
+	reserve := func(l limits.Limiter, r limits.Request, now time.Time, ledger int64) limits.Decision {
+		t.Helper()
+		d, err := l.Reserve(ctx, r, now)
+		must(t, err)
+		if len(d.Unseeded) > 0 {
+			must(t, l.Seed(ctx, budget, ledger))
+			d, err = l.Reserve(ctx, r, now)
+			must(t, err)
+			if len(d.Unseeded) > 0 {
+				t.Fatalf("still unseeded after a seed: %+v", d)
+			}
+		}
+		return d
+	}
+
+	m := limits.NewReseedingMemory(time.Minute)
+	if d := reserve(m, call("a", 10), t0, 50); !d.Allowed || d.Used[0] != 60 {
+		t.Fatalf("first call: %+v", d)
+	}
+	if d := reserve(m, call("b", 10), t0.Add(30*time.Second), 999); !d.Allowed || d.Used[0] != 70 {
+		t.Fatalf("within the minute the count is trusted: %+v", d)
+	}
+	// A minute on, the ledger says 80 was spent (by other replicas, and
+	// none of it by a and b, still in flight): 80 + 20 held leaves nothing.
+	d, err := m.Reserve(ctx, call("c", 10), t0.Add(61*time.Second))
+	must(t, err)
+	if len(d.Unseeded) != 1 {
+		t.Fatalf("a minute on: %+v, want the budget read again", d)
+	}
+	if d := reserve(m, call("c", 10), t0.Add(61*time.Second), 80); d.Allowed || d.Used[0] != 100 {
+		t.Fatalf("after reading the ledger again: %+v, want 100 used and a refusal", d)
+	}
+	must(t, m.Settle(ctx, call("a", 10), []int64{5}))
+	if d := reserve(m, call("d", 5), t0.Add(62*time.Second), 0); !d.Allowed || d.Used[0] != 100 {
+		t.Fatalf("after a settled for 5: %+v", d)
+	}
+
+	alone := limits.NewMemory()
+	reserve(alone, call("a", 10), t0, 50)
+	d, err = alone.Reserve(ctx, call("b", 10), t0.Add(50*time.Minute))
+	must(t, err)
+	if !d.Allowed || len(d.Unseeded) > 0 || d.Used[0] != 70 {
+		t.Fatalf("a limiter alone, 50 minutes on: %+v, want its own count", d)
 	}
 }

@@ -15,14 +15,35 @@ type Memory struct {
 	windows map[string]*memWindow
 	// sweepAt is when dropped windows were last looked for.
 	sweepAt time.Time
+	// reseed is how long a seeded window's count is trusted before it is
+	// read from the ledger again (0: for good).
+	reseed time.Duration
 }
 
 // NewMemory returns an empty in-process limiter.
 func NewMemory() *Memory { return &Memory{windows: map[string]*memWindow{}} }
 
+// NewReseedingMemory returns an in-process limiter whose seeded windows
+// (budgets) are read from the ledger again once their count is older than
+// every: the fallback of a Failover. Alone, one process sees all of its
+// budgets' spend and its counts stay exact. As a fallback, other replicas
+// spend the same budgets, and this process may have held a window since an
+// earlier outage: reading the ledger again every few seconds keeps its
+// budgets within what the replicas spend in that time.
+func NewReseedingMemory(every time.Duration) *Memory {
+	m := NewMemory()
+	m.reseed = every
+	return m
+}
+
 type memWindow struct {
 	used  int64
 	until time.Time // Ends + keep: dropped after
+	// seededAt is when a seeded window's count was first used after it
+	// was read from the ledger; stale asks for it to be read again (see
+	// Memory.reseed).
+	seededAt time.Time
+	stale    bool
 	// held is each live reservation by id and amount; lapse orders the
 	// same reservations by expiry.
 	held  map[string]*hold
@@ -113,6 +134,9 @@ func (m *Memory) sweep(now time.Time) {
 
 // Reserve implements Limiter.
 func (m *Memory) Reserve(_ context.Context, r Request, now time.Time) (Decision, error) {
+	if err := checkReserve(r); err != nil {
+		return Decision{}, err
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.sweep(now)
@@ -120,7 +144,13 @@ func (m *Memory) Reserve(_ context.Context, r Request, now time.Time) (Decision,
 	ws := make([]*memWindow, len(r.Windows))
 	for i, win := range r.Windows {
 		w := m.window(win.Key, now)
-		if w == nil && win.Seeded {
+		if w != nil && win.Seeded && m.reseed > 0 {
+			if w.seededAt.IsZero() {
+				w.seededAt = now
+			}
+			w.stale = w.stale || now.Sub(w.seededAt) >= m.reseed
+		}
+		if win.Seeded && (w == nil || w.stale) {
 			d.Unseeded = append(d.Unseeded, i)
 			continue
 		}
@@ -163,8 +193,8 @@ func (m *Memory) Reserve(_ context.Context, r Request, now time.Time) (Decision,
 
 // Settle implements Limiter.
 func (m *Memory) Settle(_ context.Context, r Request, actual []int64) error {
-	if len(actual) != len(r.Windows) {
-		return errSettleLength(len(r.Windows), len(actual))
+	if err := checkSettle(r, actual); err != nil {
+		return err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -189,12 +219,20 @@ func (m *Memory) Settle(_ context.Context, r Request, actual []int64) error {
 	return nil
 }
 
-// Seed implements Limiter.
+// Seed implements Limiter. A window due to be read again (see
+// NewReseedingMemory) takes the ledger's count plus the reservations this
+// process holds in it, which the ledger cannot know of yet.
 func (m *Memory) Seed(_ context.Context, win Window, used int64) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.windows[win.Key] == nil {
+	switch w := m.windows[win.Key]; {
+	case w == nil:
 		m.create(win, used)
+	case w.stale:
+		for _, h := range w.held {
+			used += h.amount
+		}
+		w.used, w.stale, w.seededAt = used, false, time.Time{}
 	}
 	return nil
 }

@@ -266,12 +266,21 @@ func flag(b bool) string {
 	return "0"
 }
 
-func unavailable(what string, err error) error {
+// unavailable wraps an error of a Redis call as ErrUnavailable, which
+// makes Failover fall back to the process, unless the caller's context was
+// cancelled (the client went away): that says nothing of Redis.
+func unavailable(ctx context.Context, what string, err error) error {
+	if ctx.Err() == context.Canceled {
+		return fmt.Errorf("%s in Redis: %w", what, err)
+	}
 	return fmt.Errorf("%s in Redis: %w: %w", what, ErrUnavailable, err)
 }
 
 // Reserve implements Limiter.
 func (r *Redis) Reserve(ctx context.Context, req Request, now time.Time) (Decision, error) {
+	if err := checkReserve(req); err != nil {
+		return Decision{}, err
+	}
 	args := make([]any, 0, 5+4*len(req.Windows))
 	args = append(args, ms(now), ms(req.Expires), r.member(req), len(req.Windows), r.hashPrefix)
 	for _, w := range req.Windows {
@@ -279,7 +288,7 @@ func (r *Redis) Reserve(ctx context.Context, req Request, now time.Time) (Decisi
 	}
 	v, err := r.batch.run(ctx, reserveScript, r.keys(req.Windows), args)
 	if err != nil {
-		return Decision{}, unavailable("reserve", err)
+		return Decision{}, unavailable(ctx, "reserve", err)
 	}
 	res, err := ints(v)
 	if err != nil {
@@ -312,7 +321,7 @@ func (r *Redis) Settle(ctx context.Context, req Request, actual []int64) error {
 		return err
 	}
 	if _, err := r.batch.run(ctx, settleScript, keys, args); err != nil {
-		return unavailable("settle", err)
+		return unavailable(ctx, "settle", err)
 	}
 	return nil
 }
@@ -320,8 +329,8 @@ func (r *Redis) Settle(ctx context.Context, req Request, actual []int64) error {
 // settleArgs returns the keys and arguments of settleScript for a
 // settlement; nil keys when nothing needs changing.
 func (r *Redis) settleArgs(req Request, actual []int64) ([]string, []any, error) {
-	if len(actual) != len(req.Windows) {
-		return nil, nil, errSettleLength(len(req.Windows), len(actual))
+	if err := checkSettle(req, actual); err != nil {
+		return nil, nil, err
 	}
 	n := 0
 	for i, w := range req.Windows {
@@ -385,7 +394,7 @@ func (r *Redis) SettleBatch(ctx context.Context, batch []Settlement) []error {
 			err = settleScript.Run(ctx, r.c, c.keys, c.args...).Err()
 		}
 		if err != nil {
-			fail(c.i, unavailable("settle", err))
+			fail(c.i, unavailable(ctx, "settle", err))
 		}
 	}
 	return errs
@@ -394,7 +403,7 @@ func (r *Redis) SettleBatch(ctx context.Context, batch []Settlement) []error {
 // Seed implements Limiter.
 func (r *Redis) Seed(ctx context.Context, w Window, used int64) error {
 	if err := seedScript.Run(ctx, r.c, []string{r.prefix + w.Key}, used, ms(w.Ends.Add(keep))).Err(); err != nil {
-		return unavailable("seed", err)
+		return unavailable(ctx, "seed", err)
 	}
 	return nil
 }
@@ -406,7 +415,7 @@ func (r *Redis) Peek(ctx context.Context, ws []Window, now time.Time) ([]int64, 
 	}
 	res, err := peekScript.Run(ctx, r.c, r.keys(ws), ms(now), r.hashPrefix).Int64Slice()
 	if err != nil {
-		return nil, unavailable("peek", err)
+		return nil, unavailable(ctx, "peek", err)
 	}
 	return res, nil
 }

@@ -22,6 +22,11 @@ const (
 	Embeddings  Endpoint = "embeddings"
 )
 
+// MaxOutputTokens is the most max_tokens may ask for: far above what any
+// model produces, and low enough that an estimate built on it (times n,
+// plus the prompt) cannot overflow and turn a reservation negative.
+const MaxOutputTokens = 1 << 24
+
 // perMessage is the token overhead counted for each chat message (role and
 // the template's markers).
 const perMessage = 8
@@ -67,6 +72,9 @@ func Parse(ep Endpoint, body []byte) (Call, error) {
 	}
 	if c.MaxTokens < 0 {
 		return Call{}, errors.New("max_tokens must not be negative")
+	}
+	if c.MaxTokens > MaxOutputTokens {
+		return Call{}, fmt.Errorf("max_tokens must be at most %d", MaxOutputTokens)
 	}
 	c.Choices = 1
 	if n := root.Get("n"); n.Exists() {
@@ -171,13 +179,37 @@ type Usage struct {
 	Output int64
 }
 
-// UsageOf reads the usage of a response body or of a stream chunk.
+// UsageOf reads the usage of a response body or of a stream chunk. A
+// negative count (an upstream's mistake) reads as 0: usage never gives
+// back what other calls used.
 func UsageOf(body []byte) (Usage, bool) {
 	u := gjson.GetBytes(body, "usage")
 	if !u.IsObject() {
 		return Usage{}, false
 	}
-	return Usage{Input: u.Get("prompt_tokens").Int(), Output: u.Get("completion_tokens").Int()}, true
+	return Usage{Input: max(u.Get("prompt_tokens").Int(), 0), Output: max(u.Get("completion_tokens").Int(), 0)}, true
+}
+
+// CountOutput counts the output of a response body that says no usage, as
+// the gateway counts a prompt: a token per byte of every choice's text,
+// message content and tool-call arguments. It counts high (a token is
+// several bytes), so that a model server that reports no usage is never
+// charged less than it produced.
+func CountOutput(body []byte) int64 {
+	var n int64
+	gjson.GetBytes(body, "choices").ForEach(func(_, ch gjson.Result) bool {
+		for _, p := range []string{"message.content", "text"} {
+			if t := ch.Get(p); t.Type == gjson.String {
+				n += int64(len(t.Str))
+			}
+		}
+		ch.Get("message.tool_calls.#.function.arguments").ForEach(func(_, a gjson.Result) bool {
+			n += int64(len(a.Str))
+			return true
+		})
+		return true
+	})
+	return n
 }
 
 // OutputText returns the generated text of a response body or of a stream

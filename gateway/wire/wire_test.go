@@ -36,6 +36,10 @@ func TestParse(t *testing.T) {
 		{name: "no model", ep: wire.Chat, body: `{"messages":[{"role":"user","content":"x"}]}`, err: "model is required"},
 		{name: "no messages", ep: wire.Chat, body: `{"model":"chat","messages":[]}`, err: "messages is required"},
 		{name: "negative max_tokens", ep: wire.Chat, body: `{"model":"chat","max_tokens":-1,"messages":[{"content":"x"}]}`, err: "must not be negative"},
+		{name: "a max_tokens past any model", ep: wire.Chat, body: `{"model":"chat","max_tokens":9223372036854775807,"messages":[{"content":"x"}]}`,
+			err: "max_tokens must be at most 16777216"},
+		{name: "a max_completion_tokens past any model", ep: wire.Chat, body: `{"model":"chat","max_completion_tokens":16777217,"messages":[{"content":"x"}]}`,
+			err: "max_tokens must be at most 16777216"},
 		{name: "n out of range", ep: wire.Chat, body: `{"model":"chat","n":0,"messages":[{"content":"x"}]}`, err: "n must be between 1 and 128"},
 		{name: "an embeddings input of objects", ep: wire.Embeddings, body: `{"model":"e","input":[{"a":1}]}`, err: "input must be a string"},
 		{name: "no prompt", ep: wire.Completions, body: `{"model":"c"}`, err: "prompt is required"},
@@ -91,5 +95,29 @@ func TestUsageAndOutput(t *testing.T) {
 	}
 	if _, ok := wire.UsageOf([]byte(`{"choices":[],"usage":null}`)); ok {
 		t.Fatal("a null usage read as usage")
+	}
+	// An upstream's negative count gives nothing back.
+	if u, ok := wire.UsageOf([]byte(`{"usage":{"prompt_tokens":-5,"completion_tokens":-9223372036854775807}}`)); !ok || u.Input != 0 || u.Output != 0 {
+		t.Fatalf("negative usage read as %+v", u)
+	}
+}
+
+// An answer that says no usage is counted a token per byte of its text,
+// its content and its tool calls' arguments, in every choice.
+func TestCountOutput(t *testing.T) {
+	cases := []struct {
+		body string
+		want int64
+	}{
+		{`{"choices":[{"message":{"role":"assistant","content":"Hello"}},{"message":{"content":" wörld"}}]}`, 5 + 7},
+		{`{"choices":[{"text":"abc"}]}`, 3},
+		{`{"choices":[{"message":{"content":null,"tool_calls":[{"type":"function","function":{"name":"f","arguments":"{\"a\":1}"}},{"function":{"arguments":"{}"}}]}}]}`, 7 + 2},
+		{`{"data":[{"embedding":[0.1]}]}`, 0},
+		{`not json`, 0},
+	}
+	for _, tc := range cases {
+		if got := wire.CountOutput([]byte(tc.body)); got != tc.want {
+			t.Errorf("CountOutput(%s) = %d, want %d", tc.body, got, tc.want)
+		}
 	}
 }

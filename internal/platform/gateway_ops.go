@@ -3,6 +3,8 @@ package platform
 import (
 	"context"
 	"fmt"
+	"math"
+	"math/bits"
 	"math/rand/v2"
 	"sort"
 	"strconv"
@@ -482,8 +484,20 @@ func (s *Service) ModelAliases(ctx context.Context, projectRef string) ([]*model
 }
 
 // Cost is what a call's tokens cost on a model, in millionths of its
-// currency, rounded up.
+// currency, rounded up. It is worked out in 128 bits and saturates at the
+// largest int64, so that no count of tokens, however large, can wrap
+// around to a negative cost (prices are validated as 0 or more, and a
+// negative count reads as 0).
 func Cost(m *model.LLMModel, input, output int64) int64 {
-	n := input*m.InputPriceMicros + output*m.OutputPriceMicros
-	return (n + 999_999) / 1_000_000
+	hi1, lo1 := bits.Mul64(uint64(max(input, 0)), uint64(max(m.InputPriceMicros, 0)))
+	hi2, lo2 := bits.Mul64(uint64(max(output, 0)), uint64(max(m.OutputPriceMicros, 0)))
+	lo, carry := bits.Add64(lo1, lo2, 0)
+	hi, over := bits.Add64(hi1, hi2, carry)
+	lo, carry = bits.Add64(lo, 999_999, 0)
+	hi, over2 := bits.Add64(hi, 0, carry)
+	if over|over2 != 0 || hi >= 1_000_000 {
+		return math.MaxInt64
+	}
+	q, _ := bits.Div64(hi, lo, 1_000_000)
+	return int64(min(q, math.MaxInt64))
 }

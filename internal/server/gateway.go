@@ -21,6 +21,10 @@ import (
 // startGateway builds the LLM gateway and mounts it under /v1. Its limits
 // live in Redis when KLIQUE_REDIS_URL is set (falling back to this process
 // while Redis cannot be reached), else in this process.
+// fallbackReseed is how often, while Redis cannot be reached, a replica
+// reads its budgets' spend from the ledger again.
+const fallbackReseed = 5 * time.Second
+
 func startGateway(cfg *config.Config, log *slog.Logger, svc *platform.Service, auth *identity.Authenticator, h *Handler) (*gateway.Gateway, func(), error) {
 	metrics, err := gateway.NewMetrics(h.metrics.registry)
 	if err != nil {
@@ -40,7 +44,10 @@ func startGateway(cfg *config.Config, log *slog.Logger, svc *platform.Service, a
 		opts.PoolSize = max(opts.PoolSize, 256)
 		client := redis.NewClient(opts)
 		closeLimiter = func() { _ = client.Close() }
-		limiter = &limits.Failover{Primary: limits.NewRedis(client, "klique:"), Fallback: limits.NewMemory(),
+		// While Redis is down, each replica keeps its own counts and reads
+		// its budgets' spend from the ledger again every few seconds, so
+		// that what the other replicas spend reaches it.
+		limiter = &limits.Failover{Primary: limits.NewRedis(client, "klique:"), Fallback: limits.NewReseedingMemory(fallbackReseed),
 			Log: log.With("component", "gateway"), OnChange: metrics.SetDegraded}
 	}
 	gw := gateway.New(gateway.Options{Service: svc, Auth: auth, Limiter: limiter, Log: log.With("component", "gateway"),
