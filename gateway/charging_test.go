@@ -86,3 +86,30 @@ func TestMaxTokensIsBoundedByTheCallAndByTheModels(t *testing.T) {
 		})
 	})
 }
+
+// A call whose estimate alone is more than a tokens-per-minute limit can
+// never pass it: it is refused without a Retry-After and with
+// X-Should-Retry: false, so SDKs do not retry it, and told what to lower.
+// A call that fits is answered with the token window's headers.
+func TestACallLargerThanATokenRateLimitIsNotToldToWait(t *testing.T) {
+	e := newEnv(t, func(g *model.Gateway, up string) {
+		standard(g, up)
+		g.RateLimits = []*model.RateLimit{{Scope: model.RateLimitUser, TokensPerMinute: 500}}
+	})
+	r := e.post("vic", "detect", "chat/completions", chat("chat", `,"max_tokens":1000`))
+	if r.status != 429 || r.json("error.code").Str != "rate_limit_exceeded" || r.header.Get("X-Should-Retry") != "false" ||
+		r.header.Get("Retry-After") != "" || !strings.Contains(r.json("error.message").Str, "may use up to 1019 tokens") ||
+		!strings.Contains(r.json("error.message").Str, "lower max_tokens") {
+		t.Fatalf("a call larger than the limit: %d %v %s", r.status, r.header, r.body)
+	}
+	r = e.post("vic", "detect", "chat/completions", chat("chat", `,"max_tokens":100`))
+	if r.status != 200 || r.header.Get("X-Ratelimit-Limit-Tokens") != "500" || r.header.Get("X-Ratelimit-Remaining-Tokens") != "381" ||
+		r.header.Get("X-Ratelimit-Reset-Tokens") == "" {
+		t.Fatalf("a call that fits: %d %v", r.status, r.header)
+	}
+	// One that fits the limit but not what is left of it waits.
+	r = e.post("vic", "detect", "chat/completions", chat("chat", `,"max_tokens":480`))
+	if r.status != 429 || r.header.Get("X-Should-Retry") == "false" || r.header.Get("Retry-After") == "" {
+		t.Fatalf("a call that fits the limit but not what is left: %d %v %s", r.status, r.header, r.body)
+	}
+}

@@ -308,6 +308,15 @@ func (g *Gateway) reserve(ctx context.Context, w http.ResponseWriter, header htt
 					win.Describe, d.Used[d.Denied], res.Windows[d.Denied].Amount, win.Ends.UTC().Format(time.RFC3339)), "")
 			return res, d.Denied, false
 		}
+		if amount := res.Windows[d.Denied].Amount; amount > win.Limit {
+			// No wait lets this call through: say so, and keep SDKs from
+			// retrying it.
+			header.Set("X-Should-Retry", "false")
+			writeError(w, header, http.StatusTooManyRequests, "rate_limit_exceeded",
+				fmt.Sprintf("this call may use up to %d tokens, more than the whole of %s: lower max_tokens or shorten the prompt; waiting will not help",
+					amount, win.Describe), "")
+			return res, d.Denied, false
+		}
 		wait := win.Ends.Sub(now)
 		header.Set("Retry-After", strconv.FormatInt(int64(math.Ceil(wait.Seconds())), 10))
 		header.Set("Retry-After-Ms", strconv.FormatInt(wait.Milliseconds(), 10))
