@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -399,25 +400,80 @@ func TestGuardrailsBlockInputAtTheEdgeAndStreamedOutput(t *testing.T) {
 	}
 }
 
+// The model-based check asks the guard alias about the input, before the
+// call goes upstream, and about a whole answer, before the caller sees it.
+// Each check is a call of the caller's to the guard alias: on the ledger,
+// and held to the limits that cover the guard alias.
 func TestAModelBasedGuardrailBlocksOnItsVerdict(t *testing.T) {
 	e := newEnv(t, func(g *model.Gateway, up string) {
 		standard(g, up)
 		g.Models = append(g.Models, &model.LLMModel{Name: "llama-guard", Route: "local", Upstream: "guard-model", Currency: "USD"})
 		g.Aliases = append(g.Aliases, &model.Alias{Name: "guard", Rules: []model.AliasRule{{Targets: []model.Target{{Model: "llama-guard", Weight: 1}}}}})
 		g.Aliases[0].Guardrails.GuardAlias = "guard"
+		g.RateLimits = []*model.RateLimit{{Scope: model.RateLimitAlias, Name: "guard", RequestsPerMinute: 5}}
 	})
-	e.up.set("guard-model", behaviour{reply: "unsafe S2"})
-	r := e.post("vic", "detect", "chat/completions", chat("chat", ""))
-	if r.status != 400 || !strings.Contains(r.json("error.message").Str, "model-based guardrail guard") {
-		t.Fatalf("unsafe: %d %s", r.status, r.body)
+	models := func() (out []string) {
+		for _, c := range e.up.calls() {
+			out = append(out, c.Model)
+		}
+		return out
 	}
-	e.up.set("guard-model", behaviour{reply: "safe"})
-	if r := e.post("vic", "detect", "chat/completions", chat("chat", "")); r.status != 200 {
+	// Unsafe input never goes upstream.
+	e.up.set("guard-model", behaviour{unsafeIf: "hello there"})
+	r := e.post("vic", "detect", "chat/completions", chat("chat", ""))
+	if r.status != 400 || r.json("error.code").Str != "guardrail_blocked" || !strings.Contains(r.json("error.message").Str, "request was blocked by the model-based guardrail guard") {
+		t.Fatalf("unsafe input: %d %s", r.status, r.body)
+	}
+	if got := models(); !slices.Equal(got, []string{"guard-model"}) {
+		t.Fatalf("the upstream saw %v, want the check alone", got)
+	}
+	// Safe input, safe answer: the input is checked, the call made, the
+	// answer checked, and the caller gets it.
+	e.up.set("guard-model", behaviour{unsafeIf: "forbidden"})
+	r = e.post("vic", "detect", "chat/completions", chat("chat", ""))
+	if r.status != 200 || r.json("choices.0.message.content").Str != "hello from meta/llama" {
 		t.Fatalf("safe: %d %s", r.status, r.body)
 	}
-	// Both checks and the call are on the ledger.
-	if calls := e.ledger(4); len(calls) != 4 {
-		t.Fatalf("ledger %s", dump(calls))
+	if got := models(); !slices.Equal(got, []string{"guard-model", "guard-model", "meta/llama", "guard-model"}) {
+		t.Fatalf("the upstream saw %v", got)
+	}
+	// An unsafe answer is withheld.
+	e.up.set("meta/llama", behaviour{reply: "a forbidden answer"})
+	r = e.post("vic", "detect", "chat/completions", chat("chat", ""))
+	if r.status != 400 || r.json("error.code").Str != "guardrail_blocked" || !strings.Contains(r.json("error.message").Str, "answer was blocked by the model-based guardrail guard") ||
+		strings.Contains(r.body, "forbidden") {
+		t.Fatalf("unsafe answer: %d %s", r.status, r.body)
+	}
+	// Three calls, five checks.
+	var chats, checks []*model.ModelCall
+	for _, c := range e.ledger(8) {
+		if c.Alias == "guard" {
+			checks = append(checks, c)
+		} else {
+			chats = append(chats, c)
+		}
+	}
+	if len(chats) != 3 || len(checks) != 5 {
+		t.Fatalf("%d calls and %d checks on the ledger, want 3 and 5", len(chats), len(checks))
+	}
+	if c := chats[0]; c.Outcome != model.CallBlocked || c.Guardrail != "model check guard" || c.Model != "" {
+		t.Fatalf("the call blocked at its input on the ledger: %s", dump(c))
+	}
+	if c := chats[1]; c.Outcome != model.CallOK || c.Guardrail != "" {
+		t.Fatalf("the call let through on the ledger: %s", dump(c))
+	}
+	if c := chats[2]; c.Outcome != model.CallBlocked || c.Guardrail != "model check guard" || c.OutputTokens == 0 {
+		t.Fatalf("the call whose answer was blocked on the ledger (charged what it used): %s", dump(c))
+	}
+	// Five checks used the guard alias's five requests a minute: the next
+	// call's check is refused, and so is the call, with the limit's answer.
+	r = e.post("vic", "detect", "chat/completions", chat("chat", ""))
+	if r.status != 429 || r.json("error.code").Str != "rate_limit_exceeded" || !strings.Contains(r.json("error.message").Str, "alias guard") ||
+		r.header.Get("Retry-After") == "" || r.header.Get("X-Klique-Call-Id") == "" {
+		t.Fatalf("a call whose check is over the guard alias's limit: %d %v %s", r.status, r.header, r.body)
+	}
+	if got := models(); len(got) != 7 {
+		t.Fatalf("the upstream saw %v: the refused check or its call went upstream", got)
 	}
 }
 

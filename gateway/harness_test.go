@@ -55,6 +55,9 @@ type behaviour struct {
 	// noUsage leaves usage out of a whole answer, as some self-hosted
 	// model servers do.
 	noUsage bool
+	// unsafeIf makes a guard model: it answers "unsafe S1" to a request
+	// that contains unsafeIf, and "safe" to any other.
+	unsafeIf string
 }
 
 func newUpstream(t testing.TB) *upstream {
@@ -111,6 +114,12 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	reply := b.reply
+	if b.unsafeIf != "" {
+		reply = "safe"
+		if strings.Contains(string(body), b.unsafeIf) {
+			reply = "unsafe S1"
+		}
+	}
 	if !gjson.GetBytes(body, "stream").Bool() && b.noUsage {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, `{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":%q,"choices":[{"index":0,"message":{"role":"assistant","content":%q},"finish_reason":"stop"}]}`, m, reply)

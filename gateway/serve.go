@@ -1,9 +1,7 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"math"
 	"net/http"
@@ -79,13 +77,19 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, ep wire.Endpoint
 		return
 	}
 	if grant.GuardAlias != "" && len(req.Input) > 0 {
-		blocked, err := g.modelGuard(ctx, grant, req.Input)
-		if err != nil {
+		v, err := g.modelGuard(ctx, grant, req.Input)
+		switch {
+		case err != nil:
 			writeError(w, header, http.StatusServiceUnavailable, "guardrail_unavailable", "the model-based guardrail could not check the request: "+err.Error(), "")
 			finish(http.StatusServiceUnavailable, model.CallUpstreamError)
 			return
-		}
-		if blocked {
+		case v.Refusal != nil:
+			// The check itself was refused (a rate limit on the guard
+			// alias, or the budget): so is the call, with the same answer.
+			v.Refusal.passOn(w, header)
+			finish(v.Refusal.status, v.Outcome)
+			return
+		case v.Blocked:
 			rec.Guardrail = "model check " + grant.GuardAlias
 			writeError(w, header, http.StatusBadRequest, "guardrail_blocked", "the request was blocked by the model-based guardrail "+grant.GuardAlias, "messages")
 			finish(http.StatusBadRequest, model.CallBlocked)
@@ -110,33 +114,40 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, ep wire.Endpoint
 
 	attempts := g.attempts(grant)
 	c := &call{ep: ep, body: body, req: req, guard: grant.Guard, header: header}
+	// A whole answer is held for the model-based check before the caller
+	// sees it; a stream is checked by the patterns as it goes.
+	to, held := http.ResponseWriter(w), (*bufferWriter)(nil)
+	if grant.GuardAlias != "" && !req.Stream && ep != wire.Embeddings {
+		held = &bufferWriter{header: http.Header{}}
+		to = held
+	}
 	sent := time.Now()
-	out := g.proxy.do(ctx, w, c, attempts)
+	out := g.proxy.do(ctx, to, c, attempts)
 	upstream = time.Since(sent)
 
-	actual := make([]int64, len(res.Windows))
-	var used *model.LLMModel
-	if out.Status != 0 && out.Attempt < len(attempts) {
-		used = modelOf(grant, attempts[out.Attempt].Model)
-		rec.Model = used.Name
-		rec.Target = attempts[out.Attempt].Target()
-		rec.InputTokens, rec.OutputTokens = out.Usage.Input, out.Usage.Output
-		rec.CostMicros, rec.Currency = platform.Cost(used, out.Usage.Input, out.Usage.Output), used.Currency
-	}
-	for i, win := range grant.Windows {
-		switch win.Unit {
-		case platform.UnitRequests:
-			actual[i] = 1
-		case platform.UnitTokens:
-			actual[i] = rec.InputTokens + rec.OutputTokens
-		case platform.UnitMicros:
-			actual[i] = rec.CostMicros
+	g.charge(grant, attempts, &out, res, rec)
+	if held != nil && out.Status != 0 {
+		if out.Status == http.StatusOK && out.Blocked == "" {
+			if text := wire.OutputText(held.buf.Bytes()); text != "" {
+				v, err := g.modelGuard(ctx, grant, []string{text})
+				switch {
+				case err != nil:
+					writeError(w, header, http.StatusServiceUnavailable, "guardrail_unavailable", "the model-based guardrail could not check the answer: "+err.Error(), "")
+					finish(http.StatusServiceUnavailable, model.CallUpstreamError)
+					return
+				case v.Refusal != nil:
+					v.Refusal.passOn(w, header)
+					finish(v.Refusal.status, v.Outcome)
+					return
+				case v.Blocked:
+					rec.Guardrail = "model check " + grant.GuardAlias
+					writeError(w, header, http.StatusBadRequest, "guardrail_blocked", "the model's answer was blocked by the model-based guardrail "+grant.GuardAlias, "")
+					finish(http.StatusBadRequest, model.CallBlocked)
+					return
+				}
+			}
 		}
-	}
-	select {
-	case g.settle <- limits.Settlement{Request: res, Actual: actual}:
-	default: // the settlers are behind: settle here
-		g.doSettle([]limits.Settlement{{Request: res, Actual: actual}})
+		held.passOn(w, nil)
 	}
 
 	switch {
@@ -161,6 +172,38 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, ep wire.Endpoint
 		finish(out.Status, model.CallUpstreamError)
 	default:
 		finish(out.Status, model.CallOK)
+	}
+}
+
+// charge puts what an answered call used on its ledger record (the model
+// that answered, where, its tokens and cost) and settles its reservation
+// to it.
+func (g *Gateway) charge(grant *platform.ModelGrant, attempts []Attempt, out *Outcome, res limits.Request, rec *model.ModelCall) {
+	if out.Status != 0 && out.Attempt < len(attempts) {
+		used := modelOf(grant, attempts[out.Attempt].Model)
+		rec.Model = used.Name
+		rec.Target = attempts[out.Attempt].Target()
+		rec.InputTokens, rec.OutputTokens = out.Usage.Input, out.Usage.Output
+		rec.CostMicros, rec.Currency = platform.Cost(used, out.Usage.Input, out.Usage.Output), used.Currency
+	}
+	if len(res.Windows) == 0 {
+		return
+	}
+	actual := make([]int64, len(res.Windows))
+	for i, win := range grant.Windows {
+		switch win.Unit {
+		case platform.UnitRequests:
+			actual[i] = 1
+		case platform.UnitTokens:
+			actual[i] = rec.InputTokens + rec.OutputTokens
+		case platform.UnitMicros:
+			actual[i] = rec.CostMicros
+		}
+	}
+	select {
+	case g.settle <- limits.Settlement{Request: res, Actual: actual}:
+	default: // the settlers are behind: settle here
+		g.doSettle([]limits.Settlement{{Request: res, Actual: actual}})
 	}
 }
 
@@ -362,65 +405,3 @@ func rateHeaders(h http.Header, rules []platform.LimitWindow, ws []limits.Window
 	}
 }
 
-// modelGuard asks the guard alias whether the input is safe: a model-based
-// check (Llama Guard, NeMo/NIM guardrails) answers "safe" or "unsafe ...".
-// The check is itself a call of the same caller, recorded on the ledger.
-func (g *Gateway) modelGuard(ctx context.Context, grant *platform.ModelGrant, input []string) (bool, error) {
-	body, err := jsonChat(grant.GuardAlias, strings.Join(input, "\n"))
-	if err != nil {
-		return false, err
-	}
-	r, err := http.NewRequestWithContext(ctx, http.MethodPost, "/v1/chat/completions", bytes.NewReader(body))
-	if err != nil {
-		return false, err
-	}
-	r.Header.Set("X-Klique-Project", grant.ProjectID)
-	rw := &bufferWriter{header: http.Header{}}
-	guardGrant, err := g.o.Service.AuthorizeModelCall(ctx, grant.GuardAlias, grant.ProjectID, g.o.Now())
-	if err != nil {
-		return false, fmt.Errorf("guard alias %s: %s", grant.GuardAlias, platform.PublicMessage(err))
-	}
-	req, err := wire.Parse(wire.Chat, body)
-	if err != nil {
-		return false, err
-	}
-	attempts := g.attempts(guardGrant)
-	start := g.o.Now()
-	out := g.proxy.do(ctx, rw, &call{ep: wire.Chat, body: body, req: req, header: http.Header{}}, attempts)
-	// The check's tokens are the caller's too.
-	rec := &model.ModelCall{ID: model.NewID(), TenantID: grant.TenantID, At: start, UserID: grant.UserID, UserName: grant.UserName,
-		ProjectID: grant.ProjectID, ProjectName: grant.ProjectName, GroupID: guardGrant.GroupID, GroupName: guardGrant.GroupName,
-		Endpoint: string(wire.Chat), Alias: grant.GuardAlias, Status: out.Status, Outcome: model.CallOK,
-		InputTokens: out.Usage.Input, OutputTokens: out.Usage.Output, LatencyMicros: g.o.Now().Sub(start).Microseconds()}
-	if out.Status != 0 && out.Attempt < len(attempts) {
-		m := modelOf(guardGrant, attempts[out.Attempt].Model)
-		rec.Model, rec.Target = m.Name, attempts[out.Attempt].Target()
-		rec.CostMicros, rec.Currency = platform.Cost(m, rec.InputTokens, rec.OutputTokens), m.Currency
-	}
-	if out.Status != http.StatusOK {
-		rec.Outcome = model.CallUpstreamError
-	}
-	g.meter.record(rec)
-	if out.Status != http.StatusOK {
-		return false, fmt.Errorf("guard alias %s answered %d", grant.GuardAlias, out.Status)
-	}
-	verdict := strings.ToLower(strings.TrimSpace(wire.OutputText(rw.buf.Bytes())))
-	return strings.HasPrefix(verdict, "unsafe"), nil
-}
-
-// jsonChat builds a one-message chat request.
-func jsonChat(alias, text string) ([]byte, error) {
-	return json.Marshal(map[string]any{"model": alias, "max_tokens": 16,
-		"messages": []map[string]string{{"role": "user", "content": text}}})
-}
-
-// bufferWriter is an http.ResponseWriter into memory.
-type bufferWriter struct {
-	header http.Header
-	status int
-	buf    bytes.Buffer
-}
-
-func (b *bufferWriter) Header() http.Header         { return b.header }
-func (b *bufferWriter) WriteHeader(status int)      { b.status = status }
-func (b *bufferWriter) Write(p []byte) (int, error) { return b.buf.Write(p) }
