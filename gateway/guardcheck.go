@@ -105,7 +105,7 @@ type bufferWriter struct {
 	buf    bytes.Buffer
 }
 
-func (b *bufferWriter) Header() http.Header         { return b.header }
+func (b *bufferWriter) Header() http.Header    { return b.header }
 func (b *bufferWriter) WriteHeader(status int) { b.status = status }
 
 func (b *bufferWriter) Write(p []byte) (int, error) {

@@ -404,4 +404,3 @@ func rateHeaders(h http.Header, rules []platform.LimitWindow, ws []limits.Window
 		h[names[0]], h[names[1]], h[names[2]] = v[0:1:1], v[1:2:2], v[2:3:3]
 	}
 }
-
