@@ -58,6 +58,11 @@ type behaviour struct {
 	// unsafeIf makes a guard model: it answers "unsafe S1" to a request
 	// that contains unsafeIf, and "safe" to any other.
 	unsafeIf string
+	// cutAfter > 0 breaks a stream's connection after that many chunks, as
+	// a model server that crashes mid-answer does.
+	cutAfter int
+	// raw, when set, is the whole answer's body, sent as it is.
+	raw string
 }
 
 func newUpstream(t testing.TB) *upstream {
@@ -120,6 +125,11 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 			reply = "unsafe S1"
 		}
 	}
+	if b.raw != "" {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, b.raw)
+		return
+	}
 	if !gjson.GetBytes(body, "stream").Bool() && b.noUsage {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, `{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":%q,"choices":[{"index":0,"message":{"role":"assistant","content":%q},"finish_reason":"stop"}]}`, m, reply)
@@ -139,6 +149,9 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		fmt.Fprintf(w, "data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"model\":%q,\"choices\":[{\"index\":0,\"delta\":{\"content\":%q}}]}\n\n", m, word)
 		fl.Flush()
+		if b.cutAfter > 0 && i+1 == b.cutAfter {
+			panic(http.ErrAbortHandler) // the connection breaks
+		}
 		if b.chunkDelay > 0 {
 			select {
 			case <-time.After(b.chunkDelay):

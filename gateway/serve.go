@@ -168,6 +168,8 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, ep wire.Endpoint
 		finish(http.StatusBadRequest, model.CallBlocked)
 	case out.Disconnected:
 		finish(499, model.CallDisconnected)
+	case out.Err != nil: // a stream cut off by the upstream
+		finish(out.Status, model.CallUpstreamError)
 	case out.Status >= 400:
 		finish(out.Status, model.CallUpstreamError)
 	default:

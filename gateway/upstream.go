@@ -363,6 +363,8 @@ func (p *proxy) stream(ctx context.Context, w http.ResponseWriter, c *call, resp
 				out.Disconnected = true
 			} else if err != io.EOF {
 				out.Err = fmt.Errorf("read the upstream stream: %w", err)
+				// Tell the caller the stream was cut, not finished.
+				fmt.Fprintf(w, "data: %s\n\n", errorJSON("upstream_error", "the model's stream was cut off before its end", ""))
 			}
 			break
 		}

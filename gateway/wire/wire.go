@@ -191,38 +191,35 @@ func UsageOf(body []byte) (Usage, bool) {
 }
 
 // CountOutput counts the output of a response body that says no usage, as
-// the gateway counts a prompt: a token per byte of every choice's text,
-// message content and tool-call arguments. It counts high (a token is
-// several bytes), so that a model server that reports no usage is never
-// charged less than it produced.
-func CountOutput(body []byte) int64 {
-	var n int64
-	gjson.GetBytes(body, "choices").ForEach(func(_, ch gjson.Result) bool {
-		for _, p := range []string{"message.content", "text"} {
-			if t := ch.Get(p); t.Type == gjson.String {
-				n += int64(len(t.Str))
-			}
-		}
-		ch.Get("message.tool_calls.#.function.arguments").ForEach(func(_, a gjson.Result) bool {
-			n += int64(len(a.Str))
-			return true
-		})
-		return true
-	})
-	return n
-}
+// the gateway counts a prompt: a token per byte of its OutputText. It
+// counts high (a token is several bytes), so that a model server that
+// reports no usage is never charged less than it produced.
+func CountOutput(body []byte) int64 { return int64(len(OutputText(body))) }
 
 // OutputText returns the generated text of a response body or of a stream
-// chunk: every choice's message or delta content, or completion text.
+// chunk: every choice's message or delta content, completion text, and the
+// arguments of its tool and function calls (what a guardrail reads, and
+// what is counted when an upstream says no usage).
 func OutputText(body []byte) string {
 	var sb strings.Builder
 	gjson.GetBytes(body, "choices").ForEach(func(_, ch gjson.Result) bool {
-		for _, p := range []string{"message.content", "delta.content", "text"} {
+		for _, p := range outputPaths {
 			if t := ch.Get(p); t.Type == gjson.String {
 				sb.WriteString(t.Str)
 			}
+		}
+		for _, p := range [...]string{"message.tool_calls", "delta.tool_calls"} {
+			ch.Get(p).ForEach(func(_, tc gjson.Result) bool {
+				if a := tc.Get("function.arguments"); a.Type == gjson.String {
+					sb.WriteString(a.Str)
+				}
+				return true
+			})
 		}
 		return true
 	})
 	return sb.String()
 }
+
+// outputPaths are where a choice carries generated text.
+var outputPaths = [...]string{"message.content", "delta.content", "text", "message.function_call.arguments", "delta.function_call.arguments"}

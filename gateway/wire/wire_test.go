@@ -96,6 +96,16 @@ func TestUsageAndOutput(t *testing.T) {
 	if _, ok := wire.UsageOf([]byte(`{"choices":[],"usage":null}`)); ok {
 		t.Fatal("a null usage read as usage")
 	}
+	// Tool and function calls' arguments are output too, whole and streamed.
+	for body, want := range map[string]string{
+		`{"choices":[{"message":{"content":null,"tool_calls":[{"function":{"name":"f","arguments":"{\"q\":\"x\"}"}}]}}]}`: `{"q":"x"}`,
+		`{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"q\""}}]}}]}`:                          `{"q"`,
+		`{"choices":[{"message":{"function_call":{"name":"f","arguments":"{}"}}}]}`:                                       `{}`,
+	} {
+		if got := wire.OutputText([]byte(body)); got != want {
+			t.Errorf("OutputText(%s) = %q, want %q", body, got, want)
+		}
+	}
 	// An upstream's negative count gives nothing back.
 	if u, ok := wire.UsageOf([]byte(`{"usage":{"prompt_tokens":-5,"completion_tokens":-9223372036854775807}}`)); !ok || u.Input != 0 || u.Output != 0 {
 		t.Fatalf("negative usage read as %+v", u)
