@@ -371,6 +371,8 @@ func TestGatewayValidate(t *testing.T) {
 			b := e.TokenBudget("fraud", model.PeriodMonth)
 			b.Tokens, b.PerUserTokens = 0, 0
 		}, []string{"give tokens or money above 0"}},
+		{"a money budget beside models priced in two currencies", func(e *estate.Estate) { e.LLMModel("gpt-4o").Currency = "EUR" },
+			[]string{"token budget shared per day", "is in money", "EUR", "USD", "price every model in one, or budget in tokens"}},
 		{"a negative budget", func(e *estate.Estate) { e.TokenBudget("fraud", model.PeriodMonth).Tokens = -5 }, []string{"must be 0 or more"}},
 		{"a per-user limit above the whole", func(e *estate.Estate) { e.TokenBudget("fraud", model.PeriodMonth).PerUserTokens = 60_000_000 }, []string{"perUserTokens 60000000 is above the whole budget of 50000000 tokens"}},
 		{"a per-user money limit above the whole", func(e *estate.Estate) { e.TokenBudget("shared", model.PeriodDay).PerUserMicros = 30_000_000 }, []string{"perUserMoney 30 is above the whole budget of 25"}},
@@ -426,6 +428,28 @@ func TestGatewayValidate(t *testing.T) {
 		e.Provider("openai").KeySecret = ""
 		e.Provider("openai").Timeout = 0
 		e.Route("llama-70b").Timeout = 0
+		if err := e.Validate(); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("models in two currencies are fine with budgets in tokens only, or when one is free", func(t *testing.T) {
+		t.Parallel()
+		e := withGateway(t)
+		e.LLMModel("gpt-4o").Currency = "EUR"
+		var tokens []*model.TokenBudget
+		for _, b := range e.Gateway.Budgets {
+			if b.Micros == 0 {
+				tokens = append(tokens, b)
+			}
+		}
+		e.Gateway.Budgets = tokens
+		if err := e.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		e = withGateway(t)
+		e.LLMModel("gpt-4o").Currency = "EUR"
+		e.LLMModel("gpt-4o").InputPriceMicros, e.LLMModel("gpt-4o").OutputPriceMicros = 0, 0
 		if err := e.Validate(); err != nil {
 			t.Fatal(err)
 		}

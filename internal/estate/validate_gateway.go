@@ -262,7 +262,11 @@ func (v *validator) aliasRule(obj, where string, r model.AliasRule) {
 
 func (v *validator) tokenBudgets() {
 	seen := map[string]bool{}
+	money := ""
 	for _, b := range v.e.Gateway.Budgets {
+		if money == "" && (b.Micros > 0 || b.PerUserMicros > 0) {
+			money = BudgetName(b)
+		}
 		obj := fmt.Sprintf("token budget %s", BudgetName(b))
 		if seen[BudgetName(b)] {
 			v.add(obj, "the project already has a budget for this period; give one budget per project and period")
@@ -297,6 +301,29 @@ func (v *validator) tokenBudgets() {
 			v.add(obj, "perUserTokens %d is above the whole budget of %d tokens", b.PerUserTokens, b.Tokens)
 		case b.PerUserMicros > b.Micros:
 			v.add(obj, "perUserMoney %s is above the whole budget of %s", *decimal6(b.PerUserMicros), *decimal6(b.Micros))
+		}
+	}
+	if money != "" {
+		v.oneCurrency(money)
+	}
+}
+
+// oneCurrency refuses money budgets beside models priced in two
+// currencies: a budget counts millionths of one currency, and the gateway
+// converts none.
+func (v *validator) oneCurrency(budget string) {
+	var first *model.LLMModel
+	for _, m := range v.e.Gateway.Models {
+		if m.InputPriceMicros == 0 && m.OutputPriceMicros == 0 {
+			continue // free: no currency is spent
+		}
+		if first == nil {
+			first = m
+		} else if m.Currency != first.Currency {
+			v.add(fmt.Sprintf("token budget %s", budget),
+				"is in money, but model %q is priced in %s and model %q in %s: the gateway converts no currency, so price every model in one, or budget in tokens",
+				first.Name, first.Currency, m.Name, m.Currency)
+			return
 		}
 	}
 }

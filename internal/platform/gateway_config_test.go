@@ -31,7 +31,7 @@ func TestGatewayConfig(t *testing.T) {
 			}
 			must(t, second(b.svc.PutLLMRoute(b.admin, platform.LLMRouteInput{Name: "qwen", Endpoints: []string{"http://10.0.4.1:8000/v1"}})))
 			must(t, second(b.svc.PutLLMModel(b.admin, platform.LLMModelInput{Name: "mistral-large", Provider: ptr("mistral"),
-				InputPrice: ptr(2.0), OutputPrice: ptr(6.0), Currency: ptr("eur")})))
+				InputPrice: ptr(2.0), OutputPrice: ptr(6.0), Currency: ptr("usd")})))
 			must(t, second(b.svc.PutLLMModel(b.admin, platform.LLMModelInput{Name: "qwen-coder", Route: ptr("qwen"), Upstream: ptr("Qwen/Qwen2.5-Coder-32B-Instruct")})))
 			must(t, second(b.svc.PutEntitlement(b.admin, platform.EntitlementInput{Name: "coders", Users: []string{"rita"}})))
 			must(t, second(b.svc.PutLLMAlias(b.admin, platform.LLMAliasInput{Name: "code", Rules: []*platform.LLMAliasRuleInput{
@@ -54,7 +54,7 @@ func TestGatewayConfig(t *testing.T) {
 			if p := e.Provider("mistral"); p == nil || p.Timeout != 30*time.Second || p.KeySecret != "MISTRAL_API_KEY" {
 				t.Errorf("provider mistral %+v", p)
 			}
-			if m := e.LLMModel("mistral-large"); m == nil || m.InputPriceMicros != 2_000_000 || m.Currency != "EUR" || m.Upstream != "mistral-large" || m.MaxOutputTokens != 4096 {
+			if m := e.LLMModel("mistral-large"); m == nil || m.InputPriceMicros != 2_000_000 || m.Currency != "USD" || m.Upstream != "mistral-large" || m.MaxOutputTokens != 4096 {
 				t.Errorf("model mistral-large %+v, want prices in millionths and the defaults explicit", m)
 			}
 			if a := e.Alias("code"); a == nil || a.Rules[0].Targets[1].Weight != 1 || a.Rules[0].Targets[0].Weight != 3 || a.Guardrails.GuardAlias != "chat" {
@@ -68,7 +68,7 @@ func TestGatewayConfig(t *testing.T) {
 			}
 			out, err := b.svc.ExportEstate(b.admin)
 			must(t, err)
-			for _, want := range []string{"name: mistral-large", "currency: EUR", "keySecret: MISTRAL_API_KEY", "timeout: 30s", "money: 25", "weight: 3", "guardAlias: chat"} {
+			for _, want := range []string{"name: mistral-large", "currency: USD", "keySecret: MISTRAL_API_KEY", "timeout: 30s", "money: 25", "weight: 3", "guardAlias: chat"} {
 				if !strings.Contains(string(out), want) {
 					t.Errorf("export lacks %q:\n%s", want, out)
 				}
@@ -80,7 +80,7 @@ func TestGatewayConfig(t *testing.T) {
 			// Put replaces whole: a field left out takes its default.
 			res, err = b.svc.PutLLMModel(b.admin, platform.LLMModelInput{Name: "mistral-large", Provider: ptr("mistral")})
 			must(t, err)
-			if len(res.Changes) != 1 || res.Changes[0].String() != "update llm model mistral-large (inputPriceMicros, outputPriceMicros, currency)" {
+			if len(res.Changes) != 1 || res.Changes[0].String() != "update llm model mistral-large (inputPriceMicros, outputPriceMicros)" {
 				t.Errorf("changes %v", res.Changes)
 			}
 
