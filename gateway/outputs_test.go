@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/klique-ai/klique/internal/model"
 )
@@ -15,7 +16,7 @@ func TestAStreamCutByTheUpstreamEndsWithAnErrorAndIsRecorded(t *testing.T) {
 	e := newEnv(t, standard)
 	e.up.set("meta/llama", behaviour{reply: strings.Repeat("word ", 20), cutAfter: 3})
 	events, _ := e.stream("vic", "detect", chat("chat", `,"stream":true,"max_tokens":50`), 0)
-	if len(events) != 4 || jsonField(events[3], "error.code") != "upstream_error" ||
+	if len(events) != 4 || jsonField(events[3], "error.code") != "upstream_error" || jsonField(events[3], "error.type") != "api_error" ||
 		!strings.Contains(jsonField(events[3], "error.message"), "cut off") {
 		t.Fatalf("events %q, want three chunks and an error", events)
 	}
@@ -46,5 +47,36 @@ func TestGuardrailsReadToolCallArguments(t *testing.T) {
 	}
 	if c := e.ledger(1)[0]; c.Outcome != model.CallBlocked || c.Guardrail == "" || c.OutputTokens != 12 {
 		t.Fatalf("the call on the ledger: %s", dump(c))
+	}
+}
+
+// A stream may take its time but not go quiet: the route's timeout bounds
+// the wait for its first byte and then every wait between two of its
+// parts, so a model server that hangs mid-answer does not hold the call
+// (and its reservation) for ever.
+func TestAStreamThatGoesQuietIsCut(t *testing.T) {
+	e := newEnv(t, func(g *model.Gateway, up string) {
+		standard(g, up)
+		g.Routes[0].Timeout = 300 * time.Millisecond
+	})
+	// Six parts 100 ms apart take longer than the timeout, but never wait
+	// as long: the stream finishes.
+	e.up.set("meta/llama", behaviour{reply: "one two three four five six", chunkDelay: 100 * time.Millisecond})
+	events, _ := e.stream("vic", "detect", chat("chat", `,"stream":true`), 0)
+	if len(events) == 0 || events[len(events)-1] != "[DONE]" {
+		t.Fatalf("a slow but steady stream: %q, want it finished", events)
+	}
+	// A part, then a second of silence: cut at the timeout.
+	e.up.set("meta/llama", behaviour{reply: "one two three", chunkDelay: time.Second})
+	events, _ = e.stream("vic", "detect", chat("chat", `,"stream":true`), 0)
+	if len(events) != 2 || jsonField(events[1], "error.code") != "upstream_error" {
+		t.Fatalf("a stream gone quiet: %q, want one part and an error", events)
+	}
+	calls := e.ledger(2)
+	if c := calls[0]; c.Outcome != model.CallOK {
+		t.Fatalf("the steady stream on the ledger: %s", dump(c))
+	}
+	if c := calls[1]; c.Outcome != model.CallUpstreamError || c.OutputTokens != 1 {
+		t.Fatalf("the quiet stream on the ledger: %s", dump(c))
 	}
 }

@@ -101,7 +101,7 @@ func (p *proxy) do(ctx context.Context, w http.ResponseWriter, c *call, attempts
 			out.Err = fmt.Errorf("prepare the upstream body: %w", err)
 			return out
 		}
-		resp, cancel, err := p.send(ctx, a, c.ep, body, c.req.Stream)
+		resp, cancel, touch, err := p.send(ctx, a, c.ep, body, c.req.Stream)
 		if err != nil {
 			p.balance.failed(a)
 			if ctx.Err() != nil {
@@ -124,7 +124,7 @@ func (p *proxy) do(ctx context.Context, w http.ResponseWriter, c *call, attempts
 		p.balance.succeeded(a)
 		out.Status = resp.StatusCode
 		if c.req.Stream && resp.StatusCode == http.StatusOK {
-			p.stream(ctx, w, c, resp, &out)
+			p.stream(ctx, w, c, resp, &out, touch)
 		} else {
 			p.whole(w, c, resp, &out, a.Key)
 		}
@@ -144,16 +144,19 @@ var (
 
 // send makes one upstream request. The attempt's timeout bounds the wait
 // for the answer's headers (for a stream, its first byte); the body of a
-// non-streamed answer is read under the same deadline.
+// non-streamed answer is read under the same deadline. A stream may take
+// its time, but not go quiet: touch, called as each part of it arrives,
+// starts the timeout again, and a stream that sends nothing for that long
+// is cut.
 //
 // The request goes straight to the transport, not through http.Client:
 // the client's redirect and cookie handling copies every request's headers
 // and is of no use here (a model server does not redirect a POST), and
 // each attempt carries its own deadline.
-func (p *proxy) send(ctx context.Context, a Attempt, ep wire.Endpoint, body []byte, stream bool) (*http.Response, context.CancelFunc, error) {
+func (p *proxy) send(ctx context.Context, a Attempt, ep wire.Endpoint, body []byte, stream bool) (resp *http.Response, done context.CancelFunc, touch func(), err error) {
 	u, err := p.url(a.BaseURL, ep)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	actx, cancel := context.WithCancel(ctx)
 	timeout := a.Timeout
@@ -174,19 +177,20 @@ func (p *proxy) send(ctx context.Context, a Attempt, ep wire.Endpoint, body []by
 		// GetBody lets the transport send the call again on another
 		// connection when a kept-alive one turns out closed.
 		GetBody: func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }}).WithContext(actx)
-	resp, err := p.transport.RoundTrip(req)
+	resp, err = p.transport.RoundTrip(req)
 	if err != nil {
 		timer.Stop()
 		cancel()
 		if errors.Is(err, context.Canceled) && ctx.Err() == nil {
-			return nil, nil, fmt.Errorf("no answer within %s", timeout)
+			return nil, nil, nil, fmt.Errorf("no answer within %s", timeout)
 		}
-		return nil, nil, scrub(fmt.Errorf("POST %s: %w", u.Redacted(), err), a)
+		return nil, nil, nil, scrub(fmt.Errorf("POST %s: %w", u.Redacted(), err), a)
 	}
 	if stream {
-		timer.Stop() // the first byte came; the stream may take its time
+		touch = func() { timer.Reset(timeout) }
+		touch()
 	}
-	return resp, func() { timer.Stop(); cancel() }, nil
+	return resp, func() { timer.Stop(); cancel() }, touch, nil
 }
 
 // url returns the URL of an operation at a base URL, parsed once: the
@@ -283,7 +287,7 @@ var lineReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 16
 // passed through unchanged and flushed, except the usage chunk the gateway
 // asked for when the caller did not. Output is checked as it arrives; a
 // blocked stream ends with an error event.
-func (p *proxy) stream(ctx context.Context, w http.ResponseWriter, c *call, resp *http.Response, out *Outcome) {
+func (p *proxy) stream(ctx context.Context, w http.ResponseWriter, c *call, resp *http.Response, out *Outcome, touch func()) {
 	h := w.Header()
 	for k, v := range c.header {
 		h[k] = v
@@ -319,6 +323,7 @@ func (p *proxy) stream(ctx context.Context, w http.ResponseWriter, c *call, resp
 			line = full
 		}
 		if len(line) > 0 {
+			touch()
 			data, isData := bytes.CutPrefix(bytes.TrimRight(line, "\r\n"), []byte("data:"))
 			data = bytes.TrimSpace(data)
 			forward := true
@@ -364,7 +369,7 @@ func (p *proxy) stream(ctx context.Context, w http.ResponseWriter, c *call, resp
 			} else if err != io.EOF {
 				out.Err = fmt.Errorf("read the upstream stream: %w", err)
 				// Tell the caller the stream was cut, not finished.
-				fmt.Fprintf(w, "data: %s\n\n", errorJSON("upstream_error", "the model's stream was cut off before its end", ""))
+				fmt.Fprintf(w, "data: %s\n\n", errorJSONStatus(http.StatusBadGateway, "upstream_error", "the model's stream was cut off before its end", ""))
 			}
 			break
 		}
