@@ -279,7 +279,11 @@ func (g *Gateway) platformError(w http.ResponseWriter, h http.Header, err error)
 		writeError(w, h, http.StatusUnauthorized, "invalid_api_key", msg, "")
 		return http.StatusUnauthorized
 	case platform.CodeForbidden:
-		writeError(w, h, http.StatusForbidden, "model_not_allowed", msg, "model")
+		code, param := "model_not_allowed", "model"
+		if strings.Contains(msg, "scoped to project") {
+			code, param = "project_not_allowed", ""
+		}
+		writeError(w, h, http.StatusForbidden, code, msg, param)
 		return http.StatusForbidden
 	case platform.CodeNotFound:
 		code, param := "model_not_found", "model"

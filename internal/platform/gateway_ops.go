@@ -176,6 +176,12 @@ func gatewayProject(e *estate.Estate, p *identity.Principal, ref string) (*model
 		if ref != "" && ref != pr.ID && ref != pr.Name {
 			return nil, forbidden("this credential is scoped to project %s, not %s", pr.Name, quote(ref))
 		}
+		// The scope narrows what the credential's owner may use; it grants
+		// nothing: one who has left the project's group may no longer
+		// spend its budget, as with any other credential.
+		if !usesProject(p, pr) {
+			return nil, forbidden("this credential is scoped to project %s, which you may no longer use: you are not in its group", pr.Name)
+		}
 		return pr, nil
 	}
 	if ref == "" {
