@@ -79,6 +79,33 @@ func (g *Gateway) modelGuard(ctx context.Context, grant *platform.ModelGrant, te
 	return guardVerdict{Blocked: strings.HasPrefix(verdict, "unsafe")}, nil
 }
 
+// modelCheck runs the model-based check on what (the request's input or
+// the model's answer) and, unless it passes, answers the caller and
+// finishes the call. It returns whether the call goes on. A check refused
+// by the guard alias's own limits refuses the call with the same answer;
+// a check that fails lets nothing through unchecked.
+func (g *Gateway) modelCheck(ctx context.Context, w http.ResponseWriter, header http.Header, grant *platform.ModelGrant,
+	rec *model.ModelCall, text []string, what, param string, finish func(status int, outcome string)) bool {
+	v, err := g.modelGuard(ctx, grant, text)
+	switch {
+	case err != nil:
+		writeError(w, header, http.StatusServiceUnavailable, "guardrail_unavailable",
+			"the model-based guardrail could not check "+what+": "+err.Error(), "")
+		finish(http.StatusServiceUnavailable, model.CallUpstreamError)
+	case v.Refusal != nil:
+		v.Refusal.passOn(w, header)
+		finish(v.Refusal.status, v.Outcome)
+	case v.Blocked:
+		rec.Guardrail = "model check " + grant.GuardAlias
+		writeError(w, header, http.StatusBadRequest, "guardrail_blocked",
+			what+" was blocked by the model-based guardrail "+grant.GuardAlias, param)
+		finish(http.StatusBadRequest, model.CallBlocked)
+	default:
+		return true
+	}
+	return false
+}
+
 // passOn writes an answer held in b to w, with the call's own headers.
 func (b *bufferWriter) passOn(w http.ResponseWriter, header http.Header) {
 	h := w.Header()

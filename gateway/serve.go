@@ -76,25 +76,9 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, ep wire.Endpoint
 		finish(http.StatusBadRequest, model.CallBlocked)
 		return
 	}
-	if grant.GuardAlias != "" && len(req.Input) > 0 {
-		v, err := g.modelGuard(ctx, grant, req.Input)
-		switch {
-		case err != nil:
-			writeError(w, header, http.StatusServiceUnavailable, "guardrail_unavailable", "the model-based guardrail could not check the request: "+err.Error(), "")
-			finish(http.StatusServiceUnavailable, model.CallUpstreamError)
-			return
-		case v.Refusal != nil:
-			// The check itself was refused (a rate limit on the guard
-			// alias, or the budget): so is the call, with the same answer.
-			v.Refusal.passOn(w, header)
-			finish(v.Refusal.status, v.Outcome)
-			return
-		case v.Blocked:
-			rec.Guardrail = "model check " + grant.GuardAlias
-			writeError(w, header, http.StatusBadRequest, "guardrail_blocked", "the request was blocked by the model-based guardrail "+grant.GuardAlias, "messages")
-			finish(http.StatusBadRequest, model.CallBlocked)
-			return
-		}
+	if grant.GuardAlias != "" && len(req.Input) > 0 &&
+		!g.modelCheck(ctx, w, header, grant, rec, req.Input, "the request", "messages", finish) {
+		return
 	}
 
 	// Reserve the estimate in every window at once.
@@ -128,23 +112,9 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, ep wire.Endpoint
 	g.charge(grant, attempts, &out, res, rec)
 	if held != nil && out.Status != 0 {
 		if out.Status == http.StatusOK && out.Blocked == "" {
-			if text := wire.OutputText(held.buf.Bytes()); text != "" {
-				v, err := g.modelGuard(ctx, grant, []string{text})
-				switch {
-				case err != nil:
-					writeError(w, header, http.StatusServiceUnavailable, "guardrail_unavailable", "the model-based guardrail could not check the answer: "+err.Error(), "")
-					finish(http.StatusServiceUnavailable, model.CallUpstreamError)
-					return
-				case v.Refusal != nil:
-					v.Refusal.passOn(w, header)
-					finish(v.Refusal.status, v.Outcome)
-					return
-				case v.Blocked:
-					rec.Guardrail = "model check " + grant.GuardAlias
-					writeError(w, header, http.StatusBadRequest, "guardrail_blocked", "the model's answer was blocked by the model-based guardrail "+grant.GuardAlias, "")
-					finish(http.StatusBadRequest, model.CallBlocked)
-					return
-				}
+			if text := wire.OutputText(held.buf.Bytes()); text != "" &&
+				!g.modelCheck(ctx, w, header, grant, rec, []string{text}, "the model's answer", "", finish) {
+				return
 			}
 		}
 		held.passOn(w, nil)
