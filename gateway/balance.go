@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,19 +23,26 @@ func newBalancer() *balancer {
 	return &balancer{down: map[string]time.Time{}, rest: 10 * time.Second, now: time.Now}
 }
 
-// order returns a route's endpoints in the order to try them: healthy ones
-// first, starting at the next in turn, then those set aside.
-func (b *balancer) order(endpoints []string) []string {
+// turn returns the next turn: one per call, however many of its models
+// stand on routes, so that the healthy endpoints of a route take calls in
+// turn even when a call's fallback is on the same route (two orders a
+// call would otherwise start two endpoints of a pair on the same one every
+// time).
+func (b *balancer) turn() uint64 { return b.next.Add(1) }
+
+// order returns a route's endpoints in the order to try them for a call's
+// turn: the healthy ones first, starting at the turn's among them (so that
+// they share the calls evenly, whichever are set aside), then those set
+// aside.
+func (b *balancer) order(endpoints []string, turn uint64) []string {
 	if len(endpoints) <= 1 {
 		return endpoints
 	}
-	start := int(b.next.Add(1) % uint64(len(endpoints)))
 	out := make([]string, 0, len(endpoints))
 	var aside []string
 	now := b.now()
 	b.mu.Lock()
-	for i := range endpoints {
-		e := endpoints[(start+i)%len(endpoints)]
+	for _, e := range endpoints {
 		if until, ok := b.down[e]; ok && now.Before(until) {
 			aside = append(aside, e)
 			continue
@@ -42,6 +50,13 @@ func (b *balancer) order(endpoints []string) []string {
 		out = append(out, e)
 	}
 	b.mu.Unlock()
+	if n := len(out); n > 1 {
+		// Rotate left by the turn, in place.
+		start := int(turn % uint64(n))
+		slices.Reverse(out[:start])
+		slices.Reverse(out[start:])
+		slices.Reverse(out)
+	}
 	return append(out, aside...)
 }
 

@@ -25,8 +25,9 @@ import (
 )
 
 // TestARouteBalancesAcrossItsHealthyEndpoints pins the static route's
-// balancer (balance.go, attempts in serve.go): calls spread over every
-// endpoint of a route; an endpoint answering 5xx is set aside (tried again
+// balancer (balance.go, attempts in serve.go): calls spread evenly over
+// the healthy endpoints of a route, though the alias's fallback stands on
+// the same route; an endpoint answering 5xx is set aside (tried again
 // only after its rest) while the others answer every call; an endpoint
 // nothing listens on costs the caller nothing either. The ledger's Target
 // names the endpoint that answered, so spend can be traced to a server.
@@ -55,7 +56,7 @@ func TestARouteBalancesAcrossItsHealthyEndpoints(t *testing.T) {
 	first := make([]int, len(ups))
 	for i, u := range ups {
 		first[i] = len(u.calls())
-		if first[i] < 10 || first[i] > 30 {
+		if first[i] < 17 || first[i] > 23 {
 			t.Fatalf("endpoint %d answered %d of 60 calls; want a share of about 20 each: %v", i, first[i], first)
 		}
 	}
@@ -72,9 +73,11 @@ func TestARouteBalancesAcrossItsHealthyEndpoints(t *testing.T) {
 	if n := len(ups[0].calls()) - first[0]; n < 1 || n > 2 {
 		t.Fatalf("the failing endpoint was tried %d times in 30 calls; want once (then set aside)", n)
 	}
+	// The two healthy ones share the calls evenly (not two to one, as a
+	// turn taken over all three would give them).
 	for i := 1; i < 3; i++ {
-		if n := len(ups[i].calls()) - first[i]; n < 5 {
-			t.Fatalf("healthy endpoint %d answered %d of 30 calls while another was failing; want a share", i, n)
+		if n := len(ups[i].calls()) - first[i]; n < 12 || n > 18 {
+			t.Fatalf("healthy endpoint %d answered %d of 30 calls while another was failing; want about 15", i, n)
 		}
 	}
 	calls := e.ledger(90)
@@ -113,9 +116,27 @@ func TestARouteBalancesAcrossItsHealthyEndpoints(t *testing.T) {
 	for _, c := range e2.ledger(30) {
 		byTarget[c.Target]++
 	}
-	if byTarget["local "+dead] != 0 || byTarget["local "+live[0].URL+"/v1"] < 5 || byTarget["local "+live[1].URL+"/v1"] < 5 ||
+	if byTarget["local "+dead] != 0 || byTarget["local "+live[0].URL+"/v1"] < 12 || byTarget["local "+live[1].URL+"/v1"] < 12 ||
 		byTarget["local "+live[0].URL+"/v1"]+byTarget["local "+live[1].URL+"/v1"] != 30 {
 		t.Fatalf("ledger targets %v: want the 30 calls on the two live endpoints", byTarget)
+	}
+}
+
+// A route of two endpoints, both healthy, behind an alias whose fallback
+// is on the same route: they take the calls in turn.
+func TestTheTwoEndpointsOfARouteTakeCallsInTurn(t *testing.T) {
+	pair := []*upstream{newUpstream(t), newUpstream(t)}
+	e := newEnv(t, func(g *model.Gateway, up string) {
+		standard(g, up)
+		g.Routes[0].Endpoints = []string{pair[0].URL + "/v1", pair[1].URL + "/v1"}
+	})
+	for i := 0; i < 20; i++ {
+		if r := e.post("vic", "detect", "chat/completions", chat("chat", "")); r.status != 200 {
+			t.Fatalf("call %d: %d %s", i, r.status, r.body)
+		}
+	}
+	if a, b := len(pair[0].calls()), len(pair[1].calls()); a != 10 || b != 10 {
+		t.Fatalf("the endpoints answered %d and %d of 20 calls, want 10 each", a, b)
 	}
 }
 

@@ -201,6 +201,7 @@ func modelOf(grant *platform.ModelGrant, name string) *model.LLMModel {
 // in turn; a route's endpoints healthy first, at most two per model.
 func (g *Gateway) attempts(grant *platform.ModelGrant) []Attempt {
 	var out []Attempt
+	turn := g.proxy.balance.turn()
 	for _, u := range grant.Upstreams {
 		up := u.Model.Upstream
 		if up == "" {
@@ -211,7 +212,7 @@ func (g *Gateway) attempts(grant *platform.ModelGrant) []Attempt {
 			out = append(out, Attempt{Model: u.Model.Name, Upstream: up, BaseURL: u.Provider.BaseURL, Key: u.Key,
 				Timeout: u.Provider.Timeout, Provider: u.Provider.Name})
 		case u.Route != nil:
-			eps := g.proxy.balance.order(u.Route.Endpoints)
+			eps := g.proxy.balance.order(u.Route.Endpoints, turn)
 			for i, ep := range eps {
 				if i == 2 {
 					break
