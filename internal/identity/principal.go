@@ -144,9 +144,10 @@ const (
 // Unexported key types, so no other package can read or overwrite the values
 // by accident (or on purpose) with a colliding key.
 type (
-	principalKey struct{}
-	channelKey   struct{}
-	requestIDKey struct{}
+	principalKey  struct{}
+	channelKey    struct{}
+	requestIDKey  struct{}
+	credentialKey struct{}
 )
 
 // WithPrincipal returns a context that carries p.
@@ -159,6 +160,21 @@ func WithPrincipal(ctx context.Context, p *Principal) context.Context {
 func PrincipalFrom(ctx context.Context) (*Principal, bool) {
 	p, ok := ctx.Value(principalKey{}).(*Principal)
 	return p, ok && p != nil
+}
+
+// WithCredential returns a context that carries the credential a request
+// was authenticated with. Only what must authenticate it again later reads
+// it: a subscription connection, which outlives the request and re-checks
+// its credential after identity changes (a revoked key, a member who left
+// a group). It is never logged or returned.
+func WithCredential(ctx context.Context, credential string) context.Context {
+	return context.WithValue(ctx, credentialKey{}, credential)
+}
+
+// CredentialFrom returns the credential the context carries ("" if none).
+func CredentialFrom(ctx context.Context) string {
+	c, _ := ctx.Value(credentialKey{}).(string)
+	return c
 }
 
 // WithChannel returns a context that carries the channel c.

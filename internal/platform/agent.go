@@ -457,10 +457,20 @@ func (s *Service) TaskSecrets(ctx context.Context, taskID string, attempt int) (
 
 func (s *Service) openSecrets(ctx context.Context, t *model.Task) (map[string]string, error) {
 	out := map[string]string{}
+	if len(t.Spec.Secrets) == 0 {
+		return out, nil
+	}
+	e, err := s.currentEstate(ctx, s.store, t.TenantID)
+	if err != nil {
+		return nil, err
+	}
 	for _, name := range t.Spec.Secrets {
-		sec, err := findTaskSecret(ctx, s.store, t, name)
+		sec, held, err := findTaskSecret(ctx, s.store, e, t, name)
 		if err != nil {
 			return nil, err
+		}
+		if held != "" {
+			return nil, conflict("secret %s of task %s is %s, which is never given to a task; the task cannot start", name, t.Name, held)
 		}
 		if sec == nil {
 			return nil, conflict("secret %s of task %s is no longer in any vault; the task cannot start", name, t.Name)

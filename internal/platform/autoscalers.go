@@ -363,8 +363,14 @@ func (s *Service) PoolAutoscaler(ctx context.Context, poolID string) (*Autoscale
 	return s.autoscalerView(a, e), nil
 }
 
-// myAutoscaler is the autoscaler of the worker credential's pool.
+// myAutoscaler is the autoscaler of the worker credential's pool. Only the
+// worker credential itself may act as the pool's autoscaler: a task
+// credential, held by the user code of a job, must not read the cloud
+// credentials or rewrite the autoscaler's state.
 func (s *Service) myAutoscaler(ctx context.Context, w *identity.Worker) (*model.Autoscaler, error) {
+	if err := notTaskScoped(ctx, "the autoscaler's sync and credentials"); err != nil {
+		return nil, err
+	}
 	a, err := s.store.GetAutoscalerByPool(ctx, w.TenantID, w.PoolID)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, notFound("pool %s has no autoscaler: an admin creates one with createAutoscaler(input: {pool: %q, …})", w.PoolName, w.PoolName)

@@ -567,6 +567,15 @@ func (s *Service) putMemberChecked(t *txn, groupRef string, u *model.User, role 
 	if role == model.GroupRoleLead && !p.IsAdmin() {
 		return nil, forbidden("only a tenant admin can make a group lead")
 	}
+	if !p.IsAdmin() {
+		lead, err := leadOf(t.ctx, t.q, p.TenantID, g.ID, u.ID)
+		if err != nil {
+			return nil, err
+		}
+		if lead && u.ID != p.UserID {
+			return nil, forbidden("%s leads %s: only a tenant admin can change a lead's role", u.Name, g.Name)
+		}
+	}
 	m := &model.Membership{TenantID: p.TenantID, GroupID: g.ID, UserID: u.ID, Role: role, CreatedAt: t.now}
 	if err := t.q.PutMembership(t.ctx, m); err != nil {
 		return nil, err
@@ -598,6 +607,15 @@ func (s *Service) RemoveGroupMember(ctx context.Context, groupRef, userRef strin
 		if err != nil {
 			return err
 		}
+		if !p.IsAdmin() && u.ID != p.UserID {
+			lead, err := leadOf(ctx, t.q, p.TenantID, g.ID, u.ID)
+			if err != nil {
+				return err
+			}
+			if lead {
+				return forbidden("%s leads %s: only a tenant admin can remove a lead", u.Name, g.Name)
+			}
+		}
 		if err := t.q.DeleteMembership(ctx, p.TenantID, g.ID, u.ID); errors.Is(err, store.ErrNotFound) {
 			return notFound("%s is not a member of %s", u.Name, g.Name)
 		} else if err != nil {
@@ -605,6 +623,21 @@ func (s *Service) RemoveGroupMember(ctx context.Context, groupRef, userRef strin
 		}
 		return t.record("group.member_removed", "group", g.ID, g.Name, g.ID, fmt.Sprintf("%s left %s", u.Name, g.Name))
 	})
+}
+
+// leadOf reports whether a user leads a group now: leads add members, and
+// only admins make, demote or remove leads.
+func leadOf(ctx context.Context, q store.Queries, tenantID, groupID, userID string) (bool, error) {
+	ms, err := q.ListMembershipsByUser(ctx, tenantID, userID)
+	if err != nil {
+		return false, err
+	}
+	for _, m := range ms {
+		if m.GroupID == groupID {
+			return m.Role == model.GroupRoleLead, nil
+		}
+	}
+	return false, nil
 }
 
 // APIKeyInput creates an API key.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode"
 
@@ -41,6 +42,15 @@ func (s *Service) secretScope(ctx context.Context, p *identity.Principal, scope,
 	e, err := s.Estate(ctx)
 	if err != nil {
 		return "", "", err
+	}
+	// Leading a group gives no write a role does not: a viewer who leads
+	// one reads its secrets' names and no more. A key scoped to a project
+	// changes that project's secrets only.
+	if change && !p.CanWrite() {
+		return "", "", forbidden("a viewer cannot change secrets")
+	}
+	if change && p.ProjectID != "" && scope != model.ScopeProject {
+		return "", "", forbidden("a credential scoped to a project can change that project's secrets only")
 	}
 	switch scope {
 	case model.ScopeTenant:
@@ -168,30 +178,65 @@ func (s *Service) Secrets(ctx context.Context, scope, ref string) ([]*SecretInfo
 }
 
 // findTaskSecret finds the secret a task names: in its project's vault,
-// then its group's, then the tenant's.
-func findTaskSecret(ctx context.Context, q store.Queries, t *model.Task, name string) (*model.Secret, error) {
+// then its group's, then the tenant's. A tenant secret held for the
+// platform's own use (heldTenantSecret) is not the task's: held says whose
+// it is, and no secret is returned.
+func findTaskSecret(ctx context.Context, q store.Queries, e *estate.Estate, t *model.Task, name string) (sec *model.Secret, held string, err error) {
 	for _, sc := range [][2]string{{model.ScopeProject, t.ProjectID}, {model.ScopeGroup, t.GroupID}, {model.ScopeTenant, t.TenantID}} {
 		if sc[1] == "" {
 			continue
 		}
 		sec, err := q.GetSecret(ctx, t.TenantID, sc[0], sc[1], name)
-		if err == nil {
-			return sec, nil
+		if errors.Is(err, store.ErrNotFound) {
+			continue
 		}
-		if !errors.Is(err, store.ErrNotFound) {
-			return nil, err
+		if err != nil {
+			return nil, "", err
+		}
+		if sc[0] == model.ScopeTenant {
+			if held, err := heldTenantSecret(ctx, q, e, t.TenantID, name); err != nil || held != "" {
+				return nil, held, err
+			}
+		}
+		return sec, "", nil
+	}
+	return nil, "", nil
+}
+
+// heldTenantSecret says whose a tenant secret is when the platform holds
+// it for its own use: the key of an LLM provider, which never leaves the
+// gateway, or an autoscaler's cloud credentials. Such a secret is never
+// given to a task: any member can enqueue one, and its code could print
+// the value in a form no log redaction recognises.
+func heldTenantSecret(ctx context.Context, q store.Queries, e *estate.Estate, tenantID, name string) (string, error) {
+	for _, pr := range e.Gateway.Providers {
+		if pr.KeySecret == name {
+			return "the key of LLM provider " + pr.Name, nil
 		}
 	}
-	return nil, nil
+	as, err := q.ListAutoscalers(ctx, tenantID)
+	if err != nil {
+		return "", err
+	}
+	for _, a := range as {
+		if slices.Contains(a.Spec.CredentialSecrets, name) {
+			return "the cloud credentials of autoscaler " + a.Name, nil
+		}
+	}
+	return "", nil
 }
 
 // checkTaskSecrets refuses a task that names a secret no vault of its
-// project, group or tenant holds.
+// project, group or tenant holds for it.
 func checkTaskSecrets(ctx context.Context, q store.Queries, e *estate.Estate, t *model.Task) error {
 	for _, name := range t.Spec.Secrets {
-		sec, err := findTaskSecret(ctx, q, t, name)
+		sec, held, err := findTaskSecret(ctx, q, e, t, name)
 		if err != nil {
 			return err
+		}
+		if held != "" {
+			return forbidden("secret %s of the tenant's vault is %s, which is never given to a task; put what the task needs in the vault of project %s ('klique secret set NAME --project %s')",
+				name, held, e.Project(t.ProjectID).Name, e.Project(t.ProjectID).Name)
 		}
 		if sec == nil {
 			return invalid("secret %s is in none of the vaults of project %s, group %s or the tenant; add it with 'klique secret set %s --project %s'",

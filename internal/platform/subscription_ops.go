@@ -165,28 +165,30 @@ type connKey struct{}
 
 // OpenSubscriptions authenticates a WebSocket connection from the
 // credential its client sent in connection_init (or, when it sent none, the
-// principal its upgrade request already carries), and counts it against
-// its user's cap. It returns the context the connection's subscriptions run
+// one its upgrade request was authenticated with), and counts it against
+// its user's cap. Either way the credential is kept and checked again
+// after identity changes, so a revoked key or a member who left a group
+// stops receiving updates. It returns the context the connection's subscriptions run
 // in and a release to call when the connection ends.
 func (s *Service) OpenSubscriptions(ctx context.Context, credential string) (context.Context, func(), error) {
-	c := &subscriptionConn{credential: credential}
-	var p *identity.Principal
-	if credential != "" {
-		var err error
-		if p, err = s.auth.Authenticate(ctx, credential); err != nil {
-			if errors.Is(err, identity.ErrUnauthenticated) {
-				return ctx, nil, unauthenticated("%s", err.Error())
-			}
-			return ctx, nil, s.internal(ctx, fmt.Errorf("authenticate a subscription connection: %w", err))
-		}
-		sum := sha256.Sum256([]byte(credential))
-		c.key = string(sum[:])
-	} else {
-		var ok bool
-		if p, ok = identity.PrincipalFrom(ctx); !ok || p == nil {
-			return ctx, nil, unauthenticated("send your credential in connection_init: {\"Authorization\": \"Bearer <API key or access token>\"}")
-		}
+	if credential == "" {
+		// The credential came on the upgrade request: it is re-checked
+		// all the same, for as long as the connection lives.
+		credential = identity.CredentialFrom(ctx)
 	}
+	if credential == "" {
+		return ctx, nil, unauthenticated("send your credential in connection_init: {\"Authorization\": \"Bearer <API key or access token>\"}")
+	}
+	c := &subscriptionConn{credential: credential}
+	p, err := s.auth.Authenticate(ctx, credential)
+	if err != nil {
+		if errors.Is(err, identity.ErrUnauthenticated) {
+			return ctx, nil, unauthenticated("%s", err.Error())
+		}
+		return ctx, nil, s.internal(ctx, fmt.Errorf("authenticate a subscription connection: %w", err))
+	}
+	sum := sha256.Sum256([]byte(credential))
+	c.key = string(sum[:])
 	s.subs.watchIdentity.Do(func() {
 		sub := s.events.Subscribe(256, func(e events.Event) bool { return identityKind(e.Kind) })
 		go func() {
@@ -284,15 +286,25 @@ func (s *Service) subscriber(ctx context.Context, c *subscriptionConn) (*identit
 	return p, nil
 }
 
-// pump starts r's delivery to one subscriber: first (its snapshot), then
-// each payload that check lets the caller see, told how many payloads were
-// missed, until ctx ends or the credential stops holding. The hub hands each
+// pump starts r's delivery to one subscriber: what check lets the caller
+// see of first (its snapshot) and of each payload after it, told how many
+// payloads were missed, until ctx ends or the credential stops holding. The hub hands each
 // payload straight to the subscriber's channel (no goroutine per
 // subscriber); the channel is closed at the end, and release called.
 func pump[T any](ctx context.Context, s *Service, r *events.Receiver[T], release func(), first []T,
 	check func(p *identity.Principal, v T) (T, bool), missed func(v T, n int) T) <-chan T {
 	conn := connOf(ctx)
-	r.Start(first, func(v T, n int) (T, bool, bool) {
+	// The snapshot goes through the same check as every later payload
+	// (a project-scoped credential sees its project's tasks only).
+	var shown []T
+	if p, err := s.subscriber(ctx, conn); err == nil && p != nil {
+		for _, v := range first {
+			if v, ok := check(p, v); ok {
+				shown = append(shown, v)
+			}
+		}
+	}
+	r.Start(shown, func(v T, n int) (T, bool, bool) {
 		var zero T
 		p, err := s.subscriber(ctx, conn)
 		if err != nil || p == nil {

@@ -59,7 +59,7 @@ func taskScopeFrom(ctx context.Context) *TaskScope {
 }
 
 // notTaskScoped refuses calls a task credential may not make: registering,
-// claiming, heartbeating, issuing credentials.
+// claiming, heartbeating, issuing credentials, acting as the autoscaler.
 func notTaskScoped(ctx context.Context, what string) error {
 	if s := taskScopeFrom(ctx); s != nil {
 		return forbidden("a task credential may only report the logs, metrics and end of task %s; %s needs the worker credential", s.TaskID, what)

@@ -189,7 +189,7 @@ func (h *Handler) authenticated(channel identity.Channel, next http.Handler) htt
 				writeError(w, r, http.StatusServiceUnavailable, "UNAVAILABLE", "could not check the credential right now; try again")
 				return
 			}
-			ctx = identity.WithPrincipal(ctx, p)
+			ctx = identity.WithCredential(identity.WithPrincipal(ctx, p), cred)
 			if sw, ok := w.(*statusWriter); ok {
 				sw.ctx = ctx
 			}

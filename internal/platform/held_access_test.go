@@ -1,0 +1,190 @@
+package platform_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/klique-ai/klique/engine"
+	"github.com/klique-ai/klique/internal/agentapi"
+	"github.com/klique-ai/klique/internal/identity"
+	"github.com/klique-ai/klique/internal/model"
+	"github.com/klique-ai/klique/internal/platform"
+)
+
+// A tenant secret the platform holds for itself (an LLM provider's key,
+// an autoscaler's cloud credentials) is never given to a task: any member
+// can enqueue one, and its code could print the value in a form no log
+// redaction recognises. Naming one is refused at enqueue; one that becomes
+// held after the task was enqueued is refused when the worker asks for it.
+func TestHeldTenantSecretsAreNeverGivenToTasks(t *testing.T) {
+	forEachStore(t, func(t *testing.T, b *testBundle) {
+		b.applyExample(t)
+		for name, value := range map[string]string{"OPENAI_API_KEY": "sk-provider", "REGISTRY_TOKEN": "registry", "AWS_SECRET_ACCESS_KEY": "cloud"} {
+			_, err := b.svc.SetSecret(b.admin, "tenant", "", name, value)
+			must(t, err)
+		}
+		rita := b.user(t, "rita", model.RoleMember, "ml-research")
+		spec := func(secret string) model.TaskSpec {
+			return model.TaskSpec{Command: []string{"sh", "-c", "echo $" + secret + " | rev"}, Secrets: []string{secret}}
+		}
+		_, err := b.svc.EnqueueTask(rita, platform.EnqueueInput{Name: "exfil", Project: "fraud-models", ComputeResource: "1 A100", Spec: spec("OPENAI_API_KEY")})
+		if platform.ErrorCode(err) != platform.CodeForbidden || !strings.Contains(err.Error(), "the key of LLM provider openai") {
+			t.Fatalf("a task naming the gateway's provider key: %v, want it refused", err)
+		}
+		// A shared tenant secret is a task's to use...
+		task, err := b.svc.EnqueueTask(rita, platform.EnqueueInput{Name: "pull", Project: "fraud-models", ComputeResource: "1 A100", Spec: spec("REGISTRY_TOKEN")})
+		must(t, err)
+		// ...until an autoscaler holds it as its cloud credentials.
+		_, err = b.svc.CreateAutoscaler(b.admin, platform.AutoscalerInput{Name: "burst", Pool: "cloud-burst", Provider: model.ProviderLocal,
+			InstanceTypes: []model.InstanceType{{Name: "local-8", GPUs: 8}}, MaxInstances: 4, CredentialSecrets: []string{"REGISTRY_TOKEN", "AWS_SECRET_ACCESS_KEY"}})
+		must(t, err)
+		loop := &engine.Loop{Store: b.store, Holder: "test"}
+		_, err = loop.PassAll(context.Background())
+		must(t, err)
+		_, secret, err := b.svc.CreateWorkerCredential(b.admin, "bare-metal", "w")
+		must(t, err)
+		wk, err := b.svc.AuthenticateWorker(context.Background(), secret)
+		must(t, err)
+		wctx := identity.WithWorker(context.Background(), wk)
+		reg, err := b.svc.RegisterWorker(wctx, agentapi.RegisterRequest{Hostname: "h1", GPUs: []agentapi.GPU{{Index: 0}}})
+		must(t, err)
+		a, err := b.svc.ClaimTask(wctx, agentapi.ClaimRequest{WorkerID: reg.WorkerID, FreeGPUs: 1, WaitSeconds: 1})
+		must(t, err)
+		if a == nil || a.TaskID != task.ID {
+			t.Fatalf("claimed %+v, want task %s", a, task.ID)
+		}
+		got, err := b.svc.TaskSecrets(wctx, a.TaskID, a.Attempt)
+		if err == nil || !strings.Contains(err.Error(), "the cloud credentials of autoscaler burst") {
+			t.Fatalf("the worker asked for a secret now held by an autoscaler: %v %v, want a refusal", got, err)
+		}
+		// A group's own secret of the same name is the group's tasks' to use.
+		_, err = b.svc.SetSecret(b.admin, "group", "ml-research", "OPENAI_API_KEY", "sk-group-own")
+		must(t, err)
+		_, err = b.svc.EnqueueTask(rita, platform.EnqueueInput{Name: "own", Project: "fraud-models", ComputeResource: "1 A100", Spec: spec("OPENAI_API_KEY")})
+		must(t, err)
+	})
+}
+
+// A task credential (kqt_) is held by the user code of a job: it may
+// report on its task, and may not act as the pool's autoscaler (read its
+// cloud credentials, or rewrite its state).
+func TestATaskCredentialCannotActAsTheAutoscaler(t *testing.T) {
+	forEachStore(t, func(t *testing.T, b *testBundle) {
+		b.applyExample(t)
+		_, err := b.svc.SetSecret(b.admin, "tenant", "", "AWS_SECRET_ACCESS_KEY", "cloud")
+		must(t, err)
+		_, err = b.svc.CreateAutoscaler(b.admin, platform.AutoscalerInput{Name: "burst", Pool: "cloud-burst", Provider: model.ProviderLocal,
+			InstanceTypes: []model.InstanceType{{Name: "local-8", GPUs: 8}}, MaxInstances: 4, CredentialSecrets: []string{"AWS_SECRET_ACCESS_KEY"}})
+		must(t, err)
+		pool, err := b.svc.Pool(b.admin, "cloud-burst")
+		must(t, err)
+		worker := identity.WithWorker(context.Background(), &identity.Worker{TenantID: b.tenant, PoolID: pool.ID, PoolName: pool.Name, CredentialID: "c"})
+		if _, err := b.svc.AutoscalerCredentials(worker); err != nil {
+			t.Fatalf("the worker credential: %v", err)
+		}
+		task := platform.WithTaskScope(worker, &platform.TaskScope{TaskID: "some-task", Attempt: 1})
+		if creds, err := b.svc.AutoscalerCredentials(task); platform.ErrorCode(err) != platform.CodeForbidden {
+			t.Fatalf("a task credential read the autoscaler's credentials: %v %v", creds, err)
+		}
+		if _, err := b.svc.SyncAutoscaler(task, agentapi.AutoscalerSyncRequest{Message: "owned"}); platform.ErrorCode(err) != platform.CodeForbidden {
+			t.Fatalf("a task credential synced as the autoscaler: %v", err)
+		}
+	})
+}
+
+// Leading a group gives no write a role does not, and leads are made,
+// demoted and removed by admins only.
+func TestLeadsCannotOutgrowTheirRole(t *testing.T) {
+	forEachStore(t, func(t *testing.T, b *testBundle) {
+		b.applyExample(t)
+		viewer := b.user(t, "val", model.RoleViewer, "lead:ml-research")
+		if _, err := b.svc.SetSecret(viewer, "group", "ml-research", "HF_TOKEN", "attacker"); platform.ErrorCode(err) != platform.CodeForbidden {
+			t.Fatalf("a viewer who leads the group set its secret: %v", err)
+		}
+		lena := b.user(t, "lena", model.RoleMember, "lead:ml-research")
+		b.user(t, "larry", model.RoleMember, "lead:ml-research")
+		b.user(t, "mo", model.RoleMember, "ml-research")
+		if _, err := b.svc.SetGroupMember(lena, "ml-research", "larry", model.GroupRoleMember); platform.ErrorCode(err) != platform.CodeForbidden {
+			t.Fatalf("a lead demoted a co-lead: %v", err)
+		}
+		if err := b.svc.RemoveGroupMember(lena, "ml-research", "larry"); platform.ErrorCode(err) != platform.CodeForbidden {
+			t.Fatalf("a lead removed a co-lead: %v", err)
+		}
+		// What leads are for still works: members come and go.
+		must(t, b.svc.RemoveGroupMember(lena, "ml-research", "mo"))
+		_, err := b.svc.SetGroupMember(lena, "ml-research", "mo", model.GroupRoleMember)
+		must(t, err)
+		_, err = b.svc.SetSecret(lena, "group", "ml-research", "HF_TOKEN", "lena's")
+		must(t, err)
+	})
+}
+
+// A live subscription re-checks its credential however the connection
+// was authenticated: here on the upgrade request, with nothing in
+// connection_init. A user who is removed from the group, whose key is
+// revoked, gets no more of the group's queue.
+func TestASubscriptionAuthenticatedOnTheUpgradeIsCheckedAgain(t *testing.T) {
+	forEachStore(t, func(t *testing.T, b *testBundle) {
+		b.applyExample(t)
+		ps := b.people(t)
+		_, secret, err := b.svc.CreateAPIKey(b.admin, platform.APIKeyInput{Name: "k", User: "rita"})
+		must(t, err)
+		p, err := b.auth.Authenticate(context.Background(), secret)
+		must(t, err)
+		// What the HTTP layer puts in the upgrade request's context.
+		up := identity.WithCredential(identity.WithPrincipal(context.Background(), p), secret)
+		ctx, cancel := context.WithCancel(up)
+		defer cancel()
+		sub, release, err := b.svc.OpenSubscriptions(ctx, "")
+		must(t, err)
+		defer release()
+		cr := b.computeResource(t, "ml-research", "1 GPU")
+		ch, err := b.svc.SubscribeQueue(sub, cr.ID)
+		must(t, err)
+		<-ch // the snapshot
+		must(t, b.svc.RemoveGroupMember(b.admin, "ml-research", "rita"))
+		task := enqueue(t, b, ps.lead, "fraud-models", cr.ID, "", nil)
+		timeout := time.After(5 * time.Second)
+		for {
+			select {
+			case u, ok := <-ch:
+				if !ok {
+					return // closed: the credential no longer sees the queue
+				}
+				if u.Task != nil && u.Task.ID == task.ID {
+					t.Fatal("a member removed from the group received its queue's next task")
+				}
+			case <-timeout:
+				return
+			}
+		}
+	})
+}
+
+// The first snapshot of a queue goes through the same check as each
+// update: a key scoped to one project sees only that project's tasks.
+func TestAQueueSnapshotShowsAScopedKeyItsProjectOnly(t *testing.T) {
+	forEachStore(t, func(t *testing.T, b *testBundle) {
+		b.applyExample(t)
+		b.user(t, "rita", model.RoleMember, "ml-research")
+		rita := b.key(t, "rita", "")
+		scoped := b.key(t, "rita", "shared-eval")
+		cr := b.computeResource(t, "ml-research", "1 GPU")
+		other := enqueue(t, b, rita, "fraud-models", cr.ID, "", nil)
+		ch, err := b.svc.SubscribeQueue(scoped, cr.ID)
+		must(t, err)
+		snap := <-ch
+		for _, w := range snap.Waiting {
+			if w.Task.ID == other.ID {
+				t.Fatalf("a key scoped to shared-eval saw fraud-models task %s in the queue's snapshot", w.Task.Name)
+			}
+		}
+		ch, err = b.svc.SubscribeQueue(rita, cr.ID)
+		must(t, err)
+		if snap := <-ch; len(snap.Waiting) == 0 {
+			t.Fatal("the unscoped key saw no waiting task in the snapshot")
+		}
+	})
+}
