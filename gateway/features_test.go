@@ -797,4 +797,14 @@ func TestAScopedKeyStopsWhenItsOwnerLeavesTheGroup(t *testing.T) {
 	if seen := e.up.calls(); len(seen) != 1 {
 		t.Fatalf("the upstream saw %d calls, want the member's one", len(seen))
 	}
+	// Nor does it list the project's aliases any more.
+	req, _ := http.NewRequest(http.MethodGet, e.srv.URL+"/v1/models", nil)
+	req.Header.Set("Authorization", "Bearer "+scoped)
+	resp, err := http.DefaultClient.Do(req)
+	must(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode == 200 && strings.Contains(string(body), `"chat"`) {
+		t.Fatalf("the scoped key of one who left the group still lists the project's aliases: %s", body)
+	}
 }

@@ -228,7 +228,10 @@ func UsableAliases(e *estate.Estate, p *identity.Principal, projectID string) []
 	case projectID != "":
 		projects = []string{projectID}
 	case p.ProjectID != "":
-		projects = []string{p.ProjectID}
+		// A scoped key grants nothing its owner lacks.
+		if pr := e.Project(p.ProjectID); pr != nil && usesProject(p, pr) {
+			projects = []string{p.ProjectID}
+		}
 	default:
 		for _, pr := range e.Projects {
 			if usesProject(p, pr) {

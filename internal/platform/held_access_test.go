@@ -188,3 +188,25 @@ func TestAQueueSnapshotShowsAScopedKeyItsProjectOnly(t *testing.T) {
 		}
 	})
 }
+
+// A key scoped to a project lists the project's model aliases while its
+// owner may use the project, and none once the owner has left its group.
+func TestAScopedKeyListsNoAliasesOnceItsOwnerLeaves(t *testing.T) {
+	forEachStore(t, func(t *testing.T, b *testBundle) {
+		b.applyExample(t)
+		b.user(t, "rita", model.RoleMember, "ml-research")
+		_, secret, err := b.svc.CreateAPIKey(b.admin, platform.APIKeyInput{Name: "scoped", User: "rita", Project: "fraud-models"})
+		must(t, err)
+		before, err := b.svc.LLMAliases(b.signIn(t, secret))
+		must(t, err)
+		if len(before) == 0 {
+			t.Fatal("a member's scoped key lists no alias")
+		}
+		must(t, b.svc.RemoveGroupMember(b.admin, "ml-research", "rita"))
+		b.auth.Invalidate()
+		after, err := b.svc.LLMAliases(b.signIn(t, secret))
+		if err == nil && len(after) > 0 {
+			t.Fatalf("the scoped key of one who left the group lists %d aliases", len(after))
+		}
+	})
+}
