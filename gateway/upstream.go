@@ -53,7 +53,8 @@ type Outcome struct {
 	Blocked string
 	// Disconnected is true when the caller went away before the end.
 	Disconnected bool
-	// Err is the last upstream failure when none answered.
+	// Err is the last upstream failure when none answered, or what cut
+	// off the answer of the one that did.
 	Err error
 	// Tried lists the failures of attempts before the one that answered.
 	Tried []string
@@ -122,7 +123,7 @@ func (p *proxy) do(ctx context.Context, w http.ResponseWriter, c *call, attempts
 			continue
 		}
 		p.balance.succeeded(a)
-		out.Status = resp.StatusCode
+		out.Status, out.Err = resp.StatusCode, nil // earlier attempts' failures are in Tried
 		if c.req.Stream && resp.StatusCode == http.StatusOK {
 			p.stream(ctx, w, c, resp, &out, touch)
 		} else {
