@@ -123,8 +123,9 @@ func TestLeadsCannotOutgrowTheirRole(t *testing.T) {
 
 // A live subscription re-checks its credential however the connection
 // was authenticated: here on the upgrade request, with nothing in
-// connection_init. A user who is removed from the group, whose key is
-// revoked, gets no more of the group's queue.
+// connection_init. A user removed from the group gets no more of its
+// queue, and once the key is revoked the subscription ends at the next
+// update.
 func TestASubscriptionAuthenticatedOnTheUpgradeIsCheckedAgain(t *testing.T) {
 	forEachStore(t, func(t *testing.T, b *testBundle) {
 		b.applyExample(t)
@@ -145,19 +146,28 @@ func TestASubscriptionAuthenticatedOnTheUpgradeIsCheckedAgain(t *testing.T) {
 		must(t, err)
 		<-ch // the snapshot
 		must(t, b.svc.RemoveGroupMember(b.admin, "ml-research", "rita"))
-		task := enqueue(t, b, ps.lead, "fraud-models", cr.ID, "", nil)
-		timeout := time.After(5 * time.Second)
+		first := enqueue(t, b, ps.lead, "fraud-models", cr.ID, "", nil)
+		// Then the key is revoked: the connection ends at the queue's next
+		// update, which it does not deliver.
+		keys, err := b.svc.APIKeys(b.admin, "rita")
+		must(t, err)
+		for _, k := range keys {
+			_, err := b.svc.RevokeAPIKey(b.admin, k.ID)
+			must(t, err)
+		}
+		next := enqueue(t, b, ps.lead, "fraud-models", cr.ID, "", nil)
+		timeout := time.After(10 * time.Second)
 		for {
 			select {
 			case u, ok := <-ch:
 				if !ok {
-					return // closed: the credential no longer sees the queue
+					return // ended: the credential no longer holds
 				}
-				if u.Task != nil && u.Task.ID == task.ID {
-					t.Fatal("a member removed from the group received its queue's next task")
+				if u.Task != nil && (u.Task.ID == first.ID || u.Task.ID == next.ID) {
+					t.Fatalf("a member removed from the group received its queue's task %s", u.Task.Name)
 				}
 			case <-timeout:
-				return
+				t.Fatal("the subscription of a revoked key is still open")
 			}
 		}
 	})

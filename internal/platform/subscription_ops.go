@@ -168,24 +168,28 @@ type connKey struct{}
 // one its upgrade request was authenticated with), and counts it against
 // its user's cap. Either way the credential is kept and checked again
 // after identity changes, so a revoked key or a member who left a group
-// stops receiving updates. It returns the context the connection's subscriptions run
-// in and a release to call when the connection ends.
+// stops receiving updates. It returns the context the connection's
+// subscriptions run in and a release to call when the connection ends.
 func (s *Service) OpenSubscriptions(ctx context.Context, credential string) (context.Context, func(), error) {
+	var p *identity.Principal
 	if credential == "" {
-		// The credential came on the upgrade request: it is re-checked
-		// all the same, for as long as the connection lives.
+		// The upgrade request was authenticated already: its principal
+		// stands until the first re-check.
 		credential = identity.CredentialFrom(ctx)
+		p, _ = identity.PrincipalFrom(ctx)
 	}
 	if credential == "" {
 		return ctx, nil, unauthenticated("send your credential in connection_init: {\"Authorization\": \"Bearer <API key or access token>\"}")
 	}
 	c := &subscriptionConn{credential: credential}
-	p, err := s.auth.Authenticate(ctx, credential)
-	if err != nil {
-		if errors.Is(err, identity.ErrUnauthenticated) {
-			return ctx, nil, unauthenticated("%s", err.Error())
+	if p == nil {
+		var err error
+		if p, err = s.auth.Authenticate(ctx, credential); err != nil {
+			if errors.Is(err, identity.ErrUnauthenticated) {
+				return ctx, nil, unauthenticated("%s", err.Error())
+			}
+			return ctx, nil, s.internal(ctx, fmt.Errorf("authenticate a subscription connection: %w", err))
 		}
-		return ctx, nil, s.internal(ctx, fmt.Errorf("authenticate a subscription connection: %w", err))
 	}
 	sum := sha256.Sum256([]byte(credential))
 	c.key = string(sum[:])
@@ -288,9 +292,10 @@ func (s *Service) subscriber(ctx context.Context, c *subscriptionConn) (*identit
 
 // pump starts r's delivery to one subscriber: what check lets the caller
 // see of first (its snapshot) and of each payload after it, told how many
-// payloads were missed, until ctx ends or the credential stops holding. The hub hands each
-// payload straight to the subscriber's channel (no goroutine per
-// subscriber); the channel is closed at the end, and release called.
+// payloads were missed, until ctx ends or the credential stops holding.
+// The hub hands each payload straight to the subscriber's channel (no
+// goroutine per subscriber); the channel is closed at the end, and release
+// called.
 func pump[T any](ctx context.Context, s *Service, r *events.Receiver[T], release func(), first []T,
 	check func(p *identity.Principal, v T) (T, bool), missed func(v T, n int) T) <-chan T {
 	conn := connOf(ctx)

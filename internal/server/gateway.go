@@ -18,13 +18,13 @@ import (
 	"github.com/klique-ai/klique/internal/platform"
 )
 
-// startGateway builds the LLM gateway and mounts it under /v1. Its limits
-// live in Redis when KLIQUE_REDIS_URL is set (falling back to this process
-// while Redis cannot be reached), else in this process.
 // fallbackReseed is how often, while Redis cannot be reached, a replica
 // reads its budgets' spend from the ledger again.
 const fallbackReseed = 5 * time.Second
 
+// startGateway builds the LLM gateway and mounts it under /v1. Its limits
+// live in Redis when KLIQUE_REDIS_URL is set (falling back to this process
+// while Redis cannot be reached), else in this process.
 func startGateway(cfg *config.Config, log *slog.Logger, svc *platform.Service, auth *identity.Authenticator, h *Handler) (*gateway.Gateway, func(), error) {
 	metrics, err := gateway.NewMetrics(h.metrics.registry)
 	if err != nil {
