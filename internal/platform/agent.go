@@ -464,13 +464,17 @@ func (s *Service) openSecrets(ctx context.Context, t *model.Task) (map[string]st
 	if err != nil {
 		return nil, err
 	}
+	held, err := heldTenantSecrets(ctx, s.store, e, t)
+	if err != nil {
+		return nil, err
+	}
 	for _, name := range t.Spec.Secrets {
-		sec, held, err := findTaskSecret(ctx, s.store, e, t, name)
+		sec, whose, err := findTaskSecret(ctx, s.store, held, t, name)
 		if err != nil {
 			return nil, err
 		}
-		if held != "" {
-			return nil, conflict("secret %s of task %s is %s, which is never given to a task; the task cannot start", name, t.Name, held)
+		if whose != "" {
+			return nil, conflict("secret %s of task %s is %s, which is never given to a task; the task cannot start", name, t.Name, whose)
 		}
 		if sec == nil {
 			return nil, conflict("secret %s of task %s is no longer in any vault; the task cannot start", name, t.Name)

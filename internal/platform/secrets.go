@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"unicode"
 
@@ -178,10 +177,10 @@ func (s *Service) Secrets(ctx context.Context, scope, ref string) ([]*SecretInfo
 }
 
 // findTaskSecret finds the secret a task names: in its project's vault,
-// then its group's, then the tenant's. A tenant secret held for the
-// platform's own use (heldTenantSecret) is not the task's: held says whose
-// it is, and no secret is returned.
-func findTaskSecret(ctx context.Context, q store.Queries, e *estate.Estate, t *model.Task, name string) (sec *model.Secret, held string, err error) {
+// then its group's, then the tenant's. A tenant secret the platform holds
+// for itself (see heldTenantSecrets) is not the task's: held says whose it
+// is, and no secret is returned.
+func findTaskSecret(ctx context.Context, q store.Queries, held map[string]string, t *model.Task, name string) (*model.Secret, string, error) {
 	for _, sc := range [][2]string{{model.ScopeProject, t.ProjectID}, {model.ScopeGroup, t.GroupID}, {model.ScopeTenant, t.TenantID}} {
 		if sc[1] == "" {
 			continue
@@ -193,50 +192,57 @@ func findTaskSecret(ctx context.Context, q store.Queries, e *estate.Estate, t *m
 		if err != nil {
 			return nil, "", err
 		}
-		if sc[0] == model.ScopeTenant {
-			if held, err := heldTenantSecret(ctx, q, e, t.TenantID, name); err != nil || held != "" {
-				return nil, held, err
-			}
+		if whose := held[name]; sc[0] == model.ScopeTenant && whose != "" {
+			return nil, whose, nil
 		}
 		return sec, "", nil
 	}
 	return nil, "", nil
 }
 
-// heldTenantSecret says whose a tenant secret is when the platform holds
-// it for its own use: the key of an LLM provider, which never leaves the
-// gateway, or an autoscaler's cloud credentials. Such a secret is never
+// heldTenantSecrets are the tenant secrets the platform holds for its own
+// use, each with whose it is: the keys of LLM providers, which never leave
+// the gateway, and autoscalers' cloud credentials. Such a secret is never
 // given to a task: any member can enqueue one, and its code could print
-// the value in a form no log redaction recognises.
-func heldTenantSecret(ctx context.Context, q store.Queries, e *estate.Estate, tenantID, name string) (string, error) {
+// the value in a form no log redaction recognises. Nil when the task names
+// no secret.
+func heldTenantSecrets(ctx context.Context, q store.Queries, e *estate.Estate, t *model.Task) (map[string]string, error) {
+	if len(t.Spec.Secrets) == 0 {
+		return nil, nil
+	}
+	held := map[string]string{}
 	for _, pr := range e.Gateway.Providers {
-		if pr.KeySecret == name {
-			return "the key of LLM provider " + pr.Name, nil
+		if pr.KeySecret != "" {
+			held[pr.KeySecret] = "the key of LLM provider " + pr.Name
 		}
 	}
-	as, err := q.ListAutoscalers(ctx, tenantID)
+	as, err := q.ListAutoscalers(ctx, t.TenantID)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	for _, a := range as {
-		if slices.Contains(a.Spec.CredentialSecrets, name) {
-			return "the cloud credentials of autoscaler " + a.Name, nil
+		for _, name := range a.Spec.CredentialSecrets {
+			held[name] = "the cloud credentials of autoscaler " + a.Name
 		}
 	}
-	return "", nil
+	return held, nil
 }
 
 // checkTaskSecrets refuses a task that names a secret no vault of its
 // project, group or tenant holds for it.
 func checkTaskSecrets(ctx context.Context, q store.Queries, e *estate.Estate, t *model.Task) error {
+	held, err := heldTenantSecrets(ctx, q, e, t)
+	if err != nil {
+		return err
+	}
 	for _, name := range t.Spec.Secrets {
-		sec, held, err := findTaskSecret(ctx, q, e, t, name)
+		sec, whose, err := findTaskSecret(ctx, q, held, t, name)
 		if err != nil {
 			return err
 		}
-		if held != "" {
+		if whose != "" {
 			return forbidden("secret %s of the tenant's vault is %s, which is never given to a task; put what the task needs in the vault of project %s ('klique secret set NAME --project %s')",
-				name, held, e.Project(t.ProjectID).Name, e.Project(t.ProjectID).Name)
+				name, whose, e.Project(t.ProjectID).Name, e.Project(t.ProjectID).Name)
 		}
 		if sec == nil {
 			return invalid("secret %s is in none of the vaults of project %s, group %s or the tenant; add it with 'klique secret set %s --project %s'",
