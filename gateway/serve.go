@@ -111,11 +111,12 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, ep wire.Endpoint
 
 	g.charge(grant, attempts, &out, res, rec)
 	if held != nil && out.Status != 0 {
+		var text string
 		if out.Status == http.StatusOK && out.Blocked == "" {
-			if text := wire.OutputText(held.buf.Bytes()); text != "" &&
-				!g.modelCheck(ctx, w, header, grant, rec, []string{text}, "the model's answer", "", finish) {
-				return
-			}
+			text = wire.OutputText(held.buf.Bytes())
+		}
+		if text != "" && !g.modelCheck(ctx, w, header, grant, rec, []string{text}, "the model's answer", "", finish) {
+			return
 		}
 		held.passOn(w, nil)
 	}

@@ -329,15 +329,16 @@ func (p *proxy) stream(ctx context.Context, w http.ResponseWriter, c *call, resp
 			data = bytes.TrimSpace(data)
 			forward := true
 			if isData && len(data) > 0 && data[0] == '{' {
+				text := wire.OutputText(data)
 				if u, ok := wire.UsageOf(data); ok {
 					out.Usage, out.Counted = u, true
 					// The usage chunk carries no choices; drop it unless the
 					// caller asked for it.
-					if !c.req.IncludeUsage && len(wire.OutputText(data)) == 0 && !hasChoices(data) {
+					if !c.req.IncludeUsage && text == "" && !hasChoices(data) {
 						forward = false
 					}
 				}
-				if text := wire.OutputText(data); text != "" {
+				if text != "" {
 					produced++
 					if st != nil {
 						if rule := st.Add(text); rule != "" {

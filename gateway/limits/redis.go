@@ -402,7 +402,7 @@ func (r *Redis) SettleBatch(ctx context.Context, batch []Settlement) []error {
 
 // Seed implements Limiter.
 func (r *Redis) Seed(ctx context.Context, w Window, used int64) error {
-	if err := seedScript.Run(ctx, r.c, []string{r.prefix + w.Key}, used, ms(w.Ends.Add(keep))).Err(); err != nil {
+	if err := seedScript.Run(ctx, r.c, []string{r.counter(w.Key)}, used, ms(w.Ends.Add(keep))).Err(); err != nil {
 		return unavailable(ctx, "seed", err)
 	}
 	return nil
