@@ -7,12 +7,6 @@ import (
 	"github.com/klique-ai/klique/internal/model"
 )
 
-// backends runs fn with the in-process limiter and with Redis.
-func backends(t *testing.T, fn func(t *testing.T, opts ...envOption)) {
-	t.Run("memory", func(t *testing.T) { fn(t) })
-	t.Run("redis", func(t *testing.T) { fn(t, withRedis()) })
-}
-
 // A model server that reports no usage (some self-hosted ones do not) is
 // not free: the call is charged the prompt as estimated and the answer as
 // the gateway counts it, and the budget runs out.

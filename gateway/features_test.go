@@ -426,147 +426,124 @@ func TestCompletionsAndToolsPassThrough(t *testing.T) {
 // summed CostMicros pass the budget, and they stop only when no call's
 // estimate fits what is left. In memory and in Redis.
 func TestAMoneyBudgetHoldsInMicros(t *testing.T) {
-	for _, backend := range []struct {
-		name string
-		opts []envOption
-	}{{"memory", nil}, {"redis", []envOption{withRedis()}}} {
-		t.Run(backend.name, func(t *testing.T) {
-			const budget, estimate, earlier = 20_000, 1090, 12_000
-			e := newEnv(t, func(g *model.Gateway, up string) {
-				standard(g, up)
-				for _, m := range g.Models {
-					if m.Name == "llama" {
-						// 10 and 30 per million: 10 and 30 micros a token.
-						m.InputPriceMicros, m.OutputPriceMicros = 10_000_000, 30_000_000
-					}
+	backends(t, func(t *testing.T, opts ...envOption) {
+		const budget, estimate, earlier = 20_000, 1090, 12_000
+		e := newEnv(t, func(g *model.Gateway, up string) {
+			standard(g, up)
+			for _, m := range g.Models {
+				if m.Name == "llama" {
+					// 10 and 30 per million: 10 and 30 micros a token.
+					m.InputPriceMicros, m.OutputPriceMicros = 10_000_000, 30_000_000
 				}
-				g.Budgets = []*model.TokenBudget{{Project: "detect", Period: model.PeriodMonth, Micros: budget}}
-			}, backend.opts...)
-			// What the ledger holds of the month already counts: 300 and 300
-			// tokens on llama, 12000 micros of the 20000.
-			ctx := e.admin
-			tenant := mustPrincipal(ctx).TenantID
-			detect, err := e.store.GetProjectByName(ctx, tenant, "detect")
-			must(t, err)
-			vic := e.signIn(e.keys["vic"])
-			must(t, e.store.InsertModelCalls(ctx, []*model.ModelCall{{ID: model.NewID(), TenantID: tenant, At: time.Now(),
-				UserID: mustPrincipal(vic).UserID, UserName: "vic", ProjectID: detect.ID, ProjectName: "detect", GroupID: detect.GroupID,
-				GroupName: "vision", Endpoint: "chat/completions", Alias: "chat", Model: "llama", Target: "local",
-				InputTokens: 300, OutputTokens: 300, CostMicros: earlier, Currency: "USD", Status: 200, Outcome: model.CallOK}}))
-			// vic's "chat" is llama, falling back to the cheaper backup: a
-			// call reserves 19 prompt tokens at 10 and 30 output tokens at
-			// 30, on llama: 1090 micros.
-			body := chat("chat", `,"max_tokens":30`)
-			var answered, refusedN atomic.Int64
-			var mu sync.Mutex
-			var refusals []response
-			var wg sync.WaitGroup
-			for i := 0; i < 20; i++ {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for answered.Load() < 300 {
-						r, err := e.postErr("vic", "detect", body)
-						if err != nil {
-							t.Error(err)
-							return
-						}
-						if r.status == 200 {
-							answered.Add(1)
-							continue
-						}
-						refusedN.Add(1)
-						mu.Lock()
-						refusals = append(refusals, r)
-						mu.Unlock()
+			}
+			g.Budgets = []*model.TokenBudget{{Project: "detect", Period: model.PeriodMonth, Micros: budget}}
+		}, opts...)
+		// What the ledger holds of the month already counts: 300 and 300
+		// tokens on llama, 12000 micros of the 20000.
+		ctx := e.admin
+		tenant := mustPrincipal(ctx).TenantID
+		detect, err := e.store.GetProjectByName(ctx, tenant, "detect")
+		must(t, err)
+		vic := e.signIn(e.keys["vic"])
+		must(t, e.store.InsertModelCalls(ctx, []*model.ModelCall{{ID: model.NewID(), TenantID: tenant, At: time.Now(),
+			UserID: mustPrincipal(vic).UserID, UserName: "vic", ProjectID: detect.ID, ProjectName: "detect", GroupID: detect.GroupID,
+			GroupName: "vision", Endpoint: "chat/completions", Alias: "chat", Model: "llama", Target: "local",
+			InputTokens: 300, OutputTokens: 300, CostMicros: earlier, Currency: "USD", Status: 200, Outcome: model.CallOK}}))
+		// vic's "chat" is llama, falling back to the cheaper backup: a
+		// call reserves 19 prompt tokens at 10 and 30 output tokens at
+		// 30, on llama: 1090 micros.
+		body := chat("chat", `,"max_tokens":30`)
+		var answered, refusedN atomic.Int64
+		var mu sync.Mutex
+		var refusals []response
+		var wg sync.WaitGroup
+		for i := 0; i < 20; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for answered.Load() < 300 {
+					r, err := e.postErr("vic", "detect", "chat/completions", body)
+					if err != nil {
+						t.Error(err)
 						return
 					}
-				}()
-			}
-			wg.Wait()
-			if t.Failed() {
-				return
-			}
-			if n := answered.Load(); n < (budget-earlier)/estimate || n >= 300 {
-				t.Fatalf("%d calls answered; want at least %d (what is left of the budget holds that many estimates) and the budget to end them",
-					n, (budget-earlier)/estimate)
-			}
-			// Once the settlements are in, calls go on one at a time until
-			// none fits: a refusal is believed when it repeats.
-			for streak := 0; streak < 3; {
-				r, err := e.postErr("vic", "detect", body)
-				must(t, err)
-				if r.status == 200 {
-					if answered.Add(1) >= 300 {
-						t.Fatalf("%d calls answered: the budget never ended them", answered.Load())
+					if r.status == 200 {
+						answered.Add(1)
+						continue
 					}
-					streak = 0
-					continue
+					refusedN.Add(1)
+					mu.Lock()
+					refusals = append(refusals, r)
+					mu.Unlock()
+					return
 				}
-				refusedN.Add(1)
-				refusals = append(refusals, r)
-				streak++
-				time.Sleep(100 * time.Millisecond)
-			}
-			for _, r := range refusals {
-				msg := r.json("error.message").Str
-				if r.status != 429 || r.json("error.code").Str != "insufficient_quota" || r.json("error.type").Str != "insufficient_quota" ||
-					r.header.Get("X-Should-Retry") != "false" || !strings.Contains(msg, "the monthly budget of project detect (0.02)") ||
-					!strings.Contains(msg, fmt.Sprintf("may use up to %d;", estimate)) {
-					t.Fatalf("a refusal: %d %v %s", r.status, r.header, r.body)
+			}()
+		}
+		wg.Wait()
+		if t.Failed() {
+			return
+		}
+		if n := answered.Load(); n < (budget-earlier)/estimate || n >= 300 {
+			t.Fatalf("%d calls answered; want at least %d (what is left of the budget holds that many estimates) and the budget to end them",
+				n, (budget-earlier)/estimate)
+		}
+		// Once the settlements are in, calls go on one at a time until
+		// none fits: a refusal is believed when it repeats.
+		for streak := 0; streak < 3; {
+			r, err := e.postErr("vic", "detect", "chat/completions", body)
+			must(t, err)
+			if r.status == 200 {
+				if answered.Add(1) >= 300 {
+					t.Fatalf("%d calls answered: the budget never ended them", answered.Load())
 				}
+				streak = 0
+				continue
 			}
-			calls := e.ledger(int(answered.Load() + refusedN.Load() + 1))
-			var spent, ok, over int64
-			for _, c := range calls {
-				switch c.Outcome {
-				case model.CallOK:
-					ok++
-					spent += c.CostMicros
-					if c.Model != "llama" || c.CostMicros != 10*c.InputTokens+30*c.OutputTokens || c.CostMicros <= 0 {
-						t.Fatalf("an answered call on the ledger: %s; want llama's price", dump(c))
-					}
-				case model.CallOverBudget:
-					over++
-					if c.Status != 429 || c.CostMicros != 0 || c.Model != "" {
-						t.Fatalf("a refused call on the ledger: %s", dump(c))
-					}
-				default:
-					t.Fatalf("a call on the ledger: %s", dump(c))
+			refusedN.Add(1)
+			refusals = append(refusals, r)
+			streak++
+			time.Sleep(100 * time.Millisecond)
+		}
+		for _, r := range refusals {
+			msg := r.json("error.message").Str
+			if r.status != 429 || r.json("error.code").Str != "insufficient_quota" || r.json("error.type").Str != "insufficient_quota" ||
+				r.header.Get("X-Should-Retry") != "false" || !strings.Contains(msg, "the monthly budget of project detect (0.02)") ||
+				!strings.Contains(msg, fmt.Sprintf("may use up to %d;", estimate)) {
+				t.Fatalf("a refusal: %d %v %s", r.status, r.header, r.body)
+			}
+		}
+		calls := e.ledger(int(answered.Load() + refusedN.Load() + 1))
+		var spent, ok, over int64
+		for _, c := range calls {
+			switch c.Outcome {
+			case model.CallOK:
+				ok++
+				spent += c.CostMicros
+				if c.Model != "llama" || c.CostMicros != 10*c.InputTokens+30*c.OutputTokens || c.CostMicros <= 0 {
+					t.Fatalf("an answered call on the ledger: %s; want llama's price", dump(c))
 				}
+			case model.CallOverBudget:
+				over++
+				if c.Status != 429 || c.CostMicros != 0 || c.Model != "" {
+					t.Fatalf("a refused call on the ledger: %s", dump(c))
+				}
+			default:
+				t.Fatalf("a call on the ledger: %s", dump(c))
 			}
-			if ok != answered.Load()+1 || over != refusedN.Load() {
-				t.Fatalf("ledger has %d answered and %d refused, want %d (and the earlier one) and %d", ok, over, answered.Load(), refusedN.Load())
-			}
-			t.Logf("%d calls answered, %d refused, %d micros spent of %d", ok, over, spent, budget)
-			if spent > budget || budget-spent >= estimate {
-				t.Fatalf("%d calls spent %d micros of a budget of %d; want at most the budget, and less than one estimate (%d) left",
-					ok, spent, budget, estimate)
-			}
-			// The budget is detect's alone.
-			if r := e.post("alice", "fraud", "chat/completions", body); r.status != 200 {
-				t.Fatalf("another project's call: %d %s", r.status, r.body)
-			}
-		})
-	}
-}
-
-// postErr is env.post for other goroutines than the test's: it returns a
-// transport error rather than stopping the test.
-func (e *env) postErr(user, project, body string) (response, error) {
-	req, err := http.NewRequest(http.MethodPost, e.srv.URL+"/v1/chat/completions", strings.NewReader(body))
-	if err != nil {
-		return response{}, err
-	}
-	req.Header.Set("Authorization", "Bearer "+e.keys[user])
-	req.Header.Set("X-Klique-Project", project)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return response{}, err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	return response{status: resp.StatusCode, header: resp.Header, body: string(data)}, err
+		}
+		if ok != answered.Load()+1 || over != refusedN.Load() {
+			t.Fatalf("ledger has %d answered and %d refused, want %d (and the earlier one) and %d", ok, over, answered.Load(), refusedN.Load())
+		}
+		t.Logf("%d calls answered, %d refused, %d micros spent of %d", ok, over, spent, budget)
+		if spent > budget || budget-spent >= estimate {
+			t.Fatalf("%d calls spent %d micros of a budget of %d; want at most the budget, and less than one estimate (%d) left",
+				ok, spent, budget, estimate)
+		}
+		// The budget is detect's alone.
+		if r := e.post("alice", "fraud", "chat/completions", body); r.status != 200 {
+			t.Fatalf("another project's call: %d %s", r.status, r.body)
+		}
+	})
 }
 
 // withLimiter gives the gateway the limiter newLimiter makes, and

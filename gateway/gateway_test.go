@@ -288,13 +288,18 @@ func (e *env) spend(users []string, n int) (answered int64, refusals map[string]
 			defer wg.Done()
 			user := users[i%len(users)]
 			for {
-				r := e.post(user, "fraud", "chat/completions", chat("chat", `,"max_tokens":100`))
-				if r.status == 200 {
+				// Not post: a goroutine must not stop the test.
+				r, err := e.postErr(user, "fraud", "chat/completions", chat("chat", `,"max_tokens":100`))
+				if err == nil && r.status == 200 {
 					ok.Add(1)
 					continue
 				}
 				mu.Lock()
-				refusals[r.json("error.code").Str+" "+r.header.Get("X-Should-Retry")]++
+				if err != nil {
+					refusals["transport error: "+err.Error()]++
+				} else {
+					refusals[r.json("error.code").Str+" "+r.header.Get("X-Should-Retry")]++
+				}
 				last = r
 				mu.Unlock()
 				return
@@ -306,46 +311,41 @@ func (e *env) spend(users []string, n int) (answered int64, refusals map[string]
 }
 
 func TestBudgetsHoldUnder200ConcurrentCallers(t *testing.T) {
-	for _, backend := range []struct {
-		name string
-		opts []envOption
-	}{{"memory", nil}, {"redis", []envOption{withRedis()}}} {
-		t.Run(backend.name, func(t *testing.T) {
-			e := newEnv(t, budgetWorld, backend.opts...)
-			answered, refusals, r := e.spend([]string{"alice", "bob"}, 200)
-			if refusals["insufficient_quota false"] != 200 {
-				t.Fatalf("refusals %v", refusals)
+	backends(t, func(t *testing.T, opts ...envOption) {
+		e := newEnv(t, budgetWorld, opts...)
+		answered, refusals, r := e.spend([]string{"alice", "bob"}, 200)
+		if refusals["insufficient_quota false"] != 200 {
+			t.Fatalf("refusals %v", refusals)
+		}
+		calls := e.ledger(int(answered))
+		var total, alice int64
+		for _, c := range calls {
+			total += c.InputTokens + c.OutputTokens
+			if c.UserName == "alice" {
+				alice += c.InputTokens + c.OutputTokens
 			}
-			calls := e.ledger(int(answered))
-			var total, alice int64
-			for _, c := range calls {
-				total += c.InputTokens + c.OutputTokens
-				if c.UserName == "alice" {
-					alice += c.InputTokens + c.OutputTokens
-				}
-			}
-			// Every call reserved its estimate first (input bytes, plus 100
-			// output tokens), so the sum never passes the budget.
-			if total > 20_000 || alice > 12_000 {
-				t.Fatalf("charged %d (alice %d) of a budget of 20000 (12000 each)", total, alice)
-			}
-			if answered < 50 {
-				t.Fatalf("only %d calls answered", answered)
-			}
-			// (A call made now might fit again: settles still in flight give
-			// back what the estimates held beyond what was used.)
-			msg := r.json("error.message").Str
-			if r.status != 429 || r.json("error.type").Str != "insufficient_quota" ||
-				!(strings.Contains(msg, "token budget of project fraud") || strings.Contains(msg, "your monthly token limit in project fraud")) ||
-				!strings.Contains(msg, "resets at") {
-				t.Fatalf("refusal %d %s", r.status, r.body)
-			}
-			// Another project's calls are not held by this budget.
-			if r := e.post("vic", "detect", "chat/completions", chat("chat", "")); r.status != 200 {
-				t.Fatalf("vic: %d %s", r.status, r.body)
-			}
-		})
-	}
+		}
+		// Every call reserved its estimate first (input bytes, plus 100
+		// output tokens), so the sum never passes the budget.
+		if total > 20_000 || alice > 12_000 {
+			t.Fatalf("charged %d (alice %d) of a budget of 20000 (12000 each)", total, alice)
+		}
+		if answered < 50 {
+			t.Fatalf("only %d calls answered", answered)
+		}
+		// (A call made now might fit again: settles still in flight give
+		// back what the estimates held beyond what was used.)
+		msg := r.json("error.message").Str
+		if r.status != 429 || r.json("error.type").Str != "insufficient_quota" ||
+			!(strings.Contains(msg, "token budget of project fraud") || strings.Contains(msg, "your monthly token limit in project fraud")) ||
+			!strings.Contains(msg, "resets at") {
+			t.Fatalf("refusal %d %s", r.status, r.body)
+		}
+		// Another project's calls are not held by this budget.
+		if r := e.post("vic", "detect", "chat/completions", chat("chat", "")); r.status != 200 {
+			t.Fatalf("vic: %d %s", r.status, r.body)
+		}
+	})
 }
 
 func TestPerUserLimitsHoldOneUserOnly(t *testing.T) {

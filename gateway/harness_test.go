@@ -245,6 +245,12 @@ func withRedis() envOption {
 	}
 }
 
+// backends runs fn with the in-process limiter and with Redis.
+func backends(t *testing.T, fn func(t *testing.T, opts ...envOption)) {
+	t.Run("memory", func(t *testing.T) { fn(t) })
+	t.Run("redis", func(t *testing.T) { fn(t, withRedis()) })
+}
+
 // newEnv builds the world; configure sets the gateway configuration, given
 // the upstream's URL.
 func newEnv(t *testing.T, configure func(g *model.Gateway, upstreamURL string), opts ...envOption) *env {
@@ -356,18 +362,31 @@ func (r response) json(path string) gjson.Result { return gjson.Get(r.body, path
 // post sends a call as user for project.
 func (e *env) post(user, project, path, body string) response {
 	e.t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, e.srv.URL+"/v1/"+path, strings.NewReader(body))
+	r, err := e.postErr(user, project, path, body)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return r
+}
+
+// postErr is post for goroutines other than the test's: it returns a
+// transport error rather than stopping the test.
+func (e *env) postErr(user, project, path, body string) (response, error) {
+	req, err := http.NewRequest(http.MethodPost, e.srv.URL+"/v1/"+path, strings.NewReader(body))
+	if err != nil {
+		return response{}, err
+	}
 	req.Header.Set("Authorization", "Bearer "+e.keys[user])
 	if project != "" {
 		req.Header.Set("X-Klique-Project", project)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		e.t.Fatal(err)
+		return response{}, err
 	}
 	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	return response{status: resp.StatusCode, header: resp.Header, body: string(data)}
+	data, err := io.ReadAll(resp.Body)
+	return response{status: resp.StatusCode, header: resp.Header, body: string(data)}, err
 }
 
 func chat(model string, extra string) string {
