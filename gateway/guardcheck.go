@@ -55,15 +55,11 @@ func (g *Gateway) modelGuard(ctx context.Context, grant *platform.ModelGrant, te
 	refusal := &bufferWriter{header: http.Header{}}
 	res, windows, ok := g.reserve(ctx, refusal, refusal.header, guard, &req, wire.Chat, rec.ID, start)
 	if !ok {
+		status, outcome := refused(ctx, guard, windows)
+		record(status, outcome)
 		if windows < 0 {
-			record(http.StatusServiceUnavailable, model.CallUpstreamError)
 			return guardVerdict{}, fmt.Errorf("guard alias %s: its rate limits and budgets cannot be checked now", grant.GuardAlias)
 		}
-		outcome := model.CallRateLimited
-		if guard.Windows[windows].Budget {
-			outcome = model.CallOverBudget
-		}
-		record(refusal.status, outcome)
 		return guardVerdict{Refusal: refusal, Outcome: outcome}, nil
 	}
 	answer := &bufferWriter{header: http.Header{}}

@@ -84,15 +84,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, ep wire.Endpoint
 	// Reserve the estimate in every window at once.
 	res, windows, ok := g.reserve(ctx, w, header, grant, &req, ep, rec.ID, start)
 	if !ok {
-		status, outcome := http.StatusTooManyRequests, model.CallRateLimited
-		if windows < 0 && ctx.Err() != nil {
-			status, outcome = 499, model.CallDisconnected
-		} else if windows < 0 {
-			status, outcome = http.StatusServiceUnavailable, model.CallUpstreamError
-		} else if grant.Windows[windows].Budget {
-			outcome = model.CallOverBudget
-		}
-		finish(status, outcome)
+		finish(refused(ctx, grant, windows))
 		return
 	}
 
@@ -146,6 +138,21 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, ep wire.Endpoint
 	default:
 		finish(out.Status, model.CallOK)
 	}
+}
+
+// refused is the ledger's status and outcome of a call reserve refused:
+// windows is what reserve returned (the window that refused, or -1 when
+// the limiter failed).
+func refused(ctx context.Context, grant *platform.ModelGrant, windows int) (status int, outcome string) {
+	switch {
+	case windows < 0 && ctx.Err() != nil:
+		return 499, model.CallDisconnected
+	case windows < 0:
+		return http.StatusServiceUnavailable, model.CallUpstreamError
+	case grant.Windows[windows].Budget:
+		return http.StatusTooManyRequests, model.CallOverBudget
+	}
+	return http.StatusTooManyRequests, model.CallRateLimited
 }
 
 // charge puts what an answered call used on its ledger record (the model
