@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/klique-ai/klique/internal/model"
-	"github.com/klique-ai/klique/internal/store"
 )
 
 // Reader is what Load needs of a store.
@@ -13,10 +12,10 @@ type Reader interface {
 	ListGPUClasses(ctx context.Context, tenantID string) ([]*model.GPUClass, error)
 	ListPools(ctx context.Context, tenantID string) ([]*model.Pool, error)
 	ListProfiles(ctx context.Context, tenantID string) ([]*model.Profile, error)
-	ListGroups(ctx context.Context, tenantID string, page store.Page) ([]*model.Group, error)
+	ListGroups(ctx context.Context, tenantID string, page model.Page) ([]*model.Group, error)
 	ListPolicies(ctx context.Context, tenantID string) ([]*model.ResourcePolicy, error)
 	ListComputeResources(ctx context.Context, tenantID string) ([]*model.ComputeResource, error)
-	ListProjects(ctx context.Context, tenantID string, page store.Page) ([]*model.Project, error)
+	ListProjects(ctx context.Context, tenantID string, page model.Page) ([]*model.Project, error)
 	GetGateway(ctx context.Context, tenantID string) (*model.Gateway, error)
 }
 
@@ -33,7 +32,7 @@ func Load(ctx context.Context, r Reader, tenantID string) (*Estate, error) {
 	if e.Profiles, err = r.ListProfiles(ctx, tenantID); err != nil {
 		return nil, fmt.Errorf("load estate: %w", err)
 	}
-	if e.Groups, err = r.ListGroups(ctx, tenantID, store.Page{}); err != nil {
+	if e.Groups, err = r.ListGroups(ctx, tenantID, model.Page{}); err != nil {
 		return nil, fmt.Errorf("load estate: %w", err)
 	}
 	if e.Policies, err = r.ListPolicies(ctx, tenantID); err != nil {
@@ -42,7 +41,7 @@ func Load(ctx context.Context, r Reader, tenantID string) (*Estate, error) {
 	if e.ComputeResources, err = r.ListComputeResources(ctx, tenantID); err != nil {
 		return nil, fmt.Errorf("load estate: %w", err)
 	}
-	if e.Projects, err = r.ListProjects(ctx, tenantID, store.Page{}); err != nil {
+	if e.Projects, err = r.ListProjects(ctx, tenantID, model.Page{}); err != nil {
 		return nil, fmt.Errorf("load estate: %w", err)
 	}
 	g, err := r.GetGateway(ctx, tenantID)

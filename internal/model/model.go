@@ -148,3 +148,12 @@ type AuditEntry struct {
 	// Detail is a short human-readable account of the change.
 	Detail string
 }
+
+// Page asks for one page of a list ordered by a unique key (a name, or a
+// sequence number for tasks and audit entries). After is the key of the last
+// item of the previous page ("" for the first page); Limit is the most items
+// to return (0 means no limit).
+type Page struct {
+	After string
+	Limit int
+}

@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"github.com/klique-ai/klique/internal/model"
-	"github.com/klique-ai/klique/internal/platform"
 )
 
 // A member who leaves a group must see none of its updates published after
@@ -19,22 +18,22 @@ func TestAnIdentityChangeIsToldToSubscribersBeforeItReturns(t *testing.T) {
 		b.applyExample(t)
 		ps := b.people(t)
 		for i := 0; i < 5; i++ {
-			before := platform.IdentityGeneration(b.svc)
+			before := b.svc.IdentityGeneration()
 			must(t, b.svc.RemoveGroupMember(b.admin, "ml-research", "rita"))
-			if platform.IdentityGeneration(b.svc) == before {
+			if b.svc.IdentityGeneration() == before {
 				t.Fatal("removing a member returned before subscribers were told to re-check")
 			}
-			before = platform.IdentityGeneration(b.svc)
+			before = b.svc.IdentityGeneration()
 			_, err := b.svc.SetGroupMember(b.admin, "ml-research", "rita", model.GroupRoleMember)
 			must(t, err)
-			if platform.IdentityGeneration(b.svc) == before {
+			if b.svc.IdentityGeneration() == before {
 				t.Fatal("adding a member returned before subscribers were told to re-check")
 			}
 		}
 		// A change that is not to identities tells nobody.
-		before := platform.IdentityGeneration(b.svc)
+		before := b.svc.IdentityGeneration()
 		enqueue(t, b, ps.rita, "fraud-models", "1 GPU", "", nil)
-		if platform.IdentityGeneration(b.svc) != before {
+		if b.svc.IdentityGeneration() != before {
 			t.Error("enqueueing a task made every subscriber re-check its credential")
 		}
 	})

@@ -5,21 +5,29 @@
 // and publishes events once the change has committed. Resolvers and handlers
 // stay thin: a rule written here holds everywhere.
 //
+// The service is a facade: the kernel (platform/kernel) holds what every
+// domain shares, and each domain (allocation, tasks, fleet, llm, access,
+// live) owns its operations and its state. Service embeds the domains, so
+// their operations are its methods; the domains never import one another,
+// and what one needs of another is wired here.
+//
 // The caller's identity comes from the context (identity.PrincipalFrom), put
 // there by the HTTP layer; nothing here reads headers.
 package platform
 
 import (
-	"context"
-	"errors"
-	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/klique-ai/klique/internal/events"
 	"github.com/klique-ai/klique/internal/identity"
-	"github.com/klique-ai/klique/internal/model"
+	"github.com/klique-ai/klique/internal/platform/access"
+	"github.com/klique-ai/klique/internal/platform/allocation"
+	"github.com/klique-ai/klique/internal/platform/fleet"
+	"github.com/klique-ai/klique/internal/platform/kernel"
+	"github.com/klique-ai/klique/internal/platform/live"
+	"github.com/klique-ai/klique/internal/platform/llm"
+	"github.com/klique-ai/klique/internal/platform/tasks"
 	"github.com/klique-ai/klique/internal/store"
 	"github.com/klique-ai/klique/internal/vault"
 )
@@ -38,140 +46,56 @@ type Options struct {
 	Agent AgentOptions
 }
 
-// Service is the platform service.
-type Service struct {
-	store  store.Store
-	auth   *identity.Authenticator
-	events events.Broker
-	log    *slog.Logger
-	now    func() time.Time
+// The domains, embedded in Service under unexported names: their
+// operations are the service's methods (the tasks domain's Tasks among
+// them), and the domains themselves are not reachable from a channel.
+type (
+	allocationDomain = allocation.Allocation
+	tasksDomain      = tasks.Tasks
+	fleetDomain      = fleet.Fleet
+	llmDomain        = llm.LLM
+	accessDomain     = access.Access
+	liveDomain       = live.Live
+)
 
-	// estateMu serialises changes to one tenant's allocation model within a
-	// replica; the store's tenant lock does it across replicas.
-	estateMu sync.Map // tenant id -> *sync.Mutex
-	// estates keeps each tenant's allocation model with its version.
-	estates estateCache
-	vault   *vault.Vault
-	claims  claimWaiters
-	keys    providerKeys
-	guards  guardCache
-	windows windowCache
-	agent   AgentOptions
-	// redact holds, per running task attempt, the secret values to cut
-	// out of its log lines.
-	redact sync.Map
-	// subs holds the live subscriptions (subscription_ops.go).
-	subs subscriptions
+// Service is the platform service: the domains, composed.
+type Service struct {
+	k *kernel.Kernel
+	*allocationDomain
+	*tasksDomain
+	*fleetDomain
+	*llmDomain
+	*accessDomain
+	*liveDomain
 }
 
 // New returns a service.
 func New(o Options) *Service {
-	s := &Service{store: o.Store, auth: o.Auth, events: o.Events, log: o.Logger, now: o.Now, vault: o.Vault, agent: o.Agent.withDefaults()}
-	if s.now == nil {
-		s.now = time.Now
+	k := kernel.New(kernel.Options{Store: o.Store, Events: o.Events, Logger: o.Logger, Now: o.Now, Vault: o.Vault})
+	s := &Service{k: k,
+		allocationDomain: allocation.New(k),
+		tasksDomain:      tasks.New(k),
+		fleetDomain:      fleet.New(k, o.Agent),
+		llmDomain:        llm.New(k),
+		// Access before Live: its identity-change hook drops the
+		// authenticator's cached checks before subscribers re-check.
+		accessDomain: access.New(k, o.Auth),
 	}
-	if s.log == nil {
-		s.log = slog.Default()
-	}
-	if s.events == nil {
-		s.events = events.NewBus()
-	}
+	agent := s.Agent()
+	// The live views read logs, workers and policy views through the
+	// service itself.
+	s.liveDomain = live.New(k, s, live.Options{Auth: o.Auth, Heartbeat: agent.Heartbeat, Lease: agent.Lease})
 	return s
 }
 
 // Store returns the service's store, for the parts of the server that need
 // it directly (readiness checks).
-func (s *Service) Store() store.Store { return s.store }
+func (s *Service) Store() store.Store { return s.k.Store }
 
 // Now returns the service's current time, in UTC and to the microsecond the
 // stores keep.
-func (s *Service) Now() time.Time { return s.now().UTC().Truncate(time.Microsecond) }
+func (s *Service) Now() time.Time { return s.k.Now() }
 
-// caller returns the principal of the request, or UNAUTHENTICATED.
-func caller(ctx context.Context) (*identity.Principal, error) {
-	p, ok := identity.PrincipalFrom(ctx)
-	if !ok || p == nil {
-		return nil, unauthenticated("sign in first: send an API key or access token as 'Authorization: Bearer <credential>'")
-	}
-	return p, nil
-}
-
-// txn is one write: the queries of its transaction, who is acting, and the
-// events to publish once it commits.
-type txn struct {
-	ctx    context.Context
-	q      store.Queries
-	p      *identity.Principal
-	now    time.Time
-	events []events.Event
-}
-
-// write runs fn in one transaction and publishes its events after commit.
-func (s *Service) write(ctx context.Context, p *identity.Principal, fn func(t *txn) error) error {
-	var t *txn
-	err := s.store.InTx(ctx, func(q store.Queries) error {
-		t = &txn{ctx: ctx, q: q, p: p, now: s.Now()}
-		return fn(t)
-	})
-	cacheFrom(ctx).clear()
-	if err != nil {
-		return s.internal(ctx, err)
-	}
-	for _, e := range t.events {
-		if identityKind(e.Kind) {
-			s.identityChanged()
-			break
-		}
-	}
-	for _, e := range t.events {
-		s.events.Publish(e)
-	}
-	return nil
-}
-
-// record writes an audit entry for a change and queues its event.
-func (t *txn) record(action, kind, id, name, groupID, detail string) error {
-	actorID, actorName, tenantID := "", "system", ""
-	if t.p != nil {
-		actorID, actorName, tenantID = t.p.UserID, t.p.UserName, t.p.TenantID
-	}
-	e := &model.AuditEntry{
-		TenantID: tenantID, At: t.now, ActorID: actorID, ActorName: actorName,
-		Channel: string(identity.ChannelFrom(t.ctx)), Action: action,
-		ObjectKind: kind, ObjectID: id, ObjectName: name, Detail: detail,
-	}
-	if err := t.q.InsertAudit(t.ctx, e); err != nil {
-		return fmt.Errorf("audit %s %s: %w", action, name, err)
-	}
-	t.events = append(t.events, events.Event{
-		TenantID: tenantID, Kind: action, ObjectKind: kind, ObjectID: id, ObjectName: name,
-		GroupID: groupID, ActorID: actorID, At: t.now,
-	})
-	return nil
-}
-
-// internal logs an unexpected error with the request id and returns it
-// unchanged; errors meant for people pass through untouched.
-func (s *Service) internal(ctx context.Context, err error) error {
-	if err == nil {
-		return nil
-	}
-	var pe *Error
-	if errors.As(err, &pe) || errors.Is(err, identity.ErrUnauthenticated) {
-		return err
-	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, errDryRun) {
-		return err
-	}
-	s.log.ErrorContext(ctx, "platform operation failed", "err", err, "request_id", identity.RequestIDFrom(ctx))
-	return err
-}
-
-// lockEstate serialises allocation-model changes of one tenant in this
-// replica.
-func (s *Service) lockEstate(tenantID string) func() {
-	m, _ := s.estateMu.LoadOrStore(tenantID, &sync.Mutex{})
-	mu := m.(*sync.Mutex)
-	mu.Lock()
-	return mu.Unlock
-}
+// Kernel returns the kernel the domains share, for the engine loop's
+// planner and tests.
+func (s *Service) Kernel() *kernel.Kernel { return s.k }

@@ -28,14 +28,8 @@ var (
 	ErrConflict = errors.New("conflict")
 )
 
-// Page asks for one page of a list ordered by a unique key (a name, or a
-// sequence number for tasks and audit entries). After is the key of the last
-// item of the previous page ("" for the first page); Limit is the most items
-// to return (0 means no limit).
-type Page struct {
-	After string
-	Limit int
-}
+// Page asks for one page of a list (model.Page).
+type Page = model.Page
 
 // TaskFilter narrows a task list. Empty fields do not filter.
 type TaskFilter struct {

@@ -1,4 +1,4 @@
-package platform
+package tasks
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/klique-ai/klique/internal/estate"
 	"github.com/klique-ai/klique/internal/identity"
 	"github.com/klique-ai/klique/internal/model"
+	"github.com/klique-ai/klique/internal/platform/kernel"
 	"github.com/klique-ai/klique/internal/store"
 )
 
@@ -29,32 +30,32 @@ type EnqueueInput struct {
 
 // EnqueueTask puts a task at the back of a compute resource the caller may
 // use. The task waits there, in queue order, for the engine to place it.
-func (s *Service) EnqueueTask(ctx context.Context, in EnqueueInput) (*model.Task, error) {
+func (s *Tasks) EnqueueTask(ctx context.Context, in EnqueueInput) (*model.Task, error) {
 	return s.enqueue(ctx, in, nil)
 }
 
 // enqueue writes a new task; clonedFrom, when set, is the task it was cloned
 // from, recorded in the same transaction.
-func (s *Service) enqueue(ctx context.Context, in EnqueueInput, clonedFrom *model.Task) (*model.Task, error) {
-	p, err := caller(ctx)
+func (s *Tasks) enqueue(ctx context.Context, in EnqueueInput, clonedFrom *model.Task) (*model.Task, error) {
+	p, err := kernel.Caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if err := requireWrite(p, "enqueue tasks"); err != nil {
+	if err := kernel.RequireWrite(p, "enqueue tasks"); err != nil {
 		return nil, err
 	}
 	in.Spec = normalizeSpec(in.Spec)
 	if ps := ValidateTaskSpec(in.Name, &in.Spec); len(ps) > 0 {
-		return nil, &Error{Code: CodeInvalid, Message: "task " + quote(in.Name) + ": " + strings.Join(ps, "; "), Problems: ps}
+		return nil, &kernel.Error{Code: kernel.CodeInvalid, Message: "task " + kernel.Quote(in.Name) + ": " + strings.Join(ps, "; "), Problems: ps}
 	}
 	var task *model.Task
-	err = s.write(ctx, p, func(t *txn) error {
+	err = s.k.Write(ctx, p, func(t *kernel.Txn) error {
 		// The shared lock keeps the allocation model from changing until
 		// the task is written, while other enqueues go on together.
-		if err := t.q.LockTenantShared(ctx, p.TenantID); err != nil {
+		if err := t.Q.LockTenantShared(ctx, p.TenantID); err != nil {
 			return err
 		}
-		e, err := s.currentEstate(ctx, t.q, p.TenantID)
+		e, err := s.k.CurrentEstate(ctx, t.Q, p.TenantID)
 		if err != nil {
 			return err
 		}
@@ -62,21 +63,22 @@ func (s *Service) enqueue(ctx context.Context, in EnqueueInput, clonedFrom *mode
 		if err != nil {
 			return err
 		}
-		if err := checkTaskSecrets(ctx, t.q, e, task); err != nil {
+		if err := checkTaskSecrets(ctx, t.Q, e, task); err != nil {
 			return err
 		}
 		detail := ""
 		if clonedFrom != nil {
 			task.ClonedFromID = clonedFrom.ID
-			detail = fmt.Sprintf(", cloned from task %s (%s)", quote(clonedFrom.Name), clonedFrom.ID)
+			detail = fmt.Sprintf(", cloned from task %s (%s)", kernel.Quote(clonedFrom.Name), clonedFrom.ID)
 		}
-		if err := t.q.CreateTask(ctx, task); err != nil {
+		if err := t.Q.CreateTask(ctx, task); err != nil {
 			return fmt.Errorf("enqueue task %s: %w", task.Name, err)
 		}
 		cr := e.ComputeResource(task.ComputeResourceID)
-		return t.record("task.enqueued", "task", task.ID, task.Name, task.GroupID,
+		t.Record("task.enqueued", "task", task.ID, task.Name, task.GroupID,
 			fmt.Sprintf("enqueued on compute resource %s of group %s, size %s, in project %s%s",
-				quote(cr.Name), e.GroupName(task.GroupID), task.Size, e.Project(task.ProjectID).Name, detail))
+				kernel.Quote(cr.Name), e.GroupName(task.GroupID), task.Size, e.Project(task.ProjectID).Name, detail))
+		return nil
 	})
 	if err != nil {
 		return nil, err
@@ -96,8 +98,8 @@ func normalizeSpec(s model.TaskSpec) model.TaskSpec {
 // newTask resolves the project and compute resource of an enqueue, checks
 // that the caller may use them and that the task's size fits the group's
 // limit, and returns the task to write.
-func (s *Service) newTask(t *txn, e *estate.Estate, in EnqueueInput) (*model.Task, error) {
-	p := t.p
+func (s *Tasks) newTask(t *kernel.Txn, e *estate.Estate, in EnqueueInput) (*model.Task, error) {
+	p := t.P
 	project, err := resolveProject(p, e, in.Project)
 	if err != nil {
 		return nil, err
@@ -110,41 +112,41 @@ func (s *Service) newTask(t *txn, e *estate.Estate, in EnqueueInput) (*model.Tas
 	pr := e.Profile(cr.ProfileID)
 	group := e.GroupName(pol.GroupID)
 	if project.GroupID != "" && project.GroupID != pol.GroupID {
-		return nil, forbidden("project %s belongs to group %s, and compute resource %s is group %s's; use a compute resource of group %s",
-			quote(project.Name), e.GroupName(project.GroupID), quote(cr.Name), group, e.GroupName(project.GroupID))
+		return nil, kernel.Forbidden("project %s belongs to group %s, and compute resource %s is group %s's; use a compute resource of group %s",
+			kernel.Quote(project.Name), e.GroupName(project.GroupID), kernel.Quote(cr.Name), group, e.GroupName(project.GroupID))
 	}
 	size, err := TaskSize(pr, &in.Spec)
 	if err != nil {
-		return nil, invalid("task %s: %v", quote(in.Name), err)
+		return nil, kernel.Invalid("task %s: %v", kernel.Quote(in.Name), err)
 	}
 	if size.Total() > model.GPUs(pol.LimitGPUs) {
-		return nil, invalid("task %s asks for %s GPUs, more than group %s's limit of %d GPUs; ask for fewer",
-			quote(in.Name), size.Total(), group, pol.LimitGPUs)
+		return nil, kernel.Invalid("task %s asks for %s GPUs, more than group %s's limit of %d GPUs; ask for fewer",
+			kernel.Quote(in.Name), size.Total(), group, pol.LimitGPUs)
 	}
 	return &model.Task{
 		ID: model.NewID(), TenantID: p.TenantID, ProjectID: project.ID, OwnerID: p.UserID,
 		ComputeResourceID: cr.ID, PolicyID: pol.ID, ProfileID: pr.ID, GroupID: pol.GroupID,
 		Name: in.Name, Spec: in.Spec, Size: size, Status: model.TaskQueued, Reason: "waiting for the engine to place it",
-		CreatedAt: t.now, UpdatedAt: t.now,
+		CreatedAt: t.Now, UpdatedAt: t.Now,
 	}, nil
 }
 
 func resolveProject(p *identity.Principal, e *estate.Estate, ref string) (*model.Project, error) {
 	if ref == "" {
 		if p.ProjectID == "" {
-			return nil, invalid("say which project the task belongs to")
+			return nil, kernel.Invalid("say which project the task belongs to")
 		}
 		ref = p.ProjectID
 	}
-	pr, err := findProject(e, ref)
+	pr, err := kernel.FindProject(e, ref)
 	if err != nil {
 		return nil, err
 	}
 	if p.ProjectID != "" && pr.ID != p.ProjectID {
-		return nil, forbidden("this credential is scoped to another project and cannot put work in project %s", quote(pr.Name))
+		return nil, kernel.Forbidden("this credential is scoped to another project and cannot put work in project %s", kernel.Quote(pr.Name))
 	}
-	if !usesProject(p, pr) {
-		return nil, forbidden("project %s belongs to group %s, which you are not in", quote(pr.Name), e.GroupName(pr.GroupID))
+	if !kernel.UsesProject(p, pr) {
+		return nil, kernel.Forbidden("project %s belongs to group %s, which you are not in", kernel.Quote(pr.Name), e.GroupName(pr.GroupID))
 	}
 	return pr, nil
 }
@@ -154,7 +156,7 @@ func resolveProject(p *identity.Principal, e *estate.Estate, ref string) (*model
 // with that name (or of the group given).
 func resolveComputeResource(p *identity.Principal, e *estate.Estate, ref, groupRef string) (*model.ComputeResource, error) {
 	if strings.TrimSpace(ref) == "" {
-		return nil, invalid("say which compute resource to send the task to")
+		return nil, kernel.Invalid("say which compute resource to send the task to")
 	}
 	open := func(cr *model.ComputeResource) bool {
 		pol := e.Policy(cr.PolicyID)
@@ -162,13 +164,13 @@ func resolveComputeResource(p *identity.Principal, e *estate.Estate, ref, groupR
 	}
 	if cr := e.ComputeResource(ref); cr != nil {
 		if !open(cr) {
-			return nil, forbidden("the compute resource %s is not open to %s", quote(cr.Name), groupNames(p))
+			return nil, kernel.Forbidden("the compute resource %s is not open to %s", kernel.Quote(cr.Name), kernel.GroupNames(p))
 		}
 		return cr, nil
 	}
 	var group *model.Group
 	if groupRef != "" {
-		g, err := findGroup(e, groupRef)
+		g, err := kernel.FindGroup(e, groupRef)
 		if err != nil {
 			return nil, err
 		}
@@ -192,40 +194,27 @@ func resolveComputeResource(p *identity.Principal, e *estate.Estate, ref, groupR
 	case len(usable) == 1:
 		return usable[0], nil
 	case len(usable) > 1:
-		return nil, invalid("the compute resource %s exists for groups %s; say which group", quote(ref),
-			names(usable, func(c *model.ComputeResource) string { return e.PolicyGroupName(c.PolicyID) }))
+		return nil, kernel.Invalid("the compute resource %s exists for groups %s; say which group", kernel.Quote(ref),
+			kernel.Names(usable, func(c *model.ComputeResource) string { return e.PolicyGroupName(c.PolicyID) }))
 	case group != nil && !p.IsAdmin() && !p.InGroup(group.ID):
-		return nil, forbidden("you are not in group %s", group.Name)
+		return nil, kernel.Forbidden("you are not in group %s", group.Name)
 	case group != nil:
-		return nil, notFound("group %s has no compute resource %s", group.Name, quote(ref))
+		return nil, kernel.NotFound("group %s has no compute resource %s", group.Name, kernel.Quote(ref))
 	case len(named) > 0:
-		return nil, forbidden("the compute resource %s is not open to %s", quote(ref), groupNames(p))
+		return nil, kernel.Forbidden("the compute resource %s is not open to %s", kernel.Quote(ref), kernel.GroupNames(p))
 	}
-	return nil, notFound("no compute resource %s is open to you; list yours with 'klique get computeresources'", quote(ref))
-}
-
-// Task returns a task the caller may see.
-func (s *Service) Task(ctx context.Context, id string) (*model.Task, error) {
-	p, err := caller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	t, err := s.store.GetTask(ctx, p.TenantID, id)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && !seesTask(p, t)) {
-		return nil, notFound("no task %s", quote(id))
-	}
-	return t, s.internal(ctx, err)
+	return nil, kernel.NotFound("no compute resource %s is open to you; list yours with 'klique get computeresources'", kernel.Quote(ref))
 }
 
 // TaskPosition returns a queued task's place in its compute resource's
 // queue, counting from 1, or 0 for a task that is not waiting.
-func (s *Service) TaskPosition(ctx context.Context, t *model.Task) (int, error) {
+func (s *Tasks) TaskPosition(ctx context.Context, t *model.Task) (int, error) {
 	if t.Status != model.TaskQueued {
 		return 0, nil
 	}
-	n, err := s.store.CountQueuedAhead(ctx, t.TenantID, t.ComputeResourceID, t.QueueSeq)
+	n, err := s.k.Store.CountQueuedAhead(ctx, t.TenantID, t.ComputeResourceID, t.QueueSeq)
 	if err != nil {
-		return 0, s.internal(ctx, err)
+		return 0, s.k.Internal(ctx, err)
 	}
 	return n + 1, nil
 }
@@ -242,15 +231,15 @@ type TaskListFilter struct {
 
 // Tasks lists the tasks the caller may see, newest first, one page at a
 // time. Page.After is the QueueSeq of the last task of the previous page.
-func (s *Service) Tasks(ctx context.Context, f TaskListFilter, page store.Page) ([]*model.Task, error) {
-	p, err := caller(ctx)
+func (s *Tasks) Tasks(ctx context.Context, f TaskListFilter, page store.Page) ([]*model.Task, error) {
+	p, err := kernel.Caller(ctx)
 	if err != nil {
 		return nil, err
 	}
 	sf := store.TaskFilter{Statuses: f.Statuses}
 	for _, st := range f.Statuses {
 		if !st.Valid() {
-			return nil, invalid("status %q is not known", st)
+			return nil, kernel.Invalid("status %q is not known", st)
 		}
 	}
 	if f.Mine {
@@ -265,19 +254,19 @@ func (s *Service) Tasks(ctx context.Context, f TaskListFilter, page store.Page) 
 		sf.ProjectID = p.ProjectID
 	}
 	if f.ComputeResource != "" || f.Project != "" || f.Group != "" {
-		e, err := s.Estate(ctx)
+		e, err := s.k.Estate(ctx)
 		if err != nil {
 			return nil, err
 		}
 		if f.ComputeResource != "" {
-			cr, err := findComputeResource(e, f.ComputeResource)
+			cr, err := kernel.FindComputeResource(e, f.ComputeResource)
 			if err != nil {
 				return nil, err
 			}
 			sf.ComputeResourceID = cr.ID
 		}
 		if f.Project != "" {
-			pr, err := findProject(e, f.Project)
+			pr, err := kernel.FindProject(e, f.Project)
 			if err != nil {
 				return nil, err
 			}
@@ -287,7 +276,7 @@ func (s *Service) Tasks(ctx context.Context, f TaskListFilter, page store.Page) 
 			sf.ProjectID = pr.ID
 		}
 		if f.Group != "" {
-			g, err := findGroup(e, f.Group)
+			g, err := kernel.FindGroup(e, f.Group)
 			if err != nil {
 				return nil, err
 			}
@@ -298,59 +287,60 @@ func (s *Service) Tasks(ctx context.Context, f TaskListFilter, page store.Page) 
 	}
 	if page.After != "" {
 		if _, err := strconv.ParseInt(page.After, 10, 64); err != nil {
-			return nil, invalid("the page cursor is not valid; start from the first page")
+			return nil, kernel.Invalid("the page cursor is not valid; start from the first page")
 		}
 	}
-	ts, err := s.store.ListTasks(ctx, p.TenantID, sf, page, true)
-	return ts, s.internal(ctx, err)
+	ts, err := s.k.Store.ListTasks(ctx, p.TenantID, sf, page, true)
+	return ts, s.k.Internal(ctx, err)
 }
 
 // AbortTask stops a task that has not ended. A waiting task leaves its queue;
 // a placed task gives its capacity back at once, its ledger interval closing
 // in the same transaction. (A running task's worker is told to stop on its
 // next heartbeat, once workers exist.)
-func (s *Service) AbortTask(ctx context.Context, id, reason string) (*model.Task, error) {
-	p, err := caller(ctx)
+func (s *Tasks) AbortTask(ctx context.Context, id, reason string) (*model.Task, error) {
+	p, err := kernel.Caller(ctx)
 	if err != nil {
 		return nil, err
 	}
 	if len(reason) > 500 {
-		return nil, invalid("the reason is longer than 500 characters")
+		return nil, kernel.Invalid("the reason is longer than 500 characters")
 	}
 	var task *model.Task
-	err = s.write(ctx, p, func(t *txn) error {
-		task, err = t.q.GetTask(ctx, p.TenantID, id)
-		if errors.Is(err, store.ErrNotFound) || (err == nil && !seesTask(p, task)) {
-			return notFound("no task %s", quote(id))
+	err = s.k.Write(ctx, p, func(t *kernel.Txn) error {
+		task, err = t.Q.GetTask(ctx, p.TenantID, id)
+		if errors.Is(err, store.ErrNotFound) || (err == nil && !kernel.SeesTask(p, task)) {
+			return kernel.NotFound("no task %s", kernel.Quote(id))
 		}
 		if err != nil {
 			return err
 		}
-		if !mayAbort(p, task) {
-			return forbidden("only the task's owner, a lead of its group or an admin can abort task %s", quote(task.Name))
+		if !kernel.MayAbort(p, task) {
+			return kernel.Forbidden("only the task's owner, a lead of its group or an admin can abort task %s", kernel.Quote(task.Name))
 		}
 		if task.Status.Final() {
-			return conflict("task %s has already ended (%s)", quote(task.Name), task.Status)
+			return kernel.Conflict("task %s has already ended (%s)", kernel.Quote(task.Name), task.Status)
 		}
 		why := "aborted by " + p.UserName
 		if r := strings.TrimSpace(reason); r != "" {
 			why += ": " + r
 		}
 		held := task.Status == model.TaskPlaced || task.Status == model.TaskRunning
-		task.Status, task.Reason, task.UpdatedAt = model.TaskAborted, why, t.now
-		now := t.now
+		task.Status, task.Reason, task.UpdatedAt = model.TaskAborted, why, t.Now
+		now := t.Now
 		task.FinishedAt = &now
-		if err := t.q.UpdateTask(ctx, task); err != nil {
+		if err := t.Q.UpdateTask(ctx, task); err != nil {
 			return err
 		}
 		if held {
 			// The capacity is released with the abort: the ledger interval
 			// closes in the same transaction.
-			if err := t.q.EndPlacement(ctx, p.TenantID, task.ID, t.now, why); err != nil {
+			if err := t.Q.EndPlacement(ctx, p.TenantID, task.ID, t.Now, why); err != nil {
 				return err
 			}
 		}
-		return t.record("task.aborted", "task", task.ID, task.Name, task.GroupID, why)
+		t.Record("task.aborted", "task", task.ID, task.Name, task.GroupID, why)
+		return nil
 	})
 	if err != nil {
 		return nil, err
@@ -373,7 +363,7 @@ type CloneInput struct {
 // CloneTask makes a new task from a past one with changed parameters and
 // enqueues it (clone & enqueue). The caller must be able to see the original
 // and use the target compute resource; the new task is theirs.
-func (s *Service) CloneTask(ctx context.Context, id string, in CloneInput) (*model.Task, error) {
+func (s *Tasks) CloneTask(ctx context.Context, id string, in CloneInput) (*model.Task, error) {
 	orig, err := s.Task(ctx, id)
 	if err != nil {
 		return nil, err
@@ -407,38 +397,38 @@ func (s *Service) CloneTask(ctx context.Context, id string, in CloneInput) (*mod
 
 // QueuedTasks counts the tasks waiting in a compute resource the caller may
 // see.
-func (s *Service) QueuedTasks(ctx context.Context, computeResourceID string) (int, error) {
-	cr, err := s.ComputeResource(ctx, computeResourceID)
+func (s *Tasks) QueuedTasks(ctx context.Context, computeResourceID string) (int, error) {
+	cr, err := s.k.ComputeResource(ctx, computeResourceID)
 	if err != nil {
 		return 0, err
 	}
-	n, err := s.store.CountTasks(ctx, cr.TenantID, store.TaskFilter{ComputeResourceID: cr.ID, Statuses: []model.TaskStatus{model.TaskQueued}})
-	return n, s.internal(ctx, err)
+	n, err := s.k.Store.CountTasks(ctx, cr.TenantID, store.TaskFilter{ComputeResourceID: cr.ID, Statuses: []model.TaskStatus{model.TaskQueued}})
+	return n, s.k.Internal(ctx, err)
 }
 
 // TaskProject returns the project of a task the caller sees. Seeing a task
 // lets one see its project's name even when the project is restricted.
-func (s *Service) TaskProject(ctx context.Context, t *model.Task) (*model.Project, error) {
-	p, err := caller(ctx)
+func (s *Tasks) TaskProject(ctx context.Context, t *model.Task) (*model.Project, error) {
+	p, err := kernel.Caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if t.TenantID != p.TenantID || !seesTask(p, t) {
-		return nil, notFound("no task %s", quote(t.ID))
+	if t.TenantID != p.TenantID || !kernel.SeesTask(p, t) {
+		return nil, kernel.NotFound("no task %s", kernel.Quote(t.ID))
 	}
-	pr, err := s.store.GetProject(ctx, p.TenantID, t.ProjectID)
-	return pr, s.internal(ctx, err)
+	pr, err := s.k.Store.GetProject(ctx, p.TenantID, t.ProjectID)
+	return pr, s.k.Internal(ctx, err)
 }
 
 // TaskOwner returns the owner of a task the caller sees.
-func (s *Service) TaskOwner(ctx context.Context, t *model.Task) (*model.User, error) {
-	p, err := caller(ctx)
+func (s *Tasks) TaskOwner(ctx context.Context, t *model.Task) (*model.User, error) {
+	p, err := kernel.Caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if t.TenantID != p.TenantID || !seesTask(p, t) {
-		return nil, notFound("no task %s", quote(t.ID))
+	if t.TenantID != p.TenantID || !kernel.SeesTask(p, t) {
+		return nil, kernel.NotFound("no task %s", kernel.Quote(t.ID))
 	}
-	u, err := s.store.GetUser(ctx, p.TenantID, t.OwnerID)
-	return u, s.internal(ctx, err)
+	u, err := s.k.Store.GetUser(ctx, p.TenantID, t.OwnerID)
+	return u, s.k.Internal(ctx, err)
 }

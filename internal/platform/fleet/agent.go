@@ -1,4 +1,4 @@
-package platform
+package fleet
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/klique-ai/klique/internal/events"
 	"github.com/klique-ai/klique/internal/identity"
 	"github.com/klique-ai/klique/internal/model"
+	"github.com/klique-ai/klique/internal/platform/kernel"
 	"github.com/klique-ai/klique/internal/store"
 )
 
@@ -29,19 +30,19 @@ import (
 func workerFrom(ctx context.Context) (*identity.Worker, error) {
 	w, ok := identity.WorkerFrom(ctx)
 	if !ok {
-		return nil, unauthenticated("send the worker credential as 'Authorization: Bearer kqw_…'")
+		return nil, kernel.Unauthenticated("send the worker credential as 'Authorization: Bearer kqw_…'")
 	}
 	return w, nil
 }
 
 // workerCtx is the context of the worker's audit entries.
-func (s *Service) workerTxn(ctx context.Context, w *identity.Worker, host string, fn func(t *txn) error) error {
+func (s *Fleet) workerTxn(ctx context.Context, w *identity.Worker, host string, fn func(t *kernel.Txn) error) error {
 	p := &identity.Principal{TenantID: w.TenantID, UserName: "worker " + host}
-	return s.write(identity.WithChannel(ctx, identity.ChannelWorker), p, fn)
+	return s.k.Write(identity.WithChannel(ctx, identity.ChannelWorker), p, fn)
 }
 
 // RegisterWorker records a worker daemon of the credential's pool.
-func (s *Service) RegisterWorker(ctx context.Context, req agentapi.RegisterRequest) (*agentapi.RegisterResponse, error) {
+func (s *Fleet) RegisterWorker(ctx context.Context, req agentapi.RegisterRequest) (*agentapi.RegisterResponse, error) {
 	w, err := workerFrom(ctx)
 	if err != nil {
 		return nil, err
@@ -51,58 +52,59 @@ func (s *Service) RegisterWorker(ctx context.Context, req agentapi.RegisterReque
 	}
 	host := strings.TrimSpace(req.Hostname)
 	if host == "" || len(host) > 253 || strings.ContainsAny(host, " \t\n/") {
-		return nil, invalid("hostname %q must be 1 to 253 characters without spaces or '/'", req.Hostname)
+		return nil, kernel.Invalid("hostname %q must be 1 to 253 characters without spaces or '/'", req.Hostname)
 	}
 	mode := req.Mode
 	if mode == "" {
 		mode = agentapi.ModeProcess
 	}
 	if mode != agentapi.ModeProcess && mode != agentapi.ModeDocker && mode != agentapi.ModePod && mode != agentapi.ModeBatch {
-		return nil, invalid("mode %q is not known: use process, docker, pod or batch", req.Mode)
+		return nil, kernel.Invalid("mode %q is not known: use process, docker, pod or batch", req.Mode)
 	}
 	kind := req.Kind
 	if kind == "" {
 		kind = string(model.PoolBareMetal)
 	}
 	if !model.PoolKind(kind).Valid() {
-		return nil, invalid("kind %q is not a known environment", req.Kind)
+		return nil, kernel.Invalid("kind %q is not a known environment", req.Kind)
 	}
 	if len(req.GPUs) > 1024 {
-		return nil, invalid("a worker declares at most 1024 GPUs")
+		return nil, kernel.Invalid("a worker declares at most 1024 GPUs")
 	}
 	seen := map[int]bool{}
 	gpus := make([]model.WorkerGPU, 0, len(req.GPUs))
 	for _, g := range req.GPUs {
 		if g.Index < 0 || seen[g.Index] {
-			return nil, invalid("GPU index %d is negative or listed twice", g.Index)
+			return nil, kernel.Invalid("GPU index %d is negative or listed twice", g.Index)
 		}
 		seen[g.Index] = true
 		gpus = append(gpus, model.WorkerGPU{Index: g.Index, UUID: g.UUID, MemoryMB: g.MemoryMB})
 	}
 	if len(req.Labels) > MaxWorkerLabels {
-		return nil, invalid("a worker declares at most %d labels", MaxWorkerLabels)
+		return nil, kernel.Invalid("a worker declares at most %d labels", MaxWorkerLabels)
 	}
-	for _, k := range sortedKeys(req.Labels) {
+	for _, k := range kernel.SortedKeys(req.Labels) {
 		if !labelKeyRE.MatchString(k) || len(req.Labels[k]) > 256 || !utf8.ValidString(req.Labels[k]) {
-			return nil, invalid("label %q: keys are 1 to 63 letters, digits, '-', '_', '.' or '/', values at most 256 bytes of text", k)
+			return nil, kernel.Invalid("label %q: keys are 1 to 63 letters, digits, '-', '_', '.' or '/', values at most 256 bytes of text", k)
 		}
 	}
 	worker := &model.Worker{TenantID: w.TenantID, PoolID: w.PoolID, CredentialID: w.CredentialID, Hostname: host,
 		Version: req.Version, Mode: mode, Kind: kind, GPUs: gpus, Labels: req.Labels}
-	err = s.workerTxn(ctx, w, host, func(t *txn) error {
-		worker.RegisteredAt, worker.LastHeartbeatAt = t.now, t.now
-		if err := t.q.RegisterWorker(ctx, worker); err != nil {
+	err = s.workerTxn(ctx, w, host, func(t *kernel.Txn) error {
+		worker.RegisteredAt, worker.LastHeartbeatAt = t.Now, t.Now
+		if err := t.Q.RegisterWorker(ctx, worker); err != nil {
 			return err
 		}
-		return t.record("worker.registered", "worker", worker.ID, host, "",
+		t.Record("worker.registered", "worker", worker.ID, host, "",
 			fmt.Sprintf("worker %s (%s mode, %d GPUs, version %s) joined pool %s", host, mode, len(gpus), req.Version, w.PoolName))
+		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	profiles, err := s.store.ListProfiles(ctx, w.TenantID)
+	profiles, err := s.k.Store.ListProfiles(ctx, w.TenantID)
 	if err != nil {
-		return nil, s.internal(ctx, fmt.Errorf("list the profiles of pool %s: %w", w.PoolName, err))
+		return nil, s.k.Internal(ctx, fmt.Errorf("list the profiles of pool %s: %w", w.PoolName, err))
 	}
 	resp := &agentapi.RegisterResponse{WorkerID: worker.ID, Pool: w.PoolName, LeaseSeconds: int(s.agent.Lease / time.Second),
 		HeartbeatSeconds: int(s.agent.Heartbeat / time.Second), LogLimitBytes: s.agent.LogLimit}
@@ -121,19 +123,19 @@ const MaxWorkerLabels = 64
 var labelKeyRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_./-]{0,62}$`)
 
 // myWorker reads the worker a request names and checks it is the caller's.
-func (s *Service) myWorker(ctx context.Context, w *identity.Worker, workerID string) (*model.Worker, error) {
-	worker, err := s.store.GetWorker(ctx, w.TenantID, workerID)
+func (s *Fleet) myWorker(ctx context.Context, w *identity.Worker, workerID string) (*model.Worker, error) {
+	worker, err := s.k.Store.GetWorker(ctx, w.TenantID, workerID)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && worker.PoolID != w.PoolID) {
-		return nil, notFound("no worker %s of pool %s: register first", quote(workerID), w.PoolName)
+		return nil, kernel.NotFound("no worker %s of pool %s: register first", kernel.Quote(workerID), w.PoolName)
 	}
-	return worker, s.internal(ctx, err)
+	return worker, s.k.Internal(ctx, err)
 }
 
 // ClaimTask waits up to the request's wait for a task placed on the
 // worker's pool that fits it, and claims it: placed to running, for this
 // worker, with a lease and the next attempt number, in one statement. It
 // returns nil when nothing came in time.
-func (s *Service) ClaimTask(ctx context.Context, req agentapi.ClaimRequest) (*agentapi.Assignment, error) {
+func (s *Fleet) ClaimTask(ctx context.Context, req agentapi.ClaimRequest) (*agentapi.Assignment, error) {
 	w, err := workerFrom(ctx)
 	if err != nil {
 		return nil, err
@@ -150,13 +152,13 @@ func (s *Service) ClaimTask(ctx context.Context, req agentapi.ClaimRequest) (*ag
 		fit.MaxPerNode = model.MilliGPU(req.FreeMilliGPUs)
 	}
 	if fit.MaxPerNode <= 0 {
-		return nil, invalid("a claim needs free capacity: freeGpus or freeMilliGpus above 0")
+		return nil, kernel.Invalid("a claim needs free capacity: freeGpus or freeMilliGpus above 0")
 	}
 	wait := min(time.Duration(req.WaitSeconds)*time.Second, agentapi.MaxClaimWait)
 	deadline := time.Now().Add(wait)
 	timer := time.NewTimer(0)
 	defer timer.Stop()
-	s.claims.listen(s.events)
+	s.claims.listen(s.k.Events)
 	woken, hops := false, 0
 	for {
 		// In line before looking, so that a placement made between the
@@ -171,7 +173,7 @@ func (s *Service) ClaimTask(ctx context.Context, req agentapi.ClaimRequest) (*ag
 			// Woken for work this worker cannot run: the next in line
 			// may. When the work was taken by a claim that did not wait,
 			// there is nothing to pass on.
-			if placed, err := s.store.Claimable(ctx, w.TenantID, w.PoolID, anyFit); err == nil && placed {
+			if placed, err := s.k.Store.Claimable(ctx, w.TenantID, w.PoolID, anyFit); err == nil && placed {
 				s.claims.wakeOne(waitKey(w.TenantID, w.PoolID), hops)
 			}
 			woken = false
@@ -203,18 +205,18 @@ var anyFit = store.ClaimFit{MaxPerNode: model.MilliGPU(math.MaxInt64), Fractions
 // woken: for placements made by another replica's engine.
 const claimTick = 2 * time.Second
 
-func (s *Service) claimOnce(ctx context.Context, w *identity.Worker, worker *model.Worker, fit store.ClaimFit) (*agentapi.Assignment, error) {
+func (s *Fleet) claimOnce(ctx context.Context, w *identity.Worker, worker *model.Worker, fit store.ClaimFit) (*agentapi.Assignment, error) {
 	// A read first: most looks find nothing, and a read takes no write
 	// lock.
-	if ok, err := s.store.Claimable(ctx, w.TenantID, w.PoolID, fit); err != nil || !ok {
+	if ok, err := s.k.Store.Claimable(ctx, w.TenantID, w.PoolID, fit); err != nil || !ok {
 		return nil, err
 	}
 	var task *model.Task
 	var cr *model.ComputeResource
-	err := s.workerTxn(ctx, w, worker.Hostname, func(t *txn) error {
+	err := s.workerTxn(ctx, w, worker.Hostname, func(t *kernel.Txn) error {
 		var err error
-		task, err = t.q.ClaimTask(ctx, w.TenantID, w.PoolID, worker.ID, "running on "+worker.Hostname+" in pool "+w.PoolName,
-			fit, t.now, t.now.Add(s.agent.Lease))
+		task, err = t.Q.ClaimTask(ctx, w.TenantID, w.PoolID, worker.ID, "running on "+worker.Hostname+" in pool "+w.PoolName,
+			fit, t.Now, t.Now.Add(s.agent.Lease))
 		if errors.Is(err, store.ErrNotFound) {
 			task = nil
 			return nil
@@ -225,13 +227,14 @@ func (s *Service) claimOnce(ctx context.Context, w *identity.Worker, worker *mod
 		// The compute resource's run settings, from the task's own tenant,
 		// read with the claim: when they cannot be read the claim is
 		// undone rather than handing out a task without them.
-		e, err := s.currentEstate(ctx, t.q, task.TenantID)
+		e, err := s.k.CurrentEstate(ctx, t.Q, task.TenantID)
 		if err != nil {
 			return err
 		}
 		cr = e.ComputeResource(task.ComputeResourceID)
-		return t.record("task.started", "task", task.ID, task.Name, task.GroupID,
+		t.Record("task.started", "task", task.ID, task.Name, task.GroupID,
 			fmt.Sprintf("claimed by worker %s of pool %s (attempt %d)", worker.Hostname, w.PoolName, task.Run.Attempt))
+		return nil
 	})
 	if err != nil || task == nil {
 		return nil, err
@@ -243,7 +246,7 @@ func (s *Service) claimOnce(ctx context.Context, w *identity.Worker, worker *mod
 // with the run settings of its compute resource (cr; nil when it is gone)
 // merged in. The task's image wins over the compute resource's, and its
 // variables over those of the same name.
-func (s *Service) assignment(ctx context.Context, t *model.Task, cr *model.ComputeResource) (*agentapi.Assignment, error) {
+func (s *Fleet) assignment(ctx context.Context, t *model.Task, cr *model.ComputeResource) (*agentapi.Assignment, error) {
 	a := &agentapi.Assignment{TaskID: t.ID, Attempt: t.Run.Attempt, Name: t.Name,
 		MilliGPUsPerNode: int64(t.Size.PerNode), Nodes: t.Size.Nodes,
 		Command: t.Spec.Command, Repository: t.Spec.Repository, Commit: t.Spec.Commit, Diff: t.Spec.Diff,
@@ -264,10 +267,10 @@ func (s *Service) assignment(ctx context.Context, t *model.Task, cr *model.Compu
 			a.Mounts = slices.Clone(cr.Mounts)
 		}
 	}
-	if pr, err := s.store.GetProject(ctx, t.TenantID, t.ProjectID); err == nil {
+	if pr, err := s.k.Store.GetProject(ctx, t.TenantID, t.ProjectID); err == nil {
 		a.Project, a.OutputDestination = pr.Name, pr.OutputDestination
 	}
-	if u, err := s.store.GetUser(ctx, t.TenantID, t.OwnerID); err == nil {
+	if u, err := s.k.Store.GetUser(ctx, t.TenantID, t.OwnerID); err == nil {
 		a.Owner = u.Name
 	}
 	return a, nil
@@ -276,7 +279,7 @@ func (s *Service) assignment(ctx context.Context, t *model.Task, cr *model.Compu
 // Heartbeat extends the leases of the worker's tasks and tells it which to
 // stop: tasks aborted, preempted, requeued after a lost lease, or claimed
 // again by another attempt.
-func (s *Service) Heartbeat(ctx context.Context, req agentapi.HeartbeatRequest) (*agentapi.HeartbeatResponse, error) {
+func (s *Fleet) Heartbeat(ctx context.Context, req agentapi.HeartbeatRequest) (*agentapi.HeartbeatResponse, error) {
 	w, err := workerFrom(ctx)
 	if err != nil {
 		return nil, err
@@ -292,13 +295,13 @@ func (s *Service) Heartbeat(ctx context.Context, req agentapi.HeartbeatRequest) 
 	for _, t := range req.Tasks {
 		attempts[t.TaskID] = t.Attempt
 	}
-	now := s.Now()
-	if err := s.store.TouchWorker(ctx, w.TenantID, worker.ID, now); err != nil {
-		return nil, s.internal(ctx, err)
+	now := s.k.Now()
+	if err := s.k.Store.TouchWorker(ctx, w.TenantID, worker.ID, now); err != nil {
+		return nil, s.k.Internal(ctx, err)
 	}
-	tasks, err := s.store.ExtendLeases(ctx, w.TenantID, worker.ID, attempts, now.Add(s.agent.Lease))
+	tasks, err := s.k.Store.ExtendLeases(ctx, w.TenantID, worker.ID, attempts, now.Add(s.agent.Lease))
 	if err != nil {
-		return nil, s.internal(ctx, err)
+		return nil, s.k.Internal(ctx, err)
 	}
 	resp := &agentapi.HeartbeatResponse{LeaseSeconds: int(s.agent.Lease / time.Second)}
 	found := map[string]bool{}
@@ -331,46 +334,46 @@ func (s *Service) Heartbeat(ctx context.Context, req agentapi.HeartbeatRequest) 
 // myTask reads a task a report is about and checks that the report's
 // attempt is the task's current one on this worker's pool. A stale attempt
 // is a CONFLICT (HTTP 409): the worker must drop the task.
-func (s *Service) myTask(ctx context.Context, q store.Queries, w *identity.Worker, taskID string, attempt int, running bool) (*model.Task, error) {
+func (s *Fleet) myTask(ctx context.Context, q store.Queries, w *identity.Worker, taskID string, attempt int, running bool) (*model.Task, error) {
 	if err := checkTaskScope(ctx, taskID, attempt); err != nil {
 		return nil, err
 	}
 	t, err := q.GetTask(ctx, w.TenantID, taskID)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, notFound("no task %s", quote(taskID))
+		return nil, kernel.NotFound("no task %s", kernel.Quote(taskID))
 	}
 	if err != nil {
 		return nil, err
 	}
 	if t.Run.Attempt != attempt || t.Run.WorkerID == "" {
-		return nil, conflict("attempt %d of task %s is no longer current (it is at attempt %d): drop it", attempt, taskID, t.Run.Attempt)
+		return nil, kernel.Conflict("attempt %d of task %s is no longer current (it is at attempt %d): drop it", attempt, taskID, t.Run.Attempt)
 	}
 	if w2, err := q.GetWorker(ctx, w.TenantID, t.Run.WorkerID); err != nil || w2.PoolID != w.PoolID {
-		return nil, notFound("no task %s on pool %s", quote(taskID), w.PoolName)
+		return nil, kernel.NotFound("no task %s on pool %s", kernel.Quote(taskID), w.PoolName)
 	}
 	if running && t.Status != model.TaskRunning {
-		return nil, conflict("task %s is %s now (%s): drop attempt %d", taskID, t.Status, t.Reason, attempt)
+		return nil, kernel.Conflict("task %s is %s now (%s): drop attempt %d", taskID, t.Status, t.Reason, attempt)
 	}
 	return t, nil
 }
 
 // AppendLogs stores a batch of a task's log lines, after cutting out the
 // values of the secrets the task uses.
-func (s *Service) AppendLogs(ctx context.Context, taskID string, req agentapi.LogsRequest) (*agentapi.LogsResponse, error) {
+func (s *Fleet) AppendLogs(ctx context.Context, taskID string, req agentapi.LogsRequest) (*agentapi.LogsResponse, error) {
 	w, err := workerFrom(ctx)
 	if err != nil {
 		return nil, err
 	}
 	if len(req.Lines) > agentapi.MaxLogLinesPerBatch {
-		return nil, invalid("a batch holds at most %d lines", agentapi.MaxLogLinesPerBatch)
+		return nil, kernel.Invalid("a batch holds at most %d lines", agentapi.MaxLogLinesPerBatch)
 	}
-	t, err := s.myTask(ctx, s.store, w, taskID, req.Attempt, false)
+	t, err := s.myTask(ctx, s.k.Store, w, taskID, req.Attempt, false)
 	if err != nil {
-		return nil, s.internal(ctx, err)
+		return nil, s.k.Internal(ctx, err)
 	}
 	secrets, err := s.secretValues(ctx, t)
 	if err != nil {
-		return nil, s.internal(ctx, err)
+		return nil, s.k.Internal(ctx, err)
 	}
 	lines := make([]model.LogLine, 0, len(req.Lines))
 	for _, l := range req.Lines {
@@ -387,102 +390,102 @@ func (s *Service) AppendLogs(ctx context.Context, taskID string, req agentapi.Lo
 		}
 		at := l.At
 		if at.IsZero() {
-			at = s.Now()
+			at = s.k.Now()
 		}
 		lines = append(lines, model.LogLine{At: at, Stream: stream, Line: line, N: l.N})
 	}
-	n, truncated, err := s.store.AppendLogs(ctx, w.TenantID, taskID, req.Attempt, lines, s.agent.LogLimit)
+	n, truncated, err := s.k.Store.AppendLogs(ctx, w.TenantID, taskID, req.Attempt, lines, s.agent.LogLimit)
 	if err != nil {
-		return nil, s.internal(ctx, err)
+		return nil, s.k.Internal(ctx, err)
 	}
 	if n > 0 {
-		s.events.Publish(events.Event{TenantID: w.TenantID, Kind: "task.logs", ObjectKind: "task", ObjectID: taskID, GroupID: t.GroupID, At: s.Now()})
+		s.k.Events.Publish(events.Event{TenantID: w.TenantID, Kind: "task.logs", ObjectKind: "task", ObjectID: taskID, GroupID: t.GroupID, At: s.k.Now()})
 	}
 	return &agentapi.LogsResponse{Accepted: n, Truncated: truncated}, nil
 }
 
 // AppendMetrics stores a batch of a task's metric points.
-func (s *Service) AppendMetrics(ctx context.Context, taskID string, req agentapi.MetricsRequest) error {
+func (s *Fleet) AppendMetrics(ctx context.Context, taskID string, req agentapi.MetricsRequest) error {
 	w, err := workerFrom(ctx)
 	if err != nil {
 		return err
 	}
 	if len(req.Points) > agentapi.MaxMetricsPerBatch {
-		return invalid("a batch holds at most %d points", agentapi.MaxMetricsPerBatch)
+		return kernel.Invalid("a batch holds at most %d points", agentapi.MaxMetricsPerBatch)
 	}
-	t, err := s.myTask(ctx, s.store, w, taskID, req.Attempt, false)
+	t, err := s.myTask(ctx, s.k.Store, w, taskID, req.Attempt, false)
 	if err != nil {
-		return s.internal(ctx, err)
+		return s.k.Internal(ctx, err)
 	}
 	points := make([]model.MetricPoint, 0, len(req.Points))
 	for _, p := range req.Points {
 		name := strings.TrimSpace(p.Name)
 		if name == "" || len(name) > 128 {
-			return invalid("a metric needs a name of 1 to 128 characters")
+			return kernel.Invalid("a metric needs a name of 1 to 128 characters")
 		}
 		if p.Value != p.Value {
-			return invalid("metric %s is not a number", name)
+			return kernel.Invalid("metric %s is not a number", name)
 		}
 		at := p.At
 		if at.IsZero() {
-			at = s.Now()
+			at = s.k.Now()
 		}
 		points = append(points, model.MetricPoint{At: at, Name: name, Value: p.Value, Step: p.Step})
 	}
-	if err := s.store.AppendMetrics(ctx, w.TenantID, taskID, req.Attempt, points); err != nil {
-		return s.internal(ctx, err)
+	if err := s.k.Store.AppendMetrics(ctx, w.TenantID, taskID, req.Attempt, points); err != nil {
+		return s.k.Internal(ctx, err)
 	}
-	s.events.Publish(events.Event{TenantID: w.TenantID, Kind: "task.metrics", ObjectKind: "task", ObjectID: taskID, GroupID: t.GroupID, At: s.Now()})
+	s.k.Events.Publish(events.Event{TenantID: w.TenantID, Kind: "task.metrics", ObjectKind: "task", ObjectID: taskID, GroupID: t.GroupID, At: s.k.Now()})
 	return nil
 }
 
 // TaskSecrets returns the values of the secrets a running task names, for
 // its worker to inject. It is the only way a secret's value leaves the
 // platform.
-func (s *Service) TaskSecrets(ctx context.Context, taskID string, attempt int) (*agentapi.SecretsResponse, error) {
+func (s *Fleet) TaskSecrets(ctx context.Context, taskID string, attempt int) (*agentapi.SecretsResponse, error) {
 	w, err := workerFrom(ctx)
 	if err != nil {
 		return nil, err
 	}
-	t, err := s.myTask(ctx, s.store, w, taskID, attempt, true)
+	t, err := s.myTask(ctx, s.k.Store, w, taskID, attempt, true)
 	if err != nil {
-		return nil, s.internal(ctx, err)
+		return nil, s.k.Internal(ctx, err)
 	}
 	values, err := s.openSecrets(ctx, t)
 	if err != nil {
-		return nil, s.internal(ctx, err)
+		return nil, s.k.Internal(ctx, err)
 	}
 	return &agentapi.SecretsResponse{Secrets: values}, nil
 }
 
-func (s *Service) openSecrets(ctx context.Context, t *model.Task) (map[string]string, error) {
+func (s *Fleet) openSecrets(ctx context.Context, t *model.Task) (map[string]string, error) {
 	out := map[string]string{}
 	if len(t.Spec.Secrets) == 0 {
 		return out, nil
 	}
-	e, err := s.currentEstate(ctx, s.store, t.TenantID)
+	e, err := s.k.CurrentEstate(ctx, s.k.Store, t.TenantID)
 	if err != nil {
 		return nil, err
 	}
-	held, err := heldTenantSecrets(ctx, s.store, e, t)
+	held, err := kernel.HeldTenantSecrets(ctx, s.k.Store, e, t)
 	if err != nil {
 		return nil, err
 	}
 	for _, name := range t.Spec.Secrets {
-		sec, whose, err := findTaskSecret(ctx, s.store, held, t, name)
+		sec, whose, err := kernel.FindTaskSecret(ctx, s.k.Store, held, t, name)
 		if err != nil {
 			return nil, err
 		}
 		if whose != "" {
-			return nil, conflict("secret %s of task %s is %s, which is never given to a task; the task cannot start", name, t.Name, whose)
+			return nil, kernel.Conflict("secret %s of task %s is %s, which is never given to a task; the task cannot start", name, t.Name, whose)
 		}
 		if sec == nil {
-			return nil, conflict("secret %s of task %s is no longer in any vault; the task cannot start", name, t.Name)
+			return nil, kernel.Conflict("secret %s of task %s is no longer in any vault; the task cannot start", name, t.Name)
 		}
-		if s.vault == nil {
+		if s.k.Vault == nil {
 			return nil, errors.New("no vault key configured")
 		}
-		v, err := s.vault.Open(sec.Ciphertext, secretContext(sec.TenantID, sec.Scope, sec.ScopeID, sec.Name))
+		v, err := s.k.Vault.Open(sec.Ciphertext, kernel.SecretContext(sec.TenantID, sec.Scope, sec.ScopeID, sec.Name))
 		if err != nil {
 			return nil, fmt.Errorf("open secret %s: %w", name, err)
 		}
@@ -493,7 +496,7 @@ func (s *Service) openSecrets(ctx context.Context, t *model.Task) (map[string]st
 
 // secretValues returns the secret values to cut out of a task's logs,
 // remembered per attempt.
-func (s *Service) secretValues(ctx context.Context, t *model.Task) ([]string, error) {
+func (s *Fleet) secretValues(ctx context.Context, t *model.Task) ([]string, error) {
 	if len(t.Spec.Secrets) == 0 {
 		return nil, nil
 	}
@@ -520,7 +523,7 @@ func (s *Service) secretValues(ctx context.Context, t *model.Task) ([]string, er
 // closes in the same transaction). A worker that reports preempted (its
 // environment took the capacity back) sends the task back to the front of
 // its queue.
-func (s *Service) FinishTask(ctx context.Context, taskID string, req agentapi.FinishRequest) error {
+func (s *Fleet) FinishTask(ctx context.Context, taskID string, req agentapi.FinishRequest) error {
 	w, err := workerFrom(ctx)
 	if err != nil {
 		return err
@@ -536,29 +539,29 @@ func (s *Service) FinishTask(ctx context.Context, taskID string, req agentapi.Fi
 	case agentapi.StatePreempted:
 		status = model.TaskQueued
 	default:
-		return invalid("state %q is not an end state: use completed, failed, aborted or preempted", req.State)
+		return kernel.Invalid("state %q is not an end state: use completed, failed, aborted or preempted", req.State)
 	}
 	if len(req.Outputs) > 100 || len(req.Message) > 4096 {
-		return invalid("at most 100 outputs and a message of at most 4096 bytes")
+		return kernel.Invalid("at most 100 outputs and a message of at most 4096 bytes")
 	}
 	for _, o := range req.Outputs {
 		if o == "" || len(o) > 2048 || strings.ContainsAny(o, " \n\t") {
-			return invalid("output %q must be a path or URL without spaces, at most 2048 bytes", o)
+			return kernel.Invalid("output %q must be a path or URL without spaces, at most 2048 bytes", o)
 		}
 	}
 	var task *model.Task
-	err = s.workerTxn(ctx, w, "", func(t *txn) error {
+	err = s.workerTxn(ctx, w, "", func(t *kernel.Txn) error {
 		var err error
-		task, err = s.myTask(ctx, t.q, w, taskID, req.Attempt, true)
+		task, err = s.myTask(ctx, t.Q, w, taskID, req.Attempt, true)
 		if err != nil {
 			return err
 		}
-		worker, err := t.q.GetWorker(ctx, w.TenantID, task.Run.WorkerID)
+		worker, err := t.Q.GetWorker(ctx, w.TenantID, task.Run.WorkerID)
 		if err != nil {
 			return err
 		}
-		t.p.UserName = "worker " + worker.Hostname
-		now := t.now
+		t.P.UserName = "worker " + worker.Hostname
+		now := t.Now
 		code := req.ExitCode
 		task.Run.ExitCode, task.Run.Outputs, task.Run.LeaseExpiresAt = &code, req.Outputs, nil
 		task.Status, task.UpdatedAt = status, now
@@ -579,18 +582,19 @@ func (s *Service) FinishTask(ctx context.Context, taskID string, req agentapi.Fi
 		if status.Final() {
 			task.FinishedAt = &now
 		}
-		if err := t.q.UpdateTask(ctx, task); err != nil {
+		if err := t.Q.UpdateTask(ctx, task); err != nil {
 			return err
 		}
-		if err := t.q.EndPlacement(ctx, w.TenantID, task.ID, now, task.Reason); err != nil {
+		if err := t.Q.EndPlacement(ctx, w.TenantID, task.ID, now, task.Reason); err != nil {
 			return err
 		}
-		return t.record("task."+string(status), "task", task.ID, task.Name, task.GroupID, task.Reason)
+		t.Record("task."+string(status), "task", task.ID, task.Name, task.GroupID, task.Reason)
+		return nil
 	})
 	if err != nil {
 		return err
 	}
 	s.redact.Delete(fmt.Sprintf("%s#%d", taskID, req.Attempt))
-	s.events.Publish(events.Event{TenantID: w.TenantID, Kind: "task.finished", ObjectKind: "task", ObjectID: taskID, GroupID: task.GroupID, At: s.Now()})
+	s.k.Events.Publish(events.Event{TenantID: w.TenantID, Kind: "task.finished", ObjectKind: "task", ObjectID: taskID, GroupID: task.GroupID, At: s.k.Now()})
 	return nil
 }

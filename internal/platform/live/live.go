@@ -1,4 +1,4 @@
-package platform
+package live
 
 import (
 	"context"
@@ -14,10 +14,12 @@ import (
 
 	"golang.org/x/sync/singleflight"
 
-	"github.com/klique-ai/klique/internal/estate"
+	"github.com/klique-ai/klique/engine"
 	"github.com/klique-ai/klique/internal/events"
 	"github.com/klique-ai/klique/internal/identity"
 	"github.com/klique-ai/klique/internal/model"
+	"github.com/klique-ai/klique/internal/platform/kernel"
+	"github.com/klique-ai/klique/internal/platform/view"
 	"github.com/klique-ai/klique/internal/store"
 )
 
@@ -79,13 +81,13 @@ type subscriptions struct {
 
 // SetSubscriptionLimits sets the caps on subscriptions; zero fields keep
 // their defaults.
-func (s *Service) SetSubscriptionLimits(l SubscriptionLimits) {
+func (s *Live) SetSubscriptionLimits(l SubscriptionLimits) {
 	s.subs.mu.Lock()
 	s.subs.limits = l
 	s.subs.mu.Unlock()
 }
 
-func (s *Service) subscriptionLimits() SubscriptionLimits {
+func (s *Live) subscriptionLimits() SubscriptionLimits {
 	s.subs.mu.Lock()
 	l := s.subs.limits
 	s.subs.mu.Unlock()
@@ -103,13 +105,13 @@ func (s *Service) subscriptionLimits() SubscriptionLimits {
 
 // SubscriberCount returns how many subscribe to a compute resource's queue
 // on this replica (for tests and metrics).
-func (s *Service) SubscriberCount(tenantID, computeResourceID string) int {
+func (s *Live) SubscriberCount(tenantID, computeResourceID string) int {
 	return s.subs.queues.Subscribers(queueTopic(tenantID, computeResourceID))
 }
 
 // SubscriptionsDropped returns how many payloads this replica dropped for
 // subscribers that read too slowly.
-func (s *Service) SubscriptionsDropped() uint64 {
+func (s *Live) SubscriptionsDropped() uint64 {
 	return s.subs.queues.Dropped() + s.subs.tasks.Dropped() + s.subs.logs.Dropped() +
 		s.subs.pools.Dropped() + s.subs.workers.Dropped() + s.subs.budgets.Dropped()
 }
@@ -135,31 +137,16 @@ type checkedPrincipal struct {
 // without Redis, an expired token).
 const principalRecheck = time.Second
 
-// identityChanged makes every subscriber re-check its credential before
-// its next payload. A change made here calls it before its events are
-// published, so that no update published after the change (a task
-// enqueued the moment a member leaves) is delivered on the strength of a
-// check made before it; the watcher in OpenSubscriptions calls it for
-// changes made through other replicas, which arrive on the bus. It drops
-// the authenticator's cached checks first, so that the re-check sees the
-// change.
-func (s *Service) identityChanged() {
-	if s.auth != nil {
-		s.auth.Invalidate()
-	}
-	s.subs.identityGen.Add(1)
-}
-
-// identityKinds are the events after which subscribers re-check their
-// credential.
-func identityKind(kind string) bool {
-	for _, prefix := range []string{"api_key.", "user.", "group.", "tenant.", "project."} {
-		if strings.HasPrefix(kind, prefix) {
-			return true
-		}
-	}
-	return false
-}
+// recheckSubscribers makes every subscriber re-check its credential before
+// its next payload. It runs as a kernel identity-change hook: a change
+// made in this replica runs it before its events are published, so that
+// no update published after the change (a task enqueued the moment a
+// member leaves) is delivered on the strength of a check made before it;
+// the watcher in OpenSubscriptions runs the hooks for changes made through
+// other replicas, which arrive on the bus. The access domain's hook, which
+// runs first, drops the authenticator's cached checks, so that the
+// re-check sees the change.
+func (s *Live) recheckSubscribers() { s.subs.identityGen.Add(1) }
 
 type connKey struct{}
 
@@ -170,7 +157,7 @@ type connKey struct{}
 // after identity changes, so a revoked key or a member who left a group
 // stops receiving updates. It returns the context the connection's
 // subscriptions run in and a release to call when the connection ends.
-func (s *Service) OpenSubscriptions(ctx context.Context, credential string) (context.Context, func(), error) {
+func (s *Live) OpenSubscriptions(ctx context.Context, credential string) (context.Context, func(), error) {
 	var p *identity.Principal
 	if credential == "" {
 		// The upgrade request was authenticated already: its principal
@@ -179,25 +166,25 @@ func (s *Service) OpenSubscriptions(ctx context.Context, credential string) (con
 		p, _ = identity.PrincipalFrom(ctx)
 	}
 	if credential == "" {
-		return ctx, nil, unauthenticated("send your credential in connection_init: {\"Authorization\": \"Bearer <API key or access token>\"}")
+		return ctx, nil, kernel.Unauthenticated("send your credential in connection_init: {\"Authorization\": \"Bearer <API key or access token>\"}")
 	}
 	c := &subscriptionConn{credential: credential}
 	if p == nil {
 		var err error
 		if p, err = s.auth.Authenticate(ctx, credential); err != nil {
 			if errors.Is(err, identity.ErrUnauthenticated) {
-				return ctx, nil, unauthenticated("%s", err.Error())
+				return ctx, nil, kernel.Unauthenticated("%s", err.Error())
 			}
-			return ctx, nil, s.internal(ctx, fmt.Errorf("authenticate a subscription connection: %w", err))
+			return ctx, nil, s.k.Internal(ctx, fmt.Errorf("authenticate a subscription connection: %w", err))
 		}
 	}
 	sum := sha256.Sum256([]byte(credential))
 	c.key = string(sum[:])
 	s.subs.watchIdentity.Do(func() {
-		sub := s.events.Subscribe(256, func(e events.Event) bool { return identityKind(e.Kind) })
+		sub := s.k.Events.Subscribe(256, func(e events.Event) bool { return kernel.IdentityKind(e.Kind) })
 		go func() {
 			for range sub.C {
-				s.identityChanged()
+				s.k.IdentityChanged()
 			}
 		}()
 	})
@@ -210,7 +197,7 @@ func (s *Service) OpenSubscriptions(ctx context.Context, credential string) (con
 	}
 	if s.subs.conns[user] >= limit {
 		s.subs.mu.Unlock()
-		return ctx, nil, forbidden("you have %d subscription connections open, the most allowed (KLIQUE_SUBSCRIPTION_CONNECTIONS_PER_USER); close one, or run several subscriptions over one connection", limit)
+		return ctx, nil, kernel.Forbidden("you have %d subscription connections open, the most allowed (KLIQUE_SUBSCRIPTION_CONNECTIONS_PER_USER); close one, or run several subscriptions over one connection", limit)
 	}
 	s.subs.conns[user]++
 	s.subs.mu.Unlock()
@@ -237,7 +224,7 @@ func connOf(ctx context.Context) *subscriptionConn {
 }
 
 // startSubscription counts a subscription against its connection's cap.
-func (s *Service) startSubscription(ctx context.Context) (func(), error) {
+func (s *Live) startSubscription(ctx context.Context) (func(), error) {
 	c := connOf(ctx)
 	if c == nil {
 		return func() {}, nil
@@ -245,7 +232,7 @@ func (s *Service) startSubscription(ctx context.Context) (func(), error) {
 	limit := s.subscriptionLimits().PerConnection
 	if n := c.open.Add(1); int(n) > limit {
 		c.open.Add(-1)
-		return nil, forbidden("this connection runs %d subscriptions, the most allowed (KLIQUE_SUBSCRIPTIONS_PER_CONNECTION); stop one first or open another connection", limit)
+		return nil, kernel.Forbidden("this connection runs %d subscriptions, the most allowed (KLIQUE_SUBSCRIPTIONS_PER_CONNECTION); stop one first or open another connection", limit)
 	}
 	var once sync.Once
 	return func() { once.Do(func() { c.open.Add(-1) }) }, nil
@@ -260,9 +247,9 @@ var errCredentialGone = errors.New("credential no longer valid")
 // the next payload. Between changes the last check stands: re-checking for
 // each of 10,000 subscribers on every event would cost more than the
 // delivery.
-func (s *Service) subscriber(ctx context.Context, c *subscriptionConn) (*identity.Principal, error) {
+func (s *Live) subscriber(ctx context.Context, c *subscriptionConn) (*identity.Principal, error) {
 	if c == nil || c.credential == "" {
-		return caller(ctx)
+		return kernel.Caller(ctx)
 	}
 	gen := s.subs.identityGen.Load()
 	last := c.checked.Load()
@@ -282,7 +269,7 @@ func (s *Service) subscriber(ctx context.Context, c *subscriptionConn) (*identit
 	case err != nil:
 		// The store is unreachable for a moment: go on with what was
 		// last known rather than cut every live view.
-		s.log.WarnContext(ctx, "recheck a subscriber's credential", "err", err)
+		s.k.Log.WarnContext(ctx, "recheck a subscriber's credential", "err", err)
 		return last.p, nil
 	}
 	p := v.(*identity.Principal)
@@ -296,7 +283,7 @@ func (s *Service) subscriber(ctx context.Context, c *subscriptionConn) (*identit
 // The hub hands each payload straight to the subscriber's channel (no
 // goroutine per subscriber); the channel is closed at the end, and release
 // called.
-func pump[T any](ctx context.Context, s *Service, r *events.Receiver[T], release func(), first []T,
+func pump[T any](ctx context.Context, s *Live, r *events.Receiver[T], release func(), first []T,
 	check func(p *identity.Principal, v T) (T, bool), missed func(v T, n int) T) <-chan T {
 	conn := connOf(ctx)
 	// The snapshot goes through the same check as every later payload
@@ -332,10 +319,10 @@ func pump[T any](ctx context.Context, s *Service, r *events.Receiver[T], release
 // accepts are taken in batches (what arrived while the previous batch was
 // being built) and build turns each batch into payloads. When tick is set,
 // onTick adds payloads on a timer.
-func feed[T any](s *Service, filter func(events.Event) bool, build func(ctx context.Context, batch []events.Event) []T,
+func feed[T any](s *Live, filter func(events.Event) bool, build func(ctx context.Context, batch []events.Event) []T,
 	tick time.Duration, onTick func(ctx context.Context) []T) events.Feed[T] {
 	return func(publish func(T)) func() {
-		sub := s.events.Subscribe(1024, filter)
+		sub := s.k.Events.Subscribe(1024, filter)
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() {
@@ -436,12 +423,12 @@ func queueTopic(tenantID, crID string) string { return "queue|" + tenantID + "|"
 // SubscribeQueue follows a compute resource's queue: a snapshot first, then
 // an update for each enqueue, placement, preemption, requeue and finish,
 // with the waiting tasks' positions.
-func (s *Service) SubscribeQueue(ctx context.Context, computeResourceRef string) (<-chan *QueueUpdate, error) {
-	p, err := caller(ctx)
+func (s *Live) SubscribeQueue(ctx context.Context, computeResourceRef string) (<-chan *QueueUpdate, error) {
+	p, err := kernel.Caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	cr, err := s.ComputeResource(ctx, computeResourceRef)
+	cr, err := s.k.ComputeResource(ctx, computeResourceRef)
 	if err != nil {
 		return nil, err
 	}
@@ -451,7 +438,7 @@ func (s *Service) SubscribeQueue(ctx context.Context, computeResourceRef string)
 	}
 	tenantID, crID := p.TenantID, cr.ID
 	groupID := ""
-	if e, err := s.currentEstate(ctx, s.store, tenantID); err == nil {
+	if e, err := s.k.CurrentEstate(ctx, s.k.Store, tenantID); err == nil {
 		if pol := e.Policy(cr.PolicyID); pol != nil {
 			groupID = pol.GroupID
 		}
@@ -466,11 +453,11 @@ func (s *Service) SubscribeQueue(ctx context.Context, computeResourceRef string)
 		func(ctx context.Context, batch []events.Event) []*QueueUpdate {
 			return s.queueUpdates(ctx, tenantID, crID, batch)
 		}, 0, nil))
-	first, err := s.queueSnapshot(ctx, tenantID, crID, "snapshot", nil, s.Now())
+	first, err := s.queueSnapshot(ctx, tenantID, crID, "snapshot", nil, s.k.Now())
 	if err != nil {
 		r.Close()
 		release()
-		return nil, s.internal(ctx, err)
+		return nil, s.k.Internal(ctx, err)
 	}
 	return pump(ctx, s, r, release, []*QueueUpdate{first}, checkQueue, func(u *QueueUpdate, n int) *QueueUpdate {
 		c := *u
@@ -481,7 +468,7 @@ func (s *Service) SubscribeQueue(ctx context.Context, computeResourceRef string)
 
 // checkQueue lets through what p may see of a queue update.
 func checkQueue(p *identity.Principal, u *QueueUpdate) (*QueueUpdate, bool) {
-	if p.TenantID != u.TenantID || !seesGroup(p, u.GroupID) {
+	if p.TenantID != u.TenantID || !kernel.SeesGroup(p, u.GroupID) {
 		return nil, false
 	}
 	if p.ProjectID == "" {
@@ -489,17 +476,17 @@ func checkQueue(p *identity.Principal, u *QueueUpdate) (*QueueUpdate, bool) {
 	}
 	// A project-scoped credential sees only its project's tasks.
 	c := *u
-	if c.Task != nil && !seesTask(p, c.Task) {
+	if c.Task != nil && !kernel.SeesTask(p, c.Task) {
 		c.Task = nil
 	}
 	c.Waiting, c.Running = nil, nil
 	for _, w := range u.Waiting {
-		if seesTask(p, w.Task) {
+		if kernel.SeesTask(p, w.Task) {
 			c.Waiting = append(c.Waiting, w)
 		}
 	}
 	for _, t := range u.Running {
-		if seesTask(p, t) {
+		if kernel.SeesTask(p, t) {
 			c.Running = append(c.Running, t)
 		}
 	}
@@ -508,7 +495,7 @@ func checkQueue(p *identity.Principal, u *QueueUpdate) (*QueueUpdate, bool) {
 
 // queueUpdates turns a batch of events into updates of one queue: one per
 // event about it, all sharing one snapshot read after the batch.
-func (s *Service) queueUpdates(ctx context.Context, tenantID, crID string, batch []events.Event) []*QueueUpdate {
+func (s *Live) queueUpdates(ctx context.Context, tenantID, crID string, batch []events.Event) []*QueueUpdate {
 	type about struct {
 		kind string
 		task *model.Task
@@ -520,10 +507,10 @@ func (s *Service) queueUpdates(ctx context.Context, tenantID, crID string, batch
 			abouts = append(abouts, about{kind: e.Kind, at: e.At})
 			continue
 		}
-		t, err := s.store.GetTask(ctx, tenantID, e.ObjectID)
+		t, err := s.k.Store.GetTask(ctx, tenantID, e.ObjectID)
 		if err != nil {
 			if !errors.Is(err, store.ErrNotFound) && ctx.Err() == nil {
-				s.log.Warn("queue subscription: read task", "task", e.ObjectID, "err", err)
+				s.k.Log.Warn("queue subscription: read task", "task", e.ObjectID, "err", err)
 			}
 			continue
 		}
@@ -537,7 +524,7 @@ func (s *Service) queueUpdates(ctx context.Context, tenantID, crID string, batch
 	snap, err := s.queueSnapshot(ctx, tenantID, crID, "", nil, abouts[len(abouts)-1].at)
 	if err != nil {
 		if ctx.Err() == nil {
-			s.log.Warn("queue subscription: read queue", "compute_resource", crID, "err", err)
+			s.k.Log.Warn("queue subscription: read queue", "compute_resource", crID, "err", err)
 		}
 		return nil
 	}
@@ -546,7 +533,7 @@ func (s *Service) queueUpdates(ctx context.Context, tenantID, crID string, batch
 		u := *snap
 		u.Kind, u.Task, u.At = a.kind, a.task, a.at
 		if u.At.IsZero() {
-			u.At = s.Now()
+			u.At = s.k.Now()
 		}
 		out = append(out, &u)
 	}
@@ -554,8 +541,8 @@ func (s *Service) queueUpdates(ctx context.Context, tenantID, crID string, batch
 }
 
 // queueSnapshot reads a queue as it is now.
-func (s *Service) queueSnapshot(ctx context.Context, tenantID, crID, kind string, task *model.Task, at time.Time) (*QueueUpdate, error) {
-	e, err := s.currentEstate(ctx, s.store, tenantID)
+func (s *Live) queueSnapshot(ctx context.Context, tenantID, crID, kind string, task *model.Task, at time.Time) (*QueueUpdate, error) {
+	e, err := s.k.CurrentEstate(ctx, s.k.Store, tenantID)
 	if err != nil {
 		return nil, err
 	}
@@ -567,16 +554,16 @@ func (s *Service) queueSnapshot(ctx context.Context, tenantID, crID, kind string
 	if pol := e.Policy(cr.PolicyID); pol != nil {
 		u.GroupID = pol.GroupID
 	}
-	waiting, err := s.store.ListTasks(ctx, tenantID, store.TaskFilter{ComputeResourceID: crID,
+	waiting, err := s.k.Store.ListTasks(ctx, tenantID, store.TaskFilter{ComputeResourceID: crID,
 		Statuses: []model.TaskStatus{model.TaskQueued}}, store.Page{Limit: maxQueueListed}, false)
 	if err != nil {
 		return nil, fmt.Errorf("list waiting tasks: %w", err)
 	}
-	if u.Running, err = s.store.ListTasks(ctx, tenantID, store.TaskFilter{ComputeResourceID: crID,
+	if u.Running, err = s.k.Store.ListTasks(ctx, tenantID, store.TaskFilter{ComputeResourceID: crID,
 		Statuses: []model.TaskStatus{model.TaskPlaced, model.TaskRunning}}, store.Page{Limit: maxQueueListed}, false); err != nil {
 		return nil, fmt.Errorf("list running tasks: %w", err)
 	}
-	qs, err := s.store.GetQueueState(ctx, tenantID, crID)
+	qs, err := s.k.Store.GetQueueState(ctx, tenantID, crID)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		qs = nil
@@ -588,7 +575,7 @@ func (s *Service) queueSnapshot(ctx context.Context, tenantID, crID, kind string
 	}
 	u.Waiting = make([]QueuedTask, len(waiting))
 	for i, t := range waiting {
-		u.Waiting[i] = QueuedTask{Position: i + 1, Reason: waitingReason(t, i+1, qs), Task: t}
+		u.Waiting[i] = QueuedTask{Position: i + 1, Reason: engine.WaitingReason(t, i+1, qs), Task: t}
 	}
 	return u, nil
 }
@@ -605,8 +592,8 @@ type TaskUpdate struct {
 
 // SubscribeTask follows one task's changes: a snapshot first, then each
 // state change and new metric points.
-func (s *Service) SubscribeTask(ctx context.Context, id string) (<-chan *TaskUpdate, error) {
-	t, err := s.Task(ctx, id)
+func (s *Live) SubscribeTask(ctx context.Context, id string) (<-chan *TaskUpdate, error) {
+	t, err := s.k.Task(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -621,7 +608,7 @@ func (s *Service) SubscribeTask(ctx context.Context, id string) (<-chan *TaskUpd
 				(taskLifecycle(e.Kind) || e.Kind == "task.metrics")
 		},
 		func(ctx context.Context, batch []events.Event) []*TaskUpdate {
-			cur, err := s.store.GetTask(ctx, tenantID, taskID)
+			cur, err := s.k.Store.GetTask(ctx, tenantID, taskID)
 			if err != nil {
 				return nil
 			}
@@ -634,9 +621,9 @@ func (s *Service) SubscribeTask(ctx context.Context, id string) (<-chan *TaskUpd
 			}
 			return out
 		}, 0, nil))
-	return pump(ctx, s, r, release, []*TaskUpdate{{Kind: "snapshot", At: s.Now(), Task: t}},
+	return pump(ctx, s, r, release, []*TaskUpdate{{Kind: "snapshot", At: s.k.Now(), Task: t}},
 		func(p *identity.Principal, u *TaskUpdate) (*TaskUpdate, bool) {
-			return u, p.TenantID == u.Task.TenantID && seesTask(p, u.Task)
+			return u, p.TenantID == u.Task.TenantID && kernel.SeesTask(p, u.Task)
 		}, func(u *TaskUpdate, n int) *TaskUpdate {
 			c := *u
 			c.Missed = n
@@ -666,16 +653,16 @@ type logSignal struct {
 // SubscribeTaskLogs tails a task's log: the lines after after (or the last
 // tail lines) first, then new lines as the worker sends them, until the task
 // ends.
-func (s *Service) SubscribeTaskLogs(ctx context.Context, id string, after *int64, tail int) (<-chan *LogUpdate, error) {
-	t, err := s.Task(ctx, id)
+func (s *Live) SubscribeTaskLogs(ctx context.Context, id string, after *int64, tail int) (<-chan *LogUpdate, error) {
+	t, err := s.k.Task(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	if after != nil && *after < 0 {
-		return nil, invalid("after must be a log line's seq (0 or more), not %d", *after)
+		return nil, kernel.Invalid("after must be a log line's seq (0 or more), not %d", *after)
 	}
 	if tail < 0 || tail > 5000 {
-		return nil, invalid("tail must be between 0 and 5000 lines, not %d", tail)
+		return nil, kernel.Invalid("tail must be between 0 and 5000 lines, not %d", tail)
 	}
 	release, err := s.startSubscription(ctx)
 	if err != nil {
@@ -688,17 +675,17 @@ func (s *Service) SubscribeTaskLogs(ctx context.Context, id string, after *int64
 				(e.Kind == "task.logs" || taskLifecycle(e.Kind))
 		},
 		func(ctx context.Context, batch []events.Event) []*logSignal {
-			cur, err := s.store.GetTask(ctx, tenantID, taskID)
+			cur, err := s.k.Store.GetTask(ctx, tenantID, taskID)
 			if err != nil {
 				return nil
 			}
 			return []*logSignal{{ended: cur.Status.Final()}}
 		}, 0, nil))
-	var page *LogPage
+	var page *view.LogPage
 	if after != nil {
-		page, err = s.TaskLogs(ctx, t, *after, 5000, 0)
+		page, err = s.reads.TaskLogs(ctx, t, *after, 5000, 0)
 	} else {
-		page, err = s.TaskLogs(ctx, t, 0, 0, max(tail, 1))
+		page, err = s.reads.TaskLogs(ctx, t, 0, 0, max(tail, 1))
 		if err == nil && tail == 0 {
 			page.Lines = nil
 		}
@@ -762,16 +749,16 @@ func (s *Service) SubscribeTaskLogs(ctx context.Context, id string, after *int64
 			if err != nil || p == nil || p.TenantID != tenantID {
 				return
 			}
-			cur, err := s.store.GetTask(ctx, tenantID, taskID)
-			if err != nil || !seesTask(p, cur) {
+			cur, err := s.k.Store.GetTask(ctx, tenantID, taskID)
+			if err != nil || !kernel.SeesTask(p, cur) {
 				return
 			}
 			// Read on until the log is drained, in pages.
 			for {
-				lines, err := s.store.ListLogs(ctx, tenantID, taskID, last, 1000, false)
+				lines, err := s.k.Store.ListLogs(ctx, tenantID, taskID, last, 1000, false)
 				if err != nil {
 					if ctx.Err() == nil {
-						s.log.WarnContext(ctx, "log subscription: read log", "task", taskID, "err", err)
+						s.k.Log.WarnContext(ctx, "log subscription: read log", "task", taskID, "err", err)
 					}
 					return
 				}
@@ -865,8 +852,8 @@ type PoolUtilization struct {
 
 // SubscribePoolUtilization follows used and declared GPUs per pool and per
 // GPU class: what everyone in a tenant may see of the capacity serving it.
-func (s *Service) SubscribePoolUtilization(ctx context.Context) (<-chan *PoolUtilization, error) {
-	p, err := caller(ctx)
+func (s *Live) SubscribePoolUtilization(ctx context.Context) (<-chan *PoolUtilization, error) {
+	p, err := kernel.Caller(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -881,7 +868,7 @@ func (s *Service) SubscribePoolUtilization(ctx context.Context) (<-chan *PoolUti
 	last, err := s.poolUtilization(ctx, tenantID, "snapshot")
 	if err != nil {
 		release()
-		return nil, s.internal(ctx, err)
+		return nil, s.k.Internal(ctx, err)
 	}
 	r := s.subs.pools.Join("pools|"+tenantID, s.subscriptionLimits().Buffer, feed(s,
 		func(e events.Event) bool {
@@ -892,7 +879,7 @@ func (s *Service) SubscribePoolUtilization(ctx context.Context) (<-chan *PoolUti
 			u, err := s.poolUtilization(ctx, tenantID, batch[len(batch)-1].Kind)
 			if err != nil {
 				if ctx.Err() == nil {
-					s.log.Warn("pool subscription: read pools", "err", err)
+					s.k.Log.Warn("pool subscription: read pools", "err", err)
 				}
 				return nil
 			}
@@ -912,7 +899,7 @@ func (s *Service) SubscribePoolUtilization(ctx context.Context) (<-chan *PoolUti
 	if err != nil {
 		r.Close()
 		release()
-		return nil, s.internal(ctx, err)
+		return nil, s.k.Internal(ctx, err)
 	}
 	return pump(ctx, s, r, release, []*PoolUtilization{first},
 		func(p *identity.Principal, u *PoolUtilization) (*PoolUtilization, bool) {
@@ -925,20 +912,20 @@ func (s *Service) SubscribePoolUtilization(ctx context.Context) (<-chan *PoolUti
 		}), nil
 }
 
-func (s *Service) poolUtilization(ctx context.Context, tenantID, kind string) (*PoolUtilization, error) {
-	e, err := s.currentEstate(ctx, s.store, tenantID)
+func (s *Live) poolUtilization(ctx context.Context, tenantID, kind string) (*PoolUtilization, error) {
+	e, err := s.k.CurrentEstate(ctx, s.k.Store, tenantID)
 	if err != nil {
 		return nil, err
 	}
-	held, err := s.store.ListSchedulable(ctx, tenantID, 0)
+	held, err := s.k.Store.ListSchedulable(ctx, tenantID, 0)
 	if err != nil {
 		return nil, fmt.Errorf("list tasks holding capacity: %w", err)
 	}
-	ws, err := s.store.ListWorkers(ctx, tenantID)
+	ws, err := s.k.Store.ListWorkers(ctx, tenantID)
 	if err != nil {
 		return nil, fmt.Errorf("list workers: %w", err)
 	}
-	now := s.Now()
+	now := s.k.Now()
 	used := map[string]model.MilliGPU{}
 	for _, t := range held {
 		if t.PoolID != "" && t.Status != model.TaskQueued {
@@ -985,16 +972,16 @@ type WorkerUpdate struct {
 	TenantID string
 	Kind     string
 	At       time.Time
-	Worker   *WorkerView
-	Workers  []*WorkerView
+	Worker   *view.WorkerView
+	Workers  []*view.WorkerView
 	Missed   int
 }
 
 // SubscribeWorkers follows the tenant's workers: joins, and heartbeats lost
 // (found by looking at each worker's last heartbeat every heartbeat
 // interval, since a silent worker sends nothing to notice it by).
-func (s *Service) SubscribeWorkers(ctx context.Context) (<-chan *WorkerUpdate, error) {
-	p, err := caller(ctx)
+func (s *Live) SubscribeWorkers(ctx context.Context) (<-chan *WorkerUpdate, error) {
+	p, err := kernel.Caller(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -1003,14 +990,14 @@ func (s *Service) SubscribeWorkers(ctx context.Context) (<-chan *WorkerUpdate, e
 		return nil, err
 	}
 	tenantID := p.TenantID
-	first, err := s.workerViews(ctx, tenantID)
+	first, err := s.reads.TenantWorkers(ctx, tenantID)
 	if err != nil {
 		release()
-		return nil, s.internal(ctx, err)
+		return nil, s.k.Internal(ctx, err)
 	}
 	var mu sync.Mutex
 	online := map[string]bool{}
-	seen := func(ws []*WorkerView) {
+	seen := func(ws []*view.WorkerView) {
 		for _, w := range ws {
 			online[w.ID] = w.Online
 		}
@@ -1018,7 +1005,7 @@ func (s *Service) SubscribeWorkers(ctx context.Context) (<-chan *WorkerUpdate, e
 	r := s.subs.workers.Join("workers|"+tenantID, s.subscriptionLimits().Buffer, feed(s,
 		func(e events.Event) bool { return e.TenantID == tenantID && e.Kind == "worker.registered" },
 		func(ctx context.Context, batch []events.Event) []*WorkerUpdate {
-			ws, err := s.workerViews(ctx, tenantID)
+			ws, err := s.reads.TenantWorkers(ctx, tenantID)
 			if err != nil {
 				return nil
 			}
@@ -1035,14 +1022,14 @@ func (s *Service) SubscribeWorkers(ctx context.Context) (<-chan *WorkerUpdate, e
 			seen(ws)
 			return out
 		}, s.agent.Heartbeat, func(ctx context.Context) []*WorkerUpdate {
-			ws, err := s.workerViews(ctx, tenantID)
+			ws, err := s.reads.TenantWorkers(ctx, tenantID)
 			if err != nil {
 				return nil
 			}
 			mu.Lock()
 			defer mu.Unlock()
 			var out []*WorkerUpdate
-			now := s.Now()
+			now := s.k.Now()
 			for _, w := range ws {
 				was, known := online[w.ID]
 				switch {
@@ -1058,34 +1045,13 @@ func (s *Service) SubscribeWorkers(ctx context.Context) (<-chan *WorkerUpdate, e
 	mu.Lock()
 	seen(first)
 	mu.Unlock()
-	return pump(ctx, s, r, release, []*WorkerUpdate{{TenantID: tenantID, Kind: "snapshot", At: s.Now(), Workers: first}},
+	return pump(ctx, s, r, release, []*WorkerUpdate{{TenantID: tenantID, Kind: "snapshot", At: s.k.Now(), Workers: first}},
 		func(p *identity.Principal, u *WorkerUpdate) (*WorkerUpdate, bool) { return u, p.TenantID == u.TenantID },
 		func(u *WorkerUpdate, n int) *WorkerUpdate {
 			c := *u
 			c.Missed = n
 			return &c
 		}), nil
-}
-
-func (s *Service) workerViews(ctx context.Context, tenantID string) ([]*WorkerView, error) {
-	ws, err := s.store.ListWorkers(ctx, tenantID)
-	if err != nil {
-		return nil, fmt.Errorf("list workers: %w", err)
-	}
-	e, err := s.currentEstate(ctx, s.store, tenantID)
-	if err != nil {
-		return nil, err
-	}
-	now := s.Now()
-	out := make([]*WorkerView, 0, len(ws))
-	for _, w := range ws {
-		v := &WorkerView{Worker: w, Online: now.Sub(w.LastHeartbeatAt) <= s.agent.Lease}
-		if pool := e.Pool(w.PoolID); pool != nil {
-			v.PoolName = pool.Name
-		}
-		out = append(out, v)
-	}
-	return out, nil
 }
 
 // --- budgetBurn ---
@@ -1096,7 +1062,7 @@ type BudgetBurnUpdate struct {
 	GroupID  string
 	Kind     string
 	At       time.Time
-	Policy   *PolicyView
+	Policy   *view.PolicyView
 	Alert    string
 	Missed   int
 }
@@ -1112,12 +1078,12 @@ func (u *BudgetBurnUpdate) AlertText() *string {
 // SubscribeBudgetBurn follows a resource policy's budget: used, left, burn
 // rate and projected run-out, updated when its group's work starts or
 // stops, when an alert is raised, and every minute while work burns it.
-func (s *Service) SubscribeBudgetBurn(ctx context.Context, policyRef string) (<-chan *BudgetBurnUpdate, error) {
-	p, err := caller(ctx)
+func (s *Live) SubscribeBudgetBurn(ctx context.Context, policyRef string) (<-chan *BudgetBurnUpdate, error) {
+	p, err := kernel.Caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	pol, err := s.Policy(ctx, policyRef)
+	pol, err := s.k.Policy(ctx, policyRef)
 	if err != nil {
 		return nil, err
 	}
@@ -1130,7 +1096,7 @@ func (s *Service) SubscribeBudgetBurn(ctx context.Context, policyRef string) (<-
 		u, err := s.budgetBurn(ctx, tenantID, polID, kind)
 		if err != nil {
 			if ctx.Err() == nil {
-				s.log.Warn("budget subscription: read policy view", "policy", polID, "err", err)
+				s.k.Log.Warn("budget subscription: read policy view", "policy", polID, "err", err)
 			}
 			return nil
 		}
@@ -1157,11 +1123,11 @@ func (s *Service) SubscribeBudgetBurn(ctx context.Context, policyRef string) (<-
 	if err != nil {
 		r.Close()
 		release()
-		return nil, s.internal(ctx, err)
+		return nil, s.k.Internal(ctx, err)
 	}
 	return pump(ctx, s, r, release, []*BudgetBurnUpdate{first},
 		func(p *identity.Principal, u *BudgetBurnUpdate) (*BudgetBurnUpdate, bool) {
-			return u, p.TenantID == u.TenantID && seesGroup(p, u.GroupID)
+			return u, p.TenantID == u.TenantID && kernel.SeesGroup(p, u.GroupID)
 		}, func(u *BudgetBurnUpdate, n int) *BudgetBurnUpdate {
 			c := *u
 			c.Missed = n
@@ -1169,39 +1135,26 @@ func (s *Service) SubscribeBudgetBurn(ctx context.Context, policyRef string) (<-
 		}), nil
 }
 
-func (s *Service) budgetBurn(ctx context.Context, tenantID, policyID, kind string) (*BudgetBurnUpdate, error) {
-	full, err := s.currentEstate(ctx, s.store, tenantID)
+func (s *Live) budgetBurn(ctx context.Context, tenantID, policyID, kind string) (*BudgetBurnUpdate, error) {
+	now := s.k.Now()
+	v, err := s.reads.TenantPolicyView(ctx, tenantID, policyID, now)
 	if err != nil {
 		return nil, err
 	}
-	pol := full.Policy(policyID)
-	if pol == nil {
-		return nil, fmt.Errorf("resource policy %s is gone", policyID)
-	}
-	now := s.Now()
-	held, err := s.store.ListSchedulable(ctx, tenantID, 0)
-	if err != nil {
-		return nil, fmt.Errorf("list tasks holding capacity: %w", err)
-	}
-	used, err := s.budgetUsed(ctx, tenantID, full, now)
-	if err != nil {
-		return nil, fmt.Errorf("budget used: %w", err)
-	}
-	v, err := s.policyView(ctx, tenantID, full, full, pol, held, used, now)
-	if err != nil {
-		return nil, err
-	}
-	u := &BudgetBurnUpdate{TenantID: tenantID, GroupID: pol.GroupID, Kind: kind, At: now, Policy: v}
+	u := &BudgetBurnUpdate{TenantID: tenantID, GroupID: v.Policy.GroupID, Kind: kind, At: now, Policy: v}
 	if kind == "budget.alert" && v.Budget != nil {
-		u.Alert = budgetAlertText(full, pol, v.Budget)
+		u.Alert = budgetAlertText(v)
 	}
 	return u, nil
 }
 
 // budgetAlertText says what a budget alert is about, as the engine's audit
 // entry does.
-func budgetAlertText(e *estate.Estate, pol *model.ResourcePolicy, b *BudgetView) string {
-	group := e.GroupName(pol.GroupID)
+func budgetAlertText(v *view.PolicyView) string {
+	b, group := v.Budget, ""
+	if v.Group != nil {
+		group = v.Group.Name
+	}
 	if b.UsedUp {
 		return fmt.Sprintf("group %s has used up its time budget of %.2f h; it resets %s", group, float64(b.Total)/1e6, b.ResetsAt.Format(time.RFC3339))
 	}

@@ -1,9 +1,11 @@
-package platform
+package access
 
 import (
 	"context"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/klique-ai/klique/internal/platform/kernel"
 )
 
 // What the MCP server needs beyond the operations every channel shares.
@@ -25,13 +27,13 @@ const maxToolCallDetail = 1000
 
 // RecordToolCall writes the audit entry of one MCP tool call by the caller:
 // the tool and a one-line account of what it read or why it was refused.
-func (s *Service) RecordToolCall(ctx context.Context, tool, detail string) error {
-	p, err := caller(ctx)
+func (s *Access) RecordToolCall(ctx context.Context, tool, detail string) error {
+	p, err := kernel.Caller(ctx)
 	if err != nil {
 		return err
 	}
 	if tool = strings.TrimSpace(tool); tool == "" || len(tool) > 128 {
-		return invalid("a tool call needs the tool's name (at most 128 characters)")
+		return kernel.Invalid("a tool call needs the tool's name (at most 128 characters)")
 	}
 	detail = strings.Join(strings.Fields(strings.ToValidUTF8(detail, "?")), " ")
 	if len(detail) > maxToolCallDetail {
@@ -41,7 +43,8 @@ func (s *Service) RecordToolCall(ctx context.Context, tool, detail string) error
 		}
 		detail = detail[:cut] + "…"
 	}
-	return s.write(ctx, p, func(t *txn) error {
-		return t.record(ToolCallAction, ToolCallKind, "", tool, "", detail)
+	return s.k.Write(ctx, p, func(t *kernel.Txn) error {
+		t.Record(ToolCallAction, ToolCallKind, "", tool, "", detail)
+		return nil
 	})
 }

@@ -1,6 +1,7 @@
-package platform
+package kernel
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"strings"
@@ -24,77 +25,89 @@ import (
 // A credential scoped to a project acts only on that project's tasks and
 // cannot change the allocation model or identities.
 
-func requireAdmin(p *identity.Principal, what string) error {
+// Caller returns the principal of the request, or UNAUTHENTICATED.
+func Caller(ctx context.Context) (*identity.Principal, error) {
+	p, ok := identity.PrincipalFrom(ctx)
+	if !ok || p == nil {
+		return nil, Unauthenticated("sign in first: send an API key or access token as 'Authorization: Bearer <credential>'")
+	}
+	return p, nil
+}
+
+// RequireAdmin refuses all but an unscoped tenant admin.
+func RequireAdmin(p *identity.Principal, what string) error {
 	if !p.IsAdmin() {
-		return forbidden("only a tenant admin can %s", what)
+		return Forbidden("only a tenant admin can %s", what)
 	}
 	if p.ProjectID != "" {
-		return forbidden("this credential is scoped to one project and cannot %s; use an unscoped API key", what)
+		return Forbidden("this credential is scoped to one project and cannot %s; use an unscoped API key", what)
 	}
 	return nil
 }
 
-func requirePlatformAdmin(p *identity.Principal, what string) error {
+// RequirePlatformAdmin refuses all but an unscoped platform admin.
+func RequirePlatformAdmin(p *identity.Principal, what string) error {
 	if p.Role != model.RolePlatformAdmin {
-		return forbidden("only a platform admin can %s", what)
+		return Forbidden("only a platform admin can %s", what)
 	}
 	if p.ProjectID != "" {
-		return forbidden("this credential is scoped to one project and cannot %s; use an unscoped API key", what)
+		return Forbidden("this credential is scoped to one project and cannot %s; use an unscoped API key", what)
 	}
 	return nil
 }
 
-func requireWrite(p *identity.Principal, what string) error {
+// RequireWrite refuses viewers.
+func RequireWrite(p *identity.Principal, what string) error {
 	if !p.CanWrite() {
-		return forbidden("a viewer cannot %s", what)
+		return Forbidden("a viewer cannot %s", what)
 	}
 	return nil
 }
 
-// seesGroup reports whether p may see a group and the group's policy,
+// SeesGroup reports whether p may see a group and the group's policy,
 // compute resources and queues.
-func seesGroup(p *identity.Principal, groupID string) bool {
+func SeesGroup(p *identity.Principal, groupID string) bool {
 	return p.IsAdmin() || p.InGroup(groupID)
 }
 
-// seesTask reports whether p may see a task: admins see all, others their
+// SeesTask reports whether p may see a task: admins see all, others their
 // own tasks and their groups' tasks; a project-scoped credential only the
 // project's.
-func seesTask(p *identity.Principal, t *model.Task) bool {
+func SeesTask(p *identity.Principal, t *model.Task) bool {
 	if p.ProjectID != "" && t.ProjectID != p.ProjectID {
 		return false
 	}
 	return p.IsAdmin() || t.OwnerID == p.UserID || p.InGroup(t.GroupID)
 }
 
-// mayAbort reports whether p may stop a task: its owner, a lead of its group,
+// MayAbort reports whether p may stop a task: its owner, a lead of its group,
 // or an admin.
-func mayAbort(p *identity.Principal, t *model.Task) bool {
-	if !p.CanWrite() || !seesTask(p, t) {
+func MayAbort(p *identity.Principal, t *model.Task) bool {
+	if !p.CanWrite() || !SeesTask(p, t) {
 		return false
 	}
 	return p.IsAdmin() || t.OwnerID == p.UserID || p.LeadOf(t.GroupID)
 }
 
-// usesProject reports whether p may put work in a project.
-func usesProject(p *identity.Principal, pr *model.Project) bool {
+// UsesProject reports whether p may put work in a project.
+func UsesProject(p *identity.Principal, pr *model.Project) bool {
 	if p.ProjectID != "" && p.ProjectID != pr.ID {
 		return false
 	}
 	return p.IsAdmin() || pr.GroupID == "" || p.InGroup(pr.GroupID)
 }
 
-// managesGroup reports whether p may change a group's members.
-func managesGroup(p *identity.Principal, groupID string) bool {
+// ManagesGroup reports whether p may change a group's members.
+func ManagesGroup(p *identity.Principal, groupID string) bool {
 	if p.ProjectID != "" || !p.CanWrite() {
 		return false
 	}
 	return p.IsAdmin() || p.LeadOf(groupID)
 }
 
-// groupNames lists the caller's groups for messages ("group ml-research",
+// GroupNames lists the caller's groups for messages ("group ml-research",
 // "groups a, b").
-func groupNames(p *identity.Principal) string {
+func GroupNames(p *identity.Principal) string {
 	var names []string
 	for _, g := range p.Groups {
 		names = append(names, g.GroupName)
@@ -109,4 +122,5 @@ func groupNames(p *identity.Principal) string {
 	return "groups " + strings.Join(names, ", ")
 }
 
-func quote(s string) string { return fmt.Sprintf("'%s'", s) }
+// Quote puts a name a person typed in quotes for a message.
+func Quote(s string) string { return fmt.Sprintf("'%s'", s) }

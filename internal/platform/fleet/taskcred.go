@@ -1,4 +1,4 @@
-package platform
+package fleet
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/klique-ai/klique/internal/agentapi"
 	"github.com/klique-ai/klique/internal/identity"
+	"github.com/klique-ai/klique/internal/platform/kernel"
 	"github.com/klique-ai/klique/internal/store"
 )
 
@@ -62,7 +63,7 @@ func taskScopeFrom(ctx context.Context) *TaskScope {
 // claiming, heartbeating, issuing credentials, acting as the autoscaler.
 func notTaskScoped(ctx context.Context, what string) error {
 	if s := taskScopeFrom(ctx); s != nil {
-		return forbidden("a task credential may only report the logs, metrics and end of task %s; %s needs the worker credential", s.TaskID, what)
+		return kernel.Forbidden("a task credential may only report the logs, metrics and end of task %s; %s needs the worker credential", s.TaskID, what)
 	}
 	return nil
 }
@@ -74,12 +75,12 @@ func checkTaskScope(ctx context.Context, taskID string, attempt int) error {
 	if s == nil || (s.TaskID == taskID && s.Attempt == attempt) {
 		return nil
 	}
-	return forbidden("this task credential is for attempt %d of task %s only", s.Attempt, s.TaskID)
+	return kernel.Forbidden("this task credential is for attempt %d of task %s only", s.Attempt, s.TaskID)
 }
 
 // IssueTaskCredential gives the worker a credential for one attempt of a
 // task it holds and that is running.
-func (s *Service) IssueTaskCredential(ctx context.Context, taskID string, attempt int) (*agentapi.TaskCredentialResponse, error) {
+func (s *Fleet) IssueTaskCredential(ctx context.Context, taskID string, attempt int) (*agentapi.TaskCredentialResponse, error) {
 	w, err := workerFrom(ctx)
 	if err != nil {
 		return nil, err
@@ -87,21 +88,21 @@ func (s *Service) IssueTaskCredential(ctx context.Context, taskID string, attemp
 	if err := notTaskScoped(ctx, "issuing a task credential"); err != nil {
 		return nil, err
 	}
-	if s.vault == nil {
-		return nil, unavailable("task credentials need the vault key (KLIQUE_VAULT_KEY) and none is configured")
+	if s.k.Vault == nil {
+		return nil, kernel.Unavailable("task credentials need the vault key (KLIQUE_VAULT_KEY) and none is configured")
 	}
-	if _, err := s.myTask(ctx, s.store, w, taskID, attempt, true); err != nil {
-		return nil, s.internal(ctx, err)
+	if _, err := s.myTask(ctx, s.k.Store, w, taskID, attempt, true); err != nil {
+		return nil, s.k.Internal(ctx, err)
 	}
-	exp := s.Now().Add(TaskCredentialTTL)
+	exp := s.k.Now().Add(TaskCredentialTTL)
 	raw, err := json.Marshal(taskCredential{Tenant: w.TenantID, Pool: w.PoolID, Credential: w.CredentialID,
 		Task: taskID, Attempt: attempt, Expires: exp.Unix()})
 	if err != nil {
-		return nil, s.internal(ctx, fmt.Errorf("encode task credential: %w", err))
+		return nil, s.k.Internal(ctx, fmt.Errorf("encode task credential: %w", err))
 	}
-	sealed, err := s.vault.Seal(raw, taskCredentialContext)
+	sealed, err := s.k.Vault.Seal(raw, taskCredentialContext)
 	if err != nil {
-		return nil, s.internal(ctx, fmt.Errorf("seal task credential: %w", err))
+		return nil, s.k.Internal(ctx, fmt.Errorf("seal task credential: %w", err))
 	}
 	return &agentapi.TaskCredentialResponse{Token: agentapi.TaskCredentialPrefix + base64.RawURLEncoding.EncodeToString(sealed),
 		ExpiresAt: exp}, nil
@@ -111,16 +112,16 @@ func (s *Service) IssueTaskCredential(ctx context.Context, taskID string, attemp
 // worker identity it acts as (the issuing worker credential's pool) and
 // the one attempt it may report on. Attach both to the context
 // (identity.WithWorker, WithTaskScope).
-func (s *Service) AuthenticateTaskCredential(ctx context.Context, secret string) (*identity.Worker, *TaskScope, error) {
-	bad := unauthenticated("the task credential is not valid: it is issued by the submitter for one task attempt (kqt_…)")
-	if s.vault == nil || !strings.HasPrefix(secret, agentapi.TaskCredentialPrefix) {
+func (s *Fleet) AuthenticateTaskCredential(ctx context.Context, secret string) (*identity.Worker, *TaskScope, error) {
+	bad := kernel.Unauthenticated("the task credential is not valid: it is issued by the submitter for one task attempt (kqt_…)")
+	if s.k.Vault == nil || !strings.HasPrefix(secret, agentapi.TaskCredentialPrefix) {
 		return nil, nil, bad
 	}
 	sealed, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(secret, agentapi.TaskCredentialPrefix))
 	if err != nil {
 		return nil, nil, bad
 	}
-	raw, err := s.vault.Open(sealed, taskCredentialContext)
+	raw, err := s.k.Vault.Open(sealed, taskCredentialContext)
 	if err != nil {
 		return nil, nil, bad
 	}
@@ -128,12 +129,12 @@ func (s *Service) AuthenticateTaskCredential(ctx context.Context, secret string)
 	if err := json.Unmarshal(raw, &c); err != nil || c.Task == "" {
 		return nil, nil, bad
 	}
-	if s.Now().Unix() > c.Expires {
-		return nil, nil, unauthenticated("the task credential of task %s expired", c.Task)
+	if s.k.Now().Unix() > c.Expires {
+		return nil, nil, kernel.Unauthenticated("the task credential of task %s expired", c.Task)
 	}
-	creds, err := s.store.ListWorkerCredentials(ctx, c.Tenant)
+	creds, err := s.k.Store.ListWorkerCredentials(ctx, c.Tenant)
 	if err != nil {
-		return nil, nil, s.internal(ctx, err)
+		return nil, nil, s.k.Internal(ctx, err)
 	}
 	live := false
 	for _, wc := range creds {
@@ -142,14 +143,14 @@ func (s *Service) AuthenticateTaskCredential(ctx context.Context, secret string)
 		}
 	}
 	if !live {
-		return nil, nil, unauthenticated("the worker credential that issued this task credential was revoked")
+		return nil, nil, kernel.Unauthenticated("the worker credential that issued this task credential was revoked")
 	}
-	pool, err := s.store.GetPool(ctx, c.Tenant, c.Pool)
+	pool, err := s.k.Store.GetPool(ctx, c.Tenant, c.Pool)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil, unauthenticated("the pool of this task credential no longer exists")
+		return nil, nil, kernel.Unauthenticated("the pool of this task credential no longer exists")
 	}
 	if err != nil {
-		return nil, nil, s.internal(ctx, err)
+		return nil, nil, s.k.Internal(ctx, err)
 	}
 	return &identity.Worker{TenantID: c.Tenant, PoolID: c.Pool, PoolName: pool.Name, CredentialID: c.Credential},
 		&TaskScope{TaskID: c.Task, Attempt: c.Attempt}, nil

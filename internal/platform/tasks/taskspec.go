@@ -1,12 +1,12 @@
-package platform
+package tasks
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/klique-ai/klique/internal/model"
+	"github.com/klique-ai/klique/internal/platform/kernel"
 	"github.com/klique-ai/klique/internal/runenv"
 )
 
@@ -94,7 +94,7 @@ func ValidateTaskSpec(name string, spec *model.TaskSpec) []string {
 	if len(spec.Parameters) > MaxParameters {
 		add("%d parameters, more than %d", len(spec.Parameters), MaxParameters)
 	}
-	for _, k := range sortedKeys(spec.Parameters) {
+	for _, k := range kernel.SortedKeys(spec.Parameters) {
 		if k == "" || len(k) > MaxParamKeyLength {
 			add("parameter name %q must be 1 to %d characters", k, MaxParamKeyLength)
 		}
@@ -103,7 +103,7 @@ func ValidateTaskSpec(name string, spec *model.TaskSpec) []string {
 	if len(spec.Env) > MaxEnvVars {
 		add("%d environment variables, more than %d", len(spec.Env), MaxEnvVars)
 	}
-	for _, k := range sortedKeys(spec.Env) {
+	for _, k := range kernel.SortedKeys(spec.Env) {
 		if !runenv.ValidName(k) {
 			add("environment variable name %q must be letters, digits and '_', not starting with a digit", k)
 		}
@@ -143,13 +143,4 @@ func TaskSize(pr *model.Profile, spec *model.TaskSpec) (model.Size, error) {
 		return model.Size{}, fmt.Errorf("parameter %s: %w", pr.SizeParameter, err)
 	}
 	return size, nil
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

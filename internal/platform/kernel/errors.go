@@ -1,4 +1,4 @@
-package platform
+package kernel
 
 import (
 	"errors"
@@ -13,6 +13,7 @@ import (
 // it to a status.
 type Code string
 
+// The codes every channel knows.
 const (
 	CodeUnauthenticated Code = "UNAUTHENTICATED"
 	CodeForbidden       Code = "FORBIDDEN"
@@ -40,24 +41,37 @@ func (e *Error) Error() string { return e.Message }
 
 func (e *Error) Unwrap() error { return e.err }
 
-func newError(code Code, format string, args ...any) *Error {
+// NewError returns an error with a code and a message made from format.
+func NewError(code Code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
-func unauthenticated(format string, args ...any) *Error {
-	return newError(CodeUnauthenticated, format, args...)
-}
-func forbidden(format string, args ...any) *Error { return newError(CodeForbidden, format, args...) }
-func invalid(format string, args ...any) *Error   { return newError(CodeInvalid, format, args...) }
-func notFound(format string, args ...any) *Error  { return newError(CodeNotFound, format, args...) }
-func conflict(format string, args ...any) *Error  { return newError(CodeConflict, format, args...) }
-func unavailable(format string, args ...any) *Error {
-	return newError(CodeUnavailable, format, args...)
+// Unauthenticated: the caller is not signed in, or its credential no
+// longer holds.
+func Unauthenticated(format string, args ...any) *Error {
+	return NewError(CodeUnauthenticated, format, args...)
 }
 
-// invalidEstate turns an estate validation error into a BAD_USER_INPUT error
-// listing every problem.
-func invalidEstate(err error) error {
+// Forbidden: the caller may not do this.
+func Forbidden(format string, args ...any) *Error { return NewError(CodeForbidden, format, args...) }
+
+// Invalid: the input is wrong; the message says what to change.
+func Invalid(format string, args ...any) *Error { return NewError(CodeInvalid, format, args...) }
+
+// NotFound: no such object the caller may see.
+func NotFound(format string, args ...any) *Error { return NewError(CodeNotFound, format, args...) }
+
+// Conflict: the change clashes with the current state.
+func Conflict(format string, args ...any) *Error { return NewError(CodeConflict, format, args...) }
+
+// Unavailable: something the request needs is not set up or not reachable.
+func Unavailable(format string, args ...any) *Error {
+	return NewError(CodeUnavailable, format, args...)
+}
+
+// InvalidEstate turns an estate validation error into a BAD_USER_INPUT
+// error listing every problem.
+func InvalidEstate(err error) error {
 	var ve *estate.ValidationError
 	if !errors.As(err, &ve) {
 		return err
@@ -69,8 +83,8 @@ func invalidEstate(err error) error {
 	return e
 }
 
-// ErrorCode returns the code of err: the code of a platform *Error in its
-// chain, UNAUTHENTICATED for an identity failure, INTERNAL otherwise.
+// ErrorCode returns the code of err: the code of an *Error in its chain,
+// UNAUTHENTICATED for an identity failure, INTERNAL otherwise.
 func ErrorCode(err error) Code {
 	var e *Error
 	switch {
@@ -97,3 +111,7 @@ func PublicMessage(err error) string {
 	}
 	return "internal error; the server log has the details"
 }
+
+// ErrRollback undoes a transaction without failing the operation: a dry
+// run, or an engine pass whose lease was lost. Write returns it unlogged.
+var ErrRollback = errors.New("rolled back")

@@ -1,4 +1,4 @@
-package platform
+package allocation
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	"github.com/klique-ai/klique/engine"
 	"github.com/klique-ai/klique/internal/estate"
 	"github.com/klique-ai/klique/internal/model"
+	"github.com/klique-ai/klique/internal/platform/kernel"
+	"github.com/klique-ai/klique/internal/platform/view"
 	"github.com/klique-ai/klique/internal/store"
 )
 
@@ -25,13 +27,13 @@ type EngineStatus struct {
 }
 
 // EngineStatus returns the caller's tenant's engine status.
-func (s *Service) EngineStatus(ctx context.Context) (*EngineStatus, error) {
-	p, err := caller(ctx)
+func (s *Allocation) EngineStatus(ctx context.Context) (*EngineStatus, error) {
+	p, err := kernel.Caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	st, err := engineStatus(ctx, s.store, p.TenantID, s.Now())
-	return st, s.internal(ctx, err)
+	st, err := engineStatus(ctx, s.k.Store, p.TenantID, s.k.Now())
+	return st, s.k.Internal(ctx, err)
 }
 
 func engineStatus(ctx context.Context, q store.Queries, tenantID string, now time.Time) (*EngineStatus, error) {
@@ -54,8 +56,8 @@ func engineStatus(ctx context.Context, q store.Queries, tenantID string, now tim
 // SetEngineEnabled disables or enables the caller's tenant's engine. While
 // it is disabled nothing is placed or preempted and no budget time is
 // charged; work that holds capacity keeps it.
-func (s *Service) SetEngineEnabled(ctx context.Context, enabled bool) (*EngineStatus, error) {
-	p, err := caller(ctx)
+func (s *Allocation) SetEngineEnabled(ctx context.Context, enabled bool) (*EngineStatus, error) {
+	p, err := kernel.Caller(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -63,18 +65,18 @@ func (s *Service) SetEngineEnabled(ctx context.Context, enabled bool) (*EngineSt
 	if enabled {
 		what = "enable the compute policy engine"
 	}
-	if err := requireAdmin(p, what); err != nil {
+	if err := kernel.RequireAdmin(p, what); err != nil {
 		return nil, err
 	}
 	var st *EngineStatus
-	err = s.write(ctx, p, func(t *txn) error {
+	err = s.k.Write(ctx, p, func(t *kernel.Txn) error {
 		// Exclusive against the engine's apply, which checks the pause
 		// under the shared lock: once this returns, no pass in flight
 		// places or preempts work on a disabled engine.
-		if err := t.q.LockTenant(ctx, p.TenantID); err != nil {
+		if err := t.Q.LockTenant(ctx, p.TenantID); err != nil {
 			return err
 		}
-		cur, err := engineStatus(ctx, t.q, p.TenantID, t.now)
+		cur, err := engineStatus(ctx, t.Q, p.TenantID, t.Now)
 		if err != nil {
 			return err
 		}
@@ -83,19 +85,20 @@ func (s *Service) SetEngineEnabled(ctx context.Context, enabled bool) (*EngineSt
 			return nil
 		}
 		if enabled {
-			err = t.q.EndEnginePause(ctx, p.TenantID, t.now)
+			err = t.Q.EndEnginePause(ctx, p.TenantID, t.Now)
 		} else {
-			err = t.q.StartEnginePause(ctx, &model.EnginePause{TenantID: p.TenantID, StartedAt: t.now, ByUserID: p.UserID, ByName: p.UserName})
+			err = t.Q.StartEnginePause(ctx, &model.EnginePause{TenantID: p.TenantID, StartedAt: t.Now, ByUserID: p.UserID, ByName: p.UserName})
 		}
 		if err != nil {
 			return err
 		}
-		st = &EngineStatus{Enabled: enabled, Since: t.now}
+		st = &EngineStatus{Enabled: enabled, Since: t.Now}
 		action := "engine.enabled"
 		if !enabled {
 			action, st.By = "engine.disabled", p.UserName
 		}
-		return t.record(action, "engine", p.TenantID, "compute policy engine", "", what)
+		t.Record(action, "engine", p.TenantID, "compute policy engine", "", what)
+		return nil
 	})
 	if err != nil {
 		return nil, err
@@ -103,142 +106,61 @@ func (s *Service) SetEngineEnabled(ctx context.Context, enabled bool) (*EngineSt
 	return st, nil
 }
 
-// TaskReason says, in words a developer can act on, why a task is where it
-// is: for a waiting task, its place in line and what holds the head of its
-// queue; after a preemption, why it was preempted too.
-func (s *Service) TaskReason(ctx context.Context, t *model.Task) (string, error) {
-	if t.Status != model.TaskQueued {
-		return t.Reason, nil
-	}
-	pos, err := s.TaskPosition(ctx, t)
-	if err != nil {
-		return "", err
-	}
-	qs, err := s.store.GetQueueState(ctx, t.TenantID, t.ComputeResourceID)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		qs = nil
-	case err != nil:
-		return "", s.internal(ctx, err)
-	}
-	return waitingReason(t, pos, qs), nil
-}
-
-// waitingReason says why a queued task at position pos waits, given its
-// queue's state (nil before the engine's first pass over it). TaskReason and
-// the queueChanged subscription share it.
-func waitingReason(t *model.Task, pos int, qs *model.QueueState) string {
-	var why string
-	switch {
-	case qs == nil:
-		why = "waiting for the engine's next pass"
-		if pos > 1 {
-			why = fmt.Sprintf("position %d: waiting behind the tasks ahead of it in its compute resource", pos)
-		}
-	case pos == 1 && qs.TaskID == t.ID:
-		why = qs.Reason
-	case pos == 1:
-		why = "at the head of its compute resource, waiting for the engine's next pass"
-	default:
-		why = fmt.Sprintf("position %d: waiting behind the head of its compute resource, which waits because %s", pos, qs.Reason)
-	}
-	if rest, ok := strings.CutPrefix(t.Reason, engine.PreemptedPrefix); ok {
-		why = "requeued at the front of its compute resource after it was preempted (" + rest + "); " + why
-	}
-	return why
-}
-
 // QueueState returns why a compute resource's head waits, or nil when
 // nothing waits.
-func (s *Service) QueueState(ctx context.Context, computeResourceID string) (*model.QueueState, error) {
+func (s *Allocation) QueueState(ctx context.Context, computeResourceID string) (*model.QueueState, error) {
 	cr, err := s.ComputeResource(ctx, computeResourceID)
 	if err != nil {
 		return nil, err
 	}
-	qs, err := s.store.GetQueueState(ctx, cr.TenantID, cr.ID)
+	qs, err := s.k.Store.GetQueueState(ctx, cr.TenantID, cr.ID)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil
 	}
-	return qs, s.internal(ctx, err)
-}
-
-// PolicyView is a group's use against its policy: what a team lead and its
-// developers see, and what admins see for every group.
-type PolicyView struct {
-	Policy *model.ResourcePolicy
-	Group  *model.Group
-	// Held is the GPUs the group's work holds now (placed or running);
-	// Borrowed is the part above its reservation.
-	Held, Borrowed model.MilliGPU
-	// Holding counts the group's tasks that hold capacity (placed or
-	// running); Waiting those queued.
-	Holding int
-	Waiting int
-	Budget  *BudgetView
-	// ComputeResources are the policy's compute resources.
-	ComputeResources []*model.ComputeResource
-}
-
-// BudgetView is a time budget in its current period.
-type BudgetView struct {
-	Period model.BudgetPeriod
-	// Total, Used and Left are in micro budget-hours.
-	Total, Used, Left int64
-	// BurnRateMilli is budget hours per hour, in thousandths, of the
-	// group's running budgeted work.
-	BurnRateMilli int64
-	// RunsOutAt is when the budget is projected to run out at the current
-	// burn rate, nil when it will not before the reset.
-	RunsOutAt *time.Time
-	ResetsAt  time.Time
-	// AlertThresholdPercent and Alert: the share of the budget used that
-	// raises an alert, and whether it is reached.
-	AlertThresholdPercent int
-	Alert                 bool
-	UsedUp                bool
+	return qs, s.k.Internal(ctx, err)
 }
 
 // PolicyViews returns the policy view of the caller's groups (every group's
 // for admins), or of one group.
-func (s *Service) PolicyViews(ctx context.Context, groupRef string) ([]*PolicyView, error) {
-	p, err := caller(ctx)
+func (s *Allocation) PolicyViews(ctx context.Context, groupRef string) ([]*view.PolicyView, error) {
+	p, err := kernel.Caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	e, err := s.Estate(ctx)
+	e, err := s.k.Estate(ctx)
 	if err != nil {
 		return nil, err
 	}
 	policies := e.Policies
 	if groupRef != "" {
-		g, err := findGroup(e, groupRef)
+		g, err := kernel.FindGroup(e, groupRef)
 		if err != nil {
 			return nil, err
 		}
 		pol := e.PolicyOfGroup(g.ID)
 		if pol == nil {
-			return nil, notFound("group %s has no resource policy", g.Name)
+			return nil, kernel.NotFound("group %s has no resource policy", g.Name)
 		}
 		policies = []*model.ResourcePolicy{pol}
 	}
-	now := s.Now()
-	held, err := s.store.ListSchedulable(ctx, p.TenantID, 0)
+	now := s.k.Now()
+	held, err := s.k.Store.ListSchedulable(ctx, p.TenantID, 0)
 	if err != nil {
-		return nil, s.internal(ctx, err)
+		return nil, s.k.Internal(ctx, err)
 	}
-	full, err := s.currentEstate(ctx, s.store, p.TenantID)
+	full, err := s.k.CurrentEstate(ctx, s.k.Store, p.TenantID)
 	if err != nil {
-		return nil, s.internal(ctx, err)
+		return nil, s.k.Internal(ctx, err)
 	}
 	used, err := s.budgetUsed(ctx, p.TenantID, full, now)
 	if err != nil {
-		return nil, s.internal(ctx, err)
+		return nil, s.k.Internal(ctx, err)
 	}
-	var out []*PolicyView
+	var out []*view.PolicyView
 	for _, pol := range policies {
 		v, err := s.policyView(ctx, p.TenantID, e, full, pol, held, used, now)
 		if err != nil {
-			return nil, s.internal(ctx, err)
+			return nil, s.k.Internal(ctx, err)
 		}
 		out = append(out, v)
 	}
@@ -250,9 +172,9 @@ func (s *Service) PolicyViews(ctx context.Context, groupRef string) ([]*PolicyVi
 // is the whole estate, held the tenant's schedulable tasks and used the
 // budget charged per policy. The policy view and the budgetBurn
 // subscription share it.
-func (s *Service) policyView(ctx context.Context, tenantID string, e, full *estate.Estate, pol *model.ResourcePolicy,
-	held []store.SchedTask, used map[string]int64, now time.Time) (*PolicyView, error) {
-	v := &PolicyView{Policy: pol, Group: e.Group(pol.GroupID), ComputeResources: e.ComputeResourcesOfPolicy(pol.ID)}
+func (s *Allocation) policyView(ctx context.Context, tenantID string, e, full *estate.Estate, pol *model.ResourcePolicy,
+	held []store.SchedTask, used map[string]int64, now time.Time) (*view.PolicyView, error) {
+	v := &view.PolicyView{Policy: pol, Group: e.Group(pol.GroupID), ComputeResources: e.ComputeResourcesOfPolicy(pol.ID)}
 	var rate int64
 	for _, t := range held {
 		cr := full.ComputeResource(t.ComputeResourceID)
@@ -269,36 +191,19 @@ func (s *Service) policyView(ctx context.Context, tenantID string, e, full *esta
 		v.Borrowed = v.Held - model.GPUs(pol.ReservationGPUs)
 	}
 	var err error
-	if v.Waiting, err = s.store.CountTasks(ctx, tenantID, store.TaskFilter{
+	if v.Waiting, err = s.k.Store.CountTasks(ctx, tenantID, store.TaskFilter{
 		Statuses: []model.TaskStatus{model.TaskQueued}, GroupIDs: []string{pol.GroupID}}); err != nil {
 		return nil, fmt.Errorf("count waiting tasks of group %s: %w", pol.GroupID, err)
 	}
 	if b := pol.Budget; b != nil {
-		v.Budget = budgetView(pol, used[pol.ID], rate, now)
+		v.Budget = view.Budget(pol, used[pol.ID], rate, now)
 	}
 	return v, nil
 }
 
-func budgetView(pol *model.ResourcePolicy, used, rateMilli int64, now time.Time) *BudgetView {
-	b := pol.Budget
-	v := &BudgetView{Period: b.Period, Total: b.MilliHours * 1000, Used: used, BurnRateMilli: rateMilli,
-		ResetsAt: engine.PeriodEnd(b.Period, now), AlertThresholdPercent: pol.AlertThresholdPercent}
-	v.Left = max(0, v.Total-v.Used)
-	v.UsedUp = v.Left == 0
-	v.Alert = v.Used*100 >= v.Total*int64(pol.AlertThresholdPercent)
-	if rateMilli > 0 && !v.UsedUp {
-		hours := (float64(v.Left) / 1e6) / (float64(rateMilli) / 1000)
-		at := now.Add(time.Duration(hours * float64(time.Hour)))
-		if at.Before(v.ResetsAt) {
-			v.RunsOutAt = &at
-		}
-	}
-	return v
-}
-
 // budgetUsed is what each budgeted policy of a tenant has been charged in
 // its current period, computed the way the engine computes it.
-func (s *Service) budgetUsed(ctx context.Context, tenantID string, e *estate.Estate, now time.Time) (map[string]int64, error) {
+func (s *Allocation) budgetUsed(ctx context.Context, tenantID string, e *estate.Estate, now time.Time) (map[string]int64, error) {
 	floor := now
 	var budgeted []string
 	for _, p := range e.Policies {
@@ -312,11 +217,11 @@ func (s *Service) budgetUsed(ctx context.Context, tenantID string, e *estate.Est
 	if len(budgeted) == 0 {
 		return nil, nil
 	}
-	intervals, err := s.store.ListPlacements(ctx, tenantID, store.PlacementFilter{From: floor, To: now, PolicyIDs: budgeted})
+	intervals, err := s.k.Store.ListPlacements(ctx, tenantID, store.PlacementFilter{From: floor, To: now, PolicyIDs: budgeted})
 	if err != nil {
 		return nil, err
 	}
-	pauses, err := s.store.ListEnginePauses(ctx, tenantID, floor, now)
+	pauses, err := s.k.Store.ListEnginePauses(ctx, tenantID, floor, now)
 	if err != nil {
 		return nil, err
 	}
@@ -370,47 +275,47 @@ var (
 // those only model calls have (alias, model) leave the GPU fields zero.
 // Admins see the whole tenant; others see their groups' usage, or their
 // own.
-func (s *Service) Usage(ctx context.Context, in UsageQuery) ([]UsageRow, error) {
-	p, err := caller(ctx)
+func (s *Allocation) Usage(ctx context.Context, in UsageQuery) ([]UsageRow, error) {
+	p, err := kernel.Caller(ctx)
 	if err != nil {
 		return nil, err
 	}
 	if !in.To.After(in.From) {
-		return nil, invalid("the range must end after it starts")
+		return nil, kernel.Invalid("the range must end after it starts")
 	}
-	q := store.UsageQuery{From: in.From, To: in.To, Now: s.Now()}
+	q := store.UsageQuery{From: in.From, To: in.To, Now: s.k.Now()}
 	gpu, tokens := true, true
 	for _, d := range in.By {
 		if !slices.Contains(usageDimensions, d) {
-			return nil, invalid("usage cannot be grouped by %q: use %s", d, strings.Join(usageDimensions, ", "))
+			return nil, kernel.Invalid("usage cannot be grouped by %q: use %s", d, strings.Join(usageDimensions, ", "))
 		}
 		if slices.Contains(q.By, d) {
-			return nil, invalid("usage is grouped by %q twice; give each dimension once", d)
+			return nil, kernel.Invalid("usage is grouped by %q twice; give each dimension once", d)
 		}
 		q.By = append(q.By, d)
 		gpu = gpu && slices.Contains(gpuDimensions, d)
 		tokens = tokens && slices.Contains(tokenDimensions, d)
 	}
-	e, err := s.Estate(ctx)
+	e, err := s.k.Estate(ctx)
 	if err != nil {
 		return nil, err
 	}
 	if in.Group != "" {
-		g, err := findGroup(e, in.Group)
+		g, err := kernel.FindGroup(e, in.Group)
 		if err != nil {
 			return nil, err
 		}
 		q.GroupIDs = []string{g.ID}
 	}
 	if in.Project != "" {
-		pr, err := findProject(e, in.Project)
+		pr, err := kernel.FindProject(e, in.Project)
 		if err != nil {
 			return nil, err
 		}
 		q.ProjectID = pr.ID
 	}
 	if in.User != "" {
-		u, err := s.User(ctx, in.User)
+		u, err := s.k.User(ctx, in.User)
 		if err != nil {
 			return nil, err
 		}
@@ -418,7 +323,7 @@ func (s *Service) Usage(ctx context.Context, in UsageQuery) ([]UsageRow, error) 
 	}
 	if p.ProjectID != "" {
 		if q.ProjectID != "" && q.ProjectID != p.ProjectID {
-			return nil, forbidden("this credential is scoped to another project")
+			return nil, kernel.Forbidden("this credential is scoped to another project")
 		}
 		q.ProjectID = p.ProjectID
 	}
@@ -436,14 +341,14 @@ func (s *Service) Usage(ctx context.Context, in UsageQuery) ([]UsageRow, error) 
 	var gpuRows []store.UsageRow
 	var tokenRows []store.ModelUsageRow
 	if gpu {
-		if gpuRows, err = s.store.SumUsage(ctx, p.TenantID, q); err != nil {
-			return nil, s.internal(ctx, err)
+		if gpuRows, err = s.k.Store.SumUsage(ctx, p.TenantID, q); err != nil {
+			return nil, s.k.Internal(ctx, err)
 		}
 	}
 	if tokens {
 		mq := store.ModelUsageQuery{From: q.From, To: q.To, By: q.By, UserID: q.UserID, ProjectID: q.ProjectID, GroupIDs: q.GroupIDs}
-		if tokenRows, err = s.store.SumModelCalls(ctx, p.TenantID, mq); err != nil {
-			return nil, s.internal(ctx, err)
+		if tokenRows, err = s.k.Store.SumModelCalls(ctx, p.TenantID, mq); err != nil {
+			return nil, s.k.Internal(ctx, err)
 		}
 	}
 	return mergeUsage(gpuRows, tokenRows), nil
@@ -489,12 +394,12 @@ func mergeUsage(gpu []store.UsageRow, tokens []store.ModelUsageRow) []UsageRow {
 
 // OverBudget reports whether the time budget of a compute resource's group
 // is used up, so that its queue can be marked.
-func (s *Service) OverBudget(ctx context.Context, cr *model.ComputeResource) (bool, error) {
-	p, err := caller(ctx)
+func (s *Allocation) OverBudget(ctx context.Context, cr *model.ComputeResource) (bool, error) {
+	p, err := kernel.Caller(ctx)
 	if err != nil {
 		return false, err
 	}
-	e, err := s.Estate(ctx)
+	e, err := s.k.Estate(ctx)
 	if err != nil {
 		return false, err
 	}
@@ -504,25 +409,46 @@ func (s *Service) OverBudget(ctx context.Context, cr *model.ComputeResource) (bo
 	}
 	used, err := s.cachedBudgetUsed(ctx, p.TenantID)
 	if err != nil {
-		return false, s.internal(ctx, err)
+		return false, s.k.Internal(ctx, err)
 	}
 	return used[pol.ID] >= pol.Budget.MilliHours*1000, nil
 }
 
 // cachedBudgetUsed is budgetUsed, computed once per request.
-func (s *Service) cachedBudgetUsed(ctx context.Context, tenantID string) (map[string]int64, error) {
-	c := cacheFrom(ctx)
-	if used, ok := c.budgetUsed(tenantID); ok {
+func (s *Allocation) cachedBudgetUsed(ctx context.Context, tenantID string) (map[string]int64, error) {
+	if used, ok := kernel.RequestBudgetUsed(ctx, tenantID); ok {
 		return used, nil
 	}
-	full, err := s.currentEstate(ctx, s.store, tenantID)
+	full, err := s.k.CurrentEstate(ctx, s.k.Store, tenantID)
 	if err != nil {
 		return nil, err
 	}
-	used, err := s.budgetUsed(ctx, tenantID, full, s.Now())
+	used, err := s.budgetUsed(ctx, tenantID, full, s.k.Now())
 	if err != nil {
 		return nil, err
 	}
-	c.putBudgetUsed(tenantID, used)
+	kernel.PutRequestBudgetUsed(ctx, tenantID, used)
 	return used, nil
+}
+
+// TenantPolicyView is one policy's view with its budget, for the live
+// views, which check what each subscriber may see themselves.
+func (s *Allocation) TenantPolicyView(ctx context.Context, tenantID, policyID string, now time.Time) (*view.PolicyView, error) {
+	full, err := s.k.CurrentEstate(ctx, s.k.Store, tenantID)
+	if err != nil {
+		return nil, err
+	}
+	pol := full.Policy(policyID)
+	if pol == nil {
+		return nil, fmt.Errorf("resource policy %s is gone", policyID)
+	}
+	held, err := s.k.Store.ListSchedulable(ctx, tenantID, 0)
+	if err != nil {
+		return nil, fmt.Errorf("list tasks holding capacity: %w", err)
+	}
+	used, err := s.budgetUsed(ctx, tenantID, full, now)
+	if err != nil {
+		return nil, fmt.Errorf("budget used: %w", err)
+	}
+	return s.policyView(ctx, tenantID, full, full, pol, held, used, now)
 }

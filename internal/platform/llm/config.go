@@ -1,4 +1,4 @@
-package platform
+package llm
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/klique-ai/klique/internal/estate"
 	"github.com/klique-ai/klique/internal/identity"
 	"github.com/klique-ai/klique/internal/model"
+	"github.com/klique-ai/klique/internal/platform/kernel"
 )
 
 // The LLM gateway's configuration is part of the estate: every change below
@@ -113,15 +114,15 @@ type GuardrailsInput struct {
 // GatewayConfig returns the tenant's gateway configuration (admins only).
 // Providers carry the name of the vault secret holding their key, never
 // the key.
-func (s *Service) GatewayConfig(ctx context.Context) (*model.Gateway, error) {
-	p, err := caller(ctx)
+func (s *LLM) GatewayConfig(ctx context.Context) (*model.Gateway, error) {
+	p, err := kernel.Caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if err := requireAdmin(p, "read the gateway's configuration"); err != nil {
+	if err := kernel.RequireAdmin(p, "read the gateway's configuration"); err != nil {
 		return nil, err
 	}
-	e, err := s.tenantEstate(ctx, p)
+	e, err := s.k.TenantEstate(ctx, p)
 	if err != nil {
 		return nil, err
 	}
@@ -133,12 +134,12 @@ func (s *Service) GatewayConfig(ctx context.Context) (*model.Gateway, error) {
 // credential's project, when it is scoped to one). Admins see the aliases
 // whole; others see their names and descriptions only, since rules name
 // groups, projects and models of the whole tenant.
-func (s *Service) LLMAliases(ctx context.Context) ([]*model.Alias, error) {
-	p, err := caller(ctx)
+func (s *LLM) LLMAliases(ctx context.Context) ([]*model.Alias, error) {
+	p, err := kernel.Caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	e, err := s.tenantEstate(ctx, p)
+	e, err := s.k.TenantEstate(ctx, p)
 	if err != nil {
 		return nil, err
 	}
@@ -149,21 +150,6 @@ func (s *Service) LLMAliases(ctx context.Context) ([]*model.Alias, error) {
 		}
 	}
 	return out, nil
-}
-
-// tenantEstate is the caller's tenant's whole estate, loaded once per
-// request. It is shared: callers must not change it, nor hand parts of it
-// to a caller who may not see them.
-func (s *Service) tenantEstate(ctx context.Context, p *identity.Principal) (*estate.Estate, error) {
-	if e := cacheFrom(ctx).get(p.TenantID); e != nil {
-		return e, nil
-	}
-	e, err := s.currentEstate(ctx, s.store, p.TenantID)
-	if err != nil {
-		return nil, s.internal(ctx, err)
-	}
-	cacheFrom(ctx).put(p.TenantID, e)
-	return e, nil
 }
 
 // RuleMatches reports whether a caller meets an alias rule's conditions for
@@ -229,12 +215,12 @@ func UsableAliases(e *estate.Estate, p *identity.Principal, projectID string) []
 		projects = []string{projectID}
 	case p.ProjectID != "":
 		// A scoped key grants nothing its owner lacks.
-		if pr := e.Project(p.ProjectID); pr != nil && usesProject(p, pr) {
+		if pr := e.Project(p.ProjectID); pr != nil && kernel.UsesProject(p, pr) {
 			projects = []string{p.ProjectID}
 		}
 	default:
 		for _, pr := range e.Projects {
-			if usesProject(p, pr) {
+			if kernel.UsesProject(p, pr) {
 				projects = append(projects, pr.ID)
 			}
 		}
@@ -257,7 +243,7 @@ func timeoutOf(field string, v *float64) (time.Duration, error) {
 	// The range is the estate's rule, checked with every other problem;
 	// here only what cannot be a duration at all is refused.
 	if math.IsNaN(*v) || *v < 0 || *v > 1e6 {
-		return 0, invalid("%s %v must be between 1 and %d seconds (leave it out for the default)", field, *v, int64(estate.MaxTimeout/time.Second))
+		return 0, kernel.Invalid("%s %v must be between 1 and %d seconds (leave it out for the default)", field, *v, int64(estate.MaxTimeout/time.Second))
 	}
 	return time.Duration(*v * float64(time.Second)), nil
 }
@@ -268,7 +254,7 @@ func countOf(field string, v *float64) (int64, error) {
 		return 0, nil
 	}
 	if math.IsNaN(*v) || *v != math.Trunc(*v) || math.Abs(*v) > estate.MaxCount {
-		return 0, invalid("%s %v must be a whole number up to %d", field, *v, int64(estate.MaxCount))
+		return 0, kernel.Invalid("%s %v must be a whole number up to %d", field, *v, int64(estate.MaxCount))
 	}
 	return int64(*v), nil
 }
@@ -280,7 +266,7 @@ func microsOf(field string, v *float64) (int64, error) {
 	}
 	m, err := estate.ScaleDecimal(field, *v, 6)
 	if err != nil {
-		return 0, invalid("%v", err)
+		return 0, kernel.Invalid("%v", err)
 	}
 	return m, nil
 }
@@ -300,12 +286,12 @@ func guardrailsFromInput(in *GuardrailsInput) model.Guardrails {
 }
 
 // PutLLMProvider creates or replaces a provider.
-func (s *Service) PutLLMProvider(ctx context.Context, in LLMProviderInput) (*EstateResult, error) {
-	p, err := caller(ctx)
+func (s *LLM) PutLLMProvider(ctx context.Context, in LLMProviderInput) (*kernel.EstateResult, error) {
+	p, err := kernel.Caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return s.changeEstate(ctx, p, "change the gateway's providers", false, func(t *txn, cur, next *estate.Estate) (string, error) {
+	return s.k.ChangeEstate(ctx, p, "change the gateway's providers", false, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
 		timeout, err := timeoutOf("timeoutSeconds", in.TimeoutSeconds)
 		if err != nil {
 			return "", err
@@ -317,18 +303,18 @@ func (s *Service) PutLLMProvider(ctx context.Context, in LLMProviderInput) (*Est
 }
 
 // DeleteLLMProvider removes a provider no model uses.
-func (s *Service) DeleteLLMProvider(ctx context.Context, name string) (*EstateResult, error) {
+func (s *LLM) DeleteLLMProvider(ctx context.Context, name string) (*kernel.EstateResult, error) {
 	return s.deleteGatewayObject(ctx, "delete the gateway's providers", estate.KindProvider, "provider", fixedKey(name),
 		func(e *estate.Estate) bool { return e.Provider(name) != nil }, func(e *estate.Estate) { e.RemoveProvider(name) })
 }
 
 // PutLLMRoute creates or replaces a static route.
-func (s *Service) PutLLMRoute(ctx context.Context, in LLMRouteInput) (*EstateResult, error) {
-	p, err := caller(ctx)
+func (s *LLM) PutLLMRoute(ctx context.Context, in LLMRouteInput) (*kernel.EstateResult, error) {
+	p, err := kernel.Caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return s.changeEstate(ctx, p, "change the gateway's routes", false, func(t *txn, cur, next *estate.Estate) (string, error) {
+	return s.k.ChangeEstate(ctx, p, "change the gateway's routes", false, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
 		timeout, err := timeoutOf("timeoutSeconds", in.TimeoutSeconds)
 		if err != nil {
 			return "", err
@@ -339,18 +325,18 @@ func (s *Service) PutLLMRoute(ctx context.Context, in LLMRouteInput) (*EstateRes
 }
 
 // DeleteLLMRoute removes a static route no model uses.
-func (s *Service) DeleteLLMRoute(ctx context.Context, name string) (*EstateResult, error) {
+func (s *LLM) DeleteLLMRoute(ctx context.Context, name string) (*kernel.EstateResult, error) {
 	return s.deleteGatewayObject(ctx, "delete the gateway's routes", estate.KindRoute, "route", fixedKey(name),
 		func(e *estate.Estate) bool { return e.Route(name) != nil }, func(e *estate.Estate) { e.RemoveRoute(name) })
 }
 
 // PutLLMModel creates or replaces a model.
-func (s *Service) PutLLMModel(ctx context.Context, in LLMModelInput) (*EstateResult, error) {
-	p, err := caller(ctx)
+func (s *LLM) PutLLMModel(ctx context.Context, in LLMModelInput) (*kernel.EstateResult, error) {
+	p, err := kernel.Caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return s.changeEstate(ctx, p, "change the gateway's models", false, func(t *txn, cur, next *estate.Estate) (string, error) {
+	return s.k.ChangeEstate(ctx, p, "change the gateway's models", false, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
 		m := &model.LLMModel{Name: in.Name, Provider: optOr(in.Provider, ""), Route: optOr(in.Route, ""), Upstream: optOr(in.Upstream, ""),
 			Currency: strings.ToUpper(optOr(in.Currency, "")), MaxOutputTokens: int64(optOr(in.MaxOutputTokens, estate.DefaultMaxOutputTokens))}
 		var err error
@@ -366,18 +352,18 @@ func (s *Service) PutLLMModel(ctx context.Context, in LLMModelInput) (*EstateRes
 }
 
 // DeleteLLMModel removes a model no alias uses.
-func (s *Service) DeleteLLMModel(ctx context.Context, name string) (*EstateResult, error) {
+func (s *LLM) DeleteLLMModel(ctx context.Context, name string) (*kernel.EstateResult, error) {
 	return s.deleteGatewayObject(ctx, "delete the gateway's models", estate.KindModel, "model", fixedKey(name),
 		func(e *estate.Estate) bool { return e.LLMModel(name) != nil }, func(e *estate.Estate) { e.RemoveLLMModel(name) })
 }
 
 // PutLLMAlias creates or replaces an alias.
-func (s *Service) PutLLMAlias(ctx context.Context, in LLMAliasInput) (*EstateResult, error) {
-	p, err := caller(ctx)
+func (s *LLM) PutLLMAlias(ctx context.Context, in LLMAliasInput) (*kernel.EstateResult, error) {
+	p, err := kernel.Caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return s.changeEstate(ctx, p, "change the gateway's aliases", false, func(t *txn, cur, next *estate.Estate) (string, error) {
+	return s.k.ChangeEstate(ctx, p, "change the gateway's aliases", false, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
 		a := &model.Alias{Name: in.Name, Description: optOr(in.Description, ""), Guardrails: guardrailsFromInput(in.Guardrails)}
 		for _, r := range in.Rules {
 			if r == nil {
@@ -398,18 +384,18 @@ func (s *Service) PutLLMAlias(ctx context.Context, in LLMAliasInput) (*EstateRes
 }
 
 // DeleteLLMAlias removes an alias no rate limit or guardrail names.
-func (s *Service) DeleteLLMAlias(ctx context.Context, name string) (*EstateResult, error) {
+func (s *LLM) DeleteLLMAlias(ctx context.Context, name string) (*kernel.EstateResult, error) {
 	return s.deleteGatewayObject(ctx, "delete the gateway's aliases", estate.KindAlias, "alias", fixedKey(name),
 		func(e *estate.Estate) bool { return e.Alias(name) != nil }, func(e *estate.Estate) { e.RemoveAlias(name) })
 }
 
 // PutTokenBudget creates or replaces a project's budget for a period.
-func (s *Service) PutTokenBudget(ctx context.Context, in TokenBudgetInput) (*EstateResult, error) {
-	p, err := caller(ctx)
+func (s *LLM) PutTokenBudget(ctx context.Context, in TokenBudgetInput) (*kernel.EstateResult, error) {
+	p, err := kernel.Caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return s.changeEstate(ctx, p, "change token budgets", false, func(t *txn, cur, next *estate.Estate) (string, error) {
+	return s.k.ChangeEstate(ctx, p, "change token budgets", false, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
 		b := &model.TokenBudget{Project: projectName(next, in.Project), Period: in.Period}
 		var err error
 		if b.Tokens, err = countOf("tokens", in.Tokens); err != nil {
@@ -430,7 +416,7 @@ func (s *Service) PutTokenBudget(ctx context.Context, in TokenBudgetInput) (*Est
 }
 
 // DeleteTokenBudget removes a project's budget for a period.
-func (s *Service) DeleteTokenBudget(ctx context.Context, project string, period model.BudgetPeriod) (*EstateResult, error) {
+func (s *LLM) DeleteTokenBudget(ctx context.Context, project string, period model.BudgetPeriod) (*kernel.EstateResult, error) {
 	key := func(e *estate.Estate) string {
 		return estate.BudgetName(&model.TokenBudget{Project: projectName(e, project), Period: period})
 	}
@@ -440,12 +426,12 @@ func (s *Service) DeleteTokenBudget(ctx context.Context, project string, period 
 }
 
 // PutRateLimit creates or replaces a rate limit.
-func (s *Service) PutRateLimit(ctx context.Context, in RateLimitInput) (*EstateResult, error) {
-	p, err := caller(ctx)
+func (s *LLM) PutRateLimit(ctx context.Context, in RateLimitInput) (*kernel.EstateResult, error) {
+	p, err := kernel.Caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return s.changeEstate(ctx, p, "change rate limits", false, func(t *txn, cur, next *estate.Estate) (string, error) {
+	return s.k.ChangeEstate(ctx, p, "change rate limits", false, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
 		r := &model.RateLimit{Scope: in.Scope, Name: optOr(in.Name, ""), RequestsPerMinute: int64(optOr(in.RequestsPerMinute, 0))}
 		var err error
 		if r.TokensPerMinute, err = countOf("tokensPerMinute", in.TokensPerMinute); err != nil {
@@ -458,7 +444,7 @@ func (s *Service) PutRateLimit(ctx context.Context, in RateLimitInput) (*EstateR
 
 // DeleteRateLimit removes the rate limit of a scope for a name ("" for
 // each one).
-func (s *Service) DeleteRateLimit(ctx context.Context, scope model.RateLimitScope, name string) (*EstateResult, error) {
+func (s *LLM) DeleteRateLimit(ctx context.Context, scope model.RateLimitScope, name string) (*kernel.EstateResult, error) {
 	key := estate.RateLimitName(&model.RateLimit{Scope: scope, Name: name})
 	return s.deleteGatewayObject(ctx, "delete rate limits", estate.KindRateLimit, "rate limit", fixedKey(key),
 		func(e *estate.Estate) bool { return e.RateLimit(scope, name) != nil },
@@ -466,30 +452,30 @@ func (s *Service) DeleteRateLimit(ctx context.Context, scope model.RateLimitScop
 }
 
 // PutEntitlement creates or replaces an entitlement.
-func (s *Service) PutEntitlement(ctx context.Context, in EntitlementInput) (*EstateResult, error) {
-	p, err := caller(ctx)
+func (s *LLM) PutEntitlement(ctx context.Context, in EntitlementInput) (*kernel.EstateResult, error) {
+	p, err := kernel.Caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return s.changeEstate(ctx, p, "change entitlements", false, func(t *txn, cur, next *estate.Estate) (string, error) {
+	return s.k.ChangeEstate(ctx, p, "change entitlements", false, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
 		next.PutEntitlement(&model.Entitlement{Name: in.Name, Groups: slices.Clone(in.Groups), Users: slices.Clone(in.Users)})
 		return in.Name, nil
 	})
 }
 
 // DeleteEntitlement removes an entitlement no alias rule asks for.
-func (s *Service) DeleteEntitlement(ctx context.Context, name string) (*EstateResult, error) {
+func (s *LLM) DeleteEntitlement(ctx context.Context, name string) (*kernel.EstateResult, error) {
 	return s.deleteGatewayObject(ctx, "delete entitlements", estate.KindEntitlement, "entitlement", fixedKey(name),
 		func(e *estate.Estate) bool { return e.Entitlement(name) != nil }, func(e *estate.Estate) { e.RemoveEntitlement(name) })
 }
 
 // SetGuardrails replaces the global guardrails; empty ones clear them.
-func (s *Service) SetGuardrails(ctx context.Context, in GuardrailsInput) (*EstateResult, error) {
-	p, err := caller(ctx)
+func (s *LLM) SetGuardrails(ctx context.Context, in GuardrailsInput) (*kernel.EstateResult, error) {
+	p, err := kernel.Caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return s.changeEstate(ctx, p, "change the global guardrails", false, func(t *txn, cur, next *estate.Estate) (string, error) {
+	return s.k.ChangeEstate(ctx, p, "change the global guardrails", false, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
 		next.Gateway.Guardrails = guardrailsFromInput(&in)
 		return "global", nil
 	})
@@ -499,7 +485,7 @@ func (s *Service) SetGuardrails(ctx context.Context, in GuardrailsInput) (*Estat
 // the gateway's configuration uses; an unknown one is kept as given, for
 // validation to report.
 func projectName(e *estate.Estate, ref string) string {
-	if pr, err := findProject(e, ref); err == nil {
+	if pr, err := kernel.FindProject(e, ref); err == nil {
 		return pr.Name
 	}
 	return ref
@@ -512,19 +498,19 @@ func fixedKey(key string) func(*estate.Estate) string {
 
 // deleteGatewayObject removes one gateway object, refusing while other
 // gateway objects name it.
-func (s *Service) deleteGatewayObject(ctx context.Context, what, kind, noun string, keyOf func(*estate.Estate) string,
-	exists func(*estate.Estate) bool, remove func(*estate.Estate)) (*EstateResult, error) {
-	p, err := caller(ctx)
+func (s *LLM) deleteGatewayObject(ctx context.Context, what, kind, noun string, keyOf func(*estate.Estate) string,
+	exists func(*estate.Estate) bool, remove func(*estate.Estate)) (*kernel.EstateResult, error) {
+	p, err := kernel.Caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return s.changeEstate(ctx, p, what, false, func(t *txn, cur, next *estate.Estate) (string, error) {
+	return s.k.ChangeEstate(ctx, p, what, false, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
 		key := keyOf(next)
 		if !exists(next) {
-			return "", notFound("no %s %s", noun, quote(key))
+			return "", kernel.NotFound("no %s %s", noun, kernel.Quote(key))
 		}
 		if refs := next.GatewayReferences(kind, key); len(refs) > 0 {
-			return "", conflict("%s %s is used by %s; change them first", noun, quote(key), strings.Join(refs, ", "))
+			return "", kernel.Conflict("%s %s is used by %s; change them first", noun, kernel.Quote(key), strings.Join(refs, ", "))
 		}
 		remove(next)
 		return key, nil

@@ -1,4 +1,4 @@
-package platform
+package allocation
 
 import "github.com/klique-ai/klique/internal/model"
 

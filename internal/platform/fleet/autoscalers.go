@@ -1,4 +1,4 @@
-package platform
+package fleet
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/klique-ai/klique/internal/estate"
 	"github.com/klique-ai/klique/internal/identity"
 	"github.com/klique-ai/klique/internal/model"
+	"github.com/klique-ai/klique/internal/platform/kernel"
 	"github.com/klique-ai/klique/internal/runenv"
 	"github.com/klique-ai/klique/internal/store"
 )
@@ -71,8 +72,8 @@ type AutoscalerView struct {
 	Online bool
 }
 
-func (s *Service) autoscalerView(a *model.Autoscaler, e *estate.Estate) *AutoscalerView {
-	v := &AutoscalerView{Autoscaler: a, Online: a.LastHeartbeatAt != nil && s.Now().Sub(*a.LastHeartbeatAt) <= s.agent.Lease}
+func (s *Fleet) autoscalerView(a *model.Autoscaler, e *estate.Estate) *AutoscalerView {
+	v := &AutoscalerView{Autoscaler: a, Online: a.LastHeartbeatAt != nil && s.k.Now().Sub(*a.LastHeartbeatAt) <= s.agent.Lease}
 	if e != nil {
 		if p := e.Pool(a.PoolID); p != nil {
 			v.PoolName = p.Name
@@ -93,17 +94,17 @@ func (s *Service) autoscalerView(a *model.Autoscaler, e *estate.Estate) *Autosca
 // checkAutoscaler validates an input against the pool it names and turns
 // it into a spec, with defaults applied. Every problem is reported with
 // what to change.
-func (s *Service) checkAutoscaler(ctx context.Context, p *identity.Principal, e *estate.Estate, in AutoscalerInput) (*model.Pool, model.AutoscalerSpec, error) {
+func (s *Fleet) checkAutoscaler(ctx context.Context, p *identity.Principal, e *estate.Estate, in AutoscalerInput) (*model.Pool, model.AutoscalerSpec, error) {
 	var spec model.AutoscalerSpec
 	if err := estate.CheckName(in.Name); err != nil {
-		return nil, spec, invalid("autoscaler %v", err)
+		return nil, spec, kernel.Invalid("autoscaler %v", err)
 	}
-	pool, err := findPool(e, in.Pool)
+	pool, err := kernel.FindPool(e, in.Pool)
 	if err != nil {
 		return nil, spec, err
 	}
 	if pool.Kind != model.PoolCloud && pool.Kind != model.PoolNeocloud {
-		return nil, spec, invalid("pool %s is a %s pool: autoscalers serve cloud and neocloud pools; give a pool of kind cloud", pool.Name, pool.Kind)
+		return nil, spec, kernel.Invalid("pool %s is a %s pool: autoscalers serve cloud and neocloud pools; give a pool of kind cloud", pool.Name, pool.Kind)
 	}
 	spec = model.AutoscalerSpec{Provider: in.Provider, Region: strings.TrimSpace(in.Region), MaxInstances: in.MaxInstances,
 		IdleTimeout: in.IdleTimeout, SpinUpTimeout: in.SpinUpTimeout, Market: in.Market, SpotFallback: in.SpotFallback,
@@ -113,41 +114,41 @@ func (s *Service) checkAutoscaler(ctx context.Context, p *identity.Principal, e 
 	case model.ProviderAWS:
 		allowed = awsSettings
 		if spec.Region == "" {
-			return nil, spec, invalid("an aws autoscaler needs a region, such as eu-west-1")
+			return nil, spec, kernel.Invalid("an aws autoscaler needs a region, such as eu-west-1")
 		}
 		if !strings.HasPrefix(spec.Image, "ami-") {
-			return nil, spec, invalid("an aws autoscaler needs image: the AMI id (ami-…) its instances boot, with klique installed")
+			return nil, spec, kernel.Invalid("an aws autoscaler needs image: the AMI id (ami-…) its instances boot, with klique installed")
 		}
 	case model.ProviderLocal:
 	default:
-		return nil, spec, invalid("provider %q is not known: use aws, or local (worker processes on the autoscaler's own machine)", in.Provider)
+		return nil, spec, kernel.Invalid("provider %q is not known: use aws, or local (worker processes on the autoscaler's own machine)", in.Provider)
 	}
 	if len(in.InstanceTypes) == 0 || len(in.InstanceTypes) > MaxInstanceTypes {
-		return nil, spec, invalid("give 1 to %d instance types, each with its GPUs (g5.xlarge: 1)", MaxInstanceTypes)
+		return nil, spec, kernel.Invalid("give 1 to %d instance types, each with its GPUs (g5.xlarge: 1)", MaxInstanceTypes)
 	}
 	seen := map[string]bool{}
 	for _, it := range in.InstanceTypes {
 		name := strings.TrimSpace(it.Name)
 		if name == "" || len(name) > 64 || strings.ContainsAny(name, " \t\n") {
-			return nil, spec, invalid("instance type %q: a name of 1 to 64 characters without spaces", it.Name)
+			return nil, spec, kernel.Invalid("instance type %q: a name of 1 to 64 characters without spaces", it.Name)
 		}
 		if seen[name] {
-			return nil, spec, invalid("instance type %s is listed twice", name)
+			return nil, spec, kernel.Invalid("instance type %s is listed twice", name)
 		}
 		seen[name] = true
 		if it.GPUs < 1 || it.GPUs > 64 {
-			return nil, spec, invalid("instance type %s: gpus must be 1 to 64, the GPUs one instance brings", name)
+			return nil, spec, kernel.Invalid("instance type %s: gpus must be 1 to 64, the GPUs one instance brings", name)
 		}
 		spec.InstanceTypes = append(spec.InstanceTypes, model.InstanceType{Name: name, GPUs: it.GPUs})
 	}
 	if in.MaxInstances < 1 || in.MaxInstances > MaxAutoscalerSize {
-		return nil, spec, invalid("maxInstances must be 1 to %d", MaxAutoscalerSize)
+		return nil, spec, kernel.Invalid("maxInstances must be 1 to %d", MaxAutoscalerSize)
 	}
 	// The engine places work on the pool's declared capacity, so the
 	// autoscaler must be able to bring all of it: otherwise work would be
 	// placed that no instance can ever run.
 	if most := in.MaxInstances * spec.MaxGPUsPerInstance(); pool.CapacityGPUs > most {
-		return nil, spec, invalid("pool %s declares %d GPUs but this autoscaler brings at most %d (%d instances × %d GPUs): raise maxInstances or lower the pool's capacity to %d",
+		return nil, spec, kernel.Invalid("pool %s declares %d GPUs but this autoscaler brings at most %d (%d instances × %d GPUs): raise maxInstances or lower the pool's capacity to %d",
 			pool.Name, pool.CapacityGPUs, most, in.MaxInstances, spec.MaxGPUsPerInstance(), most)
 	}
 	durations := []struct {
@@ -163,7 +164,7 @@ func (s *Service) checkAutoscaler(ctx context.Context, p *identity.Principal, e 
 			*d.v = d.def
 		}
 		if *d.v < minAutoscalerTimeout || *d.v > 7*24*time.Hour {
-			return nil, spec, invalid("%s must be between 1 second and 7 days (it is %s)", d.name, *d.v)
+			return nil, spec, kernel.Invalid("%s must be between 1 second and 7 days (it is %s)", d.name, *d.v)
 		}
 	}
 	switch spec.Market {
@@ -171,15 +172,15 @@ func (s *Service) checkAutoscaler(ctx context.Context, p *identity.Principal, e 
 		spec.Market = model.MarketSpot
 	case model.MarketSpot, model.MarketOnDemand:
 	default:
-		return nil, spec, invalid("market %q is not known: use spot (with on-demand fallback) or on_demand", in.Market)
+		return nil, spec, kernel.Invalid("market %q is not known: use spot (with on-demand fallback) or on_demand", in.Market)
 	}
 	for k, v := range in.Settings {
 		if !slices.Contains(allowed, k) {
-			return nil, spec, invalid("setting %q is not known to the %s provider: use %s (credentials go in the vault, named by credentialSecrets)",
+			return nil, spec, kernel.Invalid("setting %q is not known to the %s provider: use %s (credentials go in the vault, named by credentialSecrets)",
 				k, in.Provider, strings.Join(allowed, ", "))
 		}
 		if len(v) > 1024 {
-			return nil, spec, invalid("setting %s is longer than 1024 bytes", k)
+			return nil, spec, kernel.Invalid("setting %s is longer than 1024 bytes", k)
 		}
 		if spec.Settings == nil {
 			spec.Settings = map[string]string{}
@@ -188,13 +189,13 @@ func (s *Service) checkAutoscaler(ctx context.Context, p *identity.Principal, e 
 	}
 	for _, name := range in.CredentialSecrets {
 		if !runenv.ValidName(name) {
-			return nil, spec, invalid("credential secret %q: a vault secret name (letters, digits and '_')", name)
+			return nil, spec, kernel.Invalid("credential secret %q: a vault secret name (letters, digits and '_')", name)
 		}
 		if slices.Contains(spec.CredentialSecrets, name) {
-			return nil, spec, invalid("credential secret %s is listed twice", name)
+			return nil, spec, kernel.Invalid("credential secret %s is listed twice", name)
 		}
-		if _, err := s.store.GetSecret(ctx, p.TenantID, model.ScopeTenant, p.TenantID, name); errors.Is(err, store.ErrNotFound) {
-			return nil, spec, invalid("credential secret %s is not in the tenant's vault: set it first with setSecret(scope: TENANT, name: %q, value: …)", name, name)
+		if _, err := s.k.Store.GetSecret(ctx, p.TenantID, model.ScopeTenant, p.TenantID, name); errors.Is(err, store.ErrNotFound) {
+			return nil, spec, kernel.Invalid("credential secret %s is not in the tenant's vault: set it first with setSecret(scope: TENANT, name: %q, value: …)", name, name)
 		} else if err != nil {
 			return nil, spec, err
 		}
@@ -205,15 +206,15 @@ func (s *Service) checkAutoscaler(ctx context.Context, p *identity.Principal, e 
 
 // CreateAutoscaler stores an autoscaler for a cloud pool (admins). A pool
 // has at most one.
-func (s *Service) CreateAutoscaler(ctx context.Context, in AutoscalerInput) (*AutoscalerView, error) {
-	p, err := caller(ctx)
+func (s *Fleet) CreateAutoscaler(ctx context.Context, in AutoscalerInput) (*AutoscalerView, error) {
+	p, err := kernel.Caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if err := requireAdmin(p, "create autoscalers"); err != nil {
+	if err := kernel.RequireAdmin(p, "create autoscalers"); err != nil {
 		return nil, err
 	}
-	e, err := s.Estate(ctx)
+	e, err := s.k.Estate(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -222,14 +223,15 @@ func (s *Service) CreateAutoscaler(ctx context.Context, in AutoscalerInput) (*Au
 		return nil, err
 	}
 	a := &model.Autoscaler{TenantID: p.TenantID, PoolID: pool.ID, Name: in.Name, Spec: spec, CreatedBy: p.UserName}
-	err = s.write(ctx, p, func(t *txn) error {
-		a.CreatedAt, a.UpdatedAt = t.now, t.now
-		if err := t.q.CreateAutoscaler(ctx, a); errors.Is(err, store.ErrConflict) {
-			return conflict("pool %s already has an autoscaler, or the name %s is taken: update that one instead", pool.Name, in.Name)
+	err = s.k.Write(ctx, p, func(t *kernel.Txn) error {
+		a.CreatedAt, a.UpdatedAt = t.Now, t.Now
+		if err := t.Q.CreateAutoscaler(ctx, a); errors.Is(err, store.ErrConflict) {
+			return kernel.Conflict("pool %s already has an autoscaler, or the name %s is taken: update that one instead", pool.Name, in.Name)
 		} else if err != nil {
 			return err
 		}
-		return t.record("autoscaler.created", "autoscaler", a.ID, a.Name, "", describeAutoscaler(a.Spec, pool.Name))
+		t.Record("autoscaler.created", "autoscaler", a.ID, a.Name, "", describeAutoscaler(a.Spec, pool.Name))
+		return nil
 	})
 	if err != nil {
 		return nil, err
@@ -248,15 +250,15 @@ func describeAutoscaler(spec model.AutoscalerSpec, pool string) string {
 
 // UpdateAutoscaler replaces an autoscaler's settings (admins). Its pool
 // cannot change.
-func (s *Service) UpdateAutoscaler(ctx context.Context, id string, in AutoscalerInput) (*AutoscalerView, error) {
-	p, err := caller(ctx)
+func (s *Fleet) UpdateAutoscaler(ctx context.Context, id string, in AutoscalerInput) (*AutoscalerView, error) {
+	p, err := kernel.Caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if err := requireAdmin(p, "change autoscalers"); err != nil {
+	if err := kernel.RequireAdmin(p, "change autoscalers"); err != nil {
 		return nil, err
 	}
-	e, err := s.Estate(ctx)
+	e, err := s.k.Estate(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -265,23 +267,24 @@ func (s *Service) UpdateAutoscaler(ctx context.Context, id string, in Autoscaler
 		return nil, err
 	}
 	var a *model.Autoscaler
-	err = s.write(ctx, p, func(t *txn) error {
-		a, err = t.q.GetAutoscaler(ctx, p.TenantID, id)
+	err = s.k.Write(ctx, p, func(t *kernel.Txn) error {
+		a, err = t.Q.GetAutoscaler(ctx, p.TenantID, id)
 		if errors.Is(err, store.ErrNotFound) {
-			return notFound("no autoscaler %s", quote(id))
+			return kernel.NotFound("no autoscaler %s", kernel.Quote(id))
 		} else if err != nil {
 			return err
 		}
 		if a.PoolID != pool.ID {
-			return invalid("an autoscaler's pool cannot change: delete autoscaler %s and create one for pool %s", a.Name, pool.Name)
+			return kernel.Invalid("an autoscaler's pool cannot change: delete autoscaler %s and create one for pool %s", a.Name, pool.Name)
 		}
-		a.Name, a.Spec, a.UpdatedAt = in.Name, spec, t.now
-		if err := t.q.UpdateAutoscaler(ctx, a); errors.Is(err, store.ErrConflict) {
-			return conflict("the name %s is taken by another autoscaler", in.Name)
+		a.Name, a.Spec, a.UpdatedAt = in.Name, spec, t.Now
+		if err := t.Q.UpdateAutoscaler(ctx, a); errors.Is(err, store.ErrConflict) {
+			return kernel.Conflict("the name %s is taken by another autoscaler", in.Name)
 		} else if err != nil {
 			return err
 		}
-		return t.record("autoscaler.updated", "autoscaler", a.ID, a.Name, "", describeAutoscaler(a.Spec, pool.Name))
+		t.Record("autoscaler.updated", "autoscaler", a.ID, a.Name, "", describeAutoscaler(a.Spec, pool.Name))
+		return nil
 	})
 	if err != nil {
 		return nil, err
@@ -292,43 +295,44 @@ func (s *Service) UpdateAutoscaler(ctx context.Context, id string, in Autoscaler
 // DeleteAutoscaler removes an autoscaler (admins). Its daemon is refused
 // from its next sync and starts nothing more; instances it started are
 // its daemon's to stop (it terminates them when it is refused).
-func (s *Service) DeleteAutoscaler(ctx context.Context, id string) error {
-	p, err := caller(ctx)
+func (s *Fleet) DeleteAutoscaler(ctx context.Context, id string) error {
+	p, err := kernel.Caller(ctx)
 	if err != nil {
 		return err
 	}
-	if err := requireAdmin(p, "delete autoscalers"); err != nil {
+	if err := kernel.RequireAdmin(p, "delete autoscalers"); err != nil {
 		return err
 	}
-	return s.write(ctx, p, func(t *txn) error {
-		a, err := t.q.GetAutoscaler(ctx, p.TenantID, id)
+	return s.k.Write(ctx, p, func(t *kernel.Txn) error {
+		a, err := t.Q.GetAutoscaler(ctx, p.TenantID, id)
 		if errors.Is(err, store.ErrNotFound) {
-			return notFound("no autoscaler %s", quote(id))
+			return kernel.NotFound("no autoscaler %s", kernel.Quote(id))
 		} else if err != nil {
 			return err
 		}
-		if err := t.q.DeleteAutoscaler(ctx, p.TenantID, id); err != nil {
+		if err := t.Q.DeleteAutoscaler(ctx, p.TenantID, id); err != nil {
 			return err
 		}
-		return t.record("autoscaler.deleted", "autoscaler", a.ID, a.Name, "", "deleted autoscaler "+a.Name)
+		t.Record("autoscaler.deleted", "autoscaler", a.ID, a.Name, "", "deleted autoscaler "+a.Name)
+		return nil
 	})
 }
 
 // Autoscalers lists the tenant's autoscalers with their instances and
 // state (admins).
-func (s *Service) Autoscalers(ctx context.Context) ([]*AutoscalerView, error) {
-	p, err := caller(ctx)
+func (s *Fleet) Autoscalers(ctx context.Context) ([]*AutoscalerView, error) {
+	p, err := kernel.Caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if err := requireAdmin(p, "list autoscalers"); err != nil {
+	if err := kernel.RequireAdmin(p, "list autoscalers"); err != nil {
 		return nil, err
 	}
-	list, err := s.store.ListAutoscalers(ctx, p.TenantID)
+	list, err := s.k.Store.ListAutoscalers(ctx, p.TenantID)
 	if err != nil {
-		return nil, s.internal(ctx, err)
+		return nil, s.k.Internal(ctx, err)
 	}
-	e, err := s.Estate(ctx)
+	e, err := s.k.Estate(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -341,22 +345,22 @@ func (s *Service) Autoscalers(ctx context.Context) ([]*AutoscalerView, error) {
 
 // PoolAutoscaler returns the autoscaler of a pool of the caller's tenant:
 // for admins, nil for everyone else and for pools without one.
-func (s *Service) PoolAutoscaler(ctx context.Context, poolID string) (*AutoscalerView, error) {
-	p, err := caller(ctx)
+func (s *Fleet) PoolAutoscaler(ctx context.Context, poolID string) (*AutoscalerView, error) {
+	p, err := kernel.Caller(ctx)
 	if err != nil {
 		return nil, err
 	}
 	if !p.IsAdmin() {
 		return nil, nil
 	}
-	a, err := s.store.GetAutoscalerByPool(ctx, p.TenantID, poolID)
+	a, err := s.k.Store.GetAutoscalerByPool(ctx, p.TenantID, poolID)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, s.internal(ctx, err)
+		return nil, s.k.Internal(ctx, err)
 	}
-	e, err := s.Estate(ctx)
+	e, err := s.k.Estate(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -367,28 +371,28 @@ func (s *Service) PoolAutoscaler(ctx context.Context, poolID string) (*Autoscale
 // worker credential itself may act as the pool's autoscaler: a task
 // credential, held by the user code of a job, must not read the cloud
 // credentials or rewrite the autoscaler's state.
-func (s *Service) myAutoscaler(ctx context.Context, w *identity.Worker) (*model.Autoscaler, error) {
+func (s *Fleet) myAutoscaler(ctx context.Context, w *identity.Worker) (*model.Autoscaler, error) {
 	if err := notTaskScoped(ctx, "the autoscaler's sync and credentials"); err != nil {
 		return nil, err
 	}
-	a, err := s.store.GetAutoscalerByPool(ctx, w.TenantID, w.PoolID)
+	a, err := s.k.Store.GetAutoscalerByPool(ctx, w.TenantID, w.PoolID)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, notFound("pool %s has no autoscaler: an admin creates one with createAutoscaler(input: {pool: %q, …})", w.PoolName, w.PoolName)
+		return nil, kernel.NotFound("pool %s has no autoscaler: an admin creates one with createAutoscaler(input: {pool: %q, …})", w.PoolName, w.PoolName)
 	}
-	return a, s.internal(ctx, err)
+	return a, s.k.Internal(ctx, err)
 }
 
 // SyncAutoscaler is the autoscaler daemon's heartbeat: it stores the
 // daemon's instances and message, notes on the placed tasks why they still
 // have no node, and returns the autoscaler's settings with the pool's
 // hidden queue (placed, unclaimed work) and workers.
-func (s *Service) SyncAutoscaler(ctx context.Context, req agentapi.AutoscalerSyncRequest) (*agentapi.AutoscalerSyncResponse, error) {
+func (s *Fleet) SyncAutoscaler(ctx context.Context, req agentapi.AutoscalerSyncRequest) (*agentapi.AutoscalerSyncResponse, error) {
 	w, err := workerFrom(ctx)
 	if err != nil {
 		return nil, err
 	}
 	if len(req.Instances) > agentapi.MaxAutoscalerInstances || len(req.Message) > 4096 || len(req.Waiting) > 100 {
-		return nil, invalid("a sync reports at most %d instances, 100 waiting notes and a message of at most 4096 bytes", agentapi.MaxAutoscalerInstances)
+		return nil, kernel.Invalid("a sync reports at most %d instances, 100 waiting notes and a message of at most 4096 bytes", agentapi.MaxAutoscalerInstances)
 	}
 	a, err := s.myAutoscaler(ctx, w)
 	if err != nil {
@@ -398,21 +402,22 @@ func (s *Service) SyncAutoscaler(ctx context.Context, req agentapi.AutoscalerSyn
 		Instances: make([]model.AutoscalerInstance, 0, len(req.Instances))}
 	for _, in := range req.Instances {
 		if in.ID == "" || len(in.ID) > 128 || len(in.Worker) > 253 || len(in.Type) > 64 || len(in.State) > 32 {
-			return nil, invalid("instance %q: an id of 1 to 128 bytes, a worker name, type and state of reasonable length", in.ID)
+			return nil, kernel.Invalid("instance %q: an id of 1 to 128 bytes, a worker name, type and state of reasonable length", in.ID)
 		}
 		st.Instances = append(st.Instances, model.AutoscalerInstance{ID: in.ID, Worker: in.Worker, Type: in.Type, GPUs: in.GPUs,
 			Market: in.Market, State: in.State, LaunchedAt: in.LaunchedAt, RegisteredAt: in.RegisteredAt, IdleSince: in.IdleSince})
 	}
-	now := s.Now()
-	if err := s.store.ReportAutoscaler(ctx, w.TenantID, a.ID, st, now); err != nil {
-		return nil, s.internal(ctx, err)
+	now := s.k.Now()
+	if err := s.k.Store.ReportAutoscaler(ctx, w.TenantID, a.ID, st, now); err != nil {
+		return nil, s.k.Internal(ctx, err)
 	}
 	if req.Message != a.Status.Message && req.Message != "" {
 		// A new problem (or a new kind of it) goes to the audit trail
 		// once, not at every sync.
 		p := &identity.Principal{TenantID: w.TenantID, UserName: "autoscaler " + a.Name}
-		err := s.write(identity.WithChannel(ctx, identity.ChannelWorker), p, func(t *txn) error {
-			return t.record("autoscaler.reported", "autoscaler", a.ID, a.Name, "", req.Message)
+		err := s.k.Write(identity.WithChannel(ctx, identity.ChannelWorker), p, func(t *kernel.Txn) error {
+			t.Record("autoscaler.reported", "autoscaler", a.ID, a.Name, "", req.Message)
+			return nil
 		})
 		if err != nil {
 			return nil, err
@@ -421,28 +426,28 @@ func (s *Service) SyncAutoscaler(ctx context.Context, req agentapi.AutoscalerSyn
 	for _, note := range req.Waiting {
 		reason := strings.TrimSpace(note.Reason)
 		if reason == "" || len(reason) > 1024 || len(note.TaskIDs) > 1000 {
-			return nil, invalid("a waiting note needs a reason of at most 1024 bytes and at most 1000 tasks")
+			return nil, kernel.Invalid("a waiting note needs a reason of at most 1024 bytes and at most 1000 tasks")
 		}
 		reason = "placed on pool " + w.PoolName + "; waiting for a node: " + reason
-		if _, err := s.store.SetPlacedReason(ctx, w.TenantID, w.PoolID, note.TaskIDs, reason); err != nil {
-			return nil, s.internal(ctx, err)
+		if _, err := s.k.Store.SetPlacedReason(ctx, w.TenantID, w.PoolID, note.TaskIDs, reason); err != nil {
+			return nil, s.k.Internal(ctx, err)
 		}
 	}
 	return s.autoscalerState(ctx, w, a, now)
 }
 
-func (s *Service) autoscalerState(ctx context.Context, w *identity.Worker, a *model.Autoscaler, now time.Time) (*agentapi.AutoscalerSyncResponse, error) {
-	tasks, err := s.store.ListTasks(ctx, w.TenantID, store.TaskFilter{PoolID: w.PoolID,
+func (s *Fleet) autoscalerState(ctx context.Context, w *identity.Worker, a *model.Autoscaler, now time.Time) (*agentapi.AutoscalerSyncResponse, error) {
+	tasks, err := s.k.Store.ListTasks(ctx, w.TenantID, store.TaskFilter{PoolID: w.PoolID,
 		Statuses: []model.TaskStatus{model.TaskPlaced, model.TaskRunning}}, store.Page{}, false)
 	if err != nil {
-		return nil, s.internal(ctx, err)
+		return nil, s.k.Internal(ctx, err)
 	}
 	resp := &agentapi.AutoscalerSyncResponse{Autoscaler: autoscalerSpec(a, w.PoolName), Placed: []agentapi.PlacedTask{},
 		Workers: []agentapi.PoolWorker{}, SyncSeconds: int(s.agent.Heartbeat / time.Second)}
 	running := map[string]*agentapi.PoolWorker{}
-	workers, err := s.store.ListWorkers(ctx, w.TenantID)
+	workers, err := s.k.Store.ListWorkers(ctx, w.TenantID)
 	if err != nil {
-		return nil, s.internal(ctx, err)
+		return nil, s.k.Internal(ctx, err)
 	}
 	for _, wk := range workers {
 		if wk.PoolID != w.PoolID {
@@ -490,7 +495,7 @@ func autoscalerSpec(a *model.Autoscaler, pool string) agentapi.AutoscalerSpec {
 // autoscaler names, from the tenant's vault, for its daemon. Besides a
 // running task's worker, this is the only way a secret's value leaves the
 // platform; every read is audited.
-func (s *Service) AutoscalerCredentials(ctx context.Context) (*agentapi.AutoscalerCredentialsResponse, error) {
+func (s *Fleet) AutoscalerCredentials(ctx context.Context) (*agentapi.AutoscalerCredentialsResponse, error) {
 	w, err := workerFrom(ctx)
 	if err != nil {
 		return nil, err
@@ -501,26 +506,27 @@ func (s *Service) AutoscalerCredentials(ctx context.Context) (*agentapi.Autoscal
 	}
 	out := map[string]string{}
 	for _, name := range a.Spec.CredentialSecrets {
-		sec, err := s.store.GetSecret(ctx, w.TenantID, model.ScopeTenant, w.TenantID, name)
+		sec, err := s.k.Store.GetSecret(ctx, w.TenantID, model.ScopeTenant, w.TenantID, name)
 		if errors.Is(err, store.ErrNotFound) {
-			return nil, conflict("credential secret %s of autoscaler %s is no longer in the tenant's vault: set it again", name, a.Name)
+			return nil, kernel.Conflict("credential secret %s of autoscaler %s is no longer in the tenant's vault: set it again", name, a.Name)
 		}
 		if err != nil {
-			return nil, s.internal(ctx, err)
+			return nil, s.k.Internal(ctx, err)
 		}
-		if s.vault == nil {
-			return nil, newError(CodeInternal, "this server has no vault key configured; set KLIQUE_VAULT_KEY")
+		if s.k.Vault == nil {
+			return nil, kernel.NewError(kernel.CodeInternal, "this server has no vault key configured; set KLIQUE_VAULT_KEY")
 		}
-		v, err := s.vault.Open(sec.Ciphertext, secretContext(sec.TenantID, sec.Scope, sec.ScopeID, sec.Name))
+		v, err := s.k.Vault.Open(sec.Ciphertext, kernel.SecretContext(sec.TenantID, sec.Scope, sec.ScopeID, sec.Name))
 		if err != nil {
-			return nil, s.internal(ctx, fmt.Errorf("open secret %s: %w", name, err))
+			return nil, s.k.Internal(ctx, fmt.Errorf("open secret %s: %w", name, err))
 		}
 		out[name] = string(v)
 	}
 	p := &identity.Principal{TenantID: w.TenantID, UserName: "autoscaler " + a.Name}
-	err = s.write(identity.WithChannel(ctx, identity.ChannelWorker), p, func(t *txn) error {
-		return t.record("autoscaler.credentials_read", "autoscaler", a.ID, a.Name, "",
+	err = s.k.Write(identity.WithChannel(ctx, identity.ChannelWorker), p, func(t *kernel.Txn) error {
+		t.Record("autoscaler.credentials_read", "autoscaler", a.ID, a.Name, "",
 			fmt.Sprintf("the daemon of autoscaler %s read its provider credentials (%s)", a.Name, strings.Join(a.Spec.CredentialSecrets, ", ")))
+		return nil
 	})
 	if err != nil {
 		return nil, err

@@ -1,4 +1,4 @@
-package platform
+package kernel
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/klique-ai/klique/internal/estate"
+	"github.com/klique-ai/klique/internal/identity"
 	"github.com/klique-ai/klique/internal/store"
 )
 
@@ -100,7 +101,7 @@ func (c *requestCache) putBudgetUsed(tenant string, used map[string]int64) {
 // the same transaction, so a reader checks one number instead of reading
 // the model, and never sees one older than the version it checked. The
 // models it hands out are shared: callers must not change them (changes go
-// through changeEstate, which works on a clone).
+// through ChangeEstate, which works on a clone).
 type estateCache struct {
 	mu       sync.Mutex
 	byTenant map[string]cachedEstate
@@ -120,56 +121,83 @@ func (c *estateCache) forget(tenantID string) {
 	c.mu.Unlock()
 }
 
-// recentEstate is currentEstate for hot paths that may act on a model up
+// RecentEstate is CurrentEstate for hot paths that may act on a model up
 // to maxAge old: it reads the version from the store at most once per
 // maxAge per tenant. Changes made through this replica are seen at once
-// (changeEstate forgets the cached model); those made through another
+// (ChangeEstate forgets the cached model); those made through another
 // replica within maxAge.
-func (s *Service) recentEstate(ctx context.Context, tenantID string, maxAge time.Duration) (*estate.Estate, int64, error) {
+func (k *Kernel) RecentEstate(ctx context.Context, tenantID string, maxAge time.Duration) (*estate.Estate, int64, error) {
 	now := time.Now()
-	s.estates.mu.Lock()
-	c, ok := s.estates.byTenant[tenantID]
-	s.estates.mu.Unlock()
+	k.estates.mu.Lock()
+	c, ok := k.estates.byTenant[tenantID]
+	k.estates.mu.Unlock()
 	if ok && now.Sub(c.checked) < maxAge {
 		return c.estate, c.version, nil
 	}
-	e, err := s.currentEstate(ctx, s.store, tenantID)
+	e, err := k.CurrentEstate(ctx, k.Store, tenantID)
 	if err != nil {
 		return nil, 0, err
 	}
-	s.estates.mu.Lock()
-	c = s.estates.byTenant[tenantID]
-	s.estates.mu.Unlock()
+	k.estates.mu.Lock()
+	c = k.estates.byTenant[tenantID]
+	k.estates.mu.Unlock()
 	return e, c.version, nil
 }
 
-// currentEstate returns a tenant's allocation model as of q's view of the
+// CurrentEstate returns a tenant's allocation model as of q's view of the
 // store, from memory when the store's version has not moved.
-func (s *Service) currentEstate(ctx context.Context, q store.Queries, tenantID string) (*estate.Estate, error) {
+func (k *Kernel) CurrentEstate(ctx context.Context, q store.Queries, tenantID string) (*estate.Estate, error) {
 	v, err := q.EstateVersion(ctx, tenantID)
 	if err != nil {
 		return nil, err
 	}
-	s.estates.mu.Lock()
-	c, ok := s.estates.byTenant[tenantID]
+	k.estates.mu.Lock()
+	c, ok := k.estates.byTenant[tenantID]
 	if ok && c.version == v {
 		c.checked = time.Now()
-		s.estates.byTenant[tenantID] = c
-		s.estates.mu.Unlock()
+		k.estates.byTenant[tenantID] = c
+		k.estates.mu.Unlock()
 		return c.estate, nil
 	}
-	s.estates.mu.Unlock()
+	k.estates.mu.Unlock()
 	// Read after the version: a change that commits in between makes the
 	// model newer than v, and the next reader, seeing v+1, reads again.
 	e, err := estate.Load(ctx, q, tenantID)
 	if err != nil {
 		return nil, err
 	}
-	s.estates.mu.Lock()
-	if s.estates.byTenant == nil {
-		s.estates.byTenant = map[string]cachedEstate{}
+	k.estates.mu.Lock()
+	if k.estates.byTenant == nil {
+		k.estates.byTenant = map[string]cachedEstate{}
 	}
-	s.estates.byTenant[tenantID] = cachedEstate{version: v, estate: e, checked: time.Now()}
-	s.estates.mu.Unlock()
+	k.estates.byTenant[tenantID] = cachedEstate{version: v, estate: e, checked: time.Now()}
+	k.estates.mu.Unlock()
 	return e, nil
+}
+
+// TenantEstate is the caller's tenant's whole estate, loaded once per
+// request. It is shared: callers must not change it, nor hand parts of it
+// to a caller who may not see them.
+func (k *Kernel) TenantEstate(ctx context.Context, p *identity.Principal) (*estate.Estate, error) {
+	if e := cacheFrom(ctx).get(p.TenantID); e != nil {
+		return e, nil
+	}
+	e, err := k.CurrentEstate(ctx, k.Store, p.TenantID)
+	if err != nil {
+		return nil, k.Internal(ctx, err)
+	}
+	cacheFrom(ctx).put(p.TenantID, e)
+	return e, nil
+}
+
+// RequestBudgetUsed returns what the request has already read of a
+// tenant's budget use (see PutRequestBudgetUsed).
+func RequestBudgetUsed(ctx context.Context, tenantID string) (map[string]int64, bool) {
+	return cacheFrom(ctx).budgetUsed(tenantID)
+}
+
+// PutRequestBudgetUsed keeps a tenant's budget use, per budgeted policy,
+// for the rest of the request (until its next write).
+func PutRequestBudgetUsed(ctx context.Context, tenantID string, used map[string]int64) {
+	cacheFrom(ctx).putBudgetUsed(tenantID, used)
 }

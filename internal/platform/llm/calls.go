@@ -1,4 +1,4 @@
-package platform
+package llm
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/klique-ai/klique/internal/estate"
 	"github.com/klique-ai/klique/internal/identity"
 	"github.com/klique-ai/klique/internal/model"
+	"github.com/klique-ai/klique/internal/platform/kernel"
 	"github.com/klique-ai/klique/internal/store"
 )
 
@@ -88,17 +89,17 @@ type ModelGrant struct {
 
 // AuthorizeModelCall decides a call to an alias for a project (a
 // project-scoped credential's, or projectRef, a project id or name).
-func (s *Service) AuthorizeModelCall(ctx context.Context, aliasName, projectRef string, now time.Time) (*ModelGrant, error) {
-	p, err := caller(ctx)
+func (s *LLM) AuthorizeModelCall(ctx context.Context, aliasName, projectRef string, now time.Time) (*ModelGrant, error) {
+	p, err := kernel.Caller(ctx)
 	if err != nil {
 		return nil, err
 	}
 	if !p.CanWrite() {
-		return nil, forbidden("a viewer cannot call models: calls spend the project's budget")
+		return nil, kernel.Forbidden("a viewer cannot call models: calls spend the project's budget")
 	}
-	e, version, err := s.recentEstate(ctx, p.TenantID, gatewayEstateAge)
+	e, version, err := s.k.RecentEstate(ctx, p.TenantID, gatewayEstateAge)
 	if err != nil {
-		return nil, s.internal(ctx, err)
+		return nil, s.k.Internal(ctx, err)
 	}
 	pr, err := gatewayProject(e, p, projectRef)
 	if err != nil {
@@ -107,11 +108,11 @@ func (s *Service) AuthorizeModelCall(ctx context.Context, aliasName, projectRef 
 	g := &e.Gateway
 	alias := findAlias(g, aliasName)
 	if alias == nil {
-		return nil, notFound("no model alias %s: GET /v1/models lists the aliases you may call", quote(aliasName))
+		return nil, kernel.NotFound("no model alias %s: GET /v1/models lists the aliases you may call", kernel.Quote(aliasName))
 	}
 	_, rule := MatchingRule(e, alias, p, pr.ID)
 	if rule == nil {
-		return nil, forbidden("model alias %s is not open to you for project %s", quote(alias.Name), pr.Name)
+		return nil, kernel.Forbidden("model alias %s is not open to you for project %s", kernel.Quote(alias.Name), pr.Name)
 	}
 	grant := &ModelGrant{TenantID: p.TenantID, UserID: p.UserID, UserName: p.UserName,
 		ProjectID: pr.ID, ProjectName: pr.Name, Alias: alias, GuardAlias: g.Guardrails.GuardAlias}
@@ -121,7 +122,7 @@ func (s *Service) AuthorizeModelCall(ctx context.Context, aliasName, projectRef 
 	grant.GroupID = chargedGroup(p, pr)
 	grant.GroupName = e.GroupName(grant.GroupID)
 	if grant.Guard, err = s.guards.get(p.TenantID, version, g.Guardrails, alias); err != nil {
-		return nil, s.internal(ctx, err)
+		return nil, s.k.Internal(ctx, err)
 	}
 	for _, name := range upstreamOrder(rule) {
 		u, err := s.upstream(ctx, p.TenantID, g, name)
@@ -171,28 +172,28 @@ func gatewayProject(e *estate.Estate, p *identity.Principal, ref string) (*model
 	if p.ProjectID != "" {
 		pr := e.Project(p.ProjectID)
 		if pr == nil {
-			return nil, notFound("the project of this credential no longer exists")
+			return nil, kernel.NotFound("the project of this credential no longer exists")
 		}
 		if ref != "" && ref != pr.ID && ref != pr.Name {
-			return nil, forbidden("this credential is scoped to project %s, not %s", pr.Name, quote(ref))
+			return nil, kernel.Forbidden("this credential is scoped to project %s, not %s", pr.Name, kernel.Quote(ref))
 		}
 		// The scope narrows what the credential's owner may use; it grants
 		// nothing: one who has left the project's group may no longer
 		// spend its budget, as with any other credential.
-		if !usesProject(p, pr) {
-			return nil, forbidden("this credential is scoped to project %s, which you may no longer use: you are not in its group", pr.Name)
+		if !kernel.UsesProject(p, pr) {
+			return nil, kernel.Forbidden("this credential is scoped to project %s, which you may no longer use: you are not in its group", pr.Name)
 		}
 		return pr, nil
 	}
 	if ref == "" {
-		return nil, invalid("say which project the call is for: send the header X-Klique-Project: <project>, or use an API key scoped to a project")
+		return nil, kernel.Invalid("say which project the call is for: send the header X-Klique-Project: <project>, or use an API key scoped to a project")
 	}
 	pr := e.Project(ref)
 	if pr == nil {
 		pr = e.ProjectByName(ref)
 	}
-	if pr == nil || !usesProject(p, pr) {
-		return nil, notFound("no project %s you may use", quote(ref))
+	if pr == nil || !kernel.UsesProject(p, pr) {
+		return nil, kernel.NotFound("no project %s you may use", kernel.Quote(ref))
 	}
 	return pr, nil
 }
@@ -258,7 +259,7 @@ func upstreamOrder(r *model.AliasRule) []string {
 
 // upstream resolves a model to where it is served, with the provider's
 // key from the vault.
-func (s *Service) upstream(ctx context.Context, tenantID string, g *model.Gateway, name string) (Upstream, error) {
+func (s *LLM) upstream(ctx context.Context, tenantID string, g *model.Gateway, name string) (Upstream, error) {
 	var u Upstream
 	for _, m := range g.Models {
 		if m.Name == name {
@@ -266,7 +267,7 @@ func (s *Service) upstream(ctx context.Context, tenantID string, g *model.Gatewa
 		}
 	}
 	if u.Model == nil {
-		return u, s.internal(ctx, fmt.Errorf("model %q of an alias rule is not configured", name))
+		return u, s.k.Internal(ctx, fmt.Errorf("model %q of an alias rule is not configured", name))
 	}
 	for _, pv := range g.Providers {
 		if pv.Name == u.Model.Provider {
@@ -303,7 +304,7 @@ type cachedKey struct {
 // providerKeyTTL bounds how long a changed provider key takes to be used.
 const providerKeyTTL = 10 * time.Second
 
-func (s *Service) providerKey(ctx context.Context, tenantID, secret string) (string, error) {
+func (s *LLM) providerKey(ctx context.Context, tenantID, secret string) (string, error) {
 	if secret == "" {
 		return "", nil
 	}
@@ -315,16 +316,16 @@ func (s *Service) providerKey(ctx context.Context, tenantID, secret string) (str
 	if ok && now.Before(c.until) {
 		return c.value, nil
 	}
-	sec, err := s.store.GetSecret(ctx, tenantID, model.ScopeTenant, tenantID, secret)
+	sec, err := s.k.Store.GetSecret(ctx, tenantID, model.ScopeTenant, tenantID, secret)
 	if err != nil {
-		return "", unavailable("the gateway's key for this model's provider (tenant secret %s) is not in the vault; an admin sets it with 'klique secret set %s --tenant'", secret, secret)
+		return "", kernel.Unavailable("the gateway's key for this model's provider (tenant secret %s) is not in the vault; an admin sets it with 'klique secret set %s --tenant'", secret, secret)
 	}
-	if s.vault == nil {
-		return "", unavailable("this server has no vault key to open provider keys with")
+	if s.k.Vault == nil {
+		return "", kernel.Unavailable("this server has no vault key to open provider keys with")
 	}
-	v, err := s.vault.Open(sec.Ciphertext, secretContext(sec.TenantID, sec.Scope, sec.ScopeID, sec.Name))
+	v, err := s.k.Vault.Open(sec.Ciphertext, kernel.SecretContext(sec.TenantID, sec.Scope, sec.ScopeID, sec.Name))
 	if err != nil {
-		return "", s.internal(ctx, fmt.Errorf("open provider key %s: %w", secret, err))
+		return "", s.k.Internal(ctx, fmt.Errorf("open provider key %s: %w", secret, err))
 	}
 	s.keys.mu.Lock()
 	if s.keys.keys == nil {
@@ -444,10 +445,10 @@ func decimalMicros(m int64) string {
 }
 
 // ModelSpend sums a budget window's part of the ledger: tokens and money.
-func (s *Service) ModelSpend(ctx context.Context, q SpendQuery) (tokens, micros int64, err error) {
-	rows, err := s.store.SumModelCalls(ctx, q.TenantID, store.ModelUsageQuery{From: q.From, To: q.To, ProjectID: q.ProjectID, UserID: q.UserID})
+func (s *LLM) ModelSpend(ctx context.Context, q SpendQuery) (tokens, micros int64, err error) {
+	rows, err := s.k.Store.SumModelCalls(ctx, q.TenantID, store.ModelUsageQuery{From: q.From, To: q.To, ProjectID: q.ProjectID, UserID: q.UserID})
 	if err != nil {
-		return 0, 0, s.internal(ctx, err)
+		return 0, 0, s.k.Internal(ctx, err)
 	}
 	for _, r := range rows {
 		tokens += r.InputTokens + r.OutputTokens
@@ -458,23 +459,23 @@ func (s *Service) ModelSpend(ctx context.Context, q SpendQuery) (tokens, micros 
 
 // RecordModelCalls writes calls to the ledger. The gateway calls it in
 // batches, after the calls; a call recorded twice is kept once.
-func (s *Service) RecordModelCalls(ctx context.Context, calls []*model.ModelCall) error {
-	if err := s.store.InsertModelCalls(ctx, calls); err != nil {
-		return s.internal(ctx, err)
+func (s *LLM) RecordModelCalls(ctx context.Context, calls []*model.ModelCall) error {
+	if err := s.k.Store.InsertModelCalls(ctx, calls); err != nil {
+		return s.k.Internal(ctx, err)
 	}
 	return nil
 }
 
 // ModelAliases lists the aliases a caller may call for a project (or, with
 // no project, for any of theirs), by name.
-func (s *Service) ModelAliases(ctx context.Context, projectRef string) ([]*model.Alias, error) {
-	p, err := caller(ctx)
+func (s *LLM) ModelAliases(ctx context.Context, projectRef string) ([]*model.Alias, error) {
+	p, err := kernel.Caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	e, _, err := s.recentEstate(ctx, p.TenantID, gatewayEstateAge)
+	e, _, err := s.k.RecentEstate(ctx, p.TenantID, gatewayEstateAge)
 	if err != nil {
-		return nil, s.internal(ctx, err)
+		return nil, s.k.Internal(ctx, err)
 	}
 	projectID := ""
 	if p.ProjectID != "" || projectRef != "" {

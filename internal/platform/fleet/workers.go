@@ -1,0 +1,231 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/klique-ai/klique/internal/estate"
+	"github.com/klique-ai/klique/internal/identity"
+	"github.com/klique-ai/klique/internal/model"
+	"github.com/klique-ai/klique/internal/platform/kernel"
+	"github.com/klique-ai/klique/internal/platform/view"
+	"github.com/klique-ai/klique/internal/store"
+)
+
+// AgentOptions tune the worker protocol.
+type AgentOptions struct {
+	// Lease is how long a claimed task stays a worker's without a
+	// heartbeat; Heartbeat how often workers send one.
+	Lease     time.Duration
+	Heartbeat time.Duration
+	// LogLimit bounds the log one task may store.
+	LogLimit int64
+}
+
+// Defaults of the worker protocol.
+const (
+	DefaultLease     = 60 * time.Second
+	DefaultHeartbeat = 15 * time.Second
+	DefaultLogLimit  = 16 << 20
+)
+
+func (o AgentOptions) withDefaults() AgentOptions {
+	if o.Lease <= 0 {
+		o.Lease = DefaultLease
+	}
+	if o.Heartbeat <= 0 {
+		o.Heartbeat = DefaultHeartbeat
+	}
+	if o.LogLimit <= 0 {
+		o.LogLimit = DefaultLogLimit
+	}
+	return o
+}
+
+// CreateWorkerCredential makes a credential the worker daemons of a pool
+// connect with. The secret is returned this once; only its hash is kept.
+func (s *Fleet) CreateWorkerCredential(ctx context.Context, poolRef, name string) (*model.WorkerCredential, string, error) {
+	p, err := kernel.Caller(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	if err := kernel.RequireAdmin(p, "create worker credentials"); err != nil {
+		return nil, "", err
+	}
+	if name == "" {
+		name = "workers"
+	}
+	if err := estate.CheckName(name); err != nil {
+		return nil, "", kernel.Invalid("worker credential %v", err)
+	}
+	e, err := s.k.Estate(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	pool, err := kernel.FindPool(e, poolRef)
+	if err != nil {
+		return nil, "", err
+	}
+	secret, prefix, hash, err := identity.NewWorkerCredential()
+	if err != nil {
+		return nil, "", err
+	}
+	c := &model.WorkerCredential{TenantID: p.TenantID, PoolID: pool.ID, Name: name, Prefix: prefix, Hash: hash, CreatedBy: p.UserName}
+	err = s.k.Write(ctx, p, func(t *kernel.Txn) error {
+		c.CreatedAt = t.Now
+		if err := t.Q.CreateWorkerCredential(ctx, c); err != nil {
+			return err
+		}
+		t.Record("worker_credential.created", "worker_credential", c.ID, c.Name, "",
+			fmt.Sprintf("credential %s… for the workers of pool %s", c.Prefix, pool.Name))
+		return nil
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	return c, secret, nil
+}
+
+// WorkerCredentials lists the tenant's worker credentials (admins).
+func (s *Fleet) WorkerCredentials(ctx context.Context) ([]*model.WorkerCredential, error) {
+	p, err := kernel.Caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := kernel.RequireAdmin(p, "list worker credentials"); err != nil {
+		return nil, err
+	}
+	cs, err := s.k.Store.ListWorkerCredentials(ctx, p.TenantID)
+	return cs, s.k.Internal(ctx, err)
+}
+
+// RevokeWorkerCredential revokes a worker credential: its daemons are
+// refused from their next call.
+func (s *Fleet) RevokeWorkerCredential(ctx context.Context, id string) (*model.WorkerCredential, error) {
+	p, err := kernel.Caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := kernel.RequireAdmin(p, "revoke worker credentials"); err != nil {
+		return nil, err
+	}
+	var out *model.WorkerCredential
+	err = s.k.Write(ctx, p, func(t *kernel.Txn) error {
+		if err := t.Q.RevokeWorkerCredential(ctx, p.TenantID, id, t.Now); errors.Is(err, store.ErrNotFound) {
+			return kernel.NotFound("no worker credential %s", kernel.Quote(id))
+		} else if err != nil {
+			return err
+		}
+		list, err := t.Q.ListWorkerCredentials(ctx, p.TenantID)
+		if err != nil {
+			return err
+		}
+		for _, c := range list {
+			if c.ID == id {
+				out = c
+			}
+		}
+		t.Record("worker_credential.revoked", "worker_credential", id, out.Name, "", "revoked "+out.Prefix+"…")
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Workers lists the tenant's registered workers: everyone in the tenant may
+// see what capacity serves it.
+func (s *Fleet) Workers(ctx context.Context) ([]*view.WorkerView, error) {
+	p, err := kernel.Caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ws, err := s.k.Store.ListWorkers(ctx, p.TenantID)
+	if err != nil {
+		return nil, s.k.Internal(ctx, err)
+	}
+	e, err := s.k.Estate(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return view.Workers(ws, e, s.k.Now(), s.agent.Lease), nil
+}
+
+// TenantWorkers lists a tenant's workers for the live views, which check
+// what each subscriber may see themselves.
+func (s *Fleet) TenantWorkers(ctx context.Context, tenantID string) ([]*view.WorkerView, error) {
+	ws, err := s.k.Store.ListWorkers(ctx, tenantID)
+	if err != nil {
+		return nil, fmt.Errorf("list workers: %w", err)
+	}
+	e, err := s.k.CurrentEstate(ctx, s.k.Store, tenantID)
+	if err != nil {
+		return nil, err
+	}
+	return view.Workers(ws, e, s.k.Now(), s.agent.Lease), nil
+}
+
+// WorkerTasks lists the tasks a worker runs now that the caller may see.
+func (s *Fleet) WorkerTasks(ctx context.Context, workerID string) ([]*model.Task, error) {
+	p, err := kernel.Caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	f := store.TaskFilter{Statuses: []model.TaskStatus{model.TaskRunning}}
+	if !p.IsAdmin() {
+		f.RestrictToGroups, f.GroupIDs, f.VisibleToUserID = true, p.GroupIDs(), p.UserID
+	}
+	ts, err := s.k.Store.ListTasks(ctx, p.TenantID, f, store.Page{}, false)
+	if err != nil {
+		return nil, s.k.Internal(ctx, err)
+	}
+	var out []*model.Task
+	for _, t := range ts {
+		if t.Run.WorkerID == workerID && kernel.SeesTask(p, t) {
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+// AuthenticateWorker turns a worker credential into a worker identity.
+func (s *Fleet) AuthenticateWorker(ctx context.Context, secret string) (*identity.Worker, error) {
+	if len(secret) < len(identity.WorkerCredentialPrefix)+10 || secret[:len(identity.WorkerCredentialPrefix)] != identity.WorkerCredentialPrefix {
+		return nil, kernel.Unauthenticated("the worker credential must be a kqw_… credential made with createWorkerCredential")
+	}
+	c, err := s.k.Store.GetWorkerCredentialByHash(ctx, identity.HashAPIKey(secret))
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, kernel.Unauthenticated("unknown worker credential")
+	}
+	if err != nil {
+		return nil, s.k.Internal(ctx, err)
+	}
+	if c.RevokedAt != nil {
+		return nil, kernel.Unauthenticated("worker credential revoked")
+	}
+	pool, err := s.k.Store.GetPool(ctx, c.TenantID, c.PoolID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, kernel.Unauthenticated("the pool of this worker credential no longer exists")
+	}
+	if err != nil {
+		return nil, s.k.Internal(ctx, err)
+	}
+	return &identity.Worker{TenantID: c.TenantID, PoolID: c.PoolID, PoolName: pool.Name, CredentialID: c.ID}, nil
+}
+
+// Worker returns a registered worker of the caller's tenant.
+func (s *Fleet) Worker(ctx context.Context, id string) (*view.WorkerView, error) {
+	ws, err := s.Workers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range ws {
+		if w.ID == id {
+			return w, nil
+		}
+	}
+	return nil, kernel.NotFound("no worker %s", kernel.Quote(id))
+}

@@ -1,0 +1,105 @@
+package platform
+
+import (
+	"github.com/klique-ai/klique/internal/platform/access"
+	"github.com/klique-ai/klique/internal/platform/allocation"
+	"github.com/klique-ai/klique/internal/platform/fleet"
+	"github.com/klique-ai/klique/internal/platform/kernel"
+	"github.com/klique-ai/klique/internal/platform/live"
+	"github.com/klique-ai/klique/internal/platform/llm"
+	"github.com/klique-ai/klique/internal/platform/tasks"
+	"github.com/klique-ai/klique/internal/platform/view"
+)
+
+// The vocabulary of the platform's operations, as the channels use it. Each
+// name is defined by the domain that owns it (or the kernel, or the shared
+// read models in view); the facade names them once so that a channel
+// imports one package.
+
+type (
+	APIKeyInput          = access.APIKeyInput
+	AuditFilter          = access.AuditFilter
+	GroupGrantInput      = access.GroupGrantInput
+	SecretInfo           = access.SecretInfo
+	UserInput            = access.UserInput
+	ComputeResourceInput = allocation.ComputeResourceInput
+	ConnectInput         = allocation.ConnectInput
+	EngineStatus         = allocation.EngineStatus
+	GPUClassInput        = allocation.GPUClassInput
+	GroupInput           = allocation.GroupInput
+	PolicyInput          = allocation.PolicyInput
+	PoolInput            = allocation.PoolInput
+	ProfileInput         = allocation.ProfileInput
+	ProjectInput         = allocation.ProjectInput
+	TimeBudgetInput      = allocation.TimeBudgetInput
+	UsageQuery           = allocation.UsageQuery
+	UsageRow             = allocation.UsageRow
+	AgentOptions         = fleet.AgentOptions
+	AutoscalerInput      = fleet.AutoscalerInput
+	AutoscalerView       = fleet.AutoscalerView
+	TaskScope            = fleet.TaskScope
+	Code                 = kernel.Code
+	Error                = kernel.Error
+	EstateResult         = kernel.EstateResult
+	BudgetBurnUpdate     = live.BudgetBurnUpdate
+	GPUClassUse          = live.GPUClassUse
+	LogUpdate            = live.LogUpdate
+	PoolUse              = live.PoolUse
+	PoolUtilization      = live.PoolUtilization
+	QueueUpdate          = live.QueueUpdate
+	QueuedTask           = live.QueuedTask
+	SubscriptionLimits   = live.SubscriptionLimits
+	TaskUpdate           = live.TaskUpdate
+	WorkerUpdate         = live.WorkerUpdate
+	EntitlementInput     = llm.EntitlementInput
+	GuardrailsInput      = llm.GuardrailsInput
+	LLMAliasInput        = llm.LLMAliasInput
+	LLMAliasRuleInput    = llm.LLMAliasRuleInput
+	LLMModelInput        = llm.LLMModelInput
+	LLMProviderInput     = llm.LLMProviderInput
+	LLMRouteInput        = llm.LLMRouteInput
+	LLMTargetInput       = llm.LLMTargetInput
+	LimitWindow          = llm.LimitWindow
+	ModelGrant           = llm.ModelGrant
+	RateLimitInput       = llm.RateLimitInput
+	SpendQuery           = llm.SpendQuery
+	TokenBudgetInput     = llm.TokenBudgetInput
+	WindowUnit           = llm.WindowUnit
+	CloneInput           = tasks.CloneInput
+	EnqueueInput         = tasks.EnqueueInput
+	TaskListFilter       = tasks.TaskListFilter
+	BudgetView           = view.BudgetView
+	LogPage              = view.LogPage
+	PolicyView           = view.PolicyView
+	WorkerView           = view.WorkerView
+)
+
+const (
+	MaxSecretBytes      = access.MaxSecretBytes
+	ToolCallAction      = access.ToolCallAction
+	ToolCallKind        = access.ToolCallKind
+	DefaultLease        = fleet.DefaultLease
+	CodeConflict        = kernel.CodeConflict
+	CodeForbidden       = kernel.CodeForbidden
+	CodeInternal        = kernel.CodeInternal
+	CodeInvalid         = kernel.CodeInvalid
+	CodeNotFound        = kernel.CodeNotFound
+	CodeUnauthenticated = kernel.CodeUnauthenticated
+	CodeUnavailable     = kernel.CodeUnavailable
+	UnitMicros          = llm.UnitMicros
+	UnitRequests        = llm.UnitRequests
+	UnitTokens          = llm.UnitTokens
+	MaxTaskNameLength   = tasks.MaxTaskNameLength
+)
+
+var (
+	WithTaskScope    = fleet.WithTaskScope
+	ErrorCode        = kernel.ErrorCode
+	PublicMessage    = kernel.PublicMessage
+	WithRequestCache = kernel.WithRequestCache
+	Cost             = llm.Cost
+	MatchingRule     = llm.MatchingRule
+	RuleMatches      = llm.RuleMatches
+	TaskSize         = tasks.TaskSize
+	ValidateTaskSpec = tasks.ValidateTaskSpec
+)
