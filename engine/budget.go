@@ -70,3 +70,17 @@ func MicroGPUHours(d time.Duration, size model.MilliGPU) int64 {
 	us := d.Microseconds()
 	return (us/3_600_000)*int64(size) + (us%3_600_000)*int64(size)/3_600_000
 }
+
+// PeriodFloor is the earliest start of a budget period any of the policies
+// is in: how far back budget use and engine pauses matter.
+func PeriodFloor(policies []*model.ResourcePolicy, now time.Time) time.Time {
+	floor := now
+	for _, p := range policies {
+		if p.Budget != nil {
+			if s := PeriodStart(p.Budget.Period, now); s.Before(floor) {
+				floor = s
+			}
+		}
+	}
+	return floor
+}

@@ -18,7 +18,7 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/klique-ai/klique/engine"
+	"github.com/klique-ai/klique/engine/loop"
 	"github.com/klique-ai/klique/internal/agentapi"
 	"github.com/klique-ai/klique/internal/events"
 	"github.com/klique-ai/klique/internal/identity"
@@ -313,8 +313,8 @@ func refused(t *testing.T, c *client.Client, tool string, args map[string]any) s
 // pass runs one engine pass.
 func (b *testBundle) pass(t *testing.T) {
 	t.Helper()
-	loop := &engine.Loop{Store: b.store, Events: b.bus, Holder: "test"}
-	if _, err := loop.PassAll(context.Background()); err != nil {
+	eng := &loop.Loop{State: b.store, Planner: b.svc, Holder: "test"}
+	if _, err := eng.PassAll(context.Background()); err != nil {
 		t.Fatalf("engine pass: %v", err)
 	}
 }

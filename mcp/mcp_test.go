@@ -15,7 +15,7 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/klique-ai/klique/engine"
+	"github.com/klique-ai/klique/engine/loop"
 	"github.com/klique-ai/klique/internal/platform"
 	"github.com/klique-ai/klique/mcp"
 )
@@ -719,8 +719,8 @@ func TestAnExhaustedTimeBudgetIsExplained(t *testing.T) {
 	}
 	passAt := func(at time.Time) {
 		t.Helper()
-		loop := &engine.Loop{Store: b.store, Events: b.bus, Holder: "test", Now: func() time.Time { return at }}
-		if _, err := loop.PassAll(context.Background()); err != nil {
+		eng := &loop.Loop{State: b.store, Planner: b.svc, Holder: "test", Now: func() time.Time { return at }}
+		if _, err := eng.PassAll(context.Background()); err != nil {
 			t.Fatalf("engine pass: %v", err)
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -26,11 +25,18 @@ const touchInterval = time.Minute
 // than touchInterval are dropped.
 const maxTouchEntries = 10000
 
-// Audit actions written by SSO sign-in.
-const (
-	AuditUserProvisioned  = "user.provisioned"
-	AuditUserGroupsSynced = "user.groups_synced"
-)
+// Provisioner creates and updates the users who sign in through the
+// identity provider: the user at a first sign-in, and the user's groups
+// from the groups claim at every sign-in. The platform's access domain is
+// the provisioner, so that these changes are audited and published like
+// every other change to identities.
+type Provisioner interface {
+	// ProvisionSSOUser returns the local user of an SSO identity, creating
+	// it at its first sign-in.
+	ProvisionSSOUser(ctx context.Context, tenant *model.Tenant, id *OIDCIdentity, now time.Time) (*model.User, error)
+	// SyncSSOGroups mirrors the groups claim into the user's memberships.
+	SyncSSOGroups(ctx context.Context, tenantID string, user *model.User, claimed []string, now time.Time) error
+}
 
 // Authenticator turns a credential into a Principal. It is the one place
 // where that happens; everything else reads the principal from the context.
@@ -43,6 +49,15 @@ type Authenticator struct {
 	mu      sync.Mutex
 	touched map[string]time.Time // API key id → last TouchAPIKey
 	cache   authCache
+	prov    Provisioner
+}
+
+// SetProvisioner sets who creates and updates the users of SSO sign-ins.
+// Without one, an identity token of the configured issuer is refused.
+func (a *Authenticator) SetProvisioner(p Provisioner) {
+	a.mu.Lock()
+	a.prov = p
+	a.mu.Unlock()
 }
 
 // NewAuthenticator returns an authenticator over st. signer issues and
@@ -178,6 +193,12 @@ func (a *Authenticator) authenticateOIDC(ctx context.Context, token string) (*Pr
 	if err != nil {
 		return nil, err
 	}
+	a.mu.Lock()
+	prov := a.prov
+	a.mu.Unlock()
+	if prov == nil {
+		return nil, errors.New("identity: SSO sign-in has no provisioner")
+	}
 	cfg := a.oidc.Config()
 	tenant, err := a.st.GetTenantByName(ctx, cfg.Tenant)
 	if err != nil {
@@ -188,7 +209,7 @@ func (a *Authenticator) authenticateOIDC(ctx context.Context, token string) (*Pr
 	user, err := a.st.GetUserByExternalID(ctx, tenant.ID, id.ExternalID())
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		user, err = a.provision(ctx, tenant, id, now)
+		user, err = prov.ProvisionSSOUser(ctx, tenant, id, now)
 		if err != nil {
 			return nil, err
 		}
@@ -198,8 +219,10 @@ func (a *Authenticator) authenticateOIDC(ctx context.Context, token string) (*Pr
 	if user.Disabled {
 		return nil, unauthenticated(reasonUserDisabled)
 	}
-	if err := a.syncGroups(ctx, tenant.ID, user, id.Groups, now); err != nil {
-		return nil, err
+	if user.ExternalID != "" { // only SSO users follow the identity provider
+		if err := prov.SyncSSOGroups(ctx, tenant.ID, user, id.Groups, now); err != nil {
+			return nil, err
+		}
 	}
 	p, err := loadPrincipal(ctx, a.st, tenant.ID, user.ID)
 	if err != nil {
@@ -208,243 +231,6 @@ func (a *Authenticator) authenticateOIDC(ctx context.Context, token string) (*Pr
 	p.Method = MethodOIDC
 	p.CredentialID = id.TokenID
 	return p, nil
-}
-
-// provision creates the local user for a first SSO sign-in. The user is
-// always new: an SSO identity is never linked to an existing local user by
-// name, since that would let whoever controls a matching account at the
-// identity provider take over a local admin. If the name is taken, a
-// numeric suffix makes it unique.
-func (a *Authenticator) provision(ctx context.Context, tenant *model.Tenant, id *OIDCIdentity, now time.Time) (*model.User, error) {
-	var user *model.User
-	// Two first sign-ins of one person (or two people whose names sanitise
-	// alike) can race; the loser of the race sees a conflict and retries,
-	// then finds the winner's user or picks the next free name.
-	for attempt := 0; ; attempt++ {
-		err := a.st.InTx(ctx, func(q store.Queries) error {
-			existing, err := q.GetUserByExternalID(ctx, tenant.ID, id.ExternalID())
-			if err == nil {
-				user = existing
-				return nil
-			}
-			if !errors.Is(err, store.ErrNotFound) {
-				return err
-			}
-			name, err := freeUserName(ctx, q, tenant.ID, sanitizeUserName(id.Username))
-			if err != nil {
-				return err
-			}
-			u := &model.User{
-				ID:          model.NewID(),
-				TenantID:    tenant.ID,
-				Name:        name,
-				DisplayName: id.DisplayName,
-				Email:       id.Email,
-				Role:        model.RoleMember,
-				ExternalID:  id.ExternalID(),
-				CreatedAt:   now,
-				UpdatedAt:   now,
-			}
-			if err := q.CreateUser(ctx, u); err != nil {
-				return err
-			}
-			if err := q.InsertAudit(ctx, &model.AuditEntry{
-				ID:         model.NewID(),
-				TenantID:   tenant.ID,
-				At:         now,
-				ActorID:    u.ID,
-				ActorName:  u.Name,
-				Channel:    string(ChannelSSO),
-				Action:     AuditUserProvisioned,
-				ObjectKind: "user",
-				ObjectID:   u.ID,
-				ObjectName: u.Name,
-				Detail:     fmt.Sprintf("created at first sign-in through %s", id.Issuer),
-			}); err != nil {
-				return err
-			}
-			user = u
-			return nil
-		})
-		if err == nil {
-			return user, nil
-		}
-		if !errors.Is(err, store.ErrConflict) || attempt >= 2 {
-			return nil, fmt.Errorf("identity: provision SSO user: %w", err)
-		}
-	}
-}
-
-// sanitizeUserName turns an identity provider's username into a Klique user
-// name of [a-z0-9._-]: lower case, the local part of an e-mail address,
-// other characters replaced by '-', at most 64 characters.
-func sanitizeUserName(s string) string {
-	if at := strings.IndexByte(s, '@'); at > 0 {
-		s = s[:at]
-	}
-	s = strings.ToLower(s)
-	var b strings.Builder
-	dash := false
-	for _, r := range s {
-		ok := r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-'
-		if !ok {
-			r = '-'
-		}
-		if r == '-' {
-			if dash {
-				continue
-			}
-			dash = true
-		} else {
-			dash = false
-		}
-		b.WriteRune(r)
-		if b.Len() >= 64 {
-			break
-		}
-	}
-	name := strings.Trim(b.String(), "-._")
-	if name == "" {
-		return "user"
-	}
-	return name
-}
-
-// freeUserName returns base, or base-2, base-3, ... whichever is not taken.
-func freeUserName(ctx context.Context, q store.Queries, tenantID, base string) (string, error) {
-	for i := 1; i <= 1000; i++ {
-		name := base
-		if i > 1 {
-			name = base + "-" + strconv.Itoa(i)
-		}
-		_, err := q.GetUserByName(ctx, tenantID, name)
-		if errors.Is(err, store.ErrNotFound) {
-			return name, nil
-		}
-		if err != nil {
-			return "", err
-		}
-	}
-	suffix, err := randomID()
-	if err != nil {
-		return "", err
-	}
-	return base + "-" + suffix[:8], nil
-}
-
-// groupChange is what an SSO sign-in changes in a user's memberships.
-type groupChange struct {
-	join  []*model.Group
-	leave []*model.Membership
-	names map[string]string // group id → name, for the audit detail
-}
-
-func (c *groupChange) empty() bool { return len(c.join) == 0 && len(c.leave) == 0 }
-
-// planGroups compares the user's memberships with the groups named in the
-// claim. Named groups that do not exist in the tenant are ignored: the
-// identity provider may list groups Klique does not know about, and SSO
-// never creates groups.
-func planGroups(ctx context.Context, q store.Queries, tenantID, userID string, claimed []string) (*groupChange, error) {
-	groups, err := q.ListGroups(ctx, tenantID, store.Page{})
-	if err != nil {
-		return nil, err
-	}
-	byName := make(map[string]*model.Group, len(groups))
-	names := make(map[string]string, len(groups))
-	for _, g := range groups {
-		byName[g.Name] = g
-		names[g.ID] = g.Name
-	}
-	want := map[string]*model.Group{}
-	for _, n := range claimed {
-		if g, ok := byName[n]; ok {
-			want[g.ID] = g
-		}
-	}
-	current, err := q.ListMembershipsByUser(ctx, tenantID, userID)
-	if err != nil {
-		return nil, err
-	}
-	c := &groupChange{names: names}
-	have := map[string]bool{}
-	for _, m := range current {
-		have[m.GroupID] = true
-		if want[m.GroupID] == nil {
-			c.leave = append(c.leave, m)
-		}
-	}
-	for id, g := range want {
-		if !have[id] {
-			c.join = append(c.join, g)
-		}
-	}
-	slices.SortFunc(c.join, func(x, y *model.Group) int { return strings.Compare(x.Name, y.Name) })
-	return c, nil
-}
-
-// syncGroups mirrors the groups claim into the memberships of an SSO user:
-// it joins the named groups that exist (as member; an existing lead stays
-// lead) and leaves the groups no longer named. It writes only when
-// something differs, and then in one transaction with an audit entry.
-func (a *Authenticator) syncGroups(ctx context.Context, tenantID string, user *model.User, claimed []string, now time.Time) error {
-	if user.ExternalID == "" {
-		return nil // only SSO users follow the identity provider
-	}
-	plan, err := planGroups(ctx, a.st, tenantID, user.ID, claimed)
-	if err != nil {
-		return fmt.Errorf("identity: plan SSO group sync: %w", err)
-	}
-	if plan.empty() {
-		return nil
-	}
-	err = a.st.InTx(ctx, func(q store.Queries) error {
-		// Plan again inside the transaction, so concurrent sign-ins of the
-		// same user apply consistent changes.
-		plan, err := planGroups(ctx, q, tenantID, user.ID, claimed)
-		if err != nil || plan.empty() {
-			return err
-		}
-		var joined, left []string
-		for _, g := range plan.join {
-			if err := q.PutMembership(ctx, &model.Membership{
-				TenantID: tenantID, GroupID: g.ID, UserID: user.ID, Role: model.GroupRoleMember, CreatedAt: now,
-			}); err != nil {
-				return err
-			}
-			joined = append(joined, g.Name)
-		}
-		for _, m := range plan.leave {
-			if err := q.DeleteMembership(ctx, tenantID, m.GroupID, user.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
-				return err
-			}
-			left = append(left, plan.names[m.GroupID])
-		}
-		var detail []string
-		if len(joined) > 0 {
-			detail = append(detail, "joined "+strings.Join(joined, ", "))
-		}
-		if len(left) > 0 {
-			detail = append(detail, "left "+strings.Join(left, ", "))
-		}
-		return q.InsertAudit(ctx, &model.AuditEntry{
-			ID:         model.NewID(),
-			TenantID:   tenantID,
-			At:         now,
-			ActorID:    user.ID,
-			ActorName:  user.Name,
-			Channel:    string(ChannelSSO),
-			Action:     AuditUserGroupsSynced,
-			ObjectKind: "user",
-			ObjectID:   user.ID,
-			ObjectName: user.Name,
-			Detail:     strings.Join(detail, "; ") + " (from the identity provider's groups claim)",
-		})
-	})
-	if err != nil {
-		return fmt.Errorf("identity: sync SSO groups: %w", err)
-	}
-	return nil
 }
 
 // loadPrincipal reads the user, tenant and memberships behind a credential.

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/klique-ai/klique/engine"
+	"github.com/klique-ai/klique/engine/loop"
 	"github.com/klique-ai/klique/internal/estate"
 	"github.com/klique-ai/klique/internal/identity"
 	"github.com/klique-ai/klique/internal/model"
@@ -316,8 +316,8 @@ func newUsageWorld(t *testing.T, b *testBundle) *usageWorld {
 	w.alice = b.user(t, "alice", model.RoleMember, "ml-research")
 	w.victor = b.user(t, "victor", model.RoleMember, "vision")
 	enqueue(t, b, w.alice, "fraud-models", "1 GPU", "ml-research", nil)
-	loop := &engine.Loop{Store: b.store, Holder: "test", Now: func() time.Time { return w.now.Add(-2 * time.Hour) }}
-	if reps, err := loop.PassAll(context.Background()); err != nil || len(reps) == 0 || reps[0].Placed != 1 {
+	eng := &loop.Loop{State: b.store, Planner: b.svc, Holder: "test", Now: func() time.Time { return w.now.Add(-2 * time.Hour) }}
+	if reps, err := eng.PassAll(context.Background()); err != nil || len(reps) == 0 || reps[0].Placed != 1 {
 		t.Fatalf("engine pass: %+v, %v", reps, err)
 	}
 	e, err := b.svc.Estate(b.admin)

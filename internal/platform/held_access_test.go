@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/klique-ai/klique/engine"
+	"github.com/klique-ai/klique/engine/loop"
 	"github.com/klique-ai/klique/internal/agentapi"
 	"github.com/klique-ai/klique/internal/identity"
 	"github.com/klique-ai/klique/internal/model"
@@ -40,8 +40,8 @@ func TestHeldTenantSecretsAreNeverGivenToTasks(t *testing.T) {
 		_, err = b.svc.CreateAutoscaler(b.admin, platform.AutoscalerInput{Name: "burst", Pool: "cloud-burst", Provider: model.ProviderLocal,
 			InstanceTypes: []model.InstanceType{{Name: "local-8", GPUs: 8}}, MaxInstances: 4, CredentialSecrets: []string{"REGISTRY_TOKEN", "AWS_SECRET_ACCESS_KEY"}})
 		must(t, err)
-		loop := &engine.Loop{Store: b.store, Holder: "test"}
-		_, err = loop.PassAll(context.Background())
+		eng := &loop.Loop{State: b.store, Planner: b.svc, Holder: "test"}
+		_, err = eng.PassAll(context.Background())
 		must(t, err)
 		_, secret, err := b.svc.CreateWorkerCredential(b.admin, "bare-metal", "w")
 		must(t, err)

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/klique-ai/klique/engine"
+	"github.com/klique-ai/klique/engine/loop"
 	"github.com/klique-ai/klique/internal/agentapi"
 )
 
@@ -46,8 +46,8 @@ func agentCall(t *testing.T, ts *testServer, cred, method, path string, in, out 
 // place runs one engine pass, as the engine loop would.
 func place(t *testing.T, ts *testServer) {
 	t.Helper()
-	loop := &engine.Loop{Store: ts.app.Store, Events: ts.app.Events, Holder: "fixture"}
-	if _, err := loop.PassAll(context.Background()); err != nil {
+	eng := &loop.Loop{State: ts.app.Store, Planner: ts.app.Service, Holder: "fixture"}
+	if _, err := eng.PassAll(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 }

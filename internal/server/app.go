@@ -12,7 +12,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/klique-ai/klique/engine"
+	"github.com/klique-ai/klique/engine/loop"
 	"github.com/klique-ai/klique/gateway"
 	"github.com/klique-ai/klique/internal/config"
 	"github.com/klique-ai/klique/internal/events"
@@ -35,7 +35,7 @@ type App struct {
 	Handler *Handler
 	// Engine is the compute policy engine's loop, nil when this replica
 	// does not run it.
-	Engine   *engine.Loop
+	Engine   *loop.Loop
 	server   *http.Server
 	listener net.Listener
 	served   chan error
@@ -262,12 +262,12 @@ func (a *App) startEngine(cfg *config.Config) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	a.stop = cancel
-	a.Engine = &engine.Loop{Store: a.Store, Events: a.Events, Log: a.log.With("component", "engine"), Interval: cfg.EngineInterval,
+	a.Engine = &loop.Loop{State: a.Store, Planner: a.Service, Log: a.log.With("component", "engine"), Interval: cfg.EngineInterval,
 		MaxRetries: cfg.TaskMaxRetries}
 	if err := a.Engine.Register(a.Handler.metrics.registry); err != nil {
 		a.log.Warn("engine metrics not registered", "err", err)
 	}
-	sub := a.Events.Subscribe(1024, engine.WakeOn)
+	sub := a.Events.Subscribe(1024, loop.WakeOn)
 	go func() {
 		for range sub.C {
 			a.Engine.Wake()

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/klique-ai/klique/engine"
+	"github.com/klique-ai/klique/engine/loop"
 )
 
 // fixture is tenant "default" with the example estate applied and users
@@ -131,8 +131,8 @@ func newFixture(t *testing.T, ts *testServer) *fixture {
 	// ledger has an interval of ml-research's to keep from others. (The
 	// test server runs without the engine loop, so nothing else moves.)
 	if ts.app.Engine == nil {
-		loop := &engine.Loop{Store: ts.app.Store, Events: ts.app.Events, Holder: "fixture"}
-		if reps, err := loop.PassAll(context.Background()); err != nil || len(reps) == 0 || reps[0].Placed != 1 {
+		eng := &loop.Loop{State: ts.app.Store, Planner: ts.app.Service, Holder: "fixture"}
+		if reps, err := eng.PassAll(context.Background()); err != nil || len(reps) == 0 || reps[0].Placed != 1 {
 			t.Fatalf("engine pass: %+v, %v", reps, err)
 		}
 	} else {

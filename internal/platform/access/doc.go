@@ -20,12 +20,15 @@ type Access struct {
 }
 
 // New returns the access domain over a kernel; auth issues access tokens
-// and drops its cached checks after every identity change.
+// and drops its cached checks after every identity change, and the
+// domain creates and updates the users who sign in through SSO.
 func New(k *kernel.Kernel, auth *identity.Authenticator) *Access {
+	s := &Access{k: k, auth: auth}
 	if auth != nil {
 		k.OnIdentityChange(auth.Invalidate)
+		auth.SetProvisioner(s)
 	}
-	return &Access{k: k, auth: auth}
+	return s
 }
 
 // User returns a user the caller may see: themselves, members of their

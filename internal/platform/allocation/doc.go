@@ -8,6 +8,7 @@ package allocation
 
 import (
 	"context"
+	"sync"
 
 	"github.com/klique-ai/klique/internal/estate"
 	"github.com/klique-ai/klique/internal/platform/kernel"
@@ -16,6 +17,8 @@ import (
 // Allocation is the allocation domain.
 type Allocation struct {
 	k *kernel.Kernel
+	// names caches user names for the ledger rows of placements.
+	names sync.Map // user id -> name
 }
 
 // New returns the allocation domain over a kernel.

@@ -204,19 +204,16 @@ func (s *Allocation) policyView(ctx context.Context, tenantID string, e, full *e
 // budgetUsed is what each budgeted policy of a tenant has been charged in
 // its current period, computed the way the engine computes it.
 func (s *Allocation) budgetUsed(ctx context.Context, tenantID string, e *estate.Estate, now time.Time) (map[string]int64, error) {
-	floor := now
 	var budgeted []string
 	for _, p := range e.Policies {
 		if p.Budget != nil {
 			budgeted = append(budgeted, p.ID)
-			if st := engine.PeriodStart(p.Budget.Period, now); st.Before(floor) {
-				floor = st
-			}
 		}
 	}
 	if len(budgeted) == 0 {
 		return nil, nil
 	}
+	floor := engine.PeriodFloor(e.Policies, now)
 	intervals, err := s.k.Store.ListPlacements(ctx, tenantID, store.PlacementFilter{From: floor, To: now, PolicyIDs: budgeted})
 	if err != nil {
 		return nil, err

@@ -1,4 +1,4 @@
-package engine_test
+package loop_test
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/klique-ai/klique/engine"
+	"github.com/klique-ai/klique/engine/loop"
 	"github.com/klique-ai/klique/internal/agentapi"
 	"github.com/klique-ai/klique/internal/events"
 	"github.com/klique-ai/klique/internal/identity"
@@ -40,7 +40,7 @@ type world struct {
 	store store.Store
 	svc   *platform.Service
 	auth  *identity.Authenticator
-	loop  *engine.Loop
+	loop  *loop.Loop
 	bus   *events.Bus
 	clock *clock
 	admin context.Context
@@ -84,7 +84,7 @@ func newWorld(t testing.TB, st store.Store) *world {
 		t.Fatal(err)
 	}
 	w.admin = w.signIn(secret)
-	w.loop = &engine.Loop{Store: st, Events: w.bus, Now: c.Now, Holder: "test"}
+	w.loop = &loop.Loop{State: st, Planner: w.svc, Now: c.Now, Holder: "test"}
 	return w
 }
 
@@ -133,7 +133,7 @@ func (w *world) enqueue(as context.Context, resource, project string, n int) []*
 	return out
 }
 
-func (w *world) pass() engine.Report {
+func (w *world) pass() loop.Report {
 	w.t.Helper()
 	reports, err := w.loop.PassAll(context.Background())
 	if err != nil {
@@ -487,7 +487,7 @@ func TestOnlyTheLeaseHolderRunsPasses(t *testing.T) {
 		w.apply(smallEstate)
 		alice := w.member("alice", "A")
 		w.enqueue(alice, "1 GPU", "research", 1)
-		other := &engine.Loop{Store: w.store, Now: w.clock.Now, Holder: "other replica"}
+		other := &loop.Loop{State: w.store, Planner: w.svc, Now: w.clock.Now, Holder: "other replica"}
 		if rep := w.pass(); rep.Placed != 1 {
 			t.Fatalf("leader placed %d", rep.Placed)
 		}
@@ -512,10 +512,10 @@ func TestRunWakesOnEnqueueAndStops(t *testing.T) {
 	}
 	w := newWorld(t, st)
 	w.clock = &clock{now: time.Now()}
-	w.loop = &engine.Loop{Store: st, Events: w.bus, Interval: time.Hour, Holder: "run"}
+	w.loop = &loop.Loop{State: st, Planner: w.svc, Interval: time.Hour, Holder: "run"}
 	w.apply(smallEstate)
 	alice := w.member("alice", "A")
-	sub := w.bus.Subscribe(16, engine.WakeOn)
+	sub := w.bus.Subscribe(16, loop.WakeOn)
 	go func() {
 		for range sub.C {
 			w.loop.Wake()
@@ -568,7 +568,7 @@ func TestLostWorkersRequeueTheirTasksThenFailThem(t *testing.T) {
 		if rep := w.pass(); rep.Placed != 1 {
 			t.Fatalf("first pass placed %d", rep.Placed)
 		}
-		for attempt := 1; attempt <= engine.DefaultMaxRetries+1; attempt++ {
+		for attempt := 1; attempt <= loop.DefaultMaxRetries+1; attempt++ {
 			a, err := w.svc.ClaimTask(wctx, agentapi.ClaimRequest{WorkerID: wid, FreeGPUs: 4})
 			if err != nil || a == nil || a.TaskID != task.ID || a.Attempt != attempt {
 				t.Fatalf("claim %d: %+v, %v", attempt, a, err)
@@ -580,7 +580,7 @@ func TestLostWorkersRequeueTheirTasksThenFailThem(t *testing.T) {
 			w.clock.Add(platform.DefaultLease + time.Second)
 			rep := w.pass()
 			got := w.task(task.ID)
-			if attempt <= engine.DefaultMaxRetries {
+			if attempt <= loop.DefaultMaxRetries {
 				if rep.Placed != 1 || got.Status != model.TaskPlaced || got.Run.Retries != attempt {
 					t.Fatalf("after losing attempt %d: placed %d, %s, %d retries", attempt, rep.Placed, got.Status, got.Run.Retries)
 				}
@@ -617,7 +617,7 @@ func TestLostWorkersRequeueTheirTasksThenFailThem(t *testing.T) {
 
 func TestWithNoRetriesALostWorkerFailsItsTask(t *testing.T) {
 	forEachStore(t, func(t *testing.T, w *world) {
-		w.loop.MaxRetries = engine.NoRetries
+		w.loop.MaxRetries = loop.NoRetries
 		w.apply(smallEstate)
 		alice := w.member("alice", "A")
 		task := w.enqueue(alice, "1 GPU", "research", 1)[0]

@@ -1,4 +1,4 @@
-package engine_test
+package loop_test
 
 import (
 	"context"

@@ -1,0 +1,371 @@
+// Package loop runs the compute policy engine: about once a second, and
+// soon after a change that may let work be placed, it reads each tenant's
+// world (State), runs the pure pass (package engine) and hands the plan to
+// the Planner, the only writer, which applies it in one transaction
+// through the platform kernel (audit entries and events included). Passes
+// never overlap, and only the replica holding the engine lease runs them.
+package loop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/klique-ai/klique/engine"
+	"github.com/klique-ai/klique/internal/estate"
+	"github.com/klique-ai/klique/internal/events"
+	"github.com/klique-ai/klique/internal/model"
+	"github.com/klique-ai/klique/internal/store"
+)
+
+// Defaults of the loop.
+const (
+	DefaultInterval = time.Second
+	// DefaultPerQueue is how many waiting tasks of each compute resource a
+	// pass reads. A queue that places all of them triggers another pass at
+	// once, so this bounds the work of one pass, not what can be placed.
+	DefaultPerQueue = 256
+	// LeaseName is the lease that lets one replica at a time run passes.
+	LeaseName = "engine"
+	// DefaultMaxRetries is how often a task whose worker was lost is
+	// requeued before it fails.
+	DefaultMaxRetries = 3
+	// NoRetries, as Loop.MaxRetries, fails a task the first time its worker
+	// is lost.
+	NoRetries = -1
+	// leaseTTL is how long a lease outlives a replica that stops renewing.
+	leaseTTL = 10 * time.Second
+	// minGap batches wake-ups: a burst of enqueues is one pass, not many.
+	minGap = 20 * time.Millisecond
+)
+
+// State is what a pass reads: the store satisfies it. The loop never
+// writes through it, except to hold the engine lease.
+type State interface {
+	estate.Reader
+	EstateVersion(ctx context.Context, tenantID string) (int64, error)
+	ListTenants(ctx context.Context) ([]*model.Tenant, error)
+	ListSchedulable(ctx context.Context, tenantID string, perQueue int) ([]store.SchedTask, error)
+	ListEnginePauses(ctx context.Context, tenantID string, from, to time.Time) ([]*model.EnginePause, error)
+	ListPlacements(ctx context.Context, tenantID string, f store.PlacementFilter) ([]*model.Placement, error)
+	ListExpiredLeases(ctx context.Context, tenantID string, now time.Time) ([]*model.Task, error)
+	AcquireLease(ctx context.Context, name, holder string, now time.Time, ttl time.Duration) (bool, error)
+	ReleaseLease(ctx context.Context, name, holder string) error
+}
+
+// Planner is the only writer: it applies a pass's plan, and sends back to
+// their queues (or fails) the tasks whose worker was lost. The allocation
+// domain of the platform is the planner; it writes through the kernel, so
+// every decision is audited and published like any other change.
+type Planner interface {
+	ApplyPass(ctx context.Context, plan *engine.Plan) (engine.Applied, error)
+	RequeueLost(ctx context.Context, tenantID string, lost []*model.Task, now time.Time, maxRetries int) error
+}
+
+// Loop runs passes.
+type Loop struct {
+	State   State
+	Planner Planner
+	Log     *slog.Logger
+	// Interval is the time between passes when nothing wakes the loop.
+	Interval time.Duration
+	PerQueue int
+	// Holder names this replica for the lease.
+	Holder string
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+	// MaxRetries is how many times a task is requeued after its worker was
+	// lost before it fails (DefaultMaxRetries when 0; NoRetries for none).
+	MaxRetries int
+
+	wake    chan struct{}
+	once    sync.Once
+	metrics *loopMetrics
+	// alerted holds the budget alerts already raised (tenant/policy/
+	// period/level).
+	alerted sync.Map
+	// models keeps each tenant's allocation model, laid out for snapshots,
+	// with the version it was read at; a pass reads and lays it out again
+	// only when the version moved.
+	models map[string]versioned
+}
+
+type versioned struct {
+	version int64
+	model   *engine.Model
+}
+
+// model returns a tenant's allocation model laid out for snapshots, read
+// again only when its version in the store has moved. Passes never
+// overlap, so the map needs no lock.
+func (l *Loop) model(ctx context.Context, tenantID string) (*engine.Model, error) {
+	v, err := l.State.EstateVersion(ctx, tenantID)
+	if err != nil {
+		return nil, err
+	}
+	if c, ok := l.models[tenantID]; ok && c.version == v {
+		return c.model, nil
+	}
+	e, err := estate.Load(ctx, l.State, tenantID)
+	if err != nil {
+		return nil, err
+	}
+	if l.models == nil {
+		l.models = map[string]versioned{}
+	}
+	m := engine.NewModel(e)
+	l.models[tenantID] = versioned{version: v, model: m}
+	return m, nil
+}
+
+// states turns the store's view of tasks into the snapshot's, leaving out
+// tasks of compute resources or pools that are no longer in the model, and
+// notes what the planner needs of each.
+func states(m *engine.Model, tasks []store.SchedTask) ([]engine.TaskState, map[string]engine.TaskRef) {
+	out := make([]engine.TaskState, 0, len(tasks))
+	refs := make(map[string]engine.TaskRef, len(tasks))
+	for _, t := range tasks {
+		if _, ok := m.QueueIndex[t.ComputeResourceID]; !ok {
+			continue
+		}
+		s := engine.TaskState{ID: t.ID, ComputeResourceID: t.ComputeResourceID, Size: t.Size, Seq: t.QueueSeq}
+		if t.Status != model.TaskQueued {
+			if _, ok := m.PoolIndex[t.PoolID]; !ok {
+				continue
+			}
+			s.PoolID, s.PlacedAt = t.PoolID, t.PlacedAt
+		}
+		out = append(out, s)
+		refs[t.ID] = engine.TaskRef{Name: t.Name, OwnerID: t.OwnerID, ProjectID: t.ProjectID, Size: t.Size}
+	}
+	return out, refs
+}
+
+// Report says what one pass over one tenant did.
+type Report struct {
+	TenantID    string
+	Disabled    bool
+	Placed      int
+	Preempted   int
+	Waiting     int
+	Duration    time.Duration
+	MorePending bool
+}
+
+func (l *Loop) init() {
+	l.once.Do(func() {
+		l.wake = make(chan struct{}, 1)
+		if l.Interval <= 0 {
+			l.Interval = DefaultInterval
+		}
+		if l.PerQueue <= 0 {
+			l.PerQueue = DefaultPerQueue
+		}
+		if l.Log == nil {
+			l.Log = slog.Default()
+		}
+		if l.Now == nil {
+			l.Now = time.Now
+		}
+		switch {
+		case l.MaxRetries == 0:
+			l.MaxRetries = DefaultMaxRetries
+		case l.MaxRetries < 0:
+			l.MaxRetries = 0
+		}
+		if l.Holder == "" {
+			host, _ := os.Hostname()
+			l.Holder = fmt.Sprintf("%s-%d-%d", host, os.Getpid(), time.Now().UnixNano())
+		}
+		if l.metrics == nil {
+			l.metrics = newLoopMetrics()
+		}
+	})
+}
+
+// Wake asks for a pass soon. It never blocks.
+func (l *Loop) Wake() {
+	l.init()
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// WakeOn is a filter for an events bus subscription: the events after
+// which a pass may place work.
+func WakeOn(e events.Event) bool {
+	switch {
+	case e.Kind == "task.enqueued", e.Kind == "task.aborted", e.Kind == "task.finished",
+		e.Kind == "engine.enabled", e.Kind == "engine.disabled":
+		return true
+	case strings.HasSuffix(e.Kind, ".created"), strings.HasSuffix(e.Kind, ".updated"), strings.HasSuffix(e.Kind, ".deleted"):
+		return e.ObjectKind != "task" && e.ObjectKind != "api_key" && e.ObjectKind != "user"
+	}
+	return false
+}
+
+// Run runs passes until ctx ends, then gives up the lease.
+func (l *Loop) Run(ctx context.Context) error {
+	l.init()
+	ticker := time.NewTicker(l.Interval)
+	defer ticker.Stop()
+	defer func() {
+		_ = l.State.ReleaseLease(context.Background(), LeaseName, l.Holder)
+	}()
+	for {
+		reports, err := l.PassAll(ctx)
+		if err != nil && ctx.Err() == nil {
+			l.Log.ErrorContext(ctx, "engine pass failed", "err", err)
+		}
+		more := false
+		for _, r := range reports {
+			more = more || r.MorePending
+		}
+		if more {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(minGap):
+			}
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticker.C:
+		case <-l.wake:
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(minGap):
+			}
+		}
+	}
+}
+
+// PassAll runs one pass for every tenant, if this replica holds (or takes)
+// the engine lease. It returns no reports when another replica leads.
+func (l *Loop) PassAll(ctx context.Context) ([]Report, error) {
+	l.init()
+	ok, err := l.State.AcquireLease(ctx, LeaseName, l.Holder, l.Now(), leaseTTL)
+	if err != nil {
+		return nil, fmt.Errorf("engine lease: %w", err)
+	}
+	if !ok {
+		return nil, nil
+	}
+	tenants, err := l.State.ListTenants(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list tenants: %w", err)
+	}
+	var reports []Report
+	var errs []error
+	for _, t := range tenants {
+		r, err := l.PassTenant(ctx, t.ID)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("tenant %s: %w", t.Name, err))
+			continue
+		}
+		reports = append(reports, r)
+	}
+	return reports, errors.Join(errs...)
+}
+
+// PassTenant runs one pass over one tenant and applies its decisions.
+func (l *Loop) PassTenant(ctx context.Context, tenantID string) (Report, error) {
+	l.init()
+	start := time.Now()
+	now := l.Now().UTC().Truncate(time.Microsecond)
+	rep := Report{TenantID: tenantID}
+	m, err := l.model(ctx, tenantID)
+	if err != nil {
+		return rep, err
+	}
+	e := m.Estate
+	if err := l.reapLost(ctx, tenantID, now); err != nil {
+		return rep, err
+	}
+	tasks, err := l.State.ListSchedulable(ctx, tenantID, l.PerQueue)
+	if err != nil {
+		return rep, err
+	}
+	pauses, err := l.State.ListEnginePauses(ctx, tenantID, engine.PeriodFloor(e.Policies, now), now.Add(time.Microsecond))
+	if err != nil {
+		return rep, err
+	}
+	used, err := l.budgetUsed(ctx, tenantID, e, pauses, now)
+	if err != nil {
+		return rep, err
+	}
+	ts, refs := states(m, tasks)
+	snap, err := m.Snapshot(now, ts, used)
+	if err != nil {
+		return rep, err
+	}
+	plan := &engine.Plan{TenantID: tenantID, Now: now, Model: m, Snapshot: snap, Tasks: refs,
+		Disabled: len(pauses) > 0 && pauses[len(pauses)-1].EndedAt == nil,
+		Lease:    engine.Lease{Name: LeaseName, Holder: l.Holder, TTL: leaseTTL}}
+	if plan.Disabled {
+		plan.Decisions = engine.Disabled(snap)
+	} else {
+		plan.Decisions = engine.Pass(snap)
+	}
+	for _, a := range engine.BudgetAlerts(tenantID, m, snap, now) {
+		if _, done := l.alerted.Load(a.Key); !done {
+			plan.Alerts = append(plan.Alerts, a)
+		}
+	}
+	for _, q := range snap.Queues {
+		rep.Waiting += len(q.Waiting)
+	}
+	applied, err := l.Planner.ApplyPass(ctx, plan)
+	if err != nil {
+		return rep, err
+	}
+	if !applied.LeaseLost {
+		// Each alert is raised once per period (per replica: a new leader
+		// may raise one again).
+		for _, a := range plan.Alerts {
+			l.alerted.Store(a.Key, true)
+		}
+		rep.MorePending = engine.MorePending(snap, plan.Decisions, l.PerQueue)
+	}
+	rep.Disabled, rep.Placed, rep.Preempted = applied.Disabled, applied.Placed, applied.Preempted
+	rep.Duration = time.Since(start)
+	l.metrics.observe(rep)
+	return rep, nil
+}
+
+func (l *Loop) budgetUsed(ctx context.Context, tenantID string, e *estate.Estate, pauses []*model.EnginePause, now time.Time) (map[string]int64, error) {
+	var budgeted []string
+	for _, p := range e.Policies {
+		if p.Budget != nil {
+			budgeted = append(budgeted, p.ID)
+		}
+	}
+	if len(budgeted) == 0 {
+		return nil, nil
+	}
+	intervals, err := l.State.ListPlacements(ctx, tenantID, store.PlacementFilter{From: engine.PeriodFloor(e.Policies, now), To: now, PolicyIDs: budgeted})
+	if err != nil {
+		return nil, err
+	}
+	return engine.BudgetUsed(e.Policies, intervals, pauses, now), nil
+}
+
+// reapLost hands the tasks whose worker stopped heartbeating to the
+// planner: each goes back to the front of its compute resource, or fails
+// once it has used its retries.
+func (l *Loop) reapLost(ctx context.Context, tenantID string, now time.Time) error {
+	lost, err := l.State.ListExpiredLeases(ctx, tenantID, now)
+	if err != nil || len(lost) == 0 {
+		return err
+	}
+	return l.Planner.RequeueLost(ctx, tenantID, lost, now, l.MaxRetries)
+}
