@@ -19,7 +19,6 @@ import (
 	"github.com/klique-ai/klique/internal/estate"
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform"
-	"github.com/klique-ai/klique/internal/store"
 	gqlparser "github.com/vektah/gqlparser/v2"
 	"github.com/vektah/gqlparser/v2/ast"
 )
@@ -1161,7 +1160,7 @@ type TokenBudgetResolver interface {
 	PerUserMoney(ctx context.Context, obj *model.TokenBudget) (float64, error)
 }
 type UsageKeyResolver interface {
-	Dimension(ctx context.Context, obj *store.UsageKey) (scalars.UsageDimension, error)
+	Dimension(ctx context.Context, obj *platform.UsageKey) (scalars.UsageDimension, error)
 }
 type UsageRowResolver interface {
 	GpuHours(ctx context.Context, obj *platform.UsageRow) (float64, error)
@@ -24802,7 +24801,7 @@ func (ec *executionContext) fieldContext_TokenBudget_perUserMoney(_ context.Cont
 	return graphql.NewScalarFieldContext("TokenBudget", field, true, true, "Float")
 }
 
-func (ec *executionContext) _UsageKey_dimension(ctx context.Context, field graphql.CollectedField, obj *store.UsageKey) (ret graphql.Marshaler) {
+func (ec *executionContext) _UsageKey_dimension(ctx context.Context, field graphql.CollectedField, obj *platform.UsageKey) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -24825,7 +24824,7 @@ func (ec *executionContext) fieldContext_UsageKey_dimension(_ context.Context, f
 	return graphql.NewScalarFieldContext("UsageKey", field, true, true, "UsageDimension")
 }
 
-func (ec *executionContext) _UsageKey_id(ctx context.Context, field graphql.CollectedField, obj *store.UsageKey) (ret graphql.Marshaler) {
+func (ec *executionContext) _UsageKey_id(ctx context.Context, field graphql.CollectedField, obj *platform.UsageKey) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -24848,7 +24847,7 @@ func (ec *executionContext) fieldContext_UsageKey_id(_ context.Context, field gr
 	return graphql.NewScalarFieldContext("UsageKey", field, false, false, "ID")
 }
 
-func (ec *executionContext) _UsageKey_name(ctx context.Context, field graphql.CollectedField, obj *store.UsageKey) (ret graphql.Marshaler) {
+func (ec *executionContext) _UsageKey_name(ctx context.Context, field graphql.CollectedField, obj *platform.UsageKey) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -24961,7 +24960,7 @@ func (ec *executionContext) _UsageRow_keys(ctx context.Context, field graphql.Co
 			return obj.Keys, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v []store.UsageKey) graphql.Marshaler {
+		func(ctx context.Context, selections ast.SelectionSet, v []platform.UsageKey) graphql.Marshaler {
 			return ec.marshalNUsageKey2ᚕgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋstoreᚐUsageKeyᚄ(ctx, selections, v)
 		},
 		true,
@@ -34814,7 +34813,7 @@ func (ec *executionContext) _TokenBudget(ctx context.Context, sel ast.SelectionS
 
 var usageKeyImplementors = []string{"UsageKey"}
 
-func (ec *executionContext) _UsageKey(ctx context.Context, sel ast.SelectionSet, obj *store.UsageKey) graphql.Marshaler {
+func (ec *executionContext) _UsageKey(ctx context.Context, sel ast.SelectionSet, obj *platform.UsageKey) graphql.Marshaler {
 	fields := graphql.CollectFields(ec.OperationContext, sel, usageKeyImplementors)
 
 	out := graphql.NewFieldSet(fields)
@@ -37610,11 +37609,11 @@ func (ec *executionContext) unmarshalNUsageInput2githubᚗcomᚋkliqueᚑaiᚋkl
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) marshalNUsageKey2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋstoreᚐUsageKey(ctx context.Context, sel ast.SelectionSet, v store.UsageKey) graphql.Marshaler {
+func (ec *executionContext) marshalNUsageKey2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋstoreᚐUsageKey(ctx context.Context, sel ast.SelectionSet, v platform.UsageKey) graphql.Marshaler {
 	return ec._UsageKey(ctx, sel, &v)
 }
 
-func (ec *executionContext) marshalNUsageKey2ᚕgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋstoreᚐUsageKeyᚄ(ctx context.Context, sel ast.SelectionSet, v []store.UsageKey) graphql.Marshaler {
+func (ec *executionContext) marshalNUsageKey2ᚕgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋstoreᚐUsageKeyᚄ(ctx context.Context, sel ast.SelectionSet, v []platform.UsageKey) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]

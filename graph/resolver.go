@@ -15,12 +15,11 @@ import (
 	"github.com/klique-ai/klique/internal/estate"
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform"
-	"github.com/klique-ai/klique/internal/store"
 )
 
 // Resolver is the root resolver. It holds only the platform service.
 type Resolver struct {
-	Svc *platform.Service
+	Svc Platform
 }
 
 // Page sizes of connections.
@@ -96,20 +95,20 @@ func pageInfo(cursors []string, more bool) *gqlmodel.PageInfo {
 
 // storePage turns connection arguments into a store page that asks for one
 // more item than wanted, to learn whether there is a next page.
-func storePage(first *int, after *string) (store.Page, int, error) {
+func storePage(first *int, after *string) (platform.Page, int, error) {
 	n, err := pageSize(first)
 	if err != nil {
-		return store.Page{}, 0, err
+		return platform.Page{}, 0, err
 	}
 	from, err := decodeCursor(after)
 	if err != nil {
-		return store.Page{}, 0, err
+		return platform.Page{}, 0, err
 	}
-	return store.Page{After: from, Limit: n + 1}, n, nil
+	return platform.Page{After: from, Limit: n + 1}, n, nil
 }
 
 // seqPage is storePage for lists keyed by a sequence number.
-func seqPage(first *int, after *string) (store.Page, int, error) {
+func seqPage(first *int, after *string) (platform.Page, int, error) {
 	p, n, err := storePage(first, after)
 	if err == nil && p.After != "" {
 		if _, perr := strconv.ParseInt(p.After, 10, 64); perr != nil {

@@ -11,7 +11,6 @@ import (
 	"github.com/klique-ai/klique/graph/gqlmodel"
 	"github.com/klique-ai/klique/graph/scalars"
 	"github.com/klique-ai/klique/internal/platform"
-	"github.com/klique-ai/klique/internal/store"
 )
 
 // Usage is the resolver for the usage field.
@@ -32,7 +31,7 @@ func (r *queryResolver) Usage(ctx context.Context, input gqlmodel.UsageInput) (*
 }
 
 // Dimension is the resolver for the dimension field.
-func (r *usageKeyResolver) Dimension(ctx context.Context, obj *store.UsageKey) (scalars.UsageDimension, error) {
+func (r *usageKeyResolver) Dimension(ctx context.Context, obj *platform.UsageKey) (scalars.UsageDimension, error) {
 	return scalars.UsageDimension(obj.Dimension), nil
 }
 

@@ -382,7 +382,7 @@ func (w *worker) run(t *testing.T, lines []string, metrics map[string]float64, s
 // auditEntries lists the audit trail, newest first.
 func (b *testBundle) auditEntries(t *testing.T) []*model.AuditEntry {
 	t.Helper()
-	es, err := b.svc.AuditLog(b.admin, platform.AuditFilter{}, store.Page{Limit: 500})
+	es, err := b.svc.AuditLog(b.admin, platform.AuditFilter{}, platform.Page{Limit: 500})
 	if err != nil {
 		t.Fatal(err)
 	}

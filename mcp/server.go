@@ -33,7 +33,7 @@ type ModelCaller interface {
 
 // Options configure a Server.
 type Options struct {
-	Service *platform.Service
+	Service Platform
 	Auth    Authenticator
 	// Models makes the model calls of call_model; without it the tool is
 	// not offered.

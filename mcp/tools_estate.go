@@ -9,7 +9,6 @@ import (
 	"github.com/klique-ai/klique/internal/identity"
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform"
-	"github.com/klique-ai/klique/internal/store"
 )
 
 type computeArgs struct {
@@ -98,10 +97,6 @@ type usageView struct {
 	Rows []usageRow `json:"rows" jsonschema:"one per combination of the breakdown; none when there was no usage"`
 }
 
-// usageDimensions are what usage can be broken down by.
-var usageDimensions = []string{store.ByUser, store.ByProject, store.ByGroup, store.ByPool, store.ByGPUClass,
-	store.ByComputeResource, store.ByProfile, store.ByAlias, store.ByModel}
-
 func (s *Server) addEstateTools() {
 	addTool(s, toolDef{name: "list_compute_resources", title: "List my compute resources",
 		description: "Who you are, the compute resources you may send work to (what each gives, its time weight, how many tasks wait in it and why), " +
@@ -110,7 +105,7 @@ func (s *Server) addEstateTools() {
 	addTool(s, toolDef{name: "get_usage", title: "Read usage",
 		description: "GPU-hours, budget hours and cost of GPU work, and calls, tokens and cost of model calls, over a time range: " +
 			"yours (mine), a project's, a group's, or all you may see, broken down as asked.",
-		enums: map[string][]string{"by": usageDimensions}}, s.usage)
+		enums: map[string][]string{"by": platform.UsageDimensions()}}, s.usage)
 }
 
 func (s *Server) listComputeResources(ctx context.Context, in *computeArgs) (*computeView, string, error) {
@@ -193,23 +188,8 @@ func (s *Server) usage(ctx context.Context, in *usageArgs) (*usageView, string, 
 			return nil, "", err
 		}
 	}
-	if !to.After(from) {
-		return nil, "", badArg("the range must end ('to') after it starts ('from')")
-	}
-	seen := map[string]bool{}
-	for _, d := range in.By {
-		if seen[d] {
-			return nil, "", badArg("%q is given twice in 'by'", d)
-		}
-		seen[d] = true
-		known := false
-		for _, k := range usageDimensions {
-			known = known || k == d
-		}
-		if !known {
-			return nil, "", badArg("usage cannot be broken down by %q: use %s", d, strings.Join(usageDimensions, ", "))
-		}
-	}
+	// The range and the dimensions are checked by the platform, as for
+	// every channel.
 	q := platform.UsageQuery{From: from, To: to, By: in.By, Project: in.Project, Group: in.Group}
 	if in.Mine {
 		q.User = p.UserID

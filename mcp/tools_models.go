@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/klique-ai/klique/gateway/wire"
 	"github.com/klique-ai/klique/internal/identity"
 )
 
@@ -36,7 +37,7 @@ type callModelArgs struct {
 	System      string        `json:"system,omitempty" jsonschema:"a system message to put before the prompt"`
 	Messages    []chatMessage `json:"messages,omitempty" jsonschema:"the conversation, oldest first (instead of prompt)"`
 	MaxTokens   int           `json:"maxTokens,omitempty" jsonschema:"the most tokens to generate"`
-	Temperature *float64      `json:"temperature,omitempty" jsonschema:"sampling temperature, 0 to 2"`
+	Temperature *float64      `json:"temperature,omitempty" jsonschema:"sampling temperature, as the model accepts it (most take 0 to 2)"`
 }
 
 type modelAnswer struct {
@@ -121,11 +122,11 @@ func (s *Server) callModel(ctx context.Context, in *callModelArgs) (*modelAnswer
 	default:
 		return nil, "", badArg("say what to ask: give prompt (one message) or messages")
 	}
-	if in.MaxTokens < 0 || in.MaxTokens > 1_000_000 {
-		return nil, "", badArg("argument 'maxTokens' must be 1 to 1000000")
-	}
-	if t := in.Temperature; t != nil && (*t < 0 || *t > 2) {
-		return nil, "", badArg("argument 'temperature' must be 0 to 2")
+	// The gateway's rule for max_tokens, checked here too so that a bad
+	// argument is an argument error of the tool; temperature goes to the
+	// model's server as given, as through /v1.
+	if err := wire.CheckMaxTokens("argument 'maxTokens'", int64(in.MaxTokens)); err != nil {
+		return nil, "", badArg("%v", err)
 	}
 	req := map[string]any{"model": strings.TrimSpace(in.Alias), "messages": msgs, "stream": false}
 	if in.MaxTokens > 0 {

@@ -9,7 +9,6 @@ import (
 
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform"
-	"github.com/klique-ai/klique/internal/store"
 )
 
 // statuses are the task statuses, for filters.
@@ -248,7 +247,7 @@ func (s *Server) listTasks(ctx context.Context, in *listTasksArgs) (*taskList, s
 			return nil, "", badArg("argument 'cursor' is not a cursor this tool gave; leave it out to start from the first page")
 		}
 	}
-	tasks, err := s.o.Service.Tasks(ctx, f, store.Page{After: in.Cursor, Limit: limit + 1})
+	tasks, err := s.o.Service.Tasks(ctx, f, platform.Page{After: in.Cursor, Limit: limit + 1})
 	if err != nil {
 		return nil, "", err
 	}

@@ -27,6 +27,22 @@ const (
 // plus the prompt) cannot overflow and turn a reservation negative.
 const MaxOutputTokens = 1 << 24
 
+// CheckMaxTokens is the rule for how many tokens a call may ask a model to
+// produce, for every channel that makes calls (the gateway's doors, and
+// MCP's call_model, which names it field): none (0, the model's own
+// limit) up to MaxOutputTokens. The sampling settings beyond it
+// (temperature, top_p) go to the model's server as given: their ranges
+// differ by model, and the server says what it accepts.
+func CheckMaxTokens(field string, n int64) error {
+	if n < 0 {
+		return fmt.Errorf("%s must not be negative", field)
+	}
+	if n > MaxOutputTokens {
+		return fmt.Errorf("%s must be at most %d", field, MaxOutputTokens)
+	}
+	return nil
+}
+
 // perMessage is the token overhead counted for each chat message (role and
 // the template's markers).
 const perMessage = 8
@@ -70,11 +86,8 @@ func Parse(ep Endpoint, body []byte) (Call, error) {
 	if c.MaxTokens == 0 {
 		c.MaxTokens = root.Get("max_tokens").Int()
 	}
-	if c.MaxTokens < 0 {
-		return Call{}, errors.New("max_tokens must not be negative")
-	}
-	if c.MaxTokens > MaxOutputTokens {
-		return Call{}, fmt.Errorf("max_tokens must be at most %d", MaxOutputTokens)
+	if err := CheckMaxTokens("max_tokens", c.MaxTokens); err != nil {
+		return Call{}, err
 	}
 	c.Choices = 1
 	if n := root.Get("n"); n.Exists() {

@@ -1,6 +1,7 @@
 package platform
 
 import (
+	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform/access"
 	"github.com/klique-ai/klique/internal/platform/allocation"
 	"github.com/klique-ai/klique/internal/platform/fleet"
@@ -9,6 +10,7 @@ import (
 	"github.com/klique-ai/klique/internal/platform/llm"
 	"github.com/klique-ai/klique/internal/platform/tasks"
 	"github.com/klique-ai/klique/internal/platform/view"
+	"github.com/klique-ai/klique/internal/store"
 )
 
 // The vocabulary of the platform's operations, as the channels use it. Each
@@ -37,41 +39,60 @@ type (
 	AgentOptions         = fleet.AgentOptions
 	AutoscalerInput      = fleet.AutoscalerInput
 	AutoscalerView       = fleet.AutoscalerView
-	TaskScope            = fleet.TaskScope
-	Code                 = kernel.Code
-	Error                = kernel.Error
-	EstateResult         = kernel.EstateResult
-	BudgetBurnUpdate     = live.BudgetBurnUpdate
-	GPUClassUse          = live.GPUClassUse
-	LogUpdate            = live.LogUpdate
-	PoolUse              = live.PoolUse
-	PoolUtilization      = live.PoolUtilization
-	QueueUpdate          = live.QueueUpdate
-	QueuedTask           = live.QueuedTask
-	SubscriptionLimits   = live.SubscriptionLimits
-	TaskUpdate           = live.TaskUpdate
-	WorkerUpdate         = live.WorkerUpdate
-	EntitlementInput     = llm.EntitlementInput
-	GuardrailsInput      = llm.GuardrailsInput
-	LLMAliasInput        = llm.LLMAliasInput
-	LLMAliasRuleInput    = llm.LLMAliasRuleInput
-	LLMModelInput        = llm.LLMModelInput
-	LLMProviderInput     = llm.LLMProviderInput
-	LLMRouteInput        = llm.LLMRouteInput
-	LLMTargetInput       = llm.LLMTargetInput
-	LimitWindow          = llm.LimitWindow
-	ModelGrant           = llm.ModelGrant
-	RateLimitInput       = llm.RateLimitInput
-	SpendQuery           = llm.SpendQuery
-	TokenBudgetInput     = llm.TokenBudgetInput
-	WindowUnit           = llm.WindowUnit
-	CloneInput           = tasks.CloneInput
-	EnqueueInput         = tasks.EnqueueInput
-	TaskListFilter       = tasks.TaskListFilter
-	BudgetView           = view.BudgetView
-	LogPage              = view.LogPage
-	PolicyView           = view.PolicyView
-	WorkerView           = view.WorkerView
+	Me                   = access.Me
+	NewTenant            = access.NewTenant
+	// Page asks for one page of a list.
+	Page = model.Page
+	// UsageKey names one dimension of a usage row: an id and a name.
+	UsageKey           = store.UsageKey
+	TaskScope          = fleet.TaskScope
+	Code               = kernel.Code
+	Error              = kernel.Error
+	EstateResult       = kernel.EstateResult
+	BudgetBurnUpdate   = live.BudgetBurnUpdate
+	GPUClassUse        = live.GPUClassUse
+	LogUpdate          = live.LogUpdate
+	PoolUse            = live.PoolUse
+	PoolUtilization    = live.PoolUtilization
+	QueueUpdate        = live.QueueUpdate
+	QueuedTask         = live.QueuedTask
+	SubscriptionLimits = live.SubscriptionLimits
+	TaskUpdate         = live.TaskUpdate
+	WorkerUpdate       = live.WorkerUpdate
+	EntitlementInput   = llm.EntitlementInput
+	GuardrailsInput    = llm.GuardrailsInput
+	LLMAliasInput      = llm.LLMAliasInput
+	LLMAliasRuleInput  = llm.LLMAliasRuleInput
+	LLMModelInput      = llm.LLMModelInput
+	LLMProviderInput   = llm.LLMProviderInput
+	LLMRouteInput      = llm.LLMRouteInput
+	LLMTargetInput     = llm.LLMTargetInput
+	LimitWindow        = llm.LimitWindow
+	ModelGrant         = llm.ModelGrant
+	RateLimitInput     = llm.RateLimitInput
+	SpendQuery         = llm.SpendQuery
+	TokenBudgetInput   = llm.TokenBudgetInput
+	WindowUnit         = llm.WindowUnit
+	CloneInput         = tasks.CloneInput
+	EnqueueInput       = tasks.EnqueueInput
+	TaskListFilter     = tasks.TaskListFilter
+	BudgetView         = view.BudgetView
+	LogPage            = view.LogPage
+	PolicyView         = view.PolicyView
+	WorkerView         = view.WorkerView
+)
+
+// The dimensions usage can be grouped by.
+const (
+	ByUser            = store.ByUser
+	ByProject         = store.ByProject
+	ByGroup           = store.ByGroup
+	ByPool            = store.ByPool
+	ByGPUClass        = store.ByGPUClass
+	ByComputeResource = store.ByComputeResource
+	ByProfile         = store.ByProfile
+	ByAlias           = store.ByAlias
+	ByModel           = store.ByModel
 )
 
 const (
@@ -101,5 +122,6 @@ var (
 	MatchingRule     = llm.MatchingRule
 	RuleMatches      = llm.RuleMatches
 	TaskSize         = tasks.TaskSize
+	UsageDimensions  = allocation.UsageDimensions
 	ValidateTaskSpec = tasks.ValidateTaskSpec
 )

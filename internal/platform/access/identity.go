@@ -383,7 +383,7 @@ func describeUserChange(a, b *model.User) string {
 }
 
 // Users lists the users the caller may see, by name, one page at a time.
-func (s *Access) Users(ctx context.Context, page store.Page) ([]*model.User, error) {
+func (s *Access) Users(ctx context.Context, page model.Page) ([]*model.User, error) {
 	p, err := kernel.Caller(ctx)
 	if err != nil {
 		return nil, err
@@ -744,7 +744,7 @@ type AuditFilter struct {
 
 // AuditLog returns the tenant's audit trail, newest first, for admins.
 // Page.After is the Seq of the last entry of the previous page.
-func (s *Access) AuditLog(ctx context.Context, f AuditFilter, page store.Page) ([]*model.AuditEntry, error) {
+func (s *Access) AuditLog(ctx context.Context, f AuditFilter, page model.Page) ([]*model.AuditEntry, error) {
 	p, err := kernel.Caller(ctx)
 	if err != nil {
 		return nil, err

@@ -145,7 +145,7 @@ func (c *groupChange) empty() bool { return len(c.join) == 0 && len(c.leave) == 
 // identity provider may list groups Klique does not know about, and SSO
 // never creates groups.
 func planGroups(ctx context.Context, q store.Queries, tenantID, userID string, claimed []string) (*groupChange, error) {
-	groups, err := q.ListGroups(ctx, tenantID, store.Page{})
+	groups, err := q.ListGroups(ctx, tenantID, model.Page{})
 	if err != nil {
 		return nil, err
 	}

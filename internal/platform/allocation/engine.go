@@ -449,3 +449,7 @@ func (s *Allocation) TenantPolicyView(ctx context.Context, tenantID, policyID st
 	}
 	return s.policyView(ctx, tenantID, full, full, pol, held, used, now)
 }
+
+// UsageDimensions lists what usage can be grouped by, for channels that
+// offer the choice (MCP's get_usage declares them as an enum).
+func UsageDimensions() []string { return slices.Clone(usageDimensions) }

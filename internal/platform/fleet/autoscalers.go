@@ -438,7 +438,7 @@ func (s *Fleet) SyncAutoscaler(ctx context.Context, req agentapi.AutoscalerSyncR
 
 func (s *Fleet) autoscalerState(ctx context.Context, w *identity.Worker, a *model.Autoscaler, now time.Time) (*agentapi.AutoscalerSyncResponse, error) {
 	tasks, err := s.k.Store.ListTasks(ctx, w.TenantID, store.TaskFilter{PoolID: w.PoolID,
-		Statuses: []model.TaskStatus{model.TaskPlaced, model.TaskRunning}}, store.Page{}, false)
+		Statuses: []model.TaskStatus{model.TaskPlaced, model.TaskRunning}}, model.Page{}, false)
 	if err != nil {
 		return nil, s.k.Internal(ctx, err)
 	}

@@ -178,7 +178,7 @@ func (s *Fleet) WorkerTasks(ctx context.Context, workerID string) ([]*model.Task
 	if !p.IsAdmin() {
 		f.RestrictToGroups, f.GroupIDs, f.VisibleToUserID = true, p.GroupIDs(), p.UserID
 	}
-	ts, err := s.k.Store.ListTasks(ctx, p.TenantID, f, store.Page{}, false)
+	ts, err := s.k.Store.ListTasks(ctx, p.TenantID, f, model.Page{}, false)
 	if err != nil {
 		return nil, s.k.Internal(ctx, err)
 	}

@@ -555,12 +555,12 @@ func (s *Live) queueSnapshot(ctx context.Context, tenantID, crID, kind string, t
 		u.GroupID = pol.GroupID
 	}
 	waiting, err := s.k.Store.ListTasks(ctx, tenantID, store.TaskFilter{ComputeResourceID: crID,
-		Statuses: []model.TaskStatus{model.TaskQueued}}, store.Page{Limit: maxQueueListed}, false)
+		Statuses: []model.TaskStatus{model.TaskQueued}}, model.Page{Limit: maxQueueListed}, false)
 	if err != nil {
 		return nil, fmt.Errorf("list waiting tasks: %w", err)
 	}
 	if u.Running, err = s.k.Store.ListTasks(ctx, tenantID, store.TaskFilter{ComputeResourceID: crID,
-		Statuses: []model.TaskStatus{model.TaskPlaced, model.TaskRunning}}, store.Page{Limit: maxQueueListed}, false); err != nil {
+		Statuses: []model.TaskStatus{model.TaskPlaced, model.TaskRunning}}, model.Page{Limit: maxQueueListed}, false); err != nil {
 		return nil, fmt.Errorf("list running tasks: %w", err)
 	}
 	qs, err := s.k.Store.GetQueueState(ctx, tenantID, crID)

@@ -231,7 +231,7 @@ type TaskListFilter struct {
 
 // Tasks lists the tasks the caller may see, newest first, one page at a
 // time. Page.After is the QueueSeq of the last task of the previous page.
-func (s *Tasks) Tasks(ctx context.Context, f TaskListFilter, page store.Page) ([]*model.Task, error) {
+func (s *Tasks) Tasks(ctx context.Context, f TaskListFilter, page model.Page) ([]*model.Task, error) {
 	p, err := kernel.Caller(ctx)
 	if err != nil {
 		return nil, err
