@@ -14,8 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/klique-ai/klique/gateway/guard"
 	"github.com/klique-ai/klique/gateway/wire"
+	"github.com/klique-ai/klique/internal/guard"
 )
 
 // Attempt is one upstream a call may go to: a model on a route endpoint or

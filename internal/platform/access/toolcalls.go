@@ -3,9 +3,12 @@ package access
 import (
 	"context"
 	"strings"
+	"time"
 	"unicode/utf8"
 
+	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform/kernel"
+	"github.com/klique-ai/klique/internal/store"
 )
 
 // What the MCP server needs beyond the operations every channel shares.
@@ -47,4 +50,35 @@ func (s *Access) RecordToolCall(ctx context.Context, tool, detail string) error 
 		t.Record(ToolCallAction, ToolCallKind, "", tool, "", detail)
 		return nil
 	})
+}
+
+// AuditFilter narrows the audit trail. Actor is a user id or name.
+type AuditFilter struct {
+	Actor      string
+	ObjectKind string
+	ObjectID   string
+	Since      time.Time
+	Until      time.Time
+}
+
+// AuditLog returns the tenant's audit trail, newest first, for admins.
+// Page.After is the Seq of the last entry of the previous page.
+func (s *Access) AuditLog(ctx context.Context, f AuditFilter, page model.Page) ([]*model.AuditEntry, error) {
+	p, err := kernel.Caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := kernel.RequireAdmin(p, "read the audit trail"); err != nil {
+		return nil, err
+	}
+	sf := store.AuditFilter{ObjectKind: f.ObjectKind, ObjectID: f.ObjectID, Since: f.Since, Until: f.Until}
+	if f.Actor != "" {
+		u, err := kernel.FindUser(ctx, s.k.Store, p.TenantID, f.Actor)
+		if err != nil {
+			return nil, s.k.Internal(ctx, err)
+		}
+		sf.ActorID = u.ID
+	}
+	es, err := s.k.Store.ListAudit(ctx, p.TenantID, sf, page)
+	return es, s.k.Internal(ctx, err)
 }

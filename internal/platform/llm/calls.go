@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/klique-ai/klique/engine"
-	"github.com/klique-ai/klique/gateway/guard"
 	"github.com/klique-ai/klique/internal/estate"
+	"github.com/klique-ai/klique/internal/guard"
 	"github.com/klique-ai/klique/internal/identity"
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform/kernel"

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/klique-ai/klique/gateway/guard"
+	"github.com/klique-ai/klique/internal/guard"
 	"github.com/klique-ai/klique/internal/model"
 )
 

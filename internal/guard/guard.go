@@ -1,4 +1,6 @@
-// Package guard applies the gateway's pattern guardrails: deny patterns
+// Package guard compiles and applies the LLM gateway's pattern guardrails
+// (a model-level package: the platform's llm domain compiles and caches
+// them per estate version, the gateway checks calls with them): deny patterns
 // that block a call whose input or output matches, and allow patterns that
 // input must match when any are set. Output of a stream is checked as it
 // arrives, so a stream stops at the chunk that completes a denied pattern.

@@ -1,0 +1,178 @@
+package access
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/klique-ai/klique/internal/model"
+	"github.com/klique-ai/klique/internal/platform/kernel"
+	"github.com/klique-ai/klique/internal/store"
+)
+
+// Groups lists the groups the caller may see, by name.
+func (s *Access) Groups(ctx context.Context) ([]*model.Group, error) {
+	e, err := s.k.Estate(ctx)
+	if err != nil {
+		return nil, err
+	}
+	gs := append([]*model.Group(nil), e.Groups...)
+	sort.Slice(gs, func(i, j int) bool { return gs[i].Name < gs[j].Name })
+	return gs, nil
+}
+
+// GroupMembers lists a group's memberships, for admins and its members.
+func (s *Access) GroupMembers(ctx context.Context, groupRef string) ([]*model.Membership, error) {
+	e, err := s.k.Estate(ctx)
+	if err != nil {
+		return nil, err
+	}
+	g, err := kernel.FindGroup(e, groupRef)
+	if err != nil {
+		return nil, err
+	}
+	ms, err := s.k.Store.ListMembershipsByGroup(ctx, g.TenantID, g.ID)
+	return ms, s.k.Internal(ctx, err)
+}
+
+// UserMemberships lists the groups of a user the caller may see, keeping
+// only the groups the caller may see too.
+func (s *Access) UserMemberships(ctx context.Context, userID string) ([]*model.Membership, error) {
+	p, err := kernel.Caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if ok, err := s.k.SeesUser(ctx, p, userID); err != nil || !ok {
+		return nil, s.k.Internal(ctx, err)
+	}
+	ms, err := s.k.Store.ListMembershipsByUser(ctx, p.TenantID, userID)
+	if err != nil {
+		return nil, s.k.Internal(ctx, err)
+	}
+	out := ms[:0]
+	for _, m := range ms {
+		if kernel.SeesGroup(p, m.GroupID) || userID == p.UserID {
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
+// SetGroupMember puts a user in a group with a role, or changes their role.
+// Admins may do this for any group; a group lead for their own group, and
+// only to add members (not leads).
+func (s *Access) SetGroupMember(ctx context.Context, groupRef, userRef string, role model.GroupRole) (*model.Membership, error) {
+	p, err := kernel.Caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if role == "" {
+		role = model.GroupRoleMember
+	}
+	if !role.Valid() {
+		return nil, kernel.Invalid("group role %q is not known: use lead or member", role)
+	}
+	var m *model.Membership
+	err = s.k.Write(ctx, p, func(t *kernel.Txn) error {
+		u, err := kernel.FindUser(ctx, t.Q, p.TenantID, userRef)
+		if err != nil {
+			return err
+		}
+		m, err = s.putMemberChecked(t, groupRef, u, role)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func (s *Access) putMember(t *kernel.Txn, groupRef string, u *model.User, role model.GroupRole) error {
+	_, err := s.putMemberChecked(t, groupRef, u, role)
+	return err
+}
+
+func (s *Access) putMemberChecked(t *kernel.Txn, groupRef string, u *model.User, role model.GroupRole) (*model.Membership, error) {
+	p := t.P
+	g, err := t.Q.GetGroup(t.Ctx, p.TenantID, groupRef)
+	if errors.Is(err, store.ErrNotFound) {
+		g, err = t.Q.GetGroupByName(t.Ctx, p.TenantID, groupRef)
+	}
+	if errors.Is(err, store.ErrNotFound) || (err == nil && !kernel.SeesGroup(p, g.ID)) {
+		return nil, kernel.NotFound("no group %s", kernel.Quote(groupRef))
+	}
+	if err != nil {
+		return nil, err
+	}
+	if role == "" {
+		role = model.GroupRoleMember
+	}
+	if !role.Valid() {
+		return nil, kernel.Invalid("group role %q is not known: use lead or member", role)
+	}
+	if !kernel.ManagesGroup(p, g.ID) {
+		return nil, kernel.Forbidden("only a tenant admin or a lead of group %s can change its members", g.Name)
+	}
+	if role == model.GroupRoleLead && !p.IsAdmin() {
+		return nil, kernel.Forbidden("only a tenant admin can make a group lead")
+	}
+	if !p.IsAdmin() {
+		lead, err := kernel.LeadOf(t.Ctx, t.Q, p.TenantID, g.ID, u.ID)
+		if err != nil {
+			return nil, err
+		}
+		if lead && u.ID != p.UserID {
+			return nil, kernel.Forbidden("%s leads %s: only a tenant admin can change a lead's role", u.Name, g.Name)
+		}
+	}
+	m := &model.Membership{TenantID: p.TenantID, GroupID: g.ID, UserID: u.ID, Role: role, CreatedAt: t.Now}
+	if err := t.Q.PutMembership(t.Ctx, m); err != nil {
+		return nil, err
+	}
+	t.Record("group.member_set", "group", g.ID, g.Name, g.ID, fmt.Sprintf("%s is %s of %s", u.Name, role, g.Name))
+	return m, nil
+}
+
+// RemoveGroupMember takes a user out of a group.
+func (s *Access) RemoveGroupMember(ctx context.Context, groupRef, userRef string) error {
+	p, err := kernel.Caller(ctx)
+	if err != nil {
+		return err
+	}
+	return s.k.Write(ctx, p, func(t *kernel.Txn) error {
+		g, err := t.Q.GetGroup(ctx, p.TenantID, groupRef)
+		if errors.Is(err, store.ErrNotFound) {
+			g, err = t.Q.GetGroupByName(ctx, p.TenantID, groupRef)
+		}
+		if errors.Is(err, store.ErrNotFound) || (err == nil && !kernel.SeesGroup(p, g.ID)) {
+			return kernel.NotFound("no group %s", kernel.Quote(groupRef))
+		}
+		if err != nil {
+			return err
+		}
+		if !kernel.ManagesGroup(p, g.ID) {
+			return kernel.Forbidden("only a tenant admin or a lead of group %s can change its members", g.Name)
+		}
+		u, err := kernel.FindUser(ctx, t.Q, p.TenantID, userRef)
+		if err != nil {
+			return err
+		}
+		if !p.IsAdmin() && u.ID != p.UserID {
+			lead, err := kernel.LeadOf(ctx, t.Q, p.TenantID, g.ID, u.ID)
+			if err != nil {
+				return err
+			}
+			if lead {
+				return kernel.Forbidden("%s leads %s: only a tenant admin can remove a lead", u.Name, g.Name)
+			}
+		}
+		if err := t.Q.DeleteMembership(ctx, p.TenantID, g.ID, u.ID); errors.Is(err, store.ErrNotFound) {
+			return kernel.NotFound("%s is not a member of %s", u.Name, g.Name)
+		} else if err != nil {
+			return err
+		}
+		t.Record("group.member_removed", "group", g.ID, g.Name, g.ID, fmt.Sprintf("%s left %s", u.Name, g.Name))
+		return nil
+	})
+}
