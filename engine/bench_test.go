@@ -1,4 +1,4 @@
-package engine
+package engine_test
 
 import (
 	"fmt"
@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/klique-ai/klique/engine"
+	"github.com/klique-ai/klique/engine/enginetest"
 	"github.com/klique-ai/klique/internal/model"
 )
 
@@ -30,14 +32,14 @@ import (
 func BenchmarkPassNothingPlaceable(b *testing.B) {
 	s := nothingPlaceable()
 	b.ReportAllocs()
-	runPasses(b, s, func(d *Decisions) {
+	runPasses(b, s, func(d *engine.Decisions) {
 		if len(d.Placements) != 0 || len(d.Preemptions) != 0 || len(d.Blocked) != len(s.Queues) {
 			b.Fatalf("placed %d, preempted %d, blocked %d: the estate must be stuck", len(d.Placements), len(d.Preemptions), len(d.Blocked))
 		}
 	})
 }
 
-func nothingPlaceable() *Snapshot {
+func nothingPlaceable() *engine.Snapshot {
 	const (
 		pools           = 1000
 		groups          = 2 * pools
@@ -45,13 +47,13 @@ func nothingPlaceable() *Snapshot {
 		waitingPerQueue = 100
 		heldPerGroup    = 25 // two groups fill a pool of 50
 	)
-	s := &Snapshot{Now: t0}
+	s := &engine.Snapshot{Now: enginetest.T0}
 	for p := 0; p < pools; p++ {
-		s.Pools = append(s.Pools, Pool{ID: fmt.Sprintf("pool-%d", p), Name: fmt.Sprintf("pool-%04d", p), Capacity: model.GPUs(2 * heldPerGroup)})
+		s.Pools = append(s.Pools, engine.Pool{ID: fmt.Sprintf("pool-%d", p), Name: fmt.Sprintf("pool-%04d", p), Capacity: model.GPUs(2 * heldPerGroup)})
 	}
 	// Profile j lists pools j, j+1, j+2: each pool serves three profiles.
 	for j := 0; j < pools; j++ {
-		s.Profiles = append(s.Profiles, Profile{ID: fmt.Sprintf("profile-%d", j), Name: fmt.Sprintf("profile-%04d", j),
+		s.Profiles = append(s.Profiles, engine.Profile{ID: fmt.Sprintf("profile-%d", j), Name: fmt.Sprintf("profile-%04d", j),
 			Pools: []int{j, (j + 1) % pools, (j + 2) % pools}, WeightMilli: 1000})
 		for _, p := range s.Profiles[j].Pools {
 			s.Pools[p].Profiles = append(s.Pools[p].Profiles, j)
@@ -60,7 +62,7 @@ func nothingPlaceable() *Snapshot {
 	one := model.Size{Nodes: 1, PerNode: 1000}
 	var seq int64
 	for g := 0; g < groups; g++ {
-		grp := Group{ID: fmt.Sprintf("group-%d", g), Name: fmt.Sprintf("group-%04d", g),
+		grp := engine.Group{ID: fmt.Sprintf("group-%d", g), Name: fmt.Sprintf("group-%04d", g),
 			Reservation: model.GPUs(heldPerGroup), Limit: model.GPUs(2 * heldPerGroup)}
 		if g%2 == 1 {
 			grp.Limit = grp.Reservation // at its limit
@@ -73,22 +75,22 @@ func nothingPlaceable() *Snapshot {
 		for k, off := range []int{0, -1, -2, 1, 2} {
 			pr := (home + off + pools) % pools
 			q := len(s.Queues)
-			s.Queues = append(s.Queues, Queue{ID: fmt.Sprintf("q-%d-%d", g, k), Name: "1 GPU", Group: g, Profile: pr})
+			s.Queues = append(s.Queues, engine.Queue{ID: fmt.Sprintf("q-%d-%d", g, k), Name: "1 GPU", Group: g, Profile: pr})
 			s.Profiles[pr].Queues = append(s.Profiles[pr].Queues, q)
 			if k == 0 {
 				for i := 0; i < heldPerGroup; i++ {
 					seq++
-					s.Running = append(s.Running, Placement{TaskID: fmt.Sprintf("r%d", seq), Queue: q, Pool: home, Size: 1000,
-						PlacedAt: t0.Add(-time.Duration(seq) * time.Second), Seq: seq})
+					s.Running = append(s.Running, engine.Placement{TaskID: fmt.Sprintf("r%d", seq), Queue: q, Pool: home, Size: 1000,
+						PlacedAt: enginetest.T0.Add(-time.Duration(seq) * time.Second), Seq: seq})
 				}
 			}
 		}
 	}
 	for q := range s.Queues {
-		w := make([]Task, waitingPerQueue)
+		w := make([]engine.Task, waitingPerQueue)
 		for i := range w {
 			seq++
-			w[i] = Task{ID: fmt.Sprintf("w%d", seq), Size: one, Seq: seq}
+			w[i] = engine.Task{ID: fmt.Sprintf("w%d", seq), Size: one, Seq: seq}
 		}
 		s.Queues[q].Waiting = w
 	}
@@ -105,12 +107,12 @@ func BenchmarkPlacementThroughput(b *testing.B) {
 		groups          = 1000
 		waitingPerQueue = 50
 	)
-	s := &Snapshot{Now: t0}
+	s := &engine.Snapshot{Now: enginetest.T0}
 	for p := 0; p < pools; p++ {
-		s.Pools = append(s.Pools, Pool{ID: fmt.Sprintf("pool-%d", p), Name: fmt.Sprintf("pool-%03d", p), Capacity: model.GPUs(100_000)})
+		s.Pools = append(s.Pools, engine.Pool{ID: fmt.Sprintf("pool-%d", p), Name: fmt.Sprintf("pool-%03d", p), Capacity: model.GPUs(100_000)})
 	}
 	for j := 0; j < pools; j++ {
-		s.Profiles = append(s.Profiles, Profile{ID: fmt.Sprintf("profile-%d", j), Name: fmt.Sprintf("profile-%03d", j),
+		s.Profiles = append(s.Profiles, engine.Profile{ID: fmt.Sprintf("profile-%d", j), Name: fmt.Sprintf("profile-%03d", j),
 			Pools: []int{j, (j + 1) % pools}, WeightMilli: 1000})
 		for _, p := range s.Profiles[j].Pools {
 			s.Pools[p].Profiles = append(s.Pools[p].Profiles, j)
@@ -119,7 +121,7 @@ func BenchmarkPlacementThroughput(b *testing.B) {
 	one := model.Size{Nodes: 1, PerNode: 1000}
 	var seq int64
 	for g := 0; g < groups; g++ {
-		grp := Group{ID: fmt.Sprintf("group-%d", g), Name: fmt.Sprintf("group-%04d", g), Limit: model.GPUs(1000)}
+		grp := engine.Group{ID: fmt.Sprintf("group-%d", g), Name: fmt.Sprintf("group-%04d", g), Limit: model.GPUs(1000)}
 		if g%2 == 0 {
 			grp.Reservation = model.GPUs(waitingPerQueue)
 		}
@@ -127,17 +129,17 @@ func BenchmarkPlacementThroughput(b *testing.B) {
 		for k := 0; k < 2; k++ {
 			pr := (g + k*37) % pools
 			q := len(s.Queues)
-			s.Queues = append(s.Queues, Queue{ID: fmt.Sprintf("q-%d-%d", g, k), Name: "1 GPU", Group: g, Profile: pr})
+			s.Queues = append(s.Queues, engine.Queue{ID: fmt.Sprintf("q-%d-%d", g, k), Name: "1 GPU", Group: g, Profile: pr})
 			s.Profiles[pr].Queues = append(s.Profiles[pr].Queues, q)
 			for i := 0; i < waitingPerQueue; i++ {
 				seq++
-				s.Queues[q].Waiting = append(s.Queues[q].Waiting, Task{ID: fmt.Sprintf("w%d", seq), Size: one, Seq: seq})
+				s.Queues[q].Waiting = append(s.Queues[q].Waiting, engine.Task{ID: fmt.Sprintf("w%d", seq), Size: one, Seq: seq})
 			}
 		}
 	}
 	want := int(seq)
 	b.ReportAllocs()
-	runPasses(b, s, func(d *Decisions) {
+	runPasses(b, s, func(d *engine.Decisions) {
 		if len(d.Placements) != want {
 			b.Fatalf("placed %d of %d", len(d.Placements), want)
 		}
@@ -164,7 +166,7 @@ func BenchmarkReclaim(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			s, want := reclaimHeavy(mixed)
 			b.ReportAllocs()
-			runPasses(b, s, func(d *Decisions) {
+			runPasses(b, s, func(d *engine.Decisions) {
 				if len(d.Placements) != want || len(d.Preemptions) == 0 {
 					b.Fatalf("placed %d (want %d) after %d preemptions", len(d.Placements), want, len(d.Preemptions))
 				}
@@ -176,30 +178,30 @@ func BenchmarkReclaim(b *testing.B) {
 
 // reclaimHeavy builds the estates of BenchmarkReclaim and says how many
 // placements a pass makes.
-func reclaimHeavy(mixed bool) (*Snapshot, int) {
+func reclaimHeavy(mixed bool) (*engine.Snapshot, int) {
 	pools, capacity, ownerRes, claims := 200, 64, 32, 32
 	claim := model.Size{Nodes: 1, PerNode: 1000}
 	if mixed {
 		pools, capacity, ownerRes, claims = 1000, 24, 16, 1
 		claim = model.Size{Nodes: 2, PerNode: 8000}
 	}
-	s := &Snapshot{Now: t0}
+	s := &engine.Snapshot{Now: enginetest.T0}
 	var seq int64
 	for p := 0; p < pools; p++ {
-		s.Pools = append(s.Pools, Pool{ID: fmt.Sprintf("pool-%d", p), Name: fmt.Sprintf("pool-%04d", p), Capacity: model.GPUs(capacity), Profiles: []int{p}})
-		s.Profiles = append(s.Profiles, Profile{ID: fmt.Sprintf("profile-%d", p), Name: fmt.Sprintf("profile-%04d", p), Pools: []int{p}, WeightMilli: 1000})
+		s.Pools = append(s.Pools, engine.Pool{ID: fmt.Sprintf("pool-%d", p), Name: fmt.Sprintf("pool-%04d", p), Capacity: model.GPUs(capacity), Profiles: []int{p}})
+		s.Profiles = append(s.Profiles, engine.Profile{ID: fmt.Sprintf("profile-%d", p), Name: fmt.Sprintf("profile-%04d", p), Pools: []int{p}, WeightMilli: 1000})
 		owner, borrower := len(s.Groups), len(s.Groups)+1
 		s.Groups = append(s.Groups,
-			Group{ID: fmt.Sprintf("owner-%d", p), Name: fmt.Sprintf("owner-%04d", p), Reservation: model.GPUs(ownerRes), Limit: model.GPUs(capacity)},
-			Group{ID: fmt.Sprintf("borrower-%d", p), Name: fmt.Sprintf("borrower-%04d", p), Reservation: model.GPUs(8), Limit: model.GPUs(capacity)})
+			engine.Group{ID: fmt.Sprintf("owner-%d", p), Name: fmt.Sprintf("owner-%04d", p), Reservation: model.GPUs(ownerRes), Limit: model.GPUs(capacity)},
+			engine.Group{ID: fmt.Sprintf("borrower-%d", p), Name: fmt.Sprintf("borrower-%04d", p), Reservation: model.GPUs(8), Limit: model.GPUs(capacity)})
 		oq, bq := len(s.Queues), len(s.Queues)+1
-		s.Queues = append(s.Queues, Queue{ID: fmt.Sprintf("oq-%d", p), Group: owner, Profile: p}, Queue{ID: fmt.Sprintf("bq-%d", p), Group: borrower, Profile: p})
+		s.Queues = append(s.Queues, engine.Queue{ID: fmt.Sprintf("oq-%d", p), Group: owner, Profile: p}, engine.Queue{ID: fmt.Sprintf("bq-%d", p), Group: borrower, Profile: p})
 		s.Profiles[p].Queues = []int{oq, bq}
 		hold := func(n int, size model.MilliGPU) {
 			for i := 0; i < n; i++ {
 				seq++
-				s.Running = append(s.Running, Placement{TaskID: fmt.Sprintf("r%d", seq), Queue: bq, Pool: p, Size: size,
-					PlacedAt: t0.Add(time.Duration(seq-10_000_000) * time.Second), Seq: seq})
+				s.Running = append(s.Running, engine.Placement{TaskID: fmt.Sprintf("r%d", seq), Queue: bq, Pool: p, Size: size,
+					PlacedAt: enginetest.T0.Add(time.Duration(seq-10_000_000) * time.Second), Seq: seq})
 			}
 		}
 		if mixed {
@@ -210,7 +212,7 @@ func reclaimHeavy(mixed bool) (*Snapshot, int) {
 		}
 		for i := 0; i < claims; i++ {
 			seq++
-			s.Queues[oq].Waiting = append(s.Queues[oq].Waiting, Task{ID: fmt.Sprintf("w%d", seq), Size: claim, Seq: seq})
+			s.Queues[oq].Waiting = append(s.Queues[oq].Waiting, engine.Task{ID: fmt.Sprintf("w%d", seq), Size: claim, Seq: seq})
 		}
 	}
 	return s, pools * claims
@@ -218,12 +220,12 @@ func reclaimHeavy(mixed bool) (*Snapshot, int) {
 
 // runPasses runs one pass per iteration, checking the first, and reports
 // how much the live heap grew across all of them.
-func runPasses(b *testing.B, s *Snapshot, check func(*Decisions)) {
-	check(Pass(s))
+func runPasses(b *testing.B, s *engine.Snapshot, check func(*engine.Decisions)) {
+	check(engine.Pass(s))
 	before := liveHeap()
 	b.ResetTimer()
 	for b.Loop() {
-		Pass(s)
+		engine.Pass(s)
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(liveHeap()-before), "heap-growth-B")

@@ -1,9 +1,11 @@
-package engine
+package engine_test
 
 import (
 	"testing"
 	"time"
 
+	"github.com/klique-ai/klique/engine"
+	"github.com/klique-ai/klique/engine/enginetest"
 	"github.com/klique-ai/klique/internal/model"
 )
 
@@ -33,17 +35,17 @@ func TestPeriodsFollowTheUTCCalendar(t *testing.T) {
 	}
 	for _, c := range cases {
 		at := utc(c.at)
-		if got := PeriodStart(c.period, at); !got.Equal(utc(c.start)) {
+		if got := engine.PeriodStart(c.period, at); !got.Equal(utc(c.start)) {
 			t.Errorf("%s period of %s starts %s, want %s", c.period, c.at, got, c.start)
 		}
-		if got := PeriodEnd(c.period, at); !got.Equal(utc(c.end)) {
+		if got := engine.PeriodEnd(c.period, at); !got.Equal(utc(c.end)) {
 			t.Errorf("%s period of %s ends %s, want %s", c.period, c.at, got, c.end)
 		}
 	}
 }
 
 func TestOverlapCutsIntervalsAtPeriodBoundaries(t *testing.T) {
-	h := func(n float64) time.Time { return t0.Add(time.Duration(n * float64(time.Hour))) }
+	h := func(n float64) time.Time { return enginetest.T0.Add(time.Duration(n * float64(time.Hour))) }
 	cases := []struct {
 		name                 string
 		start, end, from, to time.Time
@@ -57,24 +59,24 @@ func TestOverlapCutsIntervalsAtPeriodBoundaries(t *testing.T) {
 		{"touching the end", h(10), h(12), h(0), h(10), 0},
 	}
 	for _, c := range cases {
-		if got := Overlap(c.start, c.end, c.from, c.to); got != c.want {
+		if got := engine.Overlap(c.start, c.end, c.from, c.to); got != c.want {
 			t.Errorf("%s: %s, want %s", c.name, got, c.want)
 		}
 	}
 }
 
 func TestBudgetHoursArePerTaskTimesWeight(t *testing.T) {
-	if got := MicroBudgetHours(90*time.Minute, 2000); got != 3_000_000 {
+	if got := engine.MicroBudgetHours(90*time.Minute, 2000); got != 3_000_000 {
 		t.Fatalf("90 min at weight 2 = %d µh, want 3 h", got)
 	}
-	if got := MicroBudgetHours(time.Hour, 0); got != 0 {
+	if got := engine.MicroBudgetHours(time.Hour, 0); got != 0 {
 		t.Fatalf("weight 0 charged %d", got)
 	}
 	// A year at weight 1000 does not overflow.
-	if got := MicroBudgetHours(365*24*time.Hour, 1_000_000); got != 365*24*1000*1_000_000 {
+	if got := engine.MicroBudgetHours(365*24*time.Hour, 1_000_000); got != 365*24*1000*1_000_000 {
 		t.Fatalf("a year at weight 1000 = %d", got)
 	}
-	if got := MicroGPUHours(30*time.Minute, model.GPUs(8)); got != 4_000_000 {
+	if got := engine.MicroGPUHours(30*time.Minute, model.GPUs(8)); got != 4_000_000 {
 		t.Fatalf("8 GPUs for 30 min = %d µGPU-h, want 4", got)
 	}
 }

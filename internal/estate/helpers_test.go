@@ -184,3 +184,13 @@ func changeList(cs []estate.Change) string {
 	}
 	return b.String()
 }
+
+// policyOf is the resource policy of the named group, nil when there is
+// no such group or it has no policy.
+func policyOf(e *estate.Estate, group string) *model.ResourcePolicy {
+	g := e.GroupByName(group)
+	if g == nil {
+		return nil
+	}
+	return e.PolicyOfGroup(g.ID)
+}

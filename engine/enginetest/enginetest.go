@@ -1,0 +1,231 @@
+// Package enginetest builds engine snapshots for tests, in the fluent style
+// of Kueue's pkg/util/testing/wrappers.go: pools, profiles, groups and
+// queues by name, then waiting and running tasks, so that a scenario reads
+// as the estate it describes rather than as index arithmetic.
+//
+//	s := enginetest.NewEstate(t).Pool("p", 8).Profile("one", 1, "p").
+//		Group("A", 4, 8).Queue("A", "one").Wait("A/one", 2, "1").Build()
+//	d := engine.Pass(s)
+//	got := enginetest.PlacedOn(s, d)["p"]
+//
+// It lives in its own package, rather than in the engine's test files, so
+// that every package testing against the engine (the engine's own external
+// tests, the loop, the simulator) builds snapshots the same way. It imports
+// the engine, so only tests in package engine_test (not package engine) can
+// use it. Import it from tests only.
+package enginetest
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/klique-ai/klique/engine"
+	"github.com/klique-ai/klique/internal/model"
+)
+
+// T0 is the instant every built snapshot decides at: a Wednesday, inside
+// the weekly budget period that Budget renews on Monday 2026-11-30 00:00
+// UTC.
+var T0 = time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
+
+// EstateBuilder builds one snapshot. Its methods name objects rather than
+// indexing them and fail the test on a name that does not exist; each
+// returns the builder so that a scenario is one expression.
+//
+// Names and ids follow one scheme that tests assert on: a pool "p" has id
+// "pool-p", a profile "one" id "profile-one", a group "A" id "group-A",
+// and the queue joining group A to profile one has id (and the name tests
+// refer to it by) "A/one". Tasks, waiting or running, are numbered in the
+// order they are added across the whole estate: the first task added to
+// queue A/one is "A/one#1", the next task added anywhere is "<queue>#2",
+// and the number is also the task's Seq (its queue order).
+type EstateBuilder struct {
+	t    testing.TB
+	snap engine.Snapshot
+	seq  int64
+}
+
+// NewEstate starts an empty estate whose snapshot decides at T0.
+func NewEstate(t testing.TB) *EstateBuilder {
+	return &EstateBuilder{t: t, snap: engine.Snapshot{Now: T0}}
+}
+
+// Pool adds a pool of gpus GPUs of declared capacity.
+func (b *EstateBuilder) Pool(name string, gpus int) *EstateBuilder {
+	b.snap.Pools = append(b.snap.Pools, engine.Pool{ID: "pool-" + name, Name: name, Capacity: model.GPUs(gpus)})
+	return b
+}
+
+// Profile adds a profile with a time weight (budget hours per task hour)
+// and its pools in order, first pool first. The profile is appended to
+// each of those pools' execution priority; ExecutionPriority reorders it.
+func (b *EstateBuilder) Profile(name string, weight float64, pools ...string) *EstateBuilder {
+	b.t.Helper()
+	pr := engine.Profile{ID: "profile-" + name, Name: name, WeightMilli: int64(weight * 1000)}
+	idx := len(b.snap.Profiles)
+	for _, p := range pools {
+		pi := b.poolIdx(p)
+		pr.Pools = append(pr.Pools, pi)
+		b.snap.Pools[pi].Profiles = append(b.snap.Pools[pi].Profiles, idx)
+	}
+	b.snap.Profiles = append(b.snap.Profiles, pr)
+	return b
+}
+
+// ExecutionPriority replaces a pool's profile order.
+func (b *EstateBuilder) ExecutionPriority(pool string, profiles ...string) *EstateBuilder {
+	b.t.Helper()
+	var order []int
+	for _, p := range profiles {
+		order = append(order, b.profileIdx(p))
+	}
+	b.snap.Pools[b.poolIdx(pool)].Profiles = order
+	return b
+}
+
+// Group adds a group (one resource policy) with a reservation and a limit
+// in GPUs.
+func (b *EstateBuilder) Group(name string, reservation, limit int) *EstateBuilder {
+	b.snap.Groups = append(b.snap.Groups, engine.Group{ID: "group-" + name, Name: name, Reservation: model.GPUs(reservation), Limit: model.GPUs(limit)})
+	return b
+}
+
+// Budget gives the group added last a weekly time budget of total budget
+// hours with used already spent this week, and a low watermark. The week
+// renews on Monday 2026-11-30 00:00 UTC, the first Monday after T0.
+func (b *EstateBuilder) Budget(total, used float64, watermark time.Duration) *EstateBuilder {
+	g := &b.snap.Groups[len(b.snap.Groups)-1]
+	g.Budget = &engine.Budget{Total: int64(total * 1e6), Used: int64(used * 1e6), LowWatermark: watermark,
+		Period: model.PeriodWeek, ResetAt: time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)}
+	return b
+}
+
+// Queue connects a group to a profile with a queue named "group/profile".
+// Queues are appended to the profile's queuing priority in the order they
+// are added.
+func (b *EstateBuilder) Queue(group, profile string) *EstateBuilder {
+	b.t.Helper()
+	q := engine.Queue{ID: group + "/" + profile, Name: profile, Group: b.groupIdx(group), Profile: b.profileIdx(profile)}
+	b.snap.Queues = append(b.snap.Queues, q)
+	pr := &b.snap.Profiles[q.Profile]
+	pr.Queues = append(pr.Queues, len(b.snap.Queues)-1)
+	return b
+}
+
+// Wait adds n tasks of a size ("1", "0.125", "2x4": see model.ParseSize)
+// to the back of a queue.
+func (b *EstateBuilder) Wait(queue string, n int, size string) *EstateBuilder {
+	b.t.Helper()
+	qi := b.queueIdx(queue)
+	q := &b.snap.Queues[qi]
+	for i := 0; i < n; i++ {
+		b.seq++
+		q.Waiting = append(q.Waiting, engine.Task{ID: fmt.Sprintf("%s#%d", queue, b.seq), Size: MustSize(b.t, size), Seq: b.seq})
+	}
+	return b
+}
+
+// Run adds n tasks of a size from a queue, already placed on a pool at
+// placedAt (which orders them for preemption: newest first).
+func (b *EstateBuilder) Run(queue, pool string, n int, size string, placedAt time.Time) *EstateBuilder {
+	b.t.Helper()
+	qi := b.queueIdx(queue)
+	for i := 0; i < n; i++ {
+		b.seq++
+		b.snap.Running = append(b.snap.Running, engine.Placement{TaskID: fmt.Sprintf("%s#%d", queue, b.seq), Queue: qi, Pool: b.poolIdx(pool),
+			Size: MustSize(b.t, size).Total(), PlacedAt: placedAt, Seq: b.seq})
+	}
+	return b
+}
+
+// Build returns the snapshot. It shares its slices with the builder, so
+// build once per builder; build a second, equal snapshot from a second
+// builder.
+func (b *EstateBuilder) Build() *engine.Snapshot { s := b.snap; return &s }
+
+func (b *EstateBuilder) poolIdx(name string) int {
+	b.t.Helper()
+	for i, p := range b.snap.Pools {
+		if p.Name == name {
+			return i
+		}
+	}
+	b.t.Fatalf("no pool %s", name)
+	return -1
+}
+
+func (b *EstateBuilder) profileIdx(name string) int {
+	b.t.Helper()
+	for i, p := range b.snap.Profiles {
+		if p.Name == name {
+			return i
+		}
+	}
+	b.t.Fatalf("no profile %s", name)
+	return -1
+}
+
+func (b *EstateBuilder) groupIdx(name string) int {
+	b.t.Helper()
+	for i, g := range b.snap.Groups {
+		if g.Name == name {
+			return i
+		}
+	}
+	b.t.Fatalf("no group %s", name)
+	return -1
+}
+
+func (b *EstateBuilder) queueIdx(id string) int {
+	b.t.Helper()
+	for i, q := range b.snap.Queues {
+		if q.ID == id {
+			return i
+		}
+	}
+	b.t.Fatalf("no queue %s", id)
+	return -1
+}
+
+// MustSize parses a task size, failing the test on a malformed one.
+func MustSize(t testing.TB, s string) model.Size {
+	t.Helper()
+	size, err := model.ParseSize(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return size
+}
+
+// PlacedOn returns, per pool name, the ids of the tasks the decisions
+// placed there, in the order they were placed: the shape most placement
+// assertions compare against.
+func PlacedOn(s *engine.Snapshot, d *engine.Decisions) map[string][]string {
+	out := map[string][]string{}
+	for _, p := range d.Placements {
+		out[s.Pools[p.Pool].Name] = append(out[s.Pools[p.Pool].Name], p.TaskID)
+	}
+	return out
+}
+
+// PreemptedIDs returns the ids of the preempted tasks in the order the
+// pass preempted them (nil when it preempted nothing).
+func PreemptedIDs(d *engine.Decisions) []string {
+	var out []string
+	for _, p := range d.Preemptions {
+		out = append(out, p.TaskID)
+	}
+	return out
+}
+
+// BlockedOf returns why the head of the queue with the given id ("A/one")
+// waits, or nil when the decisions do not name the queue.
+func BlockedOf(s *engine.Snapshot, d *engine.Decisions, queue string) *engine.Blocked {
+	for i := range d.Blocked {
+		if s.Queues[d.Blocked[i].Queue].ID == queue {
+			return &d.Blocked[i]
+		}
+	}
+	return nil
+}
