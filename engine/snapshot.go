@@ -7,9 +7,10 @@
 // reservations, limits and time budgets, the compute resources (queues) with
 // their waiting tasks in queue order, and the work holding capacity now. The
 // pass reads no clock, does no I/O and never ranges over a map, so the same
-// snapshot always gives the same decisions. The loop around it (loop.go)
-// loads snapshots from the store, applies each pass's decisions in one
-// transaction and publishes events.
+// snapshot always gives the same decisions. The package imports only
+// model-level packages (model, estate); the loop around it (engine/loop)
+// reads snapshots from the store and hands each pass's Plan to the
+// platform's allocation domain, which applies it in one transaction.
 //
 // The rules of a pass, in order (docs/engine.md says them in full):
 //
