@@ -24,8 +24,9 @@ import (
 	"github.com/klique-ai/klique/internal/agentapi"
 )
 
-// KindBareMetal is the one kind of worker there is so far; kubernetes,
-// slurm, pbs, lsf and cloud come with issue 8.
+// KindBareMetal is a worker on a host (process or Docker mode); the other
+// kind `klique worker` runs is KindKubernetes. HPC clusters have the HPC
+// submitter (`klique hpc-submitter`), cloud pools the autoscaler.
 const KindBareMetal = "bare_metal"
 
 // Options are what `klique worker` is given.

@@ -4,7 +4,7 @@
 // running tasks and obey the commands that come back (stop: abort or
 // preemption), stream logs and metrics home in batches, and report each
 // task's end. Only the runner knows the environment (a process, a Docker
-// container, and later a pod or a batch job).
+// container, a pod, or a batch job on an HPC cluster).
 //
 // The worker survives a control-plane restart: tasks keep running, calls
 // are retried with backoff, log lines wait in a bounded buffer and then in a

@@ -1,7 +1,8 @@
-// Command klique is the one binary of Klique: the control plane (`serve`)
-// and the client commands people and CI use (`login`, `apply`, `get`,
-// `enqueue`, ...). Later it also runs the worker daemon, the HPC submitter
-// and the autoscaler.
+// Command klique is the one binary of Klique: the control plane (`serve`),
+// the agents that run in the estate (`worker` on a host or as a Kubernetes
+// controller, `hpc-submitter` on a Slurm/PBS/LSF login node with
+// `task-run` inside its jobs, `autoscaler` for cloud pools), and the client
+// commands people and CI use (`login`, `apply`, `get`, `enqueue`, ...).
 package main
 
 import (

@@ -1,6 +1,7 @@
 // Package agentapi is the worker protocol: the versioned HTTP+JSON API
-// under /api/agent/v1/ through which worker daemons (and later HPC
-// submitters and autoscalers) pull work from the control plane. The control
+// under /api/agent/v1/ through which worker daemons, HPC submitters and
+// cloud autoscalers pull work from the control plane, and through which the
+// jobs an HPC submitter starts report with a task credential. The control
 // plane never connects into an environment; agents connect out, pull, and
 // report. docs/agent-protocol.md describes the protocol for people; these
 // types are the wire format both sides share.

@@ -75,7 +75,7 @@ func NewHandler(d Deps) *Handler {
 	return h
 }
 
-// Mux lets later parts of the server (the gateway, the worker API, MCP) add
+// Mux lets the other parts of the server (the gateway, the worker API, MCP) add
 // their routes with the same middleware.
 func (h *Handler) Mux() *http.ServeMux { return h.mux }
 
