@@ -226,13 +226,13 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // authenticate reads the bearer credential.
 func (g *Gateway) authenticate(w http.ResponseWriter, r *http.Request) (context.Context, bool) {
-	cred, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok || strings.TrimSpace(cred) == "" {
+	cred, err := identity.ParseAuthorization(r.Header.Get("Authorization"))
+	if err != nil || cred == "" {
 		writeError(w, nil, http.StatusUnauthorized, "invalid_api_key",
 			"send your Klique API key or access token as 'Authorization: Bearer <key>' (the OpenAI SDKs do this with api_key)", "")
 		return nil, false
 	}
-	p, err := g.o.Auth.AuthenticateCached(r.Context(), strings.TrimSpace(cred))
+	p, err := g.o.Auth.AuthenticateCached(r.Context(), cred)
 	if err != nil {
 		if errors.Is(err, identity.ErrUnauthenticated) {
 			writeError(w, nil, http.StatusUnauthorized, "invalid_api_key", "the API key or token is not valid: "+err.Error(), "")
