@@ -428,6 +428,8 @@ func TestCompletionsAndToolsPassThrough(t *testing.T) {
 func TestAMoneyBudgetHoldsInMicros(t *testing.T) {
 	backends(t, func(t *testing.T, opts ...envOption) {
 		const budget, estimate, earlier = 20_000, 1090, 12_000
+		var settled settleCounter
+		opts = append(opts[:len(opts):len(opts)], countSettlements(&settled))
 		e := newEnv(t, func(g *model.Gateway, up string) {
 			standard(g, up)
 			for _, m := range g.Models {
@@ -487,22 +489,22 @@ func TestAMoneyBudgetHoldsInMicros(t *testing.T) {
 			t.Fatalf("%d calls answered; want at least %d (what is left of the budget holds that many estimates) and the budget to end them",
 				n, (budget-earlier)/estimate)
 		}
-		// Once the settlements are in, calls go on one at a time until
-		// none fits: a refusal is believed when it repeats.
-		for streak := 0; streak < 3; {
+		// Then calls go on one at a time, each once every answered call
+		// is settled, until none fits: with no reservation held for more
+		// than a call used, a refusal is final.
+		for {
+			settled.wait(t, answered.Load())
 			r, err := e.postErr("vic", "detect", "chat/completions", body)
 			must(t, err)
 			if r.status == 200 {
 				if answered.Add(1) >= 300 {
 					t.Fatalf("%d calls answered: the budget never ended them", answered.Load())
 				}
-				streak = 0
 				continue
 			}
 			refusedN.Add(1)
 			refusals = append(refusals, r)
-			streak++
-			time.Sleep(100 * time.Millisecond)
+			break
 		}
 		for _, r := range refusals {
 			msg := r.json("error.message").Str
@@ -569,22 +571,15 @@ func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	return 0
 }
 
-// clearOfTheMinute waits for the next minute when this one has less
-// than need left: rate windows are per minute, and a test that counts
-// calls in one must not see it reset.
-func clearOfTheMinute(need time.Duration) {
-	if left := time.Until(time.Now().Truncate(time.Minute).Add(time.Minute)); left < need {
-		time.Sleep(left + 50*time.Millisecond)
-	}
-}
-
 // TestAGatewayFallsBackWhenRedisIsUnreachable pins the gateway's side of
 // limits.Failover, as the server wires it (internal/server/gateway.go): a
 // gateway whose Redis cannot be reached keeps answering calls, keeps its
 // rate limits and budgets in the process (a limit still refuses, with its
-// own 429, not a 503), and reports klique_gateway_limits_degraded 1; once
-// Redis is back it shares its limits there again and the gauge returns
-// to 0.
+// own 429, not a 503, until its minute ends), and reports
+// klique_gateway_limits_degraded 1; once Redis is back it shares its
+// limits there again and the gauge returns to 0. The gateway's clock
+// stands still, so that the minute the calls are counted in does not end
+// under the test.
 func TestAGatewayFallsBackWhenRedisIsUnreachable(t *testing.T) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	limited := func(g *model.Gateway, up string) {
@@ -598,7 +593,8 @@ func TestAGatewayFallsBackWhenRedisIsUnreachable(t *testing.T) {
 		reg := prometheus.NewRegistry()
 		m, err := gateway.NewMetrics(reg)
 		must(t, err)
-		e := newEnv(t, limited, withLimiter(m, func(testing.TB) limits.Limiter {
+		clk := newClock()
+		e := newEnv(t, limited, withClock(clk), withLimiter(m, func(testing.TB) limits.Limiter {
 			addr := strings.TrimSuffix(strings.TrimPrefix(closedURL(t), "http://"), "/v1")
 			client := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
 			t.Cleanup(func() { _ = client.Close() })
@@ -608,7 +604,6 @@ func TestAGatewayFallsBackWhenRedisIsUnreachable(t *testing.T) {
 		if v := gauge(t, reg, degraded); v != 0 {
 			t.Fatalf("degraded %v before any call", v)
 		}
-		clearOfTheMinute(5 * time.Second)
 		for i := 0; i < 3; i++ {
 			if r := e.post("vic", "detect", "chat/completions", chat("chat", `,"max_tokens":10`)); r.status != 200 || r.header.Get("X-Ratelimit-Remaining-Requests") != fmt.Sprint(2-i) {
 				t.Fatalf("call %d with Redis unreachable: %d %v %s", i, r.status, r.header, r.body)
@@ -631,6 +626,11 @@ func TestAGatewayFallsBackWhenRedisIsUnreachable(t *testing.T) {
 		if outcomes[model.CallOK] != 4 || outcomes[model.CallRateLimited] != 1 {
 			t.Fatalf("ledger outcomes %v", outcomes)
 		}
+		// The next minute has room again.
+		clk.Add(time.Minute)
+		if r := e.post("vic", "detect", "chat/completions", chat("chat", `,"max_tokens":10`)); r.status != 200 || r.header.Get("X-Ratelimit-Remaining-Requests") != "2" {
+			t.Fatalf("a call in the next minute: %d %v %s", r.status, r.header, r.body)
+		}
 	})
 
 	t.Run("recovers", func(t *testing.T) {
@@ -639,7 +639,7 @@ func TestAGatewayFallsBackWhenRedisIsUnreachable(t *testing.T) {
 		reg := prometheus.NewRegistry()
 		m, err := gateway.NewMetrics(reg)
 		must(t, err)
-		e := newEnv(t, limited, withLimiter(m, func(testing.TB) limits.Limiter {
+		e := newEnv(t, limited, withClock(newClock()), withLimiter(m, func(testing.TB) limits.Limiter {
 			opts := *direct.Options()
 			opts.Addr, opts.MaxRetries, opts.DialTimeout = proxy.addr(), -1, 200*time.Millisecond
 			opts.ReadTimeout, opts.WriteTimeout = 500*time.Millisecond, 500*time.Millisecond
@@ -648,7 +648,6 @@ func TestAGatewayFallsBackWhenRedisIsUnreachable(t *testing.T) {
 			return &limits.Failover{Primary: limits.NewRedis(client, prefix), Fallback: limits.NewMemory(), Retry: 50 * time.Millisecond,
 				Log: quiet, OnChange: m.SetDegraded}
 		}))
-		clearOfTheMinute(5 * time.Second)
 		post := func() response { return e.post("vic", "detect", "chat/completions", chat("chat", `,"max_tokens":10`)) }
 		if r := post(); r.status != 200 || gauge(t, reg, degraded) != 0 {
 			t.Fatalf("with Redis: %d %s, degraded %v", r.status, r.body, gauge(t, reg, degraded))

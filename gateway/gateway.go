@@ -5,7 +5,9 @@
 // call's budgets and rate limits, sends it upstream (falling back to the
 // next target on errors, timeouts and 5xx), streams the answer back,
 // settles the reservation to what was used, and records the call on the
-// ledger.
+// ledger. Those are the stages of a call (path, in serve.go), in that
+// order; the door a call comes in by (door.go) decodes its request and
+// writes its errors.
 //
 // The request path reads only the fields it needs and passes the body
 // through (gateway/wire); credentials and the estate come from memory;
@@ -71,11 +73,11 @@ type Gateway struct {
 	o     Options
 	proxy *proxy
 	meter *meter
-	// settle takes settlements off the request path.
-	settle chan limits.Settlement
-	wg     sync.WaitGroup
-	closed chan struct{}
-	once   sync.Once
+	// settlements takes settlements off the request path.
+	settlements chan limits.Settlement
+	wg          sync.WaitGroup
+	closed      chan struct{}
+	once        sync.Once
 }
 
 // New returns a gateway; Close flushes what it has not yet recorded.
@@ -100,7 +102,7 @@ func New(o Options) *Gateway {
 		transport = o.Client.Transport
 	}
 	g := &Gateway{o: o, proxy: &proxy{transport: transport, balance: newBalancer()},
-		meter: newMeter(o.Service, o.Log), settle: make(chan limits.Settlement, 4096), closed: make(chan struct{})}
+		meter: newMeter(o.Service, o.Log), settlements: make(chan limits.Settlement, 4096), closed: make(chan struct{})}
 	for i := 0; i < settlers; i++ {
 		g.wg.Add(1)
 		go g.settler()
@@ -157,7 +159,7 @@ func (g *Gateway) settler() {
 	linger.Stop()
 	for {
 		select {
-		case s := <-g.settle:
+		case s := <-g.settlements:
 			batch = append(batch[:0], s)
 		case <-g.closed:
 			for {
@@ -165,7 +167,7 @@ func (g *Gateway) settler() {
 			drain:
 				for len(batch) < settleBatch {
 					select {
-					case s := <-g.settle:
+					case s := <-g.settlements:
 						batch = append(batch, s)
 					default:
 						break drain
@@ -181,7 +183,7 @@ func (g *Gateway) settler() {
 	gather:
 		for len(batch) < settleBatch {
 			select {
-			case s := <-g.settle:
+			case s := <-g.settlements:
 				batch = append(batch, s)
 			case <-linger.C:
 				break gather
@@ -216,7 +218,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodGet && (path == "models" || path == "models/"):
 		g.models(w, r)
 	case r.Method == http.MethodPost && (path == string(wire.Chat) || path == string(wire.Completions) || path == string(wire.Embeddings)):
-		g.serve(w, r, wire.Endpoint(path))
+		g.serve(w, r, openAI{}, wire.Endpoint(path))
 	case path == "models" || path == string(wire.Chat) || path == string(wire.Completions) || path == string(wire.Embeddings):
 		writeError(w, nil, http.StatusMethodNotAllowed, "method_not_allowed", fmt.Sprintf("%s is not allowed on %s", r.Method, r.URL.Path), "")
 	default:
@@ -224,21 +226,23 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// authenticate reads the bearer credential.
-func (g *Gateway) authenticate(w http.ResponseWriter, r *http.Request) (context.Context, bool) {
-	cred, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok || strings.TrimSpace(cred) == "" {
-		writeError(w, nil, http.StatusUnauthorized, "invalid_api_key",
+// caller reads the bearer credential and returns the request's context
+// with the caller in it; when there is none, or it is not valid, it
+// answers the request through the door d.
+func (g *Gateway) caller(w http.ResponseWriter, r *http.Request, d door) (context.Context, bool) {
+	cred, err := identity.ParseAuthorization(r.Header.Get("Authorization"))
+	if err != nil || cred == "" {
+		d.writeError(w, nil, http.StatusUnauthorized, "invalid_api_key",
 			"send your Klique API key or access token as 'Authorization: Bearer <key>' (the OpenAI SDKs do this with api_key)", "")
 		return nil, false
 	}
-	p, err := g.o.Auth.AuthenticateCached(r.Context(), strings.TrimSpace(cred))
+	p, err := g.o.Auth.AuthenticateCached(r.Context(), cred)
 	if err != nil {
 		if errors.Is(err, identity.ErrUnauthenticated) {
-			writeError(w, nil, http.StatusUnauthorized, "invalid_api_key", "the API key or token is not valid: "+err.Error(), "")
+			d.writeError(w, nil, http.StatusUnauthorized, "invalid_api_key", "the API key or token is not valid: "+err.Error(), "")
 		} else {
 			g.o.Log.Error("gateway: authentication failed", "err", err)
-			writeError(w, nil, http.StatusServiceUnavailable, "service_unavailable", "authentication is unavailable; try again", "")
+			d.writeError(w, nil, http.StatusServiceUnavailable, "service_unavailable", "authentication is unavailable; try again", "")
 		}
 		return nil, false
 	}
@@ -248,13 +252,13 @@ func (g *Gateway) authenticate(w http.ResponseWriter, r *http.Request) (context.
 
 // models lists the aliases the caller may call.
 func (g *Gateway) models(w http.ResponseWriter, r *http.Request) {
-	ctx, ok := g.authenticate(w, r)
+	ctx, ok := g.caller(w, r, openAI{})
 	if !ok {
 		return
 	}
 	aliases, err := g.o.Service.ModelAliases(ctx, r.Header.Get("X-Klique-Project"))
 	if err != nil {
-		g.platformError(w, nil, err)
+		g.platformError(w, nil, openAI{}, err)
 		return
 	}
 	var sb strings.Builder
@@ -270,36 +274,31 @@ func (g *Gateway) models(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.WriteString(w, sb.String())
 }
 
-// platformError answers a refusal of the platform service in OpenAI's
-// shape.
-func (g *Gateway) platformError(w http.ResponseWriter, h http.Header, err error) int {
+// platformError answers a refusal of the platform service through the
+// door d.
+func (g *Gateway) platformError(w http.ResponseWriter, h http.Header, d door, err error) {
 	msg := platform.PublicMessage(err)
 	switch platform.ErrorCode(err) {
 	case platform.CodeUnauthenticated:
-		writeError(w, h, http.StatusUnauthorized, "invalid_api_key", msg, "")
-		return http.StatusUnauthorized
+		d.writeError(w, h, http.StatusUnauthorized, "invalid_api_key", msg, "")
 	case platform.CodeForbidden:
 		code, param := "model_not_allowed", "model"
 		if strings.Contains(msg, "scoped to project") {
 			code, param = "project_not_allowed", ""
 		}
-		writeError(w, h, http.StatusForbidden, code, msg, param)
-		return http.StatusForbidden
+		d.writeError(w, h, http.StatusForbidden, code, msg, param)
 	case platform.CodeNotFound:
 		code, param := "model_not_found", "model"
 		if strings.Contains(msg, "project") {
 			code, param = "project_not_found", ""
 		}
-		writeError(w, h, http.StatusNotFound, code, msg, param)
-		return http.StatusNotFound
+		d.writeError(w, h, http.StatusNotFound, code, msg, param)
 	case platform.CodeInvalid:
-		writeError(w, h, http.StatusBadRequest, "invalid_request_error", msg, "")
-		return http.StatusBadRequest
+		d.writeError(w, h, http.StatusBadRequest, "invalid_request_error", msg, "")
 	case platform.CodeUnavailable:
-		writeError(w, h, http.StatusServiceUnavailable, "service_unavailable", msg, "")
-		return http.StatusServiceUnavailable
+		d.writeError(w, h, http.StatusServiceUnavailable, "service_unavailable", msg, "")
+	default:
+		g.o.Log.Error("gateway: the platform service failed", "err", err)
+		d.writeError(w, h, http.StatusInternalServerError, "internal_error", "internal error; the server log has the details", "")
 	}
-	g.o.Log.Error("gateway: the platform service failed", "err", err)
-	writeError(w, h, http.StatusInternalServerError, "internal_error", "internal error; the server log has the details", "")
-	return http.StatusInternalServerError
 }

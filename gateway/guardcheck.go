@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -29,14 +28,18 @@ type guardVerdict struct {
 // The check is a call of the same caller, to the guard alias, governed
 // like any other: reserved against the budgets and rate limits that cover
 // the guard alias (so a guard model shared by many is protected too),
-// settled to what it used, and recorded on the ledger.
-func (g *Gateway) modelGuard(ctx context.Context, grant *platform.ModelGrant, text []string) (guardVerdict, error) {
+// settled to what it used, and recorded on the ledger. It goes through
+// the stages that govern a call (reserve, settle, record) on an exchange
+// of its own; its refusals are written in the checked call's door's
+// shape, to be passed on as they are.
+func (g *Gateway) modelGuard(x *exchange, text []string) (guardVerdict, error) {
+	grant := x.grant
 	body, err := jsonChat(grant.GuardAlias, strings.Join(text, "\n"))
 	if err != nil {
 		return guardVerdict{}, err
 	}
 	start := g.o.Now()
-	guard, err := g.o.Service.AuthorizeModelCall(ctx, grant.GuardAlias, grant.ProjectID, start)
+	guard, err := g.o.Service.AuthorizeModelCall(x.ctx, grant.GuardAlias, grant.ProjectID, start)
 	if err != nil {
 		return guardVerdict{}, fmt.Errorf("guard alias %s: %s", grant.GuardAlias, platform.PublicMessage(err))
 	}
@@ -44,58 +47,57 @@ func (g *Gateway) modelGuard(ctx context.Context, grant *platform.ModelGrant, te
 	if err != nil {
 		return guardVerdict{}, err
 	}
-	rec := &model.ModelCall{ID: model.NewID(), TenantID: grant.TenantID, At: start, UserID: grant.UserID, UserName: grant.UserName,
-		ProjectID: grant.ProjectID, ProjectName: grant.ProjectName, GroupID: guard.GroupID, GroupName: guard.GroupName,
-		Endpoint: string(wire.Chat), Alias: grant.GuardAlias}
-	record := func(status int, outcome string) {
-		rec.Status, rec.Outcome = status, outcome
-		rec.LatencyMicros = g.o.Now().Sub(start).Microseconds()
-		g.meter.record(rec)
-	}
+	// Not from the pool: the refusal's headers are the check's, and are
+	// passed on after it.
 	refusal := &bufferWriter{header: http.Header{}}
-	res, windows, ok := g.reserve(ctx, refusal, refusal.header, guard, &req, wire.Chat, rec.ID, start)
-	if !ok {
-		status, outcome := refused(ctx, guard, windows)
-		record(status, outcome)
-		if windows < 0 {
+	check := &exchange{w: refusal, door: x.door, ep: wire.Chat, start: start, ctx: x.ctx, body: body, req: req,
+		header: refusal.header, grant: guard, check: true,
+		rec: &model.ModelCall{ID: model.NewID(), TenantID: grant.TenantID, At: start, UserID: grant.UserID, UserName: grant.UserName,
+			ProjectID: grant.ProjectID, ProjectName: grant.ProjectName, GroupID: guard.GroupID, GroupName: guard.GroupName,
+			Endpoint: string(wire.Chat), Alias: grant.GuardAlias}}
+	if !g.reserve(check) {
+		g.record(check)
+		if check.outcome != model.CallOverBudget && check.outcome != model.CallRateLimited {
 			return guardVerdict{}, fmt.Errorf("guard alias %s: its rate limits and budgets cannot be checked now", grant.GuardAlias)
 		}
-		return guardVerdict{Refusal: refusal, Outcome: outcome}, nil
+		return guardVerdict{Refusal: refusal, Outcome: check.outcome}, nil
 	}
 	answer := &bufferWriter{header: http.Header{}}
-	attempts := g.attempts(guard)
-	out := g.proxy.do(ctx, answer, &call{ep: wire.Chat, body: body, req: req, header: http.Header{}}, attempts)
-	g.charge(guard, attempts, &out, res, rec)
-	if out.Status != http.StatusOK {
-		record(out.Status, model.CallUpstreamError)
-		return guardVerdict{}, fmt.Errorf("guard alias %s answered %d", grant.GuardAlias, out.Status)
+	check.attempts = g.attempts(nil, guard)
+	check.c = call{ep: wire.Chat, body: body, req: req, door: x.door}
+	check.out = g.proxy.do(x.ctx, answer, &check.c, check.attempts)
+	g.settle(check)
+	if check.out.Status != http.StatusOK {
+		check.end(check.out.Status, model.CallUpstreamError)
+		g.record(check)
+		return guardVerdict{}, fmt.Errorf("guard alias %s answered %d", grant.GuardAlias, check.out.Status)
 	}
-	record(out.Status, model.CallOK)
+	check.end(check.out.Status, model.CallOK)
+	g.record(check)
 	verdict := strings.ToLower(strings.TrimSpace(wire.OutputText(answer.buf.Bytes())))
 	return guardVerdict{Blocked: strings.HasPrefix(verdict, "unsafe")}, nil
 }
 
 // modelCheck runs the model-based check on what (the request's input or
-// the model's answer) and, unless it passes, answers the caller and
-// finishes the call. It returns whether the call goes on. A check refused
-// by the guard alias's own limits refuses the call with the same answer;
-// a check that fails lets nothing through unchecked.
-func (g *Gateway) modelCheck(ctx context.Context, w http.ResponseWriter, header http.Header, grant *platform.ModelGrant,
-	rec *model.ModelCall, text []string, what, param string, finish func(status int, outcome string)) bool {
-	v, err := g.modelGuard(ctx, grant, text)
+// the model's answer) and, unless it passes, answers the caller and ends
+// the call. It returns whether the call goes on. A check refused by the
+// guard alias's own limits refuses the call with the same answer; a check
+// that fails lets nothing through unchecked.
+func (g *Gateway) modelCheck(x *exchange, text []string, what, param string) bool {
+	v, err := g.modelGuard(x, text)
 	switch {
 	case err != nil:
-		writeError(w, header, http.StatusServiceUnavailable, "guardrail_unavailable",
+		x.door.writeError(x.w, x.header, http.StatusServiceUnavailable, "guardrail_unavailable",
 			"the model-based guardrail could not check "+what+": "+err.Error(), "")
-		finish(http.StatusServiceUnavailable, model.CallUpstreamError)
+		x.end(http.StatusServiceUnavailable, model.CallUpstreamError)
 	case v.Refusal != nil:
-		v.Refusal.passOn(w, header)
-		finish(v.Refusal.status, v.Outcome)
+		v.Refusal.passOn(x.w, x.header)
+		x.end(v.Refusal.status, v.Outcome)
 	case v.Blocked:
-		rec.Guardrail = "model check " + grant.GuardAlias
-		writeError(w, header, http.StatusBadRequest, "guardrail_blocked",
-			what+" was blocked by the model-based guardrail "+grant.GuardAlias, param)
-		finish(http.StatusBadRequest, model.CallBlocked)
+		x.rec.Guardrail = "model check " + x.grant.GuardAlias
+		x.door.writeError(x.w, x.header, http.StatusBadRequest, "guardrail_blocked",
+			what+" was blocked by the model-based guardrail "+x.grant.GuardAlias, param)
+		x.end(http.StatusBadRequest, model.CallBlocked)
 	default:
 		return true
 	}

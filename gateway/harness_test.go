@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -229,6 +230,97 @@ type envOption func(*envConfig)
 type envConfig struct {
 	limiter func(t testing.TB) limits.Limiter
 	metrics *gateway.Metrics
+	// now is the gateway's clock (default: the wall clock).
+	now func() time.Time
+}
+
+// clock is a test's clock for the gateway: it stands still unless the test
+// moves it, so that a test that counts calls in a rate window (a minute)
+// never sees the window end under it, and can end it when it wants to.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+// newClock starts at the middle of this minute: near the wall clock, by
+// which Redis drops the limiters' counters (an hour after their window)
+// and the ledger is read.
+func newClock() *clock {
+	return &clock{t: time.Now().Truncate(time.Minute).Add(30 * time.Second)}
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// settleCounter is a limiter that counts the reservations settled on it,
+// so that a test can wait for the gateway's settling, in the background,
+// to catch up with the calls it answered.
+type settleCounter struct {
+	limits.Limiter
+	n       atomic.Int64
+	settled chan struct{} // a settlement was counted
+}
+
+func (c *settleCounter) Settle(ctx context.Context, r limits.Request, actual []int64) error {
+	err := c.Limiter.Settle(ctx, r, actual)
+	c.count(1)
+	return err
+}
+
+// SettleBatch keeps the limiter's own batches (Redis's one round trip).
+func (c *settleCounter) SettleBatch(ctx context.Context, batch []limits.Settlement) []error {
+	errs := limits.SettleAll(ctx, c.Limiter, batch)
+	c.count(len(batch))
+	return errs
+}
+
+func (c *settleCounter) count(n int) {
+	c.n.Add(int64(n))
+	select {
+	case c.settled <- struct{}{}:
+	default:
+	}
+}
+
+// wait waits until n reservations are settled.
+func (c *settleCounter) wait(t testing.TB, n int64) {
+	t.Helper()
+	deadline := time.NewTimer(10 * time.Second)
+	defer deadline.Stop()
+	for c.n.Load() < n {
+		select {
+		case <-c.settled:
+		case <-deadline.C:
+			t.Fatalf("%d reservations settled, want %d", c.n.Load(), n)
+		}
+	}
+}
+
+// countSettlements puts the gateway's limiter, as the options before it
+// chose it, in c.
+func countSettlements(c *settleCounter) envOption {
+	return func(cfg *envConfig) {
+		inner := cfg.limiter
+		cfg.limiter = func(t testing.TB) limits.Limiter {
+			c.Limiter, c.settled = inner(t), make(chan struct{}, 1)
+			return c
+		}
+	}
+}
+
+// withClock makes c the gateway's clock (Options.Now): the time of its
+// calls on the ledger, and of their limit windows.
+func withClock(c *clock) envOption {
+	return func(cfg *envConfig) { cfg.now = c.Now }
 }
 
 // withMetrics has the gateway count into m.
@@ -316,7 +408,7 @@ func newEnvTB(t testing.TB, configure func(g *model.Gateway, upstreamURL string)
 	// A service of its own, so that nothing of the setup is cached.
 	e.svc = platform.New(platform.Options{Store: st, Auth: e.auth, Vault: v, Logger: log})
 	e.limiter = cfg.limiter(t)
-	e.gw = gateway.New(gateway.Options{Service: e.svc, Auth: e.auth, Limiter: e.limiter, Log: log, Metrics: cfg.metrics})
+	e.gw = gateway.New(gateway.Options{Service: e.svc, Auth: e.auth, Limiter: e.limiter, Log: log, Metrics: cfg.metrics, Now: cfg.now})
 	e.srv = httptest.NewServer(e.gw)
 	t.Cleanup(func() {
 		e.srv.Close()

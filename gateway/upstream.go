@@ -88,6 +88,8 @@ type call struct {
 	// header is set on the caller's answer before it is written (rate
 	// limit headers, request id).
 	header http.Header
+	// door writes the errors of the answer (see door).
+	door door
 }
 
 func (p *proxy) do(ctx context.Context, w http.ResponseWriter, c *call, attempts []Attempt) Outcome {
@@ -247,7 +249,7 @@ func (p *proxy) whole(w http.ResponseWriter, c *call, resp *http.Response, out *
 	if err != nil {
 		out.Err = fmt.Errorf("read the upstream answer: %w", err)
 		out.Status = http.StatusBadGateway
-		writeError(w, c.header, http.StatusBadGateway, "upstream_error", "the model's answer was cut off", "")
+		c.door.writeError(w, c.header, http.StatusBadGateway, "upstream_error", "the model's answer was cut off", "")
 		return
 	}
 	if u, ok := wire.UsageOf(data); ok {
@@ -261,7 +263,7 @@ func (p *proxy) whole(w http.ResponseWriter, c *call, resp *http.Response, out *
 	if resp.StatusCode == http.StatusOK && !c.guard.Empty() {
 		if rule := c.guard.Output(wire.OutputText(data)); rule != "" {
 			out.Blocked = rule
-			writeError(w, c.header, http.StatusBadRequest, "guardrail_blocked",
+			c.door.writeError(w, c.header, http.StatusBadRequest, "guardrail_blocked",
 				"the model's answer was blocked by the guardrail "+rule, "")
 			return
 		}

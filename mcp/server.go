@@ -137,8 +137,8 @@ func credentialFrom(ctx context.Context) string {
 // metadata (RFC 9728), as MCP's authorization spec asks.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx := identity.WithChannel(r.Context(), identity.ChannelMCP)
-	cred, ok := bearer(r)
-	if !ok || cred == "" {
+	cred, err := identity.ParseAuthorization(r.Header.Get("Authorization"))
+	if err != nil || cred == "" {
 		s.unauthorized(w, "", "send your Klique API key or access token as 'Authorization: Bearer <credential>'")
 		return
 	}
@@ -186,20 +186,6 @@ func writeJSONError(w http.ResponseWriter, status int, code, message string) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"code": code, "message": message}})
-}
-
-// bearer returns the credential of an Authorization header; ok is false
-// for a header that is not a bearer credential.
-func bearer(r *http.Request) (string, bool) {
-	v := r.Header.Get("Authorization")
-	if v == "" {
-		return "", true
-	}
-	scheme, cred, found := strings.Cut(v, " ")
-	if !found || !strings.EqualFold(scheme, "Bearer") {
-		return "", false
-	}
-	return strings.TrimSpace(cred), true
 }
 
 // toolDef declares a tool.

@@ -25,6 +25,9 @@ type Failover struct {
 	// OnChange, when set, is told when the limiter degrades (true) and
 	// recovers (false).
 	OnChange func(degraded bool)
+	// Now is the clock Retry is counted on (default time.Now); the
+	// windows' clock is the caller's (the now of Reserve and Peek).
+	Now func() time.Time
 
 	degraded atomic.Bool
 	mu       sync.Mutex
@@ -45,8 +48,8 @@ func (f *Failover) pick() (Limiter, bool) {
 	if retry <= 0 {
 		retry = time.Second
 	}
-	if time.Since(f.since) >= retry {
-		f.since = time.Now() // one caller probes; the rest stay on the fallback
+	if now := f.now(); now.Sub(f.since) >= retry {
+		f.since = now // one caller probes; the rest stay on the fallback
 		return f.Primary, true
 	}
 	return f.Fallback, false
@@ -60,8 +63,9 @@ func (f *Failover) result(err error) bool {
 		return true
 	}
 	if errors.Is(err, ErrUnavailable) {
+		now := f.now()
 		f.mu.Lock()
-		f.since = time.Now()
+		f.since = now
 		f.mu.Unlock()
 		if !f.degraded.Swap(true) {
 			f.log().Warn("rate limits and budgets fall back to this process: Redis cannot be reached", "err", err)
@@ -78,6 +82,13 @@ func (f *Failover) result(err error) bool {
 		}
 	}
 	return true
+}
+
+func (f *Failover) now() time.Time {
+	if f.Now == nil {
+		return time.Now()
+	}
+	return f.Now()
 }
 
 func (f *Failover) log() *slog.Logger {

@@ -74,7 +74,11 @@ type Decision struct {
 	Unseeded []int
 }
 
-// Limiter reserves and settles.
+// Limiter reserves and settles. Limiters read no clock of their own for
+// the windows: now is the caller's (the gateway's Options.Now), so that a
+// test moves time rather than waits for it. Redis drops a counter by its
+// own clock (an hour after its window ends), so a caller's clock must not
+// stray far from Redis's.
 type Limiter interface {
 	// Reserve takes each window's amount, all or nothing.
 	Reserve(ctx context.Context, r Request, now time.Time) (Decision, error)

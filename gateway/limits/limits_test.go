@@ -265,9 +265,10 @@ func (f *flaky) Reserve(ctx context.Context, r limits.Request, now time.Time) (l
 func TestFailoverUsesTheProcessWhileRedisIsDown(t *testing.T) {
 	primary := &flaky{Limiter: limits.NewMemory()}
 	var changes []bool
-	f := &limits.Failover{Primary: primary, Fallback: limits.NewMemory(), Retry: 20 * time.Millisecond,
-		OnChange: func(d bool) { changes = append(changes, d) }}
 	now := time.Now()
+	clock := now
+	f := &limits.Failover{Primary: primary, Fallback: limits.NewMemory(), Retry: 20 * time.Millisecond,
+		OnChange: func(d bool) { changes = append(changes, d) }, Now: func() time.Time { return clock }}
 	w := limits.Window{Key: "k", Limit: 2, Amount: 1, Ends: now.Add(time.Hour)}
 	req := func(id string) limits.Request {
 		return limits.Request{ID: id, Windows: []limits.Window{w}, Expires: now.Add(time.Minute)}
@@ -287,7 +288,12 @@ func TestFailoverUsesTheProcessWhileRedisIsDown(t *testing.T) {
 		t.Fatal("not degraded")
 	}
 	primary.down.Store(false)
-	time.Sleep(30 * time.Millisecond)
+	// Until Retry has passed, calls stay on the fallback, which is full.
+	clock = clock.Add(19 * time.Millisecond)
+	if d, err := f.Reserve(ctx, req("3"), now); err != nil || d.Allowed || !f.Degraded() {
+		t.Fatalf("before the retry: %+v %v (degraded %v), want the fallback's refusal", d, err, f.Degraded())
+	}
+	clock = clock.Add(time.Millisecond)
 	if d, err := f.Reserve(ctx, req("2"), now); err != nil || !d.Allowed || f.Degraded() {
 		t.Fatalf("recovered: %+v %v (degraded %v)", d, err, f.Degraded())
 	}

@@ -221,8 +221,8 @@ func subscriptionTransport(svc *platform.Service, log *slog.Logger, sockets *liv
 // or "token".
 func initCredential(p transport.InitPayload) string {
 	v := strings.TrimSpace(p.Authorization())
-	if scheme, cred, ok := strings.Cut(v, " "); ok && strings.EqualFold(scheme, "Bearer") {
-		v = strings.TrimSpace(cred)
+	if cred, err := identity.ParseAuthorization(v); err == nil {
+		v = cred
 	}
 	if v == "" {
 		v = strings.TrimSpace(p.GetString("token"))

@@ -199,18 +199,10 @@ func (h *Handler) authenticated(channel identity.Channel, next http.Handler) htt
 }
 
 // bearer returns the credential of an Authorization header. ok is false for
-// a header that is present but not a bearer credential.
+// a header that is present but not a bearer credential (or an empty one).
 func bearer(r *http.Request) (string, bool) {
-	v := r.Header.Get("Authorization")
-	if v == "" {
-		return "", true
-	}
-	scheme, cred, found := strings.Cut(v, " ")
-	if !found || !strings.EqualFold(scheme, "Bearer") {
-		return "", false
-	}
-	cred = strings.TrimSpace(cred)
-	return cred, cred != ""
+	cred, err := identity.ParseAuthorization(r.Header.Get("Authorization"))
+	return cred, err == nil
 }
 
 // tokenResponse follows the shape of an OAuth 2.0 token response.

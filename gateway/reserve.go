@@ -1,0 +1,238 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/klique-ai/klique/gateway/limits"
+	"github.com/klique-ai/klique/gateway/wire"
+	"github.com/klique-ai/klique/internal/model"
+	"github.com/klique-ai/klique/internal/platform"
+)
+
+// defaultMaxOutput bounds the output estimate of a model that says none.
+const defaultMaxOutput = 4096
+
+// reserve reserves the call's estimate in every window at once, seeding
+// budgets from the ledger when their counters are new. A refusal answers
+// the caller (why, and when to try again) and ends the call as over
+// budget or rate limited; a limiter that cannot be reached refuses it too
+// (503), as does a caller that went away meanwhile (499).
+func (g *Gateway) reserve(x *exchange) bool {
+	denied, ok := g.hold(x)
+	if !ok {
+		x.end(refused(x.ctx, x.grant, denied))
+	}
+	return ok
+}
+
+// refused is the ledger's status and outcome of a call reserve refused:
+// denied is the window that refused, or -1 when the limiter failed.
+func refused(ctx context.Context, grant *platform.ModelGrant, denied int) (status int, outcome string) {
+	switch {
+	case denied < 0 && ctx.Err() != nil:
+		return 499, model.CallDisconnected
+	case denied < 0:
+		return http.StatusServiceUnavailable, model.CallUpstreamError
+	case grant.Windows[denied].Budget:
+		return http.StatusTooManyRequests, model.CallOverBudget
+	}
+	return http.StatusTooManyRequests, model.CallRateLimited
+}
+
+// hold is reserve's work: it fills x.res and takes it from the limiter.
+// When refused it answers the caller and returns the index of the window
+// that refused (or -1 when the limiter failed).
+func (g *Gateway) hold(x *exchange) (int, bool) {
+	grant, now := x.grant, x.start
+	tokens, micros := estimate(grant, &x.req, x.ep)
+	res := limits.Request{ID: x.rec.ID, Expires: now.Add(g.o.ReservationTTL), Windows: make([]limits.Window, len(grant.Windows))}
+	for i, win := range grant.Windows {
+		amount := int64(1)
+		switch win.Unit {
+		case platform.UnitTokens:
+			amount = tokens
+		case platform.UnitMicros:
+			amount = micros
+		}
+		res.Windows[i] = limits.Window{Key: win.Key, Limit: win.Limit, Amount: amount, Ends: win.Ends, Seeded: win.Budget}
+	}
+	x.res = res
+	if len(res.Windows) == 0 {
+		return 0, true
+	}
+	ctx := x.ctx
+	var d limits.Decision
+	var err error
+	for try := 0; try < 3; try++ {
+		d, err = g.o.Limiter.Reserve(ctx, res, now)
+		if err != nil || len(d.Unseeded) == 0 {
+			break
+		}
+		for _, i := range d.Unseeded {
+			win := grant.Windows[i]
+			tok, mic, serr := g.o.Service.ModelSpend(ctx, win.Spend)
+			if serr != nil {
+				err = serr
+				break
+			}
+			used := tok
+			if win.Unit == platform.UnitMicros {
+				used = mic
+			}
+			if err = g.o.Limiter.Seed(ctx, res.Windows[i], used); err != nil {
+				break
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	if err == nil && len(d.Unseeded) > 0 {
+		err = fmt.Errorf("budget counters could not be seeded")
+	}
+	w, header := x.w, x.header
+	if err != nil {
+		if ctx.Err() == nil { // else the caller went away: nothing failed
+			g.o.Log.Error("gateway: reserving a call's limits failed", "err", err)
+		}
+		x.door.writeError(w, header, http.StatusServiceUnavailable, "service_unavailable", "rate limits and budgets cannot be checked now; try again", "")
+		return -1, false
+	}
+	rateHeaders(header, grant.Windows, res.Windows, d, now)
+	if !d.Allowed {
+		win := grant.Windows[d.Denied]
+		if win.Budget {
+			header.Set("X-Should-Retry", "false")
+			x.door.writeError(w, header, http.StatusTooManyRequests, "insufficient_quota",
+				fmt.Sprintf("this call would go past %s: %d of it is used and this call may use up to %d; it resets at %s",
+					win.Describe, d.Used[d.Denied], res.Windows[d.Denied].Amount, win.Ends.UTC().Format(time.RFC3339)), "")
+			return d.Denied, false
+		}
+		if amount := res.Windows[d.Denied].Amount; amount > win.Limit {
+			// No wait lets this call through: say so, and keep SDKs from
+			// retrying it.
+			header.Set("X-Should-Retry", "false")
+			x.door.writeError(w, header, http.StatusTooManyRequests, "rate_limit_exceeded",
+				fmt.Sprintf("this call may use up to %d tokens, more than the whole of %s: lower max_tokens or shorten the prompt; waiting will not help",
+					amount, win.Describe), "")
+			return d.Denied, false
+		}
+		wait := win.Ends.Sub(now)
+		header.Set("Retry-After", strconv.FormatInt(int64(math.Ceil(wait.Seconds())), 10))
+		header.Set("Retry-After-Ms", strconv.FormatInt(wait.Milliseconds(), 10))
+		x.door.writeError(w, header, http.StatusTooManyRequests, "rate_limit_exceeded",
+			fmt.Sprintf("rate limit reached: %s; try again in %s", win.Describe, wait.Round(time.Millisecond)), "")
+		return d.Denied, false
+	}
+	return 0, true
+}
+
+// settle puts what an answered call used on its ledger row (the model that
+// answered, where, its tokens and cost) and settles its reservation to it,
+// in the background (see Gateway.settler). A call that no target answered
+// settles to what it consumed: a request, no tokens.
+func (g *Gateway) settle(x *exchange) bool {
+	rec, out := x.rec, &x.out
+	if out.Status != 0 && out.Attempt < len(x.attempts) {
+		a := &x.attempts[out.Attempt]
+		used := modelOf(x.grant, a.Model)
+		rec.Model = used.Name
+		rec.Target = a.Target()
+		rec.InputTokens, rec.OutputTokens = out.Usage.Input, out.Usage.Output
+		rec.CostMicros, rec.Currency = platform.Cost(used, out.Usage.Input, out.Usage.Output), used.Currency
+	}
+	res := x.res
+	if len(res.Windows) == 0 {
+		return true
+	}
+	actual := make([]int64, len(res.Windows))
+	for i, win := range x.grant.Windows {
+		switch win.Unit {
+		case platform.UnitRequests:
+			actual[i] = 1
+		case platform.UnitTokens:
+			actual[i] = rec.InputTokens + rec.OutputTokens
+		case platform.UnitMicros:
+			actual[i] = rec.CostMicros
+		}
+	}
+	select {
+	case g.settlements <- limits.Settlement{Request: res, Actual: actual}:
+	default: // the settlers are behind: settle here
+		g.doSettle([]limits.Settlement{{Request: res, Actual: actual}})
+	}
+	return true
+}
+
+// estimate bounds what a call can use: tokens (input counted, output
+// bounded by max_tokens and by the most its models can produce, times n)
+// and money (on the dearest of its models). wire.Parse bounds max_tokens,
+// so the sum cannot overflow; platform.Cost saturates.
+func estimate(grant *platform.ModelGrant, req *wire.Call, ep wire.Endpoint) (tokens, micros int64) {
+	var out int64
+	if ep != wire.Embeddings {
+		// most is the most the call's models can produce (a model that
+		// does not say counts as defaultMaxOutput); bounded tells whether
+		// every one of them says.
+		var most int64
+		bounded := true
+		for _, u := range grant.Upstreams {
+			m := u.Model.MaxOutputTokens
+			if m <= 0 {
+				m, bounded = defaultMaxOutput, false
+			}
+			most = max(most, m)
+		}
+		switch out = req.MaxTokens; {
+		case out == 0:
+			out = most
+		case bounded && most > 0:
+			out = min(out, most)
+		}
+	}
+	out *= req.Choices
+	for _, u := range grant.Upstreams {
+		micros = max(micros, platform.Cost(u.Model, req.InputTokens, out))
+	}
+	return req.InputTokens + out, micros
+}
+
+// rateHeaderNames are the canonical x-ratelimit header names, per kind
+// (requests, tokens): set straight into the map, not canonicalised per
+// call.
+var rateHeaderNames = [2][3]string{
+	{"X-Ratelimit-Limit-Requests", "X-Ratelimit-Remaining-Requests", "X-Ratelimit-Reset-Requests"},
+	{"X-Ratelimit-Limit-Tokens", "X-Ratelimit-Remaining-Tokens", "X-Ratelimit-Reset-Tokens"},
+}
+
+// rateHeaders sets OpenAI's x-ratelimit headers from the tightest request
+// window and the tightest token window.
+func rateHeaders(h http.Header, rules []platform.LimitWindow, ws []limits.Window, d limits.Decision, now time.Time) {
+	for kind, unit := range [2]platform.WindowUnit{platform.UnitRequests, platform.UnitTokens} {
+		best := -1
+		var left int64
+		for i, r := range rules {
+			if r.Unit != unit || r.Budget {
+				continue
+			}
+			l := max(r.Limit-d.Used[i], 0)
+			if best < 0 || l < left {
+				best, left = i, l
+			}
+		}
+		if best < 0 {
+			continue
+		}
+		names := &rateHeaderNames[kind]
+		// One backing array for the three values.
+		vals := [3]string{strconv.FormatInt(rules[best].Limit, 10), strconv.FormatInt(left, 10),
+			ws[best].Ends.Sub(now).Round(time.Millisecond).String()}
+		v := vals[:]
+		h[names[0]], h[names[1]], h[names[2]] = v[0:1:1], v[1:2:2], v[2:3:3]
+	}
+}
