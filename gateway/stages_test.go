@@ -17,9 +17,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/tidwall/gjson"
 
-	"github.com/klique-ai/klique/gateway/guard"
 	"github.com/klique-ai/klique/gateway/limits"
 	"github.com/klique-ai/klique/gateway/wire"
+	"github.com/klique-ai/klique/internal/guard"
 	"github.com/klique-ai/klique/internal/identity"
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform"

@@ -34,6 +34,7 @@ type (
 	ProfileInput         = allocation.ProfileInput
 	ProjectInput         = allocation.ProjectInput
 	TimeBudgetInput      = allocation.TimeBudgetInput
+	Upstream             = llm.Upstream
 	UsageQuery           = allocation.UsageQuery
 	UsageRow             = allocation.UsageRow
 	AgentOptions         = fleet.AgentOptions
