@@ -89,7 +89,7 @@ func TestACallLargerThanATokenRateLimitIsNotToldToWait(t *testing.T) {
 	e := newEnv(t, func(g *model.Gateway, up string) {
 		standard(g, up)
 		g.RateLimits = []*model.RateLimit{{Scope: model.RateLimitUser, TokensPerMinute: 500}}
-	})
+	}, withClock(newClock()))
 	r := e.post("vic", "detect", "chat/completions", chat("chat", `,"max_tokens":1000`))
 	if r.status != 429 || r.json("error.code").Str != "rate_limit_exceeded" || r.header.Get("X-Should-Retry") != "false" ||
 		r.header.Get("Retry-After") != "" || !strings.Contains(r.json("error.message").Str, "may use up to 1019 tokens") ||

@@ -240,10 +240,11 @@ func waitFor(t *testing.T, cond func() bool) {
 }
 
 func TestRateLimitsAnswer429WithAccurateHeaders(t *testing.T) {
+	clk := newClock() // in mid-minute: the window cannot roll over between calls
 	e := newEnv(t, func(g *model.Gateway, up string) {
 		standard(g, up)
 		g.RateLimits = []*model.RateLimit{{Scope: model.RateLimitUser, RequestsPerMinute: 2, TokensPerMinute: 100_000}}
-	})
+	}, withClock(clk))
 	first := e.post("alice", "fraud", "chat/completions", chat("chat", `,"max_tokens":10`))
 	if first.status != 200 || first.header.Get("X-Ratelimit-Limit-Requests") != "2" || first.header.Get("X-Ratelimit-Remaining-Requests") != "1" ||
 		first.header.Get("X-Ratelimit-Limit-Tokens") != "100000" || first.header.Get("X-Ratelimit-Reset-Requests") == "" {
@@ -253,9 +254,9 @@ func TestRateLimitsAnswer429WithAccurateHeaders(t *testing.T) {
 	third := e.post("alice", "fraud", "chat/completions", chat("chat", `,"max_tokens":10`))
 	after, _ := strconv.Atoi(third.header.Get("Retry-After"))
 	afterMs, _ := strconv.Atoi(third.header.Get("Retry-After-Ms"))
-	untilMinute := time.Until(time.Now().Truncate(time.Minute).Add(time.Minute))
+	untilMinute := clk.Now().Truncate(time.Minute).Add(time.Minute).Sub(clk.Now())
 	if third.status != 429 || third.json("error.code").Str != "rate_limit_exceeded" || third.json("error.type").Str != "rate_limit_error" ||
-		after < 1 || after > 60 || afterMs <= 0 || time.Duration(afterMs)*time.Millisecond > untilMinute+time.Second ||
+		after != int(untilMinute.Seconds()) || time.Duration(afterMs)*time.Millisecond != untilMinute ||
 		third.header.Get("X-Ratelimit-Remaining-Requests") != "0" || !strings.Contains(third.json("error.message").Str, "2 requests per minute for user alice") {
 		t.Fatalf("third call: %d %v %s", third.status, third.header, third.body)
 	}
@@ -414,7 +415,7 @@ func TestAModelBasedGuardrailBlocksOnItsVerdict(t *testing.T) {
 		g.Aliases = append(g.Aliases, &model.Alias{Name: "guard", Rules: []model.AliasRule{{Targets: []model.Target{{Model: "llama-guard", Weight: 1}}}}})
 		g.Aliases[0].Guardrails.GuardAlias = "guard"
 		g.RateLimits = []*model.RateLimit{{Scope: model.RateLimitAlias, Name: "guard", RequestsPerMinute: 5}}
-	})
+	}, withClock(newClock()))
 	models := func() (out []string) {
 		for _, c := range e.up.calls() {
 			out = append(out, c.Model)
