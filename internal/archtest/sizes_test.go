@@ -1,0 +1,91 @@
+package archtest
+
+import (
+	"bufio"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Size limits: a package small enough to hold in one's head, a file small
+// enough to read at a sitting. "About": a little over is a note, not a
+// rewrite, so the limits sit a tenth above the round numbers the
+// architecture names (3,000 lines a package, 600 a file).
+const (
+	maxPackageLines = 3300
+	maxFileLines    = 660
+)
+
+// generated reports whether a Go file is generated code, by the marker
+// the Go tools agree on.
+func generated(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for i := 0; i < 5 && sc.Scan(); i++ {
+		if strings.HasPrefix(sc.Text(), "// Code generated ") && strings.HasSuffix(sc.Text(), " DO NOT EDIT.") {
+			return true
+		}
+	}
+	return false
+}
+
+func countLines(t *testing.T, path string) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(string(b), "\n")
+}
+
+// TestSizes checks that no package outside generated code has more than
+// about 3,000 lines of non-test Go, and no Go file (tests included) more
+// than about 600.
+func TestSizes(t *testing.T) {
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	perDir := map[string]int{}
+	files := 0
+	err = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if name := d.Name(); path != root && (strings.HasPrefix(name, ".") || name == "node_modules" || name == "testdata") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || generated(path) {
+			return nil
+		}
+		files++
+		n := countLines(t, path)
+		rel, _ := filepath.Rel(root, path)
+		if n > maxFileLines {
+			t.Errorf("%s has %d lines, more than %d: split it by concern", rel, n, maxFileLines)
+		}
+		if !strings.HasSuffix(path, "_test.go") {
+			perDir[filepath.Dir(rel)] += n
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files < 100 {
+		t.Fatalf("only %d Go files found under %s: is the walk looking at the module?", files, root)
+	}
+	for dir, n := range perDir {
+		if n > maxPackageLines {
+			t.Errorf("package %s has %d lines of non-test Go, more than %d: give a part of it a package of its own", dir, n, maxPackageLines)
+		}
+	}
+}
