@@ -67,12 +67,6 @@ func (s *Access) SetGroupMember(ctx context.Context, groupRef, userRef string, r
 	if err != nil {
 		return nil, err
 	}
-	if role == "" {
-		role = model.GroupRoleMember
-	}
-	if !role.Valid() {
-		return nil, kernel.Invalid("group role %q is not known: use lead or member", role)
-	}
 	var m *model.Membership
 	err = s.k.Write(ctx, p, func(t *kernel.Txn) error {
 		u, err := kernel.FindUser(ctx, t.Q, p.TenantID, userRef)
@@ -95,24 +89,15 @@ func (s *Access) putMember(t *kernel.Txn, groupRef string, u *model.User, role m
 
 func (s *Access) putMemberChecked(t *kernel.Txn, groupRef string, u *model.User, role model.GroupRole) (*model.Membership, error) {
 	p := t.P
-	g, err := t.Q.GetGroup(t.Ctx, p.TenantID, groupRef)
-	if errors.Is(err, store.ErrNotFound) {
-		g, err = t.Q.GetGroupByName(t.Ctx, p.TenantID, groupRef)
-	}
-	if errors.Is(err, store.ErrNotFound) || (err == nil && !kernel.SeesGroup(p, g.ID)) {
-		return nil, kernel.NotFound("no group %s", kernel.Quote(groupRef))
-	}
-	if err != nil {
-		return nil, err
-	}
 	if role == "" {
 		role = model.GroupRoleMember
 	}
 	if !role.Valid() {
 		return nil, kernel.Invalid("group role %q is not known: use lead or member", role)
 	}
-	if !kernel.ManagesGroup(p, g.ID) {
-		return nil, kernel.Forbidden("only a tenant admin or a lead of group %s can change its members", g.Name)
+	g, err := managedGroup(t, groupRef)
+	if err != nil {
+		return nil, err
 	}
 	if role == model.GroupRoleLead && !p.IsAdmin() {
 		return nil, kernel.Forbidden("only a tenant admin can make a group lead")
@@ -141,18 +126,9 @@ func (s *Access) RemoveGroupMember(ctx context.Context, groupRef, userRef string
 		return err
 	}
 	return s.k.Write(ctx, p, func(t *kernel.Txn) error {
-		g, err := t.Q.GetGroup(ctx, p.TenantID, groupRef)
-		if errors.Is(err, store.ErrNotFound) {
-			g, err = t.Q.GetGroupByName(ctx, p.TenantID, groupRef)
-		}
-		if errors.Is(err, store.ErrNotFound) || (err == nil && !kernel.SeesGroup(p, g.ID)) {
-			return kernel.NotFound("no group %s", kernel.Quote(groupRef))
-		}
+		g, err := managedGroup(t, groupRef)
 		if err != nil {
 			return err
-		}
-		if !kernel.ManagesGroup(p, g.ID) {
-			return kernel.Forbidden("only a tenant admin or a lead of group %s can change its members", g.Name)
 		}
 		u, err := kernel.FindUser(ctx, t.Q, p.TenantID, userRef)
 		if err != nil {
@@ -175,4 +151,24 @@ func (s *Access) RemoveGroupMember(ctx context.Context, groupRef, userRef string
 		t.Record("group.member_removed", "group", g.ID, g.Name, g.ID, fmt.Sprintf("%s left %s", u.Name, g.Name))
 		return nil
 	})
+}
+
+// managedGroup finds, in the transaction, a group by id or name that the
+// caller may see and whose members the caller may change.
+func managedGroup(t *kernel.Txn, ref string) (*model.Group, error) {
+	p := t.P
+	g, err := t.Q.GetGroup(t.Ctx, p.TenantID, ref)
+	if errors.Is(err, store.ErrNotFound) {
+		g, err = t.Q.GetGroupByName(t.Ctx, p.TenantID, ref)
+	}
+	if errors.Is(err, store.ErrNotFound) || (err == nil && !kernel.SeesGroup(p, g.ID)) {
+		return nil, kernel.NotFound("no group %s", kernel.Quote(ref))
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !kernel.ManagesGroup(p, g.ID) {
+		return nil, kernel.Forbidden("only a tenant admin or a lead of group %s can change its members", g.Name)
+	}
+	return g, nil
 }
