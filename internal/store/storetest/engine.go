@@ -173,7 +173,7 @@ func exerciseEngine(t *testing.T, setup setupFunc) {
 
 	t.Run("LockTenantShared holders go on together and the exclusive lock waits for them", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
+		b := setup(t, ownStore)
 		if b.store.Driver() == "sqlite" {
 			t.Skip("SQLite runs write transactions one at a time; there is nothing to share")
 		}
@@ -348,7 +348,7 @@ func exerciseEngine(t *testing.T, setup setupFunc) {
 
 	t.Run("of many replicas racing for a free lease exactly one wins", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
+		b := setup(t, ownStore)
 		var wg sync.WaitGroup
 		var mu sync.Mutex
 		winners := 0

@@ -13,7 +13,7 @@ import (
 func exerciseStore(t *testing.T, setup setupFunc) {
 	t.Run("Ping answers", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
+		b := setup(t, ownStore)
 		must(t, b.store.Ping(b.ctx))
 	})
 
@@ -27,7 +27,7 @@ func exerciseStore(t *testing.T, setup setupFunc) {
 
 	t.Run("InTx commits every write when fn returns nil", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
+		b := setup(t, ownStore)
 		var g *model.Group
 		var p *model.Pool
 		must(t, b.store.InTx(b.ctx, func(q store.Queries) error {
@@ -46,7 +46,7 @@ func exerciseStore(t *testing.T, setup setupFunc) {
 
 	t.Run("LockTenant makes a second transaction on the tenant wait until the first ends", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
+		b := setup(t, ownStore)
 		must(t, b.store.LockTenant(b.ctx, b.tenant.ID)) // outside a transaction: returns at once
 		held := make(chan struct{})
 		release := make(chan struct{})
@@ -85,7 +85,7 @@ func exerciseStore(t *testing.T, setup setupFunc) {
 
 	t.Run("InTx rolls back when fn returns an error, and returns that error", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
+		b := setup(t, ownStore)
 		sentinel := errors.New("changed my mind")
 		var seen bool
 		err := b.store.InTx(b.ctx, func(q store.Queries) error {
@@ -117,7 +117,7 @@ func exerciseStore(t *testing.T, setup setupFunc) {
 
 	t.Run("InTx rolls back when fn panics and lets the panic through", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
+		b := setup(t, ownStore)
 		type boom struct{}
 		func() {
 			defer func() {
@@ -141,7 +141,7 @@ func exerciseStore(t *testing.T, setup setupFunc) {
 
 	t.Run("InTx rolls back a profile with its links and a task, and later tasks still sort last", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
+		b := setup(t, ownStore)
 		q, owner := b.queue(t), b.user(t)
 		before := b.task(t, q, owner)
 		pool := b.pool(t)
@@ -178,7 +178,7 @@ func exerciseStore(t *testing.T, setup setupFunc) {
 
 	t.Run("Queries in InTx map errors like the store does", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
+		b := setup(t, ownStore)
 		g := b.group(t)
 		err := b.store.InTx(b.ctx, func(q store.Queries) error {
 			_, err := q.GetGroup(b.ctx, b.other.ID, g.ID)
