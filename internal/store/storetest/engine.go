@@ -198,14 +198,17 @@ func exerciseEngine(t *testing.T, setup setupFunc) {
 		<-sharedIn // both shared holders are in at once
 		var exclusive atomic.Bool
 		done := make(chan error, 1)
+		starting, began := make(chan struct{}), make(chan struct{})
 		go func() {
+			close(starting)
 			done <- b.store.InTx(b.ctx, func(q store.Queries) error {
+				close(began)
 				err := q.LockTenant(b.ctx, b.tenant.ID)
 				exclusive.Store(true)
 				return err
 			})
 		}()
-		time.Sleep(200 * time.Millisecond)
+		b.watchLock(starting, began)
 		if exclusive.Load() {
 			t.Fatal("the exclusive lock was taken while shared holders held it")
 		}
