@@ -24,11 +24,14 @@ type fakeServer struct {
 	t    *testing.T
 	addr string
 
-	mu      sync.Mutex
-	srv     *http.Server
-	pool    string
-	hbSecs  int
-	queue   []*agentapi.Assignment
+	mu     sync.Mutex
+	srv    *http.Server
+	pool   string
+	hbSecs int
+	queue  []*agentapi.Assignment
+	// queued is closed, and replaced, when a task is enqueued: it wakes
+	// the claims that wait.
+	queued  chan struct{}
 	tasks   map[string]*fakeTask
 	claims  []agentapi.ClaimRequest
 	beats   []agentapi.HeartbeatRequest
@@ -63,7 +66,7 @@ type fakeTask struct {
 func newFakeServer(t *testing.T) *fakeServer {
 	t.Helper()
 	s := &fakeServer{t: t, pool: "bare-metal", hbSecs: 1, tasks: map[string]*fakeTask{}, secrets: map[string]string{},
-		workers: map[string]bool{}}
+		workers: map[string]bool{}, queued: make(chan struct{})}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -179,6 +182,8 @@ func (s *fakeServer) enqueue(a agentapi.Assignment) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.queue = append(s.queue, &a)
+	close(s.queued)
+	s.queued = make(chan struct{})
 }
 
 func (s *fakeServer) claim(w http.ResponseWriter, r *http.Request) {
@@ -187,7 +192,8 @@ func (s *fakeServer) claim(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	wait := time.Duration(min(req.WaitSeconds, int(agentapi.MaxClaimWait/time.Second))) * time.Second
-	deadline := time.Now().Add(wait)
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
 	s.mu.Lock()
 	s.claims = append(s.claims, req)
 	known := s.workers[req.WorkerID]
@@ -220,15 +226,15 @@ func (s *fakeServer) claim(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, agentapi.ClaimResponse{Task: a})
 			return
 		}
+		queued := s.queued
 		s.mu.Unlock()
-		if time.Now().After(deadline) {
-			w.WriteHeader(http.StatusNoContent)
-			return
-		}
 		select {
 		case <-r.Context().Done():
 			return
-		case <-time.After(10 * time.Millisecond):
+		case <-deadline.C:
+			w.WriteHeader(http.StatusNoContent)
+			return
+		case <-queued:
 		}
 	}
 }
