@@ -50,7 +50,12 @@ type fakeServer struct {
 type fakeTask struct {
 	a       agentapi.Assignment
 	attempt int
-	logs    []agentapi.LogLine
+	// claim is the index, among the server's claim requests, of the one
+	// that handed out the current attempt.
+	claim int
+	logs  []agentapi.LogLine
+	// batches counts the log requests stored for the task.
+	batches int
 	// received is the highest line number stored (of the current
 	// attempt); as the control plane does, a line numbered at or below it
 	// is a resend and is skipped.
@@ -195,6 +200,7 @@ func (s *fakeServer) claim(w http.ResponseWriter, r *http.Request) {
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	s.mu.Lock()
+	index := len(s.claims)
 	s.claims = append(s.claims, req)
 	known := s.workers[req.WorkerID]
 	s.mu.Unlock()
@@ -219,6 +225,7 @@ func (s *fakeServer) claim(w http.ResponseWriter, r *http.Request) {
 				s.tasks[a.TaskID] = ft
 			}
 			ft.attempt++
+			ft.claim = index
 			a.Attempt = ft.attempt
 			ft.a = *a
 			ft.finish, ft.command, ft.received = nil, nil, 0
@@ -298,6 +305,7 @@ func (s *fakeServer) logs(w http.ResponseWriter, r *http.Request) {
 			s.t.Errorf("a log line of %d bytes, more than the protocol allows", len(l.Line))
 		}
 	}
+	ft.batches++
 	resp := agentapi.LogsResponse{}
 	for _, l := range req.Lines {
 		if l.N > 0 && l.N <= ft.received {
@@ -434,6 +442,34 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// wire is the transport of a test worker's client: it counts the
+// requests that did not reach the server, by path. While the server is down
+// it is the one place that sees the worker go on trying.
+type wire struct {
+	mu     sync.Mutex
+	failed map[string]int
+}
+
+func (w *wire) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := http.DefaultTransport.RoundTrip(r)
+	if err != nil {
+		w.mu.Lock()
+		if w.failed == nil {
+			w.failed = map[string]int{}
+		}
+		w.failed[r.URL.Path]++
+		w.mu.Unlock()
+	}
+	return resp, err
+}
+
+// failures is how many requests to path did not reach the server.
+func (w *wire) failures(path string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.failed[path]
 }
 
 // waitFor polls cond until it holds, failing t after timeout.
