@@ -28,9 +28,10 @@ lint:
 	$(GO) tool staticcheck ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt would change:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 
-## generate: regenerate the GraphQL code from schema/*.graphqls
+## generate: regenerate the GraphQL code from schema/*.graphqls, and the conformance suite's per-call store
 generate:
 	$(GO) tool gqlgen generate
+	$(GO) generate ./internal/store/storetest
 
 ## fmt: format the code
 fmt:

@@ -24,11 +24,14 @@ type fakeServer struct {
 	t    *testing.T
 	addr string
 
-	mu      sync.Mutex
-	srv     *http.Server
-	pool    string
-	hbSecs  int
-	queue   []*agentapi.Assignment
+	mu     sync.Mutex
+	srv    *http.Server
+	pool   string
+	hbSecs int
+	queue  []*agentapi.Assignment
+	// queued is closed, and replaced, when a task is enqueued: it wakes
+	// the claims that wait.
+	queued  chan struct{}
 	tasks   map[string]*fakeTask
 	claims  []agentapi.ClaimRequest
 	beats   []agentapi.HeartbeatRequest
@@ -47,7 +50,12 @@ type fakeServer struct {
 type fakeTask struct {
 	a       agentapi.Assignment
 	attempt int
-	logs    []agentapi.LogLine
+	// claim is the index, among the server's claim requests, of the one
+	// that handed out the current attempt.
+	claim int
+	logs  []agentapi.LogLine
+	// batches counts the log requests stored for the task.
+	batches int
 	// received is the highest line number stored (of the current
 	// attempt); as the control plane does, a line numbered at or below it
 	// is a resend and is skipped.
@@ -63,7 +71,7 @@ type fakeTask struct {
 func newFakeServer(t *testing.T) *fakeServer {
 	t.Helper()
 	s := &fakeServer{t: t, pool: "bare-metal", hbSecs: 1, tasks: map[string]*fakeTask{}, secrets: map[string]string{},
-		workers: map[string]bool{}}
+		workers: map[string]bool{}, queued: make(chan struct{})}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -179,6 +187,8 @@ func (s *fakeServer) enqueue(a agentapi.Assignment) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.queue = append(s.queue, &a)
+	close(s.queued)
+	s.queued = make(chan struct{})
 }
 
 func (s *fakeServer) claim(w http.ResponseWriter, r *http.Request) {
@@ -187,8 +197,10 @@ func (s *fakeServer) claim(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	wait := time.Duration(min(req.WaitSeconds, int(agentapi.MaxClaimWait/time.Second))) * time.Second
-	deadline := time.Now().Add(wait)
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
 	s.mu.Lock()
+	index := len(s.claims)
 	s.claims = append(s.claims, req)
 	known := s.workers[req.WorkerID]
 	s.mu.Unlock()
@@ -213,6 +225,7 @@ func (s *fakeServer) claim(w http.ResponseWriter, r *http.Request) {
 				s.tasks[a.TaskID] = ft
 			}
 			ft.attempt++
+			ft.claim = index
 			a.Attempt = ft.attempt
 			ft.a = *a
 			ft.finish, ft.command, ft.received = nil, nil, 0
@@ -220,15 +233,15 @@ func (s *fakeServer) claim(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, agentapi.ClaimResponse{Task: a})
 			return
 		}
+		queued := s.queued
 		s.mu.Unlock()
-		if time.Now().After(deadline) {
-			w.WriteHeader(http.StatusNoContent)
-			return
-		}
 		select {
 		case <-r.Context().Done():
 			return
-		case <-time.After(10 * time.Millisecond):
+		case <-deadline.C:
+			w.WriteHeader(http.StatusNoContent)
+			return
+		case <-queued:
 		}
 	}
 }
@@ -292,6 +305,7 @@ func (s *fakeServer) logs(w http.ResponseWriter, r *http.Request) {
 			s.t.Errorf("a log line of %d bytes, more than the protocol allows", len(l.Line))
 		}
 	}
+	ft.batches++
 	resp := agentapi.LogsResponse{}
 	for _, l := range req.Lines {
 		if l.N > 0 && l.N <= ft.received {
@@ -428,6 +442,34 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// wire is the transport of a test worker's client: it counts the
+// requests that did not reach the server, by path. While the server is down
+// it is the one place that sees the worker go on trying.
+type wire struct {
+	mu     sync.Mutex
+	failed map[string]int
+}
+
+func (w *wire) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := http.DefaultTransport.RoundTrip(r)
+	if err != nil {
+		w.mu.Lock()
+		if w.failed == nil {
+			w.failed = map[string]int{}
+		}
+		w.failed[r.URL.Path]++
+		w.mu.Unlock()
+	}
+	return resp, err
+}
+
+// failures is how many requests to path did not reach the server.
+func (w *wire) failures(path string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.failed[path]
 }
 
 // waitFor polls cond until it holds, failing t after timeout.

@@ -95,11 +95,14 @@ func TestFractionsInTheLoop(t *testing.T) {
 	if j := fr.job("w1"); len(j.GPUs) != 1 || j.GPUs[0].Index != 1 || j.MilliGPUs != 1000 {
 		t.Fatalf("w1 got %+v, want GPU 1 whole", j.GPUs)
 	}
-	// Full: the worker stops claiming until something ends.
-	claims := len(b.srv.claimRequests())
-	time.Sleep(1500 * time.Millisecond)
-	if n := len(b.srv.claimRequests()); n > claims+1 {
-		t.Fatalf("the worker claimed %d times with no free capacity", n-claims)
+	// Full: the worker stops claiming until something ends. Rather than
+	// watch for a while, read the order of the claims: the one that handed
+	// out w1 stays the last until q2 ends, and every claim after it offers
+	// the quarter q2 freed. A worker that claimed while full would have
+	// sent one offering nothing in between, right after taking w1.
+	full := b.srv.task("w1").claim
+	if n := len(b.srv.claimRequests()); n != full+1 {
+		t.Fatalf("the worker claimed %d times with no free capacity", n-(full+1))
 	}
 	for _, c := range b.srv.claimRequests() {
 		if !c.Fractions {
@@ -113,4 +116,9 @@ func TestFractionsInTheLoop(t *testing.T) {
 		c := cs[len(cs)-1]
 		return c.FreeGPUs == 0 && c.FreeMilliGPUs == 250
 	})
+	for i, c := range b.srv.claimRequests()[full+1:] {
+		if c.FreeGPUs != 0 || c.FreeMilliGPUs != 250 {
+			t.Fatalf("claim %d after w1's offers %d GPUs and %d thousandths, not the quarter q2 freed", i+1, c.FreeGPUs, c.FreeMilliGPUs)
+		}
+	}
 }

@@ -64,11 +64,13 @@ func TestSplitLine(t *testing.T) {
 func TestLogStream(t *testing.T) {
 	t.Parallel()
 
-	// A sink that fails while down is set.
+	// A sink that fails while down is set; refused is closed when it
+	// first fails.
 	type sink struct {
-		mu   sync.Mutex
-		down bool
-		got  []string
+		mu      sync.Mutex
+		down    bool
+		got     []string
+		refused chan struct{}
 	}
 	newStream := func(t *testing.T, s *sink, memory int) *logStream {
 		return newLogStream(filepath.Join(t.TempDir(), "spool.jsonl"),
@@ -78,6 +80,10 @@ func TestLogStream(t *testing.T) {
 				s.mu.Lock()
 				defer s.mu.Unlock()
 				if s.down {
+					if s.refused != nil {
+						close(s.refused)
+						s.refused = nil
+					}
 					return nil, &client.NetError{Op: "POST logs", Err: errors.New("connection refused")}
 				}
 				for _, l := range lines {
@@ -93,13 +99,18 @@ func TestLogStream(t *testing.T) {
 	}
 
 	t.Run("lines spilled while the server is down are sent in order once it is back", func(t *testing.T) {
-		s := &sink{down: true}
+		refused := make(chan struct{})
+		s := &sink{down: true, refused: refused}
 		ls := newStream(t, s, 5)
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() { ls.run(ctx); close(done) }()
 		add(ls, 0, 40)
-		time.Sleep(30 * time.Millisecond)
+		select { // a batch is in flight, failing, when more lines come
+		case <-refused:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the stream never tried to send")
+		}
 		add(ls, 40, 100)
 		ls.mu.Lock()
 		spooled := ls.spool != nil && ls.spool.lines > 0

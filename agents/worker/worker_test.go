@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -22,6 +23,7 @@ import (
 type testBundle struct {
 	srv     *fakeServer
 	w       *Worker
+	wire    *wire
 	workDir string
 	cancel  context.CancelFunc
 	done    chan error
@@ -39,6 +41,10 @@ func fastConfig(cfg *Config) {
 	cfg.ShutdownTimeout = 5 * time.Second
 }
 
+// clientRetries is how many times a test worker's client retries a call
+// that did not reach the server, so one call is clientRetries+1 requests.
+const clientRetries = 2
+
 func setup(t *testing.T, opts ...func(*Config)) *testBundle {
 	t.Helper()
 	srv := newFakeServer(t)
@@ -48,7 +54,9 @@ func setup(t *testing.T, opts ...func(*Config)) *testBundle {
 func start(t *testing.T, srv *fakeServer, opts ...func(*Config)) *testBundle {
 	t.Helper()
 	cl := client.New(srv.url(), testToken)
-	cl.Retries = 2
+	wr := &wire{}
+	cl.HTTP = &http.Client{Transport: wr}
+	cl.Retries = clientRetries
 	cl.Timeout = 5 * time.Second
 	cl.Backoff = client.Backoff{Initial: 20 * time.Millisecond, Max: 100 * time.Millisecond}
 	workDir := t.TempDir()
@@ -67,7 +75,7 @@ func start(t *testing.T, srv *fakeServer, opts ...func(*Config)) *testBundle {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	b := &testBundle{srv: srv, w: w, workDir: workDir, cancel: cancel, done: make(chan error, 1)}
+	b := &testBundle{srv: srv, w: w, wire: wr, workDir: workDir, cancel: cancel, done: make(chan error, 1)}
 	go func() { b.done <- w.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
@@ -283,31 +291,45 @@ sleep 1.5
 		if ft.finishes != 0 {
 			t.Errorf("a dropped task was reported %d times", ft.finishes)
 		}
-		stale := ft.stale
-		time.Sleep(500 * time.Millisecond)
-		if ft := b.srv.task("t5"); ft.stale != stale {
-			t.Errorf("the worker kept sending reports for the dropped attempt: %d refusals, then %d", stale, ft.stale)
-		}
 		// Its GPU is free again.
 		if idle, _ := b.w.Allocator().Free(); idle != 2 {
 			t.Errorf("%d GPUs idle after the drop, want 2", idle)
+		}
+		// Nothing more is sent for the dropped attempt. Rather than watch
+		// for a fixed while, watch while the worker reports another task:
+		// a stream of t5 still going would send on the ticks t5b's log
+		// batches go out on, so by t5b's third it would have been refused
+		// again.
+		stale := ft.stale
+		b.srv.enqueue(shTask("t5b", `i=0; while true; do i=$((i+1)); echo "line $i"; sleep 0.02; done`))
+		waitFor(t, 10*time.Second, "three log batches of another task", func() bool { return b.srv.task("t5b").batches >= 3 })
+		if ft := b.srv.task("t5"); ft.stale != stale {
+			t.Errorf("the worker kept sending reports for the dropped attempt: %d refusals, then %d", stale, ft.stale)
 		}
 	})
 
 	t.Run("the server going away and back loses no log line and keeps the task running", func(t *testing.T) {
 		t.Parallel()
 		const n = 150
-		b := setup(t, func(c *Config) { c.LogMemoryLines = 10; c.LogBatchLines = 25 })
+		b := setup(t, func(c *Config) {
+			c.LogMemoryLines, c.LogBatchLines, c.HeartbeatInterval = 10, 25, 100*time.Millisecond
+		})
 		b.srv.enqueue(shTask("t6", `i=0; while [ $i -lt `+strconv.Itoa(n)+` ]; do i=$((i+1)); echo "line $i"; sleep 0.03; done`))
 		waitFor(t, 10*time.Second, "the first lines", func() bool { return len(b.srv.task("t6").lines(agentapi.StreamStdout)) > 10 })
 		b.srv.down()
-		downAt := time.Now()
+		failed := b.wire.failures(agentapi.PathHeartbeat)
 		spool := filepath.Join(b.workDir, "spool", "t6.1.jsonl")
 		waitFor(t, 5*time.Second, "lines to spill to disk", func() bool {
 			fi, err := os.Stat(spool)
 			return err == nil && fi.Size() > 0
 		})
-		time.Sleep(time.Until(downAt.Add(2 * time.Second)))
+		// Away for two heartbeats, not for a fixed while: once a third
+		// heartbeat has failed to get through, the worker has seen two fail
+		// and done all it does about that.
+		perCall := clientRetries + 1
+		waitFor(t, 10*time.Second, "two heartbeats to fail", func() bool {
+			return b.wire.failures(agentapi.PathHeartbeat) >= failed+2*perCall+1
+		})
 		if len(b.w.Tasks()) != 1 {
 			t.Fatalf("the task did not keep running while the server was away")
 		}

@@ -173,7 +173,7 @@ func exerciseEngine(t *testing.T, setup setupFunc) {
 
 	t.Run("LockTenantShared holders go on together and the exclusive lock waits for them", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
+		b := setup(t, ownStore)
 		if b.store.Driver() == "sqlite" {
 			t.Skip("SQLite runs write transactions one at a time; there is nothing to share")
 		}
@@ -198,14 +198,17 @@ func exerciseEngine(t *testing.T, setup setupFunc) {
 		<-sharedIn // both shared holders are in at once
 		var exclusive atomic.Bool
 		done := make(chan error, 1)
+		starting, began := make(chan struct{}), make(chan struct{})
 		go func() {
+			close(starting)
 			done <- b.store.InTx(b.ctx, func(q store.Queries) error {
+				close(began)
 				err := q.LockTenant(b.ctx, b.tenant.ID)
 				exclusive.Store(true)
 				return err
 			})
 		}()
-		time.Sleep(200 * time.Millisecond)
+		b.watchLock(starting, began)
 		if exclusive.Load() {
 			t.Fatal("the exclusive lock was taken while shared holders held it")
 		}
@@ -348,7 +351,7 @@ func exerciseEngine(t *testing.T, setup setupFunc) {
 
 	t.Run("of many replicas racing for a free lease exactly one wins", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
+		b := setup(t, ownStore)
 		var wg sync.WaitGroup
 		var mu sync.Mutex
 		winners := 0

@@ -49,7 +49,7 @@ func exerciseSettings(t *testing.T, setup setupFunc) {
 
 	t.Run("PutSettingIfAbsent called from 16 goroutines at once settles on one value", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
+		b := setup(t, ownStore)
 		const callers = 16
 		var wg sync.WaitGroup
 		got := make([]string, callers)

@@ -5,9 +5,14 @@
 // relies on (ErrNotFound, ErrConflict), tenant isolation, pagination,
 // transactions and concurrency.
 //
-// Each subtest gets a fresh store from the constructor and runs in parallel
-// with the others, so a driver's constructor must give out independent
-// stores (a new file, a new schema).
+// Subtests run in parallel. Most run in a transaction that is rolled back
+// when they end, as riverdrivertest's do (its executorWithTx), on one of a
+// few stores the suite opens once and hands to one subtest at a time; each
+// call of store.Queries runs under a savepoint of its own, so that it
+// leaves nothing behind when it fails, as a call on a store does. Subtests
+// that test transactions, locks or concurrency themselves need connections
+// of their own and get a fresh store from the constructor, so a driver's
+// constructor must give out independent stores (a new file, a new schema).
 package storetest
 
 import (
@@ -16,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"testing"
 	"time"
@@ -25,12 +31,19 @@ import (
 )
 
 // Exercise runs the conformance suite. newStore must return a new, empty
-// store each time it is called and close it when t ends.
+// store each time it is called and close it when t ends. When its stores
+// can run a transaction that is never committed (a BeginRollback method,
+// as sqlstore's stores have), most subtests run in one; otherwise every
+// subtest gets a store of its own.
 func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 	t.Helper()
-	setup := func(t *testing.T) *testBundle {
+	pool := newStorePool(t, newStore)
+	setup := func(t *testing.T, opts ...setupOption) *testBundle {
 		t.Helper()
-		return newBundle(t, newStore(t))
+		if pool == nil || slices.Contains(opts, ownStore) {
+			return newBundle(t, newStore(t))
+		}
+		return newBundle(t, pool.begin(t))
 	}
 	for _, group := range []struct {
 		name string
@@ -65,11 +78,22 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 	}
 }
 
-type setupFunc func(t *testing.T) *testBundle
+// setupFunc gives a subtest the bundle it starts from. Its store is a
+// transaction rolled back when the subtest ends; with ownStore it is a
+// store of the subtest's own.
+type setupFunc func(t *testing.T, opts ...setupOption) *testBundle
 
-// testBundle is what every subtest starts from: a fresh store holding two
-// tenants, so that each test can check that the other tenant's objects stay
-// out of reach.
+type setupOption int
+
+// ownStore gives a subtest a fresh store of its own rather than a test
+// transaction, for what one transaction cannot show: InTx itself, a lock
+// that makes another transaction wait, concurrent callers on several
+// connections.
+const ownStore setupOption = 1
+
+// testBundle is what every subtest starts from: an empty store (or a
+// transaction on one) holding two tenants, so that each test can check that
+// the other tenant's objects stay out of reach.
 type testBundle struct {
 	ctx   context.Context
 	store store.Store

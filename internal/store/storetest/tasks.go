@@ -341,7 +341,7 @@ func exerciseTasks(t *testing.T, setup setupFunc) {
 
 	t.Run("QueueSeq is unique and increasing under 32 transactions enqueueing at once", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
+		b := setup(t, ownStore)
 		q, owner := b.queue(t), b.user(t)
 		const workers = 32
 		var wg sync.WaitGroup

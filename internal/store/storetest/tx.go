@@ -10,10 +10,43 @@ import (
 	"github.com/klique-ai/klique/internal/store"
 )
 
+// lockWait is how long a test watches a transaction that a lock should hold
+// back, once nothing but the lock stands between it and the flag it sets.
+// It is the suite's one fixed wait: nothing the store offers says that a
+// transaction waits for a lock, so a test can only give one that a broken
+// lock failed to stop the time to get through, and then look. A lock that
+// holds passes however short the wait; a shorter wait only lets a broken
+// lock slip through more often. What it covers is measured: with the lock
+// broken, the flag is set 1-3 ms after the goroutine starts on SQLite and
+// 1-15 ms after the transaction began on PostgreSQL (2 cores under load).
+const lockWait = 50 * time.Millisecond
+
+// watchLock waits while a transaction that a lock should hold back tries to
+// get past it: starting is closed as its goroutine starts, began as its fn
+// begins (before the lock is asked for).
+//
+// On PostgreSQL the transaction begins at once and its lock statement
+// waits, so the watch starts when it began: beginning may mean opening a
+// connection, which took up to 300 ms in a loaded run, far more than the
+// lock statement. On SQLite the lock is the transaction itself (BEGIN
+// IMMEDIATE, or the in-memory store's one connection), so began cannot come
+// first, and the watch starts as the goroutine does.
+func (b *testBundle) watchLock(starting, began <-chan struct{}) {
+	<-starting
+	if b.store.Driver() == "postgres" {
+		select {
+		case <-began:
+		case <-time.After(10 * time.Second):
+			return // it cannot even begin: held back all the same
+		}
+	}
+	time.Sleep(lockWait)
+}
+
 func exerciseStore(t *testing.T, setup setupFunc) {
 	t.Run("Ping answers", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
+		b := setup(t, ownStore)
 		must(t, b.store.Ping(b.ctx))
 	})
 
@@ -27,7 +60,7 @@ func exerciseStore(t *testing.T, setup setupFunc) {
 
 	t.Run("InTx commits every write when fn returns nil", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
+		b := setup(t, ownStore)
 		var g *model.Group
 		var p *model.Pool
 		must(t, b.store.InTx(b.ctx, func(q store.Queries) error {
@@ -46,7 +79,7 @@ func exerciseStore(t *testing.T, setup setupFunc) {
 
 	t.Run("LockTenant makes a second transaction on the tenant wait until the first ends", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
+		b := setup(t, ownStore)
 		must(t, b.store.LockTenant(b.ctx, b.tenant.ID)) // outside a transaction: returns at once
 		held := make(chan struct{})
 		release := make(chan struct{})
@@ -64,14 +97,17 @@ func exerciseStore(t *testing.T, setup setupFunc) {
 		<-held
 		var second atomic.Bool
 		secondDone := make(chan error, 1)
+		starting, began := make(chan struct{}), make(chan struct{})
 		go func() {
+			close(starting)
 			secondDone <- b.store.InTx(b.ctx, func(q store.Queries) error {
+				close(began)
 				err := q.LockTenant(b.ctx, b.tenant.ID)
 				second.Store(true)
 				return err
 			})
 		}()
-		time.Sleep(200 * time.Millisecond)
+		b.watchLock(starting, began)
 		if second.Load() {
 			t.Fatal("a second transaction took the tenant lock while the first held it")
 		}
@@ -85,7 +121,7 @@ func exerciseStore(t *testing.T, setup setupFunc) {
 
 	t.Run("InTx rolls back when fn returns an error, and returns that error", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
+		b := setup(t, ownStore)
 		sentinel := errors.New("changed my mind")
 		var seen bool
 		err := b.store.InTx(b.ctx, func(q store.Queries) error {
@@ -117,7 +153,7 @@ func exerciseStore(t *testing.T, setup setupFunc) {
 
 	t.Run("InTx rolls back when fn panics and lets the panic through", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
+		b := setup(t, ownStore)
 		type boom struct{}
 		func() {
 			defer func() {
@@ -141,7 +177,7 @@ func exerciseStore(t *testing.T, setup setupFunc) {
 
 	t.Run("InTx rolls back a profile with its links and a task, and later tasks still sort last", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
+		b := setup(t, ownStore)
 		q, owner := b.queue(t), b.user(t)
 		before := b.task(t, q, owner)
 		pool := b.pool(t)
@@ -178,7 +214,7 @@ func exerciseStore(t *testing.T, setup setupFunc) {
 
 	t.Run("Queries in InTx map errors like the store does", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
+		b := setup(t, ownStore)
 		g := b.group(t)
 		err := b.store.InTx(b.ctx, func(q store.Queries) error {
 			_, err := q.GetGroup(b.ctx, b.other.ID, g.ID)

@@ -137,7 +137,7 @@ func exerciseWorkers(t *testing.T, setup setupFunc) {
 
 	t.Run("concurrent claims never take one task twice", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t)
+		b := setup(t, ownStore)
 		owner, q, pool := b.user(t), b.queue(t), b.pool(t)
 		for i := 0; i < 10; i++ {
 			b.placedTask(t, q, owner, pool.ID, one, b.now.Add(time.Duration(i)*time.Millisecond))
