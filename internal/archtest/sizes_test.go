@@ -17,6 +17,18 @@ const (
 	maxFileLines    = 660
 )
 
+// largerPackages are the packages allowed past the limit, each with its own
+// cap and the reason, so that an exception is a decision written down and
+// cannot grow unnoticed.
+var largerPackages = map[string]struct {
+	max    int
+	reason string
+}{
+	"internal/store/sqlstore": {3450, "the one SQL implementation of store.Queries that both drivers share: methods of one type, " +
+		"which cannot be split across packages without exporting its internals (the write helpers, the dialect); " +
+		"it holds the rolled-back test store too (BeginRollback)"},
+}
+
 // generated reports whether a Go file is generated code, by the marker
 // the Go tools agree on.
 func generated(path string) bool {
@@ -84,6 +96,12 @@ func TestSizes(t *testing.T) {
 		t.Fatalf("only %d Go files found under %s: is the walk looking at the module?", files, root)
 	}
 	for dir, n := range perDir {
+		if x, ok := largerPackages[dir]; ok {
+			if n > x.max {
+				t.Errorf("package %s has %d lines of non-test Go, more than the %d allowed it (%s)", dir, n, x.max, x.reason)
+			}
+			continue
+		}
 		if n > maxPackageLines {
 			t.Errorf("package %s has %d lines of non-test Go, more than %d: give a part of it a package of its own", dir, n, maxPackageLines)
 		}
