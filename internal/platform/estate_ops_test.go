@@ -10,6 +10,7 @@ import (
 	"github.com/klique-ai/klique/internal/identity"
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform"
+	"github.com/klique-ai/klique/internal/platform/platformtest"
 )
 
 // exampleObjects is how many objects examples/estate.yaml describes: 2 GPU
@@ -25,8 +26,8 @@ func TestApplyEstate(t *testing.T) {
 	t.Run("applying the example creates every object and applying it again changes nothing", func(t *testing.T) {
 		t.Parallel()
 		forEachStore(t, func(t *testing.T, b *testBundle) {
-			auditBefore := len(b.auditLog(t))
-			first := b.applyExample(t)
+			auditBefore := len(b.AuditLog(t))
+			first := b.ApplyExample(t)
 			if len(first.Changes) != exampleObjects {
 				t.Fatalf("first apply made %d changes, want %d", len(first.Changes), exampleObjects)
 			}
@@ -41,21 +42,21 @@ func TestApplyEstate(t *testing.T) {
 			if len(first.Warnings) != 0 {
 				t.Errorf("warnings: %v", first.Warnings)
 			}
-			if n := len(b.auditLog(t)) - auditBefore; n != exampleObjects {
+			if n := len(b.AuditLog(t)) - auditBefore; n != exampleObjects {
 				t.Errorf("first apply wrote %d audit entries, want one per object (%d)", n, exampleObjects)
 			}
 
-			second := b.applyExample(t)
+			second := b.ApplyExample(t)
 			if len(second.Changes) != 0 || second.Summary() != "no changes" {
 				t.Fatalf("second apply: %q, changes %v", second.Summary(), second.Changes)
 			}
-			if n := len(b.auditLog(t)) - auditBefore; n != exampleObjects {
+			if n := len(b.AuditLog(t)) - auditBefore; n != exampleObjects {
 				t.Errorf("second apply wrote %d audit entries", n-exampleObjects)
 			}
 
 			// What was written reads back whole.
-			e, err := b.svc.Estate(b.admin)
-			must(t, err)
+			e, err := b.Svc.Estate(b.Admin)
+			platformtest.Must(t, err)
 			if len(e.GPUClasses) != 2 || len(e.Pools) != 4 || len(e.Profiles) != 6 || len(e.Groups) != 3 ||
 				len(e.Policies) != 3 || len(e.ComputeResources) != 12 || len(e.Projects) != 3 {
 				t.Fatalf("estate read back with %d classes, %d pools, %d profiles, %d groups, %d policies, %d compute resources, %d projects",
@@ -87,11 +88,11 @@ func TestApplyEstate(t *testing.T) {
 	t.Run("the export of an applied estate applies with no changes", func(t *testing.T) {
 		t.Parallel()
 		forEachStore(t, func(t *testing.T, b *testBundle) {
-			b.applyExample(t)
-			out, err := b.svc.ExportEstate(b.admin)
-			must(t, err)
-			res, err := b.svc.ApplyEstate(b.admin, out, false)
-			must(t, err)
+			b.ApplyExample(t)
+			out, err := b.Svc.ExportEstate(b.Admin)
+			platformtest.Must(t, err)
+			res, err := b.Svc.ApplyEstate(b.Admin, out, false)
+			platformtest.Must(t, err)
 			if len(res.Changes) != 0 {
 				t.Fatalf("re-applying the export changed %v", res.Changes)
 			}
@@ -102,8 +103,8 @@ func TestApplyEstate(t *testing.T) {
 		t.Parallel()
 		forEachStore(t, func(t *testing.T, b *testBundle) {
 			before := b.snapshot(t)
-			res, err := b.svc.ApplyEstate(b.admin, exampleYAML(t), true)
-			must(t, err)
+			res, err := b.Svc.ApplyEstate(b.Admin, platformtest.ExampleEstate(t), true)
+			platformtest.Must(t, err)
 			if !res.DryRun || len(res.Changes) != exampleObjects {
 				t.Fatalf("dry run: DryRun %v, %d changes", res.DryRun, len(res.Changes))
 			}
@@ -114,7 +115,7 @@ func TestApplyEstate(t *testing.T) {
 				t.Errorf("a dry run returns the estate it would make")
 			}
 			b.unchanged(t, before)
-			if logs := b.logs.all(); len(logs) > 0 {
+			if logs := b.Logs.All(); len(logs) > 0 {
 				t.Errorf("a dry run logged %q; it is not a failure", logs)
 			}
 		})
@@ -123,19 +124,19 @@ func TestApplyEstate(t *testing.T) {
 	t.Run("a file with problems is refused whole with every problem listed", func(t *testing.T) {
 		t.Parallel()
 		forEachStore(t, func(t *testing.T, b *testBundle) {
-			b.applyExample(t)
+			b.ApplyExample(t)
 			before := b.snapshot(t)
-			doc := strings.Replace(string(exampleYAML(t)), "capacity: 16", "capacity: 24", 1) // a good change
+			doc := strings.Replace(string(platformtest.ExampleEstate(t)), "capacity: 16", "capacity: 24", 1) // a good change
 			doc = strings.Replace(doc, "pools: [onprem-k8s, bare-metal, cloud-burst]", "pools: [onprem-k8s, bare-metal, cloud-brust]", 1)
 			doc = strings.Replace(doc, "limit: 16", "limit: 4", 1) // nlp's 8 GPUs no longer fit
-			_, err := b.svc.ApplyEstate(b.admin, []byte(doc), false)
-			wantError(t, err, platform.CodeInvalid, `pool "cloud-brust" is not a known pool`)
+			_, err := b.Svc.ApplyEstate(b.Admin, []byte(doc), false)
+			platformtest.WantError(t, err, platform.CodeInvalid, `pool "cloud-brust" is not a known pool`)
 			b.unchanged(t, before)
 
 			// With the name fixed, validation of the whole finds the limit.
 			doc = strings.Replace(doc, "cloud-brust", "cloud-burst", 1)
-			_, err = b.svc.ApplyEstate(b.admin, []byte(doc), false)
-			wantError(t, err, platform.CodeInvalid, `profile "eight-gpus" (8 GPUs) is larger than group "nlp"'s limit of 4 GPUs`)
+			_, err = b.Svc.ApplyEstate(b.Admin, []byte(doc), false)
+			platformtest.WantError(t, err, platform.CodeInvalid, `profile "eight-gpus" (8 GPUs) is larger than group "nlp"'s limit of 4 GPUs`)
 			b.unchanged(t, before)
 		})
 	})
@@ -144,8 +145,8 @@ func TestApplyEstate(t *testing.T) {
 		t.Parallel()
 		forEachStore(t, func(t *testing.T, b *testBundle) {
 			doc := "apiVersion: klique/v1\nkind: Estate\npools:\n  - {name: a}\nprofiles:\n  - {name: p, size: 0.3}\n"
-			_, err := b.svc.ApplyEstate(b.admin, []byte(doc), false)
-			wantError(t, err, platform.CodeInvalid, "4 problems")
+			_, err := b.Svc.ApplyEstate(b.Admin, []byte(doc), false)
+			platformtest.WantError(t, err, platform.CodeInvalid, "4 problems")
 			pe, ok := err.(*platform.Error)
 			if !ok || len(pe.Problems) != 4 {
 				t.Fatalf("error %#v: want a *platform.Error with 4 problems", err)
@@ -157,10 +158,10 @@ func TestApplyEstate(t *testing.T) {
 		t.Parallel()
 		forEachStore(t, func(t *testing.T, b *testBundle) {
 			before := b.snapshot(t)
-			_, err := b.svc.ApplyEstate(b.admin, []byte("apiVersion: klique/v1\nkind: Estate\npools:\n  - name: a\n    capasity: 4\n"), false)
-			wantError(t, err, platform.CodeInvalid, `unknown field "capasity"`)
-			_, err = b.svc.ApplyEstate(b.admin, nil, false)
-			wantError(t, err, platform.CodeInvalid, "estate file is empty")
+			_, err := b.Svc.ApplyEstate(b.Admin, []byte("apiVersion: klique/v1\nkind: Estate\npools:\n  - name: a\n    capasity: 4\n"), false)
+			platformtest.WantError(t, err, platform.CodeInvalid, `unknown field "capasity"`)
+			_, err = b.Svc.ApplyEstate(b.Admin, nil, false)
+			platformtest.WantError(t, err, platform.CodeInvalid, "estate file is empty")
 			b.unchanged(t, before)
 		})
 	})
@@ -168,12 +169,12 @@ func TestApplyEstate(t *testing.T) {
 	t.Run("a compute resource with queued tasks cannot be left out of a file", func(t *testing.T) {
 		t.Parallel()
 		forEachStore(t, func(t *testing.T, b *testBundle) {
-			b.applyExample(t)
-			enqueue(t, b, b.admin, "shared-eval", "multi-node training", "", nil)
+			b.ApplyExample(t)
+			enqueue(t, b, b.Admin, "shared-eval", "multi-node training", "", nil)
 			before := b.snapshot(t)
-			doc := strings.Replace(string(exampleYAML(t)), "      - {name: multi-node training, profile: multi-node-2x8}\n", "", 1)
-			_, err := b.svc.ApplyEstate(b.admin, []byte(doc), false)
-			wantError(t, err, platform.CodeConflict, "compute resource 'multi-node training' of group ml-research has 1 tasks queued or running")
+			doc := strings.Replace(string(platformtest.ExampleEstate(t)), "      - {name: multi-node training, profile: multi-node-2x8}\n", "", 1)
+			_, err := b.Svc.ApplyEstate(b.Admin, []byte(doc), false)
+			platformtest.WantError(t, err, platform.CodeConflict, "compute resource 'multi-node training' of group ml-research has 1 tasks queued or running")
 			b.unchanged(t, before)
 		})
 	})
@@ -181,24 +182,24 @@ func TestApplyEstate(t *testing.T) {
 	t.Run("the same file applies to two tenants with the same names", func(t *testing.T) {
 		t.Parallel()
 		forEachStore(t, func(t *testing.T, b *testBundle) {
-			b.applyExample(t)
-			nt, err := b.svc.CreateTenant(b.admin, "acme", "Acme", "root")
-			must(t, err)
-			acme := b.signIn(t, nt.Secret)
-			res, err := b.svc.ApplyEstate(acme, exampleYAML(t), false)
-			must(t, err)
+			b.ApplyExample(t)
+			nt, err := b.Svc.CreateTenant(b.Admin, "acme", "Acme", "root")
+			platformtest.Must(t, err)
+			acme := b.SignIn(t, nt.Secret)
+			res, err := b.Svc.ApplyEstate(acme, platformtest.ExampleEstate(t), false)
+			platformtest.Must(t, err)
 			if len(res.Changes) != exampleObjects {
 				t.Fatalf("acme's apply made %d changes, want %d", len(res.Changes), exampleObjects)
 			}
-			mine, err := b.svc.Estate(acme)
-			must(t, err)
-			theirs, err := b.svc.Estate(b.admin)
-			must(t, err)
+			mine, err := b.Svc.Estate(acme)
+			platformtest.Must(t, err)
+			theirs, err := b.Svc.Estate(b.Admin)
+			platformtest.Must(t, err)
 			if len(mine.Pools) != 4 || len(theirs.Pools) != 4 {
 				t.Fatalf("acme sees %d pools, default %d; want 4 each", len(mine.Pools), len(theirs.Pools))
 			}
 			for i := range mine.Pools {
-				if mine.Pools[i].TenantID != nt.Tenant.ID || theirs.Pools[i].TenantID != b.tenant || mine.Pools[i].ID == theirs.Pools[i].ID {
+				if mine.Pools[i].TenantID != nt.Tenant.ID || theirs.Pools[i].TenantID != b.Tenant || mine.Pools[i].ID == theirs.Pools[i].ID {
 					t.Fatalf("pool %s: acme's %+v, default's %+v", mine.Pools[i].Name, mine.Pools[i], theirs.Pools[i])
 				}
 			}
@@ -212,7 +213,7 @@ func TestEstateChanges(t *testing.T) {
 	t.Run("each kind is created, changed and deleted, each change audited with channel and actor", func(t *testing.T) {
 		t.Parallel()
 		forEachStore(t, func(t *testing.T, b *testBundle) {
-			ctx := identity.WithChannel(b.admin, identity.ChannelGraphQL)
+			ctx := identity.WithChannel(b.Admin, identity.ChannelGraphQL)
 			step := func(what, action, kind string) func(*platform.EstateResult, error) *platform.EstateResult {
 				return func(res *platform.EstateResult, err error) *platform.EstateResult {
 					t.Helper()
@@ -226,87 +227,87 @@ func TestEstateChanges(t *testing.T) {
 					if string(c.Action) != action || c.Kind != kind || c.ID != res.ID {
 						t.Fatalf("%s: change %s (%s %s), want %s %s %s", what, c, c.Kind, c.ID, action, kind, res.ID)
 					}
-					last := b.auditLog(t)[0]
+					last := b.AuditLog(t)[0]
 					if last.Action != kind+"."+action+"d" || last.ObjectKind != kind || last.ObjectID != res.ID ||
-						last.Channel != string(identity.ChannelGraphQL) || last.ActorID != b.adminID || last.ActorName != "admin" ||
-						last.TenantID != b.tenant || last.Detail != c.String() {
+						last.Channel != string(identity.ChannelGraphQL) || last.ActorID != b.AdminID || last.ActorName != "admin" ||
+						last.TenantID != b.Tenant || last.Detail != c.String() {
 						t.Fatalf("%s: audit entry %+v", what, last)
 					}
 					return res
 				}
 			}
 
-			class := step("create class", "create", estate.KindGPUClass)(b.svc.CreateGPUClass(ctx, platform.GPUClassInput{Name: ptr("b200"), MemoryGB: ptr(192), PricePerGPUHour: ptr(4.25), Currency: ptr("eur")}))
-			c, err := b.svc.GPUClass(ctx, "b200")
-			must(t, err)
+			class := step("create class", "create", estate.KindGPUClass)(b.Svc.CreateGPUClass(ctx, platform.GPUClassInput{Name: ptr("b200"), MemoryGB: ptr(192), PricePerGPUHour: ptr(4.25), Currency: ptr("eur")}))
+			c, err := b.Svc.GPUClass(ctx, "b200")
+			platformtest.Must(t, err)
 			if c.ID != class.ID || c.MemoryGB != 192 || c.PriceMicros != 4_250_000 || c.Currency != "EUR" {
 				t.Fatalf("class read back as %+v", c)
 			}
-			step("update class", "update", estate.KindGPUClass)(b.svc.UpdateGPUClass(ctx, "b200", platform.GPUClassInput{Description: ptr("Blackwell")}))
+			step("update class", "update", estate.KindGPUClass)(b.Svc.UpdateGPUClass(ctx, "b200", platform.GPUClassInput{Description: ptr("Blackwell")}))
 
-			pool := step("create pool", "create", estate.KindPool)(b.svc.CreatePool(ctx, platform.PoolInput{Name: ptr("k8s"), Kind: ptr(model.PoolKubernetes), CapacityGPUs: ptr(16), GPUClass: ptr("b200"), Labels: map[string]string{"site": "dc1"}}))
-			p, err := b.svc.Pool(ctx, pool.ID)
-			must(t, err)
+			pool := step("create pool", "create", estate.KindPool)(b.Svc.CreatePool(ctx, platform.PoolInput{Name: ptr("k8s"), Kind: ptr(model.PoolKubernetes), CapacityGPUs: ptr(16), GPUClass: ptr("b200"), Labels: map[string]string{"site": "dc1"}}))
+			p, err := b.Svc.Pool(ctx, pool.ID)
+			platformtest.Must(t, err)
 			if p.GPUMemoryGB != 192 || p.CapacityGPUs != 16 || p.Labels["site"] != "dc1" {
 				t.Fatalf("pool read back as %+v; GPU memory comes from the class", p)
 			}
-			step("update pool", "update", estate.KindPool)(b.svc.UpdatePool(ctx, "k8s", platform.PoolInput{CapacityGPUs: ptr(24)}))
+			step("update pool", "update", estate.KindPool)(b.Svc.UpdatePool(ctx, "k8s", platform.PoolInput{CapacityGPUs: ptr(24)}))
 
-			prof := step("create profile", "create", estate.KindProfile)(b.svc.CreateProfile(ctx, platform.ProfileInput{Name: ptr("one"), Size: ptr("1"), Pools: []string{"k8s"}, TimeWeight: ptr(1.5)}))
-			step("update profile", "update", estate.KindProfile)(b.svc.UpdateProfile(ctx, prof.ID, platform.ProfileInput{SizeParameter: ptr("gpus")}))
-			pr, err := b.svc.Profile(ctx, "one")
-			must(t, err)
+			prof := step("create profile", "create", estate.KindProfile)(b.Svc.CreateProfile(ctx, platform.ProfileInput{Name: ptr("one"), Size: ptr("1"), Pools: []string{"k8s"}, TimeWeight: ptr(1.5)}))
+			step("update profile", "update", estate.KindProfile)(b.Svc.UpdateProfile(ctx, prof.ID, platform.ProfileInput{SizeParameter: ptr("gpus")}))
+			pr, err := b.Svc.Profile(ctx, "one")
+			platformtest.Must(t, err)
 			if pr.TimeWeightMilli != 1500 || pr.SizeParameter != "gpus" || len(pr.Pools) != 1 || pr.Pools[0] != pool.ID {
 				t.Fatalf("profile read back as %+v", pr)
 			}
 
-			step("create group", "create", estate.KindGroup)(b.svc.CreateGroup(ctx, platform.GroupInput{Name: ptr("team")}))
-			step("update group", "update", estate.KindGroup)(b.svc.UpdateGroup(ctx, "team", platform.GroupInput{Description: ptr("the team")}))
+			step("create group", "create", estate.KindGroup)(b.Svc.CreateGroup(ctx, platform.GroupInput{Name: ptr("team")}))
+			step("update group", "update", estate.KindGroup)(b.Svc.UpdateGroup(ctx, "team", platform.GroupInput{Description: ptr("the team")}))
 
-			pol := step("create policy", "create", estate.KindPolicy)(b.svc.CreatePolicy(ctx, platform.PolicyInput{Group: ptr("team"), ReservationGPUs: ptr(2), LimitGPUs: ptr(8),
+			pol := step("create policy", "create", estate.KindPolicy)(b.Svc.CreatePolicy(ctx, platform.PolicyInput{Group: ptr("team"), ReservationGPUs: ptr(2), LimitGPUs: ptr(8),
 				TimeBudget: &platform.TimeBudgetInput{Hours: 10.5, Period: model.PeriodDay}}))
-			step("update policy", "update", estate.KindPolicy)(b.svc.UpdatePolicy(ctx, "team", platform.PolicyInput{ClearTimeBudget: true, AlertThresholdPercent: ptr(90)}))
-			got, err := b.svc.Policy(ctx, pol.ID)
-			must(t, err)
+			step("update policy", "update", estate.KindPolicy)(b.Svc.UpdatePolicy(ctx, "team", platform.PolicyInput{ClearTimeBudget: true, AlertThresholdPercent: ptr(90)}))
+			got, err := b.Svc.Policy(ctx, pol.ID)
+			platformtest.Must(t, err)
 			if got.Budget != nil || got.AlertThresholdPercent != 90 || got.LowWatermark != model.DefaultLowWatermark || got.LimitGPUs != 8 {
 				t.Fatalf("policy read back as %+v", got)
 			}
 
-			cr := step("connect", "create", estate.KindComputeResource)(b.svc.ConnectProfile(ctx, platform.ConnectInput{Policy: "team", Profile: "one", Name: ptr("1 GPU"),
+			cr := step("connect", "create", estate.KindComputeResource)(b.Svc.ConnectProfile(ctx, platform.ConnectInput{Policy: "team", Profile: "one", Name: ptr("1 GPU"),
 				Image: ptr("python:3.12"), Env: map[string]string{"HF_HOME": "/data/hf"}, Mounts: []string{"/data/hf:/data/hf"}}))
-			step("rename compute resource", "update", estate.KindComputeResource)(b.svc.UpdateComputeResource(ctx, cr.ID, platform.ComputeResourceInput{Name: ptr("one GPU")}))
-			if c, err := b.svc.ComputeResource(ctx, cr.ID); err != nil || c.Name != "one GPU" || c.Image != "python:3.12" ||
+			step("rename compute resource", "update", estate.KindComputeResource)(b.Svc.UpdateComputeResource(ctx, cr.ID, platform.ComputeResourceInput{Name: ptr("one GPU")}))
+			if c, err := b.Svc.ComputeResource(ctx, cr.ID); err != nil || c.Name != "one GPU" || c.Image != "python:3.12" ||
 				c.Env["HF_HOME"] != "/data/hf" || len(c.Mounts) != 1 {
 				t.Fatalf("compute resource read back as %+v, %v: a rename keeps the run settings", c, err)
 			}
-			step("change the mounts", "update", estate.KindComputeResource)(b.svc.UpdateComputeResource(ctx, cr.ID, platform.ComputeResourceInput{
+			step("change the mounts", "update", estate.KindComputeResource)(b.Svc.UpdateComputeResource(ctx, cr.ID, platform.ComputeResourceInput{
 				Mounts: []string{"/data/hf:/data/hf:ro", "/scratch:/scratch"}}))
-			if c, err := b.svc.ComputeResource(ctx, cr.ID); err != nil || c.Image != "python:3.12" || c.Env["HF_HOME"] != "/data/hf" ||
+			if c, err := b.Svc.ComputeResource(ctx, cr.ID); err != nil || c.Image != "python:3.12" || c.Env["HF_HOME"] != "/data/hf" ||
 				!slices.Equal(c.Mounts, []string{"/data/hf:/data/hf:ro", "/scratch:/scratch"}) {
 				t.Fatalf("compute resource read back as %+v, %v: mounts replaced, the rest kept", c, err)
 			}
-			step("clear the run settings", "update", estate.KindComputeResource)(b.svc.UpdateComputeResource(ctx, cr.ID, platform.ComputeResourceInput{
+			step("clear the run settings", "update", estate.KindComputeResource)(b.Svc.UpdateComputeResource(ctx, cr.ID, platform.ComputeResourceInput{
 				Image: ptr(""), Env: map[string]string{}, Mounts: []string{}}))
-			if c, err := b.svc.ComputeResource(ctx, cr.ID); err != nil || c.Image != "" || len(c.Env) != 0 || len(c.Mounts) != 0 {
+			if c, err := b.Svc.ComputeResource(ctx, cr.ID); err != nil || c.Image != "" || len(c.Env) != 0 || len(c.Mounts) != 0 {
 				t.Fatalf("compute resource read back as %+v, %v: empty values clear", c, err)
 			}
 
-			step("create project", "create", estate.KindProject)(b.svc.CreateProject(ctx, platform.ProjectInput{Name: ptr("proj"), Group: ptr("team"), OutputDestination: ptr("s3://b/p")}))
-			step("update project", "update", estate.KindProject)(b.svc.UpdateProject(ctx, "proj", platform.ProjectInput{Group: ptr("")}))
-			if p, err := b.svc.Project(ctx, "proj"); err != nil || p.GroupID != "" {
+			step("create project", "create", estate.KindProject)(b.Svc.CreateProject(ctx, platform.ProjectInput{Name: ptr("proj"), Group: ptr("team"), OutputDestination: ptr("s3://b/p")}))
+			step("update project", "update", estate.KindProject)(b.Svc.UpdateProject(ctx, "proj", platform.ProjectInput{Group: ptr("")}))
+			if p, err := b.Svc.Project(ctx, "proj"); err != nil || p.GroupID != "" {
 				t.Fatalf("project read back as %+v, %v: an empty group opens it to the tenant", p, err)
 			}
 
-			step("delete project", "delete", estate.KindProject)(b.svc.DeleteProject(ctx, "proj"))
-			step("disconnect", "delete", estate.KindComputeResource)(b.svc.DisconnectProfile(ctx, cr.ID))
-			step("delete policy", "delete", estate.KindPolicy)(b.svc.DeletePolicy(ctx, "team"))
-			step("delete group", "delete", estate.KindGroup)(b.svc.DeleteGroup(ctx, "team"))
-			step("delete profile", "delete", estate.KindProfile)(b.svc.DeleteProfile(ctx, "one"))
-			step("delete pool", "delete", estate.KindPool)(b.svc.DeletePool(ctx, "k8s"))
-			step("delete class", "delete", estate.KindGPUClass)(b.svc.DeleteGPUClass(ctx, "b200"))
+			step("delete project", "delete", estate.KindProject)(b.Svc.DeleteProject(ctx, "proj"))
+			step("disconnect", "delete", estate.KindComputeResource)(b.Svc.DisconnectProfile(ctx, cr.ID))
+			step("delete policy", "delete", estate.KindPolicy)(b.Svc.DeletePolicy(ctx, "team"))
+			step("delete group", "delete", estate.KindGroup)(b.Svc.DeleteGroup(ctx, "team"))
+			step("delete profile", "delete", estate.KindProfile)(b.Svc.DeleteProfile(ctx, "one"))
+			step("delete pool", "delete", estate.KindPool)(b.Svc.DeletePool(ctx, "k8s"))
+			step("delete class", "delete", estate.KindGPUClass)(b.Svc.DeleteGPUClass(ctx, "b200"))
 
-			e, err := b.svc.Estate(ctx)
-			must(t, err)
+			e, err := b.Svc.Estate(ctx)
+			platformtest.Must(t, err)
 			if n := len(e.GPUClasses) + len(e.Pools) + len(e.Profiles) + len(e.Groups) + len(e.Policies) + len(e.ComputeResources) + len(e.Projects); n != 0 {
 				t.Fatalf("%d objects left after deleting everything", n)
 			}
@@ -316,10 +317,10 @@ func TestEstateChanges(t *testing.T) {
 	t.Run("an update that changes nothing writes nothing", func(t *testing.T) {
 		t.Parallel()
 		forEachStore(t, func(t *testing.T, b *testBundle) {
-			b.applyExample(t)
+			b.ApplyExample(t)
 			before := b.snapshot(t)
-			res, err := b.svc.UpdatePool(b.admin, "onprem-k8s", platform.PoolInput{CapacityGPUs: ptr(32)})
-			must(t, err)
+			res, err := b.Svc.UpdatePool(b.Admin, "onprem-k8s", platform.PoolInput{CapacityGPUs: ptr(32)})
+			platformtest.Must(t, err)
 			if len(res.Changes) != 0 || res.Summary() != "no changes" {
 				t.Fatalf("changes %v", res.Changes)
 			}
@@ -330,9 +331,9 @@ func TestEstateChanges(t *testing.T) {
 	t.Run("unlinking a profile from a pool drops it from the pool's execution priority", func(t *testing.T) {
 		t.Parallel()
 		forEachStore(t, func(t *testing.T, b *testBundle) {
-			b.applyExample(t)
-			res, err := b.svc.UpdateProfile(b.admin, "half-gpu", platform.ProfileInput{Pools: []string{"bare-metal"}})
-			must(t, err)
+			b.ApplyExample(t)
+			res, err := b.Svc.UpdateProfile(b.Admin, "half-gpu", platform.ProfileInput{Pools: []string{"bare-metal"}})
+			platformtest.Must(t, err)
 			var got []string
 			for _, c := range res.Changes {
 				got = append(got, c.String())
@@ -340,8 +341,8 @@ func TestEstateChanges(t *testing.T) {
 			if strings.Join(got, "; ") != "update pool onprem-k8s (profileOrder); update profile half-gpu (pools)" {
 				t.Fatalf("changes %q", got)
 			}
-			p, err := b.svc.Pool(b.admin, "onprem-k8s")
-			must(t, err)
+			p, err := b.Svc.Pool(b.Admin, "onprem-k8s")
+			platformtest.Must(t, err)
 			if len(p.ProfileOrder) != 4 {
 				t.Fatalf("onprem-k8s order %v, want 4 profiles left", p.ProfileOrder)
 			}
@@ -351,31 +352,31 @@ func TestEstateChanges(t *testing.T) {
 	t.Run("a pool moved to another GPU class takes that class's memory", func(t *testing.T) {
 		t.Parallel()
 		forEachStore(t, func(t *testing.T, b *testBundle) {
-			b.applyExample(t)
-			must(t, second(b.svc.CreateGPUClass(b.admin, platform.GPUClassInput{Name: ptr("a40"), MemoryGB: ptr(40)})))
+			b.ApplyExample(t)
+			platformtest.Must(t, second(b.Svc.CreateGPUClass(b.Admin, platform.GPUClassInput{Name: ptr("a40"), MemoryGB: ptr(40)})))
 			before := b.snapshot(t)
 			// eight-gpus needs 80 GB and lists slurm-a100.
-			_, err := b.svc.UpdatePool(b.admin, "slurm-a100", platform.PoolInput{GPUClass: ptr("a40")})
-			wantError(t, err, platform.CodeInvalid, `profile "eight-gpus": cannot use pool "slurm-a100": its GPUs have 40 GB, and the profile needs at least 80 GB`)
+			_, err := b.Svc.UpdatePool(b.Admin, "slurm-a100", platform.PoolInput{GPUClass: ptr("a40")})
+			platformtest.WantError(t, err, platform.CodeInvalid, `profile "eight-gpus": cannot use pool "slurm-a100": its GPUs have 40 GB, and the profile needs at least 80 GB`)
 			b.unchanged(t, before)
 
-			must(t, second(b.svc.UpdatePool(b.admin, "bare-metal", platform.PoolInput{GPUClass: ptr("a40")})))
-			p, err := b.svc.Pool(b.admin, "bare-metal")
-			must(t, err)
+			platformtest.Must(t, second(b.Svc.UpdatePool(b.Admin, "bare-metal", platform.PoolInput{GPUClass: ptr("a40")})))
+			p, err := b.Svc.Pool(b.Admin, "bare-metal")
+			platformtest.Must(t, err)
 			if p.GPUMemoryGB != 40 {
 				t.Fatalf("bare-metal moved to a40 has %d GB GPUs, want the class's 40", p.GPUMemoryGB)
 			}
 			// Memory given with the class wins.
-			must(t, second(b.svc.UpdatePool(b.admin, "bare-metal", platform.PoolInput{GPUClass: ptr("h100"), GPUMemoryGB: ptr(94)})))
-			p, err = b.svc.Pool(b.admin, "bare-metal")
-			must(t, err)
+			platformtest.Must(t, second(b.Svc.UpdatePool(b.Admin, "bare-metal", platform.PoolInput{GPUClass: ptr("h100"), GPUMemoryGB: ptr(94)})))
+			p, err = b.Svc.Pool(b.Admin, "bare-metal")
+			platformtest.Must(t, err)
 			if p.GPUMemoryGB != 94 {
 				t.Fatalf("bare-metal has %d GB GPUs, want the 94 given", p.GPUMemoryGB)
 			}
 			// The same class again keeps the memory given before.
-			must(t, second(b.svc.UpdatePool(b.admin, "bare-metal", platform.PoolInput{GPUClass: ptr("h100")})))
-			p, err = b.svc.Pool(b.admin, "bare-metal")
-			must(t, err)
+			platformtest.Must(t, second(b.Svc.UpdatePool(b.Admin, "bare-metal", platform.PoolInput{GPUClass: ptr("h100")})))
+			p, err = b.Svc.Pool(b.Admin, "bare-metal")
+			platformtest.Must(t, err)
 			if p.GPUMemoryGB != 94 {
 				t.Fatalf("bare-metal has %d GB GPUs after naming its own class again, want 94", p.GPUMemoryGB)
 			}
@@ -385,19 +386,19 @@ func TestEstateChanges(t *testing.T) {
 	t.Run("renaming to a name another object has is refused and names the clash", func(t *testing.T) {
 		t.Parallel()
 		forEachStore(t, func(t *testing.T, b *testBundle) {
-			b.applyExample(t)
+			b.ApplyExample(t)
 			before := b.snapshot(t)
 			// A rename is caught by validating the whole estate, so it comes
 			// back as bad input, where a create with a taken name is a
 			// conflict.
-			_, err := b.svc.UpdatePool(b.admin, "bare-metal", platform.PoolInput{Name: ptr("onprem-k8s")})
-			wantError(t, err, platform.CodeInvalid, `pool "onprem-k8s": another pool has the same name`)
-			_, err = b.svc.UpdateGroup(b.admin, "nlp", platform.GroupInput{Name: ptr("vision")})
-			wantError(t, err, platform.CodeInvalid, `group "vision": another group has the same name`)
+			_, err := b.Svc.UpdatePool(b.Admin, "bare-metal", platform.PoolInput{Name: ptr("onprem-k8s")})
+			platformtest.WantError(t, err, platform.CodeInvalid, `pool "onprem-k8s": another pool has the same name`)
+			_, err = b.Svc.UpdateGroup(b.Admin, "nlp", platform.GroupInput{Name: ptr("vision")})
+			platformtest.WantError(t, err, platform.CodeInvalid, `group "vision": another group has the same name`)
 			// Names are taken as given, as in an estate file: spaces around
 			// a name are refused, not trimmed.
-			_, err = b.svc.UpdateGroup(b.admin, "nlp", platform.GroupInput{Name: ptr(" vision ")})
-			wantError(t, err, platform.CodeInvalid, `name " vision " starts or ends with a space`)
+			_, err = b.Svc.UpdateGroup(b.Admin, "nlp", platform.GroupInput{Name: ptr(" vision ")})
+			platformtest.WantError(t, err, platform.CodeInvalid, `name " vision " starts or ends with a space`)
 			b.unchanged(t, before)
 		})
 	})
@@ -408,17 +409,17 @@ func TestEstateChanges(t *testing.T) {
 			// The two renames are written one at a time, and names are
 			// unique within a policy at every step: changeEstate parks the
 			// renamed compute resources under temporary names first.
-			b.applyExample(t)
-			doc := strings.Replace(string(exampleYAML(t)),
+			b.ApplyExample(t)
+			doc := strings.Replace(string(platformtest.ExampleEstate(t)),
 				"      - {name: GPU eighth, profile: gpu-eighth}\n      - {name: half GPU, profile: half-gpu}\n",
 				"      - {name: half GPU, profile: gpu-eighth}\n      - {name: GPU eighth, profile: half-gpu}\n", 1)
-			res, err := b.svc.ApplyEstate(b.admin, []byte(doc), false)
-			must(t, err)
+			res, err := b.Svc.ApplyEstate(b.Admin, []byte(doc), false)
+			platformtest.Must(t, err)
 			if len(res.Changes) != 2 {
 				t.Fatalf("changes %v, want two renames", res.Changes)
 			}
 			eighth := b.computeResource(t, "ml-research", "half GPU")
-			if pr, err := b.svc.Profile(b.admin, eighth.ProfileID); err != nil || pr.Name != "gpu-eighth" {
+			if pr, err := b.Svc.Profile(b.Admin, eighth.ProfileID); err != nil || pr.Name != "gpu-eighth" {
 				t.Fatalf("'half GPU' of ml-research is now on profile %v (%v), want gpu-eighth", pr, err)
 			}
 		})
@@ -427,9 +428,9 @@ func TestEstateChanges(t *testing.T) {
 	t.Run("reservations beyond the capacity behind them are accepted with a warning", func(t *testing.T) {
 		t.Parallel()
 		forEachStore(t, func(t *testing.T, b *testBundle) {
-			b.applyExample(t)
-			res, err := b.svc.UpdatePolicy(b.admin, "nlp", platform.PolicyInput{ReservationGPUs: ptr(130), LimitGPUs: ptr(130)})
-			must(t, err)
+			b.ApplyExample(t)
+			res, err := b.Svc.UpdatePolicy(b.Admin, "nlp", platform.PolicyInput{ReservationGPUs: ptr(130), LimitGPUs: ptr(130)})
+			platformtest.Must(t, err)
 			found := false
 			for _, w := range res.Warnings {
 				found = found || w.Code == "RESERVATIONS_EXCEED_CAPACITY" && strings.Contains(w.Message, "nlp (130)") && strings.Contains(w.Message, "add up to 162 GPUs, more than the 144 GPUs")
@@ -437,8 +438,8 @@ func TestEstateChanges(t *testing.T) {
 			if !found {
 				t.Fatalf("warnings %v; want reservations of 162 GPUs over 144", res.Warnings)
 			}
-			ws, err := b.svc.EstateWarnings(b.admin)
-			must(t, err)
+			ws, err := b.Svc.EstateWarnings(b.Admin)
+			platformtest.Must(t, err)
 			if len(ws) != len(res.Warnings) {
 				t.Fatalf("EstateWarnings %v, the change returned %v", ws, res.Warnings)
 			}
@@ -563,16 +564,16 @@ func TestEstateChanges(t *testing.T) {
 		t.Run(tc.name+" is refused as bad input and changes nothing", func(t *testing.T) {
 			t.Parallel()
 			forEachStore(t, func(t *testing.T, b *testBundle) {
-				b.applyExample(t)
+				b.ApplyExample(t)
 				if tc.prep != nil {
-					must(t, tc.prep(b.admin, b.svc))
+					platformtest.Must(t, tc.prep(b.Admin, b.Svc))
 				}
 				before := b.snapshot(t)
-				res, err := tc.op(b.admin, b.svc)
+				res, err := tc.op(b.Admin, b.Svc)
 				if res != nil {
 					t.Errorf("a result with the error: %+v", res)
 				}
-				wantError(t, err, platform.CodeInvalid, tc.words...)
+				platformtest.WantError(t, err, platform.CodeInvalid, tc.words...)
 				b.unchanged(t, before)
 			})
 		})
@@ -609,10 +610,10 @@ func TestEstateChanges(t *testing.T) {
 		t.Run(tc.name+" is refused as a conflict and changes nothing", func(t *testing.T) {
 			t.Parallel()
 			forEachStore(t, func(t *testing.T, b *testBundle) {
-				b.applyExample(t)
+				b.ApplyExample(t)
 				before := b.snapshot(t)
-				_, err := tc.op(b.admin, b.svc)
-				wantError(t, err, platform.CodeConflict, tc.words...)
+				_, err := tc.op(b.Admin, b.Svc)
+				platformtest.WantError(t, err, platform.CodeConflict, tc.words...)
 				b.unchanged(t, before)
 			})
 		})
@@ -621,18 +622,18 @@ func TestEstateChanges(t *testing.T) {
 	t.Run("a pool linked from profiles is kept until they drop it", func(t *testing.T) {
 		t.Parallel()
 		forEachStore(t, func(t *testing.T, b *testBundle) {
-			b.applyExample(t)
+			b.ApplyExample(t)
 			before := b.snapshot(t)
-			_, err := b.svc.DeletePool(b.admin, "bare-metal")
-			wantError(t, err, platform.CodeConflict, "pool 'bare-metal' is linked from profiles gpu-eighth, half-gpu, one-a100, one-gpu", "remove it from their pools first")
+			_, err := b.Svc.DeletePool(b.Admin, "bare-metal")
+			platformtest.WantError(t, err, platform.CodeConflict, "pool 'bare-metal' is linked from profiles gpu-eighth, half-gpu, one-a100, one-gpu", "remove it from their pools first")
 			b.unchanged(t, before)
 			for _, pr := range []string{"gpu-eighth", "half-gpu", "one-a100", "one-gpu"} {
-				_, err := b.svc.UpdateProfile(b.admin, pr, platform.ProfileInput{Pools: []string{"onprem-k8s"}})
-				must(t, err)
+				_, err := b.Svc.UpdateProfile(b.Admin, pr, platform.ProfileInput{Pools: []string{"onprem-k8s"}})
+				platformtest.Must(t, err)
 			}
-			res, err := b.svc.DeletePool(b.admin, "bare-metal")
-			must(t, err)
-			if _, err := b.svc.Pool(b.admin, res.ID); platform.ErrorCode(err) != platform.CodeNotFound {
+			res, err := b.Svc.DeletePool(b.Admin, "bare-metal")
+			platformtest.Must(t, err)
+			if _, err := b.Svc.Pool(b.Admin, res.ID); platform.ErrorCode(err) != platform.CodeNotFound {
 				t.Fatalf("the deleted pool reads back: %v", err)
 			}
 		})
@@ -641,35 +642,35 @@ func TestEstateChanges(t *testing.T) {
 	t.Run("a GPU class in use is kept until nothing uses it", func(t *testing.T) {
 		t.Parallel()
 		forEachStore(t, func(t *testing.T, b *testBundle) {
-			b.applyExample(t)
-			_, err := b.svc.CreateGPUClass(b.admin, platform.GPUClassInput{Name: ptr("b200"), MemoryGB: ptr(192)})
-			must(t, err)
-			_, err = b.svc.CreatePool(b.admin, platform.PoolInput{Name: ptr("nvl"), Kind: ptr(model.PoolNeocloud), CapacityGPUs: ptr(72), GPUClass: ptr("b200")})
-			must(t, err)
-			_, err = b.svc.CreateProfile(b.admin, platform.ProfileInput{Name: ptr("b200-one"), Size: ptr("1"), GPUClass: ptr("b200"), Pools: []string{"nvl"}})
-			must(t, err)
+			b.ApplyExample(t)
+			_, err := b.Svc.CreateGPUClass(b.Admin, platform.GPUClassInput{Name: ptr("b200"), MemoryGB: ptr(192)})
+			platformtest.Must(t, err)
+			_, err = b.Svc.CreatePool(b.Admin, platform.PoolInput{Name: ptr("nvl"), Kind: ptr(model.PoolNeocloud), CapacityGPUs: ptr(72), GPUClass: ptr("b200")})
+			platformtest.Must(t, err)
+			_, err = b.Svc.CreateProfile(b.Admin, platform.ProfileInput{Name: ptr("b200-one"), Size: ptr("1"), GPUClass: ptr("b200"), Pools: []string{"nvl"}})
+			platformtest.Must(t, err)
 			before := b.snapshot(t)
-			_, err = b.svc.DeleteGPUClass(b.admin, "b200")
-			wantError(t, err, platform.CodeConflict, "GPU class 'b200' is used by pool nvl, profile b200-one")
+			_, err = b.Svc.DeleteGPUClass(b.Admin, "b200")
+			platformtest.WantError(t, err, platform.CodeConflict, "GPU class 'b200' is used by pool nvl, profile b200-one")
 			b.unchanged(t, before)
-			must(t, second(b.svc.DeleteProfile(b.admin, "b200-one")))
-			must(t, second(b.svc.DeletePool(b.admin, "nvl")))
-			must(t, second(b.svc.DeleteGPUClass(b.admin, "b200")))
+			platformtest.Must(t, second(b.Svc.DeleteProfile(b.Admin, "b200-one")))
+			platformtest.Must(t, second(b.Svc.DeletePool(b.Admin, "nvl")))
+			platformtest.Must(t, second(b.Svc.DeleteGPUClass(b.Admin, "b200")))
 		})
 	})
 
 	t.Run("a connected profile is kept until every policy disconnects it", func(t *testing.T) {
 		t.Parallel()
 		forEachStore(t, func(t *testing.T, b *testBundle) {
-			b.applyExample(t)
+			b.ApplyExample(t)
 			before := b.snapshot(t)
-			_, err := b.svc.DeleteProfile(b.admin, "gpu-eighth")
-			wantError(t, err, platform.CodeConflict, "profile 'gpu-eighth' is connected to the policies of groups ml-research, nlp", "disconnect it first")
+			_, err := b.Svc.DeleteProfile(b.Admin, "gpu-eighth")
+			platformtest.WantError(t, err, platform.CodeConflict, "profile 'gpu-eighth' is connected to the policies of groups ml-research, nlp", "disconnect it first")
 			b.unchanged(t, before)
-			must(t, second(b.svc.DisconnectProfile(b.admin, b.computeResource(t, "ml-research", "GPU eighth").ID)))
-			must(t, second(b.svc.DisconnectProfile(b.admin, b.computeResource(t, "nlp", "GPU eighth").ID)))
-			res, err := b.svc.DeleteProfile(b.admin, "gpu-eighth")
-			must(t, err)
+			platformtest.Must(t, second(b.Svc.DisconnectProfile(b.Admin, b.computeResource(t, "ml-research", "GPU eighth").ID)))
+			platformtest.Must(t, second(b.Svc.DisconnectProfile(b.Admin, b.computeResource(t, "nlp", "GPU eighth").ID)))
+			res, err := b.Svc.DeleteProfile(b.Admin, "gpu-eighth")
+			platformtest.Must(t, err)
 			// The profile leaves onprem-k8s's execution priority too.
 			var got []string
 			for _, c := range res.Changes {
@@ -684,21 +685,21 @@ func TestEstateChanges(t *testing.T) {
 	t.Run("a group with a policy or projects is kept until they go", func(t *testing.T) {
 		t.Parallel()
 		forEachStore(t, func(t *testing.T, b *testBundle) {
-			b.applyExample(t)
+			b.ApplyExample(t)
 			before := b.snapshot(t)
-			_, err := b.svc.DeleteGroup(b.admin, "vision")
-			wantError(t, err, platform.CodeConflict, "group vision has a resource policy; delete the policy first")
+			_, err := b.Svc.DeleteGroup(b.Admin, "vision")
+			platformtest.WantError(t, err, platform.CodeConflict, "group vision has a resource policy; delete the policy first")
 			b.unchanged(t, before)
-			res, err := b.svc.DeletePolicy(b.admin, "vision")
-			must(t, err)
+			res, err := b.Svc.DeletePolicy(b.Admin, "vision")
+			platformtest.Must(t, err)
 			if len(res.Changes) != 5 || res.Changes[3].String() != "update profile one-gpu (queuingOrder)" {
 				t.Fatalf("deleting vision's policy: %v; want its 3 compute resources, its place in one-gpu's queuing priority and the policy", res.Changes)
 			}
-			_, err = b.svc.DeleteGroup(b.admin, "vision")
-			wantError(t, err, platform.CodeConflict, "group vision owns projects vision-detect; move or delete them first")
-			must(t, second(b.svc.DeleteProject(b.admin, "vision-detect")))
-			must(t, second(b.svc.DeleteGroup(b.admin, "vision")))
-			if _, err := b.svc.Group(b.admin, "vision"); platform.ErrorCode(err) != platform.CodeNotFound {
+			_, err = b.Svc.DeleteGroup(b.Admin, "vision")
+			platformtest.WantError(t, err, platform.CodeConflict, "group vision owns projects vision-detect; move or delete them first")
+			platformtest.Must(t, second(b.Svc.DeleteProject(b.Admin, "vision-detect")))
+			platformtest.Must(t, second(b.Svc.DeleteGroup(b.Admin, "vision")))
+			if _, err := b.Svc.Group(b.Admin, "vision"); platform.ErrorCode(err) != platform.CodeNotFound {
 				t.Fatalf("the deleted group reads back: %v", err)
 			}
 		})
@@ -707,27 +708,27 @@ func TestEstateChanges(t *testing.T) {
 	t.Run("a compute resource with tasks is kept and the refusal says why", func(t *testing.T) {
 		t.Parallel()
 		forEachStore(t, func(t *testing.T, b *testBundle) {
-			b.applyExample(t)
+			b.ApplyExample(t)
 			cr := b.computeResource(t, "nlp", "GPU eighth")
-			task := enqueue(t, b, b.admin, "shared-eval", cr.ID, "", nil)
+			task := enqueue(t, b, b.Admin, "shared-eval", cr.ID, "", nil)
 			before := b.snapshot(t)
-			_, err := b.svc.DisconnectProfile(b.admin, cr.ID)
-			wantError(t, err, platform.CodeConflict, "compute resource 'GPU eighth' of group nlp has 1 tasks queued or running", "abort them or let them finish")
-			_, err = b.svc.DeletePolicy(b.admin, "nlp")
-			wantError(t, err, platform.CodeConflict, "compute resource 'GPU eighth' of group nlp has 1 tasks queued or running")
+			_, err := b.Svc.DisconnectProfile(b.Admin, cr.ID)
+			platformtest.WantError(t, err, platform.CodeConflict, "compute resource 'GPU eighth' of group nlp has 1 tasks queued or running", "abort them or let them finish")
+			_, err = b.Svc.DeletePolicy(b.Admin, "nlp")
+			platformtest.WantError(t, err, platform.CodeConflict, "compute resource 'GPU eighth' of group nlp has 1 tasks queued or running")
 			b.unchanged(t, before)
 
-			_, err = b.svc.AbortTask(b.admin, task.ID, "")
-			must(t, err)
+			_, err = b.Svc.AbortTask(b.Admin, task.ID, "")
+			platformtest.Must(t, err)
 			// Once its work has ended the compute resource can go; the
 			// ended task keeps its id for its history.
-			must(t, second(b.svc.DisconnectProfile(b.admin, cr.ID)))
-			got, err := b.svc.Task(b.admin, task.ID)
-			must(t, err)
+			platformtest.Must(t, second(b.Svc.DisconnectProfile(b.Admin, cr.ID)))
+			got, err := b.Svc.Task(b.Admin, task.ID)
+			platformtest.Must(t, err)
 			if got.ComputeResourceID != cr.ID || got.Status != model.TaskAborted {
 				t.Fatalf("the ended task reads back as %+v", got)
 			}
-			if _, err := b.svc.ComputeResource(b.admin, cr.ID); platform.ErrorCode(err) != platform.CodeNotFound {
+			if _, err := b.Svc.ComputeResource(b.Admin, cr.ID); platform.ErrorCode(err) != platform.CodeNotFound {
 				t.Fatalf("the disconnected compute resource reads back: %v", err)
 			}
 		})
@@ -736,10 +737,10 @@ func TestEstateChanges(t *testing.T) {
 	t.Run("a compute resource that never had tasks is disconnected", func(t *testing.T) {
 		t.Parallel()
 		forEachStore(t, func(t *testing.T, b *testBundle) {
-			b.applyExample(t)
+			b.ApplyExample(t)
 			cr := b.computeResource(t, "nlp", "GPU eighth")
-			must(t, second(b.svc.DisconnectProfile(b.admin, cr.ID)))
-			if _, err := b.svc.ComputeResource(b.admin, cr.ID); platform.ErrorCode(err) != platform.CodeNotFound {
+			platformtest.Must(t, second(b.Svc.DisconnectProfile(b.Admin, cr.ID)))
+			if _, err := b.Svc.ComputeResource(b.Admin, cr.ID); platform.ErrorCode(err) != platform.CodeNotFound {
 				t.Fatalf("the disconnected compute resource reads back: %v", err)
 			}
 		})
@@ -748,39 +749,39 @@ func TestEstateChanges(t *testing.T) {
 	t.Run("a project with tasks is kept for their history", func(t *testing.T) {
 		t.Parallel()
 		forEachStore(t, func(t *testing.T, b *testBundle) {
-			b.applyExample(t)
-			task := enqueue(t, b, b.admin, "shared-eval", "1 GPU", "nlp", nil)
-			_, err := b.svc.AbortTask(b.admin, task.ID, "not needed")
-			must(t, err)
+			b.ApplyExample(t)
+			task := enqueue(t, b, b.Admin, "shared-eval", "1 GPU", "nlp", nil)
+			_, err := b.Svc.AbortTask(b.Admin, task.ID, "not needed")
+			platformtest.Must(t, err)
 			before := b.snapshot(t)
-			_, err = b.svc.DeleteProject(b.admin, "shared-eval")
-			wantError(t, err, platform.CodeConflict, "project 'shared-eval' has 1 tasks; a project with tasks is kept for their history")
+			_, err = b.Svc.DeleteProject(b.Admin, "shared-eval")
+			platformtest.WantError(t, err, platform.CodeConflict, "project 'shared-eval' has 1 tasks; a project with tasks is kept for their history")
 			b.unchanged(t, before)
-			must(t, second(b.svc.DeleteProject(b.admin, "vision-detect")))
+			platformtest.Must(t, second(b.Svc.DeleteProject(b.Admin, "vision-detect")))
 		})
 	})
 
 	t.Run("a project with active scoped keys is kept, and the refusal says why; revoked keys go with it", func(t *testing.T) {
 		t.Parallel()
 		forEachStore(t, func(t *testing.T, b *testBundle) {
-			b.applyExample(t)
+			b.ApplyExample(t)
 			// The example's token budget names the project: that goes first.
-			must(t, second(b.svc.DeleteTokenBudget(b.admin, "fraud-models", model.PeriodMonth)))
-			b.user(t, "rita", model.RoleMember, "ml-research")
-			b.key(t, "rita", "fraud-models")
+			platformtest.Must(t, second(b.Svc.DeleteTokenBudget(b.Admin, "fraud-models", model.PeriodMonth)))
+			b.User(t, "rita", model.RoleMember, "ml-research")
+			b.Key(t, "rita", "fraud-models")
 			before := b.snapshot(t)
-			_, err := b.svc.DeleteProject(b.admin, "fraud-models")
-			wantError(t, err, platform.CodeConflict, "project 'fraud-models' has 1 active API keys scoped to it; revoke them first")
+			_, err := b.Svc.DeleteProject(b.Admin, "fraud-models")
+			platformtest.WantError(t, err, platform.CodeConflict, "project 'fraud-models' has 1 active API keys scoped to it; revoke them first")
 			b.unchanged(t, before)
 			// Revoked, the key goes with the project.
-			keys, err := b.svc.APIKeys(b.admin, "rita")
-			must(t, err)
+			keys, err := b.Svc.APIKeys(b.Admin, "rita")
+			platformtest.Must(t, err)
 			for _, k := range keys {
-				must(t, second(b.svc.RevokeAPIKey(b.admin, k.ID)))
+				platformtest.Must(t, second(b.Svc.RevokeAPIKey(b.Admin, k.ID)))
 			}
-			must(t, second(b.svc.DeleteProject(b.admin, "fraud-models")))
-			keys, err = b.svc.APIKeys(b.admin, "rita")
-			must(t, err)
+			platformtest.Must(t, second(b.Svc.DeleteProject(b.Admin, "fraud-models")))
+			keys, err = b.Svc.APIKeys(b.Admin, "rita")
+			platformtest.Must(t, err)
 			for _, k := range keys {
 				if k.ProjectID != "" {
 					t.Fatalf("rita's key scoped to the deleted project is still there: %+v", k)
@@ -792,15 +793,15 @@ func TestEstateChanges(t *testing.T) {
 	t.Run("a missing object is not found", func(t *testing.T) {
 		t.Parallel()
 		forEachStore(t, func(t *testing.T, b *testBundle) {
-			b.applyExample(t)
+			b.ApplyExample(t)
 			for what, err := range map[string]error{
-				"pool":             second(b.svc.UpdatePool(b.admin, "lumi", platform.PoolInput{})),
-				"profile":          second(b.svc.DeleteProfile(b.admin, "ghost")),
-				"class":            second(b.svc.DeleteGPUClass(b.admin, "b200")),
-				"group":            second(b.svc.UpdateGroup(b.admin, "ghosts", platform.GroupInput{})),
-				"policy":           second(b.svc.DeletePolicy(b.admin, "ghosts")),
-				"compute resource": second(b.svc.DisconnectProfile(b.admin, "no-such-id")),
-				"project":          second(b.svc.DeleteProject(b.admin, "ghost")),
+				"pool":             second(b.Svc.UpdatePool(b.Admin, "lumi", platform.PoolInput{})),
+				"profile":          second(b.Svc.DeleteProfile(b.Admin, "ghost")),
+				"class":            second(b.Svc.DeleteGPUClass(b.Admin, "b200")),
+				"group":            second(b.Svc.UpdateGroup(b.Admin, "ghosts", platform.GroupInput{})),
+				"policy":           second(b.Svc.DeletePolicy(b.Admin, "ghosts")),
+				"compute resource": second(b.Svc.DisconnectProfile(b.Admin, "no-such-id")),
+				"project":          second(b.Svc.DeleteProject(b.Admin, "ghost")),
 			} {
 				if platform.ErrorCode(err) != platform.CodeNotFound {
 					t.Errorf("%s: %v (code %s), want NOT_FOUND", what, err, platform.ErrorCode(err))
