@@ -161,7 +161,7 @@ func TestToolsAreListedByRole(t *testing.T) {
 		}
 	})
 	t.Run("without a model caller there is no call_model", func(t *testing.T) {
-		s := mcp.New(mcp.Options{Service: b.svc, Auth: b.auth})
+		s := mcp.New(mcp.Options{Service: b.Svc, Auth: b.Auth})
 		if contains(s.Tools(), "call_model") || !contains(s.Tools(), "list_model_aliases") {
 			t.Fatalf("tools %v", s.Tools())
 		}
@@ -253,7 +253,7 @@ func TestAuthentication(t *testing.T) {
 		})
 	}
 	t.Run("an access token works as well as an API key", func(t *testing.T) {
-		tok, _, err := b.svc.IssueToken(b.signIn(t, b.keys["alice"]))
+		tok, _, err := b.Svc.IssueToken(b.SignIn(t, b.keys["alice"]))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -263,12 +263,12 @@ func TestAuthentication(t *testing.T) {
 		}
 	})
 	t.Run("a revoked key is refused at once", func(t *testing.T) {
-		k, secret, err := b.svc.CreateAPIKey(b.admin, platform.APIKeyInput{Name: "short-lived", User: "vic"})
+		k, secret, err := b.Svc.CreateAPIKey(b.Admin, platform.APIKeyInput{Name: "short-lived", User: "vic"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		connect(t, b.url, secret)
-		if _, err := b.svc.RevokeAPIKey(b.admin, k.ID); err != nil {
+		if _, err := b.Svc.RevokeAPIKey(b.Admin, k.ID); err != nil {
 			t.Fatal(err)
 		}
 		if resp, body := post("Bearer " + secret); resp.StatusCode != http.StatusUnauthorized {
@@ -528,7 +528,7 @@ func TestTheToolsDoWhatTheySay(t *testing.T) {
 
 		t.Run("every call is in the audit trail with channel mcp and the acting user", func(t *testing.T) {
 			var enqueued, reads, refusals int
-			for _, e := range b.auditEntries(t) {
+			for _, e := range b.AuditLog(t) {
 				switch {
 				case e.Action == "task.enqueued" && e.ActorName == "alice":
 					enqueued++
@@ -675,7 +675,7 @@ func TestBadArgumentsAreToolErrors(t *testing.T) {
 	})
 	t.Run("bad arguments are recorded in the audit trail too", func(t *testing.T) {
 		n := 0
-		for _, e := range b.auditEntries(t) {
+		for _, e := range b.AuditLog(t) {
 			if e.Action == platform.ToolCallAction && strings.HasPrefix(e.Detail, "bad arguments: ") && e.ActorName == "alice" && e.Channel == "mcp" {
 				n++
 			}
@@ -702,7 +702,7 @@ func TestAnExhaustedTimeBudgetIsExplained(t *testing.T) {
 	if small == string(doc) {
 		t.Fatal("the example estate no longer gives vision a weekly budget of 2000 h")
 	}
-	if _, err := b.svc.ApplyEstate(b.admin, []byte(small), false); err != nil {
+	if _, err := b.Svc.ApplyEstate(b.Admin, []byte(small), false); err != nil {
 		t.Fatalf("apply: %v", err)
 	}
 	// Both passes in the past, the second two hours after the first, so
@@ -718,7 +718,7 @@ func TestAnExhaustedTimeBudgetIsExplained(t *testing.T) {
 	}
 	passAt := func(at time.Time) {
 		t.Helper()
-		eng := &loop.Loop{State: b.store, Planner: b.svc, Holder: "test", Now: func() time.Time { return at }}
+		eng := &loop.Loop{State: b.Store, Planner: b.Svc, Holder: "test", Now: func() time.Time { return at }}
 		if _, err := eng.PassAll(context.Background()); err != nil {
 			t.Fatalf("engine pass: %v", err)
 		}
