@@ -1,9 +1,7 @@
 package graph
 
 import (
-	"context"
 	"fmt"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -12,7 +10,7 @@ import (
 	"github.com/klique-ai/klique/internal/identity"
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform"
-	"github.com/klique-ai/klique/internal/store/sqlite"
+	"github.com/klique-ai/klique/internal/platform/platformtest"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -154,35 +152,21 @@ func TestPaginate(t *testing.T) {
 // (several keys of one request, or a busy server): every key must come
 // exactly once, newest first.
 func TestAPIKeysPagination(t *testing.T) {
-	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "klique.db"))
-	if err != nil {
-		t.Fatalf("open store: %v", err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	svc := platform.New(platform.Options{Store: st})
-	const token = "graph-test-bootstrap-key-0123456789abcdefghijkl"
-	if _, err := svc.Bootstrap(ctx, token); err != nil {
-		t.Fatalf("bootstrap: %v", err)
-	}
-	p, err := identity.NewAuthenticator(st, nil, nil, nil).Authenticate(ctx, token)
-	if err != nil {
-		t.Fatalf("authenticate: %v", err)
-	}
-	ctx = identity.WithPrincipal(ctx, p)
+	b := platformtest.SQLite(t)
+	ctx := b.Admin
 
 	at := time.Now().UTC().Truncate(time.Microsecond).Add(time.Hour)
 	want := map[string]bool{}
 	for i := 0; i < 5; i++ {
-		k := &model.APIKey{ID: model.NewID(), TenantID: p.TenantID, UserID: p.UserID, Name: fmt.Sprintf("k%d", i),
+		k := &model.APIKey{ID: model.NewID(), TenantID: b.Tenant, UserID: b.AdminID, Name: fmt.Sprintf("k%d", i),
 			Prefix: fmt.Sprintf("klq_%d", i), Hash: identity.HashAPIKey(fmt.Sprintf("secret-%d", i)), CreatedAt: at}
-		if err := st.CreateAPIKey(ctx, k); err != nil {
+		if err := b.Store.CreateAPIKey(ctx, k); err != nil {
 			t.Fatalf("create key: %v", err)
 		}
 		want[k.ID] = true
 	}
 
-	q := &queryResolver{&Resolver{Svc: svc}}
+	q := &queryResolver{&Resolver{Svc: b.Svc}}
 	var got []string
 	var after *string
 	for page := 0; page < 10; page++ {

@@ -1,14 +1,10 @@
 package mcp_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -20,15 +16,10 @@ import (
 
 	"github.com/klique-ai/klique/engine/loop"
 	"github.com/klique-ai/klique/internal/agentapi"
-	"github.com/klique-ai/klique/internal/events"
 	"github.com/klique-ai/klique/internal/identity"
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform"
-	"github.com/klique-ai/klique/internal/store"
-	"github.com/klique-ai/klique/internal/store/pgtest"
-	"github.com/klique-ai/klique/internal/store/postgres"
-	"github.com/klique-ai/klique/internal/store/sqlite"
-	"github.com/klique-ai/klique/internal/vault"
+	"github.com/klique-ai/klique/internal/platform/platformtest"
 	"github.com/klique-ai/klique/mcp"
 )
 
@@ -36,7 +27,8 @@ import (
 const metadataURL = "https://klique.test/.well-known/oauth-protected-resource/mcp"
 
 // testBundle is an MCP server over a platform service with the example
-// estate, on a loopback HTTP server, and the keys of its users:
+// estate (platformtest), on a loopback HTTP server, and the keys of its
+// users:
 //
 //	admin  platform admin
 //	alice  member of ml-research
@@ -44,13 +36,9 @@ const metadataURL = "https://klique.test/.well-known/oauth-protected-resource/mc
 //	vic    member of vision
 //	val    viewer in ml-research
 type testBundle struct {
-	store  store.Store
-	svc    *platform.Service
-	auth   *identity.Authenticator
-	bus    *events.Bus
+	*platformtest.Bundle
 	srv    *mcp.Server
 	url    string
-	admin  context.Context
 	keys   map[string]string
 	models *fakeModels
 }
@@ -59,102 +47,37 @@ type testBundle struct {
 // is set, against PostgreSQL.
 func forEachStore(t *testing.T, fn func(t *testing.T, b *testBundle)) {
 	t.Helper()
-	t.Run("sqlite", func(t *testing.T) {
-		t.Parallel()
-		st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "k.db"))
-		if err != nil {
-			t.Fatalf("open sqlite: %v", err)
-		}
-		fn(t, setup(t, st))
-	})
-	t.Run("postgres", func(t *testing.T) {
-		t.Parallel()
-		st, err := postgres.Open(t.Context(), pgtest.RequirePostgresURL(t))
-		if err != nil {
-			t.Fatalf("open postgres: %v", err)
-		}
-		fn(t, setup(t, st))
-	})
+	platformtest.ForEachStore(t, func(t *testing.T, b *platformtest.Bundle) { fn(t, setup(t, b)) }, bundleOptions...)
 }
 
 // sqliteBundle is a bundle over SQLite, for tests that are not about the
 // store.
 func sqliteBundle(t *testing.T) *testBundle {
 	t.Helper()
-	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "k.db"))
-	if err != nil {
-		t.Fatalf("open sqlite: %v", err)
-	}
-	return setup(t, st)
+	return setup(t, platformtest.SQLite(t, bundleOptions...))
 }
 
-func setup(t *testing.T, st store.Store) *testBundle {
+// bundleOptions give the service an event bus, and fail a test whose
+// server logged an error: mistakes of callers are not server errors.
+var bundleOptions = []platformtest.Option{platformtest.WithEvents(), platformtest.NoErrorLogs()}
+
+func setup(t *testing.T, pb *platformtest.Bundle) *testBundle {
 	t.Helper()
-	t.Cleanup(func() {
-		if err := st.Close(); err != nil {
-			t.Errorf("close store: %v", err)
-		}
-	})
-	ctx := context.Background()
-	signer, err := identity.LoadOrCreateSigner(ctx, st, "https://klique.test", "klique", time.Hour)
-	if err != nil {
-		t.Fatalf("signer: %v", err)
-	}
-	v, err := vault.New(bytes.Repeat([]byte{7}, 32))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &testBundle{store: st, auth: identity.NewAuthenticator(st, signer, nil, nil), bus: events.NewBus(),
-		keys: map[string]string{}, models: &fakeModels{}}
-	logs := &syncBuffer{}
-	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	// Mistakes of callers are not server errors: nothing a test does may
-	// log one.
-	t.Cleanup(func() {
-		if out := logs.String(); strings.Contains(out, "level=ERROR") {
-			t.Errorf("the server logged errors:\n%s", out)
-		}
-	})
-	b.svc = platform.New(platform.Options{Store: st, Auth: b.auth, Events: b.bus, Logger: log, Vault: v})
-	secret, err := b.svc.Bootstrap(ctx, "")
-	if err != nil {
-		t.Fatalf("bootstrap: %v", err)
-	}
-	b.keys["admin"] = secret
-	b.admin = b.signIn(t, secret)
-	doc, err := os.ReadFile(filepath.Join("..", "examples", "estate.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.svc.ApplyEstate(b.admin, doc, false); err != nil {
-		t.Fatalf("apply the example estate: %v", err)
-	}
+	b := &testBundle{Bundle: pb, keys: map[string]string{"admin": pb.AdminSecret}, models: &fakeModels{}}
+	b.ApplyExample(t)
 	for _, u := range []struct {
-		name  string
-		role  model.Role
-		group string
-		lead  bool
+		name, group string
+		role        model.Role
 	}{
-		{"alice", model.RoleMember, "ml-research", false},
-		{"lena", model.RoleMember, "ml-research", true},
-		{"vic", model.RoleMember, "vision", false},
-		{"val", model.RoleViewer, "ml-research", false},
+		{"alice", "ml-research", model.RoleMember},
+		{"lena", "lead:ml-research", model.RoleMember},
+		{"vic", "vision", model.RoleMember},
+		{"val", "ml-research", model.RoleViewer},
 	} {
-		gr := model.GroupRoleMember
-		if u.lead {
-			gr = model.GroupRoleLead
-		}
-		if _, err := b.svc.CreateUser(b.admin, platform.UserInput{Name: &u.name, Role: &u.role,
-			Groups: []platform.GroupGrantInput{{Group: u.group, Role: gr}}}); err != nil {
-			t.Fatalf("create user %s: %v", u.name, err)
-		}
-		_, key, err := b.svc.CreateAPIKey(b.admin, platform.APIKeyInput{Name: "key", User: u.name})
-		if err != nil {
-			t.Fatalf("create key for %s: %v", u.name, err)
-		}
-		b.keys[u.name] = key
+		b.CreateUser(t, u.name, u.role, u.group)
+		b.keys[u.name] = b.CreateKey(t, u.name, "")
 	}
-	b.srv = mcp.New(mcp.Options{Service: b.svc, Auth: b.auth, Models: b.models, ResourceMetadataURL: metadataURL, Log: log})
+	b.srv = mcp.New(mcp.Options{Service: b.Svc, Auth: b.Auth, Models: b.models, ResourceMetadataURL: metadataURL, Log: b.Logger})
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// What the control plane's middleware gives every request.
 		ctx := identity.WithRequestID(platform.WithRequestCache(r.Context()), "test-request")
@@ -163,35 +86,6 @@ func setup(t *testing.T, st store.Store) *testBundle {
 	t.Cleanup(hs.Close)
 	b.url = hs.URL + "/mcp"
 	return b
-}
-
-// syncBuffer is a log the server writes to from many goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// signIn returns a context acting as the owner of an API key, on the CLI
-// channel (set-up, not the channel under test).
-func (b *testBundle) signIn(t *testing.T, secret string) context.Context {
-	t.Helper()
-	p, err := b.auth.Authenticate(context.Background(), secret)
-	if err != nil {
-		t.Fatalf("authenticate: %v", err)
-	}
-	return identity.WithChannel(identity.WithPrincipal(context.Background(), p), identity.ChannelCLI)
 }
 
 // client connects an MCP client as a user, over the protocol the client
@@ -313,7 +207,7 @@ func refused(t *testing.T, c *client.Client, tool string, args map[string]any) s
 // pass runs one engine pass.
 func (b *testBundle) pass(t *testing.T) {
 	t.Helper()
-	eng := &loop.Loop{State: b.store, Planner: b.svc, Holder: "test"}
+	eng := &loop.Loop{State: b.Store, Planner: b.Svc, Holder: "test"}
 	if _, err := eng.PassAll(context.Background()); err != nil {
 		t.Fatalf("engine pass: %v", err)
 	}
@@ -328,21 +222,21 @@ type worker struct {
 
 func (b *testBundle) worker(t *testing.T) *worker {
 	t.Helper()
-	_, secret, err := b.svc.CreateWorkerCredential(b.admin, "onprem-k8s", "rack-1")
+	_, secret, err := b.Svc.CreateWorkerCredential(b.Admin, "onprem-k8s", "rack-1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	wi, err := b.svc.AuthenticateWorker(context.Background(), secret)
+	wi, err := b.Svc.AuthenticateWorker(context.Background(), secret)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := identity.WithWorker(context.Background(), wi)
-	reg, err := b.svc.RegisterWorker(ctx, agentapi.RegisterRequest{Hostname: "gpu-host-1", GPUs: []agentapi.GPU{{Index: 0}, {Index: 1}},
+	reg, err := b.Svc.RegisterWorker(ctx, agentapi.RegisterRequest{Hostname: "gpu-host-1", GPUs: []agentapi.GPU{{Index: 0}, {Index: 1}},
 		Version: "test", Mode: agentapi.ModeProcess})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &worker{ctx: ctx, id: reg.WorkerID, svc: b.svc}
+	return &worker{ctx: ctx, id: reg.WorkerID, svc: b.Svc}
 }
 
 // run claims the next placed task, prints lines, reports metrics and ends
@@ -377,16 +271,6 @@ func (w *worker) run(t *testing.T, lines []string, metrics map[string]float64, s
 		}
 	}
 	return a.TaskID
-}
-
-// auditEntries lists the audit trail, newest first.
-func (b *testBundle) auditEntries(t *testing.T) []*model.AuditEntry {
-	t.Helper()
-	es, err := b.svc.AuditLog(b.admin, platform.AuditFilter{}, platform.Page{Limit: 500})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return es
 }
 
 // fakeModels stands in for the gateway: it answers chat completions and

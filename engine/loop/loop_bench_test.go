@@ -11,6 +11,7 @@ import (
 
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform"
+	"github.com/klique-ai/klique/internal/platform/platformtest"
 	"github.com/klique-ai/klique/internal/store"
 	"github.com/klique-ai/klique/internal/store/pgtest"
 	"github.com/klique-ai/klique/internal/store/postgres"
@@ -64,8 +65,8 @@ func BenchmarkEndToEnd(b *testing.B) {
 
 func benchEndToEnd(b *testing.B, st store.Store) {
 	const groups, callers = 10, 4
-	w := newWorld(b, st)
-	w.clock.now = time.Now()
+	w := newWorld(b, platformtest.New(b, st, worldOptions...))
+	w.Clock.Set(time.Now())
 	w.loop.Now = nil // real time
 	w.apply(bigEstate(groups))
 	members := make([]context.Context, groups)
@@ -104,7 +105,7 @@ func benchEndToEnd(b *testing.B, st store.Store) {
 					return
 				}
 				g := int(i) % groups
-				if _, err := w.svc.EnqueueTask(members[g], platform.EnqueueInput{Name: "t", Project: "bench", ComputeResource: "1 GPU", Spec: spec}); err != nil {
+				if _, err := w.Svc.EnqueueTask(members[g], platform.EnqueueInput{Name: "t", Project: "bench", ComputeResource: "1 GPU", Spec: spec}); err != nil {
 					errs <- err
 					return
 				}

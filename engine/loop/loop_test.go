@@ -2,216 +2,23 @@ package loop_test
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/klique-ai/klique/engine/loop"
-	"github.com/klique-ai/klique/internal/agentapi"
 	"github.com/klique-ai/klique/internal/events"
-	"github.com/klique-ai/klique/internal/identity"
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform"
+	"github.com/klique-ai/klique/internal/platform/platformtest"
 	"github.com/klique-ai/klique/internal/store"
-	"github.com/klique-ai/klique/internal/store/pgtest"
-	"github.com/klique-ai/klique/internal/store/postgres"
-	"github.com/klique-ai/klique/internal/store/sqlite"
 )
-
-// clock is a settable clock shared by the platform service and the loop.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
-// world is a control plane without HTTP: a store, the platform service, the
-// engine loop on a fake clock, and users to act as.
-type world struct {
-	t     testing.TB
-	store store.Store
-	svc   *platform.Service
-	auth  *identity.Authenticator
-	loop  *loop.Loop
-	bus   *events.Bus
-	clock *clock
-	admin context.Context
-}
-
-func forEachStore(t *testing.T, fn func(t *testing.T, w *world)) {
-	t.Run("sqlite", func(t *testing.T) {
-		t.Parallel()
-		st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "k.db"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		fn(t, newWorld(t, st))
-	})
-	t.Run("postgres", func(t *testing.T) {
-		t.Parallel()
-		st, err := postgres.Open(t.Context(), pgtest.RequirePostgresURL(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		fn(t, newWorld(t, st))
-	})
-}
-
-// A Wednesday, so that a weekly budget period runs until Monday.
-var start = time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC)
-
-func newWorld(t testing.TB, st store.Store) *world {
-	t.Helper()
-	t.Cleanup(func() { _ = st.Close() })
-	ctx := context.Background()
-	signer, err := identity.LoadOrCreateSigner(ctx, st, "https://klique.test", "klique", time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &clock{now: start}
-	w := &world{t: t, store: st, clock: c, bus: events.NewBus(), auth: identity.NewAuthenticator(st, signer, nil, c.Now)}
-	w.svc = platform.New(platform.Options{Store: st, Auth: w.auth, Events: w.bus, Now: c.Now})
-	secret, err := w.svc.Bootstrap(ctx, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.admin = w.signIn(secret)
-	w.loop = &loop.Loop{State: st, Planner: w.svc, Now: c.Now, Holder: "test"}
-	return w
-}
-
-func (w *world) signIn(secret string) context.Context {
-	w.t.Helper()
-	p, err := w.auth.Authenticate(context.Background(), secret)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	return identity.WithChannel(identity.WithPrincipal(context.Background(), p), identity.ChannelCLI)
-}
-
-func (w *world) apply(doc string) {
-	w.t.Helper()
-	if _, err := w.svc.ApplyEstate(w.admin, []byte(doc), false); err != nil {
-		w.t.Fatal(err)
-	}
-}
-
-// member creates a member of group and signs in as them.
-func (w *world) member(name, group string) context.Context {
-	w.t.Helper()
-	role := model.RoleMember
-	if _, err := w.svc.CreateUser(w.admin, platform.UserInput{Name: &name, Role: &role,
-		Groups: []platform.GroupGrantInput{{Group: group, Role: model.GroupRoleMember}}}); err != nil {
-		w.t.Fatal(err)
-	}
-	_, secret, err := w.svc.CreateAPIKey(w.admin, platform.APIKeyInput{User: name})
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	return w.signIn(secret)
-}
-
-func (w *world) enqueue(as context.Context, resource, project string, n int) []*model.Task {
-	w.t.Helper()
-	var out []*model.Task
-	for i := 0; i < n; i++ {
-		task, err := w.svc.EnqueueTask(as, platform.EnqueueInput{Name: "train", Project: project, ComputeResource: resource,
-			Spec: model.TaskSpec{Command: []string{"python", "train.py"}}})
-		if err != nil {
-			w.t.Fatal(err)
-		}
-		out = append(out, task)
-	}
-	return out
-}
-
-func (w *world) pass() loop.Report {
-	w.t.Helper()
-	reports, err := w.loop.PassAll(context.Background())
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	if len(reports) != 1 {
-		w.t.Fatalf("%d reports, want one per tenant", len(reports))
-	}
-	return reports[0]
-}
-
-func (w *world) task(id string) *model.Task {
-	w.t.Helper()
-	t, err := w.svc.Task(w.admin, id)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	return t
-}
-
-// consistent checks the rule that makes the ledger lose nothing: every task
-// holding capacity has exactly one open ledger interval, and no other task
-// has one.
-func (w *world) consistent(tenantID string) {
-	w.t.Helper()
-	open, err := w.store.ListPlacements(context.Background(), tenantID, store.PlacementFilter{OpenOnly: true})
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	held, err := w.store.ListSchedulable(context.Background(), tenantID, 0)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	openBy := map[string]int{}
-	for _, p := range open {
-		openBy[p.TaskID]++
-	}
-	for _, h := range held {
-		if openBy[h.ID] != 1 {
-			w.t.Fatalf("task %s holds capacity with %d open ledger intervals", h.ID, openBy[h.ID])
-		}
-		delete(openBy, h.ID)
-	}
-	for id := range openBy {
-		w.t.Fatalf("task %s holds no capacity but has an open ledger interval", id)
-	}
-}
-
-const smallEstate = `apiVersion: klique/v1
-kind: Estate
-gpuClasses:
-  - {name: h100, memoryGb: 80, pricePerGpuHour: 2}
-pools:
-  - {name: p1, kind: kubernetes, capacity: 4, gpuClass: h100}
-  - {name: p2, kind: cloud, capacity: 2, gpuClass: h100}
-profiles:
-  - {name: one-gpu, size: 1, pools: [p1, p2]}
-groups:
-  - {name: A}
-  - {name: B}
-policies:
-  - group: A
-    reservation: 2
-    limit: 6
-    computeResources: [{name: 1 GPU, profile: one-gpu}]
-  - group: B
-    reservation: 2
-    limit: 6
-    computeResources: [{name: 1 GPU, profile: one-gpu}]
-projects:
-  - {name: research}
-`
 
 func TestLoopPlacesAndRecordsEveryPlacement(t *testing.T) {
 	forEachStore(t, func(t *testing.T, w *world) {
 		w.apply(smallEstate)
 		alice := w.member("alice", "A")
-		sub := w.bus.Subscribe(64, func(e events.Event) bool { return e.Kind == "task.placed" })
+		sub := w.Bus.Subscribe(64, func(e events.Event) bool { return e.Kind == "task.placed" })
 		defer sub.Close()
 		tasks := w.enqueue(alice, "1 GPU", "research", 7)
 
@@ -232,7 +39,7 @@ func TestLoopPlacesAndRecordsEveryPlacement(t *testing.T) {
 			t.Fatalf("placed on pools %v", byPool)
 		}
 		last := w.task(tasks[6].ID)
-		reason, err := w.svc.TaskReason(alice, last)
+		reason, err := w.Svc.TaskReason(alice, last)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -241,7 +48,7 @@ func TestLoopPlacesAndRecordsEveryPlacement(t *testing.T) {
 		}
 		w.consistent(first.TenantID)
 
-		open, err := w.store.ListPlacements(context.Background(), first.TenantID, store.PlacementFilter{TaskID: first.ID})
+		open, err := w.Store.ListPlacements(context.Background(), first.TenantID, store.PlacementFilter{TaskID: first.ID})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -249,7 +56,7 @@ func TestLoopPlacesAndRecordsEveryPlacement(t *testing.T) {
 			open[0].PoolName != "p1" || open[0].GPUClassName != "h100" || open[0].PriceMicros != 2_000_000 || open[0].ComputeResourceName != "1 GPU" {
 			t.Fatalf("ledger interval %+v", open)
 		}
-		entries, err := w.svc.AuditLog(w.admin, platform.AuditFilter{ObjectID: first.ID}, store.Page{})
+		entries, err := w.Svc.AuditLog(w.Admin, platform.AuditFilter{ObjectID: first.ID}, store.Page{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -268,8 +75,8 @@ func TestLoopPlacesAndRecordsEveryPlacement(t *testing.T) {
 		}
 
 		// An hour and a half later the ledger holds 9 GPU-hours.
-		w.clock.Add(90 * time.Minute)
-		rows, err := w.svc.Usage(w.admin, platform.UsageQuery{From: start.Add(-time.Hour), To: start.Add(24 * time.Hour), By: []string{store.ByUser}})
+		w.Clock.Add(90 * time.Minute)
+		rows, err := w.Svc.Usage(w.Admin, platform.UsageQuery{From: start.Add(-time.Hour), To: start.Add(24 * time.Hour), By: []string{store.ByUser}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -278,7 +85,7 @@ func TestLoopPlacesAndRecordsEveryPlacement(t *testing.T) {
 		}
 		// Aborting a placed task closes its interval and frees its GPU: the
 		// waiting task is placed on the next pass.
-		if _, err := w.svc.AbortTask(alice, first.ID, "done early"); err != nil {
+		if _, err := w.Svc.AbortTask(alice, first.ID, "done early"); err != nil {
 			t.Fatal(err)
 		}
 		w.consistent(first.TenantID)
@@ -297,7 +104,7 @@ func TestLoopReclaimsBorrowedWorkAndRequeuesItInOrder(t *testing.T) {
 		if rep := w.pass(); rep.Placed != 6 {
 			t.Fatalf("B borrowed %d, want all 6 GPUs", rep.Placed)
 		}
-		w.clock.Add(time.Minute)
+		w.Clock.Add(time.Minute)
 		as := w.enqueue(alice, "1 GPU", "research", 2)
 		rep := w.pass()
 		if rep.Preempted != 2 || rep.Placed != 2 {
@@ -319,14 +126,14 @@ func TestLoopReclaimsBorrowedWorkAndRequeuesItInOrder(t *testing.T) {
 		}
 		// Back at the front in their old order, with the reason.
 		for i, r := range requeued {
-			pos, err := w.svc.TaskPosition(bob, r)
+			pos, err := w.Svc.TaskPosition(bob, r)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if pos != i+1 {
 				t.Fatalf("requeued task %d at position %d", i, pos)
 			}
-			reason, err := w.svc.TaskReason(bob, r)
+			reason, err := w.Svc.TaskReason(bob, r)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -334,7 +141,7 @@ func TestLoopReclaimsBorrowedWorkAndRequeuesItInOrder(t *testing.T) {
 				t.Fatalf("reason %q", reason)
 			}
 		}
-		intervals, err := w.store.ListPlacements(context.Background(), requeued[0].TenantID, store.PlacementFilter{TaskID: requeued[0].ID})
+		intervals, err := w.Store.ListPlacements(context.Background(), requeued[0].TenantID, store.PlacementFilter{TaskID: requeued[0].ID})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -344,7 +151,7 @@ func TestLoopReclaimsBorrowedWorkAndRequeuesItInOrder(t *testing.T) {
 		w.consistent(requeued[0].TenantID)
 		// B holds exactly its reservation of 2 plus what is left: nothing
 		// is taken below a reservation, and A is within its own.
-		views, err := w.svc.PolicyViews(w.admin, "")
+		views, err := w.Svc.PolicyViews(w.Admin, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -387,8 +194,8 @@ func TestLoopTimeBudgets(t *testing.T) {
 			t.Fatalf("placed %d", rep.Placed)
 		}
 		// An hour on: 2 budget hours used, burning 2 per hour.
-		w.clock.Add(time.Hour)
-		views, err := w.svc.PolicyViews(vic, "V")
+		w.Clock.Add(time.Hour)
+		views, err := w.Svc.PolicyViews(vic, "V")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -398,17 +205,17 @@ func TestLoopTimeBudgets(t *testing.T) {
 			t.Fatalf("budget view %+v", b)
 		}
 		// The engine disabled for an hour charges nothing.
-		if _, err := w.svc.SetEngineEnabled(w.admin, false); err != nil {
+		if _, err := w.Svc.SetEngineEnabled(w.Admin, false); err != nil {
 			t.Fatal(err)
 		}
 		if rep := w.pass(); !rep.Disabled || rep.Placed != 0 {
 			t.Fatalf("disabled pass %+v", rep)
 		}
-		w.clock.Add(time.Hour)
-		if _, err := w.svc.SetEngineEnabled(w.admin, true); err != nil {
+		w.Clock.Add(time.Hour)
+		if _, err := w.Svc.SetEngineEnabled(w.Admin, true); err != nil {
 			t.Fatal(err)
 		}
-		views, err = w.svc.PolicyViews(vic, "V")
+		views, err = w.Svc.PolicyViews(vic, "V")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -417,8 +224,8 @@ func TestLoopTimeBudgets(t *testing.T) {
 		}
 		// Another hour: 4 of 4 used. The pass preempts both, newest first,
 		// and the reason names the budget and its reset.
-		w.clock.Add(time.Hour)
-		alerts := w.bus.Subscribe(8, func(e events.Event) bool { return e.Kind == "budget.alert" })
+		w.Clock.Add(time.Hour)
+		alerts := w.Bus.Subscribe(8, func(e events.Event) bool { return e.Kind == "budget.alert" })
 		defer alerts.Close()
 		rep := w.pass()
 		if rep.Preempted != 2 {
@@ -428,18 +235,18 @@ func TestLoopTimeBudgets(t *testing.T) {
 		if got.Status != model.TaskQueued || !strings.Contains(got.Reason, "time budget used up") || !strings.Contains(got.Reason, "resets Monday 2026-11-30 00:00 UTC") {
 			t.Fatalf("task %s: %q", got.Status, got.Reason)
 		}
-		reason, err := w.svc.TaskReason(vic, got)
+		reason, err := w.Svc.TaskReason(vic, got)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !strings.Contains(reason, "group V has used its weekly time budget of 4 h") {
 			t.Fatalf("waiting reason %q", reason)
 		}
-		cr, err := w.svc.ComputeResource(vic, got.ComputeResourceID)
+		cr, err := w.Svc.ComputeResource(vic, got.ComputeResourceID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if over, err := w.svc.OverBudget(vic, cr); err != nil || !over {
+		if over, err := w.Svc.OverBudget(vic, cr); err != nil || !over {
 			t.Fatalf("over budget = %v, %v", over, err)
 		}
 		if rep := w.pass(); rep.Placed != 0 {
@@ -460,7 +267,7 @@ func TestLoopTimeBudgets(t *testing.T) {
 			t.Fatalf("a second alert %+v", e)
 		default:
 		}
-		trail, err := w.svc.AuditLog(w.admin, platform.AuditFilter{ObjectKind: "resource_policy"}, store.Page{})
+		trail, err := w.Svc.AuditLog(w.Admin, platform.AuditFilter{ObjectKind: "resource_policy"}, store.Page{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -474,7 +281,7 @@ func TestLoopTimeBudgets(t *testing.T) {
 			t.Fatalf("budget alerts in the audit trail: %q", raised)
 		}
 		// The next week starts on Monday: the budget is back and work runs.
-		w.clock.Add(5 * 24 * time.Hour)
+		w.Clock.Add(5 * 24 * time.Hour)
 		if rep := w.pass(); rep.Placed != 2 {
 			t.Fatalf("placed %d after the reset", rep.Placed)
 		}
@@ -487,7 +294,7 @@ func TestOnlyTheLeaseHolderRunsPasses(t *testing.T) {
 		w.apply(smallEstate)
 		alice := w.member("alice", "A")
 		w.enqueue(alice, "1 GPU", "research", 1)
-		other := &loop.Loop{State: w.store, Planner: w.svc, Now: w.clock.Now, Holder: "other replica"}
+		other := &loop.Loop{State: w.Store, Planner: w.Svc, Now: w.Clock.Now, Holder: "other replica"}
 		if rep := w.pass(); rep.Placed != 1 {
 			t.Fatalf("leader placed %d", rep.Placed)
 		}
@@ -497,7 +304,7 @@ func TestOnlyTheLeaseHolderRunsPasses(t *testing.T) {
 			t.Fatalf("a replica without the lease ran %d passes (%v)", len(reports), err)
 		}
 		// When the leader stops renewing, the lease passes on.
-		w.clock.Add(time.Minute)
+		w.Clock.Add(time.Minute)
 		reports, err = other.PassAll(context.Background())
 		if err != nil || len(reports) != 1 || reports[0].Placed != 1 {
 			t.Fatalf("after the lease expired: %+v, %v", reports, err)
@@ -506,16 +313,12 @@ func TestOnlyTheLeaseHolderRunsPasses(t *testing.T) {
 }
 
 func TestRunWakesOnEnqueueAndStops(t *testing.T) {
-	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "k.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := newWorld(t, st)
-	w.clock = &clock{now: time.Now()}
-	w.loop = &loop.Loop{State: st, Planner: w.svc, Interval: time.Hour, Holder: "run"}
+	w := newWorld(t, platformtest.SQLite(t, worldOptions...))
+	w.Clock.Set(time.Now())
+	w.loop = &loop.Loop{State: w.Store, Planner: w.Svc, Interval: time.Hour, Holder: "run"}
 	w.apply(smallEstate)
 	alice := w.member("alice", "A")
-	sub := w.bus.Subscribe(16, loop.WakeOn)
+	sub := w.Bus.Subscribe(16, loop.WakeOn)
 	go func() {
 		for range sub.C {
 			w.loop.Wake()
@@ -539,145 +342,6 @@ func TestRunWakesOnEnqueueAndStops(t *testing.T) {
 	sub.Close()
 }
 
-// worker registers a worker daemon of a pool and returns its context and id.
-func (w *world) worker(pool, host string) (context.Context, string) {
-	w.t.Helper()
-	_, secret, err := w.svc.CreateWorkerCredential(w.admin, pool, host)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	wk, err := w.svc.AuthenticateWorker(context.Background(), secret)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	ctx := identity.WithWorker(context.Background(), wk)
-	reg, err := w.svc.RegisterWorker(ctx, agentapi.RegisterRequest{Hostname: host, Version: "test", Mode: "process",
-		GPUs: []agentapi.GPU{{Index: 0}, {Index: 1}, {Index: 2}, {Index: 3}}})
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	return ctx, reg.WorkerID
-}
-
-func TestLostWorkersRequeueTheirTasksThenFailThem(t *testing.T) {
-	forEachStore(t, func(t *testing.T, w *world) {
-		w.apply(smallEstate)
-		alice := w.member("alice", "A")
-		task := w.enqueue(alice, "1 GPU", "research", 1)[0]
-		wctx, wid := w.worker("p1", "gpu-01")
-		if rep := w.pass(); rep.Placed != 1 {
-			t.Fatalf("first pass placed %d", rep.Placed)
-		}
-		for attempt := 1; attempt <= loop.DefaultMaxRetries+1; attempt++ {
-			a, err := w.svc.ClaimTask(wctx, agentapi.ClaimRequest{WorkerID: wid, FreeGPUs: 4})
-			if err != nil || a == nil || a.TaskID != task.ID || a.Attempt != attempt {
-				t.Fatalf("claim %d: %+v, %v", attempt, a, err)
-			}
-			// The worker goes silent for longer than its lease. The next
-			// pass reaps the attempt before it reads the queues, so the
-			// requeued task (at the front, with a retry counted) is placed
-			// again in that same pass.
-			w.clock.Add(platform.DefaultLease + time.Second)
-			rep := w.pass()
-			got := w.task(task.ID)
-			if attempt <= loop.DefaultMaxRetries {
-				if rep.Placed != 1 || got.Status != model.TaskPlaced || got.Run.Retries != attempt {
-					t.Fatalf("after losing attempt %d: placed %d, %s, %d retries", attempt, rep.Placed, got.Status, got.Run.Retries)
-				}
-				trail, err := w.svc.AuditLog(w.admin, platform.AuditFilter{ObjectID: task.ID}, store.Page{Limit: 50})
-				if err != nil {
-					t.Fatal(err)
-				}
-				requeued := 0
-				for _, e := range trail {
-					if e.Action == "task.requeued" && strings.Contains(e.Detail, "worker lost") {
-						requeued++
-					}
-				}
-				if requeued != attempt {
-					t.Fatalf("after losing attempt %d: %d requeue entries in the audit trail", attempt, requeued)
-				}
-			} else if rep.Placed != 0 || got.Status != model.TaskFailed || !strings.Contains(got.Reason, "worker lost (4 times; the limit is 3 retries)") {
-				t.Fatalf("after the last retry: placed %d, %s %q", rep.Placed, got.Status, got.Reason)
-			}
-			// The worker comes back: its heartbeat tells it to stop, and its
-			// report about the lost attempt is refused.
-			hb, err := w.svc.Heartbeat(wctx, agentapi.HeartbeatRequest{WorkerID: wid, Tasks: []agentapi.TaskHeartbeat{{TaskID: task.ID, Attempt: attempt}}})
-			if err != nil || len(hb.Commands) != 1 || hb.Commands[0].Action != agentapi.ActionStop {
-				t.Fatalf("heartbeat after the loss: %+v, %v", hb, err)
-			}
-			err = w.svc.FinishTask(wctx, task.ID, agentapi.FinishRequest{Attempt: attempt, State: agentapi.StateCompleted})
-			if platform.ErrorCode(err) != platform.CodeConflict {
-				t.Fatalf("a report about the lost attempt: %v", err)
-			}
-			w.consistent(task.TenantID)
-		}
-	})
-}
-
-func TestWithNoRetriesALostWorkerFailsItsTask(t *testing.T) {
-	forEachStore(t, func(t *testing.T, w *world) {
-		w.loop.MaxRetries = loop.NoRetries
-		w.apply(smallEstate)
-		alice := w.member("alice", "A")
-		task := w.enqueue(alice, "1 GPU", "research", 1)[0]
-		wctx, wid := w.worker("p1", "gpu-01")
-		w.pass()
-		if a, err := w.svc.ClaimTask(wctx, agentapi.ClaimRequest{WorkerID: wid, FreeGPUs: 1}); err != nil || a == nil {
-			t.Fatalf("claim: %+v, %v", a, err)
-		}
-		w.clock.Add(platform.DefaultLease + time.Second)
-		w.pass()
-		got := w.task(task.ID)
-		if got.Status != model.TaskFailed || !strings.Contains(got.Reason, "worker lost (once; the limit is 0 retries)") {
-			t.Fatalf("%s %q", got.Status, got.Reason)
-		}
-		w.consistent(task.TenantID)
-	})
-}
-
-func TestPreemptingARunningTaskStopsItOnItsWorker(t *testing.T) {
-	forEachStore(t, func(t *testing.T, w *world) {
-		// One pool only, so the GPUs A's guarantee needs can come from
-		// nowhere but B's running, borrowed work.
-		onePool := strings.Replace(smallEstate, "  - {name: p2, kind: cloud, capacity: 2, gpuClass: h100}\n", "", 1)
-		w.apply(strings.Replace(onePool, "pools: [p1, p2]", "pools: [p1]", 1))
-		alice, bob := w.member("alice", "A"), w.member("bob", "B")
-		wctx, wid := w.worker("p1", "gpu-01")
-		w.enqueue(bob, "1 GPU", "research", 4)
-		w.pass()
-		var heartbeats []agentapi.TaskHeartbeat
-		for i := 0; i < 4; i++ {
-			a, err := w.svc.ClaimTask(wctx, agentapi.ClaimRequest{WorkerID: wid, FreeGPUs: 4})
-			if err != nil || a == nil {
-				t.Fatalf("claim %d: %+v %v", i, a, err)
-			}
-			heartbeats = append(heartbeats, agentapi.TaskHeartbeat{TaskID: a.TaskID, Attempt: a.Attempt})
-		}
-		w.clock.Add(time.Minute)
-		w.enqueue(alice, "1 GPU", "research", 2)
-		if rep := w.pass(); rep.Preempted != 2 {
-			t.Fatalf("report %+v: want B's 2 borrowed GPUs reclaimed", rep)
-		}
-		hb, err := w.svc.Heartbeat(wctx, agentapi.HeartbeatRequest{WorkerID: wid, Tasks: heartbeats})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(hb.Commands) != 2 {
-			t.Fatalf("%d stop commands, want 2: %+v", len(hb.Commands), hb.Commands)
-		}
-		for _, c := range hb.Commands {
-			if c.Action != agentapi.ActionStop || c.State != agentapi.StatePreempted || !strings.Contains(c.Reason, "reclaimed by group A") {
-				t.Fatalf("command %+v", c)
-			}
-			if got := w.task(c.TaskID); got.Status != model.TaskQueued || got.PoolID != "" {
-				t.Fatalf("preempted task %s is %s on %q", c.TaskID, got.Status, got.PoolID)
-			}
-		}
-		w.consistent(w.task(heartbeats[0].TaskID).TenantID)
-	})
-}
-
 // A pass whose snapshot was read before an admin disabled the engine must
 // not place what it decided: once SetEngineEnabled(false) has returned,
 // nothing is placed. The loop's clock lags the service's here, as a pass
@@ -686,11 +350,11 @@ func TestADisableDuringAPassPlacesNothing(t *testing.T) {
 	forEachStore(t, func(t *testing.T, w *world) {
 		w.apply(smallEstate)
 		alice := w.member("alice", "A")
-		if _, err := w.svc.SetEngineEnabled(w.admin, false); err != nil {
+		if _, err := w.Svc.SetEngineEnabled(w.Admin, false); err != nil {
 			t.Fatal(err)
 		}
 		tasks := w.enqueue(alice, "1 GPU", "research", 2)
-		w.loop.Now = func() time.Time { return w.clock.Now().Add(-time.Second) }
+		w.loop.Now = func() time.Time { return w.Clock.Now().Add(-time.Second) }
 		rep := w.pass()
 		if !rep.Disabled || rep.Placed != 0 {
 			t.Fatalf("pass that began before the disable: %+v, want disabled with nothing placed", rep)
@@ -700,17 +364,17 @@ func TestADisableDuringAPassPlacesNothing(t *testing.T) {
 				t.Fatalf("task %s is %s after a disable, want QUEUED", tk.ID, got.Status)
 			}
 		}
-		reason, err := w.svc.TaskReason(alice, w.task(tasks[0].ID))
+		reason, err := w.Svc.TaskReason(alice, w.task(tasks[0].ID))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !strings.Contains(reason, "engine is disabled") {
 			t.Fatalf("head task's reason %q, want it to say the engine is disabled", reason)
 		}
-		if _, err := w.svc.SetEngineEnabled(w.admin, true); err != nil {
+		if _, err := w.Svc.SetEngineEnabled(w.Admin, true); err != nil {
 			t.Fatal(err)
 		}
-		w.loop.Now = w.clock.Now
+		w.loop.Now = w.Clock.Now
 		if rep := w.pass(); rep.Disabled || rep.Placed != 2 {
 			t.Fatalf("pass after enabling again: %+v, want both placed", rep)
 		}

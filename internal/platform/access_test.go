@@ -8,6 +8,7 @@ import (
 
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform"
+	"github.com/klique-ai/klique/internal/platform/platformtest"
 	"github.com/klique-ai/klique/internal/store"
 )
 
@@ -17,27 +18,27 @@ func TestAccess(t *testing.T) {
 	t.Run("members, leads, viewers and project-scoped admins cannot change the allocation model", func(t *testing.T) {
 		t.Parallel()
 		forEachStore(t, func(t *testing.T, b *testBundle) {
-			b.applyExample(t)
+			b.ApplyExample(t)
 			ps := b.people(t)
-			scopedAdmin := b.key(t, "admin", "shared-eval")
+			scopedAdmin := b.Key(t, "admin", "shared-eval")
 			callers := map[string]context.Context{"member": ps.rita, "lead": ps.lead, "viewer": ps.viewer, "scoped admin": scopedAdmin}
 			ops := map[string]func(ctx context.Context) error{
 				"create a pool": func(ctx context.Context) error {
-					return second(b.svc.CreatePool(ctx, platform.PoolInput{Name: ptr("x"), Kind: ptr(model.PoolSlurm), CapacityGPUs: ptr(1), GPUClass: ptr("h100")}))
+					return second(b.Svc.CreatePool(ctx, platform.PoolInput{Name: ptr("x"), Kind: ptr(model.PoolSlurm), CapacityGPUs: ptr(1), GPUClass: ptr("h100")}))
 				},
 				"change a policy": func(ctx context.Context) error {
-					return second(b.svc.UpdatePolicy(ctx, "ml-research", platform.PolicyInput{LimitGPUs: ptr(100)}))
+					return second(b.Svc.UpdatePolicy(ctx, "ml-research", platform.PolicyInput{LimitGPUs: ptr(100)}))
 				},
 				"connect a profile": func(ctx context.Context) error {
-					return second(b.svc.ConnectProfile(ctx, platform.ConnectInput{Policy: "ml-research", Profile: "one-gpu", Name: ptr("x")}))
+					return second(b.Svc.ConnectProfile(ctx, platform.ConnectInput{Policy: "ml-research", Profile: "one-gpu", Name: ptr("x")}))
 				},
-				"delete a project": func(ctx context.Context) error { return second(b.svc.DeleteProject(ctx, "fraud-models")) },
+				"delete a project": func(ctx context.Context) error { return second(b.Svc.DeleteProject(ctx, "fraud-models")) },
 				"apply an estate file": func(ctx context.Context) error {
-					return second(b.svc.ApplyEstate(ctx, exampleYAML(t), false))
+					return second(b.Svc.ApplyEstate(ctx, platformtest.ExampleEstate(t), false))
 				},
-				"export the estate": func(ctx context.Context) error { return second(b.svc.ExportEstate(ctx)) },
+				"export the estate": func(ctx context.Context) error { return second(b.Svc.ExportEstate(ctx)) },
 				"read the audit trail": func(ctx context.Context) error {
-					return second(b.svc.AuditLog(ctx, platform.AuditFilter{}, store.Page{}))
+					return second(b.Svc.AuditLog(ctx, platform.AuditFilter{}, store.Page{}))
 				},
 			}
 			before := b.snapshot(t)
@@ -64,51 +65,51 @@ func TestAccess(t *testing.T) {
 	t.Run("a viewer cannot enqueue, abort or clone", func(t *testing.T) {
 		t.Parallel()
 		forEachStore(t, func(t *testing.T, b *testBundle) {
-			b.applyExample(t)
+			b.ApplyExample(t)
 			ps := b.people(t)
 			task := enqueue(t, b, ps.rita, "fraud-models", "1 GPU", "", nil)
-			_, err := b.svc.EnqueueTask(ps.viewer, platform.EnqueueInput{Name: "x", Project: "fraud-models", ComputeResource: "1 GPU",
+			_, err := b.Svc.EnqueueTask(ps.viewer, platform.EnqueueInput{Name: "x", Project: "fraud-models", ComputeResource: "1 GPU",
 				Spec: model.TaskSpec{Command: []string{"true"}}})
-			wantError(t, err, platform.CodeForbidden, "a viewer cannot enqueue tasks")
+			platformtest.WantError(t, err, platform.CodeForbidden, "a viewer cannot enqueue tasks")
 			// The viewer sees the group's task but may not stop it.
-			if _, err := b.svc.Task(ps.viewer, task.ID); err != nil {
+			if _, err := b.Svc.Task(ps.viewer, task.ID); err != nil {
 				t.Fatalf("a viewer in the group cannot see its task: %v", err)
 			}
-			_, err = b.svc.AbortTask(ps.viewer, task.ID, "")
-			wantError(t, err, platform.CodeForbidden, "only the task's owner, a lead of its group or an admin can abort task 'train'")
-			_, err = b.svc.CloneTask(ps.viewer, task.ID, platform.CloneInput{})
-			wantError(t, err, platform.CodeForbidden, "a viewer cannot enqueue tasks")
+			_, err = b.Svc.AbortTask(ps.viewer, task.ID, "")
+			platformtest.WantError(t, err, platform.CodeForbidden, "only the task's owner, a lead of its group or an admin can abort task 'train'")
+			_, err = b.Svc.CloneTask(ps.viewer, task.ID, platform.CloneInput{})
+			platformtest.WantError(t, err, platform.CodeForbidden, "a viewer cannot enqueue tasks")
 		})
 	})
 
 	t.Run("a member enqueues only on the compute resources of their groups", func(t *testing.T) {
 		t.Parallel()
 		forEachStore(t, func(t *testing.T, b *testBundle) {
-			b.applyExample(t)
+			b.ApplyExample(t)
 			ps := b.people(t)
 			visionEight := b.computeResource(t, "vision", "8 GPUs")
 			try := func(ctx context.Context, project, cr, group string) error {
-				_, err := b.svc.EnqueueTask(ctx, platform.EnqueueInput{Name: "t", Project: project, ComputeResource: cr, Group: group,
+				_, err := b.Svc.EnqueueTask(ctx, platform.EnqueueInput{Name: "t", Project: project, ComputeResource: cr, Group: group,
 					Spec: model.TaskSpec{Command: []string{"true"}}})
 				return err
 			}
-			auditBefore := len(b.auditLog(t))
+			auditBefore := len(b.AuditLog(t))
 
-			wantError(t, try(ps.vic, "vision-detect", "multi-node training", ""), platform.CodeForbidden,
+			platformtest.WantError(t, try(ps.vic, "vision-detect", "multi-node training", ""), platform.CodeForbidden,
 				"the compute resource 'multi-node training' is not open to group vision")
-			wantError(t, try(ps.rita, "shared-eval", visionEight.ID, ""), platform.CodeForbidden,
+			platformtest.WantError(t, try(ps.rita, "shared-eval", visionEight.ID, ""), platform.CodeForbidden,
 				"the compute resource '8 GPUs' is not open to group ml-research")
-			wantError(t, try(ps.nobody, "shared-eval", "1 GPU", ""), platform.CodeForbidden,
+			platformtest.WantError(t, try(ps.nobody, "shared-eval", "1 GPU", ""), platform.CodeForbidden,
 				"the compute resource '1 GPU' is not open to you", "you are in no group; ask an admin to add you to one")
-			wantError(t, try(ps.rita, "shared-eval", "1 GPU", "vision"), platform.CodeForbidden, "you are not in group vision")
-			wantError(t, try(ps.rita, "vision-detect", "1 GPU", ""), platform.CodeForbidden,
+			platformtest.WantError(t, try(ps.rita, "shared-eval", "1 GPU", "vision"), platform.CodeForbidden, "you are not in group vision")
+			platformtest.WantError(t, try(ps.rita, "vision-detect", "1 GPU", ""), platform.CodeForbidden,
 				"project 'vision-detect' belongs to group vision, which you are not in")
-			wantError(t, try(ps.both, "fraud-models", "1 GPU", "vision"), platform.CodeForbidden,
+			platformtest.WantError(t, try(ps.both, "fraud-models", "1 GPU", "vision"), platform.CodeForbidden,
 				"project 'fraud-models' belongs to group ml-research, and compute resource '1 GPU' is group vision's; use a compute resource of group ml-research")
-			wantError(t, try(ps.rita, "shared-eval", "2 GPUs", ""), platform.CodeNotFound, "no compute resource '2 GPUs' is open to you")
-			wantError(t, try(ps.rita, "", "1 GPU", ""), platform.CodeInvalid, "say which project the task belongs to")
-			wantError(t, try(ps.rita, "shared-eval", " ", ""), platform.CodeInvalid, "say which compute resource")
-			if n := len(b.auditLog(t)); n != auditBefore {
+			platformtest.WantError(t, try(ps.rita, "shared-eval", "2 GPUs", ""), platform.CodeNotFound, "no compute resource '2 GPUs' is open to you")
+			platformtest.WantError(t, try(ps.rita, "", "1 GPU", ""), platform.CodeInvalid, "say which project the task belongs to")
+			platformtest.WantError(t, try(ps.rita, "shared-eval", " ", ""), platform.CodeInvalid, "say which compute resource")
+			if n := len(b.AuditLog(t)); n != auditBefore {
 				t.Fatalf("refused enqueues wrote %d audit entries", n-auditBefore)
 			}
 
@@ -125,17 +126,17 @@ func TestAccess(t *testing.T) {
 	t.Run("a member sees their groups' tasks and their own, not other groups'", func(t *testing.T) {
 		t.Parallel()
 		forEachStore(t, func(t *testing.T, b *testBundle) {
-			b.applyExample(t)
+			b.ApplyExample(t)
 			ps := b.people(t)
 			ritas := enqueue(t, b, ps.rita, "fraud-models", "1 GPU", "", nil)
 			leads := enqueue(t, b, ps.lead, "shared-eval", "half GPU", "", nil)
 			vics := enqueue(t, b, ps.vic, "vision-detect", "1 GPU", "", nil)
-			nlps := enqueue(t, b, b.admin, "shared-eval", "1 GPU", "nlp", nil)
+			nlps := enqueue(t, b, b.Admin, "shared-eval", "1 GPU", "nlp", nil)
 
 			ids := func(ctx context.Context, f platform.TaskListFilter) []string {
 				t.Helper()
-				ts, err := b.svc.Tasks(ctx, f, store.Page{})
-				must(t, err)
+				ts, err := b.Svc.Tasks(ctx, f, store.Page{})
+				platformtest.Must(t, err)
 				var out []string
 				for _, tk := range ts {
 					out = append(out, tk.ID)
@@ -148,7 +149,7 @@ func TestAccess(t *testing.T) {
 			if got, want := ids(ps.both, platform.TaskListFilter{}), []string{vics.ID, leads.ID, ritas.ID}; !slices.Equal(got, want) {
 				t.Errorf("bo sees %v, want ml-research's and vision's %v", got, want)
 			}
-			if got, want := ids(b.admin, platform.TaskListFilter{}), []string{nlps.ID, vics.ID, leads.ID, ritas.ID}; !slices.Equal(got, want) {
+			if got, want := ids(b.Admin, platform.TaskListFilter{}), []string{nlps.ID, vics.ID, leads.ID, ritas.ID}; !slices.Equal(got, want) {
 				t.Errorf("the admin sees %v, want all %v", got, want)
 			}
 			if got := ids(ps.nobody, platform.TaskListFilter{}); len(got) != 0 {
@@ -158,17 +159,17 @@ func TestAccess(t *testing.T) {
 				t.Errorf("rita's own: %v, want %v", got, want)
 			}
 			for _, id := range []string{vics.ID, nlps.ID} {
-				_, err := b.svc.Task(ps.rita, id)
-				wantError(t, err, platform.CodeNotFound, "no task '"+id+"'")
+				_, err := b.Svc.Task(ps.rita, id)
+				platformtest.WantError(t, err, platform.CodeNotFound, "no task '"+id+"'")
 			}
 			// A group filter names only groups the caller sees.
-			_, err := b.svc.Tasks(ps.rita, platform.TaskListFilter{Group: "vision"}, store.Page{})
-			wantError(t, err, platform.CodeNotFound, "no group 'vision'")
+			_, err := b.Svc.Tasks(ps.rita, platform.TaskListFilter{Group: "vision"}, store.Page{})
+			platformtest.WantError(t, err, platform.CodeNotFound, "no group 'vision'")
 
 			// Their own task stays theirs after they leave the group; the
 			// group's other tasks do not.
-			must(t, b.svc.RemoveGroupMember(b.admin, "ml-research", "rita"))
-			rita := b.key(t, "rita", "")
+			platformtest.Must(t, b.Svc.RemoveGroupMember(b.Admin, "ml-research", "rita"))
+			rita := b.Key(t, "rita", "")
 			if got, want := ids(rita, platform.TaskListFilter{}), []string{ritas.ID}; !slices.Equal(got, want) {
 				t.Errorf("after leaving ml-research rita sees %v, want her own %v", got, want)
 			}
@@ -178,10 +179,10 @@ func TestAccess(t *testing.T) {
 	t.Run("a member sees their groups' part of the allocation model", func(t *testing.T) {
 		t.Parallel()
 		forEachStore(t, func(t *testing.T, b *testBundle) {
-			b.applyExample(t)
+			b.ApplyExample(t)
 			ps := b.people(t)
-			e, err := b.svc.Estate(ps.vic)
-			must(t, err)
+			e, err := b.Svc.Estate(ps.vic)
+			platformtest.Must(t, err)
 			if len(e.Pools) != 4 || len(e.Profiles) != 6 || len(e.GPUClasses) != 2 {
 				t.Errorf("pools, profiles and classes are open to every user: %d, %d, %d", len(e.Pools), len(e.Profiles), len(e.GPUClasses))
 			}
@@ -195,119 +196,119 @@ func TestAccess(t *testing.T) {
 			if strings.Join(projects, ",") != "shared-eval,vision-detect" {
 				t.Errorf("vic sees projects %v", projects)
 			}
-			_, err = b.svc.Policy(ps.vic, "nlp")
-			wantError(t, err, platform.CodeNotFound, "no resource policy 'nlp'")
-			_, err = b.svc.ComputeResource(ps.vic, b.computeResource(t, "nlp", "1 GPU").ID)
-			wantError(t, err, platform.CodeNotFound)
-			_, err = b.svc.EstateWarnings(ps.vic)
-			wantError(t, err, platform.CodeForbidden, "only a tenant admin can read estate warnings")
+			_, err = b.Svc.Policy(ps.vic, "nlp")
+			platformtest.WantError(t, err, platform.CodeNotFound, "no resource policy 'nlp'")
+			_, err = b.Svc.ComputeResource(ps.vic, b.computeResource(t, "nlp", "1 GPU").ID)
+			platformtest.WantError(t, err, platform.CodeNotFound)
+			_, err = b.Svc.EstateWarnings(ps.vic)
+			platformtest.WantError(t, err, platform.CodeForbidden, "only a tenant admin can read estate warnings")
 		})
 	})
 
 	t.Run("a group lead can abort a member's task and a member cannot abort another's", func(t *testing.T) {
 		t.Parallel()
 		forEachStore(t, func(t *testing.T, b *testBundle) {
-			b.applyExample(t)
+			b.ApplyExample(t)
 			ps := b.people(t)
 			task := enqueue(t, b, ps.rita, "fraud-models", "1 GPU", "", nil)
-			_, err := b.svc.AbortTask(ps.both, task.ID, "")
-			wantError(t, err, platform.CodeForbidden, "only the task's owner, a lead of its group or an admin can abort task 'train'")
-			_, err = b.svc.AbortTask(ps.vic, task.ID, "")
-			wantError(t, err, platform.CodeNotFound, "no task '"+task.ID+"'")
+			_, err := b.Svc.AbortTask(ps.both, task.ID, "")
+			platformtest.WantError(t, err, platform.CodeForbidden, "only the task's owner, a lead of its group or an admin can abort task 'train'")
+			_, err = b.Svc.AbortTask(ps.vic, task.ID, "")
+			platformtest.WantError(t, err, platform.CodeNotFound, "no task '"+task.ID+"'")
 
-			aborted, err := b.svc.AbortTask(ps.lead, task.ID, "  wrong data  ")
-			must(t, err)
+			aborted, err := b.Svc.AbortTask(ps.lead, task.ID, "  wrong data  ")
+			platformtest.Must(t, err)
 			if aborted.Status != model.TaskAborted || aborted.Reason != "aborted by lena: wrong data" || aborted.FinishedAt == nil {
 				t.Fatalf("aborted task %+v", aborted)
 			}
-			got, err := b.svc.Task(ps.rita, task.ID)
-			must(t, err)
+			got, err := b.Svc.Task(ps.rita, task.ID)
+			platformtest.Must(t, err)
 			if got.Status != model.TaskAborted || got.Reason != aborted.Reason {
 				t.Fatalf("task read back as %s %q", got.Status, got.Reason)
 			}
-			last := b.auditLog(t)[0]
+			last := b.AuditLog(t)[0]
 			if last.Action != "task.aborted" || last.ActorID != userID(ps.lead) || last.ObjectID != task.ID || last.Detail != aborted.Reason {
 				t.Fatalf("audit entry %+v", last)
 			}
 
 			// A lead of another group cannot; the owner can.
-			other := b.user(t, "olga", model.RoleMember, "lead:vision", "ml-research")
+			other := b.User(t, "olga", model.RoleMember, "lead:vision", "ml-research")
 			own := enqueue(t, b, ps.rita, "fraud-models", "1 GPU", "", nil)
-			_, err = b.svc.AbortTask(other, own.ID, "")
-			wantError(t, err, platform.CodeForbidden)
-			must(t, second(b.svc.AbortTask(ps.rita, own.ID, "")))
+			_, err = b.Svc.AbortTask(other, own.ID, "")
+			platformtest.WantError(t, err, platform.CodeForbidden)
+			platformtest.Must(t, second(b.Svc.AbortTask(ps.rita, own.ID, "")))
 		})
 	})
 
 	t.Run("a project-scoped key sees and acts on that project only", func(t *testing.T) {
 		t.Parallel()
 		forEachStore(t, func(t *testing.T, b *testBundle) {
-			b.applyExample(t)
+			b.ApplyExample(t)
 			ps := b.people(t)
-			scoped := b.key(t, "rita", "fraud-models")
+			scoped := b.Key(t, "rita", "fraud-models")
 			shared := enqueue(t, b, ps.rita, "shared-eval", "1 GPU", "", nil)
 
 			// The project comes from the key when the task names none.
 			inProject := enqueue(t, b, scoped, "", "1 GPU", "", nil)
-			project, err := b.svc.Project(b.admin, "fraud-models")
-			must(t, err)
+			project, err := b.Svc.Project(b.Admin, "fraud-models")
+			platformtest.Must(t, err)
 			if inProject.ProjectID != project.ID {
 				t.Fatalf("task in project %s, want fraud-models %s", inProject.ProjectID, project.ID)
 			}
-			_, err = b.svc.EnqueueTask(scoped, platform.EnqueueInput{Name: "t", Project: "shared-eval", ComputeResource: "1 GPU",
+			_, err = b.Svc.EnqueueTask(scoped, platform.EnqueueInput{Name: "t", Project: "shared-eval", ComputeResource: "1 GPU",
 				Spec: model.TaskSpec{Command: []string{"true"}}})
-			wantError(t, err, platform.CodeForbidden, "this credential is scoped to another project and cannot put work in project 'shared-eval'")
+			platformtest.WantError(t, err, platform.CodeForbidden, "this credential is scoped to another project and cannot put work in project 'shared-eval'")
 
-			ts, err := b.svc.Tasks(scoped, platform.TaskListFilter{}, store.Page{})
-			must(t, err)
+			ts, err := b.Svc.Tasks(scoped, platform.TaskListFilter{}, store.Page{})
+			platformtest.Must(t, err)
 			if len(ts) != 1 || ts[0].ID != inProject.ID {
 				t.Fatalf("the scoped key lists %d tasks, want only %s", len(ts), inProject.ID)
 			}
-			ts, err = b.svc.Tasks(scoped, platform.TaskListFilter{Project: "shared-eval"}, store.Page{})
+			ts, err = b.Svc.Tasks(scoped, platform.TaskListFilter{Project: "shared-eval"}, store.Page{})
 			if err == nil && len(ts) > 0 {
 				t.Fatalf("the scoped key lists another project's tasks: %v", ts)
 			}
 			for what, err := range map[string]error{
-				"read":  second(b.svc.Task(scoped, shared.ID)),
-				"abort": second(b.svc.AbortTask(scoped, shared.ID, "")),
-				"clone": second(b.svc.CloneTask(scoped, shared.ID, platform.CloneInput{})),
+				"read":  second(b.Svc.Task(scoped, shared.ID)),
+				"abort": second(b.Svc.AbortTask(scoped, shared.ID, "")),
+				"clone": second(b.Svc.CloneTask(scoped, shared.ID, platform.CloneInput{})),
 			} {
 				if platform.ErrorCode(err) != platform.CodeNotFound {
 					t.Errorf("the scoped key may %s another project's task: %v", what, err)
 				}
 			}
-			e, err := b.svc.Estate(scoped)
-			must(t, err)
+			e, err := b.Svc.Estate(scoped)
+			platformtest.Must(t, err)
 			if len(e.Projects) != 1 || e.Projects[0].Name != "fraud-models" {
 				t.Errorf("the scoped key sees projects %v", e.Projects)
 			}
-			_, _, err = b.svc.CreateAPIKey(scoped, platform.APIKeyInput{Name: "more"})
-			wantError(t, err, platform.CodeForbidden, "a credential scoped to a project cannot create API keys")
-			_, err = b.svc.SetGroupMember(b.key(t, "lena", "fraud-models"), "ml-research", "nod", model.GroupRoleMember)
-			wantError(t, err, platform.CodeForbidden, "only a tenant admin or a lead of group ml-research can change its members")
+			_, _, err = b.Svc.CreateAPIKey(scoped, platform.APIKeyInput{Name: "more"})
+			platformtest.WantError(t, err, platform.CodeForbidden, "a credential scoped to a project cannot create API keys")
+			_, err = b.Svc.SetGroupMember(b.Key(t, "lena", "fraud-models"), "ml-research", "nod", model.GroupRoleMember)
+			platformtest.WantError(t, err, platform.CodeForbidden, "only a tenant admin or a lead of group ml-research can change its members")
 		})
 	})
 
 	t.Run("users of another tenant get NOT_FOUND for every object of this tenant", func(t *testing.T) {
 		t.Parallel()
 		forEachStore(t, func(t *testing.T, b *testBundle) {
-			b.applyExample(t)
+			b.ApplyExample(t)
 			ps := b.people(t)
 			task := enqueue(t, b, ps.rita, "fraud-models", "1 GPU", "", nil)
-			ritaKey, _, err := b.svc.CreateAPIKey(b.admin, platform.APIKeyInput{Name: "k", User: "rita"})
-			must(t, err)
+			ritaKey, _, err := b.Svc.CreateAPIKey(b.Admin, platform.APIKeyInput{Name: "k", User: "rita"})
+			platformtest.Must(t, err)
 
-			nt, err := b.svc.CreateTenant(b.admin, "acme", "Acme Corp", "root")
-			must(t, err)
-			acmeAdmin := b.signIn(t, nt.Secret)
-			_, err = b.svc.CreateUser(acmeAdmin, platform.UserInput{Name: ptr("mia")})
-			must(t, err)
-			_, secret, err := b.svc.CreateAPIKey(acmeAdmin, platform.APIKeyInput{Name: "k", User: "mia"})
-			must(t, err)
-			acmeMember := b.signIn(t, secret)
+			nt, err := b.Svc.CreateTenant(b.Admin, "acme", "Acme Corp", "root")
+			platformtest.Must(t, err)
+			acmeAdmin := b.SignIn(t, nt.Secret)
+			_, err = b.Svc.CreateUser(acmeAdmin, platform.UserInput{Name: ptr("mia")})
+			platformtest.Must(t, err)
+			_, secret, err := b.Svc.CreateAPIKey(acmeAdmin, platform.APIKeyInput{Name: "k", User: "mia"})
+			platformtest.Must(t, err)
+			acmeMember := b.SignIn(t, secret)
 
-			e, err := b.svc.Estate(b.admin)
-			must(t, err)
+			e, err := b.Svc.Estate(b.Admin)
+			platformtest.Must(t, err)
 			pool, prof, class := e.PoolByName("onprem-k8s"), e.ProfileByName("multi-node-2x8"), e.GPUClassByName("a100-80gb")
 			group, project := e.GroupByName("ml-research"), e.ProjectByName("fraud-models")
 			policy := e.PolicyOfGroup(group.ID)
@@ -316,42 +317,42 @@ func TestAccess(t *testing.T) {
 
 			for who, ctx := range map[string]context.Context{"admin": acmeAdmin, "member": acmeMember} {
 				ops := map[string]error{
-					"Pool":                    second(b.svc.Pool(ctx, pool.ID)),
-					"Profile":                 second(b.svc.Profile(ctx, prof.ID)),
-					"GPUClass":                second(b.svc.GPUClass(ctx, class.ID)),
-					"Group":                   second(b.svc.Group(ctx, group.ID)),
-					"Policy":                  second(b.svc.Policy(ctx, policy.ID)),
-					"Project":                 second(b.svc.Project(ctx, project.ID)),
-					"ComputeResource":         second(b.svc.ComputeResource(ctx, cr.ID)),
-					"QueuedTasks":             second(b.svc.QueuedTasks(ctx, cr.ID)),
-					"Task":                    second(b.svc.Task(ctx, task.ID)),
-					"AbortTask":               second(b.svc.AbortTask(ctx, task.ID, "")),
-					"CloneTask":               second(b.svc.CloneTask(ctx, task.ID, platform.CloneInput{})),
-					"EnqueueTask":             second(b.svc.EnqueueTask(ctx, platform.EnqueueInput{Name: "t", Project: project.ID, ComputeResource: cr.ID, Spec: model.TaskSpec{Command: []string{"x"}}})),
-					"Tasks by resource":       second(b.svc.Tasks(ctx, platform.TaskListFilter{ComputeResource: cr.ID}, store.Page{})),
-					"Tasks by project":        second(b.svc.Tasks(ctx, platform.TaskListFilter{Project: project.ID}, store.Page{})),
-					"Tasks by group":          second(b.svc.Tasks(ctx, platform.TaskListFilter{Group: group.ID}, store.Page{})),
-					"GroupMembers":            second(b.svc.GroupMembers(ctx, group.ID)),
-					"User":                    second(b.svc.User(ctx, userID(ps.rita))),
-					"Tenant":                  second(b.svc.Tenant(ctx, b.tenant)),
-					"RevokeAPIKey":            second(b.svc.RevokeAPIKey(ctx, ritaKey.ID)),
-					"SetGroupMember":          second(b.svc.SetGroupMember(ctx, group.ID, "mia", model.GroupRoleMember)),
-					"RemoveGroupMember":       b.svc.RemoveGroupMember(ctx, group.ID, "mia"),
-					"CreateAPIKey in project": second2(b.svc.CreateAPIKey(ctx, platform.APIKeyInput{Name: "k", Project: project.ID})),
+					"Pool":                    second(b.Svc.Pool(ctx, pool.ID)),
+					"Profile":                 second(b.Svc.Profile(ctx, prof.ID)),
+					"GPUClass":                second(b.Svc.GPUClass(ctx, class.ID)),
+					"Group":                   second(b.Svc.Group(ctx, group.ID)),
+					"Policy":                  second(b.Svc.Policy(ctx, policy.ID)),
+					"Project":                 second(b.Svc.Project(ctx, project.ID)),
+					"ComputeResource":         second(b.Svc.ComputeResource(ctx, cr.ID)),
+					"QueuedTasks":             second(b.Svc.QueuedTasks(ctx, cr.ID)),
+					"Task":                    second(b.Svc.Task(ctx, task.ID)),
+					"AbortTask":               second(b.Svc.AbortTask(ctx, task.ID, "")),
+					"CloneTask":               second(b.Svc.CloneTask(ctx, task.ID, platform.CloneInput{})),
+					"EnqueueTask":             second(b.Svc.EnqueueTask(ctx, platform.EnqueueInput{Name: "t", Project: project.ID, ComputeResource: cr.ID, Spec: model.TaskSpec{Command: []string{"x"}}})),
+					"Tasks by resource":       second(b.Svc.Tasks(ctx, platform.TaskListFilter{ComputeResource: cr.ID}, store.Page{})),
+					"Tasks by project":        second(b.Svc.Tasks(ctx, platform.TaskListFilter{Project: project.ID}, store.Page{})),
+					"Tasks by group":          second(b.Svc.Tasks(ctx, platform.TaskListFilter{Group: group.ID}, store.Page{})),
+					"GroupMembers":            second(b.Svc.GroupMembers(ctx, group.ID)),
+					"User":                    second(b.Svc.User(ctx, userID(ps.rita))),
+					"Tenant":                  second(b.Svc.Tenant(ctx, b.Tenant)),
+					"RevokeAPIKey":            second(b.Svc.RevokeAPIKey(ctx, ritaKey.ID)),
+					"SetGroupMember":          second(b.Svc.SetGroupMember(ctx, group.ID, "mia", model.GroupRoleMember)),
+					"RemoveGroupMember":       b.Svc.RemoveGroupMember(ctx, group.ID, "mia"),
+					"CreateAPIKey in project": second2(b.Svc.CreateAPIKey(ctx, platform.APIKeyInput{Name: "k", Project: project.ID})),
 				}
 				if who == "admin" {
-					ops["UpdatePool"] = second(b.svc.UpdatePool(ctx, pool.ID, platform.PoolInput{CapacityGPUs: ptr(1)}))
-					ops["DeletePool"] = second(b.svc.DeletePool(ctx, pool.ID))
-					ops["UpdateProfile"] = second(b.svc.UpdateProfile(ctx, prof.ID, platform.ProfileInput{}))
-					ops["DeleteGPUClass"] = second(b.svc.DeleteGPUClass(ctx, class.ID))
-					ops["UpdateGroup"] = second(b.svc.UpdateGroup(ctx, group.ID, platform.GroupInput{}))
-					ops["DeletePolicy"] = second(b.svc.DeletePolicy(ctx, policy.ID))
-					ops["UpdateComputeResource"] = second(b.svc.UpdateComputeResource(ctx, cr.ID, platform.ComputeResourceInput{Name: ptr("x")}))
-					ops["DisconnectProfile"] = second(b.svc.DisconnectProfile(ctx, cr.ID))
-					ops["DeleteProject"] = second(b.svc.DeleteProject(ctx, project.ID))
-					ops["UpdateUser"] = second(b.svc.UpdateUser(ctx, userID(ps.rita), platform.UserInput{Disabled: ptr(true)}))
-					ops["APIKeys"] = second(b.svc.APIKeys(ctx, userID(ps.rita)))
-					ops["AuditLog"] = second(b.svc.AuditLog(ctx, platform.AuditFilter{Actor: b.adminID}, store.Page{}))
+					ops["UpdatePool"] = second(b.Svc.UpdatePool(ctx, pool.ID, platform.PoolInput{CapacityGPUs: ptr(1)}))
+					ops["DeletePool"] = second(b.Svc.DeletePool(ctx, pool.ID))
+					ops["UpdateProfile"] = second(b.Svc.UpdateProfile(ctx, prof.ID, platform.ProfileInput{}))
+					ops["DeleteGPUClass"] = second(b.Svc.DeleteGPUClass(ctx, class.ID))
+					ops["UpdateGroup"] = second(b.Svc.UpdateGroup(ctx, group.ID, platform.GroupInput{}))
+					ops["DeletePolicy"] = second(b.Svc.DeletePolicy(ctx, policy.ID))
+					ops["UpdateComputeResource"] = second(b.Svc.UpdateComputeResource(ctx, cr.ID, platform.ComputeResourceInput{Name: ptr("x")}))
+					ops["DisconnectProfile"] = second(b.Svc.DisconnectProfile(ctx, cr.ID))
+					ops["DeleteProject"] = second(b.Svc.DeleteProject(ctx, project.ID))
+					ops["UpdateUser"] = second(b.Svc.UpdateUser(ctx, userID(ps.rita), platform.UserInput{Disabled: ptr(true)}))
+					ops["APIKeys"] = second(b.Svc.APIKeys(ctx, userID(ps.rita)))
+					ops["AuditLog"] = second(b.Svc.AuditLog(ctx, platform.AuditFilter{Actor: b.AdminID}, store.Page{}))
 				}
 				for op, err := range ops {
 					if code := platform.ErrorCode(err); code != platform.CodeNotFound {
@@ -364,21 +365,21 @@ func TestAccess(t *testing.T) {
 						}
 					}
 				}
-				ts, err := b.svc.Tasks(ctx, platform.TaskListFilter{}, store.Page{})
-				must(t, err)
-				ae, err := b.svc.Estate(ctx)
-				must(t, err)
+				ts, err := b.Svc.Tasks(ctx, platform.TaskListFilter{}, store.Page{})
+				platformtest.Must(t, err)
+				ae, err := b.Svc.Estate(ctx)
+				platformtest.Must(t, err)
 				if len(ts) != 0 || len(ae.Pools)+len(ae.Groups)+len(ae.Projects)+len(ae.ComputeResources) != 0 {
 					t.Errorf("%s of acme sees %d tasks and part of default's estate", who, len(ts))
 				}
 			}
 			// Nothing of default's changed, and rita's key still works.
-			got, err := b.svc.Task(b.key(t, "rita", ""), task.ID)
-			must(t, err)
+			got, err := b.Svc.Task(b.Key(t, "rita", ""), task.ID)
+			platformtest.Must(t, err)
 			if got.Status != model.TaskQueued {
 				t.Fatalf("rita's task is %s", got.Status)
 			}
-			if _, err := b.auth.Authenticate(t.Context(), "x"); err == nil {
+			if _, err := b.Auth.Authenticate(t.Context(), "x"); err == nil {
 				t.Fatal("a made-up key authenticates")
 			}
 		})

@@ -9,6 +9,7 @@ import (
 	"github.com/klique-ai/klique/internal/estate"
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform"
+	"github.com/klique-ai/klique/internal/platform/platformtest"
 	"github.com/klique-ai/klique/internal/store"
 )
 
@@ -18,7 +19,7 @@ func TestConcurrency(t *testing.T) {
 	t.Run("twenty tasks enqueued at once all land with distinct, increasing queue sequence numbers", func(t *testing.T) {
 		t.Parallel()
 		forEachStore(t, func(t *testing.T, b *testBundle) {
-			b.applyExample(t)
+			b.ApplyExample(t)
 			ps := b.people(t)
 			const n = 20
 			tasks := make([]*model.Task, n)
@@ -32,7 +33,7 @@ func TestConcurrency(t *testing.T) {
 				}
 				wg.Go(func() {
 					<-start
-					tasks[i], errs[i] = b.svc.EnqueueTask(who, platform.EnqueueInput{Name: "t", Project: "fraud-models", ComputeResource: "1 GPU",
+					tasks[i], errs[i] = b.Svc.EnqueueTask(who, platform.EnqueueInput{Name: "t", Project: "fraud-models", ComputeResource: "1 GPU",
 						Spec: model.TaskSpec{Command: []string{"true"}}})
 				})
 			}
@@ -55,14 +56,14 @@ func TestConcurrency(t *testing.T) {
 			}
 			// Each task's place in line follows its sequence number.
 			for _, task := range tasks {
-				pos, err := b.svc.TaskPosition(b.admin, task)
-				must(t, err)
+				pos, err := b.Svc.TaskPosition(b.Admin, task)
+				platformtest.Must(t, err)
 				if want := slices.Index(seqs, task.QueueSeq) + 1; pos != want {
 					t.Errorf("task with seq %d is at %d, want %d", task.QueueSeq, pos, want)
 				}
 			}
-			listed, err := b.svc.Tasks(ps.rita, platform.TaskListFilter{}, store.Page{})
-			must(t, err)
+			listed, err := b.Svc.Tasks(ps.rita, platform.TaskListFilter{}, store.Page{})
+			platformtest.Must(t, err)
 			if len(listed) != n {
 				t.Fatalf("%d tasks listed, want %d", len(listed), n)
 			}
@@ -72,7 +73,7 @@ func TestConcurrency(t *testing.T) {
 				}
 			}
 			enqueued := 0
-			for _, e := range b.auditLog(t) {
+			for _, e := range b.AuditLog(t) {
 				if e.Action == "task.enqueued" {
 					enqueued++
 				}
@@ -86,15 +87,15 @@ func TestConcurrency(t *testing.T) {
 	t.Run("ten applies of the example at once end with one estate", func(t *testing.T) {
 		t.Parallel()
 		forEachStore(t, func(t *testing.T, b *testBundle) {
-			concurrentApplies(t, b, []*platform.Service{b.svc})
+			concurrentApplies(t, b, []*platform.Service{b.Svc})
 		})
 	})
 
 	t.Run("ten applies of the example at once through two replicas end with one estate", func(t *testing.T) {
 		t.Parallel()
 		forEachStore(t, func(t *testing.T, b *testBundle) {
-			replica := platform.New(platform.Options{Store: b.store, Auth: b.auth, Logger: slog.New(b.logs)})
-			concurrentApplies(t, b, []*platform.Service{b.svc, replica})
+			replica := platform.New(platform.Options{Store: b.Store, Auth: b.Auth, Logger: slog.New(b.Logs)})
+			concurrentApplies(t, b, []*platform.Service{b.Svc, replica})
 		})
 	})
 }
@@ -105,7 +106,7 @@ func TestConcurrency(t *testing.T) {
 func concurrentApplies(t *testing.T, b *testBundle, services []*platform.Service) {
 	t.Helper()
 	const n = 10
-	doc := exampleYAML(t)
+	doc := platformtest.ExampleEstate(t)
 	results := make([]*platform.EstateResult, n)
 	errs := make([]error, n)
 	start := make(chan struct{})
@@ -114,7 +115,7 @@ func concurrentApplies(t *testing.T, b *testBundle, services []*platform.Service
 		svc := services[i%len(services)]
 		wg.Go(func() {
 			<-start
-			results[i], errs[i] = svc.ApplyEstate(b.admin, doc, false)
+			results[i], errs[i] = svc.ApplyEstate(b.Admin, doc, false)
 		})
 	}
 	close(start)
@@ -137,8 +138,8 @@ func concurrentApplies(t *testing.T, b *testBundle, services []*platform.Service
 		t.Errorf("%d applies created the estate, want exactly 1", created)
 	}
 
-	e, err := b.svc.Estate(b.admin)
-	must(t, err)
+	e, err := b.Svc.Estate(b.Admin)
+	platformtest.Must(t, err)
 	counts := map[string]int{
 		"classes": len(e.GPUClasses), "pools": len(e.Pools), "profiles": len(e.Profiles), "groups": len(e.Groups),
 		"policies": len(e.Policies), "compute resources": len(e.ComputeResources), "projects": len(e.Projects),
@@ -153,7 +154,7 @@ func concurrentApplies(t *testing.T, b *testBundle, services []*platform.Service
 		t.Errorf("the estate left behind is not valid: %v", err)
 	}
 	estateEntries := 0
-	for _, a := range b.auditLog(t) {
+	for _, a := range b.AuditLog(t) {
 		switch a.ObjectKind {
 		case estate.KindGPUClass, estate.KindPool, estate.KindProfile, estate.KindGroup, estate.KindPolicy, estate.KindComputeResource, estate.KindProject:
 			estateEntries++
@@ -166,8 +167,8 @@ func concurrentApplies(t *testing.T, b *testBundle, services []*platform.Service
 	if estateEntries != exampleObjects {
 		t.Errorf("%d audit entries for estate objects, want %d", estateEntries, exampleObjects)
 	}
-	res, err := b.svc.ApplyEstate(b.admin, doc, false)
-	must(t, err)
+	res, err := b.Svc.ApplyEstate(b.Admin, doc, false)
+	platformtest.Must(t, err)
 	if len(res.Changes) != 0 {
 		t.Errorf("applying once more changed %v", res.Changes)
 	}

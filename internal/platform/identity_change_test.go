@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/klique-ai/klique/internal/model"
+	"github.com/klique-ai/klique/internal/platform/platformtest"
 )
 
 // A member who leaves a group must see none of its updates published after
@@ -15,25 +16,25 @@ import (
 // before it returns and before its events are published.
 func TestAnIdentityChangeIsToldToSubscribersBeforeItReturns(t *testing.T) {
 	forEachStore(t, func(t *testing.T, b *testBundle) {
-		b.applyExample(t)
+		b.ApplyExample(t)
 		ps := b.people(t)
 		for i := 0; i < 5; i++ {
-			before := b.svc.IdentityGeneration()
-			must(t, b.svc.RemoveGroupMember(b.admin, "ml-research", "rita"))
-			if b.svc.IdentityGeneration() == before {
+			before := b.Svc.IdentityGeneration()
+			platformtest.Must(t, b.Svc.RemoveGroupMember(b.Admin, "ml-research", "rita"))
+			if b.Svc.IdentityGeneration() == before {
 				t.Fatal("removing a member returned before subscribers were told to re-check")
 			}
-			before = b.svc.IdentityGeneration()
-			_, err := b.svc.SetGroupMember(b.admin, "ml-research", "rita", model.GroupRoleMember)
-			must(t, err)
-			if b.svc.IdentityGeneration() == before {
+			before = b.Svc.IdentityGeneration()
+			_, err := b.Svc.SetGroupMember(b.Admin, "ml-research", "rita", model.GroupRoleMember)
+			platformtest.Must(t, err)
+			if b.Svc.IdentityGeneration() == before {
 				t.Fatal("adding a member returned before subscribers were told to re-check")
 			}
 		}
 		// A change that is not to identities tells nobody.
-		before := b.svc.IdentityGeneration()
+		before := b.Svc.IdentityGeneration()
 		enqueue(t, b, ps.rita, "fraud-models", "1 GPU", "", nil)
-		if b.svc.IdentityGeneration() != before {
+		if b.Svc.IdentityGeneration() != before {
 			t.Error("enqueueing a task made every subscriber re-check its credential")
 		}
 	})

@@ -8,13 +8,14 @@ import (
 
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform"
+	"github.com/klique-ai/klique/internal/platform/platformtest"
 )
 
 func TestSecrets(t *testing.T) {
 	forEachStore(t, func(t *testing.T, b *testBundle) {
-		b.applyExample(t)
+		b.ApplyExample(t)
 		who := b.people(t)
-		scoped := b.key(t, "rita", "fraud-models")
+		scoped := b.Key(t, "rita", "fraud-models")
 		const value = "hf_0123456789abcdefghijklmnopqrstuvwxyz"
 
 		t.Run("who may change which vault", func(t *testing.T) {
@@ -25,7 +26,7 @@ func TestSecrets(t *testing.T) {
 				code        platform.Code
 				wantInError string
 			}{
-				{"the admin sets a tenant secret", b.admin, model.ScopeTenant, "", "", ""},
+				{"the admin sets a tenant secret", b.Admin, model.ScopeTenant, "", "", ""},
 				{"a lead sets their group's secret", who.lead, model.ScopeGroup, "ml-research", "", ""},
 				{"a lead sets a secret of their group's project", who.lead, model.ScopeProject, "fraud-models", "", ""},
 				{"a member cannot set a tenant secret", who.rita, model.ScopeTenant, "", platform.CodeForbidden, "only a tenant admin"},
@@ -34,20 +35,20 @@ func TestSecrets(t *testing.T) {
 				{"another group is not found", who.lead, model.ScopeGroup, "vision", platform.CodeNotFound, "no group"},
 				{"another group's project is not found", who.vic, model.ScopeProject, "fraud-models", platform.CodeNotFound, "no project"},
 				{"a project-scoped key cannot change secrets", scoped, model.ScopeProject, "fraud-models", platform.CodeForbidden, "scoped to a project"},
-				{"an unknown scope is refused", b.admin, "cluster", "", platform.CodeInvalid, "use tenant, group or project"},
+				{"an unknown scope is refused", b.Admin, "cluster", "", platform.CodeInvalid, "use tenant, group or project"},
 			}
 			for _, tc := range cases {
 				t.Run(tc.name, func(t *testing.T) {
 					before := b.snapshot(t)
-					info, err := b.svc.SetSecret(tc.as, tc.scope, tc.ref, "HF_TOKEN", value)
+					info, err := b.Svc.SetSecret(tc.as, tc.scope, tc.ref, "HF_TOKEN", value)
 					if tc.code == "" {
-						must(t, err)
+						platformtest.Must(t, err)
 						if info.Name != "HF_TOKEN" || info.Scope != tc.scope {
 							t.Fatalf("info %+v", info)
 						}
 						return
 					}
-					wantError(t, err, tc.code, tc.wantInError)
+					platformtest.WantError(t, err, tc.code, tc.wantInError)
 					b.unchanged(t, before)
 				})
 			}
@@ -55,52 +56,52 @@ func TestSecrets(t *testing.T) {
 
 		t.Run("bad names and values are refused", func(t *testing.T) {
 			before := b.snapshot(t)
-			_, err := b.svc.SetSecret(b.admin, model.ScopeTenant, "", "HF-TOKEN", value)
-			wantError(t, err, platform.CodeInvalid, "letters, digits and '_'", "environment variable")
-			_, err = b.svc.SetSecret(b.admin, model.ScopeTenant, "", "EMPTY", "")
-			wantError(t, err, platform.CodeInvalid, "1 to 65536 bytes")
-			_, err = b.svc.SetSecret(b.admin, model.ScopeTenant, "", "HUGE", strings.Repeat("x", platform.MaxSecretBytes+1))
-			wantError(t, err, platform.CodeInvalid, "1 to 65536 bytes")
+			_, err := b.Svc.SetSecret(b.Admin, model.ScopeTenant, "", "HF-TOKEN", value)
+			platformtest.WantError(t, err, platform.CodeInvalid, "letters, digits and '_'", "environment variable")
+			_, err = b.Svc.SetSecret(b.Admin, model.ScopeTenant, "", "EMPTY", "")
+			platformtest.WantError(t, err, platform.CodeInvalid, "1 to 65536 bytes")
+			_, err = b.Svc.SetSecret(b.Admin, model.ScopeTenant, "", "HUGE", strings.Repeat("x", platform.MaxSecretBytes+1))
+			platformtest.WantError(t, err, platform.CodeInvalid, "1 to 65536 bytes")
 			b.unchanged(t, before)
 		})
 
 		t.Run("values are sealed at rest and never logged, audited or listed", func(t *testing.T) {
-			e, _ := b.svc.Estate(b.admin)
-			sec, err := b.store.GetSecret(context.Background(), b.tenant, model.ScopeGroup, e.GroupByName("ml-research").ID, "HF_TOKEN")
-			must(t, err)
+			e, _ := b.Svc.Estate(b.Admin)
+			sec, err := b.Store.GetSecret(context.Background(), b.Tenant, model.ScopeGroup, e.GroupByName("ml-research").ID, "HF_TOKEN")
+			platformtest.Must(t, err)
 			if len(sec.Ciphertext) == 0 || bytes.Contains(sec.Ciphertext, []byte(value)) {
 				t.Fatalf("the stored secret holds its value in the clear")
 			}
-			for _, a := range b.auditLog(t) {
+			for _, a := range b.AuditLog(t) {
 				if strings.Contains(a.Detail+a.ObjectName+a.ObjectID, value) {
 					t.Fatalf("audit entry %+v holds the value", a)
 				}
 			}
-			for _, l := range b.logs.all() {
+			for _, l := range b.Logs.All() {
 				if strings.Contains(l, value) {
 					t.Fatalf("log %q holds the value", l)
 				}
 			}
-			list, err := b.svc.Secrets(who.rita, model.ScopeProject, "fraud-models")
-			must(t, err)
+			list, err := b.Svc.Secrets(who.rita, model.ScopeProject, "fraud-models")
+			platformtest.Must(t, err)
 			if len(list) != 1 || list[0].Name != "HF_TOKEN" || list[0].UpdatedBy != "lena" {
 				t.Fatalf("rita lists %+v", list)
 			}
-			_, err = b.svc.Secrets(who.vic, model.ScopeGroup, "ml-research")
-			wantError(t, err, platform.CodeNotFound, "no group")
+			_, err = b.Svc.Secrets(who.vic, model.ScopeGroup, "ml-research")
+			platformtest.WantError(t, err, platform.CodeNotFound, "no group")
 		})
 
 		t.Run("a task may name only secrets its project, group or tenant holds", func(t *testing.T) {
 			spec := model.TaskSpec{Command: []string{"python", "train.py"}, Secrets: []string{"HF_TOKEN"}}
-			task, err := b.svc.EnqueueTask(who.rita, platform.EnqueueInput{Name: "t", Project: "fraud-models", ComputeResource: "1 GPU", Spec: spec})
-			must(t, err)
+			task, err := b.Svc.EnqueueTask(who.rita, platform.EnqueueInput{Name: "t", Project: "fraud-models", ComputeResource: "1 GPU", Spec: spec})
+			platformtest.Must(t, err)
 			if len(task.Spec.Secrets) != 1 || task.Spec.Env["HF_TOKEN"] != "" {
 				t.Fatalf("task spec %+v", task.Spec)
 			}
 			spec.Secrets = []string{"WANDB_API_KEY"}
 			before := b.snapshot(t)
-			_, err = b.svc.EnqueueTask(who.rita, platform.EnqueueInput{Name: "t", Project: "fraud-models", ComputeResource: "1 GPU", Spec: spec})
-			wantError(t, err, platform.CodeInvalid, "secret WANDB_API_KEY is in none of the vaults of project fraud-models, group ml-research or the tenant", "klique secret set WANDB_API_KEY --project fraud-models")
+			_, err = b.Svc.EnqueueTask(who.rita, platform.EnqueueInput{Name: "t", Project: "fraud-models", ComputeResource: "1 GPU", Spec: spec})
+			platformtest.WantError(t, err, platform.CodeInvalid, "secret WANDB_API_KEY is in none of the vaults of project fraud-models, group ml-research or the tenant", "klique secret set WANDB_API_KEY --project fraud-models")
 			b.unchanged(t, before)
 		})
 
@@ -111,8 +112,8 @@ func TestSecrets(t *testing.T) {
 				{Command: []string{"x"}, Parameters: map[string]string{"note": "AKIAIOSFODNN7EXAMPLE"}},
 			} {
 				before := b.snapshot(t)
-				_, err := b.svc.EnqueueTask(who.rita, platform.EnqueueInput{Name: "t", Project: "fraud-models", ComputeResource: "1 GPU", Spec: spec})
-				wantError(t, err, platform.CodeInvalid, "looks like a credential", "klique secret set")
+				_, err := b.Svc.EnqueueTask(who.rita, platform.EnqueueInput{Name: "t", Project: "fraud-models", ComputeResource: "1 GPU", Spec: spec})
+				platformtest.WantError(t, err, platform.CodeInvalid, "looks like a credential", "klique secret set")
 				if strings.Contains(err.Error(), value) || strings.Contains(err.Error(), "hunter2") {
 					t.Fatalf("the error repeats the credential: %v", err)
 				}
@@ -121,9 +122,9 @@ func TestSecrets(t *testing.T) {
 		})
 
 		t.Run("deleting a secret", func(t *testing.T) {
-			wantError(t, b.svc.DeleteSecret(who.rita, model.ScopeGroup, "ml-research", "HF_TOKEN"), platform.CodeForbidden)
-			must(t, b.svc.DeleteSecret(who.lead, model.ScopeGroup, "ml-research", "HF_TOKEN"))
-			wantError(t, b.svc.DeleteSecret(who.lead, model.ScopeGroup, "ml-research", "HF_TOKEN"), platform.CodeNotFound, "group ml-research has no secret HF_TOKEN")
+			platformtest.WantError(t, b.Svc.DeleteSecret(who.rita, model.ScopeGroup, "ml-research", "HF_TOKEN"), platform.CodeForbidden)
+			platformtest.Must(t, b.Svc.DeleteSecret(who.lead, model.ScopeGroup, "ml-research", "HF_TOKEN"))
+			platformtest.WantError(t, b.Svc.DeleteSecret(who.lead, model.ScopeGroup, "ml-research", "HF_TOKEN"), platform.CodeNotFound, "group ml-research has no secret HF_TOKEN")
 		})
 	})
 }

@@ -366,3 +366,52 @@ func noErrorLogs(t *testing.T, ts *testServer) {
 		t.Errorf("the server logged errors:\n%s", strings.Join(lines, "\n"))
 	}
 }
+
+// smallEstate is a minimal allocation model: one compute resource that the
+// admin may send tasks to.
+const smallEstate = `apiVersion: klique/v1
+kind: Estate
+gpuClasses:
+  - name: l4
+    memoryGb: 24
+pools:
+  - name: lab
+    kind: bare_metal
+    capacity: 4
+    gpuClass: l4
+profiles:
+  - name: one
+    size: 1
+    pools: [lab]
+groups:
+  - name: team
+policies:
+  - group: team
+    reservation: 0
+    limit: 4
+    computeResources:
+      - {name: 1 GPU, profile: one}
+projects:
+  - name: proj
+`
+
+func applyEstate(t *testing.T, ts *testServer, doc string) {
+	t.Helper()
+	ts.mustGQL(t, adminKey, `mutation($doc: String!) { applyEstate(document: $doc) { summary } }`, map[string]any{"doc": doc})
+}
+
+// newKey creates an API key for user as the admin and returns its secret
+// and id.
+func newKey(t *testing.T, ts *testServer, user string) (secret, id string) {
+	t.Helper()
+	d := ts.mustGQL(t, adminKey, `mutation($u: ID) { createAPIKey(input: {user: $u}) { secret apiKey { id } } }`, map[string]any{"u": user})
+	return str(d, "createAPIKey", "secret"), str(d, "createAPIKey", "apiKey", "id")
+}
+
+// projectNames lists the tenant's projects as the admin sees them.
+func projectNames(t *testing.T, ts *testServer) []string {
+	t.Helper()
+	return nodeValues(ts.mustGQL(t, adminKey, `{ projects(first: 500) { edges { node { name } } } }`, nil), "name", "projects")
+}
+
+const meQuery = `{ me { user { name } tenant { name } } }`
