@@ -263,6 +263,10 @@ func TestQueue(t *testing.T) {
 			}
 			_, err := b.Svc.Tasks(b.Admin, platform.TaskListFilter{}, store.Page{After: "x"})
 			platformtest.WantError(t, err, platform.CodeInvalid, "the page cursor is not valid")
+			// The audit trail is paged by sequence number too: a cursor it
+			// did not give is bad input, not an internal error.
+			_, err = b.Svc.AuditLog(b.Admin, platform.AuditFilter{}, store.Page{After: "x"})
+			platformtest.WantError(t, err, platform.CodeInvalid, "the page cursor is not valid")
 			_, err = b.Svc.Tasks(b.Admin, platform.TaskListFilter{Statuses: []model.TaskStatus{"lost"}}, store.Page{})
 			platformtest.WantError(t, err, platform.CodeInvalid, `status "lost" is not known`)
 		})

@@ -71,6 +71,9 @@ func (s *Access) AuditLog(ctx context.Context, f AuditFilter, page model.Page) (
 	if err := kernel.RequireAdmin(p, "read the audit trail"); err != nil {
 		return nil, err
 	}
+	if err := kernel.CheckSeqCursor(page); err != nil {
+		return nil, err
+	}
 	sf := store.AuditFilter{ObjectKind: f.ObjectKind, ObjectID: f.ObjectID, Since: f.Since, Until: f.Until}
 	if f.Actor != "" {
 		u, err := kernel.FindUser(ctx, s.k.Store, p.TenantID, f.Actor)

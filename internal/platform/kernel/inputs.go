@@ -2,7 +2,10 @@ package kernel
 
 import (
 	"sort"
+	"strconv"
 	"strings"
+
+	"github.com/klique-ai/klique/internal/model"
 )
 
 // Mutations of the allocation model. Each one describes its change on a copy
@@ -56,4 +59,17 @@ func SortedKeys(m map[string]string) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// CheckSeqCursor refuses a page cursor that is not a sequence number, for
+// the lists paged by one (tasks, the audit trail): a cursor this server
+// did not give is the caller's mistake, not an internal error.
+func CheckSeqCursor(page model.Page) error {
+	if page.After == "" {
+		return nil
+	}
+	if _, err := strconv.ParseInt(page.After, 10, 64); err != nil {
+		return Invalid("the page cursor is not valid; start from the first page")
+	}
+	return nil
 }

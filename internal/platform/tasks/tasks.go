@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/klique-ai/klique/internal/estate"
@@ -285,10 +284,8 @@ func (s *Tasks) Tasks(ctx context.Context, f TaskListFilter, page model.Page) ([
 			sf.VisibleToUserID = ""
 		}
 	}
-	if page.After != "" {
-		if _, err := strconv.ParseInt(page.After, 10, 64); err != nil {
-			return nil, kernel.Invalid("the page cursor is not valid; start from the first page")
-		}
+	if err := kernel.CheckSeqCursor(page); err != nil {
+		return nil, err
 	}
 	ts, err := s.k.Store.ListTasks(ctx, p.TenantID, sf, page, true)
 	return ts, s.k.Internal(ctx, err)
