@@ -72,8 +72,8 @@ func exerciseAutoscalers(t *testing.T, setup setupFunc) {
 		owner := b.user(t)
 		q := b.queue(t)
 		one := model.Size{Nodes: 1, PerNode: 1000}
-		waiting := b.placedTask(t, q, owner, pool.ID, one, b.now)
-		other := b.placedTask(t, q, owner, elsewhere.ID, one, b.now)
+		waiting := placedTask(t, b, q, owner, pool.ID, one, b.now)
+		other := placedTask(t, b, q, owner, elsewhere.ID, one, b.now)
 		queued := b.task(t, q, owner)
 		reason := "waiting for a node: the autoscaler is at its maximum of 4 instances"
 		n, err := b.store.SetPlacedReason(b.ctx, b.tenant.ID, pool.ID, []string{waiting.ID, other.ID, queued.ID}, reason)

@@ -13,7 +13,7 @@ import (
 )
 
 // placement builds the ledger interval of placing tk on pool at start.
-func (b *testBundle) placement(tk *model.Task, poolID string, start time.Time, mods ...func(*model.Placement)) *model.Placement {
+func placement(tk *model.Task, poolID string, start time.Time, mods ...func(*model.Placement)) *model.Placement {
 	p := &model.Placement{TenantID: tk.TenantID, TaskID: tk.ID, UserID: tk.OwnerID, UserName: "owner",
 		ProjectID: tk.ProjectID, ProjectName: "project", GroupID: tk.GroupID, GroupName: "group",
 		PolicyID: tk.PolicyID, ProfileID: tk.ProfileID, ProfileName: "profile",
@@ -49,12 +49,12 @@ func exerciseEngine(t *testing.T, setup setupFunc) {
 			q2Tasks = append(q2Tasks, b.task(t, q2, owner))
 		}
 		pool := b.pool(t)
-		_, err := b.store.PlaceTasks(b.ctx, b.tenant.ID, []*model.Placement{b.placement(q1Tasks[0], pool.ID, b.now)}, placedReason)
+		_, err := b.store.PlaceTasks(b.ctx, b.tenant.ID, []*model.Placement{placement(q1Tasks[0], pool.ID, b.now)}, placedReason)
 		must(t, err)
 		aborted := q2Tasks[0]
 		aborted.Status = model.TaskAborted
 		must(t, b.store.UpdateTask(b.ctx, aborted))
-		theirs := b.otherQueue(t)
+		theirs := otherQueue(t, b)
 		b.task(t, theirs, b.user(t, func(u *model.User) { u.TenantID = b.other.ID }), func(tk *model.Task) {
 			tk.TenantID, tk.ComputeResourceID, tk.PolicyID, tk.ProfileID, tk.GroupID = b.other.ID, theirs.cr.ID, theirs.policy.ID, theirs.profile.ID, theirs.group.ID
 		})
@@ -85,7 +85,7 @@ func exerciseEngine(t *testing.T, setup setupFunc) {
 		a, c := b.task(t, q, owner), b.task(t, q, owner)
 		c.Status = model.TaskAborted
 		must(t, b.store.UpdateTask(b.ctx, c))
-		placed, err := b.store.PlaceTasks(b.ctx, b.tenant.ID, []*model.Placement{b.placement(a, pool.ID, b.now), b.placement(c, pool.ID, b.now)}, placedReason)
+		placed, err := b.store.PlaceTasks(b.ctx, b.tenant.ID, []*model.Placement{placement(a, pool.ID, b.now), placement(c, pool.ID, b.now)}, placedReason)
 		must(t, err)
 		checkEqual(t, "placed", placed, []string{a.ID})
 		got, err := b.store.GetTask(b.ctx, b.tenant.ID, a.ID)
@@ -99,7 +99,7 @@ func exerciseEngine(t *testing.T, setup setupFunc) {
 			t.Fatalf("open intervals %s", show(open))
 		}
 		// A placement for another tenant in this tenant's pass is refused.
-		_, err = b.store.PlaceTasks(b.ctx, b.other.ID, []*model.Placement{b.placement(a, pool.ID, b.now)}, placedReason)
+		_, err = b.store.PlaceTasks(b.ctx, b.other.ID, []*model.Placement{placement(a, pool.ID, b.now)}, placedReason)
 		if err == nil {
 			t.Fatal("a placement of one tenant was written in another tenant's pass")
 		}
@@ -116,7 +116,7 @@ func exerciseEngine(t *testing.T, setup setupFunc) {
 			if i%3 == 0 {
 				pool = p2.ID
 			}
-			ps = append(ps, b.placement(b.task(t, q, owner), pool, b.now))
+			ps = append(ps, placement(b.task(t, q, owner), pool, b.now))
 		}
 		placed, err := b.store.PlaceTasks(b.ctx, b.tenant.ID, ps, placedReason)
 		must(t, err)
@@ -208,7 +208,7 @@ func exerciseEngine(t *testing.T, setup setupFunc) {
 				return err
 			})
 		}()
-		b.watchLock(starting, began)
+		watchLock(b, starting, began)
 		if exclusive.Load() {
 			t.Fatal("the exclusive lock was taken while shared holders held it")
 		}
@@ -222,7 +222,7 @@ func exerciseEngine(t *testing.T, setup setupFunc) {
 		b := setup(t)
 		owner, q, pool := b.user(t), b.queue(t), b.pool(t)
 		a := b.task(t, q, owner)
-		_, err := b.store.PlaceTasks(b.ctx, b.tenant.ID, []*model.Placement{b.placement(a, pool.ID, b.now)}, placedReason)
+		_, err := b.store.PlaceTasks(b.ctx, b.tenant.ID, []*model.Placement{placement(a, pool.ID, b.now)}, placedReason)
 		must(t, err)
 		later := b.now.Add(90 * time.Minute)
 		done, err := b.store.PreemptTasks(b.ctx, b.tenant.ID, []store.Preemption{{TaskID: a.ID, Reason: "preempted: reclaimed by group A"}}, later)
@@ -237,7 +237,7 @@ func exerciseEngine(t *testing.T, setup setupFunc) {
 		done, err = b.store.PreemptTasks(b.ctx, b.tenant.ID, []store.Preemption{{TaskID: a.ID, Reason: "again"}}, later)
 		must(t, err)
 		checkEqual(t, "preempted again", len(done), 0)
-		_, err = b.store.PlaceTasks(b.ctx, b.tenant.ID, []*model.Placement{b.placement(a, pool.ID, later.Add(time.Hour))}, placedReason)
+		_, err = b.store.PlaceTasks(b.ctx, b.tenant.ID, []*model.Placement{placement(a, pool.ID, later.Add(time.Hour))}, placedReason)
 		must(t, err)
 		all, err := b.store.ListPlacements(b.ctx, b.tenant.ID, store.PlacementFilter{TaskID: a.ID})
 		must(t, err)
@@ -253,7 +253,7 @@ func exerciseEngine(t *testing.T, setup setupFunc) {
 		owner, q, pool := b.user(t), b.queue(t), b.pool(t)
 		a := b.task(t, q, owner)
 		must(t, b.store.EndPlacement(b.ctx, b.tenant.ID, a.ID, b.now, "nothing open"))
-		_, err := b.store.PlaceTasks(b.ctx, b.tenant.ID, []*model.Placement{b.placement(a, pool.ID, b.now)}, placedReason)
+		_, err := b.store.PlaceTasks(b.ctx, b.tenant.ID, []*model.Placement{placement(a, pool.ID, b.now)}, placedReason)
 		must(t, err)
 		must(t, b.store.EndPlacement(b.ctx, b.tenant.ID, a.ID, b.now.Add(-time.Second), "aborted by ada"))
 		all, err := b.store.ListPlacements(b.ctx, b.tenant.ID, store.PlacementFilter{TaskID: a.ID})
@@ -388,7 +388,7 @@ func exerciseLedger(t *testing.T, setup setupFunc) {
 		owner, q := b.user(t), b.queue(t)
 		mk := func(size model.Size, pool string, from, to time.Time, price int64, currency string, weight int64) {
 			tk := b.task(t, q, owner, func(tk *model.Task) { tk.Size = size })
-			p := b.placement(tk, pool, from, func(p *model.Placement) {
+			p := placement(tk, pool, from, func(p *model.Placement) {
 				p.PoolName, p.PriceMicros, p.Currency, p.WeightMilli = pool, price, currency, weight
 			})
 			_, err := b.store.PlaceTasks(b.ctx, b.tenant.ID, []*model.Placement{p}, placedReason)

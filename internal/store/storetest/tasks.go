@@ -80,7 +80,7 @@ func exerciseTasks(t *testing.T, setup setupFunc) {
 		}
 		// Another tenant's tasks draw from the same counter.
 		theirOwner := b.user(t, func(u *model.User) { u.TenantID = b.other.ID })
-		theirQ := b.otherQueue(t)
+		theirQ := otherQueue(t, b)
 		t5 := b.task(t, theirQ, theirOwner, func(tk *model.Task) { tk.TenantID = b.other.ID })
 		if t5.QueueSeq <= t4.QueueSeq {
 			t.Fatalf("QueueSeq in another tenant %d, want more than %d", t5.QueueSeq, t4.QueueSeq)
@@ -194,7 +194,7 @@ func exerciseTasks(t *testing.T, setup setupFunc) {
 		for range 7 {
 			want = append(want, b.task(t, q, owner))
 		}
-		theirQ := b.otherQueue(t)
+		theirQ := otherQueue(t, b)
 		theirOwner := b.user(t, func(u *model.User) { u.TenantID = b.other.ID })
 		b.task(t, theirQ, theirOwner, func(tk *model.Task) { tk.TenantID = b.other.ID })
 
@@ -301,7 +301,7 @@ func exerciseTasks(t *testing.T, setup setupFunc) {
 		t.Parallel()
 		b := setup(t)
 		mine := b.task(t, b.queue(t), b.user(t))
-		theirQ := b.otherQueue(t)
+		theirQ := otherQueue(t, b)
 		theirOwner := b.user(t, func(u *model.User) { u.TenantID = b.other.ID })
 		theirs := b.task(t, theirQ, theirOwner, func(tk *model.Task) { tk.TenantID = b.other.ID })
 		checkTaskFilter(t, b, "tenant", store.TaskFilter{}, []*model.Task{mine})
@@ -388,7 +388,7 @@ func exerciseTasks(t *testing.T, setup setupFunc) {
 }
 
 // otherQueue builds a queue in the second tenant.
-func (b *testBundle) otherQueue(t *testing.T) *queue {
+func otherQueue(t *testing.T, b *testBundle) *queue {
 	t.Helper()
 	g := b.group(t, func(x *model.Group) { x.TenantID = b.other.ID })
 	pol := b.policy(t, g.ID, func(x *model.ResourcePolicy) { x.TenantID = b.other.ID })

@@ -31,7 +31,7 @@ const lockWait = 50 * time.Millisecond
 // lock statement. On SQLite the lock is the transaction itself (BEGIN
 // IMMEDIATE, or the in-memory store's one connection), so began cannot come
 // first, and the watch starts as the goroutine does.
-func (b *testBundle) watchLock(starting, began <-chan struct{}) {
+func watchLock(b *testBundle, starting, began <-chan struct{}) {
 	<-starting
 	if b.store.Driver() == "postgres" {
 		select {
@@ -107,7 +107,7 @@ func exerciseStore(t *testing.T, setup setupFunc) {
 				return err
 			})
 		}()
-		b.watchLock(starting, began)
+		watchLock(b, starting, began)
 		if second.Load() {
 			t.Fatal("a second transaction took the tenant lock while the first held it")
 		}

@@ -14,10 +14,10 @@ import (
 
 // placedTask enqueues a task of the given size on q and places it on pool at
 // placedAt.
-func (b *testBundle) placedTask(t *testing.T, q *queue, owner *model.User, pool string, size model.Size, placedAt time.Time) *model.Task {
+func placedTask(t *testing.T, b *testBundle, q *queue, owner *model.User, pool string, size model.Size, placedAt time.Time) *model.Task {
 	t.Helper()
 	tk := b.task(t, q, owner, func(tk *model.Task) { tk.Size = size })
-	_, err := b.store.PlaceTasks(b.ctx, b.tenant.ID, []*model.Placement{b.placement(tk, pool, placedAt)}, placedReason)
+	_, err := b.store.PlaceTasks(b.ctx, b.tenant.ID, []*model.Placement{placement(tk, pool, placedAt)}, placedReason)
 	must(t, err)
 	return tk
 }
@@ -89,11 +89,11 @@ func exerciseWorkers(t *testing.T, setup setupFunc) {
 		b := setup(t)
 		owner, q := b.user(t), b.queue(t)
 		pool, other := b.pool(t), b.pool(t)
-		first := b.placedTask(t, q, owner, pool.ID, one, b.now)
-		eighth := b.placedTask(t, q, owner, pool.ID, model.Size{Nodes: 1, PerNode: 125}, b.now.Add(time.Second))
-		four := b.placedTask(t, q, owner, pool.ID, model.Size{Nodes: 1, PerNode: 4000}, b.now.Add(2*time.Second))
-		b.placedTask(t, q, owner, pool.ID, model.Size{Nodes: 2, PerNode: 1000}, b.now.Add(3*time.Second))
-		b.placedTask(t, q, owner, other.ID, one, b.now)
+		first := placedTask(t, b, q, owner, pool.ID, one, b.now)
+		eighth := placedTask(t, b, q, owner, pool.ID, model.Size{Nodes: 1, PerNode: 125}, b.now.Add(time.Second))
+		four := placedTask(t, b, q, owner, pool.ID, model.Size{Nodes: 1, PerNode: 4000}, b.now.Add(2*time.Second))
+		placedTask(t, b, q, owner, pool.ID, model.Size{Nodes: 2, PerNode: 1000}, b.now.Add(3*time.Second))
+		placedTask(t, b, q, owner, other.ID, one, b.now)
 		b.task(t, q, owner) // queued, not placed
 
 		lease := b.now.Add(time.Minute)
@@ -140,7 +140,7 @@ func exerciseWorkers(t *testing.T, setup setupFunc) {
 		b := setup(t, ownStore)
 		owner, q, pool := b.user(t), b.queue(t), b.pool(t)
 		for i := 0; i < 10; i++ {
-			b.placedTask(t, q, owner, pool.ID, one, b.now.Add(time.Duration(i)*time.Millisecond))
+			placedTask(t, b, q, owner, pool.ID, one, b.now.Add(time.Duration(i)*time.Millisecond))
 		}
 		var mu sync.Mutex
 		claimed := map[string]string{}
@@ -175,8 +175,8 @@ func exerciseWorkers(t *testing.T, setup setupFunc) {
 		t.Parallel()
 		b := setup(t)
 		owner, q, pool := b.user(t), b.queue(t), b.pool(t)
-		a := b.placedTask(t, q, owner, pool.ID, one, b.now)
-		c := b.placedTask(t, q, owner, pool.ID, one, b.now.Add(time.Second))
+		a := placedTask(t, b, q, owner, pool.ID, one, b.now)
+		c := placedTask(t, b, q, owner, pool.ID, one, b.now.Add(time.Second))
 		lease := b.now.Add(time.Minute)
 		ta, err := b.store.ClaimTask(b.ctx, b.tenant.ID, pool.ID, "w1", "running", store.ClaimFit{MaxPerNode: 1000}, b.now, lease)
 		must(t, err)
