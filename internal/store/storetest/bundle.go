@@ -78,8 +78,14 @@ func (b *testBundle) createTenant(t *testing.T, name string) *model.Tenant {
 // at returns b.now plus i minutes.
 func (b *testBundle) at(i int) time.Time { return b.now.Add(time.Duration(i) * time.Minute) }
 
+// seq returns the next number of the bundle's count, which makes fixture
+// names unique.
+func (b *testBundle) seq() int {
+	b.n++
+	return b.n
+}
+
 // name returns a fresh name with the given prefix.
 func (b *testBundle) name(prefix string) string {
-	b.n++
-	return fmt.Sprintf("%s-%03d", prefix, b.n)
+	return fmt.Sprintf("%s-%03d", prefix, b.seq())
 }

@@ -12,10 +12,10 @@ import (
 
 func exerciseModelCalls(t *testing.T, setup setupFunc) {
 	call := func(b *testBundle, tenantID string, at time.Time, user, project, group, alias string, in, out, cost int64) *model.ModelCall {
-		b.n++
+		n := b.seq()
 		return &model.ModelCall{ID: model.NewID(), TenantID: tenantID, At: at, UserID: "u-" + user, UserName: user,
 			ProjectID: "p-" + project, ProjectName: project, GroupID: "g-" + group, GroupName: group,
-			Endpoint: "chat/completions", Alias: alias, Model: alias + "-model", Target: "route-a", Stream: b.n%2 == 0,
+			Endpoint: "chat/completions", Alias: alias, Model: alias + "-model", Target: "route-a", Stream: n%2 == 0,
 			InputTokens: in, OutputTokens: out, CostMicros: cost, Currency: "USD", LatencyMicros: 1234, Status: 200,
 			Outcome: model.CallOK}
 	}
