@@ -8,48 +8,49 @@ import (
 
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/store"
+	"github.com/klique-ai/klique/internal/store/storetest/harness"
 )
 
 func auditID(e *model.AuditEntry) string { return e.ID }
 
-func exerciseAudit(t *testing.T, setup setupFunc) {
+func exerciseAudit(t *testing.T, setup harness.Setup) {
 	t.Run("InsertAudit assigns Seq and ID, and ListAudit returns every field", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		in := &model.AuditEntry{TenantID: b.tenant.ID, At: b.at(1), ActorID: "u1", ActorName: "ada", Channel: "cli",
+		in := &model.AuditEntry{TenantID: b.Tenant.ID, At: b.At(1), ActorID: "u1", ActorName: "ada", Channel: "cli",
 			Action: "pool.update", ObjectKind: "pool", ObjectID: "p1", ObjectName: "farm", Detail: "capacity 8 → 16"}
-		must(t, b.store.InsertAudit(b.ctx, in))
+		harness.Must(t, b.Store.InsertAudit(b.Ctx, in))
 		if in.ID == "" || in.Seq <= 0 {
 			t.Fatalf("ID %q, Seq %d: want both assigned", in.ID, in.Seq)
 		}
-		e2 := b.audit(t)
+		e2 := b.Audit(t)
 		if e2.Seq <= in.Seq {
 			t.Fatalf("second Seq %d, want more than %d", e2.Seq, in.Seq)
 		}
 		want := *in
-		want.At = norm(in.At)
-		got, err := b.store.ListAudit(b.ctx, b.tenant.ID, store.AuditFilter{ObjectID: "p1"}, store.Page{})
-		must(t, err)
-		checkEqual(t, "ListAudit", got, []*model.AuditEntry{&want})
-		checkTimeUTC(t, "At", got[0].At)
+		want.At = harness.Norm(in.At)
+		got, err := b.Store.ListAudit(b.Ctx, b.Tenant.ID, store.AuditFilter{ObjectID: "p1"}, store.Page{})
+		harness.Must(t, err)
+		harness.CheckEqual(t, "ListAudit", got, []*model.AuditEntry{&want})
+		harness.CheckTimeUTC(t, "At", got[0].At)
 	})
 
 	t.Run("InsertAudit keeps a given ID and returns ErrConflict for one in use", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		id := model.NewID()
-		e := b.audit(t, func(e *model.AuditEntry) { e.ID = id })
-		checkEqual(t, "ID", e.ID, id)
-		dup := &model.AuditEntry{ID: id, TenantID: b.tenant.ID, At: b.now, Action: "x"}
-		wantErr(t, b.store.InsertAudit(b.ctx, dup), store.ErrConflict)
-		checkEqual(t, "Seq after a failed insert", dup.Seq, int64(0))
+		e := b.Audit(t, func(e *model.AuditEntry) { e.ID = id })
+		harness.CheckEqual(t, "ID", e.ID, id)
+		dup := &model.AuditEntry{ID: id, TenantID: b.Tenant.ID, At: b.Now, Action: "x"}
+		harness.WantErr(t, b.Store.InsertAudit(b.Ctx, dup), store.ErrConflict)
+		harness.CheckEqual(t, "Seq after a failed insert", dup.Seq, int64(0))
 	})
 
 	t.Run("InsertAudit returns ErrNotFound for a missing tenant", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		e := &model.AuditEntry{TenantID: model.NewID(), At: b.now, Action: "x"}
-		wantErr(t, b.store.InsertAudit(b.ctx, e), store.ErrNotFound)
+		e := &model.AuditEntry{TenantID: model.NewID(), At: b.Now, Action: "x"}
+		harness.WantErr(t, b.Store.InsertAudit(b.Ctx, e), store.ErrNotFound)
 		if e.ID != "" || e.Seq != 0 {
 			t.Fatalf("ID %q and Seq %d left after a failed insert", e.ID, e.Seq)
 		}
@@ -60,13 +61,13 @@ func exerciseAudit(t *testing.T, setup setupFunc) {
 		b := setup(t)
 		var oldest []string
 		for i := range 6 {
-			oldest = append(oldest, b.audit(t, func(e *model.AuditEntry) { e.At = b.at(i) }).ID)
+			oldest = append(oldest, b.Audit(t, func(e *model.AuditEntry) { e.At = b.At(i) }).ID)
 		}
-		b.audit(t, func(e *model.AuditEntry) { e.TenantID = b.other.ID })
+		b.Audit(t, func(e *model.AuditEntry) { e.TenantID = b.Other.ID })
 		want := reversed(oldest)
-		all, err := b.store.ListAudit(b.ctx, b.tenant.ID, store.AuditFilter{}, store.Page{})
-		must(t, err)
-		checkEqual(t, "whole list", names(all, auditID), want)
+		all, err := b.Store.ListAudit(b.Ctx, b.Tenant.ID, store.AuditFilter{}, store.Page{})
+		harness.Must(t, err)
+		harness.CheckEqual(t, "whole list", harness.Names(all, auditID), want)
 		for _, limit := range []int{1, 4, 6, 7} {
 			var got []string
 			after := ""
@@ -74,20 +75,20 @@ func exerciseAudit(t *testing.T, setup setupFunc) {
 				if pages > 8 {
 					t.Fatalf("limit %d: paging does not end", limit)
 				}
-				page, err := b.store.ListAudit(b.ctx, b.tenant.ID, store.AuditFilter{}, store.Page{After: after, Limit: limit})
-				must(t, err)
+				page, err := b.Store.ListAudit(b.Ctx, b.Tenant.ID, store.AuditFilter{}, store.Page{After: after, Limit: limit})
+				harness.Must(t, err)
 				if len(page) > limit {
 					t.Fatalf("limit %d: page of %d", limit, len(page))
 				}
 				if len(page) == 0 {
 					break
 				}
-				got = append(got, names(page, auditID)...)
+				got = append(got, harness.Names(page, auditID)...)
 				after = strconv.FormatInt(page[len(page)-1].Seq, 10)
 			}
-			checkEqual(t, fmt.Sprintf("pages of %d joined", limit), got, want)
+			harness.CheckEqual(t, fmt.Sprintf("pages of %d joined", limit), got, want)
 		}
-		_, err = b.store.ListAudit(b.ctx, b.tenant.ID, store.AuditFilter{}, store.Page{After: "x1"})
+		_, err = b.Store.ListAudit(b.Ctx, b.Tenant.ID, store.AuditFilter{}, store.Page{After: "x1"})
 		if err == nil {
 			t.Fatal("no error for page key \"x1\"")
 		}
@@ -97,8 +98,8 @@ func exerciseAudit(t *testing.T, setup setupFunc) {
 		t.Parallel()
 		b := setup(t)
 		entry := func(minute int, actor, kind, id string) *model.AuditEntry {
-			return b.audit(t, func(e *model.AuditEntry) {
-				e.At, e.ActorID, e.ObjectKind, e.ObjectID = b.at(minute), actor, kind, id
+			return b.Audit(t, func(e *model.AuditEntry) {
+				e.At, e.ActorID, e.ObjectKind, e.ObjectID = b.At(minute), actor, kind, id
 			})
 		}
 		e1 := entry(1, "ann", "pool", "p1")
@@ -114,28 +115,28 @@ func exerciseAudit(t *testing.T, setup setupFunc) {
 			{"actor", store.AuditFilter{ActorID: "ann"}, []*model.AuditEntry{e3, e1}},
 			{"object kind", store.AuditFilter{ObjectKind: "pool"}, []*model.AuditEntry{e4, e2, e1}},
 			{"object", store.AuditFilter{ObjectKind: "pool", ObjectID: "p1"}, []*model.AuditEntry{e4, e1}},
-			{"since", store.AuditFilter{Since: b.at(2)}, []*model.AuditEntry{e4, e3, e2}},
-			{"until", store.AuditFilter{Until: b.at(3)}, []*model.AuditEntry{e2, e1}},
-			{"window", store.AuditFilter{Since: b.at(2), Until: b.at(4)}, []*model.AuditEntry{e3, e2}},
-			{"window within a microsecond", store.AuditFilter{Since: b.at(2).Add(time.Microsecond), Until: b.at(4)}, []*model.AuditEntry{e3}},
-			{"actor and window", store.AuditFilter{ActorID: "bob", Since: b.at(1)}, []*model.AuditEntry{e4, e2}},
+			{"since", store.AuditFilter{Since: b.At(2)}, []*model.AuditEntry{e4, e3, e2}},
+			{"until", store.AuditFilter{Until: b.At(3)}, []*model.AuditEntry{e2, e1}},
+			{"window", store.AuditFilter{Since: b.At(2), Until: b.At(4)}, []*model.AuditEntry{e3, e2}},
+			{"window within a microsecond", store.AuditFilter{Since: b.At(2).Add(time.Microsecond), Until: b.At(4)}, []*model.AuditEntry{e3}},
+			{"actor and window", store.AuditFilter{ActorID: "bob", Since: b.At(1)}, []*model.AuditEntry{e4, e2}},
 		} {
-			got, err := b.store.ListAudit(b.ctx, b.tenant.ID, c.f, store.Page{})
-			must(t, err)
-			checkEqual(t, c.name, names(got, auditID), names(c.want, auditID))
+			got, err := b.Store.ListAudit(b.Ctx, b.Tenant.ID, c.f, store.Page{})
+			harness.Must(t, err)
+			harness.CheckEqual(t, c.name, harness.Names(got, auditID), harness.Names(c.want, auditID))
 		}
 	})
 
 	t.Run("ListAudit sees only the tenant's entries", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		mine := b.audit(t)
-		theirs := b.audit(t, func(e *model.AuditEntry) { e.TenantID = b.other.ID })
-		got, err := b.store.ListAudit(b.ctx, b.tenant.ID, store.AuditFilter{}, store.Page{})
-		must(t, err)
-		checkEqual(t, "mine", names(got, auditID), []string{mine.ID})
-		got, err = b.store.ListAudit(b.ctx, b.other.ID, store.AuditFilter{}, store.Page{})
-		must(t, err)
-		checkEqual(t, "theirs", names(got, auditID), []string{theirs.ID})
+		mine := b.Audit(t)
+		theirs := b.Audit(t, func(e *model.AuditEntry) { e.TenantID = b.Other.ID })
+		got, err := b.Store.ListAudit(b.Ctx, b.Tenant.ID, store.AuditFilter{}, store.Page{})
+		harness.Must(t, err)
+		harness.CheckEqual(t, "mine", harness.Names(got, auditID), []string{mine.ID})
+		got, err = b.Store.ListAudit(b.Ctx, b.Other.ID, store.AuditFilter{}, store.Page{})
+		harness.Must(t, err)
+		harness.CheckEqual(t, "theirs", harness.Names(got, auditID), []string{theirs.ID})
 	})
 }

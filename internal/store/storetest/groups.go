@@ -5,115 +5,116 @@ import (
 
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/store"
+	"github.com/klique-ai/klique/internal/store/storetest/harness"
 )
 
-func exerciseGroups(t *testing.T, setup setupFunc) {
+func exerciseGroups(t *testing.T, setup harness.Setup) {
 	t.Run("CreateGroup then GetGroup and GetGroupByName return every field", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		in := &model.Group{ID: model.NewID(), TenantID: b.tenant.ID, Name: "vision", Description: "Vision research",
-			CreatedAt: b.at(1), UpdatedAt: b.at(2)}
-		must(t, b.store.CreateGroup(b.ctx, in))
+		in := &model.Group{ID: model.NewID(), TenantID: b.Tenant.ID, Name: "vision", Description: "Vision research",
+			CreatedAt: b.At(1), UpdatedAt: b.At(2)}
+		harness.Must(t, b.Store.CreateGroup(b.Ctx, in))
 		want := *in
-		want.CreatedAt, want.UpdatedAt = norm(in.CreatedAt), norm(in.UpdatedAt)
-		got, err := b.store.GetGroup(b.ctx, b.tenant.ID, in.ID)
-		must(t, err)
-		checkEqual(t, "GetGroup", got, &want)
-		got, err = b.store.GetGroupByName(b.ctx, b.tenant.ID, "vision")
-		must(t, err)
-		checkEqual(t, "GetGroupByName", got, &want)
+		want.CreatedAt, want.UpdatedAt = harness.Norm(in.CreatedAt), harness.Norm(in.UpdatedAt)
+		got, err := b.Store.GetGroup(b.Ctx, b.Tenant.ID, in.ID)
+		harness.Must(t, err)
+		harness.CheckEqual(t, "GetGroup", got, &want)
+		got, err = b.Store.GetGroupByName(b.Ctx, b.Tenant.ID, "vision")
+		harness.Must(t, err)
+		harness.CheckEqual(t, "GetGroupByName", got, &want)
 	})
 
 	t.Run("CreateGroup assigns an id when it has none", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		g := &model.Group{TenantID: b.tenant.ID, Name: "vision"}
-		must(t, b.store.CreateGroup(b.ctx, g))
-		_, err := b.store.GetGroup(b.ctx, b.tenant.ID, g.ID)
-		must(t, err)
+		g := &model.Group{TenantID: b.Tenant.ID, Name: "vision"}
+		harness.Must(t, b.Store.CreateGroup(b.Ctx, g))
+		_, err := b.Store.GetGroup(b.Ctx, b.Tenant.ID, g.ID)
+		harness.Must(t, err)
 	})
 
 	t.Run("UpdateGroup writes name and description and keeps CreatedAt", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		g := b.group(t)
-		upd := &model.Group{ID: g.ID, TenantID: g.TenantID, Name: "renamed", Description: "new", CreatedAt: b.at(50), UpdatedAt: b.at(3)}
-		must(t, b.store.UpdateGroup(b.ctx, upd))
-		got, err := b.store.GetGroup(b.ctx, b.tenant.ID, g.ID)
-		must(t, err)
-		checkEqual(t, "after UpdateGroup", got, &model.Group{ID: g.ID, TenantID: g.TenantID, Name: "renamed",
-			Description: "new", CreatedAt: norm(g.CreatedAt), UpdatedAt: norm(b.at(3))})
+		g := b.Group(t)
+		upd := &model.Group{ID: g.ID, TenantID: g.TenantID, Name: "renamed", Description: "new", CreatedAt: b.At(50), UpdatedAt: b.At(3)}
+		harness.Must(t, b.Store.UpdateGroup(b.Ctx, upd))
+		got, err := b.Store.GetGroup(b.Ctx, b.Tenant.ID, g.ID)
+		harness.Must(t, err)
+		harness.CheckEqual(t, "after UpdateGroup", got, &model.Group{ID: g.ID, TenantID: g.TenantID, Name: "renamed",
+			Description: "new", CreatedAt: harness.Norm(g.CreatedAt), UpdatedAt: harness.Norm(b.At(3))})
 	})
 
 	t.Run("UpdateGroup returns ErrNotFound for a missing group and another tenant's group", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		wantErr(t, b.store.UpdateGroup(b.ctx, &model.Group{ID: model.NewID(), TenantID: b.tenant.ID, Name: "x"}), store.ErrNotFound)
-		theirs := b.group(t, func(g *model.Group) { g.TenantID = b.other.ID })
-		wantErr(t, b.store.UpdateGroup(b.ctx, &model.Group{ID: theirs.ID, TenantID: b.tenant.ID, Name: "x"}), store.ErrNotFound)
+		harness.WantErr(t, b.Store.UpdateGroup(b.Ctx, &model.Group{ID: model.NewID(), TenantID: b.Tenant.ID, Name: "x"}), store.ErrNotFound)
+		theirs := b.Group(t, func(g *model.Group) { g.TenantID = b.Other.ID })
+		harness.WantErr(t, b.Store.UpdateGroup(b.Ctx, &model.Group{ID: theirs.ID, TenantID: b.Tenant.ID, Name: "x"}), store.ErrNotFound)
 	})
 
 	t.Run("CreateGroup and UpdateGroup return ErrConflict for a name taken in the tenant", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		g1 := b.group(t)
-		wantErr(t, b.store.CreateGroup(b.ctx, &model.Group{TenantID: b.tenant.ID, Name: g1.Name}), store.ErrConflict)
-		g2 := b.group(t)
+		g1 := b.Group(t)
+		harness.WantErr(t, b.Store.CreateGroup(b.Ctx, &model.Group{TenantID: b.Tenant.ID, Name: g1.Name}), store.ErrConflict)
+		g2 := b.Group(t)
 		g2.Name = g1.Name
-		wantErr(t, b.store.UpdateGroup(b.ctx, g2), store.ErrConflict)
-		b.group(t, func(g *model.Group) { g.TenantID = b.other.ID; g.Name = g1.Name })
+		harness.WantErr(t, b.Store.UpdateGroup(b.Ctx, g2), store.ErrConflict)
+		b.Group(t, func(g *model.Group) { g.TenantID = b.Other.ID; g.Name = g1.Name })
 	})
 
 	t.Run("GetGroup and GetGroupByName return ErrNotFound for another tenant's group", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		theirs := b.group(t, func(g *model.Group) { g.TenantID = b.other.ID })
-		_, err := b.store.GetGroup(b.ctx, b.tenant.ID, theirs.ID)
-		wantErr(t, err, store.ErrNotFound)
-		_, err = b.store.GetGroupByName(b.ctx, b.tenant.ID, theirs.Name)
-		wantErr(t, err, store.ErrNotFound)
+		theirs := b.Group(t, func(g *model.Group) { g.TenantID = b.Other.ID })
+		_, err := b.Store.GetGroup(b.Ctx, b.Tenant.ID, theirs.ID)
+		harness.WantErr(t, err, store.ErrNotFound)
+		_, err = b.Store.GetGroupByName(b.Ctx, b.Tenant.ID, theirs.Name)
+		harness.WantErr(t, err, store.ErrNotFound)
 	})
 
 	t.Run("DeleteGroup deletes the group and its memberships", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		g := b.group(t)
-		u := b.user(t)
-		must(t, b.store.PutMembership(b.ctx, &model.Membership{TenantID: b.tenant.ID, GroupID: g.ID, UserID: u.ID, Role: model.GroupRoleMember}))
-		must(t, b.store.DeleteGroup(b.ctx, b.tenant.ID, g.ID))
-		_, err := b.store.GetGroup(b.ctx, b.tenant.ID, g.ID)
-		wantErr(t, err, store.ErrNotFound)
-		ms, err := b.store.ListMembershipsByUser(b.ctx, b.tenant.ID, u.ID)
-		must(t, err)
-		checkEqual(t, "memberships left", len(ms), 0)
+		g := b.Group(t)
+		u := b.User(t)
+		harness.Must(t, b.Store.PutMembership(b.Ctx, &model.Membership{TenantID: b.Tenant.ID, GroupID: g.ID, UserID: u.ID, Role: model.GroupRoleMember}))
+		harness.Must(t, b.Store.DeleteGroup(b.Ctx, b.Tenant.ID, g.ID))
+		_, err := b.Store.GetGroup(b.Ctx, b.Tenant.ID, g.ID)
+		harness.WantErr(t, err, store.ErrNotFound)
+		ms, err := b.Store.ListMembershipsByUser(b.Ctx, b.Tenant.ID, u.ID)
+		harness.Must(t, err)
+		harness.CheckEqual(t, "memberships left", len(ms), 0)
 	})
 
 	t.Run("DeleteGroup returns ErrNotFound for a missing group and another tenant's group", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		wantErr(t, b.store.DeleteGroup(b.ctx, b.tenant.ID, model.NewID()), store.ErrNotFound)
-		theirs := b.group(t, func(g *model.Group) { g.TenantID = b.other.ID })
-		wantErr(t, b.store.DeleteGroup(b.ctx, b.tenant.ID, theirs.ID), store.ErrNotFound)
-		_, err := b.store.GetGroup(b.ctx, b.other.ID, theirs.ID)
-		must(t, err)
+		harness.WantErr(t, b.Store.DeleteGroup(b.Ctx, b.Tenant.ID, model.NewID()), store.ErrNotFound)
+		theirs := b.Group(t, func(g *model.Group) { g.TenantID = b.Other.ID })
+		harness.WantErr(t, b.Store.DeleteGroup(b.Ctx, b.Tenant.ID, theirs.ID), store.ErrNotFound)
+		_, err := b.Store.GetGroup(b.Ctx, b.Other.ID, theirs.ID)
+		harness.Must(t, err)
 	})
 
 	t.Run("DeleteGroup returns ErrConflict while a policy governs the group", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		g := b.group(t)
-		b.policy(t, g.ID)
-		wantErr(t, b.store.DeleteGroup(b.ctx, b.tenant.ID, g.ID), store.ErrConflict)
-		_, err := b.store.GetGroup(b.ctx, b.tenant.ID, g.ID)
-		must(t, err)
+		g := b.Group(t)
+		b.Policy(t, g.ID)
+		harness.WantErr(t, b.Store.DeleteGroup(b.Ctx, b.Tenant.ID, g.ID), store.ErrConflict)
+		_, err := b.Store.GetGroup(b.Ctx, b.Tenant.ID, g.ID)
+		harness.Must(t, err)
 	})
 
 	t.Run("DeleteGroup returns ErrConflict while a project is restricted to the group", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		g := b.group(t)
-		b.project(t, func(p *model.Project) { p.GroupID = g.ID })
-		wantErr(t, b.store.DeleteGroup(b.ctx, b.tenant.ID, g.ID), store.ErrConflict)
+		g := b.Group(t)
+		b.Project(t, func(p *model.Project) { p.GroupID = g.ID })
+		harness.WantErr(t, b.Store.DeleteGroup(b.Ctx, b.Tenant.ID, g.ID), store.ErrConflict)
 	})
 
 	t.Run("ListGroups pages through a tenant's groups by name", func(t *testing.T) {
@@ -121,109 +122,109 @@ func exerciseGroups(t *testing.T, setup setupFunc) {
 		b := setup(t)
 		want := []string{"nlp", "Vision", "audio", "robotics", "infra"}
 		for _, n := range want {
-			b.group(t, func(g *model.Group) { g.Name = n })
+			b.Group(t, func(g *model.Group) { g.Name = n })
 		}
-		b.group(t, func(g *model.Group) { g.TenantID = b.other.ID; g.Name = "zzz" })
-		checkNamePaging(t, want, func(p store.Page) ([]*model.Group, error) {
-			return b.store.ListGroups(b.ctx, b.tenant.ID, p)
+		b.Group(t, func(g *model.Group) { g.TenantID = b.Other.ID; g.Name = "zzz" })
+		harness.CheckNamePaging(t, want, func(p store.Page) ([]*model.Group, error) {
+			return b.Store.ListGroups(b.Ctx, b.Tenant.ID, p)
 		}, func(g *model.Group) string { return g.Name })
 	})
 }
 
-func exerciseMemberships(t *testing.T, setup setupFunc) {
+func exerciseMemberships(t *testing.T, setup harness.Setup) {
 	t.Run("PutMembership adds a member, then changes the role and keeps CreatedAt", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		g := b.group(t)
-		u := b.user(t)
-		must(t, b.store.PutMembership(b.ctx, &model.Membership{TenantID: b.tenant.ID, GroupID: g.ID, UserID: u.ID,
-			Role: model.GroupRoleMember, CreatedAt: b.at(1)}))
-		want := &model.Membership{TenantID: b.tenant.ID, GroupID: g.ID, UserID: u.ID, Role: model.GroupRoleMember, CreatedAt: norm(b.at(1))}
-		got, err := b.store.ListMembershipsByGroup(b.ctx, b.tenant.ID, g.ID)
-		must(t, err)
-		checkEqual(t, "after add", got, []*model.Membership{want})
+		g := b.Group(t)
+		u := b.User(t)
+		harness.Must(t, b.Store.PutMembership(b.Ctx, &model.Membership{TenantID: b.Tenant.ID, GroupID: g.ID, UserID: u.ID,
+			Role: model.GroupRoleMember, CreatedAt: b.At(1)}))
+		want := &model.Membership{TenantID: b.Tenant.ID, GroupID: g.ID, UserID: u.ID, Role: model.GroupRoleMember, CreatedAt: harness.Norm(b.At(1))}
+		got, err := b.Store.ListMembershipsByGroup(b.Ctx, b.Tenant.ID, g.ID)
+		harness.Must(t, err)
+		harness.CheckEqual(t, "after add", got, []*model.Membership{want})
 
-		must(t, b.store.PutMembership(b.ctx, &model.Membership{TenantID: b.tenant.ID, GroupID: g.ID, UserID: u.ID,
-			Role: model.GroupRoleLead, CreatedAt: b.at(9)}))
+		harness.Must(t, b.Store.PutMembership(b.Ctx, &model.Membership{TenantID: b.Tenant.ID, GroupID: g.ID, UserID: u.ID,
+			Role: model.GroupRoleLead, CreatedAt: b.At(9)}))
 		want.Role = model.GroupRoleLead
-		got, err = b.store.ListMembershipsByUser(b.ctx, b.tenant.ID, u.ID)
-		must(t, err)
-		checkEqual(t, "after role change", got, []*model.Membership{want})
+		got, err = b.Store.ListMembershipsByUser(b.Ctx, b.Tenant.ID, u.ID)
+		harness.Must(t, err)
+		harness.CheckEqual(t, "after role change", got, []*model.Membership{want})
 	})
 
 	t.Run("PutMembership returns ErrNotFound for a missing group or user, or another tenant's", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		g := b.group(t)
-		u := b.user(t)
-		theirGroup := b.group(t, func(x *model.Group) { x.TenantID = b.other.ID })
-		theirUser := b.user(t, func(x *model.User) { x.TenantID = b.other.ID })
+		g := b.Group(t)
+		u := b.User(t)
+		theirGroup := b.Group(t, func(x *model.Group) { x.TenantID = b.Other.ID })
+		theirUser := b.User(t, func(x *model.User) { x.TenantID = b.Other.ID })
 		for _, m := range []*model.Membership{
-			{TenantID: b.tenant.ID, GroupID: model.NewID(), UserID: u.ID, Role: model.GroupRoleMember},
-			{TenantID: b.tenant.ID, GroupID: g.ID, UserID: model.NewID(), Role: model.GroupRoleMember},
-			{TenantID: b.tenant.ID, GroupID: theirGroup.ID, UserID: u.ID, Role: model.GroupRoleMember},
-			{TenantID: b.tenant.ID, GroupID: g.ID, UserID: theirUser.ID, Role: model.GroupRoleMember},
+			{TenantID: b.Tenant.ID, GroupID: model.NewID(), UserID: u.ID, Role: model.GroupRoleMember},
+			{TenantID: b.Tenant.ID, GroupID: g.ID, UserID: model.NewID(), Role: model.GroupRoleMember},
+			{TenantID: b.Tenant.ID, GroupID: theirGroup.ID, UserID: u.ID, Role: model.GroupRoleMember},
+			{TenantID: b.Tenant.ID, GroupID: g.ID, UserID: theirUser.ID, Role: model.GroupRoleMember},
 		} {
-			wantErr(t, b.store.PutMembership(b.ctx, m), store.ErrNotFound)
+			harness.WantErr(t, b.Store.PutMembership(b.Ctx, m), store.ErrNotFound)
 		}
 	})
 
 	t.Run("PutMembership from another tenant cannot change an existing membership", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		g := b.group(t)
-		u := b.user(t)
-		must(t, b.store.PutMembership(b.ctx, &model.Membership{TenantID: b.tenant.ID, GroupID: g.ID, UserID: u.ID, Role: model.GroupRoleMember}))
-		wantErr(t, b.store.PutMembership(b.ctx, &model.Membership{TenantID: b.other.ID, GroupID: g.ID, UserID: u.ID, Role: model.GroupRoleLead}),
+		g := b.Group(t)
+		u := b.User(t)
+		harness.Must(t, b.Store.PutMembership(b.Ctx, &model.Membership{TenantID: b.Tenant.ID, GroupID: g.ID, UserID: u.ID, Role: model.GroupRoleMember}))
+		harness.WantErr(t, b.Store.PutMembership(b.Ctx, &model.Membership{TenantID: b.Other.ID, GroupID: g.ID, UserID: u.ID, Role: model.GroupRoleLead}),
 			store.ErrNotFound)
-		got, err := b.store.ListMembershipsByGroup(b.ctx, b.tenant.ID, g.ID)
-		must(t, err)
+		got, err := b.Store.ListMembershipsByGroup(b.Ctx, b.Tenant.ID, g.ID)
+		harness.Must(t, err)
 		if len(got) != 1 || got[0].Role != model.GroupRoleMember {
-			t.Fatalf("membership changed: %s", show(got))
+			t.Fatalf("membership changed: %s", harness.Show(got))
 		}
 	})
 
 	t.Run("DeleteMembership removes one membership and returns ErrNotFound when there is none", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		g := b.group(t)
-		u1, u2 := b.user(t), b.user(t)
+		g := b.Group(t)
+		u1, u2 := b.User(t), b.User(t)
 		for _, u := range []*model.User{u1, u2} {
-			must(t, b.store.PutMembership(b.ctx, &model.Membership{TenantID: b.tenant.ID, GroupID: g.ID, UserID: u.ID, Role: model.GroupRoleMember}))
+			harness.Must(t, b.Store.PutMembership(b.Ctx, &model.Membership{TenantID: b.Tenant.ID, GroupID: g.ID, UserID: u.ID, Role: model.GroupRoleMember}))
 		}
-		wantErr(t, b.store.DeleteMembership(b.ctx, b.other.ID, g.ID, u1.ID), store.ErrNotFound)
-		must(t, b.store.DeleteMembership(b.ctx, b.tenant.ID, g.ID, u1.ID))
-		wantErr(t, b.store.DeleteMembership(b.ctx, b.tenant.ID, g.ID, u1.ID), store.ErrNotFound)
-		got, err := b.store.ListMembershipsByGroup(b.ctx, b.tenant.ID, g.ID)
-		must(t, err)
-		checkEqual(t, "members left", names(got, func(m *model.Membership) string { return m.UserID }), []string{u2.ID})
+		harness.WantErr(t, b.Store.DeleteMembership(b.Ctx, b.Other.ID, g.ID, u1.ID), store.ErrNotFound)
+		harness.Must(t, b.Store.DeleteMembership(b.Ctx, b.Tenant.ID, g.ID, u1.ID))
+		harness.WantErr(t, b.Store.DeleteMembership(b.Ctx, b.Tenant.ID, g.ID, u1.ID), store.ErrNotFound)
+		got, err := b.Store.ListMembershipsByGroup(b.Ctx, b.Tenant.ID, g.ID)
+		harness.Must(t, err)
+		harness.CheckEqual(t, "members left", harness.Names(got, func(m *model.Membership) string { return m.UserID }), []string{u2.ID})
 	})
 
 	t.Run("ListMembershipsByUser orders by group name and ListMembershipsByGroup by user name", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		gB := b.group(t, func(g *model.Group) { g.Name = "b-group" })
-		gA := b.group(t, func(g *model.Group) { g.Name = "a-group" })
-		gC := b.group(t, func(g *model.Group) { g.Name = "c-group" })
-		uY := b.user(t, func(u *model.User) { u.Name = "y-user" })
-		uX := b.user(t, func(u *model.User) { u.Name = "x-user" })
+		gB := b.Group(t, func(g *model.Group) { g.Name = "b-group" })
+		gA := b.Group(t, func(g *model.Group) { g.Name = "a-group" })
+		gC := b.Group(t, func(g *model.Group) { g.Name = "c-group" })
+		uY := b.User(t, func(u *model.User) { u.Name = "y-user" })
+		uX := b.User(t, func(u *model.User) { u.Name = "x-user" })
 		for _, g := range []*model.Group{gB, gA, gC} {
-			must(t, b.store.PutMembership(b.ctx, &model.Membership{TenantID: b.tenant.ID, GroupID: g.ID, UserID: uY.ID, Role: model.GroupRoleMember}))
+			harness.Must(t, b.Store.PutMembership(b.Ctx, &model.Membership{TenantID: b.Tenant.ID, GroupID: g.ID, UserID: uY.ID, Role: model.GroupRoleMember}))
 		}
-		must(t, b.store.PutMembership(b.ctx, &model.Membership{TenantID: b.tenant.ID, GroupID: gA.ID, UserID: uX.ID, Role: model.GroupRoleLead}))
+		harness.Must(t, b.Store.PutMembership(b.Ctx, &model.Membership{TenantID: b.Tenant.ID, GroupID: gA.ID, UserID: uX.ID, Role: model.GroupRoleLead}))
 
-		byUser, err := b.store.ListMembershipsByUser(b.ctx, b.tenant.ID, uY.ID)
-		must(t, err)
-		checkEqual(t, "groups of y-user", names(byUser, func(m *model.Membership) string { return m.GroupID }),
+		byUser, err := b.Store.ListMembershipsByUser(b.Ctx, b.Tenant.ID, uY.ID)
+		harness.Must(t, err)
+		harness.CheckEqual(t, "groups of y-user", harness.Names(byUser, func(m *model.Membership) string { return m.GroupID }),
 			[]string{gA.ID, gB.ID, gC.ID})
-		byGroup, err := b.store.ListMembershipsByGroup(b.ctx, b.tenant.ID, gA.ID)
-		must(t, err)
-		checkEqual(t, "users of a-group", names(byGroup, func(m *model.Membership) string { return m.UserID }),
+		byGroup, err := b.Store.ListMembershipsByGroup(b.Ctx, b.Tenant.ID, gA.ID)
+		harness.Must(t, err)
+		harness.CheckEqual(t, "users of a-group", harness.Names(byGroup, func(m *model.Membership) string { return m.UserID }),
 			[]string{uX.ID, uY.ID})
-		checkEqual(t, "x-user's role", byGroup[0].Role, model.GroupRoleLead)
+		harness.CheckEqual(t, "x-user's role", byGroup[0].Role, model.GroupRoleLead)
 
-		none, err := b.store.ListMembershipsByUser(b.ctx, b.other.ID, uY.ID)
-		must(t, err)
-		checkEqual(t, "memberships seen from another tenant", len(none), 0)
+		none, err := b.Store.ListMembershipsByUser(b.Ctx, b.Other.ID, uY.ID)
+		harness.Must(t, err)
+		harness.CheckEqual(t, "memberships seen from another tenant", len(none), 0)
 	})
 }

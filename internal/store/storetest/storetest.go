@@ -19,6 +19,7 @@ import (
 	"testing"
 
 	"github.com/klique-ai/klique/internal/store"
+	"github.com/klique-ai/klique/internal/store/storetest/harness"
 )
 
 // Exercise runs the conformance suite. newStore must return a new, empty
@@ -28,10 +29,10 @@ import (
 // subtest gets a store of its own.
 func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 	t.Helper()
-	setup := newSetup(t, newStore)
+	setup := harness.NewSetup(t, newStore)
 	for _, group := range []struct {
 		name string
-		run  func(t *testing.T, setup setupFunc)
+		run  func(t *testing.T, setup harness.Setup)
 	}{
 		{"Tenants", exerciseTenants},
 		{"Users", exerciseUsers},

@@ -1,4 +1,4 @@
-package storetest
+package harness
 
 import (
 	"encoding/json"
@@ -12,30 +12,32 @@ import (
 	"github.com/klique-ai/klique/internal/store"
 )
 
-// norm is a time as the store gives it back: UTC, whole microseconds.
-func norm(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
+// Norm is a time as the store gives it back: UTC, whole microseconds.
+func Norm(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
 
-func normPtr(t *time.Time) *time.Time {
+// NormPtr is Norm of a time that may be nil.
+func NormPtr(t *time.Time) *time.Time {
 	if t == nil {
 		return nil
 	}
-	v := norm(*t)
+	v := Norm(*t)
 	return &v
 }
 
-func ptr[T any](v T) *T { return &v }
+// Ptr returns a pointer to a copy of v.
+func Ptr[T any](v T) *T { return &v }
 
-// must fails the test on an unexpected error.
-func must(t *testing.T, err error) {
+// Must fails the test on an unexpected error.
+func Must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatalf("unexpected error: %v", err)
 	}
 }
 
-// wantErr checks that err is target (store.ErrNotFound or store.ErrConflict)
+// WantErr checks that err is target (store.ErrNotFound or store.ErrConflict)
 // and not the other one.
-func wantErr(t *testing.T, err, target error) {
+func WantErr(t *testing.T, err, target error) {
 	t.Helper()
 	if !errors.Is(err, target) {
 		t.Fatalf("got error %v, want %v", err, target)
@@ -47,16 +49,17 @@ func wantErr(t *testing.T, err, target error) {
 	}
 }
 
-// checkEqual compares with reflect.DeepEqual and shows both sides as JSON,
+// CheckEqual compares with reflect.DeepEqual and shows both sides as JSON,
 // which prints pointed-to times instead of addresses.
-func checkEqual[T any](t *testing.T, what string, got, want T) {
+func CheckEqual[T any](t *testing.T, what string, got, want T) {
 	t.Helper()
 	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("%s:\n got: %s\nwant: %s", what, show(got), show(want))
+		t.Fatalf("%s:\n got: %s\nwant: %s", what, Show(got), Show(want))
 	}
 }
 
-func show(v any) string {
+// Show prints v as JSON, or with %+v when it cannot be marshalled.
+func Show(v any) string {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Sprintf("%+v", v)
@@ -64,24 +67,24 @@ func show(v any) string {
 	return string(b)
 }
 
-// checkTimeUTC checks that a time read back is in UTC, not merely equal.
-func checkTimeUTC(t *testing.T, what string, got time.Time) {
+// CheckTimeUTC checks that a time read back is in UTC, not merely equal.
+func CheckTimeUTC(t *testing.T, what string, got time.Time) {
 	t.Helper()
 	if got.Location() != time.UTC {
 		t.Fatalf("%s is in %v, want UTC", what, got.Location())
 	}
 }
 
-// checkNamePaging lists a set of named objects whole and page by page, and
+// CheckNamePaging lists a set of named objects whole and page by page, and
 // checks that the whole list is in name (byte) order and that pages of every
 // size join up to it, without duplicates or gaps, ending in an empty page.
-func checkNamePaging[T any](t *testing.T, want []string, list func(page store.Page) ([]T, error), name func(T) string) {
+func CheckNamePaging[T any](t *testing.T, want []string, list func(page store.Page) ([]T, error), name func(T) string) {
 	t.Helper()
 	sorted := append([]string(nil), want...)
 	sort.Strings(sorted)
 	all, err := list(store.Page{})
-	must(t, err)
-	checkEqual(t, "whole list", names(all, name), sorted)
+	Must(t, err)
+	CheckEqual(t, "whole list", Names(all, name), sorted)
 	for _, limit := range []int{1, 2, 3, len(sorted), len(sorted) + 1} {
 		var got []string
 		after := ""
@@ -90,21 +93,22 @@ func checkNamePaging[T any](t *testing.T, want []string, list func(page store.Pa
 				t.Fatalf("limit %d: paging does not end", limit)
 			}
 			page, err := list(store.Page{After: after, Limit: limit})
-			must(t, err)
+			Must(t, err)
 			if len(page) > limit {
 				t.Fatalf("limit %d: got a page of %d", limit, len(page))
 			}
 			if len(page) == 0 {
 				break
 			}
-			got = append(got, names(page, name)...)
+			got = append(got, Names(page, name)...)
 			after = name(page[len(page)-1])
 		}
-		checkEqual(t, fmt.Sprintf("pages of %d joined", limit), got, sorted)
+		CheckEqual(t, fmt.Sprintf("pages of %d joined", limit), got, sorted)
 	}
 }
 
-func names[T any](items []T, name func(T) string) []string {
+// Names maps items to their names (or IDs), in order.
+func Names[T any](items []T, name func(T) string) []string {
 	out := make([]string, len(items))
 	for i, it := range items {
 		out[i] = name(it)
