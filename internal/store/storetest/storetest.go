@@ -13,13 +13,24 @@
 // that test transactions, locks or concurrency themselves need connections
 // of their own and get a fresh store from the constructor, so a driver's
 // constructor must give out independent stores (a new file, a new schema).
+//
+// The suite is split into packages by concern, so that none grows past a
+// size one can hold in one's head: access (tenants, users, groups, API
+// keys), estate (GPU classes, pools, profiles, policies, compute resources,
+// projects) and work (tasks, engine, workers, autoscalers, model calls,
+// audit, and the store as a whole), all on one harness (the bundle, the
+// setup and its shared stores, the per-call savepoint wrapper, fixtures
+// and checks). Exercise, here, is the one entry point: it runs every part.
 package storetest
 
 import (
 	"testing"
 
 	"github.com/klique-ai/klique/internal/store"
+	"github.com/klique-ai/klique/internal/store/storetest/access"
+	"github.com/klique-ai/klique/internal/store/storetest/estate"
 	"github.com/klique-ai/klique/internal/store/storetest/harness"
+	"github.com/klique-ai/klique/internal/store/storetest/work"
 )
 
 // Exercise runs the conformance suite. newStore must return a new, empty
@@ -34,27 +45,27 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 		name string
 		run  func(t *testing.T, setup harness.Setup)
 	}{
-		{"Tenants", exerciseTenants},
-		{"Users", exerciseUsers},
-		{"Groups", exerciseGroups},
-		{"Memberships", exerciseMemberships},
-		{"APIKeys", exerciseAPIKeys},
-		{"GPUClasses", exerciseGPUClasses},
-		{"Pools", exercisePools},
-		{"Profiles", exerciseProfiles},
-		{"Policies", exercisePolicies},
-		{"ComputeResources", exerciseComputeResources},
-		{"Projects", exerciseProjects},
-		{"Tasks", exerciseTasks},
-		{"Audit", exerciseAudit},
-		{"Settings", exerciseSettings},
-		{"Engine", exerciseEngine},
-		{"Ledger", exerciseLedger},
-		{"Workers", exerciseWorkers},
-		{"ModelCalls", exerciseModelCalls},
-		{"Gateway", exerciseGateway},
-		{"Autoscalers", exerciseAutoscalers},
-		{"Store", exerciseStore},
+		{"Tenants", access.Tenants},
+		{"Users", access.Users},
+		{"Groups", access.Groups},
+		{"Memberships", access.Memberships},
+		{"APIKeys", access.APIKeys},
+		{"GPUClasses", estate.GPUClasses},
+		{"Pools", estate.Pools},
+		{"Profiles", estate.Profiles},
+		{"Policies", estate.Policies},
+		{"ComputeResources", estate.ComputeResources},
+		{"Projects", estate.Projects},
+		{"Tasks", work.Tasks},
+		{"Audit", work.Audit},
+		{"Settings", work.Settings},
+		{"Engine", work.Engine},
+		{"Ledger", work.Ledger},
+		{"Workers", work.Workers},
+		{"ModelCalls", work.ModelCalls},
+		{"Gateway", work.Gateway},
+		{"Autoscalers", work.Autoscalers},
+		{"Store", work.Store},
 	} {
 		t.Run(group.name, func(t *testing.T) {
 			t.Parallel()

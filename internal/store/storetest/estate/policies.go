@@ -1,4 +1,4 @@
-package storetest
+package estate
 
 import (
 	"testing"
@@ -9,7 +9,8 @@ import (
 	"github.com/klique-ai/klique/internal/store/storetest/harness"
 )
 
-func exercisePolicies(t *testing.T, setup harness.Setup) {
+// Policies checks resource policies: one a group, with and without a budget.
+func Policies(t *testing.T, setup harness.Setup) {
 	t.Run("CreatePolicy then GetPolicy returns every field, with and without a budget", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
@@ -131,7 +132,9 @@ func exercisePolicies(t *testing.T, setup harness.Setup) {
 	})
 }
 
-func exerciseComputeResources(t *testing.T, setup harness.Setup) {
+// ComputeResources checks compute resources, the join of a policy and a
+// profile that tasks queue on.
+func ComputeResources(t *testing.T, setup harness.Setup) {
 	t.Run("CreateComputeResource then GetComputeResource returns every field", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

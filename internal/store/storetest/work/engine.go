@@ -1,4 +1,4 @@
-package storetest
+package work
 
 import (
 	"fmt"
@@ -38,7 +38,10 @@ func schedIDs(ts []store.SchedTask) []string {
 	return ids
 }
 
-func exerciseEngine(t *testing.T, setup harness.Setup) {
+// Engine checks what the engine's loop reads and writes: schedulable work,
+// placements and preemption, audit batches, estate versions, tenant locks,
+// queue states, pauses and leases.
+func Engine(t *testing.T, setup harness.Setup) {
 	t.Run("ListSchedulable returns held work and the first tasks of each queue, and nothing of another tenant", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
@@ -377,7 +380,8 @@ func exerciseEngine(t *testing.T, setup harness.Setup) {
 	})
 }
 
-func exerciseLedger(t *testing.T, setup harness.Setup) {
+// Ledger checks the placement intervals that usage is summed from.
+func Ledger(t *testing.T, setup harness.Setup) {
 	// Three intervals around a range [10:00, 14:00):
 	//   a: 2 GPUs on pool p1 from 09:00 to 11:30   -> 1.5 h in range, 3 GPU-h
 	//   b: 0.5 GPU on pool p2 from 12:00, still open at 13:00 (now) -> 0.5 GPU-h

@@ -1,4 +1,4 @@
-package storetest
+package access
 
 import (
 	"bytes"
@@ -9,7 +9,9 @@ import (
 	"github.com/klique-ai/klique/internal/store/storetest/harness"
 )
 
-func exerciseAPIKeys(t *testing.T, setup harness.Setup) {
+// APIKeys checks API keys: round trips, lookup by hash across tenants,
+// listing, revoking and touching.
+func APIKeys(t *testing.T, setup harness.Setup) {
 	t.Run("CreateAPIKey then GetAPIKey returns every field, with unset times and project", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

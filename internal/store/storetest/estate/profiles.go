@@ -1,4 +1,4 @@
-package storetest
+package estate
 
 import (
 	"testing"
@@ -8,7 +8,9 @@ import (
 	"github.com/klique-ai/klique/internal/store/storetest/harness"
 )
 
-func exerciseProfiles(t *testing.T, setup harness.Setup) {
+// Profiles checks profiles and their ordered pool links, written whole or
+// not at all.
+func Profiles(t *testing.T, setup harness.Setup) {
 	t.Run("CreateProfile then GetProfile returns every field with pools in order", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

@@ -1,4 +1,4 @@
-package storetest
+package work
 
 import (
 	"errors"
@@ -44,7 +44,9 @@ func watchLock(b *harness.Bundle, starting, began <-chan struct{}) {
 	time.Sleep(lockWait)
 }
 
-func exerciseStore(t *testing.T, setup harness.Setup) {
+// Store checks the store as a whole: Ping, Driver, InTx's commit, rollback
+// and error mapping, and LockTenant.
+func Store(t *testing.T, setup harness.Setup) {
 	t.Run("Ping answers", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, harness.OwnStore)

@@ -1,4 +1,4 @@
-package storetest
+package work
 
 import (
 	"errors"
@@ -16,7 +16,9 @@ func taskID(t *model.Task) string { return t.ID }
 
 func taskIDs(ts ...*model.Task) []string { return harness.Names(ts, taskID) }
 
-func exerciseTasks(t *testing.T, setup harness.Setup) {
+// Tasks checks tasks: enqueueing with queue sequence numbers, updates over
+// their life, filtered listing and counting.
+func Tasks(t *testing.T, setup harness.Setup) {
 	t.Run("CreateTask then GetTask returns every field", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

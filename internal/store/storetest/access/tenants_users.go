@@ -1,4 +1,4 @@
-package storetest
+package access
 
 import (
 	"testing"
@@ -8,7 +8,8 @@ import (
 	"github.com/klique-ai/klique/internal/store/storetest/harness"
 )
 
-func exerciseTenants(t *testing.T, setup harness.Setup) {
+// Tenants checks creating, finding and listing tenants.
+func Tenants(t *testing.T, setup harness.Setup) {
 	t.Run("CreateTenant then GetTenant and GetTenantByName return every field", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
@@ -69,7 +70,9 @@ func exerciseTenants(t *testing.T, setup harness.Setup) {
 	})
 }
 
-func exerciseUsers(t *testing.T, setup harness.Setup) {
+// Users checks the users of a tenant: round trips, updates, lookups by name
+// and external id, uniqueness and paging.
+func Users(t *testing.T, setup harness.Setup) {
 	t.Run("CreateUser then GetUser returns every field", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

@@ -1,4 +1,4 @@
-package storetest
+package work
 
 import (
 	"fmt"
@@ -11,7 +11,9 @@ import (
 	"github.com/klique-ai/klique/internal/store/storetest/harness"
 )
 
-func exerciseModelCalls(t *testing.T, setup harness.Setup) {
+// ModelCalls checks recording, summing and listing the gateway's model
+// calls.
+func ModelCalls(t *testing.T, setup harness.Setup) {
 	call := func(b *harness.Bundle, tenantID string, at time.Time, user, project, group, alias string, in, out, cost int64) *model.ModelCall {
 		n := b.Seq()
 		return &model.ModelCall{ID: model.NewID(), TenantID: tenantID, At: at, UserID: "u-" + user, UserName: user,
@@ -115,7 +117,8 @@ func exerciseModelCalls(t *testing.T, setup harness.Setup) {
 	})
 }
 
-func exerciseGateway(t *testing.T, setup harness.Setup) {
+// Gateway checks a tenant's gateway configuration.
+func Gateway(t *testing.T, setup harness.Setup) {
 	t.Run("a tenant's gateway configuration is stored whole and read back per tenant", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

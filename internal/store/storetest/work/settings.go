@@ -1,4 +1,4 @@
-package storetest
+package work
 
 import (
 	"fmt"
@@ -9,7 +9,9 @@ import (
 	"github.com/klique-ai/klique/internal/store/storetest/harness"
 )
 
-func exerciseSettings(t *testing.T, setup harness.Setup) {
+// Settings checks the store-wide settings, also when callers race to put one
+// first.
+func Settings(t *testing.T, setup harness.Setup) {
 	t.Run("GetSetting returns ErrNotFound for an unset key", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

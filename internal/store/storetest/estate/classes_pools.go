@@ -1,4 +1,4 @@
-package storetest
+package estate
 
 import (
 	"testing"
@@ -8,7 +8,9 @@ import (
 	"github.com/klique-ai/klique/internal/store/storetest/harness"
 )
 
-func exerciseGPUClasses(t *testing.T, setup harness.Setup) {
+// GPUClasses checks GPU classes: round trips, updates, uniqueness, deletion
+// and what holds it back, listing.
+func GPUClasses(t *testing.T, setup harness.Setup) {
 	t.Run("CreateGPUClass then GetGPUClass returns every field", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
@@ -105,7 +107,9 @@ func exerciseGPUClasses(t *testing.T, setup harness.Setup) {
 	})
 }
 
-func exercisePools(t *testing.T, setup harness.Setup) {
+// Pools checks pools: round trips, updates, their GPU class, uniqueness,
+// deletion and what holds it back, listing.
+func Pools(t *testing.T, setup harness.Setup) {
 	t.Run("CreatePool then GetPool returns every field", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

@@ -1,4 +1,4 @@
-package storetest
+package work
 
 import (
 	"fmt"
@@ -23,7 +23,9 @@ func placedTask(t *testing.T, b *harness.Bundle, q *harness.Queue, owner *model.
 	return tk
 }
 
-func exerciseWorkers(t *testing.T, setup harness.Setup) {
+// Workers checks the worker protocol's records: credentials, workers,
+// claims, leases, logs, metrics and secrets.
+func Workers(t *testing.T, setup harness.Setup) {
 	one := model.Size{Nodes: 1, PerNode: 1000}
 
 	t.Run("worker credentials are found by hash across tenants, listed and revoked", func(t *testing.T) {

@@ -1,4 +1,4 @@
-package storetest
+package estate
 
 import (
 	"testing"
@@ -8,7 +8,9 @@ import (
 	"github.com/klique-ai/klique/internal/store/storetest/harness"
 )
 
-func exerciseProjects(t *testing.T, setup harness.Setup) {
+// Projects checks projects: round trips, their group, uniqueness, deletion
+// with their API keys, paging.
+func Projects(t *testing.T, setup harness.Setup) {
 	t.Run("CreateProject then GetProject and GetProjectByName return every field, with and without a group", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

@@ -1,4 +1,4 @@
-package storetest
+package work
 
 import (
 	"testing"
@@ -9,7 +9,9 @@ import (
 	"github.com/klique-ai/klique/internal/store/storetest/harness"
 )
 
-func exerciseAutoscalers(t *testing.T, setup harness.Setup) {
+// Autoscalers checks autoscalers, one a pool, and the reason they give
+// placed tasks.
+func Autoscalers(t *testing.T, setup harness.Setup) {
 	spec := model.AutoscalerSpec{Provider: model.ProviderAWS, Region: "eu-west-1", MaxInstances: 4,
 		InstanceTypes: []model.InstanceType{{Name: "g5.xlarge", GPUs: 1}, {Name: "g5.12xlarge", GPUs: 4}},
 		IdleTimeout:   10 * time.Minute, SpinUpTimeout: 15 * time.Minute, Market: model.MarketSpot, SpotFallback: true,

@@ -1,4 +1,4 @@
-package storetest
+package access
 
 import (
 	"testing"
@@ -8,7 +8,9 @@ import (
 	"github.com/klique-ai/klique/internal/store/storetest/harness"
 )
 
-func exerciseGroups(t *testing.T, setup harness.Setup) {
+// Groups checks groups: round trips, updates, uniqueness in a tenant,
+// deletion and what holds it back, paging.
+func Groups(t *testing.T, setup harness.Setup) {
 	t.Run("CreateGroup then GetGroup and GetGroupByName return every field", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
@@ -131,7 +133,9 @@ func exerciseGroups(t *testing.T, setup harness.Setup) {
 	})
 }
 
-func exerciseMemberships(t *testing.T, setup harness.Setup) {
+// Memberships checks putting, deleting and listing the members of groups,
+// within a tenant.
+func Memberships(t *testing.T, setup harness.Setup) {
 	t.Run("PutMembership adds a member, then changes the role and keeps CreatedAt", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

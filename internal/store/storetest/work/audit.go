@@ -1,4 +1,4 @@
-package storetest
+package work
 
 import (
 	"fmt"
@@ -13,7 +13,9 @@ import (
 
 func auditID(e *model.AuditEntry) string { return e.ID }
 
-func exerciseAudit(t *testing.T, setup harness.Setup) {
+// Audit checks inserting the audit trail and listing it newest first,
+// filtered and per tenant.
+func Audit(t *testing.T, setup harness.Setup) {
 	t.Run("InsertAudit assigns Seq and ID, and ListAudit returns every field", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
