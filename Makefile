@@ -31,7 +31,7 @@ lint:
 ## generate: regenerate the GraphQL code from schema/*.graphqls, and the conformance suite's per-call store
 generate:
 	$(GO) tool gqlgen generate
-	$(GO) generate ./internal/store/storetest
+	$(GO) generate ./internal/store/storetest/harness
 
 ## fmt: format the code
 fmt:

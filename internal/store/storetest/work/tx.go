@@ -1,4 +1,4 @@
-package storetest
+package work
 
 import (
 	"errors"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/store"
+	"github.com/klique-ai/klique/internal/store/storetest/harness"
 )
 
 // lockWait is how long a test watches a transaction that a lock should hold
@@ -31,9 +32,9 @@ const lockWait = 50 * time.Millisecond
 // lock statement. On SQLite the lock is the transaction itself (BEGIN
 // IMMEDIATE, or the in-memory store's one connection), so began cannot come
 // first, and the watch starts as the goroutine does.
-func (b *testBundle) watchLock(starting, began <-chan struct{}) {
+func watchLock(b *harness.Bundle, starting, began <-chan struct{}) {
 	<-starting
-	if b.store.Driver() == "postgres" {
+	if b.Store.Driver() == "postgres" {
 		select {
 		case <-began:
 		case <-time.After(10 * time.Second):
@@ -43,50 +44,52 @@ func (b *testBundle) watchLock(starting, began <-chan struct{}) {
 	time.Sleep(lockWait)
 }
 
-func exerciseStore(t *testing.T, setup setupFunc) {
+// Store checks the store as a whole: Ping, Driver, InTx's commit, rollback
+// and error mapping, and LockTenant.
+func Store(t *testing.T, setup harness.Setup) {
 	t.Run("Ping answers", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, ownStore)
-		must(t, b.store.Ping(b.ctx))
+		b := setup(t, harness.OwnStore)
+		harness.Must(t, b.Store.Ping(b.Ctx))
 	})
 
 	t.Run("Driver names sqlite or postgres", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		if d := b.store.Driver(); d != "sqlite" && d != "postgres" {
+		if d := b.Store.Driver(); d != "sqlite" && d != "postgres" {
 			t.Fatalf("Driver() = %q", d)
 		}
 	})
 
 	t.Run("InTx commits every write when fn returns nil", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, ownStore)
+		b := setup(t, harness.OwnStore)
 		var g *model.Group
 		var p *model.Pool
-		must(t, b.store.InTx(b.ctx, func(q store.Queries) error {
-			g = &model.Group{TenantID: b.tenant.ID, Name: "in-tx"}
-			if err := q.CreateGroup(b.ctx, g); err != nil {
+		harness.Must(t, b.Store.InTx(b.Ctx, func(q store.Queries) error {
+			g = &model.Group{TenantID: b.Tenant.ID, Name: "in-tx"}
+			if err := q.CreateGroup(b.Ctx, g); err != nil {
 				return err
 			}
-			p = &model.Pool{TenantID: b.tenant.ID, Name: "in-tx"}
-			return q.CreatePool(b.ctx, p)
+			p = &model.Pool{TenantID: b.Tenant.ID, Name: "in-tx"}
+			return q.CreatePool(b.Ctx, p)
 		}))
-		_, err := b.store.GetGroup(b.ctx, b.tenant.ID, g.ID)
-		must(t, err)
-		_, err = b.store.GetPool(b.ctx, b.tenant.ID, p.ID)
-		must(t, err)
+		_, err := b.Store.GetGroup(b.Ctx, b.Tenant.ID, g.ID)
+		harness.Must(t, err)
+		_, err = b.Store.GetPool(b.Ctx, b.Tenant.ID, p.ID)
+		harness.Must(t, err)
 	})
 
 	t.Run("LockTenant makes a second transaction on the tenant wait until the first ends", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, ownStore)
-		must(t, b.store.LockTenant(b.ctx, b.tenant.ID)) // outside a transaction: returns at once
+		b := setup(t, harness.OwnStore)
+		harness.Must(t, b.Store.LockTenant(b.Ctx, b.Tenant.ID)) // outside a transaction: returns at once
 		held := make(chan struct{})
 		release := make(chan struct{})
 		firstDone := make(chan error, 1)
 		go func() {
-			firstDone <- b.store.InTx(b.ctx, func(q store.Queries) error {
-				if err := q.LockTenant(b.ctx, b.tenant.ID); err != nil {
+			firstDone <- b.Store.InTx(b.Ctx, func(q store.Queries) error {
+				if err := q.LockTenant(b.Ctx, b.Tenant.ID); err != nil {
 					return err
 				}
 				close(held)
@@ -100,20 +103,20 @@ func exerciseStore(t *testing.T, setup setupFunc) {
 		starting, began := make(chan struct{}), make(chan struct{})
 		go func() {
 			close(starting)
-			secondDone <- b.store.InTx(b.ctx, func(q store.Queries) error {
+			secondDone <- b.Store.InTx(b.Ctx, func(q store.Queries) error {
 				close(began)
-				err := q.LockTenant(b.ctx, b.tenant.ID)
+				err := q.LockTenant(b.Ctx, b.Tenant.ID)
 				second.Store(true)
 				return err
 			})
 		}()
-		b.watchLock(starting, began)
+		watchLock(b, starting, began)
 		if second.Load() {
 			t.Fatal("a second transaction took the tenant lock while the first held it")
 		}
 		close(release)
-		must(t, <-firstDone)
-		must(t, <-secondDone)
+		harness.Must(t, <-firstDone)
+		harness.Must(t, <-secondDone)
 		if !second.Load() {
 			t.Fatal("the second transaction never took the lock")
 		}
@@ -121,20 +124,20 @@ func exerciseStore(t *testing.T, setup setupFunc) {
 
 	t.Run("InTx rolls back when fn returns an error, and returns that error", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, ownStore)
+		b := setup(t, harness.OwnStore)
 		sentinel := errors.New("changed my mind")
 		var seen bool
-		err := b.store.InTx(b.ctx, func(q store.Queries) error {
-			g := &model.Group{TenantID: b.tenant.ID, Name: "rolled-back"}
-			if err := q.CreateGroup(b.ctx, g); err != nil {
+		err := b.Store.InTx(b.Ctx, func(q store.Queries) error {
+			g := &model.Group{TenantID: b.Tenant.ID, Name: "rolled-back"}
+			if err := q.CreateGroup(b.Ctx, g); err != nil {
 				return err
 			}
 			// The transaction sees its own writes.
-			if _, err := q.GetGroupByName(b.ctx, b.tenant.ID, "rolled-back"); err != nil {
+			if _, err := q.GetGroupByName(b.Ctx, b.Tenant.ID, "rolled-back"); err != nil {
 				return err
 			}
 			seen = true
-			if err := q.PutSetting(b.ctx, "k", "v"); err != nil {
+			if err := q.PutSetting(b.Ctx, "k", "v"); err != nil {
 				return err
 			}
 			return sentinel
@@ -145,15 +148,15 @@ func exerciseStore(t *testing.T, setup setupFunc) {
 		if !seen {
 			t.Fatal("the transaction did not see its own write")
 		}
-		_, err = b.store.GetGroupByName(b.ctx, b.tenant.ID, "rolled-back")
-		wantErr(t, err, store.ErrNotFound)
-		_, err = b.store.GetSetting(b.ctx, "k")
-		wantErr(t, err, store.ErrNotFound)
+		_, err = b.Store.GetGroupByName(b.Ctx, b.Tenant.ID, "rolled-back")
+		harness.WantErr(t, err, store.ErrNotFound)
+		_, err = b.Store.GetSetting(b.Ctx, "k")
+		harness.WantErr(t, err, store.ErrNotFound)
 	})
 
 	t.Run("InTx rolls back when fn panics and lets the panic through", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, ownStore)
+		b := setup(t, harness.OwnStore)
 		type boom struct{}
 		func() {
 			defer func() {
@@ -161,33 +164,33 @@ func exerciseStore(t *testing.T, setup setupFunc) {
 					t.Fatalf("recovered %v, want the panic fn raised", r)
 				}
 			}()
-			_ = b.store.InTx(b.ctx, func(q store.Queries) error {
-				if err := q.CreateGroup(b.ctx, &model.Group{TenantID: b.tenant.ID, Name: "panicked"}); err != nil {
+			_ = b.Store.InTx(b.Ctx, func(q store.Queries) error {
+				if err := q.CreateGroup(b.Ctx, &model.Group{TenantID: b.Tenant.ID, Name: "panicked"}); err != nil {
 					return err
 				}
 				panic(boom{})
 			})
 			t.Fatal("InTx returned instead of panicking")
 		}()
-		_, err := b.store.GetGroupByName(b.ctx, b.tenant.ID, "panicked")
-		wantErr(t, err, store.ErrNotFound)
+		_, err := b.Store.GetGroupByName(b.Ctx, b.Tenant.ID, "panicked")
+		harness.WantErr(t, err, store.ErrNotFound)
 		// The store still works: the connection went back to the pool.
-		b.group(t)
+		b.Group(t)
 	})
 
 	t.Run("InTx rolls back a profile with its links and a task, and later tasks still sort last", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, ownStore)
-		q, owner := b.queue(t), b.user(t)
-		before := b.task(t, q, owner)
-		pool := b.pool(t)
+		b := setup(t, harness.OwnStore)
+		q, owner := b.Queue(t), b.User(t)
+		before := b.Task(t, q, owner)
+		pool := b.Pool(t)
 		var inTx *model.Task
-		err := b.store.InTx(b.ctx, func(tx store.Queries) error {
-			if err := tx.CreateProfile(b.ctx, &model.Profile{TenantID: b.tenant.ID, Name: "tx-profile", Pools: []string{pool.ID}}); err != nil {
+		err := b.Store.InTx(b.Ctx, func(tx store.Queries) error {
+			if err := tx.CreateProfile(b.Ctx, &model.Profile{TenantID: b.Tenant.ID, Name: "tx-profile", Pools: []string{pool.ID}}); err != nil {
 				return err
 			}
-			inTx = &model.Task{TenantID: b.tenant.ID, OwnerID: owner.ID, ComputeResourceID: q.cr.ID, Name: "tx", Status: model.TaskQueued}
-			if err := tx.CreateTask(b.ctx, inTx); err != nil {
+			inTx = &model.Task{TenantID: b.Tenant.ID, OwnerID: owner.ID, ComputeResourceID: q.CR.ID, Name: "tx", Status: model.TaskQueued}
+			if err := tx.CreateTask(b.Ctx, inTx); err != nil {
 				return err
 			}
 			return errors.New("roll back")
@@ -195,18 +198,18 @@ func exerciseStore(t *testing.T, setup setupFunc) {
 		if err == nil {
 			t.Fatal("InTx returned nil")
 		}
-		list, err := b.store.ListProfiles(b.ctx, b.tenant.ID)
-		must(t, err)
+		list, err := b.Store.ListProfiles(b.Ctx, b.Tenant.ID)
+		harness.Must(t, err)
 		for _, p := range list {
 			if p.Name == "tx-profile" {
 				t.Fatal("profile created in a rolled back transaction exists")
 			}
 		}
 		// Its pool link went with it.
-		must(t, b.store.DeletePool(b.ctx, b.tenant.ID, pool.ID))
-		_, err = b.store.GetTask(b.ctx, b.tenant.ID, inTx.ID)
-		wantErr(t, err, store.ErrNotFound)
-		after := b.task(t, q, owner)
+		harness.Must(t, b.Store.DeletePool(b.Ctx, b.Tenant.ID, pool.ID))
+		_, err = b.Store.GetTask(b.Ctx, b.Tenant.ID, inTx.ID)
+		harness.WantErr(t, err, store.ErrNotFound)
+		after := b.Task(t, q, owner)
 		if after.QueueSeq <= before.QueueSeq {
 			t.Fatalf("QueueSeq after a rollback %d, want more than %d", after.QueueSeq, before.QueueSeq)
 		}
@@ -214,16 +217,16 @@ func exerciseStore(t *testing.T, setup setupFunc) {
 
 	t.Run("Queries in InTx map errors like the store does", func(t *testing.T) {
 		t.Parallel()
-		b := setup(t, ownStore)
-		g := b.group(t)
-		err := b.store.InTx(b.ctx, func(q store.Queries) error {
-			_, err := q.GetGroup(b.ctx, b.other.ID, g.ID)
+		b := setup(t, harness.OwnStore)
+		g := b.Group(t)
+		err := b.Store.InTx(b.Ctx, func(q store.Queries) error {
+			_, err := q.GetGroup(b.Ctx, b.Other.ID, g.ID)
 			return err
 		})
-		wantErr(t, err, store.ErrNotFound)
-		err = b.store.InTx(b.ctx, func(q store.Queries) error {
-			return q.CreateGroup(b.ctx, &model.Group{TenantID: b.tenant.ID, Name: g.Name})
+		harness.WantErr(t, err, store.ErrNotFound)
+		err = b.Store.InTx(b.Ctx, func(q store.Queries) error {
+			return q.CreateGroup(b.Ctx, &model.Group{TenantID: b.Tenant.ID, Name: g.Name})
 		})
-		wantErr(t, err, store.ErrConflict)
+		harness.WantErr(t, err, store.ErrConflict)
 	})
 }

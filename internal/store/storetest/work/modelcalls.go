@@ -1,4 +1,4 @@
-package storetest
+package work
 
 import (
 	"fmt"
@@ -8,14 +8,17 @@ import (
 
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/store"
+	"github.com/klique-ai/klique/internal/store/storetest/harness"
 )
 
-func exerciseModelCalls(t *testing.T, setup setupFunc) {
-	call := func(b *testBundle, tenantID string, at time.Time, user, project, group, alias string, in, out, cost int64) *model.ModelCall {
-		b.n++
+// ModelCalls checks recording, summing and listing the gateway's model
+// calls.
+func ModelCalls(t *testing.T, setup harness.Setup) {
+	call := func(b *harness.Bundle, tenantID string, at time.Time, user, project, group, alias string, in, out, cost int64) *model.ModelCall {
+		n := b.Seq()
 		return &model.ModelCall{ID: model.NewID(), TenantID: tenantID, At: at, UserID: "u-" + user, UserName: user,
 			ProjectID: "p-" + project, ProjectName: project, GroupID: "g-" + group, GroupName: group,
-			Endpoint: "chat/completions", Alias: alias, Model: alias + "-model", Target: "route-a", Stream: b.n%2 == 0,
+			Endpoint: "chat/completions", Alias: alias, Model: alias + "-model", Target: "route-a", Stream: n%2 == 0,
 			InputTokens: in, OutputTokens: out, CostMicros: cost, Currency: "USD", LatencyMicros: 1234, Status: 200,
 			Outcome: model.CallOK}
 	}
@@ -23,23 +26,23 @@ func exerciseModelCalls(t *testing.T, setup setupFunc) {
 	t.Run("calls are recorded once per request id, summed and listed per tenant", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		day := b.now.Truncate(24 * time.Hour)
+		day := b.Now.Truncate(24 * time.Hour)
 		calls := []*model.ModelCall{
-			call(b, b.tenant.ID, day.Add(time.Hour), "alice", "fraud", "ml", "chat", 100, 20, 3000),
-			call(b, b.tenant.ID, day.Add(2*time.Hour), "alice", "fraud", "ml", "embed", 50, 0, 50),
-			call(b, b.tenant.ID, day.Add(3*time.Hour), "bob", "fraud", "ml", "chat", 10, 5, 400),
-			call(b, b.tenant.ID, day.Add(4*time.Hour), "vic", "detect", "vision", "chat", 7, 7, 0),
-			call(b, b.tenant.ID, day.Add(30*time.Hour), "alice", "fraud", "ml", "chat", 1000, 1000, 1),
-			call(b, b.other.ID, day.Add(time.Hour), "eve", "fraud", "ml", "chat", 999, 999, 999),
+			call(b, b.Tenant.ID, day.Add(time.Hour), "alice", "fraud", "ml", "chat", 100, 20, 3000),
+			call(b, b.Tenant.ID, day.Add(2*time.Hour), "alice", "fraud", "ml", "embed", 50, 0, 50),
+			call(b, b.Tenant.ID, day.Add(3*time.Hour), "bob", "fraud", "ml", "chat", 10, 5, 400),
+			call(b, b.Tenant.ID, day.Add(4*time.Hour), "vic", "detect", "vision", "chat", 7, 7, 0),
+			call(b, b.Tenant.ID, day.Add(30*time.Hour), "alice", "fraud", "ml", "chat", 1000, 1000, 1),
+			call(b, b.Other.ID, day.Add(time.Hour), "eve", "fraud", "ml", "chat", 999, 999, 999),
 		}
 		calls[3].Outcome, calls[3].Guardrail, calls[3].Status = model.CallBlocked, "global deny 1", 400
-		must(t, b.store.InsertModelCalls(b.ctx, calls))
+		harness.Must(t, b.Store.InsertModelCalls(b.Ctx, calls))
 		// Recording again (a retried flush) changes nothing.
-		must(t, b.store.InsertModelCalls(b.ctx, calls[:2]))
+		harness.Must(t, b.Store.InsertModelCalls(b.Ctx, calls[:2]))
 
 		q := store.ModelUsageQuery{From: day, To: day.Add(24 * time.Hour), By: []string{store.ByProject, store.ByUser}}
-		rows, err := b.store.SumModelCalls(b.ctx, b.tenant.ID, q)
-		must(t, err)
+		rows, err := b.Store.SumModelCalls(b.Ctx, b.Tenant.ID, q)
+		harness.Must(t, err)
 		got := ""
 		for _, r := range rows {
 			got += fmt.Sprintf("%s/%s:%d,%d,%d,%d,%s ", r.Keys[0].Name, r.Keys[1].Name, r.Calls, r.InputTokens, r.OutputTokens, r.CostMicros, r.Currency)
@@ -48,40 +51,40 @@ func exerciseModelCalls(t *testing.T, setup setupFunc) {
 			t.Fatalf("sums %q\nwant %q", got, want)
 		}
 		// A project's spend in a period, one user's, no grouping.
-		rows, err = b.store.SumModelCalls(b.ctx, b.tenant.ID, store.ModelUsageQuery{From: day, To: day.Add(48 * time.Hour), ProjectID: "p-fraud", UserID: "u-alice"})
-		must(t, err)
+		rows, err = b.Store.SumModelCalls(b.Ctx, b.Tenant.ID, store.ModelUsageQuery{From: day, To: day.Add(48 * time.Hour), ProjectID: "p-fraud", UserID: "u-alice"})
+		harness.Must(t, err)
 		if len(rows) != 1 || rows[0].Calls != 3 || rows[0].InputTokens+rows[0].OutputTokens != 2170 || rows[0].CostMicros != 3051 {
 			t.Fatalf("alice in fraud: %+v", rows)
 		}
-		rows, err = b.store.SumModelCalls(b.ctx, b.tenant.ID, store.ModelUsageQuery{From: day.Add(-48 * time.Hour), To: day, ProjectID: "p-fraud"})
-		must(t, err)
+		rows, err = b.Store.SumModelCalls(b.Ctx, b.Tenant.ID, store.ModelUsageQuery{From: day.Add(-48 * time.Hour), To: day, ProjectID: "p-fraud"})
+		harness.Must(t, err)
 		if len(rows) != 0 {
 			t.Fatalf("nothing in range: %+v", rows)
 		}
-		rows, err = b.store.SumModelCalls(b.ctx, b.tenant.ID, store.ModelUsageQuery{From: day, To: day.Add(48 * time.Hour), By: []string{store.ByAlias}, GroupIDs: []string{"g-ml"}})
-		must(t, err)
+		rows, err = b.Store.SumModelCalls(b.Ctx, b.Tenant.ID, store.ModelUsageQuery{From: day, To: day.Add(48 * time.Hour), By: []string{store.ByAlias}, GroupIDs: []string{"g-ml"}})
+		harness.Must(t, err)
 		if len(rows) != 2 || rows[0].Keys[0].Name != "chat" || rows[0].Calls != 3 || rows[1].Keys[0].Name != "embed" {
 			t.Fatalf("by alias in ml: %+v", rows)
 		}
-		_, err = b.store.SumModelCalls(b.ctx, b.tenant.ID, store.ModelUsageQuery{From: day, To: day, By: []string{store.ByAlias}})
+		_, err = b.Store.SumModelCalls(b.Ctx, b.Tenant.ID, store.ModelUsageQuery{From: day, To: day, By: []string{store.ByAlias}})
 		if err == nil {
 			t.Fatal("an empty range was accepted")
 		}
-		_, err = b.store.SumModelCalls(b.ctx, b.tenant.ID, store.ModelUsageQuery{From: day, To: day.Add(time.Hour), By: []string{store.ByPool}})
+		_, err = b.Store.SumModelCalls(b.Ctx, b.Tenant.ID, store.ModelUsageQuery{From: day, To: day.Add(time.Hour), By: []string{store.ByPool}})
 		if err == nil {
 			t.Fatal("a dimension calls do not have was accepted")
 		}
 
 		// Newest first, paged, every field round-tripped.
-		page1, err := b.store.ListModelCalls(b.ctx, b.tenant.ID, store.ModelUsageQuery{From: day, To: day.Add(48 * time.Hour)}, store.Page{Limit: 3})
-		must(t, err)
+		page1, err := b.Store.ListModelCalls(b.Ctx, b.Tenant.ID, store.ModelUsageQuery{From: day, To: day.Add(48 * time.Hour)}, store.Page{Limit: 3})
+		harness.Must(t, err)
 		if len(page1) != 3 || page1[0].ID != calls[4].ID || page1[2].ID != calls[2].ID {
-			t.Fatalf("page 1: %s", show(page1))
+			t.Fatalf("page 1: %s", harness.Show(page1))
 		}
-		page2, err := b.store.ListModelCalls(b.ctx, b.tenant.ID, store.ModelUsageQuery{From: day, To: day.Add(48 * time.Hour)}, store.Page{After: page1[2].ID, Limit: 3})
-		must(t, err)
+		page2, err := b.Store.ListModelCalls(b.Ctx, b.Tenant.ID, store.ModelUsageQuery{From: day, To: day.Add(48 * time.Hour)}, store.Page{After: page1[2].ID, Limit: 3})
+		harness.Must(t, err)
 		if len(page2) != 2 || page2[1].ID != calls[0].ID {
-			t.Fatalf("page 2: %s", show(page2))
+			t.Fatalf("page 2: %s", harness.Show(page2))
 		}
 		blocked := page1[1]
 		want := *calls[3]
@@ -94,32 +97,33 @@ func exerciseModelCalls(t *testing.T, setup setupFunc) {
 	t.Run("a large batch is recorded whole, and again changes nothing", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		day := b.now.Truncate(24 * time.Hour)
+		day := b.Now.Truncate(24 * time.Hour)
 		// 301 rows: every statement size the store cuts batches into, and
 		// a remainder.
 		calls := make([]*model.ModelCall, 301)
 		for i := range calls {
-			calls[i] = call(b, b.tenant.ID, day.Add(time.Duration(i)*time.Second), "alice", "fraud", "ml", "chat", 1, 2, 3)
+			calls[i] = call(b, b.Tenant.ID, day.Add(time.Duration(i)*time.Second), "alice", "fraud", "ml", "chat", 1, 2, 3)
 		}
-		must(t, b.store.InsertModelCalls(b.ctx, calls[:150]))
+		harness.Must(t, b.Store.InsertModelCalls(b.Ctx, calls[:150]))
 		// A retried flush that overlaps the first, as the gateway's meter
 		// sends after a failure.
-		must(t, b.store.InsertModelCalls(b.ctx, calls))
-		must(t, b.store.InsertModelCalls(b.ctx, calls[7:9]))
-		rows, err := b.store.SumModelCalls(b.ctx, b.tenant.ID, store.ModelUsageQuery{From: day, To: day.Add(24 * time.Hour)})
-		must(t, err)
+		harness.Must(t, b.Store.InsertModelCalls(b.Ctx, calls))
+		harness.Must(t, b.Store.InsertModelCalls(b.Ctx, calls[7:9]))
+		rows, err := b.Store.SumModelCalls(b.Ctx, b.Tenant.ID, store.ModelUsageQuery{From: day, To: day.Add(24 * time.Hour)})
+		harness.Must(t, err)
 		if len(rows) != 1 || rows[0].Calls != 301 || rows[0].InputTokens != 301 || rows[0].OutputTokens != 602 || rows[0].CostMicros != 903 {
 			t.Fatalf("sums %+v, want 301 calls", rows)
 		}
 	})
 }
 
-func exerciseGateway(t *testing.T, setup setupFunc) {
+// Gateway checks a tenant's gateway configuration.
+func Gateway(t *testing.T, setup harness.Setup) {
 	t.Run("a tenant's gateway configuration is stored whole and read back per tenant", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		g, err := b.store.GetGateway(b.ctx, b.tenant.ID)
-		must(t, err)
+		g, err := b.Store.GetGateway(b.Ctx, b.Tenant.ID)
+		harness.Must(t, err)
 		if g == nil || len(g.Aliases) != 0 {
 			t.Fatalf("empty configuration %+v", g)
 		}
@@ -134,23 +138,23 @@ func exerciseGateway(t *testing.T, setup setupFunc) {
 			Entitlements: []*model.Entitlement{{Name: "frontier", Groups: []string{"ml"}}},
 			Guardrails:   model.Guardrails{Deny: []string{"password"}, GuardAlias: "guard"},
 		}
-		must(t, b.store.PutGateway(b.ctx, b.tenant.ID, g, b.now))
-		got, err := b.store.GetGateway(b.ctx, b.tenant.ID)
-		must(t, err)
+		harness.Must(t, b.Store.PutGateway(b.Ctx, b.Tenant.ID, g, b.Now))
+		got, err := b.Store.GetGateway(b.Ctx, b.Tenant.ID)
+		harness.Must(t, err)
 		if !reflect.DeepEqual(got, g) {
-			t.Fatalf("read back %s\nwant %s", show(got), show(g))
+			t.Fatalf("read back %s\nwant %s", harness.Show(got), harness.Show(g))
 		}
-		other, err := b.store.GetGateway(b.ctx, b.other.ID)
-		must(t, err)
+		other, err := b.Store.GetGateway(b.Ctx, b.Other.ID)
+		harness.Must(t, err)
 		if len(other.Providers) != 0 {
-			t.Fatalf("another tenant reads %s", show(other))
+			t.Fatalf("another tenant reads %s", harness.Show(other))
 		}
 		g.Aliases = nil
-		must(t, b.store.PutGateway(b.ctx, b.tenant.ID, g, b.now))
-		got, err = b.store.GetGateway(b.ctx, b.tenant.ID)
-		must(t, err)
+		harness.Must(t, b.Store.PutGateway(b.Ctx, b.Tenant.ID, g, b.Now))
+		got, err = b.Store.GetGateway(b.Ctx, b.Tenant.ID)
+		harness.Must(t, err)
 		if len(got.Aliases) != 0 || len(got.Providers) != 1 {
-			t.Fatalf("replaced %s", show(got))
+			t.Fatalf("replaced %s", harness.Show(got))
 		}
 	})
 }

@@ -1,0 +1,234 @@
+package access
+
+import (
+	"testing"
+
+	"github.com/klique-ai/klique/internal/model"
+	"github.com/klique-ai/klique/internal/store"
+	"github.com/klique-ai/klique/internal/store/storetest/harness"
+)
+
+// Groups checks groups: round trips, updates, uniqueness in a tenant,
+// deletion and what holds it back, paging.
+func Groups(t *testing.T, setup harness.Setup) {
+	t.Run("CreateGroup then GetGroup and GetGroupByName return every field", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		in := &model.Group{ID: model.NewID(), TenantID: b.Tenant.ID, Name: "vision", Description: "Vision research",
+			CreatedAt: b.At(1), UpdatedAt: b.At(2)}
+		harness.Must(t, b.Store.CreateGroup(b.Ctx, in))
+		want := *in
+		want.CreatedAt, want.UpdatedAt = harness.Norm(in.CreatedAt), harness.Norm(in.UpdatedAt)
+		got, err := b.Store.GetGroup(b.Ctx, b.Tenant.ID, in.ID)
+		harness.Must(t, err)
+		harness.CheckEqual(t, "GetGroup", got, &want)
+		got, err = b.Store.GetGroupByName(b.Ctx, b.Tenant.ID, "vision")
+		harness.Must(t, err)
+		harness.CheckEqual(t, "GetGroupByName", got, &want)
+	})
+
+	t.Run("CreateGroup assigns an id when it has none", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		g := &model.Group{TenantID: b.Tenant.ID, Name: "vision"}
+		harness.Must(t, b.Store.CreateGroup(b.Ctx, g))
+		_, err := b.Store.GetGroup(b.Ctx, b.Tenant.ID, g.ID)
+		harness.Must(t, err)
+	})
+
+	t.Run("UpdateGroup writes name and description and keeps CreatedAt", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		g := b.Group(t)
+		upd := &model.Group{ID: g.ID, TenantID: g.TenantID, Name: "renamed", Description: "new", CreatedAt: b.At(50), UpdatedAt: b.At(3)}
+		harness.Must(t, b.Store.UpdateGroup(b.Ctx, upd))
+		got, err := b.Store.GetGroup(b.Ctx, b.Tenant.ID, g.ID)
+		harness.Must(t, err)
+		harness.CheckEqual(t, "after UpdateGroup", got, &model.Group{ID: g.ID, TenantID: g.TenantID, Name: "renamed",
+			Description: "new", CreatedAt: harness.Norm(g.CreatedAt), UpdatedAt: harness.Norm(b.At(3))})
+	})
+
+	t.Run("UpdateGroup returns ErrNotFound for a missing group and another tenant's group", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		harness.WantErr(t, b.Store.UpdateGroup(b.Ctx, &model.Group{ID: model.NewID(), TenantID: b.Tenant.ID, Name: "x"}), store.ErrNotFound)
+		theirs := b.Group(t, func(g *model.Group) { g.TenantID = b.Other.ID })
+		harness.WantErr(t, b.Store.UpdateGroup(b.Ctx, &model.Group{ID: theirs.ID, TenantID: b.Tenant.ID, Name: "x"}), store.ErrNotFound)
+	})
+
+	t.Run("CreateGroup and UpdateGroup return ErrConflict for a name taken in the tenant", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		g1 := b.Group(t)
+		harness.WantErr(t, b.Store.CreateGroup(b.Ctx, &model.Group{TenantID: b.Tenant.ID, Name: g1.Name}), store.ErrConflict)
+		g2 := b.Group(t)
+		g2.Name = g1.Name
+		harness.WantErr(t, b.Store.UpdateGroup(b.Ctx, g2), store.ErrConflict)
+		b.Group(t, func(g *model.Group) { g.TenantID = b.Other.ID; g.Name = g1.Name })
+	})
+
+	t.Run("GetGroup and GetGroupByName return ErrNotFound for another tenant's group", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		theirs := b.Group(t, func(g *model.Group) { g.TenantID = b.Other.ID })
+		_, err := b.Store.GetGroup(b.Ctx, b.Tenant.ID, theirs.ID)
+		harness.WantErr(t, err, store.ErrNotFound)
+		_, err = b.Store.GetGroupByName(b.Ctx, b.Tenant.ID, theirs.Name)
+		harness.WantErr(t, err, store.ErrNotFound)
+	})
+
+	t.Run("DeleteGroup deletes the group and its memberships", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		g := b.Group(t)
+		u := b.User(t)
+		harness.Must(t, b.Store.PutMembership(b.Ctx, &model.Membership{TenantID: b.Tenant.ID, GroupID: g.ID, UserID: u.ID, Role: model.GroupRoleMember}))
+		harness.Must(t, b.Store.DeleteGroup(b.Ctx, b.Tenant.ID, g.ID))
+		_, err := b.Store.GetGroup(b.Ctx, b.Tenant.ID, g.ID)
+		harness.WantErr(t, err, store.ErrNotFound)
+		ms, err := b.Store.ListMembershipsByUser(b.Ctx, b.Tenant.ID, u.ID)
+		harness.Must(t, err)
+		harness.CheckEqual(t, "memberships left", len(ms), 0)
+	})
+
+	t.Run("DeleteGroup returns ErrNotFound for a missing group and another tenant's group", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		harness.WantErr(t, b.Store.DeleteGroup(b.Ctx, b.Tenant.ID, model.NewID()), store.ErrNotFound)
+		theirs := b.Group(t, func(g *model.Group) { g.TenantID = b.Other.ID })
+		harness.WantErr(t, b.Store.DeleteGroup(b.Ctx, b.Tenant.ID, theirs.ID), store.ErrNotFound)
+		_, err := b.Store.GetGroup(b.Ctx, b.Other.ID, theirs.ID)
+		harness.Must(t, err)
+	})
+
+	t.Run("DeleteGroup returns ErrConflict while a policy governs the group", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		g := b.Group(t)
+		b.Policy(t, g.ID)
+		harness.WantErr(t, b.Store.DeleteGroup(b.Ctx, b.Tenant.ID, g.ID), store.ErrConflict)
+		_, err := b.Store.GetGroup(b.Ctx, b.Tenant.ID, g.ID)
+		harness.Must(t, err)
+	})
+
+	t.Run("DeleteGroup returns ErrConflict while a project is restricted to the group", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		g := b.Group(t)
+		b.Project(t, func(p *model.Project) { p.GroupID = g.ID })
+		harness.WantErr(t, b.Store.DeleteGroup(b.Ctx, b.Tenant.ID, g.ID), store.ErrConflict)
+	})
+
+	t.Run("ListGroups pages through a tenant's groups by name", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		want := []string{"nlp", "Vision", "audio", "robotics", "infra"}
+		for _, n := range want {
+			b.Group(t, func(g *model.Group) { g.Name = n })
+		}
+		b.Group(t, func(g *model.Group) { g.TenantID = b.Other.ID; g.Name = "zzz" })
+		harness.CheckNamePaging(t, want, func(p store.Page) ([]*model.Group, error) {
+			return b.Store.ListGroups(b.Ctx, b.Tenant.ID, p)
+		}, func(g *model.Group) string { return g.Name })
+	})
+}
+
+// Memberships checks putting, deleting and listing the members of groups,
+// within a tenant.
+func Memberships(t *testing.T, setup harness.Setup) {
+	t.Run("PutMembership adds a member, then changes the role and keeps CreatedAt", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		g := b.Group(t)
+		u := b.User(t)
+		harness.Must(t, b.Store.PutMembership(b.Ctx, &model.Membership{TenantID: b.Tenant.ID, GroupID: g.ID, UserID: u.ID,
+			Role: model.GroupRoleMember, CreatedAt: b.At(1)}))
+		want := &model.Membership{TenantID: b.Tenant.ID, GroupID: g.ID, UserID: u.ID, Role: model.GroupRoleMember, CreatedAt: harness.Norm(b.At(1))}
+		got, err := b.Store.ListMembershipsByGroup(b.Ctx, b.Tenant.ID, g.ID)
+		harness.Must(t, err)
+		harness.CheckEqual(t, "after add", got, []*model.Membership{want})
+
+		harness.Must(t, b.Store.PutMembership(b.Ctx, &model.Membership{TenantID: b.Tenant.ID, GroupID: g.ID, UserID: u.ID,
+			Role: model.GroupRoleLead, CreatedAt: b.At(9)}))
+		want.Role = model.GroupRoleLead
+		got, err = b.Store.ListMembershipsByUser(b.Ctx, b.Tenant.ID, u.ID)
+		harness.Must(t, err)
+		harness.CheckEqual(t, "after role change", got, []*model.Membership{want})
+	})
+
+	t.Run("PutMembership returns ErrNotFound for a missing group or user, or another tenant's", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		g := b.Group(t)
+		u := b.User(t)
+		theirGroup := b.Group(t, func(x *model.Group) { x.TenantID = b.Other.ID })
+		theirUser := b.User(t, func(x *model.User) { x.TenantID = b.Other.ID })
+		for _, m := range []*model.Membership{
+			{TenantID: b.Tenant.ID, GroupID: model.NewID(), UserID: u.ID, Role: model.GroupRoleMember},
+			{TenantID: b.Tenant.ID, GroupID: g.ID, UserID: model.NewID(), Role: model.GroupRoleMember},
+			{TenantID: b.Tenant.ID, GroupID: theirGroup.ID, UserID: u.ID, Role: model.GroupRoleMember},
+			{TenantID: b.Tenant.ID, GroupID: g.ID, UserID: theirUser.ID, Role: model.GroupRoleMember},
+		} {
+			harness.WantErr(t, b.Store.PutMembership(b.Ctx, m), store.ErrNotFound)
+		}
+	})
+
+	t.Run("PutMembership from another tenant cannot change an existing membership", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		g := b.Group(t)
+		u := b.User(t)
+		harness.Must(t, b.Store.PutMembership(b.Ctx, &model.Membership{TenantID: b.Tenant.ID, GroupID: g.ID, UserID: u.ID, Role: model.GroupRoleMember}))
+		harness.WantErr(t, b.Store.PutMembership(b.Ctx, &model.Membership{TenantID: b.Other.ID, GroupID: g.ID, UserID: u.ID, Role: model.GroupRoleLead}),
+			store.ErrNotFound)
+		got, err := b.Store.ListMembershipsByGroup(b.Ctx, b.Tenant.ID, g.ID)
+		harness.Must(t, err)
+		if len(got) != 1 || got[0].Role != model.GroupRoleMember {
+			t.Fatalf("membership changed: %s", harness.Show(got))
+		}
+	})
+
+	t.Run("DeleteMembership removes one membership and returns ErrNotFound when there is none", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		g := b.Group(t)
+		u1, u2 := b.User(t), b.User(t)
+		for _, u := range []*model.User{u1, u2} {
+			harness.Must(t, b.Store.PutMembership(b.Ctx, &model.Membership{TenantID: b.Tenant.ID, GroupID: g.ID, UserID: u.ID, Role: model.GroupRoleMember}))
+		}
+		harness.WantErr(t, b.Store.DeleteMembership(b.Ctx, b.Other.ID, g.ID, u1.ID), store.ErrNotFound)
+		harness.Must(t, b.Store.DeleteMembership(b.Ctx, b.Tenant.ID, g.ID, u1.ID))
+		harness.WantErr(t, b.Store.DeleteMembership(b.Ctx, b.Tenant.ID, g.ID, u1.ID), store.ErrNotFound)
+		got, err := b.Store.ListMembershipsByGroup(b.Ctx, b.Tenant.ID, g.ID)
+		harness.Must(t, err)
+		harness.CheckEqual(t, "members left", harness.Names(got, func(m *model.Membership) string { return m.UserID }), []string{u2.ID})
+	})
+
+	t.Run("ListMembershipsByUser orders by group name and ListMembershipsByGroup by user name", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		gB := b.Group(t, func(g *model.Group) { g.Name = "b-group" })
+		gA := b.Group(t, func(g *model.Group) { g.Name = "a-group" })
+		gC := b.Group(t, func(g *model.Group) { g.Name = "c-group" })
+		uY := b.User(t, func(u *model.User) { u.Name = "y-user" })
+		uX := b.User(t, func(u *model.User) { u.Name = "x-user" })
+		for _, g := range []*model.Group{gB, gA, gC} {
+			harness.Must(t, b.Store.PutMembership(b.Ctx, &model.Membership{TenantID: b.Tenant.ID, GroupID: g.ID, UserID: uY.ID, Role: model.GroupRoleMember}))
+		}
+		harness.Must(t, b.Store.PutMembership(b.Ctx, &model.Membership{TenantID: b.Tenant.ID, GroupID: gA.ID, UserID: uX.ID, Role: model.GroupRoleLead}))
+
+		byUser, err := b.Store.ListMembershipsByUser(b.Ctx, b.Tenant.ID, uY.ID)
+		harness.Must(t, err)
+		harness.CheckEqual(t, "groups of y-user", harness.Names(byUser, func(m *model.Membership) string { return m.GroupID }),
+			[]string{gA.ID, gB.ID, gC.ID})
+		byGroup, err := b.Store.ListMembershipsByGroup(b.Ctx, b.Tenant.ID, gA.ID)
+		harness.Must(t, err)
+		harness.CheckEqual(t, "users of a-group", harness.Names(byGroup, func(m *model.Membership) string { return m.UserID }),
+			[]string{uX.ID, uY.ID})
+		harness.CheckEqual(t, "x-user's role", byGroup[0].Role, model.GroupRoleLead)
+
+		none, err := b.Store.ListMembershipsByUser(b.Ctx, b.Other.ID, uY.ID)
+		harness.Must(t, err)
+		harness.CheckEqual(t, "memberships seen from another tenant", len(none), 0)
+	})
+}

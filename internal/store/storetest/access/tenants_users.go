@@ -1,0 +1,222 @@
+package access
+
+import (
+	"testing"
+
+	"github.com/klique-ai/klique/internal/model"
+	"github.com/klique-ai/klique/internal/store"
+	"github.com/klique-ai/klique/internal/store/storetest/harness"
+)
+
+// Tenants checks creating, finding and listing tenants.
+func Tenants(t *testing.T, setup harness.Setup) {
+	t.Run("CreateTenant then GetTenant and GetTenantByName return every field", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		in := &model.Tenant{ID: model.NewID(), Name: "initech", DisplayName: "Initech", CreatedAt: b.Now}
+		harness.Must(t, b.Store.CreateTenant(b.Ctx, in))
+		want := &model.Tenant{ID: in.ID, Name: "initech", DisplayName: "Initech", CreatedAt: harness.Norm(b.Now)}
+
+		got, err := b.Store.GetTenant(b.Ctx, in.ID)
+		harness.Must(t, err)
+		harness.CheckEqual(t, "GetTenant", got, want)
+		harness.CheckTimeUTC(t, "CreatedAt", got.CreatedAt)
+
+		got, err = b.Store.GetTenantByName(b.Ctx, "initech")
+		harness.Must(t, err)
+		harness.CheckEqual(t, "GetTenantByName", got, want)
+	})
+
+	t.Run("CreateTenant assigns an id when it has none", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		in := &model.Tenant{Name: "initech", CreatedAt: b.Now}
+		harness.Must(t, b.Store.CreateTenant(b.Ctx, in))
+		if in.ID == "" {
+			t.Fatal("ID is still empty")
+		}
+		got, err := b.Store.GetTenant(b.Ctx, in.ID)
+		harness.Must(t, err)
+		harness.CheckEqual(t, "Name", got.Name, "initech")
+	})
+
+	t.Run("CreateTenant returns ErrConflict for a taken name and leaves the id as given", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		in := &model.Tenant{Name: b.Tenant.Name, CreatedAt: b.Now}
+		harness.WantErr(t, b.Store.CreateTenant(b.Ctx, in), store.ErrConflict)
+		harness.CheckEqual(t, "ID after a failed create", in.ID, "")
+	})
+
+	t.Run("GetTenant and GetTenantByName return ErrNotFound for a missing tenant", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		_, err := b.Store.GetTenant(b.Ctx, model.NewID())
+		harness.WantErr(t, err, store.ErrNotFound)
+		_, err = b.Store.GetTenantByName(b.Ctx, "nobody")
+		harness.WantErr(t, err, store.ErrNotFound)
+	})
+
+	t.Run("ListTenants lists every tenant by name", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.CreateTenant(t, "Zeta")
+		b.CreateTenant(t, "beta")
+		got, err := b.Store.ListTenants(b.Ctx)
+		harness.Must(t, err)
+		// Byte order: upper case sorts first, on every driver.
+		harness.CheckEqual(t, "names", harness.Names(got, func(x *model.Tenant) string { return x.Name }),
+			[]string{"Zeta", "acme", "beta", "globex"})
+	})
+}
+
+// Users checks the users of a tenant: round trips, updates, lookups by name
+// and external id, uniqueness and paging.
+func Users(t *testing.T, setup harness.Setup) {
+	t.Run("CreateUser then GetUser returns every field", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		in := &model.User{ID: model.NewID(), TenantID: b.Tenant.ID, Name: "ada", DisplayName: "Ada Lovelace",
+			Email: "ada@example.com", Role: model.RoleTenantAdmin, Service: true, ExternalID: "https://idp|ada",
+			Disabled: true, CreatedAt: b.At(1), UpdatedAt: b.At(2)}
+		harness.Must(t, b.Store.CreateUser(b.Ctx, in))
+		want := *in
+		want.CreatedAt, want.UpdatedAt = harness.Norm(in.CreatedAt), harness.Norm(in.UpdatedAt)
+
+		got, err := b.Store.GetUser(b.Ctx, b.Tenant.ID, in.ID)
+		harness.Must(t, err)
+		harness.CheckEqual(t, "GetUser", got, &want)
+		harness.CheckTimeUTC(t, "UpdatedAt", got.UpdatedAt)
+	})
+
+	t.Run("CreateUser stores false flags and an empty external id", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		in := b.User(t)
+		got, err := b.Store.GetUser(b.Ctx, b.Tenant.ID, in.ID)
+		harness.Must(t, err)
+		if got.Service || got.Disabled || got.ExternalID != "" {
+			t.Fatalf("got Service=%v Disabled=%v ExternalID=%q, want false, false, empty", got.Service, got.Disabled, got.ExternalID)
+		}
+	})
+
+	t.Run("UpdateUser writes every mutable field and keeps CreatedAt", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		u := b.User(t)
+		upd := &model.User{ID: u.ID, TenantID: u.TenantID, Name: "grace", DisplayName: "Grace Hopper",
+			Email: "grace@example.com", Role: model.RoleViewer, Service: true, ExternalID: "idp|grace",
+			Disabled: true, CreatedAt: b.At(100), UpdatedAt: b.At(5)}
+		harness.Must(t, b.Store.UpdateUser(b.Ctx, upd))
+		want := *upd
+		want.CreatedAt, want.UpdatedAt = harness.Norm(u.CreatedAt), harness.Norm(upd.UpdatedAt)
+		got, err := b.Store.GetUser(b.Ctx, b.Tenant.ID, u.ID)
+		harness.Must(t, err)
+		harness.CheckEqual(t, "after UpdateUser", got, &want)
+
+		// And back again: true flags can be cleared.
+		upd.Service, upd.Disabled, upd.ExternalID = false, false, ""
+		harness.Must(t, b.Store.UpdateUser(b.Ctx, upd))
+		got, err = b.Store.GetUser(b.Ctx, b.Tenant.ID, u.ID)
+		harness.Must(t, err)
+		if got.Service || got.Disabled || got.ExternalID != "" {
+			t.Fatalf("flags not cleared: %+v", got)
+		}
+	})
+
+	t.Run("UpdateUser returns ErrNotFound for a missing user and for another tenant's user", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		harness.WantErr(t, b.Store.UpdateUser(b.Ctx, &model.User{ID: model.NewID(), TenantID: b.Tenant.ID, Name: "x"}), store.ErrNotFound)
+		theirs := b.User(t, func(u *model.User) { u.TenantID = b.Other.ID })
+		changed := *theirs
+		changed.TenantID = b.Tenant.ID
+		changed.Name = "hijacked"
+		harness.WantErr(t, b.Store.UpdateUser(b.Ctx, &changed), store.ErrNotFound)
+		got, err := b.Store.GetUser(b.Ctx, b.Other.ID, theirs.ID)
+		harness.Must(t, err)
+		harness.CheckEqual(t, "other tenant's user name", got.Name, theirs.Name)
+	})
+
+	t.Run("UpdateUser returns ErrConflict for a name taken in the tenant", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		u1 := b.User(t)
+		u2 := b.User(t)
+		u2.Name = u1.Name
+		harness.WantErr(t, b.Store.UpdateUser(b.Ctx, u2), store.ErrConflict)
+	})
+
+	t.Run("GetUser returns ErrNotFound for a missing user and for another tenant's user", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		_, err := b.Store.GetUser(b.Ctx, b.Tenant.ID, model.NewID())
+		harness.WantErr(t, err, store.ErrNotFound)
+		theirs := b.User(t, func(u *model.User) { u.TenantID = b.Other.ID })
+		_, err = b.Store.GetUser(b.Ctx, b.Tenant.ID, theirs.ID)
+		harness.WantErr(t, err, store.ErrNotFound)
+	})
+
+	t.Run("GetUserByName finds a user in its own tenant only", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		u := b.User(t, func(u *model.User) { u.Name = "ada" })
+		got, err := b.Store.GetUserByName(b.Ctx, b.Tenant.ID, "ada")
+		harness.Must(t, err)
+		harness.CheckEqual(t, "ID", got.ID, u.ID)
+		_, err = b.Store.GetUserByName(b.Ctx, b.Other.ID, "ada")
+		harness.WantErr(t, err, store.ErrNotFound)
+	})
+
+	t.Run("GetUserByExternalID finds a user by subject, in its tenant, and never by the empty subject", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.User(t) // no external id
+		u := b.User(t, func(u *model.User) { u.ExternalID = "idp|ada" })
+		got, err := b.Store.GetUserByExternalID(b.Ctx, b.Tenant.ID, "idp|ada")
+		harness.Must(t, err)
+		harness.CheckEqual(t, "ID", got.ID, u.ID)
+		_, err = b.Store.GetUserByExternalID(b.Ctx, b.Other.ID, "idp|ada")
+		harness.WantErr(t, err, store.ErrNotFound)
+		_, err = b.Store.GetUserByExternalID(b.Ctx, b.Tenant.ID, "")
+		harness.WantErr(t, err, store.ErrNotFound)
+	})
+
+	t.Run("CreateUser returns ErrConflict for a name taken in the tenant but not in another tenant", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.User(t, func(u *model.User) { u.Name = "ada" })
+		harness.WantErr(t, b.Store.CreateUser(b.Ctx, &model.User{TenantID: b.Tenant.ID, Name: "ada"}), store.ErrConflict)
+		b.User(t, func(u *model.User) { u.Name = "ada"; u.TenantID = b.Other.ID })
+	})
+
+	t.Run("CreateUser returns ErrConflict for a taken external id, while many users have none", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.User(t)
+		b.User(t)
+		b.User(t, func(u *model.User) { u.ExternalID = "idp|ada" })
+		harness.WantErr(t, b.Store.CreateUser(b.Ctx, &model.User{TenantID: b.Tenant.ID, Name: "other", ExternalID: "idp|ada"}),
+			store.ErrConflict)
+		b.User(t, func(u *model.User) { u.ExternalID = "idp|ada"; u.TenantID = b.Other.ID })
+	})
+
+	t.Run("CreateUser returns ErrNotFound for a missing tenant", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		harness.WantErr(t, b.Store.CreateUser(b.Ctx, &model.User{TenantID: model.NewID(), Name: "ada"}), store.ErrNotFound)
+	})
+
+	t.Run("ListUsers pages through a tenant's users by name", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		want := []string{"mallory", "Bob", "alice", "carol", "dave", "eve", "trent"}
+		for _, n := range want {
+			b.User(t, func(u *model.User) { u.Name = n })
+		}
+		b.User(t, func(u *model.User) { u.TenantID = b.Other.ID; u.Name = "zed" })
+		harness.CheckNamePaging(t, want, func(p store.Page) ([]*model.User, error) {
+			return b.Store.ListUsers(b.Ctx, b.Tenant.ID, p)
+		}, func(u *model.User) string { return u.Name })
+	})
+}

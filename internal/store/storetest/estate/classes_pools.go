@@ -1,0 +1,251 @@
+package estate
+
+import (
+	"testing"
+
+	"github.com/klique-ai/klique/internal/model"
+	"github.com/klique-ai/klique/internal/store"
+	"github.com/klique-ai/klique/internal/store/storetest/harness"
+)
+
+// GPUClasses checks GPU classes: round trips, updates, uniqueness, deletion
+// and what holds it back, listing.
+func GPUClasses(t *testing.T, setup harness.Setup) {
+	t.Run("CreateGPUClass then GetGPUClass returns every field", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		in := &model.GPUClass{ID: model.NewID(), TenantID: b.Tenant.ID, Name: "h100", Description: "H100 SXM",
+			MemoryGB: 80, PriceMicros: 3_141_592, Currency: "USD", CreatedAt: b.At(1), UpdatedAt: b.At(2)}
+		harness.Must(t, b.Store.CreateGPUClass(b.Ctx, in))
+		want := *in
+		want.CreatedAt, want.UpdatedAt = harness.Norm(in.CreatedAt), harness.Norm(in.UpdatedAt)
+		got, err := b.Store.GetGPUClass(b.Ctx, b.Tenant.ID, in.ID)
+		harness.Must(t, err)
+		harness.CheckEqual(t, "GetGPUClass", got, &want)
+	})
+
+	t.Run("UpdateGPUClass writes every mutable field and keeps CreatedAt", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		c := b.GPUClass(t)
+		upd := &model.GPUClass{ID: c.ID, TenantID: c.TenantID, Name: "a100", Description: "A100", MemoryGB: 40,
+			PriceMicros: 1_000_001, Currency: "CHF", CreatedAt: b.At(77), UpdatedAt: b.At(4)}
+		harness.Must(t, b.Store.UpdateGPUClass(b.Ctx, upd))
+		want := *upd
+		want.CreatedAt, want.UpdatedAt = harness.Norm(c.CreatedAt), harness.Norm(upd.UpdatedAt)
+		got, err := b.Store.GetGPUClass(b.Ctx, b.Tenant.ID, c.ID)
+		harness.Must(t, err)
+		harness.CheckEqual(t, "after UpdateGPUClass", got, &want)
+	})
+
+	t.Run("UpdateGPUClass returns ErrNotFound for a missing class and another tenant's class", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		harness.WantErr(t, b.Store.UpdateGPUClass(b.Ctx, &model.GPUClass{ID: model.NewID(), TenantID: b.Tenant.ID, Name: "x"}), store.ErrNotFound)
+		theirs := b.GPUClass(t, func(c *model.GPUClass) { c.TenantID = b.Other.ID })
+		harness.WantErr(t, b.Store.UpdateGPUClass(b.Ctx, &model.GPUClass{ID: theirs.ID, TenantID: b.Tenant.ID, Name: "x"}), store.ErrNotFound)
+	})
+
+	t.Run("CreateGPUClass returns ErrConflict for a name taken in the tenant", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		c := b.GPUClass(t)
+		harness.WantErr(t, b.Store.CreateGPUClass(b.Ctx, &model.GPUClass{TenantID: b.Tenant.ID, Name: c.Name}), store.ErrConflict)
+		b.GPUClass(t, func(x *model.GPUClass) { x.TenantID = b.Other.ID; x.Name = c.Name })
+	})
+
+	t.Run("GetGPUClass returns ErrNotFound for a missing class and another tenant's class", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		_, err := b.Store.GetGPUClass(b.Ctx, b.Tenant.ID, model.NewID())
+		harness.WantErr(t, err, store.ErrNotFound)
+		theirs := b.GPUClass(t, func(c *model.GPUClass) { c.TenantID = b.Other.ID })
+		_, err = b.Store.GetGPUClass(b.Ctx, b.Tenant.ID, theirs.ID)
+		harness.WantErr(t, err, store.ErrNotFound)
+	})
+
+	t.Run("DeleteGPUClass deletes an unused class and returns ErrNotFound for a missing one", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		c := b.GPUClass(t)
+		theirs := b.GPUClass(t, func(c *model.GPUClass) { c.TenantID = b.Other.ID })
+		harness.WantErr(t, b.Store.DeleteGPUClass(b.Ctx, b.Tenant.ID, theirs.ID), store.ErrNotFound)
+		harness.Must(t, b.Store.DeleteGPUClass(b.Ctx, b.Tenant.ID, c.ID))
+		_, err := b.Store.GetGPUClass(b.Ctx, b.Tenant.ID, c.ID)
+		harness.WantErr(t, err, store.ErrNotFound)
+		harness.WantErr(t, b.Store.DeleteGPUClass(b.Ctx, b.Tenant.ID, c.ID), store.ErrNotFound)
+	})
+
+	t.Run("DeleteGPUClass returns ErrConflict while a pool uses the class", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		c := b.GPUClass(t)
+		b.Pool(t, func(p *model.Pool) { p.GPUClassID = c.ID })
+		harness.WantErr(t, b.Store.DeleteGPUClass(b.Ctx, b.Tenant.ID, c.ID), store.ErrConflict)
+		_, err := b.Store.GetGPUClass(b.Ctx, b.Tenant.ID, c.ID)
+		harness.Must(t, err)
+	})
+
+	t.Run("DeleteGPUClass returns ErrConflict while a profile uses the class", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		c := b.GPUClass(t)
+		b.Profile(t, func(p *model.Profile) { p.GPUClassID = c.ID })
+		harness.WantErr(t, b.Store.DeleteGPUClass(b.Ctx, b.Tenant.ID, c.ID), store.ErrConflict)
+	})
+
+	t.Run("ListGPUClasses lists a tenant's classes by name", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		for _, n := range []string{"l4", "H100", "a100"} {
+			b.GPUClass(t, func(c *model.GPUClass) { c.Name = n })
+		}
+		b.GPUClass(t, func(c *model.GPUClass) { c.TenantID = b.Other.ID; c.Name = "b200" })
+		got, err := b.Store.ListGPUClasses(b.Ctx, b.Tenant.ID)
+		harness.Must(t, err)
+		harness.CheckEqual(t, "names", harness.Names(got, func(c *model.GPUClass) string { return c.Name }), []string{"H100", "a100", "l4"})
+	})
+}
+
+// Pools checks pools: round trips, updates, their GPU class, uniqueness,
+// deletion and what holds it back, listing.
+func Pools(t *testing.T, setup harness.Setup) {
+	t.Run("CreatePool then GetPool returns every field", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		c := b.GPUClass(t)
+		in := &model.Pool{ID: model.NewID(), TenantID: b.Tenant.ID, Name: "farm", Description: "on-prem farm",
+			Kind: model.PoolSlurm, CapacityGPUs: 64, GPUClassID: c.ID, GPUMemoryGB: 80, Region: "eu-west",
+			Labels:       map[string]string{"rack": "r1", "zone": "a", "quote\"d": "ü"},
+			ProfileOrder: []string{"p2", "p1", "p3"}, CreatedAt: b.At(1), UpdatedAt: b.At(2)}
+		harness.Must(t, b.Store.CreatePool(b.Ctx, in))
+		want := *in
+		want.CreatedAt, want.UpdatedAt = harness.Norm(in.CreatedAt), harness.Norm(in.UpdatedAt)
+		got, err := b.Store.GetPool(b.Ctx, b.Tenant.ID, in.ID)
+		harness.Must(t, err)
+		harness.CheckEqual(t, "GetPool", got, &want)
+	})
+
+	t.Run("CreatePool reads nil and empty labels and profile order back as empty, non-nil values", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		p1 := b.Pool(t)
+		p2 := b.Pool(t, func(p *model.Pool) { p.Labels = map[string]string{}; p.ProfileOrder = []string{} })
+		for _, p := range []*model.Pool{p1, p2} {
+			got, err := b.Store.GetPool(b.Ctx, b.Tenant.ID, p.ID)
+			harness.Must(t, err)
+			if got.Labels == nil || len(got.Labels) != 0 {
+				t.Fatalf("Labels = %#v, want an empty map", got.Labels)
+			}
+			if got.ProfileOrder == nil || len(got.ProfileOrder) != 0 {
+				t.Fatalf("ProfileOrder = %#v, want an empty slice", got.ProfileOrder)
+			}
+			harness.CheckEqual(t, "GPUClassID", got.GPUClassID, "")
+		}
+	})
+
+	t.Run("UpdatePool writes every mutable field, and can clear the class and labels", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		c1, c2 := b.GPUClass(t), b.GPUClass(t)
+		p := b.Pool(t, func(p *model.Pool) {
+			p.GPUClassID = c1.ID
+			p.Labels = map[string]string{"a": "b"}
+			p.ProfileOrder = []string{"x"}
+		})
+		upd := &model.Pool{ID: p.ID, TenantID: p.TenantID, Name: "renamed", Description: "d2", Kind: model.PoolCloud,
+			CapacityGPUs: 16, GPUClassID: c2.ID, GPUMemoryGB: 141, Region: "us-east",
+			Labels: map[string]string{"k": "v"}, ProfileOrder: []string{"y", "z"}, CreatedAt: b.At(99), UpdatedAt: b.At(3)}
+		harness.Must(t, b.Store.UpdatePool(b.Ctx, upd))
+		want := *upd
+		want.CreatedAt, want.UpdatedAt = harness.Norm(p.CreatedAt), harness.Norm(upd.UpdatedAt)
+		got, err := b.Store.GetPool(b.Ctx, b.Tenant.ID, p.ID)
+		harness.Must(t, err)
+		harness.CheckEqual(t, "after UpdatePool", got, &want)
+
+		upd.GPUClassID, upd.Labels, upd.ProfileOrder = "", nil, nil
+		harness.Must(t, b.Store.UpdatePool(b.Ctx, upd))
+		got, err = b.Store.GetPool(b.Ctx, b.Tenant.ID, p.ID)
+		harness.Must(t, err)
+		harness.CheckEqual(t, "GPUClassID", got.GPUClassID, "")
+		harness.CheckEqual(t, "Labels", got.Labels, map[string]string{})
+		harness.CheckEqual(t, "ProfileOrder", got.ProfileOrder, []string{})
+		// The class is free to go now.
+		harness.Must(t, b.Store.DeleteGPUClass(b.Ctx, b.Tenant.ID, c2.ID))
+	})
+
+	t.Run("UpdatePool returns ErrNotFound for a missing pool, another tenant's pool, or a missing class", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		harness.WantErr(t, b.Store.UpdatePool(b.Ctx, &model.Pool{ID: model.NewID(), TenantID: b.Tenant.ID, Name: "x"}), store.ErrNotFound)
+		theirs := b.Pool(t, func(p *model.Pool) { p.TenantID = b.Other.ID })
+		harness.WantErr(t, b.Store.UpdatePool(b.Ctx, &model.Pool{ID: theirs.ID, TenantID: b.Tenant.ID, Name: "x"}), store.ErrNotFound)
+		p := b.Pool(t)
+		p.GPUClassID = model.NewID()
+		harness.WantErr(t, b.Store.UpdatePool(b.Ctx, p), store.ErrNotFound)
+	})
+
+	t.Run("CreatePool and UpdatePool return ErrConflict for a name taken in the tenant", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		p1 := b.Pool(t)
+		harness.WantErr(t, b.Store.CreatePool(b.Ctx, &model.Pool{TenantID: b.Tenant.ID, Name: p1.Name}), store.ErrConflict)
+		p2 := b.Pool(t)
+		p2.Name = p1.Name
+		harness.WantErr(t, b.Store.UpdatePool(b.Ctx, p2), store.ErrConflict)
+		b.Pool(t, func(p *model.Pool) { p.TenantID = b.Other.ID; p.Name = p1.Name })
+	})
+
+	t.Run("CreatePool returns ErrNotFound for a missing GPU class or another tenant's class", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		theirs := b.GPUClass(t, func(c *model.GPUClass) { c.TenantID = b.Other.ID })
+		harness.WantErr(t, b.Store.CreatePool(b.Ctx, &model.Pool{TenantID: b.Tenant.ID, Name: "a", GPUClassID: model.NewID()}), store.ErrNotFound)
+		harness.WantErr(t, b.Store.CreatePool(b.Ctx, &model.Pool{TenantID: b.Tenant.ID, Name: "b", GPUClassID: theirs.ID}), store.ErrNotFound)
+	})
+
+	t.Run("GetPool returns ErrNotFound for a missing pool and another tenant's pool", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		_, err := b.Store.GetPool(b.Ctx, b.Tenant.ID, model.NewID())
+		harness.WantErr(t, err, store.ErrNotFound)
+		theirs := b.Pool(t, func(p *model.Pool) { p.TenantID = b.Other.ID })
+		_, err = b.Store.GetPool(b.Ctx, b.Tenant.ID, theirs.ID)
+		harness.WantErr(t, err, store.ErrNotFound)
+	})
+
+	t.Run("DeletePool deletes an unlinked pool and returns ErrNotFound for a missing one", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		p := b.Pool(t)
+		theirs := b.Pool(t, func(p *model.Pool) { p.TenantID = b.Other.ID })
+		harness.WantErr(t, b.Store.DeletePool(b.Ctx, b.Tenant.ID, theirs.ID), store.ErrNotFound)
+		harness.Must(t, b.Store.DeletePool(b.Ctx, b.Tenant.ID, p.ID))
+		_, err := b.Store.GetPool(b.Ctx, b.Tenant.ID, p.ID)
+		harness.WantErr(t, err, store.ErrNotFound)
+		harness.WantErr(t, b.Store.DeletePool(b.Ctx, b.Tenant.ID, p.ID), store.ErrNotFound)
+	})
+
+	t.Run("DeletePool returns ErrConflict while a profile links the pool", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		p := b.Pool(t)
+		b.Profile(t, func(pr *model.Profile) { pr.Pools = []string{p.ID} })
+		harness.WantErr(t, b.Store.DeletePool(b.Ctx, b.Tenant.ID, p.ID), store.ErrConflict)
+		_, err := b.Store.GetPool(b.Ctx, b.Tenant.ID, p.ID)
+		harness.Must(t, err)
+	})
+
+	t.Run("ListPools lists a tenant's pools by name", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		for _, n := range []string{"z", "A", "m"} {
+			b.Pool(t, func(p *model.Pool) { p.Name = n; p.Labels = map[string]string{"name": n} })
+		}
+		b.Pool(t, func(p *model.Pool) { p.TenantID = b.Other.ID; p.Name = "b" })
+		got, err := b.Store.ListPools(b.Ctx, b.Tenant.ID)
+		harness.Must(t, err)
+		harness.CheckEqual(t, "names", harness.Names(got, func(p *model.Pool) string { return p.Name }), []string{"A", "m", "z"})
+		harness.CheckEqual(t, "labels of the first", got[0].Labels, map[string]string{"name": "A"})
+	})
+}

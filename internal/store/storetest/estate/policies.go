@@ -1,0 +1,299 @@
+package estate
+
+import (
+	"testing"
+	"time"
+
+	"github.com/klique-ai/klique/internal/model"
+	"github.com/klique-ai/klique/internal/store"
+	"github.com/klique-ai/klique/internal/store/storetest/harness"
+)
+
+// Policies checks resource policies: one a group, with and without a budget.
+func Policies(t *testing.T, setup harness.Setup) {
+	t.Run("CreatePolicy then GetPolicy returns every field, with and without a budget", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		withBudget := &model.ResourcePolicy{ID: model.NewID(), TenantID: b.Tenant.ID, GroupID: b.Group(t).ID,
+			ReservationGPUs: 8, LimitGPUs: 16, Budget: &model.TimeBudget{MilliHours: 123_456, Period: model.PeriodWeek},
+			LowWatermark: 90 * time.Minute, AlertThresholdPercent: 75, CreatedAt: b.At(1), UpdatedAt: b.At(2)}
+		without := &model.ResourcePolicy{ID: model.NewID(), TenantID: b.Tenant.ID, GroupID: b.Group(t).ID,
+			LowWatermark: 1500 * time.Millisecond, CreatedAt: b.At(3), UpdatedAt: b.At(4)}
+		for _, in := range []*model.ResourcePolicy{withBudget, without} {
+			harness.Must(t, b.Store.CreatePolicy(b.Ctx, in))
+			want := *in
+			want.CreatedAt, want.UpdatedAt = harness.Norm(in.CreatedAt), harness.Norm(in.UpdatedAt)
+			got, err := b.Store.GetPolicy(b.Ctx, b.Tenant.ID, in.ID)
+			harness.Must(t, err)
+			harness.CheckEqual(t, "GetPolicy", got, &want)
+		}
+	})
+
+	t.Run("UpdatePolicy writes every mutable field, adding and removing the budget", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		g2 := b.Group(t)
+		p := b.Policy(t, b.Group(t).ID)
+		upd := &model.ResourcePolicy{ID: p.ID, TenantID: p.TenantID, GroupID: g2.ID, ReservationGPUs: 1, LimitGPUs: 3,
+			Budget: &model.TimeBudget{MilliHours: 5000, Period: model.PeriodMonth}, LowWatermark: time.Hour,
+			AlertThresholdPercent: 90, CreatedAt: b.At(40), UpdatedAt: b.At(5)}
+		harness.Must(t, b.Store.UpdatePolicy(b.Ctx, upd))
+		want := *upd
+		want.CreatedAt, want.UpdatedAt = harness.Norm(p.CreatedAt), harness.Norm(upd.UpdatedAt)
+		got, err := b.Store.GetPolicy(b.Ctx, b.Tenant.ID, p.ID)
+		harness.Must(t, err)
+		harness.CheckEqual(t, "after UpdatePolicy", got, &want)
+
+		upd.Budget = nil
+		harness.Must(t, b.Store.UpdatePolicy(b.Ctx, upd))
+		got, err = b.Store.GetPolicy(b.Ctx, b.Tenant.ID, p.ID)
+		harness.Must(t, err)
+		if got.Budget != nil {
+			t.Fatalf("Budget = %+v after removing it", *got.Budget)
+		}
+	})
+
+	t.Run("UpdatePolicy returns ErrNotFound for a missing policy, another tenant's, or a missing group", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		g := b.Group(t)
+		harness.WantErr(t, b.Store.UpdatePolicy(b.Ctx, &model.ResourcePolicy{ID: model.NewID(), TenantID: b.Tenant.ID, GroupID: g.ID}), store.ErrNotFound)
+		theirGroup := b.Group(t, func(x *model.Group) { x.TenantID = b.Other.ID })
+		theirs := b.Policy(t, theirGroup.ID, func(x *model.ResourcePolicy) { x.TenantID = b.Other.ID })
+		harness.WantErr(t, b.Store.UpdatePolicy(b.Ctx, &model.ResourcePolicy{ID: theirs.ID, TenantID: b.Tenant.ID, GroupID: g.ID}), store.ErrNotFound)
+		p := b.Policy(t, g.ID)
+		p.GroupID = model.NewID()
+		harness.WantErr(t, b.Store.UpdatePolicy(b.Ctx, p), store.ErrNotFound)
+	})
+
+	t.Run("CreatePolicy and UpdatePolicy return ErrConflict for a second policy of one group", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		g := b.Group(t)
+		b.Policy(t, g.ID)
+		harness.WantErr(t, b.Store.CreatePolicy(b.Ctx, &model.ResourcePolicy{TenantID: b.Tenant.ID, GroupID: g.ID}), store.ErrConflict)
+		p2 := b.Policy(t, b.Group(t).ID)
+		p2.GroupID = g.ID
+		harness.WantErr(t, b.Store.UpdatePolicy(b.Ctx, p2), store.ErrConflict)
+	})
+
+	t.Run("CreatePolicy returns ErrNotFound for a missing group or another tenant's group", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		theirs := b.Group(t, func(g *model.Group) { g.TenantID = b.Other.ID })
+		harness.WantErr(t, b.Store.CreatePolicy(b.Ctx, &model.ResourcePolicy{TenantID: b.Tenant.ID, GroupID: model.NewID()}), store.ErrNotFound)
+		harness.WantErr(t, b.Store.CreatePolicy(b.Ctx, &model.ResourcePolicy{TenantID: b.Tenant.ID, GroupID: theirs.ID}), store.ErrNotFound)
+	})
+
+	t.Run("GetPolicy returns ErrNotFound for a missing policy and another tenant's policy", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		_, err := b.Store.GetPolicy(b.Ctx, b.Tenant.ID, model.NewID())
+		harness.WantErr(t, err, store.ErrNotFound)
+		theirGroup := b.Group(t, func(x *model.Group) { x.TenantID = b.Other.ID })
+		theirs := b.Policy(t, theirGroup.ID, func(x *model.ResourcePolicy) { x.TenantID = b.Other.ID })
+		_, err = b.Store.GetPolicy(b.Ctx, b.Tenant.ID, theirs.ID)
+		harness.WantErr(t, err, store.ErrNotFound)
+	})
+
+	t.Run("DeletePolicy deletes an unused policy, freeing its group", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		g := b.Group(t)
+		p := b.Policy(t, g.ID)
+		harness.Must(t, b.Store.DeletePolicy(b.Ctx, b.Tenant.ID, p.ID))
+		_, err := b.Store.GetPolicy(b.Ctx, b.Tenant.ID, p.ID)
+		harness.WantErr(t, err, store.ErrNotFound)
+		harness.WantErr(t, b.Store.DeletePolicy(b.Ctx, b.Tenant.ID, p.ID), store.ErrNotFound)
+		harness.Must(t, b.Store.DeleteGroup(b.Ctx, b.Tenant.ID, g.ID))
+	})
+
+	t.Run("DeletePolicy returns ErrConflict while a compute resource uses the policy", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		q := b.Queue(t)
+		harness.WantErr(t, b.Store.DeletePolicy(b.Ctx, b.Tenant.ID, q.Policy.ID), store.ErrConflict)
+		_, err := b.Store.GetPolicy(b.Ctx, b.Tenant.ID, q.Policy.ID)
+		harness.Must(t, err)
+	})
+
+	t.Run("ListPolicies lists a tenant's policies by id", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		var want []string
+		for range 4 {
+			want = append(want, b.Policy(t, b.Group(t).ID).ID)
+		}
+		theirGroup := b.Group(t, func(x *model.Group) { x.TenantID = b.Other.ID })
+		b.Policy(t, theirGroup.ID, func(x *model.ResourcePolicy) { x.TenantID = b.Other.ID })
+		got, err := b.Store.ListPolicies(b.Ctx, b.Tenant.ID)
+		harness.Must(t, err)
+		harness.CheckEqual(t, "ids", harness.Names(got, func(p *model.ResourcePolicy) string { return p.ID }), want)
+	})
+}
+
+// ComputeResources checks compute resources, the join of a policy and a
+// profile that tasks queue on.
+func ComputeResources(t *testing.T, setup harness.Setup) {
+	t.Run("CreateComputeResource then GetComputeResource returns every field", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		pol := b.Policy(t, b.Group(t).ID)
+		prof := b.Profile(t)
+		in := &model.ComputeResource{ID: model.NewID(), TenantID: b.Tenant.ID, Name: "1 GPU", Description: "one H100",
+			PolicyID: pol.ID, ProfileID: prof.ID, Image: "pytorch/pytorch:2.3.1-cuda12.1-cudnn8-runtime",
+			Env:    map[string]string{"HF_HOME": "/data/hf-cache", "NCCL_DEBUG": "WARN", "QUOTE": "a \"b\" ü"},
+			Mounts: []string{"/data/hf-cache:/data/hf-cache", "/datasets:/datasets:ro"}, CreatedAt: b.At(1), UpdatedAt: b.At(2)}
+		harness.Must(t, b.Store.CreateComputeResource(b.Ctx, in))
+		want := *in
+		want.CreatedAt, want.UpdatedAt = harness.Norm(in.CreatedAt), harness.Norm(in.UpdatedAt)
+		got, err := b.Store.GetComputeResource(b.Ctx, b.Tenant.ID, in.ID)
+		harness.Must(t, err)
+		harness.CheckEqual(t, "GetComputeResource", got, &want)
+	})
+
+	t.Run("UpdateComputeResource writes every mutable field and keeps CreatedAt", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		q := b.Queue(t)
+		pol2 := b.Policy(t, b.Group(t).ID)
+		prof2 := b.Profile(t)
+		upd := &model.ComputeResource{ID: q.CR.ID, TenantID: b.Tenant.ID, Name: "8 GPUs", Description: "d",
+			PolicyID: pol2.ID, ProfileID: prof2.ID, Image: "python:3.12", Env: map[string]string{"A": "1"},
+			Mounts: []string{"/scratch:/scratch:rw"}, CreatedAt: b.At(20), UpdatedAt: b.At(3)}
+		harness.Must(t, b.Store.UpdateComputeResource(b.Ctx, upd))
+		want := *upd
+		want.CreatedAt, want.UpdatedAt = harness.Norm(q.CR.CreatedAt), harness.Norm(upd.UpdatedAt)
+		got, err := b.Store.GetComputeResource(b.Ctx, b.Tenant.ID, q.CR.ID)
+		harness.Must(t, err)
+		harness.CheckEqual(t, "after UpdateComputeResource", got, &want)
+	})
+
+	t.Run("compute resources read nil run settings back as empty, non-nil values, and an update can clear them", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		q := b.Queue(t)
+		got, err := b.Store.GetComputeResource(b.Ctx, b.Tenant.ID, q.CR.ID)
+		harness.Must(t, err)
+		harness.CheckEqual(t, "Image", got.Image, "")
+		harness.CheckEqual(t, "Env", got.Env, map[string]string{})
+		harness.CheckEqual(t, "Mounts", got.Mounts, []string{})
+
+		set := *q.CR
+		set.Image, set.Env, set.Mounts = "python:3.12", map[string]string{"K": "v"}, []string{"/a:/a"}
+		harness.Must(t, b.Store.UpdateComputeResource(b.Ctx, &set))
+		set.Image, set.Env, set.Mounts = "", nil, nil
+		harness.Must(t, b.Store.UpdateComputeResource(b.Ctx, &set))
+		got, err = b.Store.GetComputeResource(b.Ctx, b.Tenant.ID, q.CR.ID)
+		harness.Must(t, err)
+		harness.CheckEqual(t, "Image after clearing", got.Image, "")
+		harness.CheckEqual(t, "Env after clearing", got.Env, map[string]string{})
+		harness.CheckEqual(t, "Mounts after clearing", got.Mounts, []string{})
+		list, err := b.Store.ListComputeResources(b.Ctx, b.Tenant.ID)
+		harness.Must(t, err)
+		if len(list) != 1 || list[0].Env == nil || list[0].Mounts == nil {
+			t.Fatalf("ListComputeResources = %+v, want one with empty, non-nil settings", list)
+		}
+	})
+
+	t.Run("UpdateComputeResource returns ErrNotFound for a missing resource, another tenant's, or a missing profile", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		q := b.Queue(t)
+		missing := *q.CR
+		missing.ID = model.NewID()
+		harness.WantErr(t, b.Store.UpdateComputeResource(b.Ctx, &missing), store.ErrNotFound)
+		wrongTenant := *q.CR
+		wrongTenant.TenantID = b.Other.ID
+		harness.WantErr(t, b.Store.UpdateComputeResource(b.Ctx, &wrongTenant), store.ErrNotFound)
+		badProfile := *q.CR
+		badProfile.ProfileID = model.NewID()
+		harness.WantErr(t, b.Store.UpdateComputeResource(b.Ctx, &badProfile), store.ErrNotFound)
+	})
+
+	t.Run("CreateComputeResource returns ErrConflict for a second join of one policy and profile", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		q := b.Queue(t)
+		harness.WantErr(t, b.Store.CreateComputeResource(b.Ctx, &model.ComputeResource{TenantID: b.Tenant.ID, Name: "other name",
+			PolicyID: q.Policy.ID, ProfileID: q.Profile.ID}), store.ErrConflict)
+	})
+
+	t.Run("CreateComputeResource returns ErrConflict for a name taken in the policy, while other policies may use it", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		q := b.Queue(t)
+		prof2 := b.Profile(t)
+		harness.WantErr(t, b.Store.CreateComputeResource(b.Ctx, &model.ComputeResource{TenantID: b.Tenant.ID, Name: q.CR.Name,
+			PolicyID: q.Policy.ID, ProfileID: prof2.ID}), store.ErrConflict)
+		pol2 := b.Policy(t, b.Group(t).ID)
+		b.ComputeResource(t, pol2.ID, q.Profile.ID, func(c *model.ComputeResource) { c.Name = q.CR.Name })
+	})
+
+	t.Run("CreateComputeResource returns ErrNotFound for a missing policy or profile, or another tenant's", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		pol := b.Policy(t, b.Group(t).ID)
+		prof := b.Profile(t)
+		theirProfile := b.Profile(t, func(x *model.Profile) { x.TenantID = b.Other.ID })
+		for _, c := range []*model.ComputeResource{
+			{TenantID: b.Tenant.ID, Name: "a", PolicyID: model.NewID(), ProfileID: prof.ID},
+			{TenantID: b.Tenant.ID, Name: "b", PolicyID: pol.ID, ProfileID: model.NewID()},
+			{TenantID: b.Tenant.ID, Name: "c", PolicyID: pol.ID, ProfileID: theirProfile.ID},
+		} {
+			harness.WantErr(t, b.Store.CreateComputeResource(b.Ctx, c), store.ErrNotFound)
+		}
+	})
+
+	t.Run("GetComputeResource returns ErrNotFound for a missing resource and another tenant's", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		q := b.Queue(t)
+		_, err := b.Store.GetComputeResource(b.Ctx, b.Tenant.ID, model.NewID())
+		harness.WantErr(t, err, store.ErrNotFound)
+		_, err = b.Store.GetComputeResource(b.Ctx, b.Other.ID, q.CR.ID)
+		harness.WantErr(t, err, store.ErrNotFound)
+	})
+
+	t.Run("DeleteComputeResource deletes a resource and frees its policy and profile", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		q := b.Queue(t)
+		harness.WantErr(t, b.Store.DeleteComputeResource(b.Ctx, b.Other.ID, q.CR.ID), store.ErrNotFound)
+		harness.Must(t, b.Store.DeleteComputeResource(b.Ctx, b.Tenant.ID, q.CR.ID))
+		harness.WantErr(t, b.Store.DeleteComputeResource(b.Ctx, b.Tenant.ID, q.CR.ID), store.ErrNotFound)
+		harness.Must(t, b.Store.DeletePolicy(b.Ctx, b.Tenant.ID, q.Policy.ID))
+		harness.Must(t, b.Store.DeleteProfile(b.Ctx, b.Tenant.ID, q.Profile.ID))
+	})
+
+	t.Run("DeleteComputeResource leaves the tasks that name it, for their history", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		q := b.Queue(t)
+		tk := b.Task(t, q, b.User(t))
+		harness.Must(t, b.Store.DeleteComputeResource(b.Ctx, b.Tenant.ID, q.CR.ID))
+		got, err := b.Store.GetTask(b.Ctx, b.Tenant.ID, tk.ID)
+		harness.Must(t, err)
+		harness.CheckEqual(t, "task's compute resource id", got.ComputeResourceID, q.CR.ID)
+	})
+
+	t.Run("ListComputeResources lists a tenant's resources by name, then id", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		prof := b.Profile(t)
+		var sameName []string
+		for range 3 {
+			sameName = append(sameName, b.ComputeResource(t, b.Policy(t, b.Group(t).ID).ID, prof.ID,
+				func(c *model.ComputeResource) { c.Name = "1 GPU" }).ID)
+		}
+		pol := b.Policy(t, b.Group(t).ID)
+		first := b.ComputeResource(t, pol.ID, prof.ID, func(c *model.ComputeResource) { c.Name = "0.5 GPU" })
+		got, err := b.Store.ListComputeResources(b.Ctx, b.Tenant.ID)
+		harness.Must(t, err)
+		harness.CheckEqual(t, "ids", harness.Names(got, func(c *model.ComputeResource) string { return c.ID }),
+			append([]string{first.ID}, sameName...))
+		none, err := b.Store.ListComputeResources(b.Ctx, b.Other.ID)
+		harness.Must(t, err)
+		harness.CheckEqual(t, "another tenant's list", len(none), 0)
+	})
+}
