@@ -84,3 +84,15 @@ func PeriodFloor(policies []*model.ResourcePolicy, now time.Time) time.Time {
 	}
 	return floor
 }
+
+// Budgeted lists the ids of the policies with a time budget: the ledger
+// intervals a budget check reads are theirs.
+func Budgeted(policies []*model.ResourcePolicy) []string {
+	var ids []string
+	for _, p := range policies {
+		if p.Budget != nil {
+			ids = append(ids, p.ID)
+		}
+	}
+	return ids
+}

@@ -343,12 +343,7 @@ func (l *Loop) PassTenant(ctx context.Context, tenantID string) (Report, error) 
 }
 
 func (l *Loop) budgetUsed(ctx context.Context, tenantID string, e *estate.Estate, pauses []*model.EnginePause, now time.Time) (map[string]int64, error) {
-	var budgeted []string
-	for _, p := range e.Policies {
-		if p.Budget != nil {
-			budgeted = append(budgeted, p.ID)
-		}
-	}
+	budgeted := engine.Budgeted(e.Policies)
 	if len(budgeted) == 0 {
 		return nil, nil
 	}

@@ -98,12 +98,7 @@ func (s *Allocation) policyView(ctx context.Context, tenantID string, e, full *e
 // budgetUsed is what each budgeted policy of a tenant has been charged in
 // its current period, computed the way the engine computes it.
 func (s *Allocation) budgetUsed(ctx context.Context, tenantID string, e *estate.Estate, now time.Time) (map[string]int64, error) {
-	var budgeted []string
-	for _, p := range e.Policies {
-		if p.Budget != nil {
-			budgeted = append(budgeted, p.ID)
-		}
-	}
+	budgeted := engine.Budgeted(e.Policies)
 	if len(budgeted) == 0 {
 		return nil, nil
 	}

@@ -204,21 +204,29 @@ func (s *Fleet) checkAutoscaler(ctx context.Context, p *identity.Principal, e *e
 	return pool, spec, nil
 }
 
-// CreateAutoscaler stores an autoscaler for a cloud pool (admins). A pool
-// has at most one.
-func (s *Fleet) CreateAutoscaler(ctx context.Context, in AutoscalerInput) (*AutoscalerView, error) {
+// autoscalerInput checks that the caller is an admin and the input is an
+// autoscaler for one of the tenant's cloud pools, for a create or an
+// update (what).
+func (s *Fleet) autoscalerInput(ctx context.Context, what string, in AutoscalerInput) (*identity.Principal, *estate.Estate, *model.Pool, model.AutoscalerSpec, error) {
 	p, err := kernel.Caller(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, model.AutoscalerSpec{}, err
 	}
-	if err := kernel.RequireAdmin(p, "create autoscalers"); err != nil {
-		return nil, err
+	if err := kernel.RequireAdmin(p, what); err != nil {
+		return nil, nil, nil, model.AutoscalerSpec{}, err
 	}
 	e, err := s.k.Estate(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, model.AutoscalerSpec{}, err
 	}
 	pool, spec, err := s.checkAutoscaler(ctx, p, e, in)
+	return p, e, pool, spec, err
+}
+
+// CreateAutoscaler stores an autoscaler for a cloud pool (admins). A pool
+// has at most one.
+func (s *Fleet) CreateAutoscaler(ctx context.Context, in AutoscalerInput) (*AutoscalerView, error) {
+	p, e, pool, spec, err := s.autoscalerInput(ctx, "create autoscalers", in)
 	if err != nil {
 		return nil, err
 	}
@@ -251,18 +259,7 @@ func describeAutoscaler(spec model.AutoscalerSpec, pool string) string {
 // UpdateAutoscaler replaces an autoscaler's settings (admins). Its pool
 // cannot change.
 func (s *Fleet) UpdateAutoscaler(ctx context.Context, id string, in AutoscalerInput) (*AutoscalerView, error) {
-	p, err := kernel.Caller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if err := kernel.RequireAdmin(p, "change autoscalers"); err != nil {
-		return nil, err
-	}
-	e, err := s.k.Estate(ctx)
-	if err != nil {
-		return nil, err
-	}
-	pool, spec, err := s.checkAutoscaler(ctx, p, e, in)
+	p, e, pool, spec, err := s.autoscalerInput(ctx, "change autoscalers", in)
 	if err != nil {
 		return nil, err
 	}
