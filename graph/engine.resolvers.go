@@ -11,30 +11,32 @@ import (
 
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform"
+	"github.com/klique-ai/klique/internal/platform/allocation"
+	"github.com/klique-ai/klique/internal/platform/view"
 )
 
 // Hours is the resolver for the hours field.
-func (r *budgetViewResolver) Hours(ctx context.Context, obj *platform.BudgetView) (float64, error) {
+func (r *budgetViewResolver) Hours(ctx context.Context, obj *view.BudgetView) (float64, error) {
 	return float64(obj.Total) / 1e6, nil
 }
 
 // UsedHours is the resolver for the usedHours field.
-func (r *budgetViewResolver) UsedHours(ctx context.Context, obj *platform.BudgetView) (float64, error) {
+func (r *budgetViewResolver) UsedHours(ctx context.Context, obj *view.BudgetView) (float64, error) {
 	return float64(obj.Used) / 1e6, nil
 }
 
 // LeftHours is the resolver for the leftHours field.
-func (r *budgetViewResolver) LeftHours(ctx context.Context, obj *platform.BudgetView) (float64, error) {
+func (r *budgetViewResolver) LeftHours(ctx context.Context, obj *view.BudgetView) (float64, error) {
 	return float64(obj.Left) / 1e6, nil
 }
 
 // BurnRate is the resolver for the burnRate field.
-func (r *budgetViewResolver) BurnRate(ctx context.Context, obj *platform.BudgetView) (float64, error) {
+func (r *budgetViewResolver) BurnRate(ctx context.Context, obj *view.BudgetView) (float64, error) {
 	return float64(obj.BurnRateMilli) / 1000, nil
 }
 
 // ProjectedRunOut is the resolver for the projectedRunOut field.
-func (r *budgetViewResolver) ProjectedRunOut(ctx context.Context, obj *platform.BudgetView) (*time.Time, error) {
+func (r *budgetViewResolver) ProjectedRunOut(ctx context.Context, obj *view.BudgetView) (*time.Time, error) {
 	return obj.RunsOutAt, nil
 }
 
@@ -49,47 +51,47 @@ func (r *computeResourceResolver) OverBudget(ctx context.Context, obj *model.Com
 }
 
 // SetEngineEnabled is the resolver for the setEngineEnabled field.
-func (r *mutationResolver) SetEngineEnabled(ctx context.Context, enabled bool) (*platform.EngineStatus, error) {
+func (r *mutationResolver) SetEngineEnabled(ctx context.Context, enabled bool) (*allocation.EngineStatus, error) {
 	return r.Svc.SetEngineEnabled(ctx, enabled)
 }
 
 // ReservationGpus is the resolver for the reservationGpus field.
-func (r *policyViewResolver) ReservationGpus(ctx context.Context, obj *platform.PolicyView) (int, error) {
+func (r *policyViewResolver) ReservationGpus(ctx context.Context, obj *view.PolicyView) (int, error) {
 	return obj.Policy.ReservationGPUs, nil
 }
 
 // LimitGpus is the resolver for the limitGpus field.
-func (r *policyViewResolver) LimitGpus(ctx context.Context, obj *platform.PolicyView) (int, error) {
+func (r *policyViewResolver) LimitGpus(ctx context.Context, obj *view.PolicyView) (int, error) {
 	return obj.Policy.LimitGPUs, nil
 }
 
 // HeldGpus is the resolver for the heldGpus field.
-func (r *policyViewResolver) HeldGpus(ctx context.Context, obj *platform.PolicyView) (float64, error) {
+func (r *policyViewResolver) HeldGpus(ctx context.Context, obj *view.PolicyView) (float64, error) {
 	return obj.Held.Float(), nil
 }
 
 // BorrowedGpus is the resolver for the borrowedGpus field.
-func (r *policyViewResolver) BorrowedGpus(ctx context.Context, obj *platform.PolicyView) (float64, error) {
+func (r *policyViewResolver) BorrowedGpus(ctx context.Context, obj *view.PolicyView) (float64, error) {
 	return obj.Borrowed.Float(), nil
 }
 
 // HoldingTasks is the resolver for the holdingTasks field.
-func (r *policyViewResolver) HoldingTasks(ctx context.Context, obj *platform.PolicyView) (int, error) {
+func (r *policyViewResolver) HoldingTasks(ctx context.Context, obj *view.PolicyView) (int, error) {
 	return obj.Holding, nil
 }
 
 // WaitingTasks is the resolver for the waitingTasks field.
-func (r *policyViewResolver) WaitingTasks(ctx context.Context, obj *platform.PolicyView) (int, error) {
+func (r *policyViewResolver) WaitingTasks(ctx context.Context, obj *view.PolicyView) (int, error) {
 	return obj.Waiting, nil
 }
 
 // Engine is the resolver for the engine field.
-func (r *queryResolver) Engine(ctx context.Context) (*platform.EngineStatus, error) {
+func (r *queryResolver) Engine(ctx context.Context) (*allocation.EngineStatus, error) {
 	return r.Svc.EngineStatus(ctx)
 }
 
 // PolicyView is the resolver for the policyView field.
-func (r *queryResolver) PolicyView(ctx context.Context, group *string) ([]*platform.PolicyView, error) {
+func (r *queryResolver) PolicyView(ctx context.Context, group *string) ([]*view.PolicyView, error) {
 	return r.Svc.PolicyViews(ctx, deref(group))
 }
 

@@ -11,7 +11,7 @@ import (
 	"github.com/klique-ai/klique/graph/gqlmodel"
 	"github.com/klique-ai/klique/internal/estate"
 	"github.com/klique-ai/klique/internal/model"
-	"github.com/klique-ai/klique/internal/platform"
+	"github.com/klique-ai/klique/internal/platform/allocation"
 )
 
 // Group is the resolver for the group field.
@@ -58,7 +58,7 @@ func (r *gPUClassResolver) PricePerGpuHour(ctx context.Context, obj *model.GPUCl
 }
 
 // CreateGPUClass is the resolver for the createGPUClass field.
-func (r *mutationResolver) CreateGPUClass(ctx context.Context, input platform.GPUClassInput) (*gqlmodel.GPUClassPayload, error) {
+func (r *mutationResolver) CreateGPUClass(ctx context.Context, input allocation.GPUClassInput) (*gqlmodel.GPUClassPayload, error) {
 	res, err := r.Svc.CreateGPUClass(ctx, input)
 	if err != nil {
 		return nil, err
@@ -67,7 +67,7 @@ func (r *mutationResolver) CreateGPUClass(ctx context.Context, input platform.GP
 }
 
 // UpdateGPUClass is the resolver for the updateGPUClass field.
-func (r *mutationResolver) UpdateGPUClass(ctx context.Context, id string, input platform.GPUClassInput) (*gqlmodel.GPUClassPayload, error) {
+func (r *mutationResolver) UpdateGPUClass(ctx context.Context, id string, input allocation.GPUClassInput) (*gqlmodel.GPUClassPayload, error) {
 	res, err := r.Svc.UpdateGPUClass(ctx, id, input)
 	if err != nil {
 		return nil, err
@@ -81,7 +81,7 @@ func (r *mutationResolver) DeleteGPUClass(ctx context.Context, id string) (*gqlm
 }
 
 // CreatePool is the resolver for the createPool field.
-func (r *mutationResolver) CreatePool(ctx context.Context, input platform.PoolInput) (*gqlmodel.PoolPayload, error) {
+func (r *mutationResolver) CreatePool(ctx context.Context, input allocation.PoolInput) (*gqlmodel.PoolPayload, error) {
 	res, err := r.Svc.CreatePool(ctx, input)
 	if err != nil {
 		return nil, err
@@ -90,7 +90,7 @@ func (r *mutationResolver) CreatePool(ctx context.Context, input platform.PoolIn
 }
 
 // UpdatePool is the resolver for the updatePool field.
-func (r *mutationResolver) UpdatePool(ctx context.Context, id string, input platform.PoolInput) (*gqlmodel.PoolPayload, error) {
+func (r *mutationResolver) UpdatePool(ctx context.Context, id string, input allocation.PoolInput) (*gqlmodel.PoolPayload, error) {
 	res, err := r.Svc.UpdatePool(ctx, id, input)
 	if err != nil {
 		return nil, err
@@ -104,7 +104,7 @@ func (r *mutationResolver) DeletePool(ctx context.Context, id string) (*gqlmodel
 }
 
 // CreateProfile is the resolver for the createProfile field.
-func (r *mutationResolver) CreateProfile(ctx context.Context, input platform.ProfileInput) (*gqlmodel.ProfilePayload, error) {
+func (r *mutationResolver) CreateProfile(ctx context.Context, input allocation.ProfileInput) (*gqlmodel.ProfilePayload, error) {
 	res, err := r.Svc.CreateProfile(ctx, input)
 	if err != nil {
 		return nil, err
@@ -113,7 +113,7 @@ func (r *mutationResolver) CreateProfile(ctx context.Context, input platform.Pro
 }
 
 // UpdateProfile is the resolver for the updateProfile field.
-func (r *mutationResolver) UpdateProfile(ctx context.Context, id string, input platform.ProfileInput) (*gqlmodel.ProfilePayload, error) {
+func (r *mutationResolver) UpdateProfile(ctx context.Context, id string, input allocation.ProfileInput) (*gqlmodel.ProfilePayload, error) {
 	res, err := r.Svc.UpdateProfile(ctx, id, input)
 	if err != nil {
 		return nil, err
@@ -127,7 +127,7 @@ func (r *mutationResolver) DeleteProfile(ctx context.Context, id string) (*gqlmo
 }
 
 // CreateResourcePolicy is the resolver for the createResourcePolicy field.
-func (r *mutationResolver) CreateResourcePolicy(ctx context.Context, input platform.PolicyInput) (*gqlmodel.ResourcePolicyPayload, error) {
+func (r *mutationResolver) CreateResourcePolicy(ctx context.Context, input allocation.PolicyInput) (*gqlmodel.ResourcePolicyPayload, error) {
 	res, err := r.Svc.CreatePolicy(ctx, input)
 	if err != nil {
 		return nil, err
@@ -136,7 +136,7 @@ func (r *mutationResolver) CreateResourcePolicy(ctx context.Context, input platf
 }
 
 // UpdateResourcePolicy is the resolver for the updateResourcePolicy field.
-func (r *mutationResolver) UpdateResourcePolicy(ctx context.Context, id string, input platform.PolicyInput) (*gqlmodel.ResourcePolicyPayload, error) {
+func (r *mutationResolver) UpdateResourcePolicy(ctx context.Context, id string, input allocation.PolicyInput) (*gqlmodel.ResourcePolicyPayload, error) {
 	res, err := r.Svc.UpdatePolicy(ctx, id, input)
 	if err != nil {
 		return nil, err
@@ -150,7 +150,7 @@ func (r *mutationResolver) DeleteResourcePolicy(ctx context.Context, id string) 
 }
 
 // ConnectProfile is the resolver for the connectProfile field.
-func (r *mutationResolver) ConnectProfile(ctx context.Context, input platform.ConnectInput) (*gqlmodel.ComputeResourcePayload, error) {
+func (r *mutationResolver) ConnectProfile(ctx context.Context, input allocation.ConnectInput) (*gqlmodel.ComputeResourcePayload, error) {
 	res, err := r.Svc.ConnectProfile(ctx, input)
 	if err != nil {
 		return nil, err
@@ -159,7 +159,7 @@ func (r *mutationResolver) ConnectProfile(ctx context.Context, input platform.Co
 }
 
 // UpdateComputeResource is the resolver for the updateComputeResource field.
-func (r *mutationResolver) UpdateComputeResource(ctx context.Context, id string, input platform.ComputeResourceInput) (*gqlmodel.ComputeResourcePayload, error) {
+func (r *mutationResolver) UpdateComputeResource(ctx context.Context, id string, input allocation.ComputeResourceInput) (*gqlmodel.ComputeResourcePayload, error) {
 	res, err := r.Svc.UpdateComputeResource(ctx, id, input)
 	if err != nil {
 		return nil, err

@@ -10,7 +10,7 @@ import (
 
 	"github.com/klique-ai/klique/graph/gqlmodel"
 	"github.com/klique-ai/klique/internal/model"
-	"github.com/klique-ai/klique/internal/platform"
+	"github.com/klique-ai/klique/internal/platform/llm"
 )
 
 // GuardAlias is the resolver for the guardAlias field.
@@ -49,7 +49,7 @@ func (r *lLMRouteResolver) TimeoutSeconds(ctx context.Context, obj *model.Route)
 }
 
 // PutLLMProvider is the resolver for the putLLMProvider field.
-func (r *mutationResolver) PutLLMProvider(ctx context.Context, input platform.LLMProviderInput) (*gqlmodel.GatewayPayload, error) {
+func (r *mutationResolver) PutLLMProvider(ctx context.Context, input llm.LLMProviderInput) (*gqlmodel.GatewayPayload, error) {
 	return gatewayPayload(r.Svc.PutLLMProvider(ctx, input))
 }
 
@@ -59,7 +59,7 @@ func (r *mutationResolver) DeleteLLMProvider(ctx context.Context, name string) (
 }
 
 // PutLLMRoute is the resolver for the putLLMRoute field.
-func (r *mutationResolver) PutLLMRoute(ctx context.Context, input platform.LLMRouteInput) (*gqlmodel.GatewayPayload, error) {
+func (r *mutationResolver) PutLLMRoute(ctx context.Context, input llm.LLMRouteInput) (*gqlmodel.GatewayPayload, error) {
 	return gatewayPayload(r.Svc.PutLLMRoute(ctx, input))
 }
 
@@ -69,7 +69,7 @@ func (r *mutationResolver) DeleteLLMRoute(ctx context.Context, name string) (*gq
 }
 
 // PutLLMModel is the resolver for the putLLMModel field.
-func (r *mutationResolver) PutLLMModel(ctx context.Context, input platform.LLMModelInput) (*gqlmodel.GatewayPayload, error) {
+func (r *mutationResolver) PutLLMModel(ctx context.Context, input llm.LLMModelInput) (*gqlmodel.GatewayPayload, error) {
 	return gatewayPayload(r.Svc.PutLLMModel(ctx, input))
 }
 
@@ -79,7 +79,7 @@ func (r *mutationResolver) DeleteLLMModel(ctx context.Context, name string) (*gq
 }
 
 // PutLLMAlias is the resolver for the putLLMAlias field.
-func (r *mutationResolver) PutLLMAlias(ctx context.Context, input platform.LLMAliasInput) (*gqlmodel.GatewayPayload, error) {
+func (r *mutationResolver) PutLLMAlias(ctx context.Context, input llm.LLMAliasInput) (*gqlmodel.GatewayPayload, error) {
 	return gatewayPayload(r.Svc.PutLLMAlias(ctx, input))
 }
 
@@ -89,7 +89,7 @@ func (r *mutationResolver) DeleteLLMAlias(ctx context.Context, name string) (*gq
 }
 
 // PutTokenBudget is the resolver for the putTokenBudget field.
-func (r *mutationResolver) PutTokenBudget(ctx context.Context, input platform.TokenBudgetInput) (*gqlmodel.GatewayPayload, error) {
+func (r *mutationResolver) PutTokenBudget(ctx context.Context, input llm.TokenBudgetInput) (*gqlmodel.GatewayPayload, error) {
 	return gatewayPayload(r.Svc.PutTokenBudget(ctx, input))
 }
 
@@ -99,7 +99,7 @@ func (r *mutationResolver) DeleteTokenBudget(ctx context.Context, project string
 }
 
 // PutRateLimit is the resolver for the putRateLimit field.
-func (r *mutationResolver) PutRateLimit(ctx context.Context, input platform.RateLimitInput) (*gqlmodel.GatewayPayload, error) {
+func (r *mutationResolver) PutRateLimit(ctx context.Context, input llm.RateLimitInput) (*gqlmodel.GatewayPayload, error) {
 	return gatewayPayload(r.Svc.PutRateLimit(ctx, input))
 }
 
@@ -109,7 +109,7 @@ func (r *mutationResolver) DeleteRateLimit(ctx context.Context, scope model.Rate
 }
 
 // PutEntitlement is the resolver for the putEntitlement field.
-func (r *mutationResolver) PutEntitlement(ctx context.Context, input platform.EntitlementInput) (*gqlmodel.GatewayPayload, error) {
+func (r *mutationResolver) PutEntitlement(ctx context.Context, input llm.EntitlementInput) (*gqlmodel.GatewayPayload, error) {
 	return gatewayPayload(r.Svc.PutEntitlement(ctx, input))
 }
 
@@ -119,7 +119,7 @@ func (r *mutationResolver) DeleteEntitlement(ctx context.Context, name string) (
 }
 
 // SetGuardrails is the resolver for the setGuardrails field.
-func (r *mutationResolver) SetGuardrails(ctx context.Context, input platform.GuardrailsInput) (*gqlmodel.GatewayPayload, error) {
+func (r *mutationResolver) SetGuardrails(ctx context.Context, input llm.GuardrailsInput) (*gqlmodel.GatewayPayload, error) {
 	return gatewayPayload(r.Svc.SetGuardrails(ctx, input))
 }
 

@@ -18,7 +18,11 @@ import (
 	"github.com/klique-ai/klique/graph/scalars"
 	"github.com/klique-ai/klique/internal/estate"
 	"github.com/klique-ai/klique/internal/model"
-	"github.com/klique-ai/klique/internal/platform"
+	"github.com/klique-ai/klique/internal/platform/access"
+	"github.com/klique-ai/klique/internal/platform/allocation"
+	"github.com/klique-ai/klique/internal/platform/live"
+	"github.com/klique-ai/klique/internal/platform/llm"
+	"github.com/klique-ai/klique/internal/platform/view"
 	gqlparser "github.com/vektah/gqlparser/v2"
 	"github.com/vektah/gqlparser/v2/ast"
 )
@@ -426,15 +430,15 @@ type ComplexityRoot struct {
 		AbortTask              func(childComplexity int, id string, reason *string) int
 		ApplyEstate            func(childComplexity int, document string, dryRun *bool) int
 		CloneTask              func(childComplexity int, id string, parameterOverrides map[string]string, name *string, computeResource *string, group *string, project *string) int
-		ConnectProfile         func(childComplexity int, input platform.ConnectInput) int
+		ConnectProfile         func(childComplexity int, input allocation.ConnectInput) int
 		CreateAPIKey           func(childComplexity int, input gqlmodel.CreateAPIKeyInput) int
 		CreateAutoscaler       func(childComplexity int, input gqlmodel.AutoscalerInput) int
-		CreateGPUClass         func(childComplexity int, input platform.GPUClassInput) int
-		CreateGroup            func(childComplexity int, input platform.GroupInput) int
-		CreatePool             func(childComplexity int, input platform.PoolInput) int
-		CreateProfile          func(childComplexity int, input platform.ProfileInput) int
-		CreateProject          func(childComplexity int, input platform.ProjectInput) int
-		CreateResourcePolicy   func(childComplexity int, input platform.PolicyInput) int
+		CreateGPUClass         func(childComplexity int, input allocation.GPUClassInput) int
+		CreateGroup            func(childComplexity int, input allocation.GroupInput) int
+		CreatePool             func(childComplexity int, input allocation.PoolInput) int
+		CreateProfile          func(childComplexity int, input allocation.ProfileInput) int
+		CreateProject          func(childComplexity int, input allocation.ProjectInput) int
+		CreateResourcePolicy   func(childComplexity int, input allocation.PolicyInput) int
 		CreateTenant           func(childComplexity int, input gqlmodel.CreateTenantInput) int
 		CreateUser             func(childComplexity int, input gqlmodel.CreateUserInput) int
 		CreateWorkerCredential func(childComplexity int, pool string, name *string) int
@@ -455,28 +459,28 @@ type ComplexityRoot struct {
 		DeleteTokenBudget      func(childComplexity int, project string, period model.BudgetPeriod) int
 		DisconnectProfile      func(childComplexity int, computeResource string) int
 		EnqueueTask            func(childComplexity int, input gqlmodel.EnqueueTaskInput) int
-		PutEntitlement         func(childComplexity int, input platform.EntitlementInput) int
-		PutLLMAlias            func(childComplexity int, input platform.LLMAliasInput) int
-		PutLLMModel            func(childComplexity int, input platform.LLMModelInput) int
-		PutLLMProvider         func(childComplexity int, input platform.LLMProviderInput) int
-		PutLLMRoute            func(childComplexity int, input platform.LLMRouteInput) int
-		PutRateLimit           func(childComplexity int, input platform.RateLimitInput) int
-		PutTokenBudget         func(childComplexity int, input platform.TokenBudgetInput) int
+		PutEntitlement         func(childComplexity int, input llm.EntitlementInput) int
+		PutLLMAlias            func(childComplexity int, input llm.LLMAliasInput) int
+		PutLLMModel            func(childComplexity int, input llm.LLMModelInput) int
+		PutLLMProvider         func(childComplexity int, input llm.LLMProviderInput) int
+		PutLLMRoute            func(childComplexity int, input llm.LLMRouteInput) int
+		PutRateLimit           func(childComplexity int, input llm.RateLimitInput) int
+		PutTokenBudget         func(childComplexity int, input llm.TokenBudgetInput) int
 		RemoveGroupMember      func(childComplexity int, group string, user string) int
 		RevokeAPIKey           func(childComplexity int, id string) int
 		RevokeWorkerCredential func(childComplexity int, id string) int
 		SetEngineEnabled       func(childComplexity int, enabled bool) int
 		SetGroupMember         func(childComplexity int, group string, user string, role *model.GroupRole) int
-		SetGuardrails          func(childComplexity int, input platform.GuardrailsInput) int
+		SetGuardrails          func(childComplexity int, input llm.GuardrailsInput) int
 		SetSecret              func(childComplexity int, scope string, owner *string, name string, value string) int
 		UpdateAutoscaler       func(childComplexity int, id string, input gqlmodel.AutoscalerInput) int
-		UpdateComputeResource  func(childComplexity int, id string, input platform.ComputeResourceInput) int
-		UpdateGPUClass         func(childComplexity int, id string, input platform.GPUClassInput) int
-		UpdateGroup            func(childComplexity int, id string, input platform.GroupInput) int
-		UpdatePool             func(childComplexity int, id string, input platform.PoolInput) int
-		UpdateProfile          func(childComplexity int, id string, input platform.ProfileInput) int
-		UpdateProject          func(childComplexity int, id string, input platform.ProjectInput) int
-		UpdateResourcePolicy   func(childComplexity int, id string, input platform.PolicyInput) int
+		UpdateComputeResource  func(childComplexity int, id string, input allocation.ComputeResourceInput) int
+		UpdateGPUClass         func(childComplexity int, id string, input allocation.GPUClassInput) int
+		UpdateGroup            func(childComplexity int, id string, input allocation.GroupInput) int
+		UpdatePool             func(childComplexity int, id string, input allocation.PoolInput) int
+		UpdateProfile          func(childComplexity int, id string, input allocation.ProfileInput) int
+		UpdateProject          func(childComplexity int, id string, input allocation.ProjectInput) int
+		UpdateResourcePolicy   func(childComplexity int, id string, input allocation.PolicyInput) int
 		UpdateUser             func(childComplexity int, id string, input gqlmodel.UpdateUserInput) int
 	}
 
@@ -937,11 +941,11 @@ type APIKeyResolver interface {
 	Active(ctx context.Context, obj *model.APIKey) (bool, error)
 }
 type BudgetViewResolver interface {
-	Hours(ctx context.Context, obj *platform.BudgetView) (float64, error)
-	UsedHours(ctx context.Context, obj *platform.BudgetView) (float64, error)
-	LeftHours(ctx context.Context, obj *platform.BudgetView) (float64, error)
-	BurnRate(ctx context.Context, obj *platform.BudgetView) (float64, error)
-	ProjectedRunOut(ctx context.Context, obj *platform.BudgetView) (*time.Time, error)
+	Hours(ctx context.Context, obj *view.BudgetView) (float64, error)
+	UsedHours(ctx context.Context, obj *view.BudgetView) (float64, error)
+	LeftHours(ctx context.Context, obj *view.BudgetView) (float64, error)
+	BurnRate(ctx context.Context, obj *view.BudgetView) (float64, error)
+	ProjectedRunOut(ctx context.Context, obj *view.BudgetView) (*time.Time, error)
 }
 type ChangeResolver interface {
 	Text(ctx context.Context, obj *estate.Change) (string, error)
@@ -987,66 +991,66 @@ type MutationResolver interface {
 	CreateAutoscaler(ctx context.Context, input gqlmodel.AutoscalerInput) (*gqlmodel.Autoscaler, error)
 	UpdateAutoscaler(ctx context.Context, id string, input gqlmodel.AutoscalerInput) (*gqlmodel.Autoscaler, error)
 	DeleteAutoscaler(ctx context.Context, id string) (bool, error)
-	SetEngineEnabled(ctx context.Context, enabled bool) (*platform.EngineStatus, error)
-	CreateGPUClass(ctx context.Context, input platform.GPUClassInput) (*gqlmodel.GPUClassPayload, error)
-	UpdateGPUClass(ctx context.Context, id string, input platform.GPUClassInput) (*gqlmodel.GPUClassPayload, error)
+	SetEngineEnabled(ctx context.Context, enabled bool) (*allocation.EngineStatus, error)
+	CreateGPUClass(ctx context.Context, input allocation.GPUClassInput) (*gqlmodel.GPUClassPayload, error)
+	UpdateGPUClass(ctx context.Context, id string, input allocation.GPUClassInput) (*gqlmodel.GPUClassPayload, error)
 	DeleteGPUClass(ctx context.Context, id string) (*gqlmodel.DeletePayload, error)
-	CreatePool(ctx context.Context, input platform.PoolInput) (*gqlmodel.PoolPayload, error)
-	UpdatePool(ctx context.Context, id string, input platform.PoolInput) (*gqlmodel.PoolPayload, error)
+	CreatePool(ctx context.Context, input allocation.PoolInput) (*gqlmodel.PoolPayload, error)
+	UpdatePool(ctx context.Context, id string, input allocation.PoolInput) (*gqlmodel.PoolPayload, error)
 	DeletePool(ctx context.Context, id string) (*gqlmodel.DeletePayload, error)
-	CreateProfile(ctx context.Context, input platform.ProfileInput) (*gqlmodel.ProfilePayload, error)
-	UpdateProfile(ctx context.Context, id string, input platform.ProfileInput) (*gqlmodel.ProfilePayload, error)
+	CreateProfile(ctx context.Context, input allocation.ProfileInput) (*gqlmodel.ProfilePayload, error)
+	UpdateProfile(ctx context.Context, id string, input allocation.ProfileInput) (*gqlmodel.ProfilePayload, error)
 	DeleteProfile(ctx context.Context, id string) (*gqlmodel.DeletePayload, error)
-	CreateResourcePolicy(ctx context.Context, input platform.PolicyInput) (*gqlmodel.ResourcePolicyPayload, error)
-	UpdateResourcePolicy(ctx context.Context, id string, input platform.PolicyInput) (*gqlmodel.ResourcePolicyPayload, error)
+	CreateResourcePolicy(ctx context.Context, input allocation.PolicyInput) (*gqlmodel.ResourcePolicyPayload, error)
+	UpdateResourcePolicy(ctx context.Context, id string, input allocation.PolicyInput) (*gqlmodel.ResourcePolicyPayload, error)
 	DeleteResourcePolicy(ctx context.Context, id string) (*gqlmodel.DeletePayload, error)
-	ConnectProfile(ctx context.Context, input platform.ConnectInput) (*gqlmodel.ComputeResourcePayload, error)
-	UpdateComputeResource(ctx context.Context, id string, input platform.ComputeResourceInput) (*gqlmodel.ComputeResourcePayload, error)
+	ConnectProfile(ctx context.Context, input allocation.ConnectInput) (*gqlmodel.ComputeResourcePayload, error)
+	UpdateComputeResource(ctx context.Context, id string, input allocation.ComputeResourceInput) (*gqlmodel.ComputeResourcePayload, error)
 	DisconnectProfile(ctx context.Context, computeResource string) (*gqlmodel.DeletePayload, error)
 	ApplyEstate(ctx context.Context, document string, dryRun *bool) (*gqlmodel.ApplyEstateResult, error)
-	PutLLMProvider(ctx context.Context, input platform.LLMProviderInput) (*gqlmodel.GatewayPayload, error)
+	PutLLMProvider(ctx context.Context, input llm.LLMProviderInput) (*gqlmodel.GatewayPayload, error)
 	DeleteLLMProvider(ctx context.Context, name string) (*gqlmodel.DeletePayload, error)
-	PutLLMRoute(ctx context.Context, input platform.LLMRouteInput) (*gqlmodel.GatewayPayload, error)
+	PutLLMRoute(ctx context.Context, input llm.LLMRouteInput) (*gqlmodel.GatewayPayload, error)
 	DeleteLLMRoute(ctx context.Context, name string) (*gqlmodel.DeletePayload, error)
-	PutLLMModel(ctx context.Context, input platform.LLMModelInput) (*gqlmodel.GatewayPayload, error)
+	PutLLMModel(ctx context.Context, input llm.LLMModelInput) (*gqlmodel.GatewayPayload, error)
 	DeleteLLMModel(ctx context.Context, name string) (*gqlmodel.DeletePayload, error)
-	PutLLMAlias(ctx context.Context, input platform.LLMAliasInput) (*gqlmodel.GatewayPayload, error)
+	PutLLMAlias(ctx context.Context, input llm.LLMAliasInput) (*gqlmodel.GatewayPayload, error)
 	DeleteLLMAlias(ctx context.Context, name string) (*gqlmodel.DeletePayload, error)
-	PutTokenBudget(ctx context.Context, input platform.TokenBudgetInput) (*gqlmodel.GatewayPayload, error)
+	PutTokenBudget(ctx context.Context, input llm.TokenBudgetInput) (*gqlmodel.GatewayPayload, error)
 	DeleteTokenBudget(ctx context.Context, project string, period model.BudgetPeriod) (*gqlmodel.DeletePayload, error)
-	PutRateLimit(ctx context.Context, input platform.RateLimitInput) (*gqlmodel.GatewayPayload, error)
+	PutRateLimit(ctx context.Context, input llm.RateLimitInput) (*gqlmodel.GatewayPayload, error)
 	DeleteRateLimit(ctx context.Context, scope model.RateLimitScope, name *string) (*gqlmodel.DeletePayload, error)
-	PutEntitlement(ctx context.Context, input platform.EntitlementInput) (*gqlmodel.GatewayPayload, error)
+	PutEntitlement(ctx context.Context, input llm.EntitlementInput) (*gqlmodel.GatewayPayload, error)
 	DeleteEntitlement(ctx context.Context, name string) (*gqlmodel.DeletePayload, error)
-	SetGuardrails(ctx context.Context, input platform.GuardrailsInput) (*gqlmodel.GatewayPayload, error)
+	SetGuardrails(ctx context.Context, input llm.GuardrailsInput) (*gqlmodel.GatewayPayload, error)
 	CreateUser(ctx context.Context, input gqlmodel.CreateUserInput) (*model.User, error)
 	UpdateUser(ctx context.Context, id string, input gqlmodel.UpdateUserInput) (*model.User, error)
-	CreateGroup(ctx context.Context, input platform.GroupInput) (*gqlmodel.GroupPayload, error)
-	UpdateGroup(ctx context.Context, id string, input platform.GroupInput) (*gqlmodel.GroupPayload, error)
+	CreateGroup(ctx context.Context, input allocation.GroupInput) (*gqlmodel.GroupPayload, error)
+	UpdateGroup(ctx context.Context, id string, input allocation.GroupInput) (*gqlmodel.GroupPayload, error)
 	DeleteGroup(ctx context.Context, id string) (*gqlmodel.DeletePayload, error)
 	SetGroupMember(ctx context.Context, group string, user string, role *model.GroupRole) (*model.Membership, error)
 	RemoveGroupMember(ctx context.Context, group string, user string) (bool, error)
 	CreateAPIKey(ctx context.Context, input gqlmodel.CreateAPIKeyInput) (*gqlmodel.NewAPIKey, error)
 	RevokeAPIKey(ctx context.Context, id string) (*model.APIKey, error)
 	CreateTenant(ctx context.Context, input gqlmodel.CreateTenantInput) (*gqlmodel.NewTenant, error)
-	CreateProject(ctx context.Context, input platform.ProjectInput) (*gqlmodel.ProjectPayload, error)
-	UpdateProject(ctx context.Context, id string, input platform.ProjectInput) (*gqlmodel.ProjectPayload, error)
+	CreateProject(ctx context.Context, input allocation.ProjectInput) (*gqlmodel.ProjectPayload, error)
+	UpdateProject(ctx context.Context, id string, input allocation.ProjectInput) (*gqlmodel.ProjectPayload, error)
 	DeleteProject(ctx context.Context, id string) (*gqlmodel.DeletePayload, error)
 	EnqueueTask(ctx context.Context, input gqlmodel.EnqueueTaskInput) (*model.Task, error)
 	AbortTask(ctx context.Context, id string, reason *string) (*model.Task, error)
 	CloneTask(ctx context.Context, id string, parameterOverrides map[string]string, name *string, computeResource *string, group *string, project *string) (*model.Task, error)
 	CreateWorkerCredential(ctx context.Context, pool string, name *string) (*gqlmodel.NewWorkerCredential, error)
 	RevokeWorkerCredential(ctx context.Context, id string) (*model.WorkerCredential, error)
-	SetSecret(ctx context.Context, scope string, owner *string, name string, value string) (*platform.SecretInfo, error)
+	SetSecret(ctx context.Context, scope string, owner *string, name string, value string) (*access.SecretInfo, error)
 	DeleteSecret(ctx context.Context, scope string, owner *string, name string) (bool, error)
 }
 type PolicyViewResolver interface {
-	ReservationGpus(ctx context.Context, obj *platform.PolicyView) (int, error)
-	LimitGpus(ctx context.Context, obj *platform.PolicyView) (int, error)
-	HeldGpus(ctx context.Context, obj *platform.PolicyView) (float64, error)
-	BorrowedGpus(ctx context.Context, obj *platform.PolicyView) (float64, error)
-	HoldingTasks(ctx context.Context, obj *platform.PolicyView) (int, error)
-	WaitingTasks(ctx context.Context, obj *platform.PolicyView) (int, error)
+	ReservationGpus(ctx context.Context, obj *view.PolicyView) (int, error)
+	LimitGpus(ctx context.Context, obj *view.PolicyView) (int, error)
+	HeldGpus(ctx context.Context, obj *view.PolicyView) (float64, error)
+	BorrowedGpus(ctx context.Context, obj *view.PolicyView) (float64, error)
+	HoldingTasks(ctx context.Context, obj *view.PolicyView) (int, error)
+	WaitingTasks(ctx context.Context, obj *view.PolicyView) (int, error)
 }
 type PoolResolver interface {
 	GpuClass(ctx context.Context, obj *model.Pool) (*model.GPUClass, error)
@@ -1068,8 +1072,8 @@ type ProjectResolver interface {
 type QueryResolver interface {
 	AuditLog(ctx context.Context, filter *gqlmodel.AuditFilter, first *int, after *string) (*gqlmodel.AuditEntryConnection, error)
 	Autoscalers(ctx context.Context) ([]*gqlmodel.Autoscaler, error)
-	Engine(ctx context.Context) (*platform.EngineStatus, error)
-	PolicyView(ctx context.Context, group *string) ([]*platform.PolicyView, error)
+	Engine(ctx context.Context) (*allocation.EngineStatus, error)
+	PolicyView(ctx context.Context, group *string) ([]*view.PolicyView, error)
 	GpuClasses(ctx context.Context, first *int, after *string) (*gqlmodel.GPUClassConnection, error)
 	GpuClass(ctx context.Context, id string) (*model.GPUClass, error)
 	Pools(ctx context.Context, first *int, after *string) (*gqlmodel.PoolConnection, error)
@@ -1096,9 +1100,9 @@ type QueryResolver interface {
 	Tasks(ctx context.Context, filter *gqlmodel.TaskFilter, first *int, after *string) (*gqlmodel.TaskConnection, error)
 	Task(ctx context.Context, id string) (*model.Task, error)
 	Usage(ctx context.Context, input gqlmodel.UsageInput) (*gqlmodel.UsageReport, error)
-	Workers(ctx context.Context) ([]*platform.WorkerView, error)
+	Workers(ctx context.Context) ([]*view.WorkerView, error)
 	WorkerCredentials(ctx context.Context) ([]*model.WorkerCredential, error)
-	Secrets(ctx context.Context, scope string, owner *string) ([]*platform.SecretInfo, error)
+	Secrets(ctx context.Context, scope string, owner *string) ([]*access.SecretInfo, error)
 }
 type QueueStateResolver interface {
 	Task(ctx context.Context, obj *model.QueueState) (*model.Task, error)
@@ -1115,15 +1119,15 @@ type ResourcePolicyResolver interface {
 	ComputeResources(ctx context.Context, obj *model.ResourcePolicy) ([]*model.ComputeResource, error)
 }
 type SecretResolver interface {
-	Owner(ctx context.Context, obj *platform.SecretInfo) (string, error)
+	Owner(ctx context.Context, obj *access.SecretInfo) (string, error)
 }
 type SubscriptionResolver interface {
-	QueueChanged(ctx context.Context, computeResource string) (<-chan *platform.QueueUpdate, error)
-	TaskEvents(ctx context.Context, id string) (<-chan *platform.TaskUpdate, error)
-	TaskLogs(ctx context.Context, id string, after *int, tail *int) (<-chan *platform.LogUpdate, error)
-	PoolUtilization(ctx context.Context) (<-chan *platform.PoolUtilization, error)
-	Workers(ctx context.Context) (<-chan *platform.WorkerUpdate, error)
-	BudgetBurn(ctx context.Context, policy string) (<-chan *platform.BudgetBurnUpdate, error)
+	QueueChanged(ctx context.Context, computeResource string) (<-chan *live.QueueUpdate, error)
+	TaskEvents(ctx context.Context, id string) (<-chan *live.TaskUpdate, error)
+	TaskLogs(ctx context.Context, id string, after *int, tail *int) (<-chan *live.LogUpdate, error)
+	PoolUtilization(ctx context.Context) (<-chan *live.PoolUtilization, error)
+	Workers(ctx context.Context) (<-chan *live.WorkerUpdate, error)
+	BudgetBurn(ctx context.Context, policy string) (<-chan *live.BudgetBurnUpdate, error)
 }
 type TaskResolver interface {
 	Reason(ctx context.Context, obj *model.Task) (string, error)
@@ -1138,11 +1142,11 @@ type TaskResolver interface {
 
 	Attempt(ctx context.Context, obj *model.Task) (int, error)
 	Retries(ctx context.Context, obj *model.Task) (int, error)
-	Worker(ctx context.Context, obj *model.Task) (*platform.WorkerView, error)
+	Worker(ctx context.Context, obj *model.Task) (*view.WorkerView, error)
 	StartedAt(ctx context.Context, obj *model.Task) (*time.Time, error)
 	ExitCode(ctx context.Context, obj *model.Task) (*int, error)
 	Outputs(ctx context.Context, obj *model.Task) ([]string, error)
-	Logs(ctx context.Context, obj *model.Task, after *int, first *int, tail *int) (*platform.LogPage, error)
+	Logs(ctx context.Context, obj *model.Task, after *int, first *int, tail *int) (*view.LogPage, error)
 	Metrics(ctx context.Context, obj *model.Task, name *string, after *int, first *int) ([]*model.MetricPoint, error)
 	LastMetrics(ctx context.Context, obj *model.Task) ([]*model.MetricPoint, error)
 }
@@ -1160,23 +1164,23 @@ type TokenBudgetResolver interface {
 	PerUserMoney(ctx context.Context, obj *model.TokenBudget) (float64, error)
 }
 type UsageKeyResolver interface {
-	Dimension(ctx context.Context, obj *platform.UsageKey) (scalars.UsageDimension, error)
+	Dimension(ctx context.Context, obj *model.UsageKey) (scalars.UsageDimension, error)
 }
 type UsageRowResolver interface {
-	GpuHours(ctx context.Context, obj *platform.UsageRow) (float64, error)
-	BudgetHours(ctx context.Context, obj *platform.UsageRow) (float64, error)
+	GpuHours(ctx context.Context, obj *allocation.UsageRow) (float64, error)
+	BudgetHours(ctx context.Context, obj *allocation.UsageRow) (float64, error)
 
-	InputTokens(ctx context.Context, obj *platform.UsageRow) (float64, error)
-	OutputTokens(ctx context.Context, obj *platform.UsageRow) (float64, error)
-	TokenCost(ctx context.Context, obj *platform.UsageRow) (float64, error)
+	InputTokens(ctx context.Context, obj *allocation.UsageRow) (float64, error)
+	OutputTokens(ctx context.Context, obj *allocation.UsageRow) (float64, error)
+	TokenCost(ctx context.Context, obj *allocation.UsageRow) (float64, error)
 }
 type UserResolver interface {
 	Groups(ctx context.Context, obj *model.User) ([]*model.Membership, error)
 }
 type WorkerResolver interface {
-	Pool(ctx context.Context, obj *platform.WorkerView) (*model.Pool, error)
+	Pool(ctx context.Context, obj *view.WorkerView) (*model.Pool, error)
 
-	Tasks(ctx context.Context, obj *platform.WorkerView) ([]*model.Task, error)
+	Tasks(ctx context.Context, obj *view.WorkerView) ([]*model.Task, error)
 }
 type WorkerCredentialResolver interface {
 	Pool(ctx context.Context, obj *model.WorkerCredential) (*model.Pool, error)
@@ -2607,7 +2611,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Mutation.ConnectProfile(childComplexity, args["input"].(platform.ConnectInput)), true
+		return e.ComplexityRoot.Mutation.ConnectProfile(childComplexity, args["input"].(allocation.ConnectInput)), true
 	case "Mutation.createAPIKey":
 		if e.ComplexityRoot.Mutation.CreateAPIKey == nil {
 			break
@@ -2640,7 +2644,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Mutation.CreateGPUClass(childComplexity, args["input"].(platform.GPUClassInput)), true
+		return e.ComplexityRoot.Mutation.CreateGPUClass(childComplexity, args["input"].(allocation.GPUClassInput)), true
 	case "Mutation.createGroup":
 		if e.ComplexityRoot.Mutation.CreateGroup == nil {
 			break
@@ -2651,7 +2655,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Mutation.CreateGroup(childComplexity, args["input"].(platform.GroupInput)), true
+		return e.ComplexityRoot.Mutation.CreateGroup(childComplexity, args["input"].(allocation.GroupInput)), true
 	case "Mutation.createPool":
 		if e.ComplexityRoot.Mutation.CreatePool == nil {
 			break
@@ -2662,7 +2666,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Mutation.CreatePool(childComplexity, args["input"].(platform.PoolInput)), true
+		return e.ComplexityRoot.Mutation.CreatePool(childComplexity, args["input"].(allocation.PoolInput)), true
 	case "Mutation.createProfile":
 		if e.ComplexityRoot.Mutation.CreateProfile == nil {
 			break
@@ -2673,7 +2677,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Mutation.CreateProfile(childComplexity, args["input"].(platform.ProfileInput)), true
+		return e.ComplexityRoot.Mutation.CreateProfile(childComplexity, args["input"].(allocation.ProfileInput)), true
 	case "Mutation.createProject":
 		if e.ComplexityRoot.Mutation.CreateProject == nil {
 			break
@@ -2684,7 +2688,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Mutation.CreateProject(childComplexity, args["input"].(platform.ProjectInput)), true
+		return e.ComplexityRoot.Mutation.CreateProject(childComplexity, args["input"].(allocation.ProjectInput)), true
 	case "Mutation.createResourcePolicy":
 		if e.ComplexityRoot.Mutation.CreateResourcePolicy == nil {
 			break
@@ -2695,7 +2699,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Mutation.CreateResourcePolicy(childComplexity, args["input"].(platform.PolicyInput)), true
+		return e.ComplexityRoot.Mutation.CreateResourcePolicy(childComplexity, args["input"].(allocation.PolicyInput)), true
 	case "Mutation.createTenant":
 		if e.ComplexityRoot.Mutation.CreateTenant == nil {
 			break
@@ -2926,7 +2930,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Mutation.PutEntitlement(childComplexity, args["input"].(platform.EntitlementInput)), true
+		return e.ComplexityRoot.Mutation.PutEntitlement(childComplexity, args["input"].(llm.EntitlementInput)), true
 	case "Mutation.putLLMAlias":
 		if e.ComplexityRoot.Mutation.PutLLMAlias == nil {
 			break
@@ -2937,7 +2941,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Mutation.PutLLMAlias(childComplexity, args["input"].(platform.LLMAliasInput)), true
+		return e.ComplexityRoot.Mutation.PutLLMAlias(childComplexity, args["input"].(llm.LLMAliasInput)), true
 	case "Mutation.putLLMModel":
 		if e.ComplexityRoot.Mutation.PutLLMModel == nil {
 			break
@@ -2948,7 +2952,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Mutation.PutLLMModel(childComplexity, args["input"].(platform.LLMModelInput)), true
+		return e.ComplexityRoot.Mutation.PutLLMModel(childComplexity, args["input"].(llm.LLMModelInput)), true
 	case "Mutation.putLLMProvider":
 		if e.ComplexityRoot.Mutation.PutLLMProvider == nil {
 			break
@@ -2959,7 +2963,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Mutation.PutLLMProvider(childComplexity, args["input"].(platform.LLMProviderInput)), true
+		return e.ComplexityRoot.Mutation.PutLLMProvider(childComplexity, args["input"].(llm.LLMProviderInput)), true
 	case "Mutation.putLLMRoute":
 		if e.ComplexityRoot.Mutation.PutLLMRoute == nil {
 			break
@@ -2970,7 +2974,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Mutation.PutLLMRoute(childComplexity, args["input"].(platform.LLMRouteInput)), true
+		return e.ComplexityRoot.Mutation.PutLLMRoute(childComplexity, args["input"].(llm.LLMRouteInput)), true
 	case "Mutation.putRateLimit":
 		if e.ComplexityRoot.Mutation.PutRateLimit == nil {
 			break
@@ -2981,7 +2985,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Mutation.PutRateLimit(childComplexity, args["input"].(platform.RateLimitInput)), true
+		return e.ComplexityRoot.Mutation.PutRateLimit(childComplexity, args["input"].(llm.RateLimitInput)), true
 	case "Mutation.putTokenBudget":
 		if e.ComplexityRoot.Mutation.PutTokenBudget == nil {
 			break
@@ -2992,7 +2996,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Mutation.PutTokenBudget(childComplexity, args["input"].(platform.TokenBudgetInput)), true
+		return e.ComplexityRoot.Mutation.PutTokenBudget(childComplexity, args["input"].(llm.TokenBudgetInput)), true
 	case "Mutation.removeGroupMember":
 		if e.ComplexityRoot.Mutation.RemoveGroupMember == nil {
 			break
@@ -3058,7 +3062,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Mutation.SetGuardrails(childComplexity, args["input"].(platform.GuardrailsInput)), true
+		return e.ComplexityRoot.Mutation.SetGuardrails(childComplexity, args["input"].(llm.GuardrailsInput)), true
 	case "Mutation.setSecret":
 		if e.ComplexityRoot.Mutation.SetSecret == nil {
 			break
@@ -3091,7 +3095,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Mutation.UpdateComputeResource(childComplexity, args["id"].(string), args["input"].(platform.ComputeResourceInput)), true
+		return e.ComplexityRoot.Mutation.UpdateComputeResource(childComplexity, args["id"].(string), args["input"].(allocation.ComputeResourceInput)), true
 	case "Mutation.updateGPUClass":
 		if e.ComplexityRoot.Mutation.UpdateGPUClass == nil {
 			break
@@ -3102,7 +3106,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Mutation.UpdateGPUClass(childComplexity, args["id"].(string), args["input"].(platform.GPUClassInput)), true
+		return e.ComplexityRoot.Mutation.UpdateGPUClass(childComplexity, args["id"].(string), args["input"].(allocation.GPUClassInput)), true
 	case "Mutation.updateGroup":
 		if e.ComplexityRoot.Mutation.UpdateGroup == nil {
 			break
@@ -3113,7 +3117,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Mutation.UpdateGroup(childComplexity, args["id"].(string), args["input"].(platform.GroupInput)), true
+		return e.ComplexityRoot.Mutation.UpdateGroup(childComplexity, args["id"].(string), args["input"].(allocation.GroupInput)), true
 	case "Mutation.updatePool":
 		if e.ComplexityRoot.Mutation.UpdatePool == nil {
 			break
@@ -3124,7 +3128,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Mutation.UpdatePool(childComplexity, args["id"].(string), args["input"].(platform.PoolInput)), true
+		return e.ComplexityRoot.Mutation.UpdatePool(childComplexity, args["id"].(string), args["input"].(allocation.PoolInput)), true
 	case "Mutation.updateProfile":
 		if e.ComplexityRoot.Mutation.UpdateProfile == nil {
 			break
@@ -3135,7 +3139,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Mutation.UpdateProfile(childComplexity, args["id"].(string), args["input"].(platform.ProfileInput)), true
+		return e.ComplexityRoot.Mutation.UpdateProfile(childComplexity, args["id"].(string), args["input"].(allocation.ProfileInput)), true
 	case "Mutation.updateProject":
 		if e.ComplexityRoot.Mutation.UpdateProject == nil {
 			break
@@ -3146,7 +3150,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Mutation.UpdateProject(childComplexity, args["id"].(string), args["input"].(platform.ProjectInput)), true
+		return e.ComplexityRoot.Mutation.UpdateProject(childComplexity, args["id"].(string), args["input"].(allocation.ProjectInput)), true
 	case "Mutation.updateResourcePolicy":
 		if e.ComplexityRoot.Mutation.UpdateResourcePolicy == nil {
 			break
@@ -3157,7 +3161,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Mutation.UpdateResourcePolicy(childComplexity, args["id"].(string), args["input"].(platform.PolicyInput)), true
+		return e.ComplexityRoot.Mutation.UpdateResourcePolicy(childComplexity, args["id"].(string), args["input"].(allocation.PolicyInput)), true
 	case "Mutation.updateUser":
 		if e.ComplexityRoot.Mutation.UpdateUser == nil {
 			break
@@ -8612,8 +8616,8 @@ func (ec *executionContext) field_Mutation_connectProfile_args(ctx context.Conte
 	var err error
 	args := map[string]any{}
 	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
-		func(ctx context.Context, v any) (platform.ConnectInput, error) {
-			return ec.unmarshalNConnectProfileInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐConnectInput(ctx, v)
+		func(ctx context.Context, v any) (allocation.ConnectInput, error) {
+			return ec.unmarshalNConnectProfileInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋallocationᚐConnectInput(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -8654,8 +8658,8 @@ func (ec *executionContext) field_Mutation_createGPUClass_args(ctx context.Conte
 	var err error
 	args := map[string]any{}
 	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
-		func(ctx context.Context, v any) (platform.GPUClassInput, error) {
-			return ec.unmarshalNGPUClassInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐGPUClassInput(ctx, v)
+		func(ctx context.Context, v any) (allocation.GPUClassInput, error) {
+			return ec.unmarshalNGPUClassInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋallocationᚐGPUClassInput(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -8668,8 +8672,8 @@ func (ec *executionContext) field_Mutation_createGroup_args(ctx context.Context,
 	var err error
 	args := map[string]any{}
 	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
-		func(ctx context.Context, v any) (platform.GroupInput, error) {
-			return ec.unmarshalNGroupInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐGroupInput(ctx, v)
+		func(ctx context.Context, v any) (allocation.GroupInput, error) {
+			return ec.unmarshalNGroupInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋallocationᚐGroupInput(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -8682,8 +8686,8 @@ func (ec *executionContext) field_Mutation_createPool_args(ctx context.Context, 
 	var err error
 	args := map[string]any{}
 	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
-		func(ctx context.Context, v any) (platform.PoolInput, error) {
-			return ec.unmarshalNPoolInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐPoolInput(ctx, v)
+		func(ctx context.Context, v any) (allocation.PoolInput, error) {
+			return ec.unmarshalNPoolInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋallocationᚐPoolInput(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -8696,8 +8700,8 @@ func (ec *executionContext) field_Mutation_createProfile_args(ctx context.Contex
 	var err error
 	args := map[string]any{}
 	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
-		func(ctx context.Context, v any) (platform.ProfileInput, error) {
-			return ec.unmarshalNProfileInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐProfileInput(ctx, v)
+		func(ctx context.Context, v any) (allocation.ProfileInput, error) {
+			return ec.unmarshalNProfileInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋallocationᚐProfileInput(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -8710,8 +8714,8 @@ func (ec *executionContext) field_Mutation_createProject_args(ctx context.Contex
 	var err error
 	args := map[string]any{}
 	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
-		func(ctx context.Context, v any) (platform.ProjectInput, error) {
-			return ec.unmarshalNProjectInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐProjectInput(ctx, v)
+		func(ctx context.Context, v any) (allocation.ProjectInput, error) {
+			return ec.unmarshalNProjectInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋallocationᚐProjectInput(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -8724,8 +8728,8 @@ func (ec *executionContext) field_Mutation_createResourcePolicy_args(ctx context
 	var err error
 	args := map[string]any{}
 	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
-		func(ctx context.Context, v any) (platform.PolicyInput, error) {
-			return ec.unmarshalNResourcePolicyInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐPolicyInput(ctx, v)
+		func(ctx context.Context, v any) (allocation.PolicyInput, error) {
+			return ec.unmarshalNResourcePolicyInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋallocationᚐPolicyInput(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -9058,8 +9062,8 @@ func (ec *executionContext) field_Mutation_putEntitlement_args(ctx context.Conte
 	var err error
 	args := map[string]any{}
 	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
-		func(ctx context.Context, v any) (platform.EntitlementInput, error) {
-			return ec.unmarshalNEntitlementInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐEntitlementInput(ctx, v)
+		func(ctx context.Context, v any) (llm.EntitlementInput, error) {
+			return ec.unmarshalNEntitlementInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋllmᚐEntitlementInput(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -9072,8 +9076,8 @@ func (ec *executionContext) field_Mutation_putLLMAlias_args(ctx context.Context,
 	var err error
 	args := map[string]any{}
 	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
-		func(ctx context.Context, v any) (platform.LLMAliasInput, error) {
-			return ec.unmarshalNLLMAliasInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐLLMAliasInput(ctx, v)
+		func(ctx context.Context, v any) (llm.LLMAliasInput, error) {
+			return ec.unmarshalNLLMAliasInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋllmᚐLLMAliasInput(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -9086,8 +9090,8 @@ func (ec *executionContext) field_Mutation_putLLMModel_args(ctx context.Context,
 	var err error
 	args := map[string]any{}
 	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
-		func(ctx context.Context, v any) (platform.LLMModelInput, error) {
-			return ec.unmarshalNLLMModelInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐLLMModelInput(ctx, v)
+		func(ctx context.Context, v any) (llm.LLMModelInput, error) {
+			return ec.unmarshalNLLMModelInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋllmᚐLLMModelInput(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -9100,8 +9104,8 @@ func (ec *executionContext) field_Mutation_putLLMProvider_args(ctx context.Conte
 	var err error
 	args := map[string]any{}
 	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
-		func(ctx context.Context, v any) (platform.LLMProviderInput, error) {
-			return ec.unmarshalNLLMProviderInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐLLMProviderInput(ctx, v)
+		func(ctx context.Context, v any) (llm.LLMProviderInput, error) {
+			return ec.unmarshalNLLMProviderInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋllmᚐLLMProviderInput(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -9114,8 +9118,8 @@ func (ec *executionContext) field_Mutation_putLLMRoute_args(ctx context.Context,
 	var err error
 	args := map[string]any{}
 	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
-		func(ctx context.Context, v any) (platform.LLMRouteInput, error) {
-			return ec.unmarshalNLLMRouteInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐLLMRouteInput(ctx, v)
+		func(ctx context.Context, v any) (llm.LLMRouteInput, error) {
+			return ec.unmarshalNLLMRouteInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋllmᚐLLMRouteInput(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -9128,8 +9132,8 @@ func (ec *executionContext) field_Mutation_putRateLimit_args(ctx context.Context
 	var err error
 	args := map[string]any{}
 	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
-		func(ctx context.Context, v any) (platform.RateLimitInput, error) {
-			return ec.unmarshalNRateLimitInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐRateLimitInput(ctx, v)
+		func(ctx context.Context, v any) (llm.RateLimitInput, error) {
+			return ec.unmarshalNRateLimitInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋllmᚐRateLimitInput(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -9142,8 +9146,8 @@ func (ec *executionContext) field_Mutation_putTokenBudget_args(ctx context.Conte
 	var err error
 	args := map[string]any{}
 	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
-		func(ctx context.Context, v any) (platform.TokenBudgetInput, error) {
-			return ec.unmarshalNTokenBudgetInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐTokenBudgetInput(ctx, v)
+		func(ctx context.Context, v any) (llm.TokenBudgetInput, error) {
+			return ec.unmarshalNTokenBudgetInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋllmᚐTokenBudgetInput(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -9250,8 +9254,8 @@ func (ec *executionContext) field_Mutation_setGuardrails_args(ctx context.Contex
 	var err error
 	args := map[string]any{}
 	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
-		func(ctx context.Context, v any) (platform.GuardrailsInput, error) {
-			return ec.unmarshalNLLMGuardrailsInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐGuardrailsInput(ctx, v)
+		func(ctx context.Context, v any) (llm.GuardrailsInput, error) {
+			return ec.unmarshalNLLMGuardrailsInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋllmᚐGuardrailsInput(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -9332,8 +9336,8 @@ func (ec *executionContext) field_Mutation_updateComputeResource_args(ctx contex
 	}
 	args["id"] = arg0
 	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "input",
-		func(ctx context.Context, v any) (platform.ComputeResourceInput, error) {
-			return ec.unmarshalNComputeResourceInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐComputeResourceInput(ctx, v)
+		func(ctx context.Context, v any) (allocation.ComputeResourceInput, error) {
+			return ec.unmarshalNComputeResourceInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋallocationᚐComputeResourceInput(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -9354,8 +9358,8 @@ func (ec *executionContext) field_Mutation_updateGPUClass_args(ctx context.Conte
 	}
 	args["id"] = arg0
 	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "input",
-		func(ctx context.Context, v any) (platform.GPUClassInput, error) {
-			return ec.unmarshalNGPUClassInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐGPUClassInput(ctx, v)
+		func(ctx context.Context, v any) (allocation.GPUClassInput, error) {
+			return ec.unmarshalNGPUClassInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋallocationᚐGPUClassInput(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -9376,8 +9380,8 @@ func (ec *executionContext) field_Mutation_updateGroup_args(ctx context.Context,
 	}
 	args["id"] = arg0
 	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "input",
-		func(ctx context.Context, v any) (platform.GroupInput, error) {
-			return ec.unmarshalNGroupInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐGroupInput(ctx, v)
+		func(ctx context.Context, v any) (allocation.GroupInput, error) {
+			return ec.unmarshalNGroupInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋallocationᚐGroupInput(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -9398,8 +9402,8 @@ func (ec *executionContext) field_Mutation_updatePool_args(ctx context.Context, 
 	}
 	args["id"] = arg0
 	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "input",
-		func(ctx context.Context, v any) (platform.PoolInput, error) {
-			return ec.unmarshalNPoolInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐPoolInput(ctx, v)
+		func(ctx context.Context, v any) (allocation.PoolInput, error) {
+			return ec.unmarshalNPoolInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋallocationᚐPoolInput(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -9420,8 +9424,8 @@ func (ec *executionContext) field_Mutation_updateProfile_args(ctx context.Contex
 	}
 	args["id"] = arg0
 	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "input",
-		func(ctx context.Context, v any) (platform.ProfileInput, error) {
-			return ec.unmarshalNProfileInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐProfileInput(ctx, v)
+		func(ctx context.Context, v any) (allocation.ProfileInput, error) {
+			return ec.unmarshalNProfileInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋallocationᚐProfileInput(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -9442,8 +9446,8 @@ func (ec *executionContext) field_Mutation_updateProject_args(ctx context.Contex
 	}
 	args["id"] = arg0
 	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "input",
-		func(ctx context.Context, v any) (platform.ProjectInput, error) {
-			return ec.unmarshalNProjectInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐProjectInput(ctx, v)
+		func(ctx context.Context, v any) (allocation.ProjectInput, error) {
+			return ec.unmarshalNProjectInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋallocationᚐProjectInput(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -9464,8 +9468,8 @@ func (ec *executionContext) field_Mutation_updateResourcePolicy_args(ctx context
 	}
 	args["id"] = arg0
 	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "input",
-		func(ctx context.Context, v any) (platform.PolicyInput, error) {
-			return ec.unmarshalNResourcePolicyInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐPolicyInput(ctx, v)
+		func(ctx context.Context, v any) (allocation.PolicyInput, error) {
+			return ec.unmarshalNResourcePolicyInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋallocationᚐPolicyInput(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -11838,7 +11842,7 @@ func (ec *executionContext) fieldContext_AutoscalerInstance_idleSince(_ context.
 	return graphql.NewScalarFieldContext("AutoscalerInstance", field, false, false, "Time")
 }
 
-func (ec *executionContext) _BudgetBurnUpdate_kind(ctx context.Context, field graphql.CollectedField, obj *platform.BudgetBurnUpdate) (ret graphql.Marshaler) {
+func (ec *executionContext) _BudgetBurnUpdate_kind(ctx context.Context, field graphql.CollectedField, obj *live.BudgetBurnUpdate) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -11861,7 +11865,7 @@ func (ec *executionContext) fieldContext_BudgetBurnUpdate_kind(_ context.Context
 	return graphql.NewScalarFieldContext("BudgetBurnUpdate", field, false, false, "String")
 }
 
-func (ec *executionContext) _BudgetBurnUpdate_at(ctx context.Context, field graphql.CollectedField, obj *platform.BudgetBurnUpdate) (ret graphql.Marshaler) {
+func (ec *executionContext) _BudgetBurnUpdate_at(ctx context.Context, field graphql.CollectedField, obj *live.BudgetBurnUpdate) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -11884,7 +11888,7 @@ func (ec *executionContext) fieldContext_BudgetBurnUpdate_at(_ context.Context, 
 	return graphql.NewScalarFieldContext("BudgetBurnUpdate", field, false, false, "Time")
 }
 
-func (ec *executionContext) _BudgetBurnUpdate_policy(ctx context.Context, field graphql.CollectedField, obj *platform.BudgetBurnUpdate) (ret graphql.Marshaler) {
+func (ec *executionContext) _BudgetBurnUpdate_policy(ctx context.Context, field graphql.CollectedField, obj *live.BudgetBurnUpdate) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -11896,8 +11900,8 @@ func (ec *executionContext) _BudgetBurnUpdate_policy(ctx context.Context, field 
 			return obj.Policy, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *platform.PolicyView) graphql.Marshaler {
-			return ec.marshalNPolicyView2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐPolicyView(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *view.PolicyView) graphql.Marshaler {
+			return ec.marshalNPolicyView2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋviewᚐPolicyView(ctx, selections, v)
 		},
 		true,
 		true,
@@ -11916,7 +11920,7 @@ func (ec *executionContext) fieldContext_BudgetBurnUpdate_policy(_ context.Conte
 	return fc, nil
 }
 
-func (ec *executionContext) _BudgetBurnUpdate_alert(ctx context.Context, field graphql.CollectedField, obj *platform.BudgetBurnUpdate) (ret graphql.Marshaler) {
+func (ec *executionContext) _BudgetBurnUpdate_alert(ctx context.Context, field graphql.CollectedField, obj *live.BudgetBurnUpdate) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -11939,7 +11943,7 @@ func (ec *executionContext) fieldContext_BudgetBurnUpdate_alert(_ context.Contex
 	return graphql.NewScalarFieldContext("BudgetBurnUpdate", field, true, false, "String")
 }
 
-func (ec *executionContext) _BudgetBurnUpdate_missed(ctx context.Context, field graphql.CollectedField, obj *platform.BudgetBurnUpdate) (ret graphql.Marshaler) {
+func (ec *executionContext) _BudgetBurnUpdate_missed(ctx context.Context, field graphql.CollectedField, obj *live.BudgetBurnUpdate) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -11962,7 +11966,7 @@ func (ec *executionContext) fieldContext_BudgetBurnUpdate_missed(_ context.Conte
 	return graphql.NewScalarFieldContext("BudgetBurnUpdate", field, false, false, "Int")
 }
 
-func (ec *executionContext) _BudgetView_period(ctx context.Context, field graphql.CollectedField, obj *platform.BudgetView) (ret graphql.Marshaler) {
+func (ec *executionContext) _BudgetView_period(ctx context.Context, field graphql.CollectedField, obj *view.BudgetView) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -11985,7 +11989,7 @@ func (ec *executionContext) fieldContext_BudgetView_period(_ context.Context, fi
 	return graphql.NewScalarFieldContext("BudgetView", field, false, false, "BudgetPeriod")
 }
 
-func (ec *executionContext) _BudgetView_hours(ctx context.Context, field graphql.CollectedField, obj *platform.BudgetView) (ret graphql.Marshaler) {
+func (ec *executionContext) _BudgetView_hours(ctx context.Context, field graphql.CollectedField, obj *view.BudgetView) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -12008,7 +12012,7 @@ func (ec *executionContext) fieldContext_BudgetView_hours(_ context.Context, fie
 	return graphql.NewScalarFieldContext("BudgetView", field, true, true, "Float")
 }
 
-func (ec *executionContext) _BudgetView_usedHours(ctx context.Context, field graphql.CollectedField, obj *platform.BudgetView) (ret graphql.Marshaler) {
+func (ec *executionContext) _BudgetView_usedHours(ctx context.Context, field graphql.CollectedField, obj *view.BudgetView) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -12031,7 +12035,7 @@ func (ec *executionContext) fieldContext_BudgetView_usedHours(_ context.Context,
 	return graphql.NewScalarFieldContext("BudgetView", field, true, true, "Float")
 }
 
-func (ec *executionContext) _BudgetView_leftHours(ctx context.Context, field graphql.CollectedField, obj *platform.BudgetView) (ret graphql.Marshaler) {
+func (ec *executionContext) _BudgetView_leftHours(ctx context.Context, field graphql.CollectedField, obj *view.BudgetView) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -12054,7 +12058,7 @@ func (ec *executionContext) fieldContext_BudgetView_leftHours(_ context.Context,
 	return graphql.NewScalarFieldContext("BudgetView", field, true, true, "Float")
 }
 
-func (ec *executionContext) _BudgetView_burnRate(ctx context.Context, field graphql.CollectedField, obj *platform.BudgetView) (ret graphql.Marshaler) {
+func (ec *executionContext) _BudgetView_burnRate(ctx context.Context, field graphql.CollectedField, obj *view.BudgetView) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -12077,7 +12081,7 @@ func (ec *executionContext) fieldContext_BudgetView_burnRate(_ context.Context, 
 	return graphql.NewScalarFieldContext("BudgetView", field, true, true, "Float")
 }
 
-func (ec *executionContext) _BudgetView_projectedRunOut(ctx context.Context, field graphql.CollectedField, obj *platform.BudgetView) (ret graphql.Marshaler) {
+func (ec *executionContext) _BudgetView_projectedRunOut(ctx context.Context, field graphql.CollectedField, obj *view.BudgetView) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -12100,7 +12104,7 @@ func (ec *executionContext) fieldContext_BudgetView_projectedRunOut(_ context.Co
 	return graphql.NewScalarFieldContext("BudgetView", field, true, true, "Time")
 }
 
-func (ec *executionContext) _BudgetView_resetsAt(ctx context.Context, field graphql.CollectedField, obj *platform.BudgetView) (ret graphql.Marshaler) {
+func (ec *executionContext) _BudgetView_resetsAt(ctx context.Context, field graphql.CollectedField, obj *view.BudgetView) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -12123,7 +12127,7 @@ func (ec *executionContext) fieldContext_BudgetView_resetsAt(_ context.Context, 
 	return graphql.NewScalarFieldContext("BudgetView", field, false, false, "Time")
 }
 
-func (ec *executionContext) _BudgetView_alertThresholdPercent(ctx context.Context, field graphql.CollectedField, obj *platform.BudgetView) (ret graphql.Marshaler) {
+func (ec *executionContext) _BudgetView_alertThresholdPercent(ctx context.Context, field graphql.CollectedField, obj *view.BudgetView) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -12146,7 +12150,7 @@ func (ec *executionContext) fieldContext_BudgetView_alertThresholdPercent(_ cont
 	return graphql.NewScalarFieldContext("BudgetView", field, false, false, "Int")
 }
 
-func (ec *executionContext) _BudgetView_alert(ctx context.Context, field graphql.CollectedField, obj *platform.BudgetView) (ret graphql.Marshaler) {
+func (ec *executionContext) _BudgetView_alert(ctx context.Context, field graphql.CollectedField, obj *view.BudgetView) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -12169,7 +12173,7 @@ func (ec *executionContext) fieldContext_BudgetView_alert(_ context.Context, fie
 	return graphql.NewScalarFieldContext("BudgetView", field, false, false, "Boolean")
 }
 
-func (ec *executionContext) _BudgetView_usedUp(ctx context.Context, field graphql.CollectedField, obj *platform.BudgetView) (ret graphql.Marshaler) {
+func (ec *executionContext) _BudgetView_usedUp(ctx context.Context, field graphql.CollectedField, obj *view.BudgetView) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -12999,7 +13003,7 @@ func (ec *executionContext) fieldContext_DeletePayload_warnings(_ context.Contex
 	return fc, nil
 }
 
-func (ec *executionContext) _EngineStatus_enabled(ctx context.Context, field graphql.CollectedField, obj *platform.EngineStatus) (ret graphql.Marshaler) {
+func (ec *executionContext) _EngineStatus_enabled(ctx context.Context, field graphql.CollectedField, obj *allocation.EngineStatus) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -13022,7 +13026,7 @@ func (ec *executionContext) fieldContext_EngineStatus_enabled(_ context.Context,
 	return graphql.NewScalarFieldContext("EngineStatus", field, false, false, "Boolean")
 }
 
-func (ec *executionContext) _EngineStatus_since(ctx context.Context, field graphql.CollectedField, obj *platform.EngineStatus) (ret graphql.Marshaler) {
+func (ec *executionContext) _EngineStatus_since(ctx context.Context, field graphql.CollectedField, obj *allocation.EngineStatus) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -13045,7 +13049,7 @@ func (ec *executionContext) fieldContext_EngineStatus_since(_ context.Context, f
 	return graphql.NewScalarFieldContext("EngineStatus", field, false, false, "Time")
 }
 
-func (ec *executionContext) _EngineStatus_by(ctx context.Context, field graphql.CollectedField, obj *platform.EngineStatus) (ret graphql.Marshaler) {
+func (ec *executionContext) _EngineStatus_by(ctx context.Context, field graphql.CollectedField, obj *allocation.EngineStatus) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -13536,7 +13540,7 @@ func (ec *executionContext) fieldContext_GPUClassPayload_warnings(_ context.Cont
 	return fc, nil
 }
 
-func (ec *executionContext) _GPUClassUse_gpuClass(ctx context.Context, field graphql.CollectedField, obj *platform.GPUClassUse) (ret graphql.Marshaler) {
+func (ec *executionContext) _GPUClassUse_gpuClass(ctx context.Context, field graphql.CollectedField, obj *live.GPUClassUse) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -13568,7 +13572,7 @@ func (ec *executionContext) fieldContext_GPUClassUse_gpuClass(_ context.Context,
 	return fc, nil
 }
 
-func (ec *executionContext) _GPUClassUse_declaredGpus(ctx context.Context, field graphql.CollectedField, obj *platform.GPUClassUse) (ret graphql.Marshaler) {
+func (ec *executionContext) _GPUClassUse_declaredGpus(ctx context.Context, field graphql.CollectedField, obj *live.GPUClassUse) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -13591,7 +13595,7 @@ func (ec *executionContext) fieldContext_GPUClassUse_declaredGpus(_ context.Cont
 	return graphql.NewScalarFieldContext("GPUClassUse", field, false, false, "Int")
 }
 
-func (ec *executionContext) _GPUClassUse_usedGpus(ctx context.Context, field graphql.CollectedField, obj *platform.GPUClassUse) (ret graphql.Marshaler) {
+func (ec *executionContext) _GPUClassUse_usedGpus(ctx context.Context, field graphql.CollectedField, obj *live.GPUClassUse) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -13614,7 +13618,7 @@ func (ec *executionContext) fieldContext_GPUClassUse_usedGpus(_ context.Context,
 	return graphql.NewScalarFieldContext("GPUClassUse", field, true, false, "Float")
 }
 
-func (ec *executionContext) _GPUClassUse_freeGpus(ctx context.Context, field graphql.CollectedField, obj *platform.GPUClassUse) (ret graphql.Marshaler) {
+func (ec *executionContext) _GPUClassUse_freeGpus(ctx context.Context, field graphql.CollectedField, obj *live.GPUClassUse) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -15463,7 +15467,7 @@ func (ec *executionContext) fieldContext_LogLine_line(_ context.Context, field g
 	return graphql.NewScalarFieldContext("LogLine", field, false, false, "String")
 }
 
-func (ec *executionContext) _LogPage_lines(ctx context.Context, field graphql.CollectedField, obj *platform.LogPage) (ret graphql.Marshaler) {
+func (ec *executionContext) _LogPage_lines(ctx context.Context, field graphql.CollectedField, obj *view.LogPage) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -15495,7 +15499,7 @@ func (ec *executionContext) fieldContext_LogPage_lines(_ context.Context, field 
 	return fc, nil
 }
 
-func (ec *executionContext) _LogPage_lastSeq(ctx context.Context, field graphql.CollectedField, obj *platform.LogPage) (ret graphql.Marshaler) {
+func (ec *executionContext) _LogPage_lastSeq(ctx context.Context, field graphql.CollectedField, obj *view.LogPage) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -15518,7 +15522,7 @@ func (ec *executionContext) fieldContext_LogPage_lastSeq(_ context.Context, fiel
 	return graphql.NewScalarFieldContext("LogPage", field, false, false, "Int")
 }
 
-func (ec *executionContext) _LogPage_truncated(ctx context.Context, field graphql.CollectedField, obj *platform.LogPage) (ret graphql.Marshaler) {
+func (ec *executionContext) _LogPage_truncated(ctx context.Context, field graphql.CollectedField, obj *view.LogPage) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -15541,7 +15545,7 @@ func (ec *executionContext) fieldContext_LogPage_truncated(_ context.Context, fi
 	return graphql.NewScalarFieldContext("LogPage", field, false, false, "Boolean")
 }
 
-func (ec *executionContext) _LogUpdate_lines(ctx context.Context, field graphql.CollectedField, obj *platform.LogUpdate) (ret graphql.Marshaler) {
+func (ec *executionContext) _LogUpdate_lines(ctx context.Context, field graphql.CollectedField, obj *live.LogUpdate) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -15573,7 +15577,7 @@ func (ec *executionContext) fieldContext_LogUpdate_lines(_ context.Context, fiel
 	return fc, nil
 }
 
-func (ec *executionContext) _LogUpdate_lastSeq(ctx context.Context, field graphql.CollectedField, obj *platform.LogUpdate) (ret graphql.Marshaler) {
+func (ec *executionContext) _LogUpdate_lastSeq(ctx context.Context, field graphql.CollectedField, obj *live.LogUpdate) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -15596,7 +15600,7 @@ func (ec *executionContext) fieldContext_LogUpdate_lastSeq(_ context.Context, fi
 	return graphql.NewScalarFieldContext("LogUpdate", field, false, false, "Int")
 }
 
-func (ec *executionContext) _LogUpdate_truncated(ctx context.Context, field graphql.CollectedField, obj *platform.LogUpdate) (ret graphql.Marshaler) {
+func (ec *executionContext) _LogUpdate_truncated(ctx context.Context, field graphql.CollectedField, obj *live.LogUpdate) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -15619,7 +15623,7 @@ func (ec *executionContext) fieldContext_LogUpdate_truncated(_ context.Context, 
 	return graphql.NewScalarFieldContext("LogUpdate", field, false, false, "Boolean")
 }
 
-func (ec *executionContext) _LogUpdate_done(ctx context.Context, field graphql.CollectedField, obj *platform.LogUpdate) (ret graphql.Marshaler) {
+func (ec *executionContext) _LogUpdate_done(ctx context.Context, field graphql.CollectedField, obj *live.LogUpdate) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -15642,7 +15646,7 @@ func (ec *executionContext) fieldContext_LogUpdate_done(_ context.Context, field
 	return graphql.NewScalarFieldContext("LogUpdate", field, false, false, "Boolean")
 }
 
-func (ec *executionContext) _LogUpdate_missed(ctx context.Context, field graphql.CollectedField, obj *platform.LogUpdate) (ret graphql.Marshaler) {
+func (ec *executionContext) _LogUpdate_missed(ctx context.Context, field graphql.CollectedField, obj *live.LogUpdate) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -15925,8 +15929,8 @@ func (ec *executionContext) _Mutation_setEngineEnabled(ctx context.Context, fiel
 			return ec.Resolvers.Mutation().SetEngineEnabled(ctx, fc.Args["enabled"].(bool))
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *platform.EngineStatus) graphql.Marshaler {
-			return ec.marshalNEngineStatus2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐEngineStatus(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *allocation.EngineStatus) graphql.Marshaler {
+			return ec.marshalNEngineStatus2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋallocationᚐEngineStatus(ctx, selections, v)
 		},
 		true,
 		true,
@@ -15966,7 +15970,7 @@ func (ec *executionContext) _Mutation_createGPUClass(ctx context.Context, field 
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Mutation().CreateGPUClass(ctx, fc.Args["input"].(platform.GPUClassInput))
+			return ec.Resolvers.Mutation().CreateGPUClass(ctx, fc.Args["input"].(allocation.GPUClassInput))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *gqlmodel.GPUClassPayload) graphql.Marshaler {
@@ -16010,7 +16014,7 @@ func (ec *executionContext) _Mutation_updateGPUClass(ctx context.Context, field 
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Mutation().UpdateGPUClass(ctx, fc.Args["id"].(string), fc.Args["input"].(platform.GPUClassInput))
+			return ec.Resolvers.Mutation().UpdateGPUClass(ctx, fc.Args["id"].(string), fc.Args["input"].(allocation.GPUClassInput))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *gqlmodel.GPUClassPayload) graphql.Marshaler {
@@ -16098,7 +16102,7 @@ func (ec *executionContext) _Mutation_createPool(ctx context.Context, field grap
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Mutation().CreatePool(ctx, fc.Args["input"].(platform.PoolInput))
+			return ec.Resolvers.Mutation().CreatePool(ctx, fc.Args["input"].(allocation.PoolInput))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *gqlmodel.PoolPayload) graphql.Marshaler {
@@ -16142,7 +16146,7 @@ func (ec *executionContext) _Mutation_updatePool(ctx context.Context, field grap
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Mutation().UpdatePool(ctx, fc.Args["id"].(string), fc.Args["input"].(platform.PoolInput))
+			return ec.Resolvers.Mutation().UpdatePool(ctx, fc.Args["id"].(string), fc.Args["input"].(allocation.PoolInput))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *gqlmodel.PoolPayload) graphql.Marshaler {
@@ -16230,7 +16234,7 @@ func (ec *executionContext) _Mutation_createProfile(ctx context.Context, field g
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Mutation().CreateProfile(ctx, fc.Args["input"].(platform.ProfileInput))
+			return ec.Resolvers.Mutation().CreateProfile(ctx, fc.Args["input"].(allocation.ProfileInput))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *gqlmodel.ProfilePayload) graphql.Marshaler {
@@ -16274,7 +16278,7 @@ func (ec *executionContext) _Mutation_updateProfile(ctx context.Context, field g
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Mutation().UpdateProfile(ctx, fc.Args["id"].(string), fc.Args["input"].(platform.ProfileInput))
+			return ec.Resolvers.Mutation().UpdateProfile(ctx, fc.Args["id"].(string), fc.Args["input"].(allocation.ProfileInput))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *gqlmodel.ProfilePayload) graphql.Marshaler {
@@ -16362,7 +16366,7 @@ func (ec *executionContext) _Mutation_createResourcePolicy(ctx context.Context, 
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Mutation().CreateResourcePolicy(ctx, fc.Args["input"].(platform.PolicyInput))
+			return ec.Resolvers.Mutation().CreateResourcePolicy(ctx, fc.Args["input"].(allocation.PolicyInput))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *gqlmodel.ResourcePolicyPayload) graphql.Marshaler {
@@ -16406,7 +16410,7 @@ func (ec *executionContext) _Mutation_updateResourcePolicy(ctx context.Context, 
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Mutation().UpdateResourcePolicy(ctx, fc.Args["id"].(string), fc.Args["input"].(platform.PolicyInput))
+			return ec.Resolvers.Mutation().UpdateResourcePolicy(ctx, fc.Args["id"].(string), fc.Args["input"].(allocation.PolicyInput))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *gqlmodel.ResourcePolicyPayload) graphql.Marshaler {
@@ -16494,7 +16498,7 @@ func (ec *executionContext) _Mutation_connectProfile(ctx context.Context, field 
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Mutation().ConnectProfile(ctx, fc.Args["input"].(platform.ConnectInput))
+			return ec.Resolvers.Mutation().ConnectProfile(ctx, fc.Args["input"].(allocation.ConnectInput))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *gqlmodel.ComputeResourcePayload) graphql.Marshaler {
@@ -16538,7 +16542,7 @@ func (ec *executionContext) _Mutation_updateComputeResource(ctx context.Context,
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Mutation().UpdateComputeResource(ctx, fc.Args["id"].(string), fc.Args["input"].(platform.ComputeResourceInput))
+			return ec.Resolvers.Mutation().UpdateComputeResource(ctx, fc.Args["id"].(string), fc.Args["input"].(allocation.ComputeResourceInput))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *gqlmodel.ComputeResourcePayload) graphql.Marshaler {
@@ -16670,7 +16674,7 @@ func (ec *executionContext) _Mutation_putLLMProvider(ctx context.Context, field 
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Mutation().PutLLMProvider(ctx, fc.Args["input"].(platform.LLMProviderInput))
+			return ec.Resolvers.Mutation().PutLLMProvider(ctx, fc.Args["input"].(llm.LLMProviderInput))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *gqlmodel.GatewayPayload) graphql.Marshaler {
@@ -16758,7 +16762,7 @@ func (ec *executionContext) _Mutation_putLLMRoute(ctx context.Context, field gra
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Mutation().PutLLMRoute(ctx, fc.Args["input"].(platform.LLMRouteInput))
+			return ec.Resolvers.Mutation().PutLLMRoute(ctx, fc.Args["input"].(llm.LLMRouteInput))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *gqlmodel.GatewayPayload) graphql.Marshaler {
@@ -16846,7 +16850,7 @@ func (ec *executionContext) _Mutation_putLLMModel(ctx context.Context, field gra
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Mutation().PutLLMModel(ctx, fc.Args["input"].(platform.LLMModelInput))
+			return ec.Resolvers.Mutation().PutLLMModel(ctx, fc.Args["input"].(llm.LLMModelInput))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *gqlmodel.GatewayPayload) graphql.Marshaler {
@@ -16934,7 +16938,7 @@ func (ec *executionContext) _Mutation_putLLMAlias(ctx context.Context, field gra
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Mutation().PutLLMAlias(ctx, fc.Args["input"].(platform.LLMAliasInput))
+			return ec.Resolvers.Mutation().PutLLMAlias(ctx, fc.Args["input"].(llm.LLMAliasInput))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *gqlmodel.GatewayPayload) graphql.Marshaler {
@@ -17022,7 +17026,7 @@ func (ec *executionContext) _Mutation_putTokenBudget(ctx context.Context, field 
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Mutation().PutTokenBudget(ctx, fc.Args["input"].(platform.TokenBudgetInput))
+			return ec.Resolvers.Mutation().PutTokenBudget(ctx, fc.Args["input"].(llm.TokenBudgetInput))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *gqlmodel.GatewayPayload) graphql.Marshaler {
@@ -17110,7 +17114,7 @@ func (ec *executionContext) _Mutation_putRateLimit(ctx context.Context, field gr
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Mutation().PutRateLimit(ctx, fc.Args["input"].(platform.RateLimitInput))
+			return ec.Resolvers.Mutation().PutRateLimit(ctx, fc.Args["input"].(llm.RateLimitInput))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *gqlmodel.GatewayPayload) graphql.Marshaler {
@@ -17198,7 +17202,7 @@ func (ec *executionContext) _Mutation_putEntitlement(ctx context.Context, field 
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Mutation().PutEntitlement(ctx, fc.Args["input"].(platform.EntitlementInput))
+			return ec.Resolvers.Mutation().PutEntitlement(ctx, fc.Args["input"].(llm.EntitlementInput))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *gqlmodel.GatewayPayload) graphql.Marshaler {
@@ -17286,7 +17290,7 @@ func (ec *executionContext) _Mutation_setGuardrails(ctx context.Context, field g
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Mutation().SetGuardrails(ctx, fc.Args["input"].(platform.GuardrailsInput))
+			return ec.Resolvers.Mutation().SetGuardrails(ctx, fc.Args["input"].(llm.GuardrailsInput))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *gqlmodel.GatewayPayload) graphql.Marshaler {
@@ -17418,7 +17422,7 @@ func (ec *executionContext) _Mutation_createGroup(ctx context.Context, field gra
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Mutation().CreateGroup(ctx, fc.Args["input"].(platform.GroupInput))
+			return ec.Resolvers.Mutation().CreateGroup(ctx, fc.Args["input"].(allocation.GroupInput))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *gqlmodel.GroupPayload) graphql.Marshaler {
@@ -17462,7 +17466,7 @@ func (ec *executionContext) _Mutation_updateGroup(ctx context.Context, field gra
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Mutation().UpdateGroup(ctx, fc.Args["id"].(string), fc.Args["input"].(platform.GroupInput))
+			return ec.Resolvers.Mutation().UpdateGroup(ctx, fc.Args["id"].(string), fc.Args["input"].(allocation.GroupInput))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *gqlmodel.GroupPayload) graphql.Marshaler {
@@ -17770,7 +17774,7 @@ func (ec *executionContext) _Mutation_createProject(ctx context.Context, field g
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Mutation().CreateProject(ctx, fc.Args["input"].(platform.ProjectInput))
+			return ec.Resolvers.Mutation().CreateProject(ctx, fc.Args["input"].(allocation.ProjectInput))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *gqlmodel.ProjectPayload) graphql.Marshaler {
@@ -17814,7 +17818,7 @@ func (ec *executionContext) _Mutation_updateProject(ctx context.Context, field g
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Mutation().UpdateProject(ctx, fc.Args["id"].(string), fc.Args["input"].(platform.ProjectInput))
+			return ec.Resolvers.Mutation().UpdateProject(ctx, fc.Args["id"].(string), fc.Args["input"].(allocation.ProjectInput))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *gqlmodel.ProjectPayload) graphql.Marshaler {
@@ -18125,8 +18129,8 @@ func (ec *executionContext) _Mutation_setSecret(ctx context.Context, field graph
 			return ec.Resolvers.Mutation().SetSecret(ctx, fc.Args["scope"].(string), fc.Args["owner"].(*string), fc.Args["name"].(string), fc.Args["value"].(string))
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *platform.SecretInfo) graphql.Marshaler {
-			return ec.marshalNSecret2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐSecretInfo(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *access.SecretInfo) graphql.Marshaler {
+			return ec.marshalNSecret2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋaccessᚐSecretInfo(ctx, selections, v)
 		},
 		true,
 		true,
@@ -18443,7 +18447,7 @@ func (ec *executionContext) fieldContext_PageInfo_endCursor(_ context.Context, f
 	return graphql.NewScalarFieldContext("PageInfo", field, false, false, "String")
 }
 
-func (ec *executionContext) _PolicyView_policy(ctx context.Context, field graphql.CollectedField, obj *platform.PolicyView) (ret graphql.Marshaler) {
+func (ec *executionContext) _PolicyView_policy(ctx context.Context, field graphql.CollectedField, obj *view.PolicyView) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -18475,7 +18479,7 @@ func (ec *executionContext) fieldContext_PolicyView_policy(_ context.Context, fi
 	return fc, nil
 }
 
-func (ec *executionContext) _PolicyView_group(ctx context.Context, field graphql.CollectedField, obj *platform.PolicyView) (ret graphql.Marshaler) {
+func (ec *executionContext) _PolicyView_group(ctx context.Context, field graphql.CollectedField, obj *view.PolicyView) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -18507,7 +18511,7 @@ func (ec *executionContext) fieldContext_PolicyView_group(_ context.Context, fie
 	return fc, nil
 }
 
-func (ec *executionContext) _PolicyView_reservationGpus(ctx context.Context, field graphql.CollectedField, obj *platform.PolicyView) (ret graphql.Marshaler) {
+func (ec *executionContext) _PolicyView_reservationGpus(ctx context.Context, field graphql.CollectedField, obj *view.PolicyView) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -18530,7 +18534,7 @@ func (ec *executionContext) fieldContext_PolicyView_reservationGpus(_ context.Co
 	return graphql.NewScalarFieldContext("PolicyView", field, true, true, "Int")
 }
 
-func (ec *executionContext) _PolicyView_limitGpus(ctx context.Context, field graphql.CollectedField, obj *platform.PolicyView) (ret graphql.Marshaler) {
+func (ec *executionContext) _PolicyView_limitGpus(ctx context.Context, field graphql.CollectedField, obj *view.PolicyView) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -18553,7 +18557,7 @@ func (ec *executionContext) fieldContext_PolicyView_limitGpus(_ context.Context,
 	return graphql.NewScalarFieldContext("PolicyView", field, true, true, "Int")
 }
 
-func (ec *executionContext) _PolicyView_heldGpus(ctx context.Context, field graphql.CollectedField, obj *platform.PolicyView) (ret graphql.Marshaler) {
+func (ec *executionContext) _PolicyView_heldGpus(ctx context.Context, field graphql.CollectedField, obj *view.PolicyView) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -18576,7 +18580,7 @@ func (ec *executionContext) fieldContext_PolicyView_heldGpus(_ context.Context, 
 	return graphql.NewScalarFieldContext("PolicyView", field, true, true, "Float")
 }
 
-func (ec *executionContext) _PolicyView_borrowedGpus(ctx context.Context, field graphql.CollectedField, obj *platform.PolicyView) (ret graphql.Marshaler) {
+func (ec *executionContext) _PolicyView_borrowedGpus(ctx context.Context, field graphql.CollectedField, obj *view.PolicyView) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -18599,7 +18603,7 @@ func (ec *executionContext) fieldContext_PolicyView_borrowedGpus(_ context.Conte
 	return graphql.NewScalarFieldContext("PolicyView", field, true, true, "Float")
 }
 
-func (ec *executionContext) _PolicyView_holdingTasks(ctx context.Context, field graphql.CollectedField, obj *platform.PolicyView) (ret graphql.Marshaler) {
+func (ec *executionContext) _PolicyView_holdingTasks(ctx context.Context, field graphql.CollectedField, obj *view.PolicyView) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -18622,7 +18626,7 @@ func (ec *executionContext) fieldContext_PolicyView_holdingTasks(_ context.Conte
 	return graphql.NewScalarFieldContext("PolicyView", field, true, true, "Int")
 }
 
-func (ec *executionContext) _PolicyView_waitingTasks(ctx context.Context, field graphql.CollectedField, obj *platform.PolicyView) (ret graphql.Marshaler) {
+func (ec *executionContext) _PolicyView_waitingTasks(ctx context.Context, field graphql.CollectedField, obj *view.PolicyView) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -18645,7 +18649,7 @@ func (ec *executionContext) fieldContext_PolicyView_waitingTasks(_ context.Conte
 	return graphql.NewScalarFieldContext("PolicyView", field, true, true, "Int")
 }
 
-func (ec *executionContext) _PolicyView_budget(ctx context.Context, field graphql.CollectedField, obj *platform.PolicyView) (ret graphql.Marshaler) {
+func (ec *executionContext) _PolicyView_budget(ctx context.Context, field graphql.CollectedField, obj *view.PolicyView) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -18657,8 +18661,8 @@ func (ec *executionContext) _PolicyView_budget(ctx context.Context, field graphq
 			return obj.Budget, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *platform.BudgetView) graphql.Marshaler {
-			return ec.marshalOBudgetView2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐBudgetView(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *view.BudgetView) graphql.Marshaler {
+			return ec.marshalOBudgetView2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋviewᚐBudgetView(ctx, selections, v)
 		},
 		true,
 		false,
@@ -18677,7 +18681,7 @@ func (ec *executionContext) fieldContext_PolicyView_budget(_ context.Context, fi
 	return fc, nil
 }
 
-func (ec *executionContext) _PolicyView_computeResources(ctx context.Context, field graphql.CollectedField, obj *platform.PolicyView) (ret graphql.Marshaler) {
+func (ec *executionContext) _PolicyView_computeResources(ctx context.Context, field graphql.CollectedField, obj *view.PolicyView) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -19250,7 +19254,7 @@ func (ec *executionContext) fieldContext_PoolPayload_warnings(_ context.Context,
 	return fc, nil
 }
 
-func (ec *executionContext) _PoolUse_pool(ctx context.Context, field graphql.CollectedField, obj *platform.PoolUse) (ret graphql.Marshaler) {
+func (ec *executionContext) _PoolUse_pool(ctx context.Context, field graphql.CollectedField, obj *live.PoolUse) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -19282,7 +19286,7 @@ func (ec *executionContext) fieldContext_PoolUse_pool(_ context.Context, field g
 	return fc, nil
 }
 
-func (ec *executionContext) _PoolUse_declaredGpus(ctx context.Context, field graphql.CollectedField, obj *platform.PoolUse) (ret graphql.Marshaler) {
+func (ec *executionContext) _PoolUse_declaredGpus(ctx context.Context, field graphql.CollectedField, obj *live.PoolUse) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -19305,7 +19309,7 @@ func (ec *executionContext) fieldContext_PoolUse_declaredGpus(_ context.Context,
 	return graphql.NewScalarFieldContext("PoolUse", field, false, false, "Int")
 }
 
-func (ec *executionContext) _PoolUse_usedGpus(ctx context.Context, field graphql.CollectedField, obj *platform.PoolUse) (ret graphql.Marshaler) {
+func (ec *executionContext) _PoolUse_usedGpus(ctx context.Context, field graphql.CollectedField, obj *live.PoolUse) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -19328,7 +19332,7 @@ func (ec *executionContext) fieldContext_PoolUse_usedGpus(_ context.Context, fie
 	return graphql.NewScalarFieldContext("PoolUse", field, true, false, "Float")
 }
 
-func (ec *executionContext) _PoolUse_freeGpus(ctx context.Context, field graphql.CollectedField, obj *platform.PoolUse) (ret graphql.Marshaler) {
+func (ec *executionContext) _PoolUse_freeGpus(ctx context.Context, field graphql.CollectedField, obj *live.PoolUse) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -19351,7 +19355,7 @@ func (ec *executionContext) fieldContext_PoolUse_freeGpus(_ context.Context, fie
 	return graphql.NewScalarFieldContext("PoolUse", field, true, false, "Float")
 }
 
-func (ec *executionContext) _PoolUse_onlineWorkers(ctx context.Context, field graphql.CollectedField, obj *platform.PoolUse) (ret graphql.Marshaler) {
+func (ec *executionContext) _PoolUse_onlineWorkers(ctx context.Context, field graphql.CollectedField, obj *live.PoolUse) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -19374,7 +19378,7 @@ func (ec *executionContext) fieldContext_PoolUse_onlineWorkers(_ context.Context
 	return graphql.NewScalarFieldContext("PoolUse", field, false, false, "Int")
 }
 
-func (ec *executionContext) _PoolUse_workers(ctx context.Context, field graphql.CollectedField, obj *platform.PoolUse) (ret graphql.Marshaler) {
+func (ec *executionContext) _PoolUse_workers(ctx context.Context, field graphql.CollectedField, obj *live.PoolUse) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -19397,7 +19401,7 @@ func (ec *executionContext) fieldContext_PoolUse_workers(_ context.Context, fiel
 	return graphql.NewScalarFieldContext("PoolUse", field, false, false, "Int")
 }
 
-func (ec *executionContext) _PoolUtilizationUpdate_kind(ctx context.Context, field graphql.CollectedField, obj *platform.PoolUtilization) (ret graphql.Marshaler) {
+func (ec *executionContext) _PoolUtilizationUpdate_kind(ctx context.Context, field graphql.CollectedField, obj *live.PoolUtilization) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -19420,7 +19424,7 @@ func (ec *executionContext) fieldContext_PoolUtilizationUpdate_kind(_ context.Co
 	return graphql.NewScalarFieldContext("PoolUtilizationUpdate", field, false, false, "String")
 }
 
-func (ec *executionContext) _PoolUtilizationUpdate_at(ctx context.Context, field graphql.CollectedField, obj *platform.PoolUtilization) (ret graphql.Marshaler) {
+func (ec *executionContext) _PoolUtilizationUpdate_at(ctx context.Context, field graphql.CollectedField, obj *live.PoolUtilization) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -19443,7 +19447,7 @@ func (ec *executionContext) fieldContext_PoolUtilizationUpdate_at(_ context.Cont
 	return graphql.NewScalarFieldContext("PoolUtilizationUpdate", field, false, false, "Time")
 }
 
-func (ec *executionContext) _PoolUtilizationUpdate_pools(ctx context.Context, field graphql.CollectedField, obj *platform.PoolUtilization) (ret graphql.Marshaler) {
+func (ec *executionContext) _PoolUtilizationUpdate_pools(ctx context.Context, field graphql.CollectedField, obj *live.PoolUtilization) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -19455,8 +19459,8 @@ func (ec *executionContext) _PoolUtilizationUpdate_pools(ctx context.Context, fi
 			return obj.Pools, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v []platform.PoolUse) graphql.Marshaler {
-			return ec.marshalNPoolUse2ᚕgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐPoolUseᚄ(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v []live.PoolUse) graphql.Marshaler {
+			return ec.marshalNPoolUse2ᚕgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋliveᚐPoolUseᚄ(ctx, selections, v)
 		},
 		true,
 		true,
@@ -19475,7 +19479,7 @@ func (ec *executionContext) fieldContext_PoolUtilizationUpdate_pools(_ context.C
 	return fc, nil
 }
 
-func (ec *executionContext) _PoolUtilizationUpdate_gpuClasses(ctx context.Context, field graphql.CollectedField, obj *platform.PoolUtilization) (ret graphql.Marshaler) {
+func (ec *executionContext) _PoolUtilizationUpdate_gpuClasses(ctx context.Context, field graphql.CollectedField, obj *live.PoolUtilization) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -19487,8 +19491,8 @@ func (ec *executionContext) _PoolUtilizationUpdate_gpuClasses(ctx context.Contex
 			return obj.GPUClasses, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v []platform.GPUClassUse) graphql.Marshaler {
-			return ec.marshalNGPUClassUse2ᚕgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐGPUClassUseᚄ(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v []live.GPUClassUse) graphql.Marshaler {
+			return ec.marshalNGPUClassUse2ᚕgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋliveᚐGPUClassUseᚄ(ctx, selections, v)
 		},
 		true,
 		true,
@@ -19507,7 +19511,7 @@ func (ec *executionContext) fieldContext_PoolUtilizationUpdate_gpuClasses(_ cont
 	return fc, nil
 }
 
-func (ec *executionContext) _PoolUtilizationUpdate_missed(ctx context.Context, field graphql.CollectedField, obj *platform.PoolUtilization) (ret graphql.Marshaler) {
+func (ec *executionContext) _PoolUtilizationUpdate_missed(ctx context.Context, field graphql.CollectedField, obj *live.PoolUtilization) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -20530,8 +20534,8 @@ func (ec *executionContext) _Query_engine(ctx context.Context, field graphql.Col
 			return ec.Resolvers.Query().Engine(ctx)
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *platform.EngineStatus) graphql.Marshaler {
-			return ec.marshalNEngineStatus2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐEngineStatus(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *allocation.EngineStatus) graphql.Marshaler {
+			return ec.marshalNEngineStatus2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋallocationᚐEngineStatus(ctx, selections, v)
 		},
 		true,
 		true,
@@ -20563,8 +20567,8 @@ func (ec *executionContext) _Query_policyView(ctx context.Context, field graphql
 			return ec.Resolvers.Query().PolicyView(ctx, fc.Args["group"].(*string))
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v []*platform.PolicyView) graphql.Marshaler {
-			return ec.marshalNPolicyView2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐPolicyViewᚄ(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v []*view.PolicyView) graphql.Marshaler {
+			return ec.marshalNPolicyView2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋviewᚐPolicyViewᚄ(ctx, selections, v)
 		},
 		true,
 		true,
@@ -21681,8 +21685,8 @@ func (ec *executionContext) _Query_workers(ctx context.Context, field graphql.Co
 			return ec.Resolvers.Query().Workers(ctx)
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v []*platform.WorkerView) graphql.Marshaler {
-			return ec.marshalNWorker2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐWorkerViewᚄ(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v []*view.WorkerView) graphql.Marshaler {
+			return ec.marshalNWorker2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋviewᚐWorkerViewᚄ(ctx, selections, v)
 		},
 		true,
 		true,
@@ -21746,8 +21750,8 @@ func (ec *executionContext) _Query_secrets(ctx context.Context, field graphql.Co
 			return ec.Resolvers.Query().Secrets(ctx, fc.Args["scope"].(string), fc.Args["owner"].(*string))
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v []*platform.SecretInfo) graphql.Marshaler {
-			return ec.marshalNSecret2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐSecretInfoᚄ(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v []*access.SecretInfo) graphql.Marshaler {
+			return ec.marshalNSecret2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋaccessᚐSecretInfoᚄ(ctx, selections, v)
 		},
 		true,
 		true,
@@ -21977,7 +21981,7 @@ func (ec *executionContext) fieldContext_QueueState_updatedAt(_ context.Context,
 	return graphql.NewScalarFieldContext("QueueState", field, false, false, "Time")
 }
 
-func (ec *executionContext) _QueueUpdate_kind(ctx context.Context, field graphql.CollectedField, obj *platform.QueueUpdate) (ret graphql.Marshaler) {
+func (ec *executionContext) _QueueUpdate_kind(ctx context.Context, field graphql.CollectedField, obj *live.QueueUpdate) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -22000,7 +22004,7 @@ func (ec *executionContext) fieldContext_QueueUpdate_kind(_ context.Context, fie
 	return graphql.NewScalarFieldContext("QueueUpdate", field, false, false, "String")
 }
 
-func (ec *executionContext) _QueueUpdate_at(ctx context.Context, field graphql.CollectedField, obj *platform.QueueUpdate) (ret graphql.Marshaler) {
+func (ec *executionContext) _QueueUpdate_at(ctx context.Context, field graphql.CollectedField, obj *live.QueueUpdate) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -22023,7 +22027,7 @@ func (ec *executionContext) fieldContext_QueueUpdate_at(_ context.Context, field
 	return graphql.NewScalarFieldContext("QueueUpdate", field, false, false, "Time")
 }
 
-func (ec *executionContext) _QueueUpdate_computeResource(ctx context.Context, field graphql.CollectedField, obj *platform.QueueUpdate) (ret graphql.Marshaler) {
+func (ec *executionContext) _QueueUpdate_computeResource(ctx context.Context, field graphql.CollectedField, obj *live.QueueUpdate) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -22055,7 +22059,7 @@ func (ec *executionContext) fieldContext_QueueUpdate_computeResource(_ context.C
 	return fc, nil
 }
 
-func (ec *executionContext) _QueueUpdate_task(ctx context.Context, field graphql.CollectedField, obj *platform.QueueUpdate) (ret graphql.Marshaler) {
+func (ec *executionContext) _QueueUpdate_task(ctx context.Context, field graphql.CollectedField, obj *live.QueueUpdate) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -22087,7 +22091,7 @@ func (ec *executionContext) fieldContext_QueueUpdate_task(_ context.Context, fie
 	return fc, nil
 }
 
-func (ec *executionContext) _QueueUpdate_waiting(ctx context.Context, field graphql.CollectedField, obj *platform.QueueUpdate) (ret graphql.Marshaler) {
+func (ec *executionContext) _QueueUpdate_waiting(ctx context.Context, field graphql.CollectedField, obj *live.QueueUpdate) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -22099,8 +22103,8 @@ func (ec *executionContext) _QueueUpdate_waiting(ctx context.Context, field grap
 			return obj.Waiting, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v []platform.QueuedTask) graphql.Marshaler {
-			return ec.marshalNQueuedTask2ᚕgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐQueuedTaskᚄ(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v []live.QueuedTask) graphql.Marshaler {
+			return ec.marshalNQueuedTask2ᚕgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋliveᚐQueuedTaskᚄ(ctx, selections, v)
 		},
 		true,
 		true,
@@ -22119,7 +22123,7 @@ func (ec *executionContext) fieldContext_QueueUpdate_waiting(_ context.Context, 
 	return fc, nil
 }
 
-func (ec *executionContext) _QueueUpdate_running(ctx context.Context, field graphql.CollectedField, obj *platform.QueueUpdate) (ret graphql.Marshaler) {
+func (ec *executionContext) _QueueUpdate_running(ctx context.Context, field graphql.CollectedField, obj *live.QueueUpdate) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -22151,7 +22155,7 @@ func (ec *executionContext) fieldContext_QueueUpdate_running(_ context.Context, 
 	return fc, nil
 }
 
-func (ec *executionContext) _QueueUpdate_queueState(ctx context.Context, field graphql.CollectedField, obj *platform.QueueUpdate) (ret graphql.Marshaler) {
+func (ec *executionContext) _QueueUpdate_queueState(ctx context.Context, field graphql.CollectedField, obj *live.QueueUpdate) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -22183,7 +22187,7 @@ func (ec *executionContext) fieldContext_QueueUpdate_queueState(_ context.Contex
 	return fc, nil
 }
 
-func (ec *executionContext) _QueueUpdate_missed(ctx context.Context, field graphql.CollectedField, obj *platform.QueueUpdate) (ret graphql.Marshaler) {
+func (ec *executionContext) _QueueUpdate_missed(ctx context.Context, field graphql.CollectedField, obj *live.QueueUpdate) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -22206,7 +22210,7 @@ func (ec *executionContext) fieldContext_QueueUpdate_missed(_ context.Context, f
 	return graphql.NewScalarFieldContext("QueueUpdate", field, false, false, "Int")
 }
 
-func (ec *executionContext) _QueuedTask_position(ctx context.Context, field graphql.CollectedField, obj *platform.QueuedTask) (ret graphql.Marshaler) {
+func (ec *executionContext) _QueuedTask_position(ctx context.Context, field graphql.CollectedField, obj *live.QueuedTask) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -22229,7 +22233,7 @@ func (ec *executionContext) fieldContext_QueuedTask_position(_ context.Context, 
 	return graphql.NewScalarFieldContext("QueuedTask", field, false, false, "Int")
 }
 
-func (ec *executionContext) _QueuedTask_reason(ctx context.Context, field graphql.CollectedField, obj *platform.QueuedTask) (ret graphql.Marshaler) {
+func (ec *executionContext) _QueuedTask_reason(ctx context.Context, field graphql.CollectedField, obj *live.QueuedTask) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -22252,7 +22256,7 @@ func (ec *executionContext) fieldContext_QueuedTask_reason(_ context.Context, fi
 	return graphql.NewScalarFieldContext("QueuedTask", field, false, false, "String")
 }
 
-func (ec *executionContext) _QueuedTask_task(ctx context.Context, field graphql.CollectedField, obj *platform.QueuedTask) (ret graphql.Marshaler) {
+func (ec *executionContext) _QueuedTask_task(ctx context.Context, field graphql.CollectedField, obj *live.QueuedTask) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -22848,7 +22852,7 @@ func (ec *executionContext) fieldContext_ResourcePolicyPayload_warnings(_ contex
 	return fc, nil
 }
 
-func (ec *executionContext) _Secret_scope(ctx context.Context, field graphql.CollectedField, obj *platform.SecretInfo) (ret graphql.Marshaler) {
+func (ec *executionContext) _Secret_scope(ctx context.Context, field graphql.CollectedField, obj *access.SecretInfo) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -22871,7 +22875,7 @@ func (ec *executionContext) fieldContext_Secret_scope(_ context.Context, field g
 	return graphql.NewScalarFieldContext("Secret", field, false, false, "SecretScope")
 }
 
-func (ec *executionContext) _Secret_owner(ctx context.Context, field graphql.CollectedField, obj *platform.SecretInfo) (ret graphql.Marshaler) {
+func (ec *executionContext) _Secret_owner(ctx context.Context, field graphql.CollectedField, obj *access.SecretInfo) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -22894,7 +22898,7 @@ func (ec *executionContext) fieldContext_Secret_owner(_ context.Context, field g
 	return graphql.NewScalarFieldContext("Secret", field, true, true, "String")
 }
 
-func (ec *executionContext) _Secret_name(ctx context.Context, field graphql.CollectedField, obj *platform.SecretInfo) (ret graphql.Marshaler) {
+func (ec *executionContext) _Secret_name(ctx context.Context, field graphql.CollectedField, obj *access.SecretInfo) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -22917,7 +22921,7 @@ func (ec *executionContext) fieldContext_Secret_name(_ context.Context, field gr
 	return graphql.NewScalarFieldContext("Secret", field, false, false, "String")
 }
 
-func (ec *executionContext) _Secret_updatedBy(ctx context.Context, field graphql.CollectedField, obj *platform.SecretInfo) (ret graphql.Marshaler) {
+func (ec *executionContext) _Secret_updatedBy(ctx context.Context, field graphql.CollectedField, obj *access.SecretInfo) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -22940,7 +22944,7 @@ func (ec *executionContext) fieldContext_Secret_updatedBy(_ context.Context, fie
 	return graphql.NewScalarFieldContext("Secret", field, false, false, "String")
 }
 
-func (ec *executionContext) _Secret_updatedAt(ctx context.Context, field graphql.CollectedField, obj *platform.SecretInfo) (ret graphql.Marshaler) {
+func (ec *executionContext) _Secret_updatedAt(ctx context.Context, field graphql.CollectedField, obj *access.SecretInfo) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -22976,8 +22980,8 @@ func (ec *executionContext) _Subscription_queueChanged(ctx context.Context, fiel
 			return ec.Resolvers.Subscription().QueueChanged(ctx, fc.Args["computeResource"].(string))
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *platform.QueueUpdate) graphql.Marshaler {
-			return ec.marshalNQueueUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐQueueUpdate(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *live.QueueUpdate) graphql.Marshaler {
+			return ec.marshalNQueueUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋliveᚐQueueUpdate(ctx, selections, v)
 		},
 		true,
 		true,
@@ -23020,8 +23024,8 @@ func (ec *executionContext) _Subscription_taskEvents(ctx context.Context, field 
 			return ec.Resolvers.Subscription().TaskEvents(ctx, fc.Args["id"].(string))
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *platform.TaskUpdate) graphql.Marshaler {
-			return ec.marshalNTaskUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐTaskUpdate(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *live.TaskUpdate) graphql.Marshaler {
+			return ec.marshalNTaskUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋliveᚐTaskUpdate(ctx, selections, v)
 		},
 		true,
 		true,
@@ -23064,8 +23068,8 @@ func (ec *executionContext) _Subscription_taskLogs(ctx context.Context, field gr
 			return ec.Resolvers.Subscription().TaskLogs(ctx, fc.Args["id"].(string), fc.Args["after"].(*int), fc.Args["tail"].(*int))
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *platform.LogUpdate) graphql.Marshaler {
-			return ec.marshalNLogUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐLogUpdate(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *live.LogUpdate) graphql.Marshaler {
+			return ec.marshalNLogUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋliveᚐLogUpdate(ctx, selections, v)
 		},
 		true,
 		true,
@@ -23107,8 +23111,8 @@ func (ec *executionContext) _Subscription_poolUtilization(ctx context.Context, f
 			return ec.Resolvers.Subscription().PoolUtilization(ctx)
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *platform.PoolUtilization) graphql.Marshaler {
-			return ec.marshalNPoolUtilizationUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐPoolUtilization(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *live.PoolUtilization) graphql.Marshaler {
+			return ec.marshalNPoolUtilizationUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋliveᚐPoolUtilization(ctx, selections, v)
 		},
 		true,
 		true,
@@ -23139,8 +23143,8 @@ func (ec *executionContext) _Subscription_workers(ctx context.Context, field gra
 			return ec.Resolvers.Subscription().Workers(ctx)
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *platform.WorkerUpdate) graphql.Marshaler {
-			return ec.marshalNWorkerUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐWorkerUpdate(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *live.WorkerUpdate) graphql.Marshaler {
+			return ec.marshalNWorkerUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋliveᚐWorkerUpdate(ctx, selections, v)
 		},
 		true,
 		true,
@@ -23172,8 +23176,8 @@ func (ec *executionContext) _Subscription_budgetBurn(ctx context.Context, field 
 			return ec.Resolvers.Subscription().BudgetBurn(ctx, fc.Args["policy"].(string))
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *platform.BudgetBurnUpdate) graphql.Marshaler {
-			return ec.marshalNBudgetBurnUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐBudgetBurnUpdate(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *live.BudgetBurnUpdate) graphql.Marshaler {
+			return ec.marshalNBudgetBurnUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋliveᚐBudgetBurnUpdate(ctx, selections, v)
 		},
 		true,
 		true,
@@ -23724,8 +23728,8 @@ func (ec *executionContext) _Task_worker(ctx context.Context, field graphql.Coll
 			return ec.Resolvers.Task().Worker(ctx, obj)
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *platform.WorkerView) graphql.Marshaler {
-			return ec.marshalOWorker2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐWorkerView(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *view.WorkerView) graphql.Marshaler {
+			return ec.marshalOWorker2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋviewᚐWorkerView(ctx, selections, v)
 		},
 		true,
 		false,
@@ -23826,8 +23830,8 @@ func (ec *executionContext) _Task_logs(ctx context.Context, field graphql.Collec
 			return ec.Resolvers.Task().Logs(ctx, obj, fc.Args["after"].(*int), fc.Args["first"].(*int), fc.Args["tail"].(*int))
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *platform.LogPage) graphql.Marshaler {
-			return ec.marshalNLogPage2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐLogPage(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *view.LogPage) graphql.Marshaler {
+			return ec.marshalNLogPage2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋviewᚐLogPage(ctx, selections, v)
 		},
 		true,
 		true,
@@ -24305,7 +24309,7 @@ func (ec *executionContext) fieldContext_TaskSpec_secrets(_ context.Context, fie
 	return graphql.NewScalarFieldContext("TaskSpec", field, false, false, "String")
 }
 
-func (ec *executionContext) _TaskUpdate_kind(ctx context.Context, field graphql.CollectedField, obj *platform.TaskUpdate) (ret graphql.Marshaler) {
+func (ec *executionContext) _TaskUpdate_kind(ctx context.Context, field graphql.CollectedField, obj *live.TaskUpdate) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -24328,7 +24332,7 @@ func (ec *executionContext) fieldContext_TaskUpdate_kind(_ context.Context, fiel
 	return graphql.NewScalarFieldContext("TaskUpdate", field, false, false, "String")
 }
 
-func (ec *executionContext) _TaskUpdate_at(ctx context.Context, field graphql.CollectedField, obj *platform.TaskUpdate) (ret graphql.Marshaler) {
+func (ec *executionContext) _TaskUpdate_at(ctx context.Context, field graphql.CollectedField, obj *live.TaskUpdate) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -24351,7 +24355,7 @@ func (ec *executionContext) fieldContext_TaskUpdate_at(_ context.Context, field 
 	return graphql.NewScalarFieldContext("TaskUpdate", field, false, false, "Time")
 }
 
-func (ec *executionContext) _TaskUpdate_task(ctx context.Context, field graphql.CollectedField, obj *platform.TaskUpdate) (ret graphql.Marshaler) {
+func (ec *executionContext) _TaskUpdate_task(ctx context.Context, field graphql.CollectedField, obj *live.TaskUpdate) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -24383,7 +24387,7 @@ func (ec *executionContext) fieldContext_TaskUpdate_task(_ context.Context, fiel
 	return fc, nil
 }
 
-func (ec *executionContext) _TaskUpdate_missed(ctx context.Context, field graphql.CollectedField, obj *platform.TaskUpdate) (ret graphql.Marshaler) {
+func (ec *executionContext) _TaskUpdate_missed(ctx context.Context, field graphql.CollectedField, obj *live.TaskUpdate) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -24801,7 +24805,7 @@ func (ec *executionContext) fieldContext_TokenBudget_perUserMoney(_ context.Cont
 	return graphql.NewScalarFieldContext("TokenBudget", field, true, true, "Float")
 }
 
-func (ec *executionContext) _UsageKey_dimension(ctx context.Context, field graphql.CollectedField, obj *platform.UsageKey) (ret graphql.Marshaler) {
+func (ec *executionContext) _UsageKey_dimension(ctx context.Context, field graphql.CollectedField, obj *model.UsageKey) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -24824,7 +24828,7 @@ func (ec *executionContext) fieldContext_UsageKey_dimension(_ context.Context, f
 	return graphql.NewScalarFieldContext("UsageKey", field, true, true, "UsageDimension")
 }
 
-func (ec *executionContext) _UsageKey_id(ctx context.Context, field graphql.CollectedField, obj *platform.UsageKey) (ret graphql.Marshaler) {
+func (ec *executionContext) _UsageKey_id(ctx context.Context, field graphql.CollectedField, obj *model.UsageKey) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -24847,7 +24851,7 @@ func (ec *executionContext) fieldContext_UsageKey_id(_ context.Context, field gr
 	return graphql.NewScalarFieldContext("UsageKey", field, false, false, "ID")
 }
 
-func (ec *executionContext) _UsageKey_name(ctx context.Context, field graphql.CollectedField, obj *platform.UsageKey) (ret graphql.Marshaler) {
+func (ec *executionContext) _UsageKey_name(ctx context.Context, field graphql.CollectedField, obj *model.UsageKey) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -24928,8 +24932,8 @@ func (ec *executionContext) _UsageReport_rows(ctx context.Context, field graphql
 			return obj.Rows, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v []*platform.UsageRow) graphql.Marshaler {
-			return ec.marshalNUsageRow2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐUsageRowᚄ(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v []*allocation.UsageRow) graphql.Marshaler {
+			return ec.marshalNUsageRow2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋallocationᚐUsageRowᚄ(ctx, selections, v)
 		},
 		true,
 		true,
@@ -24948,7 +24952,7 @@ func (ec *executionContext) fieldContext_UsageReport_rows(_ context.Context, fie
 	return fc, nil
 }
 
-func (ec *executionContext) _UsageRow_keys(ctx context.Context, field graphql.CollectedField, obj *platform.UsageRow) (ret graphql.Marshaler) {
+func (ec *executionContext) _UsageRow_keys(ctx context.Context, field graphql.CollectedField, obj *allocation.UsageRow) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -24960,8 +24964,8 @@ func (ec *executionContext) _UsageRow_keys(ctx context.Context, field graphql.Co
 			return obj.Keys, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v []platform.UsageKey) graphql.Marshaler {
-			return ec.marshalNUsageKey2ᚕgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋstoreᚐUsageKeyᚄ(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v []model.UsageKey) graphql.Marshaler {
+			return ec.marshalNUsageKey2ᚕgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐUsageKeyᚄ(ctx, selections, v)
 		},
 		true,
 		true,
@@ -24980,7 +24984,7 @@ func (ec *executionContext) fieldContext_UsageRow_keys(_ context.Context, field 
 	return fc, nil
 }
 
-func (ec *executionContext) _UsageRow_gpuHours(ctx context.Context, field graphql.CollectedField, obj *platform.UsageRow) (ret graphql.Marshaler) {
+func (ec *executionContext) _UsageRow_gpuHours(ctx context.Context, field graphql.CollectedField, obj *allocation.UsageRow) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -25003,7 +25007,7 @@ func (ec *executionContext) fieldContext_UsageRow_gpuHours(_ context.Context, fi
 	return graphql.NewScalarFieldContext("UsageRow", field, true, true, "Float")
 }
 
-func (ec *executionContext) _UsageRow_budgetHours(ctx context.Context, field graphql.CollectedField, obj *platform.UsageRow) (ret graphql.Marshaler) {
+func (ec *executionContext) _UsageRow_budgetHours(ctx context.Context, field graphql.CollectedField, obj *allocation.UsageRow) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -25026,7 +25030,7 @@ func (ec *executionContext) fieldContext_UsageRow_budgetHours(_ context.Context,
 	return graphql.NewScalarFieldContext("UsageRow", field, true, true, "Float")
 }
 
-func (ec *executionContext) _UsageRow_cost(ctx context.Context, field graphql.CollectedField, obj *platform.UsageRow) (ret graphql.Marshaler) {
+func (ec *executionContext) _UsageRow_cost(ctx context.Context, field graphql.CollectedField, obj *allocation.UsageRow) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -25049,7 +25053,7 @@ func (ec *executionContext) fieldContext_UsageRow_cost(_ context.Context, field 
 	return graphql.NewScalarFieldContext("UsageRow", field, false, false, "Float")
 }
 
-func (ec *executionContext) _UsageRow_currency(ctx context.Context, field graphql.CollectedField, obj *platform.UsageRow) (ret graphql.Marshaler) {
+func (ec *executionContext) _UsageRow_currency(ctx context.Context, field graphql.CollectedField, obj *allocation.UsageRow) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -25072,7 +25076,7 @@ func (ec *executionContext) fieldContext_UsageRow_currency(_ context.Context, fi
 	return graphql.NewScalarFieldContext("UsageRow", field, false, false, "String")
 }
 
-func (ec *executionContext) _UsageRow_calls(ctx context.Context, field graphql.CollectedField, obj *platform.UsageRow) (ret graphql.Marshaler) {
+func (ec *executionContext) _UsageRow_calls(ctx context.Context, field graphql.CollectedField, obj *allocation.UsageRow) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -25095,7 +25099,7 @@ func (ec *executionContext) fieldContext_UsageRow_calls(_ context.Context, field
 	return graphql.NewScalarFieldContext("UsageRow", field, false, false, "Int")
 }
 
-func (ec *executionContext) _UsageRow_inputTokens(ctx context.Context, field graphql.CollectedField, obj *platform.UsageRow) (ret graphql.Marshaler) {
+func (ec *executionContext) _UsageRow_inputTokens(ctx context.Context, field graphql.CollectedField, obj *allocation.UsageRow) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -25118,7 +25122,7 @@ func (ec *executionContext) fieldContext_UsageRow_inputTokens(_ context.Context,
 	return graphql.NewScalarFieldContext("UsageRow", field, true, true, "Float")
 }
 
-func (ec *executionContext) _UsageRow_outputTokens(ctx context.Context, field graphql.CollectedField, obj *platform.UsageRow) (ret graphql.Marshaler) {
+func (ec *executionContext) _UsageRow_outputTokens(ctx context.Context, field graphql.CollectedField, obj *allocation.UsageRow) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -25141,7 +25145,7 @@ func (ec *executionContext) fieldContext_UsageRow_outputTokens(_ context.Context
 	return graphql.NewScalarFieldContext("UsageRow", field, true, true, "Float")
 }
 
-func (ec *executionContext) _UsageRow_tokenCost(ctx context.Context, field graphql.CollectedField, obj *platform.UsageRow) (ret graphql.Marshaler) {
+func (ec *executionContext) _UsageRow_tokenCost(ctx context.Context, field graphql.CollectedField, obj *allocation.UsageRow) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -25164,7 +25168,7 @@ func (ec *executionContext) fieldContext_UsageRow_tokenCost(_ context.Context, f
 	return graphql.NewScalarFieldContext("UsageRow", field, true, true, "Float")
 }
 
-func (ec *executionContext) _UsageRow_tokenCurrency(ctx context.Context, field graphql.CollectedField, obj *platform.UsageRow) (ret graphql.Marshaler) {
+func (ec *executionContext) _UsageRow_tokenCurrency(ctx context.Context, field graphql.CollectedField, obj *allocation.UsageRow) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -25742,7 +25746,7 @@ func (ec *executionContext) fieldContext_Warning_message(_ context.Context, fiel
 	return graphql.NewScalarFieldContext("Warning", field, false, false, "String")
 }
 
-func (ec *executionContext) _Worker_id(ctx context.Context, field graphql.CollectedField, obj *platform.WorkerView) (ret graphql.Marshaler) {
+func (ec *executionContext) _Worker_id(ctx context.Context, field graphql.CollectedField, obj *view.WorkerView) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -25765,7 +25769,7 @@ func (ec *executionContext) fieldContext_Worker_id(_ context.Context, field grap
 	return graphql.NewScalarFieldContext("Worker", field, false, false, "ID")
 }
 
-func (ec *executionContext) _Worker_hostname(ctx context.Context, field graphql.CollectedField, obj *platform.WorkerView) (ret graphql.Marshaler) {
+func (ec *executionContext) _Worker_hostname(ctx context.Context, field graphql.CollectedField, obj *view.WorkerView) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -25788,7 +25792,7 @@ func (ec *executionContext) fieldContext_Worker_hostname(_ context.Context, fiel
 	return graphql.NewScalarFieldContext("Worker", field, false, false, "String")
 }
 
-func (ec *executionContext) _Worker_pool(ctx context.Context, field graphql.CollectedField, obj *platform.WorkerView) (ret graphql.Marshaler) {
+func (ec *executionContext) _Worker_pool(ctx context.Context, field graphql.CollectedField, obj *view.WorkerView) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -25820,7 +25824,7 @@ func (ec *executionContext) fieldContext_Worker_pool(_ context.Context, field gr
 	return fc, nil
 }
 
-func (ec *executionContext) _Worker_version(ctx context.Context, field graphql.CollectedField, obj *platform.WorkerView) (ret graphql.Marshaler) {
+func (ec *executionContext) _Worker_version(ctx context.Context, field graphql.CollectedField, obj *view.WorkerView) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -25843,7 +25847,7 @@ func (ec *executionContext) fieldContext_Worker_version(_ context.Context, field
 	return graphql.NewScalarFieldContext("Worker", field, false, false, "String")
 }
 
-func (ec *executionContext) _Worker_mode(ctx context.Context, field graphql.CollectedField, obj *platform.WorkerView) (ret graphql.Marshaler) {
+func (ec *executionContext) _Worker_mode(ctx context.Context, field graphql.CollectedField, obj *view.WorkerView) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -25866,7 +25870,7 @@ func (ec *executionContext) fieldContext_Worker_mode(_ context.Context, field gr
 	return graphql.NewScalarFieldContext("Worker", field, false, false, "String")
 }
 
-func (ec *executionContext) _Worker_kind(ctx context.Context, field graphql.CollectedField, obj *platform.WorkerView) (ret graphql.Marshaler) {
+func (ec *executionContext) _Worker_kind(ctx context.Context, field graphql.CollectedField, obj *view.WorkerView) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -25889,7 +25893,7 @@ func (ec *executionContext) fieldContext_Worker_kind(_ context.Context, field gr
 	return graphql.NewScalarFieldContext("Worker", field, false, false, "String")
 }
 
-func (ec *executionContext) _Worker_gpus(ctx context.Context, field graphql.CollectedField, obj *platform.WorkerView) (ret graphql.Marshaler) {
+func (ec *executionContext) _Worker_gpus(ctx context.Context, field graphql.CollectedField, obj *view.WorkerView) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -25921,7 +25925,7 @@ func (ec *executionContext) fieldContext_Worker_gpus(_ context.Context, field gr
 	return fc, nil
 }
 
-func (ec *executionContext) _Worker_labels(ctx context.Context, field graphql.CollectedField, obj *platform.WorkerView) (ret graphql.Marshaler) {
+func (ec *executionContext) _Worker_labels(ctx context.Context, field graphql.CollectedField, obj *view.WorkerView) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -25944,7 +25948,7 @@ func (ec *executionContext) fieldContext_Worker_labels(_ context.Context, field 
 	return graphql.NewScalarFieldContext("Worker", field, false, false, "StringMap")
 }
 
-func (ec *executionContext) _Worker_registeredAt(ctx context.Context, field graphql.CollectedField, obj *platform.WorkerView) (ret graphql.Marshaler) {
+func (ec *executionContext) _Worker_registeredAt(ctx context.Context, field graphql.CollectedField, obj *view.WorkerView) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -25967,7 +25971,7 @@ func (ec *executionContext) fieldContext_Worker_registeredAt(_ context.Context, 
 	return graphql.NewScalarFieldContext("Worker", field, false, false, "Time")
 }
 
-func (ec *executionContext) _Worker_lastHeartbeatAt(ctx context.Context, field graphql.CollectedField, obj *platform.WorkerView) (ret graphql.Marshaler) {
+func (ec *executionContext) _Worker_lastHeartbeatAt(ctx context.Context, field graphql.CollectedField, obj *view.WorkerView) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -25990,7 +25994,7 @@ func (ec *executionContext) fieldContext_Worker_lastHeartbeatAt(_ context.Contex
 	return graphql.NewScalarFieldContext("Worker", field, false, false, "Time")
 }
 
-func (ec *executionContext) _Worker_online(ctx context.Context, field graphql.CollectedField, obj *platform.WorkerView) (ret graphql.Marshaler) {
+func (ec *executionContext) _Worker_online(ctx context.Context, field graphql.CollectedField, obj *view.WorkerView) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -26013,7 +26017,7 @@ func (ec *executionContext) fieldContext_Worker_online(_ context.Context, field 
 	return graphql.NewScalarFieldContext("Worker", field, false, false, "Boolean")
 }
 
-func (ec *executionContext) _Worker_tasks(ctx context.Context, field graphql.CollectedField, obj *platform.WorkerView) (ret graphql.Marshaler) {
+func (ec *executionContext) _Worker_tasks(ctx context.Context, field graphql.CollectedField, obj *view.WorkerView) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -26284,7 +26288,7 @@ func (ec *executionContext) fieldContext_WorkerGPU_memoryMb(_ context.Context, f
 	return graphql.NewScalarFieldContext("WorkerGPU", field, false, false, "Int")
 }
 
-func (ec *executionContext) _WorkerUpdate_kind(ctx context.Context, field graphql.CollectedField, obj *platform.WorkerUpdate) (ret graphql.Marshaler) {
+func (ec *executionContext) _WorkerUpdate_kind(ctx context.Context, field graphql.CollectedField, obj *live.WorkerUpdate) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -26307,7 +26311,7 @@ func (ec *executionContext) fieldContext_WorkerUpdate_kind(_ context.Context, fi
 	return graphql.NewScalarFieldContext("WorkerUpdate", field, false, false, "String")
 }
 
-func (ec *executionContext) _WorkerUpdate_at(ctx context.Context, field graphql.CollectedField, obj *platform.WorkerUpdate) (ret graphql.Marshaler) {
+func (ec *executionContext) _WorkerUpdate_at(ctx context.Context, field graphql.CollectedField, obj *live.WorkerUpdate) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -26330,7 +26334,7 @@ func (ec *executionContext) fieldContext_WorkerUpdate_at(_ context.Context, fiel
 	return graphql.NewScalarFieldContext("WorkerUpdate", field, false, false, "Time")
 }
 
-func (ec *executionContext) _WorkerUpdate_worker(ctx context.Context, field graphql.CollectedField, obj *platform.WorkerUpdate) (ret graphql.Marshaler) {
+func (ec *executionContext) _WorkerUpdate_worker(ctx context.Context, field graphql.CollectedField, obj *live.WorkerUpdate) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -26342,8 +26346,8 @@ func (ec *executionContext) _WorkerUpdate_worker(ctx context.Context, field grap
 			return obj.Worker, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *platform.WorkerView) graphql.Marshaler {
-			return ec.marshalOWorker2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐWorkerView(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v *view.WorkerView) graphql.Marshaler {
+			return ec.marshalOWorker2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋviewᚐWorkerView(ctx, selections, v)
 		},
 		true,
 		false,
@@ -26362,7 +26366,7 @@ func (ec *executionContext) fieldContext_WorkerUpdate_worker(_ context.Context, 
 	return fc, nil
 }
 
-func (ec *executionContext) _WorkerUpdate_workers(ctx context.Context, field graphql.CollectedField, obj *platform.WorkerUpdate) (ret graphql.Marshaler) {
+func (ec *executionContext) _WorkerUpdate_workers(ctx context.Context, field graphql.CollectedField, obj *live.WorkerUpdate) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -26374,8 +26378,8 @@ func (ec *executionContext) _WorkerUpdate_workers(ctx context.Context, field gra
 			return obj.Workers, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v []*platform.WorkerView) graphql.Marshaler {
-			return ec.marshalNWorker2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐWorkerViewᚄ(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v []*view.WorkerView) graphql.Marshaler {
+			return ec.marshalNWorker2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋviewᚐWorkerViewᚄ(ctx, selections, v)
 		},
 		true,
 		true,
@@ -26394,7 +26398,7 @@ func (ec *executionContext) fieldContext_WorkerUpdate_workers(_ context.Context,
 	return fc, nil
 }
 
-func (ec *executionContext) _WorkerUpdate_missed(ctx context.Context, field graphql.CollectedField, obj *platform.WorkerUpdate) (ret graphql.Marshaler) {
+func (ec *executionContext) _WorkerUpdate_missed(ctx context.Context, field graphql.CollectedField, obj *live.WorkerUpdate) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -27719,8 +27723,8 @@ func UnmarshalAutoscalerInput(ctx context.Context, raw any) (gqlmodel.Autoscaler
 	return out, err
 }
 
-func (ec *executionContext) unmarshalInputComputeResourceInput(ctx context.Context, obj any) (platform.ComputeResourceInput, error) {
-	var it platform.ComputeResourceInput
+func (ec *executionContext) unmarshalInputComputeResourceInput(ctx context.Context, obj any) (allocation.ComputeResourceInput, error) {
+	var it allocation.ComputeResourceInput
 	if obj == nil {
 		return it, nil
 	}
@@ -27783,14 +27787,14 @@ func (ec *executionContext) unmarshalInputComputeResourceInput(ctx context.Conte
 //
 // ctx must come from a gqlgen request; outside one there is no unmarshaler to use
 // and the returned error says so.
-func UnmarshalComputeResourceInput(ctx context.Context, raw any) (platform.ComputeResourceInput, error) {
-	var out platform.ComputeResourceInput
+func UnmarshalComputeResourceInput(ctx context.Context, raw any) (allocation.ComputeResourceInput, error) {
+	var out allocation.ComputeResourceInput
 	err := graphql.UnmarshalNamedInputFromContext(ctx, "ComputeResourceInput", raw, &out)
 	return out, err
 }
 
-func (ec *executionContext) unmarshalInputConnectProfileInput(ctx context.Context, obj any) (platform.ConnectInput, error) {
-	var it platform.ConnectInput
+func (ec *executionContext) unmarshalInputConnectProfileInput(ctx context.Context, obj any) (allocation.ConnectInput, error) {
+	var it allocation.ConnectInput
 	if obj == nil {
 		return it, nil
 	}
@@ -27867,8 +27871,8 @@ func (ec *executionContext) unmarshalInputConnectProfileInput(ctx context.Contex
 //
 // ctx must come from a gqlgen request; outside one there is no unmarshaler to use
 // and the returned error says so.
-func UnmarshalConnectProfileInput(ctx context.Context, raw any) (platform.ConnectInput, error) {
-	var out platform.ConnectInput
+func UnmarshalConnectProfileInput(ctx context.Context, raw any) (allocation.ConnectInput, error) {
+	var out allocation.ConnectInput
 	err := graphql.UnmarshalNamedInputFromContext(ctx, "ConnectProfileInput", raw, &out)
 	return out, err
 }
@@ -28216,8 +28220,8 @@ func UnmarshalEnqueueTaskInput(ctx context.Context, raw any) (gqlmodel.EnqueueTa
 	return out, err
 }
 
-func (ec *executionContext) unmarshalInputEntitlementInput(ctx context.Context, obj any) (platform.EntitlementInput, error) {
-	var it platform.EntitlementInput
+func (ec *executionContext) unmarshalInputEntitlementInput(ctx context.Context, obj any) (llm.EntitlementInput, error) {
+	var it llm.EntitlementInput
 	if obj == nil {
 		return it, nil
 	}
@@ -28266,14 +28270,14 @@ func (ec *executionContext) unmarshalInputEntitlementInput(ctx context.Context, 
 //
 // ctx must come from a gqlgen request; outside one there is no unmarshaler to use
 // and the returned error says so.
-func UnmarshalEntitlementInput(ctx context.Context, raw any) (platform.EntitlementInput, error) {
-	var out platform.EntitlementInput
+func UnmarshalEntitlementInput(ctx context.Context, raw any) (llm.EntitlementInput, error) {
+	var out llm.EntitlementInput
 	err := graphql.UnmarshalNamedInputFromContext(ctx, "EntitlementInput", raw, &out)
 	return out, err
 }
 
-func (ec *executionContext) unmarshalInputGPUClassInput(ctx context.Context, obj any) (platform.GPUClassInput, error) {
-	var it platform.GPUClassInput
+func (ec *executionContext) unmarshalInputGPUClassInput(ctx context.Context, obj any) (allocation.GPUClassInput, error) {
+	var it allocation.GPUClassInput
 	if obj == nil {
 		return it, nil
 	}
@@ -28336,8 +28340,8 @@ func (ec *executionContext) unmarshalInputGPUClassInput(ctx context.Context, obj
 //
 // ctx must come from a gqlgen request; outside one there is no unmarshaler to use
 // and the returned error says so.
-func UnmarshalGPUClassInput(ctx context.Context, raw any) (platform.GPUClassInput, error) {
-	var out platform.GPUClassInput
+func UnmarshalGPUClassInput(ctx context.Context, raw any) (allocation.GPUClassInput, error) {
+	var out allocation.GPUClassInput
 	err := graphql.UnmarshalNamedInputFromContext(ctx, "GPUClassInput", raw, &out)
 	return out, err
 }
@@ -28395,8 +28399,8 @@ func UnmarshalGroupGrantInput(ctx context.Context, raw any) (gqlmodel.GroupGrant
 	return out, err
 }
 
-func (ec *executionContext) unmarshalInputGroupInput(ctx context.Context, obj any) (platform.GroupInput, error) {
-	var it platform.GroupInput
+func (ec *executionContext) unmarshalInputGroupInput(ctx context.Context, obj any) (allocation.GroupInput, error) {
+	var it allocation.GroupInput
 	if obj == nil {
 		return it, nil
 	}
@@ -28438,8 +28442,8 @@ func (ec *executionContext) unmarshalInputGroupInput(ctx context.Context, obj an
 //
 // ctx must come from a gqlgen request; outside one there is no unmarshaler to use
 // and the returned error says so.
-func UnmarshalGroupInput(ctx context.Context, raw any) (platform.GroupInput, error) {
-	var out platform.GroupInput
+func UnmarshalGroupInput(ctx context.Context, raw any) (allocation.GroupInput, error) {
+	var out allocation.GroupInput
 	err := graphql.UnmarshalNamedInputFromContext(ctx, "GroupInput", raw, &out)
 	return out, err
 }
@@ -28493,8 +28497,8 @@ func UnmarshalInstanceTypeInput(ctx context.Context, raw any) (gqlmodel.Instance
 	return out, err
 }
 
-func (ec *executionContext) unmarshalInputLLMAliasInput(ctx context.Context, obj any) (platform.LLMAliasInput, error) {
-	var it platform.LLMAliasInput
+func (ec *executionContext) unmarshalInputLLMAliasInput(ctx context.Context, obj any) (llm.LLMAliasInput, error) {
+	var it llm.LLMAliasInput
 	if obj == nil {
 		return it, nil
 	}
@@ -28527,14 +28531,14 @@ func (ec *executionContext) unmarshalInputLLMAliasInput(ctx context.Context, obj
 			it.Description = data
 		case "rules":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("rules"))
-			data, err := ec.unmarshalNLLMAliasRuleInput2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐLLMAliasRuleInputᚄ(ctx, v)
+			data, err := ec.unmarshalNLLMAliasRuleInput2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋllmᚐLLMAliasRuleInputᚄ(ctx, v)
 			if err != nil {
 				return it, err
 			}
 			it.Rules = data
 		case "guardrails":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("guardrails"))
-			data, err := ec.unmarshalOLLMGuardrailsInput2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐGuardrailsInput(ctx, v)
+			data, err := ec.unmarshalOLLMGuardrailsInput2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋllmᚐGuardrailsInput(ctx, v)
 			if err != nil {
 				return it, err
 			}
@@ -28550,14 +28554,14 @@ func (ec *executionContext) unmarshalInputLLMAliasInput(ctx context.Context, obj
 //
 // ctx must come from a gqlgen request; outside one there is no unmarshaler to use
 // and the returned error says so.
-func UnmarshalLLMAliasInput(ctx context.Context, raw any) (platform.LLMAliasInput, error) {
-	var out platform.LLMAliasInput
+func UnmarshalLLMAliasInput(ctx context.Context, raw any) (llm.LLMAliasInput, error) {
+	var out llm.LLMAliasInput
 	err := graphql.UnmarshalNamedInputFromContext(ctx, "LLMAliasInput", raw, &out)
 	return out, err
 }
 
-func (ec *executionContext) unmarshalInputLLMAliasRuleInput(ctx context.Context, obj any) (platform.LLMAliasRuleInput, error) {
-	var it platform.LLMAliasRuleInput
+func (ec *executionContext) unmarshalInputLLMAliasRuleInput(ctx context.Context, obj any) (llm.LLMAliasRuleInput, error) {
+	var it llm.LLMAliasRuleInput
 	if obj == nil {
 		return it, nil
 	}
@@ -28597,7 +28601,7 @@ func (ec *executionContext) unmarshalInputLLMAliasRuleInput(ctx context.Context,
 			it.Entitlements = data
 		case "targets":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("targets"))
-			data, err := ec.unmarshalNLLMTargetInput2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐLLMTargetInputᚄ(ctx, v)
+			data, err := ec.unmarshalNLLMTargetInput2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋllmᚐLLMTargetInputᚄ(ctx, v)
 			if err != nil {
 				return it, err
 			}
@@ -28620,14 +28624,14 @@ func (ec *executionContext) unmarshalInputLLMAliasRuleInput(ctx context.Context,
 //
 // ctx must come from a gqlgen request; outside one there is no unmarshaler to use
 // and the returned error says so.
-func UnmarshalLLMAliasRuleInput(ctx context.Context, raw any) (platform.LLMAliasRuleInput, error) {
-	var out platform.LLMAliasRuleInput
+func UnmarshalLLMAliasRuleInput(ctx context.Context, raw any) (llm.LLMAliasRuleInput, error) {
+	var out llm.LLMAliasRuleInput
 	err := graphql.UnmarshalNamedInputFromContext(ctx, "LLMAliasRuleInput", raw, &out)
 	return out, err
 }
 
-func (ec *executionContext) unmarshalInputLLMGuardrailsInput(ctx context.Context, obj any) (platform.GuardrailsInput, error) {
-	var it platform.GuardrailsInput
+func (ec *executionContext) unmarshalInputLLMGuardrailsInput(ctx context.Context, obj any) (llm.GuardrailsInput, error) {
+	var it llm.GuardrailsInput
 	if obj == nil {
 		return it, nil
 	}
@@ -28676,14 +28680,14 @@ func (ec *executionContext) unmarshalInputLLMGuardrailsInput(ctx context.Context
 //
 // ctx must come from a gqlgen request; outside one there is no unmarshaler to use
 // and the returned error says so.
-func UnmarshalLLMGuardrailsInput(ctx context.Context, raw any) (platform.GuardrailsInput, error) {
-	var out platform.GuardrailsInput
+func UnmarshalLLMGuardrailsInput(ctx context.Context, raw any) (llm.GuardrailsInput, error) {
+	var out llm.GuardrailsInput
 	err := graphql.UnmarshalNamedInputFromContext(ctx, "LLMGuardrailsInput", raw, &out)
 	return out, err
 }
 
-func (ec *executionContext) unmarshalInputLLMModelInput(ctx context.Context, obj any) (platform.LLMModelInput, error) {
-	var it platform.LLMModelInput
+func (ec *executionContext) unmarshalInputLLMModelInput(ctx context.Context, obj any) (llm.LLMModelInput, error) {
+	var it llm.LLMModelInput
 	if obj == nil {
 		return it, nil
 	}
@@ -28767,14 +28771,14 @@ func (ec *executionContext) unmarshalInputLLMModelInput(ctx context.Context, obj
 //
 // ctx must come from a gqlgen request; outside one there is no unmarshaler to use
 // and the returned error says so.
-func UnmarshalLLMModelInput(ctx context.Context, raw any) (platform.LLMModelInput, error) {
-	var out platform.LLMModelInput
+func UnmarshalLLMModelInput(ctx context.Context, raw any) (llm.LLMModelInput, error) {
+	var out llm.LLMModelInput
 	err := graphql.UnmarshalNamedInputFromContext(ctx, "LLMModelInput", raw, &out)
 	return out, err
 }
 
-func (ec *executionContext) unmarshalInputLLMProviderInput(ctx context.Context, obj any) (platform.LLMProviderInput, error) {
-	var it platform.LLMProviderInput
+func (ec *executionContext) unmarshalInputLLMProviderInput(ctx context.Context, obj any) (llm.LLMProviderInput, error) {
+	var it llm.LLMProviderInput
 	if obj == nil {
 		return it, nil
 	}
@@ -28837,14 +28841,14 @@ func (ec *executionContext) unmarshalInputLLMProviderInput(ctx context.Context, 
 //
 // ctx must come from a gqlgen request; outside one there is no unmarshaler to use
 // and the returned error says so.
-func UnmarshalLLMProviderInput(ctx context.Context, raw any) (platform.LLMProviderInput, error) {
-	var out platform.LLMProviderInput
+func UnmarshalLLMProviderInput(ctx context.Context, raw any) (llm.LLMProviderInput, error) {
+	var out llm.LLMProviderInput
 	err := graphql.UnmarshalNamedInputFromContext(ctx, "LLMProviderInput", raw, &out)
 	return out, err
 }
 
-func (ec *executionContext) unmarshalInputLLMRouteInput(ctx context.Context, obj any) (platform.LLMRouteInput, error) {
-	var it platform.LLMRouteInput
+func (ec *executionContext) unmarshalInputLLMRouteInput(ctx context.Context, obj any) (llm.LLMRouteInput, error) {
+	var it llm.LLMRouteInput
 	if obj == nil {
 		return it, nil
 	}
@@ -28900,14 +28904,14 @@ func (ec *executionContext) unmarshalInputLLMRouteInput(ctx context.Context, obj
 //
 // ctx must come from a gqlgen request; outside one there is no unmarshaler to use
 // and the returned error says so.
-func UnmarshalLLMRouteInput(ctx context.Context, raw any) (platform.LLMRouteInput, error) {
-	var out platform.LLMRouteInput
+func UnmarshalLLMRouteInput(ctx context.Context, raw any) (llm.LLMRouteInput, error) {
+	var out llm.LLMRouteInput
 	err := graphql.UnmarshalNamedInputFromContext(ctx, "LLMRouteInput", raw, &out)
 	return out, err
 }
 
-func (ec *executionContext) unmarshalInputLLMTargetInput(ctx context.Context, obj any) (platform.LLMTargetInput, error) {
-	var it platform.LLMTargetInput
+func (ec *executionContext) unmarshalInputLLMTargetInput(ctx context.Context, obj any) (llm.LLMTargetInput, error) {
+	var it llm.LLMTargetInput
 	if obj == nil {
 		return it, nil
 	}
@@ -28949,14 +28953,14 @@ func (ec *executionContext) unmarshalInputLLMTargetInput(ctx context.Context, ob
 //
 // ctx must come from a gqlgen request; outside one there is no unmarshaler to use
 // and the returned error says so.
-func UnmarshalLLMTargetInput(ctx context.Context, raw any) (platform.LLMTargetInput, error) {
-	var out platform.LLMTargetInput
+func UnmarshalLLMTargetInput(ctx context.Context, raw any) (llm.LLMTargetInput, error) {
+	var out llm.LLMTargetInput
 	err := graphql.UnmarshalNamedInputFromContext(ctx, "LLMTargetInput", raw, &out)
 	return out, err
 }
 
-func (ec *executionContext) unmarshalInputPoolInput(ctx context.Context, obj any) (platform.PoolInput, error) {
-	var it platform.PoolInput
+func (ec *executionContext) unmarshalInputPoolInput(ctx context.Context, obj any) (allocation.PoolInput, error) {
+	var it allocation.PoolInput
 	if obj == nil {
 		return it, nil
 	}
@@ -29047,14 +29051,14 @@ func (ec *executionContext) unmarshalInputPoolInput(ctx context.Context, obj any
 //
 // ctx must come from a gqlgen request; outside one there is no unmarshaler to use
 // and the returned error says so.
-func UnmarshalPoolInput(ctx context.Context, raw any) (platform.PoolInput, error) {
-	var out platform.PoolInput
+func UnmarshalPoolInput(ctx context.Context, raw any) (allocation.PoolInput, error) {
+	var out allocation.PoolInput
 	err := graphql.UnmarshalNamedInputFromContext(ctx, "PoolInput", raw, &out)
 	return out, err
 }
 
-func (ec *executionContext) unmarshalInputProfileInput(ctx context.Context, obj any) (platform.ProfileInput, error) {
-	var it platform.ProfileInput
+func (ec *executionContext) unmarshalInputProfileInput(ctx context.Context, obj any) (allocation.ProfileInput, error) {
+	var it allocation.ProfileInput
 	if obj == nil {
 		return it, nil
 	}
@@ -29145,14 +29149,14 @@ func (ec *executionContext) unmarshalInputProfileInput(ctx context.Context, obj 
 //
 // ctx must come from a gqlgen request; outside one there is no unmarshaler to use
 // and the returned error says so.
-func UnmarshalProfileInput(ctx context.Context, raw any) (platform.ProfileInput, error) {
-	var out platform.ProfileInput
+func UnmarshalProfileInput(ctx context.Context, raw any) (allocation.ProfileInput, error) {
+	var out allocation.ProfileInput
 	err := graphql.UnmarshalNamedInputFromContext(ctx, "ProfileInput", raw, &out)
 	return out, err
 }
 
-func (ec *executionContext) unmarshalInputProjectInput(ctx context.Context, obj any) (platform.ProjectInput, error) {
-	var it platform.ProjectInput
+func (ec *executionContext) unmarshalInputProjectInput(ctx context.Context, obj any) (allocation.ProjectInput, error) {
+	var it allocation.ProjectInput
 	if obj == nil {
 		return it, nil
 	}
@@ -29208,14 +29212,14 @@ func (ec *executionContext) unmarshalInputProjectInput(ctx context.Context, obj 
 //
 // ctx must come from a gqlgen request; outside one there is no unmarshaler to use
 // and the returned error says so.
-func UnmarshalProjectInput(ctx context.Context, raw any) (platform.ProjectInput, error) {
-	var out platform.ProjectInput
+func UnmarshalProjectInput(ctx context.Context, raw any) (allocation.ProjectInput, error) {
+	var out allocation.ProjectInput
 	err := graphql.UnmarshalNamedInputFromContext(ctx, "ProjectInput", raw, &out)
 	return out, err
 }
 
-func (ec *executionContext) unmarshalInputRateLimitInput(ctx context.Context, obj any) (platform.RateLimitInput, error) {
-	var it platform.RateLimitInput
+func (ec *executionContext) unmarshalInputRateLimitInput(ctx context.Context, obj any) (llm.RateLimitInput, error) {
+	var it llm.RateLimitInput
 	if obj == nil {
 		return it, nil
 	}
@@ -29271,14 +29275,14 @@ func (ec *executionContext) unmarshalInputRateLimitInput(ctx context.Context, ob
 //
 // ctx must come from a gqlgen request; outside one there is no unmarshaler to use
 // and the returned error says so.
-func UnmarshalRateLimitInput(ctx context.Context, raw any) (platform.RateLimitInput, error) {
-	var out platform.RateLimitInput
+func UnmarshalRateLimitInput(ctx context.Context, raw any) (llm.RateLimitInput, error) {
+	var out llm.RateLimitInput
 	err := graphql.UnmarshalNamedInputFromContext(ctx, "RateLimitInput", raw, &out)
 	return out, err
 }
 
-func (ec *executionContext) unmarshalInputResourcePolicyInput(ctx context.Context, obj any) (platform.PolicyInput, error) {
-	var it platform.PolicyInput
+func (ec *executionContext) unmarshalInputResourcePolicyInput(ctx context.Context, obj any) (allocation.PolicyInput, error) {
+	var it allocation.PolicyInput
 	if obj == nil {
 		return it, nil
 	}
@@ -29318,7 +29322,7 @@ func (ec *executionContext) unmarshalInputResourcePolicyInput(ctx context.Contex
 			it.LimitGPUs = data
 		case "timeBudget":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("timeBudget"))
-			data, err := ec.unmarshalOTimeBudgetInput2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐTimeBudgetInput(ctx, v)
+			data, err := ec.unmarshalOTimeBudgetInput2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋallocationᚐTimeBudgetInput(ctx, v)
 			if err != nil {
 				return it, err
 			}
@@ -29355,8 +29359,8 @@ func (ec *executionContext) unmarshalInputResourcePolicyInput(ctx context.Contex
 //
 // ctx must come from a gqlgen request; outside one there is no unmarshaler to use
 // and the returned error says so.
-func UnmarshalResourcePolicyInput(ctx context.Context, raw any) (platform.PolicyInput, error) {
-	var out platform.PolicyInput
+func UnmarshalResourcePolicyInput(ctx context.Context, raw any) (allocation.PolicyInput, error) {
+	var out allocation.PolicyInput
 	err := graphql.UnmarshalNamedInputFromContext(ctx, "ResourcePolicyInput", raw, &out)
 	return out, err
 }
@@ -29431,8 +29435,8 @@ func UnmarshalTaskFilter(ctx context.Context, raw any) (gqlmodel.TaskFilter, err
 	return out, err
 }
 
-func (ec *executionContext) unmarshalInputTimeBudgetInput(ctx context.Context, obj any) (platform.TimeBudgetInput, error) {
-	var it platform.TimeBudgetInput
+func (ec *executionContext) unmarshalInputTimeBudgetInput(ctx context.Context, obj any) (allocation.TimeBudgetInput, error) {
+	var it allocation.TimeBudgetInput
 	if obj == nil {
 		return it, nil
 	}
@@ -29474,14 +29478,14 @@ func (ec *executionContext) unmarshalInputTimeBudgetInput(ctx context.Context, o
 //
 // ctx must come from a gqlgen request; outside one there is no unmarshaler to use
 // and the returned error says so.
-func UnmarshalTimeBudgetInput(ctx context.Context, raw any) (platform.TimeBudgetInput, error) {
-	var out platform.TimeBudgetInput
+func UnmarshalTimeBudgetInput(ctx context.Context, raw any) (allocation.TimeBudgetInput, error) {
+	var out allocation.TimeBudgetInput
 	err := graphql.UnmarshalNamedInputFromContext(ctx, "TimeBudgetInput", raw, &out)
 	return out, err
 }
 
-func (ec *executionContext) unmarshalInputTokenBudgetInput(ctx context.Context, obj any) (platform.TokenBudgetInput, error) {
-	var it platform.TokenBudgetInput
+func (ec *executionContext) unmarshalInputTokenBudgetInput(ctx context.Context, obj any) (llm.TokenBudgetInput, error) {
+	var it llm.TokenBudgetInput
 	if obj == nil {
 		return it, nil
 	}
@@ -29551,8 +29555,8 @@ func (ec *executionContext) unmarshalInputTokenBudgetInput(ctx context.Context, 
 //
 // ctx must come from a gqlgen request; outside one there is no unmarshaler to use
 // and the returned error says so.
-func UnmarshalTokenBudgetInput(ctx context.Context, raw any) (platform.TokenBudgetInput, error) {
-	var out platform.TokenBudgetInput
+func UnmarshalTokenBudgetInput(ctx context.Context, raw any) (llm.TokenBudgetInput, error) {
+	var out llm.TokenBudgetInput
 	err := graphql.UnmarshalNamedInputFromContext(ctx, "TokenBudgetInput", raw, &out)
 	return out, err
 }
@@ -30304,7 +30308,7 @@ func (ec *executionContext) _AutoscalerInstance(ctx context.Context, sel ast.Sel
 
 var budgetBurnUpdateImplementors = []string{"BudgetBurnUpdate"}
 
-func (ec *executionContext) _BudgetBurnUpdate(ctx context.Context, sel ast.SelectionSet, obj *platform.BudgetBurnUpdate) graphql.Marshaler {
+func (ec *executionContext) _BudgetBurnUpdate(ctx context.Context, sel ast.SelectionSet, obj *live.BudgetBurnUpdate) graphql.Marshaler {
 	fields := graphql.CollectFields(ec.OperationContext, sel, budgetBurnUpdateImplementors)
 
 	out := graphql.NewFieldSet(fields)
@@ -30357,7 +30361,7 @@ func (ec *executionContext) _BudgetBurnUpdate(ctx context.Context, sel ast.Selec
 
 var budgetViewImplementors = []string{"BudgetView"}
 
-func (ec *executionContext) _BudgetView(ctx context.Context, sel ast.SelectionSet, obj *platform.BudgetView) graphql.Marshaler {
+func (ec *executionContext) _BudgetView(ctx context.Context, sel ast.SelectionSet, obj *view.BudgetView) graphql.Marshaler {
 	fields := graphql.CollectFields(ec.OperationContext, sel, budgetViewImplementors)
 
 	out := graphql.NewFieldSet(fields)
@@ -30767,7 +30771,7 @@ func (ec *executionContext) _DeletePayload(ctx context.Context, sel ast.Selectio
 
 var engineStatusImplementors = []string{"EngineStatus"}
 
-func (ec *executionContext) _EngineStatus(ctx context.Context, sel ast.SelectionSet, obj *platform.EngineStatus) graphql.Marshaler {
+func (ec *executionContext) _EngineStatus(ctx context.Context, sel ast.SelectionSet, obj *allocation.EngineStatus) graphql.Marshaler {
 	fields := graphql.CollectFields(ec.OperationContext, sel, engineStatusImplementors)
 
 	out := graphql.NewFieldSet(fields)
@@ -31041,7 +31045,7 @@ func (ec *executionContext) _GPUClassPayload(ctx context.Context, sel ast.Select
 
 var gPUClassUseImplementors = []string{"GPUClassUse"}
 
-func (ec *executionContext) _GPUClassUse(ctx context.Context, sel ast.SelectionSet, obj *platform.GPUClassUse) graphql.Marshaler {
+func (ec *executionContext) _GPUClassUse(ctx context.Context, sel ast.SelectionSet, obj *live.GPUClassUse) graphql.Marshaler {
 	fields := graphql.CollectFields(ec.OperationContext, sel, gPUClassUseImplementors)
 
 	out := graphql.NewFieldSet(fields)
@@ -31926,7 +31930,7 @@ func (ec *executionContext) _LogLine(ctx context.Context, sel ast.SelectionSet, 
 
 var logPageImplementors = []string{"LogPage"}
 
-func (ec *executionContext) _LogPage(ctx context.Context, sel ast.SelectionSet, obj *platform.LogPage) graphql.Marshaler {
+func (ec *executionContext) _LogPage(ctx context.Context, sel ast.SelectionSet, obj *view.LogPage) graphql.Marshaler {
 	fields := graphql.CollectFields(ec.OperationContext, sel, logPageImplementors)
 
 	out := graphql.NewFieldSet(fields)
@@ -31969,7 +31973,7 @@ func (ec *executionContext) _LogPage(ctx context.Context, sel ast.SelectionSet, 
 
 var logUpdateImplementors = []string{"LogUpdate"}
 
-func (ec *executionContext) _LogUpdate(ctx context.Context, sel ast.SelectionSet, obj *platform.LogUpdate) graphql.Marshaler {
+func (ec *executionContext) _LogUpdate(ctx context.Context, sel ast.SelectionSet, obj *live.LogUpdate) graphql.Marshaler {
 	fields := graphql.CollectFields(ec.OperationContext, sel, logUpdateImplementors)
 
 	out := graphql.NewFieldSet(fields)
@@ -32653,7 +32657,7 @@ func (ec *executionContext) _PageInfo(ctx context.Context, sel ast.SelectionSet,
 
 var policyViewImplementors = []string{"PolicyView"}
 
-func (ec *executionContext) _PolicyView(ctx context.Context, sel ast.SelectionSet, obj *platform.PolicyView) graphql.Marshaler {
+func (ec *executionContext) _PolicyView(ctx context.Context, sel ast.SelectionSet, obj *view.PolicyView) graphql.Marshaler {
 	fields := graphql.CollectFields(ec.OperationContext, sel, policyViewImplementors)
 
 	out := graphql.NewFieldSet(fields)
@@ -32952,7 +32956,7 @@ func (ec *executionContext) _PoolPayload(ctx context.Context, sel ast.SelectionS
 
 var poolUseImplementors = []string{"PoolUse"}
 
-func (ec *executionContext) _PoolUse(ctx context.Context, sel ast.SelectionSet, obj *platform.PoolUse) graphql.Marshaler {
+func (ec *executionContext) _PoolUse(ctx context.Context, sel ast.SelectionSet, obj *live.PoolUse) graphql.Marshaler {
 	fields := graphql.CollectFields(ec.OperationContext, sel, poolUseImplementors)
 
 	out := graphql.NewFieldSet(fields)
@@ -33010,7 +33014,7 @@ func (ec *executionContext) _PoolUse(ctx context.Context, sel ast.SelectionSet, 
 
 var poolUtilizationUpdateImplementors = []string{"PoolUtilizationUpdate"}
 
-func (ec *executionContext) _PoolUtilizationUpdate(ctx context.Context, sel ast.SelectionSet, obj *platform.PoolUtilization) graphql.Marshaler {
+func (ec *executionContext) _PoolUtilizationUpdate(ctx context.Context, sel ast.SelectionSet, obj *live.PoolUtilization) graphql.Marshaler {
 	fields := graphql.CollectFields(ec.OperationContext, sel, poolUtilizationUpdateImplementors)
 
 	out := graphql.NewFieldSet(fields)
@@ -33759,7 +33763,7 @@ func (ec *executionContext) _QueueState(ctx context.Context, sel ast.SelectionSe
 
 var queueUpdateImplementors = []string{"QueueUpdate"}
 
-func (ec *executionContext) _QueueUpdate(ctx context.Context, sel ast.SelectionSet, obj *platform.QueueUpdate) graphql.Marshaler {
+func (ec *executionContext) _QueueUpdate(ctx context.Context, sel ast.SelectionSet, obj *live.QueueUpdate) graphql.Marshaler {
 	fields := graphql.CollectFields(ec.OperationContext, sel, queueUpdateImplementors)
 
 	out := graphql.NewFieldSet(fields)
@@ -33827,7 +33831,7 @@ func (ec *executionContext) _QueueUpdate(ctx context.Context, sel ast.SelectionS
 
 var queuedTaskImplementors = []string{"QueuedTask"}
 
-func (ec *executionContext) _QueuedTask(ctx context.Context, sel ast.SelectionSet, obj *platform.QueuedTask) graphql.Marshaler {
+func (ec *executionContext) _QueuedTask(ctx context.Context, sel ast.SelectionSet, obj *live.QueuedTask) graphql.Marshaler {
 	fields := graphql.CollectFields(ec.OperationContext, sel, queuedTaskImplementors)
 
 	out := graphql.NewFieldSet(fields)
@@ -34120,7 +34124,7 @@ func (ec *executionContext) _ResourcePolicyPayload(ctx context.Context, sel ast.
 
 var secretImplementors = []string{"Secret"}
 
-func (ec *executionContext) _Secret(ctx context.Context, sel ast.SelectionSet, obj *platform.SecretInfo) graphql.Marshaler {
+func (ec *executionContext) _Secret(ctx context.Context, sel ast.SelectionSet, obj *access.SecretInfo) graphql.Marshaler {
 	fields := graphql.CollectFields(ec.OperationContext, sel, secretImplementors)
 
 	out := graphql.NewFieldSet(fields)
@@ -34540,7 +34544,7 @@ func (ec *executionContext) _TaskSpec(ctx context.Context, sel ast.SelectionSet,
 
 var taskUpdateImplementors = []string{"TaskUpdate"}
 
-func (ec *executionContext) _TaskUpdate(ctx context.Context, sel ast.SelectionSet, obj *platform.TaskUpdate) graphql.Marshaler {
+func (ec *executionContext) _TaskUpdate(ctx context.Context, sel ast.SelectionSet, obj *live.TaskUpdate) graphql.Marshaler {
 	fields := graphql.CollectFields(ec.OperationContext, sel, taskUpdateImplementors)
 
 	out := graphql.NewFieldSet(fields)
@@ -34813,7 +34817,7 @@ func (ec *executionContext) _TokenBudget(ctx context.Context, sel ast.SelectionS
 
 var usageKeyImplementors = []string{"UsageKey"}
 
-func (ec *executionContext) _UsageKey(ctx context.Context, sel ast.SelectionSet, obj *platform.UsageKey) graphql.Marshaler {
+func (ec *executionContext) _UsageKey(ctx context.Context, sel ast.SelectionSet, obj *model.UsageKey) graphql.Marshaler {
 	fields := graphql.CollectFields(ec.OperationContext, sel, usageKeyImplementors)
 
 	out := graphql.NewFieldSet(fields)
@@ -34900,7 +34904,7 @@ func (ec *executionContext) _UsageReport(ctx context.Context, sel ast.SelectionS
 
 var usageRowImplementors = []string{"UsageRow"}
 
-func (ec *executionContext) _UsageRow(ctx context.Context, sel ast.SelectionSet, obj *platform.UsageRow) graphql.Marshaler {
+func (ec *executionContext) _UsageRow(ctx context.Context, sel ast.SelectionSet, obj *allocation.UsageRow) graphql.Marshaler {
 	fields := graphql.CollectFields(ec.OperationContext, sel, usageRowImplementors)
 
 	out := graphql.NewFieldSet(fields)
@@ -35229,7 +35233,7 @@ func (ec *executionContext) _Warning(ctx context.Context, sel ast.SelectionSet, 
 
 var workerImplementors = []string{"Worker"}
 
-func (ec *executionContext) _Worker(ctx context.Context, sel ast.SelectionSet, obj *platform.WorkerView) graphql.Marshaler {
+func (ec *executionContext) _Worker(ctx context.Context, sel ast.SelectionSet, obj *view.WorkerView) graphql.Marshaler {
 	fields := graphql.CollectFields(ec.OperationContext, sel, workerImplementors)
 
 	out := graphql.NewFieldSet(fields)
@@ -35426,7 +35430,7 @@ func (ec *executionContext) _WorkerGPU(ctx context.Context, sel ast.SelectionSet
 
 var workerUpdateImplementors = []string{"WorkerUpdate"}
 
-func (ec *executionContext) _WorkerUpdate(ctx context.Context, sel ast.SelectionSet, obj *platform.WorkerUpdate) graphql.Marshaler {
+func (ec *executionContext) _WorkerUpdate(ctx context.Context, sel ast.SelectionSet, obj *live.WorkerUpdate) graphql.Marshaler {
 	fields := graphql.CollectFields(ec.OperationContext, sel, workerUpdateImplementors)
 
 	out := graphql.NewFieldSet(fields)
@@ -36014,7 +36018,7 @@ func (ec *executionContext) marshalNBoolean2bool(ctx context.Context, sel ast.Se
 	return res
 }
 
-func (ec *executionContext) marshalNBudgetBurnUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐBudgetBurnUpdate(ctx context.Context, sel ast.SelectionSet, v *platform.BudgetBurnUpdate) graphql.Marshaler {
+func (ec *executionContext) marshalNBudgetBurnUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋliveᚐBudgetBurnUpdate(ctx context.Context, sel ast.SelectionSet, v *live.BudgetBurnUpdate) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "BudgetBurnUpdate!")
 		return graphql.Null
@@ -36158,7 +36162,7 @@ func (ec *executionContext) marshalNComputeResourceEdge2ᚖgithubᚗcomᚋklique
 	return ec._ComputeResourceEdge(ctx, sel, v)
 }
 
-func (ec *executionContext) unmarshalNComputeResourceInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐComputeResourceInput(ctx context.Context, v any) (platform.ComputeResourceInput, error) {
+func (ec *executionContext) unmarshalNComputeResourceInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋallocationᚐComputeResourceInput(ctx context.Context, v any) (allocation.ComputeResourceInput, error) {
 	res, err := ec.unmarshalInputComputeResourceInput(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
 }
@@ -36171,7 +36175,7 @@ func (ec *executionContext) marshalNComputeResourcePayload2ᚖgithubᚗcomᚋkli
 	return ec._ComputeResourcePayload(ctx, sel, v)
 }
 
-func (ec *executionContext) unmarshalNConnectProfileInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐConnectInput(ctx context.Context, v any) (platform.ConnectInput, error) {
+func (ec *executionContext) unmarshalNConnectProfileInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋallocationᚐConnectInput(ctx context.Context, v any) (allocation.ConnectInput, error) {
 	res, err := ec.unmarshalInputConnectProfileInput(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
 }
@@ -36199,7 +36203,7 @@ func (ec *executionContext) marshalNDeletePayload2ᚖgithubᚗcomᚋkliqueᚑai�
 	return ec._DeletePayload(ctx, sel, v)
 }
 
-func (ec *executionContext) marshalNEngineStatus2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐEngineStatus(ctx context.Context, sel ast.SelectionSet, v *platform.EngineStatus) graphql.Marshaler {
+func (ec *executionContext) marshalNEngineStatus2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋallocationᚐEngineStatus(ctx context.Context, sel ast.SelectionSet, v *allocation.EngineStatus) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "EngineStatus!")
 		return graphql.Null
@@ -36236,7 +36240,7 @@ func (ec *executionContext) marshalNEntitlement2ᚖgithubᚗcomᚋkliqueᚑaiᚋ
 	return ec._Entitlement(ctx, sel, v)
 }
 
-func (ec *executionContext) unmarshalNEntitlementInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐEntitlementInput(ctx context.Context, v any) (platform.EntitlementInput, error) {
+func (ec *executionContext) unmarshalNEntitlementInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋllmᚐEntitlementInput(ctx context.Context, v any) (llm.EntitlementInput, error) {
 	res, err := ec.unmarshalInputEntitlementInput(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
 }
@@ -36295,7 +36299,7 @@ func (ec *executionContext) marshalNGPUClassEdge2ᚖgithubᚗcomᚋkliqueᚑai�
 	return ec._GPUClassEdge(ctx, sel, v)
 }
 
-func (ec *executionContext) unmarshalNGPUClassInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐGPUClassInput(ctx context.Context, v any) (platform.GPUClassInput, error) {
+func (ec *executionContext) unmarshalNGPUClassInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋallocationᚐGPUClassInput(ctx context.Context, v any) (allocation.GPUClassInput, error) {
 	res, err := ec.unmarshalInputGPUClassInput(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
 }
@@ -36308,15 +36312,15 @@ func (ec *executionContext) marshalNGPUClassPayload2ᚖgithubᚗcomᚋkliqueᚑa
 	return ec._GPUClassPayload(ctx, sel, v)
 }
 
-func (ec *executionContext) marshalNGPUClassUse2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐGPUClassUse(ctx context.Context, sel ast.SelectionSet, v platform.GPUClassUse) graphql.Marshaler {
+func (ec *executionContext) marshalNGPUClassUse2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋliveᚐGPUClassUse(ctx context.Context, sel ast.SelectionSet, v live.GPUClassUse) graphql.Marshaler {
 	return ec._GPUClassUse(ctx, sel, &v)
 }
 
-func (ec *executionContext) marshalNGPUClassUse2ᚕgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐGPUClassUseᚄ(ctx context.Context, sel ast.SelectionSet, v []platform.GPUClassUse) graphql.Marshaler {
+func (ec *executionContext) marshalNGPUClassUse2ᚕgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋliveᚐGPUClassUseᚄ(ctx context.Context, sel ast.SelectionSet, v []live.GPUClassUse) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
-		return ec.marshalNGPUClassUse2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐGPUClassUse(ctx, sel, v[i])
+		return ec.marshalNGPUClassUse2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋliveᚐGPUClassUse(ctx, sel, v[i])
 	})
 
 	for _, e := range ret {
@@ -36401,7 +36405,7 @@ func (ec *executionContext) unmarshalNGroupGrantInput2ᚖgithubᚗcomᚋklique�
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) unmarshalNGroupInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐGroupInput(ctx context.Context, v any) (platform.GroupInput, error) {
+func (ec *executionContext) unmarshalNGroupInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋallocationᚐGroupInput(ctx context.Context, v any) (allocation.GroupInput, error) {
 	res, err := ec.unmarshalInputGroupInput(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
 }
@@ -36573,7 +36577,7 @@ func (ec *executionContext) marshalNLLMAlias2ᚖgithubᚗcomᚋkliqueᚑaiᚋkli
 	return ec._LLMAlias(ctx, sel, v)
 }
 
-func (ec *executionContext) unmarshalNLLMAliasInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐLLMAliasInput(ctx context.Context, v any) (platform.LLMAliasInput, error) {
+func (ec *executionContext) unmarshalNLLMAliasInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋllmᚐLLMAliasInput(ctx context.Context, v any) (llm.LLMAliasInput, error) {
 	res, err := ec.unmarshalInputLLMAliasInput(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
 }
@@ -36598,13 +36602,13 @@ func (ec *executionContext) marshalNLLMAliasRule2ᚕgithubᚗcomᚋkliqueᚑai�
 	return ret
 }
 
-func (ec *executionContext) unmarshalNLLMAliasRuleInput2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐLLMAliasRuleInputᚄ(ctx context.Context, v any) ([]*platform.LLMAliasRuleInput, error) {
+func (ec *executionContext) unmarshalNLLMAliasRuleInput2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋllmᚐLLMAliasRuleInputᚄ(ctx context.Context, v any) ([]*llm.LLMAliasRuleInput, error) {
 	vSlice := graphql.CoerceList(v)
 	var err error
-	res := make([]*platform.LLMAliasRuleInput, len(vSlice))
+	res := make([]*llm.LLMAliasRuleInput, len(vSlice))
 	for i := range vSlice {
 		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
-		res[i], err = ec.unmarshalNLLMAliasRuleInput2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐLLMAliasRuleInput(ctx, vSlice[i])
+		res[i], err = ec.unmarshalNLLMAliasRuleInput2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋllmᚐLLMAliasRuleInput(ctx, vSlice[i])
 		if err != nil {
 			return nil, err
 		}
@@ -36612,7 +36616,7 @@ func (ec *executionContext) unmarshalNLLMAliasRuleInput2ᚕᚖgithubᚗcomᚋkli
 	return res, nil
 }
 
-func (ec *executionContext) unmarshalNLLMAliasRuleInput2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐLLMAliasRuleInput(ctx context.Context, v any) (*platform.LLMAliasRuleInput, error) {
+func (ec *executionContext) unmarshalNLLMAliasRuleInput2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋllmᚐLLMAliasRuleInput(ctx context.Context, v any) (*llm.LLMAliasRuleInput, error) {
 	res, err := ec.unmarshalInputLLMAliasRuleInput(ctx, v)
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
@@ -36621,7 +36625,7 @@ func (ec *executionContext) marshalNLLMGuardrails2githubᚗcomᚋkliqueᚑaiᚋk
 	return ec._LLMGuardrails(ctx, sel, &v)
 }
 
-func (ec *executionContext) unmarshalNLLMGuardrailsInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐGuardrailsInput(ctx context.Context, v any) (platform.GuardrailsInput, error) {
+func (ec *executionContext) unmarshalNLLMGuardrailsInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋllmᚐGuardrailsInput(ctx context.Context, v any) (llm.GuardrailsInput, error) {
 	res, err := ec.unmarshalInputLLMGuardrailsInput(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
 }
@@ -36650,7 +36654,7 @@ func (ec *executionContext) marshalNLLMModel2ᚖgithubᚗcomᚋkliqueᚑaiᚋkli
 	return ec._LLMModel(ctx, sel, v)
 }
 
-func (ec *executionContext) unmarshalNLLMModelInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐLLMModelInput(ctx context.Context, v any) (platform.LLMModelInput, error) {
+func (ec *executionContext) unmarshalNLLMModelInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋllmᚐLLMModelInput(ctx context.Context, v any) (llm.LLMModelInput, error) {
 	res, err := ec.unmarshalInputLLMModelInput(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
 }
@@ -36679,7 +36683,7 @@ func (ec *executionContext) marshalNLLMProvider2ᚖgithubᚗcomᚋkliqueᚑaiᚋ
 	return ec._LLMProvider(ctx, sel, v)
 }
 
-func (ec *executionContext) unmarshalNLLMProviderInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐLLMProviderInput(ctx context.Context, v any) (platform.LLMProviderInput, error) {
+func (ec *executionContext) unmarshalNLLMProviderInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋllmᚐLLMProviderInput(ctx context.Context, v any) (llm.LLMProviderInput, error) {
 	res, err := ec.unmarshalInputLLMProviderInput(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
 }
@@ -36708,7 +36712,7 @@ func (ec *executionContext) marshalNLLMRoute2ᚖgithubᚗcomᚋkliqueᚑaiᚋkli
 	return ec._LLMRoute(ctx, sel, v)
 }
 
-func (ec *executionContext) unmarshalNLLMRouteInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐLLMRouteInput(ctx context.Context, v any) (platform.LLMRouteInput, error) {
+func (ec *executionContext) unmarshalNLLMRouteInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋllmᚐLLMRouteInput(ctx context.Context, v any) (llm.LLMRouteInput, error) {
 	res, err := ec.unmarshalInputLLMRouteInput(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
 }
@@ -36733,13 +36737,13 @@ func (ec *executionContext) marshalNLLMTarget2ᚕgithubᚗcomᚋkliqueᚑaiᚋkl
 	return ret
 }
 
-func (ec *executionContext) unmarshalNLLMTargetInput2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐLLMTargetInputᚄ(ctx context.Context, v any) ([]*platform.LLMTargetInput, error) {
+func (ec *executionContext) unmarshalNLLMTargetInput2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋllmᚐLLMTargetInputᚄ(ctx context.Context, v any) ([]*llm.LLMTargetInput, error) {
 	vSlice := graphql.CoerceList(v)
 	var err error
-	res := make([]*platform.LLMTargetInput, len(vSlice))
+	res := make([]*llm.LLMTargetInput, len(vSlice))
 	for i := range vSlice {
 		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
-		res[i], err = ec.unmarshalNLLMTargetInput2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐLLMTargetInput(ctx, vSlice[i])
+		res[i], err = ec.unmarshalNLLMTargetInput2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋllmᚐLLMTargetInput(ctx, vSlice[i])
 		if err != nil {
 			return nil, err
 		}
@@ -36747,7 +36751,7 @@ func (ec *executionContext) unmarshalNLLMTargetInput2ᚕᚖgithubᚗcomᚋklique
 	return res, nil
 }
 
-func (ec *executionContext) unmarshalNLLMTargetInput2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐLLMTargetInput(ctx context.Context, v any) (*platform.LLMTargetInput, error) {
+func (ec *executionContext) unmarshalNLLMTargetInput2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋllmᚐLLMTargetInput(ctx context.Context, v any) (*llm.LLMTargetInput, error) {
 	res, err := ec.unmarshalInputLLMTargetInput(ctx, v)
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
@@ -36772,7 +36776,7 @@ func (ec *executionContext) marshalNLogLine2ᚕgithubᚗcomᚋkliqueᚑaiᚋkliq
 	return ret
 }
 
-func (ec *executionContext) marshalNLogPage2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐLogPage(ctx context.Context, sel ast.SelectionSet, v *platform.LogPage) graphql.Marshaler {
+func (ec *executionContext) marshalNLogPage2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋviewᚐLogPage(ctx context.Context, sel ast.SelectionSet, v *view.LogPage) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "LogPage!")
 		return graphql.Null
@@ -36780,7 +36784,7 @@ func (ec *executionContext) marshalNLogPage2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliq
 	return ec._LogPage(ctx, sel, v)
 }
 
-func (ec *executionContext) marshalNLogUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐLogUpdate(ctx context.Context, sel ast.SelectionSet, v *platform.LogUpdate) graphql.Marshaler {
+func (ec *executionContext) marshalNLogUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋliveᚐLogUpdate(ctx context.Context, sel ast.SelectionSet, v *live.LogUpdate) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "LogUpdate!")
 		return graphql.Null
@@ -36844,11 +36848,11 @@ func (ec *executionContext) marshalNPageInfo2ᚖgithubᚗcomᚋkliqueᚑaiᚋkli
 	return ec._PageInfo(ctx, sel, v)
 }
 
-func (ec *executionContext) marshalNPolicyView2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐPolicyViewᚄ(ctx context.Context, sel ast.SelectionSet, v []*platform.PolicyView) graphql.Marshaler {
+func (ec *executionContext) marshalNPolicyView2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋviewᚐPolicyViewᚄ(ctx context.Context, sel ast.SelectionSet, v []*view.PolicyView) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
-		return ec.marshalNPolicyView2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐPolicyView(ctx, sel, v[i])
+		return ec.marshalNPolicyView2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋviewᚐPolicyView(ctx, sel, v[i])
 	})
 
 	for _, e := range ret {
@@ -36860,7 +36864,7 @@ func (ec *executionContext) marshalNPolicyView2ᚕᚖgithubᚗcomᚋkliqueᚑai�
 	return ret
 }
 
-func (ec *executionContext) marshalNPolicyView2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐPolicyView(ctx context.Context, sel ast.SelectionSet, v *platform.PolicyView) graphql.Marshaler {
+func (ec *executionContext) marshalNPolicyView2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋviewᚐPolicyView(ctx context.Context, sel ast.SelectionSet, v *view.PolicyView) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "PolicyView!")
 		return graphql.Null
@@ -36924,7 +36928,7 @@ func (ec *executionContext) marshalNPoolEdge2ᚖgithubᚗcomᚋkliqueᚑaiᚋkli
 	return ec._PoolEdge(ctx, sel, v)
 }
 
-func (ec *executionContext) unmarshalNPoolInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐPoolInput(ctx context.Context, v any) (platform.PoolInput, error) {
+func (ec *executionContext) unmarshalNPoolInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋallocationᚐPoolInput(ctx context.Context, v any) (allocation.PoolInput, error) {
 	res, err := ec.unmarshalInputPoolInput(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
 }
@@ -36973,15 +36977,15 @@ func (ec *executionContext) marshalNPoolPayload2ᚖgithubᚗcomᚋkliqueᚑaiᚋ
 	return ec._PoolPayload(ctx, sel, v)
 }
 
-func (ec *executionContext) marshalNPoolUse2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐPoolUse(ctx context.Context, sel ast.SelectionSet, v platform.PoolUse) graphql.Marshaler {
+func (ec *executionContext) marshalNPoolUse2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋliveᚐPoolUse(ctx context.Context, sel ast.SelectionSet, v live.PoolUse) graphql.Marshaler {
 	return ec._PoolUse(ctx, sel, &v)
 }
 
-func (ec *executionContext) marshalNPoolUse2ᚕgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐPoolUseᚄ(ctx context.Context, sel ast.SelectionSet, v []platform.PoolUse) graphql.Marshaler {
+func (ec *executionContext) marshalNPoolUse2ᚕgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋliveᚐPoolUseᚄ(ctx context.Context, sel ast.SelectionSet, v []live.PoolUse) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
-		return ec.marshalNPoolUse2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐPoolUse(ctx, sel, v[i])
+		return ec.marshalNPoolUse2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋliveᚐPoolUse(ctx, sel, v[i])
 	})
 
 	for _, e := range ret {
@@ -36993,7 +36997,7 @@ func (ec *executionContext) marshalNPoolUse2ᚕgithubᚗcomᚋkliqueᚑaiᚋkliq
 	return ret
 }
 
-func (ec *executionContext) marshalNPoolUtilizationUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐPoolUtilization(ctx context.Context, sel ast.SelectionSet, v *platform.PoolUtilization) graphql.Marshaler {
+func (ec *executionContext) marshalNPoolUtilizationUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋliveᚐPoolUtilization(ctx context.Context, sel ast.SelectionSet, v *live.PoolUtilization) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "PoolUtilizationUpdate!")
 		return graphql.Null
@@ -37057,7 +37061,7 @@ func (ec *executionContext) marshalNProfileEdge2ᚖgithubᚗcomᚋkliqueᚑaiᚋ
 	return ec._ProfileEdge(ctx, sel, v)
 }
 
-func (ec *executionContext) unmarshalNProfileInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐProfileInput(ctx context.Context, v any) (platform.ProfileInput, error) {
+func (ec *executionContext) unmarshalNProfileInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋallocationᚐProfileInput(ctx context.Context, v any) (allocation.ProfileInput, error) {
 	res, err := ec.unmarshalInputProfileInput(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
 }
@@ -37110,7 +37114,7 @@ func (ec *executionContext) marshalNProjectEdge2ᚖgithubᚗcomᚋkliqueᚑaiᚋ
 	return ec._ProjectEdge(ctx, sel, v)
 }
 
-func (ec *executionContext) unmarshalNProjectInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐProjectInput(ctx context.Context, v any) (platform.ProjectInput, error) {
+func (ec *executionContext) unmarshalNProjectInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋallocationᚐProjectInput(ctx context.Context, v any) (allocation.ProjectInput, error) {
 	res, err := ec.unmarshalInputProjectInput(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
 }
@@ -37123,7 +37127,7 @@ func (ec *executionContext) marshalNProjectPayload2ᚖgithubᚗcomᚋkliqueᚑai
 	return ec._ProjectPayload(ctx, sel, v)
 }
 
-func (ec *executionContext) marshalNQueueUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐQueueUpdate(ctx context.Context, sel ast.SelectionSet, v *platform.QueueUpdate) graphql.Marshaler {
+func (ec *executionContext) marshalNQueueUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋliveᚐQueueUpdate(ctx context.Context, sel ast.SelectionSet, v *live.QueueUpdate) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "QueueUpdate!")
 		return graphql.Null
@@ -37131,15 +37135,15 @@ func (ec *executionContext) marshalNQueueUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋ
 	return ec._QueueUpdate(ctx, sel, v)
 }
 
-func (ec *executionContext) marshalNQueuedTask2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐQueuedTask(ctx context.Context, sel ast.SelectionSet, v platform.QueuedTask) graphql.Marshaler {
+func (ec *executionContext) marshalNQueuedTask2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋliveᚐQueuedTask(ctx context.Context, sel ast.SelectionSet, v live.QueuedTask) graphql.Marshaler {
 	return ec._QueuedTask(ctx, sel, &v)
 }
 
-func (ec *executionContext) marshalNQueuedTask2ᚕgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐQueuedTaskᚄ(ctx context.Context, sel ast.SelectionSet, v []platform.QueuedTask) graphql.Marshaler {
+func (ec *executionContext) marshalNQueuedTask2ᚕgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋliveᚐQueuedTaskᚄ(ctx context.Context, sel ast.SelectionSet, v []live.QueuedTask) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
-		return ec.marshalNQueuedTask2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐQueuedTask(ctx, sel, v[i])
+		return ec.marshalNQueuedTask2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋliveᚐQueuedTask(ctx, sel, v[i])
 	})
 
 	for _, e := range ret {
@@ -37175,7 +37179,7 @@ func (ec *executionContext) marshalNRateLimit2ᚖgithubᚗcomᚋkliqueᚑaiᚋkl
 	return ec._RateLimit(ctx, sel, v)
 }
 
-func (ec *executionContext) unmarshalNRateLimitInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐRateLimitInput(ctx context.Context, v any) (platform.RateLimitInput, error) {
+func (ec *executionContext) unmarshalNRateLimitInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋllmᚐRateLimitInput(ctx context.Context, v any) (llm.RateLimitInput, error) {
 	res, err := ec.unmarshalInputRateLimitInput(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
 }
@@ -37248,7 +37252,7 @@ func (ec *executionContext) marshalNResourcePolicyEdge2ᚖgithubᚗcomᚋklique�
 	return ec._ResourcePolicyEdge(ctx, sel, v)
 }
 
-func (ec *executionContext) unmarshalNResourcePolicyInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐPolicyInput(ctx context.Context, v any) (platform.PolicyInput, error) {
+func (ec *executionContext) unmarshalNResourcePolicyInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋallocationᚐPolicyInput(ctx context.Context, v any) (allocation.PolicyInput, error) {
 	res, err := ec.unmarshalInputResourcePolicyInput(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
 }
@@ -37291,11 +37295,11 @@ var (
 	}
 )
 
-func (ec *executionContext) marshalNSecret2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐSecretInfoᚄ(ctx context.Context, sel ast.SelectionSet, v []*platform.SecretInfo) graphql.Marshaler {
+func (ec *executionContext) marshalNSecret2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋaccessᚐSecretInfoᚄ(ctx context.Context, sel ast.SelectionSet, v []*access.SecretInfo) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
-		return ec.marshalNSecret2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐSecretInfo(ctx, sel, v[i])
+		return ec.marshalNSecret2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋaccessᚐSecretInfo(ctx, sel, v[i])
 	})
 
 	for _, e := range ret {
@@ -37307,7 +37311,7 @@ func (ec *executionContext) marshalNSecret2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkl
 	return ret
 }
 
-func (ec *executionContext) marshalNSecret2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐSecretInfo(ctx context.Context, sel ast.SelectionSet, v *platform.SecretInfo) graphql.Marshaler {
+func (ec *executionContext) marshalNSecret2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋaccessᚐSecretInfo(ctx context.Context, sel ast.SelectionSet, v *access.SecretInfo) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "Secret!")
 		return graphql.Null
@@ -37498,7 +37502,7 @@ var (
 	}
 )
 
-func (ec *executionContext) marshalNTaskUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐTaskUpdate(ctx context.Context, sel ast.SelectionSet, v *platform.TaskUpdate) graphql.Marshaler {
+func (ec *executionContext) marshalNTaskUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋliveᚐTaskUpdate(ctx context.Context, sel ast.SelectionSet, v *live.TaskUpdate) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "TaskUpdate!")
 		return graphql.Null
@@ -37584,7 +37588,7 @@ func (ec *executionContext) marshalNTokenBudget2ᚖgithubᚗcomᚋkliqueᚑaiᚋ
 	return ec._TokenBudget(ctx, sel, v)
 }
 
-func (ec *executionContext) unmarshalNTokenBudgetInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐTokenBudgetInput(ctx context.Context, v any) (platform.TokenBudgetInput, error) {
+func (ec *executionContext) unmarshalNTokenBudgetInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋllmᚐTokenBudgetInput(ctx context.Context, v any) (llm.TokenBudgetInput, error) {
 	res, err := ec.unmarshalInputTokenBudgetInput(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
 }
@@ -37609,15 +37613,15 @@ func (ec *executionContext) unmarshalNUsageInput2githubᚗcomᚋkliqueᚑaiᚋkl
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) marshalNUsageKey2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋstoreᚐUsageKey(ctx context.Context, sel ast.SelectionSet, v platform.UsageKey) graphql.Marshaler {
+func (ec *executionContext) marshalNUsageKey2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐUsageKey(ctx context.Context, sel ast.SelectionSet, v model.UsageKey) graphql.Marshaler {
 	return ec._UsageKey(ctx, sel, &v)
 }
 
-func (ec *executionContext) marshalNUsageKey2ᚕgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋstoreᚐUsageKeyᚄ(ctx context.Context, sel ast.SelectionSet, v []platform.UsageKey) graphql.Marshaler {
+func (ec *executionContext) marshalNUsageKey2ᚕgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐUsageKeyᚄ(ctx context.Context, sel ast.SelectionSet, v []model.UsageKey) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
-		return ec.marshalNUsageKey2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋstoreᚐUsageKey(ctx, sel, v[i])
+		return ec.marshalNUsageKey2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐUsageKey(ctx, sel, v[i])
 	})
 
 	for _, e := range ret {
@@ -37637,11 +37641,11 @@ func (ec *executionContext) marshalNUsageReport2ᚖgithubᚗcomᚋkliqueᚑaiᚋ
 	return ec._UsageReport(ctx, sel, v)
 }
 
-func (ec *executionContext) marshalNUsageRow2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐUsageRowᚄ(ctx context.Context, sel ast.SelectionSet, v []*platform.UsageRow) graphql.Marshaler {
+func (ec *executionContext) marshalNUsageRow2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋallocationᚐUsageRowᚄ(ctx context.Context, sel ast.SelectionSet, v []*allocation.UsageRow) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
-		return ec.marshalNUsageRow2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐUsageRow(ctx, sel, v[i])
+		return ec.marshalNUsageRow2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋallocationᚐUsageRow(ctx, sel, v[i])
 	})
 
 	for _, e := range ret {
@@ -37653,7 +37657,7 @@ func (ec *executionContext) marshalNUsageRow2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋ
 	return ret
 }
 
-func (ec *executionContext) marshalNUsageRow2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐUsageRow(ctx context.Context, sel ast.SelectionSet, v *platform.UsageRow) graphql.Marshaler {
+func (ec *executionContext) marshalNUsageRow2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋallocationᚐUsageRow(ctx context.Context, sel ast.SelectionSet, v *allocation.UsageRow) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "UsageRow!")
 		return graphql.Null
@@ -37733,11 +37737,11 @@ func (ec *executionContext) marshalNWarning2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliq
 	return ec._Warning(ctx, sel, v)
 }
 
-func (ec *executionContext) marshalNWorker2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐWorkerViewᚄ(ctx context.Context, sel ast.SelectionSet, v []*platform.WorkerView) graphql.Marshaler {
+func (ec *executionContext) marshalNWorker2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋviewᚐWorkerViewᚄ(ctx context.Context, sel ast.SelectionSet, v []*view.WorkerView) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
-		return ec.marshalNWorker2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐWorkerView(ctx, sel, v[i])
+		return ec.marshalNWorker2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋviewᚐWorkerView(ctx, sel, v[i])
 	})
 
 	for _, e := range ret {
@@ -37749,7 +37753,7 @@ func (ec *executionContext) marshalNWorker2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkl
 	return ret
 }
 
-func (ec *executionContext) marshalNWorker2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐWorkerView(ctx context.Context, sel ast.SelectionSet, v *platform.WorkerView) graphql.Marshaler {
+func (ec *executionContext) marshalNWorker2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋviewᚐWorkerView(ctx context.Context, sel ast.SelectionSet, v *view.WorkerView) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "Worker!")
 		return graphql.Null
@@ -37801,7 +37805,7 @@ func (ec *executionContext) marshalNWorkerGPU2ᚕgithubᚗcomᚋkliqueᚑaiᚋkl
 	return ret
 }
 
-func (ec *executionContext) marshalNWorkerUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐWorkerUpdate(ctx context.Context, sel ast.SelectionSet, v *platform.WorkerUpdate) graphql.Marshaler {
+func (ec *executionContext) marshalNWorkerUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋliveᚐWorkerUpdate(ctx context.Context, sel ast.SelectionSet, v *live.WorkerUpdate) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "WorkerUpdate!")
 		return graphql.Null
@@ -38012,7 +38016,7 @@ func (ec *executionContext) marshalOBoolean2ᚖbool(ctx context.Context, sel ast
 	return res
 }
 
-func (ec *executionContext) marshalOBudgetView2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐBudgetView(ctx context.Context, sel ast.SelectionSet, v *platform.BudgetView) graphql.Marshaler {
+func (ec *executionContext) marshalOBudgetView2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋviewᚐBudgetView(ctx context.Context, sel ast.SelectionSet, v *view.BudgetView) graphql.Marshaler {
 	if v == nil {
 		return graphql.Null
 	}
@@ -38175,7 +38179,7 @@ func (ec *executionContext) marshalOInt2ᚖint(ctx context.Context, sel ast.Sele
 	return res
 }
 
-func (ec *executionContext) unmarshalOLLMGuardrailsInput2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐGuardrailsInput(ctx context.Context, v any) (*platform.GuardrailsInput, error) {
+func (ec *executionContext) unmarshalOLLMGuardrailsInput2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋllmᚐGuardrailsInput(ctx context.Context, v any) (*llm.GuardrailsInput, error) {
 	if v == nil {
 		return nil, nil
 	}
@@ -38463,7 +38467,7 @@ func (ec *executionContext) marshalOTimeBudget2ᚖgithubᚗcomᚋkliqueᚑaiᚋk
 	return ec._TimeBudget(ctx, sel, v)
 }
 
-func (ec *executionContext) unmarshalOTimeBudgetInput2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐTimeBudgetInput(ctx context.Context, v any) (*platform.TimeBudgetInput, error) {
+func (ec *executionContext) unmarshalOTimeBudgetInput2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋallocationᚐTimeBudgetInput(ctx context.Context, v any) (*allocation.TimeBudgetInput, error) {
 	if v == nil {
 		return nil, nil
 	}
@@ -38514,7 +38518,7 @@ func (ec *executionContext) marshalOUser2ᚖgithubᚗcomᚋkliqueᚑaiᚋklique�
 	return ec._User(ctx, sel, v)
 }
 
-func (ec *executionContext) marshalOWorker2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚐWorkerView(ctx context.Context, sel ast.SelectionSet, v *platform.WorkerView) graphql.Marshaler {
+func (ec *executionContext) marshalOWorker2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋviewᚐWorkerView(ctx context.Context, sel ast.SelectionSet, v *view.WorkerView) graphql.Marshaler {
 	if v == nil {
 		return graphql.Null
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/klique-ai/klique/graph/gqlmodel"
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform"
+	"github.com/klique-ai/klique/internal/platform/allocation"
 )
 
 // User is the resolver for the user field.
@@ -70,7 +71,7 @@ func (r *mutationResolver) UpdateUser(ctx context.Context, id string, input gqlm
 }
 
 // CreateGroup is the resolver for the createGroup field.
-func (r *mutationResolver) CreateGroup(ctx context.Context, input platform.GroupInput) (*gqlmodel.GroupPayload, error) {
+func (r *mutationResolver) CreateGroup(ctx context.Context, input allocation.GroupInput) (*gqlmodel.GroupPayload, error) {
 	res, err := r.Svc.CreateGroup(ctx, input)
 	if err != nil {
 		return nil, err
@@ -79,7 +80,7 @@ func (r *mutationResolver) CreateGroup(ctx context.Context, input platform.Group
 }
 
 // UpdateGroup is the resolver for the updateGroup field.
-func (r *mutationResolver) UpdateGroup(ctx context.Context, id string, input platform.GroupInput) (*gqlmodel.GroupPayload, error) {
+func (r *mutationResolver) UpdateGroup(ctx context.Context, id string, input allocation.GroupInput) (*gqlmodel.GroupPayload, error) {
 	res, err := r.Svc.UpdateGroup(ctx, id, input)
 	if err != nil {
 		return nil, err

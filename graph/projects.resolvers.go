@@ -10,11 +10,11 @@ import (
 
 	"github.com/klique-ai/klique/graph/gqlmodel"
 	"github.com/klique-ai/klique/internal/model"
-	"github.com/klique-ai/klique/internal/platform"
+	"github.com/klique-ai/klique/internal/platform/allocation"
 )
 
 // CreateProject is the resolver for the createProject field.
-func (r *mutationResolver) CreateProject(ctx context.Context, input platform.ProjectInput) (*gqlmodel.ProjectPayload, error) {
+func (r *mutationResolver) CreateProject(ctx context.Context, input allocation.ProjectInput) (*gqlmodel.ProjectPayload, error) {
 	res, err := r.Svc.CreateProject(ctx, input)
 	if err != nil {
 		return nil, err
@@ -23,7 +23,7 @@ func (r *mutationResolver) CreateProject(ctx context.Context, input platform.Pro
 }
 
 // UpdateProject is the resolver for the updateProject field.
-func (r *mutationResolver) UpdateProject(ctx context.Context, id string, input platform.ProjectInput) (*gqlmodel.ProjectPayload, error) {
+func (r *mutationResolver) UpdateProject(ctx context.Context, id string, input allocation.ProjectInput) (*gqlmodel.ProjectPayload, error) {
 	res, err := r.Svc.UpdateProject(ctx, id, input)
 	if err != nil {
 		return nil, err

@@ -8,23 +8,23 @@ package graph
 import (
 	"context"
 
-	"github.com/klique-ai/klique/internal/platform"
+	"github.com/klique-ai/klique/internal/platform/live"
 )
 
 // QueueChanged is the resolver for the queueChanged field.
-func (r *subscriptionResolver) QueueChanged(ctx context.Context, computeResource string) (<-chan *platform.QueueUpdate, error) {
+func (r *subscriptionResolver) QueueChanged(ctx context.Context, computeResource string) (<-chan *live.QueueUpdate, error) {
 	ch, err := r.Svc.SubscribeQueue(ctx, computeResource)
 	return shared(ctx, ch, err)
 }
 
 // TaskEvents is the resolver for the taskEvents field.
-func (r *subscriptionResolver) TaskEvents(ctx context.Context, id string) (<-chan *platform.TaskUpdate, error) {
+func (r *subscriptionResolver) TaskEvents(ctx context.Context, id string) (<-chan *live.TaskUpdate, error) {
 	ch, err := r.Svc.SubscribeTask(ctx, id)
 	return shared(ctx, ch, err)
 }
 
 // TaskLogs is the resolver for the taskLogs field.
-func (r *subscriptionResolver) TaskLogs(ctx context.Context, id string, after *int, tail *int) (<-chan *platform.LogUpdate, error) {
+func (r *subscriptionResolver) TaskLogs(ctx context.Context, id string, after *int, tail *int) (<-chan *live.LogUpdate, error) {
 	var from *int64
 	if after != nil {
 		a := int64(*after)
@@ -39,19 +39,19 @@ func (r *subscriptionResolver) TaskLogs(ctx context.Context, id string, after *i
 }
 
 // PoolUtilization is the resolver for the poolUtilization field.
-func (r *subscriptionResolver) PoolUtilization(ctx context.Context) (<-chan *platform.PoolUtilization, error) {
+func (r *subscriptionResolver) PoolUtilization(ctx context.Context) (<-chan *live.PoolUtilization, error) {
 	ch, err := r.Svc.SubscribePoolUtilization(ctx)
 	return shared(ctx, ch, err)
 }
 
 // Workers is the resolver for the workers field.
-func (r *subscriptionResolver) Workers(ctx context.Context) (<-chan *platform.WorkerUpdate, error) {
+func (r *subscriptionResolver) Workers(ctx context.Context) (<-chan *live.WorkerUpdate, error) {
 	ch, err := r.Svc.SubscribeWorkers(ctx)
 	return shared(ctx, ch, err)
 }
 
 // BudgetBurn is the resolver for the budgetBurn field.
-func (r *subscriptionResolver) BudgetBurn(ctx context.Context, policy string) (<-chan *platform.BudgetBurnUpdate, error) {
+func (r *subscriptionResolver) BudgetBurn(ctx context.Context, policy string) (<-chan *live.BudgetBurnUpdate, error) {
 	ch, err := r.Svc.SubscribeBudgetBurn(ctx, policy)
 	return shared(ctx, ch, err)
 }

@@ -10,7 +10,9 @@ import (
 
 	"github.com/klique-ai/klique/graph/gqlmodel"
 	"github.com/klique-ai/klique/graph/scalars"
+	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform"
+	"github.com/klique-ai/klique/internal/platform/allocation"
 )
 
 // Usage is the resolver for the usage field.
@@ -31,32 +33,32 @@ func (r *queryResolver) Usage(ctx context.Context, input gqlmodel.UsageInput) (*
 }
 
 // Dimension is the resolver for the dimension field.
-func (r *usageKeyResolver) Dimension(ctx context.Context, obj *platform.UsageKey) (scalars.UsageDimension, error) {
+func (r *usageKeyResolver) Dimension(ctx context.Context, obj *model.UsageKey) (scalars.UsageDimension, error) {
 	return scalars.UsageDimension(obj.Dimension), nil
 }
 
 // GpuHours is the resolver for the gpuHours field.
-func (r *usageRowResolver) GpuHours(ctx context.Context, obj *platform.UsageRow) (float64, error) {
+func (r *usageRowResolver) GpuHours(ctx context.Context, obj *allocation.UsageRow) (float64, error) {
 	return float64(obj.MicroGPUHours) / 1e6, nil
 }
 
 // BudgetHours is the resolver for the budgetHours field.
-func (r *usageRowResolver) BudgetHours(ctx context.Context, obj *platform.UsageRow) (float64, error) {
+func (r *usageRowResolver) BudgetHours(ctx context.Context, obj *allocation.UsageRow) (float64, error) {
 	return float64(obj.MicroBudgetHours) / 1e6, nil
 }
 
 // InputTokens is the resolver for the inputTokens field.
-func (r *usageRowResolver) InputTokens(ctx context.Context, obj *platform.UsageRow) (float64, error) {
+func (r *usageRowResolver) InputTokens(ctx context.Context, obj *allocation.UsageRow) (float64, error) {
 	return float64(obj.InputTokens), nil
 }
 
 // OutputTokens is the resolver for the outputTokens field.
-func (r *usageRowResolver) OutputTokens(ctx context.Context, obj *platform.UsageRow) (float64, error) {
+func (r *usageRowResolver) OutputTokens(ctx context.Context, obj *allocation.UsageRow) (float64, error) {
 	return float64(obj.OutputTokens), nil
 }
 
 // TokenCost is the resolver for the tokenCost field.
-func (r *usageRowResolver) TokenCost(ctx context.Context, obj *platform.UsageRow) (float64, error) {
+func (r *usageRowResolver) TokenCost(ctx context.Context, obj *allocation.UsageRow) (float64, error) {
 	return float64(obj.TokenCostMicros) / 1e6, nil
 }
 

@@ -12,6 +12,8 @@ import (
 	"github.com/klique-ai/klique/graph/gqlmodel"
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform"
+	"github.com/klique-ai/klique/internal/platform/access"
+	"github.com/klique-ai/klique/internal/platform/view"
 )
 
 // CreateWorkerCredential is the resolver for the createWorkerCredential field.
@@ -29,7 +31,7 @@ func (r *mutationResolver) RevokeWorkerCredential(ctx context.Context, id string
 }
 
 // SetSecret is the resolver for the setSecret field.
-func (r *mutationResolver) SetSecret(ctx context.Context, scope string, owner *string, name string, value string) (*platform.SecretInfo, error) {
+func (r *mutationResolver) SetSecret(ctx context.Context, scope string, owner *string, name string, value string) (*access.SecretInfo, error) {
 	return r.Svc.SetSecret(ctx, scope, deref(owner), name, value)
 }
 
@@ -42,7 +44,7 @@ func (r *mutationResolver) DeleteSecret(ctx context.Context, scope string, owner
 }
 
 // Workers is the resolver for the workers field.
-func (r *queryResolver) Workers(ctx context.Context) ([]*platform.WorkerView, error) {
+func (r *queryResolver) Workers(ctx context.Context) ([]*view.WorkerView, error) {
 	return r.Svc.Workers(ctx)
 }
 
@@ -52,12 +54,12 @@ func (r *queryResolver) WorkerCredentials(ctx context.Context) ([]*model.WorkerC
 }
 
 // Secrets is the resolver for the secrets field.
-func (r *queryResolver) Secrets(ctx context.Context, scope string, owner *string) ([]*platform.SecretInfo, error) {
+func (r *queryResolver) Secrets(ctx context.Context, scope string, owner *string) ([]*access.SecretInfo, error) {
 	return r.Svc.Secrets(ctx, scope, deref(owner))
 }
 
 // Owner is the resolver for the owner field.
-func (r *secretResolver) Owner(ctx context.Context, obj *platform.SecretInfo) (string, error) {
+func (r *secretResolver) Owner(ctx context.Context, obj *access.SecretInfo) (string, error) {
 	return obj.ScopeName, nil
 }
 
@@ -72,7 +74,7 @@ func (r *taskResolver) Retries(ctx context.Context, obj *model.Task) (int, error
 }
 
 // Worker is the resolver for the worker field.
-func (r *taskResolver) Worker(ctx context.Context, obj *model.Task) (*platform.WorkerView, error) {
+func (r *taskResolver) Worker(ctx context.Context, obj *model.Task) (*view.WorkerView, error) {
 	if obj.Run.WorkerID == "" {
 		return nil, nil
 	}
@@ -102,7 +104,7 @@ func (r *taskResolver) Outputs(ctx context.Context, obj *model.Task) ([]string, 
 }
 
 // Logs is the resolver for the logs field.
-func (r *taskResolver) Logs(ctx context.Context, obj *model.Task, after *int, first *int, tail *int) (*platform.LogPage, error) {
+func (r *taskResolver) Logs(ctx context.Context, obj *model.Task, after *int, first *int, tail *int) (*view.LogPage, error) {
 	return r.Svc.TaskLogs(ctx, obj, int64(deref(after)), deref(first), deref(tail))
 }
 
@@ -119,12 +121,12 @@ func (r *taskResolver) LastMetrics(ctx context.Context, obj *model.Task) ([]*mod
 }
 
 // Pool is the resolver for the pool field.
-func (r *workerResolver) Pool(ctx context.Context, obj *platform.WorkerView) (*model.Pool, error) {
+func (r *workerResolver) Pool(ctx context.Context, obj *view.WorkerView) (*model.Pool, error) {
 	return optionalPool(r.Svc.Pool(ctx, obj.PoolID))
 }
 
 // Tasks is the resolver for the tasks field.
-func (r *workerResolver) Tasks(ctx context.Context, obj *platform.WorkerView) ([]*model.Task, error) {
+func (r *workerResolver) Tasks(ctx context.Context, obj *view.WorkerView) ([]*model.Task, error) {
 	return r.Svc.WorkerTasks(ctx, obj.ID)
 }
 

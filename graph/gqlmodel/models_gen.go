@@ -12,7 +12,7 @@ import (
 	"github.com/klique-ai/klique/graph/scalars"
 	"github.com/klique-ai/klique/internal/estate"
 	"github.com/klique-ai/klique/internal/model"
-	"github.com/klique-ai/klique/internal/platform"
+	"github.com/klique-ai/klique/internal/platform/allocation"
 )
 
 type APIKeyConnection struct {
@@ -407,9 +407,9 @@ type UsageInput struct {
 }
 
 type UsageReport struct {
-	From time.Time            `json:"from"`
-	To   time.Time            `json:"to"`
-	Rows []*platform.UsageRow `json:"rows"`
+	From time.Time              `json:"from"`
+	To   time.Time              `json:"to"`
+	Rows []*allocation.UsageRow `json:"rows"`
 }
 
 type UserConnection struct {

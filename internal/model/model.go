@@ -157,3 +157,11 @@ type Page struct {
 	After string
 	Limit int
 }
+
+// UsageKey names one dimension's object in a usage row of the ledger: the
+// dimension ("user", "pool", …), and the object's id and name.
+type UsageKey struct {
+	Dimension string
+	ID        string
+	Name      string
+}

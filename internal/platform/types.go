@@ -45,7 +45,7 @@ type (
 	// Page asks for one page of a list.
 	Page = model.Page
 	// UsageKey names one dimension of a usage row: an id and a name.
-	UsageKey           = store.UsageKey
+	UsageKey           = model.UsageKey
 	TaskScope          = fleet.TaskScope
 	Code               = kernel.Code
 	Error              = kernel.Error

@@ -113,7 +113,7 @@ type UsageQuery struct {
 // UsageRow is one group of ledger totals. Keys holds, for each dimension of
 // the query in order, the id and name of the object.
 type UsageRow struct {
-	Keys []UsageKey
+	Keys []model.UsageKey
 	// MicroGPUHours and MicroBudgetHours are GPU-hours and budget hours
 	// (hours × time weight) in millionths.
 	MicroGPUHours    int64
@@ -143,7 +143,7 @@ const (
 
 // ModelUsageRow is one group of model-call totals.
 type ModelUsageRow struct {
-	Keys         []UsageKey
+	Keys         []model.UsageKey
 	Calls        int64
 	InputTokens  int64
 	OutputTokens int64
@@ -153,12 +153,8 @@ type ModelUsageRow struct {
 	Currency   string
 }
 
-// UsageKey names one dimension's object in a usage row.
-type UsageKey struct {
-	Dimension string
-	ID        string
-	Name      string
-}
+// UsageKey names one dimension's object in a usage row (model.UsageKey).
+type UsageKey = model.UsageKey
 
 // ClaimFit says what a worker can take: tasks of at most MaxPerNode GPUs per
 // node, fractions only when Fractions is set, and never multi-node work

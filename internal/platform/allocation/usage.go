@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform/kernel"
 	"github.com/klique-ai/klique/internal/store"
 )
@@ -24,7 +25,7 @@ type UsageQuery struct {
 // by side. Keys holds, for each dimension of the query in order, the id
 // and name of the object.
 type UsageRow struct {
-	Keys []store.UsageKey
+	Keys []model.UsageKey
 	// GPU work: GPU-hours and budget hours in millionths, and their cost
 	// in Currency ("" when the row has no GPU work, "mixed" for several
 	// currencies).
@@ -140,7 +141,7 @@ func (s *Allocation) Usage(ctx context.Context, in UsageQuery) ([]UsageRow, erro
 // mergeUsage joins the rows of the two ledgers by the ids of their keys,
 // ordered by those ids as the store orders each ledger's rows.
 func mergeUsage(gpu []store.UsageRow, tokens []store.ModelUsageRow) []UsageRow {
-	key := func(keys []store.UsageKey) string {
+	key := func(keys []model.UsageKey) string {
 		ids := make([]string, len(keys))
 		for i, k := range keys {
 			ids[i] = k.ID
