@@ -7,14 +7,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/klique-ai/klique/internal/estate/basis"
 	"github.com/klique-ai/klique/internal/model"
 )
 
-// Defaults for fields an estate file or an API call leaves out.
-const (
-	DefaultCurrency        = "USD"
-	DefaultTimeWeightMilli = 1000
-)
+// DefaultTimeWeightMilli is the time weight of a profile an estate file or
+// an API call gives without one.
+const DefaultTimeWeightMilli = 1000
 
 // Apply returns a copy of cur with every object of the document created or
 // updated, matched by name (policies by group, compute resources by policy
@@ -64,22 +63,16 @@ type applier struct {
 	tenant   string
 	newID    func() string
 	now      time.Time
-	problems []Problem
+	problems []basis.Problem
 }
 
 func (a *applier) add(object, format string, args ...any) {
-	a.problems = append(a.problems, Problem{Object: object, Message: fmt.Sprintf(format, args...)})
+	a.problems = append(a.problems, basis.Problem{Object: object, Message: fmt.Sprintf(format, args...)})
 }
 
 func (a *applier) checkDuplicates(d *Document) {
 	dup := func(kind string, names []string) {
-		seen := map[string]bool{}
-		for _, n := range names {
-			if seen[n] {
-				a.add(fmt.Sprintf("%s %q", kind, n), "appears twice in the file; describe each object once")
-			}
-			seen[n] = true
-		}
+		a.problems = append(a.problems, basis.DescribedTwice(kind, names)...)
 	}
 	var names []string
 	for _, v := range d.GPUClasses {
@@ -134,7 +127,7 @@ func (a *applier) checkDuplicates(d *Document) {
 }
 
 // whole reads an optional whole number, with def when it is absent.
-func (a *applier) whole(object, field string, n *Number, def int64) int64 {
+func (a *applier) whole(object, field string, n *basis.Number, def int64) int64 {
 	if n == nil || *n == "" {
 		return def
 	}
@@ -145,7 +138,7 @@ func (a *applier) whole(object, field string, n *Number, def int64) int64 {
 	return v
 }
 
-func (a *applier) scaled(object, field string, n *Number, places int, def int64) int64 {
+func (a *applier) scaled(object, field string, n *basis.Number, places int, def int64) int64 {
 	if n == nil || *n == "" {
 		return def
 	}
@@ -168,7 +161,7 @@ func (a *applier) gpuClass(d *GPUClassDoc) {
 	c.PriceMicros = a.scaled(obj, "pricePerGpuHour", d.PricePerGPUHour, 6, 0)
 	c.Currency = d.Currency
 	if c.Currency == "" {
-		c.Currency = DefaultCurrency
+		c.Currency = basis.DefaultCurrency
 	}
 }
 
@@ -263,7 +256,7 @@ func (a *applier) profile(d *ProfileDoc) {
 	}
 }
 
-func (a *applier) size(obj, field string, n *Number) model.Size {
+func (a *applier) size(obj, field string, n *basis.Number) model.Size {
 	s, err := model.ParseSize(string(*n))
 	if err != nil {
 		a.add(obj, "%s: %v", field, err)
@@ -426,14 +419,14 @@ func (e *Estate) Export() *Document {
 	for _, c := range classes {
 		d.GPUClasses = append(d.GPUClasses, GPUClassDoc{
 			Name: c.Name, Description: c.Description, MemoryGB: optWhole(int64(c.MemoryGB)),
-			PricePerGPUHour: NumberOfText(strconv.FormatFloat(float64(c.PriceMicros)/1e6, 'f', -1, 64)), Currency: c.Currency,
+			PricePerGPUHour: basis.NumberOfText(strconv.FormatFloat(float64(c.PriceMicros)/1e6, 'f', -1, 64)), Currency: c.Currency,
 		})
 	}
 	pools := append([]*model.Pool(nil), e.Pools...)
 	sort.Slice(pools, func(i, j int) bool { return pools[i].Name < pools[j].Name })
 	for _, p := range pools {
-		pd := PoolDoc{Name: p.Name, Description: p.Description, Kind: string(p.Kind), Capacity: NumberOf(int64(p.CapacityGPUs)),
-			GPUMemoryGB: NumberOf(int64(p.GPUMemoryGB)), Region: p.Region, Labels: cloneMap(p.Labels)}
+		pd := PoolDoc{Name: p.Name, Description: p.Description, Kind: string(p.Kind), Capacity: basis.NumberOf(int64(p.CapacityGPUs)),
+			GPUMemoryGB: basis.NumberOf(int64(p.GPUMemoryGB)), Region: p.Region, Labels: cloneMap(p.Labels)}
 		if c := e.GPUClass(p.GPUClassID); c != nil {
 			pd.GPUClass = c.Name
 		}
@@ -451,8 +444,8 @@ func (e *Estate) Export() *Document {
 	sort.Slice(profiles, func(i, j int) bool { return profiles[i].Name < profiles[j].Name })
 	for _, pr := range profiles {
 		pd := ProfileDoc{Name: pr.Name, Description: pr.Description, MinGPUMemoryGB: optWhole(int64(pr.MinGPUMemoryGB)),
-			TimeWeight: NumberOfText(milli(pr.TimeWeightMilli))}
-		size := NumberOfText(pr.Size.String())
+			TimeWeight: basis.NumberOfText(milli(pr.TimeWeightMilli))}
+		size := basis.NumberOfText(pr.Size.String())
 		if pr.SizeParameter != "" {
 			pd.SizeFromParameter = &SizeParamDoc{Parameter: pr.SizeParameter, Default: size}
 		} else {
@@ -483,11 +476,11 @@ func (e *Estate) Export() *Document {
 		if pol == nil {
 			continue
 		}
-		pd := PolicyDoc{Group: g.Name, Reservation: NumberOf(int64(pol.ReservationGPUs)), Limit: NumberOf(int64(pol.LimitGPUs)),
-			LowWatermarkMinutes:   NumberOf(int64(pol.LowWatermark / time.Minute)),
-			AlertThresholdPercent: NumberOf(int64(pol.AlertThresholdPercent))}
+		pd := PolicyDoc{Group: g.Name, Reservation: basis.NumberOf(int64(pol.ReservationGPUs)), Limit: basis.NumberOf(int64(pol.LimitGPUs)),
+			LowWatermarkMinutes:   basis.NumberOf(int64(pol.LowWatermark / time.Minute)),
+			AlertThresholdPercent: basis.NumberOf(int64(pol.AlertThresholdPercent))}
 		if b := pol.Budget; b != nil {
-			pd.TimeBudget = &BudgetDoc{Hours: NumberOfText(milli(b.MilliHours)), Period: string(b.Period)}
+			pd.TimeBudget = &BudgetDoc{Hours: basis.NumberOfText(milli(b.MilliHours)), Period: string(b.Period)}
 		}
 		for _, cr := range e.ComputeResourcesOfPolicy(pol.ID) {
 			cd := ComputeResourceDoc{Name: cr.Name, Description: cr.Description, Image: cr.Image}
@@ -519,9 +512,9 @@ func (e *Estate) Export() *Document {
 	return d
 }
 
-func optWhole(v int64) *Number {
+func optWhole(v int64) *basis.Number {
 	if v == 0 {
 		return nil
 	}
-	return NumberOf(v)
+	return basis.NumberOf(v)
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/klique-ai/klique/internal/estate/basis"
 	"github.com/klique-ai/klique/internal/model"
 )
 
@@ -87,7 +88,7 @@ func guardrailsOf(d *GuardrailsDoc) model.Guardrails {
 }
 
 // count reads an optional whole count, with def when it is absent.
-func (a *applier) count(object, field string, n *Number, def int64) int64 {
+func (a *applier) count(object, field string, n *basis.Number, def int64) int64 {
 	if n == nil || *n == "" {
 		return def
 	}
@@ -128,7 +129,7 @@ func exportGateway(src *model.Gateway) *GatewayDoc {
 	for _, v := range g.Models {
 		d.Models = append(d.Models, ModelDoc{Name: v.Name, Provider: v.Provider, Route: v.Route, Upstream: v.Upstream,
 			InputPrice: decimal6(v.InputPriceMicros), OutputPrice: decimal6(v.OutputPriceMicros), Currency: v.Currency,
-			MaxOutputTokens: NumberOf(v.MaxOutputTokens)})
+			MaxOutputTokens: basis.NumberOf(v.MaxOutputTokens)})
 	}
 	for _, v := range g.Entitlements {
 		d.Entitlements = append(d.Entitlements, EntitlementDoc{Name: v.Name, Groups: nilIfEmpty(v.Groups), Users: nilIfEmpty(v.Users)})
@@ -141,7 +142,7 @@ func exportGateway(src *model.Gateway) *GatewayDoc {
 			for _, t := range r.Targets {
 				td := TargetDoc{Model: t.Model}
 				if t.Weight != DefaultTargetWeight {
-					td.Weight = NumberOf(int64(t.Weight))
+					td.Weight = basis.NumberOf(int64(t.Weight))
 				}
 				rd.Targets = append(rd.Targets, td)
 			}
@@ -152,13 +153,13 @@ func exportGateway(src *model.Gateway) *GatewayDoc {
 	for _, v := range g.Budgets {
 		bd := TokenBudgetDoc{Project: v.Project, Period: string(v.Period)}
 		if v.Tokens != 0 {
-			bd.Tokens = NumberOf(v.Tokens)
+			bd.Tokens = basis.NumberOf(v.Tokens)
 		}
 		if v.Micros != 0 {
 			bd.Money = decimal6(v.Micros)
 		}
 		if v.PerUserTokens != 0 {
-			bd.PerUserTokens = NumberOf(v.PerUserTokens)
+			bd.PerUserTokens = basis.NumberOf(v.PerUserTokens)
 		}
 		if v.PerUserMicros != 0 {
 			bd.PerUserMoney = decimal6(v.PerUserMicros)
@@ -168,10 +169,10 @@ func exportGateway(src *model.Gateway) *GatewayDoc {
 	for _, v := range g.RateLimits {
 		rd := RateLimitDoc{Scope: string(v.Scope), Name: v.Name}
 		if v.RequestsPerMinute != 0 {
-			rd.RequestsPerMinute = NumberOf(v.RequestsPerMinute)
+			rd.RequestsPerMinute = basis.NumberOf(v.RequestsPerMinute)
 		}
 		if v.TokensPerMinute != 0 {
-			rd.TokensPerMinute = NumberOf(v.TokensPerMinute)
+			rd.TokensPerMinute = basis.NumberOf(v.TokensPerMinute)
 		}
 		d.RateLimits = append(d.RateLimits, rd)
 	}
@@ -187,8 +188,8 @@ func guardrailsDoc(g model.Guardrails) *GuardrailsDoc {
 }
 
 // decimal6 writes millionths as a decimal number.
-func decimal6(v int64) *Number {
-	return NumberOfText(strconv.FormatFloat(float64(v)/1e6, 'f', -1, 64))
+func decimal6(v int64) *basis.Number {
+	return basis.NumberOfText(strconv.FormatFloat(float64(v)/1e6, 'f', -1, 64))
 }
 
 func optDuration(d time.Duration) string {

@@ -202,38 +202,3 @@ func TestParseDocument(t *testing.T) {
 		}
 	})
 }
-
-func TestScaleDecimal(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name   string
-		f      float64
-		places int
-		want   int64
-		err    string
-	}{
-		{"a price with six decimals is scaled exactly", 2.400001, 6, 2_400_001, ""},
-		{"a time weight of an eighth is 125 thousandths", 0.125, 3, 125, ""},
-		{"a tenth survives float representation", 0.1, 3, 100, ""},
-		{"a large budget is scaled exactly", 1_000_000.5, 3, 1_000_000_500, ""},
-		{"a negative value keeps its sign", -1.5, 3, -1500, ""},
-		{"a seventh decimal on a price is refused", 2.0000001, 6, 0, "price 2.0000001 has more than 6 decimals"},
-		{"a fourth decimal on a large weight is refused", 1000.0004, 3, 0, "price 1000.0004 has more than 3 decimals"},
-		{"a value beyond 10^12 is refused", 1e13, 3, 0, "price 1e+13 is out of range"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			got, err := estate.ScaleDecimal("price", tc.f, tc.places)
-			if tc.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("ScaleDecimal(%v, %d) = %d, %v; want an error holding %q", tc.f, tc.places, got, err, tc.err)
-				}
-				return
-			}
-			if err != nil || got != tc.want {
-				t.Fatalf("ScaleDecimal(%v, %d) = %d, %v; want %d", tc.f, tc.places, got, err, tc.want)
-			}
-		})
-	}
-}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/klique-ai/klique/internal/estate/basis"
 	"github.com/klique-ai/klique/internal/model"
 )
 
@@ -211,7 +212,7 @@ func (e *Estate) normalizeGateway() {
 			m.Upstream = m.Name
 		}
 		if m.Currency == "" {
-			m.Currency = DefaultCurrency
+			m.Currency = basis.DefaultCurrency
 		}
 	}
 	sortByKey(g.Providers, func(v *model.Provider) string { return v.Name })

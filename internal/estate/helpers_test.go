@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/klique-ai/klique/internal/estate"
+	"github.com/klique-ai/klique/internal/estate/basis"
 	"github.com/klique-ai/klique/internal/model"
 )
 
@@ -125,7 +126,7 @@ func parseYAML(t testing.TB, text string) *estate.Document {
 
 // problemsOf returns the problems of a validation error, failing the test
 // when err is something else.
-func problemsOf(t testing.TB, err error) []estate.Problem {
+func problemsOf(t testing.TB, err error) []basis.Problem {
 	t.Helper()
 	if err == nil {
 		return nil
@@ -141,13 +142,13 @@ func problemsOf(t testing.TB, err error) []estate.Problem {
 }
 
 // findProblem returns the first problem whose text holds every one of want.
-func findProblem(problems []estate.Problem, want ...string) (estate.Problem, bool) {
+func findProblem(problems []basis.Problem, want ...string) (basis.Problem, bool) {
 	for _, p := range problems {
 		if containsAll(p.String(), want...) {
 			return p, true
 		}
 	}
-	return estate.Problem{}, false
+	return basis.Problem{}, false
 }
 
 func containsAll(s string, want ...string) bool {
@@ -159,7 +160,7 @@ func containsAll(s string, want ...string) bool {
 	return true
 }
 
-func problemList(ps []estate.Problem) string {
+func problemList(ps []basis.Problem) string {
 	var b strings.Builder
 	for _, p := range ps {
 		b.WriteString("\n  - ")

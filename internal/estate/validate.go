@@ -8,29 +8,15 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/klique-ai/klique/internal/estate/basis"
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/runenv"
 )
 
-// Problem is one reason an estate is not valid, said so that a person knows
-// what to change.
-type Problem struct {
-	// Object names what the problem is on, such as `pool "onprem-k8s"`.
-	Object  string
-	Message string
-}
-
-func (p Problem) String() string {
-	if p.Object == "" {
-		return p.Message
-	}
-	return p.Object + ": " + p.Message
-}
-
 // ValidationError lists every problem found, not only the first, so that a
 // whole estate file can be fixed in one go.
 type ValidationError struct {
-	Problems []Problem
+	Problems []basis.Problem
 }
 
 func (e *ValidationError) Error() string {
@@ -61,44 +47,21 @@ func (w Warning) String() string {
 }
 
 // Bounds on values: far above any real estate, low enough to rule out typos
-// and arithmetic overflow.
+// and arithmetic overflow. Those every part of an estate shares (names,
+// descriptions, prices) are field's.
 const (
-	MaxNameLength        = 100
-	MaxDescriptionLength = 2000
-	MaxCapacityGPUs      = 1_000_000
-	MaxGPUMemoryGB       = 10_000
-	MaxTimeWeightMilli   = 1_000_000
-	MaxBudgetMilliHours  = 1_000_000_000_000
-	MaxPriceMicros       = 1_000_000_000_000
-	MaxLabels            = 64
-	MaxImageLength       = 1000
+	MaxCapacityGPUs     = 1_000_000
+	MaxGPUMemoryGB      = 10_000
+	MaxTimeWeightMilli  = 1_000_000
+	MaxBudgetMilliHours = 1_000_000_000_000
+	MaxLabels           = 64
+	MaxImageLength      = 1000
 )
 
 var (
 	labelKeyRE  = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._/-]{0,62})$`)
 	paramNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.-]{0,63}$`)
-	currencyRE  = regexp.MustCompile(`^[A-Z]{3}$`)
 )
-
-// CheckName says what is wrong with an object name, or returns nil. Names may
-// hold spaces ("multi-node training") but no control characters and no
-// leading or trailing space.
-func CheckName(name string) error {
-	switch {
-	case name == "":
-		return fmt.Errorf("name is empty")
-	case len(name) > MaxNameLength:
-		return fmt.Errorf("name is longer than %d characters", MaxNameLength)
-	case strings.TrimSpace(name) != name:
-		return fmt.Errorf("name %q starts or ends with a space", name)
-	}
-	for _, r := range name {
-		if unicode.IsControl(r) || r == unicode.ReplacementChar {
-			return fmt.Errorf("name %q holds a control or invalid character", name)
-		}
-	}
-	return nil
-}
 
 // CheckParameterName says what is wrong with a task parameter name used by a
 // profile to read task sizes.
@@ -111,22 +74,22 @@ func CheckParameterName(name string) error {
 
 type validator struct {
 	e        *Estate
-	problems []Problem
+	problems []basis.Problem
 }
 
 func (v *validator) add(object, format string, args ...any) {
-	v.problems = append(v.problems, Problem{Object: object, Message: fmt.Sprintf(format, args...)})
+	v.problems = append(v.problems, basis.Problem{Object: object, Message: fmt.Sprintf(format, args...)})
 }
 
 func (v *validator) name(object, name string) {
-	if err := CheckName(name); err != nil {
+	if err := basis.CheckName(name); err != nil {
 		v.add(object, "%v", err)
 	}
 }
 
 func (v *validator) description(object, d string) {
-	if len(d) > MaxDescriptionLength {
-		v.add(object, "description is longer than %d characters", MaxDescriptionLength)
+	if err := basis.CheckDescription(d); err != nil {
+		v.add(object, "%v", err)
 	}
 }
 
@@ -161,11 +124,11 @@ func (v *validator) gpuClasses() {
 		if c.MemoryGB < 0 || c.MemoryGB > MaxGPUMemoryGB {
 			v.add(obj, "memory %d GB must be between 0 and %d", c.MemoryGB, MaxGPUMemoryGB)
 		}
-		if c.PriceMicros < 0 || c.PriceMicros > MaxPriceMicros {
-			v.add(obj, "price per GPU-hour must be 0 or more (and below %d)", MaxPriceMicros/1_000_000)
+		if c.PriceMicros < 0 || c.PriceMicros > basis.MaxPriceMicros {
+			v.add(obj, "price per GPU-hour must be 0 or more (and below %d)", basis.MaxPriceMicros/1_000_000)
 		}
-		if !currencyRE.MatchString(c.Currency) {
-			v.add(obj, "currency %q must be a three-letter ISO code such as USD or EUR", c.Currency)
+		if err := basis.CheckCurrency(c.Currency); err != nil {
+			v.add(obj, "%v", err)
 		}
 	}
 }
@@ -192,8 +155,8 @@ func (v *validator) pools() {
 		if p.GPUMemoryGB < 1 || p.GPUMemoryGB > MaxGPUMemoryGB {
 			v.add(obj, "GPU memory %d GB must be between 1 and %d (set it on the pool or on its GPU class)", p.GPUMemoryGB, MaxGPUMemoryGB)
 		}
-		if len(p.Region) > MaxNameLength {
-			v.add(obj, "region is longer than %d characters", MaxNameLength)
+		if len(p.Region) > basis.MaxNameLength {
+			v.add(obj, "region is longer than %d characters", basis.MaxNameLength)
 		}
 		if len(p.Labels) > MaxLabels {
 			v.add(obj, "more than %d labels", MaxLabels)

@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/klique-ai/klique/internal/estate/basis"
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/runenv"
 )
@@ -137,14 +138,14 @@ func (v *validator) llmModels() {
 			strings.ContainsFunc(m.Upstream, func(r rune) bool { return unicode.IsControl(r) || r == unicode.ReplacementChar }) {
 			v.add(obj, "upstream %q must be the model id the upstream knows, 1 to %d characters without control characters or surrounding spaces", m.Upstream, MaxUpstreamLength)
 		}
-		if m.InputPriceMicros < 0 || m.InputPriceMicros > MaxPriceMicros {
-			v.add(obj, "inputPrice must be 0 or more per million tokens (and below %d)", MaxPriceMicros/1_000_000)
+		if m.InputPriceMicros < 0 || m.InputPriceMicros > basis.MaxPriceMicros {
+			v.add(obj, "inputPrice must be 0 or more per million tokens (and below %d)", basis.MaxPriceMicros/1_000_000)
 		}
-		if m.OutputPriceMicros < 0 || m.OutputPriceMicros > MaxPriceMicros {
-			v.add(obj, "outputPrice must be 0 or more per million tokens (and below %d)", MaxPriceMicros/1_000_000)
+		if m.OutputPriceMicros < 0 || m.OutputPriceMicros > basis.MaxPriceMicros {
+			v.add(obj, "outputPrice must be 0 or more per million tokens (and below %d)", basis.MaxPriceMicros/1_000_000)
 		}
-		if !currencyRE.MatchString(m.Currency) {
-			v.add(obj, "currency %q must be a three-letter ISO code such as USD or EUR", m.Currency)
+		if err := basis.CheckCurrency(m.Currency); err != nil {
+			v.add(obj, "%v", err)
 		}
 		if m.MaxOutputTokens < 1 || m.MaxOutputTokens > MaxOutputTokensCap {
 			v.add(obj, "maxOutputTokens %d must be between 1 and %d", m.MaxOutputTokens, MaxOutputTokensCap)
@@ -161,7 +162,7 @@ func (v *validator) entitlements() {
 		v.knownGroups(obj, "", en.Groups)
 		listed := map[string]bool{}
 		for _, u := range en.Users {
-			if err := CheckName(u); err != nil {
+			if err := basis.CheckName(u); err != nil {
 				v.add(obj, "user: %v", err)
 			} else if listed[u] {
 				v.add(obj, "lists user %q twice", u)
@@ -282,8 +283,8 @@ func (v *validator) tokenBudgets() {
 			v.add(obj, "tokens, money and the per-user limits must be 0 or more")
 			continue
 		}
-		if b.Tokens > MaxCount || b.PerUserTokens > MaxCount || b.Micros > MaxMoneyMicros || b.PerUserMicros > MaxMoneyMicros {
-			v.add(obj, "is out of range: at most %d tokens or %d in money", int64(MaxCount), int64(MaxMoneyMicros/1_000_000))
+		if b.Tokens > basis.MaxCount || b.PerUserTokens > basis.MaxCount || b.Micros > MaxMoneyMicros || b.PerUserMicros > MaxMoneyMicros {
+			v.add(obj, "is out of range: at most %d tokens or %d in money", int64(basis.MaxCount), int64(MaxMoneyMicros/1_000_000))
 			continue
 		}
 		switch {
@@ -339,7 +340,7 @@ func (v *validator) rateLimits() {
 		switch r.Scope {
 		case model.RateLimitUser:
 			if r.Name != "" {
-				if err := CheckName(r.Name); err != nil {
+				if err := basis.CheckName(r.Name); err != nil {
 					v.add(obj, "user: %v", err)
 				}
 			}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/klique-ai/klique/internal/estate"
+	"github.com/klique-ai/klique/internal/estate/basis"
 	"github.com/klique-ai/klique/internal/model"
 )
 
@@ -50,7 +51,7 @@ func TestValidate(t *testing.T) {
 		}
 	})
 
-	long := strings.Repeat("x", estate.MaxNameLength+1)
+	long := strings.Repeat("x", basis.MaxNameLength+1)
 	tests := []struct {
 		name   string
 		mutate func(e *estate.Estate)
@@ -124,7 +125,7 @@ func TestValidate(t *testing.T) {
 		{
 			name: "a description longer than the limit is refused",
 			mutate: func(e *estate.Estate) {
-				e.GroupByName("research").Description = strings.Repeat("d", estate.MaxDescriptionLength+1)
+				e.GroupByName("research").Description = strings.Repeat("d", basis.MaxDescriptionLength+1)
 			},
 			want: []string{`group "research"`, "description is longer than 2000 characters"},
 		},

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/klique-ai/klique/internal/estate"
+	"github.com/klique-ai/klique/internal/estate/basis"
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform/kernel"
 )
@@ -143,7 +144,7 @@ func applyPolicy(e *estate.Estate, pol *model.ResourcePolicy, in PolicyInput) er
 		pol.Budget = nil
 	}
 	if b := in.TimeBudget; b != nil {
-		h, err := estate.ScaleDecimal("time budget hours", b.Hours, 3)
+		h, err := basis.ScaleDecimal("time budget hours", b.Hours, 3)
 		if err != nil {
 			return kernel.Invalid("resource policy of group %s: %v", e.GroupName(pol.GroupID), err)
 		}

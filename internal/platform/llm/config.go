@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/klique-ai/klique/internal/estate"
+	"github.com/klique-ai/klique/internal/estate/basis"
 	"github.com/klique-ai/klique/internal/identity"
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform/kernel"
@@ -253,8 +254,8 @@ func countOf(field string, v *float64) (int64, error) {
 	if v == nil {
 		return 0, nil
 	}
-	if math.IsNaN(*v) || *v != math.Trunc(*v) || math.Abs(*v) > estate.MaxCount {
-		return 0, kernel.Invalid("%s %v must be a whole number up to %d", field, *v, int64(estate.MaxCount))
+	if math.IsNaN(*v) || *v != math.Trunc(*v) || math.Abs(*v) > basis.MaxCount {
+		return 0, kernel.Invalid("%s %v must be a whole number up to %d", field, *v, int64(basis.MaxCount))
 	}
 	return int64(*v), nil
 }
@@ -264,7 +265,7 @@ func microsOf(field string, v *float64) (int64, error) {
 	if v == nil {
 		return 0, nil
 	}
-	m, err := estate.ScaleDecimal(field, *v, 6)
+	m, err := basis.ScaleDecimal(field, *v, 6)
 	if err != nil {
 		return 0, kernel.Invalid("%v", err)
 	}
