@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/klique-ai/klique/internal/estate/basis"
+	"github.com/klique-ai/klique/internal/estate/llmconf"
 	"github.com/klique-ai/klique/internal/model"
 )
 
@@ -118,10 +119,10 @@ func (a *applier) checkDuplicates(d *Document) {
 		keys("entitlement", len(g.Entitlements), func(i int) string { return g.Entitlements[i].Name })
 		keys("alias", len(g.Aliases), func(i int) string { return g.Aliases[i].Name })
 		keys("token budget", len(g.Budgets), func(i int) string {
-			return BudgetName(&model.TokenBudget{Project: g.Budgets[i].Project, Period: model.BudgetPeriod(strings.ToLower(g.Budgets[i].Period))})
+			return llmconf.BudgetName(&model.TokenBudget{Project: g.Budgets[i].Project, Period: model.BudgetPeriod(strings.ToLower(g.Budgets[i].Period))})
 		})
 		keys("rate limit", len(g.RateLimits), func(i int) string {
-			return RateLimitName(&model.RateLimit{Scope: model.RateLimitScope(strings.ToLower(g.RateLimits[i].Scope)), Name: g.RateLimits[i].Name})
+			return llmconf.RateLimitName(&model.RateLimit{Scope: model.RateLimitScope(strings.ToLower(g.RateLimits[i].Scope)), Name: g.RateLimits[i].Name})
 		})
 	}
 }
@@ -506,7 +507,7 @@ func (e *Estate) Export() *Document {
 		}
 		d.Projects = append(d.Projects, pd)
 	}
-	if !GatewayEmpty(&e.Gateway) {
+	if !llmconf.Empty(&e.Gateway) {
 		d.Gateway = exportGateway(&e.Gateway)
 	}
 	return d

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/klique-ai/klique/internal/estate/basis"
+	"github.com/klique-ai/klique/internal/estate/llmconf"
 	"github.com/klique-ai/klique/internal/model"
 )
 
@@ -19,13 +20,13 @@ func (a *applier) gateway(d *GatewayDoc) {
 	for i := range d.Providers {
 		v := &d.Providers[i]
 		obj := fmt.Sprintf("provider %q", v.Name)
-		e.PutProvider(&model.Provider{Name: v.Name, Description: v.Description, BaseURL: v.BaseURL, KeySecret: v.KeySecret,
+		llmconf.PutProvider(&e.Gateway, &model.Provider{Name: v.Name, Description: v.Description, BaseURL: v.BaseURL, KeySecret: v.KeySecret,
 			Timeout: a.duration(obj, v.Timeout)})
 	}
 	for i := range d.Routes {
 		v := &d.Routes[i]
 		obj := fmt.Sprintf("route %q", v.Name)
-		e.PutRoute(&model.Route{Name: v.Name, Description: v.Description, Endpoints: slices.Clone(v.Endpoints),
+		llmconf.PutRoute(&e.Gateway, &model.Route{Name: v.Name, Description: v.Description, Endpoints: slices.Clone(v.Endpoints),
 			Timeout: a.duration(obj, v.Timeout)})
 	}
 	for i := range d.Models {
@@ -34,13 +35,13 @@ func (a *applier) gateway(d *GatewayDoc) {
 		m := &model.LLMModel{Name: v.Name, Upstream: v.Upstream, Provider: v.Provider, Route: v.Route, Currency: v.Currency,
 			InputPriceMicros:  a.scaled(obj, "inputPrice", v.InputPrice, 6, 0),
 			OutputPriceMicros: a.scaled(obj, "outputPrice", v.OutputPrice, 6, 0),
-			MaxOutputTokens:   a.count(obj, "maxOutputTokens", v.MaxOutputTokens, DefaultMaxOutputTokens),
+			MaxOutputTokens:   a.count(obj, "maxOutputTokens", v.MaxOutputTokens, llmconf.DefaultMaxOutputTokens),
 		}
-		e.PutLLMModel(m)
+		llmconf.PutModel(&e.Gateway, m)
 	}
 	for i := range d.Entitlements {
 		v := &d.Entitlements[i]
-		e.PutEntitlement(&model.Entitlement{Name: v.Name, Groups: slices.Clone(v.Groups), Users: slices.Clone(v.Users)})
+		llmconf.PutEntitlement(&e.Gateway, &model.Entitlement{Name: v.Name, Groups: slices.Clone(v.Groups), Users: slices.Clone(v.Users)})
 	}
 	for i := range d.Aliases {
 		v := &d.Aliases[i]
@@ -50,30 +51,30 @@ func (a *applier) gateway(d *GatewayDoc) {
 			r := model.AliasRule{Groups: slices.Clone(rd.Groups), Projects: slices.Clone(rd.Projects),
 				Entitlements: slices.Clone(rd.Entitlements), Fallbacks: slices.Clone(rd.Fallbacks)}
 			for _, td := range rd.Targets {
-				w := a.count(obj, fmt.Sprintf("rule %d: weight of %s", j+1, td.Model), td.Weight, DefaultTargetWeight)
+				w := a.count(obj, fmt.Sprintf("rule %d: weight of %s", j+1, td.Model), td.Weight, llmconf.DefaultTargetWeight)
 				r.Targets = append(r.Targets, model.Target{Model: td.Model, Weight: int(w)})
 			}
 			al.Rules = append(al.Rules, r)
 		}
-		e.PutAlias(al)
+		llmconf.PutAlias(&e.Gateway, al)
 	}
 	for i := range d.Budgets {
 		v := &d.Budgets[i]
 		b := &model.TokenBudget{Project: v.Project, Period: model.BudgetPeriod(strings.ToLower(v.Period))}
-		obj := fmt.Sprintf("token budget %s", BudgetName(b))
+		obj := fmt.Sprintf("token budget %s", llmconf.BudgetName(b))
 		b.Tokens = a.count(obj, "tokens", v.Tokens, 0)
 		b.Micros = a.scaled(obj, "money", v.Money, 6, 0)
 		b.PerUserTokens = a.count(obj, "perUserTokens", v.PerUserTokens, 0)
 		b.PerUserMicros = a.scaled(obj, "perUserMoney", v.PerUserMoney, 6, 0)
-		e.PutTokenBudget(b)
+		llmconf.PutTokenBudget(&e.Gateway, b)
 	}
 	for i := range d.RateLimits {
 		v := &d.RateLimits[i]
 		r := &model.RateLimit{Scope: model.RateLimitScope(strings.ToLower(v.Scope)), Name: v.Name}
-		obj := fmt.Sprintf("rate limit %s", RateLimitName(r))
+		obj := fmt.Sprintf("rate limit %s", llmconf.RateLimitName(r))
 		r.RequestsPerMinute = a.count(obj, "requestsPerMinute", v.RequestsPerMinute, 0)
 		r.TokensPerMinute = a.count(obj, "tokensPerMinute", v.TokensPerMinute, 0)
-		e.PutRateLimit(r)
+		llmconf.PutRateLimit(&e.Gateway, r)
 	}
 	if d.Guardrails != nil {
 		e.Gateway.Guardrails = guardrailsOf(d.Guardrails)
@@ -114,9 +115,9 @@ func (a *applier) duration(object, s string) time.Duration {
 // exportGateway describes a gateway configuration as the file's section,
 // every object in key order with its defaults written out.
 func exportGateway(src *model.Gateway) *GatewayDoc {
-	tmp := &Estate{Gateway: cloneGateway(src)}
-	tmp.normalizeGateway()
-	g := &tmp.Gateway
+	c := llmconf.Clone(src)
+	g := &c
+	llmconf.Normalize(g)
 	d := &GatewayDoc{}
 	for _, v := range g.Providers {
 		d.Providers = append(d.Providers, ProviderDoc{Name: v.Name, Description: v.Description, BaseURL: v.BaseURL,
@@ -141,7 +142,7 @@ func exportGateway(src *model.Gateway) *GatewayDoc {
 				Fallbacks: nilIfEmpty(r.Fallbacks)}
 			for _, t := range r.Targets {
 				td := TargetDoc{Model: t.Model}
-				if t.Weight != DefaultTargetWeight {
+				if t.Weight != llmconf.DefaultTargetWeight {
 					td.Weight = basis.NumberOf(int64(t.Weight))
 				}
 				rd.Targets = append(rd.Targets, td)
@@ -181,7 +182,7 @@ func exportGateway(src *model.Gateway) *GatewayDoc {
 }
 
 func guardrailsDoc(g model.Guardrails) *GuardrailsDoc {
-	if GuardrailsEmpty(g) {
+	if llmconf.GuardrailsEmpty(g) {
 		return nil
 	}
 	return &GuardrailsDoc{Deny: nilIfEmpty(g.Deny), Allow: nilIfEmpty(g.Allow), GuardAlias: g.GuardAlias}

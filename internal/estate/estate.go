@@ -10,9 +10,9 @@
 package estate
 
 import (
-	"slices"
 	"sort"
 
+	"github.com/klique-ai/klique/internal/estate/llmconf"
 	"github.com/klique-ai/klique/internal/model"
 )
 
@@ -72,57 +72,8 @@ func (e *Estate) Clone() *Estate {
 		x := *v
 		c.Projects = append(c.Projects, &x)
 	}
-	c.Gateway = cloneGateway(&e.Gateway)
+	c.Gateway = llmconf.Clone(&e.Gateway)
 	return c
-}
-
-// cloneGateway deep-copies a gateway configuration.
-func cloneGateway(g *model.Gateway) model.Gateway {
-	var c model.Gateway
-	for _, v := range g.Providers {
-		x := *v
-		c.Providers = append(c.Providers, &x)
-	}
-	for _, v := range g.Routes {
-		x := *v
-		x.Endpoints = slices.Clone(v.Endpoints)
-		c.Routes = append(c.Routes, &x)
-	}
-	for _, v := range g.Models {
-		x := *v
-		c.Models = append(c.Models, &x)
-	}
-	for _, v := range g.Aliases {
-		x := *v
-		x.Rules = nil
-		for _, r := range v.Rules {
-			r.Groups, r.Projects, r.Entitlements = slices.Clone(r.Groups), slices.Clone(r.Projects), slices.Clone(r.Entitlements)
-			r.Targets, r.Fallbacks = slices.Clone(r.Targets), slices.Clone(r.Fallbacks)
-			x.Rules = append(x.Rules, r)
-		}
-		x.Guardrails = cloneGuardrails(v.Guardrails)
-		c.Aliases = append(c.Aliases, &x)
-	}
-	for _, v := range g.Budgets {
-		x := *v
-		c.Budgets = append(c.Budgets, &x)
-	}
-	for _, v := range g.RateLimits {
-		x := *v
-		c.RateLimits = append(c.RateLimits, &x)
-	}
-	for _, v := range g.Entitlements {
-		x := *v
-		x.Groups, x.Users = slices.Clone(v.Groups), slices.Clone(v.Users)
-		c.Entitlements = append(c.Entitlements, &x)
-	}
-	c.Guardrails = cloneGuardrails(g.Guardrails)
-	return c
-}
-
-func cloneGuardrails(g model.Guardrails) model.Guardrails {
-	g.Deny, g.Allow = slices.Clone(g.Deny), slices.Clone(g.Allow)
-	return g
 }
 
 func cloneMap(m map[string]string) map[string]string {
@@ -405,7 +356,7 @@ func contains(list []string, s string) bool {
 // ids left behind by other changes are simply removed. It also makes the
 // gateway's defaults explicit and sorts its objects by key.
 func (e *Estate) Normalize() {
-	e.normalizeGateway()
+	llmconf.Normalize(&e.Gateway)
 	for _, p := range e.Pools {
 		var keep []string
 		for _, id := range p.ProfileOrder {

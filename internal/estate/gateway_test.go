@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/klique-ai/klique/internal/estate"
+	"github.com/klique-ai/klique/internal/estate/llmconf"
 	"github.com/klique-ai/klique/internal/model"
 )
 
@@ -59,24 +60,24 @@ func TestGatewayApply(t *testing.T) {
 	t.Run("every field is read, with prices in millionths and defaults made explicit", func(t *testing.T) {
 		t.Parallel()
 		e := withGateway(t)
-		if p := e.Provider("openai"); p == nil || !reflect.DeepEqual(*p, model.Provider{Name: "openai", BaseURL: "https://api.openai.com/v1",
+		if p := llmconf.Provider(&e.Gateway, "openai"); p == nil || !reflect.DeepEqual(*p, model.Provider{Name: "openai", BaseURL: "https://api.openai.com/v1",
 			KeySecret: "OPENAI_API_KEY", Timeout: time.Minute}) {
 			t.Errorf("provider openai = %+v", p)
 		}
-		if r := e.Route("llama-70b"); r == nil || r.Timeout != 2*time.Minute || len(r.Endpoints) != 2 || r.Description != "vLLM on the k8s pool" {
+		if r := llmconf.Route(&e.Gateway, "llama-70b"); r == nil || r.Timeout != 2*time.Minute || len(r.Endpoints) != 2 || r.Description != "vLLM on the k8s pool" {
 			t.Errorf("route llama-70b = %+v", r)
 		}
 		want := model.LLMModel{Name: "llama-3.1-70b", Upstream: "meta-llama/Llama-3.1-70B-Instruct", Route: "llama-70b",
 			InputPriceMicros: 200_000, OutputPriceMicros: 200_000, Currency: "USD", MaxOutputTokens: 8192}
-		if m := e.LLMModel("llama-3.1-70b"); m == nil || *m != want {
+		if m := llmconf.Model(&e.Gateway, "llama-3.1-70b"); m == nil || *m != want {
 			t.Errorf("model llama-3.1-70b = %+v, want %+v", m, want)
 		}
 		want = model.LLMModel{Name: "gpt-4o", Upstream: "gpt-4o", Provider: "openai",
-			InputPriceMicros: 2_500_000, OutputPriceMicros: 10_000_000, Currency: "USD", MaxOutputTokens: estate.DefaultMaxOutputTokens}
-		if m := e.LLMModel("gpt-4o"); m == nil || *m != want {
+			InputPriceMicros: 2_500_000, OutputPriceMicros: 10_000_000, Currency: "USD", MaxOutputTokens: llmconf.DefaultMaxOutputTokens}
+		if m := llmconf.Model(&e.Gateway, "gpt-4o"); m == nil || *m != want {
 			t.Errorf("model gpt-4o = %+v, want the upstream, currency and output bound by default: %+v", m, want)
 		}
-		chat := e.Alias("chat")
+		chat := llmconf.Alias(&e.Gateway, "chat")
 		if chat == nil || len(chat.Rules) != 2 {
 			t.Fatalf("alias chat = %+v", chat)
 		}
@@ -90,19 +91,19 @@ func TestGatewayApply(t *testing.T) {
 		if !reflect.DeepEqual(chat.Guardrails.Deny, []string{`(?i)\bssn\b`}) {
 			t.Errorf("chat guardrails = %+v", chat.Guardrails)
 		}
-		if b := e.TokenBudget("fraud", model.PeriodMonth); b == nil || *b != (model.TokenBudget{Project: "fraud", Period: model.PeriodMonth, Tokens: 50_000_000, PerUserTokens: 5_000_000}) {
+		if b := llmconf.TokenBudget(&e.Gateway, "fraud", model.PeriodMonth); b == nil || *b != (model.TokenBudget{Project: "fraud", Period: model.PeriodMonth, Tokens: 50_000_000, PerUserTokens: 5_000_000}) {
 			t.Errorf("budget of fraud = %+v", b)
 		}
-		if b := e.TokenBudget("shared", model.PeriodDay); b == nil || b.Micros != 25_000_000 || b.PerUserMicros != 2_500_000 || b.Tokens != 0 {
+		if b := llmconf.TokenBudget(&e.Gateway, "shared", model.PeriodDay); b == nil || b.Micros != 25_000_000 || b.PerUserMicros != 2_500_000 || b.Tokens != 0 {
 			t.Errorf("budget of shared (period lower-cased, money in millionths) = %+v", b)
 		}
-		if r := e.RateLimit(model.RateLimitUser, ""); r == nil || r.RequestsPerMinute != 600 || r.TokensPerMinute != 200_000 {
+		if r := llmconf.RateLimit(&e.Gateway, model.RateLimitUser, ""); r == nil || r.RequestsPerMinute != 600 || r.TokensPerMinute != 200_000 {
 			t.Errorf("user rate limit = %+v", r)
 		}
-		if r := e.RateLimit(model.RateLimitAlias, "chat"); r == nil || r.RequestsPerMinute != 3000 || r.TokensPerMinute != 0 {
+		if r := llmconf.RateLimit(&e.Gateway, model.RateLimitAlias, "chat"); r == nil || r.RequestsPerMinute != 3000 || r.TokensPerMinute != 0 {
 			t.Errorf("alias rate limit = %+v", r)
 		}
-		if en := e.Entitlement("frontier"); en == nil || !reflect.DeepEqual(en.Groups, []string{"research"}) {
+		if en := llmconf.Entitlement(&e.Gateway, "frontier"); en == nil || !reflect.DeepEqual(en.Groups, []string{"research"}) {
 			t.Errorf("entitlement frontier = %+v", en)
 		}
 		if g := e.Gateway.Guardrails; len(g.Deny) != 1 || g.GuardAlias != "" {
@@ -121,8 +122,8 @@ func TestGatewayApply(t *testing.T) {
 			}
 			counts[c.Kind]++
 		}
-		want := map[string]int{estate.KindProvider: 1, estate.KindRoute: 1, estate.KindModel: 2, estate.KindEntitlement: 1, estate.KindAlias: 1,
-			estate.KindTokenBudget: 2, estate.KindRateLimit: 2, estate.KindGuardrails: 1}
+		want := map[string]int{llmconf.KindProvider: 1, llmconf.KindRoute: 1, llmconf.KindModel: 2, llmconf.KindEntitlement: 1, llmconf.KindAlias: 1,
+			llmconf.KindTokenBudget: 2, llmconf.KindRateLimit: 2, llmconf.KindGuardrails: 1}
 		if !reflect.DeepEqual(counts, want) {
 			t.Errorf("changes by kind %v, want %v:%s", counts, want, changeList(cs))
 		}
@@ -150,13 +151,13 @@ gateway:
 		if err := next.Validate(); err != nil {
 			t.Fatal(err)
 		}
-		if m := next.LLMModel("gpt-4o"); m.InputPriceMicros != 0 || m.OutputPriceMicros != 0 {
+		if m := llmconf.Model(&next.Gateway, "gpt-4o"); m.InputPriceMicros != 0 || m.OutputPriceMicros != 0 {
 			t.Errorf("gpt-4o described without prices kept them: %+v", m)
 		}
-		if next.LLMModel("llama-3.1-70b") == nil || next.Alias("chat") == nil || next.Provider("openai") == nil || next.Route("llama-70b") == nil {
+		if llmconf.Model(&next.Gateway, "llama-3.1-70b") == nil || llmconf.Alias(&next.Gateway, "chat") == nil || llmconf.Provider(&next.Gateway, "openai") == nil || llmconf.Route(&next.Gateway, "llama-70b") == nil {
 			t.Error("objects the file does not mention were removed")
 		}
-		if next.TokenBudget("fraud", model.PeriodMonth) == nil || next.TokenBudget("fraud", model.PeriodWeek) == nil {
+		if llmconf.TokenBudget(&next.Gateway, "fraud", model.PeriodMonth) == nil || llmconf.TokenBudget(&next.Gateway, "fraud", model.PeriodWeek) == nil {
 			t.Error("a budget of another period must be another budget")
 		}
 		if len(next.Gateway.Guardrails.Deny) != 1 {
@@ -177,7 +178,7 @@ gateway:
 		}
 		cleared := applyTo(t, e, header+"gateway:\n  guardrails: {}\n")
 		cs := estate.Diff(e, cleared)
-		if !estate.GuardrailsEmpty(cleared.Gateway.Guardrails) || len(cs) != 1 || cs[0].Action != estate.Delete || cs[0].Kind != estate.KindGuardrails {
+		if !llmconf.GuardrailsEmpty(cleared.Gateway.Guardrails) || len(cs) != 1 || cs[0].Action != estate.Delete || cs[0].Kind != llmconf.KindGuardrails {
 			t.Errorf("clearing the guardrails: %+v:%s", cleared.Gateway.Guardrails, changeList(cs))
 		}
 	})
@@ -293,7 +294,7 @@ func TestGatewayExport(t *testing.T) {
 		if g.Models[0].Name != "gpt-4o" || g.Budgets[0].Project != "fraud" || g.RateLimits[0].Scope != model.RateLimitAlias {
 			t.Errorf("Normalize does not sort by key")
 		}
-		if r := e.Alias("chat").Rules; len(r[0].Entitlements) != 1 {
+		if r := llmconf.Alias(&e.Gateway, "chat").Rules; len(r[0].Entitlements) != 1 {
 			t.Errorf("Normalize reordered an alias's rules: %+v", r)
 		}
 	})
@@ -318,75 +319,84 @@ func TestGatewayValidate(t *testing.T) {
 		mutate func(e *estate.Estate)
 		want   []string
 	}{
-		{"a provider without a name", func(e *estate.Estate) { e.Provider("openai").Name = "" }, []string{`provider ""`, "name is empty"}},
+		{"a provider without a name", func(e *estate.Estate) { llmconf.Provider(&e.Gateway, "openai").Name = "" }, []string{`provider ""`, "name is empty"}},
 		{"two routes of one name", func(e *estate.Estate) {
 			e.Gateway.Routes = append(e.Gateway.Routes, &model.Route{Name: "llama-70b", Endpoints: []string{"http://a/v1"}})
 		}, []string{`route "llama-70b"`, "same name"}},
-		{"a provider with a relative base URL", func(e *estate.Estate) { e.Provider("openai").BaseURL = "api.openai.com/v1" }, []string{`provider "openai"`, "absolute http or https URL"}},
-		{"a provider with an ftp base URL", func(e *estate.Estate) { e.Provider("openai").BaseURL = "ftp://api.openai.com/v1" }, []string{"absolute http or https URL"}},
-		{"a provider with a password in its URL", func(e *estate.Estate) { e.Provider("openai").BaseURL = "https://u:p@api.openai.com/v1" }, []string{"user name or password", "keySecret"}},
-		{"a provider without a base URL", func(e *estate.Estate) { e.Provider("openai").BaseURL = "" }, []string{"baseUrl is missing"}},
-		{"a key secret that is no variable name", func(e *estate.Estate) { e.Provider("openai").KeySecret = "openai-key" }, []string{"keySecret", "letters, digits and '_'"}},
-		{"a timeout under a second", func(e *estate.Estate) { e.Provider("openai").Timeout = 500 * time.Millisecond }, []string{"timeout 500ms", "between 1s and 1h"}},
-		{"a timeout over an hour", func(e *estate.Estate) { e.Route("llama-70b").Timeout = 2 * time.Hour }, []string{`route "llama-70b"`, "timeout 2h0m0s"}},
-		{"a route without endpoints", func(e *estate.Estate) { e.Route("llama-70b").Endpoints = nil }, []string{"has 0 endpoints", "1 to 64"}},
+		{"a provider with a relative base URL", func(e *estate.Estate) { llmconf.Provider(&e.Gateway, "openai").BaseURL = "api.openai.com/v1" }, []string{`provider "openai"`, "absolute http or https URL"}},
+		{"a provider with an ftp base URL", func(e *estate.Estate) { llmconf.Provider(&e.Gateway, "openai").BaseURL = "ftp://api.openai.com/v1" }, []string{"absolute http or https URL"}},
+		{"a provider with a password in its URL", func(e *estate.Estate) {
+			llmconf.Provider(&e.Gateway, "openai").BaseURL = "https://u:p@api.openai.com/v1"
+		}, []string{"user name or password", "keySecret"}},
+		{"a provider without a base URL", func(e *estate.Estate) { llmconf.Provider(&e.Gateway, "openai").BaseURL = "" }, []string{"baseUrl is missing"}},
+		{"a key secret that is no variable name", func(e *estate.Estate) { llmconf.Provider(&e.Gateway, "openai").KeySecret = "openai-key" }, []string{"keySecret", "letters, digits and '_'"}},
+		{"a timeout under a second", func(e *estate.Estate) { llmconf.Provider(&e.Gateway, "openai").Timeout = 500 * time.Millisecond }, []string{"timeout 500ms", "between 1s and 1h"}},
+		{"a timeout over an hour", func(e *estate.Estate) { llmconf.Route(&e.Gateway, "llama-70b").Timeout = 2 * time.Hour }, []string{`route "llama-70b"`, "timeout 2h0m0s"}},
+		{"a route without endpoints", func(e *estate.Estate) { llmconf.Route(&e.Gateway, "llama-70b").Endpoints = nil }, []string{"has 0 endpoints", "1 to 64"}},
 		{"a route with 65 endpoints", func(e *estate.Estate) {
-			r := e.Route("llama-70b")
+			r := llmconf.Route(&e.Gateway, "llama-70b")
 			r.Endpoints = nil
 			for i := range 65 {
 				r.Endpoints = append(r.Endpoints, fmt.Sprintf("http://10.0.0.%d:8000/v1", i))
 			}
 		}, []string{"has 65 endpoints"}},
-		{"an endpoint listed twice", func(e *estate.Estate) { r := e.Route("llama-70b"); r.Endpoints[1] = r.Endpoints[0] }, []string{"twice"}},
-		{"an endpoint that is no URL", func(e *estate.Estate) { e.Route("llama-70b").Endpoints[0] = "10.0.3.17:8000" }, []string{"endpoint", "absolute http or https URL"}},
-		{"a model with both a provider and a route", func(e *estate.Estate) { e.LLMModel("gpt-4o").Route = "llama-70b" }, []string{`model "gpt-4o"`, "give one of them"}},
-		{"a model with neither", func(e *estate.Estate) { e.LLMModel("gpt-4o").Provider = "" }, []string{"give the provider or the route"}},
-		{"a model of an unknown provider", func(e *estate.Estate) { e.LLMModel("gpt-4o").Provider = "azure" }, []string{`provider "azure" is not a known provider`}},
-		{"a model of an unknown route", func(e *estate.Estate) { e.LLMModel("llama-3.1-70b").Route = "gone" }, []string{`route "gone" is not a known route`}},
-		{"a negative price", func(e *estate.Estate) { e.LLMModel("gpt-4o").OutputPriceMicros = -1 }, []string{"outputPrice must be 0 or more"}},
-		{"a currency in lower case", func(e *estate.Estate) { e.LLMModel("gpt-4o").Currency = "usd" }, []string{`currency "usd"`}},
-		{"an output bound of 0", func(e *estate.Estate) { e.LLMModel("gpt-4o").MaxOutputTokens = -1 }, []string{"maxOutputTokens -1 must be between 1 and 10000000"}},
-		{"an output bound above 10 million", func(e *estate.Estate) { e.LLMModel("gpt-4o").MaxOutputTokens = 10_000_001 }, []string{"maxOutputTokens 10000001"}},
-		{"an upstream with a newline", func(e *estate.Estate) { e.LLMModel("gpt-4o").Upstream = "gpt\n4o" }, []string{"upstream", "control characters"}},
-		{"an entitlement of an unknown group", func(e *estate.Estate) { e.Entitlement("frontier").Groups = []string{"nlp"} }, []string{`entitlement "frontier"`, `group "nlp" is not a known group`}},
-		{"an entitlement with an empty user", func(e *estate.Estate) { e.Entitlement("frontier").Users = []string{""} }, []string{"user: name is empty"}},
-		{"an alias without rules", func(e *estate.Estate) { e.Alias("chat").Rules = nil }, []string{`alias "chat"`, "has no rule"}},
-		{"a rule without targets", func(e *estate.Estate) { e.Alias("chat").Rules[1].Targets = nil }, []string{"rule 2: give at least one target model"}},
-		{"a target that is no model", func(e *estate.Estate) { e.Alias("chat").Rules[0].Targets[0].Model = "gpt-5" }, []string{`rule 1: target model "gpt-5" is not a known model`}},
-		{"a fallback that is no model", func(e *estate.Estate) { e.Alias("chat").Rules[0].Fallbacks = []string{"llama-2"} }, []string{`rule 1: fallback model "llama-2" is not a known model`}},
-		{"a negative weight", func(e *estate.Estate) { e.Alias("chat").Rules[1].Targets[1].Weight = -1 }, []string{"rule 2: weight -1", "between 0 and"}},
-		{"a rule whose weights are all 0", func(e *estate.Estate) { e.Alias("chat").Rules[1].Targets[0].Weight = 0 }, []string{"rule 2: every target has weight 0"}},
-		{"a target listed twice", func(e *estate.Estate) { r := &e.Alias("chat").Rules[1]; r.Targets[1].Model = r.Targets[0].Model }, []string{"rule 2: lists target", "twice"}},
-		{"a rule of an unknown group", func(e *estate.Estate) { e.Alias("chat").Rules[0].Groups = []string{"nlp"} }, []string{`rule 1: group "nlp" is not a known group`}},
-		{"a rule of an unknown project", func(e *estate.Estate) { e.Alias("chat").Rules[0].Projects = []string{"gone"} }, []string{`rule 1: project "gone" is not a known project`}},
-		{"a rule of an unknown entitlement", func(e *estate.Estate) { e.Alias("chat").Rules[0].Entitlements = []string{"vip"} }, []string{`rule 1: entitlement "vip" is not a known entitlement`}},
-		{"an alias deny pattern that does not compile", func(e *estate.Estate) { e.Alias("chat").Guardrails.Deny = []string{"(unclosed"} }, []string{`alias "chat" guardrails`, `deny pattern 1 "(unclosed" is not a valid regular expression`}},
+		{"an endpoint listed twice", func(e *estate.Estate) { r := llmconf.Route(&e.Gateway, "llama-70b"); r.Endpoints[1] = r.Endpoints[0] }, []string{"twice"}},
+		{"an endpoint that is no URL", func(e *estate.Estate) { llmconf.Route(&e.Gateway, "llama-70b").Endpoints[0] = "10.0.3.17:8000" }, []string{"endpoint", "absolute http or https URL"}},
+		{"a model with both a provider and a route", func(e *estate.Estate) { llmconf.Model(&e.Gateway, "gpt-4o").Route = "llama-70b" }, []string{`model "gpt-4o"`, "give one of them"}},
+		{"a model with neither", func(e *estate.Estate) { llmconf.Model(&e.Gateway, "gpt-4o").Provider = "" }, []string{"give the provider or the route"}},
+		{"a model of an unknown provider", func(e *estate.Estate) { llmconf.Model(&e.Gateway, "gpt-4o").Provider = "azure" }, []string{`provider "azure" is not a known provider`}},
+		{"a model of an unknown route", func(e *estate.Estate) { llmconf.Model(&e.Gateway, "llama-3.1-70b").Route = "gone" }, []string{`route "gone" is not a known route`}},
+		{"a negative price", func(e *estate.Estate) { llmconf.Model(&e.Gateway, "gpt-4o").OutputPriceMicros = -1 }, []string{"outputPrice must be 0 or more"}},
+		{"a currency in lower case", func(e *estate.Estate) { llmconf.Model(&e.Gateway, "gpt-4o").Currency = "usd" }, []string{`currency "usd"`}},
+		{"an output bound of 0", func(e *estate.Estate) { llmconf.Model(&e.Gateway, "gpt-4o").MaxOutputTokens = -1 }, []string{"maxOutputTokens -1 must be between 1 and 10000000"}},
+		{"an output bound above 10 million", func(e *estate.Estate) { llmconf.Model(&e.Gateway, "gpt-4o").MaxOutputTokens = 10_000_001 }, []string{"maxOutputTokens 10000001"}},
+		{"an upstream with a newline", func(e *estate.Estate) { llmconf.Model(&e.Gateway, "gpt-4o").Upstream = "gpt\n4o" }, []string{"upstream", "control characters"}},
+		{"an entitlement of an unknown group", func(e *estate.Estate) { llmconf.Entitlement(&e.Gateway, "frontier").Groups = []string{"nlp"} }, []string{`entitlement "frontier"`, `group "nlp" is not a known group`}},
+		{"an entitlement with an empty user", func(e *estate.Estate) { llmconf.Entitlement(&e.Gateway, "frontier").Users = []string{""} }, []string{"user: name is empty"}},
+		{"an alias without rules", func(e *estate.Estate) { llmconf.Alias(&e.Gateway, "chat").Rules = nil }, []string{`alias "chat"`, "has no rule"}},
+		{"a rule without targets", func(e *estate.Estate) { llmconf.Alias(&e.Gateway, "chat").Rules[1].Targets = nil }, []string{"rule 2: give at least one target model"}},
+		{"a target that is no model", func(e *estate.Estate) { llmconf.Alias(&e.Gateway, "chat").Rules[0].Targets[0].Model = "gpt-5" }, []string{`rule 1: target model "gpt-5" is not a known model`}},
+		{"a fallback that is no model", func(e *estate.Estate) { llmconf.Alias(&e.Gateway, "chat").Rules[0].Fallbacks = []string{"llama-2"} }, []string{`rule 1: fallback model "llama-2" is not a known model`}},
+		{"a negative weight", func(e *estate.Estate) { llmconf.Alias(&e.Gateway, "chat").Rules[1].Targets[1].Weight = -1 }, []string{"rule 2: weight -1", "between 0 and"}},
+		{"a rule whose weights are all 0", func(e *estate.Estate) { llmconf.Alias(&e.Gateway, "chat").Rules[1].Targets[0].Weight = 0 }, []string{"rule 2: every target has weight 0"}},
+		{"a target listed twice", func(e *estate.Estate) {
+			r := &llmconf.Alias(&e.Gateway, "chat").Rules[1]
+			r.Targets[1].Model = r.Targets[0].Model
+		}, []string{"rule 2: lists target", "twice"}},
+		{"a rule of an unknown group", func(e *estate.Estate) { llmconf.Alias(&e.Gateway, "chat").Rules[0].Groups = []string{"nlp"} }, []string{`rule 1: group "nlp" is not a known group`}},
+		{"a rule of an unknown project", func(e *estate.Estate) { llmconf.Alias(&e.Gateway, "chat").Rules[0].Projects = []string{"gone"} }, []string{`rule 1: project "gone" is not a known project`}},
+		{"a rule of an unknown entitlement", func(e *estate.Estate) { llmconf.Alias(&e.Gateway, "chat").Rules[0].Entitlements = []string{"vip"} }, []string{`rule 1: entitlement "vip" is not a known entitlement`}},
+		{"an alias deny pattern that does not compile", func(e *estate.Estate) { llmconf.Alias(&e.Gateway, "chat").Guardrails.Deny = []string{"(unclosed"} }, []string{`alias "chat" guardrails`, `deny pattern 1 "(unclosed" is not a valid regular expression`}},
 		{"an empty pattern", func(e *estate.Estate) { e.Gateway.Guardrails.Allow = []string{""} }, []string{"global guardrails", "allow pattern 1 is empty"}},
-		{"an alias that guards itself", func(e *estate.Estate) { e.Alias("chat").Guardrails.GuardAlias = "chat" }, []string{`guardAlias "chat" is the alias it guards`}},
+		{"an alias that guards itself", func(e *estate.Estate) { llmconf.Alias(&e.Gateway, "chat").Guardrails.GuardAlias = "chat" }, []string{`guardAlias "chat" is the alias it guards`}},
 		{"a guard alias that does not exist", func(e *estate.Estate) { e.Gateway.Guardrails.GuardAlias = "guard" }, []string{"global guardrails", `guardAlias "guard" is not a known alias`}},
-		{"a budget of an unknown project", func(e *estate.Estate) { e.TokenBudget("fraud", model.PeriodMonth).Project = "gone" }, []string{"token budget gone per month", `project "gone" is not a known project`}},
-		{"a budget of a year", func(e *estate.Estate) { e.TokenBudget("fraud", model.PeriodMonth).Period = "year" }, []string{`period "year" must be day, week or month`}},
-		{"a budget in tokens and money", func(e *estate.Estate) { e.TokenBudget("fraud", model.PeriodMonth).Micros = 1 }, []string{"give tokens or money, not both"}},
+		{"a budget of an unknown project", func(e *estate.Estate) { llmconf.TokenBudget(&e.Gateway, "fraud", model.PeriodMonth).Project = "gone" }, []string{"token budget gone per month", `project "gone" is not a known project`}},
+		{"a budget of a year", func(e *estate.Estate) { llmconf.TokenBudget(&e.Gateway, "fraud", model.PeriodMonth).Period = "year" }, []string{`period "year" must be day, week or month`}},
+		{"a budget in tokens and money", func(e *estate.Estate) { llmconf.TokenBudget(&e.Gateway, "fraud", model.PeriodMonth).Micros = 1 }, []string{"give tokens or money, not both"}},
 		{"a budget of nothing", func(e *estate.Estate) {
-			b := e.TokenBudget("fraud", model.PeriodMonth)
+			b := llmconf.TokenBudget(&e.Gateway, "fraud", model.PeriodMonth)
 			b.Tokens, b.PerUserTokens = 0, 0
 		}, []string{"give tokens or money above 0"}},
-		{"a money budget beside models priced in two currencies", func(e *estate.Estate) { e.LLMModel("gpt-4o").Currency = "EUR" },
+		{"a money budget beside models priced in two currencies", func(e *estate.Estate) { llmconf.Model(&e.Gateway, "gpt-4o").Currency = "EUR" },
 			[]string{"token budget shared per day", "is in money", "EUR", "USD", "price every model in one, or budget in tokens"}},
-		{"a negative budget", func(e *estate.Estate) { e.TokenBudget("fraud", model.PeriodMonth).Tokens = -5 }, []string{"must be 0 or more"}},
-		{"a per-user limit above the whole", func(e *estate.Estate) { e.TokenBudget("fraud", model.PeriodMonth).PerUserTokens = 60_000_000 }, []string{"perUserTokens 60000000 is above the whole budget of 50000000 tokens"}},
-		{"a per-user money limit above the whole", func(e *estate.Estate) { e.TokenBudget("shared", model.PeriodDay).PerUserMicros = 30_000_000 }, []string{"perUserMoney 30 is above the whole budget of 25"}},
-		{"a per-user limit in tokens of a budget in money", func(e *estate.Estate) { e.TokenBudget("shared", model.PeriodDay).PerUserTokens = 5 }, []string{"perUserTokens needs a budget in tokens"}},
-		{"a rate limit of an unknown scope", func(e *estate.Estate) { e.RateLimit(model.RateLimitUser, "").Scope = "tenant" }, []string{`scope "tenant" must be user, project or alias`}},
-		{"a rate limit of an unknown alias", func(e *estate.Estate) { e.RateLimit(model.RateLimitAlias, "chat").Name = "code" }, []string{"rate limit alias code", `alias "code" is not a known alias`}},
+		{"a negative budget", func(e *estate.Estate) { llmconf.TokenBudget(&e.Gateway, "fraud", model.PeriodMonth).Tokens = -5 }, []string{"must be 0 or more"}},
+		{"a per-user limit above the whole", func(e *estate.Estate) {
+			llmconf.TokenBudget(&e.Gateway, "fraud", model.PeriodMonth).PerUserTokens = 60_000_000
+		}, []string{"perUserTokens 60000000 is above the whole budget of 50000000 tokens"}},
+		{"a per-user money limit above the whole", func(e *estate.Estate) {
+			llmconf.TokenBudget(&e.Gateway, "shared", model.PeriodDay).PerUserMicros = 30_000_000
+		}, []string{"perUserMoney 30 is above the whole budget of 25"}},
+		{"a per-user limit in tokens of a budget in money", func(e *estate.Estate) { llmconf.TokenBudget(&e.Gateway, "shared", model.PeriodDay).PerUserTokens = 5 }, []string{"perUserTokens needs a budget in tokens"}},
+		{"a rate limit of an unknown scope", func(e *estate.Estate) { llmconf.RateLimit(&e.Gateway, model.RateLimitUser, "").Scope = "tenant" }, []string{`scope "tenant" must be user, project or alias`}},
+		{"a rate limit of an unknown alias", func(e *estate.Estate) { llmconf.RateLimit(&e.Gateway, model.RateLimitAlias, "chat").Name = "code" }, []string{"rate limit alias code", `alias "code" is not a known alias`}},
 		{"a rate limit of an unknown project", func(e *estate.Estate) {
 			e.Gateway.RateLimits = append(e.Gateway.RateLimits, &model.RateLimit{Scope: model.RateLimitProject, Name: "gone", RequestsPerMinute: 1})
 		}, []string{"rate limit project gone", `project "gone" is not a known project`}},
 		{"a rate limit of nothing", func(e *estate.Estate) {
-			r := e.RateLimit(model.RateLimitUser, "")
+			r := llmconf.RateLimit(&e.Gateway, model.RateLimitUser, "")
 			r.RequestsPerMinute, r.TokensPerMinute = 0, 0
 		}, []string{"give requestsPerMinute or tokensPerMinute above 0"}},
-		{"a negative rate limit", func(e *estate.Estate) { e.RateLimit(model.RateLimitUser, "").TokensPerMinute = -1 }, []string{"must be between 0 and"}},
+		{"a negative rate limit", func(e *estate.Estate) { llmconf.RateLimit(&e.Gateway, model.RateLimitUser, "").TokensPerMinute = -1 }, []string{"must be between 0 and"}},
 		{"two rate limits of one scope and name", func(e *estate.Estate) {
 			e.Gateway.RateLimits = append(e.Gateway.RateLimits, &model.RateLimit{Scope: model.RateLimitUser, RequestsPerMinute: 1})
 		}, []string{"rate limit each user", "appears twice"}},
@@ -395,7 +405,7 @@ func TestGatewayValidate(t *testing.T) {
 		}, []string{"token budget fraud per month", "one budget per project and period"}},
 		{"a group that gateway objects name is gone", func(e *estate.Estate) {
 			e.Groups = e.Groups[:1] // research only
-			e.Entitlement("frontier").Groups = []string{"vision"}
+			llmconf.Entitlement(&e.Gateway, "frontier").Groups = []string{"vision"}
 		}, []string{`entitlement "frontier"`, `group "vision" is not a known group`}},
 	}
 	for _, tc := range tests {
@@ -413,9 +423,9 @@ func TestGatewayValidate(t *testing.T) {
 	t.Run("every problem is listed at once", func(t *testing.T) {
 		t.Parallel()
 		e := withGateway(t)
-		e.LLMModel("gpt-4o").Provider = "azure"
-		e.Alias("chat").Rules[1].Targets = nil
-		e.TokenBudget("fraud", model.PeriodMonth).Period = "year"
+		llmconf.Model(&e.Gateway, "gpt-4o").Provider = "azure"
+		llmconf.Alias(&e.Gateway, "chat").Rules[1].Targets = nil
+		llmconf.TokenBudget(&e.Gateway, "fraud", model.PeriodMonth).Period = "year"
 		e.Gateway.Guardrails.Deny = []string{"("}
 		if ps := problemsOf(t, e.Validate()); len(ps) != 4 {
 			t.Fatalf("%d problems, want 4:%s", len(ps), problemList(ps))
@@ -425,9 +435,9 @@ func TestGatewayValidate(t *testing.T) {
 	t.Run("a zero weight beside a positive one, a keyless provider and unset timeouts are fine", func(t *testing.T) {
 		t.Parallel()
 		e := withGateway(t)
-		e.Provider("openai").KeySecret = ""
-		e.Provider("openai").Timeout = 0
-		e.Route("llama-70b").Timeout = 0
+		llmconf.Provider(&e.Gateway, "openai").KeySecret = ""
+		llmconf.Provider(&e.Gateway, "openai").Timeout = 0
+		llmconf.Route(&e.Gateway, "llama-70b").Timeout = 0
 		if err := e.Validate(); err != nil {
 			t.Fatal(err)
 		}
@@ -436,7 +446,7 @@ func TestGatewayValidate(t *testing.T) {
 	t.Run("models in two currencies are fine with budgets in tokens only, or when one is free", func(t *testing.T) {
 		t.Parallel()
 		e := withGateway(t)
-		e.LLMModel("gpt-4o").Currency = "EUR"
+		llmconf.Model(&e.Gateway, "gpt-4o").Currency = "EUR"
 		var tokens []*model.TokenBudget
 		for _, b := range e.Gateway.Budgets {
 			if b.Micros == 0 {
@@ -448,8 +458,8 @@ func TestGatewayValidate(t *testing.T) {
 			t.Fatal(err)
 		}
 		e = withGateway(t)
-		e.LLMModel("gpt-4o").Currency = "EUR"
-		e.LLMModel("gpt-4o").InputPriceMicros, e.LLMModel("gpt-4o").OutputPriceMicros = 0, 0
+		llmconf.Model(&e.Gateway, "gpt-4o").Currency = "EUR"
+		llmconf.Model(&e.Gateway, "gpt-4o").InputPriceMicros, llmconf.Model(&e.Gateway, "gpt-4o").OutputPriceMicros = 0, 0
 		if err := e.Validate(); err != nil {
 			t.Fatal(err)
 		}
@@ -466,15 +476,15 @@ func TestGatewayReferences(t *testing.T) {
 		{estate.KindGroup, "research", []string{`entitlement "frontier"`}},
 		{estate.KindGroup, "vision", nil},
 		{estate.KindProject, "fraud", []string{"token budget fraud per month"}},
-		{estate.KindModel, "gpt-4o", []string{`alias "chat" rule 1`, `alias "chat" rule 2`}},
-		{estate.KindModel, "llama-3.1-70b", []string{`alias "chat" rule 1`, `alias "chat" rule 2`}},
-		{estate.KindProvider, "openai", []string{`model "gpt-4o"`}},
-		{estate.KindRoute, "llama-70b", []string{`model "llama-3.1-70b"`}},
-		{estate.KindEntitlement, "frontier", []string{`alias "chat" rule 1`}},
-		{estate.KindAlias, "chat", []string{"rate limit alias chat"}},
+		{llmconf.KindModel, "gpt-4o", []string{`alias "chat" rule 1`, `alias "chat" rule 2`}},
+		{llmconf.KindModel, "llama-3.1-70b", []string{`alias "chat" rule 1`, `alias "chat" rule 2`}},
+		{llmconf.KindProvider, "openai", []string{`model "gpt-4o"`}},
+		{llmconf.KindRoute, "llama-70b", []string{`model "llama-3.1-70b"`}},
+		{llmconf.KindEntitlement, "frontier", []string{`alias "chat" rule 1`}},
+		{llmconf.KindAlias, "chat", []string{"rate limit alias chat"}},
 	}
 	for _, tc := range tests {
-		if got := e.GatewayReferences(tc.kind, tc.name); !reflect.DeepEqual(got, tc.want) {
+		if got := llmconf.References(&e.Gateway, tc.kind, tc.name); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("GatewayReferences(%s, %s) = %q, want %q", tc.kind, tc.name, got, tc.want)
 		}
 	}
@@ -483,8 +493,8 @@ func TestGatewayReferences(t *testing.T) {
 func TestFollowRenames(t *testing.T) {
 	t.Parallel()
 	cur := withGateway(t)
-	cur.Alias("chat").Rules[1].Groups = []string{"vision", "research"}
-	cur.Alias("chat").Rules[1].Projects = []string{"fraud"}
+	llmconf.Alias(&cur.Gateway, "chat").Rules[1].Groups = []string{"vision", "research"}
+	llmconf.Alias(&cur.Gateway, "chat").Rules[1].Projects = []string{"fraud"}
 	cur.Gateway.RateLimits = append(cur.Gateway.RateLimits, &model.RateLimit{Scope: model.RateLimitProject, Name: "fraud", RequestsPerMinute: 5})
 	next := cur.Clone()
 	next.GroupByName("research").Name = "ml-research"
@@ -493,16 +503,16 @@ func TestFollowRenames(t *testing.T) {
 	if err := next.Validate(); err != nil {
 		t.Fatalf("Validate after renames: %v", err)
 	}
-	if got := next.Alias("chat").Rules[1].Groups; !reflect.DeepEqual(got, []string{"vision", "ml-research"}) {
+	if got := llmconf.Alias(&next.Gateway, "chat").Rules[1].Groups; !reflect.DeepEqual(got, []string{"vision", "ml-research"}) {
 		t.Errorf("rule groups = %v", got)
 	}
-	if got := next.Entitlement("frontier").Groups; !reflect.DeepEqual(got, []string{"ml-research"}) {
+	if got := llmconf.Entitlement(&next.Gateway, "frontier").Groups; !reflect.DeepEqual(got, []string{"ml-research"}) {
 		t.Errorf("entitlement groups = %v", got)
 	}
-	if next.TokenBudget("fraud-models", model.PeriodMonth) == nil || next.RateLimit(model.RateLimitProject, "fraud-models") == nil {
+	if llmconf.TokenBudget(&next.Gateway, "fraud-models", model.PeriodMonth) == nil || llmconf.RateLimit(&next.Gateway, model.RateLimitProject, "fraud-models") == nil {
 		t.Errorf("budgets and project rate limits do not follow the project: %+v %+v", next.Gateway.Budgets, next.Gateway.RateLimits)
 	}
-	if got := cur.Entitlement("frontier").Groups; !reflect.DeepEqual(got, []string{"research"}) {
+	if got := llmconf.Entitlement(&cur.Gateway, "frontier").Groups; !reflect.DeepEqual(got, []string{"research"}) {
 		t.Errorf("FollowRenames changed the estate it compared with: %v", got)
 	}
 }

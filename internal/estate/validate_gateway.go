@@ -9,6 +9,7 @@ import (
 	"unicode"
 
 	"github.com/klique-ai/klique/internal/estate/basis"
+	"github.com/klique-ai/klique/internal/estate/llmconf"
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/runenv"
 )
@@ -129,9 +130,9 @@ func (v *validator) llmModels() {
 			v.add(obj, "names provider %q and route %q: give one of them", m.Provider, m.Route)
 		case m.Provider == "" && m.Route == "":
 			v.add(obj, "give the provider or the route that serves it")
-		case m.Provider != "" && v.e.Provider(m.Provider) == nil:
+		case m.Provider != "" && llmconf.Provider(&v.e.Gateway, m.Provider) == nil:
 			v.add(obj, "provider %q is not a known provider; add it under gateway providers", m.Provider)
-		case m.Route != "" && v.e.Route(m.Route) == nil:
+		case m.Route != "" && llmconf.Route(&v.e.Gateway, m.Route) == nil:
 			v.add(obj, "route %q is not a known route; add it under gateway routes", m.Route)
 		}
 		if m.Upstream == "" || len(m.Upstream) > MaxUpstreamLength || strings.TrimSpace(m.Upstream) != m.Upstream ||
@@ -221,7 +222,7 @@ func (v *validator) aliasRule(obj, where string, r model.AliasRule) {
 	clear(listed)
 	for _, en := range r.Entitlements {
 		switch {
-		case v.e.Entitlement(en) == nil:
+		case llmconf.Entitlement(&v.e.Gateway, en) == nil:
 			v.add(obj, "%sentitlement %q is not a known entitlement; add it under gateway entitlements", where, en)
 		case listed[en]:
 			v.add(obj, "%slists entitlement %q twice", where, en)
@@ -235,7 +236,7 @@ func (v *validator) aliasRule(obj, where string, r model.AliasRule) {
 	positive := false
 	for _, t := range r.Targets {
 		switch {
-		case v.e.LLMModel(t.Model) == nil:
+		case llmconf.Model(&v.e.Gateway, t.Model) == nil:
 			v.add(obj, "%starget model %q is not a known model; add it under gateway models", where, t.Model)
 		case listed[t.Model]:
 			v.add(obj, "%slists target %q twice; give it one weight", where, t.Model)
@@ -252,7 +253,7 @@ func (v *validator) aliasRule(obj, where string, r model.AliasRule) {
 	clear(listed)
 	for _, f := range r.Fallbacks {
 		switch {
-		case v.e.LLMModel(f) == nil:
+		case llmconf.Model(&v.e.Gateway, f) == nil:
 			v.add(obj, "%sfallback model %q is not a known model; add it under gateway models", where, f)
 		case listed[f]:
 			v.add(obj, "%slists fallback %q twice", where, f)
@@ -266,13 +267,13 @@ func (v *validator) tokenBudgets() {
 	money := ""
 	for _, b := range v.e.Gateway.Budgets {
 		if money == "" && (b.Micros > 0 || b.PerUserMicros > 0) {
-			money = BudgetName(b)
+			money = llmconf.BudgetName(b)
 		}
-		obj := fmt.Sprintf("token budget %s", BudgetName(b))
-		if seen[BudgetName(b)] {
+		obj := fmt.Sprintf("token budget %s", llmconf.BudgetName(b))
+		if seen[llmconf.BudgetName(b)] {
 			v.add(obj, "the project already has a budget for this period; give one budget per project and period")
 		}
-		seen[BudgetName(b)] = true
+		seen[llmconf.BudgetName(b)] = true
 		if v.e.ProjectByName(b.Project) == nil {
 			v.add(obj, "project %q is not a known project", b.Project)
 		}
@@ -332,11 +333,11 @@ func (v *validator) oneCurrency(budget string) {
 func (v *validator) rateLimits() {
 	seen := map[string]bool{}
 	for _, r := range v.e.Gateway.RateLimits {
-		obj := fmt.Sprintf("rate limit %s", RateLimitName(r))
-		if seen[RateLimitName(r)] {
+		obj := fmt.Sprintf("rate limit %s", llmconf.RateLimitName(r))
+		if seen[llmconf.RateLimitName(r)] {
 			v.add(obj, "appears twice; give one rate limit per scope and name")
 		}
-		seen[RateLimitName(r)] = true
+		seen[llmconf.RateLimitName(r)] = true
 		switch r.Scope {
 		case model.RateLimitUser:
 			if r.Name != "" {
@@ -349,7 +350,7 @@ func (v *validator) rateLimits() {
 				v.add(obj, "project %q is not a known project (leave the name out to limit each project)", r.Name)
 			}
 		case model.RateLimitAlias:
-			if r.Name != "" && v.e.Alias(r.Name) == nil {
+			if r.Name != "" && llmconf.Alias(&v.e.Gateway, r.Name) == nil {
 				v.add(obj, "alias %q is not a known alias (leave the name out to limit each alias)", r.Name)
 			}
 		default:
@@ -388,7 +389,7 @@ func (v *validator) guardrails(obj string, g model.Guardrails, self string) {
 	case g.GuardAlias == "":
 	case g.GuardAlias == self:
 		v.add(obj, "guardAlias %q is the alias it guards: name another alias to check its calls", g.GuardAlias)
-	case v.e.Alias(g.GuardAlias) == nil:
+	case llmconf.Alias(&v.e.Gateway, g.GuardAlias) == nil:
 		v.add(obj, "guardAlias %q is not a known alias", g.GuardAlias)
 	}
 }
