@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/klique-ai/klique/internal/estate/basis"
+	"github.com/klique-ai/klique/internal/estate/llmconf"
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/runenv"
 )
@@ -104,7 +105,9 @@ func (e *Estate) Validate() error {
 	v.policies()
 	v.computeResources()
 	v.projects()
-	v.gateway()
+	// The gateway's configuration is checked by its own rules, against
+	// this estate's groups and projects.
+	v.problems = append(v.problems, llmconf.Validate(&e.Gateway, e)...)
 	if len(v.problems) == 0 {
 		return nil
 	}

@@ -245,7 +245,7 @@ func timeoutOf(field string, v *float64) (time.Duration, error) {
 	// The range is the estate's rule, checked with every other problem;
 	// here only what cannot be a duration at all is refused.
 	if math.IsNaN(*v) || *v < 0 || *v > 1e6 {
-		return 0, kernel.Invalid("%s %v must be between 1 and %d seconds (leave it out for the default)", field, *v, int64(estate.MaxTimeout/time.Second))
+		return 0, kernel.Invalid("%s %v must be between 1 and %d seconds (leave it out for the default)", field, *v, int64(llmconf.MaxTimeout/time.Second))
 	}
 	return time.Duration(*v * float64(time.Second)), nil
 }

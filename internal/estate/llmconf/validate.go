@@ -1,20 +1,21 @@
-package estate
+package llmconf
 
 import (
 	"fmt"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
 
 	"github.com/klique-ai/klique/internal/estate/basis"
-	"github.com/klique-ai/klique/internal/estate/llmconf"
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/runenv"
 )
 
-// Bounds of the gateway's configuration.
+// Bounds of the configuration's values: far above any real configuration,
+// low enough to rule out typos and arithmetic overflow.
 const (
 	MaxEndpoints       = 64
 	MinTimeout         = time.Second
@@ -32,9 +33,22 @@ const (
 	MaxPerMinute = 1_000_000_000_000
 )
 
-// gateway checks the LLM gateway's configuration: every object on its own,
-// and every name it uses of the rest of the estate.
-func (v *validator) gateway() {
+// Estate is what the configuration's rules read of the estate around it:
+// the groups and projects its objects name, by name. *estate.Estate is one.
+// Users are not asked about: entitlements and rate limits may name users
+// that SSO has yet to create, so a user's name is only checked as a name.
+type Estate interface {
+	GroupByName(name string) *model.Group
+	ProjectByName(name string) *model.Project
+}
+
+// Validate checks a configuration: every object on its own, and every name
+// it uses of its own objects and of the estate e around it. It returns
+// every problem found, in a stable order (kind by kind, then object by
+// object), so that an estate's validation can list them with its own; nil
+// when there are none.
+func Validate(g *model.Gateway, e Estate) []basis.Problem {
+	v := &validator{g: g, e: e}
 	v.providers()
 	v.routes()
 	v.llmModels()
@@ -42,7 +56,30 @@ func (v *validator) gateway() {
 	v.aliases()
 	v.tokenBudgets()
 	v.rateLimits()
-	v.guardrails("global guardrails", v.e.Gateway.Guardrails, "")
+	v.guardrails("global guardrails", v.g.Guardrails, "")
+	return v.problems
+}
+
+type validator struct {
+	g        *model.Gateway
+	e        Estate
+	problems []basis.Problem
+}
+
+func (v *validator) add(object, format string, args ...any) {
+	v.problems = append(v.problems, basis.Problem{Object: object, Message: fmt.Sprintf(format, args...)})
+}
+
+func (v *validator) name(object, name string) {
+	if err := basis.CheckName(name); err != nil {
+		v.add(object, "%v", err)
+	}
+}
+
+func (v *validator) description(object, d string) {
+	if err := basis.CheckDescription(d); err != nil {
+		v.add(object, "%v", err)
+	}
 }
 
 // unique reports a name used twice within a kind.
@@ -55,7 +92,7 @@ func (v *validator) unique(seen map[string]bool, obj, kind, key string) {
 
 func (v *validator) providers() {
 	seen := map[string]bool{}
-	for _, p := range v.e.Gateway.Providers {
+	for _, p := range v.g.Providers {
 		obj := fmt.Sprintf("provider %q", p.Name)
 		v.name(obj, p.Name)
 		v.unique(seen, obj, "provider", p.Name)
@@ -72,7 +109,7 @@ func (v *validator) providers() {
 
 func (v *validator) routes() {
 	seen := map[string]bool{}
-	for _, r := range v.e.Gateway.Routes {
+	for _, r := range v.g.Routes {
 		obj := fmt.Sprintf("route %q", r.Name)
 		v.name(obj, r.Name)
 		v.unique(seen, obj, "route", r.Name)
@@ -121,7 +158,7 @@ func (v *validator) timeout(obj string, d time.Duration) {
 
 func (v *validator) llmModels() {
 	seen := map[string]bool{}
-	for _, m := range v.e.Gateway.Models {
+	for _, m := range v.g.Models {
 		obj := fmt.Sprintf("model %q", m.Name)
 		v.name(obj, m.Name)
 		v.unique(seen, obj, "model", m.Name)
@@ -130,9 +167,9 @@ func (v *validator) llmModels() {
 			v.add(obj, "names provider %q and route %q: give one of them", m.Provider, m.Route)
 		case m.Provider == "" && m.Route == "":
 			v.add(obj, "give the provider or the route that serves it")
-		case m.Provider != "" && llmconf.Provider(&v.e.Gateway, m.Provider) == nil:
+		case m.Provider != "" && Provider(v.g, m.Provider) == nil:
 			v.add(obj, "provider %q is not a known provider; add it under gateway providers", m.Provider)
-		case m.Route != "" && llmconf.Route(&v.e.Gateway, m.Route) == nil:
+		case m.Route != "" && Route(v.g, m.Route) == nil:
 			v.add(obj, "route %q is not a known route; add it under gateway routes", m.Route)
 		}
 		if m.Upstream == "" || len(m.Upstream) > MaxUpstreamLength || strings.TrimSpace(m.Upstream) != m.Upstream ||
@@ -156,7 +193,7 @@ func (v *validator) llmModels() {
 
 func (v *validator) entitlements() {
 	seen := map[string]bool{}
-	for _, en := range v.e.Gateway.Entitlements {
+	for _, en := range v.g.Entitlements {
 		obj := fmt.Sprintf("entitlement %q", en.Name)
 		v.name(obj, en.Name)
 		v.unique(seen, obj, "entitlement", en.Name)
@@ -189,7 +226,7 @@ func (v *validator) knownGroups(obj, where string, names []string) {
 
 func (v *validator) aliases() {
 	seen := map[string]bool{}
-	for _, a := range v.e.Gateway.Aliases {
+	for _, a := range v.g.Aliases {
 		obj := fmt.Sprintf("alias %q", a.Name)
 		v.name(obj, a.Name)
 		v.unique(seen, obj, "alias", a.Name)
@@ -222,7 +259,7 @@ func (v *validator) aliasRule(obj, where string, r model.AliasRule) {
 	clear(listed)
 	for _, en := range r.Entitlements {
 		switch {
-		case llmconf.Entitlement(&v.e.Gateway, en) == nil:
+		case Entitlement(v.g, en) == nil:
 			v.add(obj, "%sentitlement %q is not a known entitlement; add it under gateway entitlements", where, en)
 		case listed[en]:
 			v.add(obj, "%slists entitlement %q twice", where, en)
@@ -236,7 +273,7 @@ func (v *validator) aliasRule(obj, where string, r model.AliasRule) {
 	positive := false
 	for _, t := range r.Targets {
 		switch {
-		case llmconf.Model(&v.e.Gateway, t.Model) == nil:
+		case Model(v.g, t.Model) == nil:
 			v.add(obj, "%starget model %q is not a known model; add it under gateway models", where, t.Model)
 		case listed[t.Model]:
 			v.add(obj, "%slists target %q twice; give it one weight", where, t.Model)
@@ -253,7 +290,7 @@ func (v *validator) aliasRule(obj, where string, r model.AliasRule) {
 	clear(listed)
 	for _, f := range r.Fallbacks {
 		switch {
-		case llmconf.Model(&v.e.Gateway, f) == nil:
+		case Model(v.g, f) == nil:
 			v.add(obj, "%sfallback model %q is not a known model; add it under gateway models", where, f)
 		case listed[f]:
 			v.add(obj, "%slists fallback %q twice", where, f)
@@ -265,15 +302,15 @@ func (v *validator) aliasRule(obj, where string, r model.AliasRule) {
 func (v *validator) tokenBudgets() {
 	seen := map[string]bool{}
 	money := ""
-	for _, b := range v.e.Gateway.Budgets {
+	for _, b := range v.g.Budgets {
 		if money == "" && (b.Micros > 0 || b.PerUserMicros > 0) {
-			money = llmconf.BudgetName(b)
+			money = BudgetName(b)
 		}
-		obj := fmt.Sprintf("token budget %s", llmconf.BudgetName(b))
-		if seen[llmconf.BudgetName(b)] {
+		obj := fmt.Sprintf("token budget %s", BudgetName(b))
+		if seen[BudgetName(b)] {
 			v.add(obj, "the project already has a budget for this period; give one budget per project and period")
 		}
-		seen[llmconf.BudgetName(b)] = true
+		seen[BudgetName(b)] = true
 		if v.e.ProjectByName(b.Project) == nil {
 			v.add(obj, "project %q is not a known project", b.Project)
 		}
@@ -315,7 +352,7 @@ func (v *validator) tokenBudgets() {
 // converts none.
 func (v *validator) oneCurrency(budget string) {
 	var first *model.LLMModel
-	for _, m := range v.e.Gateway.Models {
+	for _, m := range v.g.Models {
 		if m.InputPriceMicros == 0 && m.OutputPriceMicros == 0 {
 			continue // free: no currency is spent
 		}
@@ -332,12 +369,12 @@ func (v *validator) oneCurrency(budget string) {
 
 func (v *validator) rateLimits() {
 	seen := map[string]bool{}
-	for _, r := range v.e.Gateway.RateLimits {
-		obj := fmt.Sprintf("rate limit %s", llmconf.RateLimitName(r))
-		if seen[llmconf.RateLimitName(r)] {
+	for _, r := range v.g.RateLimits {
+		obj := fmt.Sprintf("rate limit %s", RateLimitName(r))
+		if seen[RateLimitName(r)] {
 			v.add(obj, "appears twice; give one rate limit per scope and name")
 		}
-		seen[llmconf.RateLimitName(r)] = true
+		seen[RateLimitName(r)] = true
 		switch r.Scope {
 		case model.RateLimitUser:
 			if r.Name != "" {
@@ -350,7 +387,7 @@ func (v *validator) rateLimits() {
 				v.add(obj, "project %q is not a known project (leave the name out to limit each project)", r.Name)
 			}
 		case model.RateLimitAlias:
-			if r.Name != "" && llmconf.Alias(&v.e.Gateway, r.Name) == nil {
+			if r.Name != "" && Alias(v.g, r.Name) == nil {
 				v.add(obj, "alias %q is not a known alias (leave the name out to limit each alias)", r.Name)
 			}
 		default:
@@ -389,7 +426,25 @@ func (v *validator) guardrails(obj string, g model.Guardrails, self string) {
 	case g.GuardAlias == "":
 	case g.GuardAlias == self:
 		v.add(obj, "guardAlias %q is the alias it guards: name another alias to check its calls", g.GuardAlias)
-	case llmconf.Alias(&v.e.Gateway, g.GuardAlias) == nil:
+	case Alias(v.g, g.GuardAlias) == nil:
 		v.add(obj, "guardAlias %q is not a known alias", g.GuardAlias)
 	}
+}
+
+// formatDuration writes a duration the shortest way Go reads it back:
+// 60s as 1m, 90s as 1m30s.
+func formatDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// decimal6 writes millionths as a decimal number.
+func decimal6(v int64) *basis.Number {
+	return basis.NumberOfText(strconv.FormatFloat(float64(v)/1e6, 'f', -1, 64))
 }
