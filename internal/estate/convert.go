@@ -43,7 +43,7 @@ func (d *Document) Apply(cur *Estate, tenantID string, newID func() string, now 
 		a.project(&d.Projects[i])
 	}
 	if d.Gateway != nil {
-		a.gateway(d.Gateway)
+		a.Problems = append(a.Problems, d.Gateway.Apply(&a.e.Gateway)...)
 	}
 	// Orders refer to links and connections made above.
 	for i := range d.Pools {
@@ -52,28 +52,24 @@ func (d *Document) Apply(cur *Estate, tenantID string, newID func() string, now 
 	for i := range d.Profiles {
 		a.queuingPriority(&d.Profiles[i])
 	}
-	if len(a.problems) > 0 {
-		return nil, &ValidationError{Problems: a.problems}
+	if len(a.Problems) > 0 {
+		return nil, &ValidationError{Problems: a.Problems}
 	}
 	a.e.Normalize()
 	return a.e, nil
 }
 
 type applier struct {
-	e        *Estate
-	tenant   string
-	newID    func() string
-	now      time.Time
-	problems []basis.Problem
-}
-
-func (a *applier) add(object, format string, args ...any) {
-	a.problems = append(a.problems, basis.Problem{Object: object, Message: fmt.Sprintf(format, args...)})
+	e      *Estate
+	tenant string
+	newID  func() string
+	now    time.Time
+	basis.Problems
 }
 
 func (a *applier) checkDuplicates(d *Document) {
 	dup := func(kind string, names []string) {
-		a.problems = append(a.problems, basis.DescribedTwice(kind, names)...)
+		a.Problems = append(a.Problems, basis.DescribedTwice(kind, names)...)
 	}
 	var names []string
 	for _, v := range d.GPUClasses {
@@ -105,49 +101,9 @@ func (a *applier) checkDuplicates(d *Document) {
 		names = append(names, v.Name)
 	}
 	dup("project", names)
-	if g := d.Gateway; g != nil {
-		keys := func(kind string, n int, key func(i int) string) {
-			names = nil
-			for i := range n {
-				names = append(names, key(i))
-			}
-			dup(kind, names)
-		}
-		keys("provider", len(g.Providers), func(i int) string { return g.Providers[i].Name })
-		keys("route", len(g.Routes), func(i int) string { return g.Routes[i].Name })
-		keys("model", len(g.Models), func(i int) string { return g.Models[i].Name })
-		keys("entitlement", len(g.Entitlements), func(i int) string { return g.Entitlements[i].Name })
-		keys("alias", len(g.Aliases), func(i int) string { return g.Aliases[i].Name })
-		keys("token budget", len(g.Budgets), func(i int) string {
-			return llmconf.BudgetName(&model.TokenBudget{Project: g.Budgets[i].Project, Period: model.BudgetPeriod(strings.ToLower(g.Budgets[i].Period))})
-		})
-		keys("rate limit", len(g.RateLimits), func(i int) string {
-			return llmconf.RateLimitName(&model.RateLimit{Scope: model.RateLimitScope(strings.ToLower(g.RateLimits[i].Scope)), Name: g.RateLimits[i].Name})
-		})
+	if d.Gateway != nil {
+		a.Problems = append(a.Problems, d.Gateway.Duplicates()...)
 	}
-}
-
-// whole reads an optional whole number, with def when it is absent.
-func (a *applier) whole(object, field string, n *basis.Number, def int64) int64 {
-	if n == nil || *n == "" {
-		return def
-	}
-	v, err := n.Whole(field)
-	if err != nil {
-		a.add(object, "%v", err)
-	}
-	return v
-}
-
-func (a *applier) scaled(object, field string, n *basis.Number, places int, def int64) int64 {
-	if n == nil || *n == "" {
-		return def
-	}
-	v, err := n.Scaled(field, places)
-	if err != nil {
-		a.add(object, "%v", err)
-	}
-	return v
 }
 
 func (a *applier) gpuClass(d *GPUClassDoc) {
@@ -158,8 +114,8 @@ func (a *applier) gpuClass(d *GPUClassDoc) {
 		a.e.GPUClasses = append(a.e.GPUClasses, c)
 	}
 	c.Description = d.Description
-	c.MemoryGB = int(a.whole(obj, "memoryGb", d.MemoryGB, 0))
-	c.PriceMicros = a.scaled(obj, "pricePerGpuHour", d.PricePerGPUHour, 6, 0)
+	c.MemoryGB = int(a.Whole(obj, "memoryGb", d.MemoryGB, 0))
+	c.PriceMicros = a.Scaled(obj, "pricePerGpuHour", d.PricePerGPUHour, 6, 0)
 	c.Currency = d.Currency
 	if c.Currency == "" {
 		c.Currency = basis.DefaultCurrency
@@ -185,19 +141,19 @@ func (a *applier) pool(d *PoolDoc) {
 	p.Description = d.Description
 	p.Kind = model.PoolKind(d.Kind)
 	if d.Kind == "" {
-		a.add(obj, "kind is required: one of %s", kindList())
+		a.Add(obj, "kind is required: one of %s", kindList())
 	}
 	if d.Capacity == nil {
-		a.add(obj, "capacity is required: the number of whole GPUs the pool declares")
+		a.Add(obj, "capacity is required: the number of whole GPUs the pool declares")
 	}
-	p.CapacityGPUs = int(a.whole(obj, "capacity", d.Capacity, 0))
+	p.CapacityGPUs = int(a.Whole(obj, "capacity", d.Capacity, 0))
 	p.GPUClassID = ""
 	class := a.e.GPUClassByName(d.GPUClass)
 	switch {
 	case d.GPUClass == "":
-		a.add(obj, "gpuClass is required")
+		a.Add(obj, "gpuClass is required")
 	case class == nil:
-		a.add(obj, "gpuClass %q is not a known GPU class; add it under gpuClasses", d.GPUClass)
+		a.Add(obj, "gpuClass %q is not a known GPU class; add it under gpuClasses", d.GPUClass)
 	default:
 		p.GPUClassID = class.ID
 	}
@@ -205,7 +161,7 @@ func (a *applier) pool(d *PoolDoc) {
 	if class != nil {
 		def = int64(class.MemoryGB)
 	}
-	p.GPUMemoryGB = int(a.whole(obj, "gpuMemoryGb", d.GPUMemoryGB, def))
+	p.GPUMemoryGB = int(a.Whole(obj, "gpuMemoryGb", d.GPUMemoryGB, def))
 	p.Region = d.Region
 	p.Labels = cloneMap(d.Labels)
 }
@@ -221,38 +177,38 @@ func (a *applier) profile(d *ProfileDoc) {
 	pr.SizeParameter = ""
 	switch {
 	case d.Size != nil && d.SizeFromParameter != nil:
-		a.add(obj, "give size or sizeFromParameter, not both")
+		a.Add(obj, "give size or sizeFromParameter, not both")
 	case d.Size != nil:
 		pr.Size = a.size(obj, "size", d.Size)
 	case d.SizeFromParameter != nil:
 		pr.SizeParameter = d.SizeFromParameter.Parameter
 		if pr.SizeParameter == "" {
-			a.add(obj, "sizeFromParameter needs the parameter name")
+			a.Add(obj, "sizeFromParameter needs the parameter name")
 		}
 		if d.SizeFromParameter.Default == nil {
-			a.add(obj, "sizeFromParameter needs a default size for tasks that do not set the parameter")
+			a.Add(obj, "sizeFromParameter needs a default size for tasks that do not set the parameter")
 		} else {
 			pr.Size = a.size(obj, "sizeFromParameter.default", d.SizeFromParameter.Default)
 		}
 	default:
-		a.add(obj, "size is required: a fraction (0.125, 0.25, 0.5), whole GPUs (1, 8) or nodes x GPUs per node (2x8)")
+		a.Add(obj, "size is required: a fraction (0.125, 0.25, 0.5), whole GPUs (1, 8) or nodes x GPUs per node (2x8)")
 	}
 	pr.GPUClassID = ""
 	if d.GPUClass != "" {
 		if c := a.e.GPUClassByName(d.GPUClass); c != nil {
 			pr.GPUClassID = c.ID
 		} else {
-			a.add(obj, "gpuClass %q is not a known GPU class", d.GPUClass)
+			a.Add(obj, "gpuClass %q is not a known GPU class", d.GPUClass)
 		}
 	}
-	pr.MinGPUMemoryGB = int(a.whole(obj, "minGpuMemoryGb", d.MinGPUMemoryGB, 0))
-	pr.TimeWeightMilli = a.scaled(obj, "timeWeight", d.TimeWeight, 3, DefaultTimeWeightMilli)
+	pr.MinGPUMemoryGB = int(a.Whole(obj, "minGpuMemoryGb", d.MinGPUMemoryGB, 0))
+	pr.TimeWeightMilli = a.Scaled(obj, "timeWeight", d.TimeWeight, 3, DefaultTimeWeightMilli)
 	pr.Pools = nil
 	for _, name := range d.Pools {
 		if p := a.e.PoolByName(name); p != nil {
 			pr.Pools = append(pr.Pools, p.ID)
 		} else {
-			a.add(obj, "pool %q is not a known pool; add it under pools", name)
+			a.Add(obj, "pool %q is not a known pool; add it under pools", name)
 		}
 	}
 }
@@ -260,7 +216,7 @@ func (a *applier) profile(d *ProfileDoc) {
 func (a *applier) size(obj, field string, n *basis.Number) model.Size {
 	s, err := model.ParseSize(string(*n))
 	if err != nil {
-		a.add(obj, "%s: %v", field, err)
+		a.Add(obj, "%s: %v", field, err)
 	}
 	return s
 }
@@ -269,7 +225,7 @@ func (a *applier) policy(d *PolicyDoc) {
 	obj := fmt.Sprintf("resource policy of group %q", d.Group)
 	g := a.e.GroupByName(d.Group)
 	if g == nil {
-		a.add(obj, "group %q is not a known group; add it under groups", d.Group)
+		a.Add(obj, "group %q is not a known group; add it under groups", d.Group)
 		return
 	}
 	pol := a.e.PolicyOfGroup(g.ID)
@@ -277,26 +233,26 @@ func (a *applier) policy(d *PolicyDoc) {
 		pol = &model.ResourcePolicy{ID: a.newID(), TenantID: a.tenant, GroupID: g.ID, CreatedAt: a.now}
 		a.e.Policies = append(a.e.Policies, pol)
 	}
-	pol.ReservationGPUs = int(a.whole(obj, "reservation", d.Reservation, 0))
+	pol.ReservationGPUs = int(a.Whole(obj, "reservation", d.Reservation, 0))
 	if d.Limit == nil {
-		a.add(obj, "limit is required: the most GPUs the group may hold at once")
+		a.Add(obj, "limit is required: the most GPUs the group may hold at once")
 	}
-	pol.LimitGPUs = int(a.whole(obj, "limit", d.Limit, 0))
+	pol.LimitGPUs = int(a.Whole(obj, "limit", d.Limit, 0))
 	pol.Budget = nil
 	if b := d.TimeBudget; b != nil {
 		if b.Hours == nil {
-			a.add(obj, "timeBudget needs hours")
+			a.Add(obj, "timeBudget needs hours")
 		}
-		pol.Budget = &model.TimeBudget{MilliHours: a.scaled(obj, "timeBudget.hours", b.Hours, 3, 0), Period: model.BudgetPeriod(strings.ToLower(b.Period))}
+		pol.Budget = &model.TimeBudget{MilliHours: a.Scaled(obj, "timeBudget.hours", b.Hours, 3, 0), Period: model.BudgetPeriod(strings.ToLower(b.Period))}
 	}
-	pol.LowWatermark = time.Duration(a.whole(obj, "lowWatermarkMinutes", d.LowWatermarkMinutes, int64(model.DefaultLowWatermark/time.Minute))) * time.Minute
-	pol.AlertThresholdPercent = int(a.whole(obj, "alertThresholdPercent", d.AlertThresholdPercent, model.DefaultAlertThresholdPercent))
+	pol.LowWatermark = time.Duration(a.Whole(obj, "lowWatermarkMinutes", d.LowWatermarkMinutes, int64(model.DefaultLowWatermark/time.Minute))) * time.Minute
+	pol.AlertThresholdPercent = int(a.Whole(obj, "alertThresholdPercent", d.AlertThresholdPercent, model.DefaultAlertThresholdPercent))
 
 	keep := map[string]bool{}
 	for _, cd := range d.ComputeResources {
 		pr := a.e.ProfileByName(cd.Profile)
 		if pr == nil {
-			a.add(obj, "compute resource %q: profile %q is not a known profile", cd.Name, cd.Profile)
+			a.Add(obj, "compute resource %q: profile %q is not a known profile", cd.Name, cd.Profile)
 			continue
 		}
 		cr := a.e.ComputeResourceOf(pol.ID, pr.ID)
@@ -338,7 +294,7 @@ func (a *applier) project(d *ProjectDoc) {
 		if g := a.e.GroupByName(d.Group); g != nil {
 			p.GroupID = g.ID
 		} else {
-			a.add(obj, "group %q is not a known group", d.Group)
+			a.Add(obj, "group %q is not a known group", d.Group)
 		}
 	}
 }
@@ -350,7 +306,7 @@ func (a *applier) executionPriority(d *PoolDoc) {
 	}
 	order, problems := ResolveExecutionPriority(a.e, p, d.ExecutionPriority)
 	for _, msg := range problems {
-		a.add(fmt.Sprintf("pool %q", d.Name), "executionPriority: %s", msg)
+		a.Add(fmt.Sprintf("pool %q", d.Name), "executionPriority: %s", msg)
 	}
 	p.ProfileOrder = order
 }
@@ -362,7 +318,7 @@ func (a *applier) queuingPriority(d *ProfileDoc) {
 	}
 	order, problems := ResolveQueuingPriority(a.e, pr, d.QueuingPriority)
 	for _, msg := range problems {
-		a.add(fmt.Sprintf("profile %q", d.Name), "queuingPriority: %s", msg)
+		a.Add(fmt.Sprintf("profile %q", d.Name), "queuingPriority: %s", msg)
 	}
 	pr.QueuingOrder = order
 }
@@ -507,9 +463,7 @@ func (e *Estate) Export() *Document {
 		}
 		d.Projects = append(d.Projects, pd)
 	}
-	if !llmconf.Empty(&e.Gateway) {
-		d.Gateway = exportGateway(&e.Gateway)
-	}
+	d.Gateway = llmconf.Export(&e.Gateway)
 	return d
 }
 

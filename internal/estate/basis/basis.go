@@ -1,11 +1,12 @@
 // Package basis holds what every part of an estate shares: the Number an
 // estate file's values are read as, the rules on names, descriptions,
-// prices and currencies, and Problem, the reason an object is refused.
+// prices and currencies, and Problem, the reason an object is refused, with
+// Problems, which collects them.
 //
 // It is a package of its own so that estate and the packages of its parts
 // (llmconf, the gateway's configuration, which estate imports) state these
-// once: a name is checked by one rule and a problem reads the same wherever
-// it is found.
+// once: a name is checked by one rule, an optional value is read one way
+// and a problem reads the same wherever it is found.
 package basis
 
 import (
@@ -14,21 +15,6 @@ import (
 	"strings"
 	"unicode"
 )
-
-// Problem is one reason an estate is not valid, said so that a person knows
-// what to change.
-type Problem struct {
-	// Object names what the problem is on, such as `pool "onprem-k8s"`.
-	Object  string
-	Message string
-}
-
-func (p Problem) String() string {
-	if p.Object == "" {
-		return p.Message
-	}
-	return p.Object + ": " + p.Message
-}
 
 // Bounds on values every part of an estate shares: far above any real
 // estate, low enough to rule out typos and arithmetic overflow.

@@ -1,4 +1,4 @@
-package estate
+package llmconf
 
 import (
 	"fmt"
@@ -8,40 +8,41 @@ import (
 	"time"
 
 	"github.com/klique-ai/klique/internal/estate/basis"
-	"github.com/klique-ai/klique/internal/estate/llmconf"
 	"github.com/klique-ai/klique/internal/model"
 )
 
-// gateway creates or replaces every gateway object the document describes,
-// by key. References between them, and to groups and projects, are names
-// checked by Validate with the rest of the estate.
-func (a *applier) gateway(d *GatewayDoc) {
-	e := a.e
+// Apply creates or replaces in g every object the section describes, by
+// key, and replaces the global guardrails when the section has them. It
+// returns the problems of values that cannot be read, each object's at
+// once. References between the objects, and to the estate's groups and
+// projects, are names: Validate checks them with the rest of the estate.
+func (d *GatewayDoc) Apply(g *model.Gateway) []basis.Problem {
+	a := &reader{}
 	for i := range d.Providers {
 		v := &d.Providers[i]
 		obj := fmt.Sprintf("provider %q", v.Name)
-		llmconf.PutProvider(&e.Gateway, &model.Provider{Name: v.Name, Description: v.Description, BaseURL: v.BaseURL, KeySecret: v.KeySecret,
+		PutProvider(g, &model.Provider{Name: v.Name, Description: v.Description, BaseURL: v.BaseURL, KeySecret: v.KeySecret,
 			Timeout: a.duration(obj, v.Timeout)})
 	}
 	for i := range d.Routes {
 		v := &d.Routes[i]
 		obj := fmt.Sprintf("route %q", v.Name)
-		llmconf.PutRoute(&e.Gateway, &model.Route{Name: v.Name, Description: v.Description, Endpoints: slices.Clone(v.Endpoints),
+		PutRoute(g, &model.Route{Name: v.Name, Description: v.Description, Endpoints: slices.Clone(v.Endpoints),
 			Timeout: a.duration(obj, v.Timeout)})
 	}
 	for i := range d.Models {
 		v := &d.Models[i]
 		obj := fmt.Sprintf("model %q", v.Name)
 		m := &model.LLMModel{Name: v.Name, Upstream: v.Upstream, Provider: v.Provider, Route: v.Route, Currency: v.Currency,
-			InputPriceMicros:  a.scaled(obj, "inputPrice", v.InputPrice, 6, 0),
-			OutputPriceMicros: a.scaled(obj, "outputPrice", v.OutputPrice, 6, 0),
-			MaxOutputTokens:   a.count(obj, "maxOutputTokens", v.MaxOutputTokens, llmconf.DefaultMaxOutputTokens),
+			InputPriceMicros:  a.Scaled(obj, "inputPrice", v.InputPrice, 6, 0),
+			OutputPriceMicros: a.Scaled(obj, "outputPrice", v.OutputPrice, 6, 0),
+			MaxOutputTokens:   a.Count(obj, "maxOutputTokens", v.MaxOutputTokens, DefaultMaxOutputTokens),
 		}
-		llmconf.PutModel(&e.Gateway, m)
+		PutModel(g, m)
 	}
 	for i := range d.Entitlements {
 		v := &d.Entitlements[i]
-		llmconf.PutEntitlement(&e.Gateway, &model.Entitlement{Name: v.Name, Groups: slices.Clone(v.Groups), Users: slices.Clone(v.Users)})
+		PutEntitlement(g, &model.Entitlement{Name: v.Name, Groups: slices.Clone(v.Groups), Users: slices.Clone(v.Users)})
 	}
 	for i := range d.Aliases {
 		v := &d.Aliases[i]
@@ -51,34 +52,35 @@ func (a *applier) gateway(d *GatewayDoc) {
 			r := model.AliasRule{Groups: slices.Clone(rd.Groups), Projects: slices.Clone(rd.Projects),
 				Entitlements: slices.Clone(rd.Entitlements), Fallbacks: slices.Clone(rd.Fallbacks)}
 			for _, td := range rd.Targets {
-				w := a.count(obj, fmt.Sprintf("rule %d: weight of %s", j+1, td.Model), td.Weight, llmconf.DefaultTargetWeight)
+				w := a.Count(obj, fmt.Sprintf("rule %d: weight of %s", j+1, td.Model), td.Weight, DefaultTargetWeight)
 				r.Targets = append(r.Targets, model.Target{Model: td.Model, Weight: int(w)})
 			}
 			al.Rules = append(al.Rules, r)
 		}
-		llmconf.PutAlias(&e.Gateway, al)
+		PutAlias(g, al)
 	}
 	for i := range d.Budgets {
 		v := &d.Budgets[i]
 		b := &model.TokenBudget{Project: v.Project, Period: model.BudgetPeriod(strings.ToLower(v.Period))}
-		obj := fmt.Sprintf("token budget %s", llmconf.BudgetName(b))
-		b.Tokens = a.count(obj, "tokens", v.Tokens, 0)
-		b.Micros = a.scaled(obj, "money", v.Money, 6, 0)
-		b.PerUserTokens = a.count(obj, "perUserTokens", v.PerUserTokens, 0)
-		b.PerUserMicros = a.scaled(obj, "perUserMoney", v.PerUserMoney, 6, 0)
-		llmconf.PutTokenBudget(&e.Gateway, b)
+		obj := fmt.Sprintf("token budget %s", BudgetName(b))
+		b.Tokens = a.Count(obj, "tokens", v.Tokens, 0)
+		b.Micros = a.Scaled(obj, "money", v.Money, 6, 0)
+		b.PerUserTokens = a.Count(obj, "perUserTokens", v.PerUserTokens, 0)
+		b.PerUserMicros = a.Scaled(obj, "perUserMoney", v.PerUserMoney, 6, 0)
+		PutTokenBudget(g, b)
 	}
 	for i := range d.RateLimits {
 		v := &d.RateLimits[i]
 		r := &model.RateLimit{Scope: model.RateLimitScope(strings.ToLower(v.Scope)), Name: v.Name}
-		obj := fmt.Sprintf("rate limit %s", llmconf.RateLimitName(r))
-		r.RequestsPerMinute = a.count(obj, "requestsPerMinute", v.RequestsPerMinute, 0)
-		r.TokensPerMinute = a.count(obj, "tokensPerMinute", v.TokensPerMinute, 0)
-		llmconf.PutRateLimit(&e.Gateway, r)
+		obj := fmt.Sprintf("rate limit %s", RateLimitName(r))
+		r.RequestsPerMinute = a.Count(obj, "requestsPerMinute", v.RequestsPerMinute, 0)
+		r.TokensPerMinute = a.Count(obj, "tokensPerMinute", v.TokensPerMinute, 0)
+		PutRateLimit(g, r)
 	}
 	if d.Guardrails != nil {
-		e.Gateway.Guardrails = guardrailsOf(d.Guardrails)
+		g.Guardrails = guardrailsOf(d.Guardrails)
 	}
+	return a.Problems
 }
 
 func guardrailsOf(d *GuardrailsDoc) model.Guardrails {
@@ -88,36 +90,61 @@ func guardrailsOf(d *GuardrailsDoc) model.Guardrails {
 	return model.Guardrails{Deny: slices.Clone(d.Deny), Allow: slices.Clone(d.Allow), GuardAlias: d.GuardAlias}
 }
 
-// count reads an optional whole count, with def when it is absent.
-func (a *applier) count(object, field string, n *basis.Number, def int64) int64 {
-	if n == nil || *n == "" {
-		return def
-	}
-	v, err := n.Count(field)
-	if err != nil {
-		a.add(object, "%v", err)
-	}
-	return v
+// reader reads the section's values, collecting a problem for each one
+// that cannot be read.
+type reader struct {
+	basis.Problems
 }
 
 // duration reads an optional Go duration ("60s", "2m").
-func (a *applier) duration(object, s string) time.Duration {
+func (a *reader) duration(object, s string) time.Duration {
 	if s == "" {
 		return 0
 	}
 	d, err := time.ParseDuration(strings.TrimSpace(s))
 	if err != nil {
-		a.add(object, "timeout %q is not a duration: write it as 30s, 2m or 1h", s)
+		a.Add(object, "timeout %q is not a duration: write it as 30s, 2m or 1h", s)
 	}
 	return d
 }
 
-// exportGateway describes a gateway configuration as the file's section,
-// every object in key order with its defaults written out.
-func exportGateway(src *model.Gateway) *GatewayDoc {
-	c := llmconf.Clone(src)
+// Duplicates lists a problem for each object the section describes twice,
+// by key (a budget by project and period, whatever the case of the period;
+// a rate limit by scope and name).
+func (d *GatewayDoc) Duplicates() []basis.Problem {
+	var out []basis.Problem
+	keys := func(kind string, n int, key func(i int) string) {
+		names := make([]string, n)
+		for i := range n {
+			names[i] = key(i)
+		}
+		out = append(out, basis.DescribedTwice(kind, names)...)
+	}
+	keys("provider", len(d.Providers), func(i int) string { return d.Providers[i].Name })
+	keys("route", len(d.Routes), func(i int) string { return d.Routes[i].Name })
+	keys("model", len(d.Models), func(i int) string { return d.Models[i].Name })
+	keys("entitlement", len(d.Entitlements), func(i int) string { return d.Entitlements[i].Name })
+	keys("alias", len(d.Aliases), func(i int) string { return d.Aliases[i].Name })
+	keys("token budget", len(d.Budgets), func(i int) string {
+		return BudgetName(&model.TokenBudget{Project: d.Budgets[i].Project, Period: model.BudgetPeriod(strings.ToLower(d.Budgets[i].Period))})
+	})
+	keys("rate limit", len(d.RateLimits), func(i int) string {
+		return RateLimitName(&model.RateLimit{Scope: model.RateLimitScope(strings.ToLower(d.RateLimits[i].Scope)), Name: d.RateLimits[i].Name})
+	})
+	return out
+}
+
+// Export describes a configuration as the section of an estate file that
+// Apply turns back into the same configuration: every object in key order
+// with its defaults written out. It returns nil for an empty configuration,
+// so that an estate without one has no gateway section.
+func Export(src *model.Gateway) *GatewayDoc {
+	if Empty(src) {
+		return nil
+	}
+	c := Clone(src)
 	g := &c
-	llmconf.Normalize(g)
+	Normalize(g)
 	d := &GatewayDoc{}
 	for _, v := range g.Providers {
 		d.Providers = append(d.Providers, ProviderDoc{Name: v.Name, Description: v.Description, BaseURL: v.BaseURL,
@@ -142,7 +169,7 @@ func exportGateway(src *model.Gateway) *GatewayDoc {
 				Fallbacks: nilIfEmpty(r.Fallbacks)}
 			for _, t := range r.Targets {
 				td := TargetDoc{Model: t.Model}
-				if t.Weight != llmconf.DefaultTargetWeight {
+				if t.Weight != DefaultTargetWeight {
 					td.Weight = basis.NumberOf(int64(t.Weight))
 				}
 				rd.Targets = append(rd.Targets, td)
@@ -182,15 +209,10 @@ func exportGateway(src *model.Gateway) *GatewayDoc {
 }
 
 func guardrailsDoc(g model.Guardrails) *GuardrailsDoc {
-	if llmconf.GuardrailsEmpty(g) {
+	if GuardrailsEmpty(g) {
 		return nil
 	}
 	return &GuardrailsDoc{Deny: nilIfEmpty(g.Deny), Allow: nilIfEmpty(g.Allow), GuardAlias: g.GuardAlias}
-}
-
-// decimal6 writes millionths as a decimal number.
-func decimal6(v int64) *basis.Number {
-	return basis.NumberOfText(strconv.FormatFloat(float64(v)/1e6, 'f', -1, 64))
 }
 
 func optDuration(d time.Duration) string {
@@ -205,4 +227,22 @@ func nilIfEmpty(list []string) []string {
 		return nil
 	}
 	return slices.Clone(list)
+}
+
+// formatDuration writes a duration the shortest way Go reads it back:
+// 60s as 1m, 90s as 1m30s.
+func formatDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// decimal6 writes millionths as a decimal number.
+func decimal6(v int64) *basis.Number {
+	return basis.NumberOfText(strconv.FormatFloat(float64(v)/1e6, 'f', -1, 64))
 }
