@@ -11,7 +11,13 @@ import (
 // its objects, so that deleting it can be refused with the list of what to
 // change first. kind is KindProvider, KindRoute, KindModel, KindAlias or
 // KindEntitlement; no object names one of another kind.
-func References(g *model.Gateway, kind, name string) []string { return references(g, kind, name) }
+func References(g *model.Gateway, kind, name string) []string {
+	switch kind {
+	case KindProvider, KindRoute, KindModel, KindAlias, KindEntitlement:
+		return references(g, kind, name)
+	}
+	return nil
+}
 
 // GroupReferences lists, in words, the configuration's objects that name a
 // group of the estate (entitlements and alias rules), so that deleting the
@@ -26,8 +32,8 @@ func ProjectReferences(g *model.Gateway, name string) []string {
 	return references(g, project, name)
 }
 
-// group and project stand for the estate's objects that the configuration
-// names, beside its own kinds.
+// group and project stand, in references, for the estate's objects that
+// the configuration names beside its own.
 const (
 	group   = "group"
 	project = "project"

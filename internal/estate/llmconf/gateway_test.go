@@ -1,4 +1,4 @@
-package estate_test
+package llmconf_test
 
 import (
 	"fmt"
@@ -483,9 +483,20 @@ func TestGatewayReferences(t *testing.T) {
 		{llmconf.KindEntitlement, "frontier", []string{`alias "chat" rule 1`}},
 		{llmconf.KindAlias, "chat", []string{"rate limit alias chat"}},
 	}
+	// Groups and projects are the estate's: they have functions of their
+	// own.
+	references := func(kind, name string) []string {
+		switch kind {
+		case estate.KindGroup:
+			return llmconf.GroupReferences(&e.Gateway, name)
+		case estate.KindProject:
+			return llmconf.ProjectReferences(&e.Gateway, name)
+		}
+		return llmconf.References(&e.Gateway, kind, name)
+	}
 	for _, tc := range tests {
-		if got := llmconf.References(&e.Gateway, tc.kind, tc.name); !reflect.DeepEqual(got, tc.want) {
-			t.Errorf("GatewayReferences(%s, %s) = %q, want %q", tc.kind, tc.name, got, tc.want)
+		if got := references(tc.kind, tc.name); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("references to %s %s = %q, want %q", tc.kind, tc.name, got, tc.want)
 		}
 	}
 }
