@@ -2,6 +2,12 @@
 // profiles, groups, resource policies, compute resources and projects) as one
 // value, and the rules that make it valid.
 //
+// The value also holds the LLM gateway's configuration (Estate.Gateway),
+// changed, validated, diffed and versioned with the rest. Its rules and its
+// section of the estate file are package llmconf's, which Normalize,
+// Validate, Diff, Apply and Export call for that part; what every part
+// shares (the name rule, Problem, the file's Number) is package basis's.
+//
 // Every change to the allocation model, whether it comes from one GraphQL
 // mutation or from a whole estate file, is made the same way: the platform
 // service loads the current Estate, changes a copy, normalises and validates
