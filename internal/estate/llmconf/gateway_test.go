@@ -8,13 +8,14 @@ import (
 	"time"
 
 	"github.com/klique-ai/klique/internal/estate"
+	"github.com/klique-ai/klique/internal/estate/estatetest"
 	"github.com/klique-ai/klique/internal/estate/llmconf"
 	"github.com/klique-ai/klique/internal/model"
 )
 
 // gatewayDoc is the gateway section of the design, over baseEstate's groups
 // (research, vision) and projects (fraud, shared).
-const gatewayDoc = header + `
+const gatewayDoc = estatetest.Header + `
 gateway:
   providers:
     - {name: openai, baseUrl: "https://api.openai.com/v1", keySecret: OPENAI_API_KEY, timeout: 60s}
@@ -47,7 +48,7 @@ gateway:
 // withGateway is baseEstate with gatewayDoc applied.
 func withGateway(t *testing.T) *estate.Estate {
 	t.Helper()
-	e := applyTo(t, baseEstate(), gatewayDoc)
+	e := estatetest.Apply(t, baseEstate(), gatewayDoc)
 	if err := e.Validate(); err != nil {
 		t.Fatalf("Validate: %v", err)
 	}
@@ -125,23 +126,23 @@ func TestGatewayApply(t *testing.T) {
 		want := map[string]int{llmconf.KindProvider: 1, llmconf.KindRoute: 1, llmconf.KindModel: 2, llmconf.KindEntitlement: 1, llmconf.KindAlias: 1,
 			llmconf.KindTokenBudget: 2, llmconf.KindRateLimit: 2, llmconf.KindGuardrails: 1}
 		if !reflect.DeepEqual(counts, want) {
-			t.Errorf("changes by kind %v, want %v:%s", counts, want, changeList(cs))
+			t.Errorf("changes by kind %v, want %v:%s", counts, want, estatetest.ChangeList(cs))
 		}
 	})
 
 	t.Run("applying the same file again changes nothing", func(t *testing.T) {
 		t.Parallel()
 		e := withGateway(t)
-		again := applyTo(t, e, gatewayDoc)
+		again := estatetest.Apply(t, e, gatewayDoc)
 		if cs := estate.Diff(e, again); len(cs) > 0 {
-			t.Fatalf("second apply:%s", changeList(cs))
+			t.Fatalf("second apply:%s", estatetest.ChangeList(cs))
 		}
 	})
 
 	t.Run("objects the file does not mention are kept, and one it names is described whole", func(t *testing.T) {
 		t.Parallel()
 		e := withGateway(t)
-		next := applyTo(t, e, header+`
+		next := estatetest.Apply(t, e, estatetest.Header+`
 gateway:
   models:
     - {name: gpt-4o, provider: openai}
@@ -165,27 +166,27 @@ gateway:
 		}
 		cs := estate.Diff(e, next)
 		if len(cs) != 2 || cs[0].String() != "update llm model gpt-4o (inputPriceMicros, outputPriceMicros)" || cs[1].String() != "create token budget fraud per week" {
-			t.Errorf("changes:%s", changeList(cs))
+			t.Errorf("changes:%s", estatetest.ChangeList(cs))
 		}
 	})
 
 	t.Run("guardrails in the file replace the global guardrails, and empty ones clear them", func(t *testing.T) {
 		t.Parallel()
 		e := withGateway(t)
-		next := applyTo(t, e, header+"gateway:\n  guardrails: {allow: ['^[\\x00-\\x7f]*$']}\n")
+		next := estatetest.Apply(t, e, estatetest.Header+"gateway:\n  guardrails: {allow: ['^[\\x00-\\x7f]*$']}\n")
 		if g := next.Gateway.Guardrails; len(g.Deny) != 0 || len(g.Allow) != 1 {
 			t.Errorf("guardrails = %+v, want only the allow pattern", g)
 		}
-		cleared := applyTo(t, e, header+"gateway:\n  guardrails: {}\n")
+		cleared := estatetest.Apply(t, e, estatetest.Header+"gateway:\n  guardrails: {}\n")
 		cs := estate.Diff(e, cleared)
 		if !llmconf.GuardrailsEmpty(cleared.Gateway.Guardrails) || len(cs) != 1 || cs[0].Action != estate.Delete || cs[0].Kind != llmconf.KindGuardrails {
-			t.Errorf("clearing the guardrails: %+v:%s", cleared.Gateway.Guardrails, changeList(cs))
+			t.Errorf("clearing the guardrails: %+v:%s", cleared.Gateway.Guardrails, estatetest.ChangeList(cs))
 		}
 	})
 
 	t.Run("values that cannot be read are listed all at once", func(t *testing.T) {
 		t.Parallel()
-		doc := parseYAML(t, header+`
+		doc := estatetest.Parse(t, estatetest.Header+`
 gateway:
   providers:
     - {name: p, baseUrl: "https://x/v1", timeout: soon}
@@ -198,8 +199,8 @@ gateway:
       rules:
         - {targets: [{model: m, weight: 0.5}]}
 `)
-		_, err := doc.Apply(baseEstate(), "t", seqIDs("x"), testNow)
-		ps := problemsOf(t, err)
+		_, err := doc.Apply(baseEstate(), "t", estatetest.SeqIDs("x"), estatetest.Now)
+		ps := estatetest.Problems(t, err)
 		for _, want := range [][]string{
 			{`provider "p"`, `timeout "soon"`, "30s"},
 			{`model "m"`, "inputPrice", "more than 6 decimals"},
@@ -207,15 +208,15 @@ gateway:
 			{"token budget fraud per day", `tokens "many" is not a number`},
 			{`alias "a"`, "weight of m must be a whole number"},
 		} {
-			if _, ok := findProblem(ps, want...); !ok {
-				t.Errorf("no problem with %q in:%s", want, problemList(ps))
+			if _, ok := estatetest.FindProblem(ps, want...); !ok {
+				t.Errorf("no problem with %q in:%s", want, estatetest.ProblemList(ps))
 			}
 		}
 	})
 
 	t.Run("an object described twice in the file is refused", func(t *testing.T) {
 		t.Parallel()
-		doc := parseYAML(t, header+`
+		doc := estatetest.Parse(t, estatetest.Header+`
 gateway:
   models:
     - {name: m, provider: p}
@@ -227,19 +228,19 @@ gateway:
     - {scope: user, requestsPerMinute: 1}
     - {scope: user, requestsPerMinute: 2}
 `)
-		_, err := doc.Apply(baseEstate(), "t", seqIDs("x"), testNow)
-		ps := problemsOf(t, err)
+		_, err := doc.Apply(baseEstate(), "t", estatetest.SeqIDs("x"), estatetest.Now)
+		ps := estatetest.Problems(t, err)
 		for _, want := range [][]string{{`model "m"`, "twice"}, {`token budget "fraud per day"`, "twice"}, {`rate limit "each user"`, "twice"}} {
-			if _, ok := findProblem(ps, want...); !ok {
-				t.Errorf("no problem with %q in:%s", want, problemList(ps))
+			if _, ok := estatetest.FindProblem(ps, want...); !ok {
+				t.Errorf("no problem with %q in:%s", want, estatetest.ProblemList(ps))
 			}
 		}
 	})
 
 	t.Run("an unknown field in the gateway section is refused with its line", func(t *testing.T) {
 		t.Parallel()
-		_, err := estate.ParseDocument([]byte(header + "gateway:\n  models:\n    - {name: m, provider: p, inputPrize: 1}\n"))
-		if err == nil || !containsAll(err.Error(), "inputPrize", "[5:") {
+		_, err := estate.ParseDocument([]byte(estatetest.Header + "gateway:\n  models:\n    - {name: m, provider: p, inputPrize: 1}\n"))
+		if err == nil || !estatetest.ContainsAll(err.Error(), "inputPrize", "[5:") {
 			t.Fatalf("ParseDocument = %v, want the unknown field and its line", err)
 		}
 	})
@@ -255,11 +256,11 @@ func TestGatewayExport(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		again := applyTo(t, e, string(out))
+		again := estatetest.Apply(t, e, string(out))
 		if cs := estate.Diff(e, again); len(cs) > 0 {
-			t.Fatalf("export, parse and apply changed:%s\n%s", changeList(cs), out)
+			t.Fatalf("export, parse and apply changed:%s\n%s", estatetest.ChangeList(cs), out)
 		}
-		fresh := applyTo(t, baseEstate(), string(out))
+		fresh := estatetest.Apply(t, baseEstate(), string(out))
 		out2, err := fresh.Export().Marshal()
 		if err != nil {
 			t.Fatal(err)
@@ -413,9 +414,9 @@ func TestGatewayValidate(t *testing.T) {
 			t.Parallel()
 			e := withGateway(t)
 			tc.mutate(e)
-			ps := problemsOf(t, e.Validate())
-			if _, ok := findProblem(ps, tc.want...); !ok {
-				t.Fatalf("no problem with %q in:%s", tc.want, problemList(ps))
+			ps := estatetest.Problems(t, e.Validate())
+			if _, ok := estatetest.FindProblem(ps, tc.want...); !ok {
+				t.Fatalf("no problem with %q in:%s", tc.want, estatetest.ProblemList(ps))
 			}
 		})
 	}
@@ -427,8 +428,8 @@ func TestGatewayValidate(t *testing.T) {
 		llmconf.Alias(&e.Gateway, "chat").Rules[1].Targets = nil
 		llmconf.TokenBudget(&e.Gateway, "fraud", model.PeriodMonth).Period = "year"
 		e.Gateway.Guardrails.Deny = []string{"("}
-		if ps := problemsOf(t, e.Validate()); len(ps) != 4 {
-			t.Fatalf("%d problems, want 4:%s", len(ps), problemList(ps))
+		if ps := estatetest.Problems(t, e.Validate()); len(ps) != 4 {
+			t.Fatalf("%d problems, want 4:%s", len(ps), estatetest.ProblemList(ps))
 		}
 	})
 
