@@ -7,14 +7,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/klique-ai/klique/internal/estate/basis"
+	"github.com/klique-ai/klique/internal/estate/llmconf"
 	"github.com/klique-ai/klique/internal/model"
 )
 
-// Defaults for fields an estate file or an API call leaves out.
-const (
-	DefaultCurrency        = "USD"
-	DefaultTimeWeightMilli = 1000
-)
+// DefaultTimeWeightMilli is the time weight of a profile an estate file or
+// an API call gives without one.
+const DefaultTimeWeightMilli = 1000
 
 // Apply returns a copy of cur with every object of the document created or
 // updated, matched by name (policies by group, compute resources by policy
@@ -43,7 +43,7 @@ func (d *Document) Apply(cur *Estate, tenantID string, newID func() string, now 
 		a.project(&d.Projects[i])
 	}
 	if d.Gateway != nil {
-		a.gateway(d.Gateway)
+		a.Problems = append(a.Problems, d.Gateway.Apply(&a.e.Gateway)...)
 	}
 	// Orders refer to links and connections made above.
 	for i := range d.Pools {
@@ -52,34 +52,24 @@ func (d *Document) Apply(cur *Estate, tenantID string, newID func() string, now 
 	for i := range d.Profiles {
 		a.queuingPriority(&d.Profiles[i])
 	}
-	if len(a.problems) > 0 {
-		return nil, &ValidationError{Problems: a.problems}
+	if len(a.Problems) > 0 {
+		return nil, &ValidationError{Problems: a.Problems}
 	}
 	a.e.Normalize()
 	return a.e, nil
 }
 
 type applier struct {
-	e        *Estate
-	tenant   string
-	newID    func() string
-	now      time.Time
-	problems []Problem
-}
-
-func (a *applier) add(object, format string, args ...any) {
-	a.problems = append(a.problems, Problem{Object: object, Message: fmt.Sprintf(format, args...)})
+	e      *Estate
+	tenant string
+	newID  func() string
+	now    time.Time
+	basis.Problems
 }
 
 func (a *applier) checkDuplicates(d *Document) {
 	dup := func(kind string, names []string) {
-		seen := map[string]bool{}
-		for _, n := range names {
-			if seen[n] {
-				a.add(fmt.Sprintf("%s %q", kind, n), "appears twice in the file; describe each object once")
-			}
-			seen[n] = true
-		}
+		a.Problems = append(a.Problems, basis.DescribedTwice(kind, names)...)
 	}
 	var names []string
 	for _, v := range d.GPUClasses {
@@ -111,49 +101,9 @@ func (a *applier) checkDuplicates(d *Document) {
 		names = append(names, v.Name)
 	}
 	dup("project", names)
-	if g := d.Gateway; g != nil {
-		keys := func(kind string, n int, key func(i int) string) {
-			names = nil
-			for i := range n {
-				names = append(names, key(i))
-			}
-			dup(kind, names)
-		}
-		keys("provider", len(g.Providers), func(i int) string { return g.Providers[i].Name })
-		keys("route", len(g.Routes), func(i int) string { return g.Routes[i].Name })
-		keys("model", len(g.Models), func(i int) string { return g.Models[i].Name })
-		keys("entitlement", len(g.Entitlements), func(i int) string { return g.Entitlements[i].Name })
-		keys("alias", len(g.Aliases), func(i int) string { return g.Aliases[i].Name })
-		keys("token budget", len(g.Budgets), func(i int) string {
-			return BudgetName(&model.TokenBudget{Project: g.Budgets[i].Project, Period: model.BudgetPeriod(strings.ToLower(g.Budgets[i].Period))})
-		})
-		keys("rate limit", len(g.RateLimits), func(i int) string {
-			return RateLimitName(&model.RateLimit{Scope: model.RateLimitScope(strings.ToLower(g.RateLimits[i].Scope)), Name: g.RateLimits[i].Name})
-		})
+	if d.Gateway != nil {
+		a.Problems = append(a.Problems, d.Gateway.Duplicates()...)
 	}
-}
-
-// whole reads an optional whole number, with def when it is absent.
-func (a *applier) whole(object, field string, n *Number, def int64) int64 {
-	if n == nil || *n == "" {
-		return def
-	}
-	v, err := n.Whole(field)
-	if err != nil {
-		a.add(object, "%v", err)
-	}
-	return v
-}
-
-func (a *applier) scaled(object, field string, n *Number, places int, def int64) int64 {
-	if n == nil || *n == "" {
-		return def
-	}
-	v, err := n.Scaled(field, places)
-	if err != nil {
-		a.add(object, "%v", err)
-	}
-	return v
 }
 
 func (a *applier) gpuClass(d *GPUClassDoc) {
@@ -164,11 +114,11 @@ func (a *applier) gpuClass(d *GPUClassDoc) {
 		a.e.GPUClasses = append(a.e.GPUClasses, c)
 	}
 	c.Description = d.Description
-	c.MemoryGB = int(a.whole(obj, "memoryGb", d.MemoryGB, 0))
-	c.PriceMicros = a.scaled(obj, "pricePerGpuHour", d.PricePerGPUHour, 6, 0)
+	c.MemoryGB = int(a.Whole(obj, "memoryGb", d.MemoryGB, 0))
+	c.PriceMicros = a.Scaled(obj, "pricePerGpuHour", d.PricePerGPUHour, 6, 0)
 	c.Currency = d.Currency
 	if c.Currency == "" {
-		c.Currency = DefaultCurrency
+		c.Currency = basis.DefaultCurrency
 	}
 }
 
@@ -191,19 +141,19 @@ func (a *applier) pool(d *PoolDoc) {
 	p.Description = d.Description
 	p.Kind = model.PoolKind(d.Kind)
 	if d.Kind == "" {
-		a.add(obj, "kind is required: one of %s", kindList())
+		a.Add(obj, "kind is required: one of %s", kindList())
 	}
 	if d.Capacity == nil {
-		a.add(obj, "capacity is required: the number of whole GPUs the pool declares")
+		a.Add(obj, "capacity is required: the number of whole GPUs the pool declares")
 	}
-	p.CapacityGPUs = int(a.whole(obj, "capacity", d.Capacity, 0))
+	p.CapacityGPUs = int(a.Whole(obj, "capacity", d.Capacity, 0))
 	p.GPUClassID = ""
 	class := a.e.GPUClassByName(d.GPUClass)
 	switch {
 	case d.GPUClass == "":
-		a.add(obj, "gpuClass is required")
+		a.Add(obj, "gpuClass is required")
 	case class == nil:
-		a.add(obj, "gpuClass %q is not a known GPU class; add it under gpuClasses", d.GPUClass)
+		a.Add(obj, "gpuClass %q is not a known GPU class; add it under gpuClasses", d.GPUClass)
 	default:
 		p.GPUClassID = class.ID
 	}
@@ -211,7 +161,7 @@ func (a *applier) pool(d *PoolDoc) {
 	if class != nil {
 		def = int64(class.MemoryGB)
 	}
-	p.GPUMemoryGB = int(a.whole(obj, "gpuMemoryGb", d.GPUMemoryGB, def))
+	p.GPUMemoryGB = int(a.Whole(obj, "gpuMemoryGb", d.GPUMemoryGB, def))
 	p.Region = d.Region
 	p.Labels = cloneMap(d.Labels)
 }
@@ -227,46 +177,46 @@ func (a *applier) profile(d *ProfileDoc) {
 	pr.SizeParameter = ""
 	switch {
 	case d.Size != nil && d.SizeFromParameter != nil:
-		a.add(obj, "give size or sizeFromParameter, not both")
+		a.Add(obj, "give size or sizeFromParameter, not both")
 	case d.Size != nil:
 		pr.Size = a.size(obj, "size", d.Size)
 	case d.SizeFromParameter != nil:
 		pr.SizeParameter = d.SizeFromParameter.Parameter
 		if pr.SizeParameter == "" {
-			a.add(obj, "sizeFromParameter needs the parameter name")
+			a.Add(obj, "sizeFromParameter needs the parameter name")
 		}
 		if d.SizeFromParameter.Default == nil {
-			a.add(obj, "sizeFromParameter needs a default size for tasks that do not set the parameter")
+			a.Add(obj, "sizeFromParameter needs a default size for tasks that do not set the parameter")
 		} else {
 			pr.Size = a.size(obj, "sizeFromParameter.default", d.SizeFromParameter.Default)
 		}
 	default:
-		a.add(obj, "size is required: a fraction (0.125, 0.25, 0.5), whole GPUs (1, 8) or nodes x GPUs per node (2x8)")
+		a.Add(obj, "size is required: a fraction (0.125, 0.25, 0.5), whole GPUs (1, 8) or nodes x GPUs per node (2x8)")
 	}
 	pr.GPUClassID = ""
 	if d.GPUClass != "" {
 		if c := a.e.GPUClassByName(d.GPUClass); c != nil {
 			pr.GPUClassID = c.ID
 		} else {
-			a.add(obj, "gpuClass %q is not a known GPU class", d.GPUClass)
+			a.Add(obj, "gpuClass %q is not a known GPU class", d.GPUClass)
 		}
 	}
-	pr.MinGPUMemoryGB = int(a.whole(obj, "minGpuMemoryGb", d.MinGPUMemoryGB, 0))
-	pr.TimeWeightMilli = a.scaled(obj, "timeWeight", d.TimeWeight, 3, DefaultTimeWeightMilli)
+	pr.MinGPUMemoryGB = int(a.Whole(obj, "minGpuMemoryGb", d.MinGPUMemoryGB, 0))
+	pr.TimeWeightMilli = a.Scaled(obj, "timeWeight", d.TimeWeight, 3, DefaultTimeWeightMilli)
 	pr.Pools = nil
 	for _, name := range d.Pools {
 		if p := a.e.PoolByName(name); p != nil {
 			pr.Pools = append(pr.Pools, p.ID)
 		} else {
-			a.add(obj, "pool %q is not a known pool; add it under pools", name)
+			a.Add(obj, "pool %q is not a known pool; add it under pools", name)
 		}
 	}
 }
 
-func (a *applier) size(obj, field string, n *Number) model.Size {
+func (a *applier) size(obj, field string, n *basis.Number) model.Size {
 	s, err := model.ParseSize(string(*n))
 	if err != nil {
-		a.add(obj, "%s: %v", field, err)
+		a.Add(obj, "%s: %v", field, err)
 	}
 	return s
 }
@@ -275,7 +225,7 @@ func (a *applier) policy(d *PolicyDoc) {
 	obj := fmt.Sprintf("resource policy of group %q", d.Group)
 	g := a.e.GroupByName(d.Group)
 	if g == nil {
-		a.add(obj, "group %q is not a known group; add it under groups", d.Group)
+		a.Add(obj, "group %q is not a known group; add it under groups", d.Group)
 		return
 	}
 	pol := a.e.PolicyOfGroup(g.ID)
@@ -283,26 +233,26 @@ func (a *applier) policy(d *PolicyDoc) {
 		pol = &model.ResourcePolicy{ID: a.newID(), TenantID: a.tenant, GroupID: g.ID, CreatedAt: a.now}
 		a.e.Policies = append(a.e.Policies, pol)
 	}
-	pol.ReservationGPUs = int(a.whole(obj, "reservation", d.Reservation, 0))
+	pol.ReservationGPUs = int(a.Whole(obj, "reservation", d.Reservation, 0))
 	if d.Limit == nil {
-		a.add(obj, "limit is required: the most GPUs the group may hold at once")
+		a.Add(obj, "limit is required: the most GPUs the group may hold at once")
 	}
-	pol.LimitGPUs = int(a.whole(obj, "limit", d.Limit, 0))
+	pol.LimitGPUs = int(a.Whole(obj, "limit", d.Limit, 0))
 	pol.Budget = nil
 	if b := d.TimeBudget; b != nil {
 		if b.Hours == nil {
-			a.add(obj, "timeBudget needs hours")
+			a.Add(obj, "timeBudget needs hours")
 		}
-		pol.Budget = &model.TimeBudget{MilliHours: a.scaled(obj, "timeBudget.hours", b.Hours, 3, 0), Period: model.BudgetPeriod(strings.ToLower(b.Period))}
+		pol.Budget = &model.TimeBudget{MilliHours: a.Scaled(obj, "timeBudget.hours", b.Hours, 3, 0), Period: model.BudgetPeriod(strings.ToLower(b.Period))}
 	}
-	pol.LowWatermark = time.Duration(a.whole(obj, "lowWatermarkMinutes", d.LowWatermarkMinutes, int64(model.DefaultLowWatermark/time.Minute))) * time.Minute
-	pol.AlertThresholdPercent = int(a.whole(obj, "alertThresholdPercent", d.AlertThresholdPercent, model.DefaultAlertThresholdPercent))
+	pol.LowWatermark = time.Duration(a.Whole(obj, "lowWatermarkMinutes", d.LowWatermarkMinutes, int64(model.DefaultLowWatermark/time.Minute))) * time.Minute
+	pol.AlertThresholdPercent = int(a.Whole(obj, "alertThresholdPercent", d.AlertThresholdPercent, model.DefaultAlertThresholdPercent))
 
 	keep := map[string]bool{}
 	for _, cd := range d.ComputeResources {
 		pr := a.e.ProfileByName(cd.Profile)
 		if pr == nil {
-			a.add(obj, "compute resource %q: profile %q is not a known profile", cd.Name, cd.Profile)
+			a.Add(obj, "compute resource %q: profile %q is not a known profile", cd.Name, cd.Profile)
 			continue
 		}
 		cr := a.e.ComputeResourceOf(pol.ID, pr.ID)
@@ -344,7 +294,7 @@ func (a *applier) project(d *ProjectDoc) {
 		if g := a.e.GroupByName(d.Group); g != nil {
 			p.GroupID = g.ID
 		} else {
-			a.add(obj, "group %q is not a known group", d.Group)
+			a.Add(obj, "group %q is not a known group", d.Group)
 		}
 	}
 }
@@ -356,7 +306,7 @@ func (a *applier) executionPriority(d *PoolDoc) {
 	}
 	order, problems := ResolveExecutionPriority(a.e, p, d.ExecutionPriority)
 	for _, msg := range problems {
-		a.add(fmt.Sprintf("pool %q", d.Name), "executionPriority: %s", msg)
+		a.Add(fmt.Sprintf("pool %q", d.Name), "executionPriority: %s", msg)
 	}
 	p.ProfileOrder = order
 }
@@ -368,7 +318,7 @@ func (a *applier) queuingPriority(d *ProfileDoc) {
 	}
 	order, problems := ResolveQueuingPriority(a.e, pr, d.QueuingPriority)
 	for _, msg := range problems {
-		a.add(fmt.Sprintf("profile %q", d.Name), "queuingPriority: %s", msg)
+		a.Add(fmt.Sprintf("profile %q", d.Name), "queuingPriority: %s", msg)
 	}
 	pr.QueuingOrder = order
 }
@@ -426,14 +376,14 @@ func (e *Estate) Export() *Document {
 	for _, c := range classes {
 		d.GPUClasses = append(d.GPUClasses, GPUClassDoc{
 			Name: c.Name, Description: c.Description, MemoryGB: optWhole(int64(c.MemoryGB)),
-			PricePerGPUHour: NumberOfText(strconv.FormatFloat(float64(c.PriceMicros)/1e6, 'f', -1, 64)), Currency: c.Currency,
+			PricePerGPUHour: basis.NumberOfText(strconv.FormatFloat(float64(c.PriceMicros)/1e6, 'f', -1, 64)), Currency: c.Currency,
 		})
 	}
 	pools := append([]*model.Pool(nil), e.Pools...)
 	sort.Slice(pools, func(i, j int) bool { return pools[i].Name < pools[j].Name })
 	for _, p := range pools {
-		pd := PoolDoc{Name: p.Name, Description: p.Description, Kind: string(p.Kind), Capacity: NumberOf(int64(p.CapacityGPUs)),
-			GPUMemoryGB: NumberOf(int64(p.GPUMemoryGB)), Region: p.Region, Labels: cloneMap(p.Labels)}
+		pd := PoolDoc{Name: p.Name, Description: p.Description, Kind: string(p.Kind), Capacity: basis.NumberOf(int64(p.CapacityGPUs)),
+			GPUMemoryGB: basis.NumberOf(int64(p.GPUMemoryGB)), Region: p.Region, Labels: cloneMap(p.Labels)}
 		if c := e.GPUClass(p.GPUClassID); c != nil {
 			pd.GPUClass = c.Name
 		}
@@ -451,8 +401,8 @@ func (e *Estate) Export() *Document {
 	sort.Slice(profiles, func(i, j int) bool { return profiles[i].Name < profiles[j].Name })
 	for _, pr := range profiles {
 		pd := ProfileDoc{Name: pr.Name, Description: pr.Description, MinGPUMemoryGB: optWhole(int64(pr.MinGPUMemoryGB)),
-			TimeWeight: NumberOfText(milli(pr.TimeWeightMilli))}
-		size := NumberOfText(pr.Size.String())
+			TimeWeight: basis.NumberOfText(milli(pr.TimeWeightMilli))}
+		size := basis.NumberOfText(pr.Size.String())
 		if pr.SizeParameter != "" {
 			pd.SizeFromParameter = &SizeParamDoc{Parameter: pr.SizeParameter, Default: size}
 		} else {
@@ -483,11 +433,11 @@ func (e *Estate) Export() *Document {
 		if pol == nil {
 			continue
 		}
-		pd := PolicyDoc{Group: g.Name, Reservation: NumberOf(int64(pol.ReservationGPUs)), Limit: NumberOf(int64(pol.LimitGPUs)),
-			LowWatermarkMinutes:   NumberOf(int64(pol.LowWatermark / time.Minute)),
-			AlertThresholdPercent: NumberOf(int64(pol.AlertThresholdPercent))}
+		pd := PolicyDoc{Group: g.Name, Reservation: basis.NumberOf(int64(pol.ReservationGPUs)), Limit: basis.NumberOf(int64(pol.LimitGPUs)),
+			LowWatermarkMinutes:   basis.NumberOf(int64(pol.LowWatermark / time.Minute)),
+			AlertThresholdPercent: basis.NumberOf(int64(pol.AlertThresholdPercent))}
 		if b := pol.Budget; b != nil {
-			pd.TimeBudget = &BudgetDoc{Hours: NumberOfText(milli(b.MilliHours)), Period: string(b.Period)}
+			pd.TimeBudget = &BudgetDoc{Hours: basis.NumberOfText(milli(b.MilliHours)), Period: string(b.Period)}
 		}
 		for _, cr := range e.ComputeResourcesOfPolicy(pol.ID) {
 			cd := ComputeResourceDoc{Name: cr.Name, Description: cr.Description, Image: cr.Image}
@@ -513,15 +463,13 @@ func (e *Estate) Export() *Document {
 		}
 		d.Projects = append(d.Projects, pd)
 	}
-	if !GatewayEmpty(&e.Gateway) {
-		d.Gateway = exportGateway(&e.Gateway)
-	}
+	d.Gateway = llmconf.Export(&e.Gateway)
 	return d
 }
 
-func optWhole(v int64) *Number {
+func optWhole(v int64) *basis.Number {
 	if v == 0 {
 		return nil
 	}
-	return NumberOf(v)
+	return basis.NumberOf(v)
 }

@@ -8,17 +8,9 @@ import (
 	"time"
 
 	"github.com/klique-ai/klique/internal/estate"
+	"github.com/klique-ai/klique/internal/estate/estatetest"
 	"github.com/klique-ai/klique/internal/model"
 )
-
-func applyTo(t *testing.T, cur *estate.Estate, text string) *estate.Estate {
-	t.Helper()
-	e, err := parseYAML(t, text).Apply(cur, "t", seqIDs("a"), testNow)
-	if err != nil {
-		t.Fatalf("Apply: %v", err)
-	}
-	return e
-}
 
 func TestApply(t *testing.T) {
 	t.Parallel()
@@ -39,7 +31,7 @@ func TestApply(t *testing.T) {
 			{"1.0", model.Size{Nodes: 1, PerNode: 1000}},
 		}
 		for _, tc := range tests {
-			e := applyTo(t, &estate.Estate{}, header+"profiles:\n  - name: p\n    size: "+tc.size+"\n")
+			e := estatetest.Apply(t, &estate.Estate{}, estatetest.Header+"profiles:\n  - name: p\n    size: "+tc.size+"\n")
 			if got := e.ProfileByName("p").Size; got != tc.want {
 				t.Errorf("size: %s read as %+v, want %+v", tc.size, got, tc.want)
 			}
@@ -48,7 +40,7 @@ func TestApply(t *testing.T) {
 
 	t.Run("the small document resolves every name to an id", func(t *testing.T) {
 		t.Parallel()
-		e := applyTo(t, &estate.Estate{}, smallDoc)
+		e := estatetest.Apply(t, &estate.Estate{}, smallDoc)
 		if err := e.Validate(); err != nil {
 			t.Fatalf("Validate: %v", err)
 		}
@@ -106,22 +98,22 @@ func TestApply(t *testing.T) {
 
 	t.Run("applying the same document again keeps ids and changes nothing", func(t *testing.T) {
 		t.Parallel()
-		first := applyTo(t, &estate.Estate{}, smallDoc)
-		second := applyTo(t, first, smallDoc)
+		first := estatetest.Apply(t, &estate.Estate{}, smallDoc)
+		second := estatetest.Apply(t, first, smallDoc)
 		if cs := estate.Diff(first, second); len(cs) > 0 {
-			t.Fatalf("second apply changed:%s", changeList(cs))
+			t.Fatalf("second apply changed:%s", estatetest.ChangeList(cs))
 		}
 	})
 
 	t.Run("apply does not change the estate it is given", func(t *testing.T) {
 		t.Parallel()
-		cur := applyTo(t, &estate.Estate{}, smallDoc)
+		cur := estatetest.Apply(t, &estate.Estate{}, smallDoc)
 		before := cur.Clone()
 		changed := strings.Replace(smallDoc, "capacity: 16", "capacity: 24", 1)
 		changed = strings.Replace(changed, "      - {profile: train}\n", "", 1)
-		next := applyTo(t, cur, changed)
+		next := estatetest.Apply(t, cur, changed)
 		if cs := estate.Diff(before, cur); len(cs) > 0 {
-			t.Fatalf("Apply changed its input:%s", changeList(cs))
+			t.Fatalf("Apply changed its input:%s", estatetest.ChangeList(cs))
 		}
 		if next.PoolByName("k8s").CapacityGPUs != 24 {
 			t.Fatalf("capacity not changed in the result")
@@ -140,7 +132,7 @@ func TestApply(t *testing.T) {
           - "/datasets:/datasets:ro"
       - {profile: train}
 `, 1)
-		e := applyTo(t, &estate.Estate{}, withSettings)
+		e := estatetest.Apply(t, &estate.Estate{}, withSettings)
 		if err := e.Validate(); err != nil {
 			t.Fatalf("Validate: %v", err)
 		}
@@ -150,20 +142,20 @@ func TestApply(t *testing.T) {
 			!reflect.DeepEqual(cr.Mounts, []string{"/data/hf-cache:/data/hf-cache", "/datasets:/datasets:ro"}) {
 			t.Fatalf("compute resource %+v", cr)
 		}
-		if again := applyTo(t, e, withSettings); len(estate.Diff(e, again)) > 0 {
-			t.Fatalf("applying the same settings again changed:%s", changeList(estate.Diff(e, again)))
+		if again := estatetest.Apply(t, e, withSettings); len(estate.Diff(e, again)) > 0 {
+			t.Fatalf("applying the same settings again changed:%s", estatetest.ChangeList(estate.Diff(e, again)))
 		}
-		cleared := applyTo(t, e, smallDoc)
+		cleared := estatetest.Apply(t, e, smallDoc)
 		cs := estate.Diff(e, cleared)
 		if len(cs) != 1 || cs[0].ID != cr.ID || !reflect.DeepEqual(cs[0].Fields, []string{"image", "env", "mounts"}) {
-			t.Fatalf("leaving the settings out changed:%s", changeList(cs))
+			t.Fatalf("leaving the settings out changed:%s", estatetest.ChangeList(cs))
 		}
 	})
 
 	t.Run("objects the file does not mention are left as they are", func(t *testing.T) {
 		t.Parallel()
-		cur := applyTo(t, &estate.Estate{}, smallDoc)
-		next := applyTo(t, cur, header+"groups:\n  - name: nlp\n")
+		cur := estatetest.Apply(t, &estate.Estate{}, smallDoc)
+		next := estatetest.Apply(t, cur, estatetest.Header+"groups:\n  - name: nlp\n")
 		if len(next.Groups) != 3 || len(next.Pools) != 2 || len(next.ComputeResources) != 4 {
 			t.Fatalf("after a file naming one new group: %d groups, %d pools, %d compute resources", len(next.Groups), len(next.Pools), len(next.ComputeResources))
 		}
@@ -171,9 +163,9 @@ func TestApply(t *testing.T) {
 
 	t.Run("a policy's compute resources are whole: one left out is removed", func(t *testing.T) {
 		t.Parallel()
-		cur := applyTo(t, &estate.Estate{}, smallDoc)
+		cur := estatetest.Apply(t, &estate.Estate{}, smallDoc)
 		without := strings.Replace(smallDoc, "      - {profile: train}\n", "", 1)
-		next := applyTo(t, cur, without)
+		next := estatetest.Apply(t, cur, without)
 		research := next.PolicyOfGroup(next.GroupByName("research").ID)
 		crs := next.ComputeResourcesOfPolicy(research.ID)
 		if len(crs) != 1 || crs[0].Name != "1 GPU" {
@@ -181,7 +173,7 @@ func TestApply(t *testing.T) {
 		}
 		cs := estate.Diff(cur, next)
 		if len(cs) != 1 || cs[0].Action != estate.Delete || cs[0].Kind != estate.KindComputeResource || cs[0].Name != `"train" of group research` {
-			t.Fatalf("changes:%s\nwant one delete of compute resource \"train\" of group research", changeList(cs))
+			t.Fatalf("changes:%s\nwant one delete of compute resource \"train\" of group research", estatetest.ChangeList(cs))
 		}
 		// The other group's compute resources are not touched.
 		if n := len(next.ComputeResourcesOfPolicy(next.PolicyOfGroup(next.GroupByName("vision").ID).ID)); n != 2 {
@@ -191,8 +183,8 @@ func TestApply(t *testing.T) {
 
 	t.Run("a policy listing no compute resources disconnects every profile", func(t *testing.T) {
 		t.Parallel()
-		cur := applyTo(t, &estate.Estate{}, smallDoc)
-		next := applyTo(t, cur, header+"policies:\n  - group: vision\n    limit: 4\n")
+		cur := estatetest.Apply(t, &estate.Estate{}, smallDoc)
+		next := estatetest.Apply(t, cur, estatetest.Header+"policies:\n  - group: vision\n    limit: 4\n")
 		if n := len(next.ComputeResourcesOfPolicy(next.PolicyOfGroup(next.GroupByName("vision").ID).ID)); n != 0 {
 			t.Fatalf("vision has %d compute resources, want 0", n)
 		}
@@ -205,7 +197,7 @@ func TestApply(t *testing.T) {
 
 	t.Run("a profile changed to a new size parameter keeps its default", func(t *testing.T) {
 		t.Parallel()
-		e := applyTo(t, &estate.Estate{}, header+"profiles:\n  - name: p\n    sizeFromParameter: {parameter: gpus, default: 2}\n")
+		e := estatetest.Apply(t, &estate.Estate{}, estatetest.Header+"profiles:\n  - name: p\n    sizeFromParameter: {parameter: gpus, default: 2}\n")
 		pr := e.ProfileByName("p")
 		if pr.SizeParameter != "gpus" || pr.Size != (model.Size{Nodes: 1, PerNode: 2000}) {
 			t.Fatalf("profile %+v, want parameter gpus with default 2", pr)
@@ -221,17 +213,17 @@ func TestApply(t *testing.T) {
 	}{
 		{
 			name: "a capacity of 4.5 GPUs is refused as not a whole number",
-			text: header + "gpuClasses: [{name: h}]\npools:\n  - {name: k8s, kind: kubernetes, capacity: 4.5, gpuClass: h, gpuMemoryGb: 80}\n",
+			text: estatetest.Header + "gpuClasses: [{name: h}]\npools:\n  - {name: k8s, kind: kubernetes, capacity: 4.5, gpuClass: h, gpuMemoryGb: 80}\n",
 			want: [][]string{{`pool "k8s"`, "capacity must be a whole number (got 4.5)"}},
 		},
 		{
 			name: "a capacity that is not a number is refused",
-			text: header + "gpuClasses: [{name: h}]\npools:\n  - {name: k8s, kind: kubernetes, capacity: lots, gpuClass: h, gpuMemoryGb: 80}\n",
+			text: estatetest.Header + "gpuClasses: [{name: h}]\npools:\n  - {name: k8s, kind: kubernetes, capacity: lots, gpuClass: h, gpuMemoryGb: 80}\n",
 			want: [][]string{{`pool "k8s"`, `capacity "lots" is not a number`}},
 		},
 		{
 			name: "a pool without kind, capacity or class is refused with each",
-			text: header + "pools:\n  - name: k8s\n",
+			text: estatetest.Header + "pools:\n  - name: k8s\n",
 			want: [][]string{
 				{`pool "k8s"`, "kind is required", "kubernetes"},
 				{`pool "k8s"`, "capacity is required"},
@@ -240,7 +232,7 @@ func TestApply(t *testing.T) {
 		},
 		{
 			name: "unknown pool, profile, group and class names are all reported",
-			text: header + `
+			text: estatetest.Header + `
 gpuClasses: [{name: h100, memoryGb: 80}]
 pools:
   - {name: k8s, kind: kubernetes, capacity: 8, gpuClass: b200}
@@ -267,7 +259,7 @@ projects:
 		},
 		{
 			name: "names given twice in the file are reported",
-			text: header + `
+			text: estatetest.Header + `
 gpuClasses: [{name: h}, {name: h}]
 groups: [{name: g}, {name: g}]
 `,
@@ -278,12 +270,12 @@ groups: [{name: g}, {name: g}]
 		},
 		{
 			name: "two policies for one group in the file are reported",
-			text: header + "groups: [{name: g}]\npolicies:\n  - {group: g, limit: 1}\n  - {group: g, limit: 2}\n",
+			text: estatetest.Header + "groups: [{name: g}]\npolicies:\n  - {group: g, limit: 1}\n  - {group: g, limit: 2}\n",
 			want: [][]string{{`resource policy of group "g"`, "appears twice in the file"}},
 		},
 		{
 			name: "an execution priority naming a profile not linked to the pool is refused",
-			text: header + `
+			text: estatetest.Header + `
 gpuClasses: [{name: h, memoryGb: 80}]
 pools:
   - {name: k8s, kind: kubernetes, capacity: 8, gpuClass: h, executionPriority: [one, other, ghost]}
@@ -299,7 +291,7 @@ profiles:
 		},
 		{
 			name: "an execution priority naming a profile twice is refused",
-			text: header + `
+			text: estatetest.Header + `
 gpuClasses: [{name: h, memoryGb: 80}]
 pools:
   - {name: k8s, kind: kubernetes, capacity: 8, gpuClass: h, executionPriority: [one, one]}
@@ -310,7 +302,7 @@ profiles:
 		},
 		{
 			name: "a queuing priority naming a group without a compute resource on the profile is refused",
-			text: header + `
+			text: estatetest.Header + `
 profiles:
   - {name: one, size: 1, queuingPriority: [a, b, ghost]}
   - {name: two, size: 1}
@@ -326,22 +318,22 @@ policies:
 		},
 		{
 			name: "a queuing priority naming a group without a policy is refused",
-			text: header + "profiles:\n  - {name: one, size: 1, queuingPriority: [c]}\ngroups: [{name: c}]\n",
+			text: estatetest.Header + "profiles:\n  - {name: one, size: 1, queuingPriority: [c]}\ngroups: [{name: c}]\n",
 			want: [][]string{{`profile "one"`, `group "c" has no compute resource on profile "one"`}},
 		},
 		{
 			name: "a profile with both size and sizeFromParameter is refused",
-			text: header + "profiles:\n  - {name: p, size: 1, sizeFromParameter: {parameter: gpus, default: 1}}\n",
+			text: estatetest.Header + "profiles:\n  - {name: p, size: 1, sizeFromParameter: {parameter: gpus, default: 1}}\n",
 			want: [][]string{{`profile "p"`, "give size or sizeFromParameter, not both"}},
 		},
 		{
 			name: "a profile without a size is refused",
-			text: header + "profiles:\n  - {name: p}\n",
+			text: estatetest.Header + "profiles:\n  - {name: p}\n",
 			want: [][]string{{`profile "p"`, "size is required", "2x8"}},
 		},
 		{
 			name: "a size parameter without a default or a name is refused",
-			text: header + "profiles:\n  - {name: p, sizeFromParameter: {parameter: \"\"}}\n",
+			text: estatetest.Header + "profiles:\n  - {name: p, sizeFromParameter: {parameter: \"\"}}\n",
 			want: [][]string{
 				{`profile "p"`, "sizeFromParameter needs the parameter name"},
 				{`profile "p"`, "sizeFromParameter needs a default size"},
@@ -349,56 +341,56 @@ policies:
 		},
 		{
 			name: "a size of 0.3 GPUs is refused with the sizes allowed",
-			text: header + "profiles:\n  - {name: p, size: 0.3}\n",
+			text: estatetest.Header + "profiles:\n  - {name: p, size: 0.3}\n",
 			want: [][]string{{`profile "p"`, "size: GPU size 0.3 is not an allowed fraction", "0.125, 0.25 or 0.5"}},
 		},
 		{
 			name: "a size of 2x0.5 is refused",
-			text: header + "profiles:\n  - {name: p, size: 2x0.5}\n",
+			text: estatetest.Header + "profiles:\n  - {name: p, size: 2x0.5}\n",
 			want: [][]string{{`profile "p"`, "fractions cannot span nodes"}},
 		},
 		{
 			name: "a time weight with more than three decimals is refused",
-			text: header + "profiles:\n  - {name: p, size: 1, timeWeight: 0.0001}\n",
+			text: estatetest.Header + "profiles:\n  - {name: p, size: 1, timeWeight: 0.0001}\n",
 			want: [][]string{{`profile "p"`, "timeWeight 0.0001 has more than 3 decimals"}},
 		},
 		{
 			name: "a policy without a limit is refused",
-			text: header + "groups: [{name: g}]\npolicies:\n  - {group: g, reservation: 1}\n",
+			text: estatetest.Header + "groups: [{name: g}]\npolicies:\n  - {group: g, reservation: 1}\n",
 			want: [][]string{{`resource policy of group "g"`, "limit is required"}},
 		},
 		{
 			name: "a time budget without hours is refused",
-			text: header + "groups: [{name: g}]\npolicies:\n  - {group: g, limit: 1, timeBudget: {period: day}}\n",
+			text: estatetest.Header + "groups: [{name: g}]\npolicies:\n  - {group: g, limit: 1, timeBudget: {period: day}}\n",
 			want: [][]string{{`resource policy of group "g"`, "timeBudget needs hours"}},
 		},
 		{
 			name: "a price with more than six decimals is refused",
-			text: header + "gpuClasses:\n  - {name: h, pricePerGpuHour: 0.0000001}\n",
+			text: estatetest.Header + "gpuClasses:\n  - {name: h, pricePerGpuHour: 0.0000001}\n",
 			want: [][]string{{`GPU class "h"`, "pricePerGpuHour", "more than 6 decimals"}},
 		},
 	}
 	for _, tc := range refused {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			doc := parseYAML(t, tc.text)
+			doc := estatetest.Parse(t, tc.text)
 			cur := baseEstate()
 			before := cur.Clone()
-			e, err := doc.Apply(cur, "t", seqIDs("a"), testNow)
+			e, err := doc.Apply(cur, "t", estatetest.SeqIDs("a"), estatetest.Now)
 			if e != nil {
 				t.Errorf("Apply returned an estate with its error")
 			}
-			ps := problemsOf(t, err)
+			ps := estatetest.Problems(t, err)
 			if len(ps) != len(tc.want) {
-				t.Fatalf("%d problems, want %d:%s", len(ps), len(tc.want), problemList(ps))
+				t.Fatalf("%d problems, want %d:%s", len(ps), len(tc.want), estatetest.ProblemList(ps))
 			}
 			for _, w := range tc.want {
-				if _, ok := findProblem(ps, w...); !ok {
-					t.Errorf("no problem holds %q:%s", w, problemList(ps))
+				if _, ok := estatetest.FindProblem(ps, w...); !ok {
+					t.Errorf("no problem holds %q:%s", w, estatetest.ProblemList(ps))
 				}
 			}
 			if cs := estate.Diff(before, cur); len(cs) > 0 {
-				t.Fatalf("a refused Apply changed its input:%s", changeList(cs))
+				t.Fatalf("a refused Apply changed its input:%s", estatetest.ChangeList(cs))
 			}
 		})
 	}
@@ -417,15 +409,15 @@ func TestExport(t *testing.T) {
 		if err != nil {
 			t.Fatalf("the export does not parse: %v\n%s", err, out)
 		}
-		again, err := doc.Apply(e, "t", seqIDs("rt"), testNow.Add(time.Hour))
+		again, err := doc.Apply(e, "t", estatetest.SeqIDs("rt"), estatetest.Now.Add(time.Hour))
 		if err != nil {
 			t.Fatalf("the export does not apply: %v\n%s", err, out)
 		}
 		if cs := estate.Diff(e, again); len(cs) > 0 {
-			t.Fatalf("export, parse and apply changed:%s\nexport:\n%s", changeList(cs), out)
+			t.Fatalf("export, parse and apply changed:%s\nexport:\n%s", estatetest.ChangeList(cs), out)
 		}
 		// Onto an empty estate it builds the same estate, with new ids.
-		fresh, err := doc.Apply(&estate.Estate{}, "t", seqIDs("new"), testNow)
+		fresh, err := doc.Apply(&estate.Estate{}, "t", estatetest.SeqIDs("new"), estatetest.Now)
 		if err != nil {
 			t.Fatalf("apply onto an empty estate: %v", err)
 		}

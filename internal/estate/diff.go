@@ -6,7 +6,7 @@ import (
 	"strings"
 	"unicode"
 
-	"github.com/klique-ai/klique/internal/model"
+	"github.com/klique-ai/klique/internal/estate/llmconf"
 )
 
 // Action is what a change does to one object.
@@ -18,7 +18,8 @@ const (
 	Delete Action = "delete"
 )
 
-// Object kinds, as changes and audit entries name them.
+// Object kinds, as changes and audit entries name them. The gateway's
+// objects have the kinds llmconf names (llmconf.KindModel, …).
 const (
 	KindGPUClass        = "gpu_class"
 	KindPool            = "pool"
@@ -27,26 +28,7 @@ const (
 	KindPolicy          = "resource_policy"
 	KindComputeResource = "compute_resource"
 	KindProject         = "project"
-	// The gateway's objects.
-	KindProvider    = "llm_provider"
-	KindRoute       = "llm_route"
-	KindModel       = "llm_model"
-	KindAlias       = "llm_alias"
-	KindTokenBudget = "token_budget"
-	KindRateLimit   = "rate_limit"
-	KindEntitlement = "entitlement"
-	KindGuardrails  = "guardrails"
 )
-
-// GatewayKind reports whether a kind of object belongs to the gateway's
-// configuration, which the store keeps as one document.
-func GatewayKind(kind string) bool {
-	switch kind {
-	case KindProvider, KindRoute, KindModel, KindAlias, KindTokenBudget, KindRateLimit, KindEntitlement, KindGuardrails:
-		return true
-	}
-	return false
-}
 
 // Change is one object created, updated or deleted.
 type Change struct {
@@ -109,53 +91,20 @@ func Diff(from, to *Estate) []Change {
 	}
 	// Gateway objects are written as one document: their order does not
 	// matter to the store.
-	g := &writes
-	d(KindProvider, namedGateway(from.Gateway.Providers, func(v *model.Provider) string { return v.Name }),
-		namedGateway(to.Gateway.Providers, func(v *model.Provider) string { return v.Name }), g, g)
-	d(KindRoute, namedGateway(from.Gateway.Routes, func(v *model.Route) string { return v.Name }),
-		namedGateway(to.Gateway.Routes, func(v *model.Route) string { return v.Name }), g, g)
-	d(KindModel, namedGateway(from.Gateway.Models, func(v *model.LLMModel) string { return v.Name }),
-		namedGateway(to.Gateway.Models, func(v *model.LLMModel) string { return v.Name }), g, g)
-	d(KindAlias, namedGateway(from.Gateway.Aliases, func(v *model.Alias) string { return v.Name }),
-		namedGateway(to.Gateway.Aliases, func(v *model.Alias) string { return v.Name }), g, g)
-	d(KindTokenBudget, namedGateway(from.Gateway.Budgets, BudgetName), namedGateway(to.Gateway.Budgets, BudgetName), g, g)
-	d(KindRateLimit, namedGateway(from.Gateway.RateLimits, RateLimitName), namedGateway(to.Gateway.RateLimits, RateLimitName), g, g)
-	d(KindEntitlement, namedGateway(from.Gateway.Entitlements, func(v *model.Entitlement) string { return v.Name }),
-		namedGateway(to.Gateway.Entitlements, func(v *model.Entitlement) string { return v.Name }), g, g)
-	d(KindGuardrails, namedGuardrails(&from.Gateway.Guardrails), namedGuardrails(&to.Gateway.Guardrails), g, g)
+	for _, kind := range llmconf.Kinds() {
+		d(kind, namedKeyed(llmconf.Objects(&from.Gateway, kind)), namedKeyed(llmconf.Objects(&to.Gateway, kind)), &writes, &writes)
+	}
 	out := append(early, writes...)
 	return append(out, late...)
 }
 
-// namedGateway names gateway objects by their key (they have no ids).
-func namedGateway[T any](items []T, key func(T) string) []named {
+// namedKeyed names gateway objects by their key (they have no ids).
+func namedKeyed(objects []llmconf.Keyed) []named {
 	var out []named
-	for _, v := range items {
-		out = append(out, named{key(v), key(v), v})
+	for _, o := range objects {
+		out = append(out, named{o.Key, o.Key, o.Object})
 	}
 	return out
-}
-
-// namedGuardrails names the global guardrails, which exist while they hold
-// a pattern or a guard alias: setting them on a tenant without any is a
-// creation, clearing them a deletion.
-func namedGuardrails(g *model.Guardrails) []named {
-	if GuardrailsEmpty(*g) {
-		return nil
-	}
-	return []named{{"global", "global", g}}
-}
-
-// BudgetName names a token budget: its project and period.
-func BudgetName(b *model.TokenBudget) string { return b.Project + " per " + string(b.Period) }
-
-// RateLimitName names a rate limit: per what, and for which one ("each"
-// when for every one).
-func RateLimitName(r *model.RateLimit) string {
-	if r.Name == "" {
-		return "each " + string(r.Scope)
-	}
-	return string(r.Scope) + " " + r.Name
 }
 
 type named struct {

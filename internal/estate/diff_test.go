@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/klique-ai/klique/internal/estate"
+	"github.com/klique-ai/klique/internal/estate/estatetest"
 	"github.com/klique-ai/klique/internal/model"
 )
 
@@ -27,7 +28,7 @@ func TestDiff(t *testing.T) {
 		t.Parallel()
 		e := baseEstate()
 		if cs := estate.Diff(e, e.Clone()); len(cs) != 0 {
-			t.Fatalf("changes:%s", changeList(cs))
+			t.Fatalf("changes:%s", estatetest.ChangeList(cs))
 		}
 	})
 
@@ -37,13 +38,13 @@ func TestDiff(t *testing.T) {
 		to := from.Clone()
 		to.Pools[1].Labels = map[string]string{}
 		to.Pools[1].ProfileOrder = []string{}
-		to.Pools[1].UpdatedAt = testNow
+		to.Pools[1].UpdatedAt = estatetest.Now
 		to.ComputeResources[0].Env = map[string]string{}
 		to.ComputeResources[0].Mounts = []string{}
 		to.Profiles[0].TenantID = "other"
-		to.Groups[0].CreatedAt = testNow
+		to.Groups[0].CreatedAt = estatetest.Now
 		if cs := estate.Diff(from, to); len(cs) != 0 {
-			t.Fatalf("changes:%s", changeList(cs))
+			t.Fatalf("changes:%s", estatetest.ChangeList(cs))
 		}
 	})
 
@@ -109,7 +110,7 @@ func TestDiff(t *testing.T) {
 		to.ComputeResource("cr-v1").Description = "for vision"
 		cs := estate.Diff(from, to)
 		if len(cs) != 1 || cs[0].String() != `update compute resource "1 GPU" of group vision (description)` {
-			t.Fatalf("changes:%s", changeList(cs))
+			t.Fatalf("changes:%s", estatetest.ChangeList(cs))
 		}
 	})
 
@@ -118,7 +119,7 @@ func TestDiff(t *testing.T) {
 		e := baseEstate()
 		cs := estate.Diff(&estate.Estate{}, e)
 		if len(cs) != 2+3+4+2+2+4+2 {
-			t.Fatalf("%d changes, want one create per object:%s", len(cs), changeList(cs))
+			t.Fatalf("%d changes, want one create per object:%s", len(cs), estatetest.ChangeList(cs))
 		}
 		before := [][2]string{
 			{"c-h100", "p-k8s"},        // a class before a pool of its GPUs
@@ -142,11 +143,11 @@ func TestDiff(t *testing.T) {
 		from := baseEstate()
 		cs := estate.Diff(from, &estate.Estate{})
 		if len(cs) != 19 {
-			t.Fatalf("%d changes, want 19:%s", len(cs), changeList(cs))
+			t.Fatalf("%d changes, want 19:%s", len(cs), estatetest.ChangeList(cs))
 		}
 		for i := range 4 {
 			if cs[i].Kind != estate.KindComputeResource {
-				t.Fatalf("change %d is %s; compute resources are deleted first:%s", i, cs[i], changeList(cs))
+				t.Fatalf("change %d is %s; compute resources are deleted first:%s", i, cs[i], estatetest.ChangeList(cs))
 			}
 		}
 		before := [][2]string{
@@ -175,7 +176,7 @@ func TestDiff(t *testing.T) {
 		cs := estate.Diff(from, to)
 		u, d := indexOf(cs, estate.Update, "pr-one"), indexOf(cs, estate.Delete, "p-metal")
 		if u < 0 || d < 0 || u > d {
-			t.Fatalf("update pr-one at %d, delete p-metal at %d:%s", u, d, changeList(cs))
+			t.Fatalf("update pr-one at %d, delete p-metal at %d:%s", u, d, estatetest.ChangeList(cs))
 		}
 	})
 
@@ -188,7 +189,7 @@ func TestDiff(t *testing.T) {
 		cs := estate.Diff(from, to)
 		c, u := indexOf(cs, estate.Create, "c-b200"), indexOf(cs, estate.Update, "p-metal")
 		if c < 0 || u < 0 || c > u {
-			t.Fatalf("create c-b200 at %d, update p-metal at %d:%s", c, u, changeList(cs))
+			t.Fatalf("create c-b200 at %d, update p-metal at %d:%s", c, u, estatetest.ChangeList(cs))
 		}
 	})
 }
@@ -320,7 +321,7 @@ func TestClone(t *testing.T) {
 	policyOf(c, "vision").Budget.MilliHours = 1
 	c.Groups[0].Name = "renamed"
 	if cs := estate.Diff(orig, e); len(cs) != 0 {
-		t.Fatalf("changing a clone changed the original:%s", changeList(cs))
+		t.Fatalf("changing a clone changed the original:%s", estatetest.ChangeList(cs))
 	}
 	if got := e.ComputeResource("cr-r1"); got.Env["HF_HOME"] != "/data/hf" || got.Mounts[0] != "/data/hf:/data/hf" {
 		t.Fatalf("changing a clone changed the original's run settings: %+v", got)

@@ -4,13 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"math"
 	"reflect"
-	"strconv"
-	"strings"
 
 	"github.com/goccy/go-yaml"
-	"github.com/goccy/go-yaml/ast"
+	"github.com/klique-ai/klique/internal/estate/basis"
+	"github.com/klique-ai/klique/internal/estate/llmconf"
 )
 
 // APIVersion and Kind head every estate file.
@@ -36,17 +34,18 @@ type Document struct {
 	Groups     []GroupDoc    `yaml:"groups,omitempty"`
 	Policies   []PolicyDoc   `yaml:"policies,omitempty"`
 	Projects   []ProjectDoc  `yaml:"projects,omitempty"`
-	// Gateway is the LLM gateway's configuration.
-	Gateway *GatewayDoc `yaml:"gateway,omitempty"`
+	// Gateway is the LLM gateway's configuration, whose section package
+	// llmconf reads and writes.
+	Gateway *llmconf.GatewayDoc `yaml:"gateway,omitempty"`
 }
 
 // GPUClassDoc describes a GPU class and its price per GPU-hour.
 type GPUClassDoc struct {
-	Name            string  `yaml:"name"`
-	Description     string  `yaml:"description,omitempty"`
-	MemoryGB        *Number `yaml:"memoryGb,omitempty"`
-	PricePerGPUHour *Number `yaml:"pricePerGpuHour,omitempty"`
-	Currency        string  `yaml:"currency,omitempty"`
+	Name            string        `yaml:"name"`
+	Description     string        `yaml:"description,omitempty"`
+	MemoryGB        *basis.Number `yaml:"memoryGb,omitempty"`
+	PricePerGPUHour *basis.Number `yaml:"pricePerGpuHour,omitempty"`
+	Currency        string        `yaml:"currency,omitempty"`
 }
 
 // PoolDoc describes a pool. ExecutionPriority lists profile names in the
@@ -55,9 +54,9 @@ type PoolDoc struct {
 	Name              string            `yaml:"name"`
 	Description       string            `yaml:"description,omitempty"`
 	Kind              string            `yaml:"kind"`
-	Capacity          *Number           `yaml:"capacity"`
+	Capacity          *basis.Number     `yaml:"capacity"`
 	GPUClass          string            `yaml:"gpuClass"`
-	GPUMemoryGB       *Number           `yaml:"gpuMemoryGb,omitempty"`
+	GPUMemoryGB       *basis.Number     `yaml:"gpuMemoryGb,omitempty"`
 	Region            string            `yaml:"region,omitempty"`
 	Labels            map[string]string `yaml:"labels,omitempty"`
 	ExecutionPriority []string          `yaml:"executionPriority,omitempty"`
@@ -69,19 +68,19 @@ type PoolDoc struct {
 type ProfileDoc struct {
 	Name              string        `yaml:"name"`
 	Description       string        `yaml:"description,omitempty"`
-	Size              *Number       `yaml:"size,omitempty"`
+	Size              *basis.Number `yaml:"size,omitempty"`
 	SizeFromParameter *SizeParamDoc `yaml:"sizeFromParameter,omitempty"`
 	GPUClass          string        `yaml:"gpuClass,omitempty"`
-	MinGPUMemoryGB    *Number       `yaml:"minGpuMemoryGb,omitempty"`
-	TimeWeight        *Number       `yaml:"timeWeight,omitempty"`
+	MinGPUMemoryGB    *basis.Number `yaml:"minGpuMemoryGb,omitempty"`
+	TimeWeight        *basis.Number `yaml:"timeWeight,omitempty"`
 	Pools             []string      `yaml:"pools,omitempty"`
 	QueuingPriority   []string      `yaml:"queuingPriority,omitempty"`
 }
 
 // SizeParamDoc names the task parameter a profile reads sizes from.
 type SizeParamDoc struct {
-	Parameter string  `yaml:"parameter"`
-	Default   *Number `yaml:"default"`
+	Parameter string        `yaml:"parameter"`
+	Default   *basis.Number `yaml:"default"`
 }
 
 // GroupDoc describes a group. Members come from SSO or the user commands,
@@ -96,18 +95,18 @@ type GroupDoc struct {
 // disconnected.
 type PolicyDoc struct {
 	Group                 string               `yaml:"group"`
-	Reservation           *Number              `yaml:"reservation,omitempty"`
-	Limit                 *Number              `yaml:"limit"`
+	Reservation           *basis.Number        `yaml:"reservation,omitempty"`
+	Limit                 *basis.Number        `yaml:"limit"`
 	TimeBudget            *BudgetDoc           `yaml:"timeBudget,omitempty"`
-	LowWatermarkMinutes   *Number              `yaml:"lowWatermarkMinutes,omitempty"`
-	AlertThresholdPercent *Number              `yaml:"alertThresholdPercent,omitempty"`
+	LowWatermarkMinutes   *basis.Number        `yaml:"lowWatermarkMinutes,omitempty"`
+	AlertThresholdPercent *basis.Number        `yaml:"alertThresholdPercent,omitempty"`
 	ComputeResources      []ComputeResourceDoc `yaml:"computeResources,omitempty"`
 }
 
 // BudgetDoc is a time budget: budget hours per day, week or month.
 type BudgetDoc struct {
-	Hours  *Number `yaml:"hours"`
-	Period string  `yaml:"period"`
+	Hours  *basis.Number `yaml:"hours"`
+	Period string        `yaml:"period"`
 }
 
 // ComputeResourceDoc connects a profile to the policy it is listed under.
@@ -129,238 +128,6 @@ type ProjectDoc struct {
 	Description       string `yaml:"description,omitempty"`
 	Group             string `yaml:"group,omitempty"`
 	OutputDestination string `yaml:"outputDestination,omitempty"`
-}
-
-// GatewayDoc describes the LLM gateway: providers and static routes, the
-// models behind them with their prices, the aliases applications call,
-// entitlements, token budgets, rate limits and the global guardrails.
-// Objects are matched by name (budgets by project and period, rate limits
-// by scope and name) and described whole, like every object of the file;
-// objects the file does not mention stay as they are. Guardrails, when
-// present, replace the global guardrails.
-type GatewayDoc struct {
-	Providers    []ProviderDoc    `yaml:"providers,omitempty"`
-	Routes       []RouteDoc       `yaml:"routes,omitempty"`
-	Models       []ModelDoc       `yaml:"models,omitempty"`
-	Entitlements []EntitlementDoc `yaml:"entitlements,omitempty"`
-	Aliases      []AliasDoc       `yaml:"aliases,omitempty"`
-	Budgets      []TokenBudgetDoc `yaml:"budgets,omitempty"`
-	RateLimits   []RateLimitDoc   `yaml:"rateLimits,omitempty"`
-	Guardrails   *GuardrailsDoc   `yaml:"guardrails,omitempty"`
-}
-
-// ProviderDoc describes a public model API. KeySecret names the tenant
-// vault secret that holds its key; the key itself never appears here.
-type ProviderDoc struct {
-	Name        string `yaml:"name"`
-	Description string `yaml:"description,omitempty"`
-	BaseURL     string `yaml:"baseUrl"`
-	KeySecret   string `yaml:"keySecret,omitempty"`
-	// Timeout is a Go duration such as 60s or 2m.
-	Timeout string `yaml:"timeout,omitempty"`
-}
-
-// RouteDoc describes a static route to self-hosted model servers.
-type RouteDoc struct {
-	Name        string   `yaml:"name"`
-	Description string   `yaml:"description,omitempty"`
-	Endpoints   []string `yaml:"endpoints"`
-	Timeout     string   `yaml:"timeout,omitempty"`
-}
-
-// ModelDoc describes a model behind a provider or a route. Prices are per
-// million tokens, in Currency.
-type ModelDoc struct {
-	Name            string  `yaml:"name"`
-	Provider        string  `yaml:"provider,omitempty"`
-	Route           string  `yaml:"route,omitempty"`
-	Upstream        string  `yaml:"upstream,omitempty"`
-	InputPrice      *Number `yaml:"inputPrice,omitempty"`
-	OutputPrice     *Number `yaml:"outputPrice,omitempty"`
-	Currency        string  `yaml:"currency,omitempty"`
-	MaxOutputTokens *Number `yaml:"maxOutputTokens,omitempty"`
-}
-
-// EntitlementDoc describes a named right held by groups and users.
-type EntitlementDoc struct {
-	Name   string   `yaml:"name"`
-	Groups []string `yaml:"groups,omitempty"`
-	Users  []string `yaml:"users,omitempty"`
-}
-
-// AliasDoc describes an alias: its rules, tried in order, and its own
-// guardrails.
-type AliasDoc struct {
-	Name        string         `yaml:"name"`
-	Description string         `yaml:"description,omitempty"`
-	Rules       []AliasRuleDoc `yaml:"rules"`
-	Guardrails  *GuardrailsDoc `yaml:"guardrails,omitempty"`
-}
-
-// AliasRuleDoc is one rule of an alias: conditions on the caller (empty
-// lists match everyone), weighted targets and ordered fallbacks.
-type AliasRuleDoc struct {
-	Groups       []string    `yaml:"groups,omitempty"`
-	Projects     []string    `yaml:"projects,omitempty"`
-	Entitlements []string    `yaml:"entitlements,omitempty"`
-	Targets      []TargetDoc `yaml:"targets"`
-	Fallbacks    []string    `yaml:"fallbacks,omitempty"`
-}
-
-// TargetDoc is a model and its weight (default 1).
-type TargetDoc struct {
-	Model  string  `yaml:"model"`
-	Weight *Number `yaml:"weight,omitempty"`
-}
-
-// TokenBudgetDoc bounds a project's model spend per day, week or month, in
-// tokens or in money, and optionally each user's part of it.
-type TokenBudgetDoc struct {
-	Project       string  `yaml:"project"`
-	Period        string  `yaml:"period"`
-	Tokens        *Number `yaml:"tokens,omitempty"`
-	Money         *Number `yaml:"money,omitempty"`
-	PerUserTokens *Number `yaml:"perUserTokens,omitempty"`
-	PerUserMoney  *Number `yaml:"perUserMoney,omitempty"`
-}
-
-// RateLimitDoc bounds requests and tokens per minute for each user, each
-// project or each alias, or for the one named.
-type RateLimitDoc struct {
-	Scope             string  `yaml:"scope"`
-	Name              string  `yaml:"name,omitempty"`
-	RequestsPerMinute *Number `yaml:"requestsPerMinute,omitempty"`
-	TokensPerMinute   *Number `yaml:"tokensPerMinute,omitempty"`
-}
-
-// GuardrailsDoc holds deny and allow patterns (Go regular expressions) and
-// an optional guard alias.
-type GuardrailsDoc struct {
-	Deny       []string `yaml:"deny,omitempty"`
-	Allow      []string `yaml:"allow,omitempty"`
-	GuardAlias string   `yaml:"guardAlias,omitempty"`
-}
-
-// Number is a scalar from the file kept as written, so that "4.5 GPUs" can be
-// refused with a message about whole GPUs rather than a type error, and so
-// that sizes such as "2x8" and 0.125 share one field.
-type Number string
-
-// UnmarshalYAML accepts any scalar.
-func (n *Number) UnmarshalYAML(unmarshal func(any) error) error {
-	var v any
-	if err := unmarshal(&v); err != nil {
-		return err
-	}
-	switch x := v.(type) {
-	case string:
-		*n = Number(strings.TrimSpace(x))
-	case int:
-		*n = Number(strconv.Itoa(x))
-	case int64:
-		*n = Number(strconv.FormatInt(x, 10))
-	case uint64:
-		*n = Number(strconv.FormatUint(x, 10))
-	case float64:
-		*n = Number(strconv.FormatFloat(x, 'f', -1, 64))
-	case bool:
-		return numberError(unmarshal, fmt.Sprintf("expected a number, got %v", x))
-	case nil:
-		*n = ""
-	default:
-		return numberError(unmarshal, "expected a number, got a list or a map")
-	}
-	return nil
-}
-
-// numberError puts the line and column of the offending value in front of
-// msg, the way the YAML decoder's own errors read, so that a person can
-// find it in a large file.
-func numberError(unmarshal func(any) error, msg string) error {
-	var node ast.Node
-	if err := unmarshal(&node); err == nil && node != nil {
-		if tk := node.GetToken(); tk != nil && tk.Position != nil {
-			return fmt.Errorf("[%d:%d] %s", tk.Position.Line, tk.Position.Column, msg)
-		}
-	}
-	return errors.New(msg)
-}
-
-// MarshalYAML writes numbers as numbers and anything else as a string.
-func (n Number) MarshalYAML() (any, error) {
-	if i, err := strconv.ParseInt(string(n), 10, 64); err == nil {
-		return i, nil
-	}
-	if f, err := strconv.ParseFloat(string(n), 64); err == nil && !strings.ContainsAny(string(n), "xX") {
-		return f, nil
-	}
-	return string(n), nil
-}
-
-// NumberOf formats an integer as a Number.
-func NumberOf(v int64) *Number { n := Number(strconv.FormatInt(v, 10)); return &n }
-
-// NumberOfText wraps text as a Number.
-func NumberOfText(s string) *Number { n := Number(s); return &n }
-
-// Whole reads a whole number, saying what field was wrong and why.
-func (n *Number) Whole(field string) (int64, error) {
-	f, err := strconv.ParseFloat(string(*n), 64)
-	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
-		return 0, fmt.Errorf("%s %q is not a number", field, string(*n))
-	}
-	if f != math.Trunc(f) {
-		return 0, fmt.Errorf("%s must be a whole number (got %s)", field, string(*n))
-	}
-	if f < math.MinInt32 || f > math.MaxInt32 {
-		return 0, fmt.Errorf("%s %s is out of range", field, string(*n))
-	}
-	return int64(f), nil
-}
-
-// MaxCount bounds whole counts such as tokens: far above any real budget,
-// and exactly representable as a float64.
-const MaxCount = 1_000_000_000_000_000
-
-// Count reads a whole number up to MaxCount, such as a number of tokens.
-func (n *Number) Count(field string) (int64, error) {
-	f, err := strconv.ParseFloat(string(*n), 64)
-	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
-		return 0, fmt.Errorf("%s %q is not a number", field, string(*n))
-	}
-	if f != math.Trunc(f) {
-		return 0, fmt.Errorf("%s must be a whole number (got %s)", field, string(*n))
-	}
-	if f < -MaxCount || f > MaxCount {
-		return 0, fmt.Errorf("%s %s is out of range (at most %d)", field, string(*n), int64(MaxCount))
-	}
-	return int64(f), nil
-}
-
-// Scaled reads a decimal number with at most places decimals, as an integer
-// scaled by 10^places (milli for places 3, micro for places 6).
-func (n *Number) Scaled(field string, places int) (int64, error) {
-	f, err := strconv.ParseFloat(string(*n), 64)
-	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
-		return 0, fmt.Errorf("%s %q is not a number", field, string(*n))
-	}
-	return ScaleDecimal(field, f, places)
-}
-
-// ScaleDecimal turns a decimal into an integer scaled by 10^places, refusing
-// values with more decimals than places or too large to hold.
-func ScaleDecimal(field string, f float64, places int) (int64, error) {
-	scale := math.Pow10(places)
-	if math.Abs(f) > 1e12 {
-		return 0, fmt.Errorf("%s %v is out of range", field, f)
-	}
-	v := math.Round(f * scale)
-	// The tolerance covers float64 representation error (about 1e-16
-	// relative), not real decimals: 2.0000001 has 7.
-	if math.Abs(v-f*scale) > 1e-9*math.Max(1, math.Abs(v)) {
-		return 0, fmt.Errorf("%s %v has more than %d decimals", field, f, places)
-	}
-	return int64(v), nil
 }
 
 // ParseDocument reads an estate file. Unknown fields are refused (a typo in

@@ -6,13 +6,12 @@ import (
 	"testing"
 
 	"github.com/klique-ai/klique/internal/estate"
+	"github.com/klique-ai/klique/internal/estate/estatetest"
 )
-
-const header = "apiVersion: klique/v1\nkind: Estate\n"
 
 // smallDoc is a whole, valid estate file: two classes, two pools, three
 // profiles, two groups with policies, one project.
-const smallDoc = header + `
+const smallDoc = estatetest.Header + `
 gpuClasses:
   - name: h100
     memoryGb: 80
@@ -76,12 +75,12 @@ func TestParseDocument(t *testing.T) {
 	}{
 		{
 			name: "a typo in a field name is refused with its line",
-			text: header + "pools:\n  - name: k8s\n    kind: kubernetes\n    capasity: 4\n",
+			text: estatetest.Header + "pools:\n  - name: k8s\n    kind: kubernetes\n    capasity: 4\n",
 			want: []string{"[6:", `unknown field "capasity"`},
 		},
 		{
 			name: "an unknown top-level field is refused",
-			text: header + "quotas: []\n",
+			text: estatetest.Header + "quotas: []\n",
 			want: []string{`unknown field "quotas"`},
 		},
 		{
@@ -121,28 +120,28 @@ func TestParseDocument(t *testing.T) {
 		},
 		{
 			name: "a list where a number belongs is refused with its line",
-			text: header + "pools:\n  - name: k8s\n    capacity: [1, 2]\n",
+			text: estatetest.Header + "pools:\n  - name: k8s\n    capacity: [1, 2]\n",
 			want: []string{"[5:", "expected a number, got a list or a map"},
 		},
 		{
 			name: "a map where a number belongs is refused",
-			text: header + "policies:\n  - group: g\n    limit: {gpus: 4}\n",
+			text: estatetest.Header + "policies:\n  - group: g\n    limit: {gpus: 4}\n",
 			want: []string{"[5:", "expected a number, got a list or a map"},
 		},
 		{
 			name: "true where a number belongs is refused",
-			text: header + "pools:\n  - name: k8s\n    capacity: true\n",
+			text: estatetest.Header + "pools:\n  - name: k8s\n    capacity: true\n",
 			want: []string{"expected a number, got true"},
 		},
 		{
 			name: "a key given twice is refused",
-			text: header + "kind: Estate\n",
+			text: estatetest.Header + "kind: Estate\n",
 			want: []string{`mapping key "kind" already defined`},
 		},
 		{
 			// The YAML decoder panics on this (found by FuzzParseDocument).
 			name: "a tagged scalar where a list belongs is refused, not a crash",
-			text: header + "groups: !x 00\n",
+			text: estatetest.Header + "groups: !x 00\n",
 			want: []string{"the YAML cannot be read", "check its syntax"},
 		},
 		{
@@ -158,7 +157,7 @@ func TestParseDocument(t *testing.T) {
 			if err == nil {
 				t.Fatalf("ParseDocument accepted %q: %+v", tc.text, doc)
 			}
-			if !containsAll(err.Error(), tc.want...) {
+			if !estatetest.ContainsAll(err.Error(), tc.want...) {
 				t.Fatalf("error %q does not hold %q", err, tc.want)
 			}
 			if !strings.HasPrefix(err.Error(), "estate file") {
@@ -169,16 +168,16 @@ func TestParseDocument(t *testing.T) {
 
 	t.Run("a file over the size limit is refused before it is read", func(t *testing.T) {
 		t.Parallel()
-		data := append([]byte(header+"# "), bytes.Repeat([]byte("x"), estate.MaxDocumentBytes)...)
+		data := append([]byte(estatetest.Header+"# "), bytes.Repeat([]byte("x"), estate.MaxDocumentBytes)...)
 		_, err := estate.ParseDocument(data)
-		if err == nil || !containsAll(err.Error(), "more than the 4194304 allowed") {
+		if err == nil || !estatetest.ContainsAll(err.Error(), "more than the 4194304 allowed") {
 			t.Fatalf("ParseDocument = %v, want a size error", err)
 		}
 	})
 
 	t.Run("a file of exactly the size limit is read", func(t *testing.T) {
 		t.Parallel()
-		data := []byte(header + "# ")
+		data := []byte(estatetest.Header + "# ")
 		data = append(data, bytes.Repeat([]byte("x"), estate.MaxDocumentBytes-len(data)-1)...)
 		data = append(data, '\n')
 		if _, err := estate.ParseDocument(data); err != nil {
@@ -201,39 +200,4 @@ func TestParseDocument(t *testing.T) {
 			t.Fatalf("example's gateway section read as %+v", g)
 		}
 	})
-}
-
-func TestScaleDecimal(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name   string
-		f      float64
-		places int
-		want   int64
-		err    string
-	}{
-		{"a price with six decimals is scaled exactly", 2.400001, 6, 2_400_001, ""},
-		{"a time weight of an eighth is 125 thousandths", 0.125, 3, 125, ""},
-		{"a tenth survives float representation", 0.1, 3, 100, ""},
-		{"a large budget is scaled exactly", 1_000_000.5, 3, 1_000_000_500, ""},
-		{"a negative value keeps its sign", -1.5, 3, -1500, ""},
-		{"a seventh decimal on a price is refused", 2.0000001, 6, 0, "price 2.0000001 has more than 6 decimals"},
-		{"a fourth decimal on a large weight is refused", 1000.0004, 3, 0, "price 1000.0004 has more than 3 decimals"},
-		{"a value beyond 10^12 is refused", 1e13, 3, 0, "price 1e+13 is out of range"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			got, err := estate.ScaleDecimal("price", tc.f, tc.places)
-			if tc.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("ScaleDecimal(%v, %d) = %d, %v; want an error holding %q", tc.f, tc.places, got, err, tc.err)
-				}
-				return
-			}
-			if err != nil || got != tc.want {
-				t.Fatalf("ScaleDecimal(%v, %d) = %d, %v; want %d", tc.f, tc.places, got, err, tc.want)
-			}
-		})
-	}
 }

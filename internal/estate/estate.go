@@ -2,6 +2,12 @@
 // profiles, groups, resource policies, compute resources and projects) as one
 // value, and the rules that make it valid.
 //
+// The value also holds the LLM gateway's configuration (Estate.Gateway),
+// changed, validated, diffed and versioned with the rest. Its rules and its
+// section of the estate file are package llmconf's, which Normalize,
+// Validate, Diff, Apply and Export call for that part; what every part
+// shares (the name rule, Problem, the file's Number) is package basis's.
+//
 // Every change to the allocation model, whether it comes from one GraphQL
 // mutation or from a whole estate file, is made the same way: the platform
 // service loads the current Estate, changes a copy, normalises and validates
@@ -10,9 +16,9 @@
 package estate
 
 import (
-	"slices"
 	"sort"
 
+	"github.com/klique-ai/klique/internal/estate/llmconf"
 	"github.com/klique-ai/klique/internal/model"
 )
 
@@ -72,57 +78,8 @@ func (e *Estate) Clone() *Estate {
 		x := *v
 		c.Projects = append(c.Projects, &x)
 	}
-	c.Gateway = cloneGateway(&e.Gateway)
+	c.Gateway = llmconf.Clone(&e.Gateway)
 	return c
-}
-
-// cloneGateway deep-copies a gateway configuration.
-func cloneGateway(g *model.Gateway) model.Gateway {
-	var c model.Gateway
-	for _, v := range g.Providers {
-		x := *v
-		c.Providers = append(c.Providers, &x)
-	}
-	for _, v := range g.Routes {
-		x := *v
-		x.Endpoints = slices.Clone(v.Endpoints)
-		c.Routes = append(c.Routes, &x)
-	}
-	for _, v := range g.Models {
-		x := *v
-		c.Models = append(c.Models, &x)
-	}
-	for _, v := range g.Aliases {
-		x := *v
-		x.Rules = nil
-		for _, r := range v.Rules {
-			r.Groups, r.Projects, r.Entitlements = slices.Clone(r.Groups), slices.Clone(r.Projects), slices.Clone(r.Entitlements)
-			r.Targets, r.Fallbacks = slices.Clone(r.Targets), slices.Clone(r.Fallbacks)
-			x.Rules = append(x.Rules, r)
-		}
-		x.Guardrails = cloneGuardrails(v.Guardrails)
-		c.Aliases = append(c.Aliases, &x)
-	}
-	for _, v := range g.Budgets {
-		x := *v
-		c.Budgets = append(c.Budgets, &x)
-	}
-	for _, v := range g.RateLimits {
-		x := *v
-		c.RateLimits = append(c.RateLimits, &x)
-	}
-	for _, v := range g.Entitlements {
-		x := *v
-		x.Groups, x.Users = slices.Clone(v.Groups), slices.Clone(v.Users)
-		c.Entitlements = append(c.Entitlements, &x)
-	}
-	c.Guardrails = cloneGuardrails(g.Guardrails)
-	return c
-}
-
-func cloneGuardrails(g model.Guardrails) model.Guardrails {
-	g.Deny, g.Allow = slices.Clone(g.Deny), slices.Clone(g.Allow)
-	return g
 }
 
 func cloneMap(m map[string]string) map[string]string {
@@ -405,7 +362,7 @@ func contains(list []string, s string) bool {
 // ids left behind by other changes are simply removed. It also makes the
 // gateway's defaults explicit and sorts its objects by key.
 func (e *Estate) Normalize() {
-	e.normalizeGateway()
+	llmconf.Normalize(&e.Gateway)
 	for _, p := range e.Pools {
 		var keep []string
 		for _, id := range p.ProfileOrder {
@@ -424,4 +381,24 @@ func (e *Estate) Normalize() {
 		}
 		pr.QueuingOrder = keep
 	}
+}
+
+// FollowRenames carries the renames of groups and projects from cur to e
+// into the gateway's configuration, which names them: an alias rule of
+// group "vision" follows the group when it becomes "computer-vision". It is
+// a method of the estate because telling a rename from a deletion and a
+// creation takes the ids of both estates' groups and projects.
+func (e *Estate) FollowRenames(cur *Estate) {
+	groups, projects := map[string]string{}, map[string]string{}
+	for _, g := range cur.Groups {
+		if n := e.Group(g.ID); n != nil && n.Name != g.Name {
+			groups[g.Name] = n.Name
+		}
+	}
+	for _, p := range cur.Projects {
+		if n := e.Project(p.ID); n != nil && n.Name != p.Name {
+			projects[p.Name] = n.Name
+		}
+	}
+	llmconf.Rename(&e.Gateway, groups, projects)
 }

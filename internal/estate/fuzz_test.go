@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/klique-ai/klique/internal/estate"
+	"github.com/klique-ai/klique/internal/estate/estatetest"
 )
 
 // FuzzParseDocument feeds bytes to ParseDocument and, when they parse, to
@@ -18,7 +19,7 @@ import (
 func FuzzParseDocument(f *testing.F) {
 	f.Add(readExample(f))
 	f.Add([]byte(smallDoc))
-	f.Add([]byte(header))
+	f.Add([]byte(estatetest.Header))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		doc, err := estate.ParseDocument(data)
 		if err != nil {
@@ -27,7 +28,7 @@ func FuzzParseDocument(f *testing.F) {
 			}
 			return
 		}
-		e, err := doc.Apply(&estate.Estate{}, "t", seqIDs("f"), testNow)
+		e, err := doc.Apply(&estate.Estate{}, "t", estatetest.SeqIDs("f"), estatetest.Now)
 		if err != nil {
 			var ve *estate.ValidationError
 			if !errors.As(err, &ve) || len(ve.Problems) == 0 {
@@ -52,12 +53,12 @@ func FuzzParseDocument(f *testing.F) {
 		if err != nil {
 			t.Fatalf("the export of a valid estate does not parse: %v\ninput:\n%s\nexport:\n%s", err, data, out)
 		}
-		next, err := again.Apply(e, "t", seqIDs("g"), testNow)
+		next, err := again.Apply(e, "t", estatetest.SeqIDs("g"), estatetest.Now)
 		if err != nil {
 			t.Fatalf("the export of a valid estate does not apply: %v\ninput:\n%s\nexport:\n%s", err, data, out)
 		}
 		if cs := estate.Diff(e, next); len(cs) > 0 {
-			t.Fatalf("export, parse and apply changed:%s\ninput:\n%s\nexport:\n%s", changeList(cs), data, out)
+			t.Fatalf("export, parse and apply changed:%s\ninput:\n%s\nexport:\n%s", estatetest.ChangeList(cs), data, out)
 		}
 	})
 }

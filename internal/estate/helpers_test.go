@@ -1,31 +1,17 @@
 package estate_test
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/klique-ai/klique/internal/estate"
+	"github.com/klique-ai/klique/internal/estate/estatetest"
 	"github.com/klique-ai/klique/internal/model"
 )
-
-// testNow stamps every object the tests create.
-var testNow = time.Date(2025, 3, 14, 9, 26, 53, 0, time.UTC)
-
-// seqIDs returns an id maker that hands out "id-1", "id-2", … so that
-// objects made by Apply have predictable ids.
-func seqIDs(prefix string) func() string {
-	n := 0
-	return func() string {
-		n++
-		return fmt.Sprintf("%s-%d", prefix, n)
-	}
-}
 
 // baseEstate is a small valid estate with no warnings:
 //
@@ -106,81 +92,17 @@ func exampleEstate(t testing.TB) *estate.Estate {
 	if err != nil {
 		t.Fatalf("parse example: %v", err)
 	}
-	e, err := doc.Apply(&estate.Estate{}, "t", seqIDs("ex"), testNow)
+	e, err := doc.Apply(&estate.Estate{}, "t", estatetest.SeqIDs("ex"), estatetest.Now)
 	if err != nil {
 		t.Fatalf("apply example: %v", err)
 	}
 	return e
 }
 
-// parseYAML parses a document that must be valid YAML of the right shape.
-func parseYAML(t testing.TB, text string) *estate.Document {
-	t.Helper()
-	doc, err := estate.ParseDocument([]byte(text))
-	if err != nil {
-		t.Fatalf("parse:\n%s\n=> %v", text, err)
-	}
-	return doc
-}
-
-// problemsOf returns the problems of a validation error, failing the test
-// when err is something else.
-func problemsOf(t testing.TB, err error) []estate.Problem {
-	t.Helper()
-	if err == nil {
-		return nil
-	}
-	var ve *estate.ValidationError
-	if !errors.As(err, &ve) {
-		t.Fatalf("error %v (%T) is not a *estate.ValidationError", err, err)
-	}
-	if len(ve.Problems) == 0 {
-		t.Fatal("a ValidationError with no problems")
-	}
-	return ve.Problems
-}
-
-// findProblem returns the first problem whose text holds every one of want.
-func findProblem(problems []estate.Problem, want ...string) (estate.Problem, bool) {
-	for _, p := range problems {
-		if containsAll(p.String(), want...) {
-			return p, true
-		}
-	}
-	return estate.Problem{}, false
-}
-
-func containsAll(s string, want ...string) bool {
-	for _, w := range want {
-		if !strings.Contains(s, w) {
-			return false
-		}
-	}
-	return true
-}
-
-func problemList(ps []estate.Problem) string {
-	var b strings.Builder
-	for _, p := range ps {
-		b.WriteString("\n  - ")
-		b.WriteString(p.String())
-	}
-	return b.String()
-}
-
 func warningList(ws []estate.Warning) string {
 	var b strings.Builder
 	for _, w := range ws {
 		fmt.Fprintf(&b, "\n  - [%s] %s", w.Code, w.String())
-	}
-	return b.String()
-}
-
-func changeList(cs []estate.Change) string {
-	var b strings.Builder
-	for _, c := range cs {
-		b.WriteString("\n  - ")
-		b.WriteString(c.String())
 	}
 	return b.String()
 }

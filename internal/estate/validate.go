@@ -8,29 +8,16 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/klique-ai/klique/internal/estate/basis"
+	"github.com/klique-ai/klique/internal/estate/llmconf"
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/runenv"
 )
 
-// Problem is one reason an estate is not valid, said so that a person knows
-// what to change.
-type Problem struct {
-	// Object names what the problem is on, such as `pool "onprem-k8s"`.
-	Object  string
-	Message string
-}
-
-func (p Problem) String() string {
-	if p.Object == "" {
-		return p.Message
-	}
-	return p.Object + ": " + p.Message
-}
-
 // ValidationError lists every problem found, not only the first, so that a
 // whole estate file can be fixed in one go.
 type ValidationError struct {
-	Problems []Problem
+	Problems []basis.Problem
 }
 
 func (e *ValidationError) Error() string {
@@ -61,44 +48,21 @@ func (w Warning) String() string {
 }
 
 // Bounds on values: far above any real estate, low enough to rule out typos
-// and arithmetic overflow.
+// and arithmetic overflow. Those every part of an estate shares (names,
+// descriptions, prices) are field's.
 const (
-	MaxNameLength        = 100
-	MaxDescriptionLength = 2000
-	MaxCapacityGPUs      = 1_000_000
-	MaxGPUMemoryGB       = 10_000
-	MaxTimeWeightMilli   = 1_000_000
-	MaxBudgetMilliHours  = 1_000_000_000_000
-	MaxPriceMicros       = 1_000_000_000_000
-	MaxLabels            = 64
-	MaxImageLength       = 1000
+	MaxCapacityGPUs     = 1_000_000
+	MaxGPUMemoryGB      = 10_000
+	MaxTimeWeightMilli  = 1_000_000
+	MaxBudgetMilliHours = 1_000_000_000_000
+	MaxLabels           = 64
+	MaxImageLength      = 1000
 )
 
 var (
 	labelKeyRE  = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._/-]{0,62})$`)
 	paramNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.-]{0,63}$`)
-	currencyRE  = regexp.MustCompile(`^[A-Z]{3}$`)
 )
-
-// CheckName says what is wrong with an object name, or returns nil. Names may
-// hold spaces ("multi-node training") but no control characters and no
-// leading or trailing space.
-func CheckName(name string) error {
-	switch {
-	case name == "":
-		return fmt.Errorf("name is empty")
-	case len(name) > MaxNameLength:
-		return fmt.Errorf("name is longer than %d characters", MaxNameLength)
-	case strings.TrimSpace(name) != name:
-		return fmt.Errorf("name %q starts or ends with a space", name)
-	}
-	for _, r := range name {
-		if unicode.IsControl(r) || r == unicode.ReplacementChar {
-			return fmt.Errorf("name %q holds a control or invalid character", name)
-		}
-	}
-	return nil
-}
 
 // CheckParameterName says what is wrong with a task parameter name used by a
 // profile to read task sizes.
@@ -110,24 +74,8 @@ func CheckParameterName(name string) error {
 }
 
 type validator struct {
-	e        *Estate
-	problems []Problem
-}
-
-func (v *validator) add(object, format string, args ...any) {
-	v.problems = append(v.problems, Problem{Object: object, Message: fmt.Sprintf(format, args...)})
-}
-
-func (v *validator) name(object, name string) {
-	if err := CheckName(name); err != nil {
-		v.add(object, "%v", err)
-	}
-}
-
-func (v *validator) description(object, d string) {
-	if len(d) > MaxDescriptionLength {
-		v.add(object, "description is longer than %d characters", MaxDescriptionLength)
-	}
+	e *Estate
+	basis.Problems
 }
 
 // Validate checks the estate as a whole and returns a *ValidationError
@@ -141,31 +89,33 @@ func (e *Estate) Validate() error {
 	v.policies()
 	v.computeResources()
 	v.projects()
-	v.gateway()
-	if len(v.problems) == 0 {
+	// The gateway's configuration is checked by its own rules, against
+	// this estate's groups and projects.
+	v.Problems = append(v.Problems, llmconf.Validate(&e.Gateway, e)...)
+	if len(v.Problems) == 0 {
 		return nil
 	}
-	return &ValidationError{Problems: v.problems}
+	return &ValidationError{Problems: v.Problems}
 }
 
 func (v *validator) gpuClasses() {
 	seen := map[string]bool{}
 	for _, c := range v.e.GPUClasses {
 		obj := fmt.Sprintf("GPU class %q", c.Name)
-		v.name(obj, c.Name)
+		v.Name(obj, c.Name)
 		if seen[c.Name] {
-			v.add(obj, "another GPU class has the same name; names must be unique")
+			v.Add(obj, "another GPU class has the same name; names must be unique")
 		}
 		seen[c.Name] = true
-		v.description(obj, c.Description)
+		v.Description(obj, c.Description)
 		if c.MemoryGB < 0 || c.MemoryGB > MaxGPUMemoryGB {
-			v.add(obj, "memory %d GB must be between 0 and %d", c.MemoryGB, MaxGPUMemoryGB)
+			v.Add(obj, "memory %d GB must be between 0 and %d", c.MemoryGB, MaxGPUMemoryGB)
 		}
-		if c.PriceMicros < 0 || c.PriceMicros > MaxPriceMicros {
-			v.add(obj, "price per GPU-hour must be 0 or more (and below %d)", MaxPriceMicros/1_000_000)
+		if c.PriceMicros < 0 || c.PriceMicros > basis.MaxPriceMicros {
+			v.Add(obj, "price per GPU-hour must be 0 or more (and below %d)", basis.MaxPriceMicros/1_000_000)
 		}
-		if !currencyRE.MatchString(c.Currency) {
-			v.add(obj, "currency %q must be a three-letter ISO code such as USD or EUR", c.Currency)
+		if err := basis.CheckCurrency(c.Currency); err != nil {
+			v.Add(obj, "%v", err)
 		}
 	}
 }
@@ -174,36 +124,36 @@ func (v *validator) pools() {
 	seen := map[string]bool{}
 	for _, p := range v.e.Pools {
 		obj := fmt.Sprintf("pool %q", p.Name)
-		v.name(obj, p.Name)
+		v.Name(obj, p.Name)
 		if seen[p.Name] {
-			v.add(obj, "another pool has the same name; names must be unique")
+			v.Add(obj, "another pool has the same name; names must be unique")
 		}
 		seen[p.Name] = true
-		v.description(obj, p.Description)
+		v.Description(obj, p.Description)
 		if !p.Kind.Valid() {
-			v.add(obj, "kind %q is not known: use one of %s", p.Kind, kindList())
+			v.Add(obj, "kind %q is not known: use one of %s", p.Kind, kindList())
 		}
 		if p.CapacityGPUs < 0 || p.CapacityGPUs > MaxCapacityGPUs {
-			v.add(obj, "capacity %d must be a whole number of GPUs between 0 and %d", p.CapacityGPUs, MaxCapacityGPUs)
+			v.Add(obj, "capacity %d must be a whole number of GPUs between 0 and %d", p.CapacityGPUs, MaxCapacityGPUs)
 		}
 		if v.e.GPUClass(p.GPUClassID) == nil {
-			v.add(obj, "GPU class is missing or unknown: every pool needs the GPU class of its GPUs")
+			v.Add(obj, "GPU class is missing or unknown: every pool needs the GPU class of its GPUs")
 		}
 		if p.GPUMemoryGB < 1 || p.GPUMemoryGB > MaxGPUMemoryGB {
-			v.add(obj, "GPU memory %d GB must be between 1 and %d (set it on the pool or on its GPU class)", p.GPUMemoryGB, MaxGPUMemoryGB)
+			v.Add(obj, "GPU memory %d GB must be between 1 and %d (set it on the pool or on its GPU class)", p.GPUMemoryGB, MaxGPUMemoryGB)
 		}
-		if len(p.Region) > MaxNameLength {
-			v.add(obj, "region is longer than %d characters", MaxNameLength)
+		if len(p.Region) > basis.MaxNameLength {
+			v.Add(obj, "region is longer than %d characters", basis.MaxNameLength)
 		}
 		if len(p.Labels) > MaxLabels {
-			v.add(obj, "more than %d labels", MaxLabels)
+			v.Add(obj, "more than %d labels", MaxLabels)
 		}
 		for _, k := range sortedKeys(p.Labels) {
 			if !labelKeyRE.MatchString(k) {
-				v.add(obj, "label key %q must be 1 to 63 letters, digits, '.', '_', '/' or '-', starting with a letter or digit", k)
+				v.Add(obj, "label key %q must be 1 to 63 letters, digits, '.', '_', '/' or '-', starting with a letter or digit", k)
 			}
 			if len(p.Labels[k]) > 256 {
-				v.add(obj, "label %q has a value longer than 256 characters", k)
+				v.Add(obj, "label %q has a value longer than 256 characters", k)
 			}
 		}
 	}
@@ -213,52 +163,52 @@ func (v *validator) profiles() {
 	seen := map[string]bool{}
 	for _, pr := range v.e.Profiles {
 		obj := fmt.Sprintf("profile %q", pr.Name)
-		v.name(obj, pr.Name)
+		v.Name(obj, pr.Name)
 		if seen[pr.Name] {
-			v.add(obj, "another profile has the same name; names must be unique")
+			v.Add(obj, "another profile has the same name; names must be unique")
 		}
 		seen[pr.Name] = true
-		v.description(obj, pr.Description)
+		v.Description(obj, pr.Description)
 		if _, err := model.NewSize(pr.Size.Nodes, pr.Size.PerNode); err != nil {
-			v.add(obj, "%v", err)
+			v.Add(obj, "%v", err)
 		}
 		if pr.SizeParameter != "" {
 			if err := CheckParameterName(pr.SizeParameter); err != nil {
-				v.add(obj, "size parameter: %v", err)
+				v.Add(obj, "size parameter: %v", err)
 			}
 		}
 		if pr.GPUClassID != "" && pr.MinGPUMemoryGB > 0 {
-			v.add(obj, "give a GPU class or a minimum GPU memory, not both")
+			v.Add(obj, "give a GPU class or a minimum GPU memory, not both")
 		}
 		class := v.e.GPUClass(pr.GPUClassID)
 		if pr.GPUClassID != "" && class == nil {
-			v.add(obj, "GPU class is unknown")
+			v.Add(obj, "GPU class is unknown")
 		}
 		if pr.MinGPUMemoryGB < 0 || pr.MinGPUMemoryGB > MaxGPUMemoryGB {
-			v.add(obj, "minimum GPU memory %d GB must be between 0 and %d", pr.MinGPUMemoryGB, MaxGPUMemoryGB)
+			v.Add(obj, "minimum GPU memory %d GB must be between 0 and %d", pr.MinGPUMemoryGB, MaxGPUMemoryGB)
 		}
 		if pr.TimeWeightMilli < 0 || pr.TimeWeightMilli > MaxTimeWeightMilli {
-			v.add(obj, "time weight %s must be between 0 (exempt) and %d", milli(pr.TimeWeightMilli), MaxTimeWeightMilli/1000)
+			v.Add(obj, "time weight %s must be between 0 (exempt) and %d", milli(pr.TimeWeightMilli), MaxTimeWeightMilli/1000)
 		}
 		linked := map[string]bool{}
 		for _, id := range pr.Pools {
 			pool := v.e.Pool(id)
 			if pool == nil {
-				v.add(obj, "links a pool that does not exist")
+				v.Add(obj, "links a pool that does not exist")
 				continue
 			}
 			if linked[id] {
-				v.add(obj, "lists pool %q twice; each pool appears once in a profile's order", pool.Name)
+				v.Add(obj, "lists pool %q twice; each pool appears once in a profile's order", pool.Name)
 			}
 			linked[id] = true
 			if class != nil && pool.GPUClassID != class.ID {
-				v.add(obj, "cannot use pool %q: its GPUs are %s, and the profile asks for %s", pool.Name, v.className(pool.GPUClassID), class.Name)
+				v.Add(obj, "cannot use pool %q: its GPUs are %s, and the profile asks for %s", pool.Name, v.className(pool.GPUClassID), class.Name)
 			}
 			if pr.MinGPUMemoryGB > 0 && pool.GPUMemoryGB < pr.MinGPUMemoryGB {
-				v.add(obj, "cannot use pool %q: its GPUs have %d GB, and the profile needs at least %d GB", pool.Name, pool.GPUMemoryGB, pr.MinGPUMemoryGB)
+				v.Add(obj, "cannot use pool %q: its GPUs have %d GB, and the profile needs at least %d GB", pool.Name, pool.GPUMemoryGB, pr.MinGPUMemoryGB)
 			}
 			if pr.Size.MultiNode() && !pool.Kind.MultiNode() {
-				v.add(obj, "cannot use pool %q: multi-node work (%s) needs a kubernetes, neocloud, slurm, pbs or lsf pool, and it is %s", pool.Name, pr.Size, pool.Kind)
+				v.Add(obj, "cannot use pool %q: multi-node work (%s) needs a kubernetes, neocloud, slurm, pbs or lsf pool, and it is %s", pool.Name, pr.Size, pool.Kind)
 			}
 		}
 	}
@@ -275,12 +225,12 @@ func (v *validator) groups() {
 	seen := map[string]bool{}
 	for _, g := range v.e.Groups {
 		obj := fmt.Sprintf("group %q", g.Name)
-		v.name(obj, g.Name)
+		v.Name(obj, g.Name)
 		if seen[g.Name] {
-			v.add(obj, "another group has the same name; names must be unique")
+			v.Add(obj, "another group has the same name; names must be unique")
 		}
 		seen[g.Name] = true
-		v.description(obj, g.Description)
+		v.Description(obj, g.Description)
 	}
 }
 
@@ -289,36 +239,36 @@ func (v *validator) policies() {
 	for _, p := range v.e.Policies {
 		g := v.e.Group(p.GroupID)
 		if g == nil {
-			v.add("resource policy", "belongs to a group that does not exist")
+			v.Add("resource policy", "belongs to a group that does not exist")
 			continue
 		}
 		obj := fmt.Sprintf("resource policy of group %q", g.Name)
 		if seen[p.GroupID] {
-			v.add(obj, "the group already has a resource policy; a group has one policy")
+			v.Add(obj, "the group already has a resource policy; a group has one policy")
 		}
 		seen[p.GroupID] = true
 		if p.ReservationGPUs < 0 || p.ReservationGPUs > MaxCapacityGPUs {
-			v.add(obj, "reservation %d must be a whole number of GPUs, 0 or more", p.ReservationGPUs)
+			v.Add(obj, "reservation %d must be a whole number of GPUs, 0 or more", p.ReservationGPUs)
 		}
 		if p.LimitGPUs < 0 || p.LimitGPUs > MaxCapacityGPUs {
-			v.add(obj, "limit %d must be a whole number of GPUs, 0 or more", p.LimitGPUs)
+			v.Add(obj, "limit %d must be a whole number of GPUs, 0 or more", p.LimitGPUs)
 		}
 		if p.ReservationGPUs > p.LimitGPUs {
-			v.add(obj, "reservation %d GPUs is above the limit %d GPUs: raise the limit or lower the reservation", p.ReservationGPUs, p.LimitGPUs)
+			v.Add(obj, "reservation %d GPUs is above the limit %d GPUs: raise the limit or lower the reservation", p.ReservationGPUs, p.LimitGPUs)
 		}
 		if b := p.Budget; b != nil {
 			if b.MilliHours <= 0 || b.MilliHours > MaxBudgetMilliHours {
-				v.add(obj, "time budget of %s hours must be more than 0 (remove the budget instead of setting 0)", milli(b.MilliHours))
+				v.Add(obj, "time budget of %s hours must be more than 0 (remove the budget instead of setting 0)", milli(b.MilliHours))
 			}
 			if !b.Period.Valid() {
-				v.add(obj, "time budget period %q must be day, week or month", b.Period)
+				v.Add(obj, "time budget period %q must be day, week or month", b.Period)
 			}
 		}
 		if p.LowWatermark < 0 || p.LowWatermark.Hours() > 24*31 {
-			v.add(obj, "low watermark %s must be between 0 and 31 days", p.LowWatermark)
+			v.Add(obj, "low watermark %s must be between 0 and 31 days", p.LowWatermark)
 		}
 		if p.AlertThresholdPercent < 1 || p.AlertThresholdPercent > 100 {
-			v.add(obj, "alert threshold %d%% must be between 1 and 100", p.AlertThresholdPercent)
+			v.Add(obj, "alert threshold %d%% must be between 1 and 100", p.AlertThresholdPercent)
 		}
 	}
 }
@@ -334,27 +284,27 @@ func (v *validator) computeResources() {
 			group = v.e.GroupName(pol.GroupID)
 		}
 		obj := fmt.Sprintf("compute resource %q of group %q", cr.Name, group)
-		v.name(obj, cr.Name)
-		v.description(obj, cr.Description)
+		v.Name(obj, cr.Name)
+		v.Description(obj, cr.Description)
 		v.runSettings(obj, group, cr)
 		if pol == nil {
-			v.add(obj, "belongs to a resource policy that does not exist")
+			v.Add(obj, "belongs to a resource policy that does not exist")
 			continue
 		}
 		if pr == nil {
-			v.add(obj, "uses a profile that does not exist")
+			v.Add(obj, "uses a profile that does not exist")
 			continue
 		}
 		if names[cr.PolicyID+"\x00"+cr.Name] {
-			v.add(obj, "the group has another compute resource with this name; names are unique within a group")
+			v.Add(obj, "the group has another compute resource with this name; names are unique within a group")
 		}
 		names[cr.PolicyID+"\x00"+cr.Name] = true
 		if pairs[cr.PolicyID+"\x00"+cr.ProfileID] {
-			v.add(obj, "profile %q is already connected to this group's policy; a policy connects each profile once", pr.Name)
+			v.Add(obj, "profile %q is already connected to this group's policy; a policy connects each profile once", pr.Name)
 		}
 		pairs[cr.PolicyID+"\x00"+cr.ProfileID] = true
 		if pr.Size.Total() > model.GPUs(pol.LimitGPUs) {
-			v.add(obj, "profile %q (%s GPUs) is larger than group %q's limit of %d GPUs: raise the limit or connect a smaller profile", pr.Name, pr.Size.Total(), group, pol.LimitGPUs)
+			v.Add(obj, "profile %q (%s GPUs) is larger than group %q's limit of %d GPUs: raise the limit or connect a smaller profile", pr.Name, pr.Size.Total(), group, pol.LimitGPUs)
 		}
 	}
 }
@@ -365,36 +315,36 @@ func (v *validator) runSettings(obj, group string, cr *model.ComputeResource) {
 	if len(cr.Image) > MaxImageLength || strings.ContainsFunc(cr.Image, func(r rune) bool {
 		return unicode.IsSpace(r) || unicode.IsControl(r) || r == unicode.ReplacementChar
 	}) {
-		v.add(obj, "image %q must be an image reference such as pytorch/pytorch:2.3.1-cuda12.1-cudnn8-runtime, without spaces, at most %d characters", cr.Image, MaxImageLength)
+		v.Add(obj, "image %q must be an image reference such as pytorch/pytorch:2.3.1-cuda12.1-cudnn8-runtime, without spaces, at most %d characters", cr.Image, MaxImageLength)
 	}
 	if len(cr.Env) > runenv.MaxVars {
-		v.add(obj, "env sets %d variables, more than %d", len(cr.Env), runenv.MaxVars)
+		v.Add(obj, "env sets %d variables, more than %d", len(cr.Env), runenv.MaxVars)
 	}
 	for _, k := range sortedKeys(cr.Env) {
 		val := cr.Env[k]
 		switch {
 		case !runenv.ValidName(k):
-			v.add(obj, "env: variable name %q must be letters, digits and '_', not starting with a digit (at most %d characters)", k, runenv.MaxNameLength)
+			v.Add(obj, "env: variable name %q must be letters, digits and '_', not starting with a digit (at most %d characters)", k, runenv.MaxNameLength)
 		case len(val) > runenv.MaxValueLength:
-			v.add(obj, "env: the value of %s is longer than %d bytes", k, runenv.MaxValueLength)
+			v.Add(obj, "env: the value of %s is longer than %d bytes", k, runenv.MaxValueLength)
 		case !utf8.ValidString(val) || strings.ContainsRune(val, 0):
-			v.add(obj, "env: the value of %s holds invalid characters", k)
+			v.Add(obj, "env: the value of %s holds invalid characters", k)
 		case runenv.LooksLikeCredential(k, val):
-			v.add(obj, "env: %s looks like a credential; remove it and keep it in a vault instead ('klique secret set %s --group %s'), then name it in the tasks' secrets: variables are stored and shown as written", k, k, group)
+			v.Add(obj, "env: %s looks like a credential; remove it and keep it in a vault instead ('klique secret set %s --group %s'), then name it in the tasks' secrets: variables are stored and shown as written", k, k, group)
 		}
 	}
 	if len(cr.Mounts) > runenv.MaxMounts {
-		v.add(obj, "mounts lists %d mounts, more than %d", len(cr.Mounts), runenv.MaxMounts)
+		v.Add(obj, "mounts lists %d mounts, more than %d", len(cr.Mounts), runenv.MaxMounts)
 	}
 	targets := map[string]bool{}
 	for _, m := range cr.Mounts {
 		if err := runenv.CheckMount(m); err != nil {
-			v.add(obj, "mounts: %v", err)
+			v.Add(obj, "mounts: %v", err)
 			continue
 		}
 		t := runenv.MountTarget(m)
 		if targets[t] {
-			v.add(obj, "mounts: container path %s is mounted twice; mount each container path once", t)
+			v.Add(obj, "mounts: container path %s is mounted twice; mount each container path once", t)
 		}
 		targets[t] = true
 	}
@@ -404,17 +354,17 @@ func (v *validator) projects() {
 	seen := map[string]bool{}
 	for _, p := range v.e.Projects {
 		obj := fmt.Sprintf("project %q", p.Name)
-		v.name(obj, p.Name)
+		v.Name(obj, p.Name)
 		if seen[p.Name] {
-			v.add(obj, "another project has the same name; names must be unique")
+			v.Add(obj, "another project has the same name; names must be unique")
 		}
 		seen[p.Name] = true
-		v.description(obj, p.Description)
+		v.Description(obj, p.Description)
 		if p.GroupID != "" && v.e.Group(p.GroupID) == nil {
-			v.add(obj, "belongs to a group that does not exist")
+			v.Add(obj, "belongs to a group that does not exist")
 		}
 		if len(p.OutputDestination) > 1000 || strings.ContainsFunc(p.OutputDestination, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) {
-			v.add(obj, "output destination must be a directory path or bucket URL without spaces, at most 1000 characters")
+			v.Add(obj, "output destination must be a directory path or bucket URL without spaces, at most 1000 characters")
 		}
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/klique-ai/klique/internal/estate"
+	"github.com/klique-ai/klique/internal/estate/basis"
+	"github.com/klique-ai/klique/internal/estate/estatetest"
 	"github.com/klique-ai/klique/internal/model"
 )
 
@@ -50,7 +52,7 @@ func TestValidate(t *testing.T) {
 		}
 	})
 
-	long := strings.Repeat("x", estate.MaxNameLength+1)
+	long := strings.Repeat("x", basis.MaxNameLength+1)
 	tests := []struct {
 		name   string
 		mutate func(e *estate.Estate)
@@ -124,7 +126,7 @@ func TestValidate(t *testing.T) {
 		{
 			name: "a description longer than the limit is refused",
 			mutate: func(e *estate.Estate) {
-				e.GroupByName("research").Description = strings.Repeat("d", estate.MaxDescriptionLength+1)
+				e.GroupByName("research").Description = strings.Repeat("d", basis.MaxDescriptionLength+1)
 			},
 			want: []string{`group "research"`, "description is longer than 2000 characters"},
 		},
@@ -527,19 +529,19 @@ func TestValidate(t *testing.T) {
 			t.Parallel()
 			e := baseEstate()
 			tc.mutate(e)
-			ps := problemsOf(t, e.Validate())
+			ps := estatetest.Problems(t, e.Validate())
 			if len(ps) == 0 {
 				t.Fatal("Validate found no problem")
 			}
-			if _, ok := findProblem(ps, tc.want...); !ok {
-				t.Fatalf("no problem holds %q; problems:%s", tc.want, problemList(ps))
+			if _, ok := estatetest.FindProblem(ps, tc.want...); !ok {
+				t.Fatalf("no problem holds %q; problems:%s", tc.want, estatetest.ProblemList(ps))
 			}
 			want := tc.problems
 			if want == 0 {
 				want = 1
 			}
 			if len(ps) != want {
-				t.Fatalf("%d problems, want %d:%s", len(ps), want, problemList(ps))
+				t.Fatalf("%d problems, want %d:%s", len(ps), want, estatetest.ProblemList(ps))
 			}
 		})
 	}
@@ -552,13 +554,13 @@ func TestValidate(t *testing.T) {
 		policyOf(e, "vision").AlertThresholdPercent = 0
 		e.ProjectByName("fraud").OutputDestination = "a b"
 		err := e.Validate()
-		ps := problemsOf(t, err)
+		ps := estatetest.Problems(t, err)
 		if len(ps) != 4 {
-			t.Fatalf("%d problems, want 4:%s", len(ps), problemList(ps))
+			t.Fatalf("%d problems, want 4:%s", len(ps), estatetest.ProblemList(ps))
 		}
 		for _, want := range []string{`pool "metal"`, `profile "one-gpu"`, `resource policy of group "vision"`, `project "fraud"`} {
-			if _, ok := findProblem(ps, want); !ok {
-				t.Errorf("no problem about %s:%s", want, problemList(ps))
+			if _, ok := estatetest.FindProblem(ps, want); !ok {
+				t.Errorf("no problem about %s:%s", want, estatetest.ProblemList(ps))
 			}
 		}
 		if msg := err.Error(); !strings.HasPrefix(msg, "4 problems: ") || strings.Count(msg, "; ") != 3 {

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/klique-ai/klique/internal/estate"
+	"github.com/klique-ai/klique/internal/estate/estatetest"
 	"github.com/klique-ai/klique/internal/model"
 )
 
@@ -107,7 +108,7 @@ func TestWarnings(t *testing.T) {
 			}
 			for i, w := range tc.want {
 				got := ws[i]
-				if got.Code != w.code || got.Object != w.object || !containsAll(got.Message, w.words...) {
+				if got.Code != w.code || got.Object != w.object || !estatetest.ContainsAll(got.Message, w.words...) {
 					t.Errorf("warning %d = [%s] %s\nwant [%s] %s: holding %q", i, got.Code, got.String(), w.code, w.object, w.words)
 				}
 			}

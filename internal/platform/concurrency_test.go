@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/klique-ai/klique/internal/estate"
+	"github.com/klique-ai/klique/internal/estate/llmconf"
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform"
 	"github.com/klique-ai/klique/internal/platform/platformtest"
@@ -159,7 +160,7 @@ func concurrentApplies(t *testing.T, b *testBundle, services []*platform.Service
 		case estate.KindGPUClass, estate.KindPool, estate.KindProfile, estate.KindGroup, estate.KindPolicy, estate.KindComputeResource, estate.KindProject:
 			estateEntries++
 		default:
-			if estate.GatewayKind(a.ObjectKind) {
+			if llmconf.OwnsKind(a.ObjectKind) {
 				estateEntries++
 			}
 		}

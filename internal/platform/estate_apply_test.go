@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/klique-ai/klique/internal/estate"
+	"github.com/klique-ai/klique/internal/estate/llmconf"
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform"
 	"github.com/klique-ai/klique/internal/platform/platformtest"
@@ -76,7 +77,7 @@ func TestApplyEstate(t *testing.T) {
 				len(g.Budgets) != 1 || len(g.RateLimits) != 1 || len(g.Guardrails.Deny) != 1 {
 				t.Fatalf("gateway read back as %+v", g)
 			}
-			if m := e.LLMModel("gpt-4o"); m == nil || m.InputPriceMicros != 2_500_000 || m.OutputPriceMicros != 10_000_000 || m.Upstream != "gpt-4o" {
+			if m := llmconf.Model(&e.Gateway, "gpt-4o"); m == nil || m.InputPriceMicros != 2_500_000 || m.OutputPriceMicros != 10_000_000 || m.Upstream != "gpt-4o" {
 				t.Errorf("model gpt-4o read back as %+v", m)
 			}
 		})

@@ -9,6 +9,7 @@ import (
 
 	"github.com/klique-ai/klique/engine/loop"
 	"github.com/klique-ai/klique/internal/estate"
+	"github.com/klique-ai/klique/internal/estate/llmconf"
 	"github.com/klique-ai/klique/internal/identity"
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform"
@@ -42,7 +43,7 @@ func TestGatewayConfig(t *testing.T) {
 			platformtest.Must(t, second(b.Svc.PutRateLimit(b.Admin, platform.RateLimitInput{Scope: model.RateLimitAlias, Name: ptr("code"), RequestsPerMinute: ptr(100)})))
 			res, err = b.Svc.SetGuardrails(b.Admin, platform.GuardrailsInput{Deny: []string{"a", "b"}})
 			platformtest.Must(t, err)
-			if len(res.Changes) != 1 || res.Changes[0].Action != estate.Update || res.Changes[0].Kind != estate.KindGuardrails {
+			if len(res.Changes) != 1 || res.Changes[0].Action != estate.Update || res.Changes[0].Kind != llmconf.KindGuardrails {
 				t.Fatalf("changes %v", res.Changes)
 			}
 			if n := len(b.AuditLog(t)) - auditBefore; n != 9 {
@@ -52,16 +53,16 @@ func TestGatewayConfig(t *testing.T) {
 			g, err := b.Svc.GatewayConfig(b.Admin)
 			platformtest.Must(t, err)
 			e := &estate.Estate{Gateway: *g}
-			if p := e.Provider("mistral"); p == nil || p.Timeout != 30*time.Second || p.KeySecret != "MISTRAL_API_KEY" {
+			if p := llmconf.Provider(&e.Gateway, "mistral"); p == nil || p.Timeout != 30*time.Second || p.KeySecret != "MISTRAL_API_KEY" {
 				t.Errorf("provider mistral %+v", p)
 			}
-			if m := e.LLMModel("mistral-large"); m == nil || m.InputPriceMicros != 2_000_000 || m.Currency != "USD" || m.Upstream != "mistral-large" || m.MaxOutputTokens != 4096 {
+			if m := llmconf.Model(&e.Gateway, "mistral-large"); m == nil || m.InputPriceMicros != 2_000_000 || m.Currency != "USD" || m.Upstream != "mistral-large" || m.MaxOutputTokens != 4096 {
 				t.Errorf("model mistral-large %+v, want prices in millionths and the defaults explicit", m)
 			}
-			if a := e.Alias("code"); a == nil || a.Rules[0].Targets[1].Weight != 1 || a.Rules[0].Targets[0].Weight != 3 || a.Guardrails.GuardAlias != "chat" {
+			if a := llmconf.Alias(&e.Gateway, "code"); a == nil || a.Rules[0].Targets[1].Weight != 1 || a.Rules[0].Targets[0].Weight != 3 || a.Guardrails.GuardAlias != "chat" {
 				t.Errorf("alias code %+v", a)
 			}
-			if bu := e.TokenBudget("vision-detect", model.PeriodDay); bu == nil || bu.Micros != 25_000_000 || bu.PerUserMicros != 5_000_000 {
+			if bu := llmconf.TokenBudget(&e.Gateway, "vision-detect", model.PeriodDay); bu == nil || bu.Micros != 25_000_000 || bu.PerUserMicros != 5_000_000 {
 				t.Errorf("budget %+v", bu)
 			}
 			if !slices.Equal(g.Guardrails.Deny, []string{"a", "b"}) {
@@ -105,7 +106,7 @@ func TestGatewayConfig(t *testing.T) {
 			}
 			g, err = b.Svc.GatewayConfig(b.Admin)
 			platformtest.Must(t, err)
-			if len(g.Providers) != 1 || len(g.Models) != 3 || len(g.Aliases) != 2 || len(g.Budgets) != 1 || len(g.RateLimits) != 1 || !estate.GuardrailsEmpty(g.Guardrails) {
+			if len(g.Providers) != 1 || len(g.Models) != 3 || len(g.Aliases) != 2 || len(g.Budgets) != 1 || len(g.RateLimits) != 1 || !llmconf.GuardrailsEmpty(g.Guardrails) {
 				t.Errorf("after the deletions: %+v", g)
 			}
 		})
@@ -180,10 +181,10 @@ func TestGatewayConfig(t *testing.T) {
 			g, err := b.Svc.GatewayConfig(b.Admin)
 			platformtest.Must(t, err)
 			e := &estate.Estate{Gateway: *g}
-			if en := e.Entitlement("frontier"); !slices.Equal(en.Groups, []string{"research"}) {
+			if en := llmconf.Entitlement(&e.Gateway, "frontier"); !slices.Equal(en.Groups, []string{"research"}) {
 				t.Errorf("entitlement frontier names %v, want the renamed group", en.Groups)
 			}
-			if e.TokenBudget("fraud", model.PeriodMonth) == nil {
+			if llmconf.TokenBudget(&e.Gateway, "fraud", model.PeriodMonth) == nil {
 				t.Errorf("budgets %+v do not follow the renamed project", g.Budgets)
 			}
 		})

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/klique-ai/klique/internal/estate"
+	"github.com/klique-ai/klique/internal/estate/basis"
 	"github.com/klique-ai/klique/internal/identity"
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform/kernel"
@@ -54,7 +54,7 @@ func (s *Access) CreateAPIKey(ctx context.Context, in APIKeyInput) (*model.APIKe
 	if name == "" {
 		name = "api key"
 	}
-	if err := estate.CheckName(name); err != nil {
+	if err := basis.CheckName(name); err != nil {
 		return nil, "", kernel.Invalid("API key %v", err)
 	}
 	var key *model.APIKey

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/klique-ai/klique/internal/estate"
+	"github.com/klique-ai/klique/internal/estate/basis"
 	"github.com/klique-ai/klique/internal/identity"
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform/kernel"
@@ -122,7 +122,7 @@ func (s *Access) CreateTenant(ctx context.Context, name, displayName, adminName 
 }
 
 func checkTenantName(name string) error {
-	if err := estate.CheckName(name); err != nil {
+	if err := basis.CheckName(name); err != nil {
 		return kernel.Invalid("tenant %v", err)
 	}
 	return nil

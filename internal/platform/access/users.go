@@ -6,7 +6,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/klique-ai/klique/internal/estate"
+	"github.com/klique-ai/klique/internal/estate/basis"
 	"github.com/klique-ai/klique/internal/identity"
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform/kernel"
@@ -31,7 +31,7 @@ type GroupGrantInput struct {
 }
 
 func checkUserName(name string) error {
-	if err := estate.CheckName(name); err != nil {
+	if err := basis.CheckName(name); err != nil {
 		return kernel.Invalid("user %v", err)
 	}
 	if strings.ContainsAny(name, " \t/\\@") {
@@ -85,7 +85,7 @@ func (s *Access) CreateUser(ctx context.Context, in UserInput) (*model.User, err
 func applyUser(p *identity.Principal, u *model.User, in UserInput) error {
 	kernel.SetString(&u.DisplayName, in.DisplayName)
 	kernel.SetString(&u.Email, in.Email)
-	if len(u.DisplayName) > estate.MaxNameLength || len(u.Email) > 254 {
+	if len(u.DisplayName) > basis.MaxNameLength || len(u.Email) > 254 {
 		return kernel.Invalid("display name or email of %s is too long", u.Name)
 	}
 	if in.Role != nil {

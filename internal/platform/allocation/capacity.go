@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/klique-ai/klique/internal/estate"
+	"github.com/klique-ai/klique/internal/estate/basis"
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform/kernel"
 )
@@ -26,7 +27,7 @@ func (s *Allocation) CreateGPUClass(ctx context.Context, in GPUClassInput) (*ker
 		if next.GPUClassByName(strings.TrimSpace(*in.Name)) != nil {
 			return "", kernel.Conflict("a GPU class named %s already exists", kernel.Quote(*in.Name))
 		}
-		c := &model.GPUClass{ID: model.NewID(), TenantID: p.TenantID, Currency: estate.DefaultCurrency, CreatedAt: t.Now}
+		c := &model.GPUClass{ID: model.NewID(), TenantID: p.TenantID, Currency: basis.DefaultCurrency, CreatedAt: t.Now}
 		if err := applyGPUClass(c, in); err != nil {
 			return "", err
 		}
@@ -57,7 +58,7 @@ func applyGPUClass(c *model.GPUClass, in GPUClassInput) error {
 	kernel.SetString(&c.Currency, in.Currency)
 	c.Currency = strings.ToUpper(c.Currency)
 	if in.PricePerGPUHour != nil {
-		v, err := estate.ScaleDecimal("price per GPU-hour", *in.PricePerGPUHour, 6)
+		v, err := basis.ScaleDecimal("price per GPU-hour", *in.PricePerGPUHour, 6)
 		if err != nil {
 			return kernel.Invalid("GPU class %s: %v", kernel.Quote(c.Name), err)
 		}
@@ -246,7 +247,7 @@ func applyProfile(e *estate.Estate, pr *model.Profile, in ProfileInput) error {
 	}
 	kernel.SetInt(&pr.MinGPUMemoryGB, in.MinGPUMemoryGB)
 	if in.TimeWeight != nil {
-		w, err := estate.ScaleDecimal("time weight", *in.TimeWeight, 3)
+		w, err := basis.ScaleDecimal("time weight", *in.TimeWeight, 3)
 		if err != nil {
 			return kernel.Invalid("profile %s: %v", kernel.Quote(pr.Name), err)
 		}

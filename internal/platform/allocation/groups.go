@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/klique-ai/klique/internal/estate"
+	"github.com/klique-ai/klique/internal/estate/basis"
+	"github.com/klique-ai/klique/internal/estate/llmconf"
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform/kernel"
 )
@@ -78,7 +80,7 @@ func (s *Allocation) DeleteGroup(ctx context.Context, ref string) (*kernel.Estat
 		if len(projects) > 0 {
 			return "", kernel.Conflict("group %s owns projects %s; move or delete them first", g.Name, strings.Join(projects, ", "))
 		}
-		if refs := next.GatewayReferences(estate.KindGroup, g.Name); len(refs) > 0 {
+		if refs := llmconf.GroupReferences(&next.Gateway, g.Name); len(refs) > 0 {
 			return "", kernel.Conflict("group %s is named by the gateway's %s; change them first", g.Name, strings.Join(refs, ", "))
 		}
 		next.Groups = kernel.Remove(next.Groups, g)
@@ -143,7 +145,7 @@ func applyPolicy(e *estate.Estate, pol *model.ResourcePolicy, in PolicyInput) er
 		pol.Budget = nil
 	}
 	if b := in.TimeBudget; b != nil {
-		h, err := estate.ScaleDecimal("time budget hours", b.Hours, 3)
+		h, err := basis.ScaleDecimal("time budget hours", b.Hours, 3)
 		if err != nil {
 			return kernel.Invalid("resource policy of group %s: %v", e.GroupName(pol.GroupID), err)
 		}
@@ -315,7 +317,7 @@ func (s *Allocation) DeleteProject(ctx context.Context, ref string) (*kernel.Est
 		if err != nil {
 			return "", err
 		}
-		if refs := next.GatewayReferences(estate.KindProject, pr.Name); len(refs) > 0 {
+		if refs := llmconf.ProjectReferences(&next.Gateway, pr.Name); len(refs) > 0 {
 			return "", kernel.Conflict("project %s is named by the gateway's %s; change them first", kernel.Quote(pr.Name), strings.Join(refs, ", "))
 		}
 		next.Projects = kernel.Remove(next.Projects, pr)

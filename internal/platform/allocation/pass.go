@@ -9,6 +9,7 @@ import (
 
 	"github.com/klique-ai/klique/engine"
 	"github.com/klique-ai/klique/internal/estate"
+	"github.com/klique-ai/klique/internal/estate/basis"
 	"github.com/klique-ai/klique/internal/events"
 	"github.com/klique-ai/klique/internal/identity"
 	"github.com/klique-ai/klique/internal/model"
@@ -176,7 +177,7 @@ func (s *Allocation) ledgerRow(ctx context.Context, q store.Queries, tenantID st
 	row := &model.Placement{TenantID: tenantID, TaskID: p.TaskID, UserID: t.OwnerID, ProjectID: t.ProjectID,
 		GroupID: pol.GroupID, GroupName: e.GroupName(pol.GroupID), PolicyID: pol.ID, ProfileID: pr.ID, ProfileName: pr.Name,
 		ComputeResourceID: cr.ID, ComputeResourceName: cr.Name, PoolID: pool.ID, PoolName: pool.Name,
-		Size: t.Size.Total(), WeightMilli: pr.TimeWeightMilli, StartedAt: now, Currency: estate.DefaultCurrency}
+		Size: t.Size.Total(), WeightMilli: pr.TimeWeightMilli, StartedAt: now, Currency: basis.DefaultCurrency}
 	if proj := e.Project(t.ProjectID); proj != nil {
 		row.ProjectName = proj.Name
 	}

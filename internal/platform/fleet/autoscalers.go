@@ -11,6 +11,7 @@ import (
 
 	"github.com/klique-ai/klique/internal/agentapi"
 	"github.com/klique-ai/klique/internal/estate"
+	"github.com/klique-ai/klique/internal/estate/basis"
 	"github.com/klique-ai/klique/internal/identity"
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform/kernel"
@@ -96,7 +97,7 @@ func (s *Fleet) autoscalerView(a *model.Autoscaler, e *estate.Estate) *Autoscale
 // what to change.
 func (s *Fleet) checkAutoscaler(ctx context.Context, p *identity.Principal, e *estate.Estate, in AutoscalerInput) (*model.Pool, model.AutoscalerSpec, error) {
 	var spec model.AutoscalerSpec
-	if err := estate.CheckName(in.Name); err != nil {
+	if err := basis.CheckName(in.Name); err != nil {
 		return nil, spec, kernel.Invalid("autoscaler %v", err)
 	}
 	pool, err := kernel.FindPool(e, in.Pool)

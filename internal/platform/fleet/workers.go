@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/klique-ai/klique/internal/estate"
+	"github.com/klique-ai/klique/internal/estate/basis"
 	"github.com/klique-ai/klique/internal/identity"
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform/kernel"
@@ -57,7 +57,7 @@ func (s *Fleet) CreateWorkerCredential(ctx context.Context, poolRef, name string
 	if name == "" {
 		name = "workers"
 	}
-	if err := estate.CheckName(name); err != nil {
+	if err := basis.CheckName(name); err != nil {
 		return nil, "", kernel.Invalid("worker credential %v", err)
 	}
 	e, err := s.k.Estate(ctx)

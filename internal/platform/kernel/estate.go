@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/klique-ai/klique/internal/estate"
+	"github.com/klique-ai/klique/internal/estate/llmconf"
 	"github.com/klique-ai/klique/internal/identity"
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/store"
@@ -128,7 +129,7 @@ func (k *Kernel) ChangeEstate(ctx context.Context, p *identity.Principal, what s
 		}
 		gatewayChanged := false
 		for _, c := range res.Changes {
-			if estate.GatewayKind(c.Kind) {
+			if llmconf.OwnsKind(c.Kind) {
 				gatewayChanged = true
 			} else if err := writeChange(t, c); err != nil {
 				return err

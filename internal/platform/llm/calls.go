@@ -13,6 +13,7 @@ import (
 
 	"github.com/klique-ai/klique/engine"
 	"github.com/klique-ai/klique/internal/estate"
+	"github.com/klique-ai/klique/internal/estate/llmconf"
 	"github.com/klique-ai/klique/internal/guard"
 	"github.com/klique-ai/klique/internal/identity"
 	"github.com/klique-ai/klique/internal/model"
@@ -106,7 +107,7 @@ func (s *LLM) AuthorizeModelCall(ctx context.Context, aliasName, projectRef stri
 		return nil, err
 	}
 	g := &e.Gateway
-	alias := findAlias(g, aliasName)
+	alias := llmconf.Alias(g, aliasName)
 	if alias == nil {
 		return nil, kernel.NotFound("no model alias %s: GET /v1/models lists the aliases you may call", kernel.Quote(aliasName))
 	}
@@ -210,15 +211,6 @@ func chargedGroup(p *identity.Principal, pr *model.Project) string {
 	return ""
 }
 
-func findAlias(g *model.Gateway, name string) *model.Alias {
-	for _, a := range g.Aliases {
-		if a.Name == name {
-			return a
-		}
-	}
-	return nil
-}
-
 func listHas(list []string, s string) bool {
 	for _, v := range list {
 		if v == s {
@@ -260,24 +252,15 @@ func upstreamOrder(r *model.AliasRule) []string {
 // upstream resolves a model to where it is served, with the provider's
 // key from the vault.
 func (s *LLM) upstream(ctx context.Context, tenantID string, g *model.Gateway, name string) (Upstream, error) {
-	var u Upstream
-	for _, m := range g.Models {
-		if m.Name == name {
-			u.Model = m
-		}
-	}
+	u := Upstream{Model: llmconf.Model(g, name)}
 	if u.Model == nil {
 		return u, s.k.Internal(ctx, fmt.Errorf("model %q of an alias rule is not configured", name))
 	}
-	for _, pv := range g.Providers {
-		if pv.Name == u.Model.Provider {
-			u.Provider = pv
-		}
+	if u.Model.Provider != "" {
+		u.Provider = llmconf.Provider(g, u.Model.Provider)
 	}
-	for _, r := range g.Routes {
-		if r.Name == u.Model.Route {
-			u.Route = r
-		}
+	if u.Model.Route != "" {
+		u.Route = llmconf.Route(g, u.Model.Route)
 	}
 	if u.Provider != nil {
 		key, err := s.providerKey(ctx, tenantID, u.Provider.KeySecret)

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/klique-ai/klique/internal/estate"
+	"github.com/klique-ai/klique/internal/estate/basis"
+	"github.com/klique-ai/klique/internal/estate/llmconf"
 	"github.com/klique-ai/klique/internal/identity"
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform/kernel"
@@ -190,7 +192,7 @@ func MatchingRule(e *estate.Estate, a *model.Alias, p *identity.Principal, proje
 // HoldsEntitlement reports whether a caller holds an entitlement: by user
 // name, or as a member of one of its groups.
 func HoldsEntitlement(e *estate.Estate, p *identity.Principal, name string) bool {
-	en := e.Entitlement(name)
+	en := llmconf.Entitlement(&e.Gateway, name)
 	if en == nil || p == nil {
 		return false
 	}
@@ -243,7 +245,7 @@ func timeoutOf(field string, v *float64) (time.Duration, error) {
 	// The range is the estate's rule, checked with every other problem;
 	// here only what cannot be a duration at all is refused.
 	if math.IsNaN(*v) || *v < 0 || *v > 1e6 {
-		return 0, kernel.Invalid("%s %v must be between 1 and %d seconds (leave it out for the default)", field, *v, int64(estate.MaxTimeout/time.Second))
+		return 0, kernel.Invalid("%s %v must be between 1 and %d seconds (leave it out for the default)", field, *v, int64(llmconf.MaxTimeout/time.Second))
 	}
 	return time.Duration(*v * float64(time.Second)), nil
 }
@@ -253,8 +255,8 @@ func countOf(field string, v *float64) (int64, error) {
 	if v == nil {
 		return 0, nil
 	}
-	if math.IsNaN(*v) || *v != math.Trunc(*v) || math.Abs(*v) > estate.MaxCount {
-		return 0, kernel.Invalid("%s %v must be a whole number up to %d", field, *v, int64(estate.MaxCount))
+	if math.IsNaN(*v) || *v != math.Trunc(*v) || math.Abs(*v) > basis.MaxCount {
+		return 0, kernel.Invalid("%s %v must be a whole number up to %d", field, *v, int64(basis.MaxCount))
 	}
 	return int64(*v), nil
 }
@@ -264,7 +266,7 @@ func microsOf(field string, v *float64) (int64, error) {
 	if v == nil {
 		return 0, nil
 	}
-	m, err := estate.ScaleDecimal(field, *v, 6)
+	m, err := basis.ScaleDecimal(field, *v, 6)
 	if err != nil {
 		return 0, kernel.Invalid("%v", err)
 	}
@@ -296,7 +298,7 @@ func (s *LLM) PutLLMProvider(ctx context.Context, in LLMProviderInput) (*kernel.
 		if err != nil {
 			return "", err
 		}
-		next.PutProvider(&model.Provider{Name: in.Name, Description: optOr(in.Description, ""), BaseURL: in.BaseURL,
+		llmconf.PutProvider(&next.Gateway, &model.Provider{Name: in.Name, Description: optOr(in.Description, ""), BaseURL: in.BaseURL,
 			KeySecret: optOr(in.KeySecret, ""), Timeout: timeout})
 		return in.Name, nil
 	})
@@ -304,8 +306,9 @@ func (s *LLM) PutLLMProvider(ctx context.Context, in LLMProviderInput) (*kernel.
 
 // DeleteLLMProvider removes a provider no model uses.
 func (s *LLM) DeleteLLMProvider(ctx context.Context, name string) (*kernel.EstateResult, error) {
-	return s.deleteGatewayObject(ctx, "delete the gateway's providers", estate.KindProvider, "provider", fixedKey(name),
-		func(e *estate.Estate) bool { return e.Provider(name) != nil }, func(e *estate.Estate) { e.RemoveProvider(name) })
+	return s.deleteGatewayObject(ctx, "delete the gateway's providers", llmconf.KindProvider, "provider", fixedKey(name),
+		func(e *estate.Estate) bool { return llmconf.Provider(&e.Gateway, name) != nil },
+		func(e *estate.Estate) { llmconf.RemoveProvider(&e.Gateway, name) })
 }
 
 // PutLLMRoute creates or replaces a static route.
@@ -319,15 +322,16 @@ func (s *LLM) PutLLMRoute(ctx context.Context, in LLMRouteInput) (*kernel.Estate
 		if err != nil {
 			return "", err
 		}
-		next.PutRoute(&model.Route{Name: in.Name, Description: optOr(in.Description, ""), Endpoints: slices.Clone(in.Endpoints), Timeout: timeout})
+		llmconf.PutRoute(&next.Gateway, &model.Route{Name: in.Name, Description: optOr(in.Description, ""), Endpoints: slices.Clone(in.Endpoints), Timeout: timeout})
 		return in.Name, nil
 	})
 }
 
 // DeleteLLMRoute removes a static route no model uses.
 func (s *LLM) DeleteLLMRoute(ctx context.Context, name string) (*kernel.EstateResult, error) {
-	return s.deleteGatewayObject(ctx, "delete the gateway's routes", estate.KindRoute, "route", fixedKey(name),
-		func(e *estate.Estate) bool { return e.Route(name) != nil }, func(e *estate.Estate) { e.RemoveRoute(name) })
+	return s.deleteGatewayObject(ctx, "delete the gateway's routes", llmconf.KindRoute, "route", fixedKey(name),
+		func(e *estate.Estate) bool { return llmconf.Route(&e.Gateway, name) != nil },
+		func(e *estate.Estate) { llmconf.RemoveRoute(&e.Gateway, name) })
 }
 
 // PutLLMModel creates or replaces a model.
@@ -338,7 +342,7 @@ func (s *LLM) PutLLMModel(ctx context.Context, in LLMModelInput) (*kernel.Estate
 	}
 	return s.k.ChangeEstate(ctx, p, "change the gateway's models", false, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
 		m := &model.LLMModel{Name: in.Name, Provider: optOr(in.Provider, ""), Route: optOr(in.Route, ""), Upstream: optOr(in.Upstream, ""),
-			Currency: strings.ToUpper(optOr(in.Currency, "")), MaxOutputTokens: int64(optOr(in.MaxOutputTokens, estate.DefaultMaxOutputTokens))}
+			Currency: strings.ToUpper(optOr(in.Currency, "")), MaxOutputTokens: int64(optOr(in.MaxOutputTokens, llmconf.DefaultMaxOutputTokens))}
 		var err error
 		if m.InputPriceMicros, err = microsOf("inputPrice", in.InputPrice); err != nil {
 			return "", err
@@ -346,15 +350,16 @@ func (s *LLM) PutLLMModel(ctx context.Context, in LLMModelInput) (*kernel.Estate
 		if m.OutputPriceMicros, err = microsOf("outputPrice", in.OutputPrice); err != nil {
 			return "", err
 		}
-		next.PutLLMModel(m)
+		llmconf.PutModel(&next.Gateway, m)
 		return in.Name, nil
 	})
 }
 
 // DeleteLLMModel removes a model no alias uses.
 func (s *LLM) DeleteLLMModel(ctx context.Context, name string) (*kernel.EstateResult, error) {
-	return s.deleteGatewayObject(ctx, "delete the gateway's models", estate.KindModel, "model", fixedKey(name),
-		func(e *estate.Estate) bool { return e.LLMModel(name) != nil }, func(e *estate.Estate) { e.RemoveLLMModel(name) })
+	return s.deleteGatewayObject(ctx, "delete the gateway's models", llmconf.KindModel, "model", fixedKey(name),
+		func(e *estate.Estate) bool { return llmconf.Model(&e.Gateway, name) != nil },
+		func(e *estate.Estate) { llmconf.RemoveModel(&e.Gateway, name) })
 }
 
 // PutLLMAlias creates or replaces an alias.
@@ -373,20 +378,21 @@ func (s *LLM) PutLLMAlias(ctx context.Context, in LLMAliasInput) (*kernel.Estate
 				Entitlements: slices.Clone(r.Entitlements), Fallbacks: slices.Clone(r.Fallbacks)}
 			for _, tg := range r.Targets {
 				if tg != nil {
-					rule.Targets = append(rule.Targets, model.Target{Model: tg.Model, Weight: optOr(tg.Weight, estate.DefaultTargetWeight)})
+					rule.Targets = append(rule.Targets, model.Target{Model: tg.Model, Weight: optOr(tg.Weight, llmconf.DefaultTargetWeight)})
 				}
 			}
 			a.Rules = append(a.Rules, rule)
 		}
-		next.PutAlias(a)
+		llmconf.PutAlias(&next.Gateway, a)
 		return in.Name, nil
 	})
 }
 
 // DeleteLLMAlias removes an alias no rate limit or guardrail names.
 func (s *LLM) DeleteLLMAlias(ctx context.Context, name string) (*kernel.EstateResult, error) {
-	return s.deleteGatewayObject(ctx, "delete the gateway's aliases", estate.KindAlias, "alias", fixedKey(name),
-		func(e *estate.Estate) bool { return e.Alias(name) != nil }, func(e *estate.Estate) { e.RemoveAlias(name) })
+	return s.deleteGatewayObject(ctx, "delete the gateway's aliases", llmconf.KindAlias, "alias", fixedKey(name),
+		func(e *estate.Estate) bool { return llmconf.Alias(&e.Gateway, name) != nil },
+		func(e *estate.Estate) { llmconf.RemoveAlias(&e.Gateway, name) })
 }
 
 // PutTokenBudget creates or replaces a project's budget for a period.
@@ -410,19 +416,21 @@ func (s *LLM) PutTokenBudget(ctx context.Context, in TokenBudgetInput) (*kernel.
 		if b.PerUserMicros, err = microsOf("perUserMoney", in.PerUserMoney); err != nil {
 			return "", err
 		}
-		next.PutTokenBudget(b)
-		return estate.BudgetName(b), nil
+		llmconf.PutTokenBudget(&next.Gateway, b)
+		return llmconf.BudgetName(b), nil
 	})
 }
 
 // DeleteTokenBudget removes a project's budget for a period.
 func (s *LLM) DeleteTokenBudget(ctx context.Context, project string, period model.BudgetPeriod) (*kernel.EstateResult, error) {
 	key := func(e *estate.Estate) string {
-		return estate.BudgetName(&model.TokenBudget{Project: projectName(e, project), Period: period})
+		return llmconf.BudgetName(&model.TokenBudget{Project: projectName(e, project), Period: period})
 	}
-	return s.deleteGatewayObject(ctx, "delete token budgets", estate.KindTokenBudget, "token budget", key,
-		func(e *estate.Estate) bool { return e.TokenBudget(projectName(e, project), period) != nil },
-		func(e *estate.Estate) { e.RemoveTokenBudget(projectName(e, project), period) })
+	return s.deleteGatewayObject(ctx, "delete token budgets", llmconf.KindTokenBudget, "token budget", key,
+		func(e *estate.Estate) bool {
+			return llmconf.TokenBudget(&e.Gateway, projectName(e, project), period) != nil
+		},
+		func(e *estate.Estate) { llmconf.RemoveTokenBudget(&e.Gateway, projectName(e, project), period) })
 }
 
 // PutRateLimit creates or replaces a rate limit.
@@ -437,18 +445,18 @@ func (s *LLM) PutRateLimit(ctx context.Context, in RateLimitInput) (*kernel.Esta
 		if r.TokensPerMinute, err = countOf("tokensPerMinute", in.TokensPerMinute); err != nil {
 			return "", err
 		}
-		next.PutRateLimit(r)
-		return estate.RateLimitName(r), nil
+		llmconf.PutRateLimit(&next.Gateway, r)
+		return llmconf.RateLimitName(r), nil
 	})
 }
 
 // DeleteRateLimit removes the rate limit of a scope for a name ("" for
 // each one).
 func (s *LLM) DeleteRateLimit(ctx context.Context, scope model.RateLimitScope, name string) (*kernel.EstateResult, error) {
-	key := estate.RateLimitName(&model.RateLimit{Scope: scope, Name: name})
-	return s.deleteGatewayObject(ctx, "delete rate limits", estate.KindRateLimit, "rate limit", fixedKey(key),
-		func(e *estate.Estate) bool { return e.RateLimit(scope, name) != nil },
-		func(e *estate.Estate) { e.RemoveRateLimit(scope, name) })
+	key := llmconf.RateLimitName(&model.RateLimit{Scope: scope, Name: name})
+	return s.deleteGatewayObject(ctx, "delete rate limits", llmconf.KindRateLimit, "rate limit", fixedKey(key),
+		func(e *estate.Estate) bool { return llmconf.RateLimit(&e.Gateway, scope, name) != nil },
+		func(e *estate.Estate) { llmconf.RemoveRateLimit(&e.Gateway, scope, name) })
 }
 
 // PutEntitlement creates or replaces an entitlement.
@@ -458,15 +466,16 @@ func (s *LLM) PutEntitlement(ctx context.Context, in EntitlementInput) (*kernel.
 		return nil, err
 	}
 	return s.k.ChangeEstate(ctx, p, "change entitlements", false, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
-		next.PutEntitlement(&model.Entitlement{Name: in.Name, Groups: slices.Clone(in.Groups), Users: slices.Clone(in.Users)})
+		llmconf.PutEntitlement(&next.Gateway, &model.Entitlement{Name: in.Name, Groups: slices.Clone(in.Groups), Users: slices.Clone(in.Users)})
 		return in.Name, nil
 	})
 }
 
 // DeleteEntitlement removes an entitlement no alias rule asks for.
 func (s *LLM) DeleteEntitlement(ctx context.Context, name string) (*kernel.EstateResult, error) {
-	return s.deleteGatewayObject(ctx, "delete entitlements", estate.KindEntitlement, "entitlement", fixedKey(name),
-		func(e *estate.Estate) bool { return e.Entitlement(name) != nil }, func(e *estate.Estate) { e.RemoveEntitlement(name) })
+	return s.deleteGatewayObject(ctx, "delete entitlements", llmconf.KindEntitlement, "entitlement", fixedKey(name),
+		func(e *estate.Estate) bool { return llmconf.Entitlement(&e.Gateway, name) != nil },
+		func(e *estate.Estate) { llmconf.RemoveEntitlement(&e.Gateway, name) })
 }
 
 // SetGuardrails replaces the global guardrails; empty ones clear them.
@@ -509,7 +518,7 @@ func (s *LLM) deleteGatewayObject(ctx context.Context, what, kind, noun string, 
 		if !exists(next) {
 			return "", kernel.NotFound("no %s %s", noun, kernel.Quote(key))
 		}
-		if refs := next.GatewayReferences(kind, key); len(refs) > 0 {
+		if refs := llmconf.References(&next.Gateway, kind, key); len(refs) > 0 {
 			return "", kernel.Conflict("%s %s is used by %s; change them first", noun, kernel.Quote(key), strings.Join(refs, ", "))
 		}
 		remove(next)

@@ -1,4 +1,4 @@
-package estate
+package llmconf
 
 import (
 	"fmt"
@@ -8,11 +8,13 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/klique-ai/klique/internal/estate/basis"
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/runenv"
 )
 
-// Bounds of the gateway's configuration.
+// Bounds of the configuration's values: far above any real configuration,
+// low enough to rule out typos and arithmetic overflow.
 const (
 	MaxEndpoints       = 64
 	MinTimeout         = time.Second
@@ -30,9 +32,22 @@ const (
 	MaxPerMinute = 1_000_000_000_000
 )
 
-// gateway checks the LLM gateway's configuration: every object on its own,
-// and every name it uses of the rest of the estate.
-func (v *validator) gateway() {
+// Estate is what the configuration's rules read of the estate around it:
+// the groups and projects its objects name, by name. *estate.Estate is one.
+// Users are not asked about: entitlements and rate limits may name users
+// that SSO has yet to create, so a user's name is only checked as a name.
+type Estate interface {
+	GroupByName(name string) *model.Group
+	ProjectByName(name string) *model.Project
+}
+
+// Validate checks a configuration: every object on its own, and every name
+// it uses of its own objects and of the estate e around it. It returns
+// every problem found, in a stable order (kind by kind, then object by
+// object), so that an estate's validation can list them with its own; nil
+// when there are none.
+func Validate(g *model.Gateway, e Estate) []basis.Problem {
+	v := &validator{g: g, e: e}
 	v.providers()
 	v.routes()
 	v.llmModels()
@@ -40,29 +55,36 @@ func (v *validator) gateway() {
 	v.aliases()
 	v.tokenBudgets()
 	v.rateLimits()
-	v.guardrails("global guardrails", v.e.Gateway.Guardrails, "")
+	v.guardrails("global guardrails", v.g.Guardrails, "")
+	return v.Problems
+}
+
+type validator struct {
+	g *model.Gateway
+	e Estate
+	basis.Problems
 }
 
 // unique reports a name used twice within a kind.
 func (v *validator) unique(seen map[string]bool, obj, kind, key string) {
 	if seen[key] {
-		v.add(obj, "another %s has the same name; names must be unique", kind)
+		v.Add(obj, "another %s has the same name; names must be unique", kind)
 	}
 	seen[key] = true
 }
 
 func (v *validator) providers() {
 	seen := map[string]bool{}
-	for _, p := range v.e.Gateway.Providers {
+	for _, p := range v.g.Providers {
 		obj := fmt.Sprintf("provider %q", p.Name)
-		v.name(obj, p.Name)
+		v.Name(obj, p.Name)
 		v.unique(seen, obj, "provider", p.Name)
-		v.description(obj, p.Description)
+		v.Description(obj, p.Description)
 		if err := checkBaseURL(p.BaseURL); err != nil {
-			v.add(obj, "baseUrl %v, such as https://api.openai.com/v1", err)
+			v.Add(obj, "baseUrl %v, such as https://api.openai.com/v1", err)
 		}
 		if p.KeySecret != "" && !runenv.ValidName(p.KeySecret) {
-			v.add(obj, "keySecret %q must name a vault secret: letters, digits and '_', not starting with a digit, such as OPENAI_API_KEY", p.KeySecret)
+			v.Add(obj, "keySecret %q must name a vault secret: letters, digits and '_', not starting with a digit, such as OPENAI_API_KEY", p.KeySecret)
 		}
 		v.timeout(obj, p.Timeout)
 	}
@@ -70,20 +92,20 @@ func (v *validator) providers() {
 
 func (v *validator) routes() {
 	seen := map[string]bool{}
-	for _, r := range v.e.Gateway.Routes {
+	for _, r := range v.g.Routes {
 		obj := fmt.Sprintf("route %q", r.Name)
-		v.name(obj, r.Name)
+		v.Name(obj, r.Name)
 		v.unique(seen, obj, "route", r.Name)
-		v.description(obj, r.Description)
+		v.Description(obj, r.Description)
 		if len(r.Endpoints) == 0 || len(r.Endpoints) > MaxEndpoints {
-			v.add(obj, "has %d endpoints: give 1 to %d base URLs of its model servers, such as http://10.0.3.17:8000/v1", len(r.Endpoints), MaxEndpoints)
+			v.Add(obj, "has %d endpoints: give 1 to %d base URLs of its model servers, such as http://10.0.3.17:8000/v1", len(r.Endpoints), MaxEndpoints)
 		}
 		listed := map[string]bool{}
 		for _, ep := range r.Endpoints {
 			if err := checkBaseURL(ep); err != nil {
-				v.add(obj, "endpoint %v, such as http://10.0.3.17:8000/v1", err)
+				v.Add(obj, "endpoint %v, such as http://10.0.3.17:8000/v1", err)
 			} else if listed[ep] {
-				v.add(obj, "lists endpoint %s twice; list each endpoint once", ep)
+				v.Add(obj, "lists endpoint %s twice; list each endpoint once", ep)
 			}
 			listed[ep] = true
 		}
@@ -113,58 +135,58 @@ func checkBaseURL(s string) error {
 
 func (v *validator) timeout(obj string, d time.Duration) {
 	if d != 0 && (d < MinTimeout || d > MaxTimeout) {
-		v.add(obj, "timeout %s must be between %s and %s (leave it out for the default)", d, MinTimeout, formatDuration(MaxTimeout))
+		v.Add(obj, "timeout %s must be between %s and %s (leave it out for the default)", d, MinTimeout, formatDuration(MaxTimeout))
 	}
 }
 
 func (v *validator) llmModels() {
 	seen := map[string]bool{}
-	for _, m := range v.e.Gateway.Models {
+	for _, m := range v.g.Models {
 		obj := fmt.Sprintf("model %q", m.Name)
-		v.name(obj, m.Name)
+		v.Name(obj, m.Name)
 		v.unique(seen, obj, "model", m.Name)
 		switch {
 		case m.Provider != "" && m.Route != "":
-			v.add(obj, "names provider %q and route %q: give one of them", m.Provider, m.Route)
+			v.Add(obj, "names provider %q and route %q: give one of them", m.Provider, m.Route)
 		case m.Provider == "" && m.Route == "":
-			v.add(obj, "give the provider or the route that serves it")
-		case m.Provider != "" && v.e.Provider(m.Provider) == nil:
-			v.add(obj, "provider %q is not a known provider; add it under gateway providers", m.Provider)
-		case m.Route != "" && v.e.Route(m.Route) == nil:
-			v.add(obj, "route %q is not a known route; add it under gateway routes", m.Route)
+			v.Add(obj, "give the provider or the route that serves it")
+		case m.Provider != "" && Provider(v.g, m.Provider) == nil:
+			v.Add(obj, "provider %q is not a known provider; add it under gateway providers", m.Provider)
+		case m.Route != "" && Route(v.g, m.Route) == nil:
+			v.Add(obj, "route %q is not a known route; add it under gateway routes", m.Route)
 		}
 		if m.Upstream == "" || len(m.Upstream) > MaxUpstreamLength || strings.TrimSpace(m.Upstream) != m.Upstream ||
 			strings.ContainsFunc(m.Upstream, func(r rune) bool { return unicode.IsControl(r) || r == unicode.ReplacementChar }) {
-			v.add(obj, "upstream %q must be the model id the upstream knows, 1 to %d characters without control characters or surrounding spaces", m.Upstream, MaxUpstreamLength)
+			v.Add(obj, "upstream %q must be the model id the upstream knows, 1 to %d characters without control characters or surrounding spaces", m.Upstream, MaxUpstreamLength)
 		}
-		if m.InputPriceMicros < 0 || m.InputPriceMicros > MaxPriceMicros {
-			v.add(obj, "inputPrice must be 0 or more per million tokens (and below %d)", MaxPriceMicros/1_000_000)
+		if m.InputPriceMicros < 0 || m.InputPriceMicros > basis.MaxPriceMicros {
+			v.Add(obj, "inputPrice must be 0 or more per million tokens (and below %d)", basis.MaxPriceMicros/1_000_000)
 		}
-		if m.OutputPriceMicros < 0 || m.OutputPriceMicros > MaxPriceMicros {
-			v.add(obj, "outputPrice must be 0 or more per million tokens (and below %d)", MaxPriceMicros/1_000_000)
+		if m.OutputPriceMicros < 0 || m.OutputPriceMicros > basis.MaxPriceMicros {
+			v.Add(obj, "outputPrice must be 0 or more per million tokens (and below %d)", basis.MaxPriceMicros/1_000_000)
 		}
-		if !currencyRE.MatchString(m.Currency) {
-			v.add(obj, "currency %q must be a three-letter ISO code such as USD or EUR", m.Currency)
+		if err := basis.CheckCurrency(m.Currency); err != nil {
+			v.Add(obj, "%v", err)
 		}
 		if m.MaxOutputTokens < 1 || m.MaxOutputTokens > MaxOutputTokensCap {
-			v.add(obj, "maxOutputTokens %d must be between 1 and %d", m.MaxOutputTokens, MaxOutputTokensCap)
+			v.Add(obj, "maxOutputTokens %d must be between 1 and %d", m.MaxOutputTokens, MaxOutputTokensCap)
 		}
 	}
 }
 
 func (v *validator) entitlements() {
 	seen := map[string]bool{}
-	for _, en := range v.e.Gateway.Entitlements {
+	for _, en := range v.g.Entitlements {
 		obj := fmt.Sprintf("entitlement %q", en.Name)
-		v.name(obj, en.Name)
+		v.Name(obj, en.Name)
 		v.unique(seen, obj, "entitlement", en.Name)
 		v.knownGroups(obj, "", en.Groups)
 		listed := map[string]bool{}
 		for _, u := range en.Users {
-			if err := CheckName(u); err != nil {
-				v.add(obj, "user: %v", err)
+			if err := basis.CheckName(u); err != nil {
+				v.Add(obj, "user: %v", err)
 			} else if listed[u] {
-				v.add(obj, "lists user %q twice", u)
+				v.Add(obj, "lists user %q twice", u)
 			}
 			listed[u] = true
 		}
@@ -177,9 +199,9 @@ func (v *validator) knownGroups(obj, where string, names []string) {
 	for _, g := range names {
 		switch {
 		case v.e.GroupByName(g) == nil:
-			v.add(obj, "%sgroup %q is not a known group", where, g)
+			v.Add(obj, "%sgroup %q is not a known group", where, g)
 		case listed[g]:
-			v.add(obj, "%slists group %q twice", where, g)
+			v.Add(obj, "%slists group %q twice", where, g)
 		}
 		listed[g] = true
 	}
@@ -187,16 +209,16 @@ func (v *validator) knownGroups(obj, where string, names []string) {
 
 func (v *validator) aliases() {
 	seen := map[string]bool{}
-	for _, a := range v.e.Gateway.Aliases {
+	for _, a := range v.g.Aliases {
 		obj := fmt.Sprintf("alias %q", a.Name)
-		v.name(obj, a.Name)
+		v.Name(obj, a.Name)
 		v.unique(seen, obj, "alias", a.Name)
-		v.description(obj, a.Description)
+		v.Description(obj, a.Description)
 		if len(a.Rules) == 0 {
-			v.add(obj, "has no rule: give at least one rule with a target model")
+			v.Add(obj, "has no rule: give at least one rule with a target model")
 		}
 		if len(a.Rules) > MaxAliasRules {
-			v.add(obj, "has %d rules, more than %d", len(a.Rules), MaxAliasRules)
+			v.Add(obj, "has %d rules, more than %d", len(a.Rules), MaxAliasRules)
 		}
 		for i, r := range a.Rules {
 			v.aliasRule(obj, fmt.Sprintf("rule %d: ", i+1), r)
@@ -211,50 +233,50 @@ func (v *validator) aliasRule(obj, where string, r model.AliasRule) {
 	for _, p := range r.Projects {
 		switch {
 		case v.e.ProjectByName(p) == nil:
-			v.add(obj, "%sproject %q is not a known project", where, p)
+			v.Add(obj, "%sproject %q is not a known project", where, p)
 		case listed[p]:
-			v.add(obj, "%slists project %q twice", where, p)
+			v.Add(obj, "%slists project %q twice", where, p)
 		}
 		listed[p] = true
 	}
 	clear(listed)
 	for _, en := range r.Entitlements {
 		switch {
-		case v.e.Entitlement(en) == nil:
-			v.add(obj, "%sentitlement %q is not a known entitlement; add it under gateway entitlements", where, en)
+		case Entitlement(v.g, en) == nil:
+			v.Add(obj, "%sentitlement %q is not a known entitlement; add it under gateway entitlements", where, en)
 		case listed[en]:
-			v.add(obj, "%slists entitlement %q twice", where, en)
+			v.Add(obj, "%slists entitlement %q twice", where, en)
 		}
 		listed[en] = true
 	}
 	if len(r.Targets) == 0 {
-		v.add(obj, "%sgive at least one target model", where)
+		v.Add(obj, "%sgive at least one target model", where)
 	}
 	clear(listed)
 	positive := false
 	for _, t := range r.Targets {
 		switch {
-		case v.e.LLMModel(t.Model) == nil:
-			v.add(obj, "%starget model %q is not a known model; add it under gateway models", where, t.Model)
+		case Model(v.g, t.Model) == nil:
+			v.Add(obj, "%starget model %q is not a known model; add it under gateway models", where, t.Model)
 		case listed[t.Model]:
-			v.add(obj, "%slists target %q twice; give it one weight", where, t.Model)
+			v.Add(obj, "%slists target %q twice; give it one weight", where, t.Model)
 		}
 		listed[t.Model] = true
 		if t.Weight < 0 || t.Weight > MaxTargetWeight {
-			v.add(obj, "%sweight %d of %q must be between 0 and %d", where, t.Weight, t.Model, MaxTargetWeight)
+			v.Add(obj, "%sweight %d of %q must be between 0 and %d", where, t.Weight, t.Model, MaxTargetWeight)
 		}
 		positive = positive || t.Weight > 0
 	}
 	if len(r.Targets) > 0 && !positive {
-		v.add(obj, "%severy target has weight 0: give at least one a weight above 0", where)
+		v.Add(obj, "%severy target has weight 0: give at least one a weight above 0", where)
 	}
 	clear(listed)
 	for _, f := range r.Fallbacks {
 		switch {
-		case v.e.LLMModel(f) == nil:
-			v.add(obj, "%sfallback model %q is not a known model; add it under gateway models", where, f)
+		case Model(v.g, f) == nil:
+			v.Add(obj, "%sfallback model %q is not a known model; add it under gateway models", where, f)
 		case listed[f]:
-			v.add(obj, "%slists fallback %q twice", where, f)
+			v.Add(obj, "%slists fallback %q twice", where, f)
 		}
 		listed[f] = true
 	}
@@ -263,44 +285,44 @@ func (v *validator) aliasRule(obj, where string, r model.AliasRule) {
 func (v *validator) tokenBudgets() {
 	seen := map[string]bool{}
 	money := ""
-	for _, b := range v.e.Gateway.Budgets {
+	for _, b := range v.g.Budgets {
 		if money == "" && (b.Micros > 0 || b.PerUserMicros > 0) {
 			money = BudgetName(b)
 		}
 		obj := fmt.Sprintf("token budget %s", BudgetName(b))
 		if seen[BudgetName(b)] {
-			v.add(obj, "the project already has a budget for this period; give one budget per project and period")
+			v.Add(obj, "the project already has a budget for this period; give one budget per project and period")
 		}
 		seen[BudgetName(b)] = true
 		if v.e.ProjectByName(b.Project) == nil {
-			v.add(obj, "project %q is not a known project", b.Project)
+			v.Add(obj, "project %q is not a known project", b.Project)
 		}
 		if !b.Period.Valid() {
-			v.add(obj, "period %q must be day, week or month", b.Period)
+			v.Add(obj, "period %q must be day, week or month", b.Period)
 		}
 		if b.Tokens < 0 || b.Micros < 0 || b.PerUserTokens < 0 || b.PerUserMicros < 0 {
-			v.add(obj, "tokens, money and the per-user limits must be 0 or more")
+			v.Add(obj, "tokens, money and the per-user limits must be 0 or more")
 			continue
 		}
-		if b.Tokens > MaxCount || b.PerUserTokens > MaxCount || b.Micros > MaxMoneyMicros || b.PerUserMicros > MaxMoneyMicros {
-			v.add(obj, "is out of range: at most %d tokens or %d in money", int64(MaxCount), int64(MaxMoneyMicros/1_000_000))
+		if b.Tokens > basis.MaxCount || b.PerUserTokens > basis.MaxCount || b.Micros > MaxMoneyMicros || b.PerUserMicros > MaxMoneyMicros {
+			v.Add(obj, "is out of range: at most %d tokens or %d in money", int64(basis.MaxCount), int64(MaxMoneyMicros/1_000_000))
 			continue
 		}
 		switch {
 		case b.Tokens > 0 && b.Micros > 0:
-			v.add(obj, "give tokens or money, not both (make two budgets of two periods if both matter)")
+			v.Add(obj, "give tokens or money, not both (make two budgets of two periods if both matter)")
 		case b.Tokens == 0 && b.Micros == 0:
-			v.add(obj, "give tokens or money above 0 (delete the budget instead of setting 0)")
+			v.Add(obj, "give tokens or money above 0 (delete the budget instead of setting 0)")
 		}
 		switch {
 		case b.PerUserTokens > 0 && b.Tokens == 0:
-			v.add(obj, "perUserTokens needs a budget in tokens; this one is in money: use perUserMoney")
+			v.Add(obj, "perUserTokens needs a budget in tokens; this one is in money: use perUserMoney")
 		case b.PerUserMicros > 0 && b.Micros == 0:
-			v.add(obj, "perUserMoney needs a budget in money; this one is in tokens: use perUserTokens")
+			v.Add(obj, "perUserMoney needs a budget in money; this one is in tokens: use perUserTokens")
 		case b.PerUserTokens > b.Tokens:
-			v.add(obj, "perUserTokens %d is above the whole budget of %d tokens", b.PerUserTokens, b.Tokens)
+			v.Add(obj, "perUserTokens %d is above the whole budget of %d tokens", b.PerUserTokens, b.Tokens)
 		case b.PerUserMicros > b.Micros:
-			v.add(obj, "perUserMoney %s is above the whole budget of %s", *decimal6(b.PerUserMicros), *decimal6(b.Micros))
+			v.Add(obj, "perUserMoney %s is above the whole budget of %s", *decimal6(b.PerUserMicros), *decimal6(b.Micros))
 		}
 	}
 	if money != "" {
@@ -313,14 +335,14 @@ func (v *validator) tokenBudgets() {
 // converts none.
 func (v *validator) oneCurrency(budget string) {
 	var first *model.LLMModel
-	for _, m := range v.e.Gateway.Models {
+	for _, m := range v.g.Models {
 		if m.InputPriceMicros == 0 && m.OutputPriceMicros == 0 {
 			continue // free: no currency is spent
 		}
 		if first == nil {
 			first = m
 		} else if m.Currency != first.Currency {
-			v.add(fmt.Sprintf("token budget %s", budget),
+			v.Add(fmt.Sprintf("token budget %s", budget),
 				"is in money, but model %q is priced in %s and model %q in %s: the gateway converts no currency, so price every model in one, or budget in tokens",
 				first.Name, first.Currency, m.Name, m.Currency)
 			return
@@ -330,35 +352,35 @@ func (v *validator) oneCurrency(budget string) {
 
 func (v *validator) rateLimits() {
 	seen := map[string]bool{}
-	for _, r := range v.e.Gateway.RateLimits {
+	for _, r := range v.g.RateLimits {
 		obj := fmt.Sprintf("rate limit %s", RateLimitName(r))
 		if seen[RateLimitName(r)] {
-			v.add(obj, "appears twice; give one rate limit per scope and name")
+			v.Add(obj, "appears twice; give one rate limit per scope and name")
 		}
 		seen[RateLimitName(r)] = true
 		switch r.Scope {
 		case model.RateLimitUser:
 			if r.Name != "" {
-				if err := CheckName(r.Name); err != nil {
-					v.add(obj, "user: %v", err)
+				if err := basis.CheckName(r.Name); err != nil {
+					v.Add(obj, "user: %v", err)
 				}
 			}
 		case model.RateLimitProject:
 			if r.Name != "" && v.e.ProjectByName(r.Name) == nil {
-				v.add(obj, "project %q is not a known project (leave the name out to limit each project)", r.Name)
+				v.Add(obj, "project %q is not a known project (leave the name out to limit each project)", r.Name)
 			}
 		case model.RateLimitAlias:
-			if r.Name != "" && v.e.Alias(r.Name) == nil {
-				v.add(obj, "alias %q is not a known alias (leave the name out to limit each alias)", r.Name)
+			if r.Name != "" && Alias(v.g, r.Name) == nil {
+				v.Add(obj, "alias %q is not a known alias (leave the name out to limit each alias)", r.Name)
 			}
 		default:
-			v.add(obj, "scope %q must be user, project or alias", r.Scope)
+			v.Add(obj, "scope %q must be user, project or alias", r.Scope)
 		}
 		switch {
 		case r.RequestsPerMinute < 0 || r.TokensPerMinute < 0 || r.RequestsPerMinute > MaxPerMinute || r.TokensPerMinute > MaxPerMinute:
-			v.add(obj, "requestsPerMinute and tokensPerMinute must be between 0 and %d", int64(MaxPerMinute))
+			v.Add(obj, "requestsPerMinute and tokensPerMinute must be between 0 and %d", int64(MaxPerMinute))
 		case r.RequestsPerMinute == 0 && r.TokensPerMinute == 0:
-			v.add(obj, "give requestsPerMinute or tokensPerMinute above 0 (delete the rate limit instead of setting 0)")
+			v.Add(obj, "give requestsPerMinute or tokensPerMinute above 0 (delete the rate limit instead of setting 0)")
 		}
 	}
 }
@@ -367,7 +389,7 @@ func (v *validator) rateLimits() {
 // guardrails belong to ("" for the global ones).
 func (v *validator) guardrails(obj string, g model.Guardrails, self string) {
 	if len(g.Deny)+len(g.Allow) > MaxPatterns {
-		v.add(obj, "hold %d patterns, more than %d", len(g.Deny)+len(g.Allow), MaxPatterns)
+		v.Add(obj, "hold %d patterns, more than %d", len(g.Deny)+len(g.Allow), MaxPatterns)
 	}
 	for _, l := range []struct {
 		kind string
@@ -375,19 +397,19 @@ func (v *validator) guardrails(obj string, g model.Guardrails, self string) {
 	}{{"deny", g.Deny}, {"allow", g.Allow}} {
 		for i, p := range l.list {
 			if p == "" {
-				v.add(obj, "%s pattern %d is empty: an empty pattern matches everything", l.kind, i+1)
+				v.Add(obj, "%s pattern %d is empty: an empty pattern matches everything", l.kind, i+1)
 				continue
 			}
 			if _, err := regexp.Compile(p); err != nil {
-				v.add(obj, "%s pattern %d %q is not a valid regular expression: %v", l.kind, i+1, p, strings.TrimPrefix(err.Error(), "error parsing regexp: "))
+				v.Add(obj, "%s pattern %d %q is not a valid regular expression: %v", l.kind, i+1, p, strings.TrimPrefix(err.Error(), "error parsing regexp: "))
 			}
 		}
 	}
 	switch {
 	case g.GuardAlias == "":
 	case g.GuardAlias == self:
-		v.add(obj, "guardAlias %q is the alias it guards: name another alias to check its calls", g.GuardAlias)
-	case v.e.Alias(g.GuardAlias) == nil:
-		v.add(obj, "guardAlias %q is not a known alias", g.GuardAlias)
+		v.Add(obj, "guardAlias %q is the alias it guards: name another alias to check its calls", g.GuardAlias)
+	case Alias(v.g, g.GuardAlias) == nil:
+		v.Add(obj, "guardAlias %q is not a known alias", g.GuardAlias)
 	}
 }
