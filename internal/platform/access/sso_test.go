@@ -148,7 +148,10 @@ func kinds(sub *events.Subscription) []string {
 	}
 }
 
-func TestAFirstSSOSignInCreatesANewUserAndTellsTheBus(t *testing.T) {
+// TestAuthenticateOIDCProvisioning: a first SSO sign-in creates a new user
+// (never the local one of the same name), writes its audit entries and
+// tells the bus; a second sign-in finds the same user and writes nothing.
+func TestAuthenticateOIDCProvisioning(t *testing.T) {
 	w := newSSOWorld(t)
 	ctx := context.Background()
 	sub := w.bus.Subscribe(64, func(events.Event) bool { return true })
@@ -211,7 +214,9 @@ func TestAFirstSSOSignInCreatesANewUserAndTellsTheBus(t *testing.T) {
 	}
 }
 
-func TestSSOSignInsMirrorTheGroupsClaim(t *testing.T) {
+// TestAuthenticateOIDCGroupSync: every sign-in mirrors the groups claim
+// into the user's memberships, keeping a lead a lead.
+func TestAuthenticateOIDCGroupSync(t *testing.T) {
 	w := newSSOWorld(t)
 	ctx := context.Background()
 	p, err := w.login(t, "ml-research", "vision")
