@@ -4,7 +4,7 @@ BIN     ?= bin/klique
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/klique-ai/klique/internal/version.Version=$(VERSION)
 
-.PHONY: run build test test-short lint generate fmt bench fuzz clean
+.PHONY: run build test test-short test-faults lint generate fmt bench fuzz clean
 
 ## run: build and start the control plane on its embedded defaults (SQLite in ./klique-data, 127.0.0.1:8080)
 run:
@@ -21,6 +21,10 @@ test:
 ## test-short: the fast tests only
 test-short:
 	$(GO) test -short -count=1 ./...
+
+## test-faults: the fault suite (kill -9, Redis and PostgreSQL restarts, replicas) against real processes; see docs/operations.md
+test-faults:
+	$(GO) test -tags faults -count=1 -timeout 15m ./test/faults/
 
 ## lint: go vet and staticcheck
 lint:
