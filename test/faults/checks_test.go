@@ -200,7 +200,7 @@ func readFacts(t *testing.T, db *sql.DB) *facts {
 // verdict is what a scenario found.
 type verdict struct {
 	tasks, acked, lost, doubled, overlapping, unfinished int
-	problems                                            []string
+	problems                                             []string
 }
 
 func (v *verdict) problem(format string, args ...any) {

@@ -147,7 +147,7 @@ func killControlPlane(t *testing.T, store string, kills int) {
 	prod := startProducer([]string{s.url}, tn.alice, marker, 8, 200*time.Millisecond)
 	began := time.Now()
 	for i := 0; i < kills; i++ {
-		time.Sleep(time.Duration(500+mrand.IntN(2500)) * time.Millisecond)
+		time.Sleep(time.Duration(300+mrand.IntN(1500)) * time.Millisecond)
 		s.restart()
 	}
 	acked, failures := prod.stop()
@@ -185,7 +185,7 @@ func TestControlPlaneDownLongerThanALease(t *testing.T) {
 	var ids []string
 	for i := 0; i < 4; i++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		id, err := enqueue(ctx, s.url, tn.alice, fmt.Sprintf("long-%d", i), taskScript(marker, 200))
+		id, err := enqueue(ctx, s.url, tn.alice, fmt.Sprintf("long-%d", i), taskScript(marker, 250))
 		cancel()
 		if err != nil {
 			t.Fatal(err)

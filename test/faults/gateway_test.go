@@ -3,7 +3,6 @@
 package faults
 
 import (
-	"context"
 	"database/sql"
 	"fmt"
 	"io"

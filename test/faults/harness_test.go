@@ -414,11 +414,11 @@ var workerSupportsStateDir = sync.OnceValue(func() bool {
 
 // worker is a `klique worker` process of the bare-metal pool.
 type worker struct {
-	t        *testing.T
-	name     string
-	args     []string
-	env      []string
-	p        *proc
+	t    *testing.T
+	name string
+	args []string
+	env  []string
+	p    *proc
 }
 
 // startWorker runs `klique worker` in process mode with its own work and

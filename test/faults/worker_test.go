@@ -48,6 +48,7 @@ func TestKillWorkerMidTask(t *testing.T) {
 	w.start()
 	restarted := time.Now()
 	waitDrained(t, s.url, tn.alice, 60*time.Second)
+	w.p.stop(20 * time.Second)
 	s.p.stop(20 * time.Second)
 
 	f := readFacts(t, openDB(t, s))
