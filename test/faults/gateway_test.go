@@ -182,20 +182,34 @@ type window struct{ from, to time.Time }
 
 // overspendBound is the bound docs/gateway.md states: a budget is overspent
 // only by what replicas spend while degraded, between two readings of the
-// ledger (every 5 s). It returns the spend past the budget, and the part
-// of it that the bound allows: spend after the budget was used up that
-// was made within a degraded window or one reading after it.
+// ledger (every 5 s), and by nothing once Redis is back. It returns the
+// spend, the spend past the budget, and the part of it that the bound
+// allows: spend past the budget made within a degraded window (and a
+// second after it, for calls in flight), within one reading interval of
+// the window's start or of the budget running out, whichever is later.
 func overspendBound(rows []spendRow, budget int, windows []window) (total, over, allowed int) {
 	sort.Slice(rows, func(i, j int) bool { return rows[i].at.Before(rows[j].at) })
+	var crossed time.Time
 	for _, r := range rows {
 		prev := total
 		total += r.tokens
 		if total <= budget {
 			continue
 		}
+		if crossed.IsZero() {
+			crossed = r.at
+		}
 		past := total - max(prev, budget)
 		for _, w := range windows {
-			if !r.at.Before(w.from) && !r.at.After(w.to.Add(degradedReading+time.Second)) {
+			from := w.from
+			if crossed.After(from) {
+				from = crossed
+			}
+			to := w.to.Add(time.Second)
+			if reading := from.Add(degradedReading); reading.Before(to) {
+				to = reading
+			}
+			if !r.at.Before(from) && !r.at.After(to) {
 				allowed += past
 				break
 			}
