@@ -168,10 +168,14 @@ func TestTwoReplicas(t *testing.T) {
 	urls := []string{a.url, b.url}
 	prod := startProducer(urls, tn.alice, marker, 5, 150*time.Millisecond)
 	calls := startCallers(100, urls, tn.alice, "fraud-models")
-	time.Sleep(3 * time.Second)
-	start := time.Now().Add(-3 * time.Second)
-	if n := sub.since(start, "task.placed"); n == 0 {
-		t.Errorf("the survivor's subscription saw no placement by the leader's engine before the kill (%d updates)", sub.since(start, ""))
+	// The leader's engine places the tasks; the survivor's subscriber
+	// sees those placements through Redis.
+	start := time.Now()
+	for sub.since(start, "task.placed") < 3 {
+		if time.Since(start) > 30*time.Second {
+			t.Fatalf("the survivor's subscription saw %d placements by the leader's engine in 30 s (%d updates)", sub.since(start, "task.placed"), sub.since(start, ""))
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 
 	leader.kill9()
