@@ -397,8 +397,7 @@ func (w *Worker) heartbeatLoop(ctx context.Context) error {
 	defer t.Stop()
 	unreachable := false
 	for {
-		req := &agentapi.HeartbeatRequest{WorkerID: w.id(), Tasks: w.running()}
-		resp, err := w.cfg.Client.Heartbeat(ctx, req)
+		resp, err := w.beat(ctx)
 		switch {
 		case ctx.Err() != nil:
 			return nil
@@ -428,6 +427,30 @@ func (w *Worker) heartbeatLoop(ctx context.Context) error {
 		case <-t.C:
 		}
 	}
+}
+
+// beat sends one heartbeat for the running tasks: several requests when
+// the worker holds more than one request may list
+// (agentapi.MaxHeartbeatTasks), with their commands put together.
+func (w *Worker) beat(ctx context.Context) (*agentapi.HeartbeatResponse, error) {
+	return heartbeatAll(ctx, w.cfg.Client, w.id(), w.running())
+}
+
+// heartbeatAll sends tasks in heartbeats of at most
+// agentapi.MaxHeartbeatTasks (one empty heartbeat when there are none).
+func heartbeatAll(ctx context.Context, c *client.Client, workerID string, tasks []agentapi.TaskHeartbeat) (*agentapi.HeartbeatResponse, error) {
+	out := &agentapi.HeartbeatResponse{}
+	for first := true; first || len(tasks) > 0; first = false {
+		n := min(len(tasks), agentapi.MaxHeartbeatTasks)
+		resp, err := c.Heartbeat(ctx, &agentapi.HeartbeatRequest{WorkerID: workerID, Tasks: tasks[:n]})
+		if err != nil {
+			return nil, err
+		}
+		out.Commands = append(out.Commands, resp.Commands...)
+		out.LeaseSeconds = resp.LeaseSeconds
+		tasks = tasks[n:]
+	}
+	return out, nil
 }
 
 // running lists the tasks the worker holds, for a heartbeat.

@@ -38,6 +38,9 @@ const (
 	// NoRetries, as Loop.MaxRetries, fails a task the first time its worker
 	// is lost.
 	NoRetries = -1
+	// DefaultGrace is the grace period when Loop.Grace is 0: the worker
+	// lease's default (KLIQUE_WORKER_LEASE).
+	DefaultGrace = 60 * time.Second
 	// leaseTTL is how long a lease outlives a replica that stops renewing.
 	leaseTTL = 10 * time.Second
 	// minGap batches wake-ups: a burst of enqueues is one pass, not many.
@@ -82,6 +85,18 @@ type Loop struct {
 	// MaxRetries is how many times a task is requeued after its worker was
 	// lost before it fails (DefaultMaxRetries when 0; NoRetries for none).
 	MaxRetries int
+	// Grace is how long this replica waits after it starts leading (takes
+	// the engine lease, at start, after another replica or after passes
+	// that failed) before it declares any worker lost: workers could not
+	// heartbeat while no control plane was serving, so a lease that ran out
+	// then says nothing about the worker. At least one worker lease
+	// (DefaultGrace when 0): a live worker heartbeats every quarter lease.
+	Grace time.Duration
+
+	// leading says this replica held the engine lease at its last pass,
+	// and leadingSince since when: the start of the grace period.
+	leading      bool
+	leadingSince time.Time
 
 	wake    chan struct{}
 	once    sync.Once
@@ -172,6 +187,9 @@ func (l *Loop) init() {
 		if l.Now == nil {
 			l.Now = time.Now
 		}
+		if l.Grace <= 0 {
+			l.Grace = DefaultGrace
+		}
 		switch {
 		case l.MaxRetries == 0:
 			l.MaxRetries = DefaultMaxRetries
@@ -253,13 +271,19 @@ func (l *Loop) Run(ctx context.Context) error {
 // the engine lease. It returns no reports when another replica leads.
 func (l *Loop) PassAll(ctx context.Context) ([]Report, error) {
 	l.init()
-	ok, err := l.State.AcquireLease(ctx, LeaseName, l.Holder, l.Now(), leaseTTL)
+	now := l.Now()
+	ok, err := l.State.AcquireLease(ctx, LeaseName, l.Holder, now, leaseTTL)
 	if err != nil {
+		// The store is unreachable, so are the workers' heartbeats: the
+		// next lead starts a new grace period.
+		l.leading = false
 		return nil, fmt.Errorf("engine lease: %w", err)
 	}
 	if !ok {
+		l.leading = false
 		return nil, nil
 	}
+	l.startLeading(now)
 	tenants, err := l.State.ListTenants(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list tenants: %w", err)
@@ -328,7 +352,9 @@ func (l *Loop) PassTenant(ctx context.Context, tenantID string) (Report, error) 
 	if err != nil {
 		return rep, err
 	}
-	if !applied.LeaseLost {
+	if applied.LeaseLost {
+		l.leading = false
+	} else {
 		// Each alert is raised once per period (per replica: a new leader
 		// may raise one again).
 		for _, a := range plan.Alerts {
@@ -354,10 +380,30 @@ func (l *Loop) budgetUsed(ctx context.Context, tenantID string, e *estate.Estate
 	return engine.BudgetUsed(e.Policies, intervals, pauses, now), nil
 }
 
+// startLeading notes that this replica leads from now on, unless it
+// already did: a new grace period starts.
+func (l *Loop) startLeading(now time.Time) {
+	if l.leading {
+		return
+	}
+	l.leading, l.leadingSince = true, now
+	l.Log.Info("engine lease taken: no worker is declared lost during the grace period",
+		"holder", l.Holder, "grace", l.Grace, "until", now.Add(l.Grace))
+}
+
 // reapLost hands the tasks whose worker stopped heartbeating to the
 // planner: each goes back to the front of its compute resource, or fails
-// once it has used its retries.
+// once it has used its retries. Nothing is reaped during the grace period
+// after this replica started leading: a worker that was cut off from every
+// control plane (a restart, an outage longer than a lease, a new lease
+// holder) gets one lease to report in, and a heartbeat that lists its
+// current attempt extends the lease again. A worker that stays away is
+// declared lost once the grace period ends.
 func (l *Loop) reapLost(ctx context.Context, tenantID string, now time.Time) error {
+	l.startLeading(now) // PassTenant called on its own
+	if now.Before(l.leadingSince.Add(l.Grace)) {
+		return nil
+	}
 	lost, err := l.State.ListExpiredLeases(ctx, tenantID, now)
 	if err != nil || len(lost) == 0 {
 		return err

@@ -38,6 +38,10 @@ const (
 	MaxLogLineBytes     = 16 << 10
 	// MaxMetricsPerBatch bounds one metrics request.
 	MaxMetricsPerBatch = 5000
+	// MaxHeartbeatTasks bounds the tasks one heartbeat lists: more than a
+	// worker of 1024 GPUs runs in eighths. A worker that holds more sends
+	// several heartbeats.
+	MaxHeartbeatTasks = 10000
 )
 
 // GPU is one GPU a worker owns.

@@ -378,7 +378,8 @@ type Queries interface {
 	Claimable(ctx context.Context, tenantID, poolID string, fit ClaimFit) (bool, error)
 	// ExtendLeases extends the leases of a worker's running tasks whose
 	// attempt matches, and returns the tasks as they are now (any status)
-	// so the caller can tell which were stopped.
+	// so the caller can tell which were stopped. It takes any number of
+	// tasks (read in chunks that fit one statement).
 	ExtendLeases(ctx context.Context, tenantID, workerID string, attempts map[string]int, until time.Time) ([]*model.Task, error)
 	// ListExpiredLeases lists running tasks whose lease ran out before now.
 	ListExpiredLeases(ctx context.Context, tenantID string, now time.Time) ([]*model.Task, error)
@@ -386,7 +387,10 @@ type Queries interface {
 	// AppendLogs adds a batch of a task's log lines, numbering them, up to
 	// limitBytes for the task: past it the rest is dropped and one line
 	// notes the truncation. It reports how many lines were kept and
-	// whether the log is truncated.
+	// whether the log is truncated. Concurrent batches for one attempt
+	// are all kept. A batch with a line numbered more than
+	// MaxLogNumberGap ahead of the attempt's highest is refused whole
+	// (*LogNumberError).
 	AppendLogs(ctx context.Context, tenantID, taskID string, attempt int, lines []model.LogLine, limitBytes int64) (int, bool, error)
 	// ListLogs pages through a task's log in order after afterSeq; with
 	// tail set it returns the last limit lines instead.

@@ -24,8 +24,10 @@ import (
 // claim placed work with a lease, heartbeat, stream logs and metrics, fetch
 // the secrets their tasks name, and report the end. Every operation here
 // acts for the worker identity in the context (a worker credential of one
-// pool) and touches only tasks placed on that pool and claimed by that
-// worker; a report with an old attempt number is refused.
+// pool) and touches only tasks placed on that pool and claimed by a worker
+// registered with that credential; a report with an old attempt number is
+// refused. Another credential, even of the same pool, finds neither the
+// worker nor its tasks.
 
 func workerFrom(ctx context.Context) (*identity.Worker, error) {
 	w, ok := identity.WorkerFrom(ctx)
@@ -91,6 +93,9 @@ func (s *Fleet) RegisterWorker(ctx context.Context, req agentapi.RegisterRequest
 	worker := &model.Worker{TenantID: w.TenantID, PoolID: w.PoolID, CredentialID: w.CredentialID, Hostname: host,
 		Version: req.Version, Mode: mode, Kind: kind, GPUs: gpus, Labels: req.Labels}
 	err = s.workerTxn(ctx, w, host, func(t *kernel.Txn) error {
+		if err := refuseTakeover(ctx, t.Q, w, host); err != nil {
+			return err
+		}
 		worker.RegisteredAt, worker.LastHeartbeatAt = t.Now, t.Now
 		if err := t.Q.RegisterWorker(ctx, worker); err != nil {
 			return err
@@ -121,15 +126,6 @@ func (s *Fleet) RegisterWorker(ctx context.Context, req agentapi.RegisterRequest
 const MaxWorkerLabels = 64
 
 var labelKeyRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_./-]{0,62}$`)
-
-// myWorker reads the worker a request names and checks it is the caller's.
-func (s *Fleet) myWorker(ctx context.Context, w *identity.Worker, workerID string) (*model.Worker, error) {
-	worker, err := s.k.Store.GetWorker(ctx, w.TenantID, workerID)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && worker.PoolID != w.PoolID) {
-		return nil, kernel.NotFound("no worker %s of pool %s: register first", kernel.Quote(workerID), w.PoolName)
-	}
-	return worker, s.k.Internal(ctx, err)
-}
 
 // ClaimTask waits up to the request's wait for a task placed on the
 // worker's pool that fits it, and claims it: placed to running, for this
@@ -287,6 +283,10 @@ func (s *Fleet) Heartbeat(ctx context.Context, req agentapi.HeartbeatRequest) (*
 	if err := notTaskScoped(ctx, "a heartbeat"); err != nil {
 		return nil, err
 	}
+	if len(req.Tasks) > agentapi.MaxHeartbeatTasks {
+		return nil, kernel.Invalid("a heartbeat lists at most %d tasks (this one lists %d): send the rest in another heartbeat",
+			agentapi.MaxHeartbeatTasks, len(req.Tasks))
+	}
 	worker, err := s.myWorker(ctx, w, req.WorkerID)
 	if err != nil {
 		return nil, err
@@ -306,6 +306,12 @@ func (s *Fleet) Heartbeat(ctx context.Context, req agentapi.HeartbeatRequest) (*
 	resp := &agentapi.HeartbeatResponse{LeaseSeconds: int(s.agent.Lease / time.Second)}
 	found := map[string]bool{}
 	for _, t := range tasks {
+		if t.Run.WorkerID != worker.ID {
+			// Not this worker's (never, or no longer: another holds the
+			// task now): answered like a task that does not exist, so a
+			// heartbeat tells nothing of other workers' tasks.
+			continue
+		}
 		found[t.ID] = true
 		attempt := attempts[t.ID]
 		if t.Status == model.TaskRunning && t.Run.WorkerID == worker.ID && t.Run.Attempt == attempt {
@@ -322,39 +328,13 @@ func (s *Fleet) Heartbeat(ctx context.Context, req agentapi.HeartbeatRequest) (*
 		}
 		resp.Commands = append(resp.Commands, cmd)
 	}
-	for id, attempt := range attempts {
+	for _, id := range slices.Sorted(maps.Keys(attempts)) {
 		if !found[id] {
-			resp.Commands = append(resp.Commands, agentapi.Command{TaskID: id, Attempt: attempt, Action: agentapi.ActionStop,
-				State: agentapi.StateAborted, Reason: "the control plane has no such task"})
+			resp.Commands = append(resp.Commands, agentapi.Command{TaskID: id, Attempt: attempts[id], Action: agentapi.ActionStop,
+				State: agentapi.StateAborted, Reason: "this worker holds no such task: it does not exist, or another worker holds it now"})
 		}
 	}
 	return resp, nil
-}
-
-// myTask reads a task a report is about and checks that the report's
-// attempt is the task's current one on this worker's pool. A stale attempt
-// is a CONFLICT (HTTP 409): the worker must drop the task.
-func (s *Fleet) myTask(ctx context.Context, q store.Queries, w *identity.Worker, taskID string, attempt int, running bool) (*model.Task, error) {
-	if err := checkTaskScope(ctx, taskID, attempt); err != nil {
-		return nil, err
-	}
-	t, err := q.GetTask(ctx, w.TenantID, taskID)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, kernel.NotFound("no task %s", kernel.Quote(taskID))
-	}
-	if err != nil {
-		return nil, err
-	}
-	if t.Run.Attempt != attempt || t.Run.WorkerID == "" {
-		return nil, kernel.Conflict("attempt %d of task %s is no longer current (it is at attempt %d): drop it", attempt, taskID, t.Run.Attempt)
-	}
-	if w2, err := q.GetWorker(ctx, w.TenantID, t.Run.WorkerID); err != nil || w2.PoolID != w.PoolID {
-		return nil, kernel.NotFound("no task %s on pool %s", kernel.Quote(taskID), w.PoolName)
-	}
-	if running && t.Status != model.TaskRunning {
-		return nil, kernel.Conflict("task %s is %s now (%s): drop attempt %d", taskID, t.Status, t.Reason, attempt)
-	}
-	return t, nil
 }
 
 // AppendLogs stores a batch of a task's log lines, after cutting out the
@@ -366,6 +346,9 @@ func (s *Fleet) AppendLogs(ctx context.Context, taskID string, req agentapi.Logs
 	}
 	if len(req.Lines) > agentapi.MaxLogLinesPerBatch {
 		return nil, kernel.Invalid("a batch holds at most %d lines", agentapi.MaxLogLinesPerBatch)
+	}
+	if err := checkLineNumbers(req.Lines); err != nil {
+		return nil, err
 	}
 	t, err := s.myTask(ctx, s.k.Store, w, taskID, req.Attempt, false)
 	if err != nil {
@@ -395,6 +378,11 @@ func (s *Fleet) AppendLogs(ctx context.Context, taskID string, req agentapi.Logs
 		lines = append(lines, model.LogLine{At: at, Stream: stream, Line: line, N: l.N})
 	}
 	n, truncated, err := s.k.Store.AppendLogs(ctx, w.TenantID, taskID, req.Attempt, lines, s.agent.LogLimit)
+	var far *store.LogNumberError
+	if errors.As(err, &far) {
+		return nil, kernel.Invalid("log line number %d is more than %d ahead of the highest this attempt has stored (%d): number lines from 1 in the order they are taken; the batch was not stored",
+			far.N, store.MaxLogNumberGap, far.Highest)
+	}
 	if err != nil {
 		return nil, s.k.Internal(ctx, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/klique-ai/klique/internal/model"
@@ -170,7 +171,9 @@ func (q *queries) Claimable(ctx context.Context, tenantID, poolID string, fit st
 }
 
 // ExtendLeases extends the leases of a worker's running tasks whose attempt
-// matches, and returns every task asked about as it is now.
+// matches, and returns every task asked about as it is now. The tasks are
+// read and written in chunks of idChunk, so that no statement has more
+// variables than a driver takes (SQLite 32,766, PostgreSQL 65,535).
 func (q *queries) ExtendLeases(ctx context.Context, tenantID, workerID string, attempts map[string]int, until time.Time) ([]*model.Task, error) {
 	if len(attempts) == 0 {
 		return []*model.Task{}, nil
@@ -179,37 +182,56 @@ func (q *queries) ExtendLeases(ctx context.Context, tenantID, workerID string, a
 	for id := range attempts {
 		ids = append(ids, id)
 	}
+	slices.Sort(ids)
 	var out []*model.Task
 	err := q.atomic(ctx, func(q *queries) error {
-		args := []any{tenantID}
-		for _, id := range ids {
-			args = append(args, id)
-		}
-		tasks, err := getAll(ctx, q, "read heartbeat tasks", scanTask,
-			`SELECT `+taskColumns+` FROM tasks WHERE tenant_id = ? AND id IN (`+placeholders(len(ids))+`) ORDER BY id`, args...)
-		if err != nil {
-			return err
-		}
-		var live []any
-		for _, t := range tasks {
-			if t.Status == model.TaskRunning && t.Run.WorkerID == workerID && t.Run.Attempt == attempts[t.ID] {
-				live = append(live, t.ID)
-				u := fromMicros(micros(until))
-				t.Run.LeaseExpiresAt = &u
+		out = []*model.Task{}
+		for chunk := range slices.Chunk(ids, idChunk) {
+			args := []any{tenantID}
+			for _, id := range chunk {
+				args = append(args, id)
 			}
-		}
-		if len(live) > 0 {
-			args := append([]any{micros(until), tenantID, workerID, string(model.TaskRunning)}, live...)
-			if _, err := q.write(ctx, "extend leases", store.ErrNotFound,
-				`UPDATE tasks SET lease_expires_at = ? WHERE tenant_id = ? AND worker_id = ? AND status = ? AND id IN (`+
-					placeholders(len(live))+`)`, args...); err != nil {
+			tasks, err := getAll(ctx, q, "read heartbeat tasks", scanTask,
+				`SELECT `+taskColumns+` FROM tasks WHERE tenant_id = ? AND id IN (`+placeholders(len(chunk))+`) ORDER BY id`, args...)
+			if err != nil {
 				return err
 			}
+			var live []any
+			for _, t := range tasks {
+				if t.Status == model.TaskRunning && t.Run.WorkerID == workerID && t.Run.Attempt == attempts[t.ID] {
+					live = append(live, t.ID)
+					u := fromMicros(micros(until))
+					t.Run.LeaseExpiresAt = &u
+				}
+			}
+			if len(live) > 0 {
+				args := append([]any{micros(until), tenantID, workerID, string(model.TaskRunning)}, live...)
+				if _, err := q.write(ctx, "extend leases", store.ErrNotFound,
+					`UPDATE tasks SET lease_expires_at = ? WHERE tenant_id = ? AND worker_id = ? AND status = ? AND id IN (`+
+						placeholders(len(live))+`)`, args...); err != nil {
+					return err
+				}
+			}
+			out = append(out, tasks...)
 		}
-		out = tasks
 		return nil
 	})
 	return out, err
+}
+
+// idChunk is how many ids one statement lists.
+const idChunk = 1000
+
+// lockTaskRow takes the write lock on a task's row for the rest of the
+// transaction (ErrNotFound when there is none). A read-then-write of the
+// task's counters (log_seq, metric_seq) made after it sees the latest
+// committed values, so concurrent appends for one task number their rows
+// one after the other instead of colliding on the same numbers
+// (PostgreSQL's READ COMMITTED lets two transactions read the same
+// counter; SQLite runs writers one at a time anyway).
+func (q *queries) lockTaskRow(ctx context.Context, what, tenantID, taskID string) error {
+	return q.writeOne(ctx, what, store.ErrNotFound,
+		`UPDATE tasks SET log_seq = log_seq WHERE tenant_id = ? AND id = ?`, tenantID, taskID)
 }
 
 // ListExpiredLeases lists a tenant's running tasks whose lease has run out.
@@ -227,6 +249,9 @@ func (q *queries) AppendLogs(ctx context.Context, tenantID, taskID string, attem
 	accepted := 0
 	truncated := false
 	err := q.atomic(ctx, func(q *queries) error {
+		if err := q.lockTaskRow(ctx, "append logs of task "+taskID, tenantID, taskID); err != nil {
+			return err
+		}
 		var used, seq, received int64
 		var trunc, receivedAttempt int
 		if err := q.queryRow(ctx, `SELECT log_bytes, log_seq, log_truncated, log_received_attempt, log_received FROM tasks WHERE tenant_id = ? AND id = ?`,
@@ -244,9 +269,15 @@ func (q *queries) AppendLogs(ctx context.Context, tenantID, taskID string, attem
 			received = 0 // numbering starts again with each attempt
 		}
 		// Lines the worker numbered and this attempt already has are a
-		// batch sent again after its answer was lost: skipped.
+		// batch sent again after its answer was lost: skipped. A number
+		// far ahead is refused rather than taken as the highest, which
+		// would make every later line look stored.
+		highest := received
 		fresh := lines[:0:0]
 		for _, l := range lines {
+			if l.N > highest+store.MaxLogNumberGap || l.N < 0 {
+				return &store.LogNumberError{TaskID: taskID, Attempt: attempt, N: l.N, Highest: highest}
+			}
 			if l.N > 0 && l.N <= received {
 				continue
 			}
@@ -336,6 +367,9 @@ func (q *queries) AppendMetrics(ctx context.Context, tenantID, taskID string, at
 		return nil
 	}
 	return q.atomic(ctx, func(q *queries) error {
+		if err := q.lockTaskRow(ctx, "append metrics of task "+taskID, tenantID, taskID); err != nil {
+			return err
+		}
 		var seq int64
 		if err := q.queryRow(ctx, `SELECT metric_seq FROM tasks WHERE tenant_id = ? AND id = ?`, tenantID, taskID).Scan(&seq); err != nil {
 			if err == sql.ErrNoRows {

@@ -325,4 +325,6 @@ func Workers(t *testing.T, setup harness.Setup) {
 		harness.Must(t, b.Store.DeleteSecret(b.Ctx, b.Tenant.ID, model.ScopeProject, "p1", "HF_TOKEN"))
 		harness.WantErr(t, b.Store.DeleteSecret(b.Ctx, b.Tenant.ID, model.ScopeProject, "p1", "HF_TOKEN"), store.ErrNotFound)
 	})
+
+	workerBounds(t, setup)
 }
