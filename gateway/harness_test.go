@@ -361,11 +361,11 @@ func newEnvTB(t testing.TB, configure func(g *model.Gateway, upstreamURL string)
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	signer, err := identity.LoadOrCreateSigner(ctx, st, "https://klique.test", "klique", time.Hour)
+	v, err := vault.New(bytes.Repeat([]byte{9}, 32))
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := vault.New(bytes.Repeat([]byte{9}, 32))
+	signer, err := identity.LoadOrCreateSigner(ctx, st, v, "https://klique.test", "klique", time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -528,7 +528,7 @@ func (e *env) replica() string {
 	e.t.Helper()
 	v, err := vault.New(bytes.Repeat([]byte{9}, 32))
 	must(e.t, err)
-	signer, err := identity.LoadOrCreateSigner(context.Background(), e.store, "https://klique.test", "klique", time.Hour)
+	signer, err := identity.LoadOrCreateSigner(context.Background(), e.store, v, "https://klique.test", "klique", time.Hour)
 	must(e.t, err)
 	auth := identity.NewAuthenticator(e.store, signer, nil, nil)
 	svc := platform.New(platform.Options{Store: e.store, Auth: auth, Vault: v})

@@ -87,7 +87,7 @@ resource policies and the compute resources people send work to.
 	root.PersistentFlags().StringVarP(&c.output, "output", "o", "table", "output format: table, json or yaml")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(
-		newServeCmd(c),
+		newServeCmd(c), newRotateSigningKeyCmd(c),
 		&cobra.Command{Use: "version", Short: "Print the version", Args: cobra.NoArgs, RunE: func(cmd *cobra.Command, _ []string) error {
 			fmt.Fprintf(c.out, "klique %s\n", version.String())
 			return nil

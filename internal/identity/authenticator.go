@@ -84,9 +84,10 @@ func (a *Authenticator) IssueToken(p *Principal) (string, time.Time, error) {
 
 // Authenticate identifies the holder of credential: an API key, a Klique
 // access token, or an identity token of the configured OIDC issuer. Role,
-// groups and the user's disabled flag are always read fresh from the store,
-// so revoking, disabling or removing a membership takes effect on the next
-// request, not when a token expires.
+// groups, the user's disabled flag and the API key an access token was
+// issued from are always read fresh from the store, so revoking,
+// disabling or removing a membership takes effect on the next request, not
+// when a token expires.
 //
 // Errors that mean the credential identifies no one wrap ErrUnauthenticated
 // and carry a short reason that never includes the credential. Store or
@@ -172,10 +173,33 @@ func (a *Authenticator) touch(ctx context.Context, keyID string, now time.Time) 
 	_ = a.st.TouchAPIKey(ctx, keyID, now)
 }
 
+// authenticateToken checks a Klique access token, and then, on every use,
+// what it was issued from: the API key must still exist, be unrevoked and
+// unexpired and belong to the token's user with the token's project scope;
+// the user must be enabled, the tenant must stand and a project scope must
+// still be open to the user. So revoking a key, disabling its user or
+// taking the user out of the group of its project ends the token at once,
+// not when it expires.
 func (a *Authenticator) authenticateToken(ctx context.Context, token string) (*Principal, error) {
-	claims, err := a.signer.Verify(token, a.now())
+	now := a.now()
+	claims, err := a.signer.Verify(token, now)
 	if err != nil {
 		return nil, err
+	}
+	if claims.Via == MethodAPIKey {
+		key, err := a.st.GetAPIKey(ctx, claims.TenantID, claims.KeyID)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			return nil, unauthenticated(reasonTokenKeyGone)
+		case err != nil:
+			return nil, fmt.Errorf("identity: look up the API key of an access token: %w", err)
+		case key.UserID != claims.Subject || key.ProjectID != claims.ProjectID:
+			return nil, unauthenticated(reasonTokenKeyGone)
+		case key.RevokedAt != nil:
+			return nil, unauthenticated(reasonTokenKeyRevoked)
+		case !key.Active(now):
+			return nil, unauthenticated(reasonTokenKeyExpired)
+		}
 	}
 	p, err := loadPrincipal(ctx, a.st, claims.TenantID, claims.Subject)
 	if err != nil {
@@ -184,7 +208,34 @@ func (a *Authenticator) authenticateToken(ctx context.Context, token string) (*P
 	p.Method = MethodToken
 	p.CredentialID = claims.ID
 	p.ProjectID = claims.ProjectID
+	if err := checkScope(ctx, a.st, p); err != nil {
+		return nil, err
+	}
 	return p, nil
+}
+
+// checkScope refuses an access token scoped to a project its user may no
+// longer use: the project is gone, or it belongs to a group the user has
+// left. The token was issued on the strength of that membership and ends
+// with it, as it ends with its key. (The API key itself stays: the
+// platform refuses what it tries with a 403 that says why, and it works
+// again if the user rejoins the group.) The rule is the platform's
+// (kernel.UsesProject), read here with the principal just loaded.
+func checkScope(ctx context.Context, q store.Queries, p *Principal) error {
+	if p.ProjectID == "" {
+		return nil
+	}
+	pr, err := q.GetProject(ctx, p.TenantID, p.ProjectID)
+	if errors.Is(err, store.ErrNotFound) {
+		return unauthenticated(reasonScopeLost)
+	}
+	if err != nil {
+		return fmt.Errorf("identity: look up the project of a scoped credential: %w", err)
+	}
+	if !p.IsAdmin() && pr.GroupID != "" && !p.InGroup(pr.GroupID) {
+		return unauthenticated(reasonScopeLost)
+	}
+	return nil
 }
 
 func (a *Authenticator) authenticateOIDC(ctx context.Context, token string) (*Principal, error) {

@@ -186,7 +186,7 @@ func TestAuthenticateAPIKeyRefused(t *testing.T) {
 		{"not a key at all", "hunter2", reasonUnknown},
 		{"empty", "   ", reasonMissing},
 		{"too long", "kq_" + strings.Repeat("x", maxCredentialLen), reasonTooLong},
-		{"token of an unknown issuer", signRaw(t, jwt.SigningMethodEdDSA, jwt.MapClaims{"iss": "https://other.test", "sub": f.alice.ID}, "k", f.signer.priv), reasonUnknown},
+		{"token of an unknown issuer", signRaw(t, jwt.SigningMethodEdDSA, jwt.MapClaims{"iss": "https://other.test", "sub": f.alice.ID}, "k", f.signer.keys[0].priv), reasonUnknown},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, err := a.Authenticate(ctx, tc.credential)
@@ -241,6 +241,65 @@ func TestAuthenticateProjectScopedKey(t *testing.T) {
 	if p2.ProjectID != proj.ID || p2.Method != MethodToken {
 		t.Fatalf("token principal = %+v", p2)
 	}
+
+	// Once the project belongs to a group alice is not in, the token
+	// issued from the scoped key identifies no one; the key itself still
+	// does (the platform refuses what it tries, saying why).
+	proj.GroupID = f.alpha.ID
+	must(t, f.st.UpdateProject(ctx, proj))
+	if _, err := a.Authenticate(ctx, tok); err != nil {
+		t.Fatalf("alice leads alpha, the project's group: %v", err)
+	}
+	must(t, f.st.DeleteMembership(ctx, f.tenant.ID, f.alpha.ID, f.alice.ID))
+	if _, err := a.Authenticate(ctx, secret); err != nil {
+		t.Fatalf("the scoped key: %v", err)
+	}
+	_, err = a.Authenticate(ctx, tok)
+	wantUnauthenticated(t, err, reasonScopeLost)
+}
+
+// A token ends with the API key it was issued from: revoked, expired or
+// gone, the key takes its tokens with it at once. Before, a token passed
+// until its own expiry, an hour after the key was revoked.
+func TestAnAccessTokenEndsWithItsKey(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	a := f.auth(nil)
+	issue := func(secret string) string {
+		t.Helper()
+		p, err := a.Authenticate(ctx, secret)
+		must(t, err)
+		tok, _, err := a.IssueToken(p)
+		must(t, err)
+		if _, err := a.Authenticate(ctx, tok); err != nil {
+			t.Fatalf("a fresh token: %v", err)
+		}
+		return tok
+	}
+
+	secret, key := f.key(t, f.alice, nil)
+	tok := issue(secret)
+	must(t, f.st.RevokeAPIKey(ctx, f.tenant.ID, key.ID, f.clock.Now()))
+	_, err := a.Authenticate(ctx, tok)
+	wantUnauthenticated(t, err, reasonTokenKeyRevoked)
+
+	soon, _ := f.key(t, f.alice, func(k *model.APIKey) { e := testNow.Add(10 * time.Minute); k.ExpiresAt = &e })
+	tok = issue(soon)
+	f.clock.Advance(11 * time.Minute)
+	_, err = a.Authenticate(ctx, tok)
+	wantUnauthenticated(t, err, reasonTokenKeyExpired)
+
+	// A token that names a key of another user (only a holder of the
+	// signing key could make one) finds no key.
+	_, bobKey := f.key(t, f.user(t, "bob", model.RoleMember), nil)
+	forged, _, err := f.signer.Issue(&Principal{UserID: f.alice.ID, TenantID: f.tenant.ID, Method: MethodAPIKey, CredentialID: bobKey.ID}, f.clock.Now())
+	must(t, err)
+	_, err = a.Authenticate(ctx, forged)
+	wantUnauthenticated(t, err, reasonTokenKeyGone)
+	forged, _, err = f.signer.Issue(&Principal{UserID: f.alice.ID, TenantID: f.tenant.ID, Method: MethodAPIKey, CredentialID: "no-such-key"}, f.clock.Now())
+	must(t, err)
+	_, err = a.Authenticate(ctx, forged)
+	wantUnauthenticated(t, err, reasonTokenKeyGone)
 }
 
 func TestAuthenticateAccessToken(t *testing.T) {
@@ -301,7 +360,7 @@ func TestAuthenticateAccessToken(t *testing.T) {
 	// A token naming a user of another tenant finds no one.
 	other := &model.Tenant{ID: model.NewID(), Name: "other", CreatedAt: testNow}
 	must(t, f.st.CreateTenant(ctx, other))
-	forged, _, err := f.signer.Issue(&Principal{UserID: f.alice.ID, TenantID: other.ID}, f.clock.Now())
+	forged, _, err := f.signer.Issue(&Principal{UserID: f.alice.ID, TenantID: other.ID, Method: MethodOIDC}, f.clock.Now())
 	must(t, err)
 	_, err = a.Authenticate(ctx, forged)
 	wantUnauthenticated(t, err, reasonUserUnknown)

@@ -49,4 +49,10 @@ const (
 	reasonAccessNotYet    = "access token not valid yet"
 	reasonIdentityExpired = "identity token expired"
 	reasonIdentityNotYet  = "identity token not valid yet"
+	reasonLifetime        = "access token lifetime is longer than this control plane issues (KLIQUE_TOKEN_TTL); sign in again"
+	reasonTokenSource     = "access token does not name the credential it was issued from; sign in again"
+	reasonTokenKeyRevoked = "the API key this access token was issued from was revoked; sign in with another key"
+	reasonTokenKeyExpired = "the API key this access token was issued from has expired; sign in with another key"
+	reasonTokenKeyGone    = "the API key this access token was issued from no longer exists; sign in with another key"
+	reasonScopeLost       = "the access token is scoped to a project its user may no longer use (no longer in the project's group, or the project is gone); sign in again"
 )

@@ -64,7 +64,7 @@ func wantUnauthenticated(t *testing.T, err error, reason string) {
 
 func TestSignerVerify(t *testing.T) {
 	s := testSigner(t, 1, testIssuer, testAudience)
-	p := &Principal{UserID: "user-1", TenantID: "tenant-1", ProjectID: "proj-1"}
+	p := &Principal{UserID: "user-1", TenantID: "tenant-1", ProjectID: "proj-1", Method: MethodAPIKey, CredentialID: "key-1"}
 	valid, expires, err := s.Issue(p, testNow)
 	if err != nil {
 		t.Fatal(err)
@@ -84,14 +84,18 @@ func TestSignerVerify(t *testing.T) {
 				IssuedAt:  jwt.NewNumericDate(testNow),
 				ID:        "jti-1",
 			},
-			TenantID: "tenant-1",
+			TenantID:  "tenant-1",
+			ProjectID: "proj-1",
+			Via:       MethodAPIKey,
+			KeyID:     "key-1",
 		}
 		if mod != nil {
 			mod(c)
 		}
 		return c
 	}
-	pub := []byte(s.pub)
+	sk := s.keys[0]
+	pub := []byte(sk.pub)
 	other := testSigner(t, 2, testIssuer, testAudience)
 	otherAud := testSigner(t, 1, testIssuer, "someone-else")
 	otherIss := testSigner(t, 1, "https://evil.test", testAudience)
@@ -131,22 +135,40 @@ func TestSignerVerify(t *testing.T) {
 		{"issued in the future", signRaw(t, jwt.SigningMethodEdDSA, claims(func(c *TokenClaims) {
 			c.NotBefore = nil
 			c.IssuedAt = jwt.NewNumericDate(testNow.Add(10 * time.Minute))
-		}), s.kid, s.priv), testNow, reasonAccessNotYet},
+		}), sk.id, sk.priv), testNow, reasonAccessNotYet},
 		{"wrong audience", tok(otherAud.Issue(p, testNow)), testNow, reasonAudience},
-		{"missing audience", signRaw(t, jwt.SigningMethodEdDSA, claims(func(c *TokenClaims) { c.Audience = nil }), s.kid, s.priv), testNow, reasonClaimMissing},
+		{"missing audience", signRaw(t, jwt.SigningMethodEdDSA, claims(func(c *TokenClaims) { c.Audience = nil }), sk.id, sk.priv), testNow, reasonClaimMissing},
 		{"wrong issuer", tok(otherIss.Issue(p, testNow)), testNow, reasonIssuer},
-		{"alg none", signRaw(t, jwt.SigningMethodNone, claims(nil), s.kid, jwt.UnsafeAllowNoneSignatureType), testNow, reasonSignature},
-		{"HS256 keyed with the public key (algorithm confusion)", signRaw(t, jwt.SigningMethodHS256, claims(nil), s.kid, pub), testNow, reasonSignature},
-		{"HS256 keyed with the base64 public key", signRaw(t, jwt.SigningMethodHS256, claims(nil), s.kid, []byte(base64.RawURLEncoding.EncodeToString(pub))), testNow, reasonSignature},
-		{"HS256 with a random secret", signRaw(t, jwt.SigningMethodHS256, claims(nil), s.kid, []byte("0123456789abcdef0123456789abcdef")), testNow, reasonSignature},
+		{"alg none", signRaw(t, jwt.SigningMethodNone, claims(nil), sk.id, jwt.UnsafeAllowNoneSignatureType), testNow, reasonSignature},
+		{"HS256 keyed with the public key (algorithm confusion)", signRaw(t, jwt.SigningMethodHS256, claims(nil), sk.id, pub), testNow, reasonSignature},
+		{"HS256 keyed with the base64 public key", signRaw(t, jwt.SigningMethodHS256, claims(nil), sk.id, []byte(base64.RawURLEncoding.EncodeToString(pub))), testNow, reasonSignature},
+		{"HS256 with a random secret", signRaw(t, jwt.SigningMethodHS256, claims(nil), sk.id, []byte("0123456789abcdef0123456789abcdef")), testNow, reasonSignature},
 		{"signature tampered", tamperSig(valid), testNow, reasonSignature},
 		{"payload tampered", tamperPayload(valid), testNow, reasonSignature},
-		{"missing exp", signRaw(t, jwt.SigningMethodEdDSA, claims(func(c *TokenClaims) { c.ExpiresAt = nil }), s.kid, s.priv), testNow, reasonClaimMissing},
-		{"missing tenant", signRaw(t, jwt.SigningMethodEdDSA, claims(func(c *TokenClaims) { c.TenantID = "" }), s.kid, s.priv), testNow, reasonClaimMissing},
-		{"missing subject", signRaw(t, jwt.SigningMethodEdDSA, claims(func(c *TokenClaims) { c.Subject = "" }), s.kid, s.priv), testNow, reasonClaimMissing},
-		{"missing kid", signRaw(t, jwt.SigningMethodEdDSA, claims(nil), "", s.priv), testNow, reasonKeyUnknown},
+		{"missing exp", signRaw(t, jwt.SigningMethodEdDSA, claims(func(c *TokenClaims) { c.ExpiresAt = nil }), sk.id, sk.priv), testNow, reasonClaimMissing},
+		{"missing tenant", signRaw(t, jwt.SigningMethodEdDSA, claims(func(c *TokenClaims) { c.TenantID = "" }), sk.id, sk.priv), testNow, reasonClaimMissing},
+		{"missing subject", signRaw(t, jwt.SigningMethodEdDSA, claims(func(c *TokenClaims) { c.Subject = "" }), sk.id, sk.priv), testNow, reasonClaimMissing},
+		{"missing kid", signRaw(t, jwt.SigningMethodEdDSA, claims(nil), "", sk.priv), testNow, reasonKeyUnknown},
 		{"another signer (other key)", tok(other.Issue(p, testNow)), testNow, reasonKeyUnknown},
-		{"another key claiming our kid", signRaw(t, jwt.SigningMethodEdDSA, claims(nil), s.kid, other.priv), testNow, reasonSignature},
+		{"another key claiming our kid", signRaw(t, jwt.SigningMethodEdDSA, claims(nil), sk.id, other.keys[0].priv), testNow, reasonSignature},
+		{"missing iat", signRaw(t, jwt.SigningMethodEdDSA, claims(func(c *TokenClaims) { c.IssuedAt = nil }), sk.id, sk.priv), testNow, reasonClaimMissing},
+		{"missing jti", signRaw(t, jwt.SigningMethodEdDSA, claims(func(c *TokenClaims) { c.ID = "" }), sk.id, sk.priv), testNow, reasonClaimMissing},
+		// A token the signing key made to last until 2200 was accepted
+		// (as a platform admin's, in the attack); no token lives longer
+		// than the control plane issues them.
+		{"valid until 2200", signRaw(t, jwt.SigningMethodEdDSA, claims(func(c *TokenClaims) {
+			c.ExpiresAt = jwt.NewNumericDate(time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC))
+		}), sk.id, sk.priv), testNow, reasonLifetime},
+		{"a second longer than the TTL", signRaw(t, jwt.SigningMethodEdDSA, claims(func(c *TokenClaims) {
+			c.ExpiresAt = jwt.NewNumericDate(testNow.Add(testTTL + time.Second))
+		}), sk.id, sk.priv), testNow, reasonLifetime},
+		{"issued long ago to outlive the cap", signRaw(t, jwt.SigningMethodEdDSA, claims(func(c *TokenClaims) {
+			c.IssuedAt = jwt.NewNumericDate(testNow.Add(-24 * time.Hour))
+			c.NotBefore = c.IssuedAt
+		}), sk.id, sk.priv), testNow, reasonLifetime},
+		{"no credential it was issued from", signRaw(t, jwt.SigningMethodEdDSA, claims(func(c *TokenClaims) { c.Via, c.KeyID = "", "" }), sk.id, sk.priv), testNow, reasonTokenSource},
+		{"via an API key without its id", signRaw(t, jwt.SigningMethodEdDSA, claims(func(c *TokenClaims) { c.KeyID = "" }), sk.id, sk.priv), testNow, reasonTokenSource},
+		{"via another token", signRaw(t, jwt.SigningMethodEdDSA, claims(func(c *TokenClaims) { c.Via = MethodToken }), sk.id, sk.priv), testNow, reasonTokenSource},
 		{"garbage", "not.a.token", testNow, reasonMalformed},
 		{"two segments", "abc.def", testNow, reasonMalformed},
 		{"too long", strings.Repeat("a", maxCredentialLen+1), testNow, reasonTooLong},
@@ -157,7 +179,7 @@ func TestSignerVerify(t *testing.T) {
 				if err != nil {
 					t.Fatalf("unexpected error: %v", err)
 				}
-				if c.Subject != "user-1" || c.TenantID != "tenant-1" || c.ProjectID != "proj-1" || c.ID == "" {
+				if c.Subject != "user-1" || c.TenantID != "tenant-1" || c.ProjectID != "proj-1" || c.ID == "" || c.Via != MethodAPIKey || c.KeyID != "key-1" {
 					t.Fatalf("claims = %+v", c)
 				}
 				return
@@ -175,11 +197,11 @@ func TestSignerVerify(t *testing.T) {
 
 func TestIssueClaims(t *testing.T) {
 	s := testSigner(t, 1, testIssuer, testAudience)
-	a, _, err := s.Issue(&Principal{UserID: "u", TenantID: "t"}, testNow)
+	a, _, err := s.Issue(&Principal{UserID: "u", TenantID: "t", Method: MethodAPIKey, CredentialID: "k"}, testNow)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _, _ := s.Issue(&Principal{UserID: "u", TenantID: "t"}, testNow)
+	b, _, _ := s.Issue(&Principal{UserID: "u", TenantID: "t", Method: MethodAPIKey, CredentialID: "k"}, testNow)
 	if a == b {
 		t.Fatal("two tokens are identical: jti is not random")
 	}
@@ -197,7 +219,7 @@ func TestIssueClaims(t *testing.T) {
 	if h["alg"] != "EdDSA" || h["kid"] != s.KeyID() {
 		t.Errorf("header = %v", h)
 	}
-	for _, k := range []string{"iss", "aud", "sub", "tid", "iat", "nbf", "exp", "jti"} {
+	for _, k := range []string{"iss", "aud", "sub", "tid", "iat", "nbf", "exp", "jti", "via", "key"} {
 		if _, ok := c[k]; !ok {
 			t.Errorf("claim %s missing", k)
 		}
@@ -211,6 +233,12 @@ func TestIssueClaims(t *testing.T) {
 	if _, _, err := s.Issue(nil, testNow); err == nil {
 		t.Error("issued a token for nil")
 	}
+	if _, _, err := s.Issue(&Principal{UserID: "u", TenantID: "t", Method: MethodToken, CredentialID: "jti"}, testNow); err == nil {
+		t.Error("issued a token for a principal signed in with a token")
+	}
+	if _, _, err := s.Issue(&Principal{UserID: "u", TenantID: "t", Method: MethodAPIKey}, testNow); err == nil {
+		t.Error("issued a token for an API key without its id")
+	}
 }
 
 func TestJWKSVerifiesSignerTokens(t *testing.T) {
@@ -223,10 +251,10 @@ func TestJWKSVerifiesSignerTokens(t *testing.T) {
 	if !ok || k.alg != "EdDSA" {
 		t.Fatalf("JWKS keys = %v", keys)
 	}
-	if !bytes.Equal(k.key.(ed25519.PublicKey), s.pub) {
+	if !bytes.Equal(k.key.(ed25519.PublicKey), s.keys[0].pub) {
 		t.Fatal("JWKS key is not the public key")
 	}
-	if bytes.Contains(s.JWKS(), []byte(base64.RawURLEncoding.EncodeToString(s.priv.Seed()))) {
+	if bytes.Contains(s.JWKS(), []byte(base64.RawURLEncoding.EncodeToString(s.keys[0].priv.Seed()))) {
 		t.Fatal("JWKS contains the private seed")
 	}
 	var set map[string][]map[string]string
@@ -263,35 +291,39 @@ func (s *settingsOnly) PutSettingIfAbsent(_ context.Context, key, value string) 
 	return value, nil
 }
 
+func (s *settingsOnly) PutSetting(_ context.Context, key, value string) error {
+	s.puts++
+	s.values[key] = value
+	return nil
+}
+
 func TestLoadOrCreateSigner(t *testing.T) {
 	ctx := context.Background()
+	v := testVault(t, 1)
 	q := &settingsOnly{values: map[string]string{}}
-	a, err := LoadOrCreateSigner(ctx, q, testIssuer, testAudience, testTTL)
+	a, err := LoadOrCreateSigner(ctx, q, v, testIssuer, testAudience, testTTL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	seed, err := base64.StdEncoding.DecodeString(q.values[SettingTokenSigningKey])
-	if err != nil || len(seed) != ed25519.SeedSize {
-		t.Fatalf("stored setting is not a base64 seed: %v", err)
-	}
-	b, err := LoadOrCreateSigner(ctx, q, testIssuer, testAudience, testTTL)
+	b, err := LoadOrCreateSigner(ctx, q, v, testIssuer, testAudience, testTTL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if a.KeyID() != b.KeyID() || q.puts != 1 {
 		t.Fatalf("second load made a new key (puts=%d)", q.puts)
 	}
-	tok, _, err := a.Issue(&Principal{UserID: "u", TenantID: "t"}, testNow)
+	now := time.Now()
+	tok, _, err := a.Issue(&Principal{UserID: "u", TenantID: "t", Method: MethodOIDC}, now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Verify(tok, testNow); err != nil {
+	if _, err := b.Verify(tok, now); err != nil {
 		t.Fatalf("replica cannot verify: %v", err)
 	}
 
 	// A racing replica's key wins: PutSettingIfAbsent returns the stored one.
 	race := &racingSettings{settingsOnly: settingsOnly{values: map[string]string{}}, winner: q.values[SettingTokenSigningKey]}
-	c, err := LoadOrCreateSigner(ctx, race, testIssuer, testAudience, testTTL)
+	c, err := LoadOrCreateSigner(ctx, race, v, testIssuer, testAudience, testTTL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,14 +332,17 @@ func TestLoadOrCreateSigner(t *testing.T) {
 	}
 
 	bad := &settingsOnly{values: map[string]string{SettingTokenSigningKey: "bm90IGEgc2VlZA=="}}
-	if _, err := LoadOrCreateSigner(ctx, bad, testIssuer, testAudience, testTTL); err == nil {
+	if _, err := LoadOrCreateSigner(ctx, bad, v, testIssuer, testAudience, testTTL); err == nil {
 		t.Fatal("accepted a corrupt stored key")
 	}
 	if bad.puts != 0 {
 		t.Fatal("replaced a corrupt stored key")
 	}
-	if _, err := LoadOrCreateSigner(ctx, q, "", testAudience, testTTL); err == nil {
+	if _, err := LoadOrCreateSigner(ctx, q, v, "", testAudience, testTTL); err == nil {
 		t.Fatal("accepted an empty issuer")
+	}
+	if _, err := LoadOrCreateSigner(ctx, q, nil, testIssuer, testAudience, testTTL); err == nil {
+		t.Fatal("loaded the signing keys without a vault")
 	}
 }
 

@@ -105,7 +105,13 @@ func openStore(ctx context.Context, cfg *config.Config) (store.Store, error) {
 }
 
 func start(ctx context.Context, cfg *config.Config, log *slog.Logger, st store.Store) (*App, error) {
-	signer, err := identity.LoadOrCreateSigner(ctx, st, cfg.PublicURL, "klique", cfg.TokenTTL)
+	v, err := openVault(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	// The signing keys are sealed by the vault key: reading the settings
+	// table is not enough to mint tokens.
+	signer, err := identity.LoadOrCreateSigner(ctx, st, v, cfg.PublicURL, "klique", cfg.TokenTTL)
 	if err != nil {
 		return nil, fmt.Errorf("load token signing key: %w", err)
 	}
@@ -121,10 +127,6 @@ func start(ctx context.Context, cfg *config.Config, log *slog.Logger, st store.S
 	}
 	auth := identity.NewAuthenticator(st, signer, oidc, nil)
 	bus := events.NewBus()
-	v, err := openVault(cfg, log)
-	if err != nil {
-		return nil, err
-	}
 	heartbeat := cfg.WorkerLease / 4
 	svc := platform.New(platform.Options{Store: st, Auth: auth, Events: bus, Logger: log, Vault: v,
 		Agent: platform.AgentOptions{Lease: cfg.WorkerLease, Heartbeat: heartbeat, LogLimit: cfg.TaskLogLimit}})

@@ -169,14 +169,15 @@ func New(t testing.TB, st store.Store, opts ...Option) *Bundle {
 		broker = b.Bus
 	}
 	ctx := context.Background()
-	signer, err := identity.LoadOrCreateSigner(ctx, st, "https://klique.test", "klique", time.Hour)
+	var err error
+	if b.Vault, err = vault.New(bytes.Repeat([]byte{7}, 32)); err != nil {
+		t.Fatalf("platformtest: vault: %v", err)
+	}
+	signer, err := identity.LoadOrCreateSigner(ctx, st, b.Vault, "https://klique.test", "klique", time.Hour)
 	if err != nil {
 		t.Fatalf("platformtest: signer: %v", err)
 	}
 	b.Auth = identity.NewAuthenticator(st, signer, nil, now)
-	if b.Vault, err = vault.New(bytes.Repeat([]byte{7}, 32)); err != nil {
-		t.Fatalf("platformtest: vault: %v", err)
-	}
 	b.Svc = platform.New(platform.Options{Store: st, Auth: b.Auth, Events: broker, Logger: b.Logger, Now: now, Vault: b.Vault})
 	secret, err := b.Svc.Bootstrap(ctx, "")
 	if err != nil || secret == "" {
