@@ -5,13 +5,14 @@
 // call's budgets and rate limits, sends it upstream (falling back to the
 // next target on errors, timeouts and 5xx), streams the answer back,
 // settles the reservation to what was used, and records the call on the
-// ledger. Those are the stages of a call (path, in serve.go), in that
+// ledger before the answer's last bytes go out. Those are the stages of a call (path, in serve.go), in that
 // order; the door a call comes in by (door.go) decodes its request and
 // writes its errors.
 //
 // The request path reads only the fields it needs and passes the body
 // through (gateway/wire); credentials and the estate come from memory;
-// settling and ledger writes happen after the answer, in the background.
+// settling happens in the background, and ledger writes are group commits
+// that the answer's end waits for (see meter).
 package gateway
 
 import (
@@ -66,6 +67,13 @@ type Options struct {
 	Now            func() time.Time
 	// Metrics, when set, counts calls and tokens.
 	Metrics *Metrics
+	// LedgerWait bounds how long an answer waits for its call's ledger
+	// row to be written (default 10 s). An answer's last bytes go out once
+	// its row is on the ledger, so that a gateway killed at any moment has
+	// every call it answered recorded; a store that takes no writes for
+	// this long lets answers go before their rows (which stay buffered and
+	// are written when it takes writes again), rather than stall them all.
+	LedgerWait time.Duration
 }
 
 // Gateway serves /v1.
@@ -94,6 +102,9 @@ func New(o Options) *Gateway {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.LedgerWait <= 0 {
+		o.LedgerWait = 10 * time.Second
+	}
 	var transport http.RoundTripper = http.DefaultTransport
 	switch {
 	case o.Client == nil:
@@ -102,7 +113,7 @@ func New(o Options) *Gateway {
 		transport = o.Client.Transport
 	}
 	g := &Gateway{o: o, proxy: &proxy{transport: transport, balance: newBalancer()},
-		meter: newMeter(o.Service, o.Log), settlements: make(chan limits.Settlement, 4096), closed: make(chan struct{})}
+		meter: newMeter(o.Service, o.Log, o.LedgerWait), settlements: make(chan limits.Settlement, 4096), closed: make(chan struct{})}
 	for i := 0; i < settlers; i++ {
 		g.wg.Add(1)
 		go g.settler()

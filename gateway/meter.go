@@ -9,76 +9,146 @@ import (
 	"github.com/klique-ai/klique/internal/model"
 )
 
-// meter writes calls to the ledger in batches, off the request path: a
-// batch every flushEvery or every flushAt calls, whichever comes first.
-// A batch that fails is tried again with the next; the ledger keeps a call
-// once however often it is written (its id is the request id).
+// meter writes calls to the ledger by group commit: a call's row is
+// written before its answer's last bytes go out (record waits for it), and
+// the rows of calls that end while a write is under way go together in the
+// next one. An idle gateway writes each row alone, at once; a busy one
+// writes many rows in one statement, and the wait for the ledger is one
+// write whatever the load. So a gateway killed at any moment (kill -9)
+// has every call it answered on the ledger, refusals included. A write
+// that fails is tried again with the next; the ledger keeps a call once
+// however often it is written (its id is the request id).
 type meter struct {
-	svc  Authority
-	log  *slog.Logger
+	svc Authority
+	log *slog.Logger
+	// wait bounds how long a call waits for its row (see Options.LedgerWait).
+	wait time.Duration
 	mu   sync.Mutex
 	buf  []*model.ModelCall
-	kick chan struct{}
-	done chan struct{}
-	stop sync.Once
-	wg   sync.WaitGroup
+	// queued counts the rows ever buffered, and durable those written: a
+	// row's ticket is queued after it was buffered, and it is on the
+	// ledger once durable reaches it (rows are written in order, a batch
+	// that failed going first in the next). written is closed and
+	// replaced at every write that succeeds.
+	queued, durable uint64
+	written         chan struct{}
+	kick            chan struct{}
+	done            chan struct{}
+	stop            sync.Once
+	wg              sync.WaitGroup
 }
 
 const (
-	flushEvery = 25 * time.Millisecond
-	flushAt    = 250
 	// maxPending bounds what is kept while the store refuses writes.
 	maxPending = 100_000
+	// maxBatch bounds the rows written in one statement.
+	maxBatch = 1000
+	// retryEvery spaces the writes of a store that refuses them.
+	retryEvery = 100 * time.Millisecond
 )
 
-func newMeter(svc Authority, log *slog.Logger) *meter {
-	m := &meter{svc: svc, log: log, kick: make(chan struct{}, 1), done: make(chan struct{})}
+func newMeter(svc Authority, log *slog.Logger, wait time.Duration) *meter {
+	m := &meter{svc: svc, log: log, wait: wait, written: make(chan struct{}), kick: make(chan struct{}, 1), done: make(chan struct{})}
 	m.wg.Add(1)
 	go m.run()
 	return m
 }
 
-func (m *meter) record(c *model.ModelCall) {
+// record buffers a call's row for the next write and returns its ticket
+// (0 when it could not be kept).
+func (m *meter) record(c *model.ModelCall) uint64 {
 	m.mu.Lock()
 	if len(m.buf) >= maxPending {
 		m.mu.Unlock()
 		m.log.Error("gateway: the ledger is not taking writes; a call was not recorded", "call", c.ID)
-		return
+		return 0
 	}
 	m.buf = append(m.buf, c)
-	n := len(m.buf)
+	m.queued++
+	ticket := m.queued
 	m.mu.Unlock()
-	if n >= flushAt {
+	select {
+	case m.kick <- struct{}{}:
+	default:
+	}
+	return ticket
+}
+
+// await waits until the row of ticket is on the ledger, the caller goes
+// away, or the meter's wait runs out (the store refuses writes: the row
+// stays buffered and is written when it takes them again). It reports
+// whether the row is on the ledger.
+func (m *meter) await(ctx context.Context, ticket uint64) bool {
+	if ticket == 0 {
+		return false
+	}
+	var timeout <-chan time.Time
+	for {
+		m.mu.Lock()
+		durable, written := m.durable, m.written
+		m.mu.Unlock()
+		if durable >= ticket {
+			return true
+		}
+		if timeout == nil {
+			t := time.NewTimer(m.wait)
+			defer t.Stop()
+			timeout = t.C
+		}
 		select {
-		case m.kick <- struct{}{}:
-		default:
+		case <-written:
+		case <-ctx.Done():
+			return false
+		case <-timeout:
+			m.log.Warn("gateway: the ledger did not take a call's row in time; answering before it is written", "wait", m.wait)
+			return false
 		}
 	}
 }
 
 func (m *meter) run() {
 	defer m.wg.Done()
-	t := time.NewTicker(flushEvery)
-	defer t.Stop()
 	for {
 		select {
-		case <-t.C:
 		case <-m.kick:
 		case <-m.done:
 			return
 		}
-		m.flush(context.Background())
+		// Write until nothing is left: what came in during a write goes in
+		// the next, at once.
+		for {
+			more, err := m.flush(context.Background())
+			if err != nil {
+				select {
+				case <-time.After(retryEvery):
+				case <-m.done:
+					return
+				}
+				continue
+			}
+			if !more {
+				break
+			}
+		}
 	}
 }
 
-// flush writes what is buffered; on failure it is kept for the next.
-func (m *meter) flush(ctx context.Context) error {
+// flush writes what is buffered (at most maxBatch rows); on failure it is
+// kept for the next. It reports whether rows are left.
+func (m *meter) flush(ctx context.Context) (bool, error) {
 	m.mu.Lock()
 	batch := m.buf
-	m.buf = nil
+	if len(batch) > maxBatch {
+		batch = batch[:maxBatch:maxBatch]
+		m.buf = m.buf[maxBatch:]
+	} else {
+		m.buf = nil
+	}
+	// The tickets are in order: the last row of batch has this one.
+	last := m.queued - uint64(len(m.buf))
 	m.mu.Unlock()
 	if len(batch) == 0 {
-		return nil
+		return false, nil
 	}
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -87,15 +157,26 @@ func (m *meter) flush(ctx context.Context) error {
 		m.mu.Lock()
 		m.buf = append(batch, m.buf...)
 		m.mu.Unlock()
-		return err
+		return true, err
 	}
-	return nil
+	m.mu.Lock()
+	m.durable = max(m.durable, last)
+	close(m.written)
+	m.written = make(chan struct{})
+	more := len(m.buf) > 0
+	m.mu.Unlock()
+	return more, nil
 }
 
-// close stops the flusher and writes what is left; it may be called
-// again (a second shutdown) and flushes again.
+// close stops the writer and writes what is left; it may be called again
+// (a second shutdown) and writes again.
 func (m *meter) close(ctx context.Context) error {
 	m.stop.Do(func() { close(m.done) })
 	m.wg.Wait()
-	return m.flush(ctx)
+	for {
+		more, err := m.flush(ctx)
+		if err != nil || !more {
+			return err
+		}
+	}
 }

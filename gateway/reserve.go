@@ -18,7 +18,8 @@ import (
 const defaultMaxOutput = 4096
 
 // reserve reserves the call's estimate in every window at once, seeding
-// budgets from the ledger when their counters are new. A refusal answers
+// budgets from the ledger when their counters are new or are to be
+// reconciled with it (limits.Reconciler). A refusal answers
 // the caller (why, and when to try again) and ends the call as over
 // budget or rate limited; a limiter that cannot be reached refuses it too
 // (503), as does a caller that went away meanwhile (499).
@@ -84,7 +85,7 @@ func (g *Gateway) hold(x *exchange) (int, bool) {
 			if win.Unit == platform.UnitMicros {
 				used = mic
 			}
-			if err = g.o.Limiter.Seed(ctx, res.Windows[i], used); err != nil {
+			if err = g.o.Limiter.Seed(ctx, res.Windows[i], used, d.Epoch); err != nil {
 				break
 			}
 		}

@@ -126,9 +126,22 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, d door, ep wire.
 			break
 		}
 	}
-	g.record(x)
+	if ticket := g.record(x); ticket != 0 && x.r.Context().Err() == nil {
+		// The answer's last bytes (the end of its body, or a stream's
+		// [DONE]) go out once its row is on the ledger.
+		g.meter.await(x.r.Context(), ticket)
+	}
+	if x.out.HeldDone {
+		_, _ = x.w.Write(doneEvent)
+		if fl, ok := x.w.(http.Flusher); ok {
+			fl.Flush()
+		}
+	}
 	x.release()
 }
+
+// doneEvent ends a stream: held back until the call is on the ledger.
+var doneEvent = []byte("data: [DONE]\n\n")
 
 // authenticate reads the bearer credential and puts the caller in x.ctx.
 func (g *Gateway) authenticate(x *exchange) bool {
@@ -257,19 +270,23 @@ func (g *Gateway) guardOutput(x *exchange) bool {
 	return true
 }
 
-// record writes the call's ledger row (in the background, see meter) and
-// counts it, unless it ended before it was the ledger's.
-func (g *Gateway) record(x *exchange) {
+// record buffers the call's ledger row for the next group commit (see
+// meter) and counts it, unless it ended before it was the ledger's. It
+// returns the row's ticket, for the caller to wait on before the answer
+// ends (0: nothing to wait for). A guard check's row needs no wait of its
+// own: rows are written in order, and the checked call's comes after it.
+func (g *Gateway) record(x *exchange) uint64 {
 	if x.grant == nil {
-		return
+		return 0
 	}
 	rec := x.rec
 	rec.Status, rec.Outcome = x.status, x.outcome
 	rec.LatencyMicros = g.o.Now().Sub(x.start).Microseconds()
-	g.meter.record(rec)
+	ticket := g.meter.record(rec)
 	if !x.check {
 		g.o.Metrics.call(rec, time.Since(x.began)-x.upstream)
 	}
+	return ticket
 }
 
 // Target names where an attempt went: the provider, or the route and its

@@ -100,7 +100,7 @@ func (l *stageLimiter) Settle(_ context.Context, r limits.Request, actual []int6
 	return nil
 }
 
-func (l *stageLimiter) Seed(context.Context, limits.Window, int64) error { return nil }
+func (l *stageLimiter) Seed(context.Context, limits.Window, int64, int64) error { return nil }
 
 func (l *stageLimiter) Peek(_ context.Context, ws []limits.Window, _ time.Time) ([]int64, error) {
 	return make([]int64, len(ws)), nil

@@ -58,6 +58,9 @@ type Outcome struct {
 	Err error
 	// Tried lists the failures of attempts before the one that answered.
 	Tried []string
+	// HeldDone is true when a stream's closing "data: [DONE]" was held
+	// back, to be sent once the call is on the ledger.
+	HeldDone bool
 }
 
 // maxUpstreamBody bounds a non-streamed upstream answer the gateway reads.
@@ -330,6 +333,11 @@ func (p *proxy) stream(ctx context.Context, w http.ResponseWriter, c *call, resp
 			data, isData := bytes.CutPrefix(bytes.TrimRight(line, "\r\n"), []byte("data:"))
 			data = bytes.TrimSpace(data)
 			forward := true
+			if isData && string(data) == "[DONE]" {
+				// The stream's end goes out once the call is on the
+				// ledger (Gateway.serve).
+				forward, out.HeldDone = false, true
+			}
 			if isData && len(data) > 0 && data[0] == '{' {
 				text := wire.OutputText(data)
 				if u, ok := wire.UsageOf(data); ok {

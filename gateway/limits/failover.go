@@ -13,9 +13,11 @@ import (
 // Failover uses Primary (Redis) and, while it cannot be reached, Fallback
 // (in-process). Budgets stay enforced while degraded: the fallback's
 // seeded windows are seeded from the ledger like Redis's. It tries the
-// primary again every Retry. Spend made while degraded is in the ledger;
-// Redis counts it again when its counters are next seeded (a new period,
-// or a Redis that lost its keys).
+// primary again every Retry. Spend made while degraded is in the ledger
+// only, so a primary that is a Reconciler is reconciled with the ledger
+// before it is used again (and before it is first used, since another
+// process may have spent without it: one that ran while it was
+// unreachable, or before it was restored from an older snapshot).
 type Failover struct {
 	Primary, Fallback Limiter
 	Log               *slog.Logger
@@ -32,27 +34,64 @@ type Failover struct {
 	degraded atomic.Bool
 	mu       sync.Mutex
 	since    time.Time
+	// reconciled is true once the primary was reconciled since it was
+	// last out of reach (or since the start); rmu makes one caller do it
+	// while the others wait.
+	reconciled atomic.Bool
+	rmu        sync.Mutex
 }
 
 // Degraded reports whether the fallback is in use.
 func (f *Failover) Degraded() bool { return f.degraded.Load() }
 
-// pick returns the limiter to use now.
-func (f *Failover) pick() (Limiter, bool) {
+// pick returns the limiter to use now: the primary once it is
+// reconciled, else the fallback.
+func (f *Failover) pick(ctx context.Context) (Limiter, bool) {
 	if !f.degraded.Load() {
-		return f.Primary, true
+		if f.reconciled.Load() || f.reconcile(ctx) {
+			return f.Primary, true
+		}
+		return f.Fallback, false
 	}
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	retry := f.Retry
 	if retry <= 0 {
 		retry = time.Second
 	}
+	probe := false
 	if now := f.now(); now.Sub(f.since) >= retry {
 		f.since = now // one caller probes; the rest stay on the fallback
+		probe = true
+	}
+	f.mu.Unlock()
+	if probe && f.reconcile(ctx) {
 		return f.Primary, true
 	}
 	return f.Fallback, false
+}
+
+// reconcile reconciles the primary with the ledger unless it is already
+// (see Reconciler), and reports whether it may be used.
+func (f *Failover) reconcile(ctx context.Context) bool {
+	r, ok := f.Primary.(Reconciler)
+	if !ok {
+		return true
+	}
+	f.rmu.Lock()
+	defer f.rmu.Unlock()
+	if f.reconciled.Load() {
+		return true
+	}
+	// The caller's going away says nothing of Redis: the reconciliation
+	// is the limiter's, and is done whoever asked for it first.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := r.Reconcile(rctx); err != nil {
+		f.result(err)
+		return false
+	}
+	f.reconciled.Store(true)
+	return true
 }
 
 // result records how a call on the primary went, and tells whether to
@@ -67,6 +106,7 @@ func (f *Failover) result(err error) bool {
 		f.mu.Lock()
 		f.since = now
 		f.mu.Unlock()
+		f.reconciled.Store(false) // what is spent from now on bypasses it
 		if !f.degraded.Swap(true) {
 			f.log().Warn("rate limits and budgets fall back to this process: Redis cannot be reached", "err", err)
 			if f.OnChange != nil {
@@ -100,7 +140,7 @@ func (f *Failover) log() *slog.Logger {
 
 // Reserve implements Limiter.
 func (f *Failover) Reserve(ctx context.Context, r Request, now time.Time) (Decision, error) {
-	if l, primary := f.pick(); primary {
+	if l, primary := f.pick(ctx); primary {
 		d, err := l.Reserve(ctx, r, now)
 		if f.result(err) {
 			return d, err
@@ -112,7 +152,7 @@ func (f *Failover) Reserve(ctx context.Context, r Request, now time.Time) (Decis
 // Settle implements Limiter. A reservation is settled where it was made,
 // as far as the caller can tell: on the primary unless degraded.
 func (f *Failover) Settle(ctx context.Context, r Request, actual []int64) error {
-	if l, primary := f.pick(); primary {
+	if l, primary := f.pick(ctx); primary {
 		err := l.Settle(ctx, r, actual)
 		if f.result(err) {
 			return err
@@ -124,7 +164,7 @@ func (f *Failover) Settle(ctx context.Context, r Request, actual []int64) error 
 // SettleBatch implements BatchSettler: on the primary in one go when it
 // can; those it cannot reach are settled on the fallback, as Settle does.
 func (f *Failover) SettleBatch(ctx context.Context, batch []Settlement) []error {
-	l, primary := f.pick()
+	l, primary := f.pick(ctx)
 	if !primary {
 		return SettleAll(ctx, f.Fallback, batch)
 	}
@@ -172,19 +212,19 @@ func SettleAll(ctx context.Context, l Limiter, batch []Settlement) []error {
 }
 
 // Seed implements Limiter.
-func (f *Failover) Seed(ctx context.Context, w Window, used int64) error {
-	if l, primary := f.pick(); primary {
-		err := l.Seed(ctx, w, used)
+func (f *Failover) Seed(ctx context.Context, w Window, used, epoch int64) error {
+	if l, primary := f.pick(ctx); primary {
+		err := l.Seed(ctx, w, used, epoch)
 		if f.result(err) {
 			return err
 		}
 	}
-	return f.Fallback.Seed(ctx, w, used)
+	return f.Fallback.Seed(ctx, w, used, epoch)
 }
 
 // Peek implements Limiter.
 func (f *Failover) Peek(ctx context.Context, ws []Window, now time.Time) ([]int64, error) {
-	if l, primary := f.pick(); primary {
+	if l, primary := f.pick(ctx); primary {
 		out, err := l.Peek(ctx, ws, now)
 		if f.result(err) {
 			return out, err

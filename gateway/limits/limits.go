@@ -41,8 +41,10 @@ type Window struct {
 	// longer, then dropped.
 	Ends time.Time
 	// Seeded windows (budgets) start from what the ledger says was spent in
-	// the period: a Reserve that finds one without a counter says so in
-	// Decision.Unseeded, and the caller seeds it (Seed) and tries again.
+	// the period: a Reserve that finds one without a counter, or with one
+	// not reconciled with the ledger since spend last bypassed it (see
+	// Reconciler), says so in Decision.Unseeded, and the caller seeds it
+	// (Seed) and tries again.
 	// Their reservations are tracked one by one and lapse at the request's
 	// expiry. Rate windows start at zero, and a reservation never settled
 	// stays counted until the window ends (a minute): tracking it would
@@ -69,9 +71,14 @@ type Decision struct {
 	// Used is each window's count: after the reservation when Allowed,
 	// before it otherwise.
 	Used []int64
-	// Unseeded lists the seeded windows that have no counter yet; nothing
-	// was reserved.
+	// Unseeded lists the seeded windows that have no counter yet, or one
+	// to reconcile with the ledger; nothing was reserved.
 	Unseeded []int
+	// Epoch is the reconciliation generation the limiter was at when it
+	// found windows Unseeded: the caller passes it to Seed, so that a seed
+	// made from a ledger read that an epoch since may have missed counts
+	// as not reconciled (see Reconciler).
+	Epoch int64
 }
 
 // Limiter reserves and settles. Limiters read no clock of their own for
@@ -86,8 +93,11 @@ type Limiter interface {
 	// for r.Windows[i]). Settling a reservation that lapsed adds the actual
 	// amount; settling twice is not allowed.
 	Settle(ctx context.Context, r Request, actual []int64) error
-	// Seed sets a window's starting count unless it already has one.
-	Seed(ctx context.Context, w Window, used int64) error
+	// Seed sets a window's count to at least used (what the ledger says
+	// was spent) plus the reservations it holds: a count already higher
+	// is kept, one lower is raised. The window then counts as reconciled
+	// at epoch (Decision.Epoch of the Reserve that asked for the seed).
+	Seed(ctx context.Context, w Window, used, epoch int64) error
 	// Peek returns windows' counts without reserving (0 for a window with
 	// no counter).
 	Peek(ctx context.Context, ws []Window, now time.Time) ([]int64, error)
@@ -109,6 +119,18 @@ type BatchSettler interface {
 	// when all settled, else an error for each (nil for those that
 	// settled).
 	SettleBatch(ctx context.Context, batch []Settlement) []error
+}
+
+// Reconciler is a shared limiter whose budget counters can miss spend:
+// spend a replica made while it could not reach it (a partition, during
+// which it counted on its own and wrote the spend to the ledger only), or
+// spend it forgot (restored from an older snapshot). Reconcile starts a
+// new epoch: every budget window is then reported Unseeded once, and its
+// Seed raises its count to the ledger's plus the reservations it holds,
+// before it is trusted again. Failover reconciles when it starts using
+// the primary, and whenever it comes back to it.
+type Reconciler interface {
+	Reconcile(ctx context.Context) error
 }
 
 // ErrUnavailable wraps errors of a limiter that cannot be reached (Redis

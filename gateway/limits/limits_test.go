@@ -96,7 +96,7 @@ func TestAReservationNeverSettledLapses(t *testing.T) {
 	forEachLimiter(t, func(t *testing.T, l limits.Limiter, key func(string) string) {
 		now := time.Now()
 		w := limits.Window{Key: key("budget"), Limit: 100, Amount: 60, Ends: now.Add(time.Hour), Seeded: true}
-		must(t, l.Seed(ctx, w, 0))
+		must(t, l.Seed(ctx, w, 0, 0))
 		dead := limits.Request{ID: "dead", Windows: []limits.Window{w}, Expires: now.Add(50 * time.Millisecond)}
 		d, err := l.Reserve(ctx, dead, now)
 		must(t, err)
@@ -165,8 +165,8 @@ func TestBudgetsAreSeededFromTheLedger(t *testing.T) {
 		if got, _ := l.Peek(ctx, []limits.Window{rate}, now); got[0] != 0 {
 			t.Fatalf("an unseeded reserve took from the rate window: %v", got)
 		}
-		must(t, l.Seed(ctx, budget, 850))
-		must(t, l.Seed(ctx, budget, 0)) // a second seed does not overwrite
+		must(t, l.Seed(ctx, budget, 850, 0))
+		must(t, l.Seed(ctx, budget, 0, 0)) // a second seed does not overwrite
 		d, err = l.Reserve(ctx, r, now)
 		must(t, err)
 		if !d.Allowed || d.Used[1] != 950 {
@@ -323,7 +323,7 @@ func TestASettledBatchIsEverySettleInIt(t *testing.T) {
 		rpm := limits.Window{Key: key("rpm"), Limit: 100, Amount: 1, Ends: now.Add(time.Minute)}
 		tpm := limits.Window{Key: key("tpm"), Limit: 10_000, Amount: 400, Ends: now.Add(time.Minute)}
 		budget := limits.Window{Key: key("budget"), Limit: 10_000, Amount: 400, Ends: now.Add(time.Hour), Seeded: true}
-		must(t, l.Seed(ctx, budget, 100))
+		must(t, l.Seed(ctx, budget, 100, 0))
 		ws := []limits.Window{rpm, tpm, budget}
 		var batch []limits.Settlement
 		for i := range 5 {
@@ -394,7 +394,7 @@ func TestReservationsOfAnEarlierVersionStillSettleAndLapse(t *testing.T) {
 	l := limits.NewRedis(c, prefix)
 	now := time.Now()
 	w := limits.Window{Key: "budget", Limit: 1000, Amount: 100, Ends: now.Add(time.Hour), Seeded: true}
-	must(t, l.Seed(ctx, w, 0))
+	must(t, l.Seed(ctx, w, 0, 0))
 	old := func(id string, expires time.Time) limits.Request {
 		must(t, c.IncrBy(ctx, prefix+w.Key, w.Amount).Err())
 		must(t, c.HSet(ctx, prefix+"r:"+id, prefix+w.Key, w.Amount).Err())
@@ -498,7 +498,7 @@ func TestAFallbackReadsItsBudgetsFromTheLedgerAgain(t *testing.T) {
 		d, err := l.Reserve(ctx, r, now)
 		must(t, err)
 		if len(d.Unseeded) > 0 {
-			must(t, l.Seed(ctx, budget, ledger))
+			must(t, l.Seed(ctx, budget, ledger, d.Epoch))
 			d, err = l.Reserve(ctx, r, now)
 			must(t, err)
 			if len(d.Unseeded) > 0 {
@@ -536,5 +536,59 @@ func TestAFallbackReadsItsBudgetsFromTheLedgerAgain(t *testing.T) {
 	must(t, err)
 	if !d.Allowed || len(d.Unseeded) > 0 || d.Used[0] != 70 {
 		t.Fatalf("a limiter alone, 50 minutes on: %+v, want its own count", d)
+	}
+}
+
+// After Reconcile, a Redis budget counter is reported Unseeded once, at
+// the new epoch; its seed raises it to the ledger's spend plus the
+// reservations it holds (which are taken back when they settle), keeps a
+// count already higher, and a seed made at an older epoch does not count
+// as reconciled.
+func TestARedisBudgetIsReconciledWithTheLedgerAtANewEpoch(t *testing.T) {
+	c, prefix := redistest.Require(t)
+	l := limits.NewRedis(c, prefix)
+	now := time.Now()
+	w := limits.Window{Key: "month", Limit: 1000, Amount: 100, Ends: now.Add(24 * time.Hour), Seeded: true}
+	req := func(id string) limits.Request {
+		return limits.Request{ID: id, Windows: []limits.Window{w}, Expires: now.Add(time.Minute)}
+	}
+	reserve := func(id string) limits.Decision {
+		t.Helper()
+		d, err := l.Reserve(ctx, req(id), now)
+		must(t, err)
+		return d
+	}
+	must(t, l.Seed(ctx, w, 200, 0))
+	if d := reserve("held"); !d.Allowed || d.Used[0] != 300 {
+		t.Fatalf("before reconciling: %+v", d)
+	}
+	must(t, l.Reconcile(ctx))
+	d := reserve("a")
+	if d.Allowed || len(d.Unseeded) != 1 || d.Epoch != 1 {
+		t.Fatalf("after Reconcile: %+v, want the budget unseeded at epoch 1", d)
+	}
+	// A seed from a ledger read made before the epoch does not reconcile.
+	must(t, l.Seed(ctx, w, 0, 0))
+	if d := reserve("a"); len(d.Unseeded) != 1 {
+		t.Fatalf("after a seed at an older epoch: %+v", d)
+	}
+	// The ledger says 600 were spent (a partition's spend): 600 plus the
+	// 100 held.
+	must(t, l.Seed(ctx, w, 600, d.Epoch))
+	if d := reserve("b"); !d.Allowed || d.Used[0] != 800 {
+		t.Fatalf("reconciled: %+v, want 600 + 100 held + 100", d)
+	}
+	// The held reservation settles to 40: taken back from what the seed
+	// counted.
+	must(t, l.Settle(ctx, req("held"), []int64{40}))
+	if got, _ := l.Peek(ctx, []limits.Window{w}, now); got[0] != 740 {
+		t.Fatalf("after settling: %v", got)
+	}
+	// A ledger lower than the count does not lower it.
+	must(t, l.Reconcile(ctx))
+	d = reserve("c")
+	must(t, l.Seed(ctx, w, 10, d.Epoch))
+	if got, _ := l.Peek(ctx, []limits.Window{w}, now); got[0] != 740 {
+		t.Fatalf("after a seed below the count: %v", got)
 	}
 }

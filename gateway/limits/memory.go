@@ -221,18 +221,23 @@ func (m *Memory) Settle(_ context.Context, r Request, actual []int64) error {
 
 // Seed implements Limiter. A window due to be read again (see
 // NewReseedingMemory) takes the ledger's count plus the reservations this
-// process holds in it, which the ledger cannot know of yet.
-func (m *Memory) Seed(_ context.Context, win Window, used int64) error {
+// process holds in it, which the ledger cannot know of yet. One process
+// sees all of its spend: it has no epochs.
+func (m *Memory) Seed(_ context.Context, win Window, used, _ int64) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	switch w := m.windows[win.Key]; {
 	case w == nil:
 		m.create(win, used)
-	case w.stale:
+	default:
 		for _, h := range w.held {
 			used += h.amount
 		}
-		w.used, w.stale, w.seededAt = used, false, time.Time{}
+		if w.stale {
+			w.used, w.stale, w.seededAt = used, false, time.Time{}
+		} else {
+			w.used = max(w.used, used)
+		}
 	}
 	return nil
 }

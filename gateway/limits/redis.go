@@ -22,6 +22,15 @@ import (
 // atomically, and concurrent calls are pipelined. Keys are not hash-tagged:
 // a gateway's limits live on one Redis (not a cluster).
 //
+// Budget counters are reconciled with the ledger by epoch (see
+// Reconciler): PREFIX+"epoch" counts the reconciliations, and each budget
+// counter has a marker, its key and "#r", holding the epoch it was last
+// seeded at. A reserve that finds a budget counter missing, or its marker
+// behind the epoch, reports it Unseeded; its seed raises the counter to
+// the ledger's spend plus the reservations held in it, and sets the
+// marker. A counter without a marker, in a Redis that never reconciled,
+// is at epoch 0, as it was before epochs.
+//
 // Reservations written by earlier versions (the id alone in the sorted
 // set, the amounts in a hash PREFIX+"r:"+id) are still given back and
 // settled.
@@ -34,6 +43,8 @@ type Redis struct {
 	// sends them.
 	lapse      string
 	hashPrefix any
+	// epoch is the key of the reconciliation epoch.
+	epoch string
 	// counters caches PREFIX+key by key, so that a call does not build the
 	// same few strings again (see counter).
 	mu       sync.RWMutex
@@ -44,7 +55,7 @@ type Redis struct {
 // Concurrent calls are pipelined (see batcher).
 func NewRedis(c redis.UniversalClient, prefix string) *Redis {
 	return &Redis{c: c, prefix: prefix, batch: &batcher{c: c},
-		lapse: prefix + "lapse", hashPrefix: prefix + "r:", counters: map[string]string{}}
+		lapse: prefix + "lapse", hashPrefix: prefix + "r:", epoch: prefix + "epoch", counters: map[string]string{}}
 }
 
 // maxCounters bounds the counter names cached. A window's key changes
@@ -112,26 +123,31 @@ local function giveBack(lapse, lapsed, hashPrefix)
 end
 `
 
-// reserveScript: KEYS are n counters, then the lapse set. ARGV: now (ms),
-// expires (ms), the reservation's member ("" when it has no budget
-// window), n, the hash key prefix of earlier versions' reservations, then
-// for each window: limit, amount, keep until (ms), seeded (1/0). It
-// returns {1, used...} when reserved, {0, denied index, used...} when
-// refused (used before the call), {-1, unseeded indexes...} when a seeded
-// window has no counter.
+// reserveScript: KEYS are n counters, then the lapse set, then the epoch.
+// ARGV: now (ms), expires (ms), the reservation's member ("" when it has
+// no budget window), n, the hash key prefix of earlier versions'
+// reservations, then for each window: limit, amount, keep until (ms),
+// seeded (1/0). It returns {1, used...} when reserved, {0, denied index,
+// used...} when refused (used before the call), {-1, epoch, unseeded
+// indexes...} when a seeded window has no counter, or one whose marker
+// (KEYS[i].."#r") is not at the epoch.
 var reserveScript = redis.NewScript(giveBackLua + `
 local now = tonumber(ARGV[1])
 local n = tonumber(ARGV[4])
 local lapse = KEYS[n + 1]
 giveBack(lapse, redis.call('ZRANGEBYSCORE', lapse, '-inf', now, 'LIMIT', 0, 32), ARGV[5])
 local unseeded = {}
+local epoch = nil
 for i = 1, n do
   if ARGV[5 + (i - 1) * 4 + 4] == '1' then
-    if redis.call('EXISTS', KEYS[i]) == 0 then unseeded[#unseeded + 1] = i - 1 end
+    if epoch == nil then epoch = redis.call('GET', KEYS[n + 2]) or '0' end
+    if redis.call('EXISTS', KEYS[i]) == 0 or (redis.call('GET', KEYS[i] .. '#r') or '0') ~= epoch then
+      unseeded[#unseeded + 1] = i - 1
+    end
   end
 end
 if #unseeded > 0 then
-  local out = {-1}
+  local out = {-1, tonumber(epoch)}
   for _, i in ipairs(unseeded) do out[#out + 1] = i end
   return out
 end
@@ -194,13 +210,36 @@ end
 return 1
 `)
 
-// seedScript: KEYS[1] the counter; ARGV: used, keep until (ms).
+// seedScript: KEYS[1] the counter, KEYS[2] the lapse set; ARGV: used
+// (the ledger's), keep until (ms), the epoch, the hash key prefix of
+// earlier versions' reservations. It raises the counter to used plus every
+// reservation the lapse set holds in it (each is taken back when it
+// settles or lapses, so the counter must hold it), keeps a counter
+// already higher, and marks it reconciled at the epoch.
 var seedScript = redis.NewScript(`
-if redis.call('SET', KEYS[1], ARGV[1], 'NX') then
-  redis.call('PEXPIREAT', KEYS[1], ARGV[2])
+local c = KEYS[1]
+local target = tonumber(ARGV[1])
+for _, m in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
+  local parts = {}
+  for p in string.gmatch(m, '[^%z]+') do parts[#parts + 1] = p end
+  if #parts == 1 then
+    target = target + tonumber(redis.call('HGET', ARGV[4] .. m, c) or '0')
+  else
+    for j = 2, #parts - 1, 2 do
+      if parts[j] == c then target = target + tonumber(parts[j + 1]) end
+    end
+  end
 end
+local cur = redis.call('GET', c)
+if cur == false or tonumber(cur) < target then redis.call('SET', c, target) end
+redis.call('PEXPIREAT', c, ARGV[2])
+redis.call('SET', c .. '#r', ARGV[3])
+redis.call('PEXPIREAT', c .. '#r', ARGV[2])
 return 1
 `)
+
+// reconcileScript: KEYS[1] the epoch. It starts a new one.
+var reconcileScript = redis.NewScript(`return redis.call('INCR', KEYS[1])`)
 
 // peekScript: KEYS are n counters then the lapse set; ARGV: now (ms), the
 // hash key prefix of earlier versions' reservations. It gives back lapsed
@@ -216,7 +255,7 @@ return out
 
 // keys lists the counters of ws, then the lapse set.
 func (r *Redis) keys(ws []Window) []string {
-	keys := make([]string, len(ws), len(ws)+1)
+	keys := make([]string, len(ws), len(ws)+2)
 	for i, w := range ws {
 		keys[i] = r.counter(w.Key)
 	}
@@ -286,7 +325,7 @@ func (r *Redis) Reserve(ctx context.Context, req Request, now time.Time) (Decisi
 	for _, w := range req.Windows {
 		args = append(args, w.Limit, w.Amount, ms(w.Ends.Add(keep)), flag(w.Seeded))
 	}
-	v, err := r.batch.run(ctx, reserveScript, r.keys(req.Windows), args)
+	v, err := r.batch.run(ctx, reserveScript, append(r.keys(req.Windows), r.epoch), args)
 	if err != nil {
 		return Decision{}, unavailable(ctx, "reserve", err)
 	}
@@ -296,8 +335,9 @@ func (r *Redis) Reserve(ctx context.Context, req Request, now time.Time) (Decisi
 	}
 	d := Decision{Used: make([]int64, len(req.Windows))}
 	switch {
-	case len(res) > 0 && res[0] == -1:
-		for _, i := range res[1:] {
+	case len(res) > 1 && res[0] == -1:
+		d.Epoch = res[1]
+		for _, i := range res[2:] {
 			d.Unseeded = append(d.Unseeded, int(i))
 		}
 	case len(res) == 1+len(req.Windows) && res[0] == 1:
@@ -401,9 +441,19 @@ func (r *Redis) SettleBatch(ctx context.Context, batch []Settlement) []error {
 }
 
 // Seed implements Limiter.
-func (r *Redis) Seed(ctx context.Context, w Window, used int64) error {
-	if err := seedScript.Run(ctx, r.c, []string{r.counter(w.Key)}, used, ms(w.Ends.Add(keep))).Err(); err != nil {
+func (r *Redis) Seed(ctx context.Context, w Window, used, epoch int64) error {
+	if err := seedScript.Run(ctx, r.c, []string{r.counter(w.Key), r.lapse}, used, ms(w.Ends.Add(keep)), epoch, r.hashPrefix).Err(); err != nil {
 		return unavailable(ctx, "seed", err)
+	}
+	return nil
+}
+
+// Reconcile implements Reconciler: a new epoch, after which every budget
+// counter is seeded again (raised to the ledger's count) before it is
+// used.
+func (r *Redis) Reconcile(ctx context.Context) error {
+	if err := reconcileScript.Run(ctx, r.c, []string{r.epoch}).Err(); err != nil {
+		return unavailable(ctx, "reconcile", err)
 	}
 	return nil
 }
