@@ -84,7 +84,9 @@ func TestEnqueueRetriesOnceWithItsKey(t *testing.T) {
 		t.Fatalf("enqueue requests with keys %q: want the first lost and one retry, with the same key", keys)
 	}
 	var out struct {
-		Tasks struct{ Edges []struct{ Node struct{ ID, Name string } } }
+		Tasks struct {
+			Edges []struct{ Node struct{ ID, Name string } }
+		}
 	}
 	if err := client.New(app.URL(), key).Do(ctx, `{ tasks(first: 100) { edges { node { id name } } } }`, nil, &out); err != nil {
 		t.Fatal(err)
