@@ -429,7 +429,7 @@ type ComplexityRoot struct {
 	Mutation struct {
 		AbortTask              func(childComplexity int, id string, reason *string) int
 		ApplyEstate            func(childComplexity int, document string, dryRun *bool) int
-		CloneTask              func(childComplexity int, id string, parameterOverrides map[string]string, name *string, computeResource *string, group *string, project *string) int
+		CloneTask              func(childComplexity int, id string, parameterOverrides map[string]string, name *string, computeResource *string, group *string, project *string, idempotencyKey *string) int
 		ConnectProfile         func(childComplexity int, input allocation.ConnectInput) int
 		CreateAPIKey           func(childComplexity int, input gqlmodel.CreateAPIKeyInput) int
 		CreateAutoscaler       func(childComplexity int, input gqlmodel.AutoscalerInput) int
@@ -1038,7 +1038,7 @@ type MutationResolver interface {
 	DeleteProject(ctx context.Context, id string) (*gqlmodel.DeletePayload, error)
 	EnqueueTask(ctx context.Context, input gqlmodel.EnqueueTaskInput) (*model.Task, error)
 	AbortTask(ctx context.Context, id string, reason *string) (*model.Task, error)
-	CloneTask(ctx context.Context, id string, parameterOverrides map[string]string, name *string, computeResource *string, group *string, project *string) (*model.Task, error)
+	CloneTask(ctx context.Context, id string, parameterOverrides map[string]string, name *string, computeResource *string, group *string, project *string, idempotencyKey *string) (*model.Task, error)
 	CreateWorkerCredential(ctx context.Context, pool string, name *string) (*gqlmodel.NewWorkerCredential, error)
 	RevokeWorkerCredential(ctx context.Context, id string) (*model.WorkerCredential, error)
 	SetSecret(ctx context.Context, scope string, owner *string, name string, value string) (*access.SecretInfo, error)
@@ -2600,7 +2600,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Mutation.CloneTask(childComplexity, args["id"].(string), args["parameterOverrides"].(map[string]string), args["name"].(*string), args["computeResource"].(*string), args["group"].(*string), args["project"].(*string)), true
+		return e.ComplexityRoot.Mutation.CloneTask(childComplexity, args["id"].(string), args["parameterOverrides"].(map[string]string), args["name"].(*string), args["computeResource"].(*string), args["group"].(*string), args["project"].(*string), args["idempotencyKey"].(*string)), true
 	case "Mutation.connectProfile":
 		if e.ComplexityRoot.Mutation.ConnectProfile == nil {
 			break
@@ -6666,6 +6666,13 @@ input EnqueueTaskInput {
   env: StringMap
   "Vault secrets to inject as environment variables of the same name (the worker fetches them at start)."
   secrets: [String!]
+  """
+  A key (a UUID, say) that makes a retry safe: the same key with the same input
+  returns the task the first request created, for 24 hours, and creates nothing;
+  the same key with another input is refused (CONFLICT). The request's
+  Idempotency-Key header is used when this is not set.
+  """
+  idempotencyKey: String
 }
 
 input TaskFilter {
@@ -6689,7 +6696,7 @@ extend type Mutation {
   "Stop a task that has not ended."
   abortTask(id: ID!, reason: String): Task!
   "Clone & enqueue: a new task from a past one, with changed parameters."
-  cloneTask(id: ID!, parameterOverrides: StringMap, name: String, computeResource: ID, group: ID, project: ID): Task!
+  cloneTask(id: ID!, parameterOverrides: StringMap, name: String, computeResource: ID, group: ID, project: ID, idempotencyKey: String): Task!
 }
 `, BuiltIn: false},
 	{Name: "../schema/usage.graphqls", Input: `enum UsageDimension {
@@ -8609,6 +8616,14 @@ func (ec *executionContext) field_Mutation_cloneTask_args(ctx context.Context, r
 		return nil, err
 	}
 	args["project"] = arg5
+	arg6, err := graphql.ProcessArgField(ctx, rawArgs, "idempotencyKey",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["idempotencyKey"] = arg6
 	return args, nil
 }
 
@@ -17994,7 +18009,7 @@ func (ec *executionContext) _Mutation_cloneTask(ctx context.Context, field graph
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Mutation().CloneTask(ctx, fc.Args["id"].(string), fc.Args["parameterOverrides"].(map[string]string), fc.Args["name"].(*string), fc.Args["computeResource"].(*string), fc.Args["group"].(*string), fc.Args["project"].(*string))
+			return ec.Resolvers.Mutation().CloneTask(ctx, fc.Args["id"].(string), fc.Args["parameterOverrides"].(map[string]string), fc.Args["name"].(*string), fc.Args["computeResource"].(*string), fc.Args["group"].(*string), fc.Args["project"].(*string), fc.Args["idempotencyKey"].(*string))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *model.Task) graphql.Marshaler {
@@ -28091,7 +28106,7 @@ func (ec *executionContext) unmarshalInputEnqueueTaskInput(ctx context.Context, 
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"name", "project", "computeResource", "group", "command", "repository", "commit", "diff", "entryPoint", "workingDir", "packages", "image", "parameters", "env", "secrets"}
+	fieldsInOrder := [...]string{"name", "project", "computeResource", "group", "command", "repository", "commit", "diff", "entryPoint", "workingDir", "packages", "image", "parameters", "env", "secrets", "idempotencyKey"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -28203,6 +28218,13 @@ func (ec *executionContext) unmarshalInputEnqueueTaskInput(ctx context.Context, 
 				return it, err
 			}
 			it.Secrets = data
+		case "idempotencyKey":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idempotencyKey"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IdempotencyKey = data
 		}
 	}
 	return it, nil

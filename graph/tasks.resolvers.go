@@ -23,6 +23,7 @@ func (r *mutationResolver) EnqueueTask(ctx context.Context, input gqlmodel.Enque
 			EntryPoint: deref(input.EntryPoint), WorkingDir: deref(input.WorkingDir), Packages: input.Packages,
 			Image: deref(input.Image), Parameters: input.Parameters, Env: input.Env, Secrets: input.Secrets,
 		},
+		IdempotencyKey: deref(input.IdempotencyKey),
 	})
 }
 
@@ -32,10 +33,10 @@ func (r *mutationResolver) AbortTask(ctx context.Context, id string, reason *str
 }
 
 // CloneTask is the resolver for the cloneTask field.
-func (r *mutationResolver) CloneTask(ctx context.Context, id string, parameterOverrides map[string]string, name *string, computeResource *string, group *string, project *string) (*model.Task, error) {
+func (r *mutationResolver) CloneTask(ctx context.Context, id string, parameterOverrides map[string]string, name *string, computeResource *string, group *string, project *string, idempotencyKey *string) (*model.Task, error) {
 	return r.Svc.CloneTask(ctx, id, platform.CloneInput{
 		ParameterOverrides: parameterOverrides, Name: deref(name), ComputeResource: deref(computeResource),
-		Group: deref(group), Project: deref(project),
+		Group: deref(group), Project: deref(project), IdempotencyKey: deref(idempotencyKey),
 	})
 }
 

@@ -24,17 +24,18 @@ type enqueueArgs struct {
 	Group           string `json:"group,omitempty" jsonschema:"the group whose compute resource is meant, when several of your groups have one of that name"`
 	// What it runs: a command, or a repository at a commit with an entry
 	// point.
-	Command    []string          `json:"command,omitempty" jsonschema:"the program and its arguments, such as [\"python\", \"train.py\", \"--epochs\", \"3\"]"`
-	Repository string            `json:"repository,omitempty" jsonschema:"a git repository to check out (with entryPoint, or with command run inside it)"`
-	Commit     string            `json:"commit,omitempty" jsonschema:"the commit of the repository to run"`
-	Diff       string            `json:"diff,omitempty" jsonschema:"uncommitted changes to apply to the repository, as git diff prints them"`
-	EntryPoint string            `json:"entryPoint,omitempty" jsonschema:"the script of the repository to run, such as train.py"`
-	WorkingDir string            `json:"workingDir,omitempty"`
-	Packages   []string          `json:"packages,omitempty" jsonschema:"Python packages to install before it runs"`
-	Image      string            `json:"image,omitempty" jsonschema:"the container image (else the compute resource's)"`
-	Parameters map[string]string `json:"parameters,omitempty" jsonschema:"named parameters (hyperparameters) of the run, recorded with it and compared by compare_tasks"`
-	Env        map[string]string `json:"env,omitempty" jsonschema:"environment variables (never secrets: name those in secrets)"`
-	Secrets    []string          `json:"secrets,omitempty" jsonschema:"names of vault secrets the worker puts in the task's environment"`
+	Command        []string          `json:"command,omitempty" jsonschema:"the program and its arguments, such as [\"python\", \"train.py\", \"--epochs\", \"3\"]"`
+	Repository     string            `json:"repository,omitempty" jsonschema:"a git repository to check out (with entryPoint, or with command run inside it)"`
+	Commit         string            `json:"commit,omitempty" jsonschema:"the commit of the repository to run"`
+	Diff           string            `json:"diff,omitempty" jsonschema:"uncommitted changes to apply to the repository, as git diff prints them"`
+	EntryPoint     string            `json:"entryPoint,omitempty" jsonschema:"the script of the repository to run, such as train.py"`
+	WorkingDir     string            `json:"workingDir,omitempty"`
+	Packages       []string          `json:"packages,omitempty" jsonschema:"Python packages to install before it runs"`
+	Image          string            `json:"image,omitempty" jsonschema:"the container image (else the compute resource's)"`
+	Parameters     map[string]string `json:"parameters,omitempty" jsonschema:"named parameters (hyperparameters) of the run, recorded with it and compared by compare_tasks"`
+	Env            map[string]string `json:"env,omitempty" jsonschema:"environment variables (never secrets: name those in secrets)"`
+	Secrets        []string          `json:"secrets,omitempty" jsonschema:"names of vault secrets the worker puts in the task's environment"`
+	IdempotencyKey string            `json:"idempotencyKey,omitempty" jsonschema:"a key of your choice (a UUID) that makes a retry safe: calling again with the same key and arguments within 24 hours returns the task the first call created instead of a second one; the same key with other arguments is refused"`
 }
 
 type taskArgs struct {
@@ -114,6 +115,7 @@ type cloneArgs struct {
 	ComputeResource    string            `json:"computeResource,omitempty" jsonschema:"another compute resource to send it to"`
 	Group              string            `json:"group,omitempty" jsonschema:"the group of that compute resource, when several of yours have its name"`
 	Project            string            `json:"project,omitempty" jsonschema:"another project for it"`
+	IdempotencyKey     string            `json:"idempotencyKey,omitempty" jsonschema:"a key of your choice (a UUID) that makes a retry safe: calling again with the same key and arguments within 24 hours returns the task the first call created instead of a second one; the same key with other arguments is refused"`
 }
 
 type compareArgs struct {
@@ -188,6 +190,7 @@ func (s *Server) enqueueTask(ctx context.Context, in *enqueueArgs) (*taskView, s
 		Spec: model.TaskSpec{Command: in.Command, Repository: in.Repository, Commit: in.Commit, Diff: in.Diff,
 			EntryPoint: in.EntryPoint, WorkingDir: in.WorkingDir, Packages: in.Packages, Image: in.Image,
 			Parameters: in.Parameters, Env: in.Env, Secrets: in.Secrets},
+		IdempotencyKey: in.IdempotencyKey,
 	})
 	if err != nil {
 		return nil, "", err
@@ -371,7 +374,7 @@ func (s *Server) cloneTask(ctx context.Context, in *cloneArgs) (*taskView, strin
 	}
 	t, err := s.o.Service.CloneTask(ctx, strings.TrimSpace(in.ID), platform.CloneInput{
 		ParameterOverrides: in.ParameterOverrides, Name: in.Name, ComputeResource: in.ComputeResource,
-		Group: in.Group, Project: in.Project,
+		Group: in.Group, Project: in.Project, IdempotencyKey: in.IdempotencyKey,
 	})
 	if err != nil {
 		return nil, "", err

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -16,52 +15,38 @@ import (
 
 	"github.com/klique-ai/klique/agents/client"
 	"github.com/klique-ai/klique/internal/agentapi"
+	"github.com/klique-ai/klique/internal/redact"
 )
 
 // Redacted replaces a secret's value in a task's log.
-const Redacted = "[redacted]"
+const Redacted = redact.Redacted
 
 // MinSecretLength: shorter values are not redacted, since replacing every
 // "1" or "on" in a log would hide more than it protects.
-const MinSecretLength = 4
+const MinSecretLength = redact.MinSecretLength
 
 // continued ends each piece of a line that was too long for one log line.
 const continued = " [line continues]"
 
-// redactor replaces every known secret value with Redacted.
-type redactor struct{ r *strings.Replacer }
+// redactor replaces every known secret value, in the forms internal/redact
+// matches (encoded, case-folded, reversed, a line of a key file), with
+// Redacted. The control plane redacts again, with the lines of the whole
+// stream; this pass keeps the values off the wire and the spool file.
+type redactor struct{ r *redact.Redactor }
 
 func newRedactor(secrets map[string]string) *redactor {
-	var vals []string
+	vals := make([]string, 0, len(secrets))
 	for _, v := range secrets {
-		if len(v) >= MinSecretLength {
-			vals = append(vals, v)
-		}
-		// A multi-line secret (a key file) is also redacted line by line,
-		// since logs are shipped a line at a time.
-		for _, l := range strings.Split(v, "\n") {
-			if l = strings.TrimSpace(l); len(l) >= MinSecretLength && l != v {
-				vals = append(vals, l)
-			}
-		}
+		vals = append(vals, v)
 	}
-	if len(vals) == 0 {
-		return &redactor{}
-	}
-	// Longest first, so a secret that contains another is replaced whole.
-	sort.Slice(vals, func(i, j int) bool { return len(vals[i]) > len(vals[j]) })
-	pairs := make([]string, 0, 2*len(vals))
-	for _, v := range vals {
-		pairs = append(pairs, v, Redacted)
-	}
-	return &redactor{r: strings.NewReplacer(pairs...)}
+	return &redactor{r: redact.New(vals...)}
 }
 
 func (r *redactor) apply(s string) string {
-	if r == nil || r.r == nil {
+	if r == nil {
 		return s
 	}
-	return r.r.Replace(s)
+	return r.r.String(s)
 }
 
 // splitLine makes a line fit the protocol: valid UTF-8, secrets redacted,

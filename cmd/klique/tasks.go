@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/spf13/cobra"
 
 	"github.com/klique-ai/klique/internal/client"
@@ -101,7 +103,8 @@ the compute resource's queue for the engine to place it.`,
 				return err
 			}
 			var out struct{ EnqueueTask map[string]any }
-			if err := cl.Do(cmd.Context(), `mutation($in: EnqueueTaskInput!) { enqueueTask(input: $in) { `+taskFields+` } }`,
+			cl.Retry = mutationRetry
+			if err := cl.Mutate(cmd.Context(), newIdempotencyKey(), `mutation($in: EnqueueTaskInput!) { enqueueTask(input: $in) { `+taskFields+` } }`,
 				map[string]any{"in": in}, &out); err != nil {
 				return err
 			}
@@ -231,7 +234,8 @@ func newCloneCmd(c *cli) *cobra.Command {
 				return err
 			}
 			var out struct{ CloneTask map[string]any }
-			if err := cl.Do(cmd.Context(), `mutation($id: ID!, $p: StringMap, $name: String, $cr: ID, $group: ID) {
+			cl.Retry = mutationRetry
+			if err := cl.Mutate(cmd.Context(), newIdempotencyKey(), `mutation($id: ID!, $p: StringMap, $name: String, $cr: ID, $group: ID) {
 				cloneTask(id: $id, parameterOverrides: $p, name: $name, computeResource: $cr, group: $group) { `+taskFields+` } }`, vars, &out); err != nil {
 				return err
 			}
@@ -244,3 +248,12 @@ func newCloneCmd(c *cli) *cobra.Command {
 	cmd.Flags().StringVar(&group, "group", "", "which group's compute resource")
 	return cmd
 }
+
+// mutationRetry is how long a creating command sends its mutation again
+// while the server cannot be reached or its answer is lost. Each try
+// carries the same idempotency key, so the server creates the thing once.
+const mutationRetry = time.Minute
+
+// newIdempotencyKey is the key of one command run: made once, before the
+// first try, and sent with every retry of it.
+func newIdempotencyKey() string { return uuid.NewString() }

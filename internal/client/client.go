@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -23,6 +24,9 @@ type Client struct {
 	// ("cli").
 	Name string
 	HTTP *http.Client
+	// Retry is how long Mutate keeps trying a mutation the server could
+	// not be reached for (or answered 502, 503 or 504); 0 tries once.
+	Retry time.Duration
 }
 
 // New returns a client with a sensible timeout.
@@ -59,6 +63,44 @@ type gqlResponse struct {
 
 // Do runs a GraphQL operation and decodes its data into out.
 func (c *Client) Do(ctx context.Context, query string, vars map[string]any, out any) error {
+	return c.do(ctx, "", query, vars, out)
+}
+
+// Mutate runs a creating mutation with an idempotency key (the
+// Idempotency-Key header): when the server cannot be reached or the
+// answer is lost, it sends the mutation again with the same key for up to
+// Retry, and the server returns what the first one created instead of
+// creating it twice. Make one key per thing to create (per command run).
+func (c *Client) Mutate(ctx context.Context, key, query string, vars map[string]any, out any) error {
+	deadline := time.Now().Add(c.Retry)
+	for wait := 250 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
+		err := c.do(ctx, key, query, vars, out)
+		if err == nil || !transient(err) || ctx.Err() != nil || time.Now().Add(wait).After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+	}
+}
+
+// errUnreachable marks a request that got no answer.
+type errUnreachable struct{ error }
+
+func (e errUnreachable) Unwrap() error { return e.error }
+
+// transient reports whether trying again may succeed: no answer, or a
+// gateway or unavailable status.
+func transient(err error) bool {
+	var u errUnreachable
+	var e *Error
+	return errors.As(err, &u) || (errors.As(err, &e) && (e.Status == http.StatusBadGateway ||
+		e.Status == http.StatusServiceUnavailable || e.Status == http.StatusGatewayTimeout))
+}
+
+func (c *Client) do(ctx context.Context, idempotencyKey, query string, vars map[string]any, out any) error {
 	body, err := json.Marshal(map[string]any{"query": query, "variables": vars})
 	if err != nil {
 		return fmt.Errorf("encode request: %w", err)
@@ -68,15 +110,18 @@ func (c *Client) Do(ctx context.Context, query string, vars map[string]any, out 
 		return fmt.Errorf("server address %q: %w", c.BaseURL, err)
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if idempotencyKey != "" {
+		req.Header.Set("Idempotency-Key", idempotencyKey)
+	}
 	c.authorize(req)
 	resp, err := c.http().Do(req)
 	if err != nil {
-		return fmt.Errorf("cannot reach the server at %s: %w", c.BaseURL, err)
+		return errUnreachable{fmt.Errorf("cannot reach the server at %s: %w", c.BaseURL, err)}
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
-		return fmt.Errorf("read response: %w", err)
+		return errUnreachable{fmt.Errorf("read response: %w", err)}
 	}
 	var r gqlResponse
 	if err := json.Unmarshal(data, &r); err != nil {

@@ -115,14 +115,17 @@ const (
 )
 
 var (
-	WithTaskScope    = fleet.WithTaskScope
-	ErrorCode        = kernel.ErrorCode
-	PublicMessage    = kernel.PublicMessage
-	WithRequestCache = kernel.WithRequestCache
-	Cost             = llm.Cost
-	MatchingRule     = llm.MatchingRule
-	RuleMatches      = llm.RuleMatches
-	TaskSize         = tasks.TaskSize
-	UsageDimensions  = allocation.UsageDimensions
-	ValidateTaskSpec = tasks.ValidateTaskSpec
+	WithTaskScope = fleet.WithTaskScope
+	// WithIdempotencyKey carries a request's Idempotency-Key header to
+	// the creating operations it runs.
+	WithIdempotencyKey = kernel.WithIdempotencyKey
+	ErrorCode          = kernel.ErrorCode
+	PublicMessage      = kernel.PublicMessage
+	WithRequestCache   = kernel.WithRequestCache
+	Cost               = llm.Cost
+	MatchingRule       = llm.MatchingRule
+	RuleMatches        = llm.RuleMatches
+	TaskSize           = tasks.TaskSize
+	UsageDimensions    = allocation.UsageDimensions
+	ValidateTaskSpec   = tasks.ValidateTaskSpec
 )

@@ -171,6 +171,11 @@ func (h *Handler) authenticated(channel identity.Channel, next http.Handler) htt
 			ch = identity.ChannelCLI
 		}
 		ctx = identity.WithChannel(ctx, ch)
+		// The Idempotency-Key header keys the creating operations of the
+		// request whose input names no key of its own.
+		if k := r.Header.Get("Idempotency-Key"); k != "" {
+			ctx = platform.WithIdempotencyKey(ctx, k)
+		}
 		cred, ok := bearer(r)
 		if !ok {
 			writeError(w, r, http.StatusUnauthorized, "UNAUTHENTICATED", "the Authorization header must be 'Bearer <API key or access token>'")

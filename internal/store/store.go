@@ -423,6 +423,17 @@ type Queries interface {
 	// PutSettingIfAbsent stores value unless key is set, and returns the value
 	// the store holds afterwards. Replicas starting together agree on one.
 	PutSettingIfAbsent(ctx context.Context, key, value string) (string, error)
+
+	// Idempotency keys. CreateIdempotencyKey records the first use of a
+	// key and returns ErrConflict when the key is already recorded for the
+	// same tenant, user and operation (inside InTx on PostgreSQL, a second
+	// transaction inserting the same key waits for the first to end).
+	// GetIdempotencyKey returns ErrNotFound when the key is not recorded.
+	// PruneIdempotencyKeys deletes the keys created before a time, in every
+	// tenant, and returns how many.
+	CreateIdempotencyKey(ctx context.Context, k *model.IdempotencyKey) error
+	GetIdempotencyKey(ctx context.Context, tenantID, userID, operation, key string) (*model.IdempotencyKey, error)
+	PruneIdempotencyKeys(ctx context.Context, before time.Time) (int64, error)
 }
 
 // Store is a driver: the queries plus transactions and lifecycle.

@@ -354,7 +354,7 @@ func (s *Fleet) AppendLogs(ctx context.Context, taskID string, req agentapi.Logs
 	if err != nil {
 		return nil, s.k.Internal(ctx, err)
 	}
-	secrets, err := s.secretValues(ctx, t)
+	red, err := s.redaction(ctx, t)
 	if err != nil {
 		return nil, s.k.Internal(ctx, err)
 	}
@@ -363,9 +363,6 @@ func (s *Fleet) AppendLogs(ctx context.Context, taskID string, req agentapi.Logs
 		line := l.Line
 		if len(line) > agentapi.MaxLogLineBytes {
 			line = line[:agentapi.MaxLogLineBytes] + " [cut]"
-		}
-		for _, v := range secrets {
-			line = strings.ReplaceAll(line, v, "[redacted]")
 		}
 		stream := l.Stream
 		if stream != agentapi.StreamStdout && stream != agentapi.StreamStderr && stream != agentapi.StreamWorker {
@@ -377,6 +374,7 @@ func (s *Fleet) AppendLogs(ctx context.Context, taskID string, req agentapi.Logs
 		}
 		lines = append(lines, model.LogLine{At: at, Stream: stream, Line: line, N: l.N})
 	}
+	red.redactLines(lines)
 	n, truncated, err := s.k.Store.AppendLogs(ctx, w.TenantID, taskID, req.Attempt, lines, s.agent.LogLimit)
 	var far *store.LogNumberError
 	if errors.As(err, &far) {
@@ -405,9 +403,13 @@ func (s *Fleet) AppendMetrics(ctx context.Context, taskID string, req agentapi.M
 	if err != nil {
 		return s.k.Internal(ctx, err)
 	}
+	red, err := s.redaction(ctx, t)
+	if err != nil {
+		return s.k.Internal(ctx, err)
+	}
 	points := make([]model.MetricPoint, 0, len(req.Points))
 	for _, p := range req.Points {
-		name := strings.TrimSpace(p.Name)
+		name := red.r.String(strings.TrimSpace(p.Name))
 		if name == "" || len(name) > 128 {
 			return kernel.Invalid("a metric needs a name of 1 to 128 characters")
 		}
@@ -482,30 +484,6 @@ func (s *Fleet) openSecrets(ctx context.Context, t *model.Task) (map[string]stri
 	return out, nil
 }
 
-// secretValues returns the secret values to cut out of a task's logs,
-// remembered per attempt.
-func (s *Fleet) secretValues(ctx context.Context, t *model.Task) ([]string, error) {
-	if len(t.Spec.Secrets) == 0 {
-		return nil, nil
-	}
-	key := fmt.Sprintf("%s#%d", t.ID, t.Run.Attempt)
-	if v, ok := s.redact.Load(key); ok {
-		return v.([]string), nil
-	}
-	values, err := s.openSecrets(ctx, t)
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, v := range values {
-		if len(v) >= 4 { // shorter values would redact ordinary text
-			out = append(out, v)
-		}
-	}
-	s.redact.Store(key, out)
-	return out, nil
-}
-
 // FinishTask records the end of a task's current attempt: its state, exit
 // code and output pointers, and releases its capacity (the ledger interval
 // closes in the same transaction). A worker that reports preempted (its
@@ -536,6 +514,9 @@ func (s *Fleet) FinishTask(ctx context.Context, taskID string, req agentapi.Fini
 		if o == "" || len(o) > 2048 || strings.ContainsAny(o, " \n\t") {
 			return kernel.Invalid("output %q must be a path or URL without spaces, at most 2048 bytes", o)
 		}
+	}
+	if err := s.redactFinish(ctx, w, taskID, &req); err != nil {
+		return err
 	}
 	var task *model.Task
 	err = s.workerTxn(ctx, w, "", func(t *kernel.Txn) error {
@@ -582,7 +563,7 @@ func (s *Fleet) FinishTask(ctx context.Context, taskID string, req agentapi.Fini
 	if err != nil {
 		return err
 	}
-	s.redact.Delete(fmt.Sprintf("%s#%d", taskID, req.Attempt))
+	s.forgetRedaction(taskID, req.Attempt)
 	s.k.Events.Publish(events.Event{TenantID: w.TenantID, Kind: "task.finished", ObjectKind: "task", ObjectID: taskID, GroupID: task.GroupID, At: s.k.Now()})
 	return nil
 }

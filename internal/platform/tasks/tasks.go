@@ -25,23 +25,35 @@ type EnqueueInput struct {
 	ComputeResource string
 	Group           string
 	Spec            model.TaskSpec
+	// IdempotencyKey, when set, makes a retry of this request return the
+	// task the first one created (kernel.Idempotency). The request's
+	// Idempotency-Key header is used when it is empty.
+	IdempotencyKey string `json:"-"`
 }
 
 // EnqueueTask puts a task at the back of a compute resource the caller may
 // use. The task waits there, in queue order, for the engine to place it.
 func (s *Tasks) EnqueueTask(ctx context.Context, in EnqueueInput) (*model.Task, error) {
-	return s.enqueue(ctx, in, nil)
+	return s.enqueue(ctx, in, nil, "enqueueTask", in)
 }
 
 // enqueue writes a new task; clonedFrom, when set, is the task it was cloned
-// from, recorded in the same transaction.
-func (s *Tasks) enqueue(ctx context.Context, in EnqueueInput, clonedFrom *model.Task) (*model.Task, error) {
+// from, recorded in the same transaction. operation and request are what
+// the idempotency key of the request (if any) is recorded with.
+func (s *Tasks) enqueue(ctx context.Context, in EnqueueInput, clonedFrom *model.Task, operation string, request any) (*model.Task, error) {
 	p, err := kernel.Caller(ctx)
 	if err != nil {
 		return nil, err
 	}
 	if err := kernel.RequireWrite(p, "enqueue tasks"); err != nil {
 		return nil, err
+	}
+	idem, err := kernel.Idempotency(ctx, p, operation, in.IdempotencyKey, request)
+	if err != nil {
+		return nil, err
+	}
+	if task, err := s.replay(ctx, idem); task != nil || err != nil {
+		return task, err
 	}
 	in.Spec = normalizeSpec(in.Spec)
 	if ps := ValidateTaskSpec(in.Name, &in.Spec); len(ps) > 0 {
@@ -73,16 +85,35 @@ func (s *Tasks) enqueue(ctx context.Context, in EnqueueInput, clonedFrom *model.
 		if err := t.Q.CreateTask(ctx, task); err != nil {
 			return fmt.Errorf("enqueue task %s: %w", task.Name, err)
 		}
+		if err := t.RecordIdempotency(idem, task.ID); err != nil {
+			return err
+		}
 		cr := e.ComputeResource(task.ComputeResourceID)
 		t.Record("task.enqueued", "task", task.ID, task.Name, task.GroupID,
 			fmt.Sprintf("enqueued on compute resource %s of group %s, size %s, in project %s%s",
 				kernel.Quote(cr.Name), e.GroupName(task.GroupID), task.Size, e.Project(task.ProjectID).Name, detail))
 		return nil
 	})
+	if errors.Is(err, kernel.ErrIdempotencyRace) {
+		// A retry with the same key committed first: answer as it.
+		if task, rerr := s.replay(ctx, idem); task != nil || rerr != nil {
+			return task, rerr
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
 	return task, nil
+}
+
+// replay returns the task the first request with the key created, nil
+// when the key is new.
+func (s *Tasks) replay(ctx context.Context, idem *kernel.Idem) (*model.Task, error) {
+	id, err := s.k.Replay(ctx, idem)
+	if err != nil || id == "" {
+		return nil, err
+	}
+	return s.k.Task(ctx, id)
 }
 
 func normalizeSpec(s model.TaskSpec) model.TaskSpec {
@@ -355,6 +386,8 @@ type CloneInput struct {
 	ComputeResource string
 	Group           string
 	Project         string
+	// IdempotencyKey: as EnqueueInput's.
+	IdempotencyKey string `json:"-"`
 }
 
 // CloneTask makes a new task from a past one with changed parameters and
@@ -389,7 +422,11 @@ func (s *Tasks) CloneTask(ctx context.Context, id string, in CloneInput) (*model
 	if in.ComputeResource != "" {
 		enq.ComputeResource, enq.Group = in.ComputeResource, in.Group
 	}
-	return s.enqueue(ctx, enq, orig)
+	enq.IdempotencyKey = in.IdempotencyKey
+	return s.enqueue(ctx, enq, orig, "cloneTask", struct {
+		ID string
+		In CloneInput
+	}{id, in})
 }
 
 // QueuedTasks counts the tasks waiting in a compute resource the caller may
@@ -428,4 +465,10 @@ func (s *Tasks) TaskOwner(ctx context.Context, t *model.Task) (*model.User, erro
 	}
 	u, err := s.k.Store.GetUser(ctx, p.TenantID, t.OwnerID)
 	return u, s.k.Internal(ctx, err)
+}
+
+// PruneIdempotencyKeys deletes the idempotency keys older than
+// kernel.IdempotencyTTL, in every tenant; the server calls it every hour.
+func (s *Tasks) PruneIdempotencyKeys(ctx context.Context) (int64, error) {
+	return s.k.PruneIdempotencyKeys(ctx)
 }

@@ -59,6 +59,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Tasks", work.Tasks},
 		{"Audit", work.Audit},
 		{"Settings", work.Settings},
+		{"IdempotencyKeys", work.IdempotencyKeys},
 		{"Engine", work.Engine},
 		{"Ledger", work.Ledger},
 		{"Workers", work.Workers},

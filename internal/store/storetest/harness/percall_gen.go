@@ -531,3 +531,17 @@ func (pc perCall) PutSetting(ctx context.Context, key string, value string) erro
 func (pc perCall) PutSettingIfAbsent(ctx context.Context, key string, value string) (string, error) {
 	return call(ctx, pc.s, func(tx store.Queries) (string, error) { return tx.PutSettingIfAbsent(ctx, key, value) })
 }
+
+func (pc perCall) CreateIdempotencyKey(ctx context.Context, k *model.IdempotencyKey) error {
+	return pc.s.InTx(ctx, func(tx store.Queries) error { return tx.CreateIdempotencyKey(ctx, k) })
+}
+
+func (pc perCall) GetIdempotencyKey(ctx context.Context, tenantID string, userID string, operation string, key string) (*model.IdempotencyKey, error) {
+	return call(ctx, pc.s, func(tx store.Queries) (*model.IdempotencyKey, error) {
+		return tx.GetIdempotencyKey(ctx, tenantID, userID, operation, key)
+	})
+}
+
+func (pc perCall) PruneIdempotencyKeys(ctx context.Context, before time.Time) (int64, error) {
+	return call(ctx, pc.s, func(tx store.Queries) (int64, error) { return tx.PruneIdempotencyKeys(ctx, before) })
+}
