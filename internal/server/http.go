@@ -52,7 +52,7 @@ func NewHandler(d Deps) *Handler {
 		d.Logger = slog.Default()
 	}
 	h := &Handler{d: d, log: d.Logger, metrics: newMetrics(), mux: http.NewServeMux(), sockets: newLiveSockets()}
-	gql := newGraphQL(d.Service, d.Logger, h.metrics, h.sockets)
+	gql := newGraphQL(d.Service, d.Logger, h.metrics, h.sockets, DefaultDocumentLimits)
 
 	h.route("/graphql", "graphql", h.authenticated(identity.ChannelGraphQL, gql))
 	h.route("GET /graphiql", "graphiql", playground.Handler("Klique GraphQL", "/graphql"))
