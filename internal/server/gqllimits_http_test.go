@@ -29,7 +29,7 @@ func fragmentBomb(levels int) string {
 // series) from /metrics.
 func metric(t *testing.T, ts *testServer, name string) float64 {
 	t.Helper()
-	resp, body := ts.get(t, "/metrics", "")
+	resp, body := ts.get(t, "/metrics", metricsToken)
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET /metrics = %d %s", resp.StatusCode, body)
 	}

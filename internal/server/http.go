@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -34,6 +35,10 @@ type Deps struct {
 	Signer       *identity.Signer
 	Logger       *slog.Logger
 	MaxBodyBytes int64
+	// MetricsToken, when set, lets /metrics on this handler answer callers
+	// that send it as a bearer credential; without it /metrics is not
+	// served here (see config.Config.MetricsListen).
+	MetricsToken string
 }
 
 // Handler is the control plane's HTTP handler.
@@ -68,11 +73,34 @@ func NewHandler(d Deps) *Handler {
 		_, _ = w.Write([]byte("ok\n"))
 	}))
 	h.route("GET /readyz", "readyz", http.HandlerFunc(h.ready))
-	h.route("GET /metrics", "metrics", promhttp.HandlerFor(h.metrics.registry, promhttp.HandlerOpts{}))
+	h.route("GET /metrics", "metrics", http.HandlerFunc(h.guardedMetrics))
 	h.route("/", "not_found", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, http.StatusNotFound, "NOT_FOUND", fmt.Sprintf("no such endpoint %s %s; the API is at /graphql", r.Method, r.URL.Path))
 	}))
 	return h
+}
+
+// MetricsHandler serves the Prometheus metrics without authentication, for
+// the separate metrics listener.
+func (h *Handler) MetricsHandler() http.Handler {
+	return promhttp.HandlerFor(h.metrics.registry, promhttp.HandlerOpts{})
+}
+
+// guardedMetrics serves /metrics on the main listener only to callers that
+// send the metrics token: the metrics' labels name every tenant's model
+// aliases, and the main listener faces every tenant's users.
+func (h *Handler) guardedMetrics(w http.ResponseWriter, r *http.Request) {
+	if h.d.MetricsToken == "" {
+		writeError(w, r, http.StatusNotFound, "NOT_FOUND",
+			"metrics are not served on this address: set KLIQUE_METRICS_LISTEN to serve them on a separate one, or KLIQUE_METRICS_TOKEN to serve them here to 'Authorization: Bearer <token>'")
+		return
+	}
+	cred, ok := bearer(r)
+	if !ok || subtle.ConstantTimeCompare([]byte(cred), []byte(h.d.MetricsToken)) != 1 {
+		writeError(w, r, http.StatusUnauthorized, "UNAUTHENTICATED", "send the metrics token (KLIQUE_METRICS_TOKEN) as 'Authorization: Bearer <token>'")
+		return
+	}
+	h.MetricsHandler().ServeHTTP(w, r)
 }
 
 // Mux lets the other parts of the server (the gateway, the worker API, MCP) add
