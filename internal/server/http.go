@@ -121,6 +121,8 @@ var requestIDRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 func (h *Handler) common(route string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
+		// client ends when the client goes away (or the handler returns).
+		client := r.Context()
 		id := r.Header.Get("X-Request-Id")
 		if !requestIDRE.MatchString(id) {
 			id = newRequestID()
@@ -142,6 +144,12 @@ func (h *Handler) common(route string, next http.Handler) http.Handler {
 				}
 			}
 			elapsed := time.Since(start)
+			if sw.status != http.StatusSwitchingProtocols && errors.Is(client.Err(), context.Canceled) {
+				// The client went away before the handler finished:
+				// whatever it wrote (often a 500 for the cancelled work)
+				// reached nobody, and the failure is not the server's.
+				sw.status = statusClientClosed
+			}
 			h.metrics.httpRequests.WithLabelValues(route, fmt.Sprint(sw.status)).Inc()
 			h.metrics.httpSeconds.WithLabelValues(route).Observe(elapsed.Seconds())
 			level := slog.LevelDebug
@@ -270,8 +278,16 @@ func (h *Handler) ready(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write([]byte("ready\n"))
 }
 
+// statusClientClosed is nginx's 499 (client closed request), recorded for a
+// request whose client went away before its answer: not a server error.
+const statusClientClosed = 499
+
 // writePlatformError maps a platform error to a status code.
 func writePlatformError(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+		writeError(w, r, statusClientClosed, "CANCELLED", "request cancelled")
+		return
+	}
 	code := platform.ErrorCode(err)
 	status := map[platform.Code]int{
 		platform.CodeUnauthenticated: http.StatusUnauthorized,
