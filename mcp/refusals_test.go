@@ -21,6 +21,10 @@ func TestRefusalsSayWhy(t *testing.T) {
 	b := sqliteBundle(t)
 	alice, vic := b.client(t, "alice"), b.client(t, "vic")
 	mine := ok[task](t, alice, "enqueue_task", map[string]any{"name": "train", "project": "fraud-models", "computeResource": "1 GPU", "command": []string{"true"}})
+	fraud, err := b.Svc.Project(b.Admin, "fraud-models")
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name string
 		c    *client.Client
@@ -36,7 +40,10 @@ func TestRefusalsSayWhy(t *testing.T) {
 			"no compute resource '2 GPUs' is open to you; list yours with list_compute_resources"},
 		{"a project of another group", vic, "enqueue_task",
 			map[string]any{"name": "t", "project": "fraud-models", "computeResource": "1 GPU", "command": []string{"true"}},
-			"project 'fraud-models' belongs to group ml-research, which you are not in"},
+			"no project 'fraud-models'"},
+		{"a project of another group by id, whose name and group stay unsaid", vic, "enqueue_task",
+			map[string]any{"name": "t", "project": fraud.ID, "computeResource": "1 GPU", "command": []string{"true"}},
+			"no project '" + fraud.ID + "'"},
 		{"a credential in a parameter", alice, "enqueue_task",
 			map[string]any{"name": "t", "project": "fraud-models", "computeResource": "1 GPU", "command": []string{"true"}, "parameters": map[string]string{"api_key": "sk-live-0123456789abcdef"}},
 			"looks like a credential"},
@@ -54,6 +61,9 @@ func TestRefusalsSayWhy(t *testing.T) {
 			msg := refused(t, tc.c, tc.tool, tc.args)
 			if !strings.Contains(msg, tc.want) {
 				t.Fatalf("%q, want it to say %q", msg, tc.want)
+			}
+			if tc.args["project"] == fraud.ID && (strings.Contains(msg, "fraud-models") || strings.Contains(msg, "ml-research")) {
+				t.Fatalf("%q names another group's project or group", msg)
 			}
 		})
 	}

@@ -11,7 +11,7 @@ import (
 )
 
 func newServeCmd(c *cli) *cobra.Command {
-	var listen, dataDir string
+	var listen, dataDir, metricsListen string
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the control plane",
@@ -24,7 +24,12 @@ Environment: KLIQUE_LISTEN, KLIQUE_DATA_DIR, KLIQUE_DATABASE_URL (postgres://),
 KLIQUE_REDIS_URL, KLIQUE_BOOTSTRAP_TOKEN, KLIQUE_PUBLIC_URL, KLIQUE_TOKEN_TTL,
 KLIQUE_LOG_FORMAT (text|json), KLIQUE_LOG_LEVEL, KLIQUE_OIDC_ISSUER,
 KLIQUE_OIDC_JWKS_URL, KLIQUE_OIDC_AUDIENCE, KLIQUE_OIDC_GROUPS_CLAIM,
-KLIQUE_OIDC_USERNAME_CLAIM, KLIQUE_OIDC_TENANT.`,
+KLIQUE_OIDC_USERNAME_CLAIM, KLIQUE_OIDC_TENANT, KLIQUE_METRICS_LISTEN,
+KLIQUE_METRICS_TOKEN.
+
+/metrics is served on the main listener only with KLIQUE_METRICS_TOKEN (to
+'Authorization: Bearer <token>'), or without authentication on a separate
+address with --metrics-listen (KLIQUE_METRICS_LISTEN).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := config.FromEnv(func(k string) string {
@@ -33,6 +38,8 @@ KLIQUE_OIDC_USERNAME_CLAIM, KLIQUE_OIDC_TENANT.`,
 					return listen
 				case k == "KLIQUE_DATA_DIR" && dataDir != "":
 					return dataDir
+				case k == "KLIQUE_METRICS_LISTEN" && metricsListen != "":
+					return metricsListen
 				}
 				return os.Getenv(k)
 			})
@@ -44,6 +51,7 @@ KLIQUE_OIDC_USERNAME_CLAIM, KLIQUE_OIDC_TENANT.`,
 	}
 	cmd.Flags().StringVar(&listen, "listen", "", "address to listen on (default 127.0.0.1:8080, or $KLIQUE_LISTEN)")
 	cmd.Flags().StringVar(&dataDir, "data-dir", "", "directory for the SQLite store and admin token (default ./klique-data)")
+	cmd.Flags().StringVar(&metricsListen, "metrics-listen", "", "serve /metrics without authentication on this separate address, such as 127.0.0.1:9090 (or $KLIQUE_METRICS_LISTEN)")
 	return cmd
 }
 

@@ -77,6 +77,16 @@ type Config struct {
 	// separate address (KLIQUE_DEBUG_LISTEN, e.g. 127.0.0.1:6060). It has
 	// no authentication: keep it on loopback.
 	DebugListen string
+	// MetricsListen, when set, serves Prometheus metrics (/metrics) on a
+	// separate address without authentication (KLIQUE_METRICS_LISTEN, e.g.
+	// 127.0.0.1:9090): keep it where only the scraper reaches it.
+	// MetricsToken, when set, also serves them on the main listener to
+	// callers that send it as 'Authorization: Bearer <token>'
+	// (KLIQUE_METRICS_TOKEN, at least 16 characters). With neither, the main
+	// listener does not serve /metrics: their labels name every tenant's
+	// model aliases and routes.
+	MetricsListen string
+	MetricsToken  string
 	// SubscriptionsPerConnection caps the GraphQL subscriptions one
 	// WebSocket connection runs at once (KLIQUE_SUBSCRIPTIONS_PER_CONNECTION,
 	// default 100); SubscriptionConnectionsPerUser caps one user's open
@@ -143,6 +153,8 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 	}
 	c.VaultKey = getenv("KLIQUE_VAULT_KEY")
 	c.DebugListen = getenv("KLIQUE_DEBUG_LISTEN")
+	c.MetricsListen = getenv("KLIQUE_METRICS_LISTEN")
+	c.MetricsToken = getenv("KLIQUE_METRICS_TOKEN")
 	if c.WorkerLease, err = duration(getenv, "KLIQUE_WORKER_LEASE", 60*time.Second); err != nil {
 		return nil, err
 	}
@@ -236,6 +248,9 @@ func (c *Config) Validate() error {
 	case "debug", "info", "warn", "error":
 	default:
 		return fmt.Errorf("KLIQUE_LOG_LEVEL=%q: use debug, info, warn or error", c.LogLevel)
+	}
+	if c.MetricsToken != "" && len(c.MetricsToken) < 16 {
+		return fmt.Errorf("KLIQUE_METRICS_TOKEN is %d characters: give at least 16 (for example the output of 'openssl rand -hex 24')", len(c.MetricsToken))
 	}
 	if c.OIDCIssuer != "" && (c.OIDCJWKSURL == "" || c.OIDCAudience == "") {
 		return fmt.Errorf("KLIQUE_OIDC_ISSUER is set: also set KLIQUE_OIDC_JWKS_URL and KLIQUE_OIDC_AUDIENCE")

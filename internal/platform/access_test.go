@@ -102,8 +102,17 @@ func TestAccess(t *testing.T) {
 			platformtest.WantError(t, try(ps.nobody, "shared-eval", "1 GPU", ""), platform.CodeForbidden,
 				"the compute resource '1 GPU' is not open to you", "you are in no group; ask an admin to add you to one")
 			platformtest.WantError(t, try(ps.rita, "shared-eval", "1 GPU", "vision"), platform.CodeForbidden, "you are not in group vision")
-			platformtest.WantError(t, try(ps.rita, "vision-detect", "1 GPU", ""), platform.CodeForbidden,
-				"project 'vision-detect' belongs to group vision, which you are not in")
+			platformtest.WantError(t, try(ps.rita, "vision-detect", "1 GPU", ""), platform.CodeNotFound, "no project 'vision-detect'")
+			// By id, the refusal is the one for an id that does not exist:
+			// it names neither the project nor its group.
+			vision, err := b.Svc.Project(b.Admin, "vision-detect")
+			platformtest.Must(t, err)
+			ghost := model.NewID()
+			byID, unknown := try(ps.rita, vision.ID, "1 GPU", ""), try(ps.rita, ghost, "1 GPU", "")
+			platformtest.WantError(t, byID, platform.CodeNotFound, "no project '"+vision.ID+"'")
+			if strings.Contains(byID.Error(), "vision") || strings.ReplaceAll(byID.Error(), vision.ID, "ID") != strings.ReplaceAll(unknown.Error(), ghost, "ID") {
+				t.Errorf("another group's project by id: %q; an unknown id: %q; want the same refusal, naming neither", byID, unknown)
+			}
 			platformtest.WantError(t, try(ps.both, "fraud-models", "1 GPU", "vision"), platform.CodeForbidden,
 				"project 'fraud-models' belongs to group ml-research, and compute resource '1 GPU' is group vision's; use a compute resource of group ml-research")
 			platformtest.WantError(t, try(ps.rita, "shared-eval", "2 GPUs", ""), platform.CodeNotFound, "no compute resource '2 GPUs' is open to you")

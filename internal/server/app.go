@@ -42,6 +42,10 @@ type App struct {
 	stop     context.CancelFunc
 	stopped  chan struct{}
 	debug    *http.Server
+	// metricsSrv serves /metrics on KLIQUE_METRICS_LISTEN, metricsURL is
+	// its address.
+	metricsSrv *http.Server
+	metricsURL string
 	// Gateway serves /v1; gatewaySrv is its own listener when configured.
 	gateway      *gateway.Gateway
 	gatewaySrv   *http.Server
@@ -69,6 +73,29 @@ func (a *App) startDebug(cfg *config.Config) error {
 	a.log.Warn("serving the Go profiler without authentication; keep it on loopback", "url", "http://"+ln.Addr().String()+"/debug/pprof/")
 	return nil
 }
+
+// startMetrics serves /metrics on KLIQUE_METRICS_LISTEN without
+// authentication, apart from the API, for a scraper on a private network.
+func (a *App) startMetrics(cfg *config.Config) error {
+	if cfg.MetricsListen == "" {
+		return nil
+	}
+	ln, err := net.Listen("tcp", cfg.MetricsListen)
+	if err != nil {
+		return fmt.Errorf("listen on KLIQUE_METRICS_LISTEN=%s: %w", cfg.MetricsListen, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", a.Handler.MetricsHandler())
+	a.metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	a.metricsURL = "http://" + ln.Addr().String()
+	go func() { _ = a.metricsSrv.Serve(ln) }()
+	a.log.Info("serving metrics without authentication on their own address; keep it where only the scraper reaches it", "url", a.metricsURL+"/metrics")
+	return nil
+}
+
+// MetricsURL is the base URL of the separate metrics listener, "" without
+// one.
+func (a *App) MetricsURL() string { return a.metricsURL }
 
 // Start opens the store (SQLite under the data directory, or PostgreSQL when
 // a database URL is set), applies migrations, bootstraps an empty store, and
@@ -136,7 +163,7 @@ func start(ctx context.Context, cfg *config.Config, log *slog.Logger, st store.S
 		return nil, err
 	}
 
-	h := NewHandler(Deps{Service: svc, Auth: auth, Signer: signer, Logger: log, MaxBodyBytes: cfg.MaxBodyBytes})
+	h := NewHandler(Deps{Service: svc, Auth: auth, Signer: signer, Logger: log, MaxBodyBytes: cfg.MaxBodyBytes, MetricsToken: cfg.MetricsToken})
 	h.mountMCP(cfg, log)
 	h.mountWeb()
 	gw, limiterClose, err := startGateway(cfg, log, svc, auth, h)
@@ -173,6 +200,13 @@ func start(ctx context.Context, cfg *config.Config, log *slog.Logger, st store.S
 	}
 	if err := app.startDebug(cfg); err != nil {
 		_ = app.server.Close()
+		return nil, err
+	}
+	if err := app.startMetrics(cfg); err != nil {
+		_ = app.server.Close()
+		if app.debug != nil {
+			_ = app.debug.Close()
+		}
 		return nil, err
 	}
 	app.startEngine(cfg)
@@ -295,6 +329,9 @@ func (a *App) Shutdown(ctx context.Context) error {
 	err := a.server.Shutdown(ctx)
 	if a.gatewaySrv != nil {
 		_ = a.gatewaySrv.Shutdown(ctx)
+	}
+	if a.metricsSrv != nil {
+		_ = a.metricsSrv.Close()
 	}
 	if a.debug != nil {
 		_ = a.debug.Close()

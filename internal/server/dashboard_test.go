@@ -34,7 +34,7 @@ func TestDashboardMount(t *testing.T) {
 		"/healthz":                        http.StatusOK,
 		"/graphiql":                       http.StatusOK,
 		"/.well-known/jwks.json":          http.StatusOK,
-		"/metrics":                        http.StatusOK,
+		"/metrics":                        http.StatusUnauthorized,
 		"/api/v1/usage.csv":               http.StatusBadRequest,
 		"/no/such/page":                   http.StatusNotFound,
 		"/ui/no-such-file.js":             http.StatusNotFound,

@@ -86,7 +86,7 @@ func TestTheGatewayIsServedByTheControlPlane(t *testing.T) {
 	}
 	// Both calls' time in the gateway outside the model server is in
 	// /metrics.
-	_, metrics := ts.get(t, "/metrics", "")
+	_, metrics := ts.get(t, "/metrics", metricsToken)
 	if !strings.Contains(metrics, "\nklique_gateway_overhead_seconds_count 2\n") {
 		t.Errorf("/metrics after two gateway calls lacks klique_gateway_overhead_seconds_count 2:\n%s", grepLines(metrics, "klique_gateway_overhead"))
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
+	"github.com/vektah/gqlparser/v2/validator/rules"
 
 	"github.com/klique-ai/klique/graph"
 	"github.com/klique-ai/klique/internal/config"
@@ -37,7 +38,7 @@ const ComplexityLimit = 2000
 // newGraphQL builds the GraphQL handler: explicit transports (no deprecated
 // default server), a complexity limit, introspection for signed-in callers
 // only, and errors that carry extensions.code and never internal details.
-func newGraphQL(svc *platform.Service, log *slog.Logger, m *metrics, sockets *liveSockets) *handler.Server {
+func newGraphQL(svc *platform.Service, log *slog.Logger, m *metrics, sockets *liveSockets, limits DocumentLimits) *handler.Server {
 	schema := graph.ShareRenders(graph.NewExecutableSchema(graph.Config{Resolvers: &graph.Resolver{Svc: svc}}))
 	m.registry.MustRegister(
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
@@ -59,16 +60,35 @@ func newGraphQL(svc *platform.Service, log *slog.Logger, m *metrics, sockets *li
 	srv.AddTransport(transport.GET{})
 	srv.AddTransport(transport.POST{})
 	srv.AddTransport(unsupportedTransport{})
-	srv.SetQueryCache(lru.New[*ast.QueryDocument](1000))
+	cache := lru.New[*ast.QueryDocument](1000)
+	srv.SetQueryCache(cache)
+	srv.SetParserTokenLimit(limits.MaxTokens)
+	srv.SetValidationRulesFn(func() *rules.Rules {
+		m.graphqlValidated.Inc()
+		return rules.NewDefaultRules()
+	})
 	srv.Use(extension.Introspection{})
-	srv.Use(extension.FixedComplexityLimit(ComplexityLimit))
+	// The persisted-query extension comes first, so that the guard sees the
+	// query text a hash stands for; the guard runs before gqlgen parses and
+	// validates the query, and stopWhenGone before the complexity limit.
 	srv.Use(extension.AutomaticPersistedQuery{Cache: lru.New[string](100)})
+	srv.Use(documentGuard{limits: limits, cache: cache, refused: func(reason string) {
+		m.graphqlRefused.WithLabelValues(reason).Inc()
+	}})
+	srv.Use(stopWhenGone{})
+	srv.Use(countedComplexity{ComplexityLimit: extension.FixedComplexityLimit(ComplexityLimit), computed: m.graphqlComplexity})
 	srv.Use(strictNumbers{schema: schema.Schema()})
 
 	// Introspection needs a signed-in caller. DisableIntrospection below
 	// stops it for anonymous callers; refusing the root fields here first
 	// gives them an UNAUTHENTICATED error instead of an internal one.
 	srv.AroundRootFields(func(ctx context.Context, next graphql.RootResolver) graphql.Marshaler {
+		// A request that has ended (the client hung up) starts no more
+		// root fields: nobody will read what they would compute.
+		if ctx.Err() != nil {
+			graphql.AddError(ctx, cancelledError())
+			return graphql.Null
+		}
 		if _, ok := identity.PrincipalFrom(ctx); !ok {
 			if f := graphql.GetRootFieldContext(ctx); f != nil && (f.Field.Name == "__schema" || f.Field.Name == "__type") {
 				graphql.AddError(ctx, &platform.Error{Code: platform.CodeUnauthenticated,

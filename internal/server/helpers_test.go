@@ -22,6 +22,9 @@ import (
 // test server.
 const adminKey = "klique-test-bootstrap-key-0123456789abcdefghijklmnop"
 
+// metricsToken is every test server's KLIQUE_METRICS_TOKEN.
+const metricsToken = "klique-test-metrics-token-0123456789"
+
 // testServer is a running control plane and what the tests need to reach it.
 type testServer struct {
 	app *server.App
@@ -81,6 +84,7 @@ func startServer(t *testing.T, opts ...serverOption) *testServer {
 		Listen:          "127.0.0.1:0",
 		DataDir:         t.TempDir(),
 		BootstrapToken:  adminKey,
+		MetricsToken:    metricsToken,
 		PublicURL:       "http://127.0.0.1",
 		TokenTTL:        time.Hour,
 		MaxBodyBytes:    1 << 20,

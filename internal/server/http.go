@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -34,6 +35,10 @@ type Deps struct {
 	Signer       *identity.Signer
 	Logger       *slog.Logger
 	MaxBodyBytes int64
+	// MetricsToken, when set, lets /metrics on this handler answer callers
+	// that send it as a bearer credential; without it /metrics is not
+	// served here (see config.Config.MetricsListen).
+	MetricsToken string
 }
 
 // Handler is the control plane's HTTP handler.
@@ -52,7 +57,7 @@ func NewHandler(d Deps) *Handler {
 		d.Logger = slog.Default()
 	}
 	h := &Handler{d: d, log: d.Logger, metrics: newMetrics(), mux: http.NewServeMux(), sockets: newLiveSockets()}
-	gql := newGraphQL(d.Service, d.Logger, h.metrics, h.sockets)
+	gql := newGraphQL(d.Service, d.Logger, h.metrics, h.sockets, DefaultDocumentLimits)
 
 	h.route("/graphql", "graphql", h.authenticated(identity.ChannelGraphQL, gql))
 	h.route("GET /graphiql", "graphiql", playground.Handler("Klique GraphQL", "/graphql"))
@@ -68,11 +73,34 @@ func NewHandler(d Deps) *Handler {
 		_, _ = w.Write([]byte("ok\n"))
 	}))
 	h.route("GET /readyz", "readyz", http.HandlerFunc(h.ready))
-	h.route("GET /metrics", "metrics", promhttp.HandlerFor(h.metrics.registry, promhttp.HandlerOpts{}))
+	h.route("GET /metrics", "metrics", http.HandlerFunc(h.guardedMetrics))
 	h.route("/", "not_found", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, http.StatusNotFound, "NOT_FOUND", fmt.Sprintf("no such endpoint %s %s; the API is at /graphql", r.Method, r.URL.Path))
 	}))
 	return h
+}
+
+// MetricsHandler serves the Prometheus metrics without authentication, for
+// the separate metrics listener.
+func (h *Handler) MetricsHandler() http.Handler {
+	return promhttp.HandlerFor(h.metrics.registry, promhttp.HandlerOpts{})
+}
+
+// guardedMetrics serves /metrics on the main listener only to callers that
+// send the metrics token: the metrics' labels name every tenant's model
+// aliases, and the main listener faces every tenant's users.
+func (h *Handler) guardedMetrics(w http.ResponseWriter, r *http.Request) {
+	if h.d.MetricsToken == "" {
+		writeError(w, r, http.StatusNotFound, "NOT_FOUND",
+			"metrics are not served on this address: set KLIQUE_METRICS_LISTEN to serve them on a separate one, or KLIQUE_METRICS_TOKEN to serve them here to 'Authorization: Bearer <token>'")
+		return
+	}
+	cred, ok := bearer(r)
+	if !ok || subtle.ConstantTimeCompare([]byte(cred), []byte(h.d.MetricsToken)) != 1 {
+		writeError(w, r, http.StatusUnauthorized, "UNAUTHENTICATED", "send the metrics token (KLIQUE_METRICS_TOKEN) as 'Authorization: Bearer <token>'")
+		return
+	}
+	h.MetricsHandler().ServeHTTP(w, r)
 }
 
 // Mux lets the other parts of the server (the gateway, the worker API, MCP) add
@@ -93,6 +121,8 @@ var requestIDRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 func (h *Handler) common(route string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
+		// client ends when the client goes away (or the handler returns).
+		client := r.Context()
 		id := r.Header.Get("X-Request-Id")
 		if !requestIDRE.MatchString(id) {
 			id = newRequestID()
@@ -114,6 +144,12 @@ func (h *Handler) common(route string, next http.Handler) http.Handler {
 				}
 			}
 			elapsed := time.Since(start)
+			if sw.status != http.StatusSwitchingProtocols && errors.Is(client.Err(), context.Canceled) {
+				// The client went away before the handler finished:
+				// whatever it wrote (often a 500 for the cancelled work)
+				// reached nobody, and the failure is not the server's.
+				sw.status = statusClientClosed
+			}
 			h.metrics.httpRequests.WithLabelValues(route, fmt.Sprint(sw.status)).Inc()
 			h.metrics.httpSeconds.WithLabelValues(route).Observe(elapsed.Seconds())
 			level := slog.LevelDebug
@@ -247,8 +283,16 @@ func (h *Handler) ready(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write([]byte("ready\n"))
 }
 
+// statusClientClosed is nginx's 499 (client closed request), recorded for a
+// request whose client went away before its answer: not a server error.
+const statusClientClosed = 499
+
 // writePlatformError maps a platform error to a status code.
 func writePlatformError(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+		writeError(w, r, statusClientClosed, "CANCELLED", "request cancelled")
+		return
+	}
 	code := platform.ErrorCode(err)
 	status := map[platform.Code]int{
 		platform.CodeUnauthenticated: http.StatusUnauthorized,

@@ -31,7 +31,7 @@ func TestProbes(t *testing.T) {
 	})
 	t.Run("metrics count requests by route and status", func(t *testing.T) {
 		ts.get(t, "/healthz", "")
-		resp, body := ts.get(t, "/metrics", "")
+		resp, body := ts.get(t, "/metrics", metricsToken)
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("GET /metrics = %d", resp.StatusCode)
 		}

@@ -14,6 +14,12 @@ type metrics struct {
 	graphqlOps     *prometheus.CounterVec
 	graphqlSeconds *prometheus.HistogramVec
 	authFailures   *prometheus.CounterVec
+	// graphqlRefused counts documents refused by DocumentLimits, by reason;
+	// graphqlValidated and graphqlComplexity count the expensive steps they
+	// are refused before.
+	graphqlRefused    *prometheus.CounterVec
+	graphqlValidated  prometheus.Counter
+	graphqlComplexity prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -36,8 +42,18 @@ func newMetrics() *metrics {
 		authFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "klique_auth_failures_total", Help: "Refused credentials by reason.",
 		}, []string{"reason"}),
+		graphqlRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "klique_graphql_documents_refused_total", Help: "GraphQL documents refused before validation for their size, by reason.",
+		}, []string{"reason"}),
+		graphqlValidated: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "klique_graphql_documents_validated_total", Help: "GraphQL documents validated against the schema (not found in the query cache).",
+		}),
+		graphqlComplexity: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "klique_graphql_complexity_computed_total", Help: "GraphQL operations whose complexity was computed.",
+		}),
 	}
 	m.registry.MustRegister(m.httpRequests, m.httpSeconds, m.graphqlOps, m.graphqlSeconds, m.authFailures,
+		m.graphqlRefused, m.graphqlValidated, m.graphqlComplexity,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

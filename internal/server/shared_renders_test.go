@@ -12,7 +12,7 @@ import (
 // renderCounts reads the shared-render metrics from /metrics.
 func renderCounts(t *testing.T, ts *testServer) (rendered, shared, held int) {
 	t.Helper()
-	_, body := ts.get(t, "/metrics", "")
+	_, body := ts.get(t, "/metrics", metricsToken)
 	sc := bufio.NewScanner(strings.NewReader(body))
 	found := 0
 	for sc.Scan() {

@@ -3,6 +3,7 @@ package server
 import (
 	"encoding/csv"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -41,6 +42,13 @@ func (h *Handler) usageCSV(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
 	w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="usage-%s-%s.csv"`, from.Format("20060102"), to.Format("20060102")))
+	writeUsageCSV(w, q, rows)
+}
+
+// writeUsageCSV writes the usage rows of q as CSV. Text cells (names, ids,
+// currencies) go through csvText: a tenant's users name projects, groups
+// and models, and the file is opened in spreadsheets.
+func writeUsageCSV(w io.Writer, q platform.UsageQuery, rows []platform.UsageRow) {
 	out := csv.NewWriter(w)
 	var header []string
 	for _, d := range q.By {
@@ -52,15 +60,28 @@ func (h *Handler) usageCSV(w http.ResponseWriter, r *http.Request) {
 	for _, row := range rows {
 		var rec []string
 		for _, k := range row.Keys {
-			rec = append(rec, k.ID, k.Name)
+			rec = append(rec, csvText(k.ID), csvText(k.Name))
 		}
-		rec = append(rec, from.UTC().Format(time.RFC3339), to.UTC().Format(time.RFC3339),
+		rec = append(rec, q.From.UTC().Format(time.RFC3339), q.To.UTC().Format(time.RFC3339),
 			strconv.FormatFloat(float64(row.MicroGPUHours)/1e6, 'f', 6, 64),
 			strconv.FormatFloat(float64(row.MicroBudgetHours)/1e6, 'f', 6, 64),
-			strconv.FormatFloat(row.Cost, 'f', 2, 64), row.Currency,
+			strconv.FormatFloat(row.Cost, 'f', 2, 64), csvText(row.Currency),
 			strconv.FormatInt(row.Calls, 10), strconv.FormatInt(row.InputTokens, 10), strconv.FormatInt(row.OutputTokens, 10),
-			strconv.FormatFloat(float64(row.TokenCostMicros)/1e6, 'f', 6, 64), row.TokenCurrency)
+			strconv.FormatFloat(float64(row.TokenCostMicros)/1e6, 'f', 6, 64), csvText(row.TokenCurrency))
 		_ = out.Write(rec)
 	}
 	out.Flush()
+}
+
+// csvText escapes a text cell against formula injection (OWASP's CSV
+// injection advice): a cell that begins with =, +, -, @, a tab or a
+// carriage return is run as a formula by spreadsheets (a project named
+// "=HYPERLINK(...)" would become a link in the admin's chargeback sheet),
+// so it gets a leading single quote, which spreadsheets show as text.
+// Numbers are written by the server and left as they are.
+func csvText(s string) string {
+	if s != "" && strings.ContainsRune("=+-@\t\r", rune(s[0])) {
+		return "'" + s
+	}
+	return s
 }

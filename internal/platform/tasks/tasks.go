@@ -172,11 +172,18 @@ func resolveProject(p *identity.Principal, e *estate.Estate, ref string) (*model
 	if err != nil {
 		return nil, err
 	}
+	if !p.IsAdmin() && pr.GroupID != "" && !p.InGroup(pr.GroupID) {
+		// A project of a group the caller is not in is one they may not
+		// know of: the refusal is the one for a project that does not
+		// exist, and names neither the project (the caller may have given
+		// its id) nor its group.
+		return nil, kernel.NotFound("no project %s", kernel.Quote(ref))
+	}
 	if p.ProjectID != "" && pr.ID != p.ProjectID {
 		return nil, kernel.Forbidden("this credential is scoped to another project and cannot put work in project %s", kernel.Quote(pr.Name))
 	}
 	if !kernel.UsesProject(p, pr) {
-		return nil, kernel.Forbidden("project %s belongs to group %s, which you are not in", kernel.Quote(pr.Name), e.GroupName(pr.GroupID))
+		return nil, kernel.NotFound("no project %s", kernel.Quote(ref))
 	}
 	return pr, nil
 }
