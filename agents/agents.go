@@ -20,6 +20,7 @@ import (
 	"github.com/klique-ai/klique/agents/runner"
 	"github.com/klique-ai/klique/agents/runner/docker"
 	"github.com/klique-ai/klique/agents/runner/process"
+	"github.com/klique-ai/klique/agents/runner/state"
 	"github.com/klique-ai/klique/agents/worker"
 	"github.com/klique-ai/klique/internal/agentapi"
 )
@@ -48,6 +49,11 @@ type Options struct {
 	// WorkDir holds task directories, the log spool and cached
 	// environments.
 	WorkDir string
+	// StateDir records the work the worker's runner started (a process
+	// group or a container per running attempt), so that a worker
+	// restarted after SIGKILL stops what its earlier run left before it
+	// claims anything (default: WorkDir/state).
+	StateDir string
 	// Grace is the time between SIGTERM and SIGKILL when a task is stopped.
 	Grace time.Duration
 	// RunAs runs tasks as this user (the daemon must run as root).
@@ -141,6 +147,14 @@ func NewWorker(ctx context.Context, opts Options) (*worker.Worker, error) {
 		}
 		dockerUser = fmt.Sprintf("%d:%d", pu.UID, pu.GID)
 	}
+	if opts.StateDir == "" {
+		opts.StateDir = filepath.Join(wd, "state")
+	}
+	sd, err := filepath.Abs(opts.StateDir)
+	if err != nil {
+		return nil, fmt.Errorf("--state-dir: %w", err)
+	}
+	st := state.New(sd)
 	var r runner.Runner
 	switch {
 	case opts.Kind == KindKubernetes:
@@ -153,7 +167,7 @@ func NewWorker(ctx context.Context, opts Options) (*worker.Worker, error) {
 		}
 		r = kr
 	case opts.Mode == "" || opts.Mode == agentapi.ModeProcess:
-		r = process.New(process.Options{Python: opts.Python, VenvCache: filepath.Join(wd, "venvs"), PipArgs: opts.PipArgs, User: pu})
+		r = process.New(process.Options{Python: opts.Python, VenvCache: filepath.Join(wd, "venvs"), PipArgs: opts.PipArgs, User: pu, State: st})
 	case opts.Mode == agentapi.ModeDocker:
 		args := append([]string(nil), opts.DockerArgs...)
 		keys := make([]string, 0, len(opts.Labels))
@@ -165,7 +179,7 @@ func NewWorker(ctx context.Context, opts Options) (*worker.Worker, error) {
 			args = append(args, "--label", k+"="+opts.Labels[k])
 		}
 		r = docker.New(docker.Options{Instance: opts.Name, DefaultImage: opts.DockerImage, Volumes: opts.DockerVolumes,
-			Network: opts.DockerNetwork, User: dockerUser, MPSPipeDir: opts.MPSPipeDir, ExtraArgs: args})
+			Network: opts.DockerNetwork, User: dockerUser, MPSPipeDir: opts.MPSPipeDir, ExtraArgs: args, State: st})
 	default:
 		return nil, fmt.Errorf("--mode %s: use process or docker", opts.Mode)
 	}
@@ -177,7 +191,7 @@ func NewWorker(ctx context.Context, opts Options) (*worker.Worker, error) {
 		Client: cl, Runner: r, GPUs: gpus, Pool: opts.Pool, Hostname: opts.Name, Version: opts.Version,
 		Kind: opts.Kind, Labels: opts.Labels, WorkDir: wd, Grace: opts.Grace, Log: opts.Log, SMI: smi,
 		// In a cluster the scheduler places the pods: the worker counts.
-		Placed: opts.Kind == KindKubernetes,
+		Placed: opts.Kind == KindKubernetes, State: st,
 	}
 	if opts.Tune != nil {
 		opts.Tune(&cfg)

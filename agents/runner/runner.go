@@ -140,3 +140,32 @@ type Diagnostics struct {
 type ProfileChecker interface {
 	CheckProfiles(profiles []agentapi.ProfileSize) error
 }
+
+// Recoverer is an optional capability of a Runner whose work can outlive
+// the worker (a process group, a container): the runner keeps a record on
+// disk of each attempt it started, and Recover, called once at start
+// before anything is claimed (and again later for what it could not stop),
+// stops what an earlier run of the worker left running: SIGTERM, grace,
+// SIGKILL, or the environment's equivalent. It returns what it found, so
+// the worker keeps the GPUs of work still running out of its hands.
+type Recoverer interface {
+	Recover(ctx context.Context, grace time.Duration) ([]Leftover, error)
+}
+
+// Leftover is one attempt an earlier run of the worker left, as Recover
+// found it.
+type Leftover struct {
+	TaskID  string
+	Attempt int
+	// GPUs are the host indices it held.
+	GPUs []int
+	// What names it in logs: "process group 1234", "container klique-t-1".
+	What string
+	// WasRunning is true when its work was still running and was stopped.
+	WasRunning bool
+	// Running is true when it could not be stopped: its GPUs are in use.
+	Running bool
+	// Err says why it could not be stopped, or why its record could not
+	// be read (then TaskID is empty and What is the file).
+	Err error
+}

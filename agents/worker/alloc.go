@@ -179,3 +179,22 @@ func (a *Allocator) AllocateSlots(key string, milliPerNode int64, nodes int) ([]
 	a.holds[key] = al
 	return picked, 1000, nil
 }
+
+// Hold takes the worker's GPUs among indices out of use under key, whole,
+// whatever holds them now: work the worker did not start (what an earlier
+// run left and could not be stopped) may be using them. Release gives them
+// back.
+func (a *Allocator) Hold(key string, indices []int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	al := allocation{share: 1000}
+	for _, g := range a.gpus {
+		for _, i := range indices {
+			if g.Index == i {
+				al.indices = append(al.indices, i)
+				a.used[i] += 1000
+			}
+		}
+	}
+	a.holds[key] = al
+}

@@ -11,6 +11,11 @@
 // spool file on disk and are sent in order when the control plane is back.
 // A report answered 409 means the server moved on (the lease was lost, the
 // task was requeued): the worker stops the task and forgets it.
+//
+// The worker survives its own SIGKILL too: its runner records each running
+// attempt in a state directory (Config.State), and the restarted worker
+// stops what its earlier run left running before it claims anything, and
+// never hands out the GPUs of what it could not stop (recover.go).
 package worker
 
 import (
@@ -29,6 +34,7 @@ import (
 	"github.com/klique-ai/klique/agents/client"
 	"github.com/klique-ai/klique/agents/gpu"
 	"github.com/klique-ai/klique/agents/runner"
+	"github.com/klique-ai/klique/agents/runner/state"
 	"github.com/klique-ai/klique/internal/agentapi"
 )
 
@@ -90,6 +96,16 @@ type Config struct {
 	PollInterval time.Duration
 	// KeepTaskDirs keeps each task's directory after it ended.
 	KeepTaskDirs bool
+	// State is the state directory the runner records its running work
+	// in (the runner's own option points at the same directory). The
+	// worker locks it while it runs, so two workers never share one, and
+	// before claiming anything has the runner (a runner.Recoverer) stop
+	// what an earlier run left running.
+	State *state.Dir
+	// RecoverInterval is how often the worker tries again to stop what an
+	// earlier run left and it could not stop (default 30 s); the GPUs of
+	// that work stay out of its hands meanwhile.
+	RecoverInterval time.Duration
 	// Placed is set when the environment's own scheduler places the work
 	// (Slurm, PBS, LSF, Kubernetes): the worker's GPUs are then only a
 	// count of how much it may hold at once, not devices on this host.
@@ -149,6 +165,7 @@ func New(cfg Config) (*Worker, error) {
 	setDefault(&cfg.MetricsFilePoll, 500*time.Millisecond)
 	setDefault(&cfg.GPUSampleInterval, 10*time.Second)
 	setDefault(&cfg.PollInterval, time.Second)
+	setDefault(&cfg.RecoverInterval, 30*time.Second)
 	if cfg.LogBatchLines <= 0 {
 		cfg.LogBatchLines = 500
 	}
@@ -195,8 +212,18 @@ func (w *Worker) spoolDir() string { return filepath.Join(w.cfg.WorkDir, "spool"
 // cannot work at all: the credential was refused, or it belongs to another
 // pool than cfg.Pool.
 func (w *Worker) Run(ctx context.Context) error {
-	// Without reattach, what an earlier run left is orphaned: its tasks'
-	// leases expire and the server requeues them.
+	unlock, err := w.cfg.State.Lock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	// What an earlier run left running is stopped before anything else
+	// (its directories are removed next): the worker does not reattach to
+	// it, and the control plane requeues it once its lease runs out.
+	held, err := w.recoverLeftovers(ctx)
+	if err != nil {
+		return err
+	}
 	for _, d := range []string{w.tasksDir(), w.spoolDir()} {
 		if err := os.RemoveAll(d); err != nil {
 			return fmt.Errorf("clean %s: %w", d, err)
@@ -250,6 +277,10 @@ func (w *Worker) Run(ctx context.Context) error {
 	if w.smi {
 		loops.Add(1)
 		go func() { defer loops.Done(); w.sampleGPUs(ctx) }()
+	}
+	if len(held) > 0 {
+		loops.Add(1)
+		go func() { defer loops.Done(); w.retryLeftovers(ctx, held) }()
 	}
 
 	var runErr error

@@ -34,7 +34,12 @@ memory-capped shares.
 
 On SIGTERM the worker stops claiming, stops its tasks (SIGTERM, the grace
 period, SIGKILL) and reports them preempted, so they are requeued at the
-front of their compute resource. See docs/worker.md.`,
+front of their compute resource.
+
+The worker records each running task (its process group or container) in a
+state directory (--state-dir, default WORK-DIR/state). Restarted after a
+crash or kill -9, it first stops whatever its earlier run left running, and
+never hands out the GPUs of what it could not stop. See docs/worker.md.`,
 		Example: `  klique worker --pool bare-metal --server https://klique.corp --token-file /etc/klique/worker.token
   klique worker --pool bare-metal --server http://127.0.0.1:8080 --token-file worker.token --gpus 0,1 --work-dir /tmp/kw
   klique worker --pool shared-a100 --server https://klique.corp --token-file worker.token --mode docker --gpus 0-3 --gpu-memory-mb 81920
@@ -87,6 +92,7 @@ front of their compute resource. See docs/worker.md.`,
 	f.StringVar(&o.GPUs, "gpus", "", "GPUs this worker owns, such as 0,1,2,3 or 0-3 (default: every GPU nvidia-smi lists)")
 	f.IntVar(&o.GPUMemoryMB, "gpu-memory-mb", 0, "memory of each GPU in MB, when nvidia-smi cannot tell (fractions need it)")
 	f.StringVar(&o.WorkDir, "work-dir", "klique-worker", "directory for task directories, the log spool and cached Python environments")
+	f.StringVar(&o.StateDir, "state-dir", "", "directory recording the tasks this worker runs, so a restarted worker stops what a killed one left running (default: WORK-DIR/state); one per worker")
 	f.DurationVar(&o.Grace, "grace", 30*time.Second, "time a stopped task gets between SIGTERM and SIGKILL")
 	f.StringVar(&o.RunAs, "run-as", "", "run tasks as this user (the worker must run as root)")
 	f.StringSliceVar(&labels, "labels", nil, "labels describing this worker, key=value[,key=value]")

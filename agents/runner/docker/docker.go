@@ -10,6 +10,12 @@
 //
 // The runner drives the docker CLI, so it needs no Docker SDK and its tests
 // run a fake docker on PATH.
+//
+// A container outlives a worker killed with SIGKILL (the docker CLI dies
+// with the worker; the container does not). With a state directory
+// (Options.State), each container is recorded on disk before it is
+// started, and a restarted worker removes what its earlier run left
+// (Recover) before it claims anything.
 package docker
 
 import (
@@ -30,6 +36,7 @@ import (
 	"github.com/klique-ai/klique/agents/runner"
 	"github.com/klique-ai/klique/agents/runner/internal/pgroup"
 	"github.com/klique-ai/klique/agents/runner/source"
+	"github.com/klique-ai/klique/agents/runner/state"
 	"github.com/klique-ai/klique/internal/agentapi"
 	"github.com/klique-ai/klique/internal/runenv"
 )
@@ -79,6 +86,9 @@ type Options struct {
 	// BaseEnv is the docker CLI's own environment (default: the daemon's,
 	// without its KLIQUE_ variables).
 	BaseEnv []string
+	// State, when set, records each attempt's container, for Recover
+	// after the worker was killed.
+	State *state.Dir
 }
 
 // Runner runs tasks as Docker containers.
@@ -123,6 +133,58 @@ func (r *Runner) Cleanup(ctx context.Context) error {
 		return fmt.Errorf("remove containers left by an earlier run: %w: %s", err, bytes.TrimSpace(out))
 	}
 	return nil
+}
+
+// Recover removes the containers an earlier run of the worker left running,
+// as recorded in the state directory: docker stop with the grace period,
+// then docker rm -f, and docker inspect to be sure each is gone.
+func (r *Runner) Recover(ctx context.Context, grace time.Duration) ([]runner.Leftover, error) {
+	return r.opts.State.Recover(ctx, grace, func(ctx context.Context, name string) (bool, error) {
+		return r.removeContainer(ctx, name, grace)
+	})
+}
+
+// removeContainer stops and removes a container and reports whether it
+// existed; an error when it is still there or docker cannot tell.
+func (r *Runner) removeContainer(ctx context.Context, name string, grace time.Duration) (existed bool, err error) {
+	if existed, err = r.containerExists(ctx, name); err != nil || !existed {
+		return existed, err
+	}
+	secs := int((grace + time.Second - 1) / time.Second)
+	_, _ = r.cli(ctx, grace+time.Minute, "stop", "-t", strconv.Itoa(secs), name)
+	if out, err := r.cli(ctx, 2*time.Minute, "rm", "-f", name); err != nil && !noSuchContainer(out) {
+		return true, fmt.Errorf("docker rm -f %s: %w: %s", name, err, bytes.TrimSpace(out))
+	}
+	still, err := r.containerExists(ctx, name)
+	if err == nil && still {
+		err = fmt.Errorf("container %s is still there after docker rm -f", name)
+	}
+	return true, err
+}
+
+// containerExists asks docker whether the container exists.
+func (r *Runner) containerExists(ctx context.Context, name string) (bool, error) {
+	out, err := r.cli(ctx, time.Minute, "inspect", "--type", "container", "--format", "{{.Id}}", name)
+	switch {
+	case err == nil:
+		return true, nil
+	case noSuchContainer(out):
+		return false, nil
+	}
+	return false, fmt.Errorf("docker inspect %s: %w: %s", name, err, bytes.TrimSpace(out))
+}
+
+func noSuchContainer(out []byte) bool {
+	return bytes.Contains(bytes.ToLower(out), []byte("no such"))
+}
+
+// cli runs a short docker command and returns its output.
+func (r *Runner) cli(ctx context.Context, timeout time.Duration, args ...string) ([]byte, error) {
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cmd := exec.CommandContext(cctx, r.opts.Docker, args...)
+	cmd.Env = r.opts.BaseEnv
+	return cmd.CombinedOutput()
 }
 
 var nameUnsafe = regexp.MustCompile(`[^a-zA-Z0-9_.-]+`)
@@ -386,6 +448,20 @@ func (h *handle) run(ctx context.Context) {
 		h.end(-1, "", "stopped before it started")
 		return
 	}
+	// Recorded before it exists, so that no container outlives a killed
+	// worker unrecorded.
+	rec := &state.Record{TaskID: t.TaskID, Attempt: t.Attempt, Runner: agentapi.ModeDocker, Container: h.name,
+		GPUs: make([]int, len(h.job.GPUs))}
+	for i, g := range h.job.GPUs {
+		rec.GPUs[i] = g.Index
+	}
+	if err := h.r.opts.State.Write(rec); err != nil {
+		h.mu.Unlock()
+		msg := "could not record the container in the state directory: " + err.Error()
+		h.job.Log(agentapi.StreamWorker, msg)
+		h.end(-1, "", msg)
+		return
+	}
 	h.job.Log(agentapi.StreamWorker, "starting container "+h.name)
 	proc, err := pgroup.Start(cmd, nil, func(stream, line string) {
 		h.tail.Add(line)
@@ -393,6 +469,7 @@ func (h *handle) run(ctx context.Context) {
 	})
 	if err != nil {
 		h.mu.Unlock()
+		h.forget()
 		msg := fmt.Sprintf("start docker: %v", err)
 		h.job.Log(agentapi.StreamWorker, "could not start the task: "+msg)
 		h.end(-1, "", msg)
@@ -402,6 +479,9 @@ func (h *handle) run(ctx context.Context) {
 	h.mu.Unlock()
 	<-proc.Done()
 	code, sig, werr := proc.Exit()
+	if sig == "" {
+		h.forget()
+	}
 	msg := ""
 	switch {
 	case werr != nil:
@@ -413,6 +493,16 @@ func (h *handle) run(ctx context.Context) {
 		msg = "the container was killed (SIGKILL): out of memory, or stopped"
 	}
 	h.end(code, sig, msg)
+}
+
+// forget removes the attempt's record once the docker CLI has ended on its
+// own: with --rm, the container is gone with it. A CLI that was killed may
+// leave its container (still being created, say): the record stays for the
+// next Recover, which finds the container or its absence.
+func (h *handle) forget() {
+	if err := h.r.opts.State.Remove(h.job.Task.TaskID, h.job.Task.Attempt); err != nil {
+		h.job.Log(agentapi.StreamWorker, "warning: "+err.Error())
+	}
 }
 
 func (h *handle) isStopped() bool {

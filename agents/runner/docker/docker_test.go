@@ -2,6 +2,7 @@ package docker
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/klique-ai/klique/agents/runner"
+	"github.com/klique-ai/klique/agents/runner/state"
 	"github.com/klique-ai/klique/internal/agentapi"
 )
 
@@ -183,7 +185,11 @@ run)
   exit 143 ;;
 stop|kill) touch "$d/stopped" ;;
 ps) printf 'abc123\ndef456\n' ;;
-rm) ;;
+rm) touch "$d/removed" ;;
+inspect)
+  if [ -f "$d/removed" ] || [ -f "$d/absent" ]; then echo "Error: No such container: $6" >&2; exit 1; fi
+  if [ -f "$d/daemon-down" ]; then echo "Cannot connect to the Docker daemon" >&2; exit 1; fi
+  echo 0123abcd ;;
 esac
 `
 
@@ -305,6 +311,77 @@ func TestFakeDocker(t *testing.T) {
 		calls := b.calls(t)
 		if len(calls) != 2 || strings.Join(calls[1], " ") != "stop -t 2 klique-t-42-2" {
 			t.Fatalf("calls %q, want docker stop -t 2 klique-t-42-2 second", calls)
+		}
+	})
+
+	t.Run("a container is recorded while it runs, and a restarted worker removes what a killed one left", func(t *testing.T) {
+		b := setupFake(t, "")
+		st := state.New(t.TempDir())
+		j := job(t.TempDir(), []agentapi.GPU{{Index: 1}, {Index: 3}}, 1000)
+		j.Log = b.sink
+		r := New(Options{Instance: "host-a", State: st})
+		h, err := r.Submit(context.Background(), j)
+		if err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for !strings.Contains(strings.Join(b.lines(), "\n"), "container says hello") {
+			if time.Now().After(deadline) {
+				t.Fatal("the container did not start")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		es, err := st.List()
+		if err != nil || len(es) != 1 || es[0].Record.Container != "klique-t-42-2" || es[0].Record.TaskID != "t-42" ||
+			es[0].Record.Attempt != 2 || fmt.Sprint(es[0].Record.GPUs) != "[1 3]" || es[0].Record.Runner != "docker" {
+			t.Fatalf("records while the container runs: %+v, %v", es, err)
+		}
+		if err := h.Stop(context.Background(), time.Second); err != nil {
+			t.Fatal(err)
+		}
+		waitDone(t, h)
+		if es, _ := st.List(); len(es) != 0 {
+			t.Fatalf("the record of an ended container stays: %+v", es)
+		}
+
+		// A worker killed with SIGKILL leaves its record and its
+		// container: the next run stops and removes it, and makes sure.
+		if err := st.Write(&state.Record{TaskID: "t-7", Attempt: 1, GPUs: []int{0}, Runner: "docker", Container: "klique-t-7-1"}); err != nil {
+			t.Fatal(err)
+		}
+		_ = os.Remove(filepath.Join(b.dir, "calls"))
+		left, err := r.Recover(context.Background(), 1500*time.Millisecond)
+		if err != nil || len(left) != 1 || !left[0].WasRunning || left[0].Running || left[0].Err != nil || left[0].TaskID != "t-7" {
+			t.Fatalf("Recover = %+v, %v", left, err)
+		}
+		var got []string
+		for _, c := range b.calls(t) {
+			got = append(got, strings.Join(c, " "))
+		}
+		want := []string{"inspect --type container --format {{.Id}} klique-t-7-1", "stop -t 2 klique-t-7-1", "rm -f klique-t-7-1",
+			"inspect --type container --format {{.Id}} klique-t-7-1"}
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Fatalf("docker calls:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+		if es, _ := st.List(); len(es) != 0 {
+			t.Fatalf("the record of a removed container stays: %+v", es)
+		}
+
+		// With the Docker daemon down the worker cannot tell: the
+		// container counts as running, its record stays for a later try.
+		_ = os.Remove(filepath.Join(b.dir, "removed"))
+		if err := os.WriteFile(filepath.Join(b.dir, "daemon-down"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Write(&state.Record{TaskID: "t-8", Attempt: 1, GPUs: []int{2}, Runner: "docker", Container: "klique-t-8-1"}); err != nil {
+			t.Fatal(err)
+		}
+		left, err = r.Recover(context.Background(), time.Second)
+		if err != nil || len(left) != 1 || !left[0].Running || left[0].Err == nil || !strings.Contains(left[0].Err.Error(), "Cannot connect to the Docker daemon") {
+			t.Fatalf("Recover with the daemon down = %+v, %v", left, err)
+		}
+		if es, _ := st.List(); len(es) != 1 {
+			t.Fatalf("the record of a container that may still run was removed: %+v", es)
 		}
 	})
 

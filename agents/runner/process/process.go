@@ -10,6 +10,11 @@
 // whole group, waits the grace period, then sends SIGKILL; whatever the task
 // started in its group is killed when it ends. Fractions of a GPU are
 // refused: they need memory-capped containers (docker mode).
+//
+// With a state directory (Options.State), each running attempt's process
+// group is recorded on disk, so that a worker restarted after SIGKILL stops
+// what its earlier run left (Recover) before it claims anything; the
+// leader of each group also dies with the worker (PR_SET_PDEATHSIG).
 package process
 
 import (
@@ -29,6 +34,7 @@ import (
 	"github.com/klique-ai/klique/agents/runner"
 	"github.com/klique-ai/klique/agents/runner/internal/pgroup"
 	"github.com/klique-ai/klique/agents/runner/source"
+	"github.com/klique-ai/klique/agents/runner/state"
 	"github.com/klique-ai/klique/internal/agentapi"
 )
 
@@ -54,6 +60,9 @@ type Options struct {
 	// BaseEnv is the environment every task starts from before its own
 	// (default: the daemon's, without its KLIQUE_ variables).
 	BaseEnv []string
+	// State, when set, records each running attempt's process group, for
+	// Recover after the worker was killed.
+	State *state.Dir
 }
 
 // User is an account to run tasks as.
@@ -102,6 +111,12 @@ func (r *Runner) Name() string { return agentapi.ModeProcess }
 
 // Fractions is false: processes cannot share a GPU with a memory cap.
 func (r *Runner) Fractions() bool { return false }
+
+// Recover stops the process groups an earlier run of the worker left
+// running, as recorded in the state directory.
+func (r *Runner) Recover(ctx context.Context, grace time.Duration) ([]runner.Leftover, error) {
+	return r.opts.State.Recover(ctx, grace, nil)
+}
 
 // Submit validates the job and starts preparing and running it.
 func (r *Runner) Submit(ctx context.Context, job *runner.Job) (runner.Handle, error) {
@@ -231,13 +246,51 @@ func (h *handle) run(ctx context.Context) {
 	}
 	h.proc, h.phase, h.reason = proc, runner.Running, ""
 	h.mu.Unlock()
+	if err := h.track(proc); err != nil {
+		// Unrecorded, the task would outlive a killed worker unseen.
+		_ = proc.Stop(context.Background(), 0)
+		<-proc.Done()
+		h.untrack()
+		msg := "could not record the task in the state directory: " + err.Error()
+		h.log(agentapi.StreamWorker, msg)
+		h.end(-1, "", msg)
+		return
+	}
 	<-proc.Done()
+	h.untrack()
 	code, sig, werr := proc.Exit()
 	msg := ""
 	if werr != nil {
 		msg = werr.Error()
 	}
 	h.end(code, sig, msg)
+}
+
+// track records the running process group of the attempt (the main
+// process, or a preparation command), replacing the record of the one
+// before.
+func (h *handle) track(proc *pgroup.Proc) error {
+	if h.r.opts.State == nil {
+		return nil
+	}
+	start, boot, err := state.Process(proc.Pid())
+	if err != nil {
+		return err
+	}
+	t := h.job.Task
+	rec := &state.Record{TaskID: t.TaskID, Attempt: t.Attempt, Runner: agentapi.ModeProcess, PID: proc.Pid(),
+		StartTime: start, BootID: boot, GPUs: make([]int, len(h.job.GPUs))}
+	for i, g := range h.job.GPUs {
+		rec.GPUs[i] = g.Index
+	}
+	return h.r.opts.State.Write(rec)
+}
+
+// untrack forgets the attempt's record once its process group is gone.
+func (h *handle) untrack() {
+	if err := h.r.opts.State.Remove(h.job.Task.TaskID, h.job.Task.Attempt); err != nil {
+		h.log(agentapi.StreamWorker, "warning: "+err.Error())
+	}
 }
 
 func (h *handle) isStopped() bool {
@@ -312,6 +365,11 @@ func (h *handle) exec(env []string) source.Exec {
 		})
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
+		}
+		defer h.untrack()
+		if err := h.track(proc); err != nil {
+			_ = proc.Stop(context.Background(), 0)
+			return fmt.Errorf("could not record %s in the state directory: %w", name, err)
 		}
 		select {
 		case <-proc.Done():

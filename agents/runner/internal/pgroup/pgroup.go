@@ -38,6 +38,7 @@ func Start(cmd *exec.Cmd, cred *syscall.Credential, sink runner.LogSink) (*Proc,
 	}
 	cmd.SysProcAttr.Setpgid = true
 	cmd.SysProcAttr.Credential = cred
+	dieWithWorker(cmd.SysProcAttr)
 	rOut, wOut, err := os.Pipe()
 	if err != nil {
 		return nil, err

@@ -25,3 +25,9 @@ func waitAndKillGroup(cmd *exec.Cmd, pgid int) error {
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
 	return cmd.Wait()
 }
+
+// dieWithWorker makes the kernel send SIGKILL to the group's leader when
+// the worker dies (PR_SET_PDEATHSIG), however it dies. It covers only the
+// leader, not what it started nor a container: the state directory
+// (agents/runner/state) is what lets a restarted worker stop the rest.
+func dieWithWorker(a *syscall.SysProcAttr) { a.Pdeathsig = syscall.SIGKILL }

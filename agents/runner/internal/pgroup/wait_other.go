@@ -14,3 +14,6 @@ func waitAndKillGroup(cmd *exec.Cmd, pgid int) error {
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
 	return err
 }
+
+// dieWithWorker does nothing here: only Linux has PR_SET_PDEATHSIG.
+func dieWithWorker(*syscall.SysProcAttr) {}
