@@ -29,10 +29,11 @@ const (
 	loadReaders  = 50
 	loadWriters  = 4
 	loadDuration = 10 * time.Second
-	// loadApp names the server's PostgreSQL connections, so that their
-	// backends' CPU can be told apart from other clients'.
-	loadApp = "klique-load-bench"
 )
+
+// loadApp names the server's PostgreSQL connections, so that their
+// backends' CPU can be told apart from other clients', other runs' too.
+var loadApp = fmt.Sprintf("klique-load-bench-%d", os.Getpid())
 
 // loadEstate is one pool that can hold every task the writers enqueue, one
 // group, and the project the readers list.
@@ -208,7 +209,10 @@ func benchLoad(b *testing.B, bin, databaseURL string, tasks int) {
 	if err := failure.Load(); err != nil {
 		b.Fatalf("client: %v", err)
 	}
-	cpu, dbCPU := processCPU(b, s.pid)-cpu0, databaseCPU(b, s)-db0
+	cpu, dbCPU := processCPU(b, s.pid)-cpu0, time.Duration(0)
+	for pid, t := range databaseCPU(b, s) {
+		dbCPU += t - db0[pid] // a backend that started during the run counts from zero
+	}
 	var all []time.Duration
 	for _, l := range latencies {
 		all = append(all, l...)
@@ -333,12 +337,13 @@ func seedLoadTasks(b *testing.B, s *loadServer, n int) {
 	}
 }
 
-// databaseCPU is the CPU time of the PostgreSQL backends serving the
-// benchmark's server (by application name), or zero on SQLite, whose work
+// databaseCPU is the CPU time of each PostgreSQL backend serving the
+// benchmark's server (by application name), or none on SQLite, whose work
 // is the server's own.
-func databaseCPU(b *testing.B, s *loadServer) time.Duration {
+func databaseCPU(b *testing.B, s *loadServer) map[int]time.Duration {
+	total := map[int]time.Duration{}
 	if s.url == "" {
-		return 0
+		return total
 	}
 	db, err := sql.Open("pgx", s.url)
 	if err != nil {
@@ -350,14 +355,13 @@ func databaseCPU(b *testing.B, s *loadServer) time.Duration {
 		b.Fatal(err)
 	}
 	defer rows.Close()
-	var total time.Duration
 	for rows.Next() {
 		var pid int
 		if err := rows.Scan(&pid); err != nil {
 			b.Fatal(err)
 		}
 		if _, err := os.Stat(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
-			total += processCPU(b, pid)
+			total[pid] = processCPU(b, pid)
 		}
 	}
 	return total
