@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/klique-ai/klique/internal/model"
@@ -192,32 +191,6 @@ func taskWhere(tenantID string, f store.TaskFilter) (string, []any) {
 // placeholders returns n comma-separated '?'.
 func placeholders(n int) string {
 	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
-}
-
-// ListTasks lists the tasks that match f in queue order, oldest first or
-// newest first, with keyset pagination on QueueSeq.
-func (q *queries) ListTasks(ctx context.Context, tenantID string, f store.TaskFilter, page store.Page, newestFirst bool) ([]*model.Task, error) {
-	where, args := taskWhere(tenantID, f)
-	query := `SELECT ` + taskColumns + ` FROM tasks` + where
-	if page.After != "" {
-		after, err := strconv.ParseInt(page.After, 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("list tasks: page after %q is not a queue sequence number", page.After)
-		}
-		if newestFirst {
-			query += ` AND queue_seq < ?`
-		} else {
-			query += ` AND queue_seq > ?`
-		}
-		args = append(args, after)
-	}
-	if newestFirst {
-		query += ` ORDER BY queue_seq DESC`
-	} else {
-		query += ` ORDER BY queue_seq`
-	}
-	query, args = withLimit(query, args, page.Limit)
-	return getAll(ctx, q, "list tasks", scanTask, query, args...)
 }
 
 // CountTasks counts the tasks that match f.
