@@ -74,6 +74,22 @@ func (m *meter) record(c *model.ModelCall) uint64 {
 	return ticket
 }
 
+// drain waits until every row buffered so far is on the ledger (or await
+// gives up, see there). A budget counter is seeded from the ledger's sum:
+// a row still buffered would be missing from it while its call's spend was
+// settled on a limiter the counter never hears from (the in-process one
+// while Redis was out of reach), so the seed reads the ledger only after
+// the rows before it are written.
+func (m *meter) drain(ctx context.Context) bool {
+	m.mu.Lock()
+	ticket := m.queued
+	m.mu.Unlock()
+	if ticket == 0 {
+		return true
+	}
+	return m.await(ctx, ticket)
+}
+
 // await waits until the row of ticket is on the ledger, the caller goes
 // away, or the meter's wait runs out (the store refuses writes: the row
 // stays buffered and is written when it takes them again). It reports

@@ -74,6 +74,7 @@ func (g *Gateway) hold(x *exchange) (int, bool) {
 		if err != nil || len(d.Unseeded) == 0 {
 			break
 		}
+		g.meter.drain(ctx) // the ledger's sum counts every call recorded so far
 		for _, i := range d.Unseeded {
 			win := grant.Windows[i]
 			tok, mic, serr := g.o.Service.ModelSpend(ctx, win.Spend)
