@@ -24,7 +24,7 @@ test-short:
 
 ## test-faults: the fault suite (kill -9, Redis and PostgreSQL restarts, replicas) against real processes; see docs/operations.md
 test-faults:
-	$(GO) test -tags faults -count=1 -timeout 15m ./test/faults/
+	$(GO) test -tags faults -count=1 -v -timeout 15m ./test/faults/
 
 ## lint: go vet and staticcheck
 lint:
