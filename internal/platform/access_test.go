@@ -97,8 +97,13 @@ func TestAccess(t *testing.T) {
 
 			platformtest.WantError(t, try(ps.vic, "vision-detect", "multi-node training", ""), platform.CodeForbidden,
 				"the compute resource 'multi-node training' is not open to group vision")
-			platformtest.WantError(t, try(ps.rita, "shared-eval", visionEight.ID, ""), platform.CodeForbidden,
-				"the compute resource '8 GPUs' is not open to group ml-research")
+			// By id, another group's compute resource is not found, and the
+			// refusal names neither it nor its group.
+			err := try(ps.rita, "shared-eval", visionEight.ID, "")
+			platformtest.WantError(t, err, platform.CodeNotFound, "no compute resource '"+visionEight.ID+"' is open to you")
+			if strings.Contains(err.Error(), "8 GPUs") || strings.Contains(err.Error(), "vision") {
+				t.Fatalf("the refusal names another group's compute resource: %v", err)
+			}
 			platformtest.WantError(t, try(ps.nobody, "shared-eval", "1 GPU", ""), platform.CodeForbidden,
 				"the compute resource '1 GPU' is not open to you", "you are in no group; ask an admin to add you to one")
 			platformtest.WantError(t, try(ps.rita, "shared-eval", "1 GPU", "vision"), platform.CodeForbidden, "you are not in group vision")

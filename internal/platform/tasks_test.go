@@ -339,8 +339,9 @@ func TestCloneTask(t *testing.T) {
 			ps := b.people(t)
 			orig := enqueue(t, b, ps.rita, "shared-eval", "1 GPU", "", nil)
 			before := len(b.AuditLog(t))
-			_, err := b.Svc.CloneTask(ps.rita, orig.ID, platform.CloneInput{ComputeResource: b.computeResource(t, "vision", "8 GPUs").ID})
-			platformtest.WantError(t, err, platform.CodeForbidden, "the compute resource '8 GPUs' is not open to group ml-research")
+			visionEight := b.computeResource(t, "vision", "8 GPUs").ID
+			_, err := b.Svc.CloneTask(ps.rita, orig.ID, platform.CloneInput{ComputeResource: visionEight})
+			platformtest.WantError(t, err, platform.CodeNotFound, "no compute resource '"+visionEight+"' is open to you")
 			_, err = b.Svc.CloneTask(ps.rita, orig.ID, platform.CloneInput{ComputeResource: "1 GPU", Group: "nlp"})
 			platformtest.WantError(t, err, platform.CodeForbidden, "you are not in group nlp")
 			// Someone who cannot see the task cannot clone it.

@@ -12,7 +12,7 @@ var taskIsolationCases = []isoCase{
 		query: `mutation { enqueueTask(input: {name: "x", computeResource: "1 GPU", project: "fraud-models", command: ["true"]}) { id } }`, code: notFound},
 	{field: "Mutation.enqueueTask", as: victor, name: "may not enqueue on ml-research's 1 GPU by id",
 		query: `mutation($cr: ID!) { enqueueTask(input: {name: "x", computeResource: $cr, project: "shared-eval", command: ["true"]}) { id } }`,
-		vars:  map[string]any{"cr": ref("cr ml-research/1 GPU")}, code: forbidden},
+		vars:  map[string]any{"cr": ref("cr ml-research/1 GPU")}, code: notFound},
 	{field: "Mutation.enqueueTask", as: victor, name: "may not enqueue on 1 GPU of group ml-research",
 		query: `mutation { enqueueTask(input: {name: "x", computeResource: "1 GPU", group: "ml-research", project: "shared-eval", command: ["true"]}) { id } }`, code: forbidden},
 	{field: "Mutation.enqueueTask", as: victor, name: "may not put work in fraud-models",

@@ -29,6 +29,9 @@ type EnqueueInput struct {
 	// task the first one created (kernel.Idempotency). The request's
 	// Idempotency-Key header is used when it is empty.
 	IdempotencyKey string `json:"-"`
+	// seenComputeResource is set when ComputeResource is the id of the
+	// task being cloned, which the caller can see: a refusal may name it.
+	seenComputeResource bool
 }
 
 // EnqueueTask puts a task at the back of a compute resource the caller may
@@ -134,7 +137,7 @@ func (s *Tasks) newTask(t *kernel.Txn, e *estate.Estate, in EnqueueInput) (*mode
 	if err != nil {
 		return nil, err
 	}
-	cr, err := resolveComputeResource(p, e, in.ComputeResource, in.Group)
+	cr, err := resolveComputeResource(p, e, in.ComputeResource, in.Group, in.seenComputeResource)
 	if err != nil {
 		return nil, err
 	}
@@ -191,7 +194,7 @@ func resolveProject(p *identity.Principal, e *estate.Estate, ref string) (*model
 // resolveComputeResource finds the compute resource a caller means. By id it
 // must be open to the caller; by name, it is the one of the caller's groups
 // with that name (or of the group given).
-func resolveComputeResource(p *identity.Principal, e *estate.Estate, ref, groupRef string) (*model.ComputeResource, error) {
+func resolveComputeResource(p *identity.Principal, e *estate.Estate, ref, groupRef string, seen bool) (*model.ComputeResource, error) {
 	if strings.TrimSpace(ref) == "" {
 		return nil, kernel.Invalid("say which compute resource to send the task to")
 	}
@@ -200,8 +203,13 @@ func resolveComputeResource(p *identity.Principal, e *estate.Estate, ref, groupR
 		return pol != nil && (p.IsAdmin() || p.InGroup(pol.GroupID))
 	}
 	if cr := e.ComputeResource(ref); cr != nil {
-		if !open(cr) {
+		if !open(cr) && seen {
 			return nil, kernel.Forbidden("the compute resource %s is not open to %s", kernel.Quote(cr.Name), kernel.GroupNames(p))
+		}
+		if !open(cr) {
+			// By id, another group's compute resource is one that does not
+			// exist: its name and group are not the caller's to learn.
+			return nil, kernel.NotFound("no compute resource %s is open to you; list yours with 'klique get computeresources'", kernel.Quote(ref))
 		}
 		return cr, nil
 	}
@@ -419,7 +427,7 @@ func (s *Tasks) CloneTask(ctx context.Context, id string, in CloneInput) (*model
 	for k, v := range orig.Spec.Env {
 		spec.Env[k] = v
 	}
-	enq := EnqueueInput{Name: orig.Name, Project: orig.ProjectID, ComputeResource: orig.ComputeResourceID, Spec: spec}
+	enq := EnqueueInput{Name: orig.Name, Project: orig.ProjectID, ComputeResource: orig.ComputeResourceID, Spec: spec, seenComputeResource: true}
 	if in.Name != "" {
 		enq.Name = in.Name
 	}
@@ -427,7 +435,7 @@ func (s *Tasks) CloneTask(ctx context.Context, id string, in CloneInput) (*model
 		enq.Project = in.Project
 	}
 	if in.ComputeResource != "" {
-		enq.ComputeResource, enq.Group = in.ComputeResource, in.Group
+		enq.ComputeResource, enq.Group, enq.seenComputeResource = in.ComputeResource, in.Group, false
 	}
 	enq.IdempotencyKey = in.IdempotencyKey
 	return s.enqueue(ctx, enq, orig, "cloneTask", struct {
