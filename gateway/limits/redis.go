@@ -215,9 +215,14 @@ return 1
 // earlier versions' reservations. It raises the counter to used plus every
 // reservation the lapse set holds in it (each is taken back when it
 // settles or lapses, so the counter must hold it), keeps a counter
-// already higher, and marks it reconciled at the epoch.
+// already higher, and marks it reconciled at the epoch. A counter already
+// reconciled at this epoch is left alone: concurrent callers that all found
+// it due seed it once, since a later reading of the ledger holds calls that
+// ended since the first, whose reservations the lapse set may still hold
+// until their settlements arrive, and would count them twice.
 var seedScript = redis.NewScript(`
 local c = KEYS[1]
+if redis.call('GET', c .. '#r') == ARGV[3] and redis.call('EXISTS', c) == 1 then return 1 end
 local target = tonumber(ARGV[1])
 for _, m in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
   local parts = {}
