@@ -2,9 +2,7 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -17,8 +15,6 @@ import (
 	"time"
 
 	"github.com/klique-ai/klique/internal/client"
-	"github.com/klique-ai/klique/internal/config"
-	"github.com/klique-ai/klique/internal/server"
 )
 
 // TestEnqueueRetriesOnceWithItsKey runs `klique enqueue` through a proxy
@@ -27,18 +23,7 @@ import (
 // key and one task exists.
 func TestEnqueueRetriesOnceWithItsKey(t *testing.T) {
 	const key = "klique-idem-test-bootstrap-key-0123456789abcdefghijk"
-	cfg := &config.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), BootstrapToken: key, PublicURL: "http://127.0.0.1",
-		TokenTTL: time.Hour, MaxBodyBytes: 1 << 20, LogFormat: "text", LogLevel: "error", ShutdownTimeout: 10 * time.Second}
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	app, err := server.Start(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = app.Shutdown(context.Background()) })
+	ctx, app := startControlPlane(t, key, 60*time.Second)
 	target, _ := url.Parse(app.URL())
 	proxy := httputil.NewSingleHostReverseProxy(target)
 	var lost atomic.Int32

@@ -2,36 +2,20 @@ package main
 
 import (
 	"bytes"
-	"context"
-	"io"
-	"log/slog"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/klique-ai/klique/internal/client"
-	"github.com/klique-ai/klique/internal/config"
 	"github.com/klique-ai/klique/internal/model"
-	"github.com/klique-ai/klique/internal/server"
 )
 
 // TestUsageCommandShowsTokens runs `klique usage` against a control plane
 // whose ledger holds model calls, and checks the token columns.
 func TestUsageCommandShowsTokens(t *testing.T) {
 	const key = "klique-usage-test-bootstrap-key-0123456789abcdefghij"
-	cfg := &config.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), BootstrapToken: key, PublicURL: "http://127.0.0.1",
-		TokenTTL: time.Hour, MaxBodyBytes: 1 << 20, LogFormat: "text", LogLevel: "error", ShutdownTimeout: 10 * time.Second}
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	app, err := server.Start(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = app.Shutdown(context.Background()) })
+	ctx, app := startControlPlane(t, key, 30*time.Second)
 	t.Setenv("KLIQUE_CONFIG", filepath.Join(t.TempDir(), "none.json"))
 	t.Setenv("KLIQUE_SERVER", app.URL())
 	t.Setenv("KLIQUE_API_KEY", key)
