@@ -21,6 +21,22 @@ type Decisions struct {
 	// Blocked says, for every queue that still has work waiting, why its
 	// head waits.
 	Blocked []Blocked
+	// Failures are waiting tasks that no pass could place as the estate
+	// stands (larger than every pool of their profile, or than their
+	// group's limit), in queue order per queue. They end instead of
+	// holding every task behind them.
+	Failures []Failure
+}
+
+// Failure ends a waiting task that can never be placed: an estate change
+// (a pool shrunk or taken off its profile, a limit lowered) made it larger
+// than anything that could hold it. Enqueue refuses such a task; this is
+// the same rule for tasks enqueued before the change.
+type Failure struct {
+	TaskID string
+	Queue  int
+	// Reason says why, and what to change.
+	Reason string
 }
 
 // Place puts a waiting task on a pool.
@@ -52,6 +68,11 @@ type Cause string
 const (
 	CauseReclaim    Cause = "reclaimed"
 	CauseBudgetUsed Cause = "budget"
+	// CauseCapacity: the pool's declared capacity was lowered below the
+	// work placed on it.
+	CauseCapacity Cause = "capacity"
+	// CauseLimit: the group's limit was lowered below the work it holds.
+	CauseLimit Cause = "limit"
 )
 
 // Constraint names what holds a queue's head.
@@ -82,6 +103,7 @@ type Blocked struct {
 	// Reason is a sentence a developer can act on.
 	Reason string
 	// Until is when a budget constraint lifts by itself (the period reset),
-	// zero otherwise.
+	// zero otherwise. A head held by the low watermark may start sooner:
+	// once the group's running budgeted work ends (its reason says so).
 	Until time.Time
 }

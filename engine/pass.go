@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/klique-ai/klique/internal/model"
@@ -12,6 +13,8 @@ import (
 func Pass(s *Snapshot) *Decisions {
 	st := newState(s)
 	st.enforceBudgets()
+	st.enforceCapacity()
+	st.enforceLimits()
 	st.walk(PhaseReservation)
 	st.reclaim()
 	st.walk(PhaseLend)
@@ -30,7 +33,11 @@ type state struct {
 	// thousandths of a budget hour per hour; groupBudgeted counts that work.
 	groupRate     []int64
 	groupBudgeted []int
-	// next is, per queue, the index in Waiting of the first task not placed.
+	// waiting is, per queue, the tasks of Waiting the pass may place: all
+	// of them but those it fails as unplaceable (it shares Waiting when it
+	// fails none).
+	waiting [][]Task
+	// next is, per queue, the index in waiting of the first task not placed.
 	next []int
 	// requeued is, per queue, the placement this pass preempted from it
 	// with the lowest queue order, or -1. That task is now the head of its
@@ -70,12 +77,14 @@ func newState(s *Snapshot) *state {
 		groupRate:     make([]int64, len(s.Groups)),
 		groupBudgeted: make([]int, len(s.Groups)),
 		next:          make([]int, len(s.Queues)),
+		waiting:       make([][]Task, len(s.Queues)),
 		requeued:      make([]int, len(s.Queues)),
 		placements:    make([]live, 0, len(s.Running)),
 	}
 	for q := range st.requeued {
 		st.requeued[q] = -1
 	}
+	st.failUnplaceable()
 	for _, r := range s.Running {
 		q := &s.Queues[r.Queue]
 		w := s.Profiles[q.Profile].WeightMilli
@@ -151,8 +160,8 @@ func (st *state) fill(q, p int, phase Phase) {
 	g := queue.Group
 	group := &st.s.Groups[g]
 	weight := st.s.Profiles[queue.Profile].WeightMilli
-	for st.requeued[q] < 0 && st.next[q] < len(queue.Waiting) {
-		t := &queue.Waiting[st.next[q]]
+	for st.requeued[q] < 0 && st.next[q] < len(st.waiting[q]) {
+		t := &st.waiting[q][st.next[q]]
 		size := t.Size.Total()
 		if st.poolUsed[p]+size > st.s.Pools[p].Capacity {
 			return
@@ -190,11 +199,11 @@ func (st *state) reclaim() {
 // placed the head.
 func (st *state) reclaimFor(q int) bool {
 	queue := &st.s.Queues[q]
-	if st.next[q] >= len(queue.Waiting) || st.requeued[q] >= 0 {
+	if st.next[q] >= len(st.waiting[q]) || st.requeued[q] >= 0 {
 		return false
 	}
 	g := queue.Group
-	t := &queue.Waiting[st.next[q]]
+	t := &st.waiting[q][st.next[q]]
 	size := t.Size.Total()
 	if st.groupUse[g]+size > st.s.Groups[g].Reservation || !st.budgetAllows(g, st.s.Profiles[queue.Profile].WeightMilli) {
 		return false
@@ -402,7 +411,7 @@ func lastsHours(rem, rateMilli int64) float64 {
 
 func (st *state) place(q, p int, phase Phase) {
 	queue := &st.s.Queues[q]
-	t := &queue.Waiting[st.next[q]]
+	t := &st.waiting[q][st.next[q]]
 	st.next[q]++
 	g := queue.Group
 	size := t.Size.Total()
@@ -460,11 +469,11 @@ func (st *state) explain() {
 		// back to the front, whichever comes first in queue order.
 		var id string
 		var size model.MilliGPU
-		if st.next[q] < len(queue.Waiting) {
-			t := &queue.Waiting[st.next[q]]
+		if st.next[q] < len(st.waiting[q]) {
+			t := &st.waiting[q][st.next[q]]
 			id, size = t.ID, t.Size.Total()
 		}
-		if r := st.requeued[q]; r >= 0 && (id == "" || st.placements[r].Seq < queue.Waiting[st.next[q]].Seq) {
+		if r := st.requeued[q]; r >= 0 && (id == "" || st.placements[r].Seq < st.waiting[q][st.next[q]].Seq) {
 			id, size = st.placements[r].TaskID, st.placements[r].Size
 		}
 		if id == "" {
@@ -473,6 +482,8 @@ func (st *state) explain() {
 		b := Blocked{Queue: q, TaskID: id}
 		b.Constraint, b.Reason = st.why(queue, size)
 		if c := b.Constraint; c == HeldByBudgetUsed || c == HeldByLowWatermark {
+			// For the low watermark the reset is the latest it lifts by
+			// itself: the reason says it may start sooner.
 			b.Until = st.s.Groups[queue.Group].Budget.ResetAt
 		}
 		st.dec.Blocked = append(st.dec.Blocked, b)
@@ -485,20 +496,21 @@ func (st *state) why(queue *Queue, size model.MilliGPU) (Constraint, string) {
 	if len(pr.Pools) == 0 {
 		return HeldByNoPool, fmt.Sprintf("profile %s lists no pool, so nothing can be placed; ask an admin to add pools to it", pr.Name)
 	}
-	largest := model.MilliGPU(0)
-	for _, p := range pr.Pools {
-		largest = max(largest, st.s.Pools[p].Capacity)
+	largest := st.largestPool(queue.Profile)
+	if largest < 0 {
+		return HeldByNoPool, fmt.Sprintf("every pool of profile %s declares 0 GPUs, so nothing can be placed until an admin gives one of them capacity", pr.Name)
 	}
-	if size > largest {
-		return HeldByTooLarge, fmt.Sprintf("no pool of profile %s declares %s GPUs (the largest has %s)", pr.Name, size, largest)
+	if c := st.s.Pools[largest].Capacity; size > c {
+		return HeldByTooLarge, fmt.Sprintf("no pool of profile %s declares %s GPUs (the largest, %s, has %s)", pr.Name, size, st.s.Pools[largest].Name, c)
 	}
 	if pr.WeightMilli > 0 && g.Budget != nil {
 		if g.Budget.Remaining() == 0 {
 			return HeldByBudgetUsed, fmt.Sprintf("group %s has used its %s", g.Name, st.budgetSentence(queue.Group))
 		}
 		if !st.budgetAllows(queue.Group, pr.WeightMilli) {
-			return HeldByLowWatermark, fmt.Sprintf("group %s's remaining time budget (%s h) would last less than the low watermark of %s at its rate with this task; it resets %s",
-				g.Name, microHours(g.Budget.Remaining()), g.Budget.LowWatermark, resetText(g.Budget))
+			return HeldByLowWatermark, fmt.Sprintf("group %s's remaining time budget (%s h) would last less than the low watermark of %s at its rate with this task; "+
+				"it can start once the group's running budgeted work ends (or sooner, once enough of it has), or when the budget resets %s",
+				g.Name, FormatMicroHours(g.Budget.Remaining()), g.Budget.LowWatermark, resetText(g.Budget))
 		}
 	}
 	if st.groupUse[queue.Group]+size > g.Limit {
@@ -517,14 +529,186 @@ func (st *state) why(queue *Queue, size model.MilliGPU) (Constraint, string) {
 func (st *state) budgetSentence(g int) string {
 	b := st.s.Groups[g].Budget
 	adj := map[model.BudgetPeriod]string{model.PeriodDay: "daily", model.PeriodWeek: "weekly", model.PeriodMonth: "monthly"}[b.Period]
-	return fmt.Sprintf("%s time budget of %s h; it resets %s", adj, microHours(b.Total), resetText(b))
+	return fmt.Sprintf("%s time budget of %s h; it resets %s", adj, FormatMicroHours(b.Total), resetText(b))
 }
 
 func resetText(b *Budget) string {
 	return b.ResetAt.UTC().Format("Monday 2006-01-02 15:04 UTC")
 }
 
-// microHours formats micro budget-hours with at most two decimals.
-func microHours(v int64) string {
-	return strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.2f", float64(v)/1e6), "0"), ".")
+// FormatMicroHours writes micro budget-hours as hours, exactly and as
+// short as that allows ("2000", "0.015", "0.000001"): a budget reads as it
+// was set, and a small one never rounds to 0.
+func FormatMicroHours(v int64) string {
+	sign := ""
+	if v < 0 {
+		sign, v = "-", -v
+	}
+	whole, frac := v/1_000_000, v%1_000_000
+	if frac == 0 {
+		return sign + strconv.FormatInt(whole, 10)
+	}
+	return sign + strconv.FormatInt(whole, 10) + "." + strings.TrimRight(fmt.Sprintf("%06d", frac), "0")
+}
+
+// failUnplaceable takes out of each queue the waiting tasks no pass could
+// place as the estate stands, as failures: a task larger than its group's
+// limit, or than every pool of its profile. Left waiting, such a task would
+// hold every task behind it for ever. A limit of 0, and a profile whose
+// pools all declare 0 GPUs (or that lists none), close rather than shrink:
+// the work waits for them to reopen.
+func (st *state) failUnplaceable() {
+	for q := range st.s.Queues {
+		queue := &st.s.Queues[q]
+		st.waiting[q] = queue.Waiting
+		var kept []Task
+		for i := range queue.Waiting {
+			t := &queue.Waiting[i]
+			reason := st.unplaceable(queue, t.Size.Total())
+			if reason == "" {
+				if kept != nil {
+					kept = append(kept, *t)
+				}
+				continue
+			}
+			if kept == nil {
+				kept = append(make([]Task, 0, len(queue.Waiting)-1), queue.Waiting[:i]...)
+			}
+			st.dec.Failures = append(st.dec.Failures, Failure{TaskID: t.ID, Queue: q, Reason: reason})
+		}
+		if kept != nil {
+			st.waiting[q] = kept
+		}
+	}
+}
+
+// unplaceable says why a task of size in queue can never be placed, or ""
+// when it can.
+func (st *state) unplaceable(queue *Queue, size model.MilliGPU) string {
+	g := &st.s.Groups[queue.Group]
+	if g.Limit > 0 && size > g.Limit {
+		return fmt.Sprintf("it can never be placed: it needs %s GPUs, more than group %s's limit of %s GPUs; enqueue it again with at most %s GPUs, or ask an admin to raise the limit",
+			size, g.Name, g.Limit, g.Limit)
+	}
+	p := st.largestPool(queue.Profile)
+	if p < 0 || size <= st.s.Pools[p].Capacity {
+		return ""
+	}
+	pool := &st.s.Pools[p]
+	return fmt.Sprintf("it can never be placed: it needs %s GPUs, and no pool of profile %s declares that many (the largest, %s, declares %s); enqueue it again with at most %s GPUs, or ask an admin for a larger pool on the profile",
+		size, st.s.Profiles[queue.Profile].Name, pool.Name, pool.Capacity, pool.Capacity)
+}
+
+// largestPool is the profile's pool with the largest declared capacity
+// (the first in the profile's order among equals), or -1 when the profile
+// lists no pool or all of its pools declare 0 GPUs.
+func (st *state) largestPool(pr int) int {
+	best := -1
+	for _, p := range st.s.Profiles[pr].Pools {
+		if c := st.s.Pools[p].Capacity; c > 0 && (best < 0 || c > st.s.Pools[best].Capacity) {
+			best = p
+		}
+	}
+	return best
+}
+
+// enforceCapacity preempts work on every pool that holds more than its
+// declared capacity, which happens when an admin lowers the capacity below
+// what is placed on it. It takes the fewest tasks needed to fit (see shed):
+// borrowed work first, newest placed first.
+func (st *state) enforceCapacity() {
+	for p := range st.s.Pools {
+		pool := &st.s.Pools[p]
+		over := st.poolUsed[p] - pool.Capacity
+		if over <= 0 {
+			continue
+		}
+		var on []int
+		for i := range st.placements {
+			if pl := &st.placements[i]; pl.alive && pl.Pool == p {
+				on = append(on, i)
+			}
+		}
+		reason := fmt.Sprintf("pool %s's capacity was lowered to %s GPUs, below the %s GPUs placed on it", pool.Name, pool.Capacity, st.poolUsed[p])
+		for _, i := range st.shed(on, over) {
+			st.preempt(i, CauseCapacity, -1, reason)
+		}
+	}
+}
+
+// enforceLimits preempts work of every group that holds more than its
+// limit, which happens when an admin lowers the limit below what the group
+// holds: the limit is the most a group holds at once, so it takes effect
+// at the next pass rather than as its work ends. It takes the fewest tasks
+// needed (see shed), newest placed first.
+func (st *state) enforceLimits() {
+	for g := range st.s.Groups {
+		grp := &st.s.Groups[g]
+		over := st.groupUse[g] - grp.Limit
+		if over <= 0 {
+			continue
+		}
+		var mine []int
+		for i := range st.placements {
+			if pl := &st.placements[i]; pl.alive && pl.group == g {
+				mine = append(mine, i)
+			}
+		}
+		reason := fmt.Sprintf("group %s's limit was lowered to %s GPUs, below the %s GPUs it held", grp.Name, grp.Limit, st.groupUse[g])
+		for _, i := range st.shed(mine, over) {
+			st.preempt(i, CauseLimit, -1, reason)
+		}
+	}
+}
+
+// shed picks, among the placements cands, the work to preempt so that need
+// GPUs are freed: first work above its group's reservation without taking
+// any group below it (borrowed work, the first to give back under the
+// seeds' rules, so that no reclaim follows), newest placed first; then, if
+// that is not enough, the rest, newest placed first. It then gives back,
+// last taken first, every task not needed to free need, so that no task in
+// the result could be spared. It sorts cands.
+func (st *state) shed(cands []int, need model.MilliGPU) []int {
+	sortNewestFirst(st.placements, cands)
+	use := append([]model.MilliGPU(nil), st.groupUse...)
+	taken := make([]bool, len(cands))
+	var chosen []int
+	var freed model.MilliGPU
+	for k, i := range cands {
+		if freed >= need {
+			break
+		}
+		v := &st.placements[i]
+		if use[v.group]-v.Size < st.s.Groups[v.group].Reservation {
+			continue
+		}
+		use[v.group] -= v.Size
+		taken[k] = true
+		chosen = append(chosen, i)
+		freed += v.Size
+	}
+	for k, i := range cands {
+		if freed >= need {
+			break
+		}
+		if !taken[k] {
+			chosen = append(chosen, i)
+			freed += st.placements[i].Size
+		}
+	}
+	keep := make([]bool, len(chosen))
+	for k := len(chosen) - 1; k >= 0; k-- {
+		if size := st.placements[chosen[k]].Size; freed-size >= need {
+			freed -= size
+		} else {
+			keep[k] = true
+		}
+	}
+	out := chosen[:0]
+	for k, i := range chosen {
+		if keep[k] {
+			out = append(out, i)
+		}
+	}
+	return out
 }

@@ -68,14 +68,14 @@ func TestFillReservations(t *testing.T) {
 	t.Run("within a compute resource, tasks go in queue order and the head blocks the rest", func(t *testing.T) {
 		b := enginetest.NewEstate(t).Pool("p", 3).Profile("var", 1, "p").Group("A", 3, 8).Queue("A", "var").
 			Run("A/var", "p", 1, "1", enginetest.T0.Add(-time.Hour)).
-			Wait("A/var", 1, "4").Wait("A/var", 1, "1")
+			Wait("A/var", 1, "3").Wait("A/var", 1, "1")
 		s := b.Build()
 		d := engine.Pass(s)
 		if len(d.Placements) != 0 {
 			t.Fatalf("placed %v behind a head that does not fit", d.Placements)
 		}
-		if bl := enginetest.BlockedOf(s, d, "A/var"); bl == nil || bl.TaskID != "A/var#2" || bl.Constraint != engine.HeldByTooLarge {
-			t.Fatalf("blocked = %+v, want the head held as too large", bl)
+		if bl := enginetest.BlockedOf(s, d, "A/var"); bl == nil || bl.TaskID != "A/var#2" || bl.Constraint != engine.HeldByPoolsFull {
+			t.Fatalf("blocked = %+v, want the head held by the full pool", bl)
 		}
 	})
 

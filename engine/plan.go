@@ -30,6 +30,11 @@ type Plan struct {
 	// Lease is the engine lease the pass runs under: the planner renews it
 	// in its transaction and writes nothing if it was lost.
 	Lease Lease
+	// EstateVersion is the version of the allocation model the pass read.
+	// The planner fails tasks (Decisions.Failures) only if it is still the
+	// current one: a failure cannot be undone, so one decided on an estate
+	// an admin has changed since is left to the next pass.
+	EstateVersion int64
 }
 
 // TaskRef is what applying a decision needs of a task beyond its place in
@@ -51,7 +56,7 @@ type Lease struct {
 
 // Applied says what applying a plan did.
 type Applied struct {
-	Placed, Preempted int
+	Placed, Preempted, Failed int
 	// Disabled: the engine was disabled when the plan was applied (or
 	// already when it was made): nothing was placed or preempted.
 	Disabled bool
@@ -88,6 +93,11 @@ func MorePending(s *Snapshot, d *Decisions, perQueue int) bool {
 	placed := make(map[int]int)
 	for _, p := range d.Placements {
 		placed[p.Queue]++
+	}
+	// A failed task leaves its queue too: a queue whose tasks were all
+	// placed or failed may have more behind them.
+	for _, f := range d.Failures {
+		placed[f.Queue]++
 	}
 	for q, n := range placed {
 		if len(s.Queues[q].Waiting) >= perQueue && n == len(s.Queues[q].Waiting) {
@@ -133,7 +143,7 @@ func BudgetAlerts(tenantID string, m *Model, snap *Snapshot, now time.Time) []Al
 		}
 		detail := fmt.Sprintf("group %s %s its %s time budget of %s h; it resets %s", grp.Name, what,
 			map[model.BudgetPeriod]string{model.PeriodDay: "daily", model.PeriodWeek: "weekly", model.PeriodMonth: "monthly"}[b.Period],
-			microHours(b.Total), resetText(b))
+			FormatMicroHours(b.Total), resetText(b))
 		out = append(out, Alert{Key: tenantID + "/" + pol.ID + "/" + period + "/" + level, PolicyID: pol.ID,
 			GroupID: pol.GroupID, Group: grp.Name, Detail: detail})
 	}

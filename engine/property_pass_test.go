@@ -15,6 +15,8 @@ func (w *world) checkPass(t *rapid.T, pre *engine.Snapshot, d *engine.Decisions)
 	post := &w.s
 	checkOnePlacePerTask(t, d, post)
 	checkCapacityAndLimits(t, pre, post)
+	checkUnplaceableFail(t, pre, d, post)
+	checkLoweredCapacityAndLimits(t, pre, d)
 	checkReclaimKeepsReservations(t, pre, d)
 	checkReclaimPlacesClaimant(t, pre, d)
 	checkQueueOrder(t, pre, d, post, w.variable)
@@ -53,7 +55,8 @@ func checkOnePlacePerTask(t *rapid.T, d *engine.Decisions, post *engine.Snapshot
 }
 
 // checkCapacityAndLimits: no pool above its declared capacity; no group
-// above its limit.
+// above its limit, even after an admin lowered one below what it held
+// (the pass preempts down to it).
 func checkCapacityAndLimits(t *rapid.T, pre *engine.Snapshot, post *engine.Snapshot) {
 	groupOf := func(q int) int { return pre.Queues[q].Group }
 	poolUsed := make([]model.MilliGPU, len(post.Pools))
@@ -122,4 +125,109 @@ func seqOf(s *engine.Snapshot, q int, id string) int64 {
 		}
 	}
 	return -1
+}
+
+// unplaceable is the rule of failures restated: a task larger than its
+// group's limit (unless the limit is 0), or than every pool of its profile
+// (unless they all declare 0 GPUs or there are none).
+func unplaceable(s *engine.Snapshot, q int, size model.MilliGPU) bool {
+	g := &s.Groups[s.Queues[q].Group]
+	if g.Limit > 0 && size > g.Limit {
+		return true
+	}
+	var largest model.MilliGPU
+	for _, p := range s.Profiles[s.Queues[q].Profile].Pools {
+		largest = max(largest, s.Pools[p].Capacity)
+	}
+	return largest > 0 && size > largest
+}
+
+// checkUnplaceableFail: every failure is a task that was waiting and can
+// never be placed; no task that was waiting and can never be placed is
+// still waiting after the pass (so none holds its queue).
+func checkUnplaceableFail(t *rapid.T, pre *engine.Snapshot, d *engine.Decisions, post *engine.Snapshot) {
+	failed := map[string]bool{}
+	for _, f := range d.Failures {
+		failed[f.TaskID] = true
+		found := false
+		for _, task := range pre.Queues[f.Queue].Waiting {
+			if task.ID == f.TaskID {
+				found = true
+				if !unplaceable(pre, f.Queue, task.Size.Total()) {
+					t.Fatalf("failed %s (%s GPUs) in %s, which could be placed", task.ID, task.Size, pre.Queues[f.Queue].Name)
+				}
+			}
+		}
+		if !found {
+			t.Fatalf("failed %s, which was not waiting in %s", f.TaskID, pre.Queues[f.Queue].Name)
+		}
+	}
+	for q := range pre.Queues {
+		for _, task := range pre.Queues[q].Waiting {
+			if !failed[task.ID] && unplaceable(pre, q, task.Size.Total()) {
+				t.Fatalf("%s (%s GPUs) can never be placed in %s and was not failed", task.ID, task.Size, pre.Queues[q].Name)
+			}
+		}
+	}
+	for q := range post.Queues {
+		for _, task := range post.Queues[q].Waiting {
+			if failed[task.ID] {
+				t.Fatalf("failed %s is still waiting", task.ID)
+			}
+		}
+	}
+}
+
+// checkLoweredCapacityAndLimits: the pass preempts for capacity only on a
+// pool over its capacity (after budget preemptions), and for a limit only
+// in a group over it (after those and the capacity preemptions), enough to
+// fit, and no more tasks than needed: giving any one of them back would
+// leave the pool, or the group, over.
+func checkLoweredCapacityAndLimits(t *rapid.T, pre *engine.Snapshot, d *engine.Decisions) {
+	sizeOf := map[string]model.MilliGPU{}
+	poolUse := make([]model.MilliGPU, len(pre.Pools))
+	groupUse := make([]model.MilliGPU, len(pre.Groups))
+	for _, r := range pre.Running {
+		sizeOf[r.TaskID] = r.Size
+		poolUse[r.Pool] += r.Size
+		groupUse[pre.Queues[r.Queue].Group] += r.Size
+	}
+	byPool := make([][]model.MilliGPU, len(pre.Pools))
+	byGroup := make([][]model.MilliGPU, len(pre.Groups))
+	for _, p := range d.Preemptions {
+		g := pre.Queues[p.Queue].Group
+		switch p.Cause {
+		case engine.CauseBudgetUsed:
+			poolUse[p.Pool] -= sizeOf[p.TaskID]
+			groupUse[g] -= sizeOf[p.TaskID]
+		case engine.CauseCapacity:
+			byPool[p.Pool] = append(byPool[p.Pool], sizeOf[p.TaskID])
+			groupUse[g] -= sizeOf[p.TaskID]
+		case engine.CauseLimit:
+			byGroup[g] = append(byGroup[g], sizeOf[p.TaskID])
+		}
+	}
+	minimal := func(what string, use, ceiling model.MilliGPU, sizes []model.MilliGPU) {
+		if len(sizes) == 0 {
+			return
+		}
+		var freed model.MilliGPU
+		for _, s := range sizes {
+			freed += s
+		}
+		if use <= ceiling || use-freed > ceiling {
+			t.Fatalf("%s held %s of %s GPUs and gave back %s", what, use, ceiling, freed)
+		}
+		for _, s := range sizes {
+			if use-(freed-s) <= ceiling {
+				t.Fatalf("%s held %s of %s GPUs and gave back %s, including a %s-GPU task it did not need to", what, use, ceiling, freed, s)
+			}
+		}
+	}
+	for p := range pre.Pools {
+		minimal("pool "+pre.Pools[p].Name, poolUse[p], pre.Pools[p].Capacity, byPool[p])
+	}
+	for g := range pre.Groups {
+		minimal("group "+pre.Groups[g].Name, groupUse[g], pre.Groups[g].Limit, byGroup[g])
+	}
 }

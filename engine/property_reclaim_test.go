@@ -122,7 +122,17 @@ func checkReservationsFilled(t *rapid.T, pre *engine.Snapshot, d *engine.Decisio
 			budgeted[g]++
 		}
 	}
+	// A queue the pass preempted work from places nothing more in that
+	// pass (its order holds); after a lowered capacity or limit that can be
+	// a group below its reservation, whose requeued work goes next pass.
+	requeued := make([]bool, len(pre.Queues))
+	for _, p := range d.Preemptions {
+		requeued[p.Queue] = true
+	}
 	for q := range post.Queues {
+		if requeued[q] {
+			continue
+		}
 		queue := &post.Queues[q]
 		// The head before lending: the first of what waits now and what
 		// lending placed.

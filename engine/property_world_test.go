@@ -145,7 +145,7 @@ func genWorld(t *rapid.T, tight bool) *world {
 
 // event applies one random event to the world.
 func (w *world) event(t *rapid.T) {
-	switch rapid.IntRange(0, 9).Draw(t, "event") {
+	switch rapid.IntRange(0, 11).Draw(t, "event") {
 	case 0, 1, 2, 3: // arrivals
 		if len(w.s.Queues) == 0 {
 			return
@@ -176,6 +176,15 @@ func (w *world) event(t *rapid.T) {
 			b.Total = int64(rapid.IntRange(0, 40).Draw(t, "newBudgetHours")) * 1_000_000
 		}
 	case 9: // nothing happens between two passes
+	case 10: // an admin changes a pool's capacity, often below what it holds
+		p := rapid.IntRange(0, len(w.s.Pools)-1).Draw(t, "capacityPool")
+		old := int(w.s.Pools[p].Capacity / 1000)
+		w.s.Pools[p].Capacity = model.GPUs(rapid.IntRange(0, old+2).Draw(t, "newCapacity"))
+	case 11: // an admin changes a group's limit (and, below it, its reservation)
+		g := rapid.IntRange(0, len(w.s.Groups)-1).Draw(t, "limitGroup")
+		grp := &w.s.Groups[g]
+		grp.Limit = model.GPUs(rapid.IntRange(0, int(grp.Limit/1000)+2).Draw(t, "newLimit"))
+		grp.Reservation = min(grp.Reservation, grp.Limit)
 	}
 }
 
@@ -236,9 +245,23 @@ func (w *world) pass(t *rapid.T) {
 	w.checkPass(t, before, d)
 }
 
-// apply does what the loop does with a pass's decisions: preemptions first
-// (back to the queue in the old order), then placements.
+// apply does what the loop does with a pass's decisions: failures leave
+// their queue, preemptions go back to it in the old order, then
+// placements.
 func (w *world) apply(t *rapid.T, d *engine.Decisions) {
+	for _, f := range d.Failures {
+		q := &w.s.Queues[f.Queue]
+		at := -1
+		for i := range q.Waiting {
+			if q.Waiting[i].ID == f.TaskID {
+				at = i
+			}
+		}
+		if at < 0 {
+			t.Fatalf("failed %s, which is not waiting in queue %s", f.TaskID, q.Name)
+		}
+		q.Waiting = append(q.Waiting[:at], q.Waiting[at+1:]...)
+	}
 	for _, p := range d.Preemptions {
 		r := w.release(p.TaskID)
 		if r.Queue != p.Queue || r.Pool != p.Pool {

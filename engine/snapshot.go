@@ -14,8 +14,13 @@
 //
 // The rules of a pass, in order (docs/engine.md says them in full):
 //
-//  0. Budgets used up: a group whose time budget is spent has its running
-//     budgeted work preempted, newest first.
+//  0. Unplaceable work fails: a waiting task larger than every pool of its
+//     profile, or than its group's limit, is failed rather than left to
+//     hold its queue. Budgets used up: a group whose time budget is spent
+//     has its running budgeted work preempted, newest first. Over capacity
+//     or limit: a pool whose capacity, or a group whose limit, was lowered
+//     below what it holds has the fewest tasks needed preempted, borrowed
+//     work first, newest first.
 //  1. Fill reservations: place waiting work of groups below their
 //     reservation, as long as each task keeps its group within it; every
 //     profile's first pool first, then second pools, then the rest.
