@@ -118,24 +118,24 @@ type versioned struct {
 // model returns a tenant's allocation model laid out for snapshots, read
 // again only when its version in the store has moved. Passes never
 // overlap, so the map needs no lock.
-func (l *Loop) model(ctx context.Context, tenantID string) (*engine.Model, error) {
+func (l *Loop) model(ctx context.Context, tenantID string) (*engine.Model, int64, error) {
 	v, err := l.State.EstateVersion(ctx, tenantID)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if c, ok := l.models[tenantID]; ok && c.version == v {
-		return c.model, nil
+		return c.model, v, nil
 	}
 	e, err := estate.Load(ctx, l.State, tenantID)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if l.models == nil {
 		l.models = map[string]versioned{}
 	}
 	m := engine.NewModel(e)
 	l.models[tenantID] = versioned{version: v, model: m}
-	return m, nil
+	return m, v, nil
 }
 
 // states turns the store's view of tasks into the snapshot's, leaving out
@@ -167,6 +167,7 @@ type Report struct {
 	Disabled    bool
 	Placed      int
 	Preempted   int
+	Failed      int
 	Waiting     int
 	Duration    time.Duration
 	MorePending bool
@@ -307,7 +308,7 @@ func (l *Loop) PassTenant(ctx context.Context, tenantID string) (Report, error) 
 	start := time.Now()
 	now := l.Now().UTC().Truncate(time.Microsecond)
 	rep := Report{TenantID: tenantID}
-	m, err := l.model(ctx, tenantID)
+	m, version, err := l.model(ctx, tenantID)
 	if err != nil {
 		return rep, err
 	}
@@ -334,7 +335,7 @@ func (l *Loop) PassTenant(ctx context.Context, tenantID string) (Report, error) 
 	}
 	plan := &engine.Plan{TenantID: tenantID, Now: now, Model: m, Snapshot: snap, Tasks: refs,
 		Disabled: len(pauses) > 0 && pauses[len(pauses)-1].EndedAt == nil,
-		Lease:    engine.Lease{Name: LeaseName, Holder: l.Holder, TTL: leaseTTL}}
+		Lease:    engine.Lease{Name: LeaseName, Holder: l.Holder, TTL: leaseTTL}, EstateVersion: version}
 	if plan.Disabled {
 		plan.Decisions = engine.Disabled(snap)
 	} else {
@@ -362,7 +363,7 @@ func (l *Loop) PassTenant(ctx context.Context, tenantID string) (Report, error) 
 		}
 		rep.MorePending = engine.MorePending(snap, plan.Decisions, l.PerQueue)
 	}
-	rep.Disabled, rep.Placed, rep.Preempted = applied.Disabled, applied.Placed, applied.Preempted
+	rep.Disabled, rep.Placed, rep.Preempted, rep.Failed = applied.Disabled, applied.Placed, applied.Preempted, applied.Failed
 	rep.Duration = time.Since(start)
 	l.metrics.observe(rep)
 	return rep, nil

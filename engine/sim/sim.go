@@ -288,7 +288,7 @@ func (r *run) loop() {
 		r.apply(d)
 
 		next := r.now.Add(r.opt.PassInterval)
-		if len(d.Placements) == 0 && len(d.Preemptions) == 0 {
+		if len(d.Placements) == 0 && len(d.Preemptions) == 0 && len(d.Failures) == 0 {
 			at, ok := r.nextEvent(snap)
 			if !ok {
 				r.end(r.now)
@@ -420,6 +420,17 @@ func (r *run) snapshot(used map[string]int64) *engine.Snapshot {
 // goes back to its queue in its old order, keeping the run time it has
 // left (as work that checkpoints does); a placed task starts running.
 func (r *run) apply(d *engine.Decisions) {
+	// A task no pool of its profile (or its group's limit) can hold fails:
+	// it leaves its queue and never runs.
+	for _, f := range d.Failures {
+		w := r.waiting[f.Queue]
+		for i := range w {
+			if w[i].ID == f.TaskID {
+				r.waiting[f.Queue] = append(w[:i:i], w[i+1:]...)
+				break
+			}
+		}
+	}
 	preempted := map[string]bool{}
 	for _, p := range d.Preemptions {
 		tk := r.byID[p.TaskID]

@@ -133,6 +133,13 @@ func (s *Allocation) ApplyPass(ctx context.Context, plan *engine.Plan) (engine.A
 					kernel.OnPool(m.Pools[p.Pool].ID))
 			}
 		}
+		if len(dec.Failures) > 0 {
+			n, err := failUnplaceable(ctx, t, plan)
+			if err != nil {
+				return err
+			}
+			out.Failed = n
+		}
 		for _, a := range plan.Alerts {
 			t.Record("budget.alert", "resource_policy", a.PolicyID, a.Group, a.GroupID, a.Detail)
 		}
@@ -153,6 +160,44 @@ func (s *Allocation) ApplyPass(ctx context.Context, plan *engine.Plan) (engine.A
 		return engine.Applied{}, err
 	}
 	return out, nil
+}
+
+// failUnplaceable ends the waiting tasks the pass found can never be
+// placed, each with the pass's reason, if the allocation model is still the
+// one the pass read: a failure cannot be undone, so one decided before an
+// admin's change (a pool given back its capacity) is left to the next
+// pass, which decides on the new model. The caller holds the tenant's
+// shared lock, so the model cannot change until the transaction ends. A
+// task that left its queue since the snapshot (placed, aborted) is skipped.
+func failUnplaceable(ctx context.Context, t *kernel.Txn, plan *engine.Plan) (int, error) {
+	q, tenantID, now := t.Q, plan.TenantID, t.Now
+	v, err := q.EstateVersion(ctx, tenantID)
+	if err != nil {
+		return 0, fmt.Errorf("estate version: %w", err)
+	}
+	if v != plan.EstateVersion {
+		return 0, nil
+	}
+	n := 0
+	for _, f := range plan.Decisions.Failures {
+		task, err := q.GetTask(ctx, tenantID, f.TaskID)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return n, fmt.Errorf("fail task %s: %w", f.TaskID, err)
+		}
+		if task.Status != model.TaskQueued {
+			continue
+		}
+		task.Status, task.Reason, task.UpdatedAt, task.FinishedAt = model.TaskFailed, "failed: "+f.Reason, now, &now
+		if err := q.UpdateTask(ctx, task); err != nil {
+			return n, fmt.Errorf("fail task %s: %w", f.TaskID, err)
+		}
+		t.Record("task.failed", "task", task.ID, task.Name, task.GroupID, "failed while waiting: "+f.Reason)
+		n++
+	}
+	return n, nil
 }
 
 // pausedNow reports whether the tenant's engine is disabled at this moment:

@@ -1,0 +1,135 @@
+package loop_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/klique-ai/klique/internal/model"
+	"github.com/klique-ai/klique/internal/platform"
+)
+
+const flexEstate = `apiVersion: klique/v1
+kind: Estate
+gpuClasses:
+  - {name: h100, memoryGb: 80, pricePerGpuHour: 2}
+pools:
+  - {name: big, kind: kubernetes, capacity: BIG, gpuClass: h100}
+  - {name: small, kind: kubernetes, capacity: 4, gpuClass: h100}
+profiles:
+  - {name: flex, sizeFromParameter: {parameter: gpus, default: 1}, pools: [big, small]}
+groups:
+  - {name: A}
+policies:
+  - group: A
+    reservation: 0
+    limit: 16
+    computeResources: [{name: flex, profile: flex}]
+projects:
+  - {name: research}
+`
+
+// TestShrunkPool: an admin lowers a pool's capacity below what is placed
+// on it and below what waits for it. The work over the new capacity is
+// preempted at the next pass with a reason naming the change; waiting work
+// that no pool of its profile can hold any more fails with the reason,
+// instead of holding the task behind it for ever; and the task behind is
+// placed.
+func TestShrunkPool(t *testing.T) {
+	forEachStore(t, func(t *testing.T, w *world) {
+		w.apply(strings.Replace(flexEstate, "BIG", "8", 1))
+		submit := func(gpus string) *model.Task {
+			task, err := w.Svc.EnqueueTask(w.Admin, platform.EnqueueInput{Name: "train-" + gpus, Project: "research", ComputeResource: "flex",
+				Spec: model.TaskSpec{Command: []string{"true"}, Parameters: map[string]string{"gpus": gpus}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return task
+		}
+		running := submit("8")
+		if r := w.pass(); r.Placed != 1 {
+			t.Fatalf("report %+v, want the 8-GPU task placed", r)
+		}
+		big, behind := submit("6"), submit("1")
+		if r := w.pass(); r.Placed != 0 {
+			t.Fatalf("report %+v, want the 6-GPU head to hold the queue", r)
+		}
+
+		w.apply(strings.Replace(flexEstate, "BIG", "4", 1))
+		r := w.pass()
+		if r.Preempted != 1 || r.Failed != 1 || r.Placed != 0 {
+			t.Fatalf("report %+v, want the 8-GPU task preempted and the 6-GPU task failed", r)
+		}
+		got := w.task(running.ID)
+		if got.Status != model.TaskQueued || !strings.Contains(got.Reason, "pool big's capacity was lowered to 4 GPUs, below the 8 GPUs placed on it") {
+			t.Fatalf("the placed task is %s: %q, want it requeued with the capacity change named", got.Status, got.Reason)
+		}
+		got = w.task(big.ID)
+		want := "failed: it can never be placed: it needs 6 GPUs, and no pool of profile flex declares that many (the largest, big, declares 4)"
+		if got.Status != model.TaskFailed || !strings.HasPrefix(got.Reason, want) || got.FinishedAt == nil {
+			t.Fatalf("the 6-GPU task is %s: %q, want failed with %q", got.Status, got.Reason, want)
+		}
+		if a := w.AuditLog(t); !hasAudit(a, "task.failed", big.ID) {
+			t.Fatalf("no task.failed audit entry for the 6-GPU task")
+		}
+
+		// The preempted task is now larger than any pool: it fails at the
+		// next pass, and the 1-GPU task behind it runs.
+		r = w.pass()
+		if r.Failed != 1 || r.Placed != 1 {
+			t.Fatalf("report %+v, want the 8-GPU task failed and the 1-GPU task placed", r)
+		}
+		if got := w.task(running.ID); got.Status != model.TaskFailed {
+			t.Fatalf("the 8-GPU task is %s: %q", got.Status, got.Reason)
+		}
+		if got := w.task(behind.ID); got.Status != model.TaskPlaced {
+			t.Fatalf("the task behind is %s: %q, want placed", got.Status, got.Reason)
+		}
+		w.consistent(behind.TenantID)
+	})
+}
+
+// TestLoweredLimitPreempts: a group's limit lowered below what it holds
+// is enforced at the next pass: its newest work is preempted, with the
+// change named, until it is within the limit.
+func TestLoweredLimitPreempts(t *testing.T) {
+	forEachStore(t, func(t *testing.T, w *world) {
+		w.apply(strings.Replace(flexEstate, "BIG", "8", 1))
+		var tasks []*model.Task
+		for i := 0; i < 4; i++ {
+			task, err := w.Svc.EnqueueTask(w.Admin, platform.EnqueueInput{Name: "train", Project: "research", ComputeResource: "flex",
+				Spec: model.TaskSpec{Command: []string{"true"}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tasks = append(tasks, task)
+			w.Clock.Add(time.Minute)
+			if r := w.pass(); r.Placed != 1 {
+				t.Fatalf("report %+v, want one placed", r)
+			}
+		}
+		w.apply(strings.Replace(strings.Replace(flexEstate, "BIG", "8", 1), "limit: 16", "limit: 3", 1))
+		if r := w.pass(); r.Preempted != 1 {
+			t.Fatalf("report %+v, want one task preempted", r)
+		}
+		got := w.task(tasks[3].ID)
+		if got.Status != model.TaskQueued || !strings.Contains(got.Reason, "group A's limit was lowered to 3 GPUs, below the 4 GPUs it held") {
+			t.Fatalf("the newest task is %s: %q, want it requeued with the limit change named", got.Status, got.Reason)
+		}
+		for _, task := range tasks[:3] {
+			if got := w.task(task.ID); got.Status != model.TaskPlaced {
+				t.Fatalf("older task %s is %s, want still placed", task.ID, got.Status)
+			}
+		}
+		w.consistent(got.TenantID)
+	})
+}
+
+func hasAudit(entries []*model.AuditEntry, action, id string) bool {
+	for _, e := range entries {
+		if e.Action == action && e.ObjectID == id {
+			return true
+		}
+	}
+	return false
+}
