@@ -135,6 +135,30 @@ func TestEnqueue(t *testing.T) {
 		})
 	})
 
+	t.Run("a task larger than every pool of its profile is refused at enqueue and at clone, naming the largest pool", func(t *testing.T) {
+		t.Parallel()
+		forEachStore(t, func(t *testing.T, b *testBundle) {
+			b.ApplyExample(t)
+			// bare-metal declares 16 GPUs, well under ml-research's limit of 48.
+			_, err := b.Svc.CreateProfile(b.Admin, platform.ProfileInput{Name: ptr("flex"), Size: ptr("1"), SizeParameter: ptr("gpus"), Pools: []string{"bare-metal"}})
+			platformtest.Must(t, err)
+			_, err = b.Svc.ConnectProfile(b.Admin, platform.ConnectInput{Policy: "ml-research", Profile: "flex"})
+			platformtest.Must(t, err)
+			before := len(b.AuditLog(t))
+			for _, gpus := range []string{"24", "2x16"} {
+				_, err = b.Svc.EnqueueTask(b.Admin, platform.EnqueueInput{Name: "big", Project: "shared-eval", ComputeResource: "flex", Group: "ml-research",
+					Spec: model.TaskSpec{Command: []string{"true"}, Parameters: map[string]string{"gpus": gpus}}})
+				platformtest.WantError(t, err, platform.CodeInvalid, "task 'big' asks for ", " GPUs, more than any pool of profile flex declares: the largest, bare-metal, declares 16 GPUs; ask for at most 16")
+			}
+			if n := len(b.AuditLog(t)); n != before {
+				t.Fatalf("refused enqueues wrote %d audit entries", n-before)
+			}
+			orig := enqueue(t, b, b.Admin, "shared-eval", "flex", "ml-research", map[string]string{"gpus": "16"})
+			_, err = b.Svc.CloneTask(b.Admin, orig.ID, platform.CloneInput{ParameterOverrides: map[string]string{"gpus": "17"}})
+			platformtest.WantError(t, err, platform.CodeInvalid, "asks for 17 GPUs, more than any pool of profile flex declares: the largest, bare-metal, declares 16 GPUs")
+		})
+	})
+
 	t.Run("a bad task spec is refused with every problem", func(t *testing.T) {
 		t.Parallel()
 		forEachStore(t, func(t *testing.T, b *testBundle) {

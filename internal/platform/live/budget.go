@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/klique-ai/klique/engine"
 	"github.com/klique-ai/klique/internal/events"
 	"github.com/klique-ai/klique/internal/identity"
 	"github.com/klique-ai/klique/internal/platform/kernel"
@@ -115,8 +116,8 @@ func budgetAlertText(v *view.PolicyView) string {
 		group = v.Group.Name
 	}
 	if b.UsedUp {
-		return fmt.Sprintf("group %s has used up its time budget of %.2f h; it resets %s", group, float64(b.Total)/1e6, b.ResetsAt.Format(time.RFC3339))
+		return fmt.Sprintf("group %s has used up its time budget of %s h; it resets %s", group, engine.FormatMicroHours(b.Total), b.ResetsAt.Format(time.RFC3339))
 	}
-	return fmt.Sprintf("group %s has used %d%% of its time budget of %.2f h; it resets %s", group, b.Used*100/max(b.Total, 1),
-		float64(b.Total)/1e6, b.ResetsAt.Format(time.RFC3339))
+	return fmt.Sprintf("group %s has used %d%% of its time budget of %s h; it resets %s", group, b.Used*100/max(b.Total, 1),
+		engine.FormatMicroHours(b.Total), b.ResetsAt.Format(time.RFC3339))
 }

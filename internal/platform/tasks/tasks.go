@@ -130,7 +130,7 @@ func normalizeSpec(s model.TaskSpec) model.TaskSpec {
 
 // newTask resolves the project and compute resource of an enqueue, checks
 // that the caller may use them and that the task's size fits the group's
-// limit, and returns the task to write.
+// limit and some pool of its profile, and returns the task to write.
 func (s *Tasks) newTask(t *kernel.Txn, e *estate.Estate, in EnqueueInput) (*model.Task, error) {
 	p := t.P
 	project, err := resolveProject(p, e, in.Project)
@@ -156,12 +156,34 @@ func (s *Tasks) newTask(t *kernel.Txn, e *estate.Estate, in EnqueueInput) (*mode
 		return nil, kernel.Invalid("task %s asks for %s GPUs, more than group %s's limit of %d GPUs; ask for fewer",
 			kernel.Quote(in.Name), size.Total(), group, pol.LimitGPUs)
 	}
+	// Work no pool of the profile can hold would wait for ever at the head
+	// of its queue and hold everything behind it. (A profile whose pools
+	// all declare 0 GPUs is closed, not small: its work waits, as the
+	// engine's does.)
+	if pool := largestPool(e, pr); pool != nil && size.Total() > model.GPUs(pool.CapacityGPUs) {
+		return nil, kernel.Invalid("task %s asks for %s GPUs, more than any pool of profile %s declares: the largest, %s, declares %d GPUs; ask for at most %d",
+			kernel.Quote(in.Name), size.Total(), pr.Name, pool.Name, pool.CapacityGPUs, pool.CapacityGPUs)
+	}
 	return &model.Task{
 		ID: model.NewID(), TenantID: p.TenantID, ProjectID: project.ID, OwnerID: p.UserID,
 		ComputeResourceID: cr.ID, PolicyID: pol.ID, ProfileID: pr.ID, GroupID: pol.GroupID,
 		Name: in.Name, Spec: in.Spec, Size: size, Status: model.TaskQueued, Reason: "waiting for the engine to place it",
 		CreatedAt: t.Now, UpdatedAt: t.Now,
 	}, nil
+}
+
+// largestPool is the pool of the profile that declares the most GPUs (the
+// first in the profile's order among equals), or nil when it lists none or
+// they all declare 0: the engine's rule (engine.Pass fails waiting work
+// larger than it).
+func largestPool(e *estate.Estate, pr *model.Profile) *model.Pool {
+	var best *model.Pool
+	for _, id := range pr.Pools {
+		if p := e.Pool(id); p != nil && p.CapacityGPUs > 0 && (best == nil || p.CapacityGPUs > best.CapacityGPUs) {
+			best = p
+		}
+	}
+	return best
 }
 
 func resolveProject(p *identity.Principal, e *estate.Estate, ref string) (*model.Project, error) {
