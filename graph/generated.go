@@ -661,11 +661,12 @@ type ComplexityRoot struct {
 	}
 
 	QueueState struct {
-		Constraint func(childComplexity int) int
-		Reason     func(childComplexity int) int
-		Task       func(childComplexity int) int
-		Until      func(childComplexity int) int
-		UpdatedAt  func(childComplexity int) int
+		Constraint            func(childComplexity int) int
+		OrWhenRunningWorkEnds func(childComplexity int) int
+		Reason                func(childComplexity int) int
+		Task                  func(childComplexity int) int
+		Until                 func(childComplexity int) int
+		UpdatedAt             func(childComplexity int) int
 	}
 
 	QueueUpdate struct {
@@ -4017,6 +4018,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.QueueState.Constraint(childComplexity), true
+	case "QueueState.orWhenRunningWorkEnds":
+		if e.ComplexityRoot.QueueState.OrWhenRunningWorkEnds == nil {
+			break
+		}
+
+		return e.ComplexityRoot.QueueState.OrWhenRunningWorkEnds(childComplexity), true
 	case "QueueState.reason":
 		if e.ComplexityRoot.QueueState.Reason == nil {
 			break
@@ -5487,8 +5494,17 @@ type QueueState {
   """
   constraint: String!
   reason: String!
-  "When the constraint lifts by itself (a budget reset)."
+  """
+  When the constraint lifts by itself at the latest (a budget reset). A
+  head held by budget_low_watermark can start sooner: see
+  orWhenRunningWorkEnds.
+  """
   until: Time
+  """
+  True when the head can also start before until, as soon as its group's
+  running budgeted work ends (budget_low_watermark): the reason says both.
+  """
+  orWhenRunningWorkEnds: Boolean!
   updatedAt: Time!
 }
 
@@ -7895,6 +7911,8 @@ func (ec *executionContext) childFields_QueueState(ctx context.Context, field gr
 		return ec.fieldContext_QueueState_reason(ctx, field)
 	case "until":
 		return ec.fieldContext_QueueState_until(ctx, field)
+	case "orWhenRunningWorkEnds":
+		return ec.fieldContext_QueueState_orWhenRunningWorkEnds(ctx, field)
 	case "updatedAt":
 		return ec.fieldContext_QueueState_updatedAt(ctx, field)
 	}
@@ -21973,6 +21991,29 @@ func (ec *executionContext) fieldContext_QueueState_until(_ context.Context, fie
 	return graphql.NewScalarFieldContext("QueueState", field, false, false, "Time")
 }
 
+func (ec *executionContext) _QueueState_orWhenRunningWorkEnds(ctx context.Context, field graphql.CollectedField, obj *model.QueueState) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_QueueState_orWhenRunningWorkEnds(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.OrWhenRunningWorkEnds(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_QueueState_orWhenRunningWorkEnds(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("QueueState", field, true, false, "Boolean")
+}
+
 func (ec *executionContext) _QueueState_updatedAt(ctx context.Context, field graphql.CollectedField, obj *model.QueueState) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -33759,6 +33800,11 @@ func (ec *executionContext) _QueueState(ctx context.Context, sel ast.SelectionSe
 		case "until":
 			out.Values[i] = ec._QueueState_until(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "orWhenRunningWorkEnds":
+			out.Values[i] = ec._QueueState_orWhenRunningWorkEnds(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "updatedAt":

@@ -133,3 +133,51 @@ func hasAudit(entries []*model.AuditEntry, action, id string) bool {
 	}
 	return false
 }
+
+// TestLowWatermarkHeadSaysItCanStartSooner: a head held only by the low
+// watermark says, in its reason and its queue state, both that it starts
+// once the group's running budgeted work ends and that the reset is the
+// latest; and it does start once that work ends.
+func TestLowWatermarkHeadSaysItCanStartSooner(t *testing.T) {
+	forEachStore(t, func(t *testing.T, w *world) {
+		w.apply(strings.Replace(strings.Replace(flexEstate, "BIG", "8", 1), "    limit: 16\n", "    limit: 16\n    timeBudget: {hours: 1, period: week}\n", 1))
+		submit := func() *model.Task {
+			task, err := w.Svc.EnqueueTask(w.Admin, platform.EnqueueInput{Name: "train", Project: "research", ComputeResource: "flex",
+				Spec: model.TaskSpec{Command: []string{"true"}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return task
+		}
+		first := submit()
+		if r := w.pass(); r.Placed != 1 {
+			t.Fatalf("report %+v, want the first task placed", r)
+		}
+		// 0.9 of the hour used: 6 minutes left, 3 at the rate with a
+		// second task, under the 15-minute watermark.
+		w.Clock.Add(54 * time.Minute)
+		second := submit()
+		if r := w.pass(); r.Placed != 0 {
+			t.Fatalf("report %+v, want the second task held", r)
+		}
+		qs, err := w.Svc.QueueState(w.Admin, second.ComputeResourceID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reset := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
+		if qs == nil || qs.Constraint != "budget_low_watermark" || !qs.OrWhenRunningWorkEnds() || qs.Until == nil || !qs.Until.Equal(reset) ||
+			!strings.Contains(qs.Reason, "it can start once the group's running budgeted work ends") || !strings.Contains(qs.Reason, "or when the budget resets Monday 2026-11-30 00:00 UTC") {
+			t.Fatalf("queue state %+v, want the low watermark with both ways out", qs)
+		}
+		reason, err := w.Svc.TaskReason(w.Admin, w.task(second.ID))
+		if err != nil || !strings.Contains(reason, "once the group's running budgeted work ends") {
+			t.Fatalf("task reason %q, %v", reason, err)
+		}
+		if _, err := w.Svc.AbortTask(w.Admin, first.ID, ""); err != nil {
+			t.Fatal(err)
+		}
+		if r := w.pass(); r.Placed != 1 {
+			t.Fatalf("report %+v, want the second task placed once the first ended, before the reset", r)
+		}
+	})
+}

@@ -49,9 +49,18 @@ type QueueState struct {
 	TaskID     string
 	Constraint string
 	Reason     string
-	// Until is when the constraint lifts by itself (a budget reset).
+	// Until is when the constraint lifts by itself at the latest (a budget
+	// reset); see OrWhenRunningWorkEnds.
 	Until     *time.Time
 	UpdatedAt time.Time
+}
+
+// OrWhenRunningWorkEnds reports whether the head may start before Until:
+// a head held only by the low watermark starts once its group's running
+// budgeted work ends (then none of it runs, and one task may start on
+// what is left), without waiting for the reset.
+func (s *QueueState) OrWhenRunningWorkEnds() bool {
+	return s.Constraint == "budget_low_watermark"
 }
 
 // EnginePause is an interval during which an admin had the engine
