@@ -1,0 +1,174 @@
+package engine
+
+import (
+	"fmt"
+
+	"github.com/klique-ai/klique/internal/model"
+)
+
+// The part of a pass that answers estate changes under running and waiting
+// work (docs/engine.md, "Estate changes under running and waiting work"):
+// waiting work that can never be placed fails, and work over a lowered
+// capacity or limit is preempted.
+
+// failUnplaceable takes out of each queue the waiting tasks no pass could
+// place as the estate stands, as failures: a task larger than its group's
+// limit, or than every pool of its profile. Left waiting, such a task would
+// hold every task behind it for ever. A limit of 0, and a profile whose
+// pools all declare 0 GPUs (or that lists none), close rather than shrink:
+// the work waits for them to reopen.
+func (st *state) failUnplaceable() {
+	for q := range st.s.Queues {
+		queue := &st.s.Queues[q]
+		st.waiting[q] = queue.Waiting
+		var kept []Task
+		for i := range queue.Waiting {
+			t := &queue.Waiting[i]
+			reason := st.unplaceable(queue, t.Size.Total())
+			if reason == "" {
+				if kept != nil {
+					kept = append(kept, *t)
+				}
+				continue
+			}
+			if kept == nil {
+				kept = append(make([]Task, 0, len(queue.Waiting)-1), queue.Waiting[:i]...)
+			}
+			st.dec.Failures = append(st.dec.Failures, Failure{TaskID: t.ID, Queue: q, Reason: reason})
+		}
+		if kept != nil {
+			st.waiting[q] = kept
+		}
+	}
+}
+
+// unplaceable says why a task of size in queue can never be placed, or ""
+// when it can.
+func (st *state) unplaceable(queue *Queue, size model.MilliGPU) string {
+	g := &st.s.Groups[queue.Group]
+	if g.Limit > 0 && size > g.Limit {
+		return fmt.Sprintf("it can never be placed: it needs %s GPUs, more than group %s's limit of %s GPUs; enqueue it again with at most %s GPUs, or ask an admin to raise the limit",
+			size, g.Name, g.Limit, g.Limit)
+	}
+	p := st.largestPool(queue.Profile)
+	if p < 0 || size <= st.s.Pools[p].Capacity {
+		return ""
+	}
+	pool := &st.s.Pools[p]
+	return fmt.Sprintf("it can never be placed: it needs %s GPUs, and no pool of profile %s declares that many (the largest, %s, declares %s); enqueue it again with at most %s GPUs, or ask an admin for a larger pool on the profile",
+		size, st.s.Profiles[queue.Profile].Name, pool.Name, pool.Capacity, pool.Capacity)
+}
+
+// largestPool is the profile's pool with the largest declared capacity
+// (the first in the profile's order among equals), or -1 when the profile
+// lists no pool or all of its pools declare 0 GPUs.
+func (st *state) largestPool(pr int) int {
+	best := -1
+	for _, p := range st.s.Profiles[pr].Pools {
+		if c := st.s.Pools[p].Capacity; c > 0 && (best < 0 || c > st.s.Pools[best].Capacity) {
+			best = p
+		}
+	}
+	return best
+}
+
+// enforceCapacity preempts work on every pool that holds more than its
+// declared capacity, which happens when an admin lowers the capacity below
+// what is placed on it. It takes the fewest tasks needed to fit (see shed):
+// borrowed work first, newest placed first.
+func (st *state) enforceCapacity() {
+	for p := range st.s.Pools {
+		pool := &st.s.Pools[p]
+		over := st.poolUsed[p] - pool.Capacity
+		if over <= 0 {
+			continue
+		}
+		var on []int
+		for i := range st.placements {
+			if pl := &st.placements[i]; pl.alive && pl.Pool == p {
+				on = append(on, i)
+			}
+		}
+		reason := fmt.Sprintf("pool %s's capacity was lowered to %s GPUs, below the %s GPUs placed on it", pool.Name, pool.Capacity, st.poolUsed[p])
+		for _, i := range st.shed(on, over) {
+			st.preempt(i, CauseCapacity, -1, reason)
+		}
+	}
+}
+
+// enforceLimits preempts work of every group that holds more than its
+// limit, which happens when an admin lowers the limit below what the group
+// holds: the limit is the most a group holds at once, so it takes effect
+// at the next pass rather than as its work ends. It takes the fewest tasks
+// needed (see shed), newest placed first.
+func (st *state) enforceLimits() {
+	for g := range st.s.Groups {
+		grp := &st.s.Groups[g]
+		over := st.groupUse[g] - grp.Limit
+		if over <= 0 {
+			continue
+		}
+		var mine []int
+		for i := range st.placements {
+			if pl := &st.placements[i]; pl.alive && pl.group == g {
+				mine = append(mine, i)
+			}
+		}
+		reason := fmt.Sprintf("group %s's limit was lowered to %s GPUs, below the %s GPUs it held", grp.Name, grp.Limit, st.groupUse[g])
+		for _, i := range st.shed(mine, over) {
+			st.preempt(i, CauseLimit, -1, reason)
+		}
+	}
+}
+
+// shed picks, among the placements cands, the work to preempt so that need
+// GPUs are freed: first work above its group's reservation without taking
+// any group below it (borrowed work, the first to give back under the
+// seeds' rules, so that no reclaim follows), newest placed first; then, if
+// that is not enough, the rest, newest placed first. It then gives back,
+// last taken first, every task not needed to free need, so that no task in
+// the result could be spared. It sorts cands.
+func (st *state) shed(cands []int, need model.MilliGPU) []int {
+	sortNewestFirst(st.placements, cands)
+	use := append([]model.MilliGPU(nil), st.groupUse...)
+	taken := make([]bool, len(cands))
+	var chosen []int
+	var freed model.MilliGPU
+	for k, i := range cands {
+		if freed >= need {
+			break
+		}
+		v := &st.placements[i]
+		if use[v.group]-v.Size < st.s.Groups[v.group].Reservation {
+			continue
+		}
+		use[v.group] -= v.Size
+		taken[k] = true
+		chosen = append(chosen, i)
+		freed += v.Size
+	}
+	for k, i := range cands {
+		if freed >= need {
+			break
+		}
+		if !taken[k] {
+			chosen = append(chosen, i)
+			freed += st.placements[i].Size
+		}
+	}
+	keep := make([]bool, len(chosen))
+	for k := len(chosen) - 1; k >= 0; k-- {
+		if size := st.placements[chosen[k]].Size; freed-size >= need {
+			freed -= size
+		} else {
+			keep[k] = true
+		}
+	}
+	out := chosen[:0]
+	for k, i := range chosen {
+		if keep[k] {
+			out = append(out, i)
+		}
+	}
+	return out
+}
