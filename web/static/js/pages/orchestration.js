@@ -18,7 +18,7 @@ const query = `{
 
 const auditQuery = `{ auditLog(first: 25) { edges { node { at actor channel action objectKind objectName detail } } } }`;
 
-const historyQuery = `query($from: Time!, $to: Time!) { utilizationHistory(from: $from, to: $to) {
+const historyQuery = `query($from: Time, $to: Time) { utilizationHistory(from: $from, to: $to) {
   from to stepSeconds gpuClasses { gpuClass { name } declaredGpus points { at usedGpus } } } }`;
 
 // Ranges the utilization chart offers, in minutes back from now.
@@ -35,6 +35,7 @@ export function render(el, { viewer }) {
   const classBox = h('div');
   const chartBox = h('div', { id: 'utilization-chart' });
   let rangeMinutes = 60;
+  let history = null;
   const rangeSelect = h('select', { id: 'utilization-range', onchange: () => { rangeMinutes = Number(rangeSelect.value); reload(); } },
     ranges.map(([label, m]) => h('option', { value: m }, label)));
   const workersBox = h('div');
@@ -101,11 +102,17 @@ export function render(el, { viewer }) {
       h('td', { class: 'num' }, fmtNum(Math.max(0, c.declared - c.used), 3))))));
 
     // Use over time comes from the server's usage ledger, so the chart
-    // covers the whole range, not only what this tab has seen.
+    // covers the whole range, not only what this tab has seen. It is read
+    // again at most every 15 seconds (or on a new range): a busy estate
+    // sends pool updates far more often, and a point averages minutes.
     try {
-      const to = new Date();
-      const from = new Date(to.getTime() - rangeMinutes * 60_000);
-      const hd = (await gql(historyQuery, { from: from.toISOString(), to: to.toISOString() })).utilizationHistory;
+      if (!history || history.minutes !== rangeMinutes || Date.now() - history.at > 15_000) {
+        const to = new Date();
+        const from = new Date(to.getTime() - rangeMinutes * 60_000);
+        const r = await gql(historyQuery, { from: from.toISOString(), to: to.toISOString() });
+        history = { at: Date.now(), minutes: rangeMinutes, from, to, data: r.utilizationHistory };
+      }
+      const { from, to, data: hd } = history;
       replace(chartBox, lineChart({
         title: `Used share of declared GPUs, by GPU class (average per ${fmtNum(hd.stepSeconds / 60, 1)} min, from the usage ledger)`, unit: '%',
         series: hd.gpuClasses.map((c) => ({ name: c.gpuClass.name, points: c.points.map((p) => [new Date(p.at).getTime(), share(p.usedGpus, c.declaredGpus)]) })),
