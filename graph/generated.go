@@ -270,6 +270,12 @@ type ComplexityRoot struct {
 		Node   func(childComplexity int) int
 	}
 
+	GPUClassHistory struct {
+		Declared func(childComplexity int) int
+		GPUClass func(childComplexity int) int
+		Points   func(childComplexity int) int
+	}
+
 	GPUClassPayload struct {
 		Changes  func(childComplexity int) int
 		GpuClass func(childComplexity int) int
@@ -625,39 +631,40 @@ type ComplexityRoot struct {
 	}
 
 	Query struct {
-		APIKeys           func(childComplexity int, user *string, first *int, after *string) int
-		AuditLog          func(childComplexity int, filter *gqlmodel.AuditFilter, first *int, after *string) int
-		Autoscalers       func(childComplexity int) int
-		ComputeResource   func(childComplexity int, id string) int
-		ComputeResources  func(childComplexity int, first *int, after *string) int
-		Engine            func(childComplexity int) int
-		EstateWarnings    func(childComplexity int) int
-		ExportEstate      func(childComplexity int) int
-		Gateway           func(childComplexity int) int
-		GpuClass          func(childComplexity int, id string) int
-		GpuClasses        func(childComplexity int, first *int, after *string) int
-		Group             func(childComplexity int, id string) int
-		Groups            func(childComplexity int, first *int, after *string) int
-		LlmAliases        func(childComplexity int) int
-		Me                func(childComplexity int) int
-		PolicyView        func(childComplexity int, group *string) int
-		Pool              func(childComplexity int, id string) int
-		Pools             func(childComplexity int, first *int, after *string) int
-		Profile           func(childComplexity int, id string) int
-		Profiles          func(childComplexity int, first *int, after *string) int
-		Project           func(childComplexity int, id string) int
-		Projects          func(childComplexity int, first *int, after *string) int
-		ResourcePolicies  func(childComplexity int, first *int, after *string) int
-		ResourcePolicy    func(childComplexity int, id string) int
-		Secrets           func(childComplexity int, scope string, owner *string) int
-		Task              func(childComplexity int, id string) int
-		Tasks             func(childComplexity int, filter *gqlmodel.TaskFilter, first *int, after *string) int
-		Tenants           func(childComplexity int, first *int, after *string) int
-		Usage             func(childComplexity int, input gqlmodel.UsageInput) int
-		User              func(childComplexity int, id string) int
-		Users             func(childComplexity int, first *int, after *string) int
-		WorkerCredentials func(childComplexity int) int
-		Workers           func(childComplexity int) int
+		APIKeys            func(childComplexity int, user *string, first *int, after *string) int
+		AuditLog           func(childComplexity int, filter *gqlmodel.AuditFilter, first *int, after *string) int
+		Autoscalers        func(childComplexity int) int
+		ComputeResource    func(childComplexity int, id string) int
+		ComputeResources   func(childComplexity int, first *int, after *string) int
+		Engine             func(childComplexity int) int
+		EstateWarnings     func(childComplexity int) int
+		ExportEstate       func(childComplexity int) int
+		Gateway            func(childComplexity int) int
+		GpuClass           func(childComplexity int, id string) int
+		GpuClasses         func(childComplexity int, first *int, after *string) int
+		Group              func(childComplexity int, id string) int
+		Groups             func(childComplexity int, first *int, after *string) int
+		LlmAliases         func(childComplexity int) int
+		Me                 func(childComplexity int) int
+		PolicyView         func(childComplexity int, group *string) int
+		Pool               func(childComplexity int, id string) int
+		Pools              func(childComplexity int, first *int, after *string) int
+		Profile            func(childComplexity int, id string) int
+		Profiles           func(childComplexity int, first *int, after *string) int
+		Project            func(childComplexity int, id string) int
+		Projects           func(childComplexity int, first *int, after *string) int
+		ResourcePolicies   func(childComplexity int, first *int, after *string) int
+		ResourcePolicy     func(childComplexity int, id string) int
+		Secrets            func(childComplexity int, scope string, owner *string) int
+		Task               func(childComplexity int, id string) int
+		Tasks              func(childComplexity int, filter *gqlmodel.TaskFilter, first *int, after *string) int
+		Tenants            func(childComplexity int, first *int, after *string) int
+		Usage              func(childComplexity int, input gqlmodel.UsageInput) int
+		User               func(childComplexity int, id string) int
+		Users              func(childComplexity int, first *int, after *string) int
+		UtilizationHistory func(childComplexity int, from *time.Time, to *time.Time, stepSeconds *int) int
+		WorkerCredentials  func(childComplexity int) int
+		Workers            func(childComplexity int) int
 	}
 
 	QueueState struct {
@@ -876,6 +883,18 @@ type ComplexityRoot struct {
 	UserEdge struct {
 		Cursor func(childComplexity int) int
 		Node   func(childComplexity int) int
+	}
+
+	UtilizationHistory struct {
+		From        func(childComplexity int) int
+		GPUClasses  func(childComplexity int) int
+		StepSeconds func(childComplexity int) int
+		To          func(childComplexity int) int
+	}
+
+	UtilizationPoint struct {
+		At   func(childComplexity int) int
+		Used func(childComplexity int) int
 	}
 
 	Viewer struct {
@@ -1098,6 +1117,7 @@ type QueryResolver interface {
 	Tenants(ctx context.Context, first *int, after *string) (*gqlmodel.TenantConnection, error)
 	Projects(ctx context.Context, first *int, after *string) (*gqlmodel.ProjectConnection, error)
 	Project(ctx context.Context, id string) (*model.Project, error)
+	UtilizationHistory(ctx context.Context, from *time.Time, to *time.Time, stepSeconds *int) (*live.UtilizationHistory, error)
 	Tasks(ctx context.Context, filter *gqlmodel.TaskFilter, first *int, after *string) (*gqlmodel.TaskConnection, error)
 	Task(ctx context.Context, id string) (*model.Task, error)
 	Usage(ctx context.Context, input gqlmodel.UsageInput) (*gqlmodel.UsageReport, error)
@@ -2006,6 +2026,25 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.GPUClassEdge.Node(childComplexity), true
+
+	case "GPUClassHistory.declaredGpus":
+		if e.ComplexityRoot.GPUClassHistory.Declared == nil {
+			break
+		}
+
+		return e.ComplexityRoot.GPUClassHistory.Declared(childComplexity), true
+	case "GPUClassHistory.gpuClass":
+		if e.ComplexityRoot.GPUClassHistory.GPUClass == nil {
+			break
+		}
+
+		return e.ComplexityRoot.GPUClassHistory.GPUClass(childComplexity), true
+	case "GPUClassHistory.points":
+		if e.ComplexityRoot.GPUClassHistory.Points == nil {
+			break
+		}
+
+		return e.ComplexityRoot.GPUClassHistory.Points(childComplexity), true
 
 	case "GPUClassPayload.changes":
 		if e.ComplexityRoot.GPUClassPayload.Changes == nil {
@@ -3999,6 +4038,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Users(childComplexity, args["first"].(*int), args["after"].(*string)), true
+	case "Query.utilizationHistory":
+		if e.ComplexityRoot.Query.UtilizationHistory == nil {
+			break
+		}
+
+		args, err := ec.field_Query_utilizationHistory_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.UtilizationHistory(childComplexity, args["from"].(*time.Time), args["to"].(*time.Time), args["stepSeconds"].(*int)), true
 	case "Query.workerCredentials":
 		if e.ComplexityRoot.Query.WorkerCredentials == nil {
 			break
@@ -4907,6 +4957,44 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.UserEdge.Node(childComplexity), true
+
+	case "UtilizationHistory.from":
+		if e.ComplexityRoot.UtilizationHistory.From == nil {
+			break
+		}
+
+		return e.ComplexityRoot.UtilizationHistory.From(childComplexity), true
+	case "UtilizationHistory.gpuClasses":
+		if e.ComplexityRoot.UtilizationHistory.GPUClasses == nil {
+			break
+		}
+
+		return e.ComplexityRoot.UtilizationHistory.GPUClasses(childComplexity), true
+	case "UtilizationHistory.stepSeconds":
+		if e.ComplexityRoot.UtilizationHistory.StepSeconds == nil {
+			break
+		}
+
+		return e.ComplexityRoot.UtilizationHistory.StepSeconds(childComplexity), true
+	case "UtilizationHistory.to":
+		if e.ComplexityRoot.UtilizationHistory.To == nil {
+			break
+		}
+
+		return e.ComplexityRoot.UtilizationHistory.To(childComplexity), true
+
+	case "UtilizationPoint.at":
+		if e.ComplexityRoot.UtilizationPoint.At == nil {
+			break
+		}
+
+		return e.ComplexityRoot.UtilizationPoint.At(childComplexity), true
+	case "UtilizationPoint.usedGpus":
+		if e.ComplexityRoot.UtilizationPoint.Used == nil {
+			break
+		}
+
+		return e.ComplexityRoot.UtilizationPoint.Used(childComplexity), true
 
 	case "Viewer.groups":
 		if e.ComplexityRoot.Viewer.Groups == nil {
@@ -6543,6 +6631,39 @@ type GPUClassUse {
   freeGpus: Float!
 }
 
+"GPUs a GPU class held, on average, over one step of a utilization history."
+type UtilizationPoint {
+  "The start of the step."
+  at: Time!
+  usedGpus: Float!
+}
+
+"One GPU class's use over time."
+type GPUClassHistory {
+  gpuClass: GPUClass!
+  "What the class's pools declare now: capacity keeps no history."
+  declaredGpus: Int!
+  points: [UtilizationPoint!]!
+}
+
+"GPU use over a range, read from the usage ledger."
+type UtilizationHistory {
+  from: Time!
+  to: Time!
+  stepSeconds: Int!
+  gpuClasses: [GPUClassHistory!]!
+}
+
+extend type Query {
+  """
+  GPUs held per GPU class over a range (default: the last hour), from the
+  usage ledger's placement intervals, each point the average over its step
+  (omitted or 0: about 120 points; at least 10 s, at most 1,000 points, at most
+  31 days). Tenant-wide, like poolUtilization: it names no group or task.
+  """
+  utilizationHistory(from: Time, to: Time, stepSeconds: Int): UtilizationHistory!
+}
+
 "The estate's use after a placement, an end, or a pool change."
 type PoolUtilizationUpdate {
   "What prompted the update (task.placed, task.completed, pool.updated, snapshot...)."
@@ -7307,6 +7428,18 @@ func (ec *executionContext) childFields_GPUClassEdge(ctx context.Context, field 
 		return ec.fieldContext_GPUClassEdge_node(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type GPUClassEdge", field.Name)
+}
+
+func (ec *executionContext) childFields_GPUClassHistory(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "gpuClass":
+		return ec.fieldContext_GPUClassHistory_gpuClass(ctx, field)
+	case "declaredGpus":
+		return ec.fieldContext_GPUClassHistory_declaredGpus(ctx, field)
+	case "points":
+		return ec.fieldContext_GPUClassHistory_points(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type GPUClassHistory", field.Name)
 }
 
 func (ec *executionContext) childFields_GPUClassPayload(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -8317,6 +8450,30 @@ func (ec *executionContext) childFields_UserEdge(ctx context.Context, field grap
 		return ec.fieldContext_UserEdge_node(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type UserEdge", field.Name)
+}
+
+func (ec *executionContext) childFields_UtilizationHistory(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "from":
+		return ec.fieldContext_UtilizationHistory_from(ctx, field)
+	case "to":
+		return ec.fieldContext_UtilizationHistory_to(ctx, field)
+	case "stepSeconds":
+		return ec.fieldContext_UtilizationHistory_stepSeconds(ctx, field)
+	case "gpuClasses":
+		return ec.fieldContext_UtilizationHistory_gpuClasses(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type UtilizationHistory", field.Name)
+}
+
+func (ec *executionContext) childFields_UtilizationPoint(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "at":
+		return ec.fieldContext_UtilizationPoint_at(ctx, field)
+	case "usedGpus":
+		return ec.fieldContext_UtilizationPoint_usedGpus(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type UtilizationPoint", field.Name)
 }
 
 func (ec *executionContext) childFields_Viewer(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -10008,6 +10165,36 @@ func (ec *executionContext) field_Query_users_args(ctx context.Context, rawArgs 
 		return nil, err
 	}
 	args["after"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_utilizationHistory_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "from",
+		func(ctx context.Context, v any) (*time.Time, error) {
+			return ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["from"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "to",
+		func(ctx context.Context, v any) (*time.Time, error) {
+			return ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["to"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "stepSeconds",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["stepSeconds"] = arg2
 	return args, nil
 }
 
@@ -13472,6 +13659,93 @@ func (ec *executionContext) fieldContext_GPUClassEdge_node(_ context.Context, fi
 		IsResolver: false,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_GPUClass(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _GPUClassHistory_gpuClass(ctx context.Context, field graphql.CollectedField, obj *live.GPUClassHistory) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_GPUClassHistory_gpuClass(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.GPUClass, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.GPUClass) graphql.Marshaler {
+			return ec.marshalNGPUClass2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐGPUClass(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_GPUClassHistory_gpuClass(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "GPUClassHistory",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_GPUClass(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _GPUClassHistory_declaredGpus(ctx context.Context, field graphql.CollectedField, obj *live.GPUClassHistory) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_GPUClassHistory_declaredGpus(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Declared, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_GPUClassHistory_declaredGpus(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("GPUClassHistory", field, false, false, "Int")
+}
+
+func (ec *executionContext) _GPUClassHistory_points(ctx context.Context, field graphql.CollectedField, obj *live.GPUClassHistory) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_GPUClassHistory_points(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Points, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []live.UtilizationPoint) graphql.Marshaler {
+			return ec.marshalNUtilizationPoint2ᚕgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋliveᚐUtilizationPointᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_GPUClassHistory_points(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "GPUClassHistory",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_UtilizationPoint(ctx, field)
 		},
 	}
 	return fc, nil
@@ -21574,6 +21848,50 @@ func (ec *executionContext) fieldContext_Query_project(ctx context.Context, fiel
 	return fc, nil
 }
 
+func (ec *executionContext) _Query_utilizationHistory(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_utilizationHistory(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().UtilizationHistory(ctx, fc.Args["from"].(*time.Time), fc.Args["to"].(*time.Time), fc.Args["stepSeconds"].(*int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *live.UtilizationHistory) graphql.Marshaler {
+			return ec.marshalNUtilizationHistory2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋliveᚐUtilizationHistory(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_utilizationHistory(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_UtilizationHistory(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_utilizationHistory_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Query_tasks(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -25603,6 +25921,153 @@ func (ec *executionContext) fieldContext_UserEdge_node(_ context.Context, field 
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _UtilizationHistory_from(ctx context.Context, field graphql.CollectedField, obj *live.UtilizationHistory) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_UtilizationHistory_from(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.From, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_UtilizationHistory_from(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("UtilizationHistory", field, false, false, "Time")
+}
+
+func (ec *executionContext) _UtilizationHistory_to(ctx context.Context, field graphql.CollectedField, obj *live.UtilizationHistory) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_UtilizationHistory_to(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.To, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_UtilizationHistory_to(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("UtilizationHistory", field, false, false, "Time")
+}
+
+func (ec *executionContext) _UtilizationHistory_stepSeconds(ctx context.Context, field graphql.CollectedField, obj *live.UtilizationHistory) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_UtilizationHistory_stepSeconds(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.StepSeconds(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_UtilizationHistory_stepSeconds(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("UtilizationHistory", field, true, false, "Int")
+}
+
+func (ec *executionContext) _UtilizationHistory_gpuClasses(ctx context.Context, field graphql.CollectedField, obj *live.UtilizationHistory) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_UtilizationHistory_gpuClasses(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.GPUClasses, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []live.GPUClassHistory) graphql.Marshaler {
+			return ec.marshalNGPUClassHistory2ᚕgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋliveᚐGPUClassHistoryᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_UtilizationHistory_gpuClasses(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "UtilizationHistory",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_GPUClassHistory(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _UtilizationPoint_at(ctx context.Context, field graphql.CollectedField, obj *live.UtilizationPoint) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_UtilizationPoint_at(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.At, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_UtilizationPoint_at(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("UtilizationPoint", field, false, false, "Time")
+}
+
+func (ec *executionContext) _UtilizationPoint_usedGpus(ctx context.Context, field graphql.CollectedField, obj *live.UtilizationPoint) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_UtilizationPoint_usedGpus(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Used, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v float64) graphql.Marshaler {
+			return ec.marshalNFloat2float64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_UtilizationPoint_usedGpus(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("UtilizationPoint", field, false, false, "Float")
 }
 
 func (ec *executionContext) _Viewer_user(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.Viewer) (ret graphql.Marshaler) {
@@ -31063,6 +31528,49 @@ func (ec *executionContext) _GPUClassEdge(ctx context.Context, sel ast.Selection
 	return out
 }
 
+var gPUClassHistoryImplementors = []string{"GPUClassHistory"}
+
+func (ec *executionContext) _GPUClassHistory(ctx context.Context, sel ast.SelectionSet, obj *live.GPUClassHistory) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, gPUClassHistoryImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("GPUClassHistory")
+		case "gpuClass":
+			out.Values[i] = ec._GPUClassHistory_gpuClass(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "declaredGpus":
+			out.Values[i] = ec._GPUClassHistory_declaredGpus(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "points":
+			out.Values[i] = ec._GPUClassHistory_points(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var gPUClassPayloadImplementors = []string{"GPUClassPayload"}
 
 func (ec *executionContext) _GPUClassPayload(ctx context.Context, sel ast.SelectionSet, obj *gqlmodel.GPUClassPayload) graphql.Marshaler {
@@ -33703,6 +34211,12 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_project(ctx, field)
 				})
+		case "utilizationHistory":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_utilizationHistory(ctx, field)
+				})
 		case "tasks":
 			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
 				true, true,
@@ -35208,6 +35722,92 @@ func (ec *executionContext) _UserEdge(ctx context.Context, sel ast.SelectionSet,
 	return out
 }
 
+var utilizationHistoryImplementors = []string{"UtilizationHistory"}
+
+func (ec *executionContext) _UtilizationHistory(ctx context.Context, sel ast.SelectionSet, obj *live.UtilizationHistory) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, utilizationHistoryImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("UtilizationHistory")
+		case "from":
+			out.Values[i] = ec._UtilizationHistory_from(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "to":
+			out.Values[i] = ec._UtilizationHistory_to(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "stepSeconds":
+			out.Values[i] = ec._UtilizationHistory_stepSeconds(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "gpuClasses":
+			out.Values[i] = ec._UtilizationHistory_gpuClasses(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var utilizationPointImplementors = []string{"UtilizationPoint"}
+
+func (ec *executionContext) _UtilizationPoint(ctx context.Context, sel ast.SelectionSet, obj *live.UtilizationPoint) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, utilizationPointImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("UtilizationPoint")
+		case "at":
+			out.Values[i] = ec._UtilizationPoint_at(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "usedGpus":
+			out.Values[i] = ec._UtilizationPoint_usedGpus(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var viewerImplementors = []string{"Viewer"}
 
 func (ec *executionContext) _Viewer(ctx context.Context, sel ast.SelectionSet, obj *gqlmodel.Viewer) graphql.Marshaler {
@@ -36365,6 +36965,26 @@ func (ec *executionContext) marshalNGPUClassEdge2ᚖgithubᚗcomᚋkliqueᚑai�
 		return graphql.Null
 	}
 	return ec._GPUClassEdge(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNGPUClassHistory2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋliveᚐGPUClassHistory(ctx context.Context, sel ast.SelectionSet, v live.GPUClassHistory) graphql.Marshaler {
+	return ec._GPUClassHistory(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNGPUClassHistory2ᚕgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋliveᚐGPUClassHistoryᚄ(ctx context.Context, sel ast.SelectionSet, v []live.GPUClassHistory) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNGPUClassHistory2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋliveᚐGPUClassHistory(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
 }
 
 func (ec *executionContext) unmarshalNGPUClassInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋallocationᚐGPUClassInput(ctx context.Context, v any) (allocation.GPUClassInput, error) {
@@ -37771,6 +38391,34 @@ func (ec *executionContext) marshalNUserEdge2ᚖgithubᚗcomᚋkliqueᚑaiᚋkli
 		return graphql.Null
 	}
 	return ec._UserEdge(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNUtilizationHistory2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋliveᚐUtilizationHistory(ctx context.Context, sel ast.SelectionSet, v *live.UtilizationHistory) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "UtilizationHistory!")
+		return graphql.Null
+	}
+	return ec._UtilizationHistory(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNUtilizationPoint2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋliveᚐUtilizationPoint(ctx context.Context, sel ast.SelectionSet, v live.UtilizationPoint) graphql.Marshaler {
+	return ec._UtilizationPoint(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNUtilizationPoint2ᚕgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋliveᚐUtilizationPointᚄ(ctx context.Context, sel ast.SelectionSet, v []live.UtilizationPoint) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNUtilizationPoint2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋliveᚐUtilizationPoint(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
 }
 
 func (ec *executionContext) marshalNViewer2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐViewer(ctx context.Context, sel ast.SelectionSet, v *gqlmodel.Viewer) graphql.Marshaler {

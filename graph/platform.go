@@ -94,6 +94,7 @@ type Platform interface {
 	SubscribeTaskLogs(ctx context.Context, id string, after *int64, tail int) (<-chan *platform.LogUpdate, error)
 	SubscribeWorkers(ctx context.Context) (<-chan *platform.WorkerUpdate, error)
 	Task(ctx context.Context, id string) (*model.Task, error)
+	UtilizationHistory(ctx context.Context, from, to time.Time, step time.Duration) (*platform.UtilizationHistory, error)
 	TaskLogs(ctx context.Context, t *model.Task, after int64, first int, tail int) (*platform.LogPage, error)
 	TaskMetrics(ctx context.Context, t *model.Task, name string, after int64, first int, last bool) ([]model.MetricPoint, error)
 	TaskOwner(ctx context.Context, t *model.Task) (*model.User, error)

@@ -7,9 +7,26 @@ package graph
 
 import (
 	"context"
+	"time"
 
 	"github.com/klique-ai/klique/internal/platform/live"
 )
+
+// UtilizationHistory is the resolver for the utilizationHistory field.
+func (r *queryResolver) UtilizationHistory(ctx context.Context, from *time.Time, to *time.Time, stepSeconds *int) (*live.UtilizationHistory, error) {
+	var f, t time.Time
+	if from != nil {
+		f = *from
+	}
+	if to != nil {
+		t = *to
+	}
+	var step time.Duration
+	if stepSeconds != nil {
+		step = time.Duration(*stepSeconds) * time.Second
+	}
+	return r.Svc.UtilizationHistory(ctx, f, t, step)
+}
 
 // QueueChanged is the resolver for the queueChanged field.
 func (r *subscriptionResolver) QueueChanged(ctx context.Context, computeResource string) (<-chan *live.QueueUpdate, error) {

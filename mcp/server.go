@@ -153,9 +153,26 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSONError(w, http.StatusServiceUnavailable, "UNAVAILABLE", "could not check the credential right now; try again")
 		return
 	}
+	if r.Method == http.MethodGet {
+		s.noStream(w, r.WithContext(ctx))
+		return
+	}
 	ctx = identity.WithPrincipal(ctx, p)
 	ctx = context.WithValue(ctx, credentialKey{}, cred)
 	s.http.ServeHTTP(w, r.WithContext(ctx))
+}
+
+// noStream answers a GET, which asks for a stream of server notifications,
+// with 405 as the transport allows: the server sends none (see New). The
+// MCP SDKs open that stream after every initialize and take 405 as "no
+// stream", so it is routine: it is logged at debug, where mcp-go would
+// log an INFO line for every connection.
+func (s *Server) noStream(w http.ResponseWriter, r *http.Request) {
+	s.log.DebugContext(r.Context(), "mcp: no notification stream to open (GET answered 405)",
+		"request_id", identity.RequestIDFrom(r.Context()))
+	w.Header().Set("Allow", "POST, DELETE")
+	writeJSONError(w, http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED",
+		"this server sends no notifications, so it has no stream to open: send JSON-RPC requests with POST")
 }
 
 func (s *Server) authFailed(reason string) {

@@ -60,6 +60,9 @@ type (
 	SubscriptionLimits = live.SubscriptionLimits
 	TaskUpdate         = live.TaskUpdate
 	WorkerUpdate       = live.WorkerUpdate
+	UtilizationHistory = live.UtilizationHistory
+	GPUClassHistory    = live.GPUClassHistory
+	UtilizationPoint   = live.UtilizationPoint
 	EntitlementInput   = llm.EntitlementInput
 	GuardrailsInput    = llm.GuardrailsInput
 	LLMAliasInput      = llm.LLMAliasInput

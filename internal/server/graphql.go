@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/errcode"
@@ -227,13 +228,49 @@ func subscriptionTransport(svc *platform.Service, log *slog.Logger, sockets *liv
 					log.ErrorContext(ctx, "open a subscription connection", "err", err, "request_id", identity.RequestIDFrom(ctx))
 					err = errors.New("could not check the credential right now; try again")
 				}
-				return transport.WithWebsocketCloseCode(ctx, code), nil, err
+				ctx = transport.WithWebsocketCloseCode(ctx, code)
+				return transport.AppendCloseReason(ctx, initCloseReason(code, err)), nil, err
 			}
 			// The request's context ends when the connection does.
 			context.AfterFunc(ctx, release)
 			return sub, nil, nil
 		},
 	}
+}
+
+// maxCloseReason is the most bytes a WebSocket close reason may hold (RFC
+// 6455: a control frame carries 125 bytes, two of them the code). A longer
+// reason would make the close frame itself fail to go out.
+const maxCloseReason = 123
+
+// initCloseReason is the close reason of a refused connection_init. Many
+// clients show only the close event (a browser's CloseEvent.reason), not
+// the connection_error message before it, so the reason says what was
+// wrong and what to change, instead of gqlgen's bare "terminated".
+func initCloseReason(code int, err error) string {
+	var reason string
+	switch code {
+	case closeUnauthorized:
+		reason = "unauthenticated: " + err.Error()
+		if msg := err.Error(); !strings.Contains(msg, ";") && !strings.Contains(msg, "connection_init") {
+			// The authenticator's reasons ("unknown credential") say what
+			// is wrong, not what to send instead.
+			reason += `; send {"Authorization": "Bearer <API key or access token>"} in connection_init`
+		}
+	case closeForbidden:
+		reason = "forbidden: " + err.Error()
+	default:
+		reason = "unavailable: " + err.Error()
+	}
+	if len(reason) <= maxCloseReason {
+		return reason
+	}
+	// Cut at a rune boundary, leaving room for the ellipsis (3 bytes).
+	cut := maxCloseReason - len("…")
+	for cut > 0 && !utf8.RuneStart(reason[cut]) {
+		cut--
+	}
+	return reason[:cut] + "…"
 }
 
 // initCredential reads the credential of a connection_init payload:

@@ -2,8 +2,10 @@ package server
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/vektah/gqlparser/v2/ast"
 
@@ -50,5 +52,27 @@ func TestStrictNumbers(t *testing.T) {
 				t.Errorf("code = %v, want GRAPHQL_VALIDATION_FAILED", err.Extensions["code"])
 			}
 		})
+	}
+}
+
+// A refusal's close reason names the refusal, and a long message is cut to
+// what a close frame holds, at a rune boundary: a longer reason would make
+// the close frame itself fail to go out.
+func TestInitCloseReason(t *testing.T) {
+	long := errors.New(strings.Repeat("é", 100) + "; close one")
+	for _, c := range []struct {
+		code   int
+		err    error
+		prefix string
+	}{
+		{closeForbidden, errors.New("you have 5 subscription connections open, the most allowed; close one"), "forbidden: you have 5"},
+		{closeUnauthorized, long, "unauthenticated: éé"},
+		{closeInternal, errors.New("could not check the credential right now; try again"), "unavailable: could not check"},
+	} {
+		got := initCloseReason(c.code, c.err)
+		if !strings.HasPrefix(got, c.prefix) || len(got) > maxCloseReason || !utf8.ValidString(got) {
+			t.Errorf("initCloseReason(%d, %q) = %q (%d bytes): want it to start %q, fit %d bytes and be valid UTF-8",
+				c.code, c.err, got, len(got), c.prefix, maxCloseReason)
+		}
 	}
 }

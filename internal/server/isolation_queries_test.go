@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"encoding/json"
 	"strings"
 )
 
@@ -90,6 +91,19 @@ var queryIsolationCases = []isoCase{
 	{field: "Query.pools", as: victor, name: "lists every pool but no compute resource of ml-research through them",
 		query: `{ pools { edges { node { name executionPriority { name queuingPriority { id name group { name } } } } } } }`,
 		check: all(wantList("pools", "name", "bare-metal", "cloud-burst", "onprem-k8s", "slurm-a100"), onlyVision)},
+	{field: "Query.utilizationHistory", as: otherAdmin, name: "shows none of tenant default's GPU classes or their use",
+		query: `{ utilizationHistory { gpuClasses { gpuClass { id name } declaredGpus points { usedGpus } } } }`,
+		check: func(r *report, f *fixture, res *gqlResult) {
+			noneOf("utilizationHistory", f.ids["class h100"])(r, f, res)
+		}},
+	{field: "Query.utilizationHistory", as: victor, name: "shows the tenant's use by GPU class, which names no group or task",
+		query: `{ utilizationHistory { gpuClasses { gpuClass { id name } declaredGpus points { at usedGpus } } } }`,
+		check: func(r *report, f *fixture, res *gqlResult) {
+			b, _ := json.Marshal(path(res.Data, "utilizationHistory"))
+			if !strings.Contains(string(b), f.ids["class h100"]) {
+				r.errorf("victor's utilization history lacks the tenant's h100 class: %s", b)
+			}
+		}},
 	{field: "Query.pool", as: otherAdmin, name: "cannot find onprem-k8s by id",
 		query: `query($id: ID!) { pool(id: $id) { id name } }`, vars: map[string]any{"id": ref("pool onprem-k8s")}, code: notFound},
 	{field: "Query.pool", as: otherAdmin, name: "cannot find onprem-k8s by name",

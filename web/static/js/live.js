@@ -66,9 +66,12 @@ function subscriptionQuery(field, args, select) {
 }
 
 // watch calls reload now and whenever one of topics ([{name, args, select,
-// onEvent}]) delivers an event, or every pollMs where it cannot. select is
-// the selection set of the update (default { __typename }), and onEvent
-// gets the update's data. It returns stop().
+// onEvent, done}]) delivers an event, or every pollMs where it cannot.
+// select is the selection set of the update (default { __typename }), and
+// onEvent gets the update's data. done, when given, tells from an update
+// that the server has nothing more to send on the topic (a finished task's
+// log): the server then completes it, and the topic stays counted as live
+// instead of sending the page back to polling. It returns stop().
 export function watch(topics, reload, { pollMs = 2000, slowPollMs = 30_000, debounceMs = 60 } = {}) {
   let stopped = false;
   let timer = null;
@@ -110,16 +113,21 @@ export function watch(topics, reload, { pollMs = 2000, slowPollMs = 30_000, debo
       // each subscription with a snapshot) until its connection drops or
       // the server ends it; meanwhile the page polls.
       let counted = false;
+      let finished = false;
       const gained = () => { if (!counted) { counted = true; live++; schedule(); } };
       const lost = () => { if (counted) { counted = false; live--; schedule(); } };
       stops.push(subscriptionClient().subscribe(q, {}, {
         next: (payload) => {
           gained();
-          if (t.onEvent && payload && payload.data) t.onEvent(payload.data[t.name]);
+          const data = payload && payload.data ? payload.data[t.name] : null;
+          if (t.done && data && t.done(data)) finished = true;
+          if (t.onEvent && data) t.onEvent(data);
           soon();
         },
         error: (err) => { console.warn(`subscription ${t.name}`, err); lost(); },
-        complete: lost,
+        // A topic that said it is done has told everything there is: its
+        // end is not a loss.
+        complete: () => { if (!finished) lost(); },
         down: lost,
       }));
     }

@@ -18,25 +18,31 @@ const query = `{
 
 const auditQuery = `{ auditLog(first: 25) { edges { node { at actor channel action objectKind objectName detail } } } }`;
 
-// samples is utilization as this tab has seen it since the dashboard
-// opened: the server keeps no history of it.
-const samples = [];
-const maxSamples = 720;
+const historyQuery = `query($from: Time, $to: Time) { utilizationHistory(from: $from, to: $to) {
+  from to stepSeconds gpuClasses { gpuClass { name } declaredGpus points { at usedGpus } } } }`;
 
-function sample(t, classes) {
-  samples.push({ t, byClass: new Map(classes.map((c) => [c.name, c.declared ? (100 * c.used) / c.declared : 0])) });
-  while (samples.length > maxSamples) samples.shift();
+// Ranges the utilization chart offers, in minutes back from now.
+const ranges = [['Last hour', 60], ['Last 6 hours', 360], ['Last 24 hours', 1440], ['Last 7 days', 10080]];
+
+// share is the used share of declared GPUs, in percent, at most 100: work
+// placed before a pool was shrunk may hold more than it declares now.
+function share(used, declared) {
+  return declared > 0 ? Math.min(100, (100 * used) / declared) : 0;
 }
 
 export function render(el, { viewer }) {
   const poolsBox = h('div');
   const classBox = h('div');
-  const chartBox = h('div');
+  const chartBox = h('div', { id: 'utilization-chart' });
+  let rangeMinutes = 60;
+  let history = null;
+  const rangeSelect = h('select', { id: 'utilization-range', onchange: () => { rangeMinutes = Number(rangeSelect.value); reload(); } },
+    ranges.map(([label, m]) => h('option', { value: m }, label)));
   const workersBox = h('div');
   const logBox = h('div');
   replace(el, h('h1', {}, 'Orchestration'),
     h('div', { class: 'cols' }, section('Pools', poolsBox), section('By GPU class', classBox)),
-    section('Utilization over time', chartBox),
+    section('Utilization over time', h('label', { class: 'muted' }, 'Range ', rangeSelect), chartBox),
     section('Workers', workersBox),
     section(viewer.admin ? 'Event log' : 'Events seen on this page', logBox));
   const seen = [];
@@ -95,13 +101,29 @@ export function render(el, { viewer }) {
       h('td', {}, name), h('td', { class: 'num' }, c.declared), h('td', { class: 'num' }, fmtNum(c.used, 3)),
       h('td', { class: 'num' }, fmtNum(Math.max(0, c.declared - c.used), 3))))));
 
-    if (!util) sample(Date.now(), [...classes].map(([name, c]) => ({ name, declared: c.declared, used: c.used })));
-    const names = [...classes.keys()];
-    replace(chartBox, lineChart({
-      title: 'Used share of declared GPUs, by GPU class (as sampled while the dashboard is open)', unit: '%',
-      series: names.map((n) => ({ name: n, points: samples.filter((s) => s.byClass.has(n)).map((s) => [s.t, s.byClass.get(n)]) })),
-      hlines: [{ value: 100, label: 'full' }],
-    }));
+    // Use over time comes from the server's usage ledger, so the chart
+    // covers the whole range, not only what this tab has seen. It is read
+    // again at most every 15 seconds (or on a new range): a busy estate
+    // sends pool updates far more often, and a point averages minutes.
+    try {
+      if (!history || history.minutes !== rangeMinutes || Date.now() - history.at > 15_000) {
+        const to = new Date();
+        const from = new Date(to.getTime() - rangeMinutes * 60_000);
+        const r = await gql(historyQuery, { from: from.toISOString(), to: to.toISOString() });
+        history = { at: Date.now(), minutes: rangeMinutes, from, to, data: r.utilizationHistory };
+      }
+      const { from, to, data: hd } = history;
+      replace(chartBox, lineChart({
+        title: `Used share of declared GPUs, by GPU class (average per ${fmtNum(hd.stepSeconds / 60, 1)} min, from the usage ledger)`, unit: '%',
+        series: hd.gpuClasses.map((c) => ({ name: c.gpuClass.name, points: c.points.map((p) => [new Date(p.at).getTime(), share(p.usedGpus, c.declaredGpus)]) })),
+        hlines: [{ value: 100, label: 'full' }],
+        yMax: 100,
+        x0: from.getTime(),
+        x1: to.getTime(),
+      }));
+    } catch (e) {
+      replace(chartBox, errorBox(e));
+    }
 
     replace(workersBox, d.workers.length ? table(['Worker', 'Pool', 'State', 'Mode', 'GPUs', 'Running', 'Last heartbeat'],
       d.workers.map((w) => h('tr', { 'data-worker': w.hostname },
@@ -135,7 +157,6 @@ export function render(el, { viewer }) {
       onEvent: (u) => {
         if (!u || !u.pools) return;
         util = u;
-        sample(new Date(u.at).getTime(), u.gpuClasses.map((c) => ({ name: c.gpuClass.name, declared: c.declaredGpus, used: c.usedGpus })));
         if (u.kind !== 'snapshot' && u.kind !== 'tick') note(`pools: ${u.kind}`);
       },
     },

@@ -138,7 +138,9 @@ export function render(el, { viewer, args }) {
         if (u && u.kind !== 'snapshot') seenEvents.push({ at: u.at, what: u.kind.replace(/^task\./, ''), why: u.task ? u.task.reason : '' });
       },
     },
-    { name: 'taskLogs', args: { id } },
+    // The log of an ended task is sent whole and the subscription
+    // completes (done): the page stays live on taskEvents.
+    { name: 'taskLogs', args: { id }, select: '{ done }', done: (u) => u.done },
   ], reload, { pollMs: 2000 });
 }
 
