@@ -6844,9 +6844,9 @@ extend type Mutation {
   GPU_CLASS
   COMPUTE_RESOURCE
   PROFILE
-  "The alias a model call named (model calls only)."
+  "The alias a model call named (GPU work falls under '—')."
   ALIAS
-  "The model that answered a call (model calls only)."
+  "The model that answered a call: '(no model)' for calls none answered, such as refused ones (GPU work falls under '—')."
   MODEL
 }
 
@@ -6868,18 +6868,19 @@ type UsageKey {
 
 """
 Ledger totals for one combination of the dimensions asked for: GPU work and
-model calls through the gateway side by side. Grouped by a dimension only
-GPU work has (pool, GPU class, compute resource, profile), the token fields
-are 0; by one only model calls have (alias, model), the GPU fields are 0.
+model calls through the gateway side by side. Neither is ever dropped: under
+a dimension only GPU work has (pool, GPU class, compute resource, profile),
+model calls fall under a key named '—' with an empty id, and GPU work does
+under alias or model.
 """
 type UsageRow {
   keys: [UsageKey!]!
   gpuHours: Float!
-  "Hours held × the profile's time weight, per task."
+  "Hours held × the profile's time weight, per task, less the time the engine was disabled (as the policy view's usedHours)."
   budgetHours: Float!
   "GPU-hours × the GPU class price at placement."
   cost: Float!
-  "The currency of cost; 'mixed' when rows of several currencies were added up; empty without GPU work."
+  "The currency of cost; 'mixed' when rows of several currencies were added up; empty without priced GPU work."
   currency: String!
   "Model calls through the gateway."
   calls: Int!
@@ -6887,7 +6888,7 @@ type UsageRow {
   outputTokens: Float!
   "The calls' tokens × the model prices."
   tokenCost: Float!
-  "The currency of tokenCost; 'mixed' for several; empty without calls."
+  "The currency of tokenCost; 'mixed' for several; empty without priced calls (refused calls have none)."
   tokenCurrency: String!
 }
 

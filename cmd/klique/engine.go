@@ -163,7 +163,7 @@ func newUsageCmd(c *cli) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&from, "from", "", "start of the range: a date (2026-11-01) or RFC 3339 time (default: the 1st of this month, UTC)")
 	cmd.Flags().StringVar(&to, "to", "", "end of the range (default: now)")
-	cmd.Flags().StringVar(&by, "by", "", "group by: user, project, group, pool, gpu_class, compute_resource, profile, alias, model (comma-separated; alias and model have model calls only, the others but user, project and group GPU work only)")
+	cmd.Flags().StringVar(&by, "by", "", "group by: user, project, group, pool, gpu_class, compute_resource, profile, alias, model (comma-separated; model calls have no pool, GPU class, compute resource or profile and GPU work no alias or model: those rows show —)")
 	cmd.Flags().StringVar(&user, "user", "", "only this user's usage")
 	cmd.Flags().StringVar(&project, "project", "", "only this project's usage")
 	cmd.Flags().StringVar(&group, "group", "", "only this group's usage")

@@ -392,20 +392,26 @@ func TestUsageTokensBesideGPUHours(t *testing.T) {
 				t.Errorf("rows %+v", rows)
 			}
 		})
-		t.Run("dimensions of GPU work only leave the tokens zero", func(t *testing.T) {
+		t.Run("by a dimension of GPU work only, model calls fall under — beside the GPU work", func(t *testing.T) {
 			rows := w.usage(t, b.Admin, platform.UsageQuery{By: []string{store.ByPool, store.ByUser}})
-			if r := rows["onprem-k8s/alice"]; len(rows) != 1 || !gpuHours(r) || r.Calls != 0 || r.TokenCurrency != "" {
+			if r := rows["onprem-k8s/alice"]; len(rows) != 3 || !gpuHours(r) || r.Calls != 0 || r.TokenCurrency != "" {
 				t.Errorf("rows %+v", rows)
 			}
+			if r := rows["—/alice"]; r.Calls != 2 || r.InputTokens != 3000 || r.TokenCostMicros != 22500 || r.MicroGPUHours != 0 || r.Keys[0].ID != "" {
+				t.Errorf("alice's calls %+v", r)
+			}
+			if r := rows["—/victor"]; r.Calls != 2 || r.InputTokens != 500 {
+				t.Errorf("victor's calls %+v", r)
+			}
 		})
-		t.Run("alias and model are dimensions of model calls only", func(t *testing.T) {
+		t.Run("by alias and model, GPU work falls under —", func(t *testing.T) {
 			rows := w.usage(t, b.Admin, platform.UsageQuery{By: []string{store.ByAlias, store.ByModel}})
-			if len(rows) != 3 || rows["chat/gpt-4o"].Calls != 2 || rows["embed/text-embedding-3-small"].InputTokens != 400 || rows["chat/llama-3.1-70b"].TokenCostMicros != 40 {
+			if len(rows) != 4 || rows["chat/gpt-4o"].Calls != 2 || rows["embed/text-embedding-3-small"].InputTokens != 400 || rows["chat/llama-3.1-70b"].TokenCostMicros != 40 {
 				t.Errorf("rows %+v", rows)
 			}
 			for k, r := range rows {
-				if r.MicroGPUHours != 0 || r.Currency != "" {
-					t.Errorf("%s has GPU fields: %+v", k, r)
+				if gpu := k == "—/—"; gpu != (r.MicroGPUHours != 0) || gpu != (r.Currency != "") || gpu == (r.Calls != 0) {
+					t.Errorf("%s: %+v", k, r)
 				}
 			}
 		})
@@ -415,7 +421,7 @@ func TestUsageTokensBesideGPUHours(t *testing.T) {
 				t.Errorf("project filter: %+v", rows)
 			}
 			rows = w.usage(t, b.Admin, platform.UsageQuery{By: []string{store.ByModel}, User: "alice"})
-			if len(rows) != 1 || rows["gpt-4o"].Calls != 2 {
+			if len(rows) != 2 || rows["gpt-4o"].Calls != 2 || !gpuHours(rows["—"]) {
 				t.Errorf("user filter: %+v", rows)
 			}
 			rows = w.usage(t, b.Admin, platform.UsageQuery{By: []string{store.ByUser}, From: w.now.Add(-45 * time.Minute), To: w.now.Add(-15 * time.Minute)})
@@ -440,6 +446,24 @@ func TestUsageTokensBesideGPUHours(t *testing.T) {
 			platformtest.WantError(t, err, platform.CodeInvalid, `cannot be grouped by "planet"`, "alias, model")
 			_, err = w.Svc.Usage(b.Admin, platform.UsageQuery{From: w.now.Add(-time.Hour), To: w.now, By: []string{"user", "user"}})
 			platformtest.WantError(t, err, platform.CodeInvalid, "twice")
+		})
+		// Last, as it adds a call to the ledger.
+		t.Run("a refused call counts, costs nothing, keeps the currency and shows as (no model)", func(t *testing.T) {
+			alice := userID(w.alice)
+			e, err := b.Svc.Estate(b.Admin)
+			platformtest.Must(t, err)
+			mlr, fraud := e.GroupByName("ml-research"), e.ProjectByName("fraud-models")
+			platformtest.Must(t, b.Store.InsertModelCalls(context.Background(), []*model.ModelCall{{ID: "call-refused", TenantID: b.Tenant,
+				At: w.now.Add(-5 * time.Minute), UserID: alice, UserName: "alice", ProjectID: fraud.ID, ProjectName: fraud.Name,
+				GroupID: mlr.ID, GroupName: mlr.Name, Endpoint: "chat/completions", Alias: "chat", Status: 429, Outcome: model.CallRateLimited}}))
+			rows := w.usage(t, b.Admin, platform.UsageQuery{User: "alice"})
+			if r := rows[""]; r.Calls != 3 || r.TokenCostMicros != 22500 || r.TokenCurrency != "USD" {
+				t.Errorf("alice's total %+v", r)
+			}
+			rows = w.usage(t, b.Admin, platform.UsageQuery{By: []string{store.ByAlias, store.ByModel}, User: "alice"})
+			if r := rows["chat/(no model)"]; len(rows) != 3 || r.Calls != 1 || r.TokenCurrency != "" || r.Keys[1].ID != "" || rows["chat/gpt-4o"].TokenCurrency != "USD" {
+				t.Errorf("rows %+v", rows)
+			}
 		})
 	})
 }

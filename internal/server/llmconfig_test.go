@@ -218,12 +218,19 @@ func runGatewayConfig(t *testing.T, ts *testServer) {
 		if r := byGroup["vision"]; r["calls"] != 1.0 || r["gpuHours"] != 0.0 || r["currency"] != "" {
 			t.Errorf("vision: %v", r)
 		}
+		// GPU work has no alias or model, model calls no pool: each falls
+		// under "—" rather than out of the report.
 		byModel := rows(f.admin, "ALIAS", "MODEL")
-		if len(byModel) != 2 || byModel["chat/gpt-4o"]["calls"] != 2.0 || byModel["embed/text-embedding-3-small"]["inputTokens"] != 5000.0 {
+		if len(byModel) != 3 || byModel["chat/gpt-4o"]["calls"] != 2.0 || byModel["embed/text-embedding-3-small"]["inputTokens"] != 5000.0 ||
+			byModel["—/—"]["calls"] != 0.0 || byModel["—/—"]["gpuHours"].(float64) <= 0 {
 			t.Errorf("by alias and model: %v", byModel)
 		}
-		if r := rows(f.admin, "POOL")["onprem-k8s"]; r["calls"] != 0.0 || r["gpuHours"].(float64) <= 0 {
+		byPool := rows(f.admin, "POOL")
+		if r := byPool["onprem-k8s"]; r["calls"] != 0.0 || r["gpuHours"].(float64) <= 0 {
 			t.Errorf("by pool: %v", r)
+		}
+		if r := byPool["—"]; r["calls"] != 3.0 || r["gpuHours"] != 0.0 {
+			t.Errorf("calls by pool: %v", r)
 		}
 		if got := rows(f.victor, "GROUP", "MODEL"); len(got) != 1 || got["vision/text-embedding-3-small"]["calls"] != 1.0 {
 			t.Errorf("victor sees %v", got)

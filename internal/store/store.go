@@ -101,6 +101,8 @@ const (
 
 // UsageQuery asks for ledger totals over [From, To), with open intervals
 // counted up to Now, grouped By the dimensions listed (none: one total row).
+// GPU work has no alias or model: grouped by those, it falls under an
+// empty key.
 type UsageQuery struct {
 	From, To, Now time.Time
 	By            []string
@@ -115,17 +117,20 @@ type UsageQuery struct {
 type UsageRow struct {
 	Keys []model.UsageKey
 	// MicroGPUHours and MicroBudgetHours are GPU-hours and budget hours
-	// (hours × time weight) in millionths.
+	// (hours × time weight, less the time the engine was disabled) in
+	// millionths.
 	MicroGPUHours    int64
 	MicroBudgetHours int64
 	// Cost is GPU-hours × the GPU class price per GPU-hour, in Currency
-	// (several currencies in one row give "mixed").
+	// (several currencies in one row give "mixed"; intervals without a
+	// price have none and count for no currency).
 	Cost     float64
 	Currency string
 }
 
 // ModelUsageQuery sums the model-call ledger over [From, To), grouped by
-// By (ByUser, ByProject, ByGroup, ByAlias, ByModel).
+// By. Calls have no pool, GPU class, compute resource or profile: grouped
+// by those, they fall under an empty key.
 type ModelUsageQuery struct {
 	From, To time.Time
 	By       []string
@@ -148,7 +153,8 @@ type ModelUsageRow struct {
 	InputTokens  int64
 	OutputTokens int64
 	// CostMicros is in millionths of Currency ("mixed" when a group spans
-	// currencies).
+	// currencies; calls without one, such as refused calls, count for
+	// none).
 	CostMicros int64
 	Currency   string
 }

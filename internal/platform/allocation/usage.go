@@ -52,11 +52,23 @@ var (
 		store.ByComputeResource, store.ByProfile}
 )
 
+// Names of usage keys that stand for no object, so that no row reads blank.
+const (
+	// NoObject is the key of a dimension a ledger does not have: model
+	// calls have no pool, GPU class, compute resource or profile, GPU work
+	// no alias or model.
+	NoObject = "—"
+	// NoModel is the model of calls no model answered: refused by a rate
+	// limit or a budget, blocked by an input guardrail, or failed at every
+	// model. They cost nothing.
+	NoModel = "(no model)"
+)
+
 // Usage adds up the ledger over a range, grouped by the dimensions asked
 // for: GPU-hours, budget hours and their cost, and beside them the model
-// calls, tokens and token cost of the gateway. Dimensions only GPU work has
-// (pool, GPU class, compute resource, profile) leave the token fields zero;
-// those only model calls have (alias, model) leave the GPU fields zero.
+// calls, tokens and token cost of the gateway. Neither ledger is dropped
+// from any grouping: under a dimension only the other ledger has, its
+// totals fall under NoObject, so every grouping adds up to the same total.
 // Admins see the whole tenant; others see their groups' usage, or their
 // own.
 func (s *Allocation) Usage(ctx context.Context, in UsageQuery) ([]UsageRow, error) {
@@ -68,7 +80,6 @@ func (s *Allocation) Usage(ctx context.Context, in UsageQuery) ([]UsageRow, erro
 		return nil, kernel.Invalid("the range must end after it starts")
 	}
 	q := store.UsageQuery{From: in.From, To: in.To, Now: s.k.Now()}
-	gpu, tokens := true, true
 	for _, d := range in.By {
 		if !slices.Contains(usageDimensions, d) {
 			return nil, kernel.Invalid("usage cannot be grouped by %q: use %s", d, strings.Join(usageDimensions, ", "))
@@ -77,8 +88,6 @@ func (s *Allocation) Usage(ctx context.Context, in UsageQuery) ([]UsageRow, erro
 			return nil, kernel.Invalid("usage is grouped by %q twice; give each dimension once", d)
 		}
 		q.By = append(q.By, d)
-		gpu = gpu && slices.Contains(gpuDimensions, d)
-		tokens = tokens && slices.Contains(tokenDimensions, d)
 	}
 	e, err := s.k.Estate(ctx)
 	if err != nil {
@@ -122,31 +131,42 @@ func (s *Allocation) Usage(ctx context.Context, in UsageQuery) ([]UsageRow, erro
 			q.UserID = p.UserID // in no group: only their own usage
 		}
 	}
-	var gpuRows []store.UsageRow
-	var tokenRows []store.ModelUsageRow
-	if gpu {
-		if gpuRows, err = s.k.Store.SumUsage(ctx, p.TenantID, q); err != nil {
-			return nil, s.k.Internal(ctx, err)
-		}
+	gpuRows, err := s.k.Store.SumUsage(ctx, p.TenantID, q)
+	if err != nil {
+		return nil, s.k.Internal(ctx, err)
 	}
-	if tokens {
-		mq := store.ModelUsageQuery{From: q.From, To: q.To, By: q.By, UserID: q.UserID, ProjectID: q.ProjectID, GroupIDs: q.GroupIDs}
-		if tokenRows, err = s.k.Store.SumModelCalls(ctx, p.TenantID, mq); err != nil {
-			return nil, s.k.Internal(ctx, err)
-		}
+	mq := store.ModelUsageQuery{From: q.From, To: q.To, By: q.By, UserID: q.UserID, ProjectID: q.ProjectID, GroupIDs: q.GroupIDs}
+	tokenRows, err := s.k.Store.SumModelCalls(ctx, p.TenantID, mq)
+	if err != nil {
+		return nil, s.k.Internal(ctx, err)
 	}
 	return mergeUsage(gpuRows, tokenRows), nil
 }
 
 // mergeUsage joins the rows of the two ledgers by the ids of their keys,
-// ordered by those ids as the store orders each ledger's rows.
+// ordered by those ids as the store orders each ledger's rows. Keys that
+// stand for no object are named first (see nameKeys); they have no id, so
+// they are joined and ordered by name, after the objects: a GPU row under
+// model "—" never takes in the calls under "(no model)".
 func mergeUsage(gpu []store.UsageRow, tokens []store.ModelUsageRow) []UsageRow {
+	keyID := func(k model.UsageKey) string {
+		if k.ID == "" {
+			return "\U0010FFFF" + k.Name
+		}
+		return k.ID
+	}
 	key := func(keys []model.UsageKey) string {
 		ids := make([]string, len(keys))
 		for i, k := range keys {
-			ids[i] = k.ID
+			ids[i] = keyID(k)
 		}
 		return strings.Join(ids, "\x00")
+	}
+	for _, r := range gpu {
+		nameKeys(r.Keys, gpuDimensions)
+	}
+	for _, r := range tokens {
+		nameKeys(r.Keys, tokenDimensions)
 	}
 	out := make([]UsageRow, 0, len(gpu)+len(tokens))
 	at := make(map[string]int, len(gpu))
@@ -167,13 +187,28 @@ func mergeUsage(gpu []store.UsageRow, tokens []store.ModelUsageRow) []UsageRow {
 	sort.SliceStable(out, func(i, j int) bool {
 		a, b := out[i].Keys, out[j].Keys
 		for k := range a {
-			if a[k].ID != b[k].ID {
-				return a[k].ID < b[k].ID
+			if x, y := keyID(a[k]), keyID(b[k]); x != y {
+				return x < y
 			}
 		}
 		return false
 	})
 	return out
+}
+
+// nameKeys names the keys of one ledger's row that stand for no object: a
+// dimension the ledger does not have is NoObject, and the model of a call
+// no model answered is NoModel, never a blank.
+func nameKeys(keys []model.UsageKey, has []string) {
+	for i := range keys {
+		k := &keys[i]
+		switch {
+		case !slices.Contains(has, k.Dimension):
+			k.ID, k.Name = "", NoObject
+		case k.Dimension == store.ByModel && k.ID == "":
+			k.Name = NoModel
+		}
+	}
 }
 
 // UsageDimensions lists what usage can be grouped by, for channels that

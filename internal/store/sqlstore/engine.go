@@ -242,7 +242,9 @@ func (q *queries) ListPlacements(ctx context.Context, tenantID string, f store.P
 	return getAll(ctx, q, "list ledger intervals", scanPlacement, query, args...)
 }
 
-// usageDimensions maps a dimension to its id and name columns.
+// usageDimensions maps a dimension to its id and name columns. GPU work
+// has no alias or model: it falls under an empty key there (see
+// groupColumns).
 var usageDimensions = map[string][2]string{
 	store.ByUser:            {"user_id", "user_name"},
 	store.ByProject:         {"project_id", "project_name"},
@@ -251,31 +253,58 @@ var usageDimensions = map[string][2]string{
 	store.ByGPUClass:        {"gpu_class_id", "gpu_class_name"},
 	store.ByComputeResource: {"compute_resource_id", "compute_resource_name"},
 	store.ByProfile:         {"profile_id", "profile_name"},
+	store.ByAlias:           {},
+	store.ByModel:           {},
+}
+
+// ledgerGroupBy gives the select list and GROUP BY columns of a ledger sum
+// grouped by dims. A dimension the ledger has no column for selects an
+// empty key and groups nothing, so that every grouping of a ledger adds up
+// to the same total rather than dropping what it cannot place.
+func ledgerGroupBy(what string, cols map[string][2]string, dims []string) (selects, idCols []string, err error) {
+	for _, d := range dims {
+		c, ok := cols[d]
+		switch {
+		case !ok:
+			return nil, nil, fmt.Errorf("%s: unknown dimension %q", what, d)
+		case c[0] == "":
+			selects = append(selects, "''", "''")
+		default:
+			idCols = append(idCols, c[0])
+			selects = append(selects, c[0], "MAX("+c[1]+")")
+		}
+	}
+	return selects, idCols, nil
 }
 
 // SumUsage adds up the ledger over [From, To). Each interval is cut to the
-// range (an open one runs to Now) and counted in whole milliseconds: GPU-hours
-// are size × duration, budget hours duration × weight, cost GPU-hours × the
-// price at placement. Sums are exact integers in millionths, except cost.
+// range (an open one runs to Now): GPU-hours are size × duration in whole
+// milliseconds, cost GPU-hours × the price at placement, and budget hours
+// duration × weight less the time the engine was disabled, rounded down to
+// the microsecond per interval exactly as engine.BudgetUsed charges budgets,
+// so that the ledger and the policy view never disagree. Sums are exact
+// integers in millionths, except cost. An interval without a currency (no
+// price) costs nothing and does not make its row's currency "mixed".
 func (q *queries) SumUsage(ctx context.Context, tenantID string, u store.UsageQuery) ([]store.UsageRow, error) {
 	if !u.To.After(u.From) {
 		return nil, fmt.Errorf("sum usage: the range must end after it starts")
 	}
-	var idCols, selects []string
-	for _, d := range u.By {
-		cols, ok := usageDimensions[d]
-		if !ok {
-			return nil, fmt.Errorf("sum usage: unknown dimension %q", d)
-		}
-		idCols = append(idCols, cols[0])
-		selects = append(selects, cols[0], "MAX("+cols[1]+")")
+	selects, idCols, err := ledgerGroupBy("sum usage", usageDimensions, u.By)
+	if err != nil {
+		return nil, err
 	}
 	now, from, to := micros(u.Now), micros(u.From), micros(u.To)
-	inner := `SELECT x.*,
+	// held is the interval's time in range less the engine pauses in it (an
+	// open pause runs to Now); pauses never overlap one another.
+	inner := `SELECT w.*, w.e - w.s - CAST(COALESCE((SELECT SUM(
+			CASE WHEN COALESCE(p.ended_at, ?) < w.e THEN COALESCE(p.ended_at, ?) ELSE w.e END -
+			CASE WHEN p.started_at > w.s THEN p.started_at ELSE w.s END)
+		FROM engine_pauses p WHERE p.tenant_id = w.tenant_id AND p.started_at < w.e AND COALESCE(p.ended_at, ?) > w.s), 0) AS BIGINT) AS held
+		FROM (SELECT x.*,
 			CASE WHEN x.started_at < ? THEN ? ELSE x.started_at END AS s,
 			CASE WHEN COALESCE(x.ended_at, ?) > ? THEN ? ELSE COALESCE(x.ended_at, ?) END AS e
 		FROM placements x WHERE x.tenant_id = ? AND x.started_at < ? AND COALESCE(x.ended_at, ?) > ?`
-	args := []any{from, from, now, to, to, now, tenantID, to, now, from}
+	args := []any{now, now, now, from, from, now, to, to, now, tenantID, to, now, from}
 	if u.UserID != "" {
 		inner += ` AND x.user_id = ?`
 		args = append(args, u.UserID)
@@ -290,12 +319,13 @@ func (q *queries) SumUsage(ctx context.Context, tenantID string, u store.UsageQu
 			args = append(args, g)
 		}
 	}
+	inner += `) w WHERE w.e > w.s`
 	query := `SELECT ` + strings.Join(append(selects,
 		`SUM(size_milli * ((e - s) / 1000) / 3600)`,
-		`SUM(weight_milli * ((e - s) / 1000) / 3600)`,
+		`SUM((held / 3600000) * weight_milli + (held % 3600000) * weight_milli / 3600000)`,
 		`SUM(size_milli * 1.0 * ((e - s) / 1000) * price_micros) / 3600000000000000.0`,
-		`MIN(currency)`, `MAX(currency)`), ", ") +
-		` FROM (` + inner + `) w WHERE e > s`
+		`MIN(NULLIF(currency, ''))`, `MAX(NULLIF(currency, ''))`), ", ") +
+		` FROM (` + inner + `) v`
 	if len(idCols) > 0 {
 		query += ` GROUP BY ` + strings.Join(idCols, ", ") + ` ORDER BY ` + strings.Join(idCols, ", ")
 	}

@@ -89,13 +89,19 @@ func (q *queries) InsertModelCalls(ctx context.Context, calls []*model.ModelCall
 	return q.atomic(ctx, insert)
 }
 
-// modelDimensions maps a dimension to its id and name columns.
+// modelDimensions maps a dimension to its id and name columns. Model calls
+// have no pool, GPU class, compute resource or profile: they fall under an
+// empty key there (see ledgerGroupBy).
 var modelDimensions = map[string][2]string{
-	store.ByUser:    {"user_id", "user_name"},
-	store.ByProject: {"project_id", "project_name"},
-	store.ByGroup:   {"group_id", "group_name"},
-	store.ByAlias:   {"alias", "alias"},
-	store.ByModel:   {"model", "model"},
+	store.ByUser:            {"user_id", "user_name"},
+	store.ByProject:         {"project_id", "project_name"},
+	store.ByGroup:           {"group_id", "group_name"},
+	store.ByAlias:           {"alias", "alias"},
+	store.ByModel:           {"model", "model"},
+	store.ByPool:            {},
+	store.ByGPUClass:        {},
+	store.ByComputeResource: {},
+	store.ByProfile:         {},
 }
 
 // modelWhere is the WHERE clause of a model-usage query.
@@ -119,23 +125,20 @@ func modelWhere(tenantID string, u store.ModelUsageQuery) (string, []any) {
 	return where, args
 }
 
-// SumModelCalls adds up the model-call ledger, grouped by u.By.
+// SumModelCalls adds up the model-call ledger, grouped by u.By. A call
+// with no currency (refused, blocked or unanswered: it cost nothing) does
+// not make its row's currency "mixed".
 func (q *queries) SumModelCalls(ctx context.Context, tenantID string, u store.ModelUsageQuery) ([]store.ModelUsageRow, error) {
 	if !u.To.After(u.From) {
 		return nil, fmt.Errorf("sum model calls: the range must end after it starts")
 	}
-	var idCols, selects []string
-	for _, d := range u.By {
-		cols, ok := modelDimensions[d]
-		if !ok {
-			return nil, fmt.Errorf("sum model calls: unknown dimension %q", d)
-		}
-		idCols = append(idCols, cols[0])
-		selects = append(selects, cols[0], "MAX("+cols[1]+")")
+	selects, idCols, err := ledgerGroupBy("sum model calls", modelDimensions, u.By)
+	if err != nil {
+		return nil, err
 	}
 	where, args := modelWhere(tenantID, u)
 	query := `SELECT ` + strings.Join(append(selects, `COUNT(*)`, `SUM(input_tokens)`, `SUM(output_tokens)`, `SUM(cost_micros)`,
-		`MIN(currency)`, `MAX(currency)`), ", ") + ` FROM model_calls WHERE ` + where
+		`MIN(NULLIF(currency, ''))`, `MAX(NULLIF(currency, ''))`), ", ") + ` FROM model_calls WHERE ` + where
 	if len(idCols) > 0 {
 		query += ` GROUP BY ` + strings.Join(idCols, ", ") + ` ORDER BY ` + strings.Join(idCols, ", ")
 	}

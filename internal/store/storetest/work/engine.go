@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/klique-ai/klique/engine"
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/store"
 	"github.com/klique-ai/klique/internal/store/storetest/harness"
@@ -426,6 +427,46 @@ func Ledger(t *testing.T, setup harness.Setup) {
 		}
 	})
 
+	t.Run("SumUsage leaves the time the engine was disabled out of budget hours, as the engine charges them, not out of GPU-hours", func(t *testing.T) {
+		t.Parallel()
+		b, day := ledger(t)
+		at := func(h, m int) time.Time { return day.Add(time.Duration(h)*time.Hour + time.Duration(m)*time.Minute) }
+		pause := func(tenantID string, from, to time.Time) {
+			p := &model.EnginePause{TenantID: tenantID, StartedAt: from, ByUserID: "admin", ByName: "admin"}
+			if !to.IsZero() {
+				p.EndedAt = &to
+			}
+			harness.Must(t, b.Store.StartEnginePause(b.Ctx, p))
+		}
+		pause(b.Tenant.ID, at(9, 30), at(10, 15))   // across the range's start: 15 min in a
+		pause(b.Tenant.ID, at(10, 45), at(11, 0))   // 15 min in a
+		pause(b.Tenant.ID, at(12, 45), time.Time{}) // still open at 13:00 (now): 15 min in b
+		pause(b.Other.ID, at(10, 0), at(14, 0))     // another tenant's: nothing
+		now := at(13, 0)
+		rows, err := b.Store.SumUsage(b.Ctx, b.Tenant.ID, store.UsageQuery{From: at(10, 0), To: at(14, 0), Now: now})
+		harness.Must(t, err)
+		if len(rows) != 1 {
+			t.Fatalf("rows %s", harness.Show(rows))
+		}
+		// GPU-hours as without pauses; budget hours: a 90 - 30 min × 2,
+		// b 60 - 15 min × 0.5.
+		harness.CheckEqual(t, "GPU-hours (µ)", rows[0].MicroGPUHours, int64(3_500_000))
+		harness.CheckEqual(t, "budget hours (µ)", rows[0].MicroBudgetHours, int64(2_375_000))
+
+		// From the start of a daily period to now, the ledger's budget
+		// hours are what the engine charges the policy.
+		intervals, err := b.Store.ListPlacements(b.Ctx, b.Tenant.ID, store.PlacementFilter{From: day, To: now})
+		harness.Must(t, err)
+		pauses, err := b.Store.ListEnginePauses(b.Ctx, b.Tenant.ID, day, now)
+		harness.Must(t, err)
+		pol := &model.ResourcePolicy{ID: intervals[0].PolicyID, Budget: &model.TimeBudget{MilliHours: 100_000, Period: model.PeriodDay}}
+		charged := engine.BudgetUsed([]*model.ResourcePolicy{pol}, intervals, pauses, now)[pol.ID]
+		rows, err = b.Store.SumUsage(b.Ctx, b.Tenant.ID, store.UsageQuery{From: day, To: now, Now: now})
+		harness.Must(t, err)
+		harness.CheckEqual(t, "budget hours since the period started (µ)", rows[0].MicroBudgetHours, charged)
+		harness.CheckEqual(t, "what the engine charges (µ)", charged, int64(3_375_000))
+	})
+
 	t.Run("SumUsage groups by dimension with ids and names", func(t *testing.T) {
 		t.Parallel()
 		b, day := ledger(t)
@@ -443,6 +484,13 @@ func Ledger(t *testing.T, setup harness.Setup) {
 		_, err = b.Store.SumUsage(b.Ctx, b.Tenant.ID, store.UsageQuery{From: day, To: day.Add(time.Hour), Now: day, By: []string{"planet"}})
 		if err == nil {
 			t.Fatal("an unknown dimension was accepted")
+		}
+		// GPU work has no model: grouped by one, it is under an empty key,
+		// never dropped.
+		rows, err = b.Store.SumUsage(b.Ctx, b.Tenant.ID, store.UsageQuery{From: day, To: day.Add(24 * time.Hour), Now: day.Add(13 * time.Hour), By: []string{store.ByModel, store.ByPool}})
+		harness.Must(t, err)
+		if len(rows) != 2 || rows[0].Keys[0] != (model.UsageKey{Dimension: store.ByModel}) || rows[0].Keys[1].Name != "p1" || rows[0].MicroGPUHours != 13_000_000 {
+			t.Fatalf("by model and pool: %s", harness.Show(rows))
 		}
 	})
 

@@ -70,9 +70,9 @@ func ModelCalls(t *testing.T, setup harness.Setup) {
 		if err == nil {
 			t.Fatal("an empty range was accepted")
 		}
-		_, err = b.Store.SumModelCalls(b.Ctx, b.Tenant.ID, store.ModelUsageQuery{From: day, To: day.Add(time.Hour), By: []string{store.ByPool}})
+		_, err = b.Store.SumModelCalls(b.Ctx, b.Tenant.ID, store.ModelUsageQuery{From: day, To: day.Add(time.Hour), By: []string{"planet"}})
 		if err == nil {
-			t.Fatal("a dimension calls do not have was accepted")
+			t.Fatal("an unknown dimension was accepted")
 		}
 
 		// Newest first, paged, every field round-tripped.
@@ -91,6 +91,72 @@ func ModelCalls(t *testing.T, setup harness.Setup) {
 		want.At = want.At.UTC().Truncate(time.Microsecond)
 		if *blocked != want {
 			t.Fatalf("round trip:\n got %+v\nwant %+v", *blocked, want)
+		}
+	})
+
+	t.Run("a refused call counts without a currency and never makes the total mixed", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		day := b.Now.Truncate(24 * time.Hour)
+		refused := call(b, b.Tenant.ID, day.Add(3*time.Hour), "alice", "fraud", "ml", "chat", 0, 0, 0)
+		refused.Model, refused.Target, refused.Currency, refused.Status, refused.Outcome = "", "", "", 429, model.CallRateLimited
+		harness.Must(t, b.Store.InsertModelCalls(b.Ctx, []*model.ModelCall{
+			call(b, b.Tenant.ID, day.Add(time.Hour), "alice", "fraud", "ml", "chat", 100, 20, 3000),
+			refused,
+			call(b, b.Tenant.ID, day.Add(4*time.Hour), "bob", "fraud", "ml", "embed", 50, 0, 50),
+		}))
+		show := func(by ...string) string {
+			rows, err := b.Store.SumModelCalls(b.Ctx, b.Tenant.ID, store.ModelUsageQuery{From: day, To: day.Add(24 * time.Hour), By: by})
+			harness.Must(t, err)
+			got := ""
+			for _, r := range rows {
+				for _, k := range r.Keys {
+					got += fmt.Sprintf("%q/%q ", k.ID, k.Name)
+				}
+				got += fmt.Sprintf("%d,%d,%s; ", r.Calls, r.CostMicros, r.Currency)
+			}
+			return got
+		}
+		harness.CheckEqual(t, "total", show(), "3,3050,USD; ")
+		harness.CheckEqual(t, "by alias", show(store.ByAlias), `"chat"/"chat" 2,3000,USD; "embed"/"embed" 1,50,USD; `)
+		// The store leaves the refused call's model empty; the platform
+		// names it.
+		harness.CheckEqual(t, "by model", show(store.ByModel), `""/"" 1,0,; "chat-model"/"chat-model" 1,3000,USD; "embed-model"/"embed-model" 1,50,USD; `)
+	})
+
+	t.Run("grouped by a dimension of GPU work only, calls fall under an empty key, never dropped", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		day := b.Now.Truncate(24 * time.Hour)
+		harness.Must(t, b.Store.InsertModelCalls(b.Ctx, []*model.ModelCall{
+			call(b, b.Tenant.ID, day.Add(time.Hour), "alice", "fraud", "ml", "chat", 100, 20, 3000),
+			call(b, b.Tenant.ID, day.Add(2*time.Hour), "vic", "detect", "vision", "chat", 7, 7, 40),
+			call(b, b.Tenant.ID, day.Add(3*time.Hour), "bob", "fraud", "ml", "embed", 50, 0, 50),
+		}))
+		for _, by := range [][]string{
+			{store.ByGroup, store.ByPool}, {store.ByGPUClass, store.ByGroup}, {store.ByGroup, store.ByComputeResource, store.ByProfile},
+		} {
+			rows, err := b.Store.SumModelCalls(b.Ctx, b.Tenant.ID, store.ModelUsageQuery{From: day, To: day.Add(24 * time.Hour), By: by})
+			harness.Must(t, err)
+			got := ""
+			for _, r := range rows {
+				for _, k := range r.Keys {
+					got += fmt.Sprintf("%s=%q/%q ", k.Dimension, k.ID, k.Name)
+				}
+				got += fmt.Sprintf("%d,%d,%d; ", r.Calls, r.InputTokens, r.OutputTokens)
+			}
+			var want string
+			for _, g := range []struct{ group, sums string }{{"ml", "2,150,20"}, {"vision", "1,7,7"}} {
+				for _, d := range by {
+					if d == store.ByGroup {
+						want += fmt.Sprintf("group=%q/%q ", "g-"+g.group, g.group)
+					} else {
+						want += d + `=""/"" `
+					}
+				}
+				want += g.sums + "; "
+			}
+			harness.CheckEqual(t, fmt.Sprint("by ", by), got, want)
 		}
 	})
 
