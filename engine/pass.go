@@ -12,6 +12,7 @@ import (
 func Pass(s *Snapshot) *Decisions {
 	st := newState(s)
 	st.enforceBudgets()
+	st.expireClaims()
 	st.walk(PhaseReservation)
 	st.reclaim()
 	st.walk(PhaseLend)
@@ -47,6 +48,9 @@ type state struct {
 	// victimsSorted[p]; built on first use by reclaim.
 	victims       [][]int
 	victimsSorted []bool
+	// unattended[p]: no work waits on pool p for want of a worker
+	// (workers.go).
+	unattended []bool
 
 	dec Decisions
 }
@@ -75,6 +79,10 @@ func newState(s *Snapshot) *state {
 	}
 	for q := range st.requeued {
 		st.requeued[q] = -1
+	}
+	st.unattended = make([]bool, len(s.Pools))
+	for p := range s.Pools {
+		st.unattended[p] = s.Pools[p].unattended(s.Now)
 	}
 	for _, r := range s.Running {
 		q := &s.Queues[r.Queue]
@@ -154,7 +162,7 @@ func (st *state) fill(q, p int, phase Phase) {
 	for st.requeued[q] < 0 && st.next[q] < len(queue.Waiting) {
 		t := &queue.Waiting[st.next[q]]
 		size := t.Size.Total()
-		if st.poolUsed[p]+size > st.s.Pools[p].Capacity {
+		if st.unattended[p] || st.poolUsed[p]+size > st.s.Pools[p].Capacity {
 			return
 		}
 		ceiling := group.Limit
@@ -203,14 +211,14 @@ func (st *state) reclaimFor(q int) bool {
 	// Capacity an earlier reclaim freed beyond its need goes first: no
 	// preemption is needed for it.
 	for _, p := range pools {
-		if st.poolUsed[p]+size <= st.s.Pools[p].Capacity {
+		if !st.unattended[p] && st.poolUsed[p]+size <= st.s.Pools[p].Capacity {
 			st.place(q, p, PhaseReservation)
 			return true
 		}
 	}
 	for _, p := range pools {
 		capacity := st.s.Pools[p].Capacity
-		if size > capacity {
+		if size > capacity || st.unattended[p] {
 			continue
 		}
 		victims := st.chooseVictims(p, size-(capacity-st.poolUsed[p]))
@@ -504,6 +512,9 @@ func (st *state) why(queue *Queue, size model.MilliGPU) (Constraint, string) {
 	if st.groupUse[queue.Group]+size > g.Limit {
 		return HeldByLimit, fmt.Sprintf("group %s is at its limit: it holds %s of %s GPUs and this task needs %s",
 			g.Name, st.groupUse[queue.Group], g.Limit, size)
+	}
+	if why, ok := st.noWorker(pr, int64(size)); ok {
+		return HeldByNoWorker, why
 	}
 	var parts []string
 	for _, p := range pr.Pools {
