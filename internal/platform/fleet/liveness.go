@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/klique-ai/klique/engine"
 	"github.com/klique-ai/klique/internal/platform/kernel"
 )
 
@@ -13,10 +14,10 @@ import (
 // heartbeat of any of them, and the claim timeout that applies to the
 // work placed there (docs/engine.md, "Work placed where no worker is").
 type PoolWorkers struct {
-	PoolID   string
-	PoolName string
-	Online   int
-	Workers  int
+	PoolID     string
+	PoolName   string
+	Online     int
+	Registered int
 	// LastSeen is the last heartbeat of any worker of the pool; zero when
 	// none has registered.
 	LastSeen time.Time
@@ -60,7 +61,7 @@ func (s *Fleet) PoolWorkers(ctx context.Context, tenantID string) (map[string]*P
 		if pw == nil {
 			continue
 		}
-		pw.Workers++
+		pw.Registered++
 		if now.Sub(w.LastHeartbeatAt) <= s.agent.Lease {
 			pw.Online++
 		}
@@ -86,4 +87,32 @@ func (s *Fleet) PoolWorkersOf(ctx context.Context, poolID string) (*PoolWorkers,
 		return nil, kernel.NotFound("no pool %s", kernel.Quote(poolID))
 	}
 	return pw, nil
+}
+
+// LastSeenAt is LastSeen for the API: null when no worker has registered.
+func (pw *PoolWorkers) LastSeenAt() *time.Time {
+	if pw.LastSeen.IsZero() {
+		return nil
+	}
+	t := pw.LastSeen
+	return &t
+}
+
+// ClaimTimeoutSeconds is ClaimTimeout for the API: null when off.
+func (pw *PoolWorkers) ClaimTimeoutSeconds() *int {
+	if pw.ClaimTimeout <= 0 {
+		return nil
+	}
+	s := int(pw.ClaimTimeout / time.Second)
+	return &s
+}
+
+// NoWorker says that no worker of the pool is online, and since when, in
+// the words a task placed there shows; nil while one is online.
+func (pw *PoolWorkers) NoWorker() *string {
+	if pw.Online > 0 {
+		return nil
+	}
+	s := engine.NoWorkerSentence(pw.PoolName, pw.LastSeen)
+	return &s
 }
