@@ -5830,6 +5830,8 @@ input PoolInput {
   labels: StringMap
   "Profiles (linked to this pool) in the order their work is placed here."
   executionPriority: [ID!]
+  "How long placed work waits for a worker while none of the pool's is online before it goes back to its compute resource, in seconds from 60 to 604800; 0 turns it off, -1 returns it to the default (off with an autoscaler, 300 otherwise)."
+  claimTimeoutSeconds: Int
 }
 
 input ProfileInput {
@@ -29224,7 +29226,7 @@ func (ec *executionContext) unmarshalInputPoolInput(ctx context.Context, obj any
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"name", "description", "kind", "capacityGpus", "gpuClass", "gpuMemoryGb", "region", "labels", "executionPriority"}
+	fieldsInOrder := [...]string{"name", "description", "kind", "capacityGpus", "gpuClass", "gpuMemoryGb", "region", "labels", "executionPriority", "claimTimeoutSeconds"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -29294,6 +29296,13 @@ func (ec *executionContext) unmarshalInputPoolInput(ctx context.Context, obj any
 				return it, err
 			}
 			it.ExecutionPriority = data
+		case "claimTimeoutSeconds":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("claimTimeoutSeconds"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ClaimTimeoutSeconds = data
 		}
 	}
 	return it, nil
