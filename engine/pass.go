@@ -13,6 +13,7 @@ import (
 func Pass(s *Snapshot) *Decisions {
 	st := newState(s)
 	st.enforceBudgets()
+	st.expireClaims()
 	st.enforceCapacity()
 	st.enforceLimits()
 	st.walk(PhaseReservation)
@@ -54,6 +55,9 @@ type state struct {
 	// victimsSorted[p]; built on first use by reclaim.
 	victims       [][]int
 	victimsSorted []bool
+	// unattended[p]: no work waits on pool p for want of a worker
+	// (workers.go).
+	unattended []bool
 
 	dec Decisions
 }
@@ -83,6 +87,10 @@ func newState(s *Snapshot) *state {
 	}
 	for q := range st.requeued {
 		st.requeued[q] = -1
+	}
+	st.unattended = make([]bool, len(s.Pools))
+	for p := range s.Pools {
+		st.unattended[p] = s.Pools[p].unattended(s.Now)
 	}
 	st.failUnplaceable()
 	for _, r := range s.Running {
@@ -163,7 +171,7 @@ func (st *state) fill(q, p int, phase Phase) {
 	for st.requeued[q] < 0 && st.next[q] < len(st.waiting[q]) {
 		t := &st.waiting[q][st.next[q]]
 		size := t.Size.Total()
-		if st.poolUsed[p]+size > st.s.Pools[p].Capacity {
+		if st.unattended[p] || st.poolUsed[p]+size > st.s.Pools[p].Capacity {
 			return
 		}
 		ceiling := group.Limit
@@ -212,14 +220,14 @@ func (st *state) reclaimFor(q int) bool {
 	// Capacity an earlier reclaim freed beyond its need goes first: no
 	// preemption is needed for it.
 	for _, p := range pools {
-		if st.poolUsed[p]+size <= st.s.Pools[p].Capacity {
+		if !st.unattended[p] && st.poolUsed[p]+size <= st.s.Pools[p].Capacity {
 			st.place(q, p, PhaseReservation)
 			return true
 		}
 	}
 	for _, p := range pools {
 		capacity := st.s.Pools[p].Capacity
-		if size > capacity {
+		if size > capacity || st.unattended[p] {
 			continue
 		}
 		victims := st.chooseVictims(p, size-(capacity-st.poolUsed[p]))
@@ -516,6 +524,9 @@ func (st *state) why(queue *Queue, size model.MilliGPU) (Constraint, string) {
 	if st.groupUse[queue.Group]+size > g.Limit {
 		return HeldByLimit, fmt.Sprintf("group %s is at its limit: it holds %s of %s GPUs and this task needs %s",
 			g.Name, st.groupUse[queue.Group], g.Limit, size)
+	}
+	if why, ok := st.noWorker(pr, int64(size)); ok {
+		return HeldByNoWorker, why
 	}
 	var parts []string
 	for _, p := range pr.Pools {

@@ -70,6 +70,11 @@ type Pool struct {
 	// Profiles are the profiles linked to the pool, in its execution
 	// priority.
 	Profiles []int
+	// CreatedAt is when the pool was declared: a pool no worker ever
+	// served has been without one since then.
+	CreatedAt time.Time
+	// Workers is what the fleet knows of the pool's workers (SetPoolWorkers).
+	Workers PoolWorkers
 }
 
 // Profile is a task size with its ordered pools.
@@ -150,4 +155,7 @@ type Placement struct {
 	// PlacedAt and Seq order preemption: the newest placed goes first.
 	PlacedAt time.Time
 	Seq      int64
+	// Claimed: a worker has claimed the task (it runs). Unclaimed work
+	// waits in the pool's hidden queue.
+	Claimed bool
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform/access"
 	"github.com/klique-ai/klique/internal/platform/allocation"
+	"github.com/klique-ai/klique/internal/platform/fleet"
 	"github.com/klique-ai/klique/internal/platform/live"
 	"github.com/klique-ai/klique/internal/platform/llm"
 	"github.com/klique-ai/klique/internal/platform/view"
@@ -538,6 +539,7 @@ type ComplexityRoot struct {
 		Name              func(childComplexity int) int
 		Region            func(childComplexity int) int
 		UpdatedAt         func(childComplexity int) int
+		WorkerStatus      func(childComplexity int) int
 	}
 
 	PoolConnection struct {
@@ -571,6 +573,14 @@ type ComplexityRoot struct {
 		Kind       func(childComplexity int) int
 		Missed     func(childComplexity int) int
 		Pools      func(childComplexity int) int
+	}
+
+	PoolWorkerStatus struct {
+		ClaimTimeoutSeconds func(childComplexity int) int
+		LastSeenAt          func(childComplexity int) int
+		NoWorker            func(childComplexity int) int
+		Online              func(childComplexity int) int
+		Registered          func(childComplexity int) int
 	}
 
 	Profile struct {
@@ -1078,6 +1088,7 @@ type PoolResolver interface {
 	ExecutionPriority(ctx context.Context, obj *model.Pool) ([]*model.Profile, error)
 
 	Autoscaler(ctx context.Context, obj *model.Pool) (*gqlmodel.Autoscaler, error)
+	WorkerStatus(ctx context.Context, obj *model.Pool) (*fleet.PoolWorkers, error)
 }
 type ProfileResolver interface {
 	GpuClass(ctx context.Context, obj *model.Profile) (*model.GPUClass, error)
@@ -3411,6 +3422,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Pool.UpdatedAt(childComplexity), true
+	case "Pool.workerStatus":
+		if e.ComplexityRoot.Pool.WorkerStatus == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Pool.WorkerStatus(childComplexity), true
 
 	case "PoolConnection.edges":
 		if e.ComplexityRoot.PoolConnection.Edges == nil {
@@ -3524,6 +3541,37 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.PoolUtilizationUpdate.Pools(childComplexity), true
+
+	case "PoolWorkerStatus.claimTimeoutSeconds":
+		if e.ComplexityRoot.PoolWorkerStatus.ClaimTimeoutSeconds == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PoolWorkerStatus.ClaimTimeoutSeconds(childComplexity), true
+	case "PoolWorkerStatus.lastSeenAt":
+		if e.ComplexityRoot.PoolWorkerStatus.LastSeenAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PoolWorkerStatus.LastSeenAt(childComplexity), true
+	case "PoolWorkerStatus.noWorker":
+		if e.ComplexityRoot.PoolWorkerStatus.NoWorker == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PoolWorkerStatus.NoWorker(childComplexity), true
+	case "PoolWorkerStatus.online":
+		if e.ComplexityRoot.PoolWorkerStatus.Online == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PoolWorkerStatus.Online(childComplexity), true
+	case "PoolWorkerStatus.registered":
+		if e.ComplexityRoot.PoolWorkerStatus.Registered == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PoolWorkerStatus.Registered(childComplexity), true
 
 	case "Profile.createdAt":
 		if e.ComplexityRoot.Profile.CreatedAt == nil {
@@ -5886,6 +5934,8 @@ input PoolInput {
   labels: StringMap
   "Profiles (linked to this pool) in the order their work is placed here."
   executionPriority: [ID!]
+  "How long placed work waits for a worker while none of the pool's is online before it goes back to its compute resource, in seconds from 60 to 604800; 0 turns it off, -1 returns it to the default (off with an autoscaler, 300 otherwise)."
+  claimTimeoutSeconds: Int
 }
 
 input ProfileInput {
@@ -7031,6 +7081,25 @@ extend type Mutation {
   setSecret(scope: SecretScope!, owner: ID, name: String!, value: String!): Secret!
   deleteSecret(scope: SecretScope!, owner: ID, name: String!): Boolean!
 }
+
+"What the fleet knows of a pool's workers, and what happens to work placed on the pool while none is online (docs/engine.md, \"Work placed where no worker is\")."
+type PoolWorkerStatus {
+  "Workers of the pool that heartbeat within their lease."
+  online: Int!
+  "Workers of the pool ever registered."
+  registered: Int!
+  "The last heartbeat of any worker of the pool; null when none has registered."
+  lastSeenAt: Time
+  "How long work placed on the pool waits for a worker while none is online before it goes back to the front of its compute resource; null when off (the default for a pool with an autoscaler)."
+  claimTimeoutSeconds: Int
+  "While no worker of the pool is online: 'no worker of pool X is online (last seen …)', as placed tasks show it; null otherwise."
+  noWorker: String
+}
+
+extend type Pool {
+  "The pool's workers: how many are online, when one was last seen, and the claim timeout of work placed here."
+  workerStatus: PoolWorkerStatus!
+}
 `, BuiltIn: false},
 }
 var parsedSchema = gqlparser.MustLoadSchema(sources...)
@@ -7851,6 +7920,8 @@ func (ec *executionContext) childFields_Pool(ctx context.Context, field graphql.
 		return ec.fieldContext_Pool_updatedAt(ctx, field)
 	case "autoscaler":
 		return ec.fieldContext_Pool_autoscaler(ctx, field)
+	case "workerStatus":
+		return ec.fieldContext_Pool_workerStatus(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Pool", field.Name)
 }
@@ -7919,6 +7990,22 @@ func (ec *executionContext) childFields_PoolUtilizationUpdate(ctx context.Contex
 		return ec.fieldContext_PoolUtilizationUpdate_missed(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type PoolUtilizationUpdate", field.Name)
+}
+
+func (ec *executionContext) childFields_PoolWorkerStatus(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "online":
+		return ec.fieldContext_PoolWorkerStatus_online(ctx, field)
+	case "registered":
+		return ec.fieldContext_PoolWorkerStatus_registered(ctx, field)
+	case "lastSeenAt":
+		return ec.fieldContext_PoolWorkerStatus_lastSeenAt(ctx, field)
+	case "claimTimeoutSeconds":
+		return ec.fieldContext_PoolWorkerStatus_claimTimeoutSeconds(ctx, field)
+	case "noWorker":
+		return ec.fieldContext_PoolWorkerStatus_noWorker(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type PoolWorkerStatus", field.Name)
 }
 
 func (ec *executionContext) childFields_Profile(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -19347,6 +19434,38 @@ func (ec *executionContext) fieldContext_Pool_autoscaler(_ context.Context, fiel
 	return fc, nil
 }
 
+func (ec *executionContext) _Pool_workerStatus(ctx context.Context, field graphql.CollectedField, obj *model.Pool) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Pool_workerStatus(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Pool().WorkerStatus(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *fleet.PoolWorkers) graphql.Marshaler {
+			return ec.marshalNPoolWorkerStatus2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋfleetᚐPoolWorkers(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Pool_workerStatus(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Pool",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PoolWorkerStatus(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _PoolConnection_edges(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.PoolConnection) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -19840,6 +19959,121 @@ func (ec *executionContext) _PoolUtilizationUpdate_missed(ctx context.Context, f
 }
 func (ec *executionContext) fieldContext_PoolUtilizationUpdate_missed(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("PoolUtilizationUpdate", field, false, false, "Int")
+}
+
+func (ec *executionContext) _PoolWorkerStatus_online(ctx context.Context, field graphql.CollectedField, obj *fleet.PoolWorkers) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PoolWorkerStatus_online(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Online, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PoolWorkerStatus_online(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PoolWorkerStatus", field, false, false, "Int")
+}
+
+func (ec *executionContext) _PoolWorkerStatus_registered(ctx context.Context, field graphql.CollectedField, obj *fleet.PoolWorkers) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PoolWorkerStatus_registered(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Registered, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PoolWorkerStatus_registered(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PoolWorkerStatus", field, false, false, "Int")
+}
+
+func (ec *executionContext) _PoolWorkerStatus_lastSeenAt(ctx context.Context, field graphql.CollectedField, obj *fleet.PoolWorkers) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PoolWorkerStatus_lastSeenAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.LastSeenAt(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_PoolWorkerStatus_lastSeenAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PoolWorkerStatus", field, true, false, "Time")
+}
+
+func (ec *executionContext) _PoolWorkerStatus_claimTimeoutSeconds(ctx context.Context, field graphql.CollectedField, obj *fleet.PoolWorkers) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PoolWorkerStatus_claimTimeoutSeconds(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ClaimTimeoutSeconds(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_PoolWorkerStatus_claimTimeoutSeconds(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PoolWorkerStatus", field, true, false, "Int")
+}
+
+func (ec *executionContext) _PoolWorkerStatus_noWorker(ctx context.Context, field graphql.CollectedField, obj *fleet.PoolWorkers) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PoolWorkerStatus_noWorker(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.NoWorker(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_PoolWorkerStatus_noWorker(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PoolWorkerStatus", field, true, false, "String")
 }
 
 func (ec *executionContext) _Profile_id(ctx context.Context, field graphql.CollectedField, obj *model.Profile) (ret graphql.Marshaler) {
@@ -29499,7 +29733,7 @@ func (ec *executionContext) unmarshalInputPoolInput(ctx context.Context, obj any
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"name", "description", "kind", "capacityGpus", "gpuClass", "gpuMemoryGb", "region", "labels", "executionPriority"}
+	fieldsInOrder := [...]string{"name", "description", "kind", "capacityGpus", "gpuClass", "gpuMemoryGb", "region", "labels", "executionPriority", "claimTimeoutSeconds"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -29569,6 +29803,13 @@ func (ec *executionContext) unmarshalInputPoolInput(ctx context.Context, obj any
 				return it, err
 			}
 			it.ExecutionPriority = data
+		case "claimTimeoutSeconds":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("claimTimeoutSeconds"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ClaimTimeoutSeconds = data
 		}
 	}
 	return it, nil
@@ -33390,6 +33631,12 @@ func (ec *executionContext) _Pool(ctx context.Context, sel ast.SelectionSet, obj
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Pool_autoscaler(ctx, field, obj)
 				})
+		case "workerStatus":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Pool_workerStatus(ctx, field, obj)
+				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -33618,6 +33865,59 @@ func (ec *executionContext) _PoolUtilizationUpdate(ctx context.Context, sel ast.
 		case "missed":
 			out.Values[i] = ec._PoolUtilizationUpdate_missed(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var poolWorkerStatusImplementors = []string{"PoolWorkerStatus"}
+
+func (ec *executionContext) _PoolWorkerStatus(ctx context.Context, sel ast.SelectionSet, obj *fleet.PoolWorkers) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, poolWorkerStatusImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("PoolWorkerStatus")
+		case "online":
+			out.Values[i] = ec._PoolWorkerStatus_online(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "registered":
+			out.Values[i] = ec._PoolWorkerStatus_registered(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "lastSeenAt":
+			out.Values[i] = ec._PoolWorkerStatus_lastSeenAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "claimTimeoutSeconds":
+			out.Values[i] = ec._PoolWorkerStatus_claimTimeoutSeconds(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "noWorker":
+			out.Values[i] = ec._PoolWorkerStatus_noWorker(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		default:
@@ -37692,6 +37992,14 @@ func (ec *executionContext) marshalNPoolUtilizationUpdate2ᚖgithubᚗcomᚋkliq
 		return graphql.Null
 	}
 	return ec._PoolUtilizationUpdate(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNPoolWorkerStatus2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋfleetᚐPoolWorkers(ctx context.Context, sel ast.SelectionSet, v *fleet.PoolWorkers) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "PoolWorkerStatus!")
+		return graphql.Null
+	}
+	return ec._PoolWorkerStatus(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalNProfile2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐProfileᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Profile) graphql.Marshaler {

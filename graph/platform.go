@@ -20,6 +20,7 @@ type Platform interface {
 	ApplyEstate(ctx context.Context, document []byte, dryRun bool) (*platform.EstateResult, error)
 	AuditLog(ctx context.Context, f platform.AuditFilter, page platform.Page) ([]*model.AuditEntry, error)
 	Autoscalers(ctx context.Context) ([]*platform.AutoscalerView, error)
+	PoolWorkersOf(ctx context.Context, poolID string) (*platform.PoolWorkers, error)
 	CloneTask(ctx context.Context, id string, in platform.CloneInput) (*model.Task, error)
 	ComputeResource(ctx context.Context, id string) (*model.ComputeResource, error)
 	ConnectProfile(ctx context.Context, in platform.ConnectInput) (*platform.EstateResult, error)

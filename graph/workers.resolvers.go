@@ -13,6 +13,7 @@ import (
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform"
 	"github.com/klique-ai/klique/internal/platform/access"
+	"github.com/klique-ai/klique/internal/platform/fleet"
 	"github.com/klique-ai/klique/internal/platform/view"
 )
 
@@ -41,6 +42,11 @@ func (r *mutationResolver) DeleteSecret(ctx context.Context, scope string, owner
 		return false, err
 	}
 	return true, nil
+}
+
+// WorkerStatus is the resolver for the workerStatus field.
+func (r *poolResolver) WorkerStatus(ctx context.Context, obj *model.Pool) (*fleet.PoolWorkers, error) {
+	return r.Svc.PoolWorkersOf(ctx, obj.ID)
 }
 
 // Workers is the resolver for the workers field.

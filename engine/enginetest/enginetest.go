@@ -139,6 +139,32 @@ func (b *EstateBuilder) Run(queue, pool string, n int, size string, placedAt tim
 	return b
 }
 
+// Workers sets what the fleet knows of a pool's workers, and when the pool
+// was declared.
+func (b *EstateBuilder) Workers(pool string, created time.Time, w engine.PoolWorkers) *EstateBuilder {
+	b.t.Helper()
+	p := &b.snap.Pools[b.poolIdx(pool)]
+	p.CreatedAt, p.Workers = created, w
+	return b
+}
+
+// Claimed marks running tasks as claimed by a worker.
+func (b *EstateBuilder) Claimed(ids ...string) *EstateBuilder {
+	b.t.Helper()
+	for _, id := range ids {
+		found := false
+		for i := range b.snap.Running {
+			if b.snap.Running[i].TaskID == id {
+				b.snap.Running[i].Claimed, found = true, true
+			}
+		}
+		if !found {
+			b.t.Fatalf("no running task %s", id)
+		}
+	}
+	return b
+}
+
 // Build returns the snapshot. It shares its slices with the builder, so
 // build once per builder; build a second, equal snapshot from a second
 // builder.

@@ -57,6 +57,8 @@ type State interface {
 	ListEnginePauses(ctx context.Context, tenantID string, from, to time.Time) ([]*model.EnginePause, error)
 	ListPlacements(ctx context.Context, tenantID string, f store.PlacementFilter) ([]*model.Placement, error)
 	ListExpiredLeases(ctx context.Context, tenantID string, now time.Time) ([]*model.Task, error)
+	ListWorkers(ctx context.Context, tenantID string) ([]*model.Worker, error)
+	ListAutoscalers(ctx context.Context, tenantID string) ([]*model.Autoscaler, error)
 	AcquireLease(ctx context.Context, name, holder string, now time.Time, ttl time.Duration) (bool, error)
 	ReleaseLease(ctx context.Context, name, holder string) error
 }
@@ -92,6 +94,11 @@ type Loop struct {
 	// then says nothing about the worker. At least one worker lease
 	// (DefaultGrace when 0): a live worker heartbeats every quarter lease.
 	Grace time.Duration
+	// WorkerLease is how long a worker stays online without a heartbeat
+	// (KLIQUE_WORKER_LEASE). Passes see which pools have a worker online
+	// and apply the pools' claim timeouts only when it is set: 0 leaves
+	// workers out of passes, for tests of the allocation rules alone.
+	WorkerLease time.Duration
 
 	// leading says this replica held the engine lease at its last pass,
 	// and leadingSince since when: the start of the grace period.
@@ -148,7 +155,8 @@ func states(m *engine.Model, tasks []store.SchedTask) ([]engine.TaskState, map[s
 		if _, ok := m.QueueIndex[t.ComputeResourceID]; !ok {
 			continue
 		}
-		s := engine.TaskState{ID: t.ID, ComputeResourceID: t.ComputeResourceID, Size: t.Size, Seq: t.QueueSeq}
+		s := engine.TaskState{ID: t.ID, ComputeResourceID: t.ComputeResourceID, Size: t.Size, Seq: t.QueueSeq,
+			Claimed: t.Status == model.TaskRunning}
 		if t.Status != model.TaskQueued {
 			if _, ok := m.PoolIndex[t.PoolID]; !ok {
 				continue
@@ -333,6 +341,9 @@ func (l *Loop) PassTenant(ctx context.Context, tenantID string) (Report, error) 
 	if err != nil {
 		return rep, err
 	}
+	if err := l.poolWorkers(ctx, tenantID, e, snap, now); err != nil {
+		return rep, err
+	}
 	plan := &engine.Plan{TenantID: tenantID, Now: now, Model: m, Snapshot: snap, Tasks: refs,
 		Disabled: len(pauses) > 0 && pauses[len(pauses)-1].EndedAt == nil,
 		Lease:    engine.Lease{Name: LeaseName, Holder: l.Holder, TTL: leaseTTL}, EstateVersion: version}
@@ -379,6 +390,51 @@ func (l *Loop) budgetUsed(ctx context.Context, tenantID string, e *estate.Estate
 		return nil, err
 	}
 	return engine.BudgetUsed(e.Policies, intervals, pauses, now), nil
+}
+
+// poolWorkers tells the snapshot which pools have a worker online, when one
+// was last seen, and each pool's claim timeout: its own, or the default (off
+// for a pool with an autoscaler). During the grace period after this
+// replica started leading no claim times out: workers could not heartbeat
+// while no control plane served them.
+func (l *Loop) poolWorkers(ctx context.Context, tenantID string, e *estate.Estate, snap *engine.Snapshot, now time.Time) error {
+	if l.WorkerLease <= 0 {
+		return nil
+	}
+	ws, err := l.State.ListWorkers(ctx, tenantID)
+	if err != nil {
+		return fmt.Errorf("list workers: %w", err)
+	}
+	as, err := l.State.ListAutoscalers(ctx, tenantID)
+	if err != nil {
+		return fmt.Errorf("list autoscalers: %w", err)
+	}
+	scaled := make(map[string]bool, len(as))
+	for _, a := range as {
+		scaled[a.PoolID] = true
+	}
+	grace := now.Before(l.leadingSince.Add(l.Grace))
+	byID := make(map[string]engine.PoolWorkers, len(e.Pools))
+	for _, p := range e.Pools {
+		pw := engine.PoolWorkers{ClaimTimeout: p.EffectiveClaimTimeout(scaled[p.ID])}
+		if grace {
+			pw.ClaimTimeout = 0
+		}
+		byID[p.ID] = pw
+	}
+	for _, w := range ws {
+		pw, ok := byID[w.PoolID]
+		if !ok {
+			continue
+		}
+		if w.LastHeartbeatAt.After(pw.LastSeen) {
+			pw.LastSeen = w.LastHeartbeatAt
+		}
+		pw.Online = pw.Online || now.Sub(w.LastHeartbeatAt) <= l.WorkerLease
+		byID[w.PoolID] = pw
+	}
+	snap.SetPoolWorkers(byID)
+	return nil
 }
 
 // startLeading notes that this replica leads from now on, unless it

@@ -164,6 +164,15 @@ func (a *applier) pool(d *PoolDoc) {
 	p.GPUMemoryGB = int(a.Whole(obj, "gpuMemoryGb", d.GPUMemoryGB, def))
 	p.Region = d.Region
 	p.Labels = cloneMap(d.Labels)
+	p.ClaimTimeout = nil
+	if d.ClaimTimeout != "" {
+		t, err := ParseClaimTimeout(d.ClaimTimeout)
+		if err != nil {
+			a.Add(obj, "%v", err)
+		} else {
+			p.ClaimTimeout = &t
+		}
+	}
 }
 
 func (a *applier) profile(d *ProfileDoc) {
@@ -394,6 +403,9 @@ func (e *Estate) Export() *Document {
 		}
 		if len(pd.Labels) == 0 {
 			pd.Labels = nil
+		}
+		if p.ClaimTimeout != nil {
+			pd.ClaimTimeout = FormatClaimTimeout(*p.ClaimTimeout)
 		}
 		d.Pools = append(d.Pools, pd)
 	}

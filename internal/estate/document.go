@@ -60,6 +60,10 @@ type PoolDoc struct {
 	Region            string            `yaml:"region,omitempty"`
 	Labels            map[string]string `yaml:"labels,omitempty"`
 	ExecutionPriority []string          `yaml:"executionPriority,omitempty"`
+	// ClaimTimeout is how long placed work waits for a worker of the pool
+	// while none is online: a Go duration ("5m", "90s"), or "off". Left
+	// out, it takes the default (model.Pool.EffectiveClaimTimeout).
+	ClaimTimeout string `yaml:"claimTimeout,omitempty"`
 }
 
 // ProfileDoc describes a profile. Size is "0.125", "1", "8" or "2x8"; or

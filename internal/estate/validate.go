@@ -145,6 +145,11 @@ func (v *validator) pools() {
 		if len(p.Region) > basis.MaxNameLength {
 			v.Add(obj, "region is longer than %d characters", basis.MaxNameLength)
 		}
+		if p.ClaimTimeout != nil {
+			if err := CheckClaimTimeout(*p.ClaimTimeout); err != nil {
+				v.Add(obj, "%v", err)
+			}
+		}
 		if len(p.Labels) > MaxLabels {
 			v.Add(obj, "more than %d labels", MaxLabels)
 		}

@@ -71,8 +71,33 @@ type Pool struct {
 	// their work is placed on this pool. Linked profiles missing from the list
 	// come after the listed ones, by name.
 	ProfileOrder []string
+	// ClaimTimeout is how long work placed on the pool may wait for a
+	// worker of the pool to claim it while none is online, before it goes
+	// back to the front of its compute resource (docs/engine.md, "Work
+	// placed where no worker is"). nil takes the default
+	// (EffectiveClaimTimeout); 0 turns it off.
+	ClaimTimeout *time.Duration
 	CreatedAt    time.Time
 	UpdatedAt    time.Time
+}
+
+// DefaultClaimTimeout is a pool's claim timeout when its estate sets none
+// and no autoscaler brings its nodes: long enough for a worker restart or a
+// pod to be scheduled, short enough that work does not sit unseen for long.
+const DefaultClaimTimeout = 5 * time.Minute
+
+// EffectiveClaimTimeout is the pool's claim timeout (0: off). Unset, it is
+// off for a pool an autoscaler brings nodes to (its work waits for the
+// node the autoscaler starts, however long a cloud takes) and
+// DefaultClaimTimeout otherwise.
+func (p *Pool) EffectiveClaimTimeout(hasAutoscaler bool) time.Duration {
+	switch {
+	case p.ClaimTimeout != nil:
+		return *p.ClaimTimeout
+	case hasAutoscaler:
+		return 0
+	}
+	return DefaultClaimTimeout
 }
 
 // Profile is a task size with a time weight and an ordered list of pools.

@@ -16,6 +16,7 @@
 package platform
 
 import (
+	"context"
 	"log/slog"
 	"time"
 
@@ -82,6 +83,20 @@ func New(o Options) *Service {
 		accessDomain: access.New(k, o.Auth),
 	}
 	agent := s.Agent()
+	// Why a placed task waits depends on its pool's workers, which the
+	// fleet knows.
+	s.tasksDomain.SetPoolWorkers(func(ctx context.Context, tenantID, poolID string) (tasks.PoolWorkers, bool, error) {
+		all, err := s.fleetDomain.PoolWorkers(ctx, tenantID)
+		if err != nil {
+			return tasks.PoolWorkers{}, false, err
+		}
+		pw := all[poolID]
+		if pw == nil {
+			return tasks.PoolWorkers{}, false, nil
+		}
+		return tasks.PoolWorkers{PoolName: pw.PoolName, Online: pw.Online, LastSeen: pw.LastSeen,
+			Autoscaled: pw.Autoscaled, ClaimTimeout: pw.ClaimTimeout}, true, nil
+	})
 	// The live views read logs, workers and policy views through the
 	// service itself.
 	s.liveDomain = live.New(k, s, live.Options{Auth: o.Auth, Heartbeat: agent.Heartbeat, Lease: agent.Lease})

@@ -40,6 +40,7 @@ type (
 	AgentOptions         = fleet.AgentOptions
 	AutoscalerInput      = fleet.AutoscalerInput
 	AutoscalerView       = fleet.AutoscalerView
+	PoolWorkers          = fleet.PoolWorkers
 	Me                   = access.Me
 	NewTenant            = access.NewTenant
 	// Page asks for one page of a list.

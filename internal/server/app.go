@@ -300,7 +300,7 @@ func (a *App) startEngine(cfg *config.Config) {
 	a.stop = cancel
 	go a.pruneIdempotencyKeys(ctx)
 	a.Engine = &loop.Loop{State: a.Store, Planner: a.Service, Log: a.log.With("component", "engine"), Interval: cfg.EngineInterval,
-		MaxRetries: cfg.TaskMaxRetries, Grace: cfg.WorkerLease}
+		MaxRetries: cfg.TaskMaxRetries, Grace: cfg.WorkerLease, WorkerLease: cfg.WorkerLease}
 	if err := a.Engine.Register(a.Handler.metrics.registry); err != nil {
 		a.log.Warn("engine metrics not registered", "err", err)
 	}

@@ -298,6 +298,16 @@ func TestDashboardQueuesLive(t *testing.T) {
 			if p.hash == "#/orchestration" {
 				// The tenant-wide use arrives with poolUtilization.
 				waitForText(t, ctx, "#page-orchestration", "Used and free count all work on the pool", uiWait)
+				// A pool says whether a worker serves it: work placed on
+				// one that has none waits unseen (docs/engine.md).
+				if got := pageText(t, ctx, `tr[data-pool="onprem-k8s"] td.workers`); got != "1 online" {
+					t.Fatalf("onprem-k8s workers %q, want 1 online", got)
+				}
+				got := pageText(t, ctx, `tr[data-pool="bare-metal"] td.workers`)
+				if !strings.Contains(got, "no worker online") || !strings.Contains(got, "no worker of pool bare-metal is online (none has registered)") ||
+					!strings.Contains(got, "after 5 min unclaimed") {
+					t.Fatalf("bare-metal workers %q, want that no worker is online and what happens to its work", got)
+				}
 			}
 			name := strings.NewReplacer("#/", "", "/", "-").Replace(p.hash)
 			if strings.HasPrefix(name, "task-") {

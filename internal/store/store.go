@@ -77,6 +77,9 @@ type SchedTask struct {
 type Preemption struct {
 	TaskID string
 	Reason string
+	// OnlyPlaced preempts the task only while no worker has claimed it
+	// (a claim timeout that a claim beat to it does nothing).
+	OnlyPlaced bool
 }
 
 // PlacementFilter narrows a ledger listing. Empty fields do not filter.

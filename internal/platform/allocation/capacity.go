@@ -3,6 +3,7 @@ package allocation
 import (
 	"context"
 	"strings"
+	"time"
 
 	"github.com/klique-ai/klique/internal/estate"
 	"github.com/klique-ai/klique/internal/estate/basis"
@@ -157,6 +158,13 @@ func applyPool(e *estate.Estate, pool *model.Pool, in PoolInput) error {
 	kernel.SetString(&pool.Region, in.Region)
 	if in.Labels != nil {
 		pool.Labels = in.Labels
+	}
+	if in.ClaimTimeoutSeconds != nil {
+		pool.ClaimTimeout = nil
+		if n := *in.ClaimTimeoutSeconds; n >= 0 {
+			d := time.Duration(n) * time.Second
+			pool.ClaimTimeout = &d
+		}
 	}
 	if in.ExecutionPriority != nil {
 		order, problems := estate.ResolveExecutionPriority(e, pool, in.ExecutionPriority)

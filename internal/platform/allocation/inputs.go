@@ -27,6 +27,9 @@ type PoolInput struct {
 	Region            *string
 	Labels            map[string]string
 	ExecutionPriority []string
+	// ClaimTimeoutSeconds sets the pool's claim timeout: 0 turns it off, a
+	// negative number returns it to the default (estate.md).
+	ClaimTimeoutSeconds *int
 }
 
 // ProfileInput creates or changes a profile. Size is "0.125", "1", "8" or

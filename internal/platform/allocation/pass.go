@@ -81,7 +81,7 @@ func (s *Allocation) ApplyPass(ctx context.Context, plan *engine.Plan) (engine.A
 		if len(dec.Preemptions) > 0 {
 			ps := make([]store.Preemption, len(dec.Preemptions))
 			for i, p := range dec.Preemptions {
-				ps[i] = store.Preemption{TaskID: p.TaskID, Reason: engine.PreemptedPrefix + p.Reason}
+				ps[i] = store.Preemption{TaskID: p.TaskID, Reason: engine.PreemptedPrefix + p.Reason, OnlyPlaced: p.Cause == engine.CauseUnclaimed}
 			}
 			done, err := q.PreemptTasks(ctx, tenantID, ps, now)
 			if err != nil {

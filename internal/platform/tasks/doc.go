@@ -14,6 +14,8 @@ import (
 // Tasks is the tasks domain.
 type Tasks struct {
 	k *kernel.Kernel
+	// poolWorkers tells why placed work waits (SetPoolWorkers).
+	poolWorkers PoolWorkersFunc
 }
 
 // New returns the tasks domain over a kernel.

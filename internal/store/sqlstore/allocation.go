@@ -68,16 +68,21 @@ func (q *queries) ListGPUClasses(ctx context.Context, tenantID string) ([]*model
 // Pools.
 
 const poolColumns = `id, tenant_id, name, description, kind, capacity_gpus, gpu_class_id, gpu_memory_gb, region,
-	labels, profile_order, created_at, updated_at`
+	labels, profile_order, claim_timeout_ms, created_at, updated_at`
 
 func scanPool(r scanner) (*model.Pool, error) {
 	var p model.Pool
 	var kind, labels, order string
 	var class sql.NullString
+	var claim sql.NullInt64
 	var created, updated int64
 	if err := r.Scan(&p.ID, &p.TenantID, &p.Name, &p.Description, &kind, &p.CapacityGPUs, &class,
-		&p.GPUMemoryGB, &p.Region, &labels, &order, &created, &updated); err != nil {
+		&p.GPUMemoryGB, &p.Region, &labels, &order, &claim, &created, &updated); err != nil {
 		return nil, err
+	}
+	if claim.Valid {
+		d := time.Duration(claim.Int64) * time.Millisecond
+		p.ClaimTimeout = &d
 	}
 	var err error
 	if p.Labels, err = stringMap(labels); err != nil {
@@ -113,9 +118,9 @@ func (q *queries) CreatePool(ctx context.Context, p *model.Pool) error {
 	}
 	undo := assignID(&p.ID)
 	_, err = q.write(ctx, what, store.ErrNotFound,
-		`INSERT INTO pools (`+poolColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		`INSERT INTO pools (`+poolColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		p.ID, p.TenantID, p.Name, p.Description, string(p.Kind), p.CapacityGPUs, nullString(p.GPUClassID),
-		p.GPUMemoryGB, p.Region, labels, order, micros(p.CreatedAt), micros(p.UpdatedAt))
+		p.GPUMemoryGB, p.Region, labels, order, claimMillis(p), micros(p.CreatedAt), micros(p.UpdatedAt))
 	if err != nil {
 		undo()
 	}
@@ -130,10 +135,18 @@ func (q *queries) UpdatePool(ctx context.Context, p *model.Pool) error {
 	}
 	return q.writeOne(ctx, what, store.ErrNotFound,
 		`UPDATE pools SET name = ?, description = ?, kind = ?, capacity_gpus = ?, gpu_class_id = ?, gpu_memory_gb = ?,
-			region = ?, labels = ?, profile_order = ?, updated_at = ?
+			region = ?, labels = ?, profile_order = ?, claim_timeout_ms = ?, updated_at = ?
 		WHERE tenant_id = ? AND id = ?`,
 		p.Name, p.Description, string(p.Kind), p.CapacityGPUs, nullString(p.GPUClassID), p.GPUMemoryGB,
-		p.Region, labels, order, micros(p.UpdatedAt), p.TenantID, p.ID)
+		p.Region, labels, order, claimMillis(p), micros(p.UpdatedAt), p.TenantID, p.ID)
+}
+
+// claimMillis is a pool's claim timeout as stored: NULL for the default.
+func claimMillis(p *model.Pool) sql.NullInt64 {
+	if p.ClaimTimeout == nil {
+		return sql.NullInt64{}
+	}
+	return sql.NullInt64{Int64: p.ClaimTimeout.Milliseconds(), Valid: true}
 }
 
 // DeletePool deletes a pool no profile links (ErrConflict otherwise).

@@ -174,10 +174,14 @@ func (q *queries) PreemptTasks(ctx context.Context, tenantID string, ps []store.
 	done := make([]string, 0, len(ps))
 	err := q.atomic(ctx, func(q *queries) error {
 		for _, p := range ps {
+			from := string(model.TaskRunning)
+			if p.OnlyPlaced {
+				from = string(model.TaskPlaced)
+			}
 			n, err := q.write(ctx, "preempt task "+p.TaskID, store.ErrNotFound,
 				`UPDATE tasks SET status = ?, pool_id = '', placed_at = NULL, lease_expires_at = NULL, reason = ?, updated_at = ?
 				WHERE tenant_id = ? AND id = ? AND status IN (?, ?)`,
-				string(model.TaskQueued), p.Reason, micros(at), tenantID, p.TaskID, string(model.TaskPlaced), string(model.TaskRunning))
+				string(model.TaskQueued), p.Reason, micros(at), tenantID, p.TaskID, string(model.TaskPlaced), from)
 			if err != nil {
 				return err
 			}

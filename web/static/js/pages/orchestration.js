@@ -11,7 +11,8 @@ import { watch } from '../live.js';
 import { lineChart, barChart } from '../charts.js';
 
 const query = `{
-  pools(first: 200) { edges { node { id name kind region capacityGpus gpuClass { name } } } }
+  pools(first: 200) { edges { node { id name kind region capacityGpus gpuClass { name }
+    workerStatus { online registered lastSeenAt claimTimeoutSeconds noWorker } } } }
   tasks(filter: {status: [PLACED, RUNNING]}, first: 500) { edges { node { id status pool { id } group { name } size { totalGpus } } } }
   workers { id hostname online mode kind version lastHeartbeatAt pool { name } gpus { index } tasks { id name } }
 }`;
@@ -28,6 +29,21 @@ const ranges = [['Last hour', 60], ['Last 6 hours', 360], ['Last 24 hours', 1440
 // placed before a pool was shrunk may hold more than it declares now.
 function share(used, declared) {
   return declared > 0 ? Math.min(100, (100 * used) / declared) : 0;
+}
+
+// workersCell says whether a pool has a worker online. While none is, work
+// placed there waits unseen in its hidden queue (and is charged), so the
+// cell says so, with the sentence the placed tasks show and what the claim
+// timeout will do.
+function workersCell(ws, placed) {
+  if (!ws.noWorker) return h('td', { class: 'workers' }, `${ws.online} online`);
+  const then = ws.claimTimeoutSeconds
+    ? `; placed work goes back to its compute resource after ${fmtNum(ws.claimTimeoutSeconds / 60, 2)} min unclaimed`
+    : '; placed work waits for one (no claim timeout)';
+  return h('td', { class: 'workers' },
+    h('span', { class: 'badge s-failed' }, 'no worker online'), ' ',
+    h('span', { class: 'reason', 'data-no-worker': '' }, ws.noWorker + then),
+    placed ? h('div', { class: 'muted' }, `${placed} placed task${placed === 1 ? '' : 's'} wait${placed === 1 ? 's' : ''} for a worker here`) : null);
 }
 
 export function render(el, { viewer }) {
@@ -61,8 +77,11 @@ export function render(el, { viewer }) {
     const tasks = d.tasks.edges.map((e) => e.node);
     const used = new Map();
     const byGroup = new Map();
+    // waiting counts, per pool, the placed tasks no worker has claimed yet.
+    const waiting = new Map();
     for (const t of tasks) {
       if (!t.pool) continue;
+      if (t.status === 'PLACED') waiting.set(t.pool.id, (waiting.get(t.pool.id) || 0) + 1);
       used.set(t.pool.id, (used.get(t.pool.id) || 0) + t.size.totalGpus);
       const g = byGroup.get(t.pool.id) || new Map();
       const name = t.group ? t.group.name : '(no group)';
@@ -71,7 +90,7 @@ export function render(el, { viewer }) {
     }
     const fromServer = util ? new Map(util.pools.map((u) => [u.pool.id, u])) : null;
     if (fromServer) for (const p of pools) if (fromServer.has(p.id)) used.set(p.id, fromServer.get(p.id).usedGpus);
-    const poolTable = pools.length ? table(['Pool', 'Kind', 'GPU class', 'Declared', 'Used', 'Free', 'Used by group'],
+    const poolTable = pools.length ? table(['Pool', 'Kind', 'GPU class', 'Declared', 'Used', 'Free', 'Used by group', 'Workers'],
       pools.map((p) => {
         const u = used.get(p.id) || 0;
         const groups = [...(byGroup.get(p.id) || new Map())].map(([g, n]) => `${g} ${fmtNum(n, 3)}`).join(', ');
@@ -82,7 +101,8 @@ export function render(el, { viewer }) {
           h('td', { class: 'num' }, p.capacityGpus),
           h('td', { class: 'num' }, fmtNum(u, 3)),
           h('td', { class: 'num' }, fmtNum(Math.max(0, p.capacityGpus - u), 3)),
-          h('td', {}, groups || '–'));
+          h('td', {}, groups || '–'),
+          workersCell(p.workerStatus, waiting.get(p.id) || 0));
       })) : h('p', { class: 'muted' }, 'No pools yet: an admin declares them in the estate.');
     const scope = viewer.admin ? null : h('p', { class: 'muted' }, fromServer
       ? 'Used and free count all work on the pool; the split by group shows your groups\' work only.'

@@ -1,0 +1,127 @@
+package engine
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/klique-ai/klique/internal/estate"
+)
+
+// Work placed where no worker is (docs/engine.md, "Work placed where no
+// worker is"). A placed task waits in its pool's hidden queue until a worker
+// of the pool claims it. The fleet knows whether any worker of a pool is
+// online; the loop puts that in the snapshot (PoolWorkers) and the pass
+// decides from it, with the snapshot's Now: a pool is unattended when it
+// has a claim timeout, no worker is online, and none has been for that
+// long. Work placed on an unattended pool and not claimed within the claim
+// timeout goes back to the front of its compute resource, and no work is
+// placed on an unattended pool until a worker of it is online again, so
+// the next pool of the profile takes it.
+
+// CauseUnclaimed: no worker of the pool claimed the task within the pool's
+// claim timeout, and none is online.
+const CauseUnclaimed Cause = "unclaimed"
+
+// HeldByNoWorker: the pools that could take the head have no worker online
+// (for their claim timeout), and the others are full.
+const HeldByNoWorker Constraint = "no_worker"
+
+// PoolWorkers is what a pass needs to know of one pool's workers.
+type PoolWorkers struct {
+	// ClaimTimeout is how long placed work may wait while no worker of
+	// the pool is online (0: for ever). The loop gives 0 while it is in
+	// its grace period, when heartbeats say nothing.
+	ClaimTimeout time.Duration
+	// Online: a worker of the pool heartbeats within its lease.
+	Online bool
+	// LastSeen is the last heartbeat of any worker of the pool; zero when
+	// none has registered.
+	LastSeen time.Time
+}
+
+// SetPoolWorkers gives the snapshot's pools what the fleet knows of their
+// workers, by pool id; a pool left out has no claim timeout. The pools are
+// copied first: a snapshot shares its model's pools.
+func (s *Snapshot) SetPoolWorkers(byID map[string]PoolWorkers) {
+	s.Pools = append([]Pool(nil), s.Pools...)
+	for i := range s.Pools {
+		p := &s.Pools[i]
+		p.Workers = byID[p.ID]
+	}
+}
+
+// unattended reports whether no work should wait on the pool at now: it
+// has a claim timeout, no worker is online, and none has been for the
+// claim timeout (counted from the pool's creation when none ever was).
+func (p *Pool) unattended(now time.Time) bool {
+	w := p.Workers
+	if w.ClaimTimeout <= 0 || w.Online {
+		return false
+	}
+	since := w.LastSeen
+	if since.IsZero() || since.Before(p.CreatedAt) {
+		since = p.CreatedAt
+	}
+	return now.Sub(since) >= w.ClaimTimeout
+}
+
+// NoWorkerSentence says that no worker of a pool is online, and since
+// when: "no worker of pool onprem is online (last seen 2026-12-01 22:03:04
+// UTC)". The task view and the pass share it.
+func NoWorkerSentence(pool string, lastSeen time.Time) string {
+	if lastSeen.IsZero() {
+		return fmt.Sprintf("no worker of pool %s is online (none has registered)", pool)
+	}
+	return fmt.Sprintf("no worker of pool %s is online (last seen %s)", pool, lastSeen.UTC().Format("2006-01-02 15:04:05 UTC"))
+}
+
+// PlacedNoWorkerReason is why a placed task waits when no worker of its
+// pool is online.
+func PlacedNoWorkerReason(pool string, lastSeen time.Time) string {
+	return "placed on pool " + pool + "; " + NoWorkerSentence(pool, lastSeen)
+}
+
+// expireClaims sends back to the front of their queues the tasks placed on
+// an unattended pool that no worker claimed within its claim timeout.
+func (st *state) expireClaims() {
+	now := st.s.Now
+	for i := range st.placements {
+		pl := &st.placements[i]
+		pool := &st.s.Pools[pl.Pool]
+		if pl.Claimed || !st.unattended[pl.Pool] || now.Sub(pl.PlacedAt) < pool.Workers.ClaimTimeout {
+			continue
+		}
+		st.preempt(i, CauseUnclaimed, -1, fmt.Sprintf("not claimed within %s: %s",
+			estate.FormatClaimTimeout(pool.Workers.ClaimTimeout), PlacedNoWorkerReason(pool.Name, pool.Workers.LastSeen)))
+	}
+}
+
+// noWorker says whether the head of a queue of profile pr, of size size,
+// waits because the pools that could take it are unattended and the rest
+// are full.
+func (st *state) noWorker(pr *Profile, size int64) (string, bool) {
+	var idle, others []string
+	for _, p := range pr.Pools {
+		pool := &st.s.Pools[p]
+		if int64(pool.Capacity) < size {
+			continue
+		}
+		if st.unattended[p] {
+			idle = append(idle, NoWorkerSentence(pool.Name, pool.Workers.LastSeen))
+			continue
+		}
+		if int64(st.poolUsed[p])+size <= int64(pool.Capacity) {
+			return "", false
+		}
+		others = append(others, fmt.Sprintf("%s %s/%s", pool.Name, st.poolUsed[p], pool.Capacity))
+	}
+	if len(idle) == 0 {
+		return "", false
+	}
+	why := strings.Join(idle, "; ") + ", so no work is placed there until a worker is online"
+	if len(others) > 0 {
+		why += fmt.Sprintf("; the other pools of profile %s are full (%s GPUs used)", pr.Name, strings.Join(others, ", "))
+	}
+	return why, true
+}
