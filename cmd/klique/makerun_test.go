@@ -59,7 +59,7 @@ func TestMakeRunSaysItBuildsThenStartsAndWhere(t *testing.T) {
 	text := out.String()
 	building, starting, serving := strings.Index(text, "building "), strings.Index(text, "starting the control plane"), strings.Index(text, started)
 	if building < 0 || starting < building || serving < starting {
-		t.Errorf("make run printed, in this order, building at %d, starting at %d, the start line at %d; want them in that order:\n%s",
+		t.Fatalf("make run printed, in this order, building at %d, starting at %d, the start line at %d; want them in that order:\n%s",
 			building, starting, serving, text)
 	}
 	if !strings.Contains(text[building:], "the first build takes a minute or more") {
