@@ -6,9 +6,14 @@ LDFLAGS := -X github.com/klique-ai/klique/internal/version.Version=$(VERSION)
 
 .PHONY: run build test test-short test-faults lint generate fmt bench fuzz clean
 
-## run: build and start the control plane on its embedded defaults (SQLite in ./klique-data, 127.0.0.1:8080)
+## run: build bin/klique, then start the control plane on its embedded defaults (SQLite in ./klique-data, 127.0.0.1:8080)
+# The first build compiles every dependency: a minute or more, several on a
+# busy machine, with nothing else to show; so it says so before it starts.
 run:
-	$(GO) run -ldflags "$(LDFLAGS)" ./cmd/klique serve
+	@echo "building $(BIN): the first build takes a minute or more (later ones only what changed)..."
+	@$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/klique
+	@echo "starting the control plane: $(BIN) serve (its start line names every address; Ctrl-C stops it)"
+	@exec $(BIN) serve
 
 ## build: build the klique binary into bin/
 build:

@@ -11,10 +11,20 @@ import (
 func newCreateCmd(c *cli) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "create",
-		Short: "Create users, API keys, groups, projects and worker credentials",
+		Short: "Create users, API keys, groups, projects, worker credentials and tasks",
 	}
 	cmd.AddCommand(newCreateUserCmd(c), newCreateAPIKeyCmd(c), newCreateGroupCmd(c), newCreateProjectCmd(c),
-		newCreateWorkerCredentialCmd(c))
+		newCreateWorkerCredentialCmd(c), newCreateTaskCmd(c))
+	return cmd
+}
+
+// newCreateTaskCmd is `klique enqueue` under the name people who know
+// kubectl try first; the same flags, checks and output.
+func newCreateTaskCmd(c *cli) *cobra.Command {
+	cmd := newEnqueueCmd(c)
+	cmd.Use = "task --resource NAME --project NAME [flags] [-- COMMAND...]"
+	cmd.Short = "Send a task to a compute resource (the same as klique enqueue)"
+	cmd.Example = strings.ReplaceAll(cmd.Example, "klique enqueue", "klique create task")
 	return cmd
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -20,6 +21,13 @@ until it is enabled again; work already placed keeps its capacity.`,
 		Args:      cobra.ExactArgs(1),
 		ValidArgs: []string{"status", "enable", "disable"},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if actions := cmd.ValidArgs; !slices.Contains(actions, args[0]) {
+				hint := ""
+				if s := nearest(args[0], actions); len(s) > 0 {
+					hint = " (did you mean " + orList(s, "") + "?)"
+				}
+				return usagef("unknown engine action %q: say status, enable or disable%s", args[0], hint)
+			}
 			cl, err := c.client(cmd.Context())
 			if err != nil {
 				return err
@@ -31,8 +39,6 @@ until it is enabled again; work already placed keeps its capacity.`,
 			case "enable", "disable":
 				err = cl.Do(cmd.Context(), `mutation($on: Boolean!) { engine: setEngineEnabled(enabled: $on) { enabled since by } }`,
 					map[string]any{"on": args[0] == "enable"}, &out)
-			default:
-				return usagef("say status, enable or disable")
 			}
 			if err != nil {
 				return err

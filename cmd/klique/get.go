@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -188,16 +189,30 @@ var kinds = []getKind{
 
 func findKind(name string) (*getKind, error) {
 	name = strings.ToLower(strings.ReplaceAll(name, "-", ""))
-	var all []string
+	var every []string
 	for i := range kinds {
 		for _, n := range kinds[i].names {
 			if n == name {
 				return &kinds[i], nil
 			}
 		}
-		all = append(all, kinds[i].names[0])
+		every = append(every, kinds[i].names...)
 	}
-	return nil, usagef("unknown kind %q: use one of %s", name, strings.Join(all, ", "))
+	msg := fmt.Sprintf("unknown kind %q: use one of %s", name, kindNames())
+	if s := nearest(name, every); len(s) > 0 {
+		msg += " (did you mean " + orList(s, "") + "?)"
+	}
+	return nil, usageError{errors.New(msg)}
+}
+
+// kindNames lists the kinds `klique get` knows, by their plural names, for
+// its help and its errors: one list, so neither forgets a kind.
+func kindNames() string {
+	var all []string
+	for _, k := range kinds {
+		all = append(all, k.names[0])
+	}
+	return strings.Join(all, ", ")
 }
 
 func newGetCmd(c *cli) *cobra.Command {
@@ -206,12 +221,18 @@ func newGetCmd(c *cli) *cobra.Command {
 	var resource, project string
 	cmd := &cobra.Command{
 		Use:   "get KIND [NAME|ID]",
-		Short: "List or show objects: pools, gpuclasses, profiles, policies, computeresources, projects, groups, users, tasks, apikeys, warnings, audit",
+		Short: "List or show objects: " + kindNames(),
 		Example: `  klique get pools
+  klique get workers
   klique get computeresources
   klique get tasks --mine --status queued
   klique get task 01930f2e-...`,
-		Args: cobra.RangeArgs(1, 2),
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usagef("say which kind to get: %s", kindNames())
+			}
+			return cobra.RangeArgs(1, 2)(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			k, err := findKind(args[0])
 			if err != nil {

@@ -27,30 +27,46 @@ func main() {
 	os.Exit(code)
 }
 
-// run executes one command line and returns the exit code: 0 on success,
-// 1 when the server refused or failed, 2 for a mistake on the command line.
+// The exit codes of every klique command. Scripts and CI tell a command
+// line to fix (exitUsage) from a refusal or failure to report or retry
+// (exitFailed) by the code alone; the root command's help documents them.
+const (
+	exitOK = 0
+	// exitFailed: the server refused or failed, or the command could not
+	// finish (a file it could not read, a lost connection).
+	exitFailed = 1
+	// exitUsage: the command line is wrong (an unknown command or flag, a
+	// missing or extra argument, a flag value that does not parse), and
+	// nothing was done.
+	exitUsage = 2
+)
+
+// run executes one command line and returns its exit code.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root := newRoot(stdin, stdout, stderr)
 	root.SetArgs(args)
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
-		return 0
+		return exitOK
 	}
 	var ce *client.Error
 	var ue usageError
 	switch {
 	case errors.As(err, &ce):
 		fmt.Fprintf(stderr, "error: %v\n", ce)
-		return 1
+		return exitFailed
 	case errors.As(err, &ue):
 		fmt.Fprintf(stderr, "error: %v\n", err)
-		return 2
+		if cmd != nil {
+			fmt.Fprintf(stderr, "see '%s --help'\n", cmd.CommandPath())
+		}
+		return exitUsage
 	default:
 		fmt.Fprintf(stderr, "error: %v\n", err)
-		return 1
+		return exitFailed
 	}
 }
 
@@ -79,13 +95,19 @@ resource policies and the compute resources people send work to.
   klique login --key-file FILE      sign in to a control plane
   klique apply -f estate.yaml       describe pools, profiles and policies
   klique enqueue --resource "1 GPU" --project P -- python train.py
-  klique get tasks                  see where your work is`,
+  klique get tasks                  see where your work is
+
+Exit status: 0 on success; 1 when the server refused or failed, or the
+command could not finish; 2 when the command line is wrong (an unknown
+command or flag, a missing or extra argument), in which case nothing was
+done. A mistyped command or flag is answered with the
+nearest one.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
 	root.PersistentFlags().StringVar(&c.server, "server", "", "control plane URL (default: from klique login, or $KLIQUE_SERVER)")
 	root.PersistentFlags().StringVarP(&c.output, "output", "o", "table", "output format: table, json or yaml")
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.SetFlagErrorFunc(flagError)
 	root.AddCommand(
 		newServeCmd(c), newRotateSigningKeyCmd(c),
 		&cobra.Command{Use: "version", Short: "Print the version", Args: cobra.NoArgs, RunE: func(cmd *cobra.Command, _ []string) error {
@@ -101,5 +123,8 @@ resource policies and the compute resources people send work to.
 		newAutoscalerCmd(c),
 		newHPCSubmitterCmd(c), newTaskRunCmd(c),
 	)
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd()
+	checkUsage(root)
 	return root
 }

@@ -18,9 +18,12 @@ func newServeCmd(c *cli) *cobra.Command {
 		Long: `Run the control plane. With no configuration it keeps its state in SQLite
 under ./klique-data and listens on 127.0.0.1:8080. On first start it creates
 tenant "default", a platform admin "admin" and an API key for it, written to
-./klique-data/admin.token.
+./klique-data/admin.token. Its start line names every address it serves:
+the dashboard (/), GraphQL, GraphiQL, the LLM gateway (/v1), MCP (/mcp) and
+where /metrics is, if anywhere.
 
-Environment: KLIQUE_LISTEN, KLIQUE_DATA_DIR, KLIQUE_DATABASE_URL (postgres://),
+Environment (the README's Configuration section lists every variable):
+KLIQUE_LISTEN, KLIQUE_DATA_DIR, KLIQUE_DATABASE_URL (postgres://),
 KLIQUE_REDIS_URL, KLIQUE_BOOTSTRAP_TOKEN, KLIQUE_PUBLIC_URL, KLIQUE_TOKEN_TTL,
 KLIQUE_LOG_FORMAT (text|json), KLIQUE_LOG_LEVEL, KLIQUE_OIDC_ISSUER,
 KLIQUE_OIDC_JWKS_URL, KLIQUE_OIDC_AUDIENCE, KLIQUE_OIDC_GROUPS_CLAIM,

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"path"
 	"strings"
 	"time"
 
@@ -64,9 +65,13 @@ the compute resource's queue for the engine to place it.`,
 			if resource == "" {
 				return usagef("say which compute resource with --resource (see: klique get computeresources)")
 			}
+			if len(args) == 0 && repo == "" {
+				return usagef("say what to run: give a command after `--`, as in %s --resource %q --project NAME -- python train.py (or --repo URL with --entry-point FILE)",
+					cmd.CommandPath(), resource)
+			}
 			in := map[string]any{"computeResource": resource}
 			if name == "" {
-				name = taskName(args, entry)
+				name = taskName(args, entry, repo)
 			}
 			in["name"] = name
 			for k, v := range map[string]string{"project": project, "group": group, "image": image, "repository": repo,
@@ -172,11 +177,15 @@ func (c *cli) waitPlaced(ctx context.Context, cl *client.Client, id string, wait
 	}
 }
 
-// taskName derives a name from what the task runs.
-func taskName(args []string, entry string) string {
+// taskName derives a name from what the task runs: the entry point, the
+// command, or else the repository, so that a task given no --name is never
+// refused for its name when something else is what is missing.
+func taskName(args []string, entry, repo string) string {
 	switch {
 	case entry != "":
 		return entry
+	case len(args) == 0 && repo != "":
+		return path.Base(strings.TrimSuffix(strings.TrimRight(repo, "/"), ".git"))
 	case len(args) == 0:
 		return ""
 	}

@@ -10,6 +10,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/klique-ai/klique/engine/loop"
@@ -46,9 +47,11 @@ type App struct {
 	// its address.
 	metricsSrv *http.Server
 	metricsURL string
-	// Gateway serves /v1; gatewaySrv is its own listener when configured.
+	// Gateway serves /v1; gatewaySrv is its own listener when configured,
+	// gatewayURL its address.
 	gateway      *gateway.Gateway
 	gatewaySrv   *http.Server
+	gatewayURL   string
 	closeLimiter func()
 }
 
@@ -210,8 +213,38 @@ func start(ctx context.Context, cfg *config.Config, log *slog.Logger, st store.S
 		return nil, err
 	}
 	app.startEngine(cfg)
-	log.Info("klique control plane serving", "url", app.URL(), "store", st.Driver(), "graphql", app.URL()+"/graphql", "graphiql", app.URL()+"/graphiql")
+	app.announce(cfg, st.Driver())
 	return app, nil
+}
+
+// announce logs the start line: every address the control plane serves,
+// so whoever ran `make run` can open the dashboard or point a client at it
+// without reading the docs. /metrics is named as it really is served: on
+// its own listener, behind the metrics token, or not at all.
+func (a *App) announce(cfg *config.Config, driver string) {
+	base := a.URL()
+	gateway := base + "/v1"
+	if a.gatewayURL != "" {
+		gateway += " and " + a.gatewayURL + "/v1"
+	}
+	var metrics []string
+	if a.metricsURL != "" {
+		metrics = append(metrics, a.metricsURL+"/metrics without authentication")
+	}
+	if cfg.MetricsToken != "" {
+		metrics = append(metrics, base+"/metrics with the bearer token KLIQUE_METRICS_TOKEN")
+	}
+	if len(metrics) == 0 {
+		metrics = append(metrics, "off (set KLIQUE_METRICS_LISTEN or KLIQUE_METRICS_TOKEN)")
+	}
+	a.log.Info("klique control plane serving",
+		"dashboard", base+"/",
+		"graphql", base+"/graphql",
+		"graphiql", base+"/graphiql",
+		"gateway", gateway,
+		"mcp", base+"/mcp",
+		"metrics", strings.Join(metrics, "; "),
+		"store", driver)
 }
 
 // openVault returns the vault that seals secrets: with KLIQUE_VAULT_KEY, or

@@ -71,8 +71,9 @@ func (a *App) startGatewayListener(cfg *config.Config) error {
 		http.Error(w, `{"error":{"message":"this listener serves the LLM gateway under /v1","type":"invalid_request_error","code":"unknown_url"}}`, http.StatusNotFound)
 	})))
 	a.gatewaySrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
+	a.gatewayURL = "http://" + ln.Addr().String()
 	go func() { _ = a.gatewaySrv.Serve(ln) }()
-	a.log.Info("LLM gateway serving on its own listener", "url", "http://"+ln.Addr().String()+"/v1")
+	a.log.Info("LLM gateway serving on its own listener", "url", a.gatewayURL+"/v1")
 	return nil
 }
 
