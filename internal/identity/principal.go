@@ -38,6 +38,9 @@ type Principal struct {
 	// ProjectID is the project a project-scoped API key (or a token issued
 	// from one) is limited to; "" when the credential is not scoped.
 	ProjectID string
+	// DefaultProjectID is the project the user set as their default
+	// ('klique project use'), "" when none.
+	DefaultProjectID string
 	// Method is how the principal authenticated: "api_key", "token" or "oidc".
 	Method string
 	// CredentialID identifies the credential without revealing it: the API

@@ -202,7 +202,10 @@ func gatewayProject(e *estate.Estate, p *identity.Principal, ref string) (*model
 		return pr, nil
 	}
 	if ref == "" {
-		return nil, kernel.Invalid("say which project the call is for: send the header X-Klique-Project: <project>, or use an API key scoped to a project")
+		if pr := kernel.DefaultProject(e, p); pr != nil {
+			return pr, nil
+		}
+		return nil, kernel.Invalid("say which project the call is for: send the header X-Klique-Project: <project>, use an API key scoped to a project, or set your default project with 'klique project use NAME'")
 	}
 	pr := e.Project(ref)
 	if pr == nil {

@@ -166,10 +166,13 @@ func (s *Tasks) newTask(t *kernel.Txn, e *estate.Estate, in EnqueueInput) (*mode
 
 func resolveProject(p *identity.Principal, e *estate.Estate, ref string) (*model.Project, error) {
 	if ref == "" {
-		if p.ProjectID == "" {
-			return nil, kernel.Invalid("say which project the task belongs to")
+		pr := kernel.DefaultProject(e, p)
+		if pr == nil {
+			// The project field is the input's on GraphQL and MCP; the CLI
+			// names its own flag instead (kernel.GiveTheProject).
+			return nil, kernel.Invalid("say which project the task belongs to: %s, or set your default project with 'klique project use NAME'", kernel.GiveTheProject)
 		}
-		ref = p.ProjectID
+		ref = pr.ID
 	}
 	pr, err := kernel.FindProject(e, ref)
 	if err != nil {
