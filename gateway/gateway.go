@@ -258,6 +258,14 @@ func (g *Gateway) caller(w http.ResponseWriter, r *http.Request, d door) (contex
 		return nil, false
 	}
 	ctx := identity.WithChannel(identity.WithPrincipal(r.Context(), p), identity.ChannelGateway)
+	// The request's log line names the caller, and the project the call
+	// is for: the credential's, else the one asked for (resolve names the
+	// one the platform chose once it has).
+	project := r.Header.Get("X-Klique-Project")
+	if p.ProjectID != "" {
+		project = p.ProjectID
+	}
+	identity.NoteCaller(ctx, p.UserName, project)
 	return ctx, true
 }
 

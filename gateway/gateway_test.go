@@ -78,7 +78,6 @@ func TestRefusalsSayWhatToChange(t *testing.T) {
 	}{
 		{"alice", "fraud", "chat/completions", chat("nope", ""), 404, "model_not_found", "GET /v1/models lists"},
 		{"vic", "detect", "chat/completions", chat("ml-only", ""), 403, "model_not_allowed", "not open to you"},
-		{"alice", "", "chat/completions", chat("chat", ""), 400, "invalid_request_error", "X-Klique-Project"},
 		{"vic", "fraud", "chat/completions", chat("chat", ""), 404, "project_not_found", "no project 'fraud'"},
 		{"alice", "fraud", "chat/completions", `{"model":"chat"}`, 400, "invalid_request_error", "messages is required"},
 		{"alice", "fraud", "chat/completions", `not json`, 400, "invalid_request_error", "not valid JSON"},

@@ -232,6 +232,8 @@ type envConfig struct {
 	metrics *gateway.Metrics
 	// now is the gateway's clock (default: the wall clock).
 	now func() time.Time
+	// noProviderKey leaves the provider's key out of the vault.
+	noProviderKey bool
 }
 
 // clock is a test's clock for the gateway: it stands still unless the test
@@ -323,6 +325,12 @@ func withClock(c *clock) envOption {
 	return func(cfg *envConfig) { cfg.now = c.Now }
 }
 
+// withoutProviderKey leaves the provider's key out of the tenant vault, as
+// a fresh install has it.
+func withoutProviderKey() envOption {
+	return func(c *envConfig) { c.noProviderKey = true }
+}
+
 // withMetrics has the gateway count into m.
 func withMetrics(m *gateway.Metrics) envOption {
 	return func(c *envConfig) { c.metrics = m }
@@ -393,7 +401,9 @@ func newEnvTB(t testing.TB, configure func(g *model.Gateway, upstreamURL string)
 		}
 		e.keys[name] = secret
 	}
-	if _, err := setup.SetSecret(e.admin, model.ScopeTenant, "", "OPENAI_API_KEY", providerKey); err != nil {
+	if cfg.noProviderKey {
+		// nothing in the vault
+	} else if _, err := setup.SetSecret(e.admin, model.ScopeTenant, "", "OPENAI_API_KEY", providerKey); err != nil {
 		t.Fatal(err)
 	}
 	var g model.Gateway

@@ -189,6 +189,7 @@ func (g *Gateway) resolve(x *exchange) bool {
 		return false
 	}
 	x.grant = grant
+	identity.NoteCaller(x.ctx, "", grant.ProjectName)
 	x.rec.ProjectID, x.rec.ProjectName, x.rec.GroupID, x.rec.GroupName = grant.ProjectID, grant.ProjectName, grant.GroupID, grant.GroupName
 	return true
 }

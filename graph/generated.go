@@ -476,6 +476,7 @@ type ComplexityRoot struct {
 		RemoveGroupMember      func(childComplexity int, group string, user string) int
 		RevokeAPIKey           func(childComplexity int, id string) int
 		RevokeWorkerCredential func(childComplexity int, id string) int
+		SetDefaultProject      func(childComplexity int, project *string) int
 		SetEngineEnabled       func(childComplexity int, enabled bool) int
 		SetGroupMember         func(childComplexity int, group string, user string, role *model.GroupRole) int
 		SetGuardrails          func(childComplexity int, input llm.GuardrailsInput) int
@@ -908,10 +909,11 @@ type ComplexityRoot struct {
 	}
 
 	Viewer struct {
-		Groups  func(childComplexity int) int
-		Project func(childComplexity int) int
-		Tenant  func(childComplexity int) int
-		User    func(childComplexity int) int
+		DefaultProject func(childComplexity int) int
+		Groups         func(childComplexity int) int
+		Project        func(childComplexity int) int
+		Tenant         func(childComplexity int) int
+		User           func(childComplexity int) int
 	}
 
 	Warning struct {
@@ -1063,6 +1065,7 @@ type MutationResolver interface {
 	CreateAPIKey(ctx context.Context, input gqlmodel.CreateAPIKeyInput) (*gqlmodel.NewAPIKey, error)
 	RevokeAPIKey(ctx context.Context, id string) (*model.APIKey, error)
 	CreateTenant(ctx context.Context, input gqlmodel.CreateTenantInput) (*gqlmodel.NewTenant, error)
+	SetDefaultProject(ctx context.Context, project *string) (*model.Project, error)
 	CreateProject(ctx context.Context, input allocation.ProjectInput) (*gqlmodel.ProjectPayload, error)
 	UpdateProject(ctx context.Context, id string, input allocation.ProjectInput) (*gqlmodel.ProjectPayload, error)
 	DeleteProject(ctx context.Context, id string) (*gqlmodel.DeletePayload, error)
@@ -3081,6 +3084,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.RevokeWorkerCredential(childComplexity, args["id"].(string)), true
+	case "Mutation.setDefaultProject":
+		if e.ComplexityRoot.Mutation.SetDefaultProject == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_setDefaultProject_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.SetDefaultProject(childComplexity, args["project"].(*string)), true
 	case "Mutation.setEngineEnabled":
 		if e.ComplexityRoot.Mutation.SetEngineEnabled == nil {
 			break
@@ -5044,6 +5058,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.UtilizationPoint.Used(childComplexity), true
 
+	case "Viewer.defaultProject":
+		if e.ComplexityRoot.Viewer.DefaultProject == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Viewer.DefaultProject(childComplexity), true
 	case "Viewer.groups":
 		if e.ComplexityRoot.Viewer.Groups == nil {
 			break
@@ -6406,6 +6426,8 @@ type Viewer {
   groups: [GroupMembership!]!
   "The project the caller's credential is scoped to, if any."
   project: Project
+  "The project the caller's model calls and tasks are for when they name none: the credential's, else the default they set (setDefaultProject), else their groups' only project; null when they must say."
+  defaultProject: Project
 }
 
 type NewTenant {
@@ -6532,6 +6554,8 @@ extend type Mutation {
   revokeAPIKey(id: ID!): APIKey!
   "Create a tenant with its first admin (platform admins only)."
   createTenant(input: CreateTenantInput!): NewTenant!
+  "Set the project your model calls and tasks are for when they name none (a project you may use); null clears it. Returns the project set."
+  setDefaultProject(project: ID): Project
 }
 `, BuiltIn: false},
 	{Name: "../schema/projects.graphqls", Input: `"Tasks belong to a project, for attribution. A project may be restricted to one group."
@@ -8574,6 +8598,8 @@ func (ec *executionContext) childFields_Viewer(ctx context.Context, field graphq
 		return ec.fieldContext_Viewer_groups(ctx, field)
 	case "project":
 		return ec.fieldContext_Viewer_project(ctx, field)
+	case "defaultProject":
+		return ec.fieldContext_Viewer_defaultProject(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Viewer", field.Name)
 }
@@ -9481,6 +9507,20 @@ func (ec *executionContext) field_Mutation_revokeWorkerCredential_args(ctx conte
 		return nil, err
 	}
 	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_setDefaultProject_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "project",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOID2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["project"] = arg0
 	return args, nil
 }
 
@@ -18159,6 +18199,50 @@ func (ec *executionContext) fieldContext_Mutation_createTenant(ctx context.Conte
 	return fc, nil
 }
 
+func (ec *executionContext) _Mutation_setDefaultProject(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_setDefaultProject(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().SetDefaultProject(ctx, fc.Args["project"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Project) graphql.Marshaler {
+			return ec.marshalOProject2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐProject(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_setDefaultProject(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Project(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_setDefaultProject_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Mutation_createProject(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -26433,6 +26517,38 @@ func (ec *executionContext) fieldContext_Viewer_project(_ context.Context, field
 	return fc, nil
 }
 
+func (ec *executionContext) _Viewer_defaultProject(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.Viewer) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Viewer_defaultProject(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.DefaultProject, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Project) graphql.Marshaler {
+			return ec.marshalOProject2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐProject(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Viewer_defaultProject(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Viewer",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Project(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Warning_code(ctx context.Context, field graphql.CollectedField, obj *estate.Warning) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -33224,6 +33340,13 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "setDefaultProject":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_setDefaultProject(ctx, field)
+			})
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
 		case "createProject":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_createProject(ctx, field)
@@ -36137,6 +36260,11 @@ func (ec *executionContext) _Viewer(ctx context.Context, sel ast.SelectionSet, o
 			}
 		case "project":
 			out.Values[i] = ec._Viewer_project(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "defaultProject":
+			out.Values[i] = ec._Viewer_defaultProject(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}

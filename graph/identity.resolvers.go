@@ -131,6 +131,11 @@ func (r *mutationResolver) CreateTenant(ctx context.Context, input gqlmodel.Crea
 	return &gqlmodel.NewTenant{Tenant: nt.Tenant, Admin: nt.Admin, Secret: nt.Secret}, nil
 }
 
+// SetDefaultProject is the resolver for the setDefaultProject field.
+func (r *mutationResolver) SetDefaultProject(ctx context.Context, project *string) (*model.Project, error) {
+	return r.Svc.SetDefaultProject(ctx, deref(project))
+}
+
 // Me is the resolver for the me field.
 func (r *queryResolver) Me(ctx context.Context) (*gqlmodel.Viewer, error) {
 	me, err := r.Svc.Me(ctx)
@@ -142,6 +147,9 @@ func (r *queryResolver) Me(ctx context.Context) (*gqlmodel.Viewer, error) {
 		if v.Project, err = r.Svc.Project(ctx, me.ProjectID); err != nil {
 			return nil, err
 		}
+	}
+	if v.DefaultProject, err = r.Svc.DefaultProject(ctx); err != nil {
+		return nil, err
 	}
 	return v, nil
 }

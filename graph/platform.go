@@ -63,6 +63,8 @@ type Platform interface {
 	Groups(ctx context.Context) ([]*model.Group, error)
 	LLMAliases(ctx context.Context) ([]*model.Alias, error)
 	Me(ctx context.Context) (*platform.Me, error)
+	SetDefaultProject(ctx context.Context, project string) (*model.Project, error)
+	DefaultProject(ctx context.Context) (*model.Project, error)
 	Now() time.Time
 	OverBudget(ctx context.Context, cr *model.ComputeResource) (bool, error)
 	Policy(ctx context.Context, ref string) (*model.ResourcePolicy, error)

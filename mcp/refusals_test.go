@@ -89,7 +89,6 @@ func TestBadArgumentsAreToolErrors(t *testing.T) {
 		{"enqueue_task", map[string]any{"name": "t", "project": "fraud-models", "computeResource": "1 GPU"}, "say what to run"},
 		{"enqueue_task", map[string]any{"name": "t", "computeResource": "1 GPU", "command": "python train.py"}, "argument 'command' must be a list of strings, not a string"},
 		{"enqueue_task", map[string]any{"name": "t", "computeResource": "1 GPU", "command": []string{"true"}, "parameters": map[string]any{"lr": 0.1}}, "argument 'parameters' must be an object whose values are strings; one of its values is a number"},
-		{"enqueue_task", map[string]any{"name": "t", "computeResource": "1 GPU", "command": []string{"true"}}, "say which project the task belongs to"},
 		{"enqueue_task", map[string]any{"name": " t", "project": "fraud-models", "computeResource": "1 GPU", "command": []string{"true"}}, "name starts or ends with a space"},
 		{"enqueue_task", map[string]any{"name": "t", "project": "fraud-models", "computeResource": "1 GPU", "command": []string{"true"}, "cpu": 4}, "unknown argument 'cpu'"},
 		{"get_task", map[string]any{}, "argument 'id' is missing"},

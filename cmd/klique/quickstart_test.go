@@ -4,8 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,11 +30,14 @@ type quickstartStep struct {
 }
 
 // readQuickstart reads the shell blocks of the README between the
-// quickstart markers, then between the worker markers, then the MCP ones. A command is
+// quickstart markers, then between the worker markers, then the MCP ones,
+// then the gateway ones. A command is
 // followed by "# → text" lines (text it prints) or one "# error: text" line
 // (it fails, saying text). A line ending in a backslash goes on on the
-// next. A command ending in " &" runs in the background until the test
-// ends. Other comments are prose.
+// next. A command ending in a here-document ("<<EOF") takes the lines
+// after it, as they are, up to the one that ends it. A command ending in
+// " &" runs in the background until the test ends. Other comments are
+// prose.
 func readQuickstart(t *testing.T) []quickstartStep {
 	t.Helper()
 	readme, err := os.ReadFile("../../README.md")
@@ -39,15 +45,24 @@ func readQuickstart(t *testing.T) []quickstartStep {
 		t.Fatal(err)
 	}
 	var steps []quickstartStep
-	for _, block := range []string{"quickstart", "worker", "mcp"} {
+	for _, block := range []string{"quickstart", "worker", "mcp", "gateway"} {
 		_, rest, ok := strings.Cut(string(readme), "<!-- "+block+":begin -->")
 		text, _, ok2 := strings.Cut(rest, "<!-- "+block+":end -->")
 		if !ok || !ok2 {
 			t.Fatalf("README.md has no %s block between <!-- %s:begin --> and <!-- %s:end -->", block, block, block)
 		}
 		sc := bufio.NewScanner(strings.NewReader(text))
+		heredoc := "" // the word that ends the here-document being read
 		for sc.Scan() {
 			line := strings.TrimSpace(sc.Text())
+			if heredoc != "" {
+				last := &steps[len(steps)-1]
+				last.command += "\n" + sc.Text()
+				if line == heredoc {
+					heredoc = ""
+				}
+				continue
+			}
 			switch {
 			case line == "" || strings.HasPrefix(line, "```"):
 			case strings.HasPrefix(line, "# → "):
@@ -65,6 +80,12 @@ func readQuickstart(t *testing.T) []quickstartStep {
 			default:
 				steps = append(steps, quickstartStep{command: line})
 			}
+			if _, word, ok := strings.Cut(line, "<<"); ok && !strings.HasPrefix(line, "#") {
+				heredoc = strings.Trim(strings.TrimPrefix(strings.TrimSpace(word), "-"), `'"`)
+			}
+		}
+		if heredoc != "" {
+			t.Fatalf("README.md's %s block: a here-document does not end with %s", block, heredoc)
 		}
 	}
 	if len(steps) < 10 {
@@ -109,7 +130,10 @@ func runQuickstart(t *testing.T, databaseURL string) {
 	}
 
 	addr := freeAddr(t)
-	env := append(os.Environ(),
+	// The reader's own OpenAI-compatible model server, which the README's
+	// gateway block points an alias at.
+	modelServer := fakeModelServer(t, "qwen2.5-0.5b-instruct")
+	env := append(os.Environ(), "MODEL_SERVER="+modelServer, "MODEL=qwen2.5-0.5b-instruct",
 		"HOME="+dir, "XDG_CONFIG_HOME="+filepath.Join(dir, ".config"),
 		"KLIQUE_LISTEN="+addr, "KLIQUE_SERVER=http://"+addr, "KLIQUE_PUBLIC_URL=http://"+addr,
 		"KLIQUE_CONFIG=", "KLIQUE_API_KEY=", "KLIQUE_TOKEN=", "KLIQUE_DATABASE_URL="+databaseURL, "KLIQUE_BOOTSTRAP_TOKEN=")
@@ -172,6 +196,31 @@ func runQuickstart(t *testing.T, databaseURL string) {
 			}
 		})
 	}
+}
+
+// fakeModelServer stands in for a model server a reader runs (vLLM,
+// Ollama): it answers chat completions for the one model it serves, as
+// "Hello from" that model, and refuses any other, as vLLM does. It returns
+// its base URL.
+func fakeModelServer(t *testing.T, served string) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Model string `json:"model"`
+		}
+		if r.URL.Path != "/v1/chat/completions" || json.NewDecoder(r.Body).Decode(&req) != nil {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		if req.Model != served {
+			w.WriteHeader(http.StatusNotFound)
+			fmt.Fprintf(w, `{"error":{"message":"The model %q does not exist.","type":"NotFoundError","code":404}}`, req.Model)
+			return
+		}
+		fmt.Fprintf(w, `{"id":"c1","object":"chat.completion","model":%q,"choices":[{"index":0,"message":{"role":"assistant","content":"Hello from %s"},"finish_reason":"stop"}],"usage":{"prompt_tokens":9,"completion_tokens":3,"total_tokens":12}}`, served, served)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/v1"
 }
 
 // runInBackground starts a command of the README that runs beside the

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/klique-ai/klique/internal/client"
+	"github.com/klique-ai/klique/internal/platform/kernel"
 )
 
 const taskFields = `id name status position reason computeResource { name } group { name } size { text }`
@@ -111,7 +113,7 @@ the compute resource's queue for the engine to place it.`,
 			cl.Retry = mutationRetry
 			if err := cl.Mutate(cmd.Context(), newIdempotencyKey(), `mutation($in: EnqueueTaskInput!) { enqueueTask(input: $in) { `+taskFields+` } }`,
 				map[string]any{"in": in}, &out); err != nil {
-				return err
+				return projectFlag(err)
 			}
 			if quiet {
 				fmt.Fprintln(c.out, str(out.EnqueueTask, "id"))
@@ -266,3 +268,15 @@ const mutationRetry = time.Minute
 // newIdempotencyKey is the key of one command run: made once, before the
 // first try, and sent with every retry of it.
 func newIdempotencyKey() string { return uuid.NewString() }
+
+// projectFlag names the CLI's flag in the platform's refusal of a task
+// with no project, in place of the API's field.
+func projectFlag(err error) error {
+	var ce *client.Error
+	if errors.As(err, &ce) && strings.Contains(ce.Message, "say which project") {
+		c := *ce
+		c.Message = strings.Replace(c.Message, kernel.GiveTheProject, "pass --project NAME", 1)
+		return &c
+	}
+	return err
+}

@@ -434,6 +434,8 @@ type Viewer struct {
 	Groups []*model.Membership `json:"groups"`
 	// The project the caller's credential is scoped to, if any.
 	Project *model.Project `json:"project,omitempty"`
+	// The project the caller's model calls and tasks are for when they name none: the credential's, else the default they set (setDefaultProject), else their groups' only project; null when they must say.
+	DefaultProject *model.Project `json:"defaultProject,omitempty"`
 }
 
 // How an autoscaler buys instances.

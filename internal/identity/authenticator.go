@@ -321,6 +321,8 @@ func loadPrincipal(ctx context.Context, q store.Queries, tenantID, userID string
 		Role:        user.Role,
 		Service:     user.Service,
 		Groups:      make([]GroupGrant, 0, len(memberships)),
+		// Read with the user, so the rule costs a call nothing.
+		DefaultProjectID: user.DefaultProjectID,
 	}
 	for _, m := range memberships {
 		g, err := q.GetGroup(ctx, tenantID, m.GroupID)

@@ -16,6 +16,7 @@ package identity
 import (
 	"context"
 	"slices"
+	"sync"
 
 	"github.com/klique-ai/klique/internal/model"
 )
@@ -37,6 +38,9 @@ type Principal struct {
 	// ProjectID is the project a project-scoped API key (or a token issued
 	// from one) is limited to; "" when the credential is not scoped.
 	ProjectID string
+	// DefaultProjectID is the project the user set as their default
+	// ('klique project use'), "" when none.
+	DefaultProjectID string
 	// Method is how the principal authenticated: "api_key", "token" or "oidc".
 	Method string
 	// CredentialID identifies the credential without revealing it: the API
@@ -201,4 +205,48 @@ func WithRequestID(ctx context.Context, id string) context.Context {
 func RequestIDFrom(ctx context.Context) string {
 	id, _ := ctx.Value(requestIDKey{}).(string)
 	return id
+}
+
+// RequestCaller is where a handler that authenticates its callers itself
+// (the LLM gateway reads its own bearer credential) says who called and
+// for which project, so that the request's log line names them: the
+// server's middleware logs after the handler, from a context the handler's
+// own never reaches.
+type RequestCaller struct {
+	mu            sync.Mutex
+	user, project string
+}
+
+type requestCallerKey struct{}
+
+// WithRequestCaller returns a context carrying an empty RequestCaller for
+// the handlers below to fill.
+func WithRequestCaller(ctx context.Context) (context.Context, *RequestCaller) {
+	rc := &RequestCaller{}
+	return context.WithValue(ctx, requestCallerKey{}, rc), rc
+}
+
+// NoteCaller records the caller's user and project name for the request's
+// log line ("" leaves a part as it was). Without a RequestCaller in ctx it
+// does nothing.
+func NoteCaller(ctx context.Context, user, project string) {
+	rc, _ := ctx.Value(requestCallerKey{}).(*RequestCaller)
+	if rc == nil {
+		return
+	}
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if user != "" {
+		rc.user = user
+	}
+	if project != "" {
+		rc.project = project
+	}
+}
+
+// Caller returns what was noted.
+func (rc *RequestCaller) Caller() (user, project string) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return rc.user, rc.project
 }

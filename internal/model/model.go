@@ -80,8 +80,11 @@ type User struct {
 	// ("issuer|subject") for users that sign in through SSO.
 	ExternalID string
 	Disabled   bool
-	CreatedAt  time.Time
-	UpdatedAt  time.Time
+	// DefaultProjectID is the project the user's model calls and tasks are
+	// for when they name none ("" when unset; see kernel.DefaultProject).
+	DefaultProjectID string
+	CreatedAt        time.Time
+	UpdatedAt        time.Time
 }
 
 // Group is a team, research group, business unit or project team: the unit

@@ -121,7 +121,7 @@ func TestAccess(t *testing.T) {
 			platformtest.WantError(t, try(ps.both, "fraud-models", "1 GPU", "vision"), platform.CodeForbidden,
 				"project 'fraud-models' belongs to group ml-research, and compute resource '1 GPU' is group vision's; use a compute resource of group ml-research")
 			platformtest.WantError(t, try(ps.rita, "shared-eval", "2 GPUs", ""), platform.CodeNotFound, "no compute resource '2 GPUs' is open to you")
-			platformtest.WantError(t, try(ps.rita, "", "1 GPU", ""), platform.CodeInvalid, "say which project the task belongs to")
+			platformtest.WantError(t, try(ps.both, "", "1 GPU", "vision"), platform.CodeInvalid, "say which project the task belongs to: give the project field, or set your default project with 'klique project use NAME'")
 			platformtest.WantError(t, try(ps.rita, "shared-eval", " ", ""), platform.CodeInvalid, "say which compute resource")
 			if n := len(b.AuditLog(t)); n != auditBefore {
 				t.Fatalf("refused enqueues wrote %d audit entries", n-auditBefore)

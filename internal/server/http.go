@@ -128,7 +128,7 @@ func (h *Handler) common(route string, next http.Handler) http.Handler {
 			id = newRequestID()
 		}
 		w.Header().Set("X-Request-Id", id)
-		ctx := identity.WithRequestID(r.Context(), id)
+		ctx, caller := identity.WithRequestCaller(identity.WithRequestID(r.Context(), id))
 		ctx = platform.WithRequestCache(ctx)
 		r = r.WithContext(ctx)
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK, ctx: ctx}
@@ -156,12 +156,18 @@ func (h *Handler) common(route string, next http.Handler) http.Handler {
 			if sw.status >= 500 {
 				level = slog.LevelWarn
 			}
-			user := ""
-			if p, ok := identity.PrincipalFrom(sw.ctx); ok {
+			// The gateway authenticates its callers itself and notes them
+			// (identity.NoteCaller); the other routes' principal is in sw.ctx.
+			user, project := caller.Caller()
+			if p, ok := identity.PrincipalFrom(sw.ctx); ok && user == "" {
 				user = p.UserName
 			}
-			h.log.Log(ctx, level, "http request", "method", r.Method, "path", r.URL.Path, "status", sw.status,
-				"duration_ms", elapsed.Milliseconds(), "request_id", id, "user", user)
+			attrs := []any{"method", r.Method, "path", r.URL.Path, "status", sw.status,
+				"duration_ms", elapsed.Milliseconds(), "request_id", id, "user", user}
+			if project != "" {
+				attrs = append(attrs, "project", project)
+			}
+			h.log.Log(ctx, level, "http request", attrs...)
 		}()
 
 		if max := h.d.MaxBodyBytes; max > 0 && r.Body != nil {

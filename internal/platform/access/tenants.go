@@ -184,3 +184,67 @@ func (s *Access) Bootstrap(ctx context.Context, token string) (string, error) {
 	}
 	return secret, err
 }
+
+// SetDefaultProject sets the project the caller's model calls and tasks are
+// for when they name none (projectRef, an id or name, of a project they
+// may use; "" clears it). It is the caller's own setting: anyone who may
+// use a project may make it theirs, viewers included, and no one sets
+// another's. It returns the project (nil when cleared).
+func (s *Access) SetDefaultProject(ctx context.Context, projectRef string) (*model.Project, error) {
+	p, err := kernel.Caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if p.ProjectID != "" {
+		return nil, kernel.Forbidden("this credential is scoped to one project, which its calls and tasks always use; set your default project with a credential that is not scoped")
+	}
+	var pr *model.Project
+	if ref := strings.TrimSpace(projectRef); ref != "" {
+		e, err := s.k.TenantEstate(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		if pr = e.Project(ref); pr == nil {
+			pr = e.ProjectByName(ref)
+		}
+		if pr == nil || !kernel.UsesProject(p, pr) {
+			return nil, kernel.NotFound("no project %s you may use: 'klique get projects' lists yours", kernel.Quote(ref))
+		}
+	}
+	err = s.k.Write(ctx, p, func(t *kernel.Txn) error {
+		u, err := t.Q.GetUser(ctx, p.TenantID, p.UserID)
+		if err != nil {
+			return err
+		}
+		u.DefaultProjectID, u.UpdatedAt = "", t.Now
+		what := "cleared the default project"
+		if pr != nil {
+			u.DefaultProjectID, what = pr.ID, "default project "+pr.Name
+		}
+		if err := t.Q.UpdateUser(ctx, u); err != nil {
+			return err
+		}
+		// A user.* event: cached credentials, which carry the default,
+		// are checked again.
+		t.Record("user.default_project_set", "user", u.ID, u.Name, "", what)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return pr, nil
+}
+
+// DefaultProject is the project the caller's model calls and tasks are for
+// when they name none (kernel.DefaultProject), nil when they must say.
+func (s *Access) DefaultProject(ctx context.Context) (*model.Project, error) {
+	p, err := kernel.Caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	e, err := s.k.TenantEstate(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	return kernel.DefaultProject(e, p), nil
+}

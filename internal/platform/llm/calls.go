@@ -2,12 +2,14 @@ package llm
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/bits"
 	"math/rand/v2"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -125,12 +127,25 @@ func (s *LLM) AuthorizeModelCall(ctx context.Context, aliasName, projectRef stri
 	if grant.Guard, err = s.guards.get(p.TenantID, version, g.Guardrails, alias); err != nil {
 		return nil, s.k.Internal(ctx, err)
 	}
+	var keyless, sets []string
 	for _, name := range upstreamOrder(rule) {
 		u, err := s.upstream(ctx, p.TenantID, g, name)
+		if errors.Is(err, errNoKey) {
+			// A provider whose key is not in the vault cannot take the call:
+			// the rule's next target may (a self-hosted fallback needs no
+			// key). Said once per provider in the log (providerKey).
+			keyless = append(keyless, u.Provider.Name)
+			sets = append(sets, fmt.Sprintf("'klique secret set %s --tenant'", u.Provider.KeySecret))
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
 		grant.Upstreams = append(grant.Upstreams, u)
+	}
+	if len(grant.Upstreams) == 0 && len(keyless) > 0 {
+		return nil, kernel.Unavailable("model alias %s has no target the gateway can call: the key of provider %s is not in the vault; an admin sets it with %s, or points the alias at a self-hosted model",
+			kernel.Quote(alias.Name), strings.Join(keyless, ", "), strings.Join(sets, " and "))
 	}
 	grant.Windows = s.windows.get(p, pr, alias, version, now, func() []LimitWindow { return limitWindows(g, p, pr, alias, now) })
 	return grant, nil
@@ -187,7 +202,10 @@ func gatewayProject(e *estate.Estate, p *identity.Principal, ref string) (*model
 		return pr, nil
 	}
 	if ref == "" {
-		return nil, kernel.Invalid("say which project the call is for: send the header X-Klique-Project: <project>, or use an API key scoped to a project")
+		if pr := kernel.DefaultProject(e, p); pr != nil {
+			return pr, nil
+		}
+		return nil, kernel.Invalid("say which project the call is for: send the header X-Klique-Project: <project>, use an API key scoped to a project, or set your default project with 'klique project use NAME'")
 	}
 	pr := e.Project(ref)
 	if pr == nil {
@@ -263,7 +281,7 @@ func (s *LLM) upstream(ctx context.Context, tenantID string, g *model.Gateway, n
 		u.Route = llmconf.Route(g, u.Model.Route)
 	}
 	if u.Provider != nil {
-		key, err := s.providerKey(ctx, tenantID, u.Provider.KeySecret)
+		key, err := s.providerKey(ctx, tenantID, u.Provider)
 		if err != nil {
 			return u, err
 		}
@@ -272,22 +290,34 @@ func (s *LLM) upstream(ctx context.Context, tenantID string, g *model.Gateway, n
 	return u, nil
 }
 
+// errNoKey says a provider's key is not in the vault: its models are
+// skipped, as a call to them could only fail.
+var errNoKey = errors.New("the provider's key is not in the vault")
+
 // providerKeys caches decrypted provider keys for a short while, so that
-// a call does not read and open the vault.
+// a call does not read and open the vault; and that a key is missing, for
+// as long, so that a call falling back past a keyless provider does not
+// read the vault either.
 type providerKeys struct {
 	mu   sync.Mutex
 	keys map[string]cachedKey
+	// missing holds the providers whose missing key was logged, so the log
+	// says it once per provider (again only once the key was seen since).
+	missing map[string]bool
 }
 
 type cachedKey struct {
 	value string
-	until time.Time
+	// absent is set when the vault has no such secret.
+	absent bool
+	until  time.Time
 }
 
 // providerKeyTTL bounds how long a changed provider key takes to be used.
 const providerKeyTTL = 10 * time.Second
 
-func (s *LLM) providerKey(ctx context.Context, tenantID, secret string) (string, error) {
+func (s *LLM) providerKey(ctx context.Context, tenantID string, pv *model.Provider) (string, error) {
+	secret := pv.KeySecret
 	if secret == "" {
 		return "", nil
 	}
@@ -297,11 +327,32 @@ func (s *LLM) providerKey(ctx context.Context, tenantID, secret string) (string,
 	c, ok := s.keys.keys[k]
 	s.keys.mu.Unlock()
 	if ok && now.Before(c.until) {
+		if c.absent {
+			return "", errNoKey
+		}
 		return c.value, nil
 	}
 	sec, err := s.k.Store.GetSecret(ctx, tenantID, model.ScopeTenant, tenantID, secret)
+	if errors.Is(err, store.ErrNotFound) {
+		s.keys.mu.Lock()
+		if s.keys.keys == nil {
+			s.keys.keys = map[string]cachedKey{}
+		}
+		if s.keys.missing == nil {
+			s.keys.missing = map[string]bool{}
+		}
+		s.keys.keys[k] = cachedKey{absent: true, until: now.Add(providerKeyTTL)}
+		first := !s.keys.missing[k+"|"+pv.Name]
+		s.keys.missing[k+"|"+pv.Name] = true
+		s.keys.mu.Unlock()
+		if first {
+			s.k.Log.Warn("gateway: provider "+pv.Name+" has no key in the vault; calls skip its models and go to the rule's next target. An admin sets it with 'klique secret set "+secret+" --tenant'",
+				"tenant", tenantID, "provider", pv.Name, "secret", secret)
+		}
+		return "", errNoKey
+	}
 	if err != nil {
-		return "", kernel.Unavailable("the gateway's key for this model's provider (tenant secret %s) is not in the vault; an admin sets it with 'klique secret set %s --tenant'", secret, secret)
+		return "", s.k.Internal(ctx, fmt.Errorf("read provider key %s: %w", secret, err))
 	}
 	if s.k.Vault == nil {
 		return "", kernel.Unavailable("this server has no vault key to open provider keys with")
@@ -315,6 +366,7 @@ func (s *LLM) providerKey(ctx context.Context, tenantID, secret string) (string,
 		s.keys.keys = map[string]cachedKey{}
 	}
 	s.keys.keys[k] = cachedKey{value: string(v), until: now.Add(providerKeyTTL)}
+	delete(s.keys.missing, k+"|"+pv.Name)
 	s.keys.mu.Unlock()
 	return string(v), nil
 }

@@ -188,10 +188,13 @@ func largestPool(e *estate.Estate, pr *model.Profile) *model.Pool {
 
 func resolveProject(p *identity.Principal, e *estate.Estate, ref string) (*model.Project, error) {
 	if ref == "" {
-		if p.ProjectID == "" {
-			return nil, kernel.Invalid("say which project the task belongs to")
+		pr := kernel.DefaultProject(e, p)
+		if pr == nil {
+			// The project field is the input's on GraphQL and MCP; the CLI
+			// names its own flag instead (kernel.GiveTheProject).
+			return nil, kernel.Invalid("say which project the task belongs to: %s, or set your default project with 'klique project use NAME'", kernel.GiveTheProject)
 		}
-		ref = p.ProjectID
+		ref = pr.ID
 	}
 	pr, err := kernel.FindProject(e, ref)
 	if err != nil {

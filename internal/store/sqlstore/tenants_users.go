@@ -48,14 +48,14 @@ func (q *queries) ListTenants(ctx context.Context) ([]*model.Tenant, error) {
 		`SELECT `+tenantColumns+` FROM tenants ORDER BY name`)
 }
 
-const userColumns = `id, tenant_id, name, display_name, email, role, service, external_id, disabled, created_at, updated_at`
+const userColumns = `id, tenant_id, name, display_name, email, role, service, external_id, disabled, created_at, updated_at, default_project_id`
 
 func scanUser(r scanner) (*model.User, error) {
 	var u model.User
 	var role string
 	var created, updated int64
 	if err := r.Scan(&u.ID, &u.TenantID, &u.Name, &u.DisplayName, &u.Email, &role, &u.Service,
-		&u.ExternalID, &u.Disabled, &created, &updated); err != nil {
+		&u.ExternalID, &u.Disabled, &created, &updated, &u.DefaultProjectID); err != nil {
 		return nil, err
 	}
 	u.Role = model.Role(role)
@@ -68,9 +68,9 @@ func scanUser(r scanner) (*model.User, error) {
 func (q *queries) CreateUser(ctx context.Context, u *model.User) error {
 	undo := assignID(&u.ID)
 	_, err := q.write(ctx, fmt.Sprintf("create user %q", u.Name), store.ErrNotFound,
-		`INSERT INTO users (`+userColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		`INSERT INTO users (`+userColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		u.ID, u.TenantID, u.Name, u.DisplayName, u.Email, string(u.Role), u.Service,
-		u.ExternalID, u.Disabled, micros(u.CreatedAt), micros(u.UpdatedAt))
+		u.ExternalID, u.Disabled, micros(u.CreatedAt), micros(u.UpdatedAt), u.DefaultProjectID)
 	if err != nil {
 		undo()
 	}
@@ -80,10 +80,10 @@ func (q *queries) CreateUser(ctx context.Context, u *model.User) error {
 func (q *queries) UpdateUser(ctx context.Context, u *model.User) error {
 	return q.writeOne(ctx, "update user "+u.ID, store.ErrNotFound,
 		`UPDATE users SET name = ?, display_name = ?, email = ?, role = ?, service = ?, external_id = ?,
-			disabled = ?, updated_at = ?
+			disabled = ?, updated_at = ?, default_project_id = ?
 		WHERE tenant_id = ? AND id = ?`,
 		u.Name, u.DisplayName, u.Email, string(u.Role), u.Service, u.ExternalID,
-		u.Disabled, micros(u.UpdatedAt), u.TenantID, u.ID)
+		u.Disabled, micros(u.UpdatedAt), u.DefaultProjectID, u.TenantID, u.ID)
 }
 
 func (q *queries) GetUser(ctx context.Context, tenantID, id string) (*model.User, error) {
