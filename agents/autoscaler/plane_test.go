@@ -72,7 +72,7 @@ func TestTheControlPlaneSideOfTheAutoscaler(t *testing.T) {
 		t.Fatalf("sync answer %+v", resp)
 	}
 	d = gql(t, url, p.alice, `query($id: ID!) { task(id: $id) { status reason } }`, map[string]any{"id": id})
-	if want := "placed on pool cloud-burst; waiting for a node: autoscaler burst is at its maximum of 2 instances"; str(d, "task", "reason") != want {
+	if want := "placed on pool cloud-burst; no worker of pool cloud-burst is online (none has registered); waiting for a node: autoscaler burst is at its maximum of 2 instances"; str(d, "task", "reason") != want {
 		t.Fatalf("the task's reason: %v, want %q", d, want)
 	}
 	d = gql(t, url, adminKey, `{ pools { edges { node { name autoscaler { name online message version instances { id market state } } } } } }`, nil)

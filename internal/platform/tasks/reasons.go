@@ -76,6 +76,10 @@ func (s *Tasks) placedReason(ctx context.Context, t *model.Task) (string, error)
 	case pw.ClaimTimeout > 0 && t.PlacedAt != nil:
 		why += "; unless one claims it by " + t.PlacedAt.Add(pw.ClaimTimeout).UTC().Format("2006-01-02 15:04:05 UTC") +
 			", it goes back to the front of its compute resource"
+	case pw.Autoscaled && strings.HasPrefix(t.Reason, "placed on pool "+pw.PoolName+"; waiting for a node: "):
+		// What the pool's autoscaler last said of this task (fleet's
+		// autoscaler sync writes it) is the more useful half: keep it.
+		why += strings.TrimPrefix(t.Reason, "placed on pool "+pw.PoolName)
 	case pw.Autoscaled && t.Reason != "" && !strings.HasPrefix(t.Reason, "placed on pool "):
 		why += "; its autoscaler: " + t.Reason
 	case pw.Autoscaled:
