@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/klique-ai/klique/internal/model"
+	"github.com/klique-ai/klique/internal/platform"
 )
 
 // withAgentNames is standard with vendor model names on two aliases, a
@@ -105,5 +107,60 @@ func TestModelsListsWhatTheCallerMayUseWithExtraNames(t *testing.T) {
 	}
 	if got, want := ids("alice", "fraud"), []string{"chat", "claude-sonnet-4-5", "gpt-5-codex", "embed", "ml-only", "claude-opus-4-1"}; !slices.Equal(got, want) {
 		t.Errorf("alice's models %q, want %q", got, want)
+	}
+}
+
+// An estate file (klique apply) gives an alias its names, and a file or a
+// put that would make a name mean two aliases is refused whole.
+func TestAliasNamesAreSetByTheEstateAndRefusalsChangeNothing(t *testing.T) {
+	e := newEnv(t, func(g *model.Gateway, up string) {
+		standard(g, up)
+		for _, m := range g.Models {
+			m.MaxOutputTokens = 1000 // standard's embedder leaves it out, which the estate's rules refuse
+		}
+	})
+	const header = "apiVersion: klique/v1\nkind: Estate\ngateway:\n  aliases:\n"
+	if _, err := e.svc.ApplyEstate(e.admin, []byte(header+`
+    - {name: chat, names: [claude-sonnet-4-5], rules: [{targets: [{model: llama}]}]}
+`), false); err != nil {
+		t.Fatal(err)
+	}
+	ask := func(name string) error {
+		_, err := e.client("vic", "detect").CreateChatCompletion(context.Background(), openai.ChatCompletionRequest{Model: name,
+			Messages: []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleUser, Content: "hello"}}})
+		return err
+	}
+	if err := ask("claude-sonnet-4-5"); err != nil {
+		t.Fatalf("a call by the name the file gave: %v", err)
+	}
+
+	before, err := e.svc.ExportEstate(e.admin)
+	must(t, err)
+	if !strings.Contains(string(before), "names:") || !strings.Contains(string(before), "claude-sonnet-4-5") {
+		t.Fatalf("the export lacks the names:\n%s", before)
+	}
+	_, err = e.svc.ApplyEstate(e.admin, []byte(header+`
+    - {name: ml-only, names: [gpt-5-codex], rules: [{targets: [{model: llama}]}]}
+    - {name: embed, names: [claude-sonnet-4-5, "bad name"], rules: [{targets: [{model: embedder}]}]}
+`), false)
+	if err == nil || !strings.Contains(err.Error(), `name "claude-sonnet-4-5" is already a name of alias "chat"`) || !strings.Contains(err.Error(), `"bad name" must be`) {
+		t.Fatalf("a file giving chat's name to embed: %v", err)
+	}
+	_, err = e.svc.PutLLMAlias(e.admin, platform.LLMAliasInput{Name: "embed", Names: []string{"chat"},
+		Rules: []*platform.LLMAliasRuleInput{{Targets: []*platform.LLMTargetInput{{Model: "embedder"}}}}})
+	if platform.ErrorCode(err) != platform.CodeInvalid || !strings.Contains(err.Error(), `name "chat" is the name of alias "chat"`) {
+		t.Fatalf("a put giving embed the name chat: %v", err)
+	}
+	after, err := e.svc.ExportEstate(e.admin)
+	must(t, err)
+	if string(after) != string(before) {
+		t.Fatalf("a refused change changed the estate:\n%s\n---\n%s", before, after)
+	}
+	var apiErr *openai.APIError
+	if err := ask("gpt-5-codex"); !errors.As(err, &apiErr) || apiErr.HTTPStatusCode != 404 {
+		t.Fatalf("a name of a refused file answers: %v", err)
+	}
+	if res, err := e.svc.ApplyEstate(e.admin, after, false); err != nil || len(res.Changes) != 0 {
+		t.Fatalf("re-applying the export: %+v %v", res, err)
 	}
 }
