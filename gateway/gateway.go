@@ -269,7 +269,7 @@ func (g *Gateway) caller(w http.ResponseWriter, r *http.Request, d door) (contex
 	return ctx, true
 }
 
-// models lists the aliases the caller may call.
+// models lists the aliases the caller may call, with their extra names.
 func (g *Gateway) models(w http.ResponseWriter, r *http.Request) {
 	ctx, ok := g.caller(w, r, openAI{})
 	if !ok {
@@ -282,11 +282,21 @@ func (g *Gateway) models(w http.ResponseWriter, r *http.Request) {
 	}
 	var sb strings.Builder
 	sb.WriteString(`{"object":"list","data":[`)
-	for i, a := range aliases {
-		if i > 0 {
+	// Each alias is a model, and so is each of its extra names (a coding
+	// agent checks that the model it is set to ask for is listed).
+	first := true
+	entry := func(id string) {
+		if !first {
 			sb.WriteByte(',')
 		}
-		fmt.Fprintf(&sb, `{"id":%s,"object":"model","created":0,"owned_by":"klique"}`, strconv.Quote(a.Name))
+		first = false
+		fmt.Fprintf(&sb, `{"id":%s,"object":"model","created":0,"owned_by":"klique"}`, strconv.Quote(id))
+	}
+	for _, a := range aliases {
+		entry(a.Name)
+		for _, n := range a.Names {
+			entry(n)
+		}
 	}
 	sb.WriteString("]}")
 	w.Header().Set("Content-Type", "application/json")

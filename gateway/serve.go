@@ -189,6 +189,10 @@ func (g *Gateway) resolve(x *exchange) bool {
 		return false
 	}
 	x.grant = grant
+	// A call by one of the alias's extra names (claude-sonnet-4-5) is the
+	// alias's: the ledger and the metrics name the alias, as for a call by
+	// its own name.
+	x.rec.Alias = grant.Alias.Name
 	identity.NoteCaller(x.ctx, "", grant.ProjectName)
 	x.rec.ProjectID, x.rec.ProjectName, x.rec.GroupID, x.rec.GroupName = grant.ProjectID, grant.ProjectName, grant.GroupID, grant.GroupName
 	return true

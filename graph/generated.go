@@ -355,6 +355,7 @@ type ComplexityRoot struct {
 		Description func(childComplexity int) int
 		Guardrails  func(childComplexity int) int
 		Name        func(childComplexity int) int
+		Names       func(childComplexity int) int
 		Rules       func(childComplexity int) int
 	}
 
@@ -2335,6 +2336,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.LLMAlias.Name(childComplexity), true
+	case "LLMAlias.names":
+		if e.ComplexityRoot.LLMAlias.Names == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LLMAlias.Names(childComplexity), true
 	case "LLMAlias.rules":
 		if e.ComplexityRoot.LLMAlias.Rules == nil {
 			break
@@ -6155,6 +6162,8 @@ shown to admins only; others see them empty.
 type LLMAlias {
   name: String!
   description: String!
+  "Extra names the alias answers to, such as the vendor model names coding agents ask for (claude-sonnet-4-5): a call by one is a call to the alias."
+  names: [String!]!
   rules: [LLMAliasRule!]!
   "Applied after the global guardrails."
   guardrails: LLMGuardrails!
@@ -6279,6 +6288,8 @@ input LLMGuardrailsInput {
 input LLMAliasInput {
   name: String!
   description: String
+  "Extra names the alias answers to (claude-sonnet-4-5, gpt-5-codex); each names one alias only."
+  names: [String!]
   "Tried in order; the first whose conditions the caller meets decides."
   rules: [LLMAliasRuleInput!]!
   guardrails: LLMGuardrailsInput
@@ -7690,6 +7701,8 @@ func (ec *executionContext) childFields_LLMAlias(ctx context.Context, field grap
 		return ec.fieldContext_LLMAlias_name(ctx, field)
 	case "description":
 		return ec.fieldContext_LLMAlias_description(ctx, field)
+	case "names":
+		return ec.fieldContext_LLMAlias_names(ctx, field)
 	case "rules":
 		return ec.fieldContext_LLMAlias_rules(ctx, field)
 	case "guardrails":
@@ -15090,6 +15103,29 @@ func (ec *executionContext) _LLMAlias_description(ctx context.Context, field gra
 	)
 }
 func (ec *executionContext) fieldContext_LLMAlias_description(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("LLMAlias", field, false, false, "String")
+}
+
+func (ec *executionContext) _LLMAlias_names(ctx context.Context, field graphql.CollectedField, obj *model.Alias) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LLMAlias_names(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Names, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalNString2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_LLMAlias_names(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("LLMAlias", field, false, false, "String")
 }
 
@@ -29387,7 +29423,7 @@ func (ec *executionContext) unmarshalInputLLMAliasInput(ctx context.Context, obj
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"name", "description", "rules", "guardrails"}
+	fieldsInOrder := [...]string{"name", "description", "names", "rules", "guardrails"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -29408,6 +29444,13 @@ func (ec *executionContext) unmarshalInputLLMAliasInput(ctx context.Context, obj
 				return it, err
 			}
 			it.Description = data
+		case "names":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("names"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Names = data
 		case "rules":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("rules"))
 			data, err := ec.unmarshalNLLMAliasRuleInput2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋllmᚐLLMAliasRuleInputᚄ(ctx, v)
@@ -32464,6 +32507,11 @@ func (ec *executionContext) _LLMAlias(ctx context.Context, sel ast.SelectionSet,
 			}
 		case "description":
 			out.Values[i] = ec._LLMAlias_description(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "names":
+			out.Values[i] = ec._LLMAlias_names(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}

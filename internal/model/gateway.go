@@ -80,8 +80,14 @@ type LLMModel struct {
 type Alias struct {
 	Name        string
 	Description string
-	Rules       []AliasRule
-	Guardrails  Guardrails
+	// Names are the extra names the alias answers to, such as the vendor
+	// model names coding agents ask for (claude-sonnet-4-5, gpt-5-codex),
+	// so that an admin can send an agent's calls to the model the
+	// organisation chose without changing the agent. A call by one of them
+	// is a call to the alias, governed and recorded under its Name.
+	Names      []string
+	Rules      []AliasRule
+	Guardrails Guardrails
 }
 
 // AliasRule sends the callers it matches to weighted targets, with ordered

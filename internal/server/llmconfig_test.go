@@ -176,6 +176,26 @@ func runGatewayConfig(t *testing.T, ts *testServer) {
 		}
 	})
 
+	t.Run("an alias's extra names are put, read and listed to members over GraphQL", func(t *testing.T) {
+		d := ts.mustGQL(t, f.admin, `mutation { putLLMAlias(input: {name: "chat", description: "General chat", names: ["claude-sonnet-4-5", "gpt-5-codex"],
+			rules: [{targets: [{model: "gpt-4o"}]}]}) { gateway { aliases { name names } } } }`, nil)
+		if str(d, "putLLMAlias", "gateway", "aliases", 0, "names", 1) != "gpt-5-codex" {
+			t.Errorf("putLLMAlias: %v", d)
+		}
+		res := ts.gql(t, gqlRequest{Credential: f.admin, Query: `mutation { putLLMAlias(input: {name: "embed", names: ["claude-sonnet-4-5"],
+			rules: [{targets: [{model: "gpt-4o"}]}]}) { changes { action } } }`})
+		if len(res.Errors) == 0 || !strings.Contains(res.Raw, `already a name of alias \"chat\"`) {
+			t.Errorf("a name of two aliases: %s", res.Raw)
+		}
+		d = ts.mustGQL(t, f.alice, `{ llmAliases { name names } }`, nil)
+		if str(d, "llmAliases", 0, "names", 0) != "claude-sonnet-4-5" {
+			t.Errorf("alice's aliases %v", d)
+		}
+		if list, _ := path(d, "llmAliases", 1, "names").([]any); len(list) != 0 {
+			t.Errorf("embed has names %v, want an empty list", list)
+		}
+	})
+
 	t.Run("usage puts calls and tokens beside GPU-hours, by the same access rules", func(t *testing.T) {
 		now := time.Now().UTC()
 		ids := f.ids

@@ -47,7 +47,7 @@ func (d *GatewayDoc) Apply(g *model.Gateway) []basis.Problem {
 	for i := range d.Aliases {
 		v := &d.Aliases[i]
 		obj := fmt.Sprintf("alias %q", v.Name)
-		al := &model.Alias{Name: v.Name, Description: v.Description, Guardrails: guardrailsOf(v.Guardrails)}
+		al := &model.Alias{Name: v.Name, Description: v.Description, Names: slices.Clone(v.Names), Guardrails: guardrailsOf(v.Guardrails)}
 		for j, rd := range v.Rules {
 			r := model.AliasRule{Groups: slices.Clone(rd.Groups), Projects: slices.Clone(rd.Projects),
 				Entitlements: slices.Clone(rd.Entitlements), Fallbacks: slices.Clone(rd.Fallbacks)}
@@ -163,7 +163,7 @@ func Export(src *model.Gateway) *GatewayDoc {
 		d.Entitlements = append(d.Entitlements, EntitlementDoc{Name: v.Name, Groups: nilIfEmpty(v.Groups), Users: nilIfEmpty(v.Users)})
 	}
 	for _, v := range g.Aliases {
-		ad := AliasDoc{Name: v.Name, Description: v.Description, Guardrails: guardrailsDoc(v.Guardrails)}
+		ad := AliasDoc{Name: v.Name, Description: v.Description, Names: nilIfEmpty(v.Names), Guardrails: guardrailsDoc(v.Guardrails)}
 		for _, r := range v.Rules {
 			rd := AliasRuleDoc{Groups: nilIfEmpty(r.Groups), Projects: nilIfEmpty(r.Projects), Entitlements: nilIfEmpty(r.Entitlements),
 				Fallbacks: nilIfEmpty(r.Fallbacks)}

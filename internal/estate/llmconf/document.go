@@ -67,10 +67,13 @@ type EntitlementDoc struct {
 // AliasDoc describes an alias: its rules, tried in order, and its own
 // guardrails.
 type AliasDoc struct {
-	Name        string         `yaml:"name"`
-	Description string         `yaml:"description,omitempty"`
-	Rules       []AliasRuleDoc `yaml:"rules"`
-	Guardrails  *GuardrailsDoc `yaml:"guardrails,omitempty"`
+	Name        string `yaml:"name"`
+	Description string `yaml:"description,omitempty"`
+	// Names are extra names the alias answers to: the vendor model names
+	// coding agents ask for (claude-sonnet-4-5).
+	Names      []string       `yaml:"names,omitempty"`
+	Rules      []AliasRuleDoc `yaml:"rules"`
+	Guardrails *GuardrailsDoc `yaml:"guardrails,omitempty"`
 }
 
 // AliasRuleDoc is one rule of an alias: conditions on the caller (empty

@@ -150,6 +150,7 @@ func Clone(g *model.Gateway) model.Gateway {
 	}
 	for _, v := range g.Aliases {
 		x := *v
+		x.Names = slices.Clone(v.Names)
 		x.Rules = nil
 		for _, r := range v.Rules {
 			r.Groups, r.Projects, r.Entitlements = slices.Clone(r.Groups), slices.Clone(r.Projects), slices.Clone(r.Entitlements)
@@ -187,6 +188,11 @@ func cloneGuardrails(g model.Guardrails) model.Guardrails {
 // an exported configuration are stable. The order of an alias's rules,
 // targets and fallbacks is meaning, and is kept.
 func Normalize(g *model.Gateway) {
+	for _, a := range g.Aliases {
+		if len(a.Names) == 0 {
+			a.Names = nil // a stored [] and a file without names are the same alias
+		}
+	}
 	for _, m := range g.Models {
 		if m.Upstream == "" {
 			m.Upstream = m.Name

@@ -137,3 +137,28 @@ func removeByKey[T any](list *[]T, k string, key func(T) string) bool {
 	*list = slices.DeleteFunc(*list, func(x T) bool { return key(x) == k })
 	return len(*list) != n
 }
+
+// AliasIndex maps every name a call may ask for, each alias's own and its
+// extra names, to the alias. Validation keeps every name to one alias; were
+// two to claim one anyway, the alias's own name wins, then the first alias
+// by key. The gateway builds it once per loaded configuration, so that
+// resolving a call's model name is one map lookup however many aliases
+// and names there are.
+func AliasIndex(g *model.Gateway) map[string]*model.Alias {
+	n := len(g.Aliases)
+	for _, a := range g.Aliases {
+		n += len(a.Names)
+	}
+	idx := make(map[string]*model.Alias, n)
+	for _, a := range g.Aliases {
+		idx[a.Name] = a
+	}
+	for _, a := range g.Aliases {
+		for _, name := range a.Names {
+			if _, taken := idx[name]; !taken {
+				idx[name] = a
+			}
+		}
+	}
+	return idx
+}

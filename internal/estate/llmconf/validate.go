@@ -25,6 +25,10 @@ const (
 	MaxUpstreamLength  = 256
 	MaxAliasRules      = 100
 	MaxPatterns        = 256
+	// MaxAliasNames bounds the extra names of one alias.
+	MaxAliasNames = 100
+	// MaxModelNameLength bounds an extra name, as every name.
+	MaxModelNameLength = 100
 	// MaxMoneyMicros bounds a token budget in money: a billion in any
 	// currency.
 	MaxMoneyMicros = 1_000_000_000_000_000
@@ -53,6 +57,7 @@ func Validate(g *model.Gateway, e Estate) []basis.Problem {
 	v.llmModels()
 	v.entitlements()
 	v.aliases()
+	v.aliasNames()
 	v.tokenBudgets()
 	v.rateLimits()
 	v.guardrails("global guardrails", v.g.Guardrails, "")
@@ -225,6 +230,66 @@ func (v *validator) aliases() {
 		}
 		v.guardrails(obj+" guardrails", a.Guardrails, a.Name)
 	}
+}
+
+// aliasNames checks the extra names aliases answer to: each well formed,
+// listed once, and meaning one alias only (neither another alias's name
+// nor another alias's extra name), so that the name a call asks for always
+// resolves to exactly one alias, and an alias's limits, budgets and
+// guardrails cannot be got round by asking for it by another name.
+func (v *validator) aliasNames() {
+	owner := map[string]string{} // an extra name → the alias that answers to it
+	for _, a := range v.g.Aliases {
+		obj := fmt.Sprintf("alias %q", a.Name)
+		if len(a.Names) > MaxAliasNames {
+			v.Add(obj, "has %d names, more than %d", len(a.Names), MaxAliasNames)
+		}
+		listed := map[string]bool{}
+		for i, n := range a.Names {
+			if err := CheckModelName(n); err != nil {
+				v.Add(obj, "name %d %v", i+1, err)
+				continue
+			}
+			other := Alias(v.g, n)
+			switch {
+			case n == a.Name:
+				v.Add(obj, "name %q is the alias's own name: list under names only the extra names it answers to", n)
+			case listed[n]:
+				v.Add(obj, "lists name %q twice; list each name once", n)
+			case other != nil:
+				v.Add(obj, "name %q is the name of alias %q: a name must mean one alias, so remove it here or rename that alias", n, other.Name)
+			case owner[n] != "" && owner[n] != a.Name:
+				v.Add(obj, "name %q is already a name of alias %q: give each name to one alias", n, owner[n])
+			}
+			listed[n] = true
+			if owner[n] == "" {
+				owner[n] = a.Name
+			}
+		}
+	}
+}
+
+// CheckModelName says what is wrong with a name callers put in a call's
+// model field: 1 to 100 letters, digits and . _ - : / @ +, starting with a
+// letter or a digit. That holds every vendor's model names
+// (claude-sonnet-4-5, gpt-5-codex, meta-llama/Llama-3.1-8B, qwen2.5:7b)
+// and keeps out spaces and look-alikes that no client would send.
+func CheckModelName(n string) error {
+	if n == "" {
+		return fmt.Errorf("is empty: remove it, or give the model name callers ask for, such as claude-sonnet-4-5")
+	}
+	ok := len(n) <= MaxModelNameLength && isAlnum(rune(n[0]))
+	for _, r := range n {
+		ok = ok && (isAlnum(r) || strings.ContainsRune("._-:/@+", r))
+	}
+	if !ok {
+		return fmt.Errorf("%q must be 1 to %d letters, digits and . _ - : / @ +, starting with a letter or a digit, such as claude-sonnet-4-5", n, MaxModelNameLength)
+	}
+	return nil
+}
+
+func isAlnum(r rune) bool {
+	return r < unicode.MaxASCII && (unicode.IsLetter(r) || unicode.IsDigit(r))
 }
 
 func (v *validator) aliasRule(obj, where string, r model.AliasRule) {

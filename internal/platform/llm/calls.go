@@ -109,7 +109,9 @@ func (s *LLM) AuthorizeModelCall(ctx context.Context, aliasName, projectRef stri
 		return nil, err
 	}
 	g := &e.Gateway
-	alias := llmconf.Alias(g, aliasName)
+	// The alias by its name or one of its extra names: either way the call
+	// is the alias's, governed and recorded under its name.
+	alias := s.aliases.lookup(p.TenantID, e, aliasName)
 	if alias == nil {
 		return nil, kernel.NotFound("no model alias %s: GET /v1/models lists the aliases you may call", kernel.Quote(aliasName))
 	}

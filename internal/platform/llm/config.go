@@ -60,8 +60,10 @@ type LLMModelInput struct {
 type LLMAliasInput struct {
 	Name        string
 	Description *string
-	Rules       []*LLMAliasRuleInput
-	Guardrails  *GuardrailsInput
+	// Names are the extra names the alias answers to (claude-sonnet-4-5).
+	Names      []string
+	Rules      []*LLMAliasRuleInput
+	Guardrails *GuardrailsInput
 }
 
 // LLMAliasRuleInput is one rule of an alias.
@@ -134,8 +136,8 @@ func (s *LLM) GatewayConfig(ctx context.Context) (*model.Gateway, error) {
 // LLMAliases lists, by name, the aliases the caller may call: those with a
 // rule whose conditions the caller meets for a project they may use (their
 // credential's project, when it is scoped to one). Admins see the aliases
-// whole; others see their names and descriptions only, since rules name
-// groups, projects and models of the whole tenant.
+// whole; others see their names, extra names and descriptions only, since
+// rules name groups, projects and models of the whole tenant.
 func (s *LLM) LLMAliases(ctx context.Context) ([]*model.Alias, error) {
 	p, err := kernel.Caller(ctx)
 	if err != nil {
@@ -148,7 +150,7 @@ func (s *LLM) LLMAliases(ctx context.Context) ([]*model.Alias, error) {
 	out := UsableAliases(e, p, "")
 	if !p.IsAdmin() || p.ProjectID != "" {
 		for i, a := range out {
-			out[i] = &model.Alias{Name: a.Name, Description: a.Description}
+			out[i] = &model.Alias{Name: a.Name, Description: a.Description, Names: a.Names}
 		}
 	}
 	return out, nil
@@ -369,7 +371,7 @@ func (s *LLM) PutLLMAlias(ctx context.Context, in LLMAliasInput) (*kernel.Estate
 		return nil, err
 	}
 	return s.k.ChangeEstate(ctx, p, "change the gateway's aliases", false, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
-		a := &model.Alias{Name: in.Name, Description: optOr(in.Description, ""), Guardrails: guardrailsFromInput(in.Guardrails)}
+		a := &model.Alias{Name: in.Name, Description: optOr(in.Description, ""), Names: slices.Clone(in.Names), Guardrails: guardrailsFromInput(in.Guardrails)}
 		for _, r := range in.Rules {
 			if r == nil {
 				continue

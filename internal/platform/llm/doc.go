@@ -15,6 +15,7 @@ type LLM struct {
 	keys    providerKeys
 	guards  guardCache
 	windows windowCache
+	aliases aliasIndexes
 }
 
 // New returns the LLM domain over a kernel.
