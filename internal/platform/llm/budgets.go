@@ -66,6 +66,17 @@ type TokenBudgetView struct {
 // period. The counts come from the gateway's limiter where it holds them,
 // else from the ledger, as the gateway's next call would.
 func (s *LLM) TokenBudgetViews(ctx context.Context, projectRef string) ([]*TokenBudgetView, error) {
+	return s.tokenBudgetViews(ctx, projectRef, nil)
+}
+
+// GroupTokenBudgetViews lists the token and money budgets of a group's
+// projects the caller sees, as TokenBudgetViews: what a group's budgetBurn
+// subscription shows beside its time budget.
+func (s *LLM) GroupTokenBudgetViews(ctx context.Context, groupID string) ([]*TokenBudgetView, error) {
+	return s.tokenBudgetViews(ctx, "", func(pr *model.Project) bool { return pr.GroupID == groupID })
+}
+
+func (s *LLM) tokenBudgetViews(ctx context.Context, projectRef string, keep func(*model.Project) bool) ([]*TokenBudgetView, error) {
 	p, err := kernel.Caller(ctx)
 	if err != nil {
 		return nil, err
@@ -88,7 +99,7 @@ func (s *LLM) TokenBudgetViews(ctx context.Context, projectRef string) ([]*Token
 	var windows []LimitWindow
 	for _, b := range e.Gateway.Budgets {
 		pr := e.ProjectByName(b.Project)
-		if pr == nil || (only != nil && pr.ID != only.ID) || !kernel.UsesProject(p, pr) {
+		if pr == nil || (only != nil && pr.ID != only.ID) || (keep != nil && !keep(pr)) || !kernel.UsesProject(p, pr) {
 			continue
 		}
 		from, to := engine.PeriodStart(b.Period, now), engine.PeriodEnd(b.Period, now)
@@ -221,4 +232,21 @@ func max64Time(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+// Amount is n in the budget's unit, for people: tokens, or money in the
+// models' currency (n is then millionths).
+func (v *TokenBudgetView) Amount(n int64) float64 {
+	if v.Money {
+		return float64(n) / 1e6
+	}
+	return float64(n)
+}
+
+// BurnRate is BurnPerHour in the budget's unit, as Amount.
+func (v *TokenBudgetView) BurnRate() float64 {
+	if v.Money {
+		return v.BurnPerHour / 1e6
+	}
+	return v.BurnPerHour
 }
