@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/klique-ai/klique/internal/store/pgtest"
 	"github.com/klique-ai/klique/internal/redistest"
+	"github.com/klique-ai/klique/internal/store/pgtest"
 )
 
 // holdingModel answers chat completions with 10 tokens of usage; a call
