@@ -133,6 +133,11 @@ func (r *queryResolver) LlmAliases(ctx context.Context) ([]*model.Alias, error) 
 	return r.Svc.LLMAliases(ctx)
 }
 
+// TokenBudgetView is the resolver for the tokenBudgetView field.
+func (r *queryResolver) TokenBudgetView(ctx context.Context, project *string) ([]*llm.TokenBudgetView, error) {
+	return r.Svc.TokenBudgetViews(ctx, deref(project))
+}
+
 // TokensPerMinute is the resolver for the tokensPerMinute field.
 func (r *rateLimitResolver) TokensPerMinute(ctx context.Context, obj *model.RateLimit) (float64, error) {
 	return float64(obj.TokensPerMinute), nil
@@ -158,6 +163,34 @@ func (r *tokenBudgetResolver) PerUserMoney(ctx context.Context, obj *model.Token
 	return float64(obj.PerUserMicros) / 1e6, nil
 }
 
+// UserName is the resolver for the userName field.
+func (r *tokenBudgetViewResolver) UserName(ctx context.Context, obj *llm.TokenBudgetView) (*string, error) {
+	if obj.UserName == "" {
+		return nil, nil
+	}
+	return &obj.UserName, nil
+}
+
+// Limit is the resolver for the limit field.
+func (r *tokenBudgetViewResolver) Limit(ctx context.Context, obj *llm.TokenBudgetView) (float64, error) {
+	return obj.Amount(obj.Limit), nil
+}
+
+// Used is the resolver for the used field.
+func (r *tokenBudgetViewResolver) Used(ctx context.Context, obj *llm.TokenBudgetView) (float64, error) {
+	return obj.Amount(obj.Used), nil
+}
+
+// Reserved is the resolver for the reserved field.
+func (r *tokenBudgetViewResolver) Reserved(ctx context.Context, obj *llm.TokenBudgetView) (float64, error) {
+	return obj.Amount(obj.Reserved), nil
+}
+
+// Left is the resolver for the left field.
+func (r *tokenBudgetViewResolver) Left(ctx context.Context, obj *llm.TokenBudgetView) (float64, error) {
+	return obj.Amount(obj.Left), nil
+}
+
 // LLMGuardrails returns LLMGuardrailsResolver implementation.
 func (r *Resolver) LLMGuardrails() LLMGuardrailsResolver { return &lLMGuardrailsResolver{r} }
 
@@ -176,11 +209,27 @@ func (r *Resolver) RateLimit() RateLimitResolver { return &rateLimitResolver{r} 
 // TokenBudget returns TokenBudgetResolver implementation.
 func (r *Resolver) TokenBudget() TokenBudgetResolver { return &tokenBudgetResolver{r} }
 
+// TokenBudgetView returns TokenBudgetViewResolver implementation.
+func (r *Resolver) TokenBudgetView() TokenBudgetViewResolver { return &tokenBudgetViewResolver{r} }
+
 type (
-	lLMGuardrailsResolver struct{ *Resolver }
-	lLMModelResolver      struct{ *Resolver }
-	lLMProviderResolver   struct{ *Resolver }
-	lLMRouteResolver      struct{ *Resolver }
-	rateLimitResolver     struct{ *Resolver }
-	tokenBudgetResolver   struct{ *Resolver }
+	lLMGuardrailsResolver   struct{ *Resolver }
+	lLMModelResolver        struct{ *Resolver }
+	lLMProviderResolver     struct{ *Resolver }
+	lLMRouteResolver        struct{ *Resolver }
+	rateLimitResolver       struct{ *Resolver }
+	tokenBudgetResolver     struct{ *Resolver }
+	tokenBudgetViewResolver struct{ *Resolver }
 )
+
+// !!! WARNING !!!
+// The code below was going to be deleted when updating resolvers. It has been copied here so you have
+// one last chance to move it out of harms way if you want. There are two reasons this happens:
+//  - When renaming or deleting a resolver the old code will be put in here. You can safely delete
+//    it when you're done.
+//  - You have helper methods in this file. Move them out to keep these resolver files clean.
+/*
+	func (r *tokenBudgetViewResolver) BurnRate(ctx context.Context, obj *llm.TokenBudgetView) (float64, error) {
+	return obj.BurnRate(), nil
+}
+*/

@@ -39,6 +39,7 @@ type Config = graphql.Config[ResolverRoot, DirectiveRoot, ComplexityRoot]
 
 type ResolverRoot interface {
 	APIKey() APIKeyResolver
+	BudgetBurnUpdate() BudgetBurnUpdateResolver
 	BudgetView() BudgetViewResolver
 	Change() ChangeResolver
 	ComputeResource() ComputeResourceResolver
@@ -64,6 +65,7 @@ type ResolverRoot interface {
 	TaskSpec() TaskSpecResolver
 	TimeBudget() TimeBudgetResolver
 	TokenBudget() TokenBudgetResolver
+	TokenBudgetView() TokenBudgetViewResolver
 	UsageKey() UsageKeyResolver
 	UsageRow() UsageRowResolver
 	User() UserResolver
@@ -170,11 +172,12 @@ type ComplexityRoot struct {
 	}
 
 	BudgetBurnUpdate struct {
-		AlertText func(childComplexity int) int
-		At        func(childComplexity int) int
-		Kind      func(childComplexity int) int
-		Missed    func(childComplexity int) int
-		Policy    func(childComplexity int) int
+		AlertText    func(childComplexity int) int
+		At           func(childComplexity int) int
+		Kind         func(childComplexity int) int
+		Missed       func(childComplexity int) int
+		Policy       func(childComplexity int) int
+		TokenBudgets func(childComplexity int) int
 	}
 
 	BudgetView struct {
@@ -671,6 +674,7 @@ type ComplexityRoot struct {
 		Task               func(childComplexity int, id string) int
 		Tasks              func(childComplexity int, filter *gqlmodel.TaskFilter, first *int, after *string) int
 		Tenants            func(childComplexity int, first *int, after *string) int
+		TokenBudgetView    func(childComplexity int, project *string) int
 		Usage              func(childComplexity int, input gqlmodel.UsageInput) int
 		User               func(childComplexity int, id string) int
 		Users              func(childComplexity int, first *int, after *string) int
@@ -849,6 +853,22 @@ type ComplexityRoot struct {
 		Tokens        func(childComplexity int) int
 	}
 
+	TokenBudgetView struct {
+		BurnRate    func(childComplexity int) int
+		Left        func(childComplexity int) int
+		Limit       func(childComplexity int) int
+		Money       func(childComplexity int) int
+		Period      func(childComplexity int) int
+		ProjectID   func(childComplexity int) int
+		ProjectName func(childComplexity int) int
+		Reserved    func(childComplexity int) int
+		ResetsAt    func(childComplexity int) int
+		RunsOutAt   func(childComplexity int) int
+		StartsAt    func(childComplexity int) int
+		Used        func(childComplexity int) int
+		UserName    func(childComplexity int) int
+	}
+
 	UsageKey struct {
 		Dimension func(childComplexity int) int
 		ID        func(childComplexity int) int
@@ -972,6 +992,9 @@ type APIKeyResolver interface {
 	Project(ctx context.Context, obj *model.APIKey) (*model.Project, error)
 
 	Active(ctx context.Context, obj *model.APIKey) (bool, error)
+}
+type BudgetBurnUpdateResolver interface {
+	TokenBudgets(ctx context.Context, obj *live.BudgetBurnUpdate) ([]*llm.TokenBudgetView, error)
 }
 type BudgetViewResolver interface {
 	Hours(ctx context.Context, obj *view.BudgetView) (float64, error)
@@ -1123,6 +1146,7 @@ type QueryResolver interface {
 	ExportEstate(ctx context.Context) (string, error)
 	Gateway(ctx context.Context) (*model.Gateway, error)
 	LlmAliases(ctx context.Context) ([]*model.Alias, error)
+	TokenBudgetView(ctx context.Context, project *string) ([]*llm.TokenBudgetView, error)
 	Me(ctx context.Context) (*gqlmodel.Viewer, error)
 	Users(ctx context.Context, first *int, after *string) (*gqlmodel.UserConnection, error)
 	User(ctx context.Context, id string) (*model.User, error)
@@ -1198,6 +1222,14 @@ type TokenBudgetResolver interface {
 	Money(ctx context.Context, obj *model.TokenBudget) (float64, error)
 	PerUserTokens(ctx context.Context, obj *model.TokenBudget) (float64, error)
 	PerUserMoney(ctx context.Context, obj *model.TokenBudget) (float64, error)
+}
+type TokenBudgetViewResolver interface {
+	UserName(ctx context.Context, obj *llm.TokenBudgetView) (*string, error)
+
+	Limit(ctx context.Context, obj *llm.TokenBudgetView) (float64, error)
+	Used(ctx context.Context, obj *llm.TokenBudgetView) (float64, error)
+	Reserved(ctx context.Context, obj *llm.TokenBudgetView) (float64, error)
+	Left(ctx context.Context, obj *llm.TokenBudgetView) (float64, error)
 }
 type UsageKeyResolver interface {
 	Dimension(ctx context.Context, obj *model.UsageKey) (scalars.UsageDimension, error)
@@ -1681,6 +1713,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.BudgetBurnUpdate.Policy(childComplexity), true
+	case "BudgetBurnUpdate.tokenBudgets":
+		if e.ComplexityRoot.BudgetBurnUpdate.TokenBudgets == nil {
+			break
+		}
+
+		return e.ComplexityRoot.BudgetBurnUpdate.TokenBudgets(childComplexity), true
 
 	case "BudgetView.alert":
 		if e.ComplexityRoot.BudgetView.Alert == nil {
@@ -4074,6 +4112,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Tenants(childComplexity, args["first"].(*int), args["after"].(*string)), true
+	case "Query.tokenBudgetView":
+		if e.ComplexityRoot.Query.TokenBudgetView == nil {
+			break
+		}
+
+		args, err := ec.field_Query_tokenBudgetView_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.TokenBudgetView(childComplexity, args["project"].(*string)), true
 	case "Query.usage":
 		if e.ComplexityRoot.Query.Usage == nil {
 			break
@@ -4840,6 +4889,85 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.TokenBudget.Tokens(childComplexity), true
+
+	case "TokenBudgetView.burnRate":
+		if e.ComplexityRoot.TokenBudgetView.BurnRate == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TokenBudgetView.BurnRate(childComplexity), true
+	case "TokenBudgetView.left":
+		if e.ComplexityRoot.TokenBudgetView.Left == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TokenBudgetView.Left(childComplexity), true
+	case "TokenBudgetView.limit":
+		if e.ComplexityRoot.TokenBudgetView.Limit == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TokenBudgetView.Limit(childComplexity), true
+	case "TokenBudgetView.money":
+		if e.ComplexityRoot.TokenBudgetView.Money == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TokenBudgetView.Money(childComplexity), true
+	case "TokenBudgetView.period":
+		if e.ComplexityRoot.TokenBudgetView.Period == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TokenBudgetView.Period(childComplexity), true
+	case "TokenBudgetView.projectId":
+		if e.ComplexityRoot.TokenBudgetView.ProjectID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TokenBudgetView.ProjectID(childComplexity), true
+	case "TokenBudgetView.projectName":
+		if e.ComplexityRoot.TokenBudgetView.ProjectName == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TokenBudgetView.ProjectName(childComplexity), true
+	case "TokenBudgetView.reserved":
+		if e.ComplexityRoot.TokenBudgetView.Reserved == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TokenBudgetView.Reserved(childComplexity), true
+	case "TokenBudgetView.resetsAt":
+		if e.ComplexityRoot.TokenBudgetView.ResetsAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TokenBudgetView.ResetsAt(childComplexity), true
+	case "TokenBudgetView.runsOutAt":
+		if e.ComplexityRoot.TokenBudgetView.RunsOutAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TokenBudgetView.RunsOutAt(childComplexity), true
+	case "TokenBudgetView.startsAt":
+		if e.ComplexityRoot.TokenBudgetView.StartsAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TokenBudgetView.StartsAt(childComplexity), true
+	case "TokenBudgetView.used":
+		if e.ComplexityRoot.TokenBudgetView.Used == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TokenBudgetView.Used(childComplexity), true
+	case "TokenBudgetView.userName":
+		if e.ComplexityRoot.TokenBudgetView.UserName == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TokenBudgetView.UserName(childComplexity), true
 
 	case "UsageKey.dimension":
 		if e.ComplexityRoot.UsageKey.Dimension == nil {
@@ -6169,6 +6297,34 @@ type LLMAlias {
   guardrails: LLMGuardrails!
 }
 
+"""
+A token or money budget in its current period as the gateway enforces it:
+a project's whole budget, or one user's part of it. Amounts are tokens, or
+money in the models' currency (money is true). docs/gateway.md says how
+reserved and left are computed and how the run-out is projected.
+"""
+type TokenBudgetView {
+  projectId: ID!
+  projectName: String!
+  "The user whose part of the project's budget this is; null for the project's whole budget."
+  userName: String
+  period: BudgetPeriod!
+  money: Boolean!
+  limit: Float!
+  "What settled calls spent in the period."
+  used: Float!
+  "What calls in flight hold until they settle."
+  reserved: Float!
+  "What a new call may still reserve: limit less used and reserved."
+  left: Float!
+  "Spend per hour over the last hour of the period."
+  burnRate: Float!
+  "When left reaches zero at the burn rate; null if not before the reset."
+  runsOutAt: Time
+  startsAt: Time!
+  resetsAt: Time!
+}
+
 "A named right held by groups (their members) and users, that alias rules can ask for."
 type Entitlement {
   name: String!
@@ -6324,6 +6480,14 @@ extend type Query {
   gateway: GatewayConfig!
   "The aliases the caller may call, by name: those with a rule whose conditions they meet for a project they may use."
   llmAliases: [LLMAlias!]!
+  """
+  The token and money budgets in their current period, as the gateway
+  enforces them: used, reserved, left, burn rate, projected run-out. Each
+  project's whole budget and its users' parts: members see the projects
+  they use and their own part; admins every project and every user who
+  spent. project (an id or a name) narrows to one.
+  """
+  tokenBudgetView(project: ID): [TokenBudgetView!]!
 }
 
 extend type Mutation {
@@ -6785,6 +6949,8 @@ type BudgetBurnUpdate {
   at: Time!
   "Used, left, burn rate and projected run-out, with the group's use against its policy."
   policy: PolicyView!
+  "The token and money budgets of the group's projects the caller sees, as tokenBudgetView shows them."
+  tokenBudgets: [TokenBudgetView!]!
   "The alert raised, in words, when kind is budget.alert."
   alert: String
   missed: Int!
@@ -7339,6 +7505,8 @@ func (ec *executionContext) childFields_BudgetBurnUpdate(ctx context.Context, fi
 		return ec.fieldContext_BudgetBurnUpdate_at(ctx, field)
 	case "policy":
 		return ec.fieldContext_BudgetBurnUpdate_policy(ctx, field)
+	case "tokenBudgets":
+		return ec.fieldContext_BudgetBurnUpdate_tokenBudgets(ctx, field)
 	case "alert":
 		return ec.fieldContext_BudgetBurnUpdate_alert(ctx, field)
 	case "missed":
@@ -8479,6 +8647,38 @@ func (ec *executionContext) childFields_TokenBudget(ctx context.Context, field g
 		return ec.fieldContext_TokenBudget_perUserMoney(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type TokenBudget", field.Name)
+}
+
+func (ec *executionContext) childFields_TokenBudgetView(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "projectId":
+		return ec.fieldContext_TokenBudgetView_projectId(ctx, field)
+	case "projectName":
+		return ec.fieldContext_TokenBudgetView_projectName(ctx, field)
+	case "userName":
+		return ec.fieldContext_TokenBudgetView_userName(ctx, field)
+	case "period":
+		return ec.fieldContext_TokenBudgetView_period(ctx, field)
+	case "money":
+		return ec.fieldContext_TokenBudgetView_money(ctx, field)
+	case "limit":
+		return ec.fieldContext_TokenBudgetView_limit(ctx, field)
+	case "used":
+		return ec.fieldContext_TokenBudgetView_used(ctx, field)
+	case "reserved":
+		return ec.fieldContext_TokenBudgetView_reserved(ctx, field)
+	case "left":
+		return ec.fieldContext_TokenBudgetView_left(ctx, field)
+	case "burnRate":
+		return ec.fieldContext_TokenBudgetView_burnRate(ctx, field)
+	case "runsOutAt":
+		return ec.fieldContext_TokenBudgetView_runsOutAt(ctx, field)
+	case "startsAt":
+		return ec.fieldContext_TokenBudgetView_startsAt(ctx, field)
+	case "resetsAt":
+		return ec.fieldContext_TokenBudgetView_resetsAt(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type TokenBudgetView", field.Name)
 }
 
 func (ec *executionContext) childFields_UsageKey(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -10256,6 +10456,20 @@ func (ec *executionContext) field_Query_tenants_args(ctx context.Context, rawArg
 		return nil, err
 	}
 	args["after"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_tokenBudgetView_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "project",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOID2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["project"] = arg0
 	return args, nil
 }
 
@@ -12276,6 +12490,38 @@ func (ec *executionContext) fieldContext_BudgetBurnUpdate_policy(_ context.Conte
 		IsResolver: false,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_PolicyView(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _BudgetBurnUpdate_tokenBudgets(ctx context.Context, field graphql.CollectedField, obj *live.BudgetBurnUpdate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_BudgetBurnUpdate_tokenBudgets(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.BudgetBurnUpdate().TokenBudgets(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*llm.TokenBudgetView) graphql.Marshaler {
+			return ec.marshalNTokenBudgetView2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋllmᚐTokenBudgetViewᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_BudgetBurnUpdate_tokenBudgets(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "BudgetBurnUpdate",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_TokenBudgetView(ctx, field)
 		},
 	}
 	return fc, nil
@@ -21819,6 +22065,50 @@ func (ec *executionContext) fieldContext_Query_llmAliases(_ context.Context, fie
 	return fc, nil
 }
 
+func (ec *executionContext) _Query_tokenBudgetView(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_tokenBudgetView(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().TokenBudgetView(ctx, fc.Args["project"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*llm.TokenBudgetView) graphql.Marshaler {
+			return ec.marshalNTokenBudgetView2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋllmᚐTokenBudgetViewᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_tokenBudgetView(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_TokenBudgetView(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_tokenBudgetView_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Query_me(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -25532,6 +25822,305 @@ func (ec *executionContext) _TokenBudget_perUserMoney(ctx context.Context, field
 }
 func (ec *executionContext) fieldContext_TokenBudget_perUserMoney(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("TokenBudget", field, true, true, "Float")
+}
+
+func (ec *executionContext) _TokenBudgetView_projectId(ctx context.Context, field graphql.CollectedField, obj *llm.TokenBudgetView) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TokenBudgetView_projectId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ProjectID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TokenBudgetView_projectId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TokenBudgetView", field, false, false, "ID")
+}
+
+func (ec *executionContext) _TokenBudgetView_projectName(ctx context.Context, field graphql.CollectedField, obj *llm.TokenBudgetView) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TokenBudgetView_projectName(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ProjectName, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TokenBudgetView_projectName(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TokenBudgetView", field, false, false, "String")
+}
+
+func (ec *executionContext) _TokenBudgetView_userName(ctx context.Context, field graphql.CollectedField, obj *llm.TokenBudgetView) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TokenBudgetView_userName(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.TokenBudgetView().UserName(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_TokenBudgetView_userName(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TokenBudgetView", field, true, true, "String")
+}
+
+func (ec *executionContext) _TokenBudgetView_period(ctx context.Context, field graphql.CollectedField, obj *llm.TokenBudgetView) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TokenBudgetView_period(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Period, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.BudgetPeriod) graphql.Marshaler {
+			return ec.marshalNBudgetPeriod2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐBudgetPeriod(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TokenBudgetView_period(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TokenBudgetView", field, false, false, "BudgetPeriod")
+}
+
+func (ec *executionContext) _TokenBudgetView_money(ctx context.Context, field graphql.CollectedField, obj *llm.TokenBudgetView) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TokenBudgetView_money(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Money, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TokenBudgetView_money(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TokenBudgetView", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _TokenBudgetView_limit(ctx context.Context, field graphql.CollectedField, obj *llm.TokenBudgetView) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TokenBudgetView_limit(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.TokenBudgetView().Limit(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v float64) graphql.Marshaler {
+			return ec.marshalNFloat2float64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TokenBudgetView_limit(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TokenBudgetView", field, true, true, "Float")
+}
+
+func (ec *executionContext) _TokenBudgetView_used(ctx context.Context, field graphql.CollectedField, obj *llm.TokenBudgetView) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TokenBudgetView_used(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.TokenBudgetView().Used(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v float64) graphql.Marshaler {
+			return ec.marshalNFloat2float64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TokenBudgetView_used(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TokenBudgetView", field, true, true, "Float")
+}
+
+func (ec *executionContext) _TokenBudgetView_reserved(ctx context.Context, field graphql.CollectedField, obj *llm.TokenBudgetView) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TokenBudgetView_reserved(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.TokenBudgetView().Reserved(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v float64) graphql.Marshaler {
+			return ec.marshalNFloat2float64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TokenBudgetView_reserved(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TokenBudgetView", field, true, true, "Float")
+}
+
+func (ec *executionContext) _TokenBudgetView_left(ctx context.Context, field graphql.CollectedField, obj *llm.TokenBudgetView) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TokenBudgetView_left(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.TokenBudgetView().Left(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v float64) graphql.Marshaler {
+			return ec.marshalNFloat2float64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TokenBudgetView_left(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TokenBudgetView", field, true, true, "Float")
+}
+
+func (ec *executionContext) _TokenBudgetView_burnRate(ctx context.Context, field graphql.CollectedField, obj *llm.TokenBudgetView) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TokenBudgetView_burnRate(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.BurnRate(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v float64) graphql.Marshaler {
+			return ec.marshalNFloat2float64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TokenBudgetView_burnRate(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TokenBudgetView", field, true, false, "Float")
+}
+
+func (ec *executionContext) _TokenBudgetView_runsOutAt(ctx context.Context, field graphql.CollectedField, obj *llm.TokenBudgetView) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TokenBudgetView_runsOutAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RunsOutAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_TokenBudgetView_runsOutAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TokenBudgetView", field, false, false, "Time")
+}
+
+func (ec *executionContext) _TokenBudgetView_startsAt(ctx context.Context, field graphql.CollectedField, obj *llm.TokenBudgetView) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TokenBudgetView_startsAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.StartsAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TokenBudgetView_startsAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TokenBudgetView", field, false, false, "Time")
+}
+
+func (ec *executionContext) _TokenBudgetView_resetsAt(ctx context.Context, field graphql.CollectedField, obj *llm.TokenBudgetView) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TokenBudgetView_resetsAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ResetsAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TokenBudgetView_resetsAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TokenBudgetView", field, false, false, "Time")
 }
 
 func (ec *executionContext) _UsageKey_dimension(ctx context.Context, field graphql.CollectedField, obj *model.UsageKey) (ret graphql.Marshaler) {
@@ -31249,27 +31838,33 @@ func (ec *executionContext) _BudgetBurnUpdate(ctx context.Context, sel ast.Selec
 		case "kind":
 			out.Values[i] = ec._BudgetBurnUpdate_kind(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "at":
 			out.Values[i] = ec._BudgetBurnUpdate_at(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "policy":
 			out.Values[i] = ec._BudgetBurnUpdate_policy(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "tokenBudgets":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._BudgetBurnUpdate_tokenBudgets(ctx, field, obj)
+				})
 		case "alert":
 			out.Values[i] = ec._BudgetBurnUpdate_alert(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "missed":
 			out.Values[i] = ec._BudgetBurnUpdate_missed(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
@@ -34629,6 +35224,12 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_llmAliases(ctx, field)
 				})
+		case "tokenBudgetView":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_tokenBudgetView(ctx, field)
+				})
 		case "me":
 			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
 				true, true,
@@ -35852,6 +36453,104 @@ func (ec *executionContext) _TokenBudget(ctx context.Context, sel ast.SelectionS
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._TokenBudget_perUserMoney(ctx, field, obj)
 				})
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var tokenBudgetViewImplementors = []string{"TokenBudgetView"}
+
+func (ec *executionContext) _TokenBudgetView(ctx context.Context, sel ast.SelectionSet, obj *llm.TokenBudgetView) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, tokenBudgetViewImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("TokenBudgetView")
+		case "projectId":
+			out.Values[i] = ec._TokenBudgetView_projectId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "projectName":
+			out.Values[i] = ec._TokenBudgetView_projectName(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "userName":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._TokenBudgetView_userName(ctx, field, obj)
+				})
+		case "period":
+			out.Values[i] = ec._TokenBudgetView_period(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "money":
+			out.Values[i] = ec._TokenBudgetView_money(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "limit":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._TokenBudgetView_limit(ctx, field, obj)
+				})
+		case "used":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._TokenBudgetView_used(ctx, field, obj)
+				})
+		case "reserved":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._TokenBudgetView_reserved(ctx, field, obj)
+				})
+		case "left":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._TokenBudgetView_left(ctx, field, obj)
+				})
+		case "burnRate":
+			out.Values[i] = ec._TokenBudgetView_burnRate(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "runsOutAt":
+			out.Values[i] = ec._TokenBudgetView_runsOutAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "startsAt":
+			out.Values[i] = ec._TokenBudgetView_startsAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "resetsAt":
+			out.Values[i] = ec._TokenBudgetView_resetsAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -38764,6 +39463,30 @@ func (ec *executionContext) marshalNTokenBudget2ᚖgithubᚗcomᚋkliqueᚑaiᚋ
 func (ec *executionContext) unmarshalNTokenBudgetInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋllmᚐTokenBudgetInput(ctx context.Context, v any) (llm.TokenBudgetInput, error) {
 	res, err := ec.unmarshalInputTokenBudgetInput(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNTokenBudgetView2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋllmᚐTokenBudgetViewᚄ(ctx context.Context, sel ast.SelectionSet, v []*llm.TokenBudgetView) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNTokenBudgetView2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋllmᚐTokenBudgetView(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNTokenBudgetView2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋllmᚐTokenBudgetView(ctx context.Context, sel ast.SelectionSet, v *llm.TokenBudgetView) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "TokenBudgetView!")
+		return graphql.Null
+	}
+	return ec._TokenBudgetView(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalNUpdateUserInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐUpdateUserInput(ctx context.Context, v any) (gqlmodel.UpdateUserInput, error) {

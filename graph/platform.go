@@ -69,6 +69,8 @@ type Platform interface {
 	OverBudget(ctx context.Context, cr *model.ComputeResource) (bool, error)
 	Policy(ctx context.Context, ref string) (*model.ResourcePolicy, error)
 	PolicyViews(ctx context.Context, groupRef string) ([]*platform.PolicyView, error)
+	TokenBudgetViews(ctx context.Context, projectRef string) ([]*platform.TokenBudgetView, error)
+	GroupTokenBudgetViews(ctx context.Context, groupID string) ([]*platform.TokenBudgetView, error)
 	Pool(ctx context.Context, ref string) (*model.Pool, error)
 	PoolAutoscaler(ctx context.Context, poolID string) (*platform.AutoscalerView, error)
 	Profile(ctx context.Context, ref string) (*model.Profile, error)

@@ -10,7 +10,13 @@ import (
 	"time"
 
 	"github.com/klique-ai/klique/internal/platform/live"
+	"github.com/klique-ai/klique/internal/platform/llm"
 )
+
+// TokenBudgets is the resolver for the tokenBudgets field.
+func (r *budgetBurnUpdateResolver) TokenBudgets(ctx context.Context, obj *live.BudgetBurnUpdate) ([]*llm.TokenBudgetView, error) {
+	return r.Svc.GroupTokenBudgetViews(ctx, obj.GroupID)
+}
 
 // UtilizationHistory is the resolver for the utilizationHistory field.
 func (r *queryResolver) UtilizationHistory(ctx context.Context, from *time.Time, to *time.Time, stepSeconds *int) (*live.UtilizationHistory, error) {
@@ -73,7 +79,13 @@ func (r *subscriptionResolver) BudgetBurn(ctx context.Context, policy string) (<
 	return shared(ctx, ch, err)
 }
 
+// BudgetBurnUpdate returns BudgetBurnUpdateResolver implementation.
+func (r *Resolver) BudgetBurnUpdate() BudgetBurnUpdateResolver { return &budgetBurnUpdateResolver{r} }
+
 // Subscription returns SubscriptionResolver implementation.
 func (r *Resolver) Subscription() SubscriptionResolver { return &subscriptionResolver{r} }
 
-type subscriptionResolver struct{ *Resolver }
+type (
+	budgetBurnUpdateResolver struct{ *Resolver }
+	subscriptionResolver     struct{ *Resolver }
+)

@@ -32,6 +32,7 @@ type Platform interface {
 	TaskReason(ctx context.Context, t *model.Task) (string, error)
 	Tasks(ctx context.Context, f platform.TaskListFilter, page platform.Page) ([]*model.Task, error)
 	Usage(ctx context.Context, in platform.UsageQuery) ([]platform.UsageRow, error)
+	TokenBudgetViews(ctx context.Context, projectRef string) ([]*platform.TokenBudgetView, error)
 	Worker(ctx context.Context, id string) (*platform.WorkerView, error)
 }
 

@@ -95,6 +95,45 @@ type usageView struct {
 	To   string     `json:"to"`
 	By   []string   `json:"by"`
 	Rows []usageRow `json:"rows" jsonschema:"one per combination of the breakdown; none when there was no usage"`
+	// TokenBudgets are the current period's, whatever the range: what
+	// the gateway lets through next is what matters to an agent.
+	TokenBudgets []tokenBudgetRow `json:"tokenBudgets" jsonschema:"the token and money budgets in their current period, as the gateway enforces them (whatever the range): each project's and your part of it"`
+}
+
+type tokenBudgetRow struct {
+	Project   string  `json:"project"`
+	User      string  `json:"user,omitempty" jsonschema:"the user whose part of the project's budget this is; empty for the project's whole budget"`
+	Period    string  `json:"period"`
+	Unit      string  `json:"unit" jsonschema:"tokens, or money (the models' currency)"`
+	Limit     float64 `json:"limit"`
+	Used      float64 `json:"used" jsonschema:"what settled calls spent in the period"`
+	Reserved  float64 `json:"reserved" jsonschema:"what calls in flight hold until they settle"`
+	Left      float64 `json:"left" jsonschema:"what a new call may still reserve: limit less used and reserved"`
+	BurnRate  float64 `json:"burnRate" jsonschema:"spend per hour over the last hour"`
+	RunsOutAt string  `json:"runsOutAt,omitempty" jsonschema:"when left reaches zero at the burn rate; empty if not before the reset"`
+	ResetsAt  string  `json:"resetsAt"`
+}
+
+// tokenBudgetRows turns the platform's budget views into the tool's rows;
+// mine keeps only the caller's own parts.
+func tokenBudgetRows(views []*platform.TokenBudgetView, mine string) []tokenBudgetRow {
+	out := []tokenBudgetRow{}
+	for _, v := range views {
+		if mine != "" && v.UserName != mine {
+			continue
+		}
+		r := tokenBudgetRow{Project: v.ProjectName, User: v.UserName, Period: string(v.Period), Unit: "tokens",
+			Limit: v.Amount(v.Limit), Used: v.Amount(v.Used), Reserved: v.Amount(v.Reserved), Left: v.Amount(v.Left),
+			BurnRate: v.BurnRate(), ResetsAt: stamp(v.ResetsAt)}
+		if v.Money {
+			r.Unit = "money"
+		}
+		if v.RunsOutAt != nil {
+			r.RunsOutAt = stamp(*v.RunsOutAt)
+		}
+		out = append(out, r)
+	}
+	return out
 }
 
 func (s *Server) addEstateTools() {
@@ -104,7 +143,8 @@ func (s *Server) addEstateTools() {
 		s.listComputeResources)
 	addTool(s, toolDef{name: "get_usage", title: "Read usage",
 		description: "GPU-hours, budget hours and cost of GPU work, and calls, tokens and cost of model calls, over a time range: " +
-			"yours (mine), a project's, a group's, or all you may see, broken down as asked.",
+			"yours (mine), a project's, a group's, or all you may see, broken down as asked; " +
+			"with the token and money budgets in their current period (used, reserved by calls in flight, left, burn rate, projected run-out).",
 		enums: map[string][]string{"by": platform.UsageDimensions()}}, s.usage)
 }
 
@@ -198,7 +238,15 @@ func (s *Server) usage(ctx context.Context, in *usageArgs) (*usageView, string, 
 	if err != nil {
 		return nil, "", err
 	}
-	out := &usageView{From: stamp(from), To: stamp(to), By: append([]string{}, in.By...), Rows: []usageRow{}}
+	budgets, err := s.o.Service.TokenBudgetViews(ctx, in.Project)
+	if err != nil {
+		return nil, "", err
+	}
+	mine := ""
+	if in.Mine {
+		mine = p.UserName
+	}
+	out := &usageView{From: stamp(from), To: stamp(to), By: append([]string{}, in.By...), Rows: []usageRow{}, TokenBudgets: tokenBudgetRows(budgets, mine)}
 	for _, r := range rows {
 		row := usageRow{GPUHours: hours(r.MicroGPUHours), BudgetHours: hours(r.MicroBudgetHours), Cost: r.Cost, Currency: r.Currency,
 			Calls: r.Calls, InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, TokenCost: money(r.TokenCostMicros), TokenCurrency: r.TokenCurrency}

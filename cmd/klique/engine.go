@@ -107,14 +107,25 @@ func newPolicyCmd(c *cli) *cobra.Command {
 
 func newUsageCmd(c *cli) *cobra.Command {
 	var from, to, by, user, project, group string
+	var budgetsOnly bool
 	cmd := &cobra.Command{
 		Use:   "usage",
-		Short: "GPU-hours, budget hours, model calls, tokens and their cost from the usage ledger",
+		Short: "GPU-hours, budget hours, model calls, tokens and their cost from the usage ledger, and the token budgets left",
+		Long: `GPU-hours, budget hours, model calls, tokens and their cost from the usage ledger.
+The table ends with the token and money budgets in their current period, as
+the gateway enforces them: used, reserved by calls in flight, left, the burn
+rate over the last hour and when the budget runs out at that rate. --budgets
+shows the budgets alone (with -o json for scripts; the ledger's rows stay
+what -o json prints without it).`,
 		Example: `  klique usage --from 2026-11-01 --to 2026-12-01 --by group,pool
   klique usage --by user --project fraud-models -o json
-  klique usage --by project,model`,
+  klique usage --by project,model
+  klique usage --budgets --project fraud-models`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if budgetsOnly {
+				return c.tokenBudgets(cmd, project, true)
+			}
 			f, t, err := usageRange(from, to)
 			if err != nil {
 				return err
@@ -161,12 +172,13 @@ func newUsageCmd(c *cli) *cobra.Command {
 			}
 			if len(rows) == 0 {
 				fmt.Fprintf(c.err, "no usage from %s to %s\n", f.Format(time.RFC3339), t.Format(time.RFC3339))
-				return nil
+			} else {
+				c.table(header, rows)
 			}
-			c.table(header, rows)
-			return nil
+			return c.tokenBudgets(cmd, project, false)
 		},
 	}
+	cmd.Flags().BoolVar(&budgetsOnly, "budgets", false, "show only the token and money budgets in their current period (used, reserved, left, burn rate, run-out)")
 	cmd.Flags().StringVar(&from, "from", "", "start of the range: a date (2026-11-01) or RFC 3339 time (default: the 1st of this month, UTC)")
 	cmd.Flags().StringVar(&to, "to", "", "end of the range (default: now)")
 	cmd.Flags().StringVar(&by, "by", "", "group by: user, project, group, pool, gpu_class, compute_resource, profile, alias, model (comma-separated; model calls have no pool, GPU class, compute resource or profile and GPU work no alias or model: those rows show —)")
@@ -212,4 +224,61 @@ func usageRange(from, to string) (time.Time, time.Time, error) {
 	}
 	t, err := parse("to", to, now.Add(time.Second))
 	return f, t, err
+}
+
+// tokenBudgets shows the token and money budgets in their current period
+// (of project, or of every project the caller sees): alone, or after the
+// usage table, parted from it by a blank line.
+func (c *cli) tokenBudgets(cmd *cobra.Command, project string, alone bool) error {
+	cl, err := c.client(cmd.Context())
+	if err != nil {
+		return err
+	}
+	var p any
+	if project != "" {
+		p = project
+	}
+	var out struct {
+		TokenBudgetView []map[string]any
+	}
+	if err := cl.Do(cmd.Context(), `query($p: ID) { tokenBudgetView(project: $p) { projectName userName period money limit used reserved left burnRate runsOutAt resetsAt } }`,
+		map[string]any{"p": p}, &out); err != nil {
+		return err
+	}
+	if alone && c.output != "table" {
+		return c.print(out.TokenBudgetView)
+	}
+	if len(out.TokenBudgetView) == 0 {
+		if alone {
+			fmt.Fprintln(c.err, "no token budgets you may see")
+		}
+		return nil
+	}
+	var rows [][]string
+	for _, b := range out.TokenBudgetView {
+		amount := func(k string) string {
+			f, _ := b[k].(float64)
+			if b["money"] == true {
+				return fmt.Sprintf("%.2f", f)
+			}
+			return fmt.Sprintf("%.0f", f)
+		}
+		unit, user, runsOut := "tokens", str(b, "userName"), str(b, "runsOutAt")
+		if b["money"] == true {
+			unit = "money"
+		}
+		if user == "" {
+			user = "(project)"
+		}
+		if runsOut == "" {
+			runsOut = "not before reset"
+		}
+		rows = append(rows, []string{str(b, "projectName"), user, strings.ToLower(str(b, "period")), unit,
+			amount("limit"), amount("used"), amount("reserved"), amount("left"), amount("burnRate"), runsOut, str(b, "resetsAt")})
+	}
+	if !alone {
+		fmt.Fprintln(c.out)
+	}
+	c.table([]string{"PROJECT", "USER", "PERIOD", "UNIT", "LIMIT", "USED", "RESERVED", "LEFT", "BURN/H", "RUNS OUT", "RESETS"}, rows)
+	return nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -52,7 +53,12 @@ func TestUsageCommandShowsTokens(t *testing.T) {
 	}
 
 	out := klique("usage", "--by", "alias")
-	lines := strings.Split(strings.TrimSpace(out), "\n")
+	// The ledger's rows, then (after a blank line) the token budgets.
+	ledger, budgets, _ := strings.Cut(strings.TrimSpace(out), "\n\n")
+	if !strings.HasPrefix(strings.Join(strings.Fields(budgets), " "), "PROJECT USER PERIOD UNIT LIMIT USED RESERVED LEFT") {
+		t.Errorf("usage --by alias does not end with the token budgets:\n%s", out)
+	}
+	lines := strings.Split(ledger, "\n")
 	if len(lines) != 3 || strings.Join(strings.Fields(lines[0]), " ") != "ALIAS GPU-HOURS BUDGET HOURS COST CALLS INPUT TOKENS OUTPUT TOKENS TOKEN COST" {
 		t.Fatalf("usage --by alias:\n%s", out)
 	}
@@ -66,6 +72,64 @@ func TestUsageCommandShowsTokens(t *testing.T) {
 	for _, want := range []string{`"calls": 2`, `"inputTokens": 6200`, `"tokenCurrency": "USD"`} {
 		if !strings.Contains(out, want) {
 			t.Errorf("usage -o json lacks %s:\n%s", want, out)
+		}
+	}
+}
+
+// TestUsageCommandShowsTokenBudgets runs `klique usage --budgets` against a
+// control plane whose ledger holds a call in fraud-models, whose token
+// budget (the example estate's: 50M a month, 5M per user) it moves.
+func TestUsageCommandShowsTokenBudgets(t *testing.T) {
+	const key = "klique-usage-test-bootstrap-key-0123456789abcdefghij"
+	ctx, app := startControlPlane(t, key, 30*time.Second)
+	t.Setenv("KLIQUE_CONFIG", filepath.Join(t.TempDir(), "none.json"))
+	t.Setenv("KLIQUE_SERVER", app.URL())
+	t.Setenv("KLIQUE_API_KEY", key)
+	t.Setenv("KLIQUE_TOKEN", "")
+	klique := func(args ...string) string {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		if code := run(ctx, args, strings.NewReader(""), &out, &errOut); code != 0 {
+			t.Fatalf("klique %s: exit %d: %s", strings.Join(args, " "), code, errOut.String())
+		}
+		return out.String()
+	}
+	klique("apply", "-f", "../../examples/estate.yaml")
+	var me struct {
+		Me struct {
+			User   struct{ ID string }
+			Tenant struct{ ID string }
+		}
+		Project struct{ ID string }
+	}
+	if err := client.New(app.URL(), key).Do(ctx, `{ me { user { id } tenant { id } } project(id: "fraud-models") { id } }`, nil, &me); err != nil {
+		t.Fatal(err)
+	}
+	if err := app.Store.InsertModelCalls(ctx, []*model.ModelCall{{ID: "b-1", TenantID: me.Me.Tenant.ID, At: time.Now().UTC(),
+		UserID: me.Me.User.ID, UserName: "admin", ProjectID: me.Project.ID, ProjectName: "fraud-models",
+		Alias: "chat", Model: "gpt-4o", InputTokens: 1200, OutputTokens: 300, Status: 200, Outcome: model.CallOK}}); err != nil {
+		t.Fatal(err)
+	}
+
+	out := klique("usage", "--budgets")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 3 || strings.Join(strings.Fields(lines[0]), " ") != "PROJECT USER PERIOD UNIT LIMIT USED RESERVED LEFT BURN/H RUNS OUT RESETS" {
+		t.Fatalf("usage --budgets:\n%s", out)
+	}
+	// The burn rate is the last hour's spend per hour (more in a period
+	// younger than an hour): 1500 or more, and the budget lasts.
+	for i, want := range []string{"fraud-models (project) month tokens 50000000 1500 0 49998500",
+		"fraud-models admin month tokens 5000000 1500 0 4998500"} {
+		f := strings.Fields(lines[i+1])
+		burn, _ := strconv.ParseFloat(f[8], 64)
+		if got := strings.Join(f[:8], " "); got != want || burn < 1500 || strings.Join(f[9:12], " ") != "not before reset" {
+			t.Errorf("row %d: %q, want %q…", i+1, lines[i+1], want)
+		}
+	}
+	out = klique("usage", "--budgets", "--project", "fraud-models", "-o", "json")
+	for _, want := range []string{`"used": 1500`, `"reserved": 0`, `"left": 49998500`, `"userName": "admin"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("usage --budgets -o json lacks %s:\n%s", want, out)
 		}
 	}
 }

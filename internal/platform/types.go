@@ -73,6 +73,9 @@ type (
 	LLMRouteInput      = llm.LLMRouteInput
 	LLMTargetInput     = llm.LLMTargetInput
 	LimitWindow        = llm.LimitWindow
+	HeldBudget         = llm.HeldBudget
+	BudgetReader       = llm.BudgetReader
+	TokenBudgetView    = llm.TokenBudgetView
 	ModelGrant         = llm.ModelGrant
 	RateLimitInput     = llm.RateLimitInput
 	SpendQuery         = llm.SpendQuery

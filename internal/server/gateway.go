@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net"
@@ -50,6 +51,7 @@ func startGateway(cfg *config.Config, log *slog.Logger, svc *platform.Service, a
 		limiter = &limits.Failover{Primary: limits.NewRedis(client, "klique:"), Fallback: limits.NewReseedingMemory(fallbackReseed),
 			Log: log.With("component", "gateway"), OnChange: metrics.SetDegraded}
 	}
+	svc.SetBudgetReader(budgetReader(limiter))
 	gw := gateway.New(gateway.Options{Service: svc, Auth: auth, Limiter: limiter, Log: log.With("component", "gateway"),
 		MaxBody: cfg.MaxBodyBytes, Metrics: metrics})
 	h.route("/v1/", "gateway", gw)
@@ -94,4 +96,28 @@ func invalidateCredentialsOn(bus events.Broker, auth *identity.Authenticator) {
 			auth.Invalidate()
 		}
 	}()
+}
+
+// budgetReader lets the budgets people read come from the limiter the
+// gateway enforces them with, so that what they see is what it enforces.
+func budgetReader(l limits.Limiter) platform.BudgetReader {
+	h, ok := l.(limits.Holder)
+	if !ok {
+		return nil
+	}
+	return func(ctx context.Context, ws []platform.LimitWindow, now time.Time) ([]platform.HeldBudget, error) {
+		in := make([]limits.Window, len(ws))
+		for i, w := range ws {
+			in[i] = limits.Window{Key: w.Key, Limit: w.Limit, Ends: w.Ends, Seeded: w.Budget}
+		}
+		got, err := h.Holdings(ctx, in, now)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]platform.HeldBudget, len(got))
+		for i, g := range got {
+			out[i] = platform.HeldBudget{Count: g.Count, Reserved: g.Reserved, Counted: g.Counted}
+		}
+		return out, nil
+	}
 }

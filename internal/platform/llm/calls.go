@@ -442,7 +442,7 @@ func limitWindows(g *model.Gateway, p *identity.Principal, pr *model.Project, a 
 			continue
 		}
 		from, to := engine.PeriodStart(b.Period, now), engine.PeriodEnd(b.Period, now)
-		base := p.TenantID + "/budget/" + pr.ID + "/" + string(b.Period) + "/" + strconv.FormatInt(from.Unix(), 10)
+		base := budgetKey(p.TenantID, pr.ID, b.Period, from)
 		spend := SpendQuery{TenantID: p.TenantID, ProjectID: pr.ID, From: from, To: to}
 		per := periodWord(b.Period)
 		add := func(key string, limit int64, unit WindowUnit, q SpendQuery, what string) {
@@ -454,13 +454,23 @@ func limitWindows(g *model.Gateway, p *identity.Principal, pr *model.Project, a 
 		add(base+"/money", b.Micros, UnitMicros, spend, fmt.Sprintf("the %s budget of project %s (%s)", per, pr.Name, decimalMicros(b.Micros)))
 		mine := spend
 		mine.UserID = p.UserID
-		add(base+"/u/"+p.UserID+"/tok", b.PerUserTokens, UnitTokens, mine,
+		add(userBudgetKey(base, p.UserID)+"/tok", b.PerUserTokens, UnitTokens, mine,
 			fmt.Sprintf("your %s token limit in project %s (%d tokens)", per, pr.Name, b.PerUserTokens))
-		add(base+"/u/"+p.UserID+"/money", b.PerUserMicros, UnitMicros, mine,
+		add(userBudgetKey(base, p.UserID)+"/money", b.PerUserMicros, UnitMicros, mine,
 			fmt.Sprintf("your %s spending limit in project %s (%s)", per, pr.Name, decimalMicros(b.PerUserMicros)))
 	}
 	return out
 }
+
+// budgetKey names a project's budget counters in a period; the budgets
+// people read (TokenBudgetViews) name the same counters, so that they show
+// what the gateway enforces.
+func budgetKey(tenantID, projectID string, period model.BudgetPeriod, from time.Time) string {
+	return tenantID + "/budget/" + projectID + "/" + string(period) + "/" + strconv.FormatInt(from.Unix(), 10)
+}
+
+// userBudgetKey names one user's part of a project's budget counters.
+func userBudgetKey(base, userID string) string { return base + "/u/" + userID }
 
 func periodWord(p model.BudgetPeriod) string {
 	switch p {

@@ -6,7 +6,11 @@
 // ledger rows of the calls made.
 package llm
 
-import "github.com/klique-ai/klique/internal/platform/kernel"
+import (
+	"sync/atomic"
+
+	"github.com/klique-ai/klique/internal/platform/kernel"
+)
 
 // LLM is the LLM domain. Its caches keep the request path of the gateway
 // off the store and the vault.
@@ -16,6 +20,9 @@ type LLM struct {
 	guards  guardCache
 	windows windowCache
 	aliases aliasIndexes
+	// held reads the gateway's limiter for the budgets people read (see
+	// SetBudgetReader).
+	held atomic.Pointer[BudgetReader]
 }
 
 // New returns the LLM domain over a kernel.
