@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -10,37 +11,13 @@ import (
 
 	"github.com/klique-ai/klique/internal/client"
 	"github.com/klique-ai/klique/internal/model"
+	"github.com/klique-ai/klique/internal/server"
 )
 
 // TestUsageCommandShowsTokens runs `klique usage` against a control plane
 // whose ledger holds model calls, and checks the token columns.
 func TestUsageCommandShowsTokens(t *testing.T) {
-	const key = "klique-usage-test-bootstrap-key-0123456789abcdefghij"
-	ctx, app := startControlPlane(t, key, 30*time.Second)
-	t.Setenv("KLIQUE_CONFIG", filepath.Join(t.TempDir(), "none.json"))
-	t.Setenv("KLIQUE_SERVER", app.URL())
-	t.Setenv("KLIQUE_API_KEY", key)
-	t.Setenv("KLIQUE_TOKEN", "")
-
-	klique := func(args ...string) string {
-		t.Helper()
-		var out, errOut bytes.Buffer
-		if code := run(ctx, args, strings.NewReader(""), &out, &errOut); code != 0 {
-			t.Fatalf("klique %s: exit %d: %s", strings.Join(args, " "), code, errOut.String())
-		}
-		return out.String()
-	}
-	klique("apply", "-f", "../../examples/estate.yaml")
-	var me struct {
-		Me struct {
-			User   struct{ ID string }
-			Tenant struct{ ID string }
-		}
-		Project struct{ ID string }
-	}
-	if err := client.New(app.URL(), key).Do(ctx, `{ me { user { id } tenant { id } } project(id: "shared-eval") { id } }`, nil, &me); err != nil {
-		t.Fatal(err)
-	}
+	ctx, app, klique, me := usageControlPlane(t, "shared-eval")
 	at := time.Now().UTC().Add(-time.Minute)
 	calls := []*model.ModelCall{
 		{ID: "u-1", TenantID: me.Me.Tenant.ID, At: at, UserID: me.Me.User.ID, UserName: "admin", ProjectID: me.Project.ID, ProjectName: "shared-eval",
@@ -80,31 +57,7 @@ func TestUsageCommandShowsTokens(t *testing.T) {
 // control plane whose ledger holds a call in fraud-models, whose token
 // budget (the example estate's: 50M a month, 5M per user) it moves.
 func TestUsageCommandShowsTokenBudgets(t *testing.T) {
-	const key = "klique-usage-test-bootstrap-key-0123456789abcdefghij"
-	ctx, app := startControlPlane(t, key, 30*time.Second)
-	t.Setenv("KLIQUE_CONFIG", filepath.Join(t.TempDir(), "none.json"))
-	t.Setenv("KLIQUE_SERVER", app.URL())
-	t.Setenv("KLIQUE_API_KEY", key)
-	t.Setenv("KLIQUE_TOKEN", "")
-	klique := func(args ...string) string {
-		t.Helper()
-		var out, errOut bytes.Buffer
-		if code := run(ctx, args, strings.NewReader(""), &out, &errOut); code != 0 {
-			t.Fatalf("klique %s: exit %d: %s", strings.Join(args, " "), code, errOut.String())
-		}
-		return out.String()
-	}
-	klique("apply", "-f", "../../examples/estate.yaml")
-	var me struct {
-		Me struct {
-			User   struct{ ID string }
-			Tenant struct{ ID string }
-		}
-		Project struct{ ID string }
-	}
-	if err := client.New(app.URL(), key).Do(ctx, `{ me { user { id } tenant { id } } project(id: "fraud-models") { id } }`, nil, &me); err != nil {
-		t.Fatal(err)
-	}
+	ctx, app, klique, me := usageControlPlane(t, "fraud-models")
 	if err := app.Store.InsertModelCalls(ctx, []*model.ModelCall{{ID: "b-1", TenantID: me.Me.Tenant.ID, At: time.Now().UTC(),
 		UserID: me.Me.User.ID, UserName: "admin", ProjectID: me.Project.ID, ProjectName: "fraud-models",
 		Alias: "chat", Model: "gpt-4o", InputTokens: 1200, OutputTokens: 300, Status: 200, Outcome: model.CallOK}}); err != nil {
@@ -132,4 +85,41 @@ func TestUsageCommandShowsTokenBudgets(t *testing.T) {
 			t.Errorf("usage --budgets -o json lacks %s:\n%s", want, out)
 		}
 	}
+}
+
+// usageIDs are the ids a usage test writes ledger rows under: the
+// bootstrap admin's, its tenant's and a project's of the example estate.
+type usageIDs struct {
+	Me struct {
+		User   struct{ ID string }
+		Tenant struct{ ID string }
+	}
+	Project struct{ ID string }
+}
+
+// usageControlPlane starts a control plane with the example estate applied
+// and returns a way to run the CLI against it as its admin, and the ids of
+// the admin, the tenant and project.
+func usageControlPlane(t *testing.T, project string) (context.Context, *server.App, func(args ...string) string, usageIDs) {
+	t.Helper()
+	const key = "klique-usage-test-bootstrap-key-0123456789abcdefghij"
+	ctx, app := startControlPlane(t, key, 30*time.Second)
+	t.Setenv("KLIQUE_CONFIG", filepath.Join(t.TempDir(), "none.json"))
+	t.Setenv("KLIQUE_SERVER", app.URL())
+	t.Setenv("KLIQUE_API_KEY", key)
+	t.Setenv("KLIQUE_TOKEN", "")
+	klique := func(args ...string) string {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		if code := run(ctx, args, strings.NewReader(""), &out, &errOut); code != 0 {
+			t.Fatalf("klique %s: exit %d: %s", strings.Join(args, " "), code, errOut.String())
+		}
+		return out.String()
+	}
+	klique("apply", "-f", "../../examples/estate.yaml")
+	var me usageIDs
+	if err := client.New(app.URL(), key).Do(ctx, `query($p: ID!) { me { user { id } tenant { id } } project(id: $p) { id } }`, map[string]any{"p": project}, &me); err != nil {
+		t.Fatal(err)
+	}
+	return ctx, app, klique, me
 }
