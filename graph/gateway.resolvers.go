@@ -7,9 +7,11 @@ package graph
 
 import (
 	"context"
+	"time"
 
 	"github.com/klique-ai/klique/graph/gqlmodel"
 	"github.com/klique-ai/klique/internal/model"
+	"github.com/klique-ai/klique/internal/platform/live"
 	"github.com/klique-ai/klique/internal/platform/llm"
 )
 
@@ -41,6 +43,11 @@ func (r *lLMModelResolver) OutputPrice(ctx context.Context, obj *model.LLMModel)
 // TimeoutSeconds is the resolver for the timeoutSeconds field.
 func (r *lLMProviderResolver) TimeoutSeconds(ctx context.Context, obj *model.Provider) (float64, error) {
 	return obj.Timeout.Seconds(), nil
+}
+
+// Reason is the resolver for the reason field.
+func (r *lLMRefusalResolver) Reason(ctx context.Context, obj *model.ModelCall) (string, error) {
+	return llm.RefusalReason(obj), nil
 }
 
 // TimeoutSeconds is the resolver for the timeoutSeconds field.
@@ -138,9 +145,33 @@ func (r *queryResolver) TokenBudgetView(ctx context.Context, project *string) ([
 	return r.Svc.TokenBudgetViews(ctx, deref(project))
 }
 
+// LlmRefusals is the resolver for the llmRefusals field.
+func (r *queryResolver) LlmRefusals(ctx context.Context, since *time.Time, limit *int) ([]*model.ModelCall, error) {
+	var from time.Time
+	if since != nil {
+		from = *since
+	}
+	n := llm.DefaultRefusals
+	if limit != nil {
+		n = *limit
+	}
+	return r.Svc.ModelRefusals(ctx, from, n)
+}
+
+// LlmEndpointHealth is the resolver for the llmEndpointHealth field.
+func (r *queryResolver) LlmEndpointHealth(ctx context.Context) ([]*llm.EndpointHealth, error) {
+	return r.Svc.EndpointHealths(ctx)
+}
+
 // TokensPerMinute is the resolver for the tokensPerMinute field.
 func (r *rateLimitResolver) TokensPerMinute(ctx context.Context, obj *model.RateLimit) (float64, error) {
 	return float64(obj.TokensPerMinute), nil
+}
+
+// GatewayTraffic is the resolver for the gatewayTraffic field.
+func (r *subscriptionResolver) GatewayTraffic(ctx context.Context) (<-chan *live.GatewayTraffic, error) {
+	ch, err := r.Svc.SubscribeGatewayTraffic(ctx)
+	return shared(ctx, ch, err)
 }
 
 // Tokens is the resolver for the tokens field.
@@ -200,6 +231,9 @@ func (r *Resolver) LLMModel() LLMModelResolver { return &lLMModelResolver{r} }
 // LLMProvider returns LLMProviderResolver implementation.
 func (r *Resolver) LLMProvider() LLMProviderResolver { return &lLMProviderResolver{r} }
 
+// LLMRefusal returns LLMRefusalResolver implementation.
+func (r *Resolver) LLMRefusal() LLMRefusalResolver { return &lLMRefusalResolver{r} }
+
 // LLMRoute returns LLMRouteResolver implementation.
 func (r *Resolver) LLMRoute() LLMRouteResolver { return &lLMRouteResolver{r} }
 
@@ -216,20 +250,9 @@ type (
 	lLMGuardrailsResolver   struct{ *Resolver }
 	lLMModelResolver        struct{ *Resolver }
 	lLMProviderResolver     struct{ *Resolver }
+	lLMRefusalResolver      struct{ *Resolver }
 	lLMRouteResolver        struct{ *Resolver }
 	rateLimitResolver       struct{ *Resolver }
 	tokenBudgetResolver     struct{ *Resolver }
 	tokenBudgetViewResolver struct{ *Resolver }
 )
-
-// !!! WARNING !!!
-// The code below was going to be deleted when updating resolvers. It has been copied here so you have
-// one last chance to move it out of harms way if you want. There are two reasons this happens:
-//  - When renaming or deleting a resolver the old code will be put in here. You can safely delete
-//    it when you're done.
-//  - You have helper methods in this file. Move them out to keep these resolver files clean.
-/*
-	func (r *tokenBudgetViewResolver) BurnRate(ctx context.Context, obj *llm.TokenBudgetView) (float64, error) {
-	return obj.BurnRate(), nil
-}
-*/
