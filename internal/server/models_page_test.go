@@ -15,8 +15,13 @@ import (
 // modelsCall makes one chat completion as key for project with content.
 func modelsCall(t *testing.T, url, key, project, content string) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, url+"/v1/chat/completions",
-		strings.NewReader(fmt.Sprintf(`{"model":"chat","max_tokens":100,"messages":[{"role":"user","content":%q}]}`, content)))
+	return modelsCallBody(t, url, key, project, fmt.Sprintf(`{"model":"chat","max_tokens":100,"messages":[{"role":"user","content":%q}]}`, content))
+}
+
+// modelsCallBody posts a chat completion request as key for project.
+func modelsCallBody(t *testing.T, url, key, project, body string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+key)
 	req.Header.Set("X-Klique-Project", project)
 	resp, err := http.DefaultClient.Do(req)
@@ -24,8 +29,8 @@ func modelsCall(t *testing.T, url, key, project, content string) (int, string) {
 		t.Fatalf("call: %v", err)
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(body)
+	answer, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(answer)
 }
 
 const trafficSubscription = `subscription { gatewayTraffic { at windowSeconds callsPerMinute tokensPerMinute aliases { alias callsPerMinute tokensPerMinute inputTokensPerMinute outputTokensPerMinute } } }`

@@ -10,8 +10,9 @@ import * as policy from './pages/policy.js';
 import * as usage from './pages/usage.js';
 import * as task from './pages/task.js';
 import * as estate from './pages/estate.js';
+import * as models from './pages/models.js';
 
-const pages = { orchestration, queues, policy, usage, task, estate };
+const pages = { orchestration, queues, policy, usage, models, task, estate };
 const main = document.getElementById('main');
 let stopPage = null;
 let viewer = null;
