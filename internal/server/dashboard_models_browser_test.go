@@ -1,8 +1,10 @@
 package server_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 )
@@ -11,7 +13,9 @@ import (
 // real browser as a member, opens the Models page, makes a real call
 // through the gateway (POST /v1/chat/completions with the member's key, to
 // a model server on loopback), and sees the call's tokens appear on the
-// page without a reload, carried by the gatewayTraffic subscription.
+// page without a reload, carried by the gatewayTraffic subscription; a
+// call a guardrail blocks then shows among the refusals with its reason.
+// The admin's page has the route with its endpoint's health.
 func TestDashboardModelsPageShowsACallLive(t *testing.T) {
 	requireChromium(t)
 	t.Parallel()
@@ -24,7 +28,7 @@ func TestDashboardModelsPageShowsACallLive(t *testing.T) {
 	ts.mustGQL(t, adminKey, `mutation($in: LLMRouteInput!) { putLLMRoute(input: $in) { changes { action } } }`,
 		map[string]any{"in": map[string]any{"name": "local", "endpoints": []any{mdl.URL + "/v1"}}})
 	ts.mustGQL(t, adminKey, `mutation { putLLMModel(input: {name: "mock", route: "local", inputPrice: 0.2, outputPrice: 0.2}) { changes { action } } }`, nil)
-	ts.mustGQL(t, adminKey, `mutation { putLLMAlias(input: {name: "agent-chat", rules: [{groups: ["ml-research"], targets: [{model: "mock"}]}]}) { changes { action } } }`, nil)
+	ts.mustGQL(t, adminKey, `mutation { putLLMAlias(input: {name: "agent-chat", rules: [{groups: ["ml-research"], targets: [{model: "mock"}]}], guardrails: {deny: ["(?i)forbidden"]}}) { changes { action } } }`, nil)
 	ts.mustGQL(t, adminKey, `mutation { createUser(input: {name: "alice", role: MEMBER, groups: [{group: "ml-research"}]}) { id } }`, nil)
 	alice := str(ts.mustGQL(t, adminKey, `mutation { createAPIKey(input: {name: "dashboard", user: "alice"}) { secret } }`, nil), "createAPIKey", "secret")
 
@@ -89,4 +93,51 @@ func TestDashboardModelsPageShowsACallLive(t *testing.T) {
 	if text := pageText(t, ctx, "#models-tokens"); !strings.Contains(text, "alice") || !strings.Contains(text, "fraud-models") {
 		t.Errorf("the tokens report reads %q, want alice's call in fraud-models on mock", text)
 	}
+	// Download CSV saves the same report, by user, project and model.
+	evalJS[bool](t, ctx, `{
+		window.__downloads = [];
+		HTMLAnchorElement.prototype.click = function () { window.__downloads.push({name: this.download, href: this.href}); };
+		const make = URL.createObjectURL;
+		URL.createObjectURL = (blob) => { window.__blob = blob; return make(blob); };
+		true }`)
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#models-csv"))); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(uiWait); evalJS[int](t, ctx, `window.__downloads.length`) == 0; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("Download CSV saved nothing; the page shows:\n%s", pageText(t, ctx, "main"))
+		}
+	}
+	csv, err := chromedp.Run(ctx, chromedp.Evaluate[string](`window.__blob.text()`, chromedp.EvalAwaitPromise))
+	if err != nil {
+		t.Fatalf("read the downloaded CSV: %v", err)
+	}
+	if lines := strings.Split(strings.TrimSpace(csv), "\n"); !strings.HasPrefix(lines[0], "user_id,user,project_id,project,model_id,model,") ||
+		!strings.Contains(csv, ",alice,") || !strings.Contains(csv, ",fraud-models,") || !strings.Contains(csv, ",mock,") {
+		t.Errorf("the downloaded CSV:\n%s\nwant a header by user, project and model and alice's call on mock", csv)
+	}
+
+	if code, body := modelsCallBody(t, ts.url, alice, "fraud-models", `{"model":"agent-chat","messages":[{"role":"user","content":"a forbidden word"}]}`); code != 400 {
+		t.Fatalf("the blocked call: HTTP %d %s", code, body)
+	}
+	waitForText(t, ctx, "#models-refusals", "blocked by guardrail", uiWait)
+	if text := pageText(t, ctx, "#models-refusals"); !strings.Contains(text, "alice") || !strings.Contains(text, "agent-chat") {
+		t.Errorf("the refusals read %q, want alice's blocked call to agent-chat", text)
+	}
+
+	// The admin's page: the route's endpoint, healthy, and no error.
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#signout")), chromedp.WaitVisible(chromedp.CSS("#apikey")),
+		chromedp.SendKeys(chromedp.CSS("#apikey"), adminKey), chromedp.Click(chromedp.CSS(`#signin button[type="submit"]`))); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate(ts.url+"/#/models")); err != nil {
+		t.Fatal(err)
+	}
+	waitForText(t, ctx, fmt.Sprintf(`#models-estate tr[data-endpoint=%q]`, mdl.URL+"/v1"), "healthy", uiWait)
+	waitForText(t, ctx, "#models-aliases", "ml-research → mock", uiWait)
+	waitForText(t, ctx, "#models-traffic", "agent-chat", uiWait)
+	if errs := evalJS[int](t, ctx, `document.querySelectorAll("main .error").length`); errs > 0 {
+		t.Fatalf("the admin's Models page shows an error:\n%s", pageText(t, ctx, "main"))
+	}
+	screenshot(t, ctx, shots, "models-admin.png")
 }

@@ -83,7 +83,9 @@ async function start() {
   document.getElementById('who').textContent = `${viewer.user.name} · ${viewer.tenant.name} · ${viewer.user.role.toLowerCase().replace('_', ' ')}`;
   const out = document.getElementById('signout');
   out.hidden = false;
-  out.onclick = () => { if (stopPage) stopPage(); stopPage = null; signOut(); location.hash = ''; showSignIn(); };
+  // The viewer goes too: clearing the hash fires a hashchange, which must
+  // not render a page over the sign-in form.
+  out.onclick = () => { if (stopPage) stopPage(); stopPage = null; viewer = null; signOut(); location.hash = ''; showSignIn(); };
   route();
 }
 

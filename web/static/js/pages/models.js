@@ -24,6 +24,7 @@ const adminQuery = `{
     providers { name baseUrl keySecret timeoutSeconds }
     routes { name endpoints timeoutSeconds }
     models { name upstream provider route inputPrice outputPrice currency }
+    aliases { name description names rules { groups projects entitlements targets { model weight } fallbacks } }
   }
   llmEndpointHealth { route endpoint healthy setAsideUntil }
 }`;
@@ -91,7 +92,9 @@ export function render(el, { viewer }) {
   const reload = async () => {
     try {
       const d = await gql(overviewQuery);
-      replace(aliases, aliasTable(d.llmAliases, viewer.admin));
+      // Admins see every alias from the configuration below; others
+      // those they may call.
+      if (!viewer.admin) replace(aliases, aliasTable(d.llmAliases, false));
       replace(budgets, budgetTable(d.tokenBudgetView));
       replace(refusals, refusalTable(d.llmRefusals));
     } catch (e) {
@@ -100,6 +103,7 @@ export function render(el, { viewer }) {
     if (viewer.admin) {
       try {
         const d = await gql(adminQuery);
+        replace(aliases, aliasTable(d.gateway.aliases, true));
         replace(estate, estateTables(d.gateway, d.llmEndpointHealth));
       } catch (e) {
         replace(estate, errorBox(e));
