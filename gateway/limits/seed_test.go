@@ -214,6 +214,12 @@ func TestARedisRestoredFromAnOlderSnapshotIsReconciled(t *testing.T) {
 	for i, k := range keys {
 		must(t, c.Set(ctx, k, snapshot[i], 0).Err())
 	}
+	// What people are shown does not trust the snapshot's count either.
+	h, err := l.Holdings(ctx, []limits.Window{w}, now)
+	must(t, err)
+	if h[0].Counted {
+		t.Fatalf("the restored Redis's holdings: %+v, want the count not trusted", h[0])
+	}
 	d, err := l.Reserve(ctx, req("c"), now)
 	must(t, err)
 	if d.Allowed || len(d.Unseeded) != 1 {
