@@ -1,8 +1,8 @@
-// Package translate turns a call made through one of the gateway's doors
-// into the API its upstream speaks, and the upstream's answer back into
-// the door's shape, whole and streamed. It is pure: bytes in, bytes out,
-// no I/O; the gateway's legs (gateway/responses.go, …) call it.
 package translate
+
+// The Responses door's translation (OpenAI's Responses API ↔ Chat
+// Completions). Like the package's other translations it is pure: bytes
+// in, bytes out, no I/O; the door's legs in gateway/responses.go call it.
 
 import (
 	"encoding/hex"
@@ -44,26 +44,26 @@ type ResponsesChat struct {
 	// tool name, back to its namespace and name.
 	namespaced map[string][2]string
 	// echo is what the Response object repeats of the request.
-	echo responseEcho
+	echo responsesEcho
 }
 
-// responseEcho is what a Response object repeats of its request, as the
+// responsesEcho is what a Response object repeats of its request, as the
 // caller sent it.
-type responseEcho struct {
+type responsesEcho struct {
 	instructions, tools, toolChoice, text, metadata, maxOutputTokens json.RawMessage
 	parallelToolCalls                                                bool
 	temperature, topP                                                json.RawMessage
 }
 
-// nsSep joins a namespace and a function's name into one chat tool name:
+// responsesNSSep joins a namespace and a function's name into one chat tool name:
 // chat tools have no namespaces, and "__" is a legal name character for
 // every chat API.
-const nsSep = "__"
+const responsesNSSep = "__"
 
-// builtInTools are the Responses API's tools that run on OpenAI's side (or
+// responsesBuiltIns are the Responses API's tools that run on OpenAI's side (or
 // need a server-side container, store or connector): a chat upstream has
 // nothing to run them with.
-var builtInTools = map[string]bool{
+var responsesBuiltIns = map[string]bool{
 	"web_search": true, "web_search_preview": true, "web_search_2025_08_26": true, "web_search_preview_2025_03_11": true,
 	"file_search": true, "code_interpreter": true, "computer_use": true, "computer_use_preview": true, "computer": true,
 	"image_generation": true, "mcp": true, "local_shell": true, "shell": true, "apply_patch": true, "tool_search": true,
@@ -73,7 +73,7 @@ var builtInTools = map[string]bool{
 // the message says what to change.
 var ErrUntranslatable = errors.New("cannot be translated to a chat completions upstream")
 
-func refuse(format string, a ...any) error {
+func refuseResponses(format string, a ...any) error {
 	return fmt.Errorf("%w: %s", ErrUntranslatable, fmt.Sprintf(format, a...))
 }
 
@@ -88,16 +88,16 @@ func ResponsesToChat(body []byte) (*ResponsesChat, error) {
 	root := gjson.ParseBytes(body)
 	t := &ResponsesChat{model: root.Get("model").Str}
 	if v := root.Get("previous_response_id"); v.Exists() && v.Type != gjson.Null {
-		return nil, refuse("previous_response_id: the gateway stores no responses; send the conversation's items in input instead")
+		return nil, refuseResponses("previous_response_id: the gateway stores no responses; send the conversation's items in input instead")
 	}
 	if v := root.Get("conversation"); v.Exists() && v.Type != gjson.Null {
-		return nil, refuse("conversation: the gateway stores no conversations; send the conversation's items in input instead")
+		return nil, refuseResponses("conversation: the gateway stores no conversations; send the conversation's items in input instead")
 	}
 	if v := root.Get("prompt"); v.Exists() && v.Type != gjson.Null {
-		return nil, refuse("prompt: stored prompt templates live on OpenAI's side; send the instructions and input instead")
+		return nil, refuseResponses("prompt: stored prompt templates live on OpenAI's side; send the instructions and input instead")
 	}
 	if root.Get("background").Bool() {
-		return nil, refuse("background: true needs a stored response to poll; call without background")
+		return nil, refuseResponses("background: true needs a stored response to poll; call without background")
 	}
 	c := &t.chat
 	c.Stream = root.Get("stream").Bool()
@@ -132,7 +132,7 @@ func ResponsesToChat(body []byte) (*ResponsesChat, error) {
 			c.Messages = append(c.Messages, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleSystem, Content: ins.Str})
 		}
 	} else if ins.IsArray() {
-		return nil, refuse("instructions must be a string for a chat upstream")
+		return nil, refuseResponses("instructions must be a string for a chat upstream")
 	}
 	if err := t.tools(root.Get("tools")); err != nil {
 		return nil, err
@@ -177,33 +177,33 @@ func (t *ResponsesChat) tools(tools gjson.Result) error {
 	tools.ForEach(func(i, tool gjson.Result) bool {
 		switch typ := tool.Get("type").Str; {
 		case typ == "function":
-			t.chat.Tools = append(t.chat.Tools, chatTool(tool.Get("name").Str, tool))
+			t.chat.Tools = append(t.chat.Tools, responsesChatTool(tool.Get("name").Str, tool))
 		case typ == "namespace":
 			ns := tool.Get("name").Str
 			tool.Get("tools").ForEach(func(j, fn gjson.Result) bool {
 				if fn.Get("type").Str != "function" {
-					err = refuse("tools[%d].tools[%d] is a %q tool; only function tools can be translated", i.Int(), j.Int(), fn.Get("type").Str)
+					err = refuseResponses("tools[%d].tools[%d] is a %q tool; only function tools can be translated", i.Int(), j.Int(), fn.Get("type").Str)
 					return false
 				}
-				name := ns + nsSep + fn.Get("name").Str
+				name := ns + responsesNSSep + fn.Get("name").Str
 				if t.namespaced == nil {
 					t.namespaced = map[string][2]string{}
 				}
 				t.namespaced[name] = [2]string{ns, fn.Get("name").Str}
-				t.chat.Tools = append(t.chat.Tools, chatTool(name, fn))
+				t.chat.Tools = append(t.chat.Tools, responsesChatTool(name, fn))
 				return true
 			})
-		case builtInTools[typ]:
-			err = refuse("tools[%d] is the built-in tool %s, which runs on OpenAI's side: remove it, or route the alias to a provider with api: openai", i.Int(), typ)
+		case responsesBuiltIns[typ]:
+			err = refuseResponses("tools[%d] is the built-in tool %s, which runs on OpenAI's side: remove it, or route the alias to a provider with api: openai", i.Int(), typ)
 		default:
-			err = refuse("tools[%d] is a %q tool; only function tools can be translated", i.Int(), typ)
+			err = refuseResponses("tools[%d] is a %q tool; only function tools can be translated", i.Int(), typ)
 		}
 		return err == nil
 	})
 	return err
 }
 
-func chatTool(name string, fn gjson.Result) openai.Tool {
+func responsesChatTool(name string, fn gjson.Result) openai.Tool {
 	d := &openai.FunctionDefinition{Name: name, Description: fn.Get("description").Str, Strict: fn.Get("strict").Bool()}
 	if p := fn.Get("parameters"); p.IsObject() {
 		d.Parameters = json.RawMessage(p.Raw)
@@ -224,7 +224,7 @@ func (t *ResponsesChat) toolChoice(v gjson.Result) error {
 	case v.Get("type").Str == "function":
 		t.chat.ToolChoice = openai.ToolChoice{Type: openai.ToolTypeFunction, Function: openai.ToolFunction{Name: v.Get("name").Str}}
 	default:
-		return refuse("tool_choice of type %q; use auto, none, required or a function", v.Get("type").Str)
+		return refuseResponses("tool_choice of type %q; use auto, none, required or a function", v.Get("type").Str)
 	}
 	t.echo.toolChoice = json.RawMessage(v.Raw)
 	return nil
@@ -244,14 +244,14 @@ func (t *ResponsesChat) format(text gjson.Result) error {
 	case "json_schema":
 		t.chat.ResponseFormat = &openai.ChatCompletionResponseFormat{Type: openai.ChatCompletionResponseFormatTypeJSONSchema,
 			JSONSchema: &openai.ChatCompletionResponseFormatJSONSchema{Name: f.Get("name").Str, Description: f.Get("description").Str,
-				Schema: json.RawMessage(nonEmpty(f.Get("schema").Raw, "{}")), Strict: f.Get("strict").Bool()}}
+				Schema: json.RawMessage(responsesNonEmpty(f.Get("schema").Raw, "{}")), Strict: f.Get("strict").Bool()}}
 	default:
-		return refuse("text.format of type %q; use text, json_object or json_schema", f.Get("type").Str)
+		return refuseResponses("text.format of type %q; use text, json_object or json_schema", f.Get("type").Str)
 	}
 	return nil
 }
 
-func nonEmpty(s, def string) string {
+func responsesNonEmpty(s, def string) string {
 	if s == "" {
 		return def
 	}
@@ -276,17 +276,17 @@ func (t *ResponsesChat) item(i int, item gjson.Result) error {
 			role = openai.ChatMessageRoleSystem
 		case "user", "assistant":
 		default:
-			return refuse("input[%d] has the role %q; use user, assistant, system or developer", i, role)
+			return refuseResponses("input[%d] has the role %q; use user, assistant, system or developer", i, role)
 		}
 		m := openai.ChatCompletionMessage{Role: role}
-		if err := content(&m, item.Get("content"), i); err != nil {
+		if err := responsesContent(&m, item.Get("content"), i); err != nil {
 			return err
 		}
 		c.Messages = append(c.Messages, m)
 	case typ == "function_call":
 		name := item.Get("name").Str
 		if ns := item.Get("namespace").Str; ns != "" {
-			name = ns + nsSep + name
+			name = ns + responsesNSSep + name
 		}
 		tc := openai.ToolCall{ID: item.Get("call_id").Str, Type: openai.ToolTypeFunction,
 			Function: openai.FunctionCall{Name: name, Arguments: item.Get("arguments").Str}}
@@ -299,15 +299,15 @@ func (t *ResponsesChat) item(i int, item gjson.Result) error {
 		}
 	case typ == "function_call_output":
 		m := openai.ChatCompletionMessage{Role: openai.ChatMessageRoleTool, ToolCallID: item.Get("call_id").Str}
-		if err := content(&m, item.Get("output"), i); err != nil {
+		if err := responsesContent(&m, item.Get("output"), i); err != nil {
 			return err
 		}
 		c.Messages = append(c.Messages, m)
 	case typ == "reasoning":
 	case typ == "item_reference":
-		return refuse("input[%d] is an item_reference: the gateway stores no items; send the item itself", i)
+		return refuseResponses("input[%d] is an item_reference: the gateway stores no items; send the item itself", i)
 	default:
-		return refuse("input[%d] is a %q item, which only OpenAI's own tools produce; only messages, function calls and their outputs can be translated", i, typ)
+		return refuseResponses("input[%d] is a %q item, which only OpenAI's own tools produce; only messages, function calls and their outputs can be translated", i, typ)
 	}
 	return nil
 }
@@ -315,7 +315,7 @@ func (t *ResponsesChat) item(i int, item gjson.Result) error {
 // content fills a chat message's content from a Responses content: a
 // string, or parts. Text-only parts become one string (every chat
 // template takes that); an image makes the content a list of parts.
-func content(m *openai.ChatCompletionMessage, v gjson.Result, i int) error {
+func responsesContent(m *openai.ChatCompletionMessage, v gjson.Result, i int) error {
 	if v.Type == gjson.String {
 		m.Content = v.Str
 		return nil
@@ -341,14 +341,14 @@ func content(m *openai.ChatCompletionMessage, v gjson.Result, i int) error {
 		case "input_image":
 			url := p.Get("image_url").Str
 			if url == "" {
-				err = refuse("input[%d] has an image by file_id: the gateway holds no files; send it as image_url (a URL or a data: URL)", i)
+				err = refuseResponses("input[%d] has an image by file_id: the gateway holds no files; send it as image_url (a URL or a data: URL)", i)
 				return false
 			}
 			images = true
 			parts = append(parts, openai.ChatMessagePart{Type: openai.ChatMessagePartTypeImageURL,
 				ImageURL: &openai.ChatMessageImageURL{URL: url, Detail: openai.ImageURLDetail(p.Get("detail").Str)}})
 		default:
-			err = refuse("input[%d] has a %q content part; only text and images (input_text, input_image) can be translated", i, typ)
+			err = refuseResponses("input[%d] has a %q content part; only text and images (input_text, input_image) can be translated", i, typ)
 			return false
 		}
 		return true
@@ -392,12 +392,12 @@ func (t *ResponsesChat) Chat() *openai.ChatCompletionRequest { return &t.chat }
 // Response type is a decoding type whose every union marshals all of its
 // variants' fields, so the envelope is written here, around the SDK's
 // output item, usage and status types, and repeats what the caller sent.
-type response struct {
+type responseObject struct {
 	ID                string                                  `json:"id"`
 	Object            string                                  `json:"object"`
 	CreatedAt         int64                                   `json:"created_at"`
 	Status            responses.ResponseStatus                `json:"status"`
-	Error             *responseError                          `json:"error"`
+	Error             *responsesError                          `json:"error"`
 	IncompleteDetails *responses.ResponseIncompleteDetails    `json:"incomplete_details"`
 	Instructions      json.RawMessage                         `json:"instructions"`
 	MaxOutputTokens   json.RawMessage                         `json:"max_output_tokens"`
@@ -414,16 +414,16 @@ type response struct {
 	Usage             *responses.ResponseUsage                `json:"usage"`
 }
 
-// responseError is a failed Response's error (ResponseError without the
+// responsesError is a failed Response's error (ResponseError without the
 // fields only OpenAI's moderation fills).
-type responseError struct {
+type responsesError struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
 }
 
-func (t *ResponsesChat) newResponse(id string, created int64) response {
+func (t *ResponsesChat) newResponse(id string, created int64) responseObject {
 	e := &t.echo
-	r := response{ID: id, Object: "response", CreatedAt: created, Status: responses.ResponseStatusInProgress, Model: t.model,
+	r := responseObject{ID: id, Object: "response", CreatedAt: created, Status: responses.ResponseStatusInProgress, Model: t.model,
 		Output: []responses.ResponseInputItemUnionParam{}, Instructions: e.instructions, MaxOutputTokens: e.maxOutputTokens,
 		ParallelToolCalls: e.parallelToolCalls, Temperature: e.temperature, Text: e.text, ToolChoice: e.toolChoice,
 		Tools: e.tools, TopP: e.topP, Metadata: e.metadata}
@@ -439,9 +439,9 @@ func (t *ResponsesChat) newResponse(id string, created int64) response {
 	return r
 }
 
-// finishStatus maps a chat finish reason to a Response's status: the answer
+// responsesStatus maps a chat finish reason to a Response's status: the answer
 // ran out of tokens or was filtered is "incomplete", with the reason.
-func finishStatus(finish string) (responses.ResponseStatus, *responses.ResponseIncompleteDetails) {
+func responsesStatus(finish string) (responses.ResponseStatus, *responses.ResponseIncompleteDetails) {
 	switch finish {
 	case "length":
 		return responses.ResponseStatusIncomplete, &responses.ResponseIncompleteDetails{Reason: "max_output_tokens"}
@@ -451,7 +451,7 @@ func finishStatus(finish string) (responses.ResponseStatus, *responses.ResponseI
 	return responses.ResponseStatusCompleted, nil
 }
 
-func responseUsage(u *openai.Usage) *responses.ResponseUsage {
+func responsesUsage(u *openai.Usage) *responses.ResponseUsage {
 	if u == nil {
 		return nil
 	}
@@ -468,7 +468,7 @@ func responseUsage(u *openai.Usage) *responses.ResponseUsage {
 
 // newID returns an id with prefix, unique enough to tell a caller's
 // responses and items apart (they are not stored, nor secret).
-func newID(prefix string) string {
+func responsesID(prefix string) string {
 	var b [12]byte
 	for i := 0; i < len(b); i += 8 {
 		v := rand.Uint64()
@@ -493,17 +493,17 @@ func (t *ResponsesChat) function(id, callID, name, args string, done bool) *resp
 	return fc
 }
 
-func message(id, text string, done bool) *responses.ResponseOutputMessageParam {
+func responsesMessage(id, text string, done bool) *responses.ResponseOutputMessageParam {
 	m := &responses.ResponseOutputMessageParam{ID: id, Status: responses.ResponseOutputMessageStatusInProgress,
 		Content: []responses.ResponseOutputMessageContentUnionParam{}}
 	if done {
 		m.Status = responses.ResponseOutputMessageStatusCompleted
-		m.Content = append(m.Content, responses.ResponseOutputMessageContentUnionParam{OfOutputText: outputText(text)})
+		m.Content = append(m.Content, responses.ResponseOutputMessageContentUnionParam{OfOutputText: responsesOutputText(text)})
 	}
 	return m
 }
 
-func outputText(text string) *responses.ResponseOutputTextParam {
+func responsesOutputText(text string) *responses.ResponseOutputTextParam {
 	return &responses.ResponseOutputTextParam{Text: text, Annotations: []responses.ResponseOutputTextAnnotationUnionParam{}}
 }
 
@@ -515,21 +515,21 @@ func outputText(text string) *responses.ResponseOutputTextParam {
 // generated text with tool-call arguments.
 func (t *ResponsesChat) Answer(status int, data []byte, wantText bool) (body []byte, u wire.Usage, counted bool, text string) {
 	if status != 200 {
-		return ErrorBody(status, data), wire.Usage{}, false, ""
+		return ResponsesErrorBody(status, data), wire.Usage{}, false, ""
 	}
 	var cc openai.ChatCompletionResponse
 	if err := json.Unmarshal(data, &cc); err != nil || len(cc.Choices) == 0 {
-		return errorJSON("upstream_error", "the model's answer was not a chat completion", "server_error"), wire.Usage{}, false, ""
+		return responsesErrorJSON("upstream_error", "the model's answer was not a chat completion", "server_error"), wire.Usage{}, false, ""
 	}
 	created := cc.Created
 	if created == 0 {
 		created = time.Now().Unix()
 	}
-	r := t.newResponse(newID("resp_"), created)
+	r := t.newResponse(responsesID("resp_"), created)
 	ch := cc.Choices[0]
 	var sb strings.Builder
 	if ch.Message.Content != "" || ch.Message.Refusal != "" || len(ch.Message.ToolCalls) == 0 {
-		m := message(newID("msg_"), ch.Message.Content, true)
+		m := responsesMessage(responsesID("msg_"), ch.Message.Content, true)
 		if ch.Message.Refusal != "" {
 			m.Content = append(m.Content, responses.ResponseOutputMessageContentUnionParam{OfRefusal: &responses.ResponseOutputRefusalParam{Refusal: ch.Message.Refusal}})
 		}
@@ -539,18 +539,18 @@ func (t *ResponsesChat) Answer(status int, data []byte, wantText bool) (body []b
 	}
 	for _, tc := range ch.Message.ToolCalls {
 		r.Output = append(r.Output, responses.ResponseInputItemUnionParam{
-			OfFunctionCall: t.function(newID("fc_"), tc.ID, tc.Function.Name, tc.Function.Arguments, true)})
+			OfFunctionCall: t.function(responsesID("fc_"), tc.ID, tc.Function.Name, tc.Function.Arguments, true)})
 		sb.WriteString(tc.Function.Arguments)
 	}
-	r.Status, r.IncompleteDetails = finishStatus(string(ch.FinishReason))
+	r.Status, r.IncompleteDetails = responsesStatus(string(ch.FinishReason))
 	counted = gjson.GetBytes(data, "usage").IsObject()
 	if counted {
-		r.Usage = responseUsage(&cc.Usage)
+		r.Usage = responsesUsage(&cc.Usage)
 		u = wire.Usage{Input: r.Usage.InputTokens, Output: r.Usage.OutputTokens}
 	}
 	body, err := json.Marshal(&r)
 	if err != nil {
-		return errorJSON("upstream_error", "the model's answer could not be translated: "+err.Error(), "server_error"), u, counted, ""
+		return responsesErrorJSON("upstream_error", "the model's answer could not be translated: "+err.Error(), "server_error"), u, counted, ""
 	}
 	if wantText {
 		text = sb.String()
@@ -558,11 +558,11 @@ func (t *ResponsesChat) Answer(status int, data []byte, wantText bool) (body []b
 	return body, u, counted, text
 }
 
-// ErrorBody turns an upstream's error answer into OpenAI's error shape:
+// ResponsesErrorBody turns an upstream's error answer into OpenAI's error shape:
 // one already in it goes back as it is; another (vLLM's older
 // {"object":"error","message":…}, or plain text) is wrapped, its message
 // kept.
-func ErrorBody(status int, data []byte) []byte {
+func ResponsesErrorBody(status int, data []byte) []byte {
 	if gjson.GetBytes(data, "error.message").Exists() {
 		return data
 	}
@@ -580,10 +580,10 @@ func ErrorBody(status int, data []byte) []byte {
 	if status >= 500 {
 		typ = "server_error"
 	}
-	return errorJSON("upstream_error", msg, typ)
+	return responsesErrorJSON("upstream_error", msg, typ)
 }
 
-func errorJSON(code, message, typ string) []byte {
+func responsesErrorJSON(code, message, typ string) []byte {
 	var b struct {
 		Error struct {
 			Message string  `json:"message"`

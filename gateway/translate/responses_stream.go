@@ -39,14 +39,14 @@ type ResponsesStream struct {
 	id     string
 	// created is the Unix time of the response.
 	created int64
-	items   []streamItem
+	items   []responsesItem
 	// open is the index of the message item text goes to, -1 when none.
 	open   int
 	finish string
 	usage  *openai.Usage
 }
 
-type streamItem struct {
+type responsesItem struct {
 	fn   bool
 	id   string
 	done bool
@@ -110,7 +110,7 @@ func (s *ResponsesStream) Event(data []byte) (out, held []byte, text string, u w
 		var ou openai.Usage
 		if json.Unmarshal([]byte(us.Raw), &ou) == nil {
 			s.usage = &ou
-			ru := responseUsage(&ou)
+			ru := responsesUsage(&ou)
 			u, counted = wire.Usage{Input: ru.InputTokens, Output: ru.OutputTokens}, true
 		}
 	}
@@ -151,23 +151,23 @@ func (s *ResponsesStream) start() {
 		return
 	}
 	s.started = true
-	s.id, s.created = newID("resp_"), time.Now().Unix()
+	s.id, s.created = responsesID("resp_"), time.Now().Unix()
 	r := s.t.newResponse(s.id, s.created)
-	s.event("response.created", &responseEvent{Type: "response.created", Response: &r})
-	s.event("response.in_progress", &responseEvent{Type: "response.in_progress", Response: &r})
+	s.event("response.created", &responsesEvent{Type: "response.created", Response: &r})
+	s.event("response.in_progress", &responsesEvent{Type: "response.in_progress", Response: &r})
 }
 
 // textDelta writes a content delta, opening a message item first when
 // none is open.
 func (s *ResponsesStream) textDelta(c gjson.Result) {
 	if s.open < 0 {
-		s.items = append(s.items, streamItem{id: newID("msg_")})
+		s.items = append(s.items, responsesItem{id: responsesID("msg_")})
 		s.open = len(s.items) - 1
 		it := &s.items[s.open]
-		s.event("response.output_item.added", &itemEvent{Type: "response.output_item.added", OutputIndex: s.open,
-			Item: responses.ResponseInputItemUnionParam{OfOutputMessage: message(it.id, "", false)}})
-		s.event("response.content_part.added", &partEvent{Type: "response.content_part.added", ItemID: it.id, OutputIndex: s.open,
-			Part: *outputText("")})
+		s.event("response.output_item.added", &responsesItemEvent{Type: "response.output_item.added", OutputIndex: s.open,
+			Item: responses.ResponseInputItemUnionParam{OfOutputMessage: responsesMessage(it.id, "", false)}})
+		s.event("response.content_part.added", &responsesPartEvent{Type: "response.content_part.added", ItemID: it.id, OutputIndex: s.open,
+			Part: *responsesOutputText("")})
 	}
 	it := &s.items[s.open]
 	it.text.WriteString(c.Str)
@@ -199,12 +199,12 @@ func (s *ResponsesStream) toolDelta(tc gjson.Result) string {
 		s.closeItems()
 		callID := tc.Get("id").Str
 		if callID == "" {
-			callID = newID("call_")
+			callID = responsesID("call_")
 		}
-		s.items = append(s.items, streamItem{fn: true, id: newID("fc_"), index: index, callID: callID, name: tc.Get("function.name").Str})
+		s.items = append(s.items, responsesItem{fn: true, id: responsesID("fc_"), index: index, callID: callID, name: tc.Get("function.name").Str})
 		at = len(s.items) - 1
 		it := &s.items[at]
-		s.event("response.output_item.added", &itemEvent{Type: "response.output_item.added", OutputIndex: at,
+		s.event("response.output_item.added", &responsesItemEvent{Type: "response.output_item.added", OutputIndex: at,
 			Item: responses.ResponseInputItemUnionParam{OfFunctionCall: s.t.function(it.id, it.callID, it.name, "", false)}})
 	}
 	a := tc.Get("function.arguments")
@@ -235,9 +235,9 @@ func (s *ResponsesStream) closeMessage() {
 	text := it.text.String()
 	s.event("response.output_text.done", &responses.ResponseTextDoneEvent{ItemID: it.id, OutputIndex: int64(i), Text: text,
 		Logprobs: []responses.ResponseTextDoneEventLogprob{}, SequenceNumber: s.peek()})
-	s.event("response.content_part.done", &partEvent{Type: "response.content_part.done", ItemID: it.id, OutputIndex: i, Part: *outputText(text)})
-	s.event("response.output_item.done", &itemEvent{Type: "response.output_item.done", OutputIndex: i,
-		Item: responses.ResponseInputItemUnionParam{OfOutputMessage: message(it.id, text, true)}})
+	s.event("response.content_part.done", &responsesPartEvent{Type: "response.content_part.done", ItemID: it.id, OutputIndex: i, Part: *responsesOutputText(text)})
+	s.event("response.output_item.done", &responsesItemEvent{Type: "response.output_item.done", OutputIndex: i,
+		Item: responses.ResponseInputItemUnionParam{OfOutputMessage: responsesMessage(it.id, text, true)}})
 	it.done, s.open = true, -1
 }
 
@@ -252,7 +252,7 @@ func (s *ResponsesStream) closeItems() {
 		args := it.text.String()
 		s.event("response.function_call_arguments.done", &responses.ResponseFunctionCallArgumentsDoneEvent{ItemID: it.id,
 			OutputIndex: int64(i), Arguments: args, SequenceNumber: s.peek()})
-		s.event("response.output_item.done", &itemEvent{Type: "response.output_item.done", OutputIndex: i,
+		s.event("response.output_item.done", &responsesItemEvent{Type: "response.output_item.done", OutputIndex: i,
 			Item: responses.ResponseInputItemUnionParam{OfFunctionCall: s.t.function(it.id, it.callID, it.name, args, true)}})
 		it.done = true
 	}
@@ -265,7 +265,7 @@ func (s *ResponsesStream) close() []byte {
 	s.start()
 	s.closeItems()
 	r := s.snapshot()
-	r.Status, r.IncompleteDetails = finishStatus(s.finish)
+	r.Status, r.IncompleteDetails = responsesStatus(s.finish)
 	typ := "response.completed"
 	if r.Status == responses.ResponseStatusIncomplete {
 		typ = "response.incomplete"
@@ -278,15 +278,15 @@ func (s *ResponsesStream) fail(code, message string) []byte {
 	s.start()
 	s.event("error", &responses.ResponseErrorEvent{Code: code, Message: message, SequenceNumber: s.peek()})
 	r := s.snapshot()
-	r.Status, r.Error = responses.ResponseStatusFailed, &responseError{Code: code, Message: message}
+	r.Status, r.Error = responses.ResponseStatusFailed, &responsesError{Code: code, Message: message}
 	return s.terminal("response.failed", &r)
 }
 
 // terminal encodes the stream's last event apart from s.buf, and closes
 // the stream.
-func (s *ResponsesStream) terminal(typ string, r *response) []byte {
+func (s *ResponsesStream) terminal(typ string, r *responseObject) []byte {
 	n := len(s.buf)
-	s.event(typ, &responseEvent{Type: typ, Response: r})
+	s.event(typ, &responsesEvent{Type: typ, Response: r})
 	held := append([]byte(nil), s.buf[n:]...)
 	s.buf = s.buf[:n]
 	s.closed = true
@@ -294,35 +294,35 @@ func (s *ResponsesStream) terminal(typ string, r *response) []byte {
 }
 
 // snapshot is the response as the stream has produced it so far.
-func (s *ResponsesStream) snapshot() response {
+func (s *ResponsesStream) snapshot() responseObject {
 	r := s.t.newResponse(s.id, s.created)
 	for i := range s.items {
 		it := &s.items[i]
 		if it.fn {
 			r.Output = append(r.Output, responses.ResponseInputItemUnionParam{OfFunctionCall: s.t.function(it.id, it.callID, it.name, it.text.String(), true)})
 		} else {
-			r.Output = append(r.Output, responses.ResponseInputItemUnionParam{OfOutputMessage: message(it.id, it.text.String(), true)})
+			r.Output = append(r.Output, responses.ResponseInputItemUnionParam{OfOutputMessage: responsesMessage(it.id, it.text.String(), true)})
 		}
 	}
-	r.Usage = responseUsage(s.usage)
+	r.Usage = responsesUsage(s.usage)
 	return r
 }
 
 func (s *ResponsesStream) next() int64 { s.seq++; return s.seq - 1 }
 func (s *ResponsesStream) peek() int64 { return s.seq }
 
-// sequenced is an event whose sequence number event sets.
-type sequenced interface{ setSeq(int64) }
+// responsesSequenced is an event whose sequence number event sets.
+type responsesSequenced interface{ setSeq(int64) }
 
 // event appends one event, its sequence number the next.
 func (s *ResponsesStream) event(typ string, v any) {
-	if e, ok := v.(sequenced); ok {
+	if e, ok := v.(responsesSequenced); ok {
 		e.setSeq(s.seq)
 	}
 	s.seq++
 	data, err := json.Marshal(v)
 	if err != nil {
-		data = errorJSON("upstream_error", "an event could not be encoded: "+err.Error(), "server_error")
+		data = responsesErrorJSON("upstream_error", "an event could not be encoded: "+err.Error(), "server_error")
 	}
 	s.buf = append(s.buf, "event: "...)
 	s.buf = append(s.buf, typ...)
@@ -334,20 +334,20 @@ func (s *ResponsesStream) event(typ string, v any) {
 // The envelopes of the events that carry an item, a part or the whole
 // response: openai-go's event types hold those as decoding unions, which
 // marshal every variant's fields.
-type responseEvent struct {
+type responsesEvent struct {
 	Type           string    `json:"type"`
 	SequenceNumber int64     `json:"sequence_number"`
-	Response       *response `json:"response"`
+	Response       *responseObject `json:"response"`
 }
 
-type itemEvent struct {
+type responsesItemEvent struct {
 	Type           string                                `json:"type"`
 	SequenceNumber int64                                 `json:"sequence_number"`
 	OutputIndex    int                                   `json:"output_index"`
 	Item           responses.ResponseInputItemUnionParam `json:"item"`
 }
 
-type partEvent struct {
+type responsesPartEvent struct {
 	Type           string                            `json:"type"`
 	SequenceNumber int64                             `json:"sequence_number"`
 	ItemID         string                            `json:"item_id"`
@@ -356,6 +356,6 @@ type partEvent struct {
 	Part           responses.ResponseOutputTextParam `json:"part"`
 }
 
-func (e *responseEvent) setSeq(n int64) { e.SequenceNumber = n }
-func (e *itemEvent) setSeq(n int64)     { e.SequenceNumber = n }
-func (e *partEvent) setSeq(n int64)     { e.SequenceNumber = n }
+func (e *responsesEvent) setSeq(n int64) { e.SequenceNumber = n }
+func (e *responsesItemEvent) setSeq(n int64)     { e.SequenceNumber = n }
+func (e *responsesPartEvent) setSeq(n int64)     { e.SequenceNumber = n }
