@@ -397,7 +397,7 @@ type responseObject struct {
 	Object            string                                  `json:"object"`
 	CreatedAt         int64                                   `json:"created_at"`
 	Status            responses.ResponseStatus                `json:"status"`
-	Error             *responsesError                          `json:"error"`
+	Error             *responsesError                         `json:"error"`
 	IncompleteDetails *responses.ResponseIncompleteDetails    `json:"incomplete_details"`
 	Instructions      json.RawMessage                         `json:"instructions"`
 	MaxOutputTokens   json.RawMessage                         `json:"max_output_tokens"`

@@ -335,8 +335,8 @@ func (s *ResponsesStream) event(typ string, v any) {
 // response: openai-go's event types hold those as decoding unions, which
 // marshal every variant's fields.
 type responsesEvent struct {
-	Type           string    `json:"type"`
-	SequenceNumber int64     `json:"sequence_number"`
+	Type           string          `json:"type"`
+	SequenceNumber int64           `json:"sequence_number"`
 	Response       *responseObject `json:"response"`
 }
 
@@ -356,6 +356,6 @@ type responsesPartEvent struct {
 	Part           responses.ResponseOutputTextParam `json:"part"`
 }
 
-func (e *responsesEvent) setSeq(n int64) { e.SequenceNumber = n }
-func (e *responsesItemEvent) setSeq(n int64)     { e.SequenceNumber = n }
-func (e *responsesPartEvent) setSeq(n int64)     { e.SequenceNumber = n }
+func (e *responsesEvent) setSeq(n int64)     { e.SequenceNumber = n }
+func (e *responsesItemEvent) setSeq(n int64) { e.SequenceNumber = n }
+func (e *responsesPartEvent) setSeq(n int64) { e.SequenceNumber = n }
