@@ -77,38 +77,72 @@ func (s *ResponsesStream) Event(data []byte) (out, held []byte, text string, u w
 		held = s.close()
 		return s.buf, held, "", u, false
 	}
-	if len(data) == 0 || data[0] != '{' || !gjson.ValidBytes(data) {
+	if len(data) == 0 || data[0] != '{' {
 		return nil, nil, "", u, false
 	}
-	root := gjson.ParseBytes(data)
-	if e := root.Get("error"); e.Exists() {
-		msg := e.Get("message").Str
+	// One pass over the chunk's fields, and one over its first choice's:
+	// a chunk is read once, not once per field.
+	var choices, usage, upErr gjson.Result
+	gjson.ParseBytes(data).ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "choices":
+			choices = v
+		case "usage":
+			usage = v
+		case "error":
+			upErr = v
+		}
+		return true
+	})
+	if upErr.Exists() {
+		msg := upErr.Get("message").Str
 		if msg == "" {
-			msg = e.String()
+			msg = upErr.String()
 		}
 		held = s.fail("upstream_error", "the model's server failed mid-stream: "+msg)
 		return s.buf, held, "", u, false
 	}
 	s.start()
-	ch := root.Get("choices.0")
-	if c := ch.Get("delta.content"); c.Type == gjson.String && c.Str != "" {
-		s.textDelta(c)
-		text = c.Str
+	var content, toolCalls gjson.Result
+	choices.ForEach(func(_, ch gjson.Result) bool {
+		ch.ForEach(func(k, v gjson.Result) bool {
+			switch k.Str {
+			case "delta":
+				v.ForEach(func(k, v gjson.Result) bool {
+					switch k.Str {
+					case "content":
+						content = v
+					case "tool_calls":
+						toolCalls = v
+					}
+					return true
+				})
+			case "finish_reason":
+				if v.Type == gjson.String {
+					s.finish = v.Str
+				}
+			}
+			return true
+		})
+		return false // the first choice: a Responses call asks for one
+	})
+	// The delta's JSON string goes to the caller as it came: it must be
+	// one.
+	if content.Type == gjson.String && content.Str != "" && gjson.Valid(content.Raw) {
+		s.textDelta(content)
+		text = content.Str
 	}
-	if tcs := ch.Get("delta.tool_calls"); tcs.IsArray() {
-		tcs.ForEach(func(_, tc gjson.Result) bool {
+	if toolCalls.IsArray() {
+		toolCalls.ForEach(func(_, tc gjson.Result) bool {
 			if a := s.toolDelta(tc); a != "" {
 				text += a
 			}
 			return true
 		})
 	}
-	if f := ch.Get("finish_reason"); f.Type == gjson.String {
-		s.finish = f.Str
-	}
-	if us := root.Get("usage"); us.IsObject() {
+	if usage.IsObject() {
 		var ou openai.Usage
-		if json.Unmarshal([]byte(us.Raw), &ou) == nil {
+		if json.Unmarshal([]byte(usage.Raw), &ou) == nil {
 			s.usage = &ou
 			ru := responsesUsage(&ou)
 			u, counted = wire.Usage{Input: ru.InputTokens, Output: ru.OutputTokens}, true
@@ -208,7 +242,7 @@ func (s *ResponsesStream) toolDelta(tc gjson.Result) string {
 			Item: responses.ResponseInputItemUnionParam{OfFunctionCall: s.t.function(it.id, it.callID, it.name, "", false)}})
 	}
 	a := tc.Get("function.arguments")
-	if a.Type != gjson.String || a.Str == "" {
+	if a.Type != gjson.String || a.Str == "" || !gjson.Valid(a.Raw) {
 		return ""
 	}
 	it := &s.items[at]
