@@ -393,3 +393,12 @@ type responsesPartEvent struct {
 func (e *responsesEvent) setSeq(n int64)     { e.SequenceNumber = n }
 func (e *responsesItemEvent) setSeq(n int64) { e.SequenceNumber = n }
 func (e *responsesPartEvent) setSeq(n int64) { e.SequenceNumber = n }
+
+// ResponsesFailure is the end of a Responses stream the gateway did not
+// translate (a pass-through from an OpenAI upstream) when it has to end
+// it itself: an error event and response.failed, numbered on from seq
+// (the events the caller got so far).
+func ResponsesFailure(model string, seq int64, code, message string) []byte {
+	s := &ResponsesStream{t: &ResponsesChat{model: model}, open: -1, started: true, seq: seq, id: responsesID("resp_"), created: time.Now().Unix()}
+	return s.ErrorEvent(code, message)
+}

@@ -353,3 +353,14 @@ func TestResponsesStreamEndsACutStreamAsFailed(t *testing.T) {
 		t.Fatalf("error chunk: %s %s", out, held)
 	}
 }
+
+func TestResponsesFailureNumbersOnFromThePassedStream(t *testing.T) {
+	names, data := sse(t, ResponsesFailure("gpt-x", 7, "guardrail_blocked", "blocked by pii"))
+	var e responses.ResponseErrorEvent
+	var f responses.ResponseFailedEvent
+	if len(names) != 2 || json.Unmarshal(data[0], &e) != nil || json.Unmarshal(data[1], &f) != nil ||
+		e.SequenceNumber != 7 || e.Code != "guardrail_blocked" || e.Message != "blocked by pii" ||
+		f.SequenceNumber != 8 || f.Response.Status != responses.ResponseStatusFailed || f.Response.Error.Message != "blocked by pii" || f.Response.Model != "gpt-x" {
+		t.Fatalf("%v %s", names, data)
+	}
+}
