@@ -102,29 +102,36 @@ func TestCodexCLIRunsThroughTheResponsesDoor(t *testing.T) {
 	e := newEnv(t, w.configure(func(g *model.Gateway) {
 		g.Budgets = []*model.TokenBudget{{Project: "shared", Period: model.PeriodMonth, Tokens: 1}}
 	}))
+	// The model runs a command through Codex's exec_command tool, then
+	// answers.
+	w.chat.queue("meta/llama", script{call: &scriptCall{id: "call_1", name: "exec_command", args: `{"cmd":"echo KLIQUE_TOOL_OK"}`}})
 	w.chat.set("meta/llama", script{text: "PONG from the model behind the gateway"})
 	_, key, err := e.svc.CreateAPIKey(e.admin, platform.APIKeyInput{Name: "codex", User: "alice", Project: "fraud"})
 	must(t, err)
 
 	out, err := runCodex(t, bin, e.srv.URL+"/v1", key, "Say pong.")
-	if err != nil || !strings.Contains(out, "PONG from the model behind the gateway") {
+	if err != nil || !strings.Contains(out, "PONG from the model behind the gateway") || !strings.Contains(out, "echo KLIQUE_TOOL_OK") {
 		t.Fatalf("codex: %v\n%s", err, out)
 	}
-	calls := e.ledger(1)
-	c := calls[len(calls)-1]
-	if c.Endpoint != "responses" || c.UserName != "alice" || c.ProjectName != "fraud" || c.Alias != "coder" || c.Model != "llama" ||
-		c.Outcome != model.CallOK || !c.Stream || c.InputTokens == 0 || c.OutputTokens == 0 {
-		t.Fatalf("codex's call on the ledger: %s", dump(c))
+	calls := e.ledger(2)
+	for _, c := range calls {
+		if c.Endpoint != "responses" || c.UserName != "alice" || c.ProjectName != "fraud" || c.Alias != "coder" || c.Model != "llama" ||
+			c.Outcome != model.CallOK || !c.Stream || c.InputTokens == 0 || c.OutputTokens == 0 {
+			t.Fatalf("codex's call on the ledger: %s", dump(c))
+		}
 	}
 	// What went upstream is Codex's conversation as chat: its
-	// instructions and developer notes as system messages, the prompt
-	// last, its function tools.
+	// instructions and developer notes as system messages, the prompt,
+	// its function tools; then the command's call and what it printed.
 	seen := w.chat.requests()
-	body := gjson.ParseBytes(seen[len(seen)-1].Body)
-	msgs := body.Get("messages").Array()
-	if len(msgs) < 2 || msgs[0].Get("role").Str != "system" || !strings.Contains(msgs[len(msgs)-1].Get("content").Str, "Say pong.") ||
-		!body.Get(`tools.#(function.name=="exec_command")`).Exists() {
-		t.Fatalf("upstream got %s", seen[len(seen)-1].Body)
+	first, second := gjson.ParseBytes(seen[0].Body), gjson.ParseBytes(seen[1].Body)
+	if first.Get("messages.0.role").Str != "system" || !first.Get(`messages.#(content%"*Say pong.*")`).Exists() ||
+		!first.Get(`tools.#(function.name=="exec_command")`).Exists() {
+		t.Fatalf("upstream got %s", seen[0].Body)
+	}
+	if !second.Get(`messages.#(tool_calls.0.id=="call_1")`).Exists() || !second.Get(`messages.#(tool_call_id=="call_1")`).Exists() ||
+		!strings.Contains(second.Get(`messages.#(tool_call_id=="call_1").content`).Str, "KLIQUE_TOOL_OK") {
+		t.Fatalf("the tool's turn upstream: %s", seen[1].Body)
 	}
 
 	// A key for a project whose budget is spent: Codex stops, showing why.

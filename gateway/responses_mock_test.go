@@ -48,16 +48,21 @@ type modelMock struct {
 	mu      sync.Mutex
 	seen    []mockSeen
 	scripts map[string]script
+	// queued are answers a model gives in turn before its script.
+	queued map[string][]script
 }
 
 func newModelMock(t testing.TB, serve func(m *modelMock, w http.ResponseWriter, body []byte, s script)) *modelMock {
-	m := &modelMock{scripts: map[string]script{}}
+	m := &modelMock{scripts: map[string]script{}, queued: map[string][]script{}}
 	m.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		model := gjson.GetBytes(body, "model").Str
 		m.mu.Lock()
 		m.seen = append(m.seen, mockSeen{Path: r.URL.Path, Auth: r.Header.Get("Authorization"), Body: body})
 		s, ok := m.scripts[model]
+		if q := m.queued[model]; len(q) > 0 {
+			s, ok, m.queued[model] = q[0], true, q[1:]
+		}
 		m.mu.Unlock()
 		if !ok {
 			s = script{text: "hello from " + model}
@@ -81,6 +86,13 @@ func newModelMock(t testing.TB, serve func(m *modelMock, w http.ResponseWriter, 
 func (m *modelMock) set(model string, s script) {
 	m.mu.Lock()
 	m.scripts[model] = s
+	m.mu.Unlock()
+}
+
+// queue has model answer with each of scripts in turn, then as set.
+func (m *modelMock) queue(model string, scripts ...script) {
+	m.mu.Lock()
+	m.queued[model] = append(m.queued[model], scripts...)
 	m.mu.Unlock()
 }
 
