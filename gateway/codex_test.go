@@ -20,7 +20,7 @@ import (
 )
 
 // codexBinary finds Codex CLI: $KLIQUE_CODEX (what .ci/agents-codex.sh
-// prints), codex on the PATH, or where the script installs it by default.
+// prints), codex on the PATH, or where the respScript installs it by default.
 // Under CI a missing agent fails the test; elsewhere it skips, saying how
 // to install it.
 func codexBinary(t *testing.T) string {
@@ -104,8 +104,8 @@ func TestCodexCLIRunsThroughTheResponsesDoor(t *testing.T) {
 	}))
 	// The model runs a command through Codex's exec_command tool, then
 	// answers.
-	w.chat.queue("meta/llama", script{call: &scriptCall{id: "call_1", name: "exec_command", args: `{"cmd":"echo KLIQUE_TOOL_OK"}`}})
-	w.chat.set("meta/llama", script{text: "PONG from the model behind the gateway"})
+	w.chat.queue("meta/llama", respScript{call: &respCall{id: "call_1", name: "exec_command", args: `{"cmd":"echo KLIQUE_TOOL_OK"}`}})
+	w.chat.set("meta/llama", respScript{text: "PONG from the model behind the gateway"})
 	_, key, err := e.svc.CreateAPIKey(e.admin, platform.APIKeyInput{Name: "codex", User: "alice", Project: "fraud"})
 	must(t, err)
 

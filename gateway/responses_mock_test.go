@@ -17,12 +17,12 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-// script is what a mock model server answers a model: text (streamed a
+// respScript is what a mock model server answers a model: text (streamed a
 // word an event), or a function call; or an error status.
-type script struct {
+type respScript struct {
 	text string
 	// call, when set, is a function call to make instead of text.
-	call *scriptCall
+	call *respCall
 	// status other than 200 answers an error with errorBody (or OpenAI's
 	// shape with a message).
 	status    int
@@ -32,40 +32,40 @@ type script struct {
 	cutAfter int
 }
 
-type scriptCall struct{ id, name, args string }
+type respCall struct{ id, name, args string }
 
-// mockSeen is a request a mock model server got.
-type mockSeen struct {
+// respSeen is a request a mock model server got.
+type respSeen struct {
 	Path, Auth string
 	Body       []byte
 }
 
-// modelMock is a model server on loopback scripted per model name: the
+// respMock is a model server on loopback scripted per model name: the
 // chat completions mock stands in for vLLM (a translated upstream), the
 // Responses mock for OpenAI (a pass-through one).
-type modelMock struct {
+type respMock struct {
 	*httptest.Server
 	mu      sync.Mutex
-	seen    []mockSeen
-	scripts map[string]script
-	// queued are answers a model gives in turn before its script.
-	queued map[string][]script
+	seen    []respSeen
+	scripts map[string]respScript
+	// queued are answers a model gives in turn before its respScript.
+	queued map[string][]respScript
 }
 
-func newModelMock(t testing.TB, serve func(m *modelMock, w http.ResponseWriter, body []byte, s script)) *modelMock {
-	m := &modelMock{scripts: map[string]script{}, queued: map[string][]script{}}
+func newRespMock(t testing.TB, serve func(m *respMock, w http.ResponseWriter, body []byte, s respScript)) *respMock {
+	m := &respMock{scripts: map[string]respScript{}, queued: map[string][]respScript{}}
 	m.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		model := gjson.GetBytes(body, "model").Str
 		m.mu.Lock()
-		m.seen = append(m.seen, mockSeen{Path: r.URL.Path, Auth: r.Header.Get("Authorization"), Body: body})
+		m.seen = append(m.seen, respSeen{Path: r.URL.Path, Auth: r.Header.Get("Authorization"), Body: body})
 		s, ok := m.scripts[model]
 		if q := m.queued[model]; len(q) > 0 {
 			s, ok, m.queued[model] = q[0], true, q[1:]
 		}
 		m.mu.Unlock()
 		if !ok {
-			s = script{text: "hello from " + model}
+			s = respScript{text: "hello from " + model}
 		}
 		if s.status != 0 && s.status != http.StatusOK {
 			w.Header().Set("Content-Type", "application/json")
@@ -83,35 +83,35 @@ func newModelMock(t testing.TB, serve func(m *modelMock, w http.ResponseWriter, 
 	return m
 }
 
-func (m *modelMock) set(model string, s script) {
+func (m *respMock) set(model string, s respScript) {
 	m.mu.Lock()
 	m.scripts[model] = s
 	m.mu.Unlock()
 }
 
 // queue has model answer with each of scripts in turn, then as set.
-func (m *modelMock) queue(model string, scripts ...script) {
+func (m *respMock) queue(model string, scripts ...respScript) {
 	m.mu.Lock()
 	m.queued[model] = append(m.queued[model], scripts...)
 	m.mu.Unlock()
 }
 
-func (m *modelMock) requests() []mockSeen {
+func (m *respMock) requests() []respSeen {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return append([]mockSeen(nil), m.seen...)
+	return append([]respSeen(nil), m.seen...)
 }
 
-// promptTokens is what a mock says a prompt used: a token per 10 bytes.
-func promptTokens(body []byte) int { return len(body)/10 + 1 }
+// respPromptTokens is what a mock says a prompt used: a token per 10 bytes.
+func respPromptTokens(body []byte) int { return len(body)/10 + 1 }
 
-// newChatMock is a chat completions server as vLLM answers: whole or
+// newRespChatMock is a chat completions server as vLLM answers: whole or
 // streamed, the stream's usage in a last chunk only when
 // stream_options.include_usage asks for it.
-func newChatMock(t testing.TB) *modelMock {
-	return newModelMock(t, func(m *modelMock, w http.ResponseWriter, body []byte, s script) {
+func newRespChatMock(t testing.TB) *respMock {
+	return newRespMock(t, func(m *respMock, w http.ResponseWriter, body []byte, s respScript) {
 		model := gjson.GetBytes(body, "model").Str
-		prompt, completion := promptTokens(body), words(s.text)
+		prompt, completion := respPromptTokens(body), words(s.text)
 		if s.call != nil {
 			completion = words(s.call.args) + 1
 		}
@@ -171,10 +171,10 @@ func newChatMock(t testing.TB) *modelMock {
 // newResponsesMock is a Responses API server as OpenAI answers: a
 // Response object, or its stream of events with the usage in
 // response.completed.
-func newResponsesMock(t testing.TB) *modelMock {
-	return newModelMock(t, func(m *modelMock, w http.ResponseWriter, body []byte, s script) {
+func newResponsesMock(t testing.TB) *respMock {
+	return newRespMock(t, func(m *respMock, w http.ResponseWriter, body []byte, s respScript) {
 		model := gjson.GetBytes(body, "model").Str
-		prompt, completion := promptTokens(body), words(s.text)
+		prompt, completion := respPromptTokens(body), words(s.text)
 		var item map[string]any
 		if c := s.call; c != nil {
 			completion = words(c.args) + 1
@@ -242,7 +242,7 @@ func newResponsesMock(t testing.TB) *modelMock {
 func TestTheModelMocksSpeakTheirAPIs(t *testing.T) {
 	ctx := context.Background()
 	rm := newResponsesMock(t)
-	rm.set("gpt-x", script{text: "two words"})
+	rm.set("gpt-x", respScript{text: "two words"})
 	c := openaiv3.NewClient(option.WithBaseURL(rm.URL+"/v1"), option.WithAPIKey("k"), option.WithMaxRetries(0))
 	r, err := c.Responses.New(ctx, responses.ResponseNewParams{Model: "gpt-x", Input: responses.ResponseNewParamsInputUnion{OfString: openaiv3.String("hi")}})
 	if err != nil || r.OutputText() != "two words" || r.Usage.OutputTokens != 2 {
@@ -262,8 +262,8 @@ func TestTheModelMocksSpeakTheirAPIs(t *testing.T) {
 		t.Fatalf("responses stream: %q %d %v", text.String(), usage, st.Err())
 	}
 
-	cm := newChatMock(t)
-	cm.set("meta/llama", script{call: &scriptCall{id: "call_1", name: "get_weather", args: `{"city":"Paris"}`}})
+	cm := newRespChatMock(t)
+	cm.set("meta/llama", respScript{call: &respCall{id: "call_1", name: "get_weather", args: `{"city":"Paris"}`}})
 	cc := openaiv3.NewClient(option.WithBaseURL(cm.URL+"/v1"), option.WithAPIKey("k"), option.WithMaxRetries(0))
 	acc := openaiv3.ChatCompletionAccumulator{}
 	cs := cc.Chat.Completions.NewStreaming(ctx, openaiv3.ChatCompletionNewParams{Model: "meta/llama",

@@ -24,12 +24,12 @@ import (
 // alias "coder", which Codex's gpt-5-codex names too, to a vLLM route
 // that speaks only chat completions (a translation).
 type responsesWorld struct {
-	native *modelMock // the Responses API mock (OpenAI)
-	chat   *modelMock // the chat completions mock (vLLM)
+	native *respMock // the Responses API mock (OpenAI)
+	chat   *respMock // the chat completions mock (vLLM)
 }
 
 func newResponsesWorld(t testing.TB) *responsesWorld {
-	return &responsesWorld{native: newResponsesMock(t), chat: newChatMock(t)}
+	return &responsesWorld{native: newResponsesMock(t), chat: newRespChatMock(t)}
 }
 
 func (w *responsesWorld) configure(extra func(g *model.Gateway)) func(g *model.Gateway, _ string) {
@@ -62,13 +62,13 @@ func (e *env) responsesClient(user, project string) openaiv3.Client {
 	return openaiv3.NewClient(opts...)
 }
 
-func text(s string) responses.ResponseNewParamsInputUnion {
+func respInput(s string) responses.ResponseNewParamsInputUnion {
 	return responses.ResponseNewParamsInputUnion{OfString: openaiv3.String(s)}
 }
 
 // streamText reads a Responses stream through the SDK: its text deltas,
 // its event types, and its last event's response.
-func streamText(t *testing.T, st interface {
+func respStream(t *testing.T, st interface {
 	Next() bool
 	Current() responses.ResponseStreamEventUnion
 	Err() error
@@ -100,11 +100,11 @@ func streamText(t *testing.T, st interface {
 func TestTheResponsesDoorServesTheOpenAIGoClient(t *testing.T) {
 	for _, tc := range []struct {
 		name, alias, upstream string
-		mock                  func(w *responsesWorld) *modelMock
+		mock                  func(w *responsesWorld) *respMock
 		path                  string
 	}{
-		{"pass-through to an OpenAI upstream", "native", "gpt-x", func(w *responsesWorld) *modelMock { return w.native }, "/v1/responses"},
-		{"translated for a chat completions upstream", "gpt-5-codex", "meta/llama", func(w *responsesWorld) *modelMock { return w.chat }, "/v1/chat/completions"},
+		{"pass-through to an OpenAI upstream", "native", "gpt-x", func(w *responsesWorld) *respMock { return w.native }, "/v1/responses"},
+		{"translated for a chat completions upstream", "gpt-5-codex", "meta/llama", func(w *responsesWorld) *respMock { return w.chat }, "/v1/chat/completions"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newResponsesWorld(t)
@@ -114,8 +114,8 @@ func TestTheResponsesDoorServesTheOpenAIGoClient(t *testing.T) {
 			up := tc.mock(w)
 
 			// Plain.
-			up.set(tc.upstream, script{text: "a plain answer"})
-			r, err := c.Responses.New(ctx, responses.ResponseNewParams{Model: tc.alias, Input: text("hello"),
+			up.set(tc.upstream, respScript{text: "a plain answer"})
+			r, err := c.Responses.New(ctx, responses.ResponseNewParams{Model: tc.alias, Input: respInput("hello"),
 				Instructions: openaiv3.String("be brief"), MaxOutputTokens: openaiv3.Int(50)})
 			if err != nil {
 				t.Fatal(err)
@@ -137,8 +137,8 @@ func TestTheResponsesDoorServesTheOpenAIGoClient(t *testing.T) {
 			}
 
 			// Streamed.
-			up.set(tc.upstream, script{text: "streamed through the door"})
-			got, types, last := streamText(t, c.Responses.NewStreaming(ctx, responses.ResponseNewParams{Model: tc.alias, Input: text("hello")}))
+			up.set(tc.upstream, respScript{text: "streamed through the door"})
+			got, types, last := respStream(t, c.Responses.NewStreaming(ctx, responses.ResponseNewParams{Model: tc.alias, Input: respInput("hello")}))
 			if got != "streamed through the door" || types[0] != "response.created" || types[len(types)-1] != "response.completed" ||
 				last.Usage.OutputTokens != 4 || last.OutputText() != "streamed through the door" {
 				t.Fatalf("stream: %q %v %s", got, types, last.RawJSON())
@@ -147,8 +147,8 @@ func TestTheResponsesDoorServesTheOpenAIGoClient(t *testing.T) {
 			// A function call, its output sent back, and the answer.
 			weather := responses.ToolParamOfFunction("get_weather", map[string]any{"type": "object",
 				"properties": map[string]any{"city": map[string]any{"type": "string"}}}, false)
-			up.set(tc.upstream, script{call: &scriptCall{id: "call_7", name: "get_weather", args: `{"city":"Paris"}`}})
-			r, err = c.Responses.New(ctx, responses.ResponseNewParams{Model: tc.alias, Input: text("weather in Paris?"),
+			up.set(tc.upstream, respScript{call: &respCall{id: "call_7", name: "get_weather", args: `{"city":"Paris"}`}})
+			r, err = c.Responses.New(ctx, responses.ResponseNewParams{Model: tc.alias, Input: respInput("weather in Paris?"),
 				Tools: []responses.ToolUnionParam{weather}})
 			if err != nil {
 				t.Fatal(err)
@@ -160,7 +160,7 @@ func TestTheResponsesDoorServesTheOpenAIGoClient(t *testing.T) {
 			call := r.Output[0].AsFunctionCall().ToParam()
 			output := responses.ResponseInputItemParamOfFunctionCallOutput(`{"temp_c":21}`)
 			output.OfFunctionCallOutput.CallID = param.NewOpt(call.CallID)
-			up.set(tc.upstream, script{text: "It is 21 degrees."})
+			up.set(tc.upstream, respScript{text: "It is 21 degrees."})
 			r, err = c.Responses.New(ctx, responses.ResponseNewParams{Model: tc.alias, Tools: []responses.ToolUnionParam{weather},
 				Input: responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{
 					responses.ResponseInputItemParamOfMessage("weather in Paris?", responses.EasyInputMessageRoleUser),
@@ -181,10 +181,10 @@ func TestTheResponsesDoorServesTheOpenAIGoClient(t *testing.T) {
 			}
 
 			// The streamed function call.
-			up.set(tc.upstream, script{call: &scriptCall{id: "call_8", name: "get_weather", args: `{"city":"Oslo"}`}})
-			_, types, last = streamText(t, c.Responses.NewStreaming(ctx, responses.ResponseNewParams{Model: tc.alias,
-				Input: text("and Oslo?"), Tools: []responses.ToolUnionParam{weather}}))
-			if !contains(types, "response.function_call_arguments.delta") || len(last.Output) != 1 ||
+			up.set(tc.upstream, respScript{call: &respCall{id: "call_8", name: "get_weather", args: `{"city":"Oslo"}`}})
+			_, types, last = respStream(t, c.Responses.NewStreaming(ctx, responses.ResponseNewParams{Model: tc.alias,
+				Input: respInput("and Oslo?"), Tools: []responses.ToolUnionParam{weather}}))
+			if !respContains(types, "response.function_call_arguments.delta") || len(last.Output) != 1 ||
 				last.Output[0].CallID != "call_8" || last.Output[0].Arguments.OfString != `{"city":"Oslo"}` {
 				t.Fatalf("streamed call: %v %s", types, last.RawJSON())
 			}
@@ -206,7 +206,7 @@ func TestTheResponsesDoorServesTheOpenAIGoClient(t *testing.T) {
 	}
 }
 
-func contains(s []string, v string) bool {
+func respContains(s []string, v string) bool {
 	for _, x := range s {
 		if x == v {
 			return true
@@ -216,7 +216,7 @@ func contains(s []string, v string) bool {
 }
 
 // apiError returns the SDK's error for err, or fails.
-func apiError(t *testing.T, err error) *openaiv3.Error {
+func respAPIError(t *testing.T, err error) *openaiv3.Error {
 	t.Helper()
 	var apiErr *openaiv3.Error
 	if !errors.As(err, &apiErr) {
@@ -234,9 +234,9 @@ func TestTheResponsesDoorRefusesInOpenAIsShape(t *testing.T) {
 	ask := func(c openaiv3.Client, p responses.ResponseNewParams) *openaiv3.Error {
 		t.Helper()
 		_, err := c.Responses.New(ctx, p)
-		return apiError(t, err)
+		return respAPIError(t, err)
 	}
-	plain := responses.ResponseNewParams{Model: "coder", Input: text("hi")}
+	plain := responses.ResponseNewParams{Model: "coder", Input: respInput("hi")}
 
 	noKey := openaiv3.NewClient(option.WithBaseURL(e.srv.URL+"/v1/"), option.WithAPIKey(""), option.WithMaxRetries(0))
 	if err := ask(noKey, plain); err.StatusCode != 401 || err.Code != "invalid_api_key" {
@@ -247,10 +247,10 @@ func TestTheResponsesDoorRefusesInOpenAIsShape(t *testing.T) {
 		t.Fatalf("bad key: %d %s", err.StatusCode, err.RawJSON())
 	}
 	alice, vic := e.responsesClient("alice", "fraud"), e.responsesClient("vic", "detect")
-	if err := ask(alice, responses.ResponseNewParams{Model: "nope", Input: text("hi")}); err.StatusCode != 404 || err.Code != "model_not_found" {
+	if err := ask(alice, responses.ResponseNewParams{Model: "nope", Input: respInput("hi")}); err.StatusCode != 404 || err.Code != "model_not_found" {
 		t.Fatalf("unknown model: %d %s", err.StatusCode, err.RawJSON())
 	}
-	if err := ask(vic, responses.ResponseNewParams{Model: "ml-only", Input: text("hi")}); err.StatusCode != 403 || err.Code != "model_not_allowed" {
+	if err := ask(vic, responses.ResponseNewParams{Model: "ml-only", Input: respInput("hi")}); err.StatusCode != 403 || err.Code != "model_not_allowed" {
 		t.Fatalf("not allowed: %d %s", err.StatusCode, err.RawJSON())
 	}
 	// A spent budget: 402, so that Codex shows the gateway's message.
@@ -258,27 +258,27 @@ func TestTheResponsesDoorRefusesInOpenAIsShape(t *testing.T) {
 		t.Fatalf("budget: %d %s", err.StatusCode, err.RawJSON())
 	}
 	// What a chat upstream cannot do is refused, saying why.
-	err := ask(alice, responses.ResponseNewParams{Model: "coder", Input: text("hi"),
+	err := ask(alice, responses.ResponseNewParams{Model: "coder", Input: respInput("hi"),
 		Tools: []responses.ToolUnionParam{{OfWebSearch: &responses.WebSearchToolParam{Type: responses.WebSearchToolTypeWebSearch}}}})
 	if err.StatusCode != 400 && err.StatusCode != 502 || !strings.Contains(err.Message, "built-in tool web_search") {
 		t.Fatalf("web search: %d %s", err.StatusCode, err.RawJSON())
 	}
-	err = ask(alice, responses.ResponseNewParams{Model: "coder", Input: text("hi"), PreviousResponseID: openaiv3.String("resp_1")})
+	err = ask(alice, responses.ResponseNewParams{Model: "coder", Input: respInput("hi"), PreviousResponseID: openaiv3.String("resp_1")})
 	if !strings.Contains(err.Message, "previous_response_id: the gateway stores no responses") {
 		t.Fatalf("previous response: %d %s", err.StatusCode, err.RawJSON())
 	}
 	// ... but goes through to an upstream that speaks the Responses API.
-	if _, err := alice.Responses.New(ctx, responses.ResponseNewParams{Model: "native", Input: text("hi"),
+	if _, err := alice.Responses.New(ctx, responses.ResponseNewParams{Model: "native", Input: respInput("hi"),
 		Tools: []responses.ToolUnionParam{{OfWebSearch: &responses.WebSearchToolParam{Type: responses.WebSearchToolTypeWebSearch}}}}); err != nil {
 		t.Fatalf("web search to OpenAI: %v", err)
 	}
 	// An upstream that is down.
-	w.chat.set("meta/llama", script{status: http.StatusServiceUnavailable})
+	w.chat.set("meta/llama", respScript{status: http.StatusServiceUnavailable})
 	if err := ask(alice, plain); err.StatusCode != 502 || err.Code != "upstream_error" {
 		t.Fatalf("upstream down: %d %s", err.StatusCode, err.RawJSON())
 	}
 	// A bad request says what to change.
-	if err := ask(alice, responses.ResponseNewParams{Model: "coder", Input: text("hi"), MaxOutputTokens: openaiv3.Int(-3)}); err.StatusCode != 400 ||
+	if err := ask(alice, responses.ResponseNewParams{Model: "coder", Input: respInput("hi"), MaxOutputTokens: openaiv3.Int(-3)}); err.StatusCode != 400 ||
 		!strings.Contains(err.Message, "max_output_tokens must not be negative") {
 		t.Fatalf("bad request: %d %s", err.StatusCode, err.RawJSON())
 	}
@@ -293,25 +293,25 @@ func TestTheResponsesDoorsGuardrailsBlockInputOutputAndStreams(t *testing.T) {
 	c := e.responsesClient("alice", "fraud")
 	for _, alias := range []string{"native", "coder"} {
 		upstream := map[string]string{"native": "gpt-x", "coder": "meta/llama"}[alias]
-		mock := map[string]*modelMock{"native": w.native, "coder": w.chat}[alias]
+		mock := map[string]*respMock{"native": w.native, "coder": w.chat}[alias]
 
 		// The input, a tool's output included.
 		out := responses.ResponseInputItemParamOfFunctionCallOutput("password: hunter2")
 		out.OfFunctionCallOutput.CallID = param.NewOpt("call_1")
 		_, err := c.Responses.New(ctx, responses.ResponseNewParams{Model: alias, Input: responses.ResponseNewParamsInputUnion{
 			OfInputItemList: responses.ResponseInputParam{responses.ResponseInputItemParamOfFunctionCall("{}", "call_1", "read"), out}}})
-		if a := apiError(t, err); a.StatusCode != 400 || a.Code != "guardrail_blocked" {
+		if a := respAPIError(t, err); a.StatusCode != 400 || a.Code != "guardrail_blocked" {
 			t.Fatalf("%s input: %d %s", alias, a.StatusCode, a.RawJSON())
 		}
 		// A whole answer.
-		mock.set(upstream, script{text: "the password: hunter2"})
-		_, err = c.Responses.New(ctx, responses.ResponseNewParams{Model: alias, Input: text("hi")})
-		if a := apiError(t, err); a.StatusCode != 400 || a.Code != "guardrail_blocked" {
+		mock.set(upstream, respScript{text: "the password: hunter2"})
+		_, err = c.Responses.New(ctx, responses.ResponseNewParams{Model: alias, Input: respInput("hi")})
+		if a := respAPIError(t, err); a.StatusCode != 400 || a.Code != "guardrail_blocked" {
 			t.Fatalf("%s output: %d %s", alias, a.StatusCode, a.RawJSON())
 		}
 		// A tool call's arguments, streamed.
-		mock.set(upstream, script{call: &scriptCall{id: "call_2", name: "login", args: `{"note":"password= hunter2"}`}})
-		st := c.Responses.NewStreaming(ctx, responses.ResponseNewParams{Model: alias, Input: text("hi")})
+		mock.set(upstream, respScript{call: &respCall{id: "call_2", name: "login", args: `{"note":"password= hunter2"}`}})
+		st := c.Responses.NewStreaming(ctx, responses.ResponseNewParams{Model: alias, Input: respInput("hi")})
 		var types []string
 		var failed responses.Response
 		var errCode string
@@ -326,7 +326,7 @@ func TestTheResponsesDoorsGuardrailsBlockInputOutputAndStreams(t *testing.T) {
 			}
 		}
 		if errCode != "guardrail_blocked" || failed.Status != responses.ResponseStatusFailed || failed.Error.Code != "guardrail_blocked" ||
-			contains(types, "response.completed") {
+			respContains(types, "response.completed") {
 			t.Fatalf("%s stream: %v %v %s", alias, types, st.Err(), failed.RawJSON())
 		}
 	}
@@ -343,10 +343,10 @@ func TestTheResponsesDoorChargesACutStream(t *testing.T) {
 	e := newEnv(t, w.configure(nil))
 	ctx := context.Background()
 	c := e.responsesClient("alice", "fraud")
-	w.native.set("gpt-x", script{text: "one two three four five", cutAfter: 2})
-	w.chat.set("meta/llama", script{text: "one two three four five", cutAfter: 2})
+	w.native.set("gpt-x", respScript{text: "one two three four five", cutAfter: 2})
+	w.chat.set("meta/llama", respScript{text: "one two three four five", cutAfter: 2})
 	for _, alias := range []string{"native", "coder"} {
-		st := c.Responses.NewStreaming(ctx, responses.ResponseNewParams{Model: alias, Input: text("count")})
+		st := c.Responses.NewStreaming(ctx, responses.ResponseNewParams{Model: alias, Input: respInput("count")})
 		var types []string
 		var failed responses.Response
 		for st.Next() {
