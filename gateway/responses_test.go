@@ -366,3 +366,36 @@ func TestTheResponsesDoorChargesACutStream(t *testing.T) {
 		}
 	}
 }
+
+// Budgets hold on the Responses door as on the chat door: 200 callers at
+// once (translated to the chat upstream of budgetWorld), and the sum
+// charged never passes the budget.
+func TestResponsesBudgetsHoldUnder200ConcurrentCallers(t *testing.T) {
+	backends(t, func(t *testing.T, opts ...envOption) {
+		e := newEnv(t, budgetWorld, opts...)
+		answered, refusals, r := e.spendOn([]string{"alice", "bob"}, 200, "responses", `{"model":"chat","input":"hello there","max_output_tokens":100}`)
+		if refusals["insufficient_quota false"] != 200 {
+			t.Fatalf("refusals %v", refusals)
+		}
+		calls := e.ledger(int(answered))
+		var total, alice int64
+		for _, c := range calls {
+			if c.Endpoint != "responses" || c.InputTokens == 0 || c.OutputTokens == 0 {
+				t.Fatalf("ledger %s", dump(c))
+			}
+			total += c.InputTokens + c.OutputTokens
+			if c.UserName == "alice" {
+				alice += c.InputTokens + c.OutputTokens
+			}
+		}
+		if total > 20_000 || alice > 12_000 {
+			t.Fatalf("charged %d (alice %d) of a budget of 20000 (12000 each)", total, alice)
+		}
+		if answered < 50 {
+			t.Fatalf("only %d calls answered", answered)
+		}
+		if msg := r.json("error.message").Str; r.status != 402 || r.json("error.code").Str != "insufficient_quota" || !strings.Contains(msg, "project fraud") {
+			t.Fatalf("refusal %d %s", r.status, r.body)
+		}
+	})
+}
