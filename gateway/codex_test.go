@@ -1,5 +1,3 @@
-//go:build doors
-
 package gateway_test
 
 import (

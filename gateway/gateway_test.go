@@ -278,6 +278,11 @@ func budgetWorld(g *model.Gateway, up string) {
 // spend fires calls from n goroutines for user until each is refused, and
 // returns how many were answered.
 func (e *env) spend(users []string, n int) (answered int64, refusals map[string]int, last response) {
+	return e.spendOn(users, n, "chat/completions", chat("chat", `,"max_tokens":100`))
+}
+
+// spendOn is spend with calls of body to path (another door's).
+func (e *env) spendOn(users []string, n int, path, body string) (answered int64, refusals map[string]int, last response) {
 	var ok atomic.Int64
 	var mu sync.Mutex
 	refusals = map[string]int{}
@@ -289,7 +294,7 @@ func (e *env) spend(users []string, n int) (answered int64, refusals map[string]
 			user := users[i%len(users)]
 			for {
 				// Not post: a goroutine must not stop the test.
-				r, err := e.postErr(user, "fraud", "chat/completions", chat("chat", `,"max_tokens":100`))
+				r, err := e.postErr(user, "fraud", path, body)
 				if err == nil && r.status == 200 {
 					ok.Add(1)
 					continue

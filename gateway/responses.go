@@ -1,5 +1,3 @@
-//go:build doors
-
 package gateway
 
 import (
@@ -7,8 +5,10 @@ import (
 	"net/http"
 
 	"github.com/klique-ai/klique/gateway/translate"
-	"github.com/klique-ai/klique/gateway/wire"
 	"github.com/tidwall/gjson"
+
+	"github.com/klique-ai/klique/gateway/wire"
+	"github.com/klique-ai/klique/internal/model"
 )
 
 // responsesDoor is the door of OpenAI's Responses API (POST /v1/responses),
@@ -43,9 +43,9 @@ var errNoMessagesLeg = errors.New("the Responses API is not translated to Anthro
 
 func (responsesDoor) leg(c *call, api string) (leg, error) {
 	switch api {
-	case "openai":
+	case model.APIOpenAI:
 		return responsesPass{}, nil
-	case "anthropic":
+	case model.APIAnthropic:
 		return nil, errNoMessagesLeg
 	}
 	tr, err := translate.ResponsesToChat(c.body)
@@ -60,7 +60,7 @@ func (responsesDoor) leg(c *call, api string) (leg, error) {
 // response.completed).
 type responsesPass struct{}
 
-func (responsesPass) op() wire.Endpoint { return wire.Responses }
+func (responsesPass) op(*call) wire.Endpoint { return wire.Responses }
 
 func (responsesPass) request(c *call, upstream string) ([]byte, error) {
 	return wire.SetModel(c.body, upstream)
@@ -103,7 +103,8 @@ func (r *responsesPassRelay) event(raw []byte, name string, data []byte) (out, h
 	case "response.completed", "response.incomplete", "response.failed":
 		info.usage, info.counted = wire.ResponsesUsage(data)
 		r.closed = true
-		return nil, raw, info
+		// Held past the stream: a copy, not the reader's buffer.
+		return nil, append([]byte(nil), raw...), info
 	}
 	info.text = wire.ResponsesEventText(name, data)
 	return raw, nil, info
@@ -129,7 +130,7 @@ func (r *responsesPassRelay) end() (out, held []byte) {
 // upstream.
 type responsesChat struct{ tr *translate.ResponsesChat }
 
-func (*responsesChat) op() wire.Endpoint { return wire.Chat }
+func (*responsesChat) op(*call) wire.Endpoint { return wire.Chat }
 
 func (l *responsesChat) request(_ *call, upstream string) ([]byte, error) {
 	return l.tr.Request(upstream)

@@ -1,5 +1,3 @@
-//go:build doors
-
 package gateway_test
 
 import (
@@ -157,9 +155,11 @@ func TestTheResponsesDoorServesTheOpenAIGoClient(t *testing.T) {
 				r.Output[0].CallID != "call_7" || r.Output[0].Arguments.OfString != `{"city":"Paris"}` {
 				t.Fatalf("function call: %s", r.RawJSON())
 			}
+			// The SDK's ToParam sends the item as it came (its fields stay
+			// empty: the call id is read from the output item).
 			call := r.Output[0].AsFunctionCall().ToParam()
 			output := responses.ResponseInputItemParamOfFunctionCallOutput(`{"temp_c":21}`)
-			output.OfFunctionCallOutput.CallID = param.NewOpt(call.CallID)
+			output.OfFunctionCallOutput.CallID = param.NewOpt(r.Output[0].CallID)
 			up.set(tc.upstream, respScript{text: "It is 21 degrees."})
 			r, err = c.Responses.New(ctx, responses.ResponseNewParams{Model: tc.alias, Tools: []responses.ToolUnionParam{weather},
 				Input: responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{
@@ -272,9 +272,17 @@ func TestTheResponsesDoorRefusesInOpenAIsShape(t *testing.T) {
 		Tools: []responses.ToolUnionParam{{OfWebSearch: &responses.WebSearchToolParam{Type: responses.WebSearchToolTypeWebSearch}}}}); err != nil {
 		t.Fatalf("web search to OpenAI: %v", err)
 	}
-	// An upstream that is down.
+	// An upstream's own error, its message kept; and one that is down.
 	w.chat.set("meta/llama", respScript{status: http.StatusServiceUnavailable})
-	if err := ask(alice, plain); err.StatusCode != 502 || err.Code != "upstream_error" {
+	if err := ask(alice, plain); err.StatusCode != 503 || err.Message != "upstream says 503" {
+		t.Fatalf("upstream error: %d %s", err.StatusCode, err.RawJSON())
+	}
+	w.chat.set("meta/llama", respScript{status: http.StatusBadRequest, errorBody: `{"object":"error","message":"This model's maximum context length is 8 tokens","type":"BadRequestError","code":400}`})
+	if err := ask(alice, plain); err.StatusCode != 400 || err.Message != "This model's maximum context length is 8 tokens" {
+		t.Fatalf("vLLM's error: %d %s", err.StatusCode, err.RawJSON())
+	}
+	w.chat.Close()
+	if err := ask(alice, plain); err.StatusCode != 502 || err.Code != "upstream_error" || !strings.Contains(err.Message, "every model of alias coder failed") {
 		t.Fatalf("upstream down: %d %s", err.StatusCode, err.RawJSON())
 	}
 	// A bad request says what to change.
@@ -380,7 +388,7 @@ func TestResponsesBudgetsHoldUnder200ConcurrentCallers(t *testing.T) {
 		calls := e.ledger(int(answered))
 		var total, alice int64
 		for _, c := range calls {
-			if c.Endpoint != "responses" || c.InputTokens == 0 || c.OutputTokens == 0 {
+			if c.Endpoint != "responses" || c.Outcome == model.CallOK && (c.InputTokens == 0 || c.OutputTokens == 0) {
 				t.Fatalf("ledger %s", dump(c))
 			}
 			total += c.InputTokens + c.OutputTokens

@@ -8,10 +8,6 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-// Responses is the operation of OpenAI's Responses API (POST
-// /v1/responses), the door Codex CLI and the Agents SDK speak.
-const Responses Endpoint = "responses"
-
 // ParseResponses reads a Responses API request body (ResponseNewParams in
 // openai-go) into a Call, with gjson rather than the SDK's param types:
 // the SDK's union decoding drops a whole input list it cannot place (a
