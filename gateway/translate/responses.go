@@ -517,36 +517,46 @@ func (t *ResponsesChat) Answer(status int, data []byte, wantText bool) (body []b
 	if status != 200 {
 		return ResponsesErrorBody(status, data), wire.Usage{}, false, ""
 	}
-	var cc openai.ChatCompletionResponse
-	if err := json.Unmarshal(data, &cc); err != nil || len(cc.Choices) == 0 {
+	// The answer is read with gjson: go-openai's message decoding reads
+	// every message twice (content as a string, then as parts), and a
+	// long answer's text is most of what a call costs here.
+	root := gjson.ParseBytes(data)
+	ch := root.Get("choices.0")
+	if !root.IsObject() || !ch.IsObject() {
 		return responsesErrorJSON("upstream_error", "the model's answer was not a chat completion", "server_error"), wire.Usage{}, false, ""
 	}
-	created := cc.Created
+	created := root.Get("created").Int()
 	if created == 0 {
 		created = time.Now().Unix()
 	}
 	r := t.newResponse(responsesID("resp_"), created)
-	ch := cc.Choices[0]
+	msg := ch.Get("message")
+	content, refusal, toolCalls := msg.Get("content").Str, msg.Get("refusal").Str, msg.Get("tool_calls")
 	var sb strings.Builder
-	if ch.Message.Content != "" || ch.Message.Refusal != "" || len(ch.Message.ToolCalls) == 0 {
-		m := responsesMessage(responsesID("msg_"), ch.Message.Content, true)
-		if ch.Message.Refusal != "" {
-			m.Content = append(m.Content, responses.ResponseOutputMessageContentUnionParam{OfRefusal: &responses.ResponseOutputRefusalParam{Refusal: ch.Message.Refusal}})
+	if content != "" || refusal != "" || !toolCalls.IsArray() || len(toolCalls.Array()) == 0 {
+		m := responsesMessage(responsesID("msg_"), content, true)
+		if refusal != "" {
+			m.Content = append(m.Content, responses.ResponseOutputMessageContentUnionParam{OfRefusal: &responses.ResponseOutputRefusalParam{Refusal: refusal}})
 		}
 		r.Output = append(r.Output, responses.ResponseInputItemUnionParam{OfOutputMessage: m})
-		sb.WriteString(ch.Message.Content)
-		sb.WriteString(ch.Message.Refusal)
+		sb.WriteString(content)
+		sb.WriteString(refusal)
 	}
-	for _, tc := range ch.Message.ToolCalls {
+	toolCalls.ForEach(func(_, tc gjson.Result) bool {
+		args := tc.Get("function.arguments").Str
 		r.Output = append(r.Output, responses.ResponseInputItemUnionParam{
-			OfFunctionCall: t.function(responsesID("fc_"), tc.ID, tc.Function.Name, tc.Function.Arguments, true)})
-		sb.WriteString(tc.Function.Arguments)
-	}
-	r.Status, r.IncompleteDetails = responsesStatus(string(ch.FinishReason))
-	counted = gjson.GetBytes(data, "usage").IsObject()
-	if counted {
-		r.Usage = responsesUsage(&cc.Usage)
-		u = wire.Usage{Input: r.Usage.InputTokens, Output: r.Usage.OutputTokens}
+			OfFunctionCall: t.function(responsesID("fc_"), tc.Get("id").Str, tc.Get("function.name").Str, args, true)})
+		sb.WriteString(args)
+		return true
+	})
+	r.Status, r.IncompleteDetails = responsesStatus(ch.Get("finish_reason").Str)
+	if us := root.Get("usage"); us.IsObject() {
+		var ou openai.Usage
+		if json.Unmarshal([]byte(us.Raw), &ou) == nil {
+			counted = true
+			r.Usage = responsesUsage(&ou)
+			u = wire.Usage{Input: r.Usage.InputTokens, Output: r.Usage.OutputTokens}
+		}
 	}
 	body, err := json.Marshal(&r)
 	if err != nil {

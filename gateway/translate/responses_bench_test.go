@@ -57,3 +57,21 @@ func BenchmarkResponsesTranslation(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkResponsesAnswer is a whole 300-token chat answer turned into a
+// Response.
+func BenchmarkResponsesAnswer(b *testing.B) {
+	tr, err := ResponsesToChat(benchResponsesRequest())
+	if err != nil {
+		b.Fatal(err)
+	}
+	var text strings.Builder
+	for i := 0; i < 300; i++ {
+		fmt.Fprintf(&text, " tok%d", i)
+	}
+	chat := []byte(fmt.Sprintf(`{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"meta/llama","choices":[{"index":0,"message":{"role":"assistant","content":%q},"finish_reason":"stop"}],"usage":{"prompt_tokens":500,"completion_tokens":300,"total_tokens":800}}`, text.String()))
+	b.ReportAllocs()
+	for b.Loop() {
+		tr.Answer(200, chat, true)
+	}
+}
