@@ -30,6 +30,10 @@ type respScript struct {
 	// cutAfter > 0 breaks a stream's connection after that many events of
 	// its text, as a model server that crashes mid-answer does.
 	cutAfter int
+	// stopShort ends a stream cleanly after its text, without its end
+	// (chat: no finish reason, usage or [DONE]; Responses: no
+	// response.completed).
+	stopShort bool
 }
 
 type respCall struct{ id, name, args string }
@@ -159,6 +163,9 @@ func newRespChatMock(t testing.TB) *respMock {
 				chunk(`{"tool_calls":[{"index":0,"function":{"arguments":`+string(q)+`}}]}`, "")
 			}
 		}
+		if s.stopShort {
+			return
+		}
 		chunk(`{}`, fmt.Sprintf(`,"finish_reason":%q`, finish))
 		if gjson.GetBytes(body, "stream_options.include_usage").Bool() {
 			fmt.Fprintf(w, "data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":%q,\"choices\":[],\"usage\":%s}\n\n", model, usage)
@@ -231,6 +238,9 @@ func newResponsesMock(t testing.TB) *respMock {
 			event(map[string]any{"type": "response.output_text.done", "output_index": 0, "item_id": "msg_1", "content_index": 0, "text": s.text, "logprobs": []any{}})
 			event(map[string]any{"type": "response.content_part.done", "output_index": 0, "item_id": "msg_1", "content_index": 0,
 				"part": map[string]any{"type": "output_text", "text": s.text, "annotations": []any{}}})
+		}
+		if s.stopShort {
+			return
 		}
 		event(map[string]any{"type": "response.output_item.done", "output_index": 0, "item": item})
 		event(map[string]any{"type": "response.completed", "response": resp})

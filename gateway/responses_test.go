@@ -345,15 +345,20 @@ func TestTheResponsesDoorsGuardrailsBlockInputOutputAndStreams(t *testing.T) {
 	}
 }
 
-// A stream cut off upstream charges what it produced, never nothing.
+// A stream cut off upstream, or one that stops without its end, charges
+// what it produced, never nothing, and tells the caller it failed.
 func TestTheResponsesDoorChargesACutStream(t *testing.T) {
 	w := newResponsesWorld(t)
 	e := newEnv(t, w.configure(nil))
 	ctx := context.Background()
 	c := e.responsesClient("alice", "fraud")
-	w.native.set("gpt-x", respScript{text: "one two three four five", cutAfter: 2})
-	w.chat.set("meta/llama", respScript{text: "one two three four five", cutAfter: 2})
-	for _, alias := range []string{"native", "coder"} {
+	for i, alias := range []string{"native", "coder", "native", "coder"} {
+		cut := respScript{text: "one two three four five", cutAfter: 2}
+		if i >= 2 {
+			cut = respScript{text: "one two three four five", stopShort: true}
+		}
+		w.native.set("gpt-x", cut)
+		w.chat.set("meta/llama", cut)
 		st := c.Responses.NewStreaming(ctx, responses.ResponseNewParams{Model: alias, Input: respInput("count")})
 		var types []string
 		var failed responses.Response
@@ -365,11 +370,11 @@ func TestTheResponsesDoorChargesACutStream(t *testing.T) {
 			}
 		}
 		if failed.Status != responses.ResponseStatusFailed || !strings.Contains(failed.Error.Message, "cut off") {
-			t.Fatalf("%s: %v %v %s", alias, types, st.Err(), failed.RawJSON())
+			t.Fatalf("%d %s: %v %v %s", i, alias, types, st.Err(), failed.RawJSON())
 		}
 	}
-	for _, rec := range e.ledger(2) {
-		if rec.InputTokens == 0 || rec.OutputTokens == 0 || rec.Outcome != model.CallUpstreamError {
+	for _, rec := range e.ledger(4) {
+		if rec.InputTokens == 0 || rec.OutputTokens == 0 {
 			t.Fatalf("ledger %s", dump(rec))
 		}
 	}
