@@ -386,7 +386,7 @@ func TestTheResponsesDoorChargesACutStream(t *testing.T) {
 func TestResponsesBudgetsHoldUnder200ConcurrentCallers(t *testing.T) {
 	backends(t, func(t *testing.T, opts ...envOption) {
 		e := newEnv(t, budgetWorld, opts...)
-		answered, refusals, r := e.spendOn([]string{"alice", "bob"}, 200, "responses", `{"model":"chat","input":"hello there","max_output_tokens":100}`)
+		answered, refusals, r := e.spendOn([]string{"alice", "bob"}, 200, "responses", `{"model":"chat","input":"hello there","max_output_tokens":100}`, func(r response) string { return r.json("error.code").Str })
 		if refusals["insufficient_quota false"] != 200 {
 			t.Fatalf("refusals %v", refusals)
 		}
