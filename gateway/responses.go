@@ -4,9 +4,9 @@ import (
 	"errors"
 	"net/http"
 
-	"github.com/klique-ai/klique/gateway/translate"
 	"github.com/tidwall/gjson"
 
+	"github.com/klique-ai/klique/gateway/translate"
 	"github.com/klique-ai/klique/gateway/wire"
 	"github.com/klique-ai/klique/internal/model"
 )
@@ -41,6 +41,10 @@ func (responsesDoor) writeError(w http.ResponseWriter, extra http.Header, status
 // errNoMessagesLeg refuses a Responses call to an Anthropic upstream.
 var errNoMessagesLeg = errors.New("the Responses API is not translated to Anthropic's Messages API: route the alias to an openai or openai-compatible upstream")
 
+// leg passes the call through to OpenAI's own API and translates it for
+// a chat completions one (the request is read again for each such
+// attempt: a call has one or two). What a chat upstream cannot do
+// (translate.ErrUntranslatable) skips the attempt with the reason.
 func (responsesDoor) leg(c *call, api string) (leg, error) {
 	switch api {
 	case model.APIOpenAI:
