@@ -230,10 +230,14 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.models(w, r)
 	case r.Method == http.MethodPost && (path == string(wire.Chat) || path == string(wire.Completions) || path == string(wire.Embeddings)):
 		g.serve(w, r, openAI{}, wire.Endpoint(path))
+	case r.Method == http.MethodPost && path == string(wire.Responses):
+		g.serve(w, r, responsesDoor{}, wire.Responses)
+	case path == string(wire.Responses):
+		writeError(w, nil, http.StatusMethodNotAllowed, "method_not_allowed", fmt.Sprintf("%s is not allowed on %s: the gateway stores no responses to get or delete", r.Method, r.URL.Path), "")
 	case path == "models" || path == string(wire.Chat) || path == string(wire.Completions) || path == string(wire.Embeddings):
 		writeError(w, nil, http.StatusMethodNotAllowed, "method_not_allowed", fmt.Sprintf("%s is not allowed on %s", r.Method, r.URL.Path), "")
 	default:
-		writeError(w, nil, http.StatusNotFound, "unknown_url", fmt.Sprintf("unknown endpoint %s %s: the gateway serves POST /v1/chat/completions, /v1/completions, /v1/embeddings and GET /v1/models", r.Method, r.URL.Path), "")
+		writeError(w, nil, http.StatusNotFound, "unknown_url", fmt.Sprintf("unknown endpoint %s %s: the gateway serves POST /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/responses and GET /v1/models", r.Method, r.URL.Path), "")
 	}
 }
 
