@@ -7,9 +7,12 @@
 package guard
 
 import (
+	"bytes"
 	"fmt"
 	"regexp"
+	"regexp/syntax"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/klique-ai/klique/internal/model"
 )
@@ -25,6 +28,11 @@ type Rule struct {
 	// "global deny 2", "alias chat deny 1".
 	Name string
 	re   *regexp.Regexp
+	// needs are literals, folded, one of which every match contains (nil:
+	// none known); see literals.go.
+	needs [][]byte
+	// longest is the length of the longest of needs.
+	longest int
 }
 
 // Set is the guardrails of one alias: the global ones, then its own.
@@ -43,7 +51,14 @@ func Compile(global model.Guardrails, alias string, own model.Guardrails) (*Set,
 			if err != nil {
 				return fmt.Errorf("%s %s pattern %d %q: %w", where, kind, i+1, p, err)
 			}
-			*list = append(*list, Rule{Name: fmt.Sprintf("%s %s %d", where, kind, i+1), re: re})
+			rule := Rule{Name: fmt.Sprintf("%s %s %d", where, kind, i+1), re: re}
+			if parsed, err := syntax.Parse(p, syntax.Perl); err == nil {
+				for _, l := range needs(parsed.Simplify()) {
+					rule.needs = append(rule.needs, []byte(l))
+					rule.longest = max(rule.longest, len(l))
+				}
+			}
+			*list = append(*list, rule)
 		}
 		return nil
 	}
@@ -115,26 +130,113 @@ func (s *Set) Output(text string) string {
 
 // Stream checks a stream's output as it arrives.
 type Stream struct {
-	set  *Set
-	tail string
+	set *Set
+	// tail is the end of the output so far (at most overlap bytes) and
+	// folded the same folded (at most overlap bytes too, which folding
+	// never makes longer: it covers at least the runes tail does).
+	tail, folded []byte
+	// partial is the start of a rune the last piece ended in the middle
+	// of, folded with the next piece.
+	partial []byte
+	// base is where folded starts in the whole output folded, and seen,
+	// for each deny rule, where the last of its literals found starts
+	// there (-1: none yet): a rule is run while one is in the window, and
+	// only the new end of the window is searched for them.
+	base int
+	seen []int
 }
 
 // Stream starts checking one stream's output.
 func (s *Set) Stream() *Stream { return &Stream{set: s} }
 
 // Add checks the next piece of output together with the end of what came
-// before: the name of the rule that blocks the stream, or "".
+// before: the name of the rule that blocks the stream, or "". A rule is
+// run only when the output's end holds one of the literals its matches
+// need (or it needs none known).
 func (st *Stream) Add(piece string) string {
 	if st.set.Empty() || piece == "" {
 		return ""
 	}
-	text := st.tail + piece
-	if rule := st.set.Output(text); rule != "" {
-		return rule
+	if st.seen == nil {
+		st.seen = make([]int, len(st.set.deny))
+		for i := range st.seen {
+			st.seen[i] = -1
+		}
 	}
-	if len(text) > overlap {
-		text = text[len(text)-overlap:]
+	before := len(st.folded)
+	st.tail = append(st.tail, piece...)
+	st.folded, st.partial = st.foldPiece(st.folded, piece)
+	defer st.trim()
+	for i := range st.set.deny {
+		r := &st.set.deny[i]
+		if r.needs != nil {
+			// A literal found now ends in the new bytes.
+			from := max(0, before-r.longest+1)
+			if j := lastIndexAny(st.folded[from:], r.needs); j >= 0 {
+				st.seen[i] = st.base + from + j
+			}
+			if st.seen[i] < st.base {
+				continue
+			}
+		}
+		if r.re.Match(st.tail) {
+			return r.Name
+		}
 	}
-	st.tail = text
 	return ""
+}
+
+// trim keeps the window's end.
+func (st *Stream) trim() {
+	st.tail = keepEnd(st.tail)
+	n := len(st.folded)
+	st.folded = keepEnd(st.folded)
+	st.base += n - len(st.folded)
+}
+
+// foldPiece appends a piece folded to dst, with the start of a rune the
+// last piece was cut in, and keeps the start of one it is cut in for the
+// next: a model server may split a chunk inside a rune.
+func (st *Stream) foldPiece(dst []byte, piece string) (folded, partial []byte) {
+	if len(st.partial) > 0 {
+		piece = string(st.partial) + piece
+	}
+	partial = st.partial[:0]
+	if cut := incompleteEnd(piece); cut < len(piece) {
+		partial = append(partial, piece[cut:]...)
+		piece = piece[:cut]
+	}
+	return appendFold(dst, piece), partial
+}
+
+// incompleteEnd is where s ends in the start of a rune that the bytes
+// after it would complete (len(s) when it does not).
+func incompleteEnd(s string) int {
+	for i := len(s) - 1; i >= 0 && i >= len(s)-utf8.UTFMax+1; i-- {
+		if utf8.RuneStart(s[i]) {
+			if !utf8.FullRuneInString(s[i:]) {
+				return i
+			}
+			break
+		}
+	}
+	return len(s)
+}
+
+// keepEnd keeps the last overlap bytes of b, in place.
+func keepEnd(b []byte) []byte {
+	if len(b) <= overlap {
+		return b
+	}
+	n := copy(b, b[len(b)-overlap:])
+	return b[:n]
+}
+
+// lastIndexAny is where the last of lits found in b starts, or -1.
+func lastIndexAny(b []byte, lits [][]byte) int {
+	at := -1
+	for _, l := range lits {
+		at = max(at, bytes.LastIndex(b, l))
+	}
+	return at
 }
