@@ -1,0 +1,119 @@
+package wire
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/tidwall/gjson"
+)
+
+// Messages is the operation of Anthropic's Messages API (POST
+// /v1/messages), the Messages door's.
+const Messages Endpoint = "messages"
+
+// ImageTokens is what an image in a Messages request counts towards the
+// prompt's upper bound: Anthropic scales an image down until it costs at
+// most about 1,600 tokens, and a chat model server's vision encoder spends
+// no more than that on one. Counting its base64 bytes instead would make a
+// screenshot reserve a million tokens.
+const ImageTokens = 1600
+
+// ParseMessages reads a Messages request body (Anthropic's shape) into a
+// Call, as Parse reads OpenAI's: the model, whether it streams, the most
+// it may produce, the text a guardrail reads (the system prompt, every
+// message's text, the tool results, and the inputs of earlier tool calls),
+// and an upper bound of its prompt's tokens counted the same way (a token
+// per byte of text, perMessage for each message, the raw JSON of tool
+// definitions and tool inputs, ImageTokens per image). count is true for
+// count_tokens, which takes no max_tokens and never streams. The error
+// says what is wrong with the body, for the caller.
+func ParseMessages(body []byte, count bool) (Call, error) {
+	if !gjson.ValidBytes(body) {
+		return Call{}, errors.New("the request body is not valid JSON")
+	}
+	root := gjson.ParseBytes(body)
+	if !root.IsObject() {
+		return Call{}, errors.New("the request body must be a JSON object")
+	}
+	c := Call{Choices: 1}
+	m := root.Get("model")
+	if m.Type != gjson.String || strings.TrimSpace(m.Str) == "" {
+		return Call{}, errors.New("model is required: name one of the aliases GET /v1/models lists")
+	}
+	c.Model = m.Str
+	if !count {
+		c.Stream = root.Get("stream").Bool()
+		mt := root.Get("max_tokens")
+		if mt.Type != gjson.Number || mt.Int() < 1 {
+			return Call{}, errors.New("max_tokens is required: a whole number of tokens, at least 1")
+		}
+		c.MaxTokens = mt.Int()
+		if err := CheckMaxTokens("max_tokens", c.MaxTokens); err != nil {
+			return Call{}, err
+		}
+	}
+	switch sys := root.Get("system"); {
+	case sys.Type == gjson.String:
+		c.add(sys.Str)
+	case sys.IsArray():
+		c.addBlocks(sys)
+	case sys.Exists() && sys.Type != gjson.Null:
+		return Call{}, errors.New("system must be a string or an array of text blocks")
+	}
+	msgs := root.Get("messages")
+	if !msgs.IsArray() || len(msgs.Array()) == 0 {
+		return Call{}, errors.New("messages is required: a non-empty array of {role, content}")
+	}
+	var bad error
+	msgs.ForEach(func(i, msg gjson.Result) bool {
+		c.InputTokens += perMessage
+		switch content := msg.Get("content"); {
+		case content.Type == gjson.String:
+			c.add(content.Str)
+		case content.IsArray():
+			c.addBlocks(content)
+		default:
+			bad = fmt.Errorf("messages[%d].content must be a string or an array of content blocks", i.Int())
+		}
+		return bad == nil
+	})
+	if bad != nil {
+		return Call{}, bad
+	}
+	if tools := root.Get("tools"); tools.Exists() {
+		c.InputTokens += int64(len(tools.Raw))
+	}
+	return c, nil
+}
+
+// addBlocks reads an array of content blocks: their text for the
+// guardrails and the count, a tool call's input as the JSON it is, a tool
+// result's content (a string or blocks of its own), a fixed cost per
+// image, and any other block (a document, say) by its raw size.
+func (c *Call) addBlocks(blocks gjson.Result) {
+	blocks.ForEach(func(_, b gjson.Result) bool {
+		switch b.Get("type").Str {
+		case "text":
+			c.add(b.Get("text").Str)
+		case "thinking":
+			c.add(b.Get("thinking").Str)
+		case "tool_use", "server_tool_use":
+			in := b.Get("input")
+			c.add(in.Raw)
+			c.InputTokens += int64(len(b.Get("name").Str))
+		case "tool_result":
+			switch inner := b.Get("content"); {
+			case inner.Type == gjson.String:
+				c.add(inner.Str)
+			case inner.IsArray():
+				c.addBlocks(inner)
+			}
+		case "image":
+			c.InputTokens += ImageTokens
+		default:
+			c.InputTokens += int64(len(b.Raw))
+		}
+		return true
+	})
+}
