@@ -44,7 +44,7 @@ func TestMessagesToChat(t *testing.T) {
 		"stream": "true", "stream_options.include_usage": "true", "tool_choice": "required", "parallel_tool_calls": "false",
 		"tools.0.type": "function", "tools.0.function.name": "ls", "tools.0.function.description": "list a directory",
 		"tools.0.function.parameters.required": `["dir"]`, "tools.0.function.parameters.additionalProperties": "false",
-		"messages.#": "7",
+		"messages.#":      "7",
 		"messages.0.role": "system", "messages.0.content": "be brief\nand kind",
 		"messages.1.role": "user", "messages.1.content.0.text": "what is in /?", "messages.1.content.1.image_url.url": "data:image/png;base64,AAAA",
 		"messages.2.role": "assistant", "messages.2.content": "let me look", "messages.2.tool_calls.0.id": "toolu_1",
@@ -79,7 +79,7 @@ func TestMessagesToChat(t *testing.T) {
 func TestMessagesToChatRefuses(t *testing.T) {
 	const msgs = `"messages":[{"role":"user","content":"hi"}]`
 	for name, tc := range map[string]struct{ body, says string }{
-		"a server tool": {`{"model":"m","max_tokens":5,` + msgs + `,"tools":[{"type":"web_search_20250305","name":"web_search"}]}`, "web_search"},
+		"a server tool":  {`{"model":"m","max_tokens":5,` + msgs + `,"tools":[{"type":"web_search_20250305","name":"web_search"}]}`, "web_search"},
 		"code execution": {`{"model":"m","max_tokens":5,` + msgs + `,"tools":[{"type":"code_execution_20250825","name":"code_execution"}]}`, "code_execution"},
 		"mcp servers":    {`{"model":"m","max_tokens":5,` + msgs + `,"mcp_servers":[{"type":"url","url":"https://x","name":"x"}]}`, "mcp_servers"},
 		"a container":    {`{"model":"m","max_tokens":5,` + msgs + `,"container":"c1"}`, "container"},
