@@ -68,26 +68,61 @@ func (s *ChatToMessagesStream) Chunk(data []byte) (out, held []byte, text string
 	if len(data) == 0 || data[0] != '{' || s.finished {
 		return nil, nil, "", wire.Usage{}, false
 	}
-	root := gjson.ParseBytes(data)
-	if e := root.Get("error"); e.Exists() {
-		msg := e.Get("message").Str
+	// One pass over the chunk's keys, and one over each choice's and
+	// delta's: gjson's Get would scan the chunk again for each path.
+	var id, choices, usage, errv gjson.Result
+	gjson.ParseBytes(data).ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "id":
+			id = v
+		case "choices":
+			choices = v
+		case "usage":
+			usage = v
+		case "error":
+			errv = v
+		}
+		return true
+	})
+	if errv.Exists() {
+		msg := errv.Get("message").Str
 		if msg == "" {
-			msg = e.String()
+			msg = errv.String()
 		}
 		s.buf = append(s.buf, ErrorEvent(502, "the model server failed mid-stream: "+msg)...)
 		return s.buf, nil, "", wire.Usage{}, false
 	}
 	if !s.started {
-		s.start(root.Get("id").Str)
+		s.start(id.Str)
 	}
 	var textLen int
-	start := len(s.buf)
-	root.Get("choices").ForEach(func(_, ch gjson.Result) bool {
-		if ch.Get("index").Int() != 0 {
+	choices.ForEach(func(_, ch gjson.Result) bool {
+		var index, delta, finish gjson.Result
+		ch.ForEach(func(k, v gjson.Result) bool {
+			switch k.Str {
+			case "index":
+				index = v
+			case "delta":
+				delta = v
+			case "finish_reason":
+				finish = v
+			}
+			return true
+		})
+		if index.Int() != 0 {
 			return true // a Messages answer has one choice
 		}
-		delta := ch.Get("delta")
-		if c := delta.Get("content"); c.Type == gjson.String && c.Str != "" {
+		var content, toolCalls gjson.Result
+		delta.ForEach(func(k, v gjson.Result) bool {
+			switch k.Str {
+			case "content":
+				content = v
+			case "tool_calls":
+				toolCalls = v
+			}
+			return true
+		})
+		if content.Type == gjson.String && content.Str != "" {
 			if s.text < 0 {
 				s.text = s.next
 				s.next++
@@ -97,12 +132,12 @@ func (s *ChatToMessagesStream) Chunk(data []byte) (out, held []byte, text string
 			s.buf = append(s.buf, "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":"...)
 			s.buf = strconv.AppendInt(s.buf, int64(s.text), 10)
 			s.buf = append(s.buf, `,"delta":{"type":"text_delta","text":`...)
-			s.buf = append(s.buf, c.Raw...)
+			s.buf = append(s.buf, content.Raw...)
 			s.buf = append(s.buf, "}}\n\n"...)
-			text += c.Str
+			text = content.Str
 			textLen++
 		}
-		delta.Get("tool_calls").ForEach(func(_, tc gjson.Result) bool {
+		toolCalls.ForEach(func(_, tc gjson.Result) bool {
 			i := tc.Get("index").Int()
 			if s.tools == nil {
 				s.tools = make(map[int64]int, 2)
@@ -137,17 +172,17 @@ func (s *ChatToMessagesStream) Chunk(data []byte) (out, held []byte, text string
 			}
 			return true
 		})
-		if f := ch.Get("finish_reason"); f.Type == gjson.String && f.Str != "" {
-			s.stop = f.Str
+		if finish.Type == gjson.String && finish.Str != "" {
+			s.stop = finish.Str
 			s.closeAll()
 		}
 		return true
 	})
-	if len(s.buf) > start && textLen > 0 {
+	if textLen > 0 {
 		s.produced++
 	}
-	if us := root.Get("usage"); us.IsObject() {
-		s.usage = wire.Usage{Input: max(us.Get("prompt_tokens").Int(), 0), Output: max(us.Get("completion_tokens").Int(), 0)}
+	if usage.IsObject() {
+		s.usage = wire.Usage{Input: max(usage.Get("prompt_tokens").Int(), 0), Output: max(usage.Get("completion_tokens").Int(), 0)}
 		s.counted = true
 		if s.stop != "" {
 			s.messageDelta()
