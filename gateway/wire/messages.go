@@ -117,3 +117,69 @@ func (c *Call) addBlocks(blocks gjson.Result) {
 		return true
 	})
 }
+
+// MessagesUsage reads the usage of a whole Messages answer. Input counts
+// the prompt's tokens whether or not a prompt cache served them
+// (input_tokens, cache_creation_input_tokens and cache_read_input_tokens),
+// so that a cached prompt is never charged as nothing.
+func MessagesUsage(body []byte) (Usage, bool) {
+	u := gjson.GetBytes(body, "usage")
+	if !u.IsObject() {
+		return Usage{}, false
+	}
+	return Usage{Input: messagesInput(u), Output: max(u.Get("output_tokens").Int(), 0)}, true
+}
+
+func messagesInput(u gjson.Result) int64 {
+	return max(u.Get("input_tokens").Int(), 0) + max(u.Get("cache_creation_input_tokens").Int(), 0) + max(u.Get("cache_read_input_tokens").Int(), 0)
+}
+
+// MessagesOutputText is the generated text of a whole Messages answer:
+// its text blocks and its tool calls' inputs (what a guardrail reads, and
+// what is counted when an upstream says no usage).
+func MessagesOutputText(body []byte) string {
+	var sb strings.Builder
+	gjson.GetBytes(body, "content").ForEach(func(_, b gjson.Result) bool {
+		switch b.Get("type").Str {
+		case "text":
+			sb.WriteString(b.Get("text").Str)
+		case "tool_use":
+			sb.WriteString(b.Get("input").Raw)
+		}
+		return true
+	})
+	return sb.String()
+}
+
+// MessagesEvent reads one event of a Messages stream, by its name: the
+// text a content_block_delta carries (text, or a tool call's partial
+// input), and usage: message_start says the input (in, with what a prompt
+// cache served), message_delta the output so far (out) and sometimes the
+// input again. Any other event carries neither.
+func MessagesEvent(name string, data []byte) (text string, in, out int64, hasIn, hasOut bool) {
+	switch name {
+	case "content_block_delta":
+		d := gjson.GetBytes(data, "delta")
+		switch d.Get("type").Str {
+		case "text_delta":
+			return d.Get("text").Str, 0, 0, false, false
+		case "input_json_delta":
+			return d.Get("partial_json").Str, 0, 0, false, false
+		}
+	case "message_start":
+		u := gjson.GetBytes(data, "message.usage")
+		if u.IsObject() {
+			return "", messagesInput(u), max(u.Get("output_tokens").Int(), 0), true, true
+		}
+	case "message_delta":
+		u := gjson.GetBytes(data, "usage")
+		if u.IsObject() {
+			hasIn = u.Get("input_tokens").Exists() && u.Get("input_tokens").Type == gjson.Number
+			if hasIn {
+				in = messagesInput(u)
+			}
+			return "", in, max(u.Get("output_tokens").Int(), 0), hasIn, true
+		}
+	}
+	return "", 0, 0, false, false
+}

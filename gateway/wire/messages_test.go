@@ -61,3 +61,34 @@ func TestParseMessages(t *testing.T) {
 		})
 	}
 }
+
+func TestMessagesUsageAndText(t *testing.T) {
+	body := []byte(`{"id":"msg_1","type":"message","content":[{"type":"text","text":"hi "},{"type":"tool_use","id":"t","name":"ls","input":{"d":"/"}}],
+		"usage":{"input_tokens":10,"cache_read_input_tokens":90,"cache_creation_input_tokens":5,"output_tokens":7}}`)
+	if u, ok := wire.MessagesUsage(body); !ok || u.Input != 105 || u.Output != 7 {
+		t.Fatalf("usage %+v %v", u, ok)
+	}
+	if _, ok := wire.MessagesUsage([]byte(`{"type":"error"}`)); ok {
+		t.Fatal("an error read as counted")
+	}
+	if got := wire.MessagesOutputText(body); got != `hi {"d":"/"}` {
+		t.Fatalf("text %q", got)
+	}
+	for _, tc := range []struct {
+		name, data, text string
+		in, out          int64
+		hasIn, hasOut    bool
+	}{
+		{"message_start", `{"type":"message_start","message":{"usage":{"input_tokens":12,"cache_read_input_tokens":3,"output_tokens":1}}}`, "", 15, 1, true, true},
+		{"content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hel"}}`, "Hel", 0, 0, false, false},
+		{"content_block_delta", `{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"a\""}}`, `{"a"`, 0, 0, false, false},
+		{"message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":30}}`, "", 0, 30, false, true},
+		{"message_delta", `{"type":"message_delta","delta":{},"usage":{"input_tokens":20,"output_tokens":31}}`, "", 20, 31, true, true},
+		{"ping", `{"type":"ping"}`, "", 0, 0, false, false},
+	} {
+		text, in, out, hasIn, hasOut := wire.MessagesEvent(tc.name, []byte(tc.data))
+		if text != tc.text || in != tc.in || out != tc.out || hasIn != tc.hasIn || hasOut != tc.hasOut {
+			t.Errorf("%s %s: %q %d %d %v %v", tc.name, tc.data, text, in, out, hasIn, hasOut)
+		}
+	}
+}
