@@ -278,6 +278,12 @@ func budgetWorld(g *model.Gateway, up string) {
 // spend fires calls from n goroutines for user until each is refused, and
 // returns how many were answered.
 func (e *env) spend(users []string, n int) (answered int64, refusals map[string]int, last response) {
+	return e.spendOn(users, n, "chat/completions", chat("chat", `,"max_tokens":100`), func(r response) string { return r.json("error.code").Str })
+}
+
+// spendOn is spend through any door: the call is body at path, and code
+// names a refusal in the door's error shape.
+func (e *env) spendOn(users []string, n int, path, body string, code func(response) string) (answered int64, refusals map[string]int, last response) {
 	var ok atomic.Int64
 	var mu sync.Mutex
 	refusals = map[string]int{}
@@ -289,7 +295,7 @@ func (e *env) spend(users []string, n int) (answered int64, refusals map[string]
 			user := users[i%len(users)]
 			for {
 				// Not post: a goroutine must not stop the test.
-				r, err := e.postErr(user, "fraud", "chat/completions", chat("chat", `,"max_tokens":100`))
+				r, err := e.postErr(user, "fraud", path, body)
 				if err == nil && r.status == 200 {
 					ok.Add(1)
 					continue
@@ -298,7 +304,7 @@ func (e *env) spend(users []string, n int) (answered int64, refusals map[string]
 				if err != nil {
 					refusals["transport error: "+err.Error()]++
 				} else {
-					refusals[r.json("error.code").Str+" "+r.header.Get("X-Should-Retry")]++
+					refusals[code(r)+" "+r.header.Get("X-Should-Retry")]++
 				}
 				last = r
 				mu.Unlock()
