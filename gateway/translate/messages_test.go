@@ -256,3 +256,19 @@ func TestChatToMessagesStreamEnd(t *testing.T) {
 		t.Fatalf("error event %q", ev)
 	}
 }
+
+// No request, and no chunk of a stream, makes the translation panic: a
+// body it cannot read is an error, a chunk it cannot read is skipped.
+func FuzzMessagesTranslation(f *testing.F) {
+	f.Add([]byte(`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`), []byte(chatChunks[3]))
+	f.Add([]byte(`{"model":"m","max_tokens":5,"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"f","input":null}]}],"tools":[{}]}`), []byte(`{"choices":[{"delta":{"tool_calls":[{"index":-1}]}}]}`))
+	f.Add([]byte(`{"messages":[{"role":"user","content":[{"type":"tool_result","content":[{"type":"image"}]}]}]}`), []byte(`{"error":{}}`))
+	f.Fuzz(func(t *testing.T, body, chunk []byte) {
+		_, _ = translate.MessagesToChat(body, "up", true)
+		_, _, _, _ = translate.ChatToMessages(200, chunk, "m")
+		s := translate.NewChatToMessagesStream("m")
+		s.Chunk(chunk)
+		s.Chunk(chunk)
+		s.End()
+	})
+}
