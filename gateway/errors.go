@@ -33,10 +33,6 @@ func errorType(status int) string {
 	return "invalid_request_error"
 }
 
-func errorJSON(code, message, param string) []byte {
-	return errorJSONStatus(http.StatusBadRequest, code, message, param)
-}
-
 func errorJSONStatus(status int, code, message, param string) []byte {
 	var b errorBody
 	b.Error.Message, b.Error.Type, b.Error.Code = message, errorType(status), code

@@ -131,8 +131,8 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, d door, ep wire.
 		// [DONE]) go out once its row is on the ledger.
 		g.meter.await(x.r.Context(), ticket)
 	}
-	if x.out.HeldDone {
-		_, _ = x.w.Write(doneEvent)
+	if x.out.Held != nil {
+		_, _ = x.w.Write(x.out.Held)
 		if fl, ok := x.w.(http.Flusher); ok {
 			fl.Flush()
 		}
@@ -223,10 +223,14 @@ func (g *Gateway) guardInput(x *exchange) bool {
 func (g *Gateway) callUpstream(x *exchange) bool {
 	x.attempts = g.attempts(x.attempts, x.grant)
 	x.c = call{ep: x.ep, body: x.body, req: x.req, guard: x.grant.Guard, header: x.header, door: x.door}
+	if x.r != nil {
+		x.c.in = x.r.Header
+	}
 	to := x.w
 	if x.grant.GuardAlias != "" && !x.req.Stream && x.ep != wire.Embeddings {
 		x.held = &bufferWriter{header: http.Header{}}
 		to = x.held
+		x.c.wantText = true
 	}
 	sent := time.Now()
 	x.out = g.proxy.do(x.ctx, to, &x.c, x.attempts)
@@ -266,7 +270,7 @@ func (g *Gateway) guardOutput(x *exchange) bool {
 	}
 	var text string
 	if x.out.Status == http.StatusOK && x.out.Blocked == "" {
-		text = wire.OutputText(x.held.buf.Bytes())
+		text = x.out.Text
 	}
 	if text != "" && !g.modelCheck(x, []string{text}, "the model's answer", "") {
 		return false
@@ -325,14 +329,15 @@ func (g *Gateway) attempts(dst []Attempt, grant *platform.ModelGrant) []Attempt 
 		switch {
 		case u.Provider != nil:
 			dst = append(dst, Attempt{Model: u.Model.Name, Upstream: up, BaseURL: u.Provider.BaseURL, Key: u.Key,
-				Timeout: u.Provider.Timeout, Provider: u.Provider.Name})
+				Timeout: u.Provider.Timeout, Provider: u.Provider.Name, API: model.APIOr(u.Provider.API)})
 		case u.Route != nil:
 			eps := g.proxy.balance.order(u.Route.Endpoints, turn)
 			for i, ep := range eps {
 				if i == 2 {
 					break
 				}
-				dst = append(dst, Attempt{Model: u.Model.Name, Upstream: up, BaseURL: ep, Timeout: u.Route.Timeout, Route: u.Route.Name})
+				dst = append(dst, Attempt{Model: u.Model.Name, Upstream: up, BaseURL: ep, Timeout: u.Route.Timeout, Route: u.Route.Name,
+					API: model.APIOr(u.Route.API)})
 			}
 		}
 	}

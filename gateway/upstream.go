@@ -16,6 +16,7 @@ import (
 
 	"github.com/klique-ai/klique/gateway/wire"
 	"github.com/klique-ai/klique/internal/guard"
+	"github.com/klique-ai/klique/internal/model"
 )
 
 // Attempt is one upstream a call may go to: a model on a route endpoint or
@@ -36,6 +37,9 @@ type Attempt struct {
 	// provider), for the balancer; Provider the provider.
 	Route    string
 	Provider string
+	// API is what the upstream speaks (one of model.APIs): it chooses the
+	// door's leg to it and how the key is sent.
+	API string
 }
 
 // Outcome is what happened upstream.
@@ -58,9 +62,12 @@ type Outcome struct {
 	Err error
 	// Tried lists the failures of attempts before the one that answered.
 	Tried []string
-	// HeldDone is true when a stream's closing "data: [DONE]" was held
-	// back, to be sent once the call is on the ledger.
-	HeldDone bool
+	// Held is a stream's closing event (chat's "data: [DONE]"), held
+	// back to be sent once the call is on the ledger.
+	Held []byte
+	// Text is the generated text of a whole answer, when the call asked
+	// for it (call.wantText): what the model-based guardrail checks.
+	Text string
 }
 
 // maxUpstreamBody bounds a non-streamed upstream answer the gateway reads.
@@ -91,23 +98,34 @@ type call struct {
 	// header is set on the caller's answer before it is written (rate
 	// limit headers, request id).
 	header http.Header
-	// door writes the errors of the answer (see door).
+	// door writes the errors of the answer, and has the leg to each
+	// upstream (see door).
 	door door
+	// in is the caller's request headers (an Anthropic caller's version
+	// and betas go on to an Anthropic upstream).
+	in http.Header
+	// wantText asks for a whole answer's generated text in Outcome.Text.
+	wantText bool
 }
 
 func (p *proxy) do(ctx context.Context, w http.ResponseWriter, c *call, attempts []Attempt) Outcome {
 	var out Outcome
 	for i, a := range attempts {
 		out.Attempt = i
-		body, err := wire.SetModel(c.body, a.Upstream)
-		if err == nil && c.req.Stream {
-			body, err = wire.AskUsage(body)
+		lg, err := c.door.leg(c, a.API)
+		if err != nil {
+			// This door cannot reach what the upstream speaks: try the
+			// next.
+			out.Err = err
+			out.Tried = append(out.Tried, fmt.Sprintf("%s: %v", a.Model, err))
+			continue
 		}
+		body, err := lg.request(c, a.Upstream)
 		if err != nil {
 			out.Err = fmt.Errorf("prepare the upstream body: %w", err)
 			return out
 		}
-		resp, cancel, touch, err := p.send(ctx, a, c.ep, body, c.req.Stream)
+		resp, cancel, touch, err := p.send(ctx, a, lg, c, body)
 		if err != nil {
 			p.balance.failed(a)
 			if ctx.Err() != nil {
@@ -130,9 +148,9 @@ func (p *proxy) do(ctx context.Context, w http.ResponseWriter, c *call, attempts
 		p.balance.succeeded(a)
 		out.Status, out.Err = resp.StatusCode, nil // earlier attempts' failures are in Tried
 		if c.req.Stream && resp.StatusCode == http.StatusOK {
-			p.stream(ctx, w, c, resp, &out, touch)
+			p.stream(ctx, w, c, lg, resp, &out, touch)
 		} else {
-			p.whole(w, c, resp, &out, a.Key)
+			p.whole(w, c, lg, resp, &out, a.Key)
 		}
 		resp.Body.Close()
 		cancel()
@@ -159,8 +177,9 @@ var (
 // the client's redirect and cookie handling copies every request's headers
 // and is of no use here (a model server does not redirect a POST), and
 // each attempt carries its own deadline.
-func (p *proxy) send(ctx context.Context, a Attempt, ep wire.Endpoint, body []byte, stream bool) (resp *http.Response, done context.CancelFunc, touch func(), err error) {
-	u, err := p.url(a.BaseURL, ep)
+func (p *proxy) send(ctx context.Context, a Attempt, lg leg, c *call, body []byte) (resp *http.Response, done context.CancelFunc, touch func(), err error) {
+	stream := c.req.Stream
+	u, err := p.url(a.BaseURL, lg.op(c))
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -170,14 +189,23 @@ func (p *proxy) send(ctx context.Context, a Attempt, ep wire.Endpoint, body []by
 		timeout = 60 * time.Second
 	}
 	timer := time.AfterFunc(timeout, cancel)
-	h := make(http.Header, 3)
+	h := make(http.Header, 4)
 	h["Content-Type"] = jsonType
 	if stream {
 		h["Accept"] = eventTypes
 	}
-	if a.Key != "" {
+	switch {
+	case a.API == model.APIAnthropic:
+		// Anthropic's API takes its key in a header of its own, and
+		// every request names the API version.
+		if a.Key != "" {
+			h["X-Api-Key"] = []string{a.Key}
+		}
+		h["Anthropic-Version"] = anthropicVersion
+	case a.Key != "":
 		h["Authorization"] = []string{"Bearer " + a.Key}
 	}
+	lg.header(h, c)
 	req := (&http.Request{Method: http.MethodPost, URL: u, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, Header: h,
 		Body: io.NopCloser(bytes.NewReader(body)), ContentLength: int64(len(body)), Host: u.Host,
 		// GetBody lets the transport send the call again on another
@@ -239,9 +267,13 @@ func scrub(err error, a Attempt) error {
 	return errors.New(strings.ReplaceAll(err.Error(), a.Key, "[redacted]"))
 }
 
-// whole copies a non-streamed answer, counting its usage and checking its
-// output.
-func (p *proxy) whole(w http.ResponseWriter, c *call, resp *http.Response, out *Outcome, key string) {
+// anthropicVersion is the Messages API version asked for when the caller
+// names none.
+var anthropicVersion = []string{"2023-06-01"}
+
+// whole copies a non-streamed answer, through the leg, counting its usage
+// and checking its output.
+func (p *proxy) whole(w http.ResponseWriter, c *call, lg leg, resp *http.Response, out *Outcome, key string) {
 	buf, err := readBody(resp.Body, maxUpstreamBody-1, resp.ContentLength)
 	defer putBuffer(buf)
 	data := buf.Bytes()
@@ -255,16 +287,21 @@ func (p *proxy) whole(w http.ResponseWriter, c *call, resp *http.Response, out *
 		c.door.writeError(w, c.header, http.StatusBadGateway, "upstream_error", "the model's answer was cut off", "")
 		return
 	}
-	if u, ok := wire.UsageOf(data); ok {
+	wantText := c.wantText || !c.guard.Empty()
+	data, u, counted, text := lg.answer(c, resp.StatusCode, data, wantText)
+	if counted {
 		out.Usage, out.Counted = u, true
 	} else if resp.StatusCode == http.StatusOK {
 		// The model server says nothing of usage (some self-hosted ones
 		// do not): charge the prompt as estimated and the answer as
-		// counted here, never nothing.
-		out.Usage = wire.Usage{Input: c.req.InputTokens, Output: wire.CountOutput(data)}
+		// counted here (a token per byte, counting high), never nothing.
+		out.Usage = wire.Usage{Input: c.req.InputTokens, Output: int64(len(text))}
+	}
+	if c.wantText && resp.StatusCode == http.StatusOK {
+		out.Text = text
 	}
 	if resp.StatusCode == http.StatusOK && !c.guard.Empty() {
-		if rule := c.guard.Output(wire.OutputText(data)); rule != "" {
+		if rule := c.guard.Output(text); rule != "" {
 			out.Blocked = rule
 			c.door.writeError(w, c.header, http.StatusBadRequest, "guardrail_blocked",
 				"the model's answer was blocked by the guardrail "+rule, "")
@@ -289,11 +326,16 @@ func nonEmpty(s, def string) string {
 
 var lineReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 16<<10) }}
 
-// stream copies a server-sent event stream as it comes: each event is
-// passed through unchanged and flushed, except the usage chunk the gateway
-// asked for when the caller did not. Output is checked as it arrives; a
-// blocked stream ends with an error event.
-func (p *proxy) stream(ctx context.Context, w http.ResponseWriter, c *call, resp *http.Response, out *Outcome, touch func()) {
+// eventBufs hold one server-sent event as it is read.
+var eventBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
+
+// stream copies a server-sent event stream as it comes, one event at a
+// time through the leg's relay: passed through unchanged, or translated.
+// Each event the caller gets is flushed at once. Output is checked as it
+// arrives; a blocked stream ends with an error event. The stream's
+// closing event is held back (Outcome.Held) until the call is on the
+// ledger.
+func (p *proxy) stream(ctx context.Context, w http.ResponseWriter, c *call, lg leg, resp *http.Response, out *Outcome, touch func()) {
 	h := w.Header()
 	for k, v := range c.header {
 		h[k] = v
@@ -313,11 +355,58 @@ func (p *proxy) stream(ctx context.Context, w http.ResponseWriter, c *call, resp
 	if !c.guard.Empty() {
 		st = c.guard.Stream()
 	}
+	rl := lg.relay(c)
 	br := lineReaders.Get().(*bufio.Reader)
 	br.Reset(resp.Body)
-	defer func() { br.Reset(nil); lineReaders.Put(br) }()
-	var produced int64
-	for {
+	evp := eventBufs.Get().(*[]byte)
+	defer func() { br.Reset(nil); lineReaders.Put(br); *evp = (*evp)[:0]; eventBufs.Put(evp) }()
+	var (
+		produced int64
+		// ev is the event being read; name and data are where its fields
+		// are in it (a second data line is joined to the first, with a
+		// newline, in joined).
+		ev             = (*evp)[:0]
+		name, data     [2]int
+		joined         []byte
+		ended, stopped bool
+	)
+	// dispatch hands the event read to the relay and writes what the
+	// caller gets of it. It returns false when the stream is to stop.
+	dispatch := func() bool {
+		d := ev[data[0]:data[1]]
+		if joined != nil {
+			d = joined
+		}
+		o, held, info := rl.event(ev, string(ev[name[0]:name[1]]), d)
+		ev, name, data, joined = ev[:0], [2]int{}, [2]int{}, nil
+		if held != nil {
+			out.Held, ended = held, true
+		}
+		if info.counted {
+			out.Usage, out.Counted = info.usage, true
+		}
+		if info.text != "" {
+			produced++
+			if st != nil {
+				if rule := st.Add(info.text); rule != "" {
+					out.Blocked = rule
+					_, _ = w.Write(rl.errorEvent(http.StatusBadRequest, "guardrail_blocked", "the model's answer was blocked by the guardrail "+rule))
+					out.Held = nil
+					flush()
+					return false
+				}
+			}
+		}
+		if len(o) > 0 {
+			if _, err := w.Write(o); err != nil {
+				out.Disconnected = true
+				return false
+			}
+			flush()
+		}
+		return true
+	}
+	for !stopped {
 		line, err := br.ReadSlice('\n')
 		if err == bufio.ErrBufferFull {
 			// A long event line: gather it whole.
@@ -330,69 +419,67 @@ func (p *proxy) stream(ctx context.Context, w http.ResponseWriter, c *call, resp
 		}
 		if len(line) > 0 {
 			touch()
-			data, isData := bytes.CutPrefix(bytes.TrimRight(line, "\r\n"), []byte("data:"))
-			data = bytes.TrimSpace(data)
-			forward := true
-			if isData && string(data) == "[DONE]" {
-				// The stream's end goes out once the call is on the
-				// ledger (Gateway.serve).
-				forward, out.HeldDone = false, true
-			}
-			if isData && len(data) > 0 && data[0] == '{' {
-				text := wire.OutputText(data)
-				if u, ok := wire.UsageOf(data); ok {
-					out.Usage, out.Counted = u, true
-					// The usage chunk carries no choices; drop it unless the
-					// caller asked for it.
-					if !c.req.IncludeUsage && text == "" && !hasChoices(data) {
-						forward = false
-					}
+			start := len(ev)
+			ev = append(ev, line...)
+			field := bytes.TrimRight(ev[start:], "\r\n")
+			switch {
+			case len(field) == 0:
+				// The blank line that ends an event.
+				stopped = !dispatch()
+			case bytes.HasPrefix(field, []byte("data:")):
+				at := fieldValue(ev, start, len("data:"), len(field))
+				switch {
+				case data[1] == 0 && joined == nil:
+					data = at
+				case joined == nil:
+					joined = append(append(append([]byte(nil), ev[data[0]:data[1]]...), '\n'), ev[at[0]:at[1]]...)
+				default:
+					joined = append(append(joined, '\n'), ev[at[0]:at[1]]...)
 				}
-				if text != "" {
-					produced++
-					if st != nil {
-						if rule := st.Add(text); rule != "" {
-							out.Blocked = rule
-							fmt.Fprintf(w, "data: %s\n\n", errorJSON("guardrail_blocked", "the model's answer was blocked by the guardrail "+rule, ""))
-							flush()
-							break
-						}
-					}
-				}
-			}
-			if forward {
-				if _, werr := w.Write(line); werr != nil {
-					out.Disconnected = true
-					break
-				}
-				if len(bytes.TrimSpace(line)) == 0 {
-					flush()
-				}
-			} else {
-				// Skip the blank line that ends the dropped event too.
-				if next, _ := br.Peek(1); len(next) == 1 && (next[0] == '\n' || next[0] == '\r') {
-					_, _ = br.ReadSlice('\n')
-				}
+			case bytes.HasPrefix(field, []byte("event:")):
+				name = fieldValue(ev, start, len("event:"), len(field))
 			}
 		}
 		if err != nil {
+			if len(ev) > 0 && !stopped {
+				// An event the stream ended without its blank line.
+				stopped = !dispatch()
+			}
 			if ctx.Err() != nil {
 				out.Disconnected = true
-			} else if err != io.EOF {
+			} else if err != io.EOF && !stopped {
 				out.Err = fmt.Errorf("read the upstream stream: %w", err)
 				// Tell the caller the stream was cut, not finished.
-				fmt.Fprintf(w, "data: %s\n\n", errorJSONStatus(http.StatusBadGateway, "upstream_error", "the model's stream was cut off before its end", ""))
+				_, _ = w.Write(rl.errorEvent(http.StatusBadGateway, "upstream_error", "the model's stream was cut off before its end"))
 			}
 			break
 		}
 	}
+	if !ended && out.Blocked == "" && !out.Disconnected && out.Err == nil {
+		if o, held := rl.end(); len(o) > 0 || held != nil {
+			_, _ = w.Write(o)
+			out.Held = held
+		}
+	}
+	*evp = ev[:0]
 	flush()
 	if !out.Counted {
-		// The stream ended before its usage chunk (the caller went away, or
-		// the upstream stopped): charge what was produced, a token per
-		// content chunk, and the prompt as estimated.
+		// The stream ended before its usage (the caller went away, or the
+		// upstream stopped): charge what was produced, a token per event
+		// with generated text, and the prompt as estimated.
 		out.Usage = wire.Usage{Input: c.req.InputTokens, Output: produced}
 	}
+}
+
+// fieldValue returns where the value of an event's field is in ev: after
+// its name and the one space that may follow the colon, up to the line's
+// end (n bytes from start, line ending excluded).
+func fieldValue(ev []byte, start, prefix, n int) [2]int {
+	from := start + prefix
+	if from < start+n && ev[from] == ' ' {
+		from++
+	}
+	return [2]int{from, start + n}
 }
 
 func hasChoices(data []byte) bool {

@@ -43,9 +43,19 @@ func (r *lLMProviderResolver) TimeoutSeconds(ctx context.Context, obj *model.Pro
 	return obj.Timeout.Seconds(), nil
 }
 
+// API is the resolver for the api field.
+func (r *lLMProviderResolver) API(ctx context.Context, obj *model.Provider) (string, error) {
+	return model.APIOr(obj.API), nil
+}
+
 // TimeoutSeconds is the resolver for the timeoutSeconds field.
 func (r *lLMRouteResolver) TimeoutSeconds(ctx context.Context, obj *model.Route) (float64, error) {
 	return obj.Timeout.Seconds(), nil
+}
+
+// API is the resolver for the api field.
+func (r *lLMRouteResolver) API(ctx context.Context, obj *model.Route) (string, error) {
+	return model.APIOr(obj.API), nil
 }
 
 // PutLLMProvider is the resolver for the putLLMProvider field.
@@ -221,15 +231,3 @@ type (
 	tokenBudgetResolver     struct{ *Resolver }
 	tokenBudgetViewResolver struct{ *Resolver }
 )
-
-// !!! WARNING !!!
-// The code below was going to be deleted when updating resolvers. It has been copied here so you have
-// one last chance to move it out of harms way if you want. There are two reasons this happens:
-//  - When renaming or deleting a resolver the old code will be put in here. You can safely delete
-//    it when you're done.
-//  - You have helper methods in this file. Move them out to keep these resolver files clean.
-/*
-	func (r *tokenBudgetViewResolver) BurnRate(ctx context.Context, obj *llm.TokenBudgetView) (float64, error) {
-	return obj.BurnRate(), nil
-}
-*/

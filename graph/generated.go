@@ -388,6 +388,7 @@ type ComplexityRoot struct {
 	}
 
 	LLMProvider struct {
+		API            func(childComplexity int) int
 		BaseURL        func(childComplexity int) int
 		Description    func(childComplexity int) int
 		KeySecret      func(childComplexity int) int
@@ -396,6 +397,7 @@ type ComplexityRoot struct {
 	}
 
 	LLMRoute struct {
+		API            func(childComplexity int) int
 		Description    func(childComplexity int) int
 		Endpoints      func(childComplexity int) int
 		Name           func(childComplexity int) int
@@ -1039,9 +1041,11 @@ type LLMModelResolver interface {
 }
 type LLMProviderResolver interface {
 	TimeoutSeconds(ctx context.Context, obj *model.Provider) (float64, error)
+	API(ctx context.Context, obj *model.Provider) (string, error)
 }
 type LLMRouteResolver interface {
 	TimeoutSeconds(ctx context.Context, obj *model.Route) (float64, error)
+	API(ctx context.Context, obj *model.Route) (string, error)
 }
 type MutationResolver interface {
 	CreateAutoscaler(ctx context.Context, input gqlmodel.AutoscalerInput) (*gqlmodel.Autoscaler, error)
@@ -2486,6 +2490,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.LLMModel.Upstream(childComplexity), true
 
+	case "LLMProvider.api":
+		if e.ComplexityRoot.LLMProvider.API == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LLMProvider.API(childComplexity), true
 	case "LLMProvider.baseUrl":
 		if e.ComplexityRoot.LLMProvider.BaseURL == nil {
 			break
@@ -2517,6 +2527,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.LLMProvider.TimeoutSeconds(childComplexity), true
 
+	case "LLMRoute.api":
+		if e.ComplexityRoot.LLMRoute.API == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LLMRoute.API(childComplexity), true
 	case "LLMRoute.description":
 		if e.ComplexityRoot.LLMRoute.Description == nil {
 			break
@@ -6220,6 +6236,8 @@ type LLMProvider {
   keySecret: String!
   "How long one upstream attempt may take, in seconds (0: the gateway's default)."
   timeoutSeconds: Float!
+  "What it speaks: openai (chat completions, completions, embeddings, responses), anthropic (messages) or openai-compatible (chat completions, completions, embeddings). A call by a door it does not speak is translated."
+  api: String!
 }
 
 "A static route: a fixed name for self-hosted OpenAI-compatible model servers that outlives any one endpoint."
@@ -6230,6 +6248,8 @@ type LLMRoute {
   endpoints: [String!]!
   "How long one upstream attempt may take, in seconds (0: the gateway's default)."
   timeoutSeconds: Float!
+  "What its model servers speak (see LLMProvider.api)."
+  api: String!
 }
 
 "A model behind a provider or a route, with its prices."
@@ -6393,6 +6413,8 @@ input LLMProviderInput {
   keySecret: String
   "1 to 3600 seconds; leave out for the gateway's default."
   timeoutSeconds: Float
+  "openai, anthropic or openai-compatible (the default)."
+  api: String
 }
 
 input LLMRouteInput {
@@ -6401,6 +6423,8 @@ input LLMRouteInput {
   "1 to 64 base URLs, such as http://10.0.3.17:8000/v1."
   endpoints: [String!]!
   timeoutSeconds: Float
+  "openai, anthropic or openai-compatible (the default): what its model servers speak."
+  api: String
 }
 
 input LLMModelInput {
@@ -7941,6 +7965,8 @@ func (ec *executionContext) childFields_LLMProvider(ctx context.Context, field g
 		return ec.fieldContext_LLMProvider_keySecret(ctx, field)
 	case "timeoutSeconds":
 		return ec.fieldContext_LLMProvider_timeoutSeconds(ctx, field)
+	case "api":
+		return ec.fieldContext_LLMProvider_api(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type LLMProvider", field.Name)
 }
@@ -7955,6 +7981,8 @@ func (ec *executionContext) childFields_LLMRoute(ctx context.Context, field grap
 		return ec.fieldContext_LLMRoute_endpoints(ctx, field)
 	case "timeoutSeconds":
 		return ec.fieldContext_LLMRoute_timeoutSeconds(ctx, field)
+	case "api":
+		return ec.fieldContext_LLMRoute_api(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type LLMRoute", field.Name)
 }
@@ -15931,6 +15959,29 @@ func (ec *executionContext) fieldContext_LLMProvider_timeoutSeconds(_ context.Co
 	return graphql.NewScalarFieldContext("LLMProvider", field, true, true, "Float")
 }
 
+func (ec *executionContext) _LLMProvider_api(ctx context.Context, field graphql.CollectedField, obj *model.Provider) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LLMProvider_api(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.LLMProvider().API(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_LLMProvider_api(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("LLMProvider", field, true, true, "String")
+}
+
 func (ec *executionContext) _LLMRoute_name(ctx context.Context, field graphql.CollectedField, obj *model.Route) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -16021,6 +16072,29 @@ func (ec *executionContext) _LLMRoute_timeoutSeconds(ctx context.Context, field 
 }
 func (ec *executionContext) fieldContext_LLMRoute_timeoutSeconds(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("LLMRoute", field, true, true, "Float")
+}
+
+func (ec *executionContext) _LLMRoute_api(ctx context.Context, field graphql.CollectedField, obj *model.Route) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LLMRoute_api(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.LLMRoute().API(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_LLMRoute_api(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("LLMRoute", field, true, true, "String")
 }
 
 func (ec *executionContext) _LLMTarget_model(ctx context.Context, field graphql.CollectedField, obj *model.Target) (ret graphql.Marshaler) {
@@ -30299,7 +30373,7 @@ func (ec *executionContext) unmarshalInputLLMProviderInput(ctx context.Context, 
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"name", "description", "baseUrl", "keySecret", "timeoutSeconds"}
+	fieldsInOrder := [...]string{"name", "description", "baseUrl", "keySecret", "timeoutSeconds", "api"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -30341,6 +30415,13 @@ func (ec *executionContext) unmarshalInputLLMProviderInput(ctx context.Context, 
 				return it, err
 			}
 			it.TimeoutSeconds = data
+		case "api":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("api"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.API = data
 		}
 	}
 	return it, nil
@@ -30369,7 +30450,7 @@ func (ec *executionContext) unmarshalInputLLMRouteInput(ctx context.Context, obj
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"name", "description", "endpoints", "timeoutSeconds"}
+	fieldsInOrder := [...]string{"name", "description", "endpoints", "timeoutSeconds", "api"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -30404,6 +30485,13 @@ func (ec *executionContext) unmarshalInputLLMRouteInput(ctx context.Context, obj
 				return it, err
 			}
 			it.TimeoutSeconds = data
+		case "api":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("api"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.API = data
 		}
 	}
 	return it, nil
@@ -33343,6 +33431,12 @@ func (ec *executionContext) _LLMProvider(ctx context.Context, sel ast.SelectionS
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._LLMProvider_timeoutSeconds(ctx, field, obj)
 				})
+		case "api":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._LLMProvider_api(ctx, field, obj)
+				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -33391,6 +33485,12 @@ func (ec *executionContext) _LLMRoute(ctx context.Context, sel ast.SelectionSet,
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._LLMRoute_timeoutSeconds(ctx, field, obj)
+				})
+		case "api":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._LLMRoute_api(ctx, field, obj)
 				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))

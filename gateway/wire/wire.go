@@ -20,6 +20,11 @@ const (
 	Chat        Endpoint = "chat/completions"
 	Completions Endpoint = "completions"
 	Embeddings  Endpoint = "embeddings"
+	// Messages is Anthropic's Messages API, and Responses OpenAI's
+	// Responses API: doors of their own (their requests are read by their
+	// doors, not by Parse).
+	Messages  Endpoint = "messages"
+	Responses Endpoint = "responses"
 )
 
 // MaxOutputTokens is the most max_tokens may ask for: far above what any

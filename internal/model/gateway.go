@@ -42,6 +42,10 @@ type Provider struct {
 	// Timeout bounds one upstream attempt (default 60 s); a stream's
 	// timeout is to its first byte.
 	Timeout time.Duration
+	// API is what the provider speaks (APIOpenAI, APIAnthropic or, when
+	// empty, APIOpenAICompatible): a call it speaks the door of passes
+	// through; another is translated, or refused when it cannot be.
+	API string
 }
 
 // Route is a static route: a fixed, named address for self-hosted
@@ -53,6 +57,32 @@ type Route struct {
 	// Endpoints are base URLs, such as http://10.0.3.17:8000/v1.
 	Endpoints []string
 	Timeout   time.Duration
+	// API is what the route's model servers speak (see Provider.API).
+	API string
+}
+
+// The APIs a provider or a route speaks. A model server that speaks
+// OpenAI's chat completions but not the rest of its API (vLLM, SGLang,
+// llama.cpp, NIM) is openai-compatible: the default, as most routes are.
+const (
+	// APIOpenAI is OpenAI's own API: chat completions, completions,
+	// embeddings and responses.
+	APIOpenAI = "openai"
+	// APIAnthropic is Anthropic's Messages API.
+	APIAnthropic = "anthropic"
+	// APIOpenAICompatible is chat completions, completions and embeddings.
+	APIOpenAICompatible = "openai-compatible"
+)
+
+// APIs lists the values API takes, for messages that name them.
+var APIs = []string{APIOpenAI, APIAnthropic, APIOpenAICompatible}
+
+// APIOr returns api, or the default (openai-compatible) when it is empty.
+func APIOr(api string) string {
+	if api == "" {
+		return APIOpenAICompatible
+	}
+	return api
 }
 
 // LLMModel is a model served by a provider or a route, under the name the

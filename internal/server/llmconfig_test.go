@@ -118,8 +118,24 @@ func runGatewayConfig(t *testing.T, ts *testServer) {
 		}
 		ts.mustGQL(t, f.admin, `mutation { putRateLimit(input: {scope: ALIAS, name: "code", requestsPerMinute: 60, tokensPerMinute: 100000}) { changes { action } } }`, nil)
 		ts.mustGQL(t, f.admin, `mutation { putEntitlement(input: {name: "coders", users: ["alice"]}) { changes { action } } }`, nil)
-		ts.mustGQL(t, f.admin, `mutation { putLLMProvider(input: {name: "anthropic", baseUrl: "https://api.anthropic.com/v1", keySecret: "ANTHROPIC_API_KEY", timeoutSeconds: 90}) { changes { action } } }`, nil)
+		ts.mustGQL(t, f.admin, `mutation { putLLMProvider(input: {name: "anthropic", baseUrl: "https://api.anthropic.com/v1", keySecret: "ANTHROPIC_API_KEY", timeoutSeconds: 90, api: "anthropic"}) { changes { action } } }`, nil)
 		ts.mustGQL(t, f.admin, `mutation { putLLMRoute(input: {name: "spare", endpoints: ["http://10.0.5.1:8000/v1"]}) { changes { action } } }`, nil)
+		// What an upstream speaks is set, read (a route that says nothing
+		// speaks the default) and refused when the gateway does not know it.
+		d = ts.mustGQL(t, f.admin, `{ gateway { providers { name api } routes { name api } } }`, nil)
+		for _, p := range path(d, "gateway", "providers").([]any) {
+			if str(p, "name") == "anthropic" && str(p, "api") != "anthropic" {
+				t.Errorf("provider anthropic speaks %q", str(p, "api"))
+			}
+		}
+		for _, r := range path(d, "gateway", "routes").([]any) {
+			if str(r, "name") == "spare" && str(r, "api") != "openai-compatible" {
+				t.Errorf("route spare speaks %q, want the default", str(r, "api"))
+			}
+		}
+		if res := ts.gql(t, gqlRequest{Credential: f.admin, Query: `mutation { putLLMRoute(input: {name: "spare", endpoints: ["http://10.0.5.1:8000/v1"], api: "grpc"}) { changes { action } } }`}); res.code() != "BAD_USER_INPUT" || !strings.Contains(res.message(), `api "grpc"`) {
+			t.Errorf("a route speaking grpc: %s", res.Raw)
+		}
 
 		res := ts.gql(t, gqlRequest{Credential: f.admin, Query: `mutation { deleteLLMModel(name: "mixtral") { id } }`})
 		if res.code() != "CONFLICT" || !strings.Contains(res.message(), `alias "code" rule 1`) {
@@ -135,7 +151,7 @@ func runGatewayConfig(t *testing.T, ts *testServer) {
 		}
 
 		out := str(ts.mustGQL(t, f.admin, `{ exportEstate }`, nil), "exportEstate")
-		for _, want := range []string{"name: mixtral", "guardAlias: chat", "money: 12.5", "name: anthropic", "timeout: 1m30s", "- alice"} {
+		for _, want := range []string{"name: mixtral", "guardAlias: chat", "money: 12.5", "name: anthropic", "timeout: 1m30s", "- alice", "api: anthropic"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("export lacks %q", want)
 			}

@@ -22,13 +22,13 @@ func (d *GatewayDoc) Apply(g *model.Gateway) []basis.Problem {
 		v := &d.Providers[i]
 		obj := fmt.Sprintf("provider %q", v.Name)
 		PutProvider(g, &model.Provider{Name: v.Name, Description: v.Description, BaseURL: v.BaseURL, KeySecret: v.KeySecret,
-			Timeout: a.duration(obj, v.Timeout)})
+			Timeout: a.duration(obj, v.Timeout), API: v.API})
 	}
 	for i := range d.Routes {
 		v := &d.Routes[i]
 		obj := fmt.Sprintf("route %q", v.Name)
 		PutRoute(g, &model.Route{Name: v.Name, Description: v.Description, Endpoints: slices.Clone(v.Endpoints),
-			Timeout: a.duration(obj, v.Timeout)})
+			Timeout: a.duration(obj, v.Timeout), API: v.API})
 	}
 	for i := range d.Models {
 		v := &d.Models[i]
@@ -148,11 +148,11 @@ func Export(src *model.Gateway) *GatewayDoc {
 	d := &GatewayDoc{}
 	for _, v := range g.Providers {
 		d.Providers = append(d.Providers, ProviderDoc{Name: v.Name, Description: v.Description, BaseURL: v.BaseURL,
-			KeySecret: v.KeySecret, Timeout: optDuration(v.Timeout)})
+			KeySecret: v.KeySecret, Timeout: optDuration(v.Timeout), API: v.API})
 	}
 	for _, v := range g.Routes {
 		d.Routes = append(d.Routes, RouteDoc{Name: v.Name, Description: v.Description, Endpoints: nilIfEmpty(v.Endpoints),
-			Timeout: optDuration(v.Timeout)})
+			Timeout: optDuration(v.Timeout), API: v.API})
 	}
 	for _, v := range g.Models {
 		d.Models = append(d.Models, ModelDoc{Name: v.Name, Provider: v.Provider, Route: v.Route, Upstream: v.Upstream,

@@ -34,6 +34,9 @@ type ProviderDoc struct {
 	KeySecret   string `yaml:"keySecret,omitempty"`
 	// Timeout is a Go duration such as 60s or 2m.
 	Timeout string `yaml:"timeout,omitempty"`
+	// API is what it speaks: openai, anthropic or openai-compatible (the
+	// default).
+	API string `yaml:"api,omitempty"`
 }
 
 // RouteDoc describes a static route to self-hosted model servers.
@@ -42,6 +45,8 @@ type RouteDoc struct {
 	Description string   `yaml:"description,omitempty"`
 	Endpoints   []string `yaml:"endpoints"`
 	Timeout     string   `yaml:"timeout,omitempty"`
+	// API is what its model servers speak (see ProviderDoc.API).
+	API string `yaml:"api,omitempty"`
 }
 
 // ModelDoc describes a model behind a provider or a route. Prices are per

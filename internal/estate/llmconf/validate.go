@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -92,6 +93,7 @@ func (v *validator) providers() {
 			v.Add(obj, "keySecret %q must name a vault secret: letters, digits and '_', not starting with a digit, such as OPENAI_API_KEY", p.KeySecret)
 		}
 		v.timeout(obj, p.Timeout)
+		v.api(obj, p.API)
 	}
 }
 
@@ -115,6 +117,15 @@ func (v *validator) routes() {
 			listed[ep] = true
 		}
 		v.timeout(obj, r.Timeout)
+		v.api(obj, r.API)
+	}
+}
+
+// api checks what a provider or a route says it speaks.
+func (v *validator) api(obj, api string) {
+	if api != "" && !slices.Contains(model.APIs, api) {
+		v.Add(obj, "api %q is not one the gateway knows: give %s (the default: chat completions, completions and embeddings, as vLLM, SGLang and llama.cpp serve them), %s or %s",
+			api, model.APIOpenAICompatible, model.APIOpenAI, model.APIAnthropic)
 	}
 }
 

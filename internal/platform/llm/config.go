@@ -31,6 +31,8 @@ type LLMProviderInput struct {
 	BaseURL        string
 	KeySecret      *string
 	TimeoutSeconds *float64
+	// API is what it speaks (model.APIs; default openai-compatible).
+	API *string
 }
 
 // LLMRouteInput describes a static route whole.
@@ -39,6 +41,8 @@ type LLMRouteInput struct {
 	Description    *string
 	Endpoints      []string
 	TimeoutSeconds *float64
+	// API is what its model servers speak (model.APIs).
+	API *string
 }
 
 // LLMModelInput describes a model whole. Prices are per million tokens,
@@ -301,7 +305,7 @@ func (s *LLM) PutLLMProvider(ctx context.Context, in LLMProviderInput) (*kernel.
 			return "", err
 		}
 		llmconf.PutProvider(&next.Gateway, &model.Provider{Name: in.Name, Description: optOr(in.Description, ""), BaseURL: in.BaseURL,
-			KeySecret: optOr(in.KeySecret, ""), Timeout: timeout})
+			KeySecret: optOr(in.KeySecret, ""), Timeout: timeout, API: optOr(in.API, "")})
 		return in.Name, nil
 	})
 }
@@ -324,7 +328,7 @@ func (s *LLM) PutLLMRoute(ctx context.Context, in LLMRouteInput) (*kernel.Estate
 		if err != nil {
 			return "", err
 		}
-		llmconf.PutRoute(&next.Gateway, &model.Route{Name: in.Name, Description: optOr(in.Description, ""), Endpoints: slices.Clone(in.Endpoints), Timeout: timeout})
+		llmconf.PutRoute(&next.Gateway, &model.Route{Name: in.Name, Description: optOr(in.Description, ""), Endpoints: slices.Clone(in.Endpoints), Timeout: timeout, API: optOr(in.API, "")})
 		return in.Name, nil
 	})
 }
