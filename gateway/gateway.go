@@ -230,10 +230,16 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.models(w, r)
 	case r.Method == http.MethodPost && (path == string(wire.Chat) || path == string(wire.Completions) || path == string(wire.Embeddings)):
 		g.serve(w, r, openAI{}, wire.Endpoint(path))
+	case r.Method == http.MethodPost && path == string(wire.Messages):
+		g.serve(w, r, messagesDoor{}, wire.Messages)
+	case r.Method == http.MethodPost && path == "messages/count_tokens":
+		g.countTokens(w, r)
+	case path == string(wire.Messages) || path == "messages/count_tokens":
+		writeMessagesError(w, nil, http.StatusMethodNotAllowed, fmt.Sprintf("%s is not allowed on %s: POST a Messages request", r.Method, r.URL.Path))
 	case path == "models" || path == string(wire.Chat) || path == string(wire.Completions) || path == string(wire.Embeddings):
 		writeError(w, nil, http.StatusMethodNotAllowed, "method_not_allowed", fmt.Sprintf("%s is not allowed on %s", r.Method, r.URL.Path), "")
 	default:
-		writeError(w, nil, http.StatusNotFound, "unknown_url", fmt.Sprintf("unknown endpoint %s %s: the gateway serves POST /v1/chat/completions, /v1/completions, /v1/embeddings and GET /v1/models", r.Method, r.URL.Path), "")
+		writeError(w, nil, http.StatusNotFound, "unknown_url", fmt.Sprintf("unknown endpoint %s %s: the gateway serves POST /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/messages, /v1/messages/count_tokens and GET /v1/models", r.Method, r.URL.Path), "")
 	}
 }
 
@@ -242,9 +248,13 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // answers the request through the door d.
 func (g *Gateway) caller(w http.ResponseWriter, r *http.Request, d door) (context.Context, bool) {
 	cred, err := identity.ParseAuthorization(r.Header.Get("Authorization"))
+	if cred == "" && err == nil {
+		// Anthropic's SDKs send their api_key as x-api-key.
+		cred = strings.TrimSpace(r.Header.Get("X-Api-Key"))
+	}
 	if err != nil || cred == "" {
 		d.writeError(w, nil, http.StatusUnauthorized, "invalid_api_key",
-			"send your Klique API key or access token as 'Authorization: Bearer <key>' (the OpenAI SDKs do this with api_key)", "")
+			"send your Klique API key or access token as 'Authorization: Bearer <key>' (the OpenAI SDKs do this with api_key) or as 'x-api-key: <key>' (the Anthropic SDKs' api_key)", "")
 		return nil, false
 	}
 	p, err := g.o.Auth.AuthenticateCached(r.Context(), cred)

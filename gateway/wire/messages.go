@@ -8,10 +8,6 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-// Messages is the operation of Anthropic's Messages API (POST
-// /v1/messages), the Messages door's.
-const Messages Endpoint = "messages"
-
 // ImageTokens is what an image in a Messages request counts towards the
 // prompt's upper bound: Anthropic scales an image down until it costs at
 // most about 1,600 tokens, and a chat model server's vision encoder spends
