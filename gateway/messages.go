@@ -162,7 +162,9 @@ func (*messagesToChat) relay(c *call) relay {
 
 // chatToMessagesRelay translates a chat stream into a Messages stream as
 // it comes (translate.ChatToMessagesStream).
-type chatToMessagesRelay struct{ s *translate.ChatToMessagesStream }
+type chatToMessagesRelay struct {
+	s *translate.ChatToMessagesStream
+}
 
 func (r *chatToMessagesRelay) event(_ []byte, _ string, data []byte) (out, held []byte, info eventInfo) {
 	out, held, info.text, info.usage, info.counted = r.s.Chunk(data)
@@ -174,6 +176,7 @@ func (*chatToMessagesRelay) errorEvent(status int, _, message string) []byte {
 }
 
 func (r *chatToMessagesRelay) end() (out, held []byte) { return r.s.End() }
+
 // countTokens answers POST /v1/messages/count_tokens: authenticated and
 // resolved as a call is (the caller's alias rules, the project), checked
 // by the pattern guardrails, not charged and not on the ledger. When the
