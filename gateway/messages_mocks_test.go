@@ -52,6 +52,9 @@ type mockModel struct {
 	script func(body gjson.Result, toolResults int) reply
 	// status, when not 200, answers an error.
 	status int
+	// cutAfter > 0 breaks a stream's connection after that many chunks of
+	// text, as a model server that crashes mid-answer does.
+	cutAfter int
 }
 
 func (m *mockModel) record(r *http.Request) (gjson.Result, []byte) {
@@ -66,6 +69,15 @@ func (m *mockModel) requests() []seenRequest {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return append([]seenRequest(nil), m.seen...)
+}
+
+func (m *mockModel) cut(i int) {
+	m.mu.Lock()
+	n := m.cutAfter
+	m.mu.Unlock()
+	if n > 0 && i+1 == n {
+		panic(http.ErrAbortHandler) // the connection breaks
+	}
 }
 
 func (m *mockModel) answer(body gjson.Result, toolResults int) (reply, int) {
@@ -161,8 +173,9 @@ func (m *chatMock) serve(w http.ResponseWriter, r *http.Request) {
 			chunk(`{"tool_calls":[{"index":0,"function":{"arguments":`+jsonString(part)+`}}]}`, "")
 		}
 	}
-	for _, c := range chunksOf(rep.text) {
+	for i, c := range chunksOf(rep.text) {
 		chunk(`{"content":`+jsonString(c)+`}`, "")
+		m.cut(i)
 	}
 	chunk(`{}`, finish)
 	if body.Get("stream_options.include_usage").Bool() {
@@ -246,8 +259,9 @@ func (m *anthropicMock) serve(w http.ResponseWriter, r *http.Request) {
 	} else {
 		event("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`)
 		event("ping", `{"type": "ping"}`)
-		for _, c := range chunksOf(rep.text) {
+		for i, c := range chunksOf(rep.text) {
 			event("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":`+jsonString(c)+`}}`)
+			m.cut(i)
 		}
 	}
 	event("content_block_stop", `{"type":"content_block_stop","index":0}`)

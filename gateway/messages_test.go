@@ -246,3 +246,152 @@ func TestMessagesDoorRefusesInAnthropicsShape(t *testing.T) {
 		apiError(t, err, 502, "api_error", "failed")
 	})
 }
+
+// setScript sets both mocks' script.
+func (m *messagesEnv) setScript(s func(body gjson.Result, toolResults int) reply) {
+	for _, mm := range []*mockModel{&m.chat.mockModel, &m.anth.mockModel} {
+		mm.mu.Lock()
+		mm.script = s
+		mm.mu.Unlock()
+	}
+}
+
+// drain reads a stream to its end and returns the accumulated message and
+// the stream's error.
+func drain(stream interface {
+	Next() bool
+	Current() anthropic.MessageStreamEventUnion
+	Err() error
+}) (anthropic.Message, error) {
+	var acc anthropic.Message
+	for stream.Next() {
+		_ = acc.Accumulate(stream.Current())
+	}
+	return acc, stream.Err()
+}
+
+// Guardrails read what the Messages door carries: the input's text, tool
+// results and tool inputs; the answer's text and tool-call arguments,
+// whole and streamed.
+func TestMessagesDoorGuardrails(t *testing.T) {
+	m := newMessagesEnv(t, func(g *model.Gateway) {
+		g.Guardrails = model.Guardrails{Deny: []string{`(?i)\bpassword\s*[:=]`}}
+	})
+	ctx := context.Background()
+	c := m.anthropicClient("alice", "fraud")
+	m.both(t, func(t *testing.T, name string, native bool) {
+		// Input: a tool result carrying the secret never goes upstream.
+		before := len(m.anth.requests()) + len(m.chat.requests())
+		_, err := c.Messages.New(ctx, anthropic.MessageNewParams{Model: anthropic.Model(name), MaxTokens: 50, Tools: []anthropic.ToolUnionParam{lsTool},
+			Messages: []anthropic.MessageParam{userText("read it"),
+				anthropic.NewAssistantMessage(anthropic.NewToolUseBlock("toolu_9", map[string]any{"dir": "/etc"}, "ls")),
+				anthropic.NewUserMessage(anthropic.NewToolResultBlock("toolu_9", "password: hunter2", false))}})
+		apiError(t, err, 400, "invalid_request_error", "guardrail")
+		if after := len(m.anth.requests()) + len(m.chat.requests()); after != before {
+			t.Fatalf("a blocked input went upstream")
+		}
+		for _, tc := range []struct {
+			name   string
+			script func(gjson.Result, int) reply
+		}{
+			{"text", scripted("here is the password: hunter2", "", "")},
+			{"tool arguments", scripted("", "ls", `{"dir":"password= hunter2"}`)},
+		} {
+			m.setScript(tc.script)
+			params := anthropic.MessageNewParams{Model: anthropic.Model(name), MaxTokens: 50, Tools: []anthropic.ToolUnionParam{lsTool},
+				Messages: []anthropic.MessageParam{userText("tell me")}}
+			_, err := c.Messages.New(ctx, params)
+			apiError(t, err, 400, "invalid_request_error", "blocked by the guardrail")
+			acc, err := drain(c.Messages.NewStreaming(ctx, params))
+			if err == nil || !strings.Contains(err.Error(), "blocked by the guardrail") {
+				t.Fatalf("%s: a blocked stream ended with %v", tc.name, err)
+			}
+			for _, b := range acc.Content {
+				if strings.Contains(b.Text, "hunter2") || strings.Contains(string(b.Input), "hunter2") {
+					t.Fatalf("%s: the caller got the secret: %+v", tc.name, acc)
+				}
+			}
+		}
+		m.setScript(nil)
+	})
+	for _, call := range m.ledger(1) {
+		if call.Outcome == model.CallBlocked && call.Guardrail == "" {
+			t.Fatalf("a blocked call without its rule: %s", dump(call))
+		}
+	}
+}
+
+// Usage is never zero: a whole answer and a stream are charged what the
+// upstream said, and a stream cut off mid-answer what it produced.
+func TestMessagesDoorUsageIsNeverZero(t *testing.T) {
+	m := newMessagesEnv(t, nil)
+	ctx := context.Background()
+	c := m.anthropicClient("alice", "fraud")
+	m.setScript(scripted("one two three four five six seven eight", "", ""))
+	rows := 0
+	m.both(t, func(t *testing.T, name string, native bool) {
+		params := anthropic.MessageNewParams{Model: anthropic.Model(name), MaxTokens: 50, Messages: []anthropic.MessageParam{userText("count")}}
+		if _, err := c.Messages.New(ctx, params); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := drain(c.Messages.NewStreaming(ctx, params)); err != nil {
+			t.Fatal(err)
+		}
+		mm := &m.chat.mockModel
+		if native {
+			mm = &m.anth.mockModel
+		}
+		mm.mu.Lock()
+		mm.cutAfter = 3
+		mm.mu.Unlock()
+		_, err := drain(c.Messages.NewStreaming(ctx, params))
+		mm.mu.Lock()
+		mm.cutAfter = 0
+		mm.mu.Unlock()
+		if err == nil {
+			t.Fatalf("a stream cut off ended without an error")
+		}
+		rows += 3
+		calls := m.ledger(rows)
+		whole, streamed, cut := calls[rows-3], calls[rows-2], calls[rows-1]
+		if whole.OutputTokens != 8 || whole.InputTokens == 0 || streamed.OutputTokens != 8 || streamed.InputTokens == 0 {
+			t.Fatalf("whole %s\nstreamed %s", dump(whole), dump(streamed))
+		}
+		if cut.Outcome != model.CallUpstreamError || cut.InputTokens == 0 || cut.OutputTokens < 3 {
+			t.Fatalf("the cut stream on the ledger: %s", dump(cut))
+		}
+	})
+}
+
+// Budgets hold under 200 concurrent callers on the Messages door (real
+// Redis), as on chat completions: spendOn is the chat test's helper.
+func TestMessagesDoorBudgetsHoldUnder200ConcurrentCallers(t *testing.T) {
+	m := newMessagesEnv(t, func(g *model.Gateway) {
+		g.Budgets = []*model.TokenBudget{{Project: "fraud", Period: model.PeriodMonth, Tokens: 20_000, PerUserTokens: 12_000}}
+	}, withRedis())
+	body := `{"model":"claude-sonnet-4-5","max_tokens":100,"messages":[{"role":"user","content":"hello there"}]}`
+	answered, refusals, r := m.spendOn([]string{"alice", "bob"}, 200, "messages", body, func(r response) string { return r.json("error.type").Str })
+	if refusals["rate_limit_error false"] != 200 {
+		t.Fatalf("refusals %v", refusals)
+	}
+	calls := m.ledger(int(answered))
+	var total, alice int64
+	for _, c := range calls {
+		if c.Endpoint != "messages" {
+			t.Fatalf("a call on the ledger by another door: %s", dump(c))
+		}
+		total += c.InputTokens + c.OutputTokens
+		if c.UserName == "alice" {
+			alice += c.InputTokens + c.OutputTokens
+		}
+	}
+	if total > 20_000 || alice > 12_000 {
+		t.Fatalf("charged %d (alice %d) of a budget of 20000 (12000 each)", total, alice)
+	}
+	if answered < 50 {
+		t.Fatalf("only %d calls answered", answered)
+	}
+	if r.status != 429 || r.json("type").Str != "error" || !strings.Contains(r.json("error.message").Str, "project fraud") {
+		t.Fatalf("refusal %d %s", r.status, r.body)
+	}
+}
