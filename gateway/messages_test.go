@@ -395,3 +395,26 @@ func TestMessagesDoorBudgetsHoldUnder200ConcurrentCallers(t *testing.T) {
 		t.Fatalf("refusal %d %s", r.status, r.body)
 	}
 }
+
+// What a chat upstream cannot do is refused with a message that says so,
+// and passes through to an Anthropic upstream.
+func TestMessagesDoorRefusesWhatItCannotTranslate(t *testing.T) {
+	m := newMessagesEnv(t, nil)
+	body := func(model string) string {
+		return `{"model":"` + model + `","max_tokens":20,"messages":[{"role":"user","content":"search"}],"tools":[{"type":"web_search_20250305","name":"web_search"}]}`
+	}
+	r := m.post("alice", "fraud", "messages", body("claude-sonnet-4-5"))
+	if r.status != 502 || r.json("type").Str != "error" || r.json("error.type").Str != "api_error" ||
+		!strings.Contains(r.json("error.message").Str, "the tool web_search (type web_search_20250305) cannot be translated for a chat-completions model") {
+		t.Fatalf("translated: %d %s", r.status, r.body)
+	}
+	if len(m.chat.requests()) != 0 {
+		t.Fatalf("the chat upstream was called")
+	}
+	if r := m.post("alice", "fraud", "messages", body("native")); r.status != 200 || r.json("content.0.text").Str == "" {
+		t.Fatalf("passed through: %d %s", r.status, r.body)
+	}
+	if seen := m.anth.requests(); len(seen) != 1 || gjson.Get(seen[0].Body, "tools.0.type").Str != "web_search_20250305" {
+		t.Fatalf("the Anthropic upstream saw %+v", seen)
+	}
+}
