@@ -253,8 +253,11 @@ func (g *Gateway) caller(w http.ResponseWriter, r *http.Request, d door) (contex
 		cred = strings.TrimSpace(r.Header.Get("X-Api-Key"))
 	}
 	if err != nil || cred == "" {
-		d.writeError(w, nil, http.StatusUnauthorized, "invalid_api_key",
-			"send your Klique API key or access token as 'Authorization: Bearer <key>' (the OpenAI SDKs do this with api_key) or as 'x-api-key: <key>' (the Anthropic SDKs' api_key)", "")
+		how := "send your Klique API key or access token as 'Authorization: Bearer <key>' (the OpenAI SDKs do this with api_key)"
+		if _, ok := d.(messagesDoor); ok {
+			how = "send your Klique API key or access token as 'x-api-key: <key>' (the Anthropic SDKs' api_key, Claude Code's ANTHROPIC_API_KEY) or 'Authorization: Bearer <key>' (their auth_token, ANTHROPIC_AUTH_TOKEN)"
+		}
+		d.writeError(w, nil, http.StatusUnauthorized, "invalid_api_key", how, "")
 		return nil, false
 	}
 	p, err := g.o.Auth.AuthenticateCached(r.Context(), cred)
