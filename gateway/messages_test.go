@@ -404,7 +404,7 @@ func TestMessagesDoorRefusesWhatItCannotTranslate(t *testing.T) {
 		return `{"model":"` + model + `","max_tokens":20,"messages":[{"role":"user","content":"search"}],"tools":[{"type":"web_search_20250305","name":"web_search"}]}`
 	}
 	r := m.post("alice", "fraud", "messages", body("claude-sonnet-4-5"))
-	if r.status != 502 || r.json("type").Str != "error" || r.json("error.type").Str != "api_error" ||
+	if r.status != 400 || r.json("type").Str != "error" || r.json("error.type").Str != "invalid_request_error" ||
 		!strings.Contains(r.json("error.message").Str, "the tool web_search (type web_search_20250305) cannot be translated for a chat-completions model") {
 		t.Fatalf("translated: %d %s", r.status, r.body)
 	}
