@@ -84,3 +84,22 @@ func (m *Metrics) call(c *model.ModelCall, overhead time.Duration) {
 		m.counter(m.tokens, c.Alias, "output").Add(float64(c.OutputTokens))
 	}
 }
+
+// SetAside lists the static-route endpoints this gateway has set aside
+// after a failure, each with when it is tried first again: the only
+// health the gateway knows of its routes (it learns it from the calls
+// themselves, passively). Endpoints not listed take calls in turn. The
+// dashboard's Models page shows it; it is this replica's view.
+func (g *Gateway) SetAside() map[string]time.Time {
+	b := g.proxy.balance
+	now := b.now()
+	out := map[string]time.Time{}
+	b.mu.Lock()
+	for e, until := range b.down {
+		if now.Before(until) {
+			out[e] = until
+		}
+	}
+	b.mu.Unlock()
+	return out
+}

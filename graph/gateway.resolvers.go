@@ -7,9 +7,11 @@ package graph
 
 import (
 	"context"
+	"time"
 
 	"github.com/klique-ai/klique/graph/gqlmodel"
 	"github.com/klique-ai/klique/internal/model"
+	"github.com/klique-ai/klique/internal/platform/live"
 	"github.com/klique-ai/klique/internal/platform/llm"
 )
 
@@ -46,6 +48,11 @@ func (r *lLMProviderResolver) TimeoutSeconds(ctx context.Context, obj *model.Pro
 // API is the resolver for the api field.
 func (r *lLMProviderResolver) API(ctx context.Context, obj *model.Provider) (string, error) {
 	return model.APIOr(obj.API), nil
+}
+
+// Reason is the resolver for the reason field.
+func (r *lLMRefusalResolver) Reason(ctx context.Context, obj *model.ModelCall) (string, error) {
+	return llm.RefusalReason(obj), nil
 }
 
 // TimeoutSeconds is the resolver for the timeoutSeconds field.
@@ -148,9 +155,33 @@ func (r *queryResolver) TokenBudgetView(ctx context.Context, project *string) ([
 	return r.Svc.TokenBudgetViews(ctx, deref(project))
 }
 
+// LlmRefusals is the resolver for the llmRefusals field.
+func (r *queryResolver) LlmRefusals(ctx context.Context, since *time.Time, limit *int) ([]*model.ModelCall, error) {
+	var from time.Time
+	if since != nil {
+		from = *since
+	}
+	n := llm.DefaultRefusals
+	if limit != nil {
+		n = *limit
+	}
+	return r.Svc.ModelRefusals(ctx, from, n)
+}
+
+// LlmEndpointHealth is the resolver for the llmEndpointHealth field.
+func (r *queryResolver) LlmEndpointHealth(ctx context.Context) ([]*llm.EndpointHealth, error) {
+	return r.Svc.EndpointHealths(ctx)
+}
+
 // TokensPerMinute is the resolver for the tokensPerMinute field.
 func (r *rateLimitResolver) TokensPerMinute(ctx context.Context, obj *model.RateLimit) (float64, error) {
 	return float64(obj.TokensPerMinute), nil
+}
+
+// GatewayTraffic is the resolver for the gatewayTraffic field.
+func (r *subscriptionResolver) GatewayTraffic(ctx context.Context) (<-chan *live.GatewayTraffic, error) {
+	ch, err := r.Svc.SubscribeGatewayTraffic(ctx)
+	return shared(ctx, ch, err)
 }
 
 // Tokens is the resolver for the tokens field.
@@ -210,6 +241,9 @@ func (r *Resolver) LLMModel() LLMModelResolver { return &lLMModelResolver{r} }
 // LLMProvider returns LLMProviderResolver implementation.
 func (r *Resolver) LLMProvider() LLMProviderResolver { return &lLMProviderResolver{r} }
 
+// LLMRefusal returns LLMRefusalResolver implementation.
+func (r *Resolver) LLMRefusal() LLMRefusalResolver { return &lLMRefusalResolver{r} }
+
 // LLMRoute returns LLMRouteResolver implementation.
 func (r *Resolver) LLMRoute() LLMRouteResolver { return &lLMRouteResolver{r} }
 
@@ -226,6 +260,7 @@ type (
 	lLMGuardrailsResolver   struct{ *Resolver }
 	lLMModelResolver        struct{ *Resolver }
 	lLMProviderResolver     struct{ *Resolver }
+	lLMRefusalResolver      struct{ *Resolver }
 	lLMRouteResolver        struct{ *Resolver }
 	rateLimitResolver       struct{ *Resolver }
 	tokenBudgetResolver     struct{ *Resolver }

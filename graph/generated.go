@@ -49,6 +49,7 @@ type ResolverRoot interface {
 	LLMGuardrails() LLMGuardrailsResolver
 	LLMModel() LLMModelResolver
 	LLMProvider() LLMProviderResolver
+	LLMRefusal() LLMRefusalResolver
 	LLMRoute() LLMRouteResolver
 	Mutation() MutationResolver
 	PolicyView() PolicyViewResolver
@@ -98,6 +99,14 @@ type ComplexityRoot struct {
 	APIKeyEdge struct {
 		Cursor func(childComplexity int) int
 		Node   func(childComplexity int) int
+	}
+
+	AliasTraffic struct {
+		Alias                 func(childComplexity int) int
+		CallsPerMinute        func(childComplexity int) int
+		InputTokensPerMinute  func(childComplexity int) int
+		OutputTokensPerMinute func(childComplexity int) int
+		TokensPerMinute       func(childComplexity int) int
 	}
 
 	ApplyEstateResult struct {
@@ -317,6 +326,15 @@ type ComplexityRoot struct {
 		Warnings func(childComplexity int) int
 	}
 
+	GatewayTrafficUpdate struct {
+		Aliases         func(childComplexity int) int
+		At              func(childComplexity int) int
+		CallsPerMinute  func(childComplexity int) int
+		Missed          func(childComplexity int) int
+		TokensPerMinute func(childComplexity int) int
+		WindowSeconds   func(childComplexity int) int
+	}
+
 	Group struct {
 		CreatedAt   func(childComplexity int) int
 		Description func(childComplexity int) int
@@ -370,6 +388,13 @@ type ComplexityRoot struct {
 		Targets      func(childComplexity int) int
 	}
 
+	LLMEndpointHealth struct {
+		Endpoint      func(childComplexity int) int
+		Healthy       func(childComplexity int) int
+		Route         func(childComplexity int) int
+		SetAsideUntil func(childComplexity int) int
+	}
+
 	LLMGuardrails struct {
 		Allow      func(childComplexity int) int
 		Deny       func(childComplexity int) int
@@ -394,6 +419,20 @@ type ComplexityRoot struct {
 		KeySecret      func(childComplexity int) int
 		Name           func(childComplexity int) int
 		TimeoutSeconds func(childComplexity int) int
+	}
+
+	LLMRefusal struct {
+		Alias       func(childComplexity int) int
+		At          func(childComplexity int) int
+		Endpoint    func(childComplexity int) int
+		GroupName   func(childComplexity int) int
+		Guardrail   func(childComplexity int) int
+		ID          func(childComplexity int) int
+		Outcome     func(childComplexity int) int
+		ProjectName func(childComplexity int) int
+		Reason      func(childComplexity int) int
+		Status      func(childComplexity int) int
+		UserName    func(childComplexity int) int
 	}
 
 	LLMRoute struct {
@@ -662,6 +701,8 @@ type ComplexityRoot struct {
 		Group              func(childComplexity int, id string) int
 		Groups             func(childComplexity int, first *int, after *string) int
 		LlmAliases         func(childComplexity int) int
+		LlmEndpointHealth  func(childComplexity int) int
+		LlmRefusals        func(childComplexity int, since *time.Time, limit *int) int
 		Me                 func(childComplexity int) int
 		PolicyView         func(childComplexity int, group *string) int
 		Pool               func(childComplexity int, id string) int
@@ -757,6 +798,7 @@ type ComplexityRoot struct {
 
 	Subscription struct {
 		BudgetBurn      func(childComplexity int, policy string) int
+		GatewayTraffic  func(childComplexity int) int
 		PoolUtilization func(childComplexity int) int
 		QueueChanged    func(childComplexity int, computeResource string) int
 		TaskEvents      func(childComplexity int, id string) int
@@ -1043,6 +1085,9 @@ type LLMProviderResolver interface {
 	TimeoutSeconds(ctx context.Context, obj *model.Provider) (float64, error)
 	API(ctx context.Context, obj *model.Provider) (string, error)
 }
+type LLMRefusalResolver interface {
+	Reason(ctx context.Context, obj *model.ModelCall) (string, error)
+}
 type LLMRouteResolver interface {
 	TimeoutSeconds(ctx context.Context, obj *model.Route) (float64, error)
 	API(ctx context.Context, obj *model.Route) (string, error)
@@ -1151,6 +1196,8 @@ type QueryResolver interface {
 	Gateway(ctx context.Context) (*model.Gateway, error)
 	LlmAliases(ctx context.Context) ([]*model.Alias, error)
 	TokenBudgetView(ctx context.Context, project *string) ([]*llm.TokenBudgetView, error)
+	LlmRefusals(ctx context.Context, since *time.Time, limit *int) ([]*model.ModelCall, error)
+	LlmEndpointHealth(ctx context.Context) ([]*llm.EndpointHealth, error)
 	Me(ctx context.Context) (*gqlmodel.Viewer, error)
 	Users(ctx context.Context, first *int, after *string) (*gqlmodel.UserConnection, error)
 	User(ctx context.Context, id string) (*model.User, error)
@@ -1192,6 +1239,7 @@ type SubscriptionResolver interface {
 	PoolUtilization(ctx context.Context) (<-chan *live.PoolUtilization, error)
 	Workers(ctx context.Context) (<-chan *live.WorkerUpdate, error)
 	BudgetBurn(ctx context.Context, policy string) (<-chan *live.BudgetBurnUpdate, error)
+	GatewayTraffic(ctx context.Context) (<-chan *live.GatewayTraffic, error)
 }
 type TaskResolver interface {
 	Reason(ctx context.Context, obj *model.Task) (string, error)
@@ -1362,6 +1410,37 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.APIKeyEdge.Node(childComplexity), true
+
+	case "AliasTraffic.alias":
+		if e.ComplexityRoot.AliasTraffic.Alias == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AliasTraffic.Alias(childComplexity), true
+	case "AliasTraffic.callsPerMinute":
+		if e.ComplexityRoot.AliasTraffic.CallsPerMinute == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AliasTraffic.CallsPerMinute(childComplexity), true
+	case "AliasTraffic.inputTokensPerMinute":
+		if e.ComplexityRoot.AliasTraffic.InputTokensPerMinute == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AliasTraffic.InputTokensPerMinute(childComplexity), true
+	case "AliasTraffic.outputTokensPerMinute":
+		if e.ComplexityRoot.AliasTraffic.OutputTokensPerMinute == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AliasTraffic.OutputTokensPerMinute(childComplexity), true
+	case "AliasTraffic.tokensPerMinute":
+		if e.ComplexityRoot.AliasTraffic.TokensPerMinute == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AliasTraffic.TokensPerMinute(childComplexity), true
 
 	case "ApplyEstateResult.changes":
 		if e.ComplexityRoot.ApplyEstateResult.Changes == nil {
@@ -2240,6 +2319,43 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.GatewayPayload.Warnings(childComplexity), true
 
+	case "GatewayTrafficUpdate.aliases":
+		if e.ComplexityRoot.GatewayTrafficUpdate.Aliases == nil {
+			break
+		}
+
+		return e.ComplexityRoot.GatewayTrafficUpdate.Aliases(childComplexity), true
+	case "GatewayTrafficUpdate.at":
+		if e.ComplexityRoot.GatewayTrafficUpdate.At == nil {
+			break
+		}
+
+		return e.ComplexityRoot.GatewayTrafficUpdate.At(childComplexity), true
+	case "GatewayTrafficUpdate.callsPerMinute":
+		if e.ComplexityRoot.GatewayTrafficUpdate.CallsPerMinute == nil {
+			break
+		}
+
+		return e.ComplexityRoot.GatewayTrafficUpdate.CallsPerMinute(childComplexity), true
+	case "GatewayTrafficUpdate.missed":
+		if e.ComplexityRoot.GatewayTrafficUpdate.Missed == nil {
+			break
+		}
+
+		return e.ComplexityRoot.GatewayTrafficUpdate.Missed(childComplexity), true
+	case "GatewayTrafficUpdate.tokensPerMinute":
+		if e.ComplexityRoot.GatewayTrafficUpdate.TokensPerMinute == nil {
+			break
+		}
+
+		return e.ComplexityRoot.GatewayTrafficUpdate.TokensPerMinute(childComplexity), true
+	case "GatewayTrafficUpdate.windowSeconds":
+		if e.ComplexityRoot.GatewayTrafficUpdate.WindowSeconds == nil {
+			break
+		}
+
+		return e.ComplexityRoot.GatewayTrafficUpdate.WindowSeconds(childComplexity), true
+
 	case "Group.createdAt":
 		if e.ComplexityRoot.Group.CreatedAt == nil {
 			break
@@ -2422,6 +2538,31 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.LLMAliasRule.Targets(childComplexity), true
 
+	case "LLMEndpointHealth.endpoint":
+		if e.ComplexityRoot.LLMEndpointHealth.Endpoint == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LLMEndpointHealth.Endpoint(childComplexity), true
+	case "LLMEndpointHealth.healthy":
+		if e.ComplexityRoot.LLMEndpointHealth.Healthy == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LLMEndpointHealth.Healthy(childComplexity), true
+	case "LLMEndpointHealth.route":
+		if e.ComplexityRoot.LLMEndpointHealth.Route == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LLMEndpointHealth.Route(childComplexity), true
+	case "LLMEndpointHealth.setAsideUntil":
+		if e.ComplexityRoot.LLMEndpointHealth.SetAsideUntil == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LLMEndpointHealth.SetAsideUntil(childComplexity), true
+
 	case "LLMGuardrails.allow":
 		if e.ComplexityRoot.LLMGuardrails.Allow == nil {
 			break
@@ -2526,6 +2667,73 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.LLMProvider.TimeoutSeconds(childComplexity), true
+
+	case "LLMRefusal.alias":
+		if e.ComplexityRoot.LLMRefusal.Alias == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LLMRefusal.Alias(childComplexity), true
+	case "LLMRefusal.at":
+		if e.ComplexityRoot.LLMRefusal.At == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LLMRefusal.At(childComplexity), true
+	case "LLMRefusal.endpoint":
+		if e.ComplexityRoot.LLMRefusal.Endpoint == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LLMRefusal.Endpoint(childComplexity), true
+	case "LLMRefusal.groupName":
+		if e.ComplexityRoot.LLMRefusal.GroupName == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LLMRefusal.GroupName(childComplexity), true
+	case "LLMRefusal.guardrail":
+		if e.ComplexityRoot.LLMRefusal.Guardrail == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LLMRefusal.Guardrail(childComplexity), true
+	case "LLMRefusal.id":
+		if e.ComplexityRoot.LLMRefusal.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LLMRefusal.ID(childComplexity), true
+	case "LLMRefusal.outcome":
+		if e.ComplexityRoot.LLMRefusal.Outcome == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LLMRefusal.Outcome(childComplexity), true
+	case "LLMRefusal.projectName":
+		if e.ComplexityRoot.LLMRefusal.ProjectName == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LLMRefusal.ProjectName(childComplexity), true
+	case "LLMRefusal.reason":
+		if e.ComplexityRoot.LLMRefusal.Reason == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LLMRefusal.Reason(childComplexity), true
+	case "LLMRefusal.status":
+		if e.ComplexityRoot.LLMRefusal.Status == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LLMRefusal.Status(childComplexity), true
+	case "LLMRefusal.userName":
+		if e.ComplexityRoot.LLMRefusal.UserName == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LLMRefusal.UserName(childComplexity), true
 
 	case "LLMRoute.api":
 		if e.ComplexityRoot.LLMRoute.API == nil {
@@ -3979,6 +4187,23 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.LlmAliases(childComplexity), true
+	case "Query.llmEndpointHealth":
+		if e.ComplexityRoot.Query.LlmEndpointHealth == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Query.LlmEndpointHealth(childComplexity), true
+	case "Query.llmRefusals":
+		if e.ComplexityRoot.Query.LlmRefusals == nil {
+			break
+		}
+
+		args, err := ec.field_Query_llmRefusals_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.LlmRefusals(childComplexity, args["since"].(*time.Time), args["limit"].(*int)), true
 	case "Query.me":
 		if e.ComplexityRoot.Query.Me == nil {
 			break
@@ -4474,6 +4699,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Subscription.BudgetBurn(childComplexity, args["policy"].(string)), true
+	case "Subscription.gatewayTraffic":
+		if e.ComplexityRoot.Subscription.GatewayTraffic == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Subscription.GatewayTraffic(childComplexity), true
 	case "Subscription.poolUtilization":
 		if e.ComplexityRoot.Subscription.PoolUtilization == nil {
 			break
@@ -6538,6 +6769,84 @@ extend type Mutation {
   "Replace the global guardrails (empty lists clear them)."
   setGuardrails(input: LLMGuardrailsInput!): GatewayPayload!
 }
+
+"""
+A call the gateway refused, from the ledger: a guardrail blocked it, or a
+budget or a rate limit stopped it.
+"""
+type LLMRefusal {
+  "The call's request id."
+  id: ID!
+  at: Time!
+  userName: String!
+  projectName: String!
+  groupName: String!
+  alias: String!
+  "The door it came through: chat/completions, completions, embeddings, messages, responses."
+  endpoint: String!
+  "The HTTP status the caller got."
+  status: Int!
+  "blocked, over_budget or rate_limited."
+  outcome: String!
+  "The guardrail that blocked it, if one did."
+  guardrail: String!
+  "Why, in words."
+  reason: String!
+}
+
+"One endpoint of a static route, as this replica's gateway knows it from the calls it sent there."
+type LLMEndpointHealth {
+  route: String!
+  endpoint: String!
+  "False while the endpoint is set aside after a failure: it is tried only when no healthy endpoint is left."
+  healthy: Boolean!
+  "When a set-aside endpoint is tried first again; null when healthy."
+  setAsideUntil: Time
+}
+
+"One alias's calls and tokens over the last minute."
+type AliasTraffic {
+  alias: String!
+  callsPerMinute: Int!
+  tokensPerMinute: Float!
+  inputTokensPerMinute: Float!
+  outputTokensPerMinute: Float!
+}
+
+"The gateway's calls and tokens per minute, counted on the ledger over the last minute."
+type GatewayTrafficUpdate {
+  at: Time!
+  "The trailing window counted: 60."
+  windowSeconds: Int!
+  "The aliases with calls the subscriber may see in the window, by name."
+  aliases: [AliasTraffic!]!
+  callsPerMinute: Int!
+  tokensPerMinute: Float!
+  "Updates this subscriber missed (dropped because it read too slowly) since the previous one."
+  missed: Int!
+}
+
+extend type Query {
+  """
+  The most recent calls the gateway refused (a guardrail, a budget or a
+  rate limit), newest first: since a time (default 24 hours ago, at most 31
+  days), at most limit (1 to 500). Admins see the tenant's; others their
+  groups' calls (or their own when in no group), as usage.
+  """
+  llmRefusals(since: Time, limit: Int = 50): [LLMRefusal!]!
+  "The static routes' endpoints with their health as this replica's gateway knows it (admins only)."
+  llmEndpointHealth: [LLMEndpointHealth!]!
+}
+
+extend type Subscription {
+  """
+  Calls per minute and tokens per minute by alias, every 2 seconds, from
+  the ledger's last minute (every replica's calls). Admins see the
+  tenant's calls; others their groups' (or their own when in no group),
+  checked again at every update.
+  """
+  gatewayTraffic: GatewayTrafficUpdate!
+}
 `, BuiltIn: false},
 	{Name: "../schema/identity.graphqls", Input: `"A user's tenant-wide role."
 enum Role {
@@ -7379,6 +7688,22 @@ func (ec *executionContext) childFields_APIKeyEdge(ctx context.Context, field gr
 	return nil, fmt.Errorf("no field named %q was found under type APIKeyEdge", field.Name)
 }
 
+func (ec *executionContext) childFields_AliasTraffic(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "alias":
+		return ec.fieldContext_AliasTraffic_alias(ctx, field)
+	case "callsPerMinute":
+		return ec.fieldContext_AliasTraffic_callsPerMinute(ctx, field)
+	case "tokensPerMinute":
+		return ec.fieldContext_AliasTraffic_tokensPerMinute(ctx, field)
+	case "inputTokensPerMinute":
+		return ec.fieldContext_AliasTraffic_inputTokensPerMinute(ctx, field)
+	case "outputTokensPerMinute":
+		return ec.fieldContext_AliasTraffic_outputTokensPerMinute(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type AliasTraffic", field.Name)
+}
+
 func (ec *executionContext) childFields_ApplyEstateResult(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "changes":
@@ -7813,6 +8138,24 @@ func (ec *executionContext) childFields_GatewayPayload(ctx context.Context, fiel
 	return nil, fmt.Errorf("no field named %q was found under type GatewayPayload", field.Name)
 }
 
+func (ec *executionContext) childFields_GatewayTrafficUpdate(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "at":
+		return ec.fieldContext_GatewayTrafficUpdate_at(ctx, field)
+	case "windowSeconds":
+		return ec.fieldContext_GatewayTrafficUpdate_windowSeconds(ctx, field)
+	case "aliases":
+		return ec.fieldContext_GatewayTrafficUpdate_aliases(ctx, field)
+	case "callsPerMinute":
+		return ec.fieldContext_GatewayTrafficUpdate_callsPerMinute(ctx, field)
+	case "tokensPerMinute":
+		return ec.fieldContext_GatewayTrafficUpdate_tokensPerMinute(ctx, field)
+	case "missed":
+		return ec.fieldContext_GatewayTrafficUpdate_missed(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type GatewayTrafficUpdate", field.Name)
+}
+
 func (ec *executionContext) childFields_Group(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "id":
@@ -7919,6 +8262,20 @@ func (ec *executionContext) childFields_LLMAliasRule(ctx context.Context, field 
 	return nil, fmt.Errorf("no field named %q was found under type LLMAliasRule", field.Name)
 }
 
+func (ec *executionContext) childFields_LLMEndpointHealth(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "route":
+		return ec.fieldContext_LLMEndpointHealth_route(ctx, field)
+	case "endpoint":
+		return ec.fieldContext_LLMEndpointHealth_endpoint(ctx, field)
+	case "healthy":
+		return ec.fieldContext_LLMEndpointHealth_healthy(ctx, field)
+	case "setAsideUntil":
+		return ec.fieldContext_LLMEndpointHealth_setAsideUntil(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type LLMEndpointHealth", field.Name)
+}
+
 func (ec *executionContext) childFields_LLMGuardrails(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "deny":
@@ -7969,6 +8326,34 @@ func (ec *executionContext) childFields_LLMProvider(ctx context.Context, field g
 		return ec.fieldContext_LLMProvider_api(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type LLMProvider", field.Name)
+}
+
+func (ec *executionContext) childFields_LLMRefusal(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_LLMRefusal_id(ctx, field)
+	case "at":
+		return ec.fieldContext_LLMRefusal_at(ctx, field)
+	case "userName":
+		return ec.fieldContext_LLMRefusal_userName(ctx, field)
+	case "projectName":
+		return ec.fieldContext_LLMRefusal_projectName(ctx, field)
+	case "groupName":
+		return ec.fieldContext_LLMRefusal_groupName(ctx, field)
+	case "alias":
+		return ec.fieldContext_LLMRefusal_alias(ctx, field)
+	case "endpoint":
+		return ec.fieldContext_LLMRefusal_endpoint(ctx, field)
+	case "status":
+		return ec.fieldContext_LLMRefusal_status(ctx, field)
+	case "outcome":
+		return ec.fieldContext_LLMRefusal_outcome(ctx, field)
+	case "guardrail":
+		return ec.fieldContext_LLMRefusal_guardrail(ctx, field)
+	case "reason":
+		return ec.fieldContext_LLMRefusal_reason(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type LLMRefusal", field.Name)
 }
 
 func (ec *executionContext) childFields_LLMRoute(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -10241,6 +10626,28 @@ func (ec *executionContext) field_Query_groups_args(ctx context.Context, rawArgs
 	return args, nil
 }
 
+func (ec *executionContext) field_Query_llmRefusals_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "since",
+		func(ctx context.Context, v any) (*time.Time, error) {
+			return ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["since"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "limit",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["limit"] = arg1
+	return args, nil
+}
+
 func (ec *executionContext) field_Query_policyView_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -11152,6 +11559,121 @@ func (ec *executionContext) fieldContext_APIKeyEdge_node(_ context.Context, fiel
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _AliasTraffic_alias(ctx context.Context, field graphql.CollectedField, obj *live.AliasTraffic) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AliasTraffic_alias(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Alias, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AliasTraffic_alias(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AliasTraffic", field, false, false, "String")
+}
+
+func (ec *executionContext) _AliasTraffic_callsPerMinute(ctx context.Context, field graphql.CollectedField, obj *live.AliasTraffic) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AliasTraffic_callsPerMinute(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CallsPerMinute, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AliasTraffic_callsPerMinute(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AliasTraffic", field, false, false, "Int")
+}
+
+func (ec *executionContext) _AliasTraffic_tokensPerMinute(ctx context.Context, field graphql.CollectedField, obj *live.AliasTraffic) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AliasTraffic_tokensPerMinute(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TokensPerMinute, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v float64) graphql.Marshaler {
+			return ec.marshalNFloat2float64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AliasTraffic_tokensPerMinute(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AliasTraffic", field, false, false, "Float")
+}
+
+func (ec *executionContext) _AliasTraffic_inputTokensPerMinute(ctx context.Context, field graphql.CollectedField, obj *live.AliasTraffic) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AliasTraffic_inputTokensPerMinute(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.InputTokensPerMinute, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v float64) graphql.Marshaler {
+			return ec.marshalNFloat2float64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AliasTraffic_inputTokensPerMinute(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AliasTraffic", field, false, false, "Float")
+}
+
+func (ec *executionContext) _AliasTraffic_outputTokensPerMinute(ctx context.Context, field graphql.CollectedField, obj *live.AliasTraffic) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AliasTraffic_outputTokensPerMinute(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.OutputTokensPerMinute, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v float64) graphql.Marshaler {
+			return ec.marshalNFloat2float64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AliasTraffic_outputTokensPerMinute(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AliasTraffic", field, false, false, "Float")
 }
 
 func (ec *executionContext) _ApplyEstateResult_changes(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.ApplyEstateResult) (ret graphql.Marshaler) {
@@ -14807,6 +15329,153 @@ func (ec *executionContext) fieldContext_GatewayPayload_warnings(_ context.Conte
 	return fc, nil
 }
 
+func (ec *executionContext) _GatewayTrafficUpdate_at(ctx context.Context, field graphql.CollectedField, obj *live.GatewayTraffic) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_GatewayTrafficUpdate_at(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.At, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_GatewayTrafficUpdate_at(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("GatewayTrafficUpdate", field, false, false, "Time")
+}
+
+func (ec *executionContext) _GatewayTrafficUpdate_windowSeconds(ctx context.Context, field graphql.CollectedField, obj *live.GatewayTraffic) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_GatewayTrafficUpdate_windowSeconds(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.WindowSeconds, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_GatewayTrafficUpdate_windowSeconds(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("GatewayTrafficUpdate", field, false, false, "Int")
+}
+
+func (ec *executionContext) _GatewayTrafficUpdate_aliases(ctx context.Context, field graphql.CollectedField, obj *live.GatewayTraffic) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_GatewayTrafficUpdate_aliases(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Aliases, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*live.AliasTraffic) graphql.Marshaler {
+			return ec.marshalNAliasTraffic2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋliveᚐAliasTrafficᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_GatewayTrafficUpdate_aliases(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "GatewayTrafficUpdate",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AliasTraffic(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _GatewayTrafficUpdate_callsPerMinute(ctx context.Context, field graphql.CollectedField, obj *live.GatewayTraffic) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_GatewayTrafficUpdate_callsPerMinute(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CallsPerMinute, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_GatewayTrafficUpdate_callsPerMinute(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("GatewayTrafficUpdate", field, false, false, "Int")
+}
+
+func (ec *executionContext) _GatewayTrafficUpdate_tokensPerMinute(ctx context.Context, field graphql.CollectedField, obj *live.GatewayTraffic) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_GatewayTrafficUpdate_tokensPerMinute(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TokensPerMinute, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v float64) graphql.Marshaler {
+			return ec.marshalNFloat2float64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_GatewayTrafficUpdate_tokensPerMinute(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("GatewayTrafficUpdate", field, false, false, "Float")
+}
+
+func (ec *executionContext) _GatewayTrafficUpdate_missed(ctx context.Context, field graphql.CollectedField, obj *live.GatewayTraffic) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_GatewayTrafficUpdate_missed(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Missed, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_GatewayTrafficUpdate_missed(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("GatewayTrafficUpdate", field, false, false, "Int")
+}
+
 func (ec *executionContext) _Group_id(ctx context.Context, field graphql.CollectedField, obj *model.Group) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -15591,6 +16260,98 @@ func (ec *executionContext) fieldContext_LLMAliasRule_fallbacks(_ context.Contex
 	return graphql.NewScalarFieldContext("LLMAliasRule", field, false, false, "String")
 }
 
+func (ec *executionContext) _LLMEndpointHealth_route(ctx context.Context, field graphql.CollectedField, obj *llm.EndpointHealth) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LLMEndpointHealth_route(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Route, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_LLMEndpointHealth_route(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("LLMEndpointHealth", field, false, false, "String")
+}
+
+func (ec *executionContext) _LLMEndpointHealth_endpoint(ctx context.Context, field graphql.CollectedField, obj *llm.EndpointHealth) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LLMEndpointHealth_endpoint(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Endpoint, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_LLMEndpointHealth_endpoint(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("LLMEndpointHealth", field, false, false, "String")
+}
+
+func (ec *executionContext) _LLMEndpointHealth_healthy(ctx context.Context, field graphql.CollectedField, obj *llm.EndpointHealth) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LLMEndpointHealth_healthy(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Healthy, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_LLMEndpointHealth_healthy(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("LLMEndpointHealth", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _LLMEndpointHealth_setAsideUntil(ctx context.Context, field graphql.CollectedField, obj *llm.EndpointHealth) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LLMEndpointHealth_setAsideUntil(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SetAsideUntil, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_LLMEndpointHealth_setAsideUntil(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("LLMEndpointHealth", field, false, false, "Time")
+}
+
 func (ec *executionContext) _LLMGuardrails_deny(ctx context.Context, field graphql.CollectedField, obj *model.Guardrails) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -15980,6 +16741,259 @@ func (ec *executionContext) _LLMProvider_api(ctx context.Context, field graphql.
 }
 func (ec *executionContext) fieldContext_LLMProvider_api(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("LLMProvider", field, true, true, "String")
+}
+
+func (ec *executionContext) _LLMRefusal_id(ctx context.Context, field graphql.CollectedField, obj *model.ModelCall) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LLMRefusal_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_LLMRefusal_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("LLMRefusal", field, false, false, "ID")
+}
+
+func (ec *executionContext) _LLMRefusal_at(ctx context.Context, field graphql.CollectedField, obj *model.ModelCall) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LLMRefusal_at(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.At, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_LLMRefusal_at(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("LLMRefusal", field, false, false, "Time")
+}
+
+func (ec *executionContext) _LLMRefusal_userName(ctx context.Context, field graphql.CollectedField, obj *model.ModelCall) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LLMRefusal_userName(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.UserName, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_LLMRefusal_userName(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("LLMRefusal", field, false, false, "String")
+}
+
+func (ec *executionContext) _LLMRefusal_projectName(ctx context.Context, field graphql.CollectedField, obj *model.ModelCall) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LLMRefusal_projectName(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ProjectName, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_LLMRefusal_projectName(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("LLMRefusal", field, false, false, "String")
+}
+
+func (ec *executionContext) _LLMRefusal_groupName(ctx context.Context, field graphql.CollectedField, obj *model.ModelCall) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LLMRefusal_groupName(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.GroupName, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_LLMRefusal_groupName(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("LLMRefusal", field, false, false, "String")
+}
+
+func (ec *executionContext) _LLMRefusal_alias(ctx context.Context, field graphql.CollectedField, obj *model.ModelCall) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LLMRefusal_alias(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Alias, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_LLMRefusal_alias(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("LLMRefusal", field, false, false, "String")
+}
+
+func (ec *executionContext) _LLMRefusal_endpoint(ctx context.Context, field graphql.CollectedField, obj *model.ModelCall) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LLMRefusal_endpoint(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Endpoint, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_LLMRefusal_endpoint(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("LLMRefusal", field, false, false, "String")
+}
+
+func (ec *executionContext) _LLMRefusal_status(ctx context.Context, field graphql.CollectedField, obj *model.ModelCall) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LLMRefusal_status(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Status, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_LLMRefusal_status(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("LLMRefusal", field, false, false, "Int")
+}
+
+func (ec *executionContext) _LLMRefusal_outcome(ctx context.Context, field graphql.CollectedField, obj *model.ModelCall) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LLMRefusal_outcome(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Outcome, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_LLMRefusal_outcome(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("LLMRefusal", field, false, false, "String")
+}
+
+func (ec *executionContext) _LLMRefusal_guardrail(ctx context.Context, field graphql.CollectedField, obj *model.ModelCall) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LLMRefusal_guardrail(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Guardrail, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_LLMRefusal_guardrail(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("LLMRefusal", field, false, false, "String")
+}
+
+func (ec *executionContext) _LLMRefusal_reason(ctx context.Context, field graphql.CollectedField, obj *model.ModelCall) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LLMRefusal_reason(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.LLMRefusal().Reason(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_LLMRefusal_reason(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("LLMRefusal", field, true, true, "String")
 }
 
 func (ec *executionContext) _LLMRoute_name(ctx context.Context, field graphql.CollectedField, obj *model.Route) (ret graphql.Marshaler) {
@@ -22183,6 +23197,82 @@ func (ec *executionContext) fieldContext_Query_tokenBudgetView(ctx context.Conte
 	return fc, nil
 }
 
+func (ec *executionContext) _Query_llmRefusals(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_llmRefusals(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().LlmRefusals(ctx, fc.Args["since"].(*time.Time), fc.Args["limit"].(*int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.ModelCall) graphql.Marshaler {
+			return ec.marshalNLLMRefusal2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐModelCallᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_llmRefusals(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_LLMRefusal(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_llmRefusals_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_llmEndpointHealth(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_llmEndpointHealth(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Query().LlmEndpointHealth(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*llm.EndpointHealth) graphql.Marshaler {
+			return ec.marshalNLLMEndpointHealth2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋllmᚐEndpointHealthᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_llmEndpointHealth(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_LLMEndpointHealth(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Query_me(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -24296,6 +25386,38 @@ func (ec *executionContext) fieldContext_Subscription_budgetBurn(ctx context.Con
 	if fc.Args, err = ec.field_Subscription_budgetBurn_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Subscription_gatewayTraffic(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
+	return graphql.ResolveFieldStream(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Subscription_gatewayTraffic(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Subscription().GatewayTraffic(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *live.GatewayTraffic) graphql.Marshaler {
+			return ec.marshalNGatewayTrafficUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋliveᚐGatewayTraffic(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Subscription_gatewayTraffic(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Subscription",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_GatewayTrafficUpdate(ctx, field)
+		},
 	}
 	return fc, nil
 }
@@ -31479,6 +32601,59 @@ func (ec *executionContext) _APIKeyEdge(ctx context.Context, sel ast.SelectionSe
 	return out
 }
 
+var aliasTrafficImplementors = []string{"AliasTraffic"}
+
+func (ec *executionContext) _AliasTraffic(ctx context.Context, sel ast.SelectionSet, obj *live.AliasTraffic) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, aliasTrafficImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("AliasTraffic")
+		case "alias":
+			out.Values[i] = ec._AliasTraffic_alias(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "callsPerMinute":
+			out.Values[i] = ec._AliasTraffic_callsPerMinute(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "tokensPerMinute":
+			out.Values[i] = ec._AliasTraffic_tokensPerMinute(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "inputTokensPerMinute":
+			out.Values[i] = ec._AliasTraffic_inputTokensPerMinute(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "outputTokensPerMinute":
+			out.Values[i] = ec._AliasTraffic_outputTokensPerMinute(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var applyEstateResultImplementors = []string{"ApplyEstateResult"}
 
 func (ec *executionContext) _ApplyEstateResult(ctx context.Context, sel ast.SelectionSet, obj *gqlmodel.ApplyEstateResult) graphql.Marshaler {
@@ -32905,6 +34080,64 @@ func (ec *executionContext) _GatewayPayload(ctx context.Context, sel ast.Selecti
 	return out
 }
 
+var gatewayTrafficUpdateImplementors = []string{"GatewayTrafficUpdate"}
+
+func (ec *executionContext) _GatewayTrafficUpdate(ctx context.Context, sel ast.SelectionSet, obj *live.GatewayTraffic) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, gatewayTrafficUpdateImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("GatewayTrafficUpdate")
+		case "at":
+			out.Values[i] = ec._GatewayTrafficUpdate_at(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "windowSeconds":
+			out.Values[i] = ec._GatewayTrafficUpdate_windowSeconds(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "aliases":
+			out.Values[i] = ec._GatewayTrafficUpdate_aliases(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "callsPerMinute":
+			out.Values[i] = ec._GatewayTrafficUpdate_callsPerMinute(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "tokensPerMinute":
+			out.Values[i] = ec._GatewayTrafficUpdate_tokensPerMinute(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "missed":
+			out.Values[i] = ec._GatewayTrafficUpdate_missed(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var groupImplementors = []string{"Group"}
 
 func (ec *executionContext) _Group(ctx context.Context, sel ast.SelectionSet, obj *model.Group) graphql.Marshaler {
@@ -33278,6 +34511,54 @@ func (ec *executionContext) _LLMAliasRule(ctx context.Context, sel ast.Selection
 	return out
 }
 
+var lLMEndpointHealthImplementors = []string{"LLMEndpointHealth"}
+
+func (ec *executionContext) _LLMEndpointHealth(ctx context.Context, sel ast.SelectionSet, obj *llm.EndpointHealth) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, lLMEndpointHealthImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("LLMEndpointHealth")
+		case "route":
+			out.Values[i] = ec._LLMEndpointHealth_route(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "endpoint":
+			out.Values[i] = ec._LLMEndpointHealth_endpoint(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "healthy":
+			out.Values[i] = ec._LLMEndpointHealth_healthy(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "setAsideUntil":
+			out.Values[i] = ec._LLMEndpointHealth_setAsideUntil(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var lLMGuardrailsImplementors = []string{"LLMGuardrails"}
 
 func (ec *executionContext) _LLMGuardrails(ctx context.Context, sel ast.SelectionSet, obj *model.Guardrails) graphql.Marshaler {
@@ -33436,6 +34717,90 @@ func (ec *executionContext) _LLMProvider(ctx context.Context, sel ast.SelectionS
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._LLMProvider_api(ctx, field, obj)
+				})
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var lLMRefusalImplementors = []string{"LLMRefusal"}
+
+func (ec *executionContext) _LLMRefusal(ctx context.Context, sel ast.SelectionSet, obj *model.ModelCall) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, lLMRefusalImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("LLMRefusal")
+		case "id":
+			out.Values[i] = ec._LLMRefusal_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "at":
+			out.Values[i] = ec._LLMRefusal_at(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "userName":
+			out.Values[i] = ec._LLMRefusal_userName(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "projectName":
+			out.Values[i] = ec._LLMRefusal_projectName(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "groupName":
+			out.Values[i] = ec._LLMRefusal_groupName(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "alias":
+			out.Values[i] = ec._LLMRefusal_alias(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "endpoint":
+			out.Values[i] = ec._LLMRefusal_endpoint(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "status":
+			out.Values[i] = ec._LLMRefusal_status(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "outcome":
+			out.Values[i] = ec._LLMRefusal_outcome(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "guardrail":
+			out.Values[i] = ec._LLMRefusal_guardrail(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "reason":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._LLMRefusal_reason(ctx, field, obj)
 				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
@@ -35330,6 +36695,18 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_tokenBudgetView(ctx, field)
 				})
+		case "llmRefusals":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_llmRefusals(ctx, field)
+				})
+		case "llmEndpointHealth":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_llmEndpointHealth(ctx, field)
+				})
 		case "me":
 			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
 				true, true,
@@ -35956,6 +37333,8 @@ func (ec *executionContext) _Subscription(ctx context.Context, sel ast.Selection
 		return ec._Subscription_workers(ctx, fields[0])
 	case "budgetBurn":
 		return ec._Subscription_budgetBurn(ctx, fields[0])
+	case "gatewayTraffic":
+		return ec._Subscription_gatewayTraffic(ctx, fields[0])
 	default:
 		panic("unknown field " + strconv.Quote(fields[0].Name))
 	}
@@ -37827,6 +39206,30 @@ func (ec *executionContext) marshalNAPIKeyEdge2ᚖgithubᚗcomᚋkliqueᚑaiᚋk
 	return ec._APIKeyEdge(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalNAliasTraffic2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋliveᚐAliasTrafficᚄ(ctx context.Context, sel ast.SelectionSet, v []*live.AliasTraffic) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNAliasTraffic2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋliveᚐAliasTraffic(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNAliasTraffic2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋliveᚐAliasTraffic(ctx context.Context, sel ast.SelectionSet, v *live.AliasTraffic) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "AliasTraffic!")
+		return graphql.Null
+	}
+	return ec._AliasTraffic(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNApplyEstateResult2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐApplyEstateResult(ctx context.Context, sel ast.SelectionSet, v *gqlmodel.ApplyEstateResult) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "ApplyEstateResult!")
@@ -38324,6 +39727,14 @@ func (ec *executionContext) marshalNGatewayPayload2ᚖgithubᚗcomᚋkliqueᚑai
 	return ec._GatewayPayload(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalNGatewayTrafficUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋliveᚐGatewayTraffic(ctx context.Context, sel ast.SelectionSet, v *live.GatewayTraffic) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "GatewayTrafficUpdate!")
+		return graphql.Null
+	}
+	return ec._GatewayTrafficUpdate(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNGroup2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐGroup(ctx context.Context, sel ast.SelectionSet, v *model.Group) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "Group!")
@@ -38585,6 +39996,30 @@ func (ec *executionContext) unmarshalNLLMAliasRuleInput2ᚖgithubᚗcomᚋklique
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
+func (ec *executionContext) marshalNLLMEndpointHealth2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋllmᚐEndpointHealthᚄ(ctx context.Context, sel ast.SelectionSet, v []*llm.EndpointHealth) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNLLMEndpointHealth2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋllmᚐEndpointHealth(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNLLMEndpointHealth2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋllmᚐEndpointHealth(ctx context.Context, sel ast.SelectionSet, v *llm.EndpointHealth) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "LLMEndpointHealth!")
+		return graphql.Null
+	}
+	return ec._LLMEndpointHealth(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNLLMGuardrails2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐGuardrails(ctx context.Context, sel ast.SelectionSet, v model.Guardrails) graphql.Marshaler {
 	return ec._LLMGuardrails(ctx, sel, &v)
 }
@@ -38650,6 +40085,30 @@ func (ec *executionContext) marshalNLLMProvider2ᚖgithubᚗcomᚋkliqueᚑaiᚋ
 func (ec *executionContext) unmarshalNLLMProviderInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋllmᚐLLMProviderInput(ctx context.Context, v any) (llm.LLMProviderInput, error) {
 	res, err := ec.unmarshalInputLLMProviderInput(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNLLMRefusal2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐModelCallᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.ModelCall) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNLLMRefusal2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐModelCall(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNLLMRefusal2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐModelCall(ctx context.Context, sel ast.SelectionSet, v *model.ModelCall) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "LLMRefusal!")
+		return graphql.Null
+	}
+	return ec._LLMRefusal(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalNLLMRoute2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐRouteᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Route) graphql.Marshaler {

@@ -7,6 +7,8 @@ import (
 	"github.com/klique-ai/klique/internal/estate"
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform"
+	"github.com/klique-ai/klique/internal/platform/live"
+	"github.com/klique-ai/klique/internal/platform/llm"
 )
 
 // Platform is what the resolvers ask of the platform service: the
@@ -93,6 +95,9 @@ type Platform interface {
 	SetGuardrails(ctx context.Context, in platform.GuardrailsInput) (*platform.EstateResult, error)
 	SetSecret(ctx context.Context, scope string, ref string, name string, value string) (*platform.SecretInfo, error)
 	SubscribeBudgetBurn(ctx context.Context, policyRef string) (<-chan *platform.BudgetBurnUpdate, error)
+	SubscribeGatewayTraffic(ctx context.Context) (<-chan *live.GatewayTraffic, error)
+	ModelRefusals(ctx context.Context, since time.Time, limit int) ([]*model.ModelCall, error)
+	EndpointHealths(ctx context.Context) ([]*llm.EndpointHealth, error)
 	SubscribePoolUtilization(ctx context.Context) (<-chan *platform.PoolUtilization, error)
 	SubscribeQueue(ctx context.Context, computeResourceRef string) (<-chan *platform.QueueUpdate, error)
 	SubscribeTask(ctx context.Context, id string) (<-chan *platform.TaskUpdate, error)

@@ -138,6 +138,14 @@ func (f *Failover) log() *slog.Logger {
 	return f.Log
 }
 
+// fallbackEpoch is the Decision.Epoch of a Reserve the fallback
+// answered, so that the Seed it asks for goes to the fallback too, where
+// the windows were found due. Sent to the primary (back meanwhile), it
+// would mark a Redis counter reconciled at an epoch that is not Redis's,
+// which leaves it due again: another reading of the ledger, and another
+// gap between that reading and the seed, for every such call.
+const fallbackEpoch = -1
+
 // Reserve implements Limiter.
 func (f *Failover) Reserve(ctx context.Context, r Request, now time.Time) (Decision, error) {
 	if l, primary := f.pick(ctx); primary {
@@ -146,7 +154,11 @@ func (f *Failover) Reserve(ctx context.Context, r Request, now time.Time) (Decis
 			return d, err
 		}
 	}
-	return f.Fallback.Reserve(ctx, r, now)
+	d, err := f.Fallback.Reserve(ctx, r, now)
+	if len(d.Unseeded) > 0 {
+		d.Epoch = fallbackEpoch
+	}
+	return d, err
 }
 
 // Settle implements Limiter. A reservation is settled where it was made,
@@ -211,8 +223,12 @@ func SettleAll(ctx context.Context, l Limiter, batch []Settlement) []error {
 	return errs
 }
 
-// Seed implements Limiter.
+// Seed implements Limiter: on the limiter that found the window due (see
+// fallbackEpoch).
 func (f *Failover) Seed(ctx context.Context, w Window, used, epoch int64) error {
+	if epoch == fallbackEpoch {
+		return f.Fallback.Seed(ctx, w, used, 0)
+	}
 	if l, primary := f.pick(ctx); primary {
 		err := l.Seed(ctx, w, used, epoch)
 		if f.result(err) {

@@ -47,15 +47,18 @@ func (m *Memory) Holdings(_ context.Context, ws []Window, now time.Time) ([]Hold
 }
 
 // holdingsScript: KEYS are n counters, then the lapse set, then the epoch;
-// ARGV: now (ms), the hash key prefix of earlier versions' reservations.
-// It gives back lapsed reservations first, then answers, per counter, its
-// count, the reservations the lapse set holds in it, and 1 when it exists
-// and is reconciled at the current epoch (else 0).
+// ARGV: now (ms), the hash key prefix of earlier versions' reservations,
+// the highest epoch the caller has seen. It gives back lapsed reservations
+// first, then answers, per counter, its count, the reservations the lapse
+// set holds in it, and 1 when it exists and is reconciled at the current
+// epoch, and that epoch is not below the caller's (a Redis rolled back, to
+// be reconciled at the next reserve; see Redis), else 0.
 var holdingsScript = redis.NewScript(giveBackLua + `
 local n = #KEYS - 2
 local lapse = KEYS[n + 1]
 giveBack(lapse, redis.call('ZRANGEBYSCORE', lapse, '-inf', tonumber(ARGV[1]), 'LIMIT', 0, 1000), ARGV[2])
 local epoch = redis.call('GET', KEYS[n + 2]) or '0'
+local current = tonumber(epoch) >= tonumber(ARGV[3])
 local held = {}
 for _, m in ipairs(redis.call('ZRANGE', lapse, 0, -1)) do
   local parts = {}
@@ -76,7 +79,7 @@ local out = {}
 for i = 1, n do
   local cur = redis.call('GET', KEYS[i])
   local counted = 0
-  if cur ~= false and (redis.call('GET', KEYS[i] .. '#r') or '0') == epoch then counted = 1 end
+  if current and cur ~= false and (redis.call('GET', KEYS[i] .. '#r') or '0') == epoch then counted = 1 end
   out[#out + 1] = tonumber(cur or '0')
   out[#out + 1] = held[i] or 0
   out[#out + 1] = counted
@@ -90,7 +93,7 @@ func (r *Redis) Holdings(ctx context.Context, ws []Window, now time.Time) ([]Hol
 	if len(ws) == 0 {
 		return nil, nil
 	}
-	res, err := holdingsScript.Run(ctx, r.c, append(r.keys(ws), r.epoch), ms(now), r.hashPrefix).Int64Slice()
+	res, err := holdingsScript.Run(ctx, r.c, append(r.keys(ws), r.epoch), ms(now), r.hashPrefix, r.seen.Load()).Int64Slice()
 	if err != nil {
 		return nil, unavailable(ctx, "read budgets", err)
 	}

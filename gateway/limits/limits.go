@@ -94,9 +94,12 @@ type Limiter interface {
 	// amount; settling twice is not allowed.
 	Settle(ctx context.Context, r Request, actual []int64) error
 	// Seed sets a window's count to at least used (what the ledger says
-	// was spent) plus the reservations it holds: a count already higher
-	// is kept, one lower is raised. The window then counts as reconciled
-	// at epoch (Decision.Epoch of the Reserve that asked for the seed).
+	// was spent) plus the reservations it holds, plus what settled in it
+	// since it was found due (the reading of the ledger may have missed
+	// those calls: they settle between the reading and the seed): a count
+	// already higher is kept, one lower is raised. The window then counts
+	// as reconciled at epoch (Decision.Epoch of the Reserve that asked for
+	// the seed).
 	Seed(ctx context.Context, w Window, used, epoch int64) error
 	// Peek returns windows' counts without reserving (0 for a window with
 	// no counter).
@@ -128,7 +131,8 @@ type BatchSettler interface {
 // new epoch: every budget window is then reported Unseeded once, and its
 // Seed raises its count to the ledger's plus the reservations it holds,
 // before it is trusted again. Failover reconciles when it starts using
-// the primary, and whenever it comes back to it.
+// the primary, and whenever it comes back to it; Redis also reconciles
+// by itself when it finds its epoch rolled back (see Redis).
 type Reconciler interface {
 	Reconcile(ctx context.Context) error
 }

@@ -44,6 +44,11 @@ type memWindow struct {
 	// Memory.reseed).
 	seededAt time.Time
 	stale    bool
+	// pending is what settled while the window was stale: the seed that
+	// follows reads the ledger before it writes the count, and a call that
+	// settles in between, its row not in the reading, would be in neither
+	// (see Redis, which keeps the same rule); the seed adds it.
+	pending int64
 	// held is each live reservation by id and amount; lapse orders the
 	// same reservations by expiry.
 	held  map[string]*hold
@@ -215,14 +220,18 @@ func (m *Memory) Settle(_ context.Context, r Request, actual []int64) error {
 		} else {
 			w.used += actual[i]
 		}
+		if w.stale {
+			w.pending += actual[i]
+		}
 	}
 	return nil
 }
 
 // Seed implements Limiter. A window due to be read again (see
 // NewReseedingMemory) takes the ledger's count plus the reservations this
-// process holds in it, which the ledger cannot know of yet. One process
-// sees all of its spend: it has no epochs.
+// process holds in it, which the ledger cannot know of yet, plus what
+// settled in it since it was found due (which the reading may have
+// missed). One process sees all of its spend: it has no epochs.
 func (m *Memory) Seed(_ context.Context, win Window, used, _ int64) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -234,7 +243,8 @@ func (m *Memory) Seed(_ context.Context, win Window, used, _ int64) error {
 			used += h.amount
 		}
 		if w.stale {
-			w.used, w.stale, w.seededAt = used, false, time.Time{}
+			w.used, w.stale, w.seededAt = used+w.pending, false, time.Time{}
+			w.pending = 0
 		} else {
 			w.used = max(w.used, used)
 		}

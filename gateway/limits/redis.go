@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -31,6 +32,26 @@ import (
 // marker. A counter without a marker, in a Redis that never reconciled,
 // is at epoch 0, as it was before epochs.
 //
+// A Redis restored from an older snapshot holds older epochs too, and its
+// counters' markers match them: a replica that did not notice the restart
+// (the client retried its commands until the new Redis answered) would
+// trust counts that miss what was spent since the snapshot. So epochs
+// only grow (a new one is past both Redis's and every one this replica
+// has seen), each replica keeps the highest it has seen, and a reserve
+// that finds Redis's epoch below it takes Redis for rolled back (or
+// emptied): it reconciles before it reserves.
+//
+// The seed reads the ledger first and writes the counter after, and a
+// call can settle in between: its reservation leaves the lapse set (or
+// was never in it: made on the in-process fallback, or in a Redis since
+// lost) and its ledger row may come after the read, so neither the read
+// nor the lapse set has it. So while a budget counter is not reconciled
+// at the current epoch (missing, or its marker behind), a settle also adds
+// what the call used to a side key, the counter's key and "#p", and the
+// seed adds that to the ledger's spend. A call whose row the read did
+// see is then counted twice, until the next reconciliation: only calls in
+// flight when the epoch began, and on the side of refusing early.
+//
 // Reservations written by earlier versions (the id alone in the sorted
 // set, the amounts in a hash PREFIX+"r:"+id) are still given back and
 // settled.
@@ -43,8 +64,10 @@ type Redis struct {
 	// sends them.
 	lapse      string
 	hashPrefix any
-	// epoch is the key of the reconciliation epoch.
+	// epoch is the key of the reconciliation epoch, and seen the highest
+	// epoch this limiter has seen in Redis (see Redis).
 	epoch string
+	seen  atomic.Int64
 	// counters caches PREFIX+key by key, so that a call does not build the
 	// same few strings again (see counter).
 	mu       sync.RWMutex
@@ -127,10 +150,13 @@ end
 // ARGV: now (ms), expires (ms), the reservation's member ("" when it has
 // no budget window), n, the hash key prefix of earlier versions'
 // reservations, then for each window: limit, amount, keep until (ms),
-// seeded (1/0). It returns {1, used...} when reserved, {0, denied index,
-// used...} when refused (used before the call), {-1, epoch, unseeded
-// indexes...} when a seeded window has no counter, or one whose marker
-// (KEYS[i].."#r") is not at the epoch.
+// seeded (1/0), then the highest epoch the caller has seen. It returns
+// {1, used...} when reserved, {0, denied index, used...} when refused
+// (used before the call), {-1, epoch, unseeded indexes...} when a seeded
+// window has no counter, or one whose marker (KEYS[i].."#r") is not at the
+// epoch, and {-2, epoch} when a seeded window is asked for and the epoch
+// is below the one the caller has seen (Redis rolled back): nothing is
+// reserved.
 var reserveScript = redis.NewScript(giveBackLua + `
 local now = tonumber(ARGV[1])
 local n = tonumber(ARGV[4])
@@ -140,7 +166,10 @@ local unseeded = {}
 local epoch = nil
 for i = 1, n do
   if ARGV[5 + (i - 1) * 4 + 4] == '1' then
-    if epoch == nil then epoch = redis.call('GET', KEYS[n + 2]) or '0' end
+    if epoch == nil then
+      epoch = redis.call('GET', KEYS[n + 2]) or '0'
+      if tonumber(epoch) < tonumber(ARGV[6 + n * 4]) then return {-2, tonumber(epoch)} end
+    end
     if redis.call('EXISTS', KEYS[i]) == 0 or (redis.call('GET', KEYS[i] .. '#r') or '0') ~= epoch then
       unseeded[#unseeded + 1] = i - 1
     end
@@ -178,14 +207,18 @@ for i = 1, n do out[#out + 1] = used[i] end
 return out
 `)
 
-// settleScript: KEYS are n counters, then the lapse set. ARGV: the
-// reservation's member ("" when it has no budget window), n, its id, the
-// hash key prefix of earlier versions' reservations, then for each window:
-// reserved amount, actual amount, seeded (1/0). A reservation still held
-// is swapped for the actual amounts; one that lapsed (its amounts given
-// back) adds them. A counter that is gone (its period ended, or Redis lost
-// it) is left alone: a seeded one is counted from the ledger at its next
-// seed.
+// settleScript: KEYS are n counters, then the lapse set, then the epoch.
+// ARGV: the reservation's member ("" when it has no budget window), n, its
+// id, the hash key prefix of earlier versions' reservations, then for each
+// window: reserved amount, actual amount, seeded (1/0), keep until (ms),
+// then the highest epoch the caller has seen. A reservation still held is
+// swapped for the actual amounts; one that lapsed (its amounts given back)
+// adds them. A counter that is gone (its period ended, or Redis lost it)
+// is left alone. A seeded counter not reconciled at the epoch (gone, its
+// marker behind, or the epoch below the caller's: rolled back) also gets the
+// actual amount in its side key (KEYS[i].."#p"), which its seed adds to
+// the ledger's spend: the ledger read the seed is made from may have
+// missed this call (see Redis).
 var settleScript = redis.NewScript(`
 local n = tonumber(ARGV[2])
 local held = 0
@@ -197,33 +230,47 @@ if ARGV[1] ~= '' then
     if held == 1 then redis.call('DEL', ARGV[4] .. ARGV[3]) end
   end
 end
+local epoch = nil
 for i = 1, n do
-  local base = 4 + (i - 1) * 3
+  local base = 4 + (i - 1) * 4
   local reserved = tonumber(ARGV[base + 1])
   local actual = tonumber(ARGV[base + 2])
+  local seeded = ARGV[base + 3] == '1'
   local delta = actual - reserved
-  if ARGV[base + 3] == '1' and held == 0 then delta = actual end
-  if delta ~= 0 and redis.call('EXISTS', KEYS[i]) == 1 then
+  if seeded and held == 0 then delta = actual end
+  local exists = redis.call('EXISTS', KEYS[i]) == 1
+  if delta ~= 0 and exists then
     redis.call('INCRBY', KEYS[i], delta)
+  end
+  if seeded and actual > 0 then
+    if epoch == nil then epoch = redis.call('GET', KEYS[n + 2]) or '0' end
+    if not exists or (redis.call('GET', KEYS[i] .. '#r') or '0') ~= epoch or tonumber(epoch) < tonumber(ARGV[5 + n * 4]) then
+      redis.call('INCRBY', KEYS[i] .. '#p', actual)
+      redis.call('PEXPIREAT', KEYS[i] .. '#p', ARGV[base + 4])
+    end
   end
 end
 return 1
 `)
 
-// seedScript: KEYS[1] the counter, KEYS[2] the lapse set; ARGV: used
-// (the ledger's), keep until (ms), the epoch, the hash key prefix of
-// earlier versions' reservations. It raises the counter to used plus every
-// reservation the lapse set holds in it (each is taken back when it
-// settles or lapses, so the counter must hold it), keeps a counter
-// already higher, and marks it reconciled at the epoch. A counter already
-// reconciled at this epoch is left alone: concurrent callers that all found
-// it due seed it once, since a later reading of the ledger holds calls that
-// ended since the first, whose reservations the lapse set may still hold
-// until their settlements arrive, and would count them twice.
+// seedScript: KEYS[1] the counter, KEYS[2] the lapse set, KEYS[3] the
+// epoch; ARGV: used (the ledger's), keep until (ms), the epoch, the hash
+// key prefix of earlier versions' reservations. It raises the counter to
+// used plus every reservation the lapse set holds in it (each is taken
+// back when it settles or lapses, so the counter must hold it) plus what
+// settled into it since it was last reconciled (its side key, "#p", see
+// Redis), keeps a counter already higher, and marks it reconciled at the
+// epoch. The side key is emptied only by a seed at the current epoch: one
+// made from an older reading leaves the counter due, and the next seed
+// must still count those calls. A counter already reconciled at this
+// epoch is left alone: concurrent callers that all found it due seed it
+// once, since a later reading of the ledger holds calls that ended since
+// the first, whose reservations the lapse set may still hold until their
+// settlements arrive, and would count them twice.
 var seedScript = redis.NewScript(`
 local c = KEYS[1]
 if redis.call('GET', c .. '#r') == ARGV[3] and redis.call('EXISTS', c) == 1 then return 1 end
-local target = tonumber(ARGV[1])
+local target = tonumber(ARGV[1]) + tonumber(redis.call('GET', c .. '#p') or '0')
 for _, m in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
   local parts = {}
   for p in string.gmatch(m, '[^%z]+') do parts[#parts + 1] = p end
@@ -240,11 +287,20 @@ if cur == false or tonumber(cur) < target then redis.call('SET', c, target) end
 redis.call('PEXPIREAT', c, ARGV[2])
 redis.call('SET', c .. '#r', ARGV[3])
 redis.call('PEXPIREAT', c .. '#r', ARGV[2])
+if (redis.call('GET', KEYS[3]) or '0') == ARGV[3] then redis.call('DEL', c .. '#p') end
 return 1
 `)
 
-// reconcileScript: KEYS[1] the epoch. It starts a new one.
-var reconcileScript = redis.NewScript(`return redis.call('INCR', KEYS[1])`)
+// reconcileScript: KEYS[1] the epoch; ARGV[1] the highest epoch the
+// caller has seen. It starts a new one, past both (see Redis), and
+// returns it.
+var reconcileScript = redis.NewScript(`
+local cur = tonumber(redis.call('GET', KEYS[1]) or '0')
+local seen = tonumber(ARGV[1])
+local step = 1
+if seen > cur then step = seen - cur + 1 end
+return redis.call('INCRBY', KEYS[1], step)
+`)
 
 // peekScript: KEYS are n counters then the lapse set; ARGV: now (ms), the
 // hash key prefix of earlier versions' reservations. It gives back lapsed
@@ -325,12 +381,14 @@ func (r *Redis) Reserve(ctx context.Context, req Request, now time.Time) (Decisi
 	if err := checkReserve(req); err != nil {
 		return Decision{}, err
 	}
-	args := make([]any, 0, 5+4*len(req.Windows))
+	args := make([]any, 0, 6+4*len(req.Windows))
 	args = append(args, ms(now), ms(req.Expires), r.member(req), len(req.Windows), r.hashPrefix)
 	for _, w := range req.Windows {
 		args = append(args, w.Limit, w.Amount, ms(w.Ends.Add(keep)), flag(w.Seeded))
 	}
-	v, err := r.batch.run(ctx, reserveScript, append(r.keys(req.Windows), r.epoch), args)
+	args = append(args, r.seen.Load())
+	keys := append(r.keys(req.Windows), r.epoch)
+	v, err := r.batch.run(ctx, reserveScript, keys, args)
 	if err != nil {
 		return Decision{}, unavailable(ctx, "reserve", err)
 	}
@@ -338,10 +396,26 @@ func (r *Redis) Reserve(ctx context.Context, req Request, now time.Time) (Decisi
 	if err != nil {
 		return Decision{}, fmt.Errorf("reserve in Redis: %w", err)
 	}
+	if len(res) == 2 && res[0] == -2 {
+		// Redis rolled back (or lost its keys) since this limiter last saw
+		// it: a new epoch, past every one before, makes each budget counter
+		// due again, and the reserve asks for its seed.
+		if err := r.Reconcile(ctx); err != nil {
+			return Decision{}, err
+		}
+		args[len(args)-1] = r.seen.Load()
+		if v, err = r.batch.run(ctx, reserveScript, keys, args); err != nil {
+			return Decision{}, unavailable(ctx, "reserve", err)
+		}
+		if res, err = ints(v); err != nil {
+			return Decision{}, fmt.Errorf("reserve in Redis: %w", err)
+		}
+	}
 	d := Decision{Used: make([]int64, len(req.Windows))}
 	switch {
 	case len(res) > 1 && res[0] == -1:
 		d.Epoch = res[1]
+		r.saw(d.Epoch)
 		for _, i := range res[2:] {
 			d.Unseeded = append(d.Unseeded, int(i))
 		}
@@ -386,17 +460,17 @@ func (r *Redis) settleArgs(req Request, actual []int64) ([]string, []any, error)
 	if n == 0 {
 		return nil, nil, nil
 	}
-	keys := make([]string, 0, n+1)
-	args := make([]any, 0, 4+3*n)
+	keys := make([]string, 0, n+2)
+	args := make([]any, 0, 5+4*n)
 	args = append(args, r.member(req), n, req.ID, r.hashPrefix)
 	for i, w := range req.Windows {
 		if !w.Seeded && actual[i] == w.Amount {
 			continue
 		}
 		keys = append(keys, r.counter(w.Key))
-		args = append(args, w.Amount, actual[i], flag(w.Seeded))
+		args = append(args, w.Amount, actual[i], flag(w.Seeded), ms(w.Ends.Add(keep)))
 	}
-	return append(keys, r.lapse), args, nil
+	return append(keys, r.lapse, r.epoch), append(args, r.seen.Load()), nil
 }
 
 // SettleBatch implements BatchSettler: the settlements' scripts go in one
@@ -447,7 +521,7 @@ func (r *Redis) SettleBatch(ctx context.Context, batch []Settlement) []error {
 
 // Seed implements Limiter.
 func (r *Redis) Seed(ctx context.Context, w Window, used, epoch int64) error {
-	if err := seedScript.Run(ctx, r.c, []string{r.counter(w.Key), r.lapse}, used, ms(w.Ends.Add(keep)), epoch, r.hashPrefix).Err(); err != nil {
+	if err := seedScript.Run(ctx, r.c, []string{r.counter(w.Key), r.lapse, r.epoch}, used, ms(w.Ends.Add(keep)), epoch, r.hashPrefix).Err(); err != nil {
 		return unavailable(ctx, "seed", err)
 	}
 	return nil
@@ -457,10 +531,22 @@ func (r *Redis) Seed(ctx context.Context, w Window, used, epoch int64) error {
 // counter is seeded again (raised to the ledger's count) before it is
 // used.
 func (r *Redis) Reconcile(ctx context.Context) error {
-	if err := reconcileScript.Run(ctx, r.c, []string{r.epoch}).Err(); err != nil {
+	epoch, err := reconcileScript.Run(ctx, r.c, []string{r.epoch}, r.seen.Load()).Int64()
+	if err != nil {
 		return unavailable(ctx, "reconcile", err)
 	}
+	r.saw(epoch)
 	return nil
+}
+
+// saw records an epoch found in Redis: the highest is kept.
+func (r *Redis) saw(epoch int64) {
+	for {
+		cur := r.seen.Load()
+		if epoch <= cur || r.seen.CompareAndSwap(cur, epoch) {
+			return
+		}
+	}
 }
 
 // Peek implements Limiter.

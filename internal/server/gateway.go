@@ -54,6 +54,8 @@ func startGateway(cfg *config.Config, log *slog.Logger, svc *platform.Service, a
 	svc.SetBudgetReader(budgetReader(limiter))
 	gw := gateway.New(gateway.Options{Service: svc, Auth: auth, Limiter: limiter, Log: log.With("component", "gateway"),
 		MaxBody: cfg.MaxBodyBytes, Metrics: metrics})
+	// The Models page shows which route endpoints the gateway set aside.
+	svc.SetEndpointHealth(gw.SetAside)
 	h.route("/v1/", "gateway", gw)
 	return gw, closeLimiter, nil
 }

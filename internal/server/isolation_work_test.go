@@ -65,6 +65,16 @@ var gatewayIsolationCases = []isoCase{
 		query: `{ tokenBudgetView { projectName userName used reserved left } }`, check: wantPlainList("tokenBudgetView", []string{"projectName"})},
 	{field: "Query.tokenBudgetView", as: victor, name: "cannot ask for fraud-models's budget",
 		query: `{ tokenBudgetView(project: "fraud-models") { used } }`, code: notFound},
+	// TestModelsPageReads makes calls and refusals in two groups and checks
+	// who sees which; these keep the table complete.
+	{field: "Query.llmRefusals", as: otherAdmin, name: "sees none of tenant default's refused calls",
+		query: `{ llmRefusals { userName projectName reason } }`, check: wantPlainList("llmRefusals", []string{"projectName"})},
+	{field: "Query.llmRefusals", as: victor, name: "sees no refused call of ml-research's projects",
+		query: `{ llmRefusals { userName projectName reason } }`, check: all(wantPlainList("llmRefusals", []string{"projectName"}), noneOf("llmRefusals", "fraud-models", "alice"))},
+	{field: "Query.llmEndpointHealth", as: otherAdmin, name: "sees only their own, empty, routes' endpoints",
+		query: `{ llmEndpointHealth { route endpoint healthy } }`, check: all(wantPlainList("llmEndpointHealth", []string{"endpoint"}), noneOf("llmEndpointHealth", "10.0.3.17", "llama-70b"))},
+	{field: "Query.llmEndpointHealth", as: victor, name: "may not read the endpoints' health",
+		query: `{ llmEndpointHealth { endpoint } }`, code: forbidden},
 	{field: "Mutation.putLLMProvider", as: thirdAdmin, name: "creates their own provider named openai",
 		query: `mutation { putLLMProvider(input: {name: "openai", baseUrl: "https://api.openai.com/v1", keySecret: "THIRD_KEY"}) { gateway { providers { name keySecret } } changes { action } } }`,
 		check: all(wantPlainList("putLLMProvider.gateway.providers", []string{"keySecret"}, "THIRD_KEY"), noneOf("putLLMProvider", "OPENAI_API_KEY"))},

@@ -64,6 +64,7 @@ type subscriptions struct {
 	pools   events.Hub[*PoolUtilization]
 	workers events.Hub[*WorkerUpdate]
 	budgets events.Hub[*BudgetBurnUpdate]
+	traffic events.Hub[*GatewayTraffic]
 }
 
 // SetSubscriptionLimits sets the caps on subscriptions; zero fields keep
@@ -100,7 +101,7 @@ func (s *Live) SubscriberCount(tenantID, computeResourceID string) int {
 // subscribers that read too slowly.
 func (s *Live) SubscriptionsDropped() uint64 {
 	return s.subs.queues.Dropped() + s.subs.tasks.Dropped() + s.subs.logs.Dropped() +
-		s.subs.pools.Dropped() + s.subs.workers.Dropped() + s.subs.budgets.Dropped()
+		s.subs.pools.Dropped() + s.subs.workers.Dropped() + s.subs.budgets.Dropped() + s.subs.traffic.Dropped()
 }
 
 // subscriptionConn is one WebSocket connection's state.

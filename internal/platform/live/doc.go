@@ -13,6 +13,7 @@ import (
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform/kernel"
 	"github.com/klique-ai/klique/internal/platform/view"
+	"github.com/klique-ai/klique/internal/store"
 )
 
 // Reads are what the live views read that other domains own. The
@@ -25,6 +26,12 @@ type Reads interface {
 	// TenantPolicyView is one policy's view with its budget, as everyone
 	// who may see its group sees it.
 	TenantPolicyView(ctx context.Context, tenantID, policyID string, now time.Time) (*view.PolicyView, error)
+	// TenantModelTraffic sums a tenant's model calls over a range by
+	// alias, group, project and user.
+	TenantModelTraffic(ctx context.Context, tenantID string, from, to time.Time) ([]store.ModelUsageRow, error)
+	// SeesModelCall is the llm domain's rule of which calls on the ledger
+	// a caller may see.
+	SeesModelCall(p *identity.Principal, groupID, projectID, userID string) bool
 }
 
 // Options configure the live domain.

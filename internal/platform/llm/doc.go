@@ -23,6 +23,9 @@ type LLM struct {
 	// held reads the gateway's limiter for the budgets people read (see
 	// SetBudgetReader).
 	held atomic.Pointer[BudgetReader]
+	// aside reads which route endpoints the gateway set aside (see
+	// SetEndpointHealth).
+	aside atomic.Pointer[SetAsideReader]
 }
 
 // New returns the LLM domain over a kernel.

@@ -10,8 +10,9 @@ import * as policy from './pages/policy.js';
 import * as usage from './pages/usage.js';
 import * as task from './pages/task.js';
 import * as estate from './pages/estate.js';
+import * as models from './pages/models.js';
 
-const pages = { orchestration, queues, policy, usage, task, estate };
+const pages = { orchestration, queues, policy, usage, models, task, estate };
 const main = document.getElementById('main');
 let stopPage = null;
 let viewer = null;
@@ -82,7 +83,9 @@ async function start() {
   document.getElementById('who').textContent = `${viewer.user.name} · ${viewer.tenant.name} · ${viewer.user.role.toLowerCase().replace('_', ' ')}`;
   const out = document.getElementById('signout');
   out.hidden = false;
-  out.onclick = () => { if (stopPage) stopPage(); stopPage = null; signOut(); location.hash = ''; showSignIn(); };
+  // The viewer goes too: clearing the hash fires a hashchange, which must
+  // not render a page over the sign-in form.
+  out.onclick = () => { if (stopPage) stopPage(); stopPage = null; viewer = null; signOut(); location.hash = ''; showSignIn(); };
   route();
 }
 
