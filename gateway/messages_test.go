@@ -241,6 +241,18 @@ func TestMessagesDoorRefusesInAnthropicsShape(t *testing.T) {
 		// A guardrail.
 		_, err = alice.Messages.New(ctx, anthropic.MessageNewParams{Model: anthropic.Model(name), MaxTokens: 10, Messages: []anthropic.MessageParam{userText("password: hunter2")}})
 		apiError(t, err, 400, "invalid_request_error", "guardrail")
+		// count_tokens is refused as a call is, and checked by the
+		// guardrails: a blocked prompt is not sent to be counted.
+		_, err = noKey.Messages.CountTokens(ctx, anthropic.MessageCountTokensParams{Model: anthropic.Model(name), Messages: hi})
+		apiError(t, err, 401, "authentication_error", "x-api-key")
+		_, err = vic.Messages.CountTokens(ctx, anthropic.MessageCountTokensParams{Model: "ml-only", Messages: hi})
+		apiError(t, err, 403, "permission_error", "")
+		counted := len(m.anth.requests())
+		_, err = alice.Messages.CountTokens(ctx, anthropic.MessageCountTokensParams{Model: anthropic.Model(name), Messages: []anthropic.MessageParam{userText("password: hunter2")}})
+		apiError(t, err, 400, "invalid_request_error", "guardrail")
+		if len(m.anth.requests()) != counted {
+			t.Fatalf("a blocked prompt was sent to be counted")
+		}
 		// An upstream that is down.
 		_, err = alice.Messages.New(ctx, anthropic.MessageNewParams{Model: "down", MaxTokens: 10, Messages: hi})
 		apiError(t, err, 502, "api_error", "failed")
