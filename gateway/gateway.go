@@ -236,10 +236,14 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.countTokens(w, r)
 	case path == string(wire.Messages) || path == "messages/count_tokens":
 		writeMessagesError(w, nil, http.StatusMethodNotAllowed, fmt.Sprintf("%s is not allowed on %s: POST a Messages request", r.Method, r.URL.Path))
+	case r.Method == http.MethodPost && path == string(wire.Responses):
+		g.serve(w, r, responsesDoor{}, wire.Responses)
+	case path == string(wire.Responses):
+		writeError(w, nil, http.StatusMethodNotAllowed, "method_not_allowed", fmt.Sprintf("%s is not allowed on %s: the gateway stores no responses to get or delete", r.Method, r.URL.Path), "")
 	case path == "models" || path == string(wire.Chat) || path == string(wire.Completions) || path == string(wire.Embeddings):
 		writeError(w, nil, http.StatusMethodNotAllowed, "method_not_allowed", fmt.Sprintf("%s is not allowed on %s", r.Method, r.URL.Path), "")
 	default:
-		writeError(w, nil, http.StatusNotFound, "unknown_url", fmt.Sprintf("unknown endpoint %s %s: the gateway serves POST /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/messages, /v1/messages/count_tokens and GET /v1/models", r.Method, r.URL.Path), "")
+		writeError(w, nil, http.StatusNotFound, "unknown_url", fmt.Sprintf("unknown endpoint %s %s: the gateway serves POST /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/messages, /v1/messages/count_tokens, /v1/responses and GET /v1/models", r.Method, r.URL.Path), "")
 	}
 }
 
