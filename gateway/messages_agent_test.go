@@ -15,7 +15,7 @@ import (
 	"github.com/klique-ai/klique/internal/platform"
 )
 
-// claudeCode finds the Claude Code CLI installed by .ci/agents.sh (in
+// claudeCode finds the Claude Code CLI installed by .ci/agents-claude.sh (in
 // $KLIQUE_TEST_AGENTS_DIR), else on PATH. Under CI=true a missing agent
 // fails the test; elsewhere it skips, saying how to install it.
 func claudeCode(t *testing.T) string {
@@ -32,7 +32,7 @@ func claudeCode(t *testing.T) string {
 	if bin, err := exec.LookPath("claude"); err == nil {
 		return bin
 	}
-	msg := "Claude Code is not installed: run `eval \"$(bash .ci/agents.sh)\"` (npm install of @anthropic-ai/claude-code into $KLIQUE_TEST_AGENTS_DIR)"
+	msg := "Claude Code is not installed: run `eval \"$(bash .ci/agents-claude.sh)\"` (npm install of @anthropic-ai/claude-code into $KLIQUE_TEST_AGENTS_DIR)"
 	if os.Getenv("CI") == "true" {
 		t.Fatal(msg)
 	}

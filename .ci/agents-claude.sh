@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# CI: installs the coding agents the gateway's agent tests run headless
-# (gateway/messages_agent_test.go: Claude Code against the Messages door)
-# into one directory, and prints the export the tests read, for
-# `eval "$(bash .ci/agents.sh)"`. Idempotent: an agent already installed at
-# the pinned version is left as it is. npm's own log goes to stderr.
+# CI: installs Claude Code (npm @anthropic-ai/claude-code), which the
+# Messages door's agent test (gateway/messages_agent_test.go) runs
+# headless, into one directory (the same as .ci/agents-codex.sh's by
+# default), and prints the export the test reads, for
+#
+#   eval "$(bash .ci/agents-claude.sh)"
+#
+# Idempotent: an agent already installed at the pinned version is left as
+# it is. npm's own log goes to stderr.
 set -euo pipefail
 
-dir=${KLIQUE_TEST_AGENTS_DIR:-/tmp/klique-agents}
+dir=${KLIQUE_TEST_AGENTS_DIR:-/tmp/agents}
 mkdir -p "$dir"
 
 if ! command -v npm >/dev/null; then
