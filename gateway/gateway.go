@@ -230,6 +230,12 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.models(w, r)
 	case r.Method == http.MethodPost && (path == string(wire.Chat) || path == string(wire.Completions) || path == string(wire.Embeddings)):
 		g.serve(w, r, openAI{}, wire.Endpoint(path))
+	case r.Method == http.MethodPost && path == string(wire.Messages):
+		g.serve(w, r, messagesDoor{}, wire.Messages)
+	case r.Method == http.MethodPost && path == "messages/count_tokens":
+		g.countTokens(w, r)
+	case path == string(wire.Messages) || path == "messages/count_tokens":
+		writeMessagesError(w, nil, http.StatusMethodNotAllowed, fmt.Sprintf("%s is not allowed on %s: POST a Messages request", r.Method, r.URL.Path))
 	case r.Method == http.MethodPost && path == string(wire.Responses):
 		g.serve(w, r, responsesDoor{}, wire.Responses)
 	case path == string(wire.Responses):
@@ -237,7 +243,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case path == "models" || path == string(wire.Chat) || path == string(wire.Completions) || path == string(wire.Embeddings):
 		writeError(w, nil, http.StatusMethodNotAllowed, "method_not_allowed", fmt.Sprintf("%s is not allowed on %s", r.Method, r.URL.Path), "")
 	default:
-		writeError(w, nil, http.StatusNotFound, "unknown_url", fmt.Sprintf("unknown endpoint %s %s: the gateway serves POST /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/responses and GET /v1/models", r.Method, r.URL.Path), "")
+		writeError(w, nil, http.StatusNotFound, "unknown_url", fmt.Sprintf("unknown endpoint %s %s: the gateway serves POST /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/messages, /v1/messages/count_tokens, /v1/responses and GET /v1/models", r.Method, r.URL.Path), "")
 	}
 }
 
@@ -246,9 +252,16 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // answers the request through the door d.
 func (g *Gateway) caller(w http.ResponseWriter, r *http.Request, d door) (context.Context, bool) {
 	cred, err := identity.ParseAuthorization(r.Header.Get("Authorization"))
+	if cred == "" && err == nil {
+		// Anthropic's SDKs send their api_key as x-api-key.
+		cred = strings.TrimSpace(r.Header.Get("X-Api-Key"))
+	}
 	if err != nil || cred == "" {
-		d.writeError(w, nil, http.StatusUnauthorized, "invalid_api_key",
-			"send your Klique API key or access token as 'Authorization: Bearer <key>' (the OpenAI SDKs do this with api_key)", "")
+		how := "send your Klique API key or access token as 'Authorization: Bearer <key>' (the OpenAI SDKs do this with api_key)"
+		if _, ok := d.(messagesDoor); ok {
+			how = "send your Klique API key or access token as 'x-api-key: <key>' (the Anthropic SDKs' api_key, Claude Code's ANTHROPIC_API_KEY) or 'Authorization: Bearer <key>' (their auth_token, ANTHROPIC_AUTH_TOKEN)"
+		}
+		d.writeError(w, nil, http.StatusUnauthorized, "invalid_api_key", how, "")
 		return nil, false
 	}
 	p, err := g.o.Auth.AuthenticateCached(r.Context(), cred)

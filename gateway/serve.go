@@ -239,6 +239,13 @@ func (g *Gateway) callUpstream(x *exchange) bool {
 	switch out := &x.out; {
 	case out.Status == 0 && out.Disconnected:
 		x.end(499, model.CallDisconnected)
+	case out.Status == 0 && out.Unreachable > 0 && out.Unreachable == len(x.attempts):
+		// No target speaks what this call needs (a server tool a chat
+		// model cannot run): the caller's to change, and nothing was
+		// called.
+		x.door.writeError(x.w, x.header, http.StatusBadRequest, "invalid_request_error",
+			"no model of alias "+x.grant.Alias.Name+" can take this call: "+strings.Join(out.Tried, "; "), "")
+		x.end(http.StatusBadRequest, model.CallUpstreamError)
 	case out.Status == 0:
 		msg := "every model of alias " + x.grant.Alias.Name + " failed"
 		if len(out.Tried) > 0 {

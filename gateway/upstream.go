@@ -62,6 +62,11 @@ type Outcome struct {
 	Err error
 	// Tried lists the failures of attempts before the one that answered.
 	Tried []string
+	// Unreachable counts the attempts skipped because the door has no way
+	// to what their upstream speaks (door.leg): when it is every attempt,
+	// the call is one no target of the alias can take, the caller's to
+	// change, not a failure upstream.
+	Unreachable int
 	// Held is a stream's closing event (chat's "data: [DONE]"), held
 	// back to be sent once the call is on the ledger.
 	Held []byte
@@ -118,6 +123,7 @@ func (p *proxy) do(ctx context.Context, w http.ResponseWriter, c *call, attempts
 			// next.
 			out.Err = err
 			out.Tried = append(out.Tried, fmt.Sprintf("%s: %v", a.Model, err))
+			out.Unreachable++
 			continue
 		}
 		body, err := lg.request(c, a.Upstream)

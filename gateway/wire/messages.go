@@ -1,0 +1,181 @@
+package wire
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/tidwall/gjson"
+)
+
+// ImageTokens is what an image in a Messages request counts towards the
+// prompt's upper bound: Anthropic scales an image down until it costs at
+// most about 1,600 tokens, and a chat model server's vision encoder spends
+// no more than that on one. Counting its base64 bytes instead would make a
+// screenshot reserve a million tokens.
+const ImageTokens = 1600
+
+// ParseMessages reads a Messages request body (Anthropic's shape) into a
+// Call, as Parse reads OpenAI's: the model, whether it streams, the most
+// it may produce, the text a guardrail reads (the system prompt, every
+// message's text, the tool results, and the inputs of earlier tool calls),
+// and an upper bound of its prompt's tokens counted the same way (a token
+// per byte of text, perMessage for each message, the raw JSON of tool
+// definitions and tool inputs, ImageTokens per image). count is true for
+// count_tokens, which takes no max_tokens and never streams. The error
+// says what is wrong with the body, for the caller.
+func ParseMessages(body []byte, count bool) (Call, error) {
+	if !gjson.ValidBytes(body) {
+		return Call{}, errors.New("the request body is not valid JSON")
+	}
+	root := gjson.ParseBytes(body)
+	if !root.IsObject() {
+		return Call{}, errors.New("the request body must be a JSON object")
+	}
+	c := Call{Choices: 1}
+	m := root.Get("model")
+	if m.Type != gjson.String || strings.TrimSpace(m.Str) == "" {
+		return Call{}, errors.New("model is required: name one of the aliases GET /v1/models lists")
+	}
+	c.Model = m.Str
+	if !count {
+		c.Stream = root.Get("stream").Bool()
+		mt := root.Get("max_tokens")
+		if mt.Type != gjson.Number || mt.Int() < 1 {
+			return Call{}, errors.New("max_tokens is required: a whole number of tokens, at least 1")
+		}
+		c.MaxTokens = mt.Int()
+		if err := CheckMaxTokens("max_tokens", c.MaxTokens); err != nil {
+			return Call{}, err
+		}
+	}
+	switch sys := root.Get("system"); {
+	case sys.Type == gjson.String:
+		c.add(sys.Str)
+	case sys.IsArray():
+		c.addBlocks(sys)
+	case sys.Exists() && sys.Type != gjson.Null:
+		return Call{}, errors.New("system must be a string or an array of text blocks")
+	}
+	msgs := root.Get("messages")
+	if !msgs.IsArray() || len(msgs.Array()) == 0 {
+		return Call{}, errors.New("messages is required: a non-empty array of {role, content}")
+	}
+	var bad error
+	msgs.ForEach(func(i, msg gjson.Result) bool {
+		c.InputTokens += perMessage
+		switch content := msg.Get("content"); {
+		case content.Type == gjson.String:
+			c.add(content.Str)
+		case content.IsArray():
+			c.addBlocks(content)
+		default:
+			bad = fmt.Errorf("messages[%d].content must be a string or an array of content blocks", i.Int())
+		}
+		return bad == nil
+	})
+	if bad != nil {
+		return Call{}, bad
+	}
+	if tools := root.Get("tools"); tools.Exists() {
+		c.InputTokens += int64(len(tools.Raw))
+	}
+	return c, nil
+}
+
+// addBlocks reads an array of content blocks: their text for the
+// guardrails and the count, a tool call's input as the JSON it is, a tool
+// result's content (a string or blocks of its own), a fixed cost per
+// image, and any other block (a document, say) by its raw size.
+func (c *Call) addBlocks(blocks gjson.Result) {
+	blocks.ForEach(func(_, b gjson.Result) bool {
+		switch b.Get("type").Str {
+		case "text":
+			c.add(b.Get("text").Str)
+		case "thinking":
+			c.add(b.Get("thinking").Str)
+		case "tool_use", "server_tool_use":
+			in := b.Get("input")
+			c.add(in.Raw)
+			c.InputTokens += int64(len(b.Get("name").Str))
+		case "tool_result":
+			switch inner := b.Get("content"); {
+			case inner.Type == gjson.String:
+				c.add(inner.Str)
+			case inner.IsArray():
+				c.addBlocks(inner)
+			}
+		case "image":
+			c.InputTokens += ImageTokens
+		default:
+			c.InputTokens += int64(len(b.Raw))
+		}
+		return true
+	})
+}
+
+// MessagesUsage reads the usage of a whole Messages answer. Input counts
+// the prompt's tokens whether or not a prompt cache served them
+// (input_tokens, cache_creation_input_tokens and cache_read_input_tokens),
+// so that a cached prompt is never charged as nothing.
+func MessagesUsage(body []byte) (Usage, bool) {
+	u := gjson.GetBytes(body, "usage")
+	if !u.IsObject() {
+		return Usage{}, false
+	}
+	return Usage{Input: messagesInput(u), Output: max(u.Get("output_tokens").Int(), 0)}, true
+}
+
+func messagesInput(u gjson.Result) int64 {
+	return max(u.Get("input_tokens").Int(), 0) + max(u.Get("cache_creation_input_tokens").Int(), 0) + max(u.Get("cache_read_input_tokens").Int(), 0)
+}
+
+// MessagesOutputText is the generated text of a whole Messages answer:
+// its text blocks and its tool calls' inputs (what a guardrail reads, and
+// what is counted when an upstream says no usage).
+func MessagesOutputText(body []byte) string {
+	var sb strings.Builder
+	gjson.GetBytes(body, "content").ForEach(func(_, b gjson.Result) bool {
+		switch b.Get("type").Str {
+		case "text":
+			sb.WriteString(b.Get("text").Str)
+		case "tool_use":
+			sb.WriteString(b.Get("input").Raw)
+		}
+		return true
+	})
+	return sb.String()
+}
+
+// MessagesEvent reads one event of a Messages stream, by its name: the
+// text a content_block_delta carries (text, or a tool call's partial
+// input), and usage: message_start says the input (in, with what a prompt
+// cache served), message_delta the output so far (out) and sometimes the
+// input again. Any other event carries neither.
+func MessagesEvent(name string, data []byte) (text string, in, out int64, hasIn, hasOut bool) {
+	switch name {
+	case "content_block_delta":
+		d := gjson.GetBytes(data, "delta")
+		switch d.Get("type").Str {
+		case "text_delta":
+			return d.Get("text").Str, 0, 0, false, false
+		case "input_json_delta":
+			return d.Get("partial_json").Str, 0, 0, false, false
+		}
+	case "message_start":
+		u := gjson.GetBytes(data, "message.usage")
+		if u.IsObject() {
+			return "", messagesInput(u), max(u.Get("output_tokens").Int(), 0), true, true
+		}
+	case "message_delta":
+		u := gjson.GetBytes(data, "usage")
+		if u.IsObject() {
+			hasIn = u.Get("input_tokens").Exists() && u.Get("input_tokens").Type == gjson.Number
+			if hasIn {
+				in = messagesInput(u)
+			}
+			return "", in, max(u.Get("output_tokens").Int(), 0), hasIn, true
+		}
+	}
+	return "", 0, 0, false, false
+}
