@@ -3,6 +3,7 @@ package gateway
 import (
 	"fmt"
 	"net/http"
+	"unsafe"
 
 	"github.com/klique-ai/klique/gateway/wire"
 	"github.com/klique-ai/klique/internal/model"
@@ -82,7 +83,8 @@ type relay interface {
 type eventInfo struct {
 	// text is the generated text the event carries (tool-call arguments
 	// too): what the guardrails read, and what is counted when a stream
-	// ends before it says its usage.
+	// ends before it says its usage. It may be a view of a buffer the
+	// relay reuses: read at once, never kept.
 	text string
 	// usage is what the upstream says the call used, when counted.
 	usage   wire.Usage
@@ -137,21 +139,27 @@ func (openAIPass) answer(c *call, status int, data []byte, wantText bool) ([]byt
 	return data, u, counted, text
 }
 
-func (openAIPass) relay(c *call) relay { return chatRelay{includeUsage: c.req.IncludeUsage} }
+func (openAIPass) relay(c *call) relay { return &chatRelay{includeUsage: c.req.IncludeUsage} }
 
 // chatRelay passes a chat completions or completions stream through. The
 // gateway asks every stream for its usage; the chunk that says it is
 // dropped unless the caller asked for it too.
-type chatRelay struct{ includeUsage bool }
+type chatRelay struct {
+	includeUsage bool
+	// text holds the last event's generated text: info.text is a view of
+	// it, valid until the next event (the proxy reads it at once).
+	text []byte
+}
 
-func (r chatRelay) event(raw []byte, _ string, data []byte) (out, held []byte, info eventInfo) {
+func (r *chatRelay) event(raw []byte, _ string, data []byte) (out, held []byte, info eventInfo) {
 	if string(data) == "[DONE]" {
 		return nil, doneEvent, info
 	}
 	if len(data) == 0 || data[0] != '{' {
 		return raw, nil, info
 	}
-	info.text = wire.OutputText(data)
+	r.text = wire.AppendOutputText(r.text[:0], data)
+	info.text = unsafe.String(unsafe.SliceData(r.text), len(r.text))
 	if u, ok := wire.UsageOf(data); ok {
 		info.usage, info.counted = u, true
 		// The usage chunk carries no choices; drop it unless the caller
@@ -163,8 +171,8 @@ func (r chatRelay) event(raw []byte, _ string, data []byte) (out, held []byte, i
 	return raw, nil, info
 }
 
-func (chatRelay) end() (out, held []byte) { return nil, nil }
+func (*chatRelay) end() (out, held []byte) { return nil, nil }
 
-func (chatRelay) errorEvent(status int, code, message string) []byte {
+func (*chatRelay) errorEvent(status int, code, message string) []byte {
 	return fmt.Appendf(nil, "data: %s\n\n", errorJSONStatus(status, code, message, ""))
 }

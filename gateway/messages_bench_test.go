@@ -5,7 +5,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -62,9 +61,8 @@ var benchText = strings.Repeat("The quick brown fox jumps over the lazy dog. ", 
 
 // BenchmarkMessagesDoor is one streamed call of a 2 kB prompt and a
 // 300-token answer through the gateway's handler, in process, with the
-// bench configuration's budget and rate limits (in-process limiter, no
-// guardrail unless KLIQUE_BENCH_GUARD=1): by the chat door
-// passed through, by the Messages door passed
+// bench configuration's budget, rate limits (in-process limiter) and
+// guardrail: by the chat door passed through, by the Messages door passed
 // through to an Anthropic upstream, and by the Messages door translated
 // to a chat upstream. The mocks write a prerendered answer at once. It
 // reports the process's CPU per call and the bytes allocated per call.
@@ -75,13 +73,6 @@ func BenchmarkMessagesDoor(b *testing.B) {
 	anthURL := prerendered(b, "text/event-stream", messagesStream(streamTokens))
 	e := newEnvTB(b, func(g *model.Gateway, _ string) {
 		benchConfig(g, chatURL)
-		// Without the guardrail: on a stream it checks the text so far at
-		// every event (guard.Stream), which costs the same whichever way
-		// and, growing with the stream, would hide the doors' own costs.
-		// KLIQUE_BENCH_GUARD=1 keeps it.
-		if os.Getenv("KLIQUE_BENCH_GUARD") == "" {
-			g.Guardrails = model.Guardrails{}
-		}
 		g.Providers = []*model.Provider{{Name: "anthropic", BaseURL: anthURL + "/v1", KeySecret: "OPENAI_API_KEY", API: model.APIAnthropic, Timeout: 10 * time.Second}}
 		g.Models = append(g.Models, &model.LLMModel{Name: "sonnet", Provider: "anthropic", InputPriceMicros: 200_000, OutputPriceMicros: 200_000, Currency: "USD"})
 		g.Aliases = append(g.Aliases, &model.Alias{Name: "native", Rules: []model.AliasRule{{Targets: []model.Target{{Model: "sonnet", Weight: 1}}}}})

@@ -28,7 +28,7 @@ import (
 // (the mock's and a client's) is taken off each way's to leave the
 // gateway's own. The gateway is called in process (its handler, as in
 // BenchmarkGatewayCall), with the benchmarks' budget and rate limits
-// (in process) but no guardrail; the mocks answer over loopback with
+// (in process) and its guardrail; the mocks answer over loopback with
 // answers rendered once.
 //
 //	go test ./gateway -run '^$' -bench ResponsesDoor -benchtime 2000x
@@ -40,11 +40,6 @@ func BenchmarkResponsesDoor(b *testing.B) {
 		g.Models = append(g.Models, &model.LLMModel{Name: "gpt", Provider: "openai", Upstream: "gpt-x", InputPriceMicros: 200_000, OutputPriceMicros: 200_000, Currency: "USD"})
 		g.Aliases = append(g.Aliases, &model.Alias{Name: "native", Rules: []model.AliasRule{{Targets: []model.Target{{Model: "gpt", Weight: 1}}}}})
 		g.RateLimits = append(g.RateLimits, &model.RateLimit{Scope: model.RateLimitAlias, Name: "native", RequestsPerMinute: 1 << 40})
-		// No guardrail: a streaming guardrail scans the text so far at
-		// every event (guard.Stream), four fifths of a 300-token stream's
-		// CPU here, the same for every door; what is measured is the
-		// doors'.
-		g.Guardrails = model.Guardrails{}
 	})
 	key := e.keys["vic"]
 	for _, stream := range []bool{false, true} {

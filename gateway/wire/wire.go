@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
@@ -201,7 +202,7 @@ type Usage struct {
 // negative count (an upstream's mistake) reads as 0: usage never gives
 // back what other calls used.
 func UsageOf(body []byte) (Usage, bool) {
-	u := gjson.GetBytes(body, "usage")
+	u := gjson.Get(view(body), "usage")
 	if !u.IsObject() {
 		return Usage{}, false
 	}
@@ -218,26 +219,35 @@ func CountOutput(body []byte) int64 { return int64(len(OutputText(body))) }
 // chunk: every choice's message or delta content, completion text, and the
 // arguments of its tool and function calls (what a guardrail reads, and
 // what is counted when an upstream says no usage).
-func OutputText(body []byte) string {
-	var sb strings.Builder
-	gjson.GetBytes(body, "choices").ForEach(func(_, ch gjson.Result) bool {
+func OutputText(body []byte) string { return string(AppendOutputText(nil, body)) }
+
+// AppendOutputText appends the generated text of body (see OutputText) to
+// dst: a stream's relay reads every event's into one buffer it reuses.
+func AppendOutputText(dst, body []byte) []byte {
+	gjson.Get(view(body), "choices").ForEach(func(_, ch gjson.Result) bool {
 		for _, p := range outputPaths {
 			if t := ch.Get(p); t.Type == gjson.String {
-				sb.WriteString(t.Str)
+				dst = append(dst, t.Str...)
 			}
 		}
 		for _, p := range [...]string{"message.tool_calls", "delta.tool_calls"} {
 			ch.Get(p).ForEach(func(_, tc gjson.Result) bool {
 				if a := tc.Get("function.arguments"); a.Type == gjson.String {
-					sb.WriteString(a.Str)
+					dst = append(dst, a.Str...)
 				}
 				return true
 			})
 		}
 		return true
 	})
-	return sb.String()
+	return dst
 }
 
 // outputPaths are where a choice carries generated text.
 var outputPaths = [...]string{"message.content", "delta.content", "text", "message.function_call.arguments", "delta.function_call.arguments"}
+
+// view is body as a string without a copy, for reads whose results are
+// numbers or are copied before body can change (OutputText writes what it
+// finds to a builder): a stream's every event is read so, and GetBytes's
+// copy of each would be most of what the relay allocates.
+func view(body []byte) string { return unsafe.String(unsafe.SliceData(body), len(body)) }
