@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/klique-ai/klique/internal/estate/basis"
 	"github.com/klique-ai/klique/internal/estate/appconf"
+	"github.com/klique-ai/klique/internal/estate/basis"
 	"github.com/klique-ai/klique/internal/estate/llmconf"
 	"github.com/klique-ai/klique/internal/model"
 )

@@ -7,8 +7,8 @@ import (
 	"reflect"
 
 	"github.com/goccy/go-yaml"
-	"github.com/klique-ai/klique/internal/estate/basis"
 	"github.com/klique-ai/klique/internal/estate/appconf"
+	"github.com/klique-ai/klique/internal/estate/basis"
 	"github.com/klique-ai/klique/internal/estate/llmconf"
 )
 

@@ -8,8 +8,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/klique-ai/klique/internal/estate/basis"
 	"github.com/klique-ai/klique/internal/estate/appconf"
+	"github.com/klique-ai/klique/internal/estate/basis"
 	"github.com/klique-ai/klique/internal/estate/llmconf"
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/runenv"
