@@ -99,3 +99,28 @@ type AppLaunch struct {
 	MaxLifetimeMinutes int `json:"maxLifetimeMinutes,omitempty"`
 	IdleMinutes        int `json:"idleMinutes,omitempty"`
 }
+
+// AppInstance is a task of type application as the apps domain shows it.
+type AppInstance struct {
+	Task *Task
+	// State is the instance's state: waiting, placed, running (a later
+	// slice adds ready, when its health path answers), stopped or failed.
+	State string
+	// URL is where the router will serve it: /apps/{id}/.
+	URL string
+}
+
+// AppInstanceState maps a task's status to an instance's state.
+func AppInstanceState(s TaskStatus) string {
+	switch s {
+	case TaskQueued:
+		return "waiting"
+	case TaskPlaced:
+		return "placed"
+	case TaskRunning:
+		return "running"
+	case TaskFailed:
+		return "failed"
+	}
+	return "stopped"
+}

@@ -32,6 +32,23 @@ type EnqueueInput struct {
 	// seenComputeResource is set when ComputeResource is the id of the
 	// task being cloned, which the caller can see: a refusal may name it.
 	seenComputeResource bool
+	// id and prepare are an application's (EnqueueApplication).
+	id      string
+	prepare PrepareFunc
+}
+
+// PrepareFunc writes the spec of an application once its compute resource
+// is resolved and open to the caller, inside the enqueue's transaction: it
+// checks the apps domain's rules that depend on the group (quotas) and
+// renders the app for the profile's size.
+type PrepareFunc func(t *kernel.Txn, e *estate.Estate, cr *model.ComputeResource, size model.Size) (model.TaskSpec, error)
+
+// EnqueueApplication enqueues an app instance: a task with the given id
+// whose spec prepare writes. It goes through the same checks, compute
+// resources, policies and audit as any task.
+func (s *Tasks) EnqueueApplication(ctx context.Context, in EnqueueInput, id string, prepare PrepareFunc) (*model.Task, error) {
+	in.id, in.prepare = id, prepare
+	return s.enqueue(ctx, in, nil, "launchApp", in)
 }
 
 // EnqueueTask puts a task at the back of a compute resource the caller may
@@ -59,7 +76,8 @@ func (s *Tasks) enqueue(ctx context.Context, in EnqueueInput, clonedFrom *model.
 		return task, err
 	}
 	in.Spec = normalizeSpec(in.Spec)
-	if ps := ValidateTaskSpec(in.Name, &in.Spec); len(ps) > 0 {
+	// An application's spec is written by prepare, and checked then.
+	if ps := ValidateTaskSpec(in.Name, &in.Spec); len(ps) > 0 && in.prepare == nil {
 		return nil, &kernel.Error{Code: kernel.CodeInvalid, Message: "task " + kernel.Quote(in.Name) + ": " + strings.Join(ps, "; "), Problems: ps}
 	}
 	var task *model.Task
@@ -148,6 +166,14 @@ func (s *Tasks) newTask(t *kernel.Txn, e *estate.Estate, in EnqueueInput) (*mode
 		return nil, kernel.Forbidden("project %s belongs to group %s, and compute resource %s is group %s's; use a compute resource of group %s",
 			kernel.Quote(project.Name), e.GroupName(project.GroupID), kernel.Quote(cr.Name), group, e.GroupName(project.GroupID))
 	}
+	if in.prepare != nil {
+		if in.Spec, err = in.prepare(t, e, cr, pr.Size); err != nil {
+			return nil, err
+		}
+		if ps := ValidateTaskSpec(in.Name, &in.Spec); len(ps) > 0 {
+			return nil, kernel.Invalid("app instance %s: %s", kernel.Quote(in.Name), strings.Join(ps, "; "))
+		}
+	}
 	size, err := TaskSize(pr, &in.Spec)
 	if err != nil {
 		return nil, kernel.Invalid("task %s: %v", kernel.Quote(in.Name), err)
@@ -164,8 +190,12 @@ func (s *Tasks) newTask(t *kernel.Txn, e *estate.Estate, in EnqueueInput) (*mode
 		return nil, kernel.Invalid("task %s asks for %s GPUs, more than any pool of profile %s declares: the largest, %s, declares %d GPUs; ask for at most %d",
 			kernel.Quote(in.Name), size.Total(), pr.Name, pool.Name, pool.CapacityGPUs, pool.CapacityGPUs)
 	}
+	id := in.id
+	if id == "" {
+		id = model.NewID()
+	}
 	return &model.Task{
-		ID: model.NewID(), TenantID: p.TenantID, ProjectID: project.ID, OwnerID: p.UserID,
+		ID: id, TenantID: p.TenantID, ProjectID: project.ID, OwnerID: p.UserID,
 		ComputeResourceID: cr.ID, PolicyID: pol.ID, ProfileID: pr.ID, GroupID: pol.GroupID,
 		Name: in.Name, Spec: in.Spec, Size: size, Status: model.TaskQueued, Reason: "waiting for the engine to place it",
 		CreatedAt: t.Now, UpdatedAt: t.Now,

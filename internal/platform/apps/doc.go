@@ -1,0 +1,40 @@
+// Package apps is the apps domain of the platform service: the app
+// catalogue (the built-ins and a tenant's own entries, kept in the estate),
+// launching an app instance as a task of type application, stopping it,
+// and reading instances, with the rules that govern launches: an admin
+// lock per app, a tenant-wide switch, and running-apps quotas for the
+// company and per group.
+//
+// An instance is a task: the tasks domain enqueues it (same compute
+// resources, policies, reservations, limits, time budgets, ledger and
+// audit), and the facade wires its enqueue and abort here, so this domain
+// does not import another's.
+package apps
+
+import (
+	"context"
+
+	"github.com/klique-ai/klique/internal/model"
+	"github.com/klique-ai/klique/internal/platform/kernel"
+)
+
+// Enqueuer enqueues an app instance through the tasks domain: a task with
+// id on computeResource (id or name; group disambiguates a name) in
+// project, whose spec prepare writes inside the enqueue's transaction.
+type Enqueuer func(ctx context.Context, name, project, computeResource, group, id string, prepare Prepare) (*model.Task, error)
+
+// Aborter aborts a task through the tasks domain.
+type Aborter func(ctx context.Context, id, reason string) (*model.Task, error)
+
+// Apps is the apps domain.
+type Apps struct {
+	k       *kernel.Kernel
+	enqueue Enqueuer
+	abort   Aborter
+}
+
+// New returns the apps domain over a kernel; SetTasks wires its launches.
+func New(k *kernel.Kernel) *Apps { return &Apps{k: k} }
+
+// SetTasks wires the tasks domain's enqueue and abort.
+func (s *Apps) SetTasks(enqueue Enqueuer, abort Aborter) { s.enqueue, s.abort = enqueue, abort }
