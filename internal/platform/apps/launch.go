@@ -89,18 +89,21 @@ func (s *Apps) LaunchApp(ctx context.Context, in LaunchInput) (*model.AppInstanc
 	}
 	id := model.NewID()
 	name := strings.TrimSpace(in.Name)
-	prepare := func(t *kernel.Txn, e *estate.Estate, cr *model.ComputeResource, size model.Size) (model.TaskSpec, error) {
-		active, err := t.Q.ListTasks(t.Ctx, p.TenantID, store.TaskFilter{Statuses: []model.TaskStatus{model.TaskQueued, model.TaskPlaced, model.TaskRunning}}, store.Page{Limit: 1000}, false)
+	if name == "" {
+		active, err := activeApps(ctx, s.k.Store, p.TenantID)
 		if err != nil {
-			return model.TaskSpec{}, fmt.Errorf("count running apps: %w", err)
+			return nil, s.k.Internal(ctx, err)
 		}
-		active = slices.DeleteFunc(active, func(x *model.Task) bool { return x.Spec.Kind != model.TaskKindApplication })
+		name = defaultName(app.Name, p.UserName, p.UserID, active)
+	}
+	prepare := func(t *kernel.Txn, e *estate.Estate, cr *model.ComputeResource, size model.Size) (model.TaskSpec, error) {
+		active, err := activeApps(t.Ctx, t.Q, p.TenantID)
+		if err != nil {
+			return model.TaskSpec{}, err
+		}
 		pol := e.Policy(cr.PolicyID)
 		if err := checkQuotas(p.UserID, &e.Apps.Settings, e.GroupName(pol.GroupID), pol.GroupID, active); err != nil {
 			return model.TaskSpec{}, err
-		}
-		if name == "" {
-			name = defaultName(app.Name, p.UserName, p.UserID, active)
 		}
 		return render(app, values, id, size, in, share), nil
 	}
@@ -109,6 +112,28 @@ func (s *Apps) LaunchApp(ctx context.Context, in LaunchInput) (*model.AppInstanc
 		return nil, err
 	}
 	return instance(task), nil
+}
+
+// activeApps lists the tenant's instances that have not ended: what the
+// running-apps quotas count.
+func activeApps(ctx context.Context, q store.Queries, tenantID string) ([]*model.Task, error) {
+	var out []*model.Task
+	page := store.Page{Limit: 1000}
+	for {
+		tasks, err := q.ListTasks(ctx, tenantID, store.TaskFilter{Statuses: []model.TaskStatus{model.TaskQueued, model.TaskPlaced, model.TaskRunning}}, page, false)
+		if err != nil {
+			return nil, fmt.Errorf("count running apps: %w", err)
+		}
+		for _, t := range tasks {
+			if t.Spec.Kind == model.TaskKindApplication {
+				out = append(out, t)
+			}
+		}
+		if len(tasks) < page.Limit {
+			return out, nil
+		}
+		page.After = strconv.FormatInt(tasks[len(tasks)-1].QueueSeq, 10)
+	}
 }
 
 func (s *Apps) enqueueReady() error {
