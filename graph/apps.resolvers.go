@@ -146,6 +146,8 @@ func (r *Resolver) AppInstance() AppInstanceResolver { return &appInstanceResolv
 // AppSettings returns AppSettingsResolver implementation.
 func (r *Resolver) AppSettings() AppSettingsResolver { return &appSettingsResolver{r} }
 
-type appResolver struct{ *Resolver }
-type appInstanceResolver struct{ *Resolver }
-type appSettingsResolver struct{ *Resolver }
+type (
+	appResolver         struct{ *Resolver }
+	appInstanceResolver struct{ *Resolver }
+	appSettingsResolver struct{ *Resolver }
+)

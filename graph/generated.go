@@ -887,6 +887,7 @@ type ComplexityRoot struct {
 		EntryPoint func(childComplexity int) int
 		Env        func(childComplexity int) int
 		Image      func(childComplexity int) int
+		Kind       func(childComplexity int) int
 		Packages   func(childComplexity int) int
 		Parameters func(childComplexity int) int
 		Repository func(childComplexity int) int
@@ -5231,6 +5232,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.TaskSpec.Image(childComplexity), true
+	case "TaskSpec.kind":
+		if e.ComplexityRoot.TaskSpec.Kind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TaskSpec.Kind(childComplexity), true
 	case "TaskSpec.packages":
 		if e.ComplexityRoot.TaskSpec.Packages == nil {
 			break
@@ -7650,6 +7657,8 @@ type Subscription {
 
 "What a task runs. Secrets are never part of it: they come from vaults at start."
 type TaskSpec {
+  "application for an app instance (see appInstance); empty for work that runs to completion."
+  kind: String!
   command: [String!]!
   repository: String!
   commit: String!
@@ -9337,6 +9346,8 @@ func (ec *executionContext) childFields_TaskEdge(ctx context.Context, field grap
 
 func (ec *executionContext) childFields_TaskSpec(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
+	case "kind":
+		return ec.fieldContext_TaskSpec_kind(ctx, field)
 	case "command":
 		return ec.fieldContext_TaskSpec_command(ctx, field)
 	case "repository":
@@ -27607,6 +27618,29 @@ func (ec *executionContext) fieldContext_TaskEdge_node(_ context.Context, field 
 	return fc, nil
 }
 
+func (ec *executionContext) _TaskSpec_kind(ctx context.Context, field graphql.CollectedField, obj *model.TaskSpec) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TaskSpec_kind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Kind, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TaskSpec_kind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TaskSpec", field, false, false, "String")
+}
+
 func (ec *executionContext) _TaskSpec_command(ctx context.Context, field graphql.CollectedField, obj *model.TaskSpec) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -39448,6 +39482,11 @@ func (ec *executionContext) _TaskSpec(ctx context.Context, sel ast.SelectionSet,
 		switch field.Name {
 		case "__typename":
 			out.Values[i] = graphql.MarshalString("TaskSpec")
+		case "kind":
+			out.Values[i] = ec._TaskSpec_kind(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
 		case "command":
 			out.Values[i] = ec._TaskSpec_command(ctx, field, obj)
 			if out.Values[i] == graphql.Null {

@@ -19,7 +19,9 @@ func TestAppTools(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, b *testBundle) {
 		alice, vic, admin := b.client(t, "alice"), b.client(t, "vic"), b.client(t, "admin")
-		apps := ok[struct{ Apps []struct{ Name, Kind, Form string } }](t, alice, "list_apps", nil)
+		apps := ok[struct {
+			Apps []struct{ Name, Kind, Form string }
+		}](t, alice, "list_apps", nil)
 		if len(apps.Apps) != 8 || apps.Apps[0].Form == "" {
 			t.Fatalf("list_apps: %+v", apps)
 		}
