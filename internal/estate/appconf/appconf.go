@@ -8,7 +8,8 @@
 // entry is written by an admin and run on the estate's GPUs, so it can do
 // nothing but insert values, and every reference is checked when the entry
 // is put. A name is a form field, or one of the values a launch always has
-// (TemplateValues). Other braces (JSON, shell ${VAR}) are left as they are.
+// (TemplateValues). Other braces (JSON, a shell's ${VAR}) are left as they
+// are.
 package appconf
 
 import (

@@ -17,12 +17,25 @@ var TemplateValues = []string{"gpus", "port", "instance", "app"}
 
 var reference = regexp.MustCompile(`\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 
+// references finds the {name} references of a template with their
+// positions; a shell's ${NAME} is not one.
+func references(tmpl string) [][]int {
+	var out [][]int
+	for _, m := range reference.FindAllStringSubmatchIndex(tmpl, -1) {
+		if m[0] > 0 && tmpl[m[0]-1] == '$' {
+			continue
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
 // References lists the names a template refers to, in order, once each.
 func References(tmpl string) []string {
 	var out []string
-	for _, m := range reference.FindAllStringSubmatch(tmpl, -1) {
-		if !slices.Contains(out, m[1]) {
-			out = append(out, m[1])
+	for _, m := range references(tmpl) {
+		if name := tmpl[m[2]:m[3]]; !slices.Contains(out, name) {
+			out = append(out, name)
 		}
 	}
 	return out
@@ -37,12 +50,19 @@ func Templates(a *model.App) map[string]string {
 	return t
 }
 
-// Render replaces each {name} with its value. A name without a value (a
-// form field left out with no default) renders empty.
+// Render replaces each {name} with its value (a shell's ${NAME} is left
+// as it is). A name without a value (a form field left out with no
+// default) renders empty.
 func Render(tmpl string, values map[string]string) string {
-	return reference.ReplaceAllStringFunc(tmpl, func(m string) string {
-		return values[m[1:len(m)-1]]
-	})
+	var sb strings.Builder
+	last := 0
+	for _, m := range references(tmpl) {
+		sb.WriteString(tmpl[last:m[0]])
+		sb.WriteString(values[tmpl[m[2]:m[3]]])
+		last = m[1]
+	}
+	sb.WriteString(tmpl[last:])
+	return sb.String()
 }
 
 // RenderRun renders every template of an app.
