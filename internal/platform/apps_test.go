@@ -214,3 +214,62 @@ func TestLaunchApp(t *testing.T) {
 		platformtest.WantError(t, err, platform.CodeConflict, "has already stopped")
 	})
 }
+
+// The estate file's apps: section: an entry written as YAML, launch rules,
+// and the refusals of a section that does not hold together.
+func TestAppsSectionOfTheEstateFile(t *testing.T) {
+	forEachStore(t, func(t *testing.T, b *testBundle) {
+		b.ApplyExample(t)
+		doc := []byte(`apiVersion: klique/v1
+kind: Estate
+apps:
+  launches: disabled
+  running: 20
+  groups:
+    - {group: vision, running: 3}
+  catalogue:
+    - name: echo
+      kind: session
+      port: 8000
+      run: {process: "python3 -m http.server {port} --directory {dir}"}
+      form:
+        type: object
+        properties:
+          dir: {type: string, default: /tmp}
+    - name: vllm
+      kind: serving
+      port: 8000
+      locked: true
+      run: {process: "vllm serve {model} --tensor-parallel-size {gpus}"}
+      form: {type: object, required: [model], properties: {model: {type: string}}}
+`)
+		res := b.Apply(t, doc)
+		if len(res.Changes) != 3 {
+			t.Fatalf("apply made %v", res.Changes)
+		}
+		st, err := b.Svc.AppSettings(b.Admin)
+		platformtest.Must(t, err)
+		if !st.LaunchesDisabled || st.Running != 20 || len(st.Groups) != 1 || st.Groups[0].Group != "vision" || st.Groups[0].Running != 3 {
+			t.Fatalf("settings %+v", st)
+		}
+		v, err := b.Svc.App(b.Admin, "vllm")
+		platformtest.Must(t, err)
+		if !v.Locked || !v.BuiltIn || v.Run.Process != "vllm serve {model} --tensor-parallel-size {gpus}" || v.Form != `{"properties":{"model":{"type":"string"}},"required":["model"],"type":"object"}` {
+			t.Fatalf("vllm override %+v", v)
+		}
+		if again := b.Apply(t, doc); len(again.Changes) != 0 {
+			t.Fatalf("applying the same file again made %v", again.Changes)
+		}
+		before := b.snapshot(t)
+		for bad, want := range map[string]string{
+			"apps:\n  groups: [{group: nowhere, running: 2}]\n": `there is no group "nowhere"`,
+			"apps:\n  launches: maybe\n":                        `launches "maybe": write enabled or disabled`,
+			"apps:\n  catalogue:\n    - {name: x, kind: session, port: 80, run: {process: \"a {b}\"}}\n": "refers to {b}",
+			"apps:\n  catalogue:\n    - {name: x, kind: daemon, port: 0, run: {}}\n":                    `kind "daemon": use serving or session`,
+		} {
+			_, err := b.Svc.ApplyEstate(b.Admin, []byte("apiVersion: klique/v1\nkind: Estate\n"+bad), false)
+			platformtest.WantError(t, err, platform.CodeInvalid, want)
+		}
+		b.unchanged(t, before)
+	})
+}
