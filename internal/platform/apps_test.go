@@ -262,10 +262,10 @@ apps:
 		}
 		before := b.snapshot(t)
 		for bad, want := range map[string]string{
-			"apps:\n  groups: [{group: nowhere, running: 2}]\n": `there is no group "nowhere"`,
-			"apps:\n  launches: maybe\n":                        `launches "maybe": write enabled or disabled`,
+			"apps:\n  groups: [{group: nowhere, running: 2}]\n":                                          `there is no group "nowhere"`,
+			"apps:\n  launches: maybe\n":                                                                 `launches "maybe": write enabled or disabled`,
 			"apps:\n  catalogue:\n    - {name: x, kind: session, port: 80, run: {process: \"a {b}\"}}\n": "refers to {b}",
-			"apps:\n  catalogue:\n    - {name: x, kind: daemon, port: 0, run: {}}\n":                    `kind "daemon": use serving or session`,
+			"apps:\n  catalogue:\n    - {name: x, kind: daemon, port: 0, run: {}}\n":                     `kind "daemon": use serving or session`,
 		} {
 			_, err := b.Svc.ApplyEstate(b.Admin, []byte("apiVersion: klique/v1\nkind: Estate\n"+bad), false)
 			platformtest.WantError(t, err, platform.CodeInvalid, want)
