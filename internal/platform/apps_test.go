@@ -207,7 +207,7 @@ func TestLaunchApp(t *testing.T) {
 		t.Log("stopping releases it, with who stopped it")
 		out, err := b.Svc.StopApp(ps.rita, task.ID)
 		platformtest.Must(t, err)
-		if out.State != "stopped" || !strings.Contains(out.Task.Reason, "stopped by rita") {
+		if out.State != "stopped" || out.Task.Reason != "stopped by rita" {
 			t.Fatalf("stopped instance %+v", out.Task)
 		}
 		_, err = b.Svc.StopApp(ps.rita, task.ID)

@@ -7,7 +7,7 @@
 //
 // The service is a facade: the kernel (platform/kernel) holds what every
 // domain shares, and each domain (allocation, tasks, fleet, llm, access,
-// live) owns its operations and its state. Service embeds the domains, so
+// live, apps) owns its operations and its state. Service embeds the domains, so
 // their operations are its methods; the domains never import one another,
 // and what one needs of another is wired here.
 //
@@ -92,7 +92,7 @@ func New(o Options) *Service {
 	s.appsDomain.SetTasks(func(ctx context.Context, name, project, cr, group, id string, prepare apps.Prepare) (*model.Task, error) {
 		return s.tasksDomain.EnqueueApplication(ctx, tasks.EnqueueInput{Name: name, Project: project, ComputeResource: cr, Group: group},
 			id, tasks.PrepareFunc(prepare))
-	}, s.tasksDomain.AbortTask)
+	}, s.tasksDomain.StopApplication)
 	agent := s.Agent()
 	// Why a placed task waits depends on its pool's workers, which the
 	// fleet knows.

@@ -23,18 +23,19 @@ import (
 // project, whose spec prepare writes inside the enqueue's transaction.
 type Enqueuer func(ctx context.Context, name, project, computeResource, group, id string, prepare Prepare) (*model.Task, error)
 
-// Aborter aborts a task through the tasks domain.
-type Aborter func(ctx context.Context, id, reason string) (*model.Task, error)
+// Stopper stops an app instance through the tasks domain's abort path,
+// with the reason "stopped by <user>".
+type Stopper func(ctx context.Context, id string) (*model.Task, error)
 
 // Apps is the apps domain.
 type Apps struct {
 	k       *kernel.Kernel
 	enqueue Enqueuer
-	abort   Aborter
+	abort   Stopper
 }
 
 // New returns the apps domain over a kernel; SetTasks wires its launches.
 func New(k *kernel.Kernel) *Apps { return &Apps{k: k} }
 
-// SetTasks wires the tasks domain's enqueue and abort.
-func (s *Apps) SetTasks(enqueue Enqueuer, abort Aborter) { s.enqueue, s.abort = enqueue, abort }
+// SetTasks wires the tasks domain's enqueue and stop.
+func (s *Apps) SetTasks(enqueue Enqueuer, abort Stopper) { s.enqueue, s.abort = enqueue, abort }

@@ -102,7 +102,7 @@ func (s *Apps) StopApp(ctx context.Context, id string) (*model.AppInstance, erro
 	if in.Task.Status.Final() {
 		return nil, kernel.Conflict("app instance %s has already stopped (%s)", kernel.Quote(in.Task.Name), in.Task.Status)
 	}
-	t, err := s.abort(ctx, id, "stopped by "+p.UserName)
+	t, err := s.abort(ctx, id)
 	if err != nil {
 		return nil, err
 	}

@@ -397,12 +397,28 @@ func (s *Tasks) Tasks(ctx context.Context, f TaskListFilter, page model.Page) ([
 // in the same transaction. (A running task's worker is told to stop on its
 // next heartbeat, once workers exist.)
 func (s *Tasks) AbortTask(ctx context.Context, id, reason string) (*model.Task, error) {
+	if len(reason) > 500 {
+		return nil, kernel.Invalid("the reason is longer than 500 characters")
+	}
+	return s.abort(ctx, id, func(p *identity.Principal) string {
+		why := "aborted by " + p.UserName
+		if r := strings.TrimSpace(reason); r != "" {
+			why += ": " + r
+		}
+		return why
+	})
+}
+
+// StopApplication stops an app instance by the abort path, its reason
+// "stopped by <user>".
+func (s *Tasks) StopApplication(ctx context.Context, id string) (*model.Task, error) {
+	return s.abort(ctx, id, func(p *identity.Principal) string { return "stopped by " + p.UserName })
+}
+
+func (s *Tasks) abort(ctx context.Context, id string, reason func(*identity.Principal) string) (*model.Task, error) {
 	p, err := kernel.Caller(ctx)
 	if err != nil {
 		return nil, err
-	}
-	if len(reason) > 500 {
-		return nil, kernel.Invalid("the reason is longer than 500 characters")
 	}
 	var task *model.Task
 	err = s.k.Write(ctx, p, func(t *kernel.Txn) error {
@@ -419,10 +435,7 @@ func (s *Tasks) AbortTask(ctx context.Context, id, reason string) (*model.Task, 
 		if task.Status.Final() {
 			return kernel.Conflict("task %s has already ended (%s)", kernel.Quote(task.Name), task.Status)
 		}
-		why := "aborted by " + p.UserName
-		if r := strings.TrimSpace(reason); r != "" {
-			why += ": " + r
-		}
+		why := reason(p)
 		held := task.Status == model.TaskPlaced || task.Status == model.TaskRunning
 		task.Status, task.Reason, task.UpdatedAt = model.TaskAborted, why, t.Now
 		now := t.Now
