@@ -92,6 +92,26 @@ func TestAppCommands(t *testing.T) {
 	refused(vic, "app 'jupyterlab' is locked by an admin", "app", "launch", "jupyterlab", "--resource", "1 GPU", "--project", "vision-detect")
 	refused(vic, "no app instance", "app", "stop", id)
 
+	// The launch rules, set with 'klique apply' of an apps: section.
+	rules := func(section string) {
+		t.Helper()
+		f := filepath.Join(t.TempDir(), "apps.yaml")
+		if err := os.WriteFile(f, []byte("apiVersion: klique/v1\nkind: Estate\napps:\n"+section), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		ok(key, "apply", "-f", f)
+	}
+	launchCode := []string{"app", "launch", "code-server", "--resource", "1 GPU", "--project", "fraud-models"}
+	rules("  running: 2\n")
+	refused(rita, "the company's quota of 2 running apps is reached; stop one of yours: sglang-rita-1, llama-cpp-rita-1", launchCode...)
+	rules("  running: 0\n  groups: [{group: ml-research, running: 2}]\n")
+	refused(rita, "group ml-research's quota of 2 running apps is reached; stop one of yours: sglang-rita-1, llama-cpp-rita-1", launchCode...)
+	rules("  launches: disabled\n")
+	refused(rita, "app launches are switched off for the whole company by an admin", launchCode...)
+	if out := ok(key, "export"); !strings.Contains(out, `"launches": "disabled"`) || !strings.Contains(out, `"name": "jupyterlab"`) {
+		t.Fatalf("klique export lacks the apps section:\n%s", out)
+	}
+
 	// Usage errors change nothing and exit 2.
 	for _, args := range [][]string{
 		{"app", "launch", "vllm", "--project", "fraud-models"},
