@@ -194,7 +194,9 @@ func newAppLaunchCmd(c *cli) *cobra.Command {
 				return err
 			}
 			var out struct{ LaunchApp appInstanceOut }
-			if err := cl.Do(cmd.Context(), `mutation($in: LaunchAppInput!) { launchApp(input: $in) { `+appInstanceFields+` } }`, map[string]any{"in": d}, &out); err != nil {
+			// An idempotency key makes a retry after a lost answer return
+			// the instance the first request launched.
+			if err := cl.Mutate(cmd.Context(), newIdempotencyKey(), `mutation($in: LaunchAppInput!) { launchApp(input: $in) { `+appInstanceFields+` } }`, map[string]any{"in": d}, &out); err != nil {
 				return err
 			}
 			if c.output != "table" {

@@ -89,9 +89,9 @@ func New(o Options) *Service {
 	}
 	// An app instance is a task: the apps domain enqueues and stops it
 	// through the tasks domain.
-	s.appsDomain.SetTasks(func(ctx context.Context, name, project, cr, group, id string, prepare apps.Prepare) (*model.Task, error) {
+	s.appsDomain.SetTasks(func(ctx context.Context, name, project, cr, group, id string, prepare apps.Prepare, request any) (*model.Task, error) {
 		return s.tasksDomain.EnqueueApplication(ctx, tasks.EnqueueInput{Name: name, Project: project, ComputeResource: cr, Group: group},
-			id, tasks.PrepareFunc(prepare))
+			id, tasks.PrepareFunc(prepare), request)
 	}, s.tasksDomain.StopApplication)
 	agent := s.Agent()
 	// Why a placed task waits depends on its pool's workers, which the

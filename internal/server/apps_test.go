@@ -67,6 +67,16 @@ func runApps(t *testing.T, ts *testServer) {
 	}
 	name := str(d, "launchApp", "name")
 
+	// A retry with the request's idempotency key answers with the
+	// instance the first launch made, not a second one.
+	retry := gqlRequest{Credential: f.victor, Query: launchMutation, Headers: map[string]string{"Idempotency-Key": "launch-notebook-1"},
+		Vars: map[string]any{"in": map[string]any{"app": "echo", "computeResource": "1 GPU", "project": "vision-detect"}}}
+	first, again := ts.gql(t, retry), ts.gql(t, retry)
+	if len(first.Errors) > 0 || str(first.Data, "launchApp", "id") == "" || str(again.Data, "launchApp", "id") != str(first.Data, "launchApp", "id") {
+		t.Fatalf("a launch and its retry: %s\n%s", first.Raw, again.Raw)
+	}
+	ts.mustGQL(t, f.victor, `mutation($id: ID!) { stopApp(id: $id) { id } }`, map[string]any{"id": str(first.Data, "launchApp", "id")})
+
 	t.Run("refusals say which rule and what to do", func(t *testing.T) {
 		refused(t, launch(f.alice, map[string]any{"app": "echo", "computeResource": "1 GPU", "project": "fraud-models", "values": map[string]any{"greeting": "hello there"}}),
 			"BAD_USER_INPUT", `field "greeting"`, "change the value")
@@ -95,7 +105,7 @@ func runApps(t *testing.T, ts *testServer) {
 			refused(t, ts.gql(t, gqlRequest{Credential: cred, Query: `query($id: ID!) { appInstance(id: $id) { id } }`, Vars: map[string]any{"id": id}}), "NOT_FOUND", "no app instance")
 			refused(t, ts.gql(t, gqlRequest{Credential: cred, Query: `mutation($id: ID!) { stopApp(id: $id) { id } }`, Vars: map[string]any{"id": id}}), "NOT_FOUND", "no app instance")
 			d := ts.mustGQL(t, cred, `{ appInstances { id } }`, nil)
-			if len(listValues(d, "id", "appInstances")) != 0 {
+			if contains(listValues(d, "id", "appInstances"), id) {
 				t.Fatalf("they list %v", d)
 			}
 		}

@@ -20,8 +20,9 @@ import (
 
 // Enqueuer enqueues an app instance through the tasks domain: a task with
 // id on computeResource (id or name; group disambiguates a name) in
-// project, whose spec prepare writes inside the enqueue's transaction.
-type Enqueuer func(ctx context.Context, name, project, computeResource, group, id string, prepare Prepare) (*model.Task, error)
+// project, whose spec prepare writes inside the enqueue's transaction;
+// request is the launch as the caller sent it, for its idempotency key.
+type Enqueuer func(ctx context.Context, name, project, computeResource, group, id string, prepare Prepare, request any) (*model.Task, error)
 
 // Stopper stops an app instance through the tasks domain's abort path,
 // with the reason "stopped by <user>".

@@ -107,7 +107,7 @@ func (s *Apps) LaunchApp(ctx context.Context, in LaunchInput) (*model.AppInstanc
 		}
 		return render(app, values, id, size, in, share), nil
 	}
-	task, err := s.enqueue(ctx, name, in.Project, in.ComputeResource, in.Group, id, prepare)
+	task, err := s.enqueue(ctx, name, in.Project, in.ComputeResource, in.Group, id, prepare, in)
 	if err != nil {
 		return nil, err
 	}

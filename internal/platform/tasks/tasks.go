@@ -45,10 +45,11 @@ type PrepareFunc func(t *kernel.Txn, e *estate.Estate, cr *model.ComputeResource
 
 // EnqueueApplication enqueues an app instance: a task with the given id
 // whose spec prepare writes. It goes through the same checks, compute
-// resources, policies and audit as any task.
-func (s *Tasks) EnqueueApplication(ctx context.Context, in EnqueueInput, id string, prepare PrepareFunc) (*model.Task, error) {
+// resources, policies and audit as any task. request is the launch as the
+// caller sent it, which the request's idempotency key is recorded with.
+func (s *Tasks) EnqueueApplication(ctx context.Context, in EnqueueInput, id string, prepare PrepareFunc, request any) (*model.Task, error) {
 	in.id, in.prepare = id, prepare
-	return s.enqueue(ctx, in, nil, "launchApp", in)
+	return s.enqueue(ctx, in, nil, "launchApp", request)
 }
 
 // EnqueueTask puts a task at the back of a compute resource the caller may
