@@ -20,6 +20,7 @@ import (
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform/access"
 	"github.com/klique-ai/klique/internal/platform/allocation"
+	"github.com/klique-ai/klique/internal/platform/apps"
 	"github.com/klique-ai/klique/internal/platform/fleet"
 	"github.com/klique-ai/klique/internal/platform/live"
 	"github.com/klique-ai/klique/internal/platform/llm"
@@ -39,6 +40,9 @@ type Config = graphql.Config[ResolverRoot, DirectiveRoot, ComplexityRoot]
 
 type ResolverRoot interface {
 	APIKey() APIKeyResolver
+	App() AppResolver
+	AppInstance() AppInstanceResolver
+	AppSettings() AppSettingsResolver
 	BudgetBurnUpdate() BudgetBurnUpdateResolver
 	BudgetView() BudgetViewResolver
 	Change() ChangeResolver
@@ -107,6 +111,66 @@ type ComplexityRoot struct {
 		InputTokensPerMinute  func(childComplexity int) int
 		OutputTokensPerMinute func(childComplexity int) int
 		TokensPerMinute       func(childComplexity int) int
+	}
+
+	App struct {
+		BuiltIn            func(childComplexity int) int
+		Description        func(childComplexity int) int
+		Form               func(childComplexity int) int
+		HealthPath         func(childComplexity int) int
+		IdleMinutes        func(childComplexity int) int
+		Kind               func(childComplexity int) int
+		Locked             func(childComplexity int) int
+		MaxLifetimeMinutes func(childComplexity int) int
+		Name               func(childComplexity int) int
+		Port               func(childComplexity int) int
+		Run                func(childComplexity int) int
+		Secrets            func(childComplexity int) int
+	}
+
+	AppGroupQuota struct {
+		Group   func(childComplexity int) int
+		Running func(childComplexity int) int
+	}
+
+	AppInstance struct {
+		App            func(childComplexity int) int
+		ID             func(childComplexity int) int
+		Kind           func(childComplexity int) int
+		Name           func(childComplexity int) int
+		Reason         func(childComplexity int) int
+		Route          func(childComplexity int) int
+		ShareWithGroup func(childComplexity int) int
+		State          func(childComplexity int) int
+		Task           func(childComplexity int) int
+		URL            func(childComplexity int) int
+		Values         func(childComplexity int) int
+	}
+
+	AppPayload struct {
+		App      func(childComplexity int) int
+		Changes  func(childComplexity int) int
+		Warnings func(childComplexity int) int
+	}
+
+	AppRun struct {
+		Args    func(childComplexity int) int
+		Batch   func(childComplexity int) int
+		Image   func(childComplexity int) int
+		Pod     func(childComplexity int) int
+		Process func(childComplexity int) int
+	}
+
+	AppSettings struct {
+		Groups          func(childComplexity int) int
+		LaunchesEnabled func(childComplexity int) int
+		Running         func(childComplexity int) int
+	}
+
+	AppSettingsPayload struct {
+		Changes  func(childComplexity int) int
+		Settings func(childComplexity int) int
+		Warnings func(childComplexity int) int
 	}
 
 	ApplyEstateResult struct {
@@ -494,6 +558,7 @@ type ComplexityRoot struct {
 		CreateTenant           func(childComplexity int, input gqlmodel.CreateTenantInput) int
 		CreateUser             func(childComplexity int, input gqlmodel.CreateUserInput) int
 		CreateWorkerCredential func(childComplexity int, pool string, name *string) int
+		DeleteApp              func(childComplexity int, name string) int
 		DeleteAutoscaler       func(childComplexity int, id string) int
 		DeleteEntitlement      func(childComplexity int, name string) int
 		DeleteGPUClass         func(childComplexity int, id string) int
@@ -511,6 +576,9 @@ type ComplexityRoot struct {
 		DeleteTokenBudget      func(childComplexity int, project string, period model.BudgetPeriod) int
 		DisconnectProfile      func(childComplexity int, computeResource string) int
 		EnqueueTask            func(childComplexity int, input gqlmodel.EnqueueTaskInput) int
+		LaunchApp              func(childComplexity int, input apps.LaunchInput) int
+		LockApp                func(childComplexity int, name string) int
+		PutApp                 func(childComplexity int, input gqlmodel.AppInput) int
 		PutEntitlement         func(childComplexity int, input llm.EntitlementInput) int
 		PutLLMAlias            func(childComplexity int, input llm.LLMAliasInput) int
 		PutLLMModel            func(childComplexity int, input llm.LLMModelInput) int
@@ -521,11 +589,15 @@ type ComplexityRoot struct {
 		RemoveGroupMember      func(childComplexity int, group string, user string) int
 		RevokeAPIKey           func(childComplexity int, id string) int
 		RevokeWorkerCredential func(childComplexity int, id string) int
+		SetAppLaunches         func(childComplexity int, enabled bool) int
+		SetAppQuota            func(childComplexity int, group *string, running int) int
 		SetDefaultProject      func(childComplexity int, project *string) int
 		SetEngineEnabled       func(childComplexity int, enabled bool) int
 		SetGroupMember         func(childComplexity int, group string, user string, role *model.GroupRole) int
 		SetGuardrails          func(childComplexity int, input llm.GuardrailsInput) int
 		SetSecret              func(childComplexity int, scope string, owner *string, name string, value string) int
+		StopApp                func(childComplexity int, id string) int
+		UnlockApp              func(childComplexity int, name string) int
 		UpdateAutoscaler       func(childComplexity int, id string, input gqlmodel.AutoscalerInput) int
 		UpdateComputeResource  func(childComplexity int, id string, input allocation.ComputeResourceInput) int
 		UpdateGPUClass         func(childComplexity int, id string, input allocation.GPUClassInput) int
@@ -688,6 +760,11 @@ type ComplexityRoot struct {
 
 	Query struct {
 		APIKeys            func(childComplexity int, user *string, first *int, after *string) int
+		App                func(childComplexity int, name string) int
+		AppInstance        func(childComplexity int, id string) int
+		AppInstances       func(childComplexity int, app *string, active *bool) int
+		AppSettings        func(childComplexity int) int
+		Apps               func(childComplexity int) int
 		AuditLog           func(childComplexity int, filter *gqlmodel.AuditFilter, first *int, after *string) int
 		Autoscalers        func(childComplexity int) int
 		ComputeResource    func(childComplexity int, id string) int
@@ -852,6 +929,7 @@ type ComplexityRoot struct {
 		EntryPoint func(childComplexity int) int
 		Env        func(childComplexity int) int
 		Image      func(childComplexity int) int
+		Kind       func(childComplexity int) int
 		Packages   func(childComplexity int) int
 		Parameters func(childComplexity int) int
 		Repository func(childComplexity int) int
@@ -1037,6 +1115,24 @@ type APIKeyResolver interface {
 
 	Active(ctx context.Context, obj *model.APIKey) (bool, error)
 }
+type AppResolver interface {
+	Kind(ctx context.Context, obj *model.App) (string, error)
+}
+type AppInstanceResolver interface {
+	ID(ctx context.Context, obj *model.AppInstance) (string, error)
+	Name(ctx context.Context, obj *model.AppInstance) (string, error)
+	App(ctx context.Context, obj *model.AppInstance) (string, error)
+	Kind(ctx context.Context, obj *model.AppInstance) (string, error)
+
+	Reason(ctx context.Context, obj *model.AppInstance) (string, error)
+
+	Route(ctx context.Context, obj *model.AppInstance) (string, error)
+	Values(ctx context.Context, obj *model.AppInstance) (map[string]any, error)
+	ShareWithGroup(ctx context.Context, obj *model.AppInstance) (bool, error)
+}
+type AppSettingsResolver interface {
+	LaunchesEnabled(ctx context.Context, obj *model.AppSettings) (bool, error)
+}
 type BudgetBurnUpdateResolver interface {
 	TokenBudgets(ctx context.Context, obj *live.BudgetBurnUpdate) ([]*llm.TokenBudgetView, error)
 }
@@ -1093,6 +1189,14 @@ type LLMRouteResolver interface {
 	API(ctx context.Context, obj *model.Route) (string, error)
 }
 type MutationResolver interface {
+	PutApp(ctx context.Context, input gqlmodel.AppInput) (*gqlmodel.AppPayload, error)
+	LockApp(ctx context.Context, name string) (*gqlmodel.AppPayload, error)
+	UnlockApp(ctx context.Context, name string) (*gqlmodel.AppPayload, error)
+	DeleteApp(ctx context.Context, name string) (*gqlmodel.DeletePayload, error)
+	SetAppLaunches(ctx context.Context, enabled bool) (*gqlmodel.AppSettingsPayload, error)
+	SetAppQuota(ctx context.Context, group *string, running int) (*gqlmodel.AppSettingsPayload, error)
+	LaunchApp(ctx context.Context, input apps.LaunchInput) (*model.AppInstance, error)
+	StopApp(ctx context.Context, id string) (*model.AppInstance, error)
 	CreateAutoscaler(ctx context.Context, input gqlmodel.AutoscalerInput) (*gqlmodel.Autoscaler, error)
 	UpdateAutoscaler(ctx context.Context, id string, input gqlmodel.AutoscalerInput) (*gqlmodel.Autoscaler, error)
 	DeleteAutoscaler(ctx context.Context, id string) (bool, error)
@@ -1177,6 +1281,11 @@ type ProjectResolver interface {
 	Group(ctx context.Context, obj *model.Project) (*model.Group, error)
 }
 type QueryResolver interface {
+	Apps(ctx context.Context) ([]*model.App, error)
+	App(ctx context.Context, name string) (*model.App, error)
+	AppSettings(ctx context.Context) (*model.AppSettings, error)
+	AppInstances(ctx context.Context, app *string, active *bool) ([]*model.AppInstance, error)
+	AppInstance(ctx context.Context, id string) (*model.AppInstance, error)
 	AuditLog(ctx context.Context, filter *gqlmodel.AuditFilter, first *int, after *string) (*gqlmodel.AuditEntryConnection, error)
 	Autoscalers(ctx context.Context) ([]*gqlmodel.Autoscaler, error)
 	Engine(ctx context.Context) (*allocation.EngineStatus, error)
@@ -1441,6 +1550,247 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.AliasTraffic.TokensPerMinute(childComplexity), true
+
+	case "App.builtIn":
+		if e.ComplexityRoot.App.BuiltIn == nil {
+			break
+		}
+
+		return e.ComplexityRoot.App.BuiltIn(childComplexity), true
+	case "App.description":
+		if e.ComplexityRoot.App.Description == nil {
+			break
+		}
+
+		return e.ComplexityRoot.App.Description(childComplexity), true
+	case "App.form":
+		if e.ComplexityRoot.App.Form == nil {
+			break
+		}
+
+		return e.ComplexityRoot.App.Form(childComplexity), true
+	case "App.healthPath":
+		if e.ComplexityRoot.App.HealthPath == nil {
+			break
+		}
+
+		return e.ComplexityRoot.App.HealthPath(childComplexity), true
+	case "App.idleMinutes":
+		if e.ComplexityRoot.App.IdleMinutes == nil {
+			break
+		}
+
+		return e.ComplexityRoot.App.IdleMinutes(childComplexity), true
+	case "App.kind":
+		if e.ComplexityRoot.App.Kind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.App.Kind(childComplexity), true
+	case "App.locked":
+		if e.ComplexityRoot.App.Locked == nil {
+			break
+		}
+
+		return e.ComplexityRoot.App.Locked(childComplexity), true
+	case "App.maxLifetimeMinutes":
+		if e.ComplexityRoot.App.MaxLifetimeMinutes == nil {
+			break
+		}
+
+		return e.ComplexityRoot.App.MaxLifetimeMinutes(childComplexity), true
+	case "App.name":
+		if e.ComplexityRoot.App.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.App.Name(childComplexity), true
+	case "App.port":
+		if e.ComplexityRoot.App.Port == nil {
+			break
+		}
+
+		return e.ComplexityRoot.App.Port(childComplexity), true
+	case "App.run":
+		if e.ComplexityRoot.App.Run == nil {
+			break
+		}
+
+		return e.ComplexityRoot.App.Run(childComplexity), true
+	case "App.secrets":
+		if e.ComplexityRoot.App.Secrets == nil {
+			break
+		}
+
+		return e.ComplexityRoot.App.Secrets(childComplexity), true
+
+	case "AppGroupQuota.group":
+		if e.ComplexityRoot.AppGroupQuota.Group == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AppGroupQuota.Group(childComplexity), true
+	case "AppGroupQuota.running":
+		if e.ComplexityRoot.AppGroupQuota.Running == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AppGroupQuota.Running(childComplexity), true
+
+	case "AppInstance.app":
+		if e.ComplexityRoot.AppInstance.App == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AppInstance.App(childComplexity), true
+	case "AppInstance.id":
+		if e.ComplexityRoot.AppInstance.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AppInstance.ID(childComplexity), true
+	case "AppInstance.kind":
+		if e.ComplexityRoot.AppInstance.Kind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AppInstance.Kind(childComplexity), true
+	case "AppInstance.name":
+		if e.ComplexityRoot.AppInstance.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AppInstance.Name(childComplexity), true
+	case "AppInstance.reason":
+		if e.ComplexityRoot.AppInstance.Reason == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AppInstance.Reason(childComplexity), true
+	case "AppInstance.route":
+		if e.ComplexityRoot.AppInstance.Route == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AppInstance.Route(childComplexity), true
+	case "AppInstance.shareWithGroup":
+		if e.ComplexityRoot.AppInstance.ShareWithGroup == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AppInstance.ShareWithGroup(childComplexity), true
+	case "AppInstance.state":
+		if e.ComplexityRoot.AppInstance.State == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AppInstance.State(childComplexity), true
+	case "AppInstance.task":
+		if e.ComplexityRoot.AppInstance.Task == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AppInstance.Task(childComplexity), true
+	case "AppInstance.url":
+		if e.ComplexityRoot.AppInstance.URL == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AppInstance.URL(childComplexity), true
+	case "AppInstance.values":
+		if e.ComplexityRoot.AppInstance.Values == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AppInstance.Values(childComplexity), true
+
+	case "AppPayload.app":
+		if e.ComplexityRoot.AppPayload.App == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AppPayload.App(childComplexity), true
+	case "AppPayload.changes":
+		if e.ComplexityRoot.AppPayload.Changes == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AppPayload.Changes(childComplexity), true
+	case "AppPayload.warnings":
+		if e.ComplexityRoot.AppPayload.Warnings == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AppPayload.Warnings(childComplexity), true
+
+	case "AppRun.args":
+		if e.ComplexityRoot.AppRun.Args == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AppRun.Args(childComplexity), true
+	case "AppRun.batch":
+		if e.ComplexityRoot.AppRun.Batch == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AppRun.Batch(childComplexity), true
+	case "AppRun.image":
+		if e.ComplexityRoot.AppRun.Image == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AppRun.Image(childComplexity), true
+	case "AppRun.pod":
+		if e.ComplexityRoot.AppRun.Pod == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AppRun.Pod(childComplexity), true
+	case "AppRun.process":
+		if e.ComplexityRoot.AppRun.Process == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AppRun.Process(childComplexity), true
+
+	case "AppSettings.groups":
+		if e.ComplexityRoot.AppSettings.Groups == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AppSettings.Groups(childComplexity), true
+	case "AppSettings.launchesEnabled":
+		if e.ComplexityRoot.AppSettings.LaunchesEnabled == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AppSettings.LaunchesEnabled(childComplexity), true
+	case "AppSettings.running":
+		if e.ComplexityRoot.AppSettings.Running == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AppSettings.Running(childComplexity), true
+
+	case "AppSettingsPayload.changes":
+		if e.ComplexityRoot.AppSettingsPayload.Changes == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AppSettingsPayload.Changes(childComplexity), true
+	case "AppSettingsPayload.settings":
+		if e.ComplexityRoot.AppSettingsPayload.Settings == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AppSettingsPayload.Settings(childComplexity), true
+	case "AppSettingsPayload.warnings":
+		if e.ComplexityRoot.AppSettingsPayload.Warnings == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AppSettingsPayload.Warnings(childComplexity), true
 
 	case "ApplyEstateResult.changes":
 		if e.ComplexityRoot.ApplyEstateResult.Changes == nil {
@@ -3056,6 +3406,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.CreateWorkerCredential(childComplexity, args["pool"].(string), args["name"].(*string)), true
+	case "Mutation.deleteApp":
+		if e.ComplexityRoot.Mutation.DeleteApp == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_deleteApp_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.DeleteApp(childComplexity, args["name"].(string)), true
 	case "Mutation.deleteAutoscaler":
 		if e.ComplexityRoot.Mutation.DeleteAutoscaler == nil {
 			break
@@ -3243,6 +3604,39 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.EnqueueTask(childComplexity, args["input"].(gqlmodel.EnqueueTaskInput)), true
+	case "Mutation.launchApp":
+		if e.ComplexityRoot.Mutation.LaunchApp == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_launchApp_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.LaunchApp(childComplexity, args["input"].(apps.LaunchInput)), true
+	case "Mutation.lockApp":
+		if e.ComplexityRoot.Mutation.LockApp == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_lockApp_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.LockApp(childComplexity, args["name"].(string)), true
+	case "Mutation.putApp":
+		if e.ComplexityRoot.Mutation.PutApp == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_putApp_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.PutApp(childComplexity, args["input"].(gqlmodel.AppInput)), true
 	case "Mutation.putEntitlement":
 		if e.ComplexityRoot.Mutation.PutEntitlement == nil {
 			break
@@ -3353,6 +3747,28 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.RevokeWorkerCredential(childComplexity, args["id"].(string)), true
+	case "Mutation.setAppLaunches":
+		if e.ComplexityRoot.Mutation.SetAppLaunches == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_setAppLaunches_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.SetAppLaunches(childComplexity, args["enabled"].(bool)), true
+	case "Mutation.setAppQuota":
+		if e.ComplexityRoot.Mutation.SetAppQuota == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_setAppQuota_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.SetAppQuota(childComplexity, args["group"].(*string), args["running"].(int)), true
 	case "Mutation.setDefaultProject":
 		if e.ComplexityRoot.Mutation.SetDefaultProject == nil {
 			break
@@ -3408,6 +3824,28 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.SetSecret(childComplexity, args["scope"].(string), args["owner"].(*string), args["name"].(string), args["value"].(string)), true
+	case "Mutation.stopApp":
+		if e.ComplexityRoot.Mutation.StopApp == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_stopApp_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.StopApp(childComplexity, args["id"].(string)), true
+	case "Mutation.unlockApp":
+		if e.ComplexityRoot.Mutation.UnlockApp == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_unlockApp_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.UnlockApp(childComplexity, args["name"].(string)), true
 	case "Mutation.updateAutoscaler":
 		if e.ComplexityRoot.Mutation.UpdateAutoscaler == nil {
 			break
@@ -4073,6 +4511,51 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.APIKeys(childComplexity, args["user"].(*string), args["first"].(*int), args["after"].(*string)), true
+	case "Query.app":
+		if e.ComplexityRoot.Query.App == nil {
+			break
+		}
+
+		args, err := ec.field_Query_app_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.App(childComplexity, args["name"].(string)), true
+	case "Query.appInstance":
+		if e.ComplexityRoot.Query.AppInstance == nil {
+			break
+		}
+
+		args, err := ec.field_Query_appInstance_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.AppInstance(childComplexity, args["id"].(string)), true
+	case "Query.appInstances":
+		if e.ComplexityRoot.Query.AppInstances == nil {
+			break
+		}
+
+		args, err := ec.field_Query_appInstances_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.AppInstances(childComplexity, args["app"].(*string), args["active"].(*bool)), true
+	case "Query.appSettings":
+		if e.ComplexityRoot.Query.AppSettings == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Query.AppSettings(childComplexity), true
+	case "Query.apps":
+		if e.ComplexityRoot.Query.Apps == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Query.Apps(childComplexity), true
 	case "Query.auditLog":
 		if e.ComplexityRoot.Query.AuditLog == nil {
 			break
@@ -4980,6 +5463,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.TaskSpec.Image(childComplexity), true
+	case "TaskSpec.kind":
+		if e.ComplexityRoot.TaskSpec.Kind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TaskSpec.Kind(childComplexity), true
 	case "TaskSpec.packages":
 		if e.ComplexityRoot.TaskSpec.Packages == nil {
 			break
@@ -5665,6 +6154,8 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 	ec := newExecutionContext(opCtx, e, make(chan graphql.DeferredResult))
 	inputUnmarshalers := func() *graphql.InputUnmarshalerIndex {
 		return graphql.NewInputUnmarshalerIndex(
+			graphql.NewInputUnmarshaler("AppInput", ec.unmarshalInputAppInput),
+			graphql.NewInputUnmarshaler("AppRunInput", ec.unmarshalInputAppRunInput),
 			graphql.NewInputUnmarshaler("AuditFilter", ec.unmarshalInputAuditFilter),
 			graphql.NewInputUnmarshaler("AutoscalerInput", ec.unmarshalInputAutoscalerInput),
 			graphql.NewInputUnmarshaler("ComputeResourceInput", ec.unmarshalInputComputeResourceInput),
@@ -5685,6 +6176,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 			graphql.NewInputUnmarshaler("LLMProviderInput", ec.unmarshalInputLLMProviderInput),
 			graphql.NewInputUnmarshaler("LLMRouteInput", ec.unmarshalInputLLMRouteInput),
 			graphql.NewInputUnmarshaler("LLMTargetInput", ec.unmarshalInputLLMTargetInput),
+			graphql.NewInputUnmarshaler("LaunchAppInput", ec.unmarshalInputLaunchAppInput),
 			graphql.NewInputUnmarshaler("PoolInput", ec.unmarshalInputPoolInput),
 			graphql.NewInputUnmarshaler("ProfileInput", ec.unmarshalInputProfileInput),
 			graphql.NewInputUnmarshaler("ProjectInput", ec.unmarshalInputProjectInput),
@@ -5788,6 +6280,163 @@ func newExecutionContext(
 }
 
 var sources = []*ast.Source{
+	{Name: "../schema/apps.graphqls", Input: `# The app catalogue and app instances (docs/apps.md). An app instance is a
+# task of type application: placed, charged and governed like any task, it
+# holds its GPUs until stopped.
+
+"A JSON object: a launch form's values."
+scalar Map
+
+"An entry of the app catalogue: how to run a serving endpoint or a session, and its launch form."
+type App {
+  name: String!
+  description: String!
+  "serving (an OpenAI-compatible model server) or session (opened in a browser or terminal)."
+  kind: String!
+  "How it runs in each runner mode; templates refer to launch values as {name}."
+  run: AppRun!
+  port: Int!
+  healthPath: String!
+  "The launch form: a JSON Schema of an object, as JSON text."
+  form: String!
+  "Form fields whose values name vault secrets (never the secret's value)."
+  secrets: [String!]!
+  maxLifetimeMinutes: Int!
+  idleMinutes: Int!
+  "A locked app cannot be launched."
+  locked: Boolean!
+  "Shipped with the product (possibly overridden by the tenant)."
+  builtIn: Boolean!
+}
+
+type AppRun {
+  process: String!
+  image: String!
+  args: [String!]!
+  "A Kubernetes pod template fragment (YAML)."
+  pod: String!
+  "The line an HPC batch script runs."
+  batch: String!
+}
+
+"The tenant's rules for launches."
+type AppSettings {
+  "The tenant-wide switch for all launches."
+  launchesEnabled: Boolean!
+  "The company's running-apps quota (0: none)."
+  running: Int!
+  groups: [AppGroupQuota!]!
+}
+
+type AppGroupQuota {
+  group: String!
+  running: Int!
+}
+
+"An app instance: a task of type application."
+type AppInstance {
+  "The task's id."
+  id: ID!
+  name: String!
+  app: String!
+  kind: String!
+  "waiting, placed, running (a later slice adds ready), stopped or failed."
+  state: String!
+  "Why it is in its state."
+  reason: String!
+  "Where the router will serve it."
+  url: String!
+  route: String!
+  "The launch form's values."
+  values: Map!
+  shareWithGroup: Boolean!
+  "The task it is, with its compute resource, size, owner and run."
+  task: Task!
+}
+
+type AppPayload {
+  app: App!
+  changes: [Change!]!
+  warnings: [Warning!]!
+}
+
+type AppSettingsPayload {
+  settings: AppSettings!
+  changes: [Change!]!
+  warnings: [Warning!]!
+}
+
+"An app described whole: it creates the entry or replaces the one with its name (an entry named as a built-in overrides it)."
+input AppInput {
+  name: String!
+  description: String
+  kind: String!
+  run: AppRunInput!
+  port: Int!
+  healthPath: String
+  "A JSON Schema of an object, as JSON text."
+  form: String
+  secrets: [String!]
+  maxLifetimeMinutes: Int
+  idleMinutes: Int
+  locked: Boolean
+}
+
+input AppRunInput {
+  process: String
+  image: String
+  args: [String!]
+  pod: String
+  batch: String
+}
+
+input LaunchAppInput {
+  app: String!
+  "A compute resource open to you, by id or name."
+  computeResource: String!
+  "Whose compute resource, when its name is shared between your groups."
+  group: String
+  project: String
+  "The launch form's values."
+  values: Map
+  "The instance's name; <app>-<user>-<n> when left out."
+  name: String
+  "The static route it will serve."
+  route: String
+  "Let the members of the compute resource's group see and open it."
+  shareWithGroup: Boolean
+  "Users (names or ids) who may see and open it."
+  shareWithUsers: [String!]
+}
+
+extend type Query {
+  "The app catalogue of your tenant."
+  apps: [App!]!
+  app(name: String!): App!
+  "The tenant's launch rules (admins)."
+  appSettings: AppSettings!
+  "The app instances you may see, newest first."
+  appInstances(app: String, active: Boolean): [AppInstance!]!
+  appInstance(id: ID!): AppInstance!
+}
+
+extend type Mutation {
+  "Add or replace a catalogue entry (admins)."
+  putApp(input: AppInput!): AppPayload!
+  lockApp(name: String!): AppPayload!
+  unlockApp(name: String!): AppPayload!
+  "Remove an entry; removing an override of a built-in brings the built-in back."
+  deleteApp(name: String!): DeletePayload!
+  "Switch every launch of the tenant on or off (admins)."
+  setAppLaunches(enabled: Boolean!): AppSettingsPayload!
+  "Set the running-apps quota of the company (no group) or of a group; 0 removes it (admins)."
+  setAppQuota(group: String, running: Int!): AppSettingsPayload!
+  "Launch an app instance: a task of type application on a compute resource."
+  launchApp(input: LaunchAppInput!): AppInstance!
+  "Stop an app instance."
+  stopApp(id: ID!): AppInstance!
+}
+`, BuiltIn: false},
 	{Name: "../schema/audit.graphqls", Input: `"Who did what, when, to which object, from which channel."
 type AuditEntry {
   id: ID!
@@ -7317,6 +7966,8 @@ type Subscription {
 
 "What a task runs. Secrets are never part of it: they come from vaults at start."
 type TaskSpec {
+  "application for an app instance (see appInstance); empty for work that runs to completion."
+  kind: String!
   command: [String!]!
   repository: String!
   commit: String!
@@ -7702,6 +8353,126 @@ func (ec *executionContext) childFields_AliasTraffic(ctx context.Context, field 
 		return ec.fieldContext_AliasTraffic_outputTokensPerMinute(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type AliasTraffic", field.Name)
+}
+
+func (ec *executionContext) childFields_App(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "name":
+		return ec.fieldContext_App_name(ctx, field)
+	case "description":
+		return ec.fieldContext_App_description(ctx, field)
+	case "kind":
+		return ec.fieldContext_App_kind(ctx, field)
+	case "run":
+		return ec.fieldContext_App_run(ctx, field)
+	case "port":
+		return ec.fieldContext_App_port(ctx, field)
+	case "healthPath":
+		return ec.fieldContext_App_healthPath(ctx, field)
+	case "form":
+		return ec.fieldContext_App_form(ctx, field)
+	case "secrets":
+		return ec.fieldContext_App_secrets(ctx, field)
+	case "maxLifetimeMinutes":
+		return ec.fieldContext_App_maxLifetimeMinutes(ctx, field)
+	case "idleMinutes":
+		return ec.fieldContext_App_idleMinutes(ctx, field)
+	case "locked":
+		return ec.fieldContext_App_locked(ctx, field)
+	case "builtIn":
+		return ec.fieldContext_App_builtIn(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type App", field.Name)
+}
+
+func (ec *executionContext) childFields_AppGroupQuota(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "group":
+		return ec.fieldContext_AppGroupQuota_group(ctx, field)
+	case "running":
+		return ec.fieldContext_AppGroupQuota_running(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type AppGroupQuota", field.Name)
+}
+
+func (ec *executionContext) childFields_AppInstance(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_AppInstance_id(ctx, field)
+	case "name":
+		return ec.fieldContext_AppInstance_name(ctx, field)
+	case "app":
+		return ec.fieldContext_AppInstance_app(ctx, field)
+	case "kind":
+		return ec.fieldContext_AppInstance_kind(ctx, field)
+	case "state":
+		return ec.fieldContext_AppInstance_state(ctx, field)
+	case "reason":
+		return ec.fieldContext_AppInstance_reason(ctx, field)
+	case "url":
+		return ec.fieldContext_AppInstance_url(ctx, field)
+	case "route":
+		return ec.fieldContext_AppInstance_route(ctx, field)
+	case "values":
+		return ec.fieldContext_AppInstance_values(ctx, field)
+	case "shareWithGroup":
+		return ec.fieldContext_AppInstance_shareWithGroup(ctx, field)
+	case "task":
+		return ec.fieldContext_AppInstance_task(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type AppInstance", field.Name)
+}
+
+func (ec *executionContext) childFields_AppPayload(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "app":
+		return ec.fieldContext_AppPayload_app(ctx, field)
+	case "changes":
+		return ec.fieldContext_AppPayload_changes(ctx, field)
+	case "warnings":
+		return ec.fieldContext_AppPayload_warnings(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type AppPayload", field.Name)
+}
+
+func (ec *executionContext) childFields_AppRun(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "process":
+		return ec.fieldContext_AppRun_process(ctx, field)
+	case "image":
+		return ec.fieldContext_AppRun_image(ctx, field)
+	case "args":
+		return ec.fieldContext_AppRun_args(ctx, field)
+	case "pod":
+		return ec.fieldContext_AppRun_pod(ctx, field)
+	case "batch":
+		return ec.fieldContext_AppRun_batch(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type AppRun", field.Name)
+}
+
+func (ec *executionContext) childFields_AppSettings(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "launchesEnabled":
+		return ec.fieldContext_AppSettings_launchesEnabled(ctx, field)
+	case "running":
+		return ec.fieldContext_AppSettings_running(ctx, field)
+	case "groups":
+		return ec.fieldContext_AppSettings_groups(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type AppSettings", field.Name)
+}
+
+func (ec *executionContext) childFields_AppSettingsPayload(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "settings":
+		return ec.fieldContext_AppSettingsPayload_settings(ctx, field)
+	case "changes":
+		return ec.fieldContext_AppSettingsPayload_changes(ctx, field)
+	case "warnings":
+		return ec.fieldContext_AppSettingsPayload_warnings(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type AppSettingsPayload", field.Name)
 }
 
 func (ec *executionContext) childFields_ApplyEstateResult(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -8960,6 +9731,8 @@ func (ec *executionContext) childFields_TaskEdge(ctx context.Context, field grap
 
 func (ec *executionContext) childFields_TaskSpec(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
+	case "kind":
+		return ec.fieldContext_TaskSpec_kind(ctx, field)
 	case "command":
 		return ec.fieldContext_TaskSpec_command(ctx, field)
 	case "repository":
@@ -9718,6 +10491,20 @@ func (ec *executionContext) field_Mutation_createWorkerCredential_args(ctx conte
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_deleteApp_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "name",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["name"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_deleteAutoscaler_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -9988,6 +10775,48 @@ func (ec *executionContext) field_Mutation_enqueueTask_args(ctx context.Context,
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_launchApp_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (apps.LaunchInput, error) {
+			return ec.unmarshalNLaunchAppInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋappsᚐLaunchInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_lockApp_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "name",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["name"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_putApp_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (gqlmodel.AppInput, error) {
+			return ec.unmarshalNAppInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐAppInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_putEntitlement_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -10136,6 +10965,42 @@ func (ec *executionContext) field_Mutation_revokeWorkerCredential_args(ctx conte
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_setAppLaunches_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "enabled",
+		func(ctx context.Context, v any) (bool, error) {
+			return ec.unmarshalNBoolean2bool(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["enabled"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_setAppQuota_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "group",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["group"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "running",
+		func(ctx context.Context, v any) (int, error) {
+			return ec.unmarshalNInt2int(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["running"] = arg1
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_setDefaultProject_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -10243,6 +11108,34 @@ func (ec *executionContext) field_Mutation_setSecret_args(ctx context.Context, r
 		return nil, err
 	}
 	args["value"] = arg3
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_stopApp_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_unlockApp_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "name",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["name"] = arg0
 	return args, nil
 }
 
@@ -10485,6 +11378,56 @@ func (ec *executionContext) field_Query_apiKeys_args(ctx context.Context, rawArg
 		return nil, err
 	}
 	args["after"] = arg2
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_appInstance_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_appInstances_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "app",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["app"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "active",
+		func(ctx context.Context, v any) (*bool, error) {
+			return ec.unmarshalOBoolean2ᚖbool(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["active"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_app_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "name",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["name"] = arg0
 	return args, nil
 }
 
@@ -11674,6 +12617,984 @@ func (ec *executionContext) _AliasTraffic_outputTokensPerMinute(ctx context.Cont
 }
 func (ec *executionContext) fieldContext_AliasTraffic_outputTokensPerMinute(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("AliasTraffic", field, false, false, "Float")
+}
+
+func (ec *executionContext) _App_name(ctx context.Context, field graphql.CollectedField, obj *model.App) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_App_name(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Name, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_App_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("App", field, false, false, "String")
+}
+
+func (ec *executionContext) _App_description(ctx context.Context, field graphql.CollectedField, obj *model.App) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_App_description(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Description, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_App_description(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("App", field, false, false, "String")
+}
+
+func (ec *executionContext) _App_kind(ctx context.Context, field graphql.CollectedField, obj *model.App) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_App_kind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.App().Kind(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_App_kind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("App", field, true, true, "String")
+}
+
+func (ec *executionContext) _App_run(ctx context.Context, field graphql.CollectedField, obj *model.App) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_App_run(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Run, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.AppRun) graphql.Marshaler {
+			return ec.marshalNAppRun2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐAppRun(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_App_run(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "App",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AppRun(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _App_port(ctx context.Context, field graphql.CollectedField, obj *model.App) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_App_port(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Port, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_App_port(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("App", field, false, false, "Int")
+}
+
+func (ec *executionContext) _App_healthPath(ctx context.Context, field graphql.CollectedField, obj *model.App) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_App_healthPath(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.HealthPath, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_App_healthPath(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("App", field, false, false, "String")
+}
+
+func (ec *executionContext) _App_form(ctx context.Context, field graphql.CollectedField, obj *model.App) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_App_form(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Form, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_App_form(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("App", field, false, false, "String")
+}
+
+func (ec *executionContext) _App_secrets(ctx context.Context, field graphql.CollectedField, obj *model.App) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_App_secrets(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Secrets, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalNString2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_App_secrets(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("App", field, false, false, "String")
+}
+
+func (ec *executionContext) _App_maxLifetimeMinutes(ctx context.Context, field graphql.CollectedField, obj *model.App) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_App_maxLifetimeMinutes(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MaxLifetimeMinutes, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_App_maxLifetimeMinutes(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("App", field, false, false, "Int")
+}
+
+func (ec *executionContext) _App_idleMinutes(ctx context.Context, field graphql.CollectedField, obj *model.App) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_App_idleMinutes(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.IdleMinutes, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_App_idleMinutes(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("App", field, false, false, "Int")
+}
+
+func (ec *executionContext) _App_locked(ctx context.Context, field graphql.CollectedField, obj *model.App) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_App_locked(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Locked, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_App_locked(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("App", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _App_builtIn(ctx context.Context, field graphql.CollectedField, obj *model.App) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_App_builtIn(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.BuiltIn, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_App_builtIn(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("App", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _AppGroupQuota_group(ctx context.Context, field graphql.CollectedField, obj *model.AppGroupQuota) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AppGroupQuota_group(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Group, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AppGroupQuota_group(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AppGroupQuota", field, false, false, "String")
+}
+
+func (ec *executionContext) _AppGroupQuota_running(ctx context.Context, field graphql.CollectedField, obj *model.AppGroupQuota) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AppGroupQuota_running(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Running, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AppGroupQuota_running(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AppGroupQuota", field, false, false, "Int")
+}
+
+func (ec *executionContext) _AppInstance_id(ctx context.Context, field graphql.CollectedField, obj *model.AppInstance) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AppInstance_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.AppInstance().ID(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AppInstance_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AppInstance", field, true, true, "ID")
+}
+
+func (ec *executionContext) _AppInstance_name(ctx context.Context, field graphql.CollectedField, obj *model.AppInstance) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AppInstance_name(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.AppInstance().Name(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AppInstance_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AppInstance", field, true, true, "String")
+}
+
+func (ec *executionContext) _AppInstance_app(ctx context.Context, field graphql.CollectedField, obj *model.AppInstance) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AppInstance_app(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.AppInstance().App(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AppInstance_app(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AppInstance", field, true, true, "String")
+}
+
+func (ec *executionContext) _AppInstance_kind(ctx context.Context, field graphql.CollectedField, obj *model.AppInstance) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AppInstance_kind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.AppInstance().Kind(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AppInstance_kind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AppInstance", field, true, true, "String")
+}
+
+func (ec *executionContext) _AppInstance_state(ctx context.Context, field graphql.CollectedField, obj *model.AppInstance) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AppInstance_state(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.State, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AppInstance_state(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AppInstance", field, false, false, "String")
+}
+
+func (ec *executionContext) _AppInstance_reason(ctx context.Context, field graphql.CollectedField, obj *model.AppInstance) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AppInstance_reason(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.AppInstance().Reason(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AppInstance_reason(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AppInstance", field, true, true, "String")
+}
+
+func (ec *executionContext) _AppInstance_url(ctx context.Context, field graphql.CollectedField, obj *model.AppInstance) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AppInstance_url(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.URL, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AppInstance_url(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AppInstance", field, false, false, "String")
+}
+
+func (ec *executionContext) _AppInstance_route(ctx context.Context, field graphql.CollectedField, obj *model.AppInstance) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AppInstance_route(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.AppInstance().Route(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AppInstance_route(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AppInstance", field, true, true, "String")
+}
+
+func (ec *executionContext) _AppInstance_values(ctx context.Context, field graphql.CollectedField, obj *model.AppInstance) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AppInstance_values(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.AppInstance().Values(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v map[string]any) graphql.Marshaler {
+			return ec.marshalNMap2map(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AppInstance_values(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AppInstance", field, true, true, "Map")
+}
+
+func (ec *executionContext) _AppInstance_shareWithGroup(ctx context.Context, field graphql.CollectedField, obj *model.AppInstance) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AppInstance_shareWithGroup(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.AppInstance().ShareWithGroup(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AppInstance_shareWithGroup(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AppInstance", field, true, true, "Boolean")
+}
+
+func (ec *executionContext) _AppInstance_task(ctx context.Context, field graphql.CollectedField, obj *model.AppInstance) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AppInstance_task(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Task, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Task) graphql.Marshaler {
+			return ec.marshalNTask2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐTask(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AppInstance_task(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "AppInstance",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Task(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _AppPayload_app(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.AppPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AppPayload_app(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.App, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.App) graphql.Marshaler {
+			return ec.marshalNApp2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐApp(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AppPayload_app(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "AppPayload",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_App(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _AppPayload_changes(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.AppPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AppPayload_changes(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Changes, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*estate.Change) graphql.Marshaler {
+			return ec.marshalNChange2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋestateᚐChangeᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AppPayload_changes(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "AppPayload",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Change(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _AppPayload_warnings(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.AppPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AppPayload_warnings(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Warnings, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*estate.Warning) graphql.Marshaler {
+			return ec.marshalNWarning2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋestateᚐWarningᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AppPayload_warnings(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "AppPayload",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Warning(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _AppRun_process(ctx context.Context, field graphql.CollectedField, obj *model.AppRun) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AppRun_process(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Process, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AppRun_process(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AppRun", field, false, false, "String")
+}
+
+func (ec *executionContext) _AppRun_image(ctx context.Context, field graphql.CollectedField, obj *model.AppRun) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AppRun_image(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Image, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AppRun_image(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AppRun", field, false, false, "String")
+}
+
+func (ec *executionContext) _AppRun_args(ctx context.Context, field graphql.CollectedField, obj *model.AppRun) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AppRun_args(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Args, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalNString2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AppRun_args(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AppRun", field, false, false, "String")
+}
+
+func (ec *executionContext) _AppRun_pod(ctx context.Context, field graphql.CollectedField, obj *model.AppRun) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AppRun_pod(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Pod, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AppRun_pod(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AppRun", field, false, false, "String")
+}
+
+func (ec *executionContext) _AppRun_batch(ctx context.Context, field graphql.CollectedField, obj *model.AppRun) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AppRun_batch(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Batch, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AppRun_batch(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AppRun", field, false, false, "String")
+}
+
+func (ec *executionContext) _AppSettings_launchesEnabled(ctx context.Context, field graphql.CollectedField, obj *model.AppSettings) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AppSettings_launchesEnabled(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.AppSettings().LaunchesEnabled(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AppSettings_launchesEnabled(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AppSettings", field, true, true, "Boolean")
+}
+
+func (ec *executionContext) _AppSettings_running(ctx context.Context, field graphql.CollectedField, obj *model.AppSettings) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AppSettings_running(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Running, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AppSettings_running(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AppSettings", field, false, false, "Int")
+}
+
+func (ec *executionContext) _AppSettings_groups(ctx context.Context, field graphql.CollectedField, obj *model.AppSettings) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AppSettings_groups(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Groups, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.AppGroupQuota) graphql.Marshaler {
+			return ec.marshalNAppGroupQuota2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐAppGroupQuotaᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AppSettings_groups(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "AppSettings",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AppGroupQuota(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _AppSettingsPayload_settings(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.AppSettingsPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AppSettingsPayload_settings(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Settings, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.AppSettings) graphql.Marshaler {
+			return ec.marshalNAppSettings2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐAppSettings(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AppSettingsPayload_settings(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "AppSettingsPayload",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AppSettings(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _AppSettingsPayload_changes(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.AppSettingsPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AppSettingsPayload_changes(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Changes, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*estate.Change) graphql.Marshaler {
+			return ec.marshalNChange2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋestateᚐChangeᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AppSettingsPayload_changes(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "AppSettingsPayload",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Change(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _AppSettingsPayload_warnings(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.AppSettingsPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AppSettingsPayload_warnings(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Warnings, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*estate.Warning) graphql.Marshaler {
+			return ec.marshalNWarning2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋestateᚐWarningᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AppSettingsPayload_warnings(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "AppSettingsPayload",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Warning(ctx, field)
+		},
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _ApplyEstateResult_changes(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.ApplyEstateResult) (ret graphql.Marshaler) {
@@ -17589,6 +19510,358 @@ func (ec *executionContext) fieldContext_MetricPoint_step(_ context.Context, fie
 	return graphql.NewScalarFieldContext("MetricPoint", field, false, false, "Int")
 }
 
+func (ec *executionContext) _Mutation_putApp(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_putApp(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().PutApp(ctx, fc.Args["input"].(gqlmodel.AppInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *gqlmodel.AppPayload) graphql.Marshaler {
+			return ec.marshalNAppPayload2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐAppPayload(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_putApp(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AppPayload(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_putApp_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_lockApp(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_lockApp(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().LockApp(ctx, fc.Args["name"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *gqlmodel.AppPayload) graphql.Marshaler {
+			return ec.marshalNAppPayload2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐAppPayload(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_lockApp(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AppPayload(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_lockApp_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_unlockApp(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_unlockApp(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().UnlockApp(ctx, fc.Args["name"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *gqlmodel.AppPayload) graphql.Marshaler {
+			return ec.marshalNAppPayload2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐAppPayload(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_unlockApp(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AppPayload(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_unlockApp_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_deleteApp(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_deleteApp(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().DeleteApp(ctx, fc.Args["name"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *gqlmodel.DeletePayload) graphql.Marshaler {
+			return ec.marshalNDeletePayload2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐDeletePayload(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_deleteApp(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_DeletePayload(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_deleteApp_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_setAppLaunches(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_setAppLaunches(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().SetAppLaunches(ctx, fc.Args["enabled"].(bool))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *gqlmodel.AppSettingsPayload) graphql.Marshaler {
+			return ec.marshalNAppSettingsPayload2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐAppSettingsPayload(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_setAppLaunches(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AppSettingsPayload(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_setAppLaunches_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_setAppQuota(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_setAppQuota(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().SetAppQuota(ctx, fc.Args["group"].(*string), fc.Args["running"].(int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *gqlmodel.AppSettingsPayload) graphql.Marshaler {
+			return ec.marshalNAppSettingsPayload2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐAppSettingsPayload(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_setAppQuota(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AppSettingsPayload(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_setAppQuota_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_launchApp(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_launchApp(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().LaunchApp(ctx, fc.Args["input"].(apps.LaunchInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.AppInstance) graphql.Marshaler {
+			return ec.marshalNAppInstance2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐAppInstance(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_launchApp(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AppInstance(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_launchApp_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_stopApp(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_stopApp(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().StopApp(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.AppInstance) graphql.Marshaler {
+			return ec.marshalNAppInstance2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐAppInstance(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_stopApp(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AppInstance(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_stopApp_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Mutation_createAutoscaler(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -22442,6 +24715,202 @@ func (ec *executionContext) fieldContext_ProjectPayload_warnings(_ context.Conte
 	return fc, nil
 }
 
+func (ec *executionContext) _Query_apps(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_apps(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Query().Apps(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.App) graphql.Marshaler {
+			return ec.marshalNApp2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐAppᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_apps(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_App(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_app(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_app(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().App(ctx, fc.Args["name"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.App) graphql.Marshaler {
+			return ec.marshalNApp2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐApp(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_app(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_App(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_app_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_appSettings(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_appSettings(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Query().AppSettings(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.AppSettings) graphql.Marshaler {
+			return ec.marshalNAppSettings2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐAppSettings(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_appSettings(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AppSettings(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_appInstances(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_appInstances(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().AppInstances(ctx, fc.Args["app"].(*string), fc.Args["active"].(*bool))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.AppInstance) graphql.Marshaler {
+			return ec.marshalNAppInstance2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐAppInstanceᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_appInstances(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AppInstance(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_appInstances_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_appInstance(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_appInstance(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().AppInstance(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.AppInstance) graphql.Marshaler {
+			return ec.marshalNAppInstance2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐAppInstance(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_appInstance(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AppInstance(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_appInstance_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Query_auditLog(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -26269,6 +28738,29 @@ func (ec *executionContext) fieldContext_TaskEdge_node(_ context.Context, field 
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _TaskSpec_kind(ctx context.Context, field graphql.CollectedField, obj *model.TaskSpec) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TaskSpec_kind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Kind, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TaskSpec_kind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TaskSpec", field, false, false, "String")
 }
 
 func (ec *executionContext) _TaskSpec_command(ctx context.Context, field graphql.CollectedField, obj *model.TaskSpec) (ret graphql.Marshaler) {
@@ -30187,6 +32679,188 @@ func (ec *executionContext) fieldContext___Type_isOneOf(_ context.Context, field
 
 // region    **************************** input.gotpl *****************************
 
+func (ec *executionContext) unmarshalInputAppInput(ctx context.Context, obj any) (gqlmodel.AppInput, error) {
+	var it gqlmodel.AppInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"name", "description", "kind", "run", "port", "healthPath", "form", "secrets", "maxLifetimeMinutes", "idleMinutes", "locked"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "name":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("name"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Name = data
+		case "description":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("description"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Description = data
+		case "kind":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("kind"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Kind = data
+		case "run":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("run"))
+			data, err := ec.unmarshalNAppRunInput2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐAppRunInput(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Run = data
+		case "port":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("port"))
+			data, err := ec.unmarshalNInt2int(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Port = data
+		case "healthPath":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("healthPath"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.HealthPath = data
+		case "form":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("form"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Form = data
+		case "secrets":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("secrets"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Secrets = data
+		case "maxLifetimeMinutes":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("maxLifetimeMinutes"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MaxLifetimeMinutes = data
+		case "idleMinutes":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idleMinutes"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IdleMinutes = data
+		case "locked":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("locked"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Locked = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalAppInput unmarshals raw into the AppInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalAppInput(ctx context.Context, raw any) (gqlmodel.AppInput, error) {
+	var out gqlmodel.AppInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "AppInput", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputAppRunInput(ctx context.Context, obj any) (gqlmodel.AppRunInput, error) {
+	var it gqlmodel.AppRunInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"process", "image", "args", "pod", "batch"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "process":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("process"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Process = data
+		case "image":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("image"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Image = data
+		case "args":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("args"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Args = data
+		case "pod":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("pod"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Pod = data
+		case "batch":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("batch"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Batch = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalAppRunInput unmarshals raw into the AppRunInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalAppRunInput(ctx context.Context, raw any) (gqlmodel.AppRunInput, error) {
+	var out gqlmodel.AppRunInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "AppRunInput", raw, &out)
+	return out, err
+}
+
 func (ec *executionContext) unmarshalInputAuditFilter(ctx context.Context, obj any) (gqlmodel.AuditFilter, error) {
 	var it gqlmodel.AuditFilter
 	if obj == nil {
@@ -31680,6 +34354,104 @@ func UnmarshalLLMTargetInput(ctx context.Context, raw any) (llm.LLMTargetInput, 
 	return out, err
 }
 
+func (ec *executionContext) unmarshalInputLaunchAppInput(ctx context.Context, obj any) (apps.LaunchInput, error) {
+	var it apps.LaunchInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"app", "computeResource", "group", "project", "values", "name", "route", "shareWithGroup", "shareWithUsers"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "app":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("app"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.App = data
+		case "computeResource":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("computeResource"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ComputeResource = data
+		case "group":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("group"))
+			data, err := ec.unmarshalOString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Group = data
+		case "project":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("project"))
+			data, err := ec.unmarshalOString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Project = data
+		case "values":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("values"))
+			data, err := ec.unmarshalOMap2map(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Values = data
+		case "name":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("name"))
+			data, err := ec.unmarshalOString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Name = data
+		case "route":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("route"))
+			data, err := ec.unmarshalOString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Route = data
+		case "shareWithGroup":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("shareWithGroup"))
+			data, err := ec.unmarshalOBoolean2bool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ShareWithGroup = data
+		case "shareWithUsers":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("shareWithUsers"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ShareWithUsers = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalLaunchAppInput unmarshals raw into the LaunchAppInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalLaunchAppInput(ctx context.Context, raw any) (apps.LaunchInput, error) {
+	var out apps.LaunchInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "LaunchAppInput", raw, &out)
+	return out, err
+}
+
 func (ec *executionContext) unmarshalInputPoolInput(ctx context.Context, obj any) (allocation.PoolInput, error) {
 	var it allocation.PoolInput
 	if obj == nil {
@@ -32634,6 +35406,407 @@ func (ec *executionContext) _AliasTraffic(ctx context.Context, sel ast.Selection
 			}
 		case "outputTokensPerMinute":
 			out.Values[i] = ec._AliasTraffic_outputTokensPerMinute(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var appImplementors = []string{"App"}
+
+func (ec *executionContext) _App(ctx context.Context, sel ast.SelectionSet, obj *model.App) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, appImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("App")
+		case "name":
+			out.Values[i] = ec._App_name(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "description":
+			out.Values[i] = ec._App_description(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "kind":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._App_kind(ctx, field, obj)
+				})
+		case "run":
+			out.Values[i] = ec._App_run(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "port":
+			out.Values[i] = ec._App_port(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "healthPath":
+			out.Values[i] = ec._App_healthPath(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "form":
+			out.Values[i] = ec._App_form(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "secrets":
+			out.Values[i] = ec._App_secrets(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "maxLifetimeMinutes":
+			out.Values[i] = ec._App_maxLifetimeMinutes(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "idleMinutes":
+			out.Values[i] = ec._App_idleMinutes(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "locked":
+			out.Values[i] = ec._App_locked(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "builtIn":
+			out.Values[i] = ec._App_builtIn(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var appGroupQuotaImplementors = []string{"AppGroupQuota"}
+
+func (ec *executionContext) _AppGroupQuota(ctx context.Context, sel ast.SelectionSet, obj *model.AppGroupQuota) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, appGroupQuotaImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("AppGroupQuota")
+		case "group":
+			out.Values[i] = ec._AppGroupQuota_group(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "running":
+			out.Values[i] = ec._AppGroupQuota_running(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var appInstanceImplementors = []string{"AppInstance"}
+
+func (ec *executionContext) _AppInstance(ctx context.Context, sel ast.SelectionSet, obj *model.AppInstance) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, appInstanceImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("AppInstance")
+		case "id":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._AppInstance_id(ctx, field, obj)
+				})
+		case "name":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._AppInstance_name(ctx, field, obj)
+				})
+		case "app":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._AppInstance_app(ctx, field, obj)
+				})
+		case "kind":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._AppInstance_kind(ctx, field, obj)
+				})
+		case "state":
+			out.Values[i] = ec._AppInstance_state(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "reason":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._AppInstance_reason(ctx, field, obj)
+				})
+		case "url":
+			out.Values[i] = ec._AppInstance_url(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "route":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._AppInstance_route(ctx, field, obj)
+				})
+		case "values":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._AppInstance_values(ctx, field, obj)
+				})
+		case "shareWithGroup":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._AppInstance_shareWithGroup(ctx, field, obj)
+				})
+		case "task":
+			out.Values[i] = ec._AppInstance_task(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var appPayloadImplementors = []string{"AppPayload"}
+
+func (ec *executionContext) _AppPayload(ctx context.Context, sel ast.SelectionSet, obj *gqlmodel.AppPayload) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, appPayloadImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("AppPayload")
+		case "app":
+			out.Values[i] = ec._AppPayload_app(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "changes":
+			out.Values[i] = ec._AppPayload_changes(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "warnings":
+			out.Values[i] = ec._AppPayload_warnings(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var appRunImplementors = []string{"AppRun"}
+
+func (ec *executionContext) _AppRun(ctx context.Context, sel ast.SelectionSet, obj *model.AppRun) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, appRunImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("AppRun")
+		case "process":
+			out.Values[i] = ec._AppRun_process(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "image":
+			out.Values[i] = ec._AppRun_image(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "args":
+			out.Values[i] = ec._AppRun_args(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "pod":
+			out.Values[i] = ec._AppRun_pod(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "batch":
+			out.Values[i] = ec._AppRun_batch(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var appSettingsImplementors = []string{"AppSettings"}
+
+func (ec *executionContext) _AppSettings(ctx context.Context, sel ast.SelectionSet, obj *model.AppSettings) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, appSettingsImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("AppSettings")
+		case "launchesEnabled":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._AppSettings_launchesEnabled(ctx, field, obj)
+				})
+		case "running":
+			out.Values[i] = ec._AppSettings_running(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "groups":
+			out.Values[i] = ec._AppSettings_groups(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var appSettingsPayloadImplementors = []string{"AppSettingsPayload"}
+
+func (ec *executionContext) _AppSettingsPayload(ctx context.Context, sel ast.SelectionSet, obj *gqlmodel.AppSettingsPayload) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, appSettingsPayloadImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("AppSettingsPayload")
+		case "settings":
+			out.Values[i] = ec._AppSettingsPayload_settings(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "changes":
+			out.Values[i] = ec._AppSettingsPayload_changes(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "warnings":
+			out.Values[i] = ec._AppSettingsPayload_warnings(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
@@ -35133,6 +38306,62 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 		switch field.Name {
 		case "__typename":
 			out.Values[i] = graphql.MarshalString("Mutation")
+		case "putApp":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_putApp(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "lockApp":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_lockApp(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "unlockApp":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_unlockApp(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "deleteApp":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_deleteApp(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "setAppLaunches":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_setAppLaunches(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "setAppQuota":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_setAppQuota(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "launchApp":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_launchApp(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "stopApp":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_stopApp(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "createAutoscaler":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_createAutoscaler(ctx, field)
@@ -36581,6 +39810,36 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 		switch field.Name {
 		case "__typename":
 			out.Values[i] = graphql.MarshalString("Query")
+		case "apps":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_apps(ctx, field)
+				})
+		case "app":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_app(ctx, field)
+				})
+		case "appSettings":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_appSettings(ctx, field)
+				})
+		case "appInstances":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_appInstances(ctx, field)
+				})
+		case "appInstance":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_appInstance(ctx, field)
+				})
 		case "auditLog":
 			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
 				true, true,
@@ -37602,6 +40861,11 @@ func (ec *executionContext) _TaskSpec(ctx context.Context, sel ast.SelectionSet,
 		switch field.Name {
 		case "__typename":
 			out.Values[i] = graphql.MarshalString("TaskSpec")
+		case "kind":
+			out.Values[i] = ec._TaskSpec_kind(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
 		case "command":
 			out.Values[i] = ec._TaskSpec_command(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
@@ -39230,6 +42494,116 @@ func (ec *executionContext) marshalNAliasTraffic2ᚖgithubᚗcomᚋkliqueᚑai�
 	return ec._AliasTraffic(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalNApp2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐAppᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.App) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNApp2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐApp(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNApp2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐApp(ctx context.Context, sel ast.SelectionSet, v *model.App) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "App!")
+		return graphql.Null
+	}
+	return ec._App(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNAppGroupQuota2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐAppGroupQuotaᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.AppGroupQuota) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNAppGroupQuota2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐAppGroupQuota(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNAppGroupQuota2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐAppGroupQuota(ctx context.Context, sel ast.SelectionSet, v *model.AppGroupQuota) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "AppGroupQuota!")
+		return graphql.Null
+	}
+	return ec._AppGroupQuota(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNAppInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐAppInput(ctx context.Context, v any) (gqlmodel.AppInput, error) {
+	res, err := ec.unmarshalInputAppInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNAppInstance2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐAppInstanceᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.AppInstance) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNAppInstance2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐAppInstance(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNAppInstance2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐAppInstance(ctx context.Context, sel ast.SelectionSet, v *model.AppInstance) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "AppInstance!")
+		return graphql.Null
+	}
+	return ec._AppInstance(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNAppPayload2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐAppPayload(ctx context.Context, sel ast.SelectionSet, v *gqlmodel.AppPayload) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "AppPayload!")
+		return graphql.Null
+	}
+	return ec._AppPayload(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNAppRun2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐAppRun(ctx context.Context, sel ast.SelectionSet, v model.AppRun) graphql.Marshaler {
+	return ec._AppRun(ctx, sel, &v)
+}
+
+func (ec *executionContext) unmarshalNAppRunInput2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐAppRunInput(ctx context.Context, v any) (*gqlmodel.AppRunInput, error) {
+	res, err := ec.unmarshalInputAppRunInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNAppSettings2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐAppSettings(ctx context.Context, sel ast.SelectionSet, v *model.AppSettings) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "AppSettings!")
+		return graphql.Null
+	}
+	return ec._AppSettings(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNAppSettingsPayload2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐAppSettingsPayload(ctx context.Context, sel ast.SelectionSet, v *gqlmodel.AppSettingsPayload) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "AppSettingsPayload!")
+		return graphql.Null
+	}
+	return ec._AppSettingsPayload(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNApplyEstateResult2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐApplyEstateResult(ctx context.Context, sel ast.SelectionSet, v *gqlmodel.ApplyEstateResult) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "ApplyEstateResult!")
@@ -40179,6 +43553,11 @@ func (ec *executionContext) unmarshalNLLMTargetInput2ᚖgithubᚗcomᚋkliqueᚑ
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
+func (ec *executionContext) unmarshalNLaunchAppInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋappsᚐLaunchInput(ctx context.Context, v any) (apps.LaunchInput, error) {
+	res, err := ec.unmarshalInputLaunchAppInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
 func (ec *executionContext) marshalNLogLine2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐLogLine(ctx context.Context, sel ast.SelectionSet, v model.LogLine) graphql.Marshaler {
 	return ec._LogLine(ctx, sel, &v)
 }
@@ -40213,6 +43592,24 @@ func (ec *executionContext) marshalNLogUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkl
 		return graphql.Null
 	}
 	return ec._LogUpdate(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNMap2map(ctx context.Context, v any) (map[string]any, error) {
+	res, err := graphql.UnmarshalMap(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNMap2map(ctx context.Context, sel ast.SelectionSet, v map[string]any) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Map!")
+		return graphql.Null
+	}
+	_ = sel
+	res := graphql.MarshalMap(v)
+	if res == graphql.Null {
+		graphql.AddInvalidNullFromMarshaler(ctx, "Map!")
+	}
+	return res
 }
 
 func (ec *executionContext) marshalNMetricPoint2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐMetricPointᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.MetricPoint) graphql.Marshaler {
@@ -41668,6 +45065,24 @@ func (ec *executionContext) unmarshalOLLMGuardrailsInput2ᚖgithubᚗcomᚋkliqu
 	}
 	res, err := ec.unmarshalInputLLMGuardrailsInput(ctx, v)
 	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) unmarshalOMap2map(ctx context.Context, v any) (map[string]any, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := graphql.UnmarshalMap(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOMap2map(ctx context.Context, sel ast.SelectionSet, v map[string]any) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	_ = sel
+	_ = ctx
+	res := graphql.MarshalMap(v)
+	return res
 }
 
 func (ec *executionContext) marshalOPool2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐPool(ctx context.Context, sel ast.SelectionSet, v *model.Pool) graphql.Marshaler {

@@ -14,6 +14,10 @@ import (
 
 type Platform interface {
 	AbortTask(ctx context.Context, id string, reason string) (*model.Task, error)
+	Apps(ctx context.Context) ([]*model.App, error)
+	AppInstance(ctx context.Context, id string) (*model.AppInstance, error)
+	LaunchApp(ctx context.Context, in platform.LaunchInput) (*model.AppInstance, error)
+	StopApp(ctx context.Context, id string) (*model.AppInstance, error)
 	CloneTask(ctx context.Context, id string, in platform.CloneInput) (*model.Task, error)
 	EnqueueTask(ctx context.Context, in platform.EnqueueInput) (*model.Task, error)
 	Estate(ctx context.Context) (*estate.Estate, error)

@@ -72,6 +72,7 @@ func (s *Server) addTools() {
 	s.addEstateTools()
 	s.addTaskTools()
 	s.addModelTools()
+	s.addAppTools()
 }
 
 func (s *Server) modelAliases(ctx context.Context, in *aliasesArgs) (*aliasesView, string, error) {

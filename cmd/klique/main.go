@@ -119,7 +119,7 @@ nearest one.`,
 		newGetCmd(c), newCreateCmd(c),
 		newEnqueueCmd(c), newAbortCmd(c), newCloneCmd(c),
 		newEngineCmd(c), newPolicyCmd(c), newUsageCmd(c), newSimulateCmd(c),
-		newTaskCmd(c), newSecretCmd(c), newWorkerCmd(c), newProjectCmd(c),
+		newTaskCmd(c), newSecretCmd(c), newWorkerCmd(c), newProjectCmd(c), newAppCmd(c),
 		newAutoscalerCmd(c),
 		newHPCSubmitterCmd(c), newTaskRunCmd(c),
 	)

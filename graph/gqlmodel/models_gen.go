@@ -25,6 +25,42 @@ type APIKeyEdge struct {
 	Node   *model.APIKey `json:"node"`
 }
 
+// An app described whole: it creates the entry or replaces the one with its name (an entry named as a built-in overrides it).
+type AppInput struct {
+	Name        string       `json:"name"`
+	Description *string      `json:"description,omitempty"`
+	Kind        string       `json:"kind"`
+	Run         *AppRunInput `json:"run"`
+	Port        int          `json:"port"`
+	HealthPath  *string      `json:"healthPath,omitempty"`
+	// A JSON Schema of an object, as JSON text.
+	Form               *string  `json:"form,omitempty"`
+	Secrets            []string `json:"secrets,omitempty"`
+	MaxLifetimeMinutes *int     `json:"maxLifetimeMinutes,omitempty"`
+	IdleMinutes        *int     `json:"idleMinutes,omitempty"`
+	Locked             *bool    `json:"locked,omitempty"`
+}
+
+type AppPayload struct {
+	App      *model.App        `json:"app"`
+	Changes  []*estate.Change  `json:"changes"`
+	Warnings []*estate.Warning `json:"warnings"`
+}
+
+type AppRunInput struct {
+	Process *string  `json:"process,omitempty"`
+	Image   *string  `json:"image,omitempty"`
+	Args    []string `json:"args,omitempty"`
+	Pod     *string  `json:"pod,omitempty"`
+	Batch   *string  `json:"batch,omitempty"`
+}
+
+type AppSettingsPayload struct {
+	Settings *model.AppSettings `json:"settings"`
+	Changes  []*estate.Change   `json:"changes"`
+	Warnings []*estate.Warning  `json:"warnings"`
+}
+
 // What applying an estate file did (or would do, in a dry run).
 type ApplyEstateResult struct {
 	Changes  []*estate.Change  `json:"changes"`

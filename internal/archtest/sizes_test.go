@@ -24,11 +24,12 @@ var largerPackages = map[string]struct {
 	max    int
 	reason string
 }{
-	"internal/store/sqlstore": {3600, "the one SQL implementation of store.Queries that both drivers share: methods of one type, " +
+	"internal/store/sqlstore": {3630, "the one SQL implementation of store.Queries that both drivers share: methods of one type, " +
 		"which cannot be split across packages without exporting its internals (the write helpers, the dialect); " +
 		"it holds the rolled-back test store too (BeginRollback); issue 16 raised the cap from 3,450 for idempotency keys, " +
 		"index-ordered task-list branches and the per-task lock on log appends; issue 19 raised it from 3,550 for budget hours " +
-		"less engine pauses in SQL, ledger groupings over dimensions a ledger lacks, and the user's default project"},
+		"less engine pauses in SQL, ledger groupings over dimensions a ledger lacks, and the user's default project; " +
+		"issue 17 raised it from 3,600 for the app catalogue's document (sharing one reader and writer with the gateway's)"},
 }
 
 // generated reports whether a Go file is generated code, by the marker

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/klique-ai/klique/internal/estate/appconf"
 	"github.com/klique-ai/klique/internal/estate/basis"
 	"github.com/klique-ai/klique/internal/estate/llmconf"
 	"github.com/klique-ai/klique/internal/model"
@@ -44,6 +45,9 @@ func (d *Document) Apply(cur *Estate, tenantID string, newID func() string, now 
 	}
 	if d.Gateway != nil {
 		a.Problems = append(a.Problems, d.Gateway.Apply(&a.e.Gateway)...)
+	}
+	if d.Apps != nil {
+		a.Problems = append(a.Problems, d.Apps.Apply(&a.e.Apps)...)
 	}
 	// Orders refer to links and connections made above.
 	for i := range d.Pools {
@@ -103,6 +107,9 @@ func (a *applier) checkDuplicates(d *Document) {
 	dup("project", names)
 	if d.Gateway != nil {
 		a.Problems = append(a.Problems, d.Gateway.Duplicates()...)
+	}
+	if d.Apps != nil {
+		a.Problems = append(a.Problems, d.Apps.Duplicates()...)
 	}
 }
 
@@ -476,6 +483,7 @@ func (e *Estate) Export() *Document {
 		d.Projects = append(d.Projects, pd)
 	}
 	d.Gateway = llmconf.Export(&e.Gateway)
+	d.Apps = appconf.Export(&e.Apps)
 	return d
 }
 

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/klique-ai/klique/internal/estate/appconf"
 	"github.com/klique-ai/klique/internal/estate/llmconf"
 )
 
@@ -94,12 +95,24 @@ func Diff(from, to *Estate) []Change {
 	for _, kind := range llmconf.Kinds() {
 		d(kind, namedKeyed(llmconf.Objects(&from.Gateway, kind)), namedKeyed(llmconf.Objects(&to.Gateway, kind)), &writes, &writes)
 	}
+	for _, kind := range appconf.Kinds() {
+		d(kind, namedAppObjects(appconf.Objects(&from.Apps, kind)), namedAppObjects(appconf.Objects(&to.Apps, kind)), &writes, &writes)
+	}
 	out := append(early, writes...)
 	return append(out, late...)
 }
 
 // namedKeyed names gateway objects by their key (they have no ids).
 func namedKeyed(objects []llmconf.Keyed) []named {
+	var out []named
+	for _, o := range objects {
+		out = append(out, named{o.Key, o.Key, o.Object})
+	}
+	return out
+}
+
+// namedAppObjects names catalogue objects by their key.
+func namedAppObjects(objects []appconf.Keyed) []named {
 	var out []named
 	for _, o := range objects {
 		out = append(out, named{o.Key, o.Key, o.Object})

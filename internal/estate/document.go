@@ -7,6 +7,7 @@ import (
 	"reflect"
 
 	"github.com/goccy/go-yaml"
+	"github.com/klique-ai/klique/internal/estate/appconf"
 	"github.com/klique-ai/klique/internal/estate/basis"
 	"github.com/klique-ai/klique/internal/estate/llmconf"
 )
@@ -37,6 +38,9 @@ type Document struct {
 	// Gateway is the LLM gateway's configuration, whose section package
 	// llmconf reads and writes.
 	Gateway *llmconf.GatewayDoc `yaml:"gateway,omitempty"`
+	// Apps is the app catalogue's section, which package appconf reads
+	// and writes.
+	Apps *appconf.AppsDoc `yaml:"apps,omitempty"`
 }
 
 // GPUClassDoc describes a GPU class and its price per GPU-hour.

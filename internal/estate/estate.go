@@ -18,6 +18,7 @@ package estate
 import (
 	"sort"
 
+	"github.com/klique-ai/klique/internal/estate/appconf"
 	"github.com/klique-ai/klique/internal/estate/llmconf"
 	"github.com/klique-ai/klique/internal/model"
 )
@@ -34,6 +35,9 @@ type Estate struct {
 	// Gateway is the LLM gateway's configuration, changed and versioned
 	// with the rest.
 	Gateway model.Gateway
+	// Apps is the tenant's part of the app catalogue (package appconf),
+	// changed and versioned with the rest.
+	Apps model.AppCatalogue
 }
 
 // Clone returns a deep copy, so that a change can be tried without touching
@@ -79,6 +83,7 @@ func (e *Estate) Clone() *Estate {
 		c.Projects = append(c.Projects, &x)
 	}
 	c.Gateway = llmconf.Clone(&e.Gateway)
+	c.Apps = appconf.Clone(&e.Apps)
 	return c
 }
 
@@ -363,6 +368,7 @@ func contains(list []string, s string) bool {
 // gateway's defaults explicit and sorts its objects by key.
 func (e *Estate) Normalize() {
 	llmconf.Normalize(&e.Gateway)
+	appconf.Normalize(&e.Apps)
 	for _, p := range e.Pools {
 		var keep []string
 		for _, id := range p.ProfileOrder {
@@ -401,4 +407,7 @@ func (e *Estate) FollowRenames(cur *Estate) {
 		}
 	}
 	llmconf.Rename(&e.Gateway, groups, projects)
+	for from, to := range groups {
+		appconf.RenameGroup(&e.Apps, from, to)
+	}
 }

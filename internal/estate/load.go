@@ -17,6 +17,7 @@ type Reader interface {
 	ListComputeResources(ctx context.Context, tenantID string) ([]*model.ComputeResource, error)
 	ListProjects(ctx context.Context, tenantID string, page model.Page) ([]*model.Project, error)
 	GetGateway(ctx context.Context, tenantID string) (*model.Gateway, error)
+	GetApps(ctx context.Context, tenantID string) (*model.AppCatalogue, error)
 }
 
 // Load reads a tenant's whole allocation model.
@@ -49,5 +50,10 @@ func Load(ctx context.Context, r Reader, tenantID string) (*Estate, error) {
 		return nil, fmt.Errorf("load estate: %w", err)
 	}
 	e.Gateway = *g
+	apps, err := r.GetApps(ctx, tenantID)
+	if err != nil {
+		return nil, fmt.Errorf("load estate: %w", err)
+	}
+	e.Apps = *apps
 	return &e, nil
 }

@@ -8,6 +8,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/klique-ai/klique/internal/estate/appconf"
 	"github.com/klique-ai/klique/internal/estate/basis"
 	"github.com/klique-ai/klique/internal/estate/llmconf"
 	"github.com/klique-ai/klique/internal/model"
@@ -92,6 +93,7 @@ func (e *Estate) Validate() error {
 	// The gateway's configuration is checked by its own rules, against
 	// this estate's groups and projects.
 	v.Problems = append(v.Problems, llmconf.Validate(&e.Gateway, e)...)
+	v.Problems = append(v.Problems, appconf.Validate(&e.Apps, e)...)
 	if len(v.Problems) == 0 {
 		return nil
 	}

@@ -52,6 +52,10 @@ type TaskSpec struct {
 	// Secrets names vault secrets the worker injects into the task's
 	// environment at start, under the same names. Only names are kept.
 	Secrets []string `json:"secrets,omitempty"`
+	// Kind is empty for work that runs to completion, or
+	// TaskKindApplication for an app instance, whose App says what it runs.
+	Kind string     `json:"kind,omitempty"`
+	App  *AppLaunch `json:"app,omitempty"`
 }
 
 // Task is one tracked run on a compute resource.

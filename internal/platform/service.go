@@ -7,7 +7,7 @@
 //
 // The service is a facade: the kernel (platform/kernel) holds what every
 // domain shares, and each domain (allocation, tasks, fleet, llm, access,
-// live) owns its operations and its state. Service embeds the domains, so
+// live, apps) owns its operations and its state. Service embeds the domains, so
 // their operations are its methods; the domains never import one another,
 // and what one needs of another is wired here.
 //
@@ -22,8 +22,10 @@ import (
 
 	"github.com/klique-ai/klique/internal/events"
 	"github.com/klique-ai/klique/internal/identity"
+	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform/access"
 	"github.com/klique-ai/klique/internal/platform/allocation"
+	"github.com/klique-ai/klique/internal/platform/apps"
 	"github.com/klique-ai/klique/internal/platform/fleet"
 	"github.com/klique-ai/klique/internal/platform/kernel"
 	"github.com/klique-ai/klique/internal/platform/live"
@@ -57,6 +59,7 @@ type (
 	llmDomain        = llm.LLM
 	accessDomain     = access.Access
 	liveDomain       = live.Live
+	appsDomain       = apps.Apps
 )
 
 // Service is the platform service: the domains, composed.
@@ -68,6 +71,7 @@ type Service struct {
 	*llmDomain
 	*accessDomain
 	*liveDomain
+	*appsDomain
 }
 
 // New returns a service.
@@ -81,7 +85,14 @@ func New(o Options) *Service {
 		// Access before Live: its identity-change hook drops the
 		// authenticator's cached checks before subscribers re-check.
 		accessDomain: access.New(k, o.Auth),
+		appsDomain:   apps.New(k),
 	}
+	// An app instance is a task: the apps domain enqueues and stops it
+	// through the tasks domain.
+	s.appsDomain.SetTasks(func(ctx context.Context, name, project, cr, group, id string, prepare apps.Prepare, request any) (*model.Task, error) {
+		return s.tasksDomain.EnqueueApplication(ctx, tasks.EnqueueInput{Name: name, Project: project, ComputeResource: cr, Group: group},
+			id, tasks.PrepareFunc(prepare), request)
+	}, s.tasksDomain.StopApplication)
 	agent := s.Agent()
 	// Why a placed task waits depends on its pool's workers, which the
 	// fleet knows.

@@ -4,6 +4,7 @@ import (
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform/access"
 	"github.com/klique-ai/klique/internal/platform/allocation"
+	"github.com/klique-ai/klique/internal/platform/apps"
 	"github.com/klique-ai/klique/internal/platform/fleet"
 	"github.com/klique-ai/klique/internal/platform/kernel"
 	"github.com/klique-ai/klique/internal/platform/live"
@@ -20,6 +21,8 @@ import (
 
 type (
 	APIKeyInput          = access.APIKeyInput
+	LaunchInput          = apps.LaunchInput
+	AppInstanceFilter    = apps.InstanceFilter
 	AuditFilter          = access.AuditFilter
 	GroupGrantInput      = access.GroupGrantInput
 	SecretInfo           = access.SecretInfo

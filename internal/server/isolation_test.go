@@ -182,6 +182,7 @@ var isolationCases = slices.Concat(
 	projectIsolationCases,
 	taskIsolationCases,
 	gatewayIsolationCases,
+	appsIsolationCases,
 )
 
 // noneOf asserts that the answer under a field holds none of the words:

@@ -316,6 +316,12 @@ type Queries interface {
 	GetGateway(ctx context.Context, tenantID string) (*model.Gateway, error)
 	PutGateway(ctx context.Context, tenantID string, g *model.Gateway, at time.Time) error
 
+	// The app catalogue of a tenant (its own entries and launch rules),
+	// one document. GetApps returns an empty catalogue when none was
+	// stored.
+	GetApps(ctx context.Context, tenantID string) (*model.AppCatalogue, error)
+	PutApps(ctx context.Context, tenantID string, c *model.AppCatalogue, at time.Time) error
+
 	// The model-call ledger. InsertModelCalls records calls, skipping those
 	// already recorded (the id is the gateway's request id).
 	InsertModelCalls(ctx context.Context, calls []*model.ModelCall) error

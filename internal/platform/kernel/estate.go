@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/klique-ai/klique/internal/estate"
+	"github.com/klique-ai/klique/internal/estate/appconf"
 	"github.com/klique-ai/klique/internal/estate/llmconf"
 	"github.com/klique-ai/klique/internal/identity"
 	"github.com/klique-ai/klique/internal/model"
@@ -127,10 +128,12 @@ func (k *Kernel) ChangeEstate(ctx context.Context, p *identity.Principal, what s
 				return err
 			}
 		}
-		gatewayChanged := false
+		gatewayChanged, appsChanged := false, false
 		for _, c := range res.Changes {
 			if llmconf.OwnsKind(c.Kind) {
 				gatewayChanged = true
+			} else if appconf.OwnsKind(c.Kind) {
+				appsChanged = true
 			} else if err := writeChange(t, c); err != nil {
 				return err
 			}
@@ -138,6 +141,11 @@ func (k *Kernel) ChangeEstate(ctx context.Context, p *identity.Principal, what s
 		}
 		if gatewayChanged {
 			if err := t.Q.PutGateway(ctx, p.TenantID, &next.Gateway, t.Now); err != nil {
+				return err
+			}
+		}
+		if appsChanged {
+			if err := t.Q.PutApps(ctx, p.TenantID, &next.Apps, t.Now); err != nil {
 				return err
 			}
 		}

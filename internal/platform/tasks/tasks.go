@@ -32,6 +32,24 @@ type EnqueueInput struct {
 	// seenComputeResource is set when ComputeResource is the id of the
 	// task being cloned, which the caller can see: a refusal may name it.
 	seenComputeResource bool
+	// id and prepare are an application's (EnqueueApplication).
+	id      string
+	prepare PrepareFunc
+}
+
+// PrepareFunc writes the spec of an application once its compute resource
+// is resolved and open to the caller, inside the enqueue's transaction: it
+// checks the apps domain's rules that depend on the group (quotas) and
+// renders the app for the profile's size.
+type PrepareFunc func(t *kernel.Txn, e *estate.Estate, cr *model.ComputeResource, size model.Size) (model.TaskSpec, error)
+
+// EnqueueApplication enqueues an app instance: a task with the given id
+// whose spec prepare writes. It goes through the same checks, compute
+// resources, policies and audit as any task. request is the launch as the
+// caller sent it, which the request's idempotency key is recorded with.
+func (s *Tasks) EnqueueApplication(ctx context.Context, in EnqueueInput, id string, prepare PrepareFunc, request any) (*model.Task, error) {
+	in.id, in.prepare = id, prepare
+	return s.enqueue(ctx, in, nil, "launchApp", request)
 }
 
 // EnqueueTask puts a task at the back of a compute resource the caller may
@@ -59,7 +77,8 @@ func (s *Tasks) enqueue(ctx context.Context, in EnqueueInput, clonedFrom *model.
 		return task, err
 	}
 	in.Spec = normalizeSpec(in.Spec)
-	if ps := ValidateTaskSpec(in.Name, &in.Spec); len(ps) > 0 {
+	// An application's spec is written by prepare, and checked then.
+	if ps := ValidateTaskSpec(in.Name, &in.Spec); len(ps) > 0 && in.prepare == nil {
 		return nil, &kernel.Error{Code: kernel.CodeInvalid, Message: "task " + kernel.Quote(in.Name) + ": " + strings.Join(ps, "; "), Problems: ps}
 	}
 	var task *model.Task
@@ -148,6 +167,14 @@ func (s *Tasks) newTask(t *kernel.Txn, e *estate.Estate, in EnqueueInput) (*mode
 		return nil, kernel.Forbidden("project %s belongs to group %s, and compute resource %s is group %s's; use a compute resource of group %s",
 			kernel.Quote(project.Name), e.GroupName(project.GroupID), kernel.Quote(cr.Name), group, e.GroupName(project.GroupID))
 	}
+	if in.prepare != nil {
+		if in.Spec, err = in.prepare(t, e, cr, pr.Size); err != nil {
+			return nil, err
+		}
+		if ps := ValidateTaskSpec(in.Name, &in.Spec); len(ps) > 0 {
+			return nil, kernel.Invalid("app instance %s: %s", kernel.Quote(in.Name), strings.Join(ps, "; "))
+		}
+	}
 	size, err := TaskSize(pr, &in.Spec)
 	if err != nil {
 		return nil, kernel.Invalid("task %s: %v", kernel.Quote(in.Name), err)
@@ -164,8 +191,12 @@ func (s *Tasks) newTask(t *kernel.Txn, e *estate.Estate, in EnqueueInput) (*mode
 		return nil, kernel.Invalid("task %s asks for %s GPUs, more than any pool of profile %s declares: the largest, %s, declares %d GPUs; ask for at most %d",
 			kernel.Quote(in.Name), size.Total(), pr.Name, pool.Name, pool.CapacityGPUs, pool.CapacityGPUs)
 	}
+	id := in.id
+	if id == "" {
+		id = model.NewID()
+	}
 	return &model.Task{
-		ID: model.NewID(), TenantID: p.TenantID, ProjectID: project.ID, OwnerID: p.UserID,
+		ID: id, TenantID: p.TenantID, ProjectID: project.ID, OwnerID: p.UserID,
 		ComputeResourceID: cr.ID, PolicyID: pol.ID, ProfileID: pr.ID, GroupID: pol.GroupID,
 		Name: in.Name, Spec: in.Spec, Size: size, Status: model.TaskQueued, Reason: "waiting for the engine to place it",
 		CreatedAt: t.Now, UpdatedAt: t.Now,
@@ -367,12 +398,28 @@ func (s *Tasks) Tasks(ctx context.Context, f TaskListFilter, page model.Page) ([
 // in the same transaction. (A running task's worker is told to stop on its
 // next heartbeat, once workers exist.)
 func (s *Tasks) AbortTask(ctx context.Context, id, reason string) (*model.Task, error) {
+	if len(reason) > 500 {
+		return nil, kernel.Invalid("the reason is longer than 500 characters")
+	}
+	return s.abort(ctx, id, func(p *identity.Principal) string {
+		why := "aborted by " + p.UserName
+		if r := strings.TrimSpace(reason); r != "" {
+			why += ": " + r
+		}
+		return why
+	})
+}
+
+// StopApplication stops an app instance by the abort path, its reason
+// "stopped by <user>".
+func (s *Tasks) StopApplication(ctx context.Context, id string) (*model.Task, error) {
+	return s.abort(ctx, id, func(p *identity.Principal) string { return "stopped by " + p.UserName })
+}
+
+func (s *Tasks) abort(ctx context.Context, id string, reason func(*identity.Principal) string) (*model.Task, error) {
 	p, err := kernel.Caller(ctx)
 	if err != nil {
 		return nil, err
-	}
-	if len(reason) > 500 {
-		return nil, kernel.Invalid("the reason is longer than 500 characters")
 	}
 	var task *model.Task
 	err = s.k.Write(ctx, p, func(t *kernel.Txn) error {
@@ -389,10 +436,7 @@ func (s *Tasks) AbortTask(ctx context.Context, id, reason string) (*model.Task, 
 		if task.Status.Final() {
 			return kernel.Conflict("task %s has already ended (%s)", kernel.Quote(task.Name), task.Status)
 		}
-		why := "aborted by " + p.UserName
-		if r := strings.TrimSpace(reason); r != "" {
-			why += ": " + r
-		}
+		why := reason(p)
 		held := task.Status == model.TaskPlaced || task.Status == model.TaskRunning
 		task.Status, task.Reason, task.UpdatedAt = model.TaskAborted, why, t.Now
 		now := t.Now

@@ -3,8 +3,6 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -194,29 +192,14 @@ func (q *queries) ListModelCalls(ctx context.Context, tenantID string, u store.M
 
 // GetGateway reads a tenant's gateway configuration.
 func (q *queries) GetGateway(ctx context.Context, tenantID string) (*model.Gateway, error) {
-	var doc string
-	err := q.queryRow(ctx, `SELECT doc FROM gateway_configs WHERE tenant_id = ?`, tenantID).Scan(&doc)
-	if errors.Is(err, sql.ErrNoRows) {
-		return &model.Gateway{}, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("get gateway configuration: %w", err)
-	}
 	var g model.Gateway
-	if err := json.Unmarshal([]byte(doc), &g); err != nil {
-		return nil, fmt.Errorf("get gateway configuration: decode JSON: %w", err)
+	if err := q.getDoc(ctx, "gateway_configs", "gateway configuration", tenantID, &g); err != nil {
+		return nil, err
 	}
 	return &g, nil
 }
 
 // PutGateway stores a tenant's gateway configuration whole.
 func (q *queries) PutGateway(ctx context.Context, tenantID string, g *model.Gateway, at time.Time) error {
-	doc, err := json.Marshal(g)
-	if err != nil {
-		return fmt.Errorf("put gateway configuration: encode JSON: %w", err)
-	}
-	_, err = q.write(ctx, "put gateway configuration", store.ErrNotFound,
-		`INSERT INTO gateway_configs (tenant_id, doc, updated_at) VALUES (?, ?, ?)
-		ON CONFLICT (tenant_id) DO UPDATE SET doc = excluded.doc, updated_at = excluded.updated_at`, tenantID, string(doc), micros(at))
-	return err
+	return q.putDoc(ctx, "gateway_configs", "gateway configuration", tenantID, g, at)
 }

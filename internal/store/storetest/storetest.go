@@ -65,6 +65,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Workers", work.Workers},
 		{"ModelCalls", work.ModelCalls},
 		{"Gateway", work.Gateway},
+		{"Apps", work.Apps},
 		{"Autoscalers", work.Autoscalers},
 		{"Store", work.Store},
 	} {

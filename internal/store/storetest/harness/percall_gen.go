@@ -346,6 +346,14 @@ func (pc perCall) PutGateway(ctx context.Context, tenantID string, g *model.Gate
 	return pc.s.InTx(ctx, func(tx store.Queries) error { return tx.PutGateway(ctx, tenantID, g, at) })
 }
 
+func (pc perCall) GetApps(ctx context.Context, tenantID string) (*model.AppCatalogue, error) {
+	return call(ctx, pc.s, func(tx store.Queries) (*model.AppCatalogue, error) { return tx.GetApps(ctx, tenantID) })
+}
+
+func (pc perCall) PutApps(ctx context.Context, tenantID string, c *model.AppCatalogue, at time.Time) error {
+	return pc.s.InTx(ctx, func(tx store.Queries) error { return tx.PutApps(ctx, tenantID, c, at) })
+}
+
 func (pc perCall) InsertModelCalls(ctx context.Context, calls []*model.ModelCall) error {
 	return pc.s.InTx(ctx, func(tx store.Queries) error { return tx.InsertModelCalls(ctx, calls) })
 }

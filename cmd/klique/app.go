@@ -1,0 +1,300 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// launchDoc is a launch as `klique app export` writes it and `klique app
+// launch --from` reads it: the LaunchAppInput of the GraphQL API, so a
+// team keeps its standard endpoint in git.
+type launchDoc struct {
+	App             string         `json:"app"`
+	ComputeResource string         `json:"computeResource,omitempty"`
+	Group           string         `json:"group,omitempty"`
+	Project         string         `json:"project,omitempty"`
+	Values          map[string]any `json:"values"`
+	Name            string         `json:"name,omitempty"`
+	Route           string         `json:"route,omitempty"`
+	ShareWithGroup  bool           `json:"shareWithGroup,omitempty"`
+	ShareWithUsers  []string       `json:"shareWithUsers,omitempty"`
+}
+
+type appInstanceOut struct {
+	ID     string         `json:"id"`
+	Name   string         `json:"name"`
+	App    string         `json:"app"`
+	State  string         `json:"state"`
+	Reason string         `json:"reason"`
+	URL    string         `json:"url"`
+	Route  string         `json:"route"`
+	Values map[string]any `json:"values"`
+}
+
+const appInstanceFields = `id name app state reason url route values`
+
+// newAppCmd is `klique app`: the app catalogue and app instances. Every
+// rule (the form's schema, locks, the launches switch, quotas) is the
+// platform's; this only asks it.
+func newAppCmd(c *cli) *cobra.Command {
+	cmd := &cobra.Command{Use: "app", Short: "List, launch, export and stop apps: model servers and sessions on a compute resource"}
+	cmd.AddCommand(newAppLsCmd(c), newAppLaunchCmd(c), newAppExportCmd(c), newAppStopCmd(c),
+		newAppLockCmd(c, "lock", true), newAppLockCmd(c, "unlock", false))
+	return cmd
+}
+
+func newAppLsCmd(c *cli) *cobra.Command {
+	var instances, active bool
+	cmd := &cobra.Command{
+		Use:   "ls",
+		Short: "List the app catalogue, or with --instances the app instances you may see",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, err := c.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if instances {
+				var out struct{ AppInstances []appInstanceOut }
+				if err := cl.Do(cmd.Context(), `query($a: Boolean) { appInstances(active: $a) { `+appInstanceFields+` } }`, map[string]any{"a": active}, &out); err != nil {
+					return err
+				}
+				if c.output != "table" {
+					return c.print(out.AppInstances)
+				}
+				var rows [][]string
+				for _, i := range out.AppInstances {
+					rows = append(rows, []string{i.ID, i.Name, i.App, i.State, i.URL})
+				}
+				c.table([]string{"ID", "NAME", "APP", "STATE", "URL"}, rows)
+				return nil
+			}
+			var out struct {
+				Apps []struct {
+					Name, Description, Kind, Form string
+					Locked, BuiltIn               bool
+				}
+			}
+			if err := cl.Do(cmd.Context(), `{ apps { name description kind form locked builtIn } }`, nil, &out); err != nil {
+				return err
+			}
+			if c.output != "table" {
+				return c.print(out.Apps)
+			}
+			var rows [][]string
+			for _, a := range out.Apps {
+				state := "open"
+				if a.Locked {
+					state = "locked"
+				}
+				rows = append(rows, []string{a.Name, a.Kind, state, a.Description})
+			}
+			c.table([]string{"NAME", "KIND", "STATE", "DESCRIPTION"}, rows)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&instances, "instances", false, "list app instances instead of the catalogue")
+	cmd.Flags().BoolVar(&active, "active", false, "with --instances: only those that have not ended")
+	return cmd
+}
+
+// launchFlags are the flags launch and export share.
+type launchFlags struct {
+	resource, group, project, name, route, from string
+	params, shareWith                           []string
+	shareGroup                                  bool
+}
+
+func (f *launchFlags) add(cmd *cobra.Command, launch bool) {
+	cmd.Flags().StringVar(&f.resource, "resource", "", "the compute resource, by name or id")
+	cmd.Flags().StringVar(&f.group, "group", "", "whose compute resource, when its name is shared between your groups")
+	cmd.Flags().StringVar(&f.project, "project", "", "the project the instance belongs to")
+	cmd.Flags().StringArrayVar(&f.params, "param", nil, "a launch form value, k=v (v is read as JSON when it is JSON: 4096, true, [\"a\"]; else as text); repeatable")
+	cmd.Flags().StringVar(&f.route, "route", "", "the static route the instance will serve")
+	cmd.Flags().BoolVar(&f.shareGroup, "share-with-group", false, "let the members of the compute resource's group see and open it")
+	cmd.Flags().StringArrayVar(&f.shareWith, "share-with", nil, "a user who may see and open it; repeatable")
+	if launch {
+		cmd.Flags().StringVar(&f.name, "name", "", "the instance's name (default <app>-<user>-<n>)")
+		cmd.Flags().StringVar(&f.from, "from", "", "a launch file written by 'klique app export' (flags override it)")
+	}
+}
+
+// apply lays the flags over a launch document.
+func (f *launchFlags) apply(d *launchDoc) error {
+	for _, s := range []struct {
+		v  string
+		to *string
+	}{{f.resource, &d.ComputeResource}, {f.group, &d.Group}, {f.project, &d.Project}, {f.name, &d.Name}, {f.route, &d.Route}} {
+		if s.v != "" {
+			*s.to = s.v
+		}
+	}
+	if f.shareGroup {
+		d.ShareWithGroup = true
+	}
+	d.ShareWithUsers = append(d.ShareWithUsers, f.shareWith...)
+	if d.Values == nil {
+		d.Values = map[string]any{}
+	}
+	for _, p := range f.params {
+		k, v, ok := strings.Cut(p, "=")
+		if !ok || strings.TrimSpace(k) == "" {
+			return usagef("--param %q: write it as name=value", p)
+		}
+		var x any
+		if err := json.Unmarshal([]byte(v), &x); err != nil {
+			x = v
+		}
+		d.Values[strings.TrimSpace(k)] = x
+	}
+	return nil
+}
+
+func newAppLaunchCmd(c *cli) *cobra.Command {
+	var f launchFlags
+	cmd := &cobra.Command{
+		Use:   "launch [NAME]",
+		Short: "Launch an app instance on a compute resource",
+		Example: `  klique app launch vllm --resource "8 GPUs" --project fraud-models --param model=meta-llama/Llama-3.1-8B-Instruct --param context_length=8192
+  klique app launch jupyterlab --resource "1 GPU" --share-with-group
+  klique app launch --from launch.json`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var d launchDoc
+			if f.from != "" {
+				b, err := os.ReadFile(f.from)
+				if err != nil {
+					return usagef("--from: %v", err)
+				}
+				dec := json.NewDecoder(bytes.NewReader(b))
+				dec.DisallowUnknownFields()
+				if err := dec.Decode(&d); err != nil {
+					return usagef("--from %s is not a launch file (%v); write one with 'klique app export NAME'", f.from, err)
+				}
+			}
+			if len(args) == 1 {
+				d.App = args[0]
+			}
+			if d.App == "" {
+				return usagef("say which app to launch: klique app launch NAME (see 'klique app ls'), or --from FILE")
+			}
+			if err := f.apply(&d); err != nil {
+				return err
+			}
+			if d.ComputeResource == "" {
+				return usagef("say where to launch it: --resource NAME (see 'klique get computeresources')")
+			}
+			cl, err := c.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			var out struct{ LaunchApp appInstanceOut }
+			// An idempotency key makes a retry after a lost answer return
+			// the instance the first request launched.
+			if err := cl.Mutate(cmd.Context(), newIdempotencyKey(), `mutation($in: LaunchAppInput!) { launchApp(input: $in) { `+appInstanceFields+` } }`, map[string]any{"in": d}, &out); err != nil {
+				return err
+			}
+			if c.output != "table" {
+				return c.print(out.LaunchApp)
+			}
+			i := out.LaunchApp
+			fmt.Fprintf(c.out, "%s\nlaunched %s (app %s): %s; it will be served at %s\n", i.ID, i.Name, i.App, i.State, i.URL)
+			return nil
+		},
+	}
+	f.add(cmd, true)
+	return cmd
+}
+
+func newAppExportCmd(c *cli) *cobra.Command {
+	var f launchFlags
+	cmd := &cobra.Command{
+		Use:   "export NAME",
+		Short: "Write a launch file for an app: its form's defaults and the values given, as JSON",
+		Example: `  klique app export vllm --resource "8 GPUs" --param model=meta-llama/Llama-3.1-8B-Instruct > launch.json
+  klique app launch --from launch.json`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := c.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			var out struct{ App struct{ Form string } }
+			if err := cl.Do(cmd.Context(), `query($n: String!) { app(name: $n) { form } }`, map[string]any{"n": args[0]}, &out); err != nil {
+				return err
+			}
+			d := launchDoc{App: args[0], Values: map[string]any{}}
+			var form struct {
+				Properties map[string]struct {
+					Default any `json:"default"`
+				} `json:"properties"`
+			}
+			if err := json.Unmarshal([]byte(out.App.Form), &form); err == nil {
+				for k, p := range form.Properties {
+					if p.Default != nil {
+						d.Values[k] = p.Default
+					}
+				}
+			}
+			if err := f.apply(&d); err != nil {
+				return err
+			}
+			enc := json.NewEncoder(c.out)
+			enc.SetIndent("", "  ")
+			return enc.Encode(d)
+		},
+	}
+	f.add(cmd, false)
+	return cmd
+}
+
+func newAppStopCmd(c *cli) *cobra.Command {
+	return &cobra.Command{
+		Use:   "stop ID",
+		Short: "Stop an app instance: its GPUs are released",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := c.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			var out struct{ StopApp appInstanceOut }
+			if err := cl.Do(cmd.Context(), `mutation($id: ID!) { stopApp(id: $id) { `+appInstanceFields+` } }`, map[string]any{"id": args[0]}, &out); err != nil {
+				return err
+			}
+			if c.output != "table" {
+				return c.print(out.StopApp)
+			}
+			fmt.Fprintf(c.out, "stopped %s (%s): %s\n", out.StopApp.Name, out.StopApp.ID, out.StopApp.Reason)
+			return nil
+		},
+	}
+}
+
+func newAppLockCmd(c *cli, verb string, lock bool) *cobra.Command {
+	short := "Lock an app (admins): it can no longer be launched"
+	if !lock {
+		short = "Unlock an app (admins)"
+	}
+	return &cobra.Command{
+		Use:   verb + " NAME",
+		Short: short,
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := c.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if err := cl.Do(cmd.Context(), `mutation($n: String!) { `+verb+`App(name: $n) { app { name } } }`, map[string]any{"n": args[0]}, nil); err != nil {
+				return err
+			}
+			fmt.Fprintf(c.out, "app %s %sed\n", args[0], verb)
+			return nil
+		},
+	}
+}

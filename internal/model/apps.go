@@ -1,0 +1,126 @@
+package model
+
+// AppKind says what an app is for.
+type AppKind string
+
+const (
+	// AppServing is an OpenAI-compatible model server.
+	AppServing AppKind = "serving"
+	// AppSession is something a person or an agent opens in a browser or
+	// a terminal.
+	AppSession AppKind = "session"
+)
+
+// TaskKindApplication marks a task that is an app instance: it holds its
+// GPUs until stopped and never completes on its own.
+const TaskKindApplication = "application"
+
+// App is a catalogue entry: how to run a serving endpoint or a session in
+// each runner mode, and the launch form whose values its templates use.
+// Templates reference launch values as {name} (see package appconf).
+type App struct {
+	Name        string  `json:"name"`
+	Description string  `json:"description,omitempty"`
+	Kind        AppKind `json:"kind"`
+	Run         AppRun  `json:"run"`
+	// Port is the port the app listens on; HealthPath answers once it is
+	// ready (a later slice has workers poll it).
+	Port       int    `json:"port"`
+	HealthPath string `json:"healthPath,omitempty"`
+	// Form is the launch form, a JSON Schema (an object schema), as text.
+	Form string `json:"form,omitempty"`
+	// Secrets names the form fields whose values are names of vault
+	// secrets: the worker injects the secret under its own name; the value
+	// never enters the spec.
+	Secrets []string `json:"secrets,omitempty"`
+	// Default idle limits, in minutes (0: none). Stored now, enforced by a
+	// later slice.
+	MaxLifetimeMinutes int  `json:"maxLifetimeMinutes,omitempty"`
+	IdleMinutes        int  `json:"idleMinutes,omitempty"`
+	Locked             bool `json:"locked,omitempty"`
+	// BuiltIn is set on entries shipped with the product (never stored).
+	BuiltIn bool `json:"-"`
+}
+
+// AppRun is how an app runs in each runner mode. Each field is a template.
+type AppRun struct {
+	// Process is the command a process-mode worker runs, split on spaces
+	// after rendering.
+	Process string `json:"process,omitempty"`
+	// Image and Args are the container a docker or Kubernetes worker runs.
+	Image string   `json:"image,omitempty"`
+	Args  []string `json:"args,omitempty"`
+	// Pod is a Kubernetes pod template fragment (YAML) merged into the
+	// worker's pod template.
+	Pod string `json:"pod,omitempty"`
+	// Batch is the line an HPC batch script runs.
+	Batch string `json:"batch,omitempty"`
+}
+
+// AppGroupQuota is a group's running-apps quota.
+type AppGroupQuota struct {
+	Group   string `json:"group"`
+	Running int    `json:"running"`
+}
+
+// AppSettings are the tenant-wide rules for launches.
+type AppSettings struct {
+	// LaunchesDisabled refuses every launch (the tenant-wide switch).
+	LaunchesDisabled bool `json:"launchesDisabled,omitempty"`
+	// Running is the company's running-apps quota (0: none).
+	Running int `json:"running,omitempty"`
+	// Groups are the per-group quotas, by group name.
+	Groups []*AppGroupQuota `json:"groups,omitempty"`
+}
+
+// AppCatalogue is a tenant's part of the catalogue: its own entries and
+// its overrides of built-ins (same name), and its launch rules. It is kept
+// as one document, changed with the estate.
+type AppCatalogue struct {
+	Apps     []*App      `json:"apps,omitempty"`
+	Settings AppSettings `json:"settings"`
+}
+
+// AppLaunch is what a task of kind application carries: which app, the
+// values of its launch form, and its rendered run spec.
+type AppLaunch struct {
+	App    string         `json:"app"`
+	Kind   AppKind        `json:"appKind"`
+	Values map[string]any `json:"values,omitempty"`
+	Run    AppRun         `json:"run"`
+	Port   int            `json:"port,omitempty"`
+	Health string         `json:"healthPath,omitempty"`
+	Route  string         `json:"route,omitempty"`
+	// ShareGroup shares the instance with the task's group; ShareUsers
+	// with named users (ids).
+	ShareGroup bool     `json:"shareGroup,omitempty"`
+	ShareUsers []string `json:"shareUsers,omitempty"`
+	// Idle limits copied from the app at launch (minutes).
+	MaxLifetimeMinutes int `json:"maxLifetimeMinutes,omitempty"`
+	IdleMinutes        int `json:"idleMinutes,omitempty"`
+}
+
+// AppInstance is a task of type application as the apps domain shows it.
+type AppInstance struct {
+	Task *Task
+	// State is the instance's state: waiting, placed, running (a later
+	// slice adds ready, when its health path answers), stopped or failed.
+	State string
+	// URL is where the router will serve it: /apps/{id}/.
+	URL string
+}
+
+// AppInstanceState maps a task's status to an instance's state.
+func AppInstanceState(s TaskStatus) string {
+	switch s {
+	case TaskQueued:
+		return "waiting"
+	case TaskPlaced:
+		return "placed"
+	case TaskRunning:
+		return "running"
+	case TaskFailed:
+		return "failed"
+	}
+	return "stopped"
+}

@@ -1,0 +1,42 @@
+// Package apps is the apps domain of the platform service: the app
+// catalogue (the built-ins and a tenant's own entries, kept in the estate),
+// launching an app instance as a task of type application, stopping it,
+// and reading instances, with the rules that govern launches: an admin
+// lock per app, a tenant-wide switch, and running-apps quotas for the
+// company and per group.
+//
+// An instance is a task: the tasks domain enqueues it (same compute
+// resources, policies, reservations, limits, time budgets, ledger and
+// audit), and the facade wires its enqueue and abort here, so this domain
+// does not import another's.
+package apps
+
+import (
+	"context"
+
+	"github.com/klique-ai/klique/internal/model"
+	"github.com/klique-ai/klique/internal/platform/kernel"
+)
+
+// Enqueuer enqueues an app instance through the tasks domain: a task with
+// id on computeResource (id or name; group disambiguates a name) in
+// project, whose spec prepare writes inside the enqueue's transaction;
+// request is the launch as the caller sent it, for its idempotency key.
+type Enqueuer func(ctx context.Context, name, project, computeResource, group, id string, prepare Prepare, request any) (*model.Task, error)
+
+// Stopper stops an app instance through the tasks domain's abort path,
+// with the reason "stopped by <user>".
+type Stopper func(ctx context.Context, id string) (*model.Task, error)
+
+// Apps is the apps domain.
+type Apps struct {
+	k       *kernel.Kernel
+	enqueue Enqueuer
+	abort   Stopper
+}
+
+// New returns the apps domain over a kernel; SetTasks wires its launches.
+func New(k *kernel.Kernel) *Apps { return &Apps{k: k} }
+
+// SetTasks wires the tasks domain's enqueue and stop.
+func (s *Apps) SetTasks(enqueue Enqueuer, abort Stopper) { s.enqueue, s.abort = enqueue, abort }
