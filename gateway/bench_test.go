@@ -112,6 +112,7 @@ func BenchmarkGatewayOverhead(b *testing.B) {
 	rate, duration := openRate(b), 4*time.Second
 	for i := 0; i < b.N; i++ {
 		d := runLoad(b, with(direct, rate, 0, duration), nil)
+		r0, w0 := gateway.LedgerBatches(e.gw)
 		var before, after map[float64]uint64
 		g := runLoad(b, with(through, rate, 0, duration), func() func() {
 			before = overheadBuckets(b, reg)
@@ -122,10 +123,15 @@ func BenchmarkGatewayOverhead(b *testing.B) {
 			}
 		})
 		own50, own99 := overheadQuantiles(before, after)
+		r1, w1 := gateway.LedgerBatches(e.gw)
+		openBatch := float64(r1-r0) / float64(max(w1-w0, 1))
 		f := runLoad(b, with(least, rate, 0, duration), nil)
 		dt := runLoad(b, with(direct, 0, 64, 3*time.Second), nil).PerSec
 		var gcpu, fcpu cpuUse
+		r0, w0 = gateway.LedgerBatches(e.gw)
 		gr := runLoad(b, with(through, 0, 64, 3*time.Second), gcpu.measure(b, rdb))
+		r1, w1 = gateway.LedgerBatches(e.gw)
+		closedBatch := float64(r1-r0) / float64(max(w1-w0, 1))
 		fr := runLoad(b, with(least, 0, 64, 3*time.Second), fcpu.measure(b, rdb))
 		gt, ft := gr.PerSec, fr.PerSec
 		b.ReportMetric(float64(d.P50.Microseconds()), "direct-p50-µs")
@@ -154,6 +160,8 @@ func BenchmarkGatewayOverhead(b *testing.B) {
 		b.ReportMetric(fcpu.redis.Seconds()*1e6/float64(fr.Calls), "floor-redis-cpu-µs/call")
 		b.ReportMetric(float64(gcpu.alloc)/float64(gr.Calls), "gateway-B/call")
 		b.ReportMetric(float64(fcpu.alloc)/float64(fr.Calls), "floor-B/call")
+		b.ReportMetric(openBatch, "open-ledger-rows/write")
+		b.ReportMetric(closedBatch, "closed-ledger-rows/write")
 		b.ReportMetric(0, "ns/op")
 	}
 }

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"log/slog"
+	"runtime"
 	"sync"
 	"time"
 
@@ -31,11 +32,14 @@ type meter struct {
 	// that failed going first in the next). written is closed and
 	// replaced at every write that succeeds.
 	queued, durable uint64
-	written         chan struct{}
-	kick            chan struct{}
-	done            chan struct{}
-	stop            sync.Once
-	wg              sync.WaitGroup
+	// rows and writes count the rows written and the writes that wrote
+	// them: their ratio is the batch size the benchmarks report.
+	rows, writes uint64
+	written      chan struct{}
+	kick         chan struct{}
+	done         chan struct{}
+	stop         sync.Once
+	wg           sync.WaitGroup
 }
 
 const (
@@ -43,6 +47,8 @@ const (
 	maxPending = 100_000
 	// maxBatch bounds the rows written in one statement.
 	maxBatch = 1000
+	// maxGather bounds the yields before a write (see gather).
+	maxGather = 8
 	// retryEvery spaces the writes of a store that refuses them.
 	retryEvery = 100 * time.Millisecond
 )
@@ -133,6 +139,7 @@ func (m *meter) run() {
 		// Write until nothing is left: what came in during a write goes in
 		// the next, at once.
 		for {
+			m.gather()
 			more, err := m.flush(context.Background())
 			if err != nil {
 				select {
@@ -146,6 +153,30 @@ func (m *meter) run() {
 				break
 			}
 		}
+	}
+}
+
+// gather lets the goroutines that are ready to run go first, while they
+// add rows, before a write. A write's cost is mostly its commit (SQLite
+// writes the table's and both indexes' pages to the WAL whatever the number
+// of rows), and on a busy gateway the rows of calls ending come faster than
+// one a write but slower than a write takes: written at once, most batches
+// held a row or two (1.85 rows a write at 3,000 calls a second). Yielding
+// waits for no clock, only for work already runnable, so an idle gateway
+// still writes a call's row at once; it stops when a yield brings no row.
+func (m *meter) gather() {
+	m.mu.Lock()
+	n := len(m.buf)
+	m.mu.Unlock()
+	for range maxGather {
+		runtime.Gosched()
+		m.mu.Lock()
+		k := len(m.buf)
+		m.mu.Unlock()
+		if k == n || k >= maxBatch {
+			return
+		}
+		n = k
 	}
 }
 
@@ -177,6 +208,8 @@ func (m *meter) flush(ctx context.Context) (bool, error) {
 	}
 	m.mu.Lock()
 	m.durable = max(m.durable, last)
+	m.rows += uint64(len(batch))
+	m.writes++
 	close(m.written)
 	m.written = make(chan struct{})
 	more := len(m.buf) > 0
@@ -195,4 +228,11 @@ func (m *meter) close(ctx context.Context) error {
 			return err
 		}
 	}
+}
+
+// batches reports the rows written and the writes that wrote them.
+func (m *meter) batches() (rows, writes uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.rows, m.writes
 }
