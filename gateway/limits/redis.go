@@ -238,11 +238,15 @@ for i = 1, n do
   local seeded = ARGV[base + 3] == '1'
   local delta = actual - reserved
   if seeded and held == 0 then delta = actual end
-  local exists = redis.call('EXISTS', KEYS[i]) == 1
-  if delta ~= 0 and exists then
-    redis.call('INCRBY', KEYS[i], delta)
+  -- Whether the counter exists is asked only when the answer is used: a
+  -- request window settles the one it reserved, and needs nothing.
+  local exists = nil
+  if delta ~= 0 then
+    exists = redis.call('EXISTS', KEYS[i]) == 1
+    if exists then redis.call('INCRBY', KEYS[i], delta) end
   end
   if seeded and actual > 0 then
+    if exists == nil then exists = redis.call('EXISTS', KEYS[i]) == 1 end
     if epoch == nil then epoch = redis.call('GET', KEYS[n + 2]) or '0' end
     if not exists or (redis.call('GET', KEYS[i] .. '#r') or '0') ~= epoch or tonumber(epoch) < tonumber(ARGV[5 + n * 4]) then
       redis.call('INCRBY', KEYS[i] .. '#p', actual)
