@@ -172,7 +172,9 @@ func TestDashboardAppsPageLaunchesAndStops(t *testing.T) {
 			t.Fatalf("the instance row reads %q: want its compute resource, URL and owner", text)
 		}
 
-		// An engine pass places it; the page shows it without a reload.
+		// An engine pass places it; the page, following the queues of its
+		// compute resources over subscriptions, shows it without a reload.
+		waitFor(t, ctx, "the live indicator", `#live[data-mode="live"]`, uiWait)
 		place(t, ts)
 		waitFor(t, ctx, "the instance, placed", row+`[data-state="placed"]`, uiWait)
 		if !evalJS[bool](t, ctx, `window.__noReload === true`) {
