@@ -11,8 +11,9 @@ import * as usage from './pages/usage.js';
 import * as task from './pages/task.js';
 import * as estate from './pages/estate.js';
 import * as models from './pages/models.js';
+import * as apps from './pages/apps.js';
 
-const pages = { orchestration, queues, policy, usage, models, task, estate };
+const pages = { orchestration, queues, policy, usage, models, apps, task, estate };
 const main = document.getElementById('main');
 let stopPage = null;
 let viewer = null;
