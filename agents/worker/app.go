@@ -98,7 +98,9 @@ func (e errNotStarted) Error() string {
 // not answer within StartTimeout, and nil when ctx ended.
 func (p *appProbe) run(ctx context.Context) error {
 	start := time.Now()
-	ready, fails := false, 0
+	// answered: once the app has answered, it is never failed for the
+	// start timeout, only made not ready.
+	ready, answered, fails := false, false, 0
 	tick := time.NewTicker(p.Interval)
 	defer tick.Stop()
 	for {
@@ -108,7 +110,7 @@ func (p *appProbe) run(ctx context.Context) error {
 		}
 		switch {
 		case ok:
-			fails = 0
+			fails, answered = 0, true
 			if !ready {
 				ready = true
 				p.Set(true)
@@ -118,7 +120,7 @@ func (p *appProbe) run(ctx context.Context) error {
 				ready, fails = false, 0
 				p.Set(false)
 			}
-		case time.Since(start) >= p.StartTimeout:
+		case !answered && time.Since(start) >= p.StartTimeout:
 			return errNotStarted{p.StartTimeout}
 		}
 		select {
