@@ -18,11 +18,16 @@ const instanceQuery = `query($id: ID!) { appInstance(id: $id) { id state reason 
 // process-mode worker on loopback: a session app (python3 -m http.server
 // on the port the worker picks) becomes READY with an address that
 // answers HTTP, stopApp kills its process, and an app whose process exits
-// with code 3 is reported failed with the exit code and its last line.
+// with code 3 is reported failed with the exit code and its last lines,
+// and one that exits with code 0 is failed too: an app never completes.
 func TestAppInstanceOnAProcessWorker(t *testing.T) {
 	t.Parallel()
 	crash := filepath.Join(t.TempDir(), "crash.py")
 	if err := os.WriteFile(crash, []byte("import sys\nprint('loading the model', flush=True)\nprint('boom: no model at /models/missing', flush=True)\nsys.exit(3)\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	quits := filepath.Join(t.TempDir(), "quits.py")
+	if err := os.WriteFile(quits, []byte("print('nothing to serve', flush=True)\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	doc := estate + fmt.Sprintf(`apps:
@@ -37,7 +42,11 @@ func TestAppInstanceOnAProcessWorker(t *testing.T) {
       kind: session
       port: 8000
       run: {process: "python3 %s"}
-`, crash)
+    - name: quits
+      kind: session
+      port: 8000
+      run: {process: "python3 %s"}
+`, crash, quits)
 	e := startControlPlane(t, doc)
 	_, logs := e.startWorkerTuned(t, "gpu-host-apps", "0,1", func(c *worker.Config) {
 		c.AppProbeInterval = 100 * time.Millisecond
@@ -104,10 +113,21 @@ func TestAppInstanceOnAProcessWorker(t *testing.T) {
 	bad := launch("crash")
 	d = wait(bad, "the crashing app to fail", func(d map[string]any) bool { return str(d, "appInstance", "state") == "failed" })
 	reason := str(d, "appInstance", "reason")
-	if !strings.Contains(reason, "exit code 3") || !strings.Contains(reason, "boom: no model at /models/missing") {
-		t.Fatalf("the failed instance's reason %q should give the exit code and its last line", reason)
+	if !strings.Contains(reason, "exit code 3") || !strings.Contains(reason, "loading the model | boom: no model at /models/missing") {
+		t.Fatalf("the failed instance's reason %q should give the exit code and its last lines", reason)
 	}
 	if get(d, "appInstance", "task", "exitCode") != 3.0 || str(d, "appInstance", "address") != "" {
 		t.Fatalf("failed instance: %v", d)
+	}
+
+	// An app never completes on its own: an exit with code 0 fails it too.
+	done := launch("quits")
+	d = wait(done, "the app that quits to fail", func(d map[string]any) bool {
+		s := str(d, "appInstance", "state")
+		return s == "failed" || s == "stopped"
+	})
+	if reason := str(d, "appInstance", "reason"); str(d, "appInstance", "state") != "failed" || str(d, "appInstance", "task", "status") != "FAILED" ||
+		!strings.Contains(reason, "exit code 0") || !strings.Contains(reason, "never completes on its own") || !strings.Contains(reason, "nothing to serve") {
+		t.Fatalf("an app whose process exited 0: %v", d)
 	}
 }

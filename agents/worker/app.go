@@ -225,7 +225,7 @@ func (t *task) appStatus() *agentapi.AppStatus {
 // appExit is the message of an app instance whose process exited: always
 // a failure, with the exit code and its last lines.
 func (t *task) appExit(code int, signal string) string {
-	msg := fmt.Sprintf("the app exited with exit code %d", code)
+	msg := fmt.Sprintf("the app's process exited with exit code %d", code)
 	if signal != "" {
 		msg += " (" + signal + ")"
 	}

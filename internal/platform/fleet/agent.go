@@ -571,7 +571,16 @@ func (s *Fleet) FinishTask(ctx context.Context, taskID string, req agentapi.Fini
 		t.P.UserName = "worker " + worker.Hostname
 		now := t.Now
 		code := req.ExitCode
+		if status == model.TaskCompleted && task.Spec.Kind == model.TaskKindApplication {
+			// An app never completes on its own (a worker of an earlier
+			// version may say it did): its process exited, a failure.
+			status = model.TaskFailed
+			if req.Message == "" {
+				req.Message = "the app's process exited; an app never completes on its own"
+			}
+		}
 		task.Run.ExitCode, task.Run.Outputs, task.Run.LeaseExpiresAt = &code, req.Outputs, nil
+		task.Run.AppAddress = ""
 		task.Status, task.UpdatedAt = status, now
 		switch status {
 		case model.TaskCompleted:
