@@ -32,6 +32,15 @@ func (c *Config) appDefaults() {
 	}
 }
 
+// probes reports whether the worker probes its app instances: in process
+// mode, where the app listens on the host's loopback. In the other modes
+// the app listens inside its container, pod or batch job, which a later
+// slice reaches; their instances are run (and fail on exit) like here,
+// without readiness.
+func (w *Worker) probes() bool {
+	return w.cfg.Runner.Name() == agentapi.ModeProcess && !w.cfg.Placed
+}
+
 // appPort is the port an app instance listens on: a free port of the host
 // in process mode, where instances share the host's ports; the app's own
 // port in a container, which has its own network.
@@ -182,14 +191,14 @@ func (t *task) startProbe(port int) (stop func()) {
 			w.beatSoon()
 		}}
 	t.mu.Lock()
-	t.appAddress = addr
+	t.appAddress, t.probing = addr, true
 	t.mu.Unlock()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		if err := p.run(ctx); err != nil {
-			t.requestStop(err.Error(), agentapi.StateFailed)
+			t.requestStop(err.Error()+t.lastLines(), agentapi.StateFailed)
 		}
 	}()
 	return func() {
@@ -216,6 +225,9 @@ func (t *task) appStatus() *agentapi.AppStatus {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if !t.probing {
+		return nil // not probed (yet, or in this mode): not reported
+	}
 	if !t.appReady {
 		return &agentapi.AppStatus{}
 	}
@@ -229,19 +241,24 @@ func (t *task) appExit(code int, signal string) string {
 	if signal != "" {
 		msg += " (" + signal + ")"
 	}
-	msg += "; an app never completes on its own"
+	return msg + "; an app never completes on its own" + t.lastLines()
+}
+
+// lastLines quotes the last lines the app printed ("; last lines: a | b"),
+// or is empty when it printed none.
+func (t *task) lastLines() string {
 	t.mu.Lock()
 	last := slices.Clone(t.tail)
 	t.mu.Unlock()
-	if len(last) > 0 {
-		for i, l := range last {
-			if len(l) > 300 {
-				last[i] = strings.ToValidUTF8(l[:300], "") + "…"
-			}
-		}
-		msg += "; last lines: " + strings.Join(last, " | ")
+	if len(last) == 0 {
+		return ""
 	}
-	return msg
+	for i, l := range last {
+		if len(l) > 300 {
+			last[i] = strings.ToValidUTF8(l[:300], "") + "…"
+		}
+	}
+	return "; last lines: " + strings.Join(last, " | ")
 }
 
 // tailLines is how many of its last lines an app's failure quotes.

@@ -55,6 +55,7 @@ type task struct {
 	// heartbeats.
 	appReady   bool
 	appAddress string
+	probing    bool
 }
 
 // start takes on a claimed task and runs it in the background.
@@ -327,7 +328,7 @@ func (t *task) execute(allocErr error) *agentapi.FinishRequest {
 		}}
 	go func() { defer close(tailDone); tailer.run(tailCtx, w.cfg.MetricsFilePoll) }()
 	stopProbe := func() {}
-	if a.App != nil {
+	if a.App != nil && w.probes() {
 		stopProbe = t.startProbe(port)
 	}
 
