@@ -19,7 +19,8 @@ const instanceQuery = `query($id: ID!) { appInstance(id: $id) { id state reason 
 // on the port the worker picks) becomes READY with an address that
 // answers HTTP, stopApp kills its process, and an app whose process exits
 // with code 3 is reported failed with the exit code and its last lines,
-// and one that exits with code 0 is failed too: an app never completes.
+// and one that exits with code 0 is failed too: an app never completes;
+// one that never answers is failed after the start timeout.
 func TestAppInstanceOnAProcessWorker(t *testing.T) {
 	t.Parallel()
 	crash := filepath.Join(t.TempDir(), "crash.py")
@@ -28,6 +29,10 @@ func TestAppInstanceOnAProcessWorker(t *testing.T) {
 	}
 	quits := filepath.Join(t.TempDir(), "quits.py")
 	if err := os.WriteFile(quits, []byte("print('nothing to serve', flush=True)\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sleeper := filepath.Join(t.TempDir(), "sleeper.py")
+	if err := os.WriteFile(sleeper, []byte("import time\nprint('warming up, never listening', flush=True)\ntime.sleep(120)\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	doc := estate + fmt.Sprintf(`apps:
@@ -46,11 +51,15 @@ func TestAppInstanceOnAProcessWorker(t *testing.T) {
       kind: session
       port: 8000
       run: {process: "python3 %s"}
-`, crash, quits)
+    - name: sleeper
+      kind: session
+      port: 8000
+      run: {process: "python3 %s"}
+`, crash, quits, sleeper)
 	e := startControlPlane(t, doc)
 	_, logs := e.startWorkerTuned(t, "gpu-host-apps", "0,1", func(c *worker.Config) {
 		c.AppProbeInterval = 100 * time.Millisecond
-		c.AppStartTimeout = 30 * time.Second
+		c.AppStartTimeout = 4 * time.Second
 	})
 	launch := func(app string) string {
 		d := gql(t, e.url, e.alice, `mutation($in: LaunchAppInput!) { launchApp(input: $in) { id state } }`, map[string]any{"in": map[string]any{
@@ -129,5 +138,17 @@ func TestAppInstanceOnAProcessWorker(t *testing.T) {
 	if reason := str(d, "appInstance", "reason"); str(d, "appInstance", "state") != "failed" || str(d, "appInstance", "task", "status") != "FAILED" ||
 		!strings.Contains(reason, "exit code 0") || !strings.Contains(reason, "never completes on its own") || !strings.Contains(reason, "nothing to serve") {
 		t.Fatalf("an app whose process exited 0: %v", d)
+	}
+
+	// One that never answers on its health path is stopped after the
+	// start timeout and reported failed, with its last line.
+	slow := launch("sleeper")
+	d = wait(slow, "the app that never answers to fail", func(d map[string]any) bool {
+		s := str(d, "appInstance", "state")
+		return s == "failed" || s == "stopped" || s == "ready"
+	})
+	if reason := str(d, "appInstance", "reason"); str(d, "appInstance", "state") != "failed" ||
+		!strings.Contains(reason, "did not answer on its health path within 4s") || !strings.Contains(reason, "warming up, never listening") {
+		t.Fatalf("an app that never answered: %v", d)
 	}
 }
