@@ -351,7 +351,8 @@ func (s *Fleet) Heartbeat(ctx context.Context, req agentapi.HeartbeatRequest) (*
 // appReadiness records an app instance's readiness as its worker reports
 // it in a heartbeat (st nil: not reported, left as it is): its address
 // while its health path answers, none when it stops answering. Only a
-// change is written, and announced as task.updated so views refresh.
+// change is written, and published as app.readiness, for the
+// appInstanceChanged subscription of a later slice.
 func (s *Fleet) appReadiness(ctx context.Context, tenantID, workerID string, t *model.Task, st *agentapi.AppStatus) error {
 	if st == nil || t.Spec.Kind != model.TaskKindApplication {
 		return nil
@@ -372,7 +373,7 @@ func (s *Fleet) appReadiness(ctx context.Context, tenantID, workerID string, t *
 		return s.k.Internal(ctx, err)
 	}
 	t.Run.AppAddress = addr
-	s.k.Events.Publish(events.Event{TenantID: tenantID, Kind: "task.updated", ObjectKind: "task", ObjectID: t.ID, GroupID: t.GroupID, At: s.k.Now()})
+	s.k.Events.Publish(events.Event{TenantID: tenantID, Kind: "app.readiness", ObjectKind: "task", ObjectID: t.ID, GroupID: t.GroupID, At: s.k.Now()})
 	return nil
 }
 
