@@ -56,6 +56,12 @@ type Options struct {
 	StateDir string
 	// Grace is the time between SIGTERM and SIGKILL when a task is stopped.
 	Grace time.Duration
+	// AppHost is the host in an app instance's reported address: how the
+	// worker's site reaches this machine (default 127.0.0.1).
+	// AppStartTimeout bounds how long an instance has to answer on its
+	// health path (default 10 min).
+	AppHost         string
+	AppStartTimeout time.Duration
 	// RunAs runs tasks as this user (the daemon must run as root).
 	RunAs string
 	// Labels describe the worker; in docker mode each container carries
@@ -192,6 +198,7 @@ func NewWorker(ctx context.Context, opts Options) (*worker.Worker, error) {
 		Kind: opts.Kind, Labels: opts.Labels, WorkDir: wd, Grace: opts.Grace, Log: opts.Log, SMI: smi,
 		// In a cluster the scheduler places the pods: the worker counts.
 		Placed: opts.Kind == KindKubernetes, State: st,
+		AppHost: opts.AppHost, AppStartTimeout: opts.AppStartTimeout,
 	}
 	if opts.Tune != nil {
 		opts.Tune(&cfg)

@@ -145,6 +145,13 @@ func startControlPlane(t *testing.T, doc string) *e2e {
 // bare-metal --gpus GPUS --name NAME`, until the test ends.
 func (e *e2e) startWorker(t *testing.T, name, gpus string) (*worker.Worker, *syncWriter) {
 	t.Helper()
+	return e.startWorkerTuned(t, name, gpus, nil)
+}
+
+// startWorkerTuned is startWorker with more of the worker's settings
+// changed by tune.
+func (e *e2e) startWorkerTuned(t *testing.T, name, gpus string, tune func(*worker.Config)) (*worker.Worker, *syncWriter) {
+	t.Helper()
 	logs := &syncWriter{}
 	w, err := agents.NewWorker(context.Background(), agents.Options{
 		Server: e.url, Token: e.workerSecret, Pool: "bare-metal", GPUs: gpus, Mode: "process", WorkDir: t.TempDir(),
@@ -156,6 +163,9 @@ func (e *e2e) startWorker(t *testing.T, name, gpus string) (*worker.Worker, *syn
 			c.MetricsInterval = 100 * time.Millisecond
 			c.MetricsFilePoll = 50 * time.Millisecond
 			c.Backoff = client.Backoff{Initial: 20 * time.Millisecond, Max: 200 * time.Millisecond}
+			if tune != nil {
+				tune(c)
+			}
 		},
 	})
 	if err != nil {

@@ -134,6 +134,7 @@ type ComplexityRoot struct {
 	}
 
 	AppInstance struct {
+		Address        func(childComplexity int) int
 		App            func(childComplexity int) int
 		ID             func(childComplexity int) int
 		Kind           func(childComplexity int) int
@@ -1637,6 +1638,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.AppGroupQuota.Running(childComplexity), true
 
+	case "AppInstance.address":
+		if e.ComplexityRoot.AppInstance.Address == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AppInstance.Address(childComplexity), true
 	case "AppInstance.app":
 		if e.ComplexityRoot.AppInstance.App == nil {
 			break
@@ -6340,8 +6347,10 @@ type AppInstance {
   name: String!
   app: String!
   kind: String!
-  "waiting, placed, running (a later slice adds ready), stopped or failed."
+  "waiting, placed, running, ready (running, and its health path answers), stopped or failed."
   state: String!
+  "host:port where it answers, as reachable from its worker's site; empty unless ready."
+  address: String!
   "Why it is in its state."
   reason: String!
   "Where the router will serve it."
@@ -8407,6 +8416,8 @@ func (ec *executionContext) childFields_AppInstance(ctx context.Context, field g
 		return ec.fieldContext_AppInstance_kind(ctx, field)
 	case "state":
 		return ec.fieldContext_AppInstance_state(ctx, field)
+	case "address":
+		return ec.fieldContext_AppInstance_address(ctx, field)
 	case "reason":
 		return ec.fieldContext_AppInstance_reason(ctx, field)
 	case "url":
@@ -13062,6 +13073,29 @@ func (ec *executionContext) _AppInstance_state(ctx context.Context, field graphq
 	)
 }
 func (ec *executionContext) fieldContext_AppInstance_state(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AppInstance", field, false, false, "String")
+}
+
+func (ec *executionContext) _AppInstance_address(ctx context.Context, field graphql.CollectedField, obj *model.AppInstance) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AppInstance_address(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Address, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AppInstance_address(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("AppInstance", field, false, false, "String")
 }
 
@@ -35590,6 +35624,11 @@ func (ec *executionContext) _AppInstance(ctx context.Context, sel ast.SelectionS
 				})
 		case "state":
 			out.Values[i] = ec._AppInstance_state(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "address":
+			out.Values[i] = ec._AppInstance_address(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}

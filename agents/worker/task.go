@@ -48,6 +48,14 @@ type task struct {
 	stopCh           chan struct{}
 	byCommand        bool
 	dropped          bool
+	// tail holds the last lines the task printed (stdout and stderr), for
+	// the message of an app instance's exit.
+	tail []string
+	// appReady and appAddress are an app instance's readiness, for
+	// heartbeats.
+	appReady   bool
+	appAddress string
+	probing    bool
 }
 
 // start takes on a claimed task and runs it in the background.
@@ -146,6 +154,12 @@ func (t *task) logLine(stream, line string) {
 			t.lastErr = last
 		} else {
 			t.lastOut = last
+		}
+		if t.a.App != nil {
+			if len(t.tail) >= tailLines {
+				t.tail = t.tail[1:]
+			}
+			t.tail = append(t.tail, last)
 		}
 		t.mu.Unlock()
 	}
@@ -284,6 +298,17 @@ func (t *task) execute(allocErr error) *agentapi.FinishRequest {
 	if st := t.stopped(); st != nil {
 		return st
 	}
+	port := 0
+	if a.App != nil {
+		if port, err = w.appPort(a); err != nil {
+			return failed(err.Error())
+		}
+		a = withPort(a, port)
+		for k, v := range env {
+			env[k] = strings.ReplaceAll(v, agentapi.PortPlaceholder, strconv.Itoa(port))
+		}
+		t.workerLine("an app instance: listening on port %d, ready once %s answers", port, p0(a.App.HealthPath))
+	}
 	job := &runner.Job{Task: a, GPUs: t.devices(), MilliGPUs: t.share, Env: env, Dir: t.dir, Log: t.logLine}
 	h, err := w.cfg.Runner.Submit(t.ctx, job)
 	if err != nil {
@@ -302,8 +327,13 @@ func (t *task) execute(allocErr error) *agentapi.FinishRequest {
 			}
 		}}
 	go func() { defer close(tailDone); tailer.run(tailCtx, w.cfg.MetricsFilePoll) }()
+	stopProbe := func() {}
+	if a.App != nil && w.probes() {
+		stopProbe = t.startProbe(port)
+	}
 
 	st := t.wait(h)
+	stopProbe()
 	stopTail()
 	<-tailDone
 	t.mu.Lock()
@@ -424,6 +454,17 @@ func (t *task) outcome(st runner.Status, d runner.Diagnostics) *agentapi.FinishR
 	case stopState != "":
 		f.State, f.Message = stopState, stopReason
 		t.workerLine("stopped with exit code %d", st.ExitCode)
+	case t.a.App != nil:
+		// An app never completes on its own: any exit is a failure.
+		f.State = agentapi.StateFailed
+		msg := t.appExit(st.ExitCode, d.Signal)
+		if st.ExitCode < 0 && d.Message != "" {
+			msg = d.Message
+		}
+		t.mu.Lock()
+		f.Message = t.redact.apply(msg)
+		t.mu.Unlock()
+		t.workerLine("failed: %s", f.Message)
 	case st.ExitCode == 0:
 		f.State = agentapi.StateCompleted
 		t.workerLine("completed")

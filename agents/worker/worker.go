@@ -113,6 +113,17 @@ type Config struct {
 	// in heartbeats, and a task on several nodes is taken on, since the
 	// scheduler places its nodes.
 	Placed bool
+
+	// AppHost is the host of an app instance's address as the worker
+	// reports it: how the worker's site reaches this host (default
+	// 127.0.0.1). AppStartTimeout bounds how long an instance has to
+	// answer on its health path (default 10 min); AppProbeInterval spaces
+	// the probes (default 2 s); after AppUnreadyAfter failed probes in a
+	// row (default 3) a ready instance is not ready again.
+	AppHost          string
+	AppStartTimeout  time.Duration
+	AppProbeInterval time.Duration
+	AppUnreadyAfter  int
 }
 
 // Worker is a running worker daemon.
@@ -131,6 +142,8 @@ type Worker struct {
 	tasks map[string]*task
 	// freed is signalled when capacity frees up.
 	freed chan struct{}
+	// beatNow is signalled when a heartbeat should go now.
+	beatNow chan struct{}
 	// reports is the context of reports about tasks; it outlives the
 	// daemon's context so that tasks stopped at shutdown are reported.
 	reports context.Context
@@ -157,6 +170,7 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.Kind == "" {
 		cfg.Kind = "bare_metal"
 	}
+	cfg.appDefaults()
 	setDefault(&cfg.Grace, 30*time.Second)
 	setDefault(&cfg.ShutdownTimeout, 30*time.Second)
 	setDefault(&cfg.ClaimWait, agentapi.MaxClaimWait)
@@ -190,7 +204,16 @@ func New(cfg Config) (*Worker, error) {
 		}
 	}
 	return &Worker{cfg: cfg, log: cfg.Log, alloc: NewAllocator(cfg.GPUs, fractions), tasks: map[string]*task{},
-		freed: make(chan struct{}, 1)}, nil
+		freed: make(chan struct{}, 1), beatNow: make(chan struct{}, 1)}, nil
+}
+
+// beatSoon asks for a heartbeat now rather than at the next tick: an app
+// instance's readiness changed.
+func (w *Worker) beatSoon() {
+	select {
+	case w.beatNow <- struct{}{}:
+	default:
+	}
 }
 
 func setDefault(d *time.Duration, v time.Duration) {
@@ -456,6 +479,7 @@ func (w *Worker) heartbeatLoop(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
+		case <-w.beatNow:
 		}
 	}
 }
@@ -490,7 +514,7 @@ func (w *Worker) running() []agentapi.TaskHeartbeat {
 	defer w.mu.Unlock()
 	out := make([]agentapi.TaskHeartbeat, 0, len(w.tasks))
 	for _, t := range w.tasks {
-		hb := agentapi.TaskHeartbeat{TaskID: t.a.TaskID, Attempt: t.a.Attempt}
+		hb := agentapi.TaskHeartbeat{TaskID: t.a.TaskID, Attempt: t.a.Attempt, App: t.appStatus()}
 		for _, g := range t.devices() {
 			hb.GPUs = append(hb.GPUs, g.Index)
 		}

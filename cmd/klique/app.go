@@ -26,24 +26,25 @@ type launchDoc struct {
 }
 
 type appInstanceOut struct {
-	ID     string         `json:"id"`
-	Name   string         `json:"name"`
-	App    string         `json:"app"`
-	State  string         `json:"state"`
-	Reason string         `json:"reason"`
-	URL    string         `json:"url"`
-	Route  string         `json:"route"`
-	Values map[string]any `json:"values"`
+	ID      string         `json:"id"`
+	Name    string         `json:"name"`
+	App     string         `json:"app"`
+	State   string         `json:"state"`
+	Reason  string         `json:"reason"`
+	URL     string         `json:"url"`
+	Address string         `json:"address"`
+	Route   string         `json:"route"`
+	Values  map[string]any `json:"values"`
 }
 
-const appInstanceFields = `id name app state reason url route values`
+const appInstanceFields = `id name app state reason url address route values`
 
 // newAppCmd is `klique app`: the app catalogue and app instances. Every
 // rule (the form's schema, locks, the launches switch, quotas) is the
 // platform's; this only asks it.
 func newAppCmd(c *cli) *cobra.Command {
 	cmd := &cobra.Command{Use: "app", Short: "List, launch, export and stop apps: model servers and sessions on a compute resource"}
-	cmd.AddCommand(newAppLsCmd(c), newAppLaunchCmd(c), newAppExportCmd(c), newAppStopCmd(c),
+	cmd.AddCommand(newAppLsCmd(c), newAppLaunchCmd(c), newAppExportCmd(c), newAppOpenCmd(c), newAppStopCmd(c),
 		newAppLockCmd(c, "lock", true), newAppLockCmd(c, "unlock", false))
 	return cmd
 }
@@ -251,6 +252,42 @@ func newAppExportCmd(c *cli) *cobra.Command {
 	}
 	f.add(cmd, false)
 	return cmd
+}
+
+// newAppOpenCmd is `klique app open ID`: the instance's URL on the control
+// plane (the router serves it there) and its state, so a script can wait
+// for ready before it opens it.
+func newAppOpenCmd(c *cli) *cobra.Command {
+	return &cobra.Command{
+		Use:   "open ID",
+		Short: "Print an app instance's URL and its state (ready once its health path answers)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := c.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			var out struct{ AppInstance appInstanceOut }
+			if err := cl.Do(cmd.Context(), `query($id: ID!) { appInstance(id: $id) { `+appInstanceFields+` } }`, map[string]any{"id": args[0]}, &out); err != nil {
+				return err
+			}
+			in := out.AppInstance
+			in.URL = cl.BaseURL + in.URL
+			if c.output != "table" {
+				return c.print(in)
+			}
+			fmt.Fprintln(c.out, in.URL)
+			state := in.State
+			if in.Address != "" {
+				state += " at " + in.Address
+			}
+			if in.State != "ready" && in.Reason != "" {
+				state += ": " + in.Reason
+			}
+			fmt.Fprintf(c.out, "%s (%s): %s\n", in.Name, in.ID, state)
+			return nil
+		},
+	}
 }
 
 func newAppStopCmd(c *cli) *cobra.Command {

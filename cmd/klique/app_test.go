@@ -127,6 +127,17 @@ func TestAppCommands(t *testing.T) {
 	if out := ok(rita, "app", "ls", "--instances", "--active"); !strings.Contains(out, id) || !strings.Contains(out, "sglang-rita-1") {
 		t.Fatalf("klique app ls --instances:\n%s", out)
 	}
+	// open prints the instance's URL on the control plane and its state.
+	out = ok(rita, "app", "open", id)
+	if lines := strings.Split(out, "\n"); len(lines) < 2 || lines[0] != app.URL()+"/apps/"+id+"/" ||
+		!strings.HasPrefix(lines[1], "sglang-rita-1 ("+id+"): waiting") {
+		t.Fatalf("klique app open:\n%s", out)
+	}
+	refused(vic, "no app instance", "app", "open", id)
+	if _, errOut, code := klique(rita, "app", "open"); code != 2 {
+		t.Fatalf("klique app open without an id: exit %d, want 2: %s", code, errOut)
+	}
+
 	if out := ok(rita, "app", "stop", id); !strings.Contains(out, "stopped sglang-rita-1") || !strings.Contains(out, "stopped by rita") {
 		t.Fatalf("klique app stop: %s", out)
 	}

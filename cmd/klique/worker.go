@@ -94,6 +94,8 @@ never hands out the GPUs of what it could not stop. See docs/worker.md.`,
 	f.StringVar(&o.WorkDir, "work-dir", "klique-worker", "directory for task directories, the log spool and cached Python environments")
 	f.StringVar(&o.StateDir, "state-dir", "", "directory recording the tasks this worker runs, so a restarted worker stops what a killed one left running (default: WORK-DIR/state); one per worker")
 	f.DurationVar(&o.Grace, "grace", 30*time.Second, "time a stopped task gets between SIGTERM and SIGKILL")
+	f.StringVar(&o.AppHost, "app-host", "", "host of app instances' addresses as the site reaches this machine (default 127.0.0.1)")
+	f.DurationVar(&o.AppStartTimeout, "app-start-timeout", 10*time.Minute, "time an app instance has to answer on its health path before it is stopped and reported failed")
 	f.StringVar(&o.RunAs, "run-as", "", "run tasks as this user (the worker must run as root)")
 	f.StringSliceVar(&labels, "labels", nil, "labels describing this worker, key=value[,key=value]")
 	f.StringVar(&o.Name, "name", "", "name of this worker (default: the host name); give each worker on one host its own")

@@ -161,7 +161,26 @@ type Assignment struct {
 	Owner   string `json:"owner"`
 	// LeaseSeconds: the task is the worker's until then without heartbeat.
 	LeaseSeconds int `json:"leaseSeconds"`
+	// App is set when the task is an app instance (a task of kind
+	// application): the worker picks its port, fills {port} in Command and
+	// Env, probes its health path and reports it ready in heartbeats.
+	App *AppAssignment `json:"app,omitempty"`
 }
+
+// AppAssignment is what a worker needs to run an app instance.
+type AppAssignment struct {
+	// Port is the port the app listens on inside a container (docker,
+	// Kubernetes). A process-mode worker picks a free port of its own
+	// instead, since several instances share the host's ports.
+	Port int `json:"port"`
+	// HealthPath answers (2xx or 3xx) once the app is ready; "/" when
+	// empty.
+	HealthPath string `json:"healthPath,omitempty"`
+}
+
+// PortPlaceholder is left in an app's process line and KLIQUE_APP_PORT by
+// the control plane; the worker replaces it with the port it picked.
+const PortPlaceholder = "{port}"
 
 // ClaimResponse holds the claimed task; none (HTTP 204) after the wait.
 type ClaimResponse struct {
@@ -183,6 +202,18 @@ type TaskHeartbeat struct {
 	Attempt int    `json:"attempt"`
 	// GPUs are the indices the task runs on.
 	GPUs []int `json:"gpus,omitempty"`
+	// App is set for an app instance: whether its health path answers,
+	// and where it listens.
+	App *AppStatus `json:"app,omitempty"`
+}
+
+// AppStatus is an app instance's readiness as its worker sees it.
+type AppStatus struct {
+	// Ready is true while the health path answers.
+	Ready bool `json:"ready"`
+	// Address is host:port as reachable from the worker's site; set when
+	// ready.
+	Address string `json:"address,omitempty"`
 }
 
 // HeartbeatRequest extends the leases of the worker's tasks.

@@ -15,6 +15,11 @@ const (
 // GPUs until stopped and never completes on its own.
 const TaskKindApplication = "application"
 
+// AppPortPlaceholder is left in an app's process and batch lines (and its
+// KLIQUE_APP_PORT) at launch: the worker that runs the instance on its
+// host picks a free port and fills it in.
+const AppPortPlaceholder = "{port}"
+
 // App is a catalogue entry: how to run a serving endpoint or a session in
 // each runner mode, and the launch form whose values its templates use.
 // Templates reference launch values as {name} (see package appconf).
@@ -103,11 +108,25 @@ type AppLaunch struct {
 // AppInstance is a task of type application as the apps domain shows it.
 type AppInstance struct {
 	Task *Task
-	// State is the instance's state: waiting, placed, running (a later
-	// slice adds ready, when its health path answers), stopped or failed.
+	// State is the instance's state: waiting, placed, running, ready
+	// (running and its health path answers), stopped or failed.
 	State string
 	// URL is where the router will serve it: /apps/{id}/.
 	URL string
+	// Address is host:port where it answers, as reachable from its
+	// worker's site; empty unless ready.
+	Address string
+}
+
+// AppInstanceOf is a task of type application as an instance: its state
+// from the task's status, ready when running and its worker reports its
+// health path answering, with the address it answers at.
+func AppInstanceOf(t *Task) *AppInstance {
+	in := &AppInstance{Task: t, State: AppInstanceState(t.Status), URL: "/apps/" + t.ID + "/"}
+	if t.Status == TaskRunning && t.Run.AppAddress != "" {
+		in.State, in.Address = "ready", t.Run.AppAddress
+	}
+	return in
 }
 
 // AppInstanceState maps a task's status to an instance's state.
@@ -118,7 +137,7 @@ func AppInstanceState(s TaskStatus) string {
 	case TaskPlaced:
 		return "placed"
 	case TaskRunning:
-		return "running"
+		return "running" // or ready: see AppInstanceOf
 	case TaskFailed:
 		return "failed"
 	}

@@ -106,4 +106,8 @@ type TaskRun struct {
 	ExitCode  *int
 	// Outputs point to where the task wrote its outputs.
 	Outputs []string
+	// AppAddress is where an app instance's current attempt answers on its
+	// health path (host:port as reachable from its worker's site), as its
+	// worker last reported; empty while it is not ready.
+	AppAddress string
 }

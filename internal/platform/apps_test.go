@@ -115,7 +115,7 @@ func TestLaunchApp(t *testing.T) {
 		task := in.Task
 		cmd := strings.Join(task.Spec.Command, " ")
 		if task.Spec.Kind != model.TaskKindApplication || task.Spec.App == nil || task.Spec.App.App != "vllm" ||
-			cmd != "vllm serve meta-llama/Llama-3.1-8B-Instruct --host 0.0.0.0 --port 8000 --tensor-parallel-size 8 --max-model-len 4096 --cpu-offload-gb 0" {
+			cmd != "vllm serve meta-llama/Llama-3.1-8B-Instruct --host 0.0.0.0 --port {port} --tensor-parallel-size 8 --max-model-len 4096 --cpu-offload-gb 0" {
 			t.Fatalf("instance task %+v, command %q", task, cmd)
 		}
 		if !slices.Equal(task.Spec.Secrets, []string{"HF_TOKEN"}) || !strings.Contains(task.Spec.App.Run.Pod, `--tensor-parallel-size, "8"`) {

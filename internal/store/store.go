@@ -396,6 +396,11 @@ type Queries interface {
 	// so the caller can tell which were stopped. It takes any number of
 	// tasks (read in chunks that fit one statement).
 	ExtendLeases(ctx context.Context, tenantID, workerID string, attempts map[string]int, until time.Time) ([]*model.Task, error)
+	// SetAppAddress records where an app instance answers on its health
+	// path (host:port; empty when it is not ready), for the running task
+	// whose worker and attempt match; any other task is left as it is. A
+	// claim clears it, so a new attempt starts not ready.
+	SetAppAddress(ctx context.Context, tenantID, workerID, taskID string, attempt int, address string) error
 	// ListExpiredLeases lists running tasks whose lease ran out before now.
 	ListExpiredLeases(ctx context.Context, tenantID string, now time.Time) ([]*model.Task, error)
 

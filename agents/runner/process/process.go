@@ -21,6 +21,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -246,7 +247,7 @@ func (h *handle) run(ctx context.Context) {
 	}
 	h.proc, h.phase, h.reason = proc, runner.Running, ""
 	h.mu.Unlock()
-	if err := h.track(proc); err != nil {
+	if err := h.track(proc); err != nil && !gone(err) {
 		// Unrecorded, the task would outlive a killed worker unseen.
 		_ = proc.Stop(context.Background(), 0)
 		<-proc.Done()
@@ -264,6 +265,14 @@ func (h *handle) run(ctx context.Context) {
 		msg = werr.Error()
 	}
 	h.end(code, sig, msg)
+}
+
+// gone reports whether track failed because the process had already
+// exited and been reaped (a task that ends at once): there is then nothing
+// left to record, and the task ends as it ended, not as a failure of the
+// worker.
+func gone(err error) bool {
+	return errors.Is(err, syscall.ESRCH) || errors.Is(err, fs.ErrNotExist)
 }
 
 // track records the running process group of the attempt (the main

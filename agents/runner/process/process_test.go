@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/klique-ai/klique/agents/runner"
+	"github.com/klique-ai/klique/agents/runner/state"
 	"github.com/klique-ai/klique/internal/agentapi"
 )
 
@@ -462,5 +463,23 @@ func TestStopWhilePreparing(t *testing.T) {
 	}
 	if st := wait(t, h, time.Second); st.ExitCode != -1 || st.Reason != "stopped before it started" {
 		t.Fatalf("status %+v", st)
+	}
+}
+
+// TestGoneProcessIsNotARecordFailure: a task that exits before the runner
+// reads its /proc entry (a task that ends at once) fails the read with an
+// error gone recognises, so the task ends as it ended instead of failing
+// with "could not record the task in the state directory".
+func TestGoneProcessIsNotARecordFailure(t *testing.T) {
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := state.Process(cmd.Process.Pid)
+	if err == nil || !gone(err) {
+		t.Fatalf("reading a reaped process: %v, want an error gone recognises", err)
+	}
+	if gone(errors.New("state directory: permission denied")) {
+		t.Fatal("gone took another error for a reaped process")
 	}
 }

@@ -3,6 +3,7 @@ package apps
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -219,8 +220,16 @@ func render(app *model.App, values map[string]any, id string, size model.Size, i
 	}
 	vals["gpus"], vals["port"], vals["instance"], vals["app"] = strconv.Itoa(gpus), strconv.Itoa(app.Port), id, app.Name
 	run := appconf.RenderRun(app, vals)
+	// The process and batch lines run on the host, where the worker owns
+	// the ports: {port} is left for it to fill with a free one. A
+	// container (image, args, pod) has its own network and listens on the
+	// app's port.
+	hostVals := maps.Clone(vals)
+	hostVals["port"] = model.AppPortPlaceholder
+	hostRun := appconf.RenderRun(app, hostVals)
+	run.Process, run.Batch = hostRun.Process, hostRun.Batch
 	spec := model.TaskSpec{Kind: model.TaskKindApplication, Image: run.Image,
-		Env: map[string]string{"KLIQUE_APP": app.Name, "KLIQUE_APP_PORT": vals["port"], "KLIQUE_APP_INSTANCE": id}}
+		Env: map[string]string{"KLIQUE_APP": app.Name, "KLIQUE_APP_PORT": model.AppPortPlaceholder, "KLIQUE_APP_INSTANCE": id}}
 	switch {
 	case run.Process != "":
 		spec.Command = strings.Fields(run.Process)
@@ -242,5 +251,5 @@ func render(app *model.App, values map[string]any, id string, size model.Size, i
 }
 
 func instance(t *model.Task) *model.AppInstance {
-	return &model.AppInstance{Task: t, State: model.AppInstanceState(t.Status), URL: "/apps/" + t.ID + "/"}
+	return model.AppInstanceOf(t)
 }

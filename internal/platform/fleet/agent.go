@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"net"
 	"regexp"
 	"slices"
 	"strings"
@@ -263,6 +264,9 @@ func (s *Fleet) assignment(ctx context.Context, t *model.Task, cr *model.Compute
 			a.Mounts = slices.Clone(cr.Mounts)
 		}
 	}
+	if t.Spec.Kind == model.TaskKindApplication && t.Spec.App != nil {
+		a.App = &agentapi.AppAssignment{Port: t.Spec.App.Port, HealthPath: t.Spec.App.Health}
+	}
 	if pr, err := s.k.Store.GetProject(ctx, t.TenantID, t.ProjectID); err == nil {
 		a.Project, a.OutputDestination = pr.Name, pr.OutputDestination
 	}
@@ -292,8 +296,12 @@ func (s *Fleet) Heartbeat(ctx context.Context, req agentapi.HeartbeatRequest) (*
 		return nil, err
 	}
 	attempts := make(map[string]int, len(req.Tasks))
+	apps := map[string]*agentapi.AppStatus{}
 	for _, t := range req.Tasks {
 		attempts[t.TaskID] = t.Attempt
+		if t.App != nil {
+			apps[t.TaskID] = t.App
+		}
 	}
 	now := s.k.Now()
 	if err := s.k.Store.TouchWorker(ctx, w.TenantID, worker.ID, now); err != nil {
@@ -315,6 +323,9 @@ func (s *Fleet) Heartbeat(ctx context.Context, req agentapi.HeartbeatRequest) (*
 		found[t.ID] = true
 		attempt := attempts[t.ID]
 		if t.Status == model.TaskRunning && t.Run.WorkerID == worker.ID && t.Run.Attempt == attempt {
+			if err := s.appReadiness(ctx, w.TenantID, worker.ID, t, apps[t.ID]); err != nil {
+				return nil, err
+			}
 			continue
 		}
 		cmd := agentapi.Command{TaskID: t.ID, Attempt: attempt, Action: agentapi.ActionStop, State: agentapi.StatePreempted, Reason: t.Reason}
@@ -335,6 +346,35 @@ func (s *Fleet) Heartbeat(ctx context.Context, req agentapi.HeartbeatRequest) (*
 		}
 	}
 	return resp, nil
+}
+
+// appReadiness records an app instance's readiness as its worker reports
+// it in a heartbeat (st nil: not reported, left as it is): its address
+// while its health path answers, none when it stops answering. Only a
+// change is written, and published as app.readiness, for the
+// appInstanceChanged subscription of a later slice.
+func (s *Fleet) appReadiness(ctx context.Context, tenantID, workerID string, t *model.Task, st *agentapi.AppStatus) error {
+	if st == nil || t.Spec.Kind != model.TaskKindApplication {
+		return nil
+	}
+	addr := ""
+	if st.Ready {
+		addr = strings.TrimSpace(st.Address)
+		if _, port, err := net.SplitHostPort(addr); err != nil || port == "" || len(addr) > 255 {
+			// Refusing the heartbeat would cost every task its lease; the
+			// instance stays as it was, and the worker's log says why.
+			return nil
+		}
+	}
+	if addr == t.Run.AppAddress {
+		return nil
+	}
+	if err := s.k.Store.SetAppAddress(ctx, tenantID, workerID, t.ID, t.Run.Attempt, addr); err != nil {
+		return s.k.Internal(ctx, err)
+	}
+	t.Run.AppAddress = addr
+	s.k.Events.Publish(events.Event{TenantID: tenantID, Kind: "app.readiness", ObjectKind: "task", ObjectID: t.ID, GroupID: t.GroupID, At: s.k.Now()})
+	return nil
 }
 
 // AppendLogs stores a batch of a task's log lines, after cutting out the
@@ -532,7 +572,16 @@ func (s *Fleet) FinishTask(ctx context.Context, taskID string, req agentapi.Fini
 		t.P.UserName = "worker " + worker.Hostname
 		now := t.Now
 		code := req.ExitCode
+		if status == model.TaskCompleted && task.Spec.Kind == model.TaskKindApplication {
+			// An app never completes on its own (a worker of an earlier
+			// version may say it did): its process exited, a failure.
+			status = model.TaskFailed
+			if req.Message == "" {
+				req.Message = "the app's process exited; an app never completes on its own"
+			}
+		}
 		task.Run.ExitCode, task.Run.Outputs, task.Run.LeaseExpiresAt = &code, req.Outputs, nil
+		task.Run.AppAddress = ""
 		task.Status, task.UpdatedAt = status, now
 		switch status {
 		case model.TaskCompleted:

@@ -14,7 +14,7 @@ import (
 const taskColumns = `id, tenant_id, project_id, owner_id, compute_resource_id, policy_id, profile_id, group_id, name, spec,
 	size_nodes, size_per_node_milli, status, reason, queue_seq, pool_id, cloned_from_id,
 	created_at, updated_at, placed_at, finished_at,
-	worker_id, attempt, lease_expires_at, retries, started_at, exit_code, outputs`
+	worker_id, attempt, lease_expires_at, retries, started_at, exit_code, outputs, app_address`
 
 func scanTask(r scanner) (*model.Task, error) {
 	var t model.Task
@@ -26,7 +26,7 @@ func scanTask(r scanner) (*model.Task, error) {
 	if err := r.Scan(&t.ID, &t.TenantID, &project, &t.OwnerID, &t.ComputeResourceID, &t.PolicyID, &t.ProfileID,
 		&t.GroupID, &t.Name, &spec, &t.Size.Nodes, &perNode, &status, &t.Reason, &t.QueueSeq, &t.PoolID,
 		&t.ClonedFromID, &created, &updated, &placed, &finished,
-		&t.Run.WorkerID, &t.Run.Attempt, &lease, &t.Run.Retries, &started, &exit, &outputs); err != nil {
+		&t.Run.WorkerID, &t.Run.Attempt, &lease, &t.Run.Retries, &started, &exit, &outputs, &t.Run.AppAddress); err != nil {
 		return nil, err
 	}
 	t.Run.LeaseExpiresAt, t.Run.StartedAt = timePtr(lease), timePtr(started)
@@ -88,13 +88,13 @@ func (q *queries) CreateTask(ctx context.Context, t *model.Task) error {
 			return fmt.Errorf("%s: encode outputs: %w", what, err)
 		}
 		_, err = q.write(ctx, what, store.ErrNotFound,
-			`INSERT INTO tasks (`+taskColumns+`) VALUES (`+placeholders(28)+`)`,
+			`INSERT INTO tasks (`+taskColumns+`) VALUES (`+placeholders(29)+`)`,
 			t.ID, t.TenantID, nullString(t.ProjectID), t.OwnerID, t.ComputeResourceID, t.PolicyID, t.ProfileID,
 			t.GroupID, t.Name, spec, t.Size.Nodes, int64(t.Size.PerNode), string(t.Status), t.Reason, t.QueueSeq,
 			t.PoolID, t.ClonedFromID, micros(t.CreatedAt), micros(t.UpdatedAt),
 			nullMicros(t.PlacedAt), nullMicros(t.FinishedAt),
 			t.Run.WorkerID, t.Run.Attempt, nullMicros(t.Run.LeaseExpiresAt), t.Run.Retries, nullMicros(t.Run.StartedAt),
-			nullInt(t.Run.ExitCode), outputs)
+			nullInt(t.Run.ExitCode), outputs, t.Run.AppAddress)
 		return err
 	})
 	if err != nil {
@@ -123,12 +123,12 @@ func (q *queries) UpdateTask(ctx context.Context, t *model.Task) error {
 	return q.writeOne(ctx, what, store.ErrNotFound,
 		`UPDATE tasks SET name = ?, spec = ?, size_nodes = ?, size_per_node_milli = ?, status = ?, reason = ?,
 			pool_id = ?, updated_at = ?, placed_at = ?, finished_at = ?,
-			worker_id = ?, attempt = ?, lease_expires_at = ?, retries = ?, started_at = ?, exit_code = ?, outputs = ?
+			worker_id = ?, attempt = ?, lease_expires_at = ?, retries = ?, started_at = ?, exit_code = ?, outputs = ?, app_address = ?
 		WHERE tenant_id = ? AND id = ?`,
 		t.Name, spec, t.Size.Nodes, int64(t.Size.PerNode), string(t.Status), t.Reason,
 		t.PoolID, micros(t.UpdatedAt), nullMicros(t.PlacedAt), nullMicros(t.FinishedAt),
 		t.Run.WorkerID, t.Run.Attempt, nullMicros(t.Run.LeaseExpiresAt), t.Run.Retries, nullMicros(t.Run.StartedAt),
-		nullInt(t.Run.ExitCode), outputs, t.TenantID, t.ID)
+		nullInt(t.Run.ExitCode), outputs, t.Run.AppAddress, t.TenantID, t.ID)
 }
 
 func (q *queries) GetTask(ctx context.Context, tenantID, id string) (*model.Task, error) {

@@ -474,6 +474,12 @@ func (pc perCall) ExtendLeases(ctx context.Context, tenantID string, workerID st
 	})
 }
 
+func (pc perCall) SetAppAddress(ctx context.Context, tenantID string, workerID string, taskID string, attempt int, address string) error {
+	return pc.s.InTx(ctx, func(tx store.Queries) error {
+		return tx.SetAppAddress(ctx, tenantID, workerID, taskID, attempt, address)
+	})
+}
+
 func (pc perCall) ListExpiredLeases(ctx context.Context, tenantID string, now time.Time) ([]*model.Task, error) {
 	return call(ctx, pc.s, func(tx store.Queries) ([]*model.Task, error) { return tx.ListExpiredLeases(ctx, tenantID, now) })
 }

@@ -199,6 +199,42 @@ func Workers(t *testing.T, setup harness.Setup) {
 		}
 	})
 
+	t.Run("SetAppAddress records the running attempt's address only, and a claim clears it", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		owner, q, pool := b.User(t), b.Queue(t), b.Pool(t)
+		placedTask(t, b, q, owner, pool.ID, one, b.Now)
+		tk, err := b.Store.ClaimTask(b.Ctx, b.Tenant.ID, pool.ID, "w1", "running", store.ClaimFit{MaxPerNode: 1000}, b.Now, b.Now.Add(time.Minute))
+		harness.Must(t, err)
+		address := func() string {
+			t.Helper()
+			got, err := b.Store.GetTask(b.Ctx, b.Tenant.ID, tk.ID)
+			harness.Must(t, err)
+			return got.Run.AppAddress
+		}
+		harness.Must(t, b.Store.SetAppAddress(b.Ctx, b.Tenant.ID, "w1", tk.ID, tk.Run.Attempt, "10.0.0.7:41234"))
+		harness.CheckEqual(t, "address", address(), "10.0.0.7:41234")
+		// Another worker, another attempt, another tenant: nothing changes.
+		harness.Must(t, b.Store.SetAppAddress(b.Ctx, b.Tenant.ID, "w2", tk.ID, tk.Run.Attempt, "10.0.0.8:1"))
+		harness.Must(t, b.Store.SetAppAddress(b.Ctx, b.Tenant.ID, "w1", tk.ID, tk.Run.Attempt+1, "10.0.0.8:2"))
+		harness.Must(t, b.Store.SetAppAddress(b.Ctx, "another-tenant", "w1", tk.ID, tk.Run.Attempt, "10.0.0.8:3"))
+		harness.CheckEqual(t, "address", address(), "10.0.0.7:41234")
+		harness.Must(t, b.Store.SetAppAddress(b.Ctx, b.Tenant.ID, "w1", tk.ID, tk.Run.Attempt, ""))
+		harness.CheckEqual(t, "address after not ready", address(), "")
+		harness.Must(t, b.Store.SetAppAddress(b.Ctx, b.Tenant.ID, "w1", tk.ID, tk.Run.Attempt, "10.0.0.7:41234"))
+		// Requeued and claimed again: the new attempt starts not ready.
+		cur, err := b.Store.GetTask(b.Ctx, b.Tenant.ID, tk.ID)
+		harness.Must(t, err)
+		cur.Status = model.TaskPlaced
+		harness.Must(t, b.Store.UpdateTask(b.Ctx, cur))
+		harness.CheckEqual(t, "address kept by UpdateTask", address(), "10.0.0.7:41234")
+		again, err := b.Store.ClaimTask(b.Ctx, b.Tenant.ID, pool.ID, "w2", "running", store.ClaimFit{MaxPerNode: 1000}, b.Now, b.Now.Add(time.Minute))
+		harness.Must(t, err)
+		if again.ID != tk.ID || again.Run.AppAddress != "" || address() != "" {
+			t.Fatalf("claimed again: %s, address %q", harness.Show(again), address())
+		}
+	})
+
 	t.Run("AppendLogs numbers lines, stops at the limit with one note, and ListLogs pages and tails", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
