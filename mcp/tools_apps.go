@@ -43,9 +43,10 @@ type appInstanceView struct {
 	ID              string         `json:"id"`
 	Name            string         `json:"name"`
 	App             string         `json:"app"`
-	State           string         `json:"state" jsonschema:"waiting, placed, running, stopped or failed"`
+	State           string         `json:"state" jsonschema:"waiting, placed, running, ready (running and its health path answers), stopped or failed"`
 	Reason          string         `json:"reason,omitempty" jsonschema:"why it is in its state"`
 	URL             string         `json:"url" jsonschema:"where the router will serve it"`
+	Address         string         `json:"address,omitempty" jsonschema:"host:port it answers at on its worker's site, once ready"`
 	ComputeResource string         `json:"computeResourceId"`
 	Values          map[string]any `json:"values,omitempty"`
 	Route           string         `json:"route,omitempty"`
@@ -107,7 +108,8 @@ func (s *Server) getAppInstance(ctx context.Context, in *appInstanceArgs) (*appI
 }
 
 func instanceView(in *model.AppInstance) *appInstanceView {
-	v := &appInstanceView{ID: in.Task.ID, Name: in.Task.Name, State: in.State, Reason: in.Task.Reason, URL: in.URL, ComputeResource: in.Task.ComputeResourceID}
+	v := &appInstanceView{ID: in.Task.ID, Name: in.Task.Name, State: in.State, Reason: in.Task.Reason, URL: in.URL, Address: in.Address,
+		ComputeResource: in.Task.ComputeResourceID}
 	if l := in.Task.Spec.App; l != nil {
 		v.App, v.Values, v.Route = l.App, l.Values, l.Route
 	}
