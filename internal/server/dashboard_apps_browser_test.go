@@ -2,13 +2,10 @@ package server_test
 
 import (
 	"fmt"
-	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/chromedp/chromedp"
-
-	"github.com/klique-ai/klique/internal/agentapi"
 )
 
 // TestDashboardAppsPageLaunchesAndStops signs in to the dashboard in a
@@ -26,17 +23,8 @@ func TestDashboardAppsPageLaunchesAndStops(t *testing.T) {
 	ts := startServer(t)
 	shots := t.TempDir()
 
-	ts.mustGQL(t, adminKey, `mutation($doc: String!) { applyEstate(document: $doc) { summary } }`,
-		map[string]any{"doc": readExample(t, "estate.yaml")})
-	ts.mustGQL(t, adminKey, `mutation { createUser(input: {name: "alice", role: MEMBER, groups: [{group: "ml-research"}]}) { id } }`, nil)
-	alice := str(ts.mustGQL(t, adminKey, `mutation { createAPIKey(input: {name: "dashboard", user: "alice"}) { secret } }`, nil), "createAPIKey", "secret")
-	workerSecret := str(ts.mustGQL(t, adminKey, `mutation { createWorkerCredential(pool: "onprem-k8s", name: "rack-1") { secret } }`, nil),
-		"createWorkerCredential", "secret")
-	var reg agentapi.RegisterResponse
-	if code := agentCall(t, ts, workerSecret, http.MethodPost, agentapi.PathRegister,
-		agentapi.RegisterRequest{Hostname: "gpu-host-1", GPUs: []agentapi.GPU{{Index: 0}}, Version: "test", Mode: "process"}, &reg); code != http.StatusOK {
-		t.Fatalf("register a worker: HTTP %d", code)
-	}
+	alice := dashboardMember(t, ts)
+	onpremWorker(t, ts) // a worker online, so that placed work is not said to wait for one
 	// A session app whose form has a field of each kind the page renders.
 	form := `{"type":"object","required":["greeting"],"properties":{
 		"greeting":{"type":"string","maxLength":5,"description":"what the page says first"},

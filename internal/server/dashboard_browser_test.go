@@ -145,6 +145,26 @@ func waitFor(t *testing.T, ctx context.Context, what, sel string, timeout time.D
 	}
 }
 
+// dashboardMember applies the example estate and gives alice, a member of
+// ml-research, an API key to sign in to the dashboard with: where the
+// dashboard's browser tests start.
+func dashboardMember(t *testing.T, ts *testServer) string {
+	t.Helper()
+	ts.mustGQL(t, adminKey, `mutation($doc: String!) { applyEstate(document: $doc) { summary } }`,
+		map[string]any{"doc": readExample(t, "estate.yaml")})
+	ts.mustGQL(t, adminKey, `mutation { createUser(input: {name: "alice", role: MEMBER, groups: [{group: "ml-research"}]}) { id } }`, nil)
+	return str(ts.mustGQL(t, adminKey, `mutation { createAPIKey(input: {name: "dashboard", user: "alice"}) { secret } }`, nil), "createAPIKey", "secret")
+}
+
+// onpremWorker registers a process worker, gpu-host-1, on the example
+// estate's onprem-k8s pool.
+func onpremWorker(t *testing.T, ts *testServer) *agentWorker {
+	t.Helper()
+	secret := str(ts.mustGQL(t, adminKey, `mutation { createWorkerCredential(pool: "onprem-k8s", name: "rack-1") { secret } }`, nil),
+		"createWorkerCredential", "secret")
+	return registerWorker(t, ts, secret, "gpu-host-1")
+}
+
 // TestDashboardQueuesLive signs in to the dashboard in a real browser,
 // opens the queues page, and watches a task enqueued through the API
 // appear and then move to running without a reload; then it opens every
@@ -157,17 +177,9 @@ func TestDashboardQueuesLive(t *testing.T) {
 
 	// The example estate, alice in ml-research with a key, and a worker
 	// registered on onprem-k8s.
-	ts.mustGQL(t, adminKey, `mutation($doc: String!) { applyEstate(document: $doc) { summary } }`,
-		map[string]any{"doc": readExample(t, "estate.yaml")})
-	ts.mustGQL(t, adminKey, `mutation { createUser(input: {name: "alice", role: MEMBER, groups: [{group: "ml-research"}]}) { id } }`, nil)
-	alice := str(ts.mustGQL(t, adminKey, `mutation { createAPIKey(input: {name: "dashboard", user: "alice"}) { secret } }`, nil), "createAPIKey", "secret")
-	workerSecret := str(ts.mustGQL(t, adminKey, `mutation { createWorkerCredential(pool: "onprem-k8s", name: "rack-1") { secret } }`, nil),
-		"createWorkerCredential", "secret")
-	var reg agentapi.RegisterResponse
-	if code := agentCall(t, ts, workerSecret, http.MethodPost, agentapi.PathRegister,
-		agentapi.RegisterRequest{Hostname: "gpu-host-1", GPUs: []agentapi.GPU{{Index: 0}}, Version: "test", Mode: "process"}, &reg); code != http.StatusOK {
-		t.Fatalf("register a worker: HTTP %d", code)
-	}
+	alice := dashboardMember(t, ts)
+	w := onpremWorker(t, ts)
+	workerSecret, reg := w.secret, agentapi.RegisterResponse{WorkerID: w.id}
 
 	ctx := newBrowser(t)
 

@@ -22,13 +22,8 @@ func TestDashboardChartsAndAFinishedTaskForAMember(t *testing.T) {
 	ts := startServer(t)
 	shots := t.TempDir()
 
-	ts.mustGQL(t, adminKey, `mutation($doc: String!) { applyEstate(document: $doc) { summary } }`,
-		map[string]any{"doc": readExample(t, "estate.yaml")})
-	ts.mustGQL(t, adminKey, `mutation { createUser(input: {name: "alice", role: MEMBER, groups: [{group: "ml-research"}]}) { id } }`, nil)
-	alice := str(ts.mustGQL(t, adminKey, `mutation { createAPIKey(input: {name: "dashboard", user: "alice"}) { secret } }`, nil), "createAPIKey", "secret")
-	workerSecret := str(ts.mustGQL(t, adminKey, `mutation { createWorkerCredential(pool: "onprem-k8s", name: "rack-1") { secret } }`, nil),
-		"createWorkerCredential", "secret")
-	worker := registerWorker(t, ts, workerSecret, "gpu-host-1")
+	alice := dashboardMember(t, ts)
+	worker := onpremWorker(t, ts)
 
 	// alice's task runs and completes, with a log line.
 	taskID := enqueueAs(t, ts, alice, "finished-task", "fraud-models")

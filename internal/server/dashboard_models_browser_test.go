@@ -23,14 +23,11 @@ func TestDashboardModelsPageShowsACallLive(t *testing.T) {
 	shots := t.TempDir()
 	mdl, _, _ := holdingModel(t) // answers with 9 + 1 tokens
 
-	ts.mustGQL(t, adminKey, `mutation($doc: String!) { applyEstate(document: $doc) { summary } }`,
-		map[string]any{"doc": readExample(t, "estate.yaml")})
+	alice := dashboardMember(t, ts)
 	ts.mustGQL(t, adminKey, `mutation($in: LLMRouteInput!) { putLLMRoute(input: $in) { changes { action } } }`,
 		map[string]any{"in": map[string]any{"name": "local", "endpoints": []any{mdl.URL + "/v1"}}})
 	ts.mustGQL(t, adminKey, `mutation { putLLMModel(input: {name: "mock", route: "local", inputPrice: 0.2, outputPrice: 0.2}) { changes { action } } }`, nil)
 	ts.mustGQL(t, adminKey, `mutation { putLLMAlias(input: {name: "agent-chat", rules: [{groups: ["ml-research"], targets: [{model: "mock"}]}], guardrails: {deny: ["(?i)forbidden"]}}) { changes { action } } }`, nil)
-	ts.mustGQL(t, adminKey, `mutation { createUser(input: {name: "alice", role: MEMBER, groups: [{group: "ml-research"}]}) { id } }`, nil)
-	alice := str(ts.mustGQL(t, adminKey, `mutation { createAPIKey(input: {name: "dashboard", user: "alice"}) { secret } }`, nil), "createAPIKey", "secret")
 
 	ctx := newBrowser(t)
 	if err := chromedp.Do(ctx,
