@@ -11,7 +11,7 @@
 set -euo pipefail
 
 version=0.171.0
-dir=${KLIQUE_AGENTS_DIR:-/tmp/agents}
+dir=${KLIQUE_TEST_AGENTS_DIR:-/tmp/agents}
 bin=$dir/node_modules/.bin/codex
 
 if [ -x "$bin" ] && "$bin" --version 2>/dev/null | grep -qx "codex-cli $version"; then
@@ -25,4 +25,4 @@ else
   npm install --prefix "$dir" --no-audit --no-fund --loglevel=error "@openai/codex@$version" >&2
   echo "[codex] installed $("$bin" --version) in $dir" >&2
 fi
-echo "export KLIQUE_CODEX=$bin"
+echo "export KLIQUE_TEST_AGENTS_DIR=$dir"

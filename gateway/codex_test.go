@@ -17,37 +17,6 @@ import (
 	"github.com/klique-ai/klique/internal/platform"
 )
 
-// codexBinary finds Codex CLI: $KLIQUE_CODEX (what .ci/agents-codex.sh
-// prints), codex on the PATH, or where the respScript installs it by default.
-// Under CI a missing agent fails the test; elsewhere it skips, saying how
-// to install it.
-func codexBinary(t *testing.T) string {
-	t.Helper()
-	if p := os.Getenv("KLIQUE_CODEX"); p != "" {
-		if _, err := os.Stat(p); err != nil {
-			t.Fatalf("KLIQUE_CODEX=%s: %v", p, err)
-		}
-		return p
-	}
-	if p, err := exec.LookPath("codex"); err == nil {
-		return p
-	}
-	if p := "/tmp/agents/node_modules/.bin/codex"; fileExists(p) {
-		return p
-	}
-	const how = "Codex CLI is not installed: run 'eval \"$(bash .ci/agents-codex.sh)\"' (npm install of @openai/codex) or set KLIQUE_CODEX"
-	if os.Getenv("CI") == "true" {
-		t.Fatal(how)
-	}
-	t.Skip(how)
-	return ""
-}
-
-func fileExists(p string) bool {
-	_, err := os.Stat(p)
-	return err == nil
-}
-
 // runCodex runs `codex exec prompt` headless with a home of its own whose
 // config.toml sends it to the gateway at baseURL (a model_providers entry
 // with wire_api = "responses" and the key in KLIQUE_API_KEY), as the
@@ -92,10 +61,7 @@ stream_max_retries = 0
 // key's user and project, and a spent budget stops the agent with the
 // gateway's message in its output.
 func TestCodexCLIRunsThroughTheResponsesDoor(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs Codex CLI")
-	}
-	bin := codexBinary(t)
+	bin := agentBinary(t, "codex", "agents-codex.sh")
 	w := newResponsesWorld(t)
 	e := newEnv(t, w.configure(func(g *model.Gateway) {
 		g.Budgets = []*model.TokenBudget{{Project: "shared", Period: model.PeriodMonth, Tokens: 1}}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,31 +13,6 @@ import (
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform"
 )
-
-// claudeCode finds the Claude Code CLI installed by .ci/agents-claude.sh (in
-// $KLIQUE_TEST_AGENTS_DIR), else on PATH. Under CI=true a missing agent
-// fails the test; elsewhere it skips, saying how to install it.
-func claudeCode(t *testing.T) string {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("runs Claude Code; skipped with -short")
-	}
-	if dir := os.Getenv("KLIQUE_TEST_AGENTS_DIR"); dir != "" {
-		bin := filepath.Join(dir, "node_modules", ".bin", "claude")
-		if _, err := os.Stat(bin); err == nil {
-			return bin
-		}
-	}
-	if bin, err := exec.LookPath("claude"); err == nil {
-		return bin
-	}
-	msg := "Claude Code is not installed: run `eval \"$(bash .ci/agents-claude.sh)\"` (npm install of @anthropic-ai/claude-code into $KLIQUE_TEST_AGENTS_DIR)"
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
-	return ""
-}
 
 // runClaude runs Claude Code headless against the gateway with key, asking
 // for model, in a home of its own, with every call it makes beyond the
@@ -77,7 +51,7 @@ func runClaude(t *testing.T, bin, baseURL, key, model, prompt string) (gjson.Res
 // call is on the ledger under the key's user and project, and a spent
 // budget stops it with the gateway's message in its output.
 func TestClaudeCodeThroughTheGateway(t *testing.T) {
-	bin := claudeCode(t)
+	bin := agentBinary(t, "claude", "agents-claude.sh")
 	m := newMessagesEnv(t, func(g *model.Gateway) {
 		g.Budgets = []*model.TokenBudget{{Project: "detect", Period: model.PeriodMonth, Tokens: 1}}
 	})
