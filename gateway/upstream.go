@@ -375,6 +375,7 @@ func (p *proxy) stream(ctx context.Context, w http.ResponseWriter, c *call, lg l
 		name, data     [2]int
 		joined         []byte
 		ended, stopped bool
+		lastName       string
 	)
 	// dispatch hands the event read to the relay and writes what the
 	// caller gets of it. It returns false when the stream is to stop.
@@ -383,7 +384,12 @@ func (p *proxy) stream(ctx context.Context, w http.ResponseWriter, c *call, lg l
 		if joined != nil {
 			d = joined
 		}
-		o, held, info := rl.event(ev, string(ev[name[0]:name[1]]), d)
+		// An event's name is one of a few a stream repeats: keep the last
+		// as a string rather than make one per event.
+		if n := ev[name[0]:name[1]]; string(n) != lastName {
+			lastName = string(n)
+		}
+		o, held, info := rl.event(ev, lastName, d)
 		ev, name, data, joined = ev[:0], [2]int{}, [2]int{}, nil
 		if held != nil {
 			out.Held, ended = held, true
