@@ -68,32 +68,16 @@ func (s *ChatToMessagesStream) Chunk(data []byte) (out, held []byte, text string
 	if len(data) == 0 || data[0] != '{' || s.finished {
 		return nil, nil, "", wire.Usage{}, false
 	}
-	// One pass over the chunk's keys, and one over each choice's and
-	// delta's: gjson's Get would scan the chunk again for each path.
-	var id, choices, usage, errv gjson.Result
-	gjson.ParseBytes(data).ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
-		case "id":
-			id = v
-		case "choices":
-			choices = v
-		case "usage":
-			usage = v
-		case "error":
-			errv = v
-		}
-		return true
-	})
-	if errv.Exists() {
-		msg := errv.Get("message").Str
-		if msg == "" {
-			msg = errv.String()
-		}
-		s.buf = append(s.buf, ErrorEvent(502, "the model server failed mid-stream: "+msg)...)
+	// One pass over the chunk's keys (readChatChunk), and one over each
+	// choice's and delta's.
+	chunk := readChatChunk(data)
+	choices, usage := chunk.choices, chunk.usage
+	if chunk.err != "" {
+		s.buf = append(s.buf, ErrorEvent(502, "the model server failed mid-stream: "+chunk.err)...)
 		return s.buf, nil, "", wire.Usage{}, false
 	}
 	if !s.started {
-		s.start(id.Str)
+		s.start(chunk.id.Str)
 	}
 	var textLen int
 	choices.ForEach(func(_, ch gjson.Result) bool {

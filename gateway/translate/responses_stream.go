@@ -80,26 +80,12 @@ func (s *ResponsesStream) Event(data []byte) (out, held []byte, text string, u w
 	if len(data) == 0 || data[0] != '{' {
 		return nil, nil, "", u, false
 	}
-	// One pass over the chunk's fields, and one over its first choice's:
-	// a chunk is read once, not once per field.
-	var choices, usage, upErr gjson.Result
-	gjson.ParseBytes(data).ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
-		case "choices":
-			choices = v
-		case "usage":
-			usage = v
-		case "error":
-			upErr = v
-		}
-		return true
-	})
-	if upErr.Exists() {
-		msg := upErr.Get("message").Str
-		if msg == "" {
-			msg = upErr.String()
-		}
-		held = s.fail("upstream_error", "the model's server failed mid-stream: "+msg)
+	// One pass over the chunk's fields (readChatChunk), and one over its
+	// first choice's.
+	chunk := readChatChunk(data)
+	choices, usage := chunk.choices, chunk.usage
+	if chunk.err != "" {
+		held = s.fail("upstream_error", "the model's server failed mid-stream: "+chunk.err)
 		return s.buf, held, "", u, false
 	}
 	s.start()
