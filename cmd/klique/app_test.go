@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -17,24 +16,7 @@ import (
 func TestAppCommands(t *testing.T) {
 	const key = "klique-app-test-bootstrap-key-0123456789abcdefghijkl"
 	ctx, app := startControlPlane(t, key, 120*time.Second)
-	t.Setenv("KLIQUE_CONFIG", filepath.Join(t.TempDir(), "none.json"))
-	t.Setenv("KLIQUE_SERVER", app.URL())
-	t.Setenv("KLIQUE_TOKEN", "")
-	klique := func(apiKey string, args ...string) (string, string, int) {
-		t.Helper()
-		t.Setenv("KLIQUE_API_KEY", apiKey)
-		var out, errOut bytes.Buffer
-		code := run(ctx, args, strings.NewReader(""), &out, &errOut)
-		return out.String(), errOut.String(), code
-	}
-	ok := func(apiKey string, args ...string) string {
-		t.Helper()
-		out, errOut, code := klique(apiKey, args...)
-		if code != 0 {
-			t.Fatalf("klique %s: exit %d: %s", strings.Join(args, " "), code, errOut)
-		}
-		return out
-	}
+	klique, ok := cliAs(t, ctx, app.URL())
 	refused := func(apiKey, want string, args ...string) {
 		t.Helper()
 		_, errOut, code := klique(apiKey, args...)

@@ -17,6 +17,29 @@ func misuse(ctx context.Context, args ...string) (int, string, string) {
 	return code, out.String(), errOut.String()
 }
 
+// cliAs isolates the CLI (isolateCLI) and gives a test it against server
+// under any key: klique runs a command line as apiKey and returns its
+// output, standard error and exit code; ok runs one that must succeed and
+// returns its output.
+func cliAs(t *testing.T, ctx context.Context, server string) (klique func(apiKey string, args ...string) (string, string, int), ok func(apiKey string, args ...string) string) {
+	isolateCLI(t, server, "")
+	klique = func(apiKey string, args ...string) (string, string, int) {
+		t.Helper()
+		t.Setenv("KLIQUE_API_KEY", apiKey)
+		code, out, errOut := misuse(ctx, args...)
+		return out, errOut, code
+	}
+	ok = func(apiKey string, args ...string) string {
+		t.Helper()
+		out, errOut, code := klique(apiKey, args...)
+		if code != 0 {
+			t.Fatalf("klique %s: exit %d: %s", strings.Join(args, " "), code, errOut)
+		}
+		return out
+	}
+	return klique, ok
+}
+
 // isolateCLI points the CLI at a configuration file that does not exist
 // and at server (with key), so no test reads the machine's sign-in.
 func isolateCLI(t *testing.T, server, key string) {

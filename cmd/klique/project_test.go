@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,24 +13,7 @@ import (
 func TestProjectUseSetsTheProjectOfTasksThatNameNone(t *testing.T) {
 	const key = "klique-project-test-bootstrap-key-0123456789abcdefgh"
 	ctx, app := startControlPlane(t, key, 120*time.Second)
-	t.Setenv("KLIQUE_CONFIG", filepath.Join(t.TempDir(), "none.json"))
-	t.Setenv("KLIQUE_SERVER", app.URL())
-	t.Setenv("KLIQUE_TOKEN", "")
-	klique := func(apiKey string, args ...string) (string, string, int) {
-		t.Helper()
-		t.Setenv("KLIQUE_API_KEY", apiKey)
-		var out, errOut bytes.Buffer
-		code := run(ctx, args, strings.NewReader(""), &out, &errOut)
-		return out.String(), errOut.String(), code
-	}
-	ok := func(apiKey string, args ...string) string {
-		t.Helper()
-		out, errOut, code := klique(apiKey, args...)
-		if code != 0 {
-			t.Fatalf("klique %s: exit %d: %s", strings.Join(args, " "), code, errOut)
-		}
-		return out
-	}
+	klique, ok := cliAs(t, ctx, app.URL())
 	ok(key, "apply", "-f", "../../examples/estate.yaml")
 	ok(key, "create", "user", "rita", "--group", "ml-research", "--group", "vision")
 	rita := strings.TrimSpace(ok(key, "create", "apikey", "--user", "rita"))
