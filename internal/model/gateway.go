@@ -59,6 +59,11 @@ type Route struct {
 	Timeout   time.Duration
 	// API is what the route's model servers speak (see Provider.API).
 	API string
+	// App names a serving app of the catalogue: the route's endpoints are
+	// then also its instances that are ready (and those launched with this
+	// route), reached through the router, added when they report ready and
+	// dropped when they stop or fail their health checks.
+	App string
 }
 
 // The APIs a provider or a route speaks. A model server that speaks
