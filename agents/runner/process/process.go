@@ -325,8 +325,18 @@ func (h *handle) prepare(ctx context.Context) (argv []string, dir string, env []
 		if t.Diff != "" {
 			h.log(agentapi.StreamWorker, "applied the recorded uncommitted changes")
 		}
-	} else if err := mkdirOwned(base, opts.User); err != nil {
-		return nil, "", nil, err
+	} else {
+		if err := mkdirOwned(base, opts.User); err != nil {
+			return nil, "", nil, err
+		}
+		if t.Diff != "" {
+			// A script uploaded from outside a git checkout: a diff that
+			// creates its files in the empty working directory.
+			if err := source.Create(ctx, h.exec(env), opts.Git, t.Diff, base, filepath.Join(h.job.Dir, "uploaded.diff")); err != nil {
+				return nil, "", nil, err
+			}
+			h.log(agentapi.StreamWorker, "wrote the uploaded files")
+		}
 	}
 	python := opts.Python
 	if len(t.Packages) > 0 {

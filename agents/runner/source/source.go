@@ -37,14 +37,38 @@ func Checkout(ctx context.Context, run Exec, git, repo, commit, diff, dest, patc
 	if diff == "" {
 		return nil
 	}
+	if err := apply(ctx, run, git, diff, dest, patchFile); err != nil {
+		return fmt.Errorf("apply the uncommitted changes: %w", err)
+	}
+	return nil
+}
+
+// Create writes the files a diff creates into dest, an empty directory: the
+// script 'klique run' uploads from outside a git checkout.
+func Create(ctx context.Context, run Exec, git, diff, dest, patchFile string) error {
+	if git == "" {
+		git = "git"
+	}
+	// Its own repository, so that git apply takes the paths as relative to
+	// dest even when dest lies inside another checkout, and refuses any
+	// that would leave it.
+	if err := run(ctx, dest, git, "-c", "init.defaultBranch=main", "init", "--quiet"); err != nil {
+		return fmt.Errorf("prepare the working directory for the uploaded files: %w", err)
+	}
+	if err := apply(ctx, run, git, diff, dest, patchFile); err != nil {
+		return fmt.Errorf("write the uploaded files: %w", err)
+	}
+	return nil
+}
+
+// apply applies diff in dir with git apply (which works outside a
+// repository too), writing it to patchFile first.
+func apply(ctx context.Context, run Exec, git, diff, dir, patchFile string) error {
 	if diff[len(diff)-1] != '\n' {
 		diff += "\n"
 	}
 	if err := os.WriteFile(patchFile, []byte(diff), 0o644); err != nil {
-		return fmt.Errorf("write the uncommitted changes: %w", err)
+		return fmt.Errorf("write %s: %w", patchFile, err)
 	}
-	if err := run(ctx, dest, git, "apply", "--whitespace=nowarn", patchFile); err != nil {
-		return fmt.Errorf("apply the uncommitted changes: %w", err)
-	}
-	return nil
+	return run(ctx, dir, git, "apply", "--whitespace=nowarn", patchFile)
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/klique-ai/klique/internal/identity"
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform/kernel"
+	"github.com/klique-ai/klique/internal/runenv"
 	"github.com/klique-ai/klique/internal/store"
 )
 
@@ -266,6 +267,10 @@ func (s *Fleet) assignment(ctx context.Context, t *model.Task, cr *model.Compute
 	}
 	if t.Spec.Kind == model.TaskKindApplication && t.Spec.App != nil {
 		a.App = &agentapi.AppAssignment{Port: t.Spec.App.Port, HealthPath: t.Spec.App.Health}
+	} else {
+		// The recorded command keeps its {name} templates, so that a clone
+		// with another value runs with it; every runner gets them filled.
+		a.Command = runenv.ExpandArgs(a.Command, t.Spec.Parameters)
 	}
 	if pr, err := s.k.Store.GetProject(ctx, t.TenantID, t.ProjectID); err == nil {
 		a.Project, a.OutputDestination = pr.Name, pr.OutputDestination

@@ -58,8 +58,8 @@ func ValidateTaskSpec(name string, spec *model.TaskSpec) []string {
 	case hasRepo && spec.EntryPoint == "" && !hasCommand:
 		add("a repository needs an entry point (the script to run) or a command")
 	}
-	if spec.Diff != "" && !hasRepo {
-		add("an uncommitted diff needs the repository it applies to")
+	if spec.Diff != "" && !hasRepo && !onlyCreatesFiles(spec.Diff) {
+		add("without a repository a diff may only create files (a script 'klique run' uploads); a diff that changes files needs the repository it applies to")
 	}
 	if spec.Commit != "" && !hasRepo {
 		add("a commit needs the repository it belongs to")
@@ -143,4 +143,20 @@ func TaskSize(pr *model.Profile, spec *model.TaskSpec) (model.Size, error) {
 		return model.Size{}, fmt.Errorf("parameter %s: %w", pr.SizeParameter, err)
 	}
 	return size, nil
+}
+
+// onlyCreatesFiles reports whether a unified diff only adds new files: what
+// 'klique run' sends for a script outside a git checkout, applied in an
+// empty working directory.
+func onlyCreatesFiles(diff string) bool {
+	files := 0
+	for line := range strings.Lines(diff) {
+		if strings.HasPrefix(line, "--- ") {
+			if strings.TrimRight(line, "\r\n") != "--- /dev/null" {
+				return false
+			}
+			files++
+		}
+	}
+	return files > 0
 }
