@@ -30,8 +30,8 @@ type quickstartStep struct {
 }
 
 // readQuickstart reads the shell blocks of the README between the
-// quickstart markers, then between the worker markers, then the MCP ones,
-// then the gateway ones. A command is
+// quickstart markers, then between the worker markers, the run ones, the
+// MCP ones, then the gateway ones. A command is
 // followed by "# → text" lines (text it prints) or one "# error: text" line
 // (it fails, saying text). A line ending in a backslash goes on on the
 // next. A command ending in a here-document ("<<EOF") takes the lines
@@ -45,7 +45,7 @@ func readQuickstart(t *testing.T) []quickstartStep {
 		t.Fatal(err)
 	}
 	var steps []quickstartStep
-	for _, block := range []string{"quickstart", "worker", "mcp", "gateway"} {
+	for _, block := range []string{"quickstart", "worker", "run", "mcp", "gateway"} {
 		_, rest, ok := strings.Cut(string(readme), "<!-- "+block+":begin -->")
 		text, _, ok2 := strings.Cut(rest, "<!-- "+block+":end -->")
 		if !ok || !ok2 {
@@ -136,7 +136,9 @@ func runQuickstart(t *testing.T, databaseURL string) {
 	env := append(os.Environ(), "MODEL_SERVER="+modelServer, "MODEL=qwen2.5-0.5b-instruct",
 		"HOME="+dir, "XDG_CONFIG_HOME="+filepath.Join(dir, ".config"),
 		"KLIQUE_LISTEN="+addr, "KLIQUE_SERVER=http://"+addr, "KLIQUE_PUBLIC_URL=http://"+addr,
-		"KLIQUE_CONFIG=", "KLIQUE_API_KEY=", "KLIQUE_TOKEN=", "KLIQUE_DATABASE_URL="+databaseURL, "KLIQUE_BOOTSTRAP_TOKEN=")
+		"KLIQUE_CONFIG=", "KLIQUE_API_KEY=", "KLIQUE_TOKEN=", "KLIQUE_DATABASE_URL="+databaseURL, "KLIQUE_BOOTSTRAP_TOKEN=",
+		// A reader's git knows who they are; this HOME's does not.
+		"GIT_AUTHOR_NAME=reader", "GIT_AUTHOR_EMAIL=reader@example.com", "GIT_COMMITTER_NAME=reader", "GIT_COMMITTER_EMAIL=reader@example.com")
 	ctx, cancel := context.WithCancel(context.Background())
 	serve := exec.CommandContext(ctx, bin, "serve")
 	serve.Dir, serve.Env = dir, env

@@ -224,6 +224,7 @@ func newAbortCmd(c *cli) *cobra.Command {
 func newCloneCmd(c *cli) *cobra.Command {
 	var params []string
 	var name, resource, group string
+	var quiet bool
 	cmd := &cobra.Command{
 		Use:     "clone TASK_ID",
 		Short:   "Clone a task with changed parameters and enqueue it",
@@ -250,6 +251,10 @@ func newCloneCmd(c *cli) *cobra.Command {
 				cloneTask(id: $id, parameterOverrides: $p, name: $name, computeResource: $cr, group: $group) { `+taskFields+` } }`, vars, &out); err != nil {
 				return err
 			}
+			if quiet {
+				fmt.Fprintln(c.out, str(out.CloneTask, "id"))
+				return nil
+			}
 			return c.printTask("enqueued", out.CloneTask)
 		},
 	}
@@ -257,6 +262,7 @@ func newCloneCmd(c *cli) *cobra.Command {
 	cmd.Flags().StringVar(&name, "name", "", "name of the new task")
 	cmd.Flags().StringVar(&resource, "resource", "", "send it to another compute resource")
 	cmd.Flags().StringVar(&group, "group", "", "which group's compute resource")
+	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "print only the new task's ID")
 	return cmd
 }
 
