@@ -275,6 +275,31 @@ type ComplexityRoot struct {
 		Text   func(childComplexity int) int
 	}
 
+	ComparedCode struct {
+		Commits      func(childComplexity int) int
+		DiffAdded    func(childComplexity int) int
+		DiffFiles    func(childComplexity int) int
+		DiffRemoved  func(childComplexity int) int
+		Differs      func(childComplexity int) int
+		Repositories func(childComplexity int) int
+		SameDiff     func(childComplexity int) int
+	}
+
+	ComparedMetric struct {
+		Best      func(childComplexity int) int
+		Differs   func(childComplexity int) int
+		Direction func(childComplexity int) int
+		Final     func(childComplexity int) int
+		Name      func(childComplexity int) int
+		Series    func(childComplexity int) int
+	}
+
+	ComparedParameter struct {
+		Differs func(childComplexity int) int
+		Name    func(childComplexity int) int
+		Values  func(childComplexity int) int
+	}
+
 	ComputeResource struct {
 		CreatedAt   func(childComplexity int) int
 		Description func(childComplexity int) int
@@ -543,6 +568,11 @@ type ComplexityRoot struct {
 		Value func(childComplexity int) int
 	}
 
+	MetricValue struct {
+		Step  func(childComplexity int) int
+		Value func(childComplexity int) int
+	}
+
 	Mutation struct {
 		AbortTask              func(childComplexity int, id string, reason *string) int
 		ApplyEstate            func(childComplexity int, document string, dryRun *bool) int
@@ -768,6 +798,7 @@ type ComplexityRoot struct {
 		Apps               func(childComplexity int) int
 		AuditLog           func(childComplexity int, filter *gqlmodel.AuditFilter, first *int, after *string) int
 		Autoscalers        func(childComplexity int) int
+		CompareTasks       func(childComplexity int, ids []string) int
 		ComputeResource    func(childComplexity int, id string) int
 		ComputeResources   func(childComplexity int, first *int, after *string) int
 		Engine             func(childComplexity int) int
@@ -911,6 +942,13 @@ type ComplexityRoot struct {
 		Status          func(childComplexity int) int
 		UpdatedAt       func(childComplexity int) int
 		Worker          func(childComplexity int) int
+	}
+
+	TaskComparison struct {
+		Code       func(childComplexity int) int
+		Metrics    func(childComplexity int) int
+		Parameters func(childComplexity int) int
+		Tasks      func(childComplexity int) int
 	}
 
 	TaskConnection struct {
@@ -1303,6 +1341,7 @@ type QueryResolver interface {
 	ComputeResource(ctx context.Context, id string) (*model.ComputeResource, error)
 	EstateWarnings(ctx context.Context) ([]*estate.Warning, error)
 	ExportEstate(ctx context.Context) (string, error)
+	CompareTasks(ctx context.Context, ids []string) (*gqlmodel.TaskComparison, error)
 	Gateway(ctx context.Context) (*model.Gateway, error)
 	LlmAliases(ctx context.Context) ([]*model.Alias, error)
 	TokenBudgetView(ctx context.Context, project *string) ([]*llm.TokenBudgetView, error)
@@ -2251,6 +2290,105 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Change.Text(childComplexity), true
+
+	case "ComparedCode.commits":
+		if e.ComplexityRoot.ComparedCode.Commits == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ComparedCode.Commits(childComplexity), true
+	case "ComparedCode.diffAdded":
+		if e.ComplexityRoot.ComparedCode.DiffAdded == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ComparedCode.DiffAdded(childComplexity), true
+	case "ComparedCode.diffFiles":
+		if e.ComplexityRoot.ComparedCode.DiffFiles == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ComparedCode.DiffFiles(childComplexity), true
+	case "ComparedCode.diffRemoved":
+		if e.ComplexityRoot.ComparedCode.DiffRemoved == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ComparedCode.DiffRemoved(childComplexity), true
+	case "ComparedCode.differs":
+		if e.ComplexityRoot.ComparedCode.Differs == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ComparedCode.Differs(childComplexity), true
+	case "ComparedCode.repositories":
+		if e.ComplexityRoot.ComparedCode.Repositories == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ComparedCode.Repositories(childComplexity), true
+	case "ComparedCode.sameDiff":
+		if e.ComplexityRoot.ComparedCode.SameDiff == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ComparedCode.SameDiff(childComplexity), true
+
+	case "ComparedMetric.best":
+		if e.ComplexityRoot.ComparedMetric.Best == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ComparedMetric.Best(childComplexity), true
+	case "ComparedMetric.differs":
+		if e.ComplexityRoot.ComparedMetric.Differs == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ComparedMetric.Differs(childComplexity), true
+	case "ComparedMetric.direction":
+		if e.ComplexityRoot.ComparedMetric.Direction == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ComparedMetric.Direction(childComplexity), true
+	case "ComparedMetric.final":
+		if e.ComplexityRoot.ComparedMetric.Final == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ComparedMetric.Final(childComplexity), true
+	case "ComparedMetric.name":
+		if e.ComplexityRoot.ComparedMetric.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ComparedMetric.Name(childComplexity), true
+	case "ComparedMetric.series":
+		if e.ComplexityRoot.ComparedMetric.Series == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ComparedMetric.Series(childComplexity), true
+
+	case "ComparedParameter.differs":
+		if e.ComplexityRoot.ComparedParameter.Differs == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ComparedParameter.Differs(childComplexity), true
+	case "ComparedParameter.name":
+		if e.ComplexityRoot.ComparedParameter.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ComparedParameter.Name(childComplexity), true
+	case "ComparedParameter.values":
+		if e.ComplexityRoot.ComparedParameter.Values == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ComparedParameter.Values(childComplexity), true
 
 	case "ComputeResource.createdAt":
 		if e.ComplexityRoot.ComputeResource.CreatedAt == nil {
@@ -3247,6 +3385,19 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.MetricPoint.Value(childComplexity), true
+
+	case "MetricValue.step":
+		if e.ComplexityRoot.MetricValue.Step == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MetricValue.Step(childComplexity), true
+	case "MetricValue.value":
+		if e.ComplexityRoot.MetricValue.Value == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MetricValue.Value(childComplexity), true
 
 	case "Mutation.abortTask":
 		if e.ComplexityRoot.Mutation.AbortTask == nil {
@@ -4580,6 +4731,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Autoscalers(childComplexity), true
+	case "Query.compareTasks":
+		if e.ComplexityRoot.Query.CompareTasks == nil {
+			break
+		}
+
+		args, err := ec.field_Query_compareTasks_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.CompareTasks(childComplexity, args["ids"].([]string)), true
 	case "Query.computeResource":
 		if e.ComplexityRoot.Query.ComputeResource == nil {
 			break
@@ -5407,6 +5569,31 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Task.Worker(childComplexity), true
+
+	case "TaskComparison.code":
+		if e.ComplexityRoot.TaskComparison.Code == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TaskComparison.Code(childComplexity), true
+	case "TaskComparison.metrics":
+		if e.ComplexityRoot.TaskComparison.Metrics == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TaskComparison.Metrics(childComplexity), true
+	case "TaskComparison.parameters":
+		if e.ComplexityRoot.TaskComparison.Parameters == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TaskComparison.Parameters(childComplexity), true
+	case "TaskComparison.tasks":
+		if e.ComplexityRoot.TaskComparison.Tasks == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TaskComparison.Tasks(childComplexity), true
 
 	case "TaskConnection.edges":
 		if e.ComplexityRoot.TaskConnection.Edges == nil {
@@ -7104,6 +7291,73 @@ extend type Mutation {
   applyEstate(document: String!, dryRun: Boolean = false): ApplyEstateResult!
 }
 `, BuiltIn: false},
+	{Name: "../schema/experiments.graphqls", Input: `# Experiments: runs compared side by side (docs/experiments.md).
+
+extend type Query {
+  """
+  Runs side by side: two to ten tasks you may see, with their parameters
+  (differences marked), each metric's final and best values and its series
+  for overlaid charts, and the code each ran. The MCP tool compare_tasks
+  and 'klique compare' answer from the same operation.
+  """
+  compareTasks(ids: [ID!]!): TaskComparison!
+}
+
+type TaskComparison {
+  "The runs, in the order asked."
+  tasks: [Task!]!
+  "Every parameter any run has."
+  parameters: [ComparedParameter!]!
+  "Every metric any run reported."
+  metrics: [ComparedMetric!]!
+  code: ComparedCode!
+}
+
+type ComparedParameter {
+  name: String!
+  "One per run, in order; null where the run does not have it."
+  values: [String]!
+  differs: Boolean!
+}
+
+"Which way a metric improves: read from its name (losses, errors and times are MIN)."
+enum MetricDirection {
+  MIN
+  MAX
+}
+
+type MetricValue {
+  value: Float!
+  step: Int!
+}
+
+type ComparedMetric {
+  name: String!
+  direction: MetricDirection!
+  "Each run's final value (the last reported, by step); null where it reported none."
+  final: [MetricValue]!
+  "Each run's best value, by direction."
+  best: [MetricValue]!
+  "Each run's series, at most 500 points (longer ones thinned evenly, the last kept)."
+  series: [[MetricValue!]!]!
+  "Whether the final values differ."
+  differs: Boolean!
+}
+
+type ComparedCode {
+  "Each run's repository and commit (null when it ran a command with no repository)."
+  repositories: [String]!
+  commits: [String]!
+  "Each run's recorded uncommitted diff: files touched, lines added and removed."
+  diffFiles: [Int!]!
+  diffAdded: [Int!]!
+  diffRemoved: [Int!]!
+  "Whether each run's diff is the same as the first run's."
+  sameDiff: [Boolean!]!
+  "Whether the runs ran different code (repository, commit, diff or command)."
+  differs: Boolean!
+}
+`, BuiltIn: false},
 	{Name: "../schema/gateway.graphqls", Input: `# The LLM gateway's configuration: where model calls go (providers and
 # static routes), the models there with their prices, the aliases
 # applications call, entitlements, token budgets, rate limits and
@@ -8688,6 +8942,56 @@ func (ec *executionContext) childFields_Change(ctx context.Context, field graphq
 	return nil, fmt.Errorf("no field named %q was found under type Change", field.Name)
 }
 
+func (ec *executionContext) childFields_ComparedCode(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "repositories":
+		return ec.fieldContext_ComparedCode_repositories(ctx, field)
+	case "commits":
+		return ec.fieldContext_ComparedCode_commits(ctx, field)
+	case "diffFiles":
+		return ec.fieldContext_ComparedCode_diffFiles(ctx, field)
+	case "diffAdded":
+		return ec.fieldContext_ComparedCode_diffAdded(ctx, field)
+	case "diffRemoved":
+		return ec.fieldContext_ComparedCode_diffRemoved(ctx, field)
+	case "sameDiff":
+		return ec.fieldContext_ComparedCode_sameDiff(ctx, field)
+	case "differs":
+		return ec.fieldContext_ComparedCode_differs(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ComparedCode", field.Name)
+}
+
+func (ec *executionContext) childFields_ComparedMetric(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "name":
+		return ec.fieldContext_ComparedMetric_name(ctx, field)
+	case "direction":
+		return ec.fieldContext_ComparedMetric_direction(ctx, field)
+	case "final":
+		return ec.fieldContext_ComparedMetric_final(ctx, field)
+	case "best":
+		return ec.fieldContext_ComparedMetric_best(ctx, field)
+	case "series":
+		return ec.fieldContext_ComparedMetric_series(ctx, field)
+	case "differs":
+		return ec.fieldContext_ComparedMetric_differs(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ComparedMetric", field.Name)
+}
+
+func (ec *executionContext) childFields_ComparedParameter(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "name":
+		return ec.fieldContext_ComparedParameter_name(ctx, field)
+	case "values":
+		return ec.fieldContext_ComparedParameter_values(ctx, field)
+	case "differs":
+		return ec.fieldContext_ComparedParameter_differs(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ComparedParameter", field.Name)
+}
+
 func (ec *executionContext) childFields_ComputeResource(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "id":
@@ -9224,6 +9528,16 @@ func (ec *executionContext) childFields_MetricPoint(ctx context.Context, field g
 	return nil, fmt.Errorf("no field named %q was found under type MetricPoint", field.Name)
 }
 
+func (ec *executionContext) childFields_MetricValue(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "value":
+		return ec.fieldContext_MetricValue_value(ctx, field)
+	case "step":
+		return ec.fieldContext_MetricValue_step(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type MetricValue", field.Name)
+}
+
 func (ec *executionContext) childFields_NewAPIKey(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "apiKey":
@@ -9718,6 +10032,20 @@ func (ec *executionContext) childFields_Task(ctx context.Context, field graphql.
 		return ec.fieldContext_Task_lastMetrics(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Task", field.Name)
+}
+
+func (ec *executionContext) childFields_TaskComparison(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "tasks":
+		return ec.fieldContext_TaskComparison_tasks(ctx, field)
+	case "parameters":
+		return ec.fieldContext_TaskComparison_parameters(ctx, field)
+	case "metrics":
+		return ec.fieldContext_TaskComparison_metrics(ctx, field)
+	case "code":
+		return ec.fieldContext_TaskComparison_code(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type TaskComparison", field.Name)
 }
 
 func (ec *executionContext) childFields_TaskConnection(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -11469,6 +11797,20 @@ func (ec *executionContext) field_Query_auditLog_args(ctx context.Context, rawAr
 		return nil, err
 	}
 	args["after"] = arg2
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_compareTasks_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "ids",
+		func(ctx context.Context, v any) ([]string, error) {
+			return ec.unmarshalNID2ᚕstringᚄ(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["ids"] = arg0
 	return args, nil
 }
 
@@ -15421,6 +15763,401 @@ func (ec *executionContext) _Change_text(ctx context.Context, field graphql.Coll
 }
 func (ec *executionContext) fieldContext_Change_text(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Change", field, true, true, "String")
+}
+
+func (ec *executionContext) _ComparedCode_repositories(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.ComparedCode) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ComparedCode_repositories(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Repositories, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*string) graphql.Marshaler {
+			return ec.marshalNString2ᚕᚖstring(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ComparedCode_repositories(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ComparedCode", field, false, false, "String")
+}
+
+func (ec *executionContext) _ComparedCode_commits(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.ComparedCode) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ComparedCode_commits(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Commits, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*string) graphql.Marshaler {
+			return ec.marshalNString2ᚕᚖstring(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ComparedCode_commits(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ComparedCode", field, false, false, "String")
+}
+
+func (ec *executionContext) _ComparedCode_diffFiles(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.ComparedCode) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ComparedCode_diffFiles(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.DiffFiles, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []int) graphql.Marshaler {
+			return ec.marshalNInt2ᚕintᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ComparedCode_diffFiles(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ComparedCode", field, false, false, "Int")
+}
+
+func (ec *executionContext) _ComparedCode_diffAdded(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.ComparedCode) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ComparedCode_diffAdded(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.DiffAdded, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []int) graphql.Marshaler {
+			return ec.marshalNInt2ᚕintᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ComparedCode_diffAdded(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ComparedCode", field, false, false, "Int")
+}
+
+func (ec *executionContext) _ComparedCode_diffRemoved(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.ComparedCode) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ComparedCode_diffRemoved(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.DiffRemoved, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []int) graphql.Marshaler {
+			return ec.marshalNInt2ᚕintᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ComparedCode_diffRemoved(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ComparedCode", field, false, false, "Int")
+}
+
+func (ec *executionContext) _ComparedCode_sameDiff(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.ComparedCode) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ComparedCode_sameDiff(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SameDiff, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []bool) graphql.Marshaler {
+			return ec.marshalNBoolean2ᚕboolᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ComparedCode_sameDiff(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ComparedCode", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _ComparedCode_differs(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.ComparedCode) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ComparedCode_differs(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Differs, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ComparedCode_differs(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ComparedCode", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _ComparedMetric_name(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.ComparedMetric) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ComparedMetric_name(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Name, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ComparedMetric_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ComparedMetric", field, false, false, "String")
+}
+
+func (ec *executionContext) _ComparedMetric_direction(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.ComparedMetric) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ComparedMetric_direction(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Direction, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v gqlmodel.MetricDirection) graphql.Marshaler {
+			return ec.marshalNMetricDirection2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐMetricDirection(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ComparedMetric_direction(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ComparedMetric", field, false, false, "MetricDirection")
+}
+
+func (ec *executionContext) _ComparedMetric_final(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.ComparedMetric) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ComparedMetric_final(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Final, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*gqlmodel.MetricValue) graphql.Marshaler {
+			return ec.marshalNMetricValue2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐMetricValue(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ComparedMetric_final(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ComparedMetric",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_MetricValue(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ComparedMetric_best(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.ComparedMetric) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ComparedMetric_best(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Best, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*gqlmodel.MetricValue) graphql.Marshaler {
+			return ec.marshalNMetricValue2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐMetricValue(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ComparedMetric_best(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ComparedMetric",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_MetricValue(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ComparedMetric_series(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.ComparedMetric) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ComparedMetric_series(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Series, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v [][]*gqlmodel.MetricValue) graphql.Marshaler {
+			return ec.marshalNMetricValue2ᚕᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐMetricValueᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ComparedMetric_series(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ComparedMetric",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_MetricValue(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ComparedMetric_differs(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.ComparedMetric) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ComparedMetric_differs(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Differs, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ComparedMetric_differs(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ComparedMetric", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _ComparedParameter_name(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.ComparedParameter) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ComparedParameter_name(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Name, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ComparedParameter_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ComparedParameter", field, false, false, "String")
+}
+
+func (ec *executionContext) _ComparedParameter_values(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.ComparedParameter) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ComparedParameter_values(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Values, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*string) graphql.Marshaler {
+			return ec.marshalNString2ᚕᚖstring(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ComparedParameter_values(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ComparedParameter", field, false, false, "String")
+}
+
+func (ec *executionContext) _ComparedParameter_differs(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.ComparedParameter) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ComparedParameter_differs(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Differs, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ComparedParameter_differs(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ComparedParameter", field, false, false, "Boolean")
 }
 
 func (ec *executionContext) _ComputeResource_id(ctx context.Context, field graphql.CollectedField, obj *model.ComputeResource) (ret graphql.Marshaler) {
@@ -19542,6 +20279,52 @@ func (ec *executionContext) _MetricPoint_step(ctx context.Context, field graphql
 }
 func (ec *executionContext) fieldContext_MetricPoint_step(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("MetricPoint", field, false, false, "Int")
+}
+
+func (ec *executionContext) _MetricValue_value(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.MetricValue) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MetricValue_value(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Value, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v float64) graphql.Marshaler {
+			return ec.marshalNFloat2float64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MetricValue_value(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MetricValue", field, false, false, "Float")
+}
+
+func (ec *executionContext) _MetricValue_step(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.MetricValue) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MetricValue_step(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Step, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MetricValue_step(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MetricValue", field, false, false, "Int")
 }
 
 func (ec *executionContext) _Mutation_putApp(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
@@ -25592,6 +26375,50 @@ func (ec *executionContext) fieldContext_Query_exportEstate(_ context.Context, f
 	return graphql.NewScalarFieldContext("Query", field, true, true, "String")
 }
 
+func (ec *executionContext) _Query_compareTasks(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_compareTasks(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().CompareTasks(ctx, fc.Args["ids"].([]string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *gqlmodel.TaskComparison) graphql.Marshaler {
+			return ec.marshalNTaskComparison2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐTaskComparison(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_compareTasks(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_TaskComparison(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_compareTasks_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Query_gateway(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -28650,6 +29477,134 @@ func (ec *executionContext) fieldContext_Task_lastMetrics(_ context.Context, fie
 		IsResolver: true,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_MetricPoint(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _TaskComparison_tasks(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.TaskComparison) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TaskComparison_tasks(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Tasks, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.Task) graphql.Marshaler {
+			return ec.marshalNTask2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐTaskᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TaskComparison_tasks(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "TaskComparison",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Task(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _TaskComparison_parameters(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.TaskComparison) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TaskComparison_parameters(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Parameters, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*gqlmodel.ComparedParameter) graphql.Marshaler {
+			return ec.marshalNComparedParameter2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐComparedParameterᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TaskComparison_parameters(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "TaskComparison",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ComparedParameter(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _TaskComparison_metrics(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.TaskComparison) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TaskComparison_metrics(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Metrics, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*gqlmodel.ComparedMetric) graphql.Marshaler {
+			return ec.marshalNComparedMetric2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐComparedMetricᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TaskComparison_metrics(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "TaskComparison",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ComparedMetric(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _TaskComparison_code(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.TaskComparison) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TaskComparison_code(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Code, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *gqlmodel.ComparedCode) graphql.Marshaler {
+			return ec.marshalNComparedCode2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐComparedCode(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TaskComparison_code(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "TaskComparison",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ComparedCode(ctx, field)
 		},
 	}
 	return fc, nil
@@ -36495,6 +37450,170 @@ func (ec *executionContext) _Change(ctx context.Context, sel ast.SelectionSet, o
 	return out
 }
 
+var comparedCodeImplementors = []string{"ComparedCode"}
+
+func (ec *executionContext) _ComparedCode(ctx context.Context, sel ast.SelectionSet, obj *gqlmodel.ComparedCode) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, comparedCodeImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ComparedCode")
+		case "repositories":
+			out.Values[i] = ec._ComparedCode_repositories(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "commits":
+			out.Values[i] = ec._ComparedCode_commits(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "diffFiles":
+			out.Values[i] = ec._ComparedCode_diffFiles(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "diffAdded":
+			out.Values[i] = ec._ComparedCode_diffAdded(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "diffRemoved":
+			out.Values[i] = ec._ComparedCode_diffRemoved(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "sameDiff":
+			out.Values[i] = ec._ComparedCode_sameDiff(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "differs":
+			out.Values[i] = ec._ComparedCode_differs(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var comparedMetricImplementors = []string{"ComparedMetric"}
+
+func (ec *executionContext) _ComparedMetric(ctx context.Context, sel ast.SelectionSet, obj *gqlmodel.ComparedMetric) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, comparedMetricImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ComparedMetric")
+		case "name":
+			out.Values[i] = ec._ComparedMetric_name(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "direction":
+			out.Values[i] = ec._ComparedMetric_direction(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "final":
+			out.Values[i] = ec._ComparedMetric_final(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "best":
+			out.Values[i] = ec._ComparedMetric_best(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "series":
+			out.Values[i] = ec._ComparedMetric_series(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "differs":
+			out.Values[i] = ec._ComparedMetric_differs(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var comparedParameterImplementors = []string{"ComparedParameter"}
+
+func (ec *executionContext) _ComparedParameter(ctx context.Context, sel ast.SelectionSet, obj *gqlmodel.ComparedParameter) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, comparedParameterImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ComparedParameter")
+		case "name":
+			out.Values[i] = ec._ComparedParameter_name(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "values":
+			out.Values[i] = ec._ComparedParameter_values(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "differs":
+			out.Values[i] = ec._ComparedParameter_differs(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var computeResourceImplementors = []string{"ComputeResource"}
 
 func (ec *executionContext) _ComputeResource(ctx context.Context, sel ast.SelectionSet, obj *model.ComputeResource) graphql.Marshaler {
@@ -38326,6 +39445,44 @@ func (ec *executionContext) _MetricPoint(ctx context.Context, sel ast.SelectionS
 	return out
 }
 
+var metricValueImplementors = []string{"MetricValue"}
+
+func (ec *executionContext) _MetricValue(ctx context.Context, sel ast.SelectionSet, obj *gqlmodel.MetricValue) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, metricValueImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("MetricValue")
+		case "value":
+			out.Values[i] = ec._MetricValue_value(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "step":
+			out.Values[i] = ec._MetricValue_step(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var mutationImplementors = []string{"Mutation"}
 
 func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet) graphql.Marshaler {
@@ -39975,6 +41132,12 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_exportEstate(ctx, field)
 				})
+		case "compareTasks":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_compareTasks(ctx, field)
+				})
 		case "gateway":
 			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
 				true, true,
@@ -40796,6 +41959,54 @@ func (ec *executionContext) _Task(ctx context.Context, sel ast.SelectionSet, obj
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Task_lastMetrics(ctx, field, obj)
 				})
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var taskComparisonImplementors = []string{"TaskComparison"}
+
+func (ec *executionContext) _TaskComparison(ctx context.Context, sel ast.SelectionSet, obj *gqlmodel.TaskComparison) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, taskComparisonImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("TaskComparison")
+		case "tasks":
+			out.Values[i] = ec._TaskComparison_tasks(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "parameters":
+			out.Values[i] = ec._TaskComparison_parameters(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "metrics":
+			out.Values[i] = ec._TaskComparison_metrics(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "code":
+			out.Values[i] = ec._TaskComparison_code(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -42778,6 +43989,35 @@ func (ec *executionContext) marshalNBoolean2bool(ctx context.Context, sel ast.Se
 	return res
 }
 
+func (ec *executionContext) unmarshalNBoolean2ᚕboolᚄ(ctx context.Context, v any) ([]bool, error) {
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]bool, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNBoolean2bool(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) marshalNBoolean2ᚕboolᚄ(ctx context.Context, sel ast.SelectionSet, v []bool) graphql.Marshaler {
+	ret := make(graphql.Array, len(v))
+	for i := range v {
+		ret[i] = ec.marshalNBoolean2bool(ctx, sel, v[i])
+	}
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
 func (ec *executionContext) marshalNBudgetBurnUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋliveᚐBudgetBurnUpdate(ctx context.Context, sel ast.SelectionSet, v *live.BudgetBurnUpdate) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "BudgetBurnUpdate!")
@@ -42865,6 +44105,62 @@ var (
 		estate.Delete: "DELETE",
 	}
 )
+
+func (ec *executionContext) marshalNComparedCode2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐComparedCode(ctx context.Context, sel ast.SelectionSet, v *gqlmodel.ComparedCode) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "ComparedCode!")
+		return graphql.Null
+	}
+	return ec._ComparedCode(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNComparedMetric2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐComparedMetricᚄ(ctx context.Context, sel ast.SelectionSet, v []*gqlmodel.ComparedMetric) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNComparedMetric2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐComparedMetric(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNComparedMetric2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐComparedMetric(ctx context.Context, sel ast.SelectionSet, v *gqlmodel.ComparedMetric) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "ComparedMetric!")
+		return graphql.Null
+	}
+	return ec._ComparedMetric(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNComparedParameter2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐComparedParameterᚄ(ctx context.Context, sel ast.SelectionSet, v []*gqlmodel.ComparedParameter) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNComparedParameter2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐComparedParameter(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNComparedParameter2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐComparedParameter(ctx context.Context, sel ast.SelectionSet, v *gqlmodel.ComparedParameter) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "ComparedParameter!")
+		return graphql.Null
+	}
+	return ec._ComparedParameter(ctx, sel, v)
+}
 
 func (ec *executionContext) marshalNComputeResource2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐComputeResourceᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.ComputeResource) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
@@ -43270,6 +44566,35 @@ func (ec *executionContext) marshalNID2string(ctx context.Context, sel ast.Selec
 	return res
 }
 
+func (ec *executionContext) unmarshalNID2ᚕstringᚄ(ctx context.Context, v any) ([]string, error) {
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]string, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNID2string(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) marshalNID2ᚕstringᚄ(ctx context.Context, sel ast.SelectionSet, v []string) graphql.Marshaler {
+	ret := make(graphql.Array, len(v))
+	for i := range v {
+		ret[i] = ec.marshalNID2string(ctx, sel, v[i])
+	}
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
 func (ec *executionContext) marshalNInstanceType2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐInstanceTypeᚄ(ctx context.Context, sel ast.SelectionSet, v []*gqlmodel.InstanceType) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
@@ -43339,6 +44664,35 @@ func (ec *executionContext) marshalNInt2int64(ctx context.Context, sel ast.Selec
 		graphql.AddInvalidNullFromMarshaler(ctx, "Int!")
 	}
 	return res
+}
+
+func (ec *executionContext) unmarshalNInt2ᚕintᚄ(ctx context.Context, v any) ([]int, error) {
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]int, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNInt2int(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) marshalNInt2ᚕintᚄ(ctx context.Context, sel ast.SelectionSet, v []int) graphql.Marshaler {
+	ret := make(graphql.Array, len(v))
+	for i := range v {
+		ret[i] = ec.marshalNInt2int(ctx, sel, v[i])
+	}
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
 }
 
 func (ec *executionContext) marshalNLLMAlias2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐAliasᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Alias) graphql.Marshaler {
@@ -43651,6 +45005,16 @@ func (ec *executionContext) marshalNMap2map(ctx context.Context, sel ast.Selecti
 	return res
 }
 
+func (ec *executionContext) unmarshalNMetricDirection2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐMetricDirection(ctx context.Context, v any) (gqlmodel.MetricDirection, error) {
+	var res gqlmodel.MetricDirection
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNMetricDirection2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐMetricDirection(ctx context.Context, sel ast.SelectionSet, v gqlmodel.MetricDirection) graphql.Marshaler {
+	return v
+}
+
 func (ec *executionContext) marshalNMetricPoint2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐMetricPointᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.MetricPoint) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
@@ -43673,6 +45037,56 @@ func (ec *executionContext) marshalNMetricPoint2ᚖgithubᚗcomᚋkliqueᚑaiᚋ
 		return graphql.Null
 	}
 	return ec._MetricPoint(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNMetricValue2ᚕᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐMetricValueᚄ(ctx context.Context, sel ast.SelectionSet, v [][]*gqlmodel.MetricValue) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNMetricValue2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐMetricValueᚄ(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNMetricValue2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐMetricValue(ctx context.Context, sel ast.SelectionSet, v []*gqlmodel.MetricValue) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalOMetricValue2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐMetricValue(ctx, sel, v[i])
+	})
+
+	return ret
+}
+
+func (ec *executionContext) marshalNMetricValue2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐMetricValueᚄ(ctx context.Context, sel ast.SelectionSet, v []*gqlmodel.MetricValue) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNMetricValue2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐMetricValue(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNMetricValue2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐMetricValue(ctx context.Context, sel ast.SelectionSet, v *gqlmodel.MetricValue) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "MetricValue!")
+		return graphql.Null
+	}
+	return ec._MetricValue(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalNNewAPIKey2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐNewAPIKey(ctx context.Context, sel ast.SelectionSet, v *gqlmodel.NewAPIKey) graphql.Marshaler {
@@ -44257,6 +45671,29 @@ func (ec *executionContext) marshalNString2ᚕstringᚄ(ctx context.Context, sel
 	return ret
 }
 
+func (ec *executionContext) unmarshalNString2ᚕᚖstring(ctx context.Context, v any) ([]*string, error) {
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]*string, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalOString2ᚖstring(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) marshalNString2ᚕᚖstring(ctx context.Context, sel ast.SelectionSet, v []*string) graphql.Marshaler {
+	ret := make(graphql.Array, len(v))
+	for i := range v {
+		ret[i] = ec.marshalOString2ᚖstring(ctx, sel, v[i])
+	}
+
+	return ret
+}
+
 func (ec *executionContext) unmarshalNStringMap2map(ctx context.Context, v any) (map[string]string, error) {
 	res, err := scalars.UnmarshalStringMap(v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -44297,6 +45734,14 @@ func (ec *executionContext) marshalNTask2ᚖgithubᚗcomᚋkliqueᚑaiᚋklique�
 		return graphql.Null
 	}
 	return ec._Task(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNTaskComparison2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐTaskComparison(ctx context.Context, sel ast.SelectionSet, v *gqlmodel.TaskComparison) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "TaskComparison!")
+		return graphql.Null
+	}
+	return ec._TaskComparison(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalNTaskConnection2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐTaskConnection(ctx context.Context, sel ast.SelectionSet, v *gqlmodel.TaskConnection) graphql.Marshaler {
@@ -45122,6 +46567,13 @@ func (ec *executionContext) marshalOMap2map(ctx context.Context, sel ast.Selecti
 	_ = ctx
 	res := graphql.MarshalMap(v)
 	return res
+}
+
+func (ec *executionContext) marshalOMetricValue2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐMetricValue(ctx context.Context, sel ast.SelectionSet, v *gqlmodel.MetricValue) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._MetricValue(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalOPool2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐPool(ctx context.Context, sel ast.SelectionSet, v *model.Pool) graphql.Marshaler {

@@ -129,10 +129,12 @@ type compareRow struct {
 }
 
 type compareMetric struct {
-	Name    string     `json:"name"`
-	Values  []*float64 `json:"values" jsonschema:"the last value reported, one per task in the order of tasks; null when the task reported none"`
-	Steps   []*int64   `json:"steps" jsonschema:"the step of each value"`
-	Differs bool       `json:"differs"`
+	Name      string     `json:"name"`
+	Direction string     `json:"direction" jsonschema:"min when lower is better (a loss, an error, a time), else max"`
+	Values    []*float64 `json:"values" jsonschema:"the final value (the last reported, by step), one per task in the order of tasks; null when the task reported none"`
+	Steps     []*int64   `json:"steps" jsonschema:"the step of each final value"`
+	Best      []*float64 `json:"best" jsonschema:"the best value each task reported, by direction"`
+	Differs   bool       `json:"differs"`
 }
 
 type compareTask struct {
@@ -144,12 +146,15 @@ type compareTask struct {
 	Owner           string `json:"owner"`
 	CreatedAt       string `json:"createdAt"`
 	RunSeconds      int64  `json:"runSeconds,omitempty" jsonschema:"how long it ran, once finished"`
+	Commit          string `json:"commit,omitempty" jsonschema:"the commit it ran, when it ran a repository"`
 }
 
 type comparison struct {
 	Tasks      []compareTask   `json:"tasks"`
 	Parameters []compareRow    `json:"parameters" jsonschema:"every parameter any of the tasks has"`
-	Metrics    []compareMetric `json:"metrics" jsonschema:"the final value of every metric any of the tasks reported"`
+	Metrics    []compareMetric `json:"metrics" jsonschema:"the final and best value of every metric any of the tasks reported"`
+	// CodeDiffers says whether the tasks ran different code.
+	CodeDiffers bool `json:"codeDiffers" jsonschema:"whether the tasks ran different code: repository, commit, uncommitted diff or command"`
 }
 
 func (s *Server) addTaskTools() {
@@ -387,83 +392,45 @@ func (s *Server) compareTasks(ctx context.Context, in *compareArgs) (*comparison
 	if len(in.IDs) < 2 || len(in.IDs) > 10 {
 		return nil, "", badArg("argument 'ids' must list two to ten task ids")
 	}
-	seen := map[string]bool{}
-	var tasks []*model.Task
-	for _, id := range in.IDs {
-		id = strings.TrimSpace(id)
-		if seen[id] {
-			return nil, "", badArg("task %s is listed twice in 'ids'", quote(id))
-		}
-		seen[id] = true
-		t, err := s.task(ctx, id)
-		if err != nil {
-			return nil, "", err
-		}
-		tasks = append(tasks, t)
+	c, err := s.o.Service.CompareTasks(ctx, in.IDs)
+	if err != nil {
+		return nil, "", err
 	}
 	n, err := s.namer(ctx)
 	if err != nil {
 		return nil, "", err
 	}
 	out := &comparison{Parameters: []compareRow{}, Metrics: []compareMetric{}}
-	params := map[string]bool{}
-	type last struct {
-		value float64
-		step  int64
-	}
-	metrics := make([]map[string]last, len(tasks))
-	metricNames := map[string]bool{}
 	var refs []string
-	for i, t := range tasks {
+	for _, t := range c.Tasks {
 		owner, err := n.owner(ctx, t)
 		if err != nil {
 			return nil, "", err
 		}
 		ct := compareTask{ID: t.ID, Name: t.Name, Status: string(t.Status), ComputeResource: n.computeResource(t),
-			Size: t.Size.String(), Owner: owner, CreatedAt: stamp(t.CreatedAt)}
+			Size: t.Size.String(), Owner: owner, CreatedAt: stamp(t.CreatedAt), Commit: t.Spec.Commit}
 		if t.Run.StartedAt != nil && t.FinishedAt != nil {
 			ct.RunSeconds = int64(t.FinishedAt.Sub(*t.Run.StartedAt).Seconds())
 		}
 		out.Tasks = append(out.Tasks, ct)
 		refs = append(refs, fmt.Sprintf("%s (%s)", quote(t.Name), t.ID))
-		for k := range t.Spec.Parameters {
-			params[k] = true
-		}
-		points, err := s.o.Service.TaskMetrics(ctx, t, "", 0, 0, true)
-		if err != nil {
-			return nil, "", err
-		}
-		metrics[i] = map[string]last{}
-		for _, p := range points {
-			metrics[i][p.Name] = last{p.Value, p.Step}
-			metricNames[p.Name] = true
-		}
 	}
-	for _, k := range sortedSet(params) {
-		row := compareRow{Name: k}
-		for _, t := range tasks {
-			row.Values = append(row.Values, t.Spec.Parameters[k])
-		}
-		row.Differs = differs(row.Values)
-		out.Parameters = append(out.Parameters, row)
+	for _, p := range c.Parameters {
+		out.Parameters = append(out.Parameters, compareRow{Name: p.Name, Values: p.Values, Differs: p.Differs})
 	}
-	for _, name := range sortedSet(metricNames) {
-		row := compareMetric{Name: name}
-		var shown []string
-		for i := range tasks {
-			l, ok := metrics[i][name]
-			if !ok {
-				row.Values, row.Steps = append(row.Values, nil), append(row.Steps, nil)
-				shown = append(shown, "")
+	for _, m := range c.Metrics {
+		row := compareMetric{Name: m.Name, Direction: m.Direction, Differs: m.Differs}
+		for i, f := range m.Final {
+			if f == nil {
+				row.Values, row.Steps, row.Best = append(row.Values, nil), append(row.Steps, nil), append(row.Best, nil)
 				continue
 			}
-			v, st := l.value, l.step
-			row.Values, row.Steps = append(row.Values, &v), append(row.Steps, &st)
-			shown = append(shown, strconv.FormatFloat(v, 'g', -1, 64))
+			v, st, b := f.Value, f.Step, m.Best[i].Value
+			row.Values, row.Steps, row.Best = append(row.Values, &v), append(row.Steps, &st), append(row.Best, &b)
 		}
-		row.Differs = differs(shown)
 		out.Metrics = append(out.Metrics, row)
 	}
+	out.CodeDiffers = c.Code.Differs
 	return out, "compared tasks " + strings.Join(refs, ", "), nil
 }
 

@@ -170,6 +170,40 @@ type AutoscalerInstance struct {
 	IdleSince    *time.Time `json:"idleSince,omitempty"`
 }
 
+type ComparedCode struct {
+	// Each run's repository and commit (null when it ran a command with no repository).
+	Repositories []*string `json:"repositories"`
+	Commits      []*string `json:"commits"`
+	// Each run's recorded uncommitted diff: files touched, lines added and removed.
+	DiffFiles   []int `json:"diffFiles"`
+	DiffAdded   []int `json:"diffAdded"`
+	DiffRemoved []int `json:"diffRemoved"`
+	// Whether each run's diff is the same as the first run's.
+	SameDiff []bool `json:"sameDiff"`
+	// Whether the runs ran different code (repository, commit, diff or command).
+	Differs bool `json:"differs"`
+}
+
+type ComparedMetric struct {
+	Name      string          `json:"name"`
+	Direction MetricDirection `json:"direction"`
+	// Each run's final value (the last reported, by step); null where it reported none.
+	Final []*MetricValue `json:"final"`
+	// Each run's best value, by direction.
+	Best []*MetricValue `json:"best"`
+	// Each run's series, at most 500 points (longer ones thinned evenly, the last kept).
+	Series [][]*MetricValue `json:"series"`
+	// Whether the final values differ.
+	Differs bool `json:"differs"`
+}
+
+type ComparedParameter struct {
+	Name string `json:"name"`
+	// One per run, in order; null where the run does not have it.
+	Values  []*string `json:"values"`
+	Differs bool      `json:"differs"`
+}
+
 type ComputeResourceConnection struct {
 	Edges    []*ComputeResourceEdge `json:"edges"`
 	PageInfo *PageInfo              `json:"pageInfo"`
@@ -302,6 +336,11 @@ type InstanceTypeInput struct {
 	Gpus int    `json:"gpus"`
 }
 
+type MetricValue struct {
+	Value float64 `json:"value"`
+	Step  int     `json:"step"`
+}
+
 type Mutation struct {
 }
 
@@ -398,6 +437,16 @@ type ResourcePolicyPayload struct {
 }
 
 type Subscription struct {
+}
+
+type TaskComparison struct {
+	// The runs, in the order asked.
+	Tasks []*model.Task `json:"tasks"`
+	// Every parameter any run has.
+	Parameters []*ComparedParameter `json:"parameters"`
+	// Every metric any run reported.
+	Metrics []*ComparedMetric `json:"metrics"`
+	Code    *ComparedCode     `json:"code"`
 }
 
 type TaskConnection struct {
@@ -584,6 +633,62 @@ func (e *AutoscalerProvider) UnmarshalJSON(b []byte) error {
 }
 
 func (e AutoscalerProvider) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+// Which way a metric improves: read from its name (losses, errors and times are MIN).
+type MetricDirection string
+
+const (
+	MetricDirectionMin MetricDirection = "MIN"
+	MetricDirectionMax MetricDirection = "MAX"
+)
+
+var AllMetricDirection = []MetricDirection{
+	MetricDirectionMin,
+	MetricDirectionMax,
+}
+
+func (e MetricDirection) IsValid() bool {
+	switch e {
+	case MetricDirectionMin, MetricDirectionMax:
+		return true
+	}
+	return false
+}
+
+func (e MetricDirection) String() string {
+	return string(e)
+}
+
+func (e *MetricDirection) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = MetricDirection(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid MetricDirection", str)
+	}
+	return nil
+}
+
+func (e MetricDirection) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *MetricDirection) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e MetricDirection) MarshalJSON() ([]byte, error) {
 	var buf bytes.Buffer
 	e.MarshalGQL(&buf)
 	return buf.Bytes(), nil

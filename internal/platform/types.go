@@ -87,6 +87,9 @@ type (
 	CloneInput         = tasks.CloneInput
 	EnqueueInput       = tasks.EnqueueInput
 	TaskListFilter     = tasks.TaskListFilter
+	Comparison         = tasks.Comparison
+	ComparedMetric     = tasks.ComparedMetric
+	MetricValue        = tasks.MetricValue
 	BudgetView         = view.BudgetView
 	LogPage            = view.LogPage
 	PolicyView         = view.PolicyView

@@ -207,4 +207,12 @@ var queryIsolationCases = []isoCase{
 		query: `query($id: ID!) { task(id: $id) ` + taskFields + ` }`, vars: map[string]any{"id": ref("task")}, code: notFound},
 	{field: "Query.task", as: victor, name: "cannot read alice's task",
 		query: `query($id: ID!) { task(id: $id) ` + taskFields + ` }`, vars: map[string]any{"id": ref("task")}, code: notFound},
+	{field: "Query.compareTasks", as: otherAdmin, name: "cannot compare alice's task",
+		query: compareQuery, vars: map[string]any{"ids": []any{ref("task"), "01930000-0000-7000-8000-000000000000"}}, code: notFound},
+	{field: "Query.compareTasks", as: otherMember, name: "cannot compare alice's task",
+		query: compareQuery, vars: map[string]any{"ids": []any{"01930000-0000-7000-8000-000000000000", ref("task")}}, code: notFound},
+	{field: "Query.compareTasks", as: victor, name: "cannot compare alice's task",
+		query: compareQuery, vars: map[string]any{"ids": []any{ref("task"), "01930000-0000-7000-8000-000000000000"}}, code: notFound},
 }
+
+const compareQuery = `query($ids: [ID!]!) { compareTasks(ids: $ids) { tasks { id name } parameters { name values } metrics { name final { value } } } }`
