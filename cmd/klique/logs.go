@@ -10,8 +10,8 @@ import (
 )
 
 func newTaskCmd(c *cli) *cobra.Command {
-	cmd := &cobra.Command{Use: "task", Short: "Read a task's logs and metrics"}
-	cmd.AddCommand(newLogsCmd(c), newMetricsCmd(c))
+	cmd := &cobra.Command{Use: "task", Short: "Read a task's logs and metrics, or wait for it to end"}
+	cmd.AddCommand(newLogsCmd(c), newMetricsCmd(c), newWaitCmd(c))
 	return cmd
 }
 

@@ -39,6 +39,9 @@ const (
 	// missing or extra argument, a flag value that does not parse), and
 	// nothing was done.
 	exitUsage = 2
+	// exitTimedOut: 'klique task wait' gave up at its --timeout; the task
+	// goes on.
+	exitTimedOut = 3
 )
 
 // run executes one command line and returns its exit code.
@@ -54,7 +57,11 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	var ce *client.Error
 	var ue usageError
+	var xe exitError
 	switch {
+	case errors.As(err, &xe):
+		fmt.Fprintf(stderr, "error: %v\n", xe.err)
+		return xe.code
 	case errors.As(err, &ce):
 		fmt.Fprintf(stderr, "error: %v\n", ce)
 		return exitFailed
@@ -72,6 +79,14 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 
 // usageError is a mistake in how a command was called.
 type usageError struct{ error }
+
+// exitError ends a command with its own exit code.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e exitError) Error() string { return e.err.Error() }
 
 func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
 
@@ -100,8 +115,8 @@ resource policies and the compute resources people send work to.
 Exit status: 0 on success; 1 when the server refused or failed, or the
 command could not finish; 2 when the command line is wrong (an unknown
 command or flag, a missing or extra argument), in which case nothing was
-done. A mistyped command or flag is answered with the
-nearest one.`,
+done; 3 when 'klique task wait' gave up at its --timeout. A mistyped
+command or flag is answered with the nearest one.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -117,7 +132,7 @@ nearest one.`,
 		newLoginCmd(c), newLogoutCmd(c), newWhoamiCmd(c),
 		newApplyCmd(c), newExportCmd(c),
 		newGetCmd(c), newCreateCmd(c),
-		newEnqueueCmd(c), newRunCmd(c), newAbortCmd(c), newCloneCmd(c),
+		newEnqueueCmd(c), newRunCmd(c), newAbortCmd(c), newCloneCmd(c), newCompareCmd(c), newReportCmd(c),
 		newEngineCmd(c), newPolicyCmd(c), newUsageCmd(c), newSimulateCmd(c),
 		newTaskCmd(c), newSecretCmd(c), newWorkerCmd(c), newProjectCmd(c), newAppCmd(c),
 		newAutoscalerCmd(c),
