@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -117,11 +118,11 @@ func captureCheckout(ctx context.Context, dir, root string, o captureOptions) (*
 	if c.Remote, err = remoteOf(ctx, root, branch); err != nil {
 		return nil, err
 	}
-	url, err := git(ctx, root, nil, "remote", "get-url", c.Remote)
+	remoteURL, err := git(ctx, root, nil, "remote", "get-url", c.Remote)
 	if err != nil {
 		return nil, err
 	}
-	c.Repository = cloneURL(root, url)
+	c.Repository = cloneURL(root, remoteURL)
 
 	base := head
 	onRemote, err := git(ctx, root, nil, "for-each-ref", "--contains", head, "--format=%(refname)", "refs/remotes/"+c.Remote+"/")
@@ -152,7 +153,7 @@ func captureCheckout(ctx context.Context, dir, root string, o captureOptions) (*
 			}
 		default:
 			return nil, fmt.Errorf("commit %s is not on remote %s (%s), so a worker could not check it out: push it (git push, or pass --push), or pass --diff-only to send your changes since the newest commit %s has as a diff",
-				short, c.Remote, url, c.Remote)
+				short, c.Remote, c.Repository, c.Remote)
 		}
 	}
 	c.Commit = base
@@ -285,11 +286,30 @@ func remoteBase(ctx context.Context, root, remote string) (string, error) {
 
 // cloneURL makes a remote that is a relative local path absolute, so that
 // a worker on this machine (or a shared file system) can clone it.
-func cloneURL(root, url string) string {
-	if strings.Contains(url, "://") || strings.HasPrefix(url, "/") || isSCP(url) {
-		return url
+//
+// An HTTP URL's user information (https://user:token@host/…, as GitLab CI
+// puts its job token there), and any URL's password, are dropped: a task record never holds a credential,
+// and the workers clone with their own access.
+func cloneURL(root, raw string) string {
+	if strings.Contains(raw, "://") {
+		u, err := url.Parse(raw)
+		if err != nil || u.User == nil {
+			return raw
+		}
+		_, hasPassword := u.User.Password()
+		switch {
+		case u.Scheme == "http" || u.Scheme == "https":
+			// A token may be the user name alone (https://TOKEN@host).
+			u.User = nil
+		case hasPassword:
+			u.User = url.User(u.User.Username())
+		}
+		return u.String()
 	}
-	return filepath.Join(root, url)
+	if strings.HasPrefix(raw, "/") || isSCP(raw) {
+		return raw
+	}
+	return filepath.Join(root, raw)
 }
 
 // isSCP reports whether url is scp-like (git@host:path): a colon before

@@ -401,7 +401,9 @@ on the dashboard. --markdown writes it for a pull request comment;
 			}
 			var m struct {
 				Task struct {
-					Parameters  map[string]string
+					Spec struct {
+						Parameters map[string]string
+					}
 					LastMetrics []struct {
 						Name  string
 						Value float64
@@ -409,10 +411,10 @@ on the dashboard. --markdown writes it for a pull request comment;
 					}
 				}
 			}
-			if err := cl.Do(cmd.Context(), `query($id: ID!) { task(id: $id) { parameters lastMetrics { name value step } } }`, map[string]any{"id": args[0]}, &m); err != nil {
+			if err := cl.Do(cmd.Context(), `query($id: ID!) { task(id: $id) { spec { parameters } lastMetrics { name value step } } }`, map[string]any{"id": args[0]}, &m); err != nil {
 				return err
 			}
-			r := runReport{Task: t.Task, Parameters: m.Task.Parameters, Link: strings.TrimRight(cl.BaseURL, "/") + "/#/task/" + t.Task.ID}
+			r := runReport{Task: t.Task, Parameters: m.Task.Spec.Parameters, Link: strings.TrimRight(cl.BaseURL, "/") + "/#/task/" + t.Task.ID}
 			for _, p := range m.Task.LastMetrics {
 				r.Metrics = append(r.Metrics, reportMetric{Name: p.Name, Value: p.Value, Step: p.Step})
 			}

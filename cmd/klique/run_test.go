@@ -231,3 +231,18 @@ func toStrings(v []any) []string {
 	}
 	return out
 }
+
+func TestRunRecordsNoCredentialOfTheRemote(t *testing.T) {
+	for raw, want := range map[string]string{
+		"https://gitlab-ci-token:glcbt-secret@gitlab.example.com/ml/fraud.git": "https://gitlab.example.com/ml/fraud.git",
+		"https://x-access-token:ghs_secret@github.com/ml/fraud":                "https://github.com/ml/fraud",
+		"git@github.com:ml/fraud.git":                                          "git@github.com:ml/fraud.git",
+		"ssh://git@git.corp:2222/ml/fraud.git":                                 "ssh://git@git.corp:2222/ml/fraud.git",
+		"ssh://git:hunter2@git.corp/ml/fraud.git":                              "ssh://git@git.corp/ml/fraud.git",
+		"../remote.git": "/repo/remote.git",
+	} {
+		if got := cloneURL("/repo/project", raw); got != want {
+			t.Errorf("cloneURL(%q) = %q, want %q", raw, got, want)
+		}
+	}
+}
