@@ -18,3 +18,10 @@ func (c *Client) TaskCredential(ctx context.Context, taskID string, attempt int)
 	}
 	return &out, nil
 }
+
+// ReportApp reports an app instance's readiness from where it runs (an
+// HPC job, with its task credential): ready with its address, or not.
+func (c *Client) ReportApp(ctx context.Context, taskID string, req *agentapi.AppReportRequest) error {
+	_, err := c.call(ctx, http.MethodPost, taskPath(taskID, agentapi.PathAppStatus), req, nil, 0)
+	return err
+}

@@ -176,11 +176,34 @@ type AppAssignment struct {
 	// HealthPath answers (2xx or 3xx) once the app is ready; "/" when
 	// empty.
 	HealthPath string `json:"healthPath,omitempty"`
+	// Args are the container's arguments (docker, Kubernetes), rendered
+	// with Port; empty: the image's own command.
+	Args []string `json:"args,omitempty"`
+	// Pod is the app's Kubernetes pod template fragment (YAML), rendered,
+	// merged into the worker's pod template.
+	Pod string `json:"pod,omitempty"`
+	// Batch is the shell line an HPC batch job runs, with {port} left for
+	// the job to fill with a free port of its compute node.
+	Batch string `json:"batch,omitempty"`
+}
+
+// AppReportRequest is an app instance's readiness reported from inside
+// its batch job, with the task credential (the job's node is where the
+// health path is reachable; the worker on the login node cannot see it).
+//
+// It is sent as POST PathTasks+"{id}/"+PathAppStatus.
+type AppReportRequest struct {
+	Attempt int `json:"attempt"`
+	AppStatus
 }
 
 // PortPlaceholder is left in an app's process line and KLIQUE_APP_PORT by
 // the control plane; the worker replaces it with the port it picked.
 const PortPlaceholder = "{port}"
+
+// PathAppStatus is the suffix, after PathTasks+"{id}/", of the call that
+// reports an app instance's readiness from where it runs (an HPC job).
+const PathAppStatus = "app"
 
 // ClaimResponse holds the claimed task; none (HTTP 204) after the wait.
 type ClaimResponse struct {

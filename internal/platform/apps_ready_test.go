@@ -90,3 +90,62 @@ func TestAppReadinessFromHeartbeats(t *testing.T) {
 		}
 	})
 }
+
+// TestAppReadinessFromTheJob: an HPC job's in-job process reports its
+// instance's readiness with its task credential (the node's address); a
+// credential for another attempt is forbidden, a bad address is refused
+// and changes nothing, a task that is not an app cannot report one, and
+// the readiness goes with the instance's end.
+func TestAppReadinessFromTheJob(t *testing.T) {
+	forEachStore(t, func(t *testing.T, b *testBundle) {
+		b.ApplyExample(t)
+		ps := b.people(t)
+		in, err := launch(ps.rita, b, "jupyterlab", "1 A100", nil)
+		platformtest.Must(t, err)
+		eng := &loop.Loop{State: b.Store, Planner: b.Svc, Holder: "test"}
+		_, err = eng.PassAll(context.Background())
+		platformtest.Must(t, err)
+		_, secret, err := b.Svc.CreateWorkerCredential(b.Admin, "bare-metal", "w")
+		platformtest.Must(t, err)
+		wk, err := b.Svc.AuthenticateWorker(context.Background(), secret)
+		platformtest.Must(t, err)
+		wctx := identity.WithWorker(context.Background(), wk)
+		reg, err := b.Svc.RegisterWorker(wctx, agentapi.RegisterRequest{Hostname: "login1", GPUs: []agentapi.GPU{{Index: 0}}})
+		platformtest.Must(t, err)
+		a, err := b.Svc.ClaimTask(wctx, agentapi.ClaimRequest{WorkerID: reg.WorkerID, FreeGPUs: 1, WaitSeconds: 1})
+		platformtest.Must(t, err)
+		if a == nil || a.TaskID != in.Task.ID || a.App == nil || !strings.Contains(a.App.Batch, "{port}") {
+			t.Fatalf("claimed %+v (app %+v), want the instance with its batch line and {port} left for the job", a, a.App)
+		}
+		job := platform.WithTaskScope(wctx, &platform.TaskScope{TaskID: a.TaskID, Attempt: a.Attempt})
+		state := func() (string, string) {
+			t.Helper()
+			got, err := b.Svc.AppInstance(ps.rita, a.TaskID)
+			platformtest.Must(t, err)
+			return got.State, got.Address
+		}
+		report := func(ctx context.Context, attempt int, st agentapi.AppStatus) error {
+			return b.Svc.ReportAppStatus(ctx, a.TaskID, agentapi.AppReportRequest{Attempt: attempt, AppStatus: st})
+		}
+		platformtest.Must(t, report(job, a.Attempt, agentapi.AppStatus{Ready: true, Address: "node17:41234"}))
+		if s, addr := state(); s != "ready" || addr != "node17:41234" {
+			t.Fatalf("after the job reported ready: %s %q", s, addr)
+		}
+		other := platform.WithTaskScope(wctx, &platform.TaskScope{TaskID: a.TaskID, Attempt: a.Attempt + 1})
+		platformtest.WantError(t, report(other, a.Attempt, agentapi.AppStatus{}), platform.CodeForbidden, "this task credential is for attempt")
+		platformtest.WantError(t, report(job, a.Attempt, agentapi.AppStatus{Ready: true, Address: "node17"}), platform.CodeInvalid, "host:port")
+		if s, addr := state(); s != "ready" || addr != "node17:41234" {
+			t.Fatalf("a refused report changed the instance: %s %q", s, addr)
+		}
+		platformtest.Must(t, report(job, a.Attempt, agentapi.AppStatus{Ready: false}))
+		if s, addr := state(); s != "running" || addr != "" {
+			t.Fatalf("after the job reported not ready: %s %q", s, addr)
+		}
+		platformtest.Must(t, report(job, a.Attempt, agentapi.AppStatus{Ready: true, Address: "node17:41234"}))
+		platformtest.Must(t, b.Svc.FinishTask(job, a.TaskID, agentapi.FinishRequest{Attempt: a.Attempt, State: agentapi.StateFailed, ExitCode: 1}))
+		if s, addr := state(); s != "failed" || addr != "" {
+			t.Fatalf("after the end: %s %q", s, addr)
+		}
+		platformtest.WantError(t, report(job, a.Attempt, agentapi.AppStatus{Ready: true, Address: "node17:41234"}), platform.CodeConflict, "")
+	})
+}

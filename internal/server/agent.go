@@ -27,6 +27,7 @@ func (h *Handler) agentRoutes() {
 	post(agentapi.PathTasks+"{id}/finish", "agent_finish", h.agentFinish)
 	h.route("GET "+agentapi.PathTasks+"{id}/secrets", "agent_secrets", h.workerAuth(h.agentSecrets))
 	post(agentapi.PathTasks+"{id}/"+agentapi.PathTaskCredential, "agent_task_credential", h.agentTaskCredential)
+	post(agentapi.PathTasks+"{id}/"+agentapi.PathAppStatus, "agent_app_status", h.agentAppStatus)
 }
 
 // workerAuth resolves the worker credential into a worker identity.
@@ -146,6 +147,18 @@ func (h *Handler) agentFinish(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := h.d.Service.FinishTask(r.Context(), r.PathValue("id"), req); err != nil {
+		writePlatformError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (h *Handler) agentAppStatus(w http.ResponseWriter, r *http.Request) {
+	var req agentapi.AppReportRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	if err := h.d.Service.ReportAppStatus(r.Context(), r.PathValue("id"), req); err != nil {
 		writePlatformError(w, r, err)
 		return
 	}

@@ -266,7 +266,9 @@ func (s *Fleet) assignment(ctx context.Context, t *model.Task, cr *model.Compute
 		}
 	}
 	if t.Spec.Kind == model.TaskKindApplication && t.Spec.App != nil {
-		a.App = &agentapi.AppAssignment{Port: t.Spec.App.Port, HealthPath: t.Spec.App.Health}
+		run := t.Spec.App.Run
+		a.App = &agentapi.AppAssignment{Port: t.Spec.App.Port, HealthPath: t.Spec.App.Health,
+			Args: slices.Clone(run.Args), Pod: run.Pod, Batch: run.Batch}
 	} else {
 		// The recorded command keeps its {name} templates, so that a clone
 		// with another value runs with it; every runner gets them filled.
@@ -380,6 +382,34 @@ func (s *Fleet) appReadiness(ctx context.Context, tenantID, workerID string, t *
 	t.Run.AppAddress = addr
 	s.k.Events.Publish(events.Event{TenantID: tenantID, Kind: "app.readiness", ObjectKind: "task", ObjectID: t.ID, GroupID: t.GroupID, At: s.k.Now()})
 	return nil
+}
+
+// ReportAppStatus records an app instance's readiness reported from where
+// it runs rather than in its worker's heartbeat: an HPC job's in-job
+// process probes the health path on its compute node and reports with its
+// task credential (scoped to this attempt; myTask refuses any other). The
+// instance must be running on the caller's worker; a bad address is
+// refused here (the heartbeat's path ignores it, to keep the leases).
+func (s *Fleet) ReportAppStatus(ctx context.Context, taskID string, req agentapi.AppReportRequest) error {
+	w, err := workerFrom(ctx)
+	if err != nil {
+		return err
+	}
+	if req.Ready {
+		addr := strings.TrimSpace(req.Address)
+		if _, port, err := net.SplitHostPort(addr); err != nil || port == "" || len(addr) > 255 {
+			return kernel.Invalid("address %s is not host:port: report where the instance answers, such as node17:41234", kernel.Quote(req.Address))
+		}
+	}
+	t, err := s.myTask(ctx, s.k.Store, w, taskID, req.Attempt, true)
+	if err != nil {
+		return s.k.Internal(ctx, err)
+	}
+	if t.Spec.Kind != model.TaskKindApplication {
+		return kernel.Invalid("task %s is not an app instance: only an app instance reports readiness", taskID)
+	}
+	st := req.AppStatus
+	return s.appReadiness(ctx, w.TenantID, t.Run.WorkerID, t, &st)
 }
 
 // AppendLogs stores a batch of a task's log lines, after cutting out the

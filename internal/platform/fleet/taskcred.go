@@ -63,7 +63,7 @@ func taskScopeFrom(ctx context.Context) *TaskScope {
 // claiming, heartbeating, issuing credentials, acting as the autoscaler.
 func notTaskScoped(ctx context.Context, what string) error {
 	if s := taskScopeFrom(ctx); s != nil {
-		return kernel.Forbidden("a task credential may only report the logs, metrics and end of task %s; %s needs the worker credential", s.TaskID, what)
+		return kernel.Forbidden("a task credential may only report the logs, metrics, app readiness and end of task %s; %s needs the worker credential", s.TaskID, what)
 	}
 	return nil
 }
