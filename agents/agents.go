@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -185,7 +186,8 @@ func NewWorker(ctx context.Context, opts Options) (*worker.Worker, error) {
 			args = append(args, "--label", k+"="+opts.Labels[k])
 		}
 		r = docker.New(docker.Options{Instance: opts.Name, DefaultImage: opts.DockerImage, Volumes: opts.DockerVolumes,
-			Network: opts.DockerNetwork, User: dockerUser, MPSPipeDir: opts.MPSPipeDir, ExtraArgs: args, State: st})
+			Network: opts.DockerNetwork, User: dockerUser, MPSPipeDir: opts.MPSPipeDir, ExtraArgs: args, State: st,
+			PublishHost: publishHost(opts.AppHost)})
 	default:
 		return nil, fmt.Errorf("--mode %s: use process or docker", opts.Mode)
 	}
@@ -244,4 +246,17 @@ func ParseLabels(list []string) (map[string]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// publishHost is where docker mode publishes app instances' ports: on the
+// address the site reaches this machine at when --app-host is one, on
+// every address when it is a name, on loopback by default.
+func publishHost(appHost string) string {
+	switch {
+	case appHost == "":
+		return "127.0.0.1"
+	case net.ParseIP(appHost) != nil:
+		return appHost
+	}
+	return "0.0.0.0"
 }

@@ -71,6 +71,19 @@ type Job struct {
 	// Log receives every line the task prints (stream stdout or stderr)
 	// and lines about preparing it (stream worker).
 	Log LogSink
+	// AppPort is, for an app instance in docker mode, the free port of
+	// the host the worker picked for it: the runner publishes the app's
+	// own port (Task.App.Port) on it, and the worker probes it there.
+	AppPort int
+}
+
+// AppReadiness is an optional capability of a Handle whose environment
+// judges an app instance's readiness itself (a Kubernetes readiness probe
+// on the health path): AppReady says whether the instance is ready now,
+// and the address it answers at on the site's network (a pod's IP and the
+// app's port). The worker asks it as often as it would probe.
+type AppReadiness interface {
+	AppReady(ctx context.Context) (address string, ready bool)
 }
 
 // LogSink receives one line of a task's output, without its newline.

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/klique-ai/klique/agents/runner"
 	"github.com/klique-ai/klique/internal/agentapi"
 )
 
@@ -32,23 +33,46 @@ func (c *Config) appDefaults() {
 	}
 }
 
-// probes reports whether the worker probes its app instances: in process
-// mode, where the app listens on the host's loopback. In the other modes
-// the app listens inside its container, pod or batch job, which a later
-// slice reaches; their instances are run (and fail on exit) like here,
-// without readiness.
-func (w *Worker) probes() bool {
-	return w.cfg.Runner.Name() == agentapi.ModeProcess && !w.cfg.Placed
+// Where an app instance listens, and who judges its readiness, depends on
+// the mode:
+//
+//   - process: on a free port of the host, which the worker picks and
+//     fills in ({port}); the worker probes the health path on loopback.
+//   - docker: on the app's own port inside the container, published on a
+//     free port of the host that the worker picks (runner.Job.AppPort); the
+//     worker probes the published port.
+//   - pod: on the app's own port in its pod; the pod's readiness probe on
+//     the health path judges, and the runner's handle reports the pod's IP
+//     once it is Ready (runner.AppReadiness).
+//   - batch: the job picks a free port on its compute node, probes the
+//     health path there and reports readiness itself with its task
+//     credential; the worker on the login node reports none, and leaves
+//     {port} for the job to fill.
+
+// appPorts are the port an app instance listens on ({port}; 0: left for
+// the job to fill) and the host port the worker reaches it on (0: none).
+func (w *Worker) appPorts(a *agentapi.Assignment) (listen, host int, err error) {
+	switch {
+	case w.cfg.Runner.Name() == agentapi.ModeBatch:
+		return 0, 0, nil
+	case w.cfg.Runner.Name() == agentapi.ModeProcess && !w.cfg.Placed:
+		p, err := freePort()
+		return p, p, err
+	case w.cfg.Runner.Name() == agentapi.ModeDocker:
+		p, err := freePort()
+		return a.App.Port, p, err
+	}
+	return a.App.Port, 0, nil
 }
 
-// appPort is the port an app instance listens on: a free port of the host
-// in process mode, where instances share the host's ports; the app's own
-// port in a container, which has its own network.
-func (w *Worker) appPort(a *agentapi.Assignment) (int, error) {
-	if w.cfg.Runner.Name() != agentapi.ModeProcess {
-		return a.App.Port, nil
+// probeHost is the host the worker probes a published port on: loopback,
+// unless the instance's address is an IP of its own (a docker port
+// published on that address only).
+func (w *Worker) probeHost() string {
+	if ip := net.ParseIP(w.cfg.AppHost); ip != nil && !ip.IsUnspecified() && w.cfg.Runner.Name() == agentapi.ModeDocker {
+		return w.cfg.AppHost
 	}
-	return freePort()
+	return "127.0.0.1"
 }
 
 // freePort asks the kernel for a free TCP port. Between closing the
@@ -82,8 +106,14 @@ func withPort(a *agentapi.Assignment, port int) *agentapi.Assignment {
 // appProbe polls an app's health path until it answers, then keeps
 // polling to notice when it stops answering.
 type appProbe struct {
-	// URL is the health path on the app's port, on loopback.
-	URL string
+	// URL is the health path on the app's port, on loopback; Address is
+	// the address reported while it answers.
+	URL     string
+	Address string
+	// Check, when set, replaces the HTTP probe: the environment judges
+	// readiness (a pod's Ready condition) and says where the instance
+	// answers.
+	Check func(ctx context.Context) (address string, ok bool)
 	// Interval between probes; StartTimeout bounds how long the app has
 	// to answer the first time; UnreadyAfter failed probes in a row after
 	// ready make it not ready again.
@@ -92,8 +122,11 @@ type appProbe struct {
 	UnreadyAfter int
 	// Client makes the probes (each bounded by Interval, at least 1 s).
 	Client *http.Client
-	// Set is told each change of readiness.
+	// Set is told each change of readiness; address then holds where
+	// the instance answers.
 	Set func(ready bool)
+
+	address string
 }
 
 // errNotStarted is run's answer when the app never answered in time.
@@ -145,6 +178,14 @@ func (p *appProbe) run(ctx context.Context) error {
 func (p *appProbe) once(ctx context.Context) bool {
 	ctx, cancel := context.WithTimeout(ctx, max(p.Interval, time.Second))
 	defer cancel()
+	if p.Check != nil {
+		addr, ok := p.Check(ctx)
+		if ok {
+			p.address = addr
+		}
+		return ok
+	}
+	p.address = p.Address
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.URL, nil)
 	if err != nil {
 		return false
@@ -162,36 +203,53 @@ var probeClient = &http.Client{CheckRedirect: func(*http.Request, []*http.Reques
 
 // healthURL is the app's health path on its port on loopback.
 func healthURL(port int, path string) string {
+	return healthURLOn("127.0.0.1", port, path)
+}
+
+// healthURLOn is the app's health path on host:port.
+func healthURLOn(host string, port int, path string) string {
 	if path == "" {
 		path = "/"
 	}
 	if !strings.HasPrefix(path, "/") {
 		path = "/" + path
 	}
-	return "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) + path
+	return "http://" + net.JoinHostPort(host, strconv.Itoa(port)) + path
 }
 
-// startProbe probes a running app instance until stop is called, keeping
-// its readiness for heartbeats; an app that never answers is stopped and
-// reported failed.
-func (t *task) startProbe(port int) (stop func()) {
+// startProbe follows a running app instance's readiness until stop is
+// called, keeping it for heartbeats: by probing its health path on the
+// host port (process and docker modes), or from the runner's handle (a
+// pod's Ready condition). An app that never answers is stopped and
+// reported failed. It returns nil when nobody here can tell (batch mode:
+// the job reports itself).
+func (t *task) startProbe(h runner.Handle, hostPort int) (stop func()) {
 	w := t.w
-	addr := net.JoinHostPort(w.cfg.AppHost, strconv.Itoa(port))
-	p := &appProbe{URL: healthURL(port, t.a.App.HealthPath), Interval: w.cfg.AppProbeInterval,
-		StartTimeout: w.cfg.AppStartTimeout, UnreadyAfter: w.cfg.AppUnreadyAfter, Client: probeClient,
-		Set: func(ready bool) {
-			t.mu.Lock()
-			t.appReady = ready
-			t.mu.Unlock()
-			if ready {
-				t.workerLine("ready: %s answers at %s", p0(t.a.App.HealthPath), addr)
-			} else {
-				t.workerLine("not ready: %s stopped answering (%d probes in a row)", p0(t.a.App.HealthPath), w.cfg.AppUnreadyAfter)
-			}
-			w.beatSoon()
-		}}
+	var p *appProbe
+	set := func(ready bool) {
+		t.mu.Lock()
+		t.appReady, t.appAddress = ready, p.address
+		t.mu.Unlock()
+		if ready {
+			t.workerLine("ready: %s answers at %s", p0(t.a.App.HealthPath), p.address)
+		} else {
+			t.workerLine("not ready: %s stopped answering (%d probes in a row)", p0(t.a.App.HealthPath), w.cfg.AppUnreadyAfter)
+		}
+		w.beatSoon()
+	}
+	p = &appProbe{Interval: w.cfg.AppProbeInterval, StartTimeout: w.cfg.AppStartTimeout, UnreadyAfter: w.cfg.AppUnreadyAfter,
+		Client: probeClient, Set: set}
+	switch r, ok := h.(runner.AppReadiness); {
+	case ok:
+		p.Check = r.AppReady
+	case hostPort > 0:
+		p.URL = healthURLOn(w.probeHost(), hostPort, t.a.App.HealthPath)
+		p.Address = net.JoinHostPort(w.cfg.AppHost, strconv.Itoa(hostPort))
+	default:
+		return nil
+	}
 	t.mu.Lock()
-	t.appAddress, t.probing = addr, true
+	t.probing = true
 	t.mu.Unlock()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

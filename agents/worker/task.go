@@ -298,18 +298,28 @@ func (t *task) execute(allocErr error) *agentapi.FinishRequest {
 	if st := t.stopped(); st != nil {
 		return st
 	}
-	port := 0
+	hostPort := 0
 	if a.App != nil {
-		if port, err = w.appPort(a); err != nil {
+		var port int
+		if port, hostPort, err = w.appPorts(a); err != nil {
 			return failed(err.Error())
 		}
-		a = withPort(a, port)
-		for k, v := range env {
-			env[k] = strings.ReplaceAll(v, agentapi.PortPlaceholder, strconv.Itoa(port))
+		switch {
+		case port == 0:
+			t.workerLine("an app instance: the job picks its port on its node, and reports it ready once %s answers", p0(a.App.HealthPath))
+		case hostPort != 0 && hostPort != port:
+			t.workerLine("an app instance: listening on port %d, published on port %d of this host, ready once %s answers", port, hostPort, p0(a.App.HealthPath))
+		default:
+			t.workerLine("an app instance: listening on port %d, ready once %s answers", port, p0(a.App.HealthPath))
 		}
-		t.workerLine("an app instance: listening on port %d, ready once %s answers", port, p0(a.App.HealthPath))
+		if port != 0 {
+			a = withPort(a, port)
+			for k, v := range env {
+				env[k] = strings.ReplaceAll(v, agentapi.PortPlaceholder, strconv.Itoa(port))
+			}
+		}
 	}
-	job := &runner.Job{Task: a, GPUs: t.devices(), MilliGPUs: t.share, Env: env, Dir: t.dir, Log: t.logLine}
+	job := &runner.Job{Task: a, GPUs: t.devices(), MilliGPUs: t.share, Env: env, Dir: t.dir, Log: t.logLine, AppPort: hostPort}
 	h, err := w.cfg.Runner.Submit(t.ctx, job)
 	if err != nil {
 		return failed("could not start the task: " + err.Error())
@@ -328,8 +338,10 @@ func (t *task) execute(allocErr error) *agentapi.FinishRequest {
 		}}
 	go func() { defer close(tailDone); tailer.run(tailCtx, w.cfg.MetricsFilePoll) }()
 	stopProbe := func() {}
-	if a.App != nil && w.probes() {
-		stopProbe = t.startProbe(port)
+	if a.App != nil {
+		if stop := t.startProbe(h, hostPort); stop != nil {
+			stopProbe = stop
+		}
 	}
 
 	st := t.wait(h)

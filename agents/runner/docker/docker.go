@@ -23,6 +23,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -81,6 +82,11 @@ type Options struct {
 	// MPS control daemon: fractional tasks share it (--ipc host and a
 	// mount), so the memory cap is enforced by MPS.
 	MPSPipeDir string
+	// PublishHost is the host address an app instance's port is published
+	// on (docker run -p PublishHost:port:appPort): 127.0.0.1 (the
+	// default) keeps it on loopback; the host's own address, or 0.0.0.0,
+	// lets the site reach it.
+	PublishHost string
 	// ExtraArgs are added to every docker run before the image.
 	ExtraArgs []string
 	// BaseEnv is the docker CLI's own environment (default: the daemon's,
@@ -101,6 +107,9 @@ func New(opts Options) *Runner {
 	}
 	if opts.Git == "" {
 		opts.Git = "git"
+	}
+	if opts.PublishHost == "" {
+		opts.PublishHost = "127.0.0.1"
 	}
 	if opts.BaseEnv == nil {
 		for _, kv := range os.Environ() {
@@ -217,8 +226,18 @@ func (r *Runner) Render(job *runner.Job) (args []string, env []string, err error
 	if image == "" {
 		return nil, nil, errors.New("the task names no image, and docker mode needs one (or a worker default image, --docker-image)")
 	}
-	if len(t.Command) == 0 && t.EntryPoint == "" {
+	if len(t.Command) == 0 && t.EntryPoint == "" && t.App == nil {
 		return nil, nil, errors.New("the task has nothing to run: give it a command, or a repository with an entry point")
+	}
+	if t.App != nil {
+		switch {
+		case t.App.Port <= 0 || t.App.Port > 65535:
+			return nil, nil, fmt.Errorf("the app's port %d is not a TCP port: give the catalogue entry the port it listens on", t.App.Port)
+		case job.AppPort <= 0:
+			return nil, nil, errors.New("an app instance needs a host port to publish its port on, and the worker picked none")
+		case r.opts.Network == "host":
+			return nil, nil, errors.New("an app instance in docker mode needs the container's own network, so that its port can be published on a free port of the host: start the worker without --docker-network host")
+		}
 	}
 	vars := map[string]string{}
 	for k, v := range job.Env {
@@ -305,6 +324,11 @@ func (r *Runner) Render(job *runner.Job) (args []string, env []string, err error
 	if r.opts.Network != "" {
 		args = append(args, "--network", r.opts.Network)
 	}
+	if t.App != nil {
+		// The app listens on its own port in the container; the worker
+		// reaches (and reports) it on the host port it picked.
+		args = append(args, "-p", net.JoinHostPort(r.opts.PublishHost, strconv.Itoa(job.AppPort))+":"+strconv.Itoa(t.App.Port)+"/tcp")
+	}
 	if r.opts.User != "" {
 		args = append(args, "--user", r.opts.User)
 	}
@@ -327,7 +351,13 @@ func (r *Runner) Render(job *runner.Job) (args []string, env []string, err error
 	args = append(args, image)
 
 	argv := t.Command
-	if len(argv) == 0 {
+	switch {
+	case t.App != nil:
+		// An app instance runs its image with the app's container args
+		// (none: the image's own command); its process line is for
+		// process mode.
+		argv = t.App.Args
+	case len(argv) == 0:
 		argv = []string{"python", t.EntryPoint}
 	}
 	if len(t.Packages) > 0 {

@@ -397,3 +397,51 @@ func TestFakeDocker(t *testing.T) {
 		}
 	})
 }
+
+// TestRenderAppInstance: an app instance's container publishes the app's
+// port on the host port the worker picked, at the configured address, and
+// runs the image with the app's container args (its process line is for
+// process mode); a worker on the host's network cannot publish it, and
+// says what to change.
+func TestRenderAppInstance(t *testing.T) {
+	t.Parallel()
+	app := func() *runner.Job {
+		j := job("/w/t", []agentapi.GPU{{Index: 0}, {Index: 1}}, 1000)
+		j.Task.Image = "vllm/vllm-openai:latest"
+		j.Task.Command = []string{"vllm", "serve", "m", "--port", "8000"}
+		j.Task.App = &agentapi.AppAssignment{Port: 8000, HealthPath: "/health",
+			Args: []string{"--model", "m", "--port", "8000", "--tensor-parallel-size", "2"}}
+		j.AppPort = 41234
+		return j
+	}
+	for _, c := range []struct{ publish, want string }{
+		{"", "127.0.0.1:41234:8000/tcp"},
+		{"10.0.0.7", "10.0.0.7:41234:8000/tcp"},
+	} {
+		args, _, err := New(Options{PublishHost: c.publish, BaseEnv: []string{}}).Render(app())
+		if err != nil {
+			t.Fatal(err)
+		}
+		joined := strings.Join(args, " ")
+		if !strings.Contains(joined, " -p "+c.want+" ") {
+			t.Errorf("publish host %q: docker run does not publish %s:\n%s", c.publish, c.want, joined)
+		}
+		if !strings.HasSuffix(joined, " vllm/vllm-openai:latest --model m --port 8000 --tensor-parallel-size 2") {
+			t.Errorf("docker run does not run the image with the app's args:\n%s", joined)
+		}
+	}
+	j := app()
+	j.Task.App.Args = nil
+	args, _, err := New(Options{BaseEnv: []string{}}).Render(j)
+	if err != nil || args[len(args)-1] != "vllm/vllm-openai:latest" {
+		t.Errorf("an app without container args runs the image's own command: %q %v", args, err)
+	}
+	if _, _, err := New(Options{Network: "host", BaseEnv: []string{}}).Render(app()); err == nil || !strings.Contains(err.Error(), "--docker-network host") {
+		t.Errorf("an app on the host's network: %v, want a refusal naming --docker-network host", err)
+	}
+	j = app()
+	j.AppPort = 0
+	if _, _, err := New(Options{BaseEnv: []string{}}).Render(j); err == nil || !strings.Contains(err.Error(), "host port") {
+		t.Errorf("an app without a host port: %v", err)
+	}
+}
