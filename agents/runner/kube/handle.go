@@ -84,6 +84,8 @@ type handle struct {
 	seen     bool
 	reason   string
 	streamed map[string]bool
+	// appPod is the pod as last seen, for an app instance's readiness.
+	appPod *corev1.Pod
 }
 
 func (h *handle) Done() <-chan struct{} { return h.done }
@@ -247,6 +249,9 @@ func (h *handle) evaluate(ctx context.Context, pods map[string]*corev1.Pod, time
 	stopped := h.stopped
 	if len(pods) > 0 {
 		h.seen = true
+	}
+	if h.rend.Pod != nil {
+		h.appPod = pods[h.name]
 	}
 	seen, started := h.seen, h.started
 	h.mu.Unlock()

@@ -28,6 +28,7 @@ import (
 	"os"
 	"path"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -300,7 +301,7 @@ func (r *Runner) Render(job *runner.Job) (*Rendered, error) {
 	if t.Repository != "" {
 		return nil, errors.New("the task runs from a repository, and the kubernetes worker runs images only: build an image with the code, or use a bare-metal pool")
 	}
-	if len(t.Command) == 0 && t.EntryPoint == "" {
+	if len(t.Command) == 0 && t.EntryPoint == "" && t.App == nil {
 		return nil, errors.New("the task has nothing to run: give it a command")
 	}
 	nodes := max(t.Nodes, 1)
@@ -366,6 +367,23 @@ func (r *Runner) Render(job *runner.Job) (*Rendered, error) {
 			"sh"}, argv...)
 	}
 	c.Command, c.Args = argv, nil
+	if t.App != nil {
+		// An app instance runs its image with the app's container args
+		// (none: the image's own command), then the app's pod fragment
+		// merged over it; its process line is for process mode.
+		c.Command, c.Args = nil, slices.Clone(t.App.Args)
+		if strings.TrimSpace(t.App.Pod) != "" {
+			merged, err := mergePodFragment(spec, t.App.Pod)
+			if err != nil {
+				return nil, err
+			}
+			spec = merged
+			c = &spec.Containers[0]
+		}
+		if c.Image == "" {
+			return nil, errors.New("the app's pod names no image, and neither does the pod template: give the catalogue entry run.image")
+		}
+	}
 	if t.WorkingDir != "" {
 		if path.IsAbs(t.WorkingDir) {
 			c.WorkingDir = t.WorkingDir
@@ -448,6 +466,11 @@ func (r *Runner) Render(job *runner.Job) (*Rendered, error) {
 		env = setEnv(env, EnvNodes, strconv.Itoa(nodes))
 	}
 	c.Env = env
+	if t.App != nil {
+		if err := appProbe(c, t.App); err != nil {
+			return nil, err
+		}
+	}
 
 	out := &Rendered{Secret: &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: r.opts.Namespace, Labels: labels},
