@@ -69,6 +69,11 @@ type Options struct {
 	// rather than leave them running beside the attempts the control
 	// plane starts again.
 	JobsFile string
+	// AppStartTimeout bounds how long an app instance has, from the start
+	// of its command in the job, to answer on its health path (default
+	// 10 min); AppProbeInterval spaces the job's probes (default 2 s).
+	AppStartTimeout  time.Duration
+	AppProbeInterval time.Duration
 }
 
 // Runner submits tasks as batch jobs.
@@ -113,6 +118,12 @@ func New(o Options) (*Runner, error) {
 	}
 	if o.Exec == nil {
 		o.Exec = runCommand
+	}
+	if o.AppStartTimeout <= 0 {
+		o.AppStartTimeout = 10 * time.Minute
+	}
+	if o.AppProbeInterval <= 0 {
+		o.AppProbeInterval = 2 * time.Second
 	}
 	return &Runner{o: o, jobs: map[string]string{}}, nil
 }
@@ -204,7 +215,21 @@ func (r *Runner) Submit(ctx context.Context, job *runner.Job) (runner.Handle, er
 	if err != nil {
 		return nil, fmt.Errorf("refused: the user map %s gives %q the Linux account %q, which does not exist on this host: %w", r.o.Users.Path(), a.Owner, account, err)
 	}
-	if len(a.Command) == 0 {
+	command := a.Command
+	var app *JobApp
+	if a.App != nil {
+		// An app instance runs its batch line in a shell, as a batch
+		// script would; {port} is left for the job to fill on its node.
+		if a.App.Batch != "" {
+			command = []string{"/bin/sh", "-c", a.App.Batch}
+		}
+		app = &JobApp{HealthPath: a.App.HealthPath, StartTimeoutSeconds: int(r.o.AppStartTimeout / time.Second),
+			ProbeIntervalMillis: int(r.o.AppProbeInterval / time.Millisecond)}
+	}
+	if len(command) == 0 {
+		if a.App != nil {
+			return nil, errors.New("the app has no batch line (run.batch) to run in an HPC job: give its catalogue entry one")
+		}
 		return nil, errors.New("an HPC job runs a task given as a command; this task has none (a repository or entry point alone is not supported here)")
 	}
 	if a.MilliGPUsPerNode%1000 != 0 {
@@ -241,8 +266,8 @@ func (r *Runner) Submit(ctx context.Context, job *runner.Job) (runner.Handle, er
 	}
 	wrapper := r.wrapper(a)
 	spec := JobSpec{Server: r.o.Server, TaskID: a.TaskID, Attempt: a.Attempt, CredentialFile: filepath.Join(job.Dir, credentialFile),
-		Command: append(append([]string(nil), wrapper...), a.Command...), Env: env, Secrets: len(a.Secrets) > 0, Dir: job.Dir,
-		MetricsFile: metrics, OutputsFile: outputs, ReportedFile: filepath.Join(job.Dir, reportedFile)}
+		Command: append(append([]string(nil), wrapper...), command...), Env: env, Secrets: len(a.Secrets) > 0, Dir: job.Dir,
+		MetricsFile: metrics, OutputsFile: outputs, ReportedFile: filepath.Join(job.Dir, reportedFile), App: app}
 	specJSON, err := json.MarshalIndent(spec, "", "  ")
 	if err != nil {
 		return nil, fmt.Errorf("job description: %w", err)

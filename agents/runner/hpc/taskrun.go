@@ -41,6 +41,19 @@ type JobSpec struct {
 	MetricsFile  string `json:"metricsFile"`
 	OutputsFile  string `json:"outputsFile"`
 	ReportedFile string `json:"reportedFile"`
+	// App is set when the task is an app instance: the job picks a free
+	// port on its node for {port}, probes the health path there and
+	// reports the instance ready (node:port) with the task credential.
+	App *JobApp `json:"app,omitempty"`
+}
+
+// JobApp is what a job needs to serve an app instance.
+type JobApp struct {
+	HealthPath string `json:"healthPath,omitempty"`
+	// StartTimeoutSeconds bounds how long the app has to answer first;
+	// ProbeIntervalMillis spaces the probes.
+	StartTimeoutSeconds int `json:"startTimeoutSeconds,omitempty"`
+	ProbeIntervalMillis int `json:"probeIntervalMillis,omitempty"`
 }
 
 // ReadJobSpec reads a job.json.
@@ -107,7 +120,18 @@ func RunTask(ctx context.Context, spec *JobSpec, o TaskRunOptions) int {
 		}
 	}
 
-	cmd := exec.Command(spec.Command[0], spec.Command[1:]...)
+	command := spec.Command
+	var app *jobApp
+	if spec.App != nil {
+		if app, err = newJobApp(spec, cl, say); err != nil {
+			say("%s", err)
+			r.finish(ctx, agentapi.StateFailed, -1, err.Error())
+			return 1
+		}
+		command, env = app.fill(command), app.fill(env)
+		say("an app instance: listening on port %d of %s, ready once %s answers", app.port, app.host, app.path)
+	}
+	cmd := exec.Command(command[0], command[1:]...)
 	cmd.Env, cmd.Dir = env, spec.Dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdout, _ := cmd.StdoutPipe()
@@ -137,12 +161,27 @@ func RunTask(ctx context.Context, spec *JobSpec, o TaskRunOptions) int {
 	go func() { defer wg.Done(); r.scan(stderr, agentapi.StreamStderr) }()
 	sendDone := make(chan struct{})
 	go func() { defer close(sendDone); r.send(sendCtx, o.FlushInterval) }()
+	probeDone := make(chan struct{})
+	if app != nil {
+		go func() {
+			defer close(probeDone)
+			if err := app.run(sendCtx); err != nil {
+				// Never answered: stopped, and failed with why.
+				app.setFailure(err.Error())
+				say("%s; stopping it", err)
+				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+			}
+		}()
+	} else {
+		close(probeDone)
+	}
 
 	// Every line is read before Wait, which closes the pipes.
 	wg.Wait()
 	err = cmd.Wait()
 	stopSend()
 	<-sendDone
+	<-probeDone
 	code := 0
 	signaled := false
 	var ee *exec.ExitError
@@ -171,6 +210,12 @@ func RunTask(ctx context.Context, spec *JobSpec, o TaskRunOptions) int {
 		return code
 	}
 	state, msg := agentapi.StateCompleted, ""
+	if app != nil {
+		// An app never completes on its own: any exit is a failure.
+		state, msg = agentapi.StateFailed, app.exitMessage(code, r.lastLine())
+		r.finish(ctx, state, code, msg)
+		return code
+	}
 	if code != 0 {
 		state = agentapi.StateFailed
 		msg = fmt.Sprintf("exited with code %d", code)
