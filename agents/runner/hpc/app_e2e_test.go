@@ -122,7 +122,9 @@ func TestServingAppOnSlurm(t *testing.T) {
 				return d, text
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s: %v\nlog:\n%s\nsubmitter:\n%s", what, d, text, logs)
+				last := out[max(0, len(out)-20):]
+				t.Fatalf("timed out waiting for %s: state %q reason %q\nlast lines of the log:\n%s\nsubmitter:\n%s", what,
+					digStr(d, "appInstance", "state"), digStr(d, "appInstance", "reason"), strings.Join(last, "\n"), logs)
 			}
 			time.Sleep(100 * time.Millisecond)
 		}

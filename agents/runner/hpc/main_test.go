@@ -40,11 +40,12 @@ type fakePlane struct {
 	mu      sync.Mutex
 	lines   map[string][]string
 	finish  map[string]agentapi.FinishRequest
+	apps    map[string][]agentapi.AppReportRequest
 	badAuth int
 }
 
 func newFakePlane(t *testing.T) *fakePlane {
-	p := &fakePlane{lines: map[string][]string{}, finish: map[string]agentapi.FinishRequest{}}
+	p := &fakePlane{lines: map[string][]string{}, finish: map[string]agentapi.FinishRequest{}, apps: map[string][]agentapi.AppReportRequest{}}
 	p.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rest := strings.TrimPrefix(r.URL.Path, agentapi.PathTasks)
 		id, what, _ := strings.Cut(rest, "/")
@@ -69,6 +70,11 @@ func newFakePlane(t *testing.T) *fakePlane {
 			_ = json.Unmarshal(body, &req)
 			p.finish[id] = req
 			w.WriteHeader(http.StatusNoContent)
+		case agentapi.PathAppStatus:
+			var req agentapi.AppReportRequest
+			_ = json.Unmarshal(body, &req)
+			p.apps[id] = append(p.apps[id], req)
+			w.WriteHeader(http.StatusNoContent)
 		case "secrets":
 			_ = json.NewEncoder(w).Encode(agentapi.SecretsResponse{Secrets: map[string]string{"API_TOKEN": "s3cret-value"}})
 		default:
@@ -83,6 +89,13 @@ func (p *fakePlane) log(id string) string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return strings.Join(p.lines[id], "\n")
+}
+
+// appReports are the readiness reports the task's job sent.
+func (p *fakePlane) appReports(id string) []agentapi.AppReportRequest {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]agentapi.AppReportRequest(nil), p.apps[id]...)
 }
 
 func (p *fakePlane) ended(id string) (agentapi.FinishRequest, bool) {
