@@ -47,7 +47,9 @@ python3 -m http.server {port} --bind 127.0.0.1 >/dev/null 2>&1 & pid=$!
 while [ ! -f stop ]; do sleep 0.05; done
 kill $pid; wait $pid; sleep 0.5; exit 0`, 20)
 		done := make(chan int, 1)
-		go func() { done <- RunTask(context.Background(), spec, TaskRunOptions{FlushInterval: 50 * time.Millisecond, Stderr: io.Discard}) }()
+		go func() {
+			done <- RunTask(context.Background(), spec, TaskRunOptions{FlushInterval: 50 * time.Millisecond, Stderr: io.Discard})
+		}()
 		waitUntil(t, "a ready report", func() bool { return len(plane.appReports("serve")) >= 1 })
 		r := plane.appReports("serve")[0]
 		host, port, err := net.SplitHostPort(r.Address)
