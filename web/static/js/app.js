@@ -12,8 +12,9 @@ import * as task from './pages/task.js';
 import * as estate from './pages/estate.js';
 import * as models from './pages/models.js';
 import * as apps from './pages/apps.js';
+import * as compare from './pages/compare.js';
 
-const pages = { orchestration, queues, policy, usage, models, apps, task, estate };
+const pages = { orchestration, queues, policy, usage, models, apps, compare, task, estate };
 const main = document.getElementById('main');
 let stopPage = null;
 let viewer = null;

@@ -24,12 +24,27 @@ export function timeTicks(x0, x1, most = 6) {
   return ticks.map((t) => ({ t, label: fmt(t) }));
 }
 
+// stepTicks are ticks on a whole-number axis (a metric's steps), at 1, 2
+// or 5 times a power of ten.
+export function stepTicks(x0, x1, most = 6) {
+  const span = Math.max(x1 - x0, 1);
+  let step = 1;
+  for (let p = 1; ; p *= 10) {
+    const s = [p, 2 * p, 5 * p].find((c) => span / c <= most);
+    if (s) { step = s; break; }
+  }
+  const ticks = [];
+  for (let t = Math.ceil(x0 / step) * step; t <= x1; t += step) ticks.push({ t, label: String(t) });
+  return ticks;
+}
+
 // lineChart draws series [{name, points: [[timeMs, value]], color, dashed}]
 // over time, with optional horizontal lines [{value, label}] and vertical
-// markers [{t, label}].
+// markers [{t, label}]. ticks makes the x axis's ticks (stepTicks for a
+// metric's steps).
 // yMax, when given, is the top of the axis (a share never passes 100 %):
 // values above it are drawn at it.
-export function lineChart({ series, hlines = [], markers = [], width = 640, height = 220, unit = '', title = '', yMin = 0, yMax = null, x0: from = null, x1: to = null }) {
+export function lineChart({ series, hlines = [], markers = [], width = 640, height = 220, unit = '', title = '', yMin = 0, yMax = null, x0: from = null, x1: to = null, ticks = timeTicks }) {
   const pad = { l: 64, r: 28, t: 16, b: 26 };
   const pts = series.flatMap((s) => s.points);
   const figure = h('figure', { class: 'chart' });
@@ -40,7 +55,7 @@ export function lineChart({ series, hlines = [], markers = [], width = 640, heig
   }
   let x0 = from ?? Math.min(...pts.map((p) => p[0]), ...markers.map((m) => m.t));
   let x1 = to ?? Math.max(...pts.map((p) => p[0]), ...markers.map((m) => m.t));
-  if (x1 === x0) { x0 -= 30_000; x1 += 30_000; }
+  if (x1 === x0) { if (ticks === timeTicks) { x0 -= 30_000; x1 += 30_000; } else { x0 -= 1; x1 += 1; } }
   const y0 = Math.min(yMin, ...pts.map((p) => p[1]));
   let y1 = Math.max(...pts.map((p) => p[1]), ...hlines.map((l) => l.value));
   if (y1 <= y0) y1 = y0 + 1;
@@ -55,7 +70,7 @@ export function lineChart({ series, hlines = [], markers = [], width = 640, heig
     g.appendChild(svg('line', { x1: pad.l, x2: width - pad.r, y1: Y(v), y2: Y(v), class: 'grid' }));
     g.appendChild(svg('text', { x: pad.l - 6, y: Y(v) + 4, 'text-anchor': 'end', class: 'axis y', 'data-value': v }, fmtNum(v, 1) + unit));
   }
-  for (const { t, label } of timeTicks(x0, x1)) {
+  for (const { t, label } of ticks(x0, x1)) {
     g.appendChild(svg('line', { x1: X(t), x2: X(t), y1: height - pad.b, y2: height - pad.b + 4, class: 'tick' }));
     g.appendChild(svg('text', { x: X(t), y: height - 8, 'text-anchor': 'middle', class: 'axis x' }, label));
   }
