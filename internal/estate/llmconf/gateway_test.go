@@ -335,7 +335,7 @@ func TestGatewayValidate(t *testing.T) {
 		{"a timeout over an hour", func(e *estate.Estate) { llmconf.Route(&e.Gateway, "llama-70b").Timeout = 2 * time.Hour }, []string{`route "llama-70b"`, "timeout 2h0m0s"}},
 		{"a provider that speaks an API the gateway does not know", func(e *estate.Estate) { llmconf.Provider(&e.Gateway, "openai").API = "grpc" }, []string{`provider "openai"`, `api "grpc"`, "openai-compatible", "anthropic"}},
 		{"a route that speaks an API the gateway does not know", func(e *estate.Estate) { llmconf.Route(&e.Gateway, "llama-70b").API = "OpenAI" }, []string{`route "llama-70b"`, `api "OpenAI"`}},
-		{"a route without endpoints", func(e *estate.Estate) { llmconf.Route(&e.Gateway, "llama-70b").Endpoints = nil }, []string{"has 0 endpoints", "1 to 64"}},
+		{"a route without endpoints or an app", func(e *estate.Estate) { llmconf.Route(&e.Gateway, "llama-70b").Endpoints = nil }, []string{"has no endpoints and no app", "1 to 64", "app: vllm"}},
 		{"a route with 65 endpoints", func(e *estate.Estate) {
 			r := llmconf.Route(&e.Gateway, "llama-70b")
 			r.Endpoints = nil

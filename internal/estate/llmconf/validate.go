@@ -104,7 +104,10 @@ func (v *validator) routes() {
 		v.Name(obj, r.Name)
 		v.unique(seen, obj, "route", r.Name)
 		v.Description(obj, r.Description)
-		if len(r.Endpoints) == 0 || len(r.Endpoints) > MaxEndpoints {
+		switch {
+		case len(r.Endpoints) == 0 && r.App == "":
+			v.Add(obj, "has no endpoints and no app: give 1 to %d base URLs of its model servers, such as http://10.0.3.17:8000/v1, or the serving app whose instances serve it (app: vllm)", MaxEndpoints)
+		case len(r.Endpoints) > MaxEndpoints:
 			v.Add(obj, "has %d endpoints: give 1 to %d base URLs of its model servers, such as http://10.0.3.17:8000/v1", len(r.Endpoints), MaxEndpoints)
 		}
 		listed := map[string]bool{}
