@@ -139,5 +139,11 @@ func (d appDialer) DialApp(ctx context.Context, taskID string) (net.Conn, error)
 	if !ok {
 		return nil, fmt.Errorf("app instance %s: %w", taskID, appnet.ErrNotReady)
 	}
+	// The endpoint came from the caller's grant, which holds only its
+	// tenant's instances; checked again here so that no other way of
+	// naming an instance can cross tenants.
+	if p, ok := identity.PrincipalFrom(ctx); ok && p.TenantID != t.TenantID {
+		return nil, fmt.Errorf("app instance %s: %w", taskID, appnet.ErrNotReady)
+	}
 	return d.reach.Reach(ctx, t)
 }

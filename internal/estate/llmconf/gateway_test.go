@@ -344,6 +344,9 @@ func TestGatewayValidate(t *testing.T) {
 			}
 		}, []string{"has 65 endpoints"}},
 		{"an endpoint listed twice", func(e *estate.Estate) { r := llmconf.Route(&e.Gateway, "llama-70b"); r.Endpoints[1] = r.Endpoints[0] }, []string{"twice"}},
+		{"an endpoint naming an app instance", func(e *estate.Estate) {
+			llmconf.Route(&e.Gateway, "llama-70b").Endpoints[0] = "http://0192a3b4-0000-7000-8000-000000000001.app.klique.invalid/v1"
+		}, []string{"names app instances", "app: vllm"}},
 		{"an endpoint that is no URL", func(e *estate.Estate) { llmconf.Route(&e.Gateway, "llama-70b").Endpoints[0] = "10.0.3.17:8000" }, []string{"endpoint", "absolute http or https URL"}},
 		{"a model with both a provider and a route", func(e *estate.Estate) { llmconf.Model(&e.Gateway, "gpt-4o").Route = "llama-70b" }, []string{`model "gpt-4o"`, "give one of them"}},
 		{"a model with neither", func(e *estate.Estate) { llmconf.Model(&e.Gateway, "gpt-4o").Provider = "" }, []string{"give the provider or the route"}},

@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/klique-ai/klique/internal/appnet"
 	"github.com/klique-ai/klique/internal/estate/basis"
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/runenv"
@@ -146,6 +147,8 @@ func checkBaseURL(s string) error {
 		return fmt.Errorf("%q must be an absolute http or https URL", s)
 	case u.User != nil:
 		return fmt.Errorf("%q holds a user name or password: remove it, and keep keys in the vault (a provider's keySecret)", s)
+	case strings.HasSuffix(strings.ToLower(u.Hostname()), appnet.InstanceDomain):
+		return fmt.Errorf("%q is under %s, which names app instances: give a route the serving app instead (app: vllm), and its ready instances are its endpoints", s, appnet.InstanceDomain)
 	case u.RawQuery != "" || u.Fragment != "":
 		return fmt.Errorf("%q must have no query or fragment: give the base URL that /chat/completions is added to", s)
 	}
