@@ -74,6 +74,10 @@ type Options struct {
 	// this long lets answers go before their rows (which stay buffered and
 	// are written when it takes writes again), rather than stall them all.
 	LedgerWait time.Duration
+	// Apps reaches the app instances that serve static routes (their
+	// endpoints under appnet.InstanceDomain) through the default
+	// transport; nil: such endpoints cannot be reached.
+	Apps AppDialer
 }
 
 // Gateway serves /v1.
@@ -108,7 +112,7 @@ func New(o Options) *Gateway {
 	var transport http.RoundTripper = http.DefaultTransport
 	switch {
 	case o.Client == nil:
-		transport = newTransport()
+		transport = newTransport(o.Apps)
 	case o.Client.Transport != nil:
 		transport = o.Client.Transport
 	}
@@ -137,10 +141,10 @@ const (
 // enough for every concurrent call to a route endpoint to reuse one rather
 // than dial (and leave a socket in TIME_WAIT), and no gzip: the gateway
 // passes bodies through and would only have to inflate them.
-func newTransport() *http.Transport {
+func newTransport(apps AppDialer) *http.Transport {
 	return &http.Transport{
-		Proxy:               http.ProxyFromEnvironment,
-		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		Proxy:               instanceProxy,
+		DialContext:         instanceDial(apps, (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext),
 		MaxIdleConns:        4096,
 		MaxIdleConnsPerHost: 1024,
 		IdleConnTimeout:     90 * time.Second,

@@ -222,6 +222,18 @@ func (g *Gateway) guardInput(x *exchange) bool {
 // its reservation is still to be settled.
 func (g *Gateway) callUpstream(x *exchange) bool {
 	x.attempts = g.attempts(x.attempts, x.grant)
+	if len(x.attempts) == 0 {
+		// Every target is a route with no endpoint now (its instances
+		// stopped): nothing to call, nor to fall back to.
+		for _, u := range x.grant.Upstreams {
+			if u.Route != nil && x.rec.Target == "" {
+				x.rec.Target = u.Route.Name // the ledger row names the empty route
+			}
+		}
+		x.door.writeError(x.w, x.header, http.StatusServiceUnavailable, "service_unavailable", noEndpoint(x.grant), "")
+		x.end(http.StatusServiceUnavailable, model.CallUpstreamError)
+		return true
+	}
 	x.c = call{ep: x.ep, body: x.body, req: x.req, guard: x.grant.Guard, header: x.header, door: x.door}
 	if x.r != nil {
 		x.c.in = x.r.Header

@@ -65,6 +65,11 @@ func (r *lLMRouteResolver) API(ctx context.Context, obj *model.Route) (string, e
 	return model.APIOr(obj.API), nil
 }
 
+// App is the resolver for the app field.
+func (r *lLMRouteResolver) App(ctx context.Context, obj *model.Route) (*string, error) {
+	return nullIfEmpty(obj.App), nil
+}
+
 // PutLLMProvider is the resolver for the putLLMProvider field.
 func (r *mutationResolver) PutLLMProvider(ctx context.Context, input llm.LLMProviderInput) (*gqlmodel.GatewayPayload, error) {
 	return gatewayPayload(r.Svc.PutLLMProvider(ctx, input))

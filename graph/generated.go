@@ -527,6 +527,7 @@ type ComplexityRoot struct {
 
 	LLMRoute struct {
 		API            func(childComplexity int) int
+		App            func(childComplexity int) int
 		Description    func(childComplexity int) int
 		Endpoints      func(childComplexity int) int
 		Name           func(childComplexity int) int
@@ -1226,6 +1227,7 @@ type LLMRefusalResolver interface {
 type LLMRouteResolver interface {
 	TimeoutSeconds(ctx context.Context, obj *model.Route) (float64, error)
 	API(ctx context.Context, obj *model.Route) (string, error)
+	App(ctx context.Context, obj *model.Route) (*string, error)
 }
 type MutationResolver interface {
 	PutApp(ctx context.Context, input gqlmodel.AppInput) (*gqlmodel.AppPayload, error)
@@ -3236,6 +3238,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.LLMRoute.API(childComplexity), true
+	case "LLMRoute.app":
+		if e.ComplexityRoot.LLMRoute.App == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LLMRoute.App(childComplexity), true
 	case "LLMRoute.description":
 		if e.ComplexityRoot.LLMRoute.Description == nil {
 			break
@@ -7393,6 +7401,8 @@ type LLMRoute {
   timeoutSeconds: Float!
   "What its model servers speak (see LLMProvider.api)."
   api: String!
+  "The serving app of the catalogue whose ready instances are endpoints of the route too, or null."
+  app: String
 }
 
 "A model behind a provider or a route, with its prices."
@@ -7563,11 +7573,13 @@ input LLMProviderInput {
 input LLMRouteInput {
   name: String!
   description: String
-  "1 to 64 base URLs, such as http://10.0.3.17:8000/v1."
+  "Up to 64 base URLs, such as http://10.0.3.17:8000/v1 (none when app is given)."
   endpoints: [String!]!
   timeoutSeconds: Float
   "openai, anthropic or openai-compatible (the default): what its model servers speak."
   api: String
+  "A serving app of the catalogue (such as vllm) whose ready instances are endpoints of the route too."
+  app: String
 }
 
 input LLMModelInput {
@@ -9454,6 +9466,8 @@ func (ec *executionContext) childFields_LLMRoute(ctx context.Context, field grap
 		return ec.fieldContext_LLMRoute_timeoutSeconds(ctx, field)
 	case "api":
 		return ec.fieldContext_LLMRoute_api(ctx, field)
+	case "app":
+		return ec.fieldContext_LLMRoute_app(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type LLMRoute", field.Name)
 }
@@ -19800,6 +19814,29 @@ func (ec *executionContext) _LLMRoute_api(ctx context.Context, field graphql.Col
 	)
 }
 func (ec *executionContext) fieldContext_LLMRoute_api(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("LLMRoute", field, true, true, "String")
+}
+
+func (ec *executionContext) _LLMRoute_app(ctx context.Context, field graphql.CollectedField, obj *model.Route) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LLMRoute_app(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.LLMRoute().App(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_LLMRoute_app(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("LLMRoute", field, true, true, "String")
 }
 
@@ -35235,7 +35272,7 @@ func (ec *executionContext) unmarshalInputLLMRouteInput(ctx context.Context, obj
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"name", "description", "endpoints", "timeoutSeconds", "api"}
+	fieldsInOrder := [...]string{"name", "description", "endpoints", "timeoutSeconds", "api", "app"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -35277,6 +35314,13 @@ func (ec *executionContext) unmarshalInputLLMRouteInput(ctx context.Context, obj
 				return it, err
 			}
 			it.API = data
+		case "app":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("app"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.App = data
 		}
 	}
 	return it, nil
@@ -39187,6 +39231,12 @@ func (ec *executionContext) _LLMRoute(ctx context.Context, sel ast.SelectionSet,
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._LLMRoute_api(ctx, field, obj)
+				})
+		case "app":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._LLMRoute_app(ctx, field, obj)
 				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))

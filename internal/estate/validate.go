@@ -94,10 +94,29 @@ func (e *Estate) Validate() error {
 	// this estate's groups and projects.
 	v.Problems = append(v.Problems, llmconf.Validate(&e.Gateway, e)...)
 	v.Problems = append(v.Problems, appconf.Validate(&e.Apps, e)...)
+	v.routeApps()
 	if len(v.Problems) == 0 {
 		return nil
 	}
 	return &ValidationError{Problems: v.Problems}
+}
+
+// routeApps checks that a static route naming an app names a serving app
+// of the catalogue: its instances are the route's endpoints, so they must
+// answer OpenAI's API.
+func (v *validator) routeApps() {
+	for _, r := range v.e.Gateway.Routes {
+		if r.App == "" {
+			continue
+		}
+		obj := fmt.Sprintf("route %q", r.Name)
+		switch a := appconf.Lookup(&v.e.Apps, r.App); {
+		case a == nil:
+			v.Add(obj, "app %q is not in the app catalogue: name a serving app ('klique app ls' lists them), or add it under apps.catalogue", r.App)
+		case a.Kind != model.AppServing:
+			v.Add(obj, "app %q is a %s app: a route's instances must serve a model, so name a serving app such as vllm", r.App, a.Kind)
+		}
+	}
 }
 
 func (v *validator) gpuClasses() {

@@ -587,3 +587,41 @@ func setLabel(m map[string]string, k, v string) map[string]string {
 	m[k] = v
 	return m
 }
+
+// A static route may name a serving app of the catalogue (built-in or the
+// tenant's) instead of, or beside, its endpoints; an unknown app or one
+// that serves no model is refused with what to name instead.
+func TestValidateRouteApps(t *testing.T) {
+	t.Parallel()
+	route := func(e *estate.Estate) *model.Route {
+		for _, r := range e.Gateway.Routes {
+			if r.Name == "llama-70b" {
+				return r
+			}
+		}
+		t.Fatal("the example estate has no route llama-70b")
+		return nil
+	}
+	e := exampleEstate(t)
+	route(e).App, route(e).Endpoints = "vllm", nil
+	if err := e.Validate(); err != nil {
+		t.Fatalf("a route of app vllm without endpoints: %v", err)
+	}
+	route(e).Endpoints = []string{"http://10.0.3.17:8000/v1"}
+	if err := e.Validate(); err != nil {
+		t.Fatalf("a route with both endpoints and an app: %v", err)
+	}
+	for app, want := range map[string][]string{
+		"nope":       {`route "llama-70b"`, `app "nope" is not in the app catalogue`, "klique app ls"},
+		"jupyterlab": {`route "llama-70b"`, `app "jupyterlab" is a session app`, "name a serving app"},
+	} {
+		e := exampleEstate(t)
+		route(e).App = app
+		err := e.Validate()
+		for _, w := range want {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Fatalf("route of app %s: %v, want %q", app, err, w)
+			}
+		}
+	}
+}

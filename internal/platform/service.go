@@ -93,6 +93,8 @@ func New(o Options) *Service {
 		return s.tasksDomain.EnqueueApplication(ctx, tasks.EnqueueInput{Name: name, Project: project, ComputeResource: cr, Group: group},
 			id, tasks.PrepareFunc(prepare), request)
 	}, s.tasksDomain.StopApplication)
+	// A static route's endpoints include the app instances serving it.
+	s.llmDomain.SetRouteEndpoints(s.appsDomain.Serving().Endpoints)
 	agent := s.Agent()
 	// Why a placed task waits depends on its pool's workers, which the
 	// fleet knows.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/klique-ai/klique/engine/loop"
 	"github.com/klique-ai/klique/gateway"
+	"github.com/klique-ai/klique/internal/appnet"
 	"github.com/klique-ai/klique/internal/config"
 	"github.com/klique-ai/klique/internal/events"
 	"github.com/klique-ai/klique/internal/gctune"
@@ -53,6 +54,10 @@ type App struct {
 	gatewaySrv   *http.Server
 	gatewayURL   string
 	closeLimiter func()
+	// Reach opens connections to app instances (the gateway's route
+	// endpoints); stopServing stops the serving index's follower.
+	Reach       *appnet.Auto
+	stopServing context.CancelFunc
 }
 
 // startDebug serves the Go profiler on KLIQUE_DEBUG_LISTEN, apart from the
@@ -169,7 +174,11 @@ func start(ctx context.Context, cfg *config.Config, log *slog.Logger, st store.S
 	h := NewHandler(Deps{Service: svc, Auth: auth, Signer: signer, Logger: log, MaxBodyBytes: cfg.MaxBodyBytes, MetricsToken: cfg.MetricsToken})
 	h.mountMCP(cfg, log)
 	h.mountWeb()
-	gw, limiterClose, err := startGateway(cfg, log, svc, auth, h)
+	// Reach opens connections to app instances: directly to the address
+	// the worker reported, or through the worker's tunnel once it holds
+	// one (Reach.Tunnels).
+	reach := &appnet.Auto{Direct: &appnet.Direct{}}
+	gw, limiterClose, err := startGateway(cfg, log, svc, auth, h, reach)
 	if err != nil {
 		return nil, err
 	}
@@ -196,6 +205,12 @@ func start(ctx context.Context, cfg *config.Config, log *slog.Logger, st store.S
 	// to reconnect (to another replica, or to this one once it is back).
 	app.server.RegisterOnShutdown(h.sockets.closeAll)
 	app.gateway, app.closeLimiter = gw, func() { limiterClose(); closeBridge() }
+	app.Reach = reach
+	// The serving index follows the events (the bridge carries other
+	// replicas') and is rebuilt from the store every half minute.
+	servingCtx, stopServing := context.WithCancel(context.Background())
+	svc.FollowServing(servingCtx, 30*time.Second)
+	app.stopServing = stopServing
 	go func() { app.served <- app.server.Serve(ln) }()
 	if err := app.startGatewayListener(cfg); err != nil {
 		_ = app.server.Close()
@@ -377,6 +392,9 @@ func (a *App) Shutdown(ctx context.Context) error {
 	}
 	if a.closeLimiter != nil {
 		a.closeLimiter()
+	}
+	if a.stopServing != nil {
+		a.stopServing()
 	}
 	if a.stop != nil {
 		a.stop()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/klique-ai/klique/gateway"
 	"github.com/klique-ai/klique/gateway/limits"
+	"github.com/klique-ai/klique/internal/appnet"
 	"github.com/klique-ai/klique/internal/config"
 	"github.com/klique-ai/klique/internal/events"
 	"github.com/klique-ai/klique/internal/identity"
@@ -26,7 +27,7 @@ const fallbackReseed = 5 * time.Second
 // startGateway builds the LLM gateway and mounts it under /v1. Its limits
 // live in Redis when KLIQUE_REDIS_URL is set (falling back to this process
 // while Redis cannot be reached), else in this process.
-func startGateway(cfg *config.Config, log *slog.Logger, svc *platform.Service, auth *identity.Authenticator, h *Handler) (*gateway.Gateway, func(), error) {
+func startGateway(cfg *config.Config, log *slog.Logger, svc *platform.Service, auth *identity.Authenticator, h *Handler, reach appnet.Reacher) (*gateway.Gateway, func(), error) {
 	metrics, err := gateway.NewMetrics(h.metrics.registry)
 	if err != nil {
 		return nil, nil, fmt.Errorf("gateway metrics: %w", err)
@@ -53,7 +54,7 @@ func startGateway(cfg *config.Config, log *slog.Logger, svc *platform.Service, a
 	}
 	svc.SetBudgetReader(budgetReader(limiter))
 	gw := gateway.New(gateway.Options{Service: svc, Auth: auth, Limiter: limiter, Log: log.With("component", "gateway"),
-		MaxBody: cfg.MaxBodyBytes, Metrics: metrics})
+		MaxBody: cfg.MaxBodyBytes, Metrics: metrics, Apps: appDialer{svc: svc, reach: reach}})
 	// The Models page shows which route endpoints the gateway set aside.
 	svc.SetEndpointHealth(gw.SetAside)
 	h.route("/v1/", "gateway", gw)
@@ -122,4 +123,27 @@ func budgetReader(l limits.Limiter) platform.BudgetReader {
 		}
 		return out, nil
 	}
+}
+
+// appDialer reaches the ready app instances that serve static routes:
+// the platform's serving index says where each is (its worker, attempt
+// and address), and the reacher opens the connection (the worker's
+// tunnel when it holds one to this replica, else directly).
+type appDialer struct {
+	svc   *platform.Service
+	reach appnet.Reacher
+}
+
+func (d appDialer) DialApp(ctx context.Context, taskID string) (net.Conn, error) {
+	t, ok := d.svc.Serving().Target(taskID)
+	if !ok {
+		return nil, fmt.Errorf("app instance %s: %w", taskID, appnet.ErrNotReady)
+	}
+	// The endpoint came from the caller's grant, which holds only its
+	// tenant's instances; checked again here so that no other way of
+	// naming an instance can cross tenants.
+	if p, ok := identity.PrincipalFrom(ctx); ok && p.TenantID != t.TenantID {
+		return nil, fmt.Errorf("app instance %s: %w", taskID, appnet.ErrNotReady)
+	}
+	return d.reach.Reach(ctx, t)
 }

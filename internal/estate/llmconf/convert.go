@@ -28,7 +28,7 @@ func (d *GatewayDoc) Apply(g *model.Gateway) []basis.Problem {
 		v := &d.Routes[i]
 		obj := fmt.Sprintf("route %q", v.Name)
 		PutRoute(g, &model.Route{Name: v.Name, Description: v.Description, Endpoints: slices.Clone(v.Endpoints),
-			Timeout: a.duration(obj, v.Timeout), API: v.API})
+			Timeout: a.duration(obj, v.Timeout), API: v.API, App: v.App})
 	}
 	for i := range d.Models {
 		v := &d.Models[i]
@@ -152,7 +152,7 @@ func Export(src *model.Gateway) *GatewayDoc {
 	}
 	for _, v := range g.Routes {
 		d.Routes = append(d.Routes, RouteDoc{Name: v.Name, Description: v.Description, Endpoints: nilIfEmpty(v.Endpoints),
-			Timeout: optDuration(v.Timeout), API: v.API})
+			Timeout: optDuration(v.Timeout), API: v.API, App: v.App})
 	}
 	for _, v := range g.Models {
 		d.Models = append(d.Models, ModelDoc{Name: v.Name, Provider: v.Provider, Route: v.Route, Upstream: v.Upstream,

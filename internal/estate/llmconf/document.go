@@ -43,10 +43,13 @@ type ProviderDoc struct {
 type RouteDoc struct {
 	Name        string   `yaml:"name"`
 	Description string   `yaml:"description,omitempty"`
-	Endpoints   []string `yaml:"endpoints"`
+	Endpoints   []string `yaml:"endpoints,omitempty"`
 	Timeout     string   `yaml:"timeout,omitempty"`
 	// API is what its model servers speak (see ProviderDoc.API).
 	API string `yaml:"api,omitempty"`
+	// App names a serving app of the catalogue whose ready instances are
+	// endpoints of the route too.
+	App string `yaml:"app,omitempty"`
 }
 
 // ModelDoc describes a model behind a provider or a route. Prices are per

@@ -24,6 +24,7 @@ gateway:
       description: vLLM on the k8s pool
       endpoints: ["http://10.0.3.17:8000/v1", "http://10.0.3.18:8000/v1"]
       timeout: 120s
+      app: vllm
   models:
     - {name: llama-3.1-70b, route: llama-70b, upstream: meta-llama/Llama-3.1-70B-Instruct, inputPrice: 0.20, outputPrice: 0.20, currency: USD, maxOutputTokens: 8192}
     - {name: gpt-4o, provider: openai, inputPrice: 2.50, outputPrice: 10.00}
@@ -270,7 +271,7 @@ func TestGatewayExport(t *testing.T) {
 		}
 		for _, want := range []string{"gateway:", "baseUrl: https://api.openai.com/v1", "keySecret: OPENAI_API_KEY", "timeout: 1m", "timeout: 2m",
 			"inputPrice: 2.5", "outputPrice: 10", "upstream: gpt-4o", "maxOutputTokens: 4096", "weight: 3", "weight: 0",
-			"money: 25", "perUserMoney: 2.5", "period: day", "tokens: 50000000", "scope: alias"} {
+			"money: 25", "perUserMoney: 2.5", "period: day", "tokens: 50000000", "scope: alias", "app: vllm"} {
 			if !strings.Contains(string(out), want) {
 				t.Errorf("export lacks %q:\n%s", want, out)
 			}
@@ -335,7 +336,7 @@ func TestGatewayValidate(t *testing.T) {
 		{"a timeout over an hour", func(e *estate.Estate) { llmconf.Route(&e.Gateway, "llama-70b").Timeout = 2 * time.Hour }, []string{`route "llama-70b"`, "timeout 2h0m0s"}},
 		{"a provider that speaks an API the gateway does not know", func(e *estate.Estate) { llmconf.Provider(&e.Gateway, "openai").API = "grpc" }, []string{`provider "openai"`, `api "grpc"`, "openai-compatible", "anthropic"}},
 		{"a route that speaks an API the gateway does not know", func(e *estate.Estate) { llmconf.Route(&e.Gateway, "llama-70b").API = "OpenAI" }, []string{`route "llama-70b"`, `api "OpenAI"`}},
-		{"a route without endpoints", func(e *estate.Estate) { llmconf.Route(&e.Gateway, "llama-70b").Endpoints = nil }, []string{"has 0 endpoints", "1 to 64"}},
+		{"a route without endpoints or an app", func(e *estate.Estate) { r := llmconf.Route(&e.Gateway, "llama-70b"); r.Endpoints, r.App = nil, "" }, []string{"has no endpoints and no app", "1 to 64", "app: vllm"}},
 		{"a route with 65 endpoints", func(e *estate.Estate) {
 			r := llmconf.Route(&e.Gateway, "llama-70b")
 			r.Endpoints = nil
@@ -344,6 +345,9 @@ func TestGatewayValidate(t *testing.T) {
 			}
 		}, []string{"has 65 endpoints"}},
 		{"an endpoint listed twice", func(e *estate.Estate) { r := llmconf.Route(&e.Gateway, "llama-70b"); r.Endpoints[1] = r.Endpoints[0] }, []string{"twice"}},
+		{"an endpoint naming an app instance", func(e *estate.Estate) {
+			llmconf.Route(&e.Gateway, "llama-70b").Endpoints[0] = "http://0192a3b4-0000-7000-8000-000000000001.app.klique.invalid/v1"
+		}, []string{"names app instances", "app: vllm"}},
 		{"an endpoint that is no URL", func(e *estate.Estate) { llmconf.Route(&e.Gateway, "llama-70b").Endpoints[0] = "10.0.3.17:8000" }, []string{"endpoint", "absolute http or https URL"}},
 		{"a model with both a provider and a route", func(e *estate.Estate) { llmconf.Model(&e.Gateway, "gpt-4o").Route = "llama-70b" }, []string{`model "gpt-4o"`, "give one of them"}},
 		{"a model with neither", func(e *estate.Estate) { llmconf.Model(&e.Gateway, "gpt-4o").Provider = "" }, []string{"give the provider or the route"}},

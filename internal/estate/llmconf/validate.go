@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/klique-ai/klique/internal/appnet"
 	"github.com/klique-ai/klique/internal/estate/basis"
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/runenv"
@@ -104,7 +105,10 @@ func (v *validator) routes() {
 		v.Name(obj, r.Name)
 		v.unique(seen, obj, "route", r.Name)
 		v.Description(obj, r.Description)
-		if len(r.Endpoints) == 0 || len(r.Endpoints) > MaxEndpoints {
+		switch {
+		case len(r.Endpoints) == 0 && r.App == "":
+			v.Add(obj, "has no endpoints and no app: give 1 to %d base URLs of its model servers, such as http://10.0.3.17:8000/v1, or the serving app whose instances serve it (app: vllm)", MaxEndpoints)
+		case len(r.Endpoints) > MaxEndpoints:
 			v.Add(obj, "has %d endpoints: give 1 to %d base URLs of its model servers, such as http://10.0.3.17:8000/v1", len(r.Endpoints), MaxEndpoints)
 		}
 		listed := map[string]bool{}
@@ -143,6 +147,8 @@ func checkBaseURL(s string) error {
 		return fmt.Errorf("%q must be an absolute http or https URL", s)
 	case u.User != nil:
 		return fmt.Errorf("%q holds a user name or password: remove it, and keep keys in the vault (a provider's keySecret)", s)
+	case strings.HasSuffix(strings.ToLower(u.Hostname()), appnet.InstanceDomain):
+		return fmt.Errorf("%q is under %s, which names app instances: give a route the serving app instead (app: vllm), and its ready instances are its endpoints", s, appnet.InstanceDomain)
 	case u.RawQuery != "" || u.Fragment != "":
 		return fmt.Errorf("%q must have no query or fragment: give the base URL that /chat/completions is added to", s)
 	}

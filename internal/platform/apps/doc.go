@@ -13,6 +13,7 @@ package apps
 
 import (
 	"context"
+	"time"
 
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform/kernel"
@@ -33,10 +34,24 @@ type Apps struct {
 	k       *kernel.Kernel
 	enqueue Enqueuer
 	abort   Stopper
+	serving *Serving
 }
 
 // New returns the apps domain over a kernel; SetTasks wires its launches.
-func New(k *kernel.Kernel) *Apps { return &Apps{k: k} }
+func New(k *kernel.Kernel) *Apps { return &Apps{k: k, serving: NewServing()} }
+
+// Serving returns the index of the ready serving instances, which the
+// facade hands the llm domain (a route's endpoints) and the composition
+// the gateway (how to reach one).
+func (s *Apps) Serving() *Serving { return s.serving }
+
+// FollowServing keeps the serving index current until ctx ends (see
+// Serving.Follow), rebuilding it from the store every rebuildEvery.
+func (s *Apps) FollowServing(ctx context.Context, rebuildEvery time.Duration) {
+	s.serving.Follow(ctx, s.k.Store, s.k.Events, rebuildEvery, func(err error) {
+		s.k.Log.Warn("serving index", "err", err)
+	})
+}
 
 // SetTasks wires the tasks domain's enqueue and stop.
 func (s *Apps) SetTasks(enqueue Enqueuer, abort Stopper) { s.enqueue, s.abort = enqueue, abort }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/klique-ai/klique/internal/estate"
 	"github.com/klique-ai/klique/internal/estate/appconf"
+	"github.com/klique-ai/klique/internal/estate/llmconf"
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform/kernel"
 	"github.com/klique-ai/klique/internal/store"
@@ -72,6 +73,9 @@ func (s *Apps) LaunchApp(ctx context.Context, in LaunchInput) (*model.AppInstanc
 	if app.Locked {
 		return nil, kernel.Forbidden("app %s is locked by an admin (the app's lock); ask an admin to unlock it, or launch another app from 'klique app ls'", kernel.Quote(app.Name))
 	}
+	if err := checkRoute(e, app, strings.TrimSpace(in.Route)); err != nil {
+		return nil, err
+	}
 	form, err := appconf.CompileForm(app.Form)
 	if err != nil {
 		return nil, kernel.Unavailable("app %s has a broken launch form (%v); ask an admin to fix it", kernel.Quote(app.Name), err)
@@ -113,6 +117,25 @@ func (s *Apps) LaunchApp(ctx context.Context, in LaunchInput) (*model.AppInstanc
 		return nil, err
 	}
 	return instance(task), nil
+}
+
+// checkRoute refuses a launch with a route that is not one of the
+// tenant's static routes, or of an app that serves no model: the route's
+// calls would go to it. A route is made by an admin, with or without
+// endpoints of its own.
+func checkRoute(e *estate.Estate, app *model.App, route string) error {
+	if route == "" {
+		return nil
+	}
+	if app.Kind != model.AppServing {
+		return kernel.Invalid("app %s is a %s app: only a serving app's instances can serve route %s; launch it without a route, or launch a serving app such as vllm",
+			kernel.Quote(app.Name), app.Kind, kernel.Quote(route))
+	}
+	if llmconf.Route(&e.Gateway, route) == nil {
+		return kernel.Invalid("no static route %s: an admin creates it in the estate file's gateway section (routes: [{name: %s, app: %s}]) and runs 'klique apply', or with the putLLMRoute mutation; then launch again",
+			kernel.Quote(route), route, app.Name)
+	}
+	return nil
 }
 
 // activeApps lists the tenant's instances that have not ended: what the

@@ -281,6 +281,15 @@ func (s *LLM) upstream(ctx context.Context, tenantID string, g *model.Gateway, n
 	}
 	if u.Model.Route != "" {
 		u.Route = llmconf.Route(g, u.Model.Route)
+		if u.Route != nil {
+			// The route as it stands now: its ready app instances are
+			// endpoints too (a copy: the estate is shared).
+			if eps := s.routeEndpoints(tenantID, u.Route); len(eps) != len(u.Route.Endpoints) {
+				r := *u.Route
+				r.Endpoints = eps
+				u.Route = &r
+			}
+		}
 	}
 	if u.Provider != nil {
 		key, err := s.providerKey(ctx, tenantID, u.Provider)

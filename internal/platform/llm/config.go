@@ -43,6 +43,8 @@ type LLMRouteInput struct {
 	TimeoutSeconds *float64
 	// API is what its model servers speak (model.APIs).
 	API *string
+	// App names a serving app whose ready instances are endpoints too.
+	App *string
 }
 
 // LLMModelInput describes a model whole. Prices are per million tokens,
@@ -328,7 +330,7 @@ func (s *LLM) PutLLMRoute(ctx context.Context, in LLMRouteInput) (*kernel.Estate
 		if err != nil {
 			return "", err
 		}
-		llmconf.PutRoute(&next.Gateway, &model.Route{Name: in.Name, Description: optOr(in.Description, ""), Endpoints: slices.Clone(in.Endpoints), Timeout: timeout, API: optOr(in.API, "")})
+		llmconf.PutRoute(&next.Gateway, &model.Route{Name: in.Name, Description: optOr(in.Description, ""), Endpoints: slices.Clone(in.Endpoints), Timeout: timeout, API: optOr(in.API, ""), App: optOr(in.App, "")})
 		return in.Name, nil
 	})
 }

@@ -9,6 +9,7 @@ package llm
 import (
 	"sync/atomic"
 
+	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform/kernel"
 )
 
@@ -26,6 +27,26 @@ type LLM struct {
 	// aside reads which route endpoints the gateway set aside (see
 	// SetEndpointHealth).
 	aside atomic.Pointer[SetAsideReader]
+	// instances gives a route's endpoints with its ready serving
+	// instances (see SetRouteEndpoints).
+	instances RouteEndpoints
+}
+
+// RouteEndpoints returns a static route's endpoints now: its own URLs and
+// the base URLs of the app instances that serve it and are ready (the
+// apps domain's serving index).
+type RouteEndpoints func(tenantID string, r *model.Route) []string
+
+// SetRouteEndpoints wires the ready app instances into the routes' endpoints;
+// the facade calls it once, before the service is used.
+func (s *LLM) SetRouteEndpoints(f RouteEndpoints) { s.instances = f }
+
+// routeEndpoints is a route's endpoints now (its own without the wiring).
+func (s *LLM) routeEndpoints(tenantID string, r *model.Route) []string {
+	if s.instances == nil {
+		return r.Endpoints
+	}
+	return s.instances(tenantID, r)
 }
 
 // New returns the LLM domain over a kernel.

@@ -202,7 +202,7 @@ func (s *LLM) EndpointHealths(ctx context.Context) ([]*EndpointHealth, error) {
 	sort.Slice(routes, func(i, j int) bool { return routes[i].Name < routes[j].Name })
 	out := []*EndpointHealth{}
 	for _, r := range routes {
-		for _, ep := range r.Endpoints {
+		for _, ep := range s.routeEndpoints(p.TenantID, r) {
 			h := &EndpointHealth{Route: r.Name, Endpoint: ep, Healthy: true}
 			if until, ok := aside[ep]; ok {
 				h.Healthy, h.SetAsideUntil = false, &until
