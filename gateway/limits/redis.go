@@ -162,16 +162,28 @@ local now = tonumber(ARGV[1])
 local n = tonumber(ARGV[4])
 local lapse = KEYS[n + 1]
 giveBack(lapse, redis.call('ZRANGEBYSCORE', lapse, '-inf', now, 'LIMIT', 0, 32), ARGV[5])
-local unseeded = {}
-local epoch = nil
+-- The epoch and each seeded window's counter and marker, in one MGET: a
+-- counter that is not there reads false.
+local seeded = {KEYS[n + 2]}
 for i = 1, n do
   if ARGV[5 + (i - 1) * 4 + 4] == '1' then
-    if epoch == nil then
-      epoch = redis.call('GET', KEYS[n + 2]) or '0'
-      if tonumber(epoch) < tonumber(ARGV[6 + n * 4]) then return {-2, tonumber(epoch)} end
-    end
-    if redis.call('EXISTS', KEYS[i]) == 0 or (redis.call('GET', KEYS[i] .. '#r') or '0') ~= epoch then
-      unseeded[#unseeded + 1] = i - 1
+    seeded[#seeded + 1] = KEYS[i]
+    seeded[#seeded + 1] = KEYS[i] .. '#r'
+  end
+end
+local unseeded = {}
+local epoch = nil
+if #seeded > 1 then
+  local got = redis.call('MGET', unpack(seeded))
+  epoch = got[1] or '0'
+  if tonumber(epoch) < tonumber(ARGV[6 + n * 4]) then return {-2, tonumber(epoch)} end
+  local j = 2
+  for i = 1, n do
+    if ARGV[5 + (i - 1) * 4 + 4] == '1' then
+      if got[j] == false or (got[j + 1] or '0') ~= epoch then
+        unseeded[#unseeded + 1] = i - 1
+      end
+      j = j + 2
     end
   end
 end
@@ -230,7 +242,35 @@ if ARGV[1] ~= '' then
     if held == 1 then redis.call('DEL', ARGV[4] .. ARGV[3]) end
   end
 end
-local epoch = nil
+-- What the loop below reads, in one MGET: the counter of each window that
+-- changes, the epoch and the marker of each seeded window that used
+-- something (a request window settles the one it reserved, and needs
+-- nothing). A counter that is not there reads false.
+local read = {}
+local at = {}
+local marker = {}
+local epochAt = nil
+for i = 1, n do
+  local base = 4 + (i - 1) * 4
+  local actual = tonumber(ARGV[base + 2])
+  local seeded = ARGV[base + 3] == '1'
+  if actual ~= tonumber(ARGV[base + 1]) or (seeded and (held == 0 or actual > 0)) then
+    read[#read + 1] = KEYS[i]
+    at[i] = #read
+  end
+  if seeded and actual > 0 then
+    if epochAt == nil then
+      read[#read + 1] = KEYS[n + 2]
+      epochAt = #read
+    end
+    read[#read + 1] = KEYS[i] .. '#r'
+    marker[i] = #read
+  end
+end
+local got = {}
+if #read > 0 then got = redis.call('MGET', unpack(read)) end
+local epoch = '0'
+if epochAt ~= nil then epoch = got[epochAt] or '0' end
 for i = 1, n do
   local base = 4 + (i - 1) * 4
   local reserved = tonumber(ARGV[base + 1])
@@ -238,17 +278,10 @@ for i = 1, n do
   local seeded = ARGV[base + 3] == '1'
   local delta = actual - reserved
   if seeded and held == 0 then delta = actual end
-  -- Whether the counter exists is asked only when the answer is used: a
-  -- request window settles the one it reserved, and needs nothing.
-  local exists = nil
-  if delta ~= 0 then
-    exists = redis.call('EXISTS', KEYS[i]) == 1
-    if exists then redis.call('INCRBY', KEYS[i], delta) end
-  end
+  local exists = at[i] ~= nil and got[at[i]] ~= false
+  if delta ~= 0 and exists then redis.call('INCRBY', KEYS[i], delta) end
   if seeded and actual > 0 then
-    if exists == nil then exists = redis.call('EXISTS', KEYS[i]) == 1 end
-    if epoch == nil then epoch = redis.call('GET', KEYS[n + 2]) or '0' end
-    if not exists or (redis.call('GET', KEYS[i] .. '#r') or '0') ~= epoch or tonumber(epoch) < tonumber(ARGV[5 + n * 4]) then
+    if not exists or (got[marker[i]] or '0') ~= epoch or tonumber(epoch) < tonumber(ARGV[5 + n * 4]) then
       redis.call('INCRBY', KEYS[i] .. '#p', actual)
       redis.call('PEXPIREAT', KEYS[i] .. '#p', ARGV[base + 4])
     end
