@@ -3,6 +3,7 @@ package gateway
 import (
 	"errors"
 	"net/http"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 
@@ -101,7 +102,8 @@ func (r *responsesPassRelay) event(raw []byte, name string, data []byte) (out, h
 	}
 	r.events++
 	if name == "" {
-		name = gjson.GetBytes(data, "type").Str
+		// Read in place: name is compared, never kept.
+		name = gjson.Get(unsafe.String(unsafe.SliceData(data), len(data)), "type").Str
 	}
 	switch name {
 	case "response.completed", "response.incomplete", "response.failed":

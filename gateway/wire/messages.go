@@ -151,11 +151,13 @@ func MessagesOutputText(body []byte) string {
 // text a content_block_delta carries (text, or a tool call's partial
 // input), and usage: message_start says the input (in, with what a prompt
 // cache served), message_delta the output so far (out) and sometimes the
-// input again. Any other event carries neither.
+// input again. Any other event carries neither. text may be a view of
+// data (read in place, as every event of a stream is: a copy of each would
+// be most of what the relay allocates): read it before data changes.
 func MessagesEvent(name string, data []byte) (text string, in, out int64, hasIn, hasOut bool) {
 	switch name {
 	case "content_block_delta":
-		d := gjson.GetBytes(data, "delta")
+		d := gjson.Get(view(data), "delta")
 		switch d.Get("type").Str {
 		case "text_delta":
 			return d.Get("text").Str, 0, 0, false, false
@@ -163,12 +165,12 @@ func MessagesEvent(name string, data []byte) (text string, in, out int64, hasIn,
 			return d.Get("partial_json").Str, 0, 0, false, false
 		}
 	case "message_start":
-		u := gjson.GetBytes(data, "message.usage")
+		u := gjson.Get(view(data), "message.usage")
 		if u.IsObject() {
 			return "", messagesInput(u), max(u.Get("output_tokens").Int(), 0), true, true
 		}
 	case "message_delta":
-		u := gjson.GetBytes(data, "usage")
+		u := gjson.Get(view(data), "usage")
 		if u.IsObject() {
 			hasIn = u.Get("input_tokens").Exists() && u.Get("input_tokens").Type == gjson.Number
 			if hasIn {

@@ -193,15 +193,16 @@ func ResponsesOutputText(data []byte) string {
 // ResponsesEventText returns the generated text a Responses stream event
 // carries: the deltas of output text, refusals, function-call arguments
 // and custom tool input. The ".done" events repeat what the deltas said
-// and are not counted again.
+// and are not counted again. The text may be a view of data (see
+// MessagesEvent): read it before data changes.
 func ResponsesEventText(name string, data []byte) string {
 	if name == "" {
-		name = gjson.GetBytes(data, "type").Str
+		name = gjson.Get(view(data), "type").Str
 	}
 	switch name {
 	case "response.output_text.delta", "response.refusal.delta",
 		"response.function_call_arguments.delta", "response.custom_tool_call_input.delta":
-		return gjson.GetBytes(data, "delta").Str
+		return gjson.Get(view(data), "delta").Str
 	}
 	return ""
 }
