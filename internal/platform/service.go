@@ -93,6 +93,7 @@ func New(o Options) *Service {
 		return s.tasksDomain.EnqueueApplication(ctx, tasks.EnqueueInput{Name: name, Project: project, ComputeResource: cr, Group: group},
 			id, tasks.PrepareFunc(prepare), request)
 	}, s.tasksDomain.StopApplication)
+	s.appsDomain.SetExpire(s.tasksDomain.ExpireApplication)
 	agent := s.Agent()
 	// Why a placed task waits depends on its pool's workers, which the
 	// fleet knows.

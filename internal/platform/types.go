@@ -23,6 +23,7 @@ type (
 	APIKeyInput          = access.APIKeyInput
 	LaunchInput          = apps.LaunchInput
 	AppInstanceFilter    = apps.InstanceFilter
+	AppSweepResult       = apps.SweepResult
 	AuditFilter          = access.AuditFilter
 	GroupGrantInput      = access.GroupGrantInput
 	SecretInfo           = access.SecretInfo

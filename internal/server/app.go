@@ -15,6 +15,7 @@ import (
 
 	"github.com/klique-ai/klique/engine/loop"
 	"github.com/klique-ai/klique/gateway"
+	"github.com/klique-ai/klique/internal/appnet"
 	"github.com/klique-ai/klique/internal/config"
 	"github.com/klique-ai/klique/internal/events"
 	"github.com/klique-ai/klique/internal/gctune"
@@ -53,6 +54,11 @@ type App struct {
 	gatewaySrv   *http.Server
 	gatewayURL   string
 	closeLimiter func()
+	// AppActivity notes the traffic this replica carries to app instances
+	// (its router and gateway), for the idle limits; stopIdle ends their
+	// jobs (idle.go).
+	AppActivity *appnet.Activity
+	stopIdle    context.CancelFunc
 }
 
 // startDebug serves the Go profiler on KLIQUE_DEBUG_LISTEN, apart from the
@@ -213,6 +219,8 @@ func start(ctx context.Context, cfg *config.Config, log *slog.Logger, st store.S
 		return nil, err
 	}
 	app.startEngine(cfg)
+	app.AppActivity = appnet.NewActivity(nil)
+	app.startAppIdle(cfg.Engine)
 	app.announce(cfg, st.Driver())
 	return app, nil
 }
@@ -380,6 +388,9 @@ func (a *App) Shutdown(ctx context.Context) error {
 	}
 	if a.stop != nil {
 		a.stop()
+	}
+	if a.stopIdle != nil {
+		a.stopIdle()
 	}
 	select {
 	case <-a.stopped:

@@ -33,6 +33,7 @@ type Apps struct {
 	k       *kernel.Kernel
 	enqueue Enqueuer
 	abort   Stopper
+	expire  Expirer
 }
 
 // New returns the apps domain over a kernel; SetTasks wires its launches.

@@ -59,7 +59,11 @@ func (s *Apps) AppInstances(ctx context.Context, f InstanceFilter) ([]*model.App
 	var out []*model.AppInstance
 	for _, t := range tasks {
 		if SeesInstance(p, t) && (f.App == "" || t.Spec.App.App == f.App) {
-			out = append(out, instance(t))
+			in, err := s.decorate(ctx, instance(t))
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, in)
 		}
 	}
 	return out, nil
@@ -78,7 +82,7 @@ func (s *Apps) AppInstance(ctx context.Context, id string) (*model.AppInstance, 
 	if err != nil {
 		return nil, s.k.Internal(ctx, err)
 	}
-	return instance(t), nil
+	return s.decorate(ctx, instance(t))
 }
 
 // StopApp stops an instance through the tasks domain's abort path: its
@@ -106,5 +110,5 @@ func (s *Apps) StopApp(ctx context.Context, id string) (*model.AppInstance, erro
 	if err != nil {
 		return nil, err
 	}
-	return instance(t), nil
+	return s.decorate(ctx, instance(t))
 }

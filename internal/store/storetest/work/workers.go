@@ -264,7 +264,7 @@ func Workers(t *testing.T, setup harness.Setup) {
 		if got := read().Run.AppActiveAt; got == nil || !got.Equal(base.Add(61*time.Second)) {
 			t.Fatalf("active at %v, want %v", got, base.Add(61*time.Second))
 		}
-		touch(base.Add(time.Second), false) // never moves back
+		touch(base.Add(time.Second), false)            // never moves back
 		harness.Must(t, b.Store.UpdateTask(b.Ctx, tk)) // an older copy written whole keeps it
 		if got := read().Run.AppActiveAt; got == nil || !got.Equal(base.Add(61*time.Second)) {
 			t.Fatalf("active at after UpdateTask %v", got)
