@@ -64,6 +64,7 @@ type (
 	QueuedTask         = live.QueuedTask
 	SubscriptionLimits = live.SubscriptionLimits
 	TaskUpdate         = live.TaskUpdate
+	AppInstanceUpdate  = live.AppInstanceUpdate
 	WorkerUpdate       = live.WorkerUpdate
 	UtilizationHistory = live.UtilizationHistory
 	GPUClassHistory    = live.GPUClassHistory

@@ -145,7 +145,7 @@ func (s *Apps) LaunchApp(ctx context.Context, in LaunchInput) (*model.AppInstanc
 	if err != nil {
 		return nil, err
 	}
-	return instance(task), nil
+	return s.decorate(ctx, instance(task))
 }
 
 // activeApps lists the tenant's instances that have not ended: what the
