@@ -7,15 +7,22 @@ package graph
 
 import (
 	"context"
+	"time"
 
 	"github.com/klique-ai/klique/graph/gqlmodel"
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform/apps"
+	"github.com/klique-ai/klique/internal/platform/live"
 )
 
 // Kind is the resolver for the kind field.
 func (r *appResolver) Kind(ctx context.Context, obj *model.App) (string, error) {
 	return string(obj.Kind), nil
+}
+
+// Warned is the resolver for the warned field.
+func (r *appIdleResolver) Warned(ctx context.Context, obj *model.AppIdle) (bool, error) {
+	return obj.WarnedAt != nil, nil
 }
 
 // ID is the resolver for the id field.
@@ -59,6 +66,11 @@ func (r *appInstanceResolver) Values(ctx context.Context, obj *model.AppInstance
 // ShareWithGroup is the resolver for the shareWithGroup field.
 func (r *appInstanceResolver) ShareWithGroup(ctx context.Context, obj *model.AppInstance) (bool, error) {
 	return launchOf(obj).ShareGroup, nil
+}
+
+// UptimeSeconds is the resolver for the uptimeSeconds field.
+func (r *appRuntimeResolver) UptimeSeconds(ctx context.Context, obj *model.AppRuntime) (int, error) {
+	return int(obj.Uptime / time.Second), nil
 }
 
 // LaunchesEnabled is the resolver for the launchesEnabled field.
@@ -137,17 +149,31 @@ func (r *queryResolver) AppInstance(ctx context.Context, id string) (*model.AppI
 	return r.Svc.AppInstance(ctx, id)
 }
 
+// AppInstanceChanged is the resolver for the appInstanceChanged field.
+func (r *subscriptionResolver) AppInstanceChanged(ctx context.Context, app *string, id *string) (<-chan *live.AppInstanceUpdate, error) {
+	ch, err := r.Svc.SubscribeAppInstances(ctx, deref(app), deref(id))
+	return shared(ctx, ch, err)
+}
+
 // App returns AppResolver implementation.
 func (r *Resolver) App() AppResolver { return &appResolver{r} }
 
+// AppIdle returns AppIdleResolver implementation.
+func (r *Resolver) AppIdle() AppIdleResolver { return &appIdleResolver{r} }
+
 // AppInstance returns AppInstanceResolver implementation.
 func (r *Resolver) AppInstance() AppInstanceResolver { return &appInstanceResolver{r} }
+
+// AppRuntime returns AppRuntimeResolver implementation.
+func (r *Resolver) AppRuntime() AppRuntimeResolver { return &appRuntimeResolver{r} }
 
 // AppSettings returns AppSettingsResolver implementation.
 func (r *Resolver) AppSettings() AppSettingsResolver { return &appSettingsResolver{r} }
 
 type (
 	appResolver         struct{ *Resolver }
+	appIdleResolver     struct{ *Resolver }
 	appInstanceResolver struct{ *Resolver }
+	appRuntimeResolver  struct{ *Resolver }
 	appSettingsResolver struct{ *Resolver }
 )

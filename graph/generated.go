@@ -41,7 +41,9 @@ type Config = graphql.Config[ResolverRoot, DirectiveRoot, ComplexityRoot]
 type ResolverRoot interface {
 	APIKey() APIKeyResolver
 	App() AppResolver
+	AppIdle() AppIdleResolver
 	AppInstance() AppInstanceResolver
+	AppRuntime() AppRuntimeResolver
 	AppSettings() AppSettingsResolver
 	BudgetBurnUpdate() BudgetBurnUpdateResolver
 	BudgetView() BudgetViewResolver
@@ -133,19 +135,38 @@ type ComplexityRoot struct {
 		Running func(childComplexity int) int
 	}
 
+	AppIdle struct {
+		IdleMinutes        func(childComplexity int) int
+		IdleSince          func(childComplexity int) int
+		MaxLifetimeMinutes func(childComplexity int) int
+		StopReason         func(childComplexity int) int
+		StopsAt            func(childComplexity int) int
+		Warned             func(childComplexity int) int
+		WarnedAt           func(childComplexity int) int
+	}
+
 	AppInstance struct {
 		Address        func(childComplexity int) int
 		App            func(childComplexity int) int
 		ID             func(childComplexity int) int
+		Idle           func(childComplexity int) int
 		Kind           func(childComplexity int) int
 		Name           func(childComplexity int) int
 		Reason         func(childComplexity int) int
 		Route          func(childComplexity int) int
+		Runtime        func(childComplexity int) int
 		ShareWithGroup func(childComplexity int) int
 		State          func(childComplexity int) int
 		Task           func(childComplexity int) int
 		URL            func(childComplexity int) int
 		Values         func(childComplexity int) int
+	}
+
+	AppInstanceUpdate struct {
+		At       func(childComplexity int) int
+		Instance func(childComplexity int) int
+		Kind     func(childComplexity int) int
+		Missed   func(childComplexity int) int
 	}
 
 	AppPayload struct {
@@ -162,10 +183,18 @@ type ComplexityRoot struct {
 		Process func(childComplexity int) int
 	}
 
+	AppRuntime struct {
+		CPUUtilization func(childComplexity int) int
+		GPUUtilization func(childComplexity int) int
+		LastActivity   func(childComplexity int) int
+		UptimeSeconds  func(childComplexity int) int
+	}
+
 	AppSettings struct {
-		Groups          func(childComplexity int) int
-		LaunchesEnabled func(childComplexity int) int
-		Running         func(childComplexity int) int
+		Groups             func(childComplexity int) int
+		IdleWarningMinutes func(childComplexity int) int
+		LaunchesEnabled    func(childComplexity int) int
+		Running            func(childComplexity int) int
 	}
 
 	AppSettingsPayload struct {
@@ -907,13 +936,14 @@ type ComplexityRoot struct {
 	}
 
 	Subscription struct {
-		BudgetBurn      func(childComplexity int, policy string) int
-		GatewayTraffic  func(childComplexity int) int
-		PoolUtilization func(childComplexity int) int
-		QueueChanged    func(childComplexity int, computeResource string) int
-		TaskEvents      func(childComplexity int, id string) int
-		TaskLogs        func(childComplexity int, id string, after *int, tail *int) int
-		Workers         func(childComplexity int) int
+		AppInstanceChanged func(childComplexity int, app *string, id *string) int
+		BudgetBurn         func(childComplexity int, policy string) int
+		GatewayTraffic     func(childComplexity int) int
+		PoolUtilization    func(childComplexity int) int
+		QueueChanged       func(childComplexity int, computeResource string) int
+		TaskEvents         func(childComplexity int, id string) int
+		TaskLogs           func(childComplexity int, id string, after *int, tail *int) int
+		Workers            func(childComplexity int) int
 	}
 
 	Task struct {
@@ -1158,6 +1188,9 @@ type APIKeyResolver interface {
 type AppResolver interface {
 	Kind(ctx context.Context, obj *model.App) (string, error)
 }
+type AppIdleResolver interface {
+	Warned(ctx context.Context, obj *model.AppIdle) (bool, error)
+}
 type AppInstanceResolver interface {
 	ID(ctx context.Context, obj *model.AppInstance) (string, error)
 	Name(ctx context.Context, obj *model.AppInstance) (string, error)
@@ -1169,6 +1202,9 @@ type AppInstanceResolver interface {
 	Route(ctx context.Context, obj *model.AppInstance) (string, error)
 	Values(ctx context.Context, obj *model.AppInstance) (map[string]any, error)
 	ShareWithGroup(ctx context.Context, obj *model.AppInstance) (bool, error)
+}
+type AppRuntimeResolver interface {
+	UptimeSeconds(ctx context.Context, obj *model.AppRuntime) (int, error)
 }
 type AppSettingsResolver interface {
 	LaunchesEnabled(ctx context.Context, obj *model.AppSettings) (bool, error)
@@ -1390,6 +1426,7 @@ type SubscriptionResolver interface {
 	PoolUtilization(ctx context.Context) (<-chan *live.PoolUtilization, error)
 	Workers(ctx context.Context) (<-chan *live.WorkerUpdate, error)
 	BudgetBurn(ctx context.Context, policy string) (<-chan *live.BudgetBurnUpdate, error)
+	AppInstanceChanged(ctx context.Context, app *string, id *string) (<-chan *live.AppInstanceUpdate, error)
 	GatewayTraffic(ctx context.Context) (<-chan *live.GatewayTraffic, error)
 }
 type TaskResolver interface {
@@ -1679,6 +1716,49 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.AppGroupQuota.Running(childComplexity), true
 
+	case "AppIdle.idleMinutes":
+		if e.ComplexityRoot.AppIdle.IdleMinutes == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AppIdle.IdleMinutes(childComplexity), true
+	case "AppIdle.idleSince":
+		if e.ComplexityRoot.AppIdle.IdleSince == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AppIdle.IdleSince(childComplexity), true
+	case "AppIdle.maxLifetimeMinutes":
+		if e.ComplexityRoot.AppIdle.MaxLifetimeMinutes == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AppIdle.MaxLifetimeMinutes(childComplexity), true
+	case "AppIdle.stopReason":
+		if e.ComplexityRoot.AppIdle.StopReason == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AppIdle.StopReason(childComplexity), true
+	case "AppIdle.stopsAt":
+		if e.ComplexityRoot.AppIdle.StopsAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AppIdle.StopsAt(childComplexity), true
+	case "AppIdle.warned":
+		if e.ComplexityRoot.AppIdle.Warned == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AppIdle.Warned(childComplexity), true
+	case "AppIdle.warnedAt":
+		if e.ComplexityRoot.AppIdle.WarnedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AppIdle.WarnedAt(childComplexity), true
+
 	case "AppInstance.address":
 		if e.ComplexityRoot.AppInstance.Address == nil {
 			break
@@ -1697,6 +1777,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.AppInstance.ID(childComplexity), true
+	case "AppInstance.idle":
+		if e.ComplexityRoot.AppInstance.Idle == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AppInstance.Idle(childComplexity), true
 	case "AppInstance.kind":
 		if e.ComplexityRoot.AppInstance.Kind == nil {
 			break
@@ -1721,6 +1807,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.AppInstance.Route(childComplexity), true
+	case "AppInstance.runtime":
+		if e.ComplexityRoot.AppInstance.Runtime == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AppInstance.Runtime(childComplexity), true
 	case "AppInstance.shareWithGroup":
 		if e.ComplexityRoot.AppInstance.ShareWithGroup == nil {
 			break
@@ -1751,6 +1843,31 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.AppInstance.Values(childComplexity), true
+
+	case "AppInstanceUpdate.at":
+		if e.ComplexityRoot.AppInstanceUpdate.At == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AppInstanceUpdate.At(childComplexity), true
+	case "AppInstanceUpdate.instance":
+		if e.ComplexityRoot.AppInstanceUpdate.Instance == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AppInstanceUpdate.Instance(childComplexity), true
+	case "AppInstanceUpdate.kind":
+		if e.ComplexityRoot.AppInstanceUpdate.Kind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AppInstanceUpdate.Kind(childComplexity), true
+	case "AppInstanceUpdate.missed":
+		if e.ComplexityRoot.AppInstanceUpdate.Missed == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AppInstanceUpdate.Missed(childComplexity), true
 
 	case "AppPayload.app":
 		if e.ComplexityRoot.AppPayload.App == nil {
@@ -1802,12 +1919,43 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.AppRun.Process(childComplexity), true
 
+	case "AppRuntime.cpuUtilization":
+		if e.ComplexityRoot.AppRuntime.CPUUtilization == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AppRuntime.CPUUtilization(childComplexity), true
+	case "AppRuntime.gpuUtilization":
+		if e.ComplexityRoot.AppRuntime.GPUUtilization == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AppRuntime.GPUUtilization(childComplexity), true
+	case "AppRuntime.lastActivity":
+		if e.ComplexityRoot.AppRuntime.LastActivity == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AppRuntime.LastActivity(childComplexity), true
+	case "AppRuntime.uptimeSeconds":
+		if e.ComplexityRoot.AppRuntime.UptimeSeconds == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AppRuntime.UptimeSeconds(childComplexity), true
+
 	case "AppSettings.groups":
 		if e.ComplexityRoot.AppSettings.Groups == nil {
 			break
 		}
 
 		return e.ComplexityRoot.AppSettings.Groups(childComplexity), true
+	case "AppSettings.idleWarningMinutes":
+		if e.ComplexityRoot.AppSettings.IdleWarningMinutes == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AppSettings.IdleWarningMinutes(childComplexity), true
 	case "AppSettings.launchesEnabled":
 		if e.ComplexityRoot.AppSettings.LaunchesEnabled == nil {
 			break
@@ -5348,6 +5496,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Secret.UpdatedBy(childComplexity), true
 
+	case "Subscription.appInstanceChanged":
+		if e.ComplexityRoot.Subscription.AppInstanceChanged == nil {
+			break
+		}
+
+		args, err := ec.field_Subscription_appInstanceChanged_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Subscription.AppInstanceChanged(childComplexity, args["app"].(*string), args["id"].(*string)), true
 	case "Subscription.budgetBurn":
 		if e.ComplexityRoot.Subscription.BudgetBurn == nil {
 			break
@@ -6528,6 +6687,8 @@ type AppSettings {
   "The company's running-apps quota (0: none)."
   running: Int!
   groups: [AppGroupQuota!]!
+  "How many minutes before its idle limits stop an instance it is warned."
+  idleWarningMinutes: Int!
 }
 
 type AppGroupQuota {
@@ -6556,6 +6717,54 @@ type AppInstance {
   shareWithGroup: Boolean!
   "The task it is, with its compute resource, size, owner and run."
   task: Task!
+  "What it reports while it runs: uptime, GPU and CPU use, last activity."
+  runtime: AppRuntime!
+  "Its idle limits and when they stop it unless it is used (docs/apps.md, Idle limits)."
+  idle: AppIdle!
+}
+
+"What a running app instance reports."
+type AppRuntime {
+  "Seconds since its current attempt started (0 unless it is running)."
+  uptimeSeconds: Int!
+  "Its GPUs' mean utilisation in percent, as last reported (null: never reported)."
+  gpuUtilization: Float
+  "Its CPU use in percent, as last reported (null: never reported)."
+  cpuUtilization: Float
+  "When it was last used: traffic through a router or the gateway, or GPU or CPU use at or over the idle thresholds (to about a minute)."
+  lastActivity: Time
+}
+
+"An app instance's idle state: its limits, and when they stop it unless it is used."
+type AppIdle {
+  "Idle minutes after which it is stopped (0: none)."
+  idleMinutes: Int!
+  "Minutes after its start at which it is stopped (0: none)."
+  maxLifetimeMinutes: Int!
+  "When it was last used, or started (null without an idle limit, or when it is not running)."
+  idleSince: Time
+  "When its limits stop it unless it is used (null: never)."
+  stopsAt: Time
+  "The reason its record will then carry."
+  stopReason: String!
+  "Whether it has been warned that it will be stopped."
+  warned: Boolean!
+  warnedAt: Time
+}
+
+"An app instance after it changed."
+type AppInstanceUpdate {
+  "task.* (its state), app.readiness (ready or not), app.idle_warning or app.idle_cleared."
+  kind: String!
+  at: Time!
+  instance: AppInstance!
+  "How many updates this subscriber missed before this one (it was too slow)."
+  missed: Int!
+}
+
+extend type Subscription {
+  "Changes of the app instances you may see (one app's, or one instance's): state, readiness and idle warnings."
+  appInstanceChanged(app: String, id: ID): AppInstanceUpdate!
 }
 
 type AppPayload {
@@ -6611,6 +6820,10 @@ input LaunchAppInput {
   shareWithGroup: Boolean
   "Users (names or ids) who may see and open it."
   shareWithUsers: [String!]
+  "Stop it after this many idle minutes: at most the app's limit (a launch may shorten it, not lengthen it)."
+  idleMinutes: Int
+  "Stop it this many minutes after its start: at most the app's limit."
+  maxLifetimeMinutes: Int
 }
 
 extend type Query {
@@ -8670,6 +8883,26 @@ func (ec *executionContext) childFields_AppGroupQuota(ctx context.Context, field
 	return nil, fmt.Errorf("no field named %q was found under type AppGroupQuota", field.Name)
 }
 
+func (ec *executionContext) childFields_AppIdle(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "idleMinutes":
+		return ec.fieldContext_AppIdle_idleMinutes(ctx, field)
+	case "maxLifetimeMinutes":
+		return ec.fieldContext_AppIdle_maxLifetimeMinutes(ctx, field)
+	case "idleSince":
+		return ec.fieldContext_AppIdle_idleSince(ctx, field)
+	case "stopsAt":
+		return ec.fieldContext_AppIdle_stopsAt(ctx, field)
+	case "stopReason":
+		return ec.fieldContext_AppIdle_stopReason(ctx, field)
+	case "warned":
+		return ec.fieldContext_AppIdle_warned(ctx, field)
+	case "warnedAt":
+		return ec.fieldContext_AppIdle_warnedAt(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type AppIdle", field.Name)
+}
+
 func (ec *executionContext) childFields_AppInstance(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "id":
@@ -8696,8 +8929,26 @@ func (ec *executionContext) childFields_AppInstance(ctx context.Context, field g
 		return ec.fieldContext_AppInstance_shareWithGroup(ctx, field)
 	case "task":
 		return ec.fieldContext_AppInstance_task(ctx, field)
+	case "runtime":
+		return ec.fieldContext_AppInstance_runtime(ctx, field)
+	case "idle":
+		return ec.fieldContext_AppInstance_idle(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type AppInstance", field.Name)
+}
+
+func (ec *executionContext) childFields_AppInstanceUpdate(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "kind":
+		return ec.fieldContext_AppInstanceUpdate_kind(ctx, field)
+	case "at":
+		return ec.fieldContext_AppInstanceUpdate_at(ctx, field)
+	case "instance":
+		return ec.fieldContext_AppInstanceUpdate_instance(ctx, field)
+	case "missed":
+		return ec.fieldContext_AppInstanceUpdate_missed(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type AppInstanceUpdate", field.Name)
 }
 
 func (ec *executionContext) childFields_AppPayload(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -8728,6 +8979,20 @@ func (ec *executionContext) childFields_AppRun(ctx context.Context, field graphq
 	return nil, fmt.Errorf("no field named %q was found under type AppRun", field.Name)
 }
 
+func (ec *executionContext) childFields_AppRuntime(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "uptimeSeconds":
+		return ec.fieldContext_AppRuntime_uptimeSeconds(ctx, field)
+	case "gpuUtilization":
+		return ec.fieldContext_AppRuntime_gpuUtilization(ctx, field)
+	case "cpuUtilization":
+		return ec.fieldContext_AppRuntime_cpuUtilization(ctx, field)
+	case "lastActivity":
+		return ec.fieldContext_AppRuntime_lastActivity(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type AppRuntime", field.Name)
+}
+
 func (ec *executionContext) childFields_AppSettings(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "launchesEnabled":
@@ -8736,6 +9001,8 @@ func (ec *executionContext) childFields_AppSettings(ctx context.Context, field g
 		return ec.fieldContext_AppSettings_running(ctx, field)
 	case "groups":
 		return ec.fieldContext_AppSettings_groups(ctx, field)
+	case "idleWarningMinutes":
+		return ec.fieldContext_AppSettings_idleWarningMinutes(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type AppSettings", field.Name)
 }
@@ -12298,6 +12565,28 @@ func (ec *executionContext) field_Query_utilizationHistory_args(ctx context.Cont
 	return args, nil
 }
 
+func (ec *executionContext) field_Subscription_appInstanceChanged_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "app",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["app"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOID2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg1
+	return args, nil
+}
+
 func (ec *executionContext) field_Subscription_budgetBurn_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -13317,6 +13606,167 @@ func (ec *executionContext) fieldContext_AppGroupQuota_running(_ context.Context
 	return graphql.NewScalarFieldContext("AppGroupQuota", field, false, false, "Int")
 }
 
+func (ec *executionContext) _AppIdle_idleMinutes(ctx context.Context, field graphql.CollectedField, obj *model.AppIdle) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AppIdle_idleMinutes(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.IdleMinutes, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AppIdle_idleMinutes(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AppIdle", field, false, false, "Int")
+}
+
+func (ec *executionContext) _AppIdle_maxLifetimeMinutes(ctx context.Context, field graphql.CollectedField, obj *model.AppIdle) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AppIdle_maxLifetimeMinutes(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MaxLifetimeMinutes, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AppIdle_maxLifetimeMinutes(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AppIdle", field, false, false, "Int")
+}
+
+func (ec *executionContext) _AppIdle_idleSince(ctx context.Context, field graphql.CollectedField, obj *model.AppIdle) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AppIdle_idleSince(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.IdleSince, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_AppIdle_idleSince(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AppIdle", field, false, false, "Time")
+}
+
+func (ec *executionContext) _AppIdle_stopsAt(ctx context.Context, field graphql.CollectedField, obj *model.AppIdle) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AppIdle_stopsAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.StopsAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_AppIdle_stopsAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AppIdle", field, false, false, "Time")
+}
+
+func (ec *executionContext) _AppIdle_stopReason(ctx context.Context, field graphql.CollectedField, obj *model.AppIdle) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AppIdle_stopReason(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.StopReason, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AppIdle_stopReason(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AppIdle", field, false, false, "String")
+}
+
+func (ec *executionContext) _AppIdle_warned(ctx context.Context, field graphql.CollectedField, obj *model.AppIdle) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AppIdle_warned(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.AppIdle().Warned(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AppIdle_warned(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AppIdle", field, true, true, "Boolean")
+}
+
+func (ec *executionContext) _AppIdle_warnedAt(ctx context.Context, field graphql.CollectedField, obj *model.AppIdle) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AppIdle_warnedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.WarnedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_AppIdle_warnedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AppIdle", field, false, false, "Time")
+}
+
 func (ec *executionContext) _AppInstance_id(ctx context.Context, field graphql.CollectedField, obj *model.AppInstance) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -13602,6 +14052,171 @@ func (ec *executionContext) fieldContext_AppInstance_task(_ context.Context, fie
 	return fc, nil
 }
 
+func (ec *executionContext) _AppInstance_runtime(ctx context.Context, field graphql.CollectedField, obj *model.AppInstance) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AppInstance_runtime(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Runtime, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.AppRuntime) graphql.Marshaler {
+			return ec.marshalNAppRuntime2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐAppRuntime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AppInstance_runtime(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "AppInstance",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AppRuntime(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _AppInstance_idle(ctx context.Context, field graphql.CollectedField, obj *model.AppInstance) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AppInstance_idle(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Idle, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.AppIdle) graphql.Marshaler {
+			return ec.marshalNAppIdle2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐAppIdle(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AppInstance_idle(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "AppInstance",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AppIdle(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _AppInstanceUpdate_kind(ctx context.Context, field graphql.CollectedField, obj *live.AppInstanceUpdate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AppInstanceUpdate_kind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Kind, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AppInstanceUpdate_kind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AppInstanceUpdate", field, false, false, "String")
+}
+
+func (ec *executionContext) _AppInstanceUpdate_at(ctx context.Context, field graphql.CollectedField, obj *live.AppInstanceUpdate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AppInstanceUpdate_at(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.At, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AppInstanceUpdate_at(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AppInstanceUpdate", field, false, false, "Time")
+}
+
+func (ec *executionContext) _AppInstanceUpdate_instance(ctx context.Context, field graphql.CollectedField, obj *live.AppInstanceUpdate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AppInstanceUpdate_instance(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Instance, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.AppInstance) graphql.Marshaler {
+			return ec.marshalNAppInstance2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐAppInstance(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AppInstanceUpdate_instance(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "AppInstanceUpdate",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AppInstance(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _AppInstanceUpdate_missed(ctx context.Context, field graphql.CollectedField, obj *live.AppInstanceUpdate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AppInstanceUpdate_missed(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Missed, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AppInstanceUpdate_missed(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AppInstanceUpdate", field, false, false, "Int")
+}
+
 func (ec *executionContext) _AppPayload_app(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.AppPayload) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -13813,6 +14428,98 @@ func (ec *executionContext) fieldContext_AppRun_batch(_ context.Context, field g
 	return graphql.NewScalarFieldContext("AppRun", field, false, false, "String")
 }
 
+func (ec *executionContext) _AppRuntime_uptimeSeconds(ctx context.Context, field graphql.CollectedField, obj *model.AppRuntime) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AppRuntime_uptimeSeconds(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.AppRuntime().UptimeSeconds(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AppRuntime_uptimeSeconds(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AppRuntime", field, true, true, "Int")
+}
+
+func (ec *executionContext) _AppRuntime_gpuUtilization(ctx context.Context, field graphql.CollectedField, obj *model.AppRuntime) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AppRuntime_gpuUtilization(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.GPUUtilization, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *float64) graphql.Marshaler {
+			return ec.marshalOFloat2ᚖfloat64(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_AppRuntime_gpuUtilization(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AppRuntime", field, false, false, "Float")
+}
+
+func (ec *executionContext) _AppRuntime_cpuUtilization(ctx context.Context, field graphql.CollectedField, obj *model.AppRuntime) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AppRuntime_cpuUtilization(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CPUUtilization, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *float64) graphql.Marshaler {
+			return ec.marshalOFloat2ᚖfloat64(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_AppRuntime_cpuUtilization(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AppRuntime", field, false, false, "Float")
+}
+
+func (ec *executionContext) _AppRuntime_lastActivity(ctx context.Context, field graphql.CollectedField, obj *model.AppRuntime) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AppRuntime_lastActivity(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.LastActivity, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_AppRuntime_lastActivity(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AppRuntime", field, false, false, "Time")
+}
+
 func (ec *executionContext) _AppSettings_launchesEnabled(ctx context.Context, field graphql.CollectedField, obj *model.AppSettings) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -13889,6 +14596,29 @@ func (ec *executionContext) fieldContext_AppSettings_groups(_ context.Context, f
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _AppSettings_idleWarningMinutes(ctx context.Context, field graphql.CollectedField, obj *model.AppSettings) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AppSettings_idleWarningMinutes(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.IdleWarningMinutes, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AppSettings_idleWarningMinutes(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AppSettings", field, false, false, "Int")
 }
 
 func (ec *executionContext) _AppSettingsPayload_settings(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.AppSettingsPayload) (ret graphql.Marshaler) {
@@ -28757,6 +29487,50 @@ func (ec *executionContext) fieldContext_Subscription_budgetBurn(ctx context.Con
 	return fc, nil
 }
 
+func (ec *executionContext) _Subscription_appInstanceChanged(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
+	return graphql.ResolveFieldStream(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Subscription_appInstanceChanged(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Subscription().AppInstanceChanged(ctx, fc.Args["app"].(*string), fc.Args["id"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *live.AppInstanceUpdate) graphql.Marshaler {
+			return ec.marshalNAppInstanceUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋliveᚐAppInstanceUpdate(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Subscription_appInstanceChanged(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Subscription",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AppInstanceUpdate(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Subscription_appInstanceChanged_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Subscription_gatewayTraffic(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
 	return graphql.ResolveFieldStream(
 		ctx,
@@ -35398,7 +36172,7 @@ func (ec *executionContext) unmarshalInputLaunchAppInput(ctx context.Context, ob
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"app", "computeResource", "group", "project", "values", "name", "route", "shareWithGroup", "shareWithUsers"}
+	fieldsInOrder := [...]string{"app", "computeResource", "group", "project", "values", "name", "route", "shareWithGroup", "shareWithUsers", "idleMinutes", "maxLifetimeMinutes"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -35468,6 +36242,20 @@ func (ec *executionContext) unmarshalInputLaunchAppInput(ctx context.Context, ob
 				return it, err
 			}
 			it.ShareWithUsers = data
+		case "idleMinutes":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idleMinutes"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IdleMinutes = data
+		case "maxLifetimeMinutes":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("maxLifetimeMinutes"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MaxLifetimeMinutes = data
 		}
 	}
 	return it, nil
@@ -36586,6 +37374,70 @@ func (ec *executionContext) _AppGroupQuota(ctx context.Context, sel ast.Selectio
 	return out
 }
 
+var appIdleImplementors = []string{"AppIdle"}
+
+func (ec *executionContext) _AppIdle(ctx context.Context, sel ast.SelectionSet, obj *model.AppIdle) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, appIdleImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("AppIdle")
+		case "idleMinutes":
+			out.Values[i] = ec._AppIdle_idleMinutes(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "maxLifetimeMinutes":
+			out.Values[i] = ec._AppIdle_maxLifetimeMinutes(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "idleSince":
+			out.Values[i] = ec._AppIdle_idleSince(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "stopsAt":
+			out.Values[i] = ec._AppIdle_stopsAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "stopReason":
+			out.Values[i] = ec._AppIdle_stopReason(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "warned":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._AppIdle_warned(ctx, field, obj)
+				})
+		case "warnedAt":
+			out.Values[i] = ec._AppIdle_warnedAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var appInstanceImplementors = []string{"AppInstance"}
 
 func (ec *executionContext) _AppInstance(ctx context.Context, sel ast.SelectionSet, obj *model.AppInstance) graphql.Marshaler {
@@ -36664,6 +37516,64 @@ func (ec *executionContext) _AppInstance(ctx context.Context, sel ast.SelectionS
 			out.Values[i] = ec._AppInstance_task(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "runtime":
+			out.Values[i] = ec._AppInstance_runtime(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "idle":
+			out.Values[i] = ec._AppInstance_idle(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var appInstanceUpdateImplementors = []string{"AppInstanceUpdate"}
+
+func (ec *executionContext) _AppInstanceUpdate(ctx context.Context, sel ast.SelectionSet, obj *live.AppInstanceUpdate) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, appInstanceUpdateImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("AppInstanceUpdate")
+		case "kind":
+			out.Values[i] = ec._AppInstanceUpdate_kind(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "at":
+			out.Values[i] = ec._AppInstanceUpdate_at(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "instance":
+			out.Values[i] = ec._AppInstanceUpdate_instance(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "missed":
+			out.Values[i] = ec._AppInstanceUpdate_missed(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
 			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
@@ -36778,6 +37688,55 @@ func (ec *executionContext) _AppRun(ctx context.Context, sel ast.SelectionSet, o
 	return out
 }
 
+var appRuntimeImplementors = []string{"AppRuntime"}
+
+func (ec *executionContext) _AppRuntime(ctx context.Context, sel ast.SelectionSet, obj *model.AppRuntime) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, appRuntimeImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("AppRuntime")
+		case "uptimeSeconds":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._AppRuntime_uptimeSeconds(ctx, field, obj)
+				})
+		case "gpuUtilization":
+			out.Values[i] = ec._AppRuntime_gpuUtilization(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "cpuUtilization":
+			out.Values[i] = ec._AppRuntime_cpuUtilization(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "lastActivity":
+			out.Values[i] = ec._AppRuntime_lastActivity(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var appSettingsImplementors = []string{"AppSettings"}
 
 func (ec *executionContext) _AppSettings(ctx context.Context, sel ast.SelectionSet, obj *model.AppSettings) graphql.Marshaler {
@@ -36802,6 +37761,11 @@ func (ec *executionContext) _AppSettings(ctx context.Context, sel ast.SelectionS
 			}
 		case "groups":
 			out.Values[i] = ec._AppSettings_groups(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "idleWarningMinutes":
+			out.Values[i] = ec._AppSettings_idleWarningMinutes(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
@@ -41844,6 +42808,8 @@ func (ec *executionContext) _Subscription(ctx context.Context, sel ast.Selection
 		return ec._Subscription_workers(ctx, fields[0])
 	case "budgetBurn":
 		return ec._Subscription_budgetBurn(ctx, fields[0])
+	case "appInstanceChanged":
+		return ec._Subscription_appInstanceChanged(ctx, fields[0])
 	case "gatewayTraffic":
 		return ec._Subscription_gatewayTraffic(ctx, fields[0])
 	default:
@@ -43842,6 +44808,14 @@ func (ec *executionContext) marshalNAppGroupQuota2ᚖgithubᚗcomᚋkliqueᚑai�
 	return ec._AppGroupQuota(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalNAppIdle2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐAppIdle(ctx context.Context, sel ast.SelectionSet, v *model.AppIdle) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "AppIdle!")
+		return graphql.Null
+	}
+	return ec._AppIdle(ctx, sel, v)
+}
+
 func (ec *executionContext) unmarshalNAppInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐAppInput(ctx context.Context, v any) (gqlmodel.AppInput, error) {
 	res, err := ec.unmarshalInputAppInput(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -43871,6 +44845,14 @@ func (ec *executionContext) marshalNAppInstance2ᚖgithubᚗcomᚋkliqueᚑaiᚋ
 	return ec._AppInstance(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalNAppInstanceUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋliveᚐAppInstanceUpdate(ctx context.Context, sel ast.SelectionSet, v *live.AppInstanceUpdate) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "AppInstanceUpdate!")
+		return graphql.Null
+	}
+	return ec._AppInstanceUpdate(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNAppPayload2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐAppPayload(ctx context.Context, sel ast.SelectionSet, v *gqlmodel.AppPayload) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "AppPayload!")
@@ -43886,6 +44868,14 @@ func (ec *executionContext) marshalNAppRun2githubᚗcomᚋkliqueᚑaiᚋklique�
 func (ec *executionContext) unmarshalNAppRunInput2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐAppRunInput(ctx context.Context, v any) (*gqlmodel.AppRunInput, error) {
 	res, err := ec.unmarshalInputAppRunInput(ctx, v)
 	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNAppRuntime2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐAppRuntime(ctx context.Context, sel ast.SelectionSet, v *model.AppRuntime) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "AppRuntime!")
+		return graphql.Null
+	}
+	return ec._AppRuntime(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalNAppSettings2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐAppSettings(ctx context.Context, sel ast.SelectionSet, v *model.AppSettings) graphql.Marshaler {

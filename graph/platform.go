@@ -113,6 +113,7 @@ type Platform interface {
 	SubscribePoolUtilization(ctx context.Context) (<-chan *platform.PoolUtilization, error)
 	SubscribeQueue(ctx context.Context, computeResourceRef string) (<-chan *platform.QueueUpdate, error)
 	SubscribeTask(ctx context.Context, id string) (<-chan *platform.TaskUpdate, error)
+	SubscribeAppInstances(ctx context.Context, app, id string) (<-chan *platform.AppInstanceUpdate, error)
 	SubscribeTaskLogs(ctx context.Context, id string, after *int64, tail int) (<-chan *platform.LogUpdate, error)
 	SubscribeWorkers(ctx context.Context) (<-chan *platform.WorkerUpdate, error)
 	Task(ctx context.Context, id string) (*model.Task, error)

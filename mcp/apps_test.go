@@ -10,6 +10,10 @@ import (
 type appInstance struct {
 	ID, Name, App, State, URL string
 	Values                    map[string]any
+	Idle                      struct {
+		IdleMinutes, MaxLifetimeMinutes int
+		StopReason                      string
+	}
 }
 
 // TestAppTools launches, reads and stops an app instance through the MCP
@@ -26,13 +30,13 @@ func TestAppTools(t *testing.T) {
 			t.Fatalf("list_apps: %+v", apps)
 		}
 		in := ok[appInstance](t, alice, "launch_app", map[string]any{"app": "llama-cpp", "computeResource": "1 GPU", "project": "fraud-models",
-			"values": map[string]any{"model": "ggml-org/gemma-3-1b-it-GGUF", "gpu_layers": 20}})
+			"values": map[string]any{"model": "ggml-org/gemma-3-1b-it-GGUF", "gpu_layers": 20}, "maxLifetimeMinutes": 90})
 		if in.State != "waiting" || in.App != "llama-cpp" || in.URL != "/apps/"+in.ID+"/" || in.Values["gpu_layers"] != float64(20) {
 			t.Fatalf("launch_app: %+v", in)
 		}
 		b.pass(t)
 		got := ok[appInstance](t, alice, "get_app_instance", map[string]any{"id": in.ID})
-		if got.State != "placed" {
+		if got.State != "placed" || got.Idle.MaxLifetimeMinutes != 90 {
 			t.Fatalf("after a pass: %+v", got)
 		}
 		for _, tc := range []struct {

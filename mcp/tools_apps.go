@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform"
@@ -24,15 +25,17 @@ type appsView struct {
 }
 
 type launchAppArgs struct {
-	App             string         `json:"app" jsonschema:"the app to launch: list_apps lists them"`
-	ComputeResource string         `json:"computeResource" jsonschema:"a compute resource open to you, by name or id: list_compute_resources lists yours"`
-	Group           string         `json:"group,omitempty" jsonschema:"whose compute resource, when its name is shared between your groups"`
-	Project         string         `json:"project,omitempty" jsonschema:"the project the instance belongs to and is charged to"`
-	Values          map[string]any `json:"values,omitempty" jsonschema:"the launch form's values (see the app's form in list_apps)"`
-	Name            string         `json:"name,omitempty" jsonschema:"the instance's name (default <app>-<user>-<n>)"`
-	Route           string         `json:"route,omitempty" jsonschema:"the static route the instance will serve"`
-	ShareWithGroup  bool           `json:"shareWithGroup,omitempty" jsonschema:"let the members of the compute resource's group see and open it"`
-	ShareWithUsers  []string       `json:"shareWithUsers,omitempty" jsonschema:"users who may see and open it"`
+	App                string         `json:"app" jsonschema:"the app to launch: list_apps lists them"`
+	ComputeResource    string         `json:"computeResource" jsonschema:"a compute resource open to you, by name or id: list_compute_resources lists yours"`
+	Group              string         `json:"group,omitempty" jsonschema:"whose compute resource, when its name is shared between your groups"`
+	Project            string         `json:"project,omitempty" jsonschema:"the project the instance belongs to and is charged to"`
+	Values             map[string]any `json:"values,omitempty" jsonschema:"the launch form's values (see the app's form in list_apps)"`
+	Name               string         `json:"name,omitempty" jsonschema:"the instance's name (default <app>-<user>-<n>)"`
+	Route              string         `json:"route,omitempty" jsonschema:"the static route the instance will serve"`
+	ShareWithGroup     bool           `json:"shareWithGroup,omitempty" jsonschema:"let the members of the compute resource's group see and open it"`
+	ShareWithUsers     []string       `json:"shareWithUsers,omitempty" jsonschema:"users who may see and open it"`
+	IdleMinutes        *int           `json:"idleMinutes,omitempty" jsonschema:"stop it after this many idle minutes (at most the app's limit)"`
+	MaxLifetimeMinutes *int           `json:"maxLifetimeMinutes,omitempty" jsonschema:"stop it this many minutes after its start (at most the app's limit)"`
 }
 
 type appInstanceArgs struct {
@@ -50,13 +53,31 @@ type appInstanceView struct {
 	ComputeResource string         `json:"computeResourceId"`
 	Values          map[string]any `json:"values,omitempty"`
 	Route           string         `json:"route,omitempty"`
+	Runtime         *runtimeView   `json:"runtime,omitempty" jsonschema:"what it reports while it runs"`
+	Idle            *idleView      `json:"idle,omitempty" jsonschema:"its idle limits and when they stop it unless it is used"`
+}
+
+type runtimeView struct {
+	UptimeSeconds  int64      `json:"uptimeSeconds"`
+	GPUUtilization *float64   `json:"gpuUtilization,omitempty" jsonschema:"its GPUs' mean utilisation in percent, as last reported"`
+	CPUUtilization *float64   `json:"cpuUtilization,omitempty" jsonschema:"its CPU use in percent, as last reported"`
+	LastActivity   *time.Time `json:"lastActivity,omitempty" jsonschema:"when it was last used (traffic, or GPU or CPU over the idle thresholds)"`
+}
+
+type idleView struct {
+	IdleMinutes        int        `json:"idleMinutes" jsonschema:"idle minutes after which it is stopped (0: none)"`
+	MaxLifetimeMinutes int        `json:"maxLifetimeMinutes" jsonschema:"minutes after its start at which it is stopped (0: none)"`
+	IdleSince          *time.Time `json:"idleSince,omitempty"`
+	StopsAt            *time.Time `json:"stopsAt,omitempty" jsonschema:"when its limits stop it unless it is used"`
+	StopReason         string     `json:"stopReason,omitempty"`
+	Warned             bool       `json:"warned" jsonschema:"whether it was warned that it will be stopped"`
 }
 
 func (s *Server) addAppTools() {
 	addTool(s, toolDef{name: "list_apps", title: "List apps",
 		description: "The app catalogue: model servers (vLLM, SGLang, NIM, llama.cpp) and sessions (JupyterLab, VS Code, Claude Code, SSH) you may launch on a compute resource, each with its launch form."}, s.listApps)
 	addTool(s, toolDef{name: "get_app_instance", title: "Get an app instance",
-		description: "An app instance you may see: its state, why, and the URL the router will serve it at."}, s.getAppInstance)
+		description: "An app instance you may see: its state, why, the URL the router will serve it at, its runtime (uptime, GPU and CPU use, last activity) and its idle limits (when they stop it unless it is used)."}, s.getAppInstance)
 	addTool(s, toolDef{name: "launch_app", title: "Launch an app", writes: true, audited: true,
 		description: "Launch an app instance on a compute resource: a task of type application, placed and charged like any task, holding its GPUs until stopped. " +
 			"The values are checked against the app's launch form; the admin's lock, the launches switch and the running-apps quotas apply."}, s.launchApp)
@@ -84,7 +105,8 @@ func (s *Server) launchApp(ctx context.Context, in *launchAppArgs) (*appInstance
 		return nil, "", &argError{"argument 'computeResource' is missing: name one from list_compute_resources"}
 	}
 	inst, err := s.o.Service.LaunchApp(ctx, platform.LaunchInput{App: in.App, ComputeResource: in.ComputeResource, Group: in.Group, Project: in.Project,
-		Values: in.Values, Name: in.Name, Route: in.Route, ShareWithGroup: in.ShareWithGroup, ShareWithUsers: in.ShareWithUsers})
+		Values: in.Values, Name: in.Name, Route: in.Route, ShareWithGroup: in.ShareWithGroup, ShareWithUsers: in.ShareWithUsers,
+		IdleMinutes: in.IdleMinutes, MaxLifetimeMinutes: in.MaxLifetimeMinutes})
 	if err != nil {
 		return nil, "", err
 	}
@@ -112,6 +134,13 @@ func instanceView(in *model.AppInstance) *appInstanceView {
 		ComputeResource: in.Task.ComputeResourceID}
 	if l := in.Task.Spec.App; l != nil {
 		v.App, v.Values, v.Route = l.App, l.Values, l.Route
+	}
+	if r := in.Runtime; r != nil {
+		v.Runtime = &runtimeView{UptimeSeconds: int64(r.Uptime / time.Second), GPUUtilization: r.GPUUtilization, CPUUtilization: r.CPUUtilization, LastActivity: r.LastActivity}
+	}
+	if i := in.Idle; i != nil {
+		v.Idle = &idleView{IdleMinutes: i.IdleMinutes, MaxLifetimeMinutes: i.MaxLifetimeMinutes, IdleSince: i.IdleSince, StopsAt: i.StopsAt,
+			StopReason: i.StopReason, Warned: i.WarnedAt != nil}
 	}
 	return v
 }

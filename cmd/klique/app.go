@@ -23,6 +23,9 @@ type launchDoc struct {
 	Route           string         `json:"route,omitempty"`
 	ShareWithGroup  bool           `json:"shareWithGroup,omitempty"`
 	ShareWithUsers  []string       `json:"shareWithUsers,omitempty"`
+	// Shorter idle limits than the app's (minutes).
+	IdleMinutes        *int `json:"idleMinutes,omitempty"`
+	MaxLifetimeMinutes *int `json:"maxLifetimeMinutes,omitempty"`
 }
 
 type appInstanceOut struct {
@@ -109,6 +112,7 @@ type launchFlags struct {
 	resource, group, project, name, route, from string
 	params, shareWith                           []string
 	shareGroup                                  bool
+	idleMinutes, maxLifetimeMinutes             int
 }
 
 func (f *launchFlags) add(cmd *cobra.Command, launch bool) {
@@ -119,6 +123,8 @@ func (f *launchFlags) add(cmd *cobra.Command, launch bool) {
 	cmd.Flags().StringVar(&f.route, "route", "", "the static route the instance will serve")
 	cmd.Flags().BoolVar(&f.shareGroup, "share-with-group", false, "let the members of the compute resource's group see and open it")
 	cmd.Flags().StringArrayVar(&f.shareWith, "share-with", nil, "a user who may see and open it; repeatable")
+	cmd.Flags().IntVar(&f.idleMinutes, "idle-minutes", 0, "stop it after this many idle minutes (at most the app's limit; default the app's)")
+	cmd.Flags().IntVar(&f.maxLifetimeMinutes, "max-lifetime-minutes", 0, "stop it this many minutes after its start (at most the app's limit; default the app's)")
 	if launch {
 		cmd.Flags().StringVar(&f.name, "name", "", "the instance's name (default <app>-<user>-<n>)")
 		cmd.Flags().StringVar(&f.from, "from", "", "a launch file written by 'klique app export' (flags override it)")
@@ -137,6 +143,12 @@ func (f *launchFlags) apply(d *launchDoc) error {
 	}
 	if f.shareGroup {
 		d.ShareWithGroup = true
+	}
+	if f.idleMinutes != 0 {
+		d.IdleMinutes = &f.idleMinutes
+	}
+	if f.maxLifetimeMinutes != 0 {
+		d.MaxLifetimeMinutes = &f.maxLifetimeMinutes
 	}
 	d.ShareWithUsers = append(d.ShareWithUsers, f.shareWith...)
 	if d.Values == nil {

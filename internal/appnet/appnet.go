@@ -154,3 +154,20 @@ func (a *Activity) Forget(taskID string) {
 	delete(a.last, taskID)
 	a.mu.Unlock()
 }
+
+// UsedSince returns, for each instance used after after, when it was last
+// used: what a replica writes to the store for the idle limits.
+func (a *Activity) UsedSince(after time.Time) map[string]time.Time {
+	if a == nil {
+		return nil
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := map[string]time.Time{}
+	for id, n := range a.last {
+		if n.Last.After(after) {
+			out[id] = n.Last
+		}
+	}
+	return out
+}

@@ -1,5 +1,7 @@
 package model
 
+import "time"
+
 // AppKind says what an app is for.
 type AppKind string
 
@@ -38,8 +40,9 @@ type App struct {
 	// secrets: the worker injects the secret under its own name; the value
 	// never enters the spec.
 	Secrets []string `json:"secrets,omitempty"`
-	// Default idle limits, in minutes (0: none). Stored now, enforced by a
-	// later slice.
+	// Default idle limits, in minutes (0: none): the longest an instance
+	// runs, and how long it may stay idle (see IdleGPUPercent). A launch
+	// may shorten them, never lengthen them.
 	MaxLifetimeMinutes int  `json:"maxLifetimeMinutes,omitempty"`
 	IdleMinutes        int  `json:"idleMinutes,omitempty"`
 	Locked             bool `json:"locked,omitempty"`
@@ -76,7 +79,32 @@ type AppSettings struct {
 	Running int `json:"running,omitempty"`
 	// Groups are the per-group quotas, by group name.
 	Groups []*AppGroupQuota `json:"groups,omitempty"`
+	// IdleWarningMinutes is how long before its idle limits stop an
+	// instance it is warned (0: DefaultIdleWarningMinutes).
+	IdleWarningMinutes int `json:"idleWarningMinutes,omitempty"`
 }
+
+// DefaultIdleWarningMinutes is the idle warning's lead when a tenant sets
+// none.
+const DefaultIdleWarningMinutes = 10
+
+// IdleWarning is the tenant's idle warning lead in effect.
+func (s *AppSettings) IdleWarning() int {
+	if s.IdleWarningMinutes > 0 {
+		return s.IdleWarningMinutes
+	}
+	return DefaultIdleWarningMinutes
+}
+
+// The idle thresholds: an instance whose GPU utilisation (the worker's
+// gpu.utilization metric, the mean over its GPUs) and CPU use (the
+// cpu.utilization metric, percent of the cores it may use) stay under
+// these, with no traffic through a router or the gateway, is idle. A point
+// at or over either counts as use.
+const (
+	IdleGPUPercent = 5.0
+	IdleCPUPercent = 5.0
+)
 
 // AppCatalogue is a tenant's part of the catalogue: its own entries and
 // its overrides of built-ins (same name), and its launch rules. It is kept
@@ -100,7 +128,8 @@ type AppLaunch struct {
 	// with named users (ids).
 	ShareGroup bool     `json:"shareGroup,omitempty"`
 	ShareUsers []string `json:"shareUsers,omitempty"`
-	// Idle limits copied from the app at launch (minutes).
+	// Idle limits in effect (minutes; 0: none): the app's, or shorter
+	// ones the launch asked for.
 	MaxLifetimeMinutes int `json:"maxLifetimeMinutes,omitempty"`
 	IdleMinutes        int `json:"idleMinutes,omitempty"`
 }
@@ -116,6 +145,34 @@ type AppInstance struct {
 	// Address is host:port where it answers, as reachable from its
 	// worker's site; empty unless ready.
 	Address string
+	// Runtime and Idle are filled by the apps domain when it reads an
+	// instance (nil otherwise).
+	Runtime *AppRuntime
+	Idle    *AppIdle
+}
+
+// AppRuntime is what a running instance reports: how long it has run, its
+// latest GPU and CPU use (nil: not reported), and when it was last used.
+type AppRuntime struct {
+	Uptime         time.Duration
+	GPUUtilization *float64
+	CPUUtilization *float64
+	LastActivity   *time.Time
+}
+
+// AppIdle is an instance's idle state under its limits, at a moment.
+type AppIdle struct {
+	IdleMinutes        int
+	MaxLifetimeMinutes int
+	// IdleSince is when it last was used (or started); nil without an
+	// idle limit or while it is not running.
+	IdleSince *time.Time
+	// StopsAt is when its limits stop it unless it is used (nil: never);
+	// StopReason is the reason its record will then carry.
+	StopsAt    *time.Time
+	StopReason string
+	// WarnedAt is when it was warned that it will stop (nil: not warned).
+	WarnedAt *time.Time
 }
 
 // AppInstanceOf is a task of type application as an instance: its state

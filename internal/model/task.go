@@ -110,4 +110,11 @@ type TaskRun struct {
 	// health path (host:port as reachable from its worker's site), as its
 	// worker last reported; empty while it is not ready.
 	AppAddress string
+	// AppActiveAt is when an app instance's attempt was last used
+	// (traffic, or GPU or CPU over the idle thresholds), to about a
+	// minute; nil when it has not been since it started.
+	AppActiveAt *time.Time
+	// AppWarnedAt is when the instance was warned that its idle limits
+	// will stop it; nil when it has not been (or was used since).
+	AppWarnedAt *time.Time
 }

@@ -95,6 +95,7 @@ func New(o Options) *Service {
 	}, s.tasksDomain.StopApplication)
 	// A static route's endpoints include the app instances serving it.
 	s.llmDomain.SetRouteEndpoints(s.appsDomain.Serving().Endpoints)
+	s.appsDomain.SetExpire(s.tasksDomain.ExpireApplication)
 	agent := s.Agent()
 	// Why a placed task waits depends on its pool's workers, which the
 	// fleet knows.

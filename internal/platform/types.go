@@ -23,6 +23,7 @@ type (
 	APIKeyInput          = access.APIKeyInput
 	LaunchInput          = apps.LaunchInput
 	AppInstanceFilter    = apps.InstanceFilter
+	AppSweepResult       = apps.SweepResult
 	AuditFilter          = access.AuditFilter
 	GroupGrantInput      = access.GroupGrantInput
 	SecretInfo           = access.SecretInfo
@@ -63,6 +64,7 @@ type (
 	QueuedTask         = live.QueuedTask
 	SubscriptionLimits = live.SubscriptionLimits
 	TaskUpdate         = live.TaskUpdate
+	AppInstanceUpdate  = live.AppInstanceUpdate
 	WorkerUpdate       = live.WorkerUpdate
 	UtilizationHistory = live.UtilizationHistory
 	GPUClassHistory    = live.GPUClassHistory

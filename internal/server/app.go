@@ -58,6 +58,11 @@ type App struct {
 	// endpoints); stopServing stops the serving index's follower.
 	Reach       *appnet.Auto
 	stopServing context.CancelFunc
+	// AppActivity notes the traffic this replica carries to app instances
+	// (its router and gateway), for the idle limits; stopIdle ends their
+	// jobs (idle.go).
+	AppActivity *appnet.Activity
+	stopIdle    context.CancelFunc
 }
 
 // startDebug serves the Go profiler on KLIQUE_DEBUG_LISTEN, apart from the
@@ -228,6 +233,8 @@ func start(ctx context.Context, cfg *config.Config, log *slog.Logger, st store.S
 		return nil, err
 	}
 	app.startEngine(cfg)
+	app.AppActivity = appnet.NewActivity(nil)
+	app.startAppIdle(cfg.Engine)
 	app.announce(cfg, st.Driver())
 	return app, nil
 }
@@ -398,6 +405,9 @@ func (a *App) Shutdown(ctx context.Context) error {
 	}
 	if a.stop != nil {
 		a.stop()
+	}
+	if a.stopIdle != nil {
+		a.stopIdle()
 	}
 	select {
 	case <-a.stopped:

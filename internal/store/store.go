@@ -91,6 +91,11 @@ type PlacementFilter struct {
 	OpenOnly bool
 }
 
+// AppActivityGrain is how coarse an app instance's last-activity time is
+// (TouchAppActivity): finer than any idle limit needs, coarse enough that
+// traffic costs a write a minute per instance, not one per request.
+const AppActivityGrain = time.Minute
+
 // Usage dimensions SumUsage can group by.
 const (
 	ByUser            = "user"
@@ -401,6 +406,21 @@ type Queries interface {
 	// whose worker and attempt match; any other task is left as it is. A
 	// claim clears it, so a new attempt starts not ready.
 	SetAppAddress(ctx context.Context, tenantID, workerID, taskID string, attempt int, address string) error
+	// TouchAppActivity notes that a running app instance was used at at
+	// (traffic through a router or the gateway, or GPU or CPU use over the
+	// idle thresholds), for the session idle limits. It writes only when
+	// the last note is AppActivityGrain or more older (so each replica
+	// writes about once a minute per instance however busy it is) and
+	// reports whether it wrote. Task ids are unique across tenants: the
+	// caller is the control plane's own record of traffic it carried, which
+	// knows the instance by id only.
+	TouchAppActivity(ctx context.Context, taskID string, at time.Time) (bool, error)
+	// SetAppIdleWarned records when a running app instance's attempt was
+	// warned that its idle limits will stop it (at set; only when it was
+	// not warned), or clears the warning (at nil; only when it was). It
+	// reports whether it changed anything, so of several replicas
+	// sweeping at once one alone tells of the warning.
+	SetAppIdleWarned(ctx context.Context, tenantID, taskID string, attempt int, at *time.Time) (bool, error)
 	// ListExpiredLeases lists running tasks whose lease ran out before now.
 	ListExpiredLeases(ctx context.Context, tenantID string, now time.Time) ([]*model.Task, error)
 

@@ -58,7 +58,7 @@ func Objects(c *model.AppCatalogue, kind string) []Keyed {
 }
 
 func settingsEmpty(s *model.AppSettings) bool {
-	return !s.LaunchesDisabled && s.Running == 0 && len(s.Groups) == 0
+	return !s.LaunchesDisabled && s.Running == 0 && len(s.Groups) == 0 && s.IdleWarningMinutes == 0
 }
 
 // Empty reports whether a tenant's catalogue says nothing of its own.

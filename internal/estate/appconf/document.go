@@ -18,8 +18,11 @@ type AppsDoc struct {
 	// Running is the company's running-apps quota.
 	Running *basis.Number `yaml:"running,omitempty"`
 	// Groups are the per-group quotas.
-	Groups  []GroupQuotaDoc `yaml:"groups,omitempty"`
-	Entries []AppDoc        `yaml:"catalogue,omitempty"`
+	Groups []GroupQuotaDoc `yaml:"groups,omitempty"`
+	// IdleWarningMinutes is how long before its idle limits stop an
+	// instance it is warned (default 10).
+	IdleWarningMinutes *basis.Number `yaml:"idleWarningMinutes,omitempty"`
+	Entries            []AppDoc      `yaml:"catalogue,omitempty"`
 }
 
 // GroupQuotaDoc is a group's running-apps quota.
@@ -66,8 +69,9 @@ func (d *AppsDoc) Apply(c *model.AppCatalogue) []basis.Problem {
 		}
 		return int(v)
 	}
-	if d.Launches != "" || d.Running != nil || d.Groups != nil {
-		s := model.AppSettings{Running: whole("apps", "running", d.Running)}
+	if d.Launches != "" || d.Running != nil || d.Groups != nil || d.IdleWarningMinutes != nil {
+		s := model.AppSettings{Running: whole("apps", "running", d.Running),
+			IdleWarningMinutes: whole("apps", "idleWarningMinutes", d.IdleWarningMinutes)}
 		switch d.Launches {
 		case "", "enabled":
 		case "disabled":
@@ -164,6 +168,9 @@ func Export(src *model.AppCatalogue) *AppsDoc {
 			d.Launches = "disabled"
 		}
 		d.Running = basis.NumberOf(int64(c.Settings.Running))
+		if c.Settings.IdleWarningMinutes != 0 {
+			d.IdleWarningMinutes = basis.NumberOf(int64(c.Settings.IdleWarningMinutes))
+		}
 		d.Groups = []GroupQuotaDoc{}
 		for _, g := range c.Settings.Groups {
 			d.Groups = append(d.Groups, GroupQuotaDoc{Group: g.Group, Running: basis.NumberOf(int64(g.Running))})

@@ -50,6 +50,9 @@ func Validate(c *model.AppCatalogue, e Groups) []basis.Problem {
 	if s.Running < 0 || s.Running > MaxRunningQuota {
 		ps.Add(defaultGroupObject, "running is %d; give a quota between 0 (none) and %d", s.Running, MaxRunningQuota)
 	}
+	if s.IdleWarningMinutes < 0 || s.IdleWarningMinutes > MaxLimitMinutes {
+		ps.Add(defaultGroupObject, "idleWarningMinutes is %d; give 0 (the default, %d) to %d", s.IdleWarningMinutes, model.DefaultIdleWarningMinutes, MaxLimitMinutes)
+	}
 	groups := map[string]bool{}
 	for _, g := range s.Groups {
 		obj := fmt.Sprintf("apps quota of group %q", g.Group)

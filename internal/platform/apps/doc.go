@@ -35,6 +35,7 @@ type Apps struct {
 	enqueue Enqueuer
 	abort   Stopper
 	serving *Serving
+	expire  Expirer
 }
 
 // New returns the apps domain over a kernel; SetTasks wires its launches.

@@ -3,6 +3,7 @@ package apps
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 
 	"github.com/klique-ai/klique/internal/identity"
@@ -59,7 +60,11 @@ func (s *Apps) AppInstances(ctx context.Context, f InstanceFilter) ([]*model.App
 	var out []*model.AppInstance
 	for _, t := range tasks {
 		if SeesInstance(p, t) && (f.App == "" || t.Spec.App.App == f.App) {
-			out = append(out, instance(t))
+			in, err := s.decorate(ctx, instance(t))
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, in)
 		}
 	}
 	return out, nil
@@ -78,8 +83,28 @@ func (s *Apps) AppInstance(ctx context.Context, id string) (*model.AppInstance, 
 	if err != nil {
 		return nil, s.k.Internal(ctx, err)
 	}
-	return instance(t), nil
+	return s.decorate(ctx, instance(t))
 }
+
+// TenantAppInstance reads an instance on the platform's own behalf, for
+// the live domain's feed (which checks each subscriber with
+// SeesAppInstance): nil, nil for a task that is not an app instance.
+func (s *Apps) TenantAppInstance(ctx context.Context, tenantID, id string) (*model.AppInstance, error) {
+	t, err := s.k.Store.GetTask(ctx, tenantID, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read app instance %s: %w", id, err)
+	}
+	if t.Spec.Kind != model.TaskKindApplication || t.Spec.App == nil {
+		return nil, nil
+	}
+	return s.decorate(ctx, instance(t))
+}
+
+// SeesAppInstance is SeesInstance, for the live domain.
+func (s *Apps) SeesAppInstance(p *identity.Principal, t *model.Task) bool { return SeesInstance(p, t) }
 
 // StopApp stops an instance through the tasks domain's abort path: its
 // GPUs are released and its ledger interval closes, with the reason
@@ -106,5 +131,5 @@ func (s *Apps) StopApp(ctx context.Context, id string) (*model.AppInstance, erro
 	if err != nil {
 		return nil, err
 	}
-	return instance(t), nil
+	return s.decorate(ctx, instance(t))
 }

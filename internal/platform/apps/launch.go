@@ -39,6 +39,29 @@ type LaunchInput struct {
 	// and open the instance; ShareWithUsers names users who may.
 	ShareWithGroup bool     `json:"shareWithGroup,omitempty"`
 	ShareWithUsers []string `json:"shareWithUsers,omitempty"`
+	// IdleMinutes and MaxLifetimeMinutes shorten the app's idle limits for
+	// this instance (nil: the app's). A launch may shorten a limit an
+	// admin set, never lengthen or remove it; where the app sets none it
+	// may set one.
+	IdleMinutes        *int `json:"idleMinutes,omitempty"`
+	MaxLifetimeMinutes *int `json:"maxLifetimeMinutes,omitempty"`
+}
+
+// launchLimit is the limit a launch runs under: the app's, or the
+// launch's own when it is shorter (or the app has none).
+func launchLimit(app *model.App, field string, appLimit int, asked *int) (int, error) {
+	if asked == nil {
+		return appLimit, nil
+	}
+	v := *asked
+	switch {
+	case v < 1 || v > appconf.MaxLimitMinutes:
+		return 0, kernel.Invalid("%s %d: give a number of minutes from 1 to %d, or leave it out for the app's", field, v, appconf.MaxLimitMinutes)
+	case appLimit > 0 && v > appLimit:
+		return 0, kernel.Invalid("%s %d: app %s allows at most %d (%s), set by an admin; a launch may shorten it, not lengthen it",
+			field, v, kernel.Quote(app.Name), appLimit, Minutes(appLimit))
+	}
+	return v, nil
 }
 
 // LaunchApp launches an app instance: the launch is checked against the
@@ -80,6 +103,14 @@ func (s *Apps) LaunchApp(ctx context.Context, in LaunchInput) (*model.AppInstanc
 	if err != nil {
 		return nil, kernel.Unavailable("app %s has a broken launch form (%v); ask an admin to fix it", kernel.Quote(app.Name), err)
 	}
+	idle, err := launchLimit(app, "idleMinutes", app.IdleMinutes, in.IdleMinutes)
+	if err != nil {
+		return nil, err
+	}
+	lifetime, err := launchLimit(app, "maxLifetimeMinutes", app.MaxLifetimeMinutes, in.MaxLifetimeMinutes)
+	if err != nil {
+		return nil, err
+	}
 	values, problems := form.Check(in.Values)
 	if len(problems) > 0 {
 		return nil, &kernel.Error{Code: kernel.CodeInvalid, Problems: problems,
@@ -110,13 +141,15 @@ func (s *Apps) LaunchApp(ctx context.Context, in LaunchInput) (*model.AppInstanc
 		if err := checkQuotas(p.UserID, &e.Apps.Settings, e.GroupName(pol.GroupID), pol.GroupID, active); err != nil {
 			return model.TaskSpec{}, err
 		}
-		return render(app, values, id, size, in, share), nil
+		spec := render(app, values, id, size, in, share)
+		spec.App.IdleMinutes, spec.App.MaxLifetimeMinutes = idle, lifetime
+		return spec, nil
 	}
 	task, err := s.enqueue(ctx, name, in.Project, in.ComputeResource, in.Group, id, prepare, in)
 	if err != nil {
 		return nil, err
 	}
-	return instance(task), nil
+	return s.decorate(ctx, instance(task))
 }
 
 // checkRoute refuses a launch with a route that is not one of the

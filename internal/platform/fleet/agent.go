@@ -500,8 +500,33 @@ func (s *Fleet) AppendMetrics(ctx context.Context, taskID string, req agentapi.M
 	if err := s.k.Store.AppendMetrics(ctx, w.TenantID, taskID, req.Attempt, points); err != nil {
 		return s.k.Internal(ctx, err)
 	}
+	if t.Spec.Kind == model.TaskKindApplication {
+		if at, ok := busyAt(points); ok {
+			if now := s.k.Now(); at.After(now) {
+				at = now // a worker's clock ahead of ours
+			}
+			if _, err := s.k.Store.TouchAppActivity(ctx, taskID, at); err != nil {
+				return s.k.Internal(ctx, err)
+			}
+		}
+	}
 	s.k.Events.Publish(events.Event{TenantID: w.TenantID, Kind: "task.metrics", ObjectKind: "task", ObjectID: taskID, GroupID: t.GroupID, At: s.k.Now()})
 	return nil
+}
+
+// busyAt is the latest of an app instance's points that shows it in use
+// for its idle limits: GPU utilisation or CPU use at or over the idle
+// thresholds (model.IdleGPUPercent, IdleCPUPercent).
+func busyAt(points []model.MetricPoint) (time.Time, bool) {
+	var last time.Time
+	for _, p := range points {
+		busy := (p.Name == "gpu.utilization" && p.Value >= model.IdleGPUPercent) ||
+			(p.Name == "cpu.utilization" && p.Value >= model.IdleCPUPercent)
+		if busy && p.At.After(last) {
+			last = p.At
+		}
+	}
+	return last, !last.IsZero()
 }
 
 // TaskSecrets returns the values of the secrets a running task names, for

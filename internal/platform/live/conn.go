@@ -65,6 +65,7 @@ type subscriptions struct {
 	workers events.Hub[*WorkerUpdate]
 	budgets events.Hub[*BudgetBurnUpdate]
 	traffic events.Hub[*GatewayTraffic]
+	apps    events.Hub[*AppInstanceUpdate]
 }
 
 // SetSubscriptionLimits sets the caps on subscriptions; zero fields keep

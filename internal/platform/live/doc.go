@@ -32,6 +32,13 @@ type Reads interface {
 	// SeesModelCall is the llm domain's rule of which calls on the ledger
 	// a caller may see.
 	SeesModelCall(p *identity.Principal, groupID, projectID, userID string) bool
+	// AppInstance reads an app instance the caller may see;
+	// TenantAppInstance reads one on the platform's own behalf (nil, nil
+	// for a task that is not an app instance), with its runtime and idle
+	// state; SeesAppInstance is the apps domain's rule of who may see one.
+	AppInstance(ctx context.Context, id string) (*model.AppInstance, error)
+	TenantAppInstance(ctx context.Context, tenantID, id string) (*model.AppInstance, error)
+	SeesAppInstance(p *identity.Principal, t *model.Task) bool
 }
 
 // Options configure the live domain.

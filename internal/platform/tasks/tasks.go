@@ -416,22 +416,47 @@ func (s *Tasks) StopApplication(ctx context.Context, id string) (*model.Task, er
 	return s.abort(ctx, id, func(p *identity.Principal) string { return "stopped by " + p.UserName })
 }
 
+// ExpireApplication stops a running app instance on the control plane's
+// own authority (its idle limits), by the same abort path as a stop, with
+// reason on its record. attempt fences it: an instance requeued and
+// claimed again since the sweep read it is left running.
+func (s *Tasks) ExpireApplication(ctx context.Context, tenantID, id string, attempt int, actor, reason string) (*model.Task, error) {
+	return s.abortAs(ctx, kernel.System(tenantID, actor), true, id, func(t *model.Task) error {
+		if t.Spec.Kind != model.TaskKindApplication || t.Status != model.TaskRunning || t.Run.Attempt != attempt {
+			return kernel.Conflict("app instance %s is no longer the running attempt the idle limits read", kernel.Quote(t.Name))
+		}
+		return nil
+	}, func(*identity.Principal) string { return reason })
+}
+
 func (s *Tasks) abort(ctx context.Context, id string, reason func(*identity.Principal) string) (*model.Task, error) {
 	p, err := kernel.Caller(ctx)
 	if err != nil {
 		return nil, err
 	}
+	return s.abortAs(ctx, p, false, id, func(task *model.Task) error {
+		if !kernel.MayAbort(p, task) {
+			return kernel.Forbidden("only the task's owner, a lead of its group or an admin can abort task %s", kernel.Quote(task.Name))
+		}
+		return nil
+	}, reason)
+}
+
+// abortAs aborts a task as p once may allows it; a system actor (the
+// control plane on its own authority) needs no right to see it.
+func (s *Tasks) abortAs(ctx context.Context, p *identity.Principal, system bool, id string, may func(*model.Task) error, reason func(*identity.Principal) string) (*model.Task, error) {
 	var task *model.Task
-	err = s.k.Write(ctx, p, func(t *kernel.Txn) error {
+	err := s.k.Write(ctx, p, func(t *kernel.Txn) error {
+		var err error
 		task, err = t.Q.GetTask(ctx, p.TenantID, id)
-		if errors.Is(err, store.ErrNotFound) || (err == nil && !kernel.SeesTask(p, task)) {
+		if errors.Is(err, store.ErrNotFound) || (err == nil && !system && !kernel.SeesTask(p, task)) {
 			return kernel.NotFound("no task %s", kernel.Quote(id))
 		}
 		if err != nil {
 			return err
 		}
-		if !kernel.MayAbort(p, task) {
-			return kernel.Forbidden("only the task's owner, a lead of its group or an admin can abort task %s", kernel.Quote(task.Name))
+		if err := may(task); err != nil {
+			return err
 		}
 		if task.Status.Final() {
 			return kernel.Conflict("task %s has already ended (%s)", kernel.Quote(task.Name), task.Status)

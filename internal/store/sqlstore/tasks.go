@@ -11,25 +11,32 @@ import (
 	"github.com/klique-ai/klique/internal/store"
 )
 
-const taskColumns = `id, tenant_id, project_id, owner_id, compute_resource_id, policy_id, profile_id, group_id, name, spec,
+// taskInsertColumns are the columns CreateTask writes; taskColumns, what
+// every read returns, add the idle limits' columns, which only their own
+// writes (TouchAppActivity, SetAppIdleWarned) and a claim change, so an
+// UpdateTask of an older copy never moves them back.
+const taskInsertColumns = `id, tenant_id, project_id, owner_id, compute_resource_id, policy_id, profile_id, group_id, name, spec,
 	size_nodes, size_per_node_milli, status, reason, queue_seq, pool_id, cloned_from_id,
 	created_at, updated_at, placed_at, finished_at,
 	worker_id, attempt, lease_expires_at, retries, started_at, exit_code, outputs, app_address`
+
+const taskColumns = taskInsertColumns + `, app_active_at, app_warned_at`
 
 func scanTask(r scanner) (*model.Task, error) {
 	var t model.Task
 	var project sql.NullString
 	var spec, status string
 	var perNode, created, updated int64
-	var placed, finished, lease, started, exit sql.NullInt64
+	var placed, finished, lease, started, exit, active, warned sql.NullInt64
 	var outputs string
 	if err := r.Scan(&t.ID, &t.TenantID, &project, &t.OwnerID, &t.ComputeResourceID, &t.PolicyID, &t.ProfileID,
 		&t.GroupID, &t.Name, &spec, &t.Size.Nodes, &perNode, &status, &t.Reason, &t.QueueSeq, &t.PoolID,
 		&t.ClonedFromID, &created, &updated, &placed, &finished,
-		&t.Run.WorkerID, &t.Run.Attempt, &lease, &t.Run.Retries, &started, &exit, &outputs, &t.Run.AppAddress); err != nil {
+		&t.Run.WorkerID, &t.Run.Attempt, &lease, &t.Run.Retries, &started, &exit, &outputs, &t.Run.AppAddress, &active, &warned); err != nil {
 		return nil, err
 	}
 	t.Run.LeaseExpiresAt, t.Run.StartedAt = timePtr(lease), timePtr(started)
+	t.Run.AppActiveAt, t.Run.AppWarnedAt = timePtr(active), timePtr(warned)
 	if exit.Valid {
 		code := int(exit.Int64)
 		t.Run.ExitCode = &code
@@ -88,7 +95,7 @@ func (q *queries) CreateTask(ctx context.Context, t *model.Task) error {
 			return fmt.Errorf("%s: encode outputs: %w", what, err)
 		}
 		_, err = q.write(ctx, what, store.ErrNotFound,
-			`INSERT INTO tasks (`+taskColumns+`) VALUES (`+placeholders(29)+`)`,
+			`INSERT INTO tasks (`+taskInsertColumns+`) VALUES (`+placeholders(29)+`)`,
 			t.ID, t.TenantID, nullString(t.ProjectID), t.OwnerID, t.ComputeResourceID, t.PolicyID, t.ProfileID,
 			t.GroupID, t.Name, spec, t.Size.Nodes, int64(t.Size.PerNode), string(t.Status), t.Reason, t.QueueSeq,
 			t.PoolID, t.ClonedFromID, micros(t.CreatedAt), micros(t.UpdatedAt),

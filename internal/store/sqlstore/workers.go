@@ -140,7 +140,7 @@ func (q *queries) ClaimTask(ctx context.Context, tenantID, poolID, workerID, rea
 	args := append([]any{string(model.TaskRunning), workerID, micros(leaseUntil), micros(at), micros(at), reason, tenantID}, condArgs...)
 	t, err := getOne(ctx, q, "claim a task of pool "+poolID, scanTask,
 		`UPDATE tasks SET status = ?, worker_id = ?, attempt = attempt + 1, lease_expires_at = ?, started_at = ?,
-			updated_at = ?, reason = ?, app_address = ''
+			updated_at = ?, reason = ?, app_address = '', app_active_at = NULL, app_warned_at = NULL
 		WHERE tenant_id = ? AND id = (
 			SELECT id FROM tasks WHERE `+cond+`
 			ORDER BY placed_at, queue_seq LIMIT 1`+q.s.dialect.SkipLocked()+`)
@@ -226,6 +226,28 @@ func (q *queries) SetAppAddress(ctx context.Context, tenantID, workerID, taskID 
 		`UPDATE tasks SET app_address = ? WHERE tenant_id = ? AND id = ? AND worker_id = ? AND attempt = ? AND status = ?`,
 		address, tenantID, taskID, workerID, attempt, string(model.TaskRunning))
 	return err
+}
+
+// TouchAppActivity notes an app instance's use, coarsely, as
+// store.Queries documents.
+func (q *queries) TouchAppActivity(ctx context.Context, taskID string, at time.Time) (bool, error) {
+	n, err := q.write(ctx, "note the activity of app instance "+taskID, store.ErrNotFound,
+		`UPDATE tasks SET app_active_at = ? WHERE id = ? AND status = ? AND (app_active_at IS NULL OR app_active_at <= ?)`,
+		micros(at), taskID, string(model.TaskRunning), micros(at.Add(-store.AppActivityGrain)))
+	return n > 0, err
+}
+
+// SetAppIdleWarned records (at set) or clears (at nil) an app instance's
+// idle warning, as store.Queries documents.
+func (q *queries) SetAppIdleWarned(ctx context.Context, tenantID, taskID string, attempt int, at *time.Time) (bool, error) {
+	cond := `app_warned_at IS NOT NULL`
+	if at != nil {
+		cond = `app_warned_at IS NULL`
+	}
+	n, err := q.write(ctx, "set the idle warning of app instance "+taskID, store.ErrNotFound,
+		`UPDATE tasks SET app_warned_at = ? WHERE tenant_id = ? AND id = ? AND attempt = ? AND status = ? AND `+cond,
+		nullMicros(at), tenantID, taskID, attempt, string(model.TaskRunning))
+	return n > 0, err
 }
 
 // idChunk is how many ids one statement lists.

@@ -480,6 +480,14 @@ func (pc perCall) SetAppAddress(ctx context.Context, tenantID string, workerID s
 	})
 }
 
+func (pc perCall) TouchAppActivity(ctx context.Context, taskID string, at time.Time) (bool, error) {
+	return call(ctx, pc.s, func(tx store.Queries) (bool, error) { return tx.TouchAppActivity(ctx, taskID, at) })
+}
+
+func (pc perCall) SetAppIdleWarned(ctx context.Context, tenantID string, taskID string, attempt int, at *time.Time) (bool, error) {
+	return call(ctx, pc.s, func(tx store.Queries) (bool, error) { return tx.SetAppIdleWarned(ctx, tenantID, taskID, attempt, at) })
+}
+
 func (pc perCall) ListExpiredLeases(ctx context.Context, tenantID string, now time.Time) ([]*model.Task, error) {
 	return call(ctx, pc.s, func(tx store.Queries) ([]*model.Task, error) { return tx.ListExpiredLeases(ctx, tenantID, now) })
 }

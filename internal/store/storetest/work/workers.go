@@ -235,6 +235,75 @@ func Workers(t *testing.T, setup harness.Setup) {
 		}
 	})
 
+	t.Run("TouchAppActivity writes about once a minute, SetAppIdleWarned once, and a claim clears both", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		owner, q, pool := b.User(t), b.Queue(t), b.Pool(t)
+		placedTask(t, b, q, owner, pool.ID, one, b.Now)
+		tk, err := b.Store.ClaimTask(b.Ctx, b.Tenant.ID, pool.ID, "w1", "running", store.ClaimFit{MaxPerNode: 1000}, b.Now, b.Now.Add(time.Minute))
+		harness.Must(t, err)
+		base := b.Now.Truncate(time.Second) // times are kept to the microsecond
+		read := func() *model.Task {
+			t.Helper()
+			got, err := b.Store.GetTask(b.Ctx, b.Tenant.ID, tk.ID)
+			harness.Must(t, err)
+			return got
+		}
+		touch := func(at time.Time, want bool) {
+			t.Helper()
+			wrote, err := b.Store.TouchAppActivity(b.Ctx, tk.ID, at)
+			harness.Must(t, err)
+			harness.CheckEqual(t, "wrote at "+at.Sub(base).String(), wrote, want)
+		}
+		if got := read().Run; got.AppActiveAt != nil || got.AppWarnedAt != nil {
+			t.Fatalf("a new attempt has activity %v, warned %v", got.AppActiveAt, got.AppWarnedAt)
+		}
+		touch(base.Add(time.Second), true)
+		touch(base.Add(30*time.Second), false) // within the grain: no write
+		touch(base.Add(61*time.Second), true)
+		if got := read().Run.AppActiveAt; got == nil || !got.Equal(base.Add(61*time.Second)) {
+			t.Fatalf("active at %v, want %v", got, base.Add(61*time.Second))
+		}
+		touch(base.Add(time.Second), false)            // never moves back
+		harness.Must(t, b.Store.UpdateTask(b.Ctx, tk)) // an older copy written whole keeps it
+		if got := read().Run.AppActiveAt; got == nil || !got.Equal(base.Add(61*time.Second)) {
+			t.Fatalf("active at after UpdateTask %v", got)
+		}
+		if _, err := b.Store.TouchAppActivity(b.Ctx, "no-such-task", b.Now); err != nil {
+			t.Fatalf("touch of an unknown task: %v", err)
+		}
+
+		warnAt := base.Add(2 * time.Minute)
+		warn := func(tenant string, attempt int, at *time.Time, want bool) {
+			t.Helper()
+			changed, err := b.Store.SetAppIdleWarned(b.Ctx, tenant, tk.ID, attempt, at)
+			harness.Must(t, err)
+			harness.CheckEqual(t, "warning changed", changed, want)
+		}
+		warn("another-tenant", tk.Run.Attempt, &warnAt, false)
+		warn(b.Tenant.ID, tk.Run.Attempt+1, &warnAt, false)
+		warn(b.Tenant.ID, tk.Run.Attempt, &warnAt, true)
+		later := warnAt.Add(time.Minute)
+		warn(b.Tenant.ID, tk.Run.Attempt, &later, false) // warned once
+		if got := read().Run.AppWarnedAt; got == nil || !got.Equal(warnAt) {
+			t.Fatalf("warned at %v, want %v", got, warnAt)
+		}
+		warn(b.Tenant.ID, tk.Run.Attempt, nil, true)
+		warn(b.Tenant.ID, tk.Run.Attempt, nil, false)
+		warn(b.Tenant.ID, tk.Run.Attempt, &later, true)
+
+		// Requeued and claimed again: the new attempt starts unused and unwarned.
+		cur := read()
+		cur.Status = model.TaskPlaced
+		harness.Must(t, b.Store.UpdateTask(b.Ctx, cur))
+		touch(base.Add(5*time.Minute), false) // not running: nothing to note
+		again, err := b.Store.ClaimTask(b.Ctx, b.Tenant.ID, pool.ID, "w2", "running", store.ClaimFit{MaxPerNode: 1000}, b.Now, b.Now.Add(time.Minute))
+		harness.Must(t, err)
+		if again.ID != tk.ID || again.Run.AppActiveAt != nil || again.Run.AppWarnedAt != nil {
+			t.Fatalf("claimed again: %s", harness.Show(again))
+		}
+	})
+
 	t.Run("AppendLogs numbers lines, stops at the limit with one note, and ListLogs pages and tails", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

@@ -8,11 +8,14 @@
 // form) is shown next to the form with its message: the page checks
 // nothing itself, so every channel refuses in the same words.
 //
-// Instances are kept current from the queueChanged subscription of each
-// compute resource the caller sees (an instance is a task, so its
-// placement, start and stop are queue changes), with the page polling
-// appInstances every 3 s while a subscription is down, as every page does
-// through watch(). Admins lock and unlock entries from their cards.
+// Instances are kept current from the appInstanceChanged subscription
+// (state changes, readiness and idle warnings of the instances the caller
+// may see) and the queueChanged subscription of each compute resource the
+// caller sees, with the page polling appInstances every 3 s while a
+// subscription is down, as every page does through watch(). Each running
+// instance with an idle limit shows when its limits stop it (the idle
+// countdown); a warned one gets a banner above the list. Admins lock and
+// unlock entries from their cards.
 import { gql } from '../api.js';
 import { h, replace, table, errorBox, ago, fmtTime, section } from '../dom.js';
 import { watch } from '../live.js';
@@ -24,6 +27,7 @@ const catalogueQuery = `{
 }`;
 
 const instancesQuery = `{ appInstances { id name app kind state reason url shareWithGroup
+  idle { stopsAt stopReason warned } runtime { uptimeSeconds gpuUtilization lastActivity }
   task { createdAt owner { name } computeResource { name } project { name } } } }`;
 
 // Mutations are plain strings, as on the other pages: the test that sends
@@ -76,8 +80,8 @@ export function render(el, { viewer }) {
 
   reloadCatalogue().then((c) => {
     if (stopped) return;
-    const topics = c.resources.map((r) => ({ name: 'queueChanged', args: { computeResource: r.id } }));
-    stopWatch = watch(topics.length ? topics : [{ name: 'queueChanged' }], reloadInstances, { pollMs: 3000 });
+    const topics = [{ name: 'appInstanceChanged' }].concat(c.resources.map((r) => ({ name: 'queueChanged', args: { computeResource: r.id } })));
+    stopWatch = watch(topics, reloadInstances, { pollMs: 3000 });
   }, (e) => {
     replace(cards, errorBox(e));
     if (!stopped) stopWatch = watch([], reloadInstances, { pollMs: 3000 });
@@ -219,10 +223,24 @@ function launchForm(app, catalogue, launched) {
   return form;
 }
 
+// countdown says when an instance's idle limits stop it unless it is used.
+function countdown(i) {
+  if (!i.idle || !i.idle.stopsAt) return h('span', { class: 'muted' }, '–');
+  const mins = Math.max(0, Math.round((Date.parse(i.idle.stopsAt) - Date.now()) / 60000));
+  const text = mins >= 120 ? `in ${Math.round(mins / 60)} h` : `in ${mins} min`;
+  return h('span', { class: i.idle.warned ? 'idle-countdown warned' : 'idle-countdown', title: `${i.idle.stopReason} at ${fmtTime(i.idle.stopsAt)} unless it is used` }, text);
+}
+
+function idleBanners(list) {
+  return list.filter((i) => i.idle && i.idle.warned && i.idle.stopsAt).map((i) =>
+    h('div', { class: 'banner warn app-idle-warning', 'data-instance': i.id },
+      h('strong', {}, i.name), ` will be ${i.idle.stopReason.replace(/^stopped: /, '')} at ${fmtTime(i.idle.stopsAt)} unless it is used.`));
+}
+
 function instanceTable(list, changed) {
   if (!list.length) return h('p', { class: 'muted' }, 'No app instance you may see.');
   const active = (s) => s === 'waiting' || s === 'placed' || s === 'running' || s === 'ready';
-  return table(['Instance', 'App', 'State', 'Compute resource', 'Owner', 'Open', 'Launched', ''], list.map((i) => {
+  return h('div', {}, ...idleBanners(list), table(['Instance', 'App', 'State', 'Compute resource', 'Owner', 'Open', 'Launched', 'Stops', ''], list.map((i) => {
     const err = h('div', {});
     const stop = async (ev) => {
       ev.target.disabled = true;
@@ -243,6 +261,7 @@ function instanceTable(list, changed) {
       h('td', {}, i.task.owner.name),
       h('td', {}, active(i.state) ? h('a', { href: i.url, target: '_blank', rel: 'noopener', class: 'app-open' }, i.url) : h('span', { class: 'muted' }, '–')),
       h('td', { title: fmtTime(i.task.createdAt) }, ago(i.task.createdAt)),
+      h('td', { class: 'idle' }, active(i.state) ? countdown(i) : h('span', { class: 'muted' }, '–')),
       h('td', {}, active(i.state) ? h('button', { type: 'button', class: 'app-stop', onclick: stop }, 'Stop') : null, err));
-  }));
+  })));
 }
