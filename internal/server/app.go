@@ -23,6 +23,7 @@ import (
 	"github.com/klique-ai/klique/internal/store"
 	"github.com/klique-ai/klique/internal/store/postgres"
 	"github.com/klique-ai/klique/internal/store/sqlite"
+	"github.com/klique-ai/klique/internal/tunnel"
 	"github.com/klique-ai/klique/internal/vault"
 )
 
@@ -53,6 +54,9 @@ type App struct {
 	gatewaySrv   *http.Server
 	gatewayURL   string
 	closeLimiter func()
+	// Tunnels are the workers' tunnels to this replica, through which
+	// app instances on sites with no inbound path are reached.
+	Tunnels *tunnel.Registry
 }
 
 // startDebug serves the Go profiler on KLIQUE_DEBUG_LISTEN, apart from the
@@ -195,6 +199,10 @@ func start(ctx context.Context, cfg *config.Config, log *slog.Logger, st store.S
 	// Shutdown does not close hijacked connections: subscribers are told
 	// to reconnect (to another replica, or to this one once it is back).
 	app.server.RegisterOnShutdown(h.sockets.closeAll)
+	// Nor tunnels: their workers dial again, here once it is back or at
+	// another replica.
+	app.server.RegisterOnShutdown(h.tunnels.Close)
+	app.Tunnels = h.tunnels
 	app.gateway, app.closeLimiter = gw, func() { limiterClose(); closeBridge() }
 	go func() { app.served <- app.server.Serve(ln) }()
 	if err := app.startGatewayListener(cfg); err != nil {
