@@ -230,4 +230,3 @@ func TestServeNeedsAClientALookupAndAWorker(t *testing.T) {
 		t.Fatalf("a worker credential without a worker id: %v", err)
 	}
 }
-
