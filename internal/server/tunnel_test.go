@@ -112,7 +112,7 @@ func TestATaskCredentialHoldsATunnelForItsOwnTaskOnly(t *testing.T) {
 	go func() {
 		defer close(done)
 		_ = agenttunnel.Serve(ctx, agenttunnel.Options{Client: client.New(ts.url, cred.Token),
-			Lookup: func(string, int) (string, error) { return l.Addr().String(), nil },
+			Lookup:  func(string, int) (string, error) { return l.Addr().String(), nil },
 			Backoff: client.Backoff{Initial: 10 * time.Millisecond, Max: 50 * time.Millisecond}})
 	}()
 	defer func() { cancel(); <-done }()
