@@ -63,6 +63,9 @@ type Options struct {
 	// health path (default 10 min).
 	AppHost         string
 	AppStartTimeout time.Duration
+	// NoTunnel: the worker holds no tunnel to the control plane
+	// (--tunnel=false); its app instances are reached only directly.
+	NoTunnel bool
 	// RunAs runs tasks as this user (the daemon must run as root).
 	RunAs string
 	// Labels describe the worker; in docker mode each container carries
@@ -200,7 +203,7 @@ func NewWorker(ctx context.Context, opts Options) (*worker.Worker, error) {
 		Kind: opts.Kind, Labels: opts.Labels, WorkDir: wd, Grace: opts.Grace, Log: opts.Log, SMI: smi,
 		// In a cluster the scheduler places the pods: the worker counts.
 		Placed: opts.Kind == KindKubernetes, State: st,
-		AppHost: opts.AppHost, AppStartTimeout: opts.AppStartTimeout,
+		AppHost: opts.AppHost, AppStartTimeout: opts.AppStartTimeout, NoTunnel: opts.NoTunnel,
 	}
 	if opts.Tune != nil {
 		opts.Tune(&cfg)

@@ -124,6 +124,10 @@ type Config struct {
 	AppStartTimeout  time.Duration
 	AppProbeInterval time.Duration
 	AppUnreadyAfter  int
+	// NoTunnel turns off the worker's tunnel (agents/tunnel), for a site
+	// whose app instances the control plane and its routers reach
+	// directly. By default the worker holds one.
+	NoTunnel bool
 }
 
 // Worker is a running worker daemon.
@@ -300,6 +304,10 @@ func (w *Worker) Run(ctx context.Context) error {
 	if w.smi {
 		loops.Add(1)
 		go func() { defer loops.Done(); w.sampleGPUs(ctx) }()
+	}
+	if !w.cfg.NoTunnel {
+		loops.Add(1)
+		go func() { defer loops.Done(); w.serveTunnel(ctx) }()
 	}
 	if len(held) > 0 {
 		loops.Add(1)

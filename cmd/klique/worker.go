@@ -17,6 +17,7 @@ import (
 func newWorkerCmd(c *cli) *cobra.Command {
 	var o agents.Options
 	var pool, tokenFile, logLevel, logFormat string
+	tunnel := true
 	var labels []string
 	cmd := &cobra.Command{
 		Use:   "worker --pool NAME [--server URL] --token-file FILE",
@@ -39,7 +40,12 @@ front of their compute resource.
 The worker records each running task (its process group or container) in a
 state directory (--state-dir, default WORK-DIR/state). Restarted after a
 crash or kill -9, it first stops whatever its earlier run left running, and
-never hands out the GPUs of what it could not stop. See docs/worker.md.`,
+never hands out the GPUs of what it could not stop. See docs/worker.md.
+
+The worker keeps one outbound connection to the control plane, its tunnel,
+through which the control plane and its router reach the worker's app
+instances when nothing can connect into the worker's site; --tunnel=false
+turns it off. See docs/apps.md.`,
 		Example: `  klique worker --pool bare-metal --server https://klique.corp --token-file /etc/klique/worker.token
   klique worker --pool bare-metal --server http://127.0.0.1:8080 --token-file worker.token --gpus 0,1 --work-dir /tmp/kw
   klique worker --pool shared-a100 --server https://klique.corp --token-file worker.token --mode docker --gpus 0-3 --gpu-memory-mb 81920
@@ -50,7 +56,7 @@ never hands out the GPUs of what it could not stop. See docs/worker.md.`,
 			if err != nil {
 				return err
 			}
-			o.Server, o.Token, o.Pool = server, token, pool
+			o.Server, o.Token, o.Pool, o.NoTunnel = server, token, pool, !tunnel
 			if o.Labels, err = agents.ParseLabels(labels); err != nil {
 				return usageError{err}
 			}
@@ -96,6 +102,7 @@ never hands out the GPUs of what it could not stop. See docs/worker.md.`,
 	f.DurationVar(&o.Grace, "grace", 30*time.Second, "time a stopped task gets between SIGTERM and SIGKILL")
 	f.StringVar(&o.AppHost, "app-host", "", "host of app instances' addresses as the site reaches this machine (default 127.0.0.1)")
 	f.DurationVar(&o.AppStartTimeout, "app-start-timeout", 10*time.Minute, "time an app instance has to answer on its health path before it is stopped and reported failed")
+	f.BoolVar(&tunnel, "tunnel", true, "keep a tunnel to the control plane, through which it reaches this worker's app instances; --tunnel=false when it reaches them directly")
 	f.StringVar(&o.RunAs, "run-as", "", "run tasks as this user (the worker must run as root)")
 	f.StringSliceVar(&labels, "labels", nil, "labels describing this worker, key=value[,key=value]")
 	f.StringVar(&o.Name, "name", "", "name of this worker (default: the host name); give each worker on one host its own")

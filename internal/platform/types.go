@@ -45,6 +45,7 @@ type (
 	AutoscalerInput      = fleet.AutoscalerInput
 	AutoscalerView       = fleet.AutoscalerView
 	PoolWorkers          = fleet.PoolWorkers
+	TunnelBinding        = fleet.TunnelBinding
 	Me                   = access.Me
 	NewTenant            = access.NewTenant
 	// Page asks for one page of a list.

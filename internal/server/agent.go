@@ -28,6 +28,7 @@ func (h *Handler) agentRoutes() {
 	h.route("GET "+agentapi.PathTasks+"{id}/secrets", "agent_secrets", h.workerAuth(h.agentSecrets))
 	post(agentapi.PathTasks+"{id}/"+agentapi.PathTaskCredential, "agent_task_credential", h.agentTaskCredential)
 	post(agentapi.PathTasks+"{id}/"+agentapi.PathAppStatus, "agent_app_status", h.agentAppStatus)
+	h.route("GET "+agentapi.PathTunnel, "agent_tunnel", h.workerAuth(h.agentTunnel))
 }
 
 // workerAuth resolves the worker credential into a worker identity.

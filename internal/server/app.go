@@ -24,6 +24,7 @@ import (
 	"github.com/klique-ai/klique/internal/store"
 	"github.com/klique-ai/klique/internal/store/postgres"
 	"github.com/klique-ai/klique/internal/store/sqlite"
+	"github.com/klique-ai/klique/internal/tunnel"
 	"github.com/klique-ai/klique/internal/vault"
 )
 
@@ -63,6 +64,9 @@ type App struct {
 	// jobs (idle.go).
 	AppActivity *appnet.Activity
 	stopIdle    context.CancelFunc
+	// Tunnels are the workers' tunnels to this replica, through which
+	// app instances on sites with no inbound path are reached.
+	Tunnels *tunnel.Registry
 }
 
 // startDebug serves the Go profiler on KLIQUE_DEBUG_LISTEN, apart from the
@@ -179,10 +183,10 @@ func start(ctx context.Context, cfg *config.Config, log *slog.Logger, st store.S
 	h := NewHandler(Deps{Service: svc, Auth: auth, Signer: signer, Logger: log, MaxBodyBytes: cfg.MaxBodyBytes, MetricsToken: cfg.MetricsToken})
 	h.mountMCP(cfg, log)
 	h.mountWeb()
-	// Reach opens connections to app instances: directly to the address
-	// the worker reported, or through the worker's tunnel once it holds
-	// one (Reach.Tunnels).
-	reach := &appnet.Auto{Direct: &appnet.Direct{}}
+	// Reach opens connections to app instances: through the worker's
+	// tunnel when it holds one to this replica, else directly to the
+	// address the worker reported.
+	reach := &appnet.Auto{Direct: &appnet.Direct{}, Tunnels: h.tunnels}
 	gw, limiterClose, err := startGateway(cfg, log, svc, auth, h, reach)
 	if err != nil {
 		return nil, err
@@ -209,6 +213,10 @@ func start(ctx context.Context, cfg *config.Config, log *slog.Logger, st store.S
 	// Shutdown does not close hijacked connections: subscribers are told
 	// to reconnect (to another replica, or to this one once it is back).
 	app.server.RegisterOnShutdown(h.sockets.closeAll)
+	// Nor tunnels: their workers dial again, here once it is back or at
+	// another replica.
+	app.server.RegisterOnShutdown(h.tunnels.Close)
+	app.Tunnels = h.tunnels
 	app.gateway, app.closeLimiter = gw, func() { limiterClose(); closeBridge() }
 	app.Reach = reach
 	// The serving index follows the events (the bridge carries other

@@ -26,6 +26,7 @@ import (
 
 	"github.com/klique-ai/klique/internal/identity"
 	"github.com/klique-ai/klique/internal/platform"
+	"github.com/klique-ai/klique/internal/tunnel"
 )
 
 // Deps are what the HTTP layer needs.
@@ -39,6 +40,9 @@ type Deps struct {
 	// that send it as a bearer credential; without it /metrics is not
 	// served here (see config.Config.MetricsListen).
 	MetricsToken string
+	// Tunnels holds the workers' tunnels to this replica (a new registry
+	// when nil).
+	Tunnels *tunnel.Registry
 }
 
 // Handler is the control plane's HTTP handler.
@@ -49,6 +53,7 @@ type Handler struct {
 	mux     *http.ServeMux
 	// sockets are the open subscription WebSockets.
 	sockets *liveSockets
+	tunnels *tunnel.Registry
 }
 
 // NewHandler builds the routes.
@@ -56,7 +61,10 @@ func NewHandler(d Deps) *Handler {
 	if d.Logger == nil {
 		d.Logger = slog.Default()
 	}
-	h := &Handler{d: d, log: d.Logger, metrics: newMetrics(), mux: http.NewServeMux(), sockets: newLiveSockets()}
+	if d.Tunnels == nil {
+		d.Tunnels = tunnel.New(tunnel.Options{Log: d.Logger.With("component", "tunnel")})
+	}
+	h := &Handler{d: d, log: d.Logger, metrics: newMetrics(), mux: http.NewServeMux(), sockets: newLiveSockets(), tunnels: d.Tunnels}
 	gql := newGraphQL(d.Service, d.Logger, h.metrics, h.sockets, DefaultDocumentLimits)
 
 	h.route("/graphql", "graphql", h.authenticated(identity.ChannelGraphQL, gql))
