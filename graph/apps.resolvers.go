@@ -137,6 +137,11 @@ func (r *queryResolver) AppInstance(ctx context.Context, id string) (*model.AppI
 	return r.Svc.AppInstance(ctx, id)
 }
 
+// RouteInstances is the resolver for the routeInstances field.
+func (r *queryResolver) RouteInstances(ctx context.Context, route string) ([]*model.AppInstance, error) {
+	return r.Svc.RouteInstances(ctx, route)
+}
+
 // App returns AppResolver implementation.
 func (r *Resolver) App() AppResolver { return &appResolver{r} }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/klique-ai/klique/engine/loop"
 	"github.com/klique-ai/klique/gateway"
+	"github.com/klique-ai/klique/internal/appnet"
 	"github.com/klique-ai/klique/internal/config"
 	"github.com/klique-ai/klique/internal/events"
 	"github.com/klique-ai/klique/internal/gctune"
@@ -53,6 +54,9 @@ type App struct {
 	gatewaySrv   *http.Server
 	gatewayURL   string
 	closeLimiter func()
+	// AppActivity is the traffic to app instances through the router, for
+	// the session idle limits.
+	AppActivity *appnet.Activity
 }
 
 // startDebug serves the Go profiler on KLIQUE_DEBUG_LISTEN, apart from the
@@ -166,7 +170,9 @@ func start(ctx context.Context, cfg *config.Config, log *slog.Logger, st store.S
 		return nil, err
 	}
 
-	h := NewHandler(Deps{Service: svc, Auth: auth, Signer: signer, Logger: log, MaxBodyBytes: cfg.MaxBodyBytes, MetricsToken: cfg.MetricsToken})
+	activity := appnet.NewActivity(nil)
+	h := NewHandler(Deps{Service: svc, Auth: auth, Signer: signer, Logger: log, MaxBodyBytes: cfg.MaxBodyBytes, MetricsToken: cfg.MetricsToken,
+		AppActivity: activity})
 	h.mountMCP(cfg, log)
 	h.mountWeb()
 	gw, limiterClose, err := startGateway(cfg, log, svc, auth, h)
@@ -183,7 +189,7 @@ func start(ctx context.Context, cfg *config.Config, log *slog.Logger, st store.S
 		_ = ln.Close()
 		return nil, err
 	}
-	app := &App{cfg: cfg, log: log, Store: st, Service: svc, Events: bus, Handler: h, listener: ln, served: make(chan error, 1),
+	app := &App{cfg: cfg, log: log, Store: st, Service: svc, Events: bus, Handler: h, listener: ln, served: make(chan error, 1), AppActivity: activity,
 		server: &http.Server{
 			Handler:           h,
 			ReadHeaderTimeout: 10 * time.Second,

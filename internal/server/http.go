@@ -24,6 +24,7 @@ import (
 	"github.com/99designs/gqlgen/graphql/playground"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/klique-ai/klique/internal/appnet"
 	"github.com/klique-ai/klique/internal/identity"
 	"github.com/klique-ai/klique/internal/platform"
 )
@@ -39,6 +40,11 @@ type Deps struct {
 	// that send it as a bearer credential; without it /metrics is not
 	// served here (see config.Config.MetricsListen).
 	MetricsToken string
+	// AppTunnels are the workers' tunnels the embedded router reaches app
+	// instances through (nil: it reaches them directly only); AppActivity
+	// is told their traffic, for the idle limits.
+	AppTunnels  appnet.Tunnels
+	AppActivity *appnet.Activity
 }
 
 // Handler is the control plane's HTTP handler.
@@ -65,6 +71,7 @@ func NewHandler(d Deps) *Handler {
 	h.route("GET /api/v1/auth/sso", "auth_sso", http.HandlerFunc(h.ssoConfig))
 	h.route("POST /api/v1/auth/sso/token", "auth_sso_token", http.HandlerFunc(h.ssoToken))
 	h.agentRoutes()
+	h.mountRouter()
 	h.autoscalerRoutes()
 	h.route("GET /api/v1/usage.csv", "usage_csv", h.authenticated(identity.ChannelAPI, http.HandlerFunc(h.usageCSV)))
 	h.route("GET /.well-known/jwks.json", "jwks", http.HandlerFunc(h.jwks))
