@@ -107,6 +107,29 @@ func New(cfg Config) *Router {
 	return rt
 }
 
+// Standalone returns the handler of `klique router`: a router at a site
+// that resolves through the control plane's API and reaches instances
+// directly on the site's network.
+func Standalone(rc RemoteConfig, cacheTTL time.Duration, activity *appnet.Activity) (http.Handler, error) {
+	remote, err := NewRemote(rc)
+	if err != nil {
+		return nil, err
+	}
+	rt := New(Config{Resolver: remote, Reacher: &appnet.Auto{PreferDirect: true}, Activity: activity, Log: rc.Log,
+		CacheTTL: cacheTTL, SignInOrigins: []string{remote.base}})
+	mux := http.NewServeMux()
+	mux.Handle("/apps/", rt)
+	mux.Handle("/routes/", rt)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, r, notFound(fmt.Sprintf("no such address %s on this router: app instances are at /apps/{id}/ and static routes at /routes/{route}/", r.URL.Path)))
+	})
+	return mux, nil
+}
+
 // hop is one proxied request's destination, from ServeHTTP to rewrite.
 type hop struct {
 	host   string // the made-up host of the instance's attempt
