@@ -39,7 +39,12 @@ apps:
       port: 8000
       healthPath: /
       run: {process: "python3 %s {port}"}
-`, probe)
+    - name: probe-based
+      kind: session
+      port: 8000
+      healthPath: /
+      run: {process: "python3 %s {port} --base-url=/apps/{instance}/"}
+`, probe, probe)
 }
 
 // routerBed is a control plane, a process-mode worker with two GPUs, and
@@ -65,8 +70,12 @@ func startRouterBed(t *testing.T) *routerBed {
 
 // launch starts the probe app as alice and waits until it is ready.
 func (b *routerBed) launch(t *testing.T, route string, ready bool) string {
+	return b.launchApp(t, "probe", route, ready)
+}
+
+func (b *routerBed) launchApp(t *testing.T, app, route string, ready bool) string {
 	t.Helper()
-	in := map[string]any{"app": "probe", "computeResource": "1 GPU", "project": "fraud-models", "values": map[string]any{}}
+	in := map[string]any{"app": app, "computeResource": "1 GPU", "project": "fraud-models", "values": map[string]any{}}
 	if route != "" {
 		in["route"] = route
 	}
@@ -334,6 +343,17 @@ func TestRouterServesAnAppInstance(t *testing.T) {
 		status, body, _ = call(t, nil, "GET", base+"/", b.alice, nil)
 		if status != http.StatusServiceUnavailable || !strings.Contains(body, "has ended (state stopped)") {
 			t.Fatalf("a stopped instance: %d %s", status, body)
+		}
+	})
+
+	t.Run("an app whose run line names its own path is sent the path whole", func(t *testing.T) {
+		based := b.launchApp(t, "probe-based", "", true)
+		status, body, _ := call(t, nil, "GET", b.url+"/apps/"+based+"/lab/tree", b.alice, nil)
+		if status != http.StatusOK {
+			t.Fatalf("%d %s", status, body)
+		}
+		if s := decodeSeen(t, body); s.Path != "/apps/"+based+"/lab/tree" {
+			t.Fatalf("an app started with its base URL /apps/{instance}/ was sent %q", s.Path)
 		}
 	})
 }

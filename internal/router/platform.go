@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/klique-ai/klique/internal/appnet"
@@ -114,6 +115,10 @@ func (p *Platform) refusal(ctx context.Context, err error) error {
 // instanceOf is a platform instance as the router sees it.
 func instanceOf(in *model.AppInstance) *Instance {
 	t := in.Task
-	return &Instance{ID: t.ID, Name: t.Name, State: in.State, Reason: t.Reason,
+	keep := false
+	if a := t.Spec.App; a != nil {
+		keep = namesOwnPath(t.ID, append([]string{a.Run.Process, a.Run.Batch, strings.Join(t.Spec.Command, " ")}, a.Run.Args...)...)
+	}
+	return &Instance{ID: t.ID, Name: t.Name, State: in.State, Reason: t.Reason, KeepPrefix: keep,
 		Target: appnet.Target{TenantID: t.TenantID, TaskID: t.ID, WorkerID: t.Run.WorkerID, Attempt: t.Run.Attempt, Address: in.Address}}
 }

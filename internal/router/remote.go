@@ -108,8 +108,8 @@ func (r *Remote) checkToken(ctx context.Context, cred string) (time.Time, error)
 func isUnauthenticated(err error) bool { return errors.Is(err, identity.ErrUnauthenticated) }
 
 const (
-	instanceQuery = `query($id: ID!) { appInstance(id: $id) { id name state reason address task { attempt } } }`
-	routeQuery    = `query($r: String!) { routeInstances(route: $r) { id name state reason address task { attempt } } }`
+	instanceQuery = `query($id: ID!) { appInstance(id: $id) { id name state reason address task { attempt spec { command } } } }`
+	routeQuery    = `query($r: String!) { routeInstances(route: $r) { id name state reason address task { attempt spec { command } } } }`
 )
 
 type remoteInstance struct {
@@ -120,11 +120,14 @@ type remoteInstance struct {
 	Address string `json:"address"`
 	Task    struct {
 		Attempt int `json:"attempt"`
+		Spec    struct {
+			Command []string `json:"command"`
+		} `json:"spec"`
 	} `json:"task"`
 }
 
 func (ri *remoteInstance) instance() *Instance {
-	return &Instance{ID: ri.ID, Name: ri.Name, State: ri.State, Reason: ri.Reason,
+	return &Instance{ID: ri.ID, Name: ri.Name, State: ri.State, Reason: ri.Reason, KeepPrefix: namesOwnPath(ri.ID, ri.Task.Spec.Command...),
 		Target: appnet.Target{TaskID: ri.ID, Attempt: ri.Task.Attempt, Address: ri.Address}}
 }
 

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,6 +21,22 @@ type Instance struct {
 	// Reason is why it is in its state (a failure, a stop).
 	Reason string
 	Target appnet.Target
+	// KeepPrefix: the app is told its own path (its run line names
+	// /apps/{id}, as JupyterLab's --ServerApp.base_url=/apps/{instance}/
+	// does), so it is forwarded /apps/{id}/… whole rather than stripped.
+	KeepPrefix bool
+}
+
+// namesOwnPath reports whether an app's run line names the instance's
+// path, so the app expects it on every request.
+func namesOwnPath(id string, lines ...string) bool {
+	p := "/apps/" + id
+	for _, l := range lines {
+		if strings.Contains(l, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // Ready reports whether the instance answers: its worker reported its

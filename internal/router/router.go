@@ -134,6 +134,9 @@ func Standalone(rc RemoteConfig, cacheTTL time.Duration, activity *appnet.Activi
 type hop struct {
 	host   string // the made-up host of the instance's attempt
 	prefix string // /apps/{id} or /routes/{route}, stripped
+	// own replaces prefix: /apps/{id}, for an app that expects its path
+	// (KeepPrefix); "" otherwise.
+	own string
 }
 
 type hopKey struct{}
@@ -172,7 +175,11 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 	host := hostOf(in.Target)
 	rt.targets.Store(host, in.Target)
-	ctx := context.WithValue(r.Context(), hopKey{}, &hop{host: host, prefix: prefix})
+	hp := &hop{host: host, prefix: prefix}
+	if in.KeepPrefix {
+		hp.own = "/apps/" + in.ID
+	}
+	ctx := context.WithValue(r.Context(), hopKey{}, hp)
 	rt.proxy.ServeHTTP(w, r.WithContext(ctx))
 }
 
@@ -255,18 +262,20 @@ func hostOf(t appnet.Target) string {
 }
 
 // rewrite makes the outbound request: the instance's path without the
-// router's prefix, the caller's Host kept (apps such as Jupyter and
+// router's prefix (or with /apps/{id} for an app that expects it), the caller's Host kept (apps such as Jupyter and
 // code-server compare it with a WebSocket's Origin), X-Forwarded-*
 // set, and the caller's credentials removed.
 func (rt *Router) rewrite(pr *httputil.ProxyRequest) {
 	h := pr.In.Context().Value(hopKey{}).(*hop)
 	out := pr.Out
 	out.URL.Scheme, out.URL.Host = "http", h.host
-	out.URL.Path = strings.TrimPrefix(pr.In.URL.Path, h.prefix)
+	out.URL.Path = h.own + strings.TrimPrefix(pr.In.URL.Path, h.prefix)
 	if out.URL.RawPath != "" {
 		out.URL.RawPath = strings.TrimPrefix(pr.In.URL.RawPath, h.prefix)
 		if out.URL.RawPath == "" || out.URL.RawPath[0] != '/' {
 			out.URL.RawPath = ""
+		} else {
+			out.URL.RawPath = h.own + out.URL.RawPath
 		}
 	}
 	out.Host = pr.In.Host
