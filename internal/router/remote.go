@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -60,6 +61,9 @@ func NewRemote(cfg RemoteConfig) (*Remote, error) {
 		return nil, fmt.Errorf("--control-plane %q is not an http(s) URL such as https://klique.corp", cfg.ControlPlane)
 	}
 	base := u.String()
+	if h := u.Hostname(); u.Scheme == "http" && !cfg.AllowHTTP && h != "localhost" && !net.ParseIP(h).IsLoopback() {
+		return nil, fmt.Errorf("--control-plane %s must use https: the control plane's keys, fetched over plain HTTP, could be forged in transit (--allow-http for development only)", base)
+	}
 	if cfg.Issuer == "" {
 		cfg.Issuer = base
 	}

@@ -217,7 +217,7 @@ func credential(r *http.Request) (string, error) {
 		}
 	}
 	if cred == "" {
-		return "", unauthenticated("sign in: send 'Authorization: Bearer <API key or access token>', or open the instance from the dashboard's Apps page (its Open link signs your browser in)")
+		return "", unauthenticated("sign in: send 'Authorization: Bearer <API key or access token>', or open the instance from the dashboard's Apps page (its link signs your browser in)")
 	}
 	return cred, nil
 }
@@ -416,7 +416,7 @@ func (rt *Router) signIn(w http.ResponseWriter, r *http.Request, kind, name, pre
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		writeError(w, r, &Error{Status: http.StatusMethodNotAllowed, Code: "BAD_USER_INPUT",
-			Message: "sign in with POST " + prefix + SignInPath + " and the form field 'token' (an access token or API key); the dashboard's Open link does this"})
+			Message: "sign in with POST " + prefix + SignInPath + " and the form field 'token' (an access token or API key); the dashboard's Apps page does this when you follow an instance's link"})
 		return
 	}
 	if !rt.originAllowed(r) {
