@@ -149,6 +149,11 @@ func (r *queryResolver) AppInstance(ctx context.Context, id string) (*model.AppI
 	return r.Svc.AppInstance(ctx, id)
 }
 
+// RouteInstances is the resolver for the routeInstances field.
+func (r *queryResolver) RouteInstances(ctx context.Context, route string) ([]*model.AppInstance, error) {
+	return r.Svc.RouteInstances(ctx, route)
+}
+
 // AppInstanceChanged is the resolver for the appInstanceChanged field.
 func (r *subscriptionResolver) AppInstanceChanged(ctx context.Context, app *string, id *string) (<-chan *live.AppInstanceUpdate, error) {
 	ch, err := r.Svc.SubscribeAppInstances(ctx, deref(app), deref(id))

@@ -852,6 +852,7 @@ type ComplexityRoot struct {
 		Projects           func(childComplexity int, first *int, after *string) int
 		ResourcePolicies   func(childComplexity int, first *int, after *string) int
 		ResourcePolicy     func(childComplexity int, id string) int
+		RouteInstances     func(childComplexity int, route string) int
 		Secrets            func(childComplexity int, scope string, owner *string) int
 		Task               func(childComplexity int, id string) int
 		Tasks              func(childComplexity int, filter *gqlmodel.TaskFilter, first *int, after *string) int
@@ -1363,6 +1364,7 @@ type QueryResolver interface {
 	AppSettings(ctx context.Context) (*model.AppSettings, error)
 	AppInstances(ctx context.Context, app *string, active *bool) ([]*model.AppInstance, error)
 	AppInstance(ctx context.Context, id string) (*model.AppInstance, error)
+	RouteInstances(ctx context.Context, route string) ([]*model.AppInstance, error)
 	AuditLog(ctx context.Context, filter *gqlmodel.AuditFilter, first *int, after *string) (*gqlmodel.AuditEntryConnection, error)
 	Autoscalers(ctx context.Context) ([]*gqlmodel.Autoscaler, error)
 	Engine(ctx context.Context) (*allocation.EngineStatus, error)
@@ -5117,6 +5119,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.ResourcePolicy(childComplexity, args["id"].(string)), true
+	case "Query.routeInstances":
+		if e.ComplexityRoot.Query.RouteInstances == nil {
+			break
+		}
+
+		args, err := ec.field_Query_routeInstances_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.RouteInstances(childComplexity, args["route"].(string)), true
 	case "Query.secrets":
 		if e.ComplexityRoot.Query.Secrets == nil {
 			break
@@ -6835,6 +6848,8 @@ extend type Query {
   "The app instances you may see, newest first."
   appInstances(app: String, active: Boolean): [AppInstance!]!
   appInstance(id: ID!): AppInstance!
+  "The ready instances behind a static route that you may open: those launched with it, and those of the app it names (the router's /routes/{route}/ balances over them)."
+  routeInstances(route: String!): [AppInstance!]!
 }
 
 extend type Mutation {
@@ -12380,6 +12395,20 @@ func (ec *executionContext) field_Query_resourcePolicy_args(ctx context.Context,
 		return nil, err
 	}
 	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_routeInstances_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "route",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["route"] = arg0
 	return args, nil
 }
 
@@ -26489,6 +26518,50 @@ func (ec *executionContext) fieldContext_Query_appInstance(ctx context.Context, 
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Query_appInstance_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_routeInstances(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_routeInstances(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().RouteInstances(ctx, fc.Args["route"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.AppInstance) graphql.Marshaler {
+			return ec.marshalNAppInstance2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐAppInstanceᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_routeInstances(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AppInstance(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_routeInstances_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -42049,6 +42122,12 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_appInstance(ctx, field)
+				})
+		case "routeInstances":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_routeInstances(ctx, field)
 				})
 		case "auditLog":
 			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,

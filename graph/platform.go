@@ -31,6 +31,7 @@ type Platform interface {
 	StopApp(ctx context.Context, id string) (*model.AppInstance, error)
 	AppInstances(ctx context.Context, f platform.AppInstanceFilter) ([]*model.AppInstance, error)
 	AppInstance(ctx context.Context, id string) (*model.AppInstance, error)
+	RouteInstances(ctx context.Context, route string) ([]*model.AppInstance, error)
 	ApplyEstate(ctx context.Context, document []byte, dryRun bool) (*platform.EstateResult, error)
 	AuditLog(ctx context.Context, f platform.AuditFilter, page platform.Page) ([]*model.AuditEntry, error)
 	Autoscalers(ctx context.Context) ([]*platform.AutoscalerView, error)

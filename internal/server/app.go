@@ -180,7 +180,9 @@ func start(ctx context.Context, cfg *config.Config, log *slog.Logger, st store.S
 		return nil, err
 	}
 
-	h := NewHandler(Deps{Service: svc, Auth: auth, Signer: signer, Logger: log, MaxBodyBytes: cfg.MaxBodyBytes, MetricsToken: cfg.MetricsToken})
+	activity := appnet.NewActivity(nil)
+	h := NewHandler(Deps{Service: svc, Auth: auth, Signer: signer, Logger: log, MaxBodyBytes: cfg.MaxBodyBytes, MetricsToken: cfg.MetricsToken,
+		AppActivity: activity})
 	h.mountMCP(cfg, log)
 	h.mountWeb()
 	// Reach opens connections to app instances: through the worker's
@@ -201,7 +203,7 @@ func start(ctx context.Context, cfg *config.Config, log *slog.Logger, st store.S
 		_ = ln.Close()
 		return nil, err
 	}
-	app := &App{cfg: cfg, log: log, Store: st, Service: svc, Events: bus, Handler: h, listener: ln, served: make(chan error, 1),
+	app := &App{cfg: cfg, log: log, Store: st, Service: svc, Events: bus, Handler: h, listener: ln, served: make(chan error, 1), AppActivity: activity,
 		server: &http.Server{
 			Handler:           h,
 			ReadHeaderTimeout: 10 * time.Second,
@@ -241,7 +243,6 @@ func start(ctx context.Context, cfg *config.Config, log *slog.Logger, st store.S
 		return nil, err
 	}
 	app.startEngine(cfg)
-	app.AppActivity = appnet.NewActivity(nil)
 	app.startAppIdle(cfg.Engine)
 	app.announce(cfg, st.Driver())
 	return app, nil

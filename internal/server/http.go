@@ -24,6 +24,7 @@ import (
 	"github.com/99designs/gqlgen/graphql/playground"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/klique-ai/klique/internal/appnet"
 	"github.com/klique-ai/klique/internal/identity"
 	"github.com/klique-ai/klique/internal/platform"
 	"github.com/klique-ai/klique/internal/tunnel"
@@ -43,6 +44,11 @@ type Deps struct {
 	// Tunnels holds the workers' tunnels to this replica (a new registry
 	// when nil).
 	Tunnels *tunnel.Registry
+	// AppTunnels are the workers' tunnels the embedded router reaches app
+	// instances through (nil: it reaches them directly only); AppActivity
+	// is told their traffic, for the idle limits.
+	AppTunnels  appnet.Tunnels
+	AppActivity *appnet.Activity
 }
 
 // Handler is the control plane's HTTP handler.
@@ -64,6 +70,11 @@ func NewHandler(d Deps) *Handler {
 	if d.Tunnels == nil {
 		d.Tunnels = tunnel.New(tunnel.Options{Log: d.Logger.With("component", "tunnel")})
 	}
+	if d.AppTunnels == nil {
+		// The embedded router reaches instances through this replica's
+		// tunnels, as the gateway does.
+		d.AppTunnels = d.Tunnels
+	}
 	h := &Handler{d: d, log: d.Logger, metrics: newMetrics(), mux: http.NewServeMux(), sockets: newLiveSockets(), tunnels: d.Tunnels}
 	gql := newGraphQL(d.Service, d.Logger, h.metrics, h.sockets, DefaultDocumentLimits)
 
@@ -73,6 +84,7 @@ func NewHandler(d Deps) *Handler {
 	h.route("GET /api/v1/auth/sso", "auth_sso", http.HandlerFunc(h.ssoConfig))
 	h.route("POST /api/v1/auth/sso/token", "auth_sso_token", http.HandlerFunc(h.ssoToken))
 	h.agentRoutes()
+	h.mountRouter()
 	h.autoscalerRoutes()
 	h.route("GET /api/v1/usage.csv", "usage_csv", h.authenticated(identity.ChannelAPI, http.HandlerFunc(h.usageCSV)))
 	h.route("GET /.well-known/jwks.json", "jwks", http.HandlerFunc(h.jwks))

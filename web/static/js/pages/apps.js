@@ -16,7 +16,7 @@
 // instance with an idle limit shows when its limits stop it (the idle
 // countdown); a warned one gets a banner above the list. Admins lock and
 // unlock entries from their cards.
-import { gql } from '../api.js';
+import { gql, token } from '../api.js';
 import { h, replace, table, errorBox, ago, fmtTime, section } from '../dom.js';
 import { watch } from '../live.js';
 
@@ -259,9 +259,31 @@ function instanceTable(list, changed) {
       h('td', { class: 'state' }, h('span', { class: `badge s-${i.state}` }, i.state), i.reason ? h('div', { class: 'reason' }, i.reason) : null),
       h('td', { class: 'resource' }, i.task.computeResource ? i.task.computeResource.name : '–'),
       h('td', {}, i.task.owner.name),
-      h('td', {}, active(i.state) ? h('a', { href: i.url, target: '_blank', rel: 'noopener', class: 'app-open' }, i.url) : h('span', { class: 'muted' }, '–')),
+      h('td', {}, active(i.state) ? h('a', { href: i.url, target: '_blank', rel: 'noopener', class: 'app-open', onclick: (ev) => openApp(ev, i), title: 'Open: signs this browser in to the instance' }, i.url) : h('span', { class: 'muted' }, '–')),
       h('td', { title: fmtTime(i.task.createdAt) }, ago(i.task.createdAt)),
       h('td', { class: 'idle' }, active(i.state) ? countdown(i) : h('span', { class: 'muted' }, '–')),
       h('td', {}, active(i.state) ? h('button', { type: 'button', class: 'app-stop', onclick: stop }, 'Stop') : null, err));
   })));
+}
+
+// openApp signs the browser in to the instance and opens it in a new tab:
+// the dashboard's access token is posted to the router's sign-in hop
+// (/apps/{id}/_klique/signin), which sets a cookie scoped to the
+// instance's path and sends the tab on to the app (docs/apps.md, "The
+// router"). The token is read before the form is sent, so the new tab is
+// still opened by the click.
+async function openApp(ev, i) {
+  ev.preventDefault();
+  let t;
+  try {
+    t = await token();
+  } catch (e) {
+    window.alert(e.message);
+    return;
+  }
+  const form = h('form', { method: 'POST', action: `${i.url}_klique/signin`, target: '_blank', rel: 'noopener', style: 'display:none' },
+    h('input', { type: 'hidden', name: 'token', value: t }));
+  document.body.appendChild(form);
+  form.submit();
+  form.remove();
 }

@@ -1,0 +1,23 @@
+package server
+
+import (
+	"github.com/klique-ai/klique/internal/appnet"
+	"github.com/klique-ai/klique/internal/router"
+)
+
+// mountRouter serves app instances at /apps/{id}/ and static routes at
+// /routes/{route}/ on the main listener: the router embedded in `klique
+// serve`. It reaches an instance through its worker's tunnel when the
+// worker holds one here, and directly otherwise. The proxied requests
+// skip the common middleware's body limit (an upload to a notebook is not
+// an API call) and carry their own access check.
+func (h *Handler) mountRouter() {
+	rt := router.New(router.Config{
+		Resolver: &router.Platform{Auth: h.d.Auth, Apps: h.d.Service, Log: h.log},
+		Reacher:  &appnet.Auto{Tunnels: h.d.AppTunnels},
+		Activity: h.d.AppActivity,
+		Log:      h.log,
+	})
+	h.mux.Handle("/apps/", rt)
+	h.mux.Handle("/routes/", rt)
+}
