@@ -3,7 +3,6 @@ package mcp
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -432,22 +431,4 @@ func (s *Server) compareTasks(ctx context.Context, in *compareArgs) (*comparison
 	}
 	out.CodeDiffers = c.Code.Differs
 	return out, "compared tasks " + strings.Join(refs, ", "), nil
-}
-
-func sortedSet(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
-func differs(values []string) bool {
-	for _, v := range values[1:] {
-		if v != values[0] {
-			return true
-		}
-	}
-	return false
 }

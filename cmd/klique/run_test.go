@@ -14,9 +14,9 @@ import (
 // gitRepo is a throwaway checkout with a bare remote beside it, for
 // 'klique run' to record.
 type gitRepo struct {
-	t            *testing.T
-	dir, remote  string
-	commit, home string
+	t           *testing.T
+	dir, remote string
+	commit      string
 }
 
 func newGitRepo(t *testing.T) *gitRepo {
