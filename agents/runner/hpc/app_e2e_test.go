@@ -14,6 +14,7 @@ import (
 
 	"github.com/klique-ai/klique/agents/client"
 	"github.com/klique-ai/klique/agents/worker"
+	"github.com/klique-ai/klique/internal/appnet"
 	"github.com/klique-ai/klique/internal/config"
 	"github.com/klique-ai/klique/internal/server"
 )
@@ -148,6 +149,22 @@ func TestServingAppOnSlurm(t *testing.T) {
 	resp, err := http.Get("http://" + addr + "/")
 	if err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("the reported address does not answer: %v %v", resp, err)
+	}
+	resp.Body.Close()
+
+	// The job holds its own tunnel, with its task credential: the control
+	// plane reaches the instance through it, never dialling the node.
+	d, text = wait("the job's tunnel", func(d map[string]any) bool {
+		return strings.Contains(text0(d), "the tunnel to the control plane is up")
+	})
+	w2 := e2eGQL(t, url, alice, `query($id: ID!) { task(id: $id) { attempt worker { id } } }`, map[string]any{"id": id})
+	target := appnet.Target{TaskID: id, WorkerID: digStr(w2, "task", "worker", "id"), Attempt: int(dig(w2, "task", "attempt").(float64)), Address: "192.0.2.1:9"}
+	through := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return app.Tunnels.Open(ctx, target)
+	}}}
+	resp, err = through.Get("http://instance/")
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("the instance does not answer through the job's tunnel: %v %v\nlog:\n%s", resp, err, text)
 	}
 	resp.Body.Close()
 

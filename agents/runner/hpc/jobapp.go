@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/klique-ai/klique/agents/client"
+	"github.com/klique-ai/klique/agents/tunnel"
 	"github.com/klique-ai/klique/internal/agentapi"
 )
 
@@ -66,6 +67,24 @@ func newJobApp(spec *JobSpec, cl *client.Client, say func(string, ...any)) (*job
 		a.path = "/" + a.path
 	}
 	return a, nil
+}
+
+// tunnel holds the job's tunnel until ctx ends: streams for this task's
+// attempt reach the app's port on loopback; any other is refused.
+func (a *jobApp) tunnel(ctx context.Context) {
+	local := net.JoinHostPort("127.0.0.1", strconv.Itoa(a.port))
+	err := tunnel.Serve(ctx, tunnel.Options{Client: a.cl,
+		Lookup: func(taskID string, attempt int) (string, error) {
+			if taskID != a.spec.TaskID || attempt != a.spec.Attempt {
+				return "", fmt.Errorf("this job runs task %s at attempt %d only: a job's tunnel reaches its own app instance", a.spec.TaskID, a.spec.Attempt)
+			}
+			return local, nil
+		},
+		Connected: func() { a.say("the tunnel to the control plane is up: the instance is reachable through it") },
+	})
+	if err != nil && ctx.Err() == nil {
+		a.say("no tunnel to the control plane: %v; the instance is reachable only where its node is", err)
+	}
 }
 
 // fill replaces {port} with the port picked, in a command's words or in

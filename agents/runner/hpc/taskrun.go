@@ -163,6 +163,11 @@ func RunTask(ctx context.Context, spec *JobSpec, o TaskRunOptions) int {
 	go func() { defer close(sendDone); r.send(sendCtx, o.FlushInterval) }()
 	probeDone := make(chan struct{})
 	if app != nil {
+		// The job's own tunnel: a compute node seldom has an inbound path,
+		// so the control plane reaches the instance through this
+		// outbound connection, held with the task credential for this
+		// attempt only (docs/apps.md, "The tunnel").
+		go app.tunnel(sendCtx)
 		go func() {
 			defer close(probeDone)
 			if err := app.run(sendCtx); err != nil {
