@@ -293,6 +293,15 @@ func (r *Registry) lookup(t appnet.Target) *session {
 	return nil
 }
 
+// HoldsTask reports whether a task's own process (an HPC job) holds a
+// tunnel for the task's attempt t.Attempt of worker t.WorkerID now.
+func (r *Registry) HoldsTask(t appnet.Target) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.tasks[taskKey{t.WorkerID, t.TaskID}]
+	return s != nil && s.b.Attempt == t.Attempt && !s.ys.IsClosed()
+}
+
 // Open opens a stream to the app instance t through its worker's tunnel:
 // it names the task and attempt, and returns the stream once the worker
 // answered that it dialled the instance. ctx bounds the opening only.

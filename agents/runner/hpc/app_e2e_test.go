@@ -154,11 +154,13 @@ func TestServingAppOnSlurm(t *testing.T) {
 
 	// The job holds its own tunnel, with its task credential: the control
 	// plane reaches the instance through it, never dialling the node.
-	d, text = wait("the job's tunnel", func(d map[string]any) bool {
-		return strings.Contains(text0(d), "the tunnel to the control plane is up")
-	})
 	w2 := e2eGQL(t, url, alice, `query($id: ID!) { task(id: $id) { attempt worker { id } } }`, map[string]any{"id": id})
 	target := appnet.Target{TaskID: id, WorkerID: digStr(w2, "task", "worker", "id"), Attempt: int(dig(w2, "task", "attempt").(float64)), Address: "192.0.2.1:9"}
+	for deadline := time.Now().Add(30 * time.Second); !app.Tunnels.HoldsTask(target); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the job holds no tunnel for its task\nsubmitter:\n%s", logs)
+		}
+	}
 	through := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		return app.Tunnels.Open(ctx, target)
 	}}}
