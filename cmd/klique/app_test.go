@@ -35,7 +35,7 @@ func TestAppCommands(t *testing.T) {
 	}
 
 	out := ok(rita, "app", "launch", "sglang", "--resource", "8 GPUs", "--project", "fraud-models",
-		"--param", "model=Qwen/Qwen2.5-7B-Instruct", "--param", "context_length=16384", "--route", "qwen")
+		"--param", "model=Qwen/Qwen2.5-7B-Instruct", "--param", "context_length=16384")
 	id := strings.SplitN(out, "\n", 2)[0]
 	if !strings.Contains(out, "launched sglang-rita-1 (app sglang): waiting; it will be served at /apps/"+id+"/") {
 		t.Fatalf("klique app launch:\n%s", out)
