@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/klique-ai/klique/internal/codestate"
 	"github.com/klique-ai/klique/internal/runenv"
 )
 
@@ -69,14 +70,14 @@ variable KLIQUE_PARAM_NAME, and in the JSON file KLIQUE_PARAMS_FILE.`,
 			if err != nil {
 				return fmt.Errorf("read the current directory: %w", err)
 			}
-			o := captureOptions{Push: push, DiffOnly: diffOnly, Packages: packages, NoPackages: noPackages, DryRun: dryRun}
+			o := codestate.Options{Push: push, DiffOnly: diffOnly, Packages: packages, NoPackages: noPackages, DryRun: dryRun}
 			switch {
 			case includeUntracked:
 				o.Untracked = "include"
 			case ignoreUntracked:
 				o.Untracked = "ignore"
 			}
-			code, err := captureCode(cmd.Context(), dir, args, o)
+			code, err := codestate.Capture(cmd.Context(), dir, args, o)
 			if err != nil {
 				return err
 			}
@@ -127,7 +128,7 @@ variable KLIQUE_PARAM_NAME, and in the JSON file KLIQUE_PARAMS_FILE.`,
 				return err
 			}
 			if c.output == "table" {
-				code.describe(c, p)
+				describe(c, code, p)
 			}
 			if wait <= 0 {
 				return nil
@@ -165,7 +166,7 @@ func or(s, def string) string {
 
 // describe says what was recorded, so that a user sees what the worker will
 // reproduce.
-func (code *captured) describe(c *cli, params map[string]string) {
+func describe(c *cli, code *codestate.State, params map[string]string) {
 	switch {
 	case code.Repository != "":
 		where := code.Repository + " at " + code.Commit[:min(len(code.Commit), 12)]

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/klique-ai/klique/internal/codestate"
 )
 
 // gitRepo is a throwaway checkout with a bare remote beside it, for
@@ -162,7 +164,7 @@ func TestRunRefusesWhatAWorkerCouldNotReproduce(t *testing.T) {
 	if remote := strings.TrimSpace(r.git(r.remote, "rev-parse", "main")); remote != r.commit {
 		t.Fatalf("a dry run pushed: the remote is at %s", remote)
 	}
-	c, err := captureCode(context.Background(), r.dir, []string{"python3", "src/train.py"}, captureOptions{Push: true})
+	c, err := codestate.Capture(context.Background(), r.dir, []string{"python3", "src/train.py"}, codestate.Options{Push: true})
 	if err != nil || c.Commit != local {
 		t.Fatalf("--push: %v, commit %v, want %s", err, c, local)
 	}
@@ -241,8 +243,8 @@ func TestRunRecordsNoCredentialOfTheRemote(t *testing.T) {
 		"ssh://git:hunter2@git.corp/ml/fraud.git":                              "ssh://git@git.corp/ml/fraud.git",
 		"../remote.git": "/repo/remote.git",
 	} {
-		if got := cloneURL("/repo/project", raw); got != want {
-			t.Errorf("cloneURL(%q) = %q, want %q", raw, got, want)
+		if got := codestate.CloneURL("/repo/project", raw); got != want {
+			t.Errorf("codestate.CloneURL(%q) = %q, want %q", raw, got, want)
 		}
 	}
 }

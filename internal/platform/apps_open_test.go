@@ -20,7 +20,7 @@ func TestRouteInstancesAndOpening(t *testing.T) {
 	forEachStore(t, func(t *testing.T, b *testBundle) {
 		b.ApplyExample(t) // has the static route llama-70b
 		ps := b.people(t)
-		in, err := b.Svc.LaunchApp(ps.rita, platform.LaunchInput{App: "jupyterlab", ComputeResource: "1 A100", Project: "fraud-models", Route: "llama-70b"})
+		in, err := b.Svc.LaunchApp(ps.rita, platform.LaunchInput{App: "vllm", ComputeResource: "1 A100", Project: "fraud-models", Route: "llama-70b", Values: map[string]any{"model": "meta-llama/Llama-3.1-8B-Instruct"}})
 		platformtest.Must(t, err)
 		eng := &loop.Loop{State: b.Store, Planner: b.Svc, Holder: "test"}
 		_, err = eng.PassAll(context.Background())

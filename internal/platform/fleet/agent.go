@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"math"
-	"net"
 	"regexp"
 	"slices"
 	"strings"
@@ -355,63 +354,6 @@ func (s *Fleet) Heartbeat(ctx context.Context, req agentapi.HeartbeatRequest) (*
 	return resp, nil
 }
 
-// appReadiness records an app instance's readiness as its worker reports
-// it in a heartbeat (st nil: not reported, left as it is): its address
-// while its health path answers, none when it stops answering. Only a
-// change is written, and published as app.readiness, for the
-// appInstanceChanged subscription of a later slice.
-func (s *Fleet) appReadiness(ctx context.Context, tenantID, workerID string, t *model.Task, st *agentapi.AppStatus) error {
-	if st == nil || t.Spec.Kind != model.TaskKindApplication {
-		return nil
-	}
-	addr := ""
-	if st.Ready {
-		addr = strings.TrimSpace(st.Address)
-		if _, port, err := net.SplitHostPort(addr); err != nil || port == "" || len(addr) > 255 {
-			// Refusing the heartbeat would cost every task its lease; the
-			// instance stays as it was, and the worker's log says why.
-			return nil
-		}
-	}
-	if addr == t.Run.AppAddress {
-		return nil
-	}
-	if err := s.k.Store.SetAppAddress(ctx, tenantID, workerID, t.ID, t.Run.Attempt, addr); err != nil {
-		return s.k.Internal(ctx, err)
-	}
-	t.Run.AppAddress = addr
-	s.k.Events.Publish(events.Event{TenantID: tenantID, Kind: "app.readiness", ObjectKind: "task", ObjectID: t.ID, GroupID: t.GroupID, At: s.k.Now()})
-	return nil
-}
-
-// ReportAppStatus records an app instance's readiness reported from where
-// it runs rather than in its worker's heartbeat: an HPC job's in-job
-// process probes the health path on its compute node and reports with its
-// task credential (scoped to this attempt; myTask refuses any other). The
-// instance must be running on the caller's worker; a bad address is
-// refused here (the heartbeat's path ignores it, to keep the leases).
-func (s *Fleet) ReportAppStatus(ctx context.Context, taskID string, req agentapi.AppReportRequest) error {
-	w, err := workerFrom(ctx)
-	if err != nil {
-		return err
-	}
-	if req.Ready {
-		addr := strings.TrimSpace(req.Address)
-		if _, port, err := net.SplitHostPort(addr); err != nil || port == "" || len(addr) > 255 {
-			return kernel.Invalid("address %s is not host:port: report where the instance answers, such as node17:41234", kernel.Quote(req.Address))
-		}
-	}
-	t, err := s.myTask(ctx, s.k.Store, w, taskID, req.Attempt, true)
-	if err != nil {
-		return s.k.Internal(ctx, err)
-	}
-	if t.Spec.Kind != model.TaskKindApplication {
-		return kernel.Invalid("task %s is not an app instance: only an app instance reports readiness", taskID)
-	}
-	st := req.AppStatus
-	return s.appReadiness(ctx, w.TenantID, t.Run.WorkerID, t, &st)
-}
-
 // AppendLogs stores a batch of a task's log lines, after cutting out the
 // values of the secrets the task uses.
 func (s *Fleet) AppendLogs(ctx context.Context, taskID string, req agentapi.LogsRequest) (*agentapi.LogsResponse, error) {
@@ -512,21 +454,6 @@ func (s *Fleet) AppendMetrics(ctx context.Context, taskID string, req agentapi.M
 	}
 	s.k.Events.Publish(events.Event{TenantID: w.TenantID, Kind: "task.metrics", ObjectKind: "task", ObjectID: taskID, GroupID: t.GroupID, At: s.k.Now()})
 	return nil
-}
-
-// busyAt is the latest of an app instance's points that shows it in use
-// for its idle limits: GPU utilisation or CPU use at or over the idle
-// thresholds (model.IdleGPUPercent, IdleCPUPercent).
-func busyAt(points []model.MetricPoint) (time.Time, bool) {
-	var last time.Time
-	for _, p := range points {
-		busy := (p.Name == "gpu.utilization" && p.Value >= model.IdleGPUPercent) ||
-			(p.Name == "cpu.utilization" && p.Value >= model.IdleCPUPercent)
-		if busy && p.At.After(last) {
-			last = p.At
-		}
-	}
-	return last, !last.IsZero()
 }
 
 // TaskSecrets returns the values of the secrets a running task names, for

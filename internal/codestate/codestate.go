@@ -1,4 +1,6 @@
-package main
+// Package codestate records the code a run is started from, so that a
+// worker reproduces it exactly ('klique run', docs/experiments.md).
+package codestate
 
 import (
 	"bufio"
@@ -25,8 +27,8 @@ import (
 // The Python packages come from --package, requirements.txt,
 // pyproject.toml or the active environment, in that order.
 
-// captureOptions are the choices 'klique run' leaves to its user.
-type captureOptions struct {
+// Options are the choices 'klique run' leaves to its user.
+type Options struct {
 	// Untracked: "" refuses a checkout with untracked files, "include"
 	// adds them to the diff, "ignore" leaves them out.
 	Untracked string
@@ -41,8 +43,8 @@ type captureOptions struct {
 	DryRun bool
 }
 
-// captured is the code state of a run.
-type captured struct {
+// State is the code state of a run.
+type State struct {
 	Repository, Commit, Diff, WorkingDir string
 	// Remote names the git remote Repository is the URL of.
 	Remote string
@@ -75,9 +77,9 @@ func git(ctx context.Context, dir string, env []string, args ...string) (string,
 	return strings.TrimRight(out.String(), "\n"), nil
 }
 
-// captureCode records the code state of dir for a run of args.
-func captureCode(ctx context.Context, dir string, args []string, o captureOptions) (*captured, error) {
-	var c *captured
+// Capture records the code state of dir for a run of args.
+func Capture(ctx context.Context, dir string, args []string, o Options) (*State, error) {
+	var c *State
 	root, err := git(ctx, dir, nil, "rev-parse", "--show-toplevel")
 	switch {
 	case err == nil:
@@ -103,8 +105,8 @@ func captureCode(ctx context.Context, dir string, args []string, o captureOption
 }
 
 // captureCheckout records a git checkout whose top is root.
-func captureCheckout(ctx context.Context, dir, root string, o captureOptions) (*captured, error) {
-	c := &captured{}
+func captureCheckout(ctx context.Context, dir, root string, o Options) (*State, error) {
+	c := &State{}
 	if rel, err := relativeDir(root, dir); err != nil {
 		return nil, err
 	} else if rel != "." {
@@ -122,7 +124,7 @@ func captureCheckout(ctx context.Context, dir, root string, o captureOptions) (*
 	if err != nil {
 		return nil, err
 	}
-	c.Repository = cloneURL(root, remoteURL)
+	c.Repository = CloneURL(root, remoteURL)
 
 	base := head
 	onRemote, err := git(ctx, root, nil, "for-each-ref", "--contains", head, "--format=%(refname)", "refs/remotes/"+c.Remote+"/")
@@ -284,13 +286,13 @@ func remoteBase(ctx context.Context, root, remote string) (string, error) {
 	return best, nil
 }
 
-// cloneURL makes a remote that is a relative local path absolute, so that
+// CloneURL makes a remote that is a relative local path absolute, so that
 // a worker on this machine (or a shared file system) can clone it.
 //
 // An HTTP URL's user information (https://user:token@host/…, as GitLab CI
 // puts its job token there), and any URL's password, are dropped: a task record never holds a credential,
 // and the workers clone with their own access.
-func cloneURL(root, raw string) string {
+func CloneURL(root, raw string) string {
 	if strings.Contains(raw, "://") {
 		u, err := url.Parse(raw)
 		if err != nil || u.User == nil {
@@ -323,8 +325,8 @@ func isSCP(url string) bool {
 // command names is uploaded as a diff that creates it. The script is the
 // program itself when that is a file here (./train.sh), else the first
 // argument after the program that is not a flag (python -u train.py).
-func captureScript(dir string, args []string) (*captured, error) {
-	c := &captured{}
+func captureScript(dir string, args []string) (*State, error) {
+	c := &State{}
 	script := ""
 	if len(args) > 0 && !filepath.IsAbs(args[0]) && strings.ContainsRune(args[0], '/') {
 		script = args[0]
@@ -399,7 +401,7 @@ func newFileDiff(name string, content []byte, executable bool) string {
 // requirements.txt (in the working directory, then the repository's
 // root), else pyproject.toml's [project] dependencies, else, for a Python
 // command, what the active virtual environment has installed.
-func (c *captured) findPackages(ctx context.Context, dir, root string, args []string, o captureOptions) error {
+func (c *State) findPackages(ctx context.Context, dir, root string, args []string, o Options) error {
 	switch {
 	case o.NoPackages:
 		return nil
