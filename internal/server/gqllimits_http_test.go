@@ -124,7 +124,7 @@ func TestGraphQLAttackDocumentsAreRefusedBeforeValidation(t *testing.T) {
 	t.Run("the dashboard's queries pass", func(t *testing.T) {
 		for name, q := range server.DashboardQueries(t) {
 			res := ts.gql(t, gqlRequest{Credential: adminKey, Query: q, Vars: map[string]any{
-				"id": "00000000-0000-0000-0000-000000000000", "after": 0, "in": map[string]any{"from": "2026-11-01T00:00:00Z", "to": "2026-12-01T00:00:00Z"}}})
+				"id": "00000000-0000-0000-0000-000000000000", "ids": []any{"00000000-0000-0000-0000-000000000000", "00000000-0000-0000-0000-000000000001"}, "after": 0, "in": map[string]any{"from": "2026-11-01T00:00:00Z", "to": "2026-12-01T00:00:00Z"}}})
 			for _, e := range res.Errors {
 				if e.Extensions["code"] == "QUERY_TOO_LARGE" || e.Extensions["code"] == "GRAPHQL_VALIDATION_FAILED" || e.Extensions["code"] == "COMPLEXITY_LIMIT_EXCEEDED" {
 					t.Errorf("%s: %s\n%s", name, e.Message, q)
