@@ -386,7 +386,8 @@ func (h *handle) exec(env []string) source.Exec {
 			return fmt.Errorf("%s: %w", name, err)
 		}
 		defer h.untrack()
-		if err := h.track(proc); err != nil {
+		// A quick command (git apply) may end before it is read: gone.
+		if err := h.track(proc); err != nil && !gone(err) {
 			_ = proc.Stop(context.Background(), 0)
 			return fmt.Errorf("could not record %s in the state directory: %w", name, err)
 		}
