@@ -27,12 +27,12 @@ var largerPackages = map[string]struct {
 	"cmd/klique": {4100, "the one binary: its composition root and every client command; issue 17 added klique router and the app " +
 		"commands' options, issue 20 klique run, compare, report and task wait (the code-state capture went to internal/codestate); " +
 		"the client commands are to move to a package of their own, which brings it back under 3,300"},
-	"internal/store/sqlstore": {3650, "the one SQL implementation of store.Queries that both drivers share: methods of one type, " +
+	"internal/store/sqlstore": {4500, "the one SQL implementation of store.Queries that both drivers share: methods of one type, " +
 		"which cannot be split across packages without exporting its internals (the write helpers, the dialect); " +
 		"it holds the rolled-back test store too (BeginRollback); issue 16 raised the cap from 3,450 for idempotency keys, " +
 		"index-ordered task-list branches and the per-task lock on log appends; issue 19 raised it from 3,550 for budget hours " +
 		"less engine pauses in SQL, ledger groupings over dimensions a ledger lacks, and the user's default project; " +
-		"issue 17 raised it from 3,600 for the app catalogue's document (sharing one reader and writer with the gateway's), and to 3,650 for the idle limits' activity and warning columns"},
+		"issue 17 raised it from 3,600 for the app catalogue's document (sharing one reader and writer with the gateway's), and to 3,650 for the idle limits' activity and warning columns; issues 20 and 21 raise it for the tables of artifacts, local runs, schedules, studies and pipelines (the cap is set to what they use once they land)"},
 }
 
 // generated reports whether a Go file is generated code, by the marker

@@ -56,6 +56,52 @@ type TaskSpec struct {
 	// TaskKindApplication for an app instance, whose App says what it runs.
 	Kind string     `json:"kind,omitempty"`
 	App  *AppLaunch `json:"app,omitempty"`
+	// Inputs are earlier runs' artifacts the task reads, by reference: the
+	// worker fetches each under the task owner's authority before the
+	// task starts.
+	Inputs []ArtifactInput `json:"inputs,omitempty"`
+}
+
+// ArtifactInput gives a task an artifact of an earlier run as an input.
+// The worker puts it at a path it names in KLIQUE_INPUT_<NAME> (as
+// ParamEnvName forms names) and lists every input in KLIQUE_INPUTS_FILE.
+type ArtifactInput struct {
+	// Name is what the task calls the input: letters, digits, '-', '_'
+	// and '.', unique in the task.
+	Name string `json:"name"`
+	// TaskID is the run that published the artifact.
+	TaskID string `json:"taskId"`
+	// Artifact is the artifact's name on that run.
+	Artifact string `json:"artifact"`
+}
+
+// Artifact is a file a run published: stored by the control plane (in its
+// data directory or its bucket), or, when larger than the stored limit or
+// written to a destination of its own, a pointer to where it is.
+type Artifact struct {
+	ID       string
+	TenantID string
+	TaskID   string
+	// Name is unique in the run (a later upload of the same name replaces
+	// it).
+	Name string
+	// Size in bytes, and the SHA-256 of the content as lowercase hex; a
+	// pointer has them when its publisher gave them.
+	Size   int64
+	SHA256 string
+	// ContentType is what the publisher said it is (default
+	// application/octet-stream).
+	ContentType string
+	// Pointer is where a pointer artifact is (a URL or path in the
+	// run's output destination); empty for a stored artifact.
+	Pointer string
+	// StorageKey is where a stored artifact's bytes are in the control
+	// plane's artifact storage; empty for a pointer. Never shown to users.
+	StorageKey string
+	// CreatedBy is the user the run belongs to (the publisher acts for
+	// them: the SDK under their key, or the run's worker).
+	CreatedBy string
+	CreatedAt time.Time
 }
 
 // Task is one tracked run on a compute resource.
