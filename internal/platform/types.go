@@ -132,6 +132,9 @@ const (
 	UnitRequests        = llm.UnitRequests
 	UnitTokens          = llm.UnitTokens
 	MaxTaskNameLength   = tasks.MaxTaskNameLength
+	// LocalRunStaleAfter is how long a local run may go without a report
+	// before the sweep ends it as failed.
+	LocalRunStaleAfter = tasks.LocalRunStaleAfter
 )
 
 var (
