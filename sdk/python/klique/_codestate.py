@@ -167,9 +167,11 @@ def _script(directory, script):
     """Outside a checkout: the script is uploaded as a diff creating it."""
     if not script or not os.path.isfile(script):
         return {}
+    name = os.path.relpath(os.path.abspath(script), directory).replace(os.sep, "/")
+    if name.startswith("../"):
+        raise KliqueError("the script %s is outside the current directory, so it could not be sent as it runs here: run it from its directory, or from a git checkout" % script)
     with open(script, "rb") as f:
         content = f.read()
-    name = os.path.basename(script)
     try:
         text = content.decode("utf-8")
     except UnicodeDecodeError:

@@ -43,15 +43,28 @@ def _now():
     return datetime.now(timezone.utc).isoformat().replace("+00:00", "Z")
 
 
+# The platform's bounds on a parameter (tasks.MaxParamKeyLength and
+# MaxParamValueLength), a metric's name and a reason: the SDK keeps within
+# them rather than have a whole report refused.
+MAX_PARAM_KEY = 128
+MAX_PARAM_VALUE = 8192
+MAX_METRIC_NAME = 128
+MAX_REASON = 500
+
+
 def _param_value(v):
     if isinstance(v, str):
-        return v
-    if isinstance(v, bool) or v is None or isinstance(v, (int, float)):
-        return json.dumps(v)
-    try:
-        return json.dumps(v, sort_keys=True, default=str)
-    except (TypeError, ValueError):
-        return str(v)
+        text = v
+    elif isinstance(v, bool) or v is None or isinstance(v, (int, float)):
+        text = json.dumps(v)
+    else:
+        try:
+            text = json.dumps(v, sort_keys=True, default=str)
+        except (TypeError, ValueError):
+            text = str(v)
+    if len(text) > MAX_PARAM_VALUE:
+        text = text[:MAX_PARAM_VALUE - 20] + "... [cut]"
+    return text
 
 
 def _cast(text, like):
@@ -118,6 +131,8 @@ class Run:
         self._exit_code = None
         self._worker_params = {}
         self._warned = False
+        # Reports are sent one at a time, so numbered lines arrive in order.
+        self._send_lock = threading.Lock()
 
     # Reading back.
 
@@ -225,7 +240,8 @@ class Run:
         if self._mode == "local":
             with self._lock:
                 for k, v in params.items():
-                    self._params[prefix + str(k)] = _param_value(v)
+                    key = (prefix + str(k))[:MAX_PARAM_KEY]
+                    self._params[key] = _param_value(v)
             self._wake.set()
         return params
 
@@ -242,6 +258,9 @@ class Run:
 
     def log_metric(self, name, value, step=None):
         """Records one metric point (step: the next for the name when not given)."""
+        name = str(name).strip()
+        if not name or len(name) > MAX_METRIC_NAME:
+            raise KliqueError("a metric needs a name of 1 to %d characters: %r" % (MAX_METRIC_NAME, name))
         value = float(value)
         if value != value or value in (float("inf"), float("-inf")):
             raise KliqueError("metric %s is not a finite number: %r" % (name, value))
@@ -298,7 +317,7 @@ class Run:
         data = self._conn.graphql("mutation($id: ID!, $cr: ID!, $group: ID) { executeRemotely(id: $id, computeResource: $cr, group: $group) { %s } }" % TASK_FIELDS,
                                   {"id": self.id, "cr": target, "group": group})
         self._task = data["executeRemotely"]
-        self._stop(end=False)
+        self._stop()
         err = getattr(sys, "__stderr__", None) or sys.stderr
         err.write("klique: run %s sent to compute resource '%s' (queued); follow it with: klique task logs -f %s\n" % (self.id, target, self.id))
         err.flush()
@@ -313,7 +332,9 @@ class Run:
             return
         self._flush()
         outcome = {"completed": "COMPLETED", "failed": "FAILED", "aborted": "ABORTED"}[status]
-        self._stop(end=False)
+        if reason and len(reason) > MAX_REASON:
+            reason = reason[:MAX_REASON - 10] + "... [cut]"
+        self._stop()
         try:
             data = self._conn.graphql("mutation($id: ID!, $o: LocalRunOutcome!, $code: Int, $reason: String) { endLocalRun(id: $id, outcome: $o, exitCode: $code, reason: $reason) { %s } }" % TASK_FIELDS,
                                       {"id": self.id, "o": outcome, "code": exit_code, "reason": reason})
@@ -350,7 +371,11 @@ class Run:
     def _flush(self):
         """Sends what was gathered, in batches; a failed send is kept for the
         next and said once on the console."""
-        while True:
+        with self._send_lock:
+            self._send()
+
+    def _send(self):
+        while not self._ended:
             with self._lock:
                 metrics, lines, params = self._metrics[:MAX_BATCH], self._lines[:MAX_BATCH], self._params
                 self._metrics, self._lines, self._params = self._metrics[MAX_BATCH:], self._lines[MAX_BATCH:], {}
@@ -366,7 +391,12 @@ class Run:
                                           {"id": self.id, "in": report})
                 self._task["status"] = data["reportLocalRun"]["status"]
             except KliqueError as e:
-                if e.code in ("CONFLICT", "NOT_FOUND", "FORBIDDEN", "BAD_USER_INPUT"):
+                if e.code == "BAD_USER_INPUT":
+                    # The batch itself was refused: it is dropped, the
+                    # rest goes on.
+                    self._warn("a report of run %s was refused and dropped: %s" % (self.id, e))
+                    continue
+                if e.code in ("CONFLICT", "NOT_FOUND", "FORBIDDEN"):
                     self._warn("run %s no longer takes reports: %s" % (self.id, e))
                     self._ended = True
                     return
@@ -385,7 +415,7 @@ class Run:
             err = getattr(sys, "__stderr__", None) or sys.stderr
             err.write("klique: %s\n" % msg)
 
-    def _stop(self, end=True):
+    def _stop(self):
         """Stops capturing: the console is given back, the reporter ends."""
         if self._ended:
             return

@@ -105,6 +105,21 @@ class SDKTest(unittest.TestCase):
             klique.Run.get(run.id, CP.url, CP.victor)
         self.assertEqual(e.exception.code, "NOT_FOUND")
 
+    def test_outside_a_checkout_the_script_is_uploaded_and_earlier_parsed_arguments_recorded(self):
+        with open(os.path.join(self.dir, "solo.py"), "w") as f:
+            f.write("import argparse, klique\n"
+                    "p = argparse.ArgumentParser(); p.add_argument('--seed', type=int, default=7); args = p.parse_args()\n"
+                    "run = klique.init(project='fraud-models')\n"
+                    "print('seed', args.seed)\n")
+        code, _, err = run_script(self.dir, CP.env(CP.alice), ["solo.py", "--seed", "3"])
+        self.assertEqual(code, 0, err)
+        run = klique.Run.get(run_id(err), CP.url, CP.alice)
+        self.assertEqual(run.name, "solo")
+        self.assertEqual(run.parameters, {"seed": "3"})
+        self.assertEqual(run.spec["repository"], "")
+        self.assertIn("+++ b/solo.py", run.spec["diff"])
+        self.assertEqual(run.spec["command"], ["python", "solo.py", "--seed", "3"])
+
     def test_an_uncaught_exception_fails_the_run_with_its_exit_code(self):
         _, work = self.repo()
         code, _, err = run_script(os.path.join(work, "src"), CP.env(CP.alice, FAIL="1"), ["train.py"])
