@@ -21,6 +21,25 @@ func LocalRuns(t *testing.T, setup harness.Setup) {
 		})
 	}
 
+	t.Run("ListSchedulable never returns a local run, even one that names a compute resource", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		q := b.Queue(t)
+		run := b.Task(t, q, b.User(t), func(tk *model.Task) { tk.Status = model.TaskLocal })
+		bare := local(b, t)
+		queued := b.Task(t, q, b.User(t))
+		got, err := b.Store.ListSchedulable(b.Ctx, b.Tenant.ID, 10)
+		harness.Must(t, err)
+		for _, st := range got {
+			if st.ID == run.ID || st.ID == bare.ID {
+				t.Fatalf("ListSchedulable returns local run %s", st.ID)
+			}
+		}
+		if len(got) != 1 || got[0].ID != queued.ID {
+			t.Fatalf("ListSchedulable: %+v, want only the queued task", got)
+		}
+	})
+
 	t.Run("UpdateLocalRun moves a local run onto a queue behind the work enqueued before, once", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
