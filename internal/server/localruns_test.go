@@ -168,7 +168,8 @@ func TestExecuteRemotelyOverGraphQL(t *testing.T) {
 		t.Fatalf("a refused send changed the run: %v", d)
 	}
 
-	d := ts.mustGQL(t, f.alice, send, map[string]any{"id": id, "cr": "1 GPU"})
+	keyed := `mutation($id: ID!, $cr: ID!) { executeRemotely(id: $id, computeResource: $cr, idempotencyKey: "send-1") { ` + localRunFields + ` } }`
+	d := ts.mustGQL(t, f.alice, keyed, map[string]any{"id": id, "cr": "1 GPU"})
 	sent := path(d, "executeRemotely")
 	if str(sent, "id") != id || str(sent, "status") != "QUEUED" || str(sent, "computeResource", "name") != "1 GPU" ||
 		path(sent, "position") == nil || str(sent, "spec", "commit") != "4f2a9c1" || str(sent, "spec", "parameters", "lr") != "0.1" {
@@ -179,8 +180,12 @@ func TestExecuteRemotelyOverGraphQL(t *testing.T) {
 		t.Fatalf("a local report on a sent run: %s", r.Raw)
 	}
 	r = ts.gql(t, gqlRequest{Credential: f.alice, Query: send, Vars: map[string]any{"id": id, "cr": "1 GPU"}})
-	if r.code() != "CONFLICT" {
+	if r.code() != "CONFLICT" || !strings.Contains(r.message(), "is not running locally (it is queued)") {
 		t.Fatalf("sending twice: %s", r.Raw)
+	}
+	// A retry with the send's idempotency key answers as the send did.
+	if d := ts.mustGQL(t, f.alice, keyed, map[string]any{"id": id, "cr": "1 GPU"}); str(d, "executeRemotely", "id") != id || str(d, "executeRemotely", "status") != "QUEUED" {
+		t.Fatalf("a retried send: %v", d)
 	}
 	place(t, ts)
 	if d := ts.mustGQL(t, f.alice, `query($id: ID!) { task(id: $id) { status pool { name } } }`, map[string]any{"id": id}); str(d, "task", "status") != "PLACED" {

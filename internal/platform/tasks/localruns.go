@@ -408,15 +408,26 @@ func (s *Tasks) ExecuteRemotely(ctx context.Context, id string, in ExecuteRemote
 	if err != nil {
 		return nil, err
 	}
+	request := struct {
+		ID string
+		In ExecuteRemotelyInput
+	}{id, in}
+	if local.OwnerID == p.UserID && local.Status != model.TaskLocal {
+		// A retry of a send that was done answers as the send did.
+		idem, err := kernel.Idempotency(ctx, p, "executeRemotely", in.IdempotencyKey, request)
+		if err != nil {
+			return nil, err
+		}
+		if task, err := s.replay(ctx, idem); task != nil || err != nil {
+			return task, err
+		}
+	}
 	if err := mayReportLocally(p, local, "send"); err != nil {
 		return nil, err
 	}
 	enq := EnqueueInput{Name: local.Name, Project: local.ProjectID, ComputeResource: in.ComputeResource, Group: in.Group,
 		Spec: local.Spec, IdempotencyKey: in.IdempotencyKey, local: local}
-	return s.enqueue(ctx, enq, nil, "executeRemotely", struct {
-		ID string
-		In ExecuteRemotelyInput
-	}{id, in})
+	return s.enqueue(ctx, enq, nil, "executeRemotely", request)
 }
 
 // SweepStaleLocalRuns ends, as failed, the local runs of every tenant

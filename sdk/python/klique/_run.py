@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 import traceback
+import uuid
 from datetime import datetime, timezone
 
 from . import _codestate
@@ -314,8 +315,19 @@ class Run:
         if not target:
             raise KliqueError("say which compute resource to run on: execute_remotely(compute_resource=\"1 GPU\")")
         self._flush()
-        data = self._conn.graphql("mutation($id: ID!, $cr: ID!, $group: ID) { executeRemotely(id: $id, computeResource: $cr, group: $group) { %s } }" % TASK_FIELDS,
-                                  {"id": self.id, "cr": target, "group": group})
+        # One key for the send and its retries: a retry after a lost answer
+        # gets the queued task instead of a refusal.
+        variables = {"id": self.id, "cr": target, "group": group, "key": str(uuid.uuid4())}
+        query = ("mutation($id: ID!, $cr: ID!, $group: ID, $key: String) { executeRemotely(id: $id, computeResource: $cr, group: $group, idempotencyKey: $key) { %s } }"
+                 % TASK_FIELDS)
+        for attempt in range(3):
+            try:
+                data = self._conn.graphql(query, variables)
+                break
+            except KliqueError as e:
+                if e.code is not None or attempt == 2:
+                    raise
+                time.sleep(1 + attempt)
         self._task = data["executeRemotely"]
         self._stop()
         err = getattr(sys, "__stderr__", None) or sys.stderr
