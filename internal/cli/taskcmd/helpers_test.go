@@ -3,7 +3,6 @@ package taskcmd_test
 import (
 	"context"
 	"io"
-	"testing"
 
 	"github.com/klique-ai/klique/internal/cli"
 	"github.com/klique-ai/klique/internal/cli/clitest"
@@ -24,11 +23,6 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 // exit code, standard output and standard error.
 func misuse(ctx context.Context, args ...string) (int, string, string) {
 	return clitest.Exec(ctx, testGroups, args...)
-}
-
-// cliAs gives a test the client commands against server under any key (clitest.As).
-func cliAs(t *testing.T, ctx context.Context, server string) (klique func(apiKey string, args ...string) (string, string, int), ok func(apiKey string, args ...string) string) {
-	return clitest.As(t, ctx, server, testGroups)
 }
 
 var (
