@@ -4,7 +4,6 @@ import (
 	"context"
 	"testing"
 
-	"github.com/klique-ai/klique/internal/cli"
 	"github.com/klique-ai/klique/internal/cli/clitest"
 )
 
@@ -24,5 +23,3 @@ var (
 	startControlPlane = clitest.StartControlPlane
 	withEngine        = clitest.WithEngine
 )
-
-var _ cli.Group = agentCommands
