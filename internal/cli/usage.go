@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"errors"
@@ -31,7 +31,7 @@ func checkUsage(cmd *cobra.Command) {
 		check := cmd.Args
 		cmd.Args = func(cmd *cobra.Command, args []string) error {
 			if err := check(cmd, args); err != nil {
-				return usageError{err}
+				return UsageError{err}
 			}
 			return nil
 		}
@@ -66,12 +66,12 @@ func unknownCommand(cmd *cobra.Command, name string) error {
 		}
 	}
 	msg := fmt.Sprintf("unknown command %q for %q", name, cmd.CommandPath())
-	if s := append(explicit, nearest(name, names)...); len(s) > 0 {
-		msg += "; did you mean " + orList(s, "") + "?"
+	if s := append(explicit, Nearest(name, names)...); len(s) > 0 {
+		msg += "; did you mean " + OrList(s, "") + "?"
 	} else {
 		msg += ": use one of " + strings.Join(names, ", ")
 	}
-	return usageError{errors.New(msg)}
+	return UsageError{errors.New(msg)}
 }
 
 // flagError is every command's FlagErrorFunc: a flag pflag does not know
@@ -86,14 +86,14 @@ func flagError(cmd *cobra.Command, err error) error {
 	}
 	var ne *pflag.NotExistError
 	if !errors.As(err, &ne) {
-		return usageError{err}
+		return UsageError{err}
 	}
 	if short := ne.GetSpecifiedShortnames(); short != "" {
 		in := ""
 		if len(short) > 1 {
 			in = " (in -" + short + ")"
 		}
-		return usageError{fmt.Errorf("unknown shorthand flag -%s%s for %q", ne.GetSpecifiedName(), in, cmd.CommandPath())}
+		return UsageError{fmt.Errorf("unknown shorthand flag -%s%s for %q", ne.GetSpecifiedName(), in, cmd.CommandPath())}
 	}
 	name := ne.GetSpecifiedName()
 	var known []string
@@ -103,16 +103,16 @@ func flagError(cmd *cobra.Command, err error) error {
 		}
 	})
 	msg := fmt.Sprintf("unknown flag --%s for %q", name, cmd.CommandPath())
-	if s := nearest(name, known); len(s) > 0 {
-		msg += "; did you mean " + orList(s, "--") + "?"
+	if s := Nearest(name, known); len(s) > 0 {
+		msg += "; did you mean " + OrList(s, "--") + "?"
 	}
-	return usageError{errors.New(msg)}
+	return UsageError{errors.New(msg)}
 }
 
-// nearest returns the candidates closest to what was typed: within two
+// Nearest returns the candidates closest to what was typed: within two
 // edits (the distance cobra uses for commands), or starting with it, the
 // closest first.
-func nearest(typed string, candidates []string) []string {
+func Nearest(typed string, candidates []string) []string {
 	best, out := -1, []string(nil)
 	for _, c := range candidates {
 		d := editDistance(strings.ToLower(typed), strings.ToLower(c))
@@ -129,8 +129,8 @@ func nearest(typed string, candidates []string) []string {
 	return out
 }
 
-// orList writes names as "a", "a or b", "a, b or c", each with prefix.
-func orList(names []string, prefix string) string {
+// OrList writes names as "a", "a or b", "a, b or c", each with prefix.
+func OrList(names []string, prefix string) string {
 	q := make([]string, len(names))
 	for i, n := range names {
 		q[i] = prefix + n

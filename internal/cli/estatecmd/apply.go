@@ -1,14 +1,16 @@
-package main
+package estatecmd
 
 import (
 	"fmt"
 	"io"
 	"os"
 
+	"github.com/klique-ai/klique/internal/cli"
+
 	"github.com/spf13/cobra"
 )
 
-func newApplyCmd(c *cli) *cobra.Command {
+func newApplyCmd(c *cli.CLI) *cobra.Command {
 	var file string
 	var dryRun bool
 	cmd := &cobra.Command{
@@ -24,19 +26,19 @@ as they are.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if file == "" {
-				return usagef("give the estate file with -f FILE (- for standard input)")
+				return cli.Usagef("give the estate file with -f FILE (- for standard input)")
 			}
 			var doc []byte
 			var err error
 			if file == "-" {
-				doc, err = io.ReadAll(io.LimitReader(c.in, 16<<20))
+				doc, err = io.ReadAll(io.LimitReader(c.In, 16<<20))
 			} else {
 				doc, err = os.ReadFile(file)
 			}
 			if err != nil {
-				return usagef("read %s: %v", file, err)
+				return cli.Usagef("read %s: %v", file, err)
 			}
-			cl, err := c.client(cmd.Context())
+			cl, err := c.Client(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -57,16 +59,16 @@ as they are.`,
 				return err
 			}
 			res := out.ApplyEstate
-			if c.output != "table" {
-				return c.print(res)
+			if c.Output != "table" {
+				return c.Print(res)
 			}
 			for _, ch := range res.Changes {
-				fmt.Fprintln(c.out, ch.Text)
+				fmt.Fprintln(c.Out, ch.Text)
 			}
 			for _, w := range res.Warnings {
-				fmt.Fprintf(c.err, "warning: %s: %s\n", w.Object, w.Message)
+				fmt.Fprintf(c.Err, "warning: %s: %s\n", w.Object, w.Message)
 			}
-			fmt.Fprintln(c.out, res.Summary)
+			fmt.Fprintln(c.Out, res.Summary)
 			return nil
 		},
 	}
@@ -75,14 +77,14 @@ as they are.`,
 	return cmd
 }
 
-func newExportCmd(c *cli) *cobra.Command {
+func newExportCmd(c *cli.CLI) *cobra.Command {
 	var file string
 	cmd := &cobra.Command{
 		Use:   "export",
 		Short: "Write the current estate as an estate file",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cl, err := c.client(cmd.Context())
+			cl, err := c.Client(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -91,7 +93,7 @@ func newExportCmd(c *cli) *cobra.Command {
 				return err
 			}
 			if file == "" || file == "-" {
-				_, err = io.WriteString(c.out, out.ExportEstate)
+				_, err = io.WriteString(c.Out, out.ExportEstate)
 				return err
 			}
 			return os.WriteFile(file, []byte(out.ExportEstate), 0o644)

@@ -1,4 +1,4 @@
-package main
+package taskcmd_test
 
 import (
 	"context"
@@ -10,65 +10,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/klique-ai/klique/internal/cli/clitest"
 	"github.com/klique-ai/klique/internal/codestate"
 )
-
-// gitRepo is a throwaway checkout with a bare remote beside it, for
-// 'klique run' to record.
-type gitRepo struct {
-	t           *testing.T
-	dir, remote string
-	commit      string
-}
-
-func newGitRepo(t *testing.T) *gitRepo {
-	t.Helper()
-	if _, err := exec.LookPath("git"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("git is not installed")
-		}
-		t.Skip("git is not installed")
-	}
-	base := t.TempDir()
-	r := &gitRepo{t: t, dir: filepath.Join(base, "project"), remote: filepath.Join(base, "remote.git")}
-	for k, v := range map[string]string{"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
-		"GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com", "GIT_CONFIG_GLOBAL": filepath.Join(base, "gitconfig")} {
-		t.Setenv(k, v)
-	}
-	r.git(base, "init", "-q", "--bare", r.remote)
-	r.git(base, "clone", "-q", r.remote, r.dir)
-	r.write("src/train.py", "import sys\nprint('args', sys.argv[1:])\n")
-	r.write("requirements.txt", "# what train.py needs\nnumpy==2.1.0\n-r other.txt\nrequests>=2  # http\n")
-	r.write(".gitignore", "*.log\n")
-	r.git(r.dir, "add", ".")
-	r.git(r.dir, "commit", "-qm", "first")
-	r.git(r.dir, "push", "-q", "origin", "HEAD:refs/heads/main")
-	r.git(r.dir, "branch", "-q", "--set-upstream-to", "origin/main")
-	r.commit = strings.TrimSpace(r.git(r.dir, "rev-parse", "HEAD"))
-	return r
-}
-
-func (r *gitRepo) git(dir string, args ...string) string {
-	r.t.Helper()
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		r.t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return string(out)
-}
-
-func (r *gitRepo) write(name, content string) {
-	r.t.Helper()
-	p := filepath.Join(r.dir, name)
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		r.t.Fatal(err)
-	}
-	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-		r.t.Fatal(err)
-	}
-}
 
 // dryRun runs 'klique run --dry-run' in dir and returns what it would send,
 // or its error and exit code.
@@ -88,16 +32,16 @@ func dryRun(t *testing.T, dir string, args ...string) (map[string]any, string, i
 }
 
 func TestRunRecordsTheCheckout(t *testing.T) {
-	r := newGitRepo(t)
-	r.write("src/train.py", "import sys\nprint('args', sys.argv[1:])\nprint('changed')\n")
+	r := clitest.NewGitRepo(t)
+	r.Write("src/train.py", "import sys\nprint('args', sys.argv[1:])\nprint('changed')\n")
 
-	in, note, code := dryRun(t, filepath.Join(r.dir, "src"), "--resource", "1 GPU", "--param", "lr=0.1",
+	in, note, code := dryRun(t, filepath.Join(r.Dir, "src"), "--resource", "1 GPU", "--param", "lr=0.1",
 		"--", "python3", "train.py", "--lr", "{lr}", "--seed", "{seed}")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, note)
 	}
-	if in["repository"] != r.remote || in["commit"] != r.commit || in["workingDir"] != "src" {
-		t.Fatalf("recorded %v, want remote %s at %s in src", in, r.remote, r.commit)
+	if in["repository"] != r.Remote || in["commit"] != r.Commit || in["workingDir"] != "src" {
+		t.Fatalf("recorded %v, want remote %s at %s in src", in, r.Remote, r.Commit)
 	}
 	if diff, _ := in["diff"].(string); !strings.Contains(diff, "+print('changed')") || !strings.Contains(diff, "a/src/train.py") {
 		t.Fatalf("diff = %q, want the uncommitted change to src/train.py", diff)
@@ -113,70 +57,70 @@ func TestRunRecordsTheCheckout(t *testing.T) {
 	}
 
 	// A clean checkout sends no diff.
-	r.git(r.dir, "checkout", "-q", "--", ".")
-	in, _, _ = dryRun(t, r.dir, "--no-packages", "--", "python3", "src/train.py")
+	r.Git(r.Dir, "checkout", "-q", "--", ".")
+	in, _, _ = dryRun(t, r.Dir, "--no-packages", "--", "python3", "src/train.py")
 	if _, ok := in["diff"]; ok || in["workingDir"] != nil || in["packages"] != nil {
 		t.Fatalf("a clean checkout at its root recorded %v", in)
 	}
 }
 
 func TestRunRefusesWhatAWorkerCouldNotReproduce(t *testing.T) {
-	r := newGitRepo(t)
-	r.write("data/notes.txt", "x\n")
-	r.write("run.log", "ignored\n")
+	r := clitest.NewGitRepo(t)
+	r.Write("data/notes.txt", "x\n")
+	r.Write("run.log", "ignored\n")
 
-	_, msg, code := dryRun(t, r.dir, "--", "python3", "src/train.py")
+	_, msg, code := dryRun(t, r.Dir, "--", "python3", "src/train.py")
 	if code != 1 || !strings.Contains(msg, "files git does not track would be missing on the worker: data/notes.txt;") || strings.Contains(msg, "run.log") {
 		t.Fatalf("exit %d: %q, want the untracked file named (and not the ignored one)", code, msg)
 	}
-	in, _, _ := dryRun(t, r.dir, "--include-untracked", "--", "python3", "src/train.py")
+	in, _, _ := dryRun(t, r.Dir, "--include-untracked", "--", "python3", "src/train.py")
 	if diff, _ := in["diff"].(string); !strings.Contains(diff, "b/data/notes.txt") || !strings.Contains(diff, "new file mode") {
 		t.Fatalf("--include-untracked: diff = %q", diff)
 	}
-	if st := r.git(r.dir, "status", "--porcelain"); !strings.Contains(st, "?? data/") {
+	if st := r.Git(r.Dir, "status", "--porcelain"); !strings.Contains(st, "?? data/") {
 		t.Fatalf("--include-untracked changed the user's index:\n%s", st)
 	}
-	in, _, _ = dryRun(t, r.dir, "--ignore-untracked", "--", "python3", "src/train.py")
+	in, _, _ = dryRun(t, r.Dir, "--ignore-untracked", "--", "python3", "src/train.py")
 	if _, ok := in["diff"]; ok {
 		t.Fatalf("--ignore-untracked sent %v", in["diff"])
 	}
-	if err := os.RemoveAll(filepath.Join(r.dir, "data")); err != nil {
+	if err := os.RemoveAll(filepath.Join(r.Dir, "data")); err != nil {
 		t.Fatal(err)
 	}
 
 	// A commit the remote does not have.
-	r.write("src/model.py", "W = 1\n")
-	r.git(r.dir, "add", "src/model.py")
-	r.git(r.dir, "commit", "-qm", "local")
-	local := strings.TrimSpace(r.git(r.dir, "rev-parse", "HEAD"))
-	_, msg, code = dryRun(t, r.dir, "--", "python3", "src/train.py")
+	r.Write("src/model.py", "W = 1\n")
+	r.Git(r.Dir, "add", "src/model.py")
+	r.Git(r.Dir, "commit", "-qm", "local")
+	local := strings.TrimSpace(r.Git(r.Dir, "rev-parse", "HEAD"))
+	_, msg, code = dryRun(t, r.Dir, "--", "python3", "src/train.py")
 	if code != 1 || !strings.Contains(msg, "commit "+local[:7]+" is not on remote origin") || !strings.Contains(msg, "--push") || !strings.Contains(msg, "--diff-only") {
 		t.Fatalf("exit %d: %q, want the unpushed commit refused with both ways out", code, msg)
 	}
-	in, _, _ = dryRun(t, r.dir, "--diff-only", "--", "python3", "src/train.py")
-	if in["commit"] != r.commit || !strings.Contains(in["diff"].(string), "+W = 1") {
-		t.Fatalf("--diff-only recorded %v at %v, want the remote's commit %s and the local commit as diff", in["diff"], in["commit"], r.commit)
+	in, _, _ = dryRun(t, r.Dir, "--diff-only", "--", "python3", "src/train.py")
+	if in["commit"] != r.Commit || !strings.Contains(in["diff"].(string), "+W = 1") {
+		t.Fatalf("--diff-only recorded %v at %v, want the remote's commit %s and the local commit as diff", in["diff"], in["commit"], r.Commit)
 	}
-	in, _, _ = dryRun(t, r.dir, "--push", "--", "python3", "src/train.py")
+	in, _, _ = dryRun(t, r.Dir, "--push", "--", "python3", "src/train.py")
 	if in["commit"] != local {
 		t.Fatalf("--push --dry-run recorded commit %v, want %s", in["commit"], local)
 	}
-	if remote := strings.TrimSpace(r.git(r.remote, "rev-parse", "main")); remote != r.commit {
+	if remote := strings.TrimSpace(r.Git(r.Remote, "rev-parse", "main")); remote != r.Commit {
 		t.Fatalf("a dry run pushed: the remote is at %s", remote)
 	}
-	c, err := codestate.Capture(context.Background(), r.dir, []string{"python3", "src/train.py"}, codestate.Options{Push: true})
+	c, err := codestate.Capture(context.Background(), r.Dir, []string{"python3", "src/train.py"}, codestate.Options{Push: true})
 	if err != nil || c.Commit != local {
 		t.Fatalf("--push: %v, commit %v, want %s", err, c, local)
 	}
-	if remote := strings.TrimSpace(r.git(r.remote, "rev-parse", "main")); remote != local {
+	if remote := strings.TrimSpace(r.Git(r.Remote, "rev-parse", "main")); remote != local {
 		t.Fatalf("--push left the remote's main at %s, want %s", remote, local)
 	}
 
 	// Options that contradict each other are usage errors.
-	if _, msg, code := dryRun(t, r.dir, "--push", "--diff-only", "--", "true"); code != 2 || !strings.Contains(msg, "pass one") {
+	if _, msg, code := dryRun(t, r.Dir, "--push", "--diff-only", "--", "true"); code != 2 || !strings.Contains(msg, "pass one") {
 		t.Fatalf("exit %d: %q", code, msg)
 	}
-	if _, msg, code := dryRun(t, r.dir); code != 2 || !strings.Contains(msg, "say what to run after --") {
+	if _, msg, code := dryRun(t, r.Dir); code != 2 || !strings.Contains(msg, "say what to run after --") {
 		t.Fatalf("exit %d: %q", code, msg)
 	}
 }

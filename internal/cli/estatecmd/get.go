@@ -1,10 +1,11 @@
-package main
+package estatecmd
 
 import (
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
+
+	"github.com/klique-ai/klique/internal/cli"
 
 	"github.com/spf13/cobra"
 )
@@ -27,8 +28,8 @@ var kinds = []getKind{
 		query: `{ pools(first: 500) { edges { node { id name kind capacityGpus gpuMemoryGb region gpuClass { name } executionPriority { name } } } } }`,
 		field: "pools", header: []string{"NAME", "KIND", "CAPACITY", "GPU CLASS", "GPU MEMORY", "REGION", "EXECUTION PRIORITY"},
 		row: func(m map[string]any) []string {
-			return []string{str(m, "name"), strings.ToLower(str(m, "kind")), str(m, "capacityGpus"), str(m, "gpuClass", "name"),
-				str(m, "gpuMemoryGb") + " GB", orDash(str(m, "region")), names(m, "executionPriority")}
+			return []string{cli.Str(m, "name"), strings.ToLower(cli.Str(m, "kind")), cli.Str(m, "capacityGpus"), cli.Str(m, "gpuClass", "name"),
+				cli.Str(m, "gpuMemoryGb") + " GB", cli.OrDash(cli.Str(m, "region")), cli.Names(m, "executionPriority")}
 		},
 		one: `query($id: ID!) { item: pool(id: $id) { id name description kind capacityGpus gpuClass { name } gpuMemoryGb region labels executionPriority { name } createdAt updatedAt } }`,
 	},
@@ -37,7 +38,7 @@ var kinds = []getKind{
 		query: `{ gpuClasses(first: 500) { edges { node { id name memoryGb pricePerGpuHour currency } } } }`,
 		field: "gpuClasses", header: []string{"NAME", "MEMORY", "PRICE PER GPU-HOUR"},
 		row: func(m map[string]any) []string {
-			return []string{str(m, "name"), str(m, "memoryGb") + " GB", str(m, "pricePerGpuHour") + " " + str(m, "currency")}
+			return []string{cli.Str(m, "name"), cli.Str(m, "memoryGb") + " GB", cli.Str(m, "pricePerGpuHour") + " " + cli.Str(m, "currency")}
 		},
 		one: `query($id: ID!) { item: gpuClass(id: $id) { id name description memoryGb pricePerGpuHour currency createdAt updatedAt } }`,
 	},
@@ -46,17 +47,17 @@ var kinds = []getKind{
 		query: `{ profiles(first: 500) { edges { node { id name size { text } sizeParameter timeWeight gpuClass { name } minGpuMemoryGb pools { name } } } } }`,
 		field: "profiles", header: []string{"NAME", "SIZE", "TIME WEIGHT", "NEEDS", "POOLS (IN ORDER)"},
 		row: func(m map[string]any) []string {
-			size := str(m, "size", "text")
-			if p := str(m, "sizeParameter"); p != "" {
+			size := cli.Str(m, "size", "text")
+			if p := cli.Str(m, "sizeParameter"); p != "" {
 				size = "from " + p + " (default " + size + ")"
 			}
 			needs := "-"
-			if c := str(m, "gpuClass", "name"); c != "" {
+			if c := cli.Str(m, "gpuClass", "name"); c != "" {
 				needs = c
-			} else if mem := str(m, "minGpuMemoryGb"); mem != "0" && mem != "" {
+			} else if mem := cli.Str(m, "minGpuMemoryGb"); mem != "0" && mem != "" {
 				needs = ">= " + mem + " GB"
 			}
-			return []string{str(m, "name"), size, str(m, "timeWeight"), needs, names(m, "pools")}
+			return []string{cli.Str(m, "name"), size, cli.Str(m, "timeWeight"), needs, cli.Names(m, "pools")}
 		},
 		one: `query($id: ID!) { item: profile(id: $id) { id name description size { text nodes gpusPerNode totalGpus } sizeParameter gpuClass { name } minGpuMemoryGb timeWeight pools { name } queuingPriority { name group { name } } createdAt updatedAt } }`,
 	},
@@ -67,9 +68,9 @@ var kinds = []getKind{
 		row: func(m map[string]any) []string {
 			budget := "-"
 			if b, ok := m["timeBudget"].(map[string]any); ok {
-				budget = str(b, "hours") + " h per " + strings.ToLower(str(b, "period"))
+				budget = cli.Str(b, "hours") + " h per " + strings.ToLower(cli.Str(b, "period"))
 			}
-			return []string{str(m, "group", "name"), str(m, "reservationGpus"), str(m, "limitGpus"), budget, names(m, "computeResources")}
+			return []string{cli.Str(m, "group", "name"), cli.Str(m, "reservationGpus"), cli.Str(m, "limitGpus"), budget, cli.Names(m, "computeResources")}
 		},
 		one: `query($id: ID!) { item: resourcePolicy(id: $id) { id group { name } reservationGpus limitGpus timeBudget { hours period } lowWatermarkMinutes alertThresholdPercent computeResources { name profile { name } } createdAt updatedAt } }`,
 	},
@@ -78,7 +79,7 @@ var kinds = []getKind{
 		query: `{ computeResources(first: 500) { edges { node { id name group { name } profile { name } size { text } queuedTasks } } } }`,
 		field: "computeResources", header: []string{"NAME", "GROUP", "PROFILE", "SIZE", "QUEUED"},
 		row: func(m map[string]any) []string {
-			return []string{str(m, "name"), str(m, "group", "name"), str(m, "profile", "name"), str(m, "size", "text"), str(m, "queuedTasks")}
+			return []string{cli.Str(m, "name"), cli.Str(m, "group", "name"), cli.Str(m, "profile", "name"), cli.Str(m, "size", "text"), cli.Str(m, "queuedTasks")}
 		},
 		one: `query($id: ID!) { item: computeResource(id: $id) { id name description group { name } profile { name pools { name } } size { text } queuedTasks createdAt } }`,
 	},
@@ -87,7 +88,7 @@ var kinds = []getKind{
 		query: `{ projects(first: 500) { edges { node { id name group { name } outputDestination } } } }`,
 		field: "projects", header: []string{"NAME", "GROUP", "OUTPUT DESTINATION"},
 		row: func(m map[string]any) []string {
-			return []string{str(m, "name"), orDash(str(m, "group", "name")), orDash(str(m, "outputDestination"))}
+			return []string{cli.Str(m, "name"), cli.OrDash(cli.Str(m, "group", "name")), cli.OrDash(cli.Str(m, "outputDestination"))}
 		},
 		one: `query($id: ID!) { item: project(id: $id) { id name description group { name } outputDestination createdAt updatedAt } }`,
 	},
@@ -100,13 +101,13 @@ var kinds = []getKind{
 			list, _ := m["members"].([]any)
 			for _, x := range list {
 				mm, _ := x.(map[string]any)
-				name := str(mm, "user", "name")
-				if str(mm, "role") == "LEAD" {
+				name := cli.Str(mm, "user", "name")
+				if cli.Str(mm, "role") == "LEAD" {
 					name += " (lead)"
 				}
 				members = append(members, name)
 			}
-			return []string{str(m, "name"), orDash(str(m, "policy", "reservationGpus")), orDash(str(m, "policy", "limitGpus")), orDash(strings.Join(members, ", "))}
+			return []string{cli.Str(m, "name"), cli.OrDash(cli.Str(m, "policy", "reservationGpus")), cli.OrDash(cli.Str(m, "policy", "limitGpus")), cli.OrDash(strings.Join(members, ", "))}
 		},
 		one: `query($id: ID!) { item: group(id: $id) { id name description policy { reservationGpus limitGpus } members { user { name } role } createdAt } }`,
 	},
@@ -119,8 +120,8 @@ var kinds = []getKind{
 			list, _ := m["groups"].([]any)
 			for _, x := range list {
 				mm, _ := x.(map[string]any)
-				g := str(mm, "group", "name")
-				if str(mm, "role") == "LEAD" {
+				g := cli.Str(mm, "group", "name")
+				if cli.Str(mm, "role") == "LEAD" {
 					g += " (lead)"
 				}
 				groups = append(groups, g)
@@ -129,11 +130,11 @@ var kinds = []getKind{
 			if m["disabled"] == true {
 				state = "disabled"
 			}
-			role := strings.ToLower(str(m, "role"))
+			role := strings.ToLower(cli.Str(m, "role"))
 			if m["service"] == true {
 				role += ", service"
 			}
-			return []string{str(m, "name"), role, orDash(strings.Join(groups, ", ")), state}
+			return []string{cli.Str(m, "name"), role, cli.OrDash(strings.Join(groups, ", ")), state}
 		},
 		one: `query($id: ID!) { item: user(id: $id) { id name displayName email role service disabled groups { group { name } role } createdAt } }`,
 	},
@@ -142,8 +143,8 @@ var kinds = []getKind{
 		query: `query($f: TaskFilter) { tasks(filter: $f, first: 200) { edges { node { id name status position reason computeResource { name } group { name } owner { name } size { text } createdAt } } } }`,
 		field: "tasks", header: []string{"ID", "NAME", "STATUS", "POSITION", "COMPUTE RESOURCE", "GROUP", "OWNER", "SIZE", "REASON"},
 		row: func(m map[string]any) []string {
-			return []string{str(m, "id"), str(m, "name"), strings.ToLower(str(m, "status")), orDash(str(m, "position")),
-				orDash(str(m, "computeResource", "name")), orDash(str(m, "group", "name")), str(m, "owner", "name"), str(m, "size", "text"), str(m, "reason")}
+			return []string{cli.Str(m, "id"), cli.Str(m, "name"), strings.ToLower(cli.Str(m, "status")), cli.OrDash(cli.Str(m, "position")),
+				cli.OrDash(cli.Str(m, "computeResource", "name")), cli.OrDash(cli.Str(m, "group", "name")), cli.Str(m, "owner", "name"), cli.Str(m, "size", "text"), cli.Str(m, "reason")}
 		},
 		one: `query($id: ID!) { item: task(id: $id) { id name status reason position project { name } owner { name } computeResource { name } group { name } size { text }
 			spec { command repository commit entryPoint workingDir packages image parameters env secrets } pool { name } worker { hostname } attempt retries
@@ -154,8 +155,8 @@ var kinds = []getKind{
 		query: `{ apiKeys(first: 500) { edges { node { id name prefix project { name } createdAt expiresAt lastUsedAt active } } } }`,
 		field: "apiKeys", header: []string{"ID", "NAME", "PREFIX", "PROJECT", "CREATED", "EXPIRES", "LAST USED", "ACTIVE"},
 		row: func(m map[string]any) []string {
-			return []string{str(m, "id"), str(m, "name"), str(m, "prefix") + "…", orDash(str(m, "project", "name")), str(m, "createdAt"),
-				orDash(str(m, "expiresAt")), orDash(str(m, "lastUsedAt")), str(m, "active")}
+			return []string{cli.Str(m, "id"), cli.Str(m, "name"), cli.Str(m, "prefix") + "…", cli.OrDash(cli.Str(m, "project", "name")), cli.Str(m, "createdAt"),
+				cli.OrDash(cli.Str(m, "expiresAt")), cli.OrDash(cli.Str(m, "lastUsedAt")), cli.Str(m, "active")}
 		},
 	},
 	{
@@ -167,22 +168,22 @@ var kinds = []getKind{
 			if m["online"] != true {
 				state = "lost"
 			}
-			return []string{str(m, "hostname"), str(m, "pool", "name"), str(m, "mode"), fmt.Sprint(len(asList(m["gpus"]))),
-				state, str(m, "lastHeartbeatAt"), fmt.Sprint(len(asList(m["tasks"])))}
+			return []string{cli.Str(m, "hostname"), cli.Str(m, "pool", "name"), cli.Str(m, "mode"), fmt.Sprint(len(cli.AsList(m["gpus"]))),
+				state, cli.Str(m, "lastHeartbeatAt"), fmt.Sprint(len(cli.AsList(m["tasks"])))}
 		},
 	},
 	{
 		names: []string{"warnings"},
 		query: `{ estateWarnings { code object message } }`,
 		field: "estateWarnings", header: []string{"OBJECT", "WARNING"},
-		row: func(m map[string]any) []string { return []string{str(m, "object"), str(m, "message")} },
+		row: func(m map[string]any) []string { return []string{cli.Str(m, "object"), cli.Str(m, "message")} },
 	},
 	{
 		names: []string{"audit"},
 		query: `{ auditLog(first: 100) { edges { node { at actor channel action objectKind objectName detail } } } }`,
 		field: "auditLog", header: []string{"AT", "ACTOR", "CHANNEL", "ACTION", "OBJECT", "DETAIL"},
 		row: func(m map[string]any) []string {
-			return []string{str(m, "at"), str(m, "actor"), str(m, "channel"), str(m, "action"), str(m, "objectKind") + " " + str(m, "objectName"), str(m, "detail")}
+			return []string{cli.Str(m, "at"), cli.Str(m, "actor"), cli.Str(m, "channel"), cli.Str(m, "action"), cli.Str(m, "objectKind") + " " + cli.Str(m, "objectName"), cli.Str(m, "detail")}
 		},
 	},
 }
@@ -199,10 +200,10 @@ func findKind(name string) (*getKind, error) {
 		every = append(every, kinds[i].names...)
 	}
 	msg := fmt.Sprintf("unknown kind %q: use one of %s", name, kindNames())
-	if s := nearest(name, every); len(s) > 0 {
-		msg += " (did you mean " + orList(s, "") + "?)"
+	if s := cli.Nearest(name, every); len(s) > 0 {
+		msg += " (did you mean " + cli.OrList(s, "") + "?)"
 	}
-	return nil, usageError{errors.New(msg)}
+	return nil, cli.Usage(errors.New(msg))
 }
 
 // kindNames lists the kinds `klique get` knows, by their plural names, for
@@ -215,7 +216,7 @@ func kindNames() string {
 	return strings.Join(all, ", ")
 }
 
-func newGetCmd(c *cli) *cobra.Command {
+func newGetCmd(c *cli.CLI) *cobra.Command {
 	var statuses []string
 	var mine bool
 	var resource, project string
@@ -229,7 +230,7 @@ func newGetCmd(c *cli) *cobra.Command {
   klique get task 01930f2e-...`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
-				return usagef("say which kind to get: %s", kindNames())
+				return cli.Usagef("say which kind to get: %s", kindNames())
 			}
 			return cobra.RangeArgs(1, 2)(cmd, args)
 		},
@@ -238,28 +239,28 @@ func newGetCmd(c *cli) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			cl, err := c.client(cmd.Context())
+			cl, err := c.Client(cmd.Context())
 			if err != nil {
 				return err
 			}
 			if len(args) == 2 {
 				if k.one == "" {
-					return usagef("%s are only listed; drop %q", k.names[0], args[1])
+					return cli.Usagef("%s are only listed; drop %q", k.names[0], args[1])
 				}
 				var out struct{ Item map[string]any }
 				if err := cl.Do(cmd.Context(), k.one, map[string]any{"id": args[1]}, &out); err != nil {
 					return err
 				}
-				if c.output == "table" {
-					c.output = "yaml"
+				if c.Output == "table" {
+					c.Output = "yaml"
 				}
-				return c.print(out.Item)
+				return c.Print(out.Item)
 			}
 			vars := map[string]any{}
 			if k.field == "tasks" {
 				f := map[string]any{"mine": mine}
 				for _, s := range statuses {
-					f["status"] = append(asList(f["status"]), strings.ToUpper(s))
+					f["status"] = append(cli.AsList(f["status"]), strings.ToUpper(s))
 				}
 				if resource != "" {
 					f["computeResource"] = resource
@@ -273,19 +274,19 @@ func newGetCmd(c *cli) *cobra.Command {
 			if err := cl.Do(cmd.Context(), k.query, vars, &out); err != nil {
 				return err
 			}
-			items := nodes(out[k.field])
-			if c.output != "table" {
-				return c.print(items)
+			items := cli.Nodes(out[k.field])
+			if c.Output != "table" {
+				return c.Print(items)
 			}
 			var rows [][]string
 			for _, it := range items {
 				rows = append(rows, k.row(it))
 			}
 			if len(rows) == 0 {
-				fmt.Fprintf(c.err, "no %s\n", k.names[0])
+				fmt.Fprintf(c.Err, "no %s\n", k.names[0])
 				return nil
 			}
-			c.table(k.header, rows)
+			c.Table(k.header, rows)
 			return nil
 		},
 	}
@@ -294,67 +295,4 @@ func newGetCmd(c *cli) *cobra.Command {
 	cmd.Flags().StringVar(&resource, "resource", "", "tasks: only this compute resource (id)")
 	cmd.Flags().StringVar(&project, "project", "", "tasks: only this project")
 	return cmd
-}
-
-func asList(v any) []any {
-	l, _ := v.([]any)
-	return l
-}
-
-// nodes takes the items of a connection ({edges: [{node}]}) or a plain list.
-func nodes(v any) []map[string]any {
-	var out []map[string]any
-	if m, ok := v.(map[string]any); ok {
-		for _, e := range asList(m["edges"]) {
-			if em, ok := e.(map[string]any); ok {
-				if n, ok := em["node"].(map[string]any); ok {
-					out = append(out, n)
-				}
-			}
-		}
-		return out
-	}
-	for _, x := range asList(v) {
-		if n, ok := x.(map[string]any); ok {
-			out = append(out, n)
-		}
-	}
-	return out
-}
-
-// str reads a nested field as text.
-func str(m map[string]any, path ...string) string {
-	var v any = m
-	for _, p := range path {
-		mm, ok := v.(map[string]any)
-		if !ok {
-			return ""
-		}
-		v = mm[p]
-	}
-	switch x := v.(type) {
-	case nil:
-		return ""
-	case string:
-		return x
-	case float64:
-		return strconv.FormatFloat(x, 'f', -1, 64)
-	case bool:
-		return strconv.FormatBool(x)
-	}
-	return fmt.Sprint(v)
-}
-
-// names joins the names of a list of objects.
-func names(m map[string]any, field string) string {
-	var out []string
-	for _, x := range asList(m[field]) {
-		if mm, ok := x.(map[string]any); ok {
-			out = append(out, str(mm, "name"))
-		}
-	}
-	if len(out) == 0 {
-		return "-"
-	}
-	return strings.Join(out, ", ")
 }

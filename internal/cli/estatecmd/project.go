@@ -1,7 +1,9 @@
-package main
+package estatecmd
 
 import (
 	"fmt"
+
+	"github.com/klique-ai/klique/internal/cli"
 
 	"github.com/spf13/cobra"
 )
@@ -9,7 +11,7 @@ import (
 // newProjectCmd is `klique project`: the project your model calls and
 // tasks are for when you name none. The rule is the platform's
 // (setDefaultProject, me.defaultProject); this only asks it.
-func newProjectCmd(c *cli) *cobra.Command {
+func newProjectCmd(c *cli.CLI) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "project",
 		Short: "Show or set the project your calls and tasks are for when you name none",
@@ -18,7 +20,7 @@ when you name none: your credential's, else the default you set with
 'klique project use', else your groups' only project.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cl, err := c.client(cmd.Context())
+			cl, err := c.Client(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -31,10 +33,10 @@ when you name none: your credential's, else the default you set with
 				return err
 			}
 			if out.Me.DefaultProject == nil {
-				fmt.Fprintln(c.out, "no default project: pass --project NAME, or set one with 'klique project use NAME'")
+				fmt.Fprintln(c.Out, "no default project: pass --project NAME, or set one with 'klique project use NAME'")
 				return nil
 			}
-			fmt.Fprintln(c.out, out.Me.DefaultProject.Name)
+			fmt.Fprintln(c.Out, out.Me.DefaultProject.Name)
 			return nil
 		},
 	}
@@ -47,11 +49,11 @@ when you name none: your credential's, else the default you set with
 		RunE: func(cmd *cobra.Command, args []string) error {
 			switch {
 			case clear && len(args) > 0:
-				return usagef("give a project or --clear, not both")
+				return cli.Usagef("give a project or --clear, not both")
 			case !clear && len(args) != 1:
-				return usagef("give one project: klique project use NAME (or --clear)")
+				return cli.Usagef("give one project: klique project use NAME (or --clear)")
 			}
-			cl, err := c.client(cmd.Context())
+			cl, err := c.Client(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -66,10 +68,10 @@ when you name none: your credential's, else the default you set with
 				return err
 			}
 			if out.SetDefaultProject == nil {
-				fmt.Fprintln(c.out, "no default project")
+				fmt.Fprintln(c.Out, "no default project")
 				return nil
 			}
-			fmt.Fprintf(c.out, "default project: %s\n", out.SetDefaultProject.Name)
+			fmt.Fprintf(c.Out, "default project: %s\n", out.SetDefaultProject.Name)
 			return nil
 		},
 	}

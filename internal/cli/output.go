@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"encoding/json"
@@ -9,11 +9,11 @@ import (
 	"github.com/goccy/go-yaml"
 )
 
-// print writes v as JSON or YAML, for -o json and -o yaml.
-func (c *cli) print(v any) error {
-	switch c.output {
+// Print writes v as JSON or YAML, for -o json and -o yaml.
+func (c *CLI) Print(v any) error {
+	switch c.Output {
 	case "json":
-		enc := json.NewEncoder(c.out)
+		enc := json.NewEncoder(c.Out)
 		enc.SetIndent("", "  ")
 		return enc.Encode(v)
 	case "yaml":
@@ -30,17 +30,17 @@ func (c *cli) print(v any) error {
 		if err != nil {
 			return err
 		}
-		_, err = c.out.Write(out)
+		_, err = c.Out.Write(out)
 		return err
 	case "table":
 		return nil
 	}
-	return usagef("output format %q is not known: use table, json or yaml", c.output)
+	return Usagef("output format %q is not known: use table, json or yaml", c.Output)
 }
 
-// table writes rows under a header, aligned.
-func (c *cli) table(header []string, rows [][]string) {
-	w := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
+// Table writes rows under a header, aligned.
+func (c *CLI) Table(header []string, rows [][]string) {
+	w := tabwriter.NewWriter(c.Out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, strings.Join(header, "\t"))
 	for _, r := range rows {
 		fmt.Fprintln(w, strings.Join(r, "\t"))
@@ -48,7 +48,7 @@ func (c *cli) table(header []string, rows [][]string) {
 	_ = w.Flush()
 }
 
-func orDash(s string) string {
+func OrDash(s string) string {
 	if s == "" {
 		return "-"
 	}

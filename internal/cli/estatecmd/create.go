@@ -1,14 +1,17 @@
-package main
+package estatecmd
 
 import (
 	"fmt"
 	"strings"
 	"time"
 
+	"github.com/klique-ai/klique/internal/cli"
+	"github.com/klique-ai/klique/internal/cli/taskcmd"
+
 	"github.com/spf13/cobra"
 )
 
-func newCreateCmd(c *cli) *cobra.Command {
+func newCreateCmd(c *cli.CLI) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "create",
 		Short: "Create users, API keys, groups, projects, worker credentials and tasks",
@@ -20,15 +23,15 @@ func newCreateCmd(c *cli) *cobra.Command {
 
 // newCreateTaskCmd is `klique enqueue` under the name people who know
 // kubectl try first; the same flags, checks and output.
-func newCreateTaskCmd(c *cli) *cobra.Command {
-	cmd := newEnqueueCmd(c)
+func newCreateTaskCmd(c *cli.CLI) *cobra.Command {
+	cmd := taskcmd.NewEnqueueCmd(c)
 	cmd.Use = "task --resource NAME --project NAME [flags] [-- COMMAND...]"
 	cmd.Short = "Send a task to a compute resource (the same as klique enqueue)"
 	cmd.Example = strings.ReplaceAll(cmd.Example, "klique enqueue", "klique create task")
 	return cmd
 }
 
-func newCreateUserCmd(c *cli) *cobra.Command {
+func newCreateUserCmd(c *cli.CLI) *cobra.Command {
 	var role, email, displayName string
 	var groups []string
 	var service bool
@@ -58,7 +61,7 @@ func newCreateUserCmd(c *cli) *cobra.Command {
 			if grants != nil {
 				in["groups"] = grants
 			}
-			cl, err := c.client(cmd.Context())
+			cl, err := c.Client(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -67,10 +70,10 @@ func newCreateUserCmd(c *cli) *cobra.Command {
 				map[string]any{"in": in}, &out); err != nil {
 				return err
 			}
-			if c.output != "table" {
-				return c.print(out.CreateUser)
+			if c.Output != "table" {
+				return c.Print(out.CreateUser)
 			}
-			fmt.Fprintf(c.out, "created user %s (%s)\n", str(out.CreateUser, "name"), strings.ToLower(str(out.CreateUser, "role")))
+			fmt.Fprintf(c.Out, "created user %s (%s)\n", cli.Str(out.CreateUser, "name"), strings.ToLower(cli.Str(out.CreateUser, "role")))
 			return nil
 		},
 	}
@@ -82,7 +85,7 @@ func newCreateUserCmd(c *cli) *cobra.Command {
 	return cmd
 }
 
-func newCreateAPIKeyCmd(c *cli) *cobra.Command {
+func newCreateAPIKeyCmd(c *cli.CLI) *cobra.Command {
 	var user, project, name string
 	var expires time.Duration
 	cmd := &cobra.Command{
@@ -106,7 +109,7 @@ func newCreateAPIKeyCmd(c *cli) *cobra.Command {
 			if expires > 0 {
 				in["expiresAt"] = time.Now().Add(expires).UTC().Format(time.RFC3339)
 			}
-			cl, err := c.client(cmd.Context())
+			cl, err := c.Client(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -124,8 +127,8 @@ func newCreateAPIKeyCmd(c *cli) *cobra.Command {
 				return err
 			}
 			k := out.CreateAPIKey
-			fmt.Fprintf(c.err, "created API key %q for %s; it is shown once, below: store it now\n", k.APIKey.Name, k.APIKey.User.Name)
-			fmt.Fprintln(c.out, k.Secret)
+			fmt.Fprintf(c.Err, "created API key %q for %s; it is shown once, below: store it now\n", k.APIKey.Name, k.APIKey.User.Name)
+			fmt.Fprintln(c.Out, k.Secret)
 			return nil
 		},
 	}
@@ -136,14 +139,14 @@ func newCreateAPIKeyCmd(c *cli) *cobra.Command {
 	return cmd
 }
 
-func newCreateGroupCmd(c *cli) *cobra.Command {
+func newCreateGroupCmd(c *cli.CLI) *cobra.Command {
 	var description string
 	cmd := &cobra.Command{
 		Use:   "group NAME",
 		Short: "Create a group (admins)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := c.client(cmd.Context())
+			cl, err := c.Client(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -154,7 +157,7 @@ func newCreateGroupCmd(c *cli) *cobra.Command {
 				map[string]any{"in": map[string]any{"name": args[0], "description": description}}, &out); err != nil {
 				return err
 			}
-			fmt.Fprintf(c.out, "created group %s\n", out.CreateGroup.Group.Name)
+			fmt.Fprintf(c.Out, "created group %s\n", out.CreateGroup.Group.Name)
 			return nil
 		},
 	}
@@ -162,7 +165,7 @@ func newCreateGroupCmd(c *cli) *cobra.Command {
 	return cmd
 }
 
-func newCreateProjectCmd(c *cli) *cobra.Command {
+func newCreateProjectCmd(c *cli.CLI) *cobra.Command {
 	var description, group, output string
 	cmd := &cobra.Command{
 		Use:   "project NAME",
@@ -173,7 +176,7 @@ func newCreateProjectCmd(c *cli) *cobra.Command {
 			if group != "" {
 				in["group"] = group
 			}
-			cl, err := c.client(cmd.Context())
+			cl, err := c.Client(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -184,7 +187,7 @@ func newCreateProjectCmd(c *cli) *cobra.Command {
 				map[string]any{"in": in}, &out); err != nil {
 				return err
 			}
-			fmt.Fprintf(c.out, "created project %s\n", out.CreateProject.Project.Name)
+			fmt.Fprintf(c.Out, "created project %s\n", out.CreateProject.Project.Name)
 			return nil
 		},
 	}

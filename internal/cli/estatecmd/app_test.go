@@ -1,4 +1,4 @@
-package main
+package estatecmd
 
 import (
 	"encoding/json"
@@ -24,7 +24,7 @@ func TestAppCommands(t *testing.T) {
 			t.Fatalf("klique %s: exit %d: %q, want exit 1 saying %q", strings.Join(args, " "), code, errOut, want)
 		}
 	}
-	ok(key, "apply", "-f", "../../examples/estate.yaml")
+	ok(key, "apply", "-f", "../../../examples/estate.yaml")
 	ok(key, "create", "user", "rita", "--group", "ml-research")
 	ok(key, "create", "user", "vic", "--group", "vision")
 	rita := strings.TrimSpace(ok(key, "create", "apikey", "--user", "rita"))

@@ -1,4 +1,4 @@
-package main
+package estatecmd
 
 import (
 	"strings"
@@ -14,7 +14,7 @@ func TestProjectUseSetsTheProjectOfTasksThatNameNone(t *testing.T) {
 	const key = "klique-project-test-bootstrap-key-0123456789abcdefgh"
 	ctx, app := startControlPlane(t, key, 120*time.Second)
 	klique, ok := cliAs(t, ctx, app.URL())
-	ok(key, "apply", "-f", "../../examples/estate.yaml")
+	ok(key, "apply", "-f", "../../../examples/estate.yaml")
 	ok(key, "create", "user", "rita", "--group", "ml-research", "--group", "vision")
 	rita := strings.TrimSpace(ok(key, "create", "apikey", "--user", "rita"))
 

@@ -1,4 +1,4 @@
-package main
+package taskcmd_test
 
 import (
 	"bytes"
@@ -63,7 +63,7 @@ func TestEnqueueRetriesOnceWithItsKey(t *testing.T) {
 		}
 		return out.String()
 	}
-	klique("apply", "-f", "../../examples/estate.yaml")
+	klique("apply", "-f", "../../../examples/estate.yaml")
 	id := strings.TrimSpace(klique("enqueue", "-q", "--resource", "1 GPU", "--project", "fraud-models", "--group", "ml-research", "--name", "once", "--", "python", "train.py"))
 	if len(keys) != 2 || keys[0] == "" || keys[1] != keys[0] {
 		t.Fatalf("enqueue requests with keys %q: want the first lost and one retry, with the same key", keys)

@@ -1,4 +1,4 @@
-package main
+package taskcmd
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/klique-ai/klique/internal/cli"
 
 	"github.com/spf13/cobra"
 
@@ -55,7 +57,7 @@ type comparison struct {
 	}
 }
 
-func newCompareCmd(c *cli) *cobra.Command {
+func newCompareCmd(c *cli.CLI) *cobra.Command {
 	var baseline string
 	var failIf []string
 	cmd := &cobra.Command{
@@ -80,20 +82,20 @@ report the metric breaks the rule too.`,
 				ids = append([]string{baseline}, args...)
 			}
 			if len(ids) < 2 {
-				return usagef("give two to ten run IDs to compare (or --baseline ID and at least one more)")
+				return cli.Usagef("give two to ten run IDs to compare (or --baseline ID and at least one more)")
 			}
 			var rules []failRule
 			for _, s := range failIf {
 				r, err := parseFailRule(s)
 				if err != nil {
-					return usageError{err}
+					return cli.Usage(err)
 				}
 				rules = append(rules, r)
 			}
 			if len(rules) > 0 && baseline == "" {
-				return usagef("--fail-if compares against a baseline: give it with --baseline ID")
+				return cli.Usagef("--fail-if compares against a baseline: give it with --baseline ID")
 			}
-			cl, err := c.client(cmd.Context())
+			cl, err := c.Client(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -102,18 +104,18 @@ report the metric breaks the rule too.`,
 				return err
 			}
 			cmp := &out.CompareTasks
-			if c.output != "table" {
-				if err := c.print(cmp); err != nil {
+			if c.Output != "table" {
+				if err := c.Print(cmp); err != nil {
 					return err
 				}
 			} else {
-				printComparison(c.out, cmp)
+				printComparison(c.Out, cmp)
 			}
 			if broken := cmp.check(rules); len(broken) > 0 {
 				return fmt.Errorf("regression against baseline %s:\n  %s", ids[0], strings.Join(broken, "\n  "))
 			}
-			if len(rules) > 0 && c.output == "table" {
-				fmt.Fprintf(c.out, "no regression against the baseline (%d rules)\n", len(rules))
+			if len(rules) > 0 && c.Output == "table" {
+				fmt.Fprintf(c.Out, "no regression against the baseline (%d rules)\n", len(rules))
 			}
 			return nil
 		},
@@ -299,7 +301,7 @@ func mark(differs bool) string {
 func shortID(id string) string { return id[:min(len(id), 8)] }
 
 // newWaitCmd: 'klique task wait', whose exit status is the run's outcome.
-func newWaitCmd(c *cli) *cobra.Command {
+func newWaitCmd(c *cli.CLI) *cobra.Command {
 	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "wait TASK_ID",
@@ -310,7 +312,7 @@ completed; 1 when it failed or was aborted; 3 when --timeout passed first
 		Example: `  klique task wait 01930f2e-... --timeout 2h`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := c.client(cmd.Context())
+			cl, err := c.Client(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -322,7 +324,7 @@ completed; 1 when it failed or was aborted; 3 when --timeout passed first
 			}
 			t, err := waitEnded(ctx, cl, args[0])
 			if errors.Is(err, context.DeadlineExceeded) && cmd.Context().Err() == nil {
-				return exitError{code: exitTimedOut, err: fmt.Errorf("task %s is still %s after %s", args[0], strings.ToLower(t.Status), timeout)}
+				return cli.ExitError{Code: cli.ExitTimedOut, Err: fmt.Errorf("task %s is still %s after %s", args[0], strings.ToLower(t.Status), timeout)}
 			}
 			if err != nil {
 				return err
@@ -337,7 +339,7 @@ completed; 1 when it failed or was aborted; 3 when --timeout passed first
 			if t.Status != "COMPLETED" {
 				return errors.New(line)
 			}
-			fmt.Fprintln(c.out, line)
+			fmt.Fprintln(c.Out, line)
 			return nil
 		},
 	}
@@ -379,7 +381,7 @@ func waitEnded(ctx context.Context, cl *client.Client, id string) (waitedTask, e
 }
 
 // newReportCmd: 'klique report ID --markdown', for a pull request comment.
-func newReportCmd(c *cli) *cobra.Command {
+func newReportCmd(c *cli.CLI) *cobra.Command {
 	var markdown bool
 	var baseline string
 	cmd := &cobra.Command{
@@ -391,7 +393,7 @@ on the dashboard. --markdown writes it for a pull request comment;
 		Example: `  klique report 01930f2e-... --markdown > report.md`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := c.client(cmd.Context())
+			cl, err := c.Client(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -426,13 +428,13 @@ on the dashboard. --markdown writes it for a pull request comment;
 				r.Baseline = &out.CompareTasks
 			}
 			if !markdown {
-				if c.output != "table" {
-					return c.print(r)
+				if c.Output != "table" {
+					return c.Print(r)
 				}
-				r.text(c.out)
+				r.text(c.Out)
 				return nil
 			}
-			r.markdown(c.out)
+			r.markdown(c.Out)
 			return nil
 		},
 	}

@@ -1,4 +1,4 @@
-package main
+package estatecmd
 
 import (
 	"bytes"
@@ -116,7 +116,7 @@ func usageControlPlane(t *testing.T, project string) (context.Context, *server.A
 		}
 		return out.String()
 	}
-	klique("apply", "-f", "../../examples/estate.yaml")
+	klique("apply", "-f", "../../../examples/estate.yaml")
 	var me usageIDs
 	if err := client.New(app.URL(), key).Do(ctx, `query($p: ID!) { me { user { id } tenant { id } } project(id: $p) { id } }`, map[string]any{"p": project}, &me); err != nil {
 		t.Fatal(err)

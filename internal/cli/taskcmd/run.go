@@ -1,4 +1,4 @@
-package main
+package taskcmd
 
 import (
 	"fmt"
@@ -7,13 +7,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/klique-ai/klique/internal/cli"
+
 	"github.com/spf13/cobra"
 
 	"github.com/klique-ai/klique/internal/codestate"
 	"github.com/klique-ai/klique/internal/runenv"
 )
 
-func newRunCmd(c *cli) *cobra.Command {
+func newRunCmd(c *cli.CLI) *cobra.Command {
 	var resource, project, name, group, image string
 	var params, env, packages, secrets []string
 	var includeUntracked, ignoreUntracked, push, diffOnly, noPackages, dryRun, quiet bool
@@ -39,19 +41,19 @@ variable KLIQUE_PARAM_NAME, and in the JSON file KLIQUE_PARAMS_FILE.`,
   klique clone TASK_ID --param lr=0.01`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
-				return usagef("say what to run after --, as in %s --resource %q --project NAME -- python train.py --lr {lr}", cmd.CommandPath(), or(resource, "1 GPU"))
+				return cli.Usagef("say what to run after --, as in %s --resource %q --project NAME -- python train.py --lr {lr}", cmd.CommandPath(), or(resource, "1 GPU"))
 			}
 			if resource == "" && !dryRun {
-				return usagef("say which compute resource with --resource (see: klique get computeresources)")
+				return cli.Usagef("say which compute resource with --resource (see: klique get computeresources)")
 			}
 			if includeUntracked && ignoreUntracked {
-				return usagef("--include-untracked and --ignore-untracked say opposite things: pass one")
+				return cli.Usagef("--include-untracked and --ignore-untracked say opposite things: pass one")
 			}
 			if push && diffOnly {
-				return usagef("--push and --diff-only say opposite things: pass one")
+				return cli.Usagef("--push and --diff-only say opposite things: pass one")
 			}
 			if noPackages && len(packages) > 0 {
-				return usagef("--no-packages and --package say opposite things: pass one")
+				return cli.Usagef("--no-packages and --package say opposite things: pass one")
 			}
 			p, err := keyValues("param", params)
 			if err != nil {
@@ -63,7 +65,7 @@ variable KLIQUE_PARAM_NAME, and in the JSON file KLIQUE_PARAMS_FILE.`,
 			}
 			for _, ref := range runenv.ArgTemplates(args) {
 				if _, ok := p[ref]; !ok {
-					fmt.Fprintf(c.err, "note: {%s} in the command names no --param; it is passed as written\n", ref)
+					fmt.Fprintf(c.Err, "note: {%s} in the command names no --param; it is passed as written\n", ref)
 				}
 			}
 			dir, err := os.Getwd()
@@ -104,36 +106,9 @@ variable KLIQUE_PARAM_NAME, and in the JSON file KLIQUE_PARAMS_FILE.`,
 				in["env"] = e
 			}
 			if dryRun {
-				return c.print(in)
+				return c.Print(in)
 			}
-			cl, err := c.client(cmd.Context())
-			if err != nil {
-				return err
-			}
-			var out struct{ EnqueueTask map[string]any }
-			cl.Retry = mutationRetry
-			if err := cl.Mutate(cmd.Context(), newIdempotencyKey(), `mutation($in: EnqueueTaskInput!) { enqueueTask(input: $in) { `+taskFields+` } }`,
-				map[string]any{"in": in}, &out); err != nil {
-				return projectFlag(err)
-			}
-			id := str(out.EnqueueTask, "id")
-			if quiet {
-				fmt.Fprintln(c.out, id)
-				if wait <= 0 {
-					return nil
-				}
-				return c.waitPlaced(cmd.Context(), cl, id, wait, false)
-			}
-			if err := c.printTask("enqueued", out.EnqueueTask); err != nil {
-				return err
-			}
-			if c.output == "table" {
-				describe(c, code, p)
-			}
-			if wait <= 0 {
-				return nil
-			}
-			return c.waitPlaced(cmd.Context(), cl, id, wait, true)
+			return enqueue(cmd, c, in, quiet, wait, func() { describe(c, code, p) })
 		},
 	}
 	f := cmd.Flags()
@@ -166,7 +141,7 @@ func or(s, def string) string {
 
 // describe says what was recorded, so that a user sees what the worker will
 // reproduce.
-func describe(c *cli, code *codestate.State, params map[string]string) {
+func describe(c *cli.CLI, code *codestate.State, params map[string]string) {
 	switch {
 	case code.Repository != "":
 		where := code.Repository + " at " + code.Commit[:min(len(code.Commit), 12)]
@@ -179,12 +154,12 @@ func describe(c *cli, code *codestate.State, params map[string]string) {
 		if code.WorkingDir != "" {
 			where += ", in " + code.WorkingDir + "/"
 		}
-		fmt.Fprintln(c.out, "code: "+where)
+		fmt.Fprintln(c.Out, "code: "+where)
 	case code.Uploaded != "":
-		fmt.Fprintln(c.out, "code: uploaded "+code.Uploaded)
+		fmt.Fprintln(c.Out, "code: uploaded "+code.Uploaded)
 	}
 	if len(code.Packages) > 0 {
-		fmt.Fprintf(c.out, "packages: %d from %s\n", len(code.Packages), code.PackagesFrom)
+		fmt.Fprintf(c.Out, "packages: %d from %s\n", len(code.Packages), code.PackagesFrom)
 	}
 	if len(params) > 0 {
 		names := make([]string, 0, len(params))
@@ -192,6 +167,6 @@ func describe(c *cli, code *codestate.State, params map[string]string) {
 			names = append(names, k+"="+params[k])
 		}
 		sort.Strings(names)
-		fmt.Fprintln(c.out, "parameters: "+strings.Join(names, " "))
+		fmt.Fprintln(c.Out, "parameters: "+strings.Join(names, " "))
 	}
 }

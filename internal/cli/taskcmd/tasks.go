@@ -1,4 +1,4 @@
-package main
+package taskcmd
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
+	"github.com/klique-ai/klique/internal/cli"
 
 	"github.com/spf13/cobra"
 
@@ -27,29 +27,29 @@ func keyValues(flag string, list []string) (map[string]string, error) {
 	for _, kv := range list {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
-			return nil, usagef("--%s %q: write it as NAME=VALUE", flag, kv)
+			return nil, cli.Usagef("--%s %q: write it as NAME=VALUE", flag, kv)
 		}
 		out[k] = v
 	}
 	return out, nil
 }
 
-func (c *cli) printTask(verb string, t map[string]any) error {
-	if c.output != "table" {
-		return c.print(t)
+func printTask(c *cli.CLI, verb string, t map[string]any) error {
+	if c.Output != "table" {
+		return c.Print(t)
 	}
 	pos := ""
-	if p := str(t, "position"); p != "" {
+	if p := cli.Str(t, "position"); p != "" {
 		pos = ", position " + p
 	}
-	fmt.Fprintf(c.out, "%s task %s %q on %s of group %s, size %s: %s%s\n", verb, str(t, "id"), str(t, "name"),
-		quoteName(str(t, "computeResource", "name")), str(t, "group", "name"), str(t, "size", "text"), strings.ToLower(str(t, "status")), pos)
+	fmt.Fprintf(c.Out, "%s task %s %q on %s of group %s, size %s: %s%s\n", verb, cli.Str(t, "id"), cli.Str(t, "name"),
+		quoteName(cli.Str(t, "computeResource", "name")), cli.Str(t, "group", "name"), cli.Str(t, "size", "text"), strings.ToLower(cli.Str(t, "status")), pos)
 	return nil
 }
 
 func quoteName(s string) string { return "'" + s + "'" }
 
-func newEnqueueCmd(c *cli) *cobra.Command {
+func newEnqueueCmd(c *cli.CLI) *cobra.Command {
 	var resource, project, name, group, image, repo, commit, entry, workdir string
 	var params, env, packages, secrets []string
 	var wait time.Duration
@@ -65,10 +65,10 @@ the compute resource's queue for the engine to place it.`,
       --commit 4f2a9c1 --entry-point train.py --param epochs=10`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if resource == "" {
-				return usagef("say which compute resource with --resource (see: klique get computeresources)")
+				return cli.Usagef("say which compute resource with --resource (see: klique get computeresources)")
 			}
 			if len(args) == 0 && repo == "" {
-				return usagef("say what to run: give a command after `--`, as in %s --resource %q --project NAME -- python train.py (or --repo URL with --entry-point FILE)",
+				return cli.Usagef("say what to run: give a command after `--`, as in %s --resource %q --project NAME -- python train.py (or --repo URL with --entry-point FILE)",
 					cmd.CommandPath(), resource)
 			}
 			in := map[string]any{"computeResource": resource}
@@ -105,27 +105,7 @@ the compute resource's queue for the engine to place it.`,
 			if e != nil {
 				in["env"] = e
 			}
-			cl, err := c.client(cmd.Context())
-			if err != nil {
-				return err
-			}
-			var out struct{ EnqueueTask map[string]any }
-			cl.Retry = mutationRetry
-			if err := cl.Mutate(cmd.Context(), newIdempotencyKey(), `mutation($in: EnqueueTaskInput!) { enqueueTask(input: $in) { `+taskFields+` } }`,
-				map[string]any{"in": in}, &out); err != nil {
-				return projectFlag(err)
-			}
-			if quiet {
-				fmt.Fprintln(c.out, str(out.EnqueueTask, "id"))
-				if wait <= 0 {
-					return nil
-				}
-				return c.waitPlaced(cmd.Context(), cl, str(out.EnqueueTask, "id"), wait, false)
-			}
-			if err := c.printTask("enqueued", out.EnqueueTask); err != nil || wait <= 0 {
-				return err
-			}
-			return c.waitPlaced(cmd.Context(), cl, str(out.EnqueueTask, "id"), wait, true)
+			return enqueue(cmd, c, in, quiet, wait, nil)
 		},
 	}
 	f := cmd.Flags()
@@ -147,9 +127,45 @@ the compute resource's queue for the engine to place it.`,
 	return cmd
 }
 
+// enqueue sends in as a new task, with one idempotency key across its
+// retries, and says what it made: with quiet only its ID, else the task and
+// then, in table output, describe (klique run's account of the code it
+// recorded); then it waits up to wait for the engine to place the task.
+// klique enqueue, create task and run share it.
+func enqueue(cmd *cobra.Command, c *cli.CLI, in map[string]any, quiet bool, wait time.Duration, describe func()) error {
+	cl, err := c.Client(cmd.Context())
+	if err != nil {
+		return err
+	}
+	var out struct{ EnqueueTask map[string]any }
+	cl.Retry = cli.MutationRetry
+	if err := cl.Mutate(cmd.Context(), cli.NewIdempotencyKey(), `mutation($in: EnqueueTaskInput!) { enqueueTask(input: $in) { `+taskFields+` } }`,
+		map[string]any{"in": in}, &out); err != nil {
+		return projectFlag(err)
+	}
+	id := cli.Str(out.EnqueueTask, "id")
+	if quiet {
+		fmt.Fprintln(c.Out, id)
+		if wait <= 0 {
+			return nil
+		}
+		return waitPlaced(c, cmd.Context(), cl, id, wait, false)
+	}
+	if err := printTask(c, "enqueued", out.EnqueueTask); err != nil {
+		return err
+	}
+	if describe != nil && c.Output == "table" {
+		describe()
+	}
+	if wait <= 0 {
+		return nil
+	}
+	return waitPlaced(c, cmd.Context(), cl, id, wait, true)
+}
+
 // waitPlaced polls a task until it leaves its queue or the wait is over,
 // then prints where it is and why.
-func (c *cli) waitPlaced(ctx context.Context, cl *client.Client, id string, wait time.Duration, say bool) error {
+func waitPlaced(c *cli.CLI, ctx context.Context, cl *client.Client, id string, wait time.Duration, say bool) error {
 	deadline := time.Now().Add(wait)
 	for {
 		var out struct{ Task map[string]any }
@@ -157,18 +173,18 @@ func (c *cli) waitPlaced(ctx context.Context, cl *client.Client, id string, wait
 			return err
 		}
 		t := out.Task
-		if status := str(t, "status"); status != "QUEUED" || time.Now().After(deadline) {
+		if status := cli.Str(t, "status"); status != "QUEUED" || time.Now().After(deadline) {
 			if !say {
 				return nil
 			}
-			if c.output != "table" {
-				return c.print(t)
+			if c.Output != "table" {
+				return c.Print(t)
 			}
 			where := strings.ToLower(status)
-			if pool := str(t, "pool", "name"); pool != "" {
+			if pool := cli.Str(t, "pool", "name"); pool != "" {
 				where += " on pool " + pool
 			}
-			fmt.Fprintf(c.out, "task %s is %s: %s\n", id, where, str(t, "reason"))
+			fmt.Fprintf(c.Out, "task %s is %s: %s\n", id, where, cli.Str(t, "reason"))
 			return nil
 		}
 		select {
@@ -198,14 +214,14 @@ func taskName(args []string, entry, repo string) string {
 	return strings.TrimSpace(name)
 }
 
-func newAbortCmd(c *cli) *cobra.Command {
+func newAbortCmd(c *cli.CLI) *cobra.Command {
 	var reason string
 	cmd := &cobra.Command{
 		Use:   "abort TASK_ID",
 		Short: "Stop a task",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := c.client(cmd.Context())
+			cl, err := c.Client(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -214,14 +230,14 @@ func newAbortCmd(c *cli) *cobra.Command {
 				map[string]any{"id": args[0], "r": reason}, &out); err != nil {
 				return err
 			}
-			return c.printTask("aborted", out.AbortTask)
+			return printTask(c, "aborted", out.AbortTask)
 		},
 	}
 	cmd.Flags().StringVar(&reason, "reason", "", "why, for the task's record")
 	return cmd
 }
 
-func newCloneCmd(c *cli) *cobra.Command {
+func newCloneCmd(c *cli.CLI) *cobra.Command {
 	var params []string
 	var name, resource, group string
 	var quiet bool
@@ -241,21 +257,21 @@ func newCloneCmd(c *cli) *cobra.Command {
 					vars[k] = v
 				}
 			}
-			cl, err := c.client(cmd.Context())
+			cl, err := c.Client(cmd.Context())
 			if err != nil {
 				return err
 			}
 			var out struct{ CloneTask map[string]any }
-			cl.Retry = mutationRetry
-			if err := cl.Mutate(cmd.Context(), newIdempotencyKey(), `mutation($id: ID!, $p: StringMap, $name: String, $cr: ID, $group: ID) {
+			cl.Retry = cli.MutationRetry
+			if err := cl.Mutate(cmd.Context(), cli.NewIdempotencyKey(), `mutation($id: ID!, $p: StringMap, $name: String, $cr: ID, $group: ID) {
 				cloneTask(id: $id, parameterOverrides: $p, name: $name, computeResource: $cr, group: $group) { `+taskFields+` } }`, vars, &out); err != nil {
 				return err
 			}
 			if quiet {
-				fmt.Fprintln(c.out, str(out.CloneTask, "id"))
+				fmt.Fprintln(c.Out, cli.Str(out.CloneTask, "id"))
 				return nil
 			}
-			return c.printTask("enqueued", out.CloneTask)
+			return printTask(c, "enqueued", out.CloneTask)
 		},
 	}
 	cmd.Flags().StringArrayVar(&params, "param", nil, "parameter to change, NAME=VALUE (repeatable)")
@@ -265,15 +281,6 @@ func newCloneCmd(c *cli) *cobra.Command {
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "print only the new task's ID")
 	return cmd
 }
-
-// mutationRetry is how long a creating command sends its mutation again
-// while the server cannot be reached or its answer is lost. Each try
-// carries the same idempotency key, so the server creates the thing once.
-const mutationRetry = time.Minute
-
-// newIdempotencyKey is the key of one command run: made once, before the
-// first try, and sent with every retry of it.
-func newIdempotencyKey() string { return uuid.NewString() }
 
 // projectFlag names the CLI's flag in the platform's refusal of a task
 // with no project, in place of the API's field.

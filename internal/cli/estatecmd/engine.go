@@ -1,4 +1,4 @@
-package main
+package estatecmd
 
 import (
 	"fmt"
@@ -8,10 +8,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/klique-ai/klique/internal/cli"
+
 	"github.com/spf13/cobra"
 )
 
-func newEngineCmd(c *cli) *cobra.Command {
+func newEngineCmd(c *cli.CLI) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "engine status|enable|disable",
 		Short: "See, disable or enable the compute policy engine",
@@ -23,12 +25,12 @@ until it is enabled again; work already placed keeps its capacity.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if actions := cmd.ValidArgs; !slices.Contains(actions, args[0]) {
 				hint := ""
-				if s := nearest(args[0], actions); len(s) > 0 {
-					hint = " (did you mean " + orList(s, "") + "?)"
+				if s := cli.Nearest(args[0], actions); len(s) > 0 {
+					hint = " (did you mean " + cli.OrList(s, "") + "?)"
 				}
-				return usagef("unknown engine action %q: say status, enable or disable%s", args[0], hint)
+				return cli.Usagef("unknown engine action %q: say status, enable or disable%s", args[0], hint)
 			}
-			cl, err := c.client(cmd.Context())
+			cl, err := c.Client(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -44,13 +46,13 @@ until it is enabled again; work already placed keeps its capacity.`,
 				return err
 			}
 			st := out["engine"]
-			if c.output != "table" {
-				return c.print(st)
+			if c.Output != "table" {
+				return c.Print(st)
 			}
 			if st["enabled"] == true {
-				fmt.Fprintln(c.out, "the compute policy engine is enabled")
+				fmt.Fprintln(c.Out, "the compute policy engine is enabled")
 			} else {
-				fmt.Fprintf(c.out, "the compute policy engine is disabled (by %s since %s)\n", str(st, "by"), str(st, "since"))
+				fmt.Fprintf(c.Out, "the compute policy engine is disabled (by %s since %s)\n", cli.Str(st, "by"), cli.Str(st, "since"))
 			}
 			return nil
 		},
@@ -58,13 +60,13 @@ until it is enabled again; work already placed keeps its capacity.`,
 	return cmd
 }
 
-func newPolicyCmd(c *cli) *cobra.Command {
+func newPolicyCmd(c *cli.CLI) *cobra.Command {
 	return &cobra.Command{
 		Use:   "policy [GROUP]",
 		Short: "Your groups' use against their reservation, limit and time budget",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := c.client(cmd.Context())
+			cl, err := c.Client(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -77,35 +79,35 @@ func newPolicyCmd(c *cli) *cobra.Command {
 				budget { period hours usedHours leftHours burnRate projectedRunOut resetsAt alert usedUp } computeResources { name } } }`, vars, &out); err != nil {
 				return err
 			}
-			if c.output != "table" {
-				return c.print(out.PolicyView)
+			if c.Output != "table" {
+				return c.Print(out.PolicyView)
 			}
 			var rows [][]string
 			for _, v := range out.PolicyView {
 				budget := "-"
 				if b, ok := v["budget"].(map[string]any); ok {
-					budget = fmt.Sprintf("%s of %s h used this %s", str(b, "usedHours"), str(b, "hours"), strings.ToLower(str(b, "period")))
+					budget = fmt.Sprintf("%s of %s h used this %s", cli.Str(b, "usedHours"), cli.Str(b, "hours"), strings.ToLower(cli.Str(b, "period")))
 					switch {
 					case b["usedUp"] == true:
-						budget += ", USED UP until " + str(b, "resetsAt")
-					case str(b, "projectedRunOut") != "":
-						budget += ", runs out " + str(b, "projectedRunOut")
+						budget += ", USED UP until " + cli.Str(b, "resetsAt")
+					case cli.Str(b, "projectedRunOut") != "":
+						budget += ", runs out " + cli.Str(b, "projectedRunOut")
 					}
 					if b["alert"] == true && b["usedUp"] != true {
 						budget += " (alert)"
 					}
 				}
-				rows = append(rows, []string{str(v, "group", "name"),
-					fmt.Sprintf("%s / %s / %s", str(v, "heldGpus"), str(v, "reservationGpus"), str(v, "limitGpus")),
-					str(v, "borrowedGpus"), str(v, "holdingTasks"), str(v, "waitingTasks"), budget})
+				rows = append(rows, []string{cli.Str(v, "group", "name"),
+					fmt.Sprintf("%s / %s / %s", cli.Str(v, "heldGpus"), cli.Str(v, "reservationGpus"), cli.Str(v, "limitGpus")),
+					cli.Str(v, "borrowedGpus"), cli.Str(v, "holdingTasks"), cli.Str(v, "waitingTasks"), budget})
 			}
-			c.table([]string{"GROUP", "GPUS HELD / RESERVED / LIMIT", "BORROWED", "TASKS HOLDING", "WAITING", "TIME BUDGET"}, rows)
+			c.Table([]string{"GROUP", "GPUS HELD / RESERVED / LIMIT", "BORROWED", "TASKS HOLDING", "WAITING", "TIME BUDGET"}, rows)
 			return nil
 		},
 	}
 }
 
-func newUsageCmd(c *cli) *cobra.Command {
+func newUsageCmd(c *cli.CLI) *cobra.Command {
 	var from, to, by, user, project, group string
 	var budgetsOnly bool
 	cmd := &cobra.Command{
@@ -124,7 +126,7 @@ what -o json prints without it).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if budgetsOnly {
-				return c.tokenBudgets(cmd, project, true)
+				return tokenBudgets(c, cmd, project, true)
 			}
 			f, t, err := usageRange(from, to)
 			if err != nil {
@@ -143,7 +145,7 @@ what -o json prints without it).`,
 					in[k] = v
 				}
 			}
-			cl, err := c.client(cmd.Context())
+			cl, err := c.Client(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -154,28 +156,28 @@ what -o json prints without it).`,
 				map[string]any{"in": in}, &out); err != nil {
 				return err
 			}
-			if c.output != "table" {
-				return c.print(out.Usage.Rows)
+			if c.Output != "table" {
+				return c.Print(out.Usage.Rows)
 			}
 			header := append([]string(nil), dims...)
 			header = append(header, "GPU-HOURS", "BUDGET HOURS", "COST", "CALLS", "INPUT TOKENS", "OUTPUT TOKENS", "TOKEN COST")
 			var rows [][]string
 			for _, r := range out.Usage.Rows {
 				var rec []string
-				for _, k := range asList(r["keys"]) {
-					rec = append(rec, str(k.(map[string]any), "name"))
+				for _, k := range cli.AsList(r["keys"]) {
+					rec = append(rec, cli.Str(k.(map[string]any), "name"))
 				}
-				rec = append(rec, fmt.Sprintf("%.2f", r["gpuHours"]), fmt.Sprintf("%.2f", r["budgetHours"]), money(r["cost"], str(r, "currency")),
+				rec = append(rec, fmt.Sprintf("%.2f", r["gpuHours"]), fmt.Sprintf("%.2f", r["budgetHours"]), money(r["cost"], cli.Str(r, "currency")),
 					fmt.Sprintf("%.0f", r["calls"]), fmt.Sprintf("%.0f", r["inputTokens"]), fmt.Sprintf("%.0f", r["outputTokens"]),
-					money(r["tokenCost"], str(r, "tokenCurrency")))
+					money(r["tokenCost"], cli.Str(r, "tokenCurrency")))
 				rows = append(rows, rec)
 			}
 			if len(rows) == 0 {
-				fmt.Fprintf(c.err, "no usage from %s to %s\n", f.Format(time.RFC3339), t.Format(time.RFC3339))
+				fmt.Fprintf(c.Err, "no usage from %s to %s\n", f.Format(time.RFC3339), t.Format(time.RFC3339))
 			} else {
-				c.table(header, rows)
+				c.Table(header, rows)
 			}
-			return c.tokenBudgets(cmd, project, false)
+			return tokenBudgets(c, cmd, project, false)
 		},
 	}
 	cmd.Flags().BoolVar(&budgetsOnly, "budgets", false, "show only the token and money budgets in their current period (used, reserved, left, burn rate, run-out)")
@@ -216,7 +218,7 @@ func usageRange(from, to string) (time.Time, time.Time, error) {
 		if t, err := time.Parse("2006-01-02", v); err == nil {
 			return t, nil
 		}
-		return time.Time{}, usagef("--%s %q: give a date such as 2026-11-01 or a time such as 2026-11-01T09:00:00Z", flag, v)
+		return time.Time{}, cli.Usagef("--%s %q: give a date such as 2026-11-01 or a time such as 2026-11-01T09:00:00Z", flag, v)
 	}
 	f, err := parse("from", from, time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC))
 	if err != nil {
@@ -229,8 +231,8 @@ func usageRange(from, to string) (time.Time, time.Time, error) {
 // tokenBudgets shows the token and money budgets in their current period
 // (of project, or of every project the caller sees): alone, or after the
 // usage table, parted from it by a blank line.
-func (c *cli) tokenBudgets(cmd *cobra.Command, project string, alone bool) error {
-	cl, err := c.client(cmd.Context())
+func tokenBudgets(c *cli.CLI, cmd *cobra.Command, project string, alone bool) error {
+	cl, err := c.Client(cmd.Context())
 	if err != nil {
 		return err
 	}
@@ -245,12 +247,12 @@ func (c *cli) tokenBudgets(cmd *cobra.Command, project string, alone bool) error
 		map[string]any{"p": p}, &out); err != nil {
 		return err
 	}
-	if alone && c.output != "table" {
-		return c.print(out.TokenBudgetView)
+	if alone && c.Output != "table" {
+		return c.Print(out.TokenBudgetView)
 	}
 	if len(out.TokenBudgetView) == 0 {
 		if alone {
-			fmt.Fprintln(c.err, "no token budgets you may see")
+			fmt.Fprintln(c.Err, "no token budgets you may see")
 		}
 		return nil
 	}
@@ -263,7 +265,7 @@ func (c *cli) tokenBudgets(cmd *cobra.Command, project string, alone bool) error
 			}
 			return fmt.Sprintf("%.0f", f)
 		}
-		unit, user, runsOut := "tokens", str(b, "userName"), str(b, "runsOutAt")
+		unit, user, runsOut := "tokens", cli.Str(b, "userName"), cli.Str(b, "runsOutAt")
 		if b["money"] == true {
 			unit = "money"
 		}
@@ -273,12 +275,12 @@ func (c *cli) tokenBudgets(cmd *cobra.Command, project string, alone bool) error
 		if runsOut == "" {
 			runsOut = "not before reset"
 		}
-		rows = append(rows, []string{str(b, "projectName"), user, strings.ToLower(str(b, "period")), unit,
-			amount("limit"), amount("used"), amount("reserved"), amount("left"), amount("burnRate"), runsOut, str(b, "resetsAt")})
+		rows = append(rows, []string{cli.Str(b, "projectName"), user, strings.ToLower(cli.Str(b, "period")), unit,
+			amount("limit"), amount("used"), amount("reserved"), amount("left"), amount("burnRate"), runsOut, cli.Str(b, "resetsAt")})
 	}
 	if !alone {
-		fmt.Fprintln(c.out)
+		fmt.Fprintln(c.Out)
 	}
-	c.table([]string{"PROJECT", "USER", "PERIOD", "UNIT", "LIMIT", "USED", "RESERVED", "LEFT", "BURN/H", "RUNS OUT", "RESETS"}, rows)
+	c.Table([]string{"PROJECT", "USER", "PERIOD", "UNIT", "LIMIT", "USED", "RESERVED", "LEFT", "BURN/H", "RUNS OUT", "RESETS"}, rows)
 	return nil
 }

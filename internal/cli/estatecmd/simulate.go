@@ -1,4 +1,4 @@
-package main
+package estatecmd
 
 import (
 	"fmt"
@@ -7,13 +7,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/klique-ai/klique/internal/cli"
+
 	"github.com/spf13/cobra"
 
 	"github.com/klique-ai/klique/engine/sim"
 	"github.com/klique-ai/klique/internal/estate"
 )
 
-func newSimulateCmd(c *cli) *cobra.Command {
+func newSimulateCmd(c *cli.CLI) *cobra.Command {
 	var estateFile, workloadFile, start, until string
 	var interval time.Duration
 	cmd := &cobra.Command{
@@ -41,19 +43,19 @@ back to its queue in its old order and later runs for the time it had left
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if estateFile == "" || workloadFile == "" {
-				return usagef("give the estate file with --estate and the workload with --workload")
+				return cli.Usagef("give the estate file with --estate and the workload with --workload")
 			}
-			if c.output != "table" && c.output != "json" && c.output != "yaml" {
-				return usagef("output format %q is not known: use table, json or yaml", c.output)
+			if c.Output != "table" && c.Output != "json" && c.Output != "yaml" {
+				return cli.Usagef("output format %q is not known: use table, json or yaml", c.Output)
 			}
 			if interval <= 0 {
-				return usagef("--pass-interval must be more than 0")
+				return cli.Usagef("--pass-interval must be more than 0")
 			}
 			opt := sim.Options{PassInterval: interval}
 			if start != "" {
 				t, err := time.Parse(time.RFC3339, start)
 				if err != nil {
-					return usagef("--start %q is not an RFC 3339 time such as 2026-12-03T00:00:00Z", start)
+					return cli.Usagef("--start %q is not an RFC 3339 time such as 2026-12-03T00:00:00Z", start)
 				}
 				opt.Start = t.UTC()
 			}
@@ -63,7 +65,7 @@ back to its queue in its old order and later runs for the time it had left
 			}
 			f, err := os.Open(workloadFile)
 			if err != nil {
-				return usagef("read %s: %v", workloadFile, err)
+				return cli.Usagef("read %s: %v", workloadFile, err)
 			}
 			defer f.Close()
 			w, err := sim.ParseWorkload(f)
@@ -79,8 +81,8 @@ back to its queue in its old order and later runs for the time it had left
 			if err != nil {
 				return err
 			}
-			if c.output != "table" {
-				return c.print(res)
+			if c.Output != "table" {
+				return c.Print(res)
 			}
 			printSimulation(c, res)
 			return nil
@@ -96,17 +98,17 @@ back to its queue in its old order and later runs for the time it had left
 
 // loadSimEstate reads an estate file the way klique apply does (see
 // sim.LoadEstate) and prints its warnings.
-func loadSimEstate(c *cli, file string) (*estate.Estate, error) {
+func loadSimEstate(c *cli.CLI, file string) (*estate.Estate, error) {
 	data, err := os.ReadFile(file)
 	if err != nil {
-		return nil, usagef("read %s: %v", file, err)
+		return nil, cli.Usagef("read %s: %v", file, err)
 	}
 	e, warnings, err := sim.LoadEstate(data)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", file, err)
 	}
 	for _, w := range warnings {
-		fmt.Fprintf(c.err, "warning: %s\n", w)
+		fmt.Fprintf(c.Err, "warning: %s\n", w)
 	}
 	return e, nil
 }
@@ -118,7 +120,7 @@ func simUntil(text string, start time.Time, w *sim.Workload) (time.Time, error) 
 	}
 	d, err := time.ParseDuration(text)
 	if err != nil || d <= 0 {
-		return time.Time{}, usagef("--until %q is neither an RFC 3339 time nor a duration such as 24h", text)
+		return time.Time{}, cli.Usagef("--until %q is neither an RFC 3339 time nor a duration such as 24h", text)
 	}
 	if start.IsZero() {
 		for _, a := range w.Arrivals {
@@ -127,14 +129,14 @@ func simUntil(text string, start time.Time, w *sim.Workload) (time.Time, error) 
 			}
 		}
 		if start.IsZero() {
-			return time.Time{}, usagef("--until %s counts from the start: give --start too", text)
+			return time.Time{}, cli.Usagef("--until %s counts from the start: give --start too", text)
 		}
 	}
 	return start.Add(d), nil
 }
 
-func printSimulation(c *cli, r *sim.Result) {
-	fmt.Fprintf(c.out, "Simulated %s to %s (%s): %d passes, every %s while work changed, else at the next event.\n\n",
+func printSimulation(c *cli.CLI, r *sim.Result) {
+	fmt.Fprintf(c.Out, "Simulated %s to %s (%s): %d passes, every %s while work changed, else at the next event.\n\n",
 		simTime(r.Start), simTime(r.End), simDuration(r.End.Sub(r.Start)), r.Passes, r.PassInterval)
 	var rows [][]string
 	for _, g := range r.Groups {
@@ -142,24 +144,24 @@ func printSimulation(c *cli, r *sim.Result) {
 			simSeconds(g.WaitP50), simSeconds(g.WaitP95), simSeconds(g.WaitMax), strconv.Itoa(g.PreemptedReclaim), strconv.Itoa(g.PreemptedBudget),
 			strconv.Itoa(g.ReclaimedFor), strconv.Itoa(g.BudgetRunOuts), simHours(g.GPUHours), simOptHours(g.BudgetHours)})
 	}
-	c.table([]string{"GROUP", "TASKS", "FINISHED", "RUNNING", "WAITING", "WAIT P50", "WAIT P95", "WAIT MAX",
+	c.Table([]string{"GROUP", "TASKS", "FINISHED", "RUNNING", "WAITING", "WAIT P50", "WAIT P95", "WAIT MAX",
 		"PREEMPTED:RECLAIM", "PREEMPTED:BUDGET", "RECLAIMED FOR IT", "BUDGET RUN-OUTS", "GPU-HOURS", "BUDGET HOURS"}, rows)
-	fmt.Fprintln(c.out)
+	fmt.Fprintln(c.Out)
 	rows = nil
 	for _, p := range r.Pools {
 		rows = append(rows, []string{p.Pool, strconv.Itoa(p.CapacityGPUs), simHours(p.GPUHours),
 			strconv.FormatFloat(p.Utilization*100, 'f', 1, 64) + "%", strconv.FormatFloat(p.PeakGPUs, 'f', -1, 64)})
 	}
-	c.table([]string{"POOL", "CAPACITY", "GPU-HOURS", "UTILISATION", "PEAK GPUS"}, rows)
+	c.Table([]string{"POOL", "CAPACITY", "GPU-HOURS", "UTILISATION", "PEAK GPUS"}, rows)
 	if len(r.RunOuts) == 0 {
 		return
 	}
-	fmt.Fprintln(c.out)
+	fmt.Fprintln(c.Out)
 	rows = nil
 	for _, o := range r.RunOuts {
 		rows = append(rows, []string{o.Group, simTime(o.At), fmt.Sprintf("%s h per %s", simHours(o.Hours), o.Period), simTime(o.ResetAt)})
 	}
-	c.table([]string{"BUDGET RUN-OUT", "AT", "BUDGET", "RESETS"}, rows)
+	c.Table([]string{"BUDGET RUN-OUT", "AT", "BUDGET", "RESETS"}, rows)
 }
 
 func simTime(t time.Time) string { return t.UTC().Format("Mon 2006-01-02 15:04:05 UTC") }

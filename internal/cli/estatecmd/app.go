@@ -1,4 +1,4 @@
-package main
+package estatecmd
 
 import (
 	"bytes"
@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"strings"
+
+	"github.com/klique-ai/klique/internal/cli"
 
 	"github.com/spf13/cobra"
 )
@@ -45,21 +47,21 @@ const appInstanceFields = `id name app state reason url address route values`
 // newAppCmd is `klique app`: the app catalogue and app instances. Every
 // rule (the form's schema, locks, the launches switch, quotas) is the
 // platform's; this only asks it.
-func newAppCmd(c *cli) *cobra.Command {
+func newAppCmd(c *cli.CLI) *cobra.Command {
 	cmd := &cobra.Command{Use: "app", Short: "List, launch, export and stop apps: model servers and sessions on a compute resource"}
 	cmd.AddCommand(newAppLsCmd(c), newAppLaunchCmd(c), newAppExportCmd(c), newAppOpenCmd(c), newAppStopCmd(c),
 		newAppLockCmd(c, "lock", true), newAppLockCmd(c, "unlock", false))
 	return cmd
 }
 
-func newAppLsCmd(c *cli) *cobra.Command {
+func newAppLsCmd(c *cli.CLI) *cobra.Command {
 	var instances, active bool
 	cmd := &cobra.Command{
 		Use:   "ls",
 		Short: "List the app catalogue, or with --instances the app instances you may see",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cl, err := c.client(cmd.Context())
+			cl, err := c.Client(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -68,14 +70,14 @@ func newAppLsCmd(c *cli) *cobra.Command {
 				if err := cl.Do(cmd.Context(), `query($a: Boolean) { appInstances(active: $a) { `+appInstanceFields+` } }`, map[string]any{"a": active}, &out); err != nil {
 					return err
 				}
-				if c.output != "table" {
-					return c.print(out.AppInstances)
+				if c.Output != "table" {
+					return c.Print(out.AppInstances)
 				}
 				var rows [][]string
 				for _, i := range out.AppInstances {
 					rows = append(rows, []string{i.ID, i.Name, i.App, i.State, i.URL})
 				}
-				c.table([]string{"ID", "NAME", "APP", "STATE", "URL"}, rows)
+				c.Table([]string{"ID", "NAME", "APP", "STATE", "URL"}, rows)
 				return nil
 			}
 			var out struct {
@@ -87,8 +89,8 @@ func newAppLsCmd(c *cli) *cobra.Command {
 			if err := cl.Do(cmd.Context(), `{ apps { name description kind form locked builtIn } }`, nil, &out); err != nil {
 				return err
 			}
-			if c.output != "table" {
-				return c.print(out.Apps)
+			if c.Output != "table" {
+				return c.Print(out.Apps)
 			}
 			var rows [][]string
 			for _, a := range out.Apps {
@@ -98,7 +100,7 @@ func newAppLsCmd(c *cli) *cobra.Command {
 				}
 				rows = append(rows, []string{a.Name, a.Kind, state, a.Description})
 			}
-			c.table([]string{"NAME", "KIND", "STATE", "DESCRIPTION"}, rows)
+			c.Table([]string{"NAME", "KIND", "STATE", "DESCRIPTION"}, rows)
 			return nil
 		},
 	}
@@ -157,7 +159,7 @@ func (f *launchFlags) apply(d *launchDoc) error {
 	for _, p := range f.params {
 		k, v, ok := strings.Cut(p, "=")
 		if !ok || strings.TrimSpace(k) == "" {
-			return usagef("--param %q: write it as name=value", p)
+			return cli.Usagef("--param %q: write it as name=value", p)
 		}
 		var x any
 		if err := json.Unmarshal([]byte(v), &x); err != nil {
@@ -168,7 +170,7 @@ func (f *launchFlags) apply(d *launchDoc) error {
 	return nil
 }
 
-func newAppLaunchCmd(c *cli) *cobra.Command {
+func newAppLaunchCmd(c *cli.CLI) *cobra.Command {
 	var f launchFlags
 	cmd := &cobra.Command{
 		Use:   "launch [NAME]",
@@ -182,41 +184,41 @@ func newAppLaunchCmd(c *cli) *cobra.Command {
 			if f.from != "" {
 				b, err := os.ReadFile(f.from)
 				if err != nil {
-					return usagef("--from: %v", err)
+					return cli.Usagef("--from: %v", err)
 				}
 				dec := json.NewDecoder(bytes.NewReader(b))
 				dec.DisallowUnknownFields()
 				if err := dec.Decode(&d); err != nil {
-					return usagef("--from %s is not a launch file (%v); write one with 'klique app export NAME'", f.from, err)
+					return cli.Usagef("--from %s is not a launch file (%v); write one with 'klique app export NAME'", f.from, err)
 				}
 			}
 			if len(args) == 1 {
 				d.App = args[0]
 			}
 			if d.App == "" {
-				return usagef("say which app to launch: klique app launch NAME (see 'klique app ls'), or --from FILE")
+				return cli.Usagef("say which app to launch: klique app launch NAME (see 'klique app ls'), or --from FILE")
 			}
 			if err := f.apply(&d); err != nil {
 				return err
 			}
 			if d.ComputeResource == "" {
-				return usagef("say where to launch it: --resource NAME (see 'klique get computeresources')")
+				return cli.Usagef("say where to launch it: --resource NAME (see 'klique get computeresources')")
 			}
-			cl, err := c.client(cmd.Context())
+			cl, err := c.Client(cmd.Context())
 			if err != nil {
 				return err
 			}
 			var out struct{ LaunchApp appInstanceOut }
 			// An idempotency key makes a retry after a lost answer return
 			// the instance the first request launched.
-			if err := cl.Mutate(cmd.Context(), newIdempotencyKey(), `mutation($in: LaunchAppInput!) { launchApp(input: $in) { `+appInstanceFields+` } }`, map[string]any{"in": d}, &out); err != nil {
+			if err := cl.Mutate(cmd.Context(), cli.NewIdempotencyKey(), `mutation($in: LaunchAppInput!) { launchApp(input: $in) { `+appInstanceFields+` } }`, map[string]any{"in": d}, &out); err != nil {
 				return err
 			}
-			if c.output != "table" {
-				return c.print(out.LaunchApp)
+			if c.Output != "table" {
+				return c.Print(out.LaunchApp)
 			}
 			i := out.LaunchApp
-			fmt.Fprintf(c.out, "%s\nlaunched %s (app %s): %s; it will be served at %s\n", i.ID, i.Name, i.App, i.State, i.URL)
+			fmt.Fprintf(c.Out, "%s\nlaunched %s (app %s): %s; it will be served at %s\n", i.ID, i.Name, i.App, i.State, i.URL)
 			return nil
 		},
 	}
@@ -224,7 +226,7 @@ func newAppLaunchCmd(c *cli) *cobra.Command {
 	return cmd
 }
 
-func newAppExportCmd(c *cli) *cobra.Command {
+func newAppExportCmd(c *cli.CLI) *cobra.Command {
 	var f launchFlags
 	cmd := &cobra.Command{
 		Use:   "export NAME",
@@ -233,7 +235,7 @@ func newAppExportCmd(c *cli) *cobra.Command {
   klique app launch --from launch.json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := c.client(cmd.Context())
+			cl, err := c.Client(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -257,7 +259,7 @@ func newAppExportCmd(c *cli) *cobra.Command {
 			if err := f.apply(&d); err != nil {
 				return err
 			}
-			enc := json.NewEncoder(c.out)
+			enc := json.NewEncoder(c.Out)
 			enc.SetIndent("", "  ")
 			return enc.Encode(d)
 		},
@@ -269,13 +271,13 @@ func newAppExportCmd(c *cli) *cobra.Command {
 // newAppOpenCmd is `klique app open ID`: the instance's URL on the control
 // plane (the router serves it there) and its state, so a script can wait
 // for ready before it opens it.
-func newAppOpenCmd(c *cli) *cobra.Command {
+func newAppOpenCmd(c *cli.CLI) *cobra.Command {
 	return &cobra.Command{
 		Use:   "open ID",
 		Short: "Print an app instance's URL and its state (ready once its health path answers)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := c.client(cmd.Context())
+			cl, err := c.Client(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -285,10 +287,10 @@ func newAppOpenCmd(c *cli) *cobra.Command {
 			}
 			in := out.AppInstance
 			in.URL = cl.BaseURL + in.URL
-			if c.output != "table" {
-				return c.print(in)
+			if c.Output != "table" {
+				return c.Print(in)
 			}
-			fmt.Fprintln(c.out, in.URL)
+			fmt.Fprintln(c.Out, in.URL)
 			state := in.State
 			if in.Address != "" {
 				state += " at " + in.Address
@@ -296,19 +298,19 @@ func newAppOpenCmd(c *cli) *cobra.Command {
 			if in.State != "ready" && in.Reason != "" {
 				state += ": " + in.Reason
 			}
-			fmt.Fprintf(c.out, "%s (%s): %s\n", in.Name, in.ID, state)
+			fmt.Fprintf(c.Out, "%s (%s): %s\n", in.Name, in.ID, state)
 			return nil
 		},
 	}
 }
 
-func newAppStopCmd(c *cli) *cobra.Command {
+func newAppStopCmd(c *cli.CLI) *cobra.Command {
 	return &cobra.Command{
 		Use:   "stop ID",
 		Short: "Stop an app instance: its GPUs are released",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := c.client(cmd.Context())
+			cl, err := c.Client(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -316,16 +318,16 @@ func newAppStopCmd(c *cli) *cobra.Command {
 			if err := cl.Do(cmd.Context(), `mutation($id: ID!) { stopApp(id: $id) { `+appInstanceFields+` } }`, map[string]any{"id": args[0]}, &out); err != nil {
 				return err
 			}
-			if c.output != "table" {
-				return c.print(out.StopApp)
+			if c.Output != "table" {
+				return c.Print(out.StopApp)
 			}
-			fmt.Fprintf(c.out, "stopped %s (%s): %s\n", out.StopApp.Name, out.StopApp.ID, out.StopApp.Reason)
+			fmt.Fprintf(c.Out, "stopped %s (%s): %s\n", out.StopApp.Name, out.StopApp.ID, out.StopApp.Reason)
 			return nil
 		},
 	}
 }
 
-func newAppLockCmd(c *cli, verb string, lock bool) *cobra.Command {
+func newAppLockCmd(c *cli.CLI, verb string, lock bool) *cobra.Command {
 	short := "Lock an app (admins): it can no longer be launched"
 	if !lock {
 		short = "Unlock an app (admins)"
@@ -335,14 +337,14 @@ func newAppLockCmd(c *cli, verb string, lock bool) *cobra.Command {
 		Short: short,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := c.client(cmd.Context())
+			cl, err := c.Client(cmd.Context())
 			if err != nil {
 				return err
 			}
 			if err := cl.Do(cmd.Context(), `mutation($n: String!) { `+verb+`App(name: $n) { app { name } } }`, map[string]any{"n": args[0]}, nil); err != nil {
 				return err
 			}
-			fmt.Fprintf(c.out, "app %s %sed\n", args[0], verb)
+			fmt.Fprintf(c.Out, "app %s %sed\n", args[0], verb)
 			return nil
 		},
 	}

@@ -1,4 +1,4 @@
-package main
+package estatecmd
 
 import (
 	"bytes"
@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/klique-ai/klique/internal/cli"
 	"github.com/spf13/cobra"
 )
 
@@ -16,9 +17,9 @@ import (
 func simulate(t *testing.T, args ...string) (string, string, error) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	c := &cli{out: &out, err: &errOut}
+	c := &cli.CLI{Out: &out, Err: &errOut}
 	root := &cobra.Command{Use: "klique", SilenceUsage: true, SilenceErrors: true}
-	root.PersistentFlags().StringVarP(&c.output, "output", "o", "table", "output format")
+	root.PersistentFlags().StringVarP(&c.Output, "output", "o", "table", "output format")
 	root.AddCommand(newSimulateCmd(c))
 	root.SetArgs(append([]string{"simulate"}, args...))
 	root.SetOut(&out)
@@ -28,7 +29,7 @@ func simulate(t *testing.T, args ...string) (string, string, error) {
 }
 
 func TestSimulateCommand(t *testing.T) {
-	example := []string{"--estate", "../../examples/estate.yaml", "--workload", "../../examples/workload.jsonl"}
+	example := []string{"--estate", "../../../examples/estate.yaml", "--workload", "../../../examples/workload.jsonl"}
 
 	t.Run("the shipped example prints waits, preemptions, utilisation and the budget run-out", func(t *testing.T) {
 		out, _, err := simulate(t, example...)
@@ -99,13 +100,13 @@ func TestSimulateCommand(t *testing.T) {
 			want string
 		}{
 			{nil, "give the estate file with --estate and the workload with --workload"},
-			{[]string{"--estate", "../../examples/estate.yaml", "--workload", bad}, `workload line 2: group "nlp" has no compute resource "2 GPUs"`},
-			{[]string{"--estate", "../../examples/estate.yaml", "--workload", filepath.Join(dir, "missing.jsonl")}, "read "},
+			{[]string{"--estate", "../../../examples/estate.yaml", "--workload", bad}, `workload line 2: group "nlp" has no compute resource "2 GPUs"`},
+			{[]string{"--estate", "../../../examples/estate.yaml", "--workload", filepath.Join(dir, "missing.jsonl")}, "read "},
 			{append(example, "--start", "tomorrow"), "--start \"tomorrow\" is not an RFC 3339 time"},
 			{append(example, "--pass-interval", "0s"), "--pass-interval must be more than 0"},
 			{append(example, "--until", "soon"), "--until \"soon\" is neither"},
 			{append(example, "-o", "xml"), "output format \"xml\" is not known"},
-			{[]string{"--estate", "../../examples/workload.jsonl", "--workload", bad}, "workload.jsonl"},
+			{[]string{"--estate", "../../../examples/workload.jsonl", "--workload", bad}, "workload.jsonl"},
 		}
 		for _, c := range cases {
 			_, _, err := simulate(t, c.args...)
