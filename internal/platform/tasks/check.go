@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 
+	"github.com/klique-ai/klique/internal/identity"
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform/kernel"
 )
@@ -38,4 +39,12 @@ func (s *Tasks) CheckEnqueue(ctx context.Context, in EnqueueInput) (*model.Task,
 		return nil, err
 	}
 	return task, nil
+}
+
+// AbortAsSystem aborts a task on the control plane's own authority (actor
+// names it in the audit trail), by the same path as AbortTask: a pipeline
+// whose owner lost access stops the work it started for them.
+func (s *Tasks) AbortAsSystem(ctx context.Context, tenantID, id, actor, reason string) (*model.Task, error) {
+	return s.abortAs(ctx, kernel.System(tenantID, actor), true, id, func(*model.Task) error { return nil },
+		func(*identity.Principal) string { return reason })
 }
