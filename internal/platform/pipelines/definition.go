@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"sigs.k8s.io/yaml"
+	"github.com/goccy/go-yaml"
 
 	"github.com/klique-ai/klique/internal/model"
 )
@@ -66,7 +66,8 @@ func ParseDefinition(text string) (*model.PipelineDefinition, error) {
 		return nil, fmt.Errorf("the pipeline definition is empty: give its name and steps")
 	}
 	var f fileDef
-	if err := yaml.UnmarshalStrict([]byte(text), &f); err != nil {
+	// YAML 1.2: "n", "no" and "off" are strings, not booleans.
+	if err := yaml.UnmarshalWithOptions([]byte(text), &f, yaml.DisallowUnknownField()); err != nil {
 		return nil, fmt.Errorf("read the pipeline definition: %v", err)
 	}
 	def := &model.PipelineDefinition{Name: f.Name, Project: f.Project}
@@ -107,6 +108,8 @@ func scalars(where string, m map[string]any) (map[string]string, error) {
 			out[k] = x
 		case float64:
 			out[k] = strconv.FormatFloat(x, 'g', -1, 64)
+		case int, int64, uint64:
+			out[k] = fmt.Sprint(x)
 		case bool:
 			out[k] = strconv.FormatBool(x)
 		case nil:
