@@ -32,9 +32,9 @@ steps:
 		t.Fatalf("definition %+v", d)
 	}
 	for text, want := range map[string]string{
-		"name: p\nsteps: [{name: a, comand: [x]}]":                  "comand",
-		"name: p\nsteps: [{name: a, parameters: {x: [1, 2]}}]":      "must be a string, number or boolean",
-		"  ":                                                        "empty",
+		"name: p\nsteps: [{name: a, comand: [x]}]":             "comand",
+		"name: p\nsteps: [{name: a, parameters: {x: [1, 2]}}]": "must be a string, number or boolean",
+		"  ": "empty",
 		"name: p\nsteps: [{name: a, computeResource: x}]\nextra: 1": "extra",
 	} {
 		if _, err := ParseDefinition(text); err == nil || !strings.Contains(err.Error(), want) {
@@ -137,7 +137,9 @@ steps:
     inputs: {data: "{{steps.prep.artifacts.ds}}", model: "{{steps.train.artifacts.ds}}"}
 `)
 	spec, err := FillStep(d.Steps[0], Outputs{Params: map[string]string{"lr": "0.1"}, TaskIDs: map[string]string{"prep": "t1", "train": "t2"},
-		Metrics: func(step, name string) (float64, bool, error) { return 0.875, step == "train" && name == "val/acc", nil }})
+		Metrics: func(step, name string) (float64, bool, error) {
+			return 0.875, step == "train" && name == "val/acc", nil
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
