@@ -135,7 +135,7 @@ command or flag is answered with the nearest one.`,
 		newEnqueueCmd(c), newRunCmd(c), newAbortCmd(c), newCloneCmd(c), newCompareCmd(c), newReportCmd(c),
 		newEngineCmd(c), newPolicyCmd(c), newUsageCmd(c), newSimulateCmd(c),
 		newTaskCmd(c), newSecretCmd(c), newWorkerCmd(c), newProjectCmd(c), newAppCmd(c),
-		newAutoscalerCmd(c), newRouterCmd(c),
+		newAutoscalerCmd(c), newRouterCmd(c), newPipelineCmd(c),
 		newHPCSubmitterCmd(c), newTaskRunCmd(c),
 	)
 	root.InitDefaultHelpCmd()
