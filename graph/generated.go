@@ -604,6 +604,7 @@ type ComplexityRoot struct {
 	}
 
 	Mutation struct {
+		AbortPipelineRun       func(childComplexity int, id string, reason *string) int
 		AbortTask              func(childComplexity int, id string, reason *string) int
 		ApplyEstate            func(childComplexity int, document string, dryRun *bool) int
 		CloneTask              func(childComplexity int, id string, parameterOverrides map[string]string, name *string, computeResource *string, group *string, project *string, idempotencyKey *string) int
@@ -653,6 +654,7 @@ type ComplexityRoot struct {
 		ReportLocalRun         func(childComplexity int, id string, input gqlmodel.LocalRunReportInput) int
 		RevokeAPIKey           func(childComplexity int, id string) int
 		RevokeWorkerCredential func(childComplexity int, id string) int
+		RunPipeline            func(childComplexity int, input gqlmodel.RunPipelineInput) int
 		SetAppLaunches         func(childComplexity int, enabled bool) int
 		SetAppQuota            func(childComplexity int, group *string, running int) int
 		SetDefaultProject      func(childComplexity int, project *string) int
@@ -693,6 +695,44 @@ type ComplexityRoot struct {
 	PageInfo struct {
 		EndCursor   func(childComplexity int) int
 		HasNextPage func(childComplexity int) int
+	}
+
+	PipelineRun struct {
+		CreatedAt  func(childComplexity int) int
+		Definition func(childComplexity int) int
+		FinishedAt func(childComplexity int) int
+		ID         func(childComplexity int) int
+		Name       func(childComplexity int) int
+		OwnerName  func(childComplexity int) int
+		Params     func(childComplexity int) int
+		ProjectID  func(childComplexity int) int
+		Reason     func(childComplexity int) int
+		State      func(childComplexity int) int
+		Steps      func(childComplexity int) int
+	}
+
+	PipelineStep struct {
+		Attempts            func(childComplexity int) int
+		CachedFromRunID     func(childComplexity int) int
+		ComputeResourceID   func(childComplexity int) int
+		ComputeResourceName func(childComplexity int) int
+		DependsOn           func(childComplexity int) int
+		FinishedAt          func(childComplexity int) int
+		Level               func(childComplexity int) int
+		Name                func(childComplexity int) int
+		OnFailure           func(childComplexity int) int
+		Reason              func(childComplexity int) int
+		Retry               func(childComplexity int) int
+		StartedAt           func(childComplexity int) int
+		State               func(childComplexity int) int
+		TaskID              func(childComplexity int) int
+		TaskIds             func(childComplexity int) int
+	}
+
+	PipelineTaskLink struct {
+		Attempt func(childComplexity int) int
+		RunID   func(childComplexity int) int
+		Step    func(childComplexity int) int
 	}
 
 	PolicyView struct {
@@ -847,6 +887,8 @@ type ComplexityRoot struct {
 		LlmEndpointHealth  func(childComplexity int) int
 		LlmRefusals        func(childComplexity int, since *time.Time, limit *int) int
 		Me                 func(childComplexity int) int
+		PipelineRun        func(childComplexity int, id string) int
+		PipelineRuns       func(childComplexity int, project *string, pipeline *string, states []gqlmodel.PipelineRunState, first *int, after *string) int
 		PolicyView         func(childComplexity int, group *string) int
 		Pool               func(childComplexity int, id string) int
 		Pools              func(childComplexity int, first *int, after *string) int
@@ -944,6 +986,7 @@ type ComplexityRoot struct {
 		AppInstanceChanged func(childComplexity int, app *string, id *string) int
 		BudgetBurn         func(childComplexity int, policy string) int
 		GatewayTraffic     func(childComplexity int) int
+		PipelineRunChanged func(childComplexity int, id string) int
 		PoolUtilization    func(childComplexity int) int
 		QueueChanged       func(childComplexity int, computeResource string) int
 		TaskEvents         func(childComplexity int, id string) int
@@ -966,6 +1009,7 @@ type ComplexityRoot struct {
 		Name            func(childComplexity int) int
 		Outputs         func(childComplexity int) int
 		Owner           func(childComplexity int) int
+		PipelineStep    func(childComplexity int) int
 		PlacedAt        func(childComplexity int) int
 		Pool            func(childComplexity int) int
 		Position        func(childComplexity int) int
@@ -1325,6 +1369,8 @@ type MutationResolver interface {
 	RevokeAPIKey(ctx context.Context, id string) (*model.APIKey, error)
 	CreateTenant(ctx context.Context, input gqlmodel.CreateTenantInput) (*gqlmodel.NewTenant, error)
 	SetDefaultProject(ctx context.Context, project *string) (*model.Project, error)
+	RunPipeline(ctx context.Context, input gqlmodel.RunPipelineInput) (*gqlmodel.PipelineRun, error)
+	AbortPipelineRun(ctx context.Context, id string, reason *string) (*gqlmodel.PipelineRun, error)
 	CreateProject(ctx context.Context, input allocation.ProjectInput) (*gqlmodel.ProjectPayload, error)
 	UpdateProject(ctx context.Context, id string, input allocation.ProjectInput) (*gqlmodel.ProjectPayload, error)
 	DeleteProject(ctx context.Context, id string) (*gqlmodel.DeletePayload, error)
@@ -1402,6 +1448,8 @@ type QueryResolver interface {
 	Group(ctx context.Context, id string) (*model.Group, error)
 	APIKeys(ctx context.Context, user *string, first *int, after *string) (*gqlmodel.APIKeyConnection, error)
 	Tenants(ctx context.Context, first *int, after *string) (*gqlmodel.TenantConnection, error)
+	PipelineRuns(ctx context.Context, project *string, pipeline *string, states []gqlmodel.PipelineRunState, first *int, after *string) ([]*gqlmodel.PipelineRun, error)
+	PipelineRun(ctx context.Context, id string) (*gqlmodel.PipelineRun, error)
 	Projects(ctx context.Context, first *int, after *string) (*gqlmodel.ProjectConnection, error)
 	Project(ctx context.Context, id string) (*model.Project, error)
 	UtilizationHistory(ctx context.Context, from *time.Time, to *time.Time, stepSeconds *int) (*live.UtilizationHistory, error)
@@ -1438,6 +1486,7 @@ type SubscriptionResolver interface {
 	BudgetBurn(ctx context.Context, policy string) (<-chan *live.BudgetBurnUpdate, error)
 	AppInstanceChanged(ctx context.Context, app *string, id *string) (<-chan *live.AppInstanceUpdate, error)
 	GatewayTraffic(ctx context.Context) (<-chan *live.GatewayTraffic, error)
+	PipelineRunChanged(ctx context.Context, id string) (<-chan *gqlmodel.PipelineRun, error)
 }
 type TaskResolver interface {
 	Reason(ctx context.Context, obj *model.Task) (string, error)
@@ -1450,6 +1499,7 @@ type TaskResolver interface {
 	Pool(ctx context.Context, obj *model.Task) (*model.Pool, error)
 	ClonedFrom(ctx context.Context, obj *model.Task) (*model.Task, error)
 
+	PipelineStep(ctx context.Context, obj *model.Task) (*gqlmodel.PipelineTaskLink, error)
 	Attempt(ctx context.Context, obj *model.Task) (int, error)
 	Retries(ctx context.Context, obj *model.Task) (int, error)
 	Worker(ctx context.Context, obj *model.Task) (*view.WorkerView, error)
@@ -3565,6 +3615,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.MetricValue.Value(childComplexity), true
 
+	case "Mutation.abortPipelineRun":
+		if e.ComplexityRoot.Mutation.AbortPipelineRun == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_abortPipelineRun_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.AbortPipelineRun(childComplexity, args["id"].(string), args["reason"].(*string)), true
 	case "Mutation.abortTask":
 		if e.ComplexityRoot.Mutation.AbortTask == nil {
 			break
@@ -4104,6 +4165,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.RevokeWorkerCredential(childComplexity, args["id"].(string)), true
+	case "Mutation.runPipeline":
+		if e.ComplexityRoot.Mutation.RunPipeline == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_runPipeline_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.RunPipeline(childComplexity, args["input"].(gqlmodel.RunPipelineInput)), true
 	case "Mutation.setAppLaunches":
 		if e.ComplexityRoot.Mutation.SetAppLaunches == nil {
 			break
@@ -4371,6 +4443,183 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.PageInfo.HasNextPage(childComplexity), true
+
+	case "PipelineRun.createdAt":
+		if e.ComplexityRoot.PipelineRun.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PipelineRun.CreatedAt(childComplexity), true
+	case "PipelineRun.definition":
+		if e.ComplexityRoot.PipelineRun.Definition == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PipelineRun.Definition(childComplexity), true
+	case "PipelineRun.finishedAt":
+		if e.ComplexityRoot.PipelineRun.FinishedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PipelineRun.FinishedAt(childComplexity), true
+	case "PipelineRun.id":
+		if e.ComplexityRoot.PipelineRun.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PipelineRun.ID(childComplexity), true
+	case "PipelineRun.name":
+		if e.ComplexityRoot.PipelineRun.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PipelineRun.Name(childComplexity), true
+	case "PipelineRun.ownerName":
+		if e.ComplexityRoot.PipelineRun.OwnerName == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PipelineRun.OwnerName(childComplexity), true
+	case "PipelineRun.params":
+		if e.ComplexityRoot.PipelineRun.Params == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PipelineRun.Params(childComplexity), true
+	case "PipelineRun.projectId":
+		if e.ComplexityRoot.PipelineRun.ProjectID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PipelineRun.ProjectID(childComplexity), true
+	case "PipelineRun.reason":
+		if e.ComplexityRoot.PipelineRun.Reason == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PipelineRun.Reason(childComplexity), true
+	case "PipelineRun.state":
+		if e.ComplexityRoot.PipelineRun.State == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PipelineRun.State(childComplexity), true
+	case "PipelineRun.steps":
+		if e.ComplexityRoot.PipelineRun.Steps == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PipelineRun.Steps(childComplexity), true
+
+	case "PipelineStep.attempts":
+		if e.ComplexityRoot.PipelineStep.Attempts == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PipelineStep.Attempts(childComplexity), true
+	case "PipelineStep.cachedFromRunId":
+		if e.ComplexityRoot.PipelineStep.CachedFromRunID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PipelineStep.CachedFromRunID(childComplexity), true
+	case "PipelineStep.computeResourceId":
+		if e.ComplexityRoot.PipelineStep.ComputeResourceID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PipelineStep.ComputeResourceID(childComplexity), true
+	case "PipelineStep.computeResourceName":
+		if e.ComplexityRoot.PipelineStep.ComputeResourceName == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PipelineStep.ComputeResourceName(childComplexity), true
+	case "PipelineStep.dependsOn":
+		if e.ComplexityRoot.PipelineStep.DependsOn == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PipelineStep.DependsOn(childComplexity), true
+	case "PipelineStep.finishedAt":
+		if e.ComplexityRoot.PipelineStep.FinishedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PipelineStep.FinishedAt(childComplexity), true
+	case "PipelineStep.level":
+		if e.ComplexityRoot.PipelineStep.Level == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PipelineStep.Level(childComplexity), true
+	case "PipelineStep.name":
+		if e.ComplexityRoot.PipelineStep.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PipelineStep.Name(childComplexity), true
+	case "PipelineStep.onFailure":
+		if e.ComplexityRoot.PipelineStep.OnFailure == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PipelineStep.OnFailure(childComplexity), true
+	case "PipelineStep.reason":
+		if e.ComplexityRoot.PipelineStep.Reason == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PipelineStep.Reason(childComplexity), true
+	case "PipelineStep.retry":
+		if e.ComplexityRoot.PipelineStep.Retry == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PipelineStep.Retry(childComplexity), true
+	case "PipelineStep.startedAt":
+		if e.ComplexityRoot.PipelineStep.StartedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PipelineStep.StartedAt(childComplexity), true
+	case "PipelineStep.state":
+		if e.ComplexityRoot.PipelineStep.State == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PipelineStep.State(childComplexity), true
+	case "PipelineStep.taskId":
+		if e.ComplexityRoot.PipelineStep.TaskID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PipelineStep.TaskID(childComplexity), true
+	case "PipelineStep.taskIds":
+		if e.ComplexityRoot.PipelineStep.TaskIds == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PipelineStep.TaskIds(childComplexity), true
+
+	case "PipelineTaskLink.attempt":
+		if e.ComplexityRoot.PipelineTaskLink.Attempt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PipelineTaskLink.Attempt(childComplexity), true
+	case "PipelineTaskLink.runId":
+		if e.ComplexityRoot.PipelineTaskLink.RunID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PipelineTaskLink.RunID(childComplexity), true
+	case "PipelineTaskLink.step":
+		if e.ComplexityRoot.PipelineTaskLink.Step == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PipelineTaskLink.Step(childComplexity), true
 
 	case "PolicyView.borrowedGpus":
 		if e.ComplexityRoot.PolicyView.BorrowedGpus == nil {
@@ -5072,6 +5321,28 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Me(childComplexity), true
+	case "Query.pipelineRun":
+		if e.ComplexityRoot.Query.PipelineRun == nil {
+			break
+		}
+
+		args, err := ec.field_Query_pipelineRun_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.PipelineRun(childComplexity, args["id"].(string)), true
+	case "Query.pipelineRuns":
+		if e.ComplexityRoot.Query.PipelineRuns == nil {
+			break
+		}
+
+		args, err := ec.field_Query_pipelineRuns_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.PipelineRuns(childComplexity, args["project"].(*string), args["pipeline"].(*string), args["states"].([]gqlmodel.PipelineRunState), args["first"].(*int), args["after"].(*string)), true
 	case "Query.policyView":
 		if e.ComplexityRoot.Query.PolicyView == nil {
 			break
@@ -5589,6 +5860,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Subscription.GatewayTraffic(childComplexity), true
+	case "Subscription.pipelineRunChanged":
+		if e.ComplexityRoot.Subscription.PipelineRunChanged == nil {
+			break
+		}
+
+		args, err := ec.field_Subscription_pipelineRunChanged_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Subscription.PipelineRunChanged(childComplexity, args["id"].(string)), true
 	case "Subscription.poolUtilization":
 		if e.ComplexityRoot.Subscription.PoolUtilization == nil {
 			break
@@ -5729,6 +6011,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Task.Owner(childComplexity), true
+	case "Task.pipelineStep":
+		if e.ComplexityRoot.Task.PipelineStep == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Task.PipelineStep(childComplexity), true
 	case "Task.placedAt":
 		if e.ComplexityRoot.Task.PlacedAt == nil {
 			break
@@ -6611,6 +6899,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 			graphql.NewInputUnmarshaler("ProjectInput", ec.unmarshalInputProjectInput),
 			graphql.NewInputUnmarshaler("RateLimitInput", ec.unmarshalInputRateLimitInput),
 			graphql.NewInputUnmarshaler("ResourcePolicyInput", ec.unmarshalInputResourcePolicyInput),
+			graphql.NewInputUnmarshaler("RunPipelineInput", ec.unmarshalInputRunPipelineInput),
 			graphql.NewInputUnmarshaler("StartLocalRunInput", ec.unmarshalInputStartLocalRunInput),
 			graphql.NewInputUnmarshaler("TaskFilter", ec.unmarshalInputTaskFilter),
 			graphql.NewInputUnmarshaler("TimeBudgetInput", ec.unmarshalInputTimeBudgetInput),
@@ -8272,6 +8561,116 @@ extend type Mutation {
   createTenant(input: CreateTenantInput!): NewTenant!
   "Set the project your model calls and tasks are for when they name none (a project you may use); null clears it. Returns the project set."
   setDefaultProject(project: ID): Project
+}
+`, BuiltIn: false},
+	{Name: "../schema/pipelines.graphqls", Input: `# Pipelines: graphs of steps, each a task on its own compute resource,
+# advanced by a controller in the control plane (docs/pipelines.md).
+
+extend type Query {
+  """
+  Runs of pipelines you may see, newest first: optionally of one project
+  (id or name), of one pipeline (its name) and in some states. after is
+  the id of the last run of the previous page.
+  """
+  pipelineRuns(project: String, pipeline: String, states: [PipelineRunState!], first: Int, after: ID): [PipelineRun!]!
+  "A run you may see, with its steps (NOT_FOUND when there is none you may see)."
+  pipelineRun(id: ID!): PipelineRun
+}
+
+extend type Mutation {
+  """
+  Check a pipeline whole and start a run of it as you: an unknown step or
+  parameter reference, a cycle, a bad template, or a compute resource not
+  open to you is refused, with every problem named, before anything runs.
+  """
+  runPipeline(input: RunPipelineInput!): PipelineRun!
+  "Abort a run: its queued and running steps' tasks are aborted, its pending steps skipped."
+  abortPipelineRun(id: ID!, reason: String): PipelineRun!
+}
+
+extend type Subscription {
+  "A run as it changes (its state, or any step's); the first update is the run as it is. Completes once the run has ended."
+  pipelineRunChanged(id: ID!): PipelineRun!
+}
+
+extend type Task {
+  "The pipeline run's step that made this task, if one did."
+  pipelineStep: PipelineTaskLink
+}
+
+input RunPipelineInput {
+  "The pipeline as YAML (or JSON): name, project, params (with defaults) and steps; see docs/pipelines.md."
+  definition: String!
+  "Values of the pipeline's declared parameters."
+  params: StringMap
+  "A project (id or name) instead of the definition's."
+  project: String
+}
+
+enum PipelineRunState {
+  PENDING
+  RUNNING
+  COMPLETED
+  FAILED
+  ABORTED
+}
+
+enum PipelineStepState {
+  PENDING
+  QUEUED
+  RUNNING
+  COMPLETED
+  FAILED
+  SKIPPED
+  "An earlier run's task with the same code, parameters and inputs is reused."
+  CACHED
+  ABORTED
+}
+
+type PipelineRun {
+  id: ID!
+  "The pipeline's name: runs of one name in one project share a step cache."
+  name: String!
+  projectId: ID!
+  ownerName: String!
+  state: PipelineRunState!
+  reason: String!
+  "The run's parameter values, defaults filled."
+  params: StringMap!
+  "The definition the run runs, as JSON."
+  definition: String!
+  createdAt: Time!
+  finishedAt: Time
+  "The steps, in definition order."
+  steps: [PipelineStep!]!
+}
+
+type PipelineStep {
+  name: String!
+  state: PipelineStepState!
+  reason: String!
+  "The steps it waits for (those named and those its templates refer to)."
+  dependsOn: [String!]!
+  "Its depth in the graph: 0 for a step without dependencies."
+  level: Int!
+  computeResourceId: ID!
+  computeResourceName: String!
+  "The step's current (or last) task; for a cached step, the earlier run's task it reuses."
+  taskId: ID
+  "Every task of the step, one per attempt."
+  taskIds: [ID!]!
+  attempts: Int!
+  retry: Int!
+  onFailure: String!
+  cachedFromRunId: ID
+  startedAt: Time
+  finishedAt: Time
+}
+
+type PipelineTaskLink {
+  runId: ID!
+  step: String!
+  attempt: Int!
 }
 `, BuiltIn: false},
 	{Name: "../schema/projects.graphqls", Input: `"Tasks belong to a project, for attribution. A project may be restricted to one group."
@@ -10021,6 +10420,82 @@ func (ec *executionContext) childFields_PageInfo(ctx context.Context, field grap
 	return nil, fmt.Errorf("no field named %q was found under type PageInfo", field.Name)
 }
 
+func (ec *executionContext) childFields_PipelineRun(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_PipelineRun_id(ctx, field)
+	case "name":
+		return ec.fieldContext_PipelineRun_name(ctx, field)
+	case "projectId":
+		return ec.fieldContext_PipelineRun_projectId(ctx, field)
+	case "ownerName":
+		return ec.fieldContext_PipelineRun_ownerName(ctx, field)
+	case "state":
+		return ec.fieldContext_PipelineRun_state(ctx, field)
+	case "reason":
+		return ec.fieldContext_PipelineRun_reason(ctx, field)
+	case "params":
+		return ec.fieldContext_PipelineRun_params(ctx, field)
+	case "definition":
+		return ec.fieldContext_PipelineRun_definition(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_PipelineRun_createdAt(ctx, field)
+	case "finishedAt":
+		return ec.fieldContext_PipelineRun_finishedAt(ctx, field)
+	case "steps":
+		return ec.fieldContext_PipelineRun_steps(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type PipelineRun", field.Name)
+}
+
+func (ec *executionContext) childFields_PipelineStep(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "name":
+		return ec.fieldContext_PipelineStep_name(ctx, field)
+	case "state":
+		return ec.fieldContext_PipelineStep_state(ctx, field)
+	case "reason":
+		return ec.fieldContext_PipelineStep_reason(ctx, field)
+	case "dependsOn":
+		return ec.fieldContext_PipelineStep_dependsOn(ctx, field)
+	case "level":
+		return ec.fieldContext_PipelineStep_level(ctx, field)
+	case "computeResourceId":
+		return ec.fieldContext_PipelineStep_computeResourceId(ctx, field)
+	case "computeResourceName":
+		return ec.fieldContext_PipelineStep_computeResourceName(ctx, field)
+	case "taskId":
+		return ec.fieldContext_PipelineStep_taskId(ctx, field)
+	case "taskIds":
+		return ec.fieldContext_PipelineStep_taskIds(ctx, field)
+	case "attempts":
+		return ec.fieldContext_PipelineStep_attempts(ctx, field)
+	case "retry":
+		return ec.fieldContext_PipelineStep_retry(ctx, field)
+	case "onFailure":
+		return ec.fieldContext_PipelineStep_onFailure(ctx, field)
+	case "cachedFromRunId":
+		return ec.fieldContext_PipelineStep_cachedFromRunId(ctx, field)
+	case "startedAt":
+		return ec.fieldContext_PipelineStep_startedAt(ctx, field)
+	case "finishedAt":
+		return ec.fieldContext_PipelineStep_finishedAt(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type PipelineStep", field.Name)
+}
+
+func (ec *executionContext) childFields_PipelineTaskLink(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "runId":
+		return ec.fieldContext_PipelineTaskLink_runId(ctx, field)
+	case "step":
+		return ec.fieldContext_PipelineTaskLink_step(ctx, field)
+	case "attempt":
+		return ec.fieldContext_PipelineTaskLink_attempt(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type PipelineTaskLink", field.Name)
+}
+
 func (ec *executionContext) childFields_PolicyView(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "policy":
@@ -10453,6 +10928,8 @@ func (ec *executionContext) childFields_Task(ctx context.Context, field graphql.
 		return ec.fieldContext_Task_placedAt(ctx, field)
 	case "finishedAt":
 		return ec.fieldContext_Task_finishedAt(ctx, field)
+	case "pipelineStep":
+		return ec.fieldContext_Task_pipelineStep(ctx, field)
 	case "attempt":
 		return ec.fieldContext_Task_attempt(ctx, field)
 	case "retries":
@@ -10988,6 +11465,28 @@ func (ec *executionContext) childFields___Type(ctx context.Context, field graphq
 // endregion ************************** internal!.gotpl ***************************
 
 // region    ***************************** args.gotpl *****************************
+
+func (ec *executionContext) field_Mutation_abortPipelineRun_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "reason",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["reason"] = arg1
+	return args, nil
+}
 
 func (ec *executionContext) field_Mutation_abortTask_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
@@ -11843,6 +12342,20 @@ func (ec *executionContext) field_Mutation_revokeWorkerCredential_args(ctx conte
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_runPipeline_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (gqlmodel.RunPipelineInput, error) {
+			return ec.unmarshalNRunPipelineInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐRunPipelineInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_setAppLaunches_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -12497,6 +13010,66 @@ func (ec *executionContext) field_Query_llmRefusals_args(ctx context.Context, ra
 	return args, nil
 }
 
+func (ec *executionContext) field_Query_pipelineRun_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_pipelineRuns_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "project",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["project"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "pipeline",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["pipeline"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "states",
+		func(ctx context.Context, v any) ([]gqlmodel.PipelineRunState, error) {
+			return ec.unmarshalOPipelineRunState2ᚕgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐPipelineRunStateᚄ(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["states"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "first",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["first"] = arg3
+	arg4, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOID2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg4
+	return args, nil
+}
+
 func (ec *executionContext) field_Query_policyView_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -12884,6 +13457,20 @@ func (ec *executionContext) field_Subscription_budgetBurn_args(ctx context.Conte
 		return nil, err
 	}
 	args["policy"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Subscription_pipelineRunChanged_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
 	return args, nil
 }
 
@@ -23756,6 +24343,94 @@ func (ec *executionContext) fieldContext_Mutation_setDefaultProject(ctx context.
 	return fc, nil
 }
 
+func (ec *executionContext) _Mutation_runPipeline(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_runPipeline(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().RunPipeline(ctx, fc.Args["input"].(gqlmodel.RunPipelineInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *gqlmodel.PipelineRun) graphql.Marshaler {
+			return ec.marshalNPipelineRun2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐPipelineRun(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_runPipeline(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PipelineRun(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_runPipeline_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_abortPipelineRun(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_abortPipelineRun(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().AbortPipelineRun(ctx, fc.Args["id"].(string), fc.Args["reason"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *gqlmodel.PipelineRun) graphql.Marshaler {
+			return ec.marshalNPipelineRun2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐPipelineRun(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_abortPipelineRun(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PipelineRun(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_abortPipelineRun_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Mutation_createProject(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -24613,6 +25288,682 @@ func (ec *executionContext) _PageInfo_endCursor(ctx context.Context, field graph
 }
 func (ec *executionContext) fieldContext_PageInfo_endCursor(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("PageInfo", field, false, false, "String")
+}
+
+func (ec *executionContext) _PipelineRun_id(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.PipelineRun) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PipelineRun_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PipelineRun_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PipelineRun", field, false, false, "ID")
+}
+
+func (ec *executionContext) _PipelineRun_name(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.PipelineRun) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PipelineRun_name(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Name, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PipelineRun_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PipelineRun", field, false, false, "String")
+}
+
+func (ec *executionContext) _PipelineRun_projectId(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.PipelineRun) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PipelineRun_projectId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ProjectID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PipelineRun_projectId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PipelineRun", field, false, false, "ID")
+}
+
+func (ec *executionContext) _PipelineRun_ownerName(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.PipelineRun) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PipelineRun_ownerName(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.OwnerName, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PipelineRun_ownerName(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PipelineRun", field, false, false, "String")
+}
+
+func (ec *executionContext) _PipelineRun_state(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.PipelineRun) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PipelineRun_state(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.State, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v gqlmodel.PipelineRunState) graphql.Marshaler {
+			return ec.marshalNPipelineRunState2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐPipelineRunState(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PipelineRun_state(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PipelineRun", field, false, false, "PipelineRunState")
+}
+
+func (ec *executionContext) _PipelineRun_reason(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.PipelineRun) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PipelineRun_reason(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Reason, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PipelineRun_reason(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PipelineRun", field, false, false, "String")
+}
+
+func (ec *executionContext) _PipelineRun_params(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.PipelineRun) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PipelineRun_params(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Params, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v map[string]string) graphql.Marshaler {
+			return ec.marshalNStringMap2map(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PipelineRun_params(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PipelineRun", field, false, false, "StringMap")
+}
+
+func (ec *executionContext) _PipelineRun_definition(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.PipelineRun) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PipelineRun_definition(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Definition, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PipelineRun_definition(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PipelineRun", field, false, false, "String")
+}
+
+func (ec *executionContext) _PipelineRun_createdAt(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.PipelineRun) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PipelineRun_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PipelineRun_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PipelineRun", field, false, false, "Time")
+}
+
+func (ec *executionContext) _PipelineRun_finishedAt(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.PipelineRun) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PipelineRun_finishedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.FinishedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_PipelineRun_finishedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PipelineRun", field, false, false, "Time")
+}
+
+func (ec *executionContext) _PipelineRun_steps(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.PipelineRun) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PipelineRun_steps(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Steps, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*gqlmodel.PipelineStep) graphql.Marshaler {
+			return ec.marshalNPipelineStep2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐPipelineStepᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PipelineRun_steps(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "PipelineRun",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PipelineStep(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _PipelineStep_name(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.PipelineStep) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PipelineStep_name(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Name, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PipelineStep_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PipelineStep", field, false, false, "String")
+}
+
+func (ec *executionContext) _PipelineStep_state(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.PipelineStep) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PipelineStep_state(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.State, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v gqlmodel.PipelineStepState) graphql.Marshaler {
+			return ec.marshalNPipelineStepState2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐPipelineStepState(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PipelineStep_state(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PipelineStep", field, false, false, "PipelineStepState")
+}
+
+func (ec *executionContext) _PipelineStep_reason(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.PipelineStep) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PipelineStep_reason(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Reason, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PipelineStep_reason(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PipelineStep", field, false, false, "String")
+}
+
+func (ec *executionContext) _PipelineStep_dependsOn(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.PipelineStep) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PipelineStep_dependsOn(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.DependsOn, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalNString2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PipelineStep_dependsOn(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PipelineStep", field, false, false, "String")
+}
+
+func (ec *executionContext) _PipelineStep_level(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.PipelineStep) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PipelineStep_level(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Level, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PipelineStep_level(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PipelineStep", field, false, false, "Int")
+}
+
+func (ec *executionContext) _PipelineStep_computeResourceId(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.PipelineStep) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PipelineStep_computeResourceId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ComputeResourceID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PipelineStep_computeResourceId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PipelineStep", field, false, false, "ID")
+}
+
+func (ec *executionContext) _PipelineStep_computeResourceName(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.PipelineStep) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PipelineStep_computeResourceName(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ComputeResourceName, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PipelineStep_computeResourceName(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PipelineStep", field, false, false, "String")
+}
+
+func (ec *executionContext) _PipelineStep_taskId(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.PipelineStep) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PipelineStep_taskId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TaskID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOID2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_PipelineStep_taskId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PipelineStep", field, false, false, "ID")
+}
+
+func (ec *executionContext) _PipelineStep_taskIds(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.PipelineStep) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PipelineStep_taskIds(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TaskIds, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalNID2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PipelineStep_taskIds(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PipelineStep", field, false, false, "ID")
+}
+
+func (ec *executionContext) _PipelineStep_attempts(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.PipelineStep) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PipelineStep_attempts(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Attempts, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PipelineStep_attempts(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PipelineStep", field, false, false, "Int")
+}
+
+func (ec *executionContext) _PipelineStep_retry(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.PipelineStep) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PipelineStep_retry(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Retry, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PipelineStep_retry(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PipelineStep", field, false, false, "Int")
+}
+
+func (ec *executionContext) _PipelineStep_onFailure(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.PipelineStep) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PipelineStep_onFailure(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.OnFailure, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PipelineStep_onFailure(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PipelineStep", field, false, false, "String")
+}
+
+func (ec *executionContext) _PipelineStep_cachedFromRunId(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.PipelineStep) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PipelineStep_cachedFromRunId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CachedFromRunID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOID2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_PipelineStep_cachedFromRunId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PipelineStep", field, false, false, "ID")
+}
+
+func (ec *executionContext) _PipelineStep_startedAt(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.PipelineStep) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PipelineStep_startedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.StartedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_PipelineStep_startedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PipelineStep", field, false, false, "Time")
+}
+
+func (ec *executionContext) _PipelineStep_finishedAt(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.PipelineStep) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PipelineStep_finishedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.FinishedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_PipelineStep_finishedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PipelineStep", field, false, false, "Time")
+}
+
+func (ec *executionContext) _PipelineTaskLink_runId(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.PipelineTaskLink) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PipelineTaskLink_runId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RunID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PipelineTaskLink_runId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PipelineTaskLink", field, false, false, "ID")
+}
+
+func (ec *executionContext) _PipelineTaskLink_step(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.PipelineTaskLink) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PipelineTaskLink_step(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Step, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PipelineTaskLink_step(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PipelineTaskLink", field, false, false, "String")
+}
+
+func (ec *executionContext) _PipelineTaskLink_attempt(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.PipelineTaskLink) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PipelineTaskLink_attempt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Attempt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PipelineTaskLink_attempt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PipelineTaskLink", field, false, false, "Int")
 }
 
 func (ec *executionContext) _PolicyView_policy(ctx context.Context, field graphql.CollectedField, obj *view.PolicyView) (ret graphql.Marshaler) {
@@ -28172,6 +29523,94 @@ func (ec *executionContext) fieldContext_Query_tenants(ctx context.Context, fiel
 	return fc, nil
 }
 
+func (ec *executionContext) _Query_pipelineRuns(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_pipelineRuns(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().PipelineRuns(ctx, fc.Args["project"].(*string), fc.Args["pipeline"].(*string), fc.Args["states"].([]gqlmodel.PipelineRunState), fc.Args["first"].(*int), fc.Args["after"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*gqlmodel.PipelineRun) graphql.Marshaler {
+			return ec.marshalNPipelineRun2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐPipelineRunᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_pipelineRuns(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PipelineRun(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_pipelineRuns_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_pipelineRun(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_pipelineRun(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().PipelineRun(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *gqlmodel.PipelineRun) graphql.Marshaler {
+			return ec.marshalOPipelineRun2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐPipelineRun(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Query_pipelineRun(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PipelineRun(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_pipelineRun_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Query_projects(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -30069,6 +31508,50 @@ func (ec *executionContext) fieldContext_Subscription_gatewayTraffic(_ context.C
 	return fc, nil
 }
 
+func (ec *executionContext) _Subscription_pipelineRunChanged(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
+	return graphql.ResolveFieldStream(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Subscription_pipelineRunChanged(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Subscription().PipelineRunChanged(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *gqlmodel.PipelineRun) graphql.Marshaler {
+			return ec.marshalNPipelineRun2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐPipelineRun(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Subscription_pipelineRunChanged(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Subscription",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PipelineRun(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Subscription_pipelineRunChanged_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Task_id(ctx context.Context, field graphql.CollectedField, obj *model.Task) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -30530,6 +32013,38 @@ func (ec *executionContext) _Task_finishedAt(ctx context.Context, field graphql.
 }
 func (ec *executionContext) fieldContext_Task_finishedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Task", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Task_pipelineStep(ctx context.Context, field graphql.CollectedField, obj *model.Task) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Task_pipelineStep(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Task().PipelineStep(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *gqlmodel.PipelineTaskLink) graphql.Marshaler {
+			return ec.marshalOPipelineTaskLink2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐPipelineTaskLink(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Task_pipelineStep(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Task",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PipelineTaskLink(ctx, field)
+		},
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _Task_attempt(ctx context.Context, field graphql.CollectedField, obj *model.Task) (ret graphql.Marshaler) {
@@ -37374,6 +38889,62 @@ func UnmarshalResourcePolicyInput(ctx context.Context, raw any) (allocation.Poli
 	return out, err
 }
 
+func (ec *executionContext) unmarshalInputRunPipelineInput(ctx context.Context, obj any) (gqlmodel.RunPipelineInput, error) {
+	var it gqlmodel.RunPipelineInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"definition", "params", "project"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "definition":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("definition"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Definition = data
+		case "params":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("params"))
+			data, err := ec.unmarshalOStringMap2map(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Params = data
+		case "project":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("project"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Project = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalRunPipelineInput unmarshals raw into the RunPipelineInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalRunPipelineInput(ctx context.Context, raw any) (gqlmodel.RunPipelineInput, error) {
+	var out gqlmodel.RunPipelineInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "RunPipelineInput", raw, &out)
+	return out, err
+}
+
 func (ec *executionContext) unmarshalInputStartLocalRunInput(ctx context.Context, obj any) (gqlmodel.StartLocalRunInput, error) {
 	var it gqlmodel.StartLocalRunInput
 	if obj == nil {
@@ -41715,6 +43286,20 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
+		case "runPipeline":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_runPipeline(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "abortPipelineRun":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_abortPipelineRun(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "createProject":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_createProject(ctx, field)
@@ -41968,6 +43553,235 @@ func (ec *executionContext) _PageInfo(ctx context.Context, sel ast.SelectionSet,
 		case "endCursor":
 			out.Values[i] = ec._PageInfo_endCursor(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var pipelineRunImplementors = []string{"PipelineRun"}
+
+func (ec *executionContext) _PipelineRun(ctx context.Context, sel ast.SelectionSet, obj *gqlmodel.PipelineRun) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, pipelineRunImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("PipelineRun")
+		case "id":
+			out.Values[i] = ec._PipelineRun_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "name":
+			out.Values[i] = ec._PipelineRun_name(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "projectId":
+			out.Values[i] = ec._PipelineRun_projectId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "ownerName":
+			out.Values[i] = ec._PipelineRun_ownerName(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "state":
+			out.Values[i] = ec._PipelineRun_state(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "reason":
+			out.Values[i] = ec._PipelineRun_reason(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "params":
+			out.Values[i] = ec._PipelineRun_params(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "definition":
+			out.Values[i] = ec._PipelineRun_definition(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "createdAt":
+			out.Values[i] = ec._PipelineRun_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "finishedAt":
+			out.Values[i] = ec._PipelineRun_finishedAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "steps":
+			out.Values[i] = ec._PipelineRun_steps(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var pipelineStepImplementors = []string{"PipelineStep"}
+
+func (ec *executionContext) _PipelineStep(ctx context.Context, sel ast.SelectionSet, obj *gqlmodel.PipelineStep) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, pipelineStepImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("PipelineStep")
+		case "name":
+			out.Values[i] = ec._PipelineStep_name(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "state":
+			out.Values[i] = ec._PipelineStep_state(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "reason":
+			out.Values[i] = ec._PipelineStep_reason(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "dependsOn":
+			out.Values[i] = ec._PipelineStep_dependsOn(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "level":
+			out.Values[i] = ec._PipelineStep_level(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "computeResourceId":
+			out.Values[i] = ec._PipelineStep_computeResourceId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "computeResourceName":
+			out.Values[i] = ec._PipelineStep_computeResourceName(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "taskId":
+			out.Values[i] = ec._PipelineStep_taskId(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "taskIds":
+			out.Values[i] = ec._PipelineStep_taskIds(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "attempts":
+			out.Values[i] = ec._PipelineStep_attempts(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "retry":
+			out.Values[i] = ec._PipelineStep_retry(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "onFailure":
+			out.Values[i] = ec._PipelineStep_onFailure(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "cachedFromRunId":
+			out.Values[i] = ec._PipelineStep_cachedFromRunId(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "startedAt":
+			out.Values[i] = ec._PipelineStep_startedAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "finishedAt":
+			out.Values[i] = ec._PipelineStep_finishedAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var pipelineTaskLinkImplementors = []string{"PipelineTaskLink"}
+
+func (ec *executionContext) _PipelineTaskLink(ctx context.Context, sel ast.SelectionSet, obj *gqlmodel.PipelineTaskLink) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, pipelineTaskLinkImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("PipelineTaskLink")
+		case "runId":
+			out.Values[i] = ec._PipelineTaskLink_runId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "step":
+			out.Values[i] = ec._PipelineTaskLink_step(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "attempt":
+			out.Values[i] = ec._PipelineTaskLink_attempt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
 		default:
@@ -43079,6 +44893,18 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_tenants(ctx, field)
 				})
+		case "pipelineRuns":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_pipelineRuns(ctx, field)
+				})
+		case "pipelineRun":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_pipelineRun(ctx, field)
+				})
 		case "projects":
 			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
 				true, true,
@@ -43667,6 +45493,8 @@ func (ec *executionContext) _Subscription(ctx context.Context, sel ast.Selection
 		return ec._Subscription_appInstanceChanged(ctx, fields[0])
 	case "gatewayTraffic":
 		return ec._Subscription_gatewayTraffic(ctx, fields[0])
+	case "pipelineRunChanged":
+		return ec._Subscription_pipelineRunChanged(ctx, fields[0])
 	default:
 		panic("unknown field " + strconv.Quote(fields[0].Name))
 	}
@@ -43776,6 +45604,12 @@ func (ec *executionContext) _Task(ctx context.Context, sel ast.SelectionSet, obj
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "pipelineStep":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Task_pipelineStep(ctx, field, obj)
+				})
 		case "attempt":
 			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
 				true, true,
@@ -47059,6 +48893,74 @@ func (ec *executionContext) marshalNPageInfo2ᚖgithubᚗcomᚋkliqueᚑaiᚋkli
 	return ec._PageInfo(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalNPipelineRun2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐPipelineRunᚄ(ctx context.Context, sel ast.SelectionSet, v []*gqlmodel.PipelineRun) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNPipelineRun2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐPipelineRun(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNPipelineRun2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐPipelineRun(ctx context.Context, sel ast.SelectionSet, v *gqlmodel.PipelineRun) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "PipelineRun!")
+		return graphql.Null
+	}
+	return ec._PipelineRun(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNPipelineRunState2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐPipelineRunState(ctx context.Context, v any) (gqlmodel.PipelineRunState, error) {
+	var res gqlmodel.PipelineRunState
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNPipelineRunState2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐPipelineRunState(ctx context.Context, sel ast.SelectionSet, v gqlmodel.PipelineRunState) graphql.Marshaler {
+	return v
+}
+
+func (ec *executionContext) marshalNPipelineStep2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐPipelineStepᚄ(ctx context.Context, sel ast.SelectionSet, v []*gqlmodel.PipelineStep) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNPipelineStep2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐPipelineStep(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNPipelineStep2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐPipelineStep(ctx context.Context, sel ast.SelectionSet, v *gqlmodel.PipelineStep) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "PipelineStep!")
+		return graphql.Null
+	}
+	return ec._PipelineStep(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNPipelineStepState2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐPipelineStepState(ctx context.Context, v any) (gqlmodel.PipelineStepState, error) {
+	var res gqlmodel.PipelineStepState
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNPipelineStepState2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐPipelineStepState(ctx context.Context, sel ast.SelectionSet, v gqlmodel.PipelineStepState) graphql.Marshaler {
+	return v
+}
+
 func (ec *executionContext) marshalNPolicyView2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋviewᚐPolicyViewᚄ(ctx context.Context, sel ast.SelectionSet, v []*view.PolicyView) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
@@ -47513,6 +49415,11 @@ var (
 		model.RoleViewer:        "VIEWER",
 	}
 )
+
+func (ec *executionContext) unmarshalNRunPipelineInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐRunPipelineInput(ctx context.Context, v any) (gqlmodel.RunPipelineInput, error) {
+	res, err := ec.unmarshalInputRunPipelineInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
 
 func (ec *executionContext) marshalNSecret2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋaccessᚐSecretInfoᚄ(ctx context.Context, sel ast.SelectionSet, v []*access.SecretInfo) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
@@ -48553,6 +50460,56 @@ func (ec *executionContext) marshalOMetricValue2ᚖgithubᚗcomᚋkliqueᚑaiᚋ
 		return graphql.Null
 	}
 	return ec._MetricValue(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalOPipelineRun2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐPipelineRun(ctx context.Context, sel ast.SelectionSet, v *gqlmodel.PipelineRun) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._PipelineRun(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalOPipelineRunState2ᚕgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐPipelineRunStateᚄ(ctx context.Context, v any) ([]gqlmodel.PipelineRunState, error) {
+	if v == nil {
+		return nil, nil
+	}
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]gqlmodel.PipelineRunState, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNPipelineRunState2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐPipelineRunState(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) marshalOPipelineRunState2ᚕgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐPipelineRunStateᚄ(ctx context.Context, sel ast.SelectionSet, v []gqlmodel.PipelineRunState) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNPipelineRunState2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐPipelineRunState(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalOPipelineTaskLink2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐPipelineTaskLink(ctx context.Context, sel ast.SelectionSet, v *gqlmodel.PipelineTaskLink) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._PipelineTaskLink(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalOPool2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐPool(ctx context.Context, sel ast.SelectionSet, v *model.Pool) graphql.Marshaler {

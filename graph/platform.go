@@ -17,6 +17,7 @@ import (
 // HTTP.
 
 type Platform interface {
+	PipelinesPlatform
 	APIKeys(ctx context.Context, userRef string) ([]*model.APIKey, error)
 	AbortTask(ctx context.Context, id string, reason string) (*model.Task, error)
 	Apps(ctx context.Context) ([]*model.App, error)

@@ -13,6 +13,7 @@ import (
 // MCP offers agents, nothing else. *platform.Service satisfies it.
 
 type Platform interface {
+	PipelinesPlatform
 	AbortTask(ctx context.Context, id string, reason string) (*model.Task, error)
 	Apps(ctx context.Context) ([]*model.App, error)
 	AppInstance(ctx context.Context, id string) (*model.AppInstance, error)

@@ -393,6 +393,52 @@ type PageInfo struct {
 	EndCursor *string `json:"endCursor,omitempty"`
 }
 
+type PipelineRun struct {
+	ID string `json:"id"`
+	// The pipeline's name: runs of one name in one project share a step cache.
+	Name      string           `json:"name"`
+	ProjectID string           `json:"projectId"`
+	OwnerName string           `json:"ownerName"`
+	State     PipelineRunState `json:"state"`
+	Reason    string           `json:"reason"`
+	// The run's parameter values, defaults filled.
+	Params map[string]string `json:"params"`
+	// The definition the run runs, as JSON.
+	Definition string     `json:"definition"`
+	CreatedAt  time.Time  `json:"createdAt"`
+	FinishedAt *time.Time `json:"finishedAt,omitempty"`
+	// The steps, in definition order.
+	Steps []*PipelineStep `json:"steps"`
+}
+
+type PipelineStep struct {
+	Name   string            `json:"name"`
+	State  PipelineStepState `json:"state"`
+	Reason string            `json:"reason"`
+	// The steps it waits for (those named and those its templates refer to).
+	DependsOn []string `json:"dependsOn"`
+	// Its depth in the graph: 0 for a step without dependencies.
+	Level               int    `json:"level"`
+	ComputeResourceID   string `json:"computeResourceId"`
+	ComputeResourceName string `json:"computeResourceName"`
+	// The step's current (or last) task; for a cached step, the earlier run's task it reuses.
+	TaskID *string `json:"taskId,omitempty"`
+	// Every task of the step, one per attempt.
+	TaskIds         []string   `json:"taskIds"`
+	Attempts        int        `json:"attempts"`
+	Retry           int        `json:"retry"`
+	OnFailure       string     `json:"onFailure"`
+	CachedFromRunID *string    `json:"cachedFromRunId,omitempty"`
+	StartedAt       *time.Time `json:"startedAt,omitempty"`
+	FinishedAt      *time.Time `json:"finishedAt,omitempty"`
+}
+
+type PipelineTaskLink struct {
+	RunID   string `json:"runId"`
+	Step    string `json:"step"`
+	Attempt int    `json:"attempt"`
+}
+
 type PoolConnection struct {
 	Edges    []*PoolEdge `json:"edges"`
 	PageInfo *PageInfo   `json:"pageInfo"`
@@ -458,6 +504,15 @@ type ResourcePolicyPayload struct {
 	ResourcePolicy *model.ResourcePolicy `json:"resourcePolicy"`
 	Changes        []*estate.Change      `json:"changes"`
 	Warnings       []*estate.Warning     `json:"warnings"`
+}
+
+type RunPipelineInput struct {
+	// The pipeline as YAML (or JSON): name, project, params (with defaults) and steps; see docs/pipelines.md.
+	Definition string `json:"definition"`
+	// Values of the pipeline's declared parameters.
+	Params map[string]string `json:"params,omitempty"`
+	// A project (id or name) instead of the definition's.
+	Project *string `json:"project,omitempty"`
 }
 
 // A run on the caller's machine: what 'klique run' records of the code
@@ -736,6 +791,135 @@ func (e *MetricDirection) UnmarshalJSON(b []byte) error {
 }
 
 func (e MetricDirection) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+type PipelineRunState string
+
+const (
+	PipelineRunStatePending   PipelineRunState = "PENDING"
+	PipelineRunStateRunning   PipelineRunState = "RUNNING"
+	PipelineRunStateCompleted PipelineRunState = "COMPLETED"
+	PipelineRunStateFailed    PipelineRunState = "FAILED"
+	PipelineRunStateAborted   PipelineRunState = "ABORTED"
+)
+
+var AllPipelineRunState = []PipelineRunState{
+	PipelineRunStatePending,
+	PipelineRunStateRunning,
+	PipelineRunStateCompleted,
+	PipelineRunStateFailed,
+	PipelineRunStateAborted,
+}
+
+func (e PipelineRunState) IsValid() bool {
+	switch e {
+	case PipelineRunStatePending, PipelineRunStateRunning, PipelineRunStateCompleted, PipelineRunStateFailed, PipelineRunStateAborted:
+		return true
+	}
+	return false
+}
+
+func (e PipelineRunState) String() string {
+	return string(e)
+}
+
+func (e *PipelineRunState) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = PipelineRunState(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid PipelineRunState", str)
+	}
+	return nil
+}
+
+func (e PipelineRunState) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *PipelineRunState) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e PipelineRunState) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+type PipelineStepState string
+
+const (
+	PipelineStepStatePending   PipelineStepState = "PENDING"
+	PipelineStepStateQueued    PipelineStepState = "QUEUED"
+	PipelineStepStateRunning   PipelineStepState = "RUNNING"
+	PipelineStepStateCompleted PipelineStepState = "COMPLETED"
+	PipelineStepStateFailed    PipelineStepState = "FAILED"
+	PipelineStepStateSkipped   PipelineStepState = "SKIPPED"
+	// An earlier run's task with the same code, parameters and inputs is reused.
+	PipelineStepStateCached  PipelineStepState = "CACHED"
+	PipelineStepStateAborted PipelineStepState = "ABORTED"
+)
+
+var AllPipelineStepState = []PipelineStepState{
+	PipelineStepStatePending,
+	PipelineStepStateQueued,
+	PipelineStepStateRunning,
+	PipelineStepStateCompleted,
+	PipelineStepStateFailed,
+	PipelineStepStateSkipped,
+	PipelineStepStateCached,
+	PipelineStepStateAborted,
+}
+
+func (e PipelineStepState) IsValid() bool {
+	switch e {
+	case PipelineStepStatePending, PipelineStepStateQueued, PipelineStepStateRunning, PipelineStepStateCompleted, PipelineStepStateFailed, PipelineStepStateSkipped, PipelineStepStateCached, PipelineStepStateAborted:
+		return true
+	}
+	return false
+}
+
+func (e PipelineStepState) String() string {
+	return string(e)
+}
+
+func (e *PipelineStepState) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = PipelineStepState(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid PipelineStepState", str)
+	}
+	return nil
+}
+
+func (e PipelineStepState) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *PipelineStepState) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e PipelineStepState) MarshalJSON() ([]byte, error) {
 	var buf bytes.Buffer
 	e.MarshalGQL(&buf)
 	return buf.Bytes(), nil

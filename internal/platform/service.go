@@ -30,6 +30,7 @@ import (
 	"github.com/klique-ai/klique/internal/platform/kernel"
 	"github.com/klique-ai/klique/internal/platform/live"
 	"github.com/klique-ai/klique/internal/platform/llm"
+	"github.com/klique-ai/klique/internal/platform/pipelines"
 	"github.com/klique-ai/klique/internal/platform/tasks"
 	"github.com/klique-ai/klique/internal/store"
 	"github.com/klique-ai/klique/internal/vault"
@@ -60,6 +61,7 @@ type (
 	accessDomain     = access.Access
 	liveDomain       = live.Live
 	appsDomain       = apps.Apps
+	pipelinesDomain  = pipelines.Pipelines
 )
 
 // Service is the platform service: the domains, composed.
@@ -72,6 +74,7 @@ type Service struct {
 	*accessDomain
 	*liveDomain
 	*appsDomain
+	*pipelinesDomain
 }
 
 // New returns a service.
@@ -86,7 +89,11 @@ func New(o Options) *Service {
 		// authenticator's cached checks before subscribers re-check.
 		accessDomain: access.New(k, o.Auth),
 		appsDomain:   apps.New(k),
+		// A pipeline's steps are tasks: the pipelines domain enqueues,
+		// checks and aborts them through the tasks domain (wirePipelines).
+		pipelinesDomain: pipelines.New(k),
 	}
+	s.wirePipelines()
 	// An app instance is a task: the apps domain enqueues and stops it
 	// through the tasks domain.
 	s.appsDomain.SetTasks(func(ctx context.Context, name, project, cr, group, id string, prepare apps.Prepare, request any) (*model.Task, error) {

@@ -98,6 +98,11 @@ func newFixture(t *testing.T, ts *testServer) *fixture {
 			"command": []any{"python", "train.py"}, "parameters": map[string]any{"lr": "0.1"},
 		}})
 	f.ids["task"] = str(task, "enqueueTask", "id")
+	// A pipeline run of alice's (the fixture runs no controller: it stays
+	// pending, and enqueues nothing).
+	run := ts.mustGQL(t, f.alice, `mutation($in: RunPipelineInput!) { runPipeline(input: $in) { id } }`, map[string]any{"in": map[string]any{
+		"definition": "name: fraud-pipeline\nproject: fraud-models\nsteps:\n  - {name: train, computeResource: 1 GPU, command: [python, train.py]}\n"}})
+	f.ids["pipeline run"] = str(run, "runPipeline", "id")
 	if g := str(task, "enqueueTask", "group", "name"); g != "ml-research" {
 		t.Fatalf("alice's task went to group %q, want ml-research", g)
 	}

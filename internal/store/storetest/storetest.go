@@ -68,6 +68,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Gateway", work.Gateway},
 		{"Apps", work.Apps},
 		{"Autoscalers", work.Autoscalers},
+		{"Pipelines", work.Pipelines},
 		{"Store", work.Store},
 	} {
 		t.Run(group.name, func(t *testing.T) {

@@ -44,6 +44,52 @@ func (pc perCall) SetPlacedReason(ctx context.Context, tenantID string, poolID s
 	return call(ctx, pc.s, func(tx store.Queries) (int, error) { return tx.SetPlacedReason(ctx, tenantID, poolID, taskIDs, reason) })
 }
 
+func (pc perCall) CreatePipelineRun(ctx context.Context, r *model.PipelineRun) error {
+	return pc.s.InTx(ctx, func(tx store.Queries) error { return tx.CreatePipelineRun(ctx, r) })
+}
+
+func (pc perCall) GetPipelineRun(ctx context.Context, tenantID string, id string) (*model.PipelineRun, error) {
+	return call(ctx, pc.s, func(tx store.Queries) (*model.PipelineRun, error) { return tx.GetPipelineRun(ctx, tenantID, id) })
+}
+
+func (pc perCall) ListPipelineRuns(ctx context.Context, tenantID string, f store.PipelineRunFilter, page store.Page) ([]*model.PipelineRun, error) {
+	return call(ctx, pc.s, func(tx store.Queries) ([]*model.PipelineRun, error) {
+		return tx.ListPipelineRuns(ctx, tenantID, f, page)
+	})
+}
+
+func (pc perCall) ListActivePipelineRuns(ctx context.Context, tenantID string) ([]string, error) {
+	return call(ctx, pc.s, func(tx store.Queries) ([]string, error) { return tx.ListActivePipelineRuns(ctx, tenantID) })
+}
+
+func (pc perCall) SetPipelineRunState(ctx context.Context, tenantID string, id string, from []model.PipelineRunState, to model.PipelineRunState, reason string, at time.Time) (bool, error) {
+	return call(ctx, pc.s, func(tx store.Queries) (bool, error) {
+		return tx.SetPipelineRunState(ctx, tenantID, id, from, to, reason, at)
+	})
+}
+
+func (pc perCall) UpdatePipelineStep(ctx context.Context, tenantID string, s *model.PipelineStep, from model.PipelineStepState, fromAttempts int) (bool, error) {
+	return call(ctx, pc.s, func(tx store.Queries) (bool, error) {
+		return tx.UpdatePipelineStep(ctx, tenantID, s, from, fromAttempts)
+	})
+}
+
+func (pc perCall) LinkPipelineTask(ctx context.Context, l *model.PipelineTaskLink) error {
+	return pc.s.InTx(ctx, func(tx store.Queries) error { return tx.LinkPipelineTask(ctx, l) })
+}
+
+func (pc perCall) GetPipelineTaskLink(ctx context.Context, tenantID string, taskID string) (*model.PipelineTaskLink, error) {
+	return call(ctx, pc.s, func(tx store.Queries) (*model.PipelineTaskLink, error) {
+		return tx.GetPipelineTaskLink(ctx, tenantID, taskID)
+	})
+}
+
+func (pc perCall) FindCachedPipelineStep(ctx context.Context, tenantID string, projectID string, pipeline string, step string, cacheKey string, exceptRunID string) (*model.PipelineStep, error) {
+	return call(ctx, pc.s, func(tx store.Queries) (*model.PipelineStep, error) {
+		return tx.FindCachedPipelineStep(ctx, tenantID, projectID, pipeline, step, cacheKey, exceptRunID)
+	})
+}
+
 func (pc perCall) CreateTenant(ctx context.Context, t *model.Tenant) error {
 	return pc.s.InTx(ctx, func(tx store.Queries) error { return tx.CreateTenant(ctx, t) })
 }
