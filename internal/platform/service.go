@@ -26,6 +26,7 @@ import (
 	"github.com/klique-ai/klique/internal/platform/access"
 	"github.com/klique-ai/klique/internal/platform/allocation"
 	"github.com/klique-ai/klique/internal/platform/apps"
+	"github.com/klique-ai/klique/internal/platform/artifacts"
 	"github.com/klique-ai/klique/internal/platform/fleet"
 	"github.com/klique-ai/klique/internal/platform/kernel"
 	"github.com/klique-ai/klique/internal/platform/live"
@@ -60,6 +61,7 @@ type (
 	accessDomain     = access.Access
 	liveDomain       = live.Live
 	appsDomain       = apps.Apps
+	artifactsDomain  = artifacts.Artifacts
 )
 
 // Service is the platform service: the domains, composed.
@@ -72,6 +74,7 @@ type Service struct {
 	*accessDomain
 	*liveDomain
 	*appsDomain
+	*artifactsDomain
 }
 
 // New returns a service.
@@ -86,7 +89,14 @@ func New(o Options) *Service {
 		// authenticator's cached checks before subscribers re-check.
 		accessDomain: access.New(k, o.Auth),
 		appsDomain:   apps.New(k),
+		// Artifact storage is set by the server (SetArtifactStorage):
+		// until then only pointers can be published.
+		artifactsDomain: artifacts.New(k, artifacts.Options{}),
 	}
+	// A worker publishes and fetches artifacts for the tasks the fleet
+	// says it holds; an enqueue checks its inputs by the artifacts' rule.
+	s.artifactsDomain.SetHeldTask(s.fleetDomain.HeldTask)
+	s.tasksDomain.SetInputCheck(artifacts.CheckInputs)
 	// An app instance is a task: the apps domain enqueues and stops it
 	// through the tasks domain.
 	s.appsDomain.SetTasks(func(ctx context.Context, name, project, cr, group, id string, prepare apps.Prepare, request any) (*model.Task, error) {

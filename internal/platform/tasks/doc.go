@@ -16,6 +16,8 @@ type Tasks struct {
 	k *kernel.Kernel
 	// poolWorkers tells why placed work waits (SetPoolWorkers).
 	poolWorkers PoolWorkersFunc
+	// inputCheck checks a task's inputs at enqueue (SetInputCheck).
+	inputCheck InputCheckFunc
 }
 
 // New returns the tasks domain over a kernel.
