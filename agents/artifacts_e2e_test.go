@@ -20,11 +20,14 @@ import (
 // $KLIQUE_ARTIFACTS_DIR and publishes another through the worker's local
 // endpoint (as the SDK does); both appear on its run with the right hash.
 // A second task takes the first's artifact as an input by reference and
-// reads it from $KLIQUE_INPUT_WEIGHTS; a member of another group cannot
+// reads it from $KLIQUE_INPUT_WEIGHTS, and writes to its pool's output
+// destination (before its project's); a member of another group cannot
 // enqueue with that input.
 func TestArtifactsPassFromOneRunToTheNext(t *testing.T) {
 	t.Parallel()
-	e := startControlPlane(t, twoGroups)
+	e := startControlPlane(t, strings.Replace(strings.Replace(twoGroups,
+		"capacity: 2, gpuClass: a100-80gb}", "capacity: 2, gpuClass: a100-80gb, outputDestination: s3://pool-bucket/out}", 1),
+		"{name: fraud-models}", "{name: fraud-models, outputDestination: s3://project-bucket/fraud}", 1))
 	gql(t, e.url, adminKey, `mutation { createUser(input: {name: "vic", role: MEMBER, groups: [{group: "vision"}]}) { id } }`, nil)
 	vic := str(gql(t, e.url, adminKey, `mutation { createAPIKey(input: {name: "vic key", user: "vic"}) { secret } }`, nil), "createAPIKey", "secret")
 	_, logs := e.startWorker(t, "gpu-host-artifacts", "0,1")
@@ -85,14 +88,14 @@ while [ ! -f `+marker+` ]; do sleep 0.05; done`)
 	input := map[string]any{"name": "weights", "taskId": first, "artifact": "model/weights.txt"}
 	d = gql(t, e.url, e.alice, `mutation($in: EnqueueTaskInput!) { enqueueTask(input: $in) { id } }`, map[string]any{"in": map[string]any{
 		"name": "evaluate", "project": "fraud-models", "computeResource": "1 GPU", "inputs": []any{input},
-		"command": []any{"sh", "-c", `echo "read: $(cat "$KLIQUE_INPUT_WEIGHTS")"; cat "$KLIQUE_INPUTS_FILE"`},
+		"command": []any{"sh", "-c", `echo "read: $(cat "$KLIQUE_INPUT_WEIGHTS")"; cat "$KLIQUE_INPUTS_FILE"; echo "destination: $KLIQUE_OUTPUT_DESTINATION"`},
 	}})
 	second := str(d, "enqueueTask", "id")
 	d = e.waitTask(t, e.alice, second, "the second task to read its input", func(d map[string]any) bool {
 		return str(d, "task", "status") == "COMPLETED" || str(d, "task", "status") == "FAILED"
 	})
 	if lt := logText(d); str(d, "task", "status") != "COMPLETED" || !strings.Contains(lt, "stdout: read: trained weights") ||
-		!strings.Contains(lt, `"weights": "`) {
+		!strings.Contains(lt, `"weights": "`) || !strings.Contains(lt, "stdout: destination: s3://pool-bucket/out") {
 		t.Fatalf("the second task:\n%s\nworker log:\n%s", lt, logs)
 	}
 

@@ -7084,6 +7084,11 @@ extend type Mutation {
   """
   publishArtifactPointer(input: PublishArtifactPointerInput!): Artifact!
 }
+
+extend input PoolInput {
+  "Where tasks placed on the pool write outputs, before their project's (\"\" clears it)."
+  outputDestination: String
+}
 `, BuiltIn: false},
 	{Name: "../schema/audit.graphqls", Input: `"Who did what, when, to which object, from which channel."
 type AuditEntry {
@@ -36993,7 +36998,7 @@ func (ec *executionContext) unmarshalInputPoolInput(ctx context.Context, obj any
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"name", "description", "kind", "capacityGpus", "gpuClass", "gpuMemoryGb", "region", "labels", "executionPriority", "claimTimeoutSeconds"}
+	fieldsInOrder := [...]string{"name", "description", "kind", "capacityGpus", "gpuClass", "gpuMemoryGb", "region", "labels", "executionPriority", "claimTimeoutSeconds", "outputDestination"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -37070,6 +37075,13 @@ func (ec *executionContext) unmarshalInputPoolInput(ctx context.Context, obj any
 				return it, err
 			}
 			it.ClaimTimeoutSeconds = data
+		case "outputDestination":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("outputDestination"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.OutputDestination = data
 		}
 	}
 	return it, nil
