@@ -146,7 +146,7 @@ var kinds = []getKind{
 				orDash(str(m, "computeResource", "name")), orDash(str(m, "group", "name")), str(m, "owner", "name"), str(m, "size", "text"), str(m, "reason")}
 		},
 		one: `query($id: ID!) { item: task(id: $id) { id name status reason position project { name } owner { name } computeResource { name } group { name } size { text }
-			spec { command repository commit entryPoint workingDir packages image parameters env secrets } pool { name } worker { hostname } attempt retries
+			spec { command repository commit entryPoint workingDir packages image parameters env secrets inputs { name taskId artifact } } pool { name } worker { hostname } attempt retries
 			exitCode outputs clonedFrom { id name } createdAt updatedAt placedAt startedAt finishedAt } }`,
 	},
 	{
