@@ -97,12 +97,8 @@ variable KLIQUE_PARAM_NAME, and in the JSON file KLIQUE_PARAMS_FILE.`,
 			if len(secrets) > 0 {
 				in["secrets"] = secrets
 			}
-			if len(inputs) > 0 {
-				refs, err := inputRefs(inputs)
-				if err != nil {
-					return err
-				}
-				in["inputs"] = refs
+			if err := c.artifacts().SetInputs(in, inputs); err != nil {
+				return err
 			}
 			if p != nil {
 				in["parameters"] = p

@@ -91,12 +91,8 @@ the compute resource's queue for the engine to place it.`,
 			if len(secrets) > 0 {
 				in["secrets"] = secrets
 			}
-			if len(inputs) > 0 {
-				refs, err := inputRefs(inputs)
-				if err != nil {
-					return err
-				}
-				in["inputs"] = refs
+			if err := c.artifacts().SetInputs(in, inputs); err != nil {
+				return err
 			}
 			p, err := keyValues("param", params)
 			if err != nil {
