@@ -45,6 +45,7 @@ type ResolverRoot interface {
 	AppInstance() AppInstanceResolver
 	AppRuntime() AppRuntimeResolver
 	AppSettings() AppSettingsResolver
+	Artifact() ArtifactResolver
 	BudgetBurnUpdate() BudgetBurnUpdateResolver
 	BudgetView() BudgetViewResolver
 	Change() ChangeResolver
@@ -208,6 +209,16 @@ type ComplexityRoot struct {
 		DryRun   func(childComplexity int) int
 		Summary  func(childComplexity int) int
 		Warnings func(childComplexity int) int
+	}
+
+	Artifact struct {
+		ContentType func(childComplexity int) int
+		CreatedAt   func(childComplexity int) int
+		DownloadURL func(childComplexity int) int
+		Name        func(childComplexity int) int
+		Pointer     func(childComplexity int) int
+		Sha256      func(childComplexity int) int
+		Size        func(childComplexity int) int
 	}
 
 	AuditEntry struct {
@@ -642,6 +653,7 @@ type ComplexityRoot struct {
 		ExecuteRemotely        func(childComplexity int, id string, computeResource string, group *string, idempotencyKey *string) int
 		LaunchApp              func(childComplexity int, input apps.LaunchInput) int
 		LockApp                func(childComplexity int, name string) int
+		PublishArtifactPointer func(childComplexity int, input gqlmodel.PublishArtifactPointerInput) int
 		PutApp                 func(childComplexity int, input gqlmodel.AppInput) int
 		PutEntitlement         func(childComplexity int, input llm.EntitlementInput) int
 		PutLLMAlias            func(childComplexity int, input llm.LLMAliasInput) int
@@ -760,6 +772,7 @@ type ComplexityRoot struct {
 		Kind              func(childComplexity int) int
 		Labels            func(childComplexity int) int
 		Name              func(childComplexity int) int
+		OutputDestination func(childComplexity int) int
 		Region            func(childComplexity int) int
 		UpdatedAt         func(childComplexity int) int
 		WorkerStatus      func(childComplexity int) int
@@ -995,6 +1008,7 @@ type ComplexityRoot struct {
 	}
 
 	Task struct {
+		Artifacts       func(childComplexity int) int
 		Attempt         func(childComplexity int) int
 		ClonedFrom      func(childComplexity int) int
 		ComputeResource func(childComplexity int) int
@@ -1041,6 +1055,12 @@ type ComplexityRoot struct {
 		Node   func(childComplexity int) int
 	}
 
+	TaskInput struct {
+		Artifact func(childComplexity int) int
+		Name     func(childComplexity int) int
+		TaskID   func(childComplexity int) int
+	}
+
 	TaskSpec struct {
 		Command    func(childComplexity int) int
 		Commit     func(childComplexity int) int
@@ -1048,6 +1068,7 @@ type ComplexityRoot struct {
 		EntryPoint func(childComplexity int) int
 		Env        func(childComplexity int) int
 		Image      func(childComplexity int) int
+		Inputs     func(childComplexity int) int
 		Kind       func(childComplexity int) int
 		Packages   func(childComplexity int) int
 		Parameters func(childComplexity int) int
@@ -1258,6 +1279,13 @@ type AppRuntimeResolver interface {
 type AppSettingsResolver interface {
 	LaunchesEnabled(ctx context.Context, obj *model.AppSettings) (bool, error)
 }
+type ArtifactResolver interface {
+	Sha256(ctx context.Context, obj *model.Artifact) (*string, error)
+
+	Pointer(ctx context.Context, obj *model.Artifact) (*string, error)
+
+	DownloadURL(ctx context.Context, obj *model.Artifact) (*string, error)
+}
 type BudgetBurnUpdateResolver interface {
 	TokenBudgets(ctx context.Context, obj *live.BudgetBurnUpdate) ([]*llm.TokenBudgetView, error)
 }
@@ -1323,6 +1351,7 @@ type MutationResolver interface {
 	SetAppQuota(ctx context.Context, group *string, running int) (*gqlmodel.AppSettingsPayload, error)
 	LaunchApp(ctx context.Context, input apps.LaunchInput) (*model.AppInstance, error)
 	StopApp(ctx context.Context, id string) (*model.AppInstance, error)
+	PublishArtifactPointer(ctx context.Context, input gqlmodel.PublishArtifactPointerInput) (*model.Artifact, error)
 	CreateAutoscaler(ctx context.Context, input gqlmodel.AutoscalerInput) (*gqlmodel.Autoscaler, error)
 	UpdateAutoscaler(ctx context.Context, id string, input gqlmodel.AutoscalerInput) (*gqlmodel.Autoscaler, error)
 	DeleteAutoscaler(ctx context.Context, id string) (bool, error)
@@ -1499,6 +1528,7 @@ type TaskResolver interface {
 	Pool(ctx context.Context, obj *model.Task) (*model.Pool, error)
 	ClonedFrom(ctx context.Context, obj *model.Task) (*model.Task, error)
 
+	Artifacts(ctx context.Context, obj *model.Task) ([]*model.Artifact, error)
 	PipelineStep(ctx context.Context, obj *model.Task) (*gqlmodel.PipelineTaskLink, error)
 	Attempt(ctx context.Context, obj *model.Task) (int, error)
 	Retries(ctx context.Context, obj *model.Task) (int, error)
@@ -2072,6 +2102,49 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ApplyEstateResult.Warnings(childComplexity), true
+
+	case "Artifact.contentType":
+		if e.ComplexityRoot.Artifact.ContentType == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Artifact.ContentType(childComplexity), true
+	case "Artifact.createdAt":
+		if e.ComplexityRoot.Artifact.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Artifact.CreatedAt(childComplexity), true
+	case "Artifact.downloadUrl":
+		if e.ComplexityRoot.Artifact.DownloadURL == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Artifact.DownloadURL(childComplexity), true
+	case "Artifact.name":
+		if e.ComplexityRoot.Artifact.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Artifact.Name(childComplexity), true
+	case "Artifact.pointer":
+		if e.ComplexityRoot.Artifact.Pointer == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Artifact.Pointer(childComplexity), true
+	case "Artifact.sha256":
+		if e.ComplexityRoot.Artifact.Sha256 == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Artifact.Sha256(childComplexity), true
+	case "Artifact.size":
+		if e.ComplexityRoot.Artifact.Size == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Artifact.Size(childComplexity), true
 
 	case "AuditEntry.action":
 		if e.ComplexityRoot.AuditEntry.Action == nil {
@@ -4033,6 +4106,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.LockApp(childComplexity, args["name"].(string)), true
+	case "Mutation.publishArtifactPointer":
+		if e.ComplexityRoot.Mutation.PublishArtifactPointer == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_publishArtifactPointer_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.PublishArtifactPointer(childComplexity, args["input"].(gqlmodel.PublishArtifactPointerInput)), true
 	case "Mutation.putApp":
 		if e.ComplexityRoot.Mutation.PutApp == nil {
 			break
@@ -4748,6 +4832,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Pool.Name(childComplexity), true
+	case "Pool.outputDestination":
+		if e.ComplexityRoot.Pool.OutputDestination == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Pool.OutputDestination(childComplexity), true
 	case "Pool.region":
 		if e.ComplexityRoot.Pool.Region == nil {
 			break
@@ -5917,6 +6007,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Subscription.Workers(childComplexity), true
 
+	case "Task.artifacts":
+		if e.ComplexityRoot.Task.Artifacts == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Task.Artifacts(childComplexity), true
 	case "Task.attempt":
 		if e.ComplexityRoot.Task.Attempt == nil {
 			break
@@ -6141,6 +6237,25 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.TaskEdge.Node(childComplexity), true
 
+	case "TaskInput.artifact":
+		if e.ComplexityRoot.TaskInput.Artifact == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TaskInput.Artifact(childComplexity), true
+	case "TaskInput.name":
+		if e.ComplexityRoot.TaskInput.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TaskInput.Name(childComplexity), true
+	case "TaskInput.taskId":
+		if e.ComplexityRoot.TaskInput.TaskID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TaskInput.TaskID(childComplexity), true
+
 	case "TaskSpec.command":
 		if e.ComplexityRoot.TaskSpec.Command == nil {
 			break
@@ -6177,6 +6292,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.TaskSpec.Image(childComplexity), true
+	case "TaskSpec.inputs":
+		if e.ComplexityRoot.TaskSpec.Inputs == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TaskSpec.Inputs(childComplexity), true
 	case "TaskSpec.kind":
 		if e.ComplexityRoot.TaskSpec.Kind == nil {
 			break
@@ -6897,11 +7018,13 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 			graphql.NewInputUnmarshaler("PoolInput", ec.unmarshalInputPoolInput),
 			graphql.NewInputUnmarshaler("ProfileInput", ec.unmarshalInputProfileInput),
 			graphql.NewInputUnmarshaler("ProjectInput", ec.unmarshalInputProjectInput),
+			graphql.NewInputUnmarshaler("PublishArtifactPointerInput", ec.unmarshalInputPublishArtifactPointerInput),
 			graphql.NewInputUnmarshaler("RateLimitInput", ec.unmarshalInputRateLimitInput),
 			graphql.NewInputUnmarshaler("ResourcePolicyInput", ec.unmarshalInputResourcePolicyInput),
 			graphql.NewInputUnmarshaler("RunPipelineInput", ec.unmarshalInputRunPipelineInput),
 			graphql.NewInputUnmarshaler("StartLocalRunInput", ec.unmarshalInputStartLocalRunInput),
 			graphql.NewInputUnmarshaler("TaskFilter", ec.unmarshalInputTaskFilter),
+			graphql.NewInputUnmarshaler("TaskInputRef", ec.unmarshalInputTaskInputRef),
 			graphql.NewInputUnmarshaler("TimeBudgetInput", ec.unmarshalInputTimeBudgetInput),
 			graphql.NewInputUnmarshaler("TokenBudgetInput", ec.unmarshalInputTokenBudgetInput),
 			graphql.NewInputUnmarshaler("UpdateUserInput", ec.unmarshalInputUpdateUserInput),
@@ -7212,6 +7335,104 @@ extend type Mutation {
   launchApp(input: LaunchAppInput!): AppInstance!
   "Stop an app instance."
   stopApp(id: ID!): AppInstance!
+}
+`, BuiltIn: false},
+	{Name: "../schema/artifacts.graphqls", Input: `# Artifacts: the files and models runs publish, and pointers to outputs
+# that stay at the run's output destination (docs/experiments.md,
+# "Artifacts and output destinations").
+
+"""
+A file or model a run published. A stored artifact's bytes are kept by the
+control plane (up to its limit, KLIQUE_ARTIFACT_MAX_BYTES) and downloaded
+from downloadUrl with the same credential as this API; a pointer artifact
+names where its bytes stay (pointer) and is not downloaded here.
+"""
+type Artifact {
+  "Unique in the run; may hold '/' (a path under KLIQUE_ARTIFACTS_DIR)."
+  name: String!
+  "Bytes; for a pointer, what its publisher said (0 when not given)."
+  size: Int!
+  "Lowercase hex SHA-256 of the content; for a pointer, when given."
+  sha256: String
+  contentType: String!
+  "Where a pointer artifact's bytes are (a URL or path); null when stored."
+  pointer: String
+  createdAt: Time!
+  """
+  The path that downloads a stored artifact (GET, 'Authorization: Bearer'),
+  relative to the server; null for a pointer.
+  """
+  downloadUrl: String
+}
+
+"An earlier run's artifact a task reads, by reference."
+type TaskInput {
+  "What the task calls it: the worker sets KLIQUE_INPUT_<NAME> to its path."
+  name: String!
+  "The run it comes from."
+  taskId: ID!
+  "The artifact's name on that run."
+  artifact: String!
+}
+
+input TaskInputRef {
+  "Letters, digits, '-', '_' and '.'; unique in the task."
+  name: String!
+  "The id of a run you may read."
+  taskId: ID!
+  "The name of one of its artifacts."
+  artifact: String!
+}
+
+extend input EnqueueTaskInput {
+  """
+  Earlier runs' artifacts the task reads: each is checked at enqueue (you
+  must be able to read the run, and it must have the artifact) and fetched
+  by the worker before the task starts.
+  """
+  inputs: [TaskInputRef!]
+}
+
+extend type TaskSpec {
+  inputs: [TaskInput!]!
+}
+
+extend type Task {
+  "What the run published, by name."
+  artifacts: [Artifact!]!
+}
+
+extend type Pool {
+  """
+  Where tasks placed on the pool write outputs (before their project's);
+  empty: the project's.
+  """
+  outputDestination: String!
+}
+
+input PublishArtifactPointerInput {
+  "A run of yours."
+  task: ID!
+  name: String!
+  "Where the bytes are: a URL (s3://bucket/key, https://…) or an absolute path."
+  url: String!
+  size: Int
+  sha256: String
+  contentType: String
+}
+
+extend type Mutation {
+  """
+  Register a pointer artifact on a run of yours: an output that stays at
+  its destination. A later publication of the same name replaces it.
+  (Stored artifacts are uploaded with PUT /api/v1/tasks/{id}/artifacts/{name}.)
+  """
+  publishArtifactPointer(input: PublishArtifactPointerInput!): Artifact!
+}
+
+extend input PoolInput {
+  "Where tasks placed on the pool write outputs, before their project's (\"\" clears it)."
+  outputDestination: String
 }
 `, BuiltIn: false},
 	{Name: "../schema/audit.graphqls", Input: `"Who did what, when, to which object, from which channel."
@@ -9592,6 +9813,26 @@ func (ec *executionContext) childFields_ApplyEstateResult(ctx context.Context, f
 	return nil, fmt.Errorf("no field named %q was found under type ApplyEstateResult", field.Name)
 }
 
+func (ec *executionContext) childFields_Artifact(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "name":
+		return ec.fieldContext_Artifact_name(ctx, field)
+	case "size":
+		return ec.fieldContext_Artifact_size(ctx, field)
+	case "sha256":
+		return ec.fieldContext_Artifact_sha256(ctx, field)
+	case "contentType":
+		return ec.fieldContext_Artifact_contentType(ctx, field)
+	case "pointer":
+		return ec.fieldContext_Artifact_pointer(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_Artifact_createdAt(ctx, field)
+	case "downloadUrl":
+		return ec.fieldContext_Artifact_downloadUrl(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Artifact", field.Name)
+}
+
 func (ec *executionContext) childFields_AuditEntry(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "id":
@@ -10548,6 +10789,8 @@ func (ec *executionContext) childFields_Pool(ctx context.Context, field graphql.
 		return ec.fieldContext_Pool_createdAt(ctx, field)
 	case "updatedAt":
 		return ec.fieldContext_Pool_updatedAt(ctx, field)
+	case "outputDestination":
+		return ec.fieldContext_Pool_outputDestination(ctx, field)
 	case "autoscaler":
 		return ec.fieldContext_Pool_autoscaler(ctx, field)
 	case "workerStatus":
@@ -10928,6 +11171,8 @@ func (ec *executionContext) childFields_Task(ctx context.Context, field graphql.
 		return ec.fieldContext_Task_placedAt(ctx, field)
 	case "finishedAt":
 		return ec.fieldContext_Task_finishedAt(ctx, field)
+	case "artifacts":
+		return ec.fieldContext_Task_artifacts(ctx, field)
 	case "pipelineStep":
 		return ec.fieldContext_Task_pipelineStep(ctx, field)
 	case "attempt":
@@ -10986,6 +11231,18 @@ func (ec *executionContext) childFields_TaskEdge(ctx context.Context, field grap
 	return nil, fmt.Errorf("no field named %q was found under type TaskEdge", field.Name)
 }
 
+func (ec *executionContext) childFields_TaskInput(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "name":
+		return ec.fieldContext_TaskInput_name(ctx, field)
+	case "taskId":
+		return ec.fieldContext_TaskInput_taskId(ctx, field)
+	case "artifact":
+		return ec.fieldContext_TaskInput_artifact(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type TaskInput", field.Name)
+}
+
 func (ec *executionContext) childFields_TaskSpec(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "kind":
@@ -11012,6 +11269,8 @@ func (ec *executionContext) childFields_TaskSpec(ctx context.Context, field grap
 		return ec.fieldContext_TaskSpec_env(ctx, field)
 	case "secrets":
 		return ec.fieldContext_TaskSpec_secrets(ctx, field)
+	case "inputs":
+		return ec.fieldContext_TaskSpec_inputs(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type TaskSpec", field.Name)
 }
@@ -12155,6 +12414,20 @@ func (ec *executionContext) field_Mutation_lockApp_args(ctx context.Context, raw
 		return nil, err
 	}
 	args["name"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_publishArtifactPointer_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (gqlmodel.PublishArtifactPointerInput, error) {
+			return ec.unmarshalNPublishArtifactPointerInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐPublishArtifactPointerInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
 	return args, nil
 }
 
@@ -15698,6 +15971,167 @@ func (ec *executionContext) _ApplyEstateResult_summary(ctx context.Context, fiel
 }
 func (ec *executionContext) fieldContext_ApplyEstateResult_summary(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("ApplyEstateResult", field, false, false, "String")
+}
+
+func (ec *executionContext) _Artifact_name(ctx context.Context, field graphql.CollectedField, obj *model.Artifact) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Artifact_name(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Name, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Artifact_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Artifact", field, false, false, "String")
+}
+
+func (ec *executionContext) _Artifact_size(ctx context.Context, field graphql.CollectedField, obj *model.Artifact) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Artifact_size(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Size, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Artifact_size(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Artifact", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Artifact_sha256(ctx context.Context, field graphql.CollectedField, obj *model.Artifact) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Artifact_sha256(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Artifact().Sha256(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Artifact_sha256(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Artifact", field, true, true, "String")
+}
+
+func (ec *executionContext) _Artifact_contentType(ctx context.Context, field graphql.CollectedField, obj *model.Artifact) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Artifact_contentType(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ContentType, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Artifact_contentType(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Artifact", field, false, false, "String")
+}
+
+func (ec *executionContext) _Artifact_pointer(ctx context.Context, field graphql.CollectedField, obj *model.Artifact) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Artifact_pointer(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Artifact().Pointer(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Artifact_pointer(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Artifact", field, true, true, "String")
+}
+
+func (ec *executionContext) _Artifact_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.Artifact) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Artifact_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Artifact_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Artifact", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Artifact_downloadUrl(ctx context.Context, field graphql.CollectedField, obj *model.Artifact) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Artifact_downloadUrl(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Artifact().DownloadURL(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Artifact_downloadUrl(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Artifact", field, true, true, "String")
 }
 
 func (ec *executionContext) _AuditEntry_id(ctx context.Context, field graphql.CollectedField, obj *model.AuditEntry) (ret graphql.Marshaler) {
@@ -22319,6 +22753,50 @@ func (ec *executionContext) fieldContext_Mutation_stopApp(ctx context.Context, f
 	return fc, nil
 }
 
+func (ec *executionContext) _Mutation_publishArtifactPointer(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_publishArtifactPointer(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().PublishArtifactPointer(ctx, fc.Args["input"].(gqlmodel.PublishArtifactPointerInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Artifact) graphql.Marshaler {
+			return ec.marshalNArtifact2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐArtifact(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_publishArtifactPointer(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Artifact(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_publishArtifactPointer_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Mutation_createAutoscaler(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -26524,6 +27002,29 @@ func (ec *executionContext) _Pool_updatedAt(ctx context.Context, field graphql.C
 }
 func (ec *executionContext) fieldContext_Pool_updatedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Pool", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Pool_outputDestination(ctx context.Context, field graphql.CollectedField, obj *model.Pool) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Pool_outputDestination(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.OutputDestination, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Pool_outputDestination(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Pool", field, false, false, "String")
 }
 
 func (ec *executionContext) _Pool_autoscaler(ctx context.Context, field graphql.CollectedField, obj *model.Pool) (ret graphql.Marshaler) {
@@ -32015,6 +32516,38 @@ func (ec *executionContext) fieldContext_Task_finishedAt(_ context.Context, fiel
 	return graphql.NewScalarFieldContext("Task", field, false, false, "Time")
 }
 
+func (ec *executionContext) _Task_artifacts(ctx context.Context, field graphql.CollectedField, obj *model.Task) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Task_artifacts(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Task().Artifacts(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.Artifact) graphql.Marshaler {
+			return ec.marshalNArtifact2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐArtifactᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Task_artifacts(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Task",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Artifact(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Task_pipelineStep(ctx context.Context, field graphql.CollectedField, obj *model.Task) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -32561,6 +33094,75 @@ func (ec *executionContext) fieldContext_TaskEdge_node(_ context.Context, field 
 	return fc, nil
 }
 
+func (ec *executionContext) _TaskInput_name(ctx context.Context, field graphql.CollectedField, obj *model.ArtifactInput) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TaskInput_name(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Name, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TaskInput_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TaskInput", field, false, false, "String")
+}
+
+func (ec *executionContext) _TaskInput_taskId(ctx context.Context, field graphql.CollectedField, obj *model.ArtifactInput) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TaskInput_taskId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TaskID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TaskInput_taskId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TaskInput", field, false, false, "ID")
+}
+
+func (ec *executionContext) _TaskInput_artifact(ctx context.Context, field graphql.CollectedField, obj *model.ArtifactInput) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TaskInput_artifact(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Artifact, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TaskInput_artifact(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TaskInput", field, false, false, "String")
+}
+
 func (ec *executionContext) _TaskSpec_kind(ctx context.Context, field graphql.CollectedField, obj *model.TaskSpec) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -32835,6 +33437,38 @@ func (ec *executionContext) _TaskSpec_secrets(ctx context.Context, field graphql
 }
 func (ec *executionContext) fieldContext_TaskSpec_secrets(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("TaskSpec", field, false, false, "String")
+}
+
+func (ec *executionContext) _TaskSpec_inputs(ctx context.Context, field graphql.CollectedField, obj *model.TaskSpec) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TaskSpec_inputs(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Inputs, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []model.ArtifactInput) graphql.Marshaler {
+			return ec.marshalNTaskInput2ᚕgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐArtifactInputᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TaskSpec_inputs(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "TaskSpec",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_TaskInput(ctx, field)
+		},
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _TaskUpdate_kind(ctx context.Context, field graphql.CollectedField, obj *live.TaskUpdate) (ret graphql.Marshaler) {
@@ -37279,7 +37913,7 @@ func (ec *executionContext) unmarshalInputEnqueueTaskInput(ctx context.Context, 
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"name", "project", "computeResource", "group", "command", "repository", "commit", "diff", "entryPoint", "workingDir", "packages", "image", "parameters", "env", "secrets", "idempotencyKey"}
+	fieldsInOrder := [...]string{"name", "project", "computeResource", "group", "command", "repository", "commit", "diff", "entryPoint", "workingDir", "packages", "image", "parameters", "env", "secrets", "idempotencyKey", "inputs"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -37398,6 +38032,13 @@ func (ec *executionContext) unmarshalInputEnqueueTaskInput(ctx context.Context, 
 				return it, err
 			}
 			it.IdempotencyKey = data
+		case "inputs":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("inputs"))
+			data, err := ec.unmarshalOTaskInputRef2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐTaskInputRefᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Inputs = data
 		}
 	}
 	return it, nil
@@ -38487,7 +39128,7 @@ func (ec *executionContext) unmarshalInputPoolInput(ctx context.Context, obj any
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"name", "description", "kind", "capacityGpus", "gpuClass", "gpuMemoryGb", "region", "labels", "executionPriority", "claimTimeoutSeconds"}
+	fieldsInOrder := [...]string{"name", "description", "kind", "capacityGpus", "gpuClass", "gpuMemoryGb", "region", "labels", "executionPriority", "claimTimeoutSeconds", "outputDestination"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -38564,6 +39205,13 @@ func (ec *executionContext) unmarshalInputPoolInput(ctx context.Context, obj any
 				return it, err
 			}
 			it.ClaimTimeoutSeconds = data
+		case "outputDestination":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("outputDestination"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.OutputDestination = data
 		}
 	}
 	return it, nil
@@ -38739,6 +39387,83 @@ func (ec *executionContext) unmarshalInputProjectInput(ctx context.Context, obj 
 func UnmarshalProjectInput(ctx context.Context, raw any) (allocation.ProjectInput, error) {
 	var out allocation.ProjectInput
 	err := graphql.UnmarshalNamedInputFromContext(ctx, "ProjectInput", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputPublishArtifactPointerInput(ctx context.Context, obj any) (gqlmodel.PublishArtifactPointerInput, error) {
+	var it gqlmodel.PublishArtifactPointerInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"task", "name", "url", "size", "sha256", "contentType"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "task":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("task"))
+			data, err := ec.unmarshalNID2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Task = data
+		case "name":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("name"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Name = data
+		case "url":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("url"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.URL = data
+		case "size":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("size"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Size = data
+		case "sha256":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("sha256"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Sha256 = data
+		case "contentType":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("contentType"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ContentType = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalPublishArtifactPointerInput unmarshals raw into the PublishArtifactPointerInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalPublishArtifactPointerInput(ctx context.Context, raw any) (gqlmodel.PublishArtifactPointerInput, error) {
+	var out gqlmodel.PublishArtifactPointerInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "PublishArtifactPointerInput", raw, &out)
 	return out, err
 }
 
@@ -39145,6 +39870,62 @@ func (ec *executionContext) unmarshalInputTaskFilter(ctx context.Context, obj an
 func UnmarshalTaskFilter(ctx context.Context, raw any) (gqlmodel.TaskFilter, error) {
 	var out gqlmodel.TaskFilter
 	err := graphql.UnmarshalNamedInputFromContext(ctx, "TaskFilter", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputTaskInputRef(ctx context.Context, obj any) (gqlmodel.TaskInputRef, error) {
+	var it gqlmodel.TaskInputRef
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"name", "taskId", "artifact"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "name":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("name"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Name = data
+		case "taskId":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("taskId"))
+			data, err := ec.unmarshalNID2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.TaskID = data
+		case "artifact":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("artifact"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Artifact = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalTaskInputRef unmarshals raw into the TaskInputRef input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalTaskInputRef(ctx context.Context, raw any) (gqlmodel.TaskInputRef, error) {
+	var out gqlmodel.TaskInputRef
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "TaskInputRef", raw, &out)
 	return out, err
 }
 
@@ -40252,6 +41033,72 @@ func (ec *executionContext) _ApplyEstateResult(ctx context.Context, sel ast.Sele
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var artifactImplementors = []string{"Artifact"}
+
+func (ec *executionContext) _Artifact(ctx context.Context, sel ast.SelectionSet, obj *model.Artifact) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, artifactImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Artifact")
+		case "name":
+			out.Values[i] = ec._Artifact_name(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "size":
+			out.Values[i] = ec._Artifact_size(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "sha256":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Artifact_sha256(ctx, field, obj)
+				})
+		case "contentType":
+			out.Values[i] = ec._Artifact_contentType(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "pointer":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Artifact_pointer(ctx, field, obj)
+				})
+		case "createdAt":
+			out.Values[i] = ec._Artifact_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "downloadUrl":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Artifact_downloadUrl(ctx, field, obj)
+				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -42964,6 +43811,13 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "publishArtifactPointer":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_publishArtifactPointer(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "createAutoscaler":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_createAutoscaler(ctx, field)
@@ -43955,6 +44809,11 @@ func (ec *executionContext) _Pool(ctx context.Context, sel ast.SelectionSet, obj
 			}
 		case "updatedAt":
 			out.Values[i] = ec._Pool_updatedAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "outputDestination":
+			out.Values[i] = ec._Pool_outputDestination(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
@@ -45604,6 +46463,12 @@ func (ec *executionContext) _Task(ctx context.Context, sel ast.SelectionSet, obj
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "artifacts":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Task_artifacts(ctx, field, obj)
+				})
 		case "pipelineStep":
 			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
 				true, false,
@@ -45805,6 +46670,49 @@ func (ec *executionContext) _TaskEdge(ctx context.Context, sel ast.SelectionSet,
 	return out
 }
 
+var taskInputImplementors = []string{"TaskInput"}
+
+func (ec *executionContext) _TaskInput(ctx context.Context, sel ast.SelectionSet, obj *model.ArtifactInput) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, taskInputImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("TaskInput")
+		case "name":
+			out.Values[i] = ec._TaskInput_name(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "taskId":
+			out.Values[i] = ec._TaskInput_taskId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "artifact":
+			out.Values[i] = ec._TaskInput_artifact(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var taskSpecImplementors = []string{"TaskSpec"}
 
 func (ec *executionContext) _TaskSpec(ctx context.Context, sel ast.SelectionSet, obj *model.TaskSpec) graphql.Marshaler {
@@ -45875,6 +46783,11 @@ func (ec *executionContext) _TaskSpec(ctx context.Context, sel ast.SelectionSet,
 				})
 		case "secrets":
 			out.Values[i] = ec._TaskSpec_secrets(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "inputs":
+			out.Values[i] = ec._TaskSpec_inputs(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
@@ -47591,6 +48504,30 @@ func (ec *executionContext) marshalNApplyEstateResult2ᚖgithubᚗcomᚋklique�
 	return ec._ApplyEstateResult(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalNArtifact2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐArtifactᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Artifact) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNArtifact2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐArtifact(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNArtifact2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐArtifact(ctx context.Context, sel ast.SelectionSet, v *model.Artifact) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Artifact!")
+		return graphql.Null
+	}
+	return ec._Artifact(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNAuditEntry2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐAuditEntry(ctx context.Context, sel ast.SelectionSet, v *model.AuditEntry) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "AuditEntry!")
@@ -49248,6 +50185,11 @@ func (ec *executionContext) marshalNProjectPayload2ᚖgithubᚗcomᚋkliqueᚑai
 	return ec._ProjectPayload(ctx, sel, v)
 }
 
+func (ec *executionContext) unmarshalNPublishArtifactPointerInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐPublishArtifactPointerInput(ctx context.Context, v any) (gqlmodel.PublishArtifactPointerInput, error) {
+	res, err := ec.unmarshalInputPublishArtifactPointerInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
 func (ec *executionContext) marshalNQueueUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋliveᚐQueueUpdate(ctx context.Context, sel ast.SelectionSet, v *live.QueueUpdate) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "QueueUpdate!")
@@ -49624,6 +50566,31 @@ func (ec *executionContext) marshalNTaskEdge2ᚖgithubᚗcomᚋkliqueᚑaiᚋkli
 		return graphql.Null
 	}
 	return ec._TaskEdge(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNTaskInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐArtifactInput(ctx context.Context, sel ast.SelectionSet, v model.ArtifactInput) graphql.Marshaler {
+	return ec._TaskInput(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNTaskInput2ᚕgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐArtifactInputᚄ(ctx context.Context, sel ast.SelectionSet, v []model.ArtifactInput) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNTaskInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐArtifactInput(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) unmarshalNTaskInputRef2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐTaskInputRef(ctx context.Context, v any) (*gqlmodel.TaskInputRef, error) {
+	res, err := ec.unmarshalInputTaskInputRef(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) marshalNTaskSpec2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐTaskSpec(ctx context.Context, sel ast.SelectionSet, v model.TaskSpec) graphql.Marshaler {
@@ -50717,6 +51684,23 @@ func (ec *executionContext) unmarshalOTaskFilter2ᚖgithubᚗcomᚋkliqueᚑai�
 	}
 	res, err := ec.unmarshalInputTaskFilter(ctx, v)
 	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) unmarshalOTaskInputRef2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐTaskInputRefᚄ(ctx context.Context, v any) ([]*gqlmodel.TaskInputRef, error) {
+	if v == nil {
+		return nil, nil
+	}
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]*gqlmodel.TaskInputRef, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNTaskInputRef2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐTaskInputRef(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
 }
 
 func (ec *executionContext) unmarshalOTaskStatus2ᚕgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐTaskStatusᚄ(ctx context.Context, v any) ([]model.TaskStatus, error) {

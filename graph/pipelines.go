@@ -49,10 +49,3 @@ func toPipelineRun(v *pipelines.RunView) *gqlmodel.PipelineRun {
 	}
 	return out
 }
-
-func optional(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
-}

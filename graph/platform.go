@@ -126,6 +126,8 @@ type Platform interface {
 	UtilizationHistory(ctx context.Context, from, to time.Time, step time.Duration) (*platform.UtilizationHistory, error)
 	TaskLogs(ctx context.Context, t *model.Task, after int64, first int, tail int) (*platform.LogPage, error)
 	TaskMetrics(ctx context.Context, t *model.Task, name string, after int64, first int, last bool) ([]model.MetricPoint, error)
+	TaskArtifacts(ctx context.Context, t *model.Task) ([]*model.Artifact, error)
+	PublishPointer(ctx context.Context, taskID string, p platform.ArtifactPointer) (*model.Artifact, error)
 	CompareTasks(ctx context.Context, ids []string) (*platform.Comparison, error)
 	TaskOwner(ctx context.Context, t *model.Task) (*model.User, error)
 	TaskPosition(ctx context.Context, t *model.Task) (int, error)

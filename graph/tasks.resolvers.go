@@ -22,6 +22,7 @@ func (r *mutationResolver) EnqueueTask(ctx context.Context, input gqlmodel.Enque
 			Command: input.Command, Repository: deref(input.Repository), Commit: deref(input.Commit), Diff: deref(input.Diff),
 			EntryPoint: deref(input.EntryPoint), WorkingDir: deref(input.WorkingDir), Packages: input.Packages,
 			Image: deref(input.Image), Parameters: input.Parameters, Env: input.Env, Secrets: input.Secrets,
+			Inputs: taskInputs(input.Inputs),
 		},
 		IdempotencyKey: deref(input.IdempotencyKey),
 	})

@@ -218,21 +218,26 @@ func (c *Client) once(ctx context.Context, method, path string, body []byte, out
 		}
 		return resp.StatusCode, nil
 	default:
-		e := &Error{Status: resp.StatusCode, Method: method, Path: path}
-		var body agentapi.Error
-		if json.Unmarshal(raw, &body) == nil && (body.Error.Code != "" || body.Error.Message != "") {
-			e.Code, e.Message = body.Error.Code, body.Error.Message
-		} else {
-			e.Message = strings.TrimSpace(string(raw))
-			if len(e.Message) > 200 {
-				e.Message = e.Message[:200] + "…"
-			}
-		}
-		if s := resp.Header.Get("Retry-After"); s != "" {
-			if secs, err := strconv.Atoi(s); err == nil && secs > 0 {
-				e.RetryAfter = time.Duration(secs) * time.Second
-			}
-		}
-		return resp.StatusCode, e
+		return resp.StatusCode, answerError(resp, raw, method, path)
 	}
+}
+
+// answerError is the typed error of a 4xx or 5xx answer.
+func answerError(resp *http.Response, raw []byte, method, path string) *Error {
+	e := &Error{Status: resp.StatusCode, Method: method, Path: path}
+	var body agentapi.Error
+	if json.Unmarshal(raw, &body) == nil && (body.Error.Code != "" || body.Error.Message != "") {
+		e.Code, e.Message = body.Error.Code, body.Error.Message
+	} else {
+		e.Message = strings.TrimSpace(string(raw))
+		if len(e.Message) > 200 {
+			e.Message = e.Message[:200] + "…"
+		}
+	}
+	if s := resp.Header.Get("Retry-After"); s != "" {
+		if secs, err := strconv.Atoi(s); err == nil && secs > 0 {
+			e.RetryAfter = time.Duration(secs) * time.Second
+		}
+	}
+	return e
 }

@@ -206,6 +206,9 @@ type metricsServer struct {
 
 	mu    sync.Mutex
 	sinks map[string]func([]agentapi.MetricPoint)
+	// uploads are the tasks' artifact uploads (EnvArtifactsURL), under
+	// the same tokens.
+	uploads uploads
 }
 
 // startMetricsServer listens on addr (127.0.0.1:0 by default).
@@ -220,6 +223,7 @@ func startMetricsServer(addr string) (*metricsServer, error) {
 	m := &metricsServer{url: "http://" + ln.Addr().String(), sinks: map[string]func([]agentapi.MetricPoint){}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /metrics/{token}", m.handle)
+	mux.HandleFunc("PUT /artifacts/{token}/{name...}", m.uploads.serve)
 	m.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = m.srv.Serve(ln) }()
 	return m, nil
@@ -240,6 +244,14 @@ func (m *metricsServer) remove(token string) {
 	m.mu.Lock()
 	delete(m.sinks, token)
 	m.mu.Unlock()
+	m.uploads.set(token, nil)
+}
+
+// addUploads serves a task's artifact uploads under its token and returns
+// their URL.
+func (m *metricsServer) addUploads(token string, h http.HandlerFunc) string {
+	m.uploads.set(token, h)
+	return m.url + "/artifacts/" + token
 }
 
 func (m *metricsServer) handle(w http.ResponseWriter, r *http.Request) {

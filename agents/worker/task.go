@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -292,9 +293,18 @@ func (t *task) execute(allocErr error) *agentapi.FinishRequest {
 	if err := t.writeFiles(); err != nil {
 		return failed("could not prepare the task's directory: " + err.Error())
 	}
+	inputs, err := t.fetchInputs()
+	if err != nil {
+		if st := t.stopped(); st != nil {
+			return st
+		}
+		return failed("could not fetch the task's inputs: " + err.Error())
+	}
 	url, token := w.metrics.add(func(p []agentapi.MetricPoint) { t.metrics.Add(p...) })
 	defer w.metrics.remove(token)
 	env := taskEnv(a, secrets, t.files, url, w.cfg.Hostname, w.pool, t.devices())
+	maps.Copy(env, inputs)
+	env[EnvArtifactsURL] = w.metrics.addUploads(token, t.artifactHandler)
 	if st := t.stopped(); st != nil {
 		return st
 	}
@@ -351,6 +361,7 @@ func (t *task) execute(allocErr error) *agentapi.FinishRequest {
 	t.mu.Lock()
 	t.running = false
 	t.mu.Unlock()
+	t.uploadArtifacts()
 	diag := h.Diagnostics(context.Background())
 	if diag.Reported {
 		// The work reported its own end (an HPC job with its task

@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/klique-ai/klique/internal/cli"
+	"github.com/klique-ai/klique/internal/cli/artifactcmd"
 	"github.com/klique-ai/klique/internal/cli/estatecmd"
 	"github.com/klique-ai/klique/internal/cli/logincmd"
 	"github.com/klique-ai/klique/internal/cli/pipelinecmd"
@@ -39,6 +40,7 @@ var groups = []cli.Group{
 	logincmd.Commands,
 	estatecmd.Commands,
 	taskcmd.Commands,
+	artifactcmd.Commands,
 	pipelinecmd.Commands,
 }
 

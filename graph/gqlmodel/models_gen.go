@@ -277,6 +277,10 @@ type EnqueueTaskInput struct {
 	// the same key with another input is refused (CONFLICT). The request's
 	// Idempotency-Key header is used when this is not set.
 	IdempotencyKey *string `json:"idempotencyKey,omitempty"`
+	// Earlier runs' artifacts the task reads: each is checked at enqueue (you
+	// must be able to read the run, and it must have the artifact) and fetched
+	// by the worker before the task starts.
+	Inputs []*TaskInputRef `json:"inputs,omitempty"`
 }
 
 type GPUClassConnection struct {
@@ -487,6 +491,17 @@ type ProjectPayload struct {
 	Warnings []*estate.Warning `json:"warnings"`
 }
 
+type PublishArtifactPointerInput struct {
+	// A run of yours.
+	Task string `json:"task"`
+	Name string `json:"name"`
+	// Where the bytes are: a URL (s3://bucket/key, https://…) or an absolute path.
+	URL         string  `json:"url"`
+	Size        *int    `json:"size,omitempty"`
+	Sha256      *string `json:"sha256,omitempty"`
+	ContentType *string `json:"contentType,omitempty"`
+}
+
 type Query struct {
 }
 
@@ -568,6 +583,15 @@ type TaskFilter struct {
 	Group           *string            `json:"group,omitempty"`
 	// Only the caller's own tasks.
 	Mine *bool `json:"mine,omitempty"`
+}
+
+type TaskInputRef struct {
+	// Letters, digits, '-', '_' and '.'; unique in the task.
+	Name string `json:"name"`
+	// The id of a run you may read.
+	TaskID string `json:"taskId"`
+	// The name of one of its artifacts.
+	Artifact string `json:"artifact"`
 }
 
 type TenantConnection struct {

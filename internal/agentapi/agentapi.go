@@ -154,8 +154,13 @@ type Assignment struct {
 	// Secrets names the secrets to fetch and inject as environment
 	// variables of the same name.
 	Secrets []string `json:"secrets,omitempty"`
-	// OutputDestination is where the task writes outputs.
+	// OutputDestination is where the task writes outputs: its pool's,
+	// else its project's; empty, the control plane's own artifact storage
+	// (through KLIQUE_ARTIFACTS_DIR).
 	OutputDestination string `json:"outputDestination,omitempty"`
+	// Inputs are earlier runs' artifacts the task reads: the worker
+	// fetches each (PathInput) before the task starts.
+	Inputs []Input `json:"inputs,omitempty"`
 	// Project and Owner, for the task's environment (KLIQUE_PROJECT...).
 	Project string `json:"project"`
 	Owner   string `json:"owner"`

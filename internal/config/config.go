@@ -101,6 +101,9 @@ type Config struct {
 	// heap and a high allocation rate, such as a busy LLM gateway (see
 	// internal/gctune). A GOGC or GOMEMLIMIT in the environment wins.
 	GCHeapFloor int64
+	// Artifacts says where stored artifacts go and how large they may be
+	// (KLIQUE_ARTIFACT_*, artifacts.go).
+	Artifacts Artifacts
 }
 
 // Defaults.
@@ -198,6 +201,9 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 			}
 			*lim.to = n
 		}
+	}
+	if c.Artifacts, err = artifactsFromEnv(getenv); err != nil {
+		return nil, err
 	}
 	c.MaxBodyBytes = DefaultMaxBodyBytes
 	if v := getenv("KLIQUE_MAX_BODY_BYTES"); v != "" {

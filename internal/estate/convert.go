@@ -171,6 +171,7 @@ func (a *applier) pool(d *PoolDoc) {
 	p.GPUMemoryGB = int(a.Whole(obj, "gpuMemoryGb", d.GPUMemoryGB, def))
 	p.Region = d.Region
 	p.Labels = cloneMap(d.Labels)
+	p.OutputDestination = d.OutputDestination
 	p.ClaimTimeout = nil
 	if d.ClaimTimeout != "" {
 		t, err := ParseClaimTimeout(d.ClaimTimeout)
@@ -414,6 +415,7 @@ func (e *Estate) Export() *Document {
 		if p.ClaimTimeout != nil {
 			pd.ClaimTimeout = FormatClaimTimeout(*p.ClaimTimeout)
 		}
+		pd.OutputDestination = p.OutputDestination
 		d.Pools = append(d.Pools, pd)
 	}
 	profiles := append([]*model.Profile(nil), e.Profiles...)

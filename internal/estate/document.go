@@ -68,6 +68,9 @@ type PoolDoc struct {
 	// while none is online: a Go duration ("5m", "90s"), or "off". Left
 	// out, it takes the default (model.Pool.EffectiveClaimTimeout).
 	ClaimTimeout string `yaml:"claimTimeout,omitempty"`
+	// OutputDestination is where tasks placed on the pool write outputs
+	// (a bucket or directory its nodes reach), before their project's.
+	OutputDestination string `yaml:"outputDestination,omitempty"`
 }
 
 // ProfileDoc describes a profile. Size is "0.125", "1", "8" or "2x8"; or

@@ -171,6 +171,9 @@ func (v *validator) pools() {
 				v.Add(obj, "%v", err)
 			}
 		}
+		if len(p.OutputDestination) > 1000 || strings.ContainsFunc(p.OutputDestination, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) {
+			v.Add(obj, "output destination must be a directory path or bucket URL without spaces, at most 1000 characters")
+		}
 		if len(p.Labels) > MaxLabels {
 			v.Add(obj, "more than %d labels", MaxLabels)
 		}

@@ -77,8 +77,13 @@ type Pool struct {
 	// placed where no worker is"). nil takes the default
 	// (EffectiveClaimTimeout); 0 turns it off.
 	ClaimTimeout *time.Duration
-	CreatedAt    time.Time
-	UpdatedAt    time.Time
+	// OutputDestination is where tasks placed on the pool write outputs
+	// (a bucket or directory URL the pool's nodes reach); empty: the
+	// task's project's. "Only pointers come home": outputs larger than
+	// the stored limit stay there and are registered as pointers.
+	OutputDestination string
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
 }
 
 // DefaultClaimTimeout is a pool's claim timeout when its estate sets none

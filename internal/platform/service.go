@@ -26,6 +26,7 @@ import (
 	"github.com/klique-ai/klique/internal/platform/access"
 	"github.com/klique-ai/klique/internal/platform/allocation"
 	"github.com/klique-ai/klique/internal/platform/apps"
+	"github.com/klique-ai/klique/internal/platform/artifacts"
 	"github.com/klique-ai/klique/internal/platform/fleet"
 	"github.com/klique-ai/klique/internal/platform/kernel"
 	"github.com/klique-ai/klique/internal/platform/live"
@@ -62,6 +63,7 @@ type (
 	liveDomain       = live.Live
 	appsDomain       = apps.Apps
 	pipelinesDomain  = pipelines.Pipelines
+	artifactsDomain  = artifacts.Artifacts
 )
 
 // Service is the platform service: the domains, composed.
@@ -75,6 +77,7 @@ type Service struct {
 	*liveDomain
 	*appsDomain
 	*pipelinesDomain
+	*artifactsDomain
 }
 
 // New returns a service.
@@ -92,8 +95,15 @@ func New(o Options) *Service {
 		// A pipeline's steps are tasks: the pipelines domain enqueues,
 		// checks and aborts them through the tasks domain (wirePipelines).
 		pipelinesDomain: pipelines.New(k),
+		// Artifact storage is set by the server (SetArtifactStorage):
+		// until then only pointers can be published.
+		artifactsDomain: artifacts.New(k, artifacts.Options{}),
 	}
 	s.wirePipelines()
+	// A worker publishes and fetches artifacts for the tasks the fleet
+	// says it holds; an enqueue checks its inputs by the artifacts' rule.
+	s.artifactsDomain.SetHeldTask(s.fleetDomain.HeldTask)
+	s.tasksDomain.SetInputCheck(artifacts.CheckInputs)
 	// An app instance is a task: the apps domain enqueues and stops it
 	// through the tasks domain.
 	s.appsDomain.SetTasks(func(ctx context.Context, name, project, cr, group, id string, prepare apps.Prepare, request any) (*model.Task, error) {

@@ -5,6 +5,7 @@ import (
 	"github.com/klique-ai/klique/internal/platform/access"
 	"github.com/klique-ai/klique/internal/platform/allocation"
 	"github.com/klique-ai/klique/internal/platform/apps"
+	"github.com/klique-ai/klique/internal/platform/artifacts"
 	"github.com/klique-ai/klique/internal/platform/fleet"
 	"github.com/klique-ai/klique/internal/platform/kernel"
 	"github.com/klique-ai/klique/internal/platform/live"
@@ -20,6 +21,10 @@ import (
 // imports one package.
 
 type (
+	ArtifactUpload       = artifacts.Upload
+	ArtifactPointer      = artifacts.Pointer
+	ArtifactStorage      = artifacts.Options
+	ArtifactTooLarge     = artifacts.TooLargeError
 	APIKeyInput          = access.APIKeyInput
 	LaunchInput          = apps.LaunchInput
 	AppInstanceFilter    = apps.InstanceFilter

@@ -176,6 +176,11 @@ func start(ctx context.Context, cfg *config.Config, log *slog.Logger, st store.S
 	heartbeat := cfg.WorkerLease / 4
 	svc := platform.New(platform.Options{Store: st, Auth: auth, Events: bus, Logger: log, Vault: v,
 		Agent: platform.AgentOptions{Lease: cfg.WorkerLease, Heartbeat: heartbeat, LogLimit: cfg.TaskLogLimit}})
+	blobs, err := openArtifacts(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	svc.SetArtifactStorage(platform.ArtifactStorage{Blobs: blobs, MaxBytes: cfg.Artifacts.MaxBytes})
 	svc.SetSubscriptionLimits(platform.SubscriptionLimits{PerConnection: cfg.SubscriptionsPerConnection, ConnectionsPerUser: cfg.SubscriptionConnectionsPerUser})
 
 	if err := bootstrap(ctx, cfg, log, svc); err != nil {

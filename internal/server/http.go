@@ -59,6 +59,9 @@ type Handler struct {
 	mux     *http.ServeMux
 	// sockets are the open subscription WebSockets.
 	sockets *liveSockets
+	// streams are the routes whose bodies the platform bounds itself
+	// (artifact uploads), not KLIQUE_MAX_BODY_BYTES.
+	streams map[string]bool
 	tunnels *tunnel.Registry
 }
 
@@ -75,7 +78,8 @@ func NewHandler(d Deps) *Handler {
 		// tunnels, as the gateway does.
 		d.AppTunnels = d.Tunnels
 	}
-	h := &Handler{d: d, log: d.Logger, metrics: newMetrics(), mux: http.NewServeMux(), sockets: newLiveSockets(), tunnels: d.Tunnels}
+	h := &Handler{d: d, log: d.Logger, metrics: newMetrics(), mux: http.NewServeMux(), sockets: newLiveSockets(), tunnels: d.Tunnels,
+		streams: map[string]bool{}}
 	gql := newGraphQL(d.Service, d.Logger, h.metrics, h.sockets, DefaultDocumentLimits)
 
 	h.route("/graphql", "graphql", h.authenticated(identity.ChannelGraphQL, gql))
@@ -84,6 +88,7 @@ func NewHandler(d Deps) *Handler {
 	h.route("GET /api/v1/auth/sso", "auth_sso", http.HandlerFunc(h.ssoConfig))
 	h.route("POST /api/v1/auth/sso/token", "auth_sso_token", http.HandlerFunc(h.ssoToken))
 	h.agentRoutes()
+	h.artifactRoutes()
 	h.mountRouter()
 	h.autoscalerRoutes()
 	h.route("GET /api/v1/usage.csv", "usage_csv", h.authenticated(identity.ChannelAPI, http.HandlerFunc(h.usageCSV)))
@@ -132,6 +137,13 @@ func (h *Handler) route(pattern, name string, next http.Handler) {
 	h.mux.Handle(pattern, h.common(name, next))
 }
 
+// routeStream registers a route whose handler streams a body the
+// platform bounds itself, past KLIQUE_MAX_BODY_BYTES.
+func (h *Handler) routeStream(pattern, name string, next http.Handler) {
+	h.streams[name] = true
+	h.route(pattern, name, next)
+}
+
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
 
 var requestIDRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
@@ -139,6 +151,7 @@ var requestIDRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 // common gives every request an id, a body limit, a log line, metrics, a
 // per-request cache, and turns a panic into a 500 without a stack trace.
 func (h *Handler) common(route string, next http.Handler) http.Handler {
+	stream := h.streams[route]
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		// client ends when the client goes away (or the handler returns).
@@ -190,7 +203,7 @@ func (h *Handler) common(route string, next http.Handler) http.Handler {
 			h.log.Log(ctx, level, "http request", attrs...)
 		}()
 
-		if max := h.d.MaxBodyBytes; max > 0 && r.Body != nil {
+		if max := h.d.MaxBodyBytes; max > 0 && r.Body != nil && !stream {
 			if r.ContentLength > max {
 				writeError(sw, r, http.StatusRequestEntityTooLarge, "PAYLOAD_TOO_LARGE",
 					fmt.Sprintf("the request body is %d bytes, more than the %d allowed", r.ContentLength, max))

@@ -184,6 +184,7 @@ var isolationCases = slices.Concat(
 	gatewayIsolationCases,
 	appsIsolationCases,
 	pipelineIsolationCases,
+	artifactIsolationCases,
 )
 
 // noneOf asserts that the answer under a field holds none of the words:

@@ -183,6 +183,7 @@ type ClaimFit struct {
 type Queries interface {
 	AutoscalerQueries
 	PipelineQueries
+	ArtifactQueries
 
 	// Tenants.
 	CreateTenant(ctx context.Context, t *model.Tenant) error

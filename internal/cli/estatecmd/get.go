@@ -147,7 +147,7 @@ var kinds = []getKind{
 				cli.OrDash(cli.Str(m, "computeResource", "name")), cli.OrDash(cli.Str(m, "group", "name")), cli.Str(m, "owner", "name"), cli.Str(m, "size", "text"), cli.Str(m, "reason")}
 		},
 		one: `query($id: ID!) { item: task(id: $id) { id name status reason position project { name } owner { name } computeResource { name } group { name } size { text }
-			spec { command repository commit entryPoint workingDir packages image parameters env secrets } pool { name } worker { hostname } attempt retries
+			spec { command repository commit entryPoint workingDir packages image parameters env secrets inputs { name taskId artifact } } pool { name } worker { hostname } attempt retries
 			exitCode outputs clonedFrom { id name } createdAt updatedAt placedAt startedAt finishedAt } }`,
 	},
 	{

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/klique-ai/klique/internal/cli"
+	"github.com/klique-ai/klique/internal/cli/artifactcmd"
 
 	"github.com/spf13/cobra"
 
@@ -17,7 +18,7 @@ import (
 
 func newRunCmd(c *cli.CLI) *cobra.Command {
 	var resource, project, name, group, image string
-	var params, env, packages, secrets []string
+	var params, env, packages, secrets, inputs []string
 	var includeUntracked, ignoreUntracked, push, diffOnly, noPackages, dryRun, quiet bool
 	var wait time.Duration
 	cmd := &cobra.Command{
@@ -99,6 +100,9 @@ variable KLIQUE_PARAM_NAME, and in the JSON file KLIQUE_PARAMS_FILE.`,
 			if len(secrets) > 0 {
 				in["secrets"] = secrets
 			}
+			if err := artifactcmd.From(c).SetInputs(in, inputs); err != nil {
+				return err
+			}
 			if p != nil {
 				in["parameters"] = p
 			}
@@ -122,6 +126,7 @@ variable KLIQUE_PARAM_NAME, and in the JSON file KLIQUE_PARAMS_FILE.`,
 	f.StringArrayVar(&packages, "package", nil, "Python package requirement, instead of requirements.txt or pyproject.toml (repeatable)")
 	f.BoolVar(&noPackages, "no-packages", false, "install no Python packages")
 	f.StringArrayVar(&secrets, "secret", nil, "a vault secret to inject as an environment variable of the same name (repeatable)")
+	f.StringArrayVar(&inputs, "input", nil, "an earlier run's artifact as an input, NAME=RUN/ARTIFACT: the task reads it at $KLIQUE_INPUT_<NAME> (repeatable)")
 	f.BoolVar(&includeUntracked, "include-untracked", false, "send the files git does not track with the diff")
 	f.BoolVar(&ignoreUntracked, "ignore-untracked", false, "leave the files git does not track behind")
 	f.BoolVar(&push, "push", false, "push the current branch when the remote does not have its commit")

@@ -156,6 +156,7 @@ func applyPool(e *estate.Estate, pool *model.Pool, in PoolInput) error {
 	}
 	kernel.SetInt(&pool.GPUMemoryGB, in.GPUMemoryGB)
 	kernel.SetString(&pool.Region, in.Region)
+	kernel.SetString(&pool.OutputDestination, in.OutputDestination)
 	if in.Labels != nil {
 		pool.Labels = in.Labels
 	}

@@ -30,6 +30,9 @@ type PoolInput struct {
 	// ClaimTimeoutSeconds sets the pool's claim timeout: 0 turns it off, a
 	// negative number returns it to the default (estate.md).
 	ClaimTimeoutSeconds *int
+	// OutputDestination is where tasks placed on the pool write outputs
+	// ("" clears it: the project's applies).
+	OutputDestination *string
 }
 
 // ProfileInput creates or changes a profile. Size is "0.125", "1", "8" or

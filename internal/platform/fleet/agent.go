@@ -276,6 +276,13 @@ func (s *Fleet) assignment(ctx context.Context, t *model.Task, cr *model.Compute
 	if pr, err := s.k.Store.GetProject(ctx, t.TenantID, t.ProjectID); err == nil {
 		a.Project, a.OutputDestination = pr.Name, pr.OutputDestination
 	}
+	// The pool's destination comes first: where its nodes can write.
+	if pool, err := s.k.Store.GetPool(ctx, t.TenantID, t.PoolID); err == nil && pool.OutputDestination != "" {
+		a.OutputDestination = pool.OutputDestination
+	}
+	for _, in := range t.Spec.Inputs {
+		a.Inputs = append(a.Inputs, agentapi.Input{Name: in.Name, TaskID: in.TaskID, Artifact: in.Artifact})
+	}
 	if u, err := s.k.Store.GetUser(ctx, t.TenantID, t.OwnerID); err == nil {
 		a.Owner = u.Name
 	}

@@ -128,3 +128,18 @@ func refuseTakeover(ctx context.Context, q store.Queries, w *identity.Worker, ho
 	}
 	return nil
 }
+
+// HeldTask returns a task the calling worker (or task credential) holds at
+// attempt, as every report checks it: for the domains that take reports
+// of their own (artifacts).
+func (s *Fleet) HeldTask(ctx context.Context, taskID string, attempt int) (*model.Task, error) {
+	w, err := workerFrom(ctx)
+	if err != nil {
+		return nil, err
+	}
+	t, err := s.myTask(ctx, s.k.Store, w, taskID, attempt, false)
+	if err != nil {
+		return nil, s.k.Internal(ctx, err)
+	}
+	return t, nil
+}

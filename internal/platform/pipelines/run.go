@@ -268,7 +268,7 @@ func (s *Pipelines) PipelineStepOfTask(ctx context.Context, t *model.Task) (*mod
 // asOwner returns a context acting as the run's owner, as their own
 // credential would (their groups as they are now).
 func (s *Pipelines) asOwner(ctx context.Context, r *model.PipelineRun) (context.Context, error) {
-	p, err := identity.LoadUserPrincipal(ctx, s.k.Store, r.TenantID, r.OwnerID)
+	p, err := identity.LoadPrincipal(ctx, s.k.Store, r.TenantID, r.OwnerID)
 	if err != nil {
 		return nil, fmt.Errorf("act as the owner of pipeline run %s: %w", r.Name, err)
 	}

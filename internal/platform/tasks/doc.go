@@ -19,6 +19,8 @@ type Tasks struct {
 	poolWorkers PoolWorkersFunc
 	// logLimit bounds a local run's log (SetLogLimit).
 	logLimit int64
+	// inputCheck checks a task's inputs at enqueue (SetInputCheck).
+	inputCheck InputCheckFunc
 }
 
 // New returns the tasks domain over a kernel.

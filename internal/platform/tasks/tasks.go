@@ -103,6 +103,9 @@ func (s *Tasks) enqueue(ctx context.Context, in EnqueueInput, clonedFrom *model.
 		if err := checkTaskSecrets(ctx, t.Q, e, task); err != nil {
 			return err
 		}
+		if err := s.checkInputs(t, task); err != nil {
+			return err
+		}
 		detail := ""
 		if clonedFrom != nil {
 			task.ClonedFromID = clonedFrom.ID

@@ -124,6 +124,7 @@ func ValidateTaskSpec(name string, spec *model.TaskSpec) []string {
 		}
 		seen[name] = true
 	}
+	ps = append(ps, inputProblems(spec.Inputs)...)
 	ps = append(ps, credentialProblems(spec)...)
 	return ps
 }

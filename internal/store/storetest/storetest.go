@@ -69,6 +69,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Apps", work.Apps},
 		{"Autoscalers", work.Autoscalers},
 		{"Pipelines", work.Pipelines},
+		{"Artifacts", work.Artifacts},
 		{"Store", work.Store},
 	} {
 		t.Run(group.name, func(t *testing.T) {

@@ -26,8 +26,17 @@ const storeDir = "../.."
 func main() {
 	fset := token.NewFileSet()
 	ifaces := map[string]*ast.InterfaceType{}
-	for _, name := range []string{"store.go", "autoscalers.go", "pipelines.go"} {
-		f, err := parser.ParseFile(fset, filepath.Join(storeDir, name), nil, 0)
+	// Every file of package store: the interfaces Queries embeds live
+	// in files of their own (autoscalers.go, artifacts.go, …).
+	names, err := filepath.Glob(filepath.Join(storeDir, "*.go"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, name := range names {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, 0)
 		if err != nil {
 			log.Fatal(err)
 		}

@@ -90,6 +90,22 @@ func (pc perCall) FindCachedPipelineStep(ctx context.Context, tenantID string, p
 	})
 }
 
+func (pc perCall) CreateArtifact(ctx context.Context, a *model.Artifact) error {
+	return pc.s.InTx(ctx, func(tx store.Queries) error { return tx.CreateArtifact(ctx, a) })
+}
+
+func (pc perCall) GetArtifact(ctx context.Context, tenantID string, taskID string, name string) (*model.Artifact, error) {
+	return call(ctx, pc.s, func(tx store.Queries) (*model.Artifact, error) { return tx.GetArtifact(ctx, tenantID, taskID, name) })
+}
+
+func (pc perCall) ListArtifacts(ctx context.Context, tenantID string, taskID string) ([]*model.Artifact, error) {
+	return call(ctx, pc.s, func(tx store.Queries) ([]*model.Artifact, error) { return tx.ListArtifacts(ctx, tenantID, taskID) })
+}
+
+func (pc perCall) DeleteArtifact(ctx context.Context, tenantID string, id string) error {
+	return pc.s.InTx(ctx, func(tx store.Queries) error { return tx.DeleteArtifact(ctx, tenantID, id) })
+}
+
 func (pc perCall) CreateTenant(ctx context.Context, t *model.Tenant) error {
 	return pc.s.InTx(ctx, func(tx store.Queries) error { return tx.CreateTenant(ctx, t) })
 }

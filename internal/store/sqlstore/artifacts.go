@@ -1,0 +1,52 @@
+package sqlstore
+
+import (
+	"context"
+
+	"github.com/klique-ai/klique/internal/model"
+	"github.com/klique-ai/klique/internal/store"
+)
+
+const artifactColumns = `id, tenant_id, task_id, name, size, sha256, content_type, pointer, storage_key, created_by, created_at`
+
+func scanArtifact(r scanner) (*model.Artifact, error) {
+	var a model.Artifact
+	var created int64
+	if err := r.Scan(&a.ID, &a.TenantID, &a.TaskID, &a.Name, &a.Size, &a.SHA256, &a.ContentType, &a.Pointer,
+		&a.StorageKey, &a.CreatedBy, &created); err != nil {
+		return nil, err
+	}
+	a.CreatedAt = fromMicros(created)
+	return &a, nil
+}
+
+// CreateArtifact inserts an artifact; the (tenant, task, name) index makes
+// a second one of the same name a conflict.
+func (q *queries) CreateArtifact(ctx context.Context, a *model.Artifact) error {
+	undo := assignID(&a.ID)
+	_, err := q.write(ctx, "create artifact "+a.Name+" of task "+a.TaskID, store.ErrNotFound,
+		`INSERT INTO artifacts (`+artifactColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		a.ID, a.TenantID, a.TaskID, a.Name, a.Size, a.SHA256, a.ContentType, a.Pointer, a.StorageKey, a.CreatedBy, micros(a.CreatedAt))
+	if err != nil {
+		undo()
+	}
+	return err
+}
+
+// GetArtifact returns a run's artifact by name.
+func (q *queries) GetArtifact(ctx context.Context, tenantID, taskID, name string) (*model.Artifact, error) {
+	return getOne(ctx, q, "get artifact "+name+" of task "+taskID, scanArtifact,
+		`SELECT `+artifactColumns+` FROM artifacts WHERE tenant_id = ? AND task_id = ? AND name = ?`, tenantID, taskID, name)
+}
+
+// ListArtifacts lists a run's artifacts by name.
+func (q *queries) ListArtifacts(ctx context.Context, tenantID, taskID string) ([]*model.Artifact, error) {
+	return getAll(ctx, q, "list artifacts of task "+taskID, scanArtifact,
+		`SELECT `+artifactColumns+` FROM artifacts WHERE tenant_id = ? AND task_id = ? ORDER BY name`, tenantID, taskID)
+}
+
+// DeleteArtifact removes an artifact row.
+func (q *queries) DeleteArtifact(ctx context.Context, tenantID, id string) error {
+	return q.writeOne(ctx, "delete artifact "+id, store.ErrConflict,
+		`DELETE FROM artifacts WHERE tenant_id = ? AND id = ?`, tenantID, id)
+}
