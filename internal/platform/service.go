@@ -30,6 +30,7 @@ import (
 	"github.com/klique-ai/klique/internal/platform/kernel"
 	"github.com/klique-ai/klique/internal/platform/live"
 	"github.com/klique-ai/klique/internal/platform/llm"
+	"github.com/klique-ai/klique/internal/platform/studies"
 	"github.com/klique-ai/klique/internal/platform/tasks"
 	"github.com/klique-ai/klique/internal/store"
 	"github.com/klique-ai/klique/internal/vault"
@@ -60,6 +61,7 @@ type (
 	accessDomain     = access.Access
 	liveDomain       = live.Live
 	appsDomain       = apps.Apps
+	studiesDomain    = studies.Studies
 )
 
 // Service is the platform service: the domains, composed.
@@ -72,6 +74,7 @@ type Service struct {
 	*accessDomain
 	*liveDomain
 	*appsDomain
+	*studiesDomain
 }
 
 // New returns a service.
@@ -113,6 +116,7 @@ func New(o Options) *Service {
 	})
 	// The live views read logs, workers and policy views through the
 	// service itself.
+	s.studiesDomain = newStudies(k, s.tasksDomain)
 	s.liveDomain = live.New(k, s, live.Options{Auth: o.Auth, Heartbeat: agent.Heartbeat, Lease: agent.Lease})
 	return s
 }

@@ -109,7 +109,7 @@ func (q *queries) CreateStudyTrial(ctx context.Context, tr *model.StudyTrial) er
 // UpdateStudyTrial writes a trial's changing fields.
 func (q *queries) UpdateStudyTrial(ctx context.Context, tr *model.StudyTrial) error {
 	return q.writeOne(ctx, fmt.Sprintf("update trial %d of study %s", tr.Number, tr.StudyID), store.ErrNotFound,
-		`UPDATE study_trials SET task_id = ?, state = ?, rung = ?, objective = ?, objective_step = ?, reason = ?, ended_at = ?
+		`UPDATE study_trials SET task_id = COALESCE(?, task_id), state = ?, rung = ?, objective = ?, objective_step = ?, reason = ?, ended_at = ?
 		WHERE tenant_id = ? AND study_id = ? AND number = ?`,
 		nullString(tr.TaskID), string(tr.State), tr.Rung, nullFloat(tr.Objective), tr.ObjectiveStep, tr.Reason, nullMicros(tr.EndedAt),
 		tr.TenantID, tr.StudyID, tr.Number)
