@@ -9,6 +9,7 @@ import (
 	"github.com/klique-ai/klique/internal/platform"
 	"github.com/klique-ai/klique/internal/platform/live"
 	"github.com/klique-ai/klique/internal/platform/llm"
+	"github.com/klique-ai/klique/internal/platform/studies"
 )
 
 // Platform is what the resolvers ask of the platform service: the
@@ -122,6 +123,12 @@ type Platform interface {
 	TaskLogs(ctx context.Context, t *model.Task, after int64, first int, tail int) (*platform.LogPage, error)
 	TaskMetrics(ctx context.Context, t *model.Task, name string, after int64, first int, last bool) ([]model.MetricPoint, error)
 	CompareTasks(ctx context.Context, ids []string) (*platform.Comparison, error)
+	StartStudy(ctx context.Context, in studies.StartInput) (*model.Study, error)
+	StopStudy(ctx context.Context, id, reason string) (*model.Study, error)
+	Studies(ctx context.Context, project string) ([]*model.Study, error)
+	StudyView(ctx context.Context, id string) (*studies.View, error)
+	SubscribeStudy(ctx context.Context, id string) (<-chan *studies.View, error)
+	TaskTrial(ctx context.Context, t *model.Task) (*model.Study, *model.StudyTrial, error)
 	TaskOwner(ctx context.Context, t *model.Task) (*model.User, error)
 	TaskPosition(ctx context.Context, t *model.Task) (int, error)
 	TaskProject(ctx context.Context, t *model.Task) (*model.Project, error)

@@ -324,6 +324,14 @@ type GroupPayload struct {
 	Warnings []*estate.Warning `json:"warnings"`
 }
 
+type HalvingInput struct {
+	Resource    string `json:"resource"`
+	MinResource int    `json:"minResource"`
+	MaxResource int    `json:"maxResource"`
+	// 3 when left out.
+	Eta *int `json:"eta,omitempty"`
+}
+
 // A kind of instance an autoscaler may start, with the GPUs each brings.
 type InstanceType struct {
 	Name string `json:"name"`
@@ -436,6 +444,45 @@ type ResourcePolicyPayload struct {
 	Warnings       []*estate.Warning     `json:"warnings"`
 }
 
+type SearchParamInput struct {
+	Name string `json:"name"`
+	// choice, uniform, loguniform or int.
+	Kind   string   `json:"kind"`
+	Values []string `json:"values,omitempty"`
+	Lo     *float64 `json:"lo,omitempty"`
+	Hi     *float64 `json:"hi,omitempty"`
+	Step   *int     `json:"step,omitempty"`
+}
+
+type StartStudyInput struct {
+	Name string `json:"name"`
+	// The run every trial clones (with its parameters set).
+	BaseTask string `json:"baseTask"`
+	// Where the trials go: the base task's project and compute resource when left out.
+	Project         *string `json:"project,omitempty"`
+	ComputeResource *string `json:"computeResource,omitempty"`
+	Group           *string `json:"group,omitempty"`
+	// grid, random or halving.
+	Strategy string `json:"strategy"`
+	// Makes random suggestions repeatable.
+	Seed      *int   `json:"seed,omitempty"`
+	Objective string `json:"objective"`
+	// From the metric's name when left out (losses, errors and times are MIN).
+	Direction *MetricDirection `json:"direction,omitempty"`
+	// final (default) or best.
+	Summary *string `json:"summary,omitempty"`
+	// Trials at once (1 when left out).
+	MaxConcurrent *int                `json:"maxConcurrent,omitempty"`
+	Budget        *StudyBudgetInput   `json:"budget"`
+	Space         []*SearchParamInput `json:"space"`
+	Halving       *HalvingInput       `json:"halving,omitempty"`
+}
+
+type StudyBudgetInput struct {
+	Trials   *int     `json:"trials,omitempty"`
+	GpuHours *float64 `json:"gpuHours,omitempty"`
+}
+
 type Subscription struct {
 }
 
@@ -466,6 +513,12 @@ type TaskFilter struct {
 	Group           *string            `json:"group,omitempty"`
 	// Only the caller's own tasks.
 	Mine *bool `json:"mine,omitempty"`
+}
+
+type TaskStudyTrial struct {
+	StudyID   string `json:"studyId"`
+	StudyName string `json:"studyName"`
+	Number    int    `json:"number"`
 }
 
 type TenantConnection struct {

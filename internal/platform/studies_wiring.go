@@ -3,6 +3,7 @@ package platform
 import (
 	"context"
 
+	"github.com/klique-ai/klique/internal/identity"
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform/kernel"
 	"github.com/klique-ai/klique/internal/platform/studies"
@@ -26,4 +27,33 @@ func newStudies(k *kernel.Kernel, t *tasks.Tasks) *studies.Studies {
 			return studies.Value(f), studies.Value(b), ok
 		},
 	})
+}
+
+// SubscribeStudy follows a study the caller may see (studyChanged): the
+// study first, then again after each change, each checked against the
+// subscriber's rights as they are then.
+func (s *Service) SubscribeStudy(ctx context.Context, id string) (<-chan *studies.View, error) {
+	v, err := s.studiesDomain.StudyView(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	tenantID, studyID := v.Study.TenantID, v.Study.ID
+	ch, err := s.liveDomain.FollowObject(ctx, tenantID, "study", studyID, v,
+		func(ctx context.Context) (any, error) { return s.studiesDomain.TenantStudyView(ctx, tenantID, studyID) },
+		func(p *identity.Principal, obj any) bool { return studies.Sees(p, obj.(*studies.View).Study) })
+	if err != nil {
+		return nil, err
+	}
+	out := make(chan *studies.View, 1)
+	go func() {
+		defer close(out)
+		for u := range ch {
+			select {
+			case out <- u.Object.(*studies.View):
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out, nil
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/klique-ai/klique/internal/identity"
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform/kernel"
 	"github.com/klique-ai/klique/internal/store"
@@ -45,6 +46,25 @@ func (s *Studies) StudyView(ctx context.Context, id string) (*View, error) {
 	if err != nil {
 		return nil, err
 	}
+	return s.view(ctx, st)
+}
+
+// TenantStudyView reads a study of a tenant on the platform's own behalf,
+// for the live view that re-reads it after each change (and checks each
+// subscriber with Sees).
+func (s *Studies) TenantStudyView(ctx context.Context, tenantID, id string) (*View, error) {
+	st, err := s.k.Store.GetStudy(ctx, tenantID, id)
+	if err != nil {
+		return nil, err
+	}
+	return s.view(ctx, st)
+}
+
+// Sees reports whether p may see a study: as a task of its owner, group
+// and project would be seen.
+func Sees(p *identity.Principal, st *model.Study) bool { return sees(p, st) }
+
+func (s *Studies) view(ctx context.Context, st *model.Study) (*View, error) {
 	trials, err := s.k.Store.ListStudyTrials(ctx, st.TenantID, st.ID)
 	if err != nil {
 		return nil, s.k.Internal(ctx, err)
