@@ -183,6 +183,7 @@ var isolationCases = slices.Concat(
 	taskIsolationCases,
 	gatewayIsolationCases,
 	appsIsolationCases,
+	studyIsolationCases,
 )
 
 // noneOf asserts that the answer under a field holds none of the words:
