@@ -13,8 +13,9 @@ import * as estate from './pages/estate.js';
 import * as models from './pages/models.js';
 import * as apps from './pages/apps.js';
 import * as compare from './pages/compare.js';
+import * as studies from './pages/studies.js';
 
-const pages = { orchestration, queues, policy, usage, models, apps, compare, task, estate };
+const pages = { orchestration, queues, policy, usage, models, apps, compare, studies, task, estate };
 const main = document.getElementById('main');
 let stopPage = null;
 let viewer = null;
