@@ -134,7 +134,7 @@ command or flag is answered with the nearest one.`,
 		newGetCmd(c), newCreateCmd(c),
 		newEnqueueCmd(c), newRunCmd(c), newAbortCmd(c), newCloneCmd(c), newCompareCmd(c), newReportCmd(c),
 		newEngineCmd(c), newPolicyCmd(c), newUsageCmd(c), newSimulateCmd(c),
-		newTaskCmd(c), newSecretCmd(c), newWorkerCmd(c), newProjectCmd(c), newAppCmd(c),
+		newTaskCmd(c), newSecretCmd(c), newWorkerCmd(c), newProjectCmd(c), newAppCmd(c), newStudyCmd(c),
 		newAutoscalerCmd(c), newRouterCmd(c),
 		newHPCSubmitterCmd(c), newTaskRunCmd(c),
 	)
