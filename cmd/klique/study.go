@@ -259,4 +259,3 @@ func upper(ss []string) []string {
 	}
 	return out
 }
-
