@@ -24,6 +24,7 @@ import (
 	"github.com/klique-ai/klique/internal/platform/fleet"
 	"github.com/klique-ai/klique/internal/platform/live"
 	"github.com/klique-ai/klique/internal/platform/llm"
+	"github.com/klique-ai/klique/internal/platform/studies"
 	"github.com/klique-ai/klique/internal/platform/view"
 	gqlparser "github.com/vektah/gqlparser/v2"
 	"github.com/vektah/gqlparser/v2/ast"
@@ -53,6 +54,7 @@ type ResolverRoot interface {
 	GPUClass() GPUClassResolver
 	Group() GroupResolver
 	GroupMembership() GroupMembershipResolver
+	Halving() HalvingResolver
 	LLMGuardrails() LLMGuardrailsResolver
 	LLMModel() LLMModelResolver
 	LLMProvider() LLMProviderResolver
@@ -68,6 +70,7 @@ type ResolverRoot interface {
 	RateLimit() RateLimitResolver
 	ResourcePolicy() ResourcePolicyResolver
 	Secret() SecretResolver
+	Study() StudyResolver
 	Subscription() SubscriptionResolver
 	Task() TaskResolver
 	TaskSpec() TaskSpecResolver
@@ -497,6 +500,14 @@ type ComplexityRoot struct {
 		Warnings func(childComplexity int) int
 	}
 
+	Halving struct {
+		Eta         func(childComplexity int) int
+		MaxResource func(childComplexity int) int
+		MinResource func(childComplexity int) int
+		Resource    func(childComplexity int) int
+		Rungs       func(childComplexity int) int
+	}
+
 	InstanceType struct {
 		Gpus func(childComplexity int) int
 		Name func(childComplexity int) int
@@ -675,7 +686,9 @@ type ComplexityRoot struct {
 		SetGuardrails          func(childComplexity int, input llm.GuardrailsInput) int
 		SetSecret              func(childComplexity int, scope string, owner *string, name string, value string) int
 		StartLocalRun          func(childComplexity int, input gqlmodel.StartLocalRunInput) int
+		StartStudy             func(childComplexity int, input gqlmodel.StartStudyInput) int
 		StopApp                func(childComplexity int, id string) int
+		StopStudy              func(childComplexity int, id string, reason *string) int
 		UnlockApp              func(childComplexity int, name string) int
 		UpdateAutoscaler       func(childComplexity int, id string, input gqlmodel.AutoscalerInput) int
 		UpdateComputeResource  func(childComplexity int, id string, input allocation.ComputeResourceInput) int
@@ -913,6 +926,8 @@ type ComplexityRoot struct {
 		ResourcePolicy     func(childComplexity int, id string) int
 		RouteInstances     func(childComplexity int, route string) int
 		Secrets            func(childComplexity int, scope string, owner *string) int
+		Studies            func(childComplexity int, project *string) int
+		Study              func(childComplexity int, id string) int
 		Task               func(childComplexity int, id string) int
 		Tasks              func(childComplexity int, filter *gqlmodel.TaskFilter, first *int, after *string) int
 		Tenants            func(childComplexity int, first *int, after *string) int
@@ -987,12 +1002,67 @@ type ComplexityRoot struct {
 		Warnings       func(childComplexity int) int
 	}
 
+	SearchParam struct {
+		Hi     func(childComplexity int) int
+		Kind   func(childComplexity int) int
+		Lo     func(childComplexity int) int
+		Name   func(childComplexity int) int
+		Step   func(childComplexity int) int
+		Values func(childComplexity int) int
+	}
+
 	Secret struct {
 		Name      func(childComplexity int) int
 		Owner     func(childComplexity int) int
 		Scope     func(childComplexity int) int
 		UpdatedAt func(childComplexity int) int
 		UpdatedBy func(childComplexity int) int
+	}
+
+	Study struct {
+		BaseTaskID      func(childComplexity int) int
+		Best            func(childComplexity int) int
+		BudgetGpuHours  func(childComplexity int) int
+		BudgetTrials    func(childComplexity int) int
+		ComputeResource func(childComplexity int) int
+		CreatedAt       func(childComplexity int) int
+		Direction       func(childComplexity int) int
+		FinishedAt      func(childComplexity int) int
+		GPUHours        func(childComplexity int) int
+		Halving         func(childComplexity int) int
+		ID              func(childComplexity int) int
+		MaxConcurrent   func(childComplexity int) int
+		Name            func(childComplexity int) int
+		Objective       func(childComplexity int) int
+		Owner           func(childComplexity int) int
+		Progress        func(childComplexity int) int
+		Project         func(childComplexity int) int
+		Reason          func(childComplexity int) int
+		Seed            func(childComplexity int) int
+		Space           func(childComplexity int) int
+		State           func(childComplexity int) int
+		Strategy        func(childComplexity int) int
+		Summary         func(childComplexity int) int
+		Trials          func(childComplexity int) int
+	}
+
+	StudyProgressPoint struct {
+		At    func(childComplexity int) int
+		Best  func(childComplexity int) int
+		Trial func(childComplexity int) int
+	}
+
+	StudyTrial struct {
+		CreatedAt     func(childComplexity int) int
+		EndedAt       func(childComplexity int) int
+		Number        func(childComplexity int) int
+		Objective     func(childComplexity int) int
+		ObjectiveStep func(childComplexity int) int
+		Params        func(childComplexity int) int
+		Reason        func(childComplexity int) int
+		Rung          func(childComplexity int) int
+		State         func(childComplexity int) int
+		TaskID        func(childComplexity int) int
 	}
 
 	Subscription struct {
@@ -1002,6 +1072,7 @@ type ComplexityRoot struct {
 		PipelineRunChanged func(childComplexity int, id string) int
 		PoolUtilization    func(childComplexity int) int
 		QueueChanged       func(childComplexity int, computeResource string) int
+		StudyChanged       func(childComplexity int, id string) int
 		TaskEvents         func(childComplexity int, id string) int
 		TaskLogs           func(childComplexity int, id string, after *int, tail *int) int
 		Workers            func(childComplexity int) int
@@ -1034,6 +1105,7 @@ type ComplexityRoot struct {
 		Spec            func(childComplexity int) int
 		StartedAt       func(childComplexity int) int
 		Status          func(childComplexity int) int
+		StudyTrial      func(childComplexity int) int
 		UpdatedAt       func(childComplexity int) int
 		Worker          func(childComplexity int) int
 	}
@@ -1075,6 +1147,12 @@ type ComplexityRoot struct {
 		Repository func(childComplexity int) int
 		Secrets    func(childComplexity int) int
 		WorkingDir func(childComplexity int) int
+	}
+
+	TaskStudyTrial struct {
+		Number    func(childComplexity int) int
+		StudyID   func(childComplexity int) int
+		StudyName func(childComplexity int) int
 	}
 
 	TaskUpdate struct {
@@ -1321,6 +1399,9 @@ type GroupMembershipResolver interface {
 	Group(ctx context.Context, obj *model.Membership) (*model.Group, error)
 	User(ctx context.Context, obj *model.Membership) (*model.User, error)
 }
+type HalvingResolver interface {
+	Rungs(ctx context.Context, obj *model.Halving) ([]int, error)
+}
 type LLMGuardrailsResolver interface {
 	GuardAlias(ctx context.Context, obj *model.Guardrails) (*string, error)
 }
@@ -1407,6 +1488,8 @@ type MutationResolver interface {
 	ReportLocalRun(ctx context.Context, id string, input gqlmodel.LocalRunReportInput) (*model.Task, error)
 	EndLocalRun(ctx context.Context, id string, outcome model.TaskStatus, exitCode *int, reason *string) (*model.Task, error)
 	ExecuteRemotely(ctx context.Context, id string, computeResource string, group *string, idempotencyKey *string) (*model.Task, error)
+	StartStudy(ctx context.Context, input gqlmodel.StartStudyInput) (*studies.View, error)
+	StopStudy(ctx context.Context, id string, reason *string) (*studies.View, error)
 	EnqueueTask(ctx context.Context, input gqlmodel.EnqueueTaskInput) (*model.Task, error)
 	AbortTask(ctx context.Context, id string, reason *string) (*model.Task, error)
 	CloneTask(ctx context.Context, id string, parameterOverrides map[string]string, name *string, computeResource *string, group *string, project *string, idempotencyKey *string) (*model.Task, error)
@@ -1481,6 +1564,8 @@ type QueryResolver interface {
 	PipelineRun(ctx context.Context, id string) (*gqlmodel.PipelineRun, error)
 	Projects(ctx context.Context, first *int, after *string) (*gqlmodel.ProjectConnection, error)
 	Project(ctx context.Context, id string) (*model.Project, error)
+	Studies(ctx context.Context, project *string) ([]*studies.View, error)
+	Study(ctx context.Context, id string) (*studies.View, error)
 	UtilizationHistory(ctx context.Context, from *time.Time, to *time.Time, stepSeconds *int) (*live.UtilizationHistory, error)
 	Tasks(ctx context.Context, filter *gqlmodel.TaskFilter, first *int, after *string) (*gqlmodel.TaskConnection, error)
 	Task(ctx context.Context, id string) (*model.Task, error)
@@ -1506,6 +1591,30 @@ type ResourcePolicyResolver interface {
 type SecretResolver interface {
 	Owner(ctx context.Context, obj *access.SecretInfo) (string, error)
 }
+type StudyResolver interface {
+	ID(ctx context.Context, obj *studies.View) (string, error)
+	Name(ctx context.Context, obj *studies.View) (string, error)
+	State(ctx context.Context, obj *studies.View) (model.StudyState, error)
+	Reason(ctx context.Context, obj *studies.View) (*string, error)
+	Strategy(ctx context.Context, obj *studies.View) (string, error)
+	Seed(ctx context.Context, obj *studies.View) (int, error)
+	Objective(ctx context.Context, obj *studies.View) (string, error)
+	Direction(ctx context.Context, obj *studies.View) (gqlmodel.MetricDirection, error)
+	Summary(ctx context.Context, obj *studies.View) (string, error)
+	MaxConcurrent(ctx context.Context, obj *studies.View) (int, error)
+	BudgetTrials(ctx context.Context, obj *studies.View) (*int, error)
+	BudgetGpuHours(ctx context.Context, obj *studies.View) (*float64, error)
+
+	Space(ctx context.Context, obj *studies.View) ([]*model.SearchParam, error)
+	Halving(ctx context.Context, obj *studies.View) (*model.Halving, error)
+	BaseTaskID(ctx context.Context, obj *studies.View) (string, error)
+	Owner(ctx context.Context, obj *studies.View) (string, error)
+	Project(ctx context.Context, obj *studies.View) (string, error)
+	ComputeResource(ctx context.Context, obj *studies.View) (string, error)
+
+	CreatedAt(ctx context.Context, obj *studies.View) (*time.Time, error)
+	FinishedAt(ctx context.Context, obj *studies.View) (*time.Time, error)
+}
 type SubscriptionResolver interface {
 	QueueChanged(ctx context.Context, computeResource string) (<-chan *live.QueueUpdate, error)
 	TaskEvents(ctx context.Context, id string) (<-chan *live.TaskUpdate, error)
@@ -1516,6 +1625,7 @@ type SubscriptionResolver interface {
 	AppInstanceChanged(ctx context.Context, app *string, id *string) (<-chan *live.AppInstanceUpdate, error)
 	GatewayTraffic(ctx context.Context) (<-chan *live.GatewayTraffic, error)
 	PipelineRunChanged(ctx context.Context, id string) (<-chan *gqlmodel.PipelineRun, error)
+	StudyChanged(ctx context.Context, id string) (<-chan *studies.View, error)
 }
 type TaskResolver interface {
 	Reason(ctx context.Context, obj *model.Task) (string, error)
@@ -1530,6 +1640,7 @@ type TaskResolver interface {
 
 	Artifacts(ctx context.Context, obj *model.Task) ([]*model.Artifact, error)
 	PipelineStep(ctx context.Context, obj *model.Task) (*gqlmodel.PipelineTaskLink, error)
+	StudyTrial(ctx context.Context, obj *model.Task) (*gqlmodel.TaskStudyTrial, error)
 	Attempt(ctx context.Context, obj *model.Task) (int, error)
 	Retries(ctx context.Context, obj *model.Task) (int, error)
 	Worker(ctx context.Context, obj *model.Task) (*view.WorkerView, error)
@@ -3241,6 +3352,37 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.GroupPayload.Warnings(childComplexity), true
 
+	case "Halving.eta":
+		if e.ComplexityRoot.Halving.Eta == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Halving.Eta(childComplexity), true
+	case "Halving.maxResource":
+		if e.ComplexityRoot.Halving.MaxResource == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Halving.MaxResource(childComplexity), true
+	case "Halving.minResource":
+		if e.ComplexityRoot.Halving.MinResource == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Halving.MinResource(childComplexity), true
+	case "Halving.resource":
+		if e.ComplexityRoot.Halving.Resource == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Halving.Resource(childComplexity), true
+	case "Halving.rungs":
+		if e.ComplexityRoot.Halving.Rungs == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Halving.Rungs(childComplexity), true
+
 	case "InstanceType.gpus":
 		if e.ComplexityRoot.InstanceType.Gpus == nil {
 			break
@@ -4348,6 +4490,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.StartLocalRun(childComplexity, args["input"].(gqlmodel.StartLocalRunInput)), true
+	case "Mutation.startStudy":
+		if e.ComplexityRoot.Mutation.StartStudy == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_startStudy_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.StartStudy(childComplexity, args["input"].(gqlmodel.StartStudyInput)), true
 	case "Mutation.stopApp":
 		if e.ComplexityRoot.Mutation.StopApp == nil {
 			break
@@ -4359,6 +4512,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.StopApp(childComplexity, args["id"].(string)), true
+	case "Mutation.stopStudy":
+		if e.ComplexityRoot.Mutation.StopStudy == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_stopStudy_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.StopStudy(childComplexity, args["id"].(string), args["reason"].(*string)), true
 	case "Mutation.unlockApp":
 		if e.ComplexityRoot.Mutation.UnlockApp == nil {
 			break
@@ -5554,6 +5718,28 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Secrets(childComplexity, args["scope"].(string), args["owner"].(*string)), true
+	case "Query.studies":
+		if e.ComplexityRoot.Query.Studies == nil {
+			break
+		}
+
+		args, err := ec.field_Query_studies_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.Studies(childComplexity, args["project"].(*string)), true
+	case "Query.study":
+		if e.ComplexityRoot.Query.Study == nil {
+			break
+		}
+
+		args, err := ec.field_Query_study_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.Study(childComplexity, args["id"].(string)), true
 	case "Query.task":
 		if e.ComplexityRoot.Query.Task == nil {
 			break
@@ -5891,6 +6077,43 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.ResourcePolicyPayload.Warnings(childComplexity), true
 
+	case "SearchParam.hi":
+		if e.ComplexityRoot.SearchParam.Hi == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SearchParam.Hi(childComplexity), true
+	case "SearchParam.kind":
+		if e.ComplexityRoot.SearchParam.Kind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SearchParam.Kind(childComplexity), true
+	case "SearchParam.lo":
+		if e.ComplexityRoot.SearchParam.Lo == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SearchParam.Lo(childComplexity), true
+	case "SearchParam.name":
+		if e.ComplexityRoot.SearchParam.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SearchParam.Name(childComplexity), true
+	case "SearchParam.step":
+		if e.ComplexityRoot.SearchParam.Step == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SearchParam.Step(childComplexity), true
+	case "SearchParam.values":
+		if e.ComplexityRoot.SearchParam.Values == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SearchParam.Values(childComplexity), true
+
 	case "Secret.name":
 		if e.ComplexityRoot.Secret.Name == nil {
 			break
@@ -5921,6 +6144,231 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Secret.UpdatedBy(childComplexity), true
+
+	case "Study.baseTaskId":
+		if e.ComplexityRoot.Study.BaseTaskID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Study.BaseTaskID(childComplexity), true
+	case "Study.best":
+		if e.ComplexityRoot.Study.Best == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Study.Best(childComplexity), true
+	case "Study.budgetGpuHours":
+		if e.ComplexityRoot.Study.BudgetGpuHours == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Study.BudgetGpuHours(childComplexity), true
+	case "Study.budgetTrials":
+		if e.ComplexityRoot.Study.BudgetTrials == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Study.BudgetTrials(childComplexity), true
+	case "Study.computeResource":
+		if e.ComplexityRoot.Study.ComputeResource == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Study.ComputeResource(childComplexity), true
+	case "Study.createdAt":
+		if e.ComplexityRoot.Study.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Study.CreatedAt(childComplexity), true
+	case "Study.direction":
+		if e.ComplexityRoot.Study.Direction == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Study.Direction(childComplexity), true
+	case "Study.finishedAt":
+		if e.ComplexityRoot.Study.FinishedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Study.FinishedAt(childComplexity), true
+	case "Study.gpuHours":
+		if e.ComplexityRoot.Study.GPUHours == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Study.GPUHours(childComplexity), true
+	case "Study.halving":
+		if e.ComplexityRoot.Study.Halving == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Study.Halving(childComplexity), true
+	case "Study.id":
+		if e.ComplexityRoot.Study.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Study.ID(childComplexity), true
+	case "Study.maxConcurrent":
+		if e.ComplexityRoot.Study.MaxConcurrent == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Study.MaxConcurrent(childComplexity), true
+	case "Study.name":
+		if e.ComplexityRoot.Study.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Study.Name(childComplexity), true
+	case "Study.objective":
+		if e.ComplexityRoot.Study.Objective == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Study.Objective(childComplexity), true
+	case "Study.owner":
+		if e.ComplexityRoot.Study.Owner == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Study.Owner(childComplexity), true
+	case "Study.progress":
+		if e.ComplexityRoot.Study.Progress == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Study.Progress(childComplexity), true
+	case "Study.project":
+		if e.ComplexityRoot.Study.Project == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Study.Project(childComplexity), true
+	case "Study.reason":
+		if e.ComplexityRoot.Study.Reason == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Study.Reason(childComplexity), true
+	case "Study.seed":
+		if e.ComplexityRoot.Study.Seed == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Study.Seed(childComplexity), true
+	case "Study.space":
+		if e.ComplexityRoot.Study.Space == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Study.Space(childComplexity), true
+	case "Study.state":
+		if e.ComplexityRoot.Study.State == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Study.State(childComplexity), true
+	case "Study.strategy":
+		if e.ComplexityRoot.Study.Strategy == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Study.Strategy(childComplexity), true
+	case "Study.summary":
+		if e.ComplexityRoot.Study.Summary == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Study.Summary(childComplexity), true
+	case "Study.trials":
+		if e.ComplexityRoot.Study.Trials == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Study.Trials(childComplexity), true
+
+	case "StudyProgressPoint.at":
+		if e.ComplexityRoot.StudyProgressPoint.At == nil {
+			break
+		}
+
+		return e.ComplexityRoot.StudyProgressPoint.At(childComplexity), true
+	case "StudyProgressPoint.best":
+		if e.ComplexityRoot.StudyProgressPoint.Best == nil {
+			break
+		}
+
+		return e.ComplexityRoot.StudyProgressPoint.Best(childComplexity), true
+	case "StudyProgressPoint.trial":
+		if e.ComplexityRoot.StudyProgressPoint.Trial == nil {
+			break
+		}
+
+		return e.ComplexityRoot.StudyProgressPoint.Trial(childComplexity), true
+
+	case "StudyTrial.createdAt":
+		if e.ComplexityRoot.StudyTrial.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.StudyTrial.CreatedAt(childComplexity), true
+	case "StudyTrial.endedAt":
+		if e.ComplexityRoot.StudyTrial.EndedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.StudyTrial.EndedAt(childComplexity), true
+	case "StudyTrial.number":
+		if e.ComplexityRoot.StudyTrial.Number == nil {
+			break
+		}
+
+		return e.ComplexityRoot.StudyTrial.Number(childComplexity), true
+	case "StudyTrial.objective":
+		if e.ComplexityRoot.StudyTrial.Objective == nil {
+			break
+		}
+
+		return e.ComplexityRoot.StudyTrial.Objective(childComplexity), true
+	case "StudyTrial.objectiveStep":
+		if e.ComplexityRoot.StudyTrial.ObjectiveStep == nil {
+			break
+		}
+
+		return e.ComplexityRoot.StudyTrial.ObjectiveStep(childComplexity), true
+	case "StudyTrial.params":
+		if e.ComplexityRoot.StudyTrial.Params == nil {
+			break
+		}
+
+		return e.ComplexityRoot.StudyTrial.Params(childComplexity), true
+	case "StudyTrial.reason":
+		if e.ComplexityRoot.StudyTrial.Reason == nil {
+			break
+		}
+
+		return e.ComplexityRoot.StudyTrial.Reason(childComplexity), true
+	case "StudyTrial.rung":
+		if e.ComplexityRoot.StudyTrial.Rung == nil {
+			break
+		}
+
+		return e.ComplexityRoot.StudyTrial.Rung(childComplexity), true
+	case "StudyTrial.state":
+		if e.ComplexityRoot.StudyTrial.State == nil {
+			break
+		}
+
+		return e.ComplexityRoot.StudyTrial.State(childComplexity), true
+	case "StudyTrial.taskId":
+		if e.ComplexityRoot.StudyTrial.TaskID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.StudyTrial.TaskID(childComplexity), true
 
 	case "Subscription.appInstanceChanged":
 		if e.ComplexityRoot.Subscription.AppInstanceChanged == nil {
@@ -5978,6 +6426,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Subscription.QueueChanged(childComplexity, args["computeResource"].(string)), true
+	case "Subscription.studyChanged":
+		if e.ComplexityRoot.Subscription.StudyChanged == nil {
+			break
+		}
+
+		args, err := ec.field_Subscription_studyChanged_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Subscription.StudyChanged(childComplexity, args["id"].(string)), true
 	case "Subscription.taskEvents":
 		if e.ComplexityRoot.Subscription.TaskEvents == nil {
 			break
@@ -6173,6 +6632,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Task.Status(childComplexity), true
+	case "Task.studyTrial":
+		if e.ComplexityRoot.Task.StudyTrial == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Task.StudyTrial(childComplexity), true
 	case "Task.updatedAt":
 		if e.ComplexityRoot.Task.UpdatedAt == nil {
 			break
@@ -6334,6 +6799,25 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.TaskSpec.WorkingDir(childComplexity), true
+
+	case "TaskStudyTrial.number":
+		if e.ComplexityRoot.TaskStudyTrial.Number == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TaskStudyTrial.Number(childComplexity), true
+	case "TaskStudyTrial.studyId":
+		if e.ComplexityRoot.TaskStudyTrial.StudyID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TaskStudyTrial.StudyID(childComplexity), true
+	case "TaskStudyTrial.studyName":
+		if e.ComplexityRoot.TaskStudyTrial.StudyName == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TaskStudyTrial.StudyName(childComplexity), true
 
 	case "TaskUpdate.at":
 		if e.ComplexityRoot.TaskUpdate.At == nil {
@@ -7003,6 +7487,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 			graphql.NewInputUnmarshaler("GPUClassInput", ec.unmarshalInputGPUClassInput),
 			graphql.NewInputUnmarshaler("GroupGrantInput", ec.unmarshalInputGroupGrantInput),
 			graphql.NewInputUnmarshaler("GroupInput", ec.unmarshalInputGroupInput),
+			graphql.NewInputUnmarshaler("HalvingInput", ec.unmarshalInputHalvingInput),
 			graphql.NewInputUnmarshaler("InstanceTypeInput", ec.unmarshalInputInstanceTypeInput),
 			graphql.NewInputUnmarshaler("LLMAliasInput", ec.unmarshalInputLLMAliasInput),
 			graphql.NewInputUnmarshaler("LLMAliasRuleInput", ec.unmarshalInputLLMAliasRuleInput),
@@ -7022,7 +7507,10 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 			graphql.NewInputUnmarshaler("RateLimitInput", ec.unmarshalInputRateLimitInput),
 			graphql.NewInputUnmarshaler("ResourcePolicyInput", ec.unmarshalInputResourcePolicyInput),
 			graphql.NewInputUnmarshaler("RunPipelineInput", ec.unmarshalInputRunPipelineInput),
+			graphql.NewInputUnmarshaler("SearchParamInput", ec.unmarshalInputSearchParamInput),
 			graphql.NewInputUnmarshaler("StartLocalRunInput", ec.unmarshalInputStartLocalRunInput),
+			graphql.NewInputUnmarshaler("StartStudyInput", ec.unmarshalInputStartStudyInput),
+			graphql.NewInputUnmarshaler("StudyBudgetInput", ec.unmarshalInputStudyBudgetInput),
 			graphql.NewInputUnmarshaler("TaskFilter", ec.unmarshalInputTaskFilter),
 			graphql.NewInputUnmarshaler("TaskInputRef", ec.unmarshalInputTaskInputRef),
 			graphql.NewInputUnmarshaler("TimeBudgetInput", ec.unmarshalInputTimeBudgetInput),
@@ -9027,6 +9515,187 @@ extend type Mutation {
   executeRemotely(id: ID!, computeResource: ID!, group: ID, idempotencyKey: String): Task!
 }
 `, BuiltIn: false},
+	{Name: "../schema/studies.graphqls", Input: `# Hyperparameter searches (docs/studies.md): trials cloned from a base task,
+# each with its parameters set by a strategy, run as ordinary tasks of the
+# study's owner on its compute resource, ranked by an objective metric.
+
+extend type Query {
+  "The studies you may see, of a project (id or name) when given, newest first."
+  studies(project: String): [Study!]!
+  "A study you may see, with its trials ranked; null when there is none you may see."
+  study(id: ID!): Study
+}
+
+extend type Mutation {
+  """
+  Start a study: its first trials are enqueued at once, as you; a controller
+  in the control plane runs the rest. Refused, with what to change, before
+  anything is enqueued: an empty space, lo >= hi, loguniform with lo <= 0,
+  an unknown direction, a missing budget, a compute resource not open to you.
+  """
+  startStudy(input: StartStudyInput!): Study!
+  "Stop a running study: no more trials start and its running trials are aborted."
+  stopStudy(id: ID!, reason: String): Study!
+}
+
+extend type Subscription {
+  "A study you may see: a snapshot first, then the study again after each change (a trial enqueued, ended or stopped early; the study ended)."
+  studyChanged(id: ID!): Study!
+}
+
+extend type Task {
+  "The study trial that made this task, when a study you may see made it."
+  studyTrial: TaskStudyTrial
+}
+
+type TaskStudyTrial {
+  studyId: ID!
+  studyName: String!
+  number: Int!
+}
+
+enum StudyState {
+  RUNNING
+  COMPLETED
+  STOPPED
+}
+
+enum TrialState {
+  "Suggested, its task being enqueued."
+  PENDING
+  "Its task is queued, placed or running."
+  RUNNING
+  COMPLETED
+  FAILED
+  ABORTED
+  "Stopped by successive halving: the reason says at which rung and why."
+  STOPPED_EARLY
+}
+
+type Study {
+  id: ID!
+  name: String!
+  state: StudyState!
+  "Why the study ended; null while it runs."
+  reason: String
+  "grid, random or halving."
+  strategy: String!
+  seed: Int!
+  objective: String!
+  direction: MetricDirection!
+  "final (the last value reported) or best."
+  summary: String!
+  maxConcurrent: Int!
+  budgetTrials: Int
+  budgetGpuHours: Float
+  "GPU-hours the trials used, from the ledger."
+  gpuHours: Float!
+  space: [SearchParam!]!
+  halving: Halving
+  baseTaskId: ID!
+  owner: String!
+  project: String!
+  computeResource: String!
+  "The trials, ranked: completed by objective, then stopped early (later rungs first), then running, then failed and aborted."
+  trials: [StudyTrial!]!
+  "The best completed trial so far."
+  best: StudyTrial
+  "The objective over time: at each completed trial's end, the best so far."
+  progress: [StudyProgressPoint!]!
+  createdAt: Time!
+  finishedAt: Time
+}
+
+type SearchParam {
+  name: String!
+  "choice, uniform, loguniform or int."
+  kind: String!
+  values: [String!]
+  lo: Float
+  hi: Float
+  step: Int
+}
+
+type Halving {
+  "The parameter the study sets to maxResource (epochs, steps); the trials report the objective at each step."
+  resource: String!
+  minResource: Int!
+  maxResource: Int!
+  eta: Int!
+  "The resource levels at which trials are compared."
+  rungs: [Int!]!
+}
+
+type StudyTrial {
+  number: Int!
+  params: StringMap!
+  state: TrialState!
+  objective: Float
+  objectiveStep: Int
+  "Successive-halving rungs passed."
+  rung: Int!
+  "Why it stopped early, failed or was aborted."
+  reason: String
+  "Its task (null while pending)."
+  taskId: ID
+  createdAt: Time!
+  endedAt: Time
+}
+
+type StudyProgressPoint {
+  at: Time!
+  best: Float!
+  "The trial that reached best."
+  trial: Int!
+}
+
+input StartStudyInput {
+  name: String!
+  "The run every trial clones (with its parameters set)."
+  baseTask: ID!
+  "Where the trials go: the base task's project and compute resource when left out."
+  project: String
+  computeResource: String
+  group: String
+  "grid, random or halving."
+  strategy: String!
+  "Makes random suggestions repeatable."
+  seed: Int
+  objective: String!
+  "From the metric's name when left out (losses, errors and times are MIN)."
+  direction: MetricDirection
+  "final (default) or best."
+  summary: String
+  "Trials at once (1 when left out)."
+  maxConcurrent: Int
+  budget: StudyBudgetInput!
+  space: [SearchParamInput!]!
+  halving: HalvingInput
+}
+
+input StudyBudgetInput {
+  trials: Int
+  gpuHours: Float
+}
+
+input SearchParamInput {
+  name: String!
+  "choice, uniform, loguniform or int."
+  kind: String!
+  values: [String!]
+  lo: Float
+  hi: Float
+  step: Int
+}
+
+input HalvingInput {
+  resource: String!
+  minResource: Int!
+  maxResource: Int!
+  "3 when left out."
+  eta: Int
+}
+`, BuiltIn: false},
 	{Name: "../schema/subscription.graphqls", Input: `# Live updates over WebSocket at /graphql, with the graphql-transport-ws
 # subprotocol (the legacy graphql-ws subprotocol is accepted too).
 #
@@ -10385,6 +11054,22 @@ func (ec *executionContext) childFields_GroupPayload(ctx context.Context, field 
 	return nil, fmt.Errorf("no field named %q was found under type GroupPayload", field.Name)
 }
 
+func (ec *executionContext) childFields_Halving(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "resource":
+		return ec.fieldContext_Halving_resource(ctx, field)
+	case "minResource":
+		return ec.fieldContext_Halving_minResource(ctx, field)
+	case "maxResource":
+		return ec.fieldContext_Halving_maxResource(ctx, field)
+	case "eta":
+		return ec.fieldContext_Halving_eta(ctx, field)
+	case "rungs":
+		return ec.fieldContext_Halving_rungs(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Halving", field.Name)
+}
+
 func (ec *executionContext) childFields_InstanceType(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "name":
@@ -11119,6 +11804,24 @@ func (ec *executionContext) childFields_ResourcePolicyPayload(ctx context.Contex
 	return nil, fmt.Errorf("no field named %q was found under type ResourcePolicyPayload", field.Name)
 }
 
+func (ec *executionContext) childFields_SearchParam(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "name":
+		return ec.fieldContext_SearchParam_name(ctx, field)
+	case "kind":
+		return ec.fieldContext_SearchParam_kind(ctx, field)
+	case "values":
+		return ec.fieldContext_SearchParam_values(ctx, field)
+	case "lo":
+		return ec.fieldContext_SearchParam_lo(ctx, field)
+	case "hi":
+		return ec.fieldContext_SearchParam_hi(ctx, field)
+	case "step":
+		return ec.fieldContext_SearchParam_step(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type SearchParam", field.Name)
+}
+
 func (ec *executionContext) childFields_Secret(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "scope":
@@ -11133,6 +11836,98 @@ func (ec *executionContext) childFields_Secret(ctx context.Context, field graphq
 		return ec.fieldContext_Secret_updatedAt(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Secret", field.Name)
+}
+
+func (ec *executionContext) childFields_Study(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_Study_id(ctx, field)
+	case "name":
+		return ec.fieldContext_Study_name(ctx, field)
+	case "state":
+		return ec.fieldContext_Study_state(ctx, field)
+	case "reason":
+		return ec.fieldContext_Study_reason(ctx, field)
+	case "strategy":
+		return ec.fieldContext_Study_strategy(ctx, field)
+	case "seed":
+		return ec.fieldContext_Study_seed(ctx, field)
+	case "objective":
+		return ec.fieldContext_Study_objective(ctx, field)
+	case "direction":
+		return ec.fieldContext_Study_direction(ctx, field)
+	case "summary":
+		return ec.fieldContext_Study_summary(ctx, field)
+	case "maxConcurrent":
+		return ec.fieldContext_Study_maxConcurrent(ctx, field)
+	case "budgetTrials":
+		return ec.fieldContext_Study_budgetTrials(ctx, field)
+	case "budgetGpuHours":
+		return ec.fieldContext_Study_budgetGpuHours(ctx, field)
+	case "gpuHours":
+		return ec.fieldContext_Study_gpuHours(ctx, field)
+	case "space":
+		return ec.fieldContext_Study_space(ctx, field)
+	case "halving":
+		return ec.fieldContext_Study_halving(ctx, field)
+	case "baseTaskId":
+		return ec.fieldContext_Study_baseTaskId(ctx, field)
+	case "owner":
+		return ec.fieldContext_Study_owner(ctx, field)
+	case "project":
+		return ec.fieldContext_Study_project(ctx, field)
+	case "computeResource":
+		return ec.fieldContext_Study_computeResource(ctx, field)
+	case "trials":
+		return ec.fieldContext_Study_trials(ctx, field)
+	case "best":
+		return ec.fieldContext_Study_best(ctx, field)
+	case "progress":
+		return ec.fieldContext_Study_progress(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_Study_createdAt(ctx, field)
+	case "finishedAt":
+		return ec.fieldContext_Study_finishedAt(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Study", field.Name)
+}
+
+func (ec *executionContext) childFields_StudyProgressPoint(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "at":
+		return ec.fieldContext_StudyProgressPoint_at(ctx, field)
+	case "best":
+		return ec.fieldContext_StudyProgressPoint_best(ctx, field)
+	case "trial":
+		return ec.fieldContext_StudyProgressPoint_trial(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type StudyProgressPoint", field.Name)
+}
+
+func (ec *executionContext) childFields_StudyTrial(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "number":
+		return ec.fieldContext_StudyTrial_number(ctx, field)
+	case "params":
+		return ec.fieldContext_StudyTrial_params(ctx, field)
+	case "state":
+		return ec.fieldContext_StudyTrial_state(ctx, field)
+	case "objective":
+		return ec.fieldContext_StudyTrial_objective(ctx, field)
+	case "objectiveStep":
+		return ec.fieldContext_StudyTrial_objectiveStep(ctx, field)
+	case "rung":
+		return ec.fieldContext_StudyTrial_rung(ctx, field)
+	case "reason":
+		return ec.fieldContext_StudyTrial_reason(ctx, field)
+	case "taskId":
+		return ec.fieldContext_StudyTrial_taskId(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_StudyTrial_createdAt(ctx, field)
+	case "endedAt":
+		return ec.fieldContext_StudyTrial_endedAt(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type StudyTrial", field.Name)
 }
 
 func (ec *executionContext) childFields_Task(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -11175,6 +11970,8 @@ func (ec *executionContext) childFields_Task(ctx context.Context, field graphql.
 		return ec.fieldContext_Task_artifacts(ctx, field)
 	case "pipelineStep":
 		return ec.fieldContext_Task_pipelineStep(ctx, field)
+	case "studyTrial":
+		return ec.fieldContext_Task_studyTrial(ctx, field)
 	case "attempt":
 		return ec.fieldContext_Task_attempt(ctx, field)
 	case "retries":
@@ -11273,6 +12070,18 @@ func (ec *executionContext) childFields_TaskSpec(ctx context.Context, field grap
 		return ec.fieldContext_TaskSpec_inputs(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type TaskSpec", field.Name)
+}
+
+func (ec *executionContext) childFields_TaskStudyTrial(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "studyId":
+		return ec.fieldContext_TaskStudyTrial_studyId(ctx, field)
+	case "studyName":
+		return ec.fieldContext_TaskStudyTrial_studyName(ctx, field)
+	case "number":
+		return ec.fieldContext_TaskStudyTrial_number(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type TaskStudyTrial", field.Name)
 }
 
 func (ec *executionContext) childFields_TaskUpdate(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -12789,6 +13598,20 @@ func (ec *executionContext) field_Mutation_startLocalRun_args(ctx context.Contex
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_startStudy_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (gqlmodel.StartStudyInput, error) {
+			return ec.unmarshalNStartStudyInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐStartStudyInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_stopApp_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -12800,6 +13623,28 @@ func (ec *executionContext) field_Mutation_stopApp_args(ctx context.Context, raw
 		return nil, err
 	}
 	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_stopStudy_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "reason",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["reason"] = arg1
 	return args, nil
 }
 
@@ -13537,6 +14382,34 @@ func (ec *executionContext) field_Query_secrets_args(ctx context.Context, rawArg
 	return args, nil
 }
 
+func (ec *executionContext) field_Query_studies_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "project",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["project"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_study_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Query_task_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -13758,6 +14631,20 @@ func (ec *executionContext) field_Subscription_queueChanged_args(ctx context.Con
 		return nil, err
 	}
 	args["computeResource"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Subscription_studyChanged_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
 	return args, nil
 }
 
@@ -20700,6 +21587,121 @@ func (ec *executionContext) fieldContext_GroupPayload_warnings(_ context.Context
 	return fc, nil
 }
 
+func (ec *executionContext) _Halving_resource(ctx context.Context, field graphql.CollectedField, obj *model.Halving) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Halving_resource(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Resource, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Halving_resource(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Halving", field, false, false, "String")
+}
+
+func (ec *executionContext) _Halving_minResource(ctx context.Context, field graphql.CollectedField, obj *model.Halving) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Halving_minResource(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MinResource, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Halving_minResource(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Halving", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Halving_maxResource(ctx context.Context, field graphql.CollectedField, obj *model.Halving) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Halving_maxResource(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MaxResource, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Halving_maxResource(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Halving", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Halving_eta(ctx context.Context, field graphql.CollectedField, obj *model.Halving) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Halving_eta(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Eta, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Halving_eta(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Halving", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Halving_rungs(ctx context.Context, field graphql.CollectedField, obj *model.Halving) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Halving_rungs(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Halving().Rungs(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []int) graphql.Marshaler {
+			return ec.marshalNInt2ᚕintᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Halving_rungs(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Halving", field, true, true, "Int")
+}
+
 func (ec *executionContext) _InstanceType_name(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.InstanceType) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -25211,6 +26213,94 @@ func (ec *executionContext) fieldContext_Mutation_executeRemotely(ctx context.Co
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Mutation_executeRemotely_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_startStudy(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_startStudy(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().StartStudy(ctx, fc.Args["input"].(gqlmodel.StartStudyInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *studies.View) graphql.Marshaler {
+			return ec.marshalNStudy2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋstudiesᚐView(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_startStudy(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Study(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_startStudy_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_stopStudy(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_stopStudy(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().StopStudy(ctx, fc.Args["id"].(string), fc.Args["reason"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *studies.View) graphql.Marshaler {
+			return ec.marshalNStudy2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋstudiesᚐView(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_stopStudy(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Study(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_stopStudy_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -30200,6 +31290,94 @@ func (ec *executionContext) fieldContext_Query_project(ctx context.Context, fiel
 	return fc, nil
 }
 
+func (ec *executionContext) _Query_studies(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_studies(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().Studies(ctx, fc.Args["project"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*studies.View) graphql.Marshaler {
+			return ec.marshalNStudy2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋstudiesᚐViewᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_studies(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Study(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_studies_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_study(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_study(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().Study(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *studies.View) graphql.Marshaler {
+			return ec.marshalOStudy2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋstudiesᚐView(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Query_study(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Study(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_study_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Query_utilizationHistory(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -31578,6 +32756,144 @@ func (ec *executionContext) fieldContext_ResourcePolicyPayload_warnings(_ contex
 	return fc, nil
 }
 
+func (ec *executionContext) _SearchParam_name(ctx context.Context, field graphql.CollectedField, obj *model.SearchParam) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SearchParam_name(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Name, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SearchParam_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SearchParam", field, false, false, "String")
+}
+
+func (ec *executionContext) _SearchParam_kind(ctx context.Context, field graphql.CollectedField, obj *model.SearchParam) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SearchParam_kind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Kind, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SearchParam_kind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SearchParam", field, false, false, "String")
+}
+
+func (ec *executionContext) _SearchParam_values(ctx context.Context, field graphql.CollectedField, obj *model.SearchParam) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SearchParam_values(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Values, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalOString2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_SearchParam_values(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SearchParam", field, false, false, "String")
+}
+
+func (ec *executionContext) _SearchParam_lo(ctx context.Context, field graphql.CollectedField, obj *model.SearchParam) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SearchParam_lo(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Lo, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v float64) graphql.Marshaler {
+			return ec.marshalOFloat2float64(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_SearchParam_lo(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SearchParam", field, false, false, "Float")
+}
+
+func (ec *executionContext) _SearchParam_hi(ctx context.Context, field graphql.CollectedField, obj *model.SearchParam) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SearchParam_hi(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Hi, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v float64) graphql.Marshaler {
+			return ec.marshalOFloat2float64(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_SearchParam_hi(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SearchParam", field, false, false, "Float")
+}
+
+func (ec *executionContext) _SearchParam_step(ctx context.Context, field graphql.CollectedField, obj *model.SearchParam) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SearchParam_step(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Step, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalOInt2int(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_SearchParam_step(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SearchParam", field, false, false, "Int")
+}
+
 func (ec *executionContext) _Secret_scope(ctx context.Context, field graphql.CollectedField, obj *access.SecretInfo) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -31691,6 +33007,902 @@ func (ec *executionContext) _Secret_updatedAt(ctx context.Context, field graphql
 }
 func (ec *executionContext) fieldContext_Secret_updatedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Secret", field, false, false, "String")
+}
+
+func (ec *executionContext) _Study_id(ctx context.Context, field graphql.CollectedField, obj *studies.View) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Study_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Study().ID(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Study_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Study", field, true, true, "ID")
+}
+
+func (ec *executionContext) _Study_name(ctx context.Context, field graphql.CollectedField, obj *studies.View) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Study_name(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Study().Name(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Study_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Study", field, true, true, "String")
+}
+
+func (ec *executionContext) _Study_state(ctx context.Context, field graphql.CollectedField, obj *studies.View) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Study_state(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Study().State(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.StudyState) graphql.Marshaler {
+			return ec.marshalNStudyState2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐStudyState(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Study_state(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Study", field, true, true, "StudyState")
+}
+
+func (ec *executionContext) _Study_reason(ctx context.Context, field graphql.CollectedField, obj *studies.View) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Study_reason(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Study().Reason(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Study_reason(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Study", field, true, true, "String")
+}
+
+func (ec *executionContext) _Study_strategy(ctx context.Context, field graphql.CollectedField, obj *studies.View) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Study_strategy(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Study().Strategy(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Study_strategy(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Study", field, true, true, "String")
+}
+
+func (ec *executionContext) _Study_seed(ctx context.Context, field graphql.CollectedField, obj *studies.View) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Study_seed(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Study().Seed(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Study_seed(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Study", field, true, true, "Int")
+}
+
+func (ec *executionContext) _Study_objective(ctx context.Context, field graphql.CollectedField, obj *studies.View) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Study_objective(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Study().Objective(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Study_objective(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Study", field, true, true, "String")
+}
+
+func (ec *executionContext) _Study_direction(ctx context.Context, field graphql.CollectedField, obj *studies.View) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Study_direction(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Study().Direction(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v gqlmodel.MetricDirection) graphql.Marshaler {
+			return ec.marshalNMetricDirection2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐMetricDirection(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Study_direction(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Study", field, true, true, "MetricDirection")
+}
+
+func (ec *executionContext) _Study_summary(ctx context.Context, field graphql.CollectedField, obj *studies.View) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Study_summary(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Study().Summary(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Study_summary(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Study", field, true, true, "String")
+}
+
+func (ec *executionContext) _Study_maxConcurrent(ctx context.Context, field graphql.CollectedField, obj *studies.View) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Study_maxConcurrent(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Study().MaxConcurrent(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Study_maxConcurrent(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Study", field, true, true, "Int")
+}
+
+func (ec *executionContext) _Study_budgetTrials(ctx context.Context, field graphql.CollectedField, obj *studies.View) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Study_budgetTrials(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Study().BudgetTrials(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Study_budgetTrials(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Study", field, true, true, "Int")
+}
+
+func (ec *executionContext) _Study_budgetGpuHours(ctx context.Context, field graphql.CollectedField, obj *studies.View) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Study_budgetGpuHours(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Study().BudgetGpuHours(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *float64) graphql.Marshaler {
+			return ec.marshalOFloat2ᚖfloat64(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Study_budgetGpuHours(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Study", field, true, true, "Float")
+}
+
+func (ec *executionContext) _Study_gpuHours(ctx context.Context, field graphql.CollectedField, obj *studies.View) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Study_gpuHours(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.GPUHours, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v float64) graphql.Marshaler {
+			return ec.marshalNFloat2float64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Study_gpuHours(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Study", field, false, false, "Float")
+}
+
+func (ec *executionContext) _Study_space(ctx context.Context, field graphql.CollectedField, obj *studies.View) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Study_space(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Study().Space(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.SearchParam) graphql.Marshaler {
+			return ec.marshalNSearchParam2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐSearchParamᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Study_space(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Study",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_SearchParam(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Study_halving(ctx context.Context, field graphql.CollectedField, obj *studies.View) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Study_halving(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Study().Halving(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Halving) graphql.Marshaler {
+			return ec.marshalOHalving2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐHalving(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Study_halving(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Study",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Halving(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Study_baseTaskId(ctx context.Context, field graphql.CollectedField, obj *studies.View) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Study_baseTaskId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Study().BaseTaskID(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Study_baseTaskId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Study", field, true, true, "ID")
+}
+
+func (ec *executionContext) _Study_owner(ctx context.Context, field graphql.CollectedField, obj *studies.View) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Study_owner(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Study().Owner(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Study_owner(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Study", field, true, true, "String")
+}
+
+func (ec *executionContext) _Study_project(ctx context.Context, field graphql.CollectedField, obj *studies.View) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Study_project(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Study().Project(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Study_project(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Study", field, true, true, "String")
+}
+
+func (ec *executionContext) _Study_computeResource(ctx context.Context, field graphql.CollectedField, obj *studies.View) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Study_computeResource(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Study().ComputeResource(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Study_computeResource(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Study", field, true, true, "String")
+}
+
+func (ec *executionContext) _Study_trials(ctx context.Context, field graphql.CollectedField, obj *studies.View) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Study_trials(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Trials, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.StudyTrial) graphql.Marshaler {
+			return ec.marshalNStudyTrial2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐStudyTrialᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Study_trials(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Study",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_StudyTrial(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Study_best(ctx context.Context, field graphql.CollectedField, obj *studies.View) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Study_best(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Best, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.StudyTrial) graphql.Marshaler {
+			return ec.marshalOStudyTrial2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐStudyTrial(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Study_best(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Study",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_StudyTrial(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Study_progress(ctx context.Context, field graphql.CollectedField, obj *studies.View) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Study_progress(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Progress, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []studies.ProgressPoint) graphql.Marshaler {
+			return ec.marshalNStudyProgressPoint2ᚕgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋstudiesᚐProgressPointᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Study_progress(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Study",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_StudyProgressPoint(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Study_createdAt(ctx context.Context, field graphql.CollectedField, obj *studies.View) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Study_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Study().CreatedAt(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalNTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Study_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Study", field, true, true, "Time")
+}
+
+func (ec *executionContext) _Study_finishedAt(ctx context.Context, field graphql.CollectedField, obj *studies.View) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Study_finishedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Study().FinishedAt(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Study_finishedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Study", field, true, true, "Time")
+}
+
+func (ec *executionContext) _StudyProgressPoint_at(ctx context.Context, field graphql.CollectedField, obj *studies.ProgressPoint) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_StudyProgressPoint_at(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.At, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_StudyProgressPoint_at(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("StudyProgressPoint", field, false, false, "Time")
+}
+
+func (ec *executionContext) _StudyProgressPoint_best(ctx context.Context, field graphql.CollectedField, obj *studies.ProgressPoint) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_StudyProgressPoint_best(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Best, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v float64) graphql.Marshaler {
+			return ec.marshalNFloat2float64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_StudyProgressPoint_best(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("StudyProgressPoint", field, false, false, "Float")
+}
+
+func (ec *executionContext) _StudyProgressPoint_trial(ctx context.Context, field graphql.CollectedField, obj *studies.ProgressPoint) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_StudyProgressPoint_trial(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Trial, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_StudyProgressPoint_trial(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("StudyProgressPoint", field, false, false, "Int")
+}
+
+func (ec *executionContext) _StudyTrial_number(ctx context.Context, field graphql.CollectedField, obj *model.StudyTrial) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_StudyTrial_number(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Number, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_StudyTrial_number(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("StudyTrial", field, false, false, "Int")
+}
+
+func (ec *executionContext) _StudyTrial_params(ctx context.Context, field graphql.CollectedField, obj *model.StudyTrial) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_StudyTrial_params(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Params, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v map[string]string) graphql.Marshaler {
+			return ec.marshalNStringMap2map(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_StudyTrial_params(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("StudyTrial", field, false, false, "StringMap")
+}
+
+func (ec *executionContext) _StudyTrial_state(ctx context.Context, field graphql.CollectedField, obj *model.StudyTrial) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_StudyTrial_state(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.State, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.TrialState) graphql.Marshaler {
+			return ec.marshalNTrialState2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐTrialState(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_StudyTrial_state(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("StudyTrial", field, false, false, "TrialState")
+}
+
+func (ec *executionContext) _StudyTrial_objective(ctx context.Context, field graphql.CollectedField, obj *model.StudyTrial) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_StudyTrial_objective(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Objective, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *float64) graphql.Marshaler {
+			return ec.marshalOFloat2ᚖfloat64(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_StudyTrial_objective(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("StudyTrial", field, false, false, "Float")
+}
+
+func (ec *executionContext) _StudyTrial_objectiveStep(ctx context.Context, field graphql.CollectedField, obj *model.StudyTrial) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_StudyTrial_objectiveStep(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ObjectiveStep, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalOInt2int64(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_StudyTrial_objectiveStep(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("StudyTrial", field, false, false, "Int")
+}
+
+func (ec *executionContext) _StudyTrial_rung(ctx context.Context, field graphql.CollectedField, obj *model.StudyTrial) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_StudyTrial_rung(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Rung, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_StudyTrial_rung(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("StudyTrial", field, false, false, "Int")
+}
+
+func (ec *executionContext) _StudyTrial_reason(ctx context.Context, field graphql.CollectedField, obj *model.StudyTrial) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_StudyTrial_reason(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Reason, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalOString2string(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_StudyTrial_reason(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("StudyTrial", field, false, false, "String")
+}
+
+func (ec *executionContext) _StudyTrial_taskId(ctx context.Context, field graphql.CollectedField, obj *model.StudyTrial) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_StudyTrial_taskId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TaskID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalOID2string(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_StudyTrial_taskId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("StudyTrial", field, false, false, "ID")
+}
+
+func (ec *executionContext) _StudyTrial_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.StudyTrial) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_StudyTrial_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_StudyTrial_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("StudyTrial", field, false, false, "Time")
+}
+
+func (ec *executionContext) _StudyTrial_endedAt(ctx context.Context, field graphql.CollectedField, obj *model.StudyTrial) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_StudyTrial_endedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.EndedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_StudyTrial_endedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("StudyTrial", field, false, false, "Time")
 }
 
 func (ec *executionContext) _Subscription_queueChanged(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
@@ -32047,6 +34259,50 @@ func (ec *executionContext) fieldContext_Subscription_pipelineRunChanged(ctx con
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Subscription_pipelineRunChanged_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Subscription_studyChanged(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
+	return graphql.ResolveFieldStream(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Subscription_studyChanged(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Subscription().StudyChanged(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *studies.View) graphql.Marshaler {
+			return ec.marshalNStudy2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋstudiesᚐView(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Subscription_studyChanged(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Subscription",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Study(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Subscription_studyChanged_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -32575,6 +34831,38 @@ func (ec *executionContext) fieldContext_Task_pipelineStep(_ context.Context, fi
 		IsResolver: true,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_PipelineTaskLink(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Task_studyTrial(ctx context.Context, field graphql.CollectedField, obj *model.Task) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Task_studyTrial(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Task().StudyTrial(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *gqlmodel.TaskStudyTrial) graphql.Marshaler {
+			return ec.marshalOTaskStudyTrial2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐTaskStudyTrial(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Task_studyTrial(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Task",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_TaskStudyTrial(ctx, field)
 		},
 	}
 	return fc, nil
@@ -33469,6 +35757,75 @@ func (ec *executionContext) fieldContext_TaskSpec_inputs(_ context.Context, fiel
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _TaskStudyTrial_studyId(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.TaskStudyTrial) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TaskStudyTrial_studyId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.StudyID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TaskStudyTrial_studyId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TaskStudyTrial", field, false, false, "ID")
+}
+
+func (ec *executionContext) _TaskStudyTrial_studyName(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.TaskStudyTrial) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TaskStudyTrial_studyName(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.StudyName, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TaskStudyTrial_studyName(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TaskStudyTrial", field, false, false, "String")
+}
+
+func (ec *executionContext) _TaskStudyTrial_number(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.TaskStudyTrial) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TaskStudyTrial_number(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Number, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TaskStudyTrial_number(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TaskStudyTrial", field, false, false, "Int")
 }
 
 func (ec *executionContext) _TaskUpdate_kind(ctx context.Context, field graphql.CollectedField, obj *live.TaskUpdate) (ret graphql.Marshaler) {
@@ -38284,6 +40641,69 @@ func UnmarshalGroupInput(ctx context.Context, raw any) (allocation.GroupInput, e
 	return out, err
 }
 
+func (ec *executionContext) unmarshalInputHalvingInput(ctx context.Context, obj any) (gqlmodel.HalvingInput, error) {
+	var it gqlmodel.HalvingInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"resource", "minResource", "maxResource", "eta"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "resource":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("resource"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Resource = data
+		case "minResource":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("minResource"))
+			data, err := ec.unmarshalNInt2int(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MinResource = data
+		case "maxResource":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("maxResource"))
+			data, err := ec.unmarshalNInt2int(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MaxResource = data
+		case "eta":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("eta"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Eta = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalHalvingInput unmarshals raw into the HalvingInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalHalvingInput(ctx context.Context, raw any) (gqlmodel.HalvingInput, error) {
+	var out gqlmodel.HalvingInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "HalvingInput", raw, &out)
+	return out, err
+}
+
 func (ec *executionContext) unmarshalInputInstanceTypeInput(ctx context.Context, obj any) (gqlmodel.InstanceTypeInput, error) {
 	var it gqlmodel.InstanceTypeInput
 	if obj == nil {
@@ -39670,6 +42090,83 @@ func UnmarshalRunPipelineInput(ctx context.Context, raw any) (gqlmodel.RunPipeli
 	return out, err
 }
 
+func (ec *executionContext) unmarshalInputSearchParamInput(ctx context.Context, obj any) (gqlmodel.SearchParamInput, error) {
+	var it gqlmodel.SearchParamInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"name", "kind", "values", "lo", "hi", "step"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "name":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("name"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Name = data
+		case "kind":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("kind"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Kind = data
+		case "values":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("values"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Values = data
+		case "lo":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("lo"))
+			data, err := ec.unmarshalOFloat2ᚖfloat64(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Lo = data
+		case "hi":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("hi"))
+			data, err := ec.unmarshalOFloat2ᚖfloat64(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Hi = data
+		case "step":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("step"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Step = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalSearchParamInput unmarshals raw into the SearchParamInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalSearchParamInput(ctx context.Context, raw any) (gqlmodel.SearchParamInput, error) {
+	var out gqlmodel.SearchParamInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "SearchParamInput", raw, &out)
+	return out, err
+}
+
 func (ec *executionContext) unmarshalInputStartLocalRunInput(ctx context.Context, obj any) (gqlmodel.StartLocalRunInput, error) {
 	var it gqlmodel.StartLocalRunInput
 	if obj == nil {
@@ -39800,6 +42297,188 @@ func (ec *executionContext) unmarshalInputStartLocalRunInput(ctx context.Context
 func UnmarshalStartLocalRunInput(ctx context.Context, raw any) (gqlmodel.StartLocalRunInput, error) {
 	var out gqlmodel.StartLocalRunInput
 	err := graphql.UnmarshalNamedInputFromContext(ctx, "StartLocalRunInput", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputStartStudyInput(ctx context.Context, obj any) (gqlmodel.StartStudyInput, error) {
+	var it gqlmodel.StartStudyInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"name", "baseTask", "project", "computeResource", "group", "strategy", "seed", "objective", "direction", "summary", "maxConcurrent", "budget", "space", "halving"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "name":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("name"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Name = data
+		case "baseTask":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("baseTask"))
+			data, err := ec.unmarshalNID2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.BaseTask = data
+		case "project":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("project"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Project = data
+		case "computeResource":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("computeResource"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ComputeResource = data
+		case "group":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("group"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Group = data
+		case "strategy":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("strategy"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Strategy = data
+		case "seed":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("seed"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Seed = data
+		case "objective":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("objective"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Objective = data
+		case "direction":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("direction"))
+			data, err := ec.unmarshalOMetricDirection2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐMetricDirection(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Direction = data
+		case "summary":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("summary"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Summary = data
+		case "maxConcurrent":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("maxConcurrent"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MaxConcurrent = data
+		case "budget":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("budget"))
+			data, err := ec.unmarshalNStudyBudgetInput2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐStudyBudgetInput(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Budget = data
+		case "space":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("space"))
+			data, err := ec.unmarshalNSearchParamInput2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐSearchParamInputᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Space = data
+		case "halving":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("halving"))
+			data, err := ec.unmarshalOHalvingInput2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐHalvingInput(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Halving = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalStartStudyInput unmarshals raw into the StartStudyInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalStartStudyInput(ctx context.Context, raw any) (gqlmodel.StartStudyInput, error) {
+	var out gqlmodel.StartStudyInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "StartStudyInput", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputStudyBudgetInput(ctx context.Context, obj any) (gqlmodel.StudyBudgetInput, error) {
+	var it gqlmodel.StudyBudgetInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"trials", "gpuHours"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "trials":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("trials"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Trials = data
+		case "gpuHours":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("gpuHours"))
+			data, err := ec.unmarshalOFloat2ᚖfloat64(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.GpuHours = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalStudyBudgetInput unmarshals raw into the StudyBudgetInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalStudyBudgetInput(ctx context.Context, raw any) (gqlmodel.StudyBudgetInput, error) {
+	var out gqlmodel.StudyBudgetInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "StudyBudgetInput", raw, &out)
 	return out, err
 }
 
@@ -42945,6 +45624,60 @@ func (ec *executionContext) _GroupPayload(ctx context.Context, sel ast.Selection
 	return out
 }
 
+var halvingImplementors = []string{"Halving"}
+
+func (ec *executionContext) _Halving(ctx context.Context, sel ast.SelectionSet, obj *model.Halving) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, halvingImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Halving")
+		case "resource":
+			out.Values[i] = ec._Halving_resource(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "minResource":
+			out.Values[i] = ec._Halving_minResource(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "maxResource":
+			out.Values[i] = ec._Halving_maxResource(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "eta":
+			out.Values[i] = ec._Halving_eta(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "rungs":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Halving_rungs(ctx, field, obj)
+				})
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var instanceTypeImplementors = []string{"InstanceType"}
 
 func (ec *executionContext) _InstanceType(ctx context.Context, sel ast.SelectionSet, obj *gqlmodel.InstanceType) graphql.Marshaler {
@@ -44199,6 +46932,20 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 		case "executeRemotely":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_executeRemotely(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "startStudy":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_startStudy(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "stopStudy":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_stopStudy(ctx, field)
 			})
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
@@ -45776,6 +48523,18 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_project(ctx, field)
 				})
+		case "studies":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_studies(ctx, field)
+				})
+		case "study":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_study(ctx, field)
+				})
 		case "utilizationHistory":
 			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
 				true, true,
@@ -46269,6 +49028,64 @@ func (ec *executionContext) _ResourcePolicyPayload(ctx context.Context, sel ast.
 	return out
 }
 
+var searchParamImplementors = []string{"SearchParam"}
+
+func (ec *executionContext) _SearchParam(ctx context.Context, sel ast.SelectionSet, obj *model.SearchParam) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, searchParamImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("SearchParam")
+		case "name":
+			out.Values[i] = ec._SearchParam_name(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "kind":
+			out.Values[i] = ec._SearchParam_kind(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "values":
+			out.Values[i] = ec._SearchParam_values(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "lo":
+			out.Values[i] = ec._SearchParam_lo(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "hi":
+			out.Values[i] = ec._SearchParam_hi(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "step":
+			out.Values[i] = ec._SearchParam_step(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var secretImplementors = []string{"Secret"}
 
 func (ec *executionContext) _Secret(ctx context.Context, sel ast.SelectionSet, obj *access.SecretInfo) graphql.Marshaler {
@@ -46323,6 +49140,295 @@ func (ec *executionContext) _Secret(ctx context.Context, sel ast.SelectionSet, o
 	return out
 }
 
+var studyImplementors = []string{"Study"}
+
+func (ec *executionContext) _Study(ctx context.Context, sel ast.SelectionSet, obj *studies.View) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, studyImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Study")
+		case "id":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Study_id(ctx, field, obj)
+				})
+		case "name":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Study_name(ctx, field, obj)
+				})
+		case "state":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Study_state(ctx, field, obj)
+				})
+		case "reason":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Study_reason(ctx, field, obj)
+				})
+		case "strategy":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Study_strategy(ctx, field, obj)
+				})
+		case "seed":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Study_seed(ctx, field, obj)
+				})
+		case "objective":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Study_objective(ctx, field, obj)
+				})
+		case "direction":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Study_direction(ctx, field, obj)
+				})
+		case "summary":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Study_summary(ctx, field, obj)
+				})
+		case "maxConcurrent":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Study_maxConcurrent(ctx, field, obj)
+				})
+		case "budgetTrials":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Study_budgetTrials(ctx, field, obj)
+				})
+		case "budgetGpuHours":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Study_budgetGpuHours(ctx, field, obj)
+				})
+		case "gpuHours":
+			out.Values[i] = ec._Study_gpuHours(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "space":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Study_space(ctx, field, obj)
+				})
+		case "halving":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Study_halving(ctx, field, obj)
+				})
+		case "baseTaskId":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Study_baseTaskId(ctx, field, obj)
+				})
+		case "owner":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Study_owner(ctx, field, obj)
+				})
+		case "project":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Study_project(ctx, field, obj)
+				})
+		case "computeResource":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Study_computeResource(ctx, field, obj)
+				})
+		case "trials":
+			out.Values[i] = ec._Study_trials(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "best":
+			out.Values[i] = ec._Study_best(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "progress":
+			out.Values[i] = ec._Study_progress(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "createdAt":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Study_createdAt(ctx, field, obj)
+				})
+		case "finishedAt":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Study_finishedAt(ctx, field, obj)
+				})
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var studyProgressPointImplementors = []string{"StudyProgressPoint"}
+
+func (ec *executionContext) _StudyProgressPoint(ctx context.Context, sel ast.SelectionSet, obj *studies.ProgressPoint) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, studyProgressPointImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("StudyProgressPoint")
+		case "at":
+			out.Values[i] = ec._StudyProgressPoint_at(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "best":
+			out.Values[i] = ec._StudyProgressPoint_best(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "trial":
+			out.Values[i] = ec._StudyProgressPoint_trial(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var studyTrialImplementors = []string{"StudyTrial"}
+
+func (ec *executionContext) _StudyTrial(ctx context.Context, sel ast.SelectionSet, obj *model.StudyTrial) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, studyTrialImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("StudyTrial")
+		case "number":
+			out.Values[i] = ec._StudyTrial_number(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "params":
+			out.Values[i] = ec._StudyTrial_params(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "state":
+			out.Values[i] = ec._StudyTrial_state(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "objective":
+			out.Values[i] = ec._StudyTrial_objective(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "objectiveStep":
+			out.Values[i] = ec._StudyTrial_objectiveStep(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "rung":
+			out.Values[i] = ec._StudyTrial_rung(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "reason":
+			out.Values[i] = ec._StudyTrial_reason(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "taskId":
+			out.Values[i] = ec._StudyTrial_taskId(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "createdAt":
+			out.Values[i] = ec._StudyTrial_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "endedAt":
+			out.Values[i] = ec._StudyTrial_endedAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var subscriptionImplementors = []string{"Subscription"}
 
 func (ec *executionContext) _Subscription(ctx context.Context, sel ast.SelectionSet) func(ctx context.Context) graphql.Marshaler {
@@ -46354,6 +49460,8 @@ func (ec *executionContext) _Subscription(ctx context.Context, sel ast.Selection
 		return ec._Subscription_gatewayTraffic(ctx, fields[0])
 	case "pipelineRunChanged":
 		return ec._Subscription_pipelineRunChanged(ctx, fields[0])
+	case "studyChanged":
+		return ec._Subscription_studyChanged(ctx, fields[0])
 	default:
 		panic("unknown field " + strconv.Quote(fields[0].Name))
 	}
@@ -46474,6 +49582,12 @@ func (ec *executionContext) _Task(ctx context.Context, sel ast.SelectionSet, obj
 				true, false,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Task_pipelineStep(ctx, field, obj)
+				})
+		case "studyTrial":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Task_studyTrial(ctx, field, obj)
 				})
 		case "attempt":
 			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
@@ -46790,6 +49904,49 @@ func (ec *executionContext) _TaskSpec(ctx context.Context, sel ast.SelectionSet,
 			out.Values[i] = ec._TaskSpec_inputs(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var taskStudyTrialImplementors = []string{"TaskStudyTrial"}
+
+func (ec *executionContext) _TaskStudyTrial(ctx context.Context, sel ast.SelectionSet, obj *gqlmodel.TaskStudyTrial) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, taskStudyTrialImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("TaskStudyTrial")
+		case "studyId":
+			out.Values[i] = ec._TaskStudyTrial_studyId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "studyName":
+			out.Values[i] = ec._TaskStudyTrial_studyName(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "number":
+			out.Values[i] = ec._TaskStudyTrial_number(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
 			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
@@ -50363,6 +53520,49 @@ func (ec *executionContext) unmarshalNRunPipelineInput2githubᚗcomᚋkliqueᚑa
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
+func (ec *executionContext) marshalNSearchParam2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐSearchParamᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.SearchParam) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNSearchParam2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐSearchParam(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNSearchParam2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐSearchParam(ctx context.Context, sel ast.SelectionSet, v *model.SearchParam) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "SearchParam!")
+		return graphql.Null
+	}
+	return ec._SearchParam(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNSearchParamInput2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐSearchParamInputᚄ(ctx context.Context, v any) ([]*gqlmodel.SearchParamInput, error) {
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]*gqlmodel.SearchParamInput, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNSearchParamInput2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐSearchParamInput(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) unmarshalNSearchParamInput2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐSearchParamInput(ctx context.Context, v any) (*gqlmodel.SearchParamInput, error) {
+	res, err := ec.unmarshalInputSearchParamInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
 func (ec *executionContext) marshalNSecret2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋaccessᚐSecretInfoᚄ(ctx context.Context, sel ast.SelectionSet, v []*access.SecretInfo) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
@@ -50417,6 +53617,11 @@ var (
 
 func (ec *executionContext) unmarshalNStartLocalRunInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐStartLocalRunInput(ctx context.Context, v any) (gqlmodel.StartLocalRunInput, error) {
 	res, err := ec.unmarshalInputStartLocalRunInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) unmarshalNStartStudyInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐStartStudyInput(ctx context.Context, v any) (gqlmodel.StartStudyInput, error) {
+	res, err := ec.unmarshalInputStartStudyInput(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
@@ -50502,6 +53707,107 @@ func (ec *executionContext) marshalNStringMap2map(ctx context.Context, sel ast.S
 		graphql.AddInvalidNullFromMarshaler(ctx, "StringMap!")
 	}
 	return res
+}
+
+func (ec *executionContext) marshalNStudy2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋstudiesᚐViewᚄ(ctx context.Context, sel ast.SelectionSet, v []*studies.View) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNStudy2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋstudiesᚐView(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNStudy2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋstudiesᚐView(ctx context.Context, sel ast.SelectionSet, v *studies.View) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Study!")
+		return graphql.Null
+	}
+	return ec._Study(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNStudyBudgetInput2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐStudyBudgetInput(ctx context.Context, v any) (*gqlmodel.StudyBudgetInput, error) {
+	res, err := ec.unmarshalInputStudyBudgetInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNStudyProgressPoint2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋstudiesᚐProgressPoint(ctx context.Context, sel ast.SelectionSet, v studies.ProgressPoint) graphql.Marshaler {
+	return ec._StudyProgressPoint(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNStudyProgressPoint2ᚕgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋstudiesᚐProgressPointᚄ(ctx context.Context, sel ast.SelectionSet, v []studies.ProgressPoint) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNStudyProgressPoint2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋstudiesᚐProgressPoint(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) unmarshalNStudyState2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐStudyState(ctx context.Context, v any) (model.StudyState, error) {
+	tmp, err := graphql.UnmarshalString(v)
+	res := unmarshalNStudyState2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐStudyState[tmp]
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNStudyState2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐStudyState(ctx context.Context, sel ast.SelectionSet, v model.StudyState) graphql.Marshaler {
+	_ = sel
+	res := graphql.MarshalString(marshalNStudyState2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐStudyState[v])
+	if res == graphql.Null {
+		graphql.AddInvalidNullFromMarshaler(ctx, "StudyState!")
+	}
+	return res
+}
+
+var (
+	unmarshalNStudyState2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐStudyState = map[string]model.StudyState{
+		"RUNNING":   model.StudyRunning,
+		"COMPLETED": model.StudyCompleted,
+		"STOPPED":   model.StudyStopped,
+	}
+	marshalNStudyState2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐStudyState = map[model.StudyState]string{
+		model.StudyRunning:   "RUNNING",
+		model.StudyCompleted: "COMPLETED",
+		model.StudyStopped:   "STOPPED",
+	}
+)
+
+func (ec *executionContext) marshalNStudyTrial2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐStudyTrialᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.StudyTrial) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNStudyTrial2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐStudyTrial(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNStudyTrial2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐStudyTrial(ctx context.Context, sel ast.SelectionSet, v *model.StudyTrial) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "StudyTrial!")
+		return graphql.Null
+	}
+	return ec._StudyTrial(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalNTask2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐTaskᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Task) graphql.Marshaler {
@@ -50695,6 +54001,24 @@ func (ec *executionContext) marshalNTime2timeᚐTime(ctx context.Context, sel as
 	return res
 }
 
+func (ec *executionContext) unmarshalNTime2ᚖtimeᚐTime(ctx context.Context, v any) (*time.Time, error) {
+	res, err := graphql.UnmarshalTime(v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNTime2ᚖtimeᚐTime(ctx context.Context, sel ast.SelectionSet, v *time.Time) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Time!")
+		return graphql.Null
+	}
+	_ = sel
+	res := graphql.MarshalTime(*v)
+	if res == graphql.Null {
+		graphql.AddInvalidNullFromMarshaler(ctx, "Time!")
+	}
+	return res
+}
+
 func (ec *executionContext) marshalNTokenBudget2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐTokenBudgetᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.TokenBudget) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
@@ -50747,6 +54071,40 @@ func (ec *executionContext) marshalNTokenBudgetView2ᚖgithubᚗcomᚋkliqueᚑa
 	}
 	return ec._TokenBudgetView(ctx, sel, v)
 }
+
+func (ec *executionContext) unmarshalNTrialState2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐTrialState(ctx context.Context, v any) (model.TrialState, error) {
+	tmp, err := graphql.UnmarshalString(v)
+	res := unmarshalNTrialState2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐTrialState[tmp]
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNTrialState2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐTrialState(ctx context.Context, sel ast.SelectionSet, v model.TrialState) graphql.Marshaler {
+	_ = sel
+	res := graphql.MarshalString(marshalNTrialState2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐTrialState[v])
+	if res == graphql.Null {
+		graphql.AddInvalidNullFromMarshaler(ctx, "TrialState!")
+	}
+	return res
+}
+
+var (
+	unmarshalNTrialState2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐTrialState = map[string]model.TrialState{
+		"PENDING":       model.TrialPending,
+		"RUNNING":       model.TrialRunning,
+		"COMPLETED":     model.TrialCompleted,
+		"FAILED":        model.TrialFailed,
+		"ABORTED":       model.TrialAborted,
+		"STOPPED_EARLY": model.TrialStoppedEarly,
+	}
+	marshalNTrialState2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐTrialState = map[model.TrialState]string{
+		model.TrialPending:      "PENDING",
+		model.TrialRunning:      "RUNNING",
+		model.TrialCompleted:    "COMPLETED",
+		model.TrialFailed:       "FAILED",
+		model.TrialAborted:      "ABORTED",
+		model.TrialStoppedEarly: "STOPPED_EARLY",
+	}
+)
 
 func (ec *executionContext) unmarshalNUpdateUserInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐUpdateUserInput(ctx context.Context, v any) (gqlmodel.UpdateUserInput, error) {
 	res, err := ec.unmarshalInputUpdateUserInput(ctx, v)
@@ -51213,6 +54571,17 @@ func (ec *executionContext) marshalOComputeResource2ᚖgithubᚗcomᚋkliqueᚑa
 	return ec._ComputeResource(ctx, sel, v)
 }
 
+func (ec *executionContext) unmarshalOFloat2float64(ctx context.Context, v any) (float64, error) {
+	res, err := graphql.UnmarshalFloatContext(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOFloat2float64(ctx context.Context, sel ast.SelectionSet, v float64) graphql.Marshaler {
+	_ = sel
+	res := graphql.MarshalFloatContext(v)
+	return graphql.WrapContextMarshaler(ctx, res)
+}
+
 func (ec *executionContext) unmarshalOFloat2ᚖfloat64(ctx context.Context, v any) (*float64, error) {
 	if v == nil {
 		return nil, nil
@@ -51291,6 +54660,33 @@ var (
 	}
 )
 
+func (ec *executionContext) marshalOHalving2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐHalving(ctx context.Context, sel ast.SelectionSet, v *model.Halving) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._Halving(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalOHalvingInput2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐHalvingInput(ctx context.Context, v any) (*gqlmodel.HalvingInput, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := ec.unmarshalInputHalvingInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) unmarshalOID2string(ctx context.Context, v any) (string, error) {
+	res, err := graphql.UnmarshalID(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOID2string(ctx context.Context, sel ast.SelectionSet, v string) graphql.Marshaler {
+	_ = sel
+	_ = ctx
+	res := graphql.MarshalID(v)
+	return res
+}
+
 func (ec *executionContext) unmarshalOID2ᚕstringᚄ(ctx context.Context, v any) ([]string, error) {
 	if v == nil {
 		return nil, nil
@@ -51341,6 +54737,30 @@ func (ec *executionContext) marshalOID2ᚖstring(ctx context.Context, sel ast.Se
 	_ = sel
 	_ = ctx
 	res := graphql.MarshalID(*v)
+	return res
+}
+
+func (ec *executionContext) unmarshalOInt2int(ctx context.Context, v any) (int, error) {
+	res, err := graphql.UnmarshalInt(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOInt2int(ctx context.Context, sel ast.SelectionSet, v int) graphql.Marshaler {
+	_ = sel
+	_ = ctx
+	res := graphql.MarshalInt(v)
+	return res
+}
+
+func (ec *executionContext) unmarshalOInt2int64(ctx context.Context, v any) (int64, error) {
+	res, err := graphql.UnmarshalInt64(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOInt2int64(ctx context.Context, sel ast.SelectionSet, v int64) graphql.Marshaler {
+	_ = sel
+	_ = ctx
+	res := graphql.MarshalInt64(v)
 	return res
 }
 
@@ -51403,6 +54823,22 @@ func (ec *executionContext) marshalOMap2map(ctx context.Context, sel ast.Selecti
 	_ = ctx
 	res := graphql.MarshalMap(v)
 	return res
+}
+
+func (ec *executionContext) unmarshalOMetricDirection2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐMetricDirection(ctx context.Context, v any) (*gqlmodel.MetricDirection, error) {
+	if v == nil {
+		return nil, nil
+	}
+	var res = new(gqlmodel.MetricDirection)
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOMetricDirection2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐMetricDirection(ctx context.Context, sel ast.SelectionSet, v *gqlmodel.MetricDirection) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return v
 }
 
 func (ec *executionContext) unmarshalOMetricPointInput2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐMetricPointInputᚄ(ctx context.Context, v any) ([]*gqlmodel.MetricPointInput, error) {
@@ -51671,6 +55107,20 @@ func (ec *executionContext) marshalOStringMap2map(ctx context.Context, sel ast.S
 	return res
 }
 
+func (ec *executionContext) marshalOStudy2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋstudiesᚐView(ctx context.Context, sel ast.SelectionSet, v *studies.View) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._Study(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalOStudyTrial2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐStudyTrial(ctx context.Context, sel ast.SelectionSet, v *model.StudyTrial) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._StudyTrial(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalOTask2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐTask(ctx context.Context, sel ast.SelectionSet, v *model.Task) graphql.Marshaler {
 	if v == nil {
 		return graphql.Null
@@ -51737,6 +55187,13 @@ func (ec *executionContext) marshalOTaskStatus2ᚕgithubᚗcomᚋkliqueᚑaiᚋk
 	}
 
 	return ret
+}
+
+func (ec *executionContext) marshalOTaskStudyTrial2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐTaskStudyTrial(ctx context.Context, sel ast.SelectionSet, v *gqlmodel.TaskStudyTrial) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._TaskStudyTrial(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalOTime2timeᚐTime(ctx context.Context, v any) (time.Time, error) {

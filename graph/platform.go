@@ -9,6 +9,7 @@ import (
 	"github.com/klique-ai/klique/internal/platform"
 	"github.com/klique-ai/klique/internal/platform/live"
 	"github.com/klique-ai/klique/internal/platform/llm"
+	"github.com/klique-ai/klique/internal/platform/studies"
 )
 
 // Platform is what the resolvers ask of the platform service: the
@@ -129,6 +130,12 @@ type Platform interface {
 	TaskArtifacts(ctx context.Context, t *model.Task) ([]*model.Artifact, error)
 	PublishPointer(ctx context.Context, taskID string, p platform.ArtifactPointer) (*model.Artifact, error)
 	CompareTasks(ctx context.Context, ids []string) (*platform.Comparison, error)
+	StartStudy(ctx context.Context, in studies.StartInput) (*model.Study, error)
+	StopStudy(ctx context.Context, id, reason string) (*model.Study, error)
+	Studies(ctx context.Context, project string) ([]*model.Study, error)
+	StudyView(ctx context.Context, id string) (*studies.View, error)
+	SubscribeStudy(ctx context.Context, id string) (<-chan *studies.View, error)
+	TaskTrial(ctx context.Context, t *model.Task) (*model.Study, *model.StudyTrial, error)
 	TaskOwner(ctx context.Context, t *model.Task) (*model.User, error)
 	TaskPosition(ctx context.Context, t *model.Task) (int, error)
 	TaskProject(ctx context.Context, t *model.Task) (*model.Project, error)

@@ -7,6 +7,7 @@ import (
 	"github.com/klique-ai/klique/internal/estate"
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform"
+	"github.com/klique-ai/klique/internal/platform/studies"
 )
 
 // Platform is what the tools ask of the platform service: the operations
@@ -32,6 +33,8 @@ type Platform interface {
 	TaskLogs(ctx context.Context, t *model.Task, after int64, first int, tail int) (*platform.LogPage, error)
 	TaskMetrics(ctx context.Context, t *model.Task, name string, after int64, first int, last bool) ([]model.MetricPoint, error)
 	CompareTasks(ctx context.Context, ids []string) (*platform.Comparison, error)
+	StartStudy(ctx context.Context, in studies.StartInput) (*model.Study, error)
+	StudyView(ctx context.Context, id string) (*studies.View, error)
 	TaskOwner(ctx context.Context, t *model.Task) (*model.User, error)
 	TaskPosition(ctx context.Context, t *model.Task) (int, error)
 	TaskProject(ctx context.Context, t *model.Task) (*model.Project, error)

@@ -74,6 +74,7 @@ func (s *Server) addTools() {
 	s.addModelTools()
 	s.addAppTools()
 	s.addPipelineTools()
+	s.addStudyTools()
 }
 
 func (s *Server) modelAliases(ctx context.Context, in *aliasesArgs) (*aliasesView, string, error) {

@@ -23,6 +23,7 @@ import (
 	"github.com/klique-ai/klique/internal/cli/estatecmd"
 	"github.com/klique-ai/klique/internal/cli/logincmd"
 	"github.com/klique-ai/klique/internal/cli/pipelinecmd"
+	"github.com/klique-ai/klique/internal/cli/studycmd"
 	"github.com/klique-ai/klique/internal/cli/taskcmd"
 )
 
@@ -42,6 +43,7 @@ var groups = []cli.Group{
 	taskcmd.Commands,
 	artifactcmd.Commands,
 	pipelinecmd.Commands,
+	studycmd.Commands,
 }
 
 // agentCommands are the commands that start a long-running process: the

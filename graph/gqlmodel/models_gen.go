@@ -328,6 +328,14 @@ type GroupPayload struct {
 	Warnings []*estate.Warning `json:"warnings"`
 }
 
+type HalvingInput struct {
+	Resource    string `json:"resource"`
+	MinResource int    `json:"minResource"`
+	MaxResource int    `json:"maxResource"`
+	// 3 when left out.
+	Eta *int `json:"eta,omitempty"`
+}
+
 // A kind of instance an autoscaler may start, with the GPUs each brings.
 type InstanceType struct {
 	Name string `json:"name"`
@@ -530,6 +538,16 @@ type RunPipelineInput struct {
 	Project *string `json:"project,omitempty"`
 }
 
+type SearchParamInput struct {
+	Name string `json:"name"`
+	// choice, uniform, loguniform or int.
+	Kind   string   `json:"kind"`
+	Values []string `json:"values,omitempty"`
+	Lo     *float64 `json:"lo,omitempty"`
+	Hi     *float64 `json:"hi,omitempty"`
+	Step   *int     `json:"step,omitempty"`
+}
+
 // A run on the caller's machine: what 'klique run' records of the code
 // (command, repository, commit, diff, working directory, packages) and its
 // parameters. executeRemotely runs it as it is on a compute resource.
@@ -551,6 +569,35 @@ type StartLocalRunInput struct {
 	Env        map[string]string `json:"env,omitempty"`
 	// Vault secrets a worker gives the run once it is sent to a compute resource (names only).
 	Secrets []string `json:"secrets,omitempty"`
+}
+
+type StartStudyInput struct {
+	Name string `json:"name"`
+	// The run every trial clones (with its parameters set).
+	BaseTask string `json:"baseTask"`
+	// Where the trials go: the base task's project and compute resource when left out.
+	Project         *string `json:"project,omitempty"`
+	ComputeResource *string `json:"computeResource,omitempty"`
+	Group           *string `json:"group,omitempty"`
+	// grid, random or halving.
+	Strategy string `json:"strategy"`
+	// Makes random suggestions repeatable.
+	Seed      *int   `json:"seed,omitempty"`
+	Objective string `json:"objective"`
+	// From the metric's name when left out (losses, errors and times are MIN).
+	Direction *MetricDirection `json:"direction,omitempty"`
+	// final (default) or best.
+	Summary *string `json:"summary,omitempty"`
+	// Trials at once (1 when left out).
+	MaxConcurrent *int                `json:"maxConcurrent,omitempty"`
+	Budget        *StudyBudgetInput   `json:"budget"`
+	Space         []*SearchParamInput `json:"space"`
+	Halving       *HalvingInput       `json:"halving,omitempty"`
+}
+
+type StudyBudgetInput struct {
+	Trials   *int     `json:"trials,omitempty"`
+	GpuHours *float64 `json:"gpuHours,omitempty"`
 }
 
 type Subscription struct {
@@ -592,6 +639,12 @@ type TaskInputRef struct {
 	TaskID string `json:"taskId"`
 	// The name of one of its artifacts.
 	Artifact string `json:"artifact"`
+}
+
+type TaskStudyTrial struct {
+	StudyID   string `json:"studyId"`
+	StudyName string `json:"studyName"`
+	Number    int    `json:"number"`
 }
 
 type TenantConnection struct {

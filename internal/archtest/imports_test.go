@@ -70,7 +70,7 @@ func storePackage(path string) bool {
 }
 
 // domains are the packages of the platform that own a part of it.
-var domains = []string{"allocation", "tasks", "fleet", "llm", "access", "live", "apps"}
+var domains = []string{"allocation", "tasks", "fleet", "llm", "access", "live", "apps", "studies"}
 
 func domainOf(path string) string {
 	p, ok := local(path)

@@ -32,6 +32,7 @@ import (
 	"github.com/klique-ai/klique/internal/platform/live"
 	"github.com/klique-ai/klique/internal/platform/llm"
 	"github.com/klique-ai/klique/internal/platform/pipelines"
+	"github.com/klique-ai/klique/internal/platform/studies"
 	"github.com/klique-ai/klique/internal/platform/tasks"
 	"github.com/klique-ai/klique/internal/store"
 	"github.com/klique-ai/klique/internal/vault"
@@ -64,6 +65,7 @@ type (
 	appsDomain       = apps.Apps
 	pipelinesDomain  = pipelines.Pipelines
 	artifactsDomain  = artifacts.Artifacts
+	studiesDomain    = studies.Studies
 )
 
 // Service is the platform service: the domains, composed.
@@ -78,6 +80,7 @@ type Service struct {
 	*appsDomain
 	*pipelinesDomain
 	*artifactsDomain
+	*studiesDomain
 }
 
 // New returns a service.
@@ -132,6 +135,7 @@ func New(o Options) *Service {
 	})
 	// The live views read logs, workers and policy views through the
 	// service itself.
+	s.studiesDomain = newStudies(k, s.tasksDomain)
 	s.liveDomain = live.New(k, s, live.Options{Auth: o.Auth, Heartbeat: agent.Heartbeat, Lease: agent.Lease})
 	return s
 }

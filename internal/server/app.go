@@ -66,6 +66,8 @@ type App struct {
 	stopIdle    context.CancelFunc
 	// stopPipelines ends the pipeline controller (pipelines.go).
 	stopPipelines context.CancelFunc
+	// stopStudies ends the studies controller (studies.go).
+	stopStudies context.CancelFunc
 	// Tunnels are the workers' tunnels to this replica, through which
 	// app instances on sites with no inbound path are reached.
 	Tunnels *tunnel.Registry
@@ -252,6 +254,7 @@ func start(ctx context.Context, cfg *config.Config, log *slog.Logger, st store.S
 	app.startEngine(cfg)
 	app.startAppIdle(cfg.Engine)
 	app.startPipelines(cfg.Engine)
+	app.startStudies(cfg.Engine)
 	app.announce(cfg, st.Driver())
 	return app, nil
 }
@@ -428,6 +431,9 @@ func (a *App) Shutdown(ctx context.Context) error {
 	}
 	if a.stopPipelines != nil {
 		a.stopPipelines()
+	}
+	if a.stopStudies != nil {
+		a.stopStudies()
 	}
 	select {
 	case <-a.stopped:

@@ -198,6 +198,8 @@ func newFixture(t *testing.T, ts *testServer) *fixture {
 		f.id(t, k)
 	}
 
+	addFixtureStudy(t, ts, f)
+
 	// What another tenant must never see: every id of tenant default and
 	// the names that are its own (not words any tenant might use).
 	for k, id := range f.ids {
@@ -214,13 +216,13 @@ func newFixture(t *testing.T, ts *testServer) *fixture {
 		"gpu-eighth", "half-gpu", "one-gpu", "eight-gpus", "multi-node-2x8", "multi-node training",
 		"ml-research", "vision", "fraud-models", "shared-eval", "s3://ml-research-artifacts",
 		"alice", "victor", "train-fraud", "train.py", alicePrefix, f.alice, f.victor, f.viewer, adminKey,
-		"rack-7", "gpu-host-7", "HF_TOKEN", "hf_fixture_secret_value", f.workerSecret,
+		"rack-7", "gpu-host-7", "HF_TOKEN", "hf_fixture_secret_value", f.workerSecret, "lr-sweep-fraud",
 	)
 	// What a member of vision must never see of ml-research's work.
 	f.groupSecrets = []string{
 		f.ids["task"], "train-fraud", "train.py", f.ids["key alice"], alicePrefix, f.alice, f.viewer,
 		f.ids["policy ml-research"], f.ids["project fraud-models"], "s3://ml-research-artifacts",
-		"HF_TOKEN", "hf_fixture_secret_value", f.workerSecret,
+		"HF_TOKEN", "hf_fixture_secret_value", f.workerSecret, f.ids["study"], "lr-sweep-fraud",
 	}
 	for k, id := range f.ids {
 		if strings.HasPrefix(k, "cr ml-research/") {

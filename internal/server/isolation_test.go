@@ -185,6 +185,7 @@ var isolationCases = slices.Concat(
 	appsIsolationCases,
 	pipelineIsolationCases,
 	artifactIsolationCases,
+	studyIsolationCases,
 )
 
 // noneOf asserts that the answer under a field holds none of the words:

@@ -184,6 +184,7 @@ type Queries interface {
 	AutoscalerQueries
 	PipelineQueries
 	ArtifactQueries
+	StudyQueries
 
 	// Tenants.
 	CreateTenant(ctx context.Context, t *model.Tenant) error

@@ -66,6 +66,8 @@ type subscriptions struct {
 	budgets events.Hub[*BudgetBurnUpdate]
 	traffic events.Hub[*GatewayTraffic]
 	apps    events.Hub[*AppInstanceUpdate]
+	// objects are other domains' objects (FollowObject).
+	objects events.Hub[*ObjectUpdate]
 }
 
 // SetSubscriptionLimits sets the caps on subscriptions; zero fields keep

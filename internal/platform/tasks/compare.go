@@ -193,20 +193,9 @@ func compareMetrics(series []map[string][]model.MetricPoint) []ComparedMetric {
 				row.Final, row.Best, row.Series = append(row.Final, nil), append(row.Best, nil), append(row.Series, []MetricValue{})
 				continue
 			}
-			// The final value is the last reported, by step then by order
-			// of arrival (the store's sequence).
-			final := points[0]
-			best := points[0]
-			for _, p := range points[1:] {
-				if p.Step > final.Step || (p.Step == final.Step && p.Seq > final.Seq) {
-					final = p
-				}
-				if (row.Direction == "min" && p.Value < best.Value) || (row.Direction == "max" && p.Value > best.Value) {
-					best = p
-				}
-			}
-			row.Final = append(row.Final, &MetricValue{final.Value, final.Step})
-			row.Best = append(row.Best, &MetricValue{best.Value, best.Step})
+			final, best, _ := Summarize(points, row.Direction)
+			row.Final = append(row.Final, &final)
+			row.Best = append(row.Best, &best)
 			row.Series = append(row.Series, thin(points))
 		}
 		for i := range row.Final {
@@ -218,6 +207,26 @@ func compareMetrics(series []map[string][]model.MetricPoint) []ComparedMetric {
 		out = append(out, row)
 	}
 	return out
+}
+
+// Summarize returns one metric's final value, the last reported (by step,
+// then by order of arrival: the store's sequence), and its best value in
+// direction ("min" or "max"); false when there are no points. Studies rank
+// their trials by the same rule.
+func Summarize(points []model.MetricPoint, direction string) (final, best MetricValue, ok bool) {
+	if len(points) == 0 {
+		return MetricValue{}, MetricValue{}, false
+	}
+	f, b := points[0], points[0]
+	for _, p := range points[1:] {
+		if p.Step > f.Step || (p.Step == f.Step && p.Seq > f.Seq) {
+			f = p
+		}
+		if (direction == "min" && p.Value < b.Value) || (direction == "max" && p.Value > b.Value) {
+			b = p
+		}
+	}
+	return MetricValue{f.Value, f.Step}, MetricValue{b.Value, b.Step}, true
 }
 
 func sameFloat(a, b float64) bool { return a == b || (math.IsNaN(a) && math.IsNaN(b)) }

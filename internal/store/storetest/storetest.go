@@ -70,6 +70,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Autoscalers", work.Autoscalers},
 		{"Pipelines", work.Pipelines},
 		{"Artifacts", work.Artifacts},
+		{"Studies", work.Studies},
 		{"Store", work.Store},
 	} {
 		t.Run(group.name, func(t *testing.T) {

@@ -14,8 +14,9 @@ import * as models from './pages/models.js';
 import * as apps from './pages/apps.js';
 import * as compare from './pages/compare.js';
 import * as pipelines from './pages/pipelines.js';
+import * as studies from './pages/studies.js';
 
-const pages = { orchestration, queues, policy, usage, models, apps, compare, pipelines, task, estate };
+const pages = { orchestration, queues, policy, usage, models, apps, compare, pipelines, studies, task, estate };
 const main = document.getElementById('main');
 let stopPage = null;
 let viewer = null;

@@ -106,6 +106,50 @@ func (pc perCall) DeleteArtifact(ctx context.Context, tenantID string, id string
 	return pc.s.InTx(ctx, func(tx store.Queries) error { return tx.DeleteArtifact(ctx, tenantID, id) })
 }
 
+func (pc perCall) CreateStudy(ctx context.Context, s *model.Study) error {
+	return pc.s.InTx(ctx, func(tx store.Queries) error { return tx.CreateStudy(ctx, s) })
+}
+
+func (pc perCall) GetStudy(ctx context.Context, tenantID string, id string) (*model.Study, error) {
+	return call(ctx, pc.s, func(tx store.Queries) (*model.Study, error) { return tx.GetStudy(ctx, tenantID, id) })
+}
+
+func (pc perCall) ListStudies(ctx context.Context, tenantID string, projectID string) ([]*model.Study, error) {
+	return call(ctx, pc.s, func(tx store.Queries) ([]*model.Study, error) { return tx.ListStudies(ctx, tenantID, projectID) })
+}
+
+func (pc perCall) ListRunningStudies(ctx context.Context) ([]*model.Study, error) {
+	return call(ctx, pc.s, func(tx store.Queries) ([]*model.Study, error) { return tx.ListRunningStudies(ctx) })
+}
+
+func (pc perCall) UpdateStudy(ctx context.Context, s *model.Study) error {
+	return pc.s.InTx(ctx, func(tx store.Queries) error { return tx.UpdateStudy(ctx, s) })
+}
+
+func (pc perCall) CreateStudyTrial(ctx context.Context, tr *model.StudyTrial) error {
+	return pc.s.InTx(ctx, func(tx store.Queries) error { return tx.CreateStudyTrial(ctx, tr) })
+}
+
+func (pc perCall) UpdateStudyTrial(ctx context.Context, tr *model.StudyTrial) error {
+	return pc.s.InTx(ctx, func(tx store.Queries) error { return tx.UpdateStudyTrial(ctx, tr) })
+}
+
+func (pc perCall) SetStudyTrialTask(ctx context.Context, tenantID string, studyID string, number int, taskID string) (bool, error) {
+	return call(ctx, pc.s, func(tx store.Queries) (bool, error) {
+		return tx.SetStudyTrialTask(ctx, tenantID, studyID, number, taskID)
+	})
+}
+
+func (pc perCall) ListStudyTrials(ctx context.Context, tenantID string, studyID string) ([]*model.StudyTrial, error) {
+	return call(ctx, pc.s, func(tx store.Queries) ([]*model.StudyTrial, error) { return tx.ListStudyTrials(ctx, tenantID, studyID) })
+}
+
+func (pc perCall) GetStudyTrialByTask(ctx context.Context, tenantID string, taskID string) (*model.StudyTrial, error) {
+	return call(ctx, pc.s, func(tx store.Queries) (*model.StudyTrial, error) {
+		return tx.GetStudyTrialByTask(ctx, tenantID, taskID)
+	})
+}
+
 func (pc perCall) CreateTenant(ctx context.Context, t *model.Tenant) error {
 	return pc.s.InTx(ctx, func(tx store.Queries) error { return tx.CreateTenant(ctx, t) })
 }
