@@ -972,6 +972,7 @@ type ComplexityRoot struct {
 		Spec            func(childComplexity int) int
 		StartedAt       func(childComplexity int) int
 		Status          func(childComplexity int) int
+		Tags            func(childComplexity int) int
 		UpdatedAt       func(childComplexity int) int
 		Worker          func(childComplexity int) int
 	}
@@ -5737,6 +5738,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Task.Status(childComplexity), true
+	case "Task.tags":
+		if e.ComplexityRoot.Task.Tags == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Task.Tags(childComplexity), true
 	case "Task.updatedAt":
 		if e.ComplexityRoot.Task.UpdatedAt == nil {
 			break
@@ -8490,6 +8497,8 @@ type TaskSpec {
 type Task {
   id: ID!
   name: String!
+  "Labels given at enqueue, kept on clone."
+  tags: [String!]!
   status: TaskStatus!
   "Why the task is where it is: why it waits, why it was preempted, who aborted it."
   reason: String!
@@ -8541,6 +8550,8 @@ input EnqueueTaskInput {
   env: StringMap
   "Vault secrets to inject as environment variables of the same name (the worker fetches them at start)."
   secrets: [String!]
+  "Labels (letters, digits, '-', '_', '.', ':', '/'; at most 16): a schedule can start when a task of a project completes with a tag."
+  tags: [String!]
   """
   A key (a UUID, say) that makes a retry safe: the same key with the same input
   returns the task the first request created, for 24 hours, and creates nothing;
@@ -10278,6 +10289,8 @@ func (ec *executionContext) childFields_Task(ctx context.Context, field graphql.
 		return ec.fieldContext_Task_id(ctx, field)
 	case "name":
 		return ec.fieldContext_Task_name(ctx, field)
+	case "tags":
+		return ec.fieldContext_Task_tags(ctx, field)
 	case "status":
 		return ec.fieldContext_Task_status(ctx, field)
 	case "reason":
@@ -29682,6 +29695,29 @@ func (ec *executionContext) fieldContext_Task_name(_ context.Context, field grap
 	return graphql.NewScalarFieldContext("Task", field, false, false, "String")
 }
 
+func (ec *executionContext) _Task_tags(ctx context.Context, field graphql.CollectedField, obj *model.Task) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Task_tags(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Tags, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalNString2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Task_tags(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Task", field, false, false, "String")
+}
+
 func (ec *executionContext) _Task_status(ctx context.Context, field graphql.CollectedField, obj *model.Task) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -35331,7 +35367,7 @@ func (ec *executionContext) unmarshalInputEnqueueTaskInput(ctx context.Context, 
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"name", "project", "computeResource", "group", "command", "repository", "commit", "diff", "entryPoint", "workingDir", "packages", "image", "parameters", "env", "secrets", "idempotencyKey"}
+	fieldsInOrder := [...]string{"name", "project", "computeResource", "group", "command", "repository", "commit", "diff", "entryPoint", "workingDir", "packages", "image", "parameters", "env", "secrets", "tags", "idempotencyKey"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -35443,6 +35479,13 @@ func (ec *executionContext) unmarshalInputEnqueueTaskInput(ctx context.Context, 
 				return it, err
 			}
 			it.Secrets = data
+		case "tags":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("tags"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Tags = data
 		case "idempotencyKey":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idempotencyKey"))
 			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
@@ -42914,6 +42957,11 @@ func (ec *executionContext) _Task(ctx context.Context, sel ast.SelectionSet, obj
 			}
 		case "name":
 			out.Values[i] = ec._Task_name(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "tags":
+			out.Values[i] = ec._Task_tags(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}

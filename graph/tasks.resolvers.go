@@ -23,6 +23,7 @@ func (r *mutationResolver) EnqueueTask(ctx context.Context, input gqlmodel.Enque
 			EntryPoint: deref(input.EntryPoint), WorkingDir: deref(input.WorkingDir), Packages: input.Packages,
 			Image: deref(input.Image), Parameters: input.Parameters, Env: input.Env, Secrets: input.Secrets,
 		},
+		Tags:           input.Tags,
 		IdempotencyKey: deref(input.IdempotencyKey),
 	})
 }

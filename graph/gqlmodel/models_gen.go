@@ -272,6 +272,8 @@ type EnqueueTaskInput struct {
 	Env        map[string]string `json:"env,omitempty"`
 	// Vault secrets to inject as environment variables of the same name (the worker fetches them at start).
 	Secrets []string `json:"secrets,omitempty"`
+	// Labels (letters, digits, '-', '_', '.', ':', '/'; at most 16): a schedule can start when a task of a project completes with a tag.
+	Tags []string `json:"tags,omitempty"`
 	// A key (a UUID, say) that makes a retry safe: the same key with the same input
 	// returns the task the first request created, for 24 hours, and creates nothing;
 	// the same key with another input is refused (CONFLICT). The request's
