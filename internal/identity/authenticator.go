@@ -284,6 +284,14 @@ func (a *Authenticator) authenticateOIDC(ctx context.Context, token string) (*Pr
 	return p, nil
 }
 
+// LoadPrincipal reads a user as a principal, with the same checks as a
+// credential of theirs (a disabled or unknown user is refused with
+// ErrUnauthenticated and the reason): what acts for a user when no request
+// does, such as a schedule running as its owner.
+func LoadPrincipal(ctx context.Context, q store.Queries, tenantID, userID string) (*Principal, error) {
+	return loadPrincipal(ctx, q, tenantID, userID)
+}
+
 // loadPrincipal reads the user, tenant and memberships behind a credential.
 // It runs on every request, so a disabled user or a removed membership
 // takes effect at once.

@@ -30,6 +30,7 @@ import (
 	"github.com/klique-ai/klique/internal/platform/kernel"
 	"github.com/klique-ai/klique/internal/platform/live"
 	"github.com/klique-ai/klique/internal/platform/llm"
+	"github.com/klique-ai/klique/internal/platform/schedules"
 	"github.com/klique-ai/klique/internal/platform/tasks"
 	"github.com/klique-ai/klique/internal/store"
 	"github.com/klique-ai/klique/internal/vault"
@@ -60,6 +61,7 @@ type (
 	accessDomain     = access.Access
 	liveDomain       = live.Live
 	appsDomain       = apps.Apps
+	schedulesDomain  = schedules.Schedules
 )
 
 // Service is the platform service: the domains, composed.
@@ -72,6 +74,7 @@ type Service struct {
 	*accessDomain
 	*liveDomain
 	*appsDomain
+	*schedulesDomain
 }
 
 // New returns a service.

@@ -64,6 +64,8 @@ type App struct {
 	// jobs (idle.go).
 	AppActivity *appnet.Activity
 	stopIdle    context.CancelFunc
+	// stopSchedules ends the schedules pass (schedules.go).
+	stopSchedules context.CancelFunc
 	// Tunnels are the workers' tunnels to this replica, through which
 	// app instances on sites with no inbound path are reached.
 	Tunnels *tunnel.Registry
@@ -244,6 +246,7 @@ func start(ctx context.Context, cfg *config.Config, log *slog.Logger, st store.S
 	}
 	app.startEngine(cfg)
 	app.startAppIdle(cfg.Engine)
+	app.startSchedules(cfg.Engine)
 	app.announce(cfg, st.Driver())
 	return app, nil
 }
@@ -417,6 +420,9 @@ func (a *App) Shutdown(ctx context.Context) error {
 	}
 	if a.stopIdle != nil {
 		a.stopIdle()
+	}
+	if a.stopSchedules != nil {
+		a.stopSchedules()
 	}
 	select {
 	case <-a.stopped:

@@ -182,6 +182,7 @@ type ClaimFit struct {
 // own; the Queries passed to InTx run inside one transaction.
 type Queries interface {
 	AutoscalerQueries
+	ScheduleQueries
 
 	// Tenants.
 	CreateTenant(ctx context.Context, t *model.Tenant) error

@@ -26,7 +26,7 @@ const storeDir = "../.."
 func main() {
 	fset := token.NewFileSet()
 	ifaces := map[string]*ast.InterfaceType{}
-	for _, name := range []string{"store.go", "autoscalers.go"} {
+	for _, name := range []string{"store.go", "autoscalers.go", "schedules.go"} {
 		f, err := parser.ParseFile(fset, filepath.Join(storeDir, name), nil, 0)
 		if err != nil {
 			log.Fatal(err)
