@@ -87,9 +87,17 @@ func New(o Options) *Service {
 		llmDomain:        llm.New(k),
 		// Access before Live: its identity-change hook drops the
 		// authenticator's cached checks before subscribers re-check.
-		accessDomain: access.New(k, o.Auth),
-		appsDomain:   apps.New(k),
+		accessDomain:    access.New(k, o.Auth),
+		appsDomain:      apps.New(k),
+		schedulesDomain: schedules.New(k),
 	}
+	// A schedule of a task starts a clone of it, as the schedule's owner,
+	// through the tasks domain's governed path. Pipelines and studies add
+	// their starters (SetScheduleStarter) when they are wired.
+	s.schedulesDomain.SetScheduleStarter(model.ScheduleTargetTask, schedules.TaskStarter(s.tasksDomain.CheckClone,
+		func(ctx context.Context, id string, overrides map[string]string, key string) (*model.Task, error) {
+			return s.tasksDomain.CloneTask(ctx, id, tasks.CloneInput{ParameterOverrides: overrides, IdempotencyKey: key})
+		}))
 	// An app instance is a task: the apps domain enqueues and stops it
 	// through the tasks domain.
 	s.appsDomain.SetTasks(func(ctx context.Context, name, project, cr, group, id string, prepare apps.Prepare, request any) (*model.Task, error) {

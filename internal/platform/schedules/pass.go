@@ -221,7 +221,7 @@ func (s *Schedules) start(ctx context.Context, sc *model.Schedule, key string) (
 	if st == nil {
 		return "", kernel.Unavailable("this server cannot start %ss on a schedule", sc.TargetKind)
 	}
-	octx, err := s.asOwner(identity.WithChannel(ctx, identity.ChannelSchedule), sc)
+	octx, err := s.asOwner(identity.WithChannel(ctx, identity.ChannelSchedule), sc, true)
 	if err != nil {
 		return "", err
 	}

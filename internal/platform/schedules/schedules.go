@@ -382,7 +382,7 @@ func (s *Schedules) apply(ctx context.Context, sc *model.Schedule, in ScheduleIn
 	}
 	// The target is checked as the owner: on update by an admin, that is
 	// not the caller.
-	octx, err := s.asOwner(ctx, sc)
+	octx, err := s.asOwner(ctx, sc, false)
 	if err != nil {
 		return "", err
 	}
@@ -430,10 +430,12 @@ func (s *Schedules) events() []string {
 	return out
 }
 
-// asOwner returns ctx acting as the schedule's owner, read afresh (a
-// disabled owner is refused), on the schedule channel.
-func (s *Schedules) asOwner(ctx context.Context, sc *model.Schedule) (context.Context, error) {
-	if p, ok := identity.PrincipalFrom(ctx); ok && p.UserID == sc.OwnerID && p.TenantID == sc.TenantID {
+// asOwner returns ctx acting as the schedule's owner: the caller when it
+// is the owner and fresh is false (a request, authenticated just now,
+// with its credential's scope), else the owner read afresh from the
+// store (a disabled owner is refused), as a firing acts.
+func (s *Schedules) asOwner(ctx context.Context, sc *model.Schedule, fresh bool) (context.Context, error) {
+	if p, ok := identity.PrincipalFrom(ctx); ok && !fresh && p.UserID == sc.OwnerID && p.TenantID == sc.TenantID {
 		return ctx, nil
 	}
 	p, err := identity.LoadPrincipal(ctx, s.k.Store, sc.TenantID, sc.OwnerID)
@@ -448,7 +450,7 @@ func (s *Schedules) asOwner(ctx context.Context, sc *model.Schedule) (context.Co
 
 // checkOwner checks that the owner may still start the target.
 func (s *Schedules) checkOwner(ctx context.Context, sc *model.Schedule) error {
-	octx, err := s.asOwner(ctx, sc)
+	octx, err := s.asOwner(ctx, sc, true)
 	if err != nil {
 		return err
 	}
