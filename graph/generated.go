@@ -66,6 +66,7 @@ type ResolverRoot interface {
 	QueueState() QueueStateResolver
 	RateLimit() RateLimitResolver
 	ResourcePolicy() ResourcePolicyResolver
+	Schedule() ScheduleResolver
 	Secret() SecretResolver
 	Subscription() SubscriptionResolver
 	Task() TaskResolver
@@ -616,6 +617,7 @@ type ComplexityRoot struct {
 		CreateProfile          func(childComplexity int, input allocation.ProfileInput) int
 		CreateProject          func(childComplexity int, input allocation.ProjectInput) int
 		CreateResourcePolicy   func(childComplexity int, input allocation.PolicyInput) int
+		CreateSchedule         func(childComplexity int, input gqlmodel.CreateScheduleInput) int
 		CreateTenant           func(childComplexity int, input gqlmodel.CreateTenantInput) int
 		CreateUser             func(childComplexity int, input gqlmodel.CreateUserInput) int
 		CreateWorkerCredential func(childComplexity int, pool string, name *string) int
@@ -633,12 +635,14 @@ type ComplexityRoot struct {
 		DeleteProject          func(childComplexity int, id string) int
 		DeleteRateLimit        func(childComplexity int, scope model.RateLimitScope, name *string) int
 		DeleteResourcePolicy   func(childComplexity int, id string) int
+		DeleteSchedule         func(childComplexity int, id string) int
 		DeleteSecret           func(childComplexity int, scope string, owner *string, name string) int
 		DeleteTokenBudget      func(childComplexity int, project string, period model.BudgetPeriod) int
 		DisconnectProfile      func(childComplexity int, computeResource string) int
 		EnqueueTask            func(childComplexity int, input gqlmodel.EnqueueTaskInput) int
 		LaunchApp              func(childComplexity int, input apps.LaunchInput) int
 		LockApp                func(childComplexity int, name string) int
+		PauseSchedule          func(childComplexity int, id string) int
 		PutApp                 func(childComplexity int, input gqlmodel.AppInput) int
 		PutEntitlement         func(childComplexity int, input llm.EntitlementInput) int
 		PutLLMAlias            func(childComplexity int, input llm.LLMAliasInput) int
@@ -648,6 +652,7 @@ type ComplexityRoot struct {
 		PutRateLimit           func(childComplexity int, input llm.RateLimitInput) int
 		PutTokenBudget         func(childComplexity int, input llm.TokenBudgetInput) int
 		RemoveGroupMember      func(childComplexity int, group string, user string) int
+		ResumeSchedule         func(childComplexity int, id string) int
 		RevokeAPIKey           func(childComplexity int, id string) int
 		RevokeWorkerCredential func(childComplexity int, id string) int
 		SetAppLaunches         func(childComplexity int, enabled bool) int
@@ -667,6 +672,7 @@ type ComplexityRoot struct {
 		UpdateProfile          func(childComplexity int, id string, input allocation.ProfileInput) int
 		UpdateProject          func(childComplexity int, id string, input allocation.ProjectInput) int
 		UpdateResourcePolicy   func(childComplexity int, id string, input allocation.PolicyInput) int
+		UpdateSchedule         func(childComplexity int, id string, input gqlmodel.UpdateScheduleInput) int
 		UpdateUser             func(childComplexity int, id string, input gqlmodel.UpdateUserInput) int
 	}
 
@@ -853,6 +859,8 @@ type ComplexityRoot struct {
 		ResourcePolicies   func(childComplexity int, first *int, after *string) int
 		ResourcePolicy     func(childComplexity int, id string) int
 		RouteInstances     func(childComplexity int, route string) int
+		Schedule           func(childComplexity int, id string) int
+		Schedules          func(childComplexity int) int
 		Secrets            func(childComplexity int, scope string, owner *string) int
 		Task               func(childComplexity int, id string) int
 		Tasks              func(childComplexity int, filter *gqlmodel.TaskFilter, first *int, after *string) int
@@ -928,6 +936,49 @@ type ComplexityRoot struct {
 		Warnings       func(childComplexity int) int
 	}
 
+	Schedule struct {
+		CreatedAt    func(childComplexity int) int
+		Cron         func(childComplexity int) int
+		ID           func(childComplexity int) int
+		LastError    func(childComplexity int) int
+		LastResult   func(childComplexity int) int
+		LastRunAt    func(childComplexity int) int
+		LastRunID    func(childComplexity int) int
+		MissedRuns   func(childComplexity int) int
+		Name         func(childComplexity int) int
+		NextRunAt    func(childComplexity int) int
+		Owner        func(childComplexity int) int
+		Parameters   func(childComplexity int) int
+		Paused       func(childComplexity int) int
+		PausedReason func(childComplexity int) int
+		Runs         func(childComplexity int, first *int) int
+		TargetID     func(childComplexity int) int
+		TargetKind   func(childComplexity int) int
+		Trigger      func(childComplexity int) int
+		UpdatedAt    func(childComplexity int) int
+		When         func(childComplexity int) int
+	}
+
+	ScheduleRef struct {
+		ID   func(childComplexity int) int
+		Name func(childComplexity int) int
+	}
+
+	ScheduleRun struct {
+		At         func(childComplexity int) int
+		Key        func(childComplexity int) int
+		RunID      func(childComplexity int) int
+		TargetKind func(childComplexity int) int
+	}
+
+	ScheduleTrigger struct {
+		Artifact   func(childComplexity int) int
+		Event      func(childComplexity int) int
+		PipelineID func(childComplexity int) int
+		ProjectID  func(childComplexity int) int
+		Tag        func(childComplexity int) int
+	}
+
 	Secret struct {
 		Name      func(childComplexity int) int
 		Owner     func(childComplexity int) int
@@ -968,6 +1019,7 @@ type ComplexityRoot struct {
 		Project         func(childComplexity int) int
 		Reason          func(childComplexity int) int
 		Retries         func(childComplexity int) int
+		ScheduledBy     func(childComplexity int) int
 		Size            func(childComplexity int) int
 		Spec            func(childComplexity int) int
 		StartedAt       func(childComplexity int) int
@@ -1325,6 +1377,11 @@ type MutationResolver interface {
 	CreateProject(ctx context.Context, input allocation.ProjectInput) (*gqlmodel.ProjectPayload, error)
 	UpdateProject(ctx context.Context, id string, input allocation.ProjectInput) (*gqlmodel.ProjectPayload, error)
 	DeleteProject(ctx context.Context, id string) (*gqlmodel.DeletePayload, error)
+	CreateSchedule(ctx context.Context, input gqlmodel.CreateScheduleInput) (*model.Schedule, error)
+	UpdateSchedule(ctx context.Context, id string, input gqlmodel.UpdateScheduleInput) (*model.Schedule, error)
+	PauseSchedule(ctx context.Context, id string) (*model.Schedule, error)
+	ResumeSchedule(ctx context.Context, id string) (*model.Schedule, error)
+	DeleteSchedule(ctx context.Context, id string) (*model.Schedule, error)
 	EnqueueTask(ctx context.Context, input gqlmodel.EnqueueTaskInput) (*model.Task, error)
 	AbortTask(ctx context.Context, id string, reason *string) (*model.Task, error)
 	CloneTask(ctx context.Context, id string, parameterOverrides map[string]string, name *string, computeResource *string, group *string, project *string, idempotencyKey *string) (*model.Task, error)
@@ -1397,6 +1454,8 @@ type QueryResolver interface {
 	Tenants(ctx context.Context, first *int, after *string) (*gqlmodel.TenantConnection, error)
 	Projects(ctx context.Context, first *int, after *string) (*gqlmodel.ProjectConnection, error)
 	Project(ctx context.Context, id string) (*model.Project, error)
+	Schedules(ctx context.Context) ([]*model.Schedule, error)
+	Schedule(ctx context.Context, id string) (*model.Schedule, error)
 	UtilizationHistory(ctx context.Context, from *time.Time, to *time.Time, stepSeconds *int) (*live.UtilizationHistory, error)
 	Tasks(ctx context.Context, filter *gqlmodel.TaskFilter, first *int, after *string) (*gqlmodel.TaskConnection, error)
 	Task(ctx context.Context, id string) (*model.Task, error)
@@ -1418,6 +1477,16 @@ type ResourcePolicyResolver interface {
 	LowWatermarkMinutes(ctx context.Context, obj *model.ResourcePolicy) (int, error)
 
 	ComputeResources(ctx context.Context, obj *model.ResourcePolicy) ([]*model.ComputeResource, error)
+}
+type ScheduleResolver interface {
+	Owner(ctx context.Context, obj *model.Schedule) (string, error)
+
+	Parameters(ctx context.Context, obj *model.Schedule) (map[string]string, error)
+	Cron(ctx context.Context, obj *model.Schedule) (*string, error)
+
+	When(ctx context.Context, obj *model.Schedule) (string, error)
+
+	Runs(ctx context.Context, obj *model.Schedule, first *int) ([]*model.ScheduleRun, error)
 }
 type SecretResolver interface {
 	Owner(ctx context.Context, obj *access.SecretInfo) (string, error)
@@ -1443,6 +1512,7 @@ type TaskResolver interface {
 	Pool(ctx context.Context, obj *model.Task) (*model.Pool, error)
 	ClonedFrom(ctx context.Context, obj *model.Task) (*model.Task, error)
 
+	ScheduledBy(ctx context.Context, obj *model.Task) (*gqlmodel.ScheduleRef, error)
 	Attempt(ctx context.Context, obj *model.Task) (int, error)
 	Retries(ctx context.Context, obj *model.Task) (int, error)
 	Worker(ctx context.Context, obj *model.Task) (*view.WorkerView, error)
@@ -3690,6 +3760,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.CreateResourcePolicy(childComplexity, args["input"].(allocation.PolicyInput)), true
+	case "Mutation.createSchedule":
+		if e.ComplexityRoot.Mutation.CreateSchedule == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_createSchedule_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.CreateSchedule(childComplexity, args["input"].(gqlmodel.CreateScheduleInput)), true
 	case "Mutation.createTenant":
 		if e.ComplexityRoot.Mutation.CreateTenant == nil {
 			break
@@ -3877,6 +3958,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.DeleteResourcePolicy(childComplexity, args["id"].(string)), true
+	case "Mutation.deleteSchedule":
+		if e.ComplexityRoot.Mutation.DeleteSchedule == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_deleteSchedule_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.DeleteSchedule(childComplexity, args["id"].(string)), true
 	case "Mutation.deleteSecret":
 		if e.ComplexityRoot.Mutation.DeleteSecret == nil {
 			break
@@ -3943,6 +4035,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.LockApp(childComplexity, args["name"].(string)), true
+	case "Mutation.pauseSchedule":
+		if e.ComplexityRoot.Mutation.PauseSchedule == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_pauseSchedule_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.PauseSchedule(childComplexity, args["id"].(string)), true
 	case "Mutation.putApp":
 		if e.ComplexityRoot.Mutation.PutApp == nil {
 			break
@@ -4042,6 +4145,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.RemoveGroupMember(childComplexity, args["group"].(string), args["user"].(string)), true
+	case "Mutation.resumeSchedule":
+		if e.ComplexityRoot.Mutation.ResumeSchedule == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_resumeSchedule_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.ResumeSchedule(childComplexity, args["id"].(string)), true
 	case "Mutation.revokeAPIKey":
 		if e.ComplexityRoot.Mutation.RevokeAPIKey == nil {
 			break
@@ -4251,6 +4365,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.UpdateResourcePolicy(childComplexity, args["id"].(string), args["input"].(allocation.PolicyInput)), true
+	case "Mutation.updateSchedule":
+		if e.ComplexityRoot.Mutation.UpdateSchedule == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_updateSchedule_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.UpdateSchedule(childComplexity, args["id"].(string), args["input"].(gqlmodel.UpdateScheduleInput)), true
 	case "Mutation.updateUser":
 		if e.ComplexityRoot.Mutation.UpdateUser == nil {
 			break
@@ -5131,6 +5256,23 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.RouteInstances(childComplexity, args["route"].(string)), true
+	case "Query.schedule":
+		if e.ComplexityRoot.Query.Schedule == nil {
+			break
+		}
+
+		args, err := ec.field_Query_schedule_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.Schedule(childComplexity, args["id"].(string)), true
+	case "Query.schedules":
+		if e.ComplexityRoot.Query.Schedules == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Query.Schedules(childComplexity), true
 	case "Query.secrets":
 		if e.ComplexityRoot.Query.Secrets == nil {
 			break
@@ -5479,6 +5621,201 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.ResourcePolicyPayload.Warnings(childComplexity), true
 
+	case "Schedule.createdAt":
+		if e.ComplexityRoot.Schedule.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Schedule.CreatedAt(childComplexity), true
+	case "Schedule.cron":
+		if e.ComplexityRoot.Schedule.Cron == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Schedule.Cron(childComplexity), true
+	case "Schedule.id":
+		if e.ComplexityRoot.Schedule.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Schedule.ID(childComplexity), true
+	case "Schedule.lastError":
+		if e.ComplexityRoot.Schedule.LastError == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Schedule.LastError(childComplexity), true
+	case "Schedule.lastResult":
+		if e.ComplexityRoot.Schedule.LastResult == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Schedule.LastResult(childComplexity), true
+	case "Schedule.lastRunAt":
+		if e.ComplexityRoot.Schedule.LastRunAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Schedule.LastRunAt(childComplexity), true
+	case "Schedule.lastRunId":
+		if e.ComplexityRoot.Schedule.LastRunID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Schedule.LastRunID(childComplexity), true
+	case "Schedule.missedRuns":
+		if e.ComplexityRoot.Schedule.MissedRuns == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Schedule.MissedRuns(childComplexity), true
+	case "Schedule.name":
+		if e.ComplexityRoot.Schedule.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Schedule.Name(childComplexity), true
+	case "Schedule.nextRunAt":
+		if e.ComplexityRoot.Schedule.NextRunAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Schedule.NextRunAt(childComplexity), true
+	case "Schedule.owner":
+		if e.ComplexityRoot.Schedule.Owner == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Schedule.Owner(childComplexity), true
+	case "Schedule.parameters":
+		if e.ComplexityRoot.Schedule.Parameters == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Schedule.Parameters(childComplexity), true
+	case "Schedule.paused":
+		if e.ComplexityRoot.Schedule.Paused == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Schedule.Paused(childComplexity), true
+	case "Schedule.pausedReason":
+		if e.ComplexityRoot.Schedule.PausedReason == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Schedule.PausedReason(childComplexity), true
+	case "Schedule.runs":
+		if e.ComplexityRoot.Schedule.Runs == nil {
+			break
+		}
+
+		args, err := ec.field_Schedule_runs_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Schedule.Runs(childComplexity, args["first"].(*int)), true
+	case "Schedule.targetId":
+		if e.ComplexityRoot.Schedule.TargetID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Schedule.TargetID(childComplexity), true
+	case "Schedule.targetKind":
+		if e.ComplexityRoot.Schedule.TargetKind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Schedule.TargetKind(childComplexity), true
+	case "Schedule.trigger":
+		if e.ComplexityRoot.Schedule.Trigger == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Schedule.Trigger(childComplexity), true
+	case "Schedule.updatedAt":
+		if e.ComplexityRoot.Schedule.UpdatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Schedule.UpdatedAt(childComplexity), true
+	case "Schedule.when":
+		if e.ComplexityRoot.Schedule.When == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Schedule.When(childComplexity), true
+
+	case "ScheduleRef.id":
+		if e.ComplexityRoot.ScheduleRef.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ScheduleRef.ID(childComplexity), true
+	case "ScheduleRef.name":
+		if e.ComplexityRoot.ScheduleRef.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ScheduleRef.Name(childComplexity), true
+
+	case "ScheduleRun.at":
+		if e.ComplexityRoot.ScheduleRun.At == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ScheduleRun.At(childComplexity), true
+	case "ScheduleRun.key":
+		if e.ComplexityRoot.ScheduleRun.Key == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ScheduleRun.Key(childComplexity), true
+	case "ScheduleRun.runId":
+		if e.ComplexityRoot.ScheduleRun.RunID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ScheduleRun.RunID(childComplexity), true
+	case "ScheduleRun.targetKind":
+		if e.ComplexityRoot.ScheduleRun.TargetKind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ScheduleRun.TargetKind(childComplexity), true
+
+	case "ScheduleTrigger.artifact":
+		if e.ComplexityRoot.ScheduleTrigger.Artifact == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ScheduleTrigger.Artifact(childComplexity), true
+	case "ScheduleTrigger.event":
+		if e.ComplexityRoot.ScheduleTrigger.Event == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ScheduleTrigger.Event(childComplexity), true
+	case "ScheduleTrigger.pipelineId":
+		if e.ComplexityRoot.ScheduleTrigger.PipelineID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ScheduleTrigger.PipelineID(childComplexity), true
+	case "ScheduleTrigger.projectId":
+		if e.ComplexityRoot.ScheduleTrigger.ProjectID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ScheduleTrigger.ProjectID(childComplexity), true
+	case "ScheduleTrigger.tag":
+		if e.ComplexityRoot.ScheduleTrigger.Tag == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ScheduleTrigger.Tag(childComplexity), true
+
 	case "Secret.name":
 		if e.ComplexityRoot.Secret.Name == nil {
 			break
@@ -5714,6 +6051,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Task.Retries(childComplexity), true
+	case "Task.scheduledBy":
+		if e.ComplexityRoot.Task.ScheduledBy == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Task.ScheduledBy(childComplexity), true
 	case "Task.size":
 		if e.ComplexityRoot.Task.Size == nil {
 			break
@@ -6542,6 +6885,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 			graphql.NewInputUnmarshaler("ComputeResourceInput", ec.unmarshalInputComputeResourceInput),
 			graphql.NewInputUnmarshaler("ConnectProfileInput", ec.unmarshalInputConnectProfileInput),
 			graphql.NewInputUnmarshaler("CreateAPIKeyInput", ec.unmarshalInputCreateAPIKeyInput),
+			graphql.NewInputUnmarshaler("CreateScheduleInput", ec.unmarshalInputCreateScheduleInput),
 			graphql.NewInputUnmarshaler("CreateTenantInput", ec.unmarshalInputCreateTenantInput),
 			graphql.NewInputUnmarshaler("CreateUserInput", ec.unmarshalInputCreateUserInput),
 			graphql.NewInputUnmarshaler("EnqueueTaskInput", ec.unmarshalInputEnqueueTaskInput),
@@ -6563,9 +6907,11 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 			graphql.NewInputUnmarshaler("ProjectInput", ec.unmarshalInputProjectInput),
 			graphql.NewInputUnmarshaler("RateLimitInput", ec.unmarshalInputRateLimitInput),
 			graphql.NewInputUnmarshaler("ResourcePolicyInput", ec.unmarshalInputResourcePolicyInput),
+			graphql.NewInputUnmarshaler("ScheduleTriggerInput", ec.unmarshalInputScheduleTriggerInput),
 			graphql.NewInputUnmarshaler("TaskFilter", ec.unmarshalInputTaskFilter),
 			graphql.NewInputUnmarshaler("TimeBudgetInput", ec.unmarshalInputTimeBudgetInput),
 			graphql.NewInputUnmarshaler("TokenBudgetInput", ec.unmarshalInputTokenBudgetInput),
+			graphql.NewInputUnmarshaler("UpdateScheduleInput", ec.unmarshalInputUpdateScheduleInput),
 			graphql.NewInputUnmarshaler("UpdateUserInput", ec.unmarshalInputUpdateUserInput),
 			graphql.NewInputUnmarshaler("UsageInput", ec.unmarshalInputUsageInput),
 		)
@@ -8273,6 +8619,134 @@ extend type Mutation {
   updateProject(id: ID!, input: ProjectInput!): ProjectPayload!
   "Delete a project that has no tasks."
   deleteProject(id: ID!): DeletePayload!
+}
+`, BuiltIn: false},
+	{Name: "../schema/schedules.graphqls", Input: `# Schedules and triggers (docs/schedules.md): a cron expression (UTC) or an
+# event that starts a task (a clone of it), a pipeline or a study, as the
+# schedule's owner, under their policies and quota.
+
+"A schedule. Its owner and tenant admins see it; others get NOT_FOUND."
+type Schedule {
+  id: ID!
+  name: String!
+  "The user every run is made as."
+  owner: String!
+  "task (a clone of the task), pipeline or study."
+  targetKind: String!
+  "The task to clone, or the pipeline or study to start."
+  targetId: ID!
+  "Parameters set over the target's."
+  parameters: StringMap!
+  "A 5-field cron expression or a descriptor (@daily), in UTC; null for a trigger."
+  cron: String
+  "The event it waits for; null for a cron schedule."
+  trigger: ScheduleTrigger
+  "When it fires, in words."
+  when: String!
+  "run-once (one run on start for all the runs missed while the control plane was down) or skip."
+  missedRuns: String!
+  paused: Boolean!
+  "Why it is paused: who paused it, or why its owner can no longer start it."
+  pausedReason: String!
+  "The next firing of a cron schedule; null for a trigger or while paused."
+  nextRunAt: Time
+  lastRunAt: Time
+  "What the last firing started (a task, pipeline run or study id); empty when none."
+  lastRunId: String!
+  "started, refused, or what was skipped."
+  lastResult: String!
+  "Why the last firing that failed failed; cleared by a success."
+  lastError: String!
+  createdAt: Time!
+  updatedAt: Time!
+  "The last firings, newest first."
+  runs(first: Int): [ScheduleRun!]!
+}
+
+"The event a trigger schedule waits for."
+type ScheduleTrigger {
+  "task.completed, artifact.published or pipeline.finished."
+  event: String!
+  "task.completed: the project (id) whose tasks it watches."
+  projectId: String
+  "task.completed: the tag the task must have."
+  tag: String
+  "artifact.published: the artifact's name."
+  artifact: String
+  "pipeline.finished: the pipeline."
+  pipelineId: String
+}
+
+"One firing of a schedule."
+type ScheduleRun {
+  "What the firing was: at:<due time in µs> for cron, the event (task:<id>) for a trigger."
+  key: String!
+  targetKind: String!
+  "What it started; empty when the start was refused."
+  runId: String!
+  at: Time!
+}
+
+"The schedule that started a task: its name and id only."
+type ScheduleRef {
+  id: ID!
+  name: String!
+}
+
+input ScheduleTriggerInput {
+  "task.completed, artifact.published or pipeline.finished."
+  event: String!
+  "task.completed: the project, by id or name."
+  project: String
+  tag: String
+  artifact: String
+  pipeline: String
+}
+
+input CreateScheduleInput {
+  name: String!
+  "What it starts: one of task (a task to clone), pipeline or study, by id."
+  task: ID
+  pipeline: ID
+  study: ID
+  "Parameters set over the target's."
+  parameters: StringMap
+  "A 5-field cron expression (UTC) or a descriptor such as @daily; or give trigger."
+  cron: String
+  trigger: ScheduleTriggerInput
+  "run-once (the default) or skip."
+  missedRuns: String
+}
+
+input UpdateScheduleInput {
+  name: String
+  parameters: StringMap
+  "A new cron expression; the schedule then fires from now."
+  cron: String
+  trigger: ScheduleTriggerInput
+  missedRuns: String
+}
+
+extend type Task {
+  "The schedule that started this task, if one did."
+  scheduledBy: ScheduleRef
+}
+
+extend type Query {
+  "Your schedules (all the tenant's for an admin), by name."
+  schedules: [Schedule!]!
+  schedule(id: ID!): Schedule!
+}
+
+extend type Mutation {
+  createSchedule(input: CreateScheduleInput!): Schedule!
+  updateSchedule(id: ID!, input: UpdateScheduleInput!): Schedule!
+  "Stop firings until resumed."
+  pauseSchedule(id: ID!): Schedule!
+  "Fire again from now on (the firings missed while paused are not made); the owner's access is checked first."
+  resumeSchedule(id: ID!): Schedule!
+  "Delete a schedule; what it started stays."
+  deleteSchedule(id: ID!): Schedule!
 }
 `, BuiltIn: false},
 	{Name: "../schema/subscription.graphqls", Input: `# Live updates over WebSocket at /graphql, with the graphql-transport-ws
@@ -10267,6 +10741,92 @@ func (ec *executionContext) childFields_ResourcePolicyPayload(ctx context.Contex
 	return nil, fmt.Errorf("no field named %q was found under type ResourcePolicyPayload", field.Name)
 }
 
+func (ec *executionContext) childFields_Schedule(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_Schedule_id(ctx, field)
+	case "name":
+		return ec.fieldContext_Schedule_name(ctx, field)
+	case "owner":
+		return ec.fieldContext_Schedule_owner(ctx, field)
+	case "targetKind":
+		return ec.fieldContext_Schedule_targetKind(ctx, field)
+	case "targetId":
+		return ec.fieldContext_Schedule_targetId(ctx, field)
+	case "parameters":
+		return ec.fieldContext_Schedule_parameters(ctx, field)
+	case "cron":
+		return ec.fieldContext_Schedule_cron(ctx, field)
+	case "trigger":
+		return ec.fieldContext_Schedule_trigger(ctx, field)
+	case "when":
+		return ec.fieldContext_Schedule_when(ctx, field)
+	case "missedRuns":
+		return ec.fieldContext_Schedule_missedRuns(ctx, field)
+	case "paused":
+		return ec.fieldContext_Schedule_paused(ctx, field)
+	case "pausedReason":
+		return ec.fieldContext_Schedule_pausedReason(ctx, field)
+	case "nextRunAt":
+		return ec.fieldContext_Schedule_nextRunAt(ctx, field)
+	case "lastRunAt":
+		return ec.fieldContext_Schedule_lastRunAt(ctx, field)
+	case "lastRunId":
+		return ec.fieldContext_Schedule_lastRunId(ctx, field)
+	case "lastResult":
+		return ec.fieldContext_Schedule_lastResult(ctx, field)
+	case "lastError":
+		return ec.fieldContext_Schedule_lastError(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_Schedule_createdAt(ctx, field)
+	case "updatedAt":
+		return ec.fieldContext_Schedule_updatedAt(ctx, field)
+	case "runs":
+		return ec.fieldContext_Schedule_runs(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Schedule", field.Name)
+}
+
+func (ec *executionContext) childFields_ScheduleRef(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_ScheduleRef_id(ctx, field)
+	case "name":
+		return ec.fieldContext_ScheduleRef_name(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ScheduleRef", field.Name)
+}
+
+func (ec *executionContext) childFields_ScheduleRun(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "key":
+		return ec.fieldContext_ScheduleRun_key(ctx, field)
+	case "targetKind":
+		return ec.fieldContext_ScheduleRun_targetKind(ctx, field)
+	case "runId":
+		return ec.fieldContext_ScheduleRun_runId(ctx, field)
+	case "at":
+		return ec.fieldContext_ScheduleRun_at(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ScheduleRun", field.Name)
+}
+
+func (ec *executionContext) childFields_ScheduleTrigger(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "event":
+		return ec.fieldContext_ScheduleTrigger_event(ctx, field)
+	case "projectId":
+		return ec.fieldContext_ScheduleTrigger_projectId(ctx, field)
+	case "tag":
+		return ec.fieldContext_ScheduleTrigger_tag(ctx, field)
+	case "artifact":
+		return ec.fieldContext_ScheduleTrigger_artifact(ctx, field)
+	case "pipelineId":
+		return ec.fieldContext_ScheduleTrigger_pipelineId(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ScheduleTrigger", field.Name)
+}
+
 func (ec *executionContext) childFields_Secret(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "scope":
@@ -10321,6 +10881,8 @@ func (ec *executionContext) childFields_Task(ctx context.Context, field graphql.
 		return ec.fieldContext_Task_placedAt(ctx, field)
 	case "finishedAt":
 		return ec.fieldContext_Task_finishedAt(ctx, field)
+	case "scheduledBy":
+		return ec.fieldContext_Task_scheduledBy(ctx, field)
 	case "attempt":
 		return ec.fieldContext_Task_attempt(ctx, field)
 	case "retries":
@@ -11089,6 +11651,20 @@ func (ec *executionContext) field_Mutation_createResourcePolicy_args(ctx context
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_createSchedule_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (gqlmodel.CreateScheduleInput, error) {
+			return ec.unmarshalNCreateScheduleInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐCreateScheduleInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_createTenant_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -11343,6 +11919,20 @@ func (ec *executionContext) field_Mutation_deleteResourcePolicy_args(ctx context
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_deleteSchedule_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_deleteSecret_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -11448,6 +12038,20 @@ func (ec *executionContext) field_Mutation_lockApp_args(ctx context.Context, raw
 		return nil, err
 	}
 	args["name"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_pauseSchedule_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
 	return args, nil
 }
 
@@ -11582,6 +12186,20 @@ func (ec *executionContext) field_Mutation_removeGroupMember_args(ctx context.Co
 		return nil, err
 	}
 	args["user"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_resumeSchedule_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
 	return args, nil
 }
 
@@ -11955,6 +12573,28 @@ func (ec *executionContext) field_Mutation_updateResourcePolicy_args(ctx context
 	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "input",
 		func(ctx context.Context, v any) (allocation.PolicyInput, error) {
 			return ec.unmarshalNResourcePolicyInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋallocationᚐPolicyInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_updateSchedule_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (gqlmodel.UpdateScheduleInput, error) {
+			return ec.unmarshalNUpdateScheduleInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐUpdateScheduleInput(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -12425,6 +13065,20 @@ func (ec *executionContext) field_Query_routeInstances_args(ctx context.Context,
 	return args, nil
 }
 
+func (ec *executionContext) field_Query_schedule_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Query_secrets_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -12604,6 +13258,20 @@ func (ec *executionContext) field_Query_utilizationHistory_args(ctx context.Cont
 		return nil, err
 	}
 	args["stepSeconds"] = arg2
+	return args, nil
+}
+
+func (ec *executionContext) field_Schedule_runs_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "first",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["first"] = arg0
 	return args, nil
 }
 
@@ -23644,6 +24312,226 @@ func (ec *executionContext) fieldContext_Mutation_deleteProject(ctx context.Cont
 	return fc, nil
 }
 
+func (ec *executionContext) _Mutation_createSchedule(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_createSchedule(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().CreateSchedule(ctx, fc.Args["input"].(gqlmodel.CreateScheduleInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Schedule) graphql.Marshaler {
+			return ec.marshalNSchedule2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐSchedule(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_createSchedule(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Schedule(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_createSchedule_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_updateSchedule(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_updateSchedule(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().UpdateSchedule(ctx, fc.Args["id"].(string), fc.Args["input"].(gqlmodel.UpdateScheduleInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Schedule) graphql.Marshaler {
+			return ec.marshalNSchedule2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐSchedule(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_updateSchedule(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Schedule(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_updateSchedule_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_pauseSchedule(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_pauseSchedule(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().PauseSchedule(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Schedule) graphql.Marshaler {
+			return ec.marshalNSchedule2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐSchedule(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_pauseSchedule(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Schedule(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_pauseSchedule_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_resumeSchedule(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_resumeSchedule(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().ResumeSchedule(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Schedule) graphql.Marshaler {
+			return ec.marshalNSchedule2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐSchedule(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_resumeSchedule(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Schedule(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_resumeSchedule_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_deleteSchedule(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_deleteSchedule(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().DeleteSchedule(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Schedule) graphql.Marshaler {
+			return ec.marshalNSchedule2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐSchedule(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_deleteSchedule(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Schedule(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_deleteSchedule_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Mutation_enqueueTask(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -27840,6 +28728,82 @@ func (ec *executionContext) fieldContext_Query_project(ctx context.Context, fiel
 	return fc, nil
 }
 
+func (ec *executionContext) _Query_schedules(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_schedules(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Query().Schedules(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.Schedule) graphql.Marshaler {
+			return ec.marshalNSchedule2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐScheduleᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_schedules(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Schedule(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_schedule(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_schedule(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().Schedule(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Schedule) graphql.Marshaler {
+			return ec.marshalNSchedule2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐSchedule(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_schedule(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Schedule(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_schedule_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Query_utilizationHistory(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -29218,6 +30182,749 @@ func (ec *executionContext) fieldContext_ResourcePolicyPayload_warnings(_ contex
 	return fc, nil
 }
 
+func (ec *executionContext) _Schedule_id(ctx context.Context, field graphql.CollectedField, obj *model.Schedule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Schedule_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Schedule_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Schedule", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Schedule_name(ctx context.Context, field graphql.CollectedField, obj *model.Schedule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Schedule_name(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Name, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Schedule_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Schedule", field, false, false, "String")
+}
+
+func (ec *executionContext) _Schedule_owner(ctx context.Context, field graphql.CollectedField, obj *model.Schedule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Schedule_owner(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Schedule().Owner(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Schedule_owner(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Schedule", field, true, true, "String")
+}
+
+func (ec *executionContext) _Schedule_targetKind(ctx context.Context, field graphql.CollectedField, obj *model.Schedule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Schedule_targetKind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TargetKind, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Schedule_targetKind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Schedule", field, false, false, "String")
+}
+
+func (ec *executionContext) _Schedule_targetId(ctx context.Context, field graphql.CollectedField, obj *model.Schedule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Schedule_targetId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TargetID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Schedule_targetId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Schedule", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Schedule_parameters(ctx context.Context, field graphql.CollectedField, obj *model.Schedule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Schedule_parameters(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Schedule().Parameters(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v map[string]string) graphql.Marshaler {
+			return ec.marshalNStringMap2map(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Schedule_parameters(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Schedule", field, true, true, "StringMap")
+}
+
+func (ec *executionContext) _Schedule_cron(ctx context.Context, field graphql.CollectedField, obj *model.Schedule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Schedule_cron(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Schedule().Cron(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Schedule_cron(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Schedule", field, true, true, "String")
+}
+
+func (ec *executionContext) _Schedule_trigger(ctx context.Context, field graphql.CollectedField, obj *model.Schedule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Schedule_trigger(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Trigger, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.ScheduleTrigger) graphql.Marshaler {
+			return ec.marshalOScheduleTrigger2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐScheduleTrigger(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Schedule_trigger(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Schedule",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ScheduleTrigger(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Schedule_when(ctx context.Context, field graphql.CollectedField, obj *model.Schedule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Schedule_when(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Schedule().When(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Schedule_when(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Schedule", field, true, true, "String")
+}
+
+func (ec *executionContext) _Schedule_missedRuns(ctx context.Context, field graphql.CollectedField, obj *model.Schedule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Schedule_missedRuns(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MissedRuns, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Schedule_missedRuns(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Schedule", field, false, false, "String")
+}
+
+func (ec *executionContext) _Schedule_paused(ctx context.Context, field graphql.CollectedField, obj *model.Schedule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Schedule_paused(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Paused, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Schedule_paused(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Schedule", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _Schedule_pausedReason(ctx context.Context, field graphql.CollectedField, obj *model.Schedule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Schedule_pausedReason(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PausedReason, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Schedule_pausedReason(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Schedule", field, false, false, "String")
+}
+
+func (ec *executionContext) _Schedule_nextRunAt(ctx context.Context, field graphql.CollectedField, obj *model.Schedule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Schedule_nextRunAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.NextRunAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Schedule_nextRunAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Schedule", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Schedule_lastRunAt(ctx context.Context, field graphql.CollectedField, obj *model.Schedule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Schedule_lastRunAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.LastRunAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Schedule_lastRunAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Schedule", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Schedule_lastRunId(ctx context.Context, field graphql.CollectedField, obj *model.Schedule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Schedule_lastRunId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.LastRunID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Schedule_lastRunId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Schedule", field, false, false, "String")
+}
+
+func (ec *executionContext) _Schedule_lastResult(ctx context.Context, field graphql.CollectedField, obj *model.Schedule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Schedule_lastResult(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.LastResult, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Schedule_lastResult(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Schedule", field, false, false, "String")
+}
+
+func (ec *executionContext) _Schedule_lastError(ctx context.Context, field graphql.CollectedField, obj *model.Schedule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Schedule_lastError(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.LastError, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Schedule_lastError(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Schedule", field, false, false, "String")
+}
+
+func (ec *executionContext) _Schedule_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.Schedule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Schedule_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Schedule_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Schedule", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Schedule_updatedAt(ctx context.Context, field graphql.CollectedField, obj *model.Schedule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Schedule_updatedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.UpdatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Schedule_updatedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Schedule", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Schedule_runs(ctx context.Context, field graphql.CollectedField, obj *model.Schedule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Schedule_runs(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Schedule().Runs(ctx, obj, fc.Args["first"].(*int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.ScheduleRun) graphql.Marshaler {
+			return ec.marshalNScheduleRun2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐScheduleRunᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Schedule_runs(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Schedule",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ScheduleRun(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Schedule_runs_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ScheduleRef_id(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.ScheduleRef) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ScheduleRef_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ScheduleRef_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ScheduleRef", field, false, false, "ID")
+}
+
+func (ec *executionContext) _ScheduleRef_name(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.ScheduleRef) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ScheduleRef_name(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Name, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ScheduleRef_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ScheduleRef", field, false, false, "String")
+}
+
+func (ec *executionContext) _ScheduleRun_key(ctx context.Context, field graphql.CollectedField, obj *model.ScheduleRun) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ScheduleRun_key(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Key, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ScheduleRun_key(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ScheduleRun", field, false, false, "String")
+}
+
+func (ec *executionContext) _ScheduleRun_targetKind(ctx context.Context, field graphql.CollectedField, obj *model.ScheduleRun) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ScheduleRun_targetKind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TargetKind, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ScheduleRun_targetKind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ScheduleRun", field, false, false, "String")
+}
+
+func (ec *executionContext) _ScheduleRun_runId(ctx context.Context, field graphql.CollectedField, obj *model.ScheduleRun) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ScheduleRun_runId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RunID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ScheduleRun_runId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ScheduleRun", field, false, false, "String")
+}
+
+func (ec *executionContext) _ScheduleRun_at(ctx context.Context, field graphql.CollectedField, obj *model.ScheduleRun) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ScheduleRun_at(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.At, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ScheduleRun_at(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ScheduleRun", field, false, false, "Time")
+}
+
+func (ec *executionContext) _ScheduleTrigger_event(ctx context.Context, field graphql.CollectedField, obj *model.ScheduleTrigger) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ScheduleTrigger_event(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Event, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ScheduleTrigger_event(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ScheduleTrigger", field, false, false, "String")
+}
+
+func (ec *executionContext) _ScheduleTrigger_projectId(ctx context.Context, field graphql.CollectedField, obj *model.ScheduleTrigger) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ScheduleTrigger_projectId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ProjectID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalOString2string(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ScheduleTrigger_projectId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ScheduleTrigger", field, false, false, "String")
+}
+
+func (ec *executionContext) _ScheduleTrigger_tag(ctx context.Context, field graphql.CollectedField, obj *model.ScheduleTrigger) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ScheduleTrigger_tag(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Tag, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalOString2string(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ScheduleTrigger_tag(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ScheduleTrigger", field, false, false, "String")
+}
+
+func (ec *executionContext) _ScheduleTrigger_artifact(ctx context.Context, field graphql.CollectedField, obj *model.ScheduleTrigger) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ScheduleTrigger_artifact(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Artifact, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalOString2string(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ScheduleTrigger_artifact(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ScheduleTrigger", field, false, false, "String")
+}
+
+func (ec *executionContext) _ScheduleTrigger_pipelineId(ctx context.Context, field graphql.CollectedField, obj *model.ScheduleTrigger) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ScheduleTrigger_pipelineId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PipelineID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalOString2string(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ScheduleTrigger_pipelineId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ScheduleTrigger", field, false, false, "String")
+}
+
 func (ec *executionContext) _Secret_scope(ctx context.Context, field graphql.CollectedField, obj *access.SecretInfo) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -30133,6 +31840,38 @@ func (ec *executionContext) _Task_finishedAt(ctx context.Context, field graphql.
 }
 func (ec *executionContext) fieldContext_Task_finishedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Task", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Task_scheduledBy(ctx context.Context, field graphql.CollectedField, obj *model.Task) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Task_scheduledBy(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Task().ScheduledBy(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *gqlmodel.ScheduleRef) graphql.Marshaler {
+			return ec.marshalOScheduleRef2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐScheduleRef(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Task_scheduledBy(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Task",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ScheduleRef(ctx, field)
+		},
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _Task_attempt(ctx context.Context, field graphql.CollectedField, obj *model.Task) (ret graphql.Marshaler) {
@@ -35216,6 +36955,97 @@ func UnmarshalCreateAPIKeyInput(ctx context.Context, raw any) (gqlmodel.CreateAP
 	return out, err
 }
 
+func (ec *executionContext) unmarshalInputCreateScheduleInput(ctx context.Context, obj any) (gqlmodel.CreateScheduleInput, error) {
+	var it gqlmodel.CreateScheduleInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"name", "task", "pipeline", "study", "parameters", "cron", "trigger", "missedRuns"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "name":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("name"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Name = data
+		case "task":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("task"))
+			data, err := ec.unmarshalOID2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Task = data
+		case "pipeline":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("pipeline"))
+			data, err := ec.unmarshalOID2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Pipeline = data
+		case "study":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("study"))
+			data, err := ec.unmarshalOID2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Study = data
+		case "parameters":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("parameters"))
+			data, err := ec.unmarshalOStringMap2map(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Parameters = data
+		case "cron":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("cron"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Cron = data
+		case "trigger":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("trigger"))
+			data, err := ec.unmarshalOScheduleTriggerInput2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐScheduleTriggerInput(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Trigger = data
+		case "missedRuns":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("missedRuns"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MissedRuns = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalCreateScheduleInput unmarshals raw into the CreateScheduleInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalCreateScheduleInput(ctx context.Context, raw any) (gqlmodel.CreateScheduleInput, error) {
+	var out gqlmodel.CreateScheduleInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "CreateScheduleInput", raw, &out)
+	return out, err
+}
+
 func (ec *executionContext) unmarshalInputCreateTenantInput(ctx context.Context, obj any) (gqlmodel.CreateTenantInput, error) {
 	var it gqlmodel.CreateTenantInput
 	if obj == nil {
@@ -36802,6 +38632,76 @@ func UnmarshalResourcePolicyInput(ctx context.Context, raw any) (allocation.Poli
 	return out, err
 }
 
+func (ec *executionContext) unmarshalInputScheduleTriggerInput(ctx context.Context, obj any) (gqlmodel.ScheduleTriggerInput, error) {
+	var it gqlmodel.ScheduleTriggerInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"event", "project", "tag", "artifact", "pipeline"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "event":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("event"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Event = data
+		case "project":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("project"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Project = data
+		case "tag":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("tag"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Tag = data
+		case "artifact":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("artifact"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Artifact = data
+		case "pipeline":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("pipeline"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Pipeline = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalScheduleTriggerInput unmarshals raw into the ScheduleTriggerInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalScheduleTriggerInput(ctx context.Context, raw any) (gqlmodel.ScheduleTriggerInput, error) {
+	var out gqlmodel.ScheduleTriggerInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "ScheduleTriggerInput", raw, &out)
+	return out, err
+}
+
 func (ec *executionContext) unmarshalInputTaskFilter(ctx context.Context, obj any) (gqlmodel.TaskFilter, error) {
 	var it gqlmodel.TaskFilter
 	if obj == nil {
@@ -36995,6 +38895,76 @@ func (ec *executionContext) unmarshalInputTokenBudgetInput(ctx context.Context, 
 func UnmarshalTokenBudgetInput(ctx context.Context, raw any) (llm.TokenBudgetInput, error) {
 	var out llm.TokenBudgetInput
 	err := graphql.UnmarshalNamedInputFromContext(ctx, "TokenBudgetInput", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputUpdateScheduleInput(ctx context.Context, obj any) (gqlmodel.UpdateScheduleInput, error) {
+	var it gqlmodel.UpdateScheduleInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"name", "parameters", "cron", "trigger", "missedRuns"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "name":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("name"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Name = data
+		case "parameters":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("parameters"))
+			data, err := ec.unmarshalOStringMap2map(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Parameters = data
+		case "cron":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("cron"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Cron = data
+		case "trigger":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("trigger"))
+			data, err := ec.unmarshalOScheduleTriggerInput2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐScheduleTriggerInput(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Trigger = data
+		case "missedRuns":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("missedRuns"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MissedRuns = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalUpdateScheduleInput unmarshals raw into the UpdateScheduleInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalUpdateScheduleInput(ctx context.Context, raw any) (gqlmodel.UpdateScheduleInput, error) {
+	var out gqlmodel.UpdateScheduleInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "UpdateScheduleInput", raw, &out)
 	return out, err
 }
 
@@ -41031,6 +43001,41 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "createSchedule":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_createSchedule(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "updateSchedule":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_updateSchedule(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "pauseSchedule":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_pauseSchedule(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "resumeSchedule":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_resumeSchedule(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "deleteSchedule":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_deleteSchedule(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "enqueueTask":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_enqueueTask(ctx, field)
@@ -42358,6 +44363,18 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_project(ctx, field)
 				})
+		case "schedules":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_schedules(ctx, field)
+				})
+		case "schedule":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_schedule(ctx, field)
+				})
 		case "utilizationHistory":
 			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
 				true, true,
@@ -42851,6 +44868,278 @@ func (ec *executionContext) _ResourcePolicyPayload(ctx context.Context, sel ast.
 	return out
 }
 
+var scheduleImplementors = []string{"Schedule"}
+
+func (ec *executionContext) _Schedule(ctx context.Context, sel ast.SelectionSet, obj *model.Schedule) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, scheduleImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Schedule")
+		case "id":
+			out.Values[i] = ec._Schedule_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "name":
+			out.Values[i] = ec._Schedule_name(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "owner":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Schedule_owner(ctx, field, obj)
+				})
+		case "targetKind":
+			out.Values[i] = ec._Schedule_targetKind(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "targetId":
+			out.Values[i] = ec._Schedule_targetId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "parameters":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Schedule_parameters(ctx, field, obj)
+				})
+		case "cron":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Schedule_cron(ctx, field, obj)
+				})
+		case "trigger":
+			out.Values[i] = ec._Schedule_trigger(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "when":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Schedule_when(ctx, field, obj)
+				})
+		case "missedRuns":
+			out.Values[i] = ec._Schedule_missedRuns(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "paused":
+			out.Values[i] = ec._Schedule_paused(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "pausedReason":
+			out.Values[i] = ec._Schedule_pausedReason(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "nextRunAt":
+			out.Values[i] = ec._Schedule_nextRunAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "lastRunAt":
+			out.Values[i] = ec._Schedule_lastRunAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "lastRunId":
+			out.Values[i] = ec._Schedule_lastRunId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "lastResult":
+			out.Values[i] = ec._Schedule_lastResult(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "lastError":
+			out.Values[i] = ec._Schedule_lastError(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "createdAt":
+			out.Values[i] = ec._Schedule_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "updatedAt":
+			out.Values[i] = ec._Schedule_updatedAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "runs":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Schedule_runs(ctx, field, obj)
+				})
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var scheduleRefImplementors = []string{"ScheduleRef"}
+
+func (ec *executionContext) _ScheduleRef(ctx context.Context, sel ast.SelectionSet, obj *gqlmodel.ScheduleRef) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, scheduleRefImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ScheduleRef")
+		case "id":
+			out.Values[i] = ec._ScheduleRef_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "name":
+			out.Values[i] = ec._ScheduleRef_name(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var scheduleRunImplementors = []string{"ScheduleRun"}
+
+func (ec *executionContext) _ScheduleRun(ctx context.Context, sel ast.SelectionSet, obj *model.ScheduleRun) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, scheduleRunImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ScheduleRun")
+		case "key":
+			out.Values[i] = ec._ScheduleRun_key(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "targetKind":
+			out.Values[i] = ec._ScheduleRun_targetKind(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "runId":
+			out.Values[i] = ec._ScheduleRun_runId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "at":
+			out.Values[i] = ec._ScheduleRun_at(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var scheduleTriggerImplementors = []string{"ScheduleTrigger"}
+
+func (ec *executionContext) _ScheduleTrigger(ctx context.Context, sel ast.SelectionSet, obj *model.ScheduleTrigger) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, scheduleTriggerImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ScheduleTrigger")
+		case "event":
+			out.Values[i] = ec._ScheduleTrigger_event(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "projectId":
+			out.Values[i] = ec._ScheduleTrigger_projectId(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "tag":
+			out.Values[i] = ec._ScheduleTrigger_tag(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "artifact":
+			out.Values[i] = ec._ScheduleTrigger_artifact(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "pipelineId":
+			out.Values[i] = ec._ScheduleTrigger_pipelineId(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var secretImplementors = []string{"Secret"}
 
 func (ec *executionContext) _Secret(ctx context.Context, sel ast.SelectionSet, obj *access.SecretInfo) graphql.Marshaler {
@@ -43048,6 +45337,12 @@ func (ec *executionContext) _Task(ctx context.Context, sel ast.SelectionSet, obj
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "scheduledBy":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Task_scheduledBy(ctx, field, obj)
+				})
 		case "attempt":
 			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
 				true, true,
@@ -45408,6 +47703,11 @@ func (ec *executionContext) unmarshalNCreateAPIKeyInput2githubᚗcomᚋkliqueᚑ
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
+func (ec *executionContext) unmarshalNCreateScheduleInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐCreateScheduleInput(ctx context.Context, v any) (gqlmodel.CreateScheduleInput, error) {
+	res, err := ec.unmarshalInputCreateScheduleInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
 func (ec *executionContext) unmarshalNCreateTenantInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐCreateTenantInput(ctx context.Context, v any) (gqlmodel.CreateTenantInput, error) {
 	res, err := ec.unmarshalInputCreateTenantInput(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -46743,6 +49043,54 @@ var (
 	}
 )
 
+func (ec *executionContext) marshalNSchedule2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐScheduleᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Schedule) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNSchedule2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐSchedule(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNSchedule2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐSchedule(ctx context.Context, sel ast.SelectionSet, v *model.Schedule) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Schedule!")
+		return graphql.Null
+	}
+	return ec._Schedule(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNScheduleRun2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐScheduleRunᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.ScheduleRun) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNScheduleRun2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐScheduleRun(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNScheduleRun2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐScheduleRun(ctx context.Context, sel ast.SelectionSet, v *model.ScheduleRun) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "ScheduleRun!")
+		return graphql.Null
+	}
+	return ec._ScheduleRun(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNSecret2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋaccessᚐSecretInfoᚄ(ctx context.Context, sel ast.SelectionSet, v []*access.SecretInfo) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
@@ -47094,6 +49442,11 @@ func (ec *executionContext) marshalNTokenBudgetView2ᚖgithubᚗcomᚋkliqueᚑa
 		return graphql.Null
 	}
 	return ec._TokenBudgetView(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNUpdateScheduleInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐUpdateScheduleInput(ctx context.Context, v any) (gqlmodel.UpdateScheduleInput, error) {
+	res, err := ec.unmarshalInputUpdateScheduleInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) unmarshalNUpdateUserInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐUpdateUserInput(ctx context.Context, v any) (gqlmodel.UpdateUserInput, error) {
@@ -47851,6 +50204,28 @@ var (
 		model.RoleViewer:        "VIEWER",
 	}
 )
+
+func (ec *executionContext) marshalOScheduleRef2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐScheduleRef(ctx context.Context, sel ast.SelectionSet, v *gqlmodel.ScheduleRef) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._ScheduleRef(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalOScheduleTrigger2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐScheduleTrigger(ctx context.Context, sel ast.SelectionSet, v *model.ScheduleTrigger) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._ScheduleTrigger(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalOScheduleTriggerInput2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐScheduleTriggerInput(ctx context.Context, v any) (*gqlmodel.ScheduleTriggerInput, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := ec.unmarshalInputScheduleTriggerInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
 
 func (ec *executionContext) unmarshalOString2string(ctx context.Context, v any) (string, error) {
 	res, err := graphql.UnmarshalString(v)

@@ -229,6 +229,21 @@ type CreateAPIKeyInput struct {
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
 }
 
+type CreateScheduleInput struct {
+	Name string `json:"name"`
+	// What it starts: one of task (a task to clone), pipeline or study, by id.
+	Task     *string `json:"task,omitempty"`
+	Pipeline *string `json:"pipeline,omitempty"`
+	Study    *string `json:"study,omitempty"`
+	// Parameters set over the target's.
+	Parameters map[string]string `json:"parameters,omitempty"`
+	// A 5-field cron expression (UTC) or a descriptor such as @daily; or give trigger.
+	Cron    *string               `json:"cron,omitempty"`
+	Trigger *ScheduleTriggerInput `json:"trigger,omitempty"`
+	// run-once (the default) or skip.
+	MissedRuns *string `json:"missedRuns,omitempty"`
+}
+
 type CreateTenantInput struct {
 	Name        string  `json:"name"`
 	DisplayName *string `json:"displayName,omitempty"`
@@ -438,6 +453,22 @@ type ResourcePolicyPayload struct {
 	Warnings       []*estate.Warning     `json:"warnings"`
 }
 
+// The schedule that started a task: its name and id only.
+type ScheduleRef struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+}
+
+type ScheduleTriggerInput struct {
+	// task.completed, artifact.published or pipeline.finished.
+	Event string `json:"event"`
+	// task.completed: the project, by id or name.
+	Project  *string `json:"project,omitempty"`
+	Tag      *string `json:"tag,omitempty"`
+	Artifact *string `json:"artifact,omitempty"`
+	Pipeline *string `json:"pipeline,omitempty"`
+}
+
 type Subscription struct {
 }
 
@@ -478,6 +509,15 @@ type TenantConnection struct {
 type TenantEdge struct {
 	Cursor string        `json:"cursor"`
 	Node   *model.Tenant `json:"node"`
+}
+
+type UpdateScheduleInput struct {
+	Name       *string           `json:"name,omitempty"`
+	Parameters map[string]string `json:"parameters,omitempty"`
+	// A new cron expression; the schedule then fires from now.
+	Cron       *string               `json:"cron,omitempty"`
+	Trigger    *ScheduleTriggerInput `json:"trigger,omitempty"`
+	MissedRuns *string               `json:"missedRuns,omitempty"`
 }
 
 type UpdateUserInput struct {

@@ -183,6 +183,7 @@ var isolationCases = slices.Concat(
 	taskIsolationCases,
 	gatewayIsolationCases,
 	appsIsolationCases,
+	scheduleIsolationCases,
 )
 
 // noneOf asserts that the answer under a field holds none of the words:

@@ -480,3 +480,6 @@ func describeWhen(sc *model.Schedule) string {
 	}
 	return "on " + sc.Trigger.Event
 }
+
+// ScheduleWhen says when a schedule fires, in words.
+func (s *Schedules) ScheduleWhen(sc *model.Schedule) string { return describeWhen(sc) }
