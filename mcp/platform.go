@@ -13,6 +13,9 @@ import (
 // MCP offers agents, nothing else. *platform.Service satisfies it.
 
 type Platform interface {
+	CreateSchedule(ctx context.Context, in platform.ScheduleInput) (*model.Schedule, error)
+	Schedules(ctx context.Context) ([]*model.Schedule, error)
+	ScheduleWhen(sc *model.Schedule) string
 	AbortTask(ctx context.Context, id string, reason string) (*model.Task, error)
 	Apps(ctx context.Context) ([]*model.App, error)
 	AppInstance(ctx context.Context, id string) (*model.AppInstance, error)

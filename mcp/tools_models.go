@@ -73,6 +73,7 @@ func (s *Server) addTools() {
 	s.addTaskTools()
 	s.addModelTools()
 	s.addAppTools()
+	s.addScheduleTools()
 }
 
 func (s *Server) modelAliases(ctx context.Context, in *aliasesArgs) (*aliasesView, string, error) {
