@@ -6,6 +6,7 @@ import { h, replace, errorBox } from './dom.js';
 import { onMode } from './live.js';
 import * as orchestration from './pages/orchestration.js';
 import * as queues from './pages/queues.js';
+import * as schedules from './pages/schedules.js';
 import * as policy from './pages/policy.js';
 import * as usage from './pages/usage.js';
 import * as task from './pages/task.js';
@@ -14,7 +15,7 @@ import * as models from './pages/models.js';
 import * as apps from './pages/apps.js';
 import * as compare from './pages/compare.js';
 
-const pages = { orchestration, queues, policy, usage, models, apps, compare, task, estate };
+const pages = { orchestration, queues, policy, usage, models, apps, compare, schedules, task, estate };
 const main = document.getElementById('main');
 let stopPage = null;
 let viewer = null;
