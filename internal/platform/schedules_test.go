@@ -269,3 +269,26 @@ func finishTask(t *testing.T, b *testBundle, task *model.Task, state string) {
 	platformtest.Must(t, b.Svc.FinishTask(wctx, a.TaskID, agentapi.FinishRequest{Attempt: a.Attempt, State: state, ExitCode: code}))
 	b.Clock.Add(time.Second)
 }
+
+// Tags are trimmed and deduplicated at enqueue, kept on clone, and a tag
+// with a space is refused with what to use.
+func TestTaskTagsAreKeptOnClone(t *testing.T) {
+	b := &testBundle{platformtest.SQLite(t)}
+	b.ApplyExample(t)
+	rita := b.User(t, "rita", model.RoleMember, "ml-research")
+	in := platform.EnqueueInput{Name: "train", Project: "fraud-models", ComputeResource: "1 A100",
+		Spec: model.TaskSpec{Command: []string{"python", "train.py"}}, Tags: []string{" nightly ", "nightly", "v2"}}
+	task, err := b.Svc.EnqueueTask(rita, in)
+	platformtest.Must(t, err)
+	if strings.Join(task.Tags, ",") != "nightly,v2" {
+		t.Fatalf("tags %q, want [nightly v2]", task.Tags)
+	}
+	clone, err := b.Svc.CloneTask(rita, task.ID, platform.CloneInput{})
+	platformtest.Must(t, err)
+	if got, _ := b.Svc.Task(rita, clone.ID); strings.Join(got.Tags, ",") != "nightly,v2" {
+		t.Fatalf("the clone's tags %q", got.Tags)
+	}
+	in.Tags = []string{"not ok"}
+	_, err = b.Svc.EnqueueTask(rita, in)
+	platformtest.WantError(t, err, platform.CodeInvalid, "tag", "letters, digits")
+}

@@ -67,6 +67,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Gateway", work.Gateway},
 		{"Apps", work.Apps},
 		{"Autoscalers", work.Autoscalers},
+		{"Schedules", work.Schedules},
 		{"Store", work.Store},
 	} {
 		t.Run(group.name, func(t *testing.T) {
