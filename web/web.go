@@ -26,8 +26,12 @@ const AssetPrefix = "/ui/"
 // subscription WebSocket) only to the server that served it. Task names,
 // logs and parameters are shown as text, and this is the second fence if
 // one ever slips into markup.
+//
+// Forms may post to the dashboard's own origin only: Open on the Apps page
+// posts the dashboard's token to the router's sign-in hop
+// (/apps/{id}/_klique/signin), which the control plane serves.
 const contentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
-	"connect-src 'self' ws: wss:; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'none'"
+	"connect-src 'self' ws: wss:; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'"
 
 // Files returns the embedded files, rooted at the dashboard's top folder
 // (index.html, js/, css/).
@@ -78,6 +82,11 @@ func securityHeaders(w http.ResponseWriter) {
 	h := w.Header()
 	h.Set("Content-Security-Policy", contentSecurityPolicy)
 	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Referrer-Policy", "no-referrer")
+	// same-origin, not no-referrer: under no-referrer a browser sends
+	// "Origin: null" with a form's POST, and the router's sign-in hop,
+	// which checks that a sign-in comes from the dashboard's origin,
+	// could not tell the dashboard from another site. Nothing is sent to
+	// other origins either way.
+	h.Set("Referrer-Policy", "same-origin")
 	h.Set("X-Frame-Options", "DENY")
 }

@@ -46,6 +46,14 @@ type Notifier interface {
 	Done() <-chan struct{}
 }
 
+// CPUUser is an optional capability of a Handle: CPUTime is the CPU time
+// the work's processes have used so far (false when it cannot be read),
+// which the worker samples into an app instance's cpu.utilization for its
+// idle limits.
+type CPUUser interface {
+	CPUTime() (time.Duration, bool)
+}
+
 // Cleaner is an optional capability of a Runner: Cleanup removes what an
 // earlier run of the worker left behind (such as containers of a daemon
 // that was killed), before the worker claims anything.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"math"
 	"net"
 	"net/http"
 	"slices"
@@ -259,9 +260,17 @@ func (t *task) startProbe(h runner.Handle, hostPort int) (stop func()) {
 			t.requestStop(err.Error()+t.lastLines(), agentapi.StateFailed)
 		}
 	}()
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		if c, ok := h.(runner.CPUUser); ok {
+			t.sampleCPU(ctx, c)
+		}
+	}()
 	return func() {
 		cancel()
 		<-done
+		<-sampled
 		t.mu.Lock()
 		t.appReady = false
 		t.mu.Unlock()
@@ -321,3 +330,29 @@ func (t *task) lastLines() string {
 
 // tailLines is how many of its last lines an app's failure quotes.
 const tailLines = 5
+
+// sampleCPU reports an app instance's CPU use as the metric
+// cpu.utilization, every GPUSampleInterval: the CPU time its processes
+// used over the interval, in percent of one core (a process busy on two
+// cores reads 200). The idle limits count an instance as used while this
+// is at or over their CPU threshold, as with its GPUs.
+func (t *task) sampleCPU(ctx context.Context, c runner.CPUUser) {
+	tick := time.NewTicker(t.w.cfg.GPUSampleInterval)
+	defer tick.Stop()
+	last, ok := c.CPUTime()
+	lastAt := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		used, ok2 := c.CPUTime()
+		now := time.Now()
+		if ok && ok2 && now.After(lastAt) {
+			pct := float64(used-last) / float64(now.Sub(lastAt)) * 100
+			t.metrics.Add(agentapi.MetricPoint{At: now, Name: "cpu.utilization", Value: math.Round(max(pct, 0)*10) / 10})
+		}
+		last, ok, lastAt = used, ok2, now
+	}
+}

@@ -5,13 +5,15 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/klique-ai/klique/internal/cli"
+
 	"github.com/spf13/cobra"
 
 	"github.com/klique-ai/klique/agents/autoscaler"
 	"github.com/klique-ai/klique/internal/version"
 )
 
-func newAutoscalerCmd(c *cli) *cobra.Command {
+func newAutoscalerCmd(c *cli.CLI) *cobra.Command {
 	var o autoscaler.Options
 	var tokenFile, logLevel, logFormat, localDir string
 	var refuseSpot bool
@@ -36,23 +38,23 @@ machine, for demos and tests.`,
   klique autoscaler --pool cloud-burst --server http://127.0.0.1:8080 --token-file worker.token --local-dir /tmp/klique-instances`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			server, token, err := c.agentEndpoint(tokenFile)
+			server, token, err := agentEndpoint(c, tokenFile)
 			if err != nil {
 				return err
 			}
 			o.Server, o.Token = server, token
 			var level slog.Level
 			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
-				return usagef("--log-level %q: use debug, info, warn or error", logLevel)
+				return cli.Usagef("--log-level %q: use debug, info, warn or error", logLevel)
 			}
 			hopts := &slog.HandlerOptions{Level: level}
 			switch logFormat {
 			case "text":
-				o.Log = slog.New(slog.NewTextHandler(c.err, hopts))
+				o.Log = slog.New(slog.NewTextHandler(c.Err, hopts))
 			case "json":
-				o.Log = slog.New(slog.NewJSONHandler(c.err, hopts))
+				o.Log = slog.New(slog.NewJSONHandler(c.Err, hopts))
 			default:
-				return usagef("--log-format %q: use text or json", logFormat)
+				return cli.Usagef("--log-format %q: use text or json", logFormat)
 			}
 			if localDir != "" {
 				o.Local = &autoscaler.Local{Dir: localDir, RefuseSpot: refuseSpot}

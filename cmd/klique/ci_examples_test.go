@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/goccy/go-yaml"
+	"github.com/klique-ai/klique/internal/cli"
+	"github.com/klique-ai/klique/internal/cli/clitest"
 )
 
 // ciCommands reads the klique commands the CI examples run: the GitHub
@@ -85,7 +87,7 @@ func TestCIExamplesRunAsWritten(t *testing.T) {
 	workerCtx, stopWorker := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
-		c := &cli{in: strings.NewReader(""), out: &bytes.Buffer{}, err: &bytes.Buffer{}, server: app.URL()}
+		c := &cli.CLI{In: strings.NewReader(""), Out: &bytes.Buffer{}, Err: &bytes.Buffer{}, Server: app.URL()}
 		cmd := newWorkerCmd(c)
 		cmd.SetArgs([]string{"--token-file", token, "--pool", "bare-metal", "--gpus", "0,1", "--name", "ci-worker", "--work-dir", t.TempDir()})
 		cmd.SetOut(&bytes.Buffer{})
@@ -102,8 +104,8 @@ func TestCIExamplesRunAsWritten(t *testing.T) {
 
 	// The repository: its training script reports an accuracy that falls
 	// as the learning rate leaves 0.1, minus a penalty the bad change sets.
-	r := newGitRepo(t)
-	r.write("train.py", `import json, os, sys
+	r := clitest.NewGitRepo(t)
+	r.Write("train.py", `import json, os, sys
 lr = float(sys.argv[sys.argv.index("--lr") + 1])
 penalty = 0.0
 accuracy = 0.9 - abs(lr - 0.1) - penalty
@@ -111,11 +113,11 @@ with open(os.environ["KLIQUE_METRICS_FILE"], "a") as f:
     f.write(json.dumps({"name": "accuracy", "value": accuracy, "step": 1}) + "\n")
 print("accuracy", accuracy)
 `)
-	r.write("requirements.txt", "")
-	r.git(r.dir, "add", ".")
-	r.git(r.dir, "commit", "-qm", "training")
-	r.git(r.dir, "push", "-q", "origin", "HEAD:refs/heads/main")
-	t.Chdir(r.dir)
+	r.Write("requirements.txt", "")
+	r.Git(r.Dir, "add", ".")
+	r.Git(r.Dir, "commit", "-qm", "training")
+	r.Git(r.Dir, "push", "-q", "origin", "HEAD:refs/heads/main")
+	t.Chdir(r.Dir)
 
 	// The baseline, run from main.
 	base := strings.TrimSpace(ok(botKey, "run", "-q", "--resource", "1 A100", "--project", "fraud-models", "--name", "baseline",
@@ -131,7 +133,7 @@ print("accuracy", accuracy)
 			"PR_NUMBER="+strings.Repeat("1", pr), "CI_MERGE_REQUEST_IID="+strings.Repeat("2", pr))
 		for _, command := range commands[ci] {
 			cmd := exec.Command("bash", "-c", command)
-			cmd.Dir, cmd.Env = r.dir, env
+			cmd.Dir, cmd.Env = r.Dir, env
 			out, err := cmd.CombinedOutput()
 			code := 0
 			if ee, ok := err.(*exec.ExitError); ok {
@@ -148,10 +150,10 @@ print("accuracy", accuracy)
 	}
 	branch := func(name, penalty string) {
 		t.Helper()
-		r.git(r.dir, "checkout", "-q", "-B", name, "origin/main")
-		r.write("train.py", strings.Replace(mustRead(t, filepath.Join(r.dir, "train.py")), "penalty = 0.0", "penalty = "+penalty, 1))
-		r.git(r.dir, "commit", "-qam", name)
-		r.git(r.dir, "push", "-q", "-u", "origin", name)
+		r.Git(r.Dir, "checkout", "-q", "-B", name, "origin/main")
+		r.Write("train.py", strings.Replace(mustRead(t, filepath.Join(r.Dir, "train.py")), "penalty = 0.0", "penalty = "+penalty, 1))
+		r.Git(r.Dir, "commit", "-qam", name)
+		r.Git(r.Dir, "push", "-q", "-u", "origin", name)
 	}
 
 	for i, ci := range []string{"github", "gitlab"} {
@@ -161,7 +163,7 @@ print("accuracy", accuracy)
 			if codes[3] != 0 || !strings.Contains(outs[3], "no regression against the baseline (1 rules)") {
 				t.Fatalf("the gate: exit %d:\n%s", codes[3], outs[3])
 			}
-			report := mustRead(t, filepath.Join(r.dir, "report.md"))
+			report := mustRead(t, filepath.Join(r.Dir, "report.md"))
 			if !strings.Contains(report, ": completed") || !strings.Contains(report, "| accuracy | 0.895 | 0.9 | 1 |") || !strings.Contains(report, "| lr | `0.1` |") {
 				t.Fatalf("report.md:\n%s", report)
 			}

@@ -8,13 +8,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/klique-ai/klique/internal/cli"
+
 	"github.com/spf13/cobra"
 
 	"github.com/klique-ai/klique/agents/runner/hpc"
 	"github.com/klique-ai/klique/internal/version"
 )
 
-func newHPCSubmitterCmd(c *cli) *cobra.Command {
+func newHPCSubmitterCmd(c *cli.CLI) *cobra.Command {
 	var o hpc.SubmitterOptions
 	var configFile, tokenFile, logLevel, asUser string
 	var params []string
@@ -40,7 +42,7 @@ The user map is read again whenever it changes. See docs/hpc.md.`,
 			if configFile != "" {
 				cfg, err := hpc.ReadConfig(configFile)
 				if err != nil {
-					return usageError{err}
+					return cli.Usage(err)
 				}
 				f := cmd.Flags()
 				merge := func(flag string, dst *string, v string) {
@@ -65,28 +67,28 @@ The user map is read again whenever it changes. See docs/hpc.md.`,
 			for _, p := range params {
 				k, v, ok := strings.Cut(p, "=")
 				if !ok || k == "" {
-					return usagef("--param %q: write name=value", p)
+					return cli.Usagef("--param %q: write name=value", p)
 				}
 				if o.Parameters == nil {
 					o.Parameters = map[string]string{}
 				}
 				o.Parameters[k] = v
 			}
-			server, token, err := c.agentEndpoint(tokenFile)
+			server, token, err := agentEndpoint(c, tokenFile)
 			if err != nil {
 				return err
 			}
 			o.Server, o.Token = server, token
 			var level slog.Level
 			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
-				return usagef("--log-level %q: use debug, info, warn or error", logLevel)
+				return cli.Usagef("--log-level %q: use debug, info, warn or error", logLevel)
 			}
-			o.Log = slog.New(slog.NewTextHandler(c.err, &slog.HandlerOptions{Level: level}))
+			o.Log = slog.New(slog.NewTextHandler(c.Err, &slog.HandlerOptions{Level: level}))
 			o.Version = version.String()
 			w, err := hpc.NewSubmitter(cmd.Context(), o)
 			if err != nil {
 				if strings.HasPrefix(err.Error(), "--") {
-					return usageError{err}
+					return cli.Usage(err)
 				}
 				return err
 			}
@@ -116,7 +118,7 @@ The user map is read again whenever it changes. See docs/hpc.md.`,
 	return cmd
 }
 
-func newTaskRunCmd(c *cli) *cobra.Command {
+func newTaskRunCmd(c *cli.CLI) *cobra.Command {
 	var jobFile string
 	cmd := &cobra.Command{
 		Use:    "task-run --job FILE",
@@ -130,7 +132,7 @@ func newTaskRunCmd(c *cli) *cobra.Command {
 			}
 			// The job ends with the task's exit code, so the scheduler's
 			// accounting shows it too.
-			if code := hpc.RunTask(cmd.Context(), spec, hpc.TaskRunOptions{Stderr: c.err}); code != 0 {
+			if code := hpc.RunTask(cmd.Context(), spec, hpc.TaskRunOptions{Stderr: c.Err}); code != 0 {
 				os.Exit(code)
 			}
 			return nil

@@ -15,12 +15,13 @@ import (
 	"time"
 
 	"github.com/klique-ai/klique/internal/agentapi"
+	"github.com/klique-ai/klique/internal/cli"
 )
 
 func runHPCSubmitter(t *testing.T, server string, args ...string) error {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	c := &cli{in: strings.NewReader(""), out: &out, err: &errOut, server: server}
+	c := &cli.CLI{In: strings.NewReader(""), Out: &out, Err: &errOut, Server: server}
 	cmd := newHPCSubmitterCmd(c)
 	cmd.SetArgs(args)
 	cmd.SetOut(&out)
@@ -90,7 +91,7 @@ func TestHPCSubmitterCommand(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("err = %v, want one saying %q", err, c.want)
 			}
-			var ue usageError
+			var ue cli.UsageError
 			if errors.As(err, &ue) != c.usage {
 				t.Fatalf("usage error: %v, want %v (%v)", !c.usage, c.usage, err)
 			}

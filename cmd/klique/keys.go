@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/klique-ai/klique/internal/cli"
+
 	"github.com/spf13/cobra"
 
 	"github.com/klique-ai/klique/internal/config"
@@ -14,7 +16,7 @@ import (
 // command, run where `klique serve` runs, with its configuration. It goes
 // to the store directly rather than through the API, because the signing
 // keys are the control plane's own and no tenant's admin should hold them.
-func newRotateSigningKeyCmd(c *cli) *cobra.Command {
+func newRotateSigningKeyCmd(c *cli.CLI) *cobra.Command {
 	var dataDir string
 	var dropOld bool
 	cmd := &cobra.Command{
@@ -39,17 +41,17 @@ again with their API keys.`,
 				return os.Getenv(k)
 			})
 			if err != nil {
-				return usageError{err}
+				return cli.Usage(err)
 			}
 			kid, err := server.RotateSigningKey(cmd.Context(), cfg, newLogger(cfg, c), dropOld)
 			if err != nil {
 				return err
 			}
 			if dropOld {
-				fmt.Fprintf(c.out, "new token signing key %s: the older keys are dropped; tokens they signed stop working within a minute\n", kid)
+				fmt.Fprintf(c.Out, "new token signing key %s: the older keys are dropped; tokens they signed stop working within a minute\n", kid)
 				return nil
 			}
-			fmt.Fprintf(c.out, "new token signing key %s: replicas sign with it within a minute; tokens of the older key verify until they expire\n", kid)
+			fmt.Fprintf(c.Out, "new token signing key %s: replicas sign with it within a minute; tokens of the older key verify until they expire\n", kid)
 			return nil
 		},
 	}

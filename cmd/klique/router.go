@@ -10,6 +10,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/klique-ai/klique/internal/cli"
+
 	"github.com/spf13/cobra"
 
 	"github.com/klique-ai/klique/internal/appnet"
@@ -23,7 +25,7 @@ type routerOptions struct {
 	allowHTTP                              bool
 }
 
-func newRouterCmd(c *cli) *cobra.Command {
+func newRouterCmd(c *cli.CLI) *cobra.Command {
 	var o routerOptions
 	cmd := &cobra.Command{
 		Use:   "router --control-plane URL [--listen ADDR]",
@@ -49,7 +51,7 @@ the control plane with the caller's own credential, and the answer is kept for
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.controlPlane, "control-plane", os.Getenv("KLIQUE_ROUTER_CONTROL_PLANE"), "the control plane's URL (or $KLIQUE_ROUTER_CONTROL_PLANE)")
-	f.StringVar(&o.listen, "listen", firstNonEmpty(os.Getenv("KLIQUE_ROUTER_LISTEN"), "127.0.0.1:8090"), "address to listen on (or $KLIQUE_ROUTER_LISTEN)")
+	f.StringVar(&o.listen, "listen", cli.FirstNonEmpty(os.Getenv("KLIQUE_ROUTER_LISTEN"), "127.0.0.1:8090"), "address to listen on (or $KLIQUE_ROUTER_LISTEN)")
 	f.StringVar(&o.issuer, "issuer", os.Getenv("KLIQUE_ROUTER_ISSUER"), "the iss of the control plane's access tokens, its KLIQUE_PUBLIC_URL (default: --control-plane; or $KLIQUE_ROUTER_ISSUER)")
 	f.DurationVar(&o.cacheTTL, "cache-ttl", router.DefaultCacheTTL, "how long the control plane's answer for a credential and an instance is reused: a revoked key stops working within it")
 	f.BoolVar(&o.allowHTTP, "allow-http", false, "accept a plain-HTTP control plane that is not on loopback (its keys could be forged in transit; development only)")
@@ -57,22 +59,22 @@ the control plane with the caller's own credential, and the answer is kept for
 	return cmd
 }
 
-func runRouter(ctx context.Context, c *cli, o routerOptions) error {
+func runRouter(ctx context.Context, c *cli.CLI, o routerOptions) error {
 	if o.controlPlane == "" {
-		return usagef("say which control plane with --control-plane URL (or set KLIQUE_ROUTER_CONTROL_PLANE)")
+		return cli.Usagef("say which control plane with --control-plane URL (or set KLIQUE_ROUTER_CONTROL_PLANE)")
 	}
 	if o.cacheTTL <= 0 || o.cacheTTL > time.Minute {
-		return usagef("--cache-ttl %s: give a duration from 1s to 1m (a revoked key keeps working that long)", o.cacheTTL)
+		return cli.Usagef("--cache-ttl %s: give a duration from 1s to 1m (a revoked key keeps working that long)", o.cacheTTL)
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
-		return usagef("--log-level %q: use debug, info, warn or error", o.logLevel)
+		return cli.Usagef("--log-level %q: use debug, info, warn or error", o.logLevel)
 	}
-	log := slog.New(slog.NewTextHandler(c.err, &slog.HandlerOptions{Level: level}))
+	log := slog.New(slog.NewTextHandler(c.Err, &slog.HandlerOptions{Level: level}))
 	h, err := router.Standalone(router.RemoteConfig{ControlPlane: o.controlPlane, Issuer: o.issuer, Log: log, AllowHTTP: o.allowHTTP},
 		o.cacheTTL, appnet.NewActivity(nil))
 	if err != nil {
-		return usageError{err}
+		return cli.Usage(err)
 	}
 	ln, err := net.Listen("tcp", o.listen)
 	if err != nil {

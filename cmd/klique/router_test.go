@@ -4,6 +4,8 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"github.com/klique-ai/klique/internal/cli"
 )
 
 // TestRouterCommandRefusesABadCommandLine: `klique router` without a
@@ -22,8 +24,8 @@ func TestRouterCommandRefusesABadCommandLine(t *testing.T) {
 		{[]string{"router", "--control-plane", "https://klique.corp", "--cache-ttl", "10m"}, "--cache-ttl 10m0s: give a duration from 1s to 1m"},
 	} {
 		code, out, errOut := misuse(context.Background(), c.args...)
-		if code != exitUsage || !strings.Contains(errOut, c.want) {
-			t.Errorf("klique %s: exit %d, want %d saying %q; printed:\n%s%s", strings.Join(c.args, " "), code, exitUsage, c.want, out, errOut)
+		if code != cli.ExitUsage || !strings.Contains(errOut, c.want) {
+			t.Errorf("klique %s: exit %d, want %d saying %q; printed:\n%s%s", strings.Join(c.args, " "), code, cli.ExitUsage, c.want, out, errOut)
 		}
 	}
 }

@@ -4,13 +4,15 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/klique-ai/klique/internal/cli"
+
 	"github.com/spf13/cobra"
 
 	"github.com/klique-ai/klique/internal/config"
 	"github.com/klique-ai/klique/internal/server"
 )
 
-func newServeCmd(c *cli) *cobra.Command {
+func newServeCmd(c *cli.CLI) *cobra.Command {
 	var listen, dataDir, metricsListen string
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -47,7 +49,7 @@ address with --metrics-listen (KLIQUE_METRICS_LISTEN).`,
 				return os.Getenv(k)
 			})
 			if err != nil {
-				return usageError{err}
+				return cli.Usage(err)
 			}
 			return server.Run(cmd.Context(), cfg, newLogger(cfg, c))
 		},
@@ -58,12 +60,12 @@ address with --metrics-listen (KLIQUE_METRICS_LISTEN).`,
 	return cmd
 }
 
-func newLogger(cfg *config.Config, c *cli) *slog.Logger {
+func newLogger(cfg *config.Config, c *cli.CLI) *slog.Logger {
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(cfg.LogLevel))
 	opts := &slog.HandlerOptions{Level: level}
 	if cfg.LogFormat == "json" {
-		return slog.New(slog.NewJSONHandler(c.err, opts))
+		return slog.New(slog.NewJSONHandler(c.Err, opts))
 	}
-	return slog.New(slog.NewTextHandler(c.err, opts))
+	return slog.New(slog.NewTextHandler(c.Err, opts))
 }

@@ -8,13 +8,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/klique-ai/klique/internal/cli"
+
 	"github.com/spf13/cobra"
 
 	"github.com/klique-ai/klique/agents"
 	"github.com/klique-ai/klique/internal/version"
 )
 
-func newWorkerCmd(c *cli) *cobra.Command {
+func newWorkerCmd(c *cli.CLI) *cobra.Command {
 	var o agents.Options
 	var pool, tokenFile, logLevel, logFormat string
 	tunnel := true
@@ -52,35 +54,35 @@ turns it off. See docs/apps.md.`,
   klique worker --kind kubernetes --pool k8s-a100 --server https://klique.corp --token-file /etc/klique/token --gpus 0-15 --pod-template /etc/klique/pod-template.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			server, token, err := c.agentEndpoint(tokenFile)
+			server, token, err := agentEndpoint(c, tokenFile)
 			if err != nil {
 				return err
 			}
 			o.Server, o.Token, o.Pool, o.NoTunnel = server, token, pool, !tunnel
 			if o.Labels, err = agents.ParseLabels(labels); err != nil {
-				return usageError{err}
+				return cli.Usage(err)
 			}
 			if o.Grace < 0 {
-				return usagef("--grace must not be negative")
+				return cli.Usagef("--grace must not be negative")
 			}
 			var level slog.Level
 			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
-				return usagef("--log-level %q: use debug, info, warn or error", logLevel)
+				return cli.Usagef("--log-level %q: use debug, info, warn or error", logLevel)
 			}
 			hopts := &slog.HandlerOptions{Level: level}
 			switch logFormat {
 			case "text":
-				o.Log = slog.New(slog.NewTextHandler(c.err, hopts))
+				o.Log = slog.New(slog.NewTextHandler(c.Err, hopts))
 			case "json":
-				o.Log = slog.New(slog.NewJSONHandler(c.err, hopts))
+				o.Log = slog.New(slog.NewJSONHandler(c.Err, hopts))
 			default:
-				return usagef("--log-format %q: use text or json", logFormat)
+				return cli.Usagef("--log-format %q: use text or json", logFormat)
 			}
 			o.Version = version.String()
 			w, err := agents.NewWorker(cmd.Context(), o)
 			if err != nil {
 				if strings.HasPrefix(err.Error(), "--") {
-					return usageError{err}
+					return cli.Usage(err)
 				}
 				return err
 			}
@@ -129,26 +131,26 @@ turns it off. See docs/apps.md.`,
 // of a pool (worker, HPC submitter, autoscaler) starts with: --server,
 // $KLIQUE_SERVER, or on the machine someone signed in from, the control
 // plane they signed in to; --token-file or $KLIQUE_WORKER_TOKEN.
-func (c *cli) agentEndpoint(tokenFile string) (server, token string, err error) {
-	server = firstNonEmpty(c.server, os.Getenv("KLIQUE_SERVER"))
+func agentEndpoint(c *cli.CLI, tokenFile string) (server, token string, err error) {
+	server = cli.FirstNonEmpty(c.Server, os.Getenv("KLIQUE_SERVER"))
 	if server == "" {
-		if cfg, err := loadConfig(); err == nil {
+		if cfg, err := cli.LoadConfig(); err == nil {
 			server = cfg.Server
 		}
 	}
 	if server == "" {
-		return "", "", usagef("say which control plane with --server URL (or set KLIQUE_SERVER)")
+		return "", "", cli.Usagef("say which control plane with --server URL (or set KLIQUE_SERVER)")
 	}
 	token = os.Getenv("KLIQUE_WORKER_TOKEN")
 	if tokenFile != "" {
 		b, err := os.ReadFile(tokenFile)
 		if err != nil {
-			return "", "", usagef("--token-file: %v", err)
+			return "", "", cli.Usagef("--token-file: %v", err)
 		}
 		token = strings.TrimSpace(string(b))
 	}
 	if token == "" {
-		return "", "", usagef("give the pool's worker credential with --token-file FILE (or $KLIQUE_WORKER_TOKEN)")
+		return "", "", cli.Usagef("give the pool's worker credential with --token-file FILE (or $KLIQUE_WORKER_TOKEN)")
 	}
 	return server, token, nil
 }

@@ -14,7 +14,9 @@ import (
 // schema shows the server's message next to the form and launches
 // nothing; a good launch on a compute resource shows the instance
 // waiting, then placed once an engine pass runs (live, without a reload),
-// with its compute resource and URL; Stop stops it. An admin then locks
+// with its compute resource and URL; once its worker reports it ready
+// (live too), Open signs the browser in to it through the router and
+// shows the app in a new tab; Stop stops it. An admin then locks
 // the app from its card, and the member's next launch is refused with the
 // lock's message.
 func TestDashboardAppsPageLaunchesAndStops(t *testing.T) {
@@ -24,7 +26,7 @@ func TestDashboardAppsPageLaunchesAndStops(t *testing.T) {
 	shots := t.TempDir()
 
 	alice := dashboardMember(t, ts)
-	onpremWorker(t, ts) // a worker online, so that placed work is not said to wait for one
+	w := onpremWorker(t, ts) // a worker online, so that placed work is not said to wait for one
 	// A session app whose form has a field of each kind the page renders.
 	form := `{"type":"object","required":["greeting"],"properties":{
 		"greeting":{"type":"string","maxLength":5,"description":"what the page says first"},
@@ -172,6 +174,22 @@ func TestDashboardAppsPageLaunchesAndStops(t *testing.T) {
 			t.Errorf("the open link goes to %q, want /apps/%s/", href, id)
 		}
 		screenshot(t, ctx, shots, "apps-placed.png")
+
+		// The worker starts it and reports it ready where it listens; the
+		// row turns ready live, and Open signs this browser in to the
+		// instance through the router and shows the app in a new tab.
+		inst := startInstance(t)
+		a := w.claim(id)
+		w.heartbeatApp(a, inst.addr)
+		waitFor(t, ctx, "the instance, ready", row+`[data-state="ready"]`, uiWait)
+		screenshot(t, ctx, shots, "apps-ready.png")
+		body := openApp(t, ctx, row+" a.app-open", "/apps/"+id+"/")
+		if !strings.Contains(body, "hello from the instance") {
+			t.Fatalf("the opened tab reads %q: want the instance's page", body)
+		}
+		if got := inst.seen(); got.auth != "" || strings.Contains(got.cookie, "klique_app") || got.prefix != "/apps/"+id {
+			t.Fatalf("the instance saw Authorization %q, Cookie %q, X-Forwarded-Prefix %q: want no credential and the prefix", got.auth, got.cookie, got.prefix)
+		}
 
 		if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(row+" button.app-stop"))); err != nil {
 			t.Fatal(err)

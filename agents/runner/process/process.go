@@ -178,6 +178,18 @@ func (h *handle) Poll(context.Context) (runner.Status, error) {
 	return st, nil
 }
 
+// CPUTime is the CPU time of the task's process group so far (false
+// while it has not started, or once it has ended).
+func (h *handle) CPUTime() (time.Duration, bool) {
+	h.mu.Lock()
+	proc := h.proc
+	h.mu.Unlock()
+	if proc == nil {
+		return 0, false
+	}
+	return proc.CPUTime()
+}
+
 func (h *handle) Diagnostics(context.Context) runner.Diagnostics {
 	h.mu.Lock()
 	defer h.mu.Unlock()

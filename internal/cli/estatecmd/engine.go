@@ -1,0 +1,286 @@
+package estatecmd
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/klique-ai/klique/internal/cli"
+
+	"github.com/spf13/cobra"
+)
+
+func newEngineCmd(c *cli.CLI) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "engine status|enable|disable",
+		Short: "See, disable or enable the compute policy engine",
+		Long: `The compute policy engine places waiting work about once a second. An admin
+can disable it: nothing is placed or preempted and no budget time is charged
+until it is enabled again; work already placed keeps its capacity.`,
+		Args:      cobra.ExactArgs(1),
+		ValidArgs: []string{"status", "enable", "disable"},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if actions := cmd.ValidArgs; !slices.Contains(actions, args[0]) {
+				hint := ""
+				if s := cli.Nearest(args[0], actions); len(s) > 0 {
+					hint = " (did you mean " + cli.OrList(s, "") + "?)"
+				}
+				return cli.Usagef("unknown engine action %q: say status, enable or disable%s", args[0], hint)
+			}
+			cl, err := c.Client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			var out map[string]map[string]any
+			switch args[0] {
+			case "status":
+				err = cl.Do(cmd.Context(), `{ engine { enabled since by } }`, nil, &out)
+			case "enable", "disable":
+				err = cl.Do(cmd.Context(), `mutation($on: Boolean!) { engine: setEngineEnabled(enabled: $on) { enabled since by } }`,
+					map[string]any{"on": args[0] == "enable"}, &out)
+			}
+			if err != nil {
+				return err
+			}
+			st := out["engine"]
+			if c.Output != "table" {
+				return c.Print(st)
+			}
+			if st["enabled"] == true {
+				fmt.Fprintln(c.Out, "the compute policy engine is enabled")
+			} else {
+				fmt.Fprintf(c.Out, "the compute policy engine is disabled (by %s since %s)\n", cli.Str(st, "by"), cli.Str(st, "since"))
+			}
+			return nil
+		},
+	}
+	return cmd
+}
+
+func newPolicyCmd(c *cli.CLI) *cobra.Command {
+	return &cobra.Command{
+		Use:   "policy [GROUP]",
+		Short: "Your groups' use against their reservation, limit and time budget",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := c.Client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			vars := map[string]any{}
+			if len(args) == 1 {
+				vars["g"] = args[0]
+			}
+			var out struct{ PolicyView []map[string]any }
+			if err := cl.Do(cmd.Context(), `query($g: ID) { policyView(group: $g) { group { name } reservationGpus limitGpus heldGpus borrowedGpus holdingTasks waitingTasks
+				budget { period hours usedHours leftHours burnRate projectedRunOut resetsAt alert usedUp } computeResources { name } } }`, vars, &out); err != nil {
+				return err
+			}
+			if c.Output != "table" {
+				return c.Print(out.PolicyView)
+			}
+			var rows [][]string
+			for _, v := range out.PolicyView {
+				budget := "-"
+				if b, ok := v["budget"].(map[string]any); ok {
+					budget = fmt.Sprintf("%s of %s h used this %s", cli.Str(b, "usedHours"), cli.Str(b, "hours"), strings.ToLower(cli.Str(b, "period")))
+					switch {
+					case b["usedUp"] == true:
+						budget += ", USED UP until " + cli.Str(b, "resetsAt")
+					case cli.Str(b, "projectedRunOut") != "":
+						budget += ", runs out " + cli.Str(b, "projectedRunOut")
+					}
+					if b["alert"] == true && b["usedUp"] != true {
+						budget += " (alert)"
+					}
+				}
+				rows = append(rows, []string{cli.Str(v, "group", "name"),
+					fmt.Sprintf("%s / %s / %s", cli.Str(v, "heldGpus"), cli.Str(v, "reservationGpus"), cli.Str(v, "limitGpus")),
+					cli.Str(v, "borrowedGpus"), cli.Str(v, "holdingTasks"), cli.Str(v, "waitingTasks"), budget})
+			}
+			c.Table([]string{"GROUP", "GPUS HELD / RESERVED / LIMIT", "BORROWED", "TASKS HOLDING", "WAITING", "TIME BUDGET"}, rows)
+			return nil
+		},
+	}
+}
+
+func newUsageCmd(c *cli.CLI) *cobra.Command {
+	var from, to, by, user, project, group string
+	var budgetsOnly bool
+	cmd := &cobra.Command{
+		Use:   "usage",
+		Short: "GPU-hours, budget hours, model calls, tokens and their cost from the usage ledger, and the token budgets left",
+		Long: `GPU-hours, budget hours, model calls, tokens and their cost from the usage ledger.
+The table ends with the token and money budgets in their current period, as
+the gateway enforces them: used, reserved by calls in flight, left, the burn
+rate over the last hour and when the budget runs out at that rate. --budgets
+shows the budgets alone (with -o json for scripts; the ledger's rows stay
+what -o json prints without it).`,
+		Example: `  klique usage --from 2026-11-01 --to 2026-12-01 --by group,pool
+  klique usage --by user --project fraud-models -o json
+  klique usage --by project,model
+  klique usage --budgets --project fraud-models`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if budgetsOnly {
+				return tokenBudgets(c, cmd, project, true)
+			}
+			f, t, err := usageRange(from, to)
+			if err != nil {
+				return err
+			}
+			in := map[string]any{"from": f.Format(time.RFC3339), "to": t.Format(time.RFC3339)}
+			var dims []string
+			if by != "" {
+				for _, d := range strings.Split(by, ",") {
+					dims = append(dims, strings.ToUpper(strings.TrimSpace(d)))
+				}
+				in["groupBy"] = dims
+			}
+			for k, v := range map[string]string{"user": user, "project": project, "group": group} {
+				if v != "" {
+					in[k] = v
+				}
+			}
+			cl, err := c.Client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			var out struct {
+				Usage struct{ Rows []map[string]any }
+			}
+			if err := cl.Do(cmd.Context(), `query($in: UsageInput!) { usage(input: $in) { rows { keys { dimension name } gpuHours budgetHours cost currency calls inputTokens outputTokens tokenCost tokenCurrency } } }`,
+				map[string]any{"in": in}, &out); err != nil {
+				return err
+			}
+			if c.Output != "table" {
+				return c.Print(out.Usage.Rows)
+			}
+			header := append([]string(nil), dims...)
+			header = append(header, "GPU-HOURS", "BUDGET HOURS", "COST", "CALLS", "INPUT TOKENS", "OUTPUT TOKENS", "TOKEN COST")
+			var rows [][]string
+			for _, r := range out.Usage.Rows {
+				var rec []string
+				for _, k := range cli.AsList(r["keys"]) {
+					rec = append(rec, cli.Str(k.(map[string]any), "name"))
+				}
+				rec = append(rec, fmt.Sprintf("%.2f", r["gpuHours"]), fmt.Sprintf("%.2f", r["budgetHours"]), money(r["cost"], cli.Str(r, "currency")),
+					fmt.Sprintf("%.0f", r["calls"]), fmt.Sprintf("%.0f", r["inputTokens"]), fmt.Sprintf("%.0f", r["outputTokens"]),
+					money(r["tokenCost"], cli.Str(r, "tokenCurrency")))
+				rows = append(rows, rec)
+			}
+			if len(rows) == 0 {
+				fmt.Fprintf(c.Err, "no usage from %s to %s\n", f.Format(time.RFC3339), t.Format(time.RFC3339))
+			} else {
+				c.Table(header, rows)
+			}
+			return tokenBudgets(c, cmd, project, false)
+		},
+	}
+	cmd.Flags().BoolVar(&budgetsOnly, "budgets", false, "show only the token and money budgets in their current period (used, reserved, left, burn rate, run-out)")
+	cmd.Flags().StringVar(&from, "from", "", "start of the range: a date (2026-11-01) or RFC 3339 time (default: the 1st of this month, UTC)")
+	cmd.Flags().StringVar(&to, "to", "", "end of the range (default: now)")
+	cmd.Flags().StringVar(&by, "by", "", "group by: user, project, group, pool, gpu_class, compute_resource, profile, alias, model (comma-separated; model calls have no pool, GPU class, compute resource or profile and GPU work no alias or model: those rows show —)")
+	cmd.Flags().StringVar(&user, "user", "", "only this user's usage")
+	cmd.Flags().StringVar(&project, "project", "", "only this project's usage")
+	cmd.Flags().StringVar(&group, "group", "", "only this group's usage")
+	return cmd
+}
+
+// money writes an amount with its currency, or "-" for a row without any.
+// Amounts below a cent, common for a few calls of a cheap model, keep
+// their digits rather than showing as 0.00.
+func money(v any, currency string) string {
+	if currency == "" {
+		return "-"
+	}
+	f, _ := v.(float64)
+	text := fmt.Sprintf("%.2f", f)
+	if f != 0 && math.Abs(f) < 0.01 {
+		text = strconv.FormatFloat(f, 'f', 6, 64)
+	}
+	return text + " " + currency
+}
+
+// usageRange reads --from and --to: dates or RFC 3339 times, in UTC.
+func usageRange(from, to string) (time.Time, time.Time, error) {
+	now := time.Now().UTC()
+	parse := func(flag, v string, def time.Time) (time.Time, error) {
+		if v == "" {
+			return def, nil
+		}
+		if t, err := time.Parse(time.RFC3339, v); err == nil {
+			return t, nil
+		}
+		if t, err := time.Parse("2006-01-02", v); err == nil {
+			return t, nil
+		}
+		return time.Time{}, cli.Usagef("--%s %q: give a date such as 2026-11-01 or a time such as 2026-11-01T09:00:00Z", flag, v)
+	}
+	f, err := parse("from", from, time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC))
+	if err != nil {
+		return f, f, err
+	}
+	t, err := parse("to", to, now.Add(time.Second))
+	return f, t, err
+}
+
+// tokenBudgets shows the token and money budgets in their current period
+// (of project, or of every project the caller sees): alone, or after the
+// usage table, parted from it by a blank line.
+func tokenBudgets(c *cli.CLI, cmd *cobra.Command, project string, alone bool) error {
+	cl, err := c.Client(cmd.Context())
+	if err != nil {
+		return err
+	}
+	var p any
+	if project != "" {
+		p = project
+	}
+	var out struct {
+		TokenBudgetView []map[string]any
+	}
+	if err := cl.Do(cmd.Context(), `query($p: ID) { tokenBudgetView(project: $p) { projectName userName period money limit used reserved left burnRate runsOutAt resetsAt } }`,
+		map[string]any{"p": p}, &out); err != nil {
+		return err
+	}
+	if alone && c.Output != "table" {
+		return c.Print(out.TokenBudgetView)
+	}
+	if len(out.TokenBudgetView) == 0 {
+		if alone {
+			fmt.Fprintln(c.Err, "no token budgets you may see")
+		}
+		return nil
+	}
+	var rows [][]string
+	for _, b := range out.TokenBudgetView {
+		amount := func(k string) string {
+			f, _ := b[k].(float64)
+			if b["money"] == true {
+				return fmt.Sprintf("%.2f", f)
+			}
+			return fmt.Sprintf("%.0f", f)
+		}
+		unit, user, runsOut := "tokens", cli.Str(b, "userName"), cli.Str(b, "runsOutAt")
+		if b["money"] == true {
+			unit = "money"
+		}
+		if user == "" {
+			user = "(project)"
+		}
+		if runsOut == "" {
+			runsOut = "not before reset"
+		}
+		rows = append(rows, []string{cli.Str(b, "projectName"), user, strings.ToLower(cli.Str(b, "period")), unit,
+			amount("limit"), amount("used"), amount("reserved"), amount("left"), amount("burnRate"), runsOut, cli.Str(b, "resetsAt")})
+	}
+	if !alone {
+		fmt.Fprintln(c.Out)
+	}
+	c.Table([]string{"PROJECT", "USER", "PERIOD", "UNIT", "LIMIT", "USED", "RESERVED", "LEFT", "BURN/H", "RUNS OUT", "RESETS"}, rows)
+	return nil
+}

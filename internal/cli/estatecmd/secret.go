@@ -1,0 +1,174 @@
+package estatecmd
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/klique-ai/klique/internal/cli"
+)
+
+func newSecretCmd(c *cli.CLI) *cobra.Command {
+	var project, group string
+	var tenant bool
+	scopeOf := func() (string, string, error) {
+		n := 0
+		scope, owner := "", ""
+		if project != "" {
+			n, scope, owner = n+1, "PROJECT", project
+		}
+		if group != "" {
+			n, scope, owner = n+1, "GROUP", group
+		}
+		if tenant {
+			n, scope = n+1, "TENANT"
+		}
+		if n != 1 {
+			return "", "", cli.Usagef("say which vault with exactly one of --project P, --group G or --tenant")
+		}
+		return scope, owner, nil
+	}
+	cmd := &cobra.Command{
+		Use:   "secret set|list|delete",
+		Short: "Keep credentials in vaults; tasks name them and get them at start",
+	}
+	set := &cobra.Command{
+		Use:   "set NAME",
+		Short: "Put a secret in a vault; the value is read from standard input",
+		Example: `  printf %s "$HF_TOKEN" | klique secret set HF_TOKEN --project fraud-models
+  klique enqueue --resource "1 GPU" --project fraud-models --secret HF_TOKEN -- python train.py`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			scope, owner, err := scopeOf()
+			if err != nil {
+				return err
+			}
+			value, err := io.ReadAll(io.LimitReader(c.In, 1<<20))
+			if err != nil {
+				return err
+			}
+			v := strings.TrimRight(string(value), "\r\n")
+			if v == "" {
+				return cli.Usagef("give the value on standard input, e.g. printf %%s \"$VALUE\" | klique secret set %s ...", args[0])
+			}
+			cl, err := c.Client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			vars := map[string]any{"scope": scope, "name": args[0], "value": v}
+			if owner != "" {
+				vars["owner"] = owner
+			}
+			var out struct{ SetSecret struct{ Name, Owner string } }
+			if err := cl.Do(cmd.Context(), `mutation($scope: SecretScope!, $owner: ID, $name: String!, $value: String!) {
+				setSecret(scope: $scope, owner: $owner, name: $name, value: $value) { name owner } }`, vars, &out); err != nil {
+				return err
+			}
+			fmt.Fprintf(c.Out, "set secret %s in the vault of %s %s\n", out.SetSecret.Name, strings.ToLower(scope), out.SetSecret.Owner)
+			return nil
+		},
+	}
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List the secrets of a vault (names only)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			scope, owner, err := scopeOf()
+			if err != nil {
+				return err
+			}
+			cl, err := c.Client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			vars := map[string]any{"scope": scope}
+			if owner != "" {
+				vars["owner"] = owner
+			}
+			var out struct{ Secrets []map[string]any }
+			if err := cl.Do(cmd.Context(), `query($scope: SecretScope!, $owner: ID) { secrets(scope: $scope, owner: $owner) { name owner updatedBy updatedAt } }`, vars, &out); err != nil {
+				return err
+			}
+			if c.Output != "table" {
+				return c.Print(out.Secrets)
+			}
+			var rows [][]string
+			for _, s := range out.Secrets {
+				rows = append(rows, []string{cli.Str(s, "name"), cli.Str(s, "owner"), cli.Str(s, "updatedBy"), cli.Str(s, "updatedAt")})
+			}
+			c.Table([]string{"NAME", "VAULT OF", "UPDATED BY", "UPDATED AT"}, rows)
+			return nil
+		},
+	}
+	del := &cobra.Command{
+		Use:   "delete NAME",
+		Short: "Delete a secret from a vault",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			scope, owner, err := scopeOf()
+			if err != nil {
+				return err
+			}
+			cl, err := c.Client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			vars := map[string]any{"scope": scope, "name": args[0]}
+			if owner != "" {
+				vars["owner"] = owner
+			}
+			if err := cl.Do(cmd.Context(), `mutation($scope: SecretScope!, $owner: ID, $name: String!) { deleteSecret(scope: $scope, owner: $owner, name: $name) }`, vars, nil); err != nil {
+				return err
+			}
+			fmt.Fprintf(c.Out, "deleted secret %s\n", args[0])
+			return nil
+		},
+	}
+	for _, sub := range []*cobra.Command{set, list, del} {
+		sub.Flags().StringVar(&project, "project", "", "the vault of this project")
+		sub.Flags().StringVar(&group, "group", "", "the vault of this group")
+		sub.Flags().BoolVar(&tenant, "tenant", false, "the tenant's vault (admins)")
+	}
+	cmd.AddCommand(set, list, del)
+	return cmd
+}
+
+func newCreateWorkerCredentialCmd(c *cli.CLI) *cobra.Command {
+	var pool, name string
+	cmd := &cobra.Command{
+		Use:     "worker-credential --pool POOL",
+		Short:   "Create the credential a pool's worker daemons connect with; it is printed once, on standard output",
+		Example: `  klique create worker-credential --pool bare-metal > worker.token`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if pool == "" {
+				return cli.Usagef("say which pool with --pool")
+			}
+			cl, err := c.Client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			vars := map[string]any{"pool": pool}
+			if name != "" {
+				vars["name"] = name
+			}
+			var out struct {
+				CreateWorkerCredential struct {
+					Secret     string
+					Credential struct{ Name string }
+				}
+			}
+			if err := cl.Do(cmd.Context(), `mutation($pool: ID!, $name: String) { createWorkerCredential(pool: $pool, name: $name) { secret credential { name } } }`, vars, &out); err != nil {
+				return err
+			}
+			fmt.Fprintf(c.Err, "created worker credential %q for pool %s; it is shown once, below: store it now\n", out.CreateWorkerCredential.Credential.Name, pool)
+			fmt.Fprintln(c.Out, out.CreateWorkerCredential.Secret)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&pool, "pool", "", "the pool whose workers use it")
+	cmd.Flags().StringVar(&name, "name", "", "a name to tell credentials apart")
+	return cmd
+}
