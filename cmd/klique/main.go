@@ -21,6 +21,7 @@ import (
 	"github.com/klique-ai/klique/internal/cli"
 	"github.com/klique-ai/klique/internal/cli/estatecmd"
 	"github.com/klique-ai/klique/internal/cli/logincmd"
+	"github.com/klique-ai/klique/internal/cli/schedulecmd"
 	"github.com/klique-ai/klique/internal/cli/taskcmd"
 )
 
@@ -38,6 +39,7 @@ var groups = []cli.Group{
 	logincmd.Commands,
 	estatecmd.Commands,
 	taskcmd.Commands,
+	schedulecmd.Commands,
 }
 
 // agentCommands are the commands that start a long-running process: the

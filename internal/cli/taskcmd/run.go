@@ -17,7 +17,7 @@ import (
 
 func newRunCmd(c *cli.CLI) *cobra.Command {
 	var resource, project, name, group, image string
-	var params, env, packages, secrets []string
+	var params, env, packages, secrets, tags []string
 	var includeUntracked, ignoreUntracked, push, diffOnly, noPackages, dryRun, quiet bool
 	var wait time.Duration
 	cmd := &cobra.Command{
@@ -99,6 +99,9 @@ variable KLIQUE_PARAM_NAME, and in the JSON file KLIQUE_PARAMS_FILE.`,
 			if len(secrets) > 0 {
 				in["secrets"] = secrets
 			}
+			if len(tags) > 0 {
+				in["tags"] = tags
+			}
 			if p != nil {
 				in["parameters"] = p
 			}
@@ -122,6 +125,7 @@ variable KLIQUE_PARAM_NAME, and in the JSON file KLIQUE_PARAMS_FILE.`,
 	f.StringArrayVar(&packages, "package", nil, "Python package requirement, instead of requirements.txt or pyproject.toml (repeatable)")
 	f.BoolVar(&noPackages, "no-packages", false, "install no Python packages")
 	f.StringArrayVar(&secrets, "secret", nil, "a vault secret to inject as an environment variable of the same name (repeatable)")
+	f.StringArrayVar(&tags, "tag", nil, "a label of the task (repeatable); a schedule can start when a task of a project completes with a tag")
 	f.BoolVar(&includeUntracked, "include-untracked", false, "send the files git does not track with the diff")
 	f.BoolVar(&ignoreUntracked, "ignore-untracked", false, "leave the files git does not track behind")
 	f.BoolVar(&push, "push", false, "push the current branch when the remote does not have its commit")

@@ -51,7 +51,7 @@ func quoteName(s string) string { return "'" + s + "'" }
 
 func newEnqueueCmd(c *cli.CLI) *cobra.Command {
 	var resource, project, name, group, image, repo, commit, entry, workdir string
-	var params, env, packages, secrets []string
+	var params, env, packages, secrets, tags []string
 	var wait time.Duration
 	var quiet bool
 	cmd := &cobra.Command{
@@ -91,6 +91,9 @@ the compute resource's queue for the engine to place it.`,
 			if len(secrets) > 0 {
 				in["secrets"] = secrets
 			}
+			if len(tags) > 0 {
+				in["tags"] = tags
+			}
 			p, err := keyValues("param", params)
 			if err != nil {
 				return err
@@ -122,6 +125,7 @@ the compute resource's queue for the engine to place it.`,
 	f.StringArrayVar(&env, "env", nil, "environment variable NAME=VALUE (repeatable; never secrets)")
 	f.StringArrayVar(&packages, "package", nil, "Python package requirement (repeatable)")
 	f.StringArrayVar(&secrets, "secret", nil, "a vault secret to inject as an environment variable of the same name (repeatable)")
+	f.StringArrayVar(&tags, "tag", nil, "a label of the task (repeatable); a schedule can start when a task of a project completes with a tag")
 	f.DurationVar(&wait, "wait", 0, "wait up to this long for the engine to place the task (e.g. 30s), then say where it is")
 	f.BoolVarP(&quiet, "quiet", "q", false, "print only the task's ID, for scripts: id=$(klique enqueue -q ...)")
 	return cmd
