@@ -979,6 +979,14 @@ type ComplexityRoot struct {
 		Tag        func(childComplexity int) int
 	}
 
+	ScheduleUpdate struct {
+		At         func(childComplexity int) int
+		Kind       func(childComplexity int) int
+		Missed     func(childComplexity int) int
+		Schedule   func(childComplexity int) int
+		ScheduleID func(childComplexity int) int
+	}
+
 	Secret struct {
 		Name      func(childComplexity int) int
 		Owner     func(childComplexity int) int
@@ -993,6 +1001,7 @@ type ComplexityRoot struct {
 		GatewayTraffic     func(childComplexity int) int
 		PoolUtilization    func(childComplexity int) int
 		QueueChanged       func(childComplexity int, computeResource string) int
+		ScheduleChanged    func(childComplexity int) int
 		TaskEvents         func(childComplexity int, id string) int
 		TaskLogs           func(childComplexity int, id string, after *int, tail *int) int
 		Workers            func(childComplexity int) int
@@ -1500,6 +1509,7 @@ type SubscriptionResolver interface {
 	BudgetBurn(ctx context.Context, policy string) (<-chan *live.BudgetBurnUpdate, error)
 	AppInstanceChanged(ctx context.Context, app *string, id *string) (<-chan *live.AppInstanceUpdate, error)
 	GatewayTraffic(ctx context.Context) (<-chan *live.GatewayTraffic, error)
+	ScheduleChanged(ctx context.Context) (<-chan *live.ScheduleUpdate, error)
 }
 type TaskResolver interface {
 	Reason(ctx context.Context, obj *model.Task) (string, error)
@@ -5816,6 +5826,37 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.ScheduleTrigger.Tag(childComplexity), true
 
+	case "ScheduleUpdate.at":
+		if e.ComplexityRoot.ScheduleUpdate.At == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ScheduleUpdate.At(childComplexity), true
+	case "ScheduleUpdate.kind":
+		if e.ComplexityRoot.ScheduleUpdate.Kind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ScheduleUpdate.Kind(childComplexity), true
+	case "ScheduleUpdate.missed":
+		if e.ComplexityRoot.ScheduleUpdate.Missed == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ScheduleUpdate.Missed(childComplexity), true
+	case "ScheduleUpdate.schedule":
+		if e.ComplexityRoot.ScheduleUpdate.Schedule == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ScheduleUpdate.Schedule(childComplexity), true
+	case "ScheduleUpdate.scheduleId":
+		if e.ComplexityRoot.ScheduleUpdate.ScheduleID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ScheduleUpdate.ScheduleID(childComplexity), true
+
 	case "Secret.name":
 		if e.ComplexityRoot.Secret.Name == nil {
 			break
@@ -5892,6 +5933,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Subscription.QueueChanged(childComplexity, args["computeResource"].(string)), true
+	case "Subscription.scheduleChanged":
+		if e.ComplexityRoot.Subscription.ScheduleChanged == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Subscription.ScheduleChanged(childComplexity), true
 	case "Subscription.taskEvents":
 		if e.ComplexityRoot.Subscription.TaskEvents == nil {
 			break
@@ -8732,6 +8779,23 @@ extend type Task {
   scheduledBy: ScheduleRef
 }
 
+"A schedule after it changed."
+type ScheduleUpdate {
+  "What happened: schedule.created, .updated, .paused, .resumed, .fired, .skipped, .refused or .deleted."
+  kind: String!
+  at: Time!
+  scheduleId: ID!
+  "The schedule as it is now; null once deleted."
+  schedule: Schedule
+  "Updates this subscriber missed (dropped because it read too slowly) since the previous one."
+  missed: Int!
+}
+
+extend type Subscription {
+  "Changes of the schedules you may see (yours; all the tenant's for an admin), including their firings."
+  scheduleChanged: ScheduleUpdate!
+}
+
 extend type Query {
   "Your schedules (all the tenant's for an admin), by name."
   schedules: [Schedule!]!
@@ -10825,6 +10889,22 @@ func (ec *executionContext) childFields_ScheduleTrigger(ctx context.Context, fie
 		return ec.fieldContext_ScheduleTrigger_pipelineId(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type ScheduleTrigger", field.Name)
+}
+
+func (ec *executionContext) childFields_ScheduleUpdate(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "kind":
+		return ec.fieldContext_ScheduleUpdate_kind(ctx, field)
+	case "at":
+		return ec.fieldContext_ScheduleUpdate_at(ctx, field)
+	case "scheduleId":
+		return ec.fieldContext_ScheduleUpdate_scheduleId(ctx, field)
+	case "schedule":
+		return ec.fieldContext_ScheduleUpdate_schedule(ctx, field)
+	case "missed":
+		return ec.fieldContext_ScheduleUpdate_missed(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ScheduleUpdate", field.Name)
 }
 
 func (ec *executionContext) childFields_Secret(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -30925,6 +31005,130 @@ func (ec *executionContext) fieldContext_ScheduleTrigger_pipelineId(_ context.Co
 	return graphql.NewScalarFieldContext("ScheduleTrigger", field, false, false, "String")
 }
 
+func (ec *executionContext) _ScheduleUpdate_kind(ctx context.Context, field graphql.CollectedField, obj *live.ScheduleUpdate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ScheduleUpdate_kind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Kind, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ScheduleUpdate_kind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ScheduleUpdate", field, false, false, "String")
+}
+
+func (ec *executionContext) _ScheduleUpdate_at(ctx context.Context, field graphql.CollectedField, obj *live.ScheduleUpdate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ScheduleUpdate_at(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.At, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ScheduleUpdate_at(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ScheduleUpdate", field, false, false, "Time")
+}
+
+func (ec *executionContext) _ScheduleUpdate_scheduleId(ctx context.Context, field graphql.CollectedField, obj *live.ScheduleUpdate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ScheduleUpdate_scheduleId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ScheduleID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ScheduleUpdate_scheduleId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ScheduleUpdate", field, false, false, "ID")
+}
+
+func (ec *executionContext) _ScheduleUpdate_schedule(ctx context.Context, field graphql.CollectedField, obj *live.ScheduleUpdate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ScheduleUpdate_schedule(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Schedule, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Schedule) graphql.Marshaler {
+			return ec.marshalOSchedule2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐSchedule(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ScheduleUpdate_schedule(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ScheduleUpdate",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Schedule(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ScheduleUpdate_missed(ctx context.Context, field graphql.CollectedField, obj *live.ScheduleUpdate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ScheduleUpdate_missed(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Missed, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ScheduleUpdate_missed(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ScheduleUpdate", field, false, false, "Int")
+}
+
 func (ec *executionContext) _Secret_scope(ctx context.Context, field graphql.CollectedField, obj *access.SecretInfo) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -31351,6 +31555,38 @@ func (ec *executionContext) fieldContext_Subscription_gatewayTraffic(_ context.C
 		IsResolver: true,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_GatewayTrafficUpdate(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Subscription_scheduleChanged(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
+	return graphql.ResolveFieldStream(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Subscription_scheduleChanged(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Subscription().ScheduleChanged(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *live.ScheduleUpdate) graphql.Marshaler {
+			return ec.marshalNScheduleUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋliveᚐScheduleUpdate(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Subscription_scheduleChanged(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Subscription",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ScheduleUpdate(ctx, field)
 		},
 	}
 	return fc, nil
@@ -45140,6 +45376,59 @@ func (ec *executionContext) _ScheduleTrigger(ctx context.Context, sel ast.Select
 	return out
 }
 
+var scheduleUpdateImplementors = []string{"ScheduleUpdate"}
+
+func (ec *executionContext) _ScheduleUpdate(ctx context.Context, sel ast.SelectionSet, obj *live.ScheduleUpdate) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, scheduleUpdateImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ScheduleUpdate")
+		case "kind":
+			out.Values[i] = ec._ScheduleUpdate_kind(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "at":
+			out.Values[i] = ec._ScheduleUpdate_at(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "scheduleId":
+			out.Values[i] = ec._ScheduleUpdate_scheduleId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "schedule":
+			out.Values[i] = ec._ScheduleUpdate_schedule(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "missed":
+			out.Values[i] = ec._ScheduleUpdate_missed(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var secretImplementors = []string{"Secret"}
 
 func (ec *executionContext) _Secret(ctx context.Context, sel ast.SelectionSet, obj *access.SecretInfo) graphql.Marshaler {
@@ -45223,6 +45512,8 @@ func (ec *executionContext) _Subscription(ctx context.Context, sel ast.Selection
 		return ec._Subscription_appInstanceChanged(ctx, fields[0])
 	case "gatewayTraffic":
 		return ec._Subscription_gatewayTraffic(ctx, fields[0])
+	case "scheduleChanged":
+		return ec._Subscription_scheduleChanged(ctx, fields[0])
 	default:
 		panic("unknown field " + strconv.Quote(fields[0].Name))
 	}
@@ -49091,6 +49382,14 @@ func (ec *executionContext) marshalNScheduleRun2ᚖgithubᚗcomᚋkliqueᚑaiᚋ
 	return ec._ScheduleRun(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalNScheduleUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋliveᚐScheduleUpdate(ctx context.Context, sel ast.SelectionSet, v *live.ScheduleUpdate) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "ScheduleUpdate!")
+		return graphql.Null
+	}
+	return ec._ScheduleUpdate(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNSecret2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋaccessᚐSecretInfoᚄ(ctx context.Context, sel ast.SelectionSet, v []*access.SecretInfo) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
@@ -50204,6 +50503,13 @@ var (
 		model.RoleViewer:        "VIEWER",
 	}
 )
+
+func (ec *executionContext) marshalOSchedule2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐSchedule(ctx context.Context, sel ast.SelectionSet, v *model.Schedule) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._Schedule(ctx, sel, v)
+}
 
 func (ec *executionContext) marshalOScheduleRef2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐScheduleRef(ctx context.Context, sel ast.SelectionSet, v *gqlmodel.ScheduleRef) graphql.Marshaler {
 	if v == nil {

@@ -27,6 +27,7 @@ type Platform interface {
 	ResumeSchedule(ctx context.Context, id string) (*model.Schedule, error)
 	DeleteSchedule(ctx context.Context, id string) (*model.Schedule, error)
 	ScheduleWhen(sc *model.Schedule) string
+	SubscribeSchedules(ctx context.Context) (<-chan *live.ScheduleUpdate, error)
 	APIKeys(ctx context.Context, userRef string) ([]*model.APIKey, error)
 	AbortTask(ctx context.Context, id string, reason string) (*model.Task, error)
 	Apps(ctx context.Context) ([]*model.App, error)

@@ -11,6 +11,7 @@ import (
 	"github.com/klique-ai/klique/graph/gqlmodel"
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform"
+	"github.com/klique-ai/klique/internal/platform/live"
 )
 
 // CreateSchedule is the resolver for the createSchedule field.
@@ -86,6 +87,12 @@ func (r *scheduleResolver) Runs(ctx context.Context, obj *model.Schedule, first 
 		n = *first
 	}
 	return r.Svc.ScheduleRuns(ctx, obj.ID, n)
+}
+
+// ScheduleChanged is the resolver for the scheduleChanged field.
+func (r *subscriptionResolver) ScheduleChanged(ctx context.Context) (<-chan *live.ScheduleUpdate, error) {
+	ch, err := r.Svc.SubscribeSchedules(ctx)
+	return shared(ctx, ch, err)
 }
 
 // ScheduledBy is the resolver for the scheduledBy field.

@@ -57,3 +57,32 @@ func TestTagTriggerStartsARunWhenAWorkerCompletesATaggedTask(t *testing.T) {
 		t.Fatalf("runs %v, then %v: want one, for task %s", runs, again, train)
 	}
 }
+
+const scheduleSub = `subscription { scheduleChanged { kind scheduleId missed schedule { name paused pausedReason } } }`
+
+// TestScheduleChanged follows schedules over a real WebSocket: the owner
+// sees her schedule paused and resumed; a member of another group and
+// another tenant's admin, subscribed the whole time, see nothing of it.
+func TestScheduleChanged(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t)
+	f := newFixture(t, ts)
+	_, owner := subscribeWS(t, ts, f.alice, scheduleSub, nil)
+	_, otherGroup := subscribeWS(t, ts, f.victor, scheduleSub, nil)
+	_, otherTenant := subscribeWS(t, ts, f.olga, scheduleSub, nil)
+
+	ts.mustGQL(t, f.alice, `mutation($id: ID!) { pauseSchedule(id: $id) { id } }`, map[string]any{"id": f.ids["schedule"]})
+	waitUpdate(t, owner, 10*time.Second, "the pause", func(u *wsUpdate) bool {
+		return kindOf(u, "scheduleChanged") == "schedule.paused" && str(u.Data, "scheduleChanged", "scheduleId") == f.ids["schedule"] &&
+			str(u.Data, "scheduleChanged", "schedule", "pausedReason") == "paused by alice"
+	})
+	ts.mustGQL(t, f.alice, `mutation($id: ID!) { resumeSchedule(id: $id) { id } }`, map[string]any{"id": f.ids["schedule"]})
+	waitUpdate(t, owner, 10*time.Second, "the resumption", func(u *wsUpdate) bool { return kindOf(u, "scheduleChanged") == "schedule.resumed" })
+	for name, ch := range map[string]<-chan wsEvent{"victor": otherGroup, "olga": otherTenant} {
+		select {
+		case ev := <-ch:
+			t.Errorf("%s got an update of alice's schedule: %+v", name, ev.Update)
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+}

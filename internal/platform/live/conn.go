@@ -66,6 +66,8 @@ type subscriptions struct {
 	budgets events.Hub[*BudgetBurnUpdate]
 	traffic events.Hub[*GatewayTraffic]
 	apps    events.Hub[*AppInstanceUpdate]
+	// schedules follows the schedules (schedules.go).
+	schedules events.Hub[*ScheduleUpdate]
 }
 
 // SetSubscriptionLimits sets the caps on subscriptions; zero fields keep

@@ -95,6 +95,23 @@ func sees(p *identity.Principal, sc *model.Schedule) bool {
 	return sc.TenantID == p.TenantID && (p.IsAdmin() || sc.OwnerID == p.UserID)
 }
 
+// SeesSchedule is who may see a schedule: its owner and the tenant's
+// admins (for the live updates).
+func (s *Schedules) SeesSchedule(p *identity.Principal, sc *model.Schedule) bool {
+	return p != nil && sc != nil && sees(p, sc)
+}
+
+// TenantSchedule reads a schedule on the platform's own behalf, nil when
+// it is gone (for the live updates, which check SeesSchedule per
+// subscriber).
+func (s *Schedules) TenantSchedule(ctx context.Context, tenantID, id string) (*model.Schedule, error) {
+	sc, err := s.k.Store.GetSchedule(ctx, tenantID, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	return sc, err
+}
+
 // Schedule returns a schedule the caller sees.
 func (s *Schedules) Schedule(ctx context.Context, id string) (*model.Schedule, error) {
 	p, err := kernel.Caller(ctx)

@@ -2,8 +2,8 @@
 // for an admin): what each starts, its cron expression or trigger, its
 // next run, its last run and result, and why it is paused when it is (a
 // person paused it, or its owner lost access). Pause and resume go
-// through the same mutations as every channel. The server offers no
-// schedule subscription yet, so watch() polls.
+// through the same mutations as every channel. The page reloads on
+// scheduleChanged (a firing, a pause), polling while it is down.
 import { gql } from '../api.js';
 import { h, replace, table, errorBox, fmtTime, ago } from '../dom.js';
 import { watch } from '../live.js';
