@@ -4,7 +4,7 @@ BIN     ?= bin/klique
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/klique-ai/klique/internal/version.Version=$(VERSION)
 
-.PHONY: run build test test-short test-faults lint generate fmt bench fuzz clean
+.PHONY: run build test test-sdk test-short test-faults lint generate fmt bench fuzz clean
 
 ## run: build bin/klique, then start the control plane on its embedded defaults (SQLite in ./klique-data, 127.0.0.1:8080)
 # The first build compiles every dependency: a minute or more, several on a
@@ -19,9 +19,16 @@ run:
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/klique
 
-## test: run every test (PostgreSQL and Redis tests run when KLIQUE_TEST_DATABASE_URL / KLIQUE_TEST_REDIS_URL are set)
+## test: run every test (PostgreSQL and Redis tests run when KLIQUE_TEST_DATABASE_URL / KLIQUE_TEST_REDIS_URL are set), then the Python SDK's against $(BIN)
 test:
 	$(GO) test -race -count=1 ./...
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/klique
+	KLIQUE_BIN=$(BIN) python3 -m unittest discover -s sdk/python/tests -t sdk/python
+
+## test-sdk: the Python SDK's tests only (a real control plane and worker from $(BIN))
+test-sdk:
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/klique
+	KLIQUE_BIN=$(BIN) python3 -m unittest discover -s sdk/python/tests -t sdk/python
 
 ## test-short: the fast tests only
 test-short:

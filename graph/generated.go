@@ -639,7 +639,9 @@ type ComplexityRoot struct {
 		DeleteSecret           func(childComplexity int, scope string, owner *string, name string) int
 		DeleteTokenBudget      func(childComplexity int, project string, period model.BudgetPeriod) int
 		DisconnectProfile      func(childComplexity int, computeResource string) int
+		EndLocalRun            func(childComplexity int, id string, outcome model.TaskStatus, exitCode *int, reason *string) int
 		EnqueueTask            func(childComplexity int, input gqlmodel.EnqueueTaskInput) int
+		ExecuteRemotely        func(childComplexity int, id string, computeResource string, group *string, idempotencyKey *string) int
 		LaunchApp              func(childComplexity int, input apps.LaunchInput) int
 		LockApp                func(childComplexity int, name string) int
 		PauseSchedule          func(childComplexity int, id string) int
@@ -652,6 +654,7 @@ type ComplexityRoot struct {
 		PutRateLimit           func(childComplexity int, input llm.RateLimitInput) int
 		PutTokenBudget         func(childComplexity int, input llm.TokenBudgetInput) int
 		RemoveGroupMember      func(childComplexity int, group string, user string) int
+		ReportLocalRun         func(childComplexity int, id string, input gqlmodel.LocalRunReportInput) int
 		ResumeSchedule         func(childComplexity int, id string) int
 		RevokeAPIKey           func(childComplexity int, id string) int
 		RevokeWorkerCredential func(childComplexity int, id string) int
@@ -662,6 +665,7 @@ type ComplexityRoot struct {
 		SetGroupMember         func(childComplexity int, group string, user string, role *model.GroupRole) int
 		SetGuardrails          func(childComplexity int, input llm.GuardrailsInput) int
 		SetSecret              func(childComplexity int, scope string, owner *string, name string, value string) int
+		StartLocalRun          func(childComplexity int, input gqlmodel.StartLocalRunInput) int
 		StopApp                func(childComplexity int, id string) int
 		UnlockApp              func(childComplexity int, name string) int
 		UpdateAutoscaler       func(childComplexity int, id string, input gqlmodel.AutoscalerInput) int
@@ -1386,6 +1390,10 @@ type MutationResolver interface {
 	CreateProject(ctx context.Context, input allocation.ProjectInput) (*gqlmodel.ProjectPayload, error)
 	UpdateProject(ctx context.Context, id string, input allocation.ProjectInput) (*gqlmodel.ProjectPayload, error)
 	DeleteProject(ctx context.Context, id string) (*gqlmodel.DeletePayload, error)
+	StartLocalRun(ctx context.Context, input gqlmodel.StartLocalRunInput) (*model.Task, error)
+	ReportLocalRun(ctx context.Context, id string, input gqlmodel.LocalRunReportInput) (*model.Task, error)
+	EndLocalRun(ctx context.Context, id string, outcome model.TaskStatus, exitCode *int, reason *string) (*model.Task, error)
+	ExecuteRemotely(ctx context.Context, id string, computeResource string, group *string, idempotencyKey *string) (*model.Task, error)
 	CreateSchedule(ctx context.Context, input gqlmodel.CreateScheduleInput) (*model.Schedule, error)
 	UpdateSchedule(ctx context.Context, id string, input gqlmodel.UpdateScheduleInput) (*model.Schedule, error)
 	PauseSchedule(ctx context.Context, id string) (*model.Schedule, error)
@@ -4012,6 +4020,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.DisconnectProfile(childComplexity, args["computeResource"].(string)), true
+	case "Mutation.endLocalRun":
+		if e.ComplexityRoot.Mutation.EndLocalRun == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_endLocalRun_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.EndLocalRun(childComplexity, args["id"].(string), args["outcome"].(model.TaskStatus), args["exitCode"].(*int), args["reason"].(*string)), true
 	case "Mutation.enqueueTask":
 		if e.ComplexityRoot.Mutation.EnqueueTask == nil {
 			break
@@ -4023,6 +4042,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.EnqueueTask(childComplexity, args["input"].(gqlmodel.EnqueueTaskInput)), true
+	case "Mutation.executeRemotely":
+		if e.ComplexityRoot.Mutation.ExecuteRemotely == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_executeRemotely_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.ExecuteRemotely(childComplexity, args["id"].(string), args["computeResource"].(string), args["group"].(*string), args["idempotencyKey"].(*string)), true
 	case "Mutation.launchApp":
 		if e.ComplexityRoot.Mutation.LaunchApp == nil {
 			break
@@ -4155,6 +4185,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.RemoveGroupMember(childComplexity, args["group"].(string), args["user"].(string)), true
+	case "Mutation.reportLocalRun":
+		if e.ComplexityRoot.Mutation.ReportLocalRun == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_reportLocalRun_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.ReportLocalRun(childComplexity, args["id"].(string), args["input"].(gqlmodel.LocalRunReportInput)), true
 	case "Mutation.resumeSchedule":
 		if e.ComplexityRoot.Mutation.ResumeSchedule == nil {
 			break
@@ -4265,6 +4306,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.SetSecret(childComplexity, args["scope"].(string), args["owner"].(*string), args["name"].(string), args["value"].(string)), true
+	case "Mutation.startLocalRun":
+		if e.ComplexityRoot.Mutation.StartLocalRun == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_startLocalRun_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.StartLocalRun(childComplexity, args["input"].(gqlmodel.StartLocalRunInput)), true
 	case "Mutation.stopApp":
 		if e.ComplexityRoot.Mutation.StopApp == nil {
 			break
@@ -6949,12 +7001,16 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 			graphql.NewInputUnmarshaler("LLMRouteInput", ec.unmarshalInputLLMRouteInput),
 			graphql.NewInputUnmarshaler("LLMTargetInput", ec.unmarshalInputLLMTargetInput),
 			graphql.NewInputUnmarshaler("LaunchAppInput", ec.unmarshalInputLaunchAppInput),
+			graphql.NewInputUnmarshaler("LocalRunReportInput", ec.unmarshalInputLocalRunReportInput),
+			graphql.NewInputUnmarshaler("LogLineInput", ec.unmarshalInputLogLineInput),
+			graphql.NewInputUnmarshaler("MetricPointInput", ec.unmarshalInputMetricPointInput),
 			graphql.NewInputUnmarshaler("PoolInput", ec.unmarshalInputPoolInput),
 			graphql.NewInputUnmarshaler("ProfileInput", ec.unmarshalInputProfileInput),
 			graphql.NewInputUnmarshaler("ProjectInput", ec.unmarshalInputProjectInput),
 			graphql.NewInputUnmarshaler("RateLimitInput", ec.unmarshalInputRateLimitInput),
 			graphql.NewInputUnmarshaler("ResourcePolicyInput", ec.unmarshalInputResourcePolicyInput),
 			graphql.NewInputUnmarshaler("ScheduleTriggerInput", ec.unmarshalInputScheduleTriggerInput),
+			graphql.NewInputUnmarshaler("StartLocalRunInput", ec.unmarshalInputStartLocalRunInput),
 			graphql.NewInputUnmarshaler("TaskFilter", ec.unmarshalInputTaskFilter),
 			graphql.NewInputUnmarshaler("TimeBudgetInput", ec.unmarshalInputTimeBudgetInput),
 			graphql.NewInputUnmarshaler("TokenBudgetInput", ec.unmarshalInputTokenBudgetInput),
@@ -8668,6 +8724,89 @@ extend type Mutation {
   deleteProject(id: ID!): DeletePayload!
 }
 `, BuiltIn: false},
+	{Name: "../schema/runs.graphqls", Input: `# Runs on their owner's machine, recorded by the Python SDK
+# (docs/experiments.md, "The run record").
+
+"""
+A run on the caller's machine: what 'klique run' records of the code
+(command, repository, commit, diff, working directory, packages) and its
+parameters. executeRemotely runs it as it is on a compute resource.
+"""
+input StartLocalRunInput {
+  name: String!
+  "The project (the caller's default project when not given)."
+  project: ID
+  "Whose run it is when the project belongs to no group (else the project's group); the caller's only group when not given."
+  group: ID
+  command: [String!]
+  repository: String
+  commit: String
+  diff: String
+  entryPoint: String
+  workingDir: String
+  packages: [String!]
+  image: String
+  parameters: StringMap
+  env: StringMap
+  "Vault secrets a worker gives the run once it is sent to a compute resource (names only)."
+  secrets: [String!]
+}
+
+input MetricPointInput {
+  name: String!
+  value: Float!
+  step: Int
+  "When it was measured (now when not given)."
+  at: Time
+}
+
+input LogLineInput {
+  line: String!
+  "stdout (the default) or stderr."
+  stream: String
+  "The line's number in the run's output, from 1: a report sent twice keeps each numbered line once."
+  n: Int
+  at: Time
+}
+
+"What a local run reports: any of metric points, console lines and parameters (added or changed)."
+input LocalRunReportInput {
+  metrics: [MetricPointInput!]
+  logs: [LogLineInput!]
+  parameters: StringMap
+}
+
+"How a local run ended."
+enum LocalRunOutcome {
+  COMPLETED
+  FAILED
+  ABORTED
+}
+
+extend type Mutation {
+  """
+  Start a run on your own machine (the SDK's klique.init): a task in status
+  RUNNING_LOCALLY that no worker runs and the engine never places or
+  charges. It is yours and the project's, seen as any task of the project's
+  group.
+  """
+  startLocalRun(input: StartLocalRunInput!): Task!
+  """
+  Report on your local run while it runs locally: metric points, console
+  lines, parameters. An empty report says the process is alive: a run that
+  reports nothing for 30 minutes is ended as failed.
+  """
+  reportLocalRun(id: ID!, input: LocalRunReportInput!): Task!
+  "End your local run. exitCode is the process's (0 for COMPLETED)."
+  endLocalRun(id: ID!, outcome: LocalRunOutcome!, exitCode: Int, reason: String): Task!
+  """
+  Send your local run to a compute resource with the code state and
+  parameters it recorded: it is enqueued as any task (the same checks),
+  keeps its id, logs and metrics, and is QUEUED.
+  """
+  executeRemotely(id: ID!, computeResource: ID!, group: ID, idempotencyKey: String): Task!
+}
+`, BuiltIn: false},
 	{Name: "../schema/schedules.graphqls", Input: `# Schedules and triggers (docs/schedules.md): a cron expression (UTC) or an
 # event that starts a task (a clone of it), a pipeline or a study, as the
 # schedule's owner, under their policies and quota.
@@ -9010,6 +9149,12 @@ type Subscription {
   COMPLETED
   FAILED
   ABORTED
+  """
+  A run on its owner's own machine, recorded by the SDK (startLocalRun): no
+  worker runs it, and the engine never places, counts or charges it.
+  executeRemotely sends it to a compute resource, where it is QUEUED.
+  """
+  RUNNING_LOCALLY
 }
 
 "What a task runs. Secrets are never part of it: they come from vaults at start."
@@ -12079,6 +12224,44 @@ func (ec *executionContext) field_Mutation_disconnectProfile_args(ctx context.Co
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_endLocalRun_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "outcome",
+		func(ctx context.Context, v any) (model.TaskStatus, error) {
+			return ec.unmarshalNLocalRunOutcome2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐTaskStatus(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["outcome"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "exitCode",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["exitCode"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "reason",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["reason"] = arg3
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_enqueueTask_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -12090,6 +12273,44 @@ func (ec *executionContext) field_Mutation_enqueueTask_args(ctx context.Context,
 		return nil, err
 	}
 	args["input"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_executeRemotely_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "computeResource",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["computeResource"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "group",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOID2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["group"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "idempotencyKey",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["idempotencyKey"] = arg3
 	return args, nil
 }
 
@@ -12266,6 +12487,28 @@ func (ec *executionContext) field_Mutation_removeGroupMember_args(ctx context.Co
 		return nil, err
 	}
 	args["user"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_reportLocalRun_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (gqlmodel.LocalRunReportInput, error) {
+			return ec.unmarshalNLocalRunReportInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐLocalRunReportInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg1
 	return args, nil
 }
 
@@ -12454,6 +12697,20 @@ func (ec *executionContext) field_Mutation_setSecret_args(ctx context.Context, r
 		return nil, err
 	}
 	args["value"] = arg3
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_startLocalRun_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (gqlmodel.StartLocalRunInput, error) {
+			return ec.unmarshalNStartLocalRunInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐStartLocalRunInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
 	return args, nil
 }
 
@@ -24386,6 +24643,182 @@ func (ec *executionContext) fieldContext_Mutation_deleteProject(ctx context.Cont
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Mutation_deleteProject_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_startLocalRun(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_startLocalRun(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().StartLocalRun(ctx, fc.Args["input"].(gqlmodel.StartLocalRunInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Task) graphql.Marshaler {
+			return ec.marshalNTask2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐTask(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_startLocalRun(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Task(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_startLocalRun_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_reportLocalRun(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_reportLocalRun(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().ReportLocalRun(ctx, fc.Args["id"].(string), fc.Args["input"].(gqlmodel.LocalRunReportInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Task) graphql.Marshaler {
+			return ec.marshalNTask2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐTask(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_reportLocalRun(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Task(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_reportLocalRun_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_endLocalRun(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_endLocalRun(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().EndLocalRun(ctx, fc.Args["id"].(string), fc.Args["outcome"].(model.TaskStatus), fc.Args["exitCode"].(*int), fc.Args["reason"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Task) graphql.Marshaler {
+			return ec.marshalNTask2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐTask(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_endLocalRun(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Task(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_endLocalRun_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_executeRemotely(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_executeRemotely(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().ExecuteRemotely(ctx, fc.Args["id"].(string), fc.Args["computeResource"].(string), fc.Args["group"].(*string), fc.Args["idempotencyKey"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Task) graphql.Marshaler {
+			return ec.marshalNTask2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐTask(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_executeRemotely(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Task(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_executeRemotely_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -38455,6 +38888,188 @@ func UnmarshalLaunchAppInput(ctx context.Context, raw any) (apps.LaunchInput, er
 	return out, err
 }
 
+func (ec *executionContext) unmarshalInputLocalRunReportInput(ctx context.Context, obj any) (gqlmodel.LocalRunReportInput, error) {
+	var it gqlmodel.LocalRunReportInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"metrics", "logs", "parameters"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "metrics":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("metrics"))
+			data, err := ec.unmarshalOMetricPointInput2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐMetricPointInputᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Metrics = data
+		case "logs":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("logs"))
+			data, err := ec.unmarshalOLogLineInput2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐLogLineInputᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Logs = data
+		case "parameters":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("parameters"))
+			data, err := ec.unmarshalOStringMap2map(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Parameters = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalLocalRunReportInput unmarshals raw into the LocalRunReportInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalLocalRunReportInput(ctx context.Context, raw any) (gqlmodel.LocalRunReportInput, error) {
+	var out gqlmodel.LocalRunReportInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "LocalRunReportInput", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputLogLineInput(ctx context.Context, obj any) (gqlmodel.LogLineInput, error) {
+	var it gqlmodel.LogLineInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"line", "stream", "n", "at"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "line":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("line"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Line = data
+		case "stream":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("stream"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Stream = data
+		case "n":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("n"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.N = data
+		case "at":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("at"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.At = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalLogLineInput unmarshals raw into the LogLineInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalLogLineInput(ctx context.Context, raw any) (gqlmodel.LogLineInput, error) {
+	var out gqlmodel.LogLineInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "LogLineInput", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputMetricPointInput(ctx context.Context, obj any) (gqlmodel.MetricPointInput, error) {
+	var it gqlmodel.MetricPointInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"name", "value", "step", "at"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "name":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("name"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Name = data
+		case "value":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("value"))
+			data, err := ec.unmarshalNFloat2float64(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Value = data
+		case "step":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("step"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Step = data
+		case "at":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("at"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.At = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalMetricPointInput unmarshals raw into the MetricPointInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalMetricPointInput(ctx context.Context, raw any) (gqlmodel.MetricPointInput, error) {
+	var out gqlmodel.MetricPointInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "MetricPointInput", raw, &out)
+	return out, err
+}
+
 func (ec *executionContext) unmarshalInputPoolInput(ctx context.Context, obj any) (allocation.PoolInput, error) {
 	var it allocation.PoolInput
 	if obj == nil {
@@ -38935,6 +39550,139 @@ func (ec *executionContext) unmarshalInputScheduleTriggerInput(ctx context.Conte
 func UnmarshalScheduleTriggerInput(ctx context.Context, raw any) (gqlmodel.ScheduleTriggerInput, error) {
 	var out gqlmodel.ScheduleTriggerInput
 	err := graphql.UnmarshalNamedInputFromContext(ctx, "ScheduleTriggerInput", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputStartLocalRunInput(ctx context.Context, obj any) (gqlmodel.StartLocalRunInput, error) {
+	var it gqlmodel.StartLocalRunInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"name", "project", "group", "command", "repository", "commit", "diff", "entryPoint", "workingDir", "packages", "image", "parameters", "env", "secrets"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "name":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("name"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Name = data
+		case "project":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("project"))
+			data, err := ec.unmarshalOID2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Project = data
+		case "group":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("group"))
+			data, err := ec.unmarshalOID2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Group = data
+		case "command":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("command"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Command = data
+		case "repository":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("repository"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Repository = data
+		case "commit":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("commit"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Commit = data
+		case "diff":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("diff"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Diff = data
+		case "entryPoint":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("entryPoint"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.EntryPoint = data
+		case "workingDir":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("workingDir"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.WorkingDir = data
+		case "packages":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("packages"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Packages = data
+		case "image":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("image"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Image = data
+		case "parameters":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("parameters"))
+			data, err := ec.unmarshalOStringMap2map(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Parameters = data
+		case "env":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("env"))
+			data, err := ec.unmarshalOStringMap2map(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Env = data
+		case "secrets":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("secrets"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Secrets = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalStartLocalRunInput unmarshals raw into the StartLocalRunInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalStartLocalRunInput(ctx context.Context, raw any) (gqlmodel.StartLocalRunInput, error) {
+	var out gqlmodel.StartLocalRunInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "StartLocalRunInput", raw, &out)
 	return out, err
 }
 
@@ -43233,6 +43981,34 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 		case "deleteProject":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_deleteProject(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "startLocalRun":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_startLocalRun(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "reportLocalRun":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_reportLocalRun(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "endLocalRun":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_endLocalRun(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "executeRemotely":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_executeRemotely(ctx, field)
 			})
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
@@ -48709,6 +49485,39 @@ func (ec *executionContext) unmarshalNLaunchAppInput2githubᚗcomᚋkliqueᚑai�
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
+func (ec *executionContext) unmarshalNLocalRunOutcome2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐTaskStatus(ctx context.Context, v any) (model.TaskStatus, error) {
+	tmp, err := graphql.UnmarshalString(v)
+	res := unmarshalNLocalRunOutcome2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐTaskStatus[tmp]
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNLocalRunOutcome2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐTaskStatus(ctx context.Context, sel ast.SelectionSet, v model.TaskStatus) graphql.Marshaler {
+	_ = sel
+	res := graphql.MarshalString(marshalNLocalRunOutcome2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐTaskStatus[v])
+	if res == graphql.Null {
+		graphql.AddInvalidNullFromMarshaler(ctx, "LocalRunOutcome!")
+	}
+	return res
+}
+
+var (
+	unmarshalNLocalRunOutcome2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐTaskStatus = map[string]model.TaskStatus{
+		"COMPLETED": model.TaskCompleted,
+		"FAILED":    model.TaskFailed,
+		"ABORTED":   model.TaskAborted,
+	}
+	marshalNLocalRunOutcome2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐTaskStatus = map[model.TaskStatus]string{
+		model.TaskCompleted: "COMPLETED",
+		model.TaskFailed:    "FAILED",
+		model.TaskAborted:   "ABORTED",
+	}
+)
+
+func (ec *executionContext) unmarshalNLocalRunReportInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐLocalRunReportInput(ctx context.Context, v any) (gqlmodel.LocalRunReportInput, error) {
+	res, err := ec.unmarshalInputLocalRunReportInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
 func (ec *executionContext) marshalNLogLine2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐLogLine(ctx context.Context, sel ast.SelectionSet, v model.LogLine) graphql.Marshaler {
 	return ec._LogLine(ctx, sel, &v)
 }
@@ -48727,6 +49536,11 @@ func (ec *executionContext) marshalNLogLine2ᚕgithubᚗcomᚋkliqueᚑaiᚋkliq
 	}
 
 	return ret
+}
+
+func (ec *executionContext) unmarshalNLogLineInput2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐLogLineInput(ctx context.Context, v any) (*gqlmodel.LogLineInput, error) {
+	res, err := ec.unmarshalInputLogLineInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) marshalNLogPage2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋviewᚐLogPage(ctx context.Context, sel ast.SelectionSet, v *view.LogPage) graphql.Marshaler {
@@ -48795,6 +49609,11 @@ func (ec *executionContext) marshalNMetricPoint2ᚖgithubᚗcomᚋkliqueᚑaiᚋ
 		return graphql.Null
 	}
 	return ec._MetricPoint(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNMetricPointInput2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐMetricPointInput(ctx context.Context, v any) (*gqlmodel.MetricPointInput, error) {
+	res, err := ec.unmarshalInputMetricPointInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) marshalNMetricValue2ᚕᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐMetricValueᚄ(ctx context.Context, sel ast.SelectionSet, v [][]*gqlmodel.MetricValue) graphql.Marshaler {
@@ -49442,6 +50261,11 @@ var (
 	}
 )
 
+func (ec *executionContext) unmarshalNStartLocalRunInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐStartLocalRunInput(ctx context.Context, v any) (gqlmodel.StartLocalRunInput, error) {
+	res, err := ec.unmarshalInputStartLocalRunInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
 func (ec *executionContext) unmarshalNString2string(ctx context.Context, v any) (string, error) {
 	res, err := graphql.UnmarshalString(v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -49611,12 +50435,13 @@ func (ec *executionContext) marshalNTaskStatus2githubᚗcomᚋkliqueᚑaiᚋkliq
 
 var (
 	unmarshalNTaskStatus2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐTaskStatus = map[string]model.TaskStatus{
-		"QUEUED":    model.TaskQueued,
-		"PLACED":    model.TaskPlaced,
-		"RUNNING":   model.TaskRunning,
-		"COMPLETED": model.TaskCompleted,
-		"FAILED":    model.TaskFailed,
-		"ABORTED":   model.TaskAborted,
+		"QUEUED":          model.TaskQueued,
+		"PLACED":          model.TaskPlaced,
+		"RUNNING":         model.TaskRunning,
+		"COMPLETED":       model.TaskCompleted,
+		"FAILED":          model.TaskFailed,
+		"ABORTED":         model.TaskAborted,
+		"RUNNING_LOCALLY": model.TaskLocal,
 	}
 	marshalNTaskStatus2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐTaskStatus = map[model.TaskStatus]string{
 		model.TaskQueued:    "QUEUED",
@@ -49625,6 +50450,7 @@ var (
 		model.TaskCompleted: "COMPLETED",
 		model.TaskFailed:    "FAILED",
 		model.TaskAborted:   "ABORTED",
+		model.TaskLocal:     "RUNNING_LOCALLY",
 	}
 )
 
@@ -50370,6 +51196,23 @@ func (ec *executionContext) unmarshalOLLMGuardrailsInput2ᚖgithubᚗcomᚋkliqu
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
+func (ec *executionContext) unmarshalOLogLineInput2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐLogLineInputᚄ(ctx context.Context, v any) ([]*gqlmodel.LogLineInput, error) {
+	if v == nil {
+		return nil, nil
+	}
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]*gqlmodel.LogLineInput, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNLogLineInput2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐLogLineInput(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
 func (ec *executionContext) unmarshalOMap2map(ctx context.Context, v any) (map[string]any, error) {
 	if v == nil {
 		return nil, nil
@@ -50386,6 +51229,23 @@ func (ec *executionContext) marshalOMap2map(ctx context.Context, sel ast.Selecti
 	_ = ctx
 	res := graphql.MarshalMap(v)
 	return res
+}
+
+func (ec *executionContext) unmarshalOMetricPointInput2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐMetricPointInputᚄ(ctx context.Context, v any) ([]*gqlmodel.MetricPointInput, error) {
+	if v == nil {
+		return nil, nil
+	}
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]*gqlmodel.MetricPointInput, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNMetricPointInput2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐMetricPointInput(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
 }
 
 func (ec *executionContext) marshalOMetricValue2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐMetricValue(ctx context.Context, sel ast.SelectionSet, v *gqlmodel.MetricValue) graphql.Marshaler {

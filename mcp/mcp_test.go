@@ -107,7 +107,7 @@ func TestEveryToolDeclaresItsSchemas(t *testing.T) {
 	// The enums of filters are declared.
 	for _, tool := range res.Tools {
 		raw, _ := json.Marshal(tool)
-		if tool.Name == "list_tasks" && !strings.Contains(string(raw), `"enum":["queued","placed","running","completed","failed","aborted"]`) {
+		if tool.Name == "list_tasks" && !strings.Contains(string(raw), `"enum":["queued","placed","running","completed","failed","aborted","local"]`) {
 			t.Errorf("list_tasks does not declare the statuses: %s", raw)
 		}
 	}

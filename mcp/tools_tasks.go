@@ -13,7 +13,7 @@ import (
 // statuses are the task statuses, for filters.
 var statuses = []string{
 	string(model.TaskQueued), string(model.TaskPlaced), string(model.TaskRunning),
-	string(model.TaskCompleted), string(model.TaskFailed), string(model.TaskAborted),
+	string(model.TaskCompleted), string(model.TaskFailed), string(model.TaskAborted), string(model.TaskLocal),
 }
 
 type enqueueArgs struct {

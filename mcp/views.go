@@ -23,11 +23,11 @@ type taskRef struct {
 type taskView struct {
 	ID     string `json:"id" jsonschema:"the task's id, for the other task tools"`
 	Name   string `json:"name"`
-	Status string `json:"status" jsonschema:"queued, placed, running, completed, failed or aborted"`
+	Status string `json:"status" jsonschema:"queued, placed, running, completed, failed or aborted; local for a run on its owner's machine recorded by the SDK, which no worker runs and the engine never places or charges"`
 	Reason string `json:"reason,omitempty" jsonschema:"why the task is where it is: why it waits, why it was preempted, who aborted it"`
 	// Position is the place in line while queued.
 	Position        int    `json:"position,omitempty" jsonschema:"its place in its compute resource's queue while it waits (1 is next)"`
-	ComputeResource string `json:"computeResource" jsonschema:"the compute resource it was sent to"`
+	ComputeResource string `json:"computeResource" jsonschema:"the compute resource it was sent to (empty for a local run)"`
 	Group           string `json:"group" jsonschema:"the group whose policy governs it"`
 	Project         string `json:"project"`
 	Owner           string `json:"owner" jsonschema:"the user it runs for"`

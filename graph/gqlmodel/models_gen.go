@@ -353,6 +353,30 @@ type InstanceTypeInput struct {
 	Gpus int    `json:"gpus"`
 }
 
+// What a local run reports: any of metric points, console lines and parameters (added or changed).
+type LocalRunReportInput struct {
+	Metrics    []*MetricPointInput `json:"metrics,omitempty"`
+	Logs       []*LogLineInput     `json:"logs,omitempty"`
+	Parameters map[string]string   `json:"parameters,omitempty"`
+}
+
+type LogLineInput struct {
+	Line string `json:"line"`
+	// stdout (the default) or stderr.
+	Stream *string `json:"stream,omitempty"`
+	// The line's number in the run's output, from 1: a report sent twice keeps each numbered line once.
+	N  *int       `json:"n,omitempty"`
+	At *time.Time `json:"at,omitempty"`
+}
+
+type MetricPointInput struct {
+	Name  string  `json:"name"`
+	Value float64 `json:"value"`
+	Step  *int    `json:"step,omitempty"`
+	// When it was measured (now when not given).
+	At *time.Time `json:"at,omitempty"`
+}
+
 type MetricValue struct {
 	Value float64 `json:"value"`
 	Step  int     `json:"step"`
@@ -467,6 +491,29 @@ type ScheduleTriggerInput struct {
 	Tag      *string `json:"tag,omitempty"`
 	Artifact *string `json:"artifact,omitempty"`
 	Pipeline *string `json:"pipeline,omitempty"`
+}
+
+// A run on the caller's machine: what 'klique run' records of the code
+// (command, repository, commit, diff, working directory, packages) and its
+// parameters. executeRemotely runs it as it is on a compute resource.
+type StartLocalRunInput struct {
+	Name string `json:"name"`
+	// The project (the caller's default project when not given).
+	Project *string `json:"project,omitempty"`
+	// Whose run it is when the project belongs to no group (else the project's group); the caller's only group when not given.
+	Group      *string           `json:"group,omitempty"`
+	Command    []string          `json:"command,omitempty"`
+	Repository *string           `json:"repository,omitempty"`
+	Commit     *string           `json:"commit,omitempty"`
+	Diff       *string           `json:"diff,omitempty"`
+	EntryPoint *string           `json:"entryPoint,omitempty"`
+	WorkingDir *string           `json:"workingDir,omitempty"`
+	Packages   []string          `json:"packages,omitempty"`
+	Image      *string           `json:"image,omitempty"`
+	Parameters map[string]string `json:"parameters,omitempty"`
+	Env        map[string]string `json:"env,omitempty"`
+	// Vault secrets a worker gives the run once it is sent to a compute resource (names only).
+	Secrets []string `json:"secrets,omitempty"`
 }
 
 type Subscription struct {

@@ -19,12 +19,18 @@ const (
 	TaskFailed TaskStatus = "failed"
 	// TaskAborted was stopped by a person or a program.
 	TaskAborted TaskStatus = "aborted"
+	// TaskLocal is a run on its owner's own machine, recorded by the SDK
+	// (docs/experiments.md, "The run record"): no worker runs it, so the
+	// engine never places, counts or charges it. It has no compute
+	// resource until it is sent to one (execute remotely), when it
+	// becomes queued like any task.
+	TaskLocal TaskStatus = "local"
 )
 
 // Valid reports whether s is a known status.
 func (s TaskStatus) Valid() bool {
 	switch s {
-	case TaskQueued, TaskPlaced, TaskRunning, TaskCompleted, TaskFailed, TaskAborted:
+	case TaskQueued, TaskPlaced, TaskRunning, TaskCompleted, TaskFailed, TaskAborted, TaskLocal:
 		return true
 	}
 	return false

@@ -108,6 +108,8 @@ func New(o Options) *Service {
 	s.llmDomain.SetRouteEndpoints(s.appsDomain.Serving().Endpoints)
 	s.appsDomain.SetExpire(s.tasksDomain.ExpireApplication)
 	agent := s.Agent()
+	// A local run's log is bounded as a worker's task's.
+	s.tasksDomain.SetLogLimit(o.Agent.LogLimit)
 	// Why a placed task waits depends on its pool's workers, which the
 	// fleet knows.
 	s.tasksDomain.SetPoolWorkers(func(ctx context.Context, tenantID, poolID string) (tasks.PoolWorkers, bool, error) {

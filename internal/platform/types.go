@@ -54,52 +54,56 @@ type (
 	// Page asks for one page of a list.
 	Page = model.Page
 	// UsageKey names one dimension of a usage row: an id and a name.
-	UsageKey           = model.UsageKey
-	TaskScope          = fleet.TaskScope
-	Code               = kernel.Code
-	Error              = kernel.Error
-	EstateResult       = kernel.EstateResult
-	BudgetBurnUpdate   = live.BudgetBurnUpdate
-	GPUClassUse        = live.GPUClassUse
-	LogUpdate          = live.LogUpdate
-	PoolUse            = live.PoolUse
-	PoolUtilization    = live.PoolUtilization
-	QueueUpdate        = live.QueueUpdate
-	QueuedTask         = live.QueuedTask
-	SubscriptionLimits = live.SubscriptionLimits
-	TaskUpdate         = live.TaskUpdate
-	AppInstanceUpdate  = live.AppInstanceUpdate
-	WorkerUpdate       = live.WorkerUpdate
-	UtilizationHistory = live.UtilizationHistory
-	GPUClassHistory    = live.GPUClassHistory
-	UtilizationPoint   = live.UtilizationPoint
-	EntitlementInput   = llm.EntitlementInput
-	GuardrailsInput    = llm.GuardrailsInput
-	LLMAliasInput      = llm.LLMAliasInput
-	LLMAliasRuleInput  = llm.LLMAliasRuleInput
-	LLMModelInput      = llm.LLMModelInput
-	LLMProviderInput   = llm.LLMProviderInput
-	LLMRouteInput      = llm.LLMRouteInput
-	LLMTargetInput     = llm.LLMTargetInput
-	LimitWindow        = llm.LimitWindow
-	HeldBudget         = llm.HeldBudget
-	BudgetReader       = llm.BudgetReader
-	TokenBudgetView    = llm.TokenBudgetView
-	ModelGrant         = llm.ModelGrant
-	RateLimitInput     = llm.RateLimitInput
-	SpendQuery         = llm.SpendQuery
-	TokenBudgetInput   = llm.TokenBudgetInput
-	WindowUnit         = llm.WindowUnit
-	CloneInput         = tasks.CloneInput
-	EnqueueInput       = tasks.EnqueueInput
-	TaskListFilter     = tasks.TaskListFilter
-	Comparison         = tasks.Comparison
-	ComparedMetric     = tasks.ComparedMetric
-	MetricValue        = tasks.MetricValue
-	BudgetView         = view.BudgetView
-	LogPage            = view.LogPage
-	PolicyView         = view.PolicyView
-	WorkerView         = view.WorkerView
+	UsageKey             = model.UsageKey
+	TaskScope            = fleet.TaskScope
+	Code                 = kernel.Code
+	Error                = kernel.Error
+	EstateResult         = kernel.EstateResult
+	BudgetBurnUpdate     = live.BudgetBurnUpdate
+	GPUClassUse          = live.GPUClassUse
+	LogUpdate            = live.LogUpdate
+	PoolUse              = live.PoolUse
+	PoolUtilization      = live.PoolUtilization
+	QueueUpdate          = live.QueueUpdate
+	QueuedTask           = live.QueuedTask
+	SubscriptionLimits   = live.SubscriptionLimits
+	TaskUpdate           = live.TaskUpdate
+	AppInstanceUpdate    = live.AppInstanceUpdate
+	WorkerUpdate         = live.WorkerUpdate
+	UtilizationHistory   = live.UtilizationHistory
+	GPUClassHistory      = live.GPUClassHistory
+	UtilizationPoint     = live.UtilizationPoint
+	EntitlementInput     = llm.EntitlementInput
+	GuardrailsInput      = llm.GuardrailsInput
+	LLMAliasInput        = llm.LLMAliasInput
+	LLMAliasRuleInput    = llm.LLMAliasRuleInput
+	LLMModelInput        = llm.LLMModelInput
+	LLMProviderInput     = llm.LLMProviderInput
+	LLMRouteInput        = llm.LLMRouteInput
+	LLMTargetInput       = llm.LLMTargetInput
+	LimitWindow          = llm.LimitWindow
+	HeldBudget           = llm.HeldBudget
+	BudgetReader         = llm.BudgetReader
+	TokenBudgetView      = llm.TokenBudgetView
+	ModelGrant           = llm.ModelGrant
+	RateLimitInput       = llm.RateLimitInput
+	SpendQuery           = llm.SpendQuery
+	TokenBudgetInput     = llm.TokenBudgetInput
+	WindowUnit           = llm.WindowUnit
+	CloneInput           = tasks.CloneInput
+	EnqueueInput         = tasks.EnqueueInput
+	TaskListFilter       = tasks.TaskListFilter
+	LocalRunInput        = tasks.LocalRunInput
+	LocalRunReport       = tasks.LocalRunReport
+	LocalRunEnd          = tasks.LocalRunEnd
+	ExecuteRemotelyInput = tasks.ExecuteRemotelyInput
+	Comparison           = tasks.Comparison
+	ComparedMetric       = tasks.ComparedMetric
+	MetricValue          = tasks.MetricValue
+	BudgetView           = view.BudgetView
+	LogPage              = view.LogPage
+	PolicyView           = view.PolicyView
+	WorkerView           = view.WorkerView
 )
 
 // The dimensions usage can be grouped by.
@@ -131,6 +135,9 @@ const (
 	UnitRequests        = llm.UnitRequests
 	UnitTokens          = llm.UnitTokens
 	MaxTaskNameLength   = tasks.MaxTaskNameLength
+	// LocalRunStaleAfter is how long a local run may go without a report
+	// before the sweep ends it as failed.
+	LocalRunStaleAfter = tasks.LocalRunStaleAfter
 )
 
 var (

@@ -16,13 +16,15 @@ const activityFlushInterval = 20 * time.Second
 
 // startAppIdle runs, until Shutdown, the writes of this replica's app
 // traffic (every replica: each sees only its own) and, on a replica that
-// runs the engine, the idle sweep. Both are idempotent database writes,
-// so several replicas doing them at once is safe.
+// runs the engine, the idle sweep and the stale local runs' sweep. All are
+// idempotent database writes, so several replicas doing them at once is
+// safe.
 func (a *App) startAppIdle(engine bool) {
 	ctx, cancel := context.WithCancel(context.Background())
 	a.stopIdle = cancel
 	go a.every(ctx, activityFlushInterval, a.flushAppActivity())
 	if engine {
+		go a.every(ctx, localRunSweepInterval, a.sweepStaleLocalRuns)
 		go a.every(ctx, idleSweepInterval, func(ctx context.Context) {
 			res, err := a.Service.SweepIdle(ctx)
 			if err != nil && ctx.Err() == nil {

@@ -37,6 +37,30 @@ var taskIsolationCases = []isoCase{
 		vars:  map[string]any{"id": ref("task")}, code: notFound},
 	{field: "Mutation.cloneTask", as: viewer, name: "may see but not clone alice's task",
 		query: `mutation($id: ID!) { cloneTask(id: $id) ` + taskFields + ` }`, vars: map[string]any{"id": ref("task")}, code: forbidden},
+	// Local runs (TestLocalRunOverGraphQL has the cases on a local run
+	// itself; these are on alice's task, which the refusal must not
+	// reveal is not one).
+	{field: "Mutation.startLocalRun", as: otherAdmin, name: "cannot start a local run in fraud-models",
+		query: `mutation($p: ID) { startLocalRun(input: {name: "x", project: $p, command: ["python", "x.py"]}) { id } }`,
+		vars:  map[string]any{"p": ref("project fraud-models")}, code: notFound},
+	{field: "Mutation.startLocalRun", as: victor, name: "may not start a local run in fraud-models",
+		query: `mutation { startLocalRun(input: {name: "x", project: "fraud-models", command: ["python", "x.py"]}) { id } }`, code: notFound},
+	{field: "Mutation.startLocalRun", as: viewer, name: "may not start local runs",
+		query: `mutation { startLocalRun(input: {name: "x", project: "fraud-models", command: ["python", "x.py"]}) { id } }`, code: forbidden},
+	{field: "Mutation.reportLocalRun", as: otherAdmin, name: "cannot report on alice's task",
+		query: `mutation($id: ID!) { reportLocalRun(id: $id, input: {parameters: {lr: "9"}}) { id } }`, vars: map[string]any{"id": ref("task")}, code: notFound},
+	{field: "Mutation.reportLocalRun", as: victor, name: "cannot report on alice's task",
+		query: `mutation($id: ID!) { reportLocalRun(id: $id, input: {parameters: {lr: "9"}}) { id } }`, vars: map[string]any{"id": ref("task")}, code: notFound},
+	{field: "Mutation.reportLocalRun", as: viewer, name: "may see but not report on alice's task",
+		query: `mutation($id: ID!) { reportLocalRun(id: $id, input: {}) { id } }`, vars: map[string]any{"id": ref("task")}, code: forbidden},
+	{field: "Mutation.endLocalRun", as: otherMember, name: "cannot end alice's task",
+		query: `mutation($id: ID!) { endLocalRun(id: $id, outcome: ABORTED) { id } }`, vars: map[string]any{"id": ref("task")}, code: notFound},
+	{field: "Mutation.endLocalRun", as: victor, name: "cannot end alice's task",
+		query: `mutation($id: ID!) { endLocalRun(id: $id, outcome: ABORTED) { id } }`, vars: map[string]any{"id": ref("task")}, code: notFound},
+	{field: "Mutation.executeRemotely", as: otherAdmin, name: "cannot send alice's task anywhere",
+		query: `mutation($id: ID!) { executeRemotely(id: $id, computeResource: "1 GPU") { id } }`, vars: map[string]any{"id": ref("task")}, code: notFound},
+	{field: "Mutation.executeRemotely", as: victor, name: "cannot send alice's task to their own compute resource",
+		query: `mutation($id: ID!) { executeRemotely(id: $id, computeResource: "1 GPU") { id } }`, vars: map[string]any{"id": ref("task")}, code: notFound},
 }
 
 // gatewayIsolationCases are the isolation cases of the LLM gateway's

@@ -275,6 +275,18 @@ type Queries interface {
 	// UpdateTask writes every mutable field of t (status, reason, pool, spec,
 	// times). It returns ErrNotFound if the task does not exist.
 	UpdateTask(ctx context.Context, t *model.Task) error
+	// UpdateLocalRun writes a change to a run in status local (a run on
+	// its owner's machine): its name, spec, size, status, reason, compute
+	// resource and the copies taken from it, UpdatedAt, FinishedAt and
+	// exit code. A run that becomes queued takes the next queue sequence
+	// number (into t.QueueSeq), so it waits behind work enqueued before
+	// it was sent. It returns ErrConflict when no task of the tenant with
+	// that id is local (callers read the task first, in the same
+	// transaction, to say which).
+	UpdateLocalRun(ctx context.Context, t *model.Task) error
+	// TouchLocalRun sets a local run's UpdatedAt to at (its last report)
+	// when it is still local and at is later; it reports whether it did.
+	TouchLocalRun(ctx context.Context, tenantID, id string, at time.Time) (bool, error)
 	GetTask(ctx context.Context, tenantID, id string) (*model.Task, error)
 	// ListTasks orders by QueueSeq, newest first when newestFirst is set.
 	// Page.After is a QueueSeq in decimal.

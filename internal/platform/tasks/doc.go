@@ -1,7 +1,8 @@
 // Package tasks is the tasks domain of the platform service: enqueueing
 // work on a compute resource, cloning and aborting it, the task spec and
-// its checks, and reading a task, its place in line, why it waits, its
-// logs and its metrics.
+// its checks, local runs (runs on their owner's machine, recorded by the
+// SDK), and reading a task, its place in line, why it waits, its logs and
+// its metrics.
 package tasks
 
 import (
@@ -16,6 +17,8 @@ type Tasks struct {
 	k *kernel.Kernel
 	// poolWorkers tells why placed work waits (SetPoolWorkers).
 	poolWorkers PoolWorkersFunc
+	// logLimit bounds a local run's log (SetLogLimit).
+	logLimit int64
 }
 
 // New returns the tasks domain over a kernel.

@@ -37,6 +37,10 @@ type EnqueueInput struct {
 	// id and prepare are an application's (EnqueueApplication).
 	id      string
 	prepare PrepareFunc
+	// local is the local run being sent to the compute resource
+	// (ExecuteRemotely): the task keeps its id and record instead of a
+	// new one being created.
+	local *model.Task
 }
 
 // PrepareFunc writes the spec of an application once its compute resource
@@ -111,8 +115,11 @@ func (s *Tasks) enqueue(ctx context.Context, in EnqueueInput, clonedFrom *model.
 			task.ClonedFromID = clonedFrom.ID
 			detail = fmt.Sprintf(", cloned from task %s (%s)", kernel.Quote(clonedFrom.Name), clonedFrom.ID)
 		}
-		if err := t.Q.CreateTask(ctx, task); err != nil {
-			return fmt.Errorf("enqueue task %s: %w", task.Name, err)
+		if err := s.writeEnqueued(t, in.local, task); err != nil {
+			return err
+		}
+		if in.local != nil {
+			detail += ", from its local run"
 		}
 		if err := t.RecordIdempotency(idem, task.ID); err != nil {
 			return err
@@ -133,6 +140,26 @@ func (s *Tasks) enqueue(ctx context.Context, in EnqueueInput, clonedFrom *model.
 		return nil, err
 	}
 	return task, nil
+}
+
+// writeEnqueued writes an enqueued task: a new one, or a local run
+// moved onto its compute resource (which must still be local).
+func (s *Tasks) writeEnqueued(t *kernel.Txn, local, task *model.Task) error {
+	if local == nil {
+		if err := t.Q.CreateTask(t.Ctx, task); err != nil {
+			return fmt.Errorf("enqueue task %s: %w", task.Name, err)
+		}
+		return nil
+	}
+	task.ID, task.CreatedAt, task.ClonedFromID, task.Run = local.ID, local.CreatedAt, local.ClonedFromID, model.TaskRun{}
+	err := t.Q.UpdateLocalRun(t.Ctx, task)
+	if errors.Is(err, store.ErrConflict) {
+		return kernel.Conflict("task %s is no longer running locally: it was ended or sent to a compute resource already", kernel.Quote(task.Name))
+	}
+	if err != nil {
+		return fmt.Errorf("send local run %s to a compute resource: %w", task.Name, err)
+	}
+	return nil
 }
 
 // replay returns the task the first request with the key created, nil

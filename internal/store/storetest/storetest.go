@@ -57,6 +57,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"ComputeResources", estate.ComputeResources},
 		{"Projects", estate.Projects},
 		{"Tasks", work.Tasks},
+		{"LocalRuns", work.LocalRuns},
 		{"Audit", work.Audit},
 		{"Settings", work.Settings},
 		{"IdempotencyKeys", work.IdempotencyKeys},

@@ -358,6 +358,14 @@ func (pc perCall) UpdateTask(ctx context.Context, t *model.Task) error {
 	return pc.s.InTx(ctx, func(tx store.Queries) error { return tx.UpdateTask(ctx, t) })
 }
 
+func (pc perCall) UpdateLocalRun(ctx context.Context, t *model.Task) error {
+	return pc.s.InTx(ctx, func(tx store.Queries) error { return tx.UpdateLocalRun(ctx, t) })
+}
+
+func (pc perCall) TouchLocalRun(ctx context.Context, tenantID string, id string, at time.Time) (bool, error) {
+	return call(ctx, pc.s, func(tx store.Queries) (bool, error) { return tx.TouchLocalRun(ctx, tenantID, id, at) })
+}
+
 func (pc perCall) GetTask(ctx context.Context, tenantID string, id string) (*model.Task, error) {
 	return call(ctx, pc.s, func(tx store.Queries) (*model.Task, error) { return tx.GetTask(ctx, tenantID, id) })
 }

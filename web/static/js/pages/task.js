@@ -90,7 +90,7 @@ export function render(el, { viewer, args }) {
     document.title = `Klique · ${t.name}`;
     replace(head, h('h1', {}, t.name, ' ', statusBadge(t.status)),
       h('p', { class: 'reason', id: 'task-reason' }, t.reason || ''),
-      h('p', { class: 'muted' }, `${t.owner.name} · project ${t.project.name} · ${t.group ? t.group.name : '–'} / ${t.computeResource ? t.computeResource.name : '(disconnected)'} · ${t.size.text} GPU`,
+      h('p', { class: 'muted' }, `${t.owner.name} · project ${t.project.name} · ${t.group ? t.group.name : '–'} / ${t.computeResource ? t.computeResource.name : (t.status === 'RUNNING_LOCALLY' ? '(on its owner\'s machine)' : '(none)')} · ${t.size.text} GPU`,
         t.pool ? ` · pool ${t.pool.name}` : '', t.worker ? ` · worker ${t.worker.hostname}` : '',
         t.clonedFrom ? [' · cloned from ', h('a', { href: `#/task/${encodeURIComponent(t.clonedFrom.id)}` }, t.clonedFrom.name)] : ''),
       ended.has(t.status) ? null : abortBox);
