@@ -69,6 +69,7 @@ type ResolverRoot interface {
 	QueueState() QueueStateResolver
 	RateLimit() RateLimitResolver
 	ResourcePolicy() ResourcePolicyResolver
+	Schedule() ScheduleResolver
 	Secret() SecretResolver
 	Study() StudyResolver
 	Subscription() SubscriptionResolver
@@ -639,6 +640,7 @@ type ComplexityRoot struct {
 		CreateProfile          func(childComplexity int, input allocation.ProfileInput) int
 		CreateProject          func(childComplexity int, input allocation.ProjectInput) int
 		CreateResourcePolicy   func(childComplexity int, input allocation.PolicyInput) int
+		CreateSchedule         func(childComplexity int, input gqlmodel.CreateScheduleInput) int
 		CreateTenant           func(childComplexity int, input gqlmodel.CreateTenantInput) int
 		CreateUser             func(childComplexity int, input gqlmodel.CreateUserInput) int
 		CreateWorkerCredential func(childComplexity int, pool string, name *string) int
@@ -656,6 +658,7 @@ type ComplexityRoot struct {
 		DeleteProject          func(childComplexity int, id string) int
 		DeleteRateLimit        func(childComplexity int, scope model.RateLimitScope, name *string) int
 		DeleteResourcePolicy   func(childComplexity int, id string) int
+		DeleteSchedule         func(childComplexity int, id string) int
 		DeleteSecret           func(childComplexity int, scope string, owner *string, name string) int
 		DeleteTokenBudget      func(childComplexity int, project string, period model.BudgetPeriod) int
 		DisconnectProfile      func(childComplexity int, computeResource string) int
@@ -664,6 +667,7 @@ type ComplexityRoot struct {
 		ExecuteRemotely        func(childComplexity int, id string, computeResource string, group *string, idempotencyKey *string) int
 		LaunchApp              func(childComplexity int, input apps.LaunchInput) int
 		LockApp                func(childComplexity int, name string) int
+		PauseSchedule          func(childComplexity int, id string) int
 		PublishArtifactPointer func(childComplexity int, input gqlmodel.PublishArtifactPointerInput) int
 		PutApp                 func(childComplexity int, input gqlmodel.AppInput) int
 		PutEntitlement         func(childComplexity int, input llm.EntitlementInput) int
@@ -675,6 +679,7 @@ type ComplexityRoot struct {
 		PutTokenBudget         func(childComplexity int, input llm.TokenBudgetInput) int
 		RemoveGroupMember      func(childComplexity int, group string, user string) int
 		ReportLocalRun         func(childComplexity int, id string, input gqlmodel.LocalRunReportInput) int
+		ResumeSchedule         func(childComplexity int, id string) int
 		RevokeAPIKey           func(childComplexity int, id string) int
 		RevokeWorkerCredential func(childComplexity int, id string) int
 		RunPipeline            func(childComplexity int, input gqlmodel.RunPipelineInput) int
@@ -698,6 +703,7 @@ type ComplexityRoot struct {
 		UpdateProfile          func(childComplexity int, id string, input allocation.ProfileInput) int
 		UpdateProject          func(childComplexity int, id string, input allocation.ProjectInput) int
 		UpdateResourcePolicy   func(childComplexity int, id string, input allocation.PolicyInput) int
+		UpdateSchedule         func(childComplexity int, id string, input gqlmodel.UpdateScheduleInput) int
 		UpdateUser             func(childComplexity int, id string, input gqlmodel.UpdateUserInput) int
 	}
 
@@ -925,6 +931,8 @@ type ComplexityRoot struct {
 		ResourcePolicies   func(childComplexity int, first *int, after *string) int
 		ResourcePolicy     func(childComplexity int, id string) int
 		RouteInstances     func(childComplexity int, route string) int
+		Schedule           func(childComplexity int, id string) int
+		Schedules          func(childComplexity int) int
 		Secrets            func(childComplexity int, scope string, owner *string) int
 		Studies            func(childComplexity int, project *string) int
 		Study              func(childComplexity int, id string) int
@@ -1002,6 +1010,57 @@ type ComplexityRoot struct {
 		Warnings       func(childComplexity int) int
 	}
 
+	Schedule struct {
+		CreatedAt    func(childComplexity int) int
+		Cron         func(childComplexity int) int
+		ID           func(childComplexity int) int
+		LastError    func(childComplexity int) int
+		LastResult   func(childComplexity int) int
+		LastRunAt    func(childComplexity int) int
+		LastRunID    func(childComplexity int) int
+		MissedRuns   func(childComplexity int) int
+		Name         func(childComplexity int) int
+		NextRunAt    func(childComplexity int) int
+		Owner        func(childComplexity int) int
+		Parameters   func(childComplexity int) int
+		Paused       func(childComplexity int) int
+		PausedReason func(childComplexity int) int
+		Runs         func(childComplexity int, first *int) int
+		TargetID     func(childComplexity int) int
+		TargetKind   func(childComplexity int) int
+		Trigger      func(childComplexity int) int
+		UpdatedAt    func(childComplexity int) int
+		When         func(childComplexity int) int
+	}
+
+	ScheduleRef struct {
+		ID   func(childComplexity int) int
+		Name func(childComplexity int) int
+	}
+
+	ScheduleRun struct {
+		At         func(childComplexity int) int
+		Key        func(childComplexity int) int
+		RunID      func(childComplexity int) int
+		TargetKind func(childComplexity int) int
+	}
+
+	ScheduleTrigger struct {
+		Artifact   func(childComplexity int) int
+		Event      func(childComplexity int) int
+		PipelineID func(childComplexity int) int
+		ProjectID  func(childComplexity int) int
+		Tag        func(childComplexity int) int
+	}
+
+	ScheduleUpdate struct {
+		At         func(childComplexity int) int
+		Kind       func(childComplexity int) int
+		Missed     func(childComplexity int) int
+		Schedule   func(childComplexity int) int
+		ScheduleID func(childComplexity int) int
+	}
+
 	SearchParam struct {
 		Hi     func(childComplexity int) int
 		Kind   func(childComplexity int) int
@@ -1072,6 +1131,7 @@ type ComplexityRoot struct {
 		PipelineRunChanged func(childComplexity int, id string) int
 		PoolUtilization    func(childComplexity int) int
 		QueueChanged       func(childComplexity int, computeResource string) int
+		ScheduleChanged    func(childComplexity int) int
 		StudyChanged       func(childComplexity int, id string) int
 		TaskEvents         func(childComplexity int, id string) int
 		TaskLogs           func(childComplexity int, id string, after *int, tail *int) int
@@ -1101,11 +1161,13 @@ type ComplexityRoot struct {
 		Project         func(childComplexity int) int
 		Reason          func(childComplexity int) int
 		Retries         func(childComplexity int) int
+		ScheduledBy     func(childComplexity int) int
 		Size            func(childComplexity int) int
 		Spec            func(childComplexity int) int
 		StartedAt       func(childComplexity int) int
 		Status          func(childComplexity int) int
 		StudyTrial      func(childComplexity int) int
+		Tags            func(childComplexity int) int
 		UpdatedAt       func(childComplexity int) int
 		Worker          func(childComplexity int) int
 	}
@@ -1488,6 +1550,11 @@ type MutationResolver interface {
 	ReportLocalRun(ctx context.Context, id string, input gqlmodel.LocalRunReportInput) (*model.Task, error)
 	EndLocalRun(ctx context.Context, id string, outcome model.TaskStatus, exitCode *int, reason *string) (*model.Task, error)
 	ExecuteRemotely(ctx context.Context, id string, computeResource string, group *string, idempotencyKey *string) (*model.Task, error)
+	CreateSchedule(ctx context.Context, input gqlmodel.CreateScheduleInput) (*model.Schedule, error)
+	UpdateSchedule(ctx context.Context, id string, input gqlmodel.UpdateScheduleInput) (*model.Schedule, error)
+	PauseSchedule(ctx context.Context, id string) (*model.Schedule, error)
+	ResumeSchedule(ctx context.Context, id string) (*model.Schedule, error)
+	DeleteSchedule(ctx context.Context, id string) (*model.Schedule, error)
 	StartStudy(ctx context.Context, input gqlmodel.StartStudyInput) (*studies.View, error)
 	StopStudy(ctx context.Context, id string, reason *string) (*studies.View, error)
 	EnqueueTask(ctx context.Context, input gqlmodel.EnqueueTaskInput) (*model.Task, error)
@@ -1564,6 +1631,8 @@ type QueryResolver interface {
 	PipelineRun(ctx context.Context, id string) (*gqlmodel.PipelineRun, error)
 	Projects(ctx context.Context, first *int, after *string) (*gqlmodel.ProjectConnection, error)
 	Project(ctx context.Context, id string) (*model.Project, error)
+	Schedules(ctx context.Context) ([]*model.Schedule, error)
+	Schedule(ctx context.Context, id string) (*model.Schedule, error)
 	Studies(ctx context.Context, project *string) ([]*studies.View, error)
 	Study(ctx context.Context, id string) (*studies.View, error)
 	UtilizationHistory(ctx context.Context, from *time.Time, to *time.Time, stepSeconds *int) (*live.UtilizationHistory, error)
@@ -1587,6 +1656,16 @@ type ResourcePolicyResolver interface {
 	LowWatermarkMinutes(ctx context.Context, obj *model.ResourcePolicy) (int, error)
 
 	ComputeResources(ctx context.Context, obj *model.ResourcePolicy) ([]*model.ComputeResource, error)
+}
+type ScheduleResolver interface {
+	Owner(ctx context.Context, obj *model.Schedule) (string, error)
+
+	Parameters(ctx context.Context, obj *model.Schedule) (map[string]string, error)
+	Cron(ctx context.Context, obj *model.Schedule) (*string, error)
+
+	When(ctx context.Context, obj *model.Schedule) (string, error)
+
+	Runs(ctx context.Context, obj *model.Schedule, first *int) ([]*model.ScheduleRun, error)
 }
 type SecretResolver interface {
 	Owner(ctx context.Context, obj *access.SecretInfo) (string, error)
@@ -1625,6 +1704,7 @@ type SubscriptionResolver interface {
 	AppInstanceChanged(ctx context.Context, app *string, id *string) (<-chan *live.AppInstanceUpdate, error)
 	GatewayTraffic(ctx context.Context) (<-chan *live.GatewayTraffic, error)
 	PipelineRunChanged(ctx context.Context, id string) (<-chan *gqlmodel.PipelineRun, error)
+	ScheduleChanged(ctx context.Context) (<-chan *live.ScheduleUpdate, error)
 	StudyChanged(ctx context.Context, id string) (<-chan *studies.View, error)
 }
 type TaskResolver interface {
@@ -1640,6 +1720,7 @@ type TaskResolver interface {
 
 	Artifacts(ctx context.Context, obj *model.Task) ([]*model.Artifact, error)
 	PipelineStep(ctx context.Context, obj *model.Task) (*gqlmodel.PipelineTaskLink, error)
+	ScheduledBy(ctx context.Context, obj *model.Task) (*gqlmodel.ScheduleRef, error)
 	StudyTrial(ctx context.Context, obj *model.Task) (*gqlmodel.TaskStudyTrial, error)
 	Attempt(ctx context.Context, obj *model.Task) (int, error)
 	Retries(ctx context.Context, obj *model.Task) (int, error)
@@ -3973,6 +4054,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.CreateResourcePolicy(childComplexity, args["input"].(allocation.PolicyInput)), true
+	case "Mutation.createSchedule":
+		if e.ComplexityRoot.Mutation.CreateSchedule == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_createSchedule_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.CreateSchedule(childComplexity, args["input"].(gqlmodel.CreateScheduleInput)), true
 	case "Mutation.createTenant":
 		if e.ComplexityRoot.Mutation.CreateTenant == nil {
 			break
@@ -4160,6 +4252,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.DeleteResourcePolicy(childComplexity, args["id"].(string)), true
+	case "Mutation.deleteSchedule":
+		if e.ComplexityRoot.Mutation.DeleteSchedule == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_deleteSchedule_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.DeleteSchedule(childComplexity, args["id"].(string)), true
 	case "Mutation.deleteSecret":
 		if e.ComplexityRoot.Mutation.DeleteSecret == nil {
 			break
@@ -4248,6 +4351,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.LockApp(childComplexity, args["name"].(string)), true
+	case "Mutation.pauseSchedule":
+		if e.ComplexityRoot.Mutation.PauseSchedule == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_pauseSchedule_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.PauseSchedule(childComplexity, args["id"].(string)), true
 	case "Mutation.publishArtifactPointer":
 		if e.ComplexityRoot.Mutation.PublishArtifactPointer == nil {
 			break
@@ -4369,6 +4483,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.ReportLocalRun(childComplexity, args["id"].(string), args["input"].(gqlmodel.LocalRunReportInput)), true
+	case "Mutation.resumeSchedule":
+		if e.ComplexityRoot.Mutation.ResumeSchedule == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_resumeSchedule_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.ResumeSchedule(childComplexity, args["id"].(string)), true
 	case "Mutation.revokeAPIKey":
 		if e.ComplexityRoot.Mutation.RevokeAPIKey == nil {
 			break
@@ -4622,6 +4747,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.UpdateResourcePolicy(childComplexity, args["id"].(string), args["input"].(allocation.PolicyInput)), true
+	case "Mutation.updateSchedule":
+		if e.ComplexityRoot.Mutation.UpdateSchedule == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_updateSchedule_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.UpdateSchedule(childComplexity, args["id"].(string), args["input"].(gqlmodel.UpdateScheduleInput)), true
 	case "Mutation.updateUser":
 		if e.ComplexityRoot.Mutation.UpdateUser == nil {
 			break
@@ -5707,6 +5843,23 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.RouteInstances(childComplexity, args["route"].(string)), true
+	case "Query.schedule":
+		if e.ComplexityRoot.Query.Schedule == nil {
+			break
+		}
+
+		args, err := ec.field_Query_schedule_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.Schedule(childComplexity, args["id"].(string)), true
+	case "Query.schedules":
+		if e.ComplexityRoot.Query.Schedules == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Query.Schedules(childComplexity), true
 	case "Query.secrets":
 		if e.ComplexityRoot.Query.Secrets == nil {
 			break
@@ -6077,6 +6230,232 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.ResourcePolicyPayload.Warnings(childComplexity), true
 
+	case "Schedule.createdAt":
+		if e.ComplexityRoot.Schedule.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Schedule.CreatedAt(childComplexity), true
+	case "Schedule.cron":
+		if e.ComplexityRoot.Schedule.Cron == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Schedule.Cron(childComplexity), true
+	case "Schedule.id":
+		if e.ComplexityRoot.Schedule.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Schedule.ID(childComplexity), true
+	case "Schedule.lastError":
+		if e.ComplexityRoot.Schedule.LastError == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Schedule.LastError(childComplexity), true
+	case "Schedule.lastResult":
+		if e.ComplexityRoot.Schedule.LastResult == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Schedule.LastResult(childComplexity), true
+	case "Schedule.lastRunAt":
+		if e.ComplexityRoot.Schedule.LastRunAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Schedule.LastRunAt(childComplexity), true
+	case "Schedule.lastRunId":
+		if e.ComplexityRoot.Schedule.LastRunID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Schedule.LastRunID(childComplexity), true
+	case "Schedule.missedRuns":
+		if e.ComplexityRoot.Schedule.MissedRuns == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Schedule.MissedRuns(childComplexity), true
+	case "Schedule.name":
+		if e.ComplexityRoot.Schedule.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Schedule.Name(childComplexity), true
+	case "Schedule.nextRunAt":
+		if e.ComplexityRoot.Schedule.NextRunAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Schedule.NextRunAt(childComplexity), true
+	case "Schedule.owner":
+		if e.ComplexityRoot.Schedule.Owner == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Schedule.Owner(childComplexity), true
+	case "Schedule.parameters":
+		if e.ComplexityRoot.Schedule.Parameters == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Schedule.Parameters(childComplexity), true
+	case "Schedule.paused":
+		if e.ComplexityRoot.Schedule.Paused == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Schedule.Paused(childComplexity), true
+	case "Schedule.pausedReason":
+		if e.ComplexityRoot.Schedule.PausedReason == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Schedule.PausedReason(childComplexity), true
+	case "Schedule.runs":
+		if e.ComplexityRoot.Schedule.Runs == nil {
+			break
+		}
+
+		args, err := ec.field_Schedule_runs_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Schedule.Runs(childComplexity, args["first"].(*int)), true
+	case "Schedule.targetId":
+		if e.ComplexityRoot.Schedule.TargetID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Schedule.TargetID(childComplexity), true
+	case "Schedule.targetKind":
+		if e.ComplexityRoot.Schedule.TargetKind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Schedule.TargetKind(childComplexity), true
+	case "Schedule.trigger":
+		if e.ComplexityRoot.Schedule.Trigger == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Schedule.Trigger(childComplexity), true
+	case "Schedule.updatedAt":
+		if e.ComplexityRoot.Schedule.UpdatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Schedule.UpdatedAt(childComplexity), true
+	case "Schedule.when":
+		if e.ComplexityRoot.Schedule.When == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Schedule.When(childComplexity), true
+
+	case "ScheduleRef.id":
+		if e.ComplexityRoot.ScheduleRef.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ScheduleRef.ID(childComplexity), true
+	case "ScheduleRef.name":
+		if e.ComplexityRoot.ScheduleRef.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ScheduleRef.Name(childComplexity), true
+
+	case "ScheduleRun.at":
+		if e.ComplexityRoot.ScheduleRun.At == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ScheduleRun.At(childComplexity), true
+	case "ScheduleRun.key":
+		if e.ComplexityRoot.ScheduleRun.Key == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ScheduleRun.Key(childComplexity), true
+	case "ScheduleRun.runId":
+		if e.ComplexityRoot.ScheduleRun.RunID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ScheduleRun.RunID(childComplexity), true
+	case "ScheduleRun.targetKind":
+		if e.ComplexityRoot.ScheduleRun.TargetKind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ScheduleRun.TargetKind(childComplexity), true
+
+	case "ScheduleTrigger.artifact":
+		if e.ComplexityRoot.ScheduleTrigger.Artifact == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ScheduleTrigger.Artifact(childComplexity), true
+	case "ScheduleTrigger.event":
+		if e.ComplexityRoot.ScheduleTrigger.Event == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ScheduleTrigger.Event(childComplexity), true
+	case "ScheduleTrigger.pipelineId":
+		if e.ComplexityRoot.ScheduleTrigger.PipelineID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ScheduleTrigger.PipelineID(childComplexity), true
+	case "ScheduleTrigger.projectId":
+		if e.ComplexityRoot.ScheduleTrigger.ProjectID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ScheduleTrigger.ProjectID(childComplexity), true
+	case "ScheduleTrigger.tag":
+		if e.ComplexityRoot.ScheduleTrigger.Tag == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ScheduleTrigger.Tag(childComplexity), true
+
+	case "ScheduleUpdate.at":
+		if e.ComplexityRoot.ScheduleUpdate.At == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ScheduleUpdate.At(childComplexity), true
+	case "ScheduleUpdate.kind":
+		if e.ComplexityRoot.ScheduleUpdate.Kind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ScheduleUpdate.Kind(childComplexity), true
+	case "ScheduleUpdate.missed":
+		if e.ComplexityRoot.ScheduleUpdate.Missed == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ScheduleUpdate.Missed(childComplexity), true
+	case "ScheduleUpdate.schedule":
+		if e.ComplexityRoot.ScheduleUpdate.Schedule == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ScheduleUpdate.Schedule(childComplexity), true
+	case "ScheduleUpdate.scheduleId":
+		if e.ComplexityRoot.ScheduleUpdate.ScheduleID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ScheduleUpdate.ScheduleID(childComplexity), true
+
 	case "SearchParam.hi":
 		if e.ComplexityRoot.SearchParam.Hi == nil {
 			break
@@ -6426,6 +6805,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Subscription.QueueChanged(childComplexity, args["computeResource"].(string)), true
+	case "Subscription.scheduleChanged":
+		if e.ComplexityRoot.Subscription.ScheduleChanged == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Subscription.ScheduleChanged(childComplexity), true
 	case "Subscription.studyChanged":
 		if e.ComplexityRoot.Subscription.StudyChanged == nil {
 			break
@@ -6608,6 +6993,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Task.Retries(childComplexity), true
+	case "Task.scheduledBy":
+		if e.ComplexityRoot.Task.ScheduledBy == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Task.ScheduledBy(childComplexity), true
 	case "Task.size":
 		if e.ComplexityRoot.Task.Size == nil {
 			break
@@ -6638,6 +7029,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Task.StudyTrial(childComplexity), true
+	case "Task.tags":
+		if e.ComplexityRoot.Task.Tags == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Task.Tags(childComplexity), true
 	case "Task.updatedAt":
 		if e.ComplexityRoot.Task.UpdatedAt == nil {
 			break
@@ -7480,6 +7877,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 			graphql.NewInputUnmarshaler("ComputeResourceInput", ec.unmarshalInputComputeResourceInput),
 			graphql.NewInputUnmarshaler("ConnectProfileInput", ec.unmarshalInputConnectProfileInput),
 			graphql.NewInputUnmarshaler("CreateAPIKeyInput", ec.unmarshalInputCreateAPIKeyInput),
+			graphql.NewInputUnmarshaler("CreateScheduleInput", ec.unmarshalInputCreateScheduleInput),
 			graphql.NewInputUnmarshaler("CreateTenantInput", ec.unmarshalInputCreateTenantInput),
 			graphql.NewInputUnmarshaler("CreateUserInput", ec.unmarshalInputCreateUserInput),
 			graphql.NewInputUnmarshaler("EnqueueTaskInput", ec.unmarshalInputEnqueueTaskInput),
@@ -7507,6 +7905,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 			graphql.NewInputUnmarshaler("RateLimitInput", ec.unmarshalInputRateLimitInput),
 			graphql.NewInputUnmarshaler("ResourcePolicyInput", ec.unmarshalInputResourcePolicyInput),
 			graphql.NewInputUnmarshaler("RunPipelineInput", ec.unmarshalInputRunPipelineInput),
+			graphql.NewInputUnmarshaler("ScheduleTriggerInput", ec.unmarshalInputScheduleTriggerInput),
 			graphql.NewInputUnmarshaler("SearchParamInput", ec.unmarshalInputSearchParamInput),
 			graphql.NewInputUnmarshaler("StartLocalRunInput", ec.unmarshalInputStartLocalRunInput),
 			graphql.NewInputUnmarshaler("StartStudyInput", ec.unmarshalInputStartStudyInput),
@@ -7515,6 +7914,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 			graphql.NewInputUnmarshaler("TaskInputRef", ec.unmarshalInputTaskInputRef),
 			graphql.NewInputUnmarshaler("TimeBudgetInput", ec.unmarshalInputTimeBudgetInput),
 			graphql.NewInputUnmarshaler("TokenBudgetInput", ec.unmarshalInputTokenBudgetInput),
+			graphql.NewInputUnmarshaler("UpdateScheduleInput", ec.unmarshalInputUpdateScheduleInput),
 			graphql.NewInputUnmarshaler("UpdateUserInput", ec.unmarshalInputUpdateUserInput),
 			graphql.NewInputUnmarshaler("UsageInput", ec.unmarshalInputUsageInput),
 		)
@@ -9515,6 +9915,151 @@ extend type Mutation {
   executeRemotely(id: ID!, computeResource: ID!, group: ID, idempotencyKey: String): Task!
 }
 `, BuiltIn: false},
+	{Name: "../schema/schedules.graphqls", Input: `# Schedules and triggers (docs/schedules.md): a cron expression (UTC) or an
+# event that starts a task (a clone of it), a pipeline or a study, as the
+# schedule's owner, under their policies and quota.
+
+"A schedule. Its owner and tenant admins see it; others get NOT_FOUND."
+type Schedule {
+  id: ID!
+  name: String!
+  "The user every run is made as."
+  owner: String!
+  "task (a clone of the task), pipeline or study."
+  targetKind: String!
+  "The task to clone, or the pipeline or study to start."
+  targetId: ID!
+  "Parameters set over the target's."
+  parameters: StringMap!
+  "A 5-field cron expression or a descriptor (@daily), in UTC; null for a trigger."
+  cron: String
+  "The event it waits for; null for a cron schedule."
+  trigger: ScheduleTrigger
+  "When it fires, in words."
+  when: String!
+  "run-once (one run on start for all the runs missed while the control plane was down) or skip."
+  missedRuns: String!
+  paused: Boolean!
+  "Why it is paused: who paused it, or why its owner can no longer start it."
+  pausedReason: String!
+  "The next firing of a cron schedule; null for a trigger or while paused."
+  nextRunAt: Time
+  lastRunAt: Time
+  "What the last firing started (a task, pipeline run or study id); empty when none."
+  lastRunId: String!
+  "started, refused, or what was skipped."
+  lastResult: String!
+  "Why the last firing that failed failed; cleared by a success."
+  lastError: String!
+  createdAt: Time!
+  updatedAt: Time!
+  "The last firings, newest first."
+  runs(first: Int): [ScheduleRun!]!
+}
+
+"The event a trigger schedule waits for."
+type ScheduleTrigger {
+  "task.completed, artifact.published or pipeline.finished."
+  event: String!
+  "task.completed: the project (id) whose tasks it watches."
+  projectId: String
+  "task.completed: the tag the task must have."
+  tag: String
+  "artifact.published: the artifact's name."
+  artifact: String
+  "pipeline.finished: the pipeline."
+  pipelineId: String
+}
+
+"One firing of a schedule."
+type ScheduleRun {
+  "What the firing was: at:<due time in µs> for cron, the event (task:<id>) for a trigger."
+  key: String!
+  targetKind: String!
+  "What it started; empty when the start was refused."
+  runId: String!
+  at: Time!
+}
+
+"The schedule that started a task: its name and id only."
+type ScheduleRef {
+  id: ID!
+  name: String!
+}
+
+input ScheduleTriggerInput {
+  "task.completed, artifact.published or pipeline.finished."
+  event: String!
+  "task.completed: the project, by id or name."
+  project: String
+  tag: String
+  artifact: String
+  pipeline: String
+}
+
+input CreateScheduleInput {
+  name: String!
+  "What it starts: one of task (a task to clone), pipeline or study, by id."
+  task: ID
+  pipeline: ID
+  study: ID
+  "Parameters set over the target's."
+  parameters: StringMap
+  "A 5-field cron expression (UTC) or a descriptor such as @daily; or give trigger."
+  cron: String
+  trigger: ScheduleTriggerInput
+  "run-once (the default) or skip."
+  missedRuns: String
+}
+
+input UpdateScheduleInput {
+  name: String
+  parameters: StringMap
+  "A new cron expression; the schedule then fires from now."
+  cron: String
+  trigger: ScheduleTriggerInput
+  missedRuns: String
+}
+
+extend type Task {
+  "The schedule that started this task, if one did."
+  scheduledBy: ScheduleRef
+}
+
+"A schedule after it changed."
+type ScheduleUpdate {
+  "What happened: schedule.created, .updated, .paused, .resumed, .fired, .skipped, .refused or .deleted."
+  kind: String!
+  at: Time!
+  scheduleId: ID!
+  "The schedule as it is now; null once deleted."
+  schedule: Schedule
+  "Updates this subscriber missed (dropped because it read too slowly) since the previous one."
+  missed: Int!
+}
+
+extend type Subscription {
+  "Changes of the schedules you may see (yours; all the tenant's for an admin), including their firings."
+  scheduleChanged: ScheduleUpdate!
+}
+
+extend type Query {
+  "Your schedules (all the tenant's for an admin), by name."
+  schedules: [Schedule!]!
+  schedule(id: ID!): Schedule!
+}
+
+extend type Mutation {
+  createSchedule(input: CreateScheduleInput!): Schedule!
+  updateSchedule(id: ID!, input: UpdateScheduleInput!): Schedule!
+  "Stop firings until resumed."
+  pauseSchedule(id: ID!): Schedule!
+  "Fire again from now on (the firings missed while paused are not made); the owner's access is checked first."
+  resumeSchedule(id: ID!): Schedule!
+  "Delete a schedule; what it started stays."
+  deleteSchedule(id: ID!): Schedule!
+}
+`, BuiltIn: false},
 	{Name: "../schema/studies.graphqls", Input: `# Hyperparameter searches (docs/studies.md): trials cloned from a base task,
 # each with its parameters set by a strategy, run as ordinary tasks of the
 # study's owner on its compute resource, ranked by an objective metric.
@@ -9924,6 +10469,8 @@ type TaskSpec {
 type Task {
   id: ID!
   name: String!
+  "Labels given at enqueue, kept on clone."
+  tags: [String!]!
   status: TaskStatus!
   "Why the task is where it is: why it waits, why it was preempted, who aborted it."
   reason: String!
@@ -9975,6 +10522,8 @@ input EnqueueTaskInput {
   env: StringMap
   "Vault secrets to inject as environment variables of the same name (the worker fetches them at start)."
   secrets: [String!]
+  "Labels (letters, digits, '-', '_', '.', ':', '/'; at most 16): a schedule can start when a task of a project completes with a tag."
+  tags: [String!]
   """
   A key (a UUID, say) that makes a retry safe: the same key with the same input
   returns the task the first request created, for 24 hours, and creates nothing;
@@ -11804,6 +12353,108 @@ func (ec *executionContext) childFields_ResourcePolicyPayload(ctx context.Contex
 	return nil, fmt.Errorf("no field named %q was found under type ResourcePolicyPayload", field.Name)
 }
 
+func (ec *executionContext) childFields_Schedule(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_Schedule_id(ctx, field)
+	case "name":
+		return ec.fieldContext_Schedule_name(ctx, field)
+	case "owner":
+		return ec.fieldContext_Schedule_owner(ctx, field)
+	case "targetKind":
+		return ec.fieldContext_Schedule_targetKind(ctx, field)
+	case "targetId":
+		return ec.fieldContext_Schedule_targetId(ctx, field)
+	case "parameters":
+		return ec.fieldContext_Schedule_parameters(ctx, field)
+	case "cron":
+		return ec.fieldContext_Schedule_cron(ctx, field)
+	case "trigger":
+		return ec.fieldContext_Schedule_trigger(ctx, field)
+	case "when":
+		return ec.fieldContext_Schedule_when(ctx, field)
+	case "missedRuns":
+		return ec.fieldContext_Schedule_missedRuns(ctx, field)
+	case "paused":
+		return ec.fieldContext_Schedule_paused(ctx, field)
+	case "pausedReason":
+		return ec.fieldContext_Schedule_pausedReason(ctx, field)
+	case "nextRunAt":
+		return ec.fieldContext_Schedule_nextRunAt(ctx, field)
+	case "lastRunAt":
+		return ec.fieldContext_Schedule_lastRunAt(ctx, field)
+	case "lastRunId":
+		return ec.fieldContext_Schedule_lastRunId(ctx, field)
+	case "lastResult":
+		return ec.fieldContext_Schedule_lastResult(ctx, field)
+	case "lastError":
+		return ec.fieldContext_Schedule_lastError(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_Schedule_createdAt(ctx, field)
+	case "updatedAt":
+		return ec.fieldContext_Schedule_updatedAt(ctx, field)
+	case "runs":
+		return ec.fieldContext_Schedule_runs(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Schedule", field.Name)
+}
+
+func (ec *executionContext) childFields_ScheduleRef(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_ScheduleRef_id(ctx, field)
+	case "name":
+		return ec.fieldContext_ScheduleRef_name(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ScheduleRef", field.Name)
+}
+
+func (ec *executionContext) childFields_ScheduleRun(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "key":
+		return ec.fieldContext_ScheduleRun_key(ctx, field)
+	case "targetKind":
+		return ec.fieldContext_ScheduleRun_targetKind(ctx, field)
+	case "runId":
+		return ec.fieldContext_ScheduleRun_runId(ctx, field)
+	case "at":
+		return ec.fieldContext_ScheduleRun_at(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ScheduleRun", field.Name)
+}
+
+func (ec *executionContext) childFields_ScheduleTrigger(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "event":
+		return ec.fieldContext_ScheduleTrigger_event(ctx, field)
+	case "projectId":
+		return ec.fieldContext_ScheduleTrigger_projectId(ctx, field)
+	case "tag":
+		return ec.fieldContext_ScheduleTrigger_tag(ctx, field)
+	case "artifact":
+		return ec.fieldContext_ScheduleTrigger_artifact(ctx, field)
+	case "pipelineId":
+		return ec.fieldContext_ScheduleTrigger_pipelineId(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ScheduleTrigger", field.Name)
+}
+
+func (ec *executionContext) childFields_ScheduleUpdate(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "kind":
+		return ec.fieldContext_ScheduleUpdate_kind(ctx, field)
+	case "at":
+		return ec.fieldContext_ScheduleUpdate_at(ctx, field)
+	case "scheduleId":
+		return ec.fieldContext_ScheduleUpdate_scheduleId(ctx, field)
+	case "schedule":
+		return ec.fieldContext_ScheduleUpdate_schedule(ctx, field)
+	case "missed":
+		return ec.fieldContext_ScheduleUpdate_missed(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ScheduleUpdate", field.Name)
+}
+
 func (ec *executionContext) childFields_SearchParam(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "name":
@@ -11936,6 +12587,8 @@ func (ec *executionContext) childFields_Task(ctx context.Context, field graphql.
 		return ec.fieldContext_Task_id(ctx, field)
 	case "name":
 		return ec.fieldContext_Task_name(ctx, field)
+	case "tags":
+		return ec.fieldContext_Task_tags(ctx, field)
 	case "status":
 		return ec.fieldContext_Task_status(ctx, field)
 	case "reason":
@@ -11970,6 +12623,8 @@ func (ec *executionContext) childFields_Task(ctx context.Context, field graphql.
 		return ec.fieldContext_Task_artifacts(ctx, field)
 	case "pipelineStep":
 		return ec.fieldContext_Task_pipelineStep(ctx, field)
+	case "scheduledBy":
+		return ec.fieldContext_Task_scheduledBy(ctx, field)
 	case "studyTrial":
 		return ec.fieldContext_Task_studyTrial(ctx, field)
 	case "attempt":
@@ -12788,6 +13443,20 @@ func (ec *executionContext) field_Mutation_createResourcePolicy_args(ctx context
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_createSchedule_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (gqlmodel.CreateScheduleInput, error) {
+			return ec.unmarshalNCreateScheduleInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐCreateScheduleInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_createTenant_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -13042,6 +13711,20 @@ func (ec *executionContext) field_Mutation_deleteResourcePolicy_args(ctx context
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_deleteSchedule_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_deleteSecret_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -13226,6 +13909,20 @@ func (ec *executionContext) field_Mutation_lockApp_args(ctx context.Context, raw
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_pauseSchedule_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_publishArtifactPointer_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -13393,6 +14090,20 @@ func (ec *executionContext) field_Mutation_reportLocalRun_args(ctx context.Conte
 		return nil, err
 	}
 	args["input"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_resumeSchedule_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
 	return args, nil
 }
 
@@ -13830,6 +14541,28 @@ func (ec *executionContext) field_Mutation_updateResourcePolicy_args(ctx context
 	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "input",
 		func(ctx context.Context, v any) (allocation.PolicyInput, error) {
 			return ec.unmarshalNResourcePolicyInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋallocationᚐPolicyInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_updateSchedule_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (gqlmodel.UpdateScheduleInput, error) {
+			return ec.unmarshalNUpdateScheduleInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐUpdateScheduleInput(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -14360,6 +15093,20 @@ func (ec *executionContext) field_Query_routeInstances_args(ctx context.Context,
 	return args, nil
 }
 
+func (ec *executionContext) field_Query_schedule_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Query_secrets_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -14567,6 +15314,20 @@ func (ec *executionContext) field_Query_utilizationHistory_args(ctx context.Cont
 		return nil, err
 	}
 	args["stepSeconds"] = arg2
+	return args, nil
+}
+
+func (ec *executionContext) field_Schedule_runs_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "first",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["first"] = arg0
 	return args, nil
 }
 
@@ -26219,6 +26980,226 @@ func (ec *executionContext) fieldContext_Mutation_executeRemotely(ctx context.Co
 	return fc, nil
 }
 
+func (ec *executionContext) _Mutation_createSchedule(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_createSchedule(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().CreateSchedule(ctx, fc.Args["input"].(gqlmodel.CreateScheduleInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Schedule) graphql.Marshaler {
+			return ec.marshalNSchedule2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐSchedule(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_createSchedule(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Schedule(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_createSchedule_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_updateSchedule(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_updateSchedule(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().UpdateSchedule(ctx, fc.Args["id"].(string), fc.Args["input"].(gqlmodel.UpdateScheduleInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Schedule) graphql.Marshaler {
+			return ec.marshalNSchedule2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐSchedule(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_updateSchedule(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Schedule(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_updateSchedule_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_pauseSchedule(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_pauseSchedule(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().PauseSchedule(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Schedule) graphql.Marshaler {
+			return ec.marshalNSchedule2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐSchedule(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_pauseSchedule(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Schedule(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_pauseSchedule_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_resumeSchedule(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_resumeSchedule(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().ResumeSchedule(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Schedule) graphql.Marshaler {
+			return ec.marshalNSchedule2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐSchedule(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_resumeSchedule(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Schedule(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_resumeSchedule_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_deleteSchedule(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_deleteSchedule(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().DeleteSchedule(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Schedule) graphql.Marshaler {
+			return ec.marshalNSchedule2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐSchedule(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_deleteSchedule(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Schedule(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_deleteSchedule_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Mutation_startStudy(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -31290,6 +32271,82 @@ func (ec *executionContext) fieldContext_Query_project(ctx context.Context, fiel
 	return fc, nil
 }
 
+func (ec *executionContext) _Query_schedules(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_schedules(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Query().Schedules(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.Schedule) graphql.Marshaler {
+			return ec.marshalNSchedule2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐScheduleᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_schedules(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Schedule(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_schedule(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_schedule(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().Schedule(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Schedule) graphql.Marshaler {
+			return ec.marshalNSchedule2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐSchedule(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_schedule(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Schedule(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_schedule_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Query_studies(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -32754,6 +33811,873 @@ func (ec *executionContext) fieldContext_ResourcePolicyPayload_warnings(_ contex
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _Schedule_id(ctx context.Context, field graphql.CollectedField, obj *model.Schedule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Schedule_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Schedule_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Schedule", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Schedule_name(ctx context.Context, field graphql.CollectedField, obj *model.Schedule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Schedule_name(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Name, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Schedule_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Schedule", field, false, false, "String")
+}
+
+func (ec *executionContext) _Schedule_owner(ctx context.Context, field graphql.CollectedField, obj *model.Schedule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Schedule_owner(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Schedule().Owner(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Schedule_owner(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Schedule", field, true, true, "String")
+}
+
+func (ec *executionContext) _Schedule_targetKind(ctx context.Context, field graphql.CollectedField, obj *model.Schedule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Schedule_targetKind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TargetKind, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Schedule_targetKind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Schedule", field, false, false, "String")
+}
+
+func (ec *executionContext) _Schedule_targetId(ctx context.Context, field graphql.CollectedField, obj *model.Schedule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Schedule_targetId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TargetID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Schedule_targetId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Schedule", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Schedule_parameters(ctx context.Context, field graphql.CollectedField, obj *model.Schedule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Schedule_parameters(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Schedule().Parameters(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v map[string]string) graphql.Marshaler {
+			return ec.marshalNStringMap2map(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Schedule_parameters(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Schedule", field, true, true, "StringMap")
+}
+
+func (ec *executionContext) _Schedule_cron(ctx context.Context, field graphql.CollectedField, obj *model.Schedule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Schedule_cron(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Schedule().Cron(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Schedule_cron(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Schedule", field, true, true, "String")
+}
+
+func (ec *executionContext) _Schedule_trigger(ctx context.Context, field graphql.CollectedField, obj *model.Schedule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Schedule_trigger(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Trigger, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.ScheduleTrigger) graphql.Marshaler {
+			return ec.marshalOScheduleTrigger2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐScheduleTrigger(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Schedule_trigger(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Schedule",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ScheduleTrigger(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Schedule_when(ctx context.Context, field graphql.CollectedField, obj *model.Schedule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Schedule_when(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Schedule().When(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Schedule_when(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Schedule", field, true, true, "String")
+}
+
+func (ec *executionContext) _Schedule_missedRuns(ctx context.Context, field graphql.CollectedField, obj *model.Schedule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Schedule_missedRuns(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MissedRuns, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Schedule_missedRuns(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Schedule", field, false, false, "String")
+}
+
+func (ec *executionContext) _Schedule_paused(ctx context.Context, field graphql.CollectedField, obj *model.Schedule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Schedule_paused(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Paused, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Schedule_paused(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Schedule", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _Schedule_pausedReason(ctx context.Context, field graphql.CollectedField, obj *model.Schedule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Schedule_pausedReason(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PausedReason, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Schedule_pausedReason(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Schedule", field, false, false, "String")
+}
+
+func (ec *executionContext) _Schedule_nextRunAt(ctx context.Context, field graphql.CollectedField, obj *model.Schedule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Schedule_nextRunAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.NextRunAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Schedule_nextRunAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Schedule", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Schedule_lastRunAt(ctx context.Context, field graphql.CollectedField, obj *model.Schedule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Schedule_lastRunAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.LastRunAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Schedule_lastRunAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Schedule", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Schedule_lastRunId(ctx context.Context, field graphql.CollectedField, obj *model.Schedule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Schedule_lastRunId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.LastRunID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Schedule_lastRunId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Schedule", field, false, false, "String")
+}
+
+func (ec *executionContext) _Schedule_lastResult(ctx context.Context, field graphql.CollectedField, obj *model.Schedule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Schedule_lastResult(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.LastResult, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Schedule_lastResult(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Schedule", field, false, false, "String")
+}
+
+func (ec *executionContext) _Schedule_lastError(ctx context.Context, field graphql.CollectedField, obj *model.Schedule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Schedule_lastError(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.LastError, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Schedule_lastError(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Schedule", field, false, false, "String")
+}
+
+func (ec *executionContext) _Schedule_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.Schedule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Schedule_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Schedule_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Schedule", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Schedule_updatedAt(ctx context.Context, field graphql.CollectedField, obj *model.Schedule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Schedule_updatedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.UpdatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Schedule_updatedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Schedule", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Schedule_runs(ctx context.Context, field graphql.CollectedField, obj *model.Schedule) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Schedule_runs(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Schedule().Runs(ctx, obj, fc.Args["first"].(*int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.ScheduleRun) graphql.Marshaler {
+			return ec.marshalNScheduleRun2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐScheduleRunᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Schedule_runs(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Schedule",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ScheduleRun(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Schedule_runs_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ScheduleRef_id(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.ScheduleRef) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ScheduleRef_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ScheduleRef_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ScheduleRef", field, false, false, "ID")
+}
+
+func (ec *executionContext) _ScheduleRef_name(ctx context.Context, field graphql.CollectedField, obj *gqlmodel.ScheduleRef) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ScheduleRef_name(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Name, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ScheduleRef_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ScheduleRef", field, false, false, "String")
+}
+
+func (ec *executionContext) _ScheduleRun_key(ctx context.Context, field graphql.CollectedField, obj *model.ScheduleRun) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ScheduleRun_key(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Key, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ScheduleRun_key(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ScheduleRun", field, false, false, "String")
+}
+
+func (ec *executionContext) _ScheduleRun_targetKind(ctx context.Context, field graphql.CollectedField, obj *model.ScheduleRun) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ScheduleRun_targetKind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TargetKind, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ScheduleRun_targetKind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ScheduleRun", field, false, false, "String")
+}
+
+func (ec *executionContext) _ScheduleRun_runId(ctx context.Context, field graphql.CollectedField, obj *model.ScheduleRun) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ScheduleRun_runId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RunID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ScheduleRun_runId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ScheduleRun", field, false, false, "String")
+}
+
+func (ec *executionContext) _ScheduleRun_at(ctx context.Context, field graphql.CollectedField, obj *model.ScheduleRun) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ScheduleRun_at(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.At, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ScheduleRun_at(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ScheduleRun", field, false, false, "Time")
+}
+
+func (ec *executionContext) _ScheduleTrigger_event(ctx context.Context, field graphql.CollectedField, obj *model.ScheduleTrigger) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ScheduleTrigger_event(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Event, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ScheduleTrigger_event(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ScheduleTrigger", field, false, false, "String")
+}
+
+func (ec *executionContext) _ScheduleTrigger_projectId(ctx context.Context, field graphql.CollectedField, obj *model.ScheduleTrigger) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ScheduleTrigger_projectId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ProjectID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalOString2string(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ScheduleTrigger_projectId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ScheduleTrigger", field, false, false, "String")
+}
+
+func (ec *executionContext) _ScheduleTrigger_tag(ctx context.Context, field graphql.CollectedField, obj *model.ScheduleTrigger) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ScheduleTrigger_tag(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Tag, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalOString2string(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ScheduleTrigger_tag(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ScheduleTrigger", field, false, false, "String")
+}
+
+func (ec *executionContext) _ScheduleTrigger_artifact(ctx context.Context, field graphql.CollectedField, obj *model.ScheduleTrigger) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ScheduleTrigger_artifact(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Artifact, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalOString2string(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ScheduleTrigger_artifact(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ScheduleTrigger", field, false, false, "String")
+}
+
+func (ec *executionContext) _ScheduleTrigger_pipelineId(ctx context.Context, field graphql.CollectedField, obj *model.ScheduleTrigger) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ScheduleTrigger_pipelineId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PipelineID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalOString2string(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ScheduleTrigger_pipelineId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ScheduleTrigger", field, false, false, "String")
+}
+
+func (ec *executionContext) _ScheduleUpdate_kind(ctx context.Context, field graphql.CollectedField, obj *live.ScheduleUpdate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ScheduleUpdate_kind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Kind, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ScheduleUpdate_kind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ScheduleUpdate", field, false, false, "String")
+}
+
+func (ec *executionContext) _ScheduleUpdate_at(ctx context.Context, field graphql.CollectedField, obj *live.ScheduleUpdate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ScheduleUpdate_at(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.At, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ScheduleUpdate_at(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ScheduleUpdate", field, false, false, "Time")
+}
+
+func (ec *executionContext) _ScheduleUpdate_scheduleId(ctx context.Context, field graphql.CollectedField, obj *live.ScheduleUpdate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ScheduleUpdate_scheduleId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ScheduleID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ScheduleUpdate_scheduleId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ScheduleUpdate", field, false, false, "ID")
+}
+
+func (ec *executionContext) _ScheduleUpdate_schedule(ctx context.Context, field graphql.CollectedField, obj *live.ScheduleUpdate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ScheduleUpdate_schedule(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Schedule, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Schedule) graphql.Marshaler {
+			return ec.marshalOSchedule2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐSchedule(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ScheduleUpdate_schedule(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ScheduleUpdate",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Schedule(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ScheduleUpdate_missed(ctx context.Context, field graphql.CollectedField, obj *live.ScheduleUpdate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ScheduleUpdate_missed(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Missed, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ScheduleUpdate_missed(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ScheduleUpdate", field, false, false, "Int")
 }
 
 func (ec *executionContext) _SearchParam_name(ctx context.Context, field graphql.CollectedField, obj *model.SearchParam) (ret graphql.Marshaler) {
@@ -34265,6 +36189,38 @@ func (ec *executionContext) fieldContext_Subscription_pipelineRunChanged(ctx con
 	return fc, nil
 }
 
+func (ec *executionContext) _Subscription_scheduleChanged(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
+	return graphql.ResolveFieldStream(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Subscription_scheduleChanged(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Subscription().ScheduleChanged(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *live.ScheduleUpdate) graphql.Marshaler {
+			return ec.marshalNScheduleUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋliveᚐScheduleUpdate(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Subscription_scheduleChanged(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Subscription",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ScheduleUpdate(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Subscription_studyChanged(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
 	return graphql.ResolveFieldStream(
 		ctx,
@@ -34352,6 +36308,29 @@ func (ec *executionContext) _Task_name(ctx context.Context, field graphql.Collec
 	)
 }
 func (ec *executionContext) fieldContext_Task_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Task", field, false, false, "String")
+}
+
+func (ec *executionContext) _Task_tags(ctx context.Context, field graphql.CollectedField, obj *model.Task) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Task_tags(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Tags, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalNString2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Task_tags(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Task", field, false, false, "String")
 }
 
@@ -34831,6 +36810,38 @@ func (ec *executionContext) fieldContext_Task_pipelineStep(_ context.Context, fi
 		IsResolver: true,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_PipelineTaskLink(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Task_scheduledBy(ctx context.Context, field graphql.CollectedField, obj *model.Task) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Task_scheduledBy(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Task().ScheduledBy(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *gqlmodel.ScheduleRef) graphql.Marshaler {
+			return ec.marshalOScheduleRef2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐScheduleRef(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Task_scheduledBy(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Task",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ScheduleRef(ctx, field)
 		},
 	}
 	return fc, nil
@@ -40119,6 +42130,97 @@ func UnmarshalCreateAPIKeyInput(ctx context.Context, raw any) (gqlmodel.CreateAP
 	return out, err
 }
 
+func (ec *executionContext) unmarshalInputCreateScheduleInput(ctx context.Context, obj any) (gqlmodel.CreateScheduleInput, error) {
+	var it gqlmodel.CreateScheduleInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"name", "task", "pipeline", "study", "parameters", "cron", "trigger", "missedRuns"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "name":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("name"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Name = data
+		case "task":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("task"))
+			data, err := ec.unmarshalOID2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Task = data
+		case "pipeline":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("pipeline"))
+			data, err := ec.unmarshalOID2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Pipeline = data
+		case "study":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("study"))
+			data, err := ec.unmarshalOID2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Study = data
+		case "parameters":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("parameters"))
+			data, err := ec.unmarshalOStringMap2map(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Parameters = data
+		case "cron":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("cron"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Cron = data
+		case "trigger":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("trigger"))
+			data, err := ec.unmarshalOScheduleTriggerInput2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐScheduleTriggerInput(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Trigger = data
+		case "missedRuns":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("missedRuns"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MissedRuns = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalCreateScheduleInput unmarshals raw into the CreateScheduleInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalCreateScheduleInput(ctx context.Context, raw any) (gqlmodel.CreateScheduleInput, error) {
+	var out gqlmodel.CreateScheduleInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "CreateScheduleInput", raw, &out)
+	return out, err
+}
+
 func (ec *executionContext) unmarshalInputCreateTenantInput(ctx context.Context, obj any) (gqlmodel.CreateTenantInput, error) {
 	var it gqlmodel.CreateTenantInput
 	if obj == nil {
@@ -40270,7 +42372,7 @@ func (ec *executionContext) unmarshalInputEnqueueTaskInput(ctx context.Context, 
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"name", "project", "computeResource", "group", "command", "repository", "commit", "diff", "entryPoint", "workingDir", "packages", "image", "parameters", "env", "secrets", "idempotencyKey", "inputs"}
+	fieldsInOrder := [...]string{"name", "project", "computeResource", "group", "command", "repository", "commit", "diff", "entryPoint", "workingDir", "packages", "image", "parameters", "env", "secrets", "tags", "idempotencyKey", "inputs"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -40382,6 +42484,13 @@ func (ec *executionContext) unmarshalInputEnqueueTaskInput(ctx context.Context, 
 				return it, err
 			}
 			it.Secrets = data
+		case "tags":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("tags"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Tags = data
 		case "idempotencyKey":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idempotencyKey"))
 			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
@@ -42090,6 +44199,76 @@ func UnmarshalRunPipelineInput(ctx context.Context, raw any) (gqlmodel.RunPipeli
 	return out, err
 }
 
+func (ec *executionContext) unmarshalInputScheduleTriggerInput(ctx context.Context, obj any) (gqlmodel.ScheduleTriggerInput, error) {
+	var it gqlmodel.ScheduleTriggerInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"event", "project", "tag", "artifact", "pipeline"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "event":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("event"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Event = data
+		case "project":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("project"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Project = data
+		case "tag":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("tag"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Tag = data
+		case "artifact":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("artifact"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Artifact = data
+		case "pipeline":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("pipeline"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Pipeline = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalScheduleTriggerInput unmarshals raw into the ScheduleTriggerInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalScheduleTriggerInput(ctx context.Context, raw any) (gqlmodel.ScheduleTriggerInput, error) {
+	var out gqlmodel.ScheduleTriggerInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "ScheduleTriggerInput", raw, &out)
+	return out, err
+}
+
 func (ec *executionContext) unmarshalInputSearchParamInput(ctx context.Context, obj any) (gqlmodel.SearchParamInput, error) {
 	var it gqlmodel.SearchParamInput
 	if obj == nil {
@@ -42731,6 +44910,76 @@ func (ec *executionContext) unmarshalInputTokenBudgetInput(ctx context.Context, 
 func UnmarshalTokenBudgetInput(ctx context.Context, raw any) (llm.TokenBudgetInput, error) {
 	var out llm.TokenBudgetInput
 	err := graphql.UnmarshalNamedInputFromContext(ctx, "TokenBudgetInput", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputUpdateScheduleInput(ctx context.Context, obj any) (gqlmodel.UpdateScheduleInput, error) {
+	var it gqlmodel.UpdateScheduleInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"name", "parameters", "cron", "trigger", "missedRuns"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "name":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("name"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Name = data
+		case "parameters":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("parameters"))
+			data, err := ec.unmarshalOStringMap2map(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Parameters = data
+		case "cron":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("cron"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Cron = data
+		case "trigger":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("trigger"))
+			data, err := ec.unmarshalOScheduleTriggerInput2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐScheduleTriggerInput(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Trigger = data
+		case "missedRuns":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("missedRuns"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MissedRuns = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalUpdateScheduleInput unmarshals raw into the UpdateScheduleInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalUpdateScheduleInput(ctx context.Context, raw any) (gqlmodel.UpdateScheduleInput, error) {
+	var out gqlmodel.UpdateScheduleInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "UpdateScheduleInput", raw, &out)
 	return out, err
 }
 
@@ -46936,6 +49185,41 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "createSchedule":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_createSchedule(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "updateSchedule":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_updateSchedule(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "pauseSchedule":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_pauseSchedule(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "resumeSchedule":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_resumeSchedule(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "deleteSchedule":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_deleteSchedule(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "startStudy":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_startStudy(ctx, field)
@@ -48523,6 +50807,18 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_project(ctx, field)
 				})
+		case "schedules":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_schedules(ctx, field)
+				})
+		case "schedule":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_schedule(ctx, field)
+				})
 		case "studies":
 			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
 				true, true,
@@ -49028,6 +51324,331 @@ func (ec *executionContext) _ResourcePolicyPayload(ctx context.Context, sel ast.
 	return out
 }
 
+var scheduleImplementors = []string{"Schedule"}
+
+func (ec *executionContext) _Schedule(ctx context.Context, sel ast.SelectionSet, obj *model.Schedule) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, scheduleImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Schedule")
+		case "id":
+			out.Values[i] = ec._Schedule_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "name":
+			out.Values[i] = ec._Schedule_name(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "owner":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Schedule_owner(ctx, field, obj)
+				})
+		case "targetKind":
+			out.Values[i] = ec._Schedule_targetKind(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "targetId":
+			out.Values[i] = ec._Schedule_targetId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "parameters":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Schedule_parameters(ctx, field, obj)
+				})
+		case "cron":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Schedule_cron(ctx, field, obj)
+				})
+		case "trigger":
+			out.Values[i] = ec._Schedule_trigger(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "when":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Schedule_when(ctx, field, obj)
+				})
+		case "missedRuns":
+			out.Values[i] = ec._Schedule_missedRuns(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "paused":
+			out.Values[i] = ec._Schedule_paused(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "pausedReason":
+			out.Values[i] = ec._Schedule_pausedReason(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "nextRunAt":
+			out.Values[i] = ec._Schedule_nextRunAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "lastRunAt":
+			out.Values[i] = ec._Schedule_lastRunAt(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "lastRunId":
+			out.Values[i] = ec._Schedule_lastRunId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "lastResult":
+			out.Values[i] = ec._Schedule_lastResult(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "lastError":
+			out.Values[i] = ec._Schedule_lastError(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "createdAt":
+			out.Values[i] = ec._Schedule_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "updatedAt":
+			out.Values[i] = ec._Schedule_updatedAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "runs":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Schedule_runs(ctx, field, obj)
+				})
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var scheduleRefImplementors = []string{"ScheduleRef"}
+
+func (ec *executionContext) _ScheduleRef(ctx context.Context, sel ast.SelectionSet, obj *gqlmodel.ScheduleRef) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, scheduleRefImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ScheduleRef")
+		case "id":
+			out.Values[i] = ec._ScheduleRef_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "name":
+			out.Values[i] = ec._ScheduleRef_name(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var scheduleRunImplementors = []string{"ScheduleRun"}
+
+func (ec *executionContext) _ScheduleRun(ctx context.Context, sel ast.SelectionSet, obj *model.ScheduleRun) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, scheduleRunImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ScheduleRun")
+		case "key":
+			out.Values[i] = ec._ScheduleRun_key(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "targetKind":
+			out.Values[i] = ec._ScheduleRun_targetKind(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "runId":
+			out.Values[i] = ec._ScheduleRun_runId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "at":
+			out.Values[i] = ec._ScheduleRun_at(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var scheduleTriggerImplementors = []string{"ScheduleTrigger"}
+
+func (ec *executionContext) _ScheduleTrigger(ctx context.Context, sel ast.SelectionSet, obj *model.ScheduleTrigger) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, scheduleTriggerImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ScheduleTrigger")
+		case "event":
+			out.Values[i] = ec._ScheduleTrigger_event(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "projectId":
+			out.Values[i] = ec._ScheduleTrigger_projectId(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "tag":
+			out.Values[i] = ec._ScheduleTrigger_tag(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "artifact":
+			out.Values[i] = ec._ScheduleTrigger_artifact(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "pipelineId":
+			out.Values[i] = ec._ScheduleTrigger_pipelineId(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var scheduleUpdateImplementors = []string{"ScheduleUpdate"}
+
+func (ec *executionContext) _ScheduleUpdate(ctx context.Context, sel ast.SelectionSet, obj *live.ScheduleUpdate) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, scheduleUpdateImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ScheduleUpdate")
+		case "kind":
+			out.Values[i] = ec._ScheduleUpdate_kind(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "at":
+			out.Values[i] = ec._ScheduleUpdate_at(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "scheduleId":
+			out.Values[i] = ec._ScheduleUpdate_scheduleId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "schedule":
+			out.Values[i] = ec._ScheduleUpdate_schedule(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "missed":
+			out.Values[i] = ec._ScheduleUpdate_missed(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var searchParamImplementors = []string{"SearchParam"}
 
 func (ec *executionContext) _SearchParam(ctx context.Context, sel ast.SelectionSet, obj *model.SearchParam) graphql.Marshaler {
@@ -49460,6 +52081,8 @@ func (ec *executionContext) _Subscription(ctx context.Context, sel ast.Selection
 		return ec._Subscription_gatewayTraffic(ctx, fields[0])
 	case "pipelineRunChanged":
 		return ec._Subscription_pipelineRunChanged(ctx, fields[0])
+	case "scheduleChanged":
+		return ec._Subscription_scheduleChanged(ctx, fields[0])
 	case "studyChanged":
 		return ec._Subscription_studyChanged(ctx, fields[0])
 	default:
@@ -49485,6 +52108,11 @@ func (ec *executionContext) _Task(ctx context.Context, sel ast.SelectionSet, obj
 			}
 		case "name":
 			out.Values[i] = ec._Task_name(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "tags":
+			out.Values[i] = ec._Task_tags(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
@@ -49582,6 +52210,12 @@ func (ec *executionContext) _Task(ctx context.Context, sel ast.SelectionSet, obj
 				true, false,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Task_pipelineStep(ctx, field, obj)
+				})
+		case "scheduledBy":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Task_scheduledBy(ctx, field, obj)
 				})
 		case "studyTrial":
 			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
@@ -52064,6 +54698,11 @@ func (ec *executionContext) unmarshalNCreateAPIKeyInput2githubᚗcomᚋkliqueᚑ
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
+func (ec *executionContext) unmarshalNCreateScheduleInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐCreateScheduleInput(ctx context.Context, v any) (gqlmodel.CreateScheduleInput, error) {
+	res, err := ec.unmarshalInputCreateScheduleInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
 func (ec *executionContext) unmarshalNCreateTenantInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐCreateTenantInput(ctx context.Context, v any) (gqlmodel.CreateTenantInput, error) {
 	res, err := ec.unmarshalInputCreateTenantInput(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -53520,6 +56159,62 @@ func (ec *executionContext) unmarshalNRunPipelineInput2githubᚗcomᚋkliqueᚑa
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
+func (ec *executionContext) marshalNSchedule2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐScheduleᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Schedule) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNSchedule2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐSchedule(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNSchedule2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐSchedule(ctx context.Context, sel ast.SelectionSet, v *model.Schedule) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Schedule!")
+		return graphql.Null
+	}
+	return ec._Schedule(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNScheduleRun2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐScheduleRunᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.ScheduleRun) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNScheduleRun2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐScheduleRun(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNScheduleRun2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐScheduleRun(ctx context.Context, sel ast.SelectionSet, v *model.ScheduleRun) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "ScheduleRun!")
+		return graphql.Null
+	}
+	return ec._ScheduleRun(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNScheduleUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋliveᚐScheduleUpdate(ctx context.Context, sel ast.SelectionSet, v *live.ScheduleUpdate) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "ScheduleUpdate!")
+		return graphql.Null
+	}
+	return ec._ScheduleUpdate(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNSearchParam2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐSearchParamᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.SearchParam) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
@@ -54105,6 +56800,11 @@ var (
 		model.TrialStoppedEarly: "STOPPED_EARLY",
 	}
 )
+
+func (ec *executionContext) unmarshalNUpdateScheduleInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐUpdateScheduleInput(ctx context.Context, v any) (gqlmodel.UpdateScheduleInput, error) {
+	res, err := ec.unmarshalInputUpdateScheduleInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
 
 func (ec *executionContext) unmarshalNUpdateUserInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐUpdateUserInput(ctx context.Context, v any) (gqlmodel.UpdateUserInput, error) {
 	res, err := ec.unmarshalInputUpdateUserInput(ctx, v)
@@ -55023,6 +57723,35 @@ var (
 		model.RoleViewer:        "VIEWER",
 	}
 )
+
+func (ec *executionContext) marshalOSchedule2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐSchedule(ctx context.Context, sel ast.SelectionSet, v *model.Schedule) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._Schedule(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalOScheduleRef2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐScheduleRef(ctx context.Context, sel ast.SelectionSet, v *gqlmodel.ScheduleRef) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._ScheduleRef(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalOScheduleTrigger2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐScheduleTrigger(ctx context.Context, sel ast.SelectionSet, v *model.ScheduleTrigger) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._ScheduleTrigger(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalOScheduleTriggerInput2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐScheduleTriggerInput(ctx context.Context, v any) (*gqlmodel.ScheduleTriggerInput, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := ec.unmarshalInputScheduleTriggerInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
 
 func (ec *executionContext) unmarshalOString2string(ctx context.Context, v any) (string, error) {
 	res, err := graphql.UnmarshalString(v)

@@ -19,6 +19,17 @@ import (
 
 type Platform interface {
 	PipelinesPlatform
+	Schedules(ctx context.Context) ([]*model.Schedule, error)
+	Schedule(ctx context.Context, id string) (*model.Schedule, error)
+	ScheduleRuns(ctx context.Context, id string, limit int) ([]*model.ScheduleRun, error)
+	ScheduleOfRun(ctx context.Context, runID string) (*model.ScheduleRun, *model.Schedule, error)
+	CreateSchedule(ctx context.Context, in platform.ScheduleInput) (*model.Schedule, error)
+	UpdateSchedule(ctx context.Context, id string, in platform.ScheduleInput) (*model.Schedule, error)
+	PauseSchedule(ctx context.Context, id string) (*model.Schedule, error)
+	ResumeSchedule(ctx context.Context, id string) (*model.Schedule, error)
+	DeleteSchedule(ctx context.Context, id string) (*model.Schedule, error)
+	ScheduleWhen(sc *model.Schedule) string
+	SubscribeSchedules(ctx context.Context) (<-chan *live.ScheduleUpdate, error)
 	APIKeys(ctx context.Context, userRef string) ([]*model.APIKey, error)
 	AbortTask(ctx context.Context, id string, reason string) (*model.Task, error)
 	Apps(ctx context.Context) ([]*model.App, error)

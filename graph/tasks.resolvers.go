@@ -24,6 +24,7 @@ func (r *mutationResolver) EnqueueTask(ctx context.Context, input gqlmodel.Enque
 			Image: deref(input.Image), Parameters: input.Parameters, Env: input.Env, Secrets: input.Secrets,
 			Inputs: taskInputs(input.Inputs),
 		},
+		Tags:           input.Tags,
 		IdempotencyKey: deref(input.IdempotencyKey),
 	})
 }

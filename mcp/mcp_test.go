@@ -18,10 +18,10 @@ import (
 // allTools and readTools are the tools of the server, and those a viewer
 // is offered.
 var (
-	allTools = []string{"abort_task", "call_model", "clone_task", "compare_tasks", "enqueue_task", "get_app_instance", "get_pipeline_run", "get_study", "get_task", "get_task_logs",
-		"get_task_metrics", "get_usage", "launch_app", "list_apps", "list_compute_resources", "list_model_aliases", "list_tasks", "run_pipeline", "start_study", "stop_app"}
+	allTools = []string{"abort_task", "call_model", "clone_task", "compare_tasks", "create_schedule", "enqueue_task", "get_app_instance", "get_pipeline_run", "get_study", "get_task", "get_task_logs",
+		"get_task_metrics", "get_usage", "launch_app", "list_apps", "list_compute_resources", "list_model_aliases", "list_schedules", "list_tasks", "run_pipeline", "start_study", "stop_app"}
 	readTools = []string{"compare_tasks", "get_app_instance", "get_pipeline_run", "get_study", "get_task", "get_task_logs", "get_task_metrics", "get_usage",
-		"list_apps", "list_compute_resources", "list_model_aliases", "list_tasks"}
+		"list_apps", "list_compute_resources", "list_model_aliases", "list_schedules", "list_tasks"}
 )
 
 func TestToolsAreListedByRole(t *testing.T) {

@@ -15,6 +15,9 @@ import (
 
 type Platform interface {
 	PipelinesPlatform
+	CreateSchedule(ctx context.Context, in platform.ScheduleInput) (*model.Schedule, error)
+	Schedules(ctx context.Context) ([]*model.Schedule, error)
+	ScheduleWhen(sc *model.Schedule) string
 	AbortTask(ctx context.Context, id string, reason string) (*model.Task, error)
 	Apps(ctx context.Context) ([]*model.App, error)
 	AppInstance(ctx context.Context, id string) (*model.AppInstance, error)

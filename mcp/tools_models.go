@@ -75,6 +75,7 @@ func (s *Server) addTools() {
 	s.addAppTools()
 	s.addPipelineTools()
 	s.addStudyTools()
+	s.addScheduleTools()
 }
 
 func (s *Server) modelAliases(ctx context.Context, in *aliasesArgs) (*aliasesView, string, error) {

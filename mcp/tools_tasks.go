@@ -34,6 +34,7 @@ type enqueueArgs struct {
 	Parameters     map[string]string `json:"parameters,omitempty" jsonschema:"named parameters (hyperparameters) of the run, recorded with it and compared by compare_tasks"`
 	Env            map[string]string `json:"env,omitempty" jsonschema:"environment variables (never secrets: name those in secrets)"`
 	Secrets        []string          `json:"secrets,omitempty" jsonschema:"names of vault secrets the worker puts in the task's environment"`
+	Tags           []string          `json:"tags,omitempty" jsonschema:"labels of the task (letters, digits, '-', '_', '.', ':', '/'); a schedule can start when a task of a project completes with a tag"`
 	IdempotencyKey string            `json:"idempotencyKey,omitempty" jsonschema:"a key of your choice (a UUID) that makes a retry safe: calling again with the same key and arguments within 24 hours returns the task the first call created instead of a second one; the same key with other arguments is refused"`
 }
 
@@ -194,6 +195,7 @@ func (s *Server) enqueueTask(ctx context.Context, in *enqueueArgs) (*taskView, s
 		Spec: model.TaskSpec{Command: in.Command, Repository: in.Repository, Commit: in.Commit, Diff: in.Diff,
 			EntryPoint: in.EntryPoint, WorkingDir: in.WorkingDir, Packages: in.Packages, Image: in.Image,
 			Parameters: in.Parameters, Env: in.Env, Secrets: in.Secrets},
+		Tags:           in.Tags,
 		IdempotencyKey: in.IdempotencyKey,
 	})
 	if err != nil {

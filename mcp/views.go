@@ -43,6 +43,7 @@ type taskView struct {
 	EntryPoint string            `json:"entryPoint,omitempty"`
 	Image      string            `json:"image,omitempty"`
 	Parameters map[string]string `json:"parameters,omitempty"`
+	Tags       []string          `json:"tags,omitempty"`
 	Outputs    []string          `json:"outputs,omitempty" jsonschema:"where the task wrote its outputs"`
 	ClonedFrom *taskRef          `json:"clonedFrom,omitempty" jsonschema:"the task it was cloned from"`
 	CreatedAt  string            `json:"createdAt"`
@@ -113,7 +114,7 @@ func (n *namer) task(ctx context.Context, t *model.Task, detail bool) (*taskView
 	v := &taskView{ID: t.ID, Name: t.Name, Status: string(t.Status), Group: n.e.GroupName(t.GroupID),
 		ComputeResource: n.computeResource(t), Size: t.Size.String(), Pool: n.pool(t.PoolID), Attempt: t.Run.Attempt,
 		ExitCode: t.Run.ExitCode, Command: t.Spec.Command, Repository: t.Spec.Repository, Commit: t.Spec.Commit,
-		EntryPoint: t.Spec.EntryPoint, Image: t.Spec.Image, Parameters: t.Spec.Parameters, Outputs: t.Run.Outputs,
+		EntryPoint: t.Spec.EntryPoint, Image: t.Spec.Image, Parameters: t.Spec.Parameters, Tags: t.Tags, Outputs: t.Run.Outputs,
 		CreatedAt: stamp(t.CreatedAt), PlacedAt: stampPtr(t.PlacedAt), StartedAt: stampPtr(t.Run.StartedAt), FinishedAt: stampPtr(t.FinishedAt)}
 	var err error
 	if v.Reason, err = svc.TaskReason(ctx, t); err != nil {

@@ -11,6 +11,7 @@ type task struct {
 	ExitCode                       *int
 	Command                        []string
 	Parameters                     map[string]string
+	Tags                           []string
 	Outputs                        []string
 	ClonedFrom                     *struct{ ID, Name string }
 	CreatedAt, PlacedAt            string

@@ -24,6 +24,7 @@ import (
 	"github.com/klique-ai/klique/internal/cli/logincmd"
 	"github.com/klique-ai/klique/internal/cli/pipelinecmd"
 	"github.com/klique-ai/klique/internal/cli/studycmd"
+	"github.com/klique-ai/klique/internal/cli/schedulecmd"
 	"github.com/klique-ai/klique/internal/cli/taskcmd"
 )
 
@@ -44,6 +45,7 @@ var groups = []cli.Group{
 	artifactcmd.Commands,
 	pipelinecmd.Commands,
 	studycmd.Commands,
+	schedulecmd.Commands,
 }
 
 // agentCommands are the commands that start a long-running process: the

@@ -229,6 +229,21 @@ type CreateAPIKeyInput struct {
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
 }
 
+type CreateScheduleInput struct {
+	Name string `json:"name"`
+	// What it starts: one of task (a task to clone), pipeline or study, by id.
+	Task     *string `json:"task,omitempty"`
+	Pipeline *string `json:"pipeline,omitempty"`
+	Study    *string `json:"study,omitempty"`
+	// Parameters set over the target's.
+	Parameters map[string]string `json:"parameters,omitempty"`
+	// A 5-field cron expression (UTC) or a descriptor such as @daily; or give trigger.
+	Cron    *string               `json:"cron,omitempty"`
+	Trigger *ScheduleTriggerInput `json:"trigger,omitempty"`
+	// run-once (the default) or skip.
+	MissedRuns *string `json:"missedRuns,omitempty"`
+}
+
 type CreateTenantInput struct {
 	Name        string  `json:"name"`
 	DisplayName *string `json:"displayName,omitempty"`
@@ -272,6 +287,8 @@ type EnqueueTaskInput struct {
 	Env        map[string]string `json:"env,omitempty"`
 	// Vault secrets to inject as environment variables of the same name (the worker fetches them at start).
 	Secrets []string `json:"secrets,omitempty"`
+	// Labels (letters, digits, '-', '_', '.', ':', '/'; at most 16): a schedule can start when a task of a project completes with a tag.
+	Tags []string `json:"tags,omitempty"`
 	// A key (a UUID, say) that makes a retry safe: the same key with the same input
 	// returns the task the first request created, for 24 hours, and creates nothing;
 	// the same key with another input is refused (CONFLICT). The request's
@@ -538,6 +555,22 @@ type RunPipelineInput struct {
 	Project *string `json:"project,omitempty"`
 }
 
+// The schedule that started a task: its name and id only.
+type ScheduleRef struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+}
+
+type ScheduleTriggerInput struct {
+	// task.completed, artifact.published or pipeline.finished.
+	Event string `json:"event"`
+	// task.completed: the project, by id or name.
+	Project  *string `json:"project,omitempty"`
+	Tag      *string `json:"tag,omitempty"`
+	Artifact *string `json:"artifact,omitempty"`
+	Pipeline *string `json:"pipeline,omitempty"`
+}
+
 type SearchParamInput struct {
 	Name string `json:"name"`
 	// choice, uniform, loguniform or int.
@@ -655,6 +688,15 @@ type TenantConnection struct {
 type TenantEdge struct {
 	Cursor string        `json:"cursor"`
 	Node   *model.Tenant `json:"node"`
+}
+
+type UpdateScheduleInput struct {
+	Name       *string           `json:"name,omitempty"`
+	Parameters map[string]string `json:"parameters,omitempty"`
+	// A new cron expression; the schedule then fires from now.
+	Cron       *string               `json:"cron,omitempty"`
+	Trigger    *ScheduleTriggerInput `json:"trigger,omitempty"`
+	MissedRuns *string               `json:"missedRuns,omitempty"`
 }
 
 type UpdateUserInput struct {

@@ -143,6 +143,8 @@ const (
 	ChannelSystem Channel = "system"
 	// ChannelSSO is the sign-in through an external identity provider.
 	ChannelSSO Channel = "sso"
+	// ChannelSchedule is work a schedule starts as its owner.
+	ChannelSchedule Channel = "schedule"
 )
 
 // Unexported key types, so no other package can read or overwrite the values

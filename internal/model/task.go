@@ -136,6 +136,10 @@ type Task struct {
 	QueueSeq     int64
 	PoolID       string
 	ClonedFromID string
+	// Tags label the task for people and for triggers (a schedule can
+	// start when a task of a project completes with a tag). Set at
+	// enqueue, kept on clone.
+	Tags []string
 	// Run is set once a worker has claimed the task.
 	Run        TaskRun
 	CreatedAt  time.Time

@@ -21,9 +21,9 @@ type testBundle struct {
 
 // forEachStore runs fn against SQLite and PostgreSQL, as
 // platformtest.ForEachStore does.
-func forEachStore(t *testing.T, fn func(t *testing.T, b *testBundle)) {
+func forEachStore(t *testing.T, fn func(t *testing.T, b *testBundle), opts ...platformtest.Option) {
 	t.Helper()
-	platformtest.ForEachStore(t, func(t *testing.T, b *platformtest.Bundle) { fn(t, &testBundle{b}) })
+	platformtest.ForEachStore(t, func(t *testing.T, b *platformtest.Bundle) { fn(t, &testBundle{b}) }, opts...)
 }
 
 // people is the cast of the access and task tests, over the example estate.

@@ -33,6 +33,7 @@ import (
 	"github.com/klique-ai/klique/internal/platform/llm"
 	"github.com/klique-ai/klique/internal/platform/pipelines"
 	"github.com/klique-ai/klique/internal/platform/studies"
+	"github.com/klique-ai/klique/internal/platform/schedules"
 	"github.com/klique-ai/klique/internal/platform/tasks"
 	"github.com/klique-ai/klique/internal/store"
 	"github.com/klique-ai/klique/internal/vault"
@@ -66,6 +67,7 @@ type (
 	pipelinesDomain  = pipelines.Pipelines
 	artifactsDomain  = artifacts.Artifacts
 	studiesDomain    = studies.Studies
+	schedulesDomain  = schedules.Schedules
 )
 
 // Service is the platform service: the domains, composed.
@@ -81,6 +83,7 @@ type Service struct {
 	*pipelinesDomain
 	*artifactsDomain
 	*studiesDomain
+	*schedulesDomain
 }
 
 // New returns a service.
@@ -101,12 +104,20 @@ func New(o Options) *Service {
 		// Artifact storage is set by the server (SetArtifactStorage):
 		// until then only pointers can be published.
 		artifactsDomain: artifacts.New(k, artifacts.Options{}),
+		schedulesDomain: schedules.New(k),
 	}
 	s.wirePipelines()
 	// A worker publishes and fetches artifacts for the tasks the fleet
 	// says it holds; an enqueue checks its inputs by the artifacts' rule.
 	s.artifactsDomain.SetHeldTask(s.fleetDomain.HeldTask)
 	s.tasksDomain.SetInputCheck(artifacts.CheckInputs)
+	// A schedule of a task starts a clone of it, as the schedule's owner,
+	// through the tasks domain's governed path. Pipelines and studies add
+	// their starters (SetScheduleStarter) when they are wired.
+	s.schedulesDomain.SetScheduleStarter(model.ScheduleTargetTask, schedules.TaskStarter(s.tasksDomain.CheckClone,
+		func(ctx context.Context, id string, overrides map[string]string, key string) (*model.Task, error) {
+			return s.tasksDomain.CloneTask(ctx, id, tasks.CloneInput{ParameterOverrides: overrides, IdempotencyKey: key})
+		}))
 	// An app instance is a task: the apps domain enqueues and stops it
 	// through the tasks domain.
 	s.appsDomain.SetTasks(func(ctx context.Context, name, project, cr, group, id string, prepare apps.Prepare, request any) (*model.Task, error) {

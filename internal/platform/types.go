@@ -10,6 +10,7 @@ import (
 	"github.com/klique-ai/klique/internal/platform/kernel"
 	"github.com/klique-ai/klique/internal/platform/live"
 	"github.com/klique-ai/klique/internal/platform/llm"
+	"github.com/klique-ai/klique/internal/platform/schedules"
 	"github.com/klique-ai/klique/internal/platform/tasks"
 	"github.com/klique-ai/klique/internal/platform/view"
 	"github.com/klique-ai/klique/internal/store"
@@ -26,6 +27,8 @@ type (
 	ArtifactStorage      = artifacts.Options
 	ArtifactTooLarge     = artifacts.TooLargeError
 	APIKeyInput          = access.APIKeyInput
+	ScheduleInput        = schedules.ScheduleInput
+	ScheduleTickResult   = schedules.TickResult
 	LaunchInput          = apps.LaunchInput
 	AppInstanceFilter    = apps.InstanceFilter
 	AppSweepResult       = apps.SweepResult

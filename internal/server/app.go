@@ -68,6 +68,8 @@ type App struct {
 	stopPipelines context.CancelFunc
 	// stopStudies ends the studies controller (studies.go).
 	stopStudies context.CancelFunc
+	// stopSchedules ends the schedules pass (schedules.go).
+	stopSchedules context.CancelFunc
 	// Tunnels are the workers' tunnels to this replica, through which
 	// app instances on sites with no inbound path are reached.
 	Tunnels *tunnel.Registry
@@ -255,6 +257,7 @@ func start(ctx context.Context, cfg *config.Config, log *slog.Logger, st store.S
 	app.startAppIdle(cfg.Engine)
 	app.startPipelines(cfg.Engine)
 	app.startStudies(cfg.Engine)
+	app.startSchedules(cfg.Engine)
 	app.announce(cfg, st.Driver())
 	return app, nil
 }
@@ -434,6 +437,9 @@ func (a *App) Shutdown(ctx context.Context) error {
 	}
 	if a.stopStudies != nil {
 		a.stopStudies()
+	}
+	if a.stopSchedules != nil {
+		a.stopSchedules()
 	}
 	select {
 	case <-a.stopped:

@@ -109,6 +109,11 @@ func newFixture(t *testing.T, ts *testServer) *fixture {
 	if s := str(task, "enqueueTask", "status"); s != "QUEUED" {
 		t.Fatalf("alice's task is %s, want QUEUED", s)
 	}
+	// Alice's schedule of her task (once a year, so it never fires while
+	// the cases run): what others must not see or change.
+	sched := ts.mustGQL(t, f.alice, `mutation($t: ID!) { createSchedule(input: {name: "nightly-fraud", task: $t, cron: "0 3 1 1 *"}) { id } }`,
+		map[string]any{"t": f.ids["task"]})
+	f.ids["schedule"] = str(sched, "createSchedule", "id")
 	// A worker credential of onprem-k8s with a registered worker, and a
 	// secret in fraud-models' vault: objects of the worker protocol and
 	// the vault that others must not reach.
@@ -215,12 +220,12 @@ func newFixture(t *testing.T, ts *testServer) *fixture {
 		"h100", "a100-80gb", "onprem-k8s", "bare-metal", "slurm-a100", "cloud-burst",
 		"gpu-eighth", "half-gpu", "one-gpu", "eight-gpus", "multi-node-2x8", "multi-node training",
 		"ml-research", "vision", "fraud-models", "shared-eval", "s3://ml-research-artifacts",
-		"alice", "victor", "train-fraud", "train.py", alicePrefix, f.alice, f.victor, f.viewer, adminKey,
+		"alice", "victor", "train-fraud", "nightly-fraud", "train.py", alicePrefix, f.alice, f.victor, f.viewer, adminKey,
 		"rack-7", "gpu-host-7", "HF_TOKEN", "hf_fixture_secret_value", f.workerSecret, "lr-sweep-fraud",
 	)
 	// What a member of vision must never see of ml-research's work.
 	f.groupSecrets = []string{
-		f.ids["task"], "train-fraud", "train.py", f.ids["key alice"], alicePrefix, f.alice, f.viewer,
+		f.ids["task"], "train-fraud", "train.py", f.ids["schedule"], "nightly-fraud", f.ids["key alice"], alicePrefix, f.alice, f.viewer,
 		f.ids["policy ml-research"], f.ids["project fraud-models"], "s3://ml-research-artifacts",
 		"HF_TOKEN", "hf_fixture_secret_value", f.workerSecret, f.ids["study"], "lr-sweep-fraud",
 	}
@@ -261,6 +266,7 @@ const snapshotQuery = `{
 	projects(first: 500) { edges { node { id name description outputDestination } } }
 	users(first: 500) { edges { node { id name role disabled displayName email service groups { role group { id } } } } }
 	tasks(first: 500) { edges { node { id name status reason updatedAt spec { parameters } } } }
+	schedules { id name cron paused pausedReason nextRunAt lastRunAt parameters updatedAt }
 	tenants(first: 500) { edges { node { id name displayName } } }
 	auditLog(first: 1) { edges { node { id action objectName } } }
 	adminKeys: apiKeys(first: 500) { edges { node { id name revokedAt expiresAt } } }

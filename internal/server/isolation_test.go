@@ -186,6 +186,7 @@ var isolationCases = slices.Concat(
 	pipelineIsolationCases,
 	artifactIsolationCases,
 	studyIsolationCases,
+	scheduleIsolationCases,
 )
 
 // noneOf asserts that the answer under a field holds none of the words:

@@ -185,6 +185,7 @@ type Queries interface {
 	PipelineQueries
 	ArtifactQueries
 	StudyQueries
+	ScheduleQueries
 
 	// Tenants.
 	CreateTenant(ctx context.Context, t *model.Tenant) error

@@ -148,7 +148,7 @@ var kinds = []getKind{
 		},
 		one: `query($id: ID!) { item: task(id: $id) { id name status reason position project { name } owner { name } computeResource { name } group { name } size { text }
 			spec { command repository commit entryPoint workingDir packages image parameters env secrets inputs { name taskId artifact } } pool { name } worker { hostname } attempt retries
-			exitCode outputs clonedFrom { id name } createdAt updatedAt placedAt startedAt finishedAt } }`,
+			exitCode outputs clonedFrom { id name } tags scheduledBy { id name } createdAt updatedAt placedAt startedAt finishedAt } }`,
 	},
 	{
 		names: []string{"apikeys", "apikey", "keys"},

@@ -18,7 +18,7 @@ import (
 
 func newRunCmd(c *cli.CLI) *cobra.Command {
 	var resource, project, name, group, image string
-	var params, env, packages, secrets, inputs []string
+	var params, env, packages, secrets, inputs, tags []string
 	var includeUntracked, ignoreUntracked, push, diffOnly, noPackages, dryRun, quiet bool
 	var wait time.Duration
 	cmd := &cobra.Command{
@@ -103,6 +103,9 @@ variable KLIQUE_PARAM_NAME, and in the JSON file KLIQUE_PARAMS_FILE.`,
 			if err := artifactcmd.From(c).SetInputs(in, inputs); err != nil {
 				return err
 			}
+			if len(tags) > 0 {
+				in["tags"] = tags
+			}
 			if p != nil {
 				in["parameters"] = p
 			}
@@ -127,6 +130,7 @@ variable KLIQUE_PARAM_NAME, and in the JSON file KLIQUE_PARAMS_FILE.`,
 	f.BoolVar(&noPackages, "no-packages", false, "install no Python packages")
 	f.StringArrayVar(&secrets, "secret", nil, "a vault secret to inject as an environment variable of the same name (repeatable)")
 	f.StringArrayVar(&inputs, "input", nil, "an earlier run's artifact as an input, NAME=RUN/ARTIFACT: the task reads it at $KLIQUE_INPUT_<NAME> (repeatable)")
+	f.StringArrayVar(&tags, "tag", nil, "a label of the task (repeatable); a schedule can start when a task of a project completes with a tag")
 	f.BoolVar(&includeUntracked, "include-untracked", false, "send the files git does not track with the diff")
 	f.BoolVar(&ignoreUntracked, "ignore-untracked", false, "leave the files git does not track behind")
 	f.BoolVar(&push, "push", false, "push the current branch when the remote does not have its commit")

@@ -52,7 +52,7 @@ func quoteName(s string) string { return "'" + s + "'" }
 
 func newEnqueueCmd(c *cli.CLI) *cobra.Command {
 	var resource, project, name, group, image, repo, commit, entry, workdir string
-	var params, env, packages, secrets, inputs []string
+	var params, env, packages, secrets, inputs, tags []string
 	var wait time.Duration
 	var quiet bool
 	cmd := &cobra.Command{
@@ -95,6 +95,9 @@ the compute resource's queue for the engine to place it.`,
 			if err := artifactcmd.From(c).SetInputs(in, inputs); err != nil {
 				return err
 			}
+			if len(tags) > 0 {
+				in["tags"] = tags
+			}
 			p, err := keyValues("param", params)
 			if err != nil {
 				return err
@@ -127,6 +130,7 @@ the compute resource's queue for the engine to place it.`,
 	f.StringArrayVar(&packages, "package", nil, "Python package requirement (repeatable)")
 	f.StringArrayVar(&secrets, "secret", nil, "a vault secret to inject as an environment variable of the same name (repeatable)")
 	f.StringArrayVar(&inputs, "input", nil, "an earlier run's artifact as an input, NAME=RUN/ARTIFACT: the task reads it at $KLIQUE_INPUT_<NAME> (repeatable)")
+	f.StringArrayVar(&tags, "tag", nil, "a label of the task (repeatable); a schedule can start when a task of a project completes with a tag")
 	f.DurationVar(&wait, "wait", 0, "wait up to this long for the engine to place the task (e.g. 30s), then say where it is")
 	f.BoolVarP(&quiet, "quiet", "q", false, "print only the task's ID, for scripts: id=$(klique enqueue -q ...)")
 	return cmd

@@ -68,6 +68,8 @@ type subscriptions struct {
 	apps    events.Hub[*AppInstanceUpdate]
 	// objects are other domains' objects (FollowObject).
 	objects events.Hub[*ObjectUpdate]
+	// schedules follows the schedules (schedules.go).
+	schedules events.Hub[*ScheduleUpdate]
 }
 
 // SetSubscriptionLimits sets the caps on subscriptions; zero fields keep

@@ -39,6 +39,11 @@ type Reads interface {
 	AppInstance(ctx context.Context, id string) (*model.AppInstance, error)
 	TenantAppInstance(ctx context.Context, tenantID, id string) (*model.AppInstance, error)
 	SeesAppInstance(p *identity.Principal, t *model.Task) bool
+	// TenantSchedule reads a schedule on the platform's own behalf (nil,
+	// nil when it is gone); SeesSchedule is the schedules domain's rule
+	// of who may see one.
+	TenantSchedule(ctx context.Context, tenantID, id string) (*model.Schedule, error)
+	SeesSchedule(p *identity.Principal, sc *model.Schedule) bool
 }
 
 // Options configure the live domain.

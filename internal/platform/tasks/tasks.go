@@ -25,6 +25,8 @@ type EnqueueInput struct {
 	ComputeResource string
 	Group           string
 	Spec            model.TaskSpec
+	// Tags label the task (ValidateTags); a clone keeps its original's.
+	Tags []string
 	// IdempotencyKey, when set, makes a retry of this request return the
 	// task the first one created (kernel.Idempotency). The request's
 	// Idempotency-Key header is used when it is empty.
@@ -82,6 +84,11 @@ func (s *Tasks) enqueue(ctx context.Context, in EnqueueInput, clonedFrom *model.
 	}
 	in.Spec = normalizeSpec(in.Spec)
 	// An application's spec is written by prepare, and checked then.
+	tags, err := ValidateTags(in.Tags)
+	if err != nil {
+		return nil, kernel.Invalid("task %s: %v", kernel.Quote(in.Name), err)
+	}
+	in.Tags = tags
 	if ps := ValidateTaskSpec(in.Name, &in.Spec); len(ps) > 0 && in.prepare == nil {
 		return nil, &kernel.Error{Code: kernel.CodeInvalid, Message: "task " + kernel.Quote(in.Name) + ": " + strings.Join(ps, "; "), Problems: ps}
 	}
@@ -228,7 +235,7 @@ func (s *Tasks) newTask(t *kernel.Txn, e *estate.Estate, in EnqueueInput) (*mode
 	return &model.Task{
 		ID: id, TenantID: p.TenantID, ProjectID: project.ID, OwnerID: p.UserID,
 		ComputeResourceID: cr.ID, PolicyID: pol.ID, ProfileID: pr.ID, GroupID: pol.GroupID,
-		Name: in.Name, Spec: in.Spec, Size: size, Status: model.TaskQueued, Reason: "waiting for the engine to place it",
+		Name: in.Name, Spec: in.Spec, Tags: in.Tags, Size: size, Status: model.TaskQueued, Reason: "waiting for the engine to place it",
 		CreatedAt: t.Now, UpdatedAt: t.Now,
 	}, nil
 }
@@ -551,7 +558,8 @@ func (s *Tasks) CloneTask(ctx context.Context, id string, in CloneInput) (*model
 	for k, v := range orig.Spec.Env {
 		spec.Env[k] = v
 	}
-	enq := EnqueueInput{Name: orig.Name, Project: orig.ProjectID, ComputeResource: orig.ComputeResourceID, Spec: spec, seenComputeResource: true}
+	enq := EnqueueInput{Name: orig.Name, Project: orig.ProjectID, ComputeResource: orig.ComputeResourceID, Spec: spec,
+		Tags: append([]string(nil), orig.Tags...), seenComputeResource: true}
 	if in.Name != "" {
 		enq.Name = in.Name
 	}

@@ -18,7 +18,7 @@ import (
 const taskInsertColumns = `id, tenant_id, project_id, owner_id, compute_resource_id, policy_id, profile_id, group_id, name, spec,
 	size_nodes, size_per_node_milli, status, reason, queue_seq, pool_id, cloned_from_id,
 	created_at, updated_at, placed_at, finished_at,
-	worker_id, attempt, lease_expires_at, retries, started_at, exit_code, outputs, app_address`
+	worker_id, attempt, lease_expires_at, retries, started_at, exit_code, outputs, app_address, tags`
 
 const taskColumns = taskInsertColumns + `, app_active_at, app_warned_at`
 
@@ -28,11 +28,11 @@ func scanTask(r scanner) (*model.Task, error) {
 	var spec, status string
 	var perNode, created, updated int64
 	var placed, finished, lease, started, exit, active, warned sql.NullInt64
-	var outputs string
+	var outputs, tags string
 	if err := r.Scan(&t.ID, &t.TenantID, &project, &t.OwnerID, &t.ComputeResourceID, &t.PolicyID, &t.ProfileID,
 		&t.GroupID, &t.Name, &spec, &t.Size.Nodes, &perNode, &status, &t.Reason, &t.QueueSeq, &t.PoolID,
 		&t.ClonedFromID, &created, &updated, &placed, &finished,
-		&t.Run.WorkerID, &t.Run.Attempt, &lease, &t.Run.Retries, &started, &exit, &outputs, &t.Run.AppAddress, &active, &warned); err != nil {
+		&t.Run.WorkerID, &t.Run.Attempt, &lease, &t.Run.Retries, &started, &exit, &outputs, &t.Run.AppAddress, &tags, &active, &warned); err != nil {
 		return nil, err
 	}
 	t.Run.LeaseExpiresAt, t.Run.StartedAt = timePtr(lease), timePtr(started)
@@ -44,6 +44,11 @@ func scanTask(r scanner) (*model.Task, error) {
 	if outputs != "" && outputs != "[]" {
 		if err := json.Unmarshal([]byte(outputs), &t.Run.Outputs); err != nil {
 			return nil, fmt.Errorf("task %s outputs: decode JSON: %w", t.ID, err)
+		}
+	}
+	if tags != "" && tags != "[]" {
+		if err := json.Unmarshal([]byte(tags), &t.Tags); err != nil {
+			return nil, fmt.Errorf("task %s tags: decode JSON: %w", t.ID, err)
 		}
 	}
 	if spec != "" && spec != "null" {
@@ -94,14 +99,18 @@ func (q *queries) CreateTask(ctx context.Context, t *model.Task) error {
 		if err != nil {
 			return fmt.Errorf("%s: encode outputs: %w", what, err)
 		}
+		tags, err := marshalJSON(t.Tags, "[]")
+		if err != nil {
+			return fmt.Errorf("%s: encode tags: %w", what, err)
+		}
 		_, err = q.write(ctx, what, store.ErrNotFound,
-			`INSERT INTO tasks (`+taskInsertColumns+`) VALUES (`+placeholders(29)+`)`,
+			`INSERT INTO tasks (`+taskInsertColumns+`) VALUES (`+placeholders(30)+`)`,
 			t.ID, t.TenantID, nullString(t.ProjectID), t.OwnerID, t.ComputeResourceID, t.PolicyID, t.ProfileID,
 			t.GroupID, t.Name, spec, t.Size.Nodes, int64(t.Size.PerNode), string(t.Status), t.Reason, t.QueueSeq,
 			t.PoolID, t.ClonedFromID, micros(t.CreatedAt), micros(t.UpdatedAt),
 			nullMicros(t.PlacedAt), nullMicros(t.FinishedAt),
 			t.Run.WorkerID, t.Run.Attempt, nullMicros(t.Run.LeaseExpiresAt), t.Run.Retries, nullMicros(t.Run.StartedAt),
-			nullInt(t.Run.ExitCode), outputs, t.Run.AppAddress)
+			nullInt(t.Run.ExitCode), outputs, t.Run.AppAddress, tags)
 		return err
 	})
 	if err != nil {
@@ -116,7 +125,7 @@ func (q *queries) CreateTask(ctx context.Context, t *model.Task) error {
 // UpdateTask writes what changes over a task's life: name, spec, size,
 // status, reason, pool, UpdatedAt, PlacedAt, FinishedAt and the run. What is fixed at
 // enqueue (the project, owner, compute resource and the copies taken from it,
-// QueueSeq, ClonedFromID and CreatedAt) is left as it is.
+// QueueSeq, ClonedFromID, Tags and CreatedAt) is left as it is.
 func (q *queries) UpdateTask(ctx context.Context, t *model.Task) error {
 	what := "update task " + t.ID
 	spec, err := marshalJSON(t.Spec, "{}")

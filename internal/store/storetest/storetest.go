@@ -71,6 +71,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Pipelines", work.Pipelines},
 		{"Artifacts", work.Artifacts},
 		{"Studies", work.Studies},
+		{"Schedules", work.Schedules},
 		{"Store", work.Store},
 	} {
 		t.Run(group.name, func(t *testing.T) {

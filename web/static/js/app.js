@@ -6,6 +6,7 @@ import { h, replace, errorBox } from './dom.js';
 import { onMode } from './live.js';
 import * as orchestration from './pages/orchestration.js';
 import * as queues from './pages/queues.js';
+import * as schedules from './pages/schedules.js';
 import * as policy from './pages/policy.js';
 import * as usage from './pages/usage.js';
 import * as task from './pages/task.js';
@@ -16,7 +17,7 @@ import * as compare from './pages/compare.js';
 import * as pipelines from './pages/pipelines.js';
 import * as studies from './pages/studies.js';
 
-const pages = { orchestration, queues, policy, usage, models, apps, compare, pipelines, studies, task, estate };
+const pages = { orchestration, queues, policy, usage, models, apps, compare, pipelines, studies, schedules, task, estate };
 const main = document.getElementById('main');
 let stopPage = null;
 let viewer = null;

@@ -150,6 +150,76 @@ func (pc perCall) GetStudyTrialByTask(ctx context.Context, tenantID string, task
 	})
 }
 
+func (pc perCall) CreateSchedule(ctx context.Context, s *model.Schedule) error {
+	return pc.s.InTx(ctx, func(tx store.Queries) error { return tx.CreateSchedule(ctx, s) })
+}
+
+func (pc perCall) UpdateSchedule(ctx context.Context, s *model.Schedule) error {
+	return pc.s.InTx(ctx, func(tx store.Queries) error { return tx.UpdateSchedule(ctx, s) })
+}
+
+func (pc perCall) DeleteSchedule(ctx context.Context, tenantID string, id string) error {
+	return pc.s.InTx(ctx, func(tx store.Queries) error { return tx.DeleteSchedule(ctx, tenantID, id) })
+}
+
+func (pc perCall) GetSchedule(ctx context.Context, tenantID string, id string) (*model.Schedule, error) {
+	return call(ctx, pc.s, func(tx store.Queries) (*model.Schedule, error) { return tx.GetSchedule(ctx, tenantID, id) })
+}
+
+func (pc perCall) ListSchedules(ctx context.Context, tenantID string) ([]*model.Schedule, error) {
+	return call(ctx, pc.s, func(tx store.Queries) ([]*model.Schedule, error) { return tx.ListSchedules(ctx, tenantID) })
+}
+
+func (pc perCall) ListActiveSchedules(ctx context.Context) ([]*model.Schedule, error) {
+	return call(ctx, pc.s, func(tx store.Queries) ([]*model.Schedule, error) { return tx.ListActiveSchedules(ctx) })
+}
+
+func (pc perCall) ClaimScheduleFiring(ctx context.Context, s *model.Schedule, due time.Time) (bool, error) {
+	return call(ctx, pc.s, func(tx store.Queries) (bool, error) { return tx.ClaimScheduleFiring(ctx, s, due) })
+}
+
+func (pc perCall) AdvanceScheduleCheck(ctx context.Context, tenantID string, id string, old *time.Time, checked time.Time) (bool, error) {
+	return call(ctx, pc.s, func(tx store.Queries) (bool, error) { return tx.AdvanceScheduleCheck(ctx, tenantID, id, old, checked) })
+}
+
+func (pc perCall) NoteScheduleRun(ctx context.Context, tenantID string, id string, at time.Time, runID string, result string, lastError string) error {
+	return pc.s.InTx(ctx, func(tx store.Queries) error {
+		return tx.NoteScheduleRun(ctx, tenantID, id, at, runID, result, lastError)
+	})
+}
+
+func (pc perCall) PauseScheduleIf(ctx context.Context, tenantID string, id string, reason string, at time.Time) (bool, error) {
+	return call(ctx, pc.s, func(tx store.Queries) (bool, error) { return tx.PauseScheduleIf(ctx, tenantID, id, reason, at) })
+}
+
+func (pc perCall) GetScheduleRun(ctx context.Context, tenantID string, scheduleID string, key string) (*model.ScheduleRun, error) {
+	return call(ctx, pc.s, func(tx store.Queries) (*model.ScheduleRun, error) {
+		return tx.GetScheduleRun(ctx, tenantID, scheduleID, key)
+	})
+}
+
+func (pc perCall) RecordScheduleRun(ctx context.Context, r *model.ScheduleRun) (bool, error) {
+	return call(ctx, pc.s, func(tx store.Queries) (bool, error) { return tx.RecordScheduleRun(ctx, r) })
+}
+
+func (pc perCall) ListScheduleRuns(ctx context.Context, tenantID string, scheduleID string, limit int) ([]*model.ScheduleRun, error) {
+	return call(ctx, pc.s, func(tx store.Queries) ([]*model.ScheduleRun, error) {
+		return tx.ListScheduleRuns(ctx, tenantID, scheduleID, limit)
+	})
+}
+
+func (pc perCall) ScheduleRunsOf(ctx context.Context, tenantID string, runIDs []string) (map[string]*model.ScheduleRun, error) {
+	return call(ctx, pc.s, func(tx store.Queries) (map[string]*model.ScheduleRun, error) {
+		return tx.ScheduleRunsOf(ctx, tenantID, runIDs)
+	})
+}
+
+func (pc perCall) ListFinishedTasks(ctx context.Context, tenantID string, projectID string, tag string, status model.TaskStatus, since time.Time, until time.Time, limit int) ([]*model.Task, error) {
+	return call(ctx, pc.s, func(tx store.Queries) ([]*model.Task, error) {
+		return tx.ListFinishedTasks(ctx, tenantID, projectID, tag, status, since, until, limit)
+	})
+}
+
 func (pc perCall) CreateTenant(ctx context.Context, t *model.Tenant) error {
 	return pc.s.InTx(ctx, func(tx store.Queries) error { return tx.CreateTenant(ctx, t) })
 }

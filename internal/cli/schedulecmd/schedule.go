@@ -1,0 +1,243 @@
+// Package schedulecmd holds klique schedule: create, list, pause, resume
+// and remove schedules, which start a task (a clone of it), a pipeline or
+// a study on a cron expression or an event, as their owner
+// (docs/schedules.md).
+package schedulecmd
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/klique-ai/klique/internal/cli"
+	"github.com/klique-ai/klique/internal/client"
+)
+
+// Commands are the schedule commands, for the root to register.
+func Commands(c *cli.CLI) []*cobra.Command { return []*cobra.Command{newScheduleCmd(c)} }
+
+const scheduleFields = `id name owner targetKind targetId cron when missedRuns paused pausedReason nextRunAt lastRunAt lastRunId lastResult lastError`
+
+func newScheduleCmd(c *cli.CLI) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "schedule",
+		Short: "Start a task, pipeline or study on a cron schedule (UTC) or an event",
+		Long: `A schedule starts a task (a clone of it, with --param over its parameters), a
+pipeline or a study on a cron expression in UTC, or when an event happens (a
+task of a project completes with a tag). Every run is made as you, under your
+group's policies and quota; if you lose access, the schedule pauses and says
+why.`,
+	}
+	cmd.AddCommand(newCreateCmd(c), newListCmd(c),
+		newChangeCmd(c, "rm", "Delete a schedule (what it started stays)", "deleteSchedule", "deleted"),
+		newChangeCmd(c, "pause", "Stop a schedule's firings until resumed", "pauseSchedule", "paused"),
+		newChangeCmd(c, "resume", "Fire a paused schedule again, from now on", "resumeSchedule", "resumed"))
+	return cmd
+}
+
+func newCreateCmd(c *cli.CLI) *cobra.Command {
+	var task, pipeline, study, cron, trigger, project, tag, artifact, triggerPipeline, missed string
+	var params []string
+	cmd := &cobra.Command{
+		Use:   "create NAME (--task ID | --pipeline ID | --study ID) (--cron EXPR | --trigger EVENT ...)",
+		Short: "Create a schedule",
+		Long: `Create a schedule. What it starts: --task (a clone of the task each time),
+--pipeline or --study. When: --cron with 5 fields in UTC (minute hour
+day-of-month month day-of-week) or a descriptor such as @daily; or --trigger:
+  task.completed      with --project and --tag: a task of the project completed with the tag
+  artifact.published  with --artifact: an artifact of that name was published
+  pipeline.finished   with --trigger-pipeline: a run of the pipeline finished
+--missed says what a cron schedule does with the runs it missed while the
+control plane was down: run-once (the default: one run for all) or skip.`,
+		Example: `  klique schedule create nightly --task 0190c2… --cron "0 3 * * *" --param epochs=10
+  klique schedule create evaluate --task 0190c3… --trigger task.completed --project fraud-models --tag trained`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			in := map[string]any{"name": args[0]}
+			targets := 0
+			for k, v := range map[string]string{"task": task, "pipeline": pipeline, "study": study} {
+				if v != "" {
+					in[k] = v
+					targets++
+				}
+			}
+			if targets != 1 {
+				return cli.Usagef("say what the schedule starts with one of --task ID, --pipeline ID or --study ID")
+			}
+			switch {
+			case cron != "" && trigger != "":
+				return cli.Usagef("give --cron or --trigger, not both")
+			case cron != "":
+				in["cron"] = cron
+			case trigger != "":
+				tr := map[string]any{"event": trigger}
+				for k, v := range map[string]string{"project": project, "tag": tag, "artifact": artifact, "pipeline": triggerPipeline} {
+					if v != "" {
+						tr[k] = v
+					}
+				}
+				in["trigger"] = tr
+			default:
+				return cli.Usagef("say when it runs: --cron \"0 3 * * *\" (UTC), or --trigger task.completed --project P --tag T")
+			}
+			if missed != "" {
+				in["missedRuns"] = missed
+			}
+			if len(params) > 0 {
+				p := map[string]string{}
+				for _, kv := range params {
+					k, v, ok := strings.Cut(kv, "=")
+					if !ok || k == "" {
+						return cli.Usagef("--param %q: give NAME=VALUE", kv)
+					}
+					p[k] = v
+				}
+				in["parameters"] = p
+			}
+			cl, err := c.Client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			var out struct{ CreateSchedule map[string]any }
+			if err := cl.Do(cmd.Context(), `mutation($in: CreateScheduleInput!) { createSchedule(input: $in) { `+scheduleFields+` } }`,
+				map[string]any{"in": in}, &out); err != nil {
+				return err
+			}
+			if c.Output != "table" {
+				return c.Print(out.CreateSchedule)
+			}
+			s := out.CreateSchedule
+			fmt.Fprintf(c.Out, "schedule %s created (%s): %s, starts %s %s", cli.Str(s, "name"), cli.Str(s, "id"), cli.Str(s, "when"),
+				cli.Str(s, "targetKind"), cli.Str(s, "targetId"))
+			if next := cli.Str(s, "nextRunAt"); next != "" {
+				fmt.Fprintf(c.Out, "; next run %s", next)
+			}
+			fmt.Fprintln(c.Out)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&task, "task", "", "the task to run again (a clone of it) on each firing")
+	f.StringVar(&pipeline, "pipeline", "", "the pipeline to run on each firing")
+	f.StringVar(&study, "study", "", "the study to start on each firing")
+	f.StringArrayVar(&params, "param", nil, "parameter NAME=VALUE set over the target's (repeatable)")
+	f.StringVar(&cron, "cron", "", "5-field cron expression in UTC, or a descriptor such as @daily")
+	f.StringVar(&trigger, "trigger", "", "the event that fires it: task.completed, artifact.published or pipeline.finished")
+	f.StringVar(&project, "project", "", "task.completed: the project whose tasks it watches")
+	f.StringVar(&tag, "tag", "", "task.completed: the tag the completed task must have")
+	f.StringVar(&artifact, "artifact", "", "artifact.published: the artifact's name")
+	f.StringVar(&triggerPipeline, "trigger-pipeline", "", "pipeline.finished: the pipeline")
+	f.StringVar(&missed, "missed", "", "run-once (default) or skip: what a cron schedule does with runs missed while the control plane was down")
+	return cmd
+}
+
+func newListCmd(c *cli.CLI) *cobra.Command {
+	return &cobra.Command{
+		Use:     "ls",
+		Aliases: []string{"list"},
+		Short:   "List your schedules (all the tenant's for an admin)",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, err := c.Client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			list, err := schedules(cmd.Context(), cl)
+			if err != nil {
+				return err
+			}
+			if c.Output != "table" {
+				return c.Print(list)
+			}
+			var rows [][]string
+			for _, s := range list {
+				state := "active"
+				if s["paused"] == true {
+					state = "paused: " + cli.Str(s, "pausedReason")
+				}
+				last := cli.OrDash(cli.Str(s, "lastRunAt"))
+				if r := cli.Str(s, "lastResult"); r != "" {
+					last += " " + r
+				}
+				if e := cli.Str(s, "lastError"); e != "" {
+					last += ": " + e
+				}
+				rows = append(rows, []string{cli.Str(s, "name"), cli.Str(s, "id"), cli.Str(s, "targetKind") + " " + cli.Str(s, "targetId"),
+					cli.Str(s, "when"), cli.OrDash(cli.Str(s, "nextRunAt")), last, state})
+			}
+			c.Table([]string{"NAME", "ID", "TARGET", "WHEN", "NEXT RUN", "LAST RUN", "STATE"}, rows)
+			return nil
+		},
+	}
+}
+
+// newChangeCmd is rm, pause or resume: one mutation on a schedule named
+// by id or name.
+func newChangeCmd(c *cli.CLI, use, short, mutation, done string) *cobra.Command {
+	return &cobra.Command{
+		Use:   use + " ID|NAME",
+		Short: short,
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := c.Client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			id, err := resolve(cmd.Context(), cl, args[0])
+			if err != nil {
+				return err
+			}
+			var out map[string]map[string]any
+			if err := cl.Do(cmd.Context(), `mutation($id: ID!) { s: `+mutation+`(id: $id) { `+scheduleFields+` } }`,
+				map[string]any{"id": id}, &out); err != nil {
+				return err
+			}
+			if c.Output != "table" {
+				return c.Print(out["s"])
+			}
+			fmt.Fprintf(c.Out, "schedule %s %s\n", cli.Str(out["s"], "name"), done)
+			return nil
+		},
+	}
+}
+
+func schedules(ctx context.Context, cl *client.Client) ([]map[string]any, error) {
+	var out struct{ Schedules []map[string]any }
+	if err := cl.Do(ctx, `{ schedules { `+scheduleFields+` } }`, nil, &out); err != nil {
+		return nil, err
+	}
+	return out.Schedules, nil
+}
+
+// resolve finds the id of a schedule given by id or by name among the
+// caller's.
+func resolve(ctx context.Context, cl *client.Client, ref string) (string, error) {
+	list, err := schedules(ctx, cl)
+	if err != nil {
+		return "", err
+	}
+	var named []map[string]any
+	for _, s := range list {
+		if cli.Str(s, "id") == ref {
+			return ref, nil
+		}
+		if cli.Str(s, "name") == ref {
+			named = append(named, s)
+		}
+	}
+	switch len(named) {
+	case 0:
+		// Let the server answer: its NOT_FOUND is the same for a schedule
+		// that does not exist and one that is not the caller's.
+		return ref, nil
+	case 1:
+		return cli.Str(named[0], "id"), nil
+	}
+	var owners []string
+	for _, s := range named {
+		owners = append(owners, cli.Str(s, "owner")+" ("+cli.Str(s, "id")+")")
+	}
+	return "", cli.Usagef("several schedules are named %q: %s; give the id", ref, strings.Join(owners, ", "))
+}

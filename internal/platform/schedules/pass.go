@@ -1,0 +1,241 @@
+package schedules
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/klique-ai/klique/internal/identity"
+	"github.com/klique-ai/klique/internal/model"
+	"github.com/klique-ai/klique/internal/platform/kernel"
+	"github.com/klique-ai/klique/internal/store"
+)
+
+// MissedGrace is how late a cron firing may be and still count as on
+// time. A firing later than this was missed (the control plane was
+// down): run-once makes it once for all missed, skip drops it.
+const MissedGrace = time.Minute
+
+// TriggerLookback is how far before its check a trigger looks again, so
+// that an event written by a transaction that committed after a later
+// one (its time is older than the check) is still matched. Firings are
+// recorded by key, so an event is fired once however often it is seen.
+const TriggerLookback = 5 * time.Minute
+
+// triggerBatch bounds the events one trigger fires for in one pass; the
+// rest wait for the next.
+const triggerBatch = 100
+
+// TickResult counts what a pass did.
+type TickResult struct {
+	Fired   int
+	Skipped int
+	Paused  int
+	Failed  int
+}
+
+// TickSchedules is the schedules pass: it fires every due cron schedule and every
+// trigger whose events happened, in every tenant, and pauses those whose
+// owner lost access. It is idempotent and safe to run on several
+// replicas at once (see the package doc).
+func (s *Schedules) TickSchedules(ctx context.Context) (TickResult, error) {
+	var res TickResult
+	all, err := s.k.Store.ListActiveSchedules(ctx)
+	if err != nil {
+		return res, fmt.Errorf("schedules pass: list schedules: %w", err)
+	}
+	var errs []error
+	for _, sc := range all {
+		if ctx.Err() != nil {
+			return res, ctx.Err()
+		}
+		var err error
+		if sc.Cron != "" {
+			err = s.tickCron(ctx, sc, &res)
+		} else if sc.Trigger != nil {
+			err = s.tickTrigger(ctx, sc, &res)
+		}
+		if err != nil {
+			res.Failed++
+			errs = append(errs, fmt.Errorf("schedule %s (%s): %w", sc.Name, sc.ID, err))
+		}
+	}
+	return res, errors.Join(errs...)
+}
+
+// tickCron fires a cron schedule whose next run is due.
+func (s *Schedules) tickCron(ctx context.Context, sc *model.Schedule, res *TickResult) error {
+	now := s.k.Now()
+	if sc.NextRunAt == nil || sc.NextRunAt.After(now) {
+		return nil
+	}
+	due := *sc.NextRunAt
+	next, err := NextRun(sc.Cron, now)
+	if err != nil {
+		res.Paused++
+		return s.pause(ctx, sc, fmt.Sprintf("its cron expression no longer parses: %v", err))
+	}
+	claim := *sc
+	claim.NextRunAt, claim.UpdatedAt = &next, now
+	if now.Sub(due) > MissedGrace && sc.MissedRuns == model.MissedSkip {
+		claim.LastResult = fmt.Sprintf("skipped the runs missed since %s (missed runs: skip)", due.Format(time.RFC3339))
+		won, err := s.claim(ctx, &claim, due, nil, "schedule.skipped", claim.LastResult)
+		if won {
+			res.Skipped++
+		}
+		return err
+	}
+	key := "at:" + strconv.FormatInt(due.UnixMicro(), 10)
+	runID, err := s.start(ctx, sc, key)
+	switch {
+	case err != nil && accessLost(err):
+		res.Paused++
+		return s.pause(ctx, sc, "its owner can no longer start it: "+kernel.PublicMessage(err))
+	case err != nil && isRefusal(err):
+		// Refused for a reason of its own (a parameter, a size): this
+		// firing is dropped with the reason, the next one tries again.
+		claim.LastRunAt, claim.LastResult, claim.LastError = &due, "refused", kernel.PublicMessage(err)
+		_, cerr := s.claim(ctx, &claim, due, nil, "schedule.refused", claim.LastError)
+		return errors.Join(err, cerr)
+	case err != nil:
+		return err // the next pass retries the same firing, with the same key
+	}
+	claim.LastRunAt, claim.LastRunID, claim.LastResult, claim.LastError = &due, runID, "started", ""
+	run := &model.ScheduleRun{TenantID: sc.TenantID, ScheduleID: sc.ID, Key: key, TargetKind: sc.TargetKind, RunID: runID, At: now}
+	won, err := s.claim(ctx, &claim, due, run, "schedule.fired",
+		fmt.Sprintf("fired for %s: started %s %s", due.Format(time.RFC3339), sc.TargetKind, runID))
+	if won {
+		res.Fired++
+	}
+	return err
+}
+
+// claim moves a cron schedule on from due, records the firing (run, when
+// not nil) and its audit entry, in one transaction; it reports whether
+// this pass won the firing.
+func (s *Schedules) claim(ctx context.Context, sc *model.Schedule, due time.Time, run *model.ScheduleRun, action, detail string) (bool, error) {
+	won := false
+	err := s.k.Write(ctx, kernel.System(sc.TenantID, "schedules"), func(t *kernel.Txn) error {
+		ok, err := t.Q.ClaimScheduleFiring(ctx, sc, due)
+		if err != nil || !ok {
+			return err
+		}
+		if run != nil {
+			if _, err := t.Q.RecordScheduleRun(ctx, run); err != nil {
+				return err
+			}
+		}
+		won = true
+		t.Record(action, "schedule", sc.ID, sc.Name, "", detail)
+		return nil
+	})
+	return won && err == nil, err
+}
+
+// tickTrigger fires a trigger schedule once for each event it matches
+// since its check (and TriggerLookback before), then moves the check on.
+func (s *Schedules) tickTrigger(ctx context.Context, sc *model.Schedule, res *TickResult) error {
+	src := s.source(sc.Trigger.Event)
+	if src == nil {
+		return nil // the domain that matches it is not wired on this server
+	}
+	now := s.k.Now()
+	checked := sc.CreatedAt
+	if sc.CheckedAt != nil {
+		checked = *sc.CheckedAt
+	}
+	matches, err := src.Matches(ctx, sc.TenantID, *sc.Trigger, checked.Add(-TriggerLookback), now, triggerBatch)
+	if err != nil {
+		return fmt.Errorf("match trigger %s: %w", sc.Trigger.Event, err)
+	}
+	until := now
+	if len(matches) == triggerBatch {
+		until = matches[len(matches)-1].At
+	}
+	for _, m := range matches {
+		if m.At.Before(sc.CreatedAt) {
+			continue
+		}
+		_, err := s.k.Store.GetScheduleRun(ctx, sc.TenantID, sc.ID, m.Key)
+		if err == nil {
+			continue // fired already
+		}
+		if !errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("read the firings: %w", err)
+		}
+		runID, err := s.start(ctx, sc, m.Key)
+		switch {
+		case err != nil && accessLost(err):
+			res.Paused++
+			return s.pause(ctx, sc, "its owner can no longer start it: "+kernel.PublicMessage(err))
+		case err != nil && isRefusal(err):
+			// Recorded as fired with no run, so it is not tried again.
+			if werr := s.fired(ctx, sc, m, "", "refused", kernel.PublicMessage(err)); werr != nil {
+				return werr
+			}
+			continue
+		case err != nil:
+			return err
+		}
+		if err := s.fired(ctx, sc, m, runID, "started", ""); err != nil {
+			return err
+		}
+		res.Fired++
+	}
+	if until.After(checked) {
+		if _, err := s.k.Store.AdvanceScheduleCheck(ctx, sc.TenantID, sc.ID, sc.CheckedAt, until); err != nil {
+			return fmt.Errorf("move the check on: %w", err)
+		}
+	}
+	return nil
+}
+
+// fired records a trigger's firing of an event once, with the schedule's
+// last run.
+func (s *Schedules) fired(ctx context.Context, sc *model.Schedule, m TriggerMatch, runID, result, lastErr string) error {
+	now := s.k.Now()
+	return s.k.Write(ctx, kernel.System(sc.TenantID, "schedules"), func(t *kernel.Txn) error {
+		won, err := t.Q.RecordScheduleRun(ctx, &model.ScheduleRun{TenantID: sc.TenantID, ScheduleID: sc.ID, Key: m.Key,
+			TargetKind: sc.TargetKind, RunID: runID, At: now})
+		if err != nil || !won {
+			return err
+		}
+		if err := t.Q.NoteScheduleRun(ctx, sc.TenantID, sc.ID, now, runID, result, lastErr); err != nil {
+			return err
+		}
+		detail := fmt.Sprintf("fired on %s: started %s %s", m.Key, sc.TargetKind, runID)
+		if lastErr != "" {
+			detail = fmt.Sprintf("fired on %s: refused: %s", m.Key, lastErr)
+		}
+		t.Record("schedule.fired", "schedule", sc.ID, sc.Name, "", detail)
+		return nil
+	})
+}
+
+// start starts the schedule's target as its owner, with an idempotency
+// key made of the schedule and the firing's key.
+func (s *Schedules) start(ctx context.Context, sc *model.Schedule, key string) (string, error) {
+	st := s.starter(sc.TargetKind)
+	if st == nil {
+		return "", kernel.Unavailable("this server cannot start %ss on a schedule", sc.TargetKind)
+	}
+	octx, err := s.asOwner(identity.WithChannel(ctx, identity.ChannelSchedule), sc, true)
+	if err != nil {
+		return "", err
+	}
+	return st.Start(octx, sc.TargetID, sc.Parameters, "schedule-"+sc.ID+"-"+key)
+}
+
+// pause stops a schedule with the reason, once.
+func (s *Schedules) pause(ctx context.Context, sc *model.Schedule, reason string) error {
+	return s.k.Write(ctx, kernel.System(sc.TenantID, "schedules"), func(t *kernel.Txn) error {
+		ok, err := t.Q.PauseScheduleIf(ctx, sc.TenantID, sc.ID, reason, t.Now)
+		if err != nil || !ok {
+			return err
+		}
+		t.Record("schedule.paused", "schedule", sc.ID, sc.Name, "", "paused: "+reason)
+		return nil
+	})
+}

@@ -1,0 +1,67 @@
+package server
+
+import (
+	"context"
+	"time"
+
+	"github.com/klique-ai/klique/internal/events"
+	"github.com/klique-ai/klique/internal/platform/schedules"
+)
+
+// schedulesInterval is how often a replica that runs the engine runs the
+// schedules pass (docs/schedules.md): a cron firing is at most this late.
+const schedulesInterval = 2 * time.Second
+
+// startSchedules runs, until Shutdown, the schedules pass on a replica
+// that runs the engine: every schedulesInterval, and soon after an event
+// a trigger may match (a task completing, an artifact published, a
+// pipeline finishing). The pass is idempotent across replicas, and the
+// periodic run is the source of truth: the events only shorten the wait.
+func (a *App) startSchedules(engine bool) {
+	if !engine {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	a.stopSchedules = cancel
+	wake := make(chan struct{}, 1)
+	sub := a.Events.Subscribe(256, func(e events.Event) bool {
+		switch e.Kind {
+		case schedules.EventTaskCompleted, "task.finished", schedules.EventArtifactPublished, schedules.EventPipelineFinished:
+			return true
+		}
+		return false
+	})
+	go func() {
+		defer sub.Close()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-sub.C:
+				select {
+				case wake <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}()
+	go func() {
+		t := time.NewTicker(schedulesInterval)
+		defer t.Stop()
+		for {
+			res, err := a.Service.TickSchedules(ctx)
+			if err != nil && ctx.Err() == nil {
+				a.log.Warn("schedules pass", "err", err)
+			}
+			if res.Fired+res.Skipped+res.Paused > 0 {
+				a.log.Info("schedules pass", "fired", res.Fired, "skipped", res.Skipped, "paused", res.Paused)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			case <-wake:
+			}
+		}
+	}()
+}
