@@ -23,8 +23,8 @@ import (
 	"github.com/klique-ai/klique/internal/cli/estatecmd"
 	"github.com/klique-ai/klique/internal/cli/logincmd"
 	"github.com/klique-ai/klique/internal/cli/pipelinecmd"
-	"github.com/klique-ai/klique/internal/cli/studycmd"
 	"github.com/klique-ai/klique/internal/cli/schedulecmd"
+	"github.com/klique-ai/klique/internal/cli/studycmd"
 	"github.com/klique-ai/klique/internal/cli/taskcmd"
 )
 
