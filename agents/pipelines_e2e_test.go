@@ -115,7 +115,8 @@ func steps(run map[string]any) map[string]map[string]any {
 
 // TestPipelineEndToEnd runs examples/pipelines/pipeline.yaml as written on
 // a real control plane and a process-mode worker: prepare on 1 GPU,
-// train on 1 A100 with prepare's artifact (by reference) and metric,
+// train on 1 A100 with prepare's artifact (by reference: the worker
+// fetches it, and train reads it) and metric,
 // evaluate with train's metric; then the same run again, all of it from
 // the step cache.
 func TestPipelineEndToEnd(t *testing.T) {
@@ -154,6 +155,11 @@ func TestPipelineEndToEnd(t *testing.T) {
 	if p := train.Spec.Parameters; p["rows"] != "1000" || p["lr"] != "0.1" || p["epochs"] != "3" {
 		t.Fatalf("train's parameters %v", p)
 	}
+	// The worker fetched the artifact prepare published for train, which
+	// read it at $KLIQUE_INPUT_DATASET.
+	e.waitTask(t, e.alice, train.ID, "train's log", func(d map[string]any) bool {
+		return strings.Contains(logText(d), "training on 1000 rows for 3 epochs at lr 0.1, header id,amount,label")
+	})
 	evaluate, err := e.app.Store.GetTask(ctx, e.tenant, str(ss["evaluate"], "taskId"))
 	if err != nil || evaluate.Spec.Parameters["accuracy"] != "0.93" || evaluate.Name != "fraud-train/evaluate" {
 		t.Fatalf("evaluate %+v, %v", evaluate, err)

@@ -2,10 +2,12 @@ package platform
 
 import (
 	"context"
+	"errors"
 
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform/pipelines"
 	"github.com/klique-ai/klique/internal/platform/tasks"
+	"github.com/klique-ai/klique/internal/store"
 )
 
 // wirePipelines gives the pipelines domain the tasks domain's one enqueue
@@ -25,5 +27,19 @@ func (s *Service) wirePipelines() {
 		},
 		Abort:         s.tasksDomain.AbortTask,
 		AbortAsSystem: s.tasksDomain.AbortAsSystem,
+	})
+	// The step cache compares a step's inputs by their content's hash
+	// where the artifact has one (a stored artifact, or a pointer whose
+	// publisher gave it), so a rerun of an upstream step that produced the
+	// same bytes still lets its dependants be reused.
+	s.pipelinesDomain.SetArtifactHashes(func(ctx context.Context, tenantID, taskID, name string) (string, bool, error) {
+		a, err := s.k.Store.GetArtifact(ctx, tenantID, taskID, name)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			return "", false, nil
+		case err != nil:
+			return "", false, err
+		}
+		return a.SHA256, a.SHA256 != "", nil
 	})
 }
