@@ -6,6 +6,7 @@ import (
 
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform/pipelines"
+	"github.com/klique-ai/klique/internal/platform/schedules"
 	"github.com/klique-ai/klique/internal/platform/tasks"
 	"github.com/klique-ai/klique/internal/store"
 )
@@ -41,5 +42,24 @@ func (s *Service) wirePipelines() {
 			return "", false, err
 		}
 		return a.SHA256, a.SHA256 != "", nil
+	})
+	// A schedule of a pipeline reruns an earlier run's definition (the
+	// run it names) with its parameters over the run's, as the schedule's
+	// owner; the firing's key makes the start idempotent.
+	s.schedulesDomain.SetScheduleStarter(model.ScheduleTargetPipeline, schedules.StarterFuncs{
+		CheckFunc: func(ctx context.Context, id string, _ map[string]string) (string, error) {
+			r, err := s.pipelinesDomain.PipelineRun(ctx, id)
+			if err != nil {
+				return "", err
+			}
+			return r.Name, nil
+		},
+		StartFunc: func(ctx context.Context, id string, params map[string]string, key string) (string, error) {
+			r, err := s.pipelinesDomain.RerunPipeline(ctx, id, params, key)
+			if err != nil {
+				return "", err
+			}
+			return r.ID, nil
+		},
 	})
 }

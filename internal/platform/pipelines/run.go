@@ -20,6 +20,11 @@ type RunInput struct {
 	Def        *model.PipelineDefinition
 	Params     map[string]string
 	Project    string
+	// IdempotencyKey, when set, makes a second start with it return the
+	// run the first one started (kernel.Idempotency): a schedule's
+	// firing, tried again by another replica or after a crash, starts one
+	// run.
+	IdempotencyKey string `json:"-"`
 }
 
 // StartRun checks a pipeline whole and starts a run of it as the caller:
@@ -34,6 +39,13 @@ func (s *Pipelines) StartRun(ctx context.Context, in RunInput) (*model.PipelineR
 	}
 	if err := kernel.RequireWrite(p, "run pipelines"); err != nil {
 		return nil, err
+	}
+	idem, err := kernel.Idempotency(ctx, p, "runPipeline", in.IdempotencyKey, in)
+	if err != nil {
+		return nil, err
+	}
+	if run, err := s.replay(ctx, idem); run != nil || err != nil {
+		return run, err
 	}
 	def := in.Def
 	if def == nil {
@@ -75,20 +87,39 @@ func (s *Pipelines) StartRun(ctx context.Context, in RunInput) (*model.PipelineR
 		if err := t.Q.CreatePipelineRun(ctx, run); err != nil {
 			return fmt.Errorf("start pipeline run %s: %w", def.Name, err)
 		}
+		if err := t.RecordIdempotency(idem, run.ID); err != nil {
+			return err
+		}
 		t.Record("pipeline_run.started", ObjectKind, run.ID, run.Name, run.GroupID,
 			fmt.Sprintf("started pipeline %s with %d steps", kernel.Quote(run.Name), len(run.Steps)))
 		return nil
 	})
+	if errors.Is(err, kernel.ErrIdempotencyRace) {
+		// A retry with the same key committed first: answer as it.
+		if run, rerr := s.replay(ctx, idem); run != nil || rerr != nil {
+			return run, rerr
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
 	return run, nil
 }
 
+// replay returns the run the first start with the key made, nil when the
+// key is new.
+func (s *Pipelines) replay(ctx context.Context, idem *kernel.Idem) (*model.PipelineRun, error) {
+	id, err := s.k.Replay(ctx, idem)
+	if err != nil || id == "" {
+		return nil, err
+	}
+	return s.PipelineRun(ctx, id)
+}
+
 // RerunPipeline starts a new run with the definition of an earlier run the
 // caller sees, its parameters overridden by params. It is what a schedule
 // starts.
-func (s *Pipelines) RerunPipeline(ctx context.Context, runID string, params map[string]string) (*model.PipelineRun, error) {
+func (s *Pipelines) RerunPipeline(ctx context.Context, runID string, params map[string]string, key string) (*model.PipelineRun, error) {
 	old, err := s.PipelineRun(ctx, runID)
 	if err != nil {
 		return nil, err
@@ -102,7 +133,7 @@ func (s *Pipelines) RerunPipeline(ctx context.Context, runID string, params map[
 	for k, v := range params {
 		vals[k] = v
 	}
-	return s.StartRun(ctx, RunInput{Def: &def, Params: vals})
+	return s.StartRun(ctx, RunInput{Def: &def, Params: vals, IdempotencyKey: key})
 }
 
 func invalid(name string, ps []string) error {

@@ -1,0 +1,58 @@
+package platform_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/klique-ai/klique/internal/model"
+	"github.com/klique-ai/klique/internal/platform"
+	"github.com/klique-ai/klique/internal/platform/pipelines"
+	"github.com/klique-ai/klique/internal/platform/platformtest"
+)
+
+// A schedule of a pipeline reruns an earlier run's definition as its
+// owner, with the schedule's parameters over the run's, once per period
+// however often the pass runs (the firing's key makes the start
+// idempotent), and a second start with one key gives back the first run.
+func TestAScheduleRerunsAPipeline(t *testing.T) {
+	forEachStore(t, func(t *testing.T, b *testBundle) {
+		rita, _ := scheduleBundle(t, b)
+		first, err := b.Svc.StartRun(rita, pipelines.RunInput{Definition: `name: nightly
+project: fraud-models
+params: {lr: "0.1"}
+steps:
+  - {name: train, computeResource: 1 A100, parameters: {lr: "{{params.lr}}"}, command: [python3, train.py, --lr, "{lr}"]}
+`})
+		if err != nil {
+			t.Fatalf("start the pipeline: %v", err)
+		}
+		again, err := b.Svc.StartRun(rita, pipelines.RunInput{Def: &first.Definition, Params: first.Params, IdempotencyKey: "k-1"})
+		platformtest.Must(t, err)
+		same, err := b.Svc.StartRun(rita, pipelines.RunInput{Def: &first.Definition, Params: first.Params, IdempotencyKey: "k-1"})
+		platformtest.Must(t, err)
+		if same.ID != again.ID || again.ID == first.ID {
+			t.Fatalf("two starts with one key made runs %s and %s", again.ID, same.ID)
+		}
+
+		pipeline := model.ScheduleTargetPipeline
+		sc := createSchedule(t, b, rita, platform.ScheduleInput{Name: ptr("nightly"), TargetKind: &pipeline, TargetID: ptr(first.ID),
+			Cron: ptr("*/5 * * * *"), Parameters: map[string]string{"lr": "0.2"}})
+		b.Clock.Set(time.Date(2026, 1, 1, 0, 5, 1, 0, time.UTC))
+		if res := tick(t, b.Svc); res.Fired != 1 {
+			t.Fatalf("fired %d when due, want 1", res.Fired)
+		}
+		if res := tick(t, b.Svc); res.Fired != 0 {
+			t.Fatalf("fired %d more in the same period", res.Fired)
+		}
+		runs, err := b.Svc.PipelineRuns(rita, pipelines.RunFilter{Name: "nightly"}, model.Page{Limit: 10})
+		platformtest.Must(t, err)
+		if len(runs) != 3 || runs[0].OwnerID != first.OwnerID || runs[0].Params["lr"] != "0.2" {
+			t.Fatalf("runs after the firing: %d, newest %+v: want 3, the newest rita's with lr 0.2", len(runs), runs[0])
+		}
+		got, err := b.Svc.Schedule(rita, sc.ID)
+		platformtest.Must(t, err)
+		if got.LastRunID != runs[0].ID || got.LastResult != "started" {
+			t.Fatalf("the schedule's last run %q (%s), want %s", got.LastRunID, got.LastResult, runs[0].ID)
+		}
+	}, platformtest.WithClock(scheduleStart))
+}
