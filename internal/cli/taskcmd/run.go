@@ -5,10 +5,8 @@ import (
 	"os"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/klique-ai/klique/internal/cli"
-	"github.com/klique-ai/klique/internal/cli/artifactcmd"
 
 	"github.com/spf13/cobra"
 
@@ -17,10 +15,10 @@ import (
 )
 
 func newRunCmd(c *cli.CLI) *cobra.Command {
-	var resource, project, name, group, image string
-	var params, env, packages, secrets, inputs, tags []string
+	var resource, project, name, image string
+	var params, packages []string
+	var g given
 	var includeUntracked, ignoreUntracked, push, diffOnly, noPackages, dryRun, quiet bool
-	var wait time.Duration
 	cmd := &cobra.Command{
 		Use:   "run --resource NAME --project NAME [flags] -- COMMAND...",
 		Short: "Run a local script on a compute resource, unchanged",
@@ -60,8 +58,9 @@ variable KLIQUE_PARAM_NAME, and in the JSON file KLIQUE_PARAMS_FILE.`,
 			if err != nil {
 				return err
 			}
-			e, err := keyValues("env", env)
-			if err != nil {
+			// What the flags give, read before the capture (which may push).
+			in := map[string]any{}
+			if err := g.fill(c, in); err != nil {
 				return err
 			}
 			for _, ref := range runenv.ArgTemplates(args) {
@@ -87,8 +86,8 @@ variable KLIQUE_PARAM_NAME, and in the JSON file KLIQUE_PARAMS_FILE.`,
 			if name == "" {
 				name = taskName(args, "", "")
 			}
-			in := map[string]any{"computeResource": resource, "name": name, "command": args}
-			for k, v := range map[string]string{"project": project, "group": group, "image": image, "repository": code.Repository,
+			in["computeResource"], in["name"], in["command"] = resource, name, args
+			for k, v := range map[string]string{"project": project, "image": image, "repository": code.Repository,
 				"commit": code.Commit, "diff": code.Diff, "workingDir": code.WorkingDir} {
 				if v != "" {
 					in[k] = v
@@ -97,46 +96,29 @@ variable KLIQUE_PARAM_NAME, and in the JSON file KLIQUE_PARAMS_FILE.`,
 			if len(code.Packages) > 0 {
 				in["packages"] = code.Packages
 			}
-			if len(secrets) > 0 {
-				in["secrets"] = secrets
-			}
-			if err := artifactcmd.From(c).SetInputs(in, inputs); err != nil {
-				return err
-			}
-			if len(tags) > 0 {
-				in["tags"] = tags
-			}
 			if p != nil {
 				in["parameters"] = p
-			}
-			if e != nil {
-				in["env"] = e
 			}
 			if dryRun {
 				return c.Print(in)
 			}
-			return enqueue(cmd, c, in, quiet, wait, func() { describe(c, code, p) })
+			return enqueue(cmd, c, in, quiet, g.wait, func() { describe(c, code, p) })
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&resource, "resource", "", "compute resource to run on")
 	f.StringVar(&project, "project", "", "project the run belongs to")
 	f.StringVar(&name, "name", "", "task name (default: from the command)")
-	f.StringVar(&group, "group", "", "which group's compute resource, when several of your groups have one of that name")
 	f.StringVar(&image, "image", "", "container image (docker and Kubernetes workers)")
 	f.StringArrayVar(&params, "param", nil, "parameter NAME=VALUE, editable on clone; {NAME} in the command takes it (repeatable)")
-	f.StringArrayVar(&env, "env", nil, "environment variable NAME=VALUE (repeatable; never secrets)")
 	f.StringArrayVar(&packages, "package", nil, "Python package requirement, instead of requirements.txt or pyproject.toml (repeatable)")
 	f.BoolVar(&noPackages, "no-packages", false, "install no Python packages")
-	f.StringArrayVar(&secrets, "secret", nil, "a vault secret to inject as an environment variable of the same name (repeatable)")
-	f.StringArrayVar(&inputs, "input", nil, "an earlier run's artifact as an input, NAME=RUN/ARTIFACT: the task reads it at $KLIQUE_INPUT_<NAME> (repeatable)")
-	f.StringArrayVar(&tags, "tag", nil, "a label of the task (repeatable); a schedule can start when a task of a project completes with a tag")
 	f.BoolVar(&includeUntracked, "include-untracked", false, "send the files git does not track with the diff")
 	f.BoolVar(&ignoreUntracked, "ignore-untracked", false, "leave the files git does not track behind")
 	f.BoolVar(&push, "push", false, "push the current branch when the remote does not have its commit")
 	f.BoolVar(&diffOnly, "diff-only", false, "when the remote does not have the commit, record the newest one it has and send everything since as the diff")
 	f.BoolVar(&dryRun, "dry-run", false, "print what would be sent, and send nothing")
-	f.DurationVar(&wait, "wait", 0, "wait up to this long for the engine to place the task (e.g. 30s), then say where it is")
+	g.flags(f)
 	f.BoolVarP(&quiet, "quiet", "q", false, "print only the task's ID, for scripts: id=$(klique run -q ...)")
 	return cmd
 }

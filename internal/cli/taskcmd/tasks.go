@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/klique-ai/klique/internal/cli"
-	"github.com/klique-ai/klique/internal/cli/artifactcmd"
 
 	"github.com/spf13/cobra"
 
@@ -51,9 +50,9 @@ func printTask(c *cli.CLI, verb string, t map[string]any) error {
 func quoteName(s string) string { return "'" + s + "'" }
 
 func newEnqueueCmd(c *cli.CLI) *cobra.Command {
-	var resource, project, name, group, image, repo, commit, entry, workdir string
-	var params, env, packages, secrets, inputs, tags []string
-	var wait time.Duration
+	var resource, project, name, image, repo, commit, entry, workdir string
+	var params, packages []string
+	var g given
 	var quiet bool
 	cmd := &cobra.Command{
 		Use:   "enqueue --resource NAME --project NAME [flags] [-- COMMAND...]",
@@ -73,11 +72,14 @@ the compute resource's queue for the engine to place it.`,
 					cmd.CommandPath(), resource)
 			}
 			in := map[string]any{"computeResource": resource}
+			if err := g.fill(c, in); err != nil {
+				return err
+			}
 			if name == "" {
 				name = taskName(args, entry, repo)
 			}
 			in["name"] = name
-			for k, v := range map[string]string{"project": project, "group": group, "image": image, "repository": repo,
+			for k, v := range map[string]string{"project": project, "image": image, "repository": repo,
 				"commit": commit, "entryPoint": entry, "workingDir": workdir} {
 				if v != "" {
 					in[k] = v
@@ -89,49 +91,28 @@ the compute resource's queue for the engine to place it.`,
 			if len(packages) > 0 {
 				in["packages"] = packages
 			}
-			if len(secrets) > 0 {
-				in["secrets"] = secrets
-			}
-			if err := artifactcmd.From(c).SetInputs(in, inputs); err != nil {
-				return err
-			}
-			if len(tags) > 0 {
-				in["tags"] = tags
-			}
 			p, err := keyValues("param", params)
-			if err != nil {
-				return err
-			}
-			e, err := keyValues("env", env)
 			if err != nil {
 				return err
 			}
 			if p != nil {
 				in["parameters"] = p
 			}
-			if e != nil {
-				in["env"] = e
-			}
-			return enqueue(cmd, c, in, quiet, wait, nil)
+			return enqueue(cmd, c, in, quiet, g.wait, nil)
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&resource, "resource", "", "compute resource to send the task to")
 	f.StringVar(&project, "project", "", "project the task belongs to")
 	f.StringVar(&name, "name", "", "task name (default: from the command)")
-	f.StringVar(&group, "group", "", "which group's compute resource, when several of your groups have one of that name")
 	f.StringVar(&image, "image", "", "container image")
 	f.StringVar(&repo, "repo", "", "git repository to clone")
 	f.StringVar(&commit, "commit", "", "commit to check out")
 	f.StringVar(&entry, "entry-point", "", "script to run in the repository")
 	f.StringVar(&workdir, "working-dir", "", "working directory in the repository")
 	f.StringArrayVar(&params, "param", nil, "parameter NAME=VALUE (repeatable)")
-	f.StringArrayVar(&env, "env", nil, "environment variable NAME=VALUE (repeatable; never secrets)")
 	f.StringArrayVar(&packages, "package", nil, "Python package requirement (repeatable)")
-	f.StringArrayVar(&secrets, "secret", nil, "a vault secret to inject as an environment variable of the same name (repeatable)")
-	f.StringArrayVar(&inputs, "input", nil, "an earlier run's artifact as an input, NAME=RUN/ARTIFACT: the task reads it at $KLIQUE_INPUT_<NAME> (repeatable)")
-	f.StringArrayVar(&tags, "tag", nil, "a label of the task (repeatable); a schedule can start when a task of a project completes with a tag")
-	f.DurationVar(&wait, "wait", 0, "wait up to this long for the engine to place the task (e.g. 30s), then say where it is")
+	g.flags(f)
 	f.BoolVarP(&quiet, "quiet", "q", false, "print only the task's ID, for scripts: id=$(klique enqueue -q ...)")
 	return cmd
 }
