@@ -333,7 +333,16 @@ func (s *redisSwitch) serve() {
 			_ = c.Close()
 			continue
 		}
+		// A connection accepted while on but dialled through after set
+		// turned it off would escape set's closing: set stores off before
+		// it takes the lock, so checking again under the lock closes it.
 		s.mu.Lock()
+		if !s.on.Load() {
+			s.mu.Unlock()
+			_ = up.Close()
+			_ = c.Close()
+			continue
+		}
 		s.conns[c], s.conns[up] = true, true
 		s.mu.Unlock()
 		go func() { _, _ = io.Copy(up, c); _ = up.Close(); _ = c.Close() }()
