@@ -57,8 +57,12 @@ type Receiver[T any] struct {
 	missed  int
 	// told holds, for the payloads last sent (as many as the channel
 	// holds), how many missed payloads each was told of: when unread ones
-	// are dropped, what they told is told again by the next.
+	// are dropped, what they told is told again by the next. It assumes
+	// the drained payloads are the newest sent, which a reader taking one
+	// in the middle of a drain breaks; toldOf, when set, reads the count
+	// from each drained payload instead, and is exact.
 	told    []int
+	toldOf  func(T) int
 	sent    int
 	closed  bool
 	onClose []func()
@@ -197,19 +201,25 @@ func (r *Receiver[T]) deliverLocked(v T) bool {
 	if len(r.ch) == cap(r.ch) {
 		// The reader takes the oldest first, so the ones drained here,
 		// until none is left, are the newest sent.
-		n := 0
+		n, told := 0, 0
 	drain:
 		for {
 			select {
-			case <-r.ch:
+			case v := <-r.ch:
 				n++
+				if r.toldOf != nil {
+					told += r.toldOf(v)
+				}
 			default:
 				break drain
 			}
 		}
-		for i := 1; i <= n; i++ {
-			r.missed += 1 + r.told[(r.sent-i)%len(r.told)]
+		if r.toldOf == nil {
+			for i := 1; i <= n; i++ {
+				told += r.told[(r.sent-i)%len(r.told)]
+			}
 		}
+		r.missed += n + told
 		r.dropped.Add(uint64(n))
 	}
 	out, deliver, end := v, true, false
@@ -268,6 +278,18 @@ func (r *Receiver[T]) Start(first []T, filter Filter[T], onClose ...func()) {
 	if ended {
 		r.Close()
 	}
+}
+
+// ToldBy says how to read, from a payload the filter let out, how many
+// missed payloads it told of. Without it, a payload dropped unread is
+// assumed to be one of the newest sent, which holds unless the reader
+// takes a payload while the drop drains the channel; then a count told by
+// the payload the reader took in the middle is lost, and the reader is
+// told of fewer than it missed. Call it before Start.
+func (r *Receiver[T]) ToldBy(f func(T) int) {
+	r.mu.Lock()
+	r.toldOf = f
+	r.mu.Unlock()
 }
 
 // C is the subscriber's channel, once Start has made it. It is closed when

@@ -12,47 +12,27 @@ import (
 // its own; a task's end or a run's change wakes it sooner.
 const pipelineInterval = 2 * time.Second
 
+// pipelineSettle lets a burst of task events settle into one pass.
+const pipelineSettle = 50 * time.Millisecond
+
 // startPipelines runs the pipeline controller on a replica that runs the
-// engine, until Shutdown: a pass every couple of seconds (the source of
-// truth) and one soon after any task or pipeline run changes. Its writes
-// are conditional, so replicas running it at once are safe.
+// engine, until Shutdown: a pass every couple of seconds and one soon
+// after any task or pipeline run changes (but not after the controller's
+// own step changes, which would wake it for nothing). Its writes are
+// conditional, so replicas running it at once are safe.
 func (a *App) startPipelines(engine bool) {
 	if !engine {
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	a.stopPipelines = cancel
-	sub := a.Service.Kernel().Events.Subscribe(64, func(e events.Event) bool {
-		return e.ObjectKind == "task" || (e.ObjectKind == pipelines.ObjectKind && e.Kind != pipelines.EventKind)
-	})
-	go func() {
-		<-ctx.Done()
-		sub.Close()
-	}()
-	pass := func(ctx context.Context) {
-		if err := a.Service.AdvancePipelines(ctx); err != nil && ctx.Err() == nil {
-			a.log.Warn("advance pipelines", "err", err)
-		}
-	}
-	go func() {
-		t := time.NewTicker(pipelineInterval)
-		defer t.Stop()
-		for {
-			pass(ctx)
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			case _, ok := <-sub.C:
-				if !ok {
-					return
-				}
-				// Let a burst of events settle into one pass.
-				time.Sleep(50 * time.Millisecond)
-				for len(sub.C) > 0 {
-					<-sub.C
-				}
+	go a.runController(ctx, pipelineInterval, pipelineSettle,
+		func(e events.Event) bool {
+			return e.ObjectKind == "task" || (e.ObjectKind == pipelines.ObjectKind && e.Kind != pipelines.EventKind)
+		},
+		func(ctx context.Context) {
+			if err := a.Service.AdvancePipelines(ctx); err != nil && ctx.Err() == nil {
+				a.log.Warn("advance pipelines", "err", err)
 			}
-		}
-	}()
+		})
 }

@@ -12,6 +12,10 @@ import (
 // schedules pass (docs/schedules.md): a cron firing is at most this late.
 const schedulesInterval = 2 * time.Second
 
+// schedulesSettle lets a burst of events a trigger may match settle into
+// one pass.
+const schedulesSettle = 20 * time.Millisecond
+
 // startSchedules runs, until Shutdown, the schedules pass on a replica
 // that runs the engine: every schedulesInterval, and soon after an event
 // a trigger may match (a task completing, an artifact published, a
@@ -23,32 +27,15 @@ func (a *App) startSchedules(engine bool) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	a.stopSchedules = cancel
-	wake := make(chan struct{}, 1)
-	sub := a.Events.Subscribe(256, func(e events.Event) bool {
-		switch e.Kind {
-		case schedules.EventTaskCompleted, "task.finished", schedules.EventArtifactPublished, schedules.EventPipelineFinished:
-			return true
-		}
-		return false
-	})
-	go func() {
-		defer sub.Close()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-sub.C:
-				select {
-				case wake <- struct{}{}:
-				default:
-				}
+	go a.runController(ctx, schedulesInterval, schedulesSettle,
+		func(e events.Event) bool {
+			switch e.Kind {
+			case schedules.EventTaskCompleted, "task.finished", schedules.EventArtifactPublished, schedules.EventPipelineFinished:
+				return true
 			}
-		}
-	}()
-	go func() {
-		t := time.NewTicker(schedulesInterval)
-		defer t.Stop()
-		for {
+			return false
+		},
+		func(ctx context.Context) {
 			res, err := a.Service.TickSchedules(ctx)
 			if err != nil && ctx.Err() == nil {
 				a.log.Warn("schedules pass", "err", err)
@@ -56,12 +43,5 @@ func (a *App) startSchedules(engine bool) {
 			if res.Fired+res.Skipped+res.Paused > 0 {
 				a.log.Info("schedules pass", "fired", res.Fired, "skipped", res.Skipped, "paused", res.Paused)
 			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			case <-wake:
-			}
-		}
-	}()
+		})
 }

@@ -14,7 +14,7 @@ import (
 // The hub hands each payload straight to the subscriber's channel (no
 // goroutine per subscriber); the channel is closed at the end, and release
 // called.
-func pump[T any](ctx context.Context, s *Live, r *events.Receiver[T], release func(), first []T,
+func pump[T missedCounter](ctx context.Context, s *Live, r *events.Receiver[T], release func(), first []T,
 	check func(p *identity.Principal, v T) (T, bool), missed func(v T, n int) T) <-chan T {
 	conn := connOf(ctx)
 	// The snapshot goes through the same check as every later payload
@@ -27,6 +27,7 @@ func pump[T any](ctx context.Context, s *Live, r *events.Receiver[T], release fu
 			}
 		}
 	}
+	r.ToldBy(func(v T) int { return v.missedCount() })
 	r.Start(shown, func(v T, n int) (T, bool, bool) {
 		var zero T
 		p, err := s.subscriber(ctx, conn)
@@ -125,3 +126,18 @@ func eventKind(kind string) string {
 	}
 	return kind
 }
+
+// missedCounter is an update that tells how many updates before it its
+// subscriber missed (its Missed field), so that when an unread one is
+// dropped, what it told is told again by the next, exactly.
+type missedCounter interface{ missedCount() int }
+
+func (u *AppInstanceUpdate) missedCount() int { return u.Missed }
+func (u *BudgetBurnUpdate) missedCount() int  { return u.Missed }
+func (u *ObjectUpdate) missedCount() int      { return u.Missed }
+func (u *PoolUtilization) missedCount() int   { return u.Missed }
+func (u *QueueUpdate) missedCount() int       { return u.Missed }
+func (u *ScheduleUpdate) missedCount() int    { return u.Missed }
+func (u *TaskUpdate) missedCount() int        { return u.Missed }
+func (u *GatewayTraffic) missedCount() int    { return u.Missed }
+func (u *WorkerUpdate) missedCount() int      { return u.Missed }

@@ -2,11 +2,10 @@ package pipelines
 
 import (
 	"context"
-	"time"
 
-	"github.com/klique-ai/klique/internal/events"
+	"github.com/klique-ai/klique/internal/estate"
+	"github.com/klique-ai/klique/internal/identity"
 	"github.com/klique-ai/klique/internal/model"
-	"github.com/klique-ai/klique/internal/platform/kernel"
 )
 
 // RunView is a run as the channels show it: with its owner's name and,
@@ -36,6 +35,10 @@ func (s *Pipelines) PipelineRunView(ctx context.Context, r *model.PipelineRun) (
 	if err != nil {
 		return nil, err
 	}
+	return s.view(ctx, e, r), nil
+}
+
+func (s *Pipelines) view(ctx context.Context, e *estate.Estate, r *model.PipelineRun) *RunView {
 	v := &RunView{PipelineRun: r}
 	if u, err := s.k.Store.GetUser(ctx, r.TenantID, r.OwnerID); err == nil {
 		v.OwnerName = u.Name
@@ -63,64 +66,23 @@ func (s *Pipelines) PipelineRunView(ctx context.Context, r *model.PipelineRun) (
 		}
 		v.Steps = append(v.Steps, sv)
 	}
-	return v, nil
+	return v
 }
 
-// SubscribePipelineRun sends a run the caller may see as it changes,
-// starting with the run as it is, and closes once it has ended (or the
-// caller may no longer see it, or ctx ends). Each update is read again as
-// the caller, so a member removed from the run's group stops getting them.
-func (s *Pipelines) SubscribePipelineRun(ctx context.Context, id string) (<-chan *RunView, error) {
-	p, err := kernel.Caller(ctx)
+// TenantRunView describes a run of a tenant as any reader would see it,
+// for a live subscription's shared read: whoever follows the run is
+// checked against it with Sees before each update reaches them.
+func (s *Pipelines) TenantRunView(ctx context.Context, tenantID, id string) (*RunView, error) {
+	r, err := s.k.Store.GetPipelineRun(ctx, tenantID, id)
 	if err != nil {
 		return nil, err
 	}
-	first, err := s.PipelineRun(ctx, id)
+	e, err := s.k.CurrentEstate(ctx, s.k.Store, tenantID)
 	if err != nil {
 		return nil, err
 	}
-	runID, tenantID := first.ID, p.TenantID
-	sub := s.k.Events.Subscribe(64, func(e events.Event) bool {
-		return e.TenantID == tenantID && e.ObjectKind == ObjectKind && e.ObjectID == runID
-	})
-	out := make(chan *RunView, 1)
-	go func() {
-		defer close(out)
-		defer sub.Close()
-		send := func(r *model.PipelineRun) bool {
-			v, err := s.PipelineRunView(ctx, r)
-			if err != nil {
-				return false
-			}
-			select {
-			case out <- v:
-				return !r.State.Final()
-			case <-ctx.Done():
-				return false
-			}
-		}
-		if !send(first) {
-			return
-		}
-		// A slow safety poll besides the events: an event lost to a slow
-		// reader costs at most this long.
-		tick := time.NewTicker(5 * time.Second)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-sub.C:
-				for len(sub.C) > 0 {
-					<-sub.C
-				}
-			case <-tick.C:
-			}
-			r, err := s.PipelineRun(ctx, runID)
-			if err != nil || !send(r) {
-				return
-			}
-		}
-	}()
-	return out, nil
+	return s.view(ctx, e, r), nil
 }
+
+// Sees reports whether p may see a run (as its task would be seen).
+func Sees(p *identity.Principal, r *model.PipelineRun) bool { return sees(p, r) }
