@@ -141,7 +141,8 @@ class Pipeline:
         if unknown:
             raise KliqueError("step %s: unknown field %s (a step takes compute_resource, command, after, params, inputs, env, "
                               "secrets, retry, on_failure, cache, group and %s)"
-                              % (name if isinstance(name, str) else "", ", ".join(unknown), ", ".join(k for k, _ in _SPEC)), _INVALID)
+                              % (name if isinstance(name, str) else "(decorated)", ", ".join(unknown), ", ".join(k for k, _ in _SPEC)),
+                              _INVALID)
         opts = dict(compute_resource=compute_resource, command=command, params=params, inputs=inputs, env=env,
                     secrets=secrets, retry=retry, on_failure=on_failure, cache=cache, group=group, spec=spec)
         if callable(name):
@@ -314,8 +315,13 @@ def _yaml_scalar(v):
     return json.dumps(v)
 
 
+# Plain words a YAML reader may take for something other than a string
+# (YAML 1.1 readers take yes/no/on/off for booleans): quoted as keys.
+_YAML_WORDS = {"true", "false", "null", "yes", "no", "on", "off", "y", "n"}
+
+
 def _yaml_key(k):
-    return k if _PLAIN_KEY.match(k) else json.dumps(k)
+    return k if _PLAIN_KEY.match(k) and k.lower() not in _YAML_WORDS else json.dumps(k)
 
 
 def _yaml(v, indent):

@@ -196,14 +196,17 @@ class PipelineTest(unittest.TestCase):
         self.assertEqual(len(self.my_tasks()), before)
 
     def test_abort_stops_the_running_step_and_skips_the_rest(self):
-        p = klique.Pipeline("sdk-abort", project="fraud-models")
-        hold = p.step("hold", compute_resource="1 A100", command=["sleep", "60"])
+        # The YAML text carries the parameters (one named as a YAML word,
+        # which to_yaml quotes) and the templates as the server reads them.
+        p = klique.Pipeline("sdk-abort", project="fraud-models", params={"true": "no"})
+        hold = p.step("hold", compute_resource="1 A100", command=["sleep", "60"], env={"WHY": p.param("true")})
         p.step("after", compute_resource="1 GPU", command=["echo", "{{steps.hold.metrics.never}}"], after=[hold])
         # Sent as the YAML text of the file form, which the server reads as
         # the definition the builder made.
         run = self.client.run_pipeline(p.to_yaml())
         self.assertEqual([(s["name"], s["spec"]["command"]) for s in run.definition["steps"]],
                          [("hold", ["sleep", "60"]), ("after", ["echo", "{{steps.hold.metrics.never}}"])])
+        self.assertEqual((run.definition["params"], run.definition["steps"][0]["spec"]["env"]), ({"true": "no"}, {"WHY": "{{params.true}}"}))
         deadline = time.monotonic() + 60
         while run.step("hold").state != "RUNNING":
             self.assertLess(time.monotonic(), deadline, "hold is %s: %s" % (run.step("hold").state, run.step("hold").reason))
