@@ -8,7 +8,7 @@ import time
 from ._config import connect
 from ._http import KliqueError
 from ._run import TASK_FIELDS, Run
-from .pipeline_run import RUN_FIELDS, PipelineRun
+from .pipeline_run import RUN_FIELDS, PipelineRun, abort_run
 
 FINAL = ("COMPLETED", "FAILED", "ABORTED")
 
@@ -114,7 +114,7 @@ class Client:
     def abort_pipeline_run(self, run_id, reason=None):
         """Aborts a run: its queued and running steps' tasks are aborted,
         its pending steps skipped."""
-        return PipelineRun.get(self._conn, run_id).abort(reason)
+        return PipelineRun(self._conn, abort_run(self._conn, run_id, reason))
 
 
 def _text(v):

@@ -110,9 +110,7 @@ class PipelineRun:
     def abort(self, reason=None):
         """Aborts the run: its queued and running steps' tasks are aborted,
         its pending steps skipped. Returns it as it is then."""
-        d = self._conn.graphql("mutation($id: ID!, $r: String) { abortPipelineRun(id: $id, reason: $r) { %s } }" % RUN_FIELDS,
-                               {"id": self.id, "r": reason})["abortPipelineRun"]
-        self._set(d)
+        self._set(abort_run(self._conn, self.id, reason))
         return self
 
     def __repr__(self):
@@ -124,3 +122,9 @@ def _read(conn, run_id):
     if not d:
         raise KliqueError("no pipeline run '%s'" % run_id, "NOT_FOUND")
     return d
+
+
+def abort_run(conn, run_id, reason):
+    """abortPipelineRun: the run as it is once aborted."""
+    return conn.graphql("mutation($id: ID!, $r: String) { abortPipelineRun(id: $id, reason: $r) { %s } }" % RUN_FIELDS,
+                        {"id": run_id, "r": reason})["abortPipelineRun"]

@@ -112,6 +112,10 @@ class PipelineTest(unittest.TestCase):
         tasks = {t["id"]: t["name"] for t in self.my_tasks()}
         self.assertEqual([tasks.get(s.task_id) for s in run.steps],
                          ["sdk-train-eval/prepare", "sdk-train-eval/train", "sdk-train-eval/evaluate"])
+        # Another group's member does not find it.
+        with self.assertRaises(klique.KliqueError) as e:
+            klique.Client(CP.url, CP.victor).pipeline_run(run.id)
+        self.assertEqual(e.exception.code, "NOT_FOUND")
         # The client reads the same run back.
         again = self.client.pipeline_run(run.id)
         self.assertEqual((again.name, again.state, [s.task_id for s in again.steps]),
