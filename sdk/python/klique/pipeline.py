@@ -230,8 +230,8 @@ class Pipeline:
         if isinstance(v, Ref):
             if v.step.pipeline is not self:
                 raise KliqueError("%s of pipeline %s refers to step %s of another klique.Pipeline (named %s): a step refers "
-                                  "only to steps of its own pipeline; add that step to this one" % (where, self.name, v.step.name, v.step.pipeline.name),
-                                  _INVALID)
+                                  "only to steps of its own pipeline; add that step to this one"
+                                  % (where, self.name, v.step.name, v.step.pipeline.name), _INVALID)
             return str(v)
         return v
 
@@ -248,10 +248,10 @@ class Pipeline:
         index = {s.name: i for i, s in enumerate(self._steps)}
         steps = []
         for s in self._steps:
-            named = set(s._after)
-            for v in _strings(s._fields):
-                named.update(m for m in _STEP_REF.findall(v) if m in index)
-            named.discard(s.name)
+            # A step's templates naming itself are the server's to refuse
+            # (as is an after= naming it); they add no dependency here.
+            named = {m for v in _strings(s._fields) for m in _STEP_REF.findall(v) if m in index and m != s.name}
+            named.update(s._after)
             known = sorted((n for n in named if n in index), key=index.get)
             deps = known + [n for n in s._after if n not in index]
             d = {}
