@@ -9,12 +9,15 @@ import urllib.request
 
 class KliqueError(Exception):
     """A refusal or failure, with the server's message (which says what to
-    change) and its code (NOT_FOUND, FORBIDDEN, BAD_USER_INPUT, ...)."""
+    change), its code (NOT_FOUND, FORBIDDEN, BAD_USER_INPUT, ...) and, when
+    the server found several problems at once (a whole pipeline checked),
+    each of them."""
 
-    def __init__(self, message, code=None):
+    def __init__(self, message, code=None, problems=None):
         super().__init__(message)
         self.message = message
         self.code = code
+        self.problems = list(problems or [])
 
 
 class Connection:
@@ -51,7 +54,8 @@ class Connection:
         errors = out.get("errors") or []
         if errors:
             e = errors[0]
-            raise KliqueError(e.get("message", "the request failed"), (e.get("extensions") or {}).get("code"))
+            ext = e.get("extensions") or {}
+            raise KliqueError(e.get("message", "the request failed"), ext.get("code"), ext.get("problems"))
         return out.get("data") or {}
 
     def artifact_url(self, task_id, name):

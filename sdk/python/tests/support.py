@@ -1,7 +1,9 @@
 """A real control plane for the SDK's tests: bin/klique (or $KLIQUE_BIN)
 serving on a free loopback port with a fresh SQLite data directory, the
 example estate applied, a member with a key, and a process-mode worker for
-the bare-metal pool (on which "1 A100" places work)."""
+the bare-metal pool (on which "1 A100" places work); on request a second one
+for the onprem-k8s pool, on which the estate's "1 GPU" places work first, so
+that two compute resources run on two workers."""
 
 import json
 import os
@@ -49,7 +51,7 @@ def gql(url, key, query, variables=None):
 class ControlPlane:
     """klique serve and klique worker, for the length of a test module."""
 
-    def __init__(self):
+    def __init__(self, pools=("bare-metal",)):
         self.tmp = tempfile.mkdtemp(prefix="klique-sdk-test-")
         self.bin = _binary(self.tmp)
         self.port = _free_port()
@@ -70,16 +72,24 @@ class ControlPlane:
             gql(self.url, self.admin, "mutation($d: String!) { applyEstate(document: $d) { summary } }", {"d": f.read()})
         self.alice = self.user("alice", "ml-research")
         self.victor = self.user("victor", "vision")
-        secret = gql(self.url, self.admin, 'mutation { createWorkerCredential(pool: "bare-metal", name: "sdk") { secret } }')["createWorkerCredential"]["secret"]
-        token = os.path.join(self.tmp, "worker.token")
+        for pool in pools:
+            self._worker(pool)
+
+    def _worker(self, pool):
+        """A process-mode worker for pool, with two GPUs; its log is
+        worker.log for bare-metal, worker-POOL.log for another pool."""
+        secret = gql(self.url, self.admin, "mutation($p: ID!, $n: String) { createWorkerCredential(pool: $p, name: $n) { secret } }",
+                     {"p": pool, "n": "sdk-" + pool})["createWorkerCredential"]["secret"]
+        name = "worker" if pool == "bare-metal" else "worker-" + pool
+        token = os.path.join(self.tmp, name + ".token")
         with open(token, "w") as f:
             f.write(secret)
         os.chmod(token, 0o600)
         # The worker's tasks import the SDK from this checkout: the process
         # runner gives them the worker's environment (less KLIQUE_*).
-        self._start("worker", [self.bin, "worker", "--pool", "bare-metal", "--token-file", token, "--gpus", "0,1",
-                               "--name", "sdk-worker", "--work-dir", os.path.join(self.tmp, "worker")],
-                    dict(base, KLIQUE_SERVER=self.url, PYTHONPATH=SDK, KLIQUE_WORKER_TOKEN=""))
+        self._start(name, [self.bin, "worker", "--pool", pool, "--token-file", token, "--gpus", "0,1",
+                           "--name", "sdk-" + name, "--work-dir", os.path.join(self.tmp, name)],
+                    dict(self.base_env, KLIQUE_SERVER=self.url, PYTHONPATH=SDK, KLIQUE_WORKER_TOKEN=""))
 
     def _start(self, name, argv, env):
         log = open(os.path.join(self.tmp, name + ".log"), "wb")
