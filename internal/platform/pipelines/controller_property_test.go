@@ -61,14 +61,15 @@ type graph struct {
 
 func (g *graph) stops(step string) bool { return g.steps[step].OnFailure != model.FailureContinue }
 
-// drawGraph draws 1 to 8 steps with random edges that all point back in a
+// drawGraph draws 1 to 8 steps (with the step cache off, or on for
+// some when cache is true) with random edges that all point back in a
 // random topological order, each step with a random failure policy and
 // retry count, its dependencies named by dependsOn or by templates, and
 // the definition's order shuffled.
-func drawGraph(t *rapid.T) *graph {
+func drawGraph(t *rapid.T, name string, cache bool) *graph {
 	n := rapid.IntRange(1, 8).Draw(t, "steps")
 	names := rapid.Permutation([]string{"s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7"}).Draw(t, "names")[:n]
-	g := &graph{def: &model.PipelineDefinition{Name: "train", Params: map[string]string{"lr": "0.1"}},
+	g := &graph{def: &model.PipelineDefinition{Name: name, Params: map[string]string{"lr": "0.1"}},
 		deps: map[string][]string{}, metricDeps: map[string][]string{}, artifactDeps: map[string][]string{},
 		usesLR: map[string]bool{}, lr: "0.1", steps: map[string]*model.PipelineStepDef{}}
 	off := false
@@ -77,6 +78,9 @@ func drawGraph(t *rapid.T) *graph {
 			OnFailure: rapid.SampledFrom([]string{"", model.FailureStop, model.FailureContinue}).Draw(t, name+" onFailure"),
 			Retry:     rapid.IntRange(0, 2).Draw(t, name+" retry"), Cache: &off,
 			Spec: model.TaskSpec{Command: []string{"python", "train.py"}, Parameters: map[string]string{}}}
+		if cache && rapid.Bool().Draw(t, name+" cache") {
+			st.Cache = nil // on
+		}
 		if rapid.Bool().Draw(t, name+" uses lr") {
 			st.Spec.Parameters["lr"] = "{{params.lr}}"
 			g.usesLR[name] = true
@@ -137,6 +141,9 @@ type fixture struct {
 	// ownerCtx acts as the owner, as their credential would.
 	ownerCtx  context.Context
 	resources map[string]string
+	// cases numbers the cases, for a pipeline name of each: runs of one
+	// name in one project share a step cache.
+	cases int
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -194,12 +201,18 @@ type world struct {
 	// aborts are the tasks the controller aborted, with the pass.
 	aborts map[string]int
 	checks int
+	// specs are the specs the steps' tasks were enqueued with; earlier
+	// is the case's run before this one (nil for its first), and
+	// earlierSpecs its specs, for the step cache.
+	specs        map[string]model.TaskSpec
+	earlier      *model.PipelineRun
+	earlierSpecs map[string]model.TaskSpec
 }
 
 func newWorld(t *rapid.T, e *fixture, g *graph) *world {
 	w := &world{fixture: e, t: t, ctx: context.Background(), g: g, now: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC),
 		byKey: map[string]*taskRec{}, tasks: map[string]*taskRec{}, stepTasks: map[string][]string{},
-		refused: map[string]int{}, aborts: map[string]int{}}
+		refused: map[string]int{}, aborts: map[string]int{}, specs: map[string]model.TaskSpec{}}
 	// A case that failed (rapid then shrinks it) can leave its run
 	// active; end it, so this case's passes see only this case's run.
 	ids, err := e.st.ListActivePipelineRuns(w.ctx, e.tenant)
@@ -262,8 +275,7 @@ func (w *world) enqueue(ctx context.Context, t pipelines.StepTask) (*model.Task,
 	}
 	// (1) Every dependency's task completed before the step's is enqueued.
 	for _, d := range w.g.deps[step] {
-		ts := w.stepTasks[d]
-		if len(ts) == 0 || w.status(ts[len(ts)-1]) != model.TaskCompleted {
+		if id := w.depTask(d); id == "" || w.status(id) != model.TaskCompleted {
 			w.t.Fatalf("pass %d enqueued %s (attempt %d) before its dependency %s completed (its tasks %v)", w.pass, step, attempt, d, w.statuses(d))
 		}
 	}
@@ -282,7 +294,14 @@ func (w *world) enqueue(ctx context.Context, t pipelines.StepTask) (*model.Task,
 	if w.stopAt != 0 && w.pass >= w.stopAt {
 		w.t.Fatalf("pass %d enqueued %s (attempt %d) after a step failed for good under the stop policy (seen from pass %d)", w.pass, step, attempt, w.stopAt)
 	}
-	w.checkSpec(step, t)
+	if p := w.specProblem(step, t); p != "" {
+		w.t.Fatalf("pass %d enqueued %s: %s", w.pass, step, p)
+	}
+	// The step cache: a first attempt is not enqueued when the earlier
+	// run's step completed with the spec this one has.
+	if attempt == 1 && w.reusable(step) {
+		w.t.Fatalf("pass %d enqueued %s, which could reuse run %s's task %s", w.pass, step, w.earlier.ID, w.earlier.Step(step).TaskID)
+	}
 	if rapid.IntRange(0, 9).Draw(w.t, "refuse "+t.IdempotencyKey) == 0 {
 		rec.refused = true
 		w.enqueues = append(w.enqueues, rec)
@@ -300,38 +319,67 @@ func (w *world) enqueue(ctx context.Context, t pipelines.StepTask) (*model.Task,
 	tr := &taskRec{id: task.ID, step: step, key: t.IdempotencyKey, attempt: attempt, pass: w.pass}
 	w.byKey[t.IdempotencyKey], w.tasks[task.ID] = tr, tr
 	w.stepTasks[step] = append(w.stepTasks[step], task.ID)
+	w.specs[step] = t.Spec
 	rec.taskID = task.ID
 	w.enqueues = append(w.enqueues, rec)
 	return task, nil
 }
 
-// checkSpec: the step's task goes to the step's compute resource with its
-// templates filled from the run's parameter and its dependencies'
-// completed tasks (their metric, their artifacts by reference).
-func (w *world) checkSpec(step string, t pipelines.StepTask) {
+// specProblem says what is wrong with a step's task, "" when it goes to
+// the step's compute resource with its templates filled from the run's
+// parameter and its dependencies' tasks (their metric, their artifacts by
+// reference).
+func (w *world) specProblem(step string, t pipelines.StepTask) string {
 	def := w.g.steps[step]
 	if t.ComputeResource != w.resources[def.ComputeResource] || t.Project != w.project {
-		w.t.Fatalf("%s enqueued on %q in project %q, want %s's %q in %q", step, t.ComputeResource, t.Project, def.ComputeResource, w.resources[def.ComputeResource], w.project)
+		return fmt.Sprintf("on %q in project %q, want %s's %q in %q", t.ComputeResource, t.Project, def.ComputeResource, w.resources[def.ComputeResource], w.project)
 	}
 	if w.g.usesLR[step] && t.Spec.Parameters["lr"] != w.g.lr {
-		w.t.Fatalf("%s enqueued with lr %q, want the run's %q", step, t.Spec.Parameters["lr"], w.g.lr)
+		return fmt.Sprintf("lr %q, want the run's %q", t.Spec.Parameters["lr"], w.g.lr)
+	}
+	for _, d := range w.g.deps[step] {
+		if w.depTask(d) == "" {
+			return "its dependency " + d + " has no task"
+		}
 	}
 	for _, d := range w.g.metricDeps[step] {
-		ts := w.stepTasks[d]
-		want := strconv.FormatFloat(w.tasks[ts[len(ts)-1]].loss, 'g', -1, 64)
+		want := strconv.FormatFloat(w.tasks[w.depTask(d)].loss, 'g', -1, 64)
 		if got := t.Spec.Parameters["loss_"+d]; got != want {
-			w.t.Fatalf("%s enqueued with loss_%s %q, want %s's last loss %s", step, d, got, d, want)
+			return fmt.Sprintf("loss_%s %q, want %s's loss %s", d, got, d, want)
 		}
 	}
 	var want []model.ArtifactInput
 	for _, d := range w.g.artifactDeps[step] {
-		ts := w.stepTasks[d]
-		want = append(want, model.ArtifactInput{Name: "in_" + d, TaskID: ts[len(ts)-1], Artifact: "model"})
+		want = append(want, model.ArtifactInput{Name: "in_" + d, TaskID: w.depTask(d), Artifact: "model"})
 	}
 	slices.SortFunc(want, func(a, b model.ArtifactInput) int { return strings.Compare(a.Name, b.Name) })
 	if !slices.Equal(t.Spec.Inputs, want) {
-		w.t.Fatalf("%s enqueued with inputs %+v, want %+v", step, t.Spec.Inputs, want)
+		return fmt.Sprintf("inputs %+v, want %+v", t.Spec.Inputs, want)
 	}
+	return ""
+}
+
+// depTask is the task whose outputs a dependency gives its dependants:
+// its last task, or the earlier run's task it reuses ("" for none).
+func (w *world) depTask(d string) string {
+	if ts := w.stepTasks[d]; len(ts) > 0 {
+		return ts[len(ts)-1]
+	}
+	if st := w.run().Step(d); st.State == model.StepCached {
+		return st.TaskID
+	}
+	return ""
+}
+
+// reusable reports whether a step of this run may reuse the earlier
+// run's: its cache is on, and the earlier run's step completed with the
+// spec this one's task would have now.
+func (w *world) reusable(step string) bool {
+	if w.earlier == nil || !w.g.steps[step].CacheOn() || w.earlier.Step(step).State != model.StepCompleted {
+		return false
+	}
+	def := w.g.steps[step]
+	return w.specProblem(step, pipelines.StepTask{ComputeResource: w.resources[def.ComputeResource], Project: w.project, Spec: w.earlierSpecs[step]}) == ""
 }
 
 // abort is the abort path as a caller: only the owner's controller calls
@@ -402,44 +450,79 @@ func TestControllerOverRandomRuns(t *testing.T) {
 	lowerChecksUnderRace(t)
 	e := newFixture(t)
 	rapid.Check(t, func(t *rapid.T) {
-		g := drawGraph(t)
-		w := newWorld(t, e, g)
-		in := pipelines.RunInput{Def: g.def, Project: "fraud"}
-		if rapid.Bool().Draw(t, "override lr") {
-			in.Params, g.lr = map[string]string{"lr": "0.05"}, "0.05"
+		e.cases++
+		w := newWorld(t, e, drawGraph(t, fmt.Sprintf("train-%d", e.cases), false))
+		w.drive()
+	})
+}
+
+// TestControllerReusesCachedSteps (issue 21): with the step cache on for
+// some steps, a second run of a pipeline reuses exactly the steps whose
+// earlier run completed with the spec they would have now (the same
+// parameter, their dependencies' same metric and artifacts), enqueues
+// the others, and otherwise keeps every property of a first run; a
+// reused step counts as succeeded for its dependants.
+func TestControllerReusesCachedSteps(t *testing.T) {
+	lowerChecksUnderRace(t)
+	e := newFixture(t)
+	rapid.Check(t, func(t *rapid.T) {
+		e.cases++
+		w := newWorld(t, e, drawGraph(t, fmt.Sprintf("train-%d", e.cases), true))
+		w.drive()
+		w.nextRun()
+		w.drive()
+	})
+}
+
+// nextRun keeps the run that ended as the earlier one and readies the
+// world for another run of the pipeline.
+func (w *world) nextRun() {
+	w.earlier, w.earlierSpecs = w.run(), w.specs
+	w.runID, w.stopAt, w.checks, w.enqueues = "", 0, 0, nil
+	w.stepTasks, w.refused, w.aborts, w.specs = map[string][]string{}, map[string]int{}, map[string]int{}, map[string]model.TaskSpec{}
+}
+
+// drive starts a run (with the pipeline's lr or its own, as drawn) and
+// advances it, once or twice a round, moving its tasks between rounds,
+// until it ends; then checks it.
+func (w *world) drive() {
+	t, g := w.t, w.g
+	in := pipelines.RunInput{Def: g.def, Project: "fraud"}
+	g.lr = "0.1"
+	if rapid.Bool().Draw(t, "override lr") {
+		in.Params, g.lr = map[string]string{"lr": "0.05"}, "0.05"
+	}
+	r, err := w.p.StartRun(w.ownerCtx, in)
+	if err != nil {
+		t.Fatalf("start the run: %v", err)
+	}
+	w.runID = r.ID
+	if w.checks != len(g.def.Steps) || r.State != model.PipelineRunPending || len(w.enqueues) != 0 {
+		t.Fatalf("started: %d steps checked of %d, state %s, %d enqueued", w.checks, len(g.def.Steps), r.State, len(w.enqueues))
+	}
+	for round := 0; ; round++ {
+		if round == maxRounds {
+			t.Fatalf("the run is still %s after %d rounds", w.run().State, round)
 		}
-		r, err := w.p.StartRun(w.ownerCtx, in)
-		if err != nil {
-			t.Fatalf("start the run: %v", err)
-		}
-		w.runID = r.ID
-		if w.checks != len(g.def.Steps) || r.State != model.PipelineRunPending || len(w.enqueues) != 0 {
-			t.Fatalf("started: %d steps checked of %d, state %s, %d enqueued", w.checks, len(g.def.Steps), r.State, len(w.enqueues))
-		}
-		for round := 0; ; round++ {
-			if round == maxRounds {
-				t.Fatalf("the run is still %s after %d rounds", w.run().State, round)
-			}
-			w.now = w.now.Add(time.Minute)
+		w.now = w.now.Add(time.Minute)
+		w.advance()
+		w.checkPass()
+		if rapid.Bool().Draw(t, "second pass") {
+			// Another replica's pass right after, with no task
+			// changed in between, changes nothing.
+			first, n, aborts := w.run(), len(w.enqueues), len(w.aborts)
 			w.advance()
 			w.checkPass()
-			if rapid.Bool().Draw(t, "second pass") {
-				// Another replica's pass right after, with no task
-				// changed in between, changes nothing.
-				first, n, aborts := w.run(), len(w.enqueues), len(w.aborts)
-				w.advance()
-				w.checkPass()
-				if again := w.run(); !sameRun(first, again) || len(w.enqueues) != n || len(w.aborts) != aborts {
-					t.Fatalf("a second pass with nothing changed moved the run: %s", describe(first, again))
-				}
+			if again := w.run(); !sameRun(first, again) || len(w.enqueues) != n || len(w.aborts) != aborts {
+				t.Fatalf("a second pass with nothing changed moved the run: %s", describe(first, again))
 			}
-			if w.run().State.Final() {
-				break
-			}
-			w.moveTasks(round >= forceFinalRound)
 		}
-		w.checkEnd()
-	})
+		if w.run().State.Final() {
+			break
+		}
+		w.moveTasks(round >= forceFinalRound)
+	}
+	w.checkEnd()
 }
 
 // lowerChecksUnderRace has rapid try 25 cases instead of its default 100
@@ -522,6 +605,15 @@ func (w *world) checkPass() {
 		tasks := w.stepTasks[st.Name]
 		// (2) The step's tasks are the ones enqueued for it, one per
 		// attempt, each linked to its run, step and attempt.
+		if st.State == model.StepCached {
+			// Cached: the earlier run's task, reused as the cache
+			// allows, and nothing enqueued.
+			if e := w.earlier; e == nil || len(tasks) != 0 || !w.reusable(st.Name) || st.TaskID != e.Step(st.Name).TaskID ||
+				!slices.Equal(st.TaskIDs, []string{st.TaskID}) || st.CachedFromRunID != e.ID || st.Attempts != 0 {
+				t.Fatalf("after pass %d step %s is cached from run %q's task %s (tasks %v, attempts %d); the run before: %s", w.pass, st.Name, st.CachedFromRunID, st.TaskID, tasks, st.Attempts, describe(e, e))
+			}
+			continue
+		}
 		if !slices.Equal(st.TaskIDs, tasks) || st.Attempts != len(tasks) || (len(tasks) > 0 && st.TaskID != tasks[len(tasks)-1]) {
 			t.Fatalf("after pass %d step %s has tasks %v (attempts %d, current %s), the controller enqueued %v", w.pass, st.Name, st.TaskIDs, st.Attempts, st.TaskID, tasks)
 		}
@@ -611,6 +703,9 @@ func (w *world) checkEnd() {
 		switch {
 		case w.refused[st.Name] == len(tasks)+1:
 			want = model.StepFailed
+		case len(tasks) == 0 && st.State == model.StepCached:
+			// checkPass checked that the cache allowed it.
+			want = model.StepCached
 		case len(tasks) == 0:
 			want = model.StepSkipped
 		default:
@@ -630,7 +725,7 @@ func (w *world) checkEnd() {
 		if st.State != want {
 			t.Fatalf("step %s ended %s, want %s (tasks %v, refused attempt %d, stop from pass %d)", st.Name, st.State, want, w.statuses(st.Name), w.refused[st.Name], w.stopAt)
 		}
-		allOK = allOK && want == model.StepCompleted
+		allOK = allOK && want.Succeeded()
 		// Each task is linked to its run, step and attempt.
 		for i, id := range tasks {
 			l, err := w.st.GetPipelineTaskLink(w.ctx, w.tenant, id)
@@ -679,6 +774,9 @@ func sameRun(a, b *model.PipelineRun) bool {
 }
 
 func describe(a, b *model.PipelineRun) string {
+	if a == nil || b == nil {
+		return "none"
+	}
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "run %s → %s;", a.State, b.State)
 	for i := range a.Steps {
