@@ -94,11 +94,13 @@ type world struct {
 	clones  int
 	// refusedIn is the last pass that had an enqueue refused.
 	refusedIn int
+	// steps is the last step each trial reported the objective at.
+	steps map[int]int64
 }
 
 func newWorld(t *rapid.T, f *fixture) *world {
 	w := &world{fixture: f, t: t, ctx: context.Background(), now: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC),
-		tasks: map[int]string{}, keys: map[string]string{}, refused: map[int]bool{}, stopped: map[string]int{}}
+		tasks: map[int]string{}, keys: map[string]string{}, refused: map[int]bool{}, stopped: map[string]int{}, steps: map[int]int64{}}
 	// A case that failed (rapid then shrinks it) can leave its study
 	// running; end it, so this case's passes see only this case's study.
 	running, err := f.st.ListRunningStudies(w.ctx)
@@ -206,7 +208,7 @@ func countTrue(m map[int]bool) int {
 }
 
 // TestStudyControllerOverRandomOutcomes (issue 21): over random studies
-// (grid or random search, 1 to 4 trials at once, a budget of 1 to 10
+// (grid, random or successive-halving search, 1 to 4 trials at once, a budget of 1 to 10
 // trials) and random task outcomes, the controller never has more than
 // the study's concurrency of trials' tasks open, never makes more trials
 // than its budget (or its grid) allows, one task per trial; after each
@@ -220,7 +222,8 @@ func TestStudyControllerOverRandomOutcomes(t *testing.T) {
 		spec := model.StudySpec{Objective: "loss", MaxConcurrent: rapid.IntRange(1, 4).Draw(t, "max concurrent"),
 			Budget: model.StudyBudget{Trials: rapid.IntRange(1, 10).Draw(t, "budget")}}
 		w.limit = spec.Budget.Trials
-		if rapid.Bool().Draw(t, "grid") {
+		switch rapid.SampledFrom([]string{model.StrategyGrid, model.StrategyRandom, model.StrategyHalving}).Draw(t, "strategy") {
+		case model.StrategyGrid:
 			n := rapid.IntRange(1, 6).Draw(t, "grid size")
 			var values []string
 			for i := range n {
@@ -228,8 +231,13 @@ func TestStudyControllerOverRandomOutcomes(t *testing.T) {
 			}
 			spec.Strategy, spec.Space = model.StrategyGrid, []model.SearchParam{{Name: "lr", Kind: model.ParamChoice, Values: values}}
 			w.limit = min(w.limit, n)
-		} else {
+		case model.StrategyRandom:
 			spec.Strategy, spec.Space = model.StrategyRandom, []model.SearchParam{{Name: "lr", Kind: model.ParamUniform, Lo: 0.001, Hi: 0.1}}
+		default:
+			// Successive halving over epochs 1 to 9 (rungs at 1 and 3):
+			// the controller stops the trials below a rung's cut.
+			spec.Strategy, spec.Space = model.StrategyHalving, []model.SearchParam{{Name: "lr", Kind: model.ParamUniform, Lo: 0.001, Hi: 0.1}}
+			spec.Halving = &model.Halving{Resource: "epochs", MinResource: 1, MaxResource: 9, Eta: 3}
 		}
 		if ps := studies.Normalize(&spec, tasks.Direction); len(ps) > 0 {
 			t.Fatalf("the study drawn is refused: %v", ps)
@@ -294,6 +302,10 @@ func (w *world) checkPass() {
 		switch {
 		case w.refused[i]:
 			want = model.TrialFailed
+		case w.stopped[tr.TaskID] != 0:
+			// The controller stopped its task: successive halving
+			// stopped the trial early.
+			want = model.TrialStoppedEarly
 		case tr.TaskID == "":
 			t.Fatalf("after pass %d trial %d is %s with no task and no refusal", w.pass, i, tr.State)
 		default:
@@ -333,7 +345,7 @@ func (w *world) checkPass() {
 }
 
 // checkEnd: a study that ended made every trial it may, ended them all,
-// and stopped no task (nothing asked it to).
+// and stopped no task unless successive halving stopped its trial (checkPass).
 func (w *world) checkEnd(st *model.Study) {
 	trials, err := w.st.ListStudyTrials(w.ctx, w.tenant, st.ID)
 	must(w.t, err)
@@ -345,8 +357,8 @@ func (w *world) checkEnd(st *model.Study) {
 			w.t.Fatalf("the study ended with trial %d %s", tr.Number, tr.State)
 		}
 	}
-	if len(w.stopped) != 0 {
-		w.t.Fatalf("the study stopped tasks %v", w.stopped)
+	if len(w.stopped) != 0 && st.Spec.Strategy != model.StrategyHalving {
+		w.t.Fatalf("a %s study stopped tasks %v", st.Spec.Strategy, w.stopped)
 	}
 }
 
@@ -372,11 +384,17 @@ func (w *world) moveTasks(force bool) {
 		case 0:
 			continue
 		case 1:
+			// It runs, and reports the objective at its next epoch.
 			task.Status, task.Reason = model.TaskRunning, "running"
+			if w.steps[n] < 9 {
+				w.steps[n]++
+				loss := float64(rapid.IntRange(0, 100).Draw(w.t, fmt.Sprintf("loss of trial %d at %d", n, w.steps[n]))) / 10
+				must(w.t, w.st.AppendMetrics(w.ctx, w.tenant, id, 1, []model.MetricPoint{{At: w.now, Name: "loss", Value: loss, Step: w.steps[n]}}))
+			}
 		case 2:
 			task.Status, task.Reason, task.FinishedAt = model.TaskCompleted, "exit 0", ptr(w.now)
 			loss := float64(rapid.IntRange(0, 100).Draw(w.t, fmt.Sprintf("loss of trial %d", n))) / 10
-			must(w.t, w.st.AppendMetrics(w.ctx, w.tenant, id, 1, []model.MetricPoint{{At: w.now, Name: "loss", Value: loss, Step: 1}}))
+			must(w.t, w.st.AppendMetrics(w.ctx, w.tenant, id, 1, []model.MetricPoint{{At: w.now, Name: "loss", Value: loss, Step: w.steps[n] + 1}}))
 		case 3:
 			task.Status, task.Reason, task.FinishedAt = model.TaskFailed, "exit 1", ptr(w.now)
 		case 4:
