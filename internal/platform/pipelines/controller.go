@@ -82,22 +82,38 @@ func (s *Pipelines) advance(ctx context.Context, tenantID, id string) error {
 			return err
 		}
 	}
-	// Follow the steps' tasks.
+	// Follow the steps' tasks. A failed task's retry waits until the stop
+	// policy has been applied: a run that stops enqueues nothing more
+	// (issue 21's property test found a retry enqueued in the pass that
+	// then aborted it).
+	type retry struct {
+		st  *model.PipelineStep
+		why string
+	}
+	var retries []retry
 	for _, st := range r.Steps {
 		if st.State == model.StepQueued || st.State == model.StepRunning {
-			if err := ps.follow(ctx, st); err != nil {
+			why, err := ps.follow(ctx, st)
+			if err != nil {
 				return err
+			}
+			if why != "" {
+				retries = append(retries, retry{st, why})
 			}
 		}
 	}
 	// A step that failed for good under the stop policy ends the run.
 	for _, st := range r.Steps {
-		if (st.State == model.StepFailed || st.State == model.StepAborted) && ps.defs[st.Name].OnFailure != model.FailureContinue {
-			why := fmt.Sprintf("step %s %s: %s", st.Name, st.State, st.Reason)
-			if err := s.stopSteps(ctx, r, s.callerAbort(ps.owner), why, model.StepAborted); err != nil {
-				return err
-			}
-			return ps.finish(ctx, model.PipelineRunFailed, why)
+		if ps.stops(st) {
+			return ps.stop(ctx, st)
+		}
+	}
+	for _, rt := range retries {
+		if err := ps.enqueue(ctx, rt.st, rt.why); err != nil {
+			return err
+		}
+		if ps.stops(rt.st) {
+			return ps.stop(ctx, rt.st)
 		}
 	}
 	// Start the steps whose dependencies succeeded; skip those of a
@@ -130,6 +146,14 @@ func (s *Pipelines) advance(ctx context.Context, tenantID, id string) error {
 			if err := ps.start(ctx, st); err != nil {
 				return err
 			}
+			// A step that failed as it started (its enqueue refused, a
+			// template not filled) under the stop policy ends the run
+			// now: the steps after it in this pass would only be
+			// enqueued for the next pass to abort (issue 21's property
+			// test found it).
+			if ps.stops(st) {
+				return ps.stop(ctx, st)
+			}
 		}
 	}
 	// The run ends once every step has.
@@ -148,12 +172,29 @@ func (s *Pipelines) advance(ctx context.Context, tenantID, id string) error {
 	return ps.finish(ctx, model.PipelineRunCompleted, "every step completed")
 }
 
-// follow moves a queued or running step after its task.
-func (ps *pass) follow(ctx context.Context, st *model.PipelineStep) error {
+// stops reports whether a step failed for good under the stop policy.
+func (ps *pass) stops(st *model.PipelineStep) bool {
+	return (st.State == model.StepFailed || st.State == model.StepAborted) && ps.defs[st.Name].OnFailure != model.FailureContinue
+}
+
+// stop ends the run after st failed under the stop policy: its queued and
+// running steps' tasks are aborted as the owner, its pending steps skipped.
+func (ps *pass) stop(ctx context.Context, st *model.PipelineStep) error {
+	why := fmt.Sprintf("step %s %s: %s", st.Name, st.State, st.Reason)
+	if err := ps.s.stopSteps(ctx, ps.r, ps.s.callerAbort(ps.owner), why, model.StepAborted); err != nil {
+		return err
+	}
+	return ps.finish(ctx, model.PipelineRunFailed, why)
+}
+
+// follow moves a queued or running step after its task. For a failed task
+// with a retry left it moves nothing and returns the retry's reason: the
+// caller enqueues it.
+func (ps *pass) follow(ctx context.Context, st *model.PipelineStep) (string, error) {
 	s, r := ps.s, ps.r
 	task, err := s.k.Store.GetTask(ctx, r.TenantID, st.TaskID)
 	if err != nil {
-		return fmt.Errorf("read the task of step %s: %w", st.Name, err)
+		return "", fmt.Errorf("read the task of step %s: %w", st.Name, err)
 	}
 	def := ps.defs[st.Name]
 	var change func(*model.PipelineStep)
@@ -174,7 +215,7 @@ func (ps *pass) follow(ctx context.Context, st *model.PipelineStep) error {
 		}
 	case model.TaskFailed:
 		if st.Attempts <= def.Retry {
-			return ps.enqueue(ctx, st, fmt.Sprintf("attempt %d failed (%s); retrying, %d of %d retries", st.Attempts, task.Reason, st.Attempts, def.Retry))
+			return fmt.Sprintf("attempt %d failed (%s); retrying, %d of %d retries", st.Attempts, task.Reason, st.Attempts, def.Retry), nil
 		}
 		change = func(n *model.PipelineStep) {
 			n.State, n.FinishedAt = model.StepFailed, task.FinishedAt
@@ -189,10 +230,10 @@ func (ps *pass) follow(ctx context.Context, st *model.PipelineStep) error {
 		}
 	}
 	if change == nil {
-		return nil
+		return "", nil
 	}
 	_, err = ps.move(ctx, st, change)
-	return err
+	return "", err
 }
 
 // start starts a pending step whose dependencies succeeded: from the
