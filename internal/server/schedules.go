@@ -24,13 +24,7 @@ func (a *App) startSchedules(engine bool) {
 	ctx, cancel := context.WithCancel(context.Background())
 	a.stopSchedules = cancel
 	wake := make(chan struct{}, 1)
-	sub := a.Events.Subscribe(256, func(e events.Event) bool {
-		switch e.Kind {
-		case schedules.EventTaskCompleted, "task.finished", schedules.EventArtifactPublished, schedules.EventPipelineFinished:
-			return true
-		}
-		return false
-	})
+	sub := a.Events.Subscribe(256, func(e events.Event) bool { return schedules.Wakes(e.Kind) })
 	go func() {
 		defer sub.Close()
 		for {
