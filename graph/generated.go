@@ -1046,11 +1046,12 @@ type ComplexityRoot struct {
 	}
 
 	ScheduleTrigger struct {
-		Artifact   func(childComplexity int) int
-		Event      func(childComplexity int) int
-		PipelineID func(childComplexity int) int
-		ProjectID  func(childComplexity int) int
-		Tag        func(childComplexity int) int
+		Artifact  func(childComplexity int) int
+		Event     func(childComplexity int) int
+		Pipeline  func(childComplexity int) int
+		ProjectID func(childComplexity int) int
+		State     func(childComplexity int) int
+		Tag       func(childComplexity int) int
 	}
 
 	ScheduleUpdate struct {
@@ -6406,18 +6407,24 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ScheduleTrigger.Event(childComplexity), true
-	case "ScheduleTrigger.pipelineId":
-		if e.ComplexityRoot.ScheduleTrigger.PipelineID == nil {
+	case "ScheduleTrigger.pipeline":
+		if e.ComplexityRoot.ScheduleTrigger.Pipeline == nil {
 			break
 		}
 
-		return e.ComplexityRoot.ScheduleTrigger.PipelineID(childComplexity), true
+		return e.ComplexityRoot.ScheduleTrigger.Pipeline(childComplexity), true
 	case "ScheduleTrigger.projectId":
 		if e.ComplexityRoot.ScheduleTrigger.ProjectID == nil {
 			break
 		}
 
 		return e.ComplexityRoot.ScheduleTrigger.ProjectID(childComplexity), true
+	case "ScheduleTrigger.state":
+		if e.ComplexityRoot.ScheduleTrigger.State == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ScheduleTrigger.State(childComplexity), true
 	case "ScheduleTrigger.tag":
 		if e.ComplexityRoot.ScheduleTrigger.Tag == nil {
 			break
@@ -9961,14 +9968,16 @@ type Schedule {
 type ScheduleTrigger {
   "task.completed, artifact.published or pipeline.finished."
   event: String!
-  "task.completed: the project (id) whose tasks it watches."
+  "The project (id) whose events it watches: task.completed and pipeline.finished; artifact.published when restricted to one."
   projectId: String
   "task.completed: the tag the task must have."
   tag: String
   "artifact.published: the artifact's name."
   artifact: String
-  "pipeline.finished: the pipeline."
-  pipelineId: String
+  "pipeline.finished: the pipeline's name (its runs in the project)."
+  pipeline: String
+  "pipeline.finished: the final state the run must end in (completed, failed or aborted); null for any."
+  state: String
 }
 
 "One firing of a schedule."
@@ -9990,20 +9999,25 @@ type ScheduleRef {
 input ScheduleTriggerInput {
   "task.completed, artifact.published or pipeline.finished."
   event: String!
-  "task.completed: the project, by id or name."
+  "The project, by id or name: required for task.completed and pipeline.finished; optional for artifact.published (only its runs' artifacts)."
   project: String
+  "task.completed: the tag the completed task must have."
   tag: String
+  "artifact.published: the artifact's name."
   artifact: String
+  "pipeline.finished: the pipeline's name."
   pipeline: String
+  "pipeline.finished: completed, failed or aborted to fire only on that end; any end when left out."
+  state: String
 }
 
 input CreateScheduleInput {
   name: String!
-  "What it starts: one of task (a task to clone), pipeline or study, by id."
+  "What it starts: one of task (a task to clone), pipeline (a run whose definition is run again) or study (a study whose definition starts a new study), by id."
   task: ID
   pipeline: ID
   study: ID
-  "Parameters set over the target's."
+  "Parameters set over the target's (for a study: over its base task's fixed parameters, never a searched one)."
   parameters: StringMap
   "A 5-field cron expression (UTC) or a descriptor such as @daily; or give trigger."
   cron: String
@@ -12433,8 +12447,10 @@ func (ec *executionContext) childFields_ScheduleTrigger(ctx context.Context, fie
 		return ec.fieldContext_ScheduleTrigger_tag(ctx, field)
 	case "artifact":
 		return ec.fieldContext_ScheduleTrigger_artifact(ctx, field)
-	case "pipelineId":
-		return ec.fieldContext_ScheduleTrigger_pipelineId(ctx, field)
+	case "pipeline":
+		return ec.fieldContext_ScheduleTrigger_pipeline(ctx, field)
+	case "state":
+		return ec.fieldContext_ScheduleTrigger_state(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type ScheduleTrigger", field.Name)
 }
@@ -34533,16 +34549,16 @@ func (ec *executionContext) fieldContext_ScheduleTrigger_artifact(_ context.Cont
 	return graphql.NewScalarFieldContext("ScheduleTrigger", field, false, false, "String")
 }
 
-func (ec *executionContext) _ScheduleTrigger_pipelineId(ctx context.Context, field graphql.CollectedField, obj *model.ScheduleTrigger) (ret graphql.Marshaler) {
+func (ec *executionContext) _ScheduleTrigger_pipeline(ctx context.Context, field graphql.CollectedField, obj *model.ScheduleTrigger) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
 		field,
 		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_ScheduleTrigger_pipelineId(ctx, field)
+			return ec.fieldContext_ScheduleTrigger_pipeline(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.PipelineID, nil
+			return obj.Pipeline, nil
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
@@ -34552,7 +34568,30 @@ func (ec *executionContext) _ScheduleTrigger_pipelineId(ctx context.Context, fie
 		false,
 	)
 }
-func (ec *executionContext) fieldContext_ScheduleTrigger_pipelineId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+func (ec *executionContext) fieldContext_ScheduleTrigger_pipeline(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ScheduleTrigger", field, false, false, "String")
+}
+
+func (ec *executionContext) _ScheduleTrigger_state(ctx context.Context, field graphql.CollectedField, obj *model.ScheduleTrigger) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ScheduleTrigger_state(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.State, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalOString2string(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ScheduleTrigger_state(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("ScheduleTrigger", field, false, false, "String")
 }
 
@@ -44210,7 +44249,7 @@ func (ec *executionContext) unmarshalInputScheduleTriggerInput(ctx context.Conte
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"event", "project", "tag", "artifact", "pipeline"}
+	fieldsInOrder := [...]string{"event", "project", "tag", "artifact", "pipeline", "state"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -44252,6 +44291,13 @@ func (ec *executionContext) unmarshalInputScheduleTriggerInput(ctx context.Conte
 				return it, err
 			}
 			it.Pipeline = data
+		case "state":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("state"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.State = data
 		}
 	}
 	return it, nil
@@ -51574,8 +51620,13 @@ func (ec *executionContext) _ScheduleTrigger(ctx context.Context, sel ast.Select
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
-		case "pipelineId":
-			out.Values[i] = ec._ScheduleTrigger_pipelineId(ctx, field, obj)
+		case "pipeline":
+			out.Values[i] = ec._ScheduleTrigger_pipeline(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "state":
+			out.Values[i] = ec._ScheduleTrigger_state(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}

@@ -22,5 +22,5 @@ func scheduleTrigger(in *gqlmodel.ScheduleTriggerInput) *model.ScheduleTrigger {
 		return nil
 	}
 	return &model.ScheduleTrigger{Event: in.Event, ProjectID: deref(in.Project), Tag: deref(in.Tag),
-		Artifact: deref(in.Artifact), PipelineID: deref(in.Pipeline)}
+		Artifact: deref(in.Artifact), Pipeline: deref(in.Pipeline), State: deref(in.State)}
 }

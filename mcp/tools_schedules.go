@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/klique-ai/klique/internal/model"
@@ -9,14 +10,23 @@ import (
 )
 
 type createScheduleArgs struct {
-	Name       string            `json:"name" jsonschema:"a name for the schedule, unique among yours"`
-	Task       string            `json:"task" jsonschema:"the id of the task to run again (a clone of it) each time the schedule fires"`
-	Parameters map[string]string `json:"parameters,omitempty" jsonschema:"parameters set over the task's on every run"`
-	Cron       string            `json:"cron,omitempty" jsonschema:"when it fires: 5 cron fields in UTC (minute hour day-of-month month day-of-week), such as 0 3 * * *, or @daily; or give triggerProject and triggerTag"`
-	// A trigger: when a task of a project completes with a tag.
-	TriggerProject string `json:"triggerProject,omitempty" jsonschema:"fire when a task of this project completes with triggerTag"`
-	TriggerTag     string `json:"triggerTag,omitempty" jsonschema:"the tag the completed task must have"`
-	MissedRuns     string `json:"missedRuns,omitempty" jsonschema:"run-once (default: one run on start for all the runs missed while the control plane was down) or skip"`
+	Name string `json:"name" jsonschema:"a name for the schedule, unique among yours"`
+	// What it starts: exactly one of task, pipeline and study.
+	Task       string            `json:"task,omitempty" jsonschema:"the id of a task to run again (a clone of it) each time the schedule fires"`
+	Pipeline   string            `json:"pipeline,omitempty" jsonschema:"or the id of a pipeline run whose definition is run again each time"`
+	Study      string            `json:"study,omitempty" jsonschema:"or the id of a study whose definition (base task, space, strategy, objective, limits) starts a new study each time"`
+	Parameters map[string]string `json:"parameters,omitempty" jsonschema:"parameters set over the target's on every run (a study's: over its base task's fixed parameters, never a searched one)"`
+	Cron       string            `json:"cron,omitempty" jsonschema:"when it fires: 5 cron fields in UTC (minute hour day-of-month month day-of-week), such as 0 3 * * *, or @daily; or give a trigger"`
+	// A trigger: a task of a project completes with a tag (triggerProject
+	// and triggerTag), an artifact of a name is published
+	// (triggerArtifact), or a run of a pipeline ends (triggerProject and
+	// triggerPipeline).
+	TriggerProject  string `json:"triggerProject,omitempty" jsonschema:"the project the trigger watches (required with triggerTag or triggerPipeline; optional with triggerArtifact)"`
+	TriggerTag      string `json:"triggerTag,omitempty" jsonschema:"fire when a task of triggerProject completes with this tag"`
+	TriggerArtifact string `json:"triggerArtifact,omitempty" jsonschema:"fire when an artifact of this name is published on a run you may see"`
+	TriggerPipeline string `json:"triggerPipeline,omitempty" jsonschema:"fire when a run of the pipeline of this name in triggerProject ends"`
+	TriggerState    string `json:"triggerState,omitempty" jsonschema:"with triggerPipeline: fire only when the run ends completed, failed or aborted (default: any end)"`
+	MissedRuns      string `json:"missedRuns,omitempty" jsonschema:"run-once (default: one run on start for all the runs missed while the control plane was down) or skip"`
 }
 
 // scheduleView is what the tools show of a schedule.
@@ -43,9 +53,10 @@ type schedulesView struct {
 }
 
 func (s *Server) addScheduleTools() {
-	addTool(s, toolDef{name: "create_schedule", title: "Schedule a task", writes: true, audited: true,
-		description: "Run a task again on a cron schedule (UTC) or each time a task of a project completes with a tag. " +
-			"Every run is a clone of the task, made as you, under your group's policy and quota; if you lose access the schedule pauses and says why.",
+	addTool(s, toolDef{name: "create_schedule", title: "Schedule a task, pipeline or study", writes: true, audited: true,
+		description: "Run a task again (a clone of it), a pipeline run's definition or a study's definition on a cron schedule (UTC), " +
+			"or each time a task of a project completes with a tag, an artifact of a name is published, or a run of a pipeline ends. " +
+			"Every run is made as you, under your group's policy and quota; if you lose access the schedule pauses and says why.",
 		enums: map[string][]string{"missedRuns": {model.MissedRunOnce, model.MissedSkip}}}, s.createSchedule)
 	addTool(s, toolDef{name: "list_schedules", title: "List schedules",
 		description: "Your schedules: what each starts, when it fires, its next and last run, and why it is paused if it is."}, s.listSchedules)
@@ -55,17 +66,28 @@ func (s *Server) createSchedule(ctx context.Context, in *createScheduleArgs) (*s
 	if err := need(in.Name, "name", "a name for the schedule"); err != nil {
 		return nil, "", err
 	}
-	if err := need(in.Task, "task", "the id of the task to run again, as enqueue_task or list_tasks gave it"); err != nil {
-		return nil, "", err
+	var kind, target string
+	for k, id := range map[string]string{model.ScheduleTargetTask: in.Task, model.ScheduleTargetPipeline: in.Pipeline, model.ScheduleTargetStudy: in.Study} {
+		if strings.TrimSpace(id) != "" {
+			if kind != "" {
+				return nil, "", badArg("give one of task, pipeline or study: what the schedule starts")
+			}
+			kind, target = k, id
+		}
 	}
-	kind := model.ScheduleTargetTask
-	si := platform.ScheduleInput{Name: &in.Name, TargetKind: &kind, TargetID: &in.Task, Parameters: in.Parameters}
+	if kind == "" {
+		return nil, "", badArg("argument %s is missing: give the id of the task to run again (as enqueue_task or list_tasks gave it), or a pipeline run's or study's id",
+			quoteArg("task"))
+	}
+	si := platform.ScheduleInput{Name: &in.Name, TargetKind: &kind, TargetID: &target, Parameters: in.Parameters}
 	if in.Cron != "" {
 		si.Cron = &in.Cron
 	}
-	if in.TriggerProject != "" || in.TriggerTag != "" {
-		si.Trigger = &model.ScheduleTrigger{Event: model.TriggerTaskCompleted, ProjectID: in.TriggerProject, Tag: in.TriggerTag}
+	trig, err := scheduleTrigger(in)
+	if err != nil {
+		return nil, "", err
 	}
+	si.Trigger = trig
 	if in.MissedRuns != "" {
 		si.MissedRuns = &in.MissedRuns
 	}
@@ -75,6 +97,27 @@ func (s *Server) createSchedule(ctx context.Context, in *createScheduleArgs) (*s
 	}
 	v := s.scheduleView(sc)
 	return &v, "", nil
+}
+
+// scheduleTrigger reads the trigger arguments: the event is the one
+// whose own argument is given (triggerArtifact, triggerPipeline, or
+// triggerTag and triggerProject for a task's completion).
+func scheduleTrigger(in *createScheduleArgs) (*model.ScheduleTrigger, error) {
+	trig := &model.ScheduleTrigger{ProjectID: in.TriggerProject, Tag: in.TriggerTag, Artifact: in.TriggerArtifact,
+		Pipeline: in.TriggerPipeline, State: in.TriggerState}
+	switch {
+	case in.TriggerArtifact != "" && in.TriggerPipeline != "":
+		return nil, badArg("give triggerArtifact or triggerPipeline, not both: a schedule waits for one event")
+	case in.TriggerArtifact != "":
+		trig.Event = model.TriggerArtifactPublished
+	case in.TriggerPipeline != "":
+		trig.Event = model.TriggerPipelineFinished
+	case in.TriggerProject != "" || in.TriggerTag != "" || in.TriggerState != "":
+		trig.Event = model.TriggerTaskCompleted
+	default:
+		return nil, nil
+	}
+	return trig, nil
 }
 
 func (s *Server) listSchedules(ctx context.Context, _ *listSchedulesArgs) (*schedulesView, string, error) {

@@ -58,3 +58,37 @@ func TestScheduleTools(t *testing.T) {
 		t.Fatalf("vic scheduling alice's task: %q", msg)
 	}
 }
+
+// An agent schedules a task on an artifact's publication and on a
+// pipeline's completion; a schedule naming two targets, a study it cannot
+// see and a trigger state that is no end are refused with what to give.
+func TestScheduleToolsTriggersAndTargets(t *testing.T) {
+	t.Parallel()
+	b := sqliteBundle(t)
+	alice := b.client(t, "alice")
+	first := ok[task](t, alice, "enqueue_task", map[string]any{"name": "train", "project": "fraud-models", "computeResource": "1 GPU",
+		"command": []string{"python", "train.py"}})
+	art := ok[scheduleOut](t, alice, "create_schedule", map[string]any{"name": "score", "task": first.ID,
+		"triggerArtifact": "model.pt", "triggerProject": "fraud-models"})
+	if !strings.Contains(art.When, "artifact named 'model.pt' is published in project") || art.Target != "task "+first.ID {
+		t.Fatalf("%+v", art)
+	}
+	pipe := ok[scheduleOut](t, alice, "create_schedule", map[string]any{"name": "report", "task": first.ID,
+		"triggerPipeline": "nightly", "triggerProject": "fraud-models", "triggerState": "completed"})
+	if !strings.Contains(pipe.When, "when a run of pipeline 'nightly'") || !strings.Contains(pipe.When, "ends completed") {
+		t.Fatalf("%+v", pipe)
+	}
+	msg := refused(t, alice, "create_schedule", map[string]any{"name": "two", "task": first.ID, "study": first.ID, "cron": "@daily"})
+	if !strings.Contains(msg, "give one of task, pipeline or study") {
+		t.Fatalf("two targets: %q", msg)
+	}
+	msg = refused(t, alice, "create_schedule", map[string]any{"name": "sweep", "study": first.ID, "cron": "@daily"})
+	if !strings.Contains(msg, "no study") {
+		t.Fatalf("a study that is not one: %q", msg)
+	}
+	msg = refused(t, alice, "create_schedule", map[string]any{"name": "running", "task": first.ID,
+		"triggerPipeline": "nightly", "triggerProject": "fraud-models", "triggerState": "running"})
+	if !strings.Contains(msg, "completed, failed or aborted") {
+		t.Fatalf("a state that is no end: %q", msg)
+	}
+}

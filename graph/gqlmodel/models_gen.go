@@ -231,11 +231,11 @@ type CreateAPIKeyInput struct {
 
 type CreateScheduleInput struct {
 	Name string `json:"name"`
-	// What it starts: one of task (a task to clone), pipeline or study, by id.
+	// What it starts: one of task (a task to clone), pipeline (a run whose definition is run again) or study (a study whose definition starts a new study), by id.
 	Task     *string `json:"task,omitempty"`
 	Pipeline *string `json:"pipeline,omitempty"`
 	Study    *string `json:"study,omitempty"`
-	// Parameters set over the target's.
+	// Parameters set over the target's (for a study: over its base task's fixed parameters, never a searched one).
 	Parameters map[string]string `json:"parameters,omitempty"`
 	// A 5-field cron expression (UTC) or a descriptor such as @daily; or give trigger.
 	Cron    *string               `json:"cron,omitempty"`
@@ -564,11 +564,16 @@ type ScheduleRef struct {
 type ScheduleTriggerInput struct {
 	// task.completed, artifact.published or pipeline.finished.
 	Event string `json:"event"`
-	// task.completed: the project, by id or name.
-	Project  *string `json:"project,omitempty"`
-	Tag      *string `json:"tag,omitempty"`
+	// The project, by id or name: required for task.completed and pipeline.finished; optional for artifact.published (only its runs' artifacts).
+	Project *string `json:"project,omitempty"`
+	// task.completed: the tag the completed task must have.
+	Tag *string `json:"tag,omitempty"`
+	// artifact.published: the artifact's name.
 	Artifact *string `json:"artifact,omitempty"`
+	// pipeline.finished: the pipeline's name.
 	Pipeline *string `json:"pipeline,omitempty"`
+	// pipeline.finished: completed, failed or aborted to fire only on that end; any end when left out.
+	State *string `json:"state,omitempty"`
 }
 
 type SearchParamInput struct {

@@ -75,14 +75,30 @@ type Schedule struct {
 // fields of its Event apply.
 type ScheduleTrigger struct {
 	Event string `json:"event"`
-	// ProjectID and Tag: TriggerTaskCompleted (a task of the project that
-	// completed with the tag).
+	// ProjectID is the project (id) whose events fire it: required for
+	// TriggerTaskCompleted and TriggerPipelineFinished, optional for
+	// TriggerArtifactPublished (empty: any project's).
 	ProjectID string `json:"projectId,omitempty"`
-	Tag       string `json:"tag,omitempty"`
+	// Tag: TriggerTaskCompleted (a task of the project that completed
+	// with the tag).
+	Tag string `json:"tag,omitempty"`
 	// Artifact: TriggerArtifactPublished (an artifact of this name).
 	Artifact string `json:"artifact,omitempty"`
-	// PipelineID: TriggerPipelineFinished.
-	PipelineID string `json:"pipelineId,omitempty"`
+	// Pipeline and State: TriggerPipelineFinished (a run of the pipeline
+	// of this name in the project ended, in State when set: completed,
+	// failed or aborted).
+	Pipeline string `json:"pipeline,omitempty"`
+	State    string `json:"state,omitempty"`
+}
+
+// TriggerMatch is one event a trigger schedule fires for. Key names the
+// event uniquely among those of its kind (artifact:<id>,
+// pipeline_run:<id>); At orders matches and moves the schedule's check on.
+// It lives here so that each domain's trigger source returns it without
+// importing the schedules domain.
+type TriggerMatch struct {
+	Key string
+	At  time.Time
 }
 
 // ScheduleRun is one firing of a schedule: Key names the firing (the due

@@ -79,6 +79,10 @@ type StudySpec struct {
 	Budget StudyBudget `json:"budget"`
 	// Halving is set for the successive-halving strategy.
 	Halving *Halving `json:"halving,omitempty"`
+	// Parameters are set over the base task's on every trial, under the
+	// trial's searched ones (which they may not name): a schedule that
+	// starts a study again sets them from its overrides.
+	Parameters map[string]string `json:"parameters,omitempty"`
 }
 
 // StudyBudget is how much a study may spend: a number of trials, GPU-hours

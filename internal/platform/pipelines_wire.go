@@ -43,6 +43,9 @@ func (s *Service) wirePipelines() {
 		}
 		return a.SHA256, a.SHA256 != "", nil
 	})
+	// A pipeline.finished trigger is matched by the pipelines domain, from
+	// the runs' end times in the database.
+	s.schedulesDomain.SetScheduleTriggerSource(model.TriggerPipelineFinished, pipelines.NewFinishedTrigger(s.k))
 	// A schedule of a pipeline reruns an earlier run's definition (the
 	// run it names) with its parameters over the run's, as the schedule's
 	// owner; the firing's key makes the start idempotent.

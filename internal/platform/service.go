@@ -113,7 +113,7 @@ func New(o Options) *Service {
 	s.tasksDomain.SetInputCheck(artifacts.CheckInputs)
 	// A schedule of a task starts a clone of it, as the schedule's owner,
 	// through the tasks domain's governed path. Pipelines and studies add
-	// their starters (SetScheduleStarter) when they are wired.
+	// their starters (wirePipelines, wireStudySchedules).
 	s.schedulesDomain.SetScheduleStarter(model.ScheduleTargetTask, schedules.TaskStarter(s.tasksDomain.CheckClone,
 		func(ctx context.Context, id string, overrides map[string]string, key string) (*model.Task, error) {
 			return s.tasksDomain.CloneTask(ctx, id, tasks.CloneInput{ParameterOverrides: overrides, IdempotencyKey: key})
@@ -147,6 +147,10 @@ func New(o Options) *Service {
 	// The live views read logs, workers and policy views through the
 	// service itself.
 	s.studiesDomain = newStudies(k, s.tasksDomain)
+	s.wireStudySchedules()
+	// A trigger of a published artifact is matched by the artifacts
+	// domain (that of a finished pipeline run, in wirePipelines).
+	s.schedulesDomain.SetScheduleTriggerSource(model.TriggerArtifactPublished, artifacts.NewPublishedTrigger(k))
 	s.liveDomain = live.New(k, s, live.Options{Auth: o.Auth, Heartbeat: agent.Heartbeat, Lease: agent.Lease})
 	return s
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/klique-ai/klique/internal/identity"
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform/kernel"
+	"github.com/klique-ai/klique/internal/platform/schedules"
 	"github.com/klique-ai/klique/internal/platform/studies"
 	"github.com/klique-ai/klique/internal/platform/tasks"
 )
@@ -25,6 +26,30 @@ func newStudies(k *kernel.Kernel, t *tasks.Tasks) *studies.Studies {
 		Summarize: func(points []model.MetricPoint, direction string) (studies.Value, studies.Value, bool) {
 			f, b, ok := tasks.Summarize(points, direction)
 			return studies.Value(f), studies.Value(b), ok
+		},
+	})
+}
+
+// wireStudySchedules lets a schedule start a study: each firing starts a
+// new study from the target's definition, its parameters over the base
+// task's fixed ones, as the schedule's owner, through StartStudy (so the
+// compute resource is checked as them at creation and at every firing),
+// with the firing's key as the idempotency key.
+func (s *Service) wireStudySchedules() {
+	s.schedulesDomain.SetScheduleStarter(model.ScheduleTargetStudy, schedules.StarterFuncs{
+		CheckFunc: func(ctx context.Context, id string, params map[string]string) (string, error) {
+			st, err := s.studiesDomain.CheckRerunStudy(ctx, id, params)
+			if err != nil {
+				return "", err
+			}
+			return st.Name, nil
+		},
+		StartFunc: func(ctx context.Context, id string, params map[string]string, key string) (string, error) {
+			st, err := s.studiesDomain.RerunStudy(ctx, id, params, key)
+			if err != nil {
+				return "", err
+			}
+			return st.ID, nil
 		},
 	})
 }

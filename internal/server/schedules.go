@@ -28,13 +28,7 @@ func (a *App) startSchedules(engine bool) {
 	ctx, cancel := context.WithCancel(context.Background())
 	a.stopSchedules = cancel
 	go a.runController(ctx, schedulesInterval, schedulesSettle,
-		func(e events.Event) bool {
-			switch e.Kind {
-			case schedules.EventTaskCompleted, "task.finished", schedules.EventArtifactPublished, schedules.EventPipelineFinished:
-				return true
-			}
-			return false
-		},
+		func(e events.Event) bool { return schedules.Wakes(e.Kind) },
 		func(ctx context.Context) {
 			res, err := a.Service.TickSchedules(ctx)
 			if err != nil && ctx.Err() == nil {

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"time"
 
 	"github.com/klique-ai/klique/internal/model"
 )
@@ -20,4 +21,21 @@ type ArtifactQueries interface {
 	ListArtifacts(ctx context.Context, tenantID, taskID string) ([]*model.Artifact, error)
 	// DeleteArtifact removes an artifact row.
 	DeleteArtifact(ctx context.Context, tenantID, id string) error
+	// ListPublishedArtifacts lists the artifacts of a name published
+	// after since (exclusive) and at or before until, by publication time
+	// then id, at most limit: what an artifact.published trigger
+	// matches.
+	ListPublishedArtifacts(ctx context.Context, tenantID string, f PublishedArtifactFilter, since, until time.Time, limit int) ([]*model.Artifact, error)
+}
+
+// PublishedArtifactFilter narrows ListPublishedArtifacts: Name is
+// required; ProjectID, when set, keeps the artifacts of that project's
+// tasks; GroupIDs, VisibleToUserID and RestrictToGroups work as
+// TaskFilter's, on the artifact's task.
+type PublishedArtifactFilter struct {
+	Name             string
+	ProjectID        string
+	GroupIDs         []string
+	VisibleToUserID  string
+	RestrictToGroups bool
 }

@@ -29,6 +29,11 @@ type PipelineQueries interface {
 	// ListPipelineRuns lists runs, newest first, without their steps.
 	// Page.After is the id of the last run of the previous page.
 	ListPipelineRuns(ctx context.Context, tenantID string, f PipelineRunFilter, page Page) ([]*model.PipelineRun, error)
+	// ListFinishedPipelineRuns lists the runs that ended after since
+	// (exclusive) and at or before until, by end time then id, at most
+	// limit, without their steps: what a pipeline.finished trigger
+	// matches. f filters as ListPipelineRuns'.
+	ListFinishedPipelineRuns(ctx context.Context, tenantID string, f PipelineRunFilter, since, until time.Time, limit int) ([]*model.PipelineRun, error)
 	// ListActivePipelineRuns returns the ids of the runs not yet ended.
 	ListActivePipelineRuns(ctx context.Context, tenantID string) ([]string, error)
 	// SetPipelineRunState moves a run to state to, with reason, only when

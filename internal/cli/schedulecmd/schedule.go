@@ -26,9 +26,9 @@ func newScheduleCmd(c *cli.CLI) *cobra.Command {
 		Short: "Start a task, pipeline or study on a cron schedule (UTC) or an event",
 		Long: `A schedule starts a task (a clone of it, with --param over its parameters), a
 pipeline or a study on a cron expression in UTC, or when an event happens (a
-task of a project completes with a tag). Every run is made as you, under your
-group's policies and quota; if you lose access, the schedule pauses and says
-why.`,
+task of a project completes with a tag, an artifact of a name is published, a
+run of a pipeline finishes). Every run is made as you, under your group's
+policies and quota; if you lose access, the schedule pauses and says why.`,
 	}
 	cmd.AddCommand(newCreateCmd(c), newListCmd(c),
 		newChangeCmd(c, "rm", "Delete a schedule (what it started stays)", "deleteSchedule", "deleted"),
@@ -38,21 +38,31 @@ why.`,
 }
 
 func newCreateCmd(c *cli.CLI) *cobra.Command {
-	var task, pipeline, study, cron, trigger, project, tag, artifact, triggerPipeline, missed string
+	var task, pipeline, study, cron, trigger, project, tag, artifact, triggerPipeline, triggerState, missed string
 	var params []string
 	cmd := &cobra.Command{
 		Use:   "create NAME (--task ID | --pipeline ID | --study ID) (--cron EXPR | --trigger EVENT ...)",
 		Short: "Create a schedule",
-		Long: `Create a schedule. What it starts: --task (a clone of the task each time),
---pipeline or --study. When: --cron with 5 fields in UTC (minute hour
-day-of-month month day-of-week) or a descriptor such as @daily; or --trigger:
+		Long: `Create a schedule. What it starts, each time it fires:
+  --task ID      a clone of the task, with --param over its parameters
+  --pipeline ID  a new run of that pipeline run's definition, --param over its parameters
+  --study ID     a new study from that study's definition (base task, space, strategy,
+                 objective, limits, compute resource), --param over the base task's
+                 fixed parameters (a parameter the study searches is refused)
+When: --cron with 5 fields in UTC (minute hour day-of-month month
+day-of-week) or a descriptor such as @daily; or --trigger:
   task.completed      with --project and --tag: a task of the project completed with the tag
-  artifact.published  with --artifact: an artifact of that name was published
-  pipeline.finished   with --trigger-pipeline: a run of the pipeline finished
+  artifact.published  with --artifact (and optionally --project): an artifact of that name
+                      was published on a run you may see
+  pipeline.finished   with --project and --trigger-pipeline NAME (and optionally
+                      --trigger-state completed|failed|aborted): a run of the pipeline ended
 --missed says what a cron schedule does with the runs it missed while the
 control plane was down: run-once (the default: one run for all) or skip.`,
 		Example: `  klique schedule create nightly --task 0190c2… --cron "0 3 * * *" --param epochs=10
-  klique schedule create evaluate --task 0190c3… --trigger task.completed --project fraud-models --tag trained`,
+  klique schedule create evaluate --task 0190c3… --trigger task.completed --project fraud-models --tag trained
+  klique schedule create weekly-sweep --study 0190c4… --cron "0 4 * * 1" --param epochs=20
+  klique schedule create score --task 0190c5… --trigger artifact.published --artifact model.pt --project fraud-models
+  klique schedule create report --task 0190c6… --trigger pipeline.finished --project fraud-models --trigger-pipeline nightly --trigger-state completed`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			in := map[string]any{"name": args[0]}
@@ -73,14 +83,14 @@ control plane was down: run-once (the default: one run for all) or skip.`,
 				in["cron"] = cron
 			case trigger != "":
 				tr := map[string]any{"event": trigger}
-				for k, v := range map[string]string{"project": project, "tag": tag, "artifact": artifact, "pipeline": triggerPipeline} {
+				for k, v := range map[string]string{"project": project, "tag": tag, "artifact": artifact, "pipeline": triggerPipeline, "state": triggerState} {
 					if v != "" {
 						tr[k] = v
 					}
 				}
 				in["trigger"] = tr
 			default:
-				return cli.Usagef("say when it runs: --cron \"0 3 * * *\" (UTC), or --trigger task.completed --project P --tag T")
+				return cli.Usagef("say when it runs: --cron \"0 3 * * *\" (UTC), or --trigger task.completed|artifact.published|pipeline.finished with its flags")
 			}
 			if missed != "" {
 				in["missedRuns"] = missed
@@ -125,10 +135,11 @@ control plane was down: run-once (the default: one run for all) or skip.`,
 	f.StringArrayVar(&params, "param", nil, "parameter NAME=VALUE set over the target's (repeatable)")
 	f.StringVar(&cron, "cron", "", "5-field cron expression in UTC, or a descriptor such as @daily")
 	f.StringVar(&trigger, "trigger", "", "the event that fires it: task.completed, artifact.published or pipeline.finished")
-	f.StringVar(&project, "project", "", "task.completed: the project whose tasks it watches")
+	f.StringVar(&project, "project", "", "task.completed, pipeline.finished (and optionally artifact.published): the project it watches")
 	f.StringVar(&tag, "tag", "", "task.completed: the tag the completed task must have")
 	f.StringVar(&artifact, "artifact", "", "artifact.published: the artifact's name")
-	f.StringVar(&triggerPipeline, "trigger-pipeline", "", "pipeline.finished: the pipeline")
+	f.StringVar(&triggerPipeline, "trigger-pipeline", "", "pipeline.finished: the pipeline's name")
+	f.StringVar(&triggerState, "trigger-state", "", "pipeline.finished: fire only when the run ends completed, failed or aborted (default: any)")
 	f.StringVar(&missed, "missed", "", "run-once (default) or skip: what a cron schedule does with runs missed while the control plane was down")
 	return cmd
 }

@@ -61,6 +61,25 @@ func TestScheduleCommands(t *testing.T) {
 	if code != cli.ExitUsage || !strings.Contains(errOut, "--task ID") {
 		t.Errorf("no target: exit %d, %q", code, errOut)
 	}
+	// The artifact and pipeline triggers, and a study target the server
+	// refuses with its reason.
+	out = ok(alice, "schedule", "create", "score", "--task", task, "--trigger", "artifact.published", "--artifact", "model.pt")
+	if !strings.Contains(out, "when an artifact named 'model.pt' is published") {
+		t.Errorf("create on an artifact printed %q", out)
+	}
+	out = ok(alice, "schedule", "create", "report", "--task", task, "--trigger", "pipeline.finished", "--project", "fraud-models",
+		"--trigger-pipeline", "nightly", "--trigger-state", "failed")
+	if !strings.Contains(out, "when a run of pipeline 'nightly'") || !strings.Contains(out, "ends failed") {
+		t.Errorf("create on a pipeline printed %q", out)
+	}
+	_, errOut, code = klique(alice, "schedule", "create", "sweep", "--study", task, "--cron", "@weekly")
+	if code == 0 || !strings.Contains(errOut, "no study") {
+		t.Errorf("a study that is not one: exit %d, %q", code, errOut)
+	}
+	_, errOut, code = klique(alice, "schedule", "create", "tagged", "--task", task, "--trigger", "artifact.published", "--artifact", "m", "--tag", "x")
+	if code == 0 || !strings.Contains(errOut, "not tag: leave tag out") {
+		t.Errorf("a stray trigger flag: exit %d, %q", code, errOut)
+	}
 	_, errOut, code = klique(alice, "schedule", "rm", "no-such")
 	if code == 0 || !strings.Contains(errOut, "no schedule") {
 		t.Errorf("rm of an unknown schedule: exit %d, %q", code, errOut)

@@ -146,7 +146,17 @@ func (s *Schedules) tickTrigger(ctx context.Context, sc *model.Schedule, res *Ti
 	if sc.CheckedAt != nil {
 		checked = *sc.CheckedAt
 	}
-	matches, err := src.Matches(ctx, sc.TenantID, *sc.Trigger, checked.Add(-TriggerLookback), now, triggerBatch)
+	// Events are matched as the owner: a trigger fires only for what
+	// they may see (an artifact of another group's run does not).
+	octx, err := s.asOwner(ctx, sc, true)
+	if err != nil {
+		if accessLost(err) {
+			res.Paused++
+			return s.pause(ctx, sc, kernel.PublicMessage(err))
+		}
+		return err
+	}
+	matches, err := src.Matches(octx, sc.TenantID, *sc.Trigger, checked.Add(-TriggerLookback), now, triggerBatch)
 	if err != nil {
 		return fmt.Errorf("match trigger %s: %w", sc.Trigger.Event, err)
 	}

@@ -386,6 +386,11 @@ func (s *Schedules) apply(ctx context.Context, sc *model.Schedule, in ScheduleIn
 		return "", &kernel.Error{Code: kernel.CodeInvalid, Message: "schedule " + kernel.Quote(sc.Name) + ": " + strings.Join(ps, "; "), Problems: ps}
 	}
 	if sc.Trigger != nil && (create || in.Trigger != nil) {
+		if stray := strayFields(*sc.Trigger); len(stray) > 0 && triggerFields[sc.Trigger.Event] != nil {
+			return "", kernel.Invalid("schedule %s: the %s trigger takes %s, not %s: leave %s out",
+				kernel.Quote(sc.Name), sc.Trigger.Event, strings.Join(triggerFields[sc.Trigger.Event], ", "),
+				strings.Join(stray, ", "), strings.Join(stray, " and "))
+		}
 		src := s.source(sc.Trigger.Event)
 		if src == nil {
 			return "", kernel.Invalid("schedule %s: trigger event %q: say task.completed, artifact.published or pipeline.finished (this server matches: %s)",
@@ -491,9 +496,16 @@ func describeWhen(sc *model.Schedule) string {
 	case model.TriggerTaskCompleted:
 		return fmt.Sprintf("when a task of project %s completes with tag %s", sc.Trigger.ProjectID, kernel.Quote(sc.Trigger.Tag))
 	case model.TriggerArtifactPublished:
+		if sc.Trigger.ProjectID != "" {
+			return fmt.Sprintf("when an artifact named %s is published in project %s", kernel.Quote(sc.Trigger.Artifact), sc.Trigger.ProjectID)
+		}
 		return fmt.Sprintf("when an artifact named %s is published", kernel.Quote(sc.Trigger.Artifact))
 	case model.TriggerPipelineFinished:
-		return fmt.Sprintf("when pipeline %s finishes", sc.Trigger.PipelineID)
+		end := "finishes"
+		if sc.Trigger.State != "" {
+			end = "ends " + sc.Trigger.State
+		}
+		return fmt.Sprintf("when a run of pipeline %s of project %s %s", kernel.Quote(sc.Trigger.Pipeline), sc.Trigger.ProjectID, end)
 	}
 	return "on " + sc.Trigger.Event
 }

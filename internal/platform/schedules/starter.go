@@ -65,38 +65,64 @@ func TaskStarter(get func(ctx context.Context, id string) (*model.Task, error),
 	}
 }
 
-// TriggerMatch is one event a trigger schedule fires for. Key names the
-// event uniquely among those of the trigger's kind (an artifact id, a
-// pipeline run id); At orders matches and moves the schedule's check on.
-type TriggerMatch struct {
-	Key string
-	At  time.Time
-}
+// TriggerMatch is one event a trigger schedule fires for (model.TriggerMatch).
+type TriggerMatch = model.TriggerMatch
 
 // TriggerSource finds the events of one kind (model.Trigger*) a trigger
 // matches, from what the database holds, so that a trigger is matched
-// after a restart as well as on the live event.
+// after a restart as well as on the live event. A domain implements it
+// structurally (its types are the model's), so it need not import this
+// package.
 type TriggerSource interface {
 	// Validate checks a trigger of this kind as the caller (who must see
 	// what it names) and returns it normalised (names resolved to ids).
 	Validate(ctx context.Context, trig model.ScheduleTrigger) (model.ScheduleTrigger, error)
 	// Matches lists the events of tenant that match trig and happened
-	// in (since, until], oldest first, at most limit.
+	// in (since, until], oldest first, at most limit. ctx acts as the
+	// schedule's owner: a source keeps only the events they may see.
 	Matches(ctx context.Context, tenantID string, trig model.ScheduleTrigger, since, until time.Time, limit int) ([]TriggerMatch, error)
 }
 
-// EventArtifactPublished and EventPipelineFinished are the events this
-// package expects from the artifacts and pipelines domains (published
-// with kernel Txn.Record, so they also reach the event bus): for a
-// published artifact, ObjectKind "artifact", ObjectID the artifact's id,
-// ObjectName its name; for a finished pipeline run, ObjectKind
-// "pipeline_run", ObjectID the run's id. They only make the pass run
-// sooner; each domain's TriggerSource is what matches.
-const (
-	EventTaskCompleted     = "task.completed"
-	EventArtifactPublished = "artifact.published"
-	EventPipelineFinished  = "pipeline.finished"
-)
+// wakeEvents are the events on the bus (kernel Txn.Record actions) after
+// which a trigger may match: a task ending, an artifact published
+// (artifacts' record), a pipeline run ending (the pipelines controller's
+// and abort's pipeline_run.<state>). They only make the pass run sooner;
+// each event's TriggerSource is what matches.
+var wakeEvents = map[string]bool{
+	"task.completed": true, "task.finished": true,
+	model.TriggerArtifactPublished:                       true,
+	"pipeline_run." + string(model.PipelineRunCompleted): true,
+	"pipeline_run." + string(model.PipelineRunFailed):    true,
+	"pipeline_run." + string(model.PipelineRunAborted):   true,
+}
+
+// Wakes reports whether an event of kind on the bus may fire a trigger, so
+// the server runs the pass at once.
+func Wakes(kind string) bool { return wakeEvents[kind] }
+
+// triggerFields are the fields each trigger event takes; a field of
+// another event is refused rather than ignored.
+var triggerFields = map[string][]string{
+	model.TriggerTaskCompleted:     {"project", "tag"},
+	model.TriggerArtifactPublished: {"artifact", "project"},
+	model.TriggerPipelineFinished:  {"pipeline", "project", "state"},
+}
+
+// strayFields names the fields trig sets that its event does not take.
+func strayFields(trig model.ScheduleTrigger) []string {
+	set := map[string]bool{"project": trig.ProjectID != "", "tag": trig.Tag != "", "artifact": trig.Artifact != "",
+		"pipeline": trig.Pipeline != "", "state": trig.State != ""}
+	for _, f := range triggerFields[trig.Event] {
+		delete(set, f)
+	}
+	var out []string
+	for _, f := range []string{"project", "tag", "artifact", "pipeline", "state"} {
+		if set[f] {
+			out = append(out, f)
+		}
+	}
+	return out
+}
 
 // taskCompleted is the source of TriggerTaskCompleted: tasks of a
 // project that completed with a tag.

@@ -147,7 +147,7 @@ func (s *Studies) enqueuePending(ownerCtx context.Context, sys *identity.Princip
 			continue
 		}
 		name := fmt.Sprintf("%s-%d", st.Name, tr.Number)
-		task, err := s.d.Clone(ownerCtx, st.BaseTaskID, name, tr.Params, st.ProjectID, st.ComputeResourceID, "study-"+st.ID+"-trial-"+fmt.Sprint(tr.Number))
+		task, err := s.d.Clone(ownerCtx, st.BaseTaskID, name, trialParams(st, tr), st.ProjectID, st.ComputeResourceID, "study-"+st.ID+"-trial-"+fmt.Sprint(tr.Number))
 		if err != nil {
 			var ke *kernel.Error
 			if !errors.As(err, &ke) {

@@ -24,6 +24,11 @@ type StartInput struct {
 	ComputeResource string
 	Group           string
 	Spec            model.StudySpec
+	// IdempotencyKey, when set, makes a second start with it return the
+	// study the first one started (kernel.Idempotency), recorded in the
+	// study's own transaction: a schedule's firing, tried again by
+	// another replica or after a crash, starts one study.
+	IdempotencyKey string `json:"-"`
 }
 
 // StartStudy checks a study and starts it: its first trials are enqueued at
@@ -37,6 +42,16 @@ func (s *Studies) StartStudy(ctx context.Context, in StartInput) (*model.Study, 
 	}
 	if err := kernel.RequireWrite(p, "start studies"); err != nil {
 		return nil, err
+	}
+	idem, err := kernel.Idempotency(ctx, p, "startStudy", in.IdempotencyKey, in)
+	if err != nil {
+		return nil, err
+	}
+	if id, err := s.k.Replay(ctx, idem); id != "" || err != nil {
+		if err != nil {
+			return nil, err
+		}
+		return s.Study(ctx, id)
 	}
 	in.Name = strings.TrimSpace(in.Name)
 	if in.Name == "" || len(in.Name) > 100 {
@@ -52,7 +67,9 @@ func (s *Studies) StartStudy(ctx context.Context, in StartInput) (*model.Study, 
 	if base.Spec.Kind == model.TaskKindApplication {
 		return nil, kernel.Invalid("task %s is an app instance: a study clones a run", kernel.Quote(base.Name))
 	}
-	if ps := Normalize(&in.Spec, s.d.Direction); len(ps) > 0 {
+	ps := Normalize(&in.Spec, s.d.Direction)
+	ps = append(ps, fixedProblems(in.Spec)...)
+	if len(ps) > 0 {
 		return nil, &kernel.Error{Code: kernel.CodeInvalid, Message: "study " + kernel.Quote(in.Name) + ": " + strings.Join(ps, "; "), Problems: ps}
 	}
 	project, cr, group := in.Project, in.ComputeResource, in.Group
@@ -82,10 +99,22 @@ func (s *Studies) StartStudy(ctx context.Context, in StartInput) (*model.Study, 
 		if err := t.Q.CreateStudy(ctx, st); err != nil {
 			return fmt.Errorf("start study %s: %w", st.Name, err)
 		}
+		if err := t.RecordIdempotency(idem, st.ID); err != nil {
+			return err
+		}
 		t.Record("study.started", "study", st.ID, st.Name, st.GroupID, fmt.Sprintf("%s search of %s over %s from task %s on compute resource %s",
 			st.Spec.Strategy, st.Spec.Objective, paramNames(st.Spec.Space), kernel.Quote(base.Name), kernel.Quote(res.Name)))
 		return nil
 	})
+	if errors.Is(err, kernel.ErrIdempotencyRace) {
+		// A retry with the same key committed first: answer as it.
+		if id, rerr := s.k.Replay(ctx, idem); id != "" || rerr != nil {
+			if rerr != nil {
+				return nil, rerr
+			}
+			return s.Study(ctx, id)
+		}
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,8 @@ package sqlstore
 
 import (
 	"context"
+	"strings"
+	"time"
 
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/store"
@@ -49,4 +51,17 @@ func (q *queries) ListArtifacts(ctx context.Context, tenantID, taskID string) ([
 func (q *queries) DeleteArtifact(ctx context.Context, tenantID, id string) error {
 	return q.writeOne(ctx, "delete artifact "+id, store.ErrConflict,
 		`DELETE FROM artifacts WHERE tenant_id = ? AND id = ?`, tenantID, id)
+}
+
+// ListPublishedArtifacts lists the artifacts of a name published in
+// (since, until], filtered on their tasks' project and groups.
+func (q *queries) ListPublishedArtifacts(ctx context.Context, tenantID string, f store.PublishedArtifactFilter, since, until time.Time, limit int) ([]*model.Artifact, error) {
+	where, args := ``, []any{tenantID, f.Name, micros(since), micros(until)}
+	if f.ProjectID != "" {
+		where, args = ` AND t.project_id = ?`, append(args, f.ProjectID)
+	}
+	vis, vargs := visibleTo("t.", f.RestrictToGroups, f.GroupIDs, f.VisibleToUserID)
+	return getAll(ctx, q, "list published artifacts "+f.Name, scanArtifact, `SELECT a.`+strings.ReplaceAll(artifactColumns, ", ", ", a.")+
+		` FROM artifacts a JOIN tasks t ON t.id = a.task_id WHERE a.tenant_id = ? AND a.name = ? AND a.created_at > ? AND a.created_at <= ?`+
+		where+vis+` ORDER BY a.created_at, a.id LIMIT ?`, append(append(args, vargs...), limit)...)
 }

@@ -114,6 +114,23 @@ func (q *queries) GetPipelineRun(ctx context.Context, tenantID, id string) (*mod
 
 // ListPipelineRuns lists runs newest first (ids are time-ordered).
 func (q *queries) ListPipelineRuns(ctx context.Context, tenantID string, f store.PipelineRunFilter, page store.Page) ([]*model.PipelineRun, error) {
+	where, args := pipelineRunWhere(tenantID, f)
+	if page.After != "" {
+		where, args = where+` AND id < ?`, append(args, page.After)
+	}
+	query, args := withLimit(`SELECT `+pipelineRunColumns+` FROM pipeline_runs`+where+` ORDER BY id DESC`, args, page.Limit)
+	return getAll(ctx, q, "list pipeline runs", scanPipelineRun, query, args...)
+}
+
+// ListFinishedPipelineRuns lists the runs that ended in (since, until];
+// pipelineRunWhere is the WHERE clause of a filter of runs.
+func (q *queries) ListFinishedPipelineRuns(ctx context.Context, tenantID string, f store.PipelineRunFilter, since, until time.Time, limit int) ([]*model.PipelineRun, error) {
+	where, args := pipelineRunWhere(tenantID, f)
+	return getAll(ctx, q, "list finished pipeline runs", scanPipelineRun, `SELECT `+pipelineRunColumns+` FROM pipeline_runs`+where+
+		` AND finished_at > ? AND finished_at <= ? ORDER BY finished_at, id LIMIT ?`, append(args, micros(since), micros(until), limit)...)
+}
+
+func pipelineRunWhere(tenantID string, f store.PipelineRunFilter) (string, []any) {
 	where, args := ` WHERE tenant_id = ?`, []any{tenantID}
 	if f.ProjectID != "" {
 		where, args = where+` AND project_id = ?`, append(args, f.ProjectID)
@@ -127,27 +144,30 @@ func (q *queries) ListPipelineRuns(ctx context.Context, tenantID string, f store
 			args = append(args, string(s))
 		}
 	}
-	if f.RestrictToGroups || len(f.GroupIDs) > 0 {
-		var or []string
-		if len(f.GroupIDs) > 0 {
-			or = append(or, `group_id IN (`+placeholders(len(f.GroupIDs))+`)`)
-			for _, g := range f.GroupIDs {
-				args = append(args, g)
-			}
-		}
-		if f.VisibleToUserID != "" {
-			or, args = append(or, `owner_id = ?`), append(args, f.VisibleToUserID)
-		}
-		if len(or) == 0 {
-			or = []string{`1 = 0`}
-		}
-		where += ` AND (` + strings.Join(or, ` OR `) + `)`
+	vis, vargs := visibleTo("", f.RestrictToGroups, f.GroupIDs, f.VisibleToUserID)
+	return where + vis, append(args, vargs...)
+}
+
+// visibleTo is TaskFilter's group rule on the group_id and owner_id of
+// table alias t ("" or "t."): the groups' rows or the user's own.
+func visibleTo(t string, restrict bool, groupIDs []string, userID string) (string, []any) {
+	if !restrict && len(groupIDs) == 0 {
+		return "", nil
 	}
-	if page.After != "" {
-		where, args = where+` AND id < ?`, append(args, page.After)
+	or, args := []string(nil), []any(nil)
+	if len(groupIDs) > 0 {
+		or = append(or, t+`group_id IN (`+placeholders(len(groupIDs))+`)`)
+		for _, g := range groupIDs {
+			args = append(args, g)
+		}
 	}
-	query, args := withLimit(`SELECT `+pipelineRunColumns+` FROM pipeline_runs`+where+` ORDER BY id DESC`, args, page.Limit)
-	return getAll(ctx, q, "list pipeline runs", scanPipelineRun, query, args...)
+	if userID != "" {
+		or, args = append(or, t+`owner_id = ?`), append(args, userID)
+	}
+	if len(or) == 0 {
+		or = []string{`1 = 0`}
+	}
+	return ` AND (` + strings.Join(or, ` OR `) + `)`, args
 }
 
 // ListActivePipelineRuns returns the ids of the runs not yet ended.

@@ -184,23 +184,9 @@ func taskWhere(tenantID string, f store.TaskFilter) (string, []any) {
 		sb.WriteString(` AND pool_id = ?`)
 		args = append(args, f.PoolID)
 	}
-	if f.RestrictToGroups || len(f.GroupIDs) > 0 {
-		var alts []string
-		if len(f.GroupIDs) > 0 {
-			alts = append(alts, `group_id IN (`+placeholders(len(f.GroupIDs))+`)`)
-			for _, g := range f.GroupIDs {
-				args = append(args, g)
-			}
-		}
-		if f.VisibleToUserID != "" {
-			alts = append(alts, `owner_id = ?`)
-			args = append(args, f.VisibleToUserID)
-		}
-		if len(alts) == 0 {
-			alts = append(alts, `1 = 0`)
-		}
-		sb.WriteString(` AND (` + strings.Join(alts, ` OR `) + `)`)
-	}
+	vis, vargs := visibleTo("", f.RestrictToGroups, f.GroupIDs, f.VisibleToUserID)
+	sb.WriteString(vis)
+	args = append(args, vargs...)
 	return sb.String(), args
 }
 

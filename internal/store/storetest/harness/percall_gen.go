@@ -58,6 +58,12 @@ func (pc perCall) ListPipelineRuns(ctx context.Context, tenantID string, f store
 	})
 }
 
+func (pc perCall) ListFinishedPipelineRuns(ctx context.Context, tenantID string, f store.PipelineRunFilter, since time.Time, until time.Time, limit int) ([]*model.PipelineRun, error) {
+	return call(ctx, pc.s, func(tx store.Queries) ([]*model.PipelineRun, error) {
+		return tx.ListFinishedPipelineRuns(ctx, tenantID, f, since, until, limit)
+	})
+}
+
 func (pc perCall) ListActivePipelineRuns(ctx context.Context, tenantID string) ([]string, error) {
 	return call(ctx, pc.s, func(tx store.Queries) ([]string, error) { return tx.ListActivePipelineRuns(ctx, tenantID) })
 }
@@ -104,6 +110,12 @@ func (pc perCall) ListArtifacts(ctx context.Context, tenantID string, taskID str
 
 func (pc perCall) DeleteArtifact(ctx context.Context, tenantID string, id string) error {
 	return pc.s.InTx(ctx, func(tx store.Queries) error { return tx.DeleteArtifact(ctx, tenantID, id) })
+}
+
+func (pc perCall) ListPublishedArtifacts(ctx context.Context, tenantID string, f store.PublishedArtifactFilter, since time.Time, until time.Time, limit int) ([]*model.Artifact, error) {
+	return call(ctx, pc.s, func(tx store.Queries) ([]*model.Artifact, error) {
+		return tx.ListPublishedArtifacts(ctx, tenantID, f, since, until, limit)
+	})
 }
 
 func (pc perCall) CreateStudy(ctx context.Context, s *model.Study) error {

@@ -151,4 +151,81 @@ func Schedules(t *testing.T, setup harness.Setup) {
 			t.Fatalf("another tenant's read found %d", len(none))
 		}
 	})
+
+	t.Run("published artifacts are listed by name, window, project and the tasks' groups", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		q, other := b.Queue(t), b.Queue(t)
+		owner, stranger := b.User(t), b.User(t)
+		pr := b.Project(t)
+		publish := func(task *model.Task, name string, at time.Time) *model.Artifact {
+			a := &model.Artifact{TenantID: b.Tenant.ID, TaskID: task.ID, Name: name, Pointer: "s3://b/" + name, CreatedAt: at}
+			harness.Must(t, b.Store.CreateArtifact(b.Ctx, a))
+			return a
+		}
+		mine := b.Task(t, q, owner, func(tk *model.Task) { tk.ProjectID = pr.ID })
+		elsewhere := b.Task(t, q, owner)
+		theirs := b.Task(t, other, stranger, func(tk *model.Task) { tk.ProjectID = pr.ID })
+		first := publish(mine, "model", b.At(2))
+		second := publish(elsewhere, "model", b.At(3))
+		publish(mine, "metrics", b.At(2))
+		publish(theirs, "model", b.At(3))
+		publish(b.Task(t, q, owner), "model", b.At(9))
+		list := func(tenantID string, f store.PublishedArtifactFilter) []string {
+			got, err := b.Store.ListPublishedArtifacts(b.Ctx, tenantID, f, b.At(1), b.At(5), 10)
+			harness.Must(t, err)
+			return harness.Names(got, func(a *model.Artifact) string { return a.ID })
+		}
+		groups := []string{q.Group.ID}
+		harness.CheckEqual(t, "the owner's group's models", list(b.Tenant.ID, store.PublishedArtifactFilter{Name: "model",
+			RestrictToGroups: true, GroupIDs: groups, VisibleToUserID: owner.ID}), []string{first.ID, second.ID})
+		harness.CheckEqual(t, "of the project", list(b.Tenant.ID, store.PublishedArtifactFilter{Name: "model", ProjectID: pr.ID,
+			RestrictToGroups: true, GroupIDs: groups}), []string{first.ID})
+		harness.CheckEqual(t, "unrestricted (an admin)", len(list(b.Tenant.ID, store.PublishedArtifactFilter{Name: "model"})), 3)
+		harness.CheckEqual(t, "a user in no group sees their own only", list(b.Tenant.ID, store.PublishedArtifactFilter{Name: "model",
+			RestrictToGroups: true, VisibleToUserID: owner.ID}), []string{first.ID, second.ID})
+		harness.CheckEqual(t, "another tenant", len(list(b.Other.ID, store.PublishedArtifactFilter{Name: "model"})), 0)
+		got, err := b.Store.ListPublishedArtifacts(b.Ctx, b.Tenant.ID, store.PublishedArtifactFilter{Name: "model"}, b.At(1), b.At(5), 1)
+		harness.Must(t, err)
+		if len(got) != 1 || got[0].ID != first.ID || !got[0].CreatedAt.Equal(harness.Norm(b.At(2))) {
+			t.Fatalf("the first of the window %s, want %s at %v", harness.Show(got), first.ID, b.At(2))
+		}
+	})
+
+	t.Run("finished pipeline runs are listed by end time, name, project, state and group", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		run := func(name, project, group string, state model.PipelineRunState, at time.Time) *model.PipelineRun {
+			r := &model.PipelineRun{TenantID: b.Tenant.ID, ProjectID: project, GroupID: group, OwnerID: "u1", Name: name,
+				Definition: model.PipelineDefinition{Name: name}, State: model.PipelineRunRunning, CreatedAt: b.Now, UpdatedAt: b.Now}
+			harness.Must(t, b.Store.CreatePipelineRun(b.Ctx, r))
+			if state.Final() {
+				ok, err := b.Store.SetPipelineRunState(b.Ctx, b.Tenant.ID, r.ID, []model.PipelineRunState{model.PipelineRunRunning}, state, "done", at)
+				harness.Must(t, err)
+				if !ok {
+					t.Fatalf("run %s did not end", r.ID)
+				}
+			}
+			return r
+		}
+		late := run("nightly", "p1", "g1", model.PipelineRunFailed, b.At(4))
+		early := run("nightly", "p1", "g1", model.PipelineRunCompleted, b.At(2))
+		run("nightly", "p1", "g1", model.PipelineRunRunning, b.At(2))
+		run("nightly", "p2", "g1", model.PipelineRunCompleted, b.At(2))
+		run("weekly", "p1", "g1", model.PipelineRunCompleted, b.At(2))
+		run("nightly", "p1", "g1", model.PipelineRunCompleted, b.At(7))
+		hidden := run("nightly", "p1", "g2", model.PipelineRunAborted, b.At(3))
+		list := func(tenantID string, f store.PipelineRunFilter) []string {
+			got, err := b.Store.ListFinishedPipelineRuns(b.Ctx, tenantID, f, b.At(1), b.At(5), 10)
+			harness.Must(t, err)
+			return harness.Names(got, func(r *model.PipelineRun) string { return r.ID })
+		}
+		harness.CheckEqual(t, "nightly of p1", list(b.Tenant.ID, store.PipelineRunFilter{ProjectID: "p1", Name: "nightly"}),
+			[]string{early.ID, hidden.ID, late.ID})
+		harness.CheckEqual(t, "in group g1", list(b.Tenant.ID, store.PipelineRunFilter{ProjectID: "p1", Name: "nightly",
+			RestrictToGroups: true, GroupIDs: []string{"g1"}}), []string{early.ID, late.ID})
+		harness.CheckEqual(t, "completed only", list(b.Tenant.ID, store.PipelineRunFilter{ProjectID: "p1", Name: "nightly",
+			States: []model.PipelineRunState{model.PipelineRunCompleted}}), []string{early.ID})
+		harness.CheckEqual(t, "another tenant", len(list(b.Other.ID, store.PipelineRunFilter{ProjectID: "p1", Name: "nightly"})), 0)
+	})
 }
