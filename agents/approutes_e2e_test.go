@@ -1,9 +1,7 @@
 package agents_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -64,35 +62,6 @@ gateway:
     - name: chat-fb
       rules: [{targets: [{model: tiny-model}], fallbacks: [backup-model]}]
 `, bin, backup)
-}
-
-// gqlRefused runs a GraphQL request that must fail, and returns its
-// errors' messages.
-func gqlRefused(t *testing.T, url, cred, query string, vars map[string]any) string {
-	t.Helper()
-	body, _ := json.Marshal(map[string]any{"query": query, "variables": vars})
-	req, _ := http.NewRequest(http.MethodPost, url+"/graphql", bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+cred)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	var out struct {
-		Errors []struct {
-			Message string `json:"message"`
-		} `json:"errors"`
-	}
-	if err := json.Unmarshal(raw, &out); err != nil || len(out.Errors) == 0 {
-		t.Fatalf("GraphQL should have refused: %s", raw)
-	}
-	var msgs []string
-	for _, e := range out.Errors {
-		msgs = append(msgs, e.Message)
-	}
-	return strings.Join(msgs, "; ")
 }
 
 // TestAServingInstanceBecomesARouteEndpoint runs the real control plane and

@@ -1,10 +1,8 @@
 package agents_test
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"io"
 	"net/http"
 	"os"
@@ -12,7 +10,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 )
 
 // TestArtifactsPassFromOneRunToTheNext runs a real control plane and a
@@ -25,11 +22,9 @@ import (
 // enqueue with that input.
 func TestArtifactsPassFromOneRunToTheNext(t *testing.T) {
 	t.Parallel()
-	e := startControlPlane(t, strings.Replace(strings.Replace(twoGroups,
-		"capacity: 2, gpuClass: a100-80gb}", "capacity: 2, gpuClass: a100-80gb, outputDestination: s3://pool-bucket/out}", 1),
-		"{name: fraud-models}", "{name: fraud-models, outputDestination: s3://project-bucket/fraud}", 1))
-	gql(t, e.url, adminKey, `mutation { createUser(input: {name: "vic", role: MEMBER, groups: [{group: "vision"}]}) { id } }`, nil)
-	vic := str(gql(t, e.url, adminKey, `mutation { createAPIKey(input: {name: "vic key", user: "vic"}) { secret } }`, nil), "createAPIKey", "secret")
+	e := startControlPlane(t, twoGroups().bareMetalWith(", outputDestination: s3://pool-bucket/out").
+		project("{name: fraud-models, outputDestination: s3://project-bucket/fraud}").String())
+	vic := e.member(t, "vic", "vision")
 	_, logs := e.startWorker(t, "gpu-host-artifacts", "0,1")
 	marker := filepath.Join(t.TempDir(), "go")
 
@@ -110,19 +105,3 @@ while [ ! -f `+marker+` ]; do sleep 0.05; done`)
 }
 
 func hexSum(s string) string { b := sha256.Sum256([]byte(s)); return hex.EncodeToString(b[:]) }
-
-// gqlRaw runs a GraphQL request and returns the answer as sent.
-func gqlRaw(t *testing.T, url, cred, query string, vars map[string]any) string {
-	t.Helper()
-	body, _ := json.Marshal(map[string]any{"query": query, "variables": vars})
-	req, _ := http.NewRequest(http.MethodPost, url+"/graphql", bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+cred)
-	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	return string(raw)
-}

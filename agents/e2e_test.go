@@ -3,11 +3,8 @@ package agents_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
-	"io"
 	"log/slog"
 	"math"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,49 +23,6 @@ import (
 )
 
 const adminKey = "klique-e2e-bootstrap-key-0123456789abcdefghijklmnopq"
-
-const estate = `apiVersion: klique/v1
-kind: Estate
-gpuClasses:
-  - {name: a100-80gb, memoryGb: 80, pricePerGpuHour: 1.60, currency: USD}
-pools:
-  - {name: bare-metal, kind: bare_metal, capacity: 2, gpuClass: a100-80gb}
-profiles:
-  - {name: one-gpu, size: 1, timeWeight: 1, pools: [bare-metal]}
-groups:
-  - {name: ml-research}
-policies:
-  - group: ml-research
-    reservation: 2
-    limit: 2
-    computeResources:
-      - {name: 1 GPU, profile: one-gpu}
-projects:
-  - {name: fraud-models, group: ml-research, outputDestination: s3://ml-research/fraud-models}
-`
-
-// gql runs one GraphQL request that must succeed.
-func gql(t *testing.T, url, cred, query string, vars map[string]any) map[string]any {
-	t.Helper()
-	body, _ := json.Marshal(map[string]any{"query": query, "variables": vars})
-	req, _ := http.NewRequest(http.MethodPost, url+"/graphql", bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+cred)
-	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	var out struct {
-		Data   map[string]any `json:"data"`
-		Errors []any          `json:"errors"`
-	}
-	if err := json.Unmarshal(raw, &out); err != nil || len(out.Errors) > 0 || resp.StatusCode != http.StatusOK {
-		t.Fatalf("GraphQL %d: %s\nquery: %s", resp.StatusCode, raw, query)
-	}
-	return out.Data
-}
 
 func get(v any, path ...string) any {
 	for _, p := range path {
@@ -131,8 +85,7 @@ func startControlPlane(t *testing.T, doc string) *e2e {
 	e := &e2e{app: app, url: app.URL()}
 	url := e.url
 	gql(t, url, adminKey, `mutation($doc: String!) { applyEstate(document: $doc) { summary } }`, map[string]any{"doc": doc})
-	gql(t, url, adminKey, `mutation { createUser(input: {name: "alice", role: MEMBER, groups: [{group: "ml-research"}]}) { id } }`, nil)
-	e.alice = str(gql(t, url, adminKey, `mutation { createAPIKey(input: {name: "alice key", user: "alice"}) { secret } }`, nil), "createAPIKey", "secret")
+	e.alice = e.member(t, "alice", "ml-research")
 	d := gql(t, url, adminKey, `{ me { tenant { id } } }`, nil)
 	e.tenant = str(d, "me", "tenant", "id")
 	gql(t, url, adminKey, `mutation { setSecret(scope: PROJECT, owner: "fraud-models", name: "HF_TOKEN", value: "hf_e2e_secret_value") { name } }`, nil)
@@ -375,32 +328,6 @@ func (s *syncWriter) String() string {
 	return s.b.String()
 }
 
-// twoGroups shares the two GPUs of bare-metal: each group is guaranteed
-// one and may borrow the other.
-const twoGroups = `apiVersion: klique/v1
-kind: Estate
-gpuClasses:
-  - {name: a100-80gb, memoryGb: 80, pricePerGpuHour: 1.60, currency: USD}
-pools:
-  - {name: bare-metal, kind: bare_metal, capacity: 2, gpuClass: a100-80gb}
-profiles:
-  - {name: one-gpu, size: 1, timeWeight: 1, pools: [bare-metal]}
-groups:
-  - {name: ml-research}
-  - {name: vision}
-policies:
-  - group: ml-research
-    reservation: 1
-    limit: 2
-    computeResources: [{name: 1 GPU, profile: one-gpu}]
-  - group: vision
-    reservation: 1
-    limit: 2
-    computeResources: [{name: 1 GPU, profile: one-gpu}]
-projects:
-  - {name: fraud-models}
-`
-
 // TestAReclaimedTaskIsStoppedRequeuedAtTheFrontAndRunAgain: ml-research
 // borrows vision's GPU; when vision sends work, the engine reclaims it.
 // The worker gives the borrowed task SIGTERM and its grace period (it
@@ -409,9 +336,8 @@ projects:
 // again (attempt 2) to completion once a GPU is free.
 func TestAReclaimedTaskIsStoppedRequeuedAtTheFrontAndRunAgain(t *testing.T) {
 	t.Parallel()
-	e := startControlPlane(t, twoGroups)
-	gql(t, e.url, adminKey, `mutation { createUser(input: {name: "vic", role: MEMBER, groups: [{group: "vision"}]}) { id } }`, nil)
-	vic := str(gql(t, e.url, adminKey, `mutation { createAPIKey(input: {name: "vic key", user: "vic"}) { secret } }`, nil), "createAPIKey", "secret")
+	e := startControlPlane(t, twoGroups().project("{name: fraud-models}").String())
+	vic := e.member(t, "vic", "vision")
 	w, logs := e.startWorker(t, "gpu-host-e2e", "0,1")
 	dir := t.TempDir()
 	release := filepath.Join(dir, "release")

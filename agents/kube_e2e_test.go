@@ -21,26 +21,9 @@ import (
 
 // kubeEstate has a Kubernetes pool behind the "1 GPU" compute resource
 // (and the bare-metal pool startControlPlane makes a credential for).
-const kubeEstate = `apiVersion: klique/v1
-kind: Estate
-gpuClasses:
-  - {name: a100-80gb, memoryGb: 80, pricePerGpuHour: 1.60, currency: USD}
-pools:
-  - {name: bare-metal, kind: bare_metal, capacity: 2, gpuClass: a100-80gb}
-  - {name: k8s, kind: kubernetes, capacity: 2, gpuClass: a100-80gb}
-profiles:
-  - {name: one-gpu, size: 1, timeWeight: 1, pools: [k8s]}
-groups:
-  - {name: ml-research}
-policies:
-  - group: ml-research
-    reservation: 2
-    limit: 2
-    computeResources:
-      - {name: 1 GPU, profile: one-gpu}
-projects:
-  - {name: fraud-models, group: ml-research, outputDestination: s3://ml-research/fraud-models}
-`
+var kubeEstate = newEstate().pool("{name: k8s, kind: kubernetes, capacity: 2, gpuClass: a100-80gb}").profile("one-gpu", "k8s").
+	policy("ml-research", 2, 2, "1 GPU=one-gpu").
+	project("{name: fraud-models, group: ml-research, outputDestination: s3://ml-research/fraud-models}").String()
 
 const kubeNS = "klique-tasks"
 

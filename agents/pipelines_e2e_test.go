@@ -1,11 +1,7 @@
 package agents_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,64 +12,11 @@ import (
 // pipelineEstate has two compute resources of group ml-research on one
 // pool (process-mode workers run whole GPUs only): 1 GPU and 1 A100, as examples/estate.yaml names them,
 // and a second group whose member must not see ml-research's runs.
-const pipelineEstate = `apiVersion: klique/v1
-kind: Estate
-gpuClasses:
-  - {name: a100-80gb, memoryGb: 80, pricePerGpuHour: 1.60, currency: USD}
-pools:
-  - {name: bare-metal, kind: bare_metal, capacity: 2, gpuClass: a100-80gb}
-profiles:
-  - {name: one-gpu, size: 1, timeWeight: 1, pools: [bare-metal]}
-  - {name: one-a100, size: 1, timeWeight: 1, pools: [bare-metal]}
-groups:
-  - {name: ml-research}
-  - {name: vision}
-policies:
-  - group: ml-research
-    reservation: 2
-    limit: 2
-    computeResources:
-      - {name: 1 GPU, profile: one-gpu}
-      - {name: 1 A100, profile: one-a100}
-  - group: vision
-    reservation: 0
-    limit: 1
-    computeResources:
-      - {name: vision GPU, profile: one-gpu}
-projects:
-  - {name: fraud-models, group: ml-research}
-  - {name: vision-detect, group: vision}
-`
+var pipelineEstate = newEstate().profile("one-gpu", "bare-metal").profile("one-a100", "bare-metal").
+	policy("ml-research", 2, 2, "1 GPU=one-gpu", "1 A100=one-a100").policy("vision", 0, 1, "vision GPU=one-gpu").
+	project("{name: fraud-models, group: ml-research}").project("{name: vision-detect, group: vision}").String()
 
 const runFields = `id name state reason steps { name state reason attempts taskId taskIds cachedFromRunId computeResourceName dependsOn level onFailure retry }`
-
-// gqlErr runs one GraphQL request that must fail, and returns its first
-// error's message and code.
-func gqlErr(t *testing.T, url, cred, query string, vars map[string]any) (string, string) {
-	t.Helper()
-	body, _ := json.Marshal(map[string]any{"query": query, "variables": vars})
-	req, _ := http.NewRequest(http.MethodPost, url+"/graphql", bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+cred)
-	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	var out struct {
-		Errors []struct {
-			Message    string `json:"message"`
-			Extensions struct {
-				Code string `json:"code"`
-			} `json:"extensions"`
-		} `json:"errors"`
-	}
-	if err := json.Unmarshal(raw, &out); err != nil || len(out.Errors) == 0 {
-		t.Fatalf("want an error, got %d: %s\nquery: %s", resp.StatusCode, raw, query)
-	}
-	return out.Errors[0].Message, out.Errors[0].Extensions.Code
-}
 
 func runPipeline(t *testing.T, e *e2e, cred, def string, params map[string]any) map[string]any {
 	t.Helper()
@@ -368,8 +311,7 @@ project: fraud-models
 steps:
   - {name: a, computeResource: 1 GPU, command: [sh, -c, 'sleep 30']}
 `, nil), "id")
-	gql(t, e.url, adminKey, `mutation { createUser(input: {name: "bob", role: MEMBER, groups: [{group: "vision"}]}) { id } }`, nil)
-	bob := str(gql(t, e.url, adminKey, `mutation { createAPIKey(input: {name: "bob key", user: "bob"}) { secret } }`, nil), "createAPIKey", "secret")
+	bob := e.member(t, "bob", "vision")
 	other := str(gql(t, e.url, adminKey, `mutation { createTenant(input: {name: "other"}) { secret } }`, nil), "createTenant", "secret")
 	for who, cred := range map[string]string{"another group's member": bob, "another tenant's admin": other} {
 		if _, code := gqlErr(t, e.url, cred, `query($id: ID!) { pipelineRun(id: $id) { id } }`, map[string]any{"id": id}); code != "NOT_FOUND" {

@@ -29,7 +29,7 @@ func routerEstate(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return strings.Replace(estate, "  - {name: ml-research}\n", "  - {name: ml-research}\n  - {name: vision}\n", 1) + fmt.Sprintf(`gateway:
+	return oneGroup().group("vision").String() + fmt.Sprintf(`gateway:
   routes:
     - {name: probe-route, endpoints: ["http://127.0.0.1:9/v1"]}
 apps:
@@ -61,9 +61,7 @@ func startRouterBed(t *testing.T) *routerBed {
 	_, logs := e.startWorkerTuned(t, "gpu-host-router", "0,1", func(c *worker.Config) {
 		c.AppProbeInterval = 100 * time.Millisecond
 	})
-	gql(t, e.url, adminKey, `mutation { createUser(input: {name: "victor", role: MEMBER, groups: [{group: "vision"}]}) { id } }`, nil)
-	b := &routerBed{e2e: e, logs: logs}
-	b.victor = str(gql(t, e.url, adminKey, `mutation { createAPIKey(input: {name: "victor key", user: "victor"}) { secret } }`, nil), "createAPIKey", "secret")
+	b := &routerBed{e2e: e, logs: logs, victor: e.member(t, "victor", "vision")}
 	b.otherTenant = str(gql(t, e.url, adminKey, `mutation { createTenant(input: {name: "acme"}) { secret } }`, nil), "createTenant", "secret")
 	return b
 }

@@ -2,8 +2,12 @@ package agents_test
 
 import (
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -39,14 +43,22 @@ func studyExample(t *testing.T, file, baseTask string) map[string]any {
 // comments say, and waits for it to complete.
 func (e *e2e) baseRun(t *testing.T) string {
 	t.Helper()
-	script, err := filepath.Abs(filepath.Join("..", "examples", "studies", "train.py"))
+	return e.completedRun(t, filepath.Join("..", "examples", "studies", "train.py"),
+		[]any{"--lr", "{lr}", "--layers", "{layers}", "--epochs", "{epochs}", "--sleep", "0.25"},
+		map[string]any{"lr": "0.1", "layers": "2", "epochs": "4"})
+}
+
+// completedRun enqueues a Python script with args and parameters as
+// alice on 1 GPU, and waits for it to complete: the base run of a study.
+func (e *e2e) completedRun(t *testing.T, script string, args []any, params map[string]any) string {
+	t.Helper()
+	abs, err := filepath.Abs(script)
 	if err != nil {
 		t.Fatal(err)
 	}
 	d := gql(t, e.url, e.alice, `mutation($in: EnqueueTaskInput!) { enqueueTask(input: $in) { id } }`, map[string]any{"in": map[string]any{
 		"name": "train", "project": "fraud-models", "computeResource": "1 GPU",
-		"command":    []any{"python3", script, "--lr", "{lr}", "--layers", "{layers}", "--epochs", "{epochs}", "--sleep", "0.25"},
-		"parameters": map[string]any{"lr": "0.1", "layers": "2", "epochs": "4"},
+		"command": append([]any{"python3", abs}, args...), "parameters": params,
 	}})
 	id := str(d, "enqueueTask", "id")
 	e.waitTask(t, e.alice, id, "the base run to complete", func(d map[string]any) bool { return str(d, "task", "status") == "COMPLETED" })
@@ -141,15 +153,31 @@ func TestHalvingStudyEndToEnd(t *testing.T) {
 	if str(d, "study", "state") != "COMPLETED" {
 		t.Fatalf("study %v", d)
 	}
+	best := get(d, "study", "best")
+	if best == nil {
+		t.Fatalf("no best trial: %v", d)
+	}
 	stopped := 0
 	for _, tr := range get(d, "study", "trials").([]any) {
 		if str(tr, "params", "epochs") != "8" {
 			t.Fatalf("trial %v does not run at the maximum resource", tr)
 		}
+		if str(tr, "state") == "COMPLETED" && trainQuality(t, tr) > trainQuality(t, best) {
+			t.Fatalf("trial %v is better than the best %v", tr, best)
+		}
 		if str(tr, "state") != "STOPPED_EARLY" {
 			continue
 		}
 		stopped++
+		// Stopped early, at a rung below the 8 epochs it was given (1, 2
+		// or 4), and poor: train.py's accuracy at any epoch follows its
+		// quality, and the best trial's is higher.
+		if !earlyRung.MatchString(str(tr, "reason")) {
+			t.Fatalf("trial %v was not stopped at a rung before its 8 epochs", tr)
+		}
+		if trainQuality(t, tr) >= trainQuality(t, best) {
+			t.Fatalf("trial %v was stopped early, but is no worse than the best %v", tr, best)
+		}
 		why := str(tr, "reason")
 		if !strings.HasPrefix(why, "stopped early by study lr-layers-halving at rung ") || !strings.Contains(why, "was below the rung's cut") {
 			t.Fatalf("reason %q", why)
@@ -164,7 +192,141 @@ func TestHalvingStudyEndToEnd(t *testing.T) {
 	if stopped == 0 {
 		t.Fatalf("no trial was stopped early: %v", d)
 	}
-	if get(d, "study", "best") == nil {
-		t.Fatalf("no best trial: %v", d)
+}
+
+var earlyRung = regexp.MustCompile(`at rung [1-3] \(epochs [124]\)`)
+
+// trainQuality is examples/studies/train.py's quality for a trial's (or
+// the best's) lr and layers: the accuracy it tends to, which orders its
+// accuracies at every epoch.
+func trainQuality(t *testing.T, trial any) float64 {
+	t.Helper()
+	lr, err1 := strconv.ParseFloat(str(trial, "params", "lr"), 64)
+	layers, err2 := strconv.ParseFloat(str(trial, "params", "layers"), 64)
+	if err1 != nil || err2 != nil {
+		t.Fatalf("trial %v: lr and layers are not numbers", trial)
+	}
+	return 0.95 - 0.2*math.Pow(math.Log10(lr)+1, 2) - 0.03*math.Pow(layers-3, 2)
+}
+
+// knownScore is testdata/objective.py's score, worked out again from a
+// trial's parameters in the same order of operations, so that it is the
+// same double the script reported.
+func knownScore(t *testing.T, params map[string]any) float64 {
+	t.Helper()
+	x, err1 := strconv.ParseFloat(str(params, "x"), 64)
+	lr, err2 := strconv.ParseFloat(str(params, "lr"), 64)
+	n, err3 := strconv.Atoi(str(params, "n"))
+	bonus, ok := map[string]float64{"relu": 0, "tanh": -0.05, "gelu": 0.02}[str(params, "act")]
+	if err1 != nil || err2 != nil || err3 != nil || !ok {
+		t.Fatalf("parameters %v are not the space's", params)
+	}
+	// Within the space it was drawn from.
+	if x < 0 || x > 1 || lr < 0.001 || lr > 0.1 || n < 1 || n > 4 {
+		t.Fatalf("parameters %v are outside the space", params)
+	}
+	return -(x-0.3)*(x-0.3) - 1000.0*(lr-0.01)*(lr-0.01) - 0.01*float64(n-2)*float64(n-2) + bonus
+}
+
+// maxOverlap is the most of the intervals [from, to) that hold at one
+// instant.
+func maxOverlap(from, to []time.Time) int {
+	type edge struct {
+		at time.Time
+		d  int
+	}
+	var edges []edge
+	for i := range from {
+		edges = append(edges, edge{from[i], 1}, edge{to[i], -1})
+	}
+	// An end before a start at the same instant: [from, to) intervals.
+	slices.SortFunc(edges, func(a, b edge) int {
+		if c := a.at.Compare(b.at); c != 0 {
+			return c
+		}
+		return a.d - b.d
+	})
+	most, n := 0, 0
+	for _, e := range edges {
+		n += e.d
+		most = max(most, n)
+	}
+	return most
+}
+
+// TestRandomStudyEndToEnd runs a random search of 8 trials, 2 at once,
+// over testdata/objective.py, whose score is a known function of a
+// uniform, a log-uniform, an integer and a choice parameter: all 8 trials
+// run and complete within the space, never more than 2 at once (sampled
+// while it runs, and from the trials' tasks' times), each reports the
+// score its parameters give, and the study's best trial is the one with
+// the highest score, the ranking best first.
+func TestRandomStudyEndToEnd(t *testing.T) {
+	t.Parallel()
+	e := startControlPlane(t, estate)
+	e.startWorker(t, "w1", "0,1")
+	base := e.completedRun(t, filepath.Join("testdata", "objective.py"),
+		[]any{"x={x}", "lr={lr}", "n={n}", "act={act}"}, map[string]any{"x": "0.5", "lr": "0.05", "n": "1", "act": "relu"})
+
+	d := gql(t, e.url, e.alice, `mutation($in: StartStudyInput!) { startStudy(input: $in) { id } }`, map[string]any{"in": map[string]any{
+		"name": "random-search", "baseTask": base, "strategy": "random", "seed": 11,
+		"objective": "score", "direction": "MAX", "maxConcurrent": 2, "budget": map[string]any{"trials": 8},
+		"space": []any{
+			map[string]any{"name": "x", "kind": "uniform", "lo": 0, "hi": 1},
+			map[string]any{"name": "lr", "kind": "loguniform", "lo": 0.001, "hi": 0.1},
+			map[string]any{"name": "n", "kind": "int", "lo": 1, "hi": 4},
+			map[string]any{"name": "act", "kind": "choice", "values": []any{"relu", "tanh", "gelu"}},
+		},
+	}})
+	id := str(d, "startStudy", "id")
+	d = e.waitStudy(t, id, 2)
+	if str(d, "study", "state") != "COMPLETED" {
+		t.Fatalf("study %v", d)
+	}
+	trials := get(d, "study", "trials").([]any)
+	if len(trials) != 8 {
+		t.Fatalf("%d trials, want 8: %v", len(trials), d)
+	}
+	var from, to []time.Time
+	xs := map[string]bool{}
+	bestNumber, bestScore := -1, math.Inf(-1)
+	for i, tr := range trials {
+		if str(tr, "state") != "COMPLETED" {
+			t.Fatalf("trial %v did not complete", tr)
+		}
+		params := get(tr, "params").(map[string]any)
+		want := knownScore(t, params)
+		if got, ok := get(tr, "objective").(float64); !ok || got != want {
+			t.Fatalf("trial %v reports %v, its parameters give %v", tr, get(tr, "objective"), want)
+		}
+		if i > 0 && get(trials[i-1], "objective").(float64) < want {
+			t.Fatalf("the ranking is not best first: %v before %v", trials[i-1], tr)
+		}
+		if want > bestScore {
+			bestNumber, bestScore = int(get(tr, "number").(float64)), want
+		}
+		xs[str(params, "x")] = true
+
+		task := gql(t, e.url, e.alice, `query($id: ID!) { task(id: $id) { status createdAt finishedAt studyTrial { studyId } } }`,
+			map[string]any{"id": str(tr, "taskId")})
+		created, err1 := time.Parse(time.RFC3339Nano, str(task, "task", "createdAt"))
+		finished, err2 := time.Parse(time.RFC3339Nano, str(task, "task", "finishedAt"))
+		if err1 != nil || err2 != nil || str(task, "task", "status") != "COMPLETED" || str(task, "task", "studyTrial", "studyId") != id {
+			t.Fatalf("trial %v's task %v", tr, task)
+		}
+		from, to = append(from, created), append(to, finished)
+	}
+	if len(xs) < 2 {
+		t.Fatalf("8 random trials drew one x: %v", trials)
+	}
+	// A trial's task is enqueued only after the study saw another end, so
+	// the tasks' lives, from enqueue to end, overlap two at a time at most.
+	if n := maxOverlap(from, to); n != 2 {
+		t.Fatalf("at most %d trials' tasks at once, want 2 (the study's maximum, reached by its first two)", n)
+	}
+	best := get(d, "study", "best")
+	if int(get(best, "number").(float64)) != bestNumber || get(best, "objective").(float64) != bestScore ||
+		str(trials[0], "taskId") != str(best, "taskId") {
+		t.Fatalf("best %v, want trial %d (score %v); ranked first %v", best, bestNumber, bestScore, trials[0])
 	}
 }

@@ -31,7 +31,7 @@ type quickstartStep struct {
 
 // readQuickstart reads the shell blocks of the README between the
 // quickstart markers, then between the worker markers, the run ones, the
-// apps ones, the MCP ones, then the gateway ones. A command is
+// pipelines ones, the apps ones, the MCP ones, then the gateway ones. A command is
 // followed by "# → text" lines (text it prints) or one "# error: text" line
 // (it fails, saying text). A line ending in a backslash goes on on the
 // next. A command ending in a here-document ("<<EOF") takes the lines
@@ -45,7 +45,7 @@ func readQuickstart(t *testing.T) []quickstartStep {
 		t.Fatal(err)
 	}
 	var steps []quickstartStep
-	for _, block := range []string{"quickstart", "worker", "run", "apps", "mcp", "gateway"} {
+	for _, block := range []string{"quickstart", "worker", "run", "pipelines", "apps", "mcp", "gateway"} {
 		_, rest, ok := strings.Cut(string(readme), "<!-- "+block+":begin -->")
 		text, _, ok2 := strings.Cut(rest, "<!-- "+block+":end -->")
 		if !ok || !ok2 {

@@ -31,8 +31,8 @@ const (
 	// missing or extra argument, a flag value that does not parse), and
 	// nothing was done.
 	ExitUsage = 2
-	// ExitTimedOut: 'klique task wait' gave up at its --timeout; the task
-	// goes on.
+	// ExitTimedOut: 'klique task wait' gave up at its --timeout, or
+	// 'pipeline run' or 'study start' at its --wait; the work goes on.
 	ExitTimedOut = 3
 )
 
@@ -117,7 +117,8 @@ resource policies and the compute resources people send work to.
 Exit status: 0 on success; 1 when the server refused or failed, or the
 command could not finish; 2 when the command line is wrong (an unknown
 command or flag, a missing or extra argument), in which case nothing was
-done; 3 when 'klique task wait' gave up at its --timeout. A mistyped
+done; 3 when 'klique task wait' gave up at its --timeout, or 'pipeline
+run' or 'study start' at its --wait. A mistyped
 command or flag is answered with the nearest one.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,

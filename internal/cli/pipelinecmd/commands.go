@@ -4,10 +4,13 @@
 package pipelinecmd
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -33,16 +36,20 @@ func newPipelineRunCmd(c *cli.CLI) *cobra.Command {
 	var file, project string
 	var params []string
 	var quiet bool
+	var wait time.Duration
 	cmd := &cobra.Command{
-		Use:   "run -f FILE [--param NAME=VALUE]...",
+		Use:   "run -f FILE [--param NAME=VALUE]... [--wait DURATION]",
 		Short: "Start a run of the pipeline a YAML file defines",
 		Long: `Start a run of the pipeline FILE defines (docs/pipelines.md). The whole
 pipeline is checked first: an unknown step or parameter reference, a cycle,
 a bad template or a compute resource not open to you is refused with every
 problem named, and nothing runs. --param sets a parameter the pipeline
-declares under params:.`,
-		Example: `  klique pipeline run -f examples/pipelines/pipeline.yaml --param lr=0.05`,
-		Args:    cobra.NoArgs,
+declares under params:. --wait waits up to that long for the run to end
+and shows it then; its exit status is 1 if the run did not complete, 3 if
+the wait ended first (the run goes on).`,
+		Example: `  klique pipeline run -f examples/pipelines/pipeline.yaml --param lr=0.05
+  klique pipeline run -q -f examples/pipelines/pipeline.yaml --wait 10m > run.id`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if file == "" {
 				return cli.Usagef("give the pipeline's file with -f FILE")
@@ -68,18 +75,67 @@ declares under params:.`,
 				map[string]any{"in": in}, &out); err != nil {
 				return err
 			}
-			if quiet {
-				fmt.Fprintln(c.Out, cli.Str(out.RunPipeline, "id"))
-				return nil
+			run, verb := out.RunPipeline, "started"
+			var waitErr error
+			if wait > 0 {
+				run, waitErr = waitRun(cmd.Context(), c, run, wait)
+				verb = ""
 			}
-			return printRun(c, "started", out.RunPipeline)
+			if quiet {
+				fmt.Fprintln(c.Out, cli.Str(run, "id"))
+			} else if err := printRun(c, verb, run); err != nil {
+				return err
+			}
+			return waitErr
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "the pipeline's YAML file")
 	cmd.Flags().StringArrayVar(&params, "param", nil, "a parameter of the pipeline, NAME=VALUE (repeatable)")
 	cmd.Flags().StringVar(&project, "project", "", "the project, instead of the file's")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "print only the run's ID")
+	cmd.Flags().DurationVar(&wait, "wait", 0, "wait up to this long for the run to end (e.g. 10m), then show it")
 	return cmd
+}
+
+// waitRun polls a run until it has ended or wait has passed, and returns
+// it as last read, with an error when it did not complete (exit status 1)
+// or is still going (ExitTimedOut), so that a script can tell.
+func waitRun(ctx context.Context, c *cli.CLI, run map[string]any, wait time.Duration) (map[string]any, error) {
+	id := cli.Str(run, "id")
+	cl, err := c.Client(ctx)
+	if err != nil {
+		return run, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	delay := 250 * time.Millisecond
+	for {
+		switch state := strings.ToLower(cli.Str(run, "state")); state {
+		case "completed":
+			return run, nil
+		case "pending", "running":
+		default: // failed, aborted
+			return run, fmt.Errorf("pipeline run %s %s: %s", id, state, cli.Str(run, "reason"))
+		}
+		select {
+		case <-wctx.Done():
+			if ctx.Err() != nil {
+				return run, ctx.Err()
+			}
+			return run, cli.ExitError{Code: cli.ExitTimedOut, Err: fmt.Errorf("pipeline run %s is still %s after %s",
+				id, strings.ToLower(cli.Str(run, "state")), wait)}
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 2*time.Second)
+		var out struct{ PipelineRun map[string]any }
+		if err := cl.Do(wctx, `query($id: ID!) { pipelineRun(id: $id) { `+pipelineRunFields+` } }`, map[string]any{"id": id}, &out); err != nil {
+			if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+				continue // the wait ended during the read: say so above
+			}
+			return run, err
+		}
+		run = out.PipelineRun
+	}
 }
 
 func newPipelineGetCmd(c *cli.CLI) *cobra.Command {

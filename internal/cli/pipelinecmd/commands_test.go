@@ -57,4 +57,11 @@ func TestPipelineCommands(t *testing.T) {
 	if _, errOut, code := klique(ada, "pipeline", "abort", id); code == 0 || !strings.Contains(errOut, "already ended") {
 		t.Fatalf("aborting again: exit %d: %s", code, errOut)
 	}
+
+	// --wait: with no worker the run cannot end, so the wait runs out
+	// (exit 3) and says so; -q still prints the run's ID.
+	out, errOut, code := klique(ada, "pipeline", "run", "-q", "-f", file, "--wait", "1s")
+	if code != cli.ExitTimedOut || !strings.Contains(errOut, "is still ") || !strings.Contains(errOut, " after 1s") || len(strings.TrimSpace(out)) < 10 || strings.Contains(out, " ") {
+		t.Fatalf("run --wait 1s: exit %d, printed %q: %s", code, out, errOut)
+	}
 }

@@ -5,7 +5,9 @@
 package studycmd
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -13,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
@@ -59,16 +62,21 @@ func newStudyCmd(c *cli.CLI) *cobra.Command {
 
 func newStudyStartCmd(c *cli.CLI) *cobra.Command {
 	var file, base, name, resource, project, group string
+	var quiet bool
+	var wait time.Duration
 	cmd := &cobra.Command{
-		Use:   "start -f STUDY.yaml [--base TASK_ID]",
+		Use:   "start -f STUDY.yaml [--base TASK_ID] [--wait DURATION]",
 		Short: "Start a study: trials cloned from a base task, ranked by an objective",
 		Long: `Start a hyperparameter search from a study file (YAML; its keys are the
 startStudy mutation's input: name, baseTask, strategy, objective, budget,
 space, ...; see examples/studies/). --base, --name, --resource, --project
 and --group override the file's. The first trials are enqueued at once, as
-you; the control plane runs the rest.`,
-		Example: `  klique study start -f examples/studies/study.yaml --base 01930f2e-...`,
-		Args:    cobra.NoArgs,
+you; the control plane runs the rest. --wait waits up to that long for the
+study to end and shows it then; its exit status is 1 if the study did not
+complete, 3 if the wait ended first (the study goes on).`,
+		Example: `  klique study start -f examples/studies/study.yaml --base 01930f2e-...
+  klique study start -q -f examples/studies/study.yaml --base 01930f2e-... --wait 30m > study.id`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if file == "" {
 				return cli.Usagef("give the study file with -f STUDY.yaml (- for standard input)")
@@ -94,7 +102,17 @@ you; the control plane runs the rest.`,
 				map[string]any{"in": in}, &out); err != nil {
 				return err
 			}
-			return printStudy(c, &out.StartStudy)
+			study := &out.StartStudy
+			var waitErr error
+			if wait > 0 {
+				study, waitErr = waitStudy(cmd.Context(), c, study, wait)
+			}
+			if quiet {
+				fmt.Fprintln(c.Out, study.ID)
+			} else if err := printStudy(c, study); err != nil {
+				return err
+			}
+			return waitErr
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "the study file (YAML), - for standard input")
@@ -103,7 +121,48 @@ you; the control plane runs the rest.`,
 	cmd.Flags().StringVar(&resource, "resource", "", "the trials' compute resource (the base task's by default)")
 	cmd.Flags().StringVar(&project, "project", "", "the trials' project (the base task's by default)")
 	cmd.Flags().StringVar(&group, "group", "", "whose compute resource, when several of your groups have one of that name")
+	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "print only the study's ID")
+	cmd.Flags().DurationVar(&wait, "wait", 0, "wait up to this long for the study to end (e.g. 30m), then show it")
 	return cmd
+}
+
+// waitStudy polls a study until it has ended or wait has passed, and
+// returns it as last read, with an error when it did not complete (exit
+// status 1) or is still running (ExitTimedOut), so that a script can tell.
+func waitStudy(ctx context.Context, c *cli.CLI, s *studyOut, wait time.Duration) (*studyOut, error) {
+	cl, err := c.Client(ctx)
+	if err != nil {
+		return s, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	delay := 250 * time.Millisecond
+	for {
+		switch state := strings.ToLower(s.State); state {
+		case "completed":
+			return s, nil
+		case "running":
+		default: // stopped
+			return s, fmt.Errorf("study %s %s: %s", s.ID, state, s.Reason)
+		}
+		select {
+		case <-wctx.Done():
+			if ctx.Err() != nil {
+				return s, ctx.Err()
+			}
+			return s, cli.ExitError{Code: cli.ExitTimedOut, Err: fmt.Errorf("study %s is still %s after %s", s.ID, strings.ToLower(s.State), wait)}
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 2*time.Second)
+		var out struct{ Study studyOut }
+		if err := cl.Do(wctx, `query($id: ID!) { study(id: $id) { `+studyFields+` } }`, map[string]any{"id": s.ID}, &out); err != nil {
+			if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+				continue // the wait ended during the read: say so above
+			}
+			return s, err
+		}
+		s = &out.Study
+	}
 }
 
 // readStudyFile reads a study file as startStudy's input.

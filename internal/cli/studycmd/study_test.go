@@ -61,11 +61,18 @@ func TestStudyCommands(t *testing.T) {
 	if _, errOut, code := klique(rita, "study", "start", "-f", "../../../examples/studies/study.yaml"); code != 2 || !strings.Contains(errOut, "--base TASK_ID") {
 		t.Fatalf("no base: exit %d: %s", code, errOut)
 	}
+	// --wait: with no worker the study cannot end, so the wait runs out
+	// (exit 3) and says so; -q still prints the study's ID.
+	out, errOut, code := klique(rita, "study", "start", "-q", "-f", "../../../examples/studies/study.yaml", "--base", base, "--name", "waited", "--wait", "1s")
+	if code != cli.ExitTimedOut || !strings.Contains(errOut, "is still running after 1s") || len(strings.TrimSpace(out)) < 10 || strings.Contains(out, " ") {
+		t.Fatalf("start --wait 1s: exit %d, printed %q: %s", code, out, errOut)
+	}
+
 	bad := t.TempDir() + "/bad.yaml"
 	if err := os.WriteFile(bad, []byte("name: x\nstrategy: random\nobjective: loss\nbudget: {}\nspace: [{name: lr, kind: loguniform, lo: 0, hi: 1}]\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, errOut, code := klique(rita, "study", "start", "-f", bad, "--base", base)
+	_, errOut, code = klique(rita, "study", "start", "-f", bad, "--base", base)
 	if code != 1 || !strings.Contains(errOut, "loguniform(lo, hi) needs lo > 0") || !strings.Contains(errOut, "the budget is missing") {
 		t.Fatalf("a bad study: exit %d: %s", code, errOut)
 	}
