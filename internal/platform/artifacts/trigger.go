@@ -38,13 +38,9 @@ func (s PublishedTrigger) Validate(ctx context.Context, trig model.ScheduleTrigg
 	}
 	out := model.ScheduleTrigger{Event: trig.Event, Artifact: name}
 	if ref := strings.TrimSpace(trig.ProjectID); ref != "" {
-		e, err := s.k.CurrentEstate(ctx, s.k.Store, p.TenantID)
+		pr, err := s.k.UsedProject(ctx, p, ref)
 		if err != nil {
 			return trig, err
-		}
-		pr, err := kernel.FindProject(e, ref)
-		if err != nil || !kernel.UsesProject(p, pr) {
-			return trig, kernel.NotFound("no project %s", kernel.Quote(ref))
 		}
 		out.ProjectID = pr.ID
 	}

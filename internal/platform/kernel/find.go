@@ -78,6 +78,21 @@ func FindProject(e *estate.Estate, ref string) (*model.Project, error) {
 	return nil, NotFound("no project %s", Quote(ref))
 }
 
+// UsedProject finds, by id or name, a project p uses. One they may not
+// use is refused as unknown, naming only what they asked for, so that a
+// reference never tells whether another group's project exists.
+func (k *Kernel) UsedProject(ctx context.Context, p *identity.Principal, ref string) (*model.Project, error) {
+	e, err := k.CurrentEstate(ctx, k.Store, p.TenantID)
+	if err != nil {
+		return nil, k.Internal(ctx, err)
+	}
+	pr, err := FindProject(e, ref)
+	if err != nil || !UsesProject(p, pr) {
+		return nil, NotFound("no project %s", Quote(ref))
+	}
+	return pr, nil
+}
+
 // FindComputeResource accepts a compute resource's id, or its name when only
 // one compute resource in e has it (names are shared between groups: "1 GPU"
 // of one group and "1 GPU" of another are two compute resources).

@@ -40,13 +40,9 @@ func (s FinishedTrigger) Validate(ctx context.Context, trig model.ScheduleTrigge
 	if state != "" && (!state.Valid() || !state.Final()) {
 		return trig, kernel.Invalid("pipeline run state %q: a pipeline.finished trigger waits for completed, failed or aborted (or leave it out for any)", trig.State)
 	}
-	e, err := s.k.CurrentEstate(ctx, s.k.Store, p.TenantID)
+	pr, err := s.k.UsedProject(ctx, p, ref)
 	if err != nil {
 		return trig, err
-	}
-	pr, err := kernel.FindProject(e, ref)
-	if err != nil || !kernel.UsesProject(p, pr) {
-		return trig, kernel.NotFound("no project %s", kernel.Quote(ref))
 	}
 	return model.ScheduleTrigger{Event: trig.Event, ProjectID: pr.ID, Pipeline: name, State: string(state)}, nil
 }

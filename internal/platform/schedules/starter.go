@@ -139,13 +139,9 @@ func (s taskCompleted) Validate(ctx context.Context, trig model.ScheduleTrigger)
 	if trig.ProjectID == "" {
 		return trig, kernel.Invalid("a task.completed trigger needs a project: the schedule fires when a task of it completes with tag %s", kernel.Quote(trig.Tag))
 	}
-	e, err := s.k.CurrentEstate(ctx, s.k.Store, p.TenantID)
+	pr, err := s.k.UsedProject(ctx, p, trig.ProjectID)
 	if err != nil {
 		return trig, err
-	}
-	pr, err := kernel.FindProject(e, trig.ProjectID)
-	if err != nil || !kernel.UsesProject(p, pr) {
-		return trig, kernel.NotFound("no project %s", kernel.Quote(trig.ProjectID))
 	}
 	return model.ScheduleTrigger{Event: trig.Event, ProjectID: pr.ID, Tag: trig.Tag}, nil
 }
