@@ -1,7 +1,6 @@
 package pipelines_test
 
 import (
-	"flag"
 	"fmt"
 	"maps"
 	"slices"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform/pipelines"
+	"github.com/klique-ai/klique/internal/racetest"
 )
 
 // The controller's property test (issue 21). The controller under test is
@@ -46,7 +46,8 @@ const (
 // stop-policy failure, and ends the run as its steps say, every step
 // ended.
 func TestControllerOverRandomRuns(t *testing.T) {
-	lowerChecksUnderRace(t)
+	// Under -race the pure-Go SQLite below is some ten times slower.
+	racetest.LowerRapidChecks(t, 25)
 	e := newFixture(t)
 	rapid.Check(t, func(t *rapid.T) {
 		e.cases++
@@ -62,7 +63,8 @@ func TestControllerOverRandomRuns(t *testing.T) {
 // the others, and otherwise keeps every property of a first run; a
 // reused step counts as succeeded for its dependants.
 func TestControllerReusesCachedSteps(t *testing.T) {
-	lowerChecksUnderRace(t)
+	// Under -race the pure-Go SQLite below is some ten times slower.
+	racetest.LowerRapidChecks(t, 25)
 	e := newFixture(t)
 	rapid.Check(t, func(t *rapid.T) {
 		e.cases++
@@ -122,25 +124,6 @@ func (w *world) drive() {
 		w.moveTasks(round >= forceFinalRound)
 	}
 	w.checkEnd()
-}
-
-// lowerChecksUnderRace has rapid try 25 cases instead of its default 100
-// under the race detector, unless -rapid.checks says how many: a case
-// runs on one goroutine, so the detector finds nothing the 100 cases of
-// the ordinary run would not, and it makes each case some ten times
-// slower.
-func lowerChecksUnderRace(t *testing.T) {
-	given := false
-	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "rapid.checks" })
-	f := flag.Lookup("rapid.checks")
-	if !raceDetector || given || f == nil {
-		return
-	}
-	old := f.Value.String()
-	if err := f.Value.Set("25"); err != nil {
-		t.Fatalf("set rapid.checks: %v", err)
-	}
-	t.Cleanup(func() { _ = f.Value.Set(old) })
 }
 
 // moveTasks plays the engine and the workers: each open task of the run

@@ -2,7 +2,6 @@ package studies_test
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"strings"
 	"testing"
@@ -15,6 +14,7 @@ import (
 	"github.com/klique-ai/klique/internal/platform/kernel"
 	"github.com/klique-ai/klique/internal/platform/studies"
 	"github.com/klique-ai/klique/internal/platform/tasks"
+	"github.com/klique-ai/klique/internal/racetest"
 	"github.com/klique-ai/klique/internal/store"
 	"github.com/klique-ai/klique/internal/store/sqlite"
 )
@@ -217,7 +217,8 @@ func countTrue(m map[int]bool) int {
 // follows its task; and the study completes once the budget is spent and
 // every trial ended, with every task ended.
 func TestStudyControllerOverRandomOutcomes(t *testing.T) {
-	lowerChecksUnderRace(t)
+	// Under -race the pure-Go SQLite below is some ten times slower.
+	racetest.LowerRapidChecks(t, 25)
 	f := newFixture(t)
 	rapid.Check(t, func(t *rapid.T) {
 		w := newWorld(t, f)
@@ -274,25 +275,6 @@ func TestStudyControllerOverRandomOutcomes(t *testing.T) {
 			w.moveTasks(round >= forceFinalRound)
 		}
 	})
-}
-
-// lowerChecksUnderRace has rapid try 25 cases instead of its default 100
-// under the race detector, unless -rapid.checks says how many: a case
-// runs on one goroutine, so the detector finds nothing the 100 cases of
-// the ordinary run would not, and it makes each case some ten times
-// slower. (The pipelines controller's property tests do the same.)
-func lowerChecksUnderRace(t *testing.T) {
-	given := false
-	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "rapid.checks" })
-	f := flag.Lookup("rapid.checks")
-	if !raceDetector || given || f == nil {
-		return
-	}
-	old := f.Value.String()
-	if err := f.Value.Set("25"); err != nil {
-		t.Fatalf("set rapid.checks: %v", err)
-	}
-	t.Cleanup(func() { _ = f.Value.Set(old) })
 }
 
 func (w *world) advance() {
