@@ -95,12 +95,13 @@ func (m *textMock) serve(w http.ResponseWriter, r *http.Request) {
 	var a answer
 	switch {
 	case up == "up-guard":
-		// A guard model: unsafe when it is shown the denied text.
+		// A guard model that reasons first, as some do (its thoughts
+		// are no verdict): unsafe when it is shown the denied text.
 		verdict := "safe"
 		if strings.Contains(gjson.GetBytes(raw, "messages.0.content").Str, secret) {
 			verdict = "unsafe S1"
 		}
-		a.body = chatWhole(`"content":` + jsonString(verdict))
+		a.body = chatWhole(`"reasoning_content":"Is this safe? Let me see.","content":` + jsonString(verdict))
 	case script != nil:
 		a = script(r.URL.Path, up, body)
 	}
