@@ -58,8 +58,17 @@ type leg interface {
 }
 
 // relay reads an upstream's server-sent events, one at a time, and says
-// what the caller gets of each.
+// what the caller gets of each. For each event the proxy reads its text
+// first, checks it, and only then hands the event to event: a blocked
+// event is never part of what a relay (a translation) has produced, and
+// so never in what it sends after (its failure event).
 type relay interface {
+	// text is the generated text an event carries (content, reasoning,
+	// refusals, tool calls' names and arguments): what the guardrails
+	// read, and what is counted when the stream ends before its usage. It
+	// may be a view of a buffer the relay reuses, or of data: read at
+	// once, never kept.
+	text(name string, data []byte) string
 	// event takes one event: raw is its bytes as they came (its lines and
 	// the blank line ending it), name its "event:" field ("" when it has
 	// none) and data its "data:" field. out is what the caller gets of it
@@ -79,16 +88,28 @@ type relay interface {
 	errorEvent(status int, code, message string) []byte
 }
 
-// eventInfo is what an upstream event says of the call.
+// eventInfo is what an upstream event says of the call's usage.
 type eventInfo struct {
-	// text is the generated text the event carries (tool-call arguments
-	// too): what the guardrails read, and what is counted when a stream
-	// ends before it says its usage. It may be a view of a buffer the
-	// relay reuses: read at once, never kept.
-	text string
-	// usage is what the upstream says the call used, when counted.
+	// usage is what the upstream says the call used: all of it when
+	// counted; when input, the prompt's count it said before its end
+	// (Anthropic's message_start), and the output so far.
 	usage   wire.Usage
 	counted bool
+	input   bool
+}
+
+// chatText reads the generated text of a chat completions stream's
+// chunks (wire.AppendOutputText) into a buffer it reuses: the text of
+// every upstream that speaks chat, passed through or translated.
+type chatText struct{ buf []byte }
+
+func (c *chatText) text(_ string, data []byte) string {
+	if len(data) == 0 || data[0] != '{' {
+		c.buf = c.buf[:0]
+		return ""
+	}
+	c.buf = wire.AppendOutputText(c.buf[:0], data)
+	return unsafe.String(unsafe.SliceData(c.buf), len(c.buf))
 }
 
 // openAI is the door of OpenAI's API: the request goes upstream as it came
@@ -132,11 +153,19 @@ func (openAIPass) header(http.Header, *call) {}
 
 func (openAIPass) answer(c *call, status int, data []byte, wantText bool) ([]byte, wire.Usage, bool, string) {
 	u, counted := wire.UsageOf(data)
-	var text string
-	if wantText || (!counted && status == http.StatusOK) {
-		text = wire.OutputText(data)
+	return data, u, counted, chatAnswerText(status, data, wantText, counted)
+}
+
+// chatAnswerText is the generated text of a whole chat answer from the
+// upstream (passed through or translated), when it is asked for or the
+// answer says no usage: what the guardrails read, and what is counted in
+// usage's place. It is read from the upstream's own answer, so that it is
+// every field the model generated whatever a translation keeps of it.
+func chatAnswerText(status int, data []byte, wantText, counted bool) string {
+	if status != http.StatusOK || !wantText && counted {
+		return ""
 	}
-	return data, u, counted, text
+	return wire.OutputText(data)
 }
 
 func (openAIPass) relay(c *call) relay { return &chatRelay{includeUsage: c.req.IncludeUsage} }
@@ -145,10 +174,8 @@ func (openAIPass) relay(c *call) relay { return &chatRelay{includeUsage: c.req.I
 // gateway asks every stream for its usage; the chunk that says it is
 // dropped unless the caller asked for it too.
 type chatRelay struct {
+	chatText
 	includeUsage bool
-	// text holds the last event's generated text: info.text is a view of
-	// it, valid until the next event (the proxy reads it at once).
-	text []byte
 }
 
 func (r *chatRelay) event(raw []byte, _ string, data []byte) (out, held []byte, info eventInfo) {
@@ -158,13 +185,11 @@ func (r *chatRelay) event(raw []byte, _ string, data []byte) (out, held []byte, 
 	if len(data) == 0 || data[0] != '{' {
 		return raw, nil, info
 	}
-	r.text = wire.AppendOutputText(r.text[:0], data)
-	info.text = unsafe.String(unsafe.SliceData(r.text), len(r.text))
 	if u, ok := wire.UsageOf(data); ok {
 		info.usage, info.counted = u, true
 		// The usage chunk carries no choices; drop it unless the caller
-		// asked for it.
-		if !r.includeUsage && info.text == "" && !hasChoices(data) {
+		// asked for it. (r.buf is this event's text: text read it.)
+		if !r.includeUsage && len(r.buf) == 0 && !hasChoices(data) {
 			return nil, nil, info
 		}
 	}

@@ -30,10 +30,14 @@ func (l *recordingLeg) event(raw []byte, name string, data []byte) (out, held []
 	if strings.Contains(string(data), `"usage"`) {
 		info.usage, info.counted = wire.Usage{Input: 3, Output: 4}, true
 	}
-	if strings.Contains(string(data), "text") {
-		info.text = "t"
-	}
 	return raw, nil, info
+}
+
+func (l *recordingLeg) text(_ string, data []byte) string {
+	if strings.Contains(string(data), "text") {
+		return "t"
+	}
+	return ""
 }
 
 func (l *recordingLeg) end() (out, held []byte) { l.closed = true; return nil, nil }

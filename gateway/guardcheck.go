@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/klique-ai/klique/gateway/wire"
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform"
@@ -34,7 +36,7 @@ type guardVerdict struct {
 // shape, to be passed on as they are.
 func (g *Gateway) modelGuard(x *exchange, text []string) (guardVerdict, error) {
 	grant := x.grant
-	body, err := jsonChat(grant.GuardAlias, strings.Join(text, "\n"))
+	body, err := jsonChat(grant.GuardAlias, guardPrompt(text))
 	if err != nil {
 		return guardVerdict{}, err
 	}
@@ -77,8 +79,44 @@ func (g *Gateway) modelGuard(x *exchange, text []string) (guardVerdict, error) {
 	}
 	check.end(check.out.Status, model.CallOK)
 	g.record(check)
-	verdict := strings.ToLower(strings.TrimSpace(wire.OutputText(answer.buf.Bytes())))
+	// The verdict is the answer's content: a guard model that reasons
+	// first says so apart (reasoning_content), and what it thought is no
+	// verdict.
+	verdict := strings.ToLower(strings.TrimSpace(gjson.GetBytes(answer.buf.Bytes(), "choices.0.message.content").Str))
 	return guardVerdict{Blocked: strings.HasPrefix(verdict, "unsafe")}, nil
+}
+
+// guardPrompt is what the guard model is shown of texts: each on a line
+// of its own, as the pattern guardrails read them, but for the payload of
+// a base64 data: URL (an inline image or file), which is no text to judge
+// and could be megabytes: the model is shown the URL's media type and its
+// size instead.
+func guardPrompt(texts []string) string {
+	var sb strings.Builder
+	for i, t := range texts {
+		if i > 0 {
+			sb.WriteByte('\n')
+		}
+		if head, payload, ok := dataURL(t); ok {
+			fmt.Fprintf(&sb, "%s[%d bytes of base64]", head, len(payload))
+			continue
+		}
+		sb.WriteString(t)
+	}
+	return sb.String()
+}
+
+// dataURL splits a base64 data: URL into its head (up to and with the
+// comma) and its payload.
+func dataURL(s string) (head, payload string, ok bool) {
+	if !strings.HasPrefix(s, "data:") {
+		return "", "", false
+	}
+	i := strings.IndexByte(s, ',')
+	if i < 0 || i > 256 || !strings.HasSuffix(s[:i], ";base64") {
+		return "", "", false
+	}
+	return s[:i+1], s[i+1:], true
 }
 
 // modelCheck runs the model-based check on what (the request's input or

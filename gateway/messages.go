@@ -106,14 +106,19 @@ func (messagesPass) relay(*call) relay { return &messagesPassRelay{} }
 // back its message_stop until the call is on the ledger.
 type messagesPassRelay struct {
 	usage wire.Usage
-	// counted is set once message_delta said the output.
-	counted bool
+	// input is set once message_start said the input, and counted once
+	// message_delta said the output.
+	input, counted bool
+}
+
+func (*messagesPassRelay) text(name string, data []byte) string {
+	return wire.MessagesEventText(name, data)
 }
 
 func (r *messagesPassRelay) event(raw []byte, name string, data []byte) (out, held []byte, info eventInfo) {
-	text, in, output, hasIn, hasOut := wire.MessagesEvent(name, data)
+	in, output, hasIn, hasOut := wire.MessagesEventUsage(name, data)
 	if hasIn {
-		r.usage.Input = in
+		r.usage.Input, r.input = in, true
 	}
 	if hasOut {
 		r.usage.Output = output
@@ -121,7 +126,7 @@ func (r *messagesPassRelay) event(raw []byte, name string, data []byte) (out, he
 			r.counted = true
 		}
 	}
-	info.text, info.usage, info.counted = text, r.usage, r.counted
+	info.usage, info.counted, info.input = r.usage, r.counted, r.input
 	if name == "message_stop" {
 		return nil, messageStop, info
 	}
@@ -152,8 +157,9 @@ func (l *messagesToChat) request(_ *call, upstream string) ([]byte, error) {
 
 func (*messagesToChat) header(http.Header, *call) {}
 
-func (*messagesToChat) answer(c *call, status int, data []byte, _ bool) ([]byte, wire.Usage, bool, string) {
-	return translate.ChatToMessages(status, data, c.req.Model)
+func (*messagesToChat) answer(c *call, status int, data []byte, wantText bool) ([]byte, wire.Usage, bool, string) {
+	body, u, counted := translate.ChatToMessages(status, data, c.req.Model)
+	return body, u, counted, chatAnswerText(status, data, wantText, counted)
 }
 
 func (*messagesToChat) relay(c *call) relay {
@@ -163,11 +169,12 @@ func (*messagesToChat) relay(c *call) relay {
 // chatToMessagesRelay translates a chat stream into a Messages stream as
 // it comes (translate.ChatToMessagesStream).
 type chatToMessagesRelay struct {
+	chatText
 	s *translate.ChatToMessagesStream
 }
 
 func (r *chatToMessagesRelay) event(_ []byte, _ string, data []byte) (out, held []byte, info eventInfo) {
-	out, held, info.text, info.usage, info.counted = r.s.Chunk(data)
+	out, held, info.usage, info.counted = r.s.Chunk(data)
 	return out, held, info
 }
 

@@ -112,8 +112,14 @@ func (r *responsesPassRelay) event(raw []byte, name string, data []byte) (out, h
 		// Held past the stream: a copy, not the reader's buffer.
 		return nil, append([]byte(nil), raw...), info
 	}
-	info.text = wire.ResponsesEventText(name, data)
 	return raw, nil, info
+}
+
+func (r *responsesPassRelay) text(name string, data []byte) string {
+	if r.closed {
+		return ""
+	}
+	return wire.ResponsesEventText(name, data)
 }
 
 func (r *responsesPassRelay) errorEvent(status int, code, message string) []byte {
@@ -145,15 +151,19 @@ func (l *responsesChat) request(_ *call, upstream string) ([]byte, error) {
 func (*responsesChat) header(http.Header, *call) {}
 
 func (l *responsesChat) answer(_ *call, status int, data []byte, wantText bool) ([]byte, wire.Usage, bool, string) {
-	return l.tr.Answer(status, data, wantText)
+	body, u, counted := l.tr.Answer(status, data)
+	return body, u, counted, chatAnswerText(status, data, wantText, counted)
 }
 
 func (l *responsesChat) relay(*call) relay { return &responsesChatRelay{s: l.tr.Stream()} }
 
-type responsesChatRelay struct{ s *translate.ResponsesStream }
+type responsesChatRelay struct {
+	chatText
+	s *translate.ResponsesStream
+}
 
 func (r *responsesChatRelay) event(_ []byte, _ string, data []byte) (out, held []byte, info eventInfo) {
-	out, held, info.text, info.usage, info.counted = r.s.Event(data)
+	out, held, info.usage, info.counted = r.s.Event(data)
 	return out, held, info
 }
 

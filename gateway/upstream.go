@@ -367,7 +367,12 @@ func (p *proxy) stream(ctx context.Context, w http.ResponseWriter, c *call, lg l
 	evp := eventBufs.Get().(*[]byte)
 	defer func() { br.Reset(nil); lineReaders.Put(br); *evp = (*evp)[:0]; eventBufs.Put(evp) }()
 	var (
-		produced int64
+		// produced is the bytes of generated text the stream carried;
+		// said is the usage it said before its end (the input, and the
+		// output so far), when saidInput.
+		produced  int64
+		said      wire.Usage
+		saidInput bool
 		// ev is the event being read; name and data are where its fields
 		// are in it (a second data line is joined to the first, with a
 		// newline, in joined).
@@ -389,18 +394,13 @@ func (p *proxy) stream(ctx context.Context, w http.ResponseWriter, c *call, lg l
 		if n := ev[name[0]:name[1]]; string(n) != lastName {
 			lastName = string(n)
 		}
-		o, held, info := rl.event(ev, lastName, d)
-		ev, name, data, joined = ev[:0], [2]int{}, [2]int{}, nil
-		if held != nil {
-			out.Held, ended = held, true
-		}
-		if info.counted {
-			out.Usage, out.Counted = info.usage, true
-		}
-		if info.text != "" {
-			produced++
+		// The event's text is checked before the relay takes the event:
+		// what a translation has taken is the answer's, and its failure
+		// event sends that back.
+		if text := rl.text(lastName, d); text != "" {
+			produced += int64(len(text))
 			if st != nil {
-				if rule := st.Add(info.text); rule != "" {
+				if rule := st.Add(text); rule != "" {
 					out.Blocked = rule
 					_, _ = w.Write(rl.errorEvent(http.StatusBadRequest, "guardrail_blocked", "the model's answer was blocked by the guardrail "+rule))
 					out.Held = nil
@@ -408,6 +408,17 @@ func (p *proxy) stream(ctx context.Context, w http.ResponseWriter, c *call, lg l
 					return false
 				}
 			}
+		}
+		o, held, info := rl.event(ev, lastName, d)
+		ev, name, data, joined = ev[:0], [2]int{}, [2]int{}, nil
+		if held != nil {
+			out.Held, ended = held, true
+		}
+		switch {
+		case info.counted:
+			out.Usage, out.Counted = info.usage, true
+		case info.input:
+			said, saidInput = info.usage, true
 		}
 		if len(o) > 0 {
 			if _, err := w.Write(o); err != nil {
@@ -477,9 +488,14 @@ func (p *proxy) stream(ctx context.Context, w http.ResponseWriter, c *call, lg l
 	flush()
 	if !out.Counted {
 		// The stream ended before its usage (the caller went away, or the
-		// upstream stopped): charge what was produced, a token per event
-		// with generated text, and the prompt as estimated.
+		// upstream stopped): charge what was produced as an answer
+		// without usage is charged (a token per byte of its text, high
+		// rather than low), and the prompt as the upstream said it, or
+		// else as estimated.
 		out.Usage = wire.Usage{Input: c.req.InputTokens, Output: produced}
+		if saidInput {
+			out.Usage = wire.Usage{Input: said.Input, Output: max(produced, said.Output)}
+		}
 	}
 }
 

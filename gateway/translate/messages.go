@@ -323,9 +323,8 @@ type usageOut struct {
 // the Messages answer for a caller who asked for model: an error into
 // Anthropic's error shape with the same status, a completion into a
 // message. It returns what the upstream said the call used (counted
-// false when it said nothing) and the generated text, tool calls'
-// arguments included, for the guardrails.
-func ChatToMessages(status int, data []byte, model string) (body []byte, u wire.Usage, counted bool, text string) {
+// false when it said nothing).
+func ChatToMessages(status int, data []byte, model string) (body []byte, u wire.Usage, counted bool) {
 	if status != http.StatusOK {
 		msg := gjson.GetBytes(data, "error.message").Str
 		if msg == "" {
@@ -337,23 +336,20 @@ func ChatToMessages(status int, data []byte, model string) (body []byte, u wire.
 				msg = msg[:500]
 			}
 		}
-		return ErrorBody(status, "the model server answered HTTP "+strconv.Itoa(status)+": "+msg), u, false, ""
+		return ErrorBody(status, "the model server answered HTTP "+strconv.Itoa(status)+": "+msg), u, false
 	}
 	var cc openai.ChatCompletion
 	if err := json.Unmarshal(data, &cc); err != nil || len(cc.Choices) == 0 {
-		return ErrorBody(http.StatusBadGateway, "the model server's answer is not a chat completion"), u, false, ""
+		return ErrorBody(http.StatusBadGateway, "the model server's answer is not a chat completion"), u, false
 	}
 	ch := cc.Choices[0]
 	out := messageOut{ID: "msg_" + cc.ID, Type: "message", Role: "assistant", Model: model, StopReason: StopReason(ch.FinishReason),
 		Content: []anthropic.ContentBlockParamUnion{}}
-	var sb strings.Builder
 	if c := ch.Message.Content; c != "" {
 		out.Content = append(out.Content, anthropic.NewTextBlock(c))
-		sb.WriteString(c)
 	}
 	if ch.Message.Refusal != "" {
 		out.Content = append(out.Content, anthropic.NewTextBlock(ch.Message.Refusal))
-		sb.WriteString(ch.Message.Refusal)
 		out.StopReason = anthropic.StopReasonRefusal
 	}
 	for _, tc := range ch.Message.ToolCalls {
@@ -362,11 +358,10 @@ func ChatToMessages(status int, data []byte, model string) (body []byte, u wire.
 			args = "{}"
 		}
 		if !gjson.Valid(args) {
-			return ErrorBody(http.StatusBadGateway, "the model called the tool "+tc.Function.Name+" with arguments that are not JSON"), u, false, ""
+			return ErrorBody(http.StatusBadGateway, "the model called the tool "+tc.Function.Name+" with arguments that are not JSON"), u, false
 		}
 		out.Content = append(out.Content, anthropic.ContentBlockParamUnion{OfToolUse: &anthropic.ToolUseBlockParam{
 			ID: tc.ID, Name: tc.Function.Name, Input: json.RawMessage(args)}})
-		sb.WriteString(tc.Function.Arguments)
 	}
 	if cc.JSON.Usage.Valid() {
 		u, counted = wire.Usage{Input: max(cc.Usage.PromptTokens, 0), Output: max(cc.Usage.CompletionTokens, 0)}, true
@@ -374,9 +369,9 @@ func ChatToMessages(status int, data []byte, model string) (body []byte, u wire.
 	out.Usage = usageOut{InputTokens: u.Input, OutputTokens: u.Output}
 	body, err := json.Marshal(out)
 	if err != nil {
-		return ErrorBody(http.StatusBadGateway, "could not write the model's answer: "+err.Error()), u, counted, ""
+		return ErrorBody(http.StatusBadGateway, "could not write the model's answer: "+err.Error()), u, counted
 	}
-	return body, u, counted, sb.String()
+	return body, u, counted
 }
 
 // ErrorType is Anthropic's error type for a status.

@@ -55,18 +55,18 @@ func NewChatToMessagesStream(model string) *ChatToMessagesStream {
 // Chunk translates one chat chunk (an SSE data payload). out is the
 // Messages events for the caller now (valid until the next call); held is
 // the stream's closing event (message_stop), set when the chunk is the
-// stream's [DONE]; text is the generated text the chunk carries, tool
-// calls' arguments included; usage is set (counted) when the chunk says
-// what the call used.
-func (s *ChatToMessagesStream) Chunk(data []byte) (out, held []byte, text string, u wire.Usage, counted bool) {
+// stream's [DONE]; usage is set (counted) when the chunk says what the
+// call used. A chunk a guardrail is to read is read before it is given
+// here (its text is wire.OutputText's), and a chunk it blocks never is.
+func (s *ChatToMessagesStream) Chunk(data []byte) (out, held []byte, u wire.Usage, counted bool) {
 	s.buf = s.buf[:0]
 	data = bytes.TrimSpace(data)
 	if string(data) == "[DONE]" {
 		out, held = s.End()
-		return out, held, "", s.usage, s.counted
+		return out, held, s.usage, s.counted
 	}
 	if len(data) == 0 || data[0] != '{' || s.finished {
-		return nil, nil, "", wire.Usage{}, false
+		return nil, nil, wire.Usage{}, false
 	}
 	// One pass over the chunk's keys (readChatChunk), and one over each
 	// choice's and delta's.
@@ -74,12 +74,11 @@ func (s *ChatToMessagesStream) Chunk(data []byte) (out, held []byte, text string
 	choices, usage := chunk.choices, chunk.usage
 	if chunk.err != "" {
 		s.buf = append(s.buf, ErrorEvent(502, "the model server failed mid-stream: "+chunk.err)...)
-		return s.buf, nil, "", wire.Usage{}, false
+		return s.buf, nil, wire.Usage{}, false
 	}
 	if !s.started {
 		s.start(chunk.id.Str)
 	}
-	var textLen int
 	choices.ForEach(func(_, ch gjson.Result) bool {
 		var index, delta, finish gjson.Result
 		ch.ForEach(func(k, v gjson.Result) bool {
@@ -118,8 +117,7 @@ func (s *ChatToMessagesStream) Chunk(data []byte) (out, held []byte, text string
 			s.buf = append(s.buf, `,"delta":{"type":"text_delta","text":`...)
 			s.buf = append(s.buf, content.Raw...)
 			s.buf = append(s.buf, "}}\n\n"...)
-			text = content.Str
-			textLen++
+			s.produced += int64(len(content.Str))
 		}
 		toolCalls.ForEach(func(_, tc gjson.Result) bool {
 			i := tc.Get("index").Int()
@@ -151,8 +149,7 @@ func (s *ChatToMessagesStream) Chunk(data []byte) (out, held []byte, text string
 				s.buf = append(s.buf, `,"delta":{"type":"input_json_delta","partial_json":`...)
 				s.buf = append(s.buf, a.Raw...)
 				s.buf = append(s.buf, "}}\n\n"...)
-				text += a.Str
-				textLen++
+				s.produced += int64(len(a.Str))
 			}
 			return true
 		})
@@ -162,23 +159,21 @@ func (s *ChatToMessagesStream) Chunk(data []byte) (out, held []byte, text string
 		}
 		return true
 	})
-	if textLen > 0 {
-		s.produced++
-	}
 	if usage.IsObject() {
 		s.usage = wire.Usage{Input: max(usage.Get("prompt_tokens").Int(), 0), Output: max(usage.Get("completion_tokens").Int(), 0)}
 		s.counted = true
 		if s.stop != "" {
 			s.messageDelta()
 		}
-		return s.buf, nil, text, s.usage, true
+		return s.buf, nil, s.usage, true
 	}
-	return s.buf, nil, text, wire.Usage{}, false
+	return s.buf, nil, wire.Usage{}, false
 }
 
 // End closes the stream: the blocks still open, message_delta when the
-// usage chunk did not send it (with the produced chunks as the output
-// count), and message_stop as held. It is what [DONE] does, and what a
+// usage chunk did not send it (with the output counted as the gateway
+// charges it: a token per byte of the text produced), and message_stop as
+// held. It is what [DONE] does, and what a
 // stream that ended without it is owed.
 func (s *ChatToMessagesStream) End() (out, held []byte) {
 	if s.finished {
@@ -200,7 +195,7 @@ func (s *ChatToMessagesStream) End() (out, held []byte) {
 }
 
 // Usage is what the stream said the call used (counted), else its output
-// as counted here: a token per chunk of output.
+// as counted here: a token per byte of the text produced.
 func (s *ChatToMessagesStream) Usage() (wire.Usage, bool) {
 	if s.counted {
 		return s.usage, true

@@ -511,11 +511,10 @@ func responsesOutputText(text string) *responses.ResponseOutputTextParam {
 // Response object for a 200, an error in OpenAI's shape otherwise (the
 // Responses API's errors are OpenAI's: an upstream error already in that
 // shape goes back as it is). It returns what the upstream said the call
-// used (counted false when it said nothing) and, when wantText, the
-// generated text with tool-call arguments.
-func (t *ResponsesChat) Answer(status int, data []byte, wantText bool) (body []byte, u wire.Usage, counted bool, text string) {
+// used (counted false when it said nothing).
+func (t *ResponsesChat) Answer(status int, data []byte) (body []byte, u wire.Usage, counted bool) {
 	if status != 200 {
-		return ResponsesErrorBody(status, data), wire.Usage{}, false, ""
+		return ResponsesErrorBody(status, data), wire.Usage{}, false
 	}
 	// The answer is read with gjson: go-openai's message decoding reads
 	// every message twice (content as a string, then as parts), and a
@@ -523,7 +522,7 @@ func (t *ResponsesChat) Answer(status int, data []byte, wantText bool) (body []b
 	root := gjson.ParseBytes(data)
 	ch := root.Get("choices.0")
 	if !root.IsObject() || !ch.IsObject() {
-		return responsesErrorJSON("upstream_error", "the model's answer was not a chat completion", "server_error"), wire.Usage{}, false, ""
+		return responsesErrorJSON("upstream_error", "the model's answer was not a chat completion", "server_error"), wire.Usage{}, false
 	}
 	created := root.Get("created").Int()
 	if created == 0 {
@@ -532,21 +531,17 @@ func (t *ResponsesChat) Answer(status int, data []byte, wantText bool) (body []b
 	r := t.newResponse(responsesID("resp_"), created)
 	msg := ch.Get("message")
 	content, refusal, toolCalls := msg.Get("content").Str, msg.Get("refusal").Str, msg.Get("tool_calls")
-	var sb strings.Builder
 	if content != "" || refusal != "" || !toolCalls.IsArray() || len(toolCalls.Array()) == 0 {
 		m := responsesMessage(responsesID("msg_"), content, true)
 		if refusal != "" {
 			m.Content = append(m.Content, responses.ResponseOutputMessageContentUnionParam{OfRefusal: &responses.ResponseOutputRefusalParam{Refusal: refusal}})
 		}
 		r.Output = append(r.Output, responses.ResponseInputItemUnionParam{OfOutputMessage: m})
-		sb.WriteString(content)
-		sb.WriteString(refusal)
 	}
 	toolCalls.ForEach(func(_, tc gjson.Result) bool {
 		args := tc.Get("function.arguments").Str
 		r.Output = append(r.Output, responses.ResponseInputItemUnionParam{
 			OfFunctionCall: t.function(responsesID("fc_"), tc.Get("id").Str, tc.Get("function.name").Str, args, true)})
-		sb.WriteString(args)
 		return true
 	})
 	r.Status, r.IncompleteDetails = responsesStatus(ch.Get("finish_reason").Str)
@@ -560,12 +555,9 @@ func (t *ResponsesChat) Answer(status int, data []byte, wantText bool) (body []b
 	}
 	body, err := json.Marshal(&r)
 	if err != nil {
-		return responsesErrorJSON("upstream_error", "the model's answer could not be translated: "+err.Error(), "server_error"), u, counted, ""
+		return responsesErrorJSON("upstream_error", "the model's answer could not be translated: "+err.Error(), "server_error"), u, counted
 	}
-	if wantText {
-		text = sb.String()
-	}
-	return body, u, counted, text
+	return body, u, counted
 }
 
 // ResponsesErrorBody turns an upstream's error answer into OpenAI's error shape:

@@ -72,6 +72,6 @@ func BenchmarkResponsesAnswer(b *testing.B) {
 	chat := []byte(fmt.Sprintf(`{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"meta/llama","choices":[{"index":0,"message":{"role":"assistant","content":%q},"finish_reason":"stop"}],"usage":{"prompt_tokens":500,"completion_tokens":300,"total_tokens":800}}`, text.String()))
 	b.ReportAllocs()
 	for b.Loop() {
-		tr.Answer(200, chat, true)
+		tr.Answer(200, chat)
 	}
 }

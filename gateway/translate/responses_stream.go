@@ -65,20 +65,24 @@ func (t *ResponsesChat) Stream() *ResponsesStream {
 // Event translates one chat stream event, given its data ("[DONE]" or a
 // chunk). out is what the caller gets now (a buffer reused by the next
 // call); held is the stream's terminal event, for the gateway to send
-// once the call is on the ledger. text is the generated text the chunk
-// carried (content and tool-call arguments); usage and counted what the
-// upstream said the call used, on the chunk that says it.
-func (s *ResponsesStream) Event(data []byte) (out, held []byte, text string, u wire.Usage, counted bool) {
+// once the call is on the ledger. usage and counted are what the upstream
+// said the call used, on the chunk that says it.
+//
+// What Event takes is the response's: its failure event (ErrorEvent)
+// sends back what was produced. So a chunk a guardrail is to read is read
+// before it is given here (its text is wire.OutputText's), and a chunk it
+// blocks never is.
+func (s *ResponsesStream) Event(data []byte) (out, held []byte, u wire.Usage, counted bool) {
 	s.buf = s.buf[:0]
 	if s.closed {
-		return nil, nil, "", u, false
+		return nil, nil, u, false
 	}
 	if string(data) == "[DONE]" {
 		held = s.close()
-		return s.buf, held, "", u, false
+		return s.buf, held, u, false
 	}
 	if len(data) == 0 || data[0] != '{' {
-		return nil, nil, "", u, false
+		return nil, nil, u, false
 	}
 	// One pass over the chunk's fields (readChatChunk), and one over its
 	// first choice's.
@@ -86,7 +90,7 @@ func (s *ResponsesStream) Event(data []byte) (out, held []byte, text string, u w
 	choices, usage := chunk.choices, chunk.usage
 	if chunk.err != "" {
 		held = s.fail("upstream_error", "the model's server failed mid-stream: "+chunk.err)
-		return s.buf, held, "", u, false
+		return s.buf, held, u, false
 	}
 	s.start()
 	var content, toolCalls gjson.Result
@@ -116,13 +120,10 @@ func (s *ResponsesStream) Event(data []byte) (out, held []byte, text string, u w
 	// one.
 	if content.Type == gjson.String && content.Str != "" && gjson.Valid(content.Raw) {
 		s.textDelta(content)
-		text = content.Str
 	}
 	if toolCalls.IsArray() {
 		toolCalls.ForEach(func(_, tc gjson.Result) bool {
-			if a := s.toolDelta(tc); a != "" {
-				text += a
-			}
+			s.toolDelta(tc)
 			return true
 		})
 	}
@@ -134,7 +135,7 @@ func (s *ResponsesStream) Event(data []byte) (out, held []byte, text string, u w
 			u, counted = wire.Usage{Input: ru.InputTokens, Output: ru.OutputTokens}, true
 		}
 	}
-	return s.buf, nil, text, u, counted
+	return s.buf, nil, u, counted
 }
 
 // End closes a stream that ended without its [DONE]: one that finished
@@ -203,9 +204,8 @@ func (s *ResponsesStream) textDelta(c gjson.Result) {
 }
 
 // toolDelta writes a tool call's part: a new call opens a function_call
-// item (closing the items before it); arguments are a delta. It
-// returns the arguments.
-func (s *ResponsesStream) toolDelta(tc gjson.Result) string {
+// item (closing the items before it); arguments are a delta.
+func (s *ResponsesStream) toolDelta(tc gjson.Result) {
 	index := tc.Get("index").Int()
 	at := -1
 	for i := range s.items {
@@ -229,7 +229,7 @@ func (s *ResponsesStream) toolDelta(tc gjson.Result) string {
 	}
 	a := tc.Get("function.arguments")
 	if a.Type != gjson.String || a.Str == "" || !gjson.Valid(a.Raw) {
-		return ""
+		return
 	}
 	it := &s.items[at]
 	it.text.WriteString(a.Str)
@@ -242,7 +242,6 @@ func (s *ResponsesStream) toolDelta(tc gjson.Result) string {
 	s.buf = append(s.buf, ",\"delta\":"...)
 	s.buf = append(s.buf, a.Raw...)
 	s.buf = append(s.buf, "}\n\n"...)
-	return a.Str
 }
 
 // closeMessage writes the open message's .done events.

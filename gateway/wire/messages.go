@@ -17,8 +17,7 @@ const ImageTokens = 1600
 
 // ParseMessages reads a Messages request body (Anthropic's shape) into a
 // Call, as Parse reads OpenAI's: the model, whether it streams, the most
-// it may produce, the text a guardrail reads (the system prompt, every
-// message's text, the tool results, and the inputs of earlier tool calls),
+// it may produce, the text a guardrail reads (TextOf, by messagesFields),
 // and an upper bound of its prompt's tokens counted the same way (a token
 // per byte of text, perMessage for each message, the raw JSON of tool
 // definitions and tool inputs, ImageTokens per image). count is true for
@@ -80,6 +79,7 @@ func ParseMessages(body []byte, count bool) (Call, error) {
 	if tools := root.Get("tools"); tools.Exists() {
 		c.InputTokens += int64(len(tools.Raw))
 	}
+	c.Input = TextOf(nil, Messages, root)
 	return c, nil
 }
 
@@ -131,15 +131,18 @@ func messagesInput(u gjson.Result) int64 {
 }
 
 // MessagesOutputText is the generated text of a whole Messages answer:
-// its text blocks and its tool calls' inputs (what a guardrail reads, and
-// what is counted when an upstream says no usage).
+// its text and thinking blocks, and its tool calls' names and inputs (what
+// a guardrail reads, and what is counted when an upstream says no usage).
 func MessagesOutputText(body []byte) string {
 	var sb strings.Builder
 	gjson.GetBytes(body, "content").ForEach(func(_, b gjson.Result) bool {
 		switch b.Get("type").Str {
 		case "text":
 			sb.WriteString(b.Get("text").Str)
-		case "tool_use":
+		case "thinking":
+			sb.WriteString(b.Get("thinking").Str)
+		case "tool_use", "server_tool_use":
+			sb.WriteString(b.Get("name").Str)
 			sb.WriteString(b.Get("input").Raw)
 		}
 		return true
@@ -147,27 +150,49 @@ func MessagesOutputText(body []byte) string {
 	return sb.String()
 }
 
-// MessagesEvent reads one event of a Messages stream, by its name: the
-// text a content_block_delta carries (text, or a tool call's partial
-// input), and usage: message_start says the input (in, with what a prompt
-// cache served), message_delta the output so far (out) and sometimes the
-// input again. Any other event carries neither. text may be a view of
-// data (read in place, as every event of a stream is: a copy of each would
-// be most of what the relay allocates): read it before data changes.
-func MessagesEvent(name string, data []byte) (text string, in, out int64, hasIn, hasOut bool) {
+// MessagesEventText returns the generated text an event of a Messages
+// stream carries, by its name: a content_block_delta's text, thinking or
+// tool call's partial input, and a content_block_start's tool name (and
+// any text the block starts with). It may be a view of data (read in
+// place, as every event of a stream is: a copy of each would be most of
+// what the relay allocates): read it before data changes.
+func MessagesEventText(name string, data []byte) string {
 	switch name {
 	case "content_block_delta":
 		d := gjson.Get(view(data), "delta")
 		switch d.Get("type").Str {
 		case "text_delta":
-			return d.Get("text").Str, 0, 0, false, false
+			return d.Get("text").Str
 		case "input_json_delta":
-			return d.Get("partial_json").Str, 0, 0, false, false
+			return d.Get("partial_json").Str
+		case "thinking_delta":
+			return d.Get("thinking").Str
 		}
+	case "content_block_start":
+		// Once a block: a copy is cheap.
+		b := gjson.Get(view(data), "content_block")
+		var text string
+		for _, f := range [...]string{"name", "text", "thinking"} {
+			text += b.Get(f).Str
+		}
+		if in := b.Get("input"); in.IsObject() && len(in.Map()) > 0 {
+			text += in.Raw
+		}
+		return text
+	}
+	return ""
+}
+
+// MessagesEventUsage reads the usage an event of a Messages stream says,
+// by its name: message_start says the input (in, with what a prompt cache
+// served), message_delta the output so far (out) and sometimes the input
+// again. Any other event says neither.
+func MessagesEventUsage(name string, data []byte) (in, out int64, hasIn, hasOut bool) {
+	switch name {
 	case "message_start":
 		u := gjson.Get(view(data), "message.usage")
 		if u.IsObject() {
-			return "", messagesInput(u), max(u.Get("output_tokens").Int(), 0), true, true
+			return messagesInput(u), max(u.Get("output_tokens").Int(), 0), true, true
 		}
 	case "message_delta":
 		u := gjson.Get(view(data), "usage")
@@ -176,8 +201,8 @@ func MessagesEvent(name string, data []byte) (text string, in, out int64, hasIn,
 			if hasIn {
 				in = messagesInput(u)
 			}
-			return "", in, max(u.Get("output_tokens").Int(), 0), hasIn, true
+			return in, max(u.Get("output_tokens").Int(), 0), hasIn, true
 		}
 	}
-	return "", 0, 0, false, false
+	return 0, 0, false, false
 }

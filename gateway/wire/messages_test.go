@@ -25,7 +25,7 @@ func TestParseMessages(t *testing.T) {
 				{"role":"assistant","content":[{"type":"thinking","thinking":"hm","signature":"s"},{"type":"tool_use","id":"t1","name":"ls","input":{"d":"/"}}]},
 				{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":[{"type":"text","text":"a b"}]},{"type":"tool_result","tool_use_id":"t2","content":"c"}]}]}`,
 			want: wire.Call{Model: "m", Stream: true, MaxTokens: 7, Choices: 1,
-				Input:       []string{"sys", "list", "hm", `{"d":"/"}`, "a b", "c"},
+				Input:       []string{"sys", "ls", `{"type":"object"}`, "list", "hm", "ls", `{"d":"/"}`, "a b", "c"},
 				InputTokens: 3 + 3*8 + 4 + wire.ImageTokens + 2 + 9 + 2 + 3 + 1 + int64(len(tools))}},
 		{name: "count_tokens takes no max_tokens and never streams", count: true,
 			body: `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`,
@@ -63,7 +63,7 @@ func TestParseMessages(t *testing.T) {
 }
 
 func TestMessagesUsageAndText(t *testing.T) {
-	body := []byte(`{"id":"msg_1","type":"message","content":[{"type":"text","text":"hi "},{"type":"tool_use","id":"t","name":"ls","input":{"d":"/"}}],
+	body := []byte(`{"id":"msg_1","type":"message","content":[{"type":"thinking","thinking":"hm ","signature":"s"},{"type":"text","text":"hi "},{"type":"tool_use","id":"t","name":"ls","input":{"d":"/"}}],
 		"usage":{"input_tokens":10,"cache_read_input_tokens":90,"cache_creation_input_tokens":5,"output_tokens":7}}`)
 	if u, ok := wire.MessagesUsage(body); !ok || u.Input != 105 || u.Output != 7 {
 		t.Fatalf("usage %+v %v", u, ok)
@@ -71,7 +71,7 @@ func TestMessagesUsageAndText(t *testing.T) {
 	if _, ok := wire.MessagesUsage([]byte(`{"type":"error"}`)); ok {
 		t.Fatal("an error read as counted")
 	}
-	if got := wire.MessagesOutputText(body); got != `hi {"d":"/"}` {
+	if got := wire.MessagesOutputText(body); got != `hm hi ls{"d":"/"}` {
 		t.Fatalf("text %q", got)
 	}
 	for _, tc := range []struct {
@@ -82,11 +82,16 @@ func TestMessagesUsageAndText(t *testing.T) {
 		{"message_start", `{"type":"message_start","message":{"usage":{"input_tokens":12,"cache_read_input_tokens":3,"output_tokens":1}}}`, "", 15, 1, true, true},
 		{"content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hel"}}`, "Hel", 0, 0, false, false},
 		{"content_block_delta", `{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"a\""}}`, `{"a"`, 0, 0, false, false},
+		{"content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"hm"}}`, "hm", 0, 0, false, false},
+		{"content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"sig"}}`, "", 0, 0, false, false},
+		{"content_block_start", `{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"t","name":"ls","input":{}}}`, "ls", 0, 0, false, false},
+		{"content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`, "", 0, 0, false, false},
 		{"message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":30}}`, "", 0, 30, false, true},
 		{"message_delta", `{"type":"message_delta","delta":{},"usage":{"input_tokens":20,"output_tokens":31}}`, "", 20, 31, true, true},
 		{"ping", `{"type":"ping"}`, "", 0, 0, false, false},
 	} {
-		text, in, out, hasIn, hasOut := wire.MessagesEvent(tc.name, []byte(tc.data))
+		text := wire.MessagesEventText(tc.name, []byte(tc.data))
+		in, out, hasIn, hasOut := wire.MessagesEventUsage(tc.name, []byte(tc.data))
 		if text != tc.text || in != tc.in || out != tc.out || hasIn != tc.hasIn || hasOut != tc.hasOut {
 			t.Errorf("%s %s: %q %d %d %v %v", tc.name, tc.data, text, in, out, hasIn, hasOut)
 		}

@@ -68,6 +68,7 @@ func ParseResponses(body []byte) (Call, error) {
 	if tools := root.Get("tools"); tools.Exists() {
 		c.InputTokens += int64(len(tools.Raw))
 	}
+	c.Input = TextOf(nil, Responses, root)
 	return c, nil
 }
 
@@ -167,23 +168,35 @@ func ResponsesUsage(data []byte) (Usage, bool) {
 }
 
 // ResponsesOutputText returns the generated text of a Response object:
-// every output message's text and refusals, the arguments of its
-// function calls and the input of its custom tool calls (what a guardrail
-// reads, and what is counted when an upstream says no usage).
+// every output message's text and refusals, the names and arguments of
+// its function calls, the names and input of its custom tool calls, its
+// reasoning (summaries and text) and the code it wrote for the code
+// interpreter (what a guardrail reads, and what is counted when an
+// upstream says no usage).
 func ResponsesOutputText(data []byte) string {
 	var sb strings.Builder
+	parts := func(v gjson.Result) {
+		v.ForEach(func(_, part gjson.Result) bool {
+			sb.WriteString(part.Get("text").Str)
+			sb.WriteString(part.Get("refusal").Str)
+			return true
+		})
+	}
 	gjson.GetBytes(data, "output").ForEach(func(_, item gjson.Result) bool {
 		switch item.Get("type").Str {
 		case "message":
-			item.Get("content").ForEach(func(_, part gjson.Result) bool {
-				sb.WriteString(part.Get("text").Str)
-				sb.WriteString(part.Get("refusal").Str)
-				return true
-			})
+			parts(item.Get("content"))
 		case "function_call":
+			sb.WriteString(item.Get("name").Str)
 			sb.WriteString(item.Get("arguments").Str)
 		case "custom_tool_call":
+			sb.WriteString(item.Get("name").Str)
 			sb.WriteString(item.Get("input").Str)
+		case "reasoning":
+			parts(item.Get("summary"))
+			parts(item.Get("content"))
+		case "code_interpreter_call":
+			sb.WriteString(item.Get("code").Str)
 		}
 		return true
 	})
@@ -191,17 +204,23 @@ func ResponsesOutputText(data []byte) string {
 }
 
 // ResponsesEventText returns the generated text a Responses stream event
-// carries: the deltas of output text, refusals, function-call arguments
-// and custom tool input. The ".done" events repeat what the deltas said
-// and are not counted again. The text may be a view of data (see
-// MessagesEvent): read it before data changes.
+// carries: the delta of every event that streams a part of the answer
+// (output text, refusals, reasoning and its summaries, function-call
+// arguments, custom tool input, code: every "….delta" event but audio,
+// whose delta is base64 sound), and the name of a tool call as its item
+// is added. The ".done" events and the terminal response repeat what the
+// deltas said, and are not read again. The text may be a view of data
+// (see MessagesEventText): read it before data changes.
 func ResponsesEventText(name string, data []byte) string {
 	if name == "" {
 		name = gjson.Get(view(data), "type").Str
 	}
-	switch name {
-	case "response.output_text.delta", "response.refusal.delta",
-		"response.function_call_arguments.delta", "response.custom_tool_call_input.delta":
+	switch {
+	case name == "response.output_item.added":
+		return gjson.Get(view(data), "item.name").Str
+	case name == "response.audio.delta":
+		return ""
+	case strings.HasSuffix(name, ".delta"):
 		return gjson.Get(view(data), "delta").Str
 	}
 	return ""

@@ -21,12 +21,15 @@ func TestParseResponsesReadsEveryTextOfTheInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"be brief", "dev notes", "list files", `{"cmd":"ls"}`, "a.go b.go", "two files", "thought"}
+	// What the guardrails read: every text, the image's URL, the tools'
+	// names and schemas, in the order written.
+	want := []string{"be brief", "dev notes", "list files", "https://x/y.png", "shell", `{"cmd":"ls"}`, "a.go b.go", "two files", "thought",
+		"shell", `{"type":"object"}`}
 	if c.Model != "gpt-5-codex" || !c.Stream || c.MaxTokens != 300 || c.Choices != 1 || !slices.Equal(c.Input, want) {
 		t.Fatalf("call %+v", c)
 	}
 	var text int64
-	for _, s := range want {
+	for _, s := range []string{"be brief", "dev notes", "list files", `{"cmd":"ls"}`, "a.go b.go", "two files", "thought"} {
 		text += int64(len(s))
 	}
 	image := int64(len(`{"type":"input_image","image_url":"https://x/y.png"}`))
@@ -70,14 +73,14 @@ func TestParseResponsesRefusesBadRequests(t *testing.T) {
 
 func TestResponsesUsageAndOutputText(t *testing.T) {
 	whole := `{"id":"resp_1","object":"response","status":"completed","output":[
-	 {"type":"reasoning","summary":[]},
+	 {"type":"reasoning","summary":[{"type":"summary_text","text":"think "}]},
 	 {"type":"message","content":[{"type":"output_text","text":"hi "},{"type":"refusal","refusal":"no"}]},
 	 {"type":"function_call","name":"f","arguments":"{\"a\":1}"}],
 	 "usage":{"input_tokens":12,"output_tokens":7,"total_tokens":19}}`
 	if u, ok := ResponsesUsage([]byte(whole)); !ok || u != (Usage{12, 7}) {
 		t.Fatalf("usage %+v %v", u, ok)
 	}
-	if got := ResponsesOutputText([]byte(whole)); got != `hi no{"a":1}` {
+	if got := ResponsesOutputText([]byte(whole)); got != `think hi nof{"a":1}` {
 		t.Fatalf("text %q", got)
 	}
 	ev := `{"type":"response.completed","sequence_number":9,"response":{"usage":{"input_tokens":3,"output_tokens":-4}}}`
@@ -95,5 +98,16 @@ func TestResponsesUsageAndOutputText(t *testing.T) {
 	}
 	if got := ResponsesEventText("response.output_text.done", []byte(`{"text":"all"}`)); got != "" {
 		t.Fatalf("done counted again: %q", got)
+	}
+	for name, want := range map[string]string{
+		"response.reasoning_summary_text.delta": "why", "response.reasoning_text.delta": "why", "response.refusal.delta": "why",
+		"response.custom_tool_call_input.delta": "why", "response.audio.transcript.delta": "why", "response.audio.delta": "",
+	} {
+		if got := ResponsesEventText(name, []byte(`{"delta":"why"}`)); got != want {
+			t.Errorf("%s: %q, want %q", name, got, want)
+		}
+	}
+	if got := ResponsesEventText("", []byte(`{"type":"response.output_item.added","item":{"type":"function_call","name":"f","arguments":""}}`)); got != "f" {
+		t.Fatalf("a tool call's name %q", got)
 	}
 }

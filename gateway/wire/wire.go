@@ -63,7 +63,8 @@ type Call struct {
 	MaxTokens int64
 	// Choices is n (default 1): the output bound is per choice.
 	Choices int64
-	// Input is the text of the prompt, for guardrails.
+	// Input is the text of every field of the request that reaches the
+	// model (TextOf, by the door's field list): what the guardrails read.
 	Input []string
 	// InputTokens bounds the prompt's tokens from above: a token is at
 	// least one byte of text, plus a fixed overhead per message.
@@ -143,11 +144,12 @@ func Parse(ep Endpoint, body []byte) (Call, error) {
 	default:
 		return Call{}, fmt.Errorf("unknown endpoint %q", ep)
 	}
+	c.Input = TextOf(nil, ep, root)
 	return c, nil
 }
 
+// add counts a text towards the prompt's bound.
 func (c *Call) add(text string) {
-	c.Input = append(c.Input, text)
 	c.InputTokens += int64(len(text))
 }
 
@@ -216,35 +218,67 @@ func UsageOf(body []byte) (Usage, bool) {
 func CountOutput(body []byte) int64 { return int64(len(OutputText(body))) }
 
 // OutputText returns the generated text of a response body or of a stream
-// chunk: every choice's message or delta content, completion text, and the
-// arguments of its tool and function calls (what a guardrail reads, and
-// what is counted when an upstream says no usage).
+// chunk: every choice's message or delta content, reasoning and refusal,
+// completion text, and the names and arguments of its tool and function
+// calls (what a guardrail reads, and what is counted when an upstream says
+// no usage).
 func OutputText(body []byte) string { return string(AppendOutputText(nil, body)) }
 
 // AppendOutputText appends the generated text of body (see OutputText) to
 // dst: a stream's relay reads every event's into one buffer it reuses.
+// Each choice is read in one pass over its fields (a Get per field would
+// scan it again for each).
 func AppendOutputText(dst, body []byte) []byte {
 	gjson.Get(view(body), "choices").ForEach(func(_, ch gjson.Result) bool {
-		for _, p := range outputPaths {
-			if t := ch.Get(p); t.Type == gjson.String {
-				dst = append(dst, t.Str...)
-			}
-		}
-		for _, p := range [...]string{"message.tool_calls", "delta.tool_calls"} {
-			ch.Get(p).ForEach(func(_, tc gjson.Result) bool {
-				if a := tc.Get("function.arguments"); a.Type == gjson.String {
-					dst = append(dst, a.Str...)
+		ch.ForEach(func(k, v gjson.Result) bool {
+			switch k.Str {
+			case "message", "delta":
+				dst = appendMessageText(dst, v)
+			case "text":
+				if v.Type == gjson.String {
+					dst = append(dst, v.Str...)
 				}
+			}
+			return true
+		})
+		return true
+	})
+	return dst
+}
+
+// appendMessageText appends what a model generated in a message (or a
+// stream's delta): its content, its reasoning (reasoning_content, as vLLM
+// and DeepSeek name it, or reasoning), its refusal, and the name and
+// arguments of each tool call and of a legacy function call.
+func appendMessageText(dst []byte, msg gjson.Result) []byte {
+	msg.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "content", "reasoning_content", "reasoning", "refusal":
+			if v.Type == gjson.String {
+				dst = append(dst, v.Str...)
+			}
+		case "tool_calls":
+			v.ForEach(func(_, tc gjson.Result) bool {
+				dst = appendCallText(dst, tc.Get("function"))
 				return true
 			})
+		case "function_call":
+			dst = appendCallText(dst, v)
 		}
 		return true
 	})
 	return dst
 }
 
-// outputPaths are where a choice carries generated text.
-var outputPaths = [...]string{"message.content", "delta.content", "text", "message.function_call.arguments", "delta.function_call.arguments"}
+func appendCallText(dst []byte, fn gjson.Result) []byte {
+	fn.ForEach(func(k, v gjson.Result) bool {
+		if (k.Str == "name" || k.Str == "arguments") && v.Type == gjson.String {
+			dst = append(dst, v.Str...)
+		}
+		return true
+	})
+	return dst
+}
 
 // view is body as a string without a copy, for reads whose results are
 // numbers or are copied before body can change (OutputText writes what it

@@ -23,7 +23,7 @@ func TestParse(t *testing.T) {
 		{name: "content parts, max_completion_tokens, n and a stream asking for usage", ep: wire.Chat,
 			body: `{"model":"chat","stream":true,"stream_options":{"include_usage":true},"n":2,"max_completion_tokens":7,"max_tokens":99,
 				"messages":[{"role":"user","content":[{"type":"text","text":"look"},{"type":"image_url","image_url":{"url":"x"}}]}]}`,
-			want: wire.Call{Model: "chat", Stream: true, IncludeUsage: true, MaxTokens: 7, Choices: 2, Input: []string{"look"}, InputTokens: 8 + 4}},
+			want: wire.Call{Model: "chat", Stream: true, IncludeUsage: true, MaxTokens: 7, Choices: 2, Input: []string{"look", "x"}, InputTokens: 8 + 4}},
 		{name: "tools count as prompt", ep: wire.Chat,
 			body: `{"model":"chat","messages":[{"role":"user","content":""}],"tools":[{"type":"function"}]}`,
 			want: wire.Call{Model: "chat", Choices: 1, Input: []string{""}, InputTokens: 8 + int64(len(`[{"type":"function"}]`))}},
@@ -96,11 +96,15 @@ func TestUsageAndOutput(t *testing.T) {
 	if _, ok := wire.UsageOf([]byte(`{"choices":[],"usage":null}`)); ok {
 		t.Fatal("a null usage read as usage")
 	}
-	// Tool and function calls' arguments are output too, whole and streamed.
+	// Tool and function calls' names and arguments are output too, whole
+	// and streamed, and so are reasoning and refusals.
 	for body, want := range map[string]string{
-		`{"choices":[{"message":{"content":null,"tool_calls":[{"function":{"name":"f","arguments":"{\"q\":\"x\"}"}}]}}]}`: `{"q":"x"}`,
+		`{"choices":[{"message":{"content":null,"tool_calls":[{"function":{"name":"f","arguments":"{\"q\":\"x\"}"}}]}}]}`: `f{"q":"x"}`,
 		`{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"q\""}}]}}]}`:                          `{"q"`,
-		`{"choices":[{"message":{"function_call":{"name":"f","arguments":"{}"}}}]}`:                                       `{}`,
+		`{"choices":[{"message":{"function_call":{"name":"f","arguments":"{}"}}}]}`:                                       `f{}`,
+		`{"choices":[{"message":{"reasoning_content":"hm ","content":"ok"}}]}`:                                            `hm ok`,
+		`{"choices":[{"delta":{"reasoning":"hm"}}]}`:                                                                      `hm`,
+		`{"choices":[{"message":{"content":null,"refusal":"no"}}]}`:                                                       `no`,
 	} {
 		if got := wire.OutputText([]byte(body)); got != want {
 			t.Errorf("OutputText(%s) = %q, want %q", body, got, want)
@@ -121,7 +125,7 @@ func TestCountOutput(t *testing.T) {
 	}{
 		{`{"choices":[{"message":{"role":"assistant","content":"Hello"}},{"message":{"content":" wörld"}}]}`, 5 + 7},
 		{`{"choices":[{"text":"abc"}]}`, 3},
-		{`{"choices":[{"message":{"content":null,"tool_calls":[{"type":"function","function":{"name":"f","arguments":"{\"a\":1}"}},{"function":{"arguments":"{}"}}]}}]}`, 7 + 2},
+		{`{"choices":[{"message":{"content":null,"tool_calls":[{"type":"function","function":{"name":"f","arguments":"{\"a\":1}"}},{"function":{"arguments":"{}"}}]}}]}`, 1 + 7 + 2},
 		{`{"data":[{"embedding":[0.1]}]}`, 0},
 		{`not json`, 0},
 	}

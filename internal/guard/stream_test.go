@@ -132,3 +132,83 @@ func BenchmarkStreamCheck(b *testing.B) {
 		}
 	}
 }
+
+// A call's input is checked with the rules' literals too when it is long
+// (an inline image's data: URL): it is blocked by exactly the rule that
+// running every rule over every text would name. Random inputs of a few
+// texts, some long, of words in random cases and forms.
+func TestInputLiteralsNeverLetAMatchBy(t *testing.T) {
+	patterns := []string{`(?i)\bpassword\s*[:=]`, `(?i)(passkey|api[_-]?key)\s*[:=]`, `secret plan`, `\d{3}-\d{2}-\d{4}`, `(?i)kelvin`, `[A-Z]{4}\d`}
+	set, err := Compile(model.Guardrails{Deny: patterns, Allow: []string{`(?i)fraud`}}, "chat", model.Guardrails{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res []*regexp.Regexp
+	for _, p := range patterns {
+		res = append(res, regexp.MustCompile(p))
+	}
+	allow := regexp.MustCompile(`(?i)fraud`)
+	reference := func(texts []string) string {
+		for i, re := range res {
+			for _, text := range texts {
+				if re.MatchString(text) {
+					return set.deny[i].Name
+				}
+			}
+		}
+		if !allow.MatchString(strings.Join(texts, "\n")) {
+			return "allow list (no allow pattern matched)"
+		}
+		return ""
+	}
+	words := []string{"the", "pass", "word", "PassWord", "paſſword", "api", "_key", "-key", "secret", " plan", "123", "-45-", "6789", "Kelvin", "ABCD", "7", " ", ":", "=", "\n",
+		"ünïcode", "FrAud", "iVBORw0KGgoAAAANSUhEUgAA", strings.Repeat("AAAA", 600)}
+	rng := rand.New(rand.NewPCG(3, 4))
+	inputs := 500
+	if raceDetector {
+		inputs = 100
+	}
+	var blocked, long int
+	for n := 0; n < inputs; n++ {
+		texts := make([]string, 1+rng.IntN(3))
+		for i := range texts {
+			var sb strings.Builder
+			for range 1 + rng.IntN(40) {
+				sb.WriteString(words[rng.IntN(len(words))])
+			}
+			texts[i] = sb.String()
+			if len(texts[i]) >= prefilterAt {
+				long++
+			}
+		}
+		want := reference(texts)
+		if got := set.Input(texts); got != want {
+			t.Fatalf("input %q: the check says %q, running every rule says %q", texts, got, want)
+		}
+		if want != "" && !strings.HasPrefix(want, "allow") {
+			blocked++
+		}
+	}
+	if blocked < inputs/10 || long < inputs/10 {
+		t.Fatalf("%d of %d inputs blocked, %d long texts: the test does not exercise the rules", blocked, inputs, long)
+	}
+}
+
+// BenchmarkInputWithAnImage checks a call's input that holds a 5 MB data:
+// URL (a screenshot) against the gateway benchmark's guardrail and two
+// more (its literals are searched for; the rules are not run over it).
+//
+//	go test ./internal/guard -run '^$' -bench InputWithAnImage -benchmem
+func BenchmarkInputWithAnImage(b *testing.B) {
+	set, err := Compile(model.Guardrails{Deny: []string{`(?i)\bpassword\s*[:=]`, `TOPSECRET-[0-9]+`, `sk-[a-zA-Z0-9]{20,}`}}, "chat", model.Guardrails{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	input := []string{"what is on this screen?", "data:image/png;base64," + strings.Repeat("iVBORw0KGgoAAAANSUhEUgAA", 5<<20/24)}
+	b.ReportAllocs()
+	for b.Loop() {
+		if set.Input(input) != "" {
+			b.Fatal("blocked")
+		}
+	}
+}
