@@ -31,9 +31,6 @@ func (b Budget) JSON(data []byte) error {
 			depth++
 			u.Nodes++
 			u.Depth = max(u.Depth, depth)
-			if b.MaxDepth > 0 && depth > int64(b.MaxDepth) {
-				return b.Check(u)
-			}
 		case json.Delim('}'), json.Delim(']'):
 			depth--
 		default:
