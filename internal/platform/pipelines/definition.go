@@ -104,6 +104,11 @@ func ParseDefinition(text string) (*model.PipelineDefinition, error) {
 		}
 		def.Steps = append(def.Steps, st)
 	}
+	// Aliases within the budget may still repeat long strings: the
+	// definition as read is held to the budget as a rerun of it will be.
+	if err := Budget.Check(DefinitionUsage(def)); err != nil {
+		return nil, err
+	}
 	return def, nil
 }
 
