@@ -2,7 +2,7 @@ package platform_test
 
 import (
 	"context"
-	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -61,10 +61,10 @@ steps:
 }
 
 // A schedule that reruns a stored definition over the definition budget
-// (a run stored before the budget held: 200,000 command items, as an alias
-// bomb five levels deep decoded to) is refused at each firing by the same
-// budget as runPipeline's, with the reason on the schedule, and starts
-// nothing.
+// (a run stored before the budget held, whose params an alias bomb five
+// levels deep filled with 100,000 values: each firing copied them all into
+// a new run) is refused at each firing by the same budget as runPipeline's,
+// with the reason on the schedule, and starts nothing.
 func TestAScheduleRefusesAStoredDefinitionOverTheBudget(t *testing.T) {
 	forEachStore(t, func(t *testing.T, b *testBundle) {
 		rita, _ := scheduleBundle(t, b)
@@ -72,8 +72,10 @@ func TestAScheduleRefusesAStoredDefinitionOverTheBudget(t *testing.T) {
 		platformtest.Must(t, err)
 		stored := *first
 		stored.ID = model.NewID()
-		stored.Definition.Steps = slices.Clone(first.Definition.Steps)
-		stored.Definition.Steps[0].Spec.Command = slices.Repeat([]string{"lol"}, 200_000)
+		stored.Definition.Params = map[string]string{}
+		for i := range 100_000 {
+			stored.Definition.Params["p"+strconv.Itoa(i)] = "lol"
+		}
 		platformtest.Must(t, b.Store.CreatePipelineRun(context.Background(), &stored))
 
 		pipeline := model.ScheduleTargetPipeline
