@@ -7,6 +7,8 @@ import (
 	"reflect"
 
 	"github.com/goccy/go-yaml"
+
+	"github.com/klique-ai/klique/internal/docbudget"
 	"github.com/klique-ai/klique/internal/estate/appconf"
 	"github.com/klique-ai/klique/internal/estate/basis"
 	"github.com/klique-ai/klique/internal/estate/llmconf"
@@ -21,6 +23,13 @@ const (
 // MaxDocumentBytes bounds an estate file. A large estate is a few hundred
 // kilobytes; anything bigger is a mistake or an attack.
 const MaxDocumentBytes = 4 << 20
+
+// Budget bounds what an estate file may hold, checked before it is
+// decoded (docbudget): its bytes, its values once its aliases are
+// expanded (a large estate has tens of thousands), its alias expansions
+// and its nesting (the deepest part is an app's launch form).
+var Budget = docbudget.Budget{Document: "estate file", MaxBytes: MaxDocumentBytes,
+	MaxNodes: 500_000, MaxAliases: 10_000, MaxDepth: 64}
 
 // Document is an estate file: how IT describes its capacity once and keeps it
 // in git. Objects are named, and refer to each other by name. Each object in
@@ -141,11 +150,15 @@ type ProjectDoc struct {
 	OutputDestination string `yaml:"outputDestination,omitempty"`
 }
 
-// ParseDocument reads an estate file. Unknown fields are refused (a typo in
-// a field name would otherwise be silently ignored) and errors give the line.
+// ParseDocument reads an estate file. A file over Budget is refused before
+// it is decoded. Unknown fields are refused (a typo in a field name would
+// otherwise be silently ignored) and errors give the line.
 func ParseDocument(data []byte) (*Document, error) {
-	if len(data) > MaxDocumentBytes {
-		return nil, fmt.Errorf("estate file is %d bytes, more than the %d allowed", len(data), MaxDocumentBytes)
+	var over *docbudget.Error
+	if err := Budget.YAML(data); errors.As(err, &over) {
+		return nil, err
+	} else if err != nil {
+		return nil, fmt.Errorf("estate file: %s", yaml.FormatError(err, false, true))
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, errors.New("estate file is empty")

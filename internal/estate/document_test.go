@@ -170,7 +170,7 @@ func TestParseDocument(t *testing.T) {
 		t.Parallel()
 		data := append([]byte(estatetest.Header+"# "), bytes.Repeat([]byte("x"), estate.MaxDocumentBytes)...)
 		_, err := estate.ParseDocument(data)
-		if err == nil || !estatetest.ContainsAll(err.Error(), "more than the 4194304 allowed") {
+		if err == nil || !estatetest.ContainsAll(err.Error(), "bytes; the limit is 4,194,304") {
 			t.Fatalf("ParseDocument = %v, want a size error", err)
 		}
 	})

@@ -1,6 +1,9 @@
 package platform_test
 
 import (
+	"context"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -53,6 +56,45 @@ steps:
 		platformtest.Must(t, err)
 		if got.LastRunID != runs[0].ID || got.LastResult != "started" {
 			t.Fatalf("the schedule's last run %q (%s), want %s", got.LastRunID, got.LastResult, runs[0].ID)
+		}
+	}, platformtest.WithClock(scheduleStart))
+}
+
+// A schedule that reruns a stored definition over the definition budget
+// (a run stored before the budget held, whose params an alias bomb five
+// levels deep filled with 100,000 values: each firing copied them all into
+// a new run) is refused at each firing by the same budget as runPipeline's,
+// with the reason on the schedule, and starts nothing.
+func TestAScheduleRefusesAStoredDefinitionOverTheBudget(t *testing.T) {
+	forEachStore(t, func(t *testing.T, b *testBundle) {
+		rita, _ := scheduleBundle(t, b)
+		first, err := b.Svc.StartRun(rita, pipelines.RunInput{Definition: "name: nightly\nproject: fraud-models\nsteps:\n  - {name: train, computeResource: 1 A100, command: [python3, train.py]}\n"})
+		platformtest.Must(t, err)
+		stored := *first
+		stored.ID = model.NewID()
+		stored.Definition.Params = map[string]string{}
+		for i := range 100_000 {
+			stored.Definition.Params["p"+strconv.Itoa(i)] = "lol"
+		}
+		platformtest.Must(t, b.Store.CreatePipelineRun(context.Background(), &stored))
+
+		pipeline := model.ScheduleTargetPipeline
+		sc := createSchedule(t, b, rita, platform.ScheduleInput{Name: ptr("bomb"), TargetKind: &pipeline, TargetID: ptr(stored.ID), Cron: ptr("*/5 * * * *")})
+		b.Clock.Set(time.Date(2026, 1, 1, 0, 5, 1, 0, time.UTC))
+		res, err := b.Svc.TickSchedules(context.Background())
+		if err == nil || res.Fired != 0 {
+			t.Fatalf("the firing: %+v, %v; want it refused", res, err)
+		}
+		got, err := b.Svc.Schedule(rita, sc.ID)
+		platformtest.Must(t, err)
+		if got.LastResult != "refused" || !strings.Contains(got.LastError, "pipeline definition: 200,") ||
+			!strings.Contains(got.LastError, "values; the limit is 100,000") {
+			t.Fatalf("the schedule's last result %q: %q", got.LastResult, got.LastError)
+		}
+		runs, err := b.Svc.PipelineRuns(rita, pipelines.RunFilter{Name: "nightly"}, model.Page{Limit: 10})
+		platformtest.Must(t, err)
+		if len(runs) != 2 {
+			t.Fatalf("%d runs after the refused firing, want the 2 there were", len(runs))
 		}
 	}, platformtest.WithClock(scheduleStart))
 }

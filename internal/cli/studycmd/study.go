@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/klique-ai/klique/internal/cli"
+	"github.com/klique-ai/klique/internal/docbudget"
 )
 
 // Commands are the study commands, for the root to register.
@@ -165,6 +166,11 @@ func waitStudy(ctx context.Context, c *cli.CLI, s *studyOut, wait time.Duration)
 	}
 }
 
+// FileBudget bounds a study file before it is decoded (docbudget), as the
+// server bounds the documents it reads: a study's search space has a few
+// dozen values.
+var FileBudget = docbudget.Budget{Document: "study file", MaxBytes: 1 << 20, MaxNodes: 100_000, MaxAliases: 1_000, MaxDepth: 32}
+
 // readStudyFile reads a study file as startStudy's input.
 func readStudyFile(stdin io.Reader, file string) (map[string]any, error) {
 	var raw []byte
@@ -176,6 +182,12 @@ func readStudyFile(stdin io.Reader, file string) (map[string]any, error) {
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read the study file: %w", err)
+	}
+	// A file the budget's parser cannot read is left to the decoder below,
+	// which says why in its own words.
+	var over *docbudget.Error
+	if err := FileBudget.YAML(raw); errors.As(err, &over) {
+		return nil, cli.Usagef("%v (in %s)", err, file)
 	}
 	js, err := yaml.YAMLToJSON(raw)
 	if err != nil {

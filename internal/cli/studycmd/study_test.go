@@ -12,6 +12,7 @@ import (
 	"github.com/klique-ai/klique/internal/cli/logincmd"
 	"github.com/klique-ai/klique/internal/cli/studycmd"
 	"github.com/klique-ai/klique/internal/cli/taskcmd"
+	"github.com/klique-ai/klique/internal/docbudget/docbudgettest"
 )
 
 // testGroups are the client command groups the test needs, as the binary
@@ -75,5 +76,17 @@ func TestStudyCommands(t *testing.T) {
 	_, errOut, code = klique(rita, "study", "start", "-f", bad, "--base", base)
 	if code != 1 || !strings.Contains(errOut, "loguniform(lo, hi) needs lo > 0") || !strings.Contains(errOut, "the budget is missing") {
 		t.Fatalf("a bad study: exit %d: %s", code, errOut)
+	}
+
+	// An alias bomb is refused by the study file's budget before it is
+	// decoded, with the limit in the message.
+	bomb := t.TempDir() + "/bomb.yaml"
+	if err := os.WriteFile(bomb, []byte("name: x\nstrategy: grid\nobjective: loss\nbudget: {trials: 4}\nspace: [{name: lr, kind: choice, values: "+
+		docbudgettest.Anchors(8, 10)+"}, {name: b, kind: choice, values: "+docbudgettest.Last(8)+"}]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, code = klique(rita, "study", "start", "-f", bomb, "--base", base)
+	if code != 2 || !strings.Contains(errOut, "study file: ") || !strings.Contains(errOut, "aliases expanded; the limit is 1,000") {
+		t.Fatalf("an alias bomb: exit %d: %s", code, errOut)
 	}
 }

@@ -9,10 +9,21 @@ import (
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/klique-ai/klique/internal/docbudget"
 )
 
 // MaxFormBytes bounds a launch form.
 const MaxFormBytes = 64 << 10
+
+// FormBudget bounds a launch form (a JSON Schema) before it is compiled,
+// and ValuesBudget the values of one launch before they are checked
+// against it (docbudget). A form of a few dozen fields has a few hundred
+// values; its values are scalars, with an occasional list.
+var (
+	FormBudget   = docbudget.Budget{Document: "launch form", MaxBytes: MaxFormBytes, MaxNodes: 10_000, MaxDepth: 32}
+	ValuesBudget = docbudget.Budget{Document: "launch values", MaxBytes: MaxFormBytes, MaxNodes: 10_000, MaxDepth: 32}
+)
 
 // Form is a compiled launch form.
 type Form struct {
@@ -29,8 +40,8 @@ func CompileForm(form string) (*Form, error) {
 	if form == "" {
 		form = `{"type":"object","additionalProperties":false}`
 	}
-	if len(form) > MaxFormBytes {
-		return nil, fmt.Errorf("the launch form is longer than %d bytes; make it shorter", MaxFormBytes)
+	if err := FormBudget.JSON([]byte(form)); err != nil {
+		return nil, err
 	}
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader([]byte(form)))
 	if err != nil {
@@ -64,7 +75,8 @@ func CompileForm(form string) (*Form, error) {
 }
 
 // Check validates launch values against the form, after filling in its
-// defaults, and returns the values as the template sees them. Each problem
+// defaults and holding them to ValuesBudget, and returns the values as the
+// template sees them. Each problem
 // names the field and says what to change.
 func (f *Form) Check(values map[string]any) (map[string]any, []string) {
 	v := map[string]any{}
@@ -78,6 +90,9 @@ func (f *Form) Check(values map[string]any) (map[string]any, []string) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return nil, []string{fmt.Sprintf("the launch values cannot be read as JSON: %v", err)}
+	}
+	if err := ValuesBudget.JSON(b); err != nil {
+		return nil, []string{err.Error()}
 	}
 	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
 	if err != nil {

@@ -1,6 +1,7 @@
 package pipelines
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/goccy/go-yaml"
 
+	"github.com/klique-ai/klique/internal/docbudget"
 	"github.com/klique-ai/klique/internal/model"
 )
 
@@ -19,6 +21,13 @@ const (
 	MaxDefinitionSize = 1 << 20
 	MaxRetry          = 10
 )
+
+// Budget bounds what a definition may hold, checked before it is decoded
+// (docbudget): a definition of MaxSteps steps with long commands and many
+// parameters has a few thousand values; one that expands to more is an
+// alias bomb, which the decoder would expand while filling a step's fields.
+var Budget = docbudget.Budget{Document: "pipeline definition", MaxBytes: MaxDefinitionSize,
+	MaxNodes: 100_000, MaxAliases: 1_000, MaxDepth: 32, Split: "split the pipeline into smaller ones"}
 
 // stepName is what a step's and a pipeline's names may be: they appear in
 // templates ({{steps.NAME.metrics.M}}) and task names.
@@ -56,11 +65,14 @@ type fileDef struct {
 }
 
 // ParseDefinition reads a pipeline written in YAML (or JSON, which is
-// YAML): fields it does not know are refused, so a typo is not silently
-// ignored.
+// YAML): one over Budget is refused before it is decoded, and fields it
+// does not know are refused, so a typo is not silently ignored.
 func ParseDefinition(text string) (*model.PipelineDefinition, error) {
-	if len(text) > MaxDefinitionSize {
-		return nil, fmt.Errorf("the pipeline definition is larger than %d bytes", MaxDefinitionSize)
+	var over *docbudget.Error
+	if err := Budget.YAML([]byte(text)); errors.As(err, &over) {
+		return nil, err
+	} else if err != nil {
+		return nil, fmt.Errorf("read the pipeline definition: %v", err)
 	}
 	if strings.TrimSpace(text) == "" {
 		return nil, fmt.Errorf("the pipeline definition is empty: give its name and steps")
@@ -92,7 +104,61 @@ func ParseDefinition(text string) (*model.PipelineDefinition, error) {
 		}
 		def.Steps = append(def.Steps, st)
 	}
+	// Aliases within the budget may still repeat long strings: the
+	// definition as read is held to the budget as a rerun of it will be.
+	if err := Budget.Check(DefinitionUsage(def)); err != nil {
+		return nil, err
+	}
 	return def, nil
+}
+
+// DefinitionUsage measures a definition already read, such as an earlier
+// run's that a schedule reruns, as Budget counts its text: a value for the
+// definition, each step, each field set, each list and its items, and each
+// map, key and value; bytes are those of its strings. A run stored before
+// the budget, or a definition whose aliases the budget let through, is
+// held to the same limits when it is started again.
+func DefinitionUsage(def *model.PipelineDefinition) docbudget.Usage {
+	u := docbudget.Usage{Nodes: 1, Depth: 4}
+	str := func(ss ...string) {
+		for _, s := range ss {
+			if s != "" {
+				u.Nodes, u.Bytes = u.Nodes+1, u.Bytes+int64(len(s))
+			}
+		}
+	}
+	list := func(l []string) {
+		if len(l) > 0 {
+			u.Nodes++
+			for _, s := range l {
+				u.Nodes, u.Bytes = u.Nodes+1, u.Bytes+int64(len(s))
+			}
+		}
+	}
+	kv := func(m map[string]string) {
+		if len(m) > 0 {
+			u.Nodes++
+			for k, v := range m {
+				u.Nodes, u.Bytes = u.Nodes+2, u.Bytes+int64(len(k)+len(v))
+			}
+		}
+	}
+	str(def.Name, def.Project)
+	kv(def.Params)
+	for i := range def.Steps {
+		s := &def.Steps[i]
+		u.Nodes++
+		str(s.Name, s.ComputeResource, s.Group, s.OnFailure, s.Spec.Repository, s.Spec.Commit, s.Spec.Diff,
+			s.Spec.EntryPoint, s.Spec.WorkingDir, s.Spec.Image)
+		list(s.DependsOn)
+		list(s.Spec.Command)
+		list(s.Spec.Packages)
+		list(s.Spec.Secrets)
+		kv(s.Spec.Parameters)
+		kv(s.Spec.Env)
+		kv(s.Inputs)
+	}
+	return u
 }
 
 // scalars turns YAML scalar values (strings, numbers, booleans) into

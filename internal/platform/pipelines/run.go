@@ -40,18 +40,22 @@ func (s *Pipelines) StartRun(ctx context.Context, in RunInput) (*model.PipelineR
 	if err := kernel.RequireWrite(p, "run pipelines"); err != nil {
 		return nil, err
 	}
+	// The definition is held to its budget first, before anything reads
+	// it whole (the idempotency key's hash of the input included).
+	def := in.Def
+	if def == nil {
+		if def, err = ParseDefinition(in.Definition); err != nil {
+			return nil, kernel.Invalid("%v", err)
+		}
+	} else if err := Budget.Check(DefinitionUsage(def)); err != nil {
+		return nil, kernel.Invalid("%v", err)
+	}
 	idem, err := kernel.Idempotency(ctx, p, "runPipeline", in.IdempotencyKey, in)
 	if err != nil {
 		return nil, err
 	}
 	if run, err := s.replay(ctx, idem); run != nil || err != nil {
 		return run, err
-	}
-	def := in.Def
-	if def == nil {
-		if def, err = ParseDefinition(in.Definition); err != nil {
-			return nil, kernel.Invalid("%v", err)
-		}
 	}
 	if in.Project != "" {
 		def.Project = in.Project

@@ -75,6 +75,9 @@ func Rungs(h *model.Halving) []int {
 	var out []int
 	for r := h.MinResource; r < h.MaxResource; r *= h.Eta {
 		out = append(out, r)
+		if r > h.MaxResource/h.Eta {
+			break // the next rung is past the top, and r·eta could overflow (found by FuzzStudySpec)
+		}
 	}
 	return out
 }

@@ -101,6 +101,20 @@ func TestHalvingTrialsRunAtTheMaximumResource(t *testing.T) {
 	}
 }
 
+// A maxResource near the largest int (which startStudy accepts) ends the
+// rungs at the last one below it: multiplying on overflowed, and the rungs
+// ran away, holding the controller and growing without end (found by
+// FuzzStudySpec).
+func TestRungsStopBelowAHugeMaximum(t *testing.T) {
+	r := Rungs(&model.Halving{Resource: "epochs", MinResource: 1, MaxResource: 1<<62 + 1, Eta: 2})
+	if len(r) != 63 || r[62] != 1<<62 {
+		t.Fatalf("%d rungs, the last %d: want 63, the last 2^62", len(r), r[len(r)-1])
+	}
+	if r := Rungs(&model.Halving{Resource: "epochs", MinResource: 5, MaxResource: math.MaxInt, Eta: 1000}); len(r) != 7 {
+		t.Fatalf("rungs %v", r)
+	}
+}
+
 func TestPromoteKeepsTheTopOneOverEta(t *testing.T) {
 	vals := []float64{0.5, 0.9, 0.7, 0.6, 0.8, 0.4}
 	// Six values, eta 3: the best two (0.9, 0.8) continue; the cut is 0.8.
