@@ -64,6 +64,10 @@ type Snapshot struct {
 type Pool struct {
 	ID   string
 	Name string
+	// Kind is the pool's environment: it says which sizes the pool can
+	// run (model.PoolKind.CanRun); the pass never places work on a pool
+	// that cannot run it.
+	Kind model.PoolKind
 	// Capacity is the declared capacity. The pool is full when the sizes of
 	// the work placed on it add up to this.
 	Capacity model.MilliGPU
@@ -95,7 +99,8 @@ type Group struct {
 	ID   string
 	Name string
 	// Reservation is the GPUs the group is guaranteed; Limit the most it may
-	// hold at once, borrowed included.
+	// hold at once, borrowed included. A limit of 0 pauses the group
+	// (Paused).
 	Reservation model.MilliGPU
 	Limit       model.MilliGPU
 	// Budget is nil for a policy without a time budget.
@@ -152,6 +157,9 @@ type Placement struct {
 	Queue  int
 	Pool   int
 	Size   model.MilliGPU
+	// Shape is the size as nodes × GPUs per node (Size is its total): a
+	// task the pass sends back is held to the pool-kind rule again.
+	Shape model.Size
 	// PlacedAt and Seq order preemption: the newest placed goes first.
 	PlacedAt time.Time
 	Seq      int64
@@ -159,3 +167,9 @@ type Placement struct {
 	// waits in the pool's hidden queue.
 	Claimed bool
 }
+
+// Paused reports whether an admin paused the group by setting its limit
+// to 0: nothing of it is placed, its waiting work waits (it is never
+// failed for its size), and its running work is not preempted for the
+// limit but runs to its end.
+func (g *Group) Paused() bool { return g.Limit == 0 }

@@ -216,15 +216,24 @@ func (s *Tasks) newTask(t *kernel.Txn, e *estate.Estate, in EnqueueInput) (*mode
 	if err != nil {
 		return nil, kernel.Invalid("task %s: %v", kernel.Quote(in.Name), err)
 	}
-	if size.Total() > model.GPUs(pol.LimitGPUs) {
+	// A limit of 0 pauses the group: its work is accepted and waits until
+	// the limit is raised, as the engine keeps it (docs/engine.md).
+	if pol.LimitGPUs > 0 && size.Total() > model.GPUs(pol.LimitGPUs) {
 		return nil, kernel.Invalid("task %s asks for %s GPUs, more than group %s's limit of %d GPUs; ask for fewer",
 			kernel.Quote(in.Name), size.Total(), group, pol.LimitGPUs)
+	}
+	// A size read from the task's parameter is held to the pool-kind rule
+	// estate validation holds a profile's own size to: multi-node work only
+	// on pools whose scheduler places a gang.
+	if why := noPoolCanRun(e, pr, size); why != "" {
+		return nil, kernel.Invalid("task %s asks for %s GPUs, and %s; ask for one node, or ask an admin to add such a pool to the profile",
+			kernel.Quote(in.Name), size, why)
 	}
 	// Work no pool of the profile can hold would wait for ever at the head
 	// of its queue and hold everything behind it. (A profile whose pools
 	// all declare 0 GPUs is closed, not small: its work waits, as the
 	// engine's does.)
-	if pool := largestPool(e, pr); pool != nil && size.Total() > model.GPUs(pool.CapacityGPUs) {
+	if pool := largestPool(e, pr, size); pool != nil && size.Total() > model.GPUs(pool.CapacityGPUs) {
 		return nil, kernel.Invalid("task %s asks for %s GPUs, more than any pool of profile %s declares: the largest, %s, declares %d GPUs; ask for at most %d",
 			kernel.Quote(in.Name), size.Total(), pr.Name, pool.Name, pool.CapacityGPUs, pool.CapacityGPUs)
 	}
@@ -240,18 +249,40 @@ func (s *Tasks) newTask(t *kernel.Txn, e *estate.Estate, in EnqueueInput) (*mode
 	}, nil
 }
 
-// largestPool is the pool of the profile that declares the most GPUs (the
-// first in the profile's order among equals), or nil when it lists none or
-// they all declare 0: the engine's rule (engine.Pass fails waiting work
-// larger than it).
-func largestPool(e *estate.Estate, pr *model.Profile) *model.Pool {
+// largestPool is the pool of the profile whose kind can run size that
+// declares the most GPUs (the first in the profile's order among equals),
+// or nil when it lists none or they all declare 0: the engine's rule
+// (engine.Pass fails waiting work larger than it).
+func largestPool(e *estate.Estate, pr *model.Profile, size model.Size) *model.Pool {
 	var best *model.Pool
 	for _, id := range pr.Pools {
-		if p := e.Pool(id); p != nil && p.CapacityGPUs > 0 && (best == nil || p.CapacityGPUs > best.CapacityGPUs) {
+		if p := e.Pool(id); p != nil && p.Kind.CanRun(size) && p.CapacityGPUs > 0 && (best == nil || p.CapacityGPUs > best.CapacityGPUs) {
 			best = p
 		}
 	}
 	return best
+}
+
+// noPoolCanRun says why no pool of the profile can run work of size, by
+// its kind (model.PoolKind.CanRun), or "" when one can. A profile that
+// lists no pool is closed, not wrong: its work waits.
+func noPoolCanRun(e *estate.Estate, pr *model.Profile, size model.Size) string {
+	var names []string
+	var kinds []model.PoolKind
+	for _, id := range pr.Pools {
+		p := e.Pool(id)
+		if p == nil {
+			continue
+		}
+		if p.Kind.CanRun(size) {
+			return ""
+		}
+		names, kinds = append(names, p.Name), append(kinds, p.Kind)
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	return model.NoPoolCanRun(pr.Name, size, names, kinds)
 }
 
 func resolveProject(p *identity.Principal, e *estate.Estate, ref string) (*model.Project, error) {
