@@ -15,8 +15,10 @@
 // The rules of a pass, in order (docs/engine.md says them in full):
 //
 //  0. Unplaceable work fails: a waiting task larger than every pool of its
-//     profile, or than its group's limit, is failed rather than left to
-//     hold its queue. Budgets used up: a group whose time budget is spent
+//     profile, or than its group's limit, or one no pool of its profile
+//     can run by its kind (model.PoolKind.CanRun), is failed rather than
+//     left to hold its queue. A group whose limit is 0 is paused: its work
+//     waits, nothing of it is placed, and its running work is kept. Budgets used up: a group whose time budget is spent
 //     has its running budgeted work preempted, newest first. Over capacity
 //     or limit: a pool whose capacity, or a group whose limit, was lowered
 //     below what it holds has the fewest tasks needed preempted, borrowed
