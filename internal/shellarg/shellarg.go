@@ -98,7 +98,7 @@ func ScriptIndex(argv []string) int {
 }
 
 // Quote quotes s for a POSIX shell: in single quotes, each single quote
-// written as '\''. The shell reads the result as exactly s, one word,
+// written as '\”. The shell reads the result as exactly s, one word,
 // wherever Bare allows it.
 func Quote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
