@@ -97,9 +97,13 @@ func ScriptIndex(argv []string) int {
 	return i
 }
 
-// Quote quotes s for a POSIX shell: in single quotes, each single quote
-// written as '\”. The shell reads the result as exactly s, one word,
-// wherever Bare allows it.
+// Quote quotes s for a POSIX shell: in single quotes, with each single
+// quote in s closed, escaped and reopened:
+//
+//	it's  →  'it'\''s'
+//
+// The shell reads the result as exactly s, one word, wherever Bare allows
+// it.
 func Quote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
