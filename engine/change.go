@@ -24,7 +24,7 @@ func (st *state) failUnplaceable() {
 		var kept []Task
 		for i := range queue.Waiting {
 			t := &queue.Waiting[i]
-			reason := st.unplaceable(queue, t.Size.Total())
+			reason := st.unplaceable(queue, t.Size)
 			if reason == "" {
 				if kept != nil {
 					kept = append(kept, *t)
@@ -42,15 +42,19 @@ func (st *state) failUnplaceable() {
 	}
 }
 
-// unplaceable says why a task of size in queue can never be placed, or ""
-// when it can.
-func (st *state) unplaceable(queue *Queue, size model.MilliGPU) string {
+// unplaceable says why a task of size shape in queue can never be placed,
+// or "" when it can.
+func (st *state) unplaceable(queue *Queue, shape model.Size) string {
 	g := &st.s.Groups[queue.Group]
-	if g.Limit > 0 && size > g.Limit {
+	size := shape.Total()
+	if !g.Paused() && size > g.Limit {
 		return fmt.Sprintf("it can never be placed: it needs %s GPUs, more than group %s's limit of %s GPUs; enqueue it again with at most %s GPUs, or ask an admin to raise the limit",
 			size, g.Name, g.Limit, g.Limit)
 	}
-	p := st.largestPool(queue.Profile)
+	if why := st.noPoolCanRun(queue.Profile, shape); why != "" {
+		return fmt.Sprintf("it can never be placed: %s; enqueue it again on one node, or ask an admin to add such a pool to the profile", why)
+	}
+	p := st.largestPool(queue.Profile, shape)
 	if p < 0 || size <= st.s.Pools[p].Capacity {
 		return ""
 	}
@@ -59,17 +63,36 @@ func (st *state) unplaceable(queue *Queue, size model.MilliGPU) string {
 		size, st.s.Profiles[queue.Profile].Name, pool.Name, pool.Capacity, pool.Capacity)
 }
 
-// largestPool is the profile's pool with the largest declared capacity
-// (the first in the profile's order among equals), or -1 when the profile
-// lists no pool or all of its pools declare 0 GPUs.
-func (st *state) largestPool(pr int) int {
+// largestPool is, among the profile's pools whose kind can run shape, the
+// one with the largest declared capacity (the first in the profile's order
+// among equals), or -1 when there is none or all of them declare 0 GPUs.
+func (st *state) largestPool(pr int, shape model.Size) int {
 	best := -1
 	for _, p := range st.s.Profiles[pr].Pools {
-		if c := st.s.Pools[p].Capacity; c > 0 && (best < 0 || c > st.s.Pools[best].Capacity) {
+		if c := st.s.Pools[p].Capacity; c > 0 && st.s.Pools[p].Kind.CanRun(shape) && (best < 0 || c > st.s.Pools[best].Capacity) {
 			best = p
 		}
 	}
 	return best
+}
+
+// noPoolCanRun says why no pool of the profile can run work of size shape
+// by its kind (model.PoolKind.CanRun: multi-node work only where a gang is
+// placed whole), or "" when one can or the profile lists none.
+func (st *state) noPoolCanRun(pr int, shape model.Size) string {
+	pools := st.s.Profiles[pr].Pools
+	names := make([]string, 0, len(pools))
+	kinds := make([]model.PoolKind, 0, len(pools))
+	for _, p := range pools {
+		if st.s.Pools[p].Kind.CanRun(shape) {
+			return ""
+		}
+		names, kinds = append(names, st.s.Pools[p].Name), append(kinds, st.s.Pools[p].Kind)
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	return model.NoPoolCanRun(st.s.Profiles[pr].Name, shape, names, kinds)
 }
 
 // enforceCapacity preempts work on every pool that holds more than its
@@ -105,7 +128,9 @@ func (st *state) enforceLimits() {
 	for g := range st.s.Groups {
 		grp := &st.s.Groups[g]
 		over := st.groupUse[g] - grp.Limit
-		if over <= 0 {
+		if over <= 0 || grp.Paused() {
+			// A paused group's running work runs to its end: the pause
+			// stops new work, as draining a pool does.
 			continue
 		}
 		var mine []int

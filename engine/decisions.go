@@ -93,6 +93,11 @@ const (
 	HeldByTooLarge Constraint = "too_large"
 	// HeldByNoPool: the profile lists no pool.
 	HeldByNoPool Constraint = "no_pool"
+	// HeldByPaused: an admin paused the group (its limit is 0).
+	HeldByPaused Constraint = "group_paused"
+	// HeldByPoolKind: no pool of the profile is of a kind that can run
+	// the task's size (multi-node work on bare-metal or cloud pools).
+	HeldByPoolKind Constraint = "pool_kind"
 )
 
 // Blocked is why the head of a queue waits after a pass.

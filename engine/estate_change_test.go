@@ -8,6 +8,7 @@ import (
 
 	"github.com/klique-ai/klique/engine"
 	"github.com/klique-ai/klique/engine/enginetest"
+	"github.com/klique-ai/klique/internal/model"
 )
 
 func failedIDs(d *engine.Decisions) []string {
@@ -64,8 +65,8 @@ func TestUnplaceableWorkFails(t *testing.T) {
 		if bl := enginetest.BlockedOf(s, d, "A/shut"); bl == nil || bl.Constraint != engine.HeldByNoPool || !strings.Contains(bl.Reason, "every pool of profile shut declares 0 GPUs") {
 			t.Fatalf("A/shut held by %+v, want its closed pools", bl)
 		}
-		if bl := enginetest.BlockedOf(s, d, "B/one"); bl == nil || bl.Constraint != engine.HeldByLimit {
-			t.Fatalf("B/one held by %+v, want its limit", bl)
+		if bl := enginetest.BlockedOf(s, d, "B/one"); bl == nil || bl.Constraint != engine.HeldByPaused {
+			t.Fatalf("B/one held by %+v, want its pause", bl)
 		}
 	})
 
@@ -229,4 +230,76 @@ func TestLowWatermarkSaysBothWaysOut(t *testing.T) {
 	if d := engine.Pass(s2); len(d.Placements) != 1 {
 		t.Fatalf("placed %v once nothing runs, want the task", d.Placements)
 	}
+}
+
+// TestPausedGroup: a limit of 0 pauses a group (docs/engine.md): its
+// running work is not preempted but runs to its end, nothing of it is
+// placed (not even within the reservation it keeps), none of its waiting
+// work fails for its size, and its head says the group is paused.
+func TestPausedGroup(t *testing.T) {
+	s := enginetest.NewEstate(t).Pool("p", 8).Profile("one", 1, "p").Profile("var", 1, "p").
+		Group("A", 4, 0).Group("B", 0, 8).Queue("A", "one").Queue("A", "var").Queue("B", "one").
+		Run("A/one", "p", 2, "1", enginetest.T0.Add(-time.Hour)).
+		Wait("A/one", 1, "1").Wait("A/var", 1, "4").Wait("B/one", 1, "1").Build()
+	d := engine.Pass(s)
+	if len(d.Preemptions) != 0 || len(d.Failures) != 0 {
+		t.Fatalf("preempted %v, failed %v: a paused group's running work runs on and its waiting work waits", enginetest.PreemptedIDs(d), d.Failures)
+	}
+	if got := enginetest.PlacedOn(s, d)["p"]; !reflect.DeepEqual(got, []string{"B/one#5"}) {
+		t.Fatalf("placed %v, want only B's task", got)
+	}
+	for _, q := range []string{"A/one", "A/var"} {
+		bl := enginetest.BlockedOf(s, d, q)
+		if bl == nil || bl.Constraint != engine.HeldByPaused || bl.Reason != "group A is paused: an admin set its limit to 0 GPUs, so its work waits (and its running work runs to its end) until the limit is raised" {
+			t.Fatalf("%s held by %+v, want the pause", q, bl)
+		}
+	}
+}
+
+// TestPoolKinds: the pass holds a task's size to the pool-kind rule
+// (model.PoolKind.CanRun) whatever its profile says, so a multi-node size
+// read from a task never lands on a pool that cannot run a gang.
+func TestPoolKinds(t *testing.T) {
+	t.Run("a multi-node task skips a bare-metal pool for the next pool of its profile's order", func(t *testing.T) {
+		s := enginetest.NewEstate(t).Pool("metal", 16).PoolKind("metal", model.PoolBareMetal).Pool("hpc", 16).PoolKind("hpc", model.PoolSlurm).
+			Profile("var", 1, "metal", "hpc").Group("A", 0, 16).Queue("A", "var").Wait("A/var", 1, "2x4").Build()
+		d := engine.Pass(s)
+		if on := enginetest.PlacedOn(s, d); len(on["metal"]) != 0 || !reflect.DeepEqual(on["hpc"], []string{"A/var#1"}) {
+			t.Fatalf("placed %v, want the gang on hpc (slurm), not on metal (bare metal)", on)
+		}
+	})
+
+	t.Run("one node still goes to the first pool", func(t *testing.T) {
+		s := enginetest.NewEstate(t).Pool("metal", 16).PoolKind("metal", model.PoolBareMetal).Pool("hpc", 16).PoolKind("hpc", model.PoolSlurm).
+			Profile("var", 1, "metal", "hpc").Group("A", 0, 16).Queue("A", "var").Wait("A/var", 1, "8").Build()
+		if on := enginetest.PlacedOn(s, engine.Pass(s)); !reflect.DeepEqual(on["metal"], []string{"A/var#1"}) {
+			t.Fatalf("placed %v, want the 8-GPU task on metal", on)
+		}
+	})
+
+	t.Run("a multi-node task no pool of its profile can run fails with the reason, and the task behind runs", func(t *testing.T) {
+		s := enginetest.NewEstate(t).Pool("metal", 16).PoolKind("metal", model.PoolBareMetal).Pool("burst", 16).PoolKind("burst", model.PoolCloud).
+			Profile("var", 1, "metal", "burst").Group("A", 0, 16).Queue("A", "var").Wait("A/var", 1, "2x4").Wait("A/var", 1, "1").Build()
+		d := engine.Pass(s)
+		want := "it can never be placed: no pool of profile var can run multi-node work (2x4): metal is bare_metal, burst is cloud, and multi-node work needs a kubernetes, neocloud, slurm, pbs or lsf pool; enqueue it again on one node, or ask an admin to add such a pool to the profile"
+		if len(d.Failures) != 1 || d.Failures[0].TaskID != "A/var#1" || d.Failures[0].Reason != want {
+			t.Fatalf("failures %+v, want A/var#1 failed with %q", d.Failures, want)
+		}
+		if on := enginetest.PlacedOn(s, d); !reflect.DeepEqual(on["metal"], []string{"A/var#2"}) {
+			t.Fatalf("placed %v, want the task behind on metal", on)
+		}
+	})
+
+	t.Run("a gang sent back from a pool that cannot run it says why it waits", func(t *testing.T) {
+		// Placed before the rule held at enqueue; a reclaim sends it back.
+		s := enginetest.NewEstate(t).Pool("metal", 8).PoolKind("metal", model.PoolBareMetal).Profile("var", 1, "metal").Profile("one", 1, "metal").
+			Group("A", 8, 8).Group("B", 0, 8).Queue("A", "one").Queue("B", "var").
+			Run("B/var", "metal", 1, "2x4", enginetest.T0.Add(-time.Hour)).Wait("A/one", 1, "1").Build()
+		d := engine.Pass(s)
+		bl := enginetest.BlockedOf(s, d, "B/var")
+		if got := enginetest.PreemptedIDs(d); !reflect.DeepEqual(got, []string{"B/var#1"}) || bl == nil || bl.Constraint != engine.HeldByPoolKind ||
+			!strings.Contains(bl.Reason, "no pool of profile var can run multi-node work (2x4): metal is bare_metal") {
+			t.Fatalf("preempted %v, B/var held by %+v: want the gang reclaimed and held by the pool kind", got, bl)
+		}
+	})
 }

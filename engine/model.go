@@ -40,7 +40,7 @@ func NewModel(e *estate.Estate) *Model {
 	sort.SliceStable(m.Pools, func(i, j int) bool { return m.Pools[i].Name < m.Pools[j].Name })
 	for i, p := range m.Pools {
 		m.PoolIndex[p.ID] = i
-		m.base.Pools = append(m.base.Pools, Pool{ID: p.ID, Name: p.Name, Capacity: model.GPUs(p.CapacityGPUs), CreatedAt: p.CreatedAt})
+		m.base.Pools = append(m.base.Pools, Pool{ID: p.ID, Name: p.Name, Kind: p.Kind, Capacity: model.GPUs(p.CapacityGPUs), CreatedAt: p.CreatedAt})
 	}
 
 	m.Profiles = append(m.Profiles, e.Profiles...)
@@ -138,7 +138,7 @@ func (m *Model) Snapshot(now time.Time, tasks []TaskState, budgetUsed map[string
 		if !ok {
 			return nil, fmt.Errorf("task %s: pool %s is not in the estate", t.ID, t.PoolID)
 		}
-		s.Running = append(s.Running, Placement{TaskID: t.ID, Queue: q, Pool: p, Size: t.Size.Total(), PlacedAt: t.PlacedAt, Seq: t.Seq, Claimed: t.Claimed})
+		s.Running = append(s.Running, Placement{TaskID: t.ID, Queue: q, Pool: p, Size: t.Size.Total(), Shape: t.Size, PlacedAt: t.PlacedAt, Seq: t.Seq, Claimed: t.Claimed})
 	}
 	for q := range s.Queues {
 		w := s.Queues[q].Waiting

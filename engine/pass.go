@@ -168,10 +168,13 @@ func (st *state) fill(q, p int, phase Phase) {
 	g := queue.Group
 	group := &st.s.Groups[g]
 	weight := st.s.Profiles[queue.Profile].WeightMilli
+	if group.Paused() {
+		return
+	}
 	for st.requeued[q] < 0 && st.next[q] < len(st.waiting[q]) {
 		t := &st.waiting[q][st.next[q]]
 		size := t.Size.Total()
-		if st.unattended[p] || st.poolUsed[p]+size > st.s.Pools[p].Capacity {
+		if !st.s.Pools[p].Kind.CanRun(t.Size) || st.unattended[p] || st.poolUsed[p]+size > st.s.Pools[p].Capacity {
 			return
 		}
 		ceiling := group.Limit
@@ -213,21 +216,21 @@ func (st *state) reclaimFor(q int) bool {
 	g := queue.Group
 	t := &st.waiting[q][st.next[q]]
 	size := t.Size.Total()
-	if st.groupUse[g]+size > st.s.Groups[g].Reservation || !st.budgetAllows(g, st.s.Profiles[queue.Profile].WeightMilli) {
+	if st.s.Groups[g].Paused() || st.groupUse[g]+size > st.s.Groups[g].Reservation || !st.budgetAllows(g, st.s.Profiles[queue.Profile].WeightMilli) {
 		return false
 	}
 	pools := st.s.Profiles[queue.Profile].Pools
 	// Capacity an earlier reclaim freed beyond its need goes first: no
 	// preemption is needed for it.
 	for _, p := range pools {
-		if !st.unattended[p] && st.poolUsed[p]+size <= st.s.Pools[p].Capacity {
+		if st.s.Pools[p].Kind.CanRun(t.Size) && !st.unattended[p] && st.poolUsed[p]+size <= st.s.Pools[p].Capacity {
 			st.place(q, p, PhaseReservation)
 			return true
 		}
 	}
 	for _, p := range pools {
 		capacity := st.s.Pools[p].Capacity
-		if size > capacity || st.unattended[p] {
+		if size > capacity || !st.s.Pools[p].Kind.CanRun(t.Size) || st.unattended[p] {
 			continue
 		}
 		victims := st.chooseVictims(p, size-(capacity-st.poolUsed[p]))
@@ -432,7 +435,7 @@ func (st *state) place(q, p int, phase Phase) {
 		st.groupBudgeted[g]++
 	}
 	st.placements = append(st.placements, live{
-		Placement: Placement{TaskID: t.ID, Queue: q, Pool: p, Size: size, PlacedAt: st.s.Now, Seq: t.Seq},
+		Placement: Placement{TaskID: t.ID, Queue: q, Pool: p, Size: size, Shape: t.Size, PlacedAt: st.s.Now, Seq: t.Seq},
 		group:     g, weight: w, alive: true, fresh: true,
 	})
 	st.dec.Placements = append(st.dec.Placements, Place{TaskID: t.ID, Queue: q, Pool: p, Phase: phase, Borrowed: borrowed})
@@ -476,19 +479,23 @@ func (st *state) explain() {
 		// The head is the first task not placed, or a task this pass sent
 		// back to the front, whichever comes first in queue order.
 		var id string
-		var size model.MilliGPU
+		var shape model.Size
 		if st.next[q] < len(st.waiting[q]) {
 			t := &st.waiting[q][st.next[q]]
-			id, size = t.ID, t.Size.Total()
+			id, shape = t.ID, t.Size
 		}
 		if r := st.requeued[q]; r >= 0 && (id == "" || st.placements[r].Seq < st.waiting[q][st.next[q]].Seq) {
-			id, size = st.placements[r].TaskID, st.placements[r].Size
+			id, shape = st.placements[r].TaskID, st.placements[r].Shape
+			if shape.IsZero() {
+				// A placement given without its shape is one node.
+				shape = model.Size{Nodes: 1, PerNode: st.placements[r].Size}
+			}
 		}
 		if id == "" {
 			continue
 		}
 		b := Blocked{Queue: q, TaskID: id}
-		b.Constraint, b.Reason = st.why(queue, size)
+		b.Constraint, b.Reason = st.why(queue, shape)
 		if c := b.Constraint; c == HeldByBudgetUsed || c == HeldByLowWatermark {
 			// For the low watermark the reset is the latest it lifts by
 			// itself: the reason says it may start sooner.
@@ -498,18 +505,25 @@ func (st *state) explain() {
 	}
 }
 
-func (st *state) why(queue *Queue, size model.MilliGPU) (Constraint, string) {
+func (st *state) why(queue *Queue, shape model.Size) (Constraint, string) {
 	g := &st.s.Groups[queue.Group]
 	pr := &st.s.Profiles[queue.Profile]
+	size := shape.Total()
 	if len(pr.Pools) == 0 {
 		return HeldByNoPool, fmt.Sprintf("profile %s lists no pool, so nothing can be placed; ask an admin to add pools to it", pr.Name)
 	}
-	largest := st.largestPool(queue.Profile)
+	if why := st.noPoolCanRun(queue.Profile, shape); why != "" {
+		return HeldByPoolKind, why
+	}
+	largest := st.largestPool(queue.Profile, shape)
 	if largest < 0 {
 		return HeldByNoPool, fmt.Sprintf("every pool of profile %s declares 0 GPUs, so nothing can be placed until an admin gives one of them capacity", pr.Name)
 	}
 	if c := st.s.Pools[largest].Capacity; size > c {
 		return HeldByTooLarge, fmt.Sprintf("no pool of profile %s declares %s GPUs (the largest, %s, has %s)", pr.Name, size, st.s.Pools[largest].Name, c)
+	}
+	if g.Paused() {
+		return HeldByPaused, fmt.Sprintf("group %s is paused: an admin set its limit to 0 GPUs, so its work waits (and its running work runs to its end) until the limit is raised", g.Name)
 	}
 	if pr.WeightMilli > 0 && g.Budget != nil {
 		if g.Budget.Remaining() == 0 {
@@ -525,12 +539,14 @@ func (st *state) why(queue *Queue, size model.MilliGPU) (Constraint, string) {
 		return HeldByLimit, fmt.Sprintf("group %s is at its limit: it holds %s of %s GPUs and this task needs %s",
 			g.Name, st.groupUse[queue.Group], g.Limit, size)
 	}
-	if why, ok := st.noWorker(pr, int64(size)); ok {
+	if why, ok := st.noWorker(pr, shape); ok {
 		return HeldByNoWorker, why
 	}
 	var parts []string
 	for _, p := range pr.Pools {
-		parts = append(parts, fmt.Sprintf("%s %s/%s", st.s.Pools[p].Name, st.poolUsed[p], st.s.Pools[p].Capacity))
+		if st.s.Pools[p].Kind.CanRun(shape) {
+			parts = append(parts, fmt.Sprintf("%s %s/%s", st.s.Pools[p].Name, st.poolUsed[p], st.s.Pools[p].Capacity))
+		}
 	}
 	return HeldByPoolsFull, fmt.Sprintf("every pool of profile %s is full for %s GPUs (%s GPUs used)", pr.Name, size, strings.Join(parts, ", "))
 }

@@ -14,6 +14,8 @@ import (
 func (w *world) checkPass(t *rapid.T, pre *engine.Snapshot, d *engine.Decisions) {
 	post := &w.s
 	checkOnePlacePerTask(t, d, post)
+	checkPoolKinds(t, pre, d)
+	checkPausedGroups(t, pre, d)
 	checkCapacityAndLimits(t, pre, post)
 	checkUnplaceableFail(t, pre, d, post)
 	checkLoweredCapacityAndLimits(t, pre, d)
@@ -54,9 +56,46 @@ func checkOnePlacePerTask(t *rapid.T, d *engine.Decisions, post *engine.Snapshot
 	}
 }
 
+// checkPoolKinds: the pass never places a task on a pool whose kind cannot
+// run its size (multi-node work only where the environment places a gang
+// whole), whichever rank of its profile's order the pool is at.
+func checkPoolKinds(t *rapid.T, pre *engine.Snapshot, d *engine.Decisions) {
+	for _, p := range d.Placements {
+		for _, task := range pre.Queues[p.Queue].Waiting {
+			if task.ID == p.TaskID && !pre.Pools[p.Pool].Kind.CanRun(task.Size) {
+				t.Fatalf("%s (%s GPUs) placed on pool %s, a %s pool, which cannot run it", task.ID, task.Size, pre.Pools[p.Pool].Name, pre.Pools[p.Pool].Kind)
+			}
+		}
+	}
+}
+
+// checkPausedGroups: a group whose limit is 0 is paused: it is never given
+// new GPUs, its running work is never preempted for its limit, and none of
+// its waiting work fails for its size.
+func checkPausedGroups(t *rapid.T, pre *engine.Snapshot, d *engine.Decisions) {
+	paused := func(q int) bool { return pre.Groups[pre.Queues[q].Group].Limit == 0 }
+	for _, p := range d.Placements {
+		if paused(p.Queue) {
+			t.Fatalf("%s placed for paused group %s", p.TaskID, pre.Groups[pre.Queues[p.Queue].Group].Name)
+		}
+	}
+	for _, p := range d.Preemptions {
+		if paused(p.Queue) && p.Cause == engine.CauseLimit {
+			t.Fatalf("%s of paused group %s preempted for its limit: %s", p.TaskID, pre.Groups[pre.Queues[p.Queue].Group].Name, p.Reason)
+		}
+	}
+	for _, b := range d.Blocked {
+		if paused(b.Queue) && b.Constraint != engine.HeldByPaused && b.Constraint != engine.HeldByNoPool &&
+			b.Constraint != engine.HeldByPoolKind && b.Constraint != engine.HeldByTooLarge {
+			t.Fatalf("the head of paused group %s's queue %s is held by %s: %s", pre.Groups[pre.Queues[b.Queue].Group].Name, pre.Queues[b.Queue].Name, b.Constraint, b.Reason)
+		}
+	}
+}
+
 // checkCapacityAndLimits: no pool above its declared capacity; no group
 // above its limit, even after an admin lowered one below what it held
-// (the pass preempts down to it).
+// (the pass preempts down to it), except a paused group (limit 0), whose
+// running work runs to its end (checkPausedGroups: it gains none).
 func checkCapacityAndLimits(t *rapid.T, pre *engine.Snapshot, post *engine.Snapshot) {
 	groupOf := func(q int) int { return pre.Queues[q].Group }
 	poolUsed := make([]model.MilliGPU, len(post.Pools))
@@ -71,7 +110,7 @@ func checkCapacityAndLimits(t *rapid.T, pre *engine.Snapshot, post *engine.Snaps
 		}
 	}
 	for g := range post.Groups {
-		if groupUse[g] > post.Groups[g].Limit {
+		if groupUse[g] > post.Groups[g].Limit && post.Groups[g].Limit > 0 {
 			t.Fatalf("group %s holds %s GPUs above its limit of %s", post.Groups[g].Name, groupUse[g], post.Groups[g].Limit)
 		}
 	}
@@ -128,18 +167,28 @@ func seqOf(s *engine.Snapshot, q int, id string) int64 {
 }
 
 // unplaceable is the rule of failures restated: a task larger than its
-// group's limit (unless the limit is 0), or than every pool of its profile
-// (unless they all declare 0 GPUs or there are none).
-func unplaceable(s *engine.Snapshot, q int, size model.MilliGPU) bool {
+// group's limit (unless the limit is 0: the group is paused), or one no
+// pool of its profile can run by its kind (unless the profile lists
+// none), or larger than every pool of its profile that can (unless they
+// all declare 0 GPUs).
+func unplaceable(s *engine.Snapshot, q int, size model.Size) bool {
 	g := &s.Groups[s.Queues[q].Group]
-	if g.Limit > 0 && size > g.Limit {
+	if g.Limit > 0 && size.Total() > g.Limit {
 		return true
 	}
+	pools := s.Profiles[s.Queues[q].Profile].Pools
 	var largest model.MilliGPU
-	for _, p := range s.Profiles[s.Queues[q].Profile].Pools {
-		largest = max(largest, s.Pools[p].Capacity)
+	kindCanRun := false
+	for _, p := range pools {
+		if s.Pools[p].Kind.CanRun(size) {
+			kindCanRun = true
+			largest = max(largest, s.Pools[p].Capacity)
+		}
 	}
-	return largest > 0 && size > largest
+	if len(pools) > 0 && !kindCanRun {
+		return true
+	}
+	return largest > 0 && size.Total() > largest
 }
 
 // checkUnplaceableFail: every failure is a task that was waiting and can
@@ -153,7 +202,7 @@ func checkUnplaceableFail(t *rapid.T, pre *engine.Snapshot, d *engine.Decisions,
 		for _, task := range pre.Queues[f.Queue].Waiting {
 			if task.ID == f.TaskID {
 				found = true
-				if !unplaceable(pre, f.Queue, task.Size.Total()) {
+				if !unplaceable(pre, f.Queue, task.Size) {
 					t.Fatalf("failed %s (%s GPUs) in %s, which could be placed", task.ID, task.Size, pre.Queues[f.Queue].Name)
 				}
 			}
@@ -164,7 +213,7 @@ func checkUnplaceableFail(t *rapid.T, pre *engine.Snapshot, d *engine.Decisions,
 	}
 	for q := range pre.Queues {
 		for _, task := range pre.Queues[q].Waiting {
-			if !failed[task.ID] && unplaceable(pre, q, task.Size.Total()) {
+			if !failed[task.ID] && unplaceable(pre, q, task.Size) {
 				t.Fatalf("%s (%s GPUs) can never be placed in %s and was not failed", task.ID, task.Size, pre.Queues[q].Name)
 			}
 		}
@@ -228,6 +277,8 @@ func checkLoweredCapacityAndLimits(t *rapid.T, pre *engine.Snapshot, d *engine.D
 		minimal("pool "+pre.Pools[p].Name, poolUse[p], pre.Pools[p].Capacity, byPool[p])
 	}
 	for g := range pre.Groups {
-		minimal("group "+pre.Groups[g].Name, groupUse[g], pre.Groups[g].Limit, byGroup[g])
+		if pre.Groups[g].Limit > 0 {
+			minimal("group "+pre.Groups[g].Name, groupUse[g], pre.Groups[g].Limit, byGroup[g])
+		}
 	}
 }

@@ -152,7 +152,7 @@ func checkReservationsFilled(t *rapid.T, pre *engine.Snapshot, d *engine.Decisio
 		}
 		g := queue.Group
 		size := head.Size.Total()
-		if use[g]+size > pre.Groups[g].Reservation {
+		if use[g]+size > pre.Groups[g].Reservation || pre.Groups[g].Paused() {
 			continue
 		}
 		weight := pre.Profiles[queue.Profile].WeightMilli
@@ -163,7 +163,7 @@ func checkReservationsFilled(t *rapid.T, pre *engine.Snapshot, d *engine.Decisio
 		}
 		for _, p := range pre.Profiles[queue.Profile].Pools {
 			free := pre.Pools[p].Capacity - poolUsed[p]
-			if size > pre.Pools[p].Capacity {
+			if size > pre.Pools[p].Capacity || !pre.Pools[p].Kind.CanRun(head.Size) {
 				continue
 			}
 			if canFree(pre, running, freshTask, use, p, size-free) {

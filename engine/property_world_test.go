@@ -70,7 +70,8 @@ func genWorld(t *rapid.T, tight bool) *world {
 	for p := 0; p < nPools; p++ {
 		c := capacity.Draw(t, "capacity")
 		total += c
-		w.s.Pools = append(w.s.Pools, engine.Pool{ID: fmt.Sprintf("pool-%d", p), Name: fmt.Sprintf("p%d", p), Capacity: model.GPUs(c)})
+		w.s.Pools = append(w.s.Pools, engine.Pool{ID: fmt.Sprintf("pool-%d", p), Name: fmt.Sprintf("p%d", p), Capacity: model.GPUs(c),
+			Kind: rapid.SampledFrom(model.PoolKinds).Draw(t, "kind")})
 	}
 	poolIdx := make([]int, nPools)
 	for i := range poolIdx {
@@ -184,7 +185,10 @@ func (w *world) event(t *rapid.T) {
 		g := rapid.IntRange(0, len(w.s.Groups)-1).Draw(t, "limitGroup")
 		grp := &w.s.Groups[g]
 		grp.Limit = model.GPUs(rapid.IntRange(0, int(grp.Limit/1000)+2).Draw(t, "newLimit"))
-		grp.Reservation = min(grp.Reservation, grp.Limit)
+		if grp.Limit > 0 {
+			// A limit of 0 pauses the group and keeps its reservation.
+			grp.Reservation = min(grp.Reservation, grp.Limit)
+		}
 	}
 }
 
@@ -285,7 +289,7 @@ func (w *world) apply(t *rapid.T, d *engine.Decisions) {
 		}
 		task := q.Waiting[at]
 		q.Waiting = append(q.Waiting[:at], q.Waiting[at+1:]...)
-		w.s.Running = append(w.s.Running, engine.Placement{TaskID: task.ID, Queue: p.Queue, Pool: p.Pool, Size: task.Size.Total(), PlacedAt: w.s.Now, Seq: task.Seq})
+		w.s.Running = append(w.s.Running, engine.Placement{TaskID: task.ID, Queue: p.Queue, Pool: p.Pool, Size: task.Size.Total(), Shape: task.Size, PlacedAt: w.s.Now, Seq: task.Seq})
 		w.open[task.ID] = len(w.intervals)
 		w.intervals = append(w.intervals, interval{task: task.ID, size: task.Size.Total(), start: w.s.Now})
 	}

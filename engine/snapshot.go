@@ -15,8 +15,10 @@
 // The rules of a pass, in order (docs/engine.md says them in full):
 //
 //  0. Unplaceable work fails: a waiting task larger than every pool of its
-//     profile, or than its group's limit, is failed rather than left to
-//     hold its queue. Budgets used up: a group whose time budget is spent
+//     profile, or than its group's limit, or one no pool of its profile
+//     can run by its kind (model.PoolKind.CanRun), is failed rather than
+//     left to hold its queue. A group whose limit is 0 is paused: its work
+//     waits, nothing of it is placed, and its running work is kept. Budgets used up: a group whose time budget is spent
 //     has its running budgeted work preempted, newest first. Over capacity
 //     or limit: a pool whose capacity, or a group whose limit, was lowered
 //     below what it holds has the fewest tasks needed preempted, borrowed
@@ -64,6 +66,10 @@ type Snapshot struct {
 type Pool struct {
 	ID   string
 	Name string
+	// Kind is the pool's environment: it says which sizes the pool can
+	// run (model.PoolKind.CanRun); the pass never places work on a pool
+	// that cannot run it.
+	Kind model.PoolKind
 	// Capacity is the declared capacity. The pool is full when the sizes of
 	// the work placed on it add up to this.
 	Capacity model.MilliGPU
@@ -95,7 +101,8 @@ type Group struct {
 	ID   string
 	Name string
 	// Reservation is the GPUs the group is guaranteed; Limit the most it may
-	// hold at once, borrowed included.
+	// hold at once, borrowed included. A limit of 0 pauses the group
+	// (Paused).
 	Reservation model.MilliGPU
 	Limit       model.MilliGPU
 	// Budget is nil for a policy without a time budget.
@@ -152,6 +159,9 @@ type Placement struct {
 	Queue  int
 	Pool   int
 	Size   model.MilliGPU
+	// Shape is the size as nodes × GPUs per node (Size is its total): a
+	// task the pass sends back is held to the pool-kind rule again.
+	Shape model.Size
 	// PlacedAt and Seq order preemption: the newest placed goes first.
 	PlacedAt time.Time
 	Seq      int64
@@ -159,3 +169,9 @@ type Placement struct {
 	// waits in the pool's hidden queue.
 	Claimed bool
 }
+
+// Paused reports whether an admin paused the group by setting its limit
+// to 0: nothing of it is placed, its waiting work waits (it is never
+// failed for its size), and its running work is not preempted for the
+// limit but runs to its end.
+func (g *Group) Paused() bool { return g.Limit == 0 }

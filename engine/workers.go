@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/klique-ai/klique/internal/estate"
+	"github.com/klique-ai/klique/internal/model"
 )
 
 // Work placed where no worker is (docs/engine.md, "Work placed where no
@@ -100,11 +101,12 @@ func (st *state) expireClaims() {
 // noWorker says whether the head of a queue of profile pr, of size size,
 // waits because the pools that could take it are unattended and the rest
 // are full.
-func (st *state) noWorker(pr *Profile, size int64) (string, bool) {
+func (st *state) noWorker(pr *Profile, shape model.Size) (string, bool) {
+	size := int64(shape.Total())
 	var idle, others []string
 	for _, p := range pr.Pools {
 		pool := &st.s.Pools[p]
-		if int64(pool.Capacity) < size {
+		if int64(pool.Capacity) < size || !pool.Kind.CanRun(shape) {
 			continue
 		}
 		if st.unattended[p] {

@@ -8569,8 +8569,9 @@ type QueueState {
   "The task at the head of the queue."
   task: Task
   """
-  What holds it: group_at_limit, budget_used_up, budget_low_watermark,
-  pools_full, too_large, no_pool or engine_disabled.
+  What holds it: group_paused, group_at_limit, budget_used_up,
+  budget_low_watermark, pools_full, too_large, pool_kind, no_pool,
+  no_worker or engine_disabled.
   """
   constraint: String!
   reason: String!

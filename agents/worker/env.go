@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/klique-ai/klique/internal/agentapi"
+	"github.com/klique-ai/klique/internal/model"
 )
 
 // Environment variables the worker gives every task.
@@ -28,21 +29,7 @@ const (
 // ParamEnvName is the variable a parameter is given in: KLIQUE_PARAM_ and
 // the name upper-cased, each run of other characters than letters and
 // digits written as one "_" ("learning-rate" → KLIQUE_PARAM_LEARNING_RATE).
-func ParamEnvName(name string) string {
-	var b strings.Builder
-	b.WriteString(EnvParamPrefix)
-	under := false
-	for _, r := range strings.ToUpper(name) {
-		if (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9') {
-			b.WriteRune(r)
-			under = false
-		} else if !under {
-			b.WriteByte('_')
-			under = true
-		}
-	}
-	return b.String()
-}
+func ParamEnvName(name string) string { return model.ParamEnvName(name) }
 
 // taskFiles are the files the worker gives a task.
 type taskFiles struct {

@@ -51,9 +51,17 @@ func NewEstate(t testing.TB) *EstateBuilder {
 	return &EstateBuilder{t: t, snap: engine.Snapshot{Now: T0}}
 }
 
-// Pool adds a pool of gpus GPUs of declared capacity.
+// Pool adds a Kubernetes pool of gpus GPUs of declared capacity
+// (PoolKind gives it another kind).
 func (b *EstateBuilder) Pool(name string, gpus int) *EstateBuilder {
-	b.snap.Pools = append(b.snap.Pools, engine.Pool{ID: "pool-" + name, Name: name, Capacity: model.GPUs(gpus)})
+	b.snap.Pools = append(b.snap.Pools, engine.Pool{ID: "pool-" + name, Name: name, Kind: model.PoolKubernetes, Capacity: model.GPUs(gpus)})
+	return b
+}
+
+// PoolKind sets a pool's kind, which says what sizes it can run.
+func (b *EstateBuilder) PoolKind(pool string, kind model.PoolKind) *EstateBuilder {
+	b.t.Helper()
+	b.snap.Pools[b.poolIdx(pool)].Kind = kind
 	return b
 }
 
@@ -134,7 +142,7 @@ func (b *EstateBuilder) Run(queue, pool string, n int, size string, placedAt tim
 	for i := 0; i < n; i++ {
 		b.seq++
 		b.snap.Running = append(b.snap.Running, engine.Placement{TaskID: fmt.Sprintf("%s#%d", queue, b.seq), Queue: qi, Pool: b.poolIdx(pool),
-			Size: MustSize(b.t, size).Total(), PlacedAt: placedAt, Seq: b.seq})
+			Size: MustSize(b.t, size).Total(), Shape: MustSize(b.t, size), PlacedAt: placedAt, Seq: b.seq})
 	}
 	return b
 }

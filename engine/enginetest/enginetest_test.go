@@ -26,8 +26,8 @@ func TestEstateBuilderNamesAndNumbersAsDocumented(t *testing.T) {
 	want := &engine.Snapshot{
 		Now: enginetest.T0,
 		Pools: []engine.Pool{
-			{ID: "pool-p1", Name: "p1", Capacity: model.GPUs(2), Profiles: []int{0}},
-			{ID: "pool-p2", Name: "p2", Capacity: model.GPUs(4), Profiles: []int{1, 0}},
+			{ID: "pool-p1", Name: "p1", Kind: model.PoolKubernetes, Capacity: model.GPUs(2), Profiles: []int{0}},
+			{ID: "pool-p2", Name: "p2", Kind: model.PoolKubernetes, Capacity: model.GPUs(4), Profiles: []int{1, 0}},
 		},
 		Profiles: []engine.Profile{
 			{ID: "profile-one", Name: "one", Pools: []int{0, 1}, Queues: []int{0, 1}, WeightMilli: 1000},
@@ -44,7 +44,7 @@ func TestEstateBuilderNamesAndNumbersAsDocumented(t *testing.T) {
 			{ID: "B/one", Name: "one", Group: 1, Profile: 0},
 			{ID: "B/half", Name: "half", Group: 1, Profile: 1, Waiting: []engine.Task{{ID: "B/half#4", Size: half, Seq: 4}}},
 		},
-		Running: []engine.Placement{{TaskID: "B/one#1", Queue: 1, Pool: 1, Size: model.GPUs(2), PlacedAt: enginetest.T0.Add(-time.Hour), Seq: 1}},
+		Running: []engine.Placement{{TaskID: "B/one#1", Queue: 1, Pool: 1, Size: model.GPUs(2), Shape: model.Size{Nodes: 1, PerNode: model.GPUs(2)}, PlacedAt: enginetest.T0.Add(-time.Hour), Seq: 1}},
 	}
 	if !reflect.DeepEqual(s, want) {
 		t.Fatalf("built\n%+v\nwant\n%+v", s, want)

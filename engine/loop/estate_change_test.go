@@ -181,3 +181,55 @@ func TestLowWatermarkHeadSaysItCanStartSooner(t *testing.T) {
 		}
 	})
 }
+
+// TestLimitZeroPausesGroup: an admin pauses a group by applying its limit
+// as 0 (docs/engine.md). The estate is accepted although the group's
+// profile is larger than 0; the group's placed work is not preempted;
+// enqueue still accepts its work, which waits, queued, with a reason that
+// says the group is paused; raising the limit places it.
+func TestLimitZeroPausesGroup(t *testing.T) {
+	forEachStore(t, func(t *testing.T, w *world) {
+		open := strings.Replace(flexEstate, "BIG", "8", 1)
+		w.apply(open)
+		submit := func() *model.Task {
+			task, err := w.Svc.EnqueueTask(w.Admin, platform.EnqueueInput{Name: "train", Project: "research", ComputeResource: "flex",
+				Spec: model.TaskSpec{Command: []string{"true"}}})
+			if err != nil {
+				t.Fatalf("enqueue into a paused group: %v", err)
+			}
+			return task
+		}
+		running := submit()
+		if r := w.pass(); r.Placed != 1 {
+			t.Fatalf("report %+v, want the first task placed", r)
+		}
+
+		paused := strings.Replace(open, "limit: 16", "limit: 0", 1)
+		if _, err := w.Svc.ApplyEstate(w.Admin, []byte(paused), false); err != nil {
+			t.Fatalf("apply with limit 0: %v", err)
+		}
+		waiting := submit()
+		r := w.pass()
+		if r.Preempted != 0 || r.Placed != 0 || r.Failed != 0 {
+			t.Fatalf("report %+v, want nothing preempted, placed or failed in a paused group", r)
+		}
+		if got := w.task(running.ID); got.Status != model.TaskPlaced {
+			t.Fatalf("the placed task is %s: %q, want it left to run", got.Status, got.Reason)
+		}
+		got := w.task(waiting.ID)
+		reason, err := w.Svc.TaskReason(w.Admin, got)
+		if err != nil || got.Status != model.TaskQueued || !strings.Contains(reason, "group A is paused: an admin set its limit to 0 GPUs") {
+			t.Fatalf("the waiting task is %s: %q (%v), want queued and the pause named", got.Status, reason, err)
+		}
+		qs, err := w.Svc.QueueState(w.Admin, waiting.ComputeResourceID)
+		if err != nil || qs == nil || qs.Constraint != "group_paused" {
+			t.Fatalf("queue state %+v (%v), want group_paused", qs, err)
+		}
+
+		w.apply(open)
+		if r := w.pass(); r.Placed != 1 {
+			t.Fatalf("report %+v, want the waiting task placed once the limit is raised", r)
+		}
+		w.consistent(got.TenantID)
+	})
+}

@@ -411,7 +411,7 @@ func (r *run) snapshot(used map[string]int64) *engine.Snapshot {
 	s.Running = make([]engine.Placement, 0, len(r.holding))
 	for _, tk := range r.holding {
 		s.Running = append(s.Running, engine.Placement{TaskID: tk.ID, Queue: tk.queue, Pool: r.m.PoolIndex[tk.PoolID],
-			Size: tk.Size.Total(), PlacedAt: tk.PlacedAt, Seq: tk.Seq})
+			Size: tk.Size.Total(), Shape: tk.Size, PlacedAt: tk.PlacedAt, Seq: tk.Seq})
 	}
 	return s
 }

@@ -236,8 +236,8 @@ func (v *validator) profiles() {
 			if pr.MinGPUMemoryGB > 0 && pool.GPUMemoryGB < pr.MinGPUMemoryGB {
 				v.Add(obj, "cannot use pool %q: its GPUs have %d GB, and the profile needs at least %d GB", pool.Name, pool.GPUMemoryGB, pr.MinGPUMemoryGB)
 			}
-			if pr.Size.MultiNode() && !pool.Kind.MultiNode() {
-				v.Add(obj, "cannot use pool %q: multi-node work (%s) needs a kubernetes, neocloud, slurm, pbs or lsf pool, and it is %s", pool.Name, pr.Size, pool.Kind)
+			if !pool.Kind.CanRun(pr.Size) {
+				v.Add(obj, "cannot use pool %q: multi-node work (%s) needs a %s pool, and it is %s", pool.Name, pr.Size, model.MultiNodePoolKinds, pool.Kind)
 			}
 		}
 	}
@@ -282,7 +282,10 @@ func (v *validator) policies() {
 		if p.LimitGPUs < 0 || p.LimitGPUs > MaxCapacityGPUs {
 			v.Add(obj, "limit %d must be a whole number of GPUs, 0 or more", p.LimitGPUs)
 		}
-		if p.ReservationGPUs > p.LimitGPUs {
+		// A limit of 0 pauses the group (docs/engine.md): its reservation
+		// is kept, not filled, so that raising the limit again is the
+		// whole of resuming it.
+		if p.LimitGPUs > 0 && p.ReservationGPUs > p.LimitGPUs {
 			v.Add(obj, "reservation %d GPUs is above the limit %d GPUs: raise the limit or lower the reservation", p.ReservationGPUs, p.LimitGPUs)
 		}
 		if b := p.Budget; b != nil {
@@ -332,7 +335,9 @@ func (v *validator) computeResources() {
 			v.Add(obj, "profile %q is already connected to this group's policy; a policy connects each profile once", pr.Name)
 		}
 		pairs[cr.PolicyID+"\x00"+cr.ProfileID] = true
-		if pr.Size.Total() > model.GPUs(pol.LimitGPUs) {
+		// A limit of 0 pauses the group, whatever its profiles' sizes: its
+		// work waits until the limit is raised (docs/engine.md).
+		if pol.LimitGPUs > 0 && pr.Size.Total() > model.GPUs(pol.LimitGPUs) {
 			v.Add(obj, "profile %q (%s GPUs) is larger than group %q's limit of %d GPUs: raise the limit or connect a smaller profile", pr.Name, pr.Size.Total(), group, pol.LimitGPUs)
 		}
 	}

@@ -33,6 +33,25 @@ func TestValidate(t *testing.T) {
 		}
 	})
 
+	t.Run("a limit of 0 pauses a group whatever its profiles' sizes, and is accepted", func(t *testing.T) {
+		t.Parallel()
+		e := baseEstate()
+		pol := policyOf(e, "research") // connected to 1-, 8- and 2x8-GPU profiles
+		pol.ReservationGPUs, pol.LimitGPUs = 0, 0
+		if err := e.Validate(); err != nil {
+			t.Fatalf("Validate: %v", err)
+		}
+	})
+
+	t.Run("a limit of 0 keeps the group's reservation for when it is raised", func(t *testing.T) {
+		t.Parallel()
+		e := baseEstate()
+		policyOf(e, "research").LimitGPUs = 0 // its reservation stays 4
+		if err := e.Validate(); err != nil {
+			t.Fatalf("Validate: %v", err)
+		}
+	})
+
 	t.Run("a compute resource with an image, variables and mounts has no problems", func(t *testing.T) {
 		t.Parallel()
 		e := baseEstate()
@@ -315,9 +334,9 @@ func TestValidate(t *testing.T) {
 				pol.ReservationGPUs, pol.LimitGPUs = -2, -1
 			},
 			want: []string{`resource policy of group "vision"`, "limit -1 must be a whole number of GPUs, 0 or more"},
-			// The negative reservation, and the vision's "1 GPU" larger
-			// than its limit, are reported too.
-			problems: 3,
+			// The negative reservation is reported too (a profile is held
+			// to a limit only once the limit is a valid one above 0).
+			problems: 2,
 		},
 		{
 			name:   "a time budget of zero hours is refused",

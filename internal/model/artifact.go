@@ -57,9 +57,18 @@ func (a *Artifact) IsPointer() bool { return a.Pointer != "" }
 // InputEnvName is the variable that holds an input's path (or a pointer
 // input's URL): KLIQUE_INPUT_ and the name in upper case with every run of
 // other characters as one '_', as parameters' KLIQUE_PARAM_ names are made.
-func InputEnvName(name string) string {
+func InputEnvName(name string) string { return envName("KLIQUE_INPUT_", name) }
+
+// ParamEnvName is the variable a task's parameter is given in:
+// KLIQUE_PARAM_ and the name upper-cased, each run of other characters
+// than letters and digits written as one "_" ("learning-rate" →
+// KLIQUE_PARAM_LEARNING_RATE). The worker sets it; the templates'
+// refusals name it, as the way a shell script reads a value.
+func ParamEnvName(name string) string { return envName("KLIQUE_PARAM_", name) }
+
+func envName(prefix, name string) string {
 	var b strings.Builder
-	b.WriteString("KLIQUE_INPUT_")
+	b.WriteString(prefix)
 	under := false
 	for _, r := range strings.ToUpper(name) {
 		if (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9') {

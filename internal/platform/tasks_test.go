@@ -145,7 +145,7 @@ func TestEnqueue(t *testing.T) {
 			_, err = b.Svc.ConnectProfile(b.Admin, platform.ConnectInput{Policy: "ml-research", Profile: "flex"})
 			platformtest.Must(t, err)
 			before := len(b.AuditLog(t))
-			for _, gpus := range []string{"24", "2x16"} {
+			for _, gpus := range []string{"24", "32"} {
 				_, err = b.Svc.EnqueueTask(b.Admin, platform.EnqueueInput{Name: "big", Project: "shared-eval", ComputeResource: "flex", Group: "ml-research",
 					Spec: model.TaskSpec{Command: []string{"true"}, Parameters: map[string]string{"gpus": gpus}}})
 				platformtest.WantError(t, err, platform.CodeInvalid, "task 'big' asks for ", " GPUs, more than any pool of profile flex declares: the largest, bare-metal, declares 16 GPUs; ask for at most 16")
@@ -156,6 +156,38 @@ func TestEnqueue(t *testing.T) {
 			orig := enqueue(t, b, b.Admin, "shared-eval", "flex", "ml-research", map[string]string{"gpus": "16"})
 			_, err = b.Svc.CloneTask(b.Admin, orig.ID, platform.CloneInput{ParameterOverrides: map[string]string{"gpus": "17"}})
 			platformtest.WantError(t, err, platform.CodeInvalid, "asks for 17 GPUs, more than any pool of profile flex declares: the largest, bare-metal, declares 16 GPUs")
+		})
+	})
+
+	t.Run("a multi-node size read from a parameter is refused at enqueue and at clone when no pool of the profile's order can run it", func(t *testing.T) {
+		t.Parallel()
+		forEachStore(t, func(t *testing.T, b *testBundle) {
+			b.ApplyExample(t)
+			// Estate validation refuses a fixed 2x4 profile on a bare-metal
+			// pool; a size parameter must not reach it either.
+			_, err := b.Svc.CreateProfile(b.Admin, platform.ProfileInput{Name: ptr("flex"), Size: ptr("1"), SizeParameter: ptr("gpus"), Pools: []string{"bare-metal"}})
+			platformtest.Must(t, err)
+			_, err = b.Svc.ConnectProfile(b.Admin, platform.ConnectInput{Policy: "ml-research", Profile: "flex"})
+			platformtest.Must(t, err)
+			before := len(b.AuditLog(t))
+			_, err = b.Svc.EnqueueTask(b.Admin, platform.EnqueueInput{Name: "gang", Project: "shared-eval", ComputeResource: "flex", Group: "ml-research",
+				Spec: model.TaskSpec{Command: []string{"true"}, Parameters: map[string]string{"gpus": "2x4"}}})
+			platformtest.WantError(t, err, platform.CodeInvalid, "task 'gang' asks for 2x4 GPUs, and no pool of profile flex can run multi-node work (2x4): bare-metal is bare_metal, "+
+				"and multi-node work needs a kubernetes, neocloud, slurm, pbs or lsf pool; ask for one node, or ask an admin to add such a pool to the profile")
+			if n := len(b.AuditLog(t)); n != before {
+				t.Fatalf("a refused enqueue wrote %d audit entries", n-before)
+			}
+			orig := enqueue(t, b, b.Admin, "shared-eval", "flex", "ml-research", map[string]string{"gpus": "8"})
+			_, err = b.Svc.CloneTask(b.Admin, orig.ID, platform.CloneInput{ParameterOverrides: map[string]string{"gpus": "2x4"}})
+			platformtest.WantError(t, err, platform.CodeInvalid, "no pool of profile flex can run multi-node work (2x4)")
+
+			// With a Kubernetes pool after bare-metal in the order, the gang
+			// is accepted: the engine skips bare-metal for it.
+			_, err = b.Svc.UpdateProfile(b.Admin, "flex", platform.ProfileInput{Pools: []string{"bare-metal", "onprem-k8s"}})
+			platformtest.Must(t, err)
+			if task := enqueue(t, b, b.Admin, "shared-eval", "flex", "ml-research", map[string]string{"gpus": "2x4"}); task.Size.Total() != model.GPUs(8) || !task.Size.MultiNode() {
+				t.Fatalf("size %s, want 2x4", task.Size)
+			}
 		})
 	})
 

@@ -85,6 +85,41 @@ func TestEngineInTheServer(t *testing.T) {
 		waitStatus(t, ts, f.victor, id, "PLACED")
 	})
 
+	t.Run("a limit of 0 set with updateResourcePolicy pauses the group: its placed work stays, new work is accepted and waits, saying so", func(t *testing.T) {
+		d := ts.mustGQL(t, f.victor, `mutation { enqueueTask(input: {name: "before-pause", project: "vision-detect", computeResource: "1 GPU", command: ["true"]}) { id } }`, nil)
+		before := str(d, "enqueueTask", "id")
+		waitStatus(t, ts, f.victor, before, "PLACED")
+
+		// vision keeps its reservation of 16: the limit alone pauses it.
+		d = ts.mustGQL(t, f.admin, `mutation { updateResourcePolicy(id: "vision", input: {limitGpus: 0}) { resourcePolicy { limitGpus reservationGpus } } }`, nil)
+		if path(d, "updateResourcePolicy", "resourcePolicy", "limitGpus") != 0.0 {
+			t.Fatalf("updateResourcePolicy: %v", d)
+		}
+		defer ts.mustGQL(t, f.admin, `mutation { updateResourcePolicy(id: "vision", input: {limitGpus: 32}) { resourcePolicy { id } } }`, nil)
+		d = ts.mustGQL(t, f.victor, `mutation { enqueueTask(input: {name: "paused", project: "vision-detect", computeResource: "1 GPU", command: ["true"]}) { id status } }`, nil)
+		id := str(d, "enqueueTask", "id")
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			d := ts.mustGQL(t, f.victor, `query($id: ID!) { task(id: $id) { status reason computeResource { queueState { constraint } } } }`, map[string]any{"id": id})
+			if str(d, "task", "status") != "QUEUED" {
+				t.Fatalf("a paused group's task was placed: %v", d)
+			}
+			if str(d, "task", "computeResource", "queueState", "constraint") == "group_paused" &&
+				strings.Contains(str(d, "task", "reason"), "group vision is paused: an admin set its limit to 0 GPUs") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the queue never said the group is paused: %v", d)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if d := ts.mustGQL(t, f.victor, `query($id: ID!) { task(id: $id) { status } }`, map[string]any{"id": before}); str(d, "task", "status") != "PLACED" {
+			t.Fatalf("the task placed before the pause is %s, want it left to run", str(d, "task", "status"))
+		}
+		ts.mustGQL(t, f.admin, `mutation { updateResourcePolicy(id: "vision", input: {limitGpus: 32}) { resourcePolicy { id } } }`, nil)
+		waitStatus(t, ts, f.victor, id, "PLACED")
+	})
+
 	t.Run("the usage ledger exports as CSV, for admins the whole tenant and for members their groups", func(t *testing.T) {
 		from := url.QueryEscape(time.Now().Add(-time.Hour).UTC().Format(time.RFC3339))
 		to := url.QueryEscape(time.Now().Add(time.Hour).UTC().Format(time.RFC3339))

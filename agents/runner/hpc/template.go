@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"text/template"
+	"unicode"
 )
 
 // ScriptData is what a batch template sees.
@@ -35,8 +36,17 @@ type ScriptData struct {
 }
 
 // Param returns a parameter, or "" when neither the task nor the defaults
-// give it.
-func (d ScriptData) Param(name string) string { return d.Params[name] }
+// give it. A template puts it into a line of the batch script (a
+// directive such as #SBATCH --partition=…), so a value with a line break
+// or another control character is refused: it would start a line of its
+// own, which the job runs as shell.
+func (d ScriptData) Param(name string) (string, error) {
+	v := d.Params[name]
+	if strings.ContainsFunc(v, unicode.IsControl) {
+		return "", fmt.Errorf("parameter %s holds a line break or another control character, which a line of the batch script cannot hold; give it a plain value", name)
+	}
+	return v, nil
+}
 
 // Templates are the batch templates of a submitter: one per compute
 // resource, a default, and the scheduler's built-in one.

@@ -35,6 +35,14 @@ func TestTemplates(t *testing.T) {
 			t.Errorf("a parameter not given left a directive:\n%s", out)
 		}
 	})
+	t.Run("a parameter with a line break is refused, not written as a line of the script", func(t *testing.T) {
+		d := d
+		d.Params = map[string]string{"partition": "a100\ntouch /tmp/pwned"}
+		out, err := tpl.Render(d)
+		if err == nil || !strings.Contains(err.Error(), "parameter partition holds a line break or another control character") || strings.Contains(out, "touch") {
+			t.Fatalf("%q %v", out, err)
+		}
+	})
 	t.Run("a template that does not parse is refused, naming it", func(t *testing.T) {
 		if _, err := NewTemplates(PBS{}, "{{.Nodes", nil); err == nil || !strings.Contains(err.Error(), `batch template "default"`) {
 			t.Fatalf("err = %v", err)

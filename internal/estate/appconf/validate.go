@@ -72,7 +72,8 @@ func Validate(c *model.AppCatalogue, e Groups) []basis.Problem {
 
 // ValidateApp checks one entry and says what to change: its name and
 // kind, its port, its launch form (a valid JSON Schema of an object), that
-// its templates refer only to form fields and TemplateValues, and that its
+// its templates refer only to form fields and TemplateValues and put no
+// launch value into a shell script unquoted (ShellProblems), and that its
 // secret fields are form fields.
 func ValidateApp(a *model.App) []string {
 	var out []string
@@ -121,6 +122,7 @@ func ValidateApp(a *model.App) []string {
 			}
 		}
 	}
+	out = append(out, ShellProblems(a)...)
 	for _, s := range a.Secrets {
 		if !slices.Contains(f.Fields, s) {
 			out = append(out, fmt.Sprintf("secrets names %q, which is not a field of the launch form; add it to the form or remove it", s))

@@ -103,6 +103,11 @@ func (s *Apps) LaunchApp(ctx context.Context, in LaunchInput) (*model.AppInstanc
 	if err != nil {
 		return nil, kernel.Unavailable("app %s has a broken launch form (%v); ask an admin to fix it", kernel.Quote(app.Name), err)
 	}
+	// An entry put before launch values were kept out of shell scripts
+	// is held to the rule here, before any value reaches one.
+	if ps := appconf.ShellProblems(app); len(ps) > 0 {
+		return nil, kernel.Unavailable("app %s would run a launch value as shell: %s; ask an admin to fix the entry", kernel.Quote(app.Name), strings.Join(ps, "; "))
+	}
 	idle, err := launchLimit(app, "idleMinutes", app.IdleMinutes, in.IdleMinutes)
 	if err != nil {
 		return nil, err
@@ -286,11 +291,14 @@ func render(app *model.App, values map[string]any, id string, size model.Size, i
 	run.Process, run.Batch = hostRun.Process, hostRun.Batch
 	spec := model.TaskSpec{Kind: model.TaskKindApplication, Image: run.Image,
 		Env: map[string]string{"KLIQUE_APP": app.Name, "KLIQUE_APP_PORT": model.AppPortPlaceholder, "KLIQUE_APP_INSTANCE": id}}
+	// Each launch value is one argument (a value with spaces is not
+	// split into several); the batch line is a shell script, as an HPC
+	// job runs it, with its values quoted (appconf.ShellProblems).
 	switch {
-	case run.Process != "":
-		spec.Command = strings.Fields(run.Process)
+	case app.Run.Process != "":
+		spec.Command = appconf.ProcessArgv(app, hostVals)
 	case run.Batch != "":
-		spec.Command = strings.Fields(run.Batch)
+		spec.Command = []string{"/bin/sh", "-c", run.Batch}
 	default:
 		spec.Command = slices.Clone(run.Args)
 	}

@@ -216,15 +216,24 @@ func (s *Tasks) newTask(t *kernel.Txn, e *estate.Estate, in EnqueueInput) (*mode
 	if err != nil {
 		return nil, kernel.Invalid("task %s: %v", kernel.Quote(in.Name), err)
 	}
-	if size.Total() > model.GPUs(pol.LimitGPUs) {
+	// A limit of 0 pauses the group: its work is accepted and waits until
+	// the limit is raised, as the engine keeps it (docs/engine.md).
+	if pol.LimitGPUs > 0 && size.Total() > model.GPUs(pol.LimitGPUs) {
 		return nil, kernel.Invalid("task %s asks for %s GPUs, more than group %s's limit of %d GPUs; ask for fewer",
 			kernel.Quote(in.Name), size.Total(), group, pol.LimitGPUs)
+	}
+	// A size read from the task's parameter is held to the pool-kind rule
+	// estate validation holds a profile's own size to: multi-node work only
+	// on pools whose scheduler places a gang.
+	if why := noPoolCanRun(e, pr, size); why != "" {
+		return nil, kernel.Invalid("task %s asks for %s GPUs, and %s; ask for one node, or ask an admin to add such a pool to the profile",
+			kernel.Quote(in.Name), size, why)
 	}
 	// Work no pool of the profile can hold would wait for ever at the head
 	// of its queue and hold everything behind it. (A profile whose pools
 	// all declare 0 GPUs is closed, not small: its work waits, as the
 	// engine's does.)
-	if pool := largestPool(e, pr); pool != nil && size.Total() > model.GPUs(pool.CapacityGPUs) {
+	if pool := largestPool(e, pr, size); pool != nil && size.Total() > model.GPUs(pool.CapacityGPUs) {
 		return nil, kernel.Invalid("task %s asks for %s GPUs, more than any pool of profile %s declares: the largest, %s, declares %d GPUs; ask for at most %d",
 			kernel.Quote(in.Name), size.Total(), pr.Name, pool.Name, pool.CapacityGPUs, pool.CapacityGPUs)
 	}
@@ -238,20 +247,6 @@ func (s *Tasks) newTask(t *kernel.Txn, e *estate.Estate, in EnqueueInput) (*mode
 		Name: in.Name, Spec: in.Spec, Tags: in.Tags, Size: size, Status: model.TaskQueued, Reason: "waiting for the engine to place it",
 		CreatedAt: t.Now, UpdatedAt: t.Now,
 	}, nil
-}
-
-// largestPool is the pool of the profile that declares the most GPUs (the
-// first in the profile's order among equals), or nil when it lists none or
-// they all declare 0: the engine's rule (engine.Pass fails waiting work
-// larger than it).
-func largestPool(e *estate.Estate, pr *model.Profile) *model.Pool {
-	var best *model.Pool
-	for _, id := range pr.Pools {
-		if p := e.Pool(id); p != nil && p.CapacityGPUs > 0 && (best == nil || p.CapacityGPUs > best.CapacityGPUs) {
-			best = p
-		}
-	}
-	return best
 }
 
 func resolveProject(p *identity.Principal, e *estate.Estate, ref string) (*model.Project, error) {

@@ -124,6 +124,9 @@ func ValidateTaskSpec(name string, spec *model.TaskSpec) []string {
 		}
 		seen[name] = true
 	}
+	// A parameter filled into the script a shell runs would be read as
+	// shell (docs/experiments.md, "Parameters and the shell").
+	ps = append(ps, runenv.ScriptTemplateProblems(spec.Command, spec.Parameters)...)
 	ps = append(ps, inputProblems(spec.Inputs)...)
 	ps = append(ps, credentialProblems(spec)...)
 	return ps

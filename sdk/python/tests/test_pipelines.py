@@ -36,7 +36,7 @@ TRAIN_SCRIPT = (
     "run.log_metric('accuracy', len(rows) / 4)\n")
 TRAIN = ["python", "-c", TRAIN_SCRIPT, "{rows}", "{lr}", "{data}"]
 
-EVALUATE = ["sh", "-c", "echo \"evaluate: accuracy {accuracy}\""]
+EVALUATE = ["sh", "-c", "echo \"evaluate: accuracy $KLIQUE_PARAM_ACCURACY\""]
 
 
 def setUpModule():
