@@ -199,8 +199,11 @@ func (c *Call) addAudio(base64Data string) {
 		bits := int64(binary.LittleEndian.Uint16(head[34:36]))
 		// What a decoder plays the samples at; never taken to be below
 		// the lowest rate, which would count a clip as longer than its
-		// bytes can hold at any rate.
-		rate = max(channels*sampleRate*bits/8, rate)
+		// bytes can hold at any rate. A header past any real format is
+		// not believed.
+		if channels <= 256 && bits <= 64 {
+			rate = max(channels*sampleRate*bits/8, rate)
+		}
 	}
 	c.InputTokens += ceilDiv(size*AudioTokensPerSecond, rate)
 }
