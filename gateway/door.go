@@ -40,8 +40,10 @@ type door interface {
 type leg interface {
 	// op is the operation called at the upstream's base URL.
 	op(c *call) wire.Endpoint
-	// request is the body sent upstream, with upstream as its model (and
-	// for a stream, usage asked for where the API must be asked).
+	// request is the body sent upstream, with upstream as its model, its
+	// output bounded by c.bound in the upstream API's own field (see
+	// wire.BoundOutput), and for a stream, usage asked for where the API
+	// must be asked.
 	request(c *call, upstream string) ([]byte, error)
 	// header adds the headers the upstream API needs beyond the
 	// credential and the content type (Anthropic's version and betas).
@@ -133,18 +135,24 @@ func (openAI) leg(c *call, api string) (leg, error) {
 	if api == model.APIAnthropic {
 		return nil, fmt.Errorf("it speaks Anthropic's Messages API, and /v1/%s calls are not translated to it: call /v1/messages, or send this alias to an OpenAI-compatible model", c.ep)
 	}
-	return openAIPass{}, nil
+	return openAIPass{completion: api == model.APIOpenAI}, nil
 }
 
-// openAIPass passes OpenAI calls through.
-type openAIPass struct{}
+// openAIPass passes OpenAI calls through. completion is true for OpenAI's
+// own API, where a chat call with no output bound of its own is given
+// max_completion_tokens (its reasoning models refuse max_tokens); every
+// other chat server is given max_tokens.
+type openAIPass struct{ completion bool }
 
 func (openAIPass) op(c *call) wire.Endpoint { return c.ep }
 
-func (openAIPass) request(c *call, upstream string) ([]byte, error) {
+func (l openAIPass) request(c *call, upstream string) ([]byte, error) {
 	body, err := wire.SetModel(c.body, upstream)
 	if err == nil && c.req.Stream {
 		body, err = wire.AskUsage(body)
+	}
+	if err == nil {
+		body, err = wire.BoundOutput(body, c.ep, c.bound, l.completion)
 	}
 	return body, err
 }

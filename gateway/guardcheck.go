@@ -69,7 +69,7 @@ func (g *Gateway) modelGuard(x *exchange, text []string) (guardVerdict, error) {
 	// The check is a chat completions call whatever door the checked call
 	// came by: its legs are OpenAI's (its refusals above are in the
 	// caller's shape, as they reach the caller).
-	check.c = call{ep: wire.Chat, body: body, req: req, door: openAI{}}
+	check.c = call{ep: wire.Chat, body: body, req: check.req, door: openAI{}, maxOut: check.maxOut}
 	check.out = g.proxy.do(x.ctx, answer, &check.c, check.attempts)
 	g.settle(check)
 	if check.out.Status != http.StatusOK {

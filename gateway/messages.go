@@ -72,7 +72,11 @@ type messagesPass struct{}
 func (messagesPass) op(*call) wire.Endpoint { return wire.Messages }
 
 func (messagesPass) request(c *call, upstream string) ([]byte, error) {
-	return wire.SetModel(c.body, upstream)
+	body, err := wire.SetModel(c.body, upstream)
+	if err != nil {
+		return nil, err
+	}
+	return wire.BoundOutput(body, wire.Messages, c.bound, false)
 }
 
 // header passes on the caller's API version (the proxy's default
@@ -151,8 +155,12 @@ type messagesToChat struct{ body []byte }
 
 func (*messagesToChat) op(*call) wire.Endpoint { return wire.Chat }
 
-func (l *messagesToChat) request(_ *call, upstream string) ([]byte, error) {
-	return wire.SetModel(l.body, upstream)
+func (l *messagesToChat) request(c *call, upstream string) ([]byte, error) {
+	body, err := wire.SetModel(l.body, upstream)
+	if err != nil {
+		return nil, err
+	}
+	return wire.BoundOutput(body, wire.Chat, c.bound, false)
 }
 
 func (*messagesToChat) header(http.Header, *call) {}
@@ -189,7 +197,7 @@ func (r *chatToMessagesRelay) end() (out, held []byte) { return r.s.End() }
 // by the pattern guardrails, not charged and not on the ledger. When the
 // alias's first target speaks Messages, the count is its provider's
 // (the request passed through); otherwise it is the gateway's own upper
-// bound, the one a call reserves (wire.ParseMessages).
+// bound, the one a call reserves (wire.ParseMessages, estimate).
 func (g *Gateway) countTokens(w http.ResponseWriter, r *http.Request) {
 	d := messagesDoor{}
 	ctx, ok := g.caller(w, r, d)
@@ -222,7 +230,9 @@ func (g *Gateway) countTokens(w http.ResponseWriter, r *http.Request) {
 		g.countUpstream(ctx, w, r, attempts[0], body)
 		return
 	}
-	out := strconv.AppendInt([]byte(`{"input_tokens":`), req.InputTokens, 10)
+	// The prompt's bound as a call reserves it: its images and documents
+	// counted for the alias's models.
+	out := strconv.AppendInt([]byte(`{"input_tokens":`), estimate(grant, &req, wire.Messages).input, 10)
 	out = append(out, '}')
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(out)

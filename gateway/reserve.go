@@ -14,8 +14,18 @@ import (
 	"github.com/klique-ai/klique/internal/platform"
 )
 
-// defaultMaxOutput bounds the output estimate of a model that says none.
-const defaultMaxOutput = 4096
+// defaultMaxOutput bounds the output estimate of a model that says none,
+// and defaultMaxImage what it bills for one image (the estate's defaults,
+// for a model stored before it said).
+const (
+	defaultMaxOutput = 4096
+	defaultMaxImage  = 4096
+)
+
+// completionsDefaultOutput is what OpenAI's completions API (and vLLM's)
+// produces when a call says no max_tokens: the bound reserved, and sent,
+// for such a call.
+const completionsDefaultOutput = 16
 
 // reserve reserves the call's estimate in every window at once, seeding
 // budgets from the ledger when their counters are new or are to be
@@ -24,7 +34,12 @@ const defaultMaxOutput = 4096
 // budget or rate limited; a limiter that cannot be reached refuses it too
 // (503), as does a caller that went away meanwhile (499).
 func (g *Gateway) reserve(x *exchange) bool {
-	denied, ok := g.hold(x)
+	e := estimate(x.grant, &x.req, x.ep)
+	// From here on the prompt's bound counts its images and files too:
+	// it is what a call is charged for its prompt when its upstream says
+	// no usage.
+	x.req.InputTokens, x.maxOut = e.input, e.output
+	denied, ok := g.hold(x, e)
 	if !ok {
 		x.end(refused(x.ctx, x.grant, denied))
 	}
@@ -48,9 +63,9 @@ func refused(ctx context.Context, grant *platform.ModelGrant, denied int) (statu
 // hold is reserve's work: it fills x.res and takes it from the limiter.
 // When refused it answers the caller and returns the index of the window
 // that refused (or -1 when the limiter failed).
-func (g *Gateway) hold(x *exchange) (int, bool) {
+func (g *Gateway) hold(x *exchange, e callEstimate) (int, bool) {
 	grant, now := x.grant, x.start
-	tokens, micros := estimate(grant, &x.req, x.ep)
+	tokens, micros := e.tokens, e.micros
 	res := limits.Request{ID: x.rec.ID, Expires: now.Add(g.o.ReservationTTL), Windows: make([]limits.Window, len(grant.Windows))}
 	for i, win := range grant.Windows {
 		amount := int64(1)
@@ -171,12 +186,22 @@ func (g *Gateway) settle(x *exchange) bool {
 	return true
 }
 
-// estimate bounds what a call can use: tokens (input counted, output
+// callEstimate is the most a call can use: its prompt (input, on the
+// model of the alias that counts it highest), what each choice may
+// produce (output: the bound the upstream is sent), and in all, tokens
+// and money (micros, on the dearest model).
+type callEstimate struct {
+	input, output, tokens, micros int64
+}
+
+// estimate bounds what a call can use: tokens (input counted, with its
+// images and the files it names counted for each of its models; output
 // bounded by max_tokens and by the most its models can produce, times n)
-// and money (on the dearest of its models). wire.Parse bounds max_tokens,
-// so the sum cannot overflow; platform.Cost saturates.
-func estimate(grant *platform.ModelGrant, req *wire.Call, ep wire.Endpoint) (tokens, micros int64) {
-	var out int64
+// and money (on the dearest of its models). wire.Parse bounds max_tokens
+// and n, and the body's size bounds the media, so the sums cannot
+// overflow; platform.Cost saturates.
+func estimate(grant *platform.ModelGrant, req *wire.Call, ep wire.Endpoint) callEstimate {
+	var e callEstimate
 	if ep != wire.Embeddings {
 		// most is the most the call's models can produce (a model that
 		// does not say counts as defaultMaxOutput); bounded tells whether
@@ -190,18 +215,54 @@ func estimate(grant *platform.ModelGrant, req *wire.Call, ep wire.Endpoint) (tok
 			}
 			most = max(most, m)
 		}
-		switch out = req.MaxTokens; {
-		case out == 0:
-			out = most
+		switch e.output = req.MaxTokens; {
+		case e.output == 0 && ep == wire.Completions:
+			e.output = min(completionsDefaultOutput, max(most, 1))
+		case e.output == 0:
+			e.output = most
 		case bounded && most > 0:
-			out = min(out, most)
+			e.output = min(e.output, most)
 		}
 	}
-	out *= req.Choices
+	out := e.output * req.Choices
+	e.input = req.InputTokens
 	for _, u := range grant.Upstreams {
-		micros = max(micros, platform.Cost(u.Model, req.InputTokens, out))
+		in := req.InputTokens + req.MediaTokens(billing(u), maxImage(u.Model))
+		e.input = max(e.input, in)
+		e.micros = max(e.micros, platform.Cost(u.Model, in, out))
 	}
-	return req.InputTokens + out, micros
+	e.tokens = e.input + out
+	return e
+}
+
+// billing is how an upstream bills an image whose size is known: by
+// OpenAI's or Anthropic's rule, or, for a server of another kind (a
+// self-hosted model, whose vision encoder the gateway does not know),
+// as the most the model bills for one.
+func billing(u platform.Upstream) wire.Billing {
+	api := ""
+	switch {
+	case u.Provider != nil:
+		api = u.Provider.API
+	case u.Route != nil:
+		api = u.Route.API
+	}
+	switch api {
+	case model.APIOpenAI:
+		return wire.BillsOpenAI
+	case model.APIAnthropic:
+		return wire.BillsAnthropic
+	}
+	return wire.BillsPerImage
+}
+
+// maxImage is the most a model bills for one image: its estate's
+// maxImageTokens, or the default.
+func maxImage(m *model.LLMModel) int64 {
+	if m.MaxImageTokens > 0 {
+		return m.MaxImageTokens
+	}
+	return defaultMaxImage
 }
 
 // rateHeaderNames are the canonical x-ratelimit header names, per kind

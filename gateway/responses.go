@@ -68,7 +68,11 @@ type responsesPass struct{}
 func (responsesPass) op(*call) wire.Endpoint { return wire.Responses }
 
 func (responsesPass) request(c *call, upstream string) ([]byte, error) {
-	return wire.SetModel(c.body, upstream)
+	body, err := wire.SetModel(c.body, upstream)
+	if err != nil {
+		return nil, err
+	}
+	return wire.BoundOutput(body, wire.Responses, c.bound, false)
 }
 
 func (responsesPass) header(http.Header, *call) {}
@@ -144,8 +148,12 @@ type responsesChat struct{ tr *translate.ResponsesChat }
 
 func (*responsesChat) op(*call) wire.Endpoint { return wire.Chat }
 
-func (l *responsesChat) request(_ *call, upstream string) ([]byte, error) {
-	return l.tr.Request(upstream)
+func (l *responsesChat) request(c *call, upstream string) ([]byte, error) {
+	body, err := l.tr.Request(upstream)
+	if err != nil {
+		return nil, err
+	}
+	return wire.BoundOutput(body, wire.Chat, c.bound, false)
 }
 
 func (*responsesChat) header(http.Header, *call) {}

@@ -82,6 +82,9 @@ type exchange struct {
 	// (reserve).
 	grant *platform.ModelGrant
 	res   limits.Request
+	// maxOut is the output bound reserved for each choice (reserve): what
+	// the upstream is asked for at most.
+	maxOut int64
 	// attempts, c, held and out are the exchange with the model server
 	// (callUpstream): held is the answer kept back for the model-based
 	// check (guardOutput).
@@ -234,7 +237,7 @@ func (g *Gateway) callUpstream(x *exchange) bool {
 		x.end(http.StatusServiceUnavailable, model.CallUpstreamError)
 		return true
 	}
-	x.c = call{ep: x.ep, body: x.body, req: x.req, guard: x.grant.Guard, header: x.header, door: x.door}
+	x.c = call{ep: x.ep, body: x.body, req: x.req, guard: x.grant.Guard, header: x.header, door: x.door, maxOut: x.maxOut}
 	if x.r != nil {
 		x.c.in = x.r.Header
 	}
@@ -348,7 +351,7 @@ func (g *Gateway) attempts(dst []Attempt, grant *platform.ModelGrant) []Attempt 
 		switch {
 		case u.Provider != nil:
 			dst = append(dst, Attempt{Model: u.Model.Name, Upstream: up, BaseURL: u.Provider.BaseURL, Key: u.Key,
-				Timeout: u.Provider.Timeout, Provider: u.Provider.Name, API: model.APIOr(u.Provider.API)})
+				Timeout: u.Provider.Timeout, Provider: u.Provider.Name, API: model.APIOr(u.Provider.API), MaxOutput: u.Model.MaxOutputTokens})
 		case u.Route != nil:
 			eps := g.proxy.balance.order(u.Route.Endpoints, turn)
 			for i, ep := range eps {
@@ -356,7 +359,7 @@ func (g *Gateway) attempts(dst []Attempt, grant *platform.ModelGrant) []Attempt 
 					break
 				}
 				dst = append(dst, Attempt{Model: u.Model.Name, Upstream: up, BaseURL: ep, Timeout: u.Route.Timeout, Route: u.Route.Name,
-					API: model.APIOr(u.Route.API)})
+					API: model.APIOr(u.Route.API), MaxOutput: u.Model.MaxOutputTokens})
 			}
 		}
 	}

@@ -40,6 +40,9 @@ type Attempt struct {
 	// API is what the upstream speaks (one of model.APIs): it chooses the
 	// door's leg to it and how the key is sent.
 	API string
+	// MaxOutput is the most the model produces (its maxOutputTokens; 0
+	// when it says none): the upstream is asked for no more.
+	MaxOutput int64
 }
 
 // Outcome is what happened upstream.
@@ -111,6 +114,11 @@ type call struct {
 	in http.Header
 	// wantText asks for a whole answer's generated text in Outcome.Text.
 	wantText bool
+	// maxOut is the output bound the call reserved for each choice (0:
+	// none, for embeddings), and bound this attempt's: maxOut, or the
+	// attempt's model's own most when that is lower. A leg's request
+	// asks the upstream for no more than bound (wire.BoundOutput).
+	maxOut, bound int64
 }
 
 func (p *proxy) do(ctx context.Context, w http.ResponseWriter, c *call, attempts []Attempt) Outcome {
@@ -125,6 +133,10 @@ func (p *proxy) do(ctx context.Context, w http.ResponseWriter, c *call, attempts
 			out.Tried = append(out.Tried, fmt.Sprintf("%s: %v", a.Model, err))
 			out.Unreachable++
 			continue
+		}
+		c.bound = c.maxOut
+		if a.MaxOutput > 0 && a.MaxOutput < c.bound {
+			c.bound = a.MaxOutput
 		}
 		body, err := lg.request(c, a.Upstream)
 		if err != nil {

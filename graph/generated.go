@@ -546,6 +546,7 @@ type ComplexityRoot struct {
 	LLMModel struct {
 		Currency        func(childComplexity int) int
 		InputPrice      func(childComplexity int) int
+		MaxImageTokens  func(childComplexity int) int
 		MaxOutputTokens func(childComplexity int) int
 		Name            func(childComplexity int) int
 		OutputPrice     func(childComplexity int) int
@@ -3596,6 +3597,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.LLMModel.InputPrice(childComplexity), true
+	case "LLMModel.maxImageTokens":
+		if e.ComplexityRoot.LLMModel.MaxImageTokens == nil {
+			break
+		}
+
+		return e.ComplexityRoot.LLMModel.MaxImageTokens(childComplexity), true
 	case "LLMModel.maxOutputTokens":
 		if e.ComplexityRoot.LLMModel.MaxOutputTokens == nil {
 			break
@@ -9109,8 +9116,10 @@ type LLMModel {
   "Price per million output tokens, in currency."
   outputPrice: Float!
   currency: String!
-  "The output a call that sets no max_tokens is assumed to use, for budgets and rate limits."
+  "The output a call that sets no max_tokens is assumed to use, for budgets and rate limits, and the most the model is asked for."
   maxOutputTokens: Int!
+  "The most the model bills for one image: what an image of unknown size counts toward a call's reservation. 0 when the model states none (the gateway counts 4096)."
+  maxImageTokens: Int!
 }
 
 "A model and its share of a rule's traffic."
@@ -9288,6 +9297,8 @@ input LLMModelInput {
   currency: String
   "Default 4096."
   maxOutputTokens: Int
+  "The most the model bills for one image, 1 to 1000000 (left out: the gateway's default, 4096)."
+  maxImageTokens: Int
 }
 
 input LLMTargetInput {
@@ -11720,6 +11731,8 @@ func (ec *executionContext) childFields_LLMModel(ctx context.Context, field grap
 		return ec.fieldContext_LLMModel_currency(ctx, field)
 	case "maxOutputTokens":
 		return ec.fieldContext_LLMModel_maxOutputTokens(ctx, field)
+	case "maxImageTokens":
+		return ec.fieldContext_LLMModel_maxImageTokens(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type LLMModel", field.Name)
 }
@@ -23125,6 +23138,29 @@ func (ec *executionContext) _LLMModel_maxOutputTokens(ctx context.Context, field
 	)
 }
 func (ec *executionContext) fieldContext_LLMModel_maxOutputTokens(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("LLMModel", field, false, false, "Int")
+}
+
+func (ec *executionContext) _LLMModel_maxImageTokens(ctx context.Context, field graphql.CollectedField, obj *model.LLMModel) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_LLMModel_maxImageTokens(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MaxImageTokens, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_LLMModel_maxImageTokens(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("LLMModel", field, false, false, "Int")
 }
 
@@ -43109,7 +43145,7 @@ func (ec *executionContext) unmarshalInputLLMModelInput(ctx context.Context, obj
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"name", "provider", "route", "upstream", "inputPrice", "outputPrice", "currency", "maxOutputTokens"}
+	fieldsInOrder := [...]string{"name", "provider", "route", "upstream", "inputPrice", "outputPrice", "currency", "maxOutputTokens", "maxImageTokens"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -43172,6 +43208,13 @@ func (ec *executionContext) unmarshalInputLLMModelInput(ctx context.Context, obj
 				return it, err
 			}
 			it.MaxOutputTokens = data
+		case "maxImageTokens":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("maxImageTokens"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MaxImageTokens = data
 		}
 	}
 	return it, nil
@@ -48262,6 +48305,11 @@ func (ec *executionContext) _LLMModel(ctx context.Context, sel ast.SelectionSet,
 			}
 		case "maxOutputTokens":
 			out.Values[i] = ec._LLMModel_maxOutputTokens(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "maxImageTokens":
+			out.Values[i] = ec._LLMModel_maxImageTokens(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}

@@ -8,28 +8,19 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-// ImageTokens is what an image in a Messages request counts towards the
-// prompt's upper bound: Anthropic scales an image down until it costs at
-// most about 1,600 tokens, and a chat model server's vision encoder spends
-// no more than that on one. Counting its base64 bytes instead would make a
-// screenshot reserve a million tokens.
-const ImageTokens = 1600
-
 // ParseMessages reads a Messages request body (Anthropic's shape) into a
 // Call, as Parse reads OpenAI's: the model, whether it streams, the most
 // it may produce, the text a guardrail reads (TextOf, by messagesFields),
 // and an upper bound of its prompt's tokens counted the same way (a token
 // per byte of text, perMessage for each message, the raw JSON of tool
-// definitions and tool inputs, ImageTokens per image). count is true for
+// definitions and tool inputs; images and documents as media.go counts
+// them: Call.Images and Call.UnsizedFiles). count is true for
 // count_tokens, which takes no max_tokens and never streams. The error
 // says what is wrong with the body, for the caller.
 func ParseMessages(body []byte, count bool) (Call, error) {
-	if !gjson.ValidBytes(body) {
-		return Call{}, errors.New("the request body is not valid JSON")
-	}
-	root := gjson.ParseBytes(body)
-	if !root.IsObject() {
-		return Call{}, errors.New("the request body must be a JSON object")
+	root, err := parseRoot(body)
+	if err != nil {
+		return Call{}, err
 	}
 	c := Call{Choices: 1}
 	m := root.Get("model")
@@ -37,8 +28,12 @@ func ParseMessages(body []byte, count bool) (Call, error) {
 		return Call{}, errors.New("model is required: name one of the aliases GET /v1/models lists")
 	}
 	c.Model = m.Str
+	stream, err := streamOf(root)
+	if err != nil {
+		return Call{}, err
+	}
 	if !count {
-		c.Stream = root.Get("stream").Bool()
+		c.Stream = stream
 		mt := root.Get("max_tokens")
 		if mt.Type != gjson.Number || mt.Int() < 1 {
 			return Call{}, errors.New("max_tokens is required: a whole number of tokens, at least 1")
@@ -85,8 +80,8 @@ func ParseMessages(body []byte, count bool) (Call, error) {
 
 // addBlocks reads an array of content blocks: their text for the
 // guardrails and the count, a tool call's input as the JSON it is, a tool
-// result's content (a string or blocks of its own), a fixed cost per
-// image, and any other block (a document, say) by its raw size.
+// result's content (a string or blocks of its own), images and documents
+// (addMessagesMedia), and any other block by its raw size.
 func (c *Call) addBlocks(blocks gjson.Result) {
 	blocks.ForEach(func(_, b gjson.Result) bool {
 		switch b.Get("type").Str {
@@ -105,10 +100,10 @@ func (c *Call) addBlocks(blocks gjson.Result) {
 			case inner.IsArray():
 				c.addBlocks(inner)
 			}
-		case "image":
-			c.InputTokens += ImageTokens
 		default:
-			c.InputTokens += int64(len(b.Raw))
+			if !c.addMessagesMedia(b) {
+				c.InputTokens += int64(len(b.Raw))
+			}
 		}
 		return true
 	})

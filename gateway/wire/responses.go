@@ -18,12 +18,9 @@ import (
 // count by their raw length. The error says what to change, for the
 // caller.
 func ParseResponses(body []byte) (Call, error) {
-	if !gjson.ValidBytes(body) {
-		return Call{}, errors.New("the request body is not valid JSON")
-	}
-	root := gjson.ParseBytes(body)
-	if !root.IsObject() {
-		return Call{}, errors.New("the request body must be a JSON object")
+	root, err := parseRoot(body)
+	if err != nil {
+		return Call{}, err
 	}
 	var c Call
 	m := root.Get("model")
@@ -31,7 +28,9 @@ func ParseResponses(body []byte) (Call, error) {
 		return Call{}, errors.New("model is required: name one of the aliases GET /v1/models lists")
 	}
 	c.Model = m.Str
-	c.Stream = root.Get("stream").Bool()
+	if c.Stream, err = streamOf(root); err != nil {
+		return Call{}, err
+	}
 	c.Choices = 1
 	c.MaxTokens = root.Get("max_output_tokens").Int()
 	if err := CheckMaxTokens("max_output_tokens", c.MaxTokens); err != nil {
@@ -124,9 +123,8 @@ func (c *Call) addItem(i int, item gjson.Result) error {
 }
 
 // addPart reads a content part: its text (input_text, output_text,
-// refusal, summary_text) is prompt; an image or a file counts by its raw
-// length (an upper bound on what a URL or file id costs; an inline image
-// is bounded by its bytes).
+// refusal, summary_text) is prompt; an image, a file or audio counts as
+// media.go counts it; any other part by its raw length.
 func (c *Call) addPart(part gjson.Result) {
 	if part.Type == gjson.String {
 		c.add(part.Str)
@@ -140,7 +138,9 @@ func (c *Call) addPart(part gjson.Result) {
 		c.add(t.Str)
 		return
 	}
-	c.InputTokens += int64(len(part.Raw))
+	if !c.addResponsesMedia(part) {
+		c.InputTokens += int64(len(part.Raw))
+	}
 }
 
 func (c *Call) addText(v gjson.Result) {

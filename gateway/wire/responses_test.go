@@ -32,11 +32,14 @@ func TestParseResponsesReadsEveryTextOfTheInput(t *testing.T) {
 	for _, s := range []string{"be brief", "dev notes", "list files", `{"cmd":"ls"}`, "a.go b.go", "two files", "thought"} {
 		text += int64(len(s))
 	}
-	image := int64(len(`{"type":"input_image","image_url":"https://x/y.png"}`))
 	tools := int64(len(`[{"type":"function","name":"shell","parameters":{"type":"object"}}]`))
 	// instructions and six items, each a message's overhead.
-	if wantTokens := text + 7*perMessage + image + tools + 3; c.InputTokens != wantTokens {
+	if wantTokens := text + 7*perMessage + tools + 3; c.InputTokens != wantTokens {
 		t.Fatalf("input tokens %d, want %d", c.InputTokens, wantTokens)
+	}
+	// The image, by URL, costs the most a model bills for one.
+	if !slices.Equal(c.Images, []Image{{}}) || c.MediaTokens(BillsOpenAI, 1445) != 1445 {
+		t.Fatalf("images %+v", c.Images)
 	}
 }
 

@@ -5,9 +5,12 @@
 package wire
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 	"unsafe"
 
 	"github.com/tidwall/gjson"
@@ -61,25 +64,130 @@ type Call struct {
 	IncludeUsage bool
 	// MaxTokens is max_completion_tokens or max_tokens, 0 when unset.
 	MaxTokens int64
-	// Choices is n (default 1): the output bound is per choice.
+	// Choices is n (default 1), or a completion's best_of when more: the
+	// output bound is per choice.
 	Choices int64
 	// Input is the text of every field of the request that reaches the
 	// model (TextOf, by the door's field list): what the guardrails read.
 	Input []string
 	// InputTokens bounds the prompt's tokens from above: a token is at
-	// least one byte of text, plus a fixed overhead per message.
+	// least one byte of text, plus a fixed overhead per message, plus its
+	// audio and the files it carries (see media.go).
 	InputTokens int64
+	// Images are the request's images, and UnsizedFiles counts the files
+	// it names without carrying them: what they cost depends on the model
+	// (MediaTokens), so they are not in InputTokens.
+	Images       []Image
+	UnsizedFiles int64
+}
+
+// parseRoot reads a request body as every door must before anything of it
+// is used: valid JSON, valid UTF-8 (a provider refuses anything else, and
+// a guardrail must read the text the model is sent), and an object.
+func parseRoot(body []byte) (gjson.Result, error) {
+	if !gjson.ValidBytes(body) {
+		return gjson.Result{}, errors.New("the request body is not valid JSON")
+	}
+	if err := checkUTF8(body); err != nil {
+		return gjson.Result{}, err
+	}
+	root := gjson.ParseBytes(body)
+	if !root.IsObject() {
+		return gjson.Result{}, errors.New("the request body must be a JSON object")
+	}
+	return root, nil
+}
+
+// checkUTF8 refuses a body that is not valid UTF-8: raw bytes that are
+// not, or a \u escape of half a surrogate pair (which decoders replace,
+// or keep, as they choose). body is valid JSON: every backslash in it
+// starts an escape inside a string.
+func checkUTF8(body []byte) error {
+	if !utf8.Valid(body) {
+		at := 0
+		for at < len(body) {
+			r, n := utf8.DecodeRune(body[at:])
+			if r == utf8.RuneError && n <= 1 {
+				break
+			}
+			at += n
+		}
+		return fmt.Errorf("the request body is not valid UTF-8 (at byte %d): send text as UTF-8", at)
+	}
+	for i := bytes.IndexByte(body, '\\'); i >= 0 && i+1 < len(body); {
+		if body[i+1] != 'u' {
+			i = nextEscape(body, i+2)
+			continue
+		}
+		r := hex4(body[i+2:])
+		switch {
+		case r >= 0xD800 && r < 0xDC00:
+			if i+12 > len(body) || body[i+6] != '\\' || body[i+7] != 'u' {
+				return fmt.Errorf("the request body has a lone surrogate \\u%04x (at byte %d): it is not valid UTF-8 text", r, i)
+			}
+			if lo := hex4(body[i+8:]); lo < 0xDC00 || lo > 0xDFFF {
+				return fmt.Errorf("the request body has a lone surrogate \\u%04x (at byte %d): it is not valid UTF-8 text", r, i)
+			}
+			i = nextEscape(body, i+12)
+		case r >= 0xDC00 && r <= 0xDFFF:
+			return fmt.Errorf("the request body has a lone surrogate \\u%04x (at byte %d): it is not valid UTF-8 text", r, i)
+		default:
+			i = nextEscape(body, i+6)
+		}
+	}
+	return nil
+}
+
+// nextEscape is the index of the next backslash in body from i, or -1.
+func nextEscape(body []byte, i int) int {
+	if i >= len(body) {
+		return -1
+	}
+	if j := bytes.IndexByte(body[i:], '\\'); j >= 0 {
+		return i + j
+	}
+	return -1
+}
+
+// hex4 reads the four hex digits of a \u escape (valid JSON has them).
+func hex4(b []byte) int {
+	if len(b) < 4 {
+		return -1
+	}
+	n, err := strconv.ParseUint(string(b[:4]), 16, 32)
+	if err != nil {
+		return -1
+	}
+	return int(n)
+}
+
+// streamOf reads "stream": true, false, null or absent. Anything else
+// ("yes", 1) is refused, as providers refuse it, rather than read as
+// false.
+func streamOf(root gjson.Result) (bool, error) {
+	switch s := root.Get("stream"); s.Type {
+	case gjson.True:
+		return true, nil
+	case gjson.False, gjson.Null:
+		return false, nil
+	default:
+		return false, fmt.Errorf("stream must be true or false, not %s", truncate(s.Raw, 40))
+	}
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }
 
 // Parse reads a request body for endpoint. The error says what is wrong
 // with the body, for the caller.
 func Parse(ep Endpoint, body []byte) (Call, error) {
-	if !gjson.ValidBytes(body) {
-		return Call{}, errors.New("the request body is not valid JSON")
-	}
-	root := gjson.ParseBytes(body)
-	if !root.IsObject() {
-		return Call{}, errors.New("the request body must be a JSON object")
+	root, err := parseRoot(body)
+	if err != nil {
+		return Call{}, err
 	}
 	var c Call
 	m := root.Get("model")
@@ -87,7 +195,9 @@ func Parse(ep Endpoint, body []byte) (Call, error) {
 		return Call{}, errors.New("model is required: name one of the aliases GET /v1/models lists")
 	}
 	c.Model = m.Str
-	c.Stream = root.Get("stream").Bool()
+	if c.Stream, err = streamOf(root); err != nil {
+		return Call{}, err
+	}
 	c.IncludeUsage = root.Get("stream_options.include_usage").Bool()
 	c.MaxTokens = root.Get("max_completion_tokens").Int()
 	if c.MaxTokens == 0 {
@@ -119,6 +229,8 @@ func Parse(ep Endpoint, body []byte) (Call, error) {
 				content.ForEach(func(_, part gjson.Result) bool {
 					if t := part.Get("text"); t.Type == gjson.String {
 						c.add(t.Str)
+					} else {
+						c.addChatPart(part) // an image, audio, a file
 					}
 					return true
 				})
@@ -135,6 +247,14 @@ func Parse(ep Endpoint, body []byte) (Call, error) {
 	case Completions:
 		if err := c.addInput(root.Get("prompt"), "prompt"); err != nil {
 			return Call{}, err
+		}
+		// best_of candidates are generated, and billed, each: the bound
+		// counts them as it counts n (the caller gets n of them).
+		if b := root.Get("best_of"); b.Exists() && b.Type != gjson.Null {
+			if b.Int() < 1 || b.Int() > 128 {
+				return Call{}, errors.New("best_of must be between 1 and 128")
+			}
+			c.Choices = max(c.Choices, b.Int())
 		}
 	case Embeddings:
 		if err := c.addInput(root.Get("input"), "input"); err != nil {

@@ -1,6 +1,7 @@
 package wire_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -23,7 +24,10 @@ func TestParse(t *testing.T) {
 		{name: "content parts, max_completion_tokens, n and a stream asking for usage", ep: wire.Chat,
 			body: `{"model":"chat","stream":true,"stream_options":{"include_usage":true},"n":2,"max_completion_tokens":7,"max_tokens":99,
 				"messages":[{"role":"user","content":[{"type":"text","text":"look"},{"type":"image_url","image_url":{"url":"x"}}]}]}`,
-			want: wire.Call{Model: "chat", Stream: true, IncludeUsage: true, MaxTokens: 7, Choices: 2, Input: []string{"look", "x"}, InputTokens: 8 + 4}},
+			// The image is not free: given by URL, its size is not known,
+			// and it costs the most the model bills for one (MediaTokens).
+			want: wire.Call{Model: "chat", Stream: true, IncludeUsage: true, MaxTokens: 7, Choices: 2, Input: []string{"look", "x"}, InputTokens: 8 + 4,
+				Images: []wire.Image{{}}}},
 		{name: "tools count as prompt", ep: wire.Chat,
 			body: `{"model":"chat","messages":[{"role":"user","content":""}],"tools":[{"type":"function"}]}`,
 			want: wire.Call{Model: "chat", Choices: 1, Input: []string{""}, InputTokens: 8 + int64(len(`[{"type":"function"}]`))}},
@@ -58,7 +62,7 @@ func TestParse(t *testing.T) {
 			}
 			if got.Model != tc.want.Model || got.Stream != tc.want.Stream || got.IncludeUsage != tc.want.IncludeUsage ||
 				got.MaxTokens != tc.want.MaxTokens || got.Choices != tc.want.Choices || got.InputTokens != tc.want.InputTokens ||
-				strings.Join(got.Input, "|") != strings.Join(tc.want.Input, "|") {
+				strings.Join(got.Input, "|") != strings.Join(tc.want.Input, "|") || !slices.Equal(got.Images, tc.want.Images) {
 				t.Fatalf("got %+v\nwant %+v", got, tc.want)
 			}
 		})

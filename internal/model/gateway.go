@@ -106,8 +106,12 @@ type LLMModel struct {
 	OutputPriceMicros int64
 	Currency          string
 	// MaxOutputTokens bounds the reservation of a call that sets no
-	// max_tokens (default 4096).
+	// max_tokens (default 4096), and what the upstream is asked for.
 	MaxOutputTokens int64
+	// MaxImageTokens is the most the model bills for one image: what an
+	// image counts toward a call's reservation when its size is not known
+	// (0: the default, 4096).
+	MaxImageTokens int64
 }
 
 // Alias is the name applications call ("chat", "embed"). Its rules are

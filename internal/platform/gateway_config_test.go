@@ -34,7 +34,8 @@ func TestGatewayConfig(t *testing.T) {
 			platformtest.Must(t, second(b.Svc.PutLLMRoute(b.Admin, platform.LLMRouteInput{Name: "qwen", Endpoints: []string{"http://10.0.4.1:8000/v1"}})))
 			platformtest.Must(t, second(b.Svc.PutLLMModel(b.Admin, platform.LLMModelInput{Name: "mistral-large", Provider: ptr("mistral"),
 				InputPrice: ptr(2.0), OutputPrice: ptr(6.0), Currency: ptr("usd")})))
-			platformtest.Must(t, second(b.Svc.PutLLMModel(b.Admin, platform.LLMModelInput{Name: "qwen-coder", Route: ptr("qwen"), Upstream: ptr("Qwen/Qwen2.5-Coder-32B-Instruct")})))
+			platformtest.Must(t, second(b.Svc.PutLLMModel(b.Admin, platform.LLMModelInput{Name: "qwen-coder", Route: ptr("qwen"), Upstream: ptr("Qwen/Qwen2.5-Coder-32B-Instruct"),
+				MaxImageTokens: ptr(16384)})))
 			platformtest.Must(t, second(b.Svc.PutEntitlement(b.Admin, platform.EntitlementInput{Name: "coders", Users: []string{"rita"}})))
 			platformtest.Must(t, second(b.Svc.PutLLMAlias(b.Admin, platform.LLMAliasInput{Name: "code", Rules: []*platform.LLMAliasRuleInput{
 				{Entitlements: []string{"coders"}, Targets: []*platform.LLMTargetInput{{Model: "qwen-coder", Weight: ptr(3)}, {Model: "mistral-large"}}},
@@ -59,6 +60,9 @@ func TestGatewayConfig(t *testing.T) {
 			if m := llmconf.Model(&e.Gateway, "mistral-large"); m == nil || m.InputPriceMicros != 2_000_000 || m.Currency != "USD" || m.Upstream != "mistral-large" || m.MaxOutputTokens != 4096 {
 				t.Errorf("model mistral-large %+v, want prices in millionths and the defaults explicit", m)
 			}
+			if m := llmconf.Model(&e.Gateway, "qwen-coder"); m == nil || m.MaxImageTokens != 16384 || llmconf.Model(&e.Gateway, "mistral-large").MaxImageTokens != 0 {
+				t.Errorf("model qwen-coder %+v, want its maxImageTokens (and mistral-large's left to the gateway's default)", m)
+			}
 			if a := llmconf.Alias(&e.Gateway, "code"); a == nil || a.Rules[0].Targets[1].Weight != 1 || a.Rules[0].Targets[0].Weight != 3 || a.Guardrails.GuardAlias != "chat" {
 				t.Errorf("alias code %+v", a)
 			}
@@ -70,7 +74,7 @@ func TestGatewayConfig(t *testing.T) {
 			}
 			out, err := b.Svc.ExportEstate(b.Admin)
 			platformtest.Must(t, err)
-			for _, want := range []string{"name: mistral-large", "currency: USD", "keySecret: MISTRAL_API_KEY", "timeout: 30s", "money: 25", "weight: 3", "guardAlias: chat"} {
+			for _, want := range []string{"name: mistral-large", "currency: USD", "keySecret: MISTRAL_API_KEY", "timeout: 30s", "money: 25", "weight: 3", "guardAlias: chat", "maxImageTokens: 16384"} {
 				if !strings.Contains(string(out), want) {
 					t.Errorf("export lacks %q:\n%s", want, out)
 				}
@@ -119,6 +123,10 @@ func TestGatewayConfig(t *testing.T) {
 			before := b.snapshot(t)
 			_, err := b.Svc.PutLLMModel(b.Admin, platform.LLMModelInput{Name: "gpt-5", Provider: ptr("azure"), Route: ptr("llama-70b"), MaxOutputTokens: ptr(0)})
 			platformtest.WantError(t, err, platform.CodeInvalid, `model "gpt-5": names provider "azure" and route "llama-70b": give one of them`, "maxOutputTokens 0 must be between 1 and 10000000")
+			_, err = b.Svc.PutLLMModel(b.Admin, platform.LLMModelInput{Name: "gpt-5", Route: ptr("llama-70b"), MaxImageTokens: ptr(0)})
+			platformtest.WantError(t, err, platform.CodeInvalid, "maxImageTokens must be between 1 and 1000000 (leave it out for the default, 4096)")
+			_, err = b.Svc.PutLLMModel(b.Admin, platform.LLMModelInput{Name: "gpt-5", Route: ptr("llama-70b"), MaxImageTokens: ptr(2_000_000)})
+			platformtest.WantError(t, err, platform.CodeInvalid, "maxImageTokens 2000000 must be between 1 and 1000000")
 			_, err = b.Svc.PutLLMAlias(b.Admin, platform.LLMAliasInput{Name: "chat", Rules: []*platform.LLMAliasRuleInput{{Groups: []string{"ghosts"}}}})
 			platformtest.WantError(t, err, platform.CodeInvalid, `rule 1: group "ghosts" is not a known group`, "rule 1: give at least one target model")
 			_, err = b.Svc.PutTokenBudget(b.Admin, platform.TokenBudgetInput{Project: "fraud-models", Period: model.PeriodMonth, Tokens: ptr(10.0), Money: ptr(1.0)})

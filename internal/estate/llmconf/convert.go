@@ -37,6 +37,12 @@ func (d *GatewayDoc) Apply(g *model.Gateway) []basis.Problem {
 			InputPriceMicros:  a.Scaled(obj, "inputPrice", v.InputPrice, 6, 0),
 			OutputPriceMicros: a.Scaled(obj, "outputPrice", v.OutputPrice, 6, 0),
 			MaxOutputTokens:   a.Count(obj, "maxOutputTokens", v.MaxOutputTokens, DefaultMaxOutputTokens),
+			// Absent stays 0, the gateway's default: a configuration
+			// written before the field exports as it was.
+			MaxImageTokens: a.Count(obj, "maxImageTokens", v.MaxImageTokens, 0),
+		}
+		if n, err := optNumber(v.MaxImageTokens); err == nil && n != nil && *n == 0 {
+			a.Add(obj, "maxImageTokens must be between 1 and %d (leave it out for the default, %d)", MaxImageTokensCap, DefaultMaxImageTokens)
 		}
 		PutModel(g, m)
 	}
@@ -157,7 +163,7 @@ func Export(src *model.Gateway) *GatewayDoc {
 	for _, v := range g.Models {
 		d.Models = append(d.Models, ModelDoc{Name: v.Name, Provider: v.Provider, Route: v.Route, Upstream: v.Upstream,
 			InputPrice: decimal6(v.InputPriceMicros), OutputPrice: decimal6(v.OutputPriceMicros), Currency: v.Currency,
-			MaxOutputTokens: basis.NumberOf(v.MaxOutputTokens)})
+			MaxOutputTokens: basis.NumberOf(v.MaxOutputTokens), MaxImageTokens: optCount(v.MaxImageTokens)})
 	}
 	for _, v := range g.Entitlements {
 		d.Entitlements = append(d.Entitlements, EntitlementDoc{Name: v.Name, Groups: nilIfEmpty(v.Groups), Users: nilIfEmpty(v.Users)})
@@ -240,6 +246,23 @@ func formatDuration(d time.Duration) string {
 		s = strings.TrimSuffix(s, "0m")
 	}
 	return s
+}
+
+// optNumber reads a count given (nil when absent).
+func optNumber(n *basis.Number) (*int64, error) {
+	if n == nil || *n == "" {
+		return nil, nil
+	}
+	v, err := n.Count("")
+	return &v, err
+}
+
+// optCount writes a count that 0 leaves out.
+func optCount(v int64) *basis.Number {
+	if v == 0 {
+		return nil
+	}
+	return basis.NumberOf(v)
 }
 
 // decimal6 writes millionths as a decimal number.

@@ -63,6 +63,9 @@ type ModelDoc struct {
 	OutputPrice     *basis.Number `yaml:"outputPrice,omitempty"`
 	Currency        string        `yaml:"currency,omitempty"`
 	MaxOutputTokens *basis.Number `yaml:"maxOutputTokens,omitempty"`
+	// MaxImageTokens is the most the model bills for one image (absent:
+	// DefaultMaxImageTokens).
+	MaxImageTokens *basis.Number `yaml:"maxImageTokens,omitempty"`
 }
 
 // EntitlementDoc describes a named right held by groups and users.

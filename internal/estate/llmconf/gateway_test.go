@@ -26,7 +26,7 @@ gateway:
       timeout: 120s
       app: vllm
   models:
-    - {name: llama-3.1-70b, route: llama-70b, upstream: meta-llama/Llama-3.1-70B-Instruct, inputPrice: 0.20, outputPrice: 0.20, currency: USD, maxOutputTokens: 8192}
+    - {name: llama-3.1-70b, route: llama-70b, upstream: meta-llama/Llama-3.1-70B-Instruct, inputPrice: 0.20, outputPrice: 0.20, currency: USD, maxOutputTokens: 8192, maxImageTokens: 1600}
     - {name: gpt-4o, provider: openai, inputPrice: 2.50, outputPrice: 10.00}
   entitlements:
     - {name: frontier, groups: [research], users: []}
@@ -70,12 +70,13 @@ func TestGatewayApply(t *testing.T) {
 			t.Errorf("route llama-70b = %+v", r)
 		}
 		want := model.LLMModel{Name: "llama-3.1-70b", Upstream: "meta-llama/Llama-3.1-70B-Instruct", Route: "llama-70b",
-			InputPriceMicros: 200_000, OutputPriceMicros: 200_000, Currency: "USD", MaxOutputTokens: 8192}
+			InputPriceMicros: 200_000, OutputPriceMicros: 200_000, Currency: "USD", MaxOutputTokens: 8192, MaxImageTokens: 1600}
 		if m := llmconf.Model(&e.Gateway, "llama-3.1-70b"); m == nil || *m != want {
 			t.Errorf("model llama-3.1-70b = %+v, want %+v", m, want)
 		}
 		want = model.LLMModel{Name: "gpt-4o", Upstream: "gpt-4o", Provider: "openai",
 			InputPriceMicros: 2_500_000, OutputPriceMicros: 10_000_000, Currency: "USD", MaxOutputTokens: llmconf.DefaultMaxOutputTokens}
+		// maxImageTokens stays 0 when left out: the gateway's default.
 		if m := llmconf.Model(&e.Gateway, "gpt-4o"); m == nil || *m != want {
 			t.Errorf("model gpt-4o = %+v, want the upstream, currency and output bound by default: %+v", m, want)
 		}
@@ -193,6 +194,7 @@ gateway:
     - {name: p, baseUrl: "https://x/v1", timeout: soon}
   models:
     - {name: m, provider: p, inputPrice: 0.0000001, maxOutputTokens: 1.5}
+    - {name: m2, provider: p, maxImageTokens: 0}
   budgets:
     - {project: fraud, period: day, tokens: many}
   aliases:
@@ -206,6 +208,7 @@ gateway:
 			{`provider "p"`, `timeout "soon"`, "30s"},
 			{`model "m"`, "inputPrice", "more than 6 decimals"},
 			{`model "m"`, "maxOutputTokens must be a whole number"},
+			{`model "m2"`, "maxImageTokens must be between 1 and 1000000", "leave it out"},
 			{"token budget fraud per day", `tokens "many" is not a number`},
 			{`alias "a"`, "weight of m must be a whole number"},
 		} {
@@ -270,13 +273,13 @@ func TestGatewayExport(t *testing.T) {
 			t.Fatalf("exports differ:\n%s\n---\n%s", out, out2)
 		}
 		for _, want := range []string{"gateway:", "baseUrl: https://api.openai.com/v1", "keySecret: OPENAI_API_KEY", "timeout: 1m", "timeout: 2m",
-			"inputPrice: 2.5", "outputPrice: 10", "upstream: gpt-4o", "maxOutputTokens: 4096", "weight: 3", "weight: 0",
+			"inputPrice: 2.5", "outputPrice: 10", "upstream: gpt-4o", "maxOutputTokens: 4096", "maxImageTokens: 1600", "weight: 3", "weight: 0",
 			"money: 25", "perUserMoney: 2.5", "period: day", "tokens: 50000000", "scope: alias", "app: vllm"} {
 			if !strings.Contains(string(out), want) {
 				t.Errorf("export lacks %q:\n%s", want, out)
 			}
 		}
-		if strings.Contains(string(out), "weight: 1\n") {
+		if strings.Contains(string(out), "weight: 1\n") || strings.Count(string(out), "maxImageTokens") != 1 {
 			t.Errorf("export writes the default weight:\n%s", out)
 		}
 	})
@@ -357,6 +360,8 @@ func TestGatewayValidate(t *testing.T) {
 		{"a currency in lower case", func(e *estate.Estate) { llmconf.Model(&e.Gateway, "gpt-4o").Currency = "usd" }, []string{`currency "usd"`}},
 		{"an output bound of 0", func(e *estate.Estate) { llmconf.Model(&e.Gateway, "gpt-4o").MaxOutputTokens = -1 }, []string{"maxOutputTokens -1 must be between 1 and 10000000"}},
 		{"an output bound above 10 million", func(e *estate.Estate) { llmconf.Model(&e.Gateway, "gpt-4o").MaxOutputTokens = 10_000_001 }, []string{"maxOutputTokens 10000001"}},
+		{"a negative image bound", func(e *estate.Estate) { llmconf.Model(&e.Gateway, "gpt-4o").MaxImageTokens = -1 }, []string{"maxImageTokens -1 must be between 1 and 1000000"}},
+		{"an image bound above a million", func(e *estate.Estate) { llmconf.Model(&e.Gateway, "gpt-4o").MaxImageTokens = 1_000_001 }, []string{"maxImageTokens 1000001"}},
 		{"an upstream with a newline", func(e *estate.Estate) { llmconf.Model(&e.Gateway, "gpt-4o").Upstream = "gpt\n4o" }, []string{"upstream", "control characters"}},
 		{"an entitlement of an unknown group", func(e *estate.Estate) { llmconf.Entitlement(&e.Gateway, "frontier").Groups = []string{"nlp"} }, []string{`entitlement "frontier"`, `group "nlp" is not a known group`}},
 		{"an entitlement with an empty user", func(e *estate.Estate) { llmconf.Entitlement(&e.Gateway, "frontier").Users = []string{""} }, []string{"user: name is empty"}},

@@ -51,6 +51,11 @@ func OwnsKind(kind string) bool { return slices.Contains(kinds[:], kind) }
 const (
 	DefaultMaxOutputTokens = 4096
 	DefaultTargetWeight    = 1
+	// DefaultMaxImageTokens is what one image of unknown size counts
+	// toward a call's reservation when the model states no maxImageTokens
+	// (kept 0 in the configuration): above what OpenAI's models (but
+	// gpt-4o-mini's multiplied count) and Anthropic's bill for one.
+	DefaultMaxImageTokens = 4096
 )
 
 // The configuration's objects have no ids: each is known by its key, a

@@ -22,6 +22,7 @@ const (
 	MinTimeout         = time.Second
 	MaxTimeout         = time.Hour
 	MaxOutputTokensCap = 10_000_000
+	MaxImageTokensCap  = 1_000_000
 	MaxTargetWeight    = 1_000_000
 	MaxURLLength       = 2000
 	MaxUpstreamLength  = 256
@@ -192,6 +193,9 @@ func (v *validator) llmModels() {
 		}
 		if m.MaxOutputTokens < 1 || m.MaxOutputTokens > MaxOutputTokensCap {
 			v.Add(obj, "maxOutputTokens %d must be between 1 and %d", m.MaxOutputTokens, MaxOutputTokensCap)
+		}
+		if m.MaxImageTokens < 0 || m.MaxImageTokens > MaxImageTokensCap {
+			v.Add(obj, "maxImageTokens %d must be between 1 and %d (leave it out for the default, %d)", m.MaxImageTokens, MaxImageTokensCap, DefaultMaxImageTokens)
 		}
 	}
 }

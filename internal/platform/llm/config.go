@@ -59,6 +59,9 @@ type LLMModelInput struct {
 	OutputPrice     *float64
 	Currency        *string
 	MaxOutputTokens *int
+	// MaxImageTokens is the most the model bills for one image (nil: the
+	// gateway's default).
+	MaxImageTokens *int
 }
 
 // LLMAliasInput describes an alias whole: its rules in order and its own
@@ -350,7 +353,11 @@ func (s *LLM) PutLLMModel(ctx context.Context, in LLMModelInput) (*kernel.Estate
 	}
 	return s.k.ChangeEstate(ctx, p, "change the gateway's models", false, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
 		m := &model.LLMModel{Name: in.Name, Provider: optOr(in.Provider, ""), Route: optOr(in.Route, ""), Upstream: optOr(in.Upstream, ""),
-			Currency: strings.ToUpper(optOr(in.Currency, "")), MaxOutputTokens: int64(optOr(in.MaxOutputTokens, llmconf.DefaultMaxOutputTokens))}
+			Currency: strings.ToUpper(optOr(in.Currency, "")), MaxOutputTokens: int64(optOr(in.MaxOutputTokens, llmconf.DefaultMaxOutputTokens)),
+			MaxImageTokens: int64(optOr(in.MaxImageTokens, 0))}
+		if in.MaxImageTokens != nil && *in.MaxImageTokens == 0 {
+			return "", kernel.Invalid("maxImageTokens must be between 1 and %d (leave it out for the default, %d)", llmconf.MaxImageTokensCap, llmconf.DefaultMaxImageTokens)
+		}
 		var err error
 		if m.InputPriceMicros, err = microsOf("inputPrice", in.InputPrice); err != nil {
 			return "", err
