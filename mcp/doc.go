@@ -18,3 +18,5 @@
 // entry (task.enqueued, task.aborted), every other call, refused or not, as
 // an mcp.tool_called entry.
 package mcp
+
+//go:generate go run ./internal/gentools ../README.md

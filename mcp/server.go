@@ -60,6 +60,9 @@ type Server struct {
 	http   *mcpserver.StreamableHTTPServer
 	writes map[string]bool
 	tools  []string
+	// defs are the tools' declarations in the order they were added, for
+	// the README's table (ToolTable).
+	defs []toolDef
 }
 
 // instructions tell an agent what the server is for and where to start.
@@ -250,6 +253,7 @@ func addTool[In, Out any](s *Server, d toolDef, h handler[In, Out]) {
 	}
 	s.writes[d.name] = d.writes
 	s.tools = append(s.tools, d.name)
+	s.defs = append(s.defs, d)
 	s.mcp.AddTool(t, s.wrap(d, func(ctx context.Context, raw json.RawMessage) (any, string, error) {
 		in := new(In)
 		if err := decodeArgs(raw, in); err != nil {
