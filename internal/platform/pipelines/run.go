@@ -33,36 +33,59 @@ type RunInput struct {
 // enqueue path would refuse) is reported before anything is written. The
 // controller then enqueues the steps whose dependencies are done.
 func (s *Pipelines) StartRun(ctx context.Context, in RunInput) (*model.PipelineRun, error) {
-	p, err := kernel.Caller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if err := kernel.RequireWrite(p, "run pipelines"); err != nil {
-		return nil, err
-	}
-	// The definition is held to its budget first, before anything reads
-	// it whole (the idempotency key's hash of the input included).
-	def := in.Def
-	if def == nil {
-		if def, err = ParseDefinition(in.Definition); err != nil {
+	var def *model.PipelineDefinition
+	var plan *Plan
+	var checked []*model.Task
+	return kernel.Run(ctx, s.k, kernel.Op[*model.PipelineRun]{
+		Name: "runPipeline", Right: kernel.RightWrite, What: "run pipelines",
+		// The definition is held to its budget first, before anything reads
+		// it whole (the idempotency key's hash of the input included).
+		Check: func(*identity.Principal) (err error) {
+			def, err = budgeted(in)
+			return err
+		},
+		IdempotencyKey: in.IdempotencyKey, Request: in,
+		ResultID: func(run *model.PipelineRun) string { return run.ID },
+		Replay:   s.PipelineRun,
+		Prepare: func(*identity.Principal) (err error) {
+			plan, checked, err = s.check(ctx, in, def)
+			return err
+		},
+		Body: func(t *kernel.Txn) (*model.PipelineRun, kernel.Audit, error) {
+			run := newRun(t, def, plan, checked)
+			if err := t.Q.CreatePipelineRun(ctx, run); err != nil {
+				return nil, kernel.Audit{}, fmt.Errorf("start pipeline run %s: %w", def.Name, err)
+			}
+			return run, kernel.Audit{Action: "pipeline_run.started", Kind: ObjectKind, ID: run.ID, Name: run.Name, GroupID: run.GroupID,
+				Detail: fmt.Sprintf("started pipeline %s with %d steps", kernel.Quote(run.Name), len(run.Steps))}, nil
+		},
+	})
+}
+
+// budgeted is the run's definition, parsed and held to its budget.
+func budgeted(in RunInput) (*model.PipelineDefinition, error) {
+	if in.Def == nil {
+		def, err := ParseDefinition(in.Definition)
+		if err != nil {
 			return nil, kernel.Invalid("%v", err)
 		}
-	} else if err := Budget.Check(DefinitionUsage(def)); err != nil {
+		return def, nil
+	}
+	if err := Budget.Check(DefinitionUsage(in.Def)); err != nil {
 		return nil, kernel.Invalid("%v", err)
 	}
-	idem, err := kernel.Idempotency(ctx, p, "runPipeline", in.IdempotencyKey, in)
-	if err != nil {
-		return nil, err
-	}
-	if run, err := s.replay(ctx, idem); run != nil || err != nil {
-		return run, err
-	}
+	return in.Def, nil
+}
+
+// check checks the definition whole, each step as the enqueue path would
+// check its task, and reports every problem at once.
+func (s *Pipelines) check(ctx context.Context, in RunInput, def *model.PipelineDefinition) (*Plan, []*model.Task, error) {
 	if in.Project != "" {
 		def.Project = in.Project
 	}
 	plan, ps := Check(def, in.Params)
 	if len(ps) > 0 {
-		return nil, invalid(def.Name, ps)
+		return plan, nil, invalid(def.Name, ps)
 	}
 	checked := make([]*model.Task, len(def.Steps))
 	for i, st := range def.Steps {
@@ -75,49 +98,25 @@ func (s *Pipelines) StartRun(ctx context.Context, in RunInput) (*model.PipelineR
 		checked[i] = t
 	}
 	if len(ps) > 0 {
-		return nil, invalid(def.Name, ps)
+		return plan, nil, invalid(def.Name, ps)
 	}
-	run := &model.PipelineRun{ID: model.NewID(), TenantID: p.TenantID, ProjectID: checked[0].ProjectID, GroupID: checked[0].GroupID,
-		OwnerID: p.UserID, Name: def.Name, Definition: *def, Params: plan.Params, State: model.PipelineRunPending,
-		Reason: "waiting for the controller to enqueue its first steps"}
-	err = s.k.Write(ctx, p, func(t *kernel.Txn) error {
-		run.CreatedAt, run.UpdatedAt = t.Now, t.Now
-		run.Steps = make([]*model.PipelineStep, len(def.Steps))
-		for i, st := range def.Steps {
-			run.Steps[i] = &model.PipelineStep{Name: st.Name, Position: i, State: model.StepPending,
-				ComputeResourceID: checked[i].ComputeResourceID, TaskIDs: []string{}, UpdatedAt: t.Now,
-				Reason: waitingFor(plan.Deps[st.Name])}
-		}
-		if err := t.Q.CreatePipelineRun(ctx, run); err != nil {
-			return fmt.Errorf("start pipeline run %s: %w", def.Name, err)
-		}
-		if err := t.RecordIdempotency(idem, run.ID); err != nil {
-			return err
-		}
-		t.Record("pipeline_run.started", ObjectKind, run.ID, run.Name, run.GroupID,
-			fmt.Sprintf("started pipeline %s with %d steps", kernel.Quote(run.Name), len(run.Steps)))
-		return nil
-	})
-	if errors.Is(err, kernel.ErrIdempotencyRace) {
-		// A retry with the same key committed first: answer as it.
-		if run, rerr := s.replay(ctx, idem); run != nil || rerr != nil {
-			return run, rerr
-		}
-	}
-	if err != nil {
-		return nil, err
-	}
-	return run, nil
+	return plan, checked, nil
 }
 
-// replay returns the run the first start with the key made, nil when the
-// key is new.
-func (s *Pipelines) replay(ctx context.Context, idem *kernel.Idem) (*model.PipelineRun, error) {
-	id, err := s.k.Replay(ctx, idem)
-	if err != nil || id == "" {
-		return nil, err
+// newRun is the run of def as the caller of t starts it: pending, each
+// step waiting for the steps it depends on.
+func newRun(t *kernel.Txn, def *model.PipelineDefinition, plan *Plan, checked []*model.Task) *model.PipelineRun {
+	p := t.P
+	run := &model.PipelineRun{ID: model.NewID(), TenantID: p.TenantID, ProjectID: checked[0].ProjectID, GroupID: checked[0].GroupID,
+		OwnerID: p.UserID, Name: def.Name, Definition: *def, Params: plan.Params, State: model.PipelineRunPending,
+		Reason: "waiting for the controller to enqueue its first steps", CreatedAt: t.Now, UpdatedAt: t.Now}
+	run.Steps = make([]*model.PipelineStep, len(def.Steps))
+	for i, st := range def.Steps {
+		run.Steps[i] = &model.PipelineStep{Name: st.Name, Position: i, State: model.StepPending,
+			ComputeResourceID: checked[i].ComputeResourceID, TaskIDs: []string{}, UpdatedAt: t.Now,
+			Reason: waitingFor(plan.Deps[st.Name])}
 	}
-	return s.PipelineRun(ctx, id)
+	return run
 }
 
 // RerunPipeline starts a new run with the definition of an earlier run the
