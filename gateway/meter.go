@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/klique-ai/klique/internal/identity"
 	"github.com/klique-ai/klique/internal/model"
 )
 
@@ -199,6 +200,9 @@ func (m *meter) flush(ctx context.Context) (bool, error) {
 	}
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
+	// The ledger takes model calls from the gateway's own context only
+	// (llm.RecordModelCalls): no user's principal, channel gateway.
+	wctx = identity.WithChannel(wctx, identity.ChannelGateway)
 	if err := m.svc.RecordModelCalls(wctx, batch); err != nil {
 		m.log.Warn("gateway: writing calls to the ledger failed; will try again", "calls", len(batch), "err", err)
 		m.mu.Lock()

@@ -513,9 +513,23 @@ func (s *LLM) ModelSpend(ctx context.Context, q SpendQuery) (tokens, micros int6
 	return tokens, micros, nil
 }
 
-// RecordModelCalls writes calls to the ledger. The gateway calls it in
-// batches, after the calls; a call recorded twice is kept once.
+// RecordModelCalls writes calls to the ledger. The gateway's meter calls
+// it in batches, after the calls; a call recorded twice is kept once. It
+// is the gateway's own write, never a user's: the context must be the
+// gateway's (channel gateway) and carry no user, so that no channel can
+// write a ledger row a user asked for; and each call names its tenant.
 func (s *LLM) RecordModelCalls(ctx context.Context, calls []*model.ModelCall) error {
+	if p, ok := identity.PrincipalFrom(ctx); ok {
+		return kernel.Forbidden("model calls are written to the ledger by the gateway after the calls, not by a user (%s)", p.UserName)
+	}
+	if ch := identity.ChannelFrom(ctx); ch != identity.ChannelGateway {
+		return kernel.Forbidden("model calls are written to the ledger only by the gateway's meter, not by channel %s", ch)
+	}
+	for i, c := range calls {
+		if c == nil || c.TenantID == "" {
+			return kernel.Invalid("model call %d of %d names no tenant: every ledger row belongs to one", i+1, len(calls))
+		}
+	}
 	if err := s.k.Store.InsertModelCalls(ctx, calls); err != nil {
 		return s.k.Internal(ctx, err)
 	}
