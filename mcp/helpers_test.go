@@ -207,7 +207,7 @@ func refused(t *testing.T, c *client.Client, tool string, args map[string]any) s
 // pass runs one engine pass.
 func (b *testBundle) pass(t *testing.T) {
 	t.Helper()
-	eng := &loop.Loop{State: b.Store, Planner: b.Svc, Holder: "test"}
+	eng := &loop.Loop{State: platform.EngineState{Store: b.Store}, Planner: b.Svc, Holder: "test"}
 	if _, err := eng.PassAll(context.Background()); err != nil {
 		t.Fatalf("engine pass: %v", err)
 	}

@@ -186,7 +186,7 @@ func TestAnExhaustedTimeBudgetIsExplained(t *testing.T) {
 	}
 	passAt := func(at time.Time) {
 		t.Helper()
-		eng := &loop.Loop{State: b.Store, Planner: b.Svc, Holder: "test", Now: func() time.Time { return at }}
+		eng := &loop.Loop{State: platform.EngineState{Store: b.Store}, Planner: b.Svc, Holder: "test", Now: func() time.Time { return at }}
 		if _, err := eng.PassAll(context.Background()); err != nil {
 			t.Fatalf("engine pass: %v", err)
 		}

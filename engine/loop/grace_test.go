@@ -53,7 +53,7 @@ func TestAControlPlaneBackFromAnOutageGivesWorkersAGracePeriod(t *testing.T) {
 
 		// The outage: 90 s without a control plane, with a 60 s lease.
 		w.Clock.Add(platform.DefaultLease + 30*time.Second)
-		restarted := &loop.Loop{State: w.Store, Planner: w.Svc, Now: w.Clock.Now, Holder: "restarted", Grace: platform.DefaultLease}
+		restarted := &loop.Loop{State: platform.EngineState{Store: w.Store}, Planner: w.Svc, Now: w.Clock.Now, Holder: "restarted", Grace: platform.DefaultLease}
 		passes := func(what string) {
 			t.Helper()
 			reports, err := restarted.PassAll(context.Background())

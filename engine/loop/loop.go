@@ -20,7 +20,6 @@ import (
 	"github.com/klique-ai/klique/internal/estate"
 	"github.com/klique-ai/klique/internal/events"
 	"github.com/klique-ai/klique/internal/model"
-	"github.com/klique-ai/klique/internal/store"
 )
 
 // Defaults of the loop.
@@ -47,15 +46,16 @@ const (
 	minGap = 20 * time.Millisecond
 )
 
-// State is what a pass reads: the store satisfies it. The loop never
-// writes through it, except to hold the engine lease.
+// State is what a pass reads, in the engine's types: the store through
+// the allocation domain's adapter (platform.EngineState) satisfies it. The
+// loop never writes through it, except to hold the engine lease.
 type State interface {
 	estate.Reader
 	EstateVersion(ctx context.Context, tenantID string) (int64, error)
 	ListTenants(ctx context.Context) ([]*model.Tenant, error)
-	ListSchedulable(ctx context.Context, tenantID string, perQueue int) ([]store.SchedTask, error)
+	ListSchedulable(ctx context.Context, tenantID string, perQueue int) ([]engine.SchedTask, error)
 	ListEnginePauses(ctx context.Context, tenantID string, from, to time.Time) ([]*model.EnginePause, error)
-	ListPlacements(ctx context.Context, tenantID string, f store.PlacementFilter) ([]*model.Placement, error)
+	ListBudgetPlacements(ctx context.Context, tenantID string, from, to time.Time, policyIDs []string) ([]*model.Placement, error)
 	ListExpiredLeases(ctx context.Context, tenantID string, now time.Time) ([]*model.Task, error)
 	ListWorkers(ctx context.Context, tenantID string) ([]*model.Worker, error)
 	ListAutoscalers(ctx context.Context, tenantID string) ([]*model.Autoscaler, error)
@@ -148,7 +148,7 @@ func (l *Loop) model(ctx context.Context, tenantID string) (*engine.Model, int64
 // states turns the store's view of tasks into the snapshot's, leaving out
 // tasks of compute resources or pools that are no longer in the model, and
 // notes what the planner needs of each.
-func states(m *engine.Model, tasks []store.SchedTask) ([]engine.TaskState, map[string]engine.TaskRef) {
+func states(m *engine.Model, tasks []engine.SchedTask) ([]engine.TaskState, map[string]engine.TaskRef) {
 	out := make([]engine.TaskState, 0, len(tasks))
 	refs := make(map[string]engine.TaskRef, len(tasks))
 	for _, t := range tasks {
@@ -385,7 +385,7 @@ func (l *Loop) budgetUsed(ctx context.Context, tenantID string, e *estate.Estate
 	if len(budgeted) == 0 {
 		return nil, nil
 	}
-	intervals, err := l.State.ListPlacements(ctx, tenantID, store.PlacementFilter{From: engine.PeriodFloor(e.Policies, now), To: now, PolicyIDs: budgeted})
+	intervals, err := l.State.ListBudgetPlacements(ctx, tenantID, engine.PeriodFloor(e.Policies, now), now, budgeted)
 	if err != nil {
 		return nil, err
 	}

@@ -294,7 +294,7 @@ func TestOnlyTheLeaseHolderRunsPasses(t *testing.T) {
 		w.apply(smallEstate)
 		alice := w.member("alice", "A")
 		w.enqueue(alice, "1 GPU", "research", 1)
-		other := &loop.Loop{State: w.Store, Planner: w.Svc, Now: w.Clock.Now, Holder: "other replica"}
+		other := &loop.Loop{State: platform.EngineState{Store: w.Store}, Planner: w.Svc, Now: w.Clock.Now, Holder: "other replica"}
 		if rep := w.pass(); rep.Placed != 1 {
 			t.Fatalf("leader placed %d", rep.Placed)
 		}
@@ -315,7 +315,7 @@ func TestOnlyTheLeaseHolderRunsPasses(t *testing.T) {
 func TestRunWakesOnEnqueueAndStops(t *testing.T) {
 	w := newWorld(t, platformtest.SQLite(t, worldOptions...))
 	w.Clock.Set(time.Now())
-	w.loop = &loop.Loop{State: w.Store, Planner: w.Svc, Interval: time.Hour, Holder: "run"}
+	w.loop = &loop.Loop{State: platform.EngineState{Store: w.Store}, Planner: w.Svc, Interval: time.Hour, Holder: "run"}
 	w.apply(smallEstate)
 	alice := w.member("alice", "A")
 	sub := w.Bus.Subscribe(16, loop.WakeOn)

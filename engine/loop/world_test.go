@@ -33,7 +33,7 @@ var start = time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC)
 
 // newWorld puts the engine loop over a bundle built with worldOptions.
 func newWorld(t testing.TB, b *platformtest.Bundle) *world {
-	return &world{Bundle: b, t: t, loop: &loop.Loop{State: b.Store, Planner: b.Svc, Now: b.Clock.Now, Holder: "test"}}
+	return &world{Bundle: b, t: t, loop: &loop.Loop{State: platform.EngineState{Store: b.Store}, Planner: b.Svc, Now: b.Clock.Now, Holder: "test"}}
 }
 
 func (w *world) apply(doc string) {

@@ -56,7 +56,7 @@ func TestAppIdleLimits(t *testing.T) {
 			t.Fatalf("busy launched with limits %+v", busy.Task.Spec.App)
 		}
 
-		eng := &loop.Loop{State: b.Store, Planner: b.Svc, Holder: "test", Now: b.Clock.Now}
+		eng := &loop.Loop{State: platform.EngineState{Store: b.Store}, Planner: b.Svc, Holder: "test", Now: b.Clock.Now}
 		_, err = eng.PassAll(context.Background())
 		platformtest.Must(t, err)
 		_, secret, err := b.Svc.CreateWorkerCredential(b.Admin, "bare-metal", "w")

@@ -22,7 +22,7 @@ func TestRouteInstancesAndOpening(t *testing.T) {
 		ps := b.people(t)
 		in, err := b.Svc.LaunchApp(ps.rita, platform.LaunchInput{App: "vllm", ComputeResource: "1 A100", Project: "fraud-models", Route: "llama-70b", Values: map[string]any{"model": "meta-llama/Llama-3.1-8B-Instruct"}})
 		platformtest.Must(t, err)
-		eng := &loop.Loop{State: b.Store, Planner: b.Svc, Holder: "test"}
+		eng := &loop.Loop{State: platform.EngineState{Store: b.Store}, Planner: b.Svc, Holder: "test"}
 		_, err = eng.PassAll(context.Background())
 		platformtest.Must(t, err)
 		_, secret, err := b.Svc.CreateWorkerCredential(b.Admin, "bare-metal", "w")

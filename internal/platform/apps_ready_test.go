@@ -24,7 +24,7 @@ func TestAppReadinessFromHeartbeats(t *testing.T) {
 		ps := b.people(t)
 		in, err := launch(ps.rita, b, "jupyterlab", "1 A100", nil)
 		platformtest.Must(t, err)
-		eng := &loop.Loop{State: b.Store, Planner: b.Svc, Holder: "test"}
+		eng := &loop.Loop{State: platform.EngineState{Store: b.Store}, Planner: b.Svc, Holder: "test"}
 		_, err = eng.PassAll(context.Background())
 		platformtest.Must(t, err)
 		_, secret, err := b.Svc.CreateWorkerCredential(b.Admin, "bare-metal", "w")
@@ -102,7 +102,7 @@ func TestAppReadinessFromTheJob(t *testing.T) {
 		ps := b.people(t)
 		in, err := launch(ps.rita, b, "jupyterlab", "1 A100", nil)
 		platformtest.Must(t, err)
-		eng := &loop.Loop{State: b.Store, Planner: b.Svc, Holder: "test"}
+		eng := &loop.Loop{State: platform.EngineState{Store: b.Store}, Planner: b.Svc, Holder: "test"}
 		_, err = eng.PassAll(context.Background())
 		platformtest.Must(t, err)
 		_, secret, err := b.Svc.CreateWorkerCredential(b.Admin, "bare-metal", "w")

@@ -134,7 +134,7 @@ func TestLaunchApp(t *testing.T) {
 		}
 
 		// The engine places it like any task, and it holds its 8 GPUs.
-		eng := &loop.Loop{State: b.Store, Planner: b.Svc, Holder: "test"}
+		eng := &loop.Loop{State: platform.EngineState{Store: b.Store}, Planner: b.Svc, Holder: "test"}
 		_, err = eng.PassAll(context.Background())
 		platformtest.Must(t, err)
 		in, err = b.Svc.AppInstance(ps.rita, task.ID)

@@ -326,7 +326,7 @@ func newUsageWorld(t *testing.T, b *testBundle) *usageWorld {
 	w.alice = b.User(t, "alice", model.RoleMember, "ml-research")
 	w.victor = b.User(t, "victor", model.RoleMember, "vision")
 	enqueue(t, b, w.alice, "fraud-models", "1 GPU", "ml-research", nil)
-	eng := &loop.Loop{State: b.Store, Planner: b.Svc, Holder: "test", Now: func() time.Time { return w.now.Add(-2 * time.Hour) }}
+	eng := &loop.Loop{State: platform.EngineState{Store: b.Store}, Planner: b.Svc, Holder: "test", Now: func() time.Time { return w.now.Add(-2 * time.Hour) }}
 	if reps, err := eng.PassAll(context.Background()); err != nil || len(reps) == 0 || reps[0].Placed != 1 {
 		t.Fatalf("engine pass: %+v, %v", reps, err)
 	}

@@ -41,7 +41,7 @@ func TestHeldTenantSecretsAreNeverGivenToTasks(t *testing.T) {
 		_, err = b.Svc.CreateAutoscaler(b.Admin, platform.AutoscalerInput{Name: "burst", Pool: "cloud-burst", Provider: model.ProviderLocal,
 			InstanceTypes: []model.InstanceType{{Name: "local-8", GPUs: 8}}, MaxInstances: 4, CredentialSecrets: []string{"REGISTRY_TOKEN", "AWS_SECRET_ACCESS_KEY"}})
 		platformtest.Must(t, err)
-		eng := &loop.Loop{State: b.Store, Planner: b.Svc, Holder: "test"}
+		eng := &loop.Loop{State: platform.EngineState{Store: b.Store}, Planner: b.Svc, Holder: "test"}
 		_, err = eng.PassAll(context.Background())
 		platformtest.Must(t, err)
 		_, secret, err := b.Svc.CreateWorkerCredential(b.Admin, "bare-metal", "w")

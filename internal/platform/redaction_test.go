@@ -78,7 +78,7 @@ func runningWithSecret(t *testing.T, b *testBundle) (context.Context, *agentapi.
 	task, err := b.Svc.EnqueueTask(rita, platform.EnqueueInput{Name: "leaky", Project: "fraud-models", ComputeResource: "1 A100",
 		Spec: model.TaskSpec{Command: []string{"python", "leak.py"}, Secrets: []string{"HF_TOKEN"}}})
 	platformtest.Must(t, err)
-	eng := &loop.Loop{State: b.Store, Planner: b.Svc, Holder: "test"}
+	eng := &loop.Loop{State: platform.EngineState{Store: b.Store}, Planner: b.Svc, Holder: "test"}
 	_, err = eng.PassAll(context.Background())
 	platformtest.Must(t, err)
 	_, secret, err := b.Svc.CreateWorkerCredential(b.Admin, "bare-metal", "w")

@@ -247,7 +247,7 @@ func TestTagTriggerFiresWhenATaggedTaskCompletes(t *testing.T) {
 // end in state, through the worker protocol.
 func finishTask(t *testing.T, b *testBundle, task *model.Task, state string) {
 	t.Helper()
-	eng := &loop.Loop{State: b.Store, Planner: b.Svc, Holder: "test", Now: b.Clock.Now}
+	eng := &loop.Loop{State: platform.EngineState{Store: b.Store}, Planner: b.Svc, Holder: "test", Now: b.Clock.Now}
 	_, err := eng.PassAll(context.Background())
 	platformtest.Must(t, err)
 	_, secret, err := b.Svc.CreateWorkerCredential(b.Admin, "bare-metal", "w-"+task.ID)

@@ -49,7 +49,7 @@ func TestServingIndex(t *testing.T) {
 		url := appnet.InstanceBaseURL(id)
 		static := []string{"http://10.0.3.17:8000/v1", "http://10.0.3.18:8000/v1"}
 		route := &model.Route{Name: "llama-70b", Endpoints: static}
-		eng := &loop.Loop{State: b.Store, Planner: b.Svc, Holder: "test"}
+		eng := &loop.Loop{State: platform.EngineState{Store: b.Store}, Planner: b.Svc, Holder: "test"}
 		_, err = eng.PassAll(context.Background())
 		platformtest.Must(t, err)
 		_, secret, err := b.Svc.CreateWorkerCredential(b.Admin, "bare-metal", "w")

@@ -39,23 +39,25 @@ type (
 	ComputeResourceInput = allocation.ComputeResourceInput
 	ConnectInput         = allocation.ConnectInput
 	EngineStatus         = allocation.EngineStatus
-	GPUClassInput        = allocation.GPUClassInput
-	GroupInput           = allocation.GroupInput
-	PolicyInput          = allocation.PolicyInput
-	PoolInput            = allocation.PoolInput
-	ProfileInput         = allocation.ProfileInput
-	ProjectInput         = allocation.ProjectInput
-	TimeBudgetInput      = allocation.TimeBudgetInput
-	Upstream             = llm.Upstream
-	UsageQuery           = allocation.UsageQuery
-	UsageRow             = allocation.UsageRow
-	AgentOptions         = fleet.AgentOptions
-	AutoscalerInput      = fleet.AutoscalerInput
-	AutoscalerView       = fleet.AutoscalerView
-	PoolWorkers          = fleet.PoolWorkers
-	TunnelBinding        = fleet.TunnelBinding
-	Me                   = access.Me
-	NewTenant            = access.NewTenant
+	// EngineState is what the engine's loop reads, over a store: loop.Loop{State: platform.EngineState{Store: st}}.
+	EngineState     = allocation.EngineState
+	GPUClassInput   = allocation.GPUClassInput
+	GroupInput      = allocation.GroupInput
+	PolicyInput     = allocation.PolicyInput
+	PoolInput       = allocation.PoolInput
+	ProfileInput    = allocation.ProfileInput
+	ProjectInput    = allocation.ProjectInput
+	TimeBudgetInput = allocation.TimeBudgetInput
+	Upstream        = llm.Upstream
+	UsageQuery      = allocation.UsageQuery
+	UsageRow        = allocation.UsageRow
+	AgentOptions    = fleet.AgentOptions
+	AutoscalerInput = fleet.AutoscalerInput
+	AutoscalerView  = fleet.AutoscalerView
+	PoolWorkers     = fleet.PoolWorkers
+	TunnelBinding   = fleet.TunnelBinding
+	Me              = access.Me
+	NewTenant       = access.NewTenant
 	// Page asks for one page of a list.
 	Page = model.Page
 	// UsageKey names one dimension of a usage row: an id and a name.

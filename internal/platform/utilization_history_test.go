@@ -23,7 +23,7 @@ func TestUtilizationHistoryAveragesTheLedgerPerStep(t *testing.T) {
 		task, err := b.Svc.EnqueueTask(rita, platform.EnqueueInput{Name: "half-hour", Project: "fraud-models", ComputeResource: "1 A100",
 			Spec: model.TaskSpec{Command: []string{"python", "train.py"}}})
 		platformtest.Must(t, err)
-		eng := &loop.Loop{State: b.Store, Planner: b.Svc, Holder: "test", Now: b.Clock.Now}
+		eng := &loop.Loop{State: platform.EngineState{Store: b.Store}, Planner: b.Svc, Holder: "test", Now: b.Clock.Now}
 		_, err = eng.PassAll(context.Background())
 		platformtest.Must(t, err)
 		b.Clock.Add(30 * time.Minute)

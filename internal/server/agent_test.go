@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/klique-ai/klique/internal/platform"
 	"net/http"
 	"strings"
 	"testing"
@@ -46,7 +47,7 @@ func agentCall(t *testing.T, ts *testServer, cred, method, path string, in, out 
 // place runs one engine pass, as the engine loop would.
 func place(t *testing.T, ts *testServer) {
 	t.Helper()
-	eng := &loop.Loop{State: ts.app.Store, Planner: ts.app.Service, Holder: "fixture"}
+	eng := &loop.Loop{State: platform.EngineState{Store: ts.app.Store}, Planner: ts.app.Service, Holder: "fixture"}
 	if _, err := eng.PassAll(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -377,7 +377,7 @@ func (a *App) startEngine(cfg *config.Config) {
 	ctx, cancel := context.WithCancel(context.Background())
 	a.stop = cancel
 	go a.pruneIdempotencyKeys(ctx)
-	a.Engine = &loop.Loop{State: a.Store, Planner: a.Service, Log: a.log.With("component", "engine"), Interval: cfg.EngineInterval,
+	a.Engine = &loop.Loop{State: platform.EngineState{Store: a.Store}, Planner: a.Service, Log: a.log.With("component", "engine"), Interval: cfg.EngineInterval,
 		MaxRetries: cfg.TaskMaxRetries, Grace: cfg.WorkerLease, WorkerLease: cfg.WorkerLease}
 	if err := a.Engine.Register(a.Handler.metrics.registry); err != nil {
 		a.log.Warn("engine metrics not registered", "err", err)

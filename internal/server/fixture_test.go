@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/klique-ai/klique/internal/platform"
 	"net/http"
 	"regexp"
 	"sort"
@@ -142,7 +143,7 @@ func newFixture(t *testing.T, ts *testServer) *fixture {
 	// ledger has an interval of ml-research's to keep from others. (The
 	// test server runs without the engine loop, so nothing else moves.)
 	if ts.app.Engine == nil {
-		eng := &loop.Loop{State: ts.app.Store, Planner: ts.app.Service, Holder: "fixture"}
+		eng := &loop.Loop{State: platform.EngineState{Store: ts.app.Store}, Planner: ts.app.Service, Holder: "fixture"}
 		if reps, err := eng.PassAll(context.Background()); err != nil || len(reps) == 0 || reps[0].Placed != 1 {
 			t.Fatalf("engine pass: %+v, %v", reps, err)
 		}

@@ -78,7 +78,7 @@ func forEachLedgerStore(t *testing.T, fn func(t *testing.T, w *ledgerWorld)) {
 				Spec: model.TaskSpec{Command: []string{"python", "train.py"}}}); err != nil {
 				t.Fatal(err)
 			}
-			eng := &loop.Loop{State: b.Store, Planner: b.Svc, Now: b.Clock.Now, Holder: "test"}
+			eng := &loop.Loop{State: platform.EngineState{Store: b.Store}, Planner: b.Svc, Now: b.Clock.Now, Holder: "test"}
 			if reps, err := eng.PassAll(context.Background()); err != nil || len(reps) != 1 || reps[0].Placed != 1 {
 				t.Fatalf("engine pass: %+v, %v", reps, err)
 			}
