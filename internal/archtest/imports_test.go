@@ -191,9 +191,22 @@ func TestImportRules(t *testing.T) {
 		return bad
 	})
 
+	rule("the client side (CLI, client, code recorder) imports nothing of the platform: it knows the server by its API", func(p string, info *pkg) []string {
+		if !under(p, "internal/cli") && !under(p, "internal/client") && !under(p, "internal/codestate") {
+			return nil
+		}
+		var bad []string
+		for _, imp := range info.Imports {
+			if l, ok := local(imp); ok && under(l, "internal/platform") {
+				bad = append(bad, imp)
+			}
+		}
+		return bad
+	})
+
 	t.Run("the rules see the packages they are about", func(t *testing.T) {
 		for _, p := range []string{"engine", "engine/loop", "graph", "mcp", "gateway", "internal/server", "internal/platform",
-			"internal/platform/kernel", "internal/platform/view"} {
+			"internal/platform/kernel", "internal/platform/view", "internal/cli", "internal/client", "internal/codestate"} {
 			if pkgs[p] == nil {
 				t.Errorf("package %s is missing: the rules above would pass without looking at it", p)
 			}

@@ -37,7 +37,10 @@ func New(baseURL, credential string) *Client {
 // Error is an error the server returned: its code (extensions.code for
 // GraphQL) and its message, which says what to change.
 type Error struct {
-	Code     string
+	Code string
+	// Reason is extensions.reason: which refusal this is, for a client to
+	// act on without reading the message (ReasonProjectRequired).
+	Reason   string
 	Message  string
 	Problems []string
 	Status   int
@@ -56,6 +59,7 @@ type gqlResponse struct {
 		Message    string `json:"message"`
 		Extensions struct {
 			Code     string   `json:"code"`
+			Reason   string   `json:"reason"`
 			Problems []string `json:"problems"`
 		} `json:"extensions"`
 	} `json:"errors"`
@@ -129,7 +133,7 @@ func (c *Client) do(ctx context.Context, idempotencyKey, query string, vars map[
 	}
 	if len(r.Errors) > 0 {
 		e := r.Errors[0]
-		return &Error{Status: resp.StatusCode, Code: e.Extensions.Code, Message: e.Message, Problems: e.Extensions.Problems}
+		return &Error{Status: resp.StatusCode, Code: e.Extensions.Code, Reason: e.Extensions.Reason, Message: e.Message, Problems: e.Extensions.Problems}
 	}
 	if out != nil {
 		if err := json.Unmarshal(r.Data, out); err != nil {
@@ -183,3 +187,7 @@ func (c *Client) http() *http.Client {
 	}
 	return http.DefaultClient
 }
+
+// ReasonProjectRequired is the reason (extensions.reason) of a refusal of
+// work that names no project when the caller has no default one.
+const ReasonProjectRequired = "PROJECT_REQUIRED"

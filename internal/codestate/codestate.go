@@ -16,7 +16,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
-	"github.com/klique-ai/klique/internal/platform/tasks"
+	"github.com/klique-ai/klique/internal/model"
 )
 
 // What 'klique run' records of the code it is run from, so that a worker
@@ -94,9 +94,9 @@ func Capture(ctx context.Context, dir string, args []string, o Options) (*State,
 	default:
 		return nil, err
 	}
-	if len(c.Diff) > tasks.MaxDiffBytes {
+	if len(c.Diff) > model.MaxDiffBytes {
 		return nil, fmt.Errorf("the changes to send are %d KiB as a diff, more than the %d KiB a task may carry: commit and push them (a task records code, not data), or move data files out of the checkout",
-			len(c.Diff)>>10, tasks.MaxDiffBytes>>10)
+			len(c.Diff)>>10, model.MaxDiffBytes>>10)
 	}
 	if err := c.findPackages(ctx, filepath.Join(root, filepath.FromSlash(c.WorkingDir)), root, args, o); err != nil {
 		return nil, err
@@ -359,9 +359,9 @@ func captureScript(dir string, args []string) (*State, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read the script %s: %w", script, err)
 	}
-	if len(b) > tasks.MaxDiffBytes {
+	if len(b) > model.MaxDiffBytes {
 		return nil, fmt.Errorf("the script %s is %d KiB, more than the %d KiB a task may carry: put it in a git repository and run from its checkout",
-			script, len(b)>>10, tasks.MaxDiffBytes>>10)
+			script, len(b)>>10, model.MaxDiffBytes>>10)
 	}
 	c.Uploaded = filepath.ToSlash(rel)
 	c.Diff = newFileDiff(c.Uploaded, b, fi.Mode()&0o111 != 0)

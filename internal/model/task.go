@@ -174,3 +174,9 @@ type TaskRun struct {
 	// will stop it; nil when it has not been (or was used since).
 	AppWarnedAt *time.Time
 }
+
+// MaxDiffBytes bounds a task spec's diff (the uncommitted changes a run
+// carries). It is a model-level constant so that the code recorder
+// (internal/codestate) and the task spec's check (tasks.ValidateTaskSpec)
+// share it without the recorder importing a domain.
+const MaxDiffBytes = 2 << 20

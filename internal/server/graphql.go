@@ -150,6 +150,9 @@ func newGraphQL(svc *platform.Service, log *slog.Logger, m *metrics, sockets *li
 			if len(pe.Problems) > 1 {
 				ext["problems"] = pe.Problems
 			}
+			if pe.Reason != "" {
+				ext["reason"] = pe.Reason
+			}
 			gerr.Extensions = ext
 			return gerr
 		}

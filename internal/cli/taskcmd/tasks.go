@@ -13,7 +13,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/klique-ai/klique/internal/client"
-	"github.com/klique-ai/klique/internal/platform/kernel"
 )
 
 const taskFields = `id name status position reason computeResource { name } group { name } size { text }`
@@ -272,13 +271,14 @@ func newCloneCmd(c *cli.CLI) *cobra.Command {
 	return cmd
 }
 
-// projectFlag names the CLI's flag in the platform's refusal of a task
-// with no project, in place of the API's field.
+// projectFlag says the platform's refusal of a task with no project
+// (extensions.reason PROJECT_REQUIRED) in the CLI's words: its --project
+// flag in place of the API's field.
 func projectFlag(err error) error {
 	var ce *client.Error
-	if errors.As(err, &ce) && strings.Contains(ce.Message, "say which project") {
+	if errors.As(err, &ce) && ce.Reason == client.ReasonProjectRequired {
 		c := *ce
-		c.Message = strings.Replace(c.Message, kernel.GiveTheProject, "pass --project NAME", 1)
+		c.Message = "say which project the task belongs to: pass --project NAME, or set your default project with 'klique project use NAME'"
 		return &c
 	}
 	return err

@@ -36,7 +36,12 @@ func DefaultProject(e *estate.Estate, p *identity.Principal) *model.Project {
 	return only
 }
 
-// GiveTheProject is how a refusal for want of a project tells the caller
-// to name one, in the words of the API's inputs; a channel whose way of
-// naming it differs (the CLI's --project flag) puts its own in its place.
-const GiveTheProject = "give the project field"
+// ProjectRequired is the refusal of work that names no project when the
+// caller has no default project. Its reason (ReasonProjectRequired) lets
+// a channel whose way of naming the project differs (the CLI's --project
+// flag) say it in its own words.
+func ProjectRequired(what string) *Error {
+	e := Invalid("say which project %s: give the project field, or set your default project with 'klique project use NAME'", what)
+	e.Reason = ReasonProjectRequired
+	return e
+}

@@ -34,8 +34,20 @@ type Error struct {
 	// Problems lists each problem when there are several (a whole estate
 	// file), so that they can be shown one per line.
 	Problems []string
-	err      error
+	// Reason, when set, says which refusal this is in a word a program
+	// can act on (GraphQL's extensions.reason), so that a client never
+	// matches the message's text: the CLI puts its --project flag in a
+	// ReasonProjectRequired refusal.
+	Reason string
+	err    error
 }
+
+// Reasons a client acts on (Error.Reason).
+const (
+	// ReasonProjectRequired: the work names no project and the caller has
+	// no default project.
+	ReasonProjectRequired = "PROJECT_REQUIRED"
+)
 
 func (e *Error) Error() string { return e.Message }
 

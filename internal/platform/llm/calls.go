@@ -207,7 +207,9 @@ func gatewayProject(e *estate.Estate, p *identity.Principal, ref string) (*model
 		if pr := kernel.DefaultProject(e, p); pr != nil {
 			return pr, nil
 		}
-		return nil, kernel.Invalid("say which project the call is for: send the header X-Klique-Project: <project>, use an API key scoped to a project, or set your default project with 'klique project use NAME'")
+		e := kernel.Invalid("say which project the call is for: send the header X-Klique-Project: <project>, use an API key scoped to a project, or set your default project with 'klique project use NAME'")
+		e.Reason = kernel.ReasonProjectRequired
+		return nil, e
 	}
 	pr := e.Project(ref)
 	if pr == nil {

@@ -254,8 +254,8 @@ func resolveProject(p *identity.Principal, e *estate.Estate, ref string) (*model
 		pr := kernel.DefaultProject(e, p)
 		if pr == nil {
 			// The project field is the input's on GraphQL and MCP; the CLI
-			// names its own flag instead (kernel.GiveTheProject).
-			return nil, kernel.Invalid("say which project the task belongs to: %s, or set your default project with 'klique project use NAME'", kernel.GiveTheProject)
+			// names its own flag instead (the error's reason).
+			return nil, kernel.ProjectRequired("the task belongs to")
 		}
 		ref = pr.ID
 	}

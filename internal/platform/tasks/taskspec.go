@@ -17,7 +17,7 @@ const (
 	MaxCommandArgs      = 256
 	MaxArgLength        = 16 << 10
 	MaxFieldLength      = 4096
-	MaxDiffBytes        = 2 << 20
+	MaxDiffBytes        = model.MaxDiffBytes
 	MaxPackages         = 500
 	MaxParameters       = 512
 	MaxParamKeyLength   = 128
