@@ -484,9 +484,7 @@ func (t *task) outcome(st runner.Status, d runner.Diagnostics) *agentapi.FinishR
 		if st.ExitCode < 0 && d.Message != "" {
 			msg = d.Message
 		}
-		t.mu.Lock()
-		f.Message = t.redact.apply(msg)
-		t.mu.Unlock()
+		f.Message = t.quote(msg)
 		t.workerLine("failed: %s", f.Message)
 	case st.ExitCode == 0:
 		f.State = agentapi.StateCompleted
@@ -509,14 +507,11 @@ func (t *task) outcome(st runner.Status, d runner.Diagnostics) *agentapi.FinishR
 		}
 		t.mu.Unlock()
 		if st.ExitCode >= 0 && last != "" {
-			if len(last) > 300 {
-				last = strings.ToValidUTF8(last[:300], "") + "…"
-			}
-			msg += "; last line: " + last
+			// Redacted before it is cut: a cut secret is no longer
+			// found whole.
+			msg += "; last line: " + cut(t.quote(last), maxLastLine)
 		}
-		t.mu.Lock()
-		f.Message = t.redact.apply(msg)
-		t.mu.Unlock()
+		f.Message = t.quote(msg)
 		t.workerLine("failed: %s", f.Message)
 	}
 	return f
@@ -558,9 +553,8 @@ func (t *task) finish(f *agentapi.FinishRequest) {
 		return
 	}
 	w := t.w
-	if len(f.Message) > maxMessage {
-		f.Message = strings.ToValidUTF8(f.Message[:maxMessage-3], "") + "…"
-	}
+	// Every end message goes through the redactor, before it is cut.
+	f.Message = cut(t.quote(f.Message), maxMessage-3)
 	simplified := false
 	for n := 0; ; n++ {
 		err := w.cfg.Client.Finish(t.ctx, t.a.TaskID, f)
@@ -587,9 +581,7 @@ func (t *task) finish(f *agentapi.FinishRequest) {
 			// may be at fault rather than not at all.
 			w.log.Warn("the control plane refused a task's end; reporting it without outputs", "task", t.a.TaskID, "err", err)
 			f.Outputs, simplified = nil, true
-			if len(f.Message) > 200 {
-				f.Message = strings.ToValidUTF8(f.Message[:200], "") + "…"
-			}
+			f.Message = cut(f.Message, 200)
 			continue
 		case !client.IsTransient(err) && !errors.Is(err, client.ErrUnauthorized):
 			w.log.Error("the control plane refused a task's end", "task", t.a.TaskID, "err", err)
@@ -603,9 +595,6 @@ func (t *task) finish(f *agentapi.FinishRequest) {
 		}
 	}
 }
-
-// maxMessage bounds the message of a task's end, as the protocol does.
-const maxMessage = 4096
 
 // commanded reports whether the control plane asked the task to stop.
 func (t *task) commanded() bool {
