@@ -57,6 +57,8 @@ type task struct {
 	appReady   bool
 	appAddress string
 	probing    bool
+	// release gives back the task's own uid (isolation.go).
+	release func()
 }
 
 // start takes on a claimed task and runs it in the background.
@@ -293,6 +295,10 @@ func (t *task) execute(allocErr error) *agentapi.FinishRequest {
 	if err := t.writeFiles(); err != nil {
 		return failed("could not prepare the task's directory: " + err.Error())
 	}
+	acct, cache, err := t.takeAccount()
+	if err != nil {
+		return failed("could not give the task a user of its own on this host: " + err.Error())
+	}
 	inputs, err := t.fetchInputs()
 	if err != nil {
 		if st := t.stopped(); st != nil {
@@ -305,6 +311,9 @@ func (t *task) execute(allocErr error) *agentapi.FinishRequest {
 	env := taskEnv(a, secrets, t.files, url, w.cfg.Hostname, w.pool, t.devices())
 	maps.Copy(env, inputs)
 	env[EnvArtifactsURL] = w.metrics.addUploads(token, t.artifactHandler)
+	if acct != nil {
+		env["TMPDIR"] = filepath.Join(t.dir, "tmp")
+	}
 	if st := t.stopped(); st != nil {
 		return st
 	}
@@ -329,7 +338,8 @@ func (t *task) execute(allocErr error) *agentapi.FinishRequest {
 			}
 		}
 	}
-	job := &runner.Job{Task: a, GPUs: t.devices(), MilliGPUs: t.share, Env: env, Dir: t.dir, Log: t.logLine, AppPort: hostPort}
+	job := &runner.Job{Task: a, GPUs: t.devices(), MilliGPUs: t.share, Env: env, Dir: t.dir, Log: t.logLine, AppPort: hostPort,
+		User: acct, Cache: cache}
 	h, err := w.cfg.Runner.Submit(t.ctx, job)
 	if err != nil {
 		return failed("could not start the task: " + err.Error())
@@ -410,7 +420,8 @@ func (t *task) stopped() *agentapi.FinishRequest {
 // writeFiles creates the task's directory and the files the worker gives
 // it: its parameters, and empty metrics and outputs files.
 func (t *task) writeFiles() error {
-	if err := os.MkdirAll(t.dir, 0o755); err != nil {
+	// The task's own: the runner gives it to the task's user.
+	if err := os.MkdirAll(t.dir, 0o700); err != nil {
 		return err
 	}
 	params := t.a.Parameters
@@ -421,11 +432,11 @@ func (t *task) writeFiles() error {
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(t.files.params, append(b, '\n'), 0o644); err != nil {
+	if err := os.WriteFile(t.files.params, append(b, '\n'), 0o600); err != nil {
 		return err
 	}
 	for _, f := range []string{t.files.metrics, t.files.outputs} {
-		if err := os.WriteFile(f, nil, 0o644); err != nil {
+		if err := os.WriteFile(f, nil, 0o600); err != nil {
 			return err
 		}
 	}
@@ -615,6 +626,7 @@ func (t *task) forget() {
 			w.log.Warn("remove a task's directory", "dir", t.dir, "err", err)
 		}
 	}
+	t.releaseAccount()
 	w.alloc.Release(t.key)
 	w.mu.Lock()
 	delete(w.tasks, t.key)
