@@ -107,7 +107,7 @@ func (e *e2e) startWorkerTuned(t *testing.T, name, gpus string, tune func(*worke
 	t.Helper()
 	logs := &syncWriter{}
 	w, err := agents.NewWorker(context.Background(), agents.Options{
-		Server: e.url, Token: e.workerSecret, Pool: "bare-metal", GPUs: gpus, Mode: "process", WorkDir: t.TempDir(),
+		Server: e.url, Token: e.workerSecret, Pool: "bare-metal", GPUs: gpus, Mode: "process", WorkDir: t.TempDir(), TaskUIDs: "off",
 		Grace: 2 * time.Second, Name: name, Version: "e2e", NvidiaSMI: filepath.Join(t.TempDir(), "absent"), Labels: map[string]string{"rack": "r7"},
 		Log: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		Tune: func(c *worker.Config) {

@@ -30,7 +30,7 @@ type fakeServer struct {
 	hbSecs int
 	// singleTenant is what registration says of the pool.
 	singleTenant bool
-	queue  []*agentapi.Assignment
+	queue        []*agentapi.Assignment
 	// queued is closed, and replaced, when a task is enqueued: it wakes
 	// the claims that wait.
 	queued  chan struct{}
