@@ -89,7 +89,7 @@ type Pool struct {
 	// isolated on a host").
 	SingleTenant bool
 	CreatedAt    time.Time
-	UpdatedAt         time.Time
+	UpdatedAt    time.Time
 }
 
 // DefaultClaimTimeout is a pool's claim timeout when its estate sets none
