@@ -317,26 +317,9 @@ func (t *task) execute(allocErr error) *agentapi.FinishRequest {
 	if st := t.stopped(); st != nil {
 		return st
 	}
-	hostPort := 0
-	if a.App != nil {
-		var port int
-		if port, hostPort, err = w.appPorts(a); err != nil {
-			return failed(err.Error())
-		}
-		switch {
-		case port == 0:
-			t.workerLine("an app instance: the job picks its port on its node, and reports it ready once %s answers", p0(a.App.HealthPath))
-		case hostPort != 0 && hostPort != port:
-			t.workerLine("an app instance: listening on port %d, published on port %d of this host, ready once %s answers", port, hostPort, p0(a.App.HealthPath))
-		default:
-			t.workerLine("an app instance: listening on port %d, ready once %s answers", port, p0(a.App.HealthPath))
-		}
-		if port != 0 {
-			a = withPort(a, port)
-			for k, v := range env {
-				env[k] = strings.ReplaceAll(v, agentapi.PortPlaceholder, strconv.Itoa(port))
-			}
-		}
+	a, hostPort, err := t.appPorts(a, env)
+	if err != nil {
+		return failed(err.Error())
 	}
 	job := &runner.Job{Task: a, GPUs: t.devices(), MilliGPUs: t.share, Env: env, Dir: t.dir, Log: t.logLine, AppPort: hostPort,
 		User: acct, Cache: cache}
