@@ -434,7 +434,7 @@ func TestAKilledWorkerLosesItsTaskWhenTheLeaseRunsOut(t *testing.T) {
 	if err := os.WriteFile(tokenFile, []byte(e.workerSecret+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "worker", "--pool", "bare-metal", "--server", e.url, "--token-file", tokenFile,
+	cmd := exec.Command(bin, "worker", "--pool", "bare-metal", "--task-uids", "off", "--server", e.url, "--token-file", tokenFile,
 		"--gpus", "0", "--name", "doomed-host", "--work-dir", filepath.Join(dir, "work"), "--nvidia-smi", filepath.Join(dir, "absent"))
 	cmd.Env = append(os.Environ(), "HOME="+dir, "KLIQUE_CONFIG=", "KLIQUE_API_KEY=", "KLIQUE_TOKEN=")
 	out := &syncWriter{}
