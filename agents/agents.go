@@ -20,6 +20,7 @@ import (
 	"github.com/klique-ai/klique/agents/gpu"
 	"github.com/klique-ai/klique/agents/runner"
 	"github.com/klique-ai/klique/agents/runner/docker"
+	"github.com/klique-ai/klique/agents/runner/hpc"
 	"github.com/klique-ai/klique/agents/runner/process"
 	"github.com/klique-ai/klique/agents/runner/state"
 	"github.com/klique-ai/klique/agents/worker"
@@ -66,8 +67,18 @@ type Options struct {
 	// NoTunnel: the worker holds no tunnel to the control plane
 	// (--tunnel=false); its app instances are reached only directly.
 	NoTunnel bool
-	// RunAs runs tasks as this user (the daemon must run as root).
+	// RunAs runs tasks as this user (the daemon must run as root): every
+	// task then shares it, and the worker runs tasks of one project at a
+	// time (unless the pool is single-tenant).
 	RunAs string
+	// TaskUIDs is the range of uids a worker running as root gives its
+	// tasks in process mode, one each (FIRST-LAST; "" takes
+	// worker.DefaultTaskUIDs when the worker runs as root without RunAs;
+	// "off" gives none). UserMap, when set, is a YAML file mapping
+	// platform users to Linux accounts (as the HPC submitters read it): a
+	// mapped user's tasks run as their account instead.
+	TaskUIDs string
+	UserMap  string
 	// Labels describe the worker; in docker mode each container carries
 	// them too.
 	Labels map[string]string
@@ -157,6 +168,10 @@ func NewWorker(ctx context.Context, opts Options) (*worker.Worker, error) {
 		}
 		dockerUser = fmt.Sprintf("%d:%d", pu.UID, pu.GID)
 	}
+	taskUIDs, userMap, err := taskUsers(opts)
+	if err != nil {
+		return nil, err
+	}
 	if opts.StateDir == "" {
 		opts.StateDir = filepath.Join(wd, "state")
 	}
@@ -204,11 +219,53 @@ func NewWorker(ctx context.Context, opts Options) (*worker.Worker, error) {
 		// In a cluster the scheduler places the pods: the worker counts.
 		Placed: opts.Kind == KindKubernetes, State: st,
 		AppHost: opts.AppHost, AppStartTimeout: opts.AppStartTimeout, NoTunnel: opts.NoTunnel,
+		TaskUIDs: taskUIDs,
+	}
+	if userMap != nil {
+		cfg.UserMap = userMap
 	}
 	if opts.Tune != nil {
 		opts.Tune(&cfg)
 	}
 	return worker.New(cfg)
+}
+
+// taskUsers reads --task-uids and --user-map: a worker running as root in
+// process mode gives each task a uid of its own by default; one that runs
+// tasks --run-as one user, or is not root, gives none.
+func taskUsers(opts Options) (*worker.UIDRange, *hpc.UserMap, error) {
+	process := opts.Kind == KindBareMetal && (opts.Mode == "" || opts.Mode == agentapi.ModeProcess)
+	switch {
+	case opts.TaskUIDs == "off":
+		if opts.UserMap != "" {
+			return nil, nil, errors.New("--user-map gives tasks their owners' accounts, which needs per-task users: leave out --task-uids off")
+		}
+		return nil, nil, nil
+	case opts.RunAs != "" && (opts.TaskUIDs != "" || opts.UserMap != ""):
+		return nil, nil, errors.New("--run-as runs every task as one user; --task-uids and --user-map give each its own: give one or the other")
+	case !process || opts.RunAs != "":
+		return nil, nil, nil
+	case opts.TaskUIDs == "" && os.Geteuid() != 0:
+		if opts.UserMap != "" {
+			return nil, nil, errors.New("--user-map: running tasks as their owners' accounts needs the worker to run as root")
+		}
+		return nil, nil, nil
+	}
+	r := worker.DefaultTaskUIDs
+	if opts.TaskUIDs != "" {
+		var err error
+		if r, err = worker.ParseUIDRange(opts.TaskUIDs); err != nil {
+			return nil, nil, err
+		}
+	}
+	if opts.UserMap == "" {
+		return &r, nil, nil
+	}
+	m, err := hpc.LoadUserMap(opts.UserMap)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--user-map: %w", err)
+	}
+	return &r, m, nil
 }
 
 func lookupUser(name string) (*process.User, error) {

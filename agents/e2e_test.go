@@ -107,7 +107,7 @@ func (e *e2e) startWorkerTuned(t *testing.T, name, gpus string, tune func(*worke
 	t.Helper()
 	logs := &syncWriter{}
 	w, err := agents.NewWorker(context.Background(), agents.Options{
-		Server: e.url, Token: e.workerSecret, Pool: "bare-metal", GPUs: gpus, Mode: "process", WorkDir: t.TempDir(),
+		Server: e.url, Token: e.workerSecret, Pool: "bare-metal", GPUs: gpus, Mode: "process", WorkDir: t.TempDir(), TaskUIDs: "off",
 		Grace: 2 * time.Second, Name: name, Version: "e2e", NvidiaSMI: filepath.Join(t.TempDir(), "absent"), Labels: map[string]string{"rack": "r7"},
 		Log: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		Tune: func(c *worker.Config) {
@@ -434,7 +434,7 @@ func TestAKilledWorkerLosesItsTaskWhenTheLeaseRunsOut(t *testing.T) {
 	if err := os.WriteFile(tokenFile, []byte(e.workerSecret+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "worker", "--pool", "bare-metal", "--server", e.url, "--token-file", tokenFile,
+	cmd := exec.Command(bin, "worker", "--pool", "bare-metal", "--task-uids", "off", "--server", e.url, "--token-file", tokenFile,
 		"--gpus", "0", "--name", "doomed-host", "--work-dir", filepath.Join(dir, "work"), "--nvidia-smi", filepath.Join(dir, "absent"))
 	cmd.Env = append(os.Environ(), "HOME="+dir, "KLIQUE_CONFIG=", "KLIQUE_API_KEY=", "KLIQUE_TOKEN=")
 	out := &syncWriter{}

@@ -89,7 +89,7 @@ func TestARestartedWorkerStopsWhatItsKilledRunLeftBeforeItClaims(t *testing.T) {
 	release := filepath.Join(dir, "release")
 	t.Cleanup(func() { _ = os.WriteFile(release, nil, 0o644) })
 	startWorker := func(log *syncWriter) *exec.Cmd {
-		cmd := exec.Command(bin, "worker", "--pool", "bare-metal", "--server", e.url, "--token-file", tokenFile,
+		cmd := exec.Command(bin, "worker", "--pool", "bare-metal", "--task-uids", "off", "--server", e.url, "--token-file", tokenFile,
 			"--gpus", "0,1", "--name", "phoenix-host", "--work-dir", work, "--grace", "1s", "--nvidia-smi", filepath.Join(dir, "absent"))
 		cmd.Env = append(os.Environ(), "HOME="+dir, "KLIQUE_CONFIG=", "KLIQUE_API_KEY=", "KLIQUE_TOKEN=")
 		cmd.Stdout, cmd.Stderr = log, log

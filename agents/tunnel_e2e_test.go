@@ -98,7 +98,7 @@ func TestTheTunnelReachesAnAppInstanceAcrossRestarts(t *testing.T) {
 
 	logs := &syncWriter{}
 	w, err := agents.NewWorker(context.Background(), agents.Options{
-		Server: url, Token: secret, Pool: "bare-metal", GPUs: "0,1", Mode: "process", WorkDir: t.TempDir(),
+		Server: url, Token: secret, Pool: "bare-metal", GPUs: "0,1", Mode: "process", WorkDir: t.TempDir(), TaskUIDs: "off",
 		Grace: 2 * time.Second, Name: "gpu-host-tunnel", Version: "e2e", NvidiaSMI: filepath.Join(t.TempDir(), "absent"),
 		Log: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		Tune: func(c *worker.Config) {

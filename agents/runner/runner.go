@@ -79,10 +79,28 @@ type Job struct {
 	// Log receives every line the task prints (stream stdout or stderr)
 	// and lines about preparing it (stream worker).
 	Log LogSink
+	// User, when set, is the account this task runs as, its own on this
+	// host (the worker gave it a uid of its own, or its owner's mapped
+	// account): it replaces the runner's configured user, and the task's
+	// directory is given to it (0700). Process mode only.
+	User *Account
+	// Cache, when set, is the directory of the task's project's cached
+	// Python environments (process mode), which tasks of no other project
+	// can enter; it replaces the runner's own cache.
+	Cache string
 	// AppPort is, for an app instance in docker mode, the free port of
 	// the host the worker picked for it: the runner publishes the app's
 	// own port (Task.App.Port) on it, and the worker probes it there.
 	AppPort int
+}
+
+// Account is a Linux account a task runs as.
+type Account struct {
+	Name     string
+	UID, GID uint32
+	// Groups are its supplementary groups.
+	Groups []uint32
+	Home   string
 }
 
 // AppReadiness is an optional capability of a Handle whose environment

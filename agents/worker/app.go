@@ -356,3 +356,31 @@ func (t *task) sampleCPU(ctx context.Context, c runner.CPUUser) {
 		last, ok, lastAt = used, ok2, now
 	}
 }
+
+// appPorts picks an app instance's ports and says so in its log: the
+// assignment with the port filled in, and the host port it is published
+// on (0 for a task that is no app).
+func (t *task) appPorts(a *agentapi.Assignment, env map[string]string) (*agentapi.Assignment, int, error) {
+	if a.App == nil {
+		return a, 0, nil
+	}
+	port, hostPort, err := t.w.appPorts(a)
+	if err != nil {
+		return nil, 0, err
+	}
+	switch {
+	case port == 0:
+		t.workerLine("an app instance: the job picks its port on its node, and reports it ready once %s answers", p0(a.App.HealthPath))
+	case hostPort != 0 && hostPort != port:
+		t.workerLine("an app instance: listening on port %d, published on port %d of this host, ready once %s answers", port, hostPort, p0(a.App.HealthPath))
+	default:
+		t.workerLine("an app instance: listening on port %d, ready once %s answers", port, p0(a.App.HealthPath))
+	}
+	if port != 0 {
+		a = withPort(a, port)
+		for k, v := range env {
+			env[k] = strings.ReplaceAll(v, agentapi.PortPlaceholder, strconv.Itoa(port))
+		}
+	}
+	return a, hostPort, nil
+}

@@ -28,7 +28,9 @@ type fakeServer struct {
 	srv    *http.Server
 	pool   string
 	hbSecs int
-	queue  []*agentapi.Assignment
+	// singleTenant is what registration says of the pool.
+	singleTenant bool
+	queue        []*agentapi.Assignment
 	// queued is closed, and replaced, when a task is enqueued: it wakes
 	// the claims that wait.
 	queued  chan struct{}
@@ -179,7 +181,7 @@ func (s *fakeServer) register(w http.ResponseWriter, r *http.Request) {
 	id := "worker-" + strconv.Itoa(s.registrations)
 	s.workers[id] = true
 	writeJSON(w, agentapi.RegisterResponse{WorkerID: id, Pool: s.pool, LeaseSeconds: 10,
-		HeartbeatSeconds: s.hbSecs, LogLimitBytes: 1 << 20})
+		HeartbeatSeconds: s.hbSecs, LogLimitBytes: 1 << 20, SingleTenant: s.singleTenant})
 }
 
 // enqueue adds a task to hand out.
@@ -213,6 +215,11 @@ func (s *fakeServer) claim(w http.ResponseWriter, r *http.Request) {
 		for i, a := range s.queue {
 			fits := a.MilliGPUsPerNode <= max(int64(req.FreeGPUs)*1000, req.FreeMilliGPUs)
 			if a.MilliGPUsPerNode%1000 != 0 && !req.Fractions {
+				fits = false
+			}
+			if req.Project != "" && a.ProjectID != req.Project {
+				// As the control plane does: a worker whose tasks share
+				// a user takes only the project it runs.
 				fits = false
 			}
 			if !fits {

@@ -57,6 +57,8 @@ type task struct {
 	appReady   bool
 	appAddress string
 	probing    bool
+	// release gives back the task's own uid (isolation.go).
+	release func()
 }
 
 // start takes on a claimed task and runs it in the background.
@@ -293,6 +295,10 @@ func (t *task) execute(allocErr error) *agentapi.FinishRequest {
 	if err := t.writeFiles(); err != nil {
 		return failed("could not prepare the task's directory: " + err.Error())
 	}
+	acct, cache, err := t.takeAccount()
+	if err != nil {
+		return failed("could not give the task a user of its own on this host: " + err.Error())
+	}
 	inputs, err := t.fetchInputs()
 	if err != nil {
 		if st := t.stopped(); st != nil {
@@ -305,31 +311,18 @@ func (t *task) execute(allocErr error) *agentapi.FinishRequest {
 	env := taskEnv(a, secrets, t.files, url, w.cfg.Hostname, w.pool, t.devices())
 	maps.Copy(env, inputs)
 	env[EnvArtifactsURL] = w.metrics.addUploads(token, t.artifactHandler)
+	if acct != nil {
+		env["TMPDIR"] = filepath.Join(t.dir, "tmp")
+	}
 	if st := t.stopped(); st != nil {
 		return st
 	}
-	hostPort := 0
-	if a.App != nil {
-		var port int
-		if port, hostPort, err = w.appPorts(a); err != nil {
-			return failed(err.Error())
-		}
-		switch {
-		case port == 0:
-			t.workerLine("an app instance: the job picks its port on its node, and reports it ready once %s answers", p0(a.App.HealthPath))
-		case hostPort != 0 && hostPort != port:
-			t.workerLine("an app instance: listening on port %d, published on port %d of this host, ready once %s answers", port, hostPort, p0(a.App.HealthPath))
-		default:
-			t.workerLine("an app instance: listening on port %d, ready once %s answers", port, p0(a.App.HealthPath))
-		}
-		if port != 0 {
-			a = withPort(a, port)
-			for k, v := range env {
-				env[k] = strings.ReplaceAll(v, agentapi.PortPlaceholder, strconv.Itoa(port))
-			}
-		}
+	a, hostPort, err := t.appPorts(a, env)
+	if err != nil {
+		return failed(err.Error())
 	}
-	job := &runner.Job{Task: a, GPUs: t.devices(), MilliGPUs: t.share, Env: env, Dir: t.dir, Log: t.logLine, AppPort: hostPort}
+	job := &runner.Job{Task: a, GPUs: t.devices(), MilliGPUs: t.share, Env: env, Dir: t.dir, Log: t.logLine, AppPort: hostPort,
+		User: acct, Cache: cache}
 	h, err := w.cfg.Runner.Submit(t.ctx, job)
 	if err != nil {
 		return failed("could not start the task: " + err.Error())
@@ -410,7 +403,8 @@ func (t *task) stopped() *agentapi.FinishRequest {
 // writeFiles creates the task's directory and the files the worker gives
 // it: its parameters, and empty metrics and outputs files.
 func (t *task) writeFiles() error {
-	if err := os.MkdirAll(t.dir, 0o755); err != nil {
+	// The task's own: the runner gives it to the task's user.
+	if err := os.MkdirAll(t.dir, 0o700); err != nil {
 		return err
 	}
 	params := t.a.Parameters
@@ -421,11 +415,11 @@ func (t *task) writeFiles() error {
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(t.files.params, append(b, '\n'), 0o644); err != nil {
+	if err := os.WriteFile(t.files.params, append(b, '\n'), 0o600); err != nil {
 		return err
 	}
 	for _, f := range []string{t.files.metrics, t.files.outputs} {
-		if err := os.WriteFile(f, nil, 0o644); err != nil {
+		if err := os.WriteFile(f, nil, 0o600); err != nil {
 			return err
 		}
 	}
@@ -484,9 +478,7 @@ func (t *task) outcome(st runner.Status, d runner.Diagnostics) *agentapi.FinishR
 		if st.ExitCode < 0 && d.Message != "" {
 			msg = d.Message
 		}
-		t.mu.Lock()
-		f.Message = t.redact.apply(msg)
-		t.mu.Unlock()
+		f.Message = t.quote(msg)
 		t.workerLine("failed: %s", f.Message)
 	case st.ExitCode == 0:
 		f.State = agentapi.StateCompleted
@@ -509,14 +501,11 @@ func (t *task) outcome(st runner.Status, d runner.Diagnostics) *agentapi.FinishR
 		}
 		t.mu.Unlock()
 		if st.ExitCode >= 0 && last != "" {
-			if len(last) > 300 {
-				last = strings.ToValidUTF8(last[:300], "") + "…"
-			}
-			msg += "; last line: " + last
+			// Redacted before it is cut: a cut secret is no longer
+			// found whole.
+			msg += "; last line: " + cut(t.quote(last), maxLastLine)
 		}
-		t.mu.Lock()
-		f.Message = t.redact.apply(msg)
-		t.mu.Unlock()
+		f.Message = t.quote(msg)
 		t.workerLine("failed: %s", f.Message)
 	}
 	return f
@@ -558,9 +547,8 @@ func (t *task) finish(f *agentapi.FinishRequest) {
 		return
 	}
 	w := t.w
-	if len(f.Message) > maxMessage {
-		f.Message = strings.ToValidUTF8(f.Message[:maxMessage-3], "") + "…"
-	}
+	// Every end message goes through the redactor, before it is cut.
+	f.Message = cut(t.quote(f.Message), maxMessage-3)
 	simplified := false
 	for n := 0; ; n++ {
 		err := w.cfg.Client.Finish(t.ctx, t.a.TaskID, f)
@@ -587,9 +575,7 @@ func (t *task) finish(f *agentapi.FinishRequest) {
 			// may be at fault rather than not at all.
 			w.log.Warn("the control plane refused a task's end; reporting it without outputs", "task", t.a.TaskID, "err", err)
 			f.Outputs, simplified = nil, true
-			if len(f.Message) > 200 {
-				f.Message = strings.ToValidUTF8(f.Message[:200], "") + "…"
-			}
+			f.Message = cut(f.Message, 200)
 			continue
 		case !client.IsTransient(err) && !errors.Is(err, client.ErrUnauthorized):
 			w.log.Error("the control plane refused a task's end", "task", t.a.TaskID, "err", err)
@@ -603,9 +589,6 @@ func (t *task) finish(f *agentapi.FinishRequest) {
 		}
 	}
 }
-
-// maxMessage bounds the message of a task's end, as the protocol does.
-const maxMessage = 4096
 
 // commanded reports whether the control plane asked the task to stop.
 func (t *task) commanded() bool {
@@ -626,6 +609,7 @@ func (t *task) forget() {
 			w.log.Warn("remove a task's directory", "dir", t.dir, "err", err)
 		}
 	}
+	t.releaseAccount()
 	w.alloc.Release(t.key)
 	w.mu.Lock()
 	delete(w.tasks, t.key)

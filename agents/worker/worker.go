@@ -124,6 +124,14 @@ type Config struct {
 	AppStartTimeout  time.Duration
 	AppProbeInterval time.Duration
 	AppUnreadyAfter  int
+	// TaskUIDs, when set and the worker runs as root, gives each task in
+	// process mode a uid of its own from this range, and each project a
+	// gid (isolation.go); UserMap, when set, gives a task its owner's
+	// account instead. Unset, tasks share the runner's user and the worker
+	// runs tasks of one project at a time unless the pool is
+	// single-tenant.
+	TaskUIDs *UIDRange
+	UserMap  AccountMap
 	// NoTunnel turns off the worker's tunnel (agents/tunnel), for a site
 	// whose app instances the control plane and its routers reach
 	// directly. By default the worker holds one.
@@ -137,6 +145,7 @@ type Worker struct {
 	alloc   *Allocator
 	metrics *metricsServer
 	smi     bool
+	iso     *isolation
 
 	workerID  string
 	pool      string
@@ -153,7 +162,10 @@ type Worker struct {
 	reports context.Context
 	// draining is set once shutdown began: no new claims.
 	draining bool
-	tasksWG  sync.WaitGroup
+	// singleTenant: the pool's estate says its tasks need not be kept
+	// apart (agentapi.RegisterResponse.SingleTenant).
+	singleTenant bool
+	tasksWG      sync.WaitGroup
 }
 
 // New checks cfg and returns a worker ready to Run.
@@ -207,8 +219,12 @@ func New(cfg Config) (*Worker, error) {
 			}
 		}
 	}
+	iso, err := newIsolation(&cfg)
+	if err != nil {
+		return nil, err
+	}
 	return &Worker{cfg: cfg, log: cfg.Log, alloc: NewAllocator(cfg.GPUs, fractions), tasks: map[string]*task{},
-		freed: make(chan struct{}, 1), beatNow: make(chan struct{}, 1)}, nil
+		freed: make(chan struct{}, 1), beatNow: make(chan struct{}, 1), iso: iso}, nil
 }
 
 // beatSoon asks for a heartbeat now rather than at the next tick: an app
@@ -255,9 +271,14 @@ func (w *Worker) Run(ctx context.Context) error {
 		if err := os.RemoveAll(d); err != nil {
 			return fmt.Errorf("clean %s: %w", d, err)
 		}
-		if err := os.MkdirAll(d, 0o755); err != nil {
+		// Traversable, not listable: a task reaches its own directory
+		// (0700, its own) and sees no other's name.
+		if err := os.MkdirAll(d, 0o711); err != nil {
 			return fmt.Errorf("create %s: %w", d, err)
 		}
+	}
+	if err := w.iso.prepare(w.cfg.WorkDir, w.tasksDir()); err != nil {
+		return fmt.Errorf("prepare the work directory for tasks of their own users: %w", err)
 	}
 	if c, ok := w.cfg.Runner.(runner.Cleaner); ok {
 		if err := c.Cleanup(ctx); err != nil {
@@ -350,7 +371,7 @@ func (w *Worker) register(ctx context.Context) error {
 				}
 			}
 			w.mu.Lock()
-			w.workerID, w.pool = resp.WorkerID, resp.Pool
+			w.workerID, w.pool, w.singleTenant = resp.WorkerID, resp.Pool, resp.SingleTenant
 			w.mu.Unlock()
 			w.heartbeat = time.Duration(resp.HeartbeatSeconds) * time.Second
 			if w.cfg.HeartbeatInterval > 0 {
@@ -361,6 +382,7 @@ func (w *Worker) register(ctx context.Context) error {
 			}
 			w.log.Info("registered", "worker", w.workerID, "pool", w.pool, "gpus", len(w.cfg.GPUs),
 				"mode", w.cfg.Runner.Name(), "heartbeat", w.heartbeat)
+			w.logIsolation(resp.SingleTenant)
 			return nil
 		}
 		if ctx.Err() != nil {
@@ -393,7 +415,7 @@ func (w *Worker) claimLoop(ctx context.Context) error {
 			}
 		}
 		req := &agentapi.ClaimRequest{WorkerID: w.id(), FreeGPUs: idle, Fractions: w.alloc.fractions,
-			WaitSeconds: int(w.cfg.ClaimWait / time.Second)}
+			WaitSeconds: int(w.cfg.ClaimWait / time.Second), Project: w.claimProject()}
 		if req.WaitSeconds <= 0 {
 			req.WaitSeconds = 1
 		}
@@ -589,54 +611,6 @@ func (w *Worker) drain(ctx context.Context, reason string) {
 	case <-time.After(w.cfg.Grace + w.cfg.ShutdownTimeout):
 		w.log.Warn("gave up waiting for the last reports")
 	case <-ctx.Done():
-	}
-}
-
-// sampleGPUs reports each running task's GPU utilization as the metric
-// gpu.utilization (the mean over its GPUs; gpu.utilization.N per GPU when
-// it has several).
-func (w *Worker) sampleGPUs(ctx context.Context) {
-	t := time.NewTicker(w.cfg.GPUSampleInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		util, err := w.cfg.SMI.Utilization(ctx)
-		if err != nil {
-			w.log.Debug("sample GPU utilization", "err", err)
-			continue
-		}
-		now := time.Now()
-		w.mu.Lock()
-		tasks := make([]*task, 0, len(w.tasks))
-		for _, t := range w.tasks {
-			tasks = append(tasks, t)
-		}
-		w.mu.Unlock()
-		for _, t := range tasks {
-			if !t.isRunning() || len(t.gpus) == 0 {
-				continue
-			}
-			var sum float64
-			var n int
-			var points []agentapi.MetricPoint
-			for _, g := range t.gpus {
-				if u, ok := util[g.Index]; ok {
-					sum += u
-					n++
-					if len(t.gpus) > 1 {
-						points = append(points, agentapi.MetricPoint{At: now, Name: fmt.Sprintf("gpu.utilization.%d", g.Index), Value: u})
-					}
-				}
-			}
-			if n > 0 {
-				points = append(points, agentapi.MetricPoint{At: now, Name: "gpu.utilization", Value: sum / float64(n)})
-				t.metrics.Add(points...)
-			}
-		}
 	}
 }
 

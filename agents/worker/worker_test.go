@@ -104,7 +104,7 @@ func (b *testBundle) stop(t *testing.T) error {
 
 func shTask(id, script string) agentapi.Assignment {
 	return agentapi.Assignment{TaskID: id, Name: "task-" + id, MilliGPUsPerNode: 1000, Nodes: 1,
-		Command: []string{"sh", "-c", script}, Project: "fraud-models", Owner: "alice", LeaseSeconds: 10}
+		Command: []string{"sh", "-c", script}, Project: "fraud-models", ProjectID: "p-fraud-models", Owner: "alice", LeaseSeconds: 10}
 }
 
 // fakeSMI writes an nvidia-smi that answers both queries the worker makes.

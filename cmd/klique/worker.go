@@ -31,7 +31,11 @@ logs and metrics home, and reports their end.
 
 In process mode (the default) a task runs natively: a command in a fresh
 directory, or a repository cloned at its recorded commit with its uncommitted
-changes applied, in a Python virtual environment with its packages. In docker
+changes applied, in a Python virtual environment with its packages. Run as
+root, the worker gives each task a uid of its own (--task-uids, or its
+owner's account from --user-map), so that no task reads another's
+environment or files; a worker that cannot (not root, or --run-as one user)
+runs tasks of one project at a time unless the pool is single-tenant. In docker
 mode it runs in a container of its image, and fractions of a GPU run as
 memory-capped shares.
 
@@ -105,7 +109,9 @@ turns it off. See docs/apps.md.`,
 	f.StringVar(&o.AppHost, "app-host", "", "host of app instances' addresses as the site reaches this machine (default 127.0.0.1)")
 	f.DurationVar(&o.AppStartTimeout, "app-start-timeout", 10*time.Minute, "time an app instance has to answer on its health path before it is stopped and reported failed")
 	f.BoolVar(&tunnel, "tunnel", true, "keep a tunnel to the control plane, through which it reaches this worker's app instances; --tunnel=false when it reaches them directly")
-	f.StringVar(&o.RunAs, "run-as", "", "run tasks as this user (the worker must run as root)")
+	f.StringVar(&o.RunAs, "run-as", "", "run every task as this user (the worker must run as root); tasks then share it, so the worker runs tasks of one project at a time unless the pool is single-tenant")
+	f.StringVar(&o.TaskUIDs, "task-uids", "", "uids a worker running as root gives its tasks, one each, as FIRST-LAST (default 20000-20999 when root; off: none); no account may use them, and each worker on a host needs its own range")
+	f.StringVar(&o.UserMap, "user-map", "", "YAML file mapping platform users to Linux accounts (users: {alice: alice}, default: ACCOUNT), as hpc-submitter reads it: a mapped user's tasks run as their account (process mode, as root)")
 	f.StringSliceVar(&labels, "labels", nil, "labels describing this worker, key=value[,key=value]")
 	f.StringVar(&o.Name, "name", "", "name of this worker (default: the host name); give each worker on one host its own")
 	f.StringVar(&o.Python, "python", "python3", "Python interpreter for entry points and virtual environments (process mode)")

@@ -94,6 +94,10 @@ type RegisterResponse struct {
 	// template with a GPU limit) can refuse to start when they disagree,
 	// rather than fail every task.
 	Profiles []ProfileSize `json:"profiles,omitempty"`
+	// SingleTenant is true when the pool's estate says its tasks need not
+	// be kept apart on a host: a worker whose tasks share one user then
+	// runs tasks of different projects side by side.
+	SingleTenant bool `json:"singleTenant,omitempty"`
 }
 
 // ProfileSize is the task size of one profile that lists the pool.
@@ -120,14 +124,20 @@ type ClaimRequest struct {
 	// (docker mode, with a memory cap).
 	Fractions   bool `json:"fractions"`
 	WaitSeconds int  `json:"waitSeconds"`
+	// Project, when set, is the id of the only project whose task the
+	// worker takes now: its tasks share one user on its host, so it runs
+	// tasks of one project at a time (the pool is not single-tenant).
+	Project string `json:"project,omitempty"`
 }
 
 // Assignment is a claimed task: everything the worker needs to run it.
 // Secrets are not in it: the worker fetches them with the attempt.
 type Assignment struct {
-	TaskID  string `json:"taskId"`
-	Attempt int    `json:"attempt"`
-	Name    string `json:"name"`
+	TaskID string `json:"taskId"`
+	// ProjectID is the id of the task's project (Project is its name).
+	ProjectID string `json:"projectId,omitempty"`
+	Attempt   int    `json:"attempt"`
+	Name      string `json:"name"`
 	// Size: GPUs per node in thousandths (125 is an eighth), and nodes.
 	MilliGPUsPerNode int64    `json:"milliGpusPerNode"`
 	Nodes            int      `json:"nodes"`

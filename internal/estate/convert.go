@@ -172,6 +172,7 @@ func (a *applier) pool(d *PoolDoc) {
 	p.Region = d.Region
 	p.Labels = cloneMap(d.Labels)
 	p.OutputDestination = d.OutputDestination
+	p.SingleTenant = d.SingleTenant
 	p.ClaimTimeout = nil
 	if d.ClaimTimeout != "" {
 		t, err := ParseClaimTimeout(d.ClaimTimeout)
@@ -416,6 +417,7 @@ func (e *Estate) Export() *Document {
 			pd.ClaimTimeout = FormatClaimTimeout(*p.ClaimTimeout)
 		}
 		pd.OutputDestination = p.OutputDestination
+		pd.SingleTenant = p.SingleTenant
 		d.Pools = append(d.Pools, pd)
 	}
 	profiles := append([]*model.Profile(nil), e.Profiles...)

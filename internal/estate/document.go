@@ -80,6 +80,10 @@ type PoolDoc struct {
 	// OutputDestination is where tasks placed on the pool write outputs
 	// (a bucket or directory its nodes reach), before their project's.
 	OutputDestination string `yaml:"outputDestination,omitempty"`
+	// SingleTenant (bare_metal pools) says the pool's tasks need not be
+	// kept apart on a host: its workers whose tasks share one user run
+	// tasks of different projects side by side.
+	SingleTenant bool `yaml:"singleTenant,omitempty"`
 }
 
 // ProfileDoc describes a profile. Size is "0.125", "1", "8" or "2x8"; or

@@ -174,6 +174,9 @@ func (v *validator) pools() {
 		if len(p.OutputDestination) > 1000 || strings.ContainsFunc(p.OutputDestination, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) {
 			v.Add(obj, "output destination must be a directory path or bucket URL without spaces, at most 1000 characters")
 		}
+		if p.SingleTenant && p.Kind != model.PoolBareMetal {
+			v.Add(obj, "singleTenant applies to bare_metal pools, whose tasks share a host; a %s pool runs each task in a pod or job of its own: leave singleTenant out", p.Kind)
+		}
 		if len(p.Labels) > MaxLabels {
 			v.Add(obj, "more than %d labels", MaxLabels)
 		}

@@ -43,6 +43,20 @@ func TestValidate(t *testing.T) {
 		}
 	})
 
+	t.Run("singleTenant is for bare_metal pools, whose tasks share a host", func(t *testing.T) {
+		t.Parallel()
+		e := baseEstate()
+		e.Pool("p-metal").SingleTenant = true
+		if err := e.Validate(); err != nil {
+			t.Fatalf("Validate: %v", err)
+		}
+		e.Pool("p-k8s").SingleTenant = true
+		err := e.Validate()
+		if err == nil || !strings.Contains(err.Error(), "singleTenant applies to bare_metal pools") {
+			t.Fatalf("Validate = %v, want singleTenant refused on a kubernetes pool", err)
+		}
+	})
+
 	t.Run("a limit of 0 keeps the group's reservation for when it is raised", func(t *testing.T) {
 		t.Parallel()
 		e := baseEstate()

@@ -82,8 +82,14 @@ type Pool struct {
 	// task's project's. "Only pointers come home": outputs larger than
 	// the stored limit stay there and are registered as pointers.
 	OutputDestination string
-	CreatedAt         time.Time
-	UpdatedAt         time.Time
+	// SingleTenant says that the pool's tasks need not be kept apart on a
+	// host: a bare-metal worker whose tasks share one user (it cannot give
+	// each its own) then runs tasks of different projects side by side,
+	// rather than one project at a time (docs/worker.md, "What is
+	// isolated on a host").
+	SingleTenant bool
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
 }
 
 // DefaultClaimTimeout is a pool's claim timeout when its estate sets none

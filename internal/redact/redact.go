@@ -292,3 +292,81 @@ func (r *Redactor) openEnd(s string) int {
 	}
 	return best
 }
+
+// Quoted redacts a piece of text that quotes a task's output, such as the
+// reason of a failure with its last line: every variant, as String does,
+// and also any start or end of a variant of minOpenEnd bytes or more,
+// wherever it appears. A quoted line may begin in the middle of a secret
+// (the secret was cut over two lines, and the log redacts both halves as
+// one stream) or end in it (the quote was cut to a length limit); String
+// matches neither part alone. At most minOpenEnd-1 bytes of a variant can
+// thus remain. The text should be redacted before it is cut, and may be
+// again after.
+func (r *Redactor) Quoted(s string) string {
+	if r.Empty() {
+		return s
+	}
+	s = r.String(s)
+	for _, v := range r.variants {
+		if len(v) <= minOpenEnd {
+			continue
+		}
+		s = cutFragments(s, v)
+	}
+	return s
+}
+
+// cutFragments replaces, in s, each run that is a start or an end of v of
+// minOpenEnd bytes or more with Redacted. It finds every place where v's
+// first (or last) minOpenEnd bytes occur and grows the match from there, so
+// its cost is linear in s for each occurrence, not quadratic in v.
+func cutFragments(s, v string) string {
+	type span struct{ from, to int }
+	var spans []span
+	head, tail := v[:minOpenEnd], v[len(v)-minOpenEnd:]
+	for from := 0; from < len(s); {
+		i := strings.Index(s[from:], head)
+		if i < 0 {
+			break
+		}
+		i += from
+		n := minOpenEnd
+		for n < len(v) && i+n < len(s) && s[i+n] == v[n] {
+			n++
+		}
+		spans = append(spans, span{i, i + n})
+		from = i + 1
+	}
+	for from := 0; from < len(s); {
+		i := strings.Index(s[from:], tail)
+		if i < 0 {
+			break
+		}
+		i += from
+		end := i + minOpenEnd
+		n := minOpenEnd
+		for n < len(v) && end-n-1 >= 0 && s[end-n-1] == v[len(v)-n-1] {
+			n++
+		}
+		spans = append(spans, span{end - n, end})
+		from = i + 1
+	}
+	if len(spans) == 0 {
+		return s
+	}
+	slices.SortFunc(spans, func(a, b span) int { return a.from - b.from })
+	var b strings.Builder
+	at := 0
+	for _, sp := range spans {
+		if sp.to <= at {
+			continue
+		}
+		if sp.from >= at {
+			b.WriteString(s[at:sp.from])
+			b.WriteString(Redacted)
+		}
+		at = sp.to
+	}
+	b.WriteString(s[at:])
+	return b.String()
+}

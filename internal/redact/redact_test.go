@@ -88,3 +88,18 @@ func BenchmarkRedact(b *testing.B) {
 		}
 	})
 }
+
+func TestQuotedCutsTheStartAndEndOfASecret(t *testing.T) {
+	r := New("bob-secret-1234567890")
+	for in, want := range map[string]string{
+		"last line: 1234567890 done":       "last line: [redacted] done",
+		"last line: token bob-secret-12":   "last line: token [redacted]",
+		"whole bob-secret-1234567890 here": "whole [redacted] here",
+		"short ones stay: bob-s 67890":     "short ones stay: bob-s 67890",
+		"both -1234567890 and bob-secret":  "both [redacted] and [redacted]",
+	} {
+		if got := r.Quoted(in); got != want {
+			t.Errorf("Quoted(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

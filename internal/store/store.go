@@ -176,6 +176,10 @@ type UsageKey = model.UsageKey
 type ClaimFit struct {
 	MaxPerNode model.MilliGPU
 	Fractions  bool
+	// ProjectID, when set, keeps only the tasks of this project: the
+	// worker's tasks share one user on its host, and it runs tasks of
+	// one project at a time (agentapi.ClaimRequest.Project).
+	ProjectID string
 }
 
 // Queries are the reads and writes of the store. A Store runs each call on its

@@ -469,6 +469,11 @@ func (h *handle) run(ctx context.Context) {
 			return
 		}
 	}
+	if err := ownDir(h.job.Dir, h.r.opts.User); err != nil {
+		h.job.Log(agentapi.StreamWorker, "could not start the task: "+err.Error())
+		h.end(-1, "", err.Error())
+		return
+	}
 	cmd := exec.Command(h.r.opts.Docker, h.args...)
 	cmd.Env = h.env
 	cmd.Dir = h.job.Dir
@@ -613,4 +618,36 @@ func orDefault(s, def string) string {
 		return def
 	}
 	return s
+}
+
+// ownDir gives the task's directory (0700: no other task's user enters it)
+// to the container's user, when it is given as numbers (uid[:gid]), so
+// that the task can read and write what the worker and the clone put
+// there. A user named otherwise is one of the image's: the directory is
+// then left 0711 and its files as they are.
+func ownDir(dir, user string) error {
+	if user == "" {
+		return os.Chmod(dir, 0o700)
+	}
+	u, g, _ := strings.Cut(user, ":")
+	uid, err := strconv.Atoi(u)
+	if err != nil {
+		return os.Chmod(dir, 0o711)
+	}
+	gid := -1
+	if g != "" {
+		if gid, err = strconv.Atoi(g); err != nil {
+			gid = -1
+		}
+	}
+	err = filepath.WalkDir(dir, func(p string, _ os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, uid, gid)
+	})
+	if err != nil {
+		return fmt.Errorf("give the task's directory to the container's user %s: %w", user, err)
+	}
+	return os.Chmod(dir, 0o700)
 }

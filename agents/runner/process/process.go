@@ -67,18 +67,22 @@ type Options struct {
 }
 
 // User is an account to run tasks as.
-type User struct {
-	Name     string
-	UID, GID uint32
-	Groups   []uint32
-	Home     string
-}
+type User = runner.Account
 
-func (u *User) credential() *syscall.Credential {
+func credential(u *User) *syscall.Credential {
 	if u == nil {
 		return nil
 	}
 	return &syscall.Credential{Uid: u.UID, Gid: u.GID, Groups: u.Groups}
+}
+
+// user is the account the job runs as: its own when the worker gave it
+// one, else the runner's configured user (nil: the daemon's).
+func (r *Runner) user(job *runner.Job) *User {
+	if job.User != nil {
+		return job.User
+	}
+	return r.opts.User
 }
 
 // Runner runs tasks as process groups on the host.
@@ -128,10 +132,14 @@ func (r *Runner) Submit(ctx context.Context, job *runner.Job) (runner.Handle, er
 	if len(t.Command) == 0 && (t.Repository == "" || t.EntryPoint == "") {
 		return nil, errors.New("the task has nothing to run: give it a command, or a repository with an entry point")
 	}
-	if len(t.Packages) > 0 && r.opts.VenvCache == "" {
+	if len(t.Packages) > 0 && r.opts.VenvCache == "" && job.Cache == "" {
 		return nil, errors.New("the task lists packages but the worker has no directory for virtual environments")
 	}
-	if err := chownTree(job.Dir, r.opts.User); err != nil {
+	// The task's directory is its own: no other task's user enters it.
+	if err := chownTree(job.Dir, r.user(job)); err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(job.Dir, 0o700); err != nil {
 		return nil, err
 	}
 	h := &handle{r: r, job: job, tail: runner.NewTail(20), done: make(chan struct{}), reason: "preparing"}
@@ -249,7 +257,7 @@ func (h *handle) run(ctx context.Context) {
 		h.end(-1, "", "stopped before it started")
 		return
 	}
-	proc, err := pgroup.Start(cmd, h.r.opts.User.credential(), h.log)
+	proc, err := pgroup.Start(cmd, credential(h.r.user(h.job)), h.log)
 	if err != nil {
 		h.mu.Unlock()
 		msg := fmt.Sprintf("start %s: %v", argv[0], err)
@@ -324,7 +332,7 @@ func (h *handle) isStopped() bool {
 // directory and environment.
 func (h *handle) prepare(ctx context.Context) (argv []string, dir string, env []string, err error) {
 	t, opts := h.job.Task, h.r.opts
-	env = taskEnv(opts.BaseEnv, h.job, opts.User)
+	env = taskEnv(opts.BaseEnv, h.job, h.r.user(h.job))
 	base := filepath.Join(h.job.Dir, "work")
 	if t.Repository != "" {
 		base = filepath.Join(h.job.Dir, "src")
@@ -338,7 +346,7 @@ func (h *handle) prepare(ctx context.Context) (argv []string, dir string, env []
 			h.log(agentapi.StreamWorker, "applied the recorded uncommitted changes")
 		}
 	} else {
-		if err := mkdirOwned(base, opts.User); err != nil {
+		if err := mkdirOwned(base, h.r.user(h.job)); err != nil {
 			return nil, "", nil, err
 		}
 		if t.Diff != "" {
@@ -390,7 +398,7 @@ func (h *handle) exec(env []string) source.Exec {
 		cmd.Dir = dir
 		cmd.Env = setEnv(env, "GIT_TERMINAL_PROMPT", "0")
 		tail := runner.NewTail(3)
-		proc, err := pgroup.Start(cmd, h.r.opts.User.credential(), func(_, line string) {
+		proc, err := pgroup.Start(cmd, credential(h.r.user(h.job)), func(_, line string) {
 			tail.Add(line)
 			h.job.Log(agentapi.StreamWorker, line)
 		})

@@ -41,18 +41,27 @@ func VenvKey(python string, packages []string) string {
 // unless a complete one for the same set is cached.
 func (r *Runner) venv(ctx context.Context, h *handle, env []string, packages []string) (string, error) {
 	key := VenvKey(r.opts.Python, packages)
+	// The job's project's cache when the worker gave one (tasks of other
+	// projects cannot enter it), else the runner's.
+	cache := h.job.Cache
+	if cache == "" {
+		cache = r.opts.VenvCache
+		if err := mkdirOwned(cache, r.opts.User); err != nil {
+			return "", fmt.Errorf("create the environment cache: %w", err)
+		}
+	}
+	dir := filepath.Join(cache, key)
 	r.mu.Lock()
-	lock, ok := r.venvs[key]
+	lock, ok := r.venvs[dir]
 	if !ok {
 		lock = &sync.Mutex{}
-		r.venvs[key] = lock
+		r.venvs[dir] = lock
 	}
 	r.mu.Unlock()
 	h.setPending(fmt.Sprintf("waiting for the Python environment %s", key))
 	lock.Lock()
 	defer lock.Unlock()
 
-	dir := filepath.Join(r.opts.VenvCache, key)
 	if _, err := os.Stat(filepath.Join(dir, readyFile)); err == nil {
 		h.log(agentapi.StreamWorker, fmt.Sprintf("reusing the cached Python environment %s (%d packages)", key, len(packages)))
 		return dir, nil
@@ -60,13 +69,10 @@ func (r *Runner) venv(ctx context.Context, h *handle, env []string, packages []s
 	if err := os.RemoveAll(dir); err != nil {
 		return "", fmt.Errorf("remove an unfinished environment: %w", err)
 	}
-	if err := mkdirOwned(r.opts.VenvCache, r.opts.User); err != nil {
-		return "", fmt.Errorf("create the environment cache: %w", err)
-	}
 	run := h.exec(env)
 	h.setPending("creating a Python environment")
 	h.log(agentapi.StreamWorker, "creating the Python environment "+key)
-	if err := run(ctx, r.opts.VenvCache, r.opts.Python, "-m", "venv", dir); err != nil {
+	if err := run(ctx, cache, r.opts.Python, "-m", "venv", dir); err != nil {
 		return "", fmt.Errorf("create a virtual environment: %w", err)
 	}
 	h.setPending(fmt.Sprintf("installing %d packages", len(packages)))

@@ -114,6 +114,9 @@ func (s *Fleet) RegisterWorker(ctx context.Context, req agentapi.RegisterRequest
 	}
 	resp := &agentapi.RegisterResponse{WorkerID: worker.ID, Pool: w.PoolName, LeaseSeconds: int(s.agent.Lease / time.Second),
 		HeartbeatSeconds: int(s.agent.Heartbeat / time.Second), LogLimitBytes: s.agent.LogLimit}
+	if pool, err := s.k.Store.GetPool(ctx, w.TenantID, w.PoolID); err == nil {
+		resp.SingleTenant = pool.SingleTenant
+	}
 	for _, p := range profiles {
 		if slices.Contains(p.Pools, w.PoolID) {
 			resp.Profiles = append(resp.Profiles, agentapi.ProfileSize{Name: p.Name, MilliGPUsPerNode: int64(p.Size.PerNode),
@@ -151,6 +154,19 @@ func (s *Fleet) ClaimTask(ctx context.Context, req agentapi.ClaimRequest) (*agen
 	if fit.MaxPerNode <= 0 {
 		return nil, kernel.Invalid("a claim needs free capacity: freeGpus or freeMilliGpus above 0")
 	}
+	if fit.ProjectID, err = s.claimProject(ctx, w, req.Project); err != nil {
+		return nil, err
+	}
+	var claimed *agentapi.Assignment
+	if fit.ProjectID != "" {
+		// Nothing of its project came: the tasks of others waiting on
+		// the pool say why this worker does not take them.
+		defer func() {
+			if claimed == nil {
+				s.noteOneProject(context.WithoutCancel(ctx), w, worker, fit.ProjectID)
+			}
+		}()
+	}
 	wait := min(time.Duration(req.WaitSeconds)*time.Second, agentapi.MaxClaimWait)
 	deadline := time.Now().Add(wait)
 	timer := time.NewTimer(0)
@@ -162,6 +178,7 @@ func (s *Fleet) ClaimTask(ctx context.Context, req agentapi.ClaimRequest) (*agen
 		// look and the wait is not missed.
 		waiter := s.claims.add(w.TenantID, w.PoolID)
 		a, err := s.claimOnce(ctx, w, worker, fit)
+		claimed = a
 		if err != nil || a != nil {
 			s.claims.remove(waiter, false)
 			return a, err
@@ -244,7 +261,7 @@ func (s *Fleet) claimOnce(ctx context.Context, w *identity.Worker, worker *model
 // merged in. The task's image wins over the compute resource's, and its
 // variables over those of the same name.
 func (s *Fleet) assignment(ctx context.Context, t *model.Task, cr *model.ComputeResource) (*agentapi.Assignment, error) {
-	a := &agentapi.Assignment{TaskID: t.ID, Attempt: t.Run.Attempt, Name: t.Name,
+	a := &agentapi.Assignment{TaskID: t.ID, ProjectID: t.ProjectID, Attempt: t.Run.Attempt, Name: t.Name,
 		MilliGPUsPerNode: int64(t.Size.PerNode), Nodes: t.Size.Nodes,
 		Command: t.Spec.Command, Repository: t.Spec.Repository, Commit: t.Spec.Commit, Diff: t.Spec.Diff,
 		EntryPoint: t.Spec.EntryPoint, WorkingDir: t.Spec.WorkingDir, Packages: t.Spec.Packages, Image: t.Spec.Image,

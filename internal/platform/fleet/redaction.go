@@ -95,7 +95,9 @@ func (s *Fleet) redactFinish(ctx context.Context, w *identity.Worker, taskID str
 		}
 		return nil
 	}
-	req.Message = red.r.String(req.Message)
+	// Quoted, not String: the message may quote a last line that begins
+	// or ends inside a secret (the log redacts it as one stream).
+	req.Message = red.r.Quoted(req.Message)
 	req.Outputs = red.r.Strings(slices.Clone(req.Outputs))
 	return nil
 }

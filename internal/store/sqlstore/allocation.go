@@ -68,7 +68,7 @@ func (q *queries) ListGPUClasses(ctx context.Context, tenantID string) ([]*model
 // Pools.
 
 const poolColumns = `id, tenant_id, name, description, kind, capacity_gpus, gpu_class_id, gpu_memory_gb, region,
-	labels, profile_order, claim_timeout_ms, output_destination, created_at, updated_at`
+	labels, profile_order, claim_timeout_ms, output_destination, single_tenant, created_at, updated_at`
 
 func scanPool(r scanner) (*model.Pool, error) {
 	var p model.Pool
@@ -77,7 +77,7 @@ func scanPool(r scanner) (*model.Pool, error) {
 	var claim sql.NullInt64
 	var created, updated int64
 	if err := r.Scan(&p.ID, &p.TenantID, &p.Name, &p.Description, &kind, &p.CapacityGPUs, &class,
-		&p.GPUMemoryGB, &p.Region, &labels, &order, &claim, &p.OutputDestination, &created, &updated); err != nil {
+		&p.GPUMemoryGB, &p.Region, &labels, &order, &claim, &p.OutputDestination, &p.SingleTenant, &created, &updated); err != nil {
 		return nil, err
 	}
 	if claim.Valid {
@@ -118,9 +118,9 @@ func (q *queries) CreatePool(ctx context.Context, p *model.Pool) error {
 	}
 	undo := assignID(&p.ID)
 	_, err = q.write(ctx, what, store.ErrNotFound,
-		`INSERT INTO pools (`+poolColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		`INSERT INTO pools (`+poolColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		p.ID, p.TenantID, p.Name, p.Description, string(p.Kind), p.CapacityGPUs, nullString(p.GPUClassID),
-		p.GPUMemoryGB, p.Region, labels, order, claimMillis(p), p.OutputDestination, micros(p.CreatedAt), micros(p.UpdatedAt))
+		p.GPUMemoryGB, p.Region, labels, order, claimMillis(p), p.OutputDestination, p.SingleTenant, micros(p.CreatedAt), micros(p.UpdatedAt))
 	if err != nil {
 		undo()
 	}
@@ -135,10 +135,10 @@ func (q *queries) UpdatePool(ctx context.Context, p *model.Pool) error {
 	}
 	return q.writeOne(ctx, what, store.ErrNotFound,
 		`UPDATE pools SET name = ?, description = ?, kind = ?, capacity_gpus = ?, gpu_class_id = ?, gpu_memory_gb = ?,
-			region = ?, labels = ?, profile_order = ?, claim_timeout_ms = ?, output_destination = ?, updated_at = ?
+			region = ?, labels = ?, profile_order = ?, claim_timeout_ms = ?, output_destination = ?, single_tenant = ?, updated_at = ?
 		WHERE tenant_id = ? AND id = ?`,
 		p.Name, p.Description, string(p.Kind), p.CapacityGPUs, nullString(p.GPUClassID), p.GPUMemoryGB,
-		p.Region, labels, order, claimMillis(p), p.OutputDestination, micros(p.UpdatedAt), p.TenantID, p.ID)
+		p.Region, labels, order, claimMillis(p), p.OutputDestination, p.SingleTenant, micros(p.UpdatedAt), p.TenantID, p.ID)
 }
 
 // claimMillis is a pool's claim timeout as stored: NULL for the default.

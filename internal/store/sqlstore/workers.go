@@ -154,7 +154,12 @@ func claimCond(tenantID, poolID string, fit store.ClaimFit) (string, []any) {
 	if !fit.Fractions {
 		cond += ` AND size_per_node_milli % 1000 = 0`
 	}
-	return cond, []any{tenantID, poolID, string(model.TaskPlaced), int64(fit.MaxPerNode)}
+	args := []any{tenantID, poolID, string(model.TaskPlaced), int64(fit.MaxPerNode)}
+	if fit.ProjectID != "" {
+		cond += ` AND project_id = ?`
+		args = append(args, fit.ProjectID)
+	}
+	return cond, args
 }
 
 func (q *queries) Claimable(ctx context.Context, tenantID, poolID string, fit store.ClaimFit) (bool, error) {

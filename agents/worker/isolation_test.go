@@ -1,0 +1,182 @@
+package worker
+
+import (
+	"bytes"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/klique-ai/klique/internal/agentapi"
+)
+
+// testUIDs is the range the isolation tests give tasks: outside the
+// default, so that a worker of another test process on this host (which
+// kills what its tasks' uids leave running) never shares one.
+var testUIDs = UIDRange{First: 42100, Last: 42199}
+
+// reachableWorkDir is a work directory whose parents let other users
+// through (t.TempDir's parent is 0700).
+func reachableWorkDir(t *testing.T) string {
+	t.Helper()
+	d := t.TempDir()
+	if err := os.Chmod(filepath.Dir(d), 0o711); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// The probe of issue 39 defect 4, on a real worker running as root in
+// process mode: bob's task holds a project secret in its environment and
+// writes a 0600 file in its directory, and sleeps; alice's task, of
+// another project, on the same host at the same time, tries to read the
+// secret from /proc/<pid>/environ of bob's process, to list bob's
+// directory and to print his file. It finds none of them.
+func TestATaskCannotReadAnotherUsersTaskOnTheSameHost(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("giving each task a uid of its own needs root; this test runs as root in CI")
+	}
+	shared := t.TempDir()
+	if err := os.Chmod(shared, 0o1777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Dir(shared), 0o711); err != nil {
+		t.Fatal(err)
+	}
+	workDir := reachableWorkDir(t)
+	b := setup(t, func(c *Config) {
+		c.WorkDir = workDir
+		r := testUIDs
+		c.TaskUIDs = &r
+	})
+	b.srv.mu.Lock()
+	b.srv.secrets["BOB_TOKEN"] = "bob-secret-123"
+	b.srv.mu.Unlock()
+
+	bob := shTask("bob-task", `
+echo "bob-private-content" > private.txt
+chmod 600 private.txt
+echo "uid=$(id -u)"
+echo "$$ $PWD" > `+shared+`/bob.tmp && mv `+shared+`/bob.tmp `+shared+`/bob
+exec sleep 20`)
+	bob.Project, bob.ProjectID, bob.Owner, bob.Secrets = "risk", "p-risk", "bob", []string{"BOB_TOKEN"}
+	b.srv.enqueue(bob)
+
+	alice := shTask("alice-task", `
+for i in $(seq 100); do [ -f `+shared+`/bob ] && break; sleep 0.1; done
+read pid dir < `+shared+`/bob
+echo "uid=$(id -u) bob=$pid in $dir"
+tr '\0' '\n' < /proc/$pid/environ 2>&1 | grep BOB_TOKEN && echo "LEAK: environ"
+ls "$dir" 2>&1 && echo "LEAK: listing"
+cat "$dir/private.txt" 2>&1 && echo "LEAK: file"
+ls "$dir/../.." 2>/dev/null | grep bob && echo "LEAK: names"
+echo probed`)
+	alice.Project, alice.ProjectID, alice.Owner = "fraud", "p-fraud", "alice"
+	b.srv.enqueue(alice)
+
+	f := b.srv.finished(t, "alice-task", 20*time.Second)
+	out := strings.Join(b.srv.task("alice-task").lines(agentapi.StreamStdout, agentapi.StreamStderr), "\n")
+	if f.State != agentapi.StateCompleted || !strings.Contains(out, "probed") {
+		t.Fatalf("alice's task: %+v\n%s", f, out)
+	}
+	for _, leak := range []string{"bob-secret-123", "bob-private-content", "LEAK"} {
+		if strings.Contains(out, leak) {
+			t.Errorf("alice's task read %q of bob's task:\n%s", leak, out)
+		}
+	}
+	bobOut := b.srv.task("bob-task").logText()
+	bobUID, aliceUID := uidIn(bobOut), uidIn(out)
+	if bobUID == "" || aliceUID == "" || bobUID == aliceUID || bobUID == "0" || aliceUID == "0" {
+		t.Errorf("the tasks ran as uid %q (bob) and %q (alice), want two uids of their own:\n%s\n%s", bobUID, aliceUID, bobOut, out)
+	}
+	if n, _ := strconv.Atoi(bobUID); n < int(testUIDs.First) || n > int(testUIDs.Last) {
+		t.Errorf("bob's task ran as uid %s, outside the range %s", bobUID, testUIDs)
+	}
+	b.srv.stop("bob-task", "done", agentapi.StateAborted)
+	b.srv.finished(t, "bob-task", 20*time.Second)
+}
+
+func uidIn(log string) string {
+	for _, l := range strings.Split(log, "\n") {
+		if rest, ok := strings.CutPrefix(l, "uid="); ok {
+			return strings.Fields(rest)[0]
+		}
+	}
+	return ""
+}
+
+// A worker whose tasks share one user (not root, or --run-as one user: no
+// TaskUIDs) never runs tasks of two projects at once: its claims ask for
+// the project it runs, and it says so at its start. Unless the pool is
+// single-tenant: then they run side by side.
+func TestAWorkerWhoseTasksShareAUserRunsOneProjectAtATime(t *testing.T) {
+	t.Parallel()
+	for _, singleTenant := range []bool{false, true} {
+		t.Run("single-tenant="+strconv.FormatBool(singleTenant), func(t *testing.T) {
+			t.Parallel()
+			srv := newFakeServer(t)
+			srv.singleTenant = singleTenant
+			var logs syncBuffer
+			b := start(t, srv, func(c *Config) { c.Log = slog.New(slog.NewTextHandler(&logs, nil)) })
+			marks := t.TempDir()
+			run := func(id, project string) agentapi.Assignment {
+				a := shTask(id, `date +%s.%N > `+marks+`/`+id+`.start; sleep 1; date +%s.%N > `+marks+`/`+id+`.end`)
+				a.Project, a.ProjectID = project, "p-"+project
+				return a
+			}
+			b.srv.enqueue(run("bob-task", "risk"))
+			b.srv.enqueue(run("alice-task", "fraud"))
+			b.srv.finished(t, "bob-task", 20*time.Second)
+			b.srv.finished(t, "alice-task", 20*time.Second)
+			mark := func(name string) float64 {
+				raw, err := os.ReadFile(filepath.Join(marks, name))
+				if err != nil {
+					t.Fatal(err)
+				}
+				v, _ := strconv.ParseFloat(strings.TrimSpace(string(raw)), 64)
+				return v
+			}
+			overlap := mark("alice-task.start") < mark("bob-task.end") && mark("bob-task.start") < mark("alice-task.end")
+			if overlap != singleTenant {
+				t.Errorf("the tasks of two projects overlapped = %v, want %v", overlap, singleTenant)
+			}
+			asked := false
+			for _, c := range b.srv.claimRequests() {
+				asked = asked || c.Project == "p-risk"
+			}
+			if asked == singleTenant {
+				t.Errorf("a claim asked for bob's project only = %v, want %v", asked, !singleTenant)
+			}
+			want := "it runs tasks of one project at a time"
+			if singleTenant {
+				want = "the pool is single-tenant"
+			}
+			if !strings.Contains(logs.String(), want) {
+				t.Errorf("the worker's log does not say %q:\n%s", want, logs.String())
+			}
+		})
+	}
+}
+
+// syncBuffer is a bytes.Buffer a logger and a test share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
