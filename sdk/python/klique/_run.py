@@ -508,7 +508,9 @@ def init(project=None, name=None, server=None, api_key=None, untracked="refuse",
             _patch_argparse(run)
         return run
     conn = connect(server, api_key)
-    state = _codestate.capture(untracked=untracked, packages=packages)
+    # The SDK itself is among the packages as the control plane serves it,
+    # so that a worker on another host can install it (execute_remotely).
+    state = _codestate.capture(untracked=untracked, packages=packages, sdk=_codestate.sdk_requirement(conn.server))
     if not state.get("command"):
         raise KliqueError("klique.init records a script run as 'python SCRIPT ...': run it from a file, not with python -c or a notebook")
     if not name:
