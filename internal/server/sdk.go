@@ -12,17 +12,14 @@ import (
 	pysdk "github.com/klique-ai/klique/sdk/python"
 )
 
-// PathPythonSDK is where the control plane serves the Python SDK.
-const PathPythonSDK = "/sdk/python/"
-
 // sdkRoutes serve the Python SDK the binary carries, as a wheel, without
 // authentication: the SDK is the open source of this repository, and the
 // one who installs it is a worker's pip, which holds no key. A script that
 // calls klique.init records the wheel's URL among its packages, so the
 // worker that runs it, on whatever host, installs the SDK from here.
 func (h *Handler) sdkRoutes() {
-	h.route("GET "+PathPythonSDK+"{$}", "sdk_python_index", http.HandlerFunc(h.sdkIndex))
-	h.route("GET "+PathPythonSDK+"{file}", "sdk_python_file", http.HandlerFunc(h.sdkFile))
+	h.route("GET "+pysdk.Path+"{$}", "sdk_python_index", http.HandlerFunc(h.sdkIndex))
+	h.route("GET "+pysdk.Path+"{file}", "sdk_python_file", http.HandlerFunc(h.sdkFile))
 }
 
 // sdkIndex lists the wheel with its digest, a page pip reads with
@@ -47,7 +44,7 @@ func (h *Handler) sdkFile(w http.ResponseWriter, r *http.Request) {
 	if r.PathValue("file") != pysdk.WheelName() {
 		writeError(w, r, http.StatusNotFound, "NOT_FOUND", fmt.Sprintf(
 			"this control plane serves the Python SDK version %s, as %s%s: install that (a script recorded with another version of the SDK needs the control plane of that version, or klique.init(packages=[...]) naming the SDK)",
-			pysdk.Version(), PathPythonSDK, pysdk.WheelName()))
+			pysdk.Version(), pysdk.Path, pysdk.WheelName()))
 		return
 	}
 	b, err := pysdk.Wheel()

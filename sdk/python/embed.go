@@ -17,12 +17,24 @@ import (
 	"io/fs"
 	"regexp"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 )
 
 // Name is the distribution's name.
 const Name = "klique"
+
+// Path is where the control plane serves the SDK: Path lists the wheel,
+// Path + WheelName() is the wheel.
+const Path = "/sdk/python/"
+
+// Requirement is the pip requirement that installs this version of the SDK
+// from the control plane at server (the Python SDK's sdk_requirement
+// writes the same).
+func Requirement(server string) string {
+	return Name + " @ " + strings.TrimRight(server, "/") + Path + WheelName()
+}
 
 //go:embed README.md klique/*.py
 var sources embed.FS
