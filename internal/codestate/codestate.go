@@ -41,6 +41,12 @@ type Options struct {
 	NoPackages bool
 	// DryRun changes nothing, not even the remote.
 	DryRun bool
+	// SDK is the requirement that installs the Python SDK from the control
+	// plane ("klique @ SERVER/sdk/python/klique-V-py3-none-any.whl"): a
+	// package found that installs it from a path of this machine (pip
+	// freeze's "klique @ file:///…" for 'pip install ./sdk/python'), which
+	// a worker on another host cannot read, is recorded as this instead.
+	SDK string
 }
 
 // State is the code state of a run.
@@ -100,6 +106,9 @@ func Capture(ctx context.Context, dir string, args []string, o Options) (*State,
 	}
 	if err := c.findPackages(ctx, filepath.Join(root, filepath.FromSlash(c.WorkingDir)), root, args, o); err != nil {
 		return nil, err
+	}
+	if o.SDK != "" && len(o.Packages) == 0 {
+		c.Packages = localSDK(c.Packages, o.SDK)
 	}
 	return c, nil
 }
@@ -479,6 +488,24 @@ func requirements(b []byte) []string {
 			continue
 		}
 		out = append(out, line)
+	}
+	return out
+}
+
+// localSDK returns packages with an entry that installs the SDK (the
+// distribution klique) from a local file: URL replaced by sdk.
+func localSDK(packages []string, sdk string) []string {
+	out := make([]string, 0, len(packages))
+	for _, p := range packages {
+		name, ref, ok := strings.Cut(p, "@")
+		name = strings.ToLower(strings.TrimSpace(name))
+		if i := strings.IndexByte(name, '['); i >= 0 {
+			name = strings.TrimSpace(name[:i])
+		}
+		if ok && name == "klique" && strings.HasPrefix(strings.ToLower(strings.TrimSpace(ref)), "file:") {
+			p = sdk
+		}
+		out = append(out, p)
 	}
 	return out
 }

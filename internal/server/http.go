@@ -91,6 +91,7 @@ func NewHandler(d Deps) *Handler {
 	h.artifactRoutes()
 	h.mountRouter()
 	h.autoscalerRoutes()
+	h.sdkRoutes()
 	h.route("GET /api/v1/usage.csv", "usage_csv", h.authenticated(identity.ChannelAPI, http.HandlerFunc(h.usageCSV)))
 	h.route("GET /.well-known/jwks.json", "jwks", http.HandlerFunc(h.jwks))
 	h.route("GET /healthz", "healthz", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {

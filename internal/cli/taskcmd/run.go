@@ -12,6 +12,7 @@ import (
 
 	"github.com/klique-ai/klique/internal/codestate"
 	"github.com/klique-ai/klique/internal/runenv"
+	pysdk "github.com/klique-ai/klique/sdk/python"
 )
 
 func newRunCmd(c *cli.CLI) *cobra.Command {
@@ -72,7 +73,8 @@ variable KLIQUE_PARAM_NAME, and in the JSON file KLIQUE_PARAMS_FILE.`,
 			if err != nil {
 				return fmt.Errorf("read the current directory: %w", err)
 			}
-			o := codestate.Options{Push: push, DiffOnly: diffOnly, Packages: packages, NoPackages: noPackages, DryRun: dryRun}
+			o := codestate.Options{Push: push, DiffOnly: diffOnly, Packages: packages, NoPackages: noPackages, DryRun: dryRun,
+				SDK: sdkRequirement(c)}
 			switch {
 			case includeUntracked:
 				o.Untracked = "include"
@@ -160,4 +162,18 @@ func describe(c *cli.CLI, code *codestate.State, params map[string]string) {
 		sort.Strings(names)
 		fmt.Fprintln(c.Out, "parameters: "+strings.Join(names, " "))
 	}
+}
+
+// sdkRequirement is the requirement that installs the Python SDK from the
+// control plane the run goes to ("" when none is configured yet).
+func sdkRequirement(c *cli.CLI) string {
+	cfg, err := cli.LoadConfig()
+	if err != nil {
+		return ""
+	}
+	server := cli.FirstNonEmpty(c.Server, os.Getenv("KLIQUE_SERVER"), cfg.Server)
+	if server == "" {
+		return ""
+	}
+	return pysdk.Requirement(server)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/klique-ai/klique/internal/cli/clitest"
 	"github.com/klique-ai/klique/internal/codestate"
+	pysdk "github.com/klique-ai/klique/sdk/python"
 )
 
 // dryRun runs 'klique run --dry-run' in dir and returns what it would send,
@@ -190,5 +191,41 @@ func TestRunRecordsNoCredentialOfTheRemote(t *testing.T) {
 		if got := codestate.CloneURL("/repo/project", raw); got != want {
 			t.Errorf("codestate.CloneURL(%q) = %q, want %q", raw, got, want)
 		}
+	}
+}
+
+// TestRunRecordsTheSDKAsTheControlPlaneServesIt: in a virtual environment
+// the SDK was pip-installed into from a path ('pip install ./sdk/python',
+// which pip freeze lists as "klique @ file:///…"), the run records the SDK
+// as the control plane serves it, which a worker on another host can
+// install; the other packages stay, and --package is taken as given.
+func TestRunRecordsTheSDKAsTheControlPlaneServesIt(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "train.py"), []byte("import klique\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// An environment whose python answers pip freeze as a real one would.
+	venv := filepath.Join(t.TempDir(), "venv")
+	if err := os.MkdirAll(filepath.Join(venv, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	freeze := "#!/bin/sh\nprintf 'numpy==1.26.4\\nklique @ file:///home/alice/klique/sdk/python\\n'\n"
+	if err := os.WriteFile(filepath.Join(venv, "bin", "python"), []byte(freeze), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("GIT_CEILING_DIRECTORIES", filepath.Dir(dir))
+	t.Setenv("VIRTUAL_ENV", venv)
+	in, msg, code := dryRun(t, dir, "--", "python3", "train.py")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, msg)
+	}
+	pkgs, _ := in["packages"].([]any)
+	want := []string{"numpy==1.26.4", "klique @ http://127.0.0.1:1/sdk/python/" + pysdk.WheelName()}
+	if !slices.Equal(toStrings(pkgs), want) {
+		t.Fatalf("packages %v, want %q", in["packages"], want)
+	}
+	in, _, _ = dryRun(t, dir, "--package", "klique @ file:///srv/klique", "--", "python3", "train.py")
+	if pkgs, _ := in["packages"].([]any); !slices.Equal(toStrings(pkgs), []string{"klique @ file:///srv/klique"}) {
+		t.Fatalf("--package: packages %v, want it as given", in["packages"])
 	}
 }

@@ -5,7 +5,7 @@
     params = run.connect({"lr": 0.1, "epochs": 3})
     run.log_metric("loss", 0.42, step=1)
     run.upload_artifact("model.pt", "out/model.pt")
-    run.execute_remotely(compute_resource="1 GPU")   # optional: hand it to a GPU
+    run.execute_remotely(compute_resource="1 A100")  # optional: hand it to a GPU
 
 Pipelines (a graph of steps, each a task on its own compute resource) are
 built with klique.Pipeline, as a builder or with decorators; see

@@ -35,8 +35,10 @@ def command_line():
     return ["python"] + argv
 
 
-def capture(directory=None, untracked="refuse", packages=None, script=None):
-    """Returns the code state as the startLocalRun input's fields."""
+def capture(directory=None, untracked="refuse", packages=None, script=None, sdk=None):
+    """Returns the code state as the startLocalRun input's fields. sdk is
+    the requirement that installs this SDK on a worker (sdk_requirement):
+    it joins the packages found or given; packages=[] records none."""
     directory = os.path.abspath(directory or os.getcwd())
     state = {"command": command_line()}
     try:
@@ -53,11 +55,48 @@ def capture(directory=None, untracked="refuse", packages=None, script=None):
                           % (len(state["diff"]) >> 10, MAX_DIFF_BYTES >> 10))
     if packages is None:
         found = _packages(os.path.join(root, state.get("workingDir") or ""), root)
-        if found:
-            state["packages"] = found
-    elif packages:
-        state["packages"] = list(packages)
+    else:
+        found = list(packages)
+    if sdk and (packages is None or packages):
+        found = with_sdk(found, sdk)
+    if found:
+        state["packages"] = found
     return state
+
+
+# Where the control plane serves this SDK as a wheel (internal/server,
+# sdk.go; the wheel is built from the same sources, sdk/python/embed.go).
+SDK_PATH = "/sdk/python/"
+
+
+def sdk_requirement(server):
+    """The requirement that installs this version of the SDK from the
+    control plane at server: a URL every worker of it can reach."""
+    from . import __version__
+    return "klique @ %s%sklique-%s-py3-none-any.whl" % (server.rstrip("/"), SDK_PATH, __version__)
+
+
+_REQUIREMENT = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*(?:@\s*(\S+))?")
+
+
+def with_sdk(packages, sdk):
+    """packages with the SDK as sdk says, for a worker on another host: an
+    entry for klique that only this machine can install ('klique @
+    file:///...', which pip freeze writes for 'pip install ./sdk/python',
+    or a bare 'klique' or 'klique==V', which no public index has) gives way
+    to sdk, which is added when no entry names klique. An entry naming
+    another URL for it ('klique @ https://...') is the user's choice and
+    stays."""
+    out = []
+    for p in packages:
+        m = _REQUIREMENT.match(p)
+        if m and re.sub(r"[-_.]+", "-", m.group(1).lower()) == "klique":
+            url = m.group(2) or ""
+            if url and not url.lower().startswith("file:"):
+                return list(packages)
+            continue
+        out.append(p)
+    return out + [sdk]
 
 
 def _checkout(directory, root, untracked):

@@ -314,7 +314,30 @@ class Run:
         target = compute_resource or queue
         if not target:
             raise KliqueError("say which compute resource to run on: execute_remotely(compute_resource=\"1 GPU\")")
-        self._flush()
+        # Everything is sent before the send, with the console given back:
+        # once the run is queued the server refuses the local process's
+        # reports (the run is no longer running locally), so none may come
+        # after it. The send lock keeps the reporter from sending meanwhile.
+        captured = self._release_console()
+        with self._send_lock:
+            self._send()
+            try:
+                self._task = self._send_remotely(target, group)
+            except BaseException:
+                self._capture_console(captured)
+                raise
+            self._ended = True
+            self._wake.set()
+        err = getattr(sys, "__stderr__", None) or sys.stderr
+        err.write("klique: run %s sent to compute resource '%s' (queued); follow it with: klique task logs -f %s\n" % (self.id, target, self.id))
+        err.flush()
+        if exit:
+            sys.exit(0)
+        return self
+
+    def _send_remotely(self, target, group):
+        """Calls executeRemotely, retrying a send whose answer was lost, and
+        returns the queued task."""
         # One key for the send and its retries: a retry after a lost answer
         # gets the queued task instead of a refusal.
         variables = {"id": self.id, "cr": target, "group": group, "key": str(uuid.uuid4())}
@@ -322,20 +345,11 @@ class Run:
                  % TASK_FIELDS)
         for attempt in range(3):
             try:
-                data = self._conn.graphql(query, variables)
-                break
+                return self._conn.graphql(query, variables)["executeRemotely"]
             except KliqueError as e:
                 if e.code is not None or attempt == 2:
                     raise
                 time.sleep(1 + attempt)
-        self._task = data["executeRemotely"]
-        self._stop()
-        err = getattr(sys, "__stderr__", None) or sys.stderr
-        err.write("klique: run %s sent to compute resource '%s' (queued); follow it with: klique task logs -f %s\n" % (self.id, target, self.id))
-        err.flush()
-        if exit:
-            sys.exit(0)
-        return self
 
     def end(self, status="completed", exit_code=None, reason=None):
         """Ends a local run (init does it at exit: completed, or failed with
@@ -427,15 +441,29 @@ class Run:
             err = getattr(sys, "__stderr__", None) or sys.stderr
             err.write("klique: %s\n" % msg)
 
-    def _stop(self):
-        """Stops capturing: the console is given back, the reporter ends."""
-        if self._ended:
-            return
+    def _release_console(self):
+        """Gives the console back (what it held stays to be sent) and
+        returns the streams it took it from, for _capture_console."""
+        released = {}
         for name in ("stdout", "stderr"):
             s = getattr(sys, name)
             if isinstance(s, _Tee) and s._run is self:
                 s.flush()
                 setattr(sys, name, s._stream)
+                released[name] = s
+        return released
+
+    def _capture_console(self, released):
+        """Takes back the console _release_console gave back."""
+        for name, tee in released.items():
+            if getattr(sys, name) is tee._stream:
+                setattr(sys, name, tee)
+
+    def _stop(self):
+        """Stops capturing: the console is given back, the reporter ends."""
+        if self._ended:
+            return
+        self._release_console()
         self._flush()
         self._ended = True
         self._wake.set()
@@ -480,7 +508,9 @@ def init(project=None, name=None, server=None, api_key=None, untracked="refuse",
             _patch_argparse(run)
         return run
     conn = connect(server, api_key)
-    state = _codestate.capture(untracked=untracked, packages=packages)
+    # The SDK itself is among the packages as the control plane serves it,
+    # so that a worker on another host can install it (execute_remotely).
+    state = _codestate.capture(untracked=untracked, packages=packages, sdk=_codestate.sdk_requirement(conn.server))
     if not state.get("command"):
         raise KliqueError("klique.init records a script run as 'python SCRIPT ...': run it from a file, not with python -c or a notebook")
     if not name:

@@ -51,7 +51,7 @@ def gql(url, key, query, variables=None):
 class ControlPlane:
     """klique serve and klique worker, for the length of a test module."""
 
-    def __init__(self, pools=("bare-metal",)):
+    def __init__(self, pools=("bare-metal",), sdk_on_workers=True):
         self.tmp = tempfile.mkdtemp(prefix="klique-sdk-test-")
         self.bin = _binary(self.tmp)
         self.port = _free_port()
@@ -73,11 +73,12 @@ class ControlPlane:
         self.alice = self.user("alice", "ml-research")
         self.victor = self.user("victor", "vision")
         for pool in pools:
-            self._worker(pool)
+            self._worker(pool, sdk_on_workers)
 
-    def _worker(self, pool):
+    def _worker(self, pool, sdk_on_path=True):
         """A process-mode worker for pool, with two GPUs; its log is
-        worker.log for bare-metal, worker-POOL.log for another pool."""
+        worker.log for bare-metal, worker-POOL.log for another pool. Without
+        sdk_on_path its tasks find no SDK but the one they install."""
         secret = gql(self.url, self.admin, "mutation($p: ID!, $n: String) { createWorkerCredential(pool: $p, name: $n) { secret } }",
                      {"p": pool, "n": "sdk-" + pool})["createWorkerCredential"]["secret"]
         name = "worker" if pool == "bare-metal" else "worker-" + pool
@@ -87,9 +88,14 @@ class ControlPlane:
         os.chmod(token, 0o600)
         # The worker's tasks import the SDK from this checkout: the process
         # runner gives them the worker's environment (less KLIQUE_*).
+        env = dict(self.base_env, KLIQUE_SERVER=self.url, PYTHONPATH=SDK, KLIQUE_WORKER_TOKEN="")
+        if not sdk_on_path:
+            # As on another host: no SDK on the path, and a pip cache of
+            # its own (this host's may hold a wheel of the user's copy).
+            env.pop("PYTHONPATH")
+            env["PIP_CACHE_DIR"] = os.path.join(self.tmp, name + "-pip-cache")
         self._start(name, [self.bin, "worker", "--pool", pool, "--token-file", token, "--gpus", "0,1",
-                           "--name", "sdk-" + name, "--work-dir", os.path.join(self.tmp, name)],
-                    dict(self.base_env, KLIQUE_SERVER=self.url, PYTHONPATH=SDK, KLIQUE_WORKER_TOKEN=""))
+                           "--name", "sdk-" + name, "--work-dir", os.path.join(self.tmp, name)], env)
 
     def _start(self, name, argv, env):
         log = open(os.path.join(self.tmp, name + ".log"), "wb")
