@@ -80,6 +80,14 @@ type PoolDoc struct {
 	// OutputDestination is where tasks placed on the pool write outputs
 	// (a bucket or directory its nodes reach), before their project's.
 	OutputDestination string `yaml:"outputDestination,omitempty"`
+	// AppNetworks are CIDRs the router may reach the pool's app instances
+	// in directly, besides the network each worker reports from (the
+	// router's address rule, docs/apps.md).
+	AppNetworks []string `yaml:"appNetworks,omitempty"`
+	// Local declares the pool's workers to be on the control plane's own
+	// machine: their app instances may report any address, loopback
+	// included (one machine, tests).
+	Local bool `yaml:"local,omitempty"`
 }
 
 // ProfileDoc describes a profile. Size is "0.125", "1", "8" or "2x8"; or

@@ -73,6 +73,9 @@ type App struct {
 	// Tunnels are the workers' tunnels to this replica, through which
 	// app instances on sites with no inbound path are reached.
 	Tunnels *tunnel.Registry
+	// own are this replica's listeners, which no app instance's address
+	// may be (the router's address rule).
+	own *appnet.Own
 }
 
 // startDebug serves the Go profiler on KLIQUE_DEBUG_LISTEN, apart from the
@@ -85,6 +88,7 @@ func (a *App) startDebug(cfg *config.Config) error {
 	if err != nil {
 		return fmt.Errorf("listen on KLIQUE_DEBUG_LISTEN=%s: %w", cfg.DebugListen, err)
 	}
+	a.own.Add(ln.Addr().String())
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
@@ -107,6 +111,7 @@ func (a *App) startMetrics(cfg *config.Config) error {
 	if err != nil {
 		return fmt.Errorf("listen on KLIQUE_METRICS_LISTEN=%s: %w", cfg.MetricsListen, err)
 	}
+	a.own.Add(ln.Addr().String())
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", a.Handler.MetricsHandler())
 	a.metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
@@ -178,8 +183,9 @@ func start(ctx context.Context, cfg *config.Config, log *slog.Logger, st store.S
 	auth := identity.NewAuthenticator(st, signer, oidc, nil)
 	bus := events.NewBus()
 	heartbeat := cfg.WorkerLease / 4
+	own := appnet.NewOwn()
 	svc := platform.New(platform.Options{Store: st, Auth: auth, Events: bus, Logger: log, Vault: v,
-		Agent: platform.AgentOptions{Lease: cfg.WorkerLease, Heartbeat: heartbeat, LogLimit: cfg.TaskLogLimit}})
+		Agent: platform.AgentOptions{Lease: cfg.WorkerLease, Heartbeat: heartbeat, LogLimit: cfg.TaskLogLimit, Own: own}})
 	blobs, err := openArtifacts(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -193,13 +199,13 @@ func start(ctx context.Context, cfg *config.Config, log *slog.Logger, st store.S
 
 	activity := appnet.NewActivity(nil)
 	h := NewHandler(Deps{Service: svc, Auth: auth, Signer: signer, Logger: log, MaxBodyBytes: cfg.MaxBodyBytes, MetricsToken: cfg.MetricsToken,
-		AppActivity: activity})
+		AppActivity: activity, AppOwn: own})
 	h.mountMCP(cfg, log)
 	h.mountWeb()
 	// Reach opens connections to app instances: through the worker's
 	// tunnel when it holds one to this replica, else directly to the
 	// address the worker reported.
-	reach := &appnet.Auto{Direct: &appnet.Direct{}, Tunnels: h.tunnels}
+	reach := &appnet.Auto{Direct: &appnet.Direct{Own: own}, Tunnels: h.tunnels}
 	gw, limiterClose, err := startGateway(cfg, log, svc, auth, h, reach)
 	if err != nil {
 		return nil, err
@@ -209,12 +215,13 @@ func start(ctx context.Context, cfg *config.Config, log *slog.Logger, st store.S
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s (set KLIQUE_LISTEN or --listen to another address): %w", cfg.Listen, err)
 	}
+	own.Add(ln.Addr().String())
 	closeBridge, err := bridgeEvents(ctx, cfg, log, bus)
 	if err != nil {
 		_ = ln.Close()
 		return nil, err
 	}
-	app := &App{cfg: cfg, log: log, Store: st, Service: svc, Events: bus, Handler: h, listener: ln, served: make(chan error, 1), AppActivity: activity,
+	app := &App{own: own, cfg: cfg, log: log, Store: st, Service: svc, Events: bus, Handler: h, listener: ln, served: make(chan error, 1), AppActivity: activity,
 		server: &http.Server{
 			Handler:           h,
 			ReadHeaderTimeout: 10 * time.Second,

@@ -49,6 +49,9 @@ type Deps struct {
 	// is told their traffic, for the idle limits.
 	AppTunnels  appnet.Tunnels
 	AppActivity *appnet.Activity
+	// AppOwn are this replica's listeners, which the router never dials
+	// (the router's address rule; nil: none known).
+	AppOwn *appnet.Own
 }
 
 // Handler is the control plane's HTTP handler.

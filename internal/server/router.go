@@ -14,7 +14,7 @@ import (
 func (h *Handler) mountRouter() {
 	rt := router.New(router.Config{
 		Resolver: &router.Platform{Auth: h.d.Auth, Apps: h.d.Service, Log: h.log},
-		Reacher:  &appnet.Auto{Tunnels: h.d.AppTunnels},
+		Reacher:  &appnet.Auto{Tunnels: h.d.AppTunnels, Direct: &appnet.Direct{Own: h.d.AppOwn}},
 		Activity: h.d.AppActivity,
 		Log:      h.log,
 	})
