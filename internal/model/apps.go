@@ -1,6 +1,9 @@
 package model
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // AppKind says what an app is for.
 type AppKind string
@@ -145,6 +148,13 @@ type AppInstance struct {
 	// Address is host:port where it answers, as reachable from its
 	// worker's site; empty unless ready.
 	Address string
+	// AddressRefused is why the router's address rule refused Address
+	// ("" when it was accepted): the router and the gateway then reach the
+	// instance only through its worker's tunnel. AddressNetworks are the
+	// networks a direct dial to it may reach (["*"] for a pool declared
+	// local), as the platform decided when it was reported.
+	AddressRefused  string
+	AddressNetworks []string
 	// Runtime and Idle are filled by the apps domain when it reads an
 	// instance (nil otherwise).
 	Runtime *AppRuntime
@@ -181,7 +191,11 @@ type AppIdle struct {
 func AppInstanceOf(t *Task) *AppInstance {
 	in := &AppInstance{Task: t, State: AppInstanceState(t.Status), URL: "/apps/" + t.ID + "/"}
 	if t.Status == TaskRunning && t.Run.AppAddress != "" {
-		in.State, in.Address = "ready", t.Run.AppAddress
+		in.State, in.Address, in.AddressRefused = "ready", t.Run.AppAddress, t.Run.AppRefused
+		in.AddressNetworks = []string{}
+		if t.Run.AppAllow != "" {
+			in.AddressNetworks = strings.Split(t.Run.AppAllow, ",")
+		}
 	}
 	return in
 }

@@ -109,13 +109,14 @@ func New(cfg Config) *Router {
 
 // Standalone returns the handler of `klique router`: a router at a site
 // that resolves through the control plane's API and reaches instances
-// directly on the site's network.
-func Standalone(rc RemoteConfig, cacheTTL time.Duration, activity *appnet.Activity) (http.Handler, error) {
+// directly on the site's network, within the address rule the control
+// plane decided for each (own: the router's own listeners, never dialled).
+func Standalone(rc RemoteConfig, cacheTTL time.Duration, activity *appnet.Activity, own *appnet.Own) (http.Handler, error) {
 	remote, err := NewRemote(rc)
 	if err != nil {
 		return nil, err
 	}
-	rt := New(Config{Resolver: remote, Reacher: &appnet.Auto{PreferDirect: true}, Activity: activity, Log: rc.Log,
+	rt := New(Config{Resolver: remote, Reacher: &appnet.Auto{PreferDirect: true, Direct: &appnet.Direct{Own: own}}, Activity: activity, Log: rc.Log,
 		CacheTTL: cacheTTL, SignInOrigins: []string{remote.base}})
 	mux := http.NewServeMux()
 	mux.Handle("/apps/", rt)
@@ -366,6 +367,13 @@ func (rt *Router) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 	if h != nil {
 		prefix = h.prefix
 		rt.cache.dropPrefix(prefix)
+	}
+	var refused *appnet.RefusedError
+	if errors.As(err, &refused) {
+		rt.log.WarnContext(r.Context(), "router: the address rule refused an app instance's address", "path", prefix, "reason", refused.Reason)
+		writeError(w, r, &Error{Status: http.StatusBadGateway, Code: "BAD_GATEWAY",
+			Message: fmt.Sprintf("the app at %s/ cannot be reached: %v", prefix, refused)})
+		return
 	}
 	rt.log.WarnContext(r.Context(), "router: the app instance did not answer", "path", prefix, "err", err)
 	writeError(w, r, &Error{Status: http.StatusBadGateway, Code: "BAD_GATEWAY",
