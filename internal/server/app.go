@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"net/http/pprof"
 	"os"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 	"github.com/klique-ai/klique/internal/events"
 	"github.com/klique-ai/klique/internal/gctune"
 	"github.com/klique-ai/klique/internal/identity"
+	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform"
 	"github.com/klique-ai/klique/internal/store"
 	"github.com/klique-ai/klique/internal/store/postgres"
@@ -198,8 +200,10 @@ func start(ctx context.Context, cfg *config.Config, log *slog.Logger, st store.S
 	}
 
 	activity := appnet.NewActivity(nil)
+	hosts := appHosts(cfg, log)
+	svc.SetHosts(hosts)
 	h := NewHandler(Deps{Service: svc, Auth: auth, Signer: signer, Logger: log, MaxBodyBytes: cfg.MaxBodyBytes, MetricsToken: cfg.MetricsToken,
-		AppActivity: activity, AppOwn: own})
+		AppActivity: activity, AppOwn: own, AppHosts: hosts, PublicOrigin: publicOrigin(cfg.PublicURL)})
 	h.mountMCP(cfg, log)
 	h.mountWeb()
 	// Reach opens connections to app instances: through the worker's
@@ -486,4 +490,25 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// appHosts says where app instances are served (KLIQUE_APPS_DOMAIN), and
+// warns when it is by path on the control plane's own origin.
+func appHosts(cfg *config.Config, log *slog.Logger) model.AppHosts {
+	hosts := model.AppHostsFor(cfg.AppsDomain, cfg.PublicURL)
+	if !hosts.ByHost() {
+		log.Warn("app instances are served by path on the control plane's own origin (/apps/{id}/): a page of one instance can read " +
+			"another's responses and the dashboard's storage, so keep to this for a single trusted team; set KLIQUE_APPS_DOMAIN " +
+			"(with a wildcard DNS record and certificate) to serve each instance on a host name of its own (docs/apps.md)")
+	}
+	return hosts
+}
+
+// publicOrigin is the scheme and host of the control plane's public URL.
+func publicOrigin(publicURL string) string {
+	u, err := url.Parse(publicURL)
+	if err != nil {
+		return ""
+	}
+	return u.Scheme + "://" + u.Host
 }

@@ -82,7 +82,7 @@ func TestAppAddressRule(t *testing.T) {
 			in := instance(t, id)
 			refused, _ := in["addressRefused"].(string)
 			if in["state"] != "ready" || in["address"] != c.addr || !strings.Contains(refused, c.why) || !strings.Contains(refused, "appNetworks") {
-				t.Fatalf("reported at %s, the instance reads %v: want it refused because it %s, saying what to do", c.addr, in, c.why)
+				t.Fatalf("reported at %s, the instance reads %v: want it refused (%q), saying what to do", c.addr, in, c.why)
 			}
 			code, body := open(t, id)
 			if code != http.StatusBadGateway || !strings.Contains(body, c.why) || strings.Contains(body, "PRIVATE") {
