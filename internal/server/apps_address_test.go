@@ -98,11 +98,7 @@ func TestAppAddressRule(t *testing.T) {
 	// instance listens on this machine's own non-loopback address, which
 	// the worker (on loopback) is not on.
 	ip := nonLoopbackIP(t)
-	declare := func(t *testing.T, extra string) {
-		t.Helper()
-		doc := strings.Replace(readExample(t, "estate.yaml"), "  - name: onprem-k8s\n", "  - name: onprem-k8s\n"+extra, 1)
-		ts.mustGQL(t, adminKey, `mutation($doc: String!) { applyEstate(document: $doc) { summary } }`, map[string]any{"doc": doc})
-	}
+	declare := func(t *testing.T, extra string) { declareOnprem(t, ts, extra) }
 	t.Run("an address in the declared appNetworks is served", func(t *testing.T) {
 		if !ip.IsValid() {
 			t.Skip("this machine has no non-loopback IPv4 address to serve an instance on")
@@ -136,6 +132,15 @@ func TestAppAddressRule(t *testing.T) {
 			t.Fatalf("opening it answered %d %s", code, body)
 		}
 	})
+}
+
+// declareOnprem applies the example estate with fields added to its
+// onprem-k8s pool ("    local: true\n"): a test whose instances listen on
+// loopback declares the pool local (the router's address rule).
+func declareOnprem(t *testing.T, ts *testServer, fields string) {
+	t.Helper()
+	doc := strings.Replace(readExample(t, "estate.yaml"), "  - name: onprem-k8s\n", "  - name: onprem-k8s\n"+fields, 1)
+	ts.mustGQL(t, adminKey, `mutation($doc: String!) { applyEstate(document: $doc) { summary } }`, map[string]any{"doc": doc})
 }
 
 // nonLoopbackIP is one of this machine's IPv4 addresses that is neither
