@@ -86,6 +86,8 @@ func runRouter(ctx context.Context, c *cli.CLI, o routerOptions) error {
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
+	log.Warn("this router serves app instances by path on its own origin (/apps/{id}/): a page of one instance can read another's; " +
+		"keep to it for programs and a single trusted team, and open instances in browsers on the control plane's instance hosts (KLIQUE_APPS_DOMAIN, docs/apps.md)")
 	log.Info("klique router serving", "url", "http://"+ln.Addr().String(), "control_plane", o.controlPlane, "cache_ttl", o.cacheTTL)
 	select {
 	case <-ctx.Done():
