@@ -17,7 +17,10 @@ import (
 
 // hostsResolver lets the credential "kq_alice" open instance "t1"
 // (listening at addr, on a local pool) and route "r1", and nothing else.
-type hostsResolver struct{ addr string }
+type hostsResolver struct {
+	addr string
+	keep bool // the app is told its own path (KeepPrefix)
+}
 
 func (f hostsResolver) Instance(_ context.Context, cred, id string) (*Instance, error) {
 	if cred != "kq_alice" && cred != "tok_alice" {
@@ -26,7 +29,7 @@ func (f hostsResolver) Instance(_ context.Context, cred, id string) (*Instance, 
 	if id != "t1" {
 		return nil, notFound("no app instance '" + id + "'")
 	}
-	return &Instance{ID: "t1", Name: "echo-alice-1", State: "ready", Target: appnet.Target{TaskID: "t1", Address: f.addr, Allow: appnet.Allow{Any: true}}}, nil
+	return &Instance{ID: "t1", Name: "echo-alice-1", State: "ready", KeepPrefix: f.keep, Target: appnet.Target{TaskID: "t1", Address: f.addr, Allow: appnet.Allow{Any: true}}}, nil
 }
 
 func (f hostsResolver) Route(ctx context.Context, cred, route string) ([]*Instance, error) {
@@ -131,6 +134,24 @@ func TestInstanceHosts(t *testing.T) {
 	}
 	if r := do("POST", "https://klique.example.com/routes/r1/_klique/signin", form, signIn, true); r.StatusCode != http.StatusForbidden {
 		t.Fatalf("a route's sign-in: %d", r.StatusCode)
+	}
+}
+
+// TestInstanceHostKeepsAnAppsOwnPath: an app told its own path (JupyterLab
+// with base_url=/apps/{instance}/) gets it on its own host too.
+func TestInstanceHostKeepsAnAppsOwnPath(t *testing.T) {
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, r.URL.Path) }))
+	defer app.Close()
+	rt := New(Config{Resolver: hostsResolver{addr: strings.TrimPrefix(app.URL, "http://"), keep: true}, Reacher: &appnet.Direct{},
+		Hosts: model.AppHostsFor("apps.example.com", "https://klique.example.com")})
+	for path, want := range map[string]string{"/": "/apps/t1/", "/lab": "/apps/t1/lab", "/apps/t1/lab": "/apps/t1/lab", "/apps/t1": "/apps/t1"} {
+		req := httptest.NewRequest("GET", "https://t1.apps.example.com"+path, nil)
+		req.Header.Set("Authorization", "Bearer kq_alice")
+		w := httptest.NewRecorder()
+		rt.ServeHTTP(w, req)
+		if w.Code != http.StatusOK || w.Body.String() != want {
+			t.Errorf("%s reached the app as %d %q, want %q", path, w.Code, w.Body.String(), want)
+		}
 	}
 }
 
