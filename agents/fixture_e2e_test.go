@@ -24,8 +24,11 @@ type estateFile struct {
 	pools, profiles, groups, policies, projects []string
 }
 
+// newEstate's bare-metal pool is declared local: its workers run on this
+// machine and report their app instances on loopback, which the router's
+// address rule refuses for any other pool (docs/apps.md).
 func newEstate() *estateFile {
-	return &estateFile{bareMetal: "{name: bare-metal, kind: bare_metal, capacity: 2, gpuClass: a100-80gb}"}
+	return &estateFile{bareMetal: "{name: bare-metal, kind: bare_metal, capacity: 2, gpuClass: a100-80gb, local: true}"}
 }
 
 // bareMetalWith adds fields to the bare-metal pool (", outputDestination: …").

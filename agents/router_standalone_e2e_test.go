@@ -47,7 +47,7 @@ func TestStandaloneRouterReachesAnInstanceDirectly(t *testing.T) {
 	id := b.launch(t, "", true)
 	const ttl = time.Second
 	// The control plane's tokens are issued by its public URL.
-	h, err := router.Standalone(router.RemoteConfig{ControlPlane: b.url, Issuer: "http://127.0.0.1", Log: slog.New(slog.DiscardHandler)}, ttl, appnet.NewActivity(nil))
+	h, err := router.Standalone(router.RemoteConfig{ControlPlane: b.url, Issuer: "http://127.0.0.1", Log: slog.New(slog.DiscardHandler)}, ttl, appnet.NewActivity(nil), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

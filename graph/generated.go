@@ -151,20 +151,22 @@ type ComplexityRoot struct {
 	}
 
 	AppInstance struct {
-		Address        func(childComplexity int) int
-		App            func(childComplexity int) int
-		ID             func(childComplexity int) int
-		Idle           func(childComplexity int) int
-		Kind           func(childComplexity int) int
-		Name           func(childComplexity int) int
-		Reason         func(childComplexity int) int
-		Route          func(childComplexity int) int
-		Runtime        func(childComplexity int) int
-		ShareWithGroup func(childComplexity int) int
-		State          func(childComplexity int) int
-		Task           func(childComplexity int) int
-		URL            func(childComplexity int) int
-		Values         func(childComplexity int) int
+		Address         func(childComplexity int) int
+		AddressNetworks func(childComplexity int) int
+		AddressRefused  func(childComplexity int) int
+		App             func(childComplexity int) int
+		ID              func(childComplexity int) int
+		Idle            func(childComplexity int) int
+		Kind            func(childComplexity int) int
+		Name            func(childComplexity int) int
+		Reason          func(childComplexity int) int
+		Route           func(childComplexity int) int
+		Runtime         func(childComplexity int) int
+		ShareWithGroup  func(childComplexity int) int
+		State           func(childComplexity int) int
+		Task            func(childComplexity int) int
+		URL             func(childComplexity int) int
+		Values          func(childComplexity int) int
 	}
 
 	AppInstanceUpdate struct {
@@ -2049,6 +2051,18 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.AppInstance.Address(childComplexity), true
+	case "AppInstance.addressNetworks":
+		if e.ComplexityRoot.AppInstance.AddressNetworks == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AppInstance.AddressNetworks(childComplexity), true
+	case "AppInstance.addressRefused":
+		if e.ComplexityRoot.AppInstance.AddressRefused == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AppInstance.AddressRefused(childComplexity), true
 	case "AppInstance.app":
 		if e.ComplexityRoot.AppInstance.App == nil {
 			break
@@ -8090,6 +8104,10 @@ type AppInstance {
   state: String!
   "host:port where it answers, as reachable from its worker's site; empty unless ready."
   address: String!
+  "Why the router's address rule refused address (empty when it was accepted): the router and the gateway then reach the instance only through its worker's tunnel, never by dialling the address (docs/apps.md, The router's address rule)."
+  addressRefused: String!
+  "The networks a direct dial to address may reach, as CIDRs (the network its worker reported from, then its pool's appNetworks), or [\"*\"] for a pool declared local; empty unless ready."
+  addressNetworks: [String!]!
   "Why it is in its state."
   reason: String!
   "Where the router will serve it."
@@ -10941,6 +10959,10 @@ func (ec *executionContext) childFields_AppInstance(ctx context.Context, field g
 		return ec.fieldContext_AppInstance_state(ctx, field)
 	case "address":
 		return ec.fieldContext_AppInstance_address(ctx, field)
+	case "addressRefused":
+		return ec.fieldContext_AppInstance_addressRefused(ctx, field)
+	case "addressNetworks":
+		return ec.fieldContext_AppInstance_addressNetworks(ctx, field)
 	case "reason":
 		return ec.fieldContext_AppInstance_reason(ctx, field)
 	case "url":
@@ -16726,6 +16748,52 @@ func (ec *executionContext) _AppInstance_address(ctx context.Context, field grap
 	)
 }
 func (ec *executionContext) fieldContext_AppInstance_address(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AppInstance", field, false, false, "String")
+}
+
+func (ec *executionContext) _AppInstance_addressRefused(ctx context.Context, field graphql.CollectedField, obj *model.AppInstance) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AppInstance_addressRefused(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.AddressRefused, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AppInstance_addressRefused(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AppInstance", field, false, false, "String")
+}
+
+func (ec *executionContext) _AppInstance_addressNetworks(ctx context.Context, field graphql.CollectedField, obj *model.AppInstance) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AppInstance_addressNetworks(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.AddressNetworks, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalNString2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AppInstance_addressNetworks(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("AppInstance", field, false, false, "String")
 }
 
@@ -45671,6 +45739,16 @@ func (ec *executionContext) _AppInstance(ctx context.Context, sel ast.SelectionS
 			}
 		case "address":
 			out.Values[i] = ec._AppInstance_address(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "addressRefused":
+			out.Values[i] = ec._AppInstance_addressRefused(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "addressNetworks":
+			out.Values[i] = ec._AppInstance_addressNetworks(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}

@@ -50,6 +50,7 @@ type appInstanceView struct {
 	Reason          string         `json:"reason,omitempty" jsonschema:"why it is in its state"`
 	URL             string         `json:"url" jsonschema:"where the router will serve it"`
 	Address         string         `json:"address,omitempty" jsonschema:"host:port it answers at on its worker's site, once ready"`
+	AddressRefused  string         `json:"addressRefused,omitempty" jsonschema:"why the router's address rule refused address: it is then reached through its worker's tunnel only"`
 	ComputeResource string         `json:"computeResourceId"`
 	Values          map[string]any `json:"values,omitempty"`
 	Route           string         `json:"route,omitempty"`
@@ -130,7 +131,7 @@ func (s *Server) getAppInstance(ctx context.Context, in *appInstanceArgs) (*appI
 }
 
 func instanceView(in *model.AppInstance) *appInstanceView {
-	v := &appInstanceView{ID: in.Task.ID, Name: in.Task.Name, State: in.State, Reason: in.Task.Reason, URL: in.URL, Address: in.Address,
+	v := &appInstanceView{ID: in.Task.ID, Name: in.Task.Name, State: in.State, Reason: in.Task.Reason, URL: in.URL, Address: in.Address, AddressRefused: in.AddressRefused,
 		ComputeResource: in.Task.ComputeResourceID}
 	if l := in.Task.Spec.App; l != nil {
 		v.App, v.Values, v.Route = l.App, l.Values, l.Route

@@ -46,8 +46,17 @@ func Files() fs.FS {
 
 // Index serves the dashboard's single page. The pages route on the URL's
 // fragment (#/queues, #/task/ID), so the server needs one document only.
-func Index() http.Handler {
+func Index() http.Handler { return IndexFor("") }
+
+// IndexFor is Index where app instances are served on hosts of their own:
+// apps is their origins as a CSP source (https://*.apps.example.com), to
+// which the page may post its sign-in form ("" when served by path).
+func IndexFor(apps string) http.Handler {
 	files := Files()
+	csp := contentSecurityPolicy
+	if apps != "" {
+		csp += " " + apps
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, err := fs.ReadFile(files, "index.html")
 		if err != nil {
@@ -55,6 +64,7 @@ func Index() http.Handler {
 			return
 		}
 		securityHeaders(w)
+		w.Header().Set("Content-Security-Policy", csp)
 		// The page is small and names its assets without versions:
 		// revalidate, so that an upgraded server is picked up at once.
 		w.Header().Set("Cache-Control", "no-cache")
@@ -82,11 +92,13 @@ func securityHeaders(w http.ResponseWriter) {
 	h := w.Header()
 	h.Set("Content-Security-Policy", contentSecurityPolicy)
 	h.Set("X-Content-Type-Options", "nosniff")
-	// same-origin, not no-referrer: under no-referrer a browser sends
-	// "Origin: null" with a form's POST, and the router's sign-in hop,
-	// which checks that a sign-in comes from the dashboard's origin,
-	// could not tell the dashboard from another site. Nothing is sent to
-	// other origins either way.
-	h.Set("Referrer-Policy", "same-origin")
+	// Not no-referrer nor same-origin: under those a browser sends
+	// "Origin: null" with a form's cross-origin POST, and the router's
+	// sign-in hop on an instance's own host, which checks that a sign-in
+	// comes from the dashboard's origin, could not tell the dashboard from
+	// another site. Other origins get the origin only, never the path (the
+	// dashboard's page is / and its routes are in the fragment, which is
+	// never sent).
+	h.Set("Referrer-Policy", "strict-origin-when-cross-origin")
 	h.Set("X-Frame-Options", "DENY")
 }

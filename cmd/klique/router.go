@@ -71,8 +71,9 @@ func runRouter(ctx context.Context, c *cli.CLI, o routerOptions) error {
 		return cli.Usagef("--log-level %q: use debug, info, warn or error", o.logLevel)
 	}
 	log := slog.New(slog.NewTextHandler(c.Err, &slog.HandlerOptions{Level: level}))
+	own := appnet.NewOwn()
 	h, err := router.Standalone(router.RemoteConfig{ControlPlane: o.controlPlane, Issuer: o.issuer, Log: log, AllowHTTP: o.allowHTTP},
-		o.cacheTTL, appnet.NewActivity(nil))
+		o.cacheTTL, appnet.NewActivity(nil), own)
 	if err != nil {
 		return cli.Usage(err)
 	}
@@ -80,10 +81,13 @@ func runRouter(ctx context.Context, c *cli.CLI, o routerOptions) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s (set --listen or KLIQUE_ROUTER_LISTEN to another address): %w", o.listen, err)
 	}
+	own.Add(ln.Addr().String())
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second, MaxHeaderBytes: 64 << 10,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
+	log.Warn("this router serves app instances by path on its own origin (/apps/{id}/): a page of one instance can read another's; " +
+		"keep to it for programs and a single trusted team, and open instances in browsers on the control plane's instance hosts (KLIQUE_APPS_DOMAIN, docs/apps.md)")
 	log.Info("klique router serving", "url", "http://"+ln.Addr().String(), "control_plane", o.controlPlane, "cache_ttl", o.cacheTTL)
 	select {
 	case <-ctx.Done():

@@ -27,6 +27,19 @@ type Target struct {
 	// Address is host:port where the instance answers on its site; empty
 	// while it is not ready.
 	Address string
+	// Allow is the networks a direct dial to Address may reach, as the
+	// platform decided when it was reported (the router's address rule,
+	// rule.go); Refused, when set, is why the address was refused: no
+	// direct dial is made, and only the worker's tunnel reaches it.
+	Allow   Allow
+	Refused string
+}
+
+// TargetOf is a target with its address rule as stored on the task
+// (model.TaskRun's AppAllow and AppRefused).
+func TargetOf(tenantID, taskID, workerID string, attempt int, address, allow, refused string) Target {
+	return Target{TenantID: tenantID, TaskID: taskID, WorkerID: workerID, Attempt: attempt, Address: address,
+		Allow: ParseAllow(allow), Refused: refused}
 }
 
 // ErrNotReady is returned for an instance with no address yet (or no
@@ -39,9 +52,12 @@ type Reacher interface {
 }
 
 // Direct reaches an instance at its reported address, over the network
-// the caller shares with the instance's site.
+// the caller shares with the instance's site, within the router's address
+// rule: the IP it connects to must be inside t.Allow, and never one of Own.
 type Direct struct {
 	Dialer net.Dialer
+	// Own are this process's listeners (nil: none known).
+	Own *Own
 }
 
 // Reach dials t.Address.
@@ -49,7 +65,12 @@ func (d *Direct) Reach(ctx context.Context, t Target) (net.Conn, error) {
 	if t.Address == "" {
 		return nil, ErrNotReady
 	}
-	c, err := d.Dialer.DialContext(ctx, "tcp", t.Address)
+	if t.Refused != "" {
+		return nil, fmt.Errorf("reach app instance %s at %s: %w", t.TaskID, t.Address, &RefusedError{Reason: t.Refused})
+	}
+	dialer := d.Dialer
+	dialer.Control = control(t.Allow, d.Own)
+	c, err := dialer.DialContext(ctx, "tcp", t.Address)
 	if err != nil {
 		return nil, fmt.Errorf("reach app instance %s at %s: %w", t.TaskID, t.Address, err)
 	}

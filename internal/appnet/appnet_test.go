@@ -44,7 +44,7 @@ func TestAutoPrefersTheTunnelAtTheControlPlane(t *testing.T) {
 	ctx := context.Background()
 	tun := &fakeTunnels{holds: true}
 	a := &Auto{Tunnels: tun}
-	c, err := a.Reach(ctx, Target{TaskID: "t1", WorkerID: "w1", Address: listen(t)})
+	c, err := a.Reach(ctx, Target{TaskID: "t1", WorkerID: "w1", Address: listen(t), Allow: Allow{Any: true}}) // a local pool: loopback is allowed
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +54,7 @@ func TestAutoPrefersTheTunnelAtTheControlPlane(t *testing.T) {
 	}
 
 	tun.holds = false
-	c, err = a.Reach(ctx, Target{TaskID: "t1", WorkerID: "w1", Address: listen(t)})
+	c, err = a.Reach(ctx, Target{TaskID: "t1", WorkerID: "w1", Address: listen(t), Allow: Allow{Any: true}}) // a local pool: loopback is allowed
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func TestAutoAtASiteDialsDirectlyFirst(t *testing.T) {
 	ctx := context.Background()
 	tun := &fakeTunnels{holds: true}
 	a := &Auto{Tunnels: tun, PreferDirect: true}
-	c, err := a.Reach(ctx, Target{TaskID: "t1", WorkerID: "w1", Address: listen(t)})
+	c, err := a.Reach(ctx, Target{TaskID: "t1", WorkerID: "w1", Address: listen(t), Allow: Allow{Any: true}}) // a local pool: loopback is allowed
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func TestAutoAtASiteDialsDirectlyFirst(t *testing.T) {
 	l, _ := net.Listen("tcp", "127.0.0.1:0")
 	dead := l.Addr().String()
 	_ = l.Close()
-	c, err = a.Reach(ctx, Target{TaskID: "t1", WorkerID: "w1", Address: dead})
+	c, err = a.Reach(ctx, Target{TaskID: "t1", WorkerID: "w1", Address: dead, Allow: Allow{Any: true}}) // a local pool: loopback is allowed
 	if err != nil {
 		t.Fatal(err)
 	}

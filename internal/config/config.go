@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -104,6 +105,16 @@ type Config struct {
 	// Artifacts says where stored artifacts go and how large they may be
 	// (KLIQUE_ARTIFACT_*, artifacts.go).
 	Artifacts Artifacts
+	// AppsDomain, when set, serves each app instance on a host name of
+	// its own under it (KLIQUE_APPS_DOMAIN=apps.klique.example.com:
+	// {id}.apps.klique.example.com, with the scheme and port of
+	// KLIQUE_PUBLIC_URL), so that a page of one instance is a different
+	// origin from the dashboard, the API and every other instance. It
+	// needs a wildcard DNS record (and certificate) for *.AppsDomain
+	// pointing at the control plane. Unset, instances are served by path
+	// on the control plane's own origin (/apps/{id}/), for a single
+	// trusted team only; the server warns at start.
+	AppsDomain string
 }
 
 // Defaults.
@@ -155,6 +166,7 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 		return nil, err
 	}
 	c.VaultKey = getenv("KLIQUE_VAULT_KEY")
+	c.AppsDomain = strings.ToLower(strings.TrimSpace(getenv("KLIQUE_APPS_DOMAIN")))
 	c.DebugListen = getenv("KLIQUE_DEBUG_LISTEN")
 	c.MetricsListen = getenv("KLIQUE_METRICS_LISTEN")
 	c.MetricsToken = getenv("KLIQUE_METRICS_TOKEN")
@@ -245,6 +257,11 @@ func (c *Config) Validate() error {
 	if u, err := url.Parse(c.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("KLIQUE_PUBLIC_URL=%q must be an http(s) URL such as https://klique.example.com", c.PublicURL)
 	}
+	if c.AppsDomain != "" {
+		if err := checkAppsDomain(c.AppsDomain, c.PublicURL); err != nil {
+			return err
+		}
+	}
 	switch c.LogFormat {
 	case "text", "json":
 	default:
@@ -290,4 +307,21 @@ func duration(getenv func(string) string, name string, def time.Duration) (time.
 		return 0, fmt.Errorf("%s=%q: give a duration such as 30s, 15m or 1h", name, v)
 	}
 	return d, nil
+}
+
+// appsDomainRE is a DNS name of at least two labels: lowercase letters,
+// digits and dashes.
+var appsDomainRE = regexp.MustCompile(`^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+
+// checkAppsDomain refuses a KLIQUE_APPS_DOMAIN that is not a host name, or
+// whose instances would share the control plane's own host.
+func checkAppsDomain(domain, publicURL string) error {
+	if len(domain) > 200 || !appsDomainRE.MatchString(domain) {
+		return fmt.Errorf("KLIQUE_APPS_DOMAIN=%q must be a DNS name such as apps.klique.example.com (no scheme, port or path): each instance is served at {id}.<domain>, with the scheme and port of KLIQUE_PUBLIC_URL", domain)
+	}
+	u, _ := url.Parse(publicURL)
+	if h := strings.ToLower(u.Hostname()); h == domain || strings.HasSuffix(h, "."+domain) {
+		return fmt.Errorf("KLIQUE_APPS_DOMAIN=%s would put the control plane's own host (%s) among the instances' hosts: give a domain of their own, such as apps.%s", domain, h, h)
+	}
+	return nil
 }

@@ -2,6 +2,8 @@ package estate
 
 import (
 	"fmt"
+	"net/netip"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -173,6 +175,16 @@ func (a *applier) pool(d *PoolDoc) {
 	p.Labels = cloneMap(d.Labels)
 	p.OutputDestination = d.OutputDestination
 	p.SingleTenant = d.SingleTenant
+	p.AppNetworks = nil
+	for _, n := range d.AppNetworks {
+		pre, err := netip.ParsePrefix(strings.TrimSpace(n))
+		if err != nil {
+			a.Add(obj, "appNetworks: %q is not a CIDR such as 10.20.0.0/16 or fd00:1::/64", n)
+			continue
+		}
+		p.AppNetworks = append(p.AppNetworks, pre.Masked().String())
+	}
+	p.Local = d.Local
 	p.ClaimTimeout = nil
 	if d.ClaimTimeout != "" {
 		t, err := ParseClaimTimeout(d.ClaimTimeout)
@@ -418,6 +430,8 @@ func (e *Estate) Export() *Document {
 		}
 		pd.OutputDestination = p.OutputDestination
 		pd.SingleTenant = p.SingleTenant
+		pd.AppNetworks = slices.Clone(p.AppNetworks)
+		pd.Local = p.Local
 		d.Pools = append(d.Pools, pd)
 	}
 	profiles := append([]*model.Profile(nil), e.Profiles...)

@@ -84,6 +84,14 @@ type PoolDoc struct {
 	// kept apart on a host: its workers whose tasks share one user run
 	// tasks of different projects side by side.
 	SingleTenant bool `yaml:"singleTenant,omitempty"`
+	// AppNetworks are CIDRs the router may reach the pool's app instances
+	// in directly, besides the network each worker reports from (the
+	// router's address rule, docs/apps.md).
+	AppNetworks []string `yaml:"appNetworks,omitempty"`
+	// Local declares the pool's workers to be on the control plane's own
+	// machine: their app instances may report any address, loopback
+	// included (one machine, tests).
+	Local bool `yaml:"local,omitempty"`
 }
 
 // ProfileDoc describes a profile. Size is "0.125", "1", "8" or "2x8"; or

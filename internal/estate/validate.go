@@ -2,6 +2,7 @@ package estate
 
 import (
 	"fmt"
+	"net/netip"
 	"regexp"
 	"sort"
 	"strings"
@@ -57,7 +58,9 @@ const (
 	MaxTimeWeightMilli  = 1_000_000
 	MaxBudgetMilliHours = 1_000_000_000_000
 	MaxLabels           = 64
-	MaxImageLength      = 1000
+	// MaxAppNetworks bounds a pool's appNetworks.
+	MaxAppNetworks = 64
+	MaxImageLength = 1000
 )
 
 var (
@@ -176,6 +179,16 @@ func (v *validator) pools() {
 		}
 		if p.SingleTenant && p.Kind != model.PoolBareMetal {
 			v.Add(obj, "singleTenant applies to bare_metal pools, whose tasks share a host; a %s pool runs each task in a pod or job of its own: leave singleTenant out", p.Kind)
+		}
+		if len(p.AppNetworks) > MaxAppNetworks {
+			v.Add(obj, "appNetworks lists %d networks; at most %d (give wider CIDRs)", len(p.AppNetworks), MaxAppNetworks)
+		}
+		for _, n := range p.AppNetworks {
+			if pre, err := netip.ParsePrefix(n); err != nil {
+				v.Add(obj, "appNetworks: %q is not a CIDR such as 10.20.0.0/16", n)
+			} else if pre.Addr().IsLoopback() || pre.Addr().IsLinkLocalUnicast() || pre.Bits() == 0 {
+				v.Add(obj, "appNetworks: %s would let app instances be reached at loopback, link-local or any address; declare the pool local: true instead (one machine only)", n)
+			}
 		}
 		if len(p.Labels) > MaxLabels {
 			v.Add(obj, "more than %d labels", MaxLabels)

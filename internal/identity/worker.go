@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"net/netip"
 )
 
 // WorkerCredentialPrefix starts every worker credential, so that it is told
@@ -41,4 +42,20 @@ func WithWorker(ctx context.Context, w *Worker) context.Context {
 func WorkerFrom(ctx context.Context) (*Worker, bool) {
 	w, ok := ctx.Value(workerKey{}).(*Worker)
 	return w, ok && w != nil
+}
+
+type peerKey struct{}
+
+// WithPeer returns a context carrying the network address a request came
+// from (its connection's remote IP). The router's address rule reads it:
+// an app instance may be reached directly only in the network its
+// worker's report came from (appnet.NewAllow).
+func WithPeer(ctx context.Context, ip netip.Addr) context.Context {
+	return context.WithValue(ctx, peerKey{}, ip)
+}
+
+// PeerFrom returns the address of WithPeer (invalid when none).
+func PeerFrom(ctx context.Context) netip.Addr {
+	ip, _ := ctx.Value(peerKey{}).(netip.Addr)
+	return ip
 }

@@ -88,8 +88,17 @@ type Pool struct {
 	// rather than one project at a time (docs/worker.md, "What is
 	// isolated on a host").
 	SingleTenant bool
-	CreatedAt    time.Time
-	UpdatedAt    time.Time
+	// AppNetworks are CIDRs the pool's app instances may be reached in
+	// directly, besides the network each worker reports from (the
+	// router's address rule, docs/apps.md): a Kubernetes pod network, an
+	// HPC cluster's compute nodes.
+	AppNetworks []string
+	// Local declares the pool's workers to run on the control plane's own
+	// machine or network: their app instances may report any address,
+	// loopback and link-local included. For one machine and tests only.
+	Local     bool
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }
 
 // DefaultClaimTimeout is a pool's claim timeout when its estate sets none

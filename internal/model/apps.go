@@ -1,6 +1,9 @@
 package model
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // AppKind says what an app is for.
 type AppKind string
@@ -145,6 +148,13 @@ type AppInstance struct {
 	// Address is host:port where it answers, as reachable from its
 	// worker's site; empty unless ready.
 	Address string
+	// AddressRefused is why the router's address rule refused Address
+	// ("" when it was accepted): the router and the gateway then reach the
+	// instance only through its worker's tunnel. AddressNetworks are the
+	// networks a direct dial to it may reach (["*"] for a pool declared
+	// local), as the platform decided when it was reported.
+	AddressRefused  string
+	AddressNetworks []string
 	// Runtime and Idle are filled by the apps domain when it reads an
 	// instance (nil otherwise).
 	Runtime *AppRuntime
@@ -181,7 +191,11 @@ type AppIdle struct {
 func AppInstanceOf(t *Task) *AppInstance {
 	in := &AppInstance{Task: t, State: AppInstanceState(t.Status), URL: "/apps/" + t.ID + "/"}
 	if t.Status == TaskRunning && t.Run.AppAddress != "" {
-		in.State, in.Address = "ready", t.Run.AppAddress
+		in.State, in.Address, in.AddressRefused = "ready", t.Run.AppAddress, t.Run.AppRefused
+		in.AddressNetworks = []string{}
+		if t.Run.AppAllow != "" {
+			in.AddressNetworks = strings.Split(t.Run.AppAllow, ",")
+		}
 	}
 	return in
 }
@@ -199,4 +213,77 @@ func AppInstanceState(s TaskStatus) string {
 		return "failed"
 	}
 	return "stopped"
+}
+
+// AppHosts says where the router serves app instances: each on a host
+// name of its own under Domain ({id}.{Domain}, with the control plane's
+// scheme and port), so that a page of one instance is another origin
+// than the dashboard, the API and every other instance; or, with no
+// Domain, by path on the control plane's own origin (/apps/{id}/), for a
+// single trusted team (issue 39, defect 6; docs/apps.md).
+type AppHosts struct {
+	Domain string
+	// Scheme and Port are the control plane's public URL's (Port "" for
+	// the scheme's default).
+	Scheme string
+	Port   string
+}
+
+// AppHostsFor is the AppHosts of a domain (empty: by path) and the
+// control plane's public URL.
+func AppHostsFor(domain, publicURL string) AppHosts {
+	h := AppHosts{Domain: strings.ToLower(strings.TrimSpace(domain)), Scheme: "https"}
+	if scheme, rest, ok := strings.Cut(publicURL, "://"); ok {
+		h.Scheme = scheme
+		host, _, _ := strings.Cut(rest, "/")
+		if i := strings.LastIndexByte(host, ':'); i >= 0 && !strings.HasSuffix(host, "]") {
+			h.Port = host[i+1:]
+		}
+	}
+	return h
+}
+
+// ByHost reports whether instances are served on hosts of their own.
+func (h AppHosts) ByHost() bool { return h.Domain != "" }
+
+// Origin is an instance's origin: scheme://{id}.{Domain}[:port].
+func (h AppHosts) Origin(id string) string {
+	o := h.Scheme + "://" + id + "." + h.Domain
+	if h.Port != "" {
+		o += ":" + h.Port
+	}
+	return o
+}
+
+// URL is where an instance is served: its origin's root, or /apps/{id}/.
+func (h AppHosts) URL(id string) string {
+	if !h.ByHost() {
+		return "/apps/" + id + "/"
+	}
+	return h.Origin(id) + "/"
+}
+
+// Pattern is every instance's origin as a CSP source:
+// scheme://*.{Domain}[:port] ("" when served by path).
+func (h AppHosts) Pattern() string {
+	if !h.ByHost() {
+		return ""
+	}
+	return h.Origin("*")
+}
+
+// InstanceOf returns the instance id a request's Host names ({id}.{Domain},
+// any port), and whether it names one.
+func (h AppHosts) InstanceOf(host string) (string, bool) {
+	if !h.ByHost() {
+		return "", false
+	}
+	if i := strings.LastIndexByte(host, ':'); i >= 0 && !strings.HasSuffix(host, "]") {
+		host = host[:i]
+	}
+	id, ok := strings.CutSuffix(strings.ToLower(strings.TrimSuffix(host, ".")), "."+h.Domain)
+	if !ok || id == "" || strings.Contains(id, ".") {
+		return "", false
+	}
+	return id, true
 }

@@ -166,6 +166,17 @@ type TaskRun struct {
 	// health path (host:port as reachable from its worker's site), as its
 	// worker last reported; empty while it is not ready.
 	AppAddress string
+	// AppAllow is what the platform decided when the address was
+	// reported: the networks a direct dial to it may reach, as CIDRs
+	// joined by commas (the network the report came from, then the pool's
+	// appNetworks), or "*" for a pool declared local (appnet.ParseAllow).
+	// The router and the gateway check the IP they actually dial against
+	// it, so a name that resolves elsewhere later is refused.
+	AppAllow string
+	// AppRefused is why the reported address was refused by the router's
+	// address rule ("" when it was accepted): the instance stays ready
+	// (its worker's tunnel still reaches it), but no direct dial is made.
+	AppRefused string
 	// AppActiveAt is when an app instance's attempt was last used
 	// (traffic, or GPU or CPU over the idle thresholds), to about a
 	// minute; nil when it has not been since it started.
@@ -180,3 +191,11 @@ type TaskRun struct {
 // (internal/codestate) and the task spec's check (tasks.ValidateTaskSpec)
 // share it without the recorder importing a domain.
 const MaxDiffBytes = 2 << 20
+// AppAddress is an app instance's address as the platform records it from
+// its worker's report: where it answers, the networks a direct dial may
+// reach, and why the address was refused (see TaskRun's fields).
+type AppAddress struct {
+	Address string
+	Allow   string
+	Refused string
+}

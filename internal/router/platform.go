@@ -120,5 +120,5 @@ func instanceOf(in *model.AppInstance) *Instance {
 		keep = namesOwnPath(t.ID, append([]string{a.Run.Process, a.Run.Batch, strings.Join(t.Spec.Command, " ")}, a.Run.Args...)...)
 	}
 	return &Instance{ID: t.ID, Name: t.Name, State: in.State, Reason: t.Reason, KeepPrefix: keep,
-		Target: appnet.Target{TenantID: t.TenantID, TaskID: t.ID, WorkerID: t.Run.WorkerID, Attempt: t.Run.Attempt, Address: in.Address}}
+		Target: appnet.TargetOf(t.TenantID, t.ID, t.Run.WorkerID, t.Run.Attempt, in.Address, t.Run.AppAllow, t.Run.AppRefused)}
 }

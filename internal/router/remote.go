@@ -112,8 +112,8 @@ func (r *Remote) checkToken(ctx context.Context, cred string) (time.Time, error)
 func isUnauthenticated(err error) bool { return errors.Is(err, identity.ErrUnauthenticated) }
 
 const (
-	instanceQuery = `query($id: ID!) { appInstance(id: $id) { id name state reason address task { attempt spec { command } } } }`
-	routeQuery    = `query($r: String!) { routeInstances(route: $r) { id name state reason address task { attempt spec { command } } } }`
+	instanceQuery = `query($id: ID!) { appInstance(id: $id) { id name state reason address addressRefused addressNetworks task { attempt spec { command } } } }`
+	routeQuery    = `query($r: String!) { routeInstances(route: $r) { id name state reason address addressRefused addressNetworks task { attempt spec { command } } } }`
 )
 
 type remoteInstance struct {
@@ -122,7 +122,12 @@ type remoteInstance struct {
 	State   string `json:"state"`
 	Reason  string `json:"reason"`
 	Address string `json:"address"`
-	Task    struct {
+	// AddressRefused and AddressNetworks are the control plane's verdict
+	// on the address (the router's address rule): this router dials only
+	// inside the networks, and never a refused address.
+	AddressRefused  string   `json:"addressRefused"`
+	AddressNetworks []string `json:"addressNetworks"`
+	Task            struct {
 		Attempt int `json:"attempt"`
 		Spec    struct {
 			Command []string `json:"command"`
@@ -132,7 +137,7 @@ type remoteInstance struct {
 
 func (ri *remoteInstance) instance() *Instance {
 	return &Instance{ID: ri.ID, Name: ri.Name, State: ri.State, Reason: ri.Reason, KeepPrefix: namesOwnPath(ri.ID, ri.Task.Spec.Command...),
-		Target: appnet.Target{TaskID: ri.ID, Attempt: ri.Task.Attempt, Address: ri.Address}}
+		Target: appnet.TargetOf("", ri.ID, "", ri.Task.Attempt, ri.Address, strings.Join(ri.AddressNetworks, ","), ri.AddressRefused)}
 }
 
 // Instance implements Resolver.

@@ -30,6 +30,7 @@ import (
 
 	"github.com/klique-ai/klique/internal/appnet"
 	"github.com/klique-ai/klique/internal/identity"
+	"github.com/klique-ai/klique/internal/model"
 )
 
 // CookieName is the router's cookie: the credential of a browser signed
@@ -58,8 +59,12 @@ type Config struct {
 	CacheTTL time.Duration
 	// SignInOrigins are origins besides the router's own from which a
 	// browser may post a sign-in (the control plane's dashboard, for a
-	// router at a site).
+	// router at a site). On an instance's own host only these may sign a
+	// browser in.
 	SignInOrigins []string
+	// Hosts says whether each instance is served on a host name of its
+	// own (hosts.go) or by path on the router's origin (Domain empty).
+	Hosts model.AppHosts
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
 }
@@ -98,24 +103,26 @@ func New(cfg Config) *Router {
 		ForceAttemptHTTP2: false,
 	}
 	rt.proxy = &httputil.ReverseProxy{
-		Rewrite:       rt.rewrite,
-		Transport:     tr,
-		FlushInterval: -1, // SSE and token streams arrive event by event
-		ErrorHandler:  rt.proxyError,
-		ErrorLog:      slog.NewLogLogger(cfg.Log.Handler(), slog.LevelDebug),
+		Rewrite:        rt.rewrite,
+		Transport:      tr,
+		FlushInterval:  -1, // SSE and token streams arrive event by event
+		ErrorHandler:   rt.proxyError,
+		ModifyResponse: sandbox,
+		ErrorLog:       slog.NewLogLogger(cfg.Log.Handler(), slog.LevelDebug),
 	}
 	return rt
 }
 
 // Standalone returns the handler of `klique router`: a router at a site
 // that resolves through the control plane's API and reaches instances
-// directly on the site's network.
-func Standalone(rc RemoteConfig, cacheTTL time.Duration, activity *appnet.Activity) (http.Handler, error) {
+// directly on the site's network, within the address rule the control
+// plane decided for each (own: the router's own listeners, never dialled).
+func Standalone(rc RemoteConfig, cacheTTL time.Duration, activity *appnet.Activity, own *appnet.Own) (http.Handler, error) {
 	remote, err := NewRemote(rc)
 	if err != nil {
 		return nil, err
 	}
-	rt := New(Config{Resolver: remote, Reacher: &appnet.Auto{PreferDirect: true}, Activity: activity, Log: rc.Log,
+	rt := New(Config{Resolver: remote, Reacher: &appnet.Auto{PreferDirect: true, Direct: &appnet.Direct{Own: own}}, Activity: activity, Log: rc.Log,
 		CacheTTL: cacheTTL, SignInOrigins: []string{remote.base}})
 	mux := http.NewServeMux()
 	mux.Handle("/apps/", rt)
@@ -133,7 +140,13 @@ func Standalone(rc RemoteConfig, cacheTTL time.Duration, activity *appnet.Activi
 // hop is one proxied request's destination, from ServeHTTP to rewrite.
 type hop struct {
 	host   string // the made-up host of the instance's attempt
-	prefix string // /apps/{id} or /routes/{route}, stripped
+	prefix string // /apps/{id} or /routes/{route}, stripped ("" on an instance's host)
+	// label names the destination in messages and the cache: /apps/{id}
+	// or /routes/{route}.
+	label string
+	// sandbox: the answer is served on the control plane's origin to
+	// programs; a browser must not run it there (hosts.go).
+	sandbox bool
 	// own replaces prefix: /apps/{id}, for an app that expects its path
 	// (KeepPrefix); "" otherwise.
 	own string
@@ -141,14 +154,24 @@ type hop struct {
 
 type hopKey struct{}
 
-// ServeHTTP serves /apps/{id}/… and /routes/{route}/….
+// ServeHTTP serves /apps/{id}/… and /routes/{route}/…, and, with
+// Config.Hosts, every path of an instance's own host.
 func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if id, ok := rt.cfg.Hosts.InstanceOf(r.Host); ok {
+		rt.serveHost(w, r, id)
+		return
+	}
 	kind, name, rest, ok := split(r.URL.Path)
 	if !ok {
 		writeError(w, r, notFound(fmt.Sprintf("no such address %s: app instances are at /apps/{id}/ and static routes at /routes/{route}/", r.URL.Path)))
 		return
 	}
 	prefix := "/" + kind + "/" + name
+	byHost := rt.cfg.Hosts.ByHost()
+	if byHost && kind == "apps" {
+		rt.redirectToHost(w, r, name, rest)
+		return
+	}
 	if rest == "" {
 		// The app's relative links need the trailing slash.
 		u := *r.URL
@@ -156,11 +179,21 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, u.RequestURI(), http.StatusPermanentRedirect)
 		return
 	}
+	cookie := CookieName
+	if byHost {
+		// A route on the control plane's origin serves programs only.
+		cookie = ""
+		if rest == SignInPath {
+			writeError(w, r, &Error{Status: http.StatusForbidden, Code: "FORBIDDEN",
+				Message: "a route is served to programs only on this control plane (send 'Authorization: Bearer <API key or access token>'); browsers open app instances on their own hosts from the dashboard's Apps page"})
+			return
+		}
+	}
 	if rest == SignInPath {
 		rt.signIn(w, r, kind, name, prefix)
 		return
 	}
-	cred, err := credential(r)
+	cred, err := credential(r, cookie)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -170,15 +203,20 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	// An upload or a stream to an app may outlast the server's read
-	// timeout, which is meant for API calls.
-	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
-	host := hostOf(in.Target)
-	rt.targets.Store(host, in.Target)
-	hp := &hop{host: host, prefix: prefix}
+	hp := &hop{prefix: prefix, label: prefix, sandbox: byHost}
 	if in.KeepPrefix {
 		hp.own = "/apps/" + in.ID
 	}
+	rt.forward(w, r, in, hp)
+}
+
+// forward proxies a request to an instance by way of hp.
+func (rt *Router) forward(w http.ResponseWriter, r *http.Request, in *Instance, hp *hop) {
+	// An upload or a stream to an app may outlast the server's read
+	// timeout, which is meant for API calls.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
+	hp.host = hostOf(in.Target)
+	rt.targets.Store(hp.host, in.Target)
 	ctx := context.WithValue(r.Context(), hopKey{}, hp)
 	rt.proxy.ServeHTTP(w, r.WithContext(ctx))
 }
@@ -202,8 +240,9 @@ func split(path string) (kind, name, rest string, ok bool) {
 }
 
 // credential is the caller's: a bearer credential, an x-api-key header
-// (as Anthropic's SDKs send it), or the router's cookie.
-func credential(r *http.Request) (string, error) {
+// (as Anthropic's SDKs send it), or the router's cookie of that name
+// (none when cookie is "").
+func credential(r *http.Request, cookie string) (string, error) {
 	cred, err := identity.ParseAuthorization(r.Header.Get("Authorization"))
 	if err != nil {
 		return "", unauthenticated("the Authorization header must be 'Bearer <API key or access token>'")
@@ -211,8 +250,8 @@ func credential(r *http.Request) (string, error) {
 	if cred == "" {
 		cred = strings.TrimSpace(r.Header.Get("X-Api-Key"))
 	}
-	if cred == "" {
-		if c, err := r.Cookie(CookieName); err == nil {
+	if cred == "" && cookie != "" {
+		if c, err := r.Cookie(cookie); err == nil {
 			cred = c.Value
 		}
 	}
@@ -280,7 +319,9 @@ func (rt *Router) rewrite(pr *httputil.ProxyRequest) {
 	}
 	out.Host = pr.In.Host
 	pr.SetXForwarded()
-	out.Header.Set("X-Forwarded-Prefix", h.prefix)
+	if h.prefix != "" {
+		out.Header.Set("X-Forwarded-Prefix", h.prefix)
+	}
 	stripCredentials(out.Header)
 }
 
@@ -298,7 +339,7 @@ func stripCredentials(h http.Header) {
 	for _, line := range cookies {
 		for _, part := range strings.Split(line, ";") {
 			part = strings.TrimSpace(part)
-			if name, _, _ := strings.Cut(part, "="); part != "" && strings.TrimSpace(name) != CookieName {
+			if name, _, _ := strings.Cut(part, "="); part != "" && strings.TrimSpace(name) != CookieName && strings.TrimSpace(name) != HostCookieName {
 				kept = append(kept, part)
 			}
 		}
@@ -364,8 +405,15 @@ func (rt *Router) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 	h, _ := r.Context().Value(hopKey{}).(*hop)
 	prefix := ""
 	if h != nil {
-		prefix = h.prefix
+		prefix = h.label
 		rt.cache.dropPrefix(prefix)
+	}
+	var refused *appnet.RefusedError
+	if errors.As(err, &refused) {
+		rt.log.WarnContext(r.Context(), "router: the address rule refused an app instance's address", "path", prefix, "reason", refused.Reason)
+		writeError(w, r, &Error{Status: http.StatusBadGateway, Code: "BAD_GATEWAY",
+			Message: fmt.Sprintf("the app at %s/ cannot be reached: %v", prefix, refused)})
+		return
 	}
 	rt.log.WarnContext(r.Context(), "router: the app instance did not answer", "path", prefix, "err", err)
 	writeError(w, r, &Error{Status: http.StatusBadGateway, Code: "BAD_GATEWAY",
@@ -434,16 +482,7 @@ func (rt *Router) signIn(w http.ResponseWriter, r *http.Request, kind, name, pre
 	}
 	// The holder must be allowed to open it now; a route with no ready
 	// instance is fine (the cookie is for later calls).
-	if kind == "apps" {
-		_, err = rt.cfg.Resolver.Instance(r.Context(), cred, name)
-	} else {
-		_, err = rt.cfg.Resolver.Route(r.Context(), cred, name)
-	}
-	if err != nil {
-		writeError(w, r, err)
-		return
-	}
-	kept, expires, err := rt.cfg.Resolver.CookieCredential(r.Context(), cred)
+	kept, expires, err := rt.checkSignIn(r.Context(), cred, kind, name)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -467,13 +506,5 @@ func (rt *Router) originAllowed(r *http.Request) bool {
 	if err != nil {
 		return false
 	}
-	if u.Host == r.Host {
-		return true
-	}
-	for _, a := range rt.cfg.SignInOrigins {
-		if strings.TrimRight(a, "/") == strings.TrimRight(o, "/") {
-			return true
-		}
-	}
-	return false
+	return u.Host == r.Host || rt.signInOriginListed(o)
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 
@@ -35,6 +36,11 @@ func (h *Handler) agentRoutes() {
 func (h *Handler) workerAuth(next http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx := identity.WithChannel(r.Context(), identity.ChannelWorker)
+		// The connection's own remote address, never a header a caller
+		// could set: the router's address rule trusts it.
+		if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
+			ctx = identity.WithPeer(ctx, ap.Addr().Unmap())
+		}
 		cred, ok := bearer(r)
 		if !ok || cred == "" {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="klique-agent"`)

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,6 +21,7 @@ import (
 	"github.com/klique-ai/klique/internal/events"
 	"github.com/klique-ai/klique/internal/gctune"
 	"github.com/klique-ai/klique/internal/identity"
+	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform"
 	"github.com/klique-ai/klique/internal/store"
 	"github.com/klique-ai/klique/internal/store/postgres"
@@ -73,6 +75,9 @@ type App struct {
 	// Tunnels are the workers' tunnels to this replica, through which
 	// app instances on sites with no inbound path are reached.
 	Tunnels *tunnel.Registry
+	// own are this replica's listeners, which no app instance's address
+	// may be (the router's address rule).
+	own *appnet.Own
 }
 
 // startDebug serves the Go profiler on KLIQUE_DEBUG_LISTEN, apart from the
@@ -85,6 +90,7 @@ func (a *App) startDebug(cfg *config.Config) error {
 	if err != nil {
 		return fmt.Errorf("listen on KLIQUE_DEBUG_LISTEN=%s: %w", cfg.DebugListen, err)
 	}
+	a.own.Add(ln.Addr().String())
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
@@ -107,6 +113,7 @@ func (a *App) startMetrics(cfg *config.Config) error {
 	if err != nil {
 		return fmt.Errorf("listen on KLIQUE_METRICS_LISTEN=%s: %w", cfg.MetricsListen, err)
 	}
+	a.own.Add(ln.Addr().String())
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", a.Handler.MetricsHandler())
 	a.metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
@@ -178,8 +185,9 @@ func start(ctx context.Context, cfg *config.Config, log *slog.Logger, st store.S
 	auth := identity.NewAuthenticator(st, signer, oidc, nil)
 	bus := events.NewBus()
 	heartbeat := cfg.WorkerLease / 4
+	own := appnet.NewOwn()
 	svc := platform.New(platform.Options{Store: st, Auth: auth, Events: bus, Logger: log, Vault: v,
-		Agent: platform.AgentOptions{Lease: cfg.WorkerLease, Heartbeat: heartbeat, LogLimit: cfg.TaskLogLimit}})
+		Agent: platform.AgentOptions{Lease: cfg.WorkerLease, Heartbeat: heartbeat, LogLimit: cfg.TaskLogLimit, Own: own}})
 	blobs, err := openArtifacts(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -192,14 +200,16 @@ func start(ctx context.Context, cfg *config.Config, log *slog.Logger, st store.S
 	}
 
 	activity := appnet.NewActivity(nil)
+	hosts := appHosts(cfg, log)
+	svc.SetHosts(hosts)
 	h := NewHandler(Deps{Service: svc, Auth: auth, Signer: signer, Logger: log, MaxBodyBytes: cfg.MaxBodyBytes, MetricsToken: cfg.MetricsToken,
-		AppActivity: activity})
+		AppActivity: activity, AppOwn: own, AppHosts: hosts, PublicOrigin: publicOrigin(cfg.PublicURL)})
 	h.mountMCP(cfg, log)
 	h.mountWeb()
 	// Reach opens connections to app instances: through the worker's
 	// tunnel when it holds one to this replica, else directly to the
 	// address the worker reported.
-	reach := &appnet.Auto{Direct: &appnet.Direct{}, Tunnels: h.tunnels}
+	reach := &appnet.Auto{Direct: &appnet.Direct{Own: own}, Tunnels: h.tunnels}
 	gw, limiterClose, err := startGateway(cfg, log, svc, auth, h, reach)
 	if err != nil {
 		return nil, err
@@ -209,12 +219,13 @@ func start(ctx context.Context, cfg *config.Config, log *slog.Logger, st store.S
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s (set KLIQUE_LISTEN or --listen to another address): %w", cfg.Listen, err)
 	}
+	own.Add(ln.Addr().String())
 	closeBridge, err := bridgeEvents(ctx, cfg, log, bus)
 	if err != nil {
 		_ = ln.Close()
 		return nil, err
 	}
-	app := &App{cfg: cfg, log: log, Store: st, Service: svc, Events: bus, Handler: h, listener: ln, served: make(chan error, 1), AppActivity: activity,
+	app := &App{own: own, cfg: cfg, log: log, Store: st, Service: svc, Events: bus, Handler: h, listener: ln, served: make(chan error, 1), AppActivity: activity,
 		server: &http.Server{
 			Handler:           h,
 			ReadHeaderTimeout: 10 * time.Second,
@@ -479,4 +490,25 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// appHosts says where app instances are served (KLIQUE_APPS_DOMAIN), and
+// warns when it is by path on the control plane's own origin.
+func appHosts(cfg *config.Config, log *slog.Logger) model.AppHosts {
+	hosts := model.AppHostsFor(cfg.AppsDomain, cfg.PublicURL)
+	if !hosts.ByHost() {
+		log.Warn("app instances are served by path on the control plane's own origin (/apps/{id}/): a page of one instance can read " +
+			"another's responses and the dashboard's storage, so keep to this for a single trusted team; set KLIQUE_APPS_DOMAIN " +
+			"(with a wildcard DNS record and certificate) to serve each instance on a host name of its own (docs/apps.md)")
+	}
+	return hosts
+}
+
+// publicOrigin is the scheme and host of the control plane's public URL.
+func publicOrigin(publicURL string) string {
+	u, err := url.Parse(publicURL)
+	if err != nil {
+		return ""
+	}
+	return u.Scheme + "://" + u.Host
 }

@@ -27,6 +27,9 @@ func TestDashboardAppsPageLaunchesAndStops(t *testing.T) {
 
 	alice := dashboardMember(t, ts)
 	w := onpremWorker(t, ts) // a worker online, so that placed work is not said to wait for one
+	// Its instance listens on this machine's loopback: the pool is
+	// declared local (the router's address rule).
+	declareOnprem(t, ts, "    local: true\n")
 	// A session app whose form has a field of each kind the page renders.
 	form := `{"type":"object","required":["greeting"],"properties":{
 		"greeting":{"type":"string","maxLength":5,"description":"what the page says first"},

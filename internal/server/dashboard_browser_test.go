@@ -50,7 +50,7 @@ func requireChromium(t *testing.T) {
 // that keep it off the network: without them Chromium floods a closed
 // network with update, sync and safe-browsing requests. JavaScript errors
 // of the page are collected and fail the test at its end.
-func newBrowser(t *testing.T) context.Context {
+func newBrowser(t *testing.T, extra ...chromedp.ExecAllocatorOption) context.Context {
 	t.Helper()
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(chromiumPath),
@@ -70,6 +70,7 @@ func newBrowser(t *testing.T) context.Context {
 		chromedp.Flag("safebrowsing-disable-auto-update", true),
 		chromedp.WindowSize(1400, 1000),
 	}
+	opts = append(opts, extra...)
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelCtx := chromedp.NewContext(allocCtx)
 	ctx, cancelTimeout := context.WithTimeout(ctx, 3*time.Minute)

@@ -70,6 +70,7 @@ func (a *App) startGatewayListener(cfg *config.Config) error {
 	if err != nil {
 		return fmt.Errorf("listen on KLIQUE_GATEWAY_LISTEN=%s: %w", cfg.GatewayListen, err)
 	}
+	a.own.Add(ln.Addr().String())
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", a.Handler.common("gateway", a.gateway))
 	mux.Handle("/", a.Handler.common("not_found", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -26,7 +26,9 @@ import (
 
 	"github.com/klique-ai/klique/internal/appnet"
 	"github.com/klique-ai/klique/internal/identity"
+	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform"
+	"github.com/klique-ai/klique/internal/router"
 	"github.com/klique-ai/klique/internal/tunnel"
 )
 
@@ -49,6 +51,15 @@ type Deps struct {
 	// is told their traffic, for the idle limits.
 	AppTunnels  appnet.Tunnels
 	AppActivity *appnet.Activity
+	// AppOwn are this replica's listeners, which the router never dials
+	// (the router's address rule; nil: none known).
+	AppOwn *appnet.Own
+	// AppHosts says whether app instances are served on host names of
+	// their own (KLIQUE_APPS_DOMAIN) or by path; PublicOrigin is the
+	// dashboard's origin, the only one that may sign a browser in to an
+	// instance's host.
+	AppHosts     model.AppHosts
+	PublicOrigin string
 }
 
 // Handler is the control plane's HTTP handler.
@@ -63,6 +74,8 @@ type Handler struct {
 	// (artifact uploads), not KLIQUE_MAX_BODY_BYTES.
 	streams map[string]bool
 	tunnels *tunnel.Registry
+	// apps is the embedded router, which serves instances' own hosts.
+	apps *router.Router
 }
 
 // NewHandler builds the routes.
@@ -145,7 +158,16 @@ func (h *Handler) routeStream(pattern, name string, next http.Handler) {
 	h.route(pattern, name, next)
 }
 
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+// ServeHTTP routes a request: an app instance's own host goes to the
+// router whole (no API, no dashboard answers there), anything else to the
+// routes.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h.apps != nil && h.apps.ForInstanceHost(r) {
+		h.apps.ServeHTTP(w, r)
+		return
+	}
+	h.mux.ServeHTTP(w, r)
+}
 
 var requestIDRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 

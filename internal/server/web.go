@@ -7,6 +7,6 @@ import "github.com/klique-ai/klique/web"
 // the API's JSON 404, so the dashboard never shadows /graphql, /api, /v1,
 // /mcp, /metrics, the health checks or /.well-known.
 func (h *Handler) mountWeb() {
-	h.route("GET /{$}", "dashboard", web.Index())
+	h.route("GET /{$}", "dashboard", web.IndexFor(h.d.AppHosts.Pattern()))
 	h.route("GET "+web.AssetPrefix, "dashboard_assets", web.Assets())
 }

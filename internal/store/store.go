@@ -424,8 +424,9 @@ type Queries interface {
 	// SetAppAddress records where an app instance answers on its health
 	// path (host:port; empty when it is not ready), for the running task
 	// whose worker and attempt match; any other task is left as it is. A
-	// claim clears it, so a new attempt starts not ready.
-	SetAppAddress(ctx context.Context, tenantID, workerID, taskID string, attempt int, address string) error
+	// claim clears it, so a new attempt starts not ready. The address's
+	// rule (Allow) and refusal (Refused) are written with it.
+	SetAppAddress(ctx context.Context, tenantID, workerID, taskID string, attempt int, address model.AppAddress) error
 	// TouchAppActivity notes that a running app instance was used at at
 	// (traffic through a router or the gateway, or GPU or CPU use over the
 	// idle thresholds), for the session idle limits. It writes only when

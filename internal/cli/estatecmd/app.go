@@ -31,18 +31,20 @@ type launchDoc struct {
 }
 
 type appInstanceOut struct {
-	ID      string         `json:"id"`
-	Name    string         `json:"name"`
-	App     string         `json:"app"`
-	State   string         `json:"state"`
-	Reason  string         `json:"reason"`
-	URL     string         `json:"url"`
-	Address string         `json:"address"`
-	Route   string         `json:"route"`
-	Values  map[string]any `json:"values"`
+	ID      string `json:"id"`
+	Name    string `json:"name"`
+	App     string `json:"app"`
+	State   string `json:"state"`
+	Reason  string `json:"reason"`
+	URL     string `json:"url"`
+	Address string `json:"address"`
+	// AddressRefused is why the router's address rule refused Address.
+	AddressRefused string         `json:"addressRefused,omitempty"`
+	Route          string         `json:"route"`
+	Values         map[string]any `json:"values"`
 }
 
-const appInstanceFields = `id name app state reason url address route values`
+const appInstanceFields = `id name app state reason url address addressRefused route values`
 
 // newAppCmd is `klique app`: the app catalogue and app instances. Every
 // rule (the form's schema, locks, the launches switch, quotas) is the
@@ -286,7 +288,9 @@ func newAppOpenCmd(c *cli.CLI) *cobra.Command {
 				return err
 			}
 			in := out.AppInstance
-			in.URL = cl.BaseURL + in.URL
+			if strings.HasPrefix(in.URL, "/") {
+				in.URL = cl.BaseURL + in.URL // served by path on the control plane
+			}
 			if c.Output != "table" {
 				return c.Print(in)
 			}
@@ -299,6 +303,9 @@ func newAppOpenCmd(c *cli.CLI) *cobra.Command {
 				state += ": " + in.Reason
 			}
 			fmt.Fprintf(c.Out, "%s (%s): %s\n", in.Name, in.ID, state)
+			if in.AddressRefused != "" {
+				fmt.Fprintf(c.Out, "not dialled directly (reached through its worker's tunnel only): %s\n", in.AddressRefused)
+			}
 			return nil
 		},
 	}

@@ -36,7 +36,13 @@ type Apps struct {
 	abort   Stopper
 	serving *Serving
 	expire  Expirer
+	// hosts says where instances are served (their URL).
+	hosts model.AppHosts
 }
+
+// SetHosts says where the router serves instances: on hosts of their own,
+// or by path (the default).
+func (s *Apps) SetHosts(h model.AppHosts) { s.hosts = h }
 
 // New returns the apps domain over a kernel; SetTasks wires its launches.
 func New(k *kernel.Kernel) *Apps { return &Apps{k: k, serving: NewServing()} }

@@ -60,7 +60,7 @@ func (s *Apps) AppInstances(ctx context.Context, f InstanceFilter) ([]*model.App
 	var out []*model.AppInstance
 	for _, t := range tasks {
 		if SeesInstance(p, t) && (f.App == "" || t.Spec.App.App == f.App) {
-			in, err := s.decorate(ctx, instance(t))
+			in, err := s.decorate(ctx, s.instance(t))
 			if err != nil {
 				return nil, err
 			}
@@ -83,7 +83,7 @@ func (s *Apps) AppInstance(ctx context.Context, id string) (*model.AppInstance, 
 	if err != nil {
 		return nil, s.k.Internal(ctx, err)
 	}
-	return s.decorate(ctx, instance(t))
+	return s.decorate(ctx, s.instance(t))
 }
 
 // TenantAppInstance reads an instance on the platform's own behalf, for
@@ -100,7 +100,7 @@ func (s *Apps) TenantAppInstance(ctx context.Context, tenantID, id string) (*mod
 	if t.Spec.Kind != model.TaskKindApplication || t.Spec.App == nil {
 		return nil, nil
 	}
-	return s.decorate(ctx, instance(t))
+	return s.decorate(ctx, s.instance(t))
 }
 
 // SeesAppInstance is SeesInstance, for the live domain.
@@ -131,5 +131,5 @@ func (s *Apps) StopApp(ctx context.Context, id string) (*model.AppInstance, erro
 	if err != nil {
 		return nil, err
 	}
-	return s.decorate(ctx, instance(t))
+	return s.decorate(ctx, s.instance(t))
 }

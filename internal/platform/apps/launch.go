@@ -154,7 +154,7 @@ func (s *Apps) LaunchApp(ctx context.Context, in LaunchInput) (*model.AppInstanc
 	if err != nil {
 		return nil, err
 	}
-	return s.decorate(ctx, instance(task))
+	return s.decorate(ctx, s.instance(task))
 }
 
 // checkRoute refuses a launch with a route that is not one of the
@@ -314,6 +314,9 @@ func render(app *model.App, values map[string]any, id string, size model.Size, i
 	return spec
 }
 
-func instance(t *model.Task) *model.AppInstance {
-	return model.AppInstanceOf(t)
+// instance is a task as an instance, with the URL it is served at.
+func (s *Apps) instance(t *model.Task) *model.AppInstance {
+	in := model.AppInstanceOf(t)
+	in.URL = s.hosts.URL(t.ID)
+	return in
 }

@@ -61,7 +61,7 @@ func (s *Apps) RouteInstances(ctx context.Context, route string) ([]*model.AppIn
 			continue
 		}
 		known = true
-		if in := instance(t); in.State == "ready" {
+		if in := s.instance(t); in.State == "ready" {
 			out = append(out, in)
 		}
 	}

@@ -54,7 +54,7 @@ func serves(t *model.Task) bool {
 
 func servingOf(t *model.Task) *servingInstance {
 	return &servingInstance{app: t.Spec.App.App, route: t.Spec.App.Route, url: appnet.InstanceBaseURL(t.ID),
-		target: appnet.Target{TenantID: t.TenantID, TaskID: t.ID, WorkerID: t.Run.WorkerID, Attempt: t.Run.Attempt, Address: t.Run.AppAddress}}
+		target: appnet.TargetOf(t.TenantID, t.ID, t.Run.WorkerID, t.Run.Attempt, t.Run.AppAddress, t.Run.AppAllow, t.Run.AppRefused)}
 }
 
 // Note puts a task in the index when it is a ready serving instance, and

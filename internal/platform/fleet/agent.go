@@ -353,7 +353,7 @@ func (s *Fleet) Heartbeat(ctx context.Context, req agentapi.HeartbeatRequest) (*
 		found[t.ID] = true
 		attempt := attempts[t.ID]
 		if t.Status == model.TaskRunning && t.Run.WorkerID == worker.ID && t.Run.Attempt == attempt {
-			if err := s.appReadiness(ctx, w.TenantID, worker.ID, t, apps[t.ID]); err != nil {
+			if err := s.appReadiness(ctx, w.TenantID, w.PoolID, worker.ID, t, apps[t.ID]); err != nil {
 				return nil, err
 			}
 			continue

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/klique-ai/klique/internal/appnet"
 	"github.com/klique-ai/klique/internal/estate/basis"
 	"github.com/klique-ai/klique/internal/identity"
 	"github.com/klique-ai/klique/internal/model"
@@ -22,6 +23,9 @@ type AgentOptions struct {
 	Heartbeat time.Duration
 	// LogLimit bounds the log one task may store.
 	LogLimit int64
+	// Own are the control plane's own listeners, which an app instance's
+	// reported address may never be (nil: none known).
+	Own *appnet.Own
 }
 
 // Defaults of the worker protocol.

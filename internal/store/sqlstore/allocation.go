@@ -68,16 +68,17 @@ func (q *queries) ListGPUClasses(ctx context.Context, tenantID string) ([]*model
 // Pools.
 
 const poolColumns = `id, tenant_id, name, description, kind, capacity_gpus, gpu_class_id, gpu_memory_gb, region,
-	labels, profile_order, claim_timeout_ms, output_destination, single_tenant, created_at, updated_at`
+	labels, profile_order, claim_timeout_ms, output_destination, single_tenant, created_at, updated_at, app_networks, app_local`
 
 func scanPool(r scanner) (*model.Pool, error) {
 	var p model.Pool
-	var kind, labels, order string
+	var kind, labels, order, networks string
 	var class sql.NullString
 	var claim sql.NullInt64
 	var created, updated int64
 	if err := r.Scan(&p.ID, &p.TenantID, &p.Name, &p.Description, &kind, &p.CapacityGPUs, &class,
-		&p.GPUMemoryGB, &p.Region, &labels, &order, &claim, &p.OutputDestination, &p.SingleTenant, &created, &updated); err != nil {
+		&p.GPUMemoryGB, &p.Region, &labels, &order, &claim, &p.OutputDestination, &p.SingleTenant, &created, &updated,
+		&networks, &p.Local); err != nil {
 		return nil, err
 	}
 	if claim.Valid {
@@ -91,6 +92,12 @@ func scanPool(r scanner) (*model.Pool, error) {
 	if p.ProfileOrder, err = stringSlice(order); err != nil {
 		return nil, fmt.Errorf("pool %s profile order: %w", p.ID, err)
 	}
+	if p.AppNetworks, err = stringSlice(networks); err != nil {
+		return nil, fmt.Errorf("pool %s app networks: %w", p.ID, err)
+	}
+	if len(p.AppNetworks) == 0 {
+		p.AppNetworks = nil // as a pool without them is written
+	}
 	p.Kind = model.PoolKind(kind)
 	p.GPUClassID = class.String
 	p.CreatedAt, p.UpdatedAt = fromMicros(created), fromMicros(updated)
@@ -98,29 +105,33 @@ func scanPool(r scanner) (*model.Pool, error) {
 }
 
 // poolJSON encodes the JSON columns of a pool.
-func poolJSON(p *model.Pool) (labels, order string, err error) {
+func poolJSON(p *model.Pool) (labels, order, networks string, err error) {
 	if labels, err = marshalJSON(p.Labels, "{}"); err != nil {
-		return "", "", fmt.Errorf("encode labels: %w", err)
+		return "", "", "", fmt.Errorf("encode labels: %w", err)
 	}
 	if order, err = marshalJSON(p.ProfileOrder, "[]"); err != nil {
-		return "", "", fmt.Errorf("encode profile order: %w", err)
+		return "", "", "", fmt.Errorf("encode profile order: %w", err)
 	}
-	return labels, order, nil
+	if networks, err = marshalJSON(p.AppNetworks, "[]"); err != nil {
+		return "", "", "", fmt.Errorf("encode app networks: %w", err)
+	}
+	return labels, order, networks, nil
 }
 
 // CreatePool inserts a pool. Names are unique in a tenant; the GPU class,
 // when set, must exist.
 func (q *queries) CreatePool(ctx context.Context, p *model.Pool) error {
 	what := fmt.Sprintf("create pool %q", p.Name)
-	labels, order, err := poolJSON(p)
+	labels, order, networks, err := poolJSON(p)
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	undo := assignID(&p.ID)
 	_, err = q.write(ctx, what, store.ErrNotFound,
-		`INSERT INTO pools (`+poolColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		`INSERT INTO pools (`+poolColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		p.ID, p.TenantID, p.Name, p.Description, string(p.Kind), p.CapacityGPUs, nullString(p.GPUClassID),
-		p.GPUMemoryGB, p.Region, labels, order, claimMillis(p), p.OutputDestination, p.SingleTenant, micros(p.CreatedAt), micros(p.UpdatedAt))
+		p.GPUMemoryGB, p.Region, labels, order, claimMillis(p), p.OutputDestination, p.SingleTenant, micros(p.CreatedAt), micros(p.UpdatedAt),
+		networks, p.Local)
 	if err != nil {
 		undo()
 	}
@@ -129,16 +140,17 @@ func (q *queries) CreatePool(ctx context.Context, p *model.Pool) error {
 
 func (q *queries) UpdatePool(ctx context.Context, p *model.Pool) error {
 	what := "update pool " + p.ID
-	labels, order, err := poolJSON(p)
+	labels, order, networks, err := poolJSON(p)
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	return q.writeOne(ctx, what, store.ErrNotFound,
 		`UPDATE pools SET name = ?, description = ?, kind = ?, capacity_gpus = ?, gpu_class_id = ?, gpu_memory_gb = ?,
-			region = ?, labels = ?, profile_order = ?, claim_timeout_ms = ?, output_destination = ?, single_tenant = ?, updated_at = ?
+			region = ?, labels = ?, profile_order = ?, claim_timeout_ms = ?, output_destination = ?, single_tenant = ?, updated_at = ?,
+			app_networks = ?, app_local = ?
 		WHERE tenant_id = ? AND id = ?`,
 		p.Name, p.Description, string(p.Kind), p.CapacityGPUs, nullString(p.GPUClassID), p.GPUMemoryGB,
-		p.Region, labels, order, claimMillis(p), p.OutputDestination, p.SingleTenant, micros(p.UpdatedAt), p.TenantID, p.ID)
+		p.Region, labels, order, claimMillis(p), p.OutputDestination, p.SingleTenant, micros(p.UpdatedAt), networks, p.Local, p.TenantID, p.ID)
 }
 
 // claimMillis is a pool's claim timeout as stored: NULL for the default.

@@ -20,7 +20,7 @@ const taskInsertColumns = `id, tenant_id, project_id, owner_id, compute_resource
 	created_at, updated_at, placed_at, finished_at,
 	worker_id, attempt, lease_expires_at, retries, started_at, exit_code, outputs, app_address, tags`
 
-const taskColumns = taskInsertColumns + `, app_active_at, app_warned_at`
+const taskColumns = taskInsertColumns + `, app_active_at, app_warned_at, app_allow, app_refused`
 
 func scanTask(r scanner) (*model.Task, error) {
 	var t model.Task
@@ -32,7 +32,8 @@ func scanTask(r scanner) (*model.Task, error) {
 	if err := r.Scan(&t.ID, &t.TenantID, &project, &t.OwnerID, &t.ComputeResourceID, &t.PolicyID, &t.ProfileID,
 		&t.GroupID, &t.Name, &spec, &t.Size.Nodes, &perNode, &status, &t.Reason, &t.QueueSeq, &t.PoolID,
 		&t.ClonedFromID, &created, &updated, &placed, &finished,
-		&t.Run.WorkerID, &t.Run.Attempt, &lease, &t.Run.Retries, &started, &exit, &outputs, &t.Run.AppAddress, &tags, &active, &warned); err != nil {
+		&t.Run.WorkerID, &t.Run.Attempt, &lease, &t.Run.Retries, &started, &exit, &outputs, &t.Run.AppAddress, &tags, &active, &warned,
+		&t.Run.AppAllow, &t.Run.AppRefused); err != nil {
 		return nil, err
 	}
 	t.Run.LeaseExpiresAt, t.Run.StartedAt = timePtr(lease), timePtr(started)
@@ -139,12 +140,13 @@ func (q *queries) UpdateTask(ctx context.Context, t *model.Task) error {
 	return q.writeOne(ctx, what, store.ErrNotFound,
 		`UPDATE tasks SET name = ?, spec = ?, size_nodes = ?, size_per_node_milli = ?, status = ?, reason = ?,
 			pool_id = ?, updated_at = ?, placed_at = ?, finished_at = ?,
-			worker_id = ?, attempt = ?, lease_expires_at = ?, retries = ?, started_at = ?, exit_code = ?, outputs = ?, app_address = ?
+			worker_id = ?, attempt = ?, lease_expires_at = ?, retries = ?, started_at = ?, exit_code = ?, outputs = ?, app_address = ?,
+			app_allow = ?, app_refused = ?
 		WHERE tenant_id = ? AND id = ?`,
 		t.Name, spec, t.Size.Nodes, int64(t.Size.PerNode), string(t.Status), t.Reason,
 		t.PoolID, micros(t.UpdatedAt), nullMicros(t.PlacedAt), nullMicros(t.FinishedAt),
 		t.Run.WorkerID, t.Run.Attempt, nullMicros(t.Run.LeaseExpiresAt), t.Run.Retries, nullMicros(t.Run.StartedAt),
-		nullInt(t.Run.ExitCode), outputs, t.Run.AppAddress, t.TenantID, t.ID)
+		nullInt(t.Run.ExitCode), outputs, t.Run.AppAddress, t.Run.AppAllow, t.Run.AppRefused, t.TenantID, t.ID)
 }
 
 func (q *queries) GetTask(ctx context.Context, tenantID, id string) (*model.Task, error) {

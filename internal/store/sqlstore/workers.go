@@ -140,7 +140,7 @@ func (q *queries) ClaimTask(ctx context.Context, tenantID, poolID, workerID, rea
 	args := append([]any{string(model.TaskRunning), workerID, micros(leaseUntil), micros(at), micros(at), reason, tenantID}, condArgs...)
 	t, err := getOne(ctx, q, "claim a task of pool "+poolID, scanTask,
 		`UPDATE tasks SET status = ?, worker_id = ?, attempt = attempt + 1, lease_expires_at = ?, started_at = ?,
-			updated_at = ?, reason = ?, app_address = '', app_active_at = NULL, app_warned_at = NULL
+			updated_at = ?, reason = ?, app_address = '', app_allow = '', app_refused = '', app_active_at = NULL, app_warned_at = NULL
 		WHERE tenant_id = ? AND id = (
 			SELECT id FROM tasks WHERE `+cond+`
 			ORDER BY placed_at, queue_seq LIMIT 1`+q.s.dialect.SkipLocked()+`)
@@ -226,10 +226,10 @@ func (q *queries) ExtendLeases(ctx context.Context, tenantID, workerID string, a
 
 // SetAppAddress records where an app instance's attempt answers (empty:
 // not ready), as store.Queries documents.
-func (q *queries) SetAppAddress(ctx context.Context, tenantID, workerID, taskID string, attempt int, address string) error {
+func (q *queries) SetAppAddress(ctx context.Context, tenantID, workerID, taskID string, attempt int, a model.AppAddress) error {
 	_, err := q.write(ctx, "set the address of app instance "+taskID, store.ErrNotFound,
-		`UPDATE tasks SET app_address = ? WHERE tenant_id = ? AND id = ? AND worker_id = ? AND attempt = ? AND status = ?`,
-		address, tenantID, taskID, workerID, attempt, string(model.TaskRunning))
+		`UPDATE tasks SET app_address = ?, app_allow = ?, app_refused = ? WHERE tenant_id = ? AND id = ? AND worker_id = ? AND attempt = ? AND status = ?`,
+		a.Address, a.Allow, a.Refused, tenantID, taskID, workerID, attempt, string(model.TaskRunning))
 	return err
 }
 

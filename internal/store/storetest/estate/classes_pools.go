@@ -117,7 +117,8 @@ func Pools(t *testing.T, setup harness.Setup) {
 		in := &model.Pool{ID: model.NewID(), TenantID: b.Tenant.ID, Name: "farm", Description: "on-prem farm",
 			Kind: model.PoolSlurm, CapacityGPUs: 64, GPUClassID: c.ID, GPUMemoryGB: 80, Region: "eu-west",
 			Labels:       map[string]string{"rack": "r1", "zone": "a", "quote\"d": "ü"},
-			ProfileOrder: []string{"p2", "p1", "p3"}, CreatedAt: b.At(1), UpdatedAt: b.At(2)}
+			ProfileOrder: []string{"p2", "p1", "p3"}, AppNetworks: []string{"10.244.0.0/16", "fd00:1::/64"}, Local: true,
+			CreatedAt: b.At(1), UpdatedAt: b.At(2)}
 		harness.Must(t, b.Store.CreatePool(b.Ctx, in))
 		want := *in
 		want.CreatedAt, want.UpdatedAt = harness.Norm(in.CreatedAt), harness.Norm(in.UpdatedAt)
@@ -155,7 +156,8 @@ func Pools(t *testing.T, setup harness.Setup) {
 		})
 		upd := &model.Pool{ID: p.ID, TenantID: p.TenantID, Name: "renamed", Description: "d2", Kind: model.PoolCloud,
 			CapacityGPUs: 16, GPUClassID: c2.ID, GPUMemoryGB: 141, Region: "us-east",
-			Labels: map[string]string{"k": "v"}, ProfileOrder: []string{"y", "z"}, CreatedAt: b.At(99), UpdatedAt: b.At(3)}
+			Labels: map[string]string{"k": "v"}, ProfileOrder: []string{"y", "z"}, AppNetworks: []string{"10.1.0.0/16"}, Local: true,
+			CreatedAt: b.At(99), UpdatedAt: b.At(3)}
 		harness.Must(t, b.Store.UpdatePool(b.Ctx, upd))
 		want := *upd
 		want.CreatedAt, want.UpdatedAt = harness.Norm(p.CreatedAt), harness.Norm(upd.UpdatedAt)

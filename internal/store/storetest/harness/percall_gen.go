@@ -670,7 +670,7 @@ func (pc perCall) ExtendLeases(ctx context.Context, tenantID string, workerID st
 	})
 }
 
-func (pc perCall) SetAppAddress(ctx context.Context, tenantID string, workerID string, taskID string, attempt int, address string) error {
+func (pc perCall) SetAppAddress(ctx context.Context, tenantID string, workerID string, taskID string, attempt int, address model.AppAddress) error {
 	return pc.s.InTx(ctx, func(tx store.Queries) error {
 		return tx.SetAppAddress(ctx, tenantID, workerID, taskID, attempt, address)
 	})

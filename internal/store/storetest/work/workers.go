@@ -212,16 +212,20 @@ func Workers(t *testing.T, setup harness.Setup) {
 			harness.Must(t, err)
 			return got.Run.AppAddress
 		}
-		harness.Must(t, b.Store.SetAppAddress(b.Ctx, b.Tenant.ID, "w1", tk.ID, tk.Run.Attempt, "10.0.0.7:41234"))
+		harness.Must(t, b.Store.SetAppAddress(b.Ctx, b.Tenant.ID, "w1", tk.ID, tk.Run.Attempt, model.AppAddress{Address: "10.0.0.7:41234"}))
 		harness.CheckEqual(t, "address", address(), "10.0.0.7:41234")
 		// Another worker, another attempt, another tenant: nothing changes.
-		harness.Must(t, b.Store.SetAppAddress(b.Ctx, b.Tenant.ID, "w2", tk.ID, tk.Run.Attempt, "10.0.0.8:1"))
-		harness.Must(t, b.Store.SetAppAddress(b.Ctx, b.Tenant.ID, "w1", tk.ID, tk.Run.Attempt+1, "10.0.0.8:2"))
-		harness.Must(t, b.Store.SetAppAddress(b.Ctx, "another-tenant", "w1", tk.ID, tk.Run.Attempt, "10.0.0.8:3"))
+		harness.Must(t, b.Store.SetAppAddress(b.Ctx, b.Tenant.ID, "w2", tk.ID, tk.Run.Attempt, model.AppAddress{Address: "10.0.0.8:1"}))
+		harness.Must(t, b.Store.SetAppAddress(b.Ctx, b.Tenant.ID, "w1", tk.ID, tk.Run.Attempt+1, model.AppAddress{Address: "10.0.0.8:2"}))
+		harness.Must(t, b.Store.SetAppAddress(b.Ctx, "another-tenant", "w1", tk.ID, tk.Run.Attempt, model.AppAddress{Address: "10.0.0.8:3"}))
 		harness.CheckEqual(t, "address", address(), "10.0.0.7:41234")
-		harness.Must(t, b.Store.SetAppAddress(b.Ctx, b.Tenant.ID, "w1", tk.ID, tk.Run.Attempt, ""))
+		harness.Must(t, b.Store.SetAppAddress(b.Ctx, b.Tenant.ID, "w1", tk.ID, tk.Run.Attempt, model.AppAddress{Address: ""}))
 		harness.CheckEqual(t, "address after not ready", address(), "")
-		harness.Must(t, b.Store.SetAppAddress(b.Ctx, b.Tenant.ID, "w1", tk.ID, tk.Run.Attempt, "10.0.0.7:41234"))
+		harness.Must(t, b.Store.SetAppAddress(b.Ctx, b.Tenant.ID, "w1", tk.ID, tk.Run.Attempt,
+			model.AppAddress{Address: "10.0.0.7:41234", Allow: "10.0.0.7/32,10.1.0.0/16", Refused: "a reason"}))
+		if got, err := b.Store.GetTask(b.Ctx, b.Tenant.ID, tk.ID); err != nil || got.Run.AppAllow != "10.0.0.7/32,10.1.0.0/16" || got.Run.AppRefused != "a reason" {
+			t.Fatalf("the address's rule and refusal: %v, %q %q", err, got.Run.AppAllow, got.Run.AppRefused)
+		}
 		// Requeued and claimed again: the new attempt starts not ready.
 		cur, err := b.Store.GetTask(b.Ctx, b.Tenant.ID, tk.ID)
 		harness.Must(t, err)
@@ -230,7 +234,7 @@ func Workers(t *testing.T, setup harness.Setup) {
 		harness.CheckEqual(t, "address kept by UpdateTask", address(), "10.0.0.7:41234")
 		again, err := b.Store.ClaimTask(b.Ctx, b.Tenant.ID, pool.ID, "w2", "running", store.ClaimFit{MaxPerNode: 1000}, b.Now, b.Now.Add(time.Minute))
 		harness.Must(t, err)
-		if again.ID != tk.ID || again.Run.AppAddress != "" || address() != "" {
+		if again.ID != tk.ID || again.Run.AppAddress != "" || address() != "" || again.Run.AppAllow != "" || again.Run.AppRefused != "" {
 			t.Fatalf("claimed again: %s, address %q", harness.Show(again), address())
 		}
 	})

@@ -26,7 +26,7 @@ const catalogueQuery = `{
   projects(first: 200) { edges { node { id name group { name } } } }
 }`;
 
-const instancesQuery = `{ appInstances { id name app kind state reason url shareWithGroup
+const instancesQuery = `{ appInstances { id name app kind state reason addressRefused url shareWithGroup
   idle { stopsAt stopReason warned } runtime { uptimeSeconds gpuUtilization lastActivity }
   task { createdAt owner { name } computeResource { name } project { name } } } }`;
 
@@ -256,7 +256,8 @@ function instanceTable(list, changed) {
     return h('tr', { 'data-instance': i.id, 'data-state': i.state },
       h('td', {}, h('strong', {}, i.name), i.shareWithGroup ? h('span', { class: 'muted' }, ' · shared with the group') : null),
       h('td', {}, i.app, h('span', { class: 'muted' }, ` (${i.kind})`)),
-      h('td', { class: 'state' }, h('span', { class: `badge s-${i.state}` }, i.state), i.reason ? h('div', { class: 'reason' }, i.reason) : null),
+      h('td', { class: 'state' }, h('span', { class: `badge s-${i.state}` }, i.state), i.reason ? h('div', { class: 'reason' }, i.reason) : null,
+        i.addressRefused ? h('div', { class: 'reason address-refused' }, i.addressRefused) : null),
       h('td', { class: 'resource' }, i.task.computeResource ? i.task.computeResource.name : '–'),
       h('td', {}, i.task.owner.name),
       h('td', {}, active(i.state) ? h('a', { href: i.url, target: '_blank', rel: 'noopener', class: 'app-open', onclick: (ev) => openApp(ev, i), title: 'Open: signs this browser in to the instance' }, i.url) : h('span', { class: 'muted' }, '–')),
@@ -268,8 +269,9 @@ function instanceTable(list, changed) {
 
 // openApp signs the browser in to the instance and opens it in a new tab:
 // the dashboard's access token is posted to the router's sign-in hop
-// (/apps/{id}/_klique/signin), which sets a cookie scoped to the
-// instance's path and sends the tab on to the app (docs/apps.md, "The
+// ({url}_klique/signin: on the instance's own host when the server serves
+// instances so, else /apps/{id}/_klique/signin), which sets the
+// instance's cookie and sends the tab on to the app (docs/apps.md, "The
 // router"). The token is read before the form is sent, so the new tab is
 // still opened by the click.
 async function openApp(ev, i) {
