@@ -354,8 +354,45 @@ var eventBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return 
 // closing event is held back (Outcome.Held) until the call is on the
 // ledger.
 func (p *proxy) stream(ctx context.Context, w http.ResponseWriter, c *call, lg leg, resp *http.Response, out *Outcome, touch func()) {
+	s := &eventStream{w: w, out: out, fl: startEventStream(w, c.header)}
+	if !c.guard.Empty() {
+		s.st = c.guard.Stream()
+	}
+	s.rl = lg.relay(c)
+	br := lineReaders.Get().(*bufio.Reader)
+	br.Reset(resp.Body)
+	evp := eventBufs.Get().(*[]byte)
+	defer func() { br.Reset(nil); lineReaders.Put(br); *evp = (*evp)[:0]; eventBufs.Put(evp) }()
+	s.ev = (*evp)[:0]
+	s.copy(ctx, br, touch)
+	if !s.ended && out.Blocked == "" && !out.Disconnected && out.Err == nil {
+		if o, held := s.rl.end(); len(o) > 0 || held != nil {
+			_, _ = w.Write(o)
+			out.Held = held
+		}
+	}
+	*evp = s.ev[:0]
+	s.flush()
+	if !out.Counted {
+		// The stream ended before its usage (the caller went away, or the
+		// upstream stopped): charge what was produced as an answer
+		// without usage is charged (a token per byte of its text, high
+		// rather than low), and the prompt as the upstream said it, or
+		// else as estimated.
+		out.Usage = wire.Usage{Input: c.req.InputTokens, Output: s.produced}
+		if s.saidInput {
+			out.Usage = wire.Usage{Input: s.said.Input, Output: max(s.produced, s.said.Output)}
+		}
+	}
+}
+
+// startEventStream sends the caller the headers of an event stream (the
+// call's own, then those that keep proxies from buffering it) and flushes
+// them, so that the caller knows at once the stream has begun. It returns
+// the writer's flusher, nil when it has none.
+func startEventStream(w http.ResponseWriter, header http.Header) http.Flusher {
 	h := w.Header()
-	for k, v := range c.header {
+	for k, v := range header {
 		h[k] = v
 	}
 	h.Set("Content-Type", "text/event-stream")
@@ -363,152 +400,158 @@ func (p *proxy) stream(ctx context.Context, w http.ResponseWriter, c *call, lg l
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	fl, _ := w.(http.Flusher)
-	flush := func() {
-		if fl != nil {
-			fl.Flush()
-		}
+	if fl != nil {
+		fl.Flush()
 	}
-	flush()
-	var st *guard.Stream
-	if !c.guard.Empty() {
-		st = c.guard.Stream()
+	return fl
+}
+
+// eventStream is one stream being copied: where it goes, what the relay
+// and the guardrails make of it, the event being read, and what it said of
+// its usage.
+type eventStream struct {
+	w   http.ResponseWriter
+	fl  http.Flusher
+	out *Outcome
+	rl  relay
+	st  *guard.Stream
+	// produced is the bytes of generated text the stream carried;
+	// said is the usage it said before its end (the input, and the
+	// output so far), when saidInput.
+	produced  int64
+	said      wire.Usage
+	saidInput bool
+	// ev is the event being read; name and data are where its fields
+	// are in it (a second data line is joined to the first, with a
+	// newline, in joined).
+	ev             []byte
+	name, data     [2]int
+	joined         []byte
+	ended, stopped bool
+	lastName       string
+}
+
+func (s *eventStream) flush() {
+	if s.fl != nil {
+		s.fl.Flush()
 	}
-	rl := lg.relay(c)
-	br := lineReaders.Get().(*bufio.Reader)
-	br.Reset(resp.Body)
-	evp := eventBufs.Get().(*[]byte)
-	defer func() { br.Reset(nil); lineReaders.Put(br); *evp = (*evp)[:0]; eventBufs.Put(evp) }()
-	var (
-		// produced is the bytes of generated text the stream carried;
-		// said is the usage it said before its end (the input, and the
-		// output so far), when saidInput.
-		produced  int64
-		said      wire.Usage
-		saidInput bool
-		// ev is the event being read; name and data are where its fields
-		// are in it (a second data line is joined to the first, with a
-		// newline, in joined).
-		ev             = (*evp)[:0]
-		name, data     [2]int
-		joined         []byte
-		ended, stopped bool
-		lastName       string
-	)
-	// dispatch hands the event read to the relay and writes what the
-	// caller gets of it. It returns false when the stream is to stop.
-	dispatch := func() bool {
-		d := ev[data[0]:data[1]]
-		if joined != nil {
-			d = joined
-		}
-		// An event's name is one of a few a stream repeats: keep the last
-		// as a string rather than make one per event.
-		if n := ev[name[0]:name[1]]; string(n) != lastName {
-			lastName = string(n)
-		}
-		// The event's text is checked before the relay takes the event:
-		// what a translation has taken is the answer's, and its failure
-		// event sends that back.
-		if text := rl.text(lastName, d); text != "" {
-			produced += int64(len(text))
-			if st != nil {
-				if rule := st.Add(text); rule != "" {
-					out.Blocked = rule
-					_, _ = w.Write(rl.errorEvent(http.StatusBadRequest, "guardrail_blocked", "the model's answer was blocked by the guardrail "+rule))
-					out.Held = nil
-					flush()
-					return false
-				}
-			}
-		}
-		o, held, info := rl.event(ev, lastName, d)
-		ev, name, data, joined = ev[:0], [2]int{}, [2]int{}, nil
-		if held != nil {
-			out.Held, ended = held, true
-		}
-		switch {
-		case info.counted:
-			out.Usage, out.Counted = info.usage, true
-		case info.input:
-			said, saidInput = info.usage, true
-		}
-		if len(o) > 0 {
-			if _, err := w.Write(o); err != nil {
-				out.Disconnected = true
-				return false
-			}
-			flush()
-		}
-		return true
-	}
-	for !stopped {
-		line, err := br.ReadSlice('\n')
-		if err == bufio.ErrBufferFull {
-			// A long event line: gather it whole.
-			full := append([]byte(nil), line...)
-			for err == bufio.ErrBufferFull {
-				line, err = br.ReadSlice('\n')
-				full = append(full, line...)
-			}
-			line = full
-		}
+}
+
+// copy reads the upstream's lines until the stream ends, stops or is cut,
+// taking each into the event being read. A stream cut before its end
+// (not by the caller going away) gets an error event, so that the caller
+// knows it was cut, not finished.
+func (s *eventStream) copy(ctx context.Context, br *bufio.Reader, touch func()) {
+	for !s.stopped {
+		line, err := readEventLine(br)
 		if len(line) > 0 {
 			touch()
-			start := len(ev)
-			ev = append(ev, line...)
-			field := bytes.TrimRight(ev[start:], "\r\n")
-			switch {
-			case len(field) == 0:
-				// The blank line that ends an event.
-				stopped = !dispatch()
-			case bytes.HasPrefix(field, []byte("data:")):
-				at := fieldValue(ev, start, len("data:"), len(field))
-				switch {
-				case data[1] == 0 && joined == nil:
-					data = at
-				case joined == nil:
-					joined = append(append(append([]byte(nil), ev[data[0]:data[1]]...), '\n'), ev[at[0]:at[1]]...)
-				default:
-					joined = append(append(joined, '\n'), ev[at[0]:at[1]]...)
-				}
-			case bytes.HasPrefix(field, []byte("event:")):
-				name = fieldValue(ev, start, len("event:"), len(field))
-			}
+			s.take(line)
 		}
 		if err != nil {
-			if len(ev) > 0 && !stopped {
+			if len(s.ev) > 0 && !s.stopped {
 				// An event the stream ended without its blank line.
-				stopped = !dispatch()
+				s.stopped = !s.dispatch()
 			}
 			if ctx.Err() != nil {
-				out.Disconnected = true
-			} else if err != io.EOF && !stopped {
-				out.Err = fmt.Errorf("read the upstream stream: %w", err)
+				s.out.Disconnected = true
+			} else if err != io.EOF && !s.stopped {
+				s.out.Err = fmt.Errorf("read the upstream stream: %w", err)
 				// Tell the caller the stream was cut, not finished.
-				_, _ = w.Write(rl.errorEvent(http.StatusBadGateway, "upstream_error", "the model's stream was cut off before its end"))
+				_, _ = s.w.Write(s.rl.errorEvent(http.StatusBadGateway, "upstream_error", "the model's stream was cut off before its end"))
 			}
 			break
 		}
 	}
-	if !ended && out.Blocked == "" && !out.Disconnected && out.Err == nil {
-		if o, held := rl.end(); len(o) > 0 || held != nil {
-			_, _ = w.Write(o)
-			out.Held = held
+}
+
+// readEventLine reads one line of the stream; a long event line, longer
+// than the reader's buffer, is gathered whole.
+func readEventLine(br *bufio.Reader) ([]byte, error) {
+	line, err := br.ReadSlice('\n')
+	if err == bufio.ErrBufferFull {
+		full := append([]byte(nil), line...)
+		for err == bufio.ErrBufferFull {
+			line, err = br.ReadSlice('\n')
+			full = append(full, line...)
+		}
+		line = full
+	}
+	return line, err
+}
+
+// take adds one line to the event being read: its data (a second data
+// line joined to the first) or its name; the blank line that ends an
+// event dispatches it.
+func (s *eventStream) take(line []byte) {
+	start := len(s.ev)
+	s.ev = append(s.ev, line...)
+	field := bytes.TrimRight(s.ev[start:], "\r\n")
+	switch {
+	case len(field) == 0:
+		// The blank line that ends an event.
+		s.stopped = !s.dispatch()
+	case bytes.HasPrefix(field, []byte("data:")):
+		at := fieldValue(s.ev, start, len("data:"), len(field))
+		switch {
+		case s.data[1] == 0 && s.joined == nil:
+			s.data = at
+		case s.joined == nil:
+			s.joined = append(append(append([]byte(nil), s.ev[s.data[0]:s.data[1]]...), '\n'), s.ev[at[0]:at[1]]...)
+		default:
+			s.joined = append(append(s.joined, '\n'), s.ev[at[0]:at[1]]...)
+		}
+	case bytes.HasPrefix(field, []byte("event:")):
+		s.name = fieldValue(s.ev, start, len("event:"), len(field))
+	}
+}
+
+// dispatch hands the event read to the relay and writes what the
+// caller gets of it. It returns false when the stream is to stop.
+func (s *eventStream) dispatch() bool {
+	d := s.ev[s.data[0]:s.data[1]]
+	if s.joined != nil {
+		d = s.joined
+	}
+	// An event's name is one of a few a stream repeats: keep the last
+	// as a string rather than make one per event.
+	if n := s.ev[s.name[0]:s.name[1]]; string(n) != s.lastName {
+		s.lastName = string(n)
+	}
+	// The event's text is checked before the relay takes the event:
+	// what a translation has taken is the answer's, and its failure
+	// event sends that back.
+	if text := s.rl.text(s.lastName, d); text != "" {
+		s.produced += int64(len(text))
+		if s.st != nil {
+			if rule := s.st.Add(text); rule != "" {
+				s.out.Blocked = rule
+				_, _ = s.w.Write(s.rl.errorEvent(http.StatusBadRequest, "guardrail_blocked", "the model's answer was blocked by the guardrail "+rule))
+				s.out.Held = nil
+				s.flush()
+				return false
+			}
 		}
 	}
-	*evp = ev[:0]
-	flush()
-	if !out.Counted {
-		// The stream ended before its usage (the caller went away, or the
-		// upstream stopped): charge what was produced as an answer
-		// without usage is charged (a token per byte of its text, high
-		// rather than low), and the prompt as the upstream said it, or
-		// else as estimated.
-		out.Usage = wire.Usage{Input: c.req.InputTokens, Output: produced}
-		if saidInput {
-			out.Usage = wire.Usage{Input: said.Input, Output: max(produced, said.Output)}
-		}
+	o, held, info := s.rl.event(s.ev, s.lastName, d)
+	s.ev, s.name, s.data, s.joined = s.ev[:0], [2]int{}, [2]int{}, nil
+	if held != nil {
+		s.out.Held, s.ended = held, true
 	}
+	switch {
+	case info.counted:
+		s.out.Usage, s.out.Counted = info.usage, true
+	case info.input:
+		s.said, s.saidInput = info.usage, true
+	}
+	if len(o) > 0 {
+		if _, err := s.w.Write(o); err != nil {
+			s.out.Disconnected = true
+			return false
+		}
+		s.flush()
+	}
+	return true
 }
 
 // fieldValue returns where the value of an event's field is in ev: after

@@ -207,13 +207,26 @@ func gpusOf(milli int64) int { return int((milli + 999) / 1000) }
 func (a *Autoscaler) decide(ctx context.Context, resp *agentapi.AutoscalerSyncResponse) error {
 	spec := &resp.Autoscaler
 	now := a.cfg.Now()
+	if err := a.adopt(ctx, spec); err != nil {
+		return err
+	}
+	problems, err := a.reap(ctx, spec, resp, now)
+	if err != nil {
+		return err
+	}
+	notes, problems := a.scaleUp(ctx, spec, resp, now, problems)
+	a.summarize(now, problems, notes)
+	return nil
+}
+
+// adopt brings the tracked instances in line with what the provider has:
+// it adopts our instances a previous run started (so a restart does not
+// start their capacity twice), and forgets those that are gone.
+func (a *Autoscaler) adopt(ctx context.Context, spec *agentapi.AutoscalerSpec) error {
 	gpusOfType := map[string]int{}
 	for _, it := range spec.InstanceTypes {
 		gpusOfType[it.Name] = it.GPUs
 	}
-
-	// What the provider has: adopt our instances a previous run started,
-	// forget those that are gone.
 	listed, err := a.cfg.Provider.List(ctx, a.tags(spec))
 	if err != nil {
 		return fmt.Errorf("list instances: %w", err)
@@ -242,8 +255,15 @@ func (a *Autoscaler) decide(ctx context.Context, resp *agentapi.AutoscalerSyncRe
 			a.changed = true
 		}
 	}
+	return nil
+}
 
-	// Match registered workers to instances by name.
+// reap matches registered workers to instances by name, marks when each
+// registered and went idle, and terminates the instances that must go: a
+// spot request not fulfilled in time (which starts the spot blackout), an
+// instance whose worker never registered, an instance idle too long while
+// no work waits. It returns the problems to show on the autoscaler.
+func (a *Autoscaler) reap(ctx context.Context, spec *agentapi.AutoscalerSpec, resp *agentapi.AutoscalerSyncResponse, now time.Time) ([]string, error) {
 	workers := map[string]agentapi.PoolWorker{}
 	for _, w := range resp.Workers {
 		workers[w.Hostname] = w
@@ -254,23 +274,8 @@ func (a *Autoscaler) decide(ctx context.Context, resp *agentapi.AutoscalerSyncRe
 		if in.terminating {
 			continue
 		}
-		w, ok := workers[in.Name]
-		if ok && w.Online {
-			if in.registeredAt == nil {
-				t := now
-				in.registeredAt = &t
-				a.changed = true
-			}
-			if w.RunningTasks == 0 {
-				if in.idleSince == nil {
-					t := now
-					in.idleSince = &t
-					a.changed = true
-				}
-			} else if in.idleSince != nil {
-				in.idleSince = nil
-				a.changed = true
-			}
+		if w, ok := workers[in.Name]; ok && w.Online {
+			a.markRegistered(in, w, now)
 		}
 		switch {
 		case in.registeredAt == nil && in.Spot && in.State == StatePending && spec.Market == model.MarketSpot &&
@@ -292,16 +297,42 @@ func (a *Autoscaler) decide(ctx context.Context, resp *agentapi.AutoscalerSyncRe
 	}
 	if len(terminate) > 0 {
 		if err := a.cfg.Provider.Terminate(ctx, terminate); err != nil {
-			return fmt.Errorf("terminate %s: %w", strings.Join(terminate, ", "), err)
+			return nil, fmt.Errorf("terminate %s: %w", strings.Join(terminate, ", "), err)
 		}
 		for _, id := range terminate {
 			a.instances[id].terminating = true
 			a.changed = true
 		}
 	}
+	return problems, nil
+}
 
-	// Capacity on its way or free: instances whose worker has not
-	// registered yet, and free GPUs of registered workers.
+// markRegistered records, for an instance whose worker is online, when it
+// registered (ending its spin-up time) and since when it has run nothing
+// (starting its idle time), or that it runs something again.
+func (a *Autoscaler) markRegistered(in *tracked, w agentapi.PoolWorker, now time.Time) {
+	if in.registeredAt == nil {
+		t := now
+		in.registeredAt = &t
+		a.changed = true
+	}
+	if w.RunningTasks == 0 {
+		if in.idleSince == nil {
+			t := now
+			in.idleSince = &t
+			a.changed = true
+		}
+	} else if in.idleSince != nil {
+		in.idleSince = nil
+		a.changed = true
+	}
+}
+
+// scaleUp starts instances for the placed tasks that no capacity on its
+// way or free can take: instances whose worker has not registered yet, and
+// free GPUs of registered workers. It returns, by reason, the tasks that
+// wait, and the problems with those of starting added.
+func (a *Autoscaler) scaleUp(ctx context.Context, spec *agentapi.AutoscalerSpec, resp *agentapi.AutoscalerSyncResponse, now time.Time, problems []string) (map[string][]string, []string) {
 	var free []int
 	active := 0
 	for _, in := range a.sorted() {
@@ -360,6 +391,13 @@ func (a *Autoscaler) decide(ctx context.Context, resp *agentapi.AutoscalerSyncRe
 		active++
 		free = append(free, it.GPUs-n)
 	}
+	return notes, problems
+}
+
+// summarize sets the autoscaler's message and waiting notes for the control
+// plane: the problems, the spot failure while its blackout lasts, and the
+// waiting tasks by reason, in a stable order.
+func (a *Autoscaler) summarize(now time.Time, problems []string, notes map[string][]string) {
 	if now.Before(a.blackoutUntil) && len(problems) == 0 {
 		// The spot failure stays visible while its blackout lasts.
 		problems = append(problems, a.spotProblem)
@@ -377,7 +415,6 @@ func (a *Autoscaler) decide(ctx context.Context, resp *agentapi.AutoscalerSyncRe
 	if len(a.message) > 4000 {
 		a.message = a.message[:4000] + "…"
 	}
-	return nil
 }
 
 // pickType is the smallest instance type with at least n GPUs (the first

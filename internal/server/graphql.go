@@ -41,20 +41,7 @@ const ComplexityLimit = 2000
 // only, and errors that carry extensions.code and never internal details.
 func newGraphQL(svc *platform.Service, log *slog.Logger, m *metrics, sockets *liveSockets, limits DocumentLimits) *handler.Server {
 	schema := graph.ShareRenders(graph.NewExecutableSchema(graph.Config{Resolvers: &graph.Resolver{Svc: svc}}))
-	m.registry.MustRegister(
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "klique_subscription_updates_rendered_total",
-			Help: "Subscription updates rendered by executing the subscriber's selection.",
-		}, func() float64 { r, _ := schema.Stats(); return float64(r) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "klique_subscription_updates_shared_total",
-			Help: "Subscription updates sent as the bytes another subscriber's rendering of the same update and operation left.",
-		}, func() float64 { _, n := schema.Stats(); return float64(n) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "klique_subscription_updates_held",
-			Help: "Subscription updates whose renderings are kept for other subscribers (dropped when the update is collected).",
-		}, func() float64 { return float64(schema.Held()) }),
-	)
+	registerRenderMetrics(m, schema)
 	srv := handler.New(schema)
 	srv.AddTransport(subscriptionTransport(svc, log, sockets))
 	srv.AddTransport(transport.Options{})
@@ -79,28 +66,61 @@ func newGraphQL(svc *platform.Service, log *slog.Logger, m *metrics, sockets *li
 	srv.Use(stopWhenGone{})
 	srv.Use(countedComplexity{ComplexityLimit: extension.FixedComplexityLimit(ComplexityLimit), computed: m.graphqlComplexity})
 	srv.Use(strictNumbers{schema: schema.Schema()})
+	srv.AroundRootFields(guardRootFields)
+	srv.AroundOperations(countOperations(m))
+	srv.SetErrorPresenter(presentError(log))
+	srv.SetRecoverFunc(func(ctx context.Context, v any) error {
+		log.ErrorContext(ctx, "graphql resolver panicked", "panic", fmt.Sprint(v), "stack", string(debug.Stack()), "request_id", identity.RequestIDFrom(ctx))
+		return errors.New("internal error")
+	})
+	return srv
+}
 
-	// Introspection needs a signed-in caller. DisableIntrospection below
-	// stops it for anonymous callers; refusing the root fields here first
-	// gives them an UNAUTHENTICATED error instead of an internal one.
-	srv.AroundRootFields(func(ctx context.Context, next graphql.RootResolver) graphql.Marshaler {
-		// A request that has ended (the client hung up) starts no more
-		// root fields: nobody will read what they would compute.
-		if ctx.Err() != nil {
-			graphql.AddError(ctx, cancelledError())
+// registerRenderMetrics exports how subscription updates are rendered:
+// executed for a subscriber, or shared as another subscriber's bytes, and
+// how many renderings are held for sharing, so that the saving shows.
+func registerRenderMetrics(m *metrics, schema *graph.SharedRenders) {
+	m.registry.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "klique_subscription_updates_rendered_total",
+			Help: "Subscription updates rendered by executing the subscriber's selection.",
+		}, func() float64 { r, _ := schema.Stats(); return float64(r) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "klique_subscription_updates_shared_total",
+			Help: "Subscription updates sent as the bytes another subscriber's rendering of the same update and operation left.",
+		}, func() float64 { _, n := schema.Stats(); return float64(n) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "klique_subscription_updates_held",
+			Help: "Subscription updates whose renderings are kept for other subscribers (dropped when the update is collected).",
+		}, func() float64 { return float64(schema.Held()) }),
+	)
+}
+
+// guardRootFields runs around every root field. Introspection needs a
+// signed-in caller: DisableIntrospection (countOperations) stops it for
+// anonymous callers; refusing the root fields here first gives them an
+// UNAUTHENTICATED error instead of an internal one.
+func guardRootFields(ctx context.Context, next graphql.RootResolver) graphql.Marshaler {
+	// A request that has ended (the client hung up) starts no more
+	// root fields: nobody will read what they would compute.
+	if ctx.Err() != nil {
+		graphql.AddError(ctx, cancelledError())
+		return graphql.Null
+	}
+	if _, ok := identity.PrincipalFrom(ctx); !ok {
+		if f := graphql.GetRootFieldContext(ctx); f != nil && (f.Field.Name == "__schema" || f.Field.Name == "__type") {
+			graphql.AddError(ctx, &platform.Error{Code: platform.CodeUnauthenticated,
+				Message: "sign in to read the schema: send an API key or access token as 'Authorization: Bearer <credential>'"})
 			return graphql.Null
 		}
-		if _, ok := identity.PrincipalFrom(ctx); !ok {
-			if f := graphql.GetRootFieldContext(ctx); f != nil && (f.Field.Name == "__schema" || f.Field.Name == "__type") {
-				graphql.AddError(ctx, &platform.Error{Code: platform.CodeUnauthenticated,
-					Message: "sign in to read the schema: send an API key or access token as 'Authorization: Bearer <credential>'"})
-				return graphql.Null
-			}
-		}
-		return next(ctx)
-	})
+	}
+	return next(ctx)
+}
 
-	srv.AroundOperations(func(ctx context.Context, next graphql.OperationHandler) graphql.ResponseHandler {
+// countOperations counts and times every operation by kind and outcome,
+// and turns introspection off for anonymous callers.
+func countOperations(m *metrics) graphql.OperationMiddleware {
+	return func(ctx context.Context, next graphql.OperationHandler) graphql.ResponseHandler {
 		oc := graphql.GetOperationContext(ctx)
 		if _, ok := identity.PrincipalFrom(ctx); !ok {
 			oc.DisableIntrospection = true
@@ -139,9 +159,15 @@ func newGraphQL(svc *platform.Service, log *slog.Logger, m *metrics, sockets *li
 			m.graphqlSeconds.WithLabelValues(kind).Observe(time.Since(start).Seconds())
 			return resp
 		}
-	})
+	}
+}
 
-	srv.SetErrorPresenter(func(ctx context.Context, err error) *gqlerror.Error {
+// presentError makes every error carry extensions.code: a platform error
+// its own code and message, parse, validation and coercion errors as
+// gqlgen words them, and anything else an INTERNAL error with the request
+// id, logged here, whose details never reach the caller.
+func presentError(log *slog.Logger) graphql.ErrorPresenterFunc {
+	return func(ctx context.Context, err error) *gqlerror.Error {
 		gerr := graphql.DefaultErrorPresenter(ctx, err)
 		var pe *platform.Error
 		if errors.As(err, &pe) {
@@ -186,13 +212,7 @@ func newGraphQL(svc *platform.Service, log *slog.Logger, m *metrics, sockets *li
 		gerr.Message = platform.PublicMessage(err)
 		gerr.Extensions = map[string]any{"code": string(platform.CodeInternal), "requestId": identity.RequestIDFrom(ctx)}
 		return gerr
-	})
-
-	srv.SetRecoverFunc(func(ctx context.Context, v any) error {
-		log.ErrorContext(ctx, "graphql resolver panicked", "panic", fmt.Sprint(v), "stack", string(debug.Stack()), "request_id", identity.RequestIDFrom(ctx))
-		return errors.New("internal error")
-	})
-	return srv
+	}
 }
 
 // WebSocket close codes for a refused connection_init, as graphql-ws

@@ -215,22 +215,9 @@ func (r *Runner) Submit(ctx context.Context, job *runner.Job) (runner.Handle, er
 	if err != nil {
 		return nil, fmt.Errorf("refused: the user map %s gives %q the Linux account %q, which does not exist on this host: %w", r.o.Users.Path(), a.Owner, account, err)
 	}
-	command := a.Command
-	var app *JobApp
-	if a.App != nil {
-		// An app instance runs its batch line in a shell, as a batch
-		// script would; {port} is left for the job to fill on its node.
-		if a.App.Batch != "" {
-			command = []string{"/bin/sh", "-c", a.App.Batch}
-		}
-		app = &JobApp{HealthPath: a.App.HealthPath, StartTimeoutSeconds: int(r.o.AppStartTimeout / time.Second),
-			ProbeIntervalMillis: int(r.o.AppProbeInterval / time.Millisecond)}
-	}
-	if len(command) == 0 {
-		if a.App != nil {
-			return nil, errors.New("the app has no batch line (run.batch) to run in an HPC job: give its catalogue entry one")
-		}
-		return nil, errors.New("an HPC job runs a task given as a command; this task has none (a repository or entry point alone is not supported here)")
+	command, app, err := r.jobCommand(a)
+	if err != nil {
+		return nil, err
 	}
 	if a.MilliGPUsPerNode%1000 != 0 {
 		return nil, fmt.Errorf("a batch job gets whole GPUs; this task asks for %d thousandths of one per node", a.MilliGPUsPerNode)
@@ -242,28 +229,7 @@ func (r *Runner) Submit(ctx context.Context, job *runner.Job) (runner.Handle, er
 	if err != nil {
 		return nil, fmt.Errorf("get the task credential: %w", err)
 	}
-
-	// The task's own files move with it: metrics and outputs files in the
-	// job's directory, its variables without the secrets' values (the job
-	// fetches those itself), and no metrics URL of the login node.
-	env := map[string]string{}
-	secret := map[string]bool{}
-	for _, n := range a.Secrets {
-		secret[n] = true
-	}
-	for k, v := range job.Env {
-		if !secret[k] && k != "KLIQUE_METRICS_URL" {
-			env[k] = v
-		}
-	}
-	// The job's own metrics file: task-run sends what is written to it;
-	// the worker's file (which the worker itself reads) stays empty, so no
-	// point is sent twice.
-	metrics, outputs := filepath.Join(job.Dir, "job-metrics.jsonl"), env["KLIQUE_OUTPUTS_FILE"]
-	env["KLIQUE_METRICS_FILE"] = metrics
-	if outputs == "" {
-		outputs = filepath.Join(job.Dir, "outputs.txt")
-	}
+	env, metrics, outputs := jobEnv(job)
 	wrapper := r.wrapper(a)
 	spec := JobSpec{Server: r.o.Server, TaskID: a.TaskID, Attempt: a.Attempt, CredentialFile: filepath.Join(job.Dir, credentialFile),
 		Command: append(append([]string(nil), wrapper...), command...), Env: env, Secrets: len(a.Secrets) > 0, Dir: job.Dir,
@@ -287,23 +253,7 @@ func (r *Runner) Submit(ctx context.Context, job *runner.Job) (runner.Handle, er
 	if err != nil {
 		return nil, err
 	}
-	uid, _ := strconv.Atoi(acct.Uid)
-	gid, _ := strconv.Atoi(acct.Gid)
-	if err := os.MkdirAll(job.Dir, 0o755); err != nil {
-		return nil, fmt.Errorf("job directory: %w", err)
-	}
-	for _, f := range []struct {
-		name string
-		data []byte
-		mode os.FileMode
-	}{
-		{jobSpecFile, specJSON, 0o600}, {credentialFile, []byte(tok + "\n"), 0o600}, {scriptFile, []byte(script), 0o700},
-	} {
-		if err := os.WriteFile(filepath.Join(job.Dir, f.name), f.data, f.mode); err != nil {
-			return nil, fmt.Errorf("write the job's %s: %w", f.name, err)
-		}
-	}
-	if err := r.chown(job.Dir, uid, gid); err != nil {
+	if err := r.writeJob(job.Dir, acct, specJSON, tok, script); err != nil {
 		return nil, err
 	}
 
@@ -324,6 +274,77 @@ func (r *Runner) Submit(ctx context.Context, job *runner.Job) (runner.Handle, er
 	job.Log(agentapi.StreamWorker, fmt.Sprintf("submitted to %s as job %s by Linux account %s (%d node(s) × %d GPU(s))",
 		s.Title(), id, account, data.Nodes, data.GPUsPerNode))
 	return &handle{r: r, job: job, id: id, account: account, dir: job.Dir, done: make(chan struct{})}, nil
+}
+
+// jobCommand is what the job runs: the task's command, or for an app
+// instance its batch line in a shell, as a batch script would ({port} is
+// left for the job to fill on its node), with how task-run probes it. A
+// task without one is refused: an HPC job runs commands only.
+func (r *Runner) jobCommand(a *agentapi.Assignment) ([]string, *JobApp, error) {
+	command := a.Command
+	var app *JobApp
+	if a.App != nil {
+		if a.App.Batch != "" {
+			command = []string{"/bin/sh", "-c", a.App.Batch}
+		}
+		app = &JobApp{HealthPath: a.App.HealthPath, StartTimeoutSeconds: int(r.o.AppStartTimeout / time.Second),
+			ProbeIntervalMillis: int(r.o.AppProbeInterval / time.Millisecond)}
+	}
+	if len(command) == 0 {
+		if a.App != nil {
+			return nil, nil, errors.New("the app has no batch line (run.batch) to run in an HPC job: give its catalogue entry one")
+		}
+		return nil, nil, errors.New("an HPC job runs a task given as a command; this task has none (a repository or entry point alone is not supported here)")
+	}
+	return command, app, nil
+}
+
+// jobEnv is the job's environment. The task's own files move with it:
+// metrics and outputs files in the job's directory, its variables without
+// the secrets' values (the job fetches those itself), and no metrics URL
+// of the login node. The job's own metrics file: task-run sends what is
+// written to it; the worker's file (which the worker itself reads) stays
+// empty, so no point is sent twice.
+func jobEnv(job *runner.Job) (env map[string]string, metrics, outputs string) {
+	env = map[string]string{}
+	secret := map[string]bool{}
+	for _, n := range job.Task.Secrets {
+		secret[n] = true
+	}
+	for k, v := range job.Env {
+		if !secret[k] && k != "KLIQUE_METRICS_URL" {
+			env[k] = v
+		}
+	}
+	metrics, outputs = filepath.Join(job.Dir, "job-metrics.jsonl"), env["KLIQUE_OUTPUTS_FILE"]
+	env["KLIQUE_METRICS_FILE"] = metrics
+	if outputs == "" {
+		outputs = filepath.Join(job.Dir, "outputs.txt")
+	}
+	return env, metrics, outputs
+}
+
+// writeJob writes the job's description, credential and script into its
+// directory (the first two readable by their owner only), then gives the
+// directory to the Linux account the job runs as.
+func (r *Runner) writeJob(dir string, acct *user.User, specJSON []byte, tok, script string) error {
+	uid, _ := strconv.Atoi(acct.Uid)
+	gid, _ := strconv.Atoi(acct.Gid)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("job directory: %w", err)
+	}
+	for _, f := range []struct {
+		name string
+		data []byte
+		mode os.FileMode
+	}{
+		{jobSpecFile, specJSON, 0o600}, {credentialFile, []byte(tok + "\n"), 0o600}, {scriptFile, []byte(script), 0o700},
+	} {
+		if err := os.WriteFile(filepath.Join(dir, f.name), f.data, f.mode); err != nil {
+			return fmt.Errorf("write the job's %s: %w", f.name, err)
+		}
+	}
+	return r.chown(dir, uid, gid)
 }
 
 // wrapper is the container command a task with an image runs in.

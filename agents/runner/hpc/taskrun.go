@@ -103,23 +103,13 @@ func RunTask(ctx context.Context, spec *JobSpec, o TaskRunOptions) int {
 	cl.UserAgent = "klique-task-run"
 	r := &reporter{cl: cl, spec: spec, say: say}
 
-	env := os.Environ()
-	for k, v := range spec.Env {
-		env = append(env, k+"="+v)
+	env, err := taskEnv(ctx, spec, cl)
+	if err != nil {
+		msg := "could not fetch the task's secrets: " + err.Error()
+		say("%s", msg)
+		r.finish(ctx, agentapi.StateFailed, -1, msg)
+		return 1
 	}
-	if spec.Secrets {
-		sec, err := cl.Secrets(ctx, spec.TaskID, spec.Attempt)
-		if err != nil {
-			msg := "could not fetch the task's secrets: " + err.Error()
-			say("%s", msg)
-			r.finish(ctx, agentapi.StateFailed, -1, msg)
-			return 1
-		}
-		for k, v := range sec {
-			env = append(env, k+"="+v)
-		}
-	}
-
 	command := spec.Command
 	var app *jobApp
 	if spec.App != nil {
@@ -142,17 +132,8 @@ func RunTask(ctx context.Context, spec *JobSpec, o TaskRunOptions) int {
 		r.finish(ctx, agentapi.StateFailed, -1, msg)
 		return 1
 	}
-	var once sync.Once
-	stopped := make(chan struct{})
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
-	defer signal.Stop(sigs)
-	go func() {
-		for range sigs {
-			once.Do(func() { close(stopped) })
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-		}
-	}()
+	stopped, stopSignals := passSignals(cmd)
+	defer stopSignals()
 
 	sendCtx, stopSend := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
@@ -161,25 +142,7 @@ func RunTask(ctx context.Context, spec *JobSpec, o TaskRunOptions) int {
 	go func() { defer wg.Done(); r.scan(stderr, agentapi.StreamStderr) }()
 	sendDone := make(chan struct{})
 	go func() { defer close(sendDone); r.send(sendCtx, o.FlushInterval) }()
-	probeDone := make(chan struct{})
-	if app != nil {
-		// The job's own tunnel: a compute node seldom has an inbound path,
-		// so the control plane reaches the instance through this
-		// outbound connection, held with the task credential for this
-		// attempt only (docs/apps.md, "The tunnel").
-		go app.tunnel(sendCtx)
-		go func() {
-			defer close(probeDone)
-			if err := app.run(sendCtx); err != nil {
-				// Never answered: stopped, and failed with why.
-				app.setFailure(err.Error())
-				say("%s; stopping it", err)
-				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-			}
-		}()
-	} else {
-		close(probeDone)
-	}
+	probeDone := r.serveApp(sendCtx, app, cmd)
 
 	// Every line is read before Wait, which closes the pipes.
 	wg.Wait()
@@ -187,8 +150,84 @@ func RunTask(ctx context.Context, spec *JobSpec, o TaskRunOptions) int {
 	stopSend()
 	<-sendDone
 	<-probeDone
-	code := 0
-	signaled := false
+	code, signaled := exitStatus(err)
+	wasStopped := stoppedByScheduler(stopped, signaled, code)
+	// What is left goes home before the end.
+	r.flush(context.WithoutCancel(ctx))
+	if wasStopped {
+		say("stopped by the scheduler; the submitter reports the end")
+		return code
+	}
+	r.end(ctx, app, code)
+	return code
+}
+
+// taskEnv is the command's environment: task-run's own, the task's
+// variables, and its secrets, fetched with the task credential when it has
+// any (they are never written in the job description on shared disk).
+func taskEnv(ctx context.Context, spec *JobSpec, cl *client.Client) ([]string, error) {
+	env := os.Environ()
+	for k, v := range spec.Env {
+		env = append(env, k+"="+v)
+	}
+	if spec.Secrets {
+		sec, err := cl.Secrets(ctx, spec.TaskID, spec.Attempt)
+		if err != nil {
+			return nil, err
+		}
+		for k, v := range sec {
+			env = append(env, k+"="+v)
+		}
+	}
+	return env, nil
+}
+
+// passSignals passes the scheduler's SIGTERM and SIGINT on to the
+// command's process group, and closes stopped on the first, so that
+// task-run knows the scheduler stopped the job. Call the returned func to
+// stop listening.
+func passSignals(cmd *exec.Cmd) (stopped <-chan struct{}, stop func()) {
+	var once sync.Once
+	ch := make(chan struct{})
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	go func() {
+		for range sigs {
+			once.Do(func() { close(ch) })
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		}
+	}()
+	return ch, func() { signal.Stop(sigs) }
+}
+
+// serveApp, for an app instance, holds the job's own tunnel and probes the
+// instance until it answers; the returned channel closes when the probe
+// is done (at once for a task that is no app). A compute node seldom has
+// an inbound path, so the control plane reaches the instance through this
+// outbound connection, held with the task credential for this attempt
+// only (docs/apps.md, "The tunnel").
+func (r *reporter) serveApp(ctx context.Context, app *jobApp, cmd *exec.Cmd) <-chan struct{} {
+	probeDone := make(chan struct{})
+	if app == nil {
+		close(probeDone)
+		return probeDone
+	}
+	go app.tunnel(ctx)
+	go func() {
+		defer close(probeDone)
+		if err := app.run(ctx); err != nil {
+			// Never answered: stopped, and failed with why.
+			app.setFailure(err.Error())
+			r.say("%s; stopping it", err)
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		}
+	}()
+	return probeDone
+}
+
+// exitStatus is the command's exit code from Wait's error, 128 plus the
+// signal's number for a command a signal ended (as a shell reports it).
+func exitStatus(err error) (code int, signaled bool) {
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
 		code = ee.ExitCode()
@@ -196,30 +235,35 @@ func RunTask(ctx context.Context, spec *JobSpec, o TaskRunOptions) int {
 			code, signaled = 128+int(ws.Signal()), true
 		}
 	}
-	// The scheduler signals every process of the job at once: a command
-	// killed by a signal may end before task-run sees its own.
-	wasStopped := false
+	return code, signaled
+}
+
+// stoppedByScheduler reports whether the scheduler stopped the job. The
+// scheduler signals every process of the job at once: a command killed by
+// a signal may end before task-run sees its own, so it waits a little for
+// it then.
+func stoppedByScheduler(stopped <-chan struct{}, signaled bool, code int) bool {
 	wait := time.Duration(0)
 	if signaled || code == 128+int(syscall.SIGTERM) {
 		wait = 2 * time.Second
 	}
 	select {
 	case <-stopped:
-		wasStopped = true
+		return true
 	case <-time.After(wait):
+		return false
 	}
-	// What is left goes home before the end.
-	r.flush(context.WithoutCancel(ctx))
-	if wasStopped {
-		say("stopped by the scheduler; the submitter reports the end")
-		return code
-	}
+}
+
+// end reports the task's end: completed on a zero exit, else failed with
+// the code and the last line it wrote. An app never completes on its own:
+// any exit is a failure.
+func (r *reporter) end(ctx context.Context, app *jobApp, code int) {
 	state, msg := agentapi.StateCompleted, ""
 	if app != nil {
-		// An app never completes on its own: any exit is a failure.
 		state, msg = agentapi.StateFailed, app.exitMessage(code, r.lastLine())
 		r.finish(ctx, state, code, msg)
-		return code
+		return
 	}
 	if code != 0 {
 		state = agentapi.StateFailed
@@ -229,7 +273,6 @@ func RunTask(ctx context.Context, spec *JobSpec, o TaskRunOptions) int {
 		}
 	}
 	r.finish(ctx, state, code, msg)
-	return code
 }
 
 // reporter batches a task's lines and metrics and sends them home.

@@ -10,38 +10,63 @@ import (
 	"github.com/klique-ai/klique/internal/cli"
 )
 
+// newSecretCmd is `klique secret`: set, list and delete the secrets of
+// one vault, which each subcommand names with exactly one of --project,
+// --group or --tenant.
 func newSecretCmd(c *cli.CLI) *cobra.Command {
-	var project, group string
-	var tenant bool
-	scopeOf := func() (string, string, error) {
-		n := 0
-		scope, owner := "", ""
-		if project != "" {
-			n, scope, owner = n+1, "PROJECT", project
-		}
-		if group != "" {
-			n, scope, owner = n+1, "GROUP", group
-		}
-		if tenant {
-			n, scope = n+1, "TENANT"
-		}
-		if n != 1 {
-			return "", "", cli.Usagef("say which vault with exactly one of --project P, --group G or --tenant")
-		}
-		return scope, owner, nil
-	}
+	v := &vaultFlags{}
 	cmd := &cobra.Command{
 		Use:   "secret set|list|delete",
 		Short: "Keep credentials in vaults; tasks name them and get them at start",
 	}
-	set := &cobra.Command{
+	set, list, del := newSecretSetCmd(c, v), newSecretListCmd(c, v), newSecretDeleteCmd(c, v)
+	for _, sub := range []*cobra.Command{set, list, del} {
+		sub.Flags().StringVar(&v.project, "project", "", "the vault of this project")
+		sub.Flags().StringVar(&v.group, "group", "", "the vault of this group")
+		sub.Flags().BoolVar(&v.tenant, "tenant", false, "the tenant's vault (admins)")
+	}
+	cmd.AddCommand(set, list, del)
+	return cmd
+}
+
+// vaultFlags are the flags that name a vault; the secret subcommands
+// share them.
+type vaultFlags struct {
+	project, group string
+	tenant         bool
+}
+
+// scope is the vault the flags name, as the API's SecretScope and owner,
+// or a usage error unless exactly one is given.
+func (f *vaultFlags) scope() (string, string, error) {
+	n := 0
+	scope, owner := "", ""
+	if f.project != "" {
+		n, scope, owner = n+1, "PROJECT", f.project
+	}
+	if f.group != "" {
+		n, scope, owner = n+1, "GROUP", f.group
+	}
+	if f.tenant {
+		n, scope = n+1, "TENANT"
+	}
+	if n != 1 {
+		return "", "", cli.Usagef("say which vault with exactly one of --project P, --group G or --tenant")
+	}
+	return scope, owner, nil
+}
+
+// newSecretSetCmd is `klique secret set`: the value comes on standard
+// input, so that it shows in no process list or shell history.
+func newSecretSetCmd(c *cli.CLI, f *vaultFlags) *cobra.Command {
+	return &cobra.Command{
 		Use:   "set NAME",
 		Short: "Put a secret in a vault; the value is read from standard input",
 		Example: `  printf %s "$HF_TOKEN" | klique secret set HF_TOKEN --project fraud-models
   klique enqueue --resource "1 GPU" --project fraud-models --secret HF_TOKEN -- python train.py`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			scope, owner, err := scopeOf()
+			scope, owner, err := f.scope()
 			if err != nil {
 				return err
 			}
@@ -70,12 +95,17 @@ func newSecretCmd(c *cli.CLI) *cobra.Command {
 			return nil
 		},
 	}
-	list := &cobra.Command{
+}
+
+// newSecretListCmd is `klique secret list`: the names in a vault, never
+// the values.
+func newSecretListCmd(c *cli.CLI, f *vaultFlags) *cobra.Command {
+	return &cobra.Command{
 		Use:   "list",
 		Short: "List the secrets of a vault (names only)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			scope, owner, err := scopeOf()
+			scope, owner, err := f.scope()
 			if err != nil {
 				return err
 			}
@@ -102,12 +132,16 @@ func newSecretCmd(c *cli.CLI) *cobra.Command {
 			return nil
 		},
 	}
-	del := &cobra.Command{
+}
+
+// newSecretDeleteCmd is `klique secret delete`.
+func newSecretDeleteCmd(c *cli.CLI, f *vaultFlags) *cobra.Command {
+	return &cobra.Command{
 		Use:   "delete NAME",
 		Short: "Delete a secret from a vault",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			scope, owner, err := scopeOf()
+			scope, owner, err := f.scope()
 			if err != nil {
 				return err
 			}
@@ -126,13 +160,6 @@ func newSecretCmd(c *cli.CLI) *cobra.Command {
 			return nil
 		},
 	}
-	for _, sub := range []*cobra.Command{set, list, del} {
-		sub.Flags().StringVar(&project, "project", "", "the vault of this project")
-		sub.Flags().StringVar(&group, "group", "", "the vault of this group")
-		sub.Flags().BoolVar(&tenant, "tenant", false, "the tenant's vault (admins)")
-	}
-	cmd.AddCommand(set, list, del)
-	return cmd
 }
 
 func newCreateWorkerCredentialCmd(c *cli.CLI) *cobra.Command {

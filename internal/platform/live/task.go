@@ -133,85 +133,108 @@ func (s *Live) SubscribeTaskLogs(ctx context.Context, id string, after *int64, t
 		return &logSignal{ended: sig.ended, dropped: n}, true, false
 	}, release)
 	out := make(chan *LogUpdate)
-	go func() {
-		defer close(out)
-		defer r.Close()
-		last := first.LastSeq
-		conn := connOf(ctx)
-		send := func(u *LogUpdate) bool {
-			select {
-			case out <- u:
-				return true
-			case <-ctx.Done():
-				return false
-			}
+	go s.sendLogs(ctx, r, out, first, tenantID, taskID)
+	return out, nil
+}
+
+// sendLogs sends a log subscription its first update, then, on each batch
+// of signals, the lines written since, until the task ends, the caller may
+// no longer see it, or the subscription ends. It closes out when done.
+func (s *Live) sendLogs(ctx context.Context, r *events.Receiver[*logSignal], out chan<- *LogUpdate, first *LogUpdate, tenantID, taskID string) {
+	defer close(out)
+	defer r.Close()
+	last := first.LastSeq
+	conn := connOf(ctx)
+	send := func(u *LogUpdate) bool {
+		select {
+		case out <- u:
+			return true
+		case <-ctx.Done():
+			return false
 		}
-		if !send(first) || first.Done {
+	}
+	if !send(first) || first.Done {
+		return
+	}
+	for {
+		ended, missed, ok := nextLogSignals(ctx, r)
+		if !ok {
 			return
 		}
-		for {
-			var sig *logSignal
-			var ok bool
-			select {
-			case <-ctx.Done():
-				return
-			case sig, ok = <-r.C():
-				if !ok {
-					return
-				}
-			}
-			ended, missed := sig.ended, sig.dropped
-		drain:
-			for {
-				select {
-				case sig, ok = <-r.C():
-					if !ok {
-						return
-					}
-					ended, missed = ended || sig.ended, missed+sig.dropped
-				default:
-					break drain
-				}
-			}
-			p, err := s.subscriber(ctx, conn)
-			if err != nil || p == nil || p.TenantID != tenantID {
-				return
-			}
-			cur, err := s.k.Store.GetTask(ctx, tenantID, taskID)
-			if err != nil || !kernel.SeesTask(p, cur) {
-				return
-			}
-			// Read on until the log is drained, in pages.
-			for {
-				lines, err := s.k.Store.ListLogs(ctx, tenantID, taskID, last, 1000, false)
-				if err != nil {
-					if ctx.Err() == nil {
-						s.k.Log.WarnContext(ctx, "log subscription: read log", "task", taskID, "err", err)
-					}
-					return
-				}
-				u := &LogUpdate{Lines: lines, LastSeq: last, Missed: missed}
-				if n := len(lines); n > 0 {
-					u.LastSeq = lines[n-1].Seq
-					u.Truncated = strings.HasPrefix(lines[n-1].Line, "[klique: the log of this task reached its limit")
-				}
-				last = u.LastSeq
-				more := len(lines) == 1000
-				u.Done = ended && !more
-				if len(lines) > 0 || u.Done {
-					if !send(u) {
-						return
-					}
-					missed = 0
-				}
-				if u.Done {
-					return
-				}
-				if !more {
-					break
-				}
-			}
+		p, err := s.subscriber(ctx, conn)
+		if err != nil || p == nil || p.TenantID != tenantID {
+			return
 		}
-	}()
-	return out, nil
+		cur, err := s.k.Store.GetTask(ctx, tenantID, taskID)
+		if err != nil || !kernel.SeesTask(p, cur) {
+			return
+		}
+		if last, ok = s.sendLogPages(ctx, send, tenantID, taskID, last, ended, missed); !ok {
+			return
+		}
+	}
+}
+
+// nextLogSignals waits for the next signal and takes every one already
+// waiting behind it, so that a burst of writes costs one read: whether
+// the task ended, and how many signals were dropped in all. ok is false
+// when the subscription ends.
+func nextLogSignals(ctx context.Context, r *events.Receiver[*logSignal]) (ended bool, missed int, ok bool) {
+	var sig *logSignal
+	select {
+	case <-ctx.Done():
+		return false, 0, false
+	case sig, ok = <-r.C():
+		if !ok {
+			return false, 0, false
+		}
+	}
+	ended, missed = sig.ended, sig.dropped
+	for {
+		select {
+		case sig, ok = <-r.C():
+			if !ok {
+				return false, 0, false
+			}
+			ended, missed = ended || sig.ended, missed+sig.dropped
+		default:
+			return ended, missed, true
+		}
+	}
+}
+
+// sendLogPages reads on from after seq last until the log is drained, in
+// pages, and sends each page that has lines (or ends the log). It returns
+// the last seq sent, and false when the subscription is done (the log
+// ended, the read failed, or the caller is gone).
+func (s *Live) sendLogPages(ctx context.Context, send func(*LogUpdate) bool, tenantID, taskID string, last int64, ended bool, missed int) (int64, bool) {
+	for {
+		lines, err := s.k.Store.ListLogs(ctx, tenantID, taskID, last, 1000, false)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.k.Log.WarnContext(ctx, "log subscription: read log", "task", taskID, "err", err)
+			}
+			return last, false
+		}
+		u := &LogUpdate{Lines: lines, LastSeq: last, Missed: missed}
+		if n := len(lines); n > 0 {
+			u.LastSeq = lines[n-1].Seq
+			u.Truncated = strings.HasPrefix(lines[n-1].Line, "[klique: the log of this task reached its limit")
+		}
+		last = u.LastSeq
+		more := len(lines) == 1000
+		u.Done = ended && !more
+		if len(lines) > 0 || u.Done {
+			if !send(u) {
+				return last, false
+			}
+			missed = 0
+		}
+		if u.Done {
+			return last, false
+		}
+		if !more {
+			return last, true
+		}
+	}
 }

@@ -73,6 +73,13 @@ func Tenants(t *testing.T, setup harness.Setup) {
 // Users checks the users of a tenant: round trips, updates, lookups by name
 // and external id, uniqueness and paging.
 func Users(t *testing.T, setup harness.Setup) {
+	userWrites(t, setup)
+	userLookupsAndRefusals(t, setup)
+}
+
+// userWrites checks that a user is stored and updated whole, and the
+// updates refused.
+func userWrites(t *testing.T, setup harness.Setup) {
 	t.Run("CreateUser then GetUser returns every field", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
@@ -146,7 +153,11 @@ func Users(t *testing.T, setup harness.Setup) {
 		u2.Name = u1.Name
 		harness.WantErr(t, b.Store.UpdateUser(b.Ctx, u2), store.ErrConflict)
 	})
+}
 
+// userLookupsAndRefusals checks finding a user by id, name and external
+// subject, in its tenant only, the users CreateUser refuses, and ListUsers.
+func userLookupsAndRefusals(t *testing.T, setup harness.Setup) {
 	t.Run("GetUser returns ErrNotFound for a missing user and for another tenant's user", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

@@ -110,6 +110,13 @@ func GPUClasses(t *testing.T, setup harness.Setup) {
 // Pools checks pools: round trips, updates, their GPU class, uniqueness,
 // deletion and what holds it back, listing.
 func Pools(t *testing.T, setup harness.Setup) {
+	poolWrites(t, setup)
+	poolRefusalsDeletesAndLists(t, setup)
+}
+
+// poolWrites checks that a pool is stored and updated whole, its labels
+// and profile order read back as empty rather than nil.
+func poolWrites(t *testing.T, setup harness.Setup) {
 	t.Run("CreatePool then GetPool returns every field", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
@@ -175,7 +182,11 @@ func Pools(t *testing.T, setup harness.Setup) {
 		// The class is free to go now.
 		harness.Must(t, b.Store.DeleteGPUClass(b.Ctx, b.Tenant.ID, c2.ID))
 	})
+}
 
+// poolRefusalsDeletesAndLists checks the writes and reads refused,
+// DeletePool, which a linked profile holds back, and ListPools.
+func poolRefusalsDeletesAndLists(t *testing.T, setup harness.Setup) {
 	t.Run("UpdatePool returns ErrNotFound for a missing pool, another tenant's pool, or a missing class", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

@@ -11,6 +11,13 @@ import (
 
 // Policies checks resource policies: one a group, with and without a budget.
 func Policies(t *testing.T, setup harness.Setup) {
+	policyWritesAndRefusals(t, setup)
+	policyDeletesAndLists(t, setup)
+}
+
+// policyWritesAndRefusals checks that a policy is stored and updated
+// whole, its budget added and removed, and the writes and reads refused.
+func policyWritesAndRefusals(t *testing.T, setup harness.Setup) {
 	t.Run("CreatePolicy then GetPolicy returns every field, with and without a budget", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
@@ -95,7 +102,11 @@ func Policies(t *testing.T, setup harness.Setup) {
 		_, err = b.Store.GetPolicy(b.Ctx, b.Tenant.ID, theirs.ID)
 		harness.WantErr(t, err, store.ErrNotFound)
 	})
+}
 
+// policyDeletesAndLists checks DeletePolicy, which a compute resource in
+// use holds back, and ListPolicies.
+func policyDeletesAndLists(t *testing.T, setup harness.Setup) {
 	t.Run("DeletePolicy deletes an unused policy, freeing its group", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
@@ -135,6 +146,14 @@ func Policies(t *testing.T, setup harness.Setup) {
 // ComputeResources checks compute resources, the join of a policy and a
 // profile that tasks queue on.
 func ComputeResources(t *testing.T, setup harness.Setup) {
+	computeResourceWrites(t, setup)
+	computeResourceRefusals(t, setup)
+	computeResourceDeletesAndLists(t, setup)
+}
+
+// computeResourceWrites checks that a compute resource is stored and
+// updated whole, its run settings read back as empty rather than nil.
+func computeResourceWrites(t *testing.T, setup harness.Setup) {
 	t.Run("CreateComputeResource then GetComputeResource returns every field", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
@@ -195,7 +214,12 @@ func ComputeResources(t *testing.T, setup harness.Setup) {
 			t.Fatalf("ListComputeResources = %+v, want one with empty, non-nil settings", list)
 		}
 	})
+}
 
+// computeResourceRefusals checks the writes and reads refused: missing or
+// another tenant's resources, policies and profiles, and taken names or
+// joins.
+func computeResourceRefusals(t *testing.T, setup harness.Setup) {
 	t.Run("UpdateComputeResource returns ErrNotFound for a missing resource, another tenant's, or a missing profile", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
@@ -254,7 +278,11 @@ func ComputeResources(t *testing.T, setup harness.Setup) {
 		_, err = b.Store.GetComputeResource(b.Ctx, b.Other.ID, q.CR.ID)
 		harness.WantErr(t, err, store.ErrNotFound)
 	})
+}
 
+// computeResourceDeletesAndLists checks DeleteComputeResource, which keeps
+// the tasks that name it, and ListComputeResources.
+func computeResourceDeletesAndLists(t *testing.T, setup harness.Setup) {
 	t.Run("DeleteComputeResource deletes a resource and frees its policy and profile", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

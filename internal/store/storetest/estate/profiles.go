@@ -11,6 +11,14 @@ import (
 // Profiles checks profiles and their ordered pool links, written whole or
 // not at all.
 func Profiles(t *testing.T, setup harness.Setup) {
+	profileWrites(t, setup)
+	profileRefusals(t, setup)
+	profileDeletesAndLists(t, setup)
+}
+
+// profileWrites checks that a profile is stored and updated whole: every
+// field, a fractional size, and its pool links in order.
+func profileWrites(t *testing.T, setup harness.Setup) {
 	t.Run("CreateProfile then GetProfile returns every field with pools in order", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
@@ -75,7 +83,11 @@ func Profiles(t *testing.T, setup harness.Setup) {
 		harness.CheckEqual(t, "GPUClassID after clearing", got.GPUClassID, "")
 		harness.Must(t, b.Store.DeletePool(b.Ctx, b.Tenant.ID, p3.ID))
 	})
+}
 
+// profileRefusals checks the writes and reads refused: missing or taken
+// pools, classes and names, another tenant's, each writing nothing.
+func profileRefusals(t *testing.T, setup harness.Setup) {
 	t.Run("UpdateProfile returns ErrNotFound for a missing pool and leaves the profile as it was", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
@@ -145,7 +157,11 @@ func Profiles(t *testing.T, setup harness.Setup) {
 		_, err := b.Store.GetProfile(b.Ctx, b.Tenant.ID, theirs.ID)
 		harness.WantErr(t, err, store.ErrNotFound)
 	})
+}
 
+// profileDeletesAndLists checks DeleteProfile, which a compute resource in
+// use holds back, and ListProfiles.
+func profileDeletesAndLists(t *testing.T, setup harness.Setup) {
 	t.Run("DeleteProfile deletes the profile and its pool links", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

@@ -11,6 +11,13 @@ import (
 // Projects checks projects: round trips, their group, uniqueness, deletion
 // with their API keys, paging.
 func Projects(t *testing.T, setup harness.Setup) {
+	projectWritesAndRefusals(t, setup)
+	projectDeletesAndLists(t, setup)
+}
+
+// projectWritesAndRefusals checks that a project is stored and updated
+// whole, with and without a group, and the writes and reads refused.
+func projectWritesAndRefusals(t *testing.T, setup harness.Setup) {
 	t.Run("CreateProject then GetProject and GetProjectByName return every field, with and without a group", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
@@ -92,7 +99,12 @@ func Projects(t *testing.T, setup harness.Setup) {
 		_, err = b.Store.GetProjectByName(b.Ctx, b.Tenant.ID, theirs.Name)
 		harness.WantErr(t, err, store.ErrNotFound)
 	})
+}
 
+// projectDeletesAndLists checks DeleteProject, which a task naming the
+// project holds back and which takes the project's API keys with it, and
+// ListProjects.
+func projectDeletesAndLists(t *testing.T, setup harness.Setup) {
 	t.Run("DeleteProject deletes an unused project and returns ErrNotFound for a missing one", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

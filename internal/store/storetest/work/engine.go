@@ -43,6 +43,16 @@ func schedIDs(ts []store.SchedTask) []string {
 // placements and preemption, audit batches, estate versions, tenant locks,
 // queue states, pauses and leases.
 func Engine(t *testing.T, setup harness.Setup) {
+	enginePlacement(t, setup)
+	engineAuditAndLocks(t, setup)
+	enginePreemption(t, setup)
+	engineQueueStatesAndPauses(t, setup)
+	engineLeases(t, setup)
+}
+
+// enginePlacement checks what the engine reads and writes each round: the
+// schedulable work, and the placements it makes, in batches.
+func enginePlacement(t *testing.T, setup harness.Setup) {
 	t.Run("ListSchedulable returns held work and the first tasks of each queue, and nothing of another tenant", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
@@ -133,7 +143,11 @@ func Engine(t *testing.T, setup harness.Setup) {
 		harness.Must(t, err)
 		harness.CheckEqual(t, "open intervals", len(open), 450)
 	})
+}
 
+// engineAuditAndLocks checks the engine's audit entries, the estate's
+// version, and the tenant lock that keeps a round from overlapping a change.
+func engineAuditAndLocks(t *testing.T, setup harness.Setup) {
 	t.Run("InsertAudits writes entries in order with increasing sequence numbers", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
@@ -221,7 +235,11 @@ func Engine(t *testing.T, setup harness.Setup) {
 		wg.Wait()
 		harness.Must(t, <-done)
 	})
+}
 
+// enginePreemption checks how a placement ends: preempted back to the
+// queue in its old order, or its interval closed.
+func enginePreemption(t *testing.T, setup harness.Setup) {
 	t.Run("PreemptTasks requeues in the old order and closes the interval; a second placement opens a new one", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
@@ -267,7 +285,11 @@ func Engine(t *testing.T, setup harness.Setup) {
 			t.Fatalf("intervals %s", harness.Show(all))
 		}
 	})
+}
 
+// engineQueueStatesAndPauses checks the queue states the engine keeps per
+// compute resource, and its pauses, which budget hours leave out.
+func engineQueueStatesAndPauses(t *testing.T, setup harness.Setup) {
 	t.Run("queue states are put, replaced, listed and deleted per compute resource", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
@@ -325,7 +347,10 @@ func Engine(t *testing.T, setup harness.Setup) {
 		harness.Must(t, err)
 		harness.CheckEqual(t, "other tenant's pauses", len(others), 0)
 	})
+}
 
+// engineLeases checks the lease that lets one replica run the engine.
+func engineLeases(t *testing.T, setup harness.Setup) {
 	t.Run("a lease has one holder until it expires or is released", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
@@ -383,35 +408,44 @@ func Engine(t *testing.T, setup harness.Setup) {
 
 // Ledger checks the placement intervals that usage is summed from.
 func Ledger(t *testing.T, setup harness.Setup) {
-	// Three intervals around a range [10:00, 14:00):
-	//   a: 2 GPUs on pool p1 from 09:00 to 11:30   -> 1.5 h in range, 3 GPU-h
-	//   b: 0.5 GPU on pool p2 from 12:00, still open at 13:00 (now) -> 0.5 GPU-h
-	//   c: 8 GPUs on pool p1 from 14:00 to 15:00   -> outside the range
-	ledger := func(t *testing.T) (*harness.Bundle, time.Time) {
-		b := setup(t)
-		day := time.Date(2026, 11, 25, 0, 0, 0, 0, time.UTC)
-		at := func(h, m int) time.Time { return day.Add(time.Duration(h)*time.Hour + time.Duration(m)*time.Minute) }
-		owner, q := b.User(t), b.Queue(t)
-		mk := func(size model.Size, pool string, from, to time.Time, price int64, currency string, weight int64) {
-			tk := b.Task(t, q, owner, func(tk *model.Task) { tk.Size = size })
-			p := placement(tk, pool, from, func(p *model.Placement) {
-				p.PoolName, p.PriceMicros, p.Currency, p.WeightMilli = pool, price, currency, weight
-			})
-			_, err := b.Store.PlaceTasks(b.Ctx, b.Tenant.ID, []*model.Placement{p}, placedReason)
-			harness.Must(t, err)
-			if !to.IsZero() {
-				harness.Must(t, b.Store.EndPlacement(b.Ctx, b.Tenant.ID, tk.ID, to, "completed"))
-			}
-		}
-		mk(model.Size{Nodes: 1, PerNode: 2000}, "p1", at(9, 0), at(11, 30), 2_000_000, "USD", 2000)
-		mk(model.Size{Nodes: 1, PerNode: 500}, "p2", at(12, 0), time.Time{}, 1_000_000, "EUR", 500)
-		mk(model.Size{Nodes: 2, PerNode: 4000}, "p1", at(14, 0), at(15, 0), 2_000_000, "USD", 8000)
-		return b, day
-	}
+	ledgerSums(t, setup)
+	ledgerGroupsAndLists(t, setup)
+}
 
+// ledgerBundle gives a test its own bundle with three intervals around a
+// range [10:00, 14:00) of the day it returns:
+//
+//	a: 2 GPUs on pool p1 from 09:00 to 11:30   -> 1.5 h in range, 3 GPU-h
+//	b: 0.5 GPU on pool p2 from 12:00, still open at 13:00 (now) -> 0.5 GPU-h
+//	c: 8 GPUs on pool p1 from 14:00 to 15:00   -> outside the range
+func ledgerBundle(t *testing.T, setup harness.Setup) (*harness.Bundle, time.Time) {
+	b := setup(t)
+	day := time.Date(2026, 11, 25, 0, 0, 0, 0, time.UTC)
+	at := func(h, m int) time.Time { return day.Add(time.Duration(h)*time.Hour + time.Duration(m)*time.Minute) }
+	owner, q := b.User(t), b.Queue(t)
+	mk := func(size model.Size, pool string, from, to time.Time, price int64, currency string, weight int64) {
+		tk := b.Task(t, q, owner, func(tk *model.Task) { tk.Size = size })
+		p := placement(tk, pool, from, func(p *model.Placement) {
+			p.PoolName, p.PriceMicros, p.Currency, p.WeightMilli = pool, price, currency, weight
+		})
+		_, err := b.Store.PlaceTasks(b.Ctx, b.Tenant.ID, []*model.Placement{p}, placedReason)
+		harness.Must(t, err)
+		if !to.IsZero() {
+			harness.Must(t, b.Store.EndPlacement(b.Ctx, b.Tenant.ID, tk.ID, to, "completed"))
+		}
+	}
+	mk(model.Size{Nodes: 1, PerNode: 2000}, "p1", at(9, 0), at(11, 30), 2_000_000, "USD", 2000)
+	mk(model.Size{Nodes: 1, PerNode: 500}, "p2", at(12, 0), time.Time{}, 1_000_000, "EUR", 500)
+	mk(model.Size{Nodes: 2, PerNode: 4000}, "p1", at(14, 0), at(15, 0), 2_000_000, "USD", 8000)
+	return b, day
+}
+
+// ledgerSums checks SumUsage's hours: intervals cut at the range, open ones
+// counted up to now, and the engine's pauses left out of budget hours.
+func ledgerSums(t *testing.T, setup harness.Setup) {
 	t.Run("SumUsage cuts intervals at the range and counts open ones up to now", func(t *testing.T) {
 		t.Parallel()
-		b, day := ledger(t)
+		b, day := ledgerBundle(t, setup)
 		rows, err := b.Store.SumUsage(b.Ctx, b.Tenant.ID, store.UsageQuery{From: day.Add(10 * time.Hour), To: day.Add(14 * time.Hour), Now: day.Add(13 * time.Hour)})
 		harness.Must(t, err)
 		if len(rows) != 1 {
@@ -429,7 +463,7 @@ func Ledger(t *testing.T, setup harness.Setup) {
 
 	t.Run("SumUsage leaves the time the engine was disabled out of budget hours, as the engine charges them, not out of GPU-hours", func(t *testing.T) {
 		t.Parallel()
-		b, day := ledger(t)
+		b, day := ledgerBundle(t, setup)
 		at := func(h, m int) time.Time { return day.Add(time.Duration(h)*time.Hour + time.Duration(m)*time.Minute) }
 		pause := func(tenantID string, from, to time.Time) {
 			p := &model.EnginePause{TenantID: tenantID, StartedAt: from, ByUserID: "admin", ByName: "admin"}
@@ -466,10 +500,14 @@ func Ledger(t *testing.T, setup harness.Setup) {
 		harness.CheckEqual(t, "budget hours since the period started (µ)", rows[0].MicroBudgetHours, charged)
 		harness.CheckEqual(t, "what the engine charges (µ)", charged, int64(3_375_000))
 	})
+}
 
+// ledgerGroupsAndLists checks SumUsage's groupings and empty answers, and
+// ListPlacements.
+func ledgerGroupsAndLists(t *testing.T, setup harness.Setup) {
 	t.Run("SumUsage groups by dimension with ids and names", func(t *testing.T) {
 		t.Parallel()
-		b, day := ledger(t)
+		b, day := ledgerBundle(t, setup)
 		rows, err := b.Store.SumUsage(b.Ctx, b.Tenant.ID, store.UsageQuery{From: day, To: day.Add(24 * time.Hour), Now: day.Add(13 * time.Hour), By: []string{store.ByPool}})
 		harness.Must(t, err)
 		got := map[string]int64{}
@@ -496,7 +534,7 @@ func Ledger(t *testing.T, setup harness.Setup) {
 
 	t.Run("SumUsage over a range with no usage is empty, and another tenant sees none", func(t *testing.T) {
 		t.Parallel()
-		b, day := ledger(t)
+		b, day := ledgerBundle(t, setup)
 		rows, err := b.Store.SumUsage(b.Ctx, b.Tenant.ID, store.UsageQuery{From: day.Add(-48 * time.Hour), To: day.Add(-24 * time.Hour), Now: day.Add(13 * time.Hour)})
 		harness.Must(t, err)
 		harness.CheckEqual(t, "rows", len(rows), 0)
@@ -507,7 +545,7 @@ func Ledger(t *testing.T, setup harness.Setup) {
 
 	t.Run("ListPlacements lists intervals overlapping a range, oldest first", func(t *testing.T) {
 		t.Parallel()
-		b, day := ledger(t)
+		b, day := ledgerBundle(t, setup)
 		got, err := b.Store.ListPlacements(b.Ctx, b.Tenant.ID, store.PlacementFilter{From: day.Add(11 * time.Hour), To: day.Add(14 * time.Hour)})
 		harness.Must(t, err)
 		if len(got) != 2 || got[0].PoolName != "p1" || got[1].PoolName != "p2" {

@@ -12,20 +12,30 @@ import (
 // pipeline controller's only way to move a step), the step cache lookup
 // and the link from a task to its step.
 func Pipelines(t *testing.T, setup harness.Setup) {
-	newRun := func(b *harness.Bundle, name string) *model.PipelineRun {
-		def := model.PipelineDefinition{Name: name, Params: map[string]string{"lr": "0.1"},
-			Steps: []model.PipelineStepDef{{Name: "prepare", ComputeResource: "1 GPU", Spec: model.TaskSpec{Command: []string{"echo"}}},
-				{Name: "train", ComputeResource: "1 GPU", DependsOn: []string{"prepare"}, Retry: 2}}}
-		return &model.PipelineRun{TenantID: b.Tenant.ID, ProjectID: "p1", GroupID: "g1", OwnerID: "u1", Name: name, Definition: def,
-			Params: map[string]string{"lr": "0.1"}, State: model.PipelineRunPending, CreatedAt: b.Now, UpdatedAt: b.Now,
-			Steps: []*model.PipelineStep{{Name: "prepare", Position: 0, State: model.StepPending, UpdatedAt: b.Now},
-				{Name: "train", Position: 1, State: model.StepPending, UpdatedAt: b.Now}}}
-	}
+	pipelineRunsAndSteps(t, setup)
+	pipelineCacheAndLinks(t, setup)
+}
 
+// newPipelineRun is a pending run of a two-step pipeline (prepare, then
+// train, retried twice) of the bundle's tenant.
+func newPipelineRun(b *harness.Bundle, name string) *model.PipelineRun {
+	def := model.PipelineDefinition{Name: name, Params: map[string]string{"lr": "0.1"},
+		Steps: []model.PipelineStepDef{{Name: "prepare", ComputeResource: "1 GPU", Spec: model.TaskSpec{Command: []string{"echo"}}},
+			{Name: "train", ComputeResource: "1 GPU", DependsOn: []string{"prepare"}, Retry: 2}}}
+	return &model.PipelineRun{TenantID: b.Tenant.ID, ProjectID: "p1", GroupID: "g1", OwnerID: "u1", Name: name, Definition: def,
+		Params: map[string]string{"lr": "0.1"}, State: model.PipelineRunPending, CreatedAt: b.Now, UpdatedAt: b.Now,
+		Steps: []*model.PipelineStep{{Name: "prepare", Position: 0, State: model.StepPending, UpdatedAt: b.Now},
+			{Name: "train", Position: 1, State: model.StepPending, UpdatedAt: b.Now}}}
+}
+
+// pipelineRunsAndSteps checks a run with its steps, and that a step moves
+// only from the state and attempt it was read in (the controller's
+// conditional writes).
+func pipelineRunsAndSteps(t *testing.T, setup harness.Setup) {
 	t.Run("a run round-trips with its steps and stays in its tenant", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		r := newRun(b, "fraud")
+		r := newPipelineRun(b, "fraud")
 		harness.Must(t, b.Store.CreatePipelineRun(b.Ctx, r))
 		got, err := b.Store.GetPipelineRun(b.Ctx, b.Tenant.ID, r.ID)
 		harness.Must(t, err)
@@ -46,7 +56,7 @@ func Pipelines(t *testing.T, setup harness.Setup) {
 	t.Run("a step moves only from the state and attempt it was read in", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		r := newRun(b, "fraud")
+		r := newPipelineRun(b, "fraud")
 		harness.Must(t, b.Store.CreatePipelineRun(b.Ctx, r))
 		st := *r.Steps[0]
 		st.State, st.TaskID, st.TaskIDs, st.Attempts, st.UpdatedAt = model.StepQueued, "t1", []string{"t1"}, 1, b.At(1)
@@ -89,11 +99,15 @@ func Pipelines(t *testing.T, setup harness.Setup) {
 			t.Fatalf("run %s", harness.Show(got))
 		}
 	})
+}
 
+// pipelineCacheAndLinks checks the step cache's lookup and a task's link
+// to its step.
+func pipelineCacheAndLinks(t *testing.T, setup harness.Setup) {
 	t.Run("the cache finds a completed step of the same pipeline, name and key", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		first, second, otherName := newRun(b, "fraud"), newRun(b, "fraud"), newRun(b, "vision")
+		first, second, otherName := newPipelineRun(b, "fraud"), newPipelineRun(b, "fraud"), newPipelineRun(b, "vision")
 		for _, r := range []*model.PipelineRun{first, second, otherName} {
 			harness.Must(t, b.Store.CreatePipelineRun(b.Ctx, r))
 		}
@@ -139,7 +153,7 @@ func Pipelines(t *testing.T, setup harness.Setup) {
 	t.Run("a task's link to its step is recorded once", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		r := newRun(b, "fraud")
+		r := newPipelineRun(b, "fraud")
 		harness.Must(t, b.Store.CreatePipelineRun(b.Ctx, r))
 		l := &model.PipelineTaskLink{TenantID: b.Tenant.ID, TaskID: "t1", RunID: r.ID, Step: "train", Attempt: 2}
 		harness.Must(t, b.Store.LinkPipelineTask(b.Ctx, l))

@@ -12,6 +12,14 @@ import (
 // Schedules checks schedules, the conditional writes that make a firing
 // happen once, their firings, and the finished-task reads triggers match.
 func Schedules(t *testing.T, setup harness.Setup) {
+	scheduleFirings(t, setup)
+	triggerTaskReads(t, setup)
+	triggerArtifactAndRunReads(t, setup)
+}
+
+// scheduleFirings checks a schedule's record and its firings: claimed once,
+// only while due and not paused, and recorded once.
+func scheduleFirings(t *testing.T, setup harness.Setup) {
 	t.Run("a schedule round-trips, stays in its tenant, and its name is unique per owner", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
@@ -98,7 +106,11 @@ func Schedules(t *testing.T, setup harness.Setup) {
 			}
 		}
 	})
+}
 
+// triggerTaskReads checks a trigger's check, which moves on only from where
+// it was, and the finished tasks a trigger reads.
+func triggerTaskReads(t *testing.T, setup harness.Setup) {
 	t.Run("the check of a trigger moves on only from where it was", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
@@ -151,7 +163,11 @@ func Schedules(t *testing.T, setup harness.Setup) {
 			t.Fatalf("another tenant's read found %d", len(none))
 		}
 	})
+}
 
+// triggerArtifactAndRunReads checks the published artifacts and finished
+// pipeline runs a trigger reads, and what it sees of them.
+func triggerArtifactAndRunReads(t *testing.T, setup harness.Setup) {
 	t.Run("published artifacts are listed by name, window, project and the tasks' groups", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

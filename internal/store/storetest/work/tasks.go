@@ -19,6 +19,16 @@ func taskIDs(ts ...*model.Task) []string { return harness.Names(ts, taskID) }
 // Tasks checks tasks: enqueueing with queue sequence numbers, updates over
 // their life, filtered listing and counting.
 func Tasks(t *testing.T, setup harness.Setup) {
+	taskCreation(t, setup)
+	taskUpdatesAndRefusals(t, setup)
+	taskPages(t, setup)
+	taskFilters(t, setup)
+	taskQueueOrder(t, setup)
+}
+
+// taskCreation checks that a task is stored as enqueued: every field, what
+// is unset, and its queue sequence number.
+func taskCreation(t *testing.T, setup harness.Setup) {
 	t.Run("CreateTask then GetTask returns every field", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
@@ -89,7 +99,12 @@ func Tasks(t *testing.T, setup harness.Setup) {
 			t.Fatalf("QueueSeq in another tenant %d, want more than %d", t5.QueueSeq, t4.QueueSeq)
 		}
 	})
+}
 
+// taskUpdatesAndRefusals checks what a task's life writes, and the writes
+// and reads refused: a taken sequence number, a missing owner, project or
+// task, another tenant's task.
+func taskUpdatesAndRefusals(t *testing.T, setup harness.Setup) {
 	t.Run("CreateTask returns ErrConflict for a queue sequence number taken in the tenant", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
@@ -188,7 +203,10 @@ func Tasks(t *testing.T, setup harness.Setup) {
 		_, err = b.Store.GetTask(b.Ctx, b.Other.ID, tk.ID)
 		harness.WantErr(t, err, store.ErrNotFound)
 	})
+}
 
+// taskPages checks ListTasks's order and pages.
+func taskPages(t *testing.T, setup harness.Setup) {
 	t.Run("ListTasks lists in queue order, newest first on request, and pages join up", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
@@ -242,7 +260,11 @@ func Tasks(t *testing.T, setup harness.Setup) {
 			t.Fatal("no error for page key \"abc\"")
 		}
 	})
+}
 
+// taskFilters checks what ListTasks and CountTasks keep: by status,
+// compute resource, project, owner and groups, and only the tenant's.
+func taskFilters(t *testing.T, setup harness.Setup) {
 	t.Run("ListTasks and CountTasks filter by status, compute resource, project and owner", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
@@ -313,7 +335,11 @@ func Tasks(t *testing.T, setup harness.Setup) {
 		harness.Must(t, err)
 		harness.CheckEqual(t, "other tenant's list", taskIDs(got...), []string{theirs.ID})
 	})
+}
 
+// taskQueueOrder checks the queue's order: the tasks ahead of one, and
+// sequence numbers unique and increasing under concurrent enqueues.
+func taskQueueOrder(t *testing.T, setup harness.Setup) {
 	t.Run("CountQueuedAhead counts the queued tasks of the compute resource before a sequence number", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

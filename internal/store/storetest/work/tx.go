@@ -47,6 +47,14 @@ func watchLock(b *harness.Bundle, starting, began <-chan struct{}) {
 // Store checks the store as a whole: Ping, Driver, InTx's commit, rollback
 // and error mapping, and LockTenant.
 func Store(t *testing.T, setup harness.Setup) {
+	storeCommitsAndLocks(t, setup)
+	storeRollbacks(t, setup)
+	storeTxErrors(t, setup)
+}
+
+// storeCommitsAndLocks checks the store answers and names its driver, that
+// InTx commits, and that LockTenant holds a second transaction back.
+func storeCommitsAndLocks(t *testing.T, setup harness.Setup) {
 	t.Run("Ping answers", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, harness.OwnStore)
@@ -121,7 +129,11 @@ func Store(t *testing.T, setup harness.Setup) {
 			t.Fatal("the second transaction never took the lock")
 		}
 	})
+}
 
+// storeRollbacks checks that InTx undoes everything on an error or a panic,
+// links and sequence numbers included.
+func storeRollbacks(t *testing.T, setup harness.Setup) {
 	t.Run("InTx rolls back when fn returns an error, and returns that error", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, harness.OwnStore)
@@ -214,7 +226,11 @@ func Store(t *testing.T, setup harness.Setup) {
 			t.Fatalf("QueueSeq after a rollback %d, want more than %d", after.QueueSeq, before.QueueSeq)
 		}
 	})
+}
 
+// storeTxErrors checks that errors in a transaction mean what they mean
+// outside one.
+func storeTxErrors(t *testing.T, setup harness.Setup) {
 	t.Run("Queries in InTx map errors like the store does", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, harness.OwnStore)

@@ -26,8 +26,18 @@ func placedTask(t *testing.T, b *harness.Bundle, q *harness.Queue, owner *model.
 // Workers checks the worker protocol's records: credentials, workers,
 // claims, leases, logs, metrics and secrets.
 func Workers(t *testing.T, setup harness.Setup) {
-	one := model.Size{Nodes: 1, PerNode: 1000}
+	workerIdentities(t, setup)
+	workerClaims(t, setup)
+	workerLeases(t, setup)
+	workerAppActivity(t, setup)
+	workerLogs(t, setup)
+	workerMetricsAndSecrets(t, setup)
+	workerBounds(t, setup)
+}
 
+// workerIdentities checks what a worker is known by: its pool's credentials,
+// found by hash across tenants, and its registration, which a host repeats.
+func workerIdentities(t *testing.T, setup harness.Setup) {
 	t.Run("worker credentials are found by hash across tenants, listed and revoked", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
@@ -86,7 +96,12 @@ func Workers(t *testing.T, setup harness.Setup) {
 		_, err = b.Store.GetWorker(b.Ctx, b.Other.ID, first)
 		harness.WantErr(t, err, store.ErrNotFound)
 	})
+}
 
+// workerClaims checks ClaimTask: the pool's hidden queue in order, only what
+// fits, and never one task twice however many workers claim at once.
+func workerClaims(t *testing.T, setup harness.Setup) {
+	one := model.Size{Nodes: 1, PerNode: 1000}
 	t.Run("ClaimTask takes the pool's hidden queue in order and only what fits", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
@@ -173,7 +188,12 @@ func Workers(t *testing.T, setup harness.Setup) {
 		wg.Wait()
 		harness.CheckEqual(t, "tasks claimed", len(claimed), 10)
 	})
+}
 
+// workerLeases checks what a running attempt's worker keeps up to date: its
+// lease, and an app instance's address, which belongs to one attempt.
+func workerLeases(t *testing.T, setup harness.Setup) {
+	one := model.Size{Nodes: 1, PerNode: 1000}
 	t.Run("ExtendLeases extends matching attempts only and reports every task as it is", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
@@ -238,7 +258,12 @@ func Workers(t *testing.T, setup harness.Setup) {
 			t.Fatalf("claimed again: %s, address %q", harness.Show(again), address())
 		}
 	})
+}
 
+// workerAppActivity checks an app instance's activity and idle warning,
+// written seldom enough to cost little, and cleared by a new claim.
+func workerAppActivity(t *testing.T, setup harness.Setup) {
+	one := model.Size{Nodes: 1, PerNode: 1000}
 	t.Run("TouchAppActivity writes about once a minute, SetAppIdleWarned once, and a claim clears both", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
@@ -307,7 +332,11 @@ func Workers(t *testing.T, setup harness.Setup) {
 			t.Fatalf("claimed again: %s", harness.Show(again))
 		}
 	})
+}
 
+// workerLogs checks a task's log: numbered lines, the limit, pages and
+// tails, and a batch a worker sends again kept once.
+func workerLogs(t *testing.T, setup harness.Setup) {
 	t.Run("AppendLogs numbers lines, stops at the limit with one note, and ListLogs pages and tails", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
@@ -391,7 +420,11 @@ func Workers(t *testing.T, setup harness.Setup) {
 			t.Fatalf("log %v, want %s", got, want)
 		}
 	})
+}
 
+// workerMetricsAndSecrets checks the metrics a task writes and the secrets
+// it is given.
+func workerMetricsAndSecrets(t *testing.T, setup harness.Setup) {
 	t.Run("metrics are appended, listed by name and read back latest first per name", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
@@ -434,6 +467,4 @@ func Workers(t *testing.T, setup harness.Setup) {
 		harness.Must(t, b.Store.DeleteSecret(b.Ctx, b.Tenant.ID, model.ScopeProject, "p1", "HF_TOKEN"))
 		harness.WantErr(t, b.Store.DeleteSecret(b.Ctx, b.Tenant.ID, model.ScopeProject, "p1", "HF_TOKEN"), store.ErrNotFound)
 	})
-
-	workerBounds(t, setup)
 }
