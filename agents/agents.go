@@ -219,7 +219,7 @@ func NewWorker(ctx context.Context, opts Options) (*worker.Worker, error) {
 		// In a cluster the scheduler places the pods: the worker counts.
 		Placed: opts.Kind == KindKubernetes, State: st,
 		AppHost: opts.AppHost, AppStartTimeout: opts.AppStartTimeout, NoTunnel: opts.NoTunnel,
-		TaskUIDs: taskUIDs,
+		TaskUIDs: taskUIDs, TaskUIDsByDefault: opts.TaskUIDs == "" && opts.UserMap == "",
 	}
 	if userMap != nil {
 		cfg.UserMap = userMap

@@ -39,6 +39,9 @@ type AccountMap interface {
 // isolation is the worker's per-task users and per-project groups.
 type isolation struct {
 	uids, gids *idPool // nil: tasks share the runner's user
+	// shared says why tasks share the runner's user although the worker
+	// runs as root (the work directory out of the tasks' users' reach).
+	shared string
 	users      AccountMap
 	envs       string // the projects' environment caches
 
@@ -77,7 +80,11 @@ func (iso *isolation) switches() bool { return iso.uids != nil }
 // none), every directory above it must let them through, and the
 // projects' caches left by an earlier run are closed (their groups may now
 // be other projects').
-func (iso *isolation) prepare(workDir, tasksDir string) error {
+//
+// With byDefault (per-task users not asked for), a work directory the
+// tasks' users cannot reach turns them off instead of failing: the worker
+// runs as a worker that cannot switch users does.
+func (iso *isolation) prepare(workDir, tasksDir string, byDefault bool) error {
 	if !iso.switches() {
 		return nil
 	}
@@ -89,18 +96,17 @@ func (iso *isolation) prepare(workDir, tasksDir string) error {
 			return err
 		}
 	}
-	for d := filepath.Dir(workDir); ; d = filepath.Dir(d) {
-		fi, err := os.Stat(d)
-		if err != nil {
-			return err
+	if blocked, err := blockedAbove(workDir); err != nil {
+		return err
+	} else if blocked != "" {
+		why := fmt.Sprintf("the tasks' users cannot reach the work directory %s: %s; let them through (chmod o+x) or pick another --work-dir", workDir, blocked)
+		if !byDefault {
+			return errors.New(why)
 		}
-		if fi.Mode().Perm()&0o001 == 0 {
-			return fmt.Errorf("the tasks' users cannot reach the work directory %s: %s is mode %o; let them through (chmod o+x %s) or pick another --work-dir",
-				workDir, d, fi.Mode().Perm(), d)
-		}
-		if d == filepath.Dir(d) {
-			break
-		}
+		// Not asked for: tasks share the worker's user, one project at a
+		// time (the claim rule), and the start says why.
+		iso.uids, iso.gids, iso.users, iso.shared = nil, nil, nil, why
+		return nil
 	}
 	des, err := os.ReadDir(iso.envs)
 	if err != nil {
@@ -116,6 +122,23 @@ func (iso *isolation) prepare(workDir, tasksDir string) error {
 		}
 	}
 	return nil
+}
+
+// blockedAbove names the first directory above dir that other users
+// cannot pass through, with its mode, or "" when every one lets them.
+func blockedAbove(dir string) (string, error) {
+	for d := filepath.Dir(dir); ; d = filepath.Dir(d) {
+		fi, err := os.Stat(d)
+		if err != nil {
+			return "", err
+		}
+		if fi.Mode().Perm()&0o001 == 0 {
+			return fmt.Sprintf("%s is mode %o", d, fi.Mode().Perm()), nil
+		}
+		if d == filepath.Dir(d) {
+			return "", nil
+		}
+	}
 }
 
 // projectGID is the group of a project's tasks, taken for the worker's
@@ -244,6 +267,8 @@ func (w *Worker) logIsolation(singleTenant bool) {
 		w.log.Info("each task runs under a uid of its own", "uids", w.cfg.TaskUIDs.String(), "userMap", w.iso.users != nil)
 	case singleTenant:
 		w.log.Warn("tasks on this host share one user and can read each other's environment and files; the pool is single-tenant, so tasks of different projects run side by side")
+	case w.iso.shared != "":
+		w.log.Warn("tasks on this host share one user because "+w.iso.shared+": it runs tasks of one project at a time, or mark the pool singleTenant in the estate")
 	default:
 		w.log.Warn("tasks on this host share one user (the worker is not root, or runs tasks --run-as one user): it runs tasks of one project at a time; run it as root to give each task a uid of its own, or mark the pool singleTenant in the estate")
 	}

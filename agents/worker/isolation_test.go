@@ -2,6 +2,7 @@ package worker
 
 import (
 	"bytes"
+	"context"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -11,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/klique-ai/klique/agents/client"
+	"github.com/klique-ai/klique/agents/gpu"
+	"github.com/klique-ai/klique/agents/runner/process"
 	"github.com/klique-ai/klique/internal/agentapi"
 )
 
@@ -179,4 +183,54 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// TestAWorkerThatCannotGiveTasksUsersByDefaultRunsOneProjectAtATime: per
+// task users on by default (root, no --task-uids) in a work directory the
+// tasks' users cannot reach, such as a quickstart's under a 0700 home,
+// turn off with the reason said at start: the worker runs as one that
+// cannot switch users, one project at a time. Asked for (--task-uids), the
+// same directory is refused with what to change.
+func TestAWorkerThatCannotGiveTasksUsersByDefaultRunsOneProjectAtATime(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("per-task users need root")
+	}
+	t.Parallel()
+	blocked := filepath.Join(t.TempDir(), "home")
+	if err := os.Mkdir(blocked, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	r := DefaultTaskUIDs
+	var logs syncBuffer
+	b := start(t, newFakeServer(t), func(c *Config) {
+		c.WorkDir = filepath.Join(blocked, "work")
+		c.TaskUIDs, c.TaskUIDsByDefault = &r, true
+		c.Log = slog.New(slog.NewTextHandler(&logs, nil))
+	})
+	a := shTask("t1", "id -u")
+	a.Project, a.ProjectID = "risk", "p-risk"
+	b.srv.enqueue(a)
+	b.srv.finished(t, "t1", 20*time.Second)
+	want := "tasks on this host share one user because the tasks' users cannot reach the work directory"
+	if !strings.Contains(logs.String(), want) || !strings.Contains(logs.String(), "it runs tasks of one project at a time") {
+		t.Errorf("the worker's log does not say why its tasks share a user:\n%s", logs.String())
+	}
+	asked := false
+	for _, c := range b.srv.claimRequests() {
+		asked = asked || c.Project != ""
+	}
+	if !asked {
+		t.Error("no claim asked for one project: the worker runs any project's tasks side by side under one user")
+	}
+
+	cl := client.New(b.srv.url(), testToken)
+	w, err := New(Config{Client: cl, Runner: process.New(process.Options{}), GPUs: []agentapi.GPU{{Index: 0}}, Hostname: "h",
+		WorkDir: filepath.Join(blocked, "asked"), TaskUIDs: &r, SMI: gpu.SMI{Path: filepath.Join(t.TempDir(), "no-nvidia-smi")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = w.Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "chmod o+x") {
+		t.Errorf("per-task users asked for in a directory they cannot reach: %v, want a refusal that says what to change", err)
+	}
 }

@@ -132,6 +132,12 @@ type Config struct {
 	// single-tenant.
 	TaskUIDs *UIDRange
 	UserMap  AccountMap
+	// TaskUIDsByDefault says TaskUIDs is the default, not asked for: when
+	// the tasks' users could not reach the work directory, the worker then
+	// runs tasks under its own user, one project at a time, and says why
+	// at its start, rather than refusing to start (a quickstart run as
+	// root in a home directory that is 0700).
+	TaskUIDsByDefault bool
 	// NoTunnel turns off the worker's tunnel (agents/tunnel), for a site
 	// whose app instances the control plane and its routers reach
 	// directly. By default the worker holds one.
@@ -277,7 +283,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			return fmt.Errorf("create %s: %w", d, err)
 		}
 	}
-	if err := w.iso.prepare(w.cfg.WorkDir, w.tasksDir()); err != nil {
+	if err := w.iso.prepare(w.cfg.WorkDir, w.tasksDir(), w.cfg.TaskUIDsByDefault); err != nil {
 		return fmt.Errorf("prepare the work directory for tasks of their own users: %w", err)
 	}
 	if c, ok := w.cfg.Runner.(runner.Cleaner); ok {
