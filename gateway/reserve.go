@@ -151,7 +151,8 @@ func (g *Gateway) hold(x *exchange, e callEstimate) (int, bool) {
 
 // settle puts what an answered call used on its ledger row (the model that
 // answered, where, its tokens and cost) and settles its reservation to it,
-// in the background (see Gateway.settler). A call that no target answered
+// in the background (see Gateway.settler), once the row is buffered
+// (sendSettlement). A call that no target answered
 // settles to what it consumed: a request, no tokens.
 func (g *Gateway) settle(x *exchange) bool {
 	rec, out := x.rec, &x.out
@@ -178,12 +179,29 @@ func (g *Gateway) settle(x *exchange) bool {
 			actual[i] = rec.CostMicros
 		}
 	}
-	select {
-	case g.settlements <- limits.Settlement{Request: res, Actual: actual}:
-	default: // the settlers are behind: settle here
-		g.doSettle([]limits.Settlement{{Request: res, Actual: actual}})
-	}
+	// Settled once the call's ledger row is buffered (see sendSettlement).
+	x.settlement, x.settling = limits.Settlement{Request: res, Actual: actual}, true
 	return true
+}
+
+// sendSettlement hands the call's settlement to the settlers (see
+// Gateway.settler), once its ledger row is buffered (record): a budget
+// counter is seeded from the ledger after the rows buffered so far are
+// written (meter.drain), so a call whose settle reached the limiter
+// before its row was buffered could be in neither the counter nor the
+// ledger's sum that a seed reads. A guard check held after the settle
+// can take a while.
+func (g *Gateway) sendSettlement(x *exchange) {
+	if !x.settling {
+		return
+	}
+	s := x.settlement
+	x.settlement, x.settling = limits.Settlement{}, false
+	select {
+	case g.settlements <- s:
+	default: // the settlers are behind: settle here
+		g.doSettle([]limits.Settlement{s})
+	}
 }
 
 // callEstimate is the most a call can use: its prompt (input, on the

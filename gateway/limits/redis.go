@@ -52,6 +52,14 @@ import (
 // see is then counted twice, until the next reconciliation: only calls in
 // flight when the epoch began, and on the side of refusing early.
 //
+// A seed sets the counter (ledger + side key + held reservations) in
+// both directions. What the gateway sent to a Redis it could not reach
+// is given back when it is reached again (Cancel): a frozen Redis reads
+// what was written to it, late, so a reserve that timed out may hold its
+// amount in Redis as well as in the fallback, and a reservation whose
+// settle was made on the fallback would stay held until it lapsed,
+// counted on top of its call's spend in the ledger.
+//
 // Reservations written by earlier versions (the id alone in the sorted
 // set, the amounts in a hash PREFIX+"r:"+id) are still given back and
 // settled.
@@ -72,6 +80,19 @@ type Redis struct {
 	// same few strings again (see counter).
 	mu       sync.RWMutex
 	counters map[string]string
+}
+
+// ClientOptions sets what a Redis client for a Redis limiter needs: to
+// fail fast (a call waits on Redis, so one that does not answer must hand
+// over to the in-process limiter quickly), and never to send a command
+// again after a timeout. The scripts are not idempotent: a Redis that was
+// frozen, not gone, reads both copies when it wakes and runs both, so a
+// retried reserve would take its amount twice while its reservation gives
+// it back once.
+func ClientOptions(o *redis.Options) {
+	o.DialTimeout, o.ReadTimeout, o.WriteTimeout = time.Second, 500*time.Millisecond, 500*time.Millisecond
+	o.MaxRetries = -1
+	o.PoolSize = max(o.PoolSize, 256)
 }
 
 // NewRedis returns a limiter over c whose keys start with prefix.
@@ -292,12 +313,14 @@ return 1
 
 // seedScript: KEYS[1] the counter, KEYS[2] the lapse set, KEYS[3] the
 // epoch; ARGV: used (the ledger's), keep until (ms), the epoch, the hash
-// key prefix of earlier versions' reservations. It raises the counter to
+// key prefix of earlier versions' reservations. It sets the counter to
 // used plus every reservation the lapse set holds in it (each is taken
 // back when it settles or lapses, so the counter must hold it) plus what
 // settled into it since it was last reconciled (its side key, "#p", see
-// Redis), keeps a counter already higher, and marks it reconciled at the
-// epoch. The side key is emptied only by a seed at the current epoch: one
+// Redis), and marks it reconciled at the epoch. It sets it in both
+// directions: the ledger is the truth, and a count above it (spend
+// counted twice while Redis was out of reach, say) would refuse the
+// budget early for the rest of its period. The side key is emptied only by a seed at the current epoch: one
 // made from an older reading leaves the counter due, and the next seed
 // must still count those calls. A counter already reconciled at this
 // epoch is left alone: concurrent callers that all found it due seed it
@@ -319,13 +342,32 @@ for _, m in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
     end
   end
 end
-local cur = redis.call('GET', c)
-if cur == false or tonumber(cur) < target then redis.call('SET', c, target) end
+redis.call('SET', c, target)
 redis.call('PEXPIREAT', c, ARGV[2])
 redis.call('SET', c .. '#r', ARGV[3])
 redis.call('PEXPIREAT', c .. '#r', ARGV[2])
 if (redis.call('GET', KEYS[3]) or '0') == ARGV[3] then redis.call('DEL', c .. '#p') end
 return 1
+`)
+
+// cancelScript: KEYS[1] the lapse set; ARGV the members of reservations
+// to give back. A member still in the set is removed and its amounts
+// taken back from its counters (those still there); one that is gone
+// (settled, lapsed, or never written) changes nothing. It returns how
+// many it gave back.
+var cancelScript = redis.NewScript(`
+local n = 0
+for _, m in ipairs(ARGV) do
+  if redis.call('ZREM', KEYS[1], m) == 1 then
+    n = n + 1
+    local parts = {}
+    for p in string.gmatch(m, '[^%z]+') do parts[#parts + 1] = p end
+    for j = 2, #parts - 1, 2 do
+      if redis.call('EXISTS', parts[j]) == 1 then redis.call('DECRBY', parts[j], parts[j + 1]) end
+    end
+  end
+end
+return n
 `)
 
 // reconcileScript: KEYS[1] the epoch; ARGV[1] the highest epoch the
@@ -562,6 +604,37 @@ func (r *Redis) Seed(ctx context.Context, w Window, used, epoch int64) error {
 		return unavailable(ctx, "seed", err)
 	}
 	return nil
+}
+
+// cancelChunk bounds the members one cancel script gives back, so that
+// a long partition's many do not hold Redis in one script.
+const cancelChunk = 512
+
+// Cancel implements Canceller.
+func (r *Redis) Cancel(ctx context.Context, reqs []Request) error {
+	members := make([]any, 0, min(len(reqs), cancelChunk))
+	flush := func() error {
+		if len(members) == 0 {
+			return nil
+		}
+		err := cancelScript.Run(ctx, r.c, []string{r.lapse}, members...).Err()
+		members = members[:0]
+		if err != nil {
+			return unavailable(ctx, "give back reservations", err)
+		}
+		return nil
+	}
+	for _, req := range reqs {
+		if m := r.member(req); m != "" {
+			members = append(members, m)
+		}
+		if len(members) == cancelChunk {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+	return flush()
 }
 
 // Reconcile implements Reconciler: a new epoch, after which every budget
