@@ -89,19 +89,8 @@ func (g *Gateway) hold(x *exchange, e callEstimate) (int, bool) {
 		if err != nil || len(d.Unseeded) == 0 {
 			break
 		}
-		g.meter.drain(ctx) // the ledger's sum counts every call recorded so far
 		for _, i := range d.Unseeded {
-			win := grant.Windows[i]
-			tok, mic, serr := g.o.Service.ModelSpend(ctx, win.Spend)
-			if serr != nil {
-				err = serr
-				break
-			}
-			used := tok
-			if win.Unit == platform.UnitMicros {
-				used = mic
-			}
-			if err = g.o.Limiter.Seed(ctx, res.Windows[i], used, d.Epoch); err != nil {
+			if err = g.seed(ctx, grant.Windows[i], res.Windows[i], d.Epoch); err != nil {
 				break
 			}
 		}
@@ -147,6 +136,31 @@ func (g *Gateway) hold(x *exchange, e callEstimate) (int, bool) {
 		return d.Denied, false
 	}
 	return 0, true
+}
+
+// seed reads what the ledger says was spent in a budget window and seeds
+// its counter with it, at epoch. The calls that find the window due at
+// once (all of them, after a partition) share one reading and one seed:
+// only the first seed at an epoch counts, and each reading of the day's
+// or the month's calls costs the ledger a scan.
+func (g *Gateway) seed(ctx context.Context, rule platform.LimitWindow, w limits.Window, epoch int64) error {
+	key := w.Key + "\x00" + strconv.FormatInt(epoch, 10)
+	_, err, _ := g.seeds.Do(key, func() (any, error) {
+		// Shared: the first caller's going away does not end it.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		g.meter.drain(sctx) // the ledger's sum counts every call recorded so far
+		tok, mic, err := g.o.Service.ModelSpend(sctx, rule.Spend)
+		if err != nil {
+			return nil, err
+		}
+		used := tok
+		if rule.Unit == platform.UnitMicros {
+			used = mic
+		}
+		return nil, g.o.Limiter.Seed(sctx, w, used, epoch)
+	})
+	return err
 }
 
 // settle puts what an answered call used on its ledger row (the model that

@@ -339,3 +339,36 @@ func TestALimiterSendsAScriptOnceToARedisThatDoesNotAnswer(t *testing.T) {
 		t.Fatalf("the reserve was sent %d times to a Redis that did not answer, want once", n)
 	}
 }
+
+// A seed asked for at an older epoch, from a reading of the ledger made
+// then, does not set a counter reconciled at a newer one: calls settled
+// into it since would be lost, and the budget overspent by them. (With 200
+// callers after a partition, a caller's reading took seconds while another
+// reconciled.)
+func TestAStaleSeedDoesNotLowerACounter(t *testing.T) {
+	c, prefix := redistest.Require(t)
+	l := limits.NewRedis(c, prefix)
+	now := time.Now()
+	w := limits.Window{Key: "month", Limit: 10000, Amount: 100, Ends: now.Add(24 * time.Hour), Seeded: true}
+	req := func(id string) limits.Request {
+		return limits.Request{ID: id, Windows: []limits.Window{w}, Expires: now.Add(time.Minute)}
+	}
+	due := func() int64 {
+		t.Helper()
+		d, err := l.Reserve(ctx, req("due"), now)
+		must(t, err)
+		if len(d.Unseeded) != 1 {
+			t.Fatalf("not due: %+v", d)
+		}
+		return d.Epoch
+	}
+	must(t, l.Reconcile(ctx))
+	old := due() // a caller reads the ledger: 100
+	must(t, l.Reconcile(ctx))
+	must(t, l.Seed(ctx, w, 500, due())) // another reads 500 and seeds
+	must(t, l.Settle(ctx, req("late"), []int64{40}))
+	must(t, l.Seed(ctx, w, 100, old)) // the first caller's seed comes in last
+	if got, _ := l.Peek(ctx, []limits.Window{w}, now); got[0] != 540 {
+		t.Fatalf("the counter reads %d after a stale seed, want 540 (500 and the call of 40 since)", got[0])
+	}
+}

@@ -320,16 +320,21 @@ return 1
 // Redis), and marks it reconciled at the epoch. It sets it in both
 // directions: the ledger is the truth, and a count above it (spend
 // counted twice while Redis was out of reach, say) would refuse the
-// budget early for the rest of its period. The side key is emptied only by a seed at the current epoch: one
-// made from an older reading leaves the counter due, and the next seed
-// must still count those calls. A counter already reconciled at this
-// epoch is left alone: concurrent callers that all found it due seed it
-// once, since a later reading of the ledger holds calls that ended since
-// the first, whose reservations the lapse set may still hold until their
-// settlements arrive, and would count them twice.
+// budget early for the rest of its period.
+//
+// A counter already reconciled at this epoch is left alone: concurrent
+// callers that all found it due seed it once, since a later reading of
+// the ledger holds calls that ended since the first, whose reservations
+// the lapse set may still hold until their settlements arrive, and would
+// count them twice. A seed at an epoch older than the current one is not
+// made at all: its reading of the ledger may be older than calls that
+// settled into the counter since it was reconciled at the current epoch,
+// and setting the counter from it would lose them; the counter's side
+// key stays for the next seed.
 var seedScript = redis.NewScript(`
 local c = KEYS[1]
 if redis.call('GET', c .. '#r') == ARGV[3] and redis.call('EXISTS', c) == 1 then return 1 end
+if tonumber(ARGV[3]) < tonumber(redis.call('GET', KEYS[3]) or '0') then return 0 end
 local target = tonumber(ARGV[1]) + tonumber(redis.call('GET', c .. '#p') or '0')
 for _, m in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
   local parts = {}
