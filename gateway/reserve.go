@@ -150,7 +150,13 @@ func (g *Gateway) seed(ctx context.Context, rule platform.LimitWindow, w limits.
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
 		g.meter.drain(sctx) // the ledger's sum counts every call recorded so far
-		tok, mic, err := g.o.Service.ModelSpend(sctx, rule.Spend)
+		q := rule.Spend
+		except, err := g.outstanding(sctx, w, epoch)
+		if err != nil {
+			return nil, err
+		}
+		q.Except = except
+		tok, mic, err := g.o.Service.ModelSpend(sctx, q)
 		if err != nil {
 			return nil, err
 		}
@@ -161,6 +167,30 @@ func (g *Gateway) seed(ctx context.Context, rule platform.LimitWindow, w limits.
 		return nil, g.o.Limiter.Seed(sctx, w, used, epoch)
 	})
 	return err
+}
+
+// maxExcept bounds the calls a ledger reading leaves out (see
+// outstanding): past it, none is, and a seed counts those twice until the
+// next one, on the side of refusing early.
+const maxExcept = 5000
+
+// outstanding lists the calls a seed of w counts from the limiter itself,
+// which the ledger's sum it is made from leaves out (limits.Outstanding).
+func (g *Gateway) outstanding(ctx context.Context, w limits.Window, epoch int64) ([]string, error) {
+	var ids []string
+	var err error
+	switch o := g.o.Limiter.(type) {
+	case interface {
+		OutstandingAt(context.Context, limits.Window, int64) ([]string, error)
+	}:
+		ids, err = o.OutstandingAt(ctx, w, epoch)
+	case limits.Outstanding:
+		ids, err = o.Outstanding(ctx, w)
+	}
+	if len(ids) > maxExcept {
+		return nil, err
+	}
+	return ids, err
 }
 
 // settle puts what an answered call used on its ledger row (the model that

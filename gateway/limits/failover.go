@@ -388,6 +388,26 @@ func (f *Failover) Seed(ctx context.Context, w Window, used, epoch int64) error 
 	return f.Fallback.Seed(ctx, w, used, epoch)
 }
 
+// OutstandingAt lists the calls a seed of w at epoch counts from the
+// limiter that found it due (see Outstanding): none on the fallback.
+func (f *Failover) OutstandingAt(ctx context.Context, w Window, epoch int64) ([]string, error) {
+	if epoch == fallbackEpoch {
+		return nil, nil
+	}
+	o, ok := f.Primary.(Outstanding)
+	if !ok {
+		return nil, nil
+	}
+	if _, primary := f.pick(ctx); !primary {
+		return nil, nil
+	}
+	ids, err := o.Outstanding(ctx, w)
+	if !f.result(err) {
+		return nil, nil
+	}
+	return ids, err
+}
+
 // Peek implements Limiter.
 func (f *Failover) Peek(ctx context.Context, ws []Window, now time.Time) ([]int64, error) {
 	if l, primary := f.pick(ctx); primary {

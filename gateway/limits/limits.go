@@ -151,6 +151,19 @@ type Canceller interface {
 	Cancel(ctx context.Context, reqs []Request) error
 }
 
+// Outstanding is a limiter whose seed of a budget window counts some
+// calls itself (see Redis): those that settled into it while it was due,
+// and those whose reservations it holds. A call's ledger row may be
+// written before its settle reaches the limiter, so the ledger's sum that
+// a seed is made from leaves these calls out, or it would count them
+// twice.
+type Outstanding interface {
+	// Outstanding lists the ids of the calls a seed of w counts from the
+	// limiter: to read after the ledger rows buffered so far are written,
+	// and before the ledger's sum.
+	Outstanding(ctx context.Context, w Window) ([]string, error)
+}
+
 // ErrUnavailable wraps errors of a limiter that cannot be reached (Redis
 // down), as opposed to a refused reservation.
 var ErrUnavailable = errors.New("limiter unavailable")

@@ -46,11 +46,13 @@ import (
 // was never in it: made on the in-process fallback, or in a Redis since
 // lost) and its ledger row may come after the read, so neither the read
 // nor the lapse set has it. So while a budget counter is not reconciled
-// at the current epoch (missing, or its marker behind), a settle also adds
-// what the call used to a side key, the counter's key and "#p", and the
-// seed adds that to the ledger's spend. A call whose row the read did
-// see is then counted twice, until the next reconciliation: only calls in
-// flight when the epoch began, and on the side of refusing early.
+// at the current epoch (missing, or its marker behind), a settle also
+// keeps what the call used, by call id, in a side key (a hash, the
+// counter's key and "#q"), and the seed adds that to the ledger's spend.
+// So that no call is counted twice, the ledger's sum leaves out the calls
+// the seed counts from Redis (Outstanding): those of the side key, and
+// those whose reservations the lapse set holds. (An earlier version kept
+// a sum, "#p", which the seed still adds.)
 //
 // A seed sets the counter (ledger + side key + held reservations) in
 // both directions. What the gateway sent to a Redis it could not reach
@@ -248,10 +250,10 @@ return out
 // swapped for the actual amounts; one that lapsed (its amounts given back)
 // adds them. A counter that is gone (its period ended, or Redis lost it)
 // is left alone. A seeded counter not reconciled at the epoch (gone, its
-// marker behind, or the epoch below the caller's: rolled back) also gets the
-// actual amount in its side key (KEYS[i].."#p"), which its seed adds to
-// the ledger's spend: the ledger read the seed is made from may have
-// missed this call (see Redis).
+// marker behind, or the epoch below the caller's: rolled back) also gets
+// the actual amount in its side key (KEYS[i].."#q", by call id), which
+// its seed adds to the ledger's spend, from which it is left out (see
+// Redis).
 var settleScript = redis.NewScript(`
 local n = tonumber(ARGV[2])
 local held = 0
@@ -303,8 +305,8 @@ for i = 1, n do
   if delta ~= 0 and exists then redis.call('INCRBY', KEYS[i], delta) end
   if seeded and actual > 0 then
     if not exists or (got[marker[i]] or '0') ~= epoch or tonumber(epoch) < tonumber(ARGV[5 + n * 4]) then
-      redis.call('INCRBY', KEYS[i] .. '#p', actual)
-      redis.call('PEXPIREAT', KEYS[i] .. '#p', ARGV[base + 4])
+      redis.call('HSET', KEYS[i] .. '#q', ARGV[3], actual)
+      redis.call('PEXPIREAT', KEYS[i] .. '#q', ARGV[base + 4])
     end
   end
 end
@@ -316,7 +318,7 @@ return 1
 // key prefix of earlier versions' reservations. It sets the counter to
 // used plus every reservation the lapse set holds in it (each is taken
 // back when it settles or lapses, so the counter must hold it) plus what
-// settled into it since it was last reconciled (its side key, "#p", see
+// settled into it since it was last reconciled (its side key, "#q", see
 // Redis), and marks it reconciled at the epoch. It sets it in both
 // directions: the ledger is the truth, and a count above it (spend
 // counted twice while Redis was out of reach, say) would refuse the
@@ -336,6 +338,7 @@ local c = KEYS[1]
 if redis.call('GET', c .. '#r') == ARGV[3] and redis.call('EXISTS', c) == 1 then return 1 end
 if tonumber(ARGV[3]) < tonumber(redis.call('GET', KEYS[3]) or '0') then return 0 end
 local target = tonumber(ARGV[1]) + tonumber(redis.call('GET', c .. '#p') or '0')
+for _, v in ipairs(redis.call('HVALS', c .. '#q')) do target = target + tonumber(v) end
 for _, m in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
   local parts = {}
   for p in string.gmatch(m, '[^%z]+') do parts[#parts + 1] = p end
@@ -351,8 +354,30 @@ redis.call('SET', c, target)
 redis.call('PEXPIREAT', c, ARGV[2])
 redis.call('SET', c .. '#r', ARGV[3])
 redis.call('PEXPIREAT', c .. '#r', ARGV[2])
-if (redis.call('GET', KEYS[3]) or '0') == ARGV[3] then redis.call('DEL', c .. '#p') end
+if (redis.call('GET', KEYS[3]) or '0') == ARGV[3] then redis.call('DEL', c .. '#p', c .. '#q') end
 return 1
+`)
+
+// outstandingScript: KEYS[1] the counter, KEYS[2] the lapse set; ARGV[1]
+// the hash key prefix of earlier versions' reservations. It returns the
+// ids of the calls the counter's seed counts from Redis: those that
+// settled into it since it was last reconciled (its side key), and those
+// whose reservations the lapse set holds in it.
+var outstandingScript = redis.NewScript(`
+local c = KEYS[1]
+local out = redis.call('HKEYS', c .. '#q')
+for _, m in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
+  local parts = {}
+  for p in string.gmatch(m, '[^%z]+') do parts[#parts + 1] = p end
+  if #parts == 1 then
+    if redis.call('HEXISTS', ARGV[1] .. m, c) == 1 then out[#out + 1] = m end
+  else
+    for j = 2, #parts - 1, 2 do
+      if parts[j] == c then out[#out + 1] = parts[1] end
+    end
+  end
+end
+return out
 `)
 
 // cancelScript: KEYS[1] the lapse set; ARGV the members of reservations
@@ -640,6 +665,15 @@ func (r *Redis) Cancel(ctx context.Context, reqs []Request) error {
 		}
 	}
 	return flush()
+}
+
+// Outstanding implements Outstanding.
+func (r *Redis) Outstanding(ctx context.Context, w Window) ([]string, error) {
+	ids, err := outstandingScript.Run(ctx, r.c, []string{r.counter(w.Key), r.lapse}, r.hashPrefix).StringSlice()
+	if err != nil {
+		return nil, unavailable(ctx, "read a counter's calls", err)
+	}
+	return ids, nil
 }
 
 // Reconcile implements Reconciler: a new epoch, after which every budget

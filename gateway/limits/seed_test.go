@@ -74,7 +74,7 @@ func TestASettleBetweenTheLedgerReadAndTheSeedIsCounted(t *testing.T) {
 		if got := count(l); got != read+20+25+5 {
 			t.Fatalf("after the next reconciliation the count is %d; want %d", got, read+20+25+5)
 		}
-		if n, err := c.Exists(ctx, prefix+"behind:month#p").Result(); err != nil || n != 0 {
+		if n, err := c.Exists(ctx, prefix+"behind:month#q").Result(); err != nil || n != 0 {
 			t.Fatalf("the side key of a reconciled counter is still there (%d, %v)", n, err)
 		}
 	})
