@@ -28,6 +28,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/singleflight"
+
 	"github.com/klique-ai/klique/gateway/limits"
 	"github.com/klique-ai/klique/gateway/wire"
 	"github.com/klique-ai/klique/internal/identity"
@@ -85,6 +87,9 @@ type Gateway struct {
 	o     Options
 	proxy *proxy
 	meter *meter
+	// seeds makes one ledger reading and seed of a budget window at an
+	// epoch, however many calls found it due at once (see seed).
+	seeds singleflight.Group
 	// settlements takes settlements off the request path.
 	settlements chan limits.Settlement
 	wg          sync.WaitGroup

@@ -224,3 +224,44 @@ func TestABudgetHoldsAfterARestartWithStaleKeys(t *testing.T) {
 			spent, reconcileBudget, extra)
 	}
 }
+
+// TestARestartLowersABudgetCounterAboveTheLedger (issue 39 defect 8): a
+// Redis counter that counts more than the ledger says was spent (spend
+// counted twice during a partition) is set back to the ledger when a
+// gateway starts and reconciles: the project can spend up to its budget.
+// Before, reconciliation only ever raised a counter, and the budget was
+// refused early for the rest of its period, restarts or not.
+func TestARestartLowersABudgetCounterAboveTheLedger(t *testing.T) {
+	p := newPartitioned(t)
+	p.spend(t, p.e.srv.URL, 5)
+	ctx := t.Context()
+	keys, err := p.direct.Keys(ctx, p.prefix+"*/budget/*/tok").Result()
+	must(t, err)
+	if len(keys) != 1 {
+		t.Fatalf("budget counters %v, want one", keys)
+	}
+	// Counted twice: 90% of the budget.
+	must(t, p.direct.Set(ctx, keys[0], reconcileBudget*9/10, 0).Err())
+	n := p.spendUntilRefused(t, p.restart(t))
+	// With nothing in flight (the last settlements land a moment after
+	// their answers), the counter is the ledger's.
+	var counter int64
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		held, err := p.direct.ZCard(ctx, p.prefix+"lapse").Result()
+		must(t, err)
+		counter, err = p.direct.Get(ctx, keys[0]).Int64()
+		must(t, err)
+		if held == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	spent := p.spent(t)
+	// Refused near the budget: sooner than its last call's estimate
+	// when the settlements of the calls before it had not landed yet,
+	// but far past the 10% the counter left.
+	if counter != spent || spent < reconcileBudget/2 {
+		t.Fatalf("after a restart the counter reads %d, the ledger %d of a budget of %d (%d calls after the restart): want the counter set back to the ledger, and the budget spent",
+			counter, spent, reconcileBudget, n)
+	}
+}

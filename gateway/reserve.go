@@ -89,19 +89,8 @@ func (g *Gateway) hold(x *exchange, e callEstimate) (int, bool) {
 		if err != nil || len(d.Unseeded) == 0 {
 			break
 		}
-		g.meter.drain(ctx) // the ledger's sum counts every call recorded so far
 		for _, i := range d.Unseeded {
-			win := grant.Windows[i]
-			tok, mic, serr := g.o.Service.ModelSpend(ctx, win.Spend)
-			if serr != nil {
-				err = serr
-				break
-			}
-			used := tok
-			if win.Unit == platform.UnitMicros {
-				used = mic
-			}
-			if err = g.o.Limiter.Seed(ctx, res.Windows[i], used, d.Epoch); err != nil {
+			if err = g.seed(ctx, grant.Windows[i], res.Windows[i], d.Epoch); err != nil {
 				break
 			}
 		}
@@ -149,9 +138,65 @@ func (g *Gateway) hold(x *exchange, e callEstimate) (int, bool) {
 	return 0, true
 }
 
+// seed reads what the ledger says was spent in a budget window and seeds
+// its counter with it, at epoch. The calls that find the window due at
+// once (all of them, after a partition) share one reading and one seed:
+// only the first seed at an epoch counts, and each reading of the day's
+// or the month's calls costs the ledger a scan.
+func (g *Gateway) seed(ctx context.Context, rule platform.LimitWindow, w limits.Window, epoch int64) error {
+	key := w.Key + "\x00" + strconv.FormatInt(epoch, 10)
+	_, err, _ := g.seeds.Do(key, func() (any, error) {
+		// Shared: the first caller's going away does not end it.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		g.meter.drain(sctx) // the ledger's sum counts every call recorded so far
+		q := rule.Spend
+		except, err := g.outstanding(sctx, w, epoch)
+		if err != nil {
+			return nil, err
+		}
+		q.Except = except
+		tok, mic, err := g.o.Service.ModelSpend(sctx, q)
+		if err != nil {
+			return nil, err
+		}
+		used := tok
+		if rule.Unit == platform.UnitMicros {
+			used = mic
+		}
+		return nil, g.o.Limiter.Seed(sctx, w, used, epoch)
+	})
+	return err
+}
+
+// maxExcept bounds the calls a ledger reading leaves out (see
+// outstanding): past it, none is, and a seed counts those twice until the
+// next one, on the side of refusing early.
+const maxExcept = 5000
+
+// outstanding lists the calls a seed of w counts from the limiter itself,
+// which the ledger's sum it is made from leaves out (limits.Outstanding).
+func (g *Gateway) outstanding(ctx context.Context, w limits.Window, epoch int64) ([]string, error) {
+	var ids []string
+	var err error
+	switch o := g.o.Limiter.(type) {
+	case interface {
+		OutstandingAt(context.Context, limits.Window, int64) ([]string, error)
+	}:
+		ids, err = o.OutstandingAt(ctx, w, epoch)
+	case limits.Outstanding:
+		ids, err = o.Outstanding(ctx, w)
+	}
+	if len(ids) > maxExcept {
+		return nil, err
+	}
+	return ids, err
+}
+
 // settle puts what an answered call used on its ledger row (the model that
 // answered, where, its tokens and cost) and settles its reservation to it,
-// in the background (see Gateway.settler). A call that no target answered
+// in the background (see Gateway.settler), once the row is buffered
+// (sendSettlement). A call that no target answered
 // settles to what it consumed: a request, no tokens.
 func (g *Gateway) settle(x *exchange) bool {
 	rec, out := x.rec, &x.out
@@ -178,12 +223,29 @@ func (g *Gateway) settle(x *exchange) bool {
 			actual[i] = rec.CostMicros
 		}
 	}
-	select {
-	case g.settlements <- limits.Settlement{Request: res, Actual: actual}:
-	default: // the settlers are behind: settle here
-		g.doSettle([]limits.Settlement{{Request: res, Actual: actual}})
-	}
+	// Settled once the call's ledger row is buffered (see sendSettlement).
+	x.settlement, x.settling = limits.Settlement{Request: res, Actual: actual}, true
 	return true
+}
+
+// sendSettlement hands the call's settlement to the settlers (see
+// Gateway.settler), once its ledger row is buffered (record): a budget
+// counter is seeded from the ledger after the rows buffered so far are
+// written (meter.drain), so a call whose settle reached the limiter
+// before its row was buffered could be in neither the counter nor the
+// ledger's sum that a seed reads. A guard check held after the settle
+// can take a while.
+func (g *Gateway) sendSettlement(x *exchange) {
+	if !x.settling {
+		return
+	}
+	s := x.settlement
+	x.settlement, x.settling = limits.Settlement{}, false
+	select {
+	case g.settlements <- s:
+	default: // the settlers are behind: settle here
+		g.doSettle([]limits.Settlement{s})
+	}
 }
 
 // callEstimate is the most a call can use: its prompt (input, on the

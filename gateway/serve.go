@@ -96,6 +96,12 @@ type exchange struct {
 	// status and outcome are the ledger's verdict (end).
 	status  int
 	outcome string
+	// settlement is the call's settlement, made by settle and handed to
+	// the settlers once its ledger row is buffered (sendSettlement) while
+	// settling.
+	settlement limits.Settlement
+	settling   bool
+
 	// check marks the gateway's own call to a guard alias (modelGuard):
 	// the metrics count the calls callers make, not the checks made for
 	// them.
@@ -314,6 +320,7 @@ func (g *Gateway) record(x *exchange) uint64 {
 	rec.Status, rec.Outcome = x.status, x.outcome
 	rec.LatencyMicros = g.o.Now().Sub(x.start).Microseconds()
 	ticket := g.meter.record(rec)
+	g.sendSettlement(x)
 	if !x.check {
 		g.o.Metrics.call(rec, time.Since(x.began)-x.upstream)
 	}

@@ -397,6 +397,12 @@ func TestTheCallAndSettleStagesChargeWhatWasUsed(t *testing.T) {
 	if !g.reserve(x) || !g.callUpstream(x) || !g.settle(x) {
 		t.Fatal("a stage ended the call")
 	}
+	// The settlement waits for the call's ledger row (issue 39 defect 8:
+	// a seed reads the ledger after the rows buffered so far are written).
+	if !x.settling || len(g.settlements) != 0 {
+		t.Fatalf("the call was settled before its ledger row was buffered")
+	}
+	g.record(x)
 	if rt.n.Load() != 1 || w.Code != 200 || gjson.Get(w.Body.String(), "choices.0.message.content").Str != "a fox" ||
 		w.Header().Get("X-Klique-Call-Id") != "call-1" || x.status != 200 || x.outcome != model.CallOK {
 		t.Fatalf("the answer: %d upstream calls; %d %v %s; ledger %d %s", rt.n.Load(), w.Code, w.Header(), w.Body, x.status, x.outcome)
@@ -419,6 +425,7 @@ func TestTheCallAndSettleStagesChargeWhatWasUsed(t *testing.T) {
 	if !g.reserve(x) || !g.callUpstream(x) || !g.settle(x) {
 		t.Fatal("a stage ended the call")
 	}
+	g.record(x)
 	if w.Code != 502 || gjson.Get(w.Body.String(), "error.code").Str != "upstream_error" ||
 		!strings.Contains(w.Body.String(), "every model of alias chat failed: llama: ") ||
 		x.status != 502 || x.outcome != model.CallUpstreamError || x.rec.Model != "" {

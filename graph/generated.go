@@ -630,84 +630,85 @@ type ComplexityRoot struct {
 	}
 
 	Mutation struct {
-		AbortPipelineRun       func(childComplexity int, id string, reason *string) int
-		AbortTask              func(childComplexity int, id string, reason *string) int
-		ApplyEstate            func(childComplexity int, document string, dryRun *bool) int
-		CloneTask              func(childComplexity int, id string, parameterOverrides map[string]string, name *string, computeResource *string, group *string, project *string, idempotencyKey *string) int
-		ConnectProfile         func(childComplexity int, input allocation.ConnectInput) int
-		CreateAPIKey           func(childComplexity int, input gqlmodel.CreateAPIKeyInput) int
-		CreateAutoscaler       func(childComplexity int, input gqlmodel.AutoscalerInput) int
-		CreateGPUClass         func(childComplexity int, input allocation.GPUClassInput) int
-		CreateGroup            func(childComplexity int, input allocation.GroupInput) int
-		CreatePool             func(childComplexity int, input allocation.PoolInput) int
-		CreateProfile          func(childComplexity int, input allocation.ProfileInput) int
-		CreateProject          func(childComplexity int, input allocation.ProjectInput) int
-		CreateResourcePolicy   func(childComplexity int, input allocation.PolicyInput) int
-		CreateSchedule         func(childComplexity int, input gqlmodel.CreateScheduleInput) int
-		CreateTenant           func(childComplexity int, input gqlmodel.CreateTenantInput) int
-		CreateUser             func(childComplexity int, input gqlmodel.CreateUserInput) int
-		CreateWorkerCredential func(childComplexity int, pool string, name *string) int
-		DeleteApp              func(childComplexity int, name string) int
-		DeleteAutoscaler       func(childComplexity int, id string) int
-		DeleteEntitlement      func(childComplexity int, name string) int
-		DeleteGPUClass         func(childComplexity int, id string) int
-		DeleteGroup            func(childComplexity int, id string) int
-		DeleteLLMAlias         func(childComplexity int, name string) int
-		DeleteLLMModel         func(childComplexity int, name string) int
-		DeleteLLMProvider      func(childComplexity int, name string) int
-		DeleteLLMRoute         func(childComplexity int, name string) int
-		DeletePool             func(childComplexity int, id string) int
-		DeleteProfile          func(childComplexity int, id string) int
-		DeleteProject          func(childComplexity int, id string) int
-		DeleteRateLimit        func(childComplexity int, scope model.RateLimitScope, name *string) int
-		DeleteResourcePolicy   func(childComplexity int, id string) int
-		DeleteSchedule         func(childComplexity int, id string) int
-		DeleteSecret           func(childComplexity int, scope string, owner *string, name string) int
-		DeleteTokenBudget      func(childComplexity int, project string, period model.BudgetPeriod) int
-		DisconnectProfile      func(childComplexity int, computeResource string) int
-		EndLocalRun            func(childComplexity int, id string, outcome model.TaskStatus, exitCode *int, reason *string) int
-		EnqueueTask            func(childComplexity int, input gqlmodel.EnqueueTaskInput) int
-		ExecuteRemotely        func(childComplexity int, id string, computeResource string, group *string, idempotencyKey *string) int
-		LaunchApp              func(childComplexity int, input apps.LaunchInput) int
-		LockApp                func(childComplexity int, name string) int
-		PauseSchedule          func(childComplexity int, id string) int
-		PublishArtifactPointer func(childComplexity int, input gqlmodel.PublishArtifactPointerInput) int
-		PutApp                 func(childComplexity int, input gqlmodel.AppInput) int
-		PutEntitlement         func(childComplexity int, input llm.EntitlementInput) int
-		PutLLMAlias            func(childComplexity int, input llm.LLMAliasInput) int
-		PutLLMModel            func(childComplexity int, input llm.LLMModelInput) int
-		PutLLMProvider         func(childComplexity int, input llm.LLMProviderInput) int
-		PutLLMRoute            func(childComplexity int, input llm.LLMRouteInput) int
-		PutRateLimit           func(childComplexity int, input llm.RateLimitInput) int
-		PutTokenBudget         func(childComplexity int, input llm.TokenBudgetInput) int
-		RemoveGroupMember      func(childComplexity int, group string, user string) int
-		ReportLocalRun         func(childComplexity int, id string, input gqlmodel.LocalRunReportInput) int
-		ResumeSchedule         func(childComplexity int, id string) int
-		RevokeAPIKey           func(childComplexity int, id string) int
-		RevokeWorkerCredential func(childComplexity int, id string) int
-		RunPipeline            func(childComplexity int, input gqlmodel.RunPipelineInput) int
-		SetAppLaunches         func(childComplexity int, enabled bool) int
-		SetAppQuota            func(childComplexity int, group *string, running int) int
-		SetDefaultProject      func(childComplexity int, project *string) int
-		SetEngineEnabled       func(childComplexity int, enabled bool) int
-		SetGroupMember         func(childComplexity int, group string, user string, role *model.GroupRole) int
-		SetGuardrails          func(childComplexity int, input llm.GuardrailsInput) int
-		SetSecret              func(childComplexity int, scope string, owner *string, name string, value string) int
-		StartLocalRun          func(childComplexity int, input gqlmodel.StartLocalRunInput) int
-		StartStudy             func(childComplexity int, input gqlmodel.StartStudyInput) int
-		StopApp                func(childComplexity int, id string) int
-		StopStudy              func(childComplexity int, id string, reason *string) int
-		UnlockApp              func(childComplexity int, name string) int
-		UpdateAutoscaler       func(childComplexity int, id string, input gqlmodel.AutoscalerInput) int
-		UpdateComputeResource  func(childComplexity int, id string, input allocation.ComputeResourceInput) int
-		UpdateGPUClass         func(childComplexity int, id string, input allocation.GPUClassInput) int
-		UpdateGroup            func(childComplexity int, id string, input allocation.GroupInput) int
-		UpdatePool             func(childComplexity int, id string, input allocation.PoolInput) int
-		UpdateProfile          func(childComplexity int, id string, input allocation.ProfileInput) int
-		UpdateProject          func(childComplexity int, id string, input allocation.ProjectInput) int
-		UpdateResourcePolicy   func(childComplexity int, id string, input allocation.PolicyInput) int
-		UpdateSchedule         func(childComplexity int, id string, input gqlmodel.UpdateScheduleInput) int
-		UpdateUser             func(childComplexity int, id string, input gqlmodel.UpdateUserInput) int
+		AbortPipelineRun           func(childComplexity int, id string, reason *string) int
+		AbortTask                  func(childComplexity int, id string, reason *string) int
+		ApplyEstate                func(childComplexity int, document string, dryRun *bool) int
+		CloneTask                  func(childComplexity int, id string, parameterOverrides map[string]string, name *string, computeResource *string, group *string, project *string, idempotencyKey *string) int
+		ConnectProfile             func(childComplexity int, input allocation.ConnectInput) int
+		CreateAPIKey               func(childComplexity int, input gqlmodel.CreateAPIKeyInput) int
+		CreateAutoscaler           func(childComplexity int, input gqlmodel.AutoscalerInput) int
+		CreateGPUClass             func(childComplexity int, input allocation.GPUClassInput) int
+		CreateGroup                func(childComplexity int, input allocation.GroupInput) int
+		CreatePool                 func(childComplexity int, input allocation.PoolInput) int
+		CreateProfile              func(childComplexity int, input allocation.ProfileInput) int
+		CreateProject              func(childComplexity int, input allocation.ProjectInput) int
+		CreateResourcePolicy       func(childComplexity int, input allocation.PolicyInput) int
+		CreateSchedule             func(childComplexity int, input gqlmodel.CreateScheduleInput) int
+		CreateTenant               func(childComplexity int, input gqlmodel.CreateTenantInput) int
+		CreateUser                 func(childComplexity int, input gqlmodel.CreateUserInput) int
+		CreateWorkerCredential     func(childComplexity int, pool string, name *string) int
+		DeleteApp                  func(childComplexity int, name string) int
+		DeleteAutoscaler           func(childComplexity int, id string) int
+		DeleteEntitlement          func(childComplexity int, name string) int
+		DeleteGPUClass             func(childComplexity int, id string) int
+		DeleteGroup                func(childComplexity int, id string) int
+		DeleteLLMAlias             func(childComplexity int, name string) int
+		DeleteLLMModel             func(childComplexity int, name string) int
+		DeleteLLMProvider          func(childComplexity int, name string) int
+		DeleteLLMRoute             func(childComplexity int, name string) int
+		DeletePool                 func(childComplexity int, id string) int
+		DeleteProfile              func(childComplexity int, id string) int
+		DeleteProject              func(childComplexity int, id string) int
+		DeleteRateLimit            func(childComplexity int, scope model.RateLimitScope, name *string) int
+		DeleteResourcePolicy       func(childComplexity int, id string) int
+		DeleteSchedule             func(childComplexity int, id string) int
+		DeleteSecret               func(childComplexity int, scope string, owner *string, name string) int
+		DeleteTokenBudget          func(childComplexity int, project string, period model.BudgetPeriod) int
+		DisconnectProfile          func(childComplexity int, computeResource string) int
+		EndLocalRun                func(childComplexity int, id string, outcome model.TaskStatus, exitCode *int, reason *string) int
+		EnqueueTask                func(childComplexity int, input gqlmodel.EnqueueTaskInput) int
+		ExecuteRemotely            func(childComplexity int, id string, computeResource string, group *string, idempotencyKey *string) int
+		LaunchApp                  func(childComplexity int, input apps.LaunchInput) int
+		LockApp                    func(childComplexity int, name string) int
+		PauseSchedule              func(childComplexity int, id string) int
+		PublishArtifactPointer     func(childComplexity int, input gqlmodel.PublishArtifactPointerInput) int
+		PutApp                     func(childComplexity int, input gqlmodel.AppInput) int
+		PutEntitlement             func(childComplexity int, input llm.EntitlementInput) int
+		PutLLMAlias                func(childComplexity int, input llm.LLMAliasInput) int
+		PutLLMModel                func(childComplexity int, input llm.LLMModelInput) int
+		PutLLMProvider             func(childComplexity int, input llm.LLMProviderInput) int
+		PutLLMRoute                func(childComplexity int, input llm.LLMRouteInput) int
+		PutRateLimit               func(childComplexity int, input llm.RateLimitInput) int
+		PutTokenBudget             func(childComplexity int, input llm.TokenBudgetInput) int
+		RemoveGroupMember          func(childComplexity int, group string, user string) int
+		ReportLocalRun             func(childComplexity int, id string, input gqlmodel.LocalRunReportInput) int
+		ResumeSchedule             func(childComplexity int, id string) int
+		RevokeAPIKey               func(childComplexity int, id string) int
+		RevokeWorkerCredential     func(childComplexity int, id string) int
+		RunPipeline                func(childComplexity int, input gqlmodel.RunPipelineInput) int
+		SetAppLaunches             func(childComplexity int, enabled bool) int
+		SetAppQuota                func(childComplexity int, group *string, running int) int
+		SetDefaultProject          func(childComplexity int, project *string) int
+		SetEngineEnabled           func(childComplexity int, enabled bool) int
+		SetGroupMember             func(childComplexity int, group string, user string, role *model.GroupRole) int
+		SetGuardrails              func(childComplexity int, input llm.GuardrailsInput) int
+		SetScheduleMinimumInterval func(childComplexity int, interval string) int
+		SetSecret                  func(childComplexity int, scope string, owner *string, name string, value string) int
+		StartLocalRun              func(childComplexity int, input gqlmodel.StartLocalRunInput) int
+		StartStudy                 func(childComplexity int, input gqlmodel.StartStudyInput) int
+		StopApp                    func(childComplexity int, id string) int
+		StopStudy                  func(childComplexity int, id string, reason *string) int
+		UnlockApp                  func(childComplexity int, name string) int
+		UpdateAutoscaler           func(childComplexity int, id string, input gqlmodel.AutoscalerInput) int
+		UpdateComputeResource      func(childComplexity int, id string, input allocation.ComputeResourceInput) int
+		UpdateGPUClass             func(childComplexity int, id string, input allocation.GPUClassInput) int
+		UpdateGroup                func(childComplexity int, id string, input allocation.GroupInput) int
+		UpdatePool                 func(childComplexity int, id string, input allocation.PoolInput) int
+		UpdateProfile              func(childComplexity int, id string, input allocation.ProfileInput) int
+		UpdateProject              func(childComplexity int, id string, input allocation.ProjectInput) int
+		UpdateResourcePolicy       func(childComplexity int, id string, input allocation.PolicyInput) int
+		UpdateSchedule             func(childComplexity int, id string, input gqlmodel.UpdateScheduleInput) int
+		UpdateUser                 func(childComplexity int, id string, input gqlmodel.UpdateUserInput) int
 	}
 
 	NewAPIKey struct {
@@ -899,56 +900,57 @@ type ComplexityRoot struct {
 	}
 
 	Query struct {
-		APIKeys            func(childComplexity int, user *string, first *int, after *string) int
-		App                func(childComplexity int, name string) int
-		AppInstance        func(childComplexity int, id string) int
-		AppInstances       func(childComplexity int, app *string, active *bool) int
-		AppSettings        func(childComplexity int) int
-		Apps               func(childComplexity int) int
-		AuditLog           func(childComplexity int, filter *gqlmodel.AuditFilter, first *int, after *string) int
-		Autoscalers        func(childComplexity int) int
-		CompareTasks       func(childComplexity int, ids []string) int
-		ComputeResource    func(childComplexity int, id string) int
-		ComputeResources   func(childComplexity int, first *int, after *string) int
-		Engine             func(childComplexity int) int
-		EstateWarnings     func(childComplexity int) int
-		ExportEstate       func(childComplexity int) int
-		Gateway            func(childComplexity int) int
-		GpuClass           func(childComplexity int, id string) int
-		GpuClasses         func(childComplexity int, first *int, after *string) int
-		Group              func(childComplexity int, id string) int
-		Groups             func(childComplexity int, first *int, after *string) int
-		LlmAliases         func(childComplexity int) int
-		LlmEndpointHealth  func(childComplexity int) int
-		LlmRefusals        func(childComplexity int, since *time.Time, limit *int) int
-		Me                 func(childComplexity int) int
-		PipelineRun        func(childComplexity int, id string) int
-		PipelineRuns       func(childComplexity int, project *string, pipeline *string, states []gqlmodel.PipelineRunState, first *int, after *string) int
-		PolicyView         func(childComplexity int, group *string) int
-		Pool               func(childComplexity int, id string) int
-		Pools              func(childComplexity int, first *int, after *string) int
-		Profile            func(childComplexity int, id string) int
-		Profiles           func(childComplexity int, first *int, after *string) int
-		Project            func(childComplexity int, id string) int
-		Projects           func(childComplexity int, first *int, after *string) int
-		ResourcePolicies   func(childComplexity int, first *int, after *string) int
-		ResourcePolicy     func(childComplexity int, id string) int
-		RouteInstances     func(childComplexity int, route string) int
-		Schedule           func(childComplexity int, id string) int
-		Schedules          func(childComplexity int) int
-		Secrets            func(childComplexity int, scope string, owner *string) int
-		Studies            func(childComplexity int, project *string) int
-		Study              func(childComplexity int, id string) int
-		Task               func(childComplexity int, id string) int
-		Tasks              func(childComplexity int, filter *gqlmodel.TaskFilter, first *int, after *string) int
-		Tenants            func(childComplexity int, first *int, after *string) int
-		TokenBudgetView    func(childComplexity int, project *string) int
-		Usage              func(childComplexity int, input gqlmodel.UsageInput) int
-		User               func(childComplexity int, id string) int
-		Users              func(childComplexity int, first *int, after *string) int
-		UtilizationHistory func(childComplexity int, from *time.Time, to *time.Time, stepSeconds *int) int
-		WorkerCredentials  func(childComplexity int) int
-		Workers            func(childComplexity int) int
+		APIKeys                 func(childComplexity int, user *string, first *int, after *string) int
+		App                     func(childComplexity int, name string) int
+		AppInstance             func(childComplexity int, id string) int
+		AppInstances            func(childComplexity int, app *string, active *bool) int
+		AppSettings             func(childComplexity int) int
+		Apps                    func(childComplexity int) int
+		AuditLog                func(childComplexity int, filter *gqlmodel.AuditFilter, first *int, after *string) int
+		Autoscalers             func(childComplexity int) int
+		CompareTasks            func(childComplexity int, ids []string) int
+		ComputeResource         func(childComplexity int, id string) int
+		ComputeResources        func(childComplexity int, first *int, after *string) int
+		Engine                  func(childComplexity int) int
+		EstateWarnings          func(childComplexity int) int
+		ExportEstate            func(childComplexity int) int
+		Gateway                 func(childComplexity int) int
+		GpuClass                func(childComplexity int, id string) int
+		GpuClasses              func(childComplexity int, first *int, after *string) int
+		Group                   func(childComplexity int, id string) int
+		Groups                  func(childComplexity int, first *int, after *string) int
+		LlmAliases              func(childComplexity int) int
+		LlmEndpointHealth       func(childComplexity int) int
+		LlmRefusals             func(childComplexity int, since *time.Time, limit *int) int
+		Me                      func(childComplexity int) int
+		PipelineRun             func(childComplexity int, id string) int
+		PipelineRuns            func(childComplexity int, project *string, pipeline *string, states []gqlmodel.PipelineRunState, first *int, after *string) int
+		PolicyView              func(childComplexity int, group *string) int
+		Pool                    func(childComplexity int, id string) int
+		Pools                   func(childComplexity int, first *int, after *string) int
+		Profile                 func(childComplexity int, id string) int
+		Profiles                func(childComplexity int, first *int, after *string) int
+		Project                 func(childComplexity int, id string) int
+		Projects                func(childComplexity int, first *int, after *string) int
+		ResourcePolicies        func(childComplexity int, first *int, after *string) int
+		ResourcePolicy          func(childComplexity int, id string) int
+		RouteInstances          func(childComplexity int, route string) int
+		Schedule                func(childComplexity int, id string) int
+		ScheduleMinimumInterval func(childComplexity int) int
+		Schedules               func(childComplexity int) int
+		Secrets                 func(childComplexity int, scope string, owner *string) int
+		Studies                 func(childComplexity int, project *string) int
+		Study                   func(childComplexity int, id string) int
+		Task                    func(childComplexity int, id string) int
+		Tasks                   func(childComplexity int, filter *gqlmodel.TaskFilter, first *int, after *string) int
+		Tenants                 func(childComplexity int, first *int, after *string) int
+		TokenBudgetView         func(childComplexity int, project *string) int
+		Usage                   func(childComplexity int, input gqlmodel.UsageInput) int
+		User                    func(childComplexity int, id string) int
+		Users                   func(childComplexity int, first *int, after *string) int
+		UtilizationHistory      func(childComplexity int, from *time.Time, to *time.Time, stepSeconds *int) int
+		WorkerCredentials       func(childComplexity int) int
+		Workers                 func(childComplexity int) int
 	}
 
 	QueueState struct {
@@ -1559,6 +1561,7 @@ type MutationResolver interface {
 	PauseSchedule(ctx context.Context, id string) (*model.Schedule, error)
 	ResumeSchedule(ctx context.Context, id string) (*model.Schedule, error)
 	DeleteSchedule(ctx context.Context, id string) (*model.Schedule, error)
+	SetScheduleMinimumInterval(ctx context.Context, interval string) (string, error)
 	StartStudy(ctx context.Context, input gqlmodel.StartStudyInput) (*studies.View, error)
 	StopStudy(ctx context.Context, id string, reason *string) (*studies.View, error)
 	EnqueueTask(ctx context.Context, input gqlmodel.EnqueueTaskInput) (*model.Task, error)
@@ -1637,6 +1640,7 @@ type QueryResolver interface {
 	Project(ctx context.Context, id string) (*model.Project, error)
 	Schedules(ctx context.Context) ([]*model.Schedule, error)
 	Schedule(ctx context.Context, id string) (*model.Schedule, error)
+	ScheduleMinimumInterval(ctx context.Context) (string, error)
 	Studies(ctx context.Context, project *string) ([]*studies.View, error)
 	Study(ctx context.Context, id string) (*studies.View, error)
 	UtilizationHistory(ctx context.Context, from *time.Time, to *time.Time, stepSeconds *int) (*live.UtilizationHistory, error)
@@ -4615,6 +4619,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.SetGuardrails(childComplexity, args["input"].(llm.GuardrailsInput)), true
+	case "Mutation.setScheduleMinimumInterval":
+		if e.ComplexityRoot.Mutation.SetScheduleMinimumInterval == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_setScheduleMinimumInterval_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.SetScheduleMinimumInterval(childComplexity, args["interval"].(string)), true
 	case "Mutation.setSecret":
 		if e.ComplexityRoot.Mutation.SetSecret == nil {
 			break
@@ -5876,6 +5891,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Schedule(childComplexity, args["id"].(string)), true
+	case "Query.scheduleMinimumInterval":
+		if e.ComplexityRoot.Query.ScheduleMinimumInterval == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Query.ScheduleMinimumInterval(childComplexity), true
 	case "Query.schedules":
 		if e.ComplexityRoot.Query.Schedules == nil {
 			break
@@ -10091,6 +10112,8 @@ extend type Query {
   "Your schedules (all the tenant's for an admin), by name."
   schedules: [Schedule!]!
   schedule(id: ID!): Schedule!
+  "The shortest time between two firings of a schedule in your tenant, such as 1m: the server's minimum, or more where the tenant's admin set it."
+  scheduleMinimumInterval: String!
 }
 
 extend type Mutation {
@@ -10102,6 +10125,14 @@ extend type Mutation {
   resumeSchedule(id: ID!): Schedule!
   "Delete a schedule; what it started stays."
   deleteSchedule(id: ID!): Schedule!
+  """
+  Set the shortest time between two firings of a schedule in your tenant (a
+  tenant admin's): a duration such as 5m, at least the server's minimum
+  (KLIQUE_SCHEDULE_MIN_INTERVAL) and at most 24h; empty goes back to the
+  server's. Schedules saved under a shorter one are paused at their next
+  firing, with the reason. Returns the minimum now in force.
+  """
+  setScheduleMinimumInterval(interval: String!): String!
 }
 `, BuiltIn: false},
 	{Name: "../schema/studies.graphqls", Input: `# Hyperparameter searches (docs/studies.md): trials cloned from a base task,
@@ -14306,6 +14337,20 @@ func (ec *executionContext) field_Mutation_setGuardrails_args(ctx context.Contex
 		return nil, err
 	}
 	args["input"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_setScheduleMinimumInterval_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "interval",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["interval"] = arg0
 	return args, nil
 }
 
@@ -27321,6 +27366,50 @@ func (ec *executionContext) fieldContext_Mutation_deleteSchedule(ctx context.Con
 	return fc, nil
 }
 
+func (ec *executionContext) _Mutation_setScheduleMinimumInterval(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_setScheduleMinimumInterval(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().SetScheduleMinimumInterval(ctx, fc.Args["interval"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_setScheduleMinimumInterval(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type String does not have child fields")
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_setScheduleMinimumInterval_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Mutation_startStudy(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -32466,6 +32555,29 @@ func (ec *executionContext) fieldContext_Query_schedule(ctx context.Context, fie
 		return fc, err
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _Query_scheduleMinimumInterval(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_scheduleMinimumInterval(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Query().ScheduleMinimumInterval(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_scheduleMinimumInterval(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Query", field, true, true, "String")
 }
 
 func (ec *executionContext) _Query_studies(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
@@ -49393,6 +49505,13 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "setScheduleMinimumInterval":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_setScheduleMinimumInterval(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "startStudy":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_startStudy(ctx, field)
@@ -50991,6 +51110,12 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_schedule(ctx, field)
+				})
+		case "scheduleMinimumInterval":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_scheduleMinimumInterval(ctx, field)
 				})
 		case "studies":
 			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,

@@ -28,6 +28,8 @@ type Platform interface {
 	PauseSchedule(ctx context.Context, id string) (*model.Schedule, error)
 	ResumeSchedule(ctx context.Context, id string) (*model.Schedule, error)
 	DeleteSchedule(ctx context.Context, id string) (*model.Schedule, error)
+	ScheduleMinimumInterval(ctx context.Context) (time.Duration, error)
+	SetScheduleMinimumInterval(ctx context.Context, interval string) (time.Duration, error)
 	ScheduleWhen(sc *model.Schedule) string
 	SubscribeSchedules(ctx context.Context) (<-chan *live.ScheduleUpdate, error)
 	APIKeys(ctx context.Context, userRef string) ([]*model.APIKey, error)

@@ -12,6 +12,7 @@ import (
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform"
 	"github.com/klique-ai/klique/internal/platform/live"
+	"github.com/klique-ai/klique/internal/platform/schedules"
 )
 
 // CreateSchedule is the resolver for the createSchedule field.
@@ -44,6 +45,15 @@ func (r *mutationResolver) DeleteSchedule(ctx context.Context, id string) (*mode
 	return r.Svc.DeleteSchedule(ctx, id)
 }
 
+// SetScheduleMinimumInterval is the resolver for the setScheduleMinimumInterval field.
+func (r *mutationResolver) SetScheduleMinimumInterval(ctx context.Context, interval string) (string, error) {
+	d, err := r.Svc.SetScheduleMinimumInterval(ctx, interval)
+	if err != nil {
+		return "", err
+	}
+	return schedules.Short(d), nil
+}
+
 // Schedules is the resolver for the schedules field.
 func (r *queryResolver) Schedules(ctx context.Context) ([]*model.Schedule, error) {
 	return r.Svc.Schedules(ctx)
@@ -52,6 +62,15 @@ func (r *queryResolver) Schedules(ctx context.Context) ([]*model.Schedule, error
 // Schedule is the resolver for the schedule field.
 func (r *queryResolver) Schedule(ctx context.Context, id string) (*model.Schedule, error) {
 	return r.Svc.Schedule(ctx, id)
+}
+
+// ScheduleMinimumInterval is the resolver for the scheduleMinimumInterval field.
+func (r *queryResolver) ScheduleMinimumInterval(ctx context.Context) (string, error) {
+	d, err := r.Svc.ScheduleMinimumInterval(ctx)
+	if err != nil {
+		return "", err
+	}
+	return schedules.Short(d), nil
 }
 
 // Owner is the resolver for the owner field.

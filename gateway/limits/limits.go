@@ -93,13 +93,15 @@ type Limiter interface {
 	// for r.Windows[i]). Settling a reservation that lapsed adds the actual
 	// amount; settling twice is not allowed.
 	Settle(ctx context.Context, r Request, actual []int64) error
-	// Seed sets a window's count to at least used (what the ledger says
-	// was spent) plus the reservations it holds, plus what settled in it
+	// Seed sets a window's count to used (what the ledger says was
+	// spent) plus the reservations it holds, plus what settled in it
 	// since it was found due (the reading of the ledger may have missed
-	// those calls: they settle between the reading and the seed): a count
-	// already higher is kept, one lower is raised. The window then counts
-	// as reconciled at epoch (Decision.Epoch of the Reserve that asked for
-	// the seed).
+	// those calls: they settle between the reading and the seed). The
+	// shared limiter (Redis) sets it in both directions, since the ledger
+	// is the truth; the in-process one keeps a count already higher
+	// unless the window was due to be read again. The window then counts
+	// as reconciled at epoch (Decision.Epoch of the Reserve that asked
+	// for the seed).
 	Seed(ctx context.Context, w Window, used, epoch int64) error
 	// Peek returns windows' counts without reserving (0 for a window with
 	// no counter).
@@ -129,12 +131,37 @@ type BatchSettler interface {
 // which it counted on its own and wrote the spend to the ledger only), or
 // spend it forgot (restored from an older snapshot). Reconcile starts a
 // new epoch: every budget window is then reported Unseeded once, and its
-// Seed raises its count to the ledger's plus the reservations it holds,
+// Seed sets its count to the ledger's plus the reservations it holds,
 // before it is trusted again. Failover reconciles when it starts using
 // the primary, and whenever it comes back to it; Redis also reconciles
 // by itself when it finds its epoch rolled back (see Redis).
 type Reconciler interface {
 	Reconcile(ctx context.Context) error
+}
+
+// Canceller is a shared limiter that can give back reservations that
+// will not be settled on it: those of calls that Failover settled on the
+// fallback while the primary could not be reached, and those whose
+// reserve timed out (a Redis that was frozen, not gone, still reads it,
+// late). The ledger holds what those calls used; a reservation left held
+// would count it a second time until it lapsed.
+type Canceller interface {
+	// Cancel gives back each reservation of reqs the limiter still
+	// holds; one it does not hold is left alone.
+	Cancel(ctx context.Context, reqs []Request) error
+}
+
+// Outstanding is a limiter whose seed of a budget window counts some
+// calls itself (see Redis): those that settled into it while it was due,
+// and those whose reservations it holds. A call's ledger row may be
+// written before its settle reaches the limiter, so the ledger's sum that
+// a seed is made from leaves these calls out, or it would count them
+// twice.
+type Outstanding interface {
+	// Outstanding lists the ids of the calls a seed of w counts from the
+	// limiter: to read after the ledger rows buffered so far are written,
+	// and before the ledger's sum.
+	Outstanding(ctx context.Context, w Window) ([]string, error)
 }
 
 // ErrUnavailable wraps errors of a limiter that cannot be reached (Redis

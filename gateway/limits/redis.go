@@ -46,11 +46,21 @@ import (
 // was never in it: made on the in-process fallback, or in a Redis since
 // lost) and its ledger row may come after the read, so neither the read
 // nor the lapse set has it. So while a budget counter is not reconciled
-// at the current epoch (missing, or its marker behind), a settle also adds
-// what the call used to a side key, the counter's key and "#p", and the
-// seed adds that to the ledger's spend. A call whose row the read did
-// see is then counted twice, until the next reconciliation: only calls in
-// flight when the epoch began, and on the side of refusing early.
+// at the current epoch (missing, or its marker behind), a settle also
+// keeps what the call used, by call id, in a side key (a hash, the
+// counter's key and "#q"), and the seed adds that to the ledger's spend.
+// So that no call is counted twice, the ledger's sum leaves out the calls
+// the seed counts from Redis (Outstanding): those of the side key, and
+// those whose reservations the lapse set holds. (An earlier version kept
+// a sum, "#p", which the seed still adds.)
+//
+// A seed sets the counter (ledger + side key + held reservations) in
+// both directions. What the gateway sent to a Redis it could not reach
+// is given back when it is reached again (Cancel): a frozen Redis reads
+// what was written to it, late, so a reserve that timed out may hold its
+// amount in Redis as well as in the fallback, and a reservation whose
+// settle was made on the fallback would stay held until it lapsed,
+// counted on top of its call's spend in the ledger.
 //
 // Reservations written by earlier versions (the id alone in the sorted
 // set, the amounts in a hash PREFIX+"r:"+id) are still given back and
@@ -72,6 +82,19 @@ type Redis struct {
 	// same few strings again (see counter).
 	mu       sync.RWMutex
 	counters map[string]string
+}
+
+// ClientOptions sets what a Redis client for a Redis limiter needs: to
+// fail fast (a call waits on Redis, so one that does not answer must hand
+// over to the in-process limiter quickly), and never to send a command
+// again after a timeout. The scripts are not idempotent: a Redis that was
+// frozen, not gone, reads both copies when it wakes and runs both, so a
+// retried reserve would take its amount twice while its reservation gives
+// it back once.
+func ClientOptions(o *redis.Options) {
+	o.DialTimeout, o.ReadTimeout, o.WriteTimeout = time.Second, 500*time.Millisecond, 500*time.Millisecond
+	o.MaxRetries = -1
+	o.PoolSize = max(o.PoolSize, 256)
 }
 
 // NewRedis returns a limiter over c whose keys start with prefix.
@@ -227,10 +250,10 @@ return out
 // swapped for the actual amounts; one that lapsed (its amounts given back)
 // adds them. A counter that is gone (its period ended, or Redis lost it)
 // is left alone. A seeded counter not reconciled at the epoch (gone, its
-// marker behind, or the epoch below the caller's: rolled back) also gets the
-// actual amount in its side key (KEYS[i].."#p"), which its seed adds to
-// the ledger's spend: the ledger read the seed is made from may have
-// missed this call (see Redis).
+// marker behind, or the epoch below the caller's: rolled back) also gets
+// the actual amount in its side key (KEYS[i].."#q", by call id), which
+// its seed adds to the ledger's spend, from which it is left out (see
+// Redis).
 var settleScript = redis.NewScript(`
 local n = tonumber(ARGV[2])
 local held = 0
@@ -282,61 +305,12 @@ for i = 1, n do
   if delta ~= 0 and exists then redis.call('INCRBY', KEYS[i], delta) end
   if seeded and actual > 0 then
     if not exists or (got[marker[i]] or '0') ~= epoch or tonumber(epoch) < tonumber(ARGV[5 + n * 4]) then
-      redis.call('INCRBY', KEYS[i] .. '#p', actual)
-      redis.call('PEXPIREAT', KEYS[i] .. '#p', ARGV[base + 4])
+      redis.call('HSET', KEYS[i] .. '#q', ARGV[3], actual)
+      redis.call('PEXPIREAT', KEYS[i] .. '#q', ARGV[base + 4])
     end
   end
 end
 return 1
-`)
-
-// seedScript: KEYS[1] the counter, KEYS[2] the lapse set, KEYS[3] the
-// epoch; ARGV: used (the ledger's), keep until (ms), the epoch, the hash
-// key prefix of earlier versions' reservations. It raises the counter to
-// used plus every reservation the lapse set holds in it (each is taken
-// back when it settles or lapses, so the counter must hold it) plus what
-// settled into it since it was last reconciled (its side key, "#p", see
-// Redis), keeps a counter already higher, and marks it reconciled at the
-// epoch. The side key is emptied only by a seed at the current epoch: one
-// made from an older reading leaves the counter due, and the next seed
-// must still count those calls. A counter already reconciled at this
-// epoch is left alone: concurrent callers that all found it due seed it
-// once, since a later reading of the ledger holds calls that ended since
-// the first, whose reservations the lapse set may still hold until their
-// settlements arrive, and would count them twice.
-var seedScript = redis.NewScript(`
-local c = KEYS[1]
-if redis.call('GET', c .. '#r') == ARGV[3] and redis.call('EXISTS', c) == 1 then return 1 end
-local target = tonumber(ARGV[1]) + tonumber(redis.call('GET', c .. '#p') or '0')
-for _, m in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
-  local parts = {}
-  for p in string.gmatch(m, '[^%z]+') do parts[#parts + 1] = p end
-  if #parts == 1 then
-    target = target + tonumber(redis.call('HGET', ARGV[4] .. m, c) or '0')
-  else
-    for j = 2, #parts - 1, 2 do
-      if parts[j] == c then target = target + tonumber(parts[j + 1]) end
-    end
-  end
-end
-local cur = redis.call('GET', c)
-if cur == false or tonumber(cur) < target then redis.call('SET', c, target) end
-redis.call('PEXPIREAT', c, ARGV[2])
-redis.call('SET', c .. '#r', ARGV[3])
-redis.call('PEXPIREAT', c .. '#r', ARGV[2])
-if (redis.call('GET', KEYS[3]) or '0') == ARGV[3] then redis.call('DEL', c .. '#p') end
-return 1
-`)
-
-// reconcileScript: KEYS[1] the epoch; ARGV[1] the highest epoch the
-// caller has seen. It starts a new one, past both (see Redis), and
-// returns it.
-var reconcileScript = redis.NewScript(`
-local cur = tonumber(redis.call('GET', KEYS[1]) or '0')
-local seen = tonumber(ARGV[1])
-local step = 1
-if seen > cur then step = seen - cur + 1 end
-return redis.call('INCRBY', KEYS[1], step)
 `)
 
 // peekScript: KEYS are n counters then the lapse set; ARGV: now (ms), the
@@ -554,36 +528,6 @@ func (r *Redis) SettleBatch(ctx context.Context, batch []Settlement) []error {
 		}
 	}
 	return errs
-}
-
-// Seed implements Limiter.
-func (r *Redis) Seed(ctx context.Context, w Window, used, epoch int64) error {
-	if err := seedScript.Run(ctx, r.c, []string{r.counter(w.Key), r.lapse, r.epoch}, used, ms(w.Ends.Add(keep)), epoch, r.hashPrefix).Err(); err != nil {
-		return unavailable(ctx, "seed", err)
-	}
-	return nil
-}
-
-// Reconcile implements Reconciler: a new epoch, after which every budget
-// counter is seeded again (raised to the ledger's count) before it is
-// used.
-func (r *Redis) Reconcile(ctx context.Context) error {
-	epoch, err := reconcileScript.Run(ctx, r.c, []string{r.epoch}, r.seen.Load()).Int64()
-	if err != nil {
-		return unavailable(ctx, "reconcile", err)
-	}
-	r.saw(epoch)
-	return nil
-}
-
-// saw records an epoch found in Redis: the highest is kept.
-func (r *Redis) saw(epoch int64) {
-	for {
-		cur := r.seen.Load()
-		if epoch <= cur || r.seen.CompareAndSwap(cur, epoch) {
-			return
-		}
-	}
 }
 
 // Peek implements Limiter.

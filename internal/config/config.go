@@ -96,6 +96,18 @@ type Config struct {
 	// default.
 	SubscriptionsPerConnection     int
 	SubscriptionConnectionsPerUser int
+	// ScheduleMinInterval is the shortest time between two firings of a
+	// schedule, for every tenant (KLIQUE_SCHEDULE_MIN_INTERVAL, default
+	// 1m; a tenant admin may raise it for the tenant). SchedulesPerUser
+	// and SchedulesPerProject cap the schedules a user owns and a project
+	// holds (KLIQUE_SCHEDULES_PER_USER, default 50;
+	// KLIQUE_SCHEDULES_PER_PROJECT, default 200); TriggerRunsPerHour caps
+	// the runs one trigger schedule starts an hour
+	// (KLIQUE_TRIGGER_RUNS_PER_HOUR, default 60). Zero means the default.
+	ScheduleMinInterval time.Duration
+	SchedulesPerUser    int
+	SchedulesPerProject int
+	TriggerRunsPerHour  int
 	// GCHeapFloor is the heap size below which `klique serve` does not run
 	// Go's collector (KLIQUE_GC_HEAP_FLOOR, bytes, default 64 MiB; 0 turns
 	// it off). It spaces out collections in a process with a small live
@@ -205,6 +217,9 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 	}{
 		{"KLIQUE_SUBSCRIPTIONS_PER_CONNECTION", &c.SubscriptionsPerConnection},
 		{"KLIQUE_SUBSCRIPTION_CONNECTIONS_PER_USER", &c.SubscriptionConnectionsPerUser},
+		{"KLIQUE_SCHEDULES_PER_USER", &c.SchedulesPerUser},
+		{"KLIQUE_SCHEDULES_PER_PROJECT", &c.SchedulesPerProject},
+		{"KLIQUE_TRIGGER_RUNS_PER_HOUR", &c.TriggerRunsPerHour},
 	} {
 		if v := getenv(lim.env); v != "" {
 			n, err := strconv.Atoi(v)
@@ -213,6 +228,12 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 			}
 			*lim.to = n
 		}
+	}
+	if c.ScheduleMinInterval, err = duration(getenv, "KLIQUE_SCHEDULE_MIN_INTERVAL", 0); err != nil {
+		return nil, err
+	}
+	if v := c.ScheduleMinInterval; v != 0 && (v < time.Second || v > 24*time.Hour) {
+		return nil, fmt.Errorf("KLIQUE_SCHEDULE_MIN_INTERVAL=%s: give a duration between 1s and 24h", v)
 	}
 	if c.Artifacts, err = artifactsFromEnv(getenv); err != nil {
 		return nil, err

@@ -40,6 +40,10 @@ type Schedule struct {
 	// pipeline or study to start.
 	TargetKind string
 	TargetID   string
+	// ProjectID is the project of the target, which the cap on schedules
+	// per project counts; empty for a schedule saved before it was kept,
+	// until it is next changed.
+	ProjectID string
 	// Parameters override the target's (a task's parameters, a pipeline's
 	// or study's own).
 	Parameters map[string]string

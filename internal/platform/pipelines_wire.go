@@ -50,12 +50,12 @@ func (s *Service) wirePipelines() {
 	// run it names) with its parameters over the run's, as the schedule's
 	// owner; the firing's key makes the start idempotent.
 	s.schedulesDomain.SetScheduleStarter(model.ScheduleTargetPipeline, schedules.StarterFuncs{
-		CheckFunc: func(ctx context.Context, id string, _ map[string]string) (string, error) {
+		CheckFunc: func(ctx context.Context, id string, _ map[string]string) (schedules.Target, error) {
 			r, err := s.pipelinesDomain.PipelineRun(ctx, id)
 			if err != nil {
-				return "", err
+				return schedules.Target{}, err
 			}
-			return r.Name, nil
+			return schedules.Target{Name: r.Name, ProjectID: r.ProjectID}, nil
 		},
 		StartFunc: func(ctx context.Context, id string, params map[string]string, key string) (string, error) {
 			r, err := s.pipelinesDomain.RerunPipeline(ctx, id, params, key)

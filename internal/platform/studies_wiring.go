@@ -37,12 +37,12 @@ func newStudies(k *kernel.Kernel, t *tasks.Tasks) *studies.Studies {
 // with the firing's key as the idempotency key.
 func (s *Service) wireStudySchedules() {
 	s.schedulesDomain.SetScheduleStarter(model.ScheduleTargetStudy, schedules.StarterFuncs{
-		CheckFunc: func(ctx context.Context, id string, params map[string]string) (string, error) {
+		CheckFunc: func(ctx context.Context, id string, params map[string]string) (schedules.Target, error) {
 			st, err := s.studiesDomain.CheckRerunStudy(ctx, id, params)
 			if err != nil {
-				return "", err
+				return schedules.Target{}, err
 			}
-			return st.Name, nil
+			return schedules.Target{Name: st.Name, ProjectID: st.ProjectID}, nil
 		},
 		StartFunc: func(ctx context.Context, id string, params map[string]string, key string) (string, error) {
 			st, err := s.studiesDomain.RerunStudy(ctx, id, params, key)

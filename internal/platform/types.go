@@ -29,6 +29,7 @@ type (
 	APIKeyInput          = access.APIKeyInput
 	ScheduleInput        = schedules.ScheduleInput
 	ScheduleTickResult   = schedules.TickResult
+	ScheduleLimits       = schedules.Limits
 	LaunchInput          = apps.LaunchInput
 	AppInstanceFilter    = apps.InstanceFilter
 	AppSweepResult       = apps.SweepResult

@@ -194,6 +194,8 @@ func start(ctx context.Context, cfg *config.Config, log *slog.Logger, st store.S
 	}
 	svc.SetArtifactStorage(platform.ArtifactStorage{Blobs: blobs, MaxBytes: cfg.Artifacts.MaxBytes})
 	svc.SetSubscriptionLimits(platform.SubscriptionLimits{PerConnection: cfg.SubscriptionsPerConnection, ConnectionsPerUser: cfg.SubscriptionConnectionsPerUser})
+	svc.SetScheduleLimits(platform.ScheduleLimits{MinInterval: cfg.ScheduleMinInterval, PerUser: cfg.SchedulesPerUser,
+		PerProject: cfg.SchedulesPerProject, RunsPerHour: cfg.TriggerRunsPerHour})
 
 	if err := bootstrap(ctx, cfg, log, svc); err != nil {
 		return nil, err

@@ -39,11 +39,7 @@ func startGateway(cfg *config.Config, log *slog.Logger, svc *platform.Service, a
 		if err != nil {
 			return nil, nil, fmt.Errorf("KLIQUE_REDIS_URL: %w", err)
 		}
-		// Fail fast: a call waits on Redis, so a Redis that does not answer
-		// must hand over to the in-process limiter quickly.
-		opts.DialTimeout, opts.ReadTimeout, opts.WriteTimeout = time.Second, 500*time.Millisecond, 500*time.Millisecond
-		opts.MaxRetries = 1
-		opts.PoolSize = max(opts.PoolSize, 256)
+		limits.ClientOptions(opts)
 		client := redis.NewClient(opts)
 		closeLimiter = func() { _ = client.Close() }
 		// While Redis is down, each replica keeps its own counts and reads

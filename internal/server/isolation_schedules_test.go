@@ -44,4 +44,21 @@ var scheduleIsolationCases = []isoCase{
 		query: `mutation($id: ID!) { deleteSchedule(id: $id) { id } }`, vars: map[string]any{"id": ref("schedule")}, code: notFound},
 	{field: "Mutation.deleteSchedule", as: viewer, name: "may not delete alice's schedule",
 		query: `mutation($id: ID!) { deleteSchedule(id: $id) { id } }`, vars: map[string]any{"id": ref("schedule")}, code: forbidden},
+	{field: "Query.scheduleMinimumInterval", as: otherAdmin, name: "reads its own tenant's minimum interval",
+		query: `{ scheduleMinimumInterval }`, check: wantString("scheduleMinimumInterval", "1m")},
+	{field: "Query.scheduleMinimumInterval", as: victor, name: "reads the tenant's minimum interval",
+		query: `{ scheduleMinimumInterval }`, check: wantString("scheduleMinimumInterval", "1m")},
+	{field: "Mutation.setScheduleMinimumInterval", as: otherAdmin, name: "sets its own tenant's minimum interval, not tenant default's",
+		query: `mutation { setScheduleMinimumInterval(interval: "") }`, check: wantString("setScheduleMinimumInterval", "1m")},
+	{field: "Mutation.setScheduleMinimumInterval", as: victor, name: "may not set the minimum interval",
+		query: `mutation { setScheduleMinimumInterval(interval: "5m") }`, code: forbidden},
+}
+
+// wantString asserts that the answer's field at key is want.
+func wantString(key, want string) func(r *report, f *fixture, res *gqlResult) {
+	return func(r *report, f *fixture, res *gqlResult) {
+		if got := str(res.Data, key); got != want {
+			r.errorf("%s is %q, want %q", key, got, want)
+		}
+	}
 }

@@ -47,6 +47,10 @@ type ScheduleQueries interface {
 	// ListScheduleRuns lists a schedule's firings, newest first, at most
 	// limit.
 	ListScheduleRuns(ctx context.Context, tenantID, scheduleID string, limit int) ([]*model.ScheduleRun, error)
+	// CountScheduleRuns counts a schedule's firings after since that
+	// started something (a run id): what the cap on a trigger's runs per
+	// hour counts.
+	CountScheduleRuns(ctx context.Context, tenantID, scheduleID string, since time.Time) (int, error)
 	// ScheduleRunsOf returns the firings that started the given runs
 	// (task, pipeline run or study ids), by run id.
 	ScheduleRunsOf(ctx context.Context, tenantID string, runIDs []string) (map[string]*model.ScheduleRun, error)

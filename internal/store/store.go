@@ -146,6 +146,9 @@ type ModelUsageQuery struct {
 	UserID    string
 	ProjectID string
 	GroupIDs  []string
+	// ExceptIDs leaves these calls out: those a budget counter being
+	// seeded counts already (see gateway/limits.Outstanding).
+	ExceptIDs []string
 }
 
 // Dimensions only the model-call ledger has.

@@ -64,6 +64,9 @@ type LimitWindow struct {
 type SpendQuery struct {
 	TenantID, ProjectID, UserID string
 	From, To                    time.Time
+	// Except leaves these calls (ids) out: those the budget counter
+	// being seeded counts already (see gateway/limits.Outstanding).
+	Except []string
 }
 
 // Upstream is one place a call may go, in the order to try.
@@ -504,7 +507,8 @@ func decimalMicros(m int64) string {
 
 // ModelSpend sums a budget window's part of the ledger: tokens and money.
 func (s *LLM) ModelSpend(ctx context.Context, q SpendQuery) (tokens, micros int64, err error) {
-	rows, err := s.k.Store.SumModelCalls(ctx, q.TenantID, store.ModelUsageQuery{From: q.From, To: q.To, ProjectID: q.ProjectID, UserID: q.UserID})
+	rows, err := s.k.Store.SumModelCalls(ctx, q.TenantID, store.ModelUsageQuery{From: q.From, To: q.To, ProjectID: q.ProjectID, UserID: q.UserID,
+		ExceptIDs: q.Except})
 	if err != nil {
 		return 0, 0, s.k.Internal(ctx, err)
 	}

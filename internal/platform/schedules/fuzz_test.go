@@ -48,6 +48,25 @@ func FuzzScheduleSpec(f *testing.F) {
 					t.Fatalf("%q: NextRun after %v = %v, %v; the schedule says %v", expr, at, nr, err, next)
 				}
 			}
+			// Interval is a lower bound on the time between two firings,
+			// which the minimum interval is held to.
+			d, err := Interval(expr)
+			if err != nil {
+				t.Fatalf("%q parses but has no interval: %v", expr, err)
+			}
+			if !strings.HasPrefix(trimmed, "@every") {
+				at := time.Date(2026, 2, 28, 23, 0, 0, 0, time.UTC)
+				for i, prev := 0, s.Next(at); i < 50 && !prev.IsZero(); i++ {
+					next := s.Next(prev)
+					if next.IsZero() {
+						break
+					}
+					if gap := next.Sub(prev); gap < d {
+						t.Fatalf("%q fires %v then %v, %v apart, under its interval %v", expr, prev, next, gap, d)
+					}
+					prev = next
+				}
+			}
 		}
 
 		trig := model.ScheduleTrigger{Event: event, ProjectID: project, Tag: tag, Artifact: artifact, Pipeline: pipeline, State: state}

@@ -77,6 +77,16 @@ func (s *Schedules) tickCron(ctx context.Context, sc *model.Schedule, res *TickR
 		res.Paused++
 		return s.pause(ctx, sc, fmt.Sprintf("its cron expression no longer parses: %v", err))
 	}
+	// Saved before the minimum interval was raised (or before there was
+	// one): it fires no more.
+	min, err := s.minInterval(ctx, sc.TenantID)
+	if err != nil {
+		return err
+	}
+	if err := CheckInterval(sc.Cron, min); err != nil {
+		res.Paused++
+		return s.pause(ctx, sc, err.Error())
+	}
 	claim := *sc
 	claim.NextRunAt, claim.UpdatedAt = &next, now
 	if now.Sub(due) > MissedGrace && sc.MissedRuns == model.MissedSkip {
@@ -164,6 +174,7 @@ func (s *Schedules) tickTrigger(ctx context.Context, sc *model.Schedule, res *Ti
 	if len(matches) == triggerBatch {
 		until = matches[len(matches)-1].At
 	}
+	capped := runCap{s: s, sc: sc, now: now}
 	for _, m := range matches {
 		if m.At.Before(sc.CreatedAt) {
 			continue
@@ -174,6 +185,15 @@ func (s *Schedules) tickTrigger(ctx context.Context, sc *model.Schedule, res *Ti
 		}
 		if !errors.Is(err, store.ErrNotFound) {
 			return fmt.Errorf("read the firings: %w", err)
+		}
+		if why, err := capped.refuses(ctx); err != nil {
+			return err
+		} else if why != "" {
+			// Recorded as refused with no run, so it is not tried again.
+			if werr := s.fired(ctx, sc, m, "", "refused", why); werr != nil {
+				return werr
+			}
+			continue
 		}
 		runID, err := s.start(ctx, sc, m.Key)
 		switch {
@@ -192,6 +212,7 @@ func (s *Schedules) tickTrigger(ctx context.Context, sc *model.Schedule, res *Ti
 		if err := s.fired(ctx, sc, m, runID, "started", ""); err != nil {
 			return err
 		}
+		capped.started++
 		res.Fired++
 	}
 	if until.After(checked) {
@@ -248,4 +269,34 @@ func (s *Schedules) pause(ctx context.Context, sc *model.Schedule, reason string
 		t.Record("schedule.paused", "schedule", sc.ID, sc.Name, "", "paused: "+reason)
 		return nil
 	})
+}
+
+// runCap counts a trigger's runs within the last hour for one pass (read
+// once, then counted as the pass starts more), against the cap on runs
+// per trigger per hour.
+type runCap struct {
+	s       *Schedules
+	sc      *model.Schedule
+	now     time.Time
+	read    bool
+	started int
+	before  int
+}
+
+// refuses says why the trigger may start no more runs now, "" when it
+// may.
+func (c *runCap) refuses(ctx context.Context) (string, error) {
+	if !c.read {
+		n, err := c.s.k.Store.CountScheduleRuns(ctx, c.sc.TenantID, c.sc.ID, c.now.Add(-time.Hour))
+		if err != nil {
+			return "", fmt.Errorf("count the runs of the last hour: %w", err)
+		}
+		c.before, c.read = n, true
+	}
+	limit := c.s.scheduleLimits().RunsPerHour
+	if n := c.before + c.started; n >= limit {
+		return fmt.Sprintf("it started %d runs in the last hour, and a trigger may start at most %d an hour: the events past the cap are not run (an admin may raise KLIQUE_TRIGGER_RUNS_PER_HOUR)",
+			n, limit), nil
+	}
+	return "", nil
 }

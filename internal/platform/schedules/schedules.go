@@ -25,6 +25,7 @@ type Schedules struct {
 	mu       sync.RWMutex
 	starters map[string]Starter
 	sources  map[string]TriggerSource
+	limits   Limits
 }
 
 // New returns the domain with the task-completion trigger; the facade
@@ -236,6 +237,11 @@ func (s *Schedules) ResumeSchedule(ctx context.Context, id string) (*model.Sched
 		if err := s.checkOwner(ctx, sc); err != nil {
 			return "", err
 		}
+		if sc.Cron != "" {
+			if err := s.checkInterval(ctx, sc.TenantID, sc.Cron); err != nil {
+				return "", err
+			}
+		}
 		sc.Paused, sc.PausedReason = false, ""
 		return "", s.restart(sc)
 	})
@@ -321,6 +327,7 @@ func pastTense(verb string) string {
 // update) and returns the target's name. Nothing is written.
 func (s *Schedules) apply(ctx context.Context, sc *model.Schedule, in ScheduleInput, create bool) (string, error) {
 	var ps []string
+	oldProject := sc.ProjectID
 	if in.Name != nil || create {
 		name := ""
 		if in.Name != nil {
@@ -366,8 +373,12 @@ func (s *Schedules) apply(ctx context.Context, sc *model.Schedule, in ScheduleIn
 		ps = append(ps, "say when it runs: a cron expression (UTC), such as '0 3 * * *', or a trigger")
 	}
 	if sc.Cron != "" {
-		if _, err := ParseCron(sc.Cron); err != nil {
-			ps = append(ps, err.Error())
+		problem, err := s.cronProblem(ctx, sc, create || in.Cron != nil)
+		if err != nil {
+			return "", err
+		}
+		if problem != "" {
+			ps = append(ps, problem)
 		}
 	}
 	var st Starter
@@ -412,12 +423,38 @@ func (s *Schedules) apply(ctx context.Context, sc *model.Schedule, in ScheduleIn
 	if err != nil {
 		return "", err
 	}
+	sc.ProjectID = target.ProjectID
+	if create || sc.ProjectID != oldProject {
+		if err := s.checkCaps(ctx, sc, !create); err != nil {
+			return "", err
+		}
+	}
 	if create || whenChanged {
 		if err := s.restart(sc); err != nil {
 			return "", err
 		}
 	}
-	return kernel.Quote(target), nil
+	return kernel.Quote(target.Name), nil
+}
+
+// cronProblem says what is wrong with a schedule's cron expression, ""
+// when nothing: it must parse, and, when it is new (interval), fire no
+// more often than the tenant's minimum interval.
+func (s *Schedules) cronProblem(ctx context.Context, sc *model.Schedule, interval bool) (string, error) {
+	if !interval {
+		if _, err := ParseCron(sc.Cron); err != nil {
+			return err.Error(), nil
+		}
+		return "", nil
+	}
+	min, err := s.minInterval(ctx, sc.TenantID)
+	if err != nil {
+		return "", s.k.Internal(ctx, err)
+	}
+	if err := CheckInterval(sc.Cron, min); err != nil {
+		return err.Error(), nil
+	}
+	return "", nil
 }
 
 // restart sets a schedule's next firing (cron) or its check (trigger)

@@ -14,8 +14,9 @@ import (
 // path, so every rule of a person starting it by hand applies.
 type Starter interface {
 	// Check says whether the caller may start the target, before a
-	// schedule is saved, and returns its name to show. It starts nothing.
-	Check(ctx context.Context, targetID string, params map[string]string) (name string, err error)
+	// schedule is saved, and returns its name to show and its project. It
+	// starts nothing.
+	Check(ctx context.Context, targetID string, params map[string]string) (Target, error)
 	// Start starts the target with the parameter overrides and returns
 	// the id of what it started (a task, a pipeline run, a study). Key is
 	// an idempotency key (kernel.Idempotency): a second Start with the
@@ -25,15 +26,22 @@ type Starter interface {
 	Start(ctx context.Context, targetID string, params map[string]string, key string) (runID string, err error)
 }
 
+// Target is what a schedule starts, as Check finds it: its name, and the
+// project it is in (what the cap on schedules per project counts).
+type Target struct {
+	Name      string
+	ProjectID string
+}
+
 // StarterFuncs is a Starter made of two functions, for wiring a domain's
 // methods at the composition root.
 type StarterFuncs struct {
-	CheckFunc func(ctx context.Context, targetID string, params map[string]string) (string, error)
+	CheckFunc func(ctx context.Context, targetID string, params map[string]string) (Target, error)
 	StartFunc func(ctx context.Context, targetID string, params map[string]string, key string) (string, error)
 }
 
 // Check calls CheckFunc.
-func (f StarterFuncs) Check(ctx context.Context, id string, params map[string]string) (string, error) {
+func (f StarterFuncs) Check(ctx context.Context, id string, params map[string]string) (Target, error) {
 	return f.CheckFunc(ctx, id, params)
 }
 
@@ -48,12 +56,12 @@ func (f StarterFuncs) Start(ctx context.Context, id string, params map[string]st
 func TaskStarter(get func(ctx context.Context, id string) (*model.Task, error),
 	clone func(ctx context.Context, id string, overrides map[string]string, key string) (*model.Task, error)) Starter {
 	return StarterFuncs{
-		CheckFunc: func(ctx context.Context, id string, _ map[string]string) (string, error) {
+		CheckFunc: func(ctx context.Context, id string, _ map[string]string) (Target, error) {
 			t, err := get(ctx, id)
 			if err != nil {
-				return "", err
+				return Target{}, err
 			}
-			return t.Name, nil
+			return Target{Name: t.Name, ProjectID: t.ProjectID}, nil
 		},
 		StartFunc: func(ctx context.Context, id string, params map[string]string, key string) (string, error) {
 			t, err := clone(ctx, id, params, key)

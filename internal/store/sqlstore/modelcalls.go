@@ -120,6 +120,12 @@ func modelWhere(tenantID string, u store.ModelUsageQuery) (string, []any) {
 			args = append(args, g)
 		}
 	}
+	if len(u.ExceptIDs) > 0 {
+		where += ` AND id NOT IN (` + placeholders(len(u.ExceptIDs)) + `)`
+		for _, id := range u.ExceptIDs {
+			args = append(args, id)
+		}
+	}
 	return where, args
 }
 

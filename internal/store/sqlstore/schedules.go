@@ -13,7 +13,7 @@ import (
 )
 
 const scheduleColumns = `id, tenant_id, owner_id, name, target_kind, target_id, parameters, cron, trigger_doc, missed_runs,
-	paused, paused_reason, next_run_at, last_run_at, last_run_id, last_result, last_error, checked_at, created_at, updated_at`
+	paused, paused_reason, next_run_at, last_run_at, last_run_id, last_result, last_error, checked_at, created_at, updated_at, project_id`
 
 func scanSchedule(r scanner) (*model.Schedule, error) {
 	var s model.Schedule
@@ -22,7 +22,7 @@ func scanSchedule(r scanner) (*model.Schedule, error) {
 	var created, updated int64
 	if err := r.Scan(&s.ID, &s.TenantID, &s.OwnerID, &s.Name, &s.TargetKind, &s.TargetID, &params, &s.Cron, &trigger,
 		&s.MissedRuns, &s.Paused, &s.PausedReason, &next, &last, &s.LastRunID, &s.LastResult, &s.LastError, &checked,
-		&created, &updated); err != nil {
+		&created, &updated, &s.ProjectID); err != nil {
 		return nil, err
 	}
 	var err error
@@ -64,10 +64,10 @@ func (q *queries) CreateSchedule(ctx context.Context, s *model.Schedule) error {
 	}
 	undo := assignID(&s.ID)
 	_, err = q.write(ctx, what, store.ErrNotFound,
-		`INSERT INTO schedules (`+scheduleColumns+`) VALUES (`+placeholders(20)+`)`,
+		`INSERT INTO schedules (`+scheduleColumns+`) VALUES (`+placeholders(21)+`)`,
 		s.ID, s.TenantID, s.OwnerID, s.Name, s.TargetKind, s.TargetID, params, s.Cron, trigger, s.MissedRuns,
 		s.Paused, s.PausedReason, nullMicros(s.NextRunAt), nullMicros(s.LastRunAt), s.LastRunID, s.LastResult, s.LastError,
-		nullMicros(s.CheckedAt), micros(s.CreatedAt), micros(s.UpdatedAt))
+		nullMicros(s.CheckedAt), micros(s.CreatedAt), micros(s.UpdatedAt), s.ProjectID)
 	if err != nil {
 		undo()
 	}
@@ -84,11 +84,11 @@ func (q *queries) UpdateSchedule(ctx context.Context, s *model.Schedule) error {
 	return q.writeOne(ctx, what, store.ErrNotFound,
 		`UPDATE schedules SET name = ?, target_kind = ?, target_id = ?, parameters = ?, cron = ?, trigger_doc = ?, missed_runs = ?,
 			paused = ?, paused_reason = ?, next_run_at = ?, last_run_at = ?, last_run_id = ?, last_result = ?, last_error = ?,
-			checked_at = ?, updated_at = ?
+			checked_at = ?, updated_at = ?, project_id = ?
 		WHERE tenant_id = ? AND id = ?`,
 		s.Name, s.TargetKind, s.TargetID, params, s.Cron, trigger, s.MissedRuns,
 		s.Paused, s.PausedReason, nullMicros(s.NextRunAt), nullMicros(s.LastRunAt), s.LastRunID, s.LastResult, s.LastError,
-		nullMicros(s.CheckedAt), micros(s.UpdatedAt), s.TenantID, s.ID)
+		nullMicros(s.CheckedAt), micros(s.UpdatedAt), s.ProjectID, s.TenantID, s.ID)
 }
 
 // DeleteSchedule removes a schedule and its firings.
@@ -189,6 +189,18 @@ func (q *queries) ListScheduleRuns(ctx context.Context, tenantID, scheduleID str
 	return getAll(ctx, q, "list the runs of schedule "+scheduleID, scanScheduleRun,
 		`SELECT `+scheduleRunColumns+` FROM schedule_runs WHERE tenant_id = ? AND schedule_id = ? ORDER BY at DESC, fire_key DESC LIMIT ?`,
 		tenantID, scheduleID, limit)
+}
+
+// CountScheduleRuns counts a schedule's firings since a time that started
+// something.
+func (q *queries) CountScheduleRuns(ctx context.Context, tenantID, scheduleID string, since time.Time) (int, error) {
+	var n int
+	if err := q.queryRow(ctx,
+		`SELECT COUNT(*) FROM schedule_runs WHERE tenant_id = ? AND schedule_id = ? AND at > ? AND run_id <> ''`,
+		tenantID, scheduleID, micros(since)).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count the runs of schedule %s: %w", scheduleID, err)
+	}
+	return n, nil
 }
 
 // ScheduleRunsOf returns the firings that started the runs named.

@@ -220,6 +220,10 @@ func (pc perCall) ListScheduleRuns(ctx context.Context, tenantID string, schedul
 	})
 }
 
+func (pc perCall) CountScheduleRuns(ctx context.Context, tenantID string, scheduleID string, since time.Time) (int, error) {
+	return call(ctx, pc.s, func(tx store.Queries) (int, error) { return tx.CountScheduleRuns(ctx, tenantID, scheduleID, since) })
+}
+
 func (pc perCall) ScheduleRunsOf(ctx context.Context, tenantID string, runIDs []string) (map[string]*model.ScheduleRun, error) {
 	return call(ctx, pc.s, func(tx store.Queries) (map[string]*model.ScheduleRun, error) {
 		return tx.ScheduleRunsOf(ctx, tenantID, runIDs)
