@@ -18,6 +18,7 @@ import (
 
 	"github.com/klique-ai/klique/agents/client"
 	"github.com/klique-ai/klique/agents/gpu"
+	"github.com/klique-ai/klique/agents/hostuser"
 	"github.com/klique-ai/klique/agents/runner"
 	"github.com/klique-ai/klique/agents/runner/docker"
 	"github.com/klique-ai/klique/agents/runner/hpc"
@@ -73,7 +74,7 @@ type Options struct {
 	RunAs string
 	// TaskUIDs is the range of uids a worker running as root gives its
 	// tasks in process mode, one each (FIRST-LAST; "" takes
-	// worker.DefaultTaskUIDs when the worker runs as root without RunAs;
+	// hostuser.Default when the worker runs as root without RunAs;
 	// "off" gives none). UserMap, when set, is a YAML file mapping
 	// platform users to Linux accounts (as the HPC submitters read it): a
 	// mapped user's tasks run as their account instead.
@@ -233,7 +234,7 @@ func NewWorker(ctx context.Context, opts Options) (*worker.Worker, error) {
 // taskUsers reads --task-uids and --user-map: a worker running as root in
 // process mode gives each task a uid of its own by default; one that runs
 // tasks --run-as one user, or is not root, gives none.
-func taskUsers(opts Options) (*worker.UIDRange, *hpc.UserMap, error) {
+func taskUsers(opts Options) (*hostuser.Range, *hpc.UserMap, error) {
 	process := opts.Kind == KindBareMetal && (opts.Mode == "" || opts.Mode == agentapi.ModeProcess)
 	switch {
 	case opts.TaskUIDs == "off":
@@ -251,10 +252,10 @@ func taskUsers(opts Options) (*worker.UIDRange, *hpc.UserMap, error) {
 		}
 		return nil, nil, nil
 	}
-	r := worker.DefaultTaskUIDs
+	r := hostuser.Default
 	if opts.TaskUIDs != "" {
 		var err error
-		if r, err = worker.ParseUIDRange(opts.TaskUIDs); err != nil {
+		if r, err = hostuser.ParseRange(opts.TaskUIDs); err != nil {
 			return nil, nil, err
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/klique-ai/klique/agents/hostuser"
 	"github.com/klique-ai/klique/agents/runner"
 	"github.com/klique-ai/klique/internal/agentapi"
 )
@@ -38,12 +39,12 @@ type AccountMap interface {
 
 // isolation is the worker's per-task users and per-project groups.
 type isolation struct {
-	uids, gids *idPool // nil: tasks share the runner's user
+	uids, gids *hostuser.Pool // nil: tasks share the runner's user
 	// shared says why tasks share the runner's user although the worker
 	// runs as root (the work directory out of the tasks' users' reach).
 	shared string
-	users      AccountMap
-	envs       string // the projects' environment caches
+	users  AccountMap
+	envs   string // the projects' environment caches
 
 	mu       sync.Mutex
 	projects map[string]uint32 // project → gid
@@ -55,13 +56,13 @@ func newIsolation(cfg *Config) (*isolation, error) {
 	if cfg.TaskUIDs == nil || !hostShared(cfg) {
 		return iso, nil
 	}
-	if err := cfg.TaskUIDs.check(); err != nil {
+	if err := cfg.TaskUIDs.Check(); err != nil {
 		return nil, fmt.Errorf("--task-uids %s: %w", cfg.TaskUIDs, err)
 	}
 	if os.Geteuid() != 0 {
 		return nil, errors.New("--task-uids: giving each task a uid of its own needs the worker to run as root; without root, leave --task-uids out (tasks of one project run at a time)")
 	}
-	iso.uids, iso.gids, iso.users = newIDPool(*cfg.TaskUIDs), newIDPool(*cfg.TaskUIDs), cfg.UserMap
+	iso.uids, iso.gids, iso.users = hostuser.NewPool(*cfg.TaskUIDs), hostuser.NewPool(*cfg.TaskUIDs), cfg.UserMap
 	return iso, nil
 }
 
@@ -149,7 +150,7 @@ func (iso *isolation) projectGID(project string) (uint32, error) {
 	if g, ok := iso.projects[project]; ok {
 		return g, nil
 	}
-	g, err := iso.gids.take()
+	g, err := iso.gids.Take()
 	if err != nil {
 		return 0, err
 	}
@@ -179,7 +180,7 @@ func (iso *isolation) account(a *agentapi.Assignment, dir string) (acct *runner.
 	if acct := iso.mapped(a.Owner, gid); acct != nil {
 		return acct, cache, release, nil
 	}
-	uid, err := iso.uids.take()
+	uid, err := iso.uids.Take()
 	if err != nil {
 		return nil, "", release, err
 	}
@@ -188,8 +189,8 @@ func (iso *isolation) account(a *agentapi.Assignment, dir string) (acct *runner.
 	return acct, cache, func() {
 		// Whatever the task left running under its uid (outside its
 		// process group) goes before the uid goes to another task.
-		killUID(uid)
-		iso.uids.give(uid)
+		hostuser.Kill(uid)
+		iso.uids.Give(uid)
 	}, nil
 }
 
@@ -268,7 +269,7 @@ func (w *Worker) logIsolation(singleTenant bool) {
 	case singleTenant:
 		w.log.Warn("tasks on this host share one user and can read each other's environment and files; the pool is single-tenant, so tasks of different projects run side by side")
 	case w.iso.shared != "":
-		w.log.Warn("tasks on this host share one user because "+w.iso.shared+": it runs tasks of one project at a time, or mark the pool singleTenant in the estate")
+		w.log.Warn("tasks on this host share one user because " + w.iso.shared + ": it runs tasks of one project at a time, or mark the pool singleTenant in the estate")
 	default:
 		w.log.Warn("tasks on this host share one user (the worker is not root, or runs tasks --run-as one user): it runs tasks of one project at a time; run it as root to give each task a uid of its own, or mark the pool singleTenant in the estate")
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/klique-ai/klique/agents/client"
 	"github.com/klique-ai/klique/agents/gpu"
+	"github.com/klique-ai/klique/agents/hostuser"
 	"github.com/klique-ai/klique/agents/runner/process"
 	"github.com/klique-ai/klique/internal/agentapi"
 )
@@ -21,7 +22,7 @@ import (
 // testUIDs is the range the isolation tests give tasks: outside the
 // default, so that a worker of another test process on this host (which
 // kills what its tasks' uids leave running) never shares one.
-var testUIDs = UIDRange{First: 42100, Last: 42199}
+var testUIDs = hostuser.Range{First: 42100, Last: 42199}
 
 // reachableWorkDir is a work directory whose parents let other users
 // through (t.TempDir's parent is 0700).
@@ -200,7 +201,7 @@ func TestAWorkerThatCannotGiveTasksUsersByDefaultRunsOneProjectAtATime(t *testin
 	if err := os.Mkdir(blocked, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	r := DefaultTaskUIDs
+	r := hostuser.Default
 	var logs syncBuffer
 	b := start(t, newFakeServer(t), func(c *Config) {
 		c.WorkDir = filepath.Join(blocked, "work")

@@ -33,6 +33,7 @@ import (
 
 	"github.com/klique-ai/klique/agents/client"
 	"github.com/klique-ai/klique/agents/gpu"
+	"github.com/klique-ai/klique/agents/hostuser"
 	"github.com/klique-ai/klique/agents/runner"
 	"github.com/klique-ai/klique/agents/runner/state"
 	"github.com/klique-ai/klique/internal/agentapi"
@@ -130,7 +131,7 @@ type Config struct {
 	// account instead. Unset, tasks share the runner's user and the worker
 	// runs tasks of one project at a time unless the pool is
 	// single-tenant.
-	TaskUIDs *UIDRange
+	TaskUIDs *hostuser.Range
 	UserMap  AccountMap
 	// TaskUIDsByDefault says TaskUIDs is the default, not asked for: when
 	// the tasks' users could not reach the work directory, the worker then

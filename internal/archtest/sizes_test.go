@@ -35,7 +35,7 @@ var largerPackages = map[string]struct {
 		"issue 17 raised it from 3,600 for the app catalogue's document (sharing one reader and writer with the gateway's), and to 3,650 for the idle limits' activity and warning columns; issues 20 and 21 raised it to 4,400 for the tables of artifacts, local runs, schedules, studies and pipelines (each in a file of its own); issue 39 raised it to 4,450 for a pool's single-tenant flag, app networks and local flag, and the router's verdict on an instance's address; issue 30 asks for it to be split by domain or its column lists made table-driven"},
 	"agents/worker": {3500, "the worker daemon: one Worker and its task type, whose loop (claim, run, heartbeat, logs, metrics, artifacts, " +
 		"app instances, recovery) shares their state; issue 39 took it past 3,300 with host isolation (a uid per task, per-project " +
-		"caches, one project at a time when uids cannot be switched), which lives in isolation.go and uids.go"},
+		"caches, one project at a time when uids cannot be switched), which lives in isolation.go, and agents/hostuser hands out the uids"},
 	"internal/server": {3400, "the composition root: every listener, route and background job is wired here once; issue 39 and 30 took " +
 		"it past 3,300 with the app instances' own hosts and their sign-in, and the Python SDK served to workers"},
 }

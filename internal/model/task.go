@@ -191,6 +191,7 @@ type TaskRun struct {
 // (internal/codestate) and the task spec's check (tasks.ValidateTaskSpec)
 // share it without the recorder importing a domain.
 const MaxDiffBytes = 2 << 20
+
 // AppAddress is an app instance's address as the platform records it from
 // its worker's report: where it answers, the networks a direct dial may
 // reach, and why the address was refused (see TaskRun's fields).

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/klique-ai/klique/internal/platform"
 	"net/http"
 	"regexp"
 	"sort"
@@ -13,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/klique-ai/klique/engine/loop"
+	"github.com/klique-ai/klique/internal/platform"
 )
 
 // fixture is tenant "default" with the example estate applied and users

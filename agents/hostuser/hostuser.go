@@ -1,4 +1,8 @@
-package worker
+// Package hostuser hands out the uids and gids a worker running as root
+// gives its tasks on a shared host (agents/worker, "What is isolated on a
+// host" in docs/worker.md): a range of ids no account uses, the lowest free
+// first, and the sweep of what a task left running under its uid.
+package hostuser
 
 import (
 	"fmt"
@@ -9,38 +13,40 @@ import (
 	"syscall"
 )
 
-// UIDRange is the range of uids (and gids) a worker running as root gives
+// Range is the range of uids (and gids) a worker running as root gives
 // its tasks: each running task a uid of its own, each project a gid of its
 // own (the group of its environment cache), for as long as they need one.
 // No account on the host may use these ids.
-type UIDRange struct {
+type Range struct {
 	First, Last uint32
 }
 
-// DefaultTaskUIDs is the range a worker running as root takes when none is
+// Default is the range a worker running as root takes when none is
 // given (--task-uids).
-var DefaultTaskUIDs = UIDRange{First: 20000, Last: 20999}
+var Default = Range{First: 20000, Last: 20999}
 
-// ParseUIDRange reads "FIRST-LAST", such as 20000-20999.
-func ParseUIDRange(s string) (UIDRange, error) {
+// ParseRange reads "FIRST-LAST", such as 20000-20999.
+func ParseRange(s string) (Range, error) {
 	a, b, ok := strings.Cut(strings.TrimSpace(s), "-")
 	first, err1 := strconv.ParseUint(strings.TrimSpace(a), 10, 32)
 	last, err2 := strconv.ParseUint(strings.TrimSpace(b), 10, 32)
 	if !ok || err1 != nil || err2 != nil {
-		return UIDRange{}, fmt.Errorf("--task-uids %q: write a range of uids as FIRST-LAST, such as 20000-20999", s)
+		return Range{}, fmt.Errorf("--task-uids %q: write a range of uids as FIRST-LAST, such as 20000-20999", s)
 	}
-	r := UIDRange{First: uint32(first), Last: uint32(last)}
-	if err := r.check(); err != nil {
-		return UIDRange{}, fmt.Errorf("--task-uids %q: %w", s, err)
+	r := Range{First: uint32(first), Last: uint32(last)}
+	if err := r.Check(); err != nil {
+		return Range{}, fmt.Errorf("--task-uids %q: %w", s, err)
 	}
 	return r, nil
 }
 
-func (r UIDRange) check() error {
+// Check refuses a range among the system's accounts, reversed, or past
+// the largest uid.
+func (r Range) Check() error {
 	switch {
 	case r.First < 1000:
 		return fmt.Errorf("the range starts at %d, among the system's accounts: start at 1000 or above (the default is %d-%d)",
-			r.First, DefaultTaskUIDs.First, DefaultTaskUIDs.Last)
+			r.First, Default.First, Default.Last)
 	case r.Last < r.First:
 		return fmt.Errorf("the range ends (%d) before it starts (%d)", r.Last, r.First)
 	case r.Last >= 1<<31-1:
@@ -49,18 +55,20 @@ func (r UIDRange) check() error {
 	return nil
 }
 
-func (r UIDRange) String() string { return fmt.Sprintf("%d-%d", r.First, r.Last) }
+func (r Range) String() string { return fmt.Sprintf("%d-%d", r.First, r.Last) }
 
-// idPool hands out the ids of a range: lowest free first.
-type idPool struct {
-	r    UIDRange
+// Pool hands out the ids of a range: lowest free first.
+type Pool struct {
+	r    Range
 	mu   sync.Mutex
 	used map[uint32]bool
 }
 
-func newIDPool(r UIDRange) *idPool { return &idPool{r: r, used: map[uint32]bool{}} }
+// NewPool is a pool of the ids of r, none in use.
+func NewPool(r Range) *Pool { return &Pool{r: r, used: map[uint32]bool{}} }
 
-func (p *idPool) take() (uint32, error) {
+// Take takes the lowest free id, or says the range is used up.
+func (p *Pool) Take() (uint32, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for id := p.r.First; ; id++ {
@@ -75,17 +83,18 @@ func (p *idPool) take() (uint32, error) {
 	return 0, fmt.Errorf("every id of the range %s is in use: give the worker a larger range with --task-uids", p.r)
 }
 
-func (p *idPool) give(id uint32) {
+// Give frees id for the next Take.
+func (p *Pool) Give(id uint32) {
 	p.mu.Lock()
 	delete(p.used, id)
 	p.mu.Unlock()
 }
 
-// killUID kills every process whose real or effective uid is uid: what a
+// Kill kills every process whose real or effective uid is uid: what a
 // task left running outside its process group (a daemon that called
 // setsid), so that the next task given the uid finds nothing of it. It
 // returns how many it killed.
-func killUID(uid uint32) int {
+func Kill(uid uint32) int {
 	des, err := os.ReadDir("/proc")
 	if err != nil {
 		return 0
