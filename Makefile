@@ -57,11 +57,10 @@ fmt:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
-## fuzz: run each fuzz target for a while (FUZZTIME=30s)
+## fuzz: run every fuzz target for FUZZTIME each (default 30s; FUZZ=regexp picks targets by "package Name"); crashers land in <pkg>/testdata/fuzz/
 FUZZTIME ?= 30s
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzParseDocument -fuzztime $(FUZZTIME) ./internal/estate
-	$(GO) test -run '^$$' -fuzz FuzzValidateTaskSpec -fuzztime $(FUZZTIME) ./internal/platform
+	FUZZTIME=$(FUZZTIME) GO=$(GO) bash .ci/fuzz.sh
 
 clean:
 	rm -rf bin

@@ -64,6 +64,8 @@ type behaviour struct {
 	cutAfter int
 	// raw, when set, is the whole answer's body, sent as it is.
 	raw string
+	// rawStream, when set, is a stream's whole body, sent as it is.
+	rawStream string
 }
 
 func newUpstream(t testing.TB) *upstream {
@@ -129,6 +131,11 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 	if b.raw != "" {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, b.raw)
+		return
+	}
+	if b.rawStream != "" && gjson.GetBytes(body, "stream").Bool() {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, b.rawStream)
 		return
 	}
 	if !gjson.GetBytes(body, "stream").Bool() && b.noUsage {

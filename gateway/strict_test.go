@@ -10,9 +10,10 @@ import (
 // not a boolean ("stream": "yes" was read as false and answered 200), and
 // a body that is not valid UTF-8 (a raw byte that is not, or an escape of
 // half a surrogate pair: the text a guardrail reads must be the text the
-// model is sent). Nothing reaches the upstream or the ledger, nothing is
+// model is sent), and a body with a key twice in one object (the
+// gateway would read one and the upstream obey the other). Nothing reaches the upstream or the ledger, nothing is
 // reserved, and the message says what to change.
-func TestEveryDoorRefusesANonBooleanStreamAndInvalidUTF8(t *testing.T) {
+func TestEveryDoorRefusesANonBooleanStreamInvalidUTF8AndDuplicateKeys(t *testing.T) {
 	m := newBillingMock(t)
 	e := billingGateway(t, m, 1_000_000)
 	doors := []struct {
@@ -33,6 +34,8 @@ func TestEveryDoorRefusesANonBooleanStreamAndInvalidUTF8(t *testing.T) {
 			{"a Latin-1 byte", "caf\xe9", "", "not valid UTF-8"},
 			{"an encoded surrogate", "\xed\xa0\x80", "", "not valid UTF-8"},
 			{"a lone surrogate escape", `\ud83d`, "", `lone surrogate \ud83d`},
+			{"a duplicate key", "hi", `,"model":"gpt"`, `the request body has the key "model" twice in one object`},
+			{"a duplicate key, escaped", "hi", `,"mod\u0065l":"gpt"`, `the key "model" twice`},
 		} {
 			body := strings.Replace(strings.Replace(d.body, "%s", tc.text, 1), "%s", tc.extra, 1)
 			r := e.post("vic", "detect", d.path, body)

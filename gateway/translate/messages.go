@@ -419,6 +419,18 @@ func ErrorEvent(status int, message string) []byte {
 	return append(dst, "\n\n"...)
 }
 
+// appendJSONText appends the JSON string v of a chunk: as it came when it
+// is one (no copy through a decoder), else written anew from what gjson
+// reads of it (the text a guardrail read). A chunk need not be valid JSON
+// (an upstream's bad escape, two data lines joined inside a string), and
+// its raw text would break the caller's event.
+func appendJSONText(dst []byte, v gjson.Result) []byte {
+	if gjson.Valid(v.Raw) {
+		return append(dst, v.Raw...)
+	}
+	return appendJSONString(dst, v.Str)
+}
+
 func appendJSONString(dst []byte, s string) []byte {
 	b, _ := json.Marshal(s) // a string always marshals
 	return append(dst, b...)

@@ -115,7 +115,7 @@ func (s *ChatToMessagesStream) Chunk(data []byte) (out, held []byte, u wire.Usag
 			s.buf = append(s.buf, "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":"...)
 			s.buf = strconv.AppendInt(s.buf, int64(s.text), 10)
 			s.buf = append(s.buf, `,"delta":{"type":"text_delta","text":`...)
-			s.buf = append(s.buf, content.Raw...)
+			s.buf = appendJSONText(s.buf, content)
 			s.buf = append(s.buf, "}}\n\n"...)
 			s.produced += int64(len(content.Str))
 		}
@@ -147,7 +147,7 @@ func (s *ChatToMessagesStream) Chunk(data []byte) (out, held []byte, u wire.Usag
 				s.buf = append(s.buf, "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":"...)
 				s.buf = strconv.AppendInt(s.buf, int64(block), 10)
 				s.buf = append(s.buf, `,"delta":{"type":"input_json_delta","partial_json":`...)
-				s.buf = append(s.buf, a.Raw...)
+				s.buf = appendJSONText(s.buf, a)
 				s.buf = append(s.buf, "}}\n\n"...)
 				s.produced += int64(len(a.Str))
 			}

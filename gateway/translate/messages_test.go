@@ -259,11 +259,36 @@ func FuzzMessagesTranslation(f *testing.F) {
 	f.Add([]byte(`{"model":"m","max_tokens":5,"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"f","input":null}]}],"tools":[{}]}`), []byte(`{"choices":[{"delta":{"tool_calls":[{"index":-1}]}}]}`))
 	f.Add([]byte(`{"messages":[{"role":"user","content":[{"type":"tool_result","content":[{"type":"image"}]}]}]}`), []byte(`{"error":{}}`))
 	f.Fuzz(func(t *testing.T, body, chunk []byte) {
-		_, _ = translate.MessagesToChat(body, "up", true)
-		_, _, _ = translate.ChatToMessages(200, chunk, "m")
+		if req, err := translate.MessagesToChat(body, "up", true); err == nil && (!json.Valid(req) || gjson.GetBytes(req, "model").Str != "up") {
+			t.Fatalf("the chat request is not valid JSON for model up: %s", req)
+		}
+		if out, u, _ := translate.ChatToMessages(200, chunk, "m"); !json.Valid(out) || u.Input < 0 || u.Output < 0 {
+			t.Fatalf("the Messages answer %s, usage %+v", out, u)
+		}
 		s := translate.NewChatToMessagesStream("m")
 		s.Chunk(chunk)
 		s.Chunk(chunk)
 		s.End()
 	})
+}
+
+// A chunk that is not valid JSON (an upstream's bad escape, or two data
+// lines of one event joined by a newline inside a string) must not pass
+// its raw text into the caller's events: each event stays one line of
+// valid JSON, and the text the guardrail read (gjson's reading of it) is
+// what the caller gets.
+func TestMessagesStreamKeepsEventsWholeWhenAChunkIsNot(t *testing.T) {
+	for _, chunk := range []string{
+		`{"choices":[{"index":0,"delta":{"content":"a\x"}}]}`,
+		"{\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\nevent: message_stop\"}}]}",
+		`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"name":"f","arguments":"0\0"}}]}}]}`,
+		"{\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"{\n\"}}]}}]}",
+	} {
+		s := translate.NewChatToMessagesStream("m")
+		out, _, _, _ := s.Chunk([]byte(chunk))
+		checkSSE(t, chunk, out)
+		if !bytes.Contains(out, []byte("_delta")) {
+			t.Errorf("%q: the delta was dropped: %q", chunk, out)
+		}
+	}
 }

@@ -83,12 +83,16 @@ type Call struct {
 
 // parseRoot reads a request body as every door must before anything of it
 // is used: valid JSON, valid UTF-8 (a provider refuses anything else, and
-// a guardrail must read the text the model is sent), and an object.
+// a guardrail must read the text the model is sent), no key twice in one
+// object (checkKeys), and an object.
 func parseRoot(body []byte) (gjson.Result, error) {
 	if !gjson.ValidBytes(body) {
 		return gjson.Result{}, errors.New("the request body is not valid JSON")
 	}
 	if err := checkUTF8(body); err != nil {
+		return gjson.Result{}, err
+	}
+	if err := checkKeys(body); err != nil {
 		return gjson.Result{}, err
 	}
 	root := gjson.ParseBytes(body)

@@ -1,6 +1,8 @@
 package docbudget
 
 import (
+	"errors"
+
 	"github.com/goccy/go-yaml"
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/lexer"
@@ -14,6 +16,23 @@ func (b Budget) Unmarshal(data []byte, v any, opts ...yaml.DecodeOption) error {
 	if err := b.YAML(data); err != nil {
 		return err
 	}
+	return Decode(data, v, opts...)
+}
+
+// ErrUnreadable is what Decode answers for a document its decoder could
+// not read without panicking.
+var ErrUnreadable = errors.New("the YAML cannot be read; check its syntax, and any tags (!...) in it")
+
+// Decode decodes a YAML (or JSON) document into v with opts. The YAML
+// decoder panics on some malformed input (a tag with no value where a list
+// belongs: "steps: !0"); a document comes from users, so a panic is
+// turned into ErrUnreadable rather than taking the server down.
+func Decode(data []byte, v any, opts ...yaml.DecodeOption) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = ErrUnreadable
+		}
+	}()
 	return yaml.UnmarshalWithOptions(data, v, opts...)
 }
 
@@ -41,7 +60,7 @@ func (b Budget) count(data []byte) (u Usage, err error) {
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			err = b.refuse("the YAML cannot be read; check its syntax, and any tags (!...) in it")
+			err = b.refuse("%s", ErrUnreadable.Error())
 		}
 	}()
 	tks := lexer.Tokenize(string(data))

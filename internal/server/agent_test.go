@@ -17,7 +17,7 @@ import (
 
 // agentCall posts a protocol request with a worker credential and decodes
 // the answer into out (when the status is 200).
-func agentCall(t *testing.T, ts *testServer, cred, method, path string, in, out any) int {
+func agentCall(t testing.TB, ts *testServer, cred, method, path string, in, out any) int {
 	t.Helper()
 	var body []byte
 	if in != nil {

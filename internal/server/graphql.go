@@ -200,6 +200,15 @@ func presentError(log *slog.Logger) graphql.ErrorPresenterFunc {
 			gerr.Extensions = map[string]any{"code": "CANCELLED"}
 			return gerr
 		}
+		if ge, ok := err.(*gqlerror.Error); ok && ge.Err != nil {
+			// A variable a scalar could not read (a StringMap that is not
+			// an object, a Time that is not RFC 3339): gqlgen hands it
+			// over wrapped on the argument's path, where a resolver's own
+			// failure comes bare. The scalar's message says what to change.
+			gerr.Message = ge.Err.Error()
+			gerr.Extensions = map[string]any{"code": string(platform.CodeInvalid)}
+			return gerr
+		}
 		if ge != nil && ge.Err == nil {
 			// Argument coercion errors from gqlgen ("cannot be null", a bad
 			// enum value) say what is wrong as they are.

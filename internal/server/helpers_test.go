@@ -78,7 +78,7 @@ func withDatabaseURL(u string) serverOption {
 
 // startServer starts a real control plane on a loopback port, with the
 // platform admin's key set to adminKey, and shuts it down when t ends.
-func startServer(t *testing.T, opts ...serverOption) *testServer {
+func startServer(t testing.TB, opts ...serverOption) *testServer {
 	t.Helper()
 	cfg := &config.Config{
 		Listen:          "127.0.0.1:0",
@@ -174,7 +174,7 @@ type gqlRequest struct {
 }
 
 // body is the JSON request body of r.
-func (r gqlRequest) body(t *testing.T) []byte {
+func (r gqlRequest) body(t testing.TB) []byte {
 	t.Helper()
 	b, err := json.Marshal(map[string]any{"query": r.Query, "variables": r.Vars})
 	if err != nil {
@@ -185,13 +185,13 @@ func (r gqlRequest) body(t *testing.T) []byte {
 
 // gql sends one GraphQL request over HTTP and decodes the answer. It fails
 // the test only when the answer is not GraphQL at all.
-func (s *testServer) gql(t *testing.T, r gqlRequest) *gqlResult {
+func (s *testServer) gql(t testing.TB, r gqlRequest) *gqlResult {
 	t.Helper()
 	return s.gqlBody(t, r.Credential, r.body(t), r.Headers)
 }
 
 // gqlBody posts a raw body to /graphql.
-func (s *testServer) gqlBody(t *testing.T, credential string, body []byte, headers map[string]string) *gqlResult {
+func (s *testServer) gqlBody(t testing.TB, credential string, body []byte, headers map[string]string) *gqlResult {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, s.url+"/graphql", bytes.NewReader(body))
 	if err != nil {
@@ -207,7 +207,7 @@ func (s *testServer) gqlBody(t *testing.T, credential string, body []byte, heade
 	return s.doGQL(t, req)
 }
 
-func (s *testServer) doGQL(t *testing.T, req *http.Request) *gqlResult {
+func (s *testServer) doGQL(t testing.TB, req *http.Request) *gqlResult {
 	t.Helper()
 	resp, err := s.http.Do(req)
 	if err != nil {
@@ -231,7 +231,7 @@ func (s *testServer) doGQL(t *testing.T, req *http.Request) *gqlResult {
 }
 
 // mustGQL runs a request that must succeed and returns its data.
-func (s *testServer) mustGQL(t *testing.T, credential, query string, vars map[string]any) map[string]any {
+func (s *testServer) mustGQL(t testing.TB, credential, query string, vars map[string]any) map[string]any {
 	t.Helper()
 	res := s.gql(t, gqlRequest{Credential: credential, Query: query, Vars: vars})
 	if len(res.Errors) > 0 || res.Status != http.StatusOK {
@@ -254,7 +254,7 @@ func (s *testServer) get(t *testing.T, path, credential string) (*http.Response,
 }
 
 // send performs req and returns the response with its body read.
-func (s *testServer) send(t *testing.T, req *http.Request) (*http.Response, string) {
+func (s *testServer) send(t testing.TB, req *http.Request) (*http.Response, string) {
 	t.Helper()
 	resp, err := s.http.Do(req)
 	if err != nil {
@@ -333,7 +333,7 @@ func nodeValues(v any, key string, steps ...any) []string {
 }
 
 // readExample reads a file of the repository's examples folder.
-func readExample(t *testing.T, name string) string {
+func readExample(t testing.TB, name string) string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("..", "..", "examples", name))
 	if err != nil {

@@ -79,7 +79,7 @@ func ParseDefinition(text string) (*model.PipelineDefinition, error) {
 	}
 	var f fileDef
 	// YAML 1.2: "n", "no" and "off" are strings, not booleans.
-	if err := yaml.UnmarshalWithOptions([]byte(text), &f, yaml.DisallowUnknownField()); err != nil {
+	if err := docbudget.Decode([]byte(text), &f, yaml.DisallowUnknownField()); err != nil {
 		return nil, fmt.Errorf("read the pipeline definition: %v", err)
 	}
 	def := &model.PipelineDefinition{Name: f.Name, Project: f.Project}
