@@ -10,6 +10,7 @@ import (
 
 	"github.com/klique-ai/klique/engine/loop"
 	"github.com/klique-ai/klique/internal/agentapi"
+	"github.com/klique-ai/klique/internal/platform"
 )
 
 // fuzzWorld is a control plane for the fuzz targets: the example estate,
@@ -53,7 +54,7 @@ func (w *fuzzWorld) claimNew(tb testing.TB) {
 	d := w.ts.mustGQL(tb, w.alice, `mutation { enqueueTask(input: {name: "fuzzed", project: "fraud-models", computeResource: "1 GPU", command: ["python", "train.py"]}) { id } }`, nil)
 	id := str(d, "enqueueTask", "id")
 	if w.ts.app.Engine == nil {
-		eng := &loop.Loop{State: w.ts.app.Store, Planner: w.ts.app.Service, Holder: "fuzz"}
+		eng := &loop.Loop{State: platform.EngineState{Store: w.ts.app.Store}, Planner: w.ts.app.Service, Holder: "fuzz"}
 		if _, err := eng.PassAll(context.Background()); err != nil {
 			tb.Fatalf("engine pass: %v", err)
 		}
