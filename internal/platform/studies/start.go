@@ -34,25 +34,64 @@ type StartInput struct {
 // StartStudy checks a study and starts it: its first trials are enqueued at
 // once, as the caller, and the controller runs the rest. Every refusal
 // (an empty space, lo >= hi, a missing budget, a compute resource not
-// open to the caller) comes before anything is written.
+// open to the caller) comes before anything is written. A retry with the
+// first start's idempotency key answers its study and runs no pass.
 func (s *Studies) StartStudy(ctx context.Context, in StartInput) (*model.Study, error) {
-	p, err := kernel.Caller(ctx)
-	if err != nil {
-		return nil, err
+	var plan *startPlan
+	replayed := false
+	st, err := kernel.Run(ctx, s.k, kernel.Op[*model.Study]{
+		Name: "startStudy", Right: kernel.RightWrite, What: "start studies",
+		IdempotencyKey: in.IdempotencyKey, Request: in,
+		ResultID: func(st *model.Study) string { return st.ID },
+		Replay: func(ctx context.Context, id string) (*model.Study, error) {
+			replayed = true
+			return s.Study(ctx, id)
+		},
+		Prepare: func(p *identity.Principal) (err error) {
+			plan, err = s.plan(ctx, p, in)
+			return err
+		},
+		Body: func(t *kernel.Txn) (*model.Study, kernel.Audit, error) {
+			st := plan.study(t)
+			if err := t.Q.CreateStudy(ctx, st); err != nil {
+				return nil, kernel.Audit{}, fmt.Errorf("start study %s: %w", st.Name, err)
+			}
+			return st, kernel.Audit{Action: "study.started", Kind: "study", ID: st.ID, Name: st.Name, GroupID: st.GroupID,
+				Detail: fmt.Sprintf("%s search of %s over %s from task %s on compute resource %s",
+					st.Spec.Strategy, st.Spec.Objective, paramNames(st.Spec.Space), kernel.Quote(plan.base.Name), kernel.Quote(plan.res.Name))}, nil
+		},
+	})
+	if err != nil || replayed {
+		return st, err
 	}
-	if err := kernel.RequireWrite(p, "start studies"); err != nil {
-		return nil, err
+	// The first trials go now, so a refusal of the owner's work shows at
+	// once; the controller's passes run the rest.
+	if err := s.reconcile(ctx, st.TenantID, st.ID); err != nil {
+		s.k.Log.Warn("study: first pass", "study", st.ID, "err", err)
 	}
-	idem, err := kernel.Idempotency(ctx, p, "startStudy", in.IdempotencyKey, in)
-	if err != nil {
-		return nil, err
-	}
-	if id, err := s.k.Replay(ctx, idem); id != "" || err != nil {
-		if err != nil {
-			return nil, err
-		}
-		return s.Study(ctx, id)
-	}
+	return s.Study(ctx, st.ID)
+}
+
+// startPlan is a checked start: the input, the base task it clones and
+// where its trials go.
+type startPlan struct {
+	in    StartInput
+	base  *model.Task
+	pr    *model.Project
+	res   *model.ComputeResource
+	group string
+}
+
+// study is the study the plan starts, as the caller of t starts it.
+func (pl *startPlan) study(t *kernel.Txn) *model.Study {
+	return &model.Study{ID: model.NewID(), TenantID: t.P.TenantID, ProjectID: pl.pr.ID, OwnerID: t.P.UserID, GroupID: pl.group,
+		ComputeResourceID: pl.res.ID, Name: pl.in.Name, BaseTaskID: pl.base.ID, Spec: pl.in.Spec, State: model.StudyRunning,
+		CreatedAt: t.Now, UpdatedAt: t.Now}
+}
+
+// plan checks a start whole before anything is written: the name, the
+// base task (a run the caller sees), the search and where the trials go.
+func (s *Studies) plan(ctx context.Context, p *identity.Principal, in StartInput) (*startPlan, error) {
 	in.Name = strings.TrimSpace(in.Name)
 	if in.Name == "" || len(in.Name) > 100 {
 		return nil, kernel.Invalid("give the study a name of 1 to 100 characters")
@@ -91,39 +130,7 @@ func (s *Studies) StartStudy(ctx context.Context, in StartInput) (*model.Study, 
 	if pol == nil {
 		return nil, kernel.NotFound("no compute resource %s is open to you", kernel.Quote(cr))
 	}
-	now := s.k.Now()
-	st := &model.Study{ID: model.NewID(), TenantID: p.TenantID, ProjectID: pr.ID, OwnerID: p.UserID, GroupID: pol.GroupID,
-		ComputeResourceID: res.ID, Name: in.Name, BaseTaskID: base.ID, Spec: in.Spec, State: model.StudyRunning,
-		CreatedAt: now, UpdatedAt: now}
-	err = s.k.Write(ctx, p, func(t *kernel.Txn) error {
-		if err := t.Q.CreateStudy(ctx, st); err != nil {
-			return fmt.Errorf("start study %s: %w", st.Name, err)
-		}
-		if err := t.RecordIdempotency(idem, st.ID); err != nil {
-			return err
-		}
-		t.Record("study.started", "study", st.ID, st.Name, st.GroupID, fmt.Sprintf("%s search of %s over %s from task %s on compute resource %s",
-			st.Spec.Strategy, st.Spec.Objective, paramNames(st.Spec.Space), kernel.Quote(base.Name), kernel.Quote(res.Name)))
-		return nil
-	})
-	if errors.Is(err, kernel.ErrIdempotencyRace) {
-		// A retry with the same key committed first: answer as it.
-		if id, rerr := s.k.Replay(ctx, idem); id != "" || rerr != nil {
-			if rerr != nil {
-				return nil, rerr
-			}
-			return s.Study(ctx, id)
-		}
-	}
-	if err != nil {
-		return nil, err
-	}
-	// The first trials go now, so a refusal of the owner's work shows at
-	// once; the controller's passes run the rest.
-	if err := s.reconcile(ctx, st.TenantID, st.ID); err != nil {
-		s.k.Log.Warn("study: first pass", "study", st.ID, "err", err)
-	}
-	return s.Study(ctx, st.ID)
+	return &startPlan{in: in, base: base, pr: pr, res: res, group: pol.GroupID}, nil
 }
 
 func paramNames(space []model.SearchParam) string {
@@ -190,72 +197,97 @@ func (s *Studies) Studies(ctx context.Context, project string) ([]*model.Study, 
 // trials are aborted with the reason. Its owner, a lead of its group or an
 // admin may stop it, as they may abort its tasks.
 func (s *Studies) StopStudy(ctx context.Context, id, reason string) (*model.Study, error) {
-	p, err := kernel.Caller(ctx)
+	e := &ending{state: model.StudyStopped}
+	op := s.endOp("stopStudy", e)
+	op.Check = func(*identity.Principal) error {
+		if len(reason) > 500 {
+			return kernel.Invalid("the reason is longer than 500 characters")
+		}
+		return nil
+	}
+	op.Prepare = func(p *identity.Principal) error {
+		st, err := s.Study(ctx, id)
+		if err != nil {
+			return err
+		}
+		if !kernel.MayAbort(p, &model.Task{OwnerID: st.OwnerID, GroupID: st.GroupID, ProjectID: st.ProjectID}) {
+			return kernel.Forbidden("only the study's owner, a lead of its group or an admin can stop study %s", kernel.Quote(st.Name))
+		}
+		e.st, e.why = st, "stopped by "+p.UserName
+		if r := strings.TrimSpace(reason); r != "" {
+			e.why += ": " + r
+		}
+		return nil
+	}
+	st, err := kernel.Run(ctx, s.k, op)
 	if err != nil {
 		return nil, err
 	}
-	if len(reason) > 500 {
-		return nil, kernel.Invalid("the reason is longer than 500 characters")
-	}
-	st, err := s.Study(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	if !kernel.MayAbort(p, &model.Task{OwnerID: st.OwnerID, GroupID: st.GroupID, ProjectID: st.ProjectID}) {
-		return nil, kernel.Forbidden("only the study's owner, a lead of its group or an admin can stop study %s", kernel.Quote(st.Name))
-	}
-	why := "stopped by " + p.UserName
-	if r := strings.TrimSpace(reason); r != "" {
-		why += ": " + r
-	}
-	return s.end(ctx, p, st, model.StudyStopped, why)
+	s.stopTasks(ctx, st, e.running)
+	return st, nil
 }
 
-// end ends a study (from the version read) and aborts its trials that have
-// not ended, each with the study's reason.
+// end ends a study as p (the controller's system actor) and aborts its
+// trials' tasks.
 func (s *Studies) end(ctx context.Context, p *identity.Principal, st *model.Study, state model.StudyState, why string) (*model.Study, error) {
-	var running []stopOrder
-	err := s.k.Write(ctx, p, func(t *kernel.Txn) error {
-		cur, err := t.Q.GetStudy(ctx, st.TenantID, st.ID)
-		if err != nil {
-			return err
-		}
-		if cur.State.Final() {
-			return kernel.Conflict("study %s has already ended (%s)", kernel.Quote(cur.Name), cur.State)
-		}
-		trials, err := t.Q.ListStudyTrials(ctx, st.TenantID, st.ID)
-		if err != nil {
-			return err
-		}
-		now := t.Now
-		for _, tr := range trials {
-			if tr.State.Final() {
-				continue
-			}
-			tr.State, tr.Reason, tr.EndedAt = model.TrialAborted, why, &now
-			if err := t.Q.UpdateStudyTrial(ctx, tr); err != nil {
-				return err
-			}
-			if tr.TaskID != "" {
-				running = append(running, stopOrder{tr, why})
-			}
-		}
-		cur.State, cur.Reason, cur.UpdatedAt, cur.FinishedAt = state, why, now, &now
-		if err := t.Q.UpdateStudy(ctx, cur); err != nil {
-			if errors.Is(err, store.ErrConflict) {
-				return kernel.Conflict("study %s changed meanwhile: try again", kernel.Quote(cur.Name))
-			}
-			return err
-		}
-		*st = *cur
-		t.Record("study."+string(state), "study", st.ID, st.Name, st.GroupID, why)
-		return nil
-	})
+	e := &ending{st: st, state: state, why: why}
+	st, err := kernel.RunAs(ctx, s.k, p, s.endOp("endStudy", e))
 	if err != nil {
 		return nil, err
 	}
-	s.stopTasks(ctx, st, running)
+	s.stopTasks(ctx, st, e.running)
 	return st, nil
+}
+
+// ending is the end of a study: which (the version read), in what state
+// and why; running is filled with the trials' tasks to abort once it has
+// committed.
+type ending struct {
+	st      *model.Study
+	state   model.StudyState
+	why     string
+	running []stopOrder
+}
+
+// endOp ends e's study and aborts its trials that have not ended, each
+// with the study's reason.
+func (s *Studies) endOp(name string, e *ending) kernel.Op[*model.Study] {
+	return kernel.Op[*model.Study]{Name: name, Right: kernel.RightRead, What: "stop studies",
+		Body: func(t *kernel.Txn) (*model.Study, kernel.Audit, error) {
+			st := e.st
+			cur, err := t.Q.GetStudy(t.Ctx, st.TenantID, st.ID)
+			if err != nil {
+				return nil, kernel.Audit{}, err
+			}
+			if cur.State.Final() {
+				return nil, kernel.Audit{}, kernel.Conflict("study %s has already ended (%s)", kernel.Quote(cur.Name), cur.State)
+			}
+			trials, err := t.Q.ListStudyTrials(t.Ctx, st.TenantID, st.ID)
+			if err != nil {
+				return nil, kernel.Audit{}, err
+			}
+			now := t.Now
+			for _, tr := range trials {
+				if tr.State.Final() {
+					continue
+				}
+				tr.State, tr.Reason, tr.EndedAt = model.TrialAborted, e.why, &now
+				if err := t.Q.UpdateStudyTrial(t.Ctx, tr); err != nil {
+					return nil, kernel.Audit{}, err
+				}
+				if tr.TaskID != "" {
+					e.running = append(e.running, stopOrder{tr, e.why})
+				}
+			}
+			cur.State, cur.Reason, cur.UpdatedAt, cur.FinishedAt = e.state, e.why, now, &now
+			if err := t.Q.UpdateStudy(t.Ctx, cur); err != nil {
+				if errors.Is(err, store.ErrConflict) {
+					return nil, kernel.Audit{}, kernel.Conflict("study %s changed meanwhile: try again", kernel.Quote(cur.Name))
+				}
+				return nil, kernel.Audit{}, err
+			}
+			return cur, kernel.Audit{Action: "study." + string(e.state), Kind: "study", ID: cur.ID, Name: cur.Name, GroupID: cur.GroupID, Detail: e.why}, nil
+		}}
 }
 
 // stopTasks aborts trials' tasks on the study's authority; one that ended
