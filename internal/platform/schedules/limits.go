@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/klique-ai/klique/internal/identity"
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform/kernel"
 	"github.com/klique-ai/klique/internal/store"
@@ -107,36 +108,40 @@ func (s *Schedules) ScheduleMinimumInterval(ctx context.Context) (time.Duration,
 // Schedules saved under a shorter one are paused at their next firing,
 // with the reason.
 func (s *Schedules) SetScheduleMinimumInterval(ctx context.Context, interval string) (time.Duration, error) {
-	p, err := kernel.Caller(ctx)
-	if err != nil {
-		return 0, err
-	}
-	if err := kernel.RequireAdmin(p, "set the minimum interval of schedules"); err != nil {
-		return 0, err
-	}
-	floor := s.scheduleLimits().MinInterval
-	d := floor
-	if interval != "" {
-		if d, err = time.ParseDuration(interval); err != nil {
-			return 0, kernel.Invalid("minimum interval %q: give a duration such as 5m or 1h", interval)
-		}
-		if d < floor || d > MaxMinInterval {
-			return 0, kernel.Invalid("minimum interval %s: give at least %s (this server's minimum) and at most %s", d, floor, MaxMinInterval)
-		}
-	}
-	value := ""
-	if interval != "" {
-		value = d.String()
-	}
-	err = s.k.Write(ctx, p, func(t *kernel.Txn) error {
-		if err := t.Q.PutSetting(ctx, minIntervalKey(p.TenantID), value); err != nil {
-			return fmt.Errorf("set the minimum interval of schedules: %w", err)
-		}
-		t.Record("schedule.minimum_interval_set", "tenant", p.TenantID, "", "", "schedules fire at most every "+d.String())
-		return nil
+	var d time.Duration
+	return kernel.Run(ctx, s.k, kernel.Op[time.Duration]{
+		Name: "setScheduleMinimumInterval", Right: kernel.RightAdmin, What: "set the minimum interval of schedules",
+		Check: func(*identity.Principal) (err error) {
+			d, err = s.parseMinInterval(interval)
+			return err
+		},
+		Body: func(t *kernel.Txn) (time.Duration, kernel.Audit, error) {
+			value := ""
+			if interval != "" {
+				value = d.String()
+			}
+			if err := t.Q.PutSetting(ctx, minIntervalKey(t.P.TenantID), value); err != nil {
+				return 0, kernel.Audit{}, fmt.Errorf("set the minimum interval of schedules: %w", err)
+			}
+			return d, kernel.Audit{Action: "schedule.minimum_interval_set", Kind: "tenant", ID: t.P.TenantID,
+				Detail: "schedules fire at most every " + d.String()}, nil
+		},
 	})
+}
+
+// parseMinInterval is the minimum interval a tenant admin asks for: the
+// server's when empty, else at least it and at most MaxMinInterval.
+func (s *Schedules) parseMinInterval(interval string) (time.Duration, error) {
+	floor := s.scheduleLimits().MinInterval
+	if interval == "" {
+		return floor, nil
+	}
+	d, err := time.ParseDuration(interval)
 	if err != nil {
-		return 0, err
+		return 0, kernel.Invalid("minimum interval %q: give a duration such as 5m or 1h", interval)
+	}
+	if d < floor || d > MaxMinInterval {
+		return 0, kernel.Invalid("minimum interval %s: give at least %s (this server's minimum) and at most %s", d, floor, MaxMinInterval)
 	}
 	return d, nil
 }

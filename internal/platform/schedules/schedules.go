@@ -181,34 +181,28 @@ func (s *Schedules) ScheduleOfRun(ctx context.Context, runID string) (*model.Sch
 // CreateSchedule saves a schedule owned by the caller, after checking
 // that they may start its target now.
 func (s *Schedules) CreateSchedule(ctx context.Context, in ScheduleInput) (*model.Schedule, error) {
-	p, err := kernel.Caller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if err := kernel.RequireWrite(p, "create schedules"); err != nil {
-		return nil, err
-	}
-	now := s.k.Now()
-	sc := &model.Schedule{TenantID: p.TenantID, OwnerID: p.UserID, TargetKind: model.ScheduleTargetTask,
-		MissedRuns: model.MissedRunOnce, CreatedAt: now, UpdatedAt: now}
-	target, err := s.apply(ctx, sc, in, true)
-	if err != nil {
-		return nil, err
-	}
-	err = s.k.Write(ctx, p, func(t *kernel.Txn) error {
-		if err := t.Q.CreateSchedule(ctx, sc); err != nil {
-			if errors.Is(err, store.ErrConflict) {
-				return kernel.Conflict("you already have a schedule named %s: choose another name, or update that one", kernel.Quote(sc.Name))
+	var sc *model.Schedule
+	var target string
+	return kernel.Run(ctx, s.k, kernel.Op[*model.Schedule]{
+		Name: "createSchedule", Right: kernel.RightWrite, What: "create schedules",
+		Prepare: func(p *identity.Principal) (err error) {
+			now := s.k.Now()
+			sc = &model.Schedule{TenantID: p.TenantID, OwnerID: p.UserID, TargetKind: model.ScheduleTargetTask,
+				MissedRuns: model.MissedRunOnce, CreatedAt: now, UpdatedAt: now}
+			target, err = s.apply(ctx, sc, in, true)
+			return err
+		},
+		Body: func(t *kernel.Txn) (*model.Schedule, kernel.Audit, error) {
+			if err := t.Q.CreateSchedule(ctx, sc); err != nil {
+				if errors.Is(err, store.ErrConflict) {
+					return nil, kernel.Audit{}, kernel.Conflict("you already have a schedule named %s: choose another name, or update that one", kernel.Quote(sc.Name))
+				}
+				return nil, kernel.Audit{}, fmt.Errorf("create schedule %s: %w", sc.Name, err)
 			}
-			return fmt.Errorf("create schedule %s: %w", sc.Name, err)
-		}
-		t.Record("schedule.created", "schedule", sc.ID, sc.Name, "", fmt.Sprintf("%s %s %s", describeWhen(sc), sc.TargetKind, target))
-		return nil
+			return sc, kernel.Audit{Action: "schedule.created", Kind: "schedule", ID: sc.ID, Name: sc.Name,
+				Detail: fmt.Sprintf("%s %s %s", describeWhen(sc), sc.TargetKind, target)}, nil
+		},
 	})
-	if err != nil {
-		return nil, err
-	}
-	return sc, nil
 }
 
 // UpdateSchedule changes a schedule the caller owns (or, as an admin,
@@ -249,71 +243,57 @@ func (s *Schedules) ResumeSchedule(ctx context.Context, id string) (*model.Sched
 
 // DeleteSchedule removes a schedule; what it started stays.
 func (s *Schedules) DeleteSchedule(ctx context.Context, id string) (*model.Schedule, error) {
-	p, err := kernel.Caller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if err := kernel.RequireWrite(p, "delete schedules"); err != nil {
-		return nil, err
-	}
-	sc, err := s.visible(ctx, p, id)
-	if err != nil {
-		return nil, err
-	}
-	err = s.k.Write(ctx, p, func(t *kernel.Txn) error {
-		if err := t.Q.DeleteSchedule(ctx, p.TenantID, id); err != nil {
-			if errors.Is(err, store.ErrNotFound) {
-				return kernel.NotFound("no schedule %s", kernel.Quote(id))
+	var sc *model.Schedule
+	return kernel.Run(ctx, s.k, kernel.Op[*model.Schedule]{
+		Name: "deleteSchedule", Right: kernel.RightWrite, What: "delete schedules",
+		Prepare: func(p *identity.Principal) (err error) {
+			sc, err = s.visible(ctx, p, id)
+			return err
+		},
+		Body: func(t *kernel.Txn) (*model.Schedule, kernel.Audit, error) {
+			if err := t.Q.DeleteSchedule(ctx, t.P.TenantID, id); err != nil {
+				if errors.Is(err, store.ErrNotFound) {
+					return nil, kernel.Audit{}, kernel.NotFound("no schedule %s", kernel.Quote(id))
+				}
+				return nil, kernel.Audit{}, fmt.Errorf("delete schedule %s: %w", id, err)
 			}
-			return fmt.Errorf("delete schedule %s: %w", id, err)
-		}
-		t.Record("schedule.deleted", "schedule", sc.ID, sc.Name, "", "deleted")
-		return nil
+			return sc, kernel.Audit{Action: "schedule.deleted", Kind: "schedule", ID: sc.ID, Name: sc.Name, Detail: "deleted"}, nil
+		},
 	})
-	if err != nil {
-		return nil, err
-	}
-	return sc, nil
 }
 
 // change applies fn to a schedule the caller sees and writes it.
 func (s *Schedules) change(ctx context.Context, id, verb string, fn func(sc *model.Schedule) (string, error)) (*model.Schedule, error) {
-	p, err := kernel.Caller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if err := kernel.RequireWrite(p, verb+" schedules"); err != nil {
-		return nil, err
-	}
-	sc, err := s.visible(ctx, p, id)
-	if err != nil {
-		return nil, err
-	}
-	detail, err := fn(sc)
-	if err != nil {
-		return nil, err
-	}
-	sc.UpdatedAt = s.k.Now()
-	err = s.k.Write(ctx, p, func(t *kernel.Txn) error {
-		if err := t.Q.UpdateSchedule(ctx, sc); err != nil {
-			if errors.Is(err, store.ErrConflict) {
-				return kernel.Conflict("the owner already has a schedule named %s: choose another name", kernel.Quote(sc.Name))
+	var sc *model.Schedule
+	var detail string
+	return kernel.Run(ctx, s.k, kernel.Op[*model.Schedule]{
+		Name: verb + "Schedule", Right: kernel.RightWrite, What: verb + " schedules",
+		Prepare: func(p *identity.Principal) (err error) {
+			if sc, err = s.visible(ctx, p, id); err != nil {
+				return err
 			}
-			if errors.Is(err, store.ErrNotFound) {
-				return kernel.NotFound("no schedule %s", kernel.Quote(id))
+			if detail, err = fn(sc); err != nil {
+				return err
 			}
-			return fmt.Errorf("%s schedule %s: %w", verb, id, err)
-		}
-		if detail == "" {
-			detail = describeWhen(sc)
-		}
-		t.Record("schedule."+pastTense(verb), "schedule", sc.ID, sc.Name, "", detail)
-		return nil
+			sc.UpdatedAt = s.k.Now()
+			return nil
+		},
+		Body: func(t *kernel.Txn) (*model.Schedule, kernel.Audit, error) {
+			if err := t.Q.UpdateSchedule(ctx, sc); err != nil {
+				if errors.Is(err, store.ErrConflict) {
+					return nil, kernel.Audit{}, kernel.Conflict("the owner already has a schedule named %s: choose another name", kernel.Quote(sc.Name))
+				}
+				if errors.Is(err, store.ErrNotFound) {
+					return nil, kernel.Audit{}, kernel.NotFound("no schedule %s", kernel.Quote(id))
+				}
+				return nil, kernel.Audit{}, fmt.Errorf("%s schedule %s: %w", verb, id, err)
+			}
+			if detail == "" {
+				detail = describeWhen(sc)
+			}
+			return sc, kernel.Audit{Action: "schedule." + pastTense(verb), Kind: "schedule", ID: sc.ID, Name: sc.Name, Detail: detail}, nil
+		},
 	})
-	if err != nil {
-		return nil, err
-	}
-	return sc, nil
 }
 
 func pastTense(verb string) string {
