@@ -194,36 +194,40 @@ func (s *Artifacts) pointer(ctx context.Context, p *identity.Principal, t *model
 
 // record writes the artifact in one transaction with its audit entry,
 // replacing (and, after commit, deleting the bytes of) one of the same
-// name.
+// name. p has passed its checks already (the owner of a run, or the
+// worker holding its attempt): the runner asks no further right.
 func (s *Artifacts) record(ctx context.Context, p *identity.Principal, t *model.Task, a *model.Artifact) error {
-	var old *model.Artifact
-	err := s.k.Write(ctx, p, func(tx *kernel.Txn) error {
-		a.CreatedAt = tx.Now
-		prev, err := tx.Q.GetArtifact(ctx, t.TenantID, t.ID, a.Name)
-		switch {
-		case err == nil:
-			if err := tx.Q.DeleteArtifact(ctx, t.TenantID, prev.ID); err != nil {
-				return err
+	old, err := kernel.RunAs(ctx, s.k, p, kernel.Op[*model.Artifact]{
+		Name: "publishArtifact", Right: kernel.RightRead, What: "publish artifacts",
+		Body: func(tx *kernel.Txn) (*model.Artifact, kernel.Audit, error) {
+			var old *model.Artifact
+			a.CreatedAt = tx.Now
+			prev, err := tx.Q.GetArtifact(ctx, t.TenantID, t.ID, a.Name)
+			switch {
+			case err == nil:
+				if err := tx.Q.DeleteArtifact(ctx, t.TenantID, prev.ID); err != nil {
+					return nil, kernel.Audit{}, err
+				}
+				old = prev
+			case !errors.Is(err, store.ErrNotFound):
+				return nil, kernel.Audit{}, err
 			}
-			old = prev
-		case !errors.Is(err, store.ErrNotFound):
-			return err
-		}
-		if err := tx.Q.CreateArtifact(ctx, a); err != nil {
-			if errors.Is(err, store.ErrNotFound) {
-				return kernel.NotFound("no task %s", kernel.Quote(t.ID))
+			if err := tx.Q.CreateArtifact(ctx, a); err != nil {
+				if errors.Is(err, store.ErrNotFound) {
+					return nil, kernel.Audit{}, kernel.NotFound("no task %s", kernel.Quote(t.ID))
+				}
+				return nil, kernel.Audit{}, err
 			}
-			return err
-		}
-		what := fmt.Sprintf("stored, %d bytes, sha256 %s", a.Size, a.SHA256)
-		if a.IsPointer() {
-			what = "pointer to " + a.Pointer
-		}
-		if old != nil {
-			what += ", replacing the earlier one"
-		}
-		tx.Record("artifact.published", "task", t.ID, t.Name, t.GroupID, fmt.Sprintf("artifact %s %s", kernel.Quote(a.Name), what))
-		return nil
+			what := fmt.Sprintf("stored, %d bytes, sha256 %s", a.Size, a.SHA256)
+			if a.IsPointer() {
+				what = "pointer to " + a.Pointer
+			}
+			if old != nil {
+				what += ", replacing the earlier one"
+			}
+			return old, kernel.Audit{Action: "artifact.published", Kind: "task", ID: t.ID, Name: t.Name, GroupID: t.GroupID,
+				Detail: fmt.Sprintf("artifact %s %s", kernel.Quote(a.Name), what)}, nil
+		},
 	})
 	if err != nil {
 		return err
