@@ -63,94 +63,96 @@ func (s *Access) UserMemberships(ctx context.Context, userID string) ([]*model.M
 // Admins may do this for any group; a group lead for their own group, and
 // only to add members (not leads).
 func (s *Access) SetGroupMember(ctx context.Context, groupRef, userRef string, role model.GroupRole) (*model.Membership, error) {
-	p, err := kernel.Caller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var m *model.Membership
-	err = s.k.Write(ctx, p, func(t *kernel.Txn) error {
-		u, err := kernel.FindUser(ctx, t.Q, p.TenantID, userRef)
-		if err != nil {
-			return err
-		}
-		m, err = s.putMemberChecked(t, groupRef, u, role)
-		return err
+	return kernel.Run(ctx, s.k, kernel.Op[*model.Membership]{
+		Name: "setGroupMember", Right: kernel.RightRead, What: "change groups' members",
+		Body: func(t *kernel.Txn) (*model.Membership, kernel.Audit, error) {
+			u, err := kernel.FindUser(ctx, t.Q, t.P.TenantID, userRef)
+			if err != nil {
+				return nil, kernel.Audit{}, err
+			}
+			return s.putMemberChecked(t, groupRef, u, role)
+		},
 	})
-	if err != nil {
-		return nil, err
-	}
-	return m, nil
 }
 
+// putMember puts u in a group within a larger change (a new user's
+// groups), recording the entry with the change's own.
 func (s *Access) putMember(t *kernel.Txn, groupRef string, u *model.User, role model.GroupRole) error {
-	_, err := s.putMemberChecked(t, groupRef, u, role)
-	return err
+	_, a, err := s.putMemberChecked(t, groupRef, u, role)
+	if err != nil {
+		return err
+	}
+	t.Record(a.Action, a.Kind, a.ID, a.Name, a.GroupID, a.Detail, a.Events...)
+	return nil
 }
 
-func (s *Access) putMemberChecked(t *kernel.Txn, groupRef string, u *model.User, role model.GroupRole) (*model.Membership, error) {
+// putMemberChecked puts u in a group with a role when the caller of t may,
+// and returns the membership and its audit entry.
+func (s *Access) putMemberChecked(t *kernel.Txn, groupRef string, u *model.User, role model.GroupRole) (*model.Membership, kernel.Audit, error) {
 	p := t.P
 	if role == "" {
 		role = model.GroupRoleMember
 	}
 	if !role.Valid() {
-		return nil, kernel.Invalid("group role %q is not known: use lead or member", role)
+		return nil, kernel.Audit{}, kernel.Invalid("group role %q is not known: use lead or member", role)
 	}
 	g, err := managedGroup(t, groupRef)
 	if err != nil {
-		return nil, err
+		return nil, kernel.Audit{}, err
 	}
 	if role == model.GroupRoleLead && !p.IsAdmin() {
-		return nil, kernel.Forbidden("only a tenant admin can make a group lead")
+		return nil, kernel.Audit{}, kernel.Forbidden("only a tenant admin can make a group lead")
 	}
 	if !p.IsAdmin() {
 		lead, err := kernel.LeadOf(t.Ctx, t.Q, p.TenantID, g.ID, u.ID)
 		if err != nil {
-			return nil, err
+			return nil, kernel.Audit{}, err
 		}
 		if lead && u.ID != p.UserID {
-			return nil, kernel.Forbidden("%s leads %s: only a tenant admin can change a lead's role", u.Name, g.Name)
+			return nil, kernel.Audit{}, kernel.Forbidden("%s leads %s: only a tenant admin can change a lead's role", u.Name, g.Name)
 		}
 	}
 	m := &model.Membership{TenantID: p.TenantID, GroupID: g.ID, UserID: u.ID, Role: role, CreatedAt: t.Now}
 	if err := t.Q.PutMembership(t.Ctx, m); err != nil {
-		return nil, err
+		return nil, kernel.Audit{}, err
 	}
-	t.Record("group.member_set", "group", g.ID, g.Name, g.ID, fmt.Sprintf("%s is %s of %s", u.Name, role, g.Name))
-	return m, nil
+	return m, kernel.Audit{Action: "group.member_set", Kind: "group", ID: g.ID, Name: g.Name, GroupID: g.ID,
+		Detail: fmt.Sprintf("%s is %s of %s", u.Name, role, g.Name)}, nil
 }
 
 // RemoveGroupMember takes a user out of a group.
 func (s *Access) RemoveGroupMember(ctx context.Context, groupRef, userRef string) error {
-	p, err := kernel.Caller(ctx)
-	if err != nil {
-		return err
-	}
-	return s.k.Write(ctx, p, func(t *kernel.Txn) error {
-		g, err := managedGroup(t, groupRef)
-		if err != nil {
-			return err
-		}
-		u, err := kernel.FindUser(ctx, t.Q, p.TenantID, userRef)
-		if err != nil {
-			return err
-		}
-		if !p.IsAdmin() && u.ID != p.UserID {
-			lead, err := kernel.LeadOf(ctx, t.Q, p.TenantID, g.ID, u.ID)
+	_, err := kernel.Run(ctx, s.k, kernel.Op[struct{}]{
+		Name: "removeGroupMember", Right: kernel.RightRead, What: "change groups' members",
+		Body: func(t *kernel.Txn) (struct{}, kernel.Audit, error) {
+			p := t.P
+			g, err := managedGroup(t, groupRef)
 			if err != nil {
-				return err
+				return struct{}{}, kernel.Audit{}, err
 			}
-			if lead {
-				return kernel.Forbidden("%s leads %s: only a tenant admin can remove a lead", u.Name, g.Name)
+			u, err := kernel.FindUser(ctx, t.Q, p.TenantID, userRef)
+			if err != nil {
+				return struct{}{}, kernel.Audit{}, err
 			}
-		}
-		if err := t.Q.DeleteMembership(ctx, p.TenantID, g.ID, u.ID); errors.Is(err, store.ErrNotFound) {
-			return kernel.NotFound("%s is not a member of %s", u.Name, g.Name)
-		} else if err != nil {
-			return err
-		}
-		t.Record("group.member_removed", "group", g.ID, g.Name, g.ID, fmt.Sprintf("%s left %s", u.Name, g.Name))
-		return nil
+			if !p.IsAdmin() && u.ID != p.UserID {
+				lead, err := kernel.LeadOf(ctx, t.Q, p.TenantID, g.ID, u.ID)
+				if err != nil {
+					return struct{}{}, kernel.Audit{}, err
+				}
+				if lead {
+					return struct{}{}, kernel.Audit{}, kernel.Forbidden("%s leads %s: only a tenant admin can remove a lead", u.Name, g.Name)
+				}
+			}
+			if err := t.Q.DeleteMembership(ctx, p.TenantID, g.ID, u.ID); errors.Is(err, store.ErrNotFound) {
+				return struct{}{}, kernel.Audit{}, kernel.NotFound("%s is not a member of %s", u.Name, g.Name)
+			} else if err != nil {
+				return struct{}{}, kernel.Audit{}, err
+			}
+			return struct{}{}, kernel.Audit{Action: "group.member_removed", Kind: "group", ID: g.ID, Name: g.Name, GroupID: g.ID,
+				Detail: fmt.Sprintf("%s left %s", u.Name, g.Name)}, nil
+		},
 	})
+	return err
 }
 
 // managedGroup finds, in the transaction, a group by id or name that the

@@ -43,74 +43,77 @@ type APIKeyInput struct {
 // CreateAPIKey makes an API key and returns it with its secret, which is
 // shown this once and never again.
 func (s *Access) CreateAPIKey(ctx context.Context, in APIKeyInput) (*model.APIKey, string, error) {
-	p, err := kernel.Caller(ctx)
-	if err != nil {
-		return nil, "", err
-	}
-	if p.ProjectID != "" {
-		return nil, "", kernel.Forbidden("a credential scoped to a project cannot create API keys; use an unscoped key")
-	}
 	name := strings.TrimSpace(in.Name)
 	if name == "" {
 		name = "api key"
 	}
-	if err := basis.CheckName(name); err != nil {
-		return nil, "", kernel.Invalid("API key %v", err)
-	}
-	var key *model.APIKey
 	var secret string
-	err = s.k.Write(ctx, p, func(t *kernel.Txn) error {
-		owner := p.UserID
-		ownerName := p.UserName
-		if in.User != "" {
-			u, err := kernel.FindUser(ctx, t.Q, p.TenantID, in.User)
-			if err != nil {
-				return err
+	key, err := kernel.Run(ctx, s.k, kernel.Op[*model.APIKey]{
+		Name: "createAPIKey", Right: kernel.RightRead, What: "create API keys",
+		Check: func(p *identity.Principal) error {
+			if p.ProjectID != "" {
+				return kernel.Forbidden("a credential scoped to a project cannot create API keys; use an unscoped key")
 			}
-			if u.ID != p.UserID && !p.IsAdmin() {
-				return kernel.Forbidden("only a tenant admin can create API keys for other users")
+			if err := basis.CheckName(name); err != nil {
+				return kernel.Invalid("API key %v", err)
 			}
-			if u.Disabled {
-				return kernel.Invalid("user %s is disabled", u.Name)
-			}
-			owner, ownerName = u.ID, u.Name
-		}
-		projectID := ""
-		if in.Project != "" {
-			e, err := kernel.LoadEstate(ctx, t.Q, p.TenantID)
-			if err != nil {
-				return err
-			}
-			pr, err := kernel.FindProject(e, in.Project)
-			if err == nil && !kernel.UsesProject(p, pr) {
-				// A project the caller may not use is one they may not
-				// know of either.
-				err = kernel.NotFound("no project %s", kernel.Quote(in.Project))
-			}
-			if err != nil {
-				return err
-			}
-			if pr.GroupID != "" && owner != p.UserID {
-				if ok, err := kernel.UserInGroup(ctx, t.Q, p.TenantID, owner, pr.GroupID); err != nil {
-					return err
-				} else if !ok {
-					return kernel.Invalid("user %s is not in group %s, which project %s belongs to; a key scoped to it would be of no use", ownerName, e.GroupName(pr.GroupID), kernel.Quote(pr.Name))
+			return nil
+		},
+		Body: func(t *kernel.Txn) (*model.APIKey, kernel.Audit, error) {
+			p := t.P
+			owner := p.UserID
+			ownerName := p.UserName
+			if in.User != "" {
+				u, err := kernel.FindUser(ctx, t.Q, p.TenantID, in.User)
+				if err != nil {
+					return nil, kernel.Audit{}, err
 				}
+				if u.ID != p.UserID && !p.IsAdmin() {
+					return nil, kernel.Audit{}, kernel.Forbidden("only a tenant admin can create API keys for other users")
+				}
+				if u.Disabled {
+					return nil, kernel.Audit{}, kernel.Invalid("user %s is disabled", u.Name)
+				}
+				owner, ownerName = u.ID, u.Name
 			}
-			projectID = pr.ID
-		}
-		if in.ExpiresAt != nil && !in.ExpiresAt.After(t.Now) {
-			return kernel.Invalid("the expiry time %s is in the past", in.ExpiresAt.Format(time.RFC3339))
-		}
-		key, secret, err = newAPIKey(p.TenantID, owner, name, projectID, in.ExpiresAt, "", t.Now)
-		if err != nil {
-			return err
-		}
-		if err := t.Q.CreateAPIKey(ctx, key); err != nil {
-			return err
-		}
-		t.Record("api_key.created", "api_key", key.ID, key.Name, "", fmt.Sprintf("key %s… for %s", key.Prefix, ownerName))
-		return nil
+			projectID := ""
+			if in.Project != "" {
+				e, err := kernel.LoadEstate(ctx, t.Q, p.TenantID)
+				if err != nil {
+					return nil, kernel.Audit{}, err
+				}
+				pr, err := kernel.FindProject(e, in.Project)
+				if err == nil && !kernel.UsesProject(p, pr) {
+					// A project the caller may not use is one they may not
+					// know of either.
+					err = kernel.NotFound("no project %s", kernel.Quote(in.Project))
+				}
+				if err != nil {
+					return nil, kernel.Audit{}, err
+				}
+				if pr.GroupID != "" && owner != p.UserID {
+					if ok, err := kernel.UserInGroup(ctx, t.Q, p.TenantID, owner, pr.GroupID); err != nil {
+						return nil, kernel.Audit{}, err
+					} else if !ok {
+						return nil, kernel.Audit{}, kernel.Invalid("user %s is not in group %s, which project %s belongs to; a key scoped to it would be of no use", ownerName, e.GroupName(pr.GroupID), kernel.Quote(pr.Name))
+					}
+				}
+				projectID = pr.ID
+			}
+			if in.ExpiresAt != nil && !in.ExpiresAt.After(t.Now) {
+				return nil, kernel.Audit{}, kernel.Invalid("the expiry time %s is in the past", in.ExpiresAt.Format(time.RFC3339))
+			}
+			key, sec, err := newAPIKey(p.TenantID, owner, name, projectID, in.ExpiresAt, "", t.Now)
+			if err != nil {
+				return nil, kernel.Audit{}, err
+			}
+			if err := t.Q.CreateAPIKey(ctx, key); err != nil {
+				return nil, kernel.Audit{}, err
+			}
+			secret = sec
+			return key, kernel.Audit{Action: "api_key.created", Kind: "api_key", ID: key.ID, Name: key.Name,
+				Detail: fmt.Sprintf("key %s… for %s", key.Prefix, ownerName)}, nil
+		},
 	})
 	if err != nil {
 		return nil, "", err

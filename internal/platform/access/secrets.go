@@ -83,68 +83,74 @@ func (s *Access) secretScope(ctx context.Context, p *identity.Principal, scope, 
 // SetSecret puts a value in a vault. The value is sealed before it is
 // stored and never read back through the API.
 func (s *Access) SetSecret(ctx context.Context, scope, ref, name, value string) (*SecretInfo, error) {
-	p, err := kernel.Caller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if p.ProjectID != "" {
-		return nil, kernel.Forbidden("a credential scoped to a project cannot change secrets; use an unscoped key")
-	}
-	if !runenv.ValidName(name) {
-		return nil, kernel.Invalid("secret name %q must be letters, digits and '_', not starting with a digit: it becomes an environment variable", name)
-	}
-	if value == "" || len(value) > MaxSecretBytes {
-		return nil, kernel.Invalid("a secret's value must be 1 to %d bytes", MaxSecretBytes)
-	}
-	if s.k.Vault == nil {
-		return nil, kernel.NewError(kernel.CodeInternal, "this server has no vault key configured; set KLIQUE_VAULT_KEY")
-	}
-	scopeID, scopeName, err := s.secretScope(ctx, p, scope, ref, true)
-	if err != nil {
-		return nil, err
-	}
-	sealed, err := s.k.Vault.Seal([]byte(value), kernel.SecretContext(p.TenantID, scope, scopeID, name))
-	if err != nil {
-		return nil, s.k.Internal(ctx, err)
-	}
-	info := &SecretInfo{Scope: scope, ScopeID: scopeID, ScopeName: scopeName, Name: name, UpdatedBy: p.UserName}
-	err = s.k.Write(ctx, p, func(t *kernel.Txn) error {
-		if err := t.Q.PutSecret(ctx, &model.Secret{TenantID: p.TenantID, Scope: scope, ScopeID: scopeID, Name: name,
-			Ciphertext: sealed, UpdatedBy: p.UserName, CreatedAt: t.Now, UpdatedAt: t.Now}); err != nil {
-			return err
-		}
-		info.UpdatedAt = t.Now.Format("2006-01-02T15:04:05Z")
-		t.Record("secret.set", "secret", scope+"/"+scopeID+"/"+name, name, "", fmt.Sprintf("set secret %s of %s %s", name, scope, scopeName))
-		return nil
+	var info *SecretInfo
+	var sealed []byte
+	return kernel.Run(ctx, s.k, kernel.Op[*SecretInfo]{
+		Name: "setSecret", Right: kernel.RightRead, What: "change secrets",
+		Check: func(p *identity.Principal) error {
+			if p.ProjectID != "" {
+				return kernel.Forbidden("a credential scoped to a project cannot change secrets; use an unscoped key")
+			}
+			if !runenv.ValidName(name) {
+				return kernel.Invalid("secret name %q must be letters, digits and '_', not starting with a digit: it becomes an environment variable", name)
+			}
+			if value == "" || len(value) > MaxSecretBytes {
+				return kernel.Invalid("a secret's value must be 1 to %d bytes", MaxSecretBytes)
+			}
+			if s.k.Vault == nil {
+				return kernel.NewError(kernel.CodeInternal, "this server has no vault key configured; set KLIQUE_VAULT_KEY")
+			}
+			return nil
+		},
+		Prepare: func(p *identity.Principal) error {
+			scopeID, scopeName, err := s.secretScope(ctx, p, scope, ref, true)
+			if err != nil {
+				return err
+			}
+			if sealed, err = s.k.Vault.Seal([]byte(value), kernel.SecretContext(p.TenantID, scope, scopeID, name)); err != nil {
+				return s.k.Internal(ctx, err)
+			}
+			info = &SecretInfo{Scope: scope, ScopeID: scopeID, ScopeName: scopeName, Name: name, UpdatedBy: p.UserName}
+			return nil
+		},
+		Body: func(t *kernel.Txn) (*SecretInfo, kernel.Audit, error) {
+			if err := t.Q.PutSecret(ctx, &model.Secret{TenantID: t.P.TenantID, Scope: scope, ScopeID: info.ScopeID, Name: name,
+				Ciphertext: sealed, UpdatedBy: t.P.UserName, CreatedAt: t.Now, UpdatedAt: t.Now}); err != nil {
+				return nil, kernel.Audit{}, err
+			}
+			info.UpdatedAt = t.Now.Format("2006-01-02T15:04:05Z")
+			return info, kernel.Audit{Action: "secret.set", Kind: "secret", ID: scope + "/" + info.ScopeID + "/" + name, Name: name,
+				Detail: fmt.Sprintf("set secret %s of %s %s", name, scope, info.ScopeName)}, nil
+		},
 	})
-	if err != nil {
-		return nil, err
-	}
-	return info, nil
 }
 
 // DeleteSecret removes a secret from a vault.
 func (s *Access) DeleteSecret(ctx context.Context, scope, ref, name string) error {
-	p, err := kernel.Caller(ctx)
-	if err != nil {
-		return err
-	}
-	if p.ProjectID != "" {
-		return kernel.Forbidden("a credential scoped to a project cannot change secrets; use an unscoped key")
-	}
-	scopeID, scopeName, err := s.secretScope(ctx, p, scope, ref, true)
-	if err != nil {
-		return err
-	}
-	return s.k.Write(ctx, p, func(t *kernel.Txn) error {
-		if err := t.Q.DeleteSecret(ctx, p.TenantID, scope, scopeID, name); errors.Is(err, store.ErrNotFound) {
-			return kernel.NotFound("%s %s has no secret %s", scope, scopeName, name)
-		} else if err != nil {
+	var scopeID, scopeName string
+	_, err := kernel.Run(ctx, s.k, kernel.Op[struct{}]{
+		Name: "deleteSecret", Right: kernel.RightRead, What: "change secrets",
+		Check: func(p *identity.Principal) error {
+			if p.ProjectID != "" {
+				return kernel.Forbidden("a credential scoped to a project cannot change secrets; use an unscoped key")
+			}
+			return nil
+		},
+		Prepare: func(p *identity.Principal) (err error) {
+			scopeID, scopeName, err = s.secretScope(ctx, p, scope, ref, true)
 			return err
-		}
-		t.Record("secret.deleted", "secret", scope+"/"+scopeID+"/"+name, name, "", fmt.Sprintf("deleted secret %s of %s %s", name, scope, scopeName))
-		return nil
+		},
+		Body: func(t *kernel.Txn) (struct{}, kernel.Audit, error) {
+			if err := t.Q.DeleteSecret(ctx, t.P.TenantID, scope, scopeID, name); errors.Is(err, store.ErrNotFound) {
+				return struct{}{}, kernel.Audit{}, kernel.NotFound("%s %s has no secret %s", scope, scopeName, name)
+			} else if err != nil {
+				return struct{}{}, kernel.Audit{}, err
+			}
+			return struct{}{}, kernel.Audit{Action: "secret.deleted", Kind: "secret", ID: scope + "/" + scopeID + "/" + name, Name: name,
+				Detail: fmt.Sprintf("deleted secret %s of %s %s", name, scope, scopeName)}, nil
+		},
 	})
+	return err
 }
 
 // Secrets lists the secrets of a scope by name, without their values.

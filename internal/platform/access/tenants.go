@@ -85,40 +85,30 @@ type NewTenant struct {
 // CreateTenant creates a tenant with its first tenant admin and an API key
 // for that admin. Only a platform admin may do this.
 func (s *Access) CreateTenant(ctx context.Context, name, displayName, adminName string) (*NewTenant, error) {
-	p, err := kernel.Caller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if err := kernel.RequirePlatformAdmin(p, "create tenants"); err != nil {
-		return nil, err
-	}
 	name, adminName = strings.TrimSpace(name), strings.TrimSpace(adminName)
-	if err := checkTenantName(name); err != nil {
-		return nil, err
-	}
 	if adminName == "" {
 		adminName = "admin"
 	}
-	if err := checkUserName(adminName); err != nil {
-		return nil, err
-	}
-	var out *NewTenant
-	err = s.k.Write(ctx, p, func(t *kernel.Txn) error {
-		if _, err := t.Q.GetTenantByName(ctx, name); err == nil {
-			return kernel.Conflict("a tenant named %s already exists", kernel.Quote(name))
-		}
-		nt, err := createTenant(t, name, displayName, adminName, model.RoleTenantAdmin, "")
-		if err != nil {
-			return err
-		}
-		out = nt
-		t.Record("tenant.created", "tenant", nt.Tenant.ID, nt.Tenant.Name, "", "created tenant "+name+" with admin "+adminName)
-		return nil
+	return kernel.Run(ctx, s.k, kernel.Op[*NewTenant]{
+		Name: "createTenant", Right: kernel.RightPlatformAdmin, What: "create tenants",
+		Check: func(*identity.Principal) error {
+			if err := checkTenantName(name); err != nil {
+				return err
+			}
+			return checkUserName(adminName)
+		},
+		Body: func(t *kernel.Txn) (*NewTenant, kernel.Audit, error) {
+			if _, err := t.Q.GetTenantByName(ctx, name); err == nil {
+				return nil, kernel.Audit{}, kernel.Conflict("a tenant named %s already exists", kernel.Quote(name))
+			}
+			nt, err := createTenant(t, name, displayName, adminName, model.RoleTenantAdmin, "")
+			if err != nil {
+				return nil, kernel.Audit{}, err
+			}
+			return nt, kernel.Audit{Action: "tenant.created", Kind: "tenant", ID: nt.Tenant.ID, Name: nt.Tenant.Name,
+				Detail: "created tenant " + name + " with admin " + adminName}, nil
+		},
 	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
 }
 
 func checkTenantName(name string) error {
@@ -191,43 +181,49 @@ func (s *Access) Bootstrap(ctx context.Context, token string) (string, error) {
 // use a project may make it theirs, viewers included, and no one sets
 // another's. It returns the project (nil when cleared).
 func (s *Access) SetDefaultProject(ctx context.Context, projectRef string) (*model.Project, error) {
-	p, err := kernel.Caller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if p.ProjectID != "" {
-		return nil, kernel.Forbidden("this credential is scoped to one project, which its calls and tasks always use; set your default project with a credential that is not scoped")
-	}
 	var pr *model.Project
-	if ref := strings.TrimSpace(projectRef); ref != "" {
-		e, err := s.k.TenantEstate(ctx, p)
-		if err != nil {
-			return nil, err
-		}
-		if pr = e.Project(ref); pr == nil {
-			pr = e.ProjectByName(ref)
-		}
-		if pr == nil || !kernel.UsesProject(p, pr) {
-			return nil, kernel.NotFound("no project %s you may use: 'klique get projects' lists yours", kernel.Quote(ref))
-		}
-	}
-	err = s.k.Write(ctx, p, func(t *kernel.Txn) error {
-		u, err := t.Q.GetUser(ctx, p.TenantID, p.UserID)
-		if err != nil {
-			return err
-		}
-		u.DefaultProjectID, u.UpdatedAt = "", t.Now
-		what := "cleared the default project"
-		if pr != nil {
-			u.DefaultProjectID, what = pr.ID, "default project "+pr.Name
-		}
-		if err := t.Q.UpdateUser(ctx, u); err != nil {
-			return err
-		}
-		// A user.* event: cached credentials, which carry the default,
-		// are checked again.
-		t.Record("user.default_project_set", "user", u.ID, u.Name, "", what)
-		return nil
+	_, err := kernel.Run(ctx, s.k, kernel.Op[*model.User]{
+		Name: "setDefaultProject", Right: kernel.RightRead, What: "set a default project",
+		Check: func(p *identity.Principal) error {
+			if p.ProjectID != "" {
+				return kernel.Forbidden("this credential is scoped to one project, which its calls and tasks always use; set your default project with a credential that is not scoped")
+			}
+			return nil
+		},
+		Prepare: func(p *identity.Principal) error {
+			ref := strings.TrimSpace(projectRef)
+			if ref == "" {
+				return nil
+			}
+			e, err := s.k.TenantEstate(ctx, p)
+			if err != nil {
+				return err
+			}
+			if pr = e.Project(ref); pr == nil {
+				pr = e.ProjectByName(ref)
+			}
+			if pr == nil || !kernel.UsesProject(p, pr) {
+				return kernel.NotFound("no project %s you may use: 'klique get projects' lists yours", kernel.Quote(ref))
+			}
+			return nil
+		},
+		Body: func(t *kernel.Txn) (*model.User, kernel.Audit, error) {
+			u, err := t.Q.GetUser(ctx, t.P.TenantID, t.P.UserID)
+			if err != nil {
+				return nil, kernel.Audit{}, err
+			}
+			u.DefaultProjectID, u.UpdatedAt = "", t.Now
+			what := "cleared the default project"
+			if pr != nil {
+				u.DefaultProjectID, what = pr.ID, "default project "+pr.Name
+			}
+			if err := t.Q.UpdateUser(ctx, u); err != nil {
+				return nil, kernel.Audit{}, err
+			}
+			// A user.* event: cached credentials, which carry the default,
+			// are checked again.
+			return u, kernel.Audit{Action: "user.default_project_set", Kind: "user", ID: u.ID, Name: u.Name, Detail: what}, nil
+		},
 	})
 	if err != nil {
 		return nil, err

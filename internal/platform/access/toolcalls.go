@@ -46,10 +46,13 @@ func (s *Access) RecordToolCall(ctx context.Context, tool, detail string) error 
 		}
 		detail = detail[:cut] + "…"
 	}
-	return s.k.Write(ctx, p, func(t *kernel.Txn) error {
-		t.Record(ToolCallAction, ToolCallKind, "", tool, "", detail)
-		return nil
+	_, err = kernel.RunAs(ctx, s.k, p, kernel.Op[struct{}]{
+		Name: "recordToolCall", Right: kernel.RightRead, What: "call tools",
+		Body: func(*kernel.Txn) (struct{}, kernel.Audit, error) {
+			return struct{}{}, kernel.Audit{Action: ToolCallAction, Kind: ToolCallKind, Name: tool, Detail: detail}, nil
+		},
 	})
+	return err
 }
 
 // AuditFilter narrows the audit trail. Actor is a user id or name.

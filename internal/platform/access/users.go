@@ -110,49 +110,41 @@ func applyUser(p *identity.Principal, u *model.User, in UserInput) error {
 // cannot demote or disable themselves, so a tenant is never left without the
 // admin who made the mistake.
 func (s *Access) UpdateUser(ctx context.Context, ref string, in UserInput) (*model.User, error) {
-	p, err := kernel.Caller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if err := kernel.RequireAdmin(p, "change users"); err != nil {
-		return nil, err
-	}
-	var u *model.User
-	err = s.k.Write(ctx, p, func(t *kernel.Txn) error {
-		if u, err = kernel.FindUser(ctx, t.Q, p.TenantID, ref); err != nil {
-			return err
-		}
-		if u.ID == p.UserID && ((in.Role != nil && *in.Role != u.Role) || (in.Disabled != nil && *in.Disabled)) {
-			return kernel.Forbidden("you cannot change your own role or disable yourself; ask another admin")
-		}
-		if u.Role == model.RolePlatformAdmin && p.Role != model.RolePlatformAdmin {
-			return kernel.Forbidden("only a platform admin can change a platform admin")
-		}
-		before := *u
-		if in.Name != nil {
-			name := strings.TrimSpace(*in.Name)
-			if err := checkUserName(name); err != nil {
-				return err
+	return kernel.Run(ctx, s.k, kernel.Op[*model.User]{
+		Name: "updateUser", Right: kernel.RightAdmin, What: "change users",
+		Body: func(t *kernel.Txn) (*model.User, kernel.Audit, error) {
+			p := t.P
+			u, err := kernel.FindUser(ctx, t.Q, p.TenantID, ref)
+			if err != nil {
+				return nil, kernel.Audit{}, err
 			}
-			if other, err := t.Q.GetUserByName(ctx, p.TenantID, name); err == nil && other.ID != u.ID {
-				return kernel.Conflict("a user named %s already exists", kernel.Quote(name))
+			if u.ID == p.UserID && ((in.Role != nil && *in.Role != u.Role) || (in.Disabled != nil && *in.Disabled)) {
+				return nil, kernel.Audit{}, kernel.Forbidden("you cannot change your own role or disable yourself; ask another admin")
 			}
-			u.Name = name
-		}
-		if err := applyUser(p, u, in); err != nil {
-			return err
-		}
-		u.UpdatedAt = t.Now
-		if err := t.Q.UpdateUser(ctx, u); err != nil {
-			return err
-		}
-		t.Record("user.updated", "user", u.ID, u.Name, "", describeUserChange(&before, u))
-		return nil
+			if u.Role == model.RolePlatformAdmin && p.Role != model.RolePlatformAdmin {
+				return nil, kernel.Audit{}, kernel.Forbidden("only a platform admin can change a platform admin")
+			}
+			before := *u
+			if in.Name != nil {
+				name := strings.TrimSpace(*in.Name)
+				if err := checkUserName(name); err != nil {
+					return nil, kernel.Audit{}, err
+				}
+				if other, err := t.Q.GetUserByName(ctx, p.TenantID, name); err == nil && other.ID != u.ID {
+					return nil, kernel.Audit{}, kernel.Conflict("a user named %s already exists", kernel.Quote(name))
+				}
+				u.Name = name
+			}
+			if err := applyUser(p, u, in); err != nil {
+				return nil, kernel.Audit{}, err
+			}
+			u.UpdatedAt = t.Now
+			if err := t.Q.UpdateUser(ctx, u); err != nil {
+				return nil, kernel.Audit{}, err
+			}
+			return u, kernel.Audit{Action: "user.updated", Kind: "user", ID: u.ID, Name: u.Name, Detail: describeUserChange(&before, u)}, nil
+		},
 	})
-	if err != nil {
-		return nil, err
-	}
-	return u, nil
 }
 
 func describeUserChange(a, b *model.User) string {
