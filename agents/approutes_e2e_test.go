@@ -18,6 +18,7 @@ import (
 
 	"github.com/klique-ai/klique/agents/worker"
 	"github.com/klique-ai/klique/internal/appnet"
+	"github.com/klique-ai/klique/internal/eventually"
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/store"
 )
@@ -138,7 +139,7 @@ func TestAServingInstanceBecomesARouteEndpoint(t *testing.T) {
 	// The readiness event reaches the serving index right after: the
 	// alias lands on the instance.
 	var got string
-	waitFor(t, func() bool {
+	eventually.True(t, "", func() bool {
 		var err error
 		got, err = ask("chat")
 		return err == nil
@@ -165,7 +166,7 @@ func TestAServingInstanceBecomesARouteEndpoint(t *testing.T) {
 	// The ledger: the calls' tokens name the route and the instance.
 	endpoint := "tiny-route " + appnet.InstanceBaseURL(id)
 	var calls []*model.ModelCall
-	waitFor(t, func() bool {
+	eventually.True(t, "", func() bool {
 		all, err := e.app.Store.ListModelCalls(ctx, e.tenant, store.ModelUsageQuery{From: time.Now().Add(-time.Hour), To: time.Now().Add(time.Hour)}, store.Page{Limit: 100})
 		if err != nil {
 			t.Fatal(err)
@@ -187,7 +188,7 @@ func TestAServingInstanceBecomesARouteEndpoint(t *testing.T) {
 	gql(t, e.url, e.alice, `mutation($id: ID!) { stopApp(id: $id) { state } }`, map[string]any{"id": id})
 	// Stopped, the route has no endpoint: the very next call is refused
 	// (the stop's event drops it), or falls back.
-	waitFor(t, func() bool { _, err := ask("chat"); return err != nil })
+	eventually.True(t, "", func() bool { _, err := ask("chat"); return err != nil })
 	want503("after the stop")
 
 	// The instance's GPU interval is on the ledger, closed by the stop.

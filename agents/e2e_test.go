@@ -18,6 +18,7 @@ import (
 	"github.com/klique-ai/klique/agents/client"
 	"github.com/klique-ai/klique/agents/worker"
 	"github.com/klique-ai/klique/internal/config"
+	"github.com/klique-ai/klique/internal/eventually"
 	"github.com/klique-ai/klique/internal/server"
 	"github.com/klique-ai/klique/internal/store"
 )
@@ -271,7 +272,7 @@ echo "saved to $KLIQUE_OUTPUT_DESTINATION"`},
 	if got, _ := get(rows[0], "gpuHours").(float64); got <= 0 || math.Abs(got-want) > 2e-6 {
 		t.Fatalf("GPU-hours %v, want %.6f (one GPU for the interval)", got, want)
 	}
-	waitFor(t, func() bool { return len(w.Tasks()) == 0 })
+	eventually.True(t, "", func() bool { return len(w.Tasks()) == 0 })
 	if idle, _ := w.Allocator().Free(); idle != 2 {
 		t.Fatalf("%d GPUs idle after the task, want 2", idle)
 	}
@@ -288,25 +289,14 @@ echo "saved to $KLIQUE_OUTPUT_DESTINATION"`},
 		return str(d, "task", "status") == "RUNNING" && strings.Contains(logText(d), "stdout: started")
 	})
 	gql(t, url, alice, `mutation($id: ID!) { abortTask(id: $id, reason: "wrong data") { status } }`, map[string]any{"id": id})
-	waitFor(t, func() bool { b, err := os.ReadFile(saved); return err == nil && string(b) == "checkpoint\n" })
-	waitFor(t, func() bool { return len(w.Tasks()) == 0 })
+	eventually.True(t, "", func() bool { b, err := os.ReadFile(saved); return err == nil && string(b) == "checkpoint\n" })
+	eventually.True(t, "", func() bool { return len(w.Tasks()) == 0 })
 	d = waitTask("the abort to show in the log", func(d map[string]any) bool { return strings.Contains(logText(d), "worker: stopping (aborted)") })
 	if str(d, "task", "status") != "ABORTED" {
 		t.Fatalf("task %v", d)
 	}
 	if idle, _ := w.Allocator().Free(); idle != 2 {
 		t.Fatalf("%d GPUs idle after the abort, want 2", idle)
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("timed out")
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -361,7 +351,7 @@ echo "$name finished"`
 	vision := e.enqueue(t, vic, "vision", `echo "vision ran"`)
 	var victim string
 	var d map[string]any
-	waitFor(t, func() bool {
+	eventually.True(t, "", func() bool {
 		for _, id := range []string{first, second} {
 			d = gql(t, e.url, e.alice, taskQuery, map[string]any{"id": id})
 			if strings.Contains(str(d, "task", "reason"), "preempted (reclaimed by group vision") {
@@ -379,7 +369,7 @@ echo "$name finished"`
 	}
 	name := str(d, "task", "name")
 	// SIGTERM reached it and the grace period let it save.
-	waitFor(t, func() bool { b, _ := os.ReadFile(filepath.Join(dir, "saved")); return string(b) == name+" attempt 1\n" })
+	eventually.True(t, "", func() bool { b, _ := os.ReadFile(filepath.Join(dir, "saved")); return string(b) == name+" attempt 1\n" })
 	d = e.waitTask(t, e.alice, victim, "the stop in the log", func(d map[string]any) bool {
 		return strings.Contains(logText(d), name+" checkpointing") && strings.Contains(logText(d), "worker: stopping (preempted")
 	})
@@ -412,7 +402,7 @@ echo "$name finished"`
 	if err != nil || len(ps) != 2 || ps[0].EndedAt == nil || ps[1].EndedAt == nil || !strings.Contains(ps[0].EndReason, "reclaimed by group vision") {
 		t.Fatalf("ledger intervals of the reclaimed task: %+v, %v", ps, err)
 	}
-	waitFor(t, func() bool { return len(w.Tasks()) == 0 })
+	eventually.True(t, "", func() bool { return len(w.Tasks()) == 0 })
 	if t.Failed() {
 		t.Logf("worker log:\n%s", logs)
 	}

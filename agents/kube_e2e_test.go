@@ -17,6 +17,7 @@ import (
 	"github.com/klique-ai/klique/agents/client"
 	"github.com/klique-ai/klique/agents/runner/kube"
 	"github.com/klique-ai/klique/agents/worker"
+	"github.com/klique-ai/klique/internal/eventually"
 )
 
 // kubeEstate has a Kubernetes pool behind the "1 GPU" compute resource
@@ -91,7 +92,7 @@ func TestAKubernetesTaskRunsAsAPodThroughTheWorkerLoop(t *testing.T) {
 
 	ctx := context.Background()
 	var pod *corev1.Pod
-	waitFor(t, func() bool {
+	eventually.True(t, "", func() bool {
 		list, err := cs.CoreV1().Pods(kubeNS).List(ctx, metav1.ListOptions{})
 		if err == nil && len(list.Items) == 1 {
 			pod = &list.Items[0]
@@ -117,7 +118,7 @@ func TestAKubernetesTaskRunsAsAPodThroughTheWorkerLoop(t *testing.T) {
 	})
 
 	// The kubelet's part, once the worker watches.
-	waitFor(t, func() bool {
+	eventually.True(t, "", func() bool {
 		for _, a := range cs.Actions() {
 			if a.GetVerb() == "watch" && a.GetResource().Resource == "pods" {
 				return true

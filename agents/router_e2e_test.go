@@ -17,6 +17,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/klique-ai/klique/agents/worker"
+	"github.com/klique-ai/klique/internal/eventually"
 	"github.com/klique-ai/klique/internal/router"
 )
 
@@ -334,14 +335,14 @@ func TestRouterServesAnAppInstance(t *testing.T) {
 		for _, x := range []string{id, second, third} {
 			gql(t, b.url, b.alice, `mutation($id: ID!) { stopApp(id: $id) { state } }`, map[string]any{"id": x})
 		}
-		waitFor(t, func() bool {
+		eventually.True(t, "", func() bool {
 			status, body, _ = call(t, nil, "GET", b.url+"/routes/probe-route/", b.alice, nil)
 			return status == http.StatusServiceUnavailable && strings.Contains(body, "route 'probe-route' has no running endpoint")
 		})
 		// The router keeps a resolved instance for its cache time (5 s): a
 		// call in that window is answered 502 by the worker's refusal and
 		// drops the entry; after it, the instance's end is said.
-		waitFor(t, func() bool {
+		eventually.True(t, "", func() bool {
 			status, body, _ = call(t, nil, "GET", base+"/", b.alice, nil)
 			return status == http.StatusServiceUnavailable && strings.Contains(body, "has ended (state stopped)")
 		})

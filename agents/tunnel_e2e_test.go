@@ -18,6 +18,7 @@ import (
 	"github.com/klique-ai/klique/agents/worker"
 	"github.com/klique-ai/klique/internal/appnet"
 	"github.com/klique-ai/klique/internal/config"
+	"github.com/klique-ai/klique/internal/eventually"
 	"github.com/klique-ai/klique/internal/server"
 	"github.com/klique-ai/klique/internal/tunnel"
 )
@@ -191,7 +192,7 @@ func TestTheTunnelReachesAnAppInstanceAcrossRestarts(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("the worker: %v", err)
 	}
-	waitFor(t, func() bool { return !app.Tunnels.Holds(workerID) })
+	eventually.True(t, "", func() bool { return !app.Tunnels.Holds(workerID) })
 	if _, err := app.Tunnels.Open(context.Background(), target); !errors.Is(err, tunnel.ErrNoTunnel) {
 		t.Fatalf("a stopped worker's instance: %v, want ErrNoTunnel", err)
 	}

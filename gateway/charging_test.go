@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/klique-ai/klique/internal/eventually"
 	"github.com/klique-ai/klique/internal/model"
 )
 
@@ -75,7 +76,7 @@ func TestMaxTokensIsBoundedByTheCallAndByTheModels(t *testing.T) {
 		// What the call used (19 + 3) is settled: another such call fits,
 		// a third would if the first two were settled; a budget of 1,500
 		// never holds two reservations of 1,019 at once.
-		waitFor(t, func() bool {
+		eventually.True(t, "", func() bool {
 			return e.post("vic", "detect", "chat/completions", chat("chat", `,"max_tokens":1000000`)).status == 200
 		})
 	})

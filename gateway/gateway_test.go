@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/klique-ai/klique/internal/eventually"
 	"github.com/klique-ai/klique/internal/model"
 )
 
@@ -221,21 +222,10 @@ func TestACallerWhoGoesAwayMidStreamIsChargedWhatWasProduced(t *testing.T) {
 		t.Fatalf("the call on the ledger: %s", dump(c))
 	}
 	// The budget holds what was produced, not the 200-token estimate.
-	waitFor(t, func() bool {
+	eventually.True(t, "", func() bool {
 		r := e.post("vic", "detect", "chat/completions", chat("chat", `,"max_tokens":1`))
 		return r.status == 200
 	})
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("timed out")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func TestRateLimitsAnswer429WithAccurateHeaders(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/klique-ai/klique/internal/appnet"
+	"github.com/klique-ai/klique/internal/eventually"
 )
 
 // benchApp is an app instance for the benchmarks: /big answers 100 MB,
@@ -38,7 +39,7 @@ func clients(b *testing.B) (direct, tunnelled *http.Client) {
 	p := startPlane(b)
 	addr := benchApp(b)
 	p.worker(b, only("t1", 1, addr))
-	waitUntil(b, "the tunnel", func() bool { return p.reg.Holds("w1") })
+	eventually.True(b, "the tunnel", func() bool { return p.reg.Holds("w1") })
 	target := appnet.Target{TaskID: "t1", WorkerID: "w1", Attempt: 1, Address: addr}
 	var dialer net.Dialer
 	direct = &http.Client{Transport: &http.Transport{DisableCompression: true, MaxIdleConnsPerHost: 4,

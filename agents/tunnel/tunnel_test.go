@@ -17,6 +17,7 @@ import (
 	"github.com/klique-ai/klique/agents/client"
 	"github.com/klique-ai/klique/agents/tunnel"
 	"github.com/klique-ai/klique/internal/appnet"
+	"github.com/klique-ai/klique/internal/eventually"
 	cptunnel "github.com/klique-ai/klique/internal/tunnel"
 )
 
@@ -57,17 +58,6 @@ func (p *plane) worker(t testing.TB, lookup tunnel.Lookup) (stop func()) {
 	stop = func() { once.Do(func() { cancel(); <-done }) }
 	t.Cleanup(stop)
 	return stop
-}
-
-func waitUntil(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // echo listens on loopback and sends back what it reads; at the end of
@@ -113,7 +103,7 @@ func TestBytesCrossTheTunnelBothWaysWithHalfClose(t *testing.T) {
 	t.Parallel()
 	p := startPlane(t)
 	p.worker(t, only("t1", 1, echo(t)))
-	waitUntil(t, "the tunnel", func() bool { return p.reg.Holds("w1") })
+	eventually.True(t, "the tunnel", func() bool { return p.reg.Holds("w1") })
 
 	c, err := p.reg.Open(context.Background(), appnet.Target{TaskID: "t1", WorkerID: "w1", Attempt: 1})
 	if err != nil {
@@ -152,7 +142,7 @@ func TestAStreamForAnotherInstanceIsRefusedWithItsMessage(t *testing.T) {
 	t.Parallel()
 	p := startPlane(t)
 	p.worker(t, only("t1", 1, echo(t)))
-	waitUntil(t, "the tunnel", func() bool { return p.reg.Holds("w1") })
+	eventually.True(t, "the tunnel", func() bool { return p.reg.Holds("w1") })
 	for _, target := range []appnet.Target{{TaskID: "t2", WorkerID: "w1", Attempt: 1}, {TaskID: "t1", WorkerID: "w1", Attempt: 2}} {
 		_, err := p.reg.Open(context.Background(), target)
 		var refused *cptunnel.RefusedError
@@ -172,7 +162,7 @@ func TestANewTunnelReplacesTheOldAndAStoppedOneIsForgotten(t *testing.T) {
 	t.Parallel()
 	p := startPlane(t)
 	first := p.worker(t, only("t1", 1, echo(t)))
-	waitUntil(t, "the first tunnel", func() bool { return p.reg.Holds("w1") })
+	eventually.True(t, "the first tunnel", func() bool { return p.reg.Holds("w1") })
 	// The restarted worker runs attempt 2. (Until the first stops, the
 	// two replace each other's tunnel as each dials again.)
 	second := p.worker(t, only("t1", 2, echo(t)))
@@ -183,14 +173,14 @@ func TestANewTunnelReplacesTheOldAndAStoppedOneIsForgotten(t *testing.T) {
 		}
 		return err == nil
 	}
-	waitUntil(t, "the second tunnel to replace the first", func() bool { return reaches(2) })
+	eventually.True(t, "the second tunnel to replace the first", func() bool { return reaches(2) })
 	first()
-	waitUntil(t, "the second tunnel to stay", func() bool { return reaches(2) })
+	eventually.True(t, "the second tunnel to stay", func() bool { return reaches(2) })
 	if reaches(1) {
 		t.Fatal("a stream went through the stopped worker's tunnel")
 	}
 	second()
-	waitUntil(t, "the stopped worker's tunnel to be forgotten", func() bool { return !p.reg.Holds("w1") })
+	eventually.True(t, "the stopped worker's tunnel to be forgotten", func() bool { return !p.reg.Holds("w1") })
 }
 
 // TestARefusedCredentialIsRetriedWithItsReason: the worker's end keeps

@@ -14,6 +14,7 @@ import (
 	"github.com/klique-ai/klique/agents/runner"
 	"github.com/klique-ai/klique/agents/runner/docker"
 	"github.com/klique-ai/klique/internal/agentapi"
+	"github.com/klique-ai/klique/internal/eventually"
 )
 
 // appReadyIn returns the address the worker's latest heartbeat reports for
@@ -83,7 +84,7 @@ func TestDockerAppInstanceIsPublishedAndProbed(t *testing.T) {
 	b.srv.enqueue(a)
 
 	var addr string
-	waitFor(t, 20*time.Second, "the instance to be reported ready", func() bool {
+	eventually.Within(t, 20*time.Second, "the instance to be reported ready", func() bool {
 		var ready bool
 		addr, ready = appReadyIn(b.srv, "web")
 		return ready
@@ -162,23 +163,23 @@ func TestPodAppInstanceReadinessFromTheHandle(t *testing.T) {
 	b.srv.enqueue(agentapi.Assignment{TaskID: "vllm", Name: "vllm-alice-1", MilliGPUsPerNode: 2000, Nodes: 1,
 		Command: []string{"vllm", "serve", "m", "--port", "{port}"}, Env: map[string]string{"KLIQUE_APP_PORT": "{port}"}, LeaseSeconds: 10,
 		App: &agentapi.AppAssignment{Port: 8000, HealthPath: "/health"}})
-	waitFor(t, 10*time.Second, "the job to be submitted", func() bool { return rr.job("vllm") != nil })
+	eventually.Within(t, 10*time.Second, "the job to be submitted", func() bool { return rr.job("vllm") != nil })
 	j := rr.job("vllm")
 	if j.AppPort != 0 || j.Env["KLIQUE_APP_PORT"] != "8000" || strings.Join(j.Task.Command, " ") != "vllm serve m --port 8000" {
 		t.Fatalf("pod mode: host port %d, KLIQUE_APP_PORT %q, command %q; want no host port and the app's own port 8000",
 			j.AppPort, j.Env["KLIQUE_APP_PORT"], j.Task.Command)
 	}
-	waitFor(t, 10*time.Second, "a heartbeat saying not ready", func() bool {
+	eventually.Within(t, 10*time.Second, "a heartbeat saying not ready", func() bool {
 		addr, ready := appReadyIn(b.srv, "vllm")
 		return !ready && addr == "" && len(b.srv.heartbeats()) > 2
 	})
 	rr.set(true, "10.1.2.3:8000")
-	waitFor(t, 10*time.Second, "the pod's address reported ready", func() bool {
+	eventually.Within(t, 10*time.Second, "the pod's address reported ready", func() bool {
 		addr, ready := appReadyIn(b.srv, "vllm")
 		return ready && addr == "10.1.2.3:8000"
 	})
 	rr.set(false, "")
-	waitFor(t, 10*time.Second, "not ready again", func() bool {
+	eventually.Within(t, 10*time.Second, "not ready again", func() bool {
 		_, ready := appReadyIn(b.srv, "vllm")
 		return !ready
 	})

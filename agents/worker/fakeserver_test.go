@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/klique-ai/klique/internal/agentapi"
+	"github.com/klique-ai/klique/internal/eventually"
 )
 
 const testToken = "kqw_test-credential"
@@ -479,23 +480,11 @@ func (w *wire) failures(path string) int {
 	return w.failed[path]
 }
 
-// waitFor polls cond until it holds, failing t after timeout.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // finished waits for the task's end report.
 func (s *fakeServer) finished(t *testing.T, id string, timeout time.Duration) agentapi.FinishRequest {
 	t.Helper()
 	var f *agentapi.FinishRequest
-	waitFor(t, timeout, "task "+id+" to finish", func() bool {
+	eventually.Within(t, timeout, "task "+id+" to finish", func() bool {
 		ft := s.task(id)
 		f = ft.finish
 		return f != nil

@@ -8,6 +8,7 @@ import (
 
 	"github.com/klique-ai/klique/agents/runner"
 	"github.com/klique-ai/klique/internal/agentapi"
+	"github.com/klique-ai/klique/internal/eventually"
 )
 
 // fakeRunner runs nothing: each job is "running" until the test ends it.
@@ -76,7 +77,7 @@ func TestFractionsInTheLoop(t *testing.T) {
 	for _, id := range []string{"q1", "q2", "q3", "q4"} {
 		b.srv.enqueue(quarter(id))
 	}
-	waitFor(t, 10*time.Second, "four quarters to start", func() bool {
+	eventually.Within(t, 10*time.Second, "four quarters to start", func() bool {
 		for _, id := range []string{"q1", "q2", "q3", "q4"} {
 			if fr.job(id) == nil {
 				return false
@@ -91,7 +92,7 @@ func TestFractionsInTheLoop(t *testing.T) {
 		}
 	}
 	b.srv.enqueue(agentapi.Assignment{TaskID: "w1", Name: "w1", MilliGPUsPerNode: 1000, Nodes: 1, Command: []string{"true"}})
-	waitFor(t, 10*time.Second, "the whole-GPU task to start", func() bool { return fr.job("w1") != nil })
+	eventually.Within(t, 10*time.Second, "the whole-GPU task to start", func() bool { return fr.job("w1") != nil })
 	if j := fr.job("w1"); len(j.GPUs) != 1 || j.GPUs[0].Index != 1 || j.MilliGPUs != 1000 {
 		t.Fatalf("w1 got %+v, want GPU 1 whole", j.GPUs)
 	}
@@ -111,7 +112,7 @@ func TestFractionsInTheLoop(t *testing.T) {
 	}
 	fr.end("q2")
 	b.srv.finished(t, "q2", 10*time.Second)
-	waitFor(t, 10*time.Second, "a claim offering the freed quarter", func() bool {
+	eventually.Within(t, 10*time.Second, "a claim offering the freed quarter", func() bool {
 		cs := b.srv.claimRequests()
 		c := cs[len(cs)-1]
 		return c.FreeGPUs == 0 && c.FreeMilliGPUs == 250

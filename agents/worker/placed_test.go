@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/klique-ai/klique/internal/eventually"
 )
 
 // With Placed, the environment's scheduler places the work: the worker
@@ -13,7 +15,7 @@ func TestPlacedCountsSlotsAndTakesSeveralNodes(t *testing.T) {
 	a := shTask("multi", `echo "gpus=[$KLIQUE_GPUS]"; sleep 0.5`)
 	a.Nodes = 2
 	b.srv.enqueue(a)
-	waitFor(t, 10*time.Second, "the task to hold both slots", func() bool { idle, _ := b.w.Allocator().Free(); return idle == 0 })
+	eventually.Within(t, 10*time.Second, "the task to hold both slots", func() bool { idle, _ := b.w.Allocator().Free(); return idle == 0 })
 	f := b.srv.finished(t, "multi", 20*time.Second)
 	ft := b.srv.task("multi")
 	if f.State != "completed" {
@@ -35,5 +37,5 @@ func TestPlacedCountsSlotsAndTakesSeveralNodes(t *testing.T) {
 	if beats == 0 {
 		t.Fatal("no heartbeat carried the task")
 	}
-	waitFor(t, 10*time.Second, "the slots to be free again", func() bool { idle, _ := b.w.Allocator().Free(); return idle == 2 })
+	eventually.Within(t, 10*time.Second, "the slots to be free again", func() bool { idle, _ := b.w.Allocator().Free(); return idle == 2 })
 }

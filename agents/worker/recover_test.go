@@ -11,6 +11,7 @@ import (
 
 	"github.com/klique-ai/klique/agents/runner/process"
 	"github.com/klique-ai/klique/agents/runner/state"
+	"github.com/klique-ai/klique/internal/eventually"
 )
 
 // TestARestartedWorkerStopsLeftoversAndKeepsTheGPUsOfWhatItCannotStop
@@ -49,7 +50,7 @@ func TestARestartedWorkerStopsLeftoversAndKeepsTheGPUsOfWhatItCannotStop(t *test
 		c.Runner = process.New(process.Options{State: st})
 		c.RecoverInterval = 200 * time.Millisecond
 	})
-	waitFor(t, 10*time.Second, "the first claim", func() bool { return len(srv.claimRequests()) > 0 })
+	eventually.Within(t, 10*time.Second, "the first claim", func() bool { return len(srv.claimRequests()) > 0 })
 	select {
 	case <-reaped:
 	default:
@@ -82,7 +83,7 @@ func TestARestartedWorkerStopsLeftoversAndKeepsTheGPUsOfWhatItCannotStop(t *test
 	if err := st.Remove(container.TaskID, container.Attempt); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "a claim with both GPUs", func() bool {
+	eventually.Within(t, 10*time.Second, "a claim with both GPUs", func() bool {
 		cs := srv.claimRequests()
 		return cs[len(cs)-1].FreeGPUs == 2
 	})

@@ -16,6 +16,7 @@ import (
 	"github.com/klique-ai/klique/agents/gpu"
 	"github.com/klique-ai/klique/agents/runner/process"
 	"github.com/klique-ai/klique/internal/agentapi"
+	"github.com/klique-ai/klique/internal/eventually"
 )
 
 // testBundle is a worker daemon running real processes against a fake
@@ -211,7 +212,7 @@ sleep 1.5
 		if !seen {
 			t.Errorf("no heartbeat carried task t1 on GPU 0: %+v", b.srv.heartbeats())
 		}
-		waitFor(t, 5*time.Second, "the task to be forgotten", func() bool { return len(b.w.Tasks()) == 0 })
+		eventually.Within(t, 5*time.Second, "the task to be forgotten", func() bool { return len(b.w.Tasks()) == 0 })
 		if _, err := os.Stat(filepath.Join(b.workDir, "tasks", "t1.1")); !os.IsNotExist(err) {
 			t.Errorf("the task's directory is still there: %v", err)
 		}
@@ -220,7 +221,7 @@ sleep 1.5
 	t.Run("an empty long poll is answered 204 and the worker polls again", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		waitFor(t, 10*time.Second, "three claims", func() bool { return len(b.srv.claimRequests()) >= 3 })
+		eventually.Within(t, 10*time.Second, "three claims", func() bool { return len(b.srv.claimRequests()) >= 3 })
 		c := b.srv.claimRequests()[0]
 		if c.WorkerID != "worker-1" || c.FreeGPUs != 2 || c.Fractions || c.WaitSeconds != 1 {
 			t.Errorf("claim request %+v", c)
@@ -242,7 +243,7 @@ sleep 1.5
 		b := setup(t)
 		marker := filepath.Join(t.TempDir(), "checkpoint")
 		b.srv.enqueue(shTask("t3", `trap 'echo saving; echo saved > `+marker+`; exit 0' TERM; echo started; while true; do sleep 0.05; done`))
-		waitFor(t, 10*time.Second, "the task to start", func() bool {
+		eventually.Within(t, 10*time.Second, "the task to start", func() bool {
 			return contains(b.srv.task("t3").lines(agentapi.StreamStdout), "started")
 		})
 		b.srv.stop("t3", "preempted: reclaimed by group vision", agentapi.StatePreempted)
@@ -263,7 +264,7 @@ sleep 1.5
 		b := setup(t, func(c *Config) { c.Grace = 500 * time.Millisecond })
 		pidFile := filepath.Join(t.TempDir(), "child.pid")
 		b.srv.enqueue(shTask("t4", `trap '' TERM; sh -c 'trap "" TERM; echo $$ > `+pidFile+`; while true; do sleep 0.05; done' & echo started; while true; do sleep 0.05; done`))
-		waitFor(t, 10*time.Second, "the task and its child to start", func() bool {
+		eventually.Within(t, 10*time.Second, "the task and its child to start", func() bool {
 			_, err := os.Stat(pidFile)
 			return err == nil && contains(b.srv.task("t4").lines(agentapi.StreamStdout), "started")
 		})
@@ -277,16 +278,16 @@ sleep 1.5
 		if d := time.Since(begin); d < 400*time.Millisecond {
 			t.Errorf("killed after %s, before the grace period", d)
 		}
-		waitFor(t, 5*time.Second, "the child to be gone", func() bool { return !alive(child) })
+		eventually.Within(t, 5*time.Second, "the child to be gone", func() bool { return !alive(child) })
 	})
 
 	t.Run("a report answered 409 drops the task without retrying", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		b.srv.enqueue(shTask("t5", `i=0; while true; do i=$((i+1)); echo "line $i"; sleep 0.05; done`))
-		waitFor(t, 10*time.Second, "log lines", func() bool { return len(b.srv.task("t5").logs) > 3 })
+		eventually.Within(t, 10*time.Second, "log lines", func() bool { return len(b.srv.task("t5").logs) > 3 })
 		b.srv.requeue("t5")
-		waitFor(t, 10*time.Second, "the task to be dropped", func() bool { return len(b.w.Tasks()) == 0 })
+		eventually.Within(t, 10*time.Second, "the task to be dropped", func() bool { return len(b.w.Tasks()) == 0 })
 		ft := b.srv.task("t5")
 		if ft.finishes != 0 {
 			t.Errorf("a dropped task was reported %d times", ft.finishes)
@@ -302,7 +303,7 @@ sleep 1.5
 		// again.
 		stale := ft.stale
 		b.srv.enqueue(shTask("t5b", `i=0; while true; do i=$((i+1)); echo "line $i"; sleep 0.02; done`))
-		waitFor(t, 10*time.Second, "three log batches of another task", func() bool { return b.srv.task("t5b").batches >= 3 })
+		eventually.Within(t, 10*time.Second, "three log batches of another task", func() bool { return b.srv.task("t5b").batches >= 3 })
 		if ft := b.srv.task("t5"); ft.stale != stale {
 			t.Errorf("the worker kept sending reports for the dropped attempt: %d refusals, then %d", stale, ft.stale)
 		}
@@ -315,11 +316,11 @@ sleep 1.5
 			c.LogMemoryLines, c.LogBatchLines, c.HeartbeatInterval = 10, 25, 100*time.Millisecond
 		})
 		b.srv.enqueue(shTask("t6", `i=0; while [ $i -lt `+strconv.Itoa(n)+` ]; do i=$((i+1)); echo "line $i"; sleep 0.03; done`))
-		waitFor(t, 10*time.Second, "the first lines", func() bool { return len(b.srv.task("t6").lines(agentapi.StreamStdout)) > 10 })
+		eventually.Within(t, 10*time.Second, "the first lines", func() bool { return len(b.srv.task("t6").lines(agentapi.StreamStdout)) > 10 })
 		b.srv.down()
 		failed := b.wire.failures(agentapi.PathHeartbeat)
 		spool := filepath.Join(b.workDir, "spool", "t6.1.jsonl")
-		waitFor(t, 5*time.Second, "lines to spill to disk", func() bool {
+		eventually.Within(t, 5*time.Second, "lines to spill to disk", func() bool {
 			fi, err := os.Stat(spool)
 			return err == nil && fi.Size() > 0
 		})
@@ -327,7 +328,7 @@ sleep 1.5
 		// heartbeat has failed to get through, the worker has seen two fail
 		// and done all it does about that.
 		perCall := clientRetries + 1
-		waitFor(t, 10*time.Second, "two heartbeats to fail", func() bool {
+		eventually.Within(t, 10*time.Second, "two heartbeats to fail", func() bool {
 			return b.wire.failures(agentapi.PathHeartbeat) >= failed+2*perCall+1
 		})
 		if len(b.w.Tasks()) != 1 {
@@ -335,7 +336,7 @@ sleep 1.5
 		}
 		beats := len(b.srv.heartbeats())
 		b.srv.up()
-		waitFor(t, 5*time.Second, "heartbeats to resume", func() bool { return len(b.srv.heartbeats()) > beats })
+		eventually.Within(t, 5*time.Second, "heartbeats to resume", func() bool { return len(b.srv.heartbeats()) > beats })
 		f := b.srv.finished(t, "t6", 20*time.Second)
 		if f.State != agentapi.StateCompleted {
 			t.Fatalf("finish = %+v", f)
@@ -376,7 +377,7 @@ sleep 1.5
 		t.Parallel()
 		b := setup(t)
 		b.srv.enqueue(shTask("t8", `trap 'echo bye; exit 143' TERM; echo started; while true; do sleep 0.05; done`))
-		waitFor(t, 10*time.Second, "the task to start", func() bool { return contains(b.srv.task("t8").lines(agentapi.StreamStdout), "started") })
+		eventually.Within(t, 10*time.Second, "the task to start", func() bool { return contains(b.srv.task("t8").lines(agentapi.StreamStdout), "started") })
 		if err := b.stop(t); err != nil {
 			t.Fatalf("Run returned %v", err)
 		}
@@ -392,9 +393,9 @@ sleep 1.5
 	t.Run("a worker the control plane forgot registers again", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		waitFor(t, 10*time.Second, "a first claim", func() bool { return len(b.srv.claimRequests()) >= 1 })
+		eventually.Within(t, 10*time.Second, "a first claim", func() bool { return len(b.srv.claimRequests()) >= 1 })
 		b.srv.forgetWorkers()
-		waitFor(t, 10*time.Second, "a second registration", func() bool {
+		eventually.Within(t, 10*time.Second, "a second registration", func() bool {
 			b.srv.mu.Lock()
 			defer b.srv.mu.Unlock()
 			return b.srv.registrations == 2
@@ -403,7 +404,7 @@ sleep 1.5
 		if f := b.srv.finished(t, "t9", 10*time.Second); f.State != agentapi.StateCompleted {
 			t.Fatalf("finish = %+v", f)
 		}
-		waitFor(t, 5*time.Second, "heartbeats from the new registration", func() bool {
+		eventually.Within(t, 5*time.Second, "heartbeats from the new registration", func() bool {
 			hb := b.srv.heartbeats()
 			return hb[len(hb)-1].WorkerID == "worker-2"
 		})

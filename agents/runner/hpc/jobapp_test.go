@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/klique-ai/klique/internal/agentapi"
+	"github.com/klique-ai/klique/internal/eventually"
 )
 
 // appSpec is the job description of an app instance whose batch line is
@@ -50,7 +51,7 @@ kill $pid; wait $pid; sleep 0.5; exit 0`, 20)
 		go func() {
 			done <- RunTask(context.Background(), spec, TaskRunOptions{FlushInterval: 50 * time.Millisecond, Stderr: io.Discard})
 		}()
-		waitUntil(t, "a ready report", func() bool { return len(plane.appReports("serve")) >= 1 })
+		eventually.Within(t, 15*time.Second, "a ready report", func() bool { return len(plane.appReports("serve")) >= 1 })
 		r := plane.appReports("serve")[0]
 		host, port, err := net.SplitHostPort(r.Address)
 		if !r.Ready || r.Attempt != 1 || err != nil || host != node || port == "" {
@@ -62,7 +63,7 @@ kill $pid; wait $pid; sleep 0.5; exit 0`, 20)
 		if err := os.WriteFile(filepath.Join(spec.Dir, "stop"), nil, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		waitUntil(t, "a not-ready report", func() bool { return len(plane.appReports("serve")) >= 2 })
+		eventually.Within(t, 15*time.Second, "a not-ready report", func() bool { return len(plane.appReports("serve")) >= 2 })
 		if r := plane.appReports("serve")[1]; r.Ready || r.Address != "" {
 			t.Fatalf("second report %+v, want not ready", r)
 		}
@@ -86,15 +87,4 @@ kill $pid; wait $pid; sleep 0.5; exit 0`, 20)
 			t.Fatalf("an app that never answered sent %d readiness reports", n)
 		}
 	})
-}
-
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/klique-ai/klique/agents/runner"
 	"github.com/klique-ai/klique/internal/agentapi"
 	"github.com/klique-ai/klique/internal/estate/appconf"
+	"github.com/klique-ai/klique/internal/eventually"
 )
 
 // appJob is a launch of the built-in catalogue entry name on gpus GPUs
@@ -182,12 +183,12 @@ func TestAppReadinessFromThePodStatus(t *testing.T) {
 		t.Fatalf("ready (%s) before its Ready condition", addr)
 	}
 	setCond(true, corev1.ConditionTrue)
-	waitFor(t, "the pod to be ready", func() bool {
+	eventually.True(t, "the pod to be ready", func() bool {
 		addr, ok := ready.AppReady(context.Background())
 		return ok && addr == "10.42.0.17:8000"
 	})
 	setCond(true, corev1.ConditionFalse)
-	waitFor(t, "the pod to be not ready again", func() bool {
+	eventually.True(t, "the pod to be not ready again", func() bool {
 		_, ok := ready.AppReady(context.Background())
 		return !ok
 	})

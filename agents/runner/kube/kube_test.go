@@ -20,6 +20,7 @@ import (
 
 	"github.com/klique-ai/klique/agents/runner"
 	"github.com/klique-ai/klique/internal/agentapi"
+	"github.com/klique-ai/klique/internal/eventually"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata")
@@ -236,21 +237,10 @@ func (b *testBundle) setStatus(t *testing.T, name string, fn func(*corev1.Pod)) 
 	}
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func waitPhase(t *testing.T, h runner.Handle, want runner.Phase) runner.Status {
 	t.Helper()
 	var st runner.Status
-	waitFor(t, "phase "+want.String(), func() bool {
+	eventually.True(t, "phase "+want.String(), func() bool {
 		st, _ = h.Poll(context.Background())
 		return st.Phase == want
 	})
@@ -306,15 +296,15 @@ func TestAPodPendingUnschedulableThenRunningThenSucceeded(t *testing.T) {
 	}
 	b.setStatus(t, name, unschedulable)
 	st := waitPhase(t, h, runner.Pending)
-	waitFor(t, "the scheduler's reason", func() bool {
+	eventually.True(t, "the scheduler's reason", func() bool {
 		st, _ = h.Poll(context.Background())
 		return strings.Contains(st.Reason, "Unschedulable: 0/3 nodes are available")
 	})
-	waitFor(t, "the pending line in the task's log", func() bool { return b.log.has("pending: Unschedulable: 0/3 nodes") })
+	eventually.True(t, "the pending line in the task's log", func() bool { return b.log.has("pending: Unschedulable: 0/3 nodes") })
 
 	b.setStatus(t, name, running)
 	waitPhase(t, h, runner.Running)
-	waitFor(t, "the node in the log", func() bool { return b.log.has("running on gpu-node-7") })
+	eventually.True(t, "the node in the log", func() bool { return b.log.has("running on gpu-node-7") })
 
 	b.setStatus(t, name, exited(0, "Completed"))
 	select {
@@ -466,7 +456,7 @@ func TestAMultiNodeTaskRunsAsAnIndexedJobAndEndsWhenAllPodsSucceed(t *testing.T)
 	}
 	b.setStatus(t, pods[0], running)
 	b.setStatus(t, pods[1], unschedulable)
-	waitFor(t, "the gang waiting for its second pod", func() bool { return b.log.has("pending: Unschedulable") })
+	eventually.True(t, "the gang waiting for its second pod", func() bool { return b.log.has("pending: Unschedulable") })
 	if st, _ := h.Poll(context.Background()); st.Phase != runner.Pending {
 		t.Fatalf("one pod of two running: %+v, want pending", st)
 	}
