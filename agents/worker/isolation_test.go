@@ -17,6 +17,7 @@ import (
 	"github.com/klique-ai/klique/agents/hostuser"
 	"github.com/klique-ai/klique/agents/runner/process"
 	"github.com/klique-ai/klique/internal/agentapi"
+	"github.com/klique-ai/klique/internal/citest"
 )
 
 // testUIDs is the range the isolation tests give tasks: outside the
@@ -44,7 +45,7 @@ func reachableWorkDir(t *testing.T) string {
 func TestATaskCannotReadAnotherUsersTaskOnTheSameHost(t *testing.T) {
 	t.Parallel()
 	if os.Geteuid() != 0 {
-		t.Skip("giving each task a uid of its own needs root; this test runs as root in CI")
+		citest.Missing(t, "giving each task a uid of its own needs root")
 	}
 	shared := t.TempDir()
 	if err := os.Chmod(shared, 0o1777); err != nil {
@@ -194,7 +195,7 @@ func (s *syncBuffer) String() string {
 // same directory is refused with what to change.
 func TestAWorkerThatCannotGiveTasksUsersByDefaultRunsOneProjectAtATime(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("per-task users need root")
+		citest.Missing(t, "per-task users need root")
 	}
 	t.Parallel()
 	blocked := filepath.Join(t.TempDir(), "home")

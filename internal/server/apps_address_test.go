@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/klique-ai/klique/internal/agentapi"
+	"github.com/klique-ai/klique/internal/citest"
 )
 
 // TestAppAddressRule reproduces the SSRF of issue 39 (defect 7): a holder
@@ -101,7 +102,7 @@ func TestAppAddressRule(t *testing.T) {
 	declare := func(t *testing.T, extra string) { declareOnprem(t, ts, extra) }
 	t.Run("an address in the declared appNetworks is served", func(t *testing.T) {
 		if !ip.IsValid() {
-			t.Skip("this machine has no non-loopback IPv4 address to serve an instance on")
+			citest.Missing(t, "this machine has no non-loopback IPv4 address to serve an instance on")
 		}
 		declare(t, "    appNetworks: ["+netip.PrefixFrom(ip, 32).String()+"]\n")
 		ln, err := net.Listen("tcp", netip.AddrPortFrom(ip, 0).String())

@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/klique-ai/klique/internal/citest"
 )
 
 func TestScriptIndexFindsTheScriptAShellRuns(t *testing.T) {
@@ -61,7 +63,7 @@ func hostile(t *testing.T) (marker string, values []string) {
 func TestQuotedValuesReachTheScriptAsThemselves(t *testing.T) {
 	sh, err := exec.LookPath("sh")
 	if err != nil {
-		t.Skip("no sh on this machine")
+		citest.Missing(t, "no sh on this machine")
 	}
 	marker, values := hostile(t)
 	for _, v := range values {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/klique-ai/klique/internal/citest"
 )
 
 // TestShellScriptTemplatesAreRefusedUnlessQuoted: a template put into the
@@ -50,7 +52,7 @@ func TestShellScriptTemplatesAreRefusedUnlessQuoted(t *testing.T) {
 func TestQuotedParametersRunAsLiterals(t *testing.T) {
 	sh, err := exec.LookPath("sh")
 	if err != nil {
-		t.Skip("no sh here")
+		citest.Missing(t, "no sh here")
 	}
 	marker := filepath.Join(t.TempDir(), "pwned-"+strconv.FormatInt(time.Now().UnixNano(), 36))
 	def := parse(t, "name: p\nparams: {lr: 0.1}\nsteps:\n  - {name: s, computeResource: c, command: [sh, -c, \"printf '%s' {{params.lr|shell}}\"]}\n"+
