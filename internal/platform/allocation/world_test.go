@@ -2,7 +2,6 @@ package allocation_test
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -10,8 +9,8 @@ import (
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform/allocation"
 	"github.com/klique-ai/klique/internal/platform/kernel"
+	"github.com/klique-ai/klique/internal/platform/kernel/kerneltest"
 	"github.com/klique-ai/klique/internal/store"
-	"github.com/klique-ai/klique/internal/store/sqlite"
 )
 
 // world is the allocation domain alone, on a kernel over a fresh SQLite
@@ -56,15 +55,7 @@ projects:
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
-	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "klique.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	if err := st.CreateTenant(ctx, &model.Tenant{ID: "t1", Name: "acme"}); err != nil {
-		t.Fatal(err)
-	}
+	st := kerneltest.Store(t)
 	k := kernel.New(kernel.Options{Store: st})
 	w := &world{k: k, st: st, alloc: allocation.New(k)}
 	w.admin = w.as(t, "admin", model.RoleTenantAdmin, "")

@@ -2,7 +2,6 @@ package apps_test
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -12,8 +11,8 @@ import (
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform/apps"
 	"github.com/klique-ai/klique/internal/platform/kernel"
+	"github.com/klique-ai/klique/internal/platform/kernel/kerneltest"
 	"github.com/klique-ai/klique/internal/store"
-	"github.com/klique-ai/klique/internal/store/sqlite"
 )
 
 // world is the apps domain alone, on a kernel over a fresh SQLite store,
@@ -54,32 +53,12 @@ var start = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
-	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "klique.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	if err := st.CreateTenant(ctx, &model.Tenant{ID: "t1", Name: "acme"}); err != nil {
-		t.Fatal(err)
-	}
+	st := kerneltest.Store(t)
 	w := &world{st: st, now: start}
 	w.k = kernel.New(kernel.Options{Store: st, Now: func() time.Time { return w.now }})
 	w.apps = apps.New(w.k)
-	doc, err := estate.ParseDocument([]byte(testEstate))
-	if err != nil {
-		t.Fatal(err)
-	}
 	w.admin = w.as(t, "admin", model.RoleTenantAdmin)
-	p, _ := kernel.Caller(w.admin)
-	res, err := w.k.ChangeEstate(w.admin, p, "apply the test estate", false, func(tx *kernel.Txn, cur, next *estate.Estate) (string, error) {
-		applied, err := doc.Apply(cur, "t1", model.NewID, tx.Now)
-		if err != nil {
-			return "", err
-		}
-		*next = *applied
-		return "", nil
-	})
+	res, err := kerneltest.ApplyEstate(w.admin, w.k, testEstate, false)
 	if err != nil {
 		t.Fatalf("apply the test estate: %v", err)
 	}

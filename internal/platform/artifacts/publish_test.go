@@ -18,8 +18,8 @@ import (
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform/artifacts"
 	"github.com/klique-ai/klique/internal/platform/kernel"
+	"github.com/klique-ai/klique/internal/platform/kernel/kerneltest"
 	"github.com/klique-ai/klique/internal/store"
-	"github.com/klique-ai/klique/internal/store/sqlite"
 )
 
 // world is the artifacts domain alone, on a kernel over a fresh SQLite
@@ -55,35 +55,14 @@ projects:
 
 func newWorld(t *testing.T, maxBytes int64) *world {
 	t.Helper()
-	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "klique.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	if err := st.CreateTenant(ctx, &model.Tenant{ID: "t1", Name: "acme"}); err != nil {
-		t.Fatal(err)
-	}
+	st := kerneltest.Store(t)
 	w := &world{st: st, k: kernel.New(kernel.Options{Store: st}), blobsDir: filepath.Join(t.TempDir(), "blobs")}
 	b, err := blobs.NewLocal(w.blobsDir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	w.arts = artifacts.New(w.k, artifacts.Options{Blobs: b, MaxBytes: maxBytes})
-	doc, err := estate.ParseDocument([]byte(testEstate))
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin := w.as(t, "admin", model.RoleTenantAdmin)
-	p, _ := kernel.Caller(admin)
-	res, err := w.k.ChangeEstate(admin, p, "apply the test estate", false, func(tx *kernel.Txn, cur, next *estate.Estate) (string, error) {
-		applied, err := doc.Apply(cur, "t1", model.NewID, tx.Now)
-		if err != nil {
-			return "", err
-		}
-		*next = *applied
-		return "", nil
-	})
+	res, err := kerneltest.ApplyEstate(w.as(t, "admin", model.RoleTenantAdmin), w.k, testEstate, false)
 	if err != nil {
 		t.Fatalf("apply the test estate: %v", err)
 	}
@@ -93,15 +72,7 @@ func newWorld(t *testing.T, maxBytes int64) *world {
 
 func (w *world) as(t *testing.T, name string, role model.Role, groups ...string) context.Context {
 	t.Helper()
-	u := &model.User{ID: model.NewID(), TenantID: "t1", Name: name, Role: role}
-	if err := w.st.CreateUser(context.Background(), u); err != nil {
-		t.Fatal(err)
-	}
-	p := &identity.Principal{TenantID: "t1", UserID: u.ID, UserName: name, Role: role}
-	for _, g := range groups {
-		p.Groups = append(p.Groups, identity.GroupGrant{GroupID: w.e.GroupByName(g).ID, GroupName: g, Role: model.GroupRoleMember})
-	}
-	return identity.WithPrincipal(context.Background(), p)
+	return kerneltest.User(t, w.st, w.e, name, role, groups...)
 }
 
 // run writes a running task of owner's in group ml.

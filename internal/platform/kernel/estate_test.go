@@ -10,6 +10,7 @@ import (
 	"github.com/klique-ai/klique/internal/identity"
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform/kernel"
+	"github.com/klique-ai/klique/internal/platform/kernel/kerneltest"
 )
 
 // The estate rules the kernel owns: the one way the allocation model
@@ -45,18 +46,7 @@ projects:
 
 // applyDoc changes the estate to doc as p.
 func applyDoc(w *world, p *identity.Principal, doc string, dryRun bool) (*kernel.EstateResult, error) {
-	d, err := estate.ParseDocument([]byte(doc))
-	if err != nil {
-		return nil, err
-	}
-	return w.k.ChangeEstate(w.ctx, p, "apply an estate file", dryRun, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
-		applied, err := d.Apply(cur, "t1", model.NewID, t.Now)
-		if err != nil {
-			return "", err
-		}
-		*next = *applied
-		return "", nil
-	})
+	return kerneltest.ApplyEstate(identity.WithPrincipal(w.ctx, p), w.k, doc, dryRun)
 }
 
 func estateWorld(t *testing.T) (*world, *identity.Principal, *estate.Estate) {

@@ -3,7 +3,6 @@ package kernel_test
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"sync"
 	"testing"
 
@@ -11,8 +10,8 @@ import (
 	"github.com/klique-ai/klique/internal/identity"
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform/kernel"
+	"github.com/klique-ai/klique/internal/platform/kernel/kerneltest"
 	"github.com/klique-ai/klique/internal/store"
-	"github.com/klique-ai/klique/internal/store/sqlite"
 )
 
 // seen is a broker that records each event with whether the object it
@@ -46,14 +45,7 @@ type world struct {
 func newWorld(t *testing.T, role model.Role) *world {
 	t.Helper()
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "klique.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	if err := st.CreateTenant(ctx, &model.Tenant{ID: "t1", Name: "acme"}); err != nil {
-		t.Fatal(err)
-	}
+	st := kerneltest.Store(t)
 	b := &seen{st: st}
 	w := &world{k: kernel.New(kernel.Options{Store: st, Events: b}), st: st, events: b}
 	w.ctx = identity.WithPrincipal(ctx, &identity.Principal{TenantID: "t1", UserID: "u1", UserName: "alice", Role: role})

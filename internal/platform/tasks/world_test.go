@@ -2,16 +2,14 @@ package tasks_test
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 
 	"github.com/klique-ai/klique/internal/estate"
-	"github.com/klique-ai/klique/internal/identity"
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform/kernel"
+	"github.com/klique-ai/klique/internal/platform/kernel/kerneltest"
 	"github.com/klique-ai/klique/internal/platform/tasks"
 	"github.com/klique-ai/klique/internal/store"
-	"github.com/klique-ai/klique/internal/store/sqlite"
 )
 
 // world is the tasks domain alone, on a kernel over a fresh SQLite store,
@@ -63,31 +61,10 @@ projects:
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
-	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "klique.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	if err := st.CreateTenant(ctx, &model.Tenant{ID: "t1", Name: "acme"}); err != nil {
-		t.Fatal(err)
-	}
+	st := kerneltest.Store(t)
 	k := kernel.New(kernel.Options{Store: st})
 	w := &world{k: k, st: st, tasks: tasks.New(k)}
-	doc, err := estate.ParseDocument([]byte(testEstate))
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin := w.as(t, "admin", model.RoleTenantAdmin)
-	p, _ := kernel.Caller(admin)
-	res, err := k.ChangeEstate(admin, p, "apply the test estate", false, func(tx *kernel.Txn, cur, next *estate.Estate) (string, error) {
-		applied, err := doc.Apply(cur, "t1", model.NewID, tx.Now)
-		if err != nil {
-			return "", err
-		}
-		*next = *applied
-		return "", nil
-	})
+	res, err := kerneltest.ApplyEstate(w.as(t, "admin", model.RoleTenantAdmin), k, testEstate, false)
 	if err != nil {
 		t.Fatalf("apply the test estate: %v", err)
 	}
@@ -99,23 +76,7 @@ func newWorld(t *testing.T) *world {
 // makes them its lead) and returns a context acting as them.
 func (w *world) as(t *testing.T, name string, role model.Role, groups ...string) context.Context {
 	t.Helper()
-	u := &model.User{ID: model.NewID(), TenantID: "t1", Name: name, Role: role}
-	if err := w.st.CreateUser(context.Background(), u); err != nil {
-		t.Fatal(err)
-	}
-	p := &identity.Principal{TenantID: "t1", UserID: u.ID, UserName: name, Role: role}
-	for _, g := range groups {
-		gr := model.GroupRoleMember
-		if len(g) > 5 && g[:5] == "lead:" {
-			g, gr = g[5:], model.GroupRoleLead
-		}
-		grp := w.e.GroupByName(g)
-		if grp == nil {
-			t.Fatalf("no group %s", g)
-		}
-		p.Groups = append(p.Groups, identity.GroupGrant{GroupID: grp.ID, GroupName: g, Role: gr})
-	}
-	return identity.WithPrincipal(context.Background(), p)
+	return kerneltest.User(t, w.st, w.e, name, role, groups...)
 }
 
 // computeResource is the id of a group's compute resource of a name.
