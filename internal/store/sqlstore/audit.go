@@ -4,22 +4,22 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/store"
+	"github.com/klique-ai/klique/internal/store/sqlstore/sqlbase"
 )
 
 const auditColumns = `seq, id, tenant_id, at, actor_id, actor_name, channel, action, object_kind, object_id, object_name, detail`
 
-func scanAudit(r scanner) (*model.AuditEntry, error) {
+func scanAudit(r sqlbase.Scanner) (*model.AuditEntry, error) {
 	var e model.AuditEntry
 	var at int64
 	if err := r.Scan(&e.Seq, &e.ID, &e.TenantID, &at, &e.ActorID, &e.ActorName, &e.Channel, &e.Action,
 		&e.ObjectKind, &e.ObjectID, &e.ObjectName, &e.Detail); err != nil {
 		return nil, err
 	}
-	e.At = fromMicros(at)
+	e.At = sqlbase.FromMicros(at)
 	return &e, nil
 }
 
@@ -29,21 +29,21 @@ func scanAudit(r scanner) (*model.AuditEntry, error) {
 // exist (ErrNotFound).
 func (q *queries) InsertAudit(ctx context.Context, e *model.AuditEntry) error {
 	what := fmt.Sprintf("insert audit entry %q", e.Action)
-	undo := assignID(&e.ID)
+	undo := sqlbase.AssignID(&e.ID)
 	assignSeq := e.Seq == 0
 	err := q.atomic(ctx, func(q *queries) error {
 		if assignSeq {
-			seq, err := q.s.dialect.NextSeq(ctx, q.c, SeqAudit)
+			seq, err := q.Dialect().NextSeq(ctx, q.Conn(), SeqAudit)
 			if err != nil {
 				return fmt.Errorf("%s: next audit sequence number: %w", what, err)
 			}
 			e.Seq = seq
-		} else if err := q.s.dialect.AdvanceSeq(ctx, q.c, SeqAudit, e.Seq); err != nil {
+		} else if err := q.Dialect().AdvanceSeq(ctx, q.Conn(), SeqAudit, e.Seq); err != nil {
 			return fmt.Errorf("%s: advance audit sequence: %w", what, err)
 		}
-		_, err := q.write(ctx, what, store.ErrNotFound,
+		_, err := q.Write(ctx, what, store.ErrNotFound,
 			`INSERT INTO audit_log (`+auditColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			e.Seq, e.ID, e.TenantID, micros(e.At), e.ActorID, e.ActorName, e.Channel, e.Action,
+			e.Seq, e.ID, e.TenantID, sqlbase.Micros(e.At), e.ActorID, e.ActorName, e.Channel, e.Action,
 			e.ObjectKind, e.ObjectID, e.ObjectName, e.Detail)
 		return err
 	})
@@ -76,11 +76,11 @@ func (q *queries) ListAudit(ctx context.Context, tenantID string, f store.AuditF
 	}
 	if !f.Since.IsZero() {
 		query += ` AND at >= ?`
-		args = append(args, micros(f.Since))
+		args = append(args, sqlbase.Micros(f.Since))
 	}
 	if !f.Until.IsZero() {
 		query += ` AND at < ?`
-		args = append(args, micros(f.Until))
+		args = append(args, sqlbase.Micros(f.Until))
 	}
 	if page.After != "" {
 		after, err := strconv.ParseInt(page.After, 10, 64)
@@ -91,8 +91,8 @@ func (q *queries) ListAudit(ctx context.Context, tenantID string, f store.AuditF
 		args = append(args, after)
 	}
 	query += ` ORDER BY seq DESC`
-	query, args = withLimit(query, args, page.Limit)
-	return getAll(ctx, q, "list audit", scanAudit, query, args...)
+	query, args = sqlbase.WithLimit(query, args, page.Limit)
+	return sqlbase.GetAll(ctx, q.Q, "list audit", scanAudit, query, args...)
 }
 
 // InsertAudits inserts entries in batches: one round trip for their
@@ -112,7 +112,7 @@ func (q *queries) InsertAudits(ctx context.Context, es []*model.AuditEntry) erro
 		var seqs []int64
 		if need > 0 {
 			var err error
-			if seqs, err = q.s.dialect.NextSeqs(ctx, q.c, SeqAudit, need); err != nil {
+			if seqs, err = q.Dialect().NextSeqs(ctx, q.Conn(), SeqAudit, need); err != nil {
 				return fmt.Errorf("insert audit entries: %w", err)
 			}
 		}
@@ -122,42 +122,15 @@ func (q *queries) InsertAudits(ctx context.Context, es []*model.AuditEntry) erro
 			}
 			if e.Seq == 0 {
 				e.Seq, seqs = seqs[0], seqs[1:]
-			} else if err := q.s.dialect.AdvanceSeq(ctx, q.c, SeqAudit, e.Seq); err != nil {
+			} else if err := q.Dialect().AdvanceSeq(ctx, q.Conn(), SeqAudit, e.Seq); err != nil {
 				return fmt.Errorf("insert audit entries: %w", err)
 			}
 		}
-		return insertBatches(ctx, q, "insert audit entries", `INSERT INTO audit_log (`+auditColumns+`) VALUES `, 12, len(es),
+		return sqlbase.InsertBatches(ctx, q.Q, "insert audit entries", `INSERT INTO audit_log (`+auditColumns+`) VALUES `, 12, len(es),
 			func(i int) []any {
 				e := es[i]
-				return []any{e.Seq, e.ID, e.TenantID, micros(e.At), e.ActorID, e.ActorName, e.Channel, e.Action,
+				return []any{e.Seq, e.ID, e.TenantID, sqlbase.Micros(e.At), e.ActorID, e.ActorName, e.Channel, e.Action,
 					e.ObjectKind, e.ObjectID, e.ObjectName, e.Detail}
 			})
 	})
-}
-
-// batchRows is how many rows one multi-row statement writes: far under
-// SQLite's and PostgreSQL's limits on bound parameters.
-const batchRows = 400
-
-// insertBatches writes n rows of cols columns each with multi-row INSERT
-// statements, row(i) giving the values of row i.
-func insertBatches(ctx context.Context, q *queries, what, head string, cols, n int, row func(i int) []any) error {
-	one := "(" + placeholders(cols) + ")"
-	for start := 0; start < n; start += batchRows {
-		end := min(n, start+batchRows)
-		var sb strings.Builder
-		sb.WriteString(head)
-		args := make([]any, 0, (end-start)*cols)
-		for i := start; i < end; i++ {
-			if i > start {
-				sb.WriteString(", ")
-			}
-			sb.WriteString(one)
-			args = append(args, row(i)...)
-		}
-		if _, err := q.write(ctx, what, store.ErrNotFound, sb.String(), args...); err != nil {
-			return err
-		}
-	}
-	return nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/store"
+	"github.com/klique-ai/klique/internal/store/sqlstore/sqlbase"
 )
 
 // SchedColumns lists the task columns the engine reads, qualified by alias.
@@ -20,7 +21,7 @@ func SchedColumns(alias string) string {
 	return strings.Join(cols, ", ")
 }
 
-func scanSched(r scanner) (store.SchedTask, error) {
+func scanSched(r sqlbase.Scanner) (store.SchedTask, error) {
 	var t store.SchedTask
 	var status string
 	var perNode int64
@@ -33,7 +34,7 @@ func scanSched(r scanner) (store.SchedTask, error) {
 	t.ProjectID = project.String
 	t.Size.PerNode = model.MilliGPU(perNode)
 	if placed.Valid {
-		t.PlacedAt = fromMicros(placed.Int64)
+		t.PlacedAt = sqlbase.FromMicros(placed.Int64)
 	}
 	return t, nil
 }
@@ -41,7 +42,7 @@ func scanSched(r scanner) (store.SchedTask, error) {
 // ListSchedulable returns the work holding capacity and each compute
 // resource's first perQueue queued tasks, as store.Queries documents.
 func (q *queries) ListSchedulable(ctx context.Context, tenantID string, perQueue int) ([]store.SchedTask, error) {
-	held, err := getAll(ctx, q, "list placed tasks", scanSched,
+	held, err := sqlbase.GetAll(ctx, q.Q, "list placed tasks", scanSched,
 		`SELECT `+SchedColumns("t")+` FROM tasks t WHERE t.tenant_id = ? AND t.status IN (?, ?)`,
 		tenantID, string(model.TaskPlaced), string(model.TaskRunning))
 	if err != nil {
@@ -51,7 +52,7 @@ func (q *queries) ListSchedulable(ctx context.Context, tenantID string, perQueue
 		return held, nil
 	}
 	// The dialect's query numbers its parameters itself.
-	rows, err := q.c.QueryContext(ctx, q.s.dialect.QueueHeadsQuery(), tenantID, perQueue)
+	rows, err := q.Conn().QueryContext(ctx, q.Dialect().QueueHeadsQuery(), tenantID, perQueue)
 	if err != nil {
 		return nil, fmt.Errorf("list queue heads: %w", err)
 	}
@@ -73,7 +74,7 @@ const placementColumns = `id, tenant_id, task_id, user_id, user_name, project_id
 	policy_id, profile_id, profile_name, compute_resource_id, compute_resource_name, pool_id, pool_name,
 	gpu_class_id, gpu_class_name, size_milli, weight_milli, price_micros, currency, started_at, ended_at, end_reason`
 
-func scanPlacement(r scanner) (*model.Placement, error) {
+func scanPlacement(r sqlbase.Scanner) (*model.Placement, error) {
 	var p model.Placement
 	var size, started int64
 	var ended sql.NullInt64
@@ -84,8 +85,8 @@ func scanPlacement(r scanner) (*model.Placement, error) {
 		return nil, err
 	}
 	p.Size = model.MilliGPU(size)
-	p.StartedAt = fromMicros(started)
-	p.EndedAt = timePtr(ended)
+	p.StartedAt = sqlbase.FromMicros(started)
+	p.EndedAt = sqlbase.NullTime(ended)
 	return &p, nil
 }
 
@@ -105,7 +106,7 @@ func (q *queries) PlaceTasks(ctx context.Context, tenantID string, ps []*model.P
 	var order []key
 	batches := map[key][]*model.Placement{}
 	for _, p := range ps {
-		k := key{p.PoolID, reason(p), micros(p.StartedAt)}
+		k := key{p.PoolID, reason(p), sqlbase.Micros(p.StartedAt)}
 		if _, ok := batches[k]; !ok {
 			order = append(order, k)
 		}
@@ -116,14 +117,14 @@ func (q *queries) PlaceTasks(ctx context.Context, tenantID string, ps []*model.P
 		done := make(map[string]bool, len(ps))
 		for _, k := range order {
 			batch := batches[k]
-			for start := 0; start < len(batch); start += batchRows {
-				part := batch[start:min(len(batch), start+batchRows)]
+			for start := 0; start < len(batch); start += sqlbase.BatchRows {
+				part := batch[start:min(len(batch), start+sqlbase.BatchRows)]
 				args := []any{string(model.TaskPlaced), k.pool, k.at, k.reason, k.at, tenantID, string(model.TaskQueued)}
 				for _, p := range part {
 					args = append(args, p.TaskID)
 				}
-				rows, err := q.query(ctx, `UPDATE tasks SET status = ?, pool_id = ?, placed_at = ?, reason = ?, updated_at = ?
-					WHERE tenant_id = ? AND status = ? AND id IN (`+placeholders(len(part))+`) RETURNING id`, args...)
+				rows, err := q.Query(ctx, `UPDATE tasks SET status = ?, pool_id = ?, placed_at = ?, reason = ?, updated_at = ?
+					WHERE tenant_id = ? AND status = ? AND id IN (`+sqlbase.Placeholders(len(part))+`) RETURNING id`, args...)
 				if err != nil {
 					return fmt.Errorf("place tasks: %w", err)
 				}
@@ -152,13 +153,13 @@ func (q *queries) PlaceTasks(ctx context.Context, tenantID string, ps []*model.P
 				placed = append(placed, p.TaskID)
 			}
 		}
-		return insertBatches(ctx, q, "open ledger intervals", `INSERT INTO placements (`+placementColumns+`) VALUES `, 25, len(open),
+		return sqlbase.InsertBatches(ctx, q.Q, "open ledger intervals", `INSERT INTO placements (`+placementColumns+`) VALUES `, 25, len(open),
 			func(i int) []any {
 				p := open[i]
 				return []any{p.ID, p.TenantID, p.TaskID, p.UserID, p.UserName, p.ProjectID, p.ProjectName, p.GroupID, p.GroupName,
 					p.PolicyID, p.ProfileID, p.ProfileName, p.ComputeResourceID, p.ComputeResourceName, p.PoolID, p.PoolName,
 					p.GPUClassID, p.GPUClassName, int64(p.Size), p.WeightMilli, p.PriceMicros, p.Currency,
-					micros(p.StartedAt), nullMicros(p.EndedAt), p.EndReason}
+					sqlbase.Micros(p.StartedAt), sqlbase.NullMicros(p.EndedAt), p.EndReason}
 			})
 	})
 	if err != nil {
@@ -178,10 +179,10 @@ func (q *queries) PreemptTasks(ctx context.Context, tenantID string, ps []store.
 			if p.OnlyPlaced {
 				from = string(model.TaskPlaced)
 			}
-			n, err := q.write(ctx, "preempt task "+p.TaskID, store.ErrNotFound,
+			n, err := q.Write(ctx, "preempt task "+p.TaskID, store.ErrNotFound,
 				`UPDATE tasks SET status = ?, pool_id = '', placed_at = NULL, lease_expires_at = NULL, reason = ?, updated_at = ?
 				WHERE tenant_id = ? AND id = ? AND status IN (?, ?)`,
-				string(model.TaskQueued), p.Reason, micros(at), tenantID, p.TaskID, string(model.TaskPlaced), from)
+				string(model.TaskQueued), p.Reason, sqlbase.Micros(at), tenantID, p.TaskID, string(model.TaskPlaced), from)
 			if err != nil {
 				return err
 			}
@@ -209,10 +210,10 @@ func (q *queries) EndPlacement(ctx context.Context, tenantID, taskID string, at 
 func (q *queries) endPlacement(ctx context.Context, tenantID, taskID string, at time.Time, reason string) error {
 	// An interval never ends before it starts, even with clocks of
 	// several replicas a little apart.
-	_, err := q.write(ctx, "close ledger interval of task "+taskID, store.ErrNotFound,
+	_, err := q.Write(ctx, "close ledger interval of task "+taskID, store.ErrNotFound,
 		`UPDATE placements SET ended_at = CASE WHEN started_at > ? THEN started_at ELSE ? END, end_reason = ?
 		WHERE tenant_id = ? AND task_id = ? AND ended_at IS NULL`,
-		micros(at), micros(at), reason, tenantID, taskID)
+		sqlbase.Micros(at), sqlbase.Micros(at), reason, tenantID, taskID)
 	return err
 }
 
@@ -223,11 +224,11 @@ func (q *queries) ListPlacements(ctx context.Context, tenantID string, f store.P
 	args := []any{tenantID}
 	if !f.To.IsZero() {
 		query += ` AND started_at < ?`
-		args = append(args, micros(f.To))
+		args = append(args, sqlbase.Micros(f.To))
 	}
 	if !f.From.IsZero() {
 		query += ` AND (ended_at IS NULL OR ended_at > ?)`
-		args = append(args, micros(f.From))
+		args = append(args, sqlbase.Micros(f.From))
 	}
 	if f.OpenOnly {
 		query += ` AND ended_at IS NULL`
@@ -237,13 +238,13 @@ func (q *queries) ListPlacements(ctx context.Context, tenantID string, f store.P
 		args = append(args, f.TaskID)
 	}
 	if len(f.PolicyIDs) > 0 {
-		query += ` AND policy_id IN (` + placeholders(len(f.PolicyIDs)) + `)`
+		query += ` AND policy_id IN (` + sqlbase.Placeholders(len(f.PolicyIDs)) + `)`
 		for _, id := range f.PolicyIDs {
 			args = append(args, id)
 		}
 	}
 	query += ` ORDER BY started_at, id`
-	return getAll(ctx, q, "list ledger intervals", scanPlacement, query, args...)
+	return sqlbase.GetAll(ctx, q.Q, "list ledger intervals", scanPlacement, query, args...)
 }
 
 // usageDimensions maps a dimension to its id and name columns. GPU work
@@ -297,7 +298,7 @@ func (q *queries) SumUsage(ctx context.Context, tenantID string, u store.UsageQu
 	if err != nil {
 		return nil, err
 	}
-	now, from, to := micros(u.Now), micros(u.From), micros(u.To)
+	now, from, to := sqlbase.Micros(u.Now), sqlbase.Micros(u.From), sqlbase.Micros(u.To)
 	// held is the interval's time in range less the engine pauses in it (an
 	// open pause runs to Now); pauses never overlap one another.
 	inner := `SELECT w.*, w.e - w.s - CAST(COALESCE((SELECT SUM(
@@ -318,7 +319,7 @@ func (q *queries) SumUsage(ctx context.Context, tenantID string, u store.UsageQu
 		args = append(args, u.ProjectID)
 	}
 	if len(u.GroupIDs) > 0 {
-		inner += ` AND x.group_id IN (` + placeholders(len(u.GroupIDs)) + `)`
+		inner += ` AND x.group_id IN (` + sqlbase.Placeholders(len(u.GroupIDs)) + `)`
 		for _, g := range u.GroupIDs {
 			args = append(args, g)
 		}
@@ -333,7 +334,7 @@ func (q *queries) SumUsage(ctx context.Context, tenantID string, u store.UsageQu
 	if len(idCols) > 0 {
 		query += ` GROUP BY ` + strings.Join(idCols, ", ") + ` ORDER BY ` + strings.Join(idCols, ", ")
 	}
-	rows, err := q.query(ctx, query, args...)
+	rows, err := q.Query(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("sum usage: %w", err)
 	}
@@ -370,88 +371,88 @@ func (q *queries) SumUsage(ctx context.Context, tenantID string, u store.UsageQu
 
 const queueStateColumns = `tenant_id, compute_resource_id, task_id, constraint_code, reason, until_at, updated_at`
 
-func scanQueueState(r scanner) (*model.QueueState, error) {
+func scanQueueState(r sqlbase.Scanner) (*model.QueueState, error) {
 	var s model.QueueState
 	var until sql.NullInt64
 	var updated int64
 	if err := r.Scan(&s.TenantID, &s.ComputeResourceID, &s.TaskID, &s.Constraint, &s.Reason, &until, &updated); err != nil {
 		return nil, err
 	}
-	s.Until = timePtr(until)
-	s.UpdatedAt = fromMicros(updated)
+	s.Until = sqlbase.NullTime(until)
+	s.UpdatedAt = sqlbase.FromMicros(updated)
 	return &s, nil
 }
 
 // PutQueueState records why a compute resource's head waits, replacing the
 // previous state.
 func (q *queries) PutQueueState(ctx context.Context, s *model.QueueState) error {
-	_, err := q.write(ctx, "put queue state of "+s.ComputeResourceID, store.ErrNotFound,
+	_, err := q.Write(ctx, "put queue state of "+s.ComputeResourceID, store.ErrNotFound,
 		`INSERT INTO queue_states (`+queueStateColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (tenant_id, compute_resource_id) DO UPDATE SET task_id = excluded.task_id,
 			constraint_code = excluded.constraint_code, reason = excluded.reason, until_at = excluded.until_at,
 			updated_at = excluded.updated_at`,
-		s.TenantID, s.ComputeResourceID, s.TaskID, s.Constraint, s.Reason, nullMicros(s.Until), micros(s.UpdatedAt))
+		s.TenantID, s.ComputeResourceID, s.TaskID, s.Constraint, s.Reason, sqlbase.NullMicros(s.Until), sqlbase.Micros(s.UpdatedAt))
 	return err
 }
 
 // DeleteQueueState forgets a compute resource's state (nothing waits).
 func (q *queries) DeleteQueueState(ctx context.Context, tenantID, computeResourceID string) error {
-	_, err := q.write(ctx, "delete queue state of "+computeResourceID, store.ErrNotFound,
+	_, err := q.Write(ctx, "delete queue state of "+computeResourceID, store.ErrNotFound,
 		`DELETE FROM queue_states WHERE tenant_id = ? AND compute_resource_id = ?`, tenantID, computeResourceID)
 	return err
 }
 
 // GetQueueState returns why a compute resource's head waits.
 func (q *queries) GetQueueState(ctx context.Context, tenantID, computeResourceID string) (*model.QueueState, error) {
-	return getOne(ctx, q, "get queue state of "+computeResourceID, scanQueueState,
+	return sqlbase.GetOne(ctx, q.Q, "get queue state of "+computeResourceID, scanQueueState,
 		`SELECT `+queueStateColumns+` FROM queue_states WHERE tenant_id = ? AND compute_resource_id = ?`, tenantID, computeResourceID)
 }
 
 // ListQueueStates lists a tenant's queue states by compute resource id.
 func (q *queries) ListQueueStates(ctx context.Context, tenantID string) ([]*model.QueueState, error) {
-	return getAll(ctx, q, "list queue states", scanQueueState,
+	return sqlbase.GetAll(ctx, q.Q, "list queue states", scanQueueState,
 		`SELECT `+queueStateColumns+` FROM queue_states WHERE tenant_id = ? ORDER BY compute_resource_id`, tenantID)
 }
 
 // StartEnginePause records that the engine is disabled from p.StartedAt.
 func (q *queries) StartEnginePause(ctx context.Context, p *model.EnginePause) error {
-	_, err := q.write(ctx, "disable the engine of tenant "+p.TenantID, store.ErrNotFound,
+	_, err := q.Write(ctx, "disable the engine of tenant "+p.TenantID, store.ErrNotFound,
 		`INSERT INTO engine_pauses (tenant_id, started_at, ended_at, by_user_id, by_name) VALUES (?, ?, ?, ?, ?)`,
-		p.TenantID, micros(p.StartedAt), nullMicros(p.EndedAt), p.ByUserID, p.ByName)
+		p.TenantID, sqlbase.Micros(p.StartedAt), sqlbase.NullMicros(p.EndedAt), p.ByUserID, p.ByName)
 	return err
 }
 
 // EndEnginePause closes the open pause of a tenant.
 func (q *queries) EndEnginePause(ctx context.Context, tenantID string, at time.Time) error {
-	return q.writeOne(ctx, "enable the engine of tenant "+tenantID, store.ErrNotFound,
+	return q.WriteOne(ctx, "enable the engine of tenant "+tenantID, store.ErrNotFound,
 		`UPDATE engine_pauses SET ended_at = CASE WHEN started_at > ? THEN started_at ELSE ? END
-		WHERE tenant_id = ? AND ended_at IS NULL`, micros(at), micros(at), tenantID)
+		WHERE tenant_id = ? AND ended_at IS NULL`, sqlbase.Micros(at), sqlbase.Micros(at), tenantID)
 }
 
 // ListEnginePauses lists the pauses overlapping [from, to), oldest first.
 func (q *queries) ListEnginePauses(ctx context.Context, tenantID string, from, to time.Time) ([]*model.EnginePause, error) {
-	return getAll(ctx, q, "list engine pauses", func(r scanner) (*model.EnginePause, error) {
+	return sqlbase.GetAll(ctx, q.Q, "list engine pauses", func(r sqlbase.Scanner) (*model.EnginePause, error) {
 		var p model.EnginePause
 		var started int64
 		var ended sql.NullInt64
 		if err := r.Scan(&p.TenantID, &started, &ended, &p.ByUserID, &p.ByName); err != nil {
 			return nil, err
 		}
-		p.StartedAt, p.EndedAt = fromMicros(started), timePtr(ended)
+		p.StartedAt, p.EndedAt = sqlbase.FromMicros(started), sqlbase.NullTime(ended)
 		return &p, nil
 	}, `SELECT tenant_id, started_at, ended_at, by_user_id, by_name FROM engine_pauses
 		WHERE tenant_id = ? AND started_at < ? AND (ended_at IS NULL OR ended_at > ?) ORDER BY started_at`,
-		tenantID, micros(to), micros(from))
+		tenantID, sqlbase.Micros(to), sqlbase.Micros(from))
 }
 
 // AcquireLease takes the lease when it is free or expired, or renews it for
 // its holder, in one statement, so two replicas cannot both win.
 func (q *queries) AcquireLease(ctx context.Context, name, holder string, now time.Time, ttl time.Duration) (bool, error) {
 	what := "acquire lease " + name
-	exp := micros(now.Add(ttl))
-	n, err := q.write(ctx, what, store.ErrNotFound,
+	exp := sqlbase.Micros(now.Add(ttl))
+	n, err := q.Write(ctx, what, store.ErrNotFound,
 		`UPDATE leases SET holder = ?, expires_at = ? WHERE name = ? AND (holder = ? OR expires_at <= ?)`,
-		holder, exp, name, holder, micros(now))
+		holder, exp, name, holder, sqlbase.Micros(now))
 	if err != nil {
 		return false, err
 	}
@@ -459,13 +460,13 @@ func (q *queries) AcquireLease(ctx context.Context, name, holder string, now tim
 		return true, nil
 	}
 	// Free: take it, unless another replica took it in between.
-	n, err = q.write(ctx, what, store.ErrNotFound,
+	n, err = q.Write(ctx, what, store.ErrNotFound,
 		`INSERT INTO leases (name, holder, expires_at) VALUES (?, ?, ?) ON CONFLICT (name) DO NOTHING`, name, holder, exp)
 	return n == 1, err
 }
 
 // ReleaseLease gives up the lease if holder holds it.
 func (q *queries) ReleaseLease(ctx context.Context, name, holder string) error {
-	_, err := q.write(ctx, "release lease "+name, store.ErrNotFound, `DELETE FROM leases WHERE name = ? AND holder = ?`, name, holder)
+	_, err := q.Write(ctx, "release lease "+name, store.ErrNotFound, `DELETE FROM leases WHERE name = ? AND holder = ?`, name, holder)
 	return err
 }

@@ -37,14 +37,10 @@ func (r *recorder) QueryRowContext(context.Context, string, ...any) *sql.Row {
 // would run instead of running them, so a test can EXPLAIN exactly what a
 // store method sends.
 func RecordQueries(s store.Store, fn func(q store.Queries)) []Recorded {
-	st := s.(*Store)
-	saved := st.stmts
-	st.stmts = nil // prepared statements would bypass the recorder
-	defer func() { st.stmts = saved }()
 	r := &recorder{}
-	fn(&queries{s: st, c: r})
+	fn(newQueries(s.(*Store).base.Unprepared(r)))
 	return r.got
 }
 
 // DB is the database under s.
-func DB(s store.Store) *sql.DB { return s.(*Store).db }
+func DB(s store.Store) *sql.DB { return s.(*Store).base.SQL() }

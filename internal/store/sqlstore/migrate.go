@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/klique-ai/klique/internal/store/sqlstore/sqlbase"
 )
 
 // Migrate applies the *.sql files of dir in fsys that the database has not
@@ -71,7 +73,7 @@ func migrateOne(ctx context.Context, db *sql.DB, d Dialect, version, body string
 		return err
 	}
 	if _, err := tx.ExecContext(ctx, Rebind(`INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)`, d.Placeholder),
-		version, micros(time.Now())); err != nil {
+		version, sqlbase.Micros(time.Now())); err != nil {
 		return fmt.Errorf("record: %w", err)
 	}
 	return tx.Commit()

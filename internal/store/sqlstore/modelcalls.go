@@ -9,6 +9,7 @@ import (
 
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/store"
+	"github.com/klique-ai/klique/internal/store/sqlstore/sqlbase"
 )
 
 const modelCallColumns = `id, tenant_id, at, user_id, user_name, project_id, project_name, group_id, group_name,
@@ -17,7 +18,7 @@ const modelCallColumns = `id, tenant_id, at, user_id, user_name, project_id, pro
 
 const modelCallArity = 22
 
-func scanModelCall(r scanner) (*model.ModelCall, error) {
+func scanModelCall(r sqlbase.Scanner) (*model.ModelCall, error) {
 	var c model.ModelCall
 	var at, stream int64
 	if err := r.Scan(&c.ID, &c.TenantID, &at, &c.UserID, &c.UserName, &c.ProjectID, &c.ProjectName, &c.GroupID, &c.GroupName,
@@ -25,7 +26,7 @@ func scanModelCall(r scanner) (*model.ModelCall, error) {
 		&c.LatencyMicros, &c.Status, &c.Outcome, &c.Guardrail); err != nil {
 		return nil, err
 	}
-	c.At, c.Stream = fromMicros(at), stream != 0
+	c.At, c.Stream = sqlbase.FromMicros(at), stream != 0
 	return &c, nil
 }
 
@@ -39,7 +40,7 @@ var modelCallChunks = [...]int{128, 32, 8, 1}
 
 // modelCallInserts holds the INSERT text of each size in modelCallChunks.
 var modelCallInserts = func() (out [len(modelCallChunks)]string) {
-	row := "(" + placeholders(modelCallArity) + ")"
+	row := "(" + sqlbase.Placeholders(modelCallArity) + ")"
 	for i, n := range modelCallChunks {
 		rows := make([]string, n)
 		for j := range rows {
@@ -70,13 +71,13 @@ func (q *queries) InsertModelCalls(ctx context.Context, calls []*model.ModelCall
 				if c.Stream {
 					stream = 1
 				}
-				args = append(args, c.ID, c.TenantID, micros(c.At), c.UserID, c.UserName, c.ProjectID, c.ProjectName, c.GroupID, c.GroupName,
+				args = append(args, c.ID, c.TenantID, sqlbase.Micros(c.At), c.UserID, c.UserName, c.ProjectID, c.ProjectName, c.GroupID, c.GroupName,
 					c.Endpoint, c.Alias, c.Model, c.Target, stream, c.InputTokens, c.OutputTokens, c.CostMicros, c.Currency,
 					c.LatencyMicros, c.Status, c.Outcome, c.Guardrail)
 			}
 			rest = rest[n:]
-			if _, err := q.execKept(ctx, modelCallInserts[size], args...); err != nil {
-				return q.mapErr(err, fmt.Sprintf("record %d model calls", n), store.ErrNotFound)
+			if _, err := q.ExecKept(ctx, modelCallInserts[size], args...); err != nil {
+				return q.MapErr(err, fmt.Sprintf("record %d model calls", n), store.ErrNotFound)
 			}
 		}
 		return nil
@@ -105,7 +106,7 @@ var modelDimensions = map[string][2]string{
 // modelWhere is the WHERE clause of a model-usage query.
 func modelWhere(tenantID string, u store.ModelUsageQuery) (string, []any) {
 	where := `tenant_id = ? AND at >= ? AND at < ?`
-	args := []any{tenantID, micros(u.From), micros(u.To)}
+	args := []any{tenantID, sqlbase.Micros(u.From), sqlbase.Micros(u.To)}
 	if u.UserID != "" {
 		where += ` AND user_id = ?`
 		args = append(args, u.UserID)
@@ -115,13 +116,13 @@ func modelWhere(tenantID string, u store.ModelUsageQuery) (string, []any) {
 		args = append(args, u.ProjectID)
 	}
 	if len(u.GroupIDs) > 0 {
-		where += ` AND group_id IN (` + placeholders(len(u.GroupIDs)) + `)`
+		where += ` AND group_id IN (` + sqlbase.Placeholders(len(u.GroupIDs)) + `)`
 		for _, g := range u.GroupIDs {
 			args = append(args, g)
 		}
 	}
 	if len(u.ExceptIDs) > 0 {
-		where += ` AND id NOT IN (` + placeholders(len(u.ExceptIDs)) + `)`
+		where += ` AND id NOT IN (` + sqlbase.Placeholders(len(u.ExceptIDs)) + `)`
 		for _, id := range u.ExceptIDs {
 			args = append(args, id)
 		}
@@ -146,7 +147,7 @@ func (q *queries) SumModelCalls(ctx context.Context, tenantID string, u store.Mo
 	if len(idCols) > 0 {
 		query += ` GROUP BY ` + strings.Join(idCols, ", ") + ` ORDER BY ` + strings.Join(idCols, ", ")
 	}
-	rows, err := q.query(ctx, query, args...)
+	rows, err := q.Query(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("sum model calls: %w", err)
 	}
@@ -192,14 +193,14 @@ func (q *queries) ListModelCalls(ctx context.Context, tenantID string, u store.M
 	if limit <= 0 || limit > 1000 {
 		limit = 1000
 	}
-	return getAll(ctx, q, "list model calls", scanModelCall,
+	return sqlbase.GetAll(ctx, q.Q, "list model calls", scanModelCall,
 		`SELECT `+modelCallColumns+` FROM model_calls WHERE `+where+` ORDER BY id DESC LIMIT `+fmt.Sprint(limit), args...)
 }
 
 // GetGateway reads a tenant's gateway configuration.
 func (q *queries) GetGateway(ctx context.Context, tenantID string) (*model.Gateway, error) {
 	var g model.Gateway
-	if err := q.getDoc(ctx, "gateway_configs", "gateway configuration", tenantID, &g); err != nil {
+	if err := q.GetDoc(ctx, "gateway_configs", "gateway configuration", tenantID, &g); err != nil {
 		return nil, err
 	}
 	return &g, nil
@@ -207,5 +208,5 @@ func (q *queries) GetGateway(ctx context.Context, tenantID string) (*model.Gatew
 
 // PutGateway stores a tenant's gateway configuration whole.
 func (q *queries) PutGateway(ctx context.Context, tenantID string, g *model.Gateway, at time.Time) error {
-	return q.putDoc(ctx, "gateway_configs", "gateway configuration", tenantID, g, at)
+	return q.PutDoc(ctx, "gateway_configs", "gateway configuration", tenantID, g, at)
 }

@@ -28,16 +28,18 @@ import (
 // writers. Ping runs a query on the transaction rather than on the pool,
 // whose only connection may be the one the transaction holds.
 func (s *Store) BeginRollback(ctx context.Context) (store.Store, error) {
-	tx, err := s.db.BeginTx(ctx, nil)
+	tx, err := s.base.SQL().BeginTx(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("begin transaction: %w", err)
 	}
-	return &rollbackStore{queries: queries{s: s, c: tx, tx: tx, inTx: true}}, nil
+	return &rollbackStore{queries: *newQueries(s.base.OnTx(tx)), tx: tx, driver: s.Driver()}, nil
 }
 
 // rollbackStore is the store BeginRollback returns.
 type rollbackStore struct {
 	queries
+	tx     *sql.Tx
+	driver string
 	// savepoints numbers the savepoints InTx takes.
 	savepoints int
 }
@@ -92,13 +94,13 @@ func (r *rollbackStore) undo(ctx context.Context, name string) error {
 func (r *rollbackStore) Ping(ctx context.Context) error {
 	var one int
 	if err := r.tx.QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil {
-		return fmt.Errorf("ping %s: %w", r.s.dialect.Name(), err)
+		return fmt.Errorf("ping %s: %w", r.driver, err)
 	}
 	return nil
 }
 
 // Driver names the driver.
-func (r *rollbackStore) Driver() string { return r.s.Driver() }
+func (r *rollbackStore) Driver() string { return r.driver }
 
 // Close rolls the transaction back. Closing twice is not an error.
 func (r *rollbackStore) Close() error {

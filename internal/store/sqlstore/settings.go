@@ -5,15 +5,16 @@ import (
 	"fmt"
 
 	"github.com/klique-ai/klique/internal/store"
+	"github.com/klique-ai/klique/internal/store/sqlstore/sqlbase"
 )
 
 // GetSetting reads a server-wide setting; ErrNotFound when it is unset.
 func (q *queries) GetSetting(ctx context.Context, key string) (string, error) {
-	return getOne(ctx, q, fmt.Sprintf("get setting %q", key), scanString,
+	return sqlbase.GetOne(ctx, q.Q, fmt.Sprintf("get setting %q", key), scanString,
 		`SELECT value FROM settings WHERE name = ?`, key)
 }
 
-func scanString(r scanner) (string, error) {
+func scanString(r sqlbase.Scanner) (string, error) {
 	var s string
 	err := r.Scan(&s)
 	return s, err
@@ -21,7 +22,7 @@ func scanString(r scanner) (string, error) {
 
 // PutSetting stores a setting, replacing any value it had.
 func (q *queries) PutSetting(ctx context.Context, key, value string) error {
-	_, err := q.write(ctx, fmt.Sprintf("put setting %q", key), store.ErrNotFound,
+	_, err := q.Write(ctx, fmt.Sprintf("put setting %q", key), store.ErrNotFound,
 		`INSERT INTO settings (name, value) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value`,
 		key, value)
 	return err
@@ -35,9 +36,9 @@ func (q *queries) PutSetting(ctx context.Context, key, value string) error {
 // READ COMMITTED); on SQLite writers are serialised.
 func (q *queries) PutSettingIfAbsent(ctx context.Context, key, value string) (string, error) {
 	what := fmt.Sprintf("put setting %q if absent", key)
-	if _, err := q.write(ctx, what, store.ErrNotFound,
+	if _, err := q.Write(ctx, what, store.ErrNotFound,
 		`INSERT INTO settings (name, value) VALUES (?, ?) ON CONFLICT (name) DO NOTHING`, key, value); err != nil {
 		return "", err
 	}
-	return getOne(ctx, q, what, scanString, `SELECT value FROM settings WHERE name = ?`, key)
+	return sqlbase.GetOne(ctx, q.Q, what, scanString, `SELECT value FROM settings WHERE name = ?`, key)
 }

@@ -39,94 +39,49 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
-	"sync"
-	"sync/atomic"
 
 	"github.com/klique-ai/klique/internal/store"
+	"github.com/klique-ai/klique/internal/store/sqlstore/sqlbase"
+	"github.com/klique-ai/klique/internal/store/sqlstore/workflow"
 )
 
-// ErrorKind classifies a driver error for the store's error mapping.
-type ErrorKind int
+// What the drivers plug in, defined in package sqlbase with the machinery
+// that uses it.
+type (
+	// Dialect is what differs between the databases behind the store.
+	Dialect = sqlbase.Dialect
+	// Conn is what queries run on: a *sql.DB, a *sql.Conn or a *sql.Tx.
+	Conn = sqlbase.Conn
+	// Sequence names the store's counters.
+	Sequence = sqlbase.Sequence
+	// ErrorKind classifies a driver error for the store's error mapping.
+	ErrorKind = sqlbase.ErrorKind
+)
 
 const (
-	// ErrOther is any error the store passes through unchanged.
-	ErrOther ErrorKind = iota
-	// ErrUniqueViolation is a unique or primary key constraint failure.
-	ErrUniqueViolation
-	// ErrForeignKeyViolation is a foreign key constraint failure, on either
-	// side of the reference.
-	ErrForeignKeyViolation
+	ErrOther               = sqlbase.ErrOther
+	ErrUniqueViolation     = sqlbase.ErrUniqueViolation
+	ErrForeignKeyViolation = sqlbase.ErrForeignKeyViolation
+	SeqTaskQueue           = sqlbase.SeqTaskQueue
+	SeqAudit               = sqlbase.SeqAudit
 )
 
-// Conn is what queries run on: a *sql.DB, a *sql.Conn or a *sql.Tx.
-type Conn interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+// Rebind replaces each '?' outside quoted strings and identifiers with
+// placeholder(n), counting from 1.
+func Rebind(query string, placeholder func(n int) string) string {
+	return sqlbase.Rebind(query, placeholder)
 }
 
-// Sequence names the store's counters. Each dialect keeps them in its own way
-// (a SEQUENCE on PostgreSQL, a counter row on SQLite) under these names.
-type Sequence string
+// DollarPlaceholder is PostgreSQL's placeholder style: $1, $2, ...
+func DollarPlaceholder(n int) string { return sqlbase.DollarPlaceholder(n) }
 
-const (
-	// SeqTaskQueue orders tasks in their queues (Task.QueueSeq).
-	SeqTaskQueue Sequence = "task_queue_seq"
-	// SeqAudit orders the audit trail (AuditEntry.Seq).
-	SeqAudit Sequence = "audit_seq"
-)
-
-// Dialect is what differs between the databases behind the store.
-type Dialect interface {
-	// Name is the driver name Store.Driver reports.
-	Name() string
-	// Placeholder returns the bind marker of the n-th (1-based) argument.
-	// Queries are written with '?' and rebound through it once per query
-	// text.
-	Placeholder(n int) string
-	// Classify tells uniqueness and foreign key violations apart from other
-	// errors.
-	Classify(err error) ErrorKind
-	// NextSeq returns the next value of a counter. Values are strictly
-	// increasing and never reused, also across concurrent transactions; they
-	// may have gaps.
-	NextSeq(ctx context.Context, c Conn, seq Sequence) (int64, error)
-	// AdvanceSeq makes sure NextSeq returns more than atLeast from now on. It
-	// is used when a caller supplies its own sequence number (an import), so
-	// that later numbers still sort after it.
-	AdvanceSeq(ctx context.Context, c Conn, seq Sequence, atLeast int64) error
-	// LockTenant takes a lock on a tenant that holds until the transaction
-	// on c ends (see store.Queries.LockTenant).
-	LockTenant(ctx context.Context, c Conn, tenantID string) error
-	// LockTenantShared takes the shared form of LockTenant's lock.
-	LockTenantShared(ctx context.Context, c Conn, tenantID string) error
-	// NextSeqs returns n values of a counter, increasing, as NextSeq would
-	// one at a time, in one round trip.
-	NextSeqs(ctx context.Context, c Conn, seq Sequence, n int) ([]int64, error)
-	// SkipLocked is the clause that makes a subquery pick a row no other
-	// transaction holds (" FOR UPDATE SKIP LOCKED"), or "" where writers
-	// are serialised anyway.
-	SkipLocked() string
-	// QueueHeadsQuery selects the first (second argument) queued tasks of
-	// every compute resource of a tenant (first argument), in the columns
-	// of schedColumns, using the queue index rather than reading every
-	// queued task.
-	QueueHeadsQuery() string
-	// PrepareStatements is true when the driver parses every statement it
-	// is given afresh (modernc SQLite), so the store keeps them prepared
-	// per connection; false when the driver caches them itself (pgx).
-	PrepareStatements() bool
-}
+// QuestionPlaceholder is SQLite's placeholder style: ?.
+func QuestionPlaceholder(n int) string { return sqlbase.QuestionPlaceholder(n) }
 
 // Store implements store.Store over a *sql.DB.
 type Store struct {
 	queries
-	db      *sql.DB
-	dialect Dialect
-	binder  *binder
-	stmts   *stmtCache
+	base *sqlbase.DB
 }
 
 var _ store.Store = (*Store)(nil)
@@ -134,333 +89,58 @@ var _ store.Store = (*Store)(nil)
 // New returns a store over db, which must already hold the schema (see
 // Migrate). The store owns db: Close closes it.
 func New(db *sql.DB, d Dialect) *Store {
-	s := &Store{db: db, dialect: d, binder: newBinder(d)}
-	if d.PrepareStatements() {
-		s.stmts = &stmtCache{db: db}
-	}
-	s.queries = queries{s: s, c: db}
-	return s
+	base := sqlbase.NewDB(db, d)
+	return &Store{queries: *newQueries(base.Q()), base: base}
 }
 
 // Driver names the driver.
-func (s *Store) Driver() string { return s.dialect.Name() }
+func (s *Store) Driver() string { return s.base.Dialect().Name() }
 
 // Ping checks the database answers.
 func (s *Store) Ping(ctx context.Context) error {
-	if err := s.db.PingContext(ctx); err != nil {
-		return fmt.Errorf("ping %s: %w", s.dialect.Name(), err)
+	if err := s.base.SQL().PingContext(ctx); err != nil {
+		return fmt.Errorf("ping %s: %w", s.Driver(), err)
 	}
 	return nil
 }
 
 // Close closes the database.
-func (s *Store) Close() error {
-	s.stmts.close()
-	return s.db.Close()
-}
+func (s *Store) Close() error { return s.base.Close() }
 
 // InTx runs fn in one transaction. It commits when fn returns nil and rolls
 // back when fn returns an error, which it returns unchanged so that callers
 // can test for their own sentinel errors. When fn panics the deferred
 // rollback runs before the panic carries on up the stack.
 func (s *Store) InTx(ctx context.Context, fn func(q store.Queries) error) error {
-	return s.inTx(ctx, func(q *queries) error { return fn(q) })
-}
-
-func (s *Store) inTx(ctx context.Context, fn func(q *queries) error) error {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("begin transaction: %w", err)
-	}
-	done := false
-	defer func() {
-		if !done {
-			// Reached on error and on panic. The rollback error is of no
-			// use to the caller: fn's error or the panic says what failed.
-			_ = tx.Rollback()
-		}
-	}()
-	if err := fn(&queries{s: s, c: tx, tx: tx, inTx: true}); err != nil {
-		return err
-	}
-	done = true
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit transaction: %w", err)
-	}
-	return nil
+	return s.base.InTx(ctx, func(q *sqlbase.Q) error { return fn(newQueries(q)) })
 }
 
 // queries implements store.Queries on a connection: the pool for the Store
-// itself, or a transaction inside InTx.
+// itself, or a transaction inside InTx. The queries of a domain with a
+// package of its own are its, embedded.
 type queries struct {
-	s    *Store
-	c    Conn
-	tx   *sql.Tx // set inside InTx
-	inTx bool
+	*sqlbase.Q
+	workflow.Workflows
 }
 
 var _ store.Queries = (*queries)(nil)
 
-// atomic runs fn so that all of its statements commit together: in the
-// caller's transaction if there is one, else in a new one. Writes that touch
-// several rows (a profile and its pool links, a counter and a task) use it.
+func newQueries(q *sqlbase.Q) *queries {
+	return &queries{Q: q, Workflows: workflow.Workflows{Q: q}}
+}
+
+// atomic is Q.Atomic for the queries of this package.
 func (q *queries) atomic(ctx context.Context, fn func(q *queries) error) error {
-	if q.inTx {
-		return fn(q)
-	}
-	return q.s.inTx(ctx, fn)
+	return q.Atomic(ctx, func(c *sqlbase.Q) error { return fn(newQueries(c)) })
 }
-
-func (q *queries) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	if st := q.prepared(ctx, query, len(args)); st != nil {
-		return st.ExecContext(ctx, args...)
-	}
-	return q.c.ExecContext(ctx, q.s.binder.bind(query), args...)
-}
-
-func (q *queries) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	if st := q.prepared(ctx, query, len(args)); st != nil {
-		return st.QueryContext(ctx, args...)
-	}
-	return q.c.QueryContext(ctx, q.s.binder.bind(query), args...)
-}
-
-func (q *queries) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
-	if st := q.prepared(ctx, query, len(args)); st != nil {
-		return st.QueryRowContext(ctx, args...)
-	}
-	return q.c.QueryRowContext(ctx, q.s.binder.bind(query), args...)
-}
-
-// execKept is exec for a statement text that is one of a fixed few
-// however many arguments it takes (the model-call batch inserts): it is
-// kept prepared even past maxStmtArgs.
-func (q *queries) execKept(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	if st := q.prepared(ctx, query, 0); st != nil {
-		return st.ExecContext(ctx, args...)
-	}
-	return q.c.ExecContext(ctx, q.s.binder.bind(query), args...)
-}
-
-// prepared returns the statement for query, prepared once and reused on
-// every connection, bound to the transaction when there is one; nil when
-// the store does not prepare statements or the query is not worth keeping
-// (nargs past maxStmtArgs: a text built for a long list).
-func (q *queries) prepared(ctx context.Context, query string, nargs int) *sql.Stmt {
-	st := q.s.stmts.get(ctx, q.s.binder.bind(query), nargs, q.tx != nil)
-	if st == nil || q.tx == nil {
-		return st
-	}
-	return q.tx.StmtContext(ctx, st)
-}
-
-// write runs an insert, update or delete and maps constraint violations onto
-// the store's errors: a unique violation is a conflict; a foreign key
-// violation is onForeignKey (ErrNotFound when the write names a missing
-// object, ErrConflict when a delete would orphan a reference). It returns the
-// number of rows affected.
-func (q *queries) write(ctx context.Context, what string, onForeignKey error, query string, args ...any) (int64, error) {
-	res, err := q.exec(ctx, query, args...)
-	if err != nil {
-		return 0, q.mapErr(err, what, onForeignKey)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return 0, fmt.Errorf("%s: %w", what, err)
-	}
-	return n, nil
-}
-
-// writeOne is write for statements that must affect exactly one existing
-// row: none affected means the row (in that tenant) does not exist.
-func (q *queries) writeOne(ctx context.Context, what string, onForeignKey error, query string, args ...any) error {
-	n, err := q.write(ctx, what, onForeignKey, query, args...)
-	if err != nil {
-		return err
-	}
-	if n == 0 {
-		return fmt.Errorf("%s: %w", what, store.ErrNotFound)
-	}
-	return nil
-}
-
-func (q *queries) mapErr(err error, what string, onForeignKey error) error {
-	switch q.s.dialect.Classify(err) {
-	case ErrUniqueViolation:
-		return fmt.Errorf("%s: %w: %w", what, store.ErrConflict, err)
-	case ErrForeignKeyViolation:
-		if errors.Is(onForeignKey, store.ErrConflict) {
-			return fmt.Errorf("%s: still referenced: %w: %w", what, store.ErrConflict, err)
-		}
-		return fmt.Errorf("%s: a referenced object: %w: %w", what, store.ErrNotFound, err)
-	}
-	return fmt.Errorf("%s: %w", what, err)
-}
-
-// stmtCache keeps prepared statements by query text. database/sql
-// prepares a cached *sql.Stmt lazily on each connection it runs on and
-// remembers it there, so a statement is parsed once per connection rather
-// than on every call. Query texts built at run time with long argument
-// lists (IN lists) are not kept, and the cache stops growing at a bound.
-//
-// Preparing takes a connection from the pool. A transaction already holds
-// one, and waiting for another could wait forever (the pool may be one
-// connection), so a statement first met inside a transaction runs
-// unprepared and is prepared in the background for the next call.
-type stmtCache struct {
-	db      *sql.DB
-	mu      sync.Mutex
-	stmts   map[string]*sql.Stmt
-	pending map[string]bool
-	closed  bool
-	// preparing counts background prepares, which Close waits for: one
-	// may be opening a connection, and nothing may touch the database
-	// after it is closed.
-	preparing sync.WaitGroup
-}
-
-const (
-	maxStmtCache = 1024
-	// maxStmtArgs leaves out statements built for long lists.
-	maxStmtArgs = 24
-)
-
-// get returns the prepared statement for query, or nil. inTx says the
-// caller holds a connection, so the statement must not be prepared now.
-func (c *stmtCache) get(ctx context.Context, query string, nargs int, inTx bool) *sql.Stmt {
-	if c == nil || nargs > maxStmtArgs {
-		return nil
-	}
-	c.mu.Lock()
-	st, ok := c.stmts[query]
-	if ok || c.closed || c.pending[query] || len(c.stmts)+len(c.pending) >= maxStmtCache {
-		c.mu.Unlock()
-		return st
-	}
-	if c.pending == nil {
-		c.stmts, c.pending = map[string]*sql.Stmt{}, map[string]bool{}
-	}
-	c.pending[query] = true
-	if inTx {
-		c.preparing.Add(1)
-		c.mu.Unlock()
-		go func() {
-			defer c.preparing.Done()
-			c.prepare(context.Background(), query)
-		}()
-		return nil
-	}
-	c.mu.Unlock()
-	return c.prepare(ctx, query)
-}
-
-// prepare prepares query on the pool and keeps it. A statement that fails
-// to prepare is left to the plain path, which reports the error with its
-// context, and is tried again on its next use.
-func (c *stmtCache) prepare(ctx context.Context, query string) *sql.Stmt {
-	st, err := c.db.PrepareContext(context.WithoutCancel(ctx), query)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.pending, query)
-	if err != nil {
-		return nil
-	}
-	if c.closed {
-		_ = st.Close()
-		return nil
-	}
-	c.stmts[query] = st
-	return st
-}
-
-func (c *stmtCache) close() {
-	if c == nil {
-		return
-	}
-	c.mu.Lock()
-	c.closed = true
-	c.mu.Unlock()
-	c.preparing.Wait()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, st := range c.stmts {
-		_ = st.Close()
-	}
-	c.stmts = nil
-}
-
-// binder rewrites '?' placeholders into the dialect's style. Static query
-// texts are rewritten once and cached; the cache stops growing at a bound so
-// that queries built at run time (IN lists of any length) cannot grow it
-// without limit.
-type binder struct {
-	d        Dialect
-	identity bool
-	cache    sync.Map // string -> string
-	size     atomic.Int64
-}
-
-const maxBindCache = 1024
-
-func newBinder(d Dialect) *binder {
-	return &binder{d: d, identity: d.Placeholder(1) == "?"}
-}
-
-func (b *binder) bind(query string) string {
-	if b.identity {
-		return query
-	}
-	if v, ok := b.cache.Load(query); ok {
-		return v.(string)
-	}
-	out := Rebind(query, b.d.Placeholder)
-	if b.size.Load() < maxBindCache {
-		if _, loaded := b.cache.LoadOrStore(query, out); !loaded {
-			b.size.Add(1)
-		}
-	}
-	return out
-}
-
-// Rebind replaces each '?' outside quoted strings and identifiers with
-// placeholder(n), counting from 1.
-func Rebind(query string, placeholder func(n int) string) string {
-	var sb strings.Builder
-	sb.Grow(len(query) + 16)
-	n := 0
-	var quote byte
-	for i := 0; i < len(query); i++ {
-		ch := query[i]
-		switch {
-		case quote != 0:
-			if ch == quote {
-				quote = 0
-			}
-		case ch == '\'' || ch == '"':
-			quote = ch
-		case ch == '?':
-			n++
-			sb.WriteString(placeholder(n))
-			continue
-		}
-		sb.WriteByte(ch)
-	}
-	return sb.String()
-}
-
-// DollarPlaceholder is PostgreSQL's placeholder style: $1, $2, ...
-func DollarPlaceholder(n int) string { return "$" + strconv.Itoa(n) }
-
-// QuestionPlaceholder is SQLite's placeholder style: ?.
-func QuestionPlaceholder(int) string { return "?" }
 
 // LockTenant serialises allocation-model changes of one tenant across
 // replicas; see store.Queries.LockTenant.
 func (q *queries) LockTenant(ctx context.Context, tenantID string) error {
-	if !q.inTx {
+	if !q.InTransaction() {
 		return nil
 	}
-	if err := q.s.dialect.LockTenant(ctx, q.c, tenantID); err != nil {
+	if err := q.Dialect().LockTenant(ctx, q.Conn(), tenantID); err != nil {
 		return fmt.Errorf("lock tenant %s: %w", tenantID, err)
 	}
 	return nil
@@ -469,10 +149,10 @@ func (q *queries) LockTenant(ctx context.Context, tenantID string) error {
 // LockTenantShared takes the shared form of the tenant lock; see
 // store.Queries.LockTenantShared.
 func (q *queries) LockTenantShared(ctx context.Context, tenantID string) error {
-	if !q.inTx {
+	if !q.InTransaction() {
 		return nil
 	}
-	if err := q.s.dialect.LockTenantShared(ctx, q.c, tenantID); err != nil {
+	if err := q.Dialect().LockTenantShared(ctx, q.Conn(), tenantID); err != nil {
 		return fmt.Errorf("lock tenant %s (shared): %w", tenantID, err)
 	}
 	return nil
@@ -481,7 +161,7 @@ func (q *queries) LockTenantShared(ctx context.Context, tenantID string) error {
 // EstateVersion returns the version of a tenant's allocation model.
 func (q *queries) EstateVersion(ctx context.Context, tenantID string) (int64, error) {
 	var v int64
-	err := q.queryRow(ctx, `SELECT version FROM estate_versions WHERE tenant_id = ?`, tenantID).Scan(&v)
+	err := q.QueryRow(ctx, `SELECT version FROM estate_versions WHERE tenant_id = ?`, tenantID).Scan(&v)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, nil
 	}
@@ -494,10 +174,10 @@ func (q *queries) EstateVersion(ctx context.Context, tenantID string) (int64, er
 // BumpEstateVersion increments the version of a tenant's allocation model.
 func (q *queries) BumpEstateVersion(ctx context.Context, tenantID string) (int64, error) {
 	var v int64
-	err := q.queryRow(ctx, `INSERT INTO estate_versions (tenant_id, version) VALUES (?, 1)
+	err := q.QueryRow(ctx, `INSERT INTO estate_versions (tenant_id, version) VALUES (?, 1)
 		ON CONFLICT (tenant_id) DO UPDATE SET version = estate_versions.version + 1 RETURNING version`, tenantID).Scan(&v)
 	if err != nil {
-		return 0, q.mapErr(err, "bump estate version of tenant "+tenantID, store.ErrNotFound)
+		return 0, q.MapErr(err, "bump estate version of tenant "+tenantID, store.ErrNotFound)
 	}
 	return v, nil
 }

@@ -1,6 +1,10 @@
 package sqlstore
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/klique-ai/klique/internal/store/sqlstore/sqlbase"
+)
 
 func TestRebind(t *testing.T) {
 	for _, c := range []struct{ in, want string }{
@@ -17,7 +21,7 @@ func TestRebind(t *testing.T) {
 
 func TestPlaceholders(t *testing.T) {
 	for n, want := range map[int]string{1: "?", 3: "?, ?, ?"} {
-		if got := placeholders(n); got != want {
+		if got := sqlbase.Placeholders(n); got != want {
 			t.Errorf("placeholders(%d) = %q, want %q", n, got, want)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/store"
+	"github.com/klique-ai/klique/internal/store/sqlstore/sqlbase"
 )
 
 // maxTaskBranches bounds the branches one task list is split into (groups
@@ -51,21 +52,21 @@ func (q *queries) ListTasks(ctx context.Context, tenantID string, f store.TaskFi
 	where += cursor
 	common = append(common, cursorArgs...)
 	if len(branches) == 1 {
-		query, args := withLimit(`SELECT `+taskColumns+` FROM tasks`+where+branches[0].sql+order,
+		query, args := sqlbase.WithLimit(`SELECT `+taskColumns+` FROM tasks`+where+branches[0].sql+order,
 			append(common, branches[0].args...), page.Limit)
-		return getAll(ctx, q, "list tasks", scanTask, query, args...)
+		return sqlbase.GetAll(ctx, q.Q, "list tasks", scanTask, query, args...)
 	}
 	subs, args := make([]string, len(branches)), []any{tenantID}
 	for i, b := range branches {
 		sub := `SELECT queue_seq FROM tasks` + where + b.sql
 		if args = append(append(args, common...), b.args...); page.Limit > 0 {
-			sub, args = withLimit(sub+order, args, page.Limit)
+			sub, args = sqlbase.WithLimit(sub+order, args, page.Limit)
 		}
 		subs[i] = `SELECT queue_seq FROM (` + sub + `) AS b` + strconv.Itoa(i)
 	}
-	query, args := withLimit(`SELECT `+taskColumns+` FROM tasks WHERE tenant_id = ? AND queue_seq IN (`+
+	query, args := sqlbase.WithLimit(`SELECT `+taskColumns+` FROM tasks WHERE tenant_id = ? AND queue_seq IN (`+
 		strings.Join(subs, ` UNION ALL `)+`)`+order, args, page.Limit)
-	return getAll(ctx, q, "list tasks", scanTask, query, args...)
+	return sqlbase.GetAll(ctx, q.Q, "list tasks", scanTask, query, args...)
 }
 
 // branch is one branch of a task list: " AND ..." and its arguments.

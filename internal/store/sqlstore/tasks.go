@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/store"
+	"github.com/klique-ai/klique/internal/store/sqlstore/sqlbase"
 )
 
 // taskInsertColumns are the columns CreateTask writes; taskColumns, what
@@ -22,7 +24,7 @@ const taskInsertColumns = `id, tenant_id, project_id, owner_id, compute_resource
 
 const taskColumns = taskInsertColumns + `, app_active_at, app_warned_at, app_allow, app_refused`
 
-func scanTask(r scanner) (*model.Task, error) {
+func scanTask(r sqlbase.Scanner) (*model.Task, error) {
 	var t model.Task
 	var project sql.NullString
 	var spec, status string
@@ -36,8 +38,8 @@ func scanTask(r scanner) (*model.Task, error) {
 		&t.Run.AppAllow, &t.Run.AppRefused); err != nil {
 		return nil, err
 	}
-	t.Run.LeaseExpiresAt, t.Run.StartedAt = timePtr(lease), timePtr(started)
-	t.Run.AppActiveAt, t.Run.AppWarnedAt = timePtr(active), timePtr(warned)
+	t.Run.LeaseExpiresAt, t.Run.StartedAt = sqlbase.NullTime(lease), sqlbase.NullTime(started)
+	t.Run.AppActiveAt, t.Run.AppWarnedAt = sqlbase.NullTime(active), sqlbase.NullTime(warned)
 	if exit.Valid {
 		code := int(exit.Int64)
 		t.Run.ExitCode = &code
@@ -60,8 +62,8 @@ func scanTask(r scanner) (*model.Task, error) {
 	t.ProjectID = project.String
 	t.Size.PerNode = model.MilliGPU(perNode)
 	t.Status = model.TaskStatus(status)
-	t.CreatedAt, t.UpdatedAt = fromMicros(created), fromMicros(updated)
-	t.PlacedAt, t.FinishedAt = timePtr(placed), timePtr(finished)
+	t.CreatedAt, t.UpdatedAt = sqlbase.FromMicros(created), sqlbase.FromMicros(updated)
+	t.PlacedAt, t.FinishedAt = sqlbase.NullTime(placed), sqlbase.NullTime(finished)
 	return &t, nil
 }
 
@@ -80,38 +82,38 @@ func scanTask(r scanner) (*model.Task, error) {
 // nil, following the spec's omitempty tags.
 func (q *queries) CreateTask(ctx context.Context, t *model.Task) error {
 	what := fmt.Sprintf("create task %q", t.Name)
-	spec, err := marshalJSON(t.Spec, "{}")
+	spec, err := sqlbase.MarshalJSON(t.Spec, "{}")
 	if err != nil {
 		return fmt.Errorf("%s: encode spec: %w", what, err)
 	}
-	undo := assignID(&t.ID)
+	undo := sqlbase.AssignID(&t.ID)
 	assignSeq := t.QueueSeq == 0
 	err = q.atomic(ctx, func(q *queries) error {
 		if assignSeq {
-			seq, err := q.s.dialect.NextSeq(ctx, q.c, SeqTaskQueue)
+			seq, err := q.Dialect().NextSeq(ctx, q.Conn(), SeqTaskQueue)
 			if err != nil {
 				return fmt.Errorf("%s: next queue sequence number: %w", what, err)
 			}
 			t.QueueSeq = seq
-		} else if err := q.s.dialect.AdvanceSeq(ctx, q.c, SeqTaskQueue, t.QueueSeq); err != nil {
+		} else if err := q.Dialect().AdvanceSeq(ctx, q.Conn(), SeqTaskQueue, t.QueueSeq); err != nil {
 			return fmt.Errorf("%s: advance queue sequence: %w", what, err)
 		}
-		outputs, err := marshalJSON(t.Run.Outputs, "[]")
+		outputs, err := sqlbase.MarshalJSON(t.Run.Outputs, "[]")
 		if err != nil {
 			return fmt.Errorf("%s: encode outputs: %w", what, err)
 		}
-		tags, err := marshalJSON(t.Tags, "[]")
+		tags, err := sqlbase.MarshalJSON(t.Tags, "[]")
 		if err != nil {
 			return fmt.Errorf("%s: encode tags: %w", what, err)
 		}
-		_, err = q.write(ctx, what, store.ErrNotFound,
-			`INSERT INTO tasks (`+taskInsertColumns+`) VALUES (`+placeholders(30)+`)`,
-			t.ID, t.TenantID, nullString(t.ProjectID), t.OwnerID, t.ComputeResourceID, t.PolicyID, t.ProfileID,
+		_, err = q.Write(ctx, what, store.ErrNotFound,
+			`INSERT INTO tasks (`+taskInsertColumns+`) VALUES (`+sqlbase.Placeholders(30)+`)`,
+			t.ID, t.TenantID, sqlbase.NullString(t.ProjectID), t.OwnerID, t.ComputeResourceID, t.PolicyID, t.ProfileID,
 			t.GroupID, t.Name, spec, t.Size.Nodes, int64(t.Size.PerNode), string(t.Status), t.Reason, t.QueueSeq,
-			t.PoolID, t.ClonedFromID, micros(t.CreatedAt), micros(t.UpdatedAt),
-			nullMicros(t.PlacedAt), nullMicros(t.FinishedAt),
-			t.Run.WorkerID, t.Run.Attempt, nullMicros(t.Run.LeaseExpiresAt), t.Run.Retries, nullMicros(t.Run.StartedAt),
-			nullInt(t.Run.ExitCode), outputs, t.Run.AppAddress, tags)
+			t.PoolID, t.ClonedFromID, sqlbase.Micros(t.CreatedAt), sqlbase.Micros(t.UpdatedAt),
+			sqlbase.NullMicros(t.PlacedAt), sqlbase.NullMicros(t.FinishedAt),
+			t.Run.WorkerID, t.Run.Attempt, sqlbase.NullMicros(t.Run.LeaseExpiresAt), t.Run.Retries, sqlbase.NullMicros(t.Run.StartedAt),
+			sqlbase.NullInt(t.Run.ExitCode), outputs, t.Run.AppAddress, tags)
 		return err
 	})
 	if err != nil {
@@ -129,28 +131,28 @@ func (q *queries) CreateTask(ctx context.Context, t *model.Task) error {
 // QueueSeq, ClonedFromID, Tags and CreatedAt) is left as it is.
 func (q *queries) UpdateTask(ctx context.Context, t *model.Task) error {
 	what := "update task " + t.ID
-	spec, err := marshalJSON(t.Spec, "{}")
+	spec, err := sqlbase.MarshalJSON(t.Spec, "{}")
 	if err != nil {
 		return fmt.Errorf("%s: encode spec: %w", what, err)
 	}
-	outputs, err := marshalJSON(t.Run.Outputs, "[]")
+	outputs, err := sqlbase.MarshalJSON(t.Run.Outputs, "[]")
 	if err != nil {
 		return fmt.Errorf("%s: encode outputs: %w", what, err)
 	}
-	return q.writeOne(ctx, what, store.ErrNotFound,
+	return q.WriteOne(ctx, what, store.ErrNotFound,
 		`UPDATE tasks SET name = ?, spec = ?, size_nodes = ?, size_per_node_milli = ?, status = ?, reason = ?,
 			pool_id = ?, updated_at = ?, placed_at = ?, finished_at = ?,
 			worker_id = ?, attempt = ?, lease_expires_at = ?, retries = ?, started_at = ?, exit_code = ?, outputs = ?, app_address = ?,
 			app_allow = ?, app_refused = ?
 		WHERE tenant_id = ? AND id = ?`,
 		t.Name, spec, t.Size.Nodes, int64(t.Size.PerNode), string(t.Status), t.Reason,
-		t.PoolID, micros(t.UpdatedAt), nullMicros(t.PlacedAt), nullMicros(t.FinishedAt),
-		t.Run.WorkerID, t.Run.Attempt, nullMicros(t.Run.LeaseExpiresAt), t.Run.Retries, nullMicros(t.Run.StartedAt),
-		nullInt(t.Run.ExitCode), outputs, t.Run.AppAddress, t.Run.AppAllow, t.Run.AppRefused, t.TenantID, t.ID)
+		t.PoolID, sqlbase.Micros(t.UpdatedAt), sqlbase.NullMicros(t.PlacedAt), sqlbase.NullMicros(t.FinishedAt),
+		t.Run.WorkerID, t.Run.Attempt, sqlbase.NullMicros(t.Run.LeaseExpiresAt), t.Run.Retries, sqlbase.NullMicros(t.Run.StartedAt),
+		sqlbase.NullInt(t.Run.ExitCode), outputs, t.Run.AppAddress, t.Run.AppAllow, t.Run.AppRefused, t.TenantID, t.ID)
 }
 
 func (q *queries) GetTask(ctx context.Context, tenantID, id string) (*model.Task, error) {
-	return getOne(ctx, q, "get task "+id, scanTask,
+	return sqlbase.GetOne(ctx, q.Q, "get task "+id, scanTask,
 		`SELECT `+taskColumns+` FROM tasks WHERE tenant_id = ? AND id = ?`, tenantID, id)
 }
 
@@ -165,7 +167,7 @@ func taskWhere(tenantID string, f store.TaskFilter) (string, []any) {
 	args := []any{tenantID}
 	sb.WriteString(` WHERE tenant_id = ?`)
 	if len(f.Statuses) > 0 {
-		sb.WriteString(` AND status IN (` + placeholders(len(f.Statuses)) + `)`)
+		sb.WriteString(` AND status IN (` + sqlbase.Placeholders(len(f.Statuses)) + `)`)
 		for _, s := range f.Statuses {
 			args = append(args, string(s))
 		}
@@ -186,22 +188,17 @@ func taskWhere(tenantID string, f store.TaskFilter) (string, []any) {
 		sb.WriteString(` AND pool_id = ?`)
 		args = append(args, f.PoolID)
 	}
-	vis, vargs := visibleTo("", f.RestrictToGroups, f.GroupIDs, f.VisibleToUserID)
+	vis, vargs := sqlbase.VisibleTo("", f.RestrictToGroups, f.GroupIDs, f.VisibleToUserID)
 	sb.WriteString(vis)
 	args = append(args, vargs...)
 	return sb.String(), args
-}
-
-// placeholders returns n comma-separated '?'.
-func placeholders(n int) string {
-	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
 }
 
 // CountTasks counts the tasks that match f.
 func (q *queries) CountTasks(ctx context.Context, tenantID string, f store.TaskFilter) (int, error) {
 	where, args := taskWhere(tenantID, f)
 	var n int
-	if err := q.queryRow(ctx, `SELECT COUNT(*) FROM tasks`+where, args...).Scan(&n); err != nil {
+	if err := q.QueryRow(ctx, `SELECT COUNT(*) FROM tasks`+where, args...).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count tasks: %w", err)
 	}
 	return n, nil
@@ -211,11 +208,24 @@ func (q *queries) CountTasks(ctx context.Context, tenantID string, f store.TaskF
 // smaller QueueSeq than seq: a task's place in its queue.
 func (q *queries) CountQueuedAhead(ctx context.Context, tenantID, computeResourceID string, seq int64) (int, error) {
 	var n int
-	if err := q.queryRow(ctx,
+	if err := q.QueryRow(ctx,
 		`SELECT COUNT(*) FROM tasks
 		WHERE tenant_id = ? AND compute_resource_id = ? AND status = ? AND queue_seq < ?`,
 		tenantID, computeResourceID, string(model.TaskQueued), seq).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count queued ahead in compute resource %s: %w", computeResourceID, err)
 	}
 	return n, nil
+}
+
+// ListFinishedTasks lists a project's tasks with a tag that finished in a
+// status between since (exclusive) and until. Tags hold no quotes, so the
+// tag's quoted form matches it in the JSON list exactly; its LIKE
+// wildcards are escaped.
+func (q *queries) ListFinishedTasks(ctx context.Context, tenantID, projectID, tag string, status model.TaskStatus, since, until time.Time, limit int) ([]*model.Task, error) {
+	like := `%"` + strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(tag) + `"%`
+	return sqlbase.GetAll(ctx, q.Q, "list the finished tasks of project "+projectID, scanTask,
+		`SELECT `+taskColumns+` FROM tasks WHERE tenant_id = ? AND project_id = ? AND finished_at > ? AND finished_at <= ? AND status = ?
+			AND tags LIKE ? ESCAPE '\'
+		ORDER BY finished_at, id LIMIT ?`,
+		tenantID, projectID, sqlbase.Micros(since), sqlbase.Micros(until), string(status), like, limit)
 }

@@ -11,27 +11,28 @@ import (
 
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/store"
+	"github.com/klique-ai/klique/internal/store/sqlstore/sqlbase"
 )
 
 const workerCredentialColumns = `id, tenant_id, pool_id, name, prefix, hash, created_by, created_at, revoked_at`
 
-func scanWorkerCredential(r scanner) (*model.WorkerCredential, error) {
+func scanWorkerCredential(r sqlbase.Scanner) (*model.WorkerCredential, error) {
 	var c model.WorkerCredential
 	var created int64
 	var revoked sql.NullInt64
 	if err := r.Scan(&c.ID, &c.TenantID, &c.PoolID, &c.Name, &c.Prefix, &c.Hash, &c.CreatedBy, &created, &revoked); err != nil {
 		return nil, err
 	}
-	c.CreatedAt, c.RevokedAt = fromMicros(created), timePtr(revoked)
+	c.CreatedAt, c.RevokedAt = sqlbase.FromMicros(created), sqlbase.NullTime(revoked)
 	return &c, nil
 }
 
 // CreateWorkerCredential stores a worker credential (its hash).
 func (q *queries) CreateWorkerCredential(ctx context.Context, c *model.WorkerCredential) error {
-	undo := assignID(&c.ID)
-	_, err := q.write(ctx, "create worker credential "+c.Name, store.ErrNotFound,
+	undo := sqlbase.AssignID(&c.ID)
+	_, err := q.Write(ctx, "create worker credential "+c.Name, store.ErrNotFound,
 		`INSERT INTO worker_credentials (`+workerCredentialColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		c.ID, c.TenantID, c.PoolID, c.Name, c.Prefix, c.Hash, c.CreatedBy, micros(c.CreatedAt), nullMicros(c.RevokedAt))
+		c.ID, c.TenantID, c.PoolID, c.Name, c.Prefix, c.Hash, c.CreatedBy, sqlbase.Micros(c.CreatedAt), sqlbase.NullMicros(c.RevokedAt))
 	if err != nil {
 		undo()
 	}
@@ -43,26 +44,26 @@ func (q *queries) GetWorkerCredentialByHash(ctx context.Context, hash []byte) (*
 	if len(hash) == 0 {
 		return nil, fmt.Errorf("get worker credential: %w", store.ErrNotFound)
 	}
-	return getOne(ctx, q, "get worker credential", scanWorkerCredential,
+	return sqlbase.GetOne(ctx, q.Q, "get worker credential", scanWorkerCredential,
 		`SELECT `+workerCredentialColumns+` FROM worker_credentials WHERE hash = ?`, hash)
 }
 
 // ListWorkerCredentials lists a tenant's worker credentials, newest first.
 func (q *queries) ListWorkerCredentials(ctx context.Context, tenantID string) ([]*model.WorkerCredential, error) {
-	return getAll(ctx, q, "list worker credentials", scanWorkerCredential,
+	return sqlbase.GetAll(ctx, q.Q, "list worker credentials", scanWorkerCredential,
 		`SELECT `+workerCredentialColumns+` FROM worker_credentials WHERE tenant_id = ? ORDER BY created_at DESC, id DESC`, tenantID)
 }
 
 // RevokeWorkerCredential revokes a credential, keeping the first revocation
 // time.
 func (q *queries) RevokeWorkerCredential(ctx context.Context, tenantID, id string, at time.Time) error {
-	return q.writeOne(ctx, "revoke worker credential "+id, store.ErrNotFound,
-		`UPDATE worker_credentials SET revoked_at = COALESCE(revoked_at, ?) WHERE tenant_id = ? AND id = ?`, micros(at), tenantID, id)
+	return q.WriteOne(ctx, "revoke worker credential "+id, store.ErrNotFound,
+		`UPDATE worker_credentials SET revoked_at = COALESCE(revoked_at, ?) WHERE tenant_id = ? AND id = ?`, sqlbase.Micros(at), tenantID, id)
 }
 
 const workerColumns = `id, tenant_id, pool_id, credential_id, hostname, version, mode, kind, gpus, labels, registered_at, last_heartbeat_at`
 
-func scanWorker(r scanner) (*model.Worker, error) {
+func scanWorker(r sqlbase.Scanner) (*model.Worker, error) {
 	var w model.Worker
 	var gpus, labels string
 	var registered, seen int64
@@ -82,17 +83,17 @@ func scanWorker(r scanner) (*model.Worker, error) {
 	if w.GPUs == nil {
 		w.GPUs = []model.WorkerGPU{}
 	}
-	w.RegisteredAt, w.LastHeartbeatAt = fromMicros(registered), fromMicros(seen)
+	w.RegisteredAt, w.LastHeartbeatAt = sqlbase.FromMicros(registered), sqlbase.FromMicros(seen)
 	return &w, nil
 }
 
 // RegisterWorker creates or updates the worker of (tenant, pool, hostname).
 func (q *queries) RegisterWorker(ctx context.Context, w *model.Worker) error {
-	gpus, err := marshalJSON(w.GPUs, "[]")
+	gpus, err := sqlbase.MarshalJSON(w.GPUs, "[]")
 	if err != nil {
 		return fmt.Errorf("register worker %s: encode gpus: %w", w.Hostname, err)
 	}
-	labels, err := marshalJSON(w.Labels, "{}")
+	labels, err := sqlbase.MarshalJSON(w.Labels, "{}")
 	if err != nil {
 		return fmt.Errorf("register worker %s: encode labels: %w", w.Hostname, err)
 	}
@@ -100,15 +101,15 @@ func (q *queries) RegisterWorker(ctx context.Context, w *model.Worker) error {
 		w.ID = model.NewID()
 	}
 	var id string
-	err = q.queryRow(ctx, `INSERT INTO workers (`+workerColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	err = q.QueryRow(ctx, `INSERT INTO workers (`+workerColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (tenant_id, pool_id, hostname) DO UPDATE SET credential_id = excluded.credential_id,
 			version = excluded.version, mode = excluded.mode, kind = excluded.kind, gpus = excluded.gpus, labels = excluded.labels,
 			registered_at = excluded.registered_at, last_heartbeat_at = excluded.last_heartbeat_at
 		RETURNING id`,
 		w.ID, w.TenantID, w.PoolID, w.CredentialID, w.Hostname, w.Version, w.Mode, w.Kind, gpus, labels,
-		micros(w.RegisteredAt), micros(w.LastHeartbeatAt)).Scan(&id)
+		sqlbase.Micros(w.RegisteredAt), sqlbase.Micros(w.LastHeartbeatAt)).Scan(&id)
 	if err != nil {
-		return q.mapErr(err, "register worker "+w.Hostname, store.ErrNotFound)
+		return q.MapErr(err, "register worker "+w.Hostname, store.ErrNotFound)
 	}
 	w.ID = id
 	return nil
@@ -116,20 +117,20 @@ func (q *queries) RegisterWorker(ctx context.Context, w *model.Worker) error {
 
 // GetWorker returns a worker.
 func (q *queries) GetWorker(ctx context.Context, tenantID, id string) (*model.Worker, error) {
-	return getOne(ctx, q, "get worker "+id, scanWorker,
+	return sqlbase.GetOne(ctx, q.Q, "get worker "+id, scanWorker,
 		`SELECT `+workerColumns+` FROM workers WHERE tenant_id = ? AND id = ?`, tenantID, id)
 }
 
 // ListWorkers lists a tenant's workers by pool and hostname.
 func (q *queries) ListWorkers(ctx context.Context, tenantID string) ([]*model.Worker, error) {
-	return getAll(ctx, q, "list workers", scanWorker,
+	return sqlbase.GetAll(ctx, q.Q, "list workers", scanWorker,
 		`SELECT `+workerColumns+` FROM workers WHERE tenant_id = ? ORDER BY pool_id, hostname`, tenantID)
 }
 
 // TouchWorker records a heartbeat.
 func (q *queries) TouchWorker(ctx context.Context, tenantID, id string, at time.Time) error {
-	return q.writeOne(ctx, "touch worker "+id, store.ErrNotFound,
-		`UPDATE workers SET last_heartbeat_at = ? WHERE tenant_id = ? AND id = ?`, micros(at), tenantID, id)
+	return q.WriteOne(ctx, "touch worker "+id, store.ErrNotFound,
+		`UPDATE workers SET last_heartbeat_at = ? WHERE tenant_id = ? AND id = ?`, sqlbase.Micros(at), tenantID, id)
 }
 
 // ClaimTask claims the first fitting task of a pool's hidden queue, as
@@ -137,13 +138,13 @@ func (q *queries) TouchWorker(ctx context.Context, tenantID, id string, at time.
 // PostgreSQL skips rows another claim holds).
 func (q *queries) ClaimTask(ctx context.Context, tenantID, poolID, workerID, reason string, fit store.ClaimFit, at, leaseUntil time.Time) (*model.Task, error) {
 	cond, condArgs := claimCond(tenantID, poolID, fit)
-	args := append([]any{string(model.TaskRunning), workerID, micros(leaseUntil), micros(at), micros(at), reason, tenantID}, condArgs...)
-	t, err := getOne(ctx, q, "claim a task of pool "+poolID, scanTask,
+	args := append([]any{string(model.TaskRunning), workerID, sqlbase.Micros(leaseUntil), sqlbase.Micros(at), sqlbase.Micros(at), reason, tenantID}, condArgs...)
+	t, err := sqlbase.GetOne(ctx, q.Q, "claim a task of pool "+poolID, scanTask,
 		`UPDATE tasks SET status = ?, worker_id = ?, attempt = attempt + 1, lease_expires_at = ?, started_at = ?,
 			updated_at = ?, reason = ?, app_address = '', app_allow = '', app_refused = '', app_active_at = NULL, app_warned_at = NULL
 		WHERE tenant_id = ? AND id = (
 			SELECT id FROM tasks WHERE `+cond+`
-			ORDER BY placed_at, queue_seq LIMIT 1`+q.s.dialect.SkipLocked()+`)
+			ORDER BY placed_at, queue_seq LIMIT 1`+q.Dialect().SkipLocked()+`)
 		RETURNING `+taskColumns, args...)
 	return t, err
 }
@@ -165,7 +166,7 @@ func claimCond(tenantID, poolID string, fit store.ClaimFit) (string, []any) {
 func (q *queries) Claimable(ctx context.Context, tenantID, poolID string, fit store.ClaimFit) (bool, error) {
 	cond, args := claimCond(tenantID, poolID, fit)
 	var one int
-	err := q.queryRow(ctx, `SELECT 1 FROM tasks WHERE `+cond+` LIMIT 1`, args...).Scan(&one)
+	err := q.QueryRow(ctx, `SELECT 1 FROM tasks WHERE `+cond+` LIMIT 1`, args...).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}
@@ -196,8 +197,8 @@ func (q *queries) ExtendLeases(ctx context.Context, tenantID, workerID string, a
 			for _, id := range chunk {
 				args = append(args, id)
 			}
-			tasks, err := getAll(ctx, q, "read heartbeat tasks", scanTask,
-				`SELECT `+taskColumns+` FROM tasks WHERE tenant_id = ? AND id IN (`+placeholders(len(chunk))+`) ORDER BY id`, args...)
+			tasks, err := sqlbase.GetAll(ctx, q.Q, "read heartbeat tasks", scanTask,
+				`SELECT `+taskColumns+` FROM tasks WHERE tenant_id = ? AND id IN (`+sqlbase.Placeholders(len(chunk))+`) ORDER BY id`, args...)
 			if err != nil {
 				return err
 			}
@@ -205,15 +206,15 @@ func (q *queries) ExtendLeases(ctx context.Context, tenantID, workerID string, a
 			for _, t := range tasks {
 				if t.Status == model.TaskRunning && t.Run.WorkerID == workerID && t.Run.Attempt == attempts[t.ID] {
 					live = append(live, t.ID)
-					u := fromMicros(micros(until))
+					u := sqlbase.FromMicros(sqlbase.Micros(until))
 					t.Run.LeaseExpiresAt = &u
 				}
 			}
 			if len(live) > 0 {
-				args := append([]any{micros(until), tenantID, workerID, string(model.TaskRunning)}, live...)
-				if _, err := q.write(ctx, "extend leases", store.ErrNotFound,
+				args := append([]any{sqlbase.Micros(until), tenantID, workerID, string(model.TaskRunning)}, live...)
+				if _, err := q.Write(ctx, "extend leases", store.ErrNotFound,
 					`UPDATE tasks SET lease_expires_at = ? WHERE tenant_id = ? AND worker_id = ? AND status = ? AND id IN (`+
-						placeholders(len(live))+`)`, args...); err != nil {
+						sqlbase.Placeholders(len(live))+`)`, args...); err != nil {
 					return err
 				}
 			}
@@ -227,7 +228,7 @@ func (q *queries) ExtendLeases(ctx context.Context, tenantID, workerID string, a
 // SetAppAddress records where an app instance's attempt answers (empty:
 // not ready), as store.Queries documents.
 func (q *queries) SetAppAddress(ctx context.Context, tenantID, workerID, taskID string, attempt int, a model.AppAddress) error {
-	_, err := q.write(ctx, "set the address of app instance "+taskID, store.ErrNotFound,
+	_, err := q.Write(ctx, "set the address of app instance "+taskID, store.ErrNotFound,
 		`UPDATE tasks SET app_address = ?, app_allow = ?, app_refused = ? WHERE tenant_id = ? AND id = ? AND worker_id = ? AND attempt = ? AND status = ?`,
 		a.Address, a.Allow, a.Refused, tenantID, taskID, workerID, attempt, string(model.TaskRunning))
 	return err
@@ -236,9 +237,9 @@ func (q *queries) SetAppAddress(ctx context.Context, tenantID, workerID, taskID 
 // TouchAppActivity notes an app instance's use, coarsely, as
 // store.Queries documents.
 func (q *queries) TouchAppActivity(ctx context.Context, taskID string, at time.Time) (bool, error) {
-	n, err := q.write(ctx, "note the activity of app instance "+taskID, store.ErrNotFound,
+	n, err := q.Write(ctx, "note the activity of app instance "+taskID, store.ErrNotFound,
 		`UPDATE tasks SET app_active_at = ? WHERE id = ? AND status = ? AND (app_active_at IS NULL OR app_active_at <= ?)`,
-		micros(at), taskID, string(model.TaskRunning), micros(at.Add(-store.AppActivityGrain)))
+		sqlbase.Micros(at), taskID, string(model.TaskRunning), sqlbase.Micros(at.Add(-store.AppActivityGrain)))
 	return n > 0, err
 }
 
@@ -249,9 +250,9 @@ func (q *queries) SetAppIdleWarned(ctx context.Context, tenantID, taskID string,
 	if at != nil {
 		cond = `app_warned_at IS NULL`
 	}
-	n, err := q.write(ctx, "set the idle warning of app instance "+taskID, store.ErrNotFound,
+	n, err := q.Write(ctx, "set the idle warning of app instance "+taskID, store.ErrNotFound,
 		`UPDATE tasks SET app_warned_at = ? WHERE tenant_id = ? AND id = ? AND attempt = ? AND status = ? AND `+cond,
-		nullMicros(at), tenantID, taskID, attempt, string(model.TaskRunning))
+		sqlbase.NullMicros(at), tenantID, taskID, attempt, string(model.TaskRunning))
 	return n > 0, err
 }
 
@@ -266,15 +267,15 @@ const idChunk = 1000
 // (PostgreSQL's READ COMMITTED lets two transactions read the same
 // counter; SQLite runs writers one at a time anyway).
 func (q *queries) lockTaskRow(ctx context.Context, what, tenantID, taskID string) error {
-	return q.writeOne(ctx, what, store.ErrNotFound,
+	return q.WriteOne(ctx, what, store.ErrNotFound,
 		`UPDATE tasks SET log_seq = log_seq WHERE tenant_id = ? AND id = ?`, tenantID, taskID)
 }
 
 // ListExpiredLeases lists a tenant's running tasks whose lease has run out.
 func (q *queries) ListExpiredLeases(ctx context.Context, tenantID string, now time.Time) ([]*model.Task, error) {
-	return getAll(ctx, q, "list expired leases", scanTask,
+	return sqlbase.GetAll(ctx, q.Q, "list expired leases", scanTask,
 		`SELECT `+taskColumns+` FROM tasks WHERE status = ? AND lease_expires_at < ? AND tenant_id = ? ORDER BY queue_seq`,
-		string(model.TaskRunning), micros(now), tenantID)
+		string(model.TaskRunning), sqlbase.Micros(now), tenantID)
 }
 
 // truncationNote is the line a log gets when it reaches its limit.
@@ -290,7 +291,7 @@ func (q *queries) AppendLogs(ctx context.Context, tenantID, taskID string, attem
 		}
 		var used, seq, received int64
 		var trunc, receivedAttempt int
-		if err := q.queryRow(ctx, `SELECT log_bytes, log_seq, log_truncated, log_received_attempt, log_received FROM tasks WHERE tenant_id = ? AND id = ?`,
+		if err := q.QueryRow(ctx, `SELECT log_bytes, log_seq, log_truncated, log_received_attempt, log_received FROM tasks WHERE tenant_id = ? AND id = ?`,
 			tenantID, taskID).Scan(&used, &seq, &trunc, &receivedAttempt, &received); err != nil {
 			if err == sql.ErrNoRows {
 				return fmt.Errorf("append logs of task %s: %w", taskID, store.ErrNotFound)
@@ -341,11 +342,11 @@ func (q *queries) AppendLogs(ctx context.Context, tenantID, taskID string, attem
 			}
 			keep = append(keep, model.LogLine{Seq: seq, Attempt: attempt, At: at, Stream: "worker", Line: fmt.Sprintf(truncationNote, limitBytes)})
 		}
-		if err := insertBatches(ctx, q, "append logs of task "+taskID,
+		if err := sqlbase.InsertBatches(ctx, q.Q, "append logs of task "+taskID,
 			`INSERT INTO task_logs (tenant_id, task_id, seq, attempt, at, stream, line) VALUES `, 7, len(keep),
 			func(i int) []any {
 				l := keep[i]
-				return []any{tenantID, taskID, l.Seq, l.Attempt, micros(l.At), l.Stream, l.Line}
+				return []any{tenantID, taskID, l.Seq, l.Attempt, sqlbase.Micros(l.At), l.Stream, l.Line}
 			}); err != nil {
 			return err
 		}
@@ -357,7 +358,7 @@ func (q *queries) AppendLogs(ctx context.Context, tenantID, taskID string, attem
 		if truncated {
 			flag = 1
 		}
-		_, err := q.write(ctx, "count logs of task "+taskID, store.ErrNotFound,
+		_, err := q.Write(ctx, "count logs of task "+taskID, store.ErrNotFound,
 			`UPDATE tasks SET log_bytes = ?, log_seq = ?, log_truncated = ?, log_received_attempt = ?, log_received = ? WHERE tenant_id = ? AND id = ?`,
 			used, seq, flag, attempt, received, tenantID, taskID)
 		return err
@@ -365,13 +366,13 @@ func (q *queries) AppendLogs(ctx context.Context, tenantID, taskID string, attem
 	return accepted, truncated, err
 }
 
-func scanLogLine(r scanner) (model.LogLine, error) {
+func scanLogLine(r sqlbase.Scanner) (model.LogLine, error) {
 	var l model.LogLine
 	var at int64
 	if err := r.Scan(&l.Seq, &l.Attempt, &at, &l.Stream, &l.Line); err != nil {
 		return l, err
 	}
-	l.At = fromMicros(at)
+	l.At = sqlbase.FromMicros(at)
 	return l, nil
 }
 
@@ -381,7 +382,7 @@ func (q *queries) ListLogs(ctx context.Context, tenantID, taskID string, afterSe
 		limit = 1000
 	}
 	if tail {
-		lines, err := getAll(ctx, q, "tail logs of task "+taskID, scanLogLine,
+		lines, err := sqlbase.GetAll(ctx, q.Q, "tail logs of task "+taskID, scanLogLine,
 			`SELECT seq, attempt, at, stream, line FROM task_logs WHERE tenant_id = ? AND task_id = ? AND seq > ?
 			ORDER BY seq DESC LIMIT ?`, tenantID, taskID, afterSeq, limit)
 		if err != nil {
@@ -392,7 +393,7 @@ func (q *queries) ListLogs(ctx context.Context, tenantID, taskID string, afterSe
 		}
 		return lines, nil
 	}
-	return getAll(ctx, q, "list logs of task "+taskID, scanLogLine,
+	return sqlbase.GetAll(ctx, q.Q, "list logs of task "+taskID, scanLogLine,
 		`SELECT seq, attempt, at, stream, line FROM task_logs WHERE tenant_id = ? AND task_id = ? AND seq > ?
 		ORDER BY seq LIMIT ?`, tenantID, taskID, afterSeq, limit)
 }
@@ -407,34 +408,34 @@ func (q *queries) AppendMetrics(ctx context.Context, tenantID, taskID string, at
 			return err
 		}
 		var seq int64
-		if err := q.queryRow(ctx, `SELECT metric_seq FROM tasks WHERE tenant_id = ? AND id = ?`, tenantID, taskID).Scan(&seq); err != nil {
+		if err := q.QueryRow(ctx, `SELECT metric_seq FROM tasks WHERE tenant_id = ? AND id = ?`, tenantID, taskID).Scan(&seq); err != nil {
 			if err == sql.ErrNoRows {
 				return fmt.Errorf("append metrics of task %s: %w", taskID, store.ErrNotFound)
 			}
 			return fmt.Errorf("append metrics of task %s: %w", taskID, err)
 		}
 		base := seq
-		if err := insertBatches(ctx, q, "append metrics of task "+taskID,
+		if err := sqlbase.InsertBatches(ctx, q.Q, "append metrics of task "+taskID,
 			`INSERT INTO task_metrics (tenant_id, task_id, seq, attempt, at, name, value, step) VALUES `, 8, len(points),
 			func(i int) []any {
 				p := points[i]
-				return []any{tenantID, taskID, base + int64(i) + 1, attempt, micros(p.At), p.Name, p.Value, p.Step}
+				return []any{tenantID, taskID, base + int64(i) + 1, attempt, sqlbase.Micros(p.At), p.Name, p.Value, p.Step}
 			}); err != nil {
 			return err
 		}
-		_, err := q.write(ctx, "count metrics of task "+taskID, store.ErrNotFound,
+		_, err := q.Write(ctx, "count metrics of task "+taskID, store.ErrNotFound,
 			`UPDATE tasks SET metric_seq = ? WHERE tenant_id = ? AND id = ?`, base+int64(len(points)), tenantID, taskID)
 		return err
 	})
 }
 
-func scanMetric(r scanner) (model.MetricPoint, error) {
+func scanMetric(r sqlbase.Scanner) (model.MetricPoint, error) {
 	var p model.MetricPoint
 	var at int64
 	if err := r.Scan(&p.Seq, &p.Attempt, &at, &p.Name, &p.Value, &p.Step); err != nil {
 		return p, err
 	}
-	p.At = fromMicros(at)
+	p.At = sqlbase.FromMicros(at)
 	return p, nil
 }
 
@@ -450,12 +451,12 @@ func (q *queries) ListMetrics(ctx context.Context, tenantID, taskID, name string
 		args = append(args, name)
 	}
 	query += ` ORDER BY seq LIMIT ?`
-	return getAll(ctx, q, "list metrics of task "+taskID, scanMetric, query, append(args, limit)...)
+	return sqlbase.GetAll(ctx, q.Q, "list metrics of task "+taskID, scanMetric, query, append(args, limit)...)
 }
 
 // LastMetrics returns the newest point of each of a task's metrics.
 func (q *queries) LastMetrics(ctx context.Context, tenantID, taskID string) ([]model.MetricPoint, error) {
-	return getAll(ctx, q, "last metrics of task "+taskID, scanMetric,
+	return sqlbase.GetAll(ctx, q.Q, "last metrics of task "+taskID, scanMetric,
 		`SELECT m.seq, m.attempt, m.at, m.name, m.value, m.step FROM task_metrics m
 		JOIN (SELECT name, MAX(seq) AS seq FROM task_metrics WHERE tenant_id = ? AND task_id = ? GROUP BY name) last
 			ON last.name = m.name AND last.seq = m.seq
@@ -464,42 +465,42 @@ func (q *queries) LastMetrics(ctx context.Context, tenantID, taskID string) ([]m
 
 const secretColumns = `tenant_id, scope, scope_id, name, ciphertext, updated_by, created_at, updated_at`
 
-func scanSecret(r scanner) (*model.Secret, error) {
+func scanSecret(r sqlbase.Scanner) (*model.Secret, error) {
 	var s model.Secret
 	var created, updated int64
 	if err := r.Scan(&s.TenantID, &s.Scope, &s.ScopeID, &s.Name, &s.Ciphertext, &s.UpdatedBy, &created, &updated); err != nil {
 		return nil, err
 	}
-	s.CreatedAt, s.UpdatedAt = fromMicros(created), fromMicros(updated)
+	s.CreatedAt, s.UpdatedAt = sqlbase.FromMicros(created), sqlbase.FromMicros(updated)
 	return &s, nil
 }
 
 // PutSecret creates or replaces a secret.
 func (q *queries) PutSecret(ctx context.Context, s *model.Secret) error {
-	_, err := q.write(ctx, "put secret "+s.Name, store.ErrNotFound,
+	_, err := q.Write(ctx, "put secret "+s.Name, store.ErrNotFound,
 		`INSERT INTO secrets (`+secretColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (tenant_id, scope, scope_id, name) DO UPDATE SET ciphertext = excluded.ciphertext,
 			updated_by = excluded.updated_by, updated_at = excluded.updated_at`,
-		s.TenantID, s.Scope, s.ScopeID, s.Name, s.Ciphertext, s.UpdatedBy, micros(s.CreatedAt), micros(s.UpdatedAt))
+		s.TenantID, s.Scope, s.ScopeID, s.Name, s.Ciphertext, s.UpdatedBy, sqlbase.Micros(s.CreatedAt), sqlbase.Micros(s.UpdatedAt))
 	return err
 }
 
 // GetSecret returns one secret.
 func (q *queries) GetSecret(ctx context.Context, tenantID, scope, scopeID, name string) (*model.Secret, error) {
-	return getOne(ctx, q, "get secret "+name, scanSecret,
+	return sqlbase.GetOne(ctx, q.Q, "get secret "+name, scanSecret,
 		`SELECT `+secretColumns+` FROM secrets WHERE tenant_id = ? AND scope = ? AND scope_id = ? AND name = ?`,
 		tenantID, scope, scopeID, name)
 }
 
 // ListSecrets lists a scope's secrets by name.
 func (q *queries) ListSecrets(ctx context.Context, tenantID, scope, scopeID string) ([]*model.Secret, error) {
-	return getAll(ctx, q, "list secrets", scanSecret,
+	return sqlbase.GetAll(ctx, q.Q, "list secrets", scanSecret,
 		`SELECT `+secretColumns+` FROM secrets WHERE tenant_id = ? AND scope = ? AND scope_id = ? ORDER BY name`,
 		tenantID, scope, scopeID)
 }
 
 // DeleteSecret deletes a secret.
 func (q *queries) DeleteSecret(ctx context.Context, tenantID, scope, scopeID, name string) error {
-	return q.writeOne(ctx, "delete secret "+name, store.ErrNotFound,
+	return q.WriteOne(ctx, "delete secret "+name, store.ErrNotFound,
 		`DELETE FROM secrets WHERE tenant_id = ? AND scope = ? AND scope_id = ? AND name = ?`, tenantID, scope, scopeID, name)
 }

@@ -1,4 +1,4 @@
-package sqlstore
+package sqlbase
 
 import (
 	"context"
@@ -12,15 +12,15 @@ import (
 	"github.com/klique-ai/klique/internal/store"
 )
 
-// scanner is a *sql.Row or *sql.Rows.
-type scanner interface {
+// Scanner is a *sql.Row or *sql.Rows.
+type Scanner interface {
 	Scan(dest ...any) error
 }
 
-// getOne runs a query for one row. No row is store.ErrNotFound, with what as
+// GetOne runs a query for one row. No row is store.ErrNotFound, with what as
 // context ("get pool 0193…").
-func getOne[T any](ctx context.Context, q *queries, what string, scan func(scanner) (T, error), query string, args ...any) (T, error) {
-	v, err := scan(q.queryRow(ctx, query, args...))
+func GetOne[T any](ctx context.Context, q *Q, what string, scan func(Scanner) (T, error), query string, args ...any) (T, error) {
+	v, err := scan(q.QueryRow(ctx, query, args...))
 	if errors.Is(err, sql.ErrNoRows) {
 		var zero T
 		return zero, fmt.Errorf("%s: %w", what, store.ErrNotFound)
@@ -32,10 +32,10 @@ func getOne[T any](ctx context.Context, q *queries, what string, scan func(scann
 	return v, nil
 }
 
-// getAll runs a query and scans every row. An empty result is an empty,
+// GetAll runs a query and scans every row. An empty result is an empty,
 // non-nil slice.
-func getAll[T any](ctx context.Context, q *queries, what string, scan func(scanner) (T, error), query string, args ...any) ([]T, error) {
-	rows, err := q.query(ctx, query, args...)
+func GetAll[T any](ctx context.Context, q *Q, what string, scan func(Scanner) (T, error), query string, args ...any) ([]T, error) {
+	rows, err := q.Query(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
@@ -54,41 +54,41 @@ func getAll[T any](ctx context.Context, q *queries, what string, scan func(scann
 	return out, nil
 }
 
-// micros is how every time is stored: unix microseconds, UTC.
-func micros(t time.Time) int64 { return t.UnixMicro() }
+// Micros is how every time is stored: unix microseconds, UTC.
+func Micros(t time.Time) int64 { return t.UnixMicro() }
 
-// fromMicros reads a stored time back.
-func fromMicros(v int64) time.Time { return time.UnixMicro(v).UTC() }
+// FromMicros reads a stored time back.
+func FromMicros(v int64) time.Time { return time.UnixMicro(v).UTC() }
 
-// nullMicros stores an optional time: nil is NULL.
-func nullMicros(t *time.Time) any {
+// NullMicros stores an optional time: nil is NULL.
+func NullMicros(t *time.Time) any {
 	if t == nil {
 		return nil
 	}
 	return t.UnixMicro()
 }
 
-// timePtr reads an optional time back.
-func timePtr(v sql.NullInt64) *time.Time {
+// NullTime reads an optional time back.
+func NullTime(v sql.NullInt64) *time.Time {
 	if !v.Valid {
 		return nil
 	}
-	t := fromMicros(v.Int64)
+	t := FromMicros(v.Int64)
 	return &t
 }
 
-// nullString stores an optional reference: "" is NULL, so that the foreign
+// NullString stores an optional reference: "" is NULL, so that the foreign
 // key does not apply.
-func nullString(s string) any {
+func NullString(s string) any {
 	if s == "" {
 		return nil
 	}
 	return s
 }
 
-// marshalJSON stores a map, slice or struct as JSON text. Nil maps and slices
+// MarshalJSON stores a map, slice or struct as JSON text. Nil maps and slices
 // are stored as their empty forms so that the column never holds "null".
-func marshalJSON[T any](v T, empty string) (string, error) {
+func MarshalJSON[T any](v T, empty string) (string, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return "", err
@@ -99,8 +99,8 @@ func marshalJSON[T any](v T, empty string) (string, error) {
 	return string(b), nil
 }
 
-// stringMap reads a JSON object column; empty text or null is an empty map.
-func stringMap(text string) (map[string]string, error) {
+// StringMap reads a JSON object column; empty text or null is an empty map.
+func StringMap(text string) (map[string]string, error) {
 	m := map[string]string{}
 	if text == "" || text == "null" {
 		return m, nil
@@ -114,9 +114,9 @@ func stringMap(text string) (map[string]string, error) {
 	return m, nil
 }
 
-// stringSlice reads a JSON array column; empty text or null is an empty
+// StringSlice reads a JSON array column; empty text or null is an empty
 // slice.
-func stringSlice(text string) ([]string, error) {
+func StringSlice(text string) ([]string, error) {
 	s := []string{}
 	if text == "" || text == "null" {
 		return s, nil
@@ -130,10 +130,10 @@ func stringSlice(text string) ([]string, error) {
 	return s, nil
 }
 
-// assignID sets *id to a new model.NewID() when it is empty, and returns a
+// AssignID sets *id to a new model.NewID() when it is empty, and returns a
 // function that undoes that. Creates call the undo when the insert fails, so
 // that a caller retrying passes what it passed the first time.
-func assignID(id *string) (undo func()) {
+func AssignID(id *string) (undo func()) {
 	if *id != "" {
 		return func() {}
 	}
@@ -141,8 +141,8 @@ func assignID(id *string) (undo func()) {
 	return func() { *id = "" }
 }
 
-// nullInt stores an optional number: nil is NULL.
-func nullInt(v *int) any {
+// NullInt stores an optional number: nil is NULL.
+func NullInt(v *int) any {
 	if v == nil {
 		return nil
 	}

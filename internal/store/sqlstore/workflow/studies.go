@@ -1,4 +1,4 @@
-package sqlstore
+package workflow
 
 import (
 	"context"
@@ -8,13 +8,14 @@ import (
 
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/store"
+	"github.com/klique-ai/klique/internal/store/sqlstore/sqlbase"
 )
 
 const studyColumns = `id, tenant_id, project_id, owner_id, group_id, compute_resource_id, name, base_task_id,
 	spec, state, reason, best_task_id, version, created_at, updated_at, finished_at`
 
 // CreateStudy stores a new study at version 0.
-func (q *queries) CreateStudy(ctx context.Context, s *model.Study) error {
+func (q Workflows) CreateStudy(ctx context.Context, s *model.Study) error {
 	if s.ID == "" {
 		s.ID = model.NewID()
 	}
@@ -23,14 +24,14 @@ func (q *queries) CreateStudy(ctx context.Context, s *model.Study) error {
 		return fmt.Errorf("create study: encode spec: %w", err)
 	}
 	s.Version = 0
-	_, err = q.write(ctx, "create study "+s.Name, store.ErrNotFound,
+	_, err = q.Write(ctx, "create study "+s.Name, store.ErrNotFound,
 		`INSERT INTO studies (`+studyColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		s.ID, s.TenantID, s.ProjectID, s.OwnerID, s.GroupID, s.ComputeResourceID, s.Name, s.BaseTaskID,
-		string(spec), string(s.State), s.Reason, s.BestTaskID, s.Version, micros(s.CreatedAt), micros(s.UpdatedAt), nullMicros(s.FinishedAt))
+		string(spec), string(s.State), s.Reason, s.BestTaskID, s.Version, sqlbase.Micros(s.CreatedAt), sqlbase.Micros(s.UpdatedAt), sqlbase.NullMicros(s.FinishedAt))
 	return err
 }
 
-func scanStudy(r scanner) (*model.Study, error) {
+func scanStudy(r sqlbase.Scanner) (*model.Study, error) {
 	var s model.Study
 	var spec, state string
 	var created, updated int64
@@ -42,7 +43,7 @@ func scanStudy(r scanner) (*model.Study, error) {
 	if err := json.Unmarshal([]byte(spec), &s.Spec); err != nil {
 		return nil, fmt.Errorf("decode study spec: %w", err)
 	}
-	s.State, s.CreatedAt, s.UpdatedAt, s.FinishedAt = model.StudyState(state), fromMicros(created), fromMicros(updated), timePtr(finished)
+	s.State, s.CreatedAt, s.UpdatedAt, s.FinishedAt = model.StudyState(state), sqlbase.FromMicros(created), sqlbase.FromMicros(updated), sqlbase.NullTime(finished)
 	if s.Spec.Space == nil {
 		s.Spec.Space = []model.SearchParam{}
 	}
@@ -50,34 +51,34 @@ func scanStudy(r scanner) (*model.Study, error) {
 }
 
 // GetStudy reads one study of a tenant.
-func (q *queries) GetStudy(ctx context.Context, tenantID, id string) (*model.Study, error) {
-	return getOne(ctx, q, "get study "+id, scanStudy,
+func (q Workflows) GetStudy(ctx context.Context, tenantID, id string) (*model.Study, error) {
+	return sqlbase.GetOne(ctx, q.Q, "get study "+id, scanStudy,
 		`SELECT `+studyColumns+` FROM studies WHERE tenant_id = ? AND id = ?`, tenantID, id)
 }
 
 // ListStudies lists a tenant's studies (of one project when set), newest
 // first.
-func (q *queries) ListStudies(ctx context.Context, tenantID, projectID string) ([]*model.Study, error) {
+func (q Workflows) ListStudies(ctx context.Context, tenantID, projectID string) ([]*model.Study, error) {
 	if projectID != "" {
-		return getAll(ctx, q, "list studies", scanStudy,
+		return sqlbase.GetAll(ctx, q.Q, "list studies", scanStudy,
 			`SELECT `+studyColumns+` FROM studies WHERE tenant_id = ? AND project_id = ? ORDER BY created_at DESC, id DESC`, tenantID, projectID)
 	}
-	return getAll(ctx, q, "list studies", scanStudy,
+	return sqlbase.GetAll(ctx, q.Q, "list studies", scanStudy,
 		`SELECT `+studyColumns+` FROM studies WHERE tenant_id = ? ORDER BY created_at DESC, id DESC`, tenantID)
 }
 
 // ListRunningStudies lists every tenant's running studies.
-func (q *queries) ListRunningStudies(ctx context.Context) ([]*model.Study, error) {
-	return getAll(ctx, q, "list running studies", scanStudy,
+func (q Workflows) ListRunningStudies(ctx context.Context) ([]*model.Study, error) {
+	return sqlbase.GetAll(ctx, q.Q, "list running studies", scanStudy,
 		`SELECT `+studyColumns+` FROM studies WHERE state = ? ORDER BY created_at, id`, string(model.StudyRunning))
 }
 
 // UpdateStudy writes a study still at the version read, and bumps it.
-func (q *queries) UpdateStudy(ctx context.Context, s *model.Study) error {
-	n, err := q.write(ctx, "update study "+s.ID, store.ErrNotFound,
+func (q Workflows) UpdateStudy(ctx context.Context, s *model.Study) error {
+	n, err := q.Write(ctx, "update study "+s.ID, store.ErrNotFound,
 		`UPDATE studies SET state = ?, reason = ?, best_task_id = ?, version = version + 1, updated_at = ?, finished_at = ?
 		WHERE tenant_id = ? AND id = ? AND version = ?`,
-		string(s.State), s.Reason, s.BestTaskID, micros(s.UpdatedAt), nullMicros(s.FinishedAt), s.TenantID, s.ID, s.Version)
+		string(s.State), s.Reason, s.BestTaskID, sqlbase.Micros(s.UpdatedAt), sqlbase.NullMicros(s.FinishedAt), s.TenantID, s.ID, s.Version)
 	if err != nil {
 		return err
 	}
@@ -94,36 +95,36 @@ func (q *queries) UpdateStudy(ctx context.Context, s *model.Study) error {
 const trialColumns = `tenant_id, study_id, number, task_id, params, state, rung, objective, objective_step, reason, created_at, ended_at`
 
 // CreateStudyTrial stores a trial; its number is unique in its study.
-func (q *queries) CreateStudyTrial(ctx context.Context, tr *model.StudyTrial) error {
+func (q Workflows) CreateStudyTrial(ctx context.Context, tr *model.StudyTrial) error {
 	params, err := json.Marshal(tr.Params)
 	if err != nil {
 		return fmt.Errorf("create study trial: encode parameters: %w", err)
 	}
-	_, err = q.write(ctx, fmt.Sprintf("create trial %d of study %s", tr.Number, tr.StudyID), store.ErrNotFound,
+	_, err = q.Write(ctx, fmt.Sprintf("create trial %d of study %s", tr.Number, tr.StudyID), store.ErrNotFound,
 		`INSERT INTO study_trials (`+trialColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		tr.TenantID, tr.StudyID, tr.Number, nullString(tr.TaskID), string(params), string(tr.State), tr.Rung,
-		nullFloat(tr.Objective), tr.ObjectiveStep, tr.Reason, micros(tr.CreatedAt), nullMicros(tr.EndedAt))
+		tr.TenantID, tr.StudyID, tr.Number, sqlbase.NullString(tr.TaskID), string(params), string(tr.State), tr.Rung,
+		sqlbase.NullFloat(tr.Objective), tr.ObjectiveStep, tr.Reason, sqlbase.Micros(tr.CreatedAt), sqlbase.NullMicros(tr.EndedAt))
 	return err
 }
 
 // UpdateStudyTrial writes a trial's changing fields.
-func (q *queries) UpdateStudyTrial(ctx context.Context, tr *model.StudyTrial) error {
-	return q.writeOne(ctx, fmt.Sprintf("update trial %d of study %s", tr.Number, tr.StudyID), store.ErrNotFound,
+func (q Workflows) UpdateStudyTrial(ctx context.Context, tr *model.StudyTrial) error {
+	return q.WriteOne(ctx, fmt.Sprintf("update trial %d of study %s", tr.Number, tr.StudyID), store.ErrNotFound,
 		`UPDATE study_trials SET task_id = COALESCE(?, task_id), state = ?, rung = ?, objective = ?, objective_step = ?, reason = ?, ended_at = ?
 		WHERE tenant_id = ? AND study_id = ? AND number = ?`,
-		nullString(tr.TaskID), string(tr.State), tr.Rung, nullFloat(tr.Objective), tr.ObjectiveStep, tr.Reason, nullMicros(tr.EndedAt),
+		sqlbase.NullString(tr.TaskID), string(tr.State), tr.Rung, sqlbase.NullFloat(tr.Objective), tr.ObjectiveStep, tr.Reason, sqlbase.NullMicros(tr.EndedAt),
 		tr.TenantID, tr.StudyID, tr.Number)
 }
 
 // SetStudyTrialTask links a pending trial without a task to its task.
-func (q *queries) SetStudyTrialTask(ctx context.Context, tenantID, studyID string, number int, taskID string) (bool, error) {
-	n, err := q.write(ctx, fmt.Sprintf("link trial %d of study %s", number, studyID), store.ErrNotFound,
+func (q Workflows) SetStudyTrialTask(ctx context.Context, tenantID, studyID string, number int, taskID string) (bool, error) {
+	n, err := q.Write(ctx, fmt.Sprintf("link trial %d of study %s", number, studyID), store.ErrNotFound,
 		`UPDATE study_trials SET task_id = ?, state = ? WHERE tenant_id = ? AND study_id = ? AND number = ? AND task_id IS NULL AND state = ?`,
 		taskID, string(model.TrialRunning), tenantID, studyID, number, string(model.TrialPending))
 	return n == 1, err
 }
 
-func scanTrial(r scanner) (*model.StudyTrial, error) {
+func scanTrial(r sqlbase.Scanner) (*model.StudyTrial, error) {
 	var tr model.StudyTrial
 	var task sql.NullString
 	var params, state string
@@ -144,26 +145,18 @@ func scanTrial(r scanner) (*model.StudyTrial, error) {
 		v := objective.Float64
 		tr.Objective = &v
 	}
-	tr.TaskID, tr.State, tr.CreatedAt, tr.EndedAt = task.String, model.TrialState(state), fromMicros(created), timePtr(ended)
+	tr.TaskID, tr.State, tr.CreatedAt, tr.EndedAt = task.String, model.TrialState(state), sqlbase.FromMicros(created), sqlbase.NullTime(ended)
 	return &tr, nil
 }
 
 // ListStudyTrials lists a study's trials by number.
-func (q *queries) ListStudyTrials(ctx context.Context, tenantID, studyID string) ([]*model.StudyTrial, error) {
-	return getAll(ctx, q, "list trials of study "+studyID, scanTrial,
+func (q Workflows) ListStudyTrials(ctx context.Context, tenantID, studyID string) ([]*model.StudyTrial, error) {
+	return sqlbase.GetAll(ctx, q.Q, "list trials of study "+studyID, scanTrial,
 		`SELECT `+trialColumns+` FROM study_trials WHERE tenant_id = ? AND study_id = ? ORDER BY number`, tenantID, studyID)
 }
 
 // GetStudyTrialByTask returns the trial a task runs.
-func (q *queries) GetStudyTrialByTask(ctx context.Context, tenantID, taskID string) (*model.StudyTrial, error) {
-	return getOne(ctx, q, "get the study trial of task "+taskID, scanTrial,
+func (q Workflows) GetStudyTrialByTask(ctx context.Context, tenantID, taskID string) (*model.StudyTrial, error) {
+	return sqlbase.GetOne(ctx, q.Q, "get the study trial of task "+taskID, scanTrial,
 		`SELECT `+trialColumns+` FROM study_trials WHERE tenant_id = ? AND task_id = ?`, tenantID, taskID)
-}
-
-// nullFloat stores an optional number: nil is NULL.
-func nullFloat(v *float64) any {
-	if v == nil {
-		return nil
-	}
-	return *v
 }
