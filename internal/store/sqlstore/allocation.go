@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"fmt"
 	"strings"
 	"time"
@@ -14,26 +15,25 @@ import (
 
 // GPU classes.
 
-const gpuClassColumns = `id, tenant_id, name, description, memory_gb, price_micros, currency, created_at, updated_at`
-
-func scanGPUClass(r sqlbase.Scanner) (*model.GPUClass, error) {
-	var c model.GPUClass
-	var created, updated int64
-	if err := r.Scan(&c.ID, &c.TenantID, &c.Name, &c.Description, &c.MemoryGB, &c.PriceMicros,
-		&c.Currency, &created, &updated); err != nil {
-		return nil, err
-	}
-	c.CreatedAt, c.UpdatedAt = sqlbase.FromMicros(created), sqlbase.FromMicros(updated)
-	return &c, nil
+// gpuClassTable is the gpu_classes table; gpuClassUpdate what an update writes.
+var gpuClassTable = sqlbase.Table[model.GPUClass]{
+	sqlbase.C("id", func(c *model.GPUClass) any { return &c.ID }),
+	sqlbase.C("tenant_id", func(c *model.GPUClass) any { return &c.TenantID }),
+	sqlbase.C("name", func(c *model.GPUClass) any { return &c.Name }),
+	sqlbase.C("description", func(c *model.GPUClass) any { return &c.Description }),
+	sqlbase.C("memory_gb", func(c *model.GPUClass) any { return &c.MemoryGB }),
+	sqlbase.C("price_micros", func(c *model.GPUClass) any { return &c.PriceMicros }),
+	sqlbase.C("currency", func(c *model.GPUClass) any { return &c.Currency }),
+	sqlbase.C("created_at", func(c *model.GPUClass) any { return sqlbase.Time(&c.CreatedAt) }),
+	sqlbase.C("updated_at", func(c *model.GPUClass) any { return sqlbase.Time(&c.UpdatedAt) }),
 }
+var gpuClassUpdate = gpuClassTable.Only("name", "description", "memory_gb", "price_micros", "currency", "updated_at")
 
 // CreateGPUClass inserts a GPU class. Names are unique in a tenant.
 func (q *queries) CreateGPUClass(ctx context.Context, c *model.GPUClass) error {
 	undo := sqlbase.AssignID(&c.ID)
 	_, err := q.Write(ctx, fmt.Sprintf("create GPU class %q", c.Name), store.ErrNotFound,
-		`INSERT INTO gpu_classes (`+gpuClassColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		c.ID, c.TenantID, c.Name, c.Description, c.MemoryGB, c.PriceMicros, c.Currency,
-		sqlbase.Micros(c.CreatedAt), sqlbase.Micros(c.UpdatedAt))
+		gpuClassTable.Insert("gpu_classes"), gpuClassTable.Values(c)...)
 	if err != nil {
 		undo()
 	}
@@ -42,9 +42,7 @@ func (q *queries) CreateGPUClass(ctx context.Context, c *model.GPUClass) error {
 
 func (q *queries) UpdateGPUClass(ctx context.Context, c *model.GPUClass) error {
 	return q.WriteOne(ctx, "update GPU class "+c.ID, store.ErrNotFound,
-		`UPDATE gpu_classes SET name = ?, description = ?, memory_gb = ?, price_micros = ?, currency = ?, updated_at = ?
-		WHERE tenant_id = ? AND id = ?`,
-		c.Name, c.Description, c.MemoryGB, c.PriceMicros, c.Currency, sqlbase.Micros(c.UpdatedAt), c.TenantID, c.ID)
+		`UPDATE gpu_classes SET `+gpuClassUpdate.Assign()+` WHERE tenant_id = ? AND id = ?`, gpuClassUpdate.Values(c, c.TenantID, c.ID)...)
 }
 
 // DeleteGPUClass deletes a class no pool or profile uses (ErrConflict
@@ -55,84 +53,49 @@ func (q *queries) DeleteGPUClass(ctx context.Context, tenantID, id string) error
 }
 
 func (q *queries) GetGPUClass(ctx context.Context, tenantID, id string) (*model.GPUClass, error) {
-	return sqlbase.GetOne(ctx, q.Q, "get GPU class "+id, scanGPUClass,
-		`SELECT `+gpuClassColumns+` FROM gpu_classes WHERE tenant_id = ? AND id = ?`, tenantID, id)
+	return sqlbase.GetOne(ctx, q.Q, "get GPU class "+id, gpuClassTable.Scan,
+		`SELECT `+gpuClassTable.List()+` FROM gpu_classes WHERE tenant_id = ? AND id = ?`, tenantID, id)
 }
 
 // ListGPUClasses lists a tenant's GPU classes by name. Allocation objects
 // are few, so their lists are not paginated.
 func (q *queries) ListGPUClasses(ctx context.Context, tenantID string) ([]*model.GPUClass, error) {
-	return sqlbase.GetAll(ctx, q.Q, "list GPU classes", scanGPUClass,
-		`SELECT `+gpuClassColumns+` FROM gpu_classes WHERE tenant_id = ? ORDER BY name`, tenantID)
+	return sqlbase.GetAll(ctx, q.Q, "list GPU classes", gpuClassTable.Scan,
+		`SELECT `+gpuClassTable.List()+` FROM gpu_classes WHERE tenant_id = ? ORDER BY name`, tenantID)
 }
 
 // Pools.
 
-const poolColumns = `id, tenant_id, name, description, kind, capacity_gpus, gpu_class_id, gpu_memory_gb, region,
-	labels, profile_order, claim_timeout_ms, output_destination, single_tenant, created_at, updated_at, app_networks, app_local`
-
-func scanPool(r sqlbase.Scanner) (*model.Pool, error) {
-	var p model.Pool
-	var kind, labels, order, networks string
-	var class sql.NullString
-	var claim sql.NullInt64
-	var created, updated int64
-	if err := r.Scan(&p.ID, &p.TenantID, &p.Name, &p.Description, &kind, &p.CapacityGPUs, &class,
-		&p.GPUMemoryGB, &p.Region, &labels, &order, &claim, &p.OutputDestination, &p.SingleTenant, &created, &updated,
-		&networks, &p.Local); err != nil {
-		return nil, err
-	}
-	if claim.Valid {
-		d := time.Duration(claim.Int64) * time.Millisecond
-		p.ClaimTimeout = &d
-	}
-	var err error
-	if p.Labels, err = sqlbase.StringMap(labels); err != nil {
-		return nil, fmt.Errorf("pool %s labels: %w", p.ID, err)
-	}
-	if p.ProfileOrder, err = sqlbase.StringSlice(order); err != nil {
-		return nil, fmt.Errorf("pool %s profile order: %w", p.ID, err)
-	}
-	if p.AppNetworks, err = sqlbase.StringSlice(networks); err != nil {
-		return nil, fmt.Errorf("pool %s app networks: %w", p.ID, err)
-	}
-	if len(p.AppNetworks) == 0 {
-		p.AppNetworks = nil // as a pool without them is written
-	}
-	p.Kind = model.PoolKind(kind)
-	p.GPUClassID = class.String
-	p.CreatedAt, p.UpdatedAt = sqlbase.FromMicros(created), sqlbase.FromMicros(updated)
-	return &p, nil
+// poolTable is the pools table: a claim timeout in milliseconds (NULL for
+// the default) and app networks that read back nil when there are none, as
+// a pool without them is written. poolUpdate is what an update writes.
+var poolTable = sqlbase.Table[model.Pool]{
+	sqlbase.C("id", func(p *model.Pool) any { return &p.ID }),
+	sqlbase.C("tenant_id", func(p *model.Pool) any { return &p.TenantID }),
+	sqlbase.C("name", func(p *model.Pool) any { return &p.Name }),
+	sqlbase.C("description", func(p *model.Pool) any { return &p.Description }),
+	sqlbase.C("kind", func(p *model.Pool) any { return sqlbase.Str(&p.Kind) }),
+	sqlbase.C("capacity_gpus", func(p *model.Pool) any { return &p.CapacityGPUs }),
+	sqlbase.C("gpu_class_id", func(p *model.Pool) any { return sqlbase.Ref(&p.GPUClassID) }),
+	sqlbase.C("gpu_memory_gb", func(p *model.Pool) any { return &p.GPUMemoryGB }),
+	sqlbase.C("region", func(p *model.Pool) any { return &p.Region }),
+	sqlbase.C("labels", func(p *model.Pool) any { return sqlbase.Dict(&p.Labels) }),
+	sqlbase.C("profile_order", func(p *model.Pool) any { return sqlbase.List(&p.ProfileOrder) }),
+	sqlbase.C("claim_timeout_ms", func(p *model.Pool) any { return sqlbase.DurationPtr(&p.ClaimTimeout, time.Millisecond) }),
+	sqlbase.C("output_destination", func(p *model.Pool) any { return &p.OutputDestination }),
+	sqlbase.C("single_tenant", func(p *model.Pool) any { return &p.SingleTenant }),
+	sqlbase.C("created_at", func(p *model.Pool) any { return sqlbase.Time(&p.CreatedAt) }),
+	sqlbase.C("updated_at", func(p *model.Pool) any { return sqlbase.Time(&p.UpdatedAt) }),
+	sqlbase.C("app_networks", func(p *model.Pool) any { return sqlbase.JSON(&p.AppNetworks, "[]") }),
+	sqlbase.C("app_local", func(p *model.Pool) any { return &p.Local }),
 }
-
-// poolJSON encodes the JSON columns of a pool.
-func poolJSON(p *model.Pool) (labels, order, networks string, err error) {
-	if labels, err = sqlbase.MarshalJSON(p.Labels, "{}"); err != nil {
-		return "", "", "", fmt.Errorf("encode labels: %w", err)
-	}
-	if order, err = sqlbase.MarshalJSON(p.ProfileOrder, "[]"); err != nil {
-		return "", "", "", fmt.Errorf("encode profile order: %w", err)
-	}
-	if networks, err = sqlbase.MarshalJSON(p.AppNetworks, "[]"); err != nil {
-		return "", "", "", fmt.Errorf("encode app networks: %w", err)
-	}
-	return labels, order, networks, nil
-}
+var poolUpdate = poolTable.Without("id", "tenant_id", "created_at")
 
 // CreatePool inserts a pool. Names are unique in a tenant; the GPU class,
 // when set, must exist.
 func (q *queries) CreatePool(ctx context.Context, p *model.Pool) error {
-	what := fmt.Sprintf("create pool %q", p.Name)
-	labels, order, networks, err := poolJSON(p)
-	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
 	undo := sqlbase.AssignID(&p.ID)
-	_, err = q.Write(ctx, what, store.ErrNotFound,
-		`INSERT INTO pools (`+poolColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		p.ID, p.TenantID, p.Name, p.Description, string(p.Kind), p.CapacityGPUs, sqlbase.NullString(p.GPUClassID),
-		p.GPUMemoryGB, p.Region, labels, order, claimMillis(p), p.OutputDestination, p.SingleTenant, sqlbase.Micros(p.CreatedAt), sqlbase.Micros(p.UpdatedAt),
-		networks, p.Local)
+	_, err := q.Write(ctx, fmt.Sprintf("create pool %q", p.Name), store.ErrNotFound, poolTable.Insert("pools"), poolTable.Values(p)...)
 	if err != nil {
 		undo()
 	}
@@ -140,26 +103,8 @@ func (q *queries) CreatePool(ctx context.Context, p *model.Pool) error {
 }
 
 func (q *queries) UpdatePool(ctx context.Context, p *model.Pool) error {
-	what := "update pool " + p.ID
-	labels, order, networks, err := poolJSON(p)
-	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	return q.WriteOne(ctx, what, store.ErrNotFound,
-		`UPDATE pools SET name = ?, description = ?, kind = ?, capacity_gpus = ?, gpu_class_id = ?, gpu_memory_gb = ?,
-			region = ?, labels = ?, profile_order = ?, claim_timeout_ms = ?, output_destination = ?, single_tenant = ?, updated_at = ?,
-			app_networks = ?, app_local = ?
-		WHERE tenant_id = ? AND id = ?`,
-		p.Name, p.Description, string(p.Kind), p.CapacityGPUs, sqlbase.NullString(p.GPUClassID), p.GPUMemoryGB,
-		p.Region, labels, order, claimMillis(p), p.OutputDestination, p.SingleTenant, sqlbase.Micros(p.UpdatedAt), networks, p.Local, p.TenantID, p.ID)
-}
-
-// claimMillis is a pool's claim timeout as stored: NULL for the default.
-func claimMillis(p *model.Pool) sql.NullInt64 {
-	if p.ClaimTimeout == nil {
-		return sql.NullInt64{}
-	}
-	return sql.NullInt64{Int64: p.ClaimTimeout.Milliseconds(), Valid: true}
+	return q.WriteOne(ctx, "update pool "+p.ID, store.ErrNotFound,
+		`UPDATE pools SET `+poolUpdate.Assign()+` WHERE tenant_id = ? AND id = ?`, poolUpdate.Values(p, p.TenantID, p.ID)...)
 }
 
 // DeletePool deletes a pool no profile links (ErrConflict otherwise).
@@ -169,25 +114,42 @@ func (q *queries) DeletePool(ctx context.Context, tenantID, id string) error {
 }
 
 func (q *queries) GetPool(ctx context.Context, tenantID, id string) (*model.Pool, error) {
-	return sqlbase.GetOne(ctx, q.Q, "get pool "+id, scanPool,
-		`SELECT `+poolColumns+` FROM pools WHERE tenant_id = ? AND id = ?`, tenantID, id)
+	return sqlbase.GetOne(ctx, q.Q, "get pool "+id, poolTable.Scan,
+		`SELECT `+poolTable.List()+` FROM pools WHERE tenant_id = ? AND id = ?`, tenantID, id)
 }
 
 // ListPools lists a tenant's pools by name.
 func (q *queries) ListPools(ctx context.Context, tenantID string) ([]*model.Pool, error) {
-	return sqlbase.GetAll(ctx, q.Q, "list pools", scanPool,
-		`SELECT `+poolColumns+` FROM pools WHERE tenant_id = ? ORDER BY name`, tenantID)
+	return sqlbase.GetAll(ctx, q.Q, "list pools", poolTable.Scan,
+		`SELECT `+poolTable.List()+` FROM pools WHERE tenant_id = ? ORDER BY name`, tenantID)
 }
 
 // Profiles. A profile's ordered pools live in profile_pools, one row per link
 // with its rank; reads join them in so that a profile and its links come
 // from one statement (one snapshot, and no query per profile in lists).
 
-const profileColumns = `p.id, p.tenant_id, p.name, p.description, p.size_nodes, p.size_per_node_milli, p.size_parameter,
-	p.gpu_class_id, p.min_gpu_memory_gb, p.time_weight_milli, p.queuing_order, p.created_at, p.updated_at`
+// profileTable is the profiles table; profileUpdate what an update writes.
+var profileTable = sqlbase.Table[model.Profile]{
+	sqlbase.C("id", func(p *model.Profile) any { return &p.ID }),
+	sqlbase.C("tenant_id", func(p *model.Profile) any { return &p.TenantID }),
+	sqlbase.C("name", func(p *model.Profile) any { return &p.Name }),
+	sqlbase.C("description", func(p *model.Profile) any { return &p.Description }),
+	sqlbase.C("size_nodes", func(p *model.Profile) any { return &p.Size.Nodes }),
+	sqlbase.C("size_per_node_milli", func(p *model.Profile) any { return sqlbase.Int(&p.Size.PerNode) }),
+	sqlbase.C("size_parameter", func(p *model.Profile) any { return &p.SizeParameter }),
+	sqlbase.C("gpu_class_id", func(p *model.Profile) any { return sqlbase.Ref(&p.GPUClassID) }),
+	sqlbase.C("min_gpu_memory_gb", func(p *model.Profile) any { return &p.MinGPUMemoryGB }),
+	sqlbase.C("time_weight_milli", func(p *model.Profile) any { return &p.TimeWeightMilli }),
+	sqlbase.C("queuing_order", func(p *model.Profile) any { return sqlbase.List(&p.QueuingOrder) }),
+	sqlbase.C("created_at", func(p *model.Profile) any { return sqlbase.Time(&p.CreatedAt) }),
+	sqlbase.C("updated_at", func(p *model.Profile) any { return sqlbase.Time(&p.UpdatedAt) }),
+}
 
-const profileSelect = `SELECT ` + profileColumns + `, pp.pool_id FROM profiles p
+var (
+	profileUpdate = profileTable.Without("id", "tenant_id", "created_at")
+	profileSelect = `SELECT ` + profileTable.As("p") + `, pp.pool_id FROM profiles p
 	LEFT JOIN profile_pools pp ON pp.tenant_id = p.tenant_id AND pp.profile_id = p.id`
+)
 
 // scanProfiles reads rows of profileSelect, ordered so that each profile's
 // rows are together and in rank order, into one profile per group of rows.
@@ -196,22 +158,11 @@ func scanProfiles(rows *sql.Rows) ([]*model.Profile, error) {
 	var cur *model.Profile
 	for rows.Next() {
 		var p model.Profile
-		var class, pool sql.NullString
-		var order string
-		var created, updated int64
-		var perNode int64
-		if err := rows.Scan(&p.ID, &p.TenantID, &p.Name, &p.Description, &p.Size.Nodes, &perNode, &p.SizeParameter,
-			&class, &p.MinGPUMemoryGB, &p.TimeWeightMilli, &order, &created, &updated, &pool); err != nil {
+		var pool sql.NullString
+		if err := rows.Scan(append(profileTable.Dest(&p), &pool)...); err != nil {
 			return nil, err
 		}
 		if cur == nil || cur.ID != p.ID {
-			var err error
-			if p.QueuingOrder, err = sqlbase.StringSlice(order); err != nil {
-				return nil, fmt.Errorf("profile %s queuing order: %w", p.ID, err)
-			}
-			p.Size.PerNode = model.MilliGPU(perNode)
-			p.GPUClassID = class.String
-			p.CreatedAt, p.UpdatedAt = sqlbase.FromMicros(created), sqlbase.FromMicros(updated)
 			p.Pools = []string{}
 			cur = &p
 			out = append(out, cur)
@@ -241,19 +192,9 @@ func (q *queries) selectProfiles(ctx context.Context, what, where string, args .
 // may be listed once (ErrConflict).
 func (q *queries) CreateProfile(ctx context.Context, p *model.Profile) error {
 	what := fmt.Sprintf("create profile %q", p.Name)
-	order, err := sqlbase.MarshalJSON(p.QueuingOrder, "[]")
-	if err != nil {
-		return fmt.Errorf("%s: encode queuing order: %w", what, err)
-	}
 	undo := sqlbase.AssignID(&p.ID)
-	err = q.atomic(ctx, func(q *queries) error {
-		if _, err := q.Write(ctx, what, store.ErrNotFound,
-			`INSERT INTO profiles (id, tenant_id, name, description, size_nodes, size_per_node_milli, size_parameter,
-				gpu_class_id, min_gpu_memory_gb, time_weight_milli, queuing_order, created_at, updated_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			p.ID, p.TenantID, p.Name, p.Description, p.Size.Nodes, int64(p.Size.PerNode), p.SizeParameter,
-			sqlbase.NullString(p.GPUClassID), p.MinGPUMemoryGB, p.TimeWeightMilli, order,
-			sqlbase.Micros(p.CreatedAt), sqlbase.Micros(p.UpdatedAt)); err != nil {
+	err := q.atomic(ctx, func(q *queries) error {
+		if _, err := q.Write(ctx, what, store.ErrNotFound, profileTable.Insert("profiles"), profileTable.Values(p)...); err != nil {
 			return err
 		}
 		return q.insertProfilePools(ctx, what, p)
@@ -287,18 +228,9 @@ func (q *queries) insertProfilePools(ctx context.Context, what string, p *model.
 // UpdateProfile writes a profile and replaces its pool links wholesale.
 func (q *queries) UpdateProfile(ctx context.Context, p *model.Profile) error {
 	what := "update profile " + p.ID
-	order, err := sqlbase.MarshalJSON(p.QueuingOrder, "[]")
-	if err != nil {
-		return fmt.Errorf("%s: encode queuing order: %w", what, err)
-	}
 	return q.atomic(ctx, func(q *queries) error {
 		if err := q.WriteOne(ctx, what, store.ErrNotFound,
-			`UPDATE profiles SET name = ?, description = ?, size_nodes = ?, size_per_node_milli = ?, size_parameter = ?,
-				gpu_class_id = ?, min_gpu_memory_gb = ?, time_weight_milli = ?, queuing_order = ?, updated_at = ?
-			WHERE tenant_id = ? AND id = ?`,
-			p.Name, p.Description, p.Size.Nodes, int64(p.Size.PerNode), p.SizeParameter,
-			sqlbase.NullString(p.GPUClassID), p.MinGPUMemoryGB, p.TimeWeightMilli, order, sqlbase.Micros(p.UpdatedAt),
-			p.TenantID, p.ID); err != nil {
+			`UPDATE profiles SET `+profileUpdate.Assign()+` WHERE tenant_id = ? AND id = ?`, profileUpdate.Values(p, p.TenantID, p.ID)...); err != nil {
 			return err
 		}
 		if _, err := q.Write(ctx, what+": unlink pools", store.ErrConflict,
@@ -335,32 +267,58 @@ func (q *queries) ListProfiles(ctx context.Context, tenantID string) ([]*model.P
 
 // Resource policies.
 
-const policyColumns = `id, tenant_id, group_id, reservation_gpus, limit_gpus, budget_milli_hours, budget_period,
-	low_watermark_us, alert_threshold_percent, created_at, updated_at`
-
-func scanPolicy(r sqlbase.Scanner) (*model.ResourcePolicy, error) {
-	var p model.ResourcePolicy
-	var budget sql.NullInt64
-	var period sql.NullString
-	var watermark, created, updated int64
-	if err := r.Scan(&p.ID, &p.TenantID, &p.GroupID, &p.ReservationGPUs, &p.LimitGPUs, &budget, &period,
-		&watermark, &p.AlertThresholdPercent, &created, &updated); err != nil {
-		return nil, err
-	}
-	if budget.Valid {
-		p.Budget = &model.TimeBudget{MilliHours: budget.Int64, Period: model.BudgetPeriod(period.String)}
-	}
-	p.LowWatermark = time.Duration(watermark) * time.Microsecond
-	p.CreatedAt, p.UpdatedAt = sqlbase.FromMicros(created), sqlbase.FromMicros(updated)
-	return &p, nil
+// policyTable is the policies table: an optional budget in two columns,
+// NULL when there is none (budgetCol), and the low watermark in whole
+// microseconds, like times. policyUpdate is what an update writes.
+var policyTable = sqlbase.Table[model.ResourcePolicy]{
+	sqlbase.C("id", func(p *model.ResourcePolicy) any { return &p.ID }),
+	sqlbase.C("tenant_id", func(p *model.ResourcePolicy) any { return &p.TenantID }),
+	sqlbase.C("group_id", func(p *model.ResourcePolicy) any { return &p.GroupID }),
+	sqlbase.C("reservation_gpus", func(p *model.ResourcePolicy) any { return &p.ReservationGPUs }),
+	sqlbase.C("limit_gpus", func(p *model.ResourcePolicy) any { return &p.LimitGPUs }),
+	sqlbase.C("budget_milli_hours", func(p *model.ResourcePolicy) any { return budgetCol{&p.Budget, false} }),
+	sqlbase.C("budget_period", func(p *model.ResourcePolicy) any { return budgetCol{&p.Budget, true} }),
+	sqlbase.C("low_watermark_us", func(p *model.ResourcePolicy) any { return sqlbase.Duration(&p.LowWatermark, time.Microsecond) }),
+	sqlbase.C("alert_threshold_percent", func(p *model.ResourcePolicy) any { return &p.AlertThresholdPercent }),
+	sqlbase.C("created_at", func(p *model.ResourcePolicy) any { return sqlbase.Time(&p.CreatedAt) }),
+	sqlbase.C("updated_at", func(p *model.ResourcePolicy) any { return sqlbase.Time(&p.UpdatedAt) }),
 }
 
-// policyBudget splits an optional budget into its two nullable columns.
-func policyBudget(b *model.TimeBudget) (milliHours, period any) {
-	if b == nil {
+var policyUpdate = policyTable.Without("id", "tenant_id", "created_at")
+
+// budgetCol is one of the columns of a policy's optional budget: its hours
+// (period false) or its period.
+type budgetCol struct {
+	p      **model.TimeBudget
+	period bool
+}
+
+func (c budgetCol) Value() (driver.Value, error) {
+	switch b := *c.p; {
+	case b == nil:
 		return nil, nil
+	case c.period:
+		return string(b.Period), nil
+	default:
+		return b.MilliHours, nil
 	}
-	return b.MilliHours, string(b.Period)
+}
+
+// Scan reads the hours or the period into the budget, which a non-NULL
+// hours column makes; the period, read after, completes it.
+func (c budgetCol) Scan(src any) error {
+	switch v := src.(type) {
+	case nil:
+	case int64:
+		*c.p = &model.TimeBudget{MilliHours: v}
+	case string:
+		if *c.p != nil {
+			(*c.p).Period = model.BudgetPeriod(v)
+		}
+	default:
+		return fmt.Errorf("a budget column stored as %T", src)
+	}
+	return nil
 }
 
 // CreatePolicy inserts a resource policy; a group has at most one
@@ -369,11 +327,7 @@ func policyBudget(b *model.TimeBudget) (milliHours, period any) {
 // LowWatermark is stored in whole microseconds, like times.
 func (q *queries) CreatePolicy(ctx context.Context, p *model.ResourcePolicy) error {
 	undo := sqlbase.AssignID(&p.ID)
-	budget, period := policyBudget(p.Budget)
-	_, err := q.Write(ctx, "create policy for group "+p.GroupID, store.ErrNotFound,
-		`INSERT INTO policies (`+policyColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		p.ID, p.TenantID, p.GroupID, p.ReservationGPUs, p.LimitGPUs, budget, period,
-		p.LowWatermark.Microseconds(), p.AlertThresholdPercent, sqlbase.Micros(p.CreatedAt), sqlbase.Micros(p.UpdatedAt))
+	_, err := q.Write(ctx, "create policy for group "+p.GroupID, store.ErrNotFound, policyTable.Insert("policies"), policyTable.Values(p)...)
 	if err != nil {
 		undo()
 	}
@@ -381,13 +335,8 @@ func (q *queries) CreatePolicy(ctx context.Context, p *model.ResourcePolicy) err
 }
 
 func (q *queries) UpdatePolicy(ctx context.Context, p *model.ResourcePolicy) error {
-	budget, period := policyBudget(p.Budget)
 	return q.WriteOne(ctx, "update policy "+p.ID, store.ErrNotFound,
-		`UPDATE policies SET group_id = ?, reservation_gpus = ?, limit_gpus = ?, budget_milli_hours = ?, budget_period = ?,
-			low_watermark_us = ?, alert_threshold_percent = ?, updated_at = ?
-		WHERE tenant_id = ? AND id = ?`,
-		p.GroupID, p.ReservationGPUs, p.LimitGPUs, budget, period,
-		p.LowWatermark.Microseconds(), p.AlertThresholdPercent, sqlbase.Micros(p.UpdatedAt), p.TenantID, p.ID)
+		`UPDATE policies SET `+policyUpdate.Assign()+` WHERE tenant_id = ? AND id = ?`, policyUpdate.Values(p, p.TenantID, p.ID)...)
 }
 
 // DeletePolicy deletes a policy no compute resource uses (ErrConflict
@@ -398,63 +347,41 @@ func (q *queries) DeletePolicy(ctx context.Context, tenantID, id string) error {
 }
 
 func (q *queries) GetPolicy(ctx context.Context, tenantID, id string) (*model.ResourcePolicy, error) {
-	return sqlbase.GetOne(ctx, q.Q, "get policy "+id, scanPolicy,
-		`SELECT `+policyColumns+` FROM policies WHERE tenant_id = ? AND id = ?`, tenantID, id)
+	return sqlbase.GetOne(ctx, q.Q, "get policy "+id, policyTable.Scan,
+		`SELECT `+policyTable.List()+` FROM policies WHERE tenant_id = ? AND id = ?`, tenantID, id)
 }
 
 // ListPolicies lists a tenant's policies by id. Policies have no name of
 // their own, and ids (UUIDv7) sort by creation, so this is creation order.
 func (q *queries) ListPolicies(ctx context.Context, tenantID string) ([]*model.ResourcePolicy, error) {
-	return sqlbase.GetAll(ctx, q.Q, "list policies", scanPolicy,
-		`SELECT `+policyColumns+` FROM policies WHERE tenant_id = ? ORDER BY id`, tenantID)
+	return sqlbase.GetAll(ctx, q.Q, "list policies", policyTable.Scan,
+		`SELECT `+policyTable.List()+` FROM policies WHERE tenant_id = ? ORDER BY id`, tenantID)
 }
 
 // Compute resources.
 
-const computeResourceColumns = `id, tenant_id, name, description, policy_id, profile_id, image, env, mounts, created_at, updated_at`
-
-func scanComputeResource(r sqlbase.Scanner) (*model.ComputeResource, error) {
-	var c model.ComputeResource
-	var env, mounts string
-	var created, updated int64
-	if err := r.Scan(&c.ID, &c.TenantID, &c.Name, &c.Description, &c.PolicyID, &c.ProfileID, &c.Image, &env, &mounts,
-		&created, &updated); err != nil {
-		return nil, err
-	}
-	var err error
-	if c.Env, err = sqlbase.StringMap(env); err != nil {
-		return nil, fmt.Errorf("compute resource %s env: %w", c.ID, err)
-	}
-	if c.Mounts, err = sqlbase.StringSlice(mounts); err != nil {
-		return nil, fmt.Errorf("compute resource %s mounts: %w", c.ID, err)
-	}
-	c.CreatedAt, c.UpdatedAt = sqlbase.FromMicros(created), sqlbase.FromMicros(updated)
-	return &c, nil
+// computeResourceTable is the compute_resources table; computeResourceUpdate what an update writes.
+var computeResourceTable = sqlbase.Table[model.ComputeResource]{
+	sqlbase.C("id", func(c *model.ComputeResource) any { return &c.ID }),
+	sqlbase.C("tenant_id", func(c *model.ComputeResource) any { return &c.TenantID }),
+	sqlbase.C("name", func(c *model.ComputeResource) any { return &c.Name }),
+	sqlbase.C("description", func(c *model.ComputeResource) any { return &c.Description }),
+	sqlbase.C("policy_id", func(c *model.ComputeResource) any { return &c.PolicyID }),
+	sqlbase.C("profile_id", func(c *model.ComputeResource) any { return &c.ProfileID }),
+	sqlbase.C("image", func(c *model.ComputeResource) any { return &c.Image }),
+	sqlbase.C("env", func(c *model.ComputeResource) any { return sqlbase.Dict(&c.Env) }),
+	sqlbase.C("mounts", func(c *model.ComputeResource) any { return sqlbase.List(&c.Mounts) }),
+	sqlbase.C("created_at", func(c *model.ComputeResource) any { return sqlbase.Time(&c.CreatedAt) }),
+	sqlbase.C("updated_at", func(c *model.ComputeResource) any { return sqlbase.Time(&c.UpdatedAt) }),
 }
-
-// computeResourceJSON encodes the JSON columns of a compute resource.
-func computeResourceJSON(c *model.ComputeResource) (env, mounts string, err error) {
-	if env, err = sqlbase.MarshalJSON(c.Env, "{}"); err != nil {
-		return "", "", fmt.Errorf("encode env: %w", err)
-	}
-	if mounts, err = sqlbase.MarshalJSON(c.Mounts, "[]"); err != nil {
-		return "", "", fmt.Errorf("encode mounts: %w", err)
-	}
-	return env, mounts, nil
-}
+var computeResourceUpdate = computeResourceTable.Without("id", "tenant_id", "created_at")
 
 // CreateComputeResource inserts a compute resource. A policy joins a profile
 // once, and its compute resources have distinct names (ErrConflict).
 func (q *queries) CreateComputeResource(ctx context.Context, c *model.ComputeResource) error {
-	what := fmt.Sprintf("create compute resource %q", c.Name)
-	env, mounts, err := computeResourceJSON(c)
-	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
 	undo := sqlbase.AssignID(&c.ID)
-	_, err = q.Write(ctx, what, store.ErrNotFound,
-		`INSERT INTO compute_resources (`+computeResourceColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		c.ID, c.TenantID, c.Name, c.Description, c.PolicyID, c.ProfileID, c.Image, env, mounts, sqlbase.Micros(c.CreatedAt), sqlbase.Micros(c.UpdatedAt))
+	_, err := q.Write(ctx, fmt.Sprintf("create compute resource %q", c.Name), store.ErrNotFound,
+		computeResourceTable.Insert("compute_resources"), computeResourceTable.Values(c)...)
 	if err != nil {
 		undo()
 	}
@@ -462,16 +389,9 @@ func (q *queries) CreateComputeResource(ctx context.Context, c *model.ComputeRes
 }
 
 func (q *queries) UpdateComputeResource(ctx context.Context, c *model.ComputeResource) error {
-	what := "update compute resource " + c.ID
-	env, mounts, err := computeResourceJSON(c)
-	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	return q.WriteOne(ctx, what, store.ErrNotFound,
-		`UPDATE compute_resources SET name = ?, description = ?, policy_id = ?, profile_id = ?, image = ?, env = ?, mounts = ?,
-			updated_at = ?
-		WHERE tenant_id = ? AND id = ?`,
-		c.Name, c.Description, c.PolicyID, c.ProfileID, c.Image, env, mounts, sqlbase.Micros(c.UpdatedAt), c.TenantID, c.ID)
+	return q.WriteOne(ctx, "update compute resource "+c.ID, store.ErrNotFound,
+		`UPDATE compute_resources SET `+computeResourceUpdate.Assign()+` WHERE tenant_id = ? AND id = ?`,
+		computeResourceUpdate.Values(c, c.TenantID, c.ID)...)
 }
 
 // DeleteComputeResource deletes a compute resource that no task names
@@ -482,13 +402,13 @@ func (q *queries) DeleteComputeResource(ctx context.Context, tenantID, id string
 }
 
 func (q *queries) GetComputeResource(ctx context.Context, tenantID, id string) (*model.ComputeResource, error) {
-	return sqlbase.GetOne(ctx, q.Q, "get compute resource "+id, scanComputeResource,
-		`SELECT `+computeResourceColumns+` FROM compute_resources WHERE tenant_id = ? AND id = ?`, tenantID, id)
+	return sqlbase.GetOne(ctx, q.Q, "get compute resource "+id, computeResourceTable.Scan,
+		`SELECT `+computeResourceTable.List()+` FROM compute_resources WHERE tenant_id = ? AND id = ?`, tenantID, id)
 }
 
 // ListComputeResources lists a tenant's compute resources by name, then id:
 // names repeat across policies.
 func (q *queries) ListComputeResources(ctx context.Context, tenantID string) ([]*model.ComputeResource, error) {
-	return sqlbase.GetAll(ctx, q.Q, "list compute resources", scanComputeResource,
-		`SELECT `+computeResourceColumns+` FROM compute_resources WHERE tenant_id = ? ORDER BY name, id`, tenantID)
+	return sqlbase.GetAll(ctx, q.Q, "list compute resources", computeResourceTable.Scan,
+		`SELECT `+computeResourceTable.List()+` FROM compute_resources WHERE tenant_id = ? ORDER BY name, id`, tenantID)
 }

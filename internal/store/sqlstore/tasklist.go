@@ -52,9 +52,9 @@ func (q *queries) ListTasks(ctx context.Context, tenantID string, f store.TaskFi
 	where += cursor
 	common = append(common, cursorArgs...)
 	if len(branches) == 1 {
-		query, args := sqlbase.WithLimit(`SELECT `+taskColumns+` FROM tasks`+where+branches[0].sql+order,
+		query, args := sqlbase.WithLimit(`SELECT `+taskTable.List()+` FROM tasks`+where+branches[0].sql+order,
 			append(common, branches[0].args...), page.Limit)
-		return sqlbase.GetAll(ctx, q.Q, "list tasks", scanTask, query, args...)
+		return sqlbase.GetAll(ctx, q.Q, "list tasks", taskTable.Scan, query, args...)
 	}
 	subs, args := make([]string, len(branches)), []any{tenantID}
 	for i, b := range branches {
@@ -64,9 +64,9 @@ func (q *queries) ListTasks(ctx context.Context, tenantID string, f store.TaskFi
 		}
 		subs[i] = `SELECT queue_seq FROM (` + sub + `) AS b` + strconv.Itoa(i)
 	}
-	query, args := sqlbase.WithLimit(`SELECT `+taskColumns+` FROM tasks WHERE tenant_id = ? AND queue_seq IN (`+
+	query, args := sqlbase.WithLimit(`SELECT `+taskTable.List()+` FROM tasks WHERE tenant_id = ? AND queue_seq IN (`+
 		strings.Join(subs, ` UNION ALL `)+`)`+order, args, page.Limit)
-	return sqlbase.GetAll(ctx, q.Q, "list tasks", scanTask, query, args...)
+	return sqlbase.GetAll(ctx, q.Q, "list tasks", taskTable.Scan, query, args...)
 }
 
 // branch is one branch of a task list: " AND ..." and its arguments.

@@ -2,8 +2,6 @@ package sqlstore
 
 import (
 	"context"
-	"database/sql"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -13,59 +11,54 @@ import (
 	"github.com/klique-ai/klique/internal/store/sqlstore/sqlbase"
 )
 
-// taskInsertColumns are the columns CreateTask writes; taskColumns, what
-// every read returns, add the idle limits' columns, which only their own
-// writes (TouchAppActivity, SetAppIdleWarned) and a claim change, so an
-// UpdateTask of an older copy never moves them back.
-const taskInsertColumns = `id, tenant_id, project_id, owner_id, compute_resource_id, policy_id, profile_id, group_id, name, spec,
-	size_nodes, size_per_node_milli, status, reason, queue_seq, pool_id, cloned_from_id,
-	created_at, updated_at, placed_at, finished_at,
-	worker_id, attempt, lease_expires_at, retries, started_at, exit_code, outputs, app_address, tags`
-
-const taskColumns = taskInsertColumns + `, app_active_at, app_warned_at, app_allow, app_refused`
-
-func scanTask(r sqlbase.Scanner) (*model.Task, error) {
-	var t model.Task
-	var project sql.NullString
-	var spec, status string
-	var perNode, created, updated int64
-	var placed, finished, lease, started, exit, active, warned sql.NullInt64
-	var outputs, tags string
-	if err := r.Scan(&t.ID, &t.TenantID, &project, &t.OwnerID, &t.ComputeResourceID, &t.PolicyID, &t.ProfileID,
-		&t.GroupID, &t.Name, &spec, &t.Size.Nodes, &perNode, &status, &t.Reason, &t.QueueSeq, &t.PoolID,
-		&t.ClonedFromID, &created, &updated, &placed, &finished,
-		&t.Run.WorkerID, &t.Run.Attempt, &lease, &t.Run.Retries, &started, &exit, &outputs, &t.Run.AppAddress, &tags, &active, &warned,
-		&t.Run.AppAllow, &t.Run.AppRefused); err != nil {
-		return nil, err
-	}
-	t.Run.LeaseExpiresAt, t.Run.StartedAt = sqlbase.NullTime(lease), sqlbase.NullTime(started)
-	t.Run.AppActiveAt, t.Run.AppWarnedAt = sqlbase.NullTime(active), sqlbase.NullTime(warned)
-	if exit.Valid {
-		code := int(exit.Int64)
-		t.Run.ExitCode = &code
-	}
-	if outputs != "" && outputs != "[]" {
-		if err := json.Unmarshal([]byte(outputs), &t.Run.Outputs); err != nil {
-			return nil, fmt.Errorf("task %s outputs: decode JSON: %w", t.ID, err)
-		}
-	}
-	if tags != "" && tags != "[]" {
-		if err := json.Unmarshal([]byte(tags), &t.Tags); err != nil {
-			return nil, fmt.Errorf("task %s tags: decode JSON: %w", t.ID, err)
-		}
-	}
-	if spec != "" && spec != "null" {
-		if err := json.Unmarshal([]byte(spec), &t.Spec); err != nil {
-			return nil, fmt.Errorf("task %s spec: decode JSON: %w", t.ID, err)
-		}
-	}
-	t.ProjectID = project.String
-	t.Size.PerNode = model.MilliGPU(perNode)
-	t.Status = model.TaskStatus(status)
-	t.CreatedAt, t.UpdatedAt = sqlbase.FromMicros(created), sqlbase.FromMicros(updated)
-	t.PlacedAt, t.FinishedAt = sqlbase.NullTime(placed), sqlbase.NullTime(finished)
-	return &t, nil
+// taskTable is the tasks table as every read returns it. CreateTask
+// writes taskInsert, all but the idle limits' columns (app_*), which only
+// their own writes (SetAppAddress, TouchAppActivity, SetAppIdleWarned) and
+// a claim change, so an UpdateTask of an older copy never moves them back
+// (it writes taskUpdate, what changes over a task's life).
+var taskTable = sqlbase.Table[model.Task]{
+	sqlbase.C("id", func(t *model.Task) any { return &t.ID }),
+	sqlbase.C("tenant_id", func(t *model.Task) any { return &t.TenantID }),
+	sqlbase.C("project_id", func(t *model.Task) any { return sqlbase.Ref(&t.ProjectID) }),
+	sqlbase.C("owner_id", func(t *model.Task) any { return &t.OwnerID }),
+	sqlbase.C("compute_resource_id", func(t *model.Task) any { return &t.ComputeResourceID }),
+	sqlbase.C("policy_id", func(t *model.Task) any { return &t.PolicyID }),
+	sqlbase.C("profile_id", func(t *model.Task) any { return &t.ProfileID }),
+	sqlbase.C("group_id", func(t *model.Task) any { return &t.GroupID }),
+	sqlbase.C("name", func(t *model.Task) any { return &t.Name }),
+	sqlbase.C("spec", func(t *model.Task) any { return sqlbase.JSON(&t.Spec, "{}") }),
+	sqlbase.C("size_nodes", func(t *model.Task) any { return &t.Size.Nodes }),
+	sqlbase.C("size_per_node_milli", func(t *model.Task) any { return sqlbase.Int(&t.Size.PerNode) }),
+	sqlbase.C("status", func(t *model.Task) any { return sqlbase.Str(&t.Status) }),
+	sqlbase.C("reason", func(t *model.Task) any { return &t.Reason }),
+	sqlbase.C("queue_seq", func(t *model.Task) any { return &t.QueueSeq }),
+	sqlbase.C("pool_id", func(t *model.Task) any { return &t.PoolID }),
+	sqlbase.C("cloned_from_id", func(t *model.Task) any { return &t.ClonedFromID }),
+	sqlbase.C("created_at", func(t *model.Task) any { return sqlbase.Time(&t.CreatedAt) }),
+	sqlbase.C("updated_at", func(t *model.Task) any { return sqlbase.Time(&t.UpdatedAt) }),
+	sqlbase.C("placed_at", func(t *model.Task) any { return sqlbase.TimePtr(&t.PlacedAt) }),
+	sqlbase.C("finished_at", func(t *model.Task) any { return sqlbase.TimePtr(&t.FinishedAt) }),
+	sqlbase.C("worker_id", func(t *model.Task) any { return &t.Run.WorkerID }),
+	sqlbase.C("attempt", func(t *model.Task) any { return &t.Run.Attempt }),
+	sqlbase.C("lease_expires_at", func(t *model.Task) any { return sqlbase.TimePtr(&t.Run.LeaseExpiresAt) }),
+	sqlbase.C("retries", func(t *model.Task) any { return &t.Run.Retries }),
+	sqlbase.C("started_at", func(t *model.Task) any { return sqlbase.TimePtr(&t.Run.StartedAt) }),
+	sqlbase.C("exit_code", func(t *model.Task) any { return sqlbase.IntPtr(&t.Run.ExitCode) }),
+	sqlbase.C("outputs", func(t *model.Task) any { return sqlbase.JSON(&t.Run.Outputs, "[]") }),
+	sqlbase.C("app_address", func(t *model.Task) any { return &t.Run.AppAddress }),
+	sqlbase.C("tags", func(t *model.Task) any { return sqlbase.JSON(&t.Tags, "[]") }),
+	sqlbase.C("app_active_at", func(t *model.Task) any { return sqlbase.TimePtr(&t.Run.AppActiveAt) }),
+	sqlbase.C("app_warned_at", func(t *model.Task) any { return sqlbase.TimePtr(&t.Run.AppWarnedAt) }),
+	sqlbase.C("app_allow", func(t *model.Task) any { return &t.Run.AppAllow }),
+	sqlbase.C("app_refused", func(t *model.Task) any { return &t.Run.AppRefused }),
 }
+
+var (
+	taskInsert = taskTable.Without("app_active_at", "app_warned_at", "app_allow", "app_refused")
+	taskUpdate = taskTable.Only("name", "spec", "size_nodes", "size_per_node_milli", "status", "reason",
+		"pool_id", "updated_at", "placed_at", "finished_at", "worker_id", "attempt", "lease_expires_at", "retries",
+		"started_at", "exit_code", "outputs", "app_address", "app_allow", "app_refused")
+)
 
 // CreateTask inserts a task. When t.QueueSeq is 0 it takes the next queue
 // sequence number, so tasks enqueued later sort later, also when they are
@@ -82,13 +75,9 @@ func scanTask(r sqlbase.Scanner) (*model.Task, error) {
 // nil, following the spec's omitempty tags.
 func (q *queries) CreateTask(ctx context.Context, t *model.Task) error {
 	what := fmt.Sprintf("create task %q", t.Name)
-	spec, err := sqlbase.MarshalJSON(t.Spec, "{}")
-	if err != nil {
-		return fmt.Errorf("%s: encode spec: %w", what, err)
-	}
 	undo := sqlbase.AssignID(&t.ID)
 	assignSeq := t.QueueSeq == 0
-	err = q.atomic(ctx, func(q *queries) error {
+	err := q.atomic(ctx, func(q *queries) error {
 		if assignSeq {
 			seq, err := q.Dialect().NextSeq(ctx, q.Conn(), SeqTaskQueue)
 			if err != nil {
@@ -98,22 +87,7 @@ func (q *queries) CreateTask(ctx context.Context, t *model.Task) error {
 		} else if err := q.Dialect().AdvanceSeq(ctx, q.Conn(), SeqTaskQueue, t.QueueSeq); err != nil {
 			return fmt.Errorf("%s: advance queue sequence: %w", what, err)
 		}
-		outputs, err := sqlbase.MarshalJSON(t.Run.Outputs, "[]")
-		if err != nil {
-			return fmt.Errorf("%s: encode outputs: %w", what, err)
-		}
-		tags, err := sqlbase.MarshalJSON(t.Tags, "[]")
-		if err != nil {
-			return fmt.Errorf("%s: encode tags: %w", what, err)
-		}
-		_, err = q.Write(ctx, what, store.ErrNotFound,
-			`INSERT INTO tasks (`+taskInsertColumns+`) VALUES (`+sqlbase.Placeholders(30)+`)`,
-			t.ID, t.TenantID, sqlbase.NullString(t.ProjectID), t.OwnerID, t.ComputeResourceID, t.PolicyID, t.ProfileID,
-			t.GroupID, t.Name, spec, t.Size.Nodes, int64(t.Size.PerNode), string(t.Status), t.Reason, t.QueueSeq,
-			t.PoolID, t.ClonedFromID, sqlbase.Micros(t.CreatedAt), sqlbase.Micros(t.UpdatedAt),
-			sqlbase.NullMicros(t.PlacedAt), sqlbase.NullMicros(t.FinishedAt),
-			t.Run.WorkerID, t.Run.Attempt, sqlbase.NullMicros(t.Run.LeaseExpiresAt), t.Run.Retries, sqlbase.NullMicros(t.Run.StartedAt),
-			sqlbase.NullInt(t.Run.ExitCode), outputs, t.Run.AppAddress, tags)
+		_, err := q.Write(ctx, what, store.ErrNotFound, taskInsert.Insert("tasks"), taskInsert.Values(t)...)
 		return err
 	})
 	if err != nil {
@@ -130,30 +104,13 @@ func (q *queries) CreateTask(ctx context.Context, t *model.Task) error {
 // enqueue (the project, owner, compute resource and the copies taken from it,
 // QueueSeq, ClonedFromID, Tags and CreatedAt) is left as it is.
 func (q *queries) UpdateTask(ctx context.Context, t *model.Task) error {
-	what := "update task " + t.ID
-	spec, err := sqlbase.MarshalJSON(t.Spec, "{}")
-	if err != nil {
-		return fmt.Errorf("%s: encode spec: %w", what, err)
-	}
-	outputs, err := sqlbase.MarshalJSON(t.Run.Outputs, "[]")
-	if err != nil {
-		return fmt.Errorf("%s: encode outputs: %w", what, err)
-	}
-	return q.WriteOne(ctx, what, store.ErrNotFound,
-		`UPDATE tasks SET name = ?, spec = ?, size_nodes = ?, size_per_node_milli = ?, status = ?, reason = ?,
-			pool_id = ?, updated_at = ?, placed_at = ?, finished_at = ?,
-			worker_id = ?, attempt = ?, lease_expires_at = ?, retries = ?, started_at = ?, exit_code = ?, outputs = ?, app_address = ?,
-			app_allow = ?, app_refused = ?
-		WHERE tenant_id = ? AND id = ?`,
-		t.Name, spec, t.Size.Nodes, int64(t.Size.PerNode), string(t.Status), t.Reason,
-		t.PoolID, sqlbase.Micros(t.UpdatedAt), sqlbase.NullMicros(t.PlacedAt), sqlbase.NullMicros(t.FinishedAt),
-		t.Run.WorkerID, t.Run.Attempt, sqlbase.NullMicros(t.Run.LeaseExpiresAt), t.Run.Retries, sqlbase.NullMicros(t.Run.StartedAt),
-		sqlbase.NullInt(t.Run.ExitCode), outputs, t.Run.AppAddress, t.Run.AppAllow, t.Run.AppRefused, t.TenantID, t.ID)
+	return q.WriteOne(ctx, "update task "+t.ID, store.ErrNotFound,
+		`UPDATE tasks SET `+taskUpdate.Assign()+` WHERE tenant_id = ? AND id = ?`, taskUpdate.Values(t, t.TenantID, t.ID)...)
 }
 
 func (q *queries) GetTask(ctx context.Context, tenantID, id string) (*model.Task, error) {
-	return sqlbase.GetOne(ctx, q.Q, "get task "+id, scanTask,
-		`SELECT `+taskColumns+` FROM tasks WHERE tenant_id = ? AND id = ?`, tenantID, id)
+	return sqlbase.GetOne(ctx, q.Q, "get task "+id, taskTable.Scan,
+		`SELECT `+taskTable.List()+` FROM tasks WHERE tenant_id = ? AND id = ?`, tenantID, id)
 }
 
 // taskWhere builds the WHERE clause of a task filter, as store.TaskFilter
@@ -223,8 +180,8 @@ func (q *queries) CountQueuedAhead(ctx context.Context, tenantID, computeResourc
 // wildcards are escaped.
 func (q *queries) ListFinishedTasks(ctx context.Context, tenantID, projectID, tag string, status model.TaskStatus, since, until time.Time, limit int) ([]*model.Task, error) {
 	like := `%"` + strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(tag) + `"%`
-	return sqlbase.GetAll(ctx, q.Q, "list the finished tasks of project "+projectID, scanTask,
-		`SELECT `+taskColumns+` FROM tasks WHERE tenant_id = ? AND project_id = ? AND finished_at > ? AND finished_at <= ? AND status = ?
+	return sqlbase.GetAll(ctx, q.Q, "list the finished tasks of project "+projectID, taskTable.Scan,
+		`SELECT `+taskTable.List()+` FROM tasks WHERE tenant_id = ? AND project_id = ? AND finished_at > ? AND finished_at <= ? AND status = ?
 			AND tags LIKE ? ESCAPE '\'
 		ORDER BY finished_at, id LIMIT ?`,
 		tenantID, projectID, sqlbase.Micros(since), sqlbase.Micros(until), string(status), like, limit)

@@ -3,7 +3,6 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -14,25 +13,24 @@ import (
 	"github.com/klique-ai/klique/internal/store/sqlstore/sqlbase"
 )
 
-const workerCredentialColumns = `id, tenant_id, pool_id, name, prefix, hash, created_by, created_at, revoked_at`
-
-func scanWorkerCredential(r sqlbase.Scanner) (*model.WorkerCredential, error) {
-	var c model.WorkerCredential
-	var created int64
-	var revoked sql.NullInt64
-	if err := r.Scan(&c.ID, &c.TenantID, &c.PoolID, &c.Name, &c.Prefix, &c.Hash, &c.CreatedBy, &created, &revoked); err != nil {
-		return nil, err
-	}
-	c.CreatedAt, c.RevokedAt = sqlbase.FromMicros(created), sqlbase.NullTime(revoked)
-	return &c, nil
+// workerCredentialTable is the worker_credentials table.
+var workerCredentialTable = sqlbase.Table[model.WorkerCredential]{
+	sqlbase.C("id", func(c *model.WorkerCredential) any { return &c.ID }),
+	sqlbase.C("tenant_id", func(c *model.WorkerCredential) any { return &c.TenantID }),
+	sqlbase.C("pool_id", func(c *model.WorkerCredential) any { return &c.PoolID }),
+	sqlbase.C("name", func(c *model.WorkerCredential) any { return &c.Name }),
+	sqlbase.C("prefix", func(c *model.WorkerCredential) any { return &c.Prefix }),
+	sqlbase.C("hash", func(c *model.WorkerCredential) any { return &c.Hash }),
+	sqlbase.C("created_by", func(c *model.WorkerCredential) any { return &c.CreatedBy }),
+	sqlbase.C("created_at", func(c *model.WorkerCredential) any { return sqlbase.Time(&c.CreatedAt) }),
+	sqlbase.C("revoked_at", func(c *model.WorkerCredential) any { return sqlbase.TimePtr(&c.RevokedAt) }),
 }
 
 // CreateWorkerCredential stores a worker credential (its hash).
 func (q *queries) CreateWorkerCredential(ctx context.Context, c *model.WorkerCredential) error {
 	undo := sqlbase.AssignID(&c.ID)
 	_, err := q.Write(ctx, "create worker credential "+c.Name, store.ErrNotFound,
-		`INSERT INTO worker_credentials (`+workerCredentialColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		c.ID, c.TenantID, c.PoolID, c.Name, c.Prefix, c.Hash, c.CreatedBy, sqlbase.Micros(c.CreatedAt), sqlbase.NullMicros(c.RevokedAt))
+		workerCredentialTable.Insert("worker_credentials"), workerCredentialTable.Values(c)...)
 	if err != nil {
 		undo()
 	}
@@ -44,14 +42,14 @@ func (q *queries) GetWorkerCredentialByHash(ctx context.Context, hash []byte) (*
 	if len(hash) == 0 {
 		return nil, fmt.Errorf("get worker credential: %w", store.ErrNotFound)
 	}
-	return sqlbase.GetOne(ctx, q.Q, "get worker credential", scanWorkerCredential,
-		`SELECT `+workerCredentialColumns+` FROM worker_credentials WHERE hash = ?`, hash)
+	return sqlbase.GetOne(ctx, q.Q, "get worker credential", workerCredentialTable.Scan,
+		`SELECT `+workerCredentialTable.List()+` FROM worker_credentials WHERE hash = ?`, hash)
 }
 
 // ListWorkerCredentials lists a tenant's worker credentials, newest first.
 func (q *queries) ListWorkerCredentials(ctx context.Context, tenantID string) ([]*model.WorkerCredential, error) {
-	return sqlbase.GetAll(ctx, q.Q, "list worker credentials", scanWorkerCredential,
-		`SELECT `+workerCredentialColumns+` FROM worker_credentials WHERE tenant_id = ? ORDER BY created_at DESC, id DESC`, tenantID)
+	return sqlbase.GetAll(ctx, q.Q, "list worker credentials", workerCredentialTable.Scan,
+		`SELECT `+workerCredentialTable.List()+` FROM worker_credentials WHERE tenant_id = ? ORDER BY created_at DESC, id DESC`, tenantID)
 }
 
 // RevokeWorkerCredential revokes a credential, keeping the first revocation
@@ -61,53 +59,33 @@ func (q *queries) RevokeWorkerCredential(ctx context.Context, tenantID, id strin
 		`UPDATE worker_credentials SET revoked_at = COALESCE(revoked_at, ?) WHERE tenant_id = ? AND id = ?`, sqlbase.Micros(at), tenantID, id)
 }
 
-const workerColumns = `id, tenant_id, pool_id, credential_id, hostname, version, mode, kind, gpus, labels, registered_at, last_heartbeat_at`
-
-func scanWorker(r sqlbase.Scanner) (*model.Worker, error) {
-	var w model.Worker
-	var gpus, labels string
-	var registered, seen int64
-	if err := r.Scan(&w.ID, &w.TenantID, &w.PoolID, &w.CredentialID, &w.Hostname, &w.Version, &w.Mode, &w.Kind,
-		&gpus, &labels, &registered, &seen); err != nil {
-		return nil, err
-	}
-	if err := json.Unmarshal([]byte(labels), &w.Labels); err != nil {
-		return nil, fmt.Errorf("worker %s labels: decode JSON: %w", w.ID, err)
-	}
-	if w.Labels == nil {
-		w.Labels = map[string]string{}
-	}
-	if err := json.Unmarshal([]byte(gpus), &w.GPUs); err != nil {
-		return nil, fmt.Errorf("worker %s gpus: decode JSON: %w", w.ID, err)
-	}
-	if w.GPUs == nil {
-		w.GPUs = []model.WorkerGPU{}
-	}
-	w.RegisteredAt, w.LastHeartbeatAt = sqlbase.FromMicros(registered), sqlbase.FromMicros(seen)
-	return &w, nil
+// workerTable is the workers table.
+var workerTable = sqlbase.Table[model.Worker]{
+	sqlbase.C("id", func(w *model.Worker) any { return &w.ID }),
+	sqlbase.C("tenant_id", func(w *model.Worker) any { return &w.TenantID }),
+	sqlbase.C("pool_id", func(w *model.Worker) any { return &w.PoolID }),
+	sqlbase.C("credential_id", func(w *model.Worker) any { return &w.CredentialID }),
+	sqlbase.C("hostname", func(w *model.Worker) any { return &w.Hostname }),
+	sqlbase.C("version", func(w *model.Worker) any { return &w.Version }),
+	sqlbase.C("mode", func(w *model.Worker) any { return &w.Mode }),
+	sqlbase.C("kind", func(w *model.Worker) any { return &w.Kind }),
+	sqlbase.C("gpus", func(w *model.Worker) any { return sqlbase.List(&w.GPUs) }),
+	sqlbase.C("labels", func(w *model.Worker) any { return sqlbase.Dict(&w.Labels) }),
+	sqlbase.C("registered_at", func(w *model.Worker) any { return sqlbase.Time(&w.RegisteredAt) }),
+	sqlbase.C("last_heartbeat_at", func(w *model.Worker) any { return sqlbase.Time(&w.LastHeartbeatAt) }),
 }
 
 // RegisterWorker creates or updates the worker of (tenant, pool, hostname).
 func (q *queries) RegisterWorker(ctx context.Context, w *model.Worker) error {
-	gpus, err := sqlbase.MarshalJSON(w.GPUs, "[]")
-	if err != nil {
-		return fmt.Errorf("register worker %s: encode gpus: %w", w.Hostname, err)
-	}
-	labels, err := sqlbase.MarshalJSON(w.Labels, "{}")
-	if err != nil {
-		return fmt.Errorf("register worker %s: encode labels: %w", w.Hostname, err)
-	}
 	if w.ID == "" {
 		w.ID = model.NewID()
 	}
 	var id string
-	err = q.QueryRow(ctx, `INSERT INTO workers (`+workerColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	err := q.QueryRow(ctx, workerTable.Insert("workers")+`
 		ON CONFLICT (tenant_id, pool_id, hostname) DO UPDATE SET credential_id = excluded.credential_id,
 			version = excluded.version, mode = excluded.mode, kind = excluded.kind, gpus = excluded.gpus, labels = excluded.labels,
 			registered_at = excluded.registered_at, last_heartbeat_at = excluded.last_heartbeat_at
-		RETURNING id`,
-		w.ID, w.TenantID, w.PoolID, w.CredentialID, w.Hostname, w.Version, w.Mode, w.Kind, gpus, labels,
-		sqlbase.Micros(w.RegisteredAt), sqlbase.Micros(w.LastHeartbeatAt)).Scan(&id)
+		RETURNING id`, workerTable.Values(w)...).Scan(&id)
 	if err != nil {
 		return q.MapErr(err, "register worker "+w.Hostname, store.ErrNotFound)
 	}
@@ -117,14 +95,14 @@ func (q *queries) RegisterWorker(ctx context.Context, w *model.Worker) error {
 
 // GetWorker returns a worker.
 func (q *queries) GetWorker(ctx context.Context, tenantID, id string) (*model.Worker, error) {
-	return sqlbase.GetOne(ctx, q.Q, "get worker "+id, scanWorker,
-		`SELECT `+workerColumns+` FROM workers WHERE tenant_id = ? AND id = ?`, tenantID, id)
+	return sqlbase.GetOne(ctx, q.Q, "get worker "+id, workerTable.Scan,
+		`SELECT `+workerTable.List()+` FROM workers WHERE tenant_id = ? AND id = ?`, tenantID, id)
 }
 
 // ListWorkers lists a tenant's workers by pool and hostname.
 func (q *queries) ListWorkers(ctx context.Context, tenantID string) ([]*model.Worker, error) {
-	return sqlbase.GetAll(ctx, q.Q, "list workers", scanWorker,
-		`SELECT `+workerColumns+` FROM workers WHERE tenant_id = ? ORDER BY pool_id, hostname`, tenantID)
+	return sqlbase.GetAll(ctx, q.Q, "list workers", workerTable.Scan,
+		`SELECT `+workerTable.List()+` FROM workers WHERE tenant_id = ? ORDER BY pool_id, hostname`, tenantID)
 }
 
 // TouchWorker records a heartbeat.
@@ -139,13 +117,13 @@ func (q *queries) TouchWorker(ctx context.Context, tenantID, id string, at time.
 func (q *queries) ClaimTask(ctx context.Context, tenantID, poolID, workerID, reason string, fit store.ClaimFit, at, leaseUntil time.Time) (*model.Task, error) {
 	cond, condArgs := claimCond(tenantID, poolID, fit)
 	args := append([]any{string(model.TaskRunning), workerID, sqlbase.Micros(leaseUntil), sqlbase.Micros(at), sqlbase.Micros(at), reason, tenantID}, condArgs...)
-	t, err := sqlbase.GetOne(ctx, q.Q, "claim a task of pool "+poolID, scanTask,
+	t, err := sqlbase.GetOne(ctx, q.Q, "claim a task of pool "+poolID, taskTable.Scan,
 		`UPDATE tasks SET status = ?, worker_id = ?, attempt = attempt + 1, lease_expires_at = ?, started_at = ?,
 			updated_at = ?, reason = ?, app_address = '', app_allow = '', app_refused = '', app_active_at = NULL, app_warned_at = NULL
 		WHERE tenant_id = ? AND id = (
 			SELECT id FROM tasks WHERE `+cond+`
 			ORDER BY placed_at, queue_seq LIMIT 1`+q.Dialect().SkipLocked()+`)
-		RETURNING `+taskColumns, args...)
+		RETURNING `+taskTable.List(), args...)
 	return t, err
 }
 
@@ -197,8 +175,8 @@ func (q *queries) ExtendLeases(ctx context.Context, tenantID, workerID string, a
 			for _, id := range chunk {
 				args = append(args, id)
 			}
-			tasks, err := sqlbase.GetAll(ctx, q.Q, "read heartbeat tasks", scanTask,
-				`SELECT `+taskColumns+` FROM tasks WHERE tenant_id = ? AND id IN (`+sqlbase.Placeholders(len(chunk))+`) ORDER BY id`, args...)
+			tasks, err := sqlbase.GetAll(ctx, q.Q, "read heartbeat tasks", taskTable.Scan,
+				`SELECT `+taskTable.List()+` FROM tasks WHERE tenant_id = ? AND id IN (`+sqlbase.Placeholders(len(chunk))+`) ORDER BY id`, args...)
 			if err != nil {
 				return err
 			}
@@ -273,8 +251,8 @@ func (q *queries) lockTaskRow(ctx context.Context, what, tenantID, taskID string
 
 // ListExpiredLeases lists a tenant's running tasks whose lease has run out.
 func (q *queries) ListExpiredLeases(ctx context.Context, tenantID string, now time.Time) ([]*model.Task, error) {
-	return sqlbase.GetAll(ctx, q.Q, "list expired leases", scanTask,
-		`SELECT `+taskColumns+` FROM tasks WHERE status = ? AND lease_expires_at < ? AND tenant_id = ? ORDER BY queue_seq`,
+	return sqlbase.GetAll(ctx, q.Q, "list expired leases", taskTable.Scan,
+		`SELECT `+taskTable.List()+` FROM tasks WHERE status = ? AND lease_expires_at < ? AND tenant_id = ? ORDER BY queue_seq`,
 		string(model.TaskRunning), sqlbase.Micros(now), tenantID)
 }
 
@@ -463,39 +441,39 @@ func (q *queries) LastMetrics(ctx context.Context, tenantID, taskID string) ([]m
 		WHERE m.tenant_id = ? AND m.task_id = ? ORDER BY m.name`, tenantID, taskID, tenantID, taskID)
 }
 
-const secretColumns = `tenant_id, scope, scope_id, name, ciphertext, updated_by, created_at, updated_at`
-
-func scanSecret(r sqlbase.Scanner) (*model.Secret, error) {
-	var s model.Secret
-	var created, updated int64
-	if err := r.Scan(&s.TenantID, &s.Scope, &s.ScopeID, &s.Name, &s.Ciphertext, &s.UpdatedBy, &created, &updated); err != nil {
-		return nil, err
-	}
-	s.CreatedAt, s.UpdatedAt = sqlbase.FromMicros(created), sqlbase.FromMicros(updated)
-	return &s, nil
+// secretTable is the secrets table.
+var secretTable = sqlbase.Table[model.Secret]{
+	sqlbase.C("tenant_id", func(s *model.Secret) any { return &s.TenantID }),
+	sqlbase.C("scope", func(s *model.Secret) any { return &s.Scope }),
+	sqlbase.C("scope_id", func(s *model.Secret) any { return &s.ScopeID }),
+	sqlbase.C("name", func(s *model.Secret) any { return &s.Name }),
+	sqlbase.C("ciphertext", func(s *model.Secret) any { return &s.Ciphertext }),
+	sqlbase.C("updated_by", func(s *model.Secret) any { return &s.UpdatedBy }),
+	sqlbase.C("created_at", func(s *model.Secret) any { return sqlbase.Time(&s.CreatedAt) }),
+	sqlbase.C("updated_at", func(s *model.Secret) any { return sqlbase.Time(&s.UpdatedAt) }),
 }
 
 // PutSecret creates or replaces a secret.
 func (q *queries) PutSecret(ctx context.Context, s *model.Secret) error {
 	_, err := q.Write(ctx, "put secret "+s.Name, store.ErrNotFound,
-		`INSERT INTO secrets (`+secretColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+		secretTable.Insert("secrets")+`
 		ON CONFLICT (tenant_id, scope, scope_id, name) DO UPDATE SET ciphertext = excluded.ciphertext,
 			updated_by = excluded.updated_by, updated_at = excluded.updated_at`,
-		s.TenantID, s.Scope, s.ScopeID, s.Name, s.Ciphertext, s.UpdatedBy, sqlbase.Micros(s.CreatedAt), sqlbase.Micros(s.UpdatedAt))
+		secretTable.Values(s)...)
 	return err
 }
 
 // GetSecret returns one secret.
 func (q *queries) GetSecret(ctx context.Context, tenantID, scope, scopeID, name string) (*model.Secret, error) {
-	return sqlbase.GetOne(ctx, q.Q, "get secret "+name, scanSecret,
-		`SELECT `+secretColumns+` FROM secrets WHERE tenant_id = ? AND scope = ? AND scope_id = ? AND name = ?`,
+	return sqlbase.GetOne(ctx, q.Q, "get secret "+name, secretTable.Scan,
+		`SELECT `+secretTable.List()+` FROM secrets WHERE tenant_id = ? AND scope = ? AND scope_id = ? AND name = ?`,
 		tenantID, scope, scopeID, name)
 }
 
 // ListSecrets lists a scope's secrets by name.
 func (q *queries) ListSecrets(ctx context.Context, tenantID, scope, scopeID string) ([]*model.Secret, error) {
-	return sqlbase.GetAll(ctx, q.Q, "list secrets", scanSecret,
-		`SELECT `+secretColumns+` FROM secrets WHERE tenant_id = ? AND scope = ? AND scope_id = ? ORDER BY name`,
+	return sqlbase.GetAll(ctx, q.Q, "list secrets", secretTable.Scan,
+		`SELECT `+secretTable.List()+` FROM secrets WHERE tenant_id = ? AND scope = ? AND scope_id = ? ORDER BY name`,
 		tenantID, scope, scopeID)
 }
 

@@ -71,14 +71,20 @@ func (t Table[T]) Values(v *T, more ...any) []any {
 // Scan reads a row of t's columns (in t's order) into a new T.
 func (t Table[T]) Scan(r Scanner) (*T, error) {
 	v := new(T)
+	if err := r.Scan(t.Dest(v)...); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// Dest are the Scan destinations of t's columns in v, for a row that
+// selects more than t (a join).
+func (t Table[T]) Dest(v *T) []any {
 	dest := make([]any, len(t))
 	for i, c := range t {
 		dest[i] = c.Field(v)
 	}
-	if err := r.Scan(dest...); err != nil {
-		return nil, err
-	}
-	return v, nil
+	return dest
 }
 
 // Only is the columns of t named, in the order named. A name t lacks is a
