@@ -10,17 +10,20 @@ import (
 	"github.com/klique-ai/klique/internal/store/sqlstore/sqlbase"
 )
 
-const auditColumns = `seq, id, tenant_id, at, actor_id, actor_name, channel, action, object_kind, object_id, object_name, detail`
-
-func scanAudit(r sqlbase.Scanner) (*model.AuditEntry, error) {
-	var e model.AuditEntry
-	var at int64
-	if err := r.Scan(&e.Seq, &e.ID, &e.TenantID, &at, &e.ActorID, &e.ActorName, &e.Channel, &e.Action,
-		&e.ObjectKind, &e.ObjectID, &e.ObjectName, &e.Detail); err != nil {
-		return nil, err
-	}
-	e.At = sqlbase.FromMicros(at)
-	return &e, nil
+// auditTable is the audit trail, audit_log.
+var auditTable = sqlbase.Table[model.AuditEntry]{
+	sqlbase.C("seq", func(e *model.AuditEntry) any { return &e.Seq }),
+	sqlbase.C("id", func(e *model.AuditEntry) any { return &e.ID }),
+	sqlbase.C("tenant_id", func(e *model.AuditEntry) any { return &e.TenantID }),
+	sqlbase.C("at", func(e *model.AuditEntry) any { return sqlbase.Time(&e.At) }),
+	sqlbase.C("actor_id", func(e *model.AuditEntry) any { return &e.ActorID }),
+	sqlbase.C("actor_name", func(e *model.AuditEntry) any { return &e.ActorName }),
+	sqlbase.C("channel", func(e *model.AuditEntry) any { return &e.Channel }),
+	sqlbase.C("action", func(e *model.AuditEntry) any { return &e.Action }),
+	sqlbase.C("object_kind", func(e *model.AuditEntry) any { return &e.ObjectKind }),
+	sqlbase.C("object_id", func(e *model.AuditEntry) any { return &e.ObjectID }),
+	sqlbase.C("object_name", func(e *model.AuditEntry) any { return &e.ObjectName }),
+	sqlbase.C("detail", func(e *model.AuditEntry) any { return &e.Detail }),
 }
 
 // InsertAudit appends an entry to the audit trail. It assigns Seq from a
@@ -42,9 +45,7 @@ func (q *queries) InsertAudit(ctx context.Context, e *model.AuditEntry) error {
 			return fmt.Errorf("%s: advance audit sequence: %w", what, err)
 		}
 		_, err := q.Write(ctx, what, store.ErrNotFound,
-			`INSERT INTO audit_log (`+auditColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			e.Seq, e.ID, e.TenantID, sqlbase.Micros(e.At), e.ActorID, e.ActorName, e.Channel, e.Action,
-			e.ObjectKind, e.ObjectID, e.ObjectName, e.Detail)
+			auditTable.Insert("audit_log"), auditTable.Values(e)...)
 		return err
 	})
 	if err != nil {
@@ -60,7 +61,7 @@ func (q *queries) InsertAudit(ctx context.Context, e *model.AuditEntry) error {
 // pagination on Seq. Since is inclusive and Until exclusive, so consecutive
 // windows neither overlap nor leave gaps.
 func (q *queries) ListAudit(ctx context.Context, tenantID string, f store.AuditFilter, page store.Page) ([]*model.AuditEntry, error) {
-	query := `SELECT ` + auditColumns + ` FROM audit_log WHERE tenant_id = ?`
+	query := `SELECT ` + auditTable.List() + ` FROM audit_log WHERE tenant_id = ?`
 	args := []any{tenantID}
 	if f.ActorID != "" {
 		query += ` AND actor_id = ?`
@@ -92,7 +93,7 @@ func (q *queries) ListAudit(ctx context.Context, tenantID string, f store.AuditF
 	}
 	query += ` ORDER BY seq DESC`
 	query, args = sqlbase.WithLimit(query, args, page.Limit)
-	return sqlbase.GetAll(ctx, q.Q, "list audit", scanAudit, query, args...)
+	return sqlbase.GetAll(ctx, q.Q, "list audit", auditTable.Scan, query, args...)
 }
 
 // InsertAudits inserts entries in batches: one round trip for their
@@ -126,11 +127,7 @@ func (q *queries) InsertAudits(ctx context.Context, es []*model.AuditEntry) erro
 				return fmt.Errorf("insert audit entries: %w", err)
 			}
 		}
-		return sqlbase.InsertBatches(ctx, q.Q, "insert audit entries", `INSERT INTO audit_log (`+auditColumns+`) VALUES `, 12, len(es),
-			func(i int) []any {
-				e := es[i]
-				return []any{e.Seq, e.ID, e.TenantID, sqlbase.Micros(e.At), e.ActorID, e.ActorName, e.Channel, e.Action,
-					e.ObjectKind, e.ObjectID, e.ObjectName, e.Detail}
-			})
+		return sqlbase.InsertBatches(ctx, q.Q, "insert audit entries", `INSERT INTO audit_log (`+auditTable.List()+`) VALUES `,
+			len(auditTable), len(es), func(i int) []any { return auditTable.Values(es[i]) })
 	})
 }

@@ -2,7 +2,6 @@ package sqlstore
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -13,41 +12,24 @@ import (
 	"github.com/klique-ai/klique/internal/store/sqlstore/sqlbase"
 )
 
-const autoscalerColumns = `id, tenant_id, pool_id, name, spec, status, created_by, created_at, updated_at, last_heartbeat_at`
-
-func scanAutoscaler(r sqlbase.Scanner) (*model.Autoscaler, error) {
-	var a model.Autoscaler
-	var spec, status string
-	var created, updated int64
-	var seen sql.NullInt64
-	if err := r.Scan(&a.ID, &a.TenantID, &a.PoolID, &a.Name, &spec, &status, &a.CreatedBy, &created, &updated, &seen); err != nil {
-		return nil, err
-	}
-	if err := json.Unmarshal([]byte(spec), &a.Spec); err != nil {
-		return nil, fmt.Errorf("autoscaler %s spec: decode JSON: %w", a.ID, err)
-	}
-	if err := json.Unmarshal([]byte(status), &a.Status); err != nil {
-		return nil, fmt.Errorf("autoscaler %s status: decode JSON: %w", a.ID, err)
-	}
-	a.CreatedAt, a.UpdatedAt, a.LastHeartbeatAt = sqlbase.FromMicros(created), sqlbase.FromMicros(updated), sqlbase.NullTime(seen)
-	return &a, nil
+// autoscalerTable is the autoscalers table: spec and status as JSON.
+var autoscalerTable = sqlbase.Table[model.Autoscaler]{
+	sqlbase.C("id", func(a *model.Autoscaler) any { return &a.ID }),
+	sqlbase.C("tenant_id", func(a *model.Autoscaler) any { return &a.TenantID }),
+	sqlbase.C("pool_id", func(a *model.Autoscaler) any { return &a.PoolID }),
+	sqlbase.C("name", func(a *model.Autoscaler) any { return &a.Name }),
+	sqlbase.C("spec", func(a *model.Autoscaler) any { return sqlbase.JSON(&a.Spec, "") }),
+	sqlbase.C("status", func(a *model.Autoscaler) any { return sqlbase.JSON(&a.Status, "") }),
+	sqlbase.C("created_by", func(a *model.Autoscaler) any { return &a.CreatedBy }),
+	sqlbase.C("created_at", func(a *model.Autoscaler) any { return sqlbase.Time(&a.CreatedAt) }),
+	sqlbase.C("updated_at", func(a *model.Autoscaler) any { return sqlbase.Time(&a.UpdatedAt) }),
+	sqlbase.C("last_heartbeat_at", func(a *model.Autoscaler) any { return sqlbase.TimePtr(&a.LastHeartbeatAt) }),
 }
 
 // CreateAutoscaler stores a new autoscaler with an empty status.
 func (q *queries) CreateAutoscaler(ctx context.Context, a *model.Autoscaler) error {
-	spec, err := json.Marshal(a.Spec)
-	if err != nil {
-		return fmt.Errorf("create autoscaler %s: encode spec: %w", a.Name, err)
-	}
-	status, err := json.Marshal(a.Status)
-	if err != nil {
-		return fmt.Errorf("create autoscaler %s: encode status: %w", a.Name, err)
-	}
 	undo := sqlbase.AssignID(&a.ID)
-	_, err = q.Write(ctx, "create autoscaler "+a.Name, store.ErrNotFound,
-		`INSERT INTO autoscalers (`+autoscalerColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		a.ID, a.TenantID, a.PoolID, a.Name, string(spec), string(status), a.CreatedBy, sqlbase.Micros(a.CreatedAt), sqlbase.Micros(a.UpdatedAt),
-		sqlbase.NullMicros(a.LastHeartbeatAt))
+	_, err := q.Write(ctx, "create autoscaler "+a.Name, store.ErrNotFound, autoscalerTable.Insert("autoscalers"), autoscalerTable.Values(a)...)
 	if err != nil {
 		undo()
 	}
@@ -73,20 +55,20 @@ func (q *queries) DeleteAutoscaler(ctx context.Context, tenantID, id string) err
 
 // GetAutoscaler returns an autoscaler of the tenant.
 func (q *queries) GetAutoscaler(ctx context.Context, tenantID, id string) (*model.Autoscaler, error) {
-	return sqlbase.GetOne(ctx, q.Q, "get autoscaler "+id, scanAutoscaler,
-		`SELECT `+autoscalerColumns+` FROM autoscalers WHERE tenant_id = ? AND id = ?`, tenantID, id)
+	return sqlbase.GetOne(ctx, q.Q, "get autoscaler "+id, autoscalerTable.Scan,
+		`SELECT `+autoscalerTable.List()+` FROM autoscalers WHERE tenant_id = ? AND id = ?`, tenantID, id)
 }
 
 // GetAutoscalerByPool returns the autoscaler of a pool.
 func (q *queries) GetAutoscalerByPool(ctx context.Context, tenantID, poolID string) (*model.Autoscaler, error) {
-	return sqlbase.GetOne(ctx, q.Q, "get the autoscaler of pool "+poolID, scanAutoscaler,
-		`SELECT `+autoscalerColumns+` FROM autoscalers WHERE tenant_id = ? AND pool_id = ?`, tenantID, poolID)
+	return sqlbase.GetOne(ctx, q.Q, "get the autoscaler of pool "+poolID, autoscalerTable.Scan,
+		`SELECT `+autoscalerTable.List()+` FROM autoscalers WHERE tenant_id = ? AND pool_id = ?`, tenantID, poolID)
 }
 
 // ListAutoscalers lists a tenant's autoscalers by name.
 func (q *queries) ListAutoscalers(ctx context.Context, tenantID string) ([]*model.Autoscaler, error) {
-	return sqlbase.GetAll(ctx, q.Q, "list autoscalers", scanAutoscaler,
-		`SELECT `+autoscalerColumns+` FROM autoscalers WHERE tenant_id = ? ORDER BY name`, tenantID)
+	return sqlbase.GetAll(ctx, q.Q, "list autoscalers", autoscalerTable.Scan,
+		`SELECT `+autoscalerTable.List()+` FROM autoscalers WHERE tenant_id = ? ORDER BY name`, tenantID)
 }
 
 // ReportAutoscaler stores a daemon's report and its time.

@@ -12,31 +12,31 @@ import (
 	"github.com/klique-ai/klique/internal/store/sqlstore/sqlbase"
 )
 
-// SchedColumns lists the task columns the engine reads, qualified by alias.
-func SchedColumns(alias string) string {
-	cols := []string{"id", "name", "compute_resource_id", "owner_id", "project_id", "status", "size_nodes", "size_per_node_milli", "queue_seq", "pool_id", "placed_at"}
-	for i, c := range cols {
-		cols[i] = alias + "." + c
-	}
-	return strings.Join(cols, ", ")
+// schedTable is the columns of a task the engine reads (a NULL placed_at
+// is the zero time).
+var schedTable = sqlbase.Table[store.SchedTask]{
+	sqlbase.C("id", func(t *store.SchedTask) any { return &t.ID }),
+	sqlbase.C("name", func(t *store.SchedTask) any { return &t.Name }),
+	sqlbase.C("compute_resource_id", func(t *store.SchedTask) any { return &t.ComputeResourceID }),
+	sqlbase.C("owner_id", func(t *store.SchedTask) any { return &t.OwnerID }),
+	sqlbase.C("project_id", func(t *store.SchedTask) any { return sqlbase.Ref(&t.ProjectID) }),
+	sqlbase.C("status", func(t *store.SchedTask) any { return sqlbase.Str(&t.Status) }),
+	sqlbase.C("size_nodes", func(t *store.SchedTask) any { return &t.Size.Nodes }),
+	sqlbase.C("size_per_node_milli", func(t *store.SchedTask) any { return sqlbase.Int(&t.Size.PerNode) }),
+	sqlbase.C("queue_seq", func(t *store.SchedTask) any { return &t.QueueSeq }),
+	sqlbase.C("pool_id", func(t *store.SchedTask) any { return &t.PoolID }),
+	sqlbase.C("placed_at", func(t *store.SchedTask) any { return sqlbase.Time(&t.PlacedAt) }),
 }
 
+// SchedColumns lists the task columns the engine reads, qualified by alias.
+func SchedColumns(alias string) string { return schedTable.As(alias) }
+
 func scanSched(r sqlbase.Scanner) (store.SchedTask, error) {
-	var t store.SchedTask
-	var status string
-	var perNode int64
-	var placed sql.NullInt64
-	var project sql.NullString
-	if err := r.Scan(&t.ID, &t.Name, &t.ComputeResourceID, &t.OwnerID, &project, &status, &t.Size.Nodes, &perNode, &t.QueueSeq, &t.PoolID, &placed); err != nil {
-		return t, err
+	t, err := schedTable.Scan(r)
+	if err != nil {
+		return store.SchedTask{}, err
 	}
-	t.Status = model.TaskStatus(status)
-	t.ProjectID = project.String
-	t.Size.PerNode = model.MilliGPU(perNode)
-	if placed.Valid {
-		t.PlacedAt = sqlbase.FromMicros(placed.Int64)
-	}
-	return t, nil
+	return *t, nil
 }
 
 // ListSchedulable returns the work holding capacity and each compute
@@ -70,24 +70,33 @@ func (q *queries) ListSchedulable(ctx context.Context, tenantID string, perQueue
 	return held, nil
 }
 
-const placementColumns = `id, tenant_id, task_id, user_id, user_name, project_id, project_name, group_id, group_name,
-	policy_id, profile_id, profile_name, compute_resource_id, compute_resource_name, pool_id, pool_name,
-	gpu_class_id, gpu_class_name, size_milli, weight_milli, price_micros, currency, started_at, ended_at, end_reason`
-
-func scanPlacement(r sqlbase.Scanner) (*model.Placement, error) {
-	var p model.Placement
-	var size, started int64
-	var ended sql.NullInt64
-	if err := r.Scan(&p.ID, &p.TenantID, &p.TaskID, &p.UserID, &p.UserName, &p.ProjectID, &p.ProjectName,
-		&p.GroupID, &p.GroupName, &p.PolicyID, &p.ProfileID, &p.ProfileName, &p.ComputeResourceID,
-		&p.ComputeResourceName, &p.PoolID, &p.PoolName, &p.GPUClassID, &p.GPUClassName, &size, &p.WeightMilli,
-		&p.PriceMicros, &p.Currency, &started, &ended, &p.EndReason); err != nil {
-		return nil, err
-	}
-	p.Size = model.MilliGPU(size)
-	p.StartedAt = sqlbase.FromMicros(started)
-	p.EndedAt = sqlbase.NullTime(ended)
-	return &p, nil
+// placementTable is the ledger's table, placements: one interval a task held capacity.
+var placementTable = sqlbase.Table[model.Placement]{
+	sqlbase.C("id", func(p *model.Placement) any { return &p.ID }),
+	sqlbase.C("tenant_id", func(p *model.Placement) any { return &p.TenantID }),
+	sqlbase.C("task_id", func(p *model.Placement) any { return &p.TaskID }),
+	sqlbase.C("user_id", func(p *model.Placement) any { return &p.UserID }),
+	sqlbase.C("user_name", func(p *model.Placement) any { return &p.UserName }),
+	sqlbase.C("project_id", func(p *model.Placement) any { return &p.ProjectID }),
+	sqlbase.C("project_name", func(p *model.Placement) any { return &p.ProjectName }),
+	sqlbase.C("group_id", func(p *model.Placement) any { return &p.GroupID }),
+	sqlbase.C("group_name", func(p *model.Placement) any { return &p.GroupName }),
+	sqlbase.C("policy_id", func(p *model.Placement) any { return &p.PolicyID }),
+	sqlbase.C("profile_id", func(p *model.Placement) any { return &p.ProfileID }),
+	sqlbase.C("profile_name", func(p *model.Placement) any { return &p.ProfileName }),
+	sqlbase.C("compute_resource_id", func(p *model.Placement) any { return &p.ComputeResourceID }),
+	sqlbase.C("compute_resource_name", func(p *model.Placement) any { return &p.ComputeResourceName }),
+	sqlbase.C("pool_id", func(p *model.Placement) any { return &p.PoolID }),
+	sqlbase.C("pool_name", func(p *model.Placement) any { return &p.PoolName }),
+	sqlbase.C("gpu_class_id", func(p *model.Placement) any { return &p.GPUClassID }),
+	sqlbase.C("gpu_class_name", func(p *model.Placement) any { return &p.GPUClassName }),
+	sqlbase.C("size_milli", func(p *model.Placement) any { return sqlbase.Int(&p.Size) }),
+	sqlbase.C("weight_milli", func(p *model.Placement) any { return &p.WeightMilli }),
+	sqlbase.C("price_micros", func(p *model.Placement) any { return &p.PriceMicros }),
+	sqlbase.C("currency", func(p *model.Placement) any { return &p.Currency }),
+	sqlbase.C("started_at", func(p *model.Placement) any { return sqlbase.Time(&p.StartedAt) }),
+	sqlbase.C("ended_at", func(p *model.Placement) any { return sqlbase.TimePtr(&p.EndedAt) }),
+	sqlbase.C("end_reason", func(p *model.Placement) any { return &p.EndReason }),
 }
 
 // PlaceTasks places each still-queued task and opens its ledger interval in
@@ -153,14 +162,8 @@ func (q *queries) PlaceTasks(ctx context.Context, tenantID string, ps []*model.P
 				placed = append(placed, p.TaskID)
 			}
 		}
-		return sqlbase.InsertBatches(ctx, q.Q, "open ledger intervals", `INSERT INTO placements (`+placementColumns+`) VALUES `, 25, len(open),
-			func(i int) []any {
-				p := open[i]
-				return []any{p.ID, p.TenantID, p.TaskID, p.UserID, p.UserName, p.ProjectID, p.ProjectName, p.GroupID, p.GroupName,
-					p.PolicyID, p.ProfileID, p.ProfileName, p.ComputeResourceID, p.ComputeResourceName, p.PoolID, p.PoolName,
-					p.GPUClassID, p.GPUClassName, int64(p.Size), p.WeightMilli, p.PriceMicros, p.Currency,
-					sqlbase.Micros(p.StartedAt), sqlbase.NullMicros(p.EndedAt), p.EndReason}
-			})
+		return sqlbase.InsertBatches(ctx, q.Q, "open ledger intervals", `INSERT INTO placements (`+placementTable.List()+`) VALUES `,
+			len(placementTable), len(open), func(i int) []any { return placementTable.Values(open[i]) })
 	})
 	if err != nil {
 		return nil, err
@@ -220,7 +223,7 @@ func (q *queries) endPlacement(ctx context.Context, tenantID, taskID string, at 
 // ListPlacements lists ledger intervals overlapping [From, To), oldest
 // first.
 func (q *queries) ListPlacements(ctx context.Context, tenantID string, f store.PlacementFilter) ([]*model.Placement, error) {
-	query := `SELECT ` + placementColumns + ` FROM placements WHERE tenant_id = ?`
+	query := `SELECT ` + placementTable.List() + ` FROM placements WHERE tenant_id = ?`
 	args := []any{tenantID}
 	if !f.To.IsZero() {
 		query += ` AND started_at < ?`
@@ -244,7 +247,7 @@ func (q *queries) ListPlacements(ctx context.Context, tenantID string, f store.P
 		}
 	}
 	query += ` ORDER BY started_at, id`
-	return sqlbase.GetAll(ctx, q.Q, "list ledger intervals", scanPlacement, query, args...)
+	return sqlbase.GetAll(ctx, q.Q, "list ledger intervals", placementTable.Scan, query, args...)
 }
 
 // usageDimensions maps a dimension to its id and name columns. GPU work
@@ -369,29 +372,26 @@ func (q *queries) SumUsage(ctx context.Context, tenantID string, u store.UsageQu
 	return out, nil
 }
 
-const queueStateColumns = `tenant_id, compute_resource_id, task_id, constraint_code, reason, until_at, updated_at`
-
-func scanQueueState(r sqlbase.Scanner) (*model.QueueState, error) {
-	var s model.QueueState
-	var until sql.NullInt64
-	var updated int64
-	if err := r.Scan(&s.TenantID, &s.ComputeResourceID, &s.TaskID, &s.Constraint, &s.Reason, &until, &updated); err != nil {
-		return nil, err
-	}
-	s.Until = sqlbase.NullTime(until)
-	s.UpdatedAt = sqlbase.FromMicros(updated)
-	return &s, nil
+// queueStateTable is the queue_states table: why a compute resource's head waits.
+var queueStateTable = sqlbase.Table[model.QueueState]{
+	sqlbase.C("tenant_id", func(s *model.QueueState) any { return &s.TenantID }),
+	sqlbase.C("compute_resource_id", func(s *model.QueueState) any { return &s.ComputeResourceID }),
+	sqlbase.C("task_id", func(s *model.QueueState) any { return &s.TaskID }),
+	sqlbase.C("constraint_code", func(s *model.QueueState) any { return &s.Constraint }),
+	sqlbase.C("reason", func(s *model.QueueState) any { return &s.Reason }),
+	sqlbase.C("until_at", func(s *model.QueueState) any { return sqlbase.TimePtr(&s.Until) }),
+	sqlbase.C("updated_at", func(s *model.QueueState) any { return sqlbase.Time(&s.UpdatedAt) }),
 }
 
 // PutQueueState records why a compute resource's head waits, replacing the
 // previous state.
 func (q *queries) PutQueueState(ctx context.Context, s *model.QueueState) error {
 	_, err := q.Write(ctx, "put queue state of "+s.ComputeResourceID, store.ErrNotFound,
-		`INSERT INTO queue_states (`+queueStateColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?)
+		queueStateTable.Insert("queue_states")+`
 		ON CONFLICT (tenant_id, compute_resource_id) DO UPDATE SET task_id = excluded.task_id,
 			constraint_code = excluded.constraint_code, reason = excluded.reason, until_at = excluded.until_at,
 			updated_at = excluded.updated_at`,
-		s.TenantID, s.ComputeResourceID, s.TaskID, s.Constraint, s.Reason, sqlbase.NullMicros(s.Until), sqlbase.Micros(s.UpdatedAt))
+		queueStateTable.Values(s)...)
 	return err
 }
 
@@ -404,21 +404,29 @@ func (q *queries) DeleteQueueState(ctx context.Context, tenantID, computeResourc
 
 // GetQueueState returns why a compute resource's head waits.
 func (q *queries) GetQueueState(ctx context.Context, tenantID, computeResourceID string) (*model.QueueState, error) {
-	return sqlbase.GetOne(ctx, q.Q, "get queue state of "+computeResourceID, scanQueueState,
-		`SELECT `+queueStateColumns+` FROM queue_states WHERE tenant_id = ? AND compute_resource_id = ?`, tenantID, computeResourceID)
+	return sqlbase.GetOne(ctx, q.Q, "get queue state of "+computeResourceID, queueStateTable.Scan,
+		`SELECT `+queueStateTable.List()+` FROM queue_states WHERE tenant_id = ? AND compute_resource_id = ?`, tenantID, computeResourceID)
 }
 
 // ListQueueStates lists a tenant's queue states by compute resource id.
 func (q *queries) ListQueueStates(ctx context.Context, tenantID string) ([]*model.QueueState, error) {
-	return sqlbase.GetAll(ctx, q.Q, "list queue states", scanQueueState,
-		`SELECT `+queueStateColumns+` FROM queue_states WHERE tenant_id = ? ORDER BY compute_resource_id`, tenantID)
+	return sqlbase.GetAll(ctx, q.Q, "list queue states", queueStateTable.Scan,
+		`SELECT `+queueStateTable.List()+` FROM queue_states WHERE tenant_id = ? ORDER BY compute_resource_id`, tenantID)
+}
+
+// enginePauseTable is the engine_pauses table: when a tenant's engine was disabled.
+var enginePauseTable = sqlbase.Table[model.EnginePause]{
+	sqlbase.C("tenant_id", func(p *model.EnginePause) any { return &p.TenantID }),
+	sqlbase.C("started_at", func(p *model.EnginePause) any { return sqlbase.Time(&p.StartedAt) }),
+	sqlbase.C("ended_at", func(p *model.EnginePause) any { return sqlbase.TimePtr(&p.EndedAt) }),
+	sqlbase.C("by_user_id", func(p *model.EnginePause) any { return &p.ByUserID }),
+	sqlbase.C("by_name", func(p *model.EnginePause) any { return &p.ByName }),
 }
 
 // StartEnginePause records that the engine is disabled from p.StartedAt.
 func (q *queries) StartEnginePause(ctx context.Context, p *model.EnginePause) error {
 	_, err := q.Write(ctx, "disable the engine of tenant "+p.TenantID, store.ErrNotFound,
-		`INSERT INTO engine_pauses (tenant_id, started_at, ended_at, by_user_id, by_name) VALUES (?, ?, ?, ?, ?)`,
-		p.TenantID, sqlbase.Micros(p.StartedAt), sqlbase.NullMicros(p.EndedAt), p.ByUserID, p.ByName)
+		enginePauseTable.Insert("engine_pauses"), enginePauseTable.Values(p)...)
 	return err
 }
 
@@ -431,16 +439,7 @@ func (q *queries) EndEnginePause(ctx context.Context, tenantID string, at time.T
 
 // ListEnginePauses lists the pauses overlapping [from, to), oldest first.
 func (q *queries) ListEnginePauses(ctx context.Context, tenantID string, from, to time.Time) ([]*model.EnginePause, error) {
-	return sqlbase.GetAll(ctx, q.Q, "list engine pauses", func(r sqlbase.Scanner) (*model.EnginePause, error) {
-		var p model.EnginePause
-		var started int64
-		var ended sql.NullInt64
-		if err := r.Scan(&p.TenantID, &started, &ended, &p.ByUserID, &p.ByName); err != nil {
-			return nil, err
-		}
-		p.StartedAt, p.EndedAt = sqlbase.FromMicros(started), sqlbase.NullTime(ended)
-		return &p, nil
-	}, `SELECT tenant_id, started_at, ended_at, by_user_id, by_name FROM engine_pauses
+	return sqlbase.GetAll(ctx, q.Q, "list engine pauses", enginePauseTable.Scan, `SELECT `+enginePauseTable.List()+` FROM engine_pauses
 		WHERE tenant_id = ? AND started_at < ? AND (ended_at IS NULL OR ended_at > ?) ORDER BY started_at`,
 		tenantID, sqlbase.Micros(to), sqlbase.Micros(from))
 }

@@ -9,24 +9,21 @@ import (
 	"github.com/klique-ai/klique/internal/store/sqlstore/sqlbase"
 )
 
-const groupColumns = `id, tenant_id, name, description, created_at, updated_at`
-
-func scanGroup(r sqlbase.Scanner) (*model.Group, error) {
-	var g model.Group
-	var created, updated int64
-	if err := r.Scan(&g.ID, &g.TenantID, &g.Name, &g.Description, &created, &updated); err != nil {
-		return nil, err
-	}
-	g.CreatedAt, g.UpdatedAt = sqlbase.FromMicros(created), sqlbase.FromMicros(updated)
-	return &g, nil
+// groupTable is the groups table.
+var groupTable = sqlbase.Table[model.Group]{
+	sqlbase.C("id", func(g *model.Group) any { return &g.ID }),
+	sqlbase.C("tenant_id", func(g *model.Group) any { return &g.TenantID }),
+	sqlbase.C("name", func(g *model.Group) any { return &g.Name }),
+	sqlbase.C("description", func(g *model.Group) any { return &g.Description }),
+	sqlbase.C("created_at", func(g *model.Group) any { return sqlbase.Time(&g.CreatedAt) }),
+	sqlbase.C("updated_at", func(g *model.Group) any { return sqlbase.Time(&g.UpdatedAt) }),
 }
 
 // CreateGroup inserts a group. Names are unique in a tenant.
 func (q *queries) CreateGroup(ctx context.Context, g *model.Group) error {
 	undo := sqlbase.AssignID(&g.ID)
 	_, err := q.Write(ctx, fmt.Sprintf("create group %q", g.Name), store.ErrNotFound,
-		`INSERT INTO groups (`+groupColumns+`) VALUES (?, ?, ?, ?, ?, ?)`,
-		g.ID, g.TenantID, g.Name, g.Description, sqlbase.Micros(g.CreatedAt), sqlbase.Micros(g.UpdatedAt))
+		groupTable.Insert("groups"), groupTable.Values(g)...)
 	if err != nil {
 		undo()
 	}
@@ -47,33 +44,28 @@ func (q *queries) DeleteGroup(ctx context.Context, tenantID, id string) error {
 }
 
 func (q *queries) GetGroup(ctx context.Context, tenantID, id string) (*model.Group, error) {
-	return sqlbase.GetOne(ctx, q.Q, "get group "+id, scanGroup,
-		`SELECT `+groupColumns+` FROM groups WHERE tenant_id = ? AND id = ?`, tenantID, id)
+	return sqlbase.GetOne(ctx, q.Q, "get group "+id, groupTable.Scan,
+		`SELECT `+groupTable.List()+` FROM groups WHERE tenant_id = ? AND id = ?`, tenantID, id)
 }
 
 func (q *queries) GetGroupByName(ctx context.Context, tenantID, name string) (*model.Group, error) {
-	return sqlbase.GetOne(ctx, q.Q, fmt.Sprintf("get group %q", name), scanGroup,
-		`SELECT `+groupColumns+` FROM groups WHERE tenant_id = ? AND name = ?`, tenantID, name)
+	return sqlbase.GetOne(ctx, q.Q, fmt.Sprintf("get group %q", name), groupTable.Scan,
+		`SELECT `+groupTable.List()+` FROM groups WHERE tenant_id = ? AND name = ?`, tenantID, name)
 }
 
 // ListGroups lists a tenant's groups by name, one page at a time.
 func (q *queries) ListGroups(ctx context.Context, tenantID string, page store.Page) ([]*model.Group, error) {
-	query, args := sqlbase.PageByName(`SELECT `+groupColumns+` FROM groups WHERE tenant_id = ?`, []any{tenantID}, page)
-	return sqlbase.GetAll(ctx, q.Q, "list groups", scanGroup, query, args...)
+	query, args := sqlbase.PageByName(`SELECT `+groupTable.List()+` FROM groups WHERE tenant_id = ?`, []any{tenantID}, page)
+	return sqlbase.GetAll(ctx, q.Q, "list groups", groupTable.Scan, query, args...)
 }
 
-const membershipColumns = `m.tenant_id, m.group_id, m.user_id, m.role, m.created_at`
-
-func scanMembership(r sqlbase.Scanner) (*model.Membership, error) {
-	var m model.Membership
-	var role string
-	var created int64
-	if err := r.Scan(&m.TenantID, &m.GroupID, &m.UserID, &role, &created); err != nil {
-		return nil, err
-	}
-	m.Role = model.GroupRole(role)
-	m.CreatedAt = sqlbase.FromMicros(created)
-	return &m, nil
+// membershipTable is the memberships table.
+var membershipTable = sqlbase.Table[model.Membership]{
+	sqlbase.C("tenant_id", func(m *model.Membership) any { return &m.TenantID }),
+	sqlbase.C("group_id", func(m *model.Membership) any { return &m.GroupID }),
+	sqlbase.C("user_id", func(m *model.Membership) any { return &m.UserID }),
+	sqlbase.C("role", func(m *model.Membership) any { return sqlbase.Str(&m.Role) }),
+	sqlbase.C("created_at", func(m *model.Membership) any { return sqlbase.Time(&m.CreatedAt) }),
 }
 
 // PutMembership adds a user to a group, or changes the role of a member. A
@@ -81,9 +73,9 @@ func scanMembership(r sqlbase.Scanner) (*model.Membership, error) {
 // must exist in m.TenantID (ErrNotFound otherwise).
 func (q *queries) PutMembership(ctx context.Context, m *model.Membership) error {
 	_, err := q.Write(ctx, fmt.Sprintf("put membership of user %s in group %s", m.UserID, m.GroupID), store.ErrNotFound,
-		`INSERT INTO memberships (tenant_id, group_id, user_id, role, created_at) VALUES (?, ?, ?, ?, ?)
+		membershipTable.Insert("memberships")+`
 		ON CONFLICT (tenant_id, group_id, user_id) DO UPDATE SET role = excluded.role`,
-		m.TenantID, m.GroupID, m.UserID, string(m.Role), sqlbase.Micros(m.CreatedAt))
+		membershipTable.Values(m)...)
 	return err
 }
 
@@ -94,8 +86,8 @@ func (q *queries) DeleteMembership(ctx context.Context, tenantID, groupID, userI
 
 // ListMembershipsByUser lists a user's memberships by group name.
 func (q *queries) ListMembershipsByUser(ctx context.Context, tenantID, userID string) ([]*model.Membership, error) {
-	return sqlbase.GetAll(ctx, q.Q, "list memberships of user "+userID, scanMembership,
-		`SELECT `+membershipColumns+` FROM memberships m
+	return sqlbase.GetAll(ctx, q.Q, "list memberships of user "+userID, membershipTable.Scan,
+		`SELECT `+membershipTable.As("m")+` FROM memberships m
 		JOIN groups g ON g.tenant_id = m.tenant_id AND g.id = m.group_id
 		WHERE m.tenant_id = ? AND m.user_id = ?
 		ORDER BY g.name`, tenantID, userID)
@@ -103,8 +95,8 @@ func (q *queries) ListMembershipsByUser(ctx context.Context, tenantID, userID st
 
 // ListMembershipsByGroup lists a group's memberships by user name.
 func (q *queries) ListMembershipsByGroup(ctx context.Context, tenantID, groupID string) ([]*model.Membership, error) {
-	return sqlbase.GetAll(ctx, q.Q, "list memberships of group "+groupID, scanMembership,
-		`SELECT `+membershipColumns+` FROM memberships m
+	return sqlbase.GetAll(ctx, q.Q, "list memberships of group "+groupID, membershipTable.Scan,
+		`SELECT `+membershipTable.As("m")+` FROM memberships m
 		JOIN users u ON u.tenant_id = m.tenant_id AND u.id = m.user_id
 		WHERE m.tenant_id = ? AND m.group_id = ?
 		ORDER BY u.name`, tenantID, groupID)

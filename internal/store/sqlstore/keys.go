@@ -1,8 +1,9 @@
 package sqlstore
 
 import (
+	"bytes"
 	"context"
-	"database/sql"
+	"database/sql/driver"
 	"fmt"
 	"time"
 
@@ -11,21 +12,42 @@ import (
 	"github.com/klique-ai/klique/internal/store/sqlstore/sqlbase"
 )
 
-const apiKeyColumns = `id, tenant_id, user_id, name, prefix, hash, project_id, created_at, expires_at, last_used_at, revoked_at`
+// apiKeyTable is the api_keys table.
+var apiKeyTable = sqlbase.Table[model.APIKey]{
+	sqlbase.C("id", func(k *model.APIKey) any { return &k.ID }),
+	sqlbase.C("tenant_id", func(k *model.APIKey) any { return &k.TenantID }),
+	sqlbase.C("user_id", func(k *model.APIKey) any { return &k.UserID }),
+	sqlbase.C("name", func(k *model.APIKey) any { return &k.Name }),
+	sqlbase.C("prefix", func(k *model.APIKey) any { return &k.Prefix }),
+	sqlbase.C("hash", func(k *model.APIKey) any { return hashCol{&k.Hash} }),
+	sqlbase.C("project_id", func(k *model.APIKey) any { return sqlbase.Ref(&k.ProjectID) }),
+	sqlbase.C("created_at", func(k *model.APIKey) any { return sqlbase.Time(&k.CreatedAt) }),
+	sqlbase.C("expires_at", func(k *model.APIKey) any { return sqlbase.TimePtr(&k.ExpiresAt) }),
+	sqlbase.C("last_used_at", func(k *model.APIKey) any { return sqlbase.TimePtr(&k.LastUsedAt) }),
+	sqlbase.C("revoked_at", func(k *model.APIKey) any { return sqlbase.TimePtr(&k.RevokedAt) }),
+}
 
-func scanAPIKey(r sqlbase.Scanner) (*model.APIKey, error) {
-	var k model.APIKey
-	var project sql.NullString
-	var created int64
-	var expires, lastUsed, revoked sql.NullInt64
-	if err := r.Scan(&k.ID, &k.TenantID, &k.UserID, &k.Name, &k.Prefix, &k.Hash, &project,
-		&created, &expires, &lastUsed, &revoked); err != nil {
-		return nil, err
+// hashCol is a key's hash: the column is NOT NULL, so a nil hash is stored
+// empty rather than as NULL.
+type hashCol struct{ p *[]byte }
+
+func (c hashCol) Value() (driver.Value, error) {
+	if *c.p == nil {
+		return []byte{}, nil
 	}
-	k.ProjectID = project.String
-	k.CreatedAt = sqlbase.FromMicros(created)
-	k.ExpiresAt, k.LastUsedAt, k.RevokedAt = sqlbase.NullTime(expires), sqlbase.NullTime(lastUsed), sqlbase.NullTime(revoked)
-	return &k, nil
+	return *c.p, nil
+}
+
+func (c hashCol) Scan(src any) error {
+	switch b := src.(type) {
+	case nil:
+		*c.p = nil
+	case []byte:
+		*c.p = bytes.Clone(b)
+	default:
+		return fmt.Errorf("a hash stored as %T", src)
+	}
+	return nil
 }
 
 // CreateAPIKey inserts a key. Hashes are unique across the store. The user
@@ -33,14 +55,7 @@ func scanAPIKey(r sqlbase.Scanner) (*model.APIKey, error) {
 // keys scoped to it cannot be deleted.
 func (q *queries) CreateAPIKey(ctx context.Context, k *model.APIKey) error {
 	undo := sqlbase.AssignID(&k.ID)
-	hash := k.Hash
-	if hash == nil {
-		hash = []byte{} // the column is NOT NULL; nil would be NULL
-	}
-	_, err := q.Write(ctx, fmt.Sprintf("create API key %q", k.Name), store.ErrNotFound,
-		`INSERT INTO api_keys (`+apiKeyColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		k.ID, k.TenantID, k.UserID, k.Name, k.Prefix, hash, sqlbase.NullString(k.ProjectID),
-		sqlbase.Micros(k.CreatedAt), sqlbase.NullMicros(k.ExpiresAt), sqlbase.NullMicros(k.LastUsedAt), sqlbase.NullMicros(k.RevokedAt))
+	_, err := q.Write(ctx, fmt.Sprintf("create API key %q", k.Name), store.ErrNotFound, apiKeyTable.Insert("api_keys"), apiKeyTable.Values(k)...)
 	if err != nil {
 		undo()
 	}
@@ -48,8 +63,8 @@ func (q *queries) CreateAPIKey(ctx context.Context, k *model.APIKey) error {
 }
 
 func (q *queries) GetAPIKey(ctx context.Context, tenantID, id string) (*model.APIKey, error) {
-	return sqlbase.GetOne(ctx, q.Q, "get API key "+id, scanAPIKey,
-		`SELECT `+apiKeyColumns+` FROM api_keys WHERE tenant_id = ? AND id = ?`, tenantID, id)
+	return sqlbase.GetOne(ctx, q.Q, "get API key "+id, apiKeyTable.Scan,
+		`SELECT `+apiKeyTable.List()+` FROM api_keys WHERE tenant_id = ? AND id = ?`, tenantID, id)
 }
 
 // GetAPIKeyByHash finds a key in any tenant: authentication starts from the
@@ -58,21 +73,21 @@ func (q *queries) GetAPIKeyByHash(ctx context.Context, hash []byte) (*model.APIK
 	if len(hash) == 0 {
 		return nil, fmt.Errorf("get API key by hash: empty hash: %w", store.ErrNotFound)
 	}
-	return sqlbase.GetOne(ctx, q.Q, "get API key by hash", scanAPIKey,
-		`SELECT `+apiKeyColumns+` FROM api_keys WHERE hash = ?`, hash)
+	return sqlbase.GetOne(ctx, q.Q, "get API key by hash", apiKeyTable.Scan,
+		`SELECT `+apiKeyTable.List()+` FROM api_keys WHERE hash = ?`, hash)
 }
 
 // ListAPIKeys lists a tenant's keys, or one user's, newest first (ties by id,
 // newest first too).
 func (q *queries) ListAPIKeys(ctx context.Context, tenantID, userID string) ([]*model.APIKey, error) {
-	query := `SELECT ` + apiKeyColumns + ` FROM api_keys WHERE tenant_id = ?`
+	query := `SELECT ` + apiKeyTable.List() + ` FROM api_keys WHERE tenant_id = ?`
 	args := []any{tenantID}
 	if userID != "" {
 		query += ` AND user_id = ?`
 		args = append(args, userID)
 	}
 	query += ` ORDER BY created_at DESC, id DESC`
-	return sqlbase.GetAll(ctx, q.Q, "list API keys", scanAPIKey, query, args...)
+	return sqlbase.GetAll(ctx, q.Q, "list API keys", apiKeyTable.Scan, query, args...)
 }
 
 // RevokeAPIKey marks a key revoked at at. Revoking a revoked key succeeds

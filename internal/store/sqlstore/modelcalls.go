@@ -12,22 +12,30 @@ import (
 	"github.com/klique-ai/klique/internal/store/sqlstore/sqlbase"
 )
 
-const modelCallColumns = `id, tenant_id, at, user_id, user_name, project_id, project_name, group_id, group_name,
-	endpoint, alias, model, target, stream, input_tokens, output_tokens, cost_micros, currency, latency_micros,
-	status, outcome, guardrail`
-
-const modelCallArity = 22
-
-func scanModelCall(r sqlbase.Scanner) (*model.ModelCall, error) {
-	var c model.ModelCall
-	var at, stream int64
-	if err := r.Scan(&c.ID, &c.TenantID, &at, &c.UserID, &c.UserName, &c.ProjectID, &c.ProjectName, &c.GroupID, &c.GroupName,
-		&c.Endpoint, &c.Alias, &c.Model, &c.Target, &stream, &c.InputTokens, &c.OutputTokens, &c.CostMicros, &c.Currency,
-		&c.LatencyMicros, &c.Status, &c.Outcome, &c.Guardrail); err != nil {
-		return nil, err
-	}
-	c.At, c.Stream = sqlbase.FromMicros(at), stream != 0
-	return &c, nil
+// modelCallTable is the model-call ledger, model_calls.
+var modelCallTable = sqlbase.Table[model.ModelCall]{
+	sqlbase.C("id", func(c *model.ModelCall) any { return &c.ID }),
+	sqlbase.C("tenant_id", func(c *model.ModelCall) any { return &c.TenantID }),
+	sqlbase.C("at", func(c *model.ModelCall) any { return sqlbase.Time(&c.At) }),
+	sqlbase.C("user_id", func(c *model.ModelCall) any { return &c.UserID }),
+	sqlbase.C("user_name", func(c *model.ModelCall) any { return &c.UserName }),
+	sqlbase.C("project_id", func(c *model.ModelCall) any { return &c.ProjectID }),
+	sqlbase.C("project_name", func(c *model.ModelCall) any { return &c.ProjectName }),
+	sqlbase.C("group_id", func(c *model.ModelCall) any { return &c.GroupID }),
+	sqlbase.C("group_name", func(c *model.ModelCall) any { return &c.GroupName }),
+	sqlbase.C("endpoint", func(c *model.ModelCall) any { return &c.Endpoint }),
+	sqlbase.C("alias", func(c *model.ModelCall) any { return &c.Alias }),
+	sqlbase.C("model", func(c *model.ModelCall) any { return &c.Model }),
+	sqlbase.C("target", func(c *model.ModelCall) any { return &c.Target }),
+	sqlbase.C("stream", func(c *model.ModelCall) any { return sqlbase.BoolInt(&c.Stream) }),
+	sqlbase.C("input_tokens", func(c *model.ModelCall) any { return &c.InputTokens }),
+	sqlbase.C("output_tokens", func(c *model.ModelCall) any { return &c.OutputTokens }),
+	sqlbase.C("cost_micros", func(c *model.ModelCall) any { return &c.CostMicros }),
+	sqlbase.C("currency", func(c *model.ModelCall) any { return &c.Currency }),
+	sqlbase.C("latency_micros", func(c *model.ModelCall) any { return &c.LatencyMicros }),
+	sqlbase.C("status", func(c *model.ModelCall) any { return &c.Status }),
+	sqlbase.C("outcome", func(c *model.ModelCall) any { return &c.Outcome }),
+	sqlbase.C("guardrail", func(c *model.ModelCall) any { return &c.Guardrail }),
 }
 
 // modelCallChunks are the row counts of the INSERT statements a batch of
@@ -40,13 +48,13 @@ var modelCallChunks = [...]int{128, 32, 8, 1}
 
 // modelCallInserts holds the INSERT text of each size in modelCallChunks.
 var modelCallInserts = func() (out [len(modelCallChunks)]string) {
-	row := "(" + sqlbase.Placeholders(modelCallArity) + ")"
+	row := "(" + sqlbase.Placeholders(len(modelCallTable)) + ")"
 	for i, n := range modelCallChunks {
 		rows := make([]string, n)
 		for j := range rows {
 			rows[j] = row
 		}
-		out[i] = `INSERT INTO model_calls (` + modelCallColumns + `) VALUES ` + strings.Join(rows, ", ") + ` ON CONFLICT (id) DO NOTHING`
+		out[i] = `INSERT INTO model_calls (` + modelCallTable.List() + `) VALUES ` + strings.Join(rows, ", ") + ` ON CONFLICT (id) DO NOTHING`
 	}
 	return out
 }()
@@ -58,7 +66,7 @@ func (q *queries) InsertModelCalls(ctx context.Context, calls []*model.ModelCall
 		return nil
 	}
 	insert := func(q *queries) error {
-		args := make([]any, 0, min(len(calls), modelCallChunks[0])*modelCallArity)
+		args := make([]any, 0, min(len(calls), modelCallChunks[0])*len(modelCallTable))
 		for rest := calls; len(rest) > 0; {
 			size := 0
 			for size < len(modelCallChunks)-1 && modelCallChunks[size] > len(rest) {
@@ -67,13 +75,7 @@ func (q *queries) InsertModelCalls(ctx context.Context, calls []*model.ModelCall
 			n := modelCallChunks[size]
 			args = args[:0]
 			for _, c := range rest[:n] {
-				stream := 0
-				if c.Stream {
-					stream = 1
-				}
-				args = append(args, c.ID, c.TenantID, sqlbase.Micros(c.At), c.UserID, c.UserName, c.ProjectID, c.ProjectName, c.GroupID, c.GroupName,
-					c.Endpoint, c.Alias, c.Model, c.Target, stream, c.InputTokens, c.OutputTokens, c.CostMicros, c.Currency,
-					c.LatencyMicros, c.Status, c.Outcome, c.Guardrail)
+				args = append(args, modelCallTable.Values(c)...)
 			}
 			rest = rest[n:]
 			if _, err := q.ExecKept(ctx, modelCallInserts[size], args...); err != nil {
@@ -193,8 +195,8 @@ func (q *queries) ListModelCalls(ctx context.Context, tenantID string, u store.M
 	if limit <= 0 || limit > 1000 {
 		limit = 1000
 	}
-	return sqlbase.GetAll(ctx, q.Q, "list model calls", scanModelCall,
-		`SELECT `+modelCallColumns+` FROM model_calls WHERE `+where+` ORDER BY id DESC LIMIT `+fmt.Sprint(limit), args...)
+	return sqlbase.GetAll(ctx, q.Q, "list model calls", modelCallTable.Scan,
+		`SELECT `+modelCallTable.List()+` FROM model_calls WHERE `+where+` ORDER BY id DESC LIMIT `+fmt.Sprint(limit), args...)
 }
 
 // GetGateway reads a tenant's gateway configuration.

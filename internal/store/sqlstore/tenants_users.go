@@ -9,24 +9,19 @@ import (
 	"github.com/klique-ai/klique/internal/store/sqlstore/sqlbase"
 )
 
-const tenantColumns = `id, name, display_name, created_at`
-
-func scanTenant(r sqlbase.Scanner) (*model.Tenant, error) {
-	var t model.Tenant
-	var created int64
-	if err := r.Scan(&t.ID, &t.Name, &t.DisplayName, &created); err != nil {
-		return nil, err
-	}
-	t.CreatedAt = sqlbase.FromMicros(created)
-	return &t, nil
+// tenantTable is the tenants table.
+var tenantTable = sqlbase.Table[model.Tenant]{
+	sqlbase.C("id", func(t *model.Tenant) any { return &t.ID }),
+	sqlbase.C("name", func(t *model.Tenant) any { return &t.Name }),
+	sqlbase.C("display_name", func(t *model.Tenant) any { return &t.DisplayName }),
+	sqlbase.C("created_at", func(t *model.Tenant) any { return sqlbase.Time(&t.CreatedAt) }),
 }
 
 // CreateTenant inserts a tenant. Tenant names are unique.
 func (q *queries) CreateTenant(ctx context.Context, t *model.Tenant) error {
 	undo := sqlbase.AssignID(&t.ID)
 	_, err := q.Write(ctx, fmt.Sprintf("create tenant %q", t.Name), store.ErrNotFound,
-		`INSERT INTO tenants (`+tenantColumns+`) VALUES (?, ?, ?, ?)`,
-		t.ID, t.Name, t.DisplayName, sqlbase.Micros(t.CreatedAt))
+		tenantTable.Insert("tenants"), tenantTable.Values(t)...)
 	if err != nil {
 		undo()
 	}
@@ -34,44 +29,44 @@ func (q *queries) CreateTenant(ctx context.Context, t *model.Tenant) error {
 }
 
 func (q *queries) GetTenant(ctx context.Context, id string) (*model.Tenant, error) {
-	return sqlbase.GetOne(ctx, q.Q, "get tenant "+id, scanTenant,
-		`SELECT `+tenantColumns+` FROM tenants WHERE id = ?`, id)
+	return sqlbase.GetOne(ctx, q.Q, "get tenant "+id, tenantTable.Scan,
+		`SELECT `+tenantTable.List()+` FROM tenants WHERE id = ?`, id)
 }
 
 func (q *queries) GetTenantByName(ctx context.Context, name string) (*model.Tenant, error) {
-	return sqlbase.GetOne(ctx, q.Q, fmt.Sprintf("get tenant %q", name), scanTenant,
-		`SELECT `+tenantColumns+` FROM tenants WHERE name = ?`, name)
+	return sqlbase.GetOne(ctx, q.Q, fmt.Sprintf("get tenant %q", name), tenantTable.Scan,
+		`SELECT `+tenantTable.List()+` FROM tenants WHERE name = ?`, name)
 }
 
 // ListTenants lists every tenant by name.
 func (q *queries) ListTenants(ctx context.Context) ([]*model.Tenant, error) {
-	return sqlbase.GetAll(ctx, q.Q, "list tenants", scanTenant,
-		`SELECT `+tenantColumns+` FROM tenants ORDER BY name`)
+	return sqlbase.GetAll(ctx, q.Q, "list tenants", tenantTable.Scan,
+		`SELECT `+tenantTable.List()+` FROM tenants ORDER BY name`)
 }
 
-const userColumns = `id, tenant_id, name, display_name, email, role, service, external_id, disabled, created_at, updated_at, default_project_id`
-
-func scanUser(r sqlbase.Scanner) (*model.User, error) {
-	var u model.User
-	var role string
-	var created, updated int64
-	if err := r.Scan(&u.ID, &u.TenantID, &u.Name, &u.DisplayName, &u.Email, &role, &u.Service,
-		&u.ExternalID, &u.Disabled, &created, &updated, &u.DefaultProjectID); err != nil {
-		return nil, err
-	}
-	u.Role = model.Role(role)
-	u.CreatedAt, u.UpdatedAt = sqlbase.FromMicros(created), sqlbase.FromMicros(updated)
-	return &u, nil
+// userTable is the users table; userUpdate what an update writes.
+var userTable = sqlbase.Table[model.User]{
+	sqlbase.C("id", func(u *model.User) any { return &u.ID }),
+	sqlbase.C("tenant_id", func(u *model.User) any { return &u.TenantID }),
+	sqlbase.C("name", func(u *model.User) any { return &u.Name }),
+	sqlbase.C("display_name", func(u *model.User) any { return &u.DisplayName }),
+	sqlbase.C("email", func(u *model.User) any { return &u.Email }),
+	sqlbase.C("role", func(u *model.User) any { return sqlbase.Str(&u.Role) }),
+	sqlbase.C("service", func(u *model.User) any { return &u.Service }),
+	sqlbase.C("external_id", func(u *model.User) any { return &u.ExternalID }),
+	sqlbase.C("disabled", func(u *model.User) any { return &u.Disabled }),
+	sqlbase.C("created_at", func(u *model.User) any { return sqlbase.Time(&u.CreatedAt) }),
+	sqlbase.C("updated_at", func(u *model.User) any { return sqlbase.Time(&u.UpdatedAt) }),
+	sqlbase.C("default_project_id", func(u *model.User) any { return &u.DefaultProjectID }),
 }
+var userUpdate = userTable.Without("id", "tenant_id", "created_at")
 
 // CreateUser inserts a user. Names are unique in a tenant, and so are
 // external ids that are set.
 func (q *queries) CreateUser(ctx context.Context, u *model.User) error {
 	undo := sqlbase.AssignID(&u.ID)
 	_, err := q.Write(ctx, fmt.Sprintf("create user %q", u.Name), store.ErrNotFound,
-		`INSERT INTO users (`+userColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		u.ID, u.TenantID, u.Name, u.DisplayName, u.Email, string(u.Role), u.Service,
-		u.ExternalID, u.Disabled, sqlbase.Micros(u.CreatedAt), sqlbase.Micros(u.UpdatedAt), u.DefaultProjectID)
+		userTable.Insert("users"), userTable.Values(u)...)
 	if err != nil {
 		undo()
 	}
@@ -80,21 +75,17 @@ func (q *queries) CreateUser(ctx context.Context, u *model.User) error {
 
 func (q *queries) UpdateUser(ctx context.Context, u *model.User) error {
 	return q.WriteOne(ctx, "update user "+u.ID, store.ErrNotFound,
-		`UPDATE users SET name = ?, display_name = ?, email = ?, role = ?, service = ?, external_id = ?,
-			disabled = ?, updated_at = ?, default_project_id = ?
-		WHERE tenant_id = ? AND id = ?`,
-		u.Name, u.DisplayName, u.Email, string(u.Role), u.Service, u.ExternalID,
-		u.Disabled, sqlbase.Micros(u.UpdatedAt), u.DefaultProjectID, u.TenantID, u.ID)
+		`UPDATE users SET `+userUpdate.Assign()+` WHERE tenant_id = ? AND id = ?`, userUpdate.Values(u, u.TenantID, u.ID)...)
 }
 
 func (q *queries) GetUser(ctx context.Context, tenantID, id string) (*model.User, error) {
-	return sqlbase.GetOne(ctx, q.Q, "get user "+id, scanUser,
-		`SELECT `+userColumns+` FROM users WHERE tenant_id = ? AND id = ?`, tenantID, id)
+	return sqlbase.GetOne(ctx, q.Q, "get user "+id, userTable.Scan,
+		`SELECT `+userTable.List()+` FROM users WHERE tenant_id = ? AND id = ?`, tenantID, id)
 }
 
 func (q *queries) GetUserByName(ctx context.Context, tenantID, name string) (*model.User, error) {
-	return sqlbase.GetOne(ctx, q.Q, fmt.Sprintf("get user %q", name), scanUser,
-		`SELECT `+userColumns+` FROM users WHERE tenant_id = ? AND name = ?`, tenantID, name)
+	return sqlbase.GetOne(ctx, q.Q, fmt.Sprintf("get user %q", name), userTable.Scan,
+		`SELECT `+userTable.List()+` FROM users WHERE tenant_id = ? AND name = ?`, tenantID, name)
 }
 
 // GetUserByExternalID finds a user by identity provider subject. The empty
@@ -104,12 +95,12 @@ func (q *queries) GetUserByExternalID(ctx context.Context, tenantID, externalID 
 	if externalID == "" {
 		return nil, fmt.Errorf("%s: %w", what, store.ErrNotFound)
 	}
-	return sqlbase.GetOne(ctx, q.Q, what, scanUser,
-		`SELECT `+userColumns+` FROM users WHERE tenant_id = ? AND external_id = ?`, tenantID, externalID)
+	return sqlbase.GetOne(ctx, q.Q, what, userTable.Scan,
+		`SELECT `+userTable.List()+` FROM users WHERE tenant_id = ? AND external_id = ?`, tenantID, externalID)
 }
 
 // ListUsers lists a tenant's users by name, one page at a time.
 func (q *queries) ListUsers(ctx context.Context, tenantID string, page store.Page) ([]*model.User, error) {
-	query, args := sqlbase.PageByName(`SELECT `+userColumns+` FROM users WHERE tenant_id = ?`, []any{tenantID}, page)
-	return sqlbase.GetAll(ctx, q.Q, "list users", scanUser, query, args...)
+	query, args := sqlbase.PageByName(`SELECT `+userTable.List()+` FROM users WHERE tenant_id = ?`, []any{tenantID}, page)
+	return sqlbase.GetAll(ctx, q.Q, "list users", userTable.Scan, query, args...)
 }

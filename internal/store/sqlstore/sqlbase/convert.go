@@ -20,7 +20,12 @@ func Time(p *time.Time) TimeCol { return TimeCol{p} }
 
 func (c TimeCol) Value() (driver.Value, error) { return Micros(*c.P), nil }
 
+// Scan reads a time; NULL is the zero time (a task not placed yet).
 func (c TimeCol) Scan(src any) error {
+	if src == nil {
+		*c.P = time.Time{}
+		return nil
+	}
 	v, err := asInt64(src)
 	*c.P = FromMicros(v)
 	return err
