@@ -68,15 +68,6 @@ func NullMicros(t *time.Time) any {
 	return t.UnixMicro()
 }
 
-// NullTime reads an optional time back.
-func NullTime(v sql.NullInt64) *time.Time {
-	if !v.Valid {
-		return nil
-	}
-	t := FromMicros(v.Int64)
-	return &t
-}
-
 // NullString stores an optional reference: "" is NULL, so that the foreign
 // key does not apply.
 func NullString(s string) any {
@@ -97,37 +88,6 @@ func MarshalJSON[T any](v T, empty string) (string, error) {
 		return empty, nil
 	}
 	return string(b), nil
-}
-
-// StringMap reads a JSON object column; empty text or null is an empty map.
-func StringMap(text string) (map[string]string, error) {
-	m := map[string]string{}
-	if text == "" || text == "null" {
-		return m, nil
-	}
-	if err := json.Unmarshal([]byte(text), &m); err != nil {
-		return nil, fmt.Errorf("decode JSON object: %w", err)
-	}
-	if m == nil {
-		m = map[string]string{}
-	}
-	return m, nil
-}
-
-// StringSlice reads a JSON array column; empty text or null is an empty
-// slice.
-func StringSlice(text string) ([]string, error) {
-	s := []string{}
-	if text == "" || text == "null" {
-		return s, nil
-	}
-	if err := json.Unmarshal([]byte(text), &s); err != nil {
-		return nil, fmt.Errorf("decode JSON array: %w", err)
-	}
-	if s == nil {
-		s = []string{}
-	}
-	return s, nil
 }
 
 // AssignID sets *id to a new model.NewID() when it is empty, and returns a

@@ -2,7 +2,6 @@ package workflow
 
 import (
 	"context"
-	"strings"
 	"time"
 
 	"github.com/klique-ai/klique/internal/model"
@@ -10,17 +9,19 @@ import (
 	"github.com/klique-ai/klique/internal/store/sqlstore/sqlbase"
 )
 
-const artifactColumns = `id, tenant_id, task_id, name, size, sha256, content_type, pointer, storage_key, created_by, created_at`
-
-func scanArtifact(r sqlbase.Scanner) (*model.Artifact, error) {
-	var a model.Artifact
-	var created int64
-	if err := r.Scan(&a.ID, &a.TenantID, &a.TaskID, &a.Name, &a.Size, &a.SHA256, &a.ContentType, &a.Pointer,
-		&a.StorageKey, &a.CreatedBy, &created); err != nil {
-		return nil, err
-	}
-	a.CreatedAt = sqlbase.FromMicros(created)
-	return &a, nil
+// artifactTable is the artifacts table.
+var artifactTable = sqlbase.Table[model.Artifact]{
+	sqlbase.C("id", func(a *model.Artifact) any { return &a.ID }),
+	sqlbase.C("tenant_id", func(a *model.Artifact) any { return &a.TenantID }),
+	sqlbase.C("task_id", func(a *model.Artifact) any { return &a.TaskID }),
+	sqlbase.C("name", func(a *model.Artifact) any { return &a.Name }),
+	sqlbase.C("size", func(a *model.Artifact) any { return &a.Size }),
+	sqlbase.C("sha256", func(a *model.Artifact) any { return &a.SHA256 }),
+	sqlbase.C("content_type", func(a *model.Artifact) any { return &a.ContentType }),
+	sqlbase.C("pointer", func(a *model.Artifact) any { return &a.Pointer }),
+	sqlbase.C("storage_key", func(a *model.Artifact) any { return &a.StorageKey }),
+	sqlbase.C("created_by", func(a *model.Artifact) any { return &a.CreatedBy }),
+	sqlbase.C("created_at", func(a *model.Artifact) any { return sqlbase.Time(&a.CreatedAt) }),
 }
 
 // CreateArtifact inserts an artifact; the (tenant, task, name) index makes
@@ -28,8 +29,7 @@ func scanArtifact(r sqlbase.Scanner) (*model.Artifact, error) {
 func (q Workflows) CreateArtifact(ctx context.Context, a *model.Artifact) error {
 	undo := sqlbase.AssignID(&a.ID)
 	_, err := q.Write(ctx, "create artifact "+a.Name+" of task "+a.TaskID, store.ErrNotFound,
-		`INSERT INTO artifacts (`+artifactColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		a.ID, a.TenantID, a.TaskID, a.Name, a.Size, a.SHA256, a.ContentType, a.Pointer, a.StorageKey, a.CreatedBy, sqlbase.Micros(a.CreatedAt))
+		artifactTable.Insert("artifacts"), artifactTable.Values(a)...)
 	if err != nil {
 		undo()
 	}
@@ -38,14 +38,14 @@ func (q Workflows) CreateArtifact(ctx context.Context, a *model.Artifact) error 
 
 // GetArtifact returns a run's artifact by name.
 func (q Workflows) GetArtifact(ctx context.Context, tenantID, taskID, name string) (*model.Artifact, error) {
-	return sqlbase.GetOne(ctx, q.Q, "get artifact "+name+" of task "+taskID, scanArtifact,
-		`SELECT `+artifactColumns+` FROM artifacts WHERE tenant_id = ? AND task_id = ? AND name = ?`, tenantID, taskID, name)
+	return sqlbase.GetOne(ctx, q.Q, "get artifact "+name+" of task "+taskID, artifactTable.Scan,
+		`SELECT `+artifactTable.List()+` FROM artifacts WHERE tenant_id = ? AND task_id = ? AND name = ?`, tenantID, taskID, name)
 }
 
 // ListArtifacts lists a run's artifacts by name.
 func (q Workflows) ListArtifacts(ctx context.Context, tenantID, taskID string) ([]*model.Artifact, error) {
-	return sqlbase.GetAll(ctx, q.Q, "list artifacts of task "+taskID, scanArtifact,
-		`SELECT `+artifactColumns+` FROM artifacts WHERE tenant_id = ? AND task_id = ? ORDER BY name`, tenantID, taskID)
+	return sqlbase.GetAll(ctx, q.Q, "list artifacts of task "+taskID, artifactTable.Scan,
+		`SELECT `+artifactTable.List()+` FROM artifacts WHERE tenant_id = ? AND task_id = ? ORDER BY name`, tenantID, taskID)
 }
 
 // DeleteArtifact removes an artifact row.
@@ -62,7 +62,7 @@ func (q Workflows) ListPublishedArtifacts(ctx context.Context, tenantID string, 
 		where, args = ` AND t.project_id = ?`, append(args, f.ProjectID)
 	}
 	vis, vargs := sqlbase.VisibleTo("t.", f.RestrictToGroups, f.GroupIDs, f.VisibleToUserID)
-	return sqlbase.GetAll(ctx, q.Q, "list published artifacts "+f.Name, scanArtifact, `SELECT a.`+strings.ReplaceAll(artifactColumns, ", ", ", a.")+
+	return sqlbase.GetAll(ctx, q.Q, "list published artifacts "+f.Name, artifactTable.Scan, `SELECT `+artifactTable.As("a")+
 		` FROM artifacts a JOIN tasks t ON t.id = a.task_id WHERE a.tenant_id = ? AND a.name = ? AND a.created_at > ? AND a.created_at <= ?`+
 		where+vis+` ORDER BY a.created_at, a.id LIMIT ?`, append(append(args, vargs...), limit)...)
 }

@@ -2,10 +2,6 @@ package workflow
 
 import (
 	"context"
-	"database/sql"
-	"encoding/json"
-	"fmt"
-	"strings"
 	"time"
 
 	"github.com/klique-ai/klique/internal/model"
@@ -16,78 +12,57 @@ import (
 // Pipeline runs, their steps and the link from a task to the step that
 // made it (migration 0023).
 
-const pipelineRunColumns = `id, tenant_id, project_id, group_id, owner_id, name, definition, params, state, reason, created_at, updated_at, finished_at`
-
-const pipelineStepColumns = `run_id, name, position, state, compute_resource_id, task_id, task_ids, attempts, cache_key, cached_from_run_id, reason, started_at, finished_at, updated_at`
-
-func scanPipelineRun(r sqlbase.Scanner) (*model.PipelineRun, error) {
-	var p model.PipelineRun
-	var def, params, state string
-	var created, updated int64
-	var finished sql.NullInt64
-	if err := r.Scan(&p.ID, &p.TenantID, &p.ProjectID, &p.GroupID, &p.OwnerID, &p.Name, &def, &params, &state, &p.Reason,
-		&created, &updated, &finished); err != nil {
-		return nil, err
-	}
-	if err := json.Unmarshal([]byte(def), &p.Definition); err != nil {
-		return nil, fmt.Errorf("pipeline run %s definition: decode JSON: %w", p.ID, err)
-	}
-	m, err := sqlbase.StringMap(params)
-	if err != nil {
-		return nil, fmt.Errorf("pipeline run %s params: %w", p.ID, err)
-	}
-	p.Params, p.State = m, model.PipelineRunState(state)
-	p.CreatedAt, p.UpdatedAt, p.FinishedAt = sqlbase.FromMicros(created), sqlbase.FromMicros(updated), sqlbase.NullTime(finished)
-	return &p, nil
+// pipelineRunTable is the pipeline_runs table: the definition and parameters as JSON.
+var pipelineRunTable = sqlbase.Table[model.PipelineRun]{
+	sqlbase.C("id", func(r *model.PipelineRun) any { return &r.ID }),
+	sqlbase.C("tenant_id", func(r *model.PipelineRun) any { return &r.TenantID }),
+	sqlbase.C("project_id", func(r *model.PipelineRun) any { return &r.ProjectID }),
+	sqlbase.C("group_id", func(r *model.PipelineRun) any { return &r.GroupID }),
+	sqlbase.C("owner_id", func(r *model.PipelineRun) any { return &r.OwnerID }),
+	sqlbase.C("name", func(r *model.PipelineRun) any { return &r.Name }),
+	sqlbase.C("definition", func(r *model.PipelineRun) any { return sqlbase.JSON(&r.Definition, "") }),
+	sqlbase.C("params", func(r *model.PipelineRun) any { return sqlbase.Dict(&r.Params) }),
+	sqlbase.C("state", func(r *model.PipelineRun) any { return sqlbase.Str(&r.State) }),
+	sqlbase.C("reason", func(r *model.PipelineRun) any { return &r.Reason }),
+	sqlbase.C("created_at", func(r *model.PipelineRun) any { return sqlbase.Time(&r.CreatedAt) }),
+	sqlbase.C("updated_at", func(r *model.PipelineRun) any { return sqlbase.Time(&r.UpdatedAt) }),
+	sqlbase.C("finished_at", func(r *model.PipelineRun) any { return sqlbase.TimePtr(&r.FinishedAt) }),
 }
 
-func scanPipelineStep(r sqlbase.Scanner) (*model.PipelineStep, error) {
-	var s model.PipelineStep
-	var state, taskIDs string
-	var updated int64
-	var started, finished sql.NullInt64
-	if err := r.Scan(&s.RunID, &s.Name, &s.Position, &state, &s.ComputeResourceID, &s.TaskID, &taskIDs, &s.Attempts,
-		&s.CacheKey, &s.CachedFromRunID, &s.Reason, &started, &finished, &updated); err != nil {
-		return nil, err
-	}
-	ids, err := sqlbase.StringSlice(taskIDs)
-	if err != nil {
-		return nil, fmt.Errorf("pipeline step %s task ids: %w", s.Name, err)
-	}
-	s.State, s.TaskIDs = model.PipelineStepState(state), ids
-	s.StartedAt, s.FinishedAt, s.UpdatedAt = sqlbase.NullTime(started), sqlbase.NullTime(finished), sqlbase.FromMicros(updated)
-	return &s, nil
+// pipelineStepTable is the pipeline_steps table but for its tenant_id,
+// which a step has from its run. pipelineStepUpdate is what an update
+// writes.
+var pipelineStepTable = sqlbase.Table[model.PipelineStep]{
+	sqlbase.C("run_id", func(s *model.PipelineStep) any { return &s.RunID }),
+	sqlbase.C("name", func(s *model.PipelineStep) any { return &s.Name }),
+	sqlbase.C("position", func(s *model.PipelineStep) any { return &s.Position }),
+	sqlbase.C("state", func(s *model.PipelineStep) any { return sqlbase.Str(&s.State) }),
+	sqlbase.C("compute_resource_id", func(s *model.PipelineStep) any { return &s.ComputeResourceID }),
+	sqlbase.C("task_id", func(s *model.PipelineStep) any { return &s.TaskID }),
+	sqlbase.C("task_ids", func(s *model.PipelineStep) any { return sqlbase.List(&s.TaskIDs) }),
+	sqlbase.C("attempts", func(s *model.PipelineStep) any { return &s.Attempts }),
+	sqlbase.C("cache_key", func(s *model.PipelineStep) any { return &s.CacheKey }),
+	sqlbase.C("cached_from_run_id", func(s *model.PipelineStep) any { return &s.CachedFromRunID }),
+	sqlbase.C("reason", func(s *model.PipelineStep) any { return &s.Reason }),
+	sqlbase.C("started_at", func(s *model.PipelineStep) any { return sqlbase.TimePtr(&s.StartedAt) }),
+	sqlbase.C("finished_at", func(s *model.PipelineStep) any { return sqlbase.TimePtr(&s.FinishedAt) }),
+	sqlbase.C("updated_at", func(s *model.PipelineStep) any { return sqlbase.Time(&s.UpdatedAt) }),
 }
+var pipelineStepUpdate = pipelineStepTable.Without("run_id", "name", "position")
 
 // CreatePipelineRun stores a run and its steps together.
 func (q Workflows) CreatePipelineRun(ctx context.Context, r *model.PipelineRun) error {
-	def, err := json.Marshal(r.Definition)
-	if err != nil {
-		return fmt.Errorf("create pipeline run %s: encode definition: %w", r.Name, err)
-	}
-	params, err := sqlbase.MarshalJSON(r.Params, "{}")
-	if err != nil {
-		return fmt.Errorf("create pipeline run %s: encode params: %w", r.Name, err)
-	}
 	undo := sqlbase.AssignID(&r.ID)
-	err = q.Atomic(ctx, func(c *sqlbase.Q) error {
-		q := Workflows{c}
-		if _, err := q.Write(ctx, "create pipeline run "+r.Name, store.ErrNotFound,
-			`INSERT INTO pipeline_runs (`+pipelineRunColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			r.ID, r.TenantID, r.ProjectID, r.GroupID, r.OwnerID, r.Name, string(def), params, string(r.State), r.Reason,
-			sqlbase.Micros(r.CreatedAt), sqlbase.Micros(r.UpdatedAt), sqlbase.NullMicros(r.FinishedAt)); err != nil {
+	err := q.Atomic(ctx, func(c *sqlbase.Q) error {
+		if _, err := c.Write(ctx, "create pipeline run "+r.Name, store.ErrNotFound,
+			pipelineRunTable.Insert("pipeline_runs"), pipelineRunTable.Values(r)...); err != nil {
 			return err
 		}
 		for _, s := range r.Steps {
 			s.RunID = r.ID
-			ids, err := sqlbase.MarshalJSON(s.TaskIDs, "[]")
-			if err != nil {
-				return fmt.Errorf("create pipeline step %s: encode task ids: %w", s.Name, err)
-			}
-			if _, err := q.Write(ctx, "create pipeline step "+s.Name, store.ErrNotFound,
-				`INSERT INTO pipeline_steps (tenant_id, `+pipelineStepColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-				r.TenantID, s.RunID, s.Name, s.Position, string(s.State), s.ComputeResourceID, s.TaskID, ids, s.Attempts,
-				s.CacheKey, s.CachedFromRunID, s.Reason, sqlbase.NullMicros(s.StartedAt), sqlbase.NullMicros(s.FinishedAt), sqlbase.Micros(s.UpdatedAt)); err != nil {
+			if _, err := c.Write(ctx, "create pipeline step "+s.Name, store.ErrNotFound,
+				`INSERT INTO pipeline_steps (tenant_id, `+pipelineStepTable.List()+`) VALUES (?, `+sqlbase.Placeholders(len(pipelineStepTable))+`)`,
+				append([]any{r.TenantID}, pipelineStepTable.Values(s)...)...); err != nil {
 				return err
 			}
 		}
@@ -101,13 +76,13 @@ func (q Workflows) CreatePipelineRun(ctx context.Context, r *model.PipelineRun) 
 
 // GetPipelineRun returns a run with its steps.
 func (q Workflows) GetPipelineRun(ctx context.Context, tenantID, id string) (*model.PipelineRun, error) {
-	r, err := sqlbase.GetOne(ctx, q.Q, "get pipeline run "+id, scanPipelineRun,
-		`SELECT `+pipelineRunColumns+` FROM pipeline_runs WHERE tenant_id = ? AND id = ?`, tenantID, id)
+	r, err := sqlbase.GetOne(ctx, q.Q, "get pipeline run "+id, pipelineRunTable.Scan,
+		`SELECT `+pipelineRunTable.List()+` FROM pipeline_runs WHERE tenant_id = ? AND id = ?`, tenantID, id)
 	if err != nil {
 		return nil, err
 	}
-	r.Steps, err = sqlbase.GetAll(ctx, q.Q, "list the steps of pipeline run "+id, scanPipelineStep,
-		`SELECT `+pipelineStepColumns+` FROM pipeline_steps WHERE tenant_id = ? AND run_id = ? ORDER BY position`, tenantID, id)
+	r.Steps, err = sqlbase.GetAll(ctx, q.Q, "list the steps of pipeline run "+id, pipelineStepTable.Scan,
+		`SELECT `+pipelineStepTable.List()+` FROM pipeline_steps WHERE tenant_id = ? AND run_id = ? ORDER BY position`, tenantID, id)
 	if err != nil {
 		return nil, err
 	}
@@ -120,15 +95,15 @@ func (q Workflows) ListPipelineRuns(ctx context.Context, tenantID string, f stor
 	if page.After != "" {
 		where, args = where+` AND id < ?`, append(args, page.After)
 	}
-	query, args := sqlbase.WithLimit(`SELECT `+pipelineRunColumns+` FROM pipeline_runs`+where+` ORDER BY id DESC`, args, page.Limit)
-	return sqlbase.GetAll(ctx, q.Q, "list pipeline runs", scanPipelineRun, query, args...)
+	query, args := sqlbase.WithLimit(`SELECT `+pipelineRunTable.List()+` FROM pipeline_runs`+where+` ORDER BY id DESC`, args, page.Limit)
+	return sqlbase.GetAll(ctx, q.Q, "list pipeline runs", pipelineRunTable.Scan, query, args...)
 }
 
 // ListFinishedPipelineRuns lists the runs that ended in (since, until];
 // pipelineRunWhere is the WHERE clause of a filter of runs.
 func (q Workflows) ListFinishedPipelineRuns(ctx context.Context, tenantID string, f store.PipelineRunFilter, since, until time.Time, limit int) ([]*model.PipelineRun, error) {
 	where, args := pipelineRunWhere(tenantID, f)
-	return sqlbase.GetAll(ctx, q.Q, "list finished pipeline runs", scanPipelineRun, `SELECT `+pipelineRunColumns+` FROM pipeline_runs`+where+
+	return sqlbase.GetAll(ctx, q.Q, "list finished pipeline runs", pipelineRunTable.Scan, `SELECT `+pipelineRunTable.List()+` FROM pipeline_runs`+where+
 		` AND finished_at > ? AND finished_at <= ? ORDER BY finished_at, id LIMIT ?`, append(args, sqlbase.Micros(since), sqlbase.Micros(until), limit)...)
 }
 
@@ -180,17 +155,9 @@ func (q Workflows) SetPipelineRunState(ctx context.Context, tenantID, id string,
 
 // UpdatePipelineStep writes a step when it is still as the caller read it.
 func (q Workflows) UpdatePipelineStep(ctx context.Context, tenantID string, s *model.PipelineStep, from model.PipelineStepState, fromAttempts int) (bool, error) {
-	ids, err := sqlbase.MarshalJSON(s.TaskIDs, "[]")
-	if err != nil {
-		return false, fmt.Errorf("update pipeline step %s: encode task ids: %w", s.Name, err)
-	}
 	n, err := q.Write(ctx, "update pipeline step "+s.Name, store.ErrNotFound,
-		`UPDATE pipeline_steps SET state = ?, compute_resource_id = ?, task_id = ?, task_ids = ?, attempts = ?, cache_key = ?,
-		cached_from_run_id = ?, reason = ?, started_at = ?, finished_at = ?, updated_at = ?
-		WHERE tenant_id = ? AND run_id = ? AND name = ? AND state = ? AND attempts = ?`,
-		string(s.State), s.ComputeResourceID, s.TaskID, ids, s.Attempts, s.CacheKey, s.CachedFromRunID, s.Reason,
-		sqlbase.NullMicros(s.StartedAt), sqlbase.NullMicros(s.FinishedAt), sqlbase.Micros(s.UpdatedAt),
-		tenantID, s.RunID, s.Name, string(from), fromAttempts)
+		`UPDATE pipeline_steps SET `+pipelineStepUpdate.Assign()+` WHERE tenant_id = ? AND run_id = ? AND name = ? AND state = ? AND attempts = ?`,
+		pipelineStepUpdate.Values(s, tenantID, s.RunID, s.Name, string(from), fromAttempts)...)
 	return n == 1, err
 }
 
@@ -213,9 +180,8 @@ func (q Workflows) GetPipelineTaskLink(ctx context.Context, tenantID, taskID str
 // FindCachedPipelineStep returns the newest completed step of the same
 // name and key in another run of the pipeline.
 func (q Workflows) FindCachedPipelineStep(ctx context.Context, tenantID, projectID, pipeline, step, cacheKey, exceptRunID string) (*model.PipelineStep, error) {
-	cols := strings.ReplaceAll("s."+pipelineStepColumns, ", ", ", s.")
-	return sqlbase.GetOne(ctx, q.Q, "find a cached result of pipeline step "+step, scanPipelineStep,
-		`SELECT `+cols+` FROM pipeline_steps s JOIN pipeline_runs r ON r.tenant_id = s.tenant_id AND r.id = s.run_id
+	return sqlbase.GetOne(ctx, q.Q, "find a cached result of pipeline step "+step, pipelineStepTable.Scan,
+		`SELECT `+pipelineStepTable.As("s")+` FROM pipeline_steps s JOIN pipeline_runs r ON r.tenant_id = s.tenant_id AND r.id = s.run_id
 		WHERE s.tenant_id = ? AND s.name = ? AND s.cache_key = ? AND s.state = ? AND r.project_id = ? AND r.name = ? AND r.id <> ?
 		ORDER BY s.finished_at DESC LIMIT 1`,
 		tenantID, step, cacheKey, string(model.StepCompleted), projectID, pipeline, exceptRunID)

@@ -2,8 +2,6 @@ package workflow
 
 import (
 	"context"
-	"database/sql"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -12,62 +10,38 @@ import (
 	"github.com/klique-ai/klique/internal/store/sqlstore/sqlbase"
 )
 
-const scheduleColumns = `id, tenant_id, owner_id, name, target_kind, target_id, parameters, cron, trigger_doc, missed_runs,
-	paused, paused_reason, next_run_at, last_run_at, last_run_id, last_result, last_error, checked_at, created_at, updated_at, project_id`
-
-func scanSchedule(r sqlbase.Scanner) (*model.Schedule, error) {
-	var s model.Schedule
-	var params, trigger string
-	var next, last, checked sql.NullInt64
-	var created, updated int64
-	if err := r.Scan(&s.ID, &s.TenantID, &s.OwnerID, &s.Name, &s.TargetKind, &s.TargetID, &params, &s.Cron, &trigger,
-		&s.MissedRuns, &s.Paused, &s.PausedReason, &next, &last, &s.LastRunID, &s.LastResult, &s.LastError, &checked,
-		&created, &updated, &s.ProjectID); err != nil {
-		return nil, err
-	}
-	var err error
-	if s.Parameters, err = sqlbase.StringMap(params); err != nil {
-		return nil, fmt.Errorf("schedule %s parameters: %w", s.ID, err)
-	}
-	if trigger != "" {
-		s.Trigger = &model.ScheduleTrigger{}
-		if err := json.Unmarshal([]byte(trigger), s.Trigger); err != nil {
-			return nil, fmt.Errorf("schedule %s trigger: decode JSON: %w", s.ID, err)
-		}
-	}
-	s.NextRunAt, s.LastRunAt, s.CheckedAt = sqlbase.NullTime(next), sqlbase.NullTime(last), sqlbase.NullTime(checked)
-	s.CreatedAt, s.UpdatedAt = sqlbase.FromMicros(created), sqlbase.FromMicros(updated)
-	return &s, nil
+// scheduleTable is the schedules table: parameters and trigger as JSON
+// ("" for no trigger). scheduleUpdate is what an update writes: all but
+// the owner and the creation.
+var scheduleTable = sqlbase.Table[model.Schedule]{
+	sqlbase.C("id", func(s *model.Schedule) any { return &s.ID }),
+	sqlbase.C("tenant_id", func(s *model.Schedule) any { return &s.TenantID }),
+	sqlbase.C("owner_id", func(s *model.Schedule) any { return &s.OwnerID }),
+	sqlbase.C("name", func(s *model.Schedule) any { return &s.Name }),
+	sqlbase.C("target_kind", func(s *model.Schedule) any { return &s.TargetKind }),
+	sqlbase.C("target_id", func(s *model.Schedule) any { return &s.TargetID }),
+	sqlbase.C("parameters", func(s *model.Schedule) any { return sqlbase.Dict(&s.Parameters) }),
+	sqlbase.C("cron", func(s *model.Schedule) any { return &s.Cron }),
+	sqlbase.C("trigger_doc", func(s *model.Schedule) any { return sqlbase.JSON(&s.Trigger, "") }),
+	sqlbase.C("missed_runs", func(s *model.Schedule) any { return &s.MissedRuns }),
+	sqlbase.C("paused", func(s *model.Schedule) any { return &s.Paused }),
+	sqlbase.C("paused_reason", func(s *model.Schedule) any { return &s.PausedReason }),
+	sqlbase.C("next_run_at", func(s *model.Schedule) any { return sqlbase.TimePtr(&s.NextRunAt) }),
+	sqlbase.C("last_run_at", func(s *model.Schedule) any { return sqlbase.TimePtr(&s.LastRunAt) }),
+	sqlbase.C("last_run_id", func(s *model.Schedule) any { return &s.LastRunID }),
+	sqlbase.C("last_result", func(s *model.Schedule) any { return &s.LastResult }),
+	sqlbase.C("last_error", func(s *model.Schedule) any { return &s.LastError }),
+	sqlbase.C("checked_at", func(s *model.Schedule) any { return sqlbase.TimePtr(&s.CheckedAt) }),
+	sqlbase.C("created_at", func(s *model.Schedule) any { return sqlbase.Time(&s.CreatedAt) }),
+	sqlbase.C("updated_at", func(s *model.Schedule) any { return sqlbase.Time(&s.UpdatedAt) }),
+	sqlbase.C("project_id", func(s *model.Schedule) any { return &s.ProjectID }),
 }
-
-// scheduleDocs encodes a schedule's JSON columns.
-func scheduleDocs(s *model.Schedule) (params, trigger string, err error) {
-	if params, err = sqlbase.MarshalJSON(s.Parameters, "{}"); err != nil {
-		return "", "", fmt.Errorf("encode parameters: %w", err)
-	}
-	if s.Trigger != nil {
-		b, err := json.Marshal(s.Trigger)
-		if err != nil {
-			return "", "", fmt.Errorf("encode trigger: %w", err)
-		}
-		trigger = string(b)
-	}
-	return params, trigger, nil
-}
+var scheduleUpdate = scheduleTable.Without("id", "tenant_id", "owner_id", "created_at")
 
 // CreateSchedule stores a new schedule.
 func (q Workflows) CreateSchedule(ctx context.Context, s *model.Schedule) error {
-	what := "create schedule " + s.Name
-	params, trigger, err := scheduleDocs(s)
-	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
 	undo := sqlbase.AssignID(&s.ID)
-	_, err = q.Write(ctx, what, store.ErrNotFound,
-		`INSERT INTO schedules (`+scheduleColumns+`) VALUES (`+sqlbase.Placeholders(21)+`)`,
-		s.ID, s.TenantID, s.OwnerID, s.Name, s.TargetKind, s.TargetID, params, s.Cron, trigger, s.MissedRuns,
-		s.Paused, s.PausedReason, sqlbase.NullMicros(s.NextRunAt), sqlbase.NullMicros(s.LastRunAt), s.LastRunID, s.LastResult, s.LastError,
-		sqlbase.NullMicros(s.CheckedAt), sqlbase.Micros(s.CreatedAt), sqlbase.Micros(s.UpdatedAt), s.ProjectID)
+	_, err := q.Write(ctx, "create schedule "+s.Name, store.ErrNotFound, scheduleTable.Insert("schedules"), scheduleTable.Values(s)...)
 	if err != nil {
 		undo()
 	}
@@ -76,19 +50,8 @@ func (q Workflows) CreateSchedule(ctx context.Context, s *model.Schedule) error 
 
 // UpdateSchedule writes a schedule whole, but for its owner and creation.
 func (q Workflows) UpdateSchedule(ctx context.Context, s *model.Schedule) error {
-	what := "update schedule " + s.ID
-	params, trigger, err := scheduleDocs(s)
-	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	return q.WriteOne(ctx, what, store.ErrNotFound,
-		`UPDATE schedules SET name = ?, target_kind = ?, target_id = ?, parameters = ?, cron = ?, trigger_doc = ?, missed_runs = ?,
-			paused = ?, paused_reason = ?, next_run_at = ?, last_run_at = ?, last_run_id = ?, last_result = ?, last_error = ?,
-			checked_at = ?, updated_at = ?, project_id = ?
-		WHERE tenant_id = ? AND id = ?`,
-		s.Name, s.TargetKind, s.TargetID, params, s.Cron, trigger, s.MissedRuns,
-		s.Paused, s.PausedReason, sqlbase.NullMicros(s.NextRunAt), sqlbase.NullMicros(s.LastRunAt), s.LastRunID, s.LastResult, s.LastError,
-		sqlbase.NullMicros(s.CheckedAt), sqlbase.Micros(s.UpdatedAt), s.ProjectID, s.TenantID, s.ID)
+	return q.WriteOne(ctx, "update schedule "+s.ID, store.ErrNotFound,
+		`UPDATE schedules SET `+scheduleUpdate.Assign()+` WHERE tenant_id = ? AND id = ?`, scheduleUpdate.Values(s, s.TenantID, s.ID)...)
 }
 
 // DeleteSchedule removes a schedule and its firings.
@@ -106,20 +69,20 @@ func (q Workflows) DeleteSchedule(ctx context.Context, tenantID, id string) erro
 
 // GetSchedule returns a schedule of the tenant.
 func (q Workflows) GetSchedule(ctx context.Context, tenantID, id string) (*model.Schedule, error) {
-	return sqlbase.GetOne(ctx, q.Q, "get schedule "+id, scanSchedule,
-		`SELECT `+scheduleColumns+` FROM schedules WHERE tenant_id = ? AND id = ?`, tenantID, id)
+	return sqlbase.GetOne(ctx, q.Q, "get schedule "+id, scheduleTable.Scan,
+		`SELECT `+scheduleTable.List()+` FROM schedules WHERE tenant_id = ? AND id = ?`, tenantID, id)
 }
 
 // ListSchedules lists a tenant's schedules by name.
 func (q Workflows) ListSchedules(ctx context.Context, tenantID string) ([]*model.Schedule, error) {
-	return sqlbase.GetAll(ctx, q.Q, "list schedules", scanSchedule,
-		`SELECT `+scheduleColumns+` FROM schedules WHERE tenant_id = ? ORDER BY name, id`, tenantID)
+	return sqlbase.GetAll(ctx, q.Q, "list schedules", scheduleTable.Scan,
+		`SELECT `+scheduleTable.List()+` FROM schedules WHERE tenant_id = ? ORDER BY name, id`, tenantID)
 }
 
 // ListActiveSchedules lists the schedules not paused, in every tenant.
 func (q Workflows) ListActiveSchedules(ctx context.Context) ([]*model.Schedule, error) {
-	return sqlbase.GetAll(ctx, q.Q, "list active schedules", scanSchedule,
-		`SELECT `+scheduleColumns+` FROM schedules WHERE NOT paused ORDER BY tenant_id, id`)
+	return sqlbase.GetAll(ctx, q.Q, "list active schedules", scheduleTable.Scan,
+		`SELECT `+scheduleTable.List()+` FROM schedules WHERE NOT paused ORDER BY tenant_id, id`)
 }
 
 // ClaimScheduleFiring moves next_run_at on from due, if it is still due.
@@ -161,34 +124,32 @@ func (q Workflows) PauseScheduleIf(ctx context.Context, tenantID, id, reason str
 // RecordScheduleRun records a firing unless its key is already recorded.
 func (q Workflows) RecordScheduleRun(ctx context.Context, r *model.ScheduleRun) (bool, error) {
 	n, err := q.Write(ctx, "record a run of schedule "+r.ScheduleID, store.ErrNotFound,
-		`INSERT INTO schedule_runs (tenant_id, schedule_id, fire_key, target_kind, run_id, at) VALUES (?, ?, ?, ?, ?, ?)
+		scheduleRunTable.Insert("schedule_runs")+`
 		ON CONFLICT (schedule_id, fire_key) DO NOTHING`,
-		r.TenantID, r.ScheduleID, r.Key, r.TargetKind, r.RunID, sqlbase.Micros(r.At))
+		scheduleRunTable.Values(r)...)
 	return n == 1, err
 }
 
 // GetScheduleRun returns a schedule's firing of a key.
 func (q Workflows) GetScheduleRun(ctx context.Context, tenantID, scheduleID, key string) (*model.ScheduleRun, error) {
-	return sqlbase.GetOne(ctx, q.Q, "get a run of schedule "+scheduleID, scanScheduleRun,
-		`SELECT `+scheduleRunColumns+` FROM schedule_runs WHERE tenant_id = ? AND schedule_id = ? AND fire_key = ?`, tenantID, scheduleID, key)
+	return sqlbase.GetOne(ctx, q.Q, "get a run of schedule "+scheduleID, scheduleRunTable.Scan,
+		`SELECT `+scheduleRunTable.List()+` FROM schedule_runs WHERE tenant_id = ? AND schedule_id = ? AND fire_key = ?`, tenantID, scheduleID, key)
 }
 
-const scheduleRunColumns = `tenant_id, schedule_id, fire_key, target_kind, run_id, at`
-
-func scanScheduleRun(r sqlbase.Scanner) (*model.ScheduleRun, error) {
-	var sr model.ScheduleRun
-	var at int64
-	if err := r.Scan(&sr.TenantID, &sr.ScheduleID, &sr.Key, &sr.TargetKind, &sr.RunID, &at); err != nil {
-		return nil, err
-	}
-	sr.At = sqlbase.FromMicros(at)
-	return &sr, nil
+// scheduleRunTable is the schedule_runs table: a schedule's firings.
+var scheduleRunTable = sqlbase.Table[model.ScheduleRun]{
+	sqlbase.C("tenant_id", func(r *model.ScheduleRun) any { return &r.TenantID }),
+	sqlbase.C("schedule_id", func(r *model.ScheduleRun) any { return &r.ScheduleID }),
+	sqlbase.C("fire_key", func(r *model.ScheduleRun) any { return &r.Key }),
+	sqlbase.C("target_kind", func(r *model.ScheduleRun) any { return &r.TargetKind }),
+	sqlbase.C("run_id", func(r *model.ScheduleRun) any { return &r.RunID }),
+	sqlbase.C("at", func(r *model.ScheduleRun) any { return sqlbase.Time(&r.At) }),
 }
 
 // ListScheduleRuns lists a schedule's firings, newest first.
 func (q Workflows) ListScheduleRuns(ctx context.Context, tenantID, scheduleID string, limit int) ([]*model.ScheduleRun, error) {
-	return sqlbase.GetAll(ctx, q.Q, "list the runs of schedule "+scheduleID, scanScheduleRun,
-		`SELECT `+scheduleRunColumns+` FROM schedule_runs WHERE tenant_id = ? AND schedule_id = ? ORDER BY at DESC, fire_key DESC LIMIT ?`,
+	return sqlbase.GetAll(ctx, q.Q, "list the runs of schedule "+scheduleID, scheduleRunTable.Scan,
+		`SELECT `+scheduleRunTable.List()+` FROM schedule_runs WHERE tenant_id = ? AND schedule_id = ? ORDER BY at DESC, fire_key DESC LIMIT ?`,
 		tenantID, scheduleID, limit)
 }
 
@@ -214,8 +175,8 @@ func (q Workflows) ScheduleRunsOf(ctx context.Context, tenantID string, runIDs [
 		for _, id := range chunk {
 			args = append(args, id)
 		}
-		runs, err := sqlbase.GetAll(ctx, q.Q, "find the schedules of runs", scanScheduleRun,
-			`SELECT `+scheduleRunColumns+` FROM schedule_runs WHERE tenant_id = ? AND run_id IN (`+sqlbase.Placeholders(len(chunk))+`)`, args...)
+		runs, err := sqlbase.GetAll(ctx, q.Q, "find the schedules of runs", scheduleRunTable.Scan,
+			`SELECT `+scheduleRunTable.List()+` FROM schedule_runs WHERE tenant_id = ? AND run_id IN (`+sqlbase.Placeholders(len(chunk))+`)`, args...)
 		if err != nil {
 			return nil, err
 		}

@@ -2,8 +2,6 @@ package workflow
 
 import (
 	"context"
-	"database/sql"
-	"encoding/json"
 	"fmt"
 
 	"github.com/klique-ai/klique/internal/model"
@@ -11,49 +9,49 @@ import (
 	"github.com/klique-ai/klique/internal/store/sqlstore/sqlbase"
 )
 
-const studyColumns = `id, tenant_id, project_id, owner_id, group_id, compute_resource_id, name, base_task_id,
-	spec, state, reason, best_task_id, version, created_at, updated_at, finished_at`
+// studyTable is the studies table: the spec as JSON.
+var studyTable = sqlbase.Table[model.Study]{
+	sqlbase.C("id", func(s *model.Study) any { return &s.ID }),
+	sqlbase.C("tenant_id", func(s *model.Study) any { return &s.TenantID }),
+	sqlbase.C("project_id", func(s *model.Study) any { return &s.ProjectID }),
+	sqlbase.C("owner_id", func(s *model.Study) any { return &s.OwnerID }),
+	sqlbase.C("group_id", func(s *model.Study) any { return &s.GroupID }),
+	sqlbase.C("compute_resource_id", func(s *model.Study) any { return &s.ComputeResourceID }),
+	sqlbase.C("name", func(s *model.Study) any { return &s.Name }),
+	sqlbase.C("base_task_id", func(s *model.Study) any { return &s.BaseTaskID }),
+	sqlbase.C("spec", func(s *model.Study) any { return sqlbase.JSON(&s.Spec, "") }),
+	sqlbase.C("state", func(s *model.Study) any { return sqlbase.Str(&s.State) }),
+	sqlbase.C("reason", func(s *model.Study) any { return &s.Reason }),
+	sqlbase.C("best_task_id", func(s *model.Study) any { return &s.BestTaskID }),
+	sqlbase.C("version", func(s *model.Study) any { return &s.Version }),
+	sqlbase.C("created_at", func(s *model.Study) any { return sqlbase.Time(&s.CreatedAt) }),
+	sqlbase.C("updated_at", func(s *model.Study) any { return sqlbase.Time(&s.UpdatedAt) }),
+	sqlbase.C("finished_at", func(s *model.Study) any { return sqlbase.TimePtr(&s.FinishedAt) }),
+}
+
+// scanStudy reads a study, its search space a list even when empty.
+func scanStudy(r sqlbase.Scanner) (*model.Study, error) {
+	s, err := studyTable.Scan(r)
+	if err == nil && s.Spec.Space == nil {
+		s.Spec.Space = []model.SearchParam{}
+	}
+	return s, err
+}
 
 // CreateStudy stores a new study at version 0.
 func (q Workflows) CreateStudy(ctx context.Context, s *model.Study) error {
 	if s.ID == "" {
 		s.ID = model.NewID()
 	}
-	spec, err := json.Marshal(s.Spec)
-	if err != nil {
-		return fmt.Errorf("create study: encode spec: %w", err)
-	}
 	s.Version = 0
-	_, err = q.Write(ctx, "create study "+s.Name, store.ErrNotFound,
-		`INSERT INTO studies (`+studyColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		s.ID, s.TenantID, s.ProjectID, s.OwnerID, s.GroupID, s.ComputeResourceID, s.Name, s.BaseTaskID,
-		string(spec), string(s.State), s.Reason, s.BestTaskID, s.Version, sqlbase.Micros(s.CreatedAt), sqlbase.Micros(s.UpdatedAt), sqlbase.NullMicros(s.FinishedAt))
+	_, err := q.Write(ctx, "create study "+s.Name, store.ErrNotFound, studyTable.Insert("studies"), studyTable.Values(s)...)
 	return err
-}
-
-func scanStudy(r sqlbase.Scanner) (*model.Study, error) {
-	var s model.Study
-	var spec, state string
-	var created, updated int64
-	var finished sql.NullInt64
-	if err := r.Scan(&s.ID, &s.TenantID, &s.ProjectID, &s.OwnerID, &s.GroupID, &s.ComputeResourceID, &s.Name, &s.BaseTaskID,
-		&spec, &state, &s.Reason, &s.BestTaskID, &s.Version, &created, &updated, &finished); err != nil {
-		return nil, err
-	}
-	if err := json.Unmarshal([]byte(spec), &s.Spec); err != nil {
-		return nil, fmt.Errorf("decode study spec: %w", err)
-	}
-	s.State, s.CreatedAt, s.UpdatedAt, s.FinishedAt = model.StudyState(state), sqlbase.FromMicros(created), sqlbase.FromMicros(updated), sqlbase.NullTime(finished)
-	if s.Spec.Space == nil {
-		s.Spec.Space = []model.SearchParam{}
-	}
-	return &s, nil
 }
 
 // GetStudy reads one study of a tenant.
 func (q Workflows) GetStudy(ctx context.Context, tenantID, id string) (*model.Study, error) {
 	return sqlbase.GetOne(ctx, q.Q, "get study "+id, scanStudy,
-		`SELECT `+studyColumns+` FROM studies WHERE tenant_id = ? AND id = ?`, tenantID, id)
+		`SELECT `+studyTable.List()+` FROM studies WHERE tenant_id = ? AND id = ?`, tenantID, id)
 }
 
 // ListStudies lists a tenant's studies (of one project when set), newest
@@ -61,16 +59,16 @@ func (q Workflows) GetStudy(ctx context.Context, tenantID, id string) (*model.St
 func (q Workflows) ListStudies(ctx context.Context, tenantID, projectID string) ([]*model.Study, error) {
 	if projectID != "" {
 		return sqlbase.GetAll(ctx, q.Q, "list studies", scanStudy,
-			`SELECT `+studyColumns+` FROM studies WHERE tenant_id = ? AND project_id = ? ORDER BY created_at DESC, id DESC`, tenantID, projectID)
+			`SELECT `+studyTable.List()+` FROM studies WHERE tenant_id = ? AND project_id = ? ORDER BY created_at DESC, id DESC`, tenantID, projectID)
 	}
 	return sqlbase.GetAll(ctx, q.Q, "list studies", scanStudy,
-		`SELECT `+studyColumns+` FROM studies WHERE tenant_id = ? ORDER BY created_at DESC, id DESC`, tenantID)
+		`SELECT `+studyTable.List()+` FROM studies WHERE tenant_id = ? ORDER BY created_at DESC, id DESC`, tenantID)
 }
 
 // ListRunningStudies lists every tenant's running studies.
 func (q Workflows) ListRunningStudies(ctx context.Context) ([]*model.Study, error) {
 	return sqlbase.GetAll(ctx, q.Q, "list running studies", scanStudy,
-		`SELECT `+studyColumns+` FROM studies WHERE state = ? ORDER BY created_at, id`, string(model.StudyRunning))
+		`SELECT `+studyTable.List()+` FROM studies WHERE state = ? ORDER BY created_at, id`, string(model.StudyRunning))
 }
 
 // UpdateStudy writes a study still at the version read, and bumps it.
@@ -92,18 +90,26 @@ func (q Workflows) UpdateStudy(ctx context.Context, s *model.Study) error {
 	return nil
 }
 
-const trialColumns = `tenant_id, study_id, number, task_id, params, state, rung, objective, objective_step, reason, created_at, ended_at`
+// trialTable is the study_trials table: a trial's task NULL until it has one.
+var trialTable = sqlbase.Table[model.StudyTrial]{
+	sqlbase.C("tenant_id", func(tr *model.StudyTrial) any { return &tr.TenantID }),
+	sqlbase.C("study_id", func(tr *model.StudyTrial) any { return &tr.StudyID }),
+	sqlbase.C("number", func(tr *model.StudyTrial) any { return &tr.Number }),
+	sqlbase.C("task_id", func(tr *model.StudyTrial) any { return sqlbase.Ref(&tr.TaskID) }),
+	sqlbase.C("params", func(tr *model.StudyTrial) any { return sqlbase.Dict(&tr.Params) }),
+	sqlbase.C("state", func(tr *model.StudyTrial) any { return sqlbase.Str(&tr.State) }),
+	sqlbase.C("rung", func(tr *model.StudyTrial) any { return &tr.Rung }),
+	sqlbase.C("objective", func(tr *model.StudyTrial) any { return sqlbase.FloatPtr(&tr.Objective) }),
+	sqlbase.C("objective_step", func(tr *model.StudyTrial) any { return &tr.ObjectiveStep }),
+	sqlbase.C("reason", func(tr *model.StudyTrial) any { return &tr.Reason }),
+	sqlbase.C("created_at", func(tr *model.StudyTrial) any { return sqlbase.Time(&tr.CreatedAt) }),
+	sqlbase.C("ended_at", func(tr *model.StudyTrial) any { return sqlbase.TimePtr(&tr.EndedAt) }),
+}
 
 // CreateStudyTrial stores a trial; its number is unique in its study.
 func (q Workflows) CreateStudyTrial(ctx context.Context, tr *model.StudyTrial) error {
-	params, err := json.Marshal(tr.Params)
-	if err != nil {
-		return fmt.Errorf("create study trial: encode parameters: %w", err)
-	}
-	_, err = q.Write(ctx, fmt.Sprintf("create trial %d of study %s", tr.Number, tr.StudyID), store.ErrNotFound,
-		`INSERT INTO study_trials (`+trialColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		tr.TenantID, tr.StudyID, tr.Number, sqlbase.NullString(tr.TaskID), string(params), string(tr.State), tr.Rung,
-		sqlbase.NullFloat(tr.Objective), tr.ObjectiveStep, tr.Reason, sqlbase.Micros(tr.CreatedAt), sqlbase.NullMicros(tr.EndedAt))
+	_, err := q.Write(ctx, fmt.Sprintf("create trial %d of study %s", tr.Number, tr.StudyID), store.ErrNotFound,
+		trialTable.Insert("study_trials"), trialTable.Values(tr)...)
 	return err
 }
 
@@ -124,39 +130,14 @@ func (q Workflows) SetStudyTrialTask(ctx context.Context, tenantID, studyID stri
 	return n == 1, err
 }
 
-func scanTrial(r sqlbase.Scanner) (*model.StudyTrial, error) {
-	var tr model.StudyTrial
-	var task sql.NullString
-	var params, state string
-	var objective sql.NullFloat64
-	var created int64
-	var ended sql.NullInt64
-	if err := r.Scan(&tr.TenantID, &tr.StudyID, &tr.Number, &task, &params, &state, &tr.Rung, &objective, &tr.ObjectiveStep,
-		&tr.Reason, &created, &ended); err != nil {
-		return nil, err
-	}
-	if err := json.Unmarshal([]byte(params), &tr.Params); err != nil {
-		return nil, fmt.Errorf("decode trial parameters: %w", err)
-	}
-	if tr.Params == nil {
-		tr.Params = map[string]string{}
-	}
-	if objective.Valid {
-		v := objective.Float64
-		tr.Objective = &v
-	}
-	tr.TaskID, tr.State, tr.CreatedAt, tr.EndedAt = task.String, model.TrialState(state), sqlbase.FromMicros(created), sqlbase.NullTime(ended)
-	return &tr, nil
-}
-
 // ListStudyTrials lists a study's trials by number.
 func (q Workflows) ListStudyTrials(ctx context.Context, tenantID, studyID string) ([]*model.StudyTrial, error) {
-	return sqlbase.GetAll(ctx, q.Q, "list trials of study "+studyID, scanTrial,
-		`SELECT `+trialColumns+` FROM study_trials WHERE tenant_id = ? AND study_id = ? ORDER BY number`, tenantID, studyID)
+	return sqlbase.GetAll(ctx, q.Q, "list trials of study "+studyID, trialTable.Scan,
+		`SELECT `+trialTable.List()+` FROM study_trials WHERE tenant_id = ? AND study_id = ? ORDER BY number`, tenantID, studyID)
 }
 
 // GetStudyTrialByTask returns the trial a task runs.
 func (q Workflows) GetStudyTrialByTask(ctx context.Context, tenantID, taskID string) (*model.StudyTrial, error) {
-	return sqlbase.GetOne(ctx, q.Q, "get the study trial of task "+taskID, scanTrial,
-		`SELECT `+trialColumns+` FROM study_trials WHERE tenant_id = ? AND task_id = ?`, tenantID, taskID)
+	return sqlbase.GetOne(ctx, q.Q, "get the study trial of task "+taskID, trialTable.Scan,
+		`SELECT `+trialTable.List()+` FROM study_trials WHERE tenant_id = ? AND task_id = ?`, tenantID, taskID)
 }
