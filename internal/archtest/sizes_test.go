@@ -27,12 +27,6 @@ var largerPackages = map[string]struct {
 	"graph": {3700, "gqlgen's resolvers: every resolver is a method of the resolver types of one package, so the GraphQL layer cannot be " +
 		"split by domain without a second ExecutableSchema; the resolvers stay thin (one platform call and a conversion each) and " +
 		"issues 20 and 21 took it past 3,300 with the resolvers of local runs, artifacts, pipelines, studies and schedules"},
-	"internal/store/sqlstore": {4450, "the one SQL implementation of store.Queries that both drivers share: methods of one type, " +
-		"which cannot be split across packages without exporting its internals (the write helpers, the dialect); " +
-		"it holds the rolled-back test store too (BeginRollback); issue 16 raised the cap from 3,450 for idempotency keys, " +
-		"index-ordered task-list branches and the per-task lock on log appends; issue 19 raised it from 3,550 for budget hours " +
-		"less engine pauses in SQL, ledger groupings over dimensions a ledger lacks, and the user's default project; " +
-		"issue 17 raised it from 3,600 for the app catalogue's document (sharing one reader and writer with the gateway's), and to 3,650 for the idle limits' activity and warning columns; issues 20 and 21 raised it to 4,400 for the tables of artifacts, local runs, schedules, studies and pipelines (each in a file of its own); issue 39 raised it to 4,450 for a pool's single-tenant flag, app networks and local flag, and the router's verdict on an instance's address; issue 30 asks for it to be split by domain or its column lists made table-driven"},
 	"agents/worker": {3500, "the worker daemon: one Worker and its task type, whose loop (claim, run, heartbeat, logs, metrics, artifacts, " +
 		"app instances, recovery) shares their state; issue 39 took it past 3,300 with host isolation (a uid per task, per-project " +
 		"caches, one project at a time when uids cannot be switched), which lives in isolation.go, and agents/hostuser hands out the uids"},

@@ -1,7 +1,11 @@
 // Package sqlstore is the one implementation of store.Store over database/sql.
 // The SQLite and PostgreSQL drivers (packages sqlite and postgres) differ only
-// in their schema migrations and in a small Dialect; every query lives here,
-// so both drivers behave the same and pass the same conformance suite.
+// in their schema migrations and in a small Dialect; every query lives here or
+// in a package of its domain that the store embeds (workflow), so both drivers
+// behave the same and pass the same conformance suite. All of them stand on
+// package sqlbase: the dialect, the connection and its writes, and the tables
+// (sqlbase.Table) that pair each column with the field it holds, from which
+// statements and scans are built.
 //
 // Conventions every query follows:
 //

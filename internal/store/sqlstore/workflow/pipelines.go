@@ -161,20 +161,26 @@ func (q Workflows) UpdatePipelineStep(ctx context.Context, tenantID string, s *m
 	return n == 1, err
 }
 
+// pipelineTaskTable is the pipeline_tasks table: the step that made a task.
+var pipelineTaskTable = sqlbase.Table[model.PipelineTaskLink]{
+	sqlbase.C("tenant_id", func(l *model.PipelineTaskLink) any { return &l.TenantID }),
+	sqlbase.C("task_id", func(l *model.PipelineTaskLink) any { return &l.TaskID }),
+	sqlbase.C("run_id", func(l *model.PipelineTaskLink) any { return &l.RunID }),
+	sqlbase.C("step", func(l *model.PipelineTaskLink) any { return &l.Step }),
+	sqlbase.C("attempt", func(l *model.PipelineTaskLink) any { return &l.Attempt }),
+}
+
 // LinkPipelineTask records the step that made a task, once.
 func (q Workflows) LinkPipelineTask(ctx context.Context, l *model.PipelineTaskLink) error {
 	_, err := q.Write(ctx, "link task "+l.TaskID+" to pipeline run "+l.RunID, store.ErrNotFound,
-		`INSERT INTO pipeline_tasks (tenant_id, task_id, run_id, step, attempt) VALUES (?, ?, ?, ?, ?) ON CONFLICT (tenant_id, task_id) DO NOTHING`,
-		l.TenantID, l.TaskID, l.RunID, l.Step, l.Attempt)
+		pipelineTaskTable.Insert("pipeline_tasks")+` ON CONFLICT (tenant_id, task_id) DO NOTHING`, pipelineTaskTable.Values(l)...)
 	return err
 }
 
 // GetPipelineTaskLink returns the step that made a task.
 func (q Workflows) GetPipelineTaskLink(ctx context.Context, tenantID, taskID string) (*model.PipelineTaskLink, error) {
-	return sqlbase.GetOne(ctx, q.Q, "get the pipeline step of task "+taskID, func(r sqlbase.Scanner) (*model.PipelineTaskLink, error) {
-		var l model.PipelineTaskLink
-		return &l, r.Scan(&l.TenantID, &l.TaskID, &l.RunID, &l.Step, &l.Attempt)
-	}, `SELECT tenant_id, task_id, run_id, step, attempt FROM pipeline_tasks WHERE tenant_id = ? AND task_id = ?`, tenantID, taskID)
+	return sqlbase.GetOne(ctx, q.Q, "get the pipeline step of task "+taskID, pipelineTaskTable.Scan,
+		`SELECT `+pipelineTaskTable.List()+` FROM pipeline_tasks WHERE tenant_id = ? AND task_id = ?`, tenantID, taskID)
 }
 
 // FindCachedPipelineStep returns the newest completed step of the same
