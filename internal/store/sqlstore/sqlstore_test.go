@@ -1,10 +1,6 @@
 package sqlstore
 
-import (
-	"testing"
-
-	"github.com/klique-ai/klique/internal/store/sqlstore/sqlbase"
-)
+import "testing"
 
 func TestRebind(t *testing.T) {
 	for _, c := range []struct{ in, want string }{
@@ -15,14 +11,6 @@ func TestRebind(t *testing.T) {
 	} {
 		if got := Rebind(c.in, DollarPlaceholder); got != c.want {
 			t.Errorf("Rebind(%q) = %q, want %q", c.in, got, c.want)
-		}
-	}
-}
-
-func TestPlaceholders(t *testing.T) {
-	for n, want := range map[int]string{1: "?", 3: "?, ?, ?"} {
-		if got := sqlbase.Placeholders(n); got != want {
-			t.Errorf("placeholders(%d) = %q, want %q", n, got, want)
 		}
 	}
 }
