@@ -75,17 +75,6 @@ func (s *Access) SetGroupMember(ctx context.Context, groupRef, userRef string, r
 	})
 }
 
-// putMember puts u in a group within a larger change (a new user's
-// groups), recording the entry with the change's own.
-func (s *Access) putMember(t *kernel.Txn, groupRef string, u *model.User, role model.GroupRole) error {
-	_, a, err := s.putMemberChecked(t, groupRef, u, role)
-	if err != nil {
-		return err
-	}
-	t.Record(a.Action, a.Kind, a.ID, a.Name, a.GroupID, a.Detail, a.Events...)
-	return nil
-}
-
 // putMemberChecked puts u in a group with a role when the caller of t may,
 // and returns the membership and its audit entry.
 func (s *Access) putMemberChecked(t *kernel.Txn, groupRef string, u *model.User, role model.GroupRole) (*model.Membership, kernel.Audit, error) {

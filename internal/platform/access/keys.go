@@ -143,41 +143,36 @@ func (s *Access) APIKeys(ctx context.Context, userRef string) ([]*model.APIKey, 
 }
 
 // RevokeAPIKey revokes a key of the caller's (or any, for admins). It stops
-// working at once.
+// working at once. A key revoked already is answered as it is.
 func (s *Access) RevokeAPIKey(ctx context.Context, id string) (*model.APIKey, error) {
-	p, err := kernel.Caller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if p.ProjectID != "" {
-		return nil, kernel.Forbidden("a credential scoped to a project cannot revoke API keys; use an unscoped key")
-	}
-	var key *model.APIKey
-	err = s.k.Write(ctx, p, func(t *kernel.Txn) error {
-		k, err := t.Q.GetAPIKey(ctx, p.TenantID, id)
-		if errors.Is(err, store.ErrNotFound) || (err == nil && k.UserID != p.UserID && !p.IsAdmin()) {
-			return kernel.NotFound("no API key %s", kernel.Quote(id))
-		}
-		if err != nil {
-			return err
-		}
-		if k.RevokedAt != nil {
-			key = k
+	return kernel.Run(ctx, s.k, kernel.Op[*model.APIKey]{
+		Name: "revokeAPIKey", Right: kernel.RightRead, What: "revoke API keys",
+		Check: func(p *identity.Principal) error {
+			if p.ProjectID != "" {
+				return kernel.Forbidden("a credential scoped to a project cannot revoke API keys; use an unscoped key")
+			}
 			return nil
-		}
-		if err := t.Q.RevokeAPIKey(ctx, p.TenantID, k.ID, t.Now); err != nil {
-			return err
-		}
-		now := t.Now
-		k.RevokedAt = &now
-		key = k
-		t.Record("api_key.revoked", "api_key", k.ID, k.Name, "", "revoked key "+k.Prefix+"…")
-		return nil
+		},
+		Body: func(t *kernel.Txn) (*model.APIKey, kernel.Audit, error) {
+			p := t.P
+			k, err := t.Q.GetAPIKey(ctx, p.TenantID, id)
+			if errors.Is(err, store.ErrNotFound) || (err == nil && k.UserID != p.UserID && !p.IsAdmin()) {
+				return nil, kernel.Audit{}, kernel.NotFound("no API key %s", kernel.Quote(id))
+			}
+			if err != nil {
+				return nil, kernel.Audit{}, err
+			}
+			if k.RevokedAt != nil {
+				return k, kernel.Audit{}, kernel.ErrRollback
+			}
+			if err := t.Q.RevokeAPIKey(ctx, p.TenantID, k.ID, t.Now); err != nil {
+				return nil, kernel.Audit{}, err
+			}
+			now := t.Now
+			k.RevokedAt = &now
+			return k, kernel.Audit{Action: "api_key.revoked", Kind: "api_key", ID: k.ID, Name: k.Name, Detail: "revoked key " + k.Prefix + "…"}, nil
+		},
 	})
-	if err != nil {
-		return nil, err
-	}
-	return key, nil
 }
 
 // IssueToken exchanges the caller's credential for a short-lived access

@@ -40,34 +40,13 @@ func ssoActor(u *model.User) *identity.Principal {
 // numeric suffix makes it unique.
 func (s *Access) ProvisionSSOUser(ctx context.Context, tenant *model.Tenant, id *identity.OIDCIdentity, now time.Time) (*model.User, error) {
 	ctx = identity.WithChannel(ctx, identity.ChannelSSO)
-	var user *model.User
 	// Two first sign-ins of one person (or two people whose names sanitise
 	// alike) can race; the loser of the race sees a conflict and retries,
 	// then finds the winner's user or picks the next free name.
 	for attempt := 0; ; attempt++ {
-		err := s.k.Write(ctx, kernel.System(tenant.ID, "sso"), func(t *kernel.Txn) error {
-			t.Now = now
-			existing, err := t.Q.GetUserByExternalID(ctx, tenant.ID, id.ExternalID())
-			if err == nil {
-				user = existing
-				return nil
-			}
-			if !errors.Is(err, store.ErrNotFound) {
-				return err
-			}
-			name, err := freeUserName(ctx, t.Q, tenant.ID, sanitizeUserName(id.Username))
-			if err != nil {
-				return err
-			}
-			u := &model.User{ID: model.NewID(), TenantID: tenant.ID, Name: name, DisplayName: id.DisplayName,
-				Email: id.Email, Role: model.RoleMember, ExternalID: id.ExternalID(), CreatedAt: now, UpdatedAt: now}
-			if err := t.Q.CreateUser(ctx, u); err != nil {
-				return err
-			}
-			t.P = ssoActor(u)
-			t.Record(AuditUserProvisioned, "user", u.ID, u.Name, "", fmt.Sprintf("created at first sign-in through %s", id.Issuer))
-			user = u
-			return nil
+		user, err := kernel.RunAs(ctx, s.k, kernel.System(tenant.ID, "sso"), kernel.Op[*model.User]{
+			Name: "provisionSSOUser",
+			Body: func(t *kernel.Txn) (*model.User, kernel.Audit, error) { return provisionSSOUser(t, tenant, id, now) },
 		})
 		if err == nil {
 			return user, nil
@@ -76,6 +55,33 @@ func (s *Access) ProvisionSSOUser(ctx context.Context, tenant *model.Tenant, id 
 			return nil, fmt.Errorf("provision SSO user: %w", err)
 		}
 	}
+}
+
+// provisionSSOUser is ProvisionSSOUser's change: the user of the identity,
+// as actor of its own creation; a user made already (by a sign-in that
+// raced this one) is answered as it is, writing nothing.
+func provisionSSOUser(t *kernel.Txn, tenant *model.Tenant, id *identity.OIDCIdentity, now time.Time) (*model.User, kernel.Audit, error) {
+	ctx := t.Ctx
+	t.Now = now
+	existing, err := t.Q.GetUserByExternalID(ctx, tenant.ID, id.ExternalID())
+	if err == nil {
+		return existing, kernel.Audit{}, kernel.ErrRollback
+	}
+	if !errors.Is(err, store.ErrNotFound) {
+		return nil, kernel.Audit{}, err
+	}
+	name, err := freeUserName(ctx, t.Q, tenant.ID, sanitizeUserName(id.Username))
+	if err != nil {
+		return nil, kernel.Audit{}, err
+	}
+	u := &model.User{ID: model.NewID(), TenantID: tenant.ID, Name: name, DisplayName: id.DisplayName,
+		Email: id.Email, Role: model.RoleMember, ExternalID: id.ExternalID(), CreatedAt: now, UpdatedAt: now}
+	if err := t.Q.CreateUser(ctx, u); err != nil {
+		return nil, kernel.Audit{}, err
+	}
+	t.P = ssoActor(u)
+	return u, kernel.Audit{Action: AuditUserProvisioned, Kind: "user", ID: u.ID, Name: u.Name,
+		Detail: fmt.Sprintf("created at first sign-in through %s", id.Issuer)}, nil
 }
 
 // sanitizeUserName turns an identity provider's username into a Klique user
@@ -195,42 +201,56 @@ func (s *Access) SyncSSOGroups(ctx context.Context, tenantID string, user *model
 		return nil
 	}
 	ctx = identity.WithChannel(ctx, identity.ChannelSSO)
-	err = s.k.Write(ctx, ssoActor(user), func(t *kernel.Txn) error {
-		t.Now = now
-		// Plan again inside the transaction, so concurrent sign-ins of the
-		// same user apply consistent changes.
-		plan, err := planGroups(ctx, t.Q, tenantID, user.ID, claimed)
-		if err != nil || plan.empty() {
-			return err
-		}
-		var joined, left []string
-		for _, g := range plan.join {
-			if err := t.Q.PutMembership(ctx, &model.Membership{
-				TenantID: tenantID, GroupID: g.ID, UserID: user.ID, Role: model.GroupRoleMember, CreatedAt: now,
-			}); err != nil {
-				return err
-			}
-			joined = append(joined, g.Name)
-		}
-		for _, m := range plan.leave {
-			if err := t.Q.DeleteMembership(ctx, tenantID, m.GroupID, user.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
-				return err
-			}
-			left = append(left, plan.names[m.GroupID])
-		}
-		var detail []string
-		if len(joined) > 0 {
-			detail = append(detail, "joined "+strings.Join(joined, ", "))
-		}
-		if len(left) > 0 {
-			detail = append(detail, "left "+strings.Join(left, ", "))
-		}
-		t.Record(AuditUserGroupsSynced, "user", user.ID, user.Name, "",
-			strings.Join(detail, "; ")+" (from the identity provider's groups claim)")
-		return nil
+	_, err = kernel.RunAs(ctx, s.k, ssoActor(user), kernel.Op[struct{}]{
+		Name: "syncSSOGroups",
+		Body: func(t *kernel.Txn) (struct{}, kernel.Audit, error) {
+			a, err := syncSSOGroups(t, tenantID, user, claimed, now)
+			return struct{}{}, a, err
+		},
 	})
 	if err != nil {
 		return fmt.Errorf("sync SSO groups: %w", err)
 	}
 	return nil
+}
+
+// syncSSOGroups is SyncSSOGroups's change: the memberships the claim
+// names and no others, with one audit entry; it writes nothing when they
+// are so already (a concurrent sign-in of the same user synced them).
+func syncSSOGroups(t *kernel.Txn, tenantID string, user *model.User, claimed []string, now time.Time) (kernel.Audit, error) {
+	ctx := t.Ctx
+	t.Now = now
+	// Plan again inside the transaction, so concurrent sign-ins of the
+	// same user apply consistent changes.
+	plan, err := planGroups(ctx, t.Q, tenantID, user.ID, claimed)
+	if err != nil {
+		return kernel.Audit{}, err
+	}
+	if plan.empty() {
+		return kernel.Audit{}, kernel.ErrRollback
+	}
+	var joined, left []string
+	for _, g := range plan.join {
+		if err := t.Q.PutMembership(ctx, &model.Membership{
+			TenantID: tenantID, GroupID: g.ID, UserID: user.ID, Role: model.GroupRoleMember, CreatedAt: now,
+		}); err != nil {
+			return kernel.Audit{}, err
+		}
+		joined = append(joined, g.Name)
+	}
+	for _, m := range plan.leave {
+		if err := t.Q.DeleteMembership(ctx, tenantID, m.GroupID, user.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return kernel.Audit{}, err
+		}
+		left = append(left, plan.names[m.GroupID])
+	}
+	var detail []string
+	if len(joined) > 0 {
+		detail = append(detail, "joined "+strings.Join(joined, ", "))
+	}
+	if len(left) > 0 {
+		detail = append(detail, "left "+strings.Join(left, ", "))
+	}
+	return kernel.Audit{Action: AuditUserGroupsSynced, Kind: "user", ID: user.ID, Name: user.Name,
+		Detail: strings.Join(detail, "; ") + " (from the identity provider's groups claim)"}, nil
 }

@@ -157,17 +157,19 @@ func (s *Access) Bootstrap(ctx context.Context, token string) (string, error) {
 	if len(tenants) > 0 {
 		return "", nil
 	}
-	var secret string
 	ctx = identity.WithChannel(ctx, identity.ChannelSystem)
-	err = s.k.Write(ctx, nil, func(t *kernel.Txn) error {
-		nt, err := createTenant(t, "default", "Default tenant", "admin", model.RolePlatformAdmin, token)
-		if err != nil {
-			return err
-		}
-		secret = nt.Secret
-		t.P = &identity.Principal{TenantID: nt.Tenant.ID}
-		t.Record("tenant.bootstrapped", "tenant", nt.Tenant.ID, nt.Tenant.Name, "", "first start: created tenant default, platform admin admin and its API key")
-		return nil
+	// No one acts yet: the entry's actor is the system, in the new tenant.
+	secret, err := kernel.RunAs(ctx, s.k, nil, kernel.Op[string]{
+		Name: "bootstrap",
+		Body: func(t *kernel.Txn) (string, kernel.Audit, error) {
+			nt, err := createTenant(t, "default", "Default tenant", "admin", model.RolePlatformAdmin, token)
+			if err != nil {
+				return "", kernel.Audit{}, err
+			}
+			t.P = &identity.Principal{TenantID: nt.Tenant.ID}
+			return nt.Secret, kernel.Audit{Action: "tenant.bootstrapped", Kind: "tenant", ID: nt.Tenant.ID, Name: nt.Tenant.Name,
+				Detail: "first start: created tenant default, platform admin admin and its API key"}, nil
+		},
 	})
 	if errors.Is(err, store.ErrConflict) {
 		return "", nil // another replica bootstrapped first

@@ -6,6 +6,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/klique-ai/klique/internal/identity"
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform/kernel"
 	"github.com/klique-ai/klique/internal/store"
@@ -31,13 +32,7 @@ const maxToolCallDetail = 1000
 // RecordToolCall writes the audit entry of one MCP tool call by the caller:
 // the tool and a one-line account of what it read or why it was refused.
 func (s *Access) RecordToolCall(ctx context.Context, tool, detail string) error {
-	p, err := kernel.Caller(ctx)
-	if err != nil {
-		return err
-	}
-	if tool = strings.TrimSpace(tool); tool == "" || len(tool) > 128 {
-		return kernel.Invalid("a tool call needs the tool's name (at most 128 characters)")
-	}
+	tool = strings.TrimSpace(tool)
 	detail = strings.Join(strings.Fields(strings.ToValidUTF8(detail, "?")), " ")
 	if len(detail) > maxToolCallDetail {
 		cut := maxToolCallDetail
@@ -46,8 +41,14 @@ func (s *Access) RecordToolCall(ctx context.Context, tool, detail string) error 
 		}
 		detail = detail[:cut] + "…"
 	}
-	_, err = kernel.RunAs(ctx, s.k, p, kernel.Op[struct{}]{
+	_, err := kernel.Run(ctx, s.k, kernel.Op[struct{}]{
 		Name: "recordToolCall", Right: kernel.RightRead, What: "call tools",
+		Check: func(*identity.Principal) error {
+			if tool == "" || len(tool) > 128 {
+				return kernel.Invalid("a tool call needs the tool's name (at most 128 characters)")
+			}
+			return nil
+		},
 		Body: func(*kernel.Txn) (struct{}, kernel.Audit, error) {
 			return struct{}{}, kernel.Audit{Action: ToolCallAction, Kind: ToolCallKind, Name: tool, Detail: detail}, nil
 		},

@@ -41,45 +41,42 @@ func checkUserName(name string) error {
 }
 
 // CreateUser adds a user (or a service user for automation) to the caller's
-// tenant, optionally in groups.
+// tenant, optionally in groups. Its audit entries are the user's creation
+// and one per group it joins, each a fact of its own object.
 func (s *Access) CreateUser(ctx context.Context, in UserInput) (*model.User, error) {
-	p, err := kernel.Caller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if err := kernel.RequireAdmin(p, "create users"); err != nil {
-		return nil, err
-	}
-	if in.Name == nil {
-		return nil, kernel.Invalid("a user needs a name")
-	}
-	u := &model.User{ID: model.NewID(), TenantID: p.TenantID, Name: strings.TrimSpace(*in.Name), Role: model.RoleMember}
-	if err := checkUserName(u.Name); err != nil {
-		return nil, err
-	}
-	if err := applyUser(p, u, in); err != nil {
-		return nil, err
-	}
-	err = s.k.Write(ctx, p, func(t *kernel.Txn) error {
-		u.CreatedAt, u.UpdatedAt = t.Now, t.Now
-		if _, err := t.Q.GetUserByName(ctx, p.TenantID, u.Name); err == nil {
-			return kernel.Conflict("a user named %s already exists", kernel.Quote(u.Name))
-		}
-		if err := t.Q.CreateUser(ctx, u); err != nil {
-			return err
-		}
-		t.Record("user.created", "user", u.ID, u.Name, "", fmt.Sprintf("created %s with role %s", u.Name, u.Role))
-		for _, gi := range in.Groups {
-			if err := s.putMember(t, gi.Group, u, gi.Role); err != nil {
+	var u *model.User
+	return kernel.Run(ctx, s.k, kernel.Op[*model.User]{
+		Name: "createUser", Right: kernel.RightAdmin, What: "create users",
+		Check: func(p *identity.Principal) error {
+			if in.Name == nil {
+				return kernel.Invalid("a user needs a name")
+			}
+			u = &model.User{ID: model.NewID(), TenantID: p.TenantID, Name: strings.TrimSpace(*in.Name), Role: model.RoleMember}
+			if err := checkUserName(u.Name); err != nil {
 				return err
 			}
-		}
-		return nil
+			return applyUser(p, u, in)
+		},
+		Body: func(t *kernel.Txn) (*model.User, kernel.Audit, error) {
+			u.CreatedAt, u.UpdatedAt = t.Now, t.Now
+			if _, err := t.Q.GetUserByName(ctx, u.TenantID, u.Name); err == nil {
+				return nil, kernel.Audit{}, kernel.Conflict("a user named %s already exists", kernel.Quote(u.Name))
+			}
+			if err := t.Q.CreateUser(ctx, u); err != nil {
+				return nil, kernel.Audit{}, err
+			}
+			entries := []kernel.Audit{{Action: "user.created", Kind: "user", ID: u.ID, Name: u.Name,
+				Detail: fmt.Sprintf("created %s with role %s", u.Name, u.Role)}}
+			for _, gi := range in.Groups {
+				_, a, err := s.putMemberChecked(t, gi.Group, u, gi.Role)
+				if err != nil {
+					return nil, kernel.Audit{}, err
+				}
+				entries = append(entries, a)
+			}
+			return u, kernel.Entries(entries...), nil
+		},
 	})
-	if err != nil {
-		return nil, err
-	}
-	return u, nil
 }
 
 func applyUser(p *identity.Principal, u *model.User, in UserInput) error {

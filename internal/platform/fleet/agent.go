@@ -38,10 +38,21 @@ func workerFrom(ctx context.Context) (*identity.Worker, error) {
 	return w, nil
 }
 
-// workerCtx is the context of the worker's audit entries.
-func (s *Fleet) workerTxn(ctx context.Context, w *identity.Worker, host string, fn func(t *kernel.Txn) error) error {
-	p := &identity.Principal{TenantID: w.TenantID, UserName: "worker " + host}
-	return s.k.Write(identity.WithChannel(ctx, identity.ChannelWorker), p, fn)
+// runAsWorker runs op for a worker daemon of w's credential, as actor
+// ("worker <host>", "autoscaler <name>") on the worker channel.
+func runAsWorker[Out any](ctx context.Context, k *kernel.Kernel, w *identity.Worker, actor string, op kernel.Op[Out]) (Out, error) {
+	p := &identity.Principal{TenantID: w.TenantID, UserName: actor}
+	return kernel.RunAs(identity.WithChannel(ctx, identity.ChannelWorker), k, p, op)
+}
+
+// recordAsWorker writes one audit entry of what a daemon did that changed
+// nothing here (it reported a problem, read its credentials).
+func (s *Fleet) recordAsWorker(ctx context.Context, w *identity.Worker, actor string, a kernel.Audit) error {
+	_, err := runAsWorker(ctx, s.k, w, actor, kernel.Op[struct{}]{
+		Name: a.Action,
+		Body: func(*kernel.Txn) (struct{}, kernel.Audit, error) { return struct{}{}, a, nil },
+	})
+	return err
 }
 
 // RegisterWorker records a worker daemon of the credential's pool.
@@ -93,17 +104,19 @@ func (s *Fleet) RegisterWorker(ctx context.Context, req agentapi.RegisterRequest
 	}
 	worker := &model.Worker{TenantID: w.TenantID, PoolID: w.PoolID, CredentialID: w.CredentialID, Hostname: host,
 		Version: req.Version, Mode: mode, Kind: kind, GPUs: gpus, Labels: req.Labels}
-	err = s.workerTxn(ctx, w, host, func(t *kernel.Txn) error {
-		if err := refuseTakeover(ctx, t.Q, w, host); err != nil {
-			return err
-		}
-		worker.RegisteredAt, worker.LastHeartbeatAt = t.Now, t.Now
-		if err := t.Q.RegisterWorker(ctx, worker); err != nil {
-			return err
-		}
-		t.Record("worker.registered", "worker", worker.ID, host, "",
-			fmt.Sprintf("worker %s (%s mode, %d GPUs, version %s) joined pool %s", host, mode, len(gpus), req.Version, w.PoolName))
-		return nil
+	_, err = runAsWorker(ctx, s.k, w, "worker "+host, kernel.Op[struct{}]{
+		Name: "registerWorker",
+		Body: func(t *kernel.Txn) (struct{}, kernel.Audit, error) {
+			if err := refuseTakeover(ctx, t.Q, w, host); err != nil {
+				return struct{}{}, kernel.Audit{}, err
+			}
+			worker.RegisteredAt, worker.LastHeartbeatAt = t.Now, t.Now
+			if err := t.Q.RegisterWorker(ctx, worker); err != nil {
+				return struct{}{}, kernel.Audit{}, err
+			}
+			return struct{}{}, kernel.Audit{Action: "worker.registered", Kind: "worker", ID: worker.ID, Name: host,
+				Detail: fmt.Sprintf("worker %s (%s mode, %d GPUs, version %s) joined pool %s", host, mode, len(gpus), req.Version, w.PoolName)}, nil
+		},
 	})
 	if err != nil {
 		return nil, err
@@ -225,30 +238,29 @@ func (s *Fleet) claimOnce(ctx context.Context, w *identity.Worker, worker *model
 	if ok, err := s.k.Store.Claimable(ctx, w.TenantID, w.PoolID, fit); err != nil || !ok {
 		return nil, err
 	}
-	var task *model.Task
 	var cr *model.ComputeResource
-	err := s.workerTxn(ctx, w, worker.Hostname, func(t *kernel.Txn) error {
-		var err error
-		task, err = t.Q.ClaimTask(ctx, w.TenantID, w.PoolID, worker.ID, "running on "+worker.Hostname+" in pool "+w.PoolName,
-			fit, t.Now, t.Now.Add(s.agent.Lease))
-		if errors.Is(err, store.ErrNotFound) {
-			task = nil
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		// The compute resource's run settings, from the task's own tenant,
-		// read with the claim: when they cannot be read the claim is
-		// undone rather than handing out a task without them.
-		e, err := s.k.CurrentEstate(ctx, t.Q, task.TenantID)
-		if err != nil {
-			return err
-		}
-		cr = e.ComputeResource(task.ComputeResourceID)
-		t.Record("task.started", "task", task.ID, task.Name, task.GroupID,
-			fmt.Sprintf("claimed by worker %s of pool %s (attempt %d)", worker.Hostname, w.PoolName, task.Run.Attempt))
-		return nil
+	task, err := runAsWorker(ctx, s.k, w, "worker "+worker.Hostname, kernel.Op[*model.Task]{
+		Name: "claimTask",
+		Body: func(t *kernel.Txn) (*model.Task, kernel.Audit, error) {
+			task, err := t.Q.ClaimTask(ctx, w.TenantID, w.PoolID, worker.ID, "running on "+worker.Hostname+" in pool "+w.PoolName,
+				fit, t.Now, t.Now.Add(s.agent.Lease))
+			if errors.Is(err, store.ErrNotFound) {
+				return nil, kernel.Audit{}, kernel.ErrRollback // nothing to claim
+			}
+			if err != nil {
+				return nil, kernel.Audit{}, err
+			}
+			// The compute resource's run settings, from the task's own
+			// tenant, read with the claim: when they cannot be read the
+			// claim is undone rather than handing out a task without them.
+			e, err := s.k.CurrentEstate(ctx, t.Q, task.TenantID)
+			if err != nil {
+				return nil, kernel.Audit{}, err
+			}
+			cr = e.ComputeResource(task.ComputeResourceID)
+			return task, kernel.Audit{Action: "task.started", Kind: "task", ID: task.ID, Name: task.Name, GroupID: task.GroupID,
+				Detail: fmt.Sprintf("claimed by worker %s of pool %s (attempt %d)", worker.Hostname, w.PoolName, task.Run.Attempt)}, nil
+		},
 	})
 	if err != nil || task == nil {
 		return nil, err
@@ -569,56 +581,9 @@ func (s *Fleet) FinishTask(ctx context.Context, taskID string, req agentapi.Fini
 	if err := s.redactFinish(ctx, w, taskID, &req); err != nil {
 		return err
 	}
-	var task *model.Task
-	err = s.workerTxn(ctx, w, "", func(t *kernel.Txn) error {
-		var err error
-		task, err = s.myTask(ctx, t.Q, w, taskID, req.Attempt, true)
-		if err != nil {
-			return err
-		}
-		worker, err := t.Q.GetWorker(ctx, w.TenantID, task.Run.WorkerID)
-		if err != nil {
-			return err
-		}
-		t.P.UserName = "worker " + worker.Hostname
-		now := t.Now
-		code := req.ExitCode
-		if status == model.TaskCompleted && task.Spec.Kind == model.TaskKindApplication {
-			// An app never completes on its own (a worker of an earlier
-			// version may say it did): its process exited, a failure.
-			status = model.TaskFailed
-			if req.Message == "" {
-				req.Message = "the app's process exited; an app never completes on its own"
-			}
-		}
-		task.Run.ExitCode, task.Run.Outputs, task.Run.LeaseExpiresAt = &code, req.Outputs, nil
-		task.Run.AppAddress = ""
-		task.Status, task.UpdatedAt = status, now
-		switch status {
-		case model.TaskCompleted:
-			task.Reason = fmt.Sprintf("completed on %s (exit code %d)", worker.Hostname, code)
-		case model.TaskFailed:
-			task.Reason = fmt.Sprintf("failed on %s (exit code %d)", worker.Hostname, code)
-		case model.TaskAborted:
-			task.Reason = "stopped on " + worker.Hostname
-		case model.TaskQueued:
-			task.Reason = "preempted: its environment took the capacity back on " + worker.Hostname
-			task.PoolID, task.PlacedAt = "", nil
-		}
-		if req.Message != "" && status != model.TaskCompleted {
-			task.Reason += ": " + req.Message
-		}
-		if status.Final() {
-			task.FinishedAt = &now
-		}
-		if err := t.Q.UpdateTask(ctx, task); err != nil {
-			return err
-		}
-		if err := t.Q.EndPlacement(ctx, w.TenantID, task.ID, now, task.Reason); err != nil {
-			return err
-		}
-		t.Record("task."+string(status), "task", task.ID, task.Name, task.GroupID, task.Reason)
-		return nil
+	task, err := runAsWorker(ctx, s.k, w, "worker ", kernel.Op[*model.Task]{
+		Name: "finishTask",
+		Body: func(t *kernel.Txn) (*model.Task, kernel.Audit, error) { return s.finish(t, w, taskID, status, &req) },
 	})
 	if err != nil {
 		return err
@@ -626,4 +591,58 @@ func (s *Fleet) FinishTask(ctx context.Context, taskID string, req agentapi.Fini
 	s.forgetRedaction(taskID, req.Attempt)
 	s.k.Events.Publish(events.Event{TenantID: w.TenantID, Kind: "task.finished", ObjectKind: "task", ObjectID: taskID, GroupID: task.GroupID, At: s.k.Now()})
 	return nil
+}
+
+// finish is FinishTask's change, in t: the attempt's end on the task
+// and its ledger interval closed, with the task's audit entry (the worker,
+// by its host name, as actor).
+func (s *Fleet) finish(t *kernel.Txn, w *identity.Worker, taskID string, status model.TaskStatus, req *agentapi.FinishRequest) (*model.Task, kernel.Audit, error) {
+	ctx := t.Ctx
+	task, err := s.myTask(ctx, t.Q, w, taskID, req.Attempt, true)
+	if err != nil {
+		return nil, kernel.Audit{}, err
+	}
+	worker, err := t.Q.GetWorker(ctx, w.TenantID, task.Run.WorkerID)
+	if err != nil {
+		return nil, kernel.Audit{}, err
+	}
+	t.P.UserName = "worker " + worker.Hostname
+	now := t.Now
+	code := req.ExitCode
+	if status == model.TaskCompleted && task.Spec.Kind == model.TaskKindApplication {
+		// An app never completes on its own (a worker of an earlier
+		// version may say it did): its process exited, a failure.
+		status = model.TaskFailed
+		if req.Message == "" {
+			req.Message = "the app's process exited; an app never completes on its own"
+		}
+	}
+	task.Run.ExitCode, task.Run.Outputs, task.Run.LeaseExpiresAt = &code, req.Outputs, nil
+	task.Run.AppAddress = ""
+	task.Status, task.UpdatedAt = status, now
+	switch status {
+	case model.TaskCompleted:
+		task.Reason = fmt.Sprintf("completed on %s (exit code %d)", worker.Hostname, code)
+	case model.TaskFailed:
+		task.Reason = fmt.Sprintf("failed on %s (exit code %d)", worker.Hostname, code)
+	case model.TaskAborted:
+		task.Reason = "stopped on " + worker.Hostname
+	case model.TaskQueued:
+		task.Reason = "preempted: its environment took the capacity back on " + worker.Hostname
+		task.PoolID, task.PlacedAt = "", nil
+	}
+	if req.Message != "" && status != model.TaskCompleted {
+		task.Reason += ": " + req.Message
+	}
+	if status.Final() {
+		task.FinishedAt = &now
+	}
+	if err := t.Q.UpdateTask(ctx, task); err != nil {
+		return nil, kernel.Audit{}, err
+	}
+	if err := t.Q.EndPlacement(ctx, w.TenantID, task.ID, now, task.Reason); err != nil {
+		return nil, kernel.Audit{}, err
+	}
+	return task, kernel.Audit{Action: "task." + string(status), Kind: "task", ID: task.ID, Name: task.Name, GroupID: task.GroupID,
+		Detail: task.Reason}, nil
 }

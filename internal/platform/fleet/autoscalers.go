@@ -205,47 +205,50 @@ func (s *Fleet) checkAutoscaler(ctx context.Context, p *identity.Principal, e *e
 	return pool, spec, nil
 }
 
-// autoscalerInput checks that the caller is an admin and the input is an
-// autoscaler for one of the tenant's cloud pools, for a create or an
-// update (what).
-func (s *Fleet) autoscalerInput(ctx context.Context, what string, in AutoscalerInput) (*identity.Principal, *estate.Estate, *model.Pool, model.AutoscalerSpec, error) {
-	p, err := kernel.Caller(ctx)
-	if err != nil {
-		return nil, nil, nil, model.AutoscalerSpec{}, err
+// checkedAutoscaler is an autoscaler input checked against the estate.
+type checkedAutoscaler struct {
+	e    *estate.Estate
+	pool *model.Pool
+	spec model.AutoscalerSpec
+}
+
+// autoscalerInput checks that the input is an autoscaler for one of the
+// tenant's cloud pools, for a create or an update by an admin p.
+func (s *Fleet) autoscalerInput(ctx context.Context, p *identity.Principal, in AutoscalerInput) (c checkedAutoscaler, err error) {
+	if c.e, err = s.k.Estate(ctx); err != nil {
+		return c, err
 	}
-	if err := kernel.RequireAdmin(p, what); err != nil {
-		return nil, nil, nil, model.AutoscalerSpec{}, err
-	}
-	e, err := s.k.Estate(ctx)
-	if err != nil {
-		return nil, nil, nil, model.AutoscalerSpec{}, err
-	}
-	pool, spec, err := s.checkAutoscaler(ctx, p, e, in)
-	return p, e, pool, spec, err
+	c.pool, c.spec, err = s.checkAutoscaler(ctx, p, c.e, in)
+	return c, err
 }
 
 // CreateAutoscaler stores an autoscaler for a cloud pool (admins). A pool
 // has at most one.
 func (s *Fleet) CreateAutoscaler(ctx context.Context, in AutoscalerInput) (*AutoscalerView, error) {
-	p, e, pool, spec, err := s.autoscalerInput(ctx, "create autoscalers", in)
-	if err != nil {
-		return nil, err
-	}
-	a := &model.Autoscaler{TenantID: p.TenantID, PoolID: pool.ID, Name: in.Name, Spec: spec, CreatedBy: p.UserName}
-	err = s.k.Write(ctx, p, func(t *kernel.Txn) error {
-		a.CreatedAt, a.UpdatedAt = t.Now, t.Now
-		if err := t.Q.CreateAutoscaler(ctx, a); errors.Is(err, store.ErrConflict) {
-			return kernel.Conflict("pool %s already has an autoscaler, or the name %s is taken: update that one instead", pool.Name, in.Name)
-		} else if err != nil {
-			return err
-		}
-		t.Record("autoscaler.created", "autoscaler", a.ID, a.Name, "", describeAutoscaler(a.Spec, pool.Name))
-		return nil
+	var c checkedAutoscaler
+	a, err := kernel.Run(ctx, s.k, kernel.Op[*model.Autoscaler]{
+		Name: "createAutoscaler", Right: kernel.RightAdmin, What: "create autoscalers",
+		Prepare: func(p *identity.Principal) (err error) { c, err = s.autoscalerInput(ctx, p, in); return err },
+		Body: func(t *kernel.Txn) (*model.Autoscaler, kernel.Audit, error) {
+			a := &model.Autoscaler{TenantID: t.P.TenantID, PoolID: c.pool.ID, Name: in.Name, Spec: c.spec, CreatedBy: t.P.UserName,
+				CreatedAt: t.Now, UpdatedAt: t.Now}
+			if err := t.Q.CreateAutoscaler(ctx, a); errors.Is(err, store.ErrConflict) {
+				return nil, kernel.Audit{}, kernel.Conflict("pool %s already has an autoscaler, or the name %s is taken: update that one instead", c.pool.Name, in.Name)
+			} else if err != nil {
+				return nil, kernel.Audit{}, err
+			}
+			return a, autoscalerAudit("autoscaler.created", a, c.pool), nil
+		},
 	})
 	if err != nil {
 		return nil, err
 	}
-	return s.autoscalerView(a, e), nil
+	return s.autoscalerView(a, c.e), nil
+}
+
+// autoscalerAudit is the audit entry of an autoscaler created or changed.
+func autoscalerAudit(action string, a *model.Autoscaler, pool *model.Pool) kernel.Audit {
+	return kernel.Audit{Action: action, Kind: "autoscaler", ID: a.ID, Name: a.Name, Detail: describeAutoscaler(a.Spec, pool.Name)}
 }
 
 func describeAutoscaler(spec model.AutoscalerSpec, pool string) string {
@@ -260,60 +263,61 @@ func describeAutoscaler(spec model.AutoscalerSpec, pool string) string {
 // UpdateAutoscaler replaces an autoscaler's settings (admins). Its pool
 // cannot change.
 func (s *Fleet) UpdateAutoscaler(ctx context.Context, id string, in AutoscalerInput) (*AutoscalerView, error) {
-	p, e, pool, spec, err := s.autoscalerInput(ctx, "change autoscalers", in)
-	if err != nil {
-		return nil, err
-	}
-	var a *model.Autoscaler
-	err = s.k.Write(ctx, p, func(t *kernel.Txn) error {
-		a, err = t.Q.GetAutoscaler(ctx, p.TenantID, id)
-		if errors.Is(err, store.ErrNotFound) {
-			return kernel.NotFound("no autoscaler %s", kernel.Quote(id))
-		} else if err != nil {
-			return err
-		}
-		if a.PoolID != pool.ID {
-			return kernel.Invalid("an autoscaler's pool cannot change: delete autoscaler %s and create one for pool %s", a.Name, pool.Name)
-		}
-		a.Name, a.Spec, a.UpdatedAt = in.Name, spec, t.Now
-		if err := t.Q.UpdateAutoscaler(ctx, a); errors.Is(err, store.ErrConflict) {
-			return kernel.Conflict("the name %s is taken by another autoscaler", in.Name)
-		} else if err != nil {
-			return err
-		}
-		t.Record("autoscaler.updated", "autoscaler", a.ID, a.Name, "", describeAutoscaler(a.Spec, pool.Name))
-		return nil
+	var c checkedAutoscaler
+	a, err := kernel.Run(ctx, s.k, kernel.Op[*model.Autoscaler]{
+		Name: "updateAutoscaler", Right: kernel.RightAdmin, What: "change autoscalers",
+		Prepare: func(p *identity.Principal) (err error) { c, err = s.autoscalerInput(ctx, p, in); return err },
+		Body: func(t *kernel.Txn) (*model.Autoscaler, kernel.Audit, error) {
+			a, err := s.autoscalerOf(t, id)
+			if err != nil {
+				return nil, kernel.Audit{}, err
+			}
+			if a.PoolID != c.pool.ID {
+				return nil, kernel.Audit{}, kernel.Invalid("an autoscaler's pool cannot change: delete autoscaler %s and create one for pool %s", a.Name, c.pool.Name)
+			}
+			a.Name, a.Spec, a.UpdatedAt = in.Name, c.spec, t.Now
+			if err := t.Q.UpdateAutoscaler(ctx, a); errors.Is(err, store.ErrConflict) {
+				return nil, kernel.Audit{}, kernel.Conflict("the name %s is taken by another autoscaler", in.Name)
+			} else if err != nil {
+				return nil, kernel.Audit{}, err
+			}
+			return a, autoscalerAudit("autoscaler.updated", a, c.pool), nil
+		},
 	})
 	if err != nil {
 		return nil, err
 	}
-	return s.autoscalerView(a, e), nil
+	return s.autoscalerView(a, c.e), nil
+}
+
+// autoscalerOf reads an autoscaler of the tenant of t's caller.
+func (s *Fleet) autoscalerOf(t *kernel.Txn, id string) (*model.Autoscaler, error) {
+	a, err := t.Q.GetAutoscaler(t.Ctx, t.P.TenantID, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, kernel.NotFound("no autoscaler %s", kernel.Quote(id))
+	}
+	return a, err
 }
 
 // DeleteAutoscaler removes an autoscaler (admins). Its daemon is refused
 // from its next sync and starts nothing more; instances it started are
 // its daemon's to stop (it terminates them when it is refused).
 func (s *Fleet) DeleteAutoscaler(ctx context.Context, id string) error {
-	p, err := kernel.Caller(ctx)
-	if err != nil {
-		return err
-	}
-	if err := kernel.RequireAdmin(p, "delete autoscalers"); err != nil {
-		return err
-	}
-	return s.k.Write(ctx, p, func(t *kernel.Txn) error {
-		a, err := t.Q.GetAutoscaler(ctx, p.TenantID, id)
-		if errors.Is(err, store.ErrNotFound) {
-			return kernel.NotFound("no autoscaler %s", kernel.Quote(id))
-		} else if err != nil {
-			return err
-		}
-		if err := t.Q.DeleteAutoscaler(ctx, p.TenantID, id); err != nil {
-			return err
-		}
-		t.Record("autoscaler.deleted", "autoscaler", a.ID, a.Name, "", "deleted autoscaler "+a.Name)
-		return nil
+	_, err := kernel.Run(ctx, s.k, kernel.Op[struct{}]{
+		Name: "deleteAutoscaler", Right: kernel.RightAdmin, What: "delete autoscalers",
+		Body: func(t *kernel.Txn) (struct{}, kernel.Audit, error) {
+			a, err := s.autoscalerOf(t, id)
+			if err != nil {
+				return struct{}{}, kernel.Audit{}, err
+			}
+			if err := t.Q.DeleteAutoscaler(ctx, t.P.TenantID, id); err != nil {
+				return struct{}{}, kernel.Audit{}, err
+			}
+			return struct{}{}, kernel.Audit{Action: "autoscaler.deleted", Kind: "autoscaler", ID: a.ID, Name: a.Name,
+				Detail: "deleted autoscaler " + a.Name}, nil
+		},
 	})
+	return err
 }
 
 // Autoscalers lists the tenant's autoscalers with their instances and
@@ -412,12 +416,8 @@ func (s *Fleet) SyncAutoscaler(ctx context.Context, req agentapi.AutoscalerSyncR
 	if req.Message != a.Status.Message && req.Message != "" {
 		// A new problem (or a new kind of it) goes to the audit trail
 		// once, not at every sync.
-		p := &identity.Principal{TenantID: w.TenantID, UserName: "autoscaler " + a.Name}
-		err := s.k.Write(identity.WithChannel(ctx, identity.ChannelWorker), p, func(t *kernel.Txn) error {
-			t.Record("autoscaler.reported", "autoscaler", a.ID, a.Name, "", req.Message)
-			return nil
-		})
-		if err != nil {
+		if err := s.recordAsWorker(ctx, w, "autoscaler "+a.Name, kernel.Audit{Action: "autoscaler.reported", Kind: "autoscaler",
+			ID: a.ID, Name: a.Name, Detail: req.Message}); err != nil {
 			return nil, err
 		}
 	}
@@ -520,13 +520,8 @@ func (s *Fleet) AutoscalerCredentials(ctx context.Context) (*agentapi.Autoscaler
 		}
 		out[name] = string(v)
 	}
-	p := &identity.Principal{TenantID: w.TenantID, UserName: "autoscaler " + a.Name}
-	err = s.k.Write(identity.WithChannel(ctx, identity.ChannelWorker), p, func(t *kernel.Txn) error {
-		t.Record("autoscaler.credentials_read", "autoscaler", a.ID, a.Name, "",
-			fmt.Sprintf("the daemon of autoscaler %s read its provider credentials (%s)", a.Name, strings.Join(a.Spec.CredentialSecrets, ", ")))
-		return nil
-	})
-	if err != nil {
+	if err := s.recordAsWorker(ctx, w, "autoscaler "+a.Name, kernel.Audit{Action: "autoscaler.credentials_read", Kind: "autoscaler",
+		ID: a.ID, Name: a.Name, Detail: fmt.Sprintf("the daemon of autoscaler %s read its provider credentials (%s)", a.Name, strings.Join(a.Spec.CredentialSecrets, ", "))}); err != nil {
 		return nil, err
 	}
 	return &agentapi.AutoscalerCredentialsResponse{Secrets: out}, nil

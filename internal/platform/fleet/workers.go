@@ -51,40 +51,40 @@ func (o AgentOptions) withDefaults() AgentOptions {
 // CreateWorkerCredential makes a credential the worker daemons of a pool
 // connect with. The secret is returned this once; only its hash is kept.
 func (s *Fleet) CreateWorkerCredential(ctx context.Context, poolRef, name string) (*model.WorkerCredential, string, error) {
-	p, err := kernel.Caller(ctx)
-	if err != nil {
-		return nil, "", err
-	}
-	if err := kernel.RequireAdmin(p, "create worker credentials"); err != nil {
-		return nil, "", err
-	}
 	if name == "" {
 		name = "workers"
 	}
-	if err := basis.CheckName(name); err != nil {
-		return nil, "", kernel.Invalid("worker credential %v", err)
-	}
-	e, err := s.k.Estate(ctx)
-	if err != nil {
-		return nil, "", err
-	}
-	pool, err := kernel.FindPool(e, poolRef)
-	if err != nil {
-		return nil, "", err
-	}
-	secret, prefix, hash, err := identity.NewWorkerCredential()
-	if err != nil {
-		return nil, "", err
-	}
-	c := &model.WorkerCredential{TenantID: p.TenantID, PoolID: pool.ID, Name: name, Prefix: prefix, Hash: hash, CreatedBy: p.UserName}
-	err = s.k.Write(ctx, p, func(t *kernel.Txn) error {
-		c.CreatedAt = t.Now
-		if err := t.Q.CreateWorkerCredential(ctx, c); err != nil {
+	var pool *model.Pool
+	var secret, prefix string
+	var hash []byte
+	c, err := kernel.Run(ctx, s.k, kernel.Op[*model.WorkerCredential]{
+		Name: "createWorkerCredential", Right: kernel.RightAdmin, What: "create worker credentials",
+		Check: func(*identity.Principal) error {
+			if err := basis.CheckName(name); err != nil {
+				return kernel.Invalid("worker credential %v", err)
+			}
+			return nil
+		},
+		Prepare: func(*identity.Principal) error {
+			e, err := s.k.Estate(ctx)
+			if err != nil {
+				return err
+			}
+			if pool, err = kernel.FindPool(e, poolRef); err != nil {
+				return err
+			}
+			secret, prefix, hash, err = identity.NewWorkerCredential()
 			return err
-		}
-		t.Record("worker_credential.created", "worker_credential", c.ID, c.Name, "",
-			fmt.Sprintf("credential %s… for the workers of pool %s", c.Prefix, pool.Name))
-		return nil
+		},
+		Body: func(t *kernel.Txn) (*model.WorkerCredential, kernel.Audit, error) {
+			c := &model.WorkerCredential{TenantID: t.P.TenantID, PoolID: pool.ID, Name: name, Prefix: prefix, Hash: hash,
+				CreatedBy: t.P.UserName, CreatedAt: t.Now}
+			if err := t.Q.CreateWorkerCredential(ctx, c); err != nil {
+				return nil, kernel.Audit{}, err
+			}
+			return c, kernel.Audit{Action: "worker_credential.created", Kind: "worker_credential", ID: c.ID, Name: c.Name,
+				Detail: fmt.Sprintf("credential %s… for the workers of pool %s", c.Prefix, pool.Name)}, nil
+		},
 	})
 	if err != nil {
 		return nil, "", err
@@ -108,36 +108,29 @@ func (s *Fleet) WorkerCredentials(ctx context.Context) ([]*model.WorkerCredentia
 // RevokeWorkerCredential revokes a worker credential: its daemons are
 // refused from their next call.
 func (s *Fleet) RevokeWorkerCredential(ctx context.Context, id string) (*model.WorkerCredential, error) {
-	p, err := kernel.Caller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if err := kernel.RequireAdmin(p, "revoke worker credentials"); err != nil {
-		return nil, err
-	}
-	var out *model.WorkerCredential
-	err = s.k.Write(ctx, p, func(t *kernel.Txn) error {
-		if err := t.Q.RevokeWorkerCredential(ctx, p.TenantID, id, t.Now); errors.Is(err, store.ErrNotFound) {
-			return kernel.NotFound("no worker credential %s", kernel.Quote(id))
-		} else if err != nil {
-			return err
-		}
-		list, err := t.Q.ListWorkerCredentials(ctx, p.TenantID)
-		if err != nil {
-			return err
-		}
-		for _, c := range list {
-			if c.ID == id {
-				out = c
+	return kernel.Run(ctx, s.k, kernel.Op[*model.WorkerCredential]{
+		Name: "revokeWorkerCredential", Right: kernel.RightAdmin, What: "revoke worker credentials",
+		Body: func(t *kernel.Txn) (*model.WorkerCredential, kernel.Audit, error) {
+			tenantID := t.P.TenantID
+			if err := t.Q.RevokeWorkerCredential(ctx, tenantID, id, t.Now); errors.Is(err, store.ErrNotFound) {
+				return nil, kernel.Audit{}, kernel.NotFound("no worker credential %s", kernel.Quote(id))
+			} else if err != nil {
+				return nil, kernel.Audit{}, err
 			}
-		}
-		t.Record("worker_credential.revoked", "worker_credential", id, out.Name, "", "revoked "+out.Prefix+"…")
-		return nil
+			list, err := t.Q.ListWorkerCredentials(ctx, tenantID)
+			if err != nil {
+				return nil, kernel.Audit{}, err
+			}
+			var out *model.WorkerCredential
+			for _, c := range list {
+				if c.ID == id {
+					out = c
+				}
+			}
+			return out, kernel.Audit{Action: "worker_credential.revoked", Kind: "worker_credential", ID: id, Name: out.Name,
+				Detail: "revoked " + out.Prefix + "…"}, nil
+		},
 	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
 }
 
 // Workers lists the tenant's registered workers: everyone in the tenant may

@@ -84,83 +84,111 @@ func VisibleEstate(p *identity.Principal, e *estate.Estate) *estate.Estate {
 // ChangeEstate is the one way the allocation model changes. It loads the
 // tenant's estate, lets mutate change a copy, normalises and validates the
 // copy as a whole, checks what deletions would strand, and writes the
-// difference with an audit entry per object, all in one transaction.
+// difference with an audit entry per object, all in one transaction: an
+// operation run as p (RunAs) that needs a tenant admin.
 func (k *Kernel) ChangeEstate(ctx context.Context, p *identity.Principal, what string, dryRun bool,
 	mutate func(t *Txn, cur, next *estate.Estate) (string, error)) (*EstateResult, error) {
-	if err := RequireAdmin(p, what); err != nil {
-		return nil, err
-	}
-	defer k.LockEstate(p.TenantID)()
-	res := &EstateResult{DryRun: dryRun}
-	err := k.Write(ctx, p, func(t *Txn) error {
-		if err := t.Q.LockTenant(ctx, p.TenantID); err != nil {
-			return err
-		}
-		// Under the lock the version is current: the model read is the
-		// one this change applies to.
-		cur, err := k.CurrentEstate(ctx, t.Q, p.TenantID)
-		if err != nil {
-			return err
-		}
-		next := cur.Clone()
-		if res.ID, err = mutate(t, cur, next); err != nil {
-			return err
-		}
-		next.FollowRenames(cur)
-		next.Normalize()
-		if err := next.Validate(); err != nil {
-			return InvalidEstate(err)
-		}
-		res.Changes = estate.Diff(cur, next)
-		res.Warnings = next.Warnings()
-		res.Estate = next
-		if err := k.checkDeletes(t, cur, res.Changes); err != nil {
-			return err
-		}
-		if dryRun {
-			return ErrRollback
-		}
-		if err := parkRenamedComputeResources(t, res.Changes); err != nil {
-			return err
-		}
-		if len(res.Changes) > 0 {
-			if _, err := t.Q.BumpEstateVersion(ctx, p.TenantID); err != nil {
-				return err
-			}
-		}
-		gatewayChanged, appsChanged := false, false
-		for _, c := range res.Changes {
-			if llmconf.OwnsKind(c.Kind) {
-				gatewayChanged = true
-			} else if appconf.OwnsKind(c.Kind) {
-				appsChanged = true
-			} else if err := writeChange(t, c); err != nil {
-				return err
-			}
-			t.Record(string(c.Kind)+"."+string(c.Action)+"d", c.Kind, c.ID, c.Name, groupOfChange(next, cur, c), c.String())
-		}
-		if gatewayChanged {
-			if err := t.Q.PutGateway(ctx, p.TenantID, &next.Gateway, t.Now); err != nil {
-				return err
-			}
-		}
-		if appsChanged {
-			if err := t.Q.PutApps(ctx, p.TenantID, &next.Apps, t.Now); err != nil {
-				return err
-			}
-		}
-		return nil
+	unlock := func() {}
+	defer func() { unlock() }()
+	res, err := RunAs(ctx, k, p, Op[*EstateResult]{
+		Name: "changeEstate", Right: RightAdmin, What: what,
+		// Changes of one tenant's model are made one at a time.
+		Prepare: func(p *identity.Principal) error { unlock = k.LockEstate(p.TenantID); return nil },
+		Body: func(t *Txn) (*EstateResult, Audit, error) {
+			return k.changeEstate(t, dryRun, mutate)
+		},
 	})
-	if errors.Is(err, ErrRollback) {
-		return res, nil
-	}
 	if err != nil {
 		return nil, err
 	}
-	if len(res.Changes) > 0 {
+	if !dryRun && len(res.Changes) > 0 {
 		k.estates.forget(p.TenantID)
 	}
 	return res, nil
+}
+
+// ChangeCallerEstate is ChangeEstate as the request's caller, not a dry
+// run: a domain's change of one object of the model.
+func (k *Kernel) ChangeCallerEstate(ctx context.Context, what string,
+	mutate func(t *Txn, cur, next *estate.Estate) (string, error)) (*EstateResult, error) {
+	p, err := Caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return k.ChangeEstate(ctx, p, what, false, mutate)
+}
+
+// changeEstate is ChangeEstate's body: it writes the difference mutate
+// makes and returns an audit entry per changed object. A dry run, or a
+// change that changes nothing, rolls back (ErrRollback) with the result.
+func (k *Kernel) changeEstate(t *Txn, dryRun bool, mutate func(t *Txn, cur, next *estate.Estate) (string, error)) (*EstateResult, Audit, error) {
+	ctx, tenantID := t.Ctx, t.P.TenantID
+	res := &EstateResult{DryRun: dryRun}
+	if err := t.Q.LockTenant(ctx, tenantID); err != nil {
+		return nil, Audit{}, err
+	}
+	// Under the lock the version is current: the model read is the
+	// one this change applies to.
+	cur, err := k.CurrentEstate(ctx, t.Q, tenantID)
+	if err != nil {
+		return nil, Audit{}, err
+	}
+	next := cur.Clone()
+	if res.ID, err = mutate(t, cur, next); err != nil {
+		return nil, Audit{}, err
+	}
+	next.FollowRenames(cur)
+	next.Normalize()
+	if err := next.Validate(); err != nil {
+		return nil, Audit{}, InvalidEstate(err)
+	}
+	res.Changes = estate.Diff(cur, next)
+	res.Warnings = next.Warnings()
+	res.Estate = next
+	if err := k.checkDeletes(t, cur, res.Changes); err != nil {
+		return nil, Audit{}, err
+	}
+	if dryRun || len(res.Changes) == 0 {
+		return res, Audit{}, ErrRollback
+	}
+	entries, err := writeChanges(t, cur, next, res.Changes)
+	return res, Entries(entries...), err
+}
+
+// writeChanges writes the changes of an estate change and returns the
+// audit entry of each.
+func writeChanges(t *Txn, cur, next *estate.Estate, changes []estate.Change) ([]Audit, error) {
+	ctx, tenantID := t.Ctx, t.P.TenantID
+	if err := parkRenamedComputeResources(t, changes); err != nil {
+		return nil, err
+	}
+	if _, err := t.Q.BumpEstateVersion(ctx, tenantID); err != nil {
+		return nil, err
+	}
+	gatewayChanged, appsChanged := false, false
+	entries := make([]Audit, 0, len(changes))
+	for _, c := range changes {
+		if llmconf.OwnsKind(c.Kind) {
+			gatewayChanged = true
+		} else if appconf.OwnsKind(c.Kind) {
+			appsChanged = true
+		} else if err := writeChange(t, c); err != nil {
+			return nil, err
+		}
+		entries = append(entries, Audit{Action: string(c.Kind) + "." + string(c.Action) + "d", Kind: c.Kind, ID: c.ID, Name: c.Name,
+			GroupID: groupOfChange(next, cur, c), Detail: c.String()})
+	}
+	if gatewayChanged {
+		if err := t.Q.PutGateway(ctx, tenantID, &next.Gateway, t.Now); err != nil {
+			return nil, err
+		}
+	}
+	if appsChanged {
+		if err := t.Q.PutApps(ctx, tenantID, &next.Apps, t.Now); err != nil {
+			return nil, err
+		}
+	}
+	return entries, nil
 }
 
 // parkRenamedComputeResources gives every compute resource an update renames

@@ -64,6 +64,32 @@ func (r Right) Require(p *identity.Principal, what string) error {
 type Audit struct {
 	Action, Kind, ID, Name, GroupID, Detail string
 	Events                                  []EventOption
+	// Also are further entries of the same operation, recorded after
+	// this one in order: only for separate facts that are read apart
+	// (a new user's user.created and each group.member_set it makes;
+	// each object an estate change creates, changes or deletes). One
+	// fact with several parts is one entry whose detail says them.
+	Also []Audit
+}
+
+// Entries is the Audit of an operation that records list, in order: the
+// first entry with the rest in Also (none: the empty Audit, which only an
+// Unaudited operation may return).
+func Entries(list ...Audit) Audit {
+	if len(list) == 0 {
+		return Audit{}
+	}
+	a := list[0]
+	a.Also = append(append([]Audit(nil), a.Also...), list[1:]...)
+	return a
+}
+
+// record records a and its further entries in t.
+func (a Audit) record(t *Txn) {
+	t.Record(a.Action, a.Kind, a.ID, a.Name, a.GroupID, a.Detail, a.Events...)
+	for _, b := range a.Also {
+		b.record(t)
+	}
 }
 
 // Op is one mutation. Name, Right, What and Body are required.
@@ -95,13 +121,21 @@ type Op[Out any] struct {
 	Replay   func(ctx context.Context, id string) (Out, error)
 	// Body makes the change in the transaction t and returns the result
 	// and the operation's audit entry. An error rolls back everything
-	// (the change, the audit entry, the key) and publishes nothing.
+	// (the change, the audit entry, the key) and publishes nothing;
+	// ErrRollback does the same without failing: Run returns Body's
+	// result (a dry run, or a change found already made or lost to a
+	// race, that writes nothing).
 	Body func(t *Txn) (Out, Audit, error)
+	// Unaudited lets Body return the empty Audit and commit: a system
+	// actor's step of progress the audit trail does not keep (a pipeline
+	// step moving), whose events Body queues with Txn.Publish. An entry it
+	// does return is recorded. A user's operation is always audited.
+	Unaudited bool
 }
 
 // Run runs op as the request's caller: the right, Check, the idempotency
 // key (a retry answers here), Prepare, Body in one transaction with op's
-// audit entry and key, and the events after commit.
+// audit entries and key, and the events after commit.
 func Run[Out any](ctx context.Context, k *Kernel, op Op[Out]) (Out, error) {
 	var zero Out
 	p, err := Caller(ctx)
@@ -148,7 +182,7 @@ func RunAs[Out any](ctx context.Context, k *Kernel, p *identity.Principal, op Op
 		if out, a, err = op.Body(t); err != nil {
 			return err
 		}
-		if a.Action == "" {
+		if a.Action == "" && (!op.Unaudited || len(a.Also) > 0) {
 			return fmt.Errorf("operation %s wrote no audit entry: its body must say what it did", op.Name)
 		}
 		if idem != nil {
@@ -156,9 +190,14 @@ func RunAs[Out any](ctx context.Context, k *Kernel, p *identity.Principal, op Op
 				return err
 			}
 		}
-		t.Record(a.Action, a.Kind, a.ID, a.Name, a.GroupID, a.Detail, a.Events...)
+		if a.Action != "" {
+			a.record(t)
+		}
 		return nil
 	})
+	if errors.Is(err, ErrRollback) {
+		return out, nil
+	}
 	if errors.Is(err, ErrIdempotencyRace) {
 		// A retry with the same key committed first: answer as it.
 		if out, done, rerr := replay(ctx, k, idem, op); done {

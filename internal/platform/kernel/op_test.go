@@ -3,6 +3,7 @@ package kernel_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 
@@ -185,5 +186,92 @@ func TestAnErrorInTheBodyRollsEverythingBack(t *testing.T) {
 	// Its key was not kept either: the retry runs.
 	if _, err := kernel.Run(w.ctx, w.k, w.createTenant("beta", "key-1", nil)); err != nil || w.bodies != 2 {
 		t.Errorf("the retry of a failed operation: %v (bodies run %d)", err, w.bodies)
+	}
+}
+
+func TestRunRecordsFurtherEntriesInOrder(t *testing.T) {
+	w := newWorld(t, model.RoleMember)
+	op := w.createTenant("beta", "", nil)
+	body := op.Body
+	op.Body = func(t *kernel.Txn) (*model.Tenant, kernel.Audit, error) {
+		tn, a, err := body(t)
+		more := kernel.Audit{Action: "tenant.renamed", Kind: "tenant", ID: tn.ID, Name: tn.Name, Detail: "renamed beta"}
+		last := kernel.Audit{Action: "tenant.described", Kind: "tenant", ID: tn.ID, Name: tn.Name, Detail: "described beta"}
+		return tn, kernel.Entries(a, more, last), err
+	}
+	if _, err := kernel.Run(w.ctx, w.k, op); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range w.audits(t) {
+		got = append(got, e.Action)
+	}
+	// ListAudit is newest first.
+	if want := []string{"tenant.described", "tenant.renamed", "tenant.created"}; !slices.Equal(got, want) {
+		t.Errorf("audit entries %v, want %v", got, want)
+	}
+	var kinds []string
+	for i, e := range w.events.published {
+		kinds = append(kinds, e.Kind)
+		if !w.events.committed[i] {
+			t.Errorf("event %s was published before its change committed", e.Kind)
+		}
+	}
+	if want := []string{"tenant.created", "tenant.renamed", "tenant.described"}; !slices.Equal(kinds, want) {
+		t.Errorf("events %v, want %v", kinds, want)
+	}
+}
+
+func TestAnUnauditedOperationCommitsWithoutAnEntry(t *testing.T) {
+	w := newWorld(t, model.RoleMember)
+	op := w.createTenant("beta", "", nil)
+	body := op.Body
+	op.Body = func(t *kernel.Txn) (*model.Tenant, kernel.Audit, error) {
+		tn, _, err := body(t)
+		t.Publish(events.Event{TenantID: "t1", Kind: "tenant.moved", ObjectKind: "tenant", ObjectID: tn.ID})
+		return tn, kernel.Audit{}, err
+	}
+	op.Unaudited = true
+	tn, err := kernel.Run(w.ctx, w.k, op)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.st.GetTenant(context.Background(), tn.ID); err != nil {
+		t.Errorf("the unaudited change was not kept: %v", err)
+	}
+	if n := len(w.audits(t)); n != 0 {
+		t.Errorf("%d audit entries of an unaudited step", n)
+	}
+	if len(w.events.published) != 1 || w.events.published[0].Kind != "tenant.moved" || !w.events.committed[0] {
+		t.Errorf("events %+v (committed %v): want tenant.moved after commit", w.events.published, w.events.committed)
+	}
+	// Further entries without a first one are refused even then.
+	op.Body = func(t *kernel.Txn) (*model.Tenant, kernel.Audit, error) {
+		tn, a, err := body(t)
+		return tn, kernel.Audit{Also: []kernel.Audit{a}}, err
+	}
+	if _, err := kernel.Run(w.ctx, w.k, op); err == nil {
+		t.Error("an operation with further entries and no first one committed")
+	}
+}
+
+func TestErrRollbackUndoesTheBodyWithoutFailing(t *testing.T) {
+	w := newWorld(t, model.RoleMember)
+	tn, err := kernel.Run(w.ctx, w.k, w.createTenant("beta", "key-1", kernel.ErrRollback))
+	if err != nil {
+		t.Fatalf("a rolled back operation failed: %v", err)
+	}
+	if tn == nil || tn.Name != "beta" {
+		t.Errorf("the rolled back operation's result %+v, want the body's", tn)
+	}
+	if _, err := w.st.GetTenantByName(context.Background(), "beta"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the rolled back change was kept: %v", err)
+	}
+	if n, m := len(w.audits(t)), len(w.events.published); n != 0 || m != 0 {
+		t.Errorf("a rolled back operation wrote %d audit entries and published %d events", n, m)
+	}
+	// Its key was not kept: the retry runs.
+	if _, err := kernel.Run(w.ctx, w.k, w.createTenant("beta", "key-1", nil)); err != nil || w.bodies != 2 {
+		t.Errorf("the retry of a rolled back operation: %v (bodies run %d)", err, w.bodies)
 	}
 }

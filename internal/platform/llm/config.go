@@ -300,11 +300,7 @@ func guardrailsFromInput(in *GuardrailsInput) model.Guardrails {
 
 // PutLLMProvider creates or replaces a provider.
 func (s *LLM) PutLLMProvider(ctx context.Context, in LLMProviderInput) (*kernel.EstateResult, error) {
-	p, err := kernel.Caller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return s.k.ChangeEstate(ctx, p, "change the gateway's providers", false, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
+	return s.k.ChangeCallerEstate(ctx, "change the gateway's providers", func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
 		timeout, err := timeoutOf("timeoutSeconds", in.TimeoutSeconds)
 		if err != nil {
 			return "", err
@@ -324,11 +320,7 @@ func (s *LLM) DeleteLLMProvider(ctx context.Context, name string) (*kernel.Estat
 
 // PutLLMRoute creates or replaces a static route.
 func (s *LLM) PutLLMRoute(ctx context.Context, in LLMRouteInput) (*kernel.EstateResult, error) {
-	p, err := kernel.Caller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return s.k.ChangeEstate(ctx, p, "change the gateway's routes", false, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
+	return s.k.ChangeCallerEstate(ctx, "change the gateway's routes", func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
 		timeout, err := timeoutOf("timeoutSeconds", in.TimeoutSeconds)
 		if err != nil {
 			return "", err
@@ -347,11 +339,7 @@ func (s *LLM) DeleteLLMRoute(ctx context.Context, name string) (*kernel.EstateRe
 
 // PutLLMModel creates or replaces a model.
 func (s *LLM) PutLLMModel(ctx context.Context, in LLMModelInput) (*kernel.EstateResult, error) {
-	p, err := kernel.Caller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return s.k.ChangeEstate(ctx, p, "change the gateway's models", false, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
+	return s.k.ChangeCallerEstate(ctx, "change the gateway's models", func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
 		m := &model.LLMModel{Name: in.Name, Provider: optOr(in.Provider, ""), Route: optOr(in.Route, ""), Upstream: optOr(in.Upstream, ""),
 			Currency: strings.ToUpper(optOr(in.Currency, "")), MaxOutputTokens: int64(optOr(in.MaxOutputTokens, llmconf.DefaultMaxOutputTokens)),
 			MaxImageTokens: int64(optOr(in.MaxImageTokens, 0))}
@@ -379,11 +367,7 @@ func (s *LLM) DeleteLLMModel(ctx context.Context, name string) (*kernel.EstateRe
 
 // PutLLMAlias creates or replaces an alias.
 func (s *LLM) PutLLMAlias(ctx context.Context, in LLMAliasInput) (*kernel.EstateResult, error) {
-	p, err := kernel.Caller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return s.k.ChangeEstate(ctx, p, "change the gateway's aliases", false, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
+	return s.k.ChangeCallerEstate(ctx, "change the gateway's aliases", func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
 		a := &model.Alias{Name: in.Name, Description: optOr(in.Description, ""), Names: slices.Clone(in.Names), Guardrails: guardrailsFromInput(in.Guardrails)}
 		for _, r := range in.Rules {
 			if r == nil {
@@ -412,11 +396,7 @@ func (s *LLM) DeleteLLMAlias(ctx context.Context, name string) (*kernel.EstateRe
 
 // PutTokenBudget creates or replaces a project's budget for a period.
 func (s *LLM) PutTokenBudget(ctx context.Context, in TokenBudgetInput) (*kernel.EstateResult, error) {
-	p, err := kernel.Caller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return s.k.ChangeEstate(ctx, p, "change token budgets", false, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
+	return s.k.ChangeCallerEstate(ctx, "change token budgets", func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
 		b := &model.TokenBudget{Project: projectName(next, in.Project), Period: in.Period}
 		var err error
 		if b.Tokens, err = countOf("tokens", in.Tokens); err != nil {
@@ -450,11 +430,7 @@ func (s *LLM) DeleteTokenBudget(ctx context.Context, project string, period mode
 
 // PutRateLimit creates or replaces a rate limit.
 func (s *LLM) PutRateLimit(ctx context.Context, in RateLimitInput) (*kernel.EstateResult, error) {
-	p, err := kernel.Caller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return s.k.ChangeEstate(ctx, p, "change rate limits", false, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
+	return s.k.ChangeCallerEstate(ctx, "change rate limits", func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
 		r := &model.RateLimit{Scope: in.Scope, Name: optOr(in.Name, ""), RequestsPerMinute: int64(optOr(in.RequestsPerMinute, 0))}
 		var err error
 		if r.TokensPerMinute, err = countOf("tokensPerMinute", in.TokensPerMinute); err != nil {
@@ -476,11 +452,7 @@ func (s *LLM) DeleteRateLimit(ctx context.Context, scope model.RateLimitScope, n
 
 // PutEntitlement creates or replaces an entitlement.
 func (s *LLM) PutEntitlement(ctx context.Context, in EntitlementInput) (*kernel.EstateResult, error) {
-	p, err := kernel.Caller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return s.k.ChangeEstate(ctx, p, "change entitlements", false, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
+	return s.k.ChangeCallerEstate(ctx, "change entitlements", func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
 		llmconf.PutEntitlement(&next.Gateway, &model.Entitlement{Name: in.Name, Groups: slices.Clone(in.Groups), Users: slices.Clone(in.Users)})
 		return in.Name, nil
 	})
@@ -495,11 +467,7 @@ func (s *LLM) DeleteEntitlement(ctx context.Context, name string) (*kernel.Estat
 
 // SetGuardrails replaces the global guardrails; empty ones clear them.
 func (s *LLM) SetGuardrails(ctx context.Context, in GuardrailsInput) (*kernel.EstateResult, error) {
-	p, err := kernel.Caller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return s.k.ChangeEstate(ctx, p, "change the global guardrails", false, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
+	return s.k.ChangeCallerEstate(ctx, "change the global guardrails", func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
 		next.Gateway.Guardrails = guardrailsFromInput(&in)
 		return "global", nil
 	})
@@ -524,11 +492,7 @@ func fixedKey(key string) func(*estate.Estate) string {
 // gateway objects name it.
 func (s *LLM) deleteGatewayObject(ctx context.Context, what, kind, noun string, keyOf func(*estate.Estate) string,
 	exists func(*estate.Estate) bool, remove func(*estate.Estate)) (*kernel.EstateResult, error) {
-	p, err := kernel.Caller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return s.k.ChangeEstate(ctx, p, what, false, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
+	return s.k.ChangeCallerEstate(ctx, what, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
 		key := keyOf(next)
 		if !exists(next) {
 			return "", kernel.NotFound("no %s %s", noun, kernel.Quote(key))

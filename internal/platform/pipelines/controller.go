@@ -368,27 +368,32 @@ func (ps *pass) move(ctx context.Context, st *model.PipelineStep, change func(*m
 func (s *Pipelines) moveStep(ctx context.Context, r *model.PipelineRun, st *model.PipelineStep, change func(*model.PipelineStep), links ...*model.PipelineTaskLink) (bool, error) {
 	n := *st
 	change(&n)
-	var moved bool
-	err := s.k.Write(ctx, kernel.System(r.TenantID, actor), func(t *kernel.Txn) error {
+	moved, err := s.asController(ctx, r, "movePipelineStep", func(t *kernel.Txn) (bool, kernel.Audit, error) {
 		n.UpdatedAt = t.Now
-		var err error
-		moved, err = t.Q.UpdatePipelineStep(ctx, r.TenantID, &n, st.State, st.Attempts)
+		moved, err := t.Q.UpdatePipelineStep(ctx, r.TenantID, &n, st.State, st.Attempts)
 		if err != nil || !moved {
-			return err
+			return false, kernel.Audit{}, err
 		}
 		for _, l := range links {
 			if err := t.Q.LinkPipelineTask(ctx, l); err != nil {
-				return err
+				return false, kernel.Audit{}, err
 			}
 		}
 		t.Publish(s.event(r, t))
-		return nil
+		return true, kernel.Audit{}, nil
 	})
 	if err != nil || !moved {
 		return false, err
 	}
 	*st = n
 	return true, nil
+}
+
+// asController runs a write of the controller's pass over run r, as the
+// controller: a step of the run's progress, audited only when body
+// returns an entry (the run's end), its events published after commit.
+func (s *Pipelines) asController(ctx context.Context, r *model.PipelineRun, name string, body func(t *kernel.Txn) (bool, kernel.Audit, error)) (bool, error) {
+	return kernel.RunAs(ctx, s.k, kernel.System(r.TenantID, actor), kernel.Op[bool]{Name: name, Unaudited: true, Body: body})
 }
 
 func (s *Pipelines) event(r *model.PipelineRun, t *kernel.Txn) events.Event {
@@ -399,18 +404,20 @@ func (s *Pipelines) event(r *model.PipelineRun, t *kernel.Txn) events.Event {
 // setRun moves a running or pending run to state.
 func (ps *pass) setRun(ctx context.Context, state model.PipelineRunState, reason string) error {
 	r := ps.r
-	return ps.s.k.Write(ctx, kernel.System(r.TenantID, actor), func(t *kernel.Txn) error {
+	_, err := ps.s.asController(ctx, r, "setPipelineRunState", func(t *kernel.Txn) (bool, kernel.Audit, error) {
 		moved, err := t.Q.SetPipelineRunState(ctx, r.TenantID, r.ID, []model.PipelineRunState{model.PipelineRunPending, model.PipelineRunRunning}, state, reason, t.Now)
 		if err != nil || !moved {
-			return err
+			return false, kernel.Audit{}, err
 		}
 		r.State, r.Reason = state, reason
-		if state.Final() {
-			t.Record("pipeline_run."+string(state), ObjectKind, r.ID, r.Name, r.GroupID, fmt.Sprintf("pipeline %s %s: %s", kernel.Quote(r.Name), state, reason))
-		}
 		t.Publish(ps.s.event(r, t))
-		return nil
+		if !state.Final() {
+			return true, kernel.Audit{}, nil
+		}
+		return true, kernel.Audit{Action: "pipeline_run." + string(state), Kind: ObjectKind, ID: r.ID, Name: r.Name, GroupID: r.GroupID,
+			Detail: fmt.Sprintf("pipeline %s %s: %s", kernel.Quote(r.Name), state, reason)}, nil
 	})
+	return err
 }
 
 func (ps *pass) finish(ctx context.Context, state model.PipelineRunState, reason string) error {

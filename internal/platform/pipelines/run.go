@@ -239,42 +239,43 @@ func (s *Pipelines) PipelineRuns(ctx context.Context, f RunFilter, page model.Pa
 // aborted through the platform's abort path (as the caller), its pending
 // steps are skipped, and the run ends aborted.
 func (s *Pipelines) AbortPipelineRun(ctx context.Context, id, reason string) (*model.PipelineRun, error) {
-	p, err := kernel.Caller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if len(reason) > 500 {
-		return nil, kernel.Invalid("the reason is longer than 500 characters")
-	}
-	r, err := s.PipelineRun(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	if !mayAbort(p, r) {
-		return nil, kernel.Forbidden("only the run's owner, a lead of its group or an admin can abort pipeline run %s", kernel.Quote(r.Name))
-	}
-	if r.State.Final() {
-		return nil, kernel.Conflict("pipeline run %s has already ended (%s)", kernel.Quote(r.Name), r.State)
-	}
-	why := "aborted by " + p.UserName
-	if rs := strings.TrimSpace(reason); rs != "" {
-		why += ": " + rs
-	}
-	var moved bool
-	err = s.k.Write(ctx, p, func(t *kernel.Txn) error {
-		moved, err = t.Q.SetPipelineRunState(ctx, p.TenantID, r.ID, []model.PipelineRunState{model.PipelineRunPending, model.PipelineRunRunning},
-			model.PipelineRunAborted, why, t.Now)
-		if err != nil || !moved {
-			return err
-		}
-		t.Record("pipeline_run.aborted", ObjectKind, r.ID, r.Name, r.GroupID, why)
-		return nil
+	var r *model.PipelineRun
+	var why string
+	_, err := kernel.Run(ctx, s.k, kernel.Op[struct{}]{
+		Name: "abortPipelineRun", Right: kernel.RightRead, What: "abort pipeline runs",
+		Check: func(*identity.Principal) error {
+			if len(reason) > 500 {
+				return kernel.Invalid("the reason is longer than 500 characters")
+			}
+			return nil
+		},
+		Prepare: func(p *identity.Principal) (err error) {
+			if r, err = s.PipelineRun(ctx, id); err != nil {
+				return err
+			}
+			if !mayAbort(p, r) {
+				return kernel.Forbidden("only the run's owner, a lead of its group or an admin can abort pipeline run %s", kernel.Quote(r.Name))
+			}
+			if r.State.Final() {
+				return kernel.Conflict("pipeline run %s has already ended (%s)", kernel.Quote(r.Name), r.State)
+			}
+			why = "aborted by " + p.UserName
+			if rs := strings.TrimSpace(reason); rs != "" {
+				why += ": " + rs
+			}
+			return nil
+		},
+		Body: func(t *kernel.Txn) (struct{}, kernel.Audit, error) {
+			moved, err := t.Q.SetPipelineRunState(ctx, r.TenantID, r.ID, []model.PipelineRunState{model.PipelineRunPending, model.PipelineRunRunning},
+				model.PipelineRunAborted, why, t.Now)
+			if err == nil && !moved {
+				err = kernel.Conflict("pipeline run %s has already ended", kernel.Quote(r.Name))
+			}
+			return struct{}{}, kernel.Audit{Action: "pipeline_run.aborted", Kind: ObjectKind, ID: r.ID, Name: r.Name, GroupID: r.GroupID, Detail: why}, err
+		},
 	})
 	if err != nil {
 		return nil, err
-	}
-	if !moved {
-		return nil, kernel.Conflict("pipeline run %s has already ended", kernel.Quote(r.Name))
 	}
 	if err := s.stopSteps(ctx, r, s.callerAbort(ctx), "pipeline run "+why, model.StepAborted); err != nil {
 		return nil, err

@@ -126,22 +126,39 @@ func (s *Schedules) tickCron(ctx context.Context, sc *model.Schedule, res *TickR
 // not nil) and its audit entry, in one transaction; it reports whether
 // this pass won the firing.
 func (s *Schedules) claim(ctx context.Context, sc *model.Schedule, due time.Time, run *model.ScheduleRun, action, detail string) (bool, error) {
-	won := false
-	err := s.k.Write(ctx, kernel.System(sc.TenantID, "schedules"), func(t *kernel.Txn) error {
+	return s.asPass(ctx, sc, "claimScheduleFiring", func(t *kernel.Txn) (bool, kernel.Audit, error) {
 		ok, err := t.Q.ClaimScheduleFiring(ctx, sc, due)
 		if err != nil || !ok {
-			return err
+			return false, kernel.Audit{}, lost(err)
 		}
 		if run != nil {
 			if _, err := t.Q.RecordScheduleRun(ctx, run); err != nil {
-				return err
+				return false, kernel.Audit{}, err
 			}
 		}
-		won = true
-		t.Record(action, "schedule", sc.ID, sc.Name, "", detail)
-		return nil
+		return true, scheduleAudit(action, sc, detail), nil
 	})
-	return won && err == nil, err
+}
+
+// asPass runs a write of the pass over schedule sc, as the schedules'
+// system actor. A body that lost its race to another pass (or replica)
+// returns lost(nil): nothing is written, and the write reports false.
+func (s *Schedules) asPass(ctx context.Context, sc *model.Schedule, name string, body func(t *kernel.Txn) (bool, kernel.Audit, error)) (bool, error) {
+	return kernel.RunAs(ctx, s.k, kernel.System(sc.TenantID, "schedules"), kernel.Op[bool]{Name: name, Body: body})
+}
+
+// lost is a pass's error when its write found the schedule moved on by
+// another: err, or else ErrRollback (nothing to write).
+func lost(err error) error {
+	if err != nil {
+		return err
+	}
+	return kernel.ErrRollback
+}
+
+// scheduleAudit is an audit entry about schedule sc.
+func scheduleAudit(action string, sc *model.Schedule, detail string) kernel.Audit {
+	return kernel.Audit{Action: action, Kind: "schedule", ID: sc.ID, Name: sc.Name, Detail: detail}
 }
 
 // tickTrigger fires a trigger schedule once for each event it matches
@@ -227,22 +244,22 @@ func (s *Schedules) tickTrigger(ctx context.Context, sc *model.Schedule, res *Ti
 // last run.
 func (s *Schedules) fired(ctx context.Context, sc *model.Schedule, m TriggerMatch, runID, result, lastErr string) error {
 	now := s.k.Now()
-	return s.k.Write(ctx, kernel.System(sc.TenantID, "schedules"), func(t *kernel.Txn) error {
+	_, err := s.asPass(ctx, sc, "recordScheduleFiring", func(t *kernel.Txn) (bool, kernel.Audit, error) {
 		won, err := t.Q.RecordScheduleRun(ctx, &model.ScheduleRun{TenantID: sc.TenantID, ScheduleID: sc.ID, Key: m.Key,
 			TargetKind: sc.TargetKind, RunID: runID, At: now})
 		if err != nil || !won {
-			return err
+			return false, kernel.Audit{}, lost(err)
 		}
 		if err := t.Q.NoteScheduleRun(ctx, sc.TenantID, sc.ID, now, runID, result, lastErr); err != nil {
-			return err
+			return false, kernel.Audit{}, err
 		}
 		detail := fmt.Sprintf("fired on %s: started %s %s", m.Key, sc.TargetKind, runID)
 		if lastErr != "" {
 			detail = fmt.Sprintf("fired on %s: refused: %s", m.Key, lastErr)
 		}
-		t.Record("schedule.fired", "schedule", sc.ID, sc.Name, "", detail)
-		return nil
+		return true, scheduleAudit("schedule.fired", sc, detail), nil
 	})
+	return err
 }
 
 // start starts the schedule's target as its owner, with an idempotency
@@ -261,14 +278,14 @@ func (s *Schedules) start(ctx context.Context, sc *model.Schedule, key string) (
 
 // pause stops a schedule with the reason, once.
 func (s *Schedules) pause(ctx context.Context, sc *model.Schedule, reason string) error {
-	return s.k.Write(ctx, kernel.System(sc.TenantID, "schedules"), func(t *kernel.Txn) error {
+	_, err := s.asPass(ctx, sc, "pauseSchedule", func(t *kernel.Txn) (bool, kernel.Audit, error) {
 		ok, err := t.Q.PauseScheduleIf(ctx, sc.TenantID, sc.ID, reason, t.Now)
 		if err != nil || !ok {
-			return err
+			return false, kernel.Audit{}, lost(err)
 		}
-		t.Record("schedule.paused", "schedule", sc.ID, sc.Name, "", "paused: "+reason)
-		return nil
+		return true, scheduleAudit("schedule.paused", sc, "paused: "+reason), nil
 	})
+	return err
 }
 
 // runCap counts a trigger's runs within the last hour for one pass (read

@@ -88,45 +88,60 @@ func (s *Studies) reconcile(ctx context.Context, tenantID, id string) error {
 	if len(p.Changed) == 0 && len(p.Added) == 0 && p.Study.State == st.State && p.Study.BestTaskID == st.BestTaskID {
 		return nil
 	}
-	err = s.k.Write(ctx, sys, func(t *kernel.Txn) error {
-		for _, tr := range p.Changed {
-			if err := t.Q.UpdateStudyTrial(ctx, tr); err != nil {
-				return err
-			}
-			if tr.State == model.TrialStoppedEarly {
-				t.Record("study.trial_stopped", "study", st.ID, st.Name, st.GroupID, fmt.Sprintf("trial %d: %s", tr.Number, tr.Reason))
-			}
-		}
-		for _, tr := range p.Added {
-			if err := t.Q.CreateStudyTrial(ctx, tr); err != nil {
-				if errors.Is(err, store.ErrConflict) {
-					return errRaced
-				}
-				return err
-			}
-		}
-		next := p.Study
-		next.UpdatedAt = t.Now
-		if err := t.Q.UpdateStudy(ctx, &next); err != nil {
-			if errors.Is(err, store.ErrConflict) {
-				return errRaced
-			}
-			return err
-		}
-		kind := "study.changed"
-		if next.State == model.StudyCompleted {
-			kind = "study.completed"
-			t.Record(kind, "study", st.ID, st.Name, st.GroupID, next.Reason)
-		} else {
-			t.Publish(studyEvent(t, st, kind))
-		}
-		return nil
+	applied, err := kernel.RunAs(ctx, s.k, sys, kernel.Op[bool]{
+		Name: "reconcileStudy", Unaudited: true,
+		Body: func(t *kernel.Txn) (bool, kernel.Audit, error) { return applyPlan(t, st, p) },
 	})
-	if err != nil {
+	if err != nil || !applied {
 		return ignoreRace(err)
 	}
 	s.stopTasks(ctx, st, p.Stop)
 	return s.enqueuePending(ownerCtx, sys, st, append(trials, p.Added...))
+}
+
+// applyPlan writes a pass's plan for study st: the trials it changed and
+// added and the study itself, with an entry for each trial stopped early
+// and one for the study's completion, each a fact of its own; other
+// progress is published without an entry. It reports false, writing
+// nothing, when another pass changed the study first (errRaced).
+func applyPlan(t *kernel.Txn, st *model.Study, p plan) (bool, kernel.Audit, error) {
+	ctx := t.Ctx
+	var entries []kernel.Audit
+	for _, tr := range p.Changed {
+		if err := t.Q.UpdateStudyTrial(ctx, tr); err != nil {
+			return false, kernel.Audit{}, err
+		}
+		if tr.State == model.TrialStoppedEarly {
+			entries = append(entries, studyAudit("study.trial_stopped", st, fmt.Sprintf("trial %d: %s", tr.Number, tr.Reason)))
+		}
+	}
+	for _, tr := range p.Added {
+		if err := t.Q.CreateStudyTrial(ctx, tr); err != nil {
+			if errors.Is(err, store.ErrConflict) {
+				return false, kernel.Audit{}, errRaced
+			}
+			return false, kernel.Audit{}, err
+		}
+	}
+	next := p.Study
+	next.UpdatedAt = t.Now
+	if err := t.Q.UpdateStudy(ctx, &next); err != nil {
+		if errors.Is(err, store.ErrConflict) {
+			return false, kernel.Audit{}, errRaced
+		}
+		return false, kernel.Audit{}, err
+	}
+	if next.State == model.StudyCompleted {
+		entries = append(entries, studyAudit("study.completed", st, next.Reason))
+	} else {
+		t.Publish(studyEvent(t, st, "study.changed"))
+	}
+	return true, kernel.Entries(entries...), nil
+}
+
+// studyAudit is an audit entry about study st.
+func studyAudit(action string, st *model.Study, detail string) kernel.Audit {
+	return kernel.Audit{Action: action, Kind: "study", ID: st.ID, Name: st.Name, GroupID: st.GroupID, Detail: detail}
 }
 
 // ignoreRace drops the error of a pass another replica beat to the study.
@@ -172,22 +187,26 @@ func (s *Studies) enqueuePending(ownerCtx context.Context, sys *identity.Princip
 
 // failTrial records a trial whose task could not be enqueued.
 func (s *Studies) failTrial(ctx context.Context, sys *identity.Principal, st *model.Study, tr *model.StudyTrial, why string) error {
-	return ignoreRace(s.k.Write(ctx, sys, func(t *kernel.Txn) error {
-		cur, err := t.Q.ListStudyTrials(ctx, st.TenantID, st.ID)
-		if err != nil {
-			return err
-		}
-		for _, c := range cur {
-			if c.Number == tr.Number && c.State == model.TrialPending && c.TaskID == "" {
-				now := t.Now
-				c.State, c.Reason, c.EndedAt = model.TrialFailed, why, &now
-				*tr = *c
-				t.Record("study.trial_failed", "study", st.ID, st.Name, st.GroupID, fmt.Sprintf("trial %d: %s", c.Number, why))
-				return t.Q.UpdateStudyTrial(ctx, c)
+	_, err := kernel.RunAs(ctx, s.k, sys, kernel.Op[struct{}]{
+		Name: "failStudyTrial",
+		Body: func(t *kernel.Txn) (struct{}, kernel.Audit, error) {
+			cur, err := t.Q.ListStudyTrials(ctx, st.TenantID, st.ID)
+			if err != nil {
+				return struct{}{}, kernel.Audit{}, err
 			}
-		}
-		return nil
-	}))
+			for _, c := range cur {
+				if c.Number == tr.Number && c.State == model.TrialPending && c.TaskID == "" {
+					now := t.Now
+					c.State, c.Reason, c.EndedAt = model.TrialFailed, why, &now
+					*tr = *c
+					return struct{}{}, studyAudit("study.trial_failed", st, fmt.Sprintf("trial %d: %s", c.Number, why)), t.Q.UpdateStudyTrial(ctx, c)
+				}
+			}
+			// Another pass enqueued or failed it first.
+			return struct{}{}, kernel.Audit{}, kernel.ErrRollback
+		},
+	})
+	return ignoreRace(err)
 }
 
 // observe reads each trial's task, the objective's points and the
