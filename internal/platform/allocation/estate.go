@@ -51,19 +51,12 @@ func (s *Allocation) ExportEstate(ctx context.Context) ([]byte, error) {
 // file twice changes nothing the second time. With dryRun it reports what it
 // would do and writes nothing.
 func (s *Allocation) ApplyEstate(ctx context.Context, document []byte, dryRun bool) (*kernel.EstateResult, error) {
-	p, err := kernel.Caller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if err := kernel.RequireAdmin(p, "apply an estate file"); err != nil {
-		return nil, err
-	}
-	doc, err := estate.ParseDocument(document)
-	if err != nil {
-		return nil, kernel.Invalid("%v", err)
-	}
-	return s.k.ChangeEstate(ctx, p, "apply an estate file", dryRun, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
-		applied, err := doc.Apply(cur, p.TenantID, model.NewID, t.Now)
+	return s.k.Change(ctx, "apply an estate file", dryRun, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
+		doc, err := estate.ParseDocument(document)
+		if err != nil {
+			return "", kernel.Invalid("%v", err)
+		}
+		applied, err := doc.Apply(cur, t.P.TenantID, model.NewID, t.Now)
 		if err != nil {
 			return "", kernel.InvalidEstate(err)
 		}

@@ -182,19 +182,21 @@ func (s *Apps) sweepTenant(ctx context.Context, tenantID string, res *SweepResul
 // warning is audited and published as app.idle_warning, its clearing as
 // app.idle_cleared, by the replica whose write changed it.
 func (s *Apps) setWarned(ctx context.Context, t *model.Task, at *time.Time, detail string) (bool, error) {
-	var changed bool
-	err := s.k.Write(ctx, kernel.System(t.TenantID, idleActor), func(tx *kernel.Txn) error {
-		var err error
-		changed, err = tx.Q.SetAppIdleWarned(ctx, t.TenantID, t.ID, t.Run.Attempt, at)
-		if err != nil || !changed {
-			return err
-		}
-		if at != nil {
-			tx.Record("app.idle_warning", "task", t.ID, t.Name, t.GroupID, detail)
-		} else {
-			tx.Publish(eventOf(tx, "app.idle_cleared", t))
-		}
-		return nil
+	changed, err := kernel.RunAs(ctx, s.k, kernel.System(t.TenantID, idleActor), kernel.Op[bool]{
+		Name: "warnIdleApp", Right: kernel.RightRead, What: "warn of idle apps",
+		Body: func(tx *kernel.Txn) (bool, kernel.Audit, error) {
+			changed, err := tx.Q.SetAppIdleWarned(tx.Ctx, t.TenantID, t.ID, t.Run.Attempt, at)
+			switch {
+			case err != nil:
+				return false, kernel.Audit{}, err
+			case !changed:
+				return false, kernel.Audit{Silent: true}, nil
+			case at == nil:
+				tx.Publish(eventOf(tx, "app.idle_cleared", t))
+				return true, kernel.Audit{Silent: true}, nil
+			}
+			return true, kernel.Audit{Action: "app.idle_warning", Kind: "task", ID: t.ID, Name: t.Name, GroupID: t.GroupID, Detail: detail}, nil
+		},
 	})
 	if err != nil {
 		return false, fmt.Errorf("idle warning of %s: %w", t.ID, err)

@@ -163,6 +163,17 @@ func (k *Kernel) ChangeEstate(ctx context.Context, p *identity.Principal, what s
 	return res, nil
 }
 
+// Change is ChangeEstate as the request's caller (as Run is RunAs): a
+// domain's change to the allocation model, which an admin makes.
+func (k *Kernel) Change(ctx context.Context, what string, dryRun bool,
+	mutate func(t *Txn, cur, next *estate.Estate) (string, error)) (*EstateResult, error) {
+	p, err := Caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return k.ChangeEstate(ctx, p, what, dryRun, mutate)
+}
+
 // parkRenamedComputeResources gives every compute resource an update renames
 // a temporary name first, so that an estate file may swap the names of two
 // compute resources of one group ("1 GPU" <-> "one GPU") even though names

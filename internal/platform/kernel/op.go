@@ -64,6 +64,13 @@ func (r Right) Require(p *identity.Principal, what string) error {
 type Audit struct {
 	Action, Kind, ID, Name, GroupID, Detail string
 	Events                                  []EventOption
+	// Silent says this run of the operation changed nothing the audit
+	// trail shows (a run's metrics and logs; a warning cleared, whose
+	// event the body publishes; a switch already as asked): the runner
+	// writes no entry. An Audit
+	// with neither an Action nor Silent is a body that forgot to say
+	// what it did, and is refused.
+	Silent bool
 }
 
 // Op is one mutation. Name, Right, What and Body are required.
@@ -148,7 +155,7 @@ func RunAs[Out any](ctx context.Context, k *Kernel, p *identity.Principal, op Op
 		if out, a, err = op.Body(t); err != nil {
 			return err
 		}
-		if a.Action == "" {
+		if a.Action == "" && !a.Silent {
 			return fmt.Errorf("operation %s wrote no audit entry: its body must say what it did", op.Name)
 		}
 		if idem != nil {
@@ -156,7 +163,9 @@ func RunAs[Out any](ctx context.Context, k *Kernel, p *identity.Principal, op Op
 				return err
 			}
 		}
-		t.Record(a.Action, a.Kind, a.ID, a.Name, a.GroupID, a.Detail, a.Events...)
+		if a.Action != "" {
+			t.Record(a.Action, a.Kind, a.ID, a.Name, a.GroupID, a.Detail, a.Events...)
+		}
 		return nil
 	})
 	if errors.Is(err, ErrIdempotencyRace) {
