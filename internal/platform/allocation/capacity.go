@@ -17,7 +17,7 @@ import (
 
 // CreateGPUClass adds a GPU class.
 func (s *Allocation) CreateGPUClass(ctx context.Context, in GPUClassInput) (*kernel.EstateResult, error) {
-	return s.k.Change(ctx, "create GPU classes", false, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
+	return s.k.ChangeCallerEstate(ctx, "create GPU classes", func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
 		if err := kernel.RequireName("GPU class", in.Name); err != nil {
 			return "", err
 		}
@@ -35,7 +35,7 @@ func (s *Allocation) CreateGPUClass(ctx context.Context, in GPUClassInput) (*ker
 
 // UpdateGPUClass changes a GPU class.
 func (s *Allocation) UpdateGPUClass(ctx context.Context, ref string, in GPUClassInput) (*kernel.EstateResult, error) {
-	return s.k.Change(ctx, "change GPU classes", false, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
+	return s.k.ChangeCallerEstate(ctx, "change GPU classes", func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
 		c, err := kernel.FindGPUClass(next, ref)
 		if err != nil {
 			return "", err
@@ -62,7 +62,7 @@ func applyGPUClass(c *model.GPUClass, in GPUClassInput) error {
 
 // DeleteGPUClass removes a GPU class no pool or profile uses.
 func (s *Allocation) DeleteGPUClass(ctx context.Context, ref string) (*kernel.EstateResult, error) {
-	return s.k.Change(ctx, "delete GPU classes", false, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
+	return s.k.ChangeCallerEstate(ctx, "delete GPU classes", func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
 		c, err := kernel.FindGPUClass(next, ref)
 		if err != nil {
 			return "", err
@@ -88,7 +88,7 @@ func (s *Allocation) DeleteGPUClass(ctx context.Context, ref string) (*kernel.Es
 
 // CreatePool adds a pool.
 func (s *Allocation) CreatePool(ctx context.Context, in PoolInput) (*kernel.EstateResult, error) {
-	return s.k.Change(ctx, "create pools", false, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
+	return s.k.ChangeCallerEstate(ctx, "create pools", func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
 		if err := kernel.RequireName("pool", in.Name); err != nil {
 			return "", err
 		}
@@ -106,7 +106,7 @@ func (s *Allocation) CreatePool(ctx context.Context, in PoolInput) (*kernel.Esta
 
 // UpdatePool changes a pool.
 func (s *Allocation) UpdatePool(ctx context.Context, ref string, in PoolInput) (*kernel.EstateResult, error) {
-	return s.k.Change(ctx, "change pools", false, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
+	return s.k.ChangeCallerEstate(ctx, "change pools", func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
 		pool, err := kernel.FindPool(next, ref)
 		if err != nil {
 			return "", err
@@ -159,7 +159,7 @@ func applyPool(e *estate.Estate, pool *model.Pool, in PoolInput) error {
 
 // DeletePool removes a pool no profile links.
 func (s *Allocation) DeletePool(ctx context.Context, ref string) (*kernel.EstateResult, error) {
-	return s.k.Change(ctx, "delete pools", false, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
+	return s.k.ChangeCallerEstate(ctx, "delete pools", func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
 		pool, err := kernel.FindPool(next, ref)
 		if err != nil {
 			return "", err
@@ -174,7 +174,7 @@ func (s *Allocation) DeletePool(ctx context.Context, ref string) (*kernel.Estate
 
 // CreateProfile adds a profile.
 func (s *Allocation) CreateProfile(ctx context.Context, in ProfileInput) (*kernel.EstateResult, error) {
-	return s.k.Change(ctx, "create profiles", false, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
+	return s.k.ChangeCallerEstate(ctx, "create profiles", func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
 		if err := kernel.RequireName("profile", in.Name); err != nil {
 			return "", err
 		}
@@ -192,7 +192,7 @@ func (s *Allocation) CreateProfile(ctx context.Context, in ProfileInput) (*kerne
 
 // UpdateProfile changes a profile.
 func (s *Allocation) UpdateProfile(ctx context.Context, ref string, in ProfileInput) (*kernel.EstateResult, error) {
-	return s.k.Change(ctx, "change profiles", false, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
+	return s.k.ChangeCallerEstate(ctx, "change profiles", func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
 		pr, err := kernel.FindProfile(next, ref)
 		if err != nil {
 			return "", err
@@ -252,7 +252,7 @@ func applyProfile(e *estate.Estate, pr *model.Profile, in ProfileInput) error {
 
 // DeleteProfile removes a profile no policy is connected to.
 func (s *Allocation) DeleteProfile(ctx context.Context, ref string) (*kernel.EstateResult, error) {
-	return s.k.Change(ctx, "delete profiles", false, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
+	return s.k.ChangeCallerEstate(ctx, "delete profiles", func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
 		pr, err := kernel.FindProfile(next, ref)
 		if err != nil {
 			return "", err

@@ -55,6 +55,8 @@ func (s *Allocation) SetEngineEnabled(ctx context.Context, enabled bool) (*Engin
 		what = "enable the compute policy engine"
 	}
 	return kernel.Run(ctx, s.k, kernel.Op[*EngineStatus]{Name: "setEngineEnabled", Right: kernel.RightAdmin, What: what,
+		// Switching it to the state it is in changes nothing: no entry.
+		Unaudited: true,
 		Body: func(t *kernel.Txn) (*EngineStatus, kernel.Audit, error) {
 			p := t.P
 			// Exclusive against the engine's apply, which checks the pause
@@ -68,7 +70,7 @@ func (s *Allocation) SetEngineEnabled(ctx context.Context, enabled bool) (*Engin
 				return nil, kernel.Audit{}, err
 			}
 			if cur.Enabled == enabled {
-				return cur, kernel.Audit{Silent: true}, nil
+				return cur, kernel.Audit{}, nil
 			}
 			if enabled {
 				err = t.Q.EndEnginePause(t.Ctx, p.TenantID, t.Now)

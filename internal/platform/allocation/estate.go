@@ -51,7 +51,13 @@ func (s *Allocation) ExportEstate(ctx context.Context) ([]byte, error) {
 // file twice changes nothing the second time. With dryRun it reports what it
 // would do and writes nothing.
 func (s *Allocation) ApplyEstate(ctx context.Context, document []byte, dryRun bool) (*kernel.EstateResult, error) {
-	return s.k.Change(ctx, "apply an estate file", dryRun, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
+	p, err := kernel.Caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// The document is read once the right is checked: a caller who may
+	// not apply one is refused before being told what is wrong with it.
+	return s.k.ChangeEstate(ctx, p, "apply an estate file", dryRun, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
 		doc, err := estate.ParseDocument(document)
 		if err != nil {
 			return "", kernel.Invalid("%v", err)

@@ -20,7 +20,7 @@ import (
 
 // CreateGroup adds a group.
 func (s *Allocation) CreateGroup(ctx context.Context, in GroupInput) (*kernel.EstateResult, error) {
-	return s.k.Change(ctx, "create groups", false, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
+	return s.k.ChangeCallerEstate(ctx, "create groups", func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
 		if err := kernel.RequireName("group", in.Name); err != nil {
 			return "", err
 		}
@@ -37,7 +37,7 @@ func (s *Allocation) CreateGroup(ctx context.Context, in GroupInput) (*kernel.Es
 
 // UpdateGroup renames or describes a group.
 func (s *Allocation) UpdateGroup(ctx context.Context, ref string, in GroupInput) (*kernel.EstateResult, error) {
-	return s.k.Change(ctx, "change groups", false, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
+	return s.k.ChangeCallerEstate(ctx, "change groups", func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
 		g, err := kernel.FindGroup(next, ref)
 		if err != nil {
 			return "", err
@@ -51,7 +51,7 @@ func (s *Allocation) UpdateGroup(ctx context.Context, ref string, in GroupInput)
 // DeleteGroup removes a group without a policy or projects. Its memberships
 // go with it.
 func (s *Allocation) DeleteGroup(ctx context.Context, ref string) (*kernel.EstateResult, error) {
-	return s.k.Change(ctx, "delete groups", false, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
+	return s.k.ChangeCallerEstate(ctx, "delete groups", func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
 		g, err := kernel.FindGroup(next, ref)
 		if err != nil {
 			return "", err
@@ -78,7 +78,7 @@ func (s *Allocation) DeleteGroup(ctx context.Context, ref string) (*kernel.Estat
 
 // CreatePolicy gives a group its resource policy.
 func (s *Allocation) CreatePolicy(ctx context.Context, in PolicyInput) (*kernel.EstateResult, error) {
-	return s.k.Change(ctx, "create resource policies", false, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
+	return s.k.ChangeCallerEstate(ctx, "create resource policies", func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
 		if in.Group == nil {
 			return "", kernel.Invalid("a resource policy needs the group it belongs to")
 		}
@@ -101,7 +101,7 @@ func (s *Allocation) CreatePolicy(ctx context.Context, in PolicyInput) (*kernel.
 
 // UpdatePolicy changes a group's resource policy.
 func (s *Allocation) UpdatePolicy(ctx context.Context, ref string, in PolicyInput) (*kernel.EstateResult, error) {
-	return s.k.Change(ctx, "change resource policies", false, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
+	return s.k.ChangeCallerEstate(ctx, "change resource policies", func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
 		pol, err := kernel.FindPolicy(next, ref)
 		if err != nil {
 			return "", err
@@ -141,7 +141,7 @@ func applyPolicy(e *estate.Estate, pol *model.ResourcePolicy, in PolicyInput) er
 // DeletePolicy removes a group's policy and disconnects its compute
 // resources, which must have no work queued or running.
 func (s *Allocation) DeletePolicy(ctx context.Context, ref string) (*kernel.EstateResult, error) {
-	return s.k.Change(ctx, "delete resource policies", false, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
+	return s.k.ChangeCallerEstate(ctx, "delete resource policies", func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
 		pol, err := kernel.FindPolicy(next, ref)
 		if err != nil {
 			return "", err
@@ -158,7 +158,7 @@ func (s *Allocation) DeletePolicy(ctx context.Context, ref string) (*kernel.Esta
 // compute resource the group submits to. A profile larger than the group's
 // limit is refused.
 func (s *Allocation) ConnectProfile(ctx context.Context, in ConnectInput) (*kernel.EstateResult, error) {
-	return s.k.Change(ctx, "connect profiles to policies", false, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
+	return s.k.ChangeCallerEstate(ctx, "connect profiles to policies", func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
 		pol, err := kernel.FindPolicy(next, in.Policy)
 		if err != nil {
 			return "", kernel.Invalid("%v", err)
@@ -182,7 +182,7 @@ func (s *Allocation) ConnectProfile(ctx context.Context, in ConnectInput) (*kern
 // UpdateComputeResource renames or describes a compute resource, or changes
 // how its tasks run.
 func (s *Allocation) UpdateComputeResource(ctx context.Context, id string, in ComputeResourceInput) (*kernel.EstateResult, error) {
-	return s.k.Change(ctx, "change compute resources", false, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
+	return s.k.ChangeCallerEstate(ctx, "change compute resources", func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
 		cr, err := kernel.FindComputeResource(next, id)
 		if err != nil {
 			return "", err
@@ -209,7 +209,7 @@ func setRunSettings(cr *model.ComputeResource, image *string, env map[string]str
 // DisconnectProfile deletes a compute resource that has no work queued or
 // running.
 func (s *Allocation) DisconnectProfile(ctx context.Context, id string) (*kernel.EstateResult, error) {
-	return s.k.Change(ctx, "disconnect profiles from policies", false, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
+	return s.k.ChangeCallerEstate(ctx, "disconnect profiles from policies", func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
 		cr, err := kernel.FindComputeResource(next, id)
 		if err != nil {
 			return "", err
@@ -221,7 +221,7 @@ func (s *Allocation) DisconnectProfile(ctx context.Context, id string) (*kernel.
 
 // CreateProject adds a project.
 func (s *Allocation) CreateProject(ctx context.Context, in ProjectInput) (*kernel.EstateResult, error) {
-	return s.k.Change(ctx, "create projects", false, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
+	return s.k.ChangeCallerEstate(ctx, "create projects", func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
 		if err := kernel.RequireName("project", in.Name); err != nil {
 			return "", err
 		}
@@ -236,7 +236,7 @@ func (s *Allocation) CreateProject(ctx context.Context, in ProjectInput) (*kerne
 
 // UpdateProject changes a project.
 func (s *Allocation) UpdateProject(ctx context.Context, ref string, in ProjectInput) (*kernel.EstateResult, error) {
-	return s.k.Change(ctx, "change projects", false, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
+	return s.k.ChangeCallerEstate(ctx, "change projects", func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
 		pr, err := kernel.FindProject(next, ref)
 		if err != nil {
 			return "", err
@@ -264,7 +264,7 @@ func applyProject(e *estate.Estate, pr *model.Project, in ProjectInput) error {
 
 // DeleteProject removes a project that has no tasks.
 func (s *Allocation) DeleteProject(ctx context.Context, ref string) (*kernel.EstateResult, error) {
-	return s.k.Change(ctx, "delete projects", false, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
+	return s.k.ChangeCallerEstate(ctx, "delete projects", func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
 		pr, err := kernel.FindProject(next, ref)
 		if err != nil {
 			return "", err

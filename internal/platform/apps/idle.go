@@ -184,16 +184,18 @@ func (s *Apps) sweepTenant(ctx context.Context, tenantID string, res *SweepResul
 func (s *Apps) setWarned(ctx context.Context, t *model.Task, at *time.Time, detail string) (bool, error) {
 	changed, err := kernel.RunAs(ctx, s.k, kernel.System(t.TenantID, idleActor), kernel.Op[bool]{
 		Name: "warnIdleApp", Right: kernel.RightRead, What: "warn of idle apps",
+		// A warning is audited; its clearing only published.
+		Unaudited: true,
 		Body: func(tx *kernel.Txn) (bool, kernel.Audit, error) {
 			changed, err := tx.Q.SetAppIdleWarned(tx.Ctx, t.TenantID, t.ID, t.Run.Attempt, at)
 			switch {
 			case err != nil:
 				return false, kernel.Audit{}, err
 			case !changed:
-				return false, kernel.Audit{Silent: true}, nil
+				return false, kernel.Audit{}, nil
 			case at == nil:
 				tx.Publish(eventOf(tx, "app.idle_cleared", t))
-				return true, kernel.Audit{Silent: true}, nil
+				return true, kernel.Audit{}, nil
 			}
 			return true, kernel.Audit{Action: "app.idle_warning", Kind: "task", ID: t.ID, Name: t.Name, GroupID: t.GroupID, Detail: detail}, nil
 		},

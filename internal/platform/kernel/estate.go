@@ -163,15 +163,15 @@ func (k *Kernel) ChangeEstate(ctx context.Context, p *identity.Principal, what s
 	return res, nil
 }
 
-// Change is ChangeEstate as the request's caller (as Run is RunAs): a
-// domain's change to the allocation model, which an admin makes.
-func (k *Kernel) Change(ctx context.Context, what string, dryRun bool,
+// ChangeCallerEstate is ChangeEstate as the request's caller, not a dry
+// run: a domain's change of one object of the model.
+func (k *Kernel) ChangeCallerEstate(ctx context.Context, what string,
 	mutate func(t *Txn, cur, next *estate.Estate) (string, error)) (*EstateResult, error) {
 	p, err := Caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return k.ChangeEstate(ctx, p, what, dryRun, mutate)
+	return k.ChangeEstate(ctx, p, what, false, mutate)
 }
 
 // parkRenamedComputeResources gives every compute resource an update renames

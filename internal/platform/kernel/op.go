@@ -64,13 +64,6 @@ func (r Right) Require(p *identity.Principal, what string) error {
 type Audit struct {
 	Action, Kind, ID, Name, GroupID, Detail string
 	Events                                  []EventOption
-	// Silent says this run of the operation changed nothing the audit
-	// trail shows (a run's metrics and logs; a warning cleared, whose
-	// event the body publishes; a switch already as asked): the runner
-	// writes no entry. An Audit
-	// with neither an Action nor Silent is a body that forgot to say
-	// what it did, and is refused.
-	Silent bool
 }
 
 // Op is one mutation. Name, Right, What and Body are required.
@@ -104,6 +97,12 @@ type Op[Out any] struct {
 	// and the operation's audit entry. An error rolls back everything
 	// (the change, the audit entry, the key) and publishes nothing.
 	Body func(t *Txn) (Out, Audit, error)
+	// Unaudited lets Body return the empty Audit and commit: a change
+	// the audit trail does not keep (a local run's metrics and logs, an
+	// idle warning cleared, the engine switched to the state it is in),
+	// whose events Body queues with Txn.Publish. An entry it does return
+	// is recorded.
+	Unaudited bool
 }
 
 // Run runs op as the request's caller: the right, Check, the idempotency
@@ -155,7 +154,7 @@ func RunAs[Out any](ctx context.Context, k *Kernel, p *identity.Principal, op Op
 		if out, a, err = op.Body(t); err != nil {
 			return err
 		}
-		if a.Action == "" && !a.Silent {
+		if a.Action == "" && !op.Unaudited {
 			return fmt.Errorf("operation %s wrote no audit entry: its body must say what it did", op.Name)
 		}
 		if idem != nil {

@@ -188,26 +188,27 @@ func TestAnErrorInTheBodyRollsEverythingBack(t *testing.T) {
 	}
 }
 
-func TestASilentBodyCommitsWithoutAnAuditEntry(t *testing.T) {
+func TestAnUnauditedBodyCommitsWithoutAnAuditEntry(t *testing.T) {
 	w := newWorld(t, model.RoleMember)
 	op := w.createTenant("beta", "", nil)
+	op.Unaudited = true
 	body := op.Body
 	op.Body = func(t *kernel.Txn) (*model.Tenant, kernel.Audit, error) {
 		out, _, err := body(t)
 		t.Publish(events.Event{TenantID: "t1", Kind: "tenant.touched", ObjectID: out.ID})
-		return out, kernel.Audit{Silent: true}, err
+		return out, kernel.Audit{}, err
 	}
 	tn, err := kernel.Run(w.ctx, w.k, op)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := w.st.GetTenant(context.Background(), tn.ID); err != nil {
-		t.Errorf("a silent operation's change was not kept: %v", err)
+		t.Errorf("an unaudited operation's change was not kept: %v", err)
 	}
 	if n := len(w.audits(t)); n != 0 {
-		t.Errorf("a silent operation wrote %d audit entries", n)
+		t.Errorf("an unaudited operation wrote %d audit entries", n)
 	}
 	if len(w.events.published) != 1 || w.events.published[0].Kind != "tenant.touched" || !w.events.committed[0] {
-		t.Errorf("a silent operation's own event, after commit: %+v", w.events.published)
+		t.Errorf("an unaudited operation's own event, after commit: %+v", w.events.published)
 	}
 }

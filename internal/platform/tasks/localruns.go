@@ -204,8 +204,7 @@ func (s *Tasks) ReportLocalRun(ctx context.Context, id string, r LocalRunReport)
 }
 
 // reportParameters writes the parameters a report adds or changes: the
-// report's audit entry when it changes any, else none (a report of
-// metrics and logs alone is not in the audit trail).
+// report's audit entry when it changes any, else none.
 func (s *Tasks) reportParameters(t *kernel.Txn, task *model.Task, params map[string]string) (kernel.Audit, error) {
 	spec := task.Spec
 	spec.Parameters = maps.Clone(spec.Parameters)
@@ -220,7 +219,7 @@ func (s *Tasks) reportParameters(t *kernel.Txn, task *model.Task, params map[str
 		spec.Parameters[k] = v
 	}
 	if len(changed) == 0 {
-		return kernel.Audit{Silent: true}, nil
+		return kernel.Audit{}, nil
 	}
 	if ps := ValidateTaskSpec(task.Name, &spec); len(ps) > 0 {
 		return kernel.Audit{}, &kernel.Error{Code: kernel.CodeInvalid, Message: "run " + kernel.Quote(task.Name) + ": " + strings.Join(ps, "; "), Problems: ps}
@@ -347,6 +346,8 @@ func endLocalRun(t *kernel.Txn, task *model.Task, status model.TaskStatus, exitC
 // says its audit entry. what names the operation for refusals.
 func (s *Tasks) localRunWrite(ctx context.Context, name, id, what string, body func(t *kernel.Txn, task *model.Task) (kernel.Audit, error)) (*model.Task, error) {
 	return kernel.Run(ctx, s.k, kernel.Op[*model.Task]{Name: name, Right: kernel.RightWrite, What: what + " runs",
+		// A report of metrics and logs alone is not in the audit trail.
+		Unaudited: true,
 		Body: func(t *kernel.Txn) (*model.Task, kernel.Audit, error) {
 			p := t.P
 			task, err := t.Q.GetTask(t.Ctx, p.TenantID, id)
@@ -443,29 +444,29 @@ func (s *Tasks) SweepStaleLocalRuns(ctx context.Context) (int, error) {
 // endStale ends one local run as failed when it is still local and has
 // still not reported since cutoff.
 func (s *Tasks) endStale(ctx context.Context, tenantID, id string, cutoff time.Time) (bool, error) {
-	_, err := kernel.RunAs(ctx, s.k, kernel.System(tenantID, localRunsSweeper), kernel.Op[struct{}]{
+	ended, err := kernel.RunAs(ctx, s.k, kernel.System(tenantID, localRunsSweeper), kernel.Op[bool]{
 		Name: "endStaleLocalRun", Right: kernel.RightRead, What: "end local runs",
-		Body: func(t *kernel.Txn) (struct{}, kernel.Audit, error) {
+		Body: func(t *kernel.Txn) (bool, kernel.Audit, error) {
 			task, err := t.Q.GetTask(t.Ctx, tenantID, id)
 			if errors.Is(err, store.ErrNotFound) {
-				return struct{}{}, kernel.Audit{}, kernel.ErrRollback
+				return false, kernel.Audit{}, kernel.ErrRollback
 			}
 			if err != nil {
-				return struct{}{}, kernel.Audit{}, err
+				return false, kernel.Audit{}, err
 			}
 			if task.Status != model.TaskLocal || !task.UpdatedAt.Before(cutoff) {
-				return struct{}{}, kernel.Audit{}, kernel.ErrRollback
+				return false, kernel.Audit{}, kernel.ErrRollback
 			}
 			a, err := endLocalRun(t, task, model.TaskFailed, nil, LocalRunStaleReason)
 			if errors.Is(err, store.ErrConflict) {
-				return struct{}{}, kernel.Audit{}, kernel.ErrRollback // ended or sent since it was read
+				return false, kernel.Audit{}, kernel.ErrRollback // ended or sent since it was read
 			}
-			return struct{}{}, a, err
+			return err == nil, a, err
 		},
 	})
 	if errors.Is(err, kernel.ErrRollback) {
 		// Gone, ended, sent or reported on since it was listed: not stale.
 		return false, nil
 	}
-	return err == nil, err
+	return ended, err
 }
