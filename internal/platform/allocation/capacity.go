@@ -17,18 +17,14 @@ import (
 
 // CreateGPUClass adds a GPU class.
 func (s *Allocation) CreateGPUClass(ctx context.Context, in GPUClassInput) (*kernel.EstateResult, error) {
-	p, err := kernel.Caller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return s.k.ChangeEstate(ctx, p, "create GPU classes", false, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
+	return s.k.ChangeCallerEstate(ctx, "create GPU classes", func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
 		if err := kernel.RequireName("GPU class", in.Name); err != nil {
 			return "", err
 		}
 		if next.GPUClassByName(strings.TrimSpace(*in.Name)) != nil {
 			return "", kernel.Conflict("a GPU class named %s already exists", kernel.Quote(*in.Name))
 		}
-		c := &model.GPUClass{ID: model.NewID(), TenantID: p.TenantID, Currency: basis.DefaultCurrency, CreatedAt: t.Now}
+		c := &model.GPUClass{ID: model.NewID(), TenantID: t.P.TenantID, Currency: basis.DefaultCurrency, CreatedAt: t.Now}
 		if err := applyGPUClass(c, in); err != nil {
 			return "", err
 		}
@@ -39,11 +35,7 @@ func (s *Allocation) CreateGPUClass(ctx context.Context, in GPUClassInput) (*ker
 
 // UpdateGPUClass changes a GPU class.
 func (s *Allocation) UpdateGPUClass(ctx context.Context, ref string, in GPUClassInput) (*kernel.EstateResult, error) {
-	p, err := kernel.Caller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return s.k.ChangeEstate(ctx, p, "change GPU classes", false, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
+	return s.k.ChangeCallerEstate(ctx, "change GPU classes", func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
 		c, err := kernel.FindGPUClass(next, ref)
 		if err != nil {
 			return "", err
@@ -70,11 +62,7 @@ func applyGPUClass(c *model.GPUClass, in GPUClassInput) error {
 
 // DeleteGPUClass removes a GPU class no pool or profile uses.
 func (s *Allocation) DeleteGPUClass(ctx context.Context, ref string) (*kernel.EstateResult, error) {
-	p, err := kernel.Caller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return s.k.ChangeEstate(ctx, p, "delete GPU classes", false, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
+	return s.k.ChangeCallerEstate(ctx, "delete GPU classes", func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
 		c, err := kernel.FindGPUClass(next, ref)
 		if err != nil {
 			return "", err
@@ -100,11 +88,7 @@ func (s *Allocation) DeleteGPUClass(ctx context.Context, ref string) (*kernel.Es
 
 // CreatePool adds a pool.
 func (s *Allocation) CreatePool(ctx context.Context, in PoolInput) (*kernel.EstateResult, error) {
-	p, err := kernel.Caller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return s.k.ChangeEstate(ctx, p, "create pools", false, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
+	return s.k.ChangeCallerEstate(ctx, "create pools", func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
 		if err := kernel.RequireName("pool", in.Name); err != nil {
 			return "", err
 		}
@@ -114,7 +98,7 @@ func (s *Allocation) CreatePool(ctx context.Context, in PoolInput) (*kernel.Esta
 		if in.Kind == nil || in.CapacityGPUs == nil || in.GPUClass == nil {
 			return "", kernel.Invalid("a pool needs a kind, a capacity in whole GPUs and a GPU class")
 		}
-		pool := &model.Pool{ID: model.NewID(), TenantID: p.TenantID, CreatedAt: t.Now}
+		pool := &model.Pool{ID: model.NewID(), TenantID: t.P.TenantID, CreatedAt: t.Now}
 		next.Pools = append(next.Pools, pool)
 		return pool.ID, applyPool(next, pool, in)
 	})
@@ -122,11 +106,7 @@ func (s *Allocation) CreatePool(ctx context.Context, in PoolInput) (*kernel.Esta
 
 // UpdatePool changes a pool.
 func (s *Allocation) UpdatePool(ctx context.Context, ref string, in PoolInput) (*kernel.EstateResult, error) {
-	p, err := kernel.Caller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return s.k.ChangeEstate(ctx, p, "change pools", false, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
+	return s.k.ChangeCallerEstate(ctx, "change pools", func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
 		pool, err := kernel.FindPool(next, ref)
 		if err != nil {
 			return "", err
@@ -179,11 +159,7 @@ func applyPool(e *estate.Estate, pool *model.Pool, in PoolInput) error {
 
 // DeletePool removes a pool no profile links.
 func (s *Allocation) DeletePool(ctx context.Context, ref string) (*kernel.EstateResult, error) {
-	p, err := kernel.Caller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return s.k.ChangeEstate(ctx, p, "delete pools", false, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
+	return s.k.ChangeCallerEstate(ctx, "delete pools", func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
 		pool, err := kernel.FindPool(next, ref)
 		if err != nil {
 			return "", err
@@ -198,11 +174,7 @@ func (s *Allocation) DeletePool(ctx context.Context, ref string) (*kernel.Estate
 
 // CreateProfile adds a profile.
 func (s *Allocation) CreateProfile(ctx context.Context, in ProfileInput) (*kernel.EstateResult, error) {
-	p, err := kernel.Caller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return s.k.ChangeEstate(ctx, p, "create profiles", false, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
+	return s.k.ChangeCallerEstate(ctx, "create profiles", func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
 		if err := kernel.RequireName("profile", in.Name); err != nil {
 			return "", err
 		}
@@ -212,7 +184,7 @@ func (s *Allocation) CreateProfile(ctx context.Context, in ProfileInput) (*kerne
 		if in.Size == nil {
 			return "", kernel.Invalid("a profile needs a size: a fraction (0.125, 0.25, 0.5), whole GPUs (1, 8) or nodes x GPUs per node (2x8)")
 		}
-		pr := &model.Profile{ID: model.NewID(), TenantID: p.TenantID, TimeWeightMilli: estate.DefaultTimeWeightMilli, CreatedAt: t.Now}
+		pr := &model.Profile{ID: model.NewID(), TenantID: t.P.TenantID, TimeWeightMilli: estate.DefaultTimeWeightMilli, CreatedAt: t.Now}
 		next.Profiles = append(next.Profiles, pr)
 		return pr.ID, applyProfile(next, pr, in)
 	})
@@ -220,11 +192,7 @@ func (s *Allocation) CreateProfile(ctx context.Context, in ProfileInput) (*kerne
 
 // UpdateProfile changes a profile.
 func (s *Allocation) UpdateProfile(ctx context.Context, ref string, in ProfileInput) (*kernel.EstateResult, error) {
-	p, err := kernel.Caller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return s.k.ChangeEstate(ctx, p, "change profiles", false, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
+	return s.k.ChangeCallerEstate(ctx, "change profiles", func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
 		pr, err := kernel.FindProfile(next, ref)
 		if err != nil {
 			return "", err
@@ -284,11 +252,7 @@ func applyProfile(e *estate.Estate, pr *model.Profile, in ProfileInput) error {
 
 // DeleteProfile removes a profile no policy is connected to.
 func (s *Allocation) DeleteProfile(ctx context.Context, ref string) (*kernel.EstateResult, error) {
-	p, err := kernel.Caller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return s.k.ChangeEstate(ctx, p, "delete profiles", false, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
+	return s.k.ChangeCallerEstate(ctx, "delete profiles", func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
 		pr, err := kernel.FindProfile(next, ref)
 		if err != nil {
 			return "", err

@@ -50,53 +50,44 @@ func engineStatus(ctx context.Context, q store.Queries, tenantID string, now tim
 // it is disabled nothing is placed or preempted and no budget time is
 // charged; work that holds capacity keeps it.
 func (s *Allocation) SetEngineEnabled(ctx context.Context, enabled bool) (*EngineStatus, error) {
-	p, err := kernel.Caller(ctx)
-	if err != nil {
-		return nil, err
-	}
 	what := "disable the compute policy engine"
 	if enabled {
 		what = "enable the compute policy engine"
 	}
-	if err := kernel.RequireAdmin(p, what); err != nil {
-		return nil, err
-	}
-	var st *EngineStatus
-	err = s.k.Write(ctx, p, func(t *kernel.Txn) error {
-		// Exclusive against the engine's apply, which checks the pause
-		// under the shared lock: once this returns, no pass in flight
-		// places or preempts work on a disabled engine.
-		if err := t.Q.LockTenant(ctx, p.TenantID); err != nil {
-			return err
-		}
-		cur, err := engineStatus(ctx, t.Q, p.TenantID, t.Now)
-		if err != nil {
-			return err
-		}
-		if cur.Enabled == enabled {
-			st = cur
-			return nil
-		}
-		if enabled {
-			err = t.Q.EndEnginePause(ctx, p.TenantID, t.Now)
-		} else {
-			err = t.Q.StartEnginePause(ctx, &model.EnginePause{TenantID: p.TenantID, StartedAt: t.Now, ByUserID: p.UserID, ByName: p.UserName})
-		}
-		if err != nil {
-			return err
-		}
-		st = &EngineStatus{Enabled: enabled, Since: t.Now}
-		action := "engine.enabled"
-		if !enabled {
-			action, st.By = "engine.disabled", p.UserName
-		}
-		t.Record(action, "engine", p.TenantID, "compute policy engine", "", what)
-		return nil
+	return kernel.Run(ctx, s.k, kernel.Op[*EngineStatus]{Name: "setEngineEnabled", Right: kernel.RightAdmin, What: what,
+		// Switching it to the state it is in changes nothing: no entry.
+		Unaudited: true,
+		Body: func(t *kernel.Txn) (*EngineStatus, kernel.Audit, error) {
+			p := t.P
+			// Exclusive against the engine's apply, which checks the pause
+			// under the shared lock: once this returns, no pass in flight
+			// places or preempts work on a disabled engine.
+			if err := t.Q.LockTenant(t.Ctx, p.TenantID); err != nil {
+				return nil, kernel.Audit{}, err
+			}
+			cur, err := engineStatus(t.Ctx, t.Q, p.TenantID, t.Now)
+			if err != nil {
+				return nil, kernel.Audit{}, err
+			}
+			if cur.Enabled == enabled {
+				return cur, kernel.Audit{}, nil
+			}
+			if enabled {
+				err = t.Q.EndEnginePause(t.Ctx, p.TenantID, t.Now)
+			} else {
+				err = t.Q.StartEnginePause(t.Ctx, &model.EnginePause{TenantID: p.TenantID, StartedAt: t.Now, ByUserID: p.UserID, ByName: p.UserName})
+			}
+			if err != nil {
+				return nil, kernel.Audit{}, err
+			}
+			st := &EngineStatus{Enabled: enabled, Since: t.Now}
+			action := "engine.enabled"
+			if !enabled {
+				action, st.By = "engine.disabled", p.UserName
+			}
+			return st, kernel.Audit{Action: action, Kind: "engine", ID: p.TenantID, Name: "compute policy engine", Detail: what}, nil
+		},
 	})
-	if err != nil {
-		return nil, err
-	}
-	return st, nil
 }
 
 // QueueState returns why a compute resource's head waits, or nil when

@@ -55,15 +55,14 @@ func (s *Allocation) ApplyEstate(ctx context.Context, document []byte, dryRun bo
 	if err != nil {
 		return nil, err
 	}
-	if err := kernel.RequireAdmin(p, "apply an estate file"); err != nil {
-		return nil, err
-	}
-	doc, err := estate.ParseDocument(document)
-	if err != nil {
-		return nil, kernel.Invalid("%v", err)
-	}
+	// The document is read once the right is checked: a caller who may
+	// not apply one is refused before being told what is wrong with it.
 	return s.k.ChangeEstate(ctx, p, "apply an estate file", dryRun, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
-		applied, err := doc.Apply(cur, p.TenantID, model.NewID, t.Now)
+		doc, err := estate.ParseDocument(document)
+		if err != nil {
+			return "", kernel.Invalid("%v", err)
+		}
+		applied, err := doc.Apply(cur, t.P.TenantID, model.NewID, t.Now)
 		if err != nil {
 			return "", kernel.InvalidEstate(err)
 		}

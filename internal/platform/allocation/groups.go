@@ -20,18 +20,14 @@ import (
 
 // CreateGroup adds a group.
 func (s *Allocation) CreateGroup(ctx context.Context, in GroupInput) (*kernel.EstateResult, error) {
-	p, err := kernel.Caller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return s.k.ChangeEstate(ctx, p, "create groups", false, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
+	return s.k.ChangeCallerEstate(ctx, "create groups", func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
 		if err := kernel.RequireName("group", in.Name); err != nil {
 			return "", err
 		}
 		if next.GroupByName(strings.TrimSpace(*in.Name)) != nil {
 			return "", kernel.Conflict("a group named %s already exists", kernel.Quote(*in.Name))
 		}
-		g := &model.Group{ID: model.NewID(), TenantID: p.TenantID, CreatedAt: t.Now}
+		g := &model.Group{ID: model.NewID(), TenantID: t.P.TenantID, CreatedAt: t.Now}
 		kernel.SetString(&g.Name, in.Name)
 		kernel.SetString(&g.Description, in.Description)
 		next.Groups = append(next.Groups, g)
@@ -41,11 +37,7 @@ func (s *Allocation) CreateGroup(ctx context.Context, in GroupInput) (*kernel.Es
 
 // UpdateGroup renames or describes a group.
 func (s *Allocation) UpdateGroup(ctx context.Context, ref string, in GroupInput) (*kernel.EstateResult, error) {
-	p, err := kernel.Caller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return s.k.ChangeEstate(ctx, p, "change groups", false, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
+	return s.k.ChangeCallerEstate(ctx, "change groups", func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
 		g, err := kernel.FindGroup(next, ref)
 		if err != nil {
 			return "", err
@@ -59,11 +51,7 @@ func (s *Allocation) UpdateGroup(ctx context.Context, ref string, in GroupInput)
 // DeleteGroup removes a group without a policy or projects. Its memberships
 // go with it.
 func (s *Allocation) DeleteGroup(ctx context.Context, ref string) (*kernel.EstateResult, error) {
-	p, err := kernel.Caller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return s.k.ChangeEstate(ctx, p, "delete groups", false, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
+	return s.k.ChangeCallerEstate(ctx, "delete groups", func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
 		g, err := kernel.FindGroup(next, ref)
 		if err != nil {
 			return "", err
@@ -90,11 +78,7 @@ func (s *Allocation) DeleteGroup(ctx context.Context, ref string) (*kernel.Estat
 
 // CreatePolicy gives a group its resource policy.
 func (s *Allocation) CreatePolicy(ctx context.Context, in PolicyInput) (*kernel.EstateResult, error) {
-	p, err := kernel.Caller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return s.k.ChangeEstate(ctx, p, "create resource policies", false, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
+	return s.k.ChangeCallerEstate(ctx, "create resource policies", func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
 		if in.Group == nil {
 			return "", kernel.Invalid("a resource policy needs the group it belongs to")
 		}
@@ -108,7 +92,7 @@ func (s *Allocation) CreatePolicy(ctx context.Context, in PolicyInput) (*kernel.
 		if in.LimitGPUs == nil {
 			return "", kernel.Invalid("a resource policy needs a limit: the most GPUs the group may hold at once")
 		}
-		pol := &model.ResourcePolicy{ID: model.NewID(), TenantID: p.TenantID, GroupID: g.ID, CreatedAt: t.Now,
+		pol := &model.ResourcePolicy{ID: model.NewID(), TenantID: t.P.TenantID, GroupID: g.ID, CreatedAt: t.Now,
 			LowWatermark: model.DefaultLowWatermark, AlertThresholdPercent: model.DefaultAlertThresholdPercent}
 		next.Policies = append(next.Policies, pol)
 		return pol.ID, applyPolicy(next, pol, in)
@@ -117,11 +101,7 @@ func (s *Allocation) CreatePolicy(ctx context.Context, in PolicyInput) (*kernel.
 
 // UpdatePolicy changes a group's resource policy.
 func (s *Allocation) UpdatePolicy(ctx context.Context, ref string, in PolicyInput) (*kernel.EstateResult, error) {
-	p, err := kernel.Caller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return s.k.ChangeEstate(ctx, p, "change resource policies", false, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
+	return s.k.ChangeCallerEstate(ctx, "change resource policies", func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
 		pol, err := kernel.FindPolicy(next, ref)
 		if err != nil {
 			return "", err
@@ -161,11 +141,7 @@ func applyPolicy(e *estate.Estate, pol *model.ResourcePolicy, in PolicyInput) er
 // DeletePolicy removes a group's policy and disconnects its compute
 // resources, which must have no work queued or running.
 func (s *Allocation) DeletePolicy(ctx context.Context, ref string) (*kernel.EstateResult, error) {
-	p, err := kernel.Caller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return s.k.ChangeEstate(ctx, p, "delete resource policies", false, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
+	return s.k.ChangeCallerEstate(ctx, "delete resource policies", func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
 		pol, err := kernel.FindPolicy(next, ref)
 		if err != nil {
 			return "", err
@@ -182,11 +158,7 @@ func (s *Allocation) DeletePolicy(ctx context.Context, ref string) (*kernel.Esta
 // compute resource the group submits to. A profile larger than the group's
 // limit is refused.
 func (s *Allocation) ConnectProfile(ctx context.Context, in ConnectInput) (*kernel.EstateResult, error) {
-	p, err := kernel.Caller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return s.k.ChangeEstate(ctx, p, "connect profiles to policies", false, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
+	return s.k.ChangeCallerEstate(ctx, "connect profiles to policies", func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
 		pol, err := kernel.FindPolicy(next, in.Policy)
 		if err != nil {
 			return "", kernel.Invalid("%v", err)
@@ -198,7 +170,7 @@ func (s *Allocation) ConnectProfile(ctx context.Context, in ConnectInput) (*kern
 		if existing := next.ComputeResourceOf(pol.ID, pr.ID); existing != nil {
 			return "", kernel.Conflict("profile %s is already connected to group %s's policy as compute resource %s", kernel.Quote(pr.Name), next.GroupName(pol.GroupID), kernel.Quote(existing.Name))
 		}
-		cr := &model.ComputeResource{ID: model.NewID(), TenantID: p.TenantID, PolicyID: pol.ID, ProfileID: pr.ID, Name: pr.Name, CreatedAt: t.Now}
+		cr := &model.ComputeResource{ID: model.NewID(), TenantID: t.P.TenantID, PolicyID: pol.ID, ProfileID: pr.ID, Name: pr.Name, CreatedAt: t.Now}
 		kernel.SetString(&cr.Name, in.Name)
 		kernel.SetString(&cr.Description, in.Description)
 		setRunSettings(cr, in.Image, in.Env, in.Mounts)
@@ -210,11 +182,7 @@ func (s *Allocation) ConnectProfile(ctx context.Context, in ConnectInput) (*kern
 // UpdateComputeResource renames or describes a compute resource, or changes
 // how its tasks run.
 func (s *Allocation) UpdateComputeResource(ctx context.Context, id string, in ComputeResourceInput) (*kernel.EstateResult, error) {
-	p, err := kernel.Caller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return s.k.ChangeEstate(ctx, p, "change compute resources", false, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
+	return s.k.ChangeCallerEstate(ctx, "change compute resources", func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
 		cr, err := kernel.FindComputeResource(next, id)
 		if err != nil {
 			return "", err
@@ -241,11 +209,7 @@ func setRunSettings(cr *model.ComputeResource, image *string, env map[string]str
 // DisconnectProfile deletes a compute resource that has no work queued or
 // running.
 func (s *Allocation) DisconnectProfile(ctx context.Context, id string) (*kernel.EstateResult, error) {
-	p, err := kernel.Caller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return s.k.ChangeEstate(ctx, p, "disconnect profiles from policies", false, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
+	return s.k.ChangeCallerEstate(ctx, "disconnect profiles from policies", func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
 		cr, err := kernel.FindComputeResource(next, id)
 		if err != nil {
 			return "", err
@@ -257,18 +221,14 @@ func (s *Allocation) DisconnectProfile(ctx context.Context, id string) (*kernel.
 
 // CreateProject adds a project.
 func (s *Allocation) CreateProject(ctx context.Context, in ProjectInput) (*kernel.EstateResult, error) {
-	p, err := kernel.Caller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return s.k.ChangeEstate(ctx, p, "create projects", false, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
+	return s.k.ChangeCallerEstate(ctx, "create projects", func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
 		if err := kernel.RequireName("project", in.Name); err != nil {
 			return "", err
 		}
 		if next.ProjectByName(strings.TrimSpace(*in.Name)) != nil {
 			return "", kernel.Conflict("a project named %s already exists", kernel.Quote(*in.Name))
 		}
-		pr := &model.Project{ID: model.NewID(), TenantID: p.TenantID, CreatedAt: t.Now}
+		pr := &model.Project{ID: model.NewID(), TenantID: t.P.TenantID, CreatedAt: t.Now}
 		next.Projects = append(next.Projects, pr)
 		return pr.ID, applyProject(next, pr, in)
 	})
@@ -276,11 +236,7 @@ func (s *Allocation) CreateProject(ctx context.Context, in ProjectInput) (*kerne
 
 // UpdateProject changes a project.
 func (s *Allocation) UpdateProject(ctx context.Context, ref string, in ProjectInput) (*kernel.EstateResult, error) {
-	p, err := kernel.Caller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return s.k.ChangeEstate(ctx, p, "change projects", false, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
+	return s.k.ChangeCallerEstate(ctx, "change projects", func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
 		pr, err := kernel.FindProject(next, ref)
 		if err != nil {
 			return "", err
@@ -308,11 +264,7 @@ func applyProject(e *estate.Estate, pr *model.Project, in ProjectInput) error {
 
 // DeleteProject removes a project that has no tasks.
 func (s *Allocation) DeleteProject(ctx context.Context, ref string) (*kernel.EstateResult, error) {
-	p, err := kernel.Caller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return s.k.ChangeEstate(ctx, p, "delete projects", false, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
+	return s.k.ChangeCallerEstate(ctx, "delete projects", func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
 		pr, err := kernel.FindProject(next, ref)
 		if err != nil {
 			return "", err

@@ -66,14 +66,10 @@ func (s *Apps) AppSettings(ctx context.Context) (*model.AppSettings, error) {
 // its templates may refer only to its form's fields and the values every
 // launch has.
 func (s *Apps) PutApp(ctx context.Context, a model.App) (*kernel.EstateResult, error) {
-	p, err := kernel.Caller(ctx)
-	if err != nil {
-		return nil, err
-	}
 	a.Name = strings.TrimSpace(a.Name)
 	a.BuiltIn = false
 	a.Run.Args = slices.Clone(a.Run.Args)
-	return s.k.ChangeEstate(ctx, p, "change the app catalogue", false, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
+	return s.k.ChangeCallerEstate(ctx, "change the app catalogue", func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
 		x := a
 		appconf.Put(&next.Apps, &x)
 		return a.Name, nil
@@ -84,11 +80,7 @@ func (s *Apps) PutApp(ctx context.Context, a model.App) (*kernel.EstateResult, e
 // Locking a built-in the tenant has not overridden stores a copy of it,
 // locked.
 func (s *Apps) SetAppLocked(ctx context.Context, name string, locked bool) (*kernel.EstateResult, error) {
-	p, err := kernel.Caller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return s.k.ChangeEstate(ctx, p, "lock or unlock apps", false, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
+	return s.k.ChangeCallerEstate(ctx, "lock or unlock apps", func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
 		a := appconf.Find(&next.Apps, name)
 		if a == nil {
 			if a = appconf.BuiltIn(name); a == nil {
@@ -106,11 +98,7 @@ func (s *Apps) SetAppLocked(ctx context.Context, name string, locked bool) (*ker
 // brings the built-in back; a built-in itself cannot be removed, only
 // locked. Running instances are left running.
 func (s *Apps) DeleteApp(ctx context.Context, name string) (*kernel.EstateResult, error) {
-	p, err := kernel.Caller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return s.k.ChangeEstate(ctx, p, "delete apps", false, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
+	return s.k.ChangeCallerEstate(ctx, "delete apps", func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
 		if !appconf.Remove(&next.Apps, name) {
 			if appconf.BuiltIn(name) != nil {
 				return "", kernel.Invalid("app %s is built in and cannot be deleted; lock it instead ('klique app lock %s') to stop launches", kernel.Quote(name), name)
@@ -124,11 +112,7 @@ func (s *Apps) DeleteApp(ctx context.Context, name string) (*kernel.EstateResult
 // SetAppLaunches switches every launch of the tenant on or off. Instances
 // already running are left running.
 func (s *Apps) SetAppLaunches(ctx context.Context, enabled bool) (*kernel.EstateResult, error) {
-	p, err := kernel.Caller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return s.k.ChangeEstate(ctx, p, "switch app launches on or off", false, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
+	return s.k.ChangeCallerEstate(ctx, "switch app launches on or off", func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
 		next.Apps.Settings.LaunchesDisabled = !enabled
 		return "apps", nil
 	})
@@ -137,11 +121,7 @@ func (s *Apps) SetAppLaunches(ctx context.Context, enabled bool) (*kernel.Estate
 // SetAppQuota sets the running-apps quota of the company (group empty) or
 // of a group; 0 removes it.
 func (s *Apps) SetAppQuota(ctx context.Context, group string, running int) (*kernel.EstateResult, error) {
-	p, err := kernel.Caller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return s.k.ChangeEstate(ctx, p, "set running-apps quotas", false, func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
+	return s.k.ChangeCallerEstate(ctx, "set running-apps quotas", func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
 		st := &next.Apps.Settings
 		if group == "" {
 			st.Running = running

@@ -183,13 +183,17 @@ func (s *Apps) sweepTenant(ctx context.Context, tenantID string, res *SweepResul
 // app.idle_cleared, by the replica whose write changed it.
 func (s *Apps) setWarned(ctx context.Context, t *model.Task, at *time.Time, detail string) (bool, error) {
 	changed, err := kernel.RunAs(ctx, s.k, kernel.System(t.TenantID, idleActor), kernel.Op[bool]{
-		Name: "setAppIdleWarned", Unaudited: true, // a warning cleared is only published
+		Name: "warnIdleApp", Right: kernel.RightRead, What: "warn of idle apps",
+		// A warning is audited; its clearing only published.
+		Unaudited: true,
 		Body: func(tx *kernel.Txn) (bool, kernel.Audit, error) {
-			changed, err := tx.Q.SetAppIdleWarned(ctx, t.TenantID, t.ID, t.Run.Attempt, at)
-			if err != nil || !changed {
+			changed, err := tx.Q.SetAppIdleWarned(tx.Ctx, t.TenantID, t.ID, t.Run.Attempt, at)
+			switch {
+			case err != nil:
 				return false, kernel.Audit{}, err
-			}
-			if at == nil {
+			case !changed:
+				return false, kernel.Audit{}, nil
+			case at == nil:
 				tx.Publish(eventOf(tx, "app.idle_cleared", t))
 				return true, kernel.Audit{}, nil
 			}

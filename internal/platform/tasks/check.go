@@ -45,6 +45,6 @@ func (s *Tasks) CheckEnqueue(ctx context.Context, in EnqueueInput) (*model.Task,
 // names it in the audit trail), by the same path as AbortTask: a pipeline
 // whose owner lost access stops the work it started for them.
 func (s *Tasks) AbortAsSystem(ctx context.Context, tenantID, id, actor, reason string) (*model.Task, error) {
-	return s.abortAs(ctx, kernel.System(tenantID, actor), true, id, func(*model.Task) error { return nil },
+	return s.abortAs(ctx, kernel.System(tenantID, actor), id, func(*model.Task) error { return nil },
 		func(*identity.Principal) string { return reason })
 }

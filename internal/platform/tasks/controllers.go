@@ -44,6 +44,6 @@ func (s *Tasks) Target(ctx context.Context, project, computeResource, group stri
 // actor is the controller, as the audit trail shows it. A task that has
 // already ended is a conflict.
 func (s *Tasks) StopAs(ctx context.Context, tenantID, id, actor, reason string) (*model.Task, error) {
-	return s.abortAs(ctx, kernel.System(tenantID, actor), true, id, func(*model.Task) error { return nil },
+	return s.abortAs(ctx, kernel.System(tenantID, actor), id, func(*model.Task) error { return nil },
 		func(*identity.Principal) string { return reason })
 }

@@ -95,49 +95,42 @@ func (s *Tasks) SetLogLimit(n int64) { s.logLimit = n }
 // StartLocalRun records a run on the caller's machine: a task in status
 // local, owned by the caller, in the project given (or their default).
 func (s *Tasks) StartLocalRun(ctx context.Context, in LocalRunInput) (*model.Task, error) {
-	p, err := kernel.Caller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if err := kernel.RequireWrite(p, "start runs"); err != nil {
-		return nil, err
-	}
-	in.Spec = normalizeSpec(in.Spec)
-	in.Spec.Kind, in.Spec.App = "", nil
-	if ps := ValidateTaskSpec(in.Name, &in.Spec); len(ps) > 0 {
-		return nil, &kernel.Error{Code: kernel.CodeInvalid, Message: "run " + kernel.Quote(in.Name) + ": " + strings.Join(ps, "; "), Problems: ps}
-	}
-	var task *model.Task
-	err = s.k.Write(ctx, p, func(t *kernel.Txn) error {
-		e, err := s.k.CurrentEstate(ctx, t.Q, p.TenantID)
-		if err != nil {
-			return err
-		}
-		project, err := resolveProject(p, e, in.Project)
-		if err != nil {
-			return err
-		}
-		groupID, err := localRunGroup(p, e, project, in.Group)
-		if err != nil {
-			return err
-		}
-		task = &model.Task{
-			ID: model.NewID(), TenantID: p.TenantID, ProjectID: project.ID, OwnerID: p.UserID, GroupID: groupID,
-			Name: in.Name, Spec: in.Spec, Status: model.TaskLocal,
-			Reason:    "running locally on its owner's machine, reported by the SDK",
-			CreatedAt: t.Now, UpdatedAt: t.Now,
-		}
-		if err := t.Q.CreateTask(ctx, task); err != nil {
-			return fmt.Errorf("start local run %s: %w", task.Name, err)
-		}
-		t.Record("task.started", "task", task.ID, task.Name, task.GroupID,
-			fmt.Sprintf("started running locally in project %s", project.Name))
-		return nil
+	return kernel.Run(ctx, s.k, kernel.Op[*model.Task]{Name: "startLocalRun", Right: kernel.RightWrite, What: "start runs",
+		Check: func(*identity.Principal) error {
+			in.Spec = normalizeSpec(in.Spec)
+			in.Spec.Kind, in.Spec.App = "", nil
+			if ps := ValidateTaskSpec(in.Name, &in.Spec); len(ps) > 0 {
+				return &kernel.Error{Code: kernel.CodeInvalid, Message: "run " + kernel.Quote(in.Name) + ": " + strings.Join(ps, "; "), Problems: ps}
+			}
+			return nil
+		},
+		Body: func(t *kernel.Txn) (*model.Task, kernel.Audit, error) {
+			p := t.P
+			e, err := s.k.CurrentEstate(t.Ctx, t.Q, p.TenantID)
+			if err != nil {
+				return nil, kernel.Audit{}, err
+			}
+			project, err := resolveProject(p, e, in.Project)
+			if err != nil {
+				return nil, kernel.Audit{}, err
+			}
+			groupID, err := localRunGroup(p, e, project, in.Group)
+			if err != nil {
+				return nil, kernel.Audit{}, err
+			}
+			task := &model.Task{
+				ID: model.NewID(), TenantID: p.TenantID, ProjectID: project.ID, OwnerID: p.UserID, GroupID: groupID,
+				Name: in.Name, Spec: in.Spec, Status: model.TaskLocal,
+				Reason:    "running locally on its owner's machine, reported by the SDK",
+				CreatedAt: t.Now, UpdatedAt: t.Now,
+			}
+			if err := t.Q.CreateTask(t.Ctx, task); err != nil {
+				return nil, kernel.Audit{}, fmt.Errorf("start local run %s: %w", task.Name, err)
+			}
+			return task, kernel.Audit{Action: "task.started", Kind: "task", ID: task.ID, Name: task.Name, GroupID: task.GroupID,
+				Detail: fmt.Sprintf("started running locally in project %s", project.Name)}, nil
+		},
 	})
-	if err != nil {
-		return nil, err
-	}
-	return task, nil
 }
 
 // localRunGroup is the group a local run belongs to, which decides who
@@ -177,64 +170,66 @@ func (s *Tasks) ReportLocalRun(ctx context.Context, id string, r LocalRunReport)
 	if err != nil {
 		return nil, err
 	}
-	var task *model.Task
-	err = s.localRunWrite(ctx, id, "report on", func(t *kernel.Txn, task0 *model.Task) error {
-		task = task0
-		if len(r.Parameters) > 0 {
-			spec := task.Spec
-			spec.Parameters = maps.Clone(spec.Parameters)
-			if spec.Parameters == nil {
-				spec.Parameters = map[string]string{}
-			}
-			var changed []string
-			for k, v := range r.Parameters {
-				if old, ok := spec.Parameters[k]; !ok || old != v {
-					changed = append(changed, k)
-				}
-				spec.Parameters[k] = v
-			}
-			if len(changed) > 0 {
-				if ps := ValidateTaskSpec(task.Name, &spec); len(ps) > 0 {
-					return &kernel.Error{Code: kernel.CodeInvalid, Message: "run " + kernel.Quote(task.Name) + ": " + strings.Join(ps, "; "), Problems: ps}
-				}
-				task.Spec, task.UpdatedAt = spec, t.Now
-				if err := t.Q.UpdateLocalRun(ctx, task); err != nil {
-					return err
-				}
-				t.Record("task.parameters", "task", task.ID, task.Name, task.GroupID,
-					fmt.Sprintf("recorded %d parameters of its local run", len(changed)))
-			}
+	return s.localRunWrite(ctx, "reportLocalRun", id, "report on", func(t *kernel.Txn, task *model.Task) (kernel.Audit, error) {
+		audit, err := s.reportParameters(t, task, r.Parameters)
+		if err != nil {
+			return audit, err
 		}
 		if len(points) > 0 {
-			if err := t.Q.AppendMetrics(ctx, task.TenantID, task.ID, localAttempt, points); err != nil {
-				return err
+			if err := t.Q.AppendMetrics(t.Ctx, task.TenantID, task.ID, localAttempt, points); err != nil {
+				return audit, err
 			}
 			t.Publish(events.Event{TenantID: task.TenantID, Kind: "task.metrics", ObjectKind: "task", ObjectID: task.ID, GroupID: task.GroupID, At: t.Now})
 		}
 		if len(lines) > 0 {
-			n, _, err := t.Q.AppendLogs(ctx, task.TenantID, task.ID, localAttempt, lines, s.logLimitBytes())
+			n, _, err := t.Q.AppendLogs(t.Ctx, task.TenantID, task.ID, localAttempt, lines, s.logLimitBytes())
 			var far *store.LogNumberError
 			if errors.As(err, &far) {
-				return kernel.Invalid("log line number %d is more than %d ahead of the highest this run has stored (%d): number lines from 1 in the order they are printed; the report was not stored",
+				return audit, kernel.Invalid("log line number %d is more than %d ahead of the highest this run has stored (%d): number lines from 1 in the order they are printed; the report was not stored",
 					far.N, store.MaxLogNumberGap, far.Highest)
 			}
 			if err != nil {
-				return err
+				return audit, err
 			}
 			if n > 0 {
 				t.Publish(events.Event{TenantID: task.TenantID, Kind: "task.logs", ObjectKind: "task", ObjectID: task.ID, GroupID: task.GroupID, At: t.Now})
 			}
 		}
-		if _, err := t.Q.TouchLocalRun(ctx, task.TenantID, task.ID, t.Now); err != nil {
-			return err
+		if _, err := t.Q.TouchLocalRun(t.Ctx, task.TenantID, task.ID, t.Now); err != nil {
+			return audit, err
 		}
 		task.UpdatedAt = t.Now
-		return nil
+		return audit, nil
 	})
-	if err != nil {
-		return nil, err
+}
+
+// reportParameters writes the parameters a report adds or changes: the
+// report's audit entry when it changes any, else none.
+func (s *Tasks) reportParameters(t *kernel.Txn, task *model.Task, params map[string]string) (kernel.Audit, error) {
+	spec := task.Spec
+	spec.Parameters = maps.Clone(spec.Parameters)
+	if spec.Parameters == nil {
+		spec.Parameters = map[string]string{}
 	}
-	return task, nil
+	var changed []string
+	for k, v := range params {
+		if old, ok := spec.Parameters[k]; !ok || old != v {
+			changed = append(changed, k)
+		}
+		spec.Parameters[k] = v
+	}
+	if len(changed) == 0 {
+		return kernel.Audit{}, nil
+	}
+	if ps := ValidateTaskSpec(task.Name, &spec); len(ps) > 0 {
+		return kernel.Audit{}, &kernel.Error{Code: kernel.CodeInvalid, Message: "run " + kernel.Quote(task.Name) + ": " + strings.Join(ps, "; "), Problems: ps}
+	}
+	task.Spec, task.UpdatedAt = spec, t.Now
+	if err := t.Q.UpdateLocalRun(t.Ctx, task); err != nil {
+		return kernel.Audit{}, err
+	}
+	return kernel.Audit{Action: "task.parameters", Kind: "task", ID: task.ID, Name: task.Name, GroupID: task.GroupID,
+		Detail: fmt.Sprintf("recorded %d parameters of its local run", len(changed))}, nil
 }
 
 // checkReport checks a report's bounds and returns its points and lines
@@ -326,19 +321,13 @@ func (s *Tasks) EndLocalRun(ctx context.Context, id string, end LocalRunEnd) (*m
 	default:
 		return nil, kernel.Invalid("a local run ends as completed, failed or aborted, not %s", kernel.Quote(string(end.Status)))
 	}
-	var task *model.Task
-	err := s.localRunWrite(ctx, id, "end", func(t *kernel.Txn, task0 *model.Task) error {
-		task = task0
+	return s.localRunWrite(ctx, "endLocalRun", id, "end", func(t *kernel.Txn, task *model.Task) (kernel.Audit, error) {
 		return endLocalRun(t, task, end.Status, end.ExitCode, why)
 	})
-	if err != nil {
-		return nil, err
-	}
-	return task, nil
 }
 
-// endLocalRun writes a local run's end and records it.
-func endLocalRun(t *kernel.Txn, task *model.Task, status model.TaskStatus, exitCode *int, why string) error {
+// endLocalRun writes a local run's end and returns its audit entry.
+func endLocalRun(t *kernel.Txn, task *model.Task, status model.TaskStatus, exitCode *int, why string) (kernel.Audit, error) {
 	if status == model.TaskCompleted && exitCode == nil {
 		zero := 0
 		exitCode = &zero
@@ -346,39 +335,37 @@ func endLocalRun(t *kernel.Txn, task *model.Task, status model.TaskStatus, exitC
 	now := t.Now
 	task.Status, task.Reason, task.UpdatedAt, task.FinishedAt, task.Run.ExitCode = status, why, now, &now, exitCode
 	if err := t.Q.UpdateLocalRun(t.Ctx, task); err != nil {
-		return err
+		return kernel.Audit{}, err
 	}
-	t.Record("task."+string(status), "task", task.ID, task.Name, task.GroupID, "its local run ended: "+why)
-	return nil
+	return kernel.Audit{Action: "task." + string(status), Kind: "task", ID: task.ID, Name: task.Name, GroupID: task.GroupID,
+		Detail: "its local run ended: " + why}, nil
 }
 
-// localRunWrite runs fn in a write on the caller's local run id, once it
-// is found, theirs and still local; what names the operation for
-// refusals.
-func (s *Tasks) localRunWrite(ctx context.Context, id, what string, fn func(t *kernel.Txn, task *model.Task) error) error {
-	p, err := kernel.Caller(ctx)
-	if err != nil {
-		return err
-	}
-	if err := kernel.RequireWrite(p, what+" runs"); err != nil {
-		return err
-	}
-	return s.k.Write(ctx, p, func(t *kernel.Txn) error {
-		task, err := t.Q.GetTask(ctx, p.TenantID, id)
-		if errors.Is(err, store.ErrNotFound) || (err == nil && !kernel.SeesTask(p, task)) {
-			return kernel.NotFound("no task %s", kernel.Quote(id))
-		}
-		if err != nil {
-			return err
-		}
-		if err := mayReportLocally(p, task, what); err != nil {
-			return err
-		}
-		err = fn(t, task)
-		if errors.Is(err, store.ErrConflict) {
-			return kernel.Conflict("task %s is no longer running locally", kernel.Quote(task.Name))
-		}
-		return err
+// localRunWrite runs the operation name on the caller's local run id,
+// once it is found, theirs and still local: body makes the change and
+// says its audit entry. what names the operation for refusals.
+func (s *Tasks) localRunWrite(ctx context.Context, name, id, what string, body func(t *kernel.Txn, task *model.Task) (kernel.Audit, error)) (*model.Task, error) {
+	return kernel.Run(ctx, s.k, kernel.Op[*model.Task]{Name: name, Right: kernel.RightWrite, What: what + " runs",
+		// A report of metrics and logs alone is not in the audit trail.
+		Unaudited: true,
+		Body: func(t *kernel.Txn) (*model.Task, kernel.Audit, error) {
+			p := t.P
+			task, err := t.Q.GetTask(t.Ctx, p.TenantID, id)
+			if errors.Is(err, store.ErrNotFound) || (err == nil && !kernel.SeesTask(p, task)) {
+				return nil, kernel.Audit{}, kernel.NotFound("no task %s", kernel.Quote(id))
+			}
+			if err != nil {
+				return nil, kernel.Audit{}, err
+			}
+			if err := mayReportLocally(p, task, what); err != nil {
+				return nil, kernel.Audit{}, err
+			}
+			a, err := body(t, task)
+			if errors.Is(err, store.ErrConflict) {
+				return nil, kernel.Audit{}, kernel.Conflict("task %s is no longer running locally", kernel.Quote(task.Name))
+			}
+			return task, a, err
+		},
 	})
 }
 
@@ -400,10 +387,6 @@ func mayReportLocally(p *identity.Principal, task *model.Task, what string) erro
 // authorization and audit, after which it is an ordinary queued task
 // (the same id, its logs and metrics so far kept).
 func (s *Tasks) ExecuteRemotely(ctx context.Context, id string, in ExecuteRemotelyInput) (*model.Task, error) {
-	p, err := kernel.Caller(ctx)
-	if err != nil {
-		return nil, err
-	}
 	local, err := s.k.Task(ctx, id)
 	if err != nil {
 		return nil, err
@@ -412,19 +395,8 @@ func (s *Tasks) ExecuteRemotely(ctx context.Context, id string, in ExecuteRemote
 		ID string
 		In ExecuteRemotelyInput
 	}{id, in}
-	if local.OwnerID == p.UserID && local.Status != model.TaskLocal {
-		// A retry of a send that was done answers as the send did.
-		idem, err := kernel.Idempotency(ctx, p, "executeRemotely", in.IdempotencyKey, request)
-		if err != nil {
-			return nil, err
-		}
-		if task, err := s.replay(ctx, idem); task != nil || err != nil {
-			return task, err
-		}
-	}
-	if err := mayReportLocally(p, local, "send"); err != nil {
-		return nil, err
-	}
+	// A retry of a send that was done answers as the send did (the
+	// enqueue's idempotency key) before the run is held to being local.
 	enq := EnqueueInput{Name: local.Name, Project: local.ProjectID, ComputeResource: in.ComputeResource, Group: in.Group,
 		Spec: local.Spec, IdempotencyKey: in.IdempotencyKey, local: local}
 	return s.enqueue(ctx, enq, nil, "executeRemotely", request)
@@ -472,24 +444,29 @@ func (s *Tasks) SweepStaleLocalRuns(ctx context.Context) (int, error) {
 // endStale ends one local run as failed when it is still local and has
 // still not reported since cutoff.
 func (s *Tasks) endStale(ctx context.Context, tenantID, id string, cutoff time.Time) (bool, error) {
-	ended := false
-	err := s.k.Write(ctx, kernel.System(tenantID, localRunsSweeper), func(t *kernel.Txn) error {
-		task, err := t.Q.GetTask(ctx, tenantID, id)
-		if errors.Is(err, store.ErrNotFound) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if task.Status != model.TaskLocal || !task.UpdatedAt.Before(cutoff) {
-			return nil
-		}
-		err = endLocalRun(t, task, model.TaskFailed, nil, LocalRunStaleReason)
-		if errors.Is(err, store.ErrConflict) {
-			return nil // ended or sent since it was read
-		}
-		ended = err == nil
-		return err
+	ended, err := kernel.RunAs(ctx, s.k, kernel.System(tenantID, localRunsSweeper), kernel.Op[bool]{
+		Name: "endStaleLocalRun", Right: kernel.RightRead, What: "end local runs",
+		Body: func(t *kernel.Txn) (bool, kernel.Audit, error) {
+			task, err := t.Q.GetTask(t.Ctx, tenantID, id)
+			if errors.Is(err, store.ErrNotFound) {
+				return false, kernel.Audit{}, kernel.ErrRollback
+			}
+			if err != nil {
+				return false, kernel.Audit{}, err
+			}
+			if task.Status != model.TaskLocal || !task.UpdatedAt.Before(cutoff) {
+				return false, kernel.Audit{}, kernel.ErrRollback
+			}
+			a, err := endLocalRun(t, task, model.TaskFailed, nil, LocalRunStaleReason)
+			if errors.Is(err, store.ErrConflict) {
+				return false, kernel.Audit{}, kernel.ErrRollback // ended or sent since it was read
+			}
+			return err == nil, a, err
+		},
 	})
+	if errors.Is(err, kernel.ErrRollback) {
+		// Gone, ended, sent or reported on since it was listed: not stale.
+		return false, nil
+	}
 	return ended, err
 }

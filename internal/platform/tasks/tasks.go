@@ -68,81 +68,86 @@ func (s *Tasks) EnqueueTask(ctx context.Context, in EnqueueInput) (*model.Task, 
 // from, recorded in the same transaction. operation and request are what
 // the idempotency key of the request (if any) is recorded with.
 func (s *Tasks) enqueue(ctx context.Context, in EnqueueInput, clonedFrom *model.Task, operation string, request any) (*model.Task, error) {
-	p, err := kernel.Caller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if err := kernel.RequireWrite(p, "enqueue tasks"); err != nil {
-		return nil, err
-	}
-	idem, err := kernel.Idempotency(ctx, p, operation, in.IdempotencyKey, request)
-	if err != nil {
-		return nil, err
-	}
-	if task, err := s.replay(ctx, idem); task != nil || err != nil {
-		return task, err
+	return kernel.Run(ctx, s.k, kernel.Op[*model.Task]{
+		Name: operation, Right: kernel.RightWrite, What: "enqueue tasks",
+		IdempotencyKey: in.IdempotencyKey, Request: request,
+		ResultID: func(task *model.Task) string { return task.ID },
+		Replay:   s.k.Task,
+		// The input's own checks are skipped on a retry, which answers
+		// the first task.
+		Prepare: func(p *identity.Principal) (err error) {
+			in, err = checkEnqueueInput(p, in)
+			return err
+		},
+		Body: func(t *kernel.Txn) (*model.Task, kernel.Audit, error) {
+			task, detail, err := s.writeTask(t, in, clonedFrom)
+			if err != nil {
+				return nil, kernel.Audit{}, err
+			}
+			return task, kernel.Audit{Action: "task.enqueued", Kind: "task", ID: task.ID, Name: task.Name, GroupID: task.GroupID, Detail: detail}, nil
+		},
+	})
+}
+
+// checkEnqueueInput checks what an enqueue can check of its input alone
+// (a local run sent on is its owner's, still local), and returns it
+// normalised.
+func checkEnqueueInput(p *identity.Principal, in EnqueueInput) (EnqueueInput, error) {
+	if in.local != nil {
+		if err := mayReportLocally(p, in.local, "send"); err != nil {
+			return in, err
+		}
 	}
 	in.Spec = normalizeSpec(in.Spec)
 	// An application's spec is written by prepare, and checked then.
 	tags, err := ValidateTags(in.Tags)
 	if err != nil {
-		return nil, kernel.Invalid("task %s: %v", kernel.Quote(in.Name), err)
+		return in, kernel.Invalid("task %s: %v", kernel.Quote(in.Name), err)
 	}
 	in.Tags = tags
 	if ps := ValidateTaskSpec(in.Name, &in.Spec); len(ps) > 0 && in.prepare == nil {
-		return nil, &kernel.Error{Code: kernel.CodeInvalid, Message: "task " + kernel.Quote(in.Name) + ": " + strings.Join(ps, "; "), Problems: ps}
+		return in, &kernel.Error{Code: kernel.CodeInvalid, Message: "task " + kernel.Quote(in.Name) + ": " + strings.Join(ps, "; "), Problems: ps}
 	}
-	var task *model.Task
-	err = s.k.Write(ctx, p, func(t *kernel.Txn) error {
-		// The shared lock keeps the allocation model from changing until
-		// the task is written, while other enqueues go on together.
-		if err := t.Q.LockTenantShared(ctx, p.TenantID); err != nil {
-			return err
-		}
-		e, err := s.k.CurrentEstate(ctx, t.Q, p.TenantID)
-		if err != nil {
-			return err
-		}
-		task, err = s.newTask(t, e, in)
-		if err != nil {
-			return err
-		}
-		if err := checkTaskSecrets(ctx, t.Q, e, task); err != nil {
-			return err
-		}
-		if err := s.checkInputs(t, task); err != nil {
-			return err
-		}
-		detail := ""
-		if clonedFrom != nil {
-			task.ClonedFromID = clonedFrom.ID
-			detail = fmt.Sprintf(", cloned from task %s (%s)", kernel.Quote(clonedFrom.Name), clonedFrom.ID)
-		}
-		if err := s.writeEnqueued(t, in.local, task); err != nil {
-			return err
-		}
-		if in.local != nil {
-			detail += ", from its local run"
-		}
-		if err := t.RecordIdempotency(idem, task.ID); err != nil {
-			return err
-		}
-		cr := e.ComputeResource(task.ComputeResourceID)
-		t.Record("task.enqueued", "task", task.ID, task.Name, task.GroupID,
-			fmt.Sprintf("enqueued on compute resource %s of group %s, size %s, in project %s%s",
-				kernel.Quote(cr.Name), e.GroupName(task.GroupID), task.Size, e.Project(task.ProjectID).Name, detail))
-		return nil
-	})
-	if errors.Is(err, kernel.ErrIdempotencyRace) {
-		// A retry with the same key committed first: answer as it.
-		if task, rerr := s.replay(ctx, idem); task != nil || rerr != nil {
-			return task, rerr
-		}
+	return in, nil
+}
+
+// writeTask writes an enqueue's task in t, once it is resolved and
+// checked against the estate under the tenant's shared lock, and returns
+// it with the detail of its audit entry.
+func (s *Tasks) writeTask(t *kernel.Txn, in EnqueueInput, clonedFrom *model.Task) (*model.Task, string, error) {
+	// The shared lock keeps the allocation model from changing until
+	// the task is written, while other enqueues go on together.
+	if err := t.Q.LockTenantShared(t.Ctx, t.P.TenantID); err != nil {
+		return nil, "", err
 	}
+	e, err := s.k.CurrentEstate(t.Ctx, t.Q, t.P.TenantID)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return task, nil
+	task, err := s.newTask(t, e, in)
+	if err != nil {
+		return nil, "", err
+	}
+	if err := checkTaskSecrets(t.Ctx, t.Q, e, task); err != nil {
+		return nil, "", err
+	}
+	if err := s.checkInputs(t, task); err != nil {
+		return nil, "", err
+	}
+	detail := ""
+	if clonedFrom != nil {
+		task.ClonedFromID = clonedFrom.ID
+		detail = fmt.Sprintf(", cloned from task %s (%s)", kernel.Quote(clonedFrom.Name), clonedFrom.ID)
+	}
+	if err := s.writeEnqueued(t, in.local, task); err != nil {
+		return nil, "", err
+	}
+	if in.local != nil {
+		detail += ", from its local run"
+	}
+	cr := e.ComputeResource(task.ComputeResourceID)
+	return task, fmt.Sprintf("enqueued on compute resource %s of group %s, size %s, in project %s%s",
+		kernel.Quote(cr.Name), e.GroupName(task.GroupID), task.Size, e.Project(task.ProjectID).Name, detail), nil
 }
 
 // writeEnqueued writes an enqueued task: a new one, or a local run
@@ -163,16 +168,6 @@ func (s *Tasks) writeEnqueued(t *kernel.Txn, local, task *model.Task) error {
 		return fmt.Errorf("send local run %s to a compute resource: %w", task.Name, err)
 	}
 	return nil
-}
-
-// replay returns the task the first request with the key created, nil
-// when the key is new.
-func (s *Tasks) replay(ctx context.Context, idem *kernel.Idem) (*model.Task, error) {
-	id, err := s.k.Replay(ctx, idem)
-	if err != nil || id == "" {
-		return nil, err
-	}
-	return s.k.Task(ctx, id)
 }
 
 func normalizeSpec(s model.TaskSpec) model.TaskSpec {
@@ -453,7 +448,7 @@ func (s *Tasks) StopApplication(ctx context.Context, id string) (*model.Task, er
 // reason on its record. attempt fences it: an instance requeued and
 // claimed again since the sweep read it is left running.
 func (s *Tasks) ExpireApplication(ctx context.Context, tenantID, id string, attempt int, actor, reason string) (*model.Task, error) {
-	return s.abortAs(ctx, kernel.System(tenantID, actor), true, id, func(t *model.Task) error {
+	return s.abortAs(ctx, kernel.System(tenantID, actor), id, func(t *model.Task) error {
 		if t.Spec.Kind != model.TaskKindApplication || t.Status != model.TaskRunning || t.Run.Attempt != attempt {
 			return kernel.Conflict("app instance %s is no longer the running attempt the idle limits read", kernel.Quote(t.Name))
 		}
@@ -462,59 +457,57 @@ func (s *Tasks) ExpireApplication(ctx context.Context, tenantID, id string, atte
 }
 
 func (s *Tasks) abort(ctx context.Context, id string, reason func(*identity.Principal) string) (*model.Task, error) {
-	p, err := kernel.Caller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return s.abortAs(ctx, p, false, id, func(task *model.Task) error {
+	return kernel.Run(ctx, s.k, s.abortOp(false, id, func(p *identity.Principal, task *model.Task) error {
 		if !kernel.MayAbort(p, task) {
 			return kernel.Forbidden("only the task's owner, a lead of its group or an admin can abort task %s", kernel.Quote(task.Name))
 		}
 		return nil
-	}, reason)
+	}, reason))
 }
 
-// abortAs aborts a task as p once may allows it; a system actor (the
-// control plane on its own authority) needs no right to see it.
-func (s *Tasks) abortAs(ctx context.Context, p *identity.Principal, system bool, id string, may func(*model.Task) error, reason func(*identity.Principal) string) (*model.Task, error) {
-	var task *model.Task
-	err := s.k.Write(ctx, p, func(t *kernel.Txn) error {
-		var err error
-		task, err = t.Q.GetTask(ctx, p.TenantID, id)
-		if errors.Is(err, store.ErrNotFound) || (err == nil && !system && !kernel.SeesTask(p, task)) {
-			return kernel.NotFound("no task %s", kernel.Quote(id))
-		}
-		if err != nil {
-			return err
-		}
-		if err := may(task); err != nil {
-			return err
-		}
-		if task.Status.Final() {
-			return kernel.Conflict("task %s has already ended (%s)", kernel.Quote(task.Name), task.Status)
-		}
-		why := reason(p)
-		held := task.Status == model.TaskPlaced || task.Status == model.TaskRunning
-		task.Status, task.Reason, task.UpdatedAt = model.TaskAborted, why, t.Now
-		now := t.Now
-		task.FinishedAt = &now
-		if err := t.Q.UpdateTask(ctx, task); err != nil {
-			return err
-		}
-		if held {
-			// The capacity is released with the abort: the ledger interval
-			// closes in the same transaction.
-			if err := t.Q.EndPlacement(ctx, p.TenantID, task.ID, t.Now, why); err != nil {
-				return err
+// abortAs aborts a task as the system actor p (the control plane on its
+// own authority), which needs no right to see it, once may allows it.
+func (s *Tasks) abortAs(ctx context.Context, p *identity.Principal, id string, may func(*model.Task) error, reason func(*identity.Principal) string) (*model.Task, error) {
+	return kernel.RunAs(ctx, s.k, p, s.abortOp(true, id, func(_ *identity.Principal, task *model.Task) error { return may(task) }, reason))
+}
+
+// abortOp aborts task id once may allows it; a system actor sees every
+// task.
+func (s *Tasks) abortOp(system bool, id string, may func(*identity.Principal, *model.Task) error, reason func(*identity.Principal) string) kernel.Op[*model.Task] {
+	return kernel.Op[*model.Task]{Name: "abortTask", Right: kernel.RightRead, What: "abort tasks",
+		Body: func(t *kernel.Txn) (*model.Task, kernel.Audit, error) {
+			p := t.P
+			task, err := t.Q.GetTask(t.Ctx, p.TenantID, id)
+			if errors.Is(err, store.ErrNotFound) || (err == nil && !system && !kernel.SeesTask(p, task)) {
+				return nil, kernel.Audit{}, kernel.NotFound("no task %s", kernel.Quote(id))
 			}
-		}
-		t.Record("task.aborted", "task", task.ID, task.Name, task.GroupID, why)
-		return nil
-	})
-	if err != nil {
-		return nil, err
+			if err != nil {
+				return nil, kernel.Audit{}, err
+			}
+			if err := may(p, task); err != nil {
+				return nil, kernel.Audit{}, err
+			}
+			if task.Status.Final() {
+				return nil, kernel.Audit{}, kernel.Conflict("task %s has already ended (%s)", kernel.Quote(task.Name), task.Status)
+			}
+			why := reason(p)
+			held := task.Status == model.TaskPlaced || task.Status == model.TaskRunning
+			task.Status, task.Reason, task.UpdatedAt = model.TaskAborted, why, t.Now
+			now := t.Now
+			task.FinishedAt = &now
+			if err := t.Q.UpdateTask(t.Ctx, task); err != nil {
+				return nil, kernel.Audit{}, err
+			}
+			if held {
+				// The capacity is released with the abort: the ledger
+				// interval closes in the same transaction.
+				if err := t.Q.EndPlacement(t.Ctx, p.TenantID, task.ID, t.Now, why); err != nil {
+					return nil, kernel.Audit{}, err
+				}
+			}
+			return task, kernel.Audit{Action: "task.aborted", Kind: "task", ID: task.ID, Name: task.Name, GroupID: task.GroupID, Detail: why}, nil
+		},
 	}
-	return task, nil
 }
 
 // CloneInput changes a past task into a new one.
