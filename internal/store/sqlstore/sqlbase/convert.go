@@ -103,7 +103,14 @@ type IntPtrCol struct{ P **int }
 // IntPtr is the converter of an optional number.
 func IntPtr(p **int) IntPtrCol { return IntPtrCol{p} }
 
-func (c IntPtrCol) Value() (driver.Value, error) { return NullInt(*c.P), nil }
+// Value is the number as an int64, the one integer type a driver.Value
+// may hold.
+func (c IntPtrCol) Value() (driver.Value, error) {
+	if *c.P == nil {
+		return nil, nil
+	}
+	return int64(**c.P), nil
+}
 
 func (c IntPtrCol) Scan(src any) error {
 	*c.P = nil
