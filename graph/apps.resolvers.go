@@ -86,77 +86,77 @@ func (r *mutationResolver) PutApp(ctx context.Context, input gqlmodel.AppInput) 
 	if in := input.Run; in != nil {
 		a.Run = model.AppRun{Process: deref(in.Process), Image: deref(in.Image), Args: in.Args, Pod: deref(in.Pod), Batch: deref(in.Batch)}
 	}
-	return r.appPayload(ctx, input.Name)(r.Svc.PutApp(ctx, a))
+	return r.appPayload(ctx, input.Name)(r.Svc.Apps.PutApp(ctx, a))
 }
 
 // LockApp is the resolver for the lockApp field.
 func (r *mutationResolver) LockApp(ctx context.Context, name string) (*gqlmodel.AppPayload, error) {
-	return r.appPayload(ctx, name)(r.Svc.SetAppLocked(ctx, name, true))
+	return r.appPayload(ctx, name)(r.Svc.Apps.SetAppLocked(ctx, name, true))
 }
 
 // UnlockApp is the resolver for the unlockApp field.
 func (r *mutationResolver) UnlockApp(ctx context.Context, name string) (*gqlmodel.AppPayload, error) {
-	return r.appPayload(ctx, name)(r.Svc.SetAppLocked(ctx, name, false))
+	return r.appPayload(ctx, name)(r.Svc.Apps.SetAppLocked(ctx, name, false))
 }
 
 // DeleteApp is the resolver for the deleteApp field.
 func (r *mutationResolver) DeleteApp(ctx context.Context, name string) (*gqlmodel.DeletePayload, error) {
-	return deleted(r.Svc.DeleteApp(ctx, name))
+	return deleted(r.Svc.Apps.DeleteApp(ctx, name))
 }
 
 // SetAppLaunches is the resolver for the setAppLaunches field.
 func (r *mutationResolver) SetAppLaunches(ctx context.Context, enabled bool) (*gqlmodel.AppSettingsPayload, error) {
-	return appSettingsPayload(r.Svc.SetAppLaunches(ctx, enabled))
+	return appSettingsPayload(r.Svc.Apps.SetAppLaunches(ctx, enabled))
 }
 
 // SetAppQuota is the resolver for the setAppQuota field.
 func (r *mutationResolver) SetAppQuota(ctx context.Context, group *string, running int) (*gqlmodel.AppSettingsPayload, error) {
-	return appSettingsPayload(r.Svc.SetAppQuota(ctx, deref(group), running))
+	return appSettingsPayload(r.Svc.Apps.SetAppQuota(ctx, deref(group), running))
 }
 
 // LaunchApp is the resolver for the launchApp field.
 func (r *mutationResolver) LaunchApp(ctx context.Context, input apps.LaunchInput) (*model.AppInstance, error) {
-	return r.Svc.LaunchApp(ctx, input)
+	return r.Svc.Apps.LaunchApp(ctx, input)
 }
 
 // StopApp is the resolver for the stopApp field.
 func (r *mutationResolver) StopApp(ctx context.Context, id string) (*model.AppInstance, error) {
-	return r.Svc.StopApp(ctx, id)
+	return r.Svc.Apps.StopApp(ctx, id)
 }
 
 // Apps is the resolver for the apps field.
 func (r *queryResolver) Apps(ctx context.Context) ([]*model.App, error) {
-	return r.Svc.Apps(ctx)
+	return r.Svc.Apps.Apps(ctx)
 }
 
 // App is the resolver for the app field.
 func (r *queryResolver) App(ctx context.Context, name string) (*model.App, error) {
-	return r.Svc.App(ctx, name)
+	return r.Svc.Apps.App(ctx, name)
 }
 
 // AppSettings is the resolver for the appSettings field.
 func (r *queryResolver) AppSettings(ctx context.Context) (*model.AppSettings, error) {
-	return r.Svc.AppSettings(ctx)
+	return r.Svc.Apps.AppSettings(ctx)
 }
 
 // AppInstances is the resolver for the appInstances field.
 func (r *queryResolver) AppInstances(ctx context.Context, app *string, active *bool) ([]*model.AppInstance, error) {
-	return r.Svc.AppInstances(ctx, apps.InstanceFilter{App: deref(app), Active: active != nil && *active})
+	return r.Svc.Apps.AppInstances(ctx, apps.InstanceFilter{App: deref(app), Active: active != nil && *active})
 }
 
 // AppInstance is the resolver for the appInstance field.
 func (r *queryResolver) AppInstance(ctx context.Context, id string) (*model.AppInstance, error) {
-	return r.Svc.AppInstance(ctx, id)
+	return r.Svc.Apps.AppInstance(ctx, id)
 }
 
 // RouteInstances is the resolver for the routeInstances field.
 func (r *queryResolver) RouteInstances(ctx context.Context, route string) ([]*model.AppInstance, error) {
-	return r.Svc.RouteInstances(ctx, route)
+	return r.Svc.Apps.RouteInstances(ctx, route)
 }
 
 // AppInstanceChanged is the resolver for the appInstanceChanged field.
 func (r *subscriptionResolver) AppInstanceChanged(ctx context.Context, app *string, id *string) (<-chan *live.AppInstanceUpdate, error) {
-	ch, err := r.Svc.SubscribeAppInstances(ctx, deref(app), deref(id))
+	ch, err := r.Svc.Live.SubscribeAppInstances(ctx, deref(app), deref(id))
 	return shared(ctx, ch, err)
 }
 

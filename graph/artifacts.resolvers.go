@@ -34,13 +34,13 @@ func (r *artifactResolver) DownloadURL(ctx context.Context, obj *model.Artifact)
 
 // PublishArtifactPointer is the resolver for the publishArtifactPointer field.
 func (r *mutationResolver) PublishArtifactPointer(ctx context.Context, input gqlmodel.PublishArtifactPointerInput) (*model.Artifact, error) {
-	return r.Svc.PublishPointer(ctx, input.Task, platform.ArtifactPointer{Name: input.Name, URL: input.URL,
+	return r.Svc.Artifacts.PublishPointer(ctx, input.Task, platform.ArtifactPointer{Name: input.Name, URL: input.URL,
 		Size: int64(deref(input.Size)), SHA256: deref(input.Sha256), ContentType: deref(input.ContentType)})
 }
 
 // Artifacts is the resolver for the artifacts field.
 func (r *taskResolver) Artifacts(ctx context.Context, obj *model.Task) ([]*model.Artifact, error) {
-	return r.Svc.TaskArtifacts(ctx, obj)
+	return r.Svc.Artifacts.TaskArtifacts(ctx, obj)
 }
 
 // Artifact returns ArtifactResolver implementation.

@@ -25,7 +25,7 @@ func (r *queryResolver) AuditLog(ctx context.Context, filter *gqlmodel.AuditFilt
 		f = platform.AuditFilter{Actor: deref(filter.Actor), ObjectKind: deref(filter.ObjectKind), ObjectID: deref(filter.ObjectID),
 			Since: deref(filter.Since), Until: deref(filter.Until)}
 	}
-	entries, err := r.Svc.AuditLog(ctx, f, page)
+	entries, err := r.Svc.Access.AuditLog(ctx, f, page)
 	if err != nil {
 		return nil, err
 	}

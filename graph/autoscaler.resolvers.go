@@ -14,7 +14,7 @@ import (
 
 // CreateAutoscaler is the resolver for the createAutoscaler field.
 func (r *mutationResolver) CreateAutoscaler(ctx context.Context, input gqlmodel.AutoscalerInput) (*gqlmodel.Autoscaler, error) {
-	v, err := r.Svc.CreateAutoscaler(ctx, autoscalerInput(input))
+	v, err := r.Svc.Fleet.CreateAutoscaler(ctx, autoscalerInput(input))
 	if err != nil {
 		return nil, err
 	}
@@ -23,7 +23,7 @@ func (r *mutationResolver) CreateAutoscaler(ctx context.Context, input gqlmodel.
 
 // UpdateAutoscaler is the resolver for the updateAutoscaler field.
 func (r *mutationResolver) UpdateAutoscaler(ctx context.Context, id string, input gqlmodel.AutoscalerInput) (*gqlmodel.Autoscaler, error) {
-	v, err := r.Svc.UpdateAutoscaler(ctx, id, autoscalerInput(input))
+	v, err := r.Svc.Fleet.UpdateAutoscaler(ctx, id, autoscalerInput(input))
 	if err != nil {
 		return nil, err
 	}
@@ -32,7 +32,7 @@ func (r *mutationResolver) UpdateAutoscaler(ctx context.Context, id string, inpu
 
 // DeleteAutoscaler is the resolver for the deleteAutoscaler field.
 func (r *mutationResolver) DeleteAutoscaler(ctx context.Context, id string) (bool, error) {
-	if err := r.Svc.DeleteAutoscaler(ctx, id); err != nil {
+	if err := r.Svc.Fleet.DeleteAutoscaler(ctx, id); err != nil {
 		return false, err
 	}
 	return true, nil
@@ -40,7 +40,7 @@ func (r *mutationResolver) DeleteAutoscaler(ctx context.Context, id string) (boo
 
 // Autoscaler is the resolver for the autoscaler field.
 func (r *poolResolver) Autoscaler(ctx context.Context, obj *model.Pool) (*gqlmodel.Autoscaler, error) {
-	v, err := r.Svc.PoolAutoscaler(ctx, obj.ID)
+	v, err := r.Svc.Fleet.PoolAutoscaler(ctx, obj.ID)
 	if err != nil || v == nil {
 		return nil, err
 	}
@@ -49,7 +49,7 @@ func (r *poolResolver) Autoscaler(ctx context.Context, obj *model.Pool) (*gqlmod
 
 // Autoscalers is the resolver for the autoscalers field.
 func (r *queryResolver) Autoscalers(ctx context.Context) ([]*gqlmodel.Autoscaler, error) {
-	list, err := r.Svc.Autoscalers(ctx)
+	list, err := r.Svc.Fleet.Autoscalers(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -48,7 +48,7 @@ func (r *Resolver) autoscaler(ctx context.Context, v *platform.AutoscalerView) (
 	if v == nil {
 		return nil, nil
 	}
-	pool, err := optionalPool(r.Svc.Pool(ctx, v.PoolID))
+	pool, err := optionalPool(r.Svc.Allocation.Pool(ctx, v.PoolID))
 	if err != nil {
 		return nil, err
 	}

@@ -42,17 +42,17 @@ func (r *budgetViewResolver) ProjectedRunOut(ctx context.Context, obj *view.Budg
 
 // QueueState is the resolver for the queueState field.
 func (r *computeResourceResolver) QueueState(ctx context.Context, obj *model.ComputeResource) (*model.QueueState, error) {
-	return r.Svc.QueueState(ctx, obj.ID)
+	return r.Svc.Allocation.QueueState(ctx, obj.ID)
 }
 
 // OverBudget is the resolver for the overBudget field.
 func (r *computeResourceResolver) OverBudget(ctx context.Context, obj *model.ComputeResource) (bool, error) {
-	return r.Svc.OverBudget(ctx, obj)
+	return r.Svc.Allocation.OverBudget(ctx, obj)
 }
 
 // SetEngineEnabled is the resolver for the setEngineEnabled field.
 func (r *mutationResolver) SetEngineEnabled(ctx context.Context, enabled bool) (*allocation.EngineStatus, error) {
-	return r.Svc.SetEngineEnabled(ctx, enabled)
+	return r.Svc.Allocation.SetEngineEnabled(ctx, enabled)
 }
 
 // ReservationGpus is the resolver for the reservationGpus field.
@@ -87,17 +87,17 @@ func (r *policyViewResolver) WaitingTasks(ctx context.Context, obj *view.PolicyV
 
 // Engine is the resolver for the engine field.
 func (r *queryResolver) Engine(ctx context.Context) (*allocation.EngineStatus, error) {
-	return r.Svc.EngineStatus(ctx)
+	return r.Svc.Allocation.EngineStatus(ctx)
 }
 
 // PolicyView is the resolver for the policyView field.
 func (r *queryResolver) PolicyView(ctx context.Context, group *string) ([]*view.PolicyView, error) {
-	return r.Svc.PolicyViews(ctx, deref(group))
+	return r.Svc.Allocation.PolicyViews(ctx, deref(group))
 }
 
 // Task is the resolver for the task field.
 func (r *queueStateResolver) Task(ctx context.Context, obj *model.QueueState) (*model.Task, error) {
-	t, err := r.Svc.Task(ctx, obj.TaskID)
+	t, err := r.Svc.Tasks.Task(ctx, obj.TaskID)
 	if platform.ErrorCode(err) == platform.CodeNotFound {
 		return nil, nil // ended or aborted since the pass
 	}

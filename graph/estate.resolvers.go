@@ -16,26 +16,26 @@ import (
 
 // Group is the resolver for the group field.
 func (r *computeResourceResolver) Group(ctx context.Context, obj *model.ComputeResource) (*model.Group, error) {
-	pol, err := r.Svc.Policy(ctx, obj.PolicyID)
+	pol, err := r.Svc.Allocation.Policy(ctx, obj.PolicyID)
 	if err != nil {
 		return nil, err
 	}
-	return r.Svc.Group(ctx, pol.GroupID)
+	return r.Svc.Allocation.Group(ctx, pol.GroupID)
 }
 
 // Policy is the resolver for the policy field.
 func (r *computeResourceResolver) Policy(ctx context.Context, obj *model.ComputeResource) (*model.ResourcePolicy, error) {
-	return r.Svc.Policy(ctx, obj.PolicyID)
+	return r.Svc.Allocation.Policy(ctx, obj.PolicyID)
 }
 
 // Profile is the resolver for the profile field.
 func (r *computeResourceResolver) Profile(ctx context.Context, obj *model.ComputeResource) (*model.Profile, error) {
-	return r.Svc.Profile(ctx, obj.ProfileID)
+	return r.Svc.Allocation.Profile(ctx, obj.ProfileID)
 }
 
 // Size is the resolver for the size field.
 func (r *computeResourceResolver) Size(ctx context.Context, obj *model.ComputeResource) (*model.Size, error) {
-	pr, err := r.Svc.Profile(ctx, obj.ProfileID)
+	pr, err := r.Svc.Allocation.Profile(ctx, obj.ProfileID)
 	if err != nil {
 		return nil, err
 	}
@@ -44,7 +44,7 @@ func (r *computeResourceResolver) Size(ctx context.Context, obj *model.ComputeRe
 
 // QueuedTasks is the resolver for the queuedTasks field.
 func (r *computeResourceResolver) QueuedTasks(ctx context.Context, obj *model.ComputeResource) (int, error) {
-	return r.Svc.QueuedTasks(ctx, obj.ID)
+	return r.Svc.Tasks.QueuedTasks(ctx, obj.ID)
 }
 
 // Image is the resolver for the image field.
@@ -59,7 +59,7 @@ func (r *gPUClassResolver) PricePerGpuHour(ctx context.Context, obj *model.GPUCl
 
 // CreateGPUClass is the resolver for the createGPUClass field.
 func (r *mutationResolver) CreateGPUClass(ctx context.Context, input allocation.GPUClassInput) (*gqlmodel.GPUClassPayload, error) {
-	res, err := r.Svc.CreateGPUClass(ctx, input)
+	res, err := r.Svc.Allocation.CreateGPUClass(ctx, input)
 	if err != nil {
 		return nil, err
 	}
@@ -68,7 +68,7 @@ func (r *mutationResolver) CreateGPUClass(ctx context.Context, input allocation.
 
 // UpdateGPUClass is the resolver for the updateGPUClass field.
 func (r *mutationResolver) UpdateGPUClass(ctx context.Context, id string, input allocation.GPUClassInput) (*gqlmodel.GPUClassPayload, error) {
-	res, err := r.Svc.UpdateGPUClass(ctx, id, input)
+	res, err := r.Svc.Allocation.UpdateGPUClass(ctx, id, input)
 	if err != nil {
 		return nil, err
 	}
@@ -77,12 +77,12 @@ func (r *mutationResolver) UpdateGPUClass(ctx context.Context, id string, input 
 
 // DeleteGPUClass is the resolver for the deleteGPUClass field.
 func (r *mutationResolver) DeleteGPUClass(ctx context.Context, id string) (*gqlmodel.DeletePayload, error) {
-	return deleted(r.Svc.DeleteGPUClass(ctx, id))
+	return deleted(r.Svc.Allocation.DeleteGPUClass(ctx, id))
 }
 
 // CreatePool is the resolver for the createPool field.
 func (r *mutationResolver) CreatePool(ctx context.Context, input allocation.PoolInput) (*gqlmodel.PoolPayload, error) {
-	res, err := r.Svc.CreatePool(ctx, input)
+	res, err := r.Svc.Allocation.CreatePool(ctx, input)
 	if err != nil {
 		return nil, err
 	}
@@ -91,7 +91,7 @@ func (r *mutationResolver) CreatePool(ctx context.Context, input allocation.Pool
 
 // UpdatePool is the resolver for the updatePool field.
 func (r *mutationResolver) UpdatePool(ctx context.Context, id string, input allocation.PoolInput) (*gqlmodel.PoolPayload, error) {
-	res, err := r.Svc.UpdatePool(ctx, id, input)
+	res, err := r.Svc.Allocation.UpdatePool(ctx, id, input)
 	if err != nil {
 		return nil, err
 	}
@@ -100,12 +100,12 @@ func (r *mutationResolver) UpdatePool(ctx context.Context, id string, input allo
 
 // DeletePool is the resolver for the deletePool field.
 func (r *mutationResolver) DeletePool(ctx context.Context, id string) (*gqlmodel.DeletePayload, error) {
-	return deleted(r.Svc.DeletePool(ctx, id))
+	return deleted(r.Svc.Allocation.DeletePool(ctx, id))
 }
 
 // CreateProfile is the resolver for the createProfile field.
 func (r *mutationResolver) CreateProfile(ctx context.Context, input allocation.ProfileInput) (*gqlmodel.ProfilePayload, error) {
-	res, err := r.Svc.CreateProfile(ctx, input)
+	res, err := r.Svc.Allocation.CreateProfile(ctx, input)
 	if err != nil {
 		return nil, err
 	}
@@ -114,7 +114,7 @@ func (r *mutationResolver) CreateProfile(ctx context.Context, input allocation.P
 
 // UpdateProfile is the resolver for the updateProfile field.
 func (r *mutationResolver) UpdateProfile(ctx context.Context, id string, input allocation.ProfileInput) (*gqlmodel.ProfilePayload, error) {
-	res, err := r.Svc.UpdateProfile(ctx, id, input)
+	res, err := r.Svc.Allocation.UpdateProfile(ctx, id, input)
 	if err != nil {
 		return nil, err
 	}
@@ -123,12 +123,12 @@ func (r *mutationResolver) UpdateProfile(ctx context.Context, id string, input a
 
 // DeleteProfile is the resolver for the deleteProfile field.
 func (r *mutationResolver) DeleteProfile(ctx context.Context, id string) (*gqlmodel.DeletePayload, error) {
-	return deleted(r.Svc.DeleteProfile(ctx, id))
+	return deleted(r.Svc.Allocation.DeleteProfile(ctx, id))
 }
 
 // CreateResourcePolicy is the resolver for the createResourcePolicy field.
 func (r *mutationResolver) CreateResourcePolicy(ctx context.Context, input allocation.PolicyInput) (*gqlmodel.ResourcePolicyPayload, error) {
-	res, err := r.Svc.CreatePolicy(ctx, input)
+	res, err := r.Svc.Allocation.CreatePolicy(ctx, input)
 	if err != nil {
 		return nil, err
 	}
@@ -137,7 +137,7 @@ func (r *mutationResolver) CreateResourcePolicy(ctx context.Context, input alloc
 
 // UpdateResourcePolicy is the resolver for the updateResourcePolicy field.
 func (r *mutationResolver) UpdateResourcePolicy(ctx context.Context, id string, input allocation.PolicyInput) (*gqlmodel.ResourcePolicyPayload, error) {
-	res, err := r.Svc.UpdatePolicy(ctx, id, input)
+	res, err := r.Svc.Allocation.UpdatePolicy(ctx, id, input)
 	if err != nil {
 		return nil, err
 	}
@@ -146,12 +146,12 @@ func (r *mutationResolver) UpdateResourcePolicy(ctx context.Context, id string, 
 
 // DeleteResourcePolicy is the resolver for the deleteResourcePolicy field.
 func (r *mutationResolver) DeleteResourcePolicy(ctx context.Context, id string) (*gqlmodel.DeletePayload, error) {
-	return deleted(r.Svc.DeletePolicy(ctx, id))
+	return deleted(r.Svc.Allocation.DeletePolicy(ctx, id))
 }
 
 // ConnectProfile is the resolver for the connectProfile field.
 func (r *mutationResolver) ConnectProfile(ctx context.Context, input allocation.ConnectInput) (*gqlmodel.ComputeResourcePayload, error) {
-	res, err := r.Svc.ConnectProfile(ctx, input)
+	res, err := r.Svc.Allocation.ConnectProfile(ctx, input)
 	if err != nil {
 		return nil, err
 	}
@@ -160,7 +160,7 @@ func (r *mutationResolver) ConnectProfile(ctx context.Context, input allocation.
 
 // UpdateComputeResource is the resolver for the updateComputeResource field.
 func (r *mutationResolver) UpdateComputeResource(ctx context.Context, id string, input allocation.ComputeResourceInput) (*gqlmodel.ComputeResourcePayload, error) {
-	res, err := r.Svc.UpdateComputeResource(ctx, id, input)
+	res, err := r.Svc.Allocation.UpdateComputeResource(ctx, id, input)
 	if err != nil {
 		return nil, err
 	}
@@ -169,12 +169,12 @@ func (r *mutationResolver) UpdateComputeResource(ctx context.Context, id string,
 
 // DisconnectProfile is the resolver for the disconnectProfile field.
 func (r *mutationResolver) DisconnectProfile(ctx context.Context, computeResource string) (*gqlmodel.DeletePayload, error) {
-	return deleted(r.Svc.DisconnectProfile(ctx, computeResource))
+	return deleted(r.Svc.Allocation.DisconnectProfile(ctx, computeResource))
 }
 
 // ApplyEstate is the resolver for the applyEstate field.
 func (r *mutationResolver) ApplyEstate(ctx context.Context, document string, dryRun *bool) (*gqlmodel.ApplyEstateResult, error) {
-	res, err := r.Svc.ApplyEstate(ctx, []byte(document), deref(dryRun))
+	res, err := r.Svc.Allocation.ApplyEstate(ctx, []byte(document), deref(dryRun))
 	if err != nil {
 		return nil, err
 	}
@@ -183,12 +183,12 @@ func (r *mutationResolver) ApplyEstate(ctx context.Context, document string, dry
 
 // GpuClass is the resolver for the gpuClass field.
 func (r *poolResolver) GpuClass(ctx context.Context, obj *model.Pool) (*model.GPUClass, error) {
-	return r.Svc.GPUClass(ctx, obj.GPUClassID)
+	return r.Svc.Allocation.GPUClass(ctx, obj.GPUClassID)
 }
 
 // ExecutionPriority is the resolver for the executionPriority field.
 func (r *poolResolver) ExecutionPriority(ctx context.Context, obj *model.Pool) ([]*model.Profile, error) {
-	e, err := r.Svc.Estate(ctx)
+	e, err := r.Svc.Allocation.Estate(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -200,7 +200,7 @@ func (r *profileResolver) GpuClass(ctx context.Context, obj *model.Profile) (*mo
 	if obj.GPUClassID == "" {
 		return nil, nil
 	}
-	return r.Svc.GPUClass(ctx, obj.GPUClassID)
+	return r.Svc.Allocation.GPUClass(ctx, obj.GPUClassID)
 }
 
 // TimeWeight is the resolver for the timeWeight field.
@@ -210,7 +210,7 @@ func (r *profileResolver) TimeWeight(ctx context.Context, obj *model.Profile) (f
 
 // Pools is the resolver for the pools field.
 func (r *profileResolver) Pools(ctx context.Context, obj *model.Profile) ([]*model.Pool, error) {
-	e, err := r.Svc.Estate(ctx)
+	e, err := r.Svc.Allocation.Estate(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -225,7 +225,7 @@ func (r *profileResolver) Pools(ctx context.Context, obj *model.Profile) ([]*mod
 
 // QueuingPriority is the resolver for the queuingPriority field.
 func (r *profileResolver) QueuingPriority(ctx context.Context, obj *model.Profile) ([]*model.ComputeResource, error) {
-	e, err := r.Svc.Estate(ctx)
+	e, err := r.Svc.Allocation.Estate(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -234,7 +234,7 @@ func (r *profileResolver) QueuingPriority(ctx context.Context, obj *model.Profil
 
 // GpuClasses is the resolver for the gpuClasses field.
 func (r *queryResolver) GpuClasses(ctx context.Context, first *int, after *string) (*gqlmodel.GPUClassConnection, error) {
-	e, err := r.Svc.Estate(ctx)
+	e, err := r.Svc.Allocation.Estate(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -252,12 +252,12 @@ func (r *queryResolver) GpuClasses(ctx context.Context, first *int, after *strin
 
 // GpuClass is the resolver for the gpuClass field.
 func (r *queryResolver) GpuClass(ctx context.Context, id string) (*model.GPUClass, error) {
-	return r.Svc.GPUClass(ctx, id)
+	return r.Svc.Allocation.GPUClass(ctx, id)
 }
 
 // Pools is the resolver for the pools field.
 func (r *queryResolver) Pools(ctx context.Context, first *int, after *string) (*gqlmodel.PoolConnection, error) {
-	e, err := r.Svc.Estate(ctx)
+	e, err := r.Svc.Allocation.Estate(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -275,12 +275,12 @@ func (r *queryResolver) Pools(ctx context.Context, first *int, after *string) (*
 
 // Pool is the resolver for the pool field.
 func (r *queryResolver) Pool(ctx context.Context, id string) (*model.Pool, error) {
-	return r.Svc.Pool(ctx, id)
+	return r.Svc.Allocation.Pool(ctx, id)
 }
 
 // Profiles is the resolver for the profiles field.
 func (r *queryResolver) Profiles(ctx context.Context, first *int, after *string) (*gqlmodel.ProfileConnection, error) {
-	e, err := r.Svc.Estate(ctx)
+	e, err := r.Svc.Allocation.Estate(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -298,12 +298,12 @@ func (r *queryResolver) Profiles(ctx context.Context, first *int, after *string)
 
 // Profile is the resolver for the profile field.
 func (r *queryResolver) Profile(ctx context.Context, id string) (*model.Profile, error) {
-	return r.Svc.Profile(ctx, id)
+	return r.Svc.Allocation.Profile(ctx, id)
 }
 
 // ResourcePolicies is the resolver for the resourcePolicies field.
 func (r *queryResolver) ResourcePolicies(ctx context.Context, first *int, after *string) (*gqlmodel.ResourcePolicyConnection, error) {
-	e, err := r.Svc.Estate(ctx)
+	e, err := r.Svc.Allocation.Estate(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -321,12 +321,12 @@ func (r *queryResolver) ResourcePolicies(ctx context.Context, first *int, after 
 
 // ResourcePolicy is the resolver for the resourcePolicy field.
 func (r *queryResolver) ResourcePolicy(ctx context.Context, id string) (*model.ResourcePolicy, error) {
-	return r.Svc.Policy(ctx, id)
+	return r.Svc.Allocation.Policy(ctx, id)
 }
 
 // ComputeResources is the resolver for the computeResources field.
 func (r *queryResolver) ComputeResources(ctx context.Context, first *int, after *string) (*gqlmodel.ComputeResourceConnection, error) {
-	e, err := r.Svc.Estate(ctx)
+	e, err := r.Svc.Allocation.Estate(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -345,12 +345,12 @@ func (r *queryResolver) ComputeResources(ctx context.Context, first *int, after 
 
 // ComputeResource is the resolver for the computeResource field.
 func (r *queryResolver) ComputeResource(ctx context.Context, id string) (*model.ComputeResource, error) {
-	return r.Svc.ComputeResource(ctx, id)
+	return r.Svc.Allocation.ComputeResource(ctx, id)
 }
 
 // EstateWarnings is the resolver for the estateWarnings field.
 func (r *queryResolver) EstateWarnings(ctx context.Context) ([]*estate.Warning, error) {
-	ws, err := r.Svc.EstateWarnings(ctx)
+	ws, err := r.Svc.Allocation.EstateWarnings(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -359,13 +359,13 @@ func (r *queryResolver) EstateWarnings(ctx context.Context) ([]*estate.Warning, 
 
 // ExportEstate is the resolver for the exportEstate field.
 func (r *queryResolver) ExportEstate(ctx context.Context) (string, error) {
-	out, err := r.Svc.ExportEstate(ctx)
+	out, err := r.Svc.Allocation.ExportEstate(ctx)
 	return string(out), err
 }
 
 // Group is the resolver for the group field.
 func (r *resourcePolicyResolver) Group(ctx context.Context, obj *model.ResourcePolicy) (*model.Group, error) {
-	return r.Svc.Group(ctx, obj.GroupID)
+	return r.Svc.Allocation.Group(ctx, obj.GroupID)
 }
 
 // TimeBudget is the resolver for the timeBudget field.
@@ -380,7 +380,7 @@ func (r *resourcePolicyResolver) LowWatermarkMinutes(ctx context.Context, obj *m
 
 // ComputeResources is the resolver for the computeResources field.
 func (r *resourcePolicyResolver) ComputeResources(ctx context.Context, obj *model.ResourcePolicy) ([]*model.ComputeResource, error) {
-	e, err := r.Svc.Estate(ctx)
+	e, err := r.Svc.Allocation.Estate(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -13,7 +13,7 @@ import (
 
 // CompareTasks is the resolver for the compareTasks field.
 func (r *queryResolver) CompareTasks(ctx context.Context, ids []string) (*gqlmodel.TaskComparison, error) {
-	c, err := r.Svc.CompareTasks(ctx, ids)
+	c, err := r.Svc.Tasks.CompareTasks(ctx, ids)
 	if err != nil {
 		return nil, err
 	}

@@ -72,92 +72,92 @@ func (r *lLMRouteResolver) App(ctx context.Context, obj *model.Route) (*string, 
 
 // PutLLMProvider is the resolver for the putLLMProvider field.
 func (r *mutationResolver) PutLLMProvider(ctx context.Context, input llm.LLMProviderInput) (*gqlmodel.GatewayPayload, error) {
-	return gatewayPayload(r.Svc.PutLLMProvider(ctx, input))
+	return gatewayPayload(r.Svc.LLM.PutLLMProvider(ctx, input))
 }
 
 // DeleteLLMProvider is the resolver for the deleteLLMProvider field.
 func (r *mutationResolver) DeleteLLMProvider(ctx context.Context, name string) (*gqlmodel.DeletePayload, error) {
-	return deleted(r.Svc.DeleteLLMProvider(ctx, name))
+	return deleted(r.Svc.LLM.DeleteLLMProvider(ctx, name))
 }
 
 // PutLLMRoute is the resolver for the putLLMRoute field.
 func (r *mutationResolver) PutLLMRoute(ctx context.Context, input llm.LLMRouteInput) (*gqlmodel.GatewayPayload, error) {
-	return gatewayPayload(r.Svc.PutLLMRoute(ctx, input))
+	return gatewayPayload(r.Svc.LLM.PutLLMRoute(ctx, input))
 }
 
 // DeleteLLMRoute is the resolver for the deleteLLMRoute field.
 func (r *mutationResolver) DeleteLLMRoute(ctx context.Context, name string) (*gqlmodel.DeletePayload, error) {
-	return deleted(r.Svc.DeleteLLMRoute(ctx, name))
+	return deleted(r.Svc.LLM.DeleteLLMRoute(ctx, name))
 }
 
 // PutLLMModel is the resolver for the putLLMModel field.
 func (r *mutationResolver) PutLLMModel(ctx context.Context, input llm.LLMModelInput) (*gqlmodel.GatewayPayload, error) {
-	return gatewayPayload(r.Svc.PutLLMModel(ctx, input))
+	return gatewayPayload(r.Svc.LLM.PutLLMModel(ctx, input))
 }
 
 // DeleteLLMModel is the resolver for the deleteLLMModel field.
 func (r *mutationResolver) DeleteLLMModel(ctx context.Context, name string) (*gqlmodel.DeletePayload, error) {
-	return deleted(r.Svc.DeleteLLMModel(ctx, name))
+	return deleted(r.Svc.LLM.DeleteLLMModel(ctx, name))
 }
 
 // PutLLMAlias is the resolver for the putLLMAlias field.
 func (r *mutationResolver) PutLLMAlias(ctx context.Context, input llm.LLMAliasInput) (*gqlmodel.GatewayPayload, error) {
-	return gatewayPayload(r.Svc.PutLLMAlias(ctx, input))
+	return gatewayPayload(r.Svc.LLM.PutLLMAlias(ctx, input))
 }
 
 // DeleteLLMAlias is the resolver for the deleteLLMAlias field.
 func (r *mutationResolver) DeleteLLMAlias(ctx context.Context, name string) (*gqlmodel.DeletePayload, error) {
-	return deleted(r.Svc.DeleteLLMAlias(ctx, name))
+	return deleted(r.Svc.LLM.DeleteLLMAlias(ctx, name))
 }
 
 // PutTokenBudget is the resolver for the putTokenBudget field.
 func (r *mutationResolver) PutTokenBudget(ctx context.Context, input llm.TokenBudgetInput) (*gqlmodel.GatewayPayload, error) {
-	return gatewayPayload(r.Svc.PutTokenBudget(ctx, input))
+	return gatewayPayload(r.Svc.LLM.PutTokenBudget(ctx, input))
 }
 
 // DeleteTokenBudget is the resolver for the deleteTokenBudget field.
 func (r *mutationResolver) DeleteTokenBudget(ctx context.Context, project string, period model.BudgetPeriod) (*gqlmodel.DeletePayload, error) {
-	return deleted(r.Svc.DeleteTokenBudget(ctx, project, period))
+	return deleted(r.Svc.LLM.DeleteTokenBudget(ctx, project, period))
 }
 
 // PutRateLimit is the resolver for the putRateLimit field.
 func (r *mutationResolver) PutRateLimit(ctx context.Context, input llm.RateLimitInput) (*gqlmodel.GatewayPayload, error) {
-	return gatewayPayload(r.Svc.PutRateLimit(ctx, input))
+	return gatewayPayload(r.Svc.LLM.PutRateLimit(ctx, input))
 }
 
 // DeleteRateLimit is the resolver for the deleteRateLimit field.
 func (r *mutationResolver) DeleteRateLimit(ctx context.Context, scope model.RateLimitScope, name *string) (*gqlmodel.DeletePayload, error) {
-	return deleted(r.Svc.DeleteRateLimit(ctx, scope, deref(name)))
+	return deleted(r.Svc.LLM.DeleteRateLimit(ctx, scope, deref(name)))
 }
 
 // PutEntitlement is the resolver for the putEntitlement field.
 func (r *mutationResolver) PutEntitlement(ctx context.Context, input llm.EntitlementInput) (*gqlmodel.GatewayPayload, error) {
-	return gatewayPayload(r.Svc.PutEntitlement(ctx, input))
+	return gatewayPayload(r.Svc.LLM.PutEntitlement(ctx, input))
 }
 
 // DeleteEntitlement is the resolver for the deleteEntitlement field.
 func (r *mutationResolver) DeleteEntitlement(ctx context.Context, name string) (*gqlmodel.DeletePayload, error) {
-	return deleted(r.Svc.DeleteEntitlement(ctx, name))
+	return deleted(r.Svc.LLM.DeleteEntitlement(ctx, name))
 }
 
 // SetGuardrails is the resolver for the setGuardrails field.
 func (r *mutationResolver) SetGuardrails(ctx context.Context, input llm.GuardrailsInput) (*gqlmodel.GatewayPayload, error) {
-	return gatewayPayload(r.Svc.SetGuardrails(ctx, input))
+	return gatewayPayload(r.Svc.LLM.SetGuardrails(ctx, input))
 }
 
 // Gateway is the resolver for the gateway field.
 func (r *queryResolver) Gateway(ctx context.Context) (*model.Gateway, error) {
-	return r.Svc.GatewayConfig(ctx)
+	return r.Svc.LLM.GatewayConfig(ctx)
 }
 
 // LlmAliases is the resolver for the llmAliases field.
 func (r *queryResolver) LlmAliases(ctx context.Context) ([]*model.Alias, error) {
-	return r.Svc.LLMAliases(ctx)
+	return r.Svc.LLM.LLMAliases(ctx)
 }
 
 // TokenBudgetView is the resolver for the tokenBudgetView field.
 func (r *queryResolver) TokenBudgetView(ctx context.Context, project *string) ([]*llm.TokenBudgetView, error) {
-	return r.Svc.TokenBudgetViews(ctx, deref(project))
+	return r.Svc.LLM.TokenBudgetViews(ctx, deref(project))
 }
 
 // LlmRefusals is the resolver for the llmRefusals field.
@@ -170,12 +170,12 @@ func (r *queryResolver) LlmRefusals(ctx context.Context, since *time.Time, limit
 	if limit != nil {
 		n = *limit
 	}
-	return r.Svc.ModelRefusals(ctx, from, n)
+	return r.Svc.LLM.ModelRefusals(ctx, from, n)
 }
 
 // LlmEndpointHealth is the resolver for the llmEndpointHealth field.
 func (r *queryResolver) LlmEndpointHealth(ctx context.Context) ([]*llm.EndpointHealth, error) {
-	return r.Svc.EndpointHealths(ctx)
+	return r.Svc.LLM.EndpointHealths(ctx)
 }
 
 // TokensPerMinute is the resolver for the tokensPerMinute field.
@@ -185,7 +185,7 @@ func (r *rateLimitResolver) TokensPerMinute(ctx context.Context, obj *model.Rate
 
 // GatewayTraffic is the resolver for the gatewayTraffic field.
 func (r *subscriptionResolver) GatewayTraffic(ctx context.Context) (<-chan *live.GatewayTraffic, error) {
-	ch, err := r.Svc.SubscribeGatewayTraffic(ctx)
+	ch, err := r.Svc.Live.SubscribeGatewayTraffic(ctx)
 	return shared(ctx, ch, err)
 }
 

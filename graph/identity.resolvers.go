@@ -16,7 +16,7 @@ import (
 
 // User is the resolver for the user field.
 func (r *aPIKeyResolver) User(ctx context.Context, obj *model.APIKey) (*model.User, error) {
-	return r.Svc.User(ctx, obj.UserID)
+	return r.Svc.Access.User(ctx, obj.UserID)
 }
 
 // Project is the resolver for the project field.
@@ -24,17 +24,17 @@ func (r *aPIKeyResolver) Project(ctx context.Context, obj *model.APIKey) (*model
 	if obj.ProjectID == "" {
 		return nil, nil
 	}
-	return r.Svc.Project(ctx, obj.ProjectID)
+	return r.Svc.Allocation.Project(ctx, obj.ProjectID)
 }
 
 // Active is the resolver for the active field.
 func (r *aPIKeyResolver) Active(ctx context.Context, obj *model.APIKey) (bool, error) {
-	return obj.Active(r.Svc.Now()), nil
+	return obj.Active(r.Svc.Access.Now()), nil
 }
 
 // Policy is the resolver for the policy field.
 func (r *groupResolver) Policy(ctx context.Context, obj *model.Group) (*model.ResourcePolicy, error) {
-	e, err := r.Svc.Estate(ctx)
+	e, err := r.Svc.Allocation.Estate(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -43,17 +43,17 @@ func (r *groupResolver) Policy(ctx context.Context, obj *model.Group) (*model.Re
 
 // Members is the resolver for the members field.
 func (r *groupResolver) Members(ctx context.Context, obj *model.Group) ([]*model.Membership, error) {
-	return r.Svc.GroupMembers(ctx, obj.ID)
+	return r.Svc.Access.GroupMembers(ctx, obj.ID)
 }
 
 // Group is the resolver for the group field.
 func (r *groupMembershipResolver) Group(ctx context.Context, obj *model.Membership) (*model.Group, error) {
-	return r.Svc.Group(ctx, obj.GroupID)
+	return r.Svc.Allocation.Group(ctx, obj.GroupID)
 }
 
 // User is the resolver for the user field.
 func (r *groupMembershipResolver) User(ctx context.Context, obj *model.Membership) (*model.User, error) {
-	return r.Svc.User(ctx, obj.UserID)
+	return r.Svc.Access.User(ctx, obj.UserID)
 }
 
 // CreateUser is the resolver for the createUser field.
@@ -62,17 +62,17 @@ func (r *mutationResolver) CreateUser(ctx context.Context, input gqlmodel.Create
 	for _, g := range input.Groups {
 		in.Groups = append(in.Groups, platform.GroupGrantInput{Group: g.Group, Role: deref(g.Role)})
 	}
-	return r.Svc.CreateUser(ctx, in)
+	return r.Svc.Access.CreateUser(ctx, in)
 }
 
 // UpdateUser is the resolver for the updateUser field.
 func (r *mutationResolver) UpdateUser(ctx context.Context, id string, input gqlmodel.UpdateUserInput) (*model.User, error) {
-	return r.Svc.UpdateUser(ctx, id, platform.UserInput{Name: input.Name, DisplayName: input.DisplayName, Email: input.Email, Role: input.Role, Disabled: input.Disabled})
+	return r.Svc.Access.UpdateUser(ctx, id, platform.UserInput{Name: input.Name, DisplayName: input.DisplayName, Email: input.Email, Role: input.Role, Disabled: input.Disabled})
 }
 
 // CreateGroup is the resolver for the createGroup field.
 func (r *mutationResolver) CreateGroup(ctx context.Context, input allocation.GroupInput) (*gqlmodel.GroupPayload, error) {
-	res, err := r.Svc.CreateGroup(ctx, input)
+	res, err := r.Svc.Allocation.CreateGroup(ctx, input)
 	if err != nil {
 		return nil, err
 	}
@@ -81,7 +81,7 @@ func (r *mutationResolver) CreateGroup(ctx context.Context, input allocation.Gro
 
 // UpdateGroup is the resolver for the updateGroup field.
 func (r *mutationResolver) UpdateGroup(ctx context.Context, id string, input allocation.GroupInput) (*gqlmodel.GroupPayload, error) {
-	res, err := r.Svc.UpdateGroup(ctx, id, input)
+	res, err := r.Svc.Allocation.UpdateGroup(ctx, id, input)
 	if err != nil {
 		return nil, err
 	}
@@ -90,17 +90,17 @@ func (r *mutationResolver) UpdateGroup(ctx context.Context, id string, input all
 
 // DeleteGroup is the resolver for the deleteGroup field.
 func (r *mutationResolver) DeleteGroup(ctx context.Context, id string) (*gqlmodel.DeletePayload, error) {
-	return deleted(r.Svc.DeleteGroup(ctx, id))
+	return deleted(r.Svc.Allocation.DeleteGroup(ctx, id))
 }
 
 // SetGroupMember is the resolver for the setGroupMember field.
 func (r *mutationResolver) SetGroupMember(ctx context.Context, group string, user string, role *model.GroupRole) (*model.Membership, error) {
-	return r.Svc.SetGroupMember(ctx, group, user, deref(role))
+	return r.Svc.Access.SetGroupMember(ctx, group, user, deref(role))
 }
 
 // RemoveGroupMember is the resolver for the removeGroupMember field.
 func (r *mutationResolver) RemoveGroupMember(ctx context.Context, group string, user string) (bool, error) {
-	if err := r.Svc.RemoveGroupMember(ctx, group, user); err != nil {
+	if err := r.Svc.Access.RemoveGroupMember(ctx, group, user); err != nil {
 		return false, err
 	}
 	return true, nil
@@ -108,7 +108,7 @@ func (r *mutationResolver) RemoveGroupMember(ctx context.Context, group string, 
 
 // CreateAPIKey is the resolver for the createAPIKey field.
 func (r *mutationResolver) CreateAPIKey(ctx context.Context, input gqlmodel.CreateAPIKeyInput) (*gqlmodel.NewAPIKey, error) {
-	key, secret, err := r.Svc.CreateAPIKey(ctx, platform.APIKeyInput{
+	key, secret, err := r.Svc.Access.CreateAPIKey(ctx, platform.APIKeyInput{
 		Name: deref(input.Name), User: deref(input.User), Project: deref(input.Project), ExpiresAt: input.ExpiresAt,
 	})
 	if err != nil {
@@ -119,12 +119,12 @@ func (r *mutationResolver) CreateAPIKey(ctx context.Context, input gqlmodel.Crea
 
 // RevokeAPIKey is the resolver for the revokeAPIKey field.
 func (r *mutationResolver) RevokeAPIKey(ctx context.Context, id string) (*model.APIKey, error) {
-	return r.Svc.RevokeAPIKey(ctx, id)
+	return r.Svc.Access.RevokeAPIKey(ctx, id)
 }
 
 // CreateTenant is the resolver for the createTenant field.
 func (r *mutationResolver) CreateTenant(ctx context.Context, input gqlmodel.CreateTenantInput) (*gqlmodel.NewTenant, error) {
-	nt, err := r.Svc.CreateTenant(ctx, input.Name, deref(input.DisplayName), deref(input.AdminName))
+	nt, err := r.Svc.Access.CreateTenant(ctx, input.Name, deref(input.DisplayName), deref(input.AdminName))
 	if err != nil {
 		return nil, err
 	}
@@ -133,22 +133,22 @@ func (r *mutationResolver) CreateTenant(ctx context.Context, input gqlmodel.Crea
 
 // SetDefaultProject is the resolver for the setDefaultProject field.
 func (r *mutationResolver) SetDefaultProject(ctx context.Context, project *string) (*model.Project, error) {
-	return r.Svc.SetDefaultProject(ctx, deref(project))
+	return r.Svc.Access.SetDefaultProject(ctx, deref(project))
 }
 
 // Me is the resolver for the me field.
 func (r *queryResolver) Me(ctx context.Context) (*gqlmodel.Viewer, error) {
-	me, err := r.Svc.Me(ctx)
+	me, err := r.Svc.Access.Me(ctx)
 	if err != nil {
 		return nil, err
 	}
 	v := &gqlmodel.Viewer{User: me.User, Tenant: me.Tenant, Groups: me.Memberships}
 	if me.ProjectID != "" {
-		if v.Project, err = r.Svc.Project(ctx, me.ProjectID); err != nil {
+		if v.Project, err = r.Svc.Allocation.Project(ctx, me.ProjectID); err != nil {
 			return nil, err
 		}
 	}
-	if v.DefaultProject, err = r.Svc.DefaultProject(ctx); err != nil {
+	if v.DefaultProject, err = r.Svc.Access.DefaultProject(ctx); err != nil {
 		return nil, err
 	}
 	return v, nil
@@ -160,7 +160,7 @@ func (r *queryResolver) Users(ctx context.Context, first *int, after *string) (*
 	if err != nil {
 		return nil, err
 	}
-	users, err := r.Svc.Users(ctx, page)
+	users, err := r.Svc.Access.Users(ctx, page)
 	if err != nil {
 		return nil, err
 	}
@@ -174,12 +174,12 @@ func (r *queryResolver) Users(ctx context.Context, first *int, after *string) (*
 
 // User is the resolver for the user field.
 func (r *queryResolver) User(ctx context.Context, id string) (*model.User, error) {
-	return r.Svc.User(ctx, id)
+	return r.Svc.Access.User(ctx, id)
 }
 
 // Groups is the resolver for the groups field.
 func (r *queryResolver) Groups(ctx context.Context, first *int, after *string) (*gqlmodel.GroupConnection, error) {
-	groups, err := r.Svc.Groups(ctx)
+	groups, err := r.Svc.Access.Groups(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -196,12 +196,12 @@ func (r *queryResolver) Groups(ctx context.Context, first *int, after *string) (
 
 // Group is the resolver for the group field.
 func (r *queryResolver) Group(ctx context.Context, id string) (*model.Group, error) {
-	return r.Svc.Group(ctx, id)
+	return r.Svc.Allocation.Group(ctx, id)
 }
 
 // APIKeys is the resolver for the apiKeys field.
 func (r *queryResolver) APIKeys(ctx context.Context, user *string, first *int, after *string) (*gqlmodel.APIKeyConnection, error) {
-	keys, err := r.Svc.APIKeys(ctx, deref(user))
+	keys, err := r.Svc.Access.APIKeys(ctx, deref(user))
 	if err != nil {
 		return nil, err
 	}
@@ -221,7 +221,7 @@ func (r *queryResolver) APIKeys(ctx context.Context, user *string, first *int, a
 
 // Tenants is the resolver for the tenants field.
 func (r *queryResolver) Tenants(ctx context.Context, first *int, after *string) (*gqlmodel.TenantConnection, error) {
-	tenants, err := r.Svc.Tenants(ctx)
+	tenants, err := r.Svc.Access.Tenants(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -239,7 +239,7 @@ func (r *queryResolver) Tenants(ctx context.Context, first *int, after *string) 
 
 // Groups is the resolver for the groups field.
 func (r *userResolver) Groups(ctx context.Context, obj *model.User) ([]*model.Membership, error) {
-	return r.Svc.UserMemberships(ctx, obj.ID)
+	return r.Svc.Access.UserMemberships(ctx, obj.ID)
 }
 
 // APIKey returns APIKeyResolver implementation.

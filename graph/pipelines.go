@@ -26,7 +26,7 @@ func (r *Resolver) pipelineRun(ctx context.Context, run *model.PipelineRun, err 
 	if err != nil {
 		return nil, err
 	}
-	v, err := r.Svc.PipelineRunView(ctx, run)
+	v, err := r.Svc.Pipelines.PipelineRunView(ctx, run)
 	if err != nil {
 		return nil, err
 	}

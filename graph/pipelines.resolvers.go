@@ -16,13 +16,13 @@ import (
 
 // RunPipeline is the resolver for the runPipeline field.
 func (r *mutationResolver) RunPipeline(ctx context.Context, input gqlmodel.RunPipelineInput) (*gqlmodel.PipelineRun, error) {
-	run, err := r.Svc.StartRun(ctx, pipelines.RunInput{Definition: input.Definition, Params: input.Params, Project: deref(input.Project)})
+	run, err := r.Svc.Pipelines.StartRun(ctx, pipelines.RunInput{Definition: input.Definition, Params: input.Params, Project: deref(input.Project)})
 	return r.pipelineRun(ctx, run, err)
 }
 
 // AbortPipelineRun is the resolver for the abortPipelineRun field.
 func (r *mutationResolver) AbortPipelineRun(ctx context.Context, id string, reason *string) (*gqlmodel.PipelineRun, error) {
-	run, err := r.Svc.AbortPipelineRun(ctx, id, deref(reason))
+	run, err := r.Svc.Pipelines.AbortPipelineRun(ctx, id, deref(reason))
 	return r.pipelineRun(ctx, run, err)
 }
 
@@ -36,7 +36,7 @@ func (r *queryResolver) PipelineRuns(ctx context.Context, project *string, pipel
 	for _, st := range states {
 		f.States = append(f.States, model.PipelineRunState(strings.ToLower(string(st))))
 	}
-	runs, err := r.Svc.PipelineRuns(ctx, f, model.Page{After: deref(after), Limit: n})
+	runs, err := r.Svc.Pipelines.PipelineRuns(ctx, f, model.Page{After: deref(after), Limit: n})
 	if err != nil {
 		return nil, err
 	}
@@ -53,13 +53,13 @@ func (r *queryResolver) PipelineRuns(ctx context.Context, project *string, pipel
 
 // PipelineRun is the resolver for the pipelineRun field.
 func (r *queryResolver) PipelineRun(ctx context.Context, id string) (*gqlmodel.PipelineRun, error) {
-	run, err := r.Svc.PipelineRun(ctx, id)
+	run, err := r.Svc.Pipelines.PipelineRun(ctx, id)
 	return r.pipelineRun(ctx, run, err)
 }
 
 // PipelineRunChanged is the resolver for the pipelineRunChanged field.
 func (r *subscriptionResolver) PipelineRunChanged(ctx context.Context, id string) (<-chan *gqlmodel.PipelineRun, error) {
-	ch, err := r.Svc.SubscribePipelineRun(ctx, id)
+	ch, err := r.Svc.Pipelines.SubscribePipelineRun(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -79,7 +79,7 @@ func (r *subscriptionResolver) PipelineRunChanged(ctx context.Context, id string
 
 // PipelineStep is the resolver for the pipelineStep field.
 func (r *taskResolver) PipelineStep(ctx context.Context, obj *model.Task) (*gqlmodel.PipelineTaskLink, error) {
-	l, err := r.Svc.PipelineStepOfTask(ctx, obj)
+	l, err := r.Svc.Pipelines.PipelineStepOfTask(ctx, obj)
 	if err != nil || l == nil {
 		return nil, err
 	}

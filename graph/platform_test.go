@@ -25,7 +25,7 @@ func resolvers(t *testing.T) (*platformtest.Bundle, graph.ResolverRoot) {
 	t.Helper()
 	b := platformtest.SQLite(t)
 	b.ApplyExample(t)
-	return b, &graph.Resolver{Svc: b.Svc}
+	return b, graph.NewResolver(b.Svc)
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -15,7 +15,7 @@ import (
 
 // CreateProject is the resolver for the createProject field.
 func (r *mutationResolver) CreateProject(ctx context.Context, input allocation.ProjectInput) (*gqlmodel.ProjectPayload, error) {
-	res, err := r.Svc.CreateProject(ctx, input)
+	res, err := r.Svc.Allocation.CreateProject(ctx, input)
 	if err != nil {
 		return nil, err
 	}
@@ -24,7 +24,7 @@ func (r *mutationResolver) CreateProject(ctx context.Context, input allocation.P
 
 // UpdateProject is the resolver for the updateProject field.
 func (r *mutationResolver) UpdateProject(ctx context.Context, id string, input allocation.ProjectInput) (*gqlmodel.ProjectPayload, error) {
-	res, err := r.Svc.UpdateProject(ctx, id, input)
+	res, err := r.Svc.Allocation.UpdateProject(ctx, id, input)
 	if err != nil {
 		return nil, err
 	}
@@ -33,7 +33,7 @@ func (r *mutationResolver) UpdateProject(ctx context.Context, id string, input a
 
 // DeleteProject is the resolver for the deleteProject field.
 func (r *mutationResolver) DeleteProject(ctx context.Context, id string) (*gqlmodel.DeletePayload, error) {
-	return deleted(r.Svc.DeleteProject(ctx, id))
+	return deleted(r.Svc.Allocation.DeleteProject(ctx, id))
 }
 
 // Group is the resolver for the group field.
@@ -41,7 +41,7 @@ func (r *projectResolver) Group(ctx context.Context, obj *model.Project) (*model
 	if obj.GroupID == "" {
 		return nil, nil
 	}
-	e, err := r.Svc.Estate(ctx)
+	e, err := r.Svc.Allocation.Estate(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -50,7 +50,7 @@ func (r *projectResolver) Group(ctx context.Context, obj *model.Project) (*model
 
 // Projects is the resolver for the projects field.
 func (r *queryResolver) Projects(ctx context.Context, first *int, after *string) (*gqlmodel.ProjectConnection, error) {
-	e, err := r.Svc.Estate(ctx)
+	e, err := r.Svc.Allocation.Estate(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -68,7 +68,7 @@ func (r *queryResolver) Projects(ctx context.Context, first *int, after *string)
 
 // Project is the resolver for the project field.
 func (r *queryResolver) Project(ctx context.Context, id string) (*model.Project, error) {
-	return r.Svc.Project(ctx, id)
+	return r.Svc.Allocation.Project(ctx, id)
 }
 
 // Project returns ProjectResolver implementation.

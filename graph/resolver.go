@@ -17,10 +17,15 @@ import (
 	"github.com/klique-ai/klique/internal/platform"
 )
 
-// Resolver is the root resolver. It holds only the platform service.
+// Resolver is the root resolver. It holds only the platform, one
+// interface per domain (Platforms): a resolver reaches a domain through
+// r.Svc.<Domain>.
 type Resolver struct {
-	Svc Platform
+	Svc Platforms
 }
+
+// NewResolver returns the root resolver over the platform service.
+func NewResolver(svc *platform.Service) *Resolver { return &Resolver{Svc: ServicePlatforms(svc)} }
 
 // Page sizes of connections.
 const (

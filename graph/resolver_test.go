@@ -166,7 +166,7 @@ func TestAPIKeysPagination(t *testing.T) {
 		want[k.ID] = true
 	}
 
-	q := &queryResolver{&Resolver{Svc: b.Svc}}
+	q := &queryResolver{NewResolver(b.Svc)}
 	var got []string
 	var after *string
 	for page := 0; page < 10; page++ {

@@ -15,7 +15,7 @@ import (
 
 // StartLocalRun is the resolver for the startLocalRun field.
 func (r *mutationResolver) StartLocalRun(ctx context.Context, input gqlmodel.StartLocalRunInput) (*model.Task, error) {
-	return r.Svc.StartLocalRun(ctx, platform.LocalRunInput{
+	return r.Svc.Tasks.StartLocalRun(ctx, platform.LocalRunInput{
 		Name: input.Name, Project: deref(input.Project), Group: deref(input.Group),
 		Spec: model.TaskSpec{
 			Command: input.Command, Repository: deref(input.Repository), Commit: deref(input.Commit), Diff: deref(input.Diff),
@@ -27,16 +27,16 @@ func (r *mutationResolver) StartLocalRun(ctx context.Context, input gqlmodel.Sta
 
 // ReportLocalRun is the resolver for the reportLocalRun field.
 func (r *mutationResolver) ReportLocalRun(ctx context.Context, id string, input gqlmodel.LocalRunReportInput) (*model.Task, error) {
-	return r.Svc.ReportLocalRun(ctx, id, localRunReport(input))
+	return r.Svc.Tasks.ReportLocalRun(ctx, id, localRunReport(input))
 }
 
 // EndLocalRun is the resolver for the endLocalRun field.
 func (r *mutationResolver) EndLocalRun(ctx context.Context, id string, outcome model.TaskStatus, exitCode *int, reason *string) (*model.Task, error) {
-	return r.Svc.EndLocalRun(ctx, id, platform.LocalRunEnd{Status: outcome, ExitCode: exitCode, Reason: deref(reason)})
+	return r.Svc.Tasks.EndLocalRun(ctx, id, platform.LocalRunEnd{Status: outcome, ExitCode: exitCode, Reason: deref(reason)})
 }
 
 // ExecuteRemotely is the resolver for the executeRemotely field.
 func (r *mutationResolver) ExecuteRemotely(ctx context.Context, id string, computeResource string, group *string, idempotencyKey *string) (*model.Task, error) {
-	return r.Svc.ExecuteRemotely(ctx, id, platform.ExecuteRemotelyInput{
+	return r.Svc.Tasks.ExecuteRemotely(ctx, id, platform.ExecuteRemotelyInput{
 		ComputeResource: computeResource, Group: deref(group), IdempotencyKey: deref(idempotencyKey)})
 }

@@ -21,33 +21,33 @@ func (r *mutationResolver) CreateSchedule(ctx context.Context, input gqlmodel.Cr
 		Trigger: scheduleTrigger(input.Trigger), MissedRuns: input.MissedRuns}
 	kind, id := scheduleTarget(input.Task, input.Pipeline, input.Study)
 	in.TargetKind, in.TargetID = &kind, &id
-	return r.Svc.CreateSchedule(ctx, in)
+	return r.Svc.Schedules.CreateSchedule(ctx, in)
 }
 
 // UpdateSchedule is the resolver for the updateSchedule field.
 func (r *mutationResolver) UpdateSchedule(ctx context.Context, id string, input gqlmodel.UpdateScheduleInput) (*model.Schedule, error) {
-	return r.Svc.UpdateSchedule(ctx, id, platform.ScheduleInput{Name: input.Name, Parameters: input.Parameters, Cron: input.Cron,
+	return r.Svc.Schedules.UpdateSchedule(ctx, id, platform.ScheduleInput{Name: input.Name, Parameters: input.Parameters, Cron: input.Cron,
 		Trigger: scheduleTrigger(input.Trigger), MissedRuns: input.MissedRuns})
 }
 
 // PauseSchedule is the resolver for the pauseSchedule field.
 func (r *mutationResolver) PauseSchedule(ctx context.Context, id string) (*model.Schedule, error) {
-	return r.Svc.PauseSchedule(ctx, id)
+	return r.Svc.Schedules.PauseSchedule(ctx, id)
 }
 
 // ResumeSchedule is the resolver for the resumeSchedule field.
 func (r *mutationResolver) ResumeSchedule(ctx context.Context, id string) (*model.Schedule, error) {
-	return r.Svc.ResumeSchedule(ctx, id)
+	return r.Svc.Schedules.ResumeSchedule(ctx, id)
 }
 
 // DeleteSchedule is the resolver for the deleteSchedule field.
 func (r *mutationResolver) DeleteSchedule(ctx context.Context, id string) (*model.Schedule, error) {
-	return r.Svc.DeleteSchedule(ctx, id)
+	return r.Svc.Schedules.DeleteSchedule(ctx, id)
 }
 
 // SetScheduleMinimumInterval is the resolver for the setScheduleMinimumInterval field.
 func (r *mutationResolver) SetScheduleMinimumInterval(ctx context.Context, interval string) (string, error) {
-	d, err := r.Svc.SetScheduleMinimumInterval(ctx, interval)
+	d, err := r.Svc.Schedules.SetScheduleMinimumInterval(ctx, interval)
 	if err != nil {
 		return "", err
 	}
@@ -56,17 +56,17 @@ func (r *mutationResolver) SetScheduleMinimumInterval(ctx context.Context, inter
 
 // Schedules is the resolver for the schedules field.
 func (r *queryResolver) Schedules(ctx context.Context) ([]*model.Schedule, error) {
-	return r.Svc.Schedules(ctx)
+	return r.Svc.Schedules.Schedules(ctx)
 }
 
 // Schedule is the resolver for the schedule field.
 func (r *queryResolver) Schedule(ctx context.Context, id string) (*model.Schedule, error) {
-	return r.Svc.Schedule(ctx, id)
+	return r.Svc.Schedules.Schedule(ctx, id)
 }
 
 // ScheduleMinimumInterval is the resolver for the scheduleMinimumInterval field.
 func (r *queryResolver) ScheduleMinimumInterval(ctx context.Context) (string, error) {
-	d, err := r.Svc.ScheduleMinimumInterval(ctx)
+	d, err := r.Svc.Schedules.ScheduleMinimumInterval(ctx)
 	if err != nil {
 		return "", err
 	}
@@ -75,7 +75,7 @@ func (r *queryResolver) ScheduleMinimumInterval(ctx context.Context) (string, er
 
 // Owner is the resolver for the owner field.
 func (r *scheduleResolver) Owner(ctx context.Context, obj *model.Schedule) (string, error) {
-	if u, err := r.Svc.User(ctx, obj.OwnerID); err == nil {
+	if u, err := r.Svc.Access.User(ctx, obj.OwnerID); err == nil {
 		return u.Name, nil
 	}
 	return obj.OwnerID, nil
@@ -96,7 +96,7 @@ func (r *scheduleResolver) Cron(ctx context.Context, obj *model.Schedule) (*stri
 
 // When is the resolver for the when field.
 func (r *scheduleResolver) When(ctx context.Context, obj *model.Schedule) (string, error) {
-	return r.Svc.ScheduleWhen(obj), nil
+	return r.Svc.Schedules.ScheduleWhen(obj), nil
 }
 
 // Runs is the resolver for the runs field.
@@ -105,18 +105,18 @@ func (r *scheduleResolver) Runs(ctx context.Context, obj *model.Schedule, first 
 	if first != nil {
 		n = *first
 	}
-	return r.Svc.ScheduleRuns(ctx, obj.ID, n)
+	return r.Svc.Schedules.ScheduleRuns(ctx, obj.ID, n)
 }
 
 // ScheduleChanged is the resolver for the scheduleChanged field.
 func (r *subscriptionResolver) ScheduleChanged(ctx context.Context) (<-chan *live.ScheduleUpdate, error) {
-	ch, err := r.Svc.SubscribeSchedules(ctx)
+	ch, err := r.Svc.Live.SubscribeSchedules(ctx)
 	return shared(ctx, ch, err)
 }
 
 // ScheduledBy is the resolver for the scheduledBy field.
 func (r *taskResolver) ScheduledBy(ctx context.Context, obj *model.Task) (*gqlmodel.ScheduleRef, error) {
-	_, sc, err := r.Svc.ScheduleOfRun(ctx, obj.ID)
+	_, sc, err := r.Svc.Schedules.ScheduleOfRun(ctx, obj.ID)
 	if err != nil || sc == nil {
 		return nil, err
 	}

@@ -21,31 +21,31 @@ func (r *halvingResolver) Rungs(ctx context.Context, obj *model.Halving) ([]int,
 
 // StartStudy is the resolver for the startStudy field.
 func (r *mutationResolver) StartStudy(ctx context.Context, input gqlmodel.StartStudyInput) (*studies.View, error) {
-	st, err := r.Svc.StartStudy(ctx, startStudyIn(input))
+	st, err := r.Svc.Studies.StartStudy(ctx, startStudyIn(input))
 	if err != nil {
 		return nil, err
 	}
-	return r.Svc.StudyView(ctx, st.ID)
+	return r.Svc.Studies.StudyView(ctx, st.ID)
 }
 
 // StopStudy is the resolver for the stopStudy field.
 func (r *mutationResolver) StopStudy(ctx context.Context, id string, reason *string) (*studies.View, error) {
-	st, err := r.Svc.StopStudy(ctx, id, deref(reason))
+	st, err := r.Svc.Studies.StopStudy(ctx, id, deref(reason))
 	if err != nil {
 		return nil, err
 	}
-	return r.Svc.StudyView(ctx, st.ID)
+	return r.Svc.Studies.StudyView(ctx, st.ID)
 }
 
 // Studies is the resolver for the studies field.
 func (r *queryResolver) Studies(ctx context.Context, project *string) ([]*studies.View, error) {
-	list, err := r.Svc.Studies(ctx, deref(project))
+	list, err := r.Svc.Studies.Studies(ctx, deref(project))
 	if err != nil {
 		return nil, err
 	}
 	out := make([]*studies.View, 0, len(list))
 	for _, st := range list {
-		v, err := r.Svc.StudyView(ctx, st.ID)
+		v, err := r.Svc.Studies.StudyView(ctx, st.ID)
 		if err != nil {
 			return nil, err
 		}
@@ -56,7 +56,7 @@ func (r *queryResolver) Studies(ctx context.Context, project *string) ([]*studie
 
 // Study is the resolver for the study field.
 func (r *queryResolver) Study(ctx context.Context, id string) (*studies.View, error) {
-	return r.Svc.StudyView(ctx, id)
+	return r.Svc.Studies.StudyView(ctx, id)
 }
 
 // ID is the resolver for the id field.
@@ -174,13 +174,13 @@ func (r *studyResolver) FinishedAt(ctx context.Context, obj *studies.View) (*tim
 
 // StudyChanged is the resolver for the studyChanged field.
 func (r *subscriptionResolver) StudyChanged(ctx context.Context, id string) (<-chan *studies.View, error) {
-	ch, err := r.Svc.SubscribeStudy(ctx, id)
+	ch, err := r.Svc.Studies.SubscribeStudy(ctx, id)
 	return shared(ctx, ch, err)
 }
 
 // StudyTrial is the resolver for the studyTrial field.
 func (r *taskResolver) StudyTrial(ctx context.Context, obj *model.Task) (*gqlmodel.TaskStudyTrial, error) {
-	st, tr, err := r.Svc.TaskTrial(ctx, obj)
+	st, tr, err := r.Svc.Studies.TaskTrial(ctx, obj)
 	if err != nil || tr == nil {
 		return nil, err
 	}

@@ -15,7 +15,7 @@ import (
 
 // TokenBudgets is the resolver for the tokenBudgets field.
 func (r *budgetBurnUpdateResolver) TokenBudgets(ctx context.Context, obj *live.BudgetBurnUpdate) ([]*llm.TokenBudgetView, error) {
-	return r.Svc.GroupTokenBudgetViews(ctx, obj.GroupID)
+	return r.Svc.LLM.GroupTokenBudgetViews(ctx, obj.GroupID)
 }
 
 // UtilizationHistory is the resolver for the utilizationHistory field.
@@ -31,18 +31,18 @@ func (r *queryResolver) UtilizationHistory(ctx context.Context, from *time.Time,
 	if stepSeconds != nil {
 		step = time.Duration(*stepSeconds) * time.Second
 	}
-	return r.Svc.UtilizationHistory(ctx, f, t, step)
+	return r.Svc.Live.UtilizationHistory(ctx, f, t, step)
 }
 
 // QueueChanged is the resolver for the queueChanged field.
 func (r *subscriptionResolver) QueueChanged(ctx context.Context, computeResource string) (<-chan *live.QueueUpdate, error) {
-	ch, err := r.Svc.SubscribeQueue(ctx, computeResource)
+	ch, err := r.Svc.Live.SubscribeQueue(ctx, computeResource)
 	return shared(ctx, ch, err)
 }
 
 // TaskEvents is the resolver for the taskEvents field.
 func (r *subscriptionResolver) TaskEvents(ctx context.Context, id string) (<-chan *live.TaskUpdate, error) {
-	ch, err := r.Svc.SubscribeTask(ctx, id)
+	ch, err := r.Svc.Live.SubscribeTask(ctx, id)
 	return shared(ctx, ch, err)
 }
 
@@ -57,25 +57,25 @@ func (r *subscriptionResolver) TaskLogs(ctx context.Context, id string, after *i
 	if tail != nil {
 		n = *tail
 	}
-	ch, err := r.Svc.SubscribeTaskLogs(ctx, id, from, n)
+	ch, err := r.Svc.Live.SubscribeTaskLogs(ctx, id, from, n)
 	return shared(ctx, ch, err)
 }
 
 // PoolUtilization is the resolver for the poolUtilization field.
 func (r *subscriptionResolver) PoolUtilization(ctx context.Context) (<-chan *live.PoolUtilization, error) {
-	ch, err := r.Svc.SubscribePoolUtilization(ctx)
+	ch, err := r.Svc.Live.SubscribePoolUtilization(ctx)
 	return shared(ctx, ch, err)
 }
 
 // Workers is the resolver for the workers field.
 func (r *subscriptionResolver) Workers(ctx context.Context) (<-chan *live.WorkerUpdate, error) {
-	ch, err := r.Svc.SubscribeWorkers(ctx)
+	ch, err := r.Svc.Live.SubscribeWorkers(ctx)
 	return shared(ctx, ch, err)
 }
 
 // BudgetBurn is the resolver for the budgetBurn field.
 func (r *subscriptionResolver) BudgetBurn(ctx context.Context, policy string) (<-chan *live.BudgetBurnUpdate, error) {
-	ch, err := r.Svc.SubscribeBudgetBurn(ctx, policy)
+	ch, err := r.Svc.Live.SubscribeBudgetBurn(ctx, policy)
 	return shared(ctx, ch, err)
 }
 

@@ -16,7 +16,7 @@ import (
 
 // EnqueueTask is the resolver for the enqueueTask field.
 func (r *mutationResolver) EnqueueTask(ctx context.Context, input gqlmodel.EnqueueTaskInput) (*model.Task, error) {
-	return r.Svc.EnqueueTask(ctx, platform.EnqueueInput{
+	return r.Svc.Tasks.EnqueueTask(ctx, platform.EnqueueInput{
 		Name: input.Name, Project: deref(input.Project), ComputeResource: input.ComputeResource, Group: deref(input.Group),
 		Spec: model.TaskSpec{
 			Command: input.Command, Repository: deref(input.Repository), Commit: deref(input.Commit), Diff: deref(input.Diff),
@@ -31,12 +31,12 @@ func (r *mutationResolver) EnqueueTask(ctx context.Context, input gqlmodel.Enque
 
 // AbortTask is the resolver for the abortTask field.
 func (r *mutationResolver) AbortTask(ctx context.Context, id string, reason *string) (*model.Task, error) {
-	return r.Svc.AbortTask(ctx, id, deref(reason))
+	return r.Svc.Tasks.AbortTask(ctx, id, deref(reason))
 }
 
 // CloneTask is the resolver for the cloneTask field.
 func (r *mutationResolver) CloneTask(ctx context.Context, id string, parameterOverrides map[string]string, name *string, computeResource *string, group *string, project *string, idempotencyKey *string) (*model.Task, error) {
-	return r.Svc.CloneTask(ctx, id, platform.CloneInput{
+	return r.Svc.Tasks.CloneTask(ctx, id, platform.CloneInput{
 		ParameterOverrides: parameterOverrides, Name: deref(name), ComputeResource: deref(computeResource),
 		Group: deref(group), Project: deref(project), IdempotencyKey: deref(idempotencyKey),
 	})
@@ -53,7 +53,7 @@ func (r *queryResolver) Tasks(ctx context.Context, filter *gqlmodel.TaskFilter, 
 		f = platform.TaskListFilter{Statuses: filter.Status, ComputeResource: deref(filter.ComputeResource),
 			Project: deref(filter.Project), Group: deref(filter.Group), Mine: deref(filter.Mine)}
 	}
-	tasks, err := r.Svc.Tasks(ctx, f, page)
+	tasks, err := r.Svc.Tasks.Tasks(ctx, f, page)
 	if err != nil {
 		return nil, err
 	}
@@ -67,17 +67,17 @@ func (r *queryResolver) Tasks(ctx context.Context, filter *gqlmodel.TaskFilter, 
 
 // Task is the resolver for the task field.
 func (r *queryResolver) Task(ctx context.Context, id string) (*model.Task, error) {
-	return r.Svc.Task(ctx, id)
+	return r.Svc.Tasks.Task(ctx, id)
 }
 
 // Reason is the resolver for the reason field.
 func (r *taskResolver) Reason(ctx context.Context, obj *model.Task) (string, error) {
-	return r.Svc.TaskReason(ctx, obj)
+	return r.Svc.Tasks.TaskReason(ctx, obj)
 }
 
 // Position is the resolver for the position field.
 func (r *taskResolver) Position(ctx context.Context, obj *model.Task) (*int, error) {
-	n, err := r.Svc.TaskPosition(ctx, obj)
+	n, err := r.Svc.Tasks.TaskPosition(ctx, obj)
 	if err != nil || n == 0 {
 		return nil, err
 	}
@@ -86,17 +86,17 @@ func (r *taskResolver) Position(ctx context.Context, obj *model.Task) (*int, err
 
 // Project is the resolver for the project field.
 func (r *taskResolver) Project(ctx context.Context, obj *model.Task) (*model.Project, error) {
-	return r.Svc.TaskProject(ctx, obj)
+	return r.Svc.Tasks.TaskProject(ctx, obj)
 }
 
 // Owner is the resolver for the owner field.
 func (r *taskResolver) Owner(ctx context.Context, obj *model.Task) (*model.User, error) {
-	return r.Svc.TaskOwner(ctx, obj)
+	return r.Svc.Tasks.TaskOwner(ctx, obj)
 }
 
 // ComputeResource is the resolver for the computeResource field.
 func (r *taskResolver) ComputeResource(ctx context.Context, obj *model.Task) (*model.ComputeResource, error) {
-	e, err := r.Svc.Estate(ctx)
+	e, err := r.Svc.Allocation.Estate(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -105,7 +105,7 @@ func (r *taskResolver) ComputeResource(ctx context.Context, obj *model.Task) (*m
 
 // Group is the resolver for the group field.
 func (r *taskResolver) Group(ctx context.Context, obj *model.Task) (*model.Group, error) {
-	e, err := r.Svc.Estate(ctx)
+	e, err := r.Svc.Allocation.Estate(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -117,7 +117,7 @@ func (r *taskResolver) Pool(ctx context.Context, obj *model.Task) (*model.Pool, 
 	if obj.PoolID == "" {
 		return nil, nil
 	}
-	e, err := r.Svc.Estate(ctx)
+	e, err := r.Svc.Allocation.Estate(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -129,7 +129,7 @@ func (r *taskResolver) ClonedFrom(ctx context.Context, obj *model.Task) (*model.
 	if obj.ClonedFromID == "" {
 		return nil, nil
 	}
-	t, err := r.Svc.Task(ctx, obj.ClonedFromID)
+	t, err := r.Svc.Tasks.Task(ctx, obj.ClonedFromID)
 	if platform.ErrorCode(err) == platform.CodeNotFound {
 		return nil, nil // cloned from a task the caller may not see
 	}

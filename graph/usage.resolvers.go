@@ -21,7 +21,7 @@ func (r *queryResolver) Usage(ctx context.Context, input gqlmodel.UsageInput) (*
 	for _, d := range input.GroupBy {
 		in.By = append(in.By, string(d))
 	}
-	rows, err := r.Svc.Usage(ctx, in)
+	rows, err := r.Svc.Allocation.Usage(ctx, in)
 	if err != nil {
 		return nil, err
 	}

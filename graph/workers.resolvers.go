@@ -19,7 +19,7 @@ import (
 
 // CreateWorkerCredential is the resolver for the createWorkerCredential field.
 func (r *mutationResolver) CreateWorkerCredential(ctx context.Context, pool string, name *string) (*gqlmodel.NewWorkerCredential, error) {
-	c, secret, err := r.Svc.CreateWorkerCredential(ctx, pool, deref(name))
+	c, secret, err := r.Svc.Fleet.CreateWorkerCredential(ctx, pool, deref(name))
 	if err != nil {
 		return nil, err
 	}
@@ -28,17 +28,17 @@ func (r *mutationResolver) CreateWorkerCredential(ctx context.Context, pool stri
 
 // RevokeWorkerCredential is the resolver for the revokeWorkerCredential field.
 func (r *mutationResolver) RevokeWorkerCredential(ctx context.Context, id string) (*model.WorkerCredential, error) {
-	return r.Svc.RevokeWorkerCredential(ctx, id)
+	return r.Svc.Fleet.RevokeWorkerCredential(ctx, id)
 }
 
 // SetSecret is the resolver for the setSecret field.
 func (r *mutationResolver) SetSecret(ctx context.Context, scope string, owner *string, name string, value string) (*access.SecretInfo, error) {
-	return r.Svc.SetSecret(ctx, scope, deref(owner), name, value)
+	return r.Svc.Access.SetSecret(ctx, scope, deref(owner), name, value)
 }
 
 // DeleteSecret is the resolver for the deleteSecret field.
 func (r *mutationResolver) DeleteSecret(ctx context.Context, scope string, owner *string, name string) (bool, error) {
-	if err := r.Svc.DeleteSecret(ctx, scope, deref(owner), name); err != nil {
+	if err := r.Svc.Access.DeleteSecret(ctx, scope, deref(owner), name); err != nil {
 		return false, err
 	}
 	return true, nil
@@ -46,22 +46,22 @@ func (r *mutationResolver) DeleteSecret(ctx context.Context, scope string, owner
 
 // WorkerStatus is the resolver for the workerStatus field.
 func (r *poolResolver) WorkerStatus(ctx context.Context, obj *model.Pool) (*fleet.PoolWorkers, error) {
-	return r.Svc.PoolWorkersOf(ctx, obj.ID)
+	return r.Svc.Fleet.PoolWorkersOf(ctx, obj.ID)
 }
 
 // Workers is the resolver for the workers field.
 func (r *queryResolver) Workers(ctx context.Context) ([]*view.WorkerView, error) {
-	return r.Svc.Workers(ctx)
+	return r.Svc.Fleet.Workers(ctx)
 }
 
 // WorkerCredentials is the resolver for the workerCredentials field.
 func (r *queryResolver) WorkerCredentials(ctx context.Context) ([]*model.WorkerCredential, error) {
-	return r.Svc.WorkerCredentials(ctx)
+	return r.Svc.Fleet.WorkerCredentials(ctx)
 }
 
 // Secrets is the resolver for the secrets field.
 func (r *queryResolver) Secrets(ctx context.Context, scope string, owner *string) ([]*access.SecretInfo, error) {
-	return r.Svc.Secrets(ctx, scope, deref(owner))
+	return r.Svc.Access.Secrets(ctx, scope, deref(owner))
 }
 
 // Owner is the resolver for the owner field.
@@ -84,7 +84,7 @@ func (r *taskResolver) Worker(ctx context.Context, obj *model.Task) (*view.Worke
 	if obj.Run.WorkerID == "" {
 		return nil, nil
 	}
-	w, err := r.Svc.Worker(ctx, obj.Run.WorkerID)
+	w, err := r.Svc.Fleet.Worker(ctx, obj.Run.WorkerID)
 	if platform.ErrorCode(err) == platform.CodeNotFound {
 		return nil, nil
 	}
@@ -111,34 +111,34 @@ func (r *taskResolver) Outputs(ctx context.Context, obj *model.Task) ([]string, 
 
 // Logs is the resolver for the logs field.
 func (r *taskResolver) Logs(ctx context.Context, obj *model.Task, after *int, first *int, tail *int) (*view.LogPage, error) {
-	return r.Svc.TaskLogs(ctx, obj, int64(deref(after)), deref(first), deref(tail))
+	return r.Svc.Tasks.TaskLogs(ctx, obj, int64(deref(after)), deref(first), deref(tail))
 }
 
 // Metrics is the resolver for the metrics field.
 func (r *taskResolver) Metrics(ctx context.Context, obj *model.Task, name *string, after *int, first *int) ([]*model.MetricPoint, error) {
-	points, err := r.Svc.TaskMetrics(ctx, obj, deref(name), int64(deref(after)), deref(first), false)
+	points, err := r.Svc.Tasks.TaskMetrics(ctx, obj, deref(name), int64(deref(after)), deref(first), false)
 	return pointers(points), err
 }
 
 // LastMetrics is the resolver for the lastMetrics field.
 func (r *taskResolver) LastMetrics(ctx context.Context, obj *model.Task) ([]*model.MetricPoint, error) {
-	points, err := r.Svc.TaskMetrics(ctx, obj, "", 0, 0, true)
+	points, err := r.Svc.Tasks.TaskMetrics(ctx, obj, "", 0, 0, true)
 	return pointers(points), err
 }
 
 // Pool is the resolver for the pool field.
 func (r *workerResolver) Pool(ctx context.Context, obj *view.WorkerView) (*model.Pool, error) {
-	return optionalPool(r.Svc.Pool(ctx, obj.PoolID))
+	return optionalPool(r.Svc.Allocation.Pool(ctx, obj.PoolID))
 }
 
 // Tasks is the resolver for the tasks field.
 func (r *workerResolver) Tasks(ctx context.Context, obj *view.WorkerView) ([]*model.Task, error) {
-	return r.Svc.WorkerTasks(ctx, obj.ID)
+	return r.Svc.Fleet.WorkerTasks(ctx, obj.ID)
 }
 
 // Pool is the resolver for the pool field.
 func (r *workerCredentialResolver) Pool(ctx context.Context, obj *model.WorkerCredential) (*model.Pool, error) {
-	return optionalPool(r.Svc.Pool(ctx, obj.PoolID))
+	return optionalPool(r.Svc.Allocation.Pool(ctx, obj.PoolID))
 }
 
 // Secret returns SecretResolver implementation.

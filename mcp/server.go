@@ -33,7 +33,9 @@ type ModelCaller interface {
 
 // Options configure a Server.
 type Options struct {
-	Service Platform
+	// Service is the platform; the tools reach it through one interface
+	// per domain (Platforms).
+	Service *platform.Service
 	Auth    Authenticator
 	// Models makes the model calls of call_model; without it the tool is
 	// not offered.
@@ -55,6 +57,7 @@ type Options struct {
 // Server is the MCP server. It is an http.Handler for /mcp.
 type Server struct {
 	o      Options
+	svc    Platforms
 	log    *slog.Logger
 	mcp    *mcpserver.MCPServer
 	http   *mcpserver.StreamableHTTPServer
@@ -80,7 +83,7 @@ func New(o Options) *Server {
 	if o.Version == "" {
 		o.Version = "dev"
 	}
-	s := &Server{o: o, log: o.Log, writes: map[string]bool{}}
+	s := &Server{o: o, svc: servicePlatforms(o.Service), log: o.Log, writes: map[string]bool{}}
 	s.mcp = mcpserver.NewMCPServer("klique", o.Version,
 		mcpserver.WithToolCapabilities(false),
 		mcpserver.WithInstructions(instructions),
@@ -320,7 +323,7 @@ func (s *Server) wrap(d toolDef, run func(ctx context.Context, raw json.RawMessa
 		// A change writes its own audit entry with the platform's; every
 		// other call, and every refused one, is recorded here.
 		if err != nil || !d.audited {
-			if aerr := s.o.Service.RecordToolCall(ctx, d.name, detail); aerr != nil && err == nil {
+			if aerr := s.svc.Access.RecordToolCall(ctx, d.name, detail); aerr != nil && err == nil {
 				s.log.ErrorContext(ctx, "mcp: a tool call could not be recorded in the audit trail", "tool", d.name, "err", aerr,
 					"request_id", identity.RequestIDFrom(ctx))
 				s.counted(d.name, "error")

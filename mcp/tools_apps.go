@@ -87,7 +87,7 @@ func (s *Server) addAppTools() {
 }
 
 func (s *Server) listApps(ctx context.Context, _ *listAppsArgs) (*appsView, string, error) {
-	all, err := s.o.Service.Apps(ctx)
+	all, err := s.svc.Apps.Apps(ctx)
 	if err != nil {
 		return nil, "", err
 	}
@@ -105,7 +105,7 @@ func (s *Server) launchApp(ctx context.Context, in *launchAppArgs) (*appInstance
 	if strings.TrimSpace(in.ComputeResource) == "" {
 		return nil, "", &argError{"argument 'computeResource' is missing: name one from list_compute_resources"}
 	}
-	inst, err := s.o.Service.LaunchApp(ctx, platform.LaunchInput{App: in.App, ComputeResource: in.ComputeResource, Group: in.Group, Project: in.Project,
+	inst, err := s.svc.Apps.LaunchApp(ctx, platform.LaunchInput{App: in.App, ComputeResource: in.ComputeResource, Group: in.Group, Project: in.Project,
 		Values: in.Values, Name: in.Name, Route: in.Route, ShareWithGroup: in.ShareWithGroup, ShareWithUsers: in.ShareWithUsers,
 		IdleMinutes: in.IdleMinutes, MaxLifetimeMinutes: in.MaxLifetimeMinutes})
 	if err != nil {
@@ -115,7 +115,7 @@ func (s *Server) launchApp(ctx context.Context, in *launchAppArgs) (*appInstance
 }
 
 func (s *Server) stopApp(ctx context.Context, in *appInstanceArgs) (*appInstanceView, string, error) {
-	inst, err := s.o.Service.StopApp(ctx, strings.TrimSpace(in.ID))
+	inst, err := s.svc.Apps.StopApp(ctx, strings.TrimSpace(in.ID))
 	if err != nil {
 		return nil, "", err
 	}
@@ -123,7 +123,7 @@ func (s *Server) stopApp(ctx context.Context, in *appInstanceArgs) (*appInstance
 }
 
 func (s *Server) getAppInstance(ctx context.Context, in *appInstanceArgs) (*appInstanceView, string, error) {
-	inst, err := s.o.Service.AppInstance(ctx, strings.TrimSpace(in.ID))
+	inst, err := s.svc.Apps.AppInstance(ctx, strings.TrimSpace(in.ID))
 	if err != nil {
 		return nil, "", err
 	}

@@ -153,12 +153,12 @@ func (s *Server) listComputeResources(ctx context.Context, in *computeArgs) (*co
 	if !ok {
 		return nil, "", fmt.Errorf("mcp: no principal in the context")
 	}
-	svc := s.o.Service
-	views, err := svc.PolicyViews(ctx, strings.TrimSpace(in.Group))
+	svc := s.svc
+	views, err := svc.Allocation.PolicyViews(ctx, strings.TrimSpace(in.Group))
 	if err != nil {
 		return nil, "", err
 	}
-	e, err := svc.Estate(ctx)
+	e, err := svc.Allocation.Estate(ctx)
 	if err != nil {
 		return nil, "", err
 	}
@@ -185,10 +185,10 @@ func (s *Server) listComputeResources(ctx context.Context, in *computeArgs) (*co
 					cv.GPUClass = c.Name
 				}
 			}
-			if cv.Queued, err = svc.QueuedTasks(ctx, cr.ID); err != nil {
+			if cv.Queued, err = svc.Tasks.QueuedTasks(ctx, cr.ID); err != nil {
 				return nil, "", err
 			}
-			qs, err := svc.QueueState(ctx, cr.ID)
+			qs, err := svc.Allocation.QueueState(ctx, cr.ID)
 			if err != nil {
 				return nil, "", err
 			}
@@ -215,7 +215,7 @@ func (s *Server) usage(ctx context.Context, in *usageArgs) (*usageView, string, 
 	if !ok {
 		return nil, "", fmt.Errorf("mcp: no principal in the context")
 	}
-	now := s.o.Service.Now()
+	now := s.svc.Allocation.Now()
 	from, to := engine.PeriodStart(model.PeriodMonth, now), now
 	var err error
 	if in.From != "" {
@@ -234,11 +234,11 @@ func (s *Server) usage(ctx context.Context, in *usageArgs) (*usageView, string, 
 	if in.Mine {
 		q.User = p.UserID
 	}
-	rows, err := s.o.Service.Usage(ctx, q)
+	rows, err := s.svc.Allocation.Usage(ctx, q)
 	if err != nil {
 		return nil, "", err
 	}
-	budgets, err := s.o.Service.TokenBudgetViews(ctx, in.Project)
+	budgets, err := s.svc.LLM.TokenBudgetViews(ctx, in.Project)
 	if err != nil {
 		return nil, "", err
 	}

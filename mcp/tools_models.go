@@ -79,7 +79,7 @@ func (s *Server) addTools() {
 }
 
 func (s *Server) modelAliases(ctx context.Context, in *aliasesArgs) (*aliasesView, string, error) {
-	aliases, err := s.o.Service.ModelAliases(ctx, strings.TrimSpace(in.Project))
+	aliases, err := s.svc.LLM.ModelAliases(ctx, strings.TrimSpace(in.Project))
 	if err != nil {
 		return nil, "", err
 	}

@@ -64,7 +64,7 @@ func (s *Server) runPipeline(ctx context.Context, in *runPipelineArgs) (*pipelin
 	if strings.TrimSpace(in.Definition) == "" {
 		return nil, "", &argError{"argument 'definition' is missing: give the pipeline as YAML (name, project, params, steps)"}
 	}
-	r, err := s.o.Service.StartRun(ctx, pipelines.RunInput{Definition: in.Definition, Params: in.Params, Project: in.Project})
+	r, err := s.svc.Pipelines.StartRun(ctx, pipelines.RunInput{Definition: in.Definition, Params: in.Params, Project: in.Project})
 	if err != nil {
 		return nil, "", err
 	}
@@ -72,7 +72,7 @@ func (s *Server) runPipeline(ctx context.Context, in *runPipelineArgs) (*pipelin
 }
 
 func (s *Server) getPipelineRun(ctx context.Context, in *pipelineRunArgs) (*pipelineRunView, string, error) {
-	r, err := s.o.Service.PipelineRun(ctx, strings.TrimSpace(in.ID))
+	r, err := s.svc.Pipelines.PipelineRun(ctx, strings.TrimSpace(in.ID))
 	if err != nil {
 		return nil, "", err
 	}
@@ -81,7 +81,7 @@ func (s *Server) getPipelineRun(ctx context.Context, in *pipelineRunArgs) (*pipe
 }
 
 func (s *Server) pipelineRunView(ctx context.Context, r *model.PipelineRun) (*pipelineRunView, string, error) {
-	v, err := s.o.Service.PipelineRunView(ctx, r)
+	v, err := s.svc.Pipelines.PipelineRunView(ctx, r)
 	if err != nil {
 		return nil, "", err
 	}

@@ -91,7 +91,7 @@ func (s *Server) createSchedule(ctx context.Context, in *createScheduleArgs) (*s
 	if in.MissedRuns != "" {
 		si.MissedRuns = &in.MissedRuns
 	}
-	sc, err := s.o.Service.CreateSchedule(ctx, si)
+	sc, err := s.svc.Schedules.CreateSchedule(ctx, si)
 	if err != nil {
 		return nil, "", err
 	}
@@ -121,7 +121,7 @@ func scheduleTrigger(in *createScheduleArgs) (*model.ScheduleTrigger, error) {
 }
 
 func (s *Server) listSchedules(ctx context.Context, _ *listSchedulesArgs) (*schedulesView, string, error) {
-	all, err := s.o.Service.Schedules(ctx)
+	all, err := s.svc.Schedules.Schedules(ctx)
 	if err != nil {
 		return nil, "", err
 	}
@@ -140,6 +140,6 @@ func (s *Server) scheduleView(sc *model.Schedule) scheduleView {
 		return t.UTC().Format(time.RFC3339)
 	}
 	return scheduleView{ID: sc.ID, Name: sc.Name, Target: sc.TargetKind + " " + sc.TargetID, Parameters: sc.Parameters,
-		When: s.o.Service.ScheduleWhen(sc), MissedRuns: sc.MissedRuns, Paused: sc.Paused, PausedReason: sc.PausedReason,
+		When: s.svc.Schedules.ScheduleWhen(sc), MissedRuns: sc.MissedRuns, Paused: sc.Paused, PausedReason: sc.PausedReason,
 		NextRunAt: at(sc.NextRunAt), LastRunAt: at(sc.LastRunAt), LastRun: sc.LastRunID, LastResult: sc.LastResult, LastError: sc.LastError}
 }

@@ -93,12 +93,12 @@ func (s *Server) startStudy(ctx context.Context, in *startStudyArgs) (*studyView
 	if in.Resource != "" || strings.EqualFold(strings.TrimSpace(in.Strategy), model.StrategyHalving) {
 		spec.Halving = &model.Halving{Resource: in.Resource, MinResource: in.MinResource, MaxResource: in.MaxResource, Eta: in.Eta}
 	}
-	st, err := s.o.Service.StartStudy(ctx, studies.StartInput{Name: in.Name, BaseTask: in.BaseTask, Project: in.Project,
+	st, err := s.svc.Studies.StartStudy(ctx, studies.StartInput{Name: in.Name, BaseTask: in.BaseTask, Project: in.Project,
 		ComputeResource: in.ComputeResource, Group: in.Group, Spec: spec})
 	if err != nil {
 		return nil, "", err
 	}
-	v, err := s.o.Service.StudyView(ctx, st.ID)
+	v, err := s.svc.Studies.StudyView(ctx, st.ID)
 	if err != nil {
 		return nil, "", err
 	}
@@ -109,7 +109,7 @@ func (s *Server) getStudy(ctx context.Context, in *studyArgs) (*studyView, strin
 	if err := need(in.ID, "id", "the study's id, as start_study gave it"); err != nil {
 		return nil, "", err
 	}
-	v, err := s.o.Service.StudyView(ctx, strings.TrimSpace(in.ID))
+	v, err := s.svc.Studies.StudyView(ctx, strings.TrimSpace(in.ID))
 	if err != nil {
 		return nil, "", err
 	}

@@ -190,7 +190,7 @@ func (s *Server) enqueueTask(ctx context.Context, in *enqueueArgs) (*taskView, s
 	if len(in.Command) == 0 && in.Repository == "" {
 		return nil, "", badArg("say what to run: give command (the program and its arguments), or repository with entryPoint")
 	}
-	t, err := s.o.Service.EnqueueTask(ctx, platform.EnqueueInput{
+	t, err := s.svc.Tasks.EnqueueTask(ctx, platform.EnqueueInput{
 		Name: in.Name, Project: in.Project, ComputeResource: in.ComputeResource, Group: in.Group,
 		Spec: model.TaskSpec{Command: in.Command, Repository: in.Repository, Commit: in.Commit, Diff: in.Diff,
 			EntryPoint: in.EntryPoint, WorkingDir: in.WorkingDir, Packages: in.Packages, Image: in.Image,
@@ -231,7 +231,7 @@ func (s *Server) task(ctx context.Context, id string) (*model.Task, error) {
 	if err := need(id, "id", "the task's id, as enqueue_task or list_tasks gave it"); err != nil {
 		return nil, err
 	}
-	return s.o.Service.Task(ctx, strings.TrimSpace(id))
+	return s.svc.Tasks.Task(ctx, strings.TrimSpace(id))
 }
 
 func quote(s string) string { return "'" + s + "'" }
@@ -256,7 +256,7 @@ func (s *Server) listTasks(ctx context.Context, in *listTasksArgs) (*taskList, s
 			return nil, "", badArg("argument 'cursor' is not a cursor this tool gave; leave it out to start from the first page")
 		}
 	}
-	tasks, err := s.o.Service.Tasks(ctx, f, platform.Page{After: in.Cursor, Limit: limit + 1})
+	tasks, err := s.svc.Tasks.Tasks(ctx, f, platform.Page{After: in.Cursor, Limit: limit + 1})
 	if err != nil {
 		return nil, "", err
 	}
@@ -318,7 +318,7 @@ func (s *Server) taskLogs(ctx context.Context, in *logsArgs) (*logsView, string,
 	if tail == 0 && in.After == 0 && in.Limit == 0 {
 		tail = 100
 	}
-	page, err := s.o.Service.TaskLogs(ctx, t, in.After, in.Limit, tail)
+	page, err := s.svc.Tasks.TaskLogs(ctx, t, in.After, in.Limit, tail)
 	if err != nil {
 		return nil, "", err
 	}
@@ -342,7 +342,7 @@ func (s *Server) taskMetrics(ctx context.Context, in *metricsArgs) (*metricsView
 	if err != nil {
 		return nil, "", err
 	}
-	points, err := s.o.Service.TaskMetrics(ctx, t, in.Name, in.After, in.Limit, in.Name == "")
+	points, err := s.svc.Tasks.TaskMetrics(ctx, t, in.Name, in.After, in.Limit, in.Name == "")
 	if err != nil {
 		return nil, "", err
 	}
@@ -363,7 +363,7 @@ func (s *Server) abortTask(ctx context.Context, in *abortArgs) (*taskView, strin
 	if err := need(in.ID, "id", "the id of the task to abort"); err != nil {
 		return nil, "", err
 	}
-	t, err := s.o.Service.AbortTask(ctx, strings.TrimSpace(in.ID), in.Reason)
+	t, err := s.svc.Tasks.AbortTask(ctx, strings.TrimSpace(in.ID), in.Reason)
 	if err != nil {
 		return nil, "", err
 	}
@@ -378,7 +378,7 @@ func (s *Server) cloneTask(ctx context.Context, in *cloneArgs) (*taskView, strin
 	if in.Group != "" && in.ComputeResource == "" {
 		return nil, "", badArg("argument 'group' says whose compute resource is meant: give computeResource too")
 	}
-	t, err := s.o.Service.CloneTask(ctx, strings.TrimSpace(in.ID), platform.CloneInput{
+	t, err := s.svc.Tasks.CloneTask(ctx, strings.TrimSpace(in.ID), platform.CloneInput{
 		ParameterOverrides: in.ParameterOverrides, Name: in.Name, ComputeResource: in.ComputeResource,
 		Group: in.Group, Project: in.Project, IdempotencyKey: in.IdempotencyKey,
 	})
@@ -393,7 +393,7 @@ func (s *Server) compareTasks(ctx context.Context, in *compareArgs) (*comparison
 	if len(in.IDs) < 2 || len(in.IDs) > 10 {
 		return nil, "", badArg("argument 'ids' must list two to ten task ids")
 	}
-	c, err := s.o.Service.CompareTasks(ctx, in.IDs)
+	c, err := s.svc.Tasks.CompareTasks(ctx, in.IDs)
 	if err != nil {
 		return nil, "", err
 	}

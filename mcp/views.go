@@ -61,7 +61,7 @@ type namer struct {
 }
 
 func (s *Server) namer(ctx context.Context) (*namer, error) {
-	e, err := s.o.Service.Estate(ctx)
+	e, err := s.svc.Allocation.Estate(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -72,7 +72,7 @@ func (n *namer) owner(ctx context.Context, t *model.Task) (string, error) {
 	if name, ok := n.owners[t.OwnerID]; ok {
 		return name, nil
 	}
-	u, err := n.s.o.Service.TaskOwner(ctx, t)
+	u, err := n.s.svc.Tasks.TaskOwner(ctx, t)
 	if err != nil {
 		return "", err
 	}
@@ -84,7 +84,7 @@ func (n *namer) project(ctx context.Context, t *model.Task) (string, error) {
 	if name, ok := n.projects[t.ProjectID]; ok {
 		return name, nil
 	}
-	pr, err := n.s.o.Service.TaskProject(ctx, t)
+	pr, err := n.s.svc.Tasks.TaskProject(ctx, t)
 	if err != nil {
 		return "", err
 	}
@@ -110,17 +110,17 @@ func (n *namer) pool(id string) string {
 // place in line, the names of what it points to, and (with detail) the
 // worker running it and the task it was cloned from.
 func (n *namer) task(ctx context.Context, t *model.Task, detail bool) (*taskView, error) {
-	svc := n.s.o.Service
+	svc := n.s.svc
 	v := &taskView{ID: t.ID, Name: t.Name, Status: string(t.Status), Group: n.e.GroupName(t.GroupID),
 		ComputeResource: n.computeResource(t), Size: t.Size.String(), Pool: n.pool(t.PoolID), Attempt: t.Run.Attempt,
 		ExitCode: t.Run.ExitCode, Command: t.Spec.Command, Repository: t.Spec.Repository, Commit: t.Spec.Commit,
 		EntryPoint: t.Spec.EntryPoint, Image: t.Spec.Image, Parameters: t.Spec.Parameters, Tags: t.Tags, Outputs: t.Run.Outputs,
 		CreatedAt: stamp(t.CreatedAt), PlacedAt: stampPtr(t.PlacedAt), StartedAt: stampPtr(t.Run.StartedAt), FinishedAt: stampPtr(t.FinishedAt)}
 	var err error
-	if v.Reason, err = svc.TaskReason(ctx, t); err != nil {
+	if v.Reason, err = svc.Tasks.TaskReason(ctx, t); err != nil {
 		return nil, err
 	}
-	if v.Position, err = svc.TaskPosition(ctx, t); err != nil {
+	if v.Position, err = svc.Tasks.TaskPosition(ctx, t); err != nil {
 		return nil, err
 	}
 	if v.Owner, err = n.owner(ctx, t); err != nil {
@@ -133,7 +133,7 @@ func (n *namer) task(ctx context.Context, t *model.Task, detail bool) (*taskView
 		return v, nil
 	}
 	if t.Run.WorkerID != "" {
-		w, err := svc.Worker(ctx, t.Run.WorkerID)
+		w, err := svc.Fleet.Worker(ctx, t.Run.WorkerID)
 		switch {
 		case err == nil:
 			v.Worker = w.Hostname
@@ -142,7 +142,7 @@ func (n *namer) task(ctx context.Context, t *model.Task, detail bool) (*taskView
 		}
 	}
 	if t.ClonedFromID != "" {
-		orig, err := svc.Task(ctx, t.ClonedFromID)
+		orig, err := svc.Tasks.Task(ctx, t.ClonedFromID)
 		switch {
 		case err == nil:
 			v.ClonedFrom = &taskRef{ID: orig.ID, Name: orig.Name}

@@ -5,36 +5,43 @@ import (
 	"errors"
 
 	"github.com/klique-ai/klique/internal/model"
+	"github.com/klique-ai/klique/internal/platform/kernel"
 	"github.com/klique-ai/klique/internal/platform/pipelines"
 	"github.com/klique-ai/klique/internal/platform/schedules"
 	"github.com/klique-ai/klique/internal/platform/tasks"
 	"github.com/klique-ai/klique/internal/store"
 )
 
-// wirePipelines gives the pipelines domain the tasks domain's one enqueue
-// path (and its checks and abort), so a step is enqueued under the same
-// rules as any task.
-func (s *Service) wirePipelines() {
-	in := func(t pipelines.StepTask) tasks.EnqueueInput {
-		return tasks.EnqueueInput{Name: t.Name, Project: t.Project, ComputeResource: t.ComputeResource, Group: t.Group,
-			Spec: t.Spec, IdempotencyKey: t.IdempotencyKey}
+// newPipelines wires the pipelines domain to the tasks domain's one
+// enqueue path (and its checks and abort), so a step is enqueued under the
+// same rules as any task.
+func newPipelines(k *kernel.Kernel, t *tasks.Tasks) *pipelines.Pipelines {
+	in := func(st pipelines.StepTask) tasks.EnqueueInput {
+		return tasks.EnqueueInput{Name: st.Name, Project: st.Project, ComputeResource: st.ComputeResource, Group: st.Group,
+			Spec: st.Spec, IdempotencyKey: st.IdempotencyKey}
 	}
-	s.pipelinesDomain.SetTasks(pipelines.TaskPath{
-		Check: func(ctx context.Context, t pipelines.StepTask) (*model.Task, error) {
-			return s.tasksDomain.CheckEnqueue(ctx, in(t))
+	return pipelines.New(k, pipelines.Deps{
+		Tasks: pipelines.TaskPath{
+			Check: func(ctx context.Context, st pipelines.StepTask) (*model.Task, error) {
+				return t.CheckEnqueue(ctx, in(st))
+			},
+			Enqueue: func(ctx context.Context, st pipelines.StepTask) (*model.Task, error) {
+				return t.EnqueueTask(ctx, in(st))
+			},
+			Abort:         t.AbortTask,
+			AbortAsSystem: t.AbortAsSystem,
 		},
-		Enqueue: func(ctx context.Context, t pipelines.StepTask) (*model.Task, error) {
-			return s.tasksDomain.EnqueueTask(ctx, in(t))
-		},
-		Abort:         s.tasksDomain.AbortTask,
-		AbortAsSystem: s.tasksDomain.AbortAsSystem,
+		Hashes: artifactHashes(k.Store),
 	})
-	// The step cache compares a step's inputs by their content's hash
-	// where the artifact has one (a stored artifact, or a pointer whose
-	// publisher gave it), so a rerun of an upstream step that produced the
-	// same bytes still lets its dependants be reused.
-	s.pipelinesDomain.SetArtifactHashes(func(ctx context.Context, tenantID, taskID, name string) (string, bool, error) {
-		a, err := s.k.Store.GetArtifact(ctx, tenantID, taskID, name)
+}
+
+// artifactHashes lets the step cache compare a step's inputs by their
+// content's hash where the artifact has one (a stored artifact, or a
+// pointer whose publisher gave it), so a rerun of an upstream step that
+// produced the same bytes still lets its dependants be reused.
+func artifactHashes(st store.Store) pipelines.ArtifactHashes {
+	return func(ctx context.Context, tenantID, taskID, name string) (string, bool, error) {
+		a, err := st.GetArtifact(ctx, tenantID, taskID, name)
 		switch {
 		case errors.Is(err, store.ErrNotFound):
 			return "", false, nil
@@ -42,27 +49,27 @@ func (s *Service) wirePipelines() {
 			return "", false, err
 		}
 		return a.SHA256, a.SHA256 != "", nil
-	})
-	// A pipeline.finished trigger is matched by the pipelines domain, from
-	// the runs' end times in the database.
-	s.schedulesDomain.SetScheduleTriggerSource(model.TriggerPipelineFinished, pipelines.NewFinishedTrigger(s.k))
-	// A schedule of a pipeline reruns an earlier run's definition (the
-	// run it names) with its parameters over the run's, as the schedule's
-	// owner; the firing's key makes the start idempotent.
-	s.schedulesDomain.SetScheduleStarter(model.ScheduleTargetPipeline, schedules.StarterFuncs{
+	}
+}
+
+// pipelineStarter lets a schedule of a pipeline rerun an earlier run's
+// definition (the run it names) with its parameters over the run's, as the
+// schedule's owner; the firing's key makes the start idempotent.
+func pipelineStarter(p *pipelines.Pipelines) schedules.StarterFuncs {
+	return schedules.StarterFuncs{
 		CheckFunc: func(ctx context.Context, id string, _ map[string]string) (schedules.Target, error) {
-			r, err := s.pipelinesDomain.PipelineRun(ctx, id)
+			r, err := p.PipelineRun(ctx, id)
 			if err != nil {
 				return schedules.Target{}, err
 			}
 			return schedules.Target{Name: r.Name, ProjectID: r.ProjectID}, nil
 		},
 		StartFunc: func(ctx context.Context, id string, params map[string]string, key string) (string, error) {
-			r, err := s.pipelinesDomain.RerunPipeline(ctx, id, params, key)
+			r, err := p.RerunPipeline(ctx, id, params, key)
 			if err != nil {
 				return "", err
 			}
 			return r.ID, nil
 		},
-	})
+	}
 }

@@ -89,7 +89,6 @@ func TestASubMinuteScheduleIsRefused(t *testing.T) {
 func TestSchedulesPerUserAndProjectAreCapped(t *testing.T) {
 	forEachStore(t, func(t *testing.T, b *testBundle) {
 		rita, orig := scheduleBundle(t, b)
-		b.Svc.SetScheduleLimits(platform.ScheduleLimits{PerUser: 2, PerProject: 3})
 		sam := b.User(t, "sam", model.RoleMember, "ml-research")
 		sams := enqueue(t, b, sam, "fraud-models", "1 A100", "", nil)
 		evals := enqueue(t, b, rita, "shared-eval", "1 GPU", "ml-research", nil)
@@ -119,7 +118,8 @@ func TestSchedulesPerUserAndProjectAreCapped(t *testing.T) {
 		platformtest.WantError(t, err, platform.CodeInvalid, "project fraud-models has 3 schedules")
 		platformtest.Must(t, errOnly(b.Svc.DeleteSchedule(rita, first.ID)))
 		platformtest.Must(t, errOnly(mk(rita, "r3", evals.ID)))
-	}, platformtest.WithClock(scheduleStart))
+	}, platformtest.WithClock(scheduleStart),
+		platformtest.WithScheduleLimits(platform.ScheduleLimits{PerUser: 2, PerProject: 3}))
 }
 
 // A task.completed trigger whose target's clones keep its tag feeds
@@ -129,7 +129,6 @@ func TestSchedulesPerUserAndProjectAreCapped(t *testing.T) {
 func TestATriggerThatFeedsItselfStopsAtItsCap(t *testing.T) {
 	forEachStore(t, func(t *testing.T, b *testBundle) {
 		b.ApplyExample(t)
-		b.Svc.SetScheduleLimits(platform.ScheduleLimits{RunsPerHour: 3})
 		rita := b.User(t, "rita", model.RoleMember, "ml-research")
 		loop := func() *model.Task {
 			task, err := b.Svc.EnqueueTask(rita, platform.EnqueueInput{Name: "train", Project: "fraud-models", ComputeResource: "1 A100",
@@ -179,7 +178,8 @@ func TestATriggerThatFeedsItselfStopsAtItsCap(t *testing.T) {
 		if n := len(clonesOf(t, b, orig)); n != 4 {
 			t.Fatalf("%d runs started, want 4", n)
 		}
-	}, platformtest.WithClock(scheduleStart))
+	}, platformtest.WithClock(scheduleStart),
+		platformtest.WithScheduleLimits(platform.ScheduleLimits{RunsPerHour: 3}))
 }
 
 // containsAll reports whether s holds every one of subs.

@@ -30,28 +30,28 @@ func newStudies(k *kernel.Kernel, t *tasks.Tasks) *studies.Studies {
 	})
 }
 
-// wireStudySchedules lets a schedule start a study: each firing starts a
-// new study from the target's definition, its parameters over the base
-// task's fixed ones, as the schedule's owner, through StartStudy (so the
-// compute resource is checked as them at creation and at every firing),
-// with the firing's key as the idempotency key.
-func (s *Service) wireStudySchedules() {
-	s.schedulesDomain.SetScheduleStarter(model.ScheduleTargetStudy, schedules.StarterFuncs{
+// studyStarter lets a schedule start a study: each firing starts a new
+// study from the target's definition, its parameters over the base task's
+// fixed ones, as the schedule's owner, through StartStudy (so the compute
+// resource is checked as them at creation and at every firing), with the
+// firing's key as the idempotency key.
+func studyStarter(st *studies.Studies) schedules.StarterFuncs {
+	return schedules.StarterFuncs{
 		CheckFunc: func(ctx context.Context, id string, params map[string]string) (schedules.Target, error) {
-			st, err := s.studiesDomain.CheckRerunStudy(ctx, id, params)
+			v, err := st.CheckRerunStudy(ctx, id, params)
 			if err != nil {
 				return schedules.Target{}, err
 			}
-			return schedules.Target{Name: st.Name, ProjectID: st.ProjectID}, nil
+			return schedules.Target{Name: v.Name, ProjectID: v.ProjectID}, nil
 		},
 		StartFunc: func(ctx context.Context, id string, params map[string]string, key string) (string, error) {
-			st, err := s.studiesDomain.RerunStudy(ctx, id, params, key)
+			v, err := st.RerunStudy(ctx, id, params, key)
 			if err != nil {
 				return "", err
 			}
-			return st.ID, nil
+			return v.ID, nil
 		},
-	})
+	}
 }
 
 // SubscribeStudy follows a study the caller may see (studyChanged): the

@@ -186,24 +186,24 @@ func start(ctx context.Context, cfg *config.Config, log *slog.Logger, st store.S
 	bus := events.NewBus()
 	heartbeat := cfg.WorkerLease / 4
 	own := appnet.NewOwn()
-	svc := platform.New(platform.Options{Store: st, Auth: auth, Events: bus, Logger: log, Vault: v,
-		Agent: platform.AgentOptions{Lease: cfg.WorkerLease, Heartbeat: heartbeat, LogLimit: cfg.TaskLogLimit, Own: own}})
 	blobs, err := openArtifacts(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	svc.SetArtifactStorage(platform.ArtifactStorage{Blobs: blobs, MaxBytes: cfg.Artifacts.MaxBytes})
-	svc.SetSubscriptionLimits(platform.SubscriptionLimits{PerConnection: cfg.SubscriptionsPerConnection, ConnectionsPerUser: cfg.SubscriptionConnectionsPerUser})
-	svc.SetScheduleLimits(platform.ScheduleLimits{MinInterval: cfg.ScheduleMinInterval, PerUser: cfg.SchedulesPerUser,
-		PerProject: cfg.SchedulesPerProject, RunsPerHour: cfg.TriggerRunsPerHour})
+	hosts := appHosts(cfg, log)
+	svc := platform.New(platform.Options{Store: st, Auth: auth, Events: bus, Logger: log, Vault: v,
+		Agent:         platform.AgentOptions{Lease: cfg.WorkerLease, Heartbeat: heartbeat, LogLimit: cfg.TaskLogLimit, Own: own},
+		Artifacts:     platform.ArtifactStorage{Blobs: blobs, MaxBytes: cfg.Artifacts.MaxBytes},
+		Subscriptions: platform.SubscriptionLimits{PerConnection: cfg.SubscriptionsPerConnection, ConnectionsPerUser: cfg.SubscriptionConnectionsPerUser},
+		Schedules: platform.ScheduleLimits{MinInterval: cfg.ScheduleMinInterval, PerUser: cfg.SchedulesPerUser,
+			PerProject: cfg.SchedulesPerProject, RunsPerHour: cfg.TriggerRunsPerHour},
+		AppHosts: hosts})
 
 	if err := bootstrap(ctx, cfg, log, svc); err != nil {
 		return nil, err
 	}
 
 	activity := appnet.NewActivity(nil)
-	hosts := appHosts(cfg, log)
-	svc.SetHosts(hosts)
 	h := NewHandler(Deps{Service: svc, Auth: auth, Signer: signer, Logger: log, MaxBodyBytes: cfg.MaxBodyBytes, MetricsToken: cfg.MetricsToken,
 		AppActivity: activity, AppOwn: own, AppHosts: hosts, PublicOrigin: publicOrigin(cfg.PublicURL)})
 	h.mountMCP(cfg, log)

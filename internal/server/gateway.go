@@ -48,11 +48,12 @@ func startGateway(cfg *config.Config, log *slog.Logger, svc *platform.Service, a
 		limiter = &limits.Failover{Primary: limits.NewRedis(client, "klique:"), Fallback: limits.NewReseedingMemory(fallbackReseed),
 			Log: log.With("component", "gateway"), OnChange: metrics.SetDegraded}
 	}
-	svc.SetBudgetReader(budgetReader(limiter))
 	gw := gateway.New(gateway.Options{Service: svc, Auth: auth, Limiter: limiter, Log: log.With("component", "gateway"),
 		MaxBody: cfg.MaxBodyBytes, Metrics: metrics, Apps: appDialer{svc: svc, reach: reach}})
-	// The Models page shows which route endpoints the gateway set aside.
-	svc.SetEndpointHealth(gw.SetAside)
+	// Budgets read what the limiter holds, and the Models page shows which
+	// route endpoints the gateway set aside: the service's one late seam,
+	// as the gateway is built over it.
+	svc.ConnectGateway(platform.GatewayReads{Budgets: budgetReader(limiter), SetAside: gw.SetAside})
 	h.route("/v1/", "gateway", gw)
 	return gw, closeLimiter, nil
 }

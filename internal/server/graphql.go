@@ -40,7 +40,7 @@ const ComplexityLimit = 2000
 // default server), a complexity limit, introspection for signed-in callers
 // only, and errors that carry extensions.code and never internal details.
 func newGraphQL(svc *platform.Service, log *slog.Logger, m *metrics, sockets *liveSockets, limits DocumentLimits) *handler.Server {
-	schema := graph.ShareRenders(graph.NewExecutableSchema(graph.Config{Resolvers: &graph.Resolver{Svc: svc}}))
+	schema := graph.ShareRenders(graph.NewExecutableSchema(graph.Config{Resolvers: graph.NewResolver(svc)}))
 	registerRenderMetrics(m, schema)
 	srv := handler.New(schema)
 	srv.AddTransport(subscriptionTransport(svc, log, sockets))

@@ -40,12 +40,24 @@ type Apps struct {
 	hosts model.AppHosts
 }
 
-// SetHosts says where the router serves instances: on hosts of their own,
-// or by path (the default).
-func (s *Apps) SetHosts(h model.AppHosts) { s.hosts = h }
+// Deps is what the apps domain needs of the tasks domain, and where its
+// instances are served, given at construction (the platform service wires
+// them). Without Enqueue, Stop or Expire, a launch, stop or expiry fails.
+type Deps struct {
+	// Enqueue and Stop are the tasks domain's enqueue and stop of an
+	// instance; Expire its stop on the platform's own authority.
+	Enqueue Enqueuer
+	Stop    Stopper
+	Expire  Expirer
+	// Hosts says where the router serves instances: on hosts of their
+	// own, or by path (the zero value).
+	Hosts model.AppHosts
+}
 
-// New returns the apps domain over a kernel; SetTasks wires its launches.
-func New(k *kernel.Kernel) *Apps { return &Apps{k: k, serving: NewServing()} }
+// New returns the apps domain over a kernel, wired to what it needs.
+func New(k *kernel.Kernel, d Deps) *Apps {
+	return &Apps{k: k, serving: NewServing(), enqueue: d.Enqueue, abort: d.Stop, expire: d.Expire, hosts: d.Hosts}
+}
 
 // Serving returns the index of the ready serving instances, which the
 // facade hands the llm domain (a route's endpoints) and the composition
@@ -59,6 +71,3 @@ func (s *Apps) FollowServing(ctx context.Context, rebuildEvery time.Duration) {
 		s.k.Log.Warn("serving index", "err", err)
 	})
 }
-
-// SetTasks wires the tasks domain's enqueue and stop.
-func (s *Apps) SetTasks(enqueue Enqueuer, abort Stopper) { s.enqueue, s.abort = enqueue, abort }

@@ -28,9 +28,6 @@ import (
 // authority, through the tasks domain's abort path (attempt fences it).
 type Expirer func(ctx context.Context, tenantID, id string, attempt int, actor, reason string) (*model.Task, error)
 
-// SetExpire wires the tasks domain's stop on the platform's own authority.
-func (s *Apps) SetExpire(expire Expirer) { s.expire = expire }
-
 // idleActor is the actor the audit trail shows for the sweep's warnings
 // and stops.
 const idleActor = "idle limits"

@@ -56,21 +56,19 @@ func newWorld(t *testing.T) *world {
 	st := kerneltest.Store(t)
 	w := &world{st: st, now: start}
 	w.k = kernel.New(kernel.Options{Store: st, Now: func() time.Time { return w.now }})
-	w.apps = apps.New(w.k)
+	w.apps = apps.New(w.k, apps.Deps{Enqueue: w.enqueue, Stop: func(ctx context.Context, id string) (*model.Task, error) {
+		w.stopped = append(w.stopped, id)
+		return w.st.GetTask(ctx, "t1", id)
+	}, Expire: func(ctx context.Context, tenantID, id string, attempt int, actor, reason string) (*model.Task, error) {
+		w.expired = append(w.expired, strings.Join([]string{tenantID, id, actor, reason}, "|"))
+		return w.st.GetTask(ctx, tenantID, id)
+	}})
 	w.admin = w.as(t, "admin", model.RoleTenantAdmin)
 	res, err := kerneltest.ApplyEstate(w.admin, w.k, testEstate, false)
 	if err != nil {
 		t.Fatalf("apply the test estate: %v", err)
 	}
 	w.e = res.Estate
-	w.apps.SetTasks(w.enqueue, func(ctx context.Context, id string) (*model.Task, error) {
-		w.stopped = append(w.stopped, id)
-		return w.st.GetTask(ctx, "t1", id)
-	})
-	w.apps.SetExpire(func(ctx context.Context, tenantID, id string, attempt int, actor, reason string) (*model.Task, error) {
-		w.expired = append(w.expired, strings.Join([]string{tenantID, id, actor, reason}, "|"))
-		return w.st.GetTask(ctx, tenantID, id)
-	})
 	return w
 }
 

@@ -20,7 +20,8 @@ import (
 	"github.com/klique-ai/klique/internal/platform/kernel"
 )
 
-// Options configure the domain.
+// Options configure the domain and give it what it needs of the fleet,
+// at construction (the platform service wires them).
 type Options struct {
 	// Blobs keeps stored artifacts' bytes; without it, only pointers can
 	// be published.
@@ -28,6 +29,9 @@ type Options struct {
 	// MaxBytes is the largest artifact stored (config.DefaultArtifactMaxBytes
 	// when 0).
 	MaxBytes int64
+	// HeldTask is the fleet's check of a worker's hold on a task; without
+	// it, workers can neither publish nor fetch (CodeUnavailable).
+	HeldTask HeldTaskFunc
 }
 
 // DefaultMaxBytes is the stored limit when Options.MaxBytes is 0.
@@ -51,23 +55,12 @@ func New(k *kernel.Kernel, o Options) *Artifacts {
 	if o.MaxBytes <= 0 {
 		o.MaxBytes = DefaultMaxBytes
 	}
-	return &Artifacts{k: k, blobs: o.Blobs, maxBytes: o.MaxBytes,
-		heldTask: func(context.Context, string, int) (*model.Task, error) {
+	if o.HeldTask == nil {
+		o.HeldTask = func(context.Context, string, int) (*model.Task, error) {
 			return nil, kernel.Unavailable("the worker protocol is not wired to artifacts")
-		}}
-}
-
-// SetHeldTask wires the fleet's check of a worker's hold on a task.
-func (s *Artifacts) SetHeldTask(fn HeldTaskFunc) { s.heldTask = fn }
-
-// SetArtifactStorage replaces the storage and limit (the server sets them once it
-// has read its configuration, before serving).
-func (s *Artifacts) SetArtifactStorage(o Options) {
-	s.blobs = o.Blobs
-	s.maxBytes = o.MaxBytes
-	if s.maxBytes <= 0 {
-		s.maxBytes = DefaultMaxBytes
+		}
 	}
+	return &Artifacts{k: k, blobs: o.Blobs, maxBytes: o.MaxBytes, heldTask: o.HeldTask}
 }
 
 // ArtifactMaxBytes is the largest artifact stored.

@@ -50,7 +50,7 @@ func TestWorkerOpenInput(t *testing.T) {
 	if err := w.st.UpdateTask(context.Background(), consumer); err != nil {
 		t.Fatal(err)
 	}
-	w.arts.SetHeldTask(func(ctx context.Context, id string, attempt int) (*model.Task, error) {
+	w.holding(func(ctx context.Context, id string, attempt int) (*model.Task, error) {
 		return w.st.GetTask(ctx, "t1", id)
 	})
 	a, rc, err := w.arts.WorkerOpenInput(context.Background(), consumer.ID, 1, "data")

@@ -31,6 +31,8 @@ type world struct {
 	arts     *artifacts.Artifacts
 	e        *estate.Estate
 	blobsDir string
+	// opts built arts, for a world whose worker holds tasks (holding).
+	opts artifacts.Options
 }
 
 const testEstate = `apiVersion: klique/v1
@@ -61,13 +63,21 @@ func newWorld(t *testing.T, maxBytes int64) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.arts = artifacts.New(w.k, artifacts.Options{Blobs: b, MaxBytes: maxBytes})
+	w.opts = artifacts.Options{Blobs: b, MaxBytes: maxBytes}
+	w.arts = artifacts.New(w.k, w.opts)
 	res, err := kerneltest.ApplyEstate(w.as(t, "admin", model.RoleTenantAdmin), w.k, testEstate, false)
 	if err != nil {
 		t.Fatalf("apply the test estate: %v", err)
 	}
 	w.e = res.Estate
 	return w
+}
+
+// holding rebuilds the domain with held as the fleet's check of a
+// worker's hold on a task.
+func (w *world) holding(held artifacts.HeldTaskFunc) {
+	w.opts.HeldTask = held
+	w.arts = artifacts.New(w.k, w.opts)
 }
 
 func (w *world) as(t *testing.T, name string, role model.Role, groups ...string) context.Context {
@@ -236,7 +246,7 @@ func TestWorkerPublishes(t *testing.T) {
 	run := w.run(t, rita)
 	_, err := w.arts.WorkerPublishPointer(context.Background(), run.ID, 1, artifacts.Pointer{Name: "m", URL: "s3://b/k"})
 	wantError(t, "unwired", err, kernel.CodeUnavailable)
-	w.arts.SetHeldTask(func(ctx context.Context, id string, attempt int) (*model.Task, error) {
+	w.holding(func(ctx context.Context, id string, attempt int) (*model.Task, error) {
 		if attempt != 2 {
 			return nil, kernel.Conflict("attempt %d is not the current one", attempt)
 		}

@@ -88,17 +88,17 @@ func TestCounterBoundsAnUpload(t *testing.T) {
 	}
 }
 
-// A limit of 0 is the default; the stored limit is what the server sets.
+// A limit of 0 is the default; the stored limit is what the server gives.
 func TestStorageLimit(t *testing.T) {
 	s := New(nil, Options{})
 	if s.ArtifactMaxBytes() != DefaultMaxBytes {
 		t.Errorf("default limit %d", s.ArtifactMaxBytes())
 	}
-	s.SetArtifactStorage(Options{MaxBytes: 10})
+	s = New(nil, Options{MaxBytes: 10})
 	if s.ArtifactMaxBytes() != 10 {
 		t.Errorf("set limit %d", s.ArtifactMaxBytes())
 	}
-	s.SetArtifactStorage(Options{MaxBytes: -1})
+	s = New(nil, Options{MaxBytes: -1})
 	if s.ArtifactMaxBytes() != DefaultMaxBytes {
 		t.Errorf("a negative limit: %d", s.ArtifactMaxBytes())
 	}

@@ -72,14 +72,6 @@ type subscriptions struct {
 	schedules events.Hub[*ScheduleUpdate]
 }
 
-// SetSubscriptionLimits sets the caps on subscriptions; zero fields keep
-// their defaults.
-func (s *Live) SetSubscriptionLimits(l SubscriptionLimits) {
-	s.subs.mu.Lock()
-	s.subs.limits = l
-	s.subs.mu.Unlock()
-}
-
 func (s *Live) subscriptionLimits() SubscriptionLimits {
 	s.subs.mu.Lock()
 	l := s.subs.limits

@@ -54,6 +54,9 @@ type Options struct {
 	// and worker views look for workers gone quiet; Lease is how long a
 	// worker stays online without one.
 	Heartbeat, Lease time.Duration
+	// Limits cap the subscriptions one client may hold; zero fields take
+	// their defaults.
+	Limits SubscriptionLimits
 }
 
 // Live is the live domain.
@@ -69,6 +72,7 @@ type Live struct {
 // credential after every identity change the kernel sees.
 func New(k *kernel.Kernel, reads Reads, o Options) *Live {
 	s := &Live{k: k, auth: o.Auth, reads: reads, agent: o}
+	s.subs.limits = o.Limits
 	k.OnIdentityChange(s.recheckSubscribers)
 	return s
 }

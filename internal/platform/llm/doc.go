@@ -28,7 +28,7 @@ type LLM struct {
 	// SetEndpointHealth).
 	aside atomic.Pointer[SetAsideReader]
 	// instances gives a route's endpoints with its ready serving
-	// instances (see SetRouteEndpoints).
+	// instances (Deps.RouteEndpoints).
 	instances RouteEndpoints
 }
 
@@ -36,10 +36,6 @@ type LLM struct {
 // the base URLs of the app instances that serve it and are ready (the
 // apps domain's serving index).
 type RouteEndpoints func(tenantID string, r *model.Route) []string
-
-// SetRouteEndpoints wires the ready app instances into the routes' endpoints;
-// the facade calls it once, before the service is used.
-func (s *LLM) SetRouteEndpoints(f RouteEndpoints) { s.instances = f }
 
 // routeEndpoints is a route's endpoints now (its own without the wiring).
 func (s *LLM) routeEndpoints(tenantID string, r *model.Route) []string {
@@ -49,5 +45,15 @@ func (s *LLM) routeEndpoints(tenantID string, r *model.Route) []string {
 	return s.instances(tenantID, r)
 }
 
-// New returns the LLM domain over a kernel.
-func New(k *kernel.Kernel) *LLM { return &LLM{k: k} }
+// Deps is what the LLM domain needs of the apps domain, given at
+// construction (the platform service wires it).
+type Deps struct {
+	// RouteEndpoints adds the ready app instances to a static route's
+	// endpoints; without it, a route has only its own.
+	RouteEndpoints RouteEndpoints
+}
+
+// New returns the LLM domain over a kernel, wired to what it needs. What
+// it reads of the gateway (SetBudgetReader, SetEndpointHealth) comes
+// later: the gateway is built over the service.
+func New(k *kernel.Kernel, d Deps) *LLM { return &LLM{k: k, instances: d.RouteEndpoints} }

@@ -203,8 +203,7 @@ func newWorld(t *rapid.T, e *fixture, g *graph) *world {
 		must(t, err)
 	}
 	w.k = kernel.New(kernel.Options{Store: e.st, Now: func() time.Time { return w.now }})
-	w.p = pipelines.New(w.k)
-	w.p.SetTasks(pipelines.TaskPath{Check: w.check, Enqueue: w.enqueue, Abort: w.abort, AbortAsSystem: w.abortAsSystem})
+	w.p = pipelines.New(w.k, pipelines.Deps{Tasks: pipelines.TaskPath{Check: w.check, Enqueue: w.enqueue, Abort: w.abort, AbortAsSystem: w.abortAsSystem}})
 	return w
 }
 

@@ -7,8 +7,8 @@
 // share its step cache. Every step's task goes through the platform's one
 // enqueue path as the run's owner, so policies, reservations, limits,
 // budgets, preemption and the ledger apply to each step as to any task.
-// The package imports no other domain: the facade wires the task path
-// (SetTasks).
+// The package imports no other domain: the platform service gives it the
+// task path at construction (Deps).
 package pipelines
 
 import (
@@ -44,8 +44,8 @@ type TaskPath struct {
 }
 
 // ArtifactHashes reads the SHA-256 of a run's artifact ("" and false when
-// it is not known), for the step cache. Nil until artifacts are wired:
-// inputs are then compared by run and name.
+// it is not known), for the step cache. Without it, inputs are compared
+// by run and name.
 type ArtifactHashes func(ctx context.Context, tenantID, taskID, name string) (string, bool, error)
 
 // Pipelines is the domain.
@@ -55,14 +55,21 @@ type Pipelines struct {
 	hashes ArtifactHashes
 }
 
-// New returns the domain; SetTasks must be called before use.
-func New(k *kernel.Kernel) *Pipelines { return &Pipelines{k: k} }
+// Deps is what the pipelines domain needs of the tasks and artifacts
+// domains, given at construction (the platform service wires it).
+type Deps struct {
+	// Tasks is the tasks domain's enqueue and abort paths; a run cannot
+	// start without them.
+	Tasks TaskPath
+	// Hashes reads artifacts' hashes for the step cache; nil compares
+	// inputs by run and name.
+	Hashes ArtifactHashes
+}
 
-// SetTasks wires the tasks domain's enqueue and abort paths.
-func (s *Pipelines) SetTasks(t TaskPath) { s.tasks = t }
-
-// SetArtifactHashes wires the artifacts' hashes into the step cache.
-func (s *Pipelines) SetArtifactHashes(h ArtifactHashes) { s.hashes = h }
+// New returns the domain over a kernel, wired to what it needs.
+func New(k *kernel.Kernel, d Deps) *Pipelines {
+	return &Pipelines{k: k, tasks: d.Tasks, hashes: d.Hashes}
+}
 
 // EventKind is the kind of the event published whenever a run or one of
 // its steps changes.

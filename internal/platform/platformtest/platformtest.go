@@ -74,6 +74,7 @@ type config struct {
 	events      bool
 	start       time.Time
 	noErrorLogs bool
+	schedules   platform.ScheduleLimits
 }
 
 // WithEvents gives the service an in-process event bus (Bundle.Bus), for
@@ -90,6 +91,12 @@ func WithClock(start time.Time) Option { return func(c *config) { c.start = star
 // level through Bundle.Logger: a caller's mistake, however bad, is not a
 // server error, and a channel under test must not log it as one.
 func NoErrorLogs() Option { return func(c *config) { c.noErrorLogs = true } }
+
+// WithScheduleLimits builds the service with limits on schedules, for
+// tests of the caps.
+func WithScheduleLimits(l platform.ScheduleLimits) Option {
+	return func(c *config) { c.schedules = l }
+}
 
 // ForEachStore runs fn against SQLite and against PostgreSQL, each in a
 // parallel subtest with a bundle and a store of its own. Without
@@ -178,7 +185,8 @@ func New(t testing.TB, st store.Store, opts ...Option) *Bundle {
 		t.Fatalf("platformtest: signer: %v", err)
 	}
 	b.Auth = identity.NewAuthenticator(st, signer, nil, now)
-	b.Svc = platform.New(platform.Options{Store: st, Auth: b.Auth, Events: broker, Logger: b.Logger, Now: now, Vault: b.Vault})
+	b.Svc = platform.New(platform.Options{Store: st, Auth: b.Auth, Events: broker, Logger: b.Logger, Now: now, Vault: b.Vault,
+		Schedules: c.schedules})
 	secret, err := b.Svc.Bootstrap(ctx, "")
 	if err != nil || secret == "" {
 		t.Fatalf("platformtest: Bootstrap = %q, %v", secret, err)

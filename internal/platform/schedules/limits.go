@@ -40,19 +40,9 @@ const (
 // MaxMinInterval bounds the minimum interval a tenant's admin may set.
 const MaxMinInterval = 24 * time.Hour
 
-// SetScheduleLimits sets the limits on schedules; zero fields keep the
-// defaults.
-func (s *Schedules) SetScheduleLimits(l Limits) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.limits = l
-}
-
 // scheduleLimits returns the limits in force, defaults filled in.
 func (s *Schedules) scheduleLimits() Limits {
-	s.mu.RLock()
 	l := s.limits
-	s.mu.RUnlock()
 	if l.MinInterval <= 0 {
 		l.MinInterval = DefaultMinInterval
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"strings"
-	"sync"
 	"unicode/utf8"
 
 	"github.com/klique-ai/klique/internal/identity"
@@ -18,49 +17,47 @@ import (
 // MaxNameLength bounds a schedule's name.
 const MaxNameLength = 100
 
-// Schedules is the schedules domain.
+// Schedules is the schedules domain. What starts each target kind and
+// matches each trigger event is given at construction and never changes.
 type Schedules struct {
 	k *kernel.Kernel
 
-	mu       sync.RWMutex
 	starters map[string]Starter
 	sources  map[string]TriggerSource
 	limits   Limits
 }
 
-// New returns the domain with the task-completion trigger; the facade
-// adds the starters (SetScheduleStarter) and other trigger sources.
-func New(k *kernel.Kernel) *Schedules {
-	s := &Schedules{k: k, starters: map[string]Starter{}, sources: map[string]TriggerSource{}}
+// Deps is what the schedules domain needs of the domains whose objects a
+// schedule starts or whose events trigger one, given at construction (the
+// platform service wires them), and its limits.
+type Deps struct {
+	// Starters start each target kind (model.ScheduleTarget*); a
+	// schedule of a kind without one is refused.
+	Starters map[string]Starter
+	// Sources match each trigger event (model.Trigger*) besides
+	// task.completed, which this domain matches itself.
+	Sources map[string]TriggerSource
+	// Limits bound what schedules can start; zero fields take the
+	// defaults.
+	Limits Limits
+}
+
+// New returns the domain over a kernel, wired to what it needs.
+func New(k *kernel.Kernel, d Deps) *Schedules {
+	s := &Schedules{k: k, starters: maps.Clone(d.Starters), sources: maps.Clone(d.Sources), limits: d.Limits}
+	if s.starters == nil {
+		s.starters = map[string]Starter{}
+	}
+	if s.sources == nil {
+		s.sources = map[string]TriggerSource{}
+	}
 	s.sources[model.TriggerTaskCompleted] = taskCompleted{k: k}
 	return s
 }
 
-// SetScheduleStarter sets what starts a target kind (model.ScheduleTarget*).
-func (s *Schedules) SetScheduleStarter(kind string, st Starter) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.starters[kind] = st
-}
+func (s *Schedules) starter(kind string) Starter { return s.starters[kind] }
 
-// SetScheduleTriggerSource sets what matches a trigger event (model.Trigger*).
-func (s *Schedules) SetScheduleTriggerSource(event string, src TriggerSource) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.sources[event] = src
-}
-
-func (s *Schedules) starter(kind string) Starter {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.starters[kind]
-}
-
-func (s *Schedules) source(event string) TriggerSource {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.sources[event]
-}
+func (s *Schedules) source(event string) TriggerSource { return s.sources[event] }
 
 // ScheduleInput is a schedule to create, or (UpdateSchedule) the fields
 // to change: nil fields keep their value.
@@ -458,8 +455,6 @@ func (s *Schedules) restart(sc *model.Schedule) error {
 }
 
 func (s *Schedules) events() []string {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
 	var out []string
 	for _, e := range []string{model.TriggerTaskCompleted, model.TriggerArtifactPublished, model.TriggerPipelineFinished} {
 		if s.sources[e] != nil {

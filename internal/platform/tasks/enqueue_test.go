@@ -232,7 +232,7 @@ func TestWhyAPlacedTaskWaits(t *testing.T) {
 		{"autoscaled, nothing said", &tasks.PoolWorkers{PoolName: "metal", Autoscaled: true}, "", "…it waits for the pool's autoscaler to bring one"},
 	}
 	for _, c := range cases {
-		w.tasks.SetPoolWorkers(func(_ context.Context, tenantID, poolID string) (tasks.PoolWorkers, bool, error) {
+		w.tasks = tasks.New(w.k, tasks.Deps{PoolWorkers: func(_ context.Context, tenantID, poolID string) (tasks.PoolWorkers, bool, error) {
 			if tenantID != "t1" || poolID != task.PoolID {
 				t.Errorf("asked about pool %s of %s", poolID, tenantID)
 			}
@@ -240,7 +240,7 @@ func TestWhyAPlacedTaskWaits(t *testing.T) {
 				return tasks.PoolWorkers{}, false, nil
 			}
 			return *c.pw, true, nil
-		})
+		}})
 		task.Reason = c.reason
 		why, err := w.tasks.TaskReason(rita, task)
 		if err != nil {

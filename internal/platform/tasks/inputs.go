@@ -15,9 +15,6 @@ import (
 // wired by the facade).
 type InputCheckFunc func(ctx context.Context, q store.Queries, p *identity.Principal, inputs []model.ArtifactInput) error
 
-// SetInputCheck wires the check of a task's inputs at enqueue.
-func (s *Tasks) SetInputCheck(fn InputCheckFunc) { s.inputCheck = fn }
-
 // checkInputs runs the wired check; without one, a task with inputs is
 // refused rather than enqueued unchecked.
 func (s *Tasks) checkInputs(t *kernel.Txn, task *model.Task) error {

@@ -88,10 +88,6 @@ type ExecuteRemotelyInput struct {
 	IdempotencyKey  string `json:"-"`
 }
 
-// SetLogLimit bounds the log of a local run as the worker protocol's
-// bounds a task's (KLIQUE_TASK_LOG_LIMIT); 16 MiB when unset.
-func (s *Tasks) SetLogLimit(n int64) { s.logLimit = n }
-
 // StartLocalRun records a run on the caller's machine: a task in status
 // local, owned by the caller, in the project given (or their default).
 func (s *Tasks) StartLocalRun(ctx context.Context, in LocalRunInput) (*model.Task, error) {

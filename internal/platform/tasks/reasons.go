@@ -52,9 +52,6 @@ type PoolWorkers struct {
 // false for a pool that is gone.
 type PoolWorkersFunc func(ctx context.Context, tenantID, poolID string) (pw PoolWorkers, ok bool, err error)
 
-// SetPoolWorkers tells the domain where to learn about pools' workers.
-func (s *Tasks) SetPoolWorkers(fn PoolWorkersFunc) { s.poolWorkers = fn }
-
 // placedReason says why a placed task waits. While a worker of its pool is
 // online it waits for that worker to claim it (the reason the engine or
 // the pool's autoscaler wrote). While none is, it says so, with when one

@@ -63,7 +63,7 @@ func newWorld(t *testing.T) *world {
 	t.Helper()
 	st := kerneltest.Store(t)
 	k := kernel.New(kernel.Options{Store: st})
-	w := &world{k: k, st: st, tasks: tasks.New(k)}
+	w := &world{k: k, st: st, tasks: tasks.New(k, tasks.Deps{})}
 	res, err := kerneltest.ApplyEstate(w.as(t, "admin", model.RoleTenantAdmin), k, testEstate, false)
 	if err != nil {
 		t.Fatalf("apply the test estate: %v", err)
