@@ -129,13 +129,7 @@ func TestAServingInstanceBecomesARouteEndpoint(t *testing.T) {
 	want503("before any instance")
 
 	id := str(gql(t, e.url, e.alice, launch, in("tiny", "tiny-route")), "launchApp", "id")
-	deadline := time.Now().Add(40 * time.Second)
-	for str(gql(t, e.url, e.alice, instanceQuery, map[string]any{"id": id}), "appInstance", "state") != "ready" {
-		if time.Now().After(deadline) {
-			t.Fatalf("the serving instance never became ready\nworker log:\n%s", logs)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitInstance(t, e.url, e.alice, instanceQuery, id, logs, "the serving instance to be ready", instanceReady)
 	// The readiness event reaches the serving index right after: the
 	// alias lands on the instance.
 	var got string

@@ -10,9 +10,24 @@ import (
 	"time"
 
 	"github.com/klique-ai/klique/agents/worker"
+	"github.com/klique-ai/klique/internal/eventually"
 )
 
 const instanceQuery = `query($id: ID!) { appInstance(id: $id) { id state reason address url task { status exitCode spec { command } } } }`
+
+// waitInstance polls an app instance with q (which takes $id) as cred
+// until cond holds of the answer, failing after 40 s with the worker's log.
+func waitInstance(t *testing.T, url, cred, q, id string, logs *syncWriter, what string, cond func(map[string]any) bool) map[string]any {
+	t.Helper()
+	var d map[string]any
+	if !eventually.Poll(40*time.Second, func() bool { d = gql(t, url, cred, q, map[string]any{"id": id}); return cond(d) }) {
+		t.Fatalf("waiting for %s: instance is %v\nworker log:\n%s", what, d, logs)
+	}
+	return d
+}
+
+// instanceReady is waitInstance's condition for an instance that is ready.
+func instanceReady(d map[string]any) bool { return str(d, "appInstance", "state") == "ready" }
 
 // TestAppInstanceOnAProcessWorker runs the real control plane and a
 // process-mode worker on loopback: a session app (python3 -m http.server
@@ -68,17 +83,7 @@ func TestAppInstanceOnAProcessWorker(t *testing.T) {
 	}
 	wait := func(id, what string, cond func(map[string]any) bool) map[string]any {
 		t.Helper()
-		deadline := time.Now().Add(40 * time.Second)
-		for {
-			d := gql(t, e.url, e.alice, instanceQuery, map[string]any{"id": id})
-			if cond(d) {
-				return d
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("waiting for %s: instance is %v\nworker log:\n%s", what, d, logs)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		return waitInstance(t, e.url, e.alice, instanceQuery, id, logs, what, cond)
 	}
 
 	web := launch("web")
@@ -106,18 +111,14 @@ func TestAppInstanceOnAProcessWorker(t *testing.T) {
 
 	gql(t, e.url, e.alice, `mutation($id: ID!) { stopApp(id: $id) { state } }`, map[string]any{"id": web})
 	wait(web, "the web app to stop", func(d map[string]any) bool { return str(d, "appInstance", "state") == "stopped" })
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	eventually.Within(t, 15*time.Second, "the stopped instance's process to stop answering at "+addr, func() bool {
 		resp, err := (&http.Client{Timeout: time.Second}).Get("http://" + addr + "/")
 		if err != nil {
-			break // the process is gone
+			return true // the process is gone
 		}
 		resp.Body.Close()
-		if time.Now().After(deadline) {
-			t.Fatalf("the stopped instance's process still answers at %s", addr)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return false
+	})
 
 	bad := launch("crash")
 	d = wait(bad, "the crashing app to fail", func(d map[string]any) bool { return str(d, "appInstance", "state") == "failed" })

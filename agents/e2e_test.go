@@ -158,17 +158,11 @@ const taskQuery = `query($id: ID!) { task(id: $id) { name status reason attempt 
 // waitTask polls a task as cred until cond holds.
 func (e *e2e) waitTask(t *testing.T, cred, id, what string, cond func(map[string]any) bool) map[string]any {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		d := gql(t, e.url, cred, taskQuery, map[string]any{"id": id})
-		if cond(d) {
-			return d
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting for %s: task is %v", what, d)
-		}
-		time.Sleep(50 * time.Millisecond)
+	var d map[string]any
+	if !eventually.Poll(30*time.Second, func() bool { d = gql(t, e.url, cred, taskQuery, map[string]any{"id": id}); return cond(d) }) {
+		t.Fatalf("waiting for %s: task is %v", what, d)
 	}
+	return d
 }
 
 func logText(d map[string]any) string {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/klique-ai/klique/internal/eventually"
 )
 
 // pipelineEstate has two compute resources of group ml-research on one
@@ -28,22 +30,26 @@ func runPipeline(t *testing.T, e *e2e, cred, def string, params map[string]any) 
 // waitRun polls a run until it is in state, and returns it.
 func waitRun(t *testing.T, e *e2e, cred, id, state string) map[string]any {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		run := get(gql(t, e.url, cred, `query($id: ID!) { pipelineRun(id: $id) { `+runFields+` } }`, map[string]any{"id": id}), "pipelineRun").(map[string]any)
-		if str(run, "state") == state {
-			return run
-		}
-		if time.Now().After(deadline) {
-			for _, st := range steps(run) {
-				if tid := str(st, "taskId"); tid != "" {
-					t.Logf("step %s: %v", str(st, "name"), gql(t, e.url, cred, `query($id: ID!) { task(id: $id) { status reason } }`, map[string]any{"id": tid}))
-				}
+	return waitRunFor(t, e, cred, id, state, func(map[string]any) bool { return true })
+}
+
+// waitRunFor polls a run until it is in state and cond holds of it, and
+// returns it.
+func waitRunFor(t *testing.T, e *e2e, cred, id, state string, cond func(run map[string]any) bool) map[string]any {
+	t.Helper()
+	var run map[string]any
+	if !eventually.Poll(60*time.Second, func() bool {
+		run = get(gql(t, e.url, cred, `query($id: ID!) { pipelineRun(id: $id) { `+runFields+` } }`, map[string]any{"id": id}), "pipelineRun").(map[string]any)
+		return str(run, "state") == state && cond(run)
+	}) {
+		for _, st := range steps(run) {
+			if tid := str(st, "taskId"); tid != "" {
+				t.Logf("step %s: %v", str(st, "name"), gql(t, e.url, cred, `query($id: ID!) { task(id: $id) { status reason } }`, map[string]any{"id": tid}))
 			}
-			t.Fatalf("waiting for pipeline run %s to be %s: %v", id, state, run)
 		}
-		time.Sleep(100 * time.Millisecond)
+		t.Fatalf("waiting for pipeline run %s to be %s: %v", id, state, run)
 	}
+	return run
 }
 
 func steps(run map[string]any) map[string]map[string]any {
@@ -231,13 +237,9 @@ steps:
     command: [sh, -c, 'echo never']
 `
 	id := str(runPipeline(t, e, e.alice, def, nil), "id")
-	run := waitRun(t, e, e.alice, id, "RUNNING")
-	for str(steps(run)["long"], "state") != "RUNNING" {
-		time.Sleep(100 * time.Millisecond)
-		run = waitRun(t, e, e.alice, id, "RUNNING")
-	}
+	waitRunFor(t, e, e.alice, id, "RUNNING", func(run map[string]any) bool { return str(steps(run)["long"], "state") == "RUNNING" })
 	d := gql(t, e.url, e.alice, `mutation($id: ID!) { abortPipelineRun(id: $id, reason: "wrong data") { `+runFields+` } }`, map[string]any{"id": id})
-	run = get(d, "abortPipelineRun").(map[string]any)
+	run := get(d, "abortPipelineRun").(map[string]any)
 	ss := steps(run)
 	if str(run, "state") != "ABORTED" || str(ss["long"], "state") != "ABORTED" || str(ss["next"], "state") != "SKIPPED" ||
 		!strings.Contains(str(run, "reason"), "wrong data") {

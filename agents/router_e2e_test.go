@@ -82,17 +82,8 @@ func (b *routerBed) launchApp(t *testing.T, app, route string, ready bool) strin
 	if !ready {
 		return id
 	}
-	deadline := time.Now().Add(40 * time.Second)
-	for {
-		d := gql(t, b.url, b.alice, instanceQuery, map[string]any{"id": id})
-		if str(d, "appInstance", "state") == "ready" {
-			return id
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the probe app did not become ready: %v\nworker log:\n%s", d, b.logs)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitInstance(t, b.url, b.alice, instanceQuery, id, b.logs, "the probe app to be ready", instanceReady)
+	return id
 }
 
 // call makes a request through the router with a credential (none when

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/klique-ai/klique/internal/eventually"
 )
 
 const studyQuery = `query($id: ID!) { study(id: $id) { id name state reason strategy direction maxConcurrent gpuHours
@@ -69,9 +71,9 @@ func (e *e2e) completedRun(t *testing.T, script string, args []any, params map[s
 // read that no more trials run at once than the study allows.
 func (e *e2e) waitStudy(t *testing.T, id string, most int) map[string]any {
 	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		d := gql(t, e.url, e.alice, studyQuery, map[string]any{"id": id})
+	var d map[string]any
+	if !eventually.Poll(90*time.Second, func() bool {
+		d = gql(t, e.url, e.alice, studyQuery, map[string]any{"id": id})
 		active := 0
 		for _, tr := range get(d, "study", "trials").([]any) {
 			if s := str(tr, "state"); s == "PENDING" || s == "RUNNING" {
@@ -81,14 +83,11 @@ func (e *e2e) waitStudy(t *testing.T, id string, most int) map[string]any {
 		if active > most {
 			t.Fatalf("%d trials at once, the most is %d: %v", active, most, d)
 		}
-		if s := str(d, "study", "state"); s != "RUNNING" {
-			return d
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the study did not end: %v", d)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return str(d, "study", "state") != "RUNNING"
+	}) {
+		t.Fatalf("the study did not end: %v", d)
 	}
+	return d
 }
 
 // TestGridStudyEndToEnd runs examples/studies/study.yaml as written on a

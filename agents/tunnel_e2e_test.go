@@ -126,17 +126,7 @@ func TestTheTunnelReachesAnAppInstanceAcrossRestarts(t *testing.T) {
 		"app": "web", "computeResource": "1 GPU", "project": "fraud-models", "values": map[string]any{}}})
 	id := str(d, "launchApp", "id")
 	q := `query($id: ID!) { appInstance(id: $id) { state address task { attempt worker { id } } } }`
-	deadline := time.Now().Add(40 * time.Second)
-	for {
-		d = gql(t, url, alice, q, map[string]any{"id": id})
-		if str(d, "appInstance", "state") == "ready" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the instance never became ready: %v\nworker log:\n%s", d, logs)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	d = waitInstance(t, url, alice, q, id, logs, "the instance to be ready", instanceReady)
 	workerID := str(d, "appInstance", "task", "worker", "id")
 	attempt := int(get(d, "appInstance", "task", "attempt").(float64))
 	// An address nothing listens on: the control plane must not dial the
@@ -145,19 +135,16 @@ func TestTheTunnelReachesAnAppInstanceAcrossRestarts(t *testing.T) {
 
 	reach := func(what string) {
 		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
-		for {
-			body, err := tunnelGet(context.Background(), app.Tunnels, target, "/hello.txt")
-			if err == nil {
-				if body != "served on a GPU host\n" {
-					t.Fatalf("%s: the instance answered %q", what, body)
-				}
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: %v (holds the tunnel: %v)\nworker log:\n%s", what, err, app.Tunnels.Holds(workerID), logs)
-			}
-			time.Sleep(20 * time.Millisecond)
+		var body string
+		var err error
+		if !eventually.Poll(20*time.Second, func() bool {
+			body, err = tunnelGet(context.Background(), app.Tunnels, target, "/hello.txt")
+			return err == nil
+		}) {
+			t.Fatalf("%s: %v (holds the tunnel: %v)\nworker log:\n%s", what, err, app.Tunnels.Holds(workerID), logs)
+		}
+		if body != "served on a GPU host\n" {
+			t.Fatalf("%s: the instance answered %q", what, body)
 		}
 	}
 	reach("through the tunnel")

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,12 +21,14 @@ import (
 
 	"github.com/klique-ai/klique/gateway"
 	"github.com/klique-ai/klique/gateway/limits"
+	"github.com/klique-ai/klique/internal/eventually"
 	"github.com/klique-ai/klique/internal/identity"
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform"
 	"github.com/klique-ai/klique/internal/redistest"
 	"github.com/klique-ai/klique/internal/store"
 	"github.com/klique-ai/klique/internal/store/sqlite"
+	"github.com/klique-ai/klique/internal/testclock"
 	"github.com/klique-ai/klique/internal/vault"
 )
 
@@ -246,28 +249,13 @@ type envConfig struct {
 // clock is a test's clock for the gateway: it stands still unless the test
 // moves it, so that a test that counts calls in a rate window (a minute)
 // never sees the window end under it, and can end it when it wants to.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+type clock = testclock.Clock
 
 // newClock starts at the middle of this minute: near the wall clock, by
 // which Redis drops the limiters' counters (an hour after their window)
 // and the ledger is read.
 func newClock() *clock {
-	return &clock{t: time.Now().Truncate(time.Minute).Add(30 * time.Second)}
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
+	return testclock.New(time.Now().Truncate(time.Minute).Add(30 * time.Second))
 }
 
 // settleCounter is a limiter that counts the reservations settled on it,
@@ -506,32 +494,26 @@ func chat(model string, extra string) string {
 // first.
 func (e *env) ledger(n int) []*model.ModelCall {
 	e.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
 	tenant := mustPrincipal(e.admin).TenantID
 	q := store.ModelUsageQuery{From: time.Now().Add(-time.Hour), To: time.Now().Add(time.Hour)}
-	for {
-		var calls []*model.ModelCall
+	var calls []*model.ModelCall
+	if !eventually.Poll(10*time.Second, func() bool {
+		calls = nil
 		page := store.Page{Limit: 1000}
 		for {
 			batch, err := e.store.ListModelCalls(context.Background(), tenant, q, page)
 			must(e.t, err)
 			calls = append(calls, batch...)
 			if len(batch) < page.Limit {
-				break
+				return len(calls) >= n
 			}
 			page.After = batch[len(batch)-1].ID
 		}
-		if len(calls) >= n {
-			for i, j := 0, len(calls)-1; i < j; i, j = i+1, j-1 {
-				calls[i], calls[j] = calls[j], calls[i]
-			}
-			return calls
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("%d calls on the ledger, want %d", len(calls), n)
-		}
-		time.Sleep(20 * time.Millisecond)
+	}) {
+		e.t.Fatalf("%d calls on the ledger, want %d", len(calls), n)
 	}
+	slices.Reverse(calls)
+	return calls
 }
 
 func dump(v any) string {

@@ -11,12 +11,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/klique-ai/klique/gateway"
-	"github.com/klique-ai/klique/gateway/limits"
-	"github.com/klique-ai/klique/internal/model"
-	"github.com/klique-ai/klique/internal/redistest"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/klique-ai/klique/gateway"
+	"github.com/klique-ai/klique/gateway/limits"
+	"github.com/klique-ai/klique/internal/eventually"
+	"github.com/klique-ai/klique/internal/model"
+	"github.com/klique-ai/klique/internal/redistest"
 )
 
 // Budgets in money, and what the gateway does when the shared limiter
@@ -279,14 +281,13 @@ func TestAGatewayFallsBackWhenRedisIsUnreachable(t *testing.T) {
 		proxy.set(true)
 		// Within a few retries the primary answers again: Redis held one
 		// call of this minute, so the next is let through.
-		deadline := time.Now().Add(10 * time.Second)
-		for gauge(t, reg, degraded) != 0 {
-			if time.Now().After(deadline) {
-				t.Fatal("still degraded 10 s after Redis came back")
+		eventually.Within(t, 10*time.Second, "the limiter to leave degraded mode once Redis came back", func() bool {
+			if gauge(t, reg, degraded) == 0 {
+				return true
 			}
-			time.Sleep(60 * time.Millisecond)
 			post()
-		}
+			return false
+		})
 		if r := post(); r.status != 200 {
 			t.Fatalf("a call with Redis back: %d %s", r.status, r.body)
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/klique-ai/klique/gateway"
 	"github.com/klique-ai/klique/gateway/limits"
+	"github.com/klique-ai/klique/internal/eventually"
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/redistest"
 	"github.com/klique-ai/klique/internal/store"
@@ -154,17 +155,16 @@ func TestABudgetHoldsAcrossARedisPartition(t *testing.T) {
 		t.Fatalf("degraded %v with Redis cut off", v)
 	}
 	p.sw.set(true)
-	deadline := time.Now().Add(10 * time.Second)
 	extra := 0
-	for gauge(t, p.reg, "klique_gateway_limits_degraded") != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("still degraded 10 s after Redis came back")
+	eventually.Within(t, 10*time.Second, "the limiter to leave degraded mode once Redis came back", func() bool {
+		if gauge(t, p.reg, "klique_gateway_limits_degraded") == 0 {
+			return true
 		}
-		time.Sleep(60 * time.Millisecond)
 		if r := postTo(t, p.e, url, "vic", "detect", chat("chat", `,"max_tokens":10`)); r.status == http.StatusOK {
 			extra++
 		}
-	}
+		return false
+	})
 	extra += p.spendUntilRefused(t, url)
 	if spent := p.spent(t); spent > reconcileBudget {
 		t.Fatalf("the ledger says %d tokens were spent of a budget of %d: %d calls while cut off, then %d more once Redis was back",
@@ -246,16 +246,13 @@ func TestARestartLowersABudgetCounterAboveTheLedger(t *testing.T) {
 	// With nothing in flight (the last settlements land a moment after
 	// their answers), the counter is the ledger's.
 	var counter int64
-	for deadline := time.Now().Add(5 * time.Second); ; {
+	eventually.Poll(5*time.Second, func() bool {
 		held, err := p.direct.ZCard(ctx, p.prefix+"lapse").Result()
 		must(t, err)
 		counter, err = p.direct.Get(ctx, keys[0]).Int64()
 		must(t, err)
-		if held == 0 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return held == 0
+	})
 	spent := p.spent(t)
 	// Refused near the budget: sooner than its last call's estimate
 	// when the settlements of the calls before it had not landed yet,

@@ -22,6 +22,7 @@ import (
 	"github.com/klique-ai/klique/agents/client"
 	"github.com/klique-ai/klique/agents/worker"
 	"github.com/klique-ai/klique/internal/config"
+	"github.com/klique-ai/klique/internal/eventually"
 	"github.com/klique-ai/klique/internal/server"
 )
 
@@ -200,17 +201,11 @@ func (p *plane) enqueue(t *testing.T, name, script string) string {
 // waitFor polls query as cred until cond holds.
 func waitFor(t *testing.T, url, cred, what, query string, vars map[string]any, limit time.Duration, cond func(map[string]any) bool) map[string]any {
 	t.Helper()
-	deadline := time.Now().Add(limit)
-	for {
-		d := gql(t, url, cred, query, vars)
-		if cond(d) {
-			return d
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting for %s: %v", what, d)
-		}
-		time.Sleep(100 * time.Millisecond)
+	var d map[string]any
+	if !eventually.Poll(limit, func() bool { d = gql(t, url, cred, query, vars); return cond(d) }) {
+		t.Fatalf("waiting for %s: %v", what, d)
 	}
+	return d
 }
 
 // localProvider runs this test binary as the worker processes.

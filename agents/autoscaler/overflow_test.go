@@ -78,8 +78,16 @@ func fakeKubelet(t *testing.T, cs *fake.Clientset, ns string, runFor time.Durati
 	t.Cleanup(cancel)
 	started := map[string]time.Time{}
 	go func() {
-		for ctx.Err() == nil {
-			time.Sleep(50 * time.Millisecond)
+		// Like a kubelet, it looks at its pods every so often (50 ms),
+		// until the test ends.
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
 			pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 			if err != nil {
 				continue

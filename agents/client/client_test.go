@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,6 +21,17 @@ func fast(c *Client) *Client {
 	c.Backoff = Backoff{Initial: 5 * time.Millisecond, Max: 20 * time.Millisecond}
 	c.Timeout = 2 * time.Second
 	return c
+}
+
+// firstWrite closes c at its first write.
+type firstWrite struct {
+	once sync.Once
+	c    chan struct{}
+}
+
+func (w *firstWrite) Write(p []byte) (int, error) {
+	w.once.Do(func() { close(w.c) })
+	return len(p), nil
 }
 
 func refuse(w http.ResponseWriter, status int, code, msg string) {
@@ -130,8 +143,11 @@ func TestClient(t *testing.T) {
 		}
 		addr := ln.Addr().String()
 		ln.Close()
+		// The server comes up once the client has been refused and said
+		// it retries.
+		retried := &firstWrite{c: make(chan struct{})}
 		go func() {
-			time.Sleep(150 * time.Millisecond)
+			<-retried.c
 			ln, err := net.Listen("tcp", addr)
 			if err != nil {
 				return
@@ -144,6 +160,7 @@ func TestClient(t *testing.T) {
 		}()
 		c := fast(New("http://"+addr, "k"))
 		c.Retries = 50
+		c.Log = slog.New(slog.NewTextHandler(retried, &slog.HandlerOptions{Level: slog.LevelDebug}))
 		got, err := c.Secrets(context.Background(), "t1", 2)
 		if err != nil || got["K"] != "v" {
 			t.Fatalf("%v, %v", got, err)

@@ -126,6 +126,9 @@ type appProbe struct {
 	// Set is told each change of readiness; address then holds where
 	// the instance answers.
 	Set func(ready bool)
+	// Now is the clock StartTimeout is measured by (default time.Now;
+	// tests move their own).
+	Now func() time.Time
 
 	address string
 }
@@ -140,7 +143,11 @@ func (e errNotStarted) Error() string {
 // run probes until ctx ends. It returns errNotStarted when the app did
 // not answer within StartTimeout, and nil when ctx ended.
 func (p *appProbe) run(ctx context.Context) error {
-	start := time.Now()
+	now := p.Now
+	if now == nil {
+		now = time.Now
+	}
+	start := now()
 	// answered: once the app has answered, it is never failed for the
 	// start timeout, only made not ready.
 	ready, answered, fails := false, false, 0
@@ -163,7 +170,7 @@ func (p *appProbe) run(ctx context.Context) error {
 				ready, fails = false, 0
 				p.Set(false)
 			}
-		case !answered && time.Since(start) >= p.StartTimeout:
+		case !answered && now().Sub(start) >= p.StartTimeout:
 			return errNotStarted{p.StartTimeout}
 		}
 		select {

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/klique-ai/klique/internal/agentapi"
+	"github.com/klique-ai/klique/internal/eventually"
+	"github.com/klique-ai/klique/internal/testclock"
 )
 
 // recorder keeps the readiness changes a probe reports.
@@ -29,15 +31,16 @@ func (r *recorder) changes() []bool {
 
 func (r *recorder) waitFor(t *testing.T, n int) []bool {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for len(r.changes()) < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("want %d readiness changes, got %v", n, r.changes())
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !eventually.Poll(eventually.Timeout, func() bool { return len(r.changes()) >= n }) {
+		t.Fatalf("want %d readiness changes, got %v", n, r.changes())
 	}
 	return r.changes()
 }
+
+// roundTripFunc is an http.RoundTripper made of a function.
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // TestAppProbeReadyThenNotReady: a probe against a real HTTP server turns
 // ready at the first 2xx (not before: the server answers 503 while it
@@ -67,9 +70,7 @@ func TestAppProbeReadyThenNotReady(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- p.run(ctx) }()
 
-	for hits.Load() < 3 {
-		time.Sleep(5 * time.Millisecond)
-	}
+	eventually.True(t, "three probes", func() bool { return hits.Load() >= 3 })
 	if c := rec.changes(); len(c) != 0 {
 		t.Fatalf("ready while the server answers 503: %v", c)
 	}
@@ -78,7 +79,8 @@ func TestAppProbeReadyThenNotReady(t *testing.T) {
 		t.Fatalf("changes %v, want ready", c)
 	}
 	status.Store(http.StatusOK)
-	time.Sleep(100 * time.Millisecond)
+	answered := hits.Load()
+	eventually.True(t, "two probes answered 200", func() bool { return hits.Load() >= answered+2 })
 	status.Store(http.StatusInternalServerError)
 	before := hits.Load()
 	if c := rec.waitFor(t, 2); c[1] {
@@ -120,13 +122,24 @@ func TestAppProbeStartTimeout(t *testing.T) {
 
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	p.URL = srv.URL
+	// The probe's clock, and a count of its probes: the test moves the
+	// clock past the start timeout and waits for probes made after it.
+	clk := testclock.New(time.Now())
+	p.Now = clk.Now
+	var probes atomic.Int64
+	p.Client = &http.Client{CheckRedirect: probeClient.CheckRedirect, Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		probes.Add(1)
+		return http.DefaultTransport.RoundTrip(r)
+	})}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- p.run(ctx) }()
 	rec.waitFor(t, 1)
 	srv.Close()
 	rec.waitFor(t, 2)
-	time.Sleep(300 * time.Millisecond) // past the start timeout, not answering
+	clk.Add(time.Minute) // past the start timeout, not answering
+	past := probes.Load()
+	eventually.True(t, "two probes past the start timeout", func() bool { return probes.Load() >= past+2 })
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("a probe that was ready failed with %v", err)

@@ -118,13 +118,7 @@ func (s *fakeServer) down() {
 func (s *fakeServer) up() {
 	var ln net.Listener
 	var err error
-	for i := 0; i < 100; i++ {
-		if ln, err = net.Listen("tcp", s.addr); err == nil {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if err != nil {
+	if !eventually.Poll(2*time.Second, func() bool { ln, err = net.Listen("tcp", s.addr); return err == nil }) {
 		s.t.Fatalf("listen again on %s: %v", s.addr, err)
 	}
 	s.serve(ln)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/goccy/go-yaml"
+
 	"github.com/klique-ai/klique/internal/cli"
 	"github.com/klique-ai/klique/internal/cli/clitest"
 )

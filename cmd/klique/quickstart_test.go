@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/klique-ai/klique/internal/eventually"
 	"github.com/klique-ai/klique/internal/store/pgtest"
 )
 
@@ -270,18 +271,14 @@ func freeAddr(t testing.TB) string {
 
 func waitReady(t testing.TB, url string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	eventually.Within(t, 30*time.Second, "the server to be ready at "+url, func() bool {
 		resp, err := http.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
+		if err != nil {
+			return false
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("server not ready at %s", url)
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
 }
 
 func mustRead(t testing.TB, path string) string {

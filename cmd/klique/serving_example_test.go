@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/klique-ai/klique/internal/cli"
+	"github.com/klique-ai/klique/internal/eventually"
 )
 
 // servingCommands reads the commands examples/serving.yaml's header shows
@@ -112,16 +113,11 @@ func TestServingExampleWorksAsWritten(t *testing.T) {
 	}
 
 	instance := strings.TrimSpace(strings.SplitN(run(commands[1], alice), "\n", 2)[0])
-	deadline := time.Now().Add(90 * time.Second)
-	for {
+	if !eventually.Poll(90*time.Second, func() bool {
 		out = run(commands[2], alice)
-		if strings.Contains(out, `"content":"served by instance `+instance+`"`) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the alias never reached instance %s; last answer: %s\nworker:\n%s", instance, out, workerLog.String())
-		}
-		time.Sleep(500 * time.Millisecond)
+		return strings.Contains(out, `"content":"served by instance `+instance+`"`)
+	}) {
+		t.Fatalf("the alias never reached instance %s; last answer: %s\nworker:\n%s", instance, out, workerLog.String())
 	}
 	if !strings.Contains(out, `"model":"meta-llama/Llama-3.1-8B-Instruct"`) {
 		t.Errorf("the answer is not the route's model's: %s", out)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/klique-ai/klique/engine/loop"
 	"github.com/klique-ai/klique/internal/events"
+	"github.com/klique-ai/klique/internal/eventually"
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform"
 	"github.com/klique-ai/klique/internal/platform/platformtest"
@@ -328,12 +329,8 @@ func TestRunWakesOnEnqueueAndStops(t *testing.T) {
 	done := make(chan error)
 	go func() { done <- w.loop.Run(ctx) }()
 	task := w.enqueue(alice, "1 GPU", "research", 1)[0]
-	deadline := time.Now().Add(5 * time.Second)
-	for w.task(task.ID).Status != model.TaskPlaced {
-		if time.Now().After(deadline) {
-			t.Fatal("the loop, with an hour between ticks, did not place the task soon after its enqueue")
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !eventually.Poll(5*time.Second, func() bool { return w.task(task.ID).Status == model.TaskPlaced }) {
+		t.Fatal("the loop, with an hour between ticks, did not place the task soon after its enqueue")
 	}
 	cancel()
 	if err := <-done; err != nil {

@@ -7,6 +7,8 @@ import (
 	"runtime/metrics"
 	"testing"
 	"time"
+
+	"github.com/klique-ai/klique/internal/eventually"
 )
 
 func TestPercentRaisesTheHeapGoalToTheFloor(t *testing.T) {
@@ -57,16 +59,10 @@ func TestStartTunesAfterEachCollectionUnlessGOGCIsSet(t *testing.T) {
 		t.Fatal("Start refused with nothing set")
 	}
 	// This test's live heap is a few MiB: GOGC is raised well above 100.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		runtime.GC()
-		time.Sleep(10 * time.Millisecond) // the cleanup runs after the cycle
-		if gogc() > 100 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("GOGC is still %d after collections with a live heap far under the floor", gogc())
-		}
+	// The tuning runs after a cycle: each look collects, and the next
+	// sees what the last one's tuning set.
+	if !eventually.Poll(10*time.Second, func() bool { runtime.GC(); return gogc() > 100 }) {
+		t.Fatalf("GOGC is still %d after collections with a live heap far under the floor", gogc())
 	}
 	// A floor under twice the live heap brings it back to the default at
 	// the next collection.
@@ -75,13 +71,8 @@ func TestStartTunesAfterEachCollectionUnlessGOGCIsSet(t *testing.T) {
 		ballast = append(ballast, make([]byte, 1<<20))
 	}
 	Start(1 << 20)
-	deadline = time.Now().Add(10 * time.Second)
-	for gogc() != 100 {
-		runtime.GC()
-		time.Sleep(10 * time.Millisecond)
-		if time.Now().After(deadline) {
-			t.Fatalf("GOGC is %d with a floor of 1 MiB and 64 MiB live, want 100", gogc())
-		}
+	if !eventually.Poll(10*time.Second, func() bool { runtime.GC(); return gogc() == 100 }) {
+		t.Fatalf("GOGC is %d with a floor of 1 MiB and 64 MiB live, want 100", gogc())
 	}
 	runtime.KeepAlive(ballast)
 }

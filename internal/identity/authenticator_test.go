@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,30 +14,13 @@ import (
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/store"
 	"github.com/klique-ai/klique/internal/store/sqlite"
+	"github.com/klique-ai/klique/internal/testclock"
 )
-
-// testClock is a settable clock for the authenticator.
-type testClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *testClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 // fixture is a tenant with two groups and a member who leads one of them.
 type fixture struct {
 	st     store.Store
-	clock  *testClock
+	clock  *testclock.Clock
 	signer *Signer
 	tenant *model.Tenant
 	alice  *model.User
@@ -55,7 +37,7 @@ func newFixture(t *testing.T) *fixture {
 	}
 	var st store.Store = db
 	t.Cleanup(func() { _ = st.Close() })
-	f := &fixture{st: st, clock: &testClock{t: testNow}, signer: testSigner(t, 1, testIssuer, testAudience)}
+	f := &fixture{st: st, clock: testclock.New(testNow), signer: testSigner(t, 1, testIssuer, testAudience)}
 	f.tenant = &model.Tenant{ID: model.NewID(), Name: "default", DisplayName: "Default", CreatedAt: testNow}
 	must(t, st.CreateTenant(ctx, f.tenant))
 	f.alice = f.user(t, "alice", model.RoleMember)
@@ -145,14 +127,14 @@ func TestAuthenticateAPIKey(t *testing.T) {
 	if got := lastUsed(); !got.Equal(testNow) {
 		t.Fatalf("last used = %v, want %v", got, testNow)
 	}
-	f.clock.Advance(30 * time.Second)
+	f.clock.Add(30 * time.Second)
 	if _, err := a.Authenticate(ctx, secret); err != nil {
 		t.Fatal(err)
 	}
 	if got := lastUsed(); !got.Equal(testNow) {
 		t.Fatalf("last used rewritten within a minute: %v", got)
 	}
-	f.clock.Advance(31 * time.Second)
+	f.clock.Add(31 * time.Second)
 	if _, err := a.Authenticate(ctx, secret); err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +186,7 @@ func TestAuthenticateAPIKeyRefused(t *testing.T) {
 	if _, err := a.Authenticate(ctx, later); err != nil {
 		t.Fatal(err)
 	}
-	f.clock.Advance(time.Hour)
+	f.clock.Add(time.Hour)
 	_, err := a.Authenticate(ctx, later)
 	wantUnauthenticated(t, err, reasonKeyExpired)
 }
@@ -285,7 +267,7 @@ func TestAnAccessTokenEndsWithItsKey(t *testing.T) {
 
 	soon, _ := f.key(t, f.alice, func(k *model.APIKey) { e := testNow.Add(10 * time.Minute); k.ExpiresAt = &e })
 	tok = issue(soon)
-	f.clock.Advance(11 * time.Minute)
+	f.clock.Add(11 * time.Minute)
 	_, err = a.Authenticate(ctx, tok)
 	wantUnauthenticated(t, err, reasonTokenKeyExpired)
 
@@ -328,7 +310,7 @@ func TestAuthenticateAccessToken(t *testing.T) {
 
 	// A membership removed after the token was issued is gone at once.
 	must(t, f.st.DeleteMembership(ctx, f.tenant.ID, f.beta.ID, f.alice.ID))
-	f.clock.Advance(time.Minute)
+	f.clock.Add(time.Minute)
 	p3, err := a.Authenticate(ctx, tok)
 	if err != nil {
 		t.Fatal(err)
@@ -353,7 +335,7 @@ func TestAuthenticateAccessToken(t *testing.T) {
 	must(t, f.st.UpdateUser(ctx, f.alice))
 
 	// And the token expires.
-	f.clock.Advance(testTTL)
+	f.clock.Add(testTTL)
 	_, err = a.Authenticate(ctx, tok)
 	wantUnauthenticated(t, err, reasonAccessExpired)
 

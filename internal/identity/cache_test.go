@@ -24,12 +24,12 @@ func TestAuthenticateCached(t *testing.T) {
 	// Revoked in the store: within CacheTTL the cached check still stands
 	// (a change made through another replica)...
 	must(t, f.st.RevokeAPIKey(ctx, f.tenant.ID, key.ID, f.clock.Now()))
-	f.clock.Advance(CacheTTL / 2)
+	f.clock.Add(CacheTTL / 2)
 	if _, err := a.AuthenticateCached(ctx, secret); err != nil {
 		t.Fatalf("within the TTL: %v", err)
 	}
 	// ...and not after it.
-	f.clock.Advance(CacheTTL)
+	f.clock.Add(CacheTTL)
 	if _, err := a.AuthenticateCached(ctx, secret); !errors.Is(err, ErrUnauthenticated) {
 		t.Fatalf("after the TTL: %v", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/klique-ai/klique/engine/loop"
 	"github.com/klique-ai/klique/internal/agentapi"
 	"github.com/klique-ai/klique/internal/appnet"
+	"github.com/klique-ai/klique/internal/eventually"
 	"github.com/klique-ai/klique/internal/identity"
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform"
@@ -75,12 +76,8 @@ func TestServingIndex(t *testing.T) {
 		serving := func(what string, want ...string) {
 			t.Helper()
 			want = append(slices.Clone(static), want...)
-			deadline := time.Now().Add(5 * time.Second)
-			for !slices.Equal(idx.Endpoints(b.Tenant, route), want) {
-				if time.Now().After(deadline) {
-					t.Fatalf("%s: the route's endpoints are %v, want %v", what, idx.Endpoints(b.Tenant, route), want)
-				}
-				time.Sleep(5 * time.Millisecond)
+			if !eventually.Poll(5*time.Second, func() bool { return slices.Equal(idx.Endpoints(b.Tenant, route), want) }) {
+				t.Fatalf("%s: the route's endpoints are %v, want %v", what, idx.Endpoints(b.Tenant, route), want)
 			}
 			fresh := apps.NewServing()
 			platformtest.Must(t, fresh.Rebuild(context.Background(), b.Store))

@@ -8,12 +8,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/chromedp/cdproto/target"
 	"github.com/chromedp/chromedp"
 
 	"github.com/klique-ai/klique/internal/agentapi"
+	"github.com/klique-ai/klique/internal/eventually"
 )
 
 // testInstance is an app instance's server as its worker would run it:
@@ -71,7 +71,7 @@ func openApp(t *testing.T, ctx context.Context, link, path string) string {
 	// (the form is rel=noopener), so it is not this tab's child.
 	var id target.ID
 	var seen []string
-	for deadline := time.Now().Add(uiWait); id == ""; time.Sleep(100 * time.Millisecond) {
+	if !eventually.Poll(uiWait, func() bool {
 		infos, err := chromedp.Targets(ctx)
 		if err != nil {
 			t.Fatalf("list the browser's tabs: %v", err)
@@ -83,23 +83,23 @@ func openApp(t *testing.T, ctx context.Context, link, path string) string {
 				id = info.TargetID
 			}
 		}
-		if id == "" && time.Now().After(deadline) {
-			t.Fatalf("no tab opened on %s within %s; the tabs: %q", path, uiWait, seen)
-		}
+		return id != ""
+	}) {
+		t.Fatalf("no tab opened on %s within %s; the tabs: %q", path, uiWait, seen)
 	}
 	tab, closeTab := chromedp.NewContext(ctx, chromedp.WithTargetID(id))
 	defer closeTab()
-	var text string
-	for deadline := time.Now().Add(uiWait); ; time.Sleep(100 * time.Millisecond) {
-		page, err := chromedp.Run(tab, chromedp.Evaluate[[]string](`[document.location.href, document.readyState, document.body ? document.body.innerText : ""]`))
-		if err == nil {
-			text = page[0] + ": " + page[2]
-			if strings.Contains(page[0], path) && !strings.Contains(page[0], "/_klique/") && page[1] == "complete" {
-				return page[2]
-			}
+	var text, body string
+	var err error
+	if !eventually.Poll(uiWait, func() bool {
+		var page []string
+		if page, err = chromedp.Run(tab, chromedp.Evaluate[[]string](`[document.location.href, document.readyState, document.body ? document.body.innerText : ""]`)); err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the opened tab did not reach %s within %s: %q (%v)", path, uiWait, text, err)
-		}
+		text, body = page[0]+": "+page[2], page[2]
+		return strings.Contains(page[0], path) && !strings.Contains(page[0], "/_klique/") && page[1] == "complete"
+	}) {
+		t.Fatalf("the opened tab did not reach %s within %s: %q (%v)", path, uiWait, text, err)
 	}
+	return body
 }

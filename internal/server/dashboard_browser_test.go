@@ -18,6 +18,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/klique-ai/klique/internal/agentapi"
+	"github.com/klique-ai/klique/internal/eventually"
 )
 
 // uiWait bounds each wait for the page to show something. It is generous:
@@ -435,13 +436,9 @@ func TestDashboardQueuesLive(t *testing.T) {
 		}
 		waitFor(t, ctx, "the estate editor", "#estate-yaml", uiWait)
 		// Wait for the export to fill the editor, then break a capacity.
-		filled := false
-		for deadline := time.Now().Add(uiWait); !filled && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-			filled = evalJS[bool](t, ctx, `document.querySelector("#estate-yaml").value.includes("onprem-k8s")`)
-		}
-		if !filled {
-			t.Fatal("the estate editor was not filled with the exported estate")
-		}
+		eventually.Within(t, uiWait, "the estate editor to be filled with the exported estate", func() bool {
+			return evalJS[bool](t, ctx, `document.querySelector("#estate-yaml").value.includes("onprem-k8s")`)
+		})
 		evalJS[bool](t, ctx, `{ const e = document.querySelector("#estate-yaml"); e.value = e.value.replace(/(name: onprem-k8s[^]*?capacity: )32/, "$140"); true }`)
 		if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#estate-preview"))); err != nil {
 			t.Fatal(err)
@@ -500,11 +497,7 @@ func csvDownload(t *testing.T, ctx context.Context) {
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.Search(`//button[text()="Download CSV"]`))); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(uiWait); evalJS[int](t, ctx, `window.__downloads.length`) == 0; time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("Download CSV saved nothing; the page shows:\n%s", pageText(t, ctx, "main"))
-		}
-	}
+	waitDownload(t, ctx)
 	name := evalJS[string](t, ctx, `window.__downloads[0].name`)
 	csv, err := chromedp.Run(ctx, chromedp.Evaluate[string](`window.__blob.text()`, chromedp.EvalAwaitPromise))
 	if err != nil {
@@ -516,16 +509,22 @@ func csvDownload(t *testing.T, ctx context.Context) {
 	}
 }
 
+// waitDownload waits until the page has saved a download (the page's
+// window.__downloads, which the test installs, records it).
+func waitDownload(t *testing.T, ctx context.Context) {
+	t.Helper()
+	if !eventually.Poll(uiWait, func() bool { return evalJS[int](t, ctx, `window.__downloads.length`) > 0 }) {
+		t.Fatalf("Download CSV saved nothing; the page shows:\n%s", pageText(t, ctx, "main"))
+	}
+}
+
 // waitForText waits until the text of the element matching sel holds want.
 func waitForText(t *testing.T, ctx context.Context, sel, want string, timeout time.Duration) {
 	t.Helper()
 	expr := fmt.Sprintf(`(document.querySelector(%s) || {textContent: ""}).textContent.includes(%s)`, jsString(sel), jsString(want))
-	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		if evalJS[bool](t, ctx, expr) {
-			return
-		}
+	if !eventually.Poll(timeout, func() bool { return evalJS[bool](t, ctx, expr) }) {
+		t.Fatalf("%s did not come to hold %q within %s; it reads:\n%s", sel, want, timeout, pageText(t, ctx, sel))
 	}
-	t.Fatalf("%s did not come to hold %q within %s; it reads:\n%s", sel, want, timeout, pageText(t, ctx, sel))
 }
 
 // pageText is the rendered text of the first element matching a CSS
@@ -534,14 +533,11 @@ func waitForText(t *testing.T, ctx context.Context, sel, want string, timeout ti
 func pageText(t *testing.T, ctx context.Context, sel string) string {
 	t.Helper()
 	expr := fmt.Sprintf(`(() => { const e = document.querySelector(%s); return e ? e.innerText : null })()`, jsString(sel))
-	for deadline := time.Now().Add(uiWait); ; time.Sleep(100 * time.Millisecond) {
-		if s := evalJS[*string](t, ctx, expr); s != nil {
-			return *s
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("read the text of %s: no such element on the page within %s", sel, uiWait)
-		}
+	var s *string
+	if !eventually.Poll(uiWait, func() bool { s = evalJS[*string](t, ctx, expr); return s != nil }) {
+		t.Fatalf("read the text of %s: no such element on the page within %s", sel, uiWait)
 	}
+	return *s
 }
 
 // evalJS evaluates a JavaScript expression in the page.

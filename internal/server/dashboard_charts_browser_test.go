@@ -9,6 +9,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/klique-ai/klique/internal/agentapi"
+	"github.com/klique-ai/klique/internal/eventually"
 )
 
 // A member's view of the dashboard's charts and of a finished task: the
@@ -66,10 +67,8 @@ func TestDashboardChartsAndAFinishedTaskForAMember(t *testing.T) {
 		waitForText(t, ctx, "#task-log", "epoch 1 loss 0.5", uiWait)
 		// The server sends the finished task's log and completes that
 		// subscription; the page must stay live on the task's events.
-		for deadline := time.Now().Add(uiWait); !evalJS[bool](t, ctx, `window.__wsMessages.some((m) => m.type === "complete")`); time.Sleep(100 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("the server never completed the finished task's log subscription; messages: %s", evalJS[string](t, ctx, `JSON.stringify(window.__wsMessages.map((m) => m.type))`))
-			}
+		if !eventually.Poll(uiWait, func() bool { return evalJS[bool](t, ctx, `window.__wsMessages.some((m) => m.type === "complete")`) }) {
+			t.Fatalf("the server never completed the finished task's log subscription; messages: %s", evalJS[string](t, ctx, `JSON.stringify(window.__wsMessages.map((m) => m.type))`))
 		}
 		waitFor(t, ctx, "the live indicator", `#live[data-mode="live"]`, uiWait)
 		if mode := evalJS[string](t, ctx, `document.querySelector("#live").dataset.mode || ""`); mode != "live" {

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 )
@@ -100,11 +99,7 @@ func TestDashboardModelsPageShowsACallLive(t *testing.T) {
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#models-csv"))); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(uiWait); evalJS[int](t, ctx, `window.__downloads.length`) == 0; time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("Download CSV saved nothing; the page shows:\n%s", pageText(t, ctx, "main"))
-		}
-	}
+	waitDownload(t, ctx)
 	csv, err := chromedp.Run(ctx, chromedp.Evaluate[string](`window.__blob.text()`, chromedp.EvalAwaitPromise))
 	if err != nil {
 		t.Fatalf("read the downloaded CSV: %v", err)

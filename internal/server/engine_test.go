@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/klique-ai/klique/internal/config"
+	"github.com/klique-ai/klique/internal/eventually"
 )
 
 // withEngine runs the compute policy engine's loop in the test server.
@@ -19,17 +20,14 @@ func withEngine(interval time.Duration) serverOption {
 // waitStatus polls a task until its status is want.
 func waitStatus(t *testing.T, ts *testServer, cred, id, want string) map[string]any {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		d := ts.mustGQL(t, cred, `query($id: ID!) { task(id: $id) { status reason position pool { name } } }`, map[string]any{"id": id})
-		if str(d, "task", "status") == want {
-			return d
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("task %s is %s (%s), want %s", id, str(d, "task", "status"), str(d, "task", "reason"), want)
-		}
-		time.Sleep(20 * time.Millisecond)
+	var d map[string]any
+	if !eventually.Poll(10*time.Second, func() bool {
+		d = ts.mustGQL(t, cred, `query($id: ID!) { task(id: $id) { status reason position pool { name } } }`, map[string]any{"id": id})
+		return str(d, "task", "status") == want
+	}) {
+		t.Fatalf("task %s is %s (%s), want %s", id, str(d, "task", "status"), str(d, "task", "reason"), want)
 	}
+	return d
 }
 
 func TestEngineInTheServer(t *testing.T) {
@@ -60,22 +58,18 @@ func TestEngineInTheServer(t *testing.T) {
 		defer ts.mustGQL(t, f.admin, `mutation { setEngineEnabled(enabled: true) { enabled } }`, nil)
 		d := ts.mustGQL(t, f.victor, `mutation { enqueueTask(input: {name: "held", project: "vision-detect", computeResource: "1 GPU", command: ["true"]}) { id } }`, nil)
 		id := str(d, "enqueueTask", "id")
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			d := ts.mustGQL(t, f.victor, `query($id: ID!) { task(id: $id) { status reason computeResource { queueState { constraint } } } }`, map[string]any{"id": id})
-			if str(d, "task", "status") != "QUEUED" {
-				t.Fatalf("a disabled engine placed the task: %v", d)
+		var held map[string]any
+		if !eventually.Poll(10*time.Second, func() bool {
+			held = ts.mustGQL(t, f.victor, `query($id: ID!) { task(id: $id) { status reason computeResource { queueState { constraint } } } }`, map[string]any{"id": id})
+			if str(held, "task", "status") != "QUEUED" {
+				t.Fatalf("a disabled engine placed the task: %v", held)
 			}
 			// A pass made before the task was enqueued may already have
 			// marked the queue; the task's own reason follows the next.
-			if str(d, "task", "computeResource", "queueState", "constraint") == "engine_disabled" &&
-				strings.Contains(str(d, "task", "reason"), "engine is disabled") {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the queue never said the engine is disabled: %v", d)
-			}
-			time.Sleep(20 * time.Millisecond)
+			return str(held, "task", "computeResource", "queueState", "constraint") == "engine_disabled" &&
+				strings.Contains(str(held, "task", "reason"), "engine is disabled")
+		}) {
+			t.Fatalf("the queue never said the engine is disabled: %v", held)
 		}
 		res := ts.gql(t, gqlRequest{Credential: f.victor, Query: `mutation { setEngineEnabled(enabled: true) { enabled } }`})
 		if res.code() != "FORBIDDEN" {
@@ -98,20 +92,16 @@ func TestEngineInTheServer(t *testing.T) {
 		defer ts.mustGQL(t, f.admin, `mutation { updateResourcePolicy(id: "vision", input: {limitGpus: 32}) { resourcePolicy { id } } }`, nil)
 		d = ts.mustGQL(t, f.victor, `mutation { enqueueTask(input: {name: "paused", project: "vision-detect", computeResource: "1 GPU", command: ["true"]}) { id status } }`, nil)
 		id := str(d, "enqueueTask", "id")
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			d := ts.mustGQL(t, f.victor, `query($id: ID!) { task(id: $id) { status reason computeResource { queueState { constraint } } } }`, map[string]any{"id": id})
-			if str(d, "task", "status") != "QUEUED" {
-				t.Fatalf("a paused group's task was placed: %v", d)
+		var held map[string]any
+		if !eventually.Poll(10*time.Second, func() bool {
+			held = ts.mustGQL(t, f.victor, `query($id: ID!) { task(id: $id) { status reason computeResource { queueState { constraint } } } }`, map[string]any{"id": id})
+			if str(held, "task", "status") != "QUEUED" {
+				t.Fatalf("a paused group's task was placed: %v", held)
 			}
-			if str(d, "task", "computeResource", "queueState", "constraint") == "group_paused" &&
-				strings.Contains(str(d, "task", "reason"), "group vision is paused: an admin set its limit to 0 GPUs") {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the queue never said the group is paused: %v", d)
-			}
-			time.Sleep(20 * time.Millisecond)
+			return str(held, "task", "computeResource", "queueState", "constraint") == "group_paused" &&
+				strings.Contains(str(held, "task", "reason"), "group vision is paused: an admin set its limit to 0 GPUs")
+		}) {
+			t.Fatalf("the queue never said the group is paused: %v", held)
 		}
 		if d := ts.mustGQL(t, f.victor, `query($id: ID!) { task(id: $id) { status } }`, map[string]any{"id": before}); str(d, "task", "status") != "PLACED" {
 			t.Fatalf("the task placed before the pause is %s, want it left to run", str(d, "task", "status"))

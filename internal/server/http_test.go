@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/klique-ai/klique/internal/eventually"
 )
 
 func TestProbes(t *testing.T) {
@@ -192,18 +194,14 @@ func TestGracefulShutdown(t *testing.T) {
 	}()
 
 	// New connections are refused while the old request is still running.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	eventually.Within(t, 5*time.Second, "the server to refuse new requests after Shutdown was called", func() bool {
 		resp, err := (&http.Client{Timeout: time.Second}).Get(ts.url + "/healthz")
 		if err != nil {
-			break
+			return true
 		}
 		resp.Body.Close()
-		if time.Now().After(deadline) {
-			t.Fatal("the server still accepts new requests after Shutdown was called")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return false
+	})
 
 	close(release)
 	a := <-done

@@ -11,6 +11,8 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/klique-ai/klique/internal/eventually"
 )
 
 // mcpClient connects mcp-go's client to the control plane's /mcp over real
@@ -158,16 +160,12 @@ func TestMCPCallModelIsMeteredAndStopsAtTheBudget(t *testing.T) {
 		t.Fatalf("the first call: error %v, %s", isErr, out)
 	}
 	// The ledger is written in batches: wait for the call to be on it.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		_, usage := mcpCall(t, alice, "get_usage", map[string]any{"project": "fraud-models", "mine": true})
-		if strings.Contains(usage, `"calls":1,"inputTokens":9,"outputTokens":1`) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the MCP model call is not on alice's ledger: %s", usage)
-		}
-		time.Sleep(50 * time.Millisecond)
+	var usage string
+	if !eventually.Poll(10*time.Second, func() bool {
+		_, usage = mcpCall(t, alice, "get_usage", map[string]any{"project": "fraud-models", "mine": true})
+		return strings.Contains(usage, `"calls":1,"inputTokens":9,"outputTokens":1`)
+	}) {
+		t.Fatalf("the MCP model call is not on alice's ledger: %s", usage)
 	}
 	isErr, out = mcpCall(t, alice, "call_model", map[string]any{"alias": "chat", "project": "fraud-models", "prompt": "hello", "maxTokens": 5})
 	if !isErr || !strings.Contains(out, "token budget") || !strings.Contains(out, "fraud-models") || !strings.Contains(out, "resets") {

@@ -1,11 +1,13 @@
 package server_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	"github.com/klique-ai/klique/internal/agentapi"
 	"github.com/klique-ai/klique/internal/config"
+	"github.com/klique-ai/klique/internal/eventually"
 )
 
 // End to end on loopback: with the engine running, a task of
@@ -32,16 +34,14 @@ func TestTagTriggerStartsARunWhenAWorkerCompletesATaggedTask(t *testing.T) {
 	w.finish(w.claim(train), agentapi.StateCompleted)
 
 	var run string
-	deadline := time.Now().Add(10 * time.Second)
-	for run == "" && time.Now().Before(deadline) {
+	if !eventually.Poll(10*time.Second, func() bool {
 		d := ts.mustGQL(t, alice, `query($id: ID!) { schedule(id: $id) { lastRunId lastResult lastError } }`, map[string]any{"id": sched})
 		if e := str(d, "schedule", "lastError"); e != "" {
 			t.Fatalf("the firing failed: %s", e)
 		}
 		run = str(d, "schedule", "lastRunId")
-		time.Sleep(50 * time.Millisecond)
-	}
-	if run == "" {
+		return run != ""
+	}) {
 		t.Fatal("the schedule did not fire after the tagged task completed")
 	}
 	d := ts.mustGQL(t, alice, `query($id: ID!) { task(id: $id) { owner { name } clonedFrom { id } scheduledBy { id name } }
@@ -50,7 +50,10 @@ func TestTagTriggerStartsARunWhenAWorkerCompletesATaggedTask(t *testing.T) {
 		t.Fatalf("the run: %v", d["task"])
 	}
 	// The periodic pass sees the same event again: it does not fire twice.
-	time.Sleep(2500 * time.Millisecond)
+	// The test runs that pass itself rather than wait for its interval.
+	if res, err := ts.app.Service.TickSchedules(context.Background()); err != nil || res.Fired != 0 {
+		t.Fatalf("the pass run again: %+v, %v; want nothing fired", res, err)
+	}
 	runs := d["schedule"].(map[string]any)["runs"].([]any)
 	d = ts.mustGQL(t, alice, `query($id: ID!) { schedule(id: $id) { runs { key runId } } }`, map[string]any{"id": sched})
 	if again := d["schedule"].(map[string]any)["runs"].([]any); len(runs) != 1 || len(again) != 1 {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/klique-ai/klique/internal/eventually"
 )
 
 // renderCounts reads the shared-render metrics from /metrics.
@@ -108,15 +110,11 @@ func TestOneRenderingServesEverySubscriberOfAnUpdate(t *testing.T) {
 	for _, c := range conns {
 		c.close()
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	if !eventually.Poll(20*time.Second, func() bool {
 		runtime.GC()
-		if _, _, held = renderCounts(t, ts); held == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d updates' renderings still held 20 s after their subscribers closed", held)
-		}
-		time.Sleep(50 * time.Millisecond)
+		_, _, held = renderCounts(t, ts)
+		return held == 0
+	}) {
+		t.Fatalf("%d updates' renderings still held 20 s after their subscribers closed", held)
 	}
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/klique-ai/klique/internal/config"
 	"github.com/klique-ai/klique/internal/events"
+	"github.com/klique-ai/klique/internal/eventually"
 	"github.com/klique-ai/klique/internal/server"
 )
 
@@ -157,12 +158,8 @@ func BenchmarkQueueFanOut(b *testing.B) {
 		}
 	}()
 	// Wait until every subscription is in place (its snapshot sent).
-	deadline := time.Now().Add(2 * time.Minute)
-	for app.Service.SubscriberCount(tenant, cr) < subscribers {
-		if time.Now().After(deadline) {
-			b.Fatalf("%d of %d subscriptions in place", app.Service.SubscriberCount(tenant, cr), subscribers)
-		}
-		time.Sleep(50 * time.Millisecond)
+	if !eventually.Poll(2*time.Minute, func() bool { return app.Service.SubscriberCount(tenant, cr) >= subscribers }) {
+		b.Fatalf("%d of %d subscriptions in place", app.Service.SubscriberCount(tenant, cr), subscribers)
 	}
 	time.Sleep(time.Second) // let the snapshots drain
 	var idle runtime.MemStats

@@ -12,6 +12,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/klique-ai/klique/internal/events"
+	"github.com/klique-ai/klique/internal/eventually"
 	"github.com/klique-ai/klique/internal/redistest"
 	"github.com/klique-ai/klique/internal/store/pgtest"
 )
@@ -64,17 +65,16 @@ func TestSubscriptionCaps(t *testing.T) {
 	})
 	t.Run("a closed connection frees its place", func(t *testing.T) {
 		c.close()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			c2, err := dialWS(ctx, ts.url, bearerInit(adminKey), wsDialOptions{})
-			if err == nil {
-				c2.close()
-				return
+		var err error
+		if !eventually.Poll(10*time.Second, func() bool {
+			var c2 *wsClient
+			if c2, err = dialWS(ctx, ts.url, bearerInit(adminKey), wsDialOptions{}); err != nil {
+				return false
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("still refused after the first connection closed: %v", err)
-			}
-			time.Sleep(50 * time.Millisecond)
+			c2.close()
+			return true
+		}) {
+			t.Fatalf("still refused after the first connection closed: %v", err)
 		}
 	})
 }
@@ -216,13 +216,8 @@ func TestAStalledSubscriberDoesNotDelayOthers(t *testing.T) {
 
 	// The stalled subscriber's buffer overflowed (its oldest updates were
 	// dropped), and when it reads again it is told how many it missed.
-	deadline := time.Now().Add(10 * time.Second)
-	for ts.app.Service.SubscriptionsDropped() == droppedBefore {
-		if time.Now().After(deadline) {
-			t.Fatal("nothing was dropped for the subscriber that never reads: it was not stalled, or its buffer is unbounded")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	eventually.Within(t, 10*time.Second, "an update dropped for the subscriber that never reads (else it was not stalled, or its buffer is unbounded)",
+		func() bool { return ts.app.Service.SubscriptionsDropped() != droppedBefore })
 	if raceDetector {
 		// Reading back the stalled subscriber's backlog (megabytes of
 		// updates) takes minutes under the race detector; that it is told

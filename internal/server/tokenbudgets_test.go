@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/klique-ai/klique/internal/eventually"
 	"github.com/klique-ai/klique/internal/redistest"
 	"github.com/klique-ai/klique/internal/store/pgtest"
 )
@@ -65,17 +66,11 @@ func num(m map[string]any, k string) float64 {
 // the ledger's writes happen just after the answer), failing after 15 s.
 func waitBudget(t *testing.T, ts *testServer, cred, what string, ok func(rows map[string]map[string]any) bool) map[string]map[string]any {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		rows := budgetRows(t, ts, cred, "")
-		if ok(rows) {
-			return rows
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: budgets %v", what, rows)
-		}
-		time.Sleep(20 * time.Millisecond)
+	var rows map[string]map[string]any
+	if !eventually.Poll(15*time.Second, func() bool { rows = budgetRows(t, ts, cred, ""); return ok(rows) }) {
+		t.Fatalf("%s: budgets %v", what, rows)
 	}
+	return rows
 }
 
 func budgetCall(t *testing.T, url, key, content string) (int, string) {

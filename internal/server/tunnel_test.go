@@ -16,6 +16,7 @@ import (
 	agenttunnel "github.com/klique-ai/klique/agents/tunnel"
 	"github.com/klique-ai/klique/internal/agentapi"
 	"github.com/klique-ai/klique/internal/appnet"
+	"github.com/klique-ai/klique/internal/eventually"
 	"github.com/klique-ai/klique/internal/tunnel"
 )
 
@@ -116,11 +117,7 @@ func TestATaskCredentialHoldsATunnelForItsOwnTaskOnly(t *testing.T) {
 			Backoff: client.Backoff{Initial: 10 * time.Millisecond, Max: 50 * time.Millisecond}})
 	}()
 	defer func() { cancel(); <-done }()
-	for deadline := time.Now().Add(10 * time.Second); !ts.app.Tunnels.Holds(b.holderID); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the task's tunnel never connected")
-		}
-	}
+	eventually.True(t, "the task's tunnel to connect", func() bool { return ts.app.Tunnels.Holds(b.holderID) })
 
 	c, err := ts.app.Tunnels.Open(ctx, appnet.Target{TaskID: a.TaskID, WorkerID: b.holderID, Attempt: a.Attempt})
 	if err != nil {

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/klique-ai/klique/internal/eventually"
 )
 
 // appsEstate adds to the suite's estate a serving app (the test tree's
@@ -113,13 +115,9 @@ func TestKillWorkerWithAServingInstance(t *testing.T) {
 	}
 	until := func(what string, timeout time.Duration, ok func() bool) {
 		t.Helper()
-		deadline := time.Now().Add(timeout)
-		for !ok() {
-			if time.Now().After(deadline) {
-				st, reason := instance()
-				t.Fatalf("%s: not within %s (the instance is %s: %s)", what, timeout, st, reason)
-			}
-			time.Sleep(100 * time.Millisecond)
+		if !eventually.Poll(timeout, ok) {
+			st, reason := instance()
+			t.Fatalf("%s: not within %s (the instance is %s: %s)", what, timeout, st, reason)
 		}
 	}
 	served := func() bool {

@@ -4,10 +4,13 @@ package faults
 
 import (
 	"context"
+	"database/sql"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/klique-ai/klique/internal/eventually"
 )
 
 // budgetCounter reads the Redis counter of project fraud-models' daily
@@ -46,6 +49,23 @@ func budgetCounter(t *testing.T, rd *redisServer) int64 {
 
 // heldReservations counts the budget reservations Redis holds (its lapse
 // set): with nothing in flight, none should be.
+// waitSettled waits, up to 10 s, until Redis holds no reservation in
+// flight and the ledger has a row for each of the answered calls of the
+// project: the gateway settles and writes the ledger a moment after it
+// answers.
+func waitSettled(t *testing.T, rd *redisServer, db *sql.DB, project string, answered int64) {
+	t.Helper()
+	eventually.Poll(10*time.Second, func() bool {
+		var rows int64
+		for _, r := range ledgerSpend(t, db, project) {
+			if r.answered {
+				rows++
+			}
+		}
+		return heldReservations(t, rd) == 0 && rows >= answered
+	})
+}
+
 func heldReservations(t *testing.T, rd *redisServer) int64 {
 	t.Helper()
 	c := rd.client()
@@ -81,28 +101,22 @@ func TestARedisPartitionIsNotCountedTwice(t *testing.T) {
 	up := fakeUpstream(t)
 	applyGateway(t, s.url, up.URL, 0)
 
-	warm := startCallers(200, []string{s.url}, tn.alice, "warmup")
-	time.Sleep(2 * time.Second)
-	warm.stop()
-	rate := int(warm.ok.Load()) / 2
+	rate := measureRate(s.url, tn.alice)
 	budget := max(rate*30, 1000) * callTokens
 	applyGateway(t, s.url, up.URL, budget)
 
 	c := startCallers(200, []string{s.url}, tn.alice, "fraud-models")
 	db := openDB(t, s)
 	c.waitSpent(budget/4, 30*time.Second)
-	w := window{from: time.Now()}
-	rd.freeze()
-	time.Sleep(6 * time.Second)
-	rd.thaw()
-	w.to = time.Now()
+	w := during(6*time.Second, rd.freeze, rd.thaw)
 	// Calls go on for about three seconds once Redis is back: the gateway
 	// goes back to it at the first of them.
 	c.waitSpent(int(c.ok.Load())*callTokens+3*rate*callTokens, 30*time.Second)
 	c.stop()
 	// The last settlements and ledger rows are written a moment after
 	// their answers.
-	time.Sleep(2 * time.Second)
+	first := c.ok.Load()
+	waitSettled(t, rd, db, "fraud-models", first)
 
 	spent := spentTokens(ledgerSpend(t, db, "fraud-models"))
 	counter := budgetCounter(t, rd)
@@ -118,7 +132,7 @@ func TestARedisPartitionIsNotCountedTwice(t *testing.T) {
 	c = startCallers(200, []string{s.url}, tn.alice, "fraud-models")
 	c.waitRefusing(3*time.Second, 60*time.Second)
 	c.stop()
-	time.Sleep(time.Second)
+	waitSettled(t, rd, db, "fraud-models", first+c.ok.Load())
 	rows := ledgerSpend(t, db, "fraud-models")
 	total, over, allowed := overspendBound(rows, budget, []window{w})
 	report(t, "scenario=redis-partition-spend-to-budget budget=%d spent=%d (%.1f%%) overspend=%d bound=%d", budget, total, 100*float64(total)/float64(budget), over, allowed)

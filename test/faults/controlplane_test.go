@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/klique-ai/klique/internal/eventually"
 )
 
 // pgDatabase makes a database of its own on the test PostgreSQL
@@ -90,6 +92,25 @@ func startProducer(urls []string, cred, marker string, ticks int, every time.Dur
 	return p
 }
 
+// waitAcked waits until n more enqueues than now have been acknowledged,
+// failing the test after timeout.
+func (p *producer) waitAcked(t *testing.T, n int, timeout time.Duration) {
+	t.Helper()
+	count := func() int { p.mu.Lock(); defer p.mu.Unlock(); return len(p.acked) }
+	want := count() + n
+	if !eventually.Poll(timeout, func() bool { return count() >= want }) {
+		t.Fatalf("%d of %d more enqueues acknowledged within %s", count()-want+n, n, timeout)
+	}
+}
+
+// waitStarted waits until n tasks have started (written their markers).
+func waitStarted(t *testing.T, marker string, n int, timeout time.Duration) {
+	t.Helper()
+	if !eventually.Poll(timeout, func() bool { return len(readMarkers(t, marker)) >= n }) {
+		t.Fatalf("the tasks did not all start: %d of %d", len(readMarkers(t, marker)), n)
+	}
+}
+
 func (p *producer) stop() ([]string, int) {
 	close(p.stopc)
 	<-p.done
@@ -102,24 +123,21 @@ func (p *producer) stop() ([]string, int) {
 // running.
 func waitDrained(t *testing.T, url, cred string, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
+	var d map[string]any
+	var err error
+	if eventually.Poll(timeout, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		d, err := gql(ctx, url, cred, `{ tasks(filter: {status: [QUEUED, PLACED, RUNNING]}, first: 5) { edges { node { id status } } } }`, nil)
-		cancel()
-		if err == nil {
-			if edges, _ := get(d, "tasks", "edges").([]any); len(edges) == 0 {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Errorf("tasks still not finished %v after the faults: %v", timeout, d)
-				return
-			}
-		} else if time.Now().After(deadline) {
-			t.Errorf("the control plane does not answer %v after the faults: %v", timeout, err)
-			return
-		}
-		time.Sleep(250 * time.Millisecond)
+		defer cancel()
+		d, err = gql(ctx, url, cred, `{ tasks(filter: {status: [QUEUED, PLACED, RUNNING]}, first: 5) { edges { node { id status } } } }`, nil)
+		edges, _ := get(d, "tasks", "edges").([]any)
+		return err == nil && len(edges) == 0
+	}) {
+		return
+	}
+	if err == nil {
+		t.Errorf("tasks still not finished %v after the faults: %v", timeout, d)
+	} else {
+		t.Errorf("the control plane does not answer %v after the faults: %v", timeout, err)
 	}
 }
 
@@ -192,13 +210,7 @@ func TestControlPlaneDownLongerThanALease(t *testing.T) {
 		}
 		ids = append(ids, id)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for len(readMarkers(t, marker)) < len(ids) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the tasks did not all start: %d of %d", len(readMarkers(t, marker)), len(ids))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitStarted(t, marker, len(ids), 30*time.Second)
 	s.kill9()
 	down := 2 * lease
 	time.Sleep(down)

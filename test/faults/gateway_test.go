@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/klique-ai/klique/internal/eventually"
 )
 
 // Every gateway call of the suite asks for at most callOutput tokens with a
@@ -97,28 +99,56 @@ func startCallers(n int, urls []string, cred, project string) *callers {
 				req.Header.Set("Authorization", "Bearer "+cred)
 				req.Header.Set("Content-Type", "application/json")
 				req.Header.Set("X-Klique-Project", project)
-				resp, err := client.Do(req)
-				if err != nil {
-					c.failed.Add(1)
-					time.Sleep(50 * time.Millisecond)
-					continue
-				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				switch {
-				case resp.StatusCode == http.StatusOK:
-					c.ok.Add(1)
-				case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusForbidden || resp.StatusCode == http.StatusPaymentRequired:
-					c.refused.Add(1)
-					time.Sleep(20 * time.Millisecond)
-				default:
-					c.failed.Add(1)
-					time.Sleep(50 * time.Millisecond)
+				if pause := c.call(client, req); pause > 0 {
+					time.Sleep(pause)
 				}
 			}
 		}(i)
 	}
 	return c
+}
+
+// call makes one call and counts its answer; it says how long the caller
+// pauses before its next call: a refused call 20 ms, a failed one 50 ms.
+func (c *callers) call(client *http.Client, req *http.Request) time.Duration {
+	resp, err := client.Do(req)
+	if err != nil {
+		c.failed.Add(1)
+		return 50 * time.Millisecond
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	switch {
+	case resp.StatusCode == http.StatusOK:
+		c.ok.Add(1)
+		return 0
+	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusForbidden || resp.StatusCode == http.StatusPaymentRequired:
+		c.refused.Add(1)
+		return 20 * time.Millisecond
+	default:
+		c.failed.Add(1)
+		return 50 * time.Millisecond
+	}
+}
+
+// measureRate is how many calls a second the gateway at url answers on
+// this machine, measured over two seconds of 200 callers.
+func measureRate(url, cred string) int {
+	warm := startCallers(200, []string{url}, cred, "warmup")
+	time.Sleep(2 * time.Second)
+	warm.stop()
+	return int(warm.ok.Load()) / 2
+}
+
+// during holds a fault for d (begin starts it, end ends it) and returns
+// the window it was held in.
+func during(d time.Duration, begin, end func()) window {
+	w := window{from: time.Now()}
+	begin()
+	time.Sleep(d)
+	end()
+	w.to = time.Now()
+	return w
 }
 
 func (c *callers) stop() {
@@ -129,25 +159,20 @@ func (c *callers) stop() {
 // waitSpent waits until the callers' answered calls reach tokens, or the
 // timeout.
 func (c *callers) waitSpent(tokens int, timeout time.Duration) {
-	deadline := time.Now().Add(timeout)
-	for int(c.ok.Load())*callTokens < tokens && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	eventually.Poll(timeout, func() bool { return int(c.ok.Load())*callTokens >= tokens })
 }
 
 // waitRefusing waits until calls have been refused and none answered for
 // quiet, or the timeout.
 func (c *callers) waitRefusing(quiet, timeout time.Duration) {
-	deadline := time.Now().Add(timeout)
 	last, since := c.ok.Load(), time.Now()
-	for time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
+	eventually.Poll(timeout, func() bool {
 		if n := c.ok.Load(); n != last {
 			last, since = n, time.Now()
-		} else if c.refused.Load() > 0 && time.Since(since) >= quiet {
-			return
+			return false
 		}
-	}
+		return c.refused.Load() > 0 && time.Since(since) >= quiet
+	})
 }
 
 // spendRow is a ledger row of a model call.
@@ -233,10 +258,7 @@ func TestRedisFaultsUnderGatewayLoad(t *testing.T) {
 
 	// How fast does this machine answer? The budget is about ten seconds
 	// of calls, so every fault lands before it runs out.
-	warm := startCallers(200, []string{s.url}, tn.alice, "warmup")
-	time.Sleep(2 * time.Second)
-	warm.stop()
-	rate := int(warm.ok.Load()) / 2
+	rate := measureRate(s.url, tn.alice)
 	budget := max(rate*10, 1000) * callTokens
 	applyGateway(t, s.url, up.URL, budget)
 
@@ -247,28 +269,13 @@ func TestRedisFaultsUnderGatewayLoad(t *testing.T) {
 	rd.save(stale)
 
 	c.waitSpent(budget/4, 30*time.Second)
-	w := window{from: time.Now()}
-	rd.freeze()
-	time.Sleep(3 * time.Second)
-	rd.thaw()
-	w.to = time.Now()
-	windows = append(windows, w)
+	windows = append(windows, during(3*time.Second, rd.freeze, rd.thaw))
 
 	c.waitSpent(budget*2/5, 30*time.Second)
-	w = window{from: time.Now()}
-	rd.p.kill()
-	time.Sleep(2 * time.Second)
-	rd.startFrom("")
-	w.to = time.Now()
-	windows = append(windows, w)
+	windows = append(windows, during(2*time.Second, rd.p.kill, func() { rd.startFrom("") }))
 
 	c.waitSpent(budget*3/5, 30*time.Second)
-	w = window{from: time.Now()}
-	rd.p.kill()
-	time.Sleep(time.Second)
-	rd.startFrom(stale)
-	w.to = time.Now()
-	windows = append(windows, w)
+	windows = append(windows, during(time.Second, rd.p.kill, func() { rd.startFrom(stale) }))
 
 	c.waitRefusing(3*time.Second, 40*time.Second)
 	c.stop()

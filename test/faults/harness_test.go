@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/klique-ai/klique/internal/eventually"
 )
 
 // adminKey is the bootstrap admin key of every control plane the suite
@@ -246,20 +248,24 @@ func (s *server) restart() {
 
 // waitReady polls /readyz until it answers 200.
 func waitReady(url string, timeout time.Duration, p *proc) error {
-	deadline := time.Now().Add(timeout)
 	c := &http.Client{Timeout: 2 * time.Second}
-	for time.Now().Before(deadline) {
+	ready := false
+	eventually.Poll(timeout, func() bool {
 		if p != nil && p.exited() {
-			return fmt.Errorf("exited before it was ready: %v", p.err)
+			return true
 		}
 		resp, err := c.Get(url + "/readyz")
 		if err == nil {
 			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
+			ready = resp.StatusCode == http.StatusOK
 		}
-		time.Sleep(50 * time.Millisecond)
+		return ready
+	})
+	switch {
+	case ready:
+		return nil
+	case p != nil && p.exited():
+		return fmt.Errorf("exited before it was ready: %v", p.err)
 	}
 	return fmt.Errorf("not ready at %s after %v", url, timeout)
 }

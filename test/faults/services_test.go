@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/klique-ai/klique/internal/eventually"
 )
 
 // redisServer is a private redis-server on a free port, without
@@ -44,12 +46,10 @@ func (r *redisServer) start() {
 		"--save", "", "--appendonly", "no", "--dir", r.dir, "--dbfilename", "dump.rdb")
 	c := r.client()
 	defer c.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for c.Ping(context.Background()).Err() != nil {
-		if time.Now().After(deadline) || r.p.exited() {
-			r.t.Fatalf("redis-server on port %d does not answer (log %s)", r.port, r.p.log)
-		}
-		time.Sleep(20 * time.Millisecond)
+	answers := func() bool { return c.Ping(context.Background()).Err() == nil }
+	eventually.Poll(10*time.Second, func() bool { return r.p.exited() || answers() })
+	if !answers() {
+		r.t.Fatalf("redis-server on port %d does not answer (log %s)", r.port, r.p.log)
 	}
 }
 

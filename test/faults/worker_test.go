@@ -33,13 +33,7 @@ func TestKillWorkerMidTask(t *testing.T) {
 		}
 		ids = append(ids, id)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for len(readMarkers(t, marker)) < len(ids) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the tasks did not start: %d of %d", len(readMarkers(t, marker)), len(ids))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitStarted(t, marker, len(ids), 30*time.Second)
 	time.Sleep(time.Second)
 	before := readMarkers(t, marker)
 	w.p.kill()

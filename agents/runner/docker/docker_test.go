@@ -13,6 +13,7 @@ import (
 	"github.com/klique-ai/klique/agents/runner"
 	"github.com/klique-ai/klique/agents/runner/state"
 	"github.com/klique-ai/klique/internal/agentapi"
+	"github.com/klique-ai/klique/internal/eventually"
 )
 
 func job(dir string, gpus []agentapi.GPU, milli int64) *runner.Job {
@@ -291,13 +292,7 @@ func TestFakeDocker(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		deadline := time.Now().Add(10 * time.Second)
-		for !strings.Contains(strings.Join(b.lines(), "\n"), "container says hello") {
-			if time.Now().After(deadline) {
-				t.Fatal("the container did not start")
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		eventually.True(t, "the container to start", func() bool { return strings.Contains(strings.Join(b.lines(), "\n"), "container says hello") })
 		if st, _ := h.Poll(context.Background()); st.Phase != runner.Running {
 			t.Fatalf("phase %v, want running", st.Phase)
 		}
@@ -324,13 +319,7 @@ func TestFakeDocker(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		deadline := time.Now().Add(10 * time.Second)
-		for !strings.Contains(strings.Join(b.lines(), "\n"), "container says hello") {
-			if time.Now().After(deadline) {
-				t.Fatal("the container did not start")
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		eventually.True(t, "the container to start", func() bool { return strings.Contains(strings.Join(b.lines(), "\n"), "container says hello") })
 		es, err := st.List()
 		if err != nil || len(es) != 1 || es[0].Record.Container != "klique-t-42-2" || es[0].Record.TaskID != "t-42" ||
 			es[0].Record.Attempt != 2 || fmt.Sprint(es[0].Record.GPUs) != "[1 3]" || es[0].Record.Runner != "docker" {

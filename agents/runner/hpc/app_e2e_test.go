@@ -16,6 +16,7 @@ import (
 	"github.com/klique-ai/klique/agents/worker"
 	"github.com/klique-ai/klique/internal/appnet"
 	"github.com/klique-ai/klique/internal/config"
+	"github.com/klique-ai/klique/internal/eventually"
 	"github.com/klique-ai/klique/internal/server"
 )
 
@@ -110,25 +111,18 @@ func TestServingAppOnSlurm(t *testing.T) {
 	id := digStr(d, "launchApp", "id")
 	wait := func(what string, until func(d map[string]any) bool) (map[string]any, string) {
 		t.Helper()
-		deadline := time.Now().Add(90 * time.Second)
-		for {
-			d := e2eGQL(t, url, alice, q, map[string]any{"id": id})
-			lines, _ := dig(d, "appInstance", "task", "logs", "lines").([]any)
-			var out []string
-			for _, l := range lines {
-				out = append(out, digStr(l, "stream")+": "+digStr(l, "line"))
-			}
-			text := strings.Join(out, "\n")
-			if until(d) {
-				return d, text
-			}
-			if time.Now().After(deadline) {
-				last := out[max(0, len(out)-20):]
-				t.Fatalf("timed out waiting for %s: state %q reason %q\nlast lines of the log:\n%s\nsubmitter:\n%s", what,
-					digStr(d, "appInstance", "state"), digStr(d, "appInstance", "reason"), strings.Join(last, "\n"), logs)
-			}
-			time.Sleep(100 * time.Millisecond)
+		var d map[string]any
+		var out []string
+		if !eventually.Poll(90*time.Second, func() bool {
+			d = e2eGQL(t, url, alice, q, map[string]any{"id": id})
+			out = logLines(d, "appInstance", "task")
+			return until(d)
+		}) {
+			last := out[max(0, len(out)-20):]
+			t.Fatalf("timed out waiting for %s: state %q reason %q\nlast lines of the log:\n%s\nsubmitter:\n%s", what,
+				digStr(d, "appInstance", "state"), digStr(d, "appInstance", "reason"), strings.Join(last, "\n"), logs)
 		}
+		return d, strings.Join(out, "\n")
 	}
 	d, text := wait("the instance to be ready", func(d map[string]any) bool { return digStr(d, "appInstance", "state") == "ready" })
 	addr := digStr(d, "appInstance", "address")
@@ -156,10 +150,8 @@ func TestServingAppOnSlurm(t *testing.T) {
 	// plane reaches the instance through it, never dialling the node.
 	w2 := e2eGQL(t, url, alice, `query($id: ID!) { task(id: $id) { attempt worker { id } } }`, map[string]any{"id": id})
 	target := appnet.Target{TaskID: id, WorkerID: digStr(w2, "task", "worker", "id"), Attempt: int(dig(w2, "task", "attempt").(float64)), Address: "192.0.2.1:9"}
-	for deadline := time.Now().Add(30 * time.Second); !app.Tunnels.HoldsTask(target); time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the job holds no tunnel for its task\nsubmitter:\n%s", logs)
-		}
+	if !eventually.Poll(30*time.Second, func() bool { return app.Tunnels.HoldsTask(target) }) {
+		t.Fatalf("the job holds no tunnel for its task\nsubmitter:\n%s", logs)
 	}
 	through := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		return app.Tunnels.Open(ctx, target)
@@ -177,15 +169,14 @@ func TestServingAppOnSlurm(t *testing.T) {
 	if digStr(d, "appInstance", "address") != "" {
 		t.Fatalf("a stopped instance keeps its address: %v", d)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if _, err := http.Get("http://" + addr + "/"); err != nil {
-			break
+	if !eventually.Poll(20*time.Second, func() bool {
+		resp, err := http.Get("http://" + addr + "/")
+		if err == nil {
+			resp.Body.Close()
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the job's server still answers at %s after stopApp\nlog:\n%s", addr, text)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return err != nil
+	}) {
+		t.Fatalf("the job's server still answers at %s after stopApp\nlog:\n%s", addr, text)
 	}
 }
 

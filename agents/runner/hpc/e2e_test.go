@@ -16,6 +16,7 @@ import (
 	"github.com/klique-ai/klique/agents/client"
 	"github.com/klique-ai/klique/agents/worker"
 	"github.com/klique-ai/klique/internal/config"
+	"github.com/klique-ai/klique/internal/eventually"
 	"github.com/klique-ai/klique/internal/server"
 )
 
@@ -75,6 +76,17 @@ func dig(v any, path ...string) any {
 }
 
 func digStr(v any, path ...string) string { s, _ := dig(v, path...).(string); return s }
+
+// logLines is the log of the object at path in d, a line "stream: line"
+// for each of its lines.
+func logLines(d map[string]any, path ...string) []string {
+	lines, _ := dig(d, append(path, "logs", "lines")...).([]any)
+	var out []string
+	for _, l := range lines {
+		out = append(out, digStr(l, "stream")+": "+digStr(l, "line"))
+	}
+	return out
+}
 
 // TestSubmitterEndToEnd runs the real control plane on loopback and the
 // HPC submitter (the worker loop with the Slurm runner) against the real
@@ -155,22 +167,16 @@ func TestSubmitterEndToEnd(t *testing.T) {
 	// with its log and the statuses seen.
 	wait := func(cred, id string, until func(status, log string) bool) (map[string]any, string, map[string]bool) {
 		seen := map[string]bool{}
-		deadline := time.Now().Add(90 * time.Second)
-		for {
-			d := e2eGQL(t, url, cred, `query($id: ID!) { task(id: $id) { status reason exitCode logs { lines { stream line } } } }`, map[string]any{"id": id})
+		var d map[string]any
+		var text string
+		eventually.Poll(90*time.Second, func() bool {
+			d = e2eGQL(t, url, cred, `query($id: ID!) { task(id: $id) { status reason exitCode logs { lines { stream line } } } }`, map[string]any{"id": id})
 			status := digStr(d, "task", "status")
 			seen[status] = true
-			lines, _ := dig(d, "task", "logs", "lines").([]any)
-			var out []string
-			for _, l := range lines {
-				out = append(out, digStr(l, "stream")+": "+digStr(l, "line"))
-			}
-			text := strings.Join(out, "\n")
-			if until(status, text) || time.Now().After(deadline) {
-				return d, text, seen
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			text = strings.Join(logLines(d, "task"), "\n")
+			return until(status, text)
+		})
+		return d, text, seen
 	}
 	final := func(status, _ string) bool { return status == "COMPLETED" || status == "FAILED" || status == "ABORTED" }
 
@@ -203,11 +209,7 @@ echo '{"name":"loss","value":0.5,"step":1}' >> "$KLIQUE_METRICS_FILE"; sleep 2; 
 		}
 	}
 	// The end came from inside the job; the submitter did not report again.
-	deadline := time.Now().Add(20 * time.Second)
-	for len(w.Tasks()) > 0 && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
-	if len(w.Tasks()) > 0 {
+	if !eventually.Poll(20*time.Second, func() bool { return len(w.Tasks()) == 0 }) {
 		t.Fatalf("the submitter still holds %v", w.Tasks())
 	}
 	if strings.Contains(logs.String(), "refused a task's end") || strings.Contains(logs.String(), "moved on") {
@@ -222,7 +224,6 @@ echo '{"name":"loss","value":0.5,"step":1}' >> "$KLIQUE_METRICS_FILE"; sleep 2; 
 	}
 
 	// Mapped without a restart, his next task runs as that account.
-	time.Sleep(20 * time.Millisecond)
 	writeUserMap(t, b.dir, "users:\n  alice: "+slurmUser+"\n  bob: root\n")
 	id, _ = enqueue(bob, "mapped", `echo "bob runs as $(id -un)"`)
 	d, text, _ = wait(bob, id, final)

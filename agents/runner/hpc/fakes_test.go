@@ -10,6 +10,7 @@ import (
 
 	"github.com/klique-ai/klique/agents/runner"
 	"github.com/klique-ai/klique/internal/agentapi"
+	"github.com/klique-ai/klique/internal/testclock"
 )
 
 // Recorded outputs of PBS Pro's qstat -f -x and LSF's bjobs -o, in the
@@ -140,7 +141,9 @@ cat $f
 	return dir
 }
 
-func fakeRunner(t *testing.T, s Scheduler) (*Runner, string) {
+// fakeRunner is a Runner on s whose status interval (1 ms) is measured by
+// the clock it returns, which the test moves.
+func fakeRunner(t *testing.T, s Scheduler) (*Runner, string, *testclock.Clock) {
 	t.Helper()
 	dir := t.TempDir()
 	me := currentUser(t)
@@ -148,13 +151,14 @@ func fakeRunner(t *testing.T, s Scheduler) (*Runner, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	clk := testclock.New(time.Now())
 	r, err := New(Options{Scheduler: s, Users: users, Server: "https://klique.example", Klique: "/shared/bin/klique",
-		AsUser: []string{}, StatusInterval: time.Millisecond, Params: map[string]string{"time_limit": "04:00:00", "queue": "gpu"},
+		AsUser: []string{}, StatusInterval: time.Millisecond, Now: clk.Now, Params: map[string]string{"time_limit": "04:00:00", "queue": "gpu"},
 		Credential: func(context.Context, string, int) (string, error) { return "kqt_x", nil }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return r, dir
+	return r, dir, clk
 }
 
 func submitFake(t *testing.T, r *Runner, dir string) (runner.Handle, *jobLog) {
@@ -169,7 +173,9 @@ func submitFake(t *testing.T, r *Runner, dir string) (runner.Handle, *jobLog) {
 	return h, l
 }
 
-func phases(t *testing.T, h runner.Handle, n int) []runner.Phase {
+// phases polls h n times, the status interval passing on clk between
+// polls, so that each asks the scheduler.
+func phases(t *testing.T, h runner.Handle, clk *testclock.Clock, n int) []runner.Phase {
 	var out []runner.Phase
 	for range n {
 		st, err := h.Poll(context.Background())
@@ -177,14 +183,14 @@ func phases(t *testing.T, h runner.Handle, n int) []runner.Phase {
 			t.Fatal(err)
 		}
 		out = append(out, st.Phase)
-		time.Sleep(2 * time.Millisecond)
+		clk.Add(2 * time.Millisecond)
 	}
 	return out
 }
 
 func TestPBSWithFakeCommands(t *testing.T) {
 	bin := fakeBin(t, "qsub", "4242.pbs-head", "qstat", []string{qstatQueued, qstatRunning, qstatFinished}, "qdel", qstatKilled)
-	r, dir := fakeRunner(t, PBS{})
+	r, dir, clk := fakeRunner(t, PBS{})
 	h, l := submitFake(t, r, dir)
 	script, _ := os.ReadFile(filepath.Join(dir, "job", "job.sh"))
 	for _, want := range []string{"#PBS -N klique-train_big", "#PBS -l select=2:ngpus=4", "#PBS -l walltime=04:00:00", "#PBS -q gpu-long",
@@ -200,7 +206,7 @@ func TestPBSWithFakeCommands(t *testing.T) {
 	if args, _ := os.ReadFile(filepath.Join(bin, "submit.args")); strings.TrimSpace(string(args)) != filepath.Join(dir, "job", "job.sh") {
 		t.Fatalf("qsub args %q", args)
 	}
-	got := phases(t, h, 3)
+	got := phases(t, h, clk, 3)
 	if got[0] != runner.Pending || got[1] != runner.Running || got[2] != runner.Ended {
 		t.Fatalf("phases %v", got)
 	}
@@ -214,7 +220,7 @@ func TestPBSWithFakeCommands(t *testing.T) {
 
 func TestLSFWithFakeCommands(t *testing.T) {
 	bin := fakeBin(t, "bsub", "Job <77> is submitted to queue <gpu>.", "bjobs", []string{bjobsPending, bjobsRunning}, "bkill", bjobsKilled)
-	r, dir := fakeRunner(t, LSF{})
+	r, dir, clk := fakeRunner(t, LSF{})
 	h, l := submitFake(t, r, dir)
 	stdin, _ := os.ReadFile(filepath.Join(bin, "submit.stdin"))
 	for _, want := range []string{"#BSUB -J klique-train_big", "#BSUB -n 2", `#BSUB -gpu "num=4"`, "#BSUB -W 04:00:00", "#BSUB -q gpu-long"} {
@@ -222,7 +228,7 @@ func TestLSFWithFakeCommands(t *testing.T) {
 			t.Errorf("the script given to bsub lacks %q:\n%s", want, stdin)
 		}
 	}
-	if got := phases(t, h, 2); got[0] != runner.Pending || got[1] != runner.Running {
+	if got := phases(t, h, clk, 2); got[0] != runner.Pending || got[1] != runner.Running {
 		t.Fatalf("phases %v", got)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -256,7 +262,6 @@ func TestUserMapIsReadAgainWhenItChanges(t *testing.T) {
 	if _, err := m.Account("bob"); err == nil || !strings.Contains(err.Error(), `"bob"`) || !strings.Contains(err.Error(), p) {
 		t.Fatalf("bob without a mapping: %v", err)
 	}
-	time.Sleep(10 * time.Millisecond)
 	writeUserMap(t, dir, "default: jobs\nusers:\n  alice: alice\n  bob: bsmith\n")
 	if a, err := m.Account("bob"); err != nil || a != "bsmith" {
 		t.Fatalf("bob after the change: %q %v", a, err)
@@ -264,7 +269,6 @@ func TestUserMapIsReadAgainWhenItChanges(t *testing.T) {
 	if a, _ := m.Account("carol"); a != "jobs" {
 		t.Fatalf("carol takes the default: %q", a)
 	}
-	time.Sleep(10 * time.Millisecond)
 	writeUserMap(t, dir, "users: [not, a, map]\n")
 	if a, err := m.Account("bob"); err != nil || a != "bsmith" {
 		t.Fatalf("a broken change keeps the last good map: %q %v", a, err)
@@ -279,7 +283,7 @@ func TestUserMapIsReadAgainWhenItChanges(t *testing.T) {
 
 func TestCleanupCancelsJobsAnEarlierRunLeft(t *testing.T) {
 	bin := fakeBin(t, "qsub", "4242.pbs-head", "qstat", []string{qstatRunning}, "qdel", qstatKilled)
-	r, dir := fakeRunner(t, PBS{})
+	r, dir, _ := fakeRunner(t, PBS{})
 	r.o.JobsFile = filepath.Join(dir, "hpc-jobs.json")
 	submitFake(t, r, dir)
 	if raw, _ := os.ReadFile(r.o.JobsFile); !strings.Contains(string(raw), `"4242.pbs-head"`) {
@@ -304,7 +308,7 @@ func TestCleanupCancelsJobsAnEarlierRunLeft(t *testing.T) {
 
 func TestAnEndedJobLeavesTheList(t *testing.T) {
 	fakeBin(t, "qsub", "4242.pbs-head", "qstat", []string{qstatFinished}, "qdel", qstatKilled)
-	r, dir := fakeRunner(t, PBS{})
+	r, dir, _ := fakeRunner(t, PBS{})
 	r.o.JobsFile = filepath.Join(dir, "hpc-jobs.json")
 	h, _ := submitFake(t, r, dir)
 	if st, err := h.Poll(context.Background()); err != nil || st.Phase != runner.Ended {

@@ -62,6 +62,9 @@ type Options struct {
 	// Gone is how long a job the scheduler no longer knows is given to
 	// reappear (in the accounting) before it is taken as lost (1 min).
 	Gone time.Duration
+	// Now is the clock StatusInterval and Gone are measured by (default
+	// time.Now; tests move their own rather than sleep).
+	Now func() time.Time
 	// Exec runs a command (tests replace it); default: os/exec.
 	Exec func(ctx context.Context, argv []string, stdin string) (string, error)
 	// JobsFile, when set, lists the jobs this submitter has in the
@@ -115,6 +118,9 @@ func New(o Options) (*Runner, error) {
 	}
 	if o.Gone <= 0 {
 		o.Gone = time.Minute
+	}
+	if o.Now == nil {
+		o.Now = time.Now
 	}
 	if o.Exec == nil {
 		o.Exec = runCommand
@@ -460,10 +466,10 @@ type handle struct {
 func (h *handle) Poll(ctx context.Context) (runner.Status, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.ended || time.Since(h.asked) < h.r.o.StatusInterval {
+	if h.ended || h.r.o.Now().Sub(h.asked) < h.r.o.StatusInterval {
 		return h.status(), nil
 	}
-	h.asked = time.Now()
+	h.asked = h.r.o.Now()
 	st, err := h.r.o.Scheduler.State(ctx, h.run, h.id)
 	if err != nil {
 		return h.status(), err
@@ -472,9 +478,9 @@ func (h *handle) Poll(ctx context.Context) (runner.Status, error) {
 		// Between the queue and the accounting a job may be unknown for a
 		// moment; one that stays unknown is lost.
 		if h.lostAt.IsZero() {
-			h.lostAt = time.Now()
+			h.lostAt = h.r.o.Now()
 		}
-		if time.Since(h.lostAt) < h.r.o.Gone {
+		if h.r.o.Now().Sub(h.lostAt) < h.r.o.Gone {
 			return h.status(), nil
 		}
 		st = JobState{Known: true, State: "UNKNOWN", Phase: runner.Ended, ExitCode: 1,

@@ -17,6 +17,7 @@ import (
 
 	"github.com/klique-ai/klique/agents/runner"
 	"github.com/klique-ai/klique/internal/agentapi"
+	"github.com/klique-ai/klique/internal/eventually"
 )
 
 // TestMain lets the test binary stand in for `klique task-run` inside
@@ -124,8 +125,18 @@ func sharedDir(t *testing.T) string {
 func writeUserMap(t *testing.T, dir, text string) string {
 	t.Helper()
 	p := filepath.Join(dir, "users.yaml")
+	before, statErr := os.Stat(p)
 	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
+	}
+	// A map written again is a change (the map is read again when its
+	// size or modification time changes): its time moves on even where
+	// the file system's clock is too coarse to tell the writes apart.
+	if statErr == nil {
+		later := before.ModTime().Add(time.Second)
+		if err := os.Chtimes(p, later, later); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return p
 }
@@ -151,20 +162,16 @@ func (l *jobLog) String() string {
 // waitPhase polls h until it reaches phase, and returns the status.
 func waitPhase(t *testing.T, h runner.Handle, phase runner.Phase, within time.Duration) runner.Status {
 	t.Helper()
-	deadline := time.Now().Add(within)
 	var st runner.Status
-	for time.Now().Before(deadline) {
+	if !eventually.Poll(within, func() bool {
 		var err error
-		st, err = h.Poll(context.Background())
-		if err != nil {
+		if st, err = h.Poll(context.Background()); err != nil {
 			t.Logf("poll: %v", err)
 		}
-		if st.Phase == phase || (st.Phase == runner.Ended && phase != runner.Ended) {
-			return st
-		}
-		time.Sleep(100 * time.Millisecond)
+		return st.Phase == phase || (st.Phase == runner.Ended && phase != runner.Ended)
+	}) {
+		t.Fatalf("the job did not reach %s within %s: %+v", phase, within, st)
 	}
-	t.Fatalf("the job did not reach %s within %s: %+v", phase, within, st)
 	return st
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/klique-ai/klique/agents/runner"
 	"github.com/klique-ai/klique/agents/runner/state"
 	"github.com/klique-ai/klique/internal/agentapi"
+	"github.com/klique-ai/klique/internal/eventually"
 )
 
 // output collects what a job printed.
@@ -174,13 +175,7 @@ func TestCommandTask(t *testing.T) {
 		}
 		b, _ := os.ReadFile(pidFile)
 		pid := strings.TrimSpace(string(b))
-		deadline := time.Now().Add(3 * time.Second)
-		for processAlive(pid) {
-			if time.Now().After(deadline) {
-				t.Fatalf("the task's child %s outlived it", pid)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		eventually.Within(t, 3*time.Second, "the task's child "+pid+" to die with it", func() bool { return !processAlive(pid) })
 	})
 
 	t.Run("a child left running after the task exits is killed", func(t *testing.T) {
@@ -195,13 +190,7 @@ func TestCommandTask(t *testing.T) {
 		wait(t, h, 5*time.Second)
 		b, _ := os.ReadFile(pidFile)
 		pid := strings.TrimSpace(string(b))
-		deadline := time.Now().Add(3 * time.Second)
-		for processAlive(pid) {
-			if time.Now().After(deadline) {
-				t.Fatalf("the background child %s outlived the task", pid)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		eventually.Within(t, 3*time.Second, "the background child "+pid+" to die with the task", func() bool { return !processAlive(pid) })
 	})
 
 	t.Run("a task runs as the configured user", func(t *testing.T) {
@@ -259,12 +248,8 @@ func processAlive(pid string) bool {
 
 func waitLine(t *testing.T, out *output, line string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !contains(out.get(agentapi.StreamStdout), line) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no line %q:\n%s", line, out.text())
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !eventually.Poll(10*time.Second, func() bool { return contains(out.get(agentapi.StreamStdout), line) }) {
+		t.Fatalf("no line %q:\n%s", line, out.text())
 	}
 }
 
@@ -443,16 +428,12 @@ func TestStopWhilePreparing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		st, _ := h.Poll(context.Background())
-		if st.Phase == runner.Pending && st.Reason == "creating a Python environment" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("status %+v", st)
-		}
-		time.Sleep(10 * time.Millisecond)
+	var st runner.Status
+	if !eventually.Poll(10*time.Second, func() bool {
+		st, _ = h.Poll(context.Background())
+		return st.Phase == runner.Pending && st.Reason == "creating a Python environment"
+	}) {
+		t.Fatalf("status %+v", st)
 	}
 	begin := time.Now()
 	if err := h.Stop(context.Background(), 5*time.Second); err != nil {

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/klique-ai/klique/internal/eventually"
 )
 
 func TestWriteListRemove(t *testing.T) {
@@ -174,23 +176,17 @@ func TestRecoverStopsTheWholeGroupEvenWithoutItsLeader(t *testing.T) {
 	// child ignores SIGTERM, so only SIGKILL after the grace ends it.
 	r, _ := startGroup(t, `sh -c 'trap "" TERM; echo $$ > `+dir+`/child; while :; do sleep 0.05; done' & wait`)
 	var child int
-	deadline := time.Now().Add(5 * time.Second)
-	for child == 0 {
+	eventually.Within(t, 5*time.Second, "the child to start", func() bool {
 		b, _ := os.ReadFile(filepath.Join(dir, "child"))
 		child, _ = strconv.Atoi(strings.TrimSpace(string(b)))
-		if time.Now().After(deadline) {
-			t.Fatal("the child did not start")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return child != 0
+	})
 	// The leader dies (as PR_SET_PDEATHSIG kills it with the worker); its
 	// child goes on in the group.
 	if err := syscall.Kill(r.PID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	for alive(r.PID) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	eventually.True(t, "the leader to die", func() bool { return !alive(r.PID) })
 	if !alive(child) || !r.GroupAlive() {
 		t.Fatal("the child should outlive its leader, and its group count as alive")
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/klique-ai/klique/internal/cli/logincmd"
 	"github.com/klique-ai/klique/internal/cli/pipelinecmd"
 	"github.com/klique-ai/klique/internal/cli/taskcmd"
+	"github.com/klique-ai/klique/internal/eventually"
 )
 
 // groups are the command groups the test needs: the estate's (to apply
@@ -33,17 +34,12 @@ func TestPipelineCommands(t *testing.T) {
 		t.Fatalf("an undeclared parameter: exit %d: %s", code, errOut)
 	}
 	id := strings.TrimSpace(ok(ada, "pipeline", "run", "-q", "-f", file, "--param", "lr=0.05"))
-	deadline := time.Now().Add(30 * time.Second)
 	var got string
-	for {
+	if !eventually.Poll(30*time.Second, func() bool {
 		got = ok(ada, "pipeline", "get", id)
-		if strings.Contains(got, "fraud-train: running") && strings.Contains(got, "queued") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the run never started:\n%s", got)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return strings.Contains(got, "fraud-train: running") && strings.Contains(got, "queued")
+	}) {
+		t.Fatalf("the run never started:\n%s", got)
 	}
 	for _, want := range []string{"STEP", "prepare", "1 A100", "train", "evaluate", "waiting for train"} {
 		if !strings.Contains(got, want) {
