@@ -152,10 +152,10 @@ func newListCmd(c *cli.CLI) *cobra.Command {
 					state = "paused: " + s.PausedReason
 				}
 				last := cli.OrDash(cli.Opt(s.LastRunAt))
-				if r := cli.Opt(s.LastResult); r != "" {
+				if r := s.LastResult; r != "" {
 					last += " " + r
 				}
-				if e := cli.Opt(s.LastError); e != "" {
+				if e := s.LastError; e != "" {
 					last += ": " + e
 				}
 				rows = append(rows, []string{s.Name, s.Id, s.TargetKind + " " + s.TargetId,
