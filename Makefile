@@ -44,9 +44,10 @@ lint:
 	$(GO) tool staticcheck ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt would change:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 
-## generate: regenerate the GraphQL code from schema/*.graphqls, and the conformance suite's per-call store
+## generate: regenerate the GraphQL code from schema/*.graphqls (the server's, and the CLI's typed operations), and the conformance suite's per-call store
 generate:
 	$(GO) tool gqlgen generate
+	$(GO) generate ./internal/cli/gql
 	$(GO) generate ./internal/store/storetest/harness
 
 ## fmt: format the code

@@ -3,7 +3,6 @@ package cli
 import (
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -18,42 +17,9 @@ const MutationRetry = time.Minute
 // first try, and sent with every retry of it.
 func NewIdempotencyKey() string { return uuid.NewString() }
 
-func AsList(v any) []any {
-	l, _ := v.([]any)
-	return l
-}
-
-// Nodes takes the items of a connection ({edges: [{node}]}) or a plain list.
-func Nodes(v any) []map[string]any {
-	var out []map[string]any
-	if m, ok := v.(map[string]any); ok {
-		for _, e := range AsList(m["edges"]) {
-			if em, ok := e.(map[string]any); ok {
-				if n, ok := em["node"].(map[string]any); ok {
-					out = append(out, n)
-				}
-			}
-		}
-		return out
-	}
-	for _, x := range AsList(v) {
-		if n, ok := x.(map[string]any); ok {
-			out = append(out, n)
-		}
-	}
-	return out
-}
-
-// Str reads a nested field as text.
-func Str(m map[string]any, path ...string) string {
-	var v any = m
-	for _, p := range path {
-		mm, ok := v.(map[string]any)
-		if !ok {
-			return ""
-		}
-		v = mm[p]
-	}
+// Text writes a value the server sent as a table cell: a number as the
+// API wrote it (3, 2.5), a boolean as true or false, and nothing for nil.
+func Text(v any) string {
 	switch x := v.(type) {
 	case nil:
 		return ""
@@ -67,16 +33,21 @@ func Str(m map[string]any, path ...string) string {
 	return fmt.Sprint(v)
 }
 
-// Names joins the names of a list of objects.
-func Names(m map[string]any, field string) string {
-	var out []string
-	for _, x := range AsList(m[field]) {
-		if mm, ok := x.(map[string]any); ok {
-			out = append(out, Str(mm, "name"))
-		}
+// Opt writes a nullable value (a pointer of a generated type) as Text
+// writes it, and nothing when the server sent null.
+func Opt[T any](p *T) string {
+	if p == nil {
+		return ""
 	}
-	if len(out) == 0 {
-		return "-"
+	return Text(*p)
+}
+
+// Ptr is a pointer to v, or nil for its zero value: a flag left unset is
+// an input field or variable sent as null.
+func Ptr[T comparable](v T) *T {
+	var zero T
+	if v == zero {
+		return nil
 	}
-	return strings.Join(out, ", ")
+	return &v
 }

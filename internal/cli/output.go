@@ -54,3 +54,34 @@ func OrDash(s string) string {
 	}
 	return s
 }
+
+// PrintData writes an answer of the server (a generated type of
+// internal/cli/gql) as JSON or YAML with the API's field names in the
+// order the API's JSON objects sort them, so that a command's -o json is
+// the same whichever Go type carried the answer.
+func (c *CLI) PrintData(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode the answer: %w", err)
+	}
+	var generic any
+	if err := json.Unmarshal(b, &generic); err != nil {
+		return fmt.Errorf("encode the answer: %w", err)
+	}
+	return c.Print(generic)
+}
+
+// Recast reads a generated answer (internal/cli/gql) into a type of the
+// command's own, field by field as encoding/json matches names, as the
+// server's JSON was read into it: for the commands whose -o json has
+// always printed that type (its Go field names), so that it stays the same.
+func Recast(from, to any) error {
+	b, err := json.Marshal(from)
+	if err != nil {
+		return fmt.Errorf("read the answer: %w", err)
+	}
+	if err := json.Unmarshal(b, to); err != nil {
+		return fmt.Errorf("read the answer: %w", err)
+	}
+	return nil
+}

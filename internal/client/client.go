@@ -12,6 +12,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/Khan/genqlient/graphql"
 )
 
 // Client calls one control plane with one credential.
@@ -24,7 +26,7 @@ type Client struct {
 	// ("cli").
 	Name string
 	HTTP *http.Client
-	// Retry is how long Mutate keeps trying a mutation the server could
+	// Retry is how long a creating mutation (WithIdempotencyKey) keeps trying a mutation the server could
 	// not be reached for (or answered 502, 503 or 504); 0 tries once.
 	Retry time.Duration
 }
@@ -65,20 +67,42 @@ type gqlResponse struct {
 	} `json:"errors"`
 }
 
-// Do runs a GraphQL operation and decodes its data into out.
-func (c *Client) Do(ctx context.Context, query string, vars map[string]any, out any) error {
-	return c.do(ctx, "", query, vars, out)
+// MakeRequest runs one of the CLI's generated operations (internal/cli/gql),
+// so that a Client is the graphql.Client genqlient's functions take. The
+// server's refusal comes back as an *Error, its code and reason read from
+// the GraphQL extensions. A context made by WithIdempotencyKey makes it a
+// creating mutation: see retried.
+func (c *Client) MakeRequest(ctx context.Context, req *graphql.Request, resp *graphql.Response) error {
+	if key, ok := ctx.Value(idempotencyKey{}).(string); ok {
+		return c.retried(ctx, key, req, resp.Data)
+	}
+	return c.do(ctx, "", req, resp.Data)
 }
 
-// Mutate runs a creating mutation with an idempotency key (the
-// Idempotency-Key header): when the server cannot be reached or the
-// answer is lost, it sends the mutation again with the same key for up to
-// Retry, and the server returns what the first one created instead of
-// creating it twice. Make one key per thing to create (per command run).
-func (c *Client) Mutate(ctx context.Context, key, query string, vars map[string]any, out any) error {
+// Do runs a GraphQL document written by hand and decodes its data into
+// out: for tests that ask the server what no command asks. The commands
+// send internal/cli/gql's typed operations instead.
+func (c *Client) Do(ctx context.Context, query string, vars map[string]any, out any) error {
+	return c.do(ctx, "", &graphql.Request{Query: query, Variables: vars}, out)
+}
+
+type idempotencyKey struct{}
+
+// WithIdempotencyKey marks the operations run with ctx as a creating
+// mutation with the idempotency key key (the Idempotency-Key header). Make
+// one key per thing to create (per command run), before the first try.
+func WithIdempotencyKey(ctx context.Context, key string) context.Context {
+	return context.WithValue(ctx, idempotencyKey{}, key)
+}
+
+// retried runs a creating mutation: when the server cannot be reached or
+// the answer is lost, it sends the mutation again with the same key for up
+// to Retry, and the server returns what the first one created instead of
+// creating it twice.
+func (c *Client) retried(ctx context.Context, key string, req *graphql.Request, out any) error {
 	deadline := time.Now().Add(c.Retry)
 	for wait := 250 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
-		err := c.do(ctx, key, query, vars, out)
+		err := c.do(ctx, key, req, out)
 		if err == nil || !transient(err) || ctx.Err() != nil || time.Now().Add(wait).After(deadline) {
 			return err
 		}
@@ -104,8 +128,8 @@ func transient(err error) bool {
 		e.Status == http.StatusServiceUnavailable || e.Status == http.StatusGatewayTimeout))
 }
 
-func (c *Client) do(ctx context.Context, idempotencyKey, query string, vars map[string]any, out any) error {
-	body, err := json.Marshal(map[string]any{"query": query, "variables": vars})
+func (c *Client) do(ctx context.Context, idempotencyKey string, op *graphql.Request, out any) error {
+	body, err := json.Marshal(op)
 	if err != nil {
 		return fmt.Errorf("encode request: %w", err)
 	}

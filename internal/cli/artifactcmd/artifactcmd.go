@@ -23,6 +23,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/klique-ai/klique/internal/cli"
+	"github.com/klique-ai/klique/internal/cli/gql"
 	"github.com/klique-ai/klique/internal/client"
 )
 
@@ -57,27 +58,19 @@ func newLsCmd(c *CLI) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var out struct {
-				Task *struct {
-					Artifacts []struct {
-						Name, ContentType, CreatedAt string
-						Size                         int64
-						Sha256, Pointer, DownloadURL *string
-					}
-				}
-			}
-			if err := cl.Do(cmd.Context(), `query($id: ID!) { task(id: $id) { artifacts { name size sha256 contentType pointer downloadUrl createdAt } } }`,
-				map[string]any{"id": args[0]}, &out); err != nil {
+			out, err := gql.TaskArtifacts(cmd.Context(), cl, args[0])
+			if err != nil {
 				return err
 			}
 			if out.Task == nil {
 				return fmt.Errorf("no task '%s'", args[0])
 			}
+			list := listed(out.Task.Artifacts)
 			if c.Output() != "table" {
-				return c.Print(out.Task.Artifacts)
+				return c.Print(list)
 			}
 			rows := [][]string{}
-			for _, a := range out.Task.Artifacts {
+			for _, a := range list {
 				where := "stored"
 				if a.Pointer != nil {
 					where = *a.Pointer
@@ -92,6 +85,22 @@ func newLsCmd(c *CLI) *cobra.Command {
 			return nil
 		},
 	}
+}
+
+// artifact is an artifact as 'klique artifact ls -o json' prints it.
+type artifact struct {
+	Name, ContentType, CreatedAt string
+	Size                         int64
+	Sha256, Pointer, DownloadURL *string
+}
+
+func listed(list []gql.TaskArtifactsTaskArtifactsArtifact) []artifact {
+	out := make([]artifact, 0, len(list))
+	for _, a := range list {
+		out = append(out, artifact{Name: a.Name, ContentType: a.ContentType, CreatedAt: a.CreatedAt, Size: int64(a.Size),
+			Sha256: a.Sha256, Pointer: a.Pointer, DownloadURL: a.DownloadUrl})
+	}
+	return out
 }
 
 // artifactURL is the artifact endpoint of a run's artifact.
@@ -216,13 +225,12 @@ same name replaces the first.`,
 				return err
 			}
 			if pointer != "" {
-				in := map[string]any{"task": args[0], "name": args[1], "url": pointer}
+				in := gql.PublishArtifactPointerInput{Task: args[0], Name: args[1], Url: pointer}
 				if size > 0 {
-					in["size"] = size
+					n := int(size)
+					in.Size = &n
 				}
-				var out struct{ PublishArtifactPointer map[string]any }
-				if err := cl.Do(cmd.Context(), `mutation($in: PublishArtifactPointerInput!) { publishArtifactPointer(input: $in) { name pointer size } }`,
-					map[string]any{"in": in}, &out); err != nil {
+				if _, err := gql.PublishArtifactPointer(cmd.Context(), cl, in); err != nil {
 					return err
 				}
 				fmt.Fprintf(c.Out, "pointer %s published: %s\n", args[1], pointer)
@@ -268,15 +276,15 @@ same name replaces the first.`,
 
 // InputRefs reads --input NAME=RUN/ARTIFACT flags (the artifact's name
 // may hold '/') as the inputs of EnqueueTaskInput.
-func (c *CLI) InputRefs(flags []string) ([]any, error) {
-	var out []any
+func (c *CLI) InputRefs(flags []string) ([]gql.TaskInputRef, error) {
+	var out []gql.TaskInputRef
 	for _, f := range flags {
 		name, ref, ok := strings.Cut(f, "=")
 		run, artifact, ok2 := strings.Cut(ref, "/")
 		if !ok || !ok2 || name == "" || run == "" || artifact == "" {
 			return nil, c.Usage("--input %q: write it NAME=RUN/ARTIFACT, such as weights=01930f2e-.../model/weights.bin", f)
 		}
-		out = append(out, map[string]any{"name": name, "taskId": run, "artifact": artifact})
+		out = append(out, gql.TaskInputRef{Name: name, TaskId: run, Artifact: artifact})
 	}
 	return out, nil
 }
@@ -293,14 +301,14 @@ func (c *CLI) exactArgs(n int, msg string) cobra.PositionalArgs {
 }
 
 // SetInputs puts --input flags, when there are any, in an
-// EnqueueTaskInput's "inputs".
-func (c *CLI) SetInputs(in map[string]any, flags []string) error {
+// EnqueueTaskInput's inputs.
+func (c *CLI) SetInputs(in *gql.EnqueueTaskInput, flags []string) error {
 	if len(flags) == 0 {
 		return nil
 	}
 	refs, err := c.InputRefs(flags)
 	if err == nil {
-		in["inputs"] = refs
+		in.Inputs = refs
 	}
 	return err
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/klique-ai/klique/internal/cli"
+	"github.com/klique-ai/klique/internal/cli/gql"
+	"github.com/klique-ai/klique/internal/client"
 
 	"github.com/spf13/cobra"
 )
@@ -30,6 +32,7 @@ type launchDoc struct {
 	MaxLifetimeMinutes *int `json:"maxLifetimeMinutes,omitempty"`
 }
 
+// appInstanceOut is an app instance as -o json has always printed it.
 type appInstanceOut struct {
 	ID      string `json:"id"`
 	Name    string `json:"name"`
@@ -43,8 +46,6 @@ type appInstanceOut struct {
 	Route          string         `json:"route"`
 	Values         map[string]any `json:"values"`
 }
-
-const appInstanceFields = `id name app state reason url address addressRefused route values`
 
 // newAppCmd is `klique app`: the app catalogue and app instances. Every
 // rule (the form's schema, locks, the launches switch, quotas) is the
@@ -69,7 +70,11 @@ func newAppLsCmd(c *cli.CLI) *cobra.Command {
 			}
 			if instances {
 				var out struct{ AppInstances []appInstanceOut }
-				if err := cl.Do(cmd.Context(), `query($a: Boolean) { appInstances(active: $a) { `+appInstanceFields+` } }`, map[string]any{"a": active}, &out); err != nil {
+				r, err := gql.AppInstances(cmd.Context(), cl, &active)
+				if err != nil {
+					return err
+				}
+				if err := cli.Recast(r, &out); err != nil {
 					return err
 				}
 				if c.Output != "table" {
@@ -82,13 +87,18 @@ func newAppLsCmd(c *cli.CLI) *cobra.Command {
 				c.Table([]string{"ID", "NAME", "APP", "STATE", "URL"}, rows)
 				return nil
 			}
+			// As -o json has always printed it.
 			var out struct {
 				Apps []struct {
 					Name, Description, Kind, Form string
 					Locked, BuiltIn               bool
 				}
 			}
-			if err := cl.Do(cmd.Context(), `{ apps { name description kind form locked builtIn } }`, nil, &out); err != nil {
+			r, err := gql.Apps(cmd.Context(), cl)
+			if err != nil {
+				return err
+			}
+			if err := cli.Recast(r, &out); err != nil {
 				return err
 			}
 			if c.Output != "table" {
@@ -210,10 +220,19 @@ func newAppLaunchCmd(c *cli.CLI) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var out struct{ LaunchApp appInstanceOut }
+			// The launch file is LaunchAppInput's JSON.
+			var in gql.LaunchAppInput
+			if err := cli.Recast(d, &in); err != nil {
+				return err
+			}
 			// An idempotency key makes a retry after a lost answer return
 			// the instance the first request launched.
-			if err := cl.Mutate(cmd.Context(), cli.NewIdempotencyKey(), `mutation($in: LaunchAppInput!) { launchApp(input: $in) { `+appInstanceFields+` } }`, map[string]any{"in": d}, &out); err != nil {
+			r, err := gql.LaunchApp(client.WithIdempotencyKey(cmd.Context(), cli.NewIdempotencyKey()), cl, in)
+			if err != nil {
+				return err
+			}
+			var out struct{ LaunchApp appInstanceOut }
+			if err := cli.Recast(r, &out); err != nil {
 				return err
 			}
 			if c.Output != "table" {
@@ -241,8 +260,8 @@ func newAppExportCmd(c *cli.CLI) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var out struct{ App struct{ Form string } }
-			if err := cl.Do(cmd.Context(), `query($n: String!) { app(name: $n) { form } }`, map[string]any{"n": args[0]}, &out); err != nil {
+			out, err := gql.AppForm(cmd.Context(), cl, args[0])
+			if err != nil {
 				return err
 			}
 			d := launchDoc{App: args[0], Values: map[string]any{}}
@@ -283,8 +302,12 @@ func newAppOpenCmd(c *cli.CLI) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			r, err := gql.AppInstance(cmd.Context(), cl, args[0])
+			if err != nil {
+				return err
+			}
 			var out struct{ AppInstance appInstanceOut }
-			if err := cl.Do(cmd.Context(), `query($id: ID!) { appInstance(id: $id) { `+appInstanceFields+` } }`, map[string]any{"id": args[0]}, &out); err != nil {
+			if err := cli.Recast(r, &out); err != nil {
 				return err
 			}
 			in := out.AppInstance
@@ -321,8 +344,12 @@ func newAppStopCmd(c *cli.CLI) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			r, err := gql.StopApp(cmd.Context(), cl, args[0])
+			if err != nil {
+				return err
+			}
 			var out struct{ StopApp appInstanceOut }
-			if err := cl.Do(cmd.Context(), `mutation($id: ID!) { stopApp(id: $id) { `+appInstanceFields+` } }`, map[string]any{"id": args[0]}, &out); err != nil {
+			if err := cli.Recast(r, &out); err != nil {
 				return err
 			}
 			if c.Output != "table" {
@@ -348,7 +375,12 @@ func newAppLockCmd(c *cli.CLI, verb string, lock bool) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := cl.Do(cmd.Context(), `mutation($n: String!) { `+verb+`App(name: $n) { app { name } } }`, map[string]any{"n": args[0]}, nil); err != nil {
+			if lock {
+				_, err = gql.LockApp(cmd.Context(), cl, args[0])
+			} else {
+				_, err = gql.UnlockApp(cmd.Context(), cl, args[0])
+			}
+			if err != nil {
 				return err
 			}
 			fmt.Fprintf(c.Out, "app %s %sed\n", args[0], verb)

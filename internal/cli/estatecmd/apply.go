@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/klique-ai/klique/internal/cli"
+	"github.com/klique-ai/klique/internal/cli/gql"
 
 	"github.com/spf13/cobra"
 )
@@ -42,23 +43,22 @@ as they are.`,
 			if err != nil {
 				return err
 			}
-			var out struct {
-				ApplyEstate struct {
-					Changes  []struct{ Text string } `json:"changes"`
-					Warnings []struct {
-						Object, Message string
-					} `json:"warnings"`
-					DryRun  bool   `json:"dryRun"`
-					Summary string `json:"summary"`
-				} `json:"applyEstate"`
+			// As -o json has always printed it.
+			var res struct {
+				Changes  []struct{ Text string } `json:"changes"`
+				Warnings []struct {
+					Object, Message string
+				} `json:"warnings"`
+				DryRun  bool   `json:"dryRun"`
+				Summary string `json:"summary"`
 			}
-			err = cl.Do(cmd.Context(), `mutation($doc: String!, $dry: Boolean) {
-				applyEstate(document: $doc, dryRun: $dry) { changes { text } warnings { object message } dryRun summary } }`,
-				map[string]any{"doc": string(doc), "dry": dryRun}, &out)
+			out, err := gql.ApplyEstate(cmd.Context(), cl, string(doc), &dryRun)
 			if err != nil {
 				return err
 			}
-			res := out.ApplyEstate
+			if err := cli.Recast(out.ApplyEstate, &res); err != nil {
+				return err
+			}
 			if c.Output != "table" {
 				return c.Print(res)
 			}
@@ -88,8 +88,8 @@ func newExportCmd(c *cli.CLI) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var out struct{ ExportEstate string }
-			if err := cl.Do(cmd.Context(), `{ exportEstate }`, nil, &out); err != nil {
+			out, err := gql.ExportEstate(cmd.Context(), cl)
+			if err != nil {
 				return err
 			}
 			if file == "" || file == "-" {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/klique-ai/klique/internal/cli"
+	"github.com/klique-ai/klique/internal/cli/gql"
 	"github.com/klique-ai/klique/internal/cli/taskcmd"
 
 	"github.com/spf13/cobra"
@@ -43,37 +44,28 @@ func newCreateUserCmd(c *cli.CLI) *cobra.Command {
   klique create user ci-bot --service --group ml-research`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			in := map[string]any{"name": args[0], "role": strings.ToUpper(role), "service": service}
-			if email != "" {
-				in["email"] = email
-			}
-			if displayName != "" {
-				in["displayName"] = displayName
-			}
-			var grants []map[string]any
+			r := gql.Role(strings.ToUpper(role))
+			in := gql.CreateUserInput{Name: args[0], Role: &r, Service: &service, Email: cli.Ptr(email), DisplayName: cli.Ptr(displayName)}
 			for _, g := range groups {
 				name, r, _ := strings.Cut(g, ":")
 				if r == "" {
 					r = "member"
 				}
-				grants = append(grants, map[string]any{"group": name, "role": strings.ToUpper(r)})
-			}
-			if grants != nil {
-				in["groups"] = grants
+				gr := gql.GroupRole(strings.ToUpper(r))
+				in.Groups = append(in.Groups, gql.GroupGrantInput{Group: name, Role: &gr})
 			}
 			cl, err := c.Client(cmd.Context())
 			if err != nil {
 				return err
 			}
-			var out struct{ CreateUser map[string]any }
-			if err := cl.Do(cmd.Context(), `mutation($in: CreateUserInput!) { createUser(input: $in) { id name role groups { group { name } role } } }`,
-				map[string]any{"in": in}, &out); err != nil {
+			out, err := gql.CreateUser(cmd.Context(), cl, in)
+			if err != nil {
 				return err
 			}
 			if c.Output != "table" {
-				return c.Print(out.CreateUser)
+				return c.PrintData(out.CreateUser)
 			}
-			fmt.Fprintf(c.Out, "created user %s (%s)\n", cli.Str(out.CreateUser, "name"), strings.ToLower(cli.Str(out.CreateUser, "role")))
+			fmt.Fprintf(c.Out, "created user %s (%s)\n", out.CreateUser.Name, strings.ToLower(string(out.CreateUser.Role)))
 			return nil
 		},
 	}
@@ -96,38 +88,20 @@ func newCreateAPIKeyCmd(c *cli.CLI) *cobra.Command {
   klique create apikey --project fraud-models --expires 720h`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			in := map[string]any{}
-			if name != "" {
-				in["name"] = name
-			}
-			if user != "" {
-				in["user"] = user
-			}
-			if project != "" {
-				in["project"] = project
-			}
+			in := gql.CreateAPIKeyInput{Name: cli.Ptr(name), User: cli.Ptr(user), Project: cli.Ptr(project)}
 			if expires > 0 {
-				in["expiresAt"] = time.Now().Add(expires).UTC().Format(time.RFC3339)
+				in.ExpiresAt = cli.Ptr(time.Now().Add(expires).UTC().Format(time.RFC3339))
 			}
 			cl, err := c.Client(cmd.Context())
 			if err != nil {
 				return err
 			}
-			var out struct {
-				CreateAPIKey struct {
-					Secret string
-					APIKey struct {
-						Name, Prefix string
-						User         struct{ Name string }
-					} `json:"apiKey"`
-				} `json:"createAPIKey"`
-			}
-			if err := cl.Do(cmd.Context(), `mutation($in: CreateAPIKeyInput!) { createAPIKey(input: $in) { secret apiKey { name prefix user { name } } } }`,
-				map[string]any{"in": in}, &out); err != nil {
+			out, err := gql.CreateAPIKey(cmd.Context(), cl, in)
+			if err != nil {
 				return err
 			}
 			k := out.CreateAPIKey
-			fmt.Fprintf(c.Err, "created API key %q for %s; it is shown once, below: store it now\n", k.APIKey.Name, k.APIKey.User.Name)
+			fmt.Fprintf(c.Err, "created API key %q for %s; it is shown once, below: store it now\n", k.ApiKey.Name, k.ApiKey.User.Name)
 			fmt.Fprintln(c.Out, k.Secret)
 			return nil
 		},
@@ -150,11 +124,8 @@ func newCreateGroupCmd(c *cli.CLI) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var out struct {
-				CreateGroup struct{ Group struct{ Name string } }
-			}
-			if err := cl.Do(cmd.Context(), `mutation($in: GroupInput!) { createGroup(input: $in) { group { name } } }`,
-				map[string]any{"in": map[string]any{"name": args[0], "description": description}}, &out); err != nil {
+			out, err := gql.CreateGroup(cmd.Context(), cl, gql.GroupInput{Name: &args[0], Description: &description})
+			if err != nil {
 				return err
 			}
 			fmt.Fprintf(c.Out, "created group %s\n", out.CreateGroup.Group.Name)
@@ -172,19 +143,13 @@ func newCreateProjectCmd(c *cli.CLI) *cobra.Command {
 		Short: "Create a project (admins)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			in := map[string]any{"name": args[0], "description": description, "outputDestination": output}
-			if group != "" {
-				in["group"] = group
-			}
+			in := gql.ProjectInput{Name: &args[0], Description: &description, OutputDestination: &output, Group: cli.Ptr(group)}
 			cl, err := c.Client(cmd.Context())
 			if err != nil {
 				return err
 			}
-			var out struct {
-				CreateProject struct{ Project struct{ Name string } }
-			}
-			if err := cl.Do(cmd.Context(), `mutation($in: ProjectInput!) { createProject(input: $in) { project { name } } }`,
-				map[string]any{"in": in}, &out); err != nil {
+			out, err := gql.CreateProject(cmd.Context(), cl, in)
+			if err != nil {
 				return err
 			}
 			fmt.Fprintf(c.Out, "created project %s\n", out.CreateProject.Project.Name)

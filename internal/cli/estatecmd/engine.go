@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/klique-ai/klique/internal/cli"
+	"github.com/klique-ai/klique/internal/cli/gql"
 
 	"github.com/spf13/cobra"
 )
@@ -34,25 +35,26 @@ until it is enabled again; work already placed keeps its capacity.`,
 			if err != nil {
 				return err
 			}
-			var out map[string]map[string]any
-			switch args[0] {
-			case "status":
-				err = cl.Do(cmd.Context(), `{ engine { enabled since by } }`, nil, &out)
-			case "enable", "disable":
-				err = cl.Do(cmd.Context(), `mutation($on: Boolean!) { engine: setEngineEnabled(enabled: $on) { enabled since by } }`,
-					map[string]any{"on": args[0] == "enable"}, &out)
+			var st gql.EngineState
+			if args[0] == "status" {
+				var out *gql.EngineResponse
+				out, err = gql.Engine(cmd.Context(), cl)
+				st = out.Engine.EngineState
+			} else {
+				var out *gql.SetEngineEnabledResponse
+				out, err = gql.SetEngineEnabled(cmd.Context(), cl, args[0] == "enable")
+				st = out.Engine.EngineState
 			}
 			if err != nil {
 				return err
 			}
-			st := out["engine"]
 			if c.Output != "table" {
-				return c.Print(st)
+				return c.PrintData(st)
 			}
-			if st["enabled"] == true {
+			if st.Enabled {
 				fmt.Fprintln(c.Out, "the compute policy engine is enabled")
 			} else {
-				fmt.Fprintf(c.Out, "the compute policy engine is disabled (by %s since %s)\n", cli.Str(st, "by"), cli.Str(st, "since"))
+				fmt.Fprintf(c.Out, "the compute policy engine is disabled (by %s since %s)\n", cli.Opt(st.By), cli.Opt(st.Since))
 			}
 			return nil
 		},
@@ -70,41 +72,46 @@ func newPolicyCmd(c *cli.CLI) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			vars := map[string]any{}
+			var group *string
 			if len(args) == 1 {
-				vars["g"] = args[0]
+				group = &args[0]
 			}
-			var out struct{ PolicyView []map[string]any }
-			if err := cl.Do(cmd.Context(), `query($g: ID) { policyView(group: $g) { group { name } reservationGpus limitGpus heldGpus borrowedGpus holdingTasks waitingTasks
-				budget { period hours usedHours leftHours burnRate projectedRunOut resetsAt alert usedUp } computeResources { name } } }`, vars, &out); err != nil {
+			out, err := gql.PolicyView(cmd.Context(), cl, group)
+			if err != nil {
 				return err
 			}
 			if c.Output != "table" {
-				return c.Print(out.PolicyView)
+				return c.PrintData(out.PolicyView)
 			}
 			var rows [][]string
 			for _, v := range out.PolicyView {
-				budget := "-"
-				if b, ok := v["budget"].(map[string]any); ok {
-					budget = fmt.Sprintf("%s of %s h used this %s", cli.Str(b, "usedHours"), cli.Str(b, "hours"), strings.ToLower(cli.Str(b, "period")))
-					switch {
-					case b["usedUp"] == true:
-						budget += ", USED UP until " + cli.Str(b, "resetsAt")
-					case cli.Str(b, "projectedRunOut") != "":
-						budget += ", runs out " + cli.Str(b, "projectedRunOut")
-					}
-					if b["alert"] == true && b["usedUp"] != true {
-						budget += " (alert)"
-					}
-				}
-				rows = append(rows, []string{cli.Str(v, "group", "name"),
-					fmt.Sprintf("%s / %s / %s", cli.Str(v, "heldGpus"), cli.Str(v, "reservationGpus"), cli.Str(v, "limitGpus")),
-					cli.Str(v, "borrowedGpus"), cli.Str(v, "holdingTasks"), cli.Str(v, "waitingTasks"), budget})
+				rows = append(rows, []string{v.Group.Name,
+					fmt.Sprintf("%s / %s / %s", cli.Text(v.HeldGpus), cli.Text(v.ReservationGpus), cli.Text(v.LimitGpus)),
+					cli.Text(v.BorrowedGpus), cli.Text(v.HoldingTasks), cli.Text(v.WaitingTasks), budgetText(v.Budget)})
 			}
 			c.Table([]string{"GROUP", "GPUS HELD / RESERVED / LIMIT", "BORROWED", "TASKS HOLDING", "WAITING", "TIME BUDGET"}, rows)
 			return nil
 		},
 	}
+}
+
+// budgetText is a group's time budget in its period, as 'klique policy'
+// shows it.
+func budgetText(b *gql.PolicyViewPolicyViewBudgetBudgetView) string {
+	if b == nil {
+		return "-"
+	}
+	budget := fmt.Sprintf("%s of %s h used this %s", cli.Text(b.UsedHours), cli.Text(b.Hours), strings.ToLower(string(b.Period)))
+	switch {
+	case b.UsedUp:
+		budget += ", USED UP until " + b.ResetsAt
+	case cli.Opt(b.ProjectedRunOut) != "":
+		budget += ", runs out " + *b.ProjectedRunOut
+	}
+	if b.Alert && !b.UsedUp {
+		budget += " (alert)"
+	}
+	return budget
 }
 
 func newUsageCmd(c *cli.CLI) *cobra.Command {
@@ -132,44 +139,36 @@ what -o json prints without it).`,
 			if err != nil {
 				return err
 			}
-			in := map[string]any{"from": f.Format(time.RFC3339), "to": t.Format(time.RFC3339)}
+			in := gql.UsageInput{From: f.Format(time.RFC3339), To: t.Format(time.RFC3339), User: cli.Ptr(user), Project: cli.Ptr(project), Group: cli.Ptr(group)}
 			var dims []string
 			if by != "" {
 				for _, d := range strings.Split(by, ",") {
 					dims = append(dims, strings.ToUpper(strings.TrimSpace(d)))
-				}
-				in["groupBy"] = dims
-			}
-			for k, v := range map[string]string{"user": user, "project": project, "group": group} {
-				if v != "" {
-					in[k] = v
+					in.GroupBy = append(in.GroupBy, gql.UsageDimension(dims[len(dims)-1]))
 				}
 			}
 			cl, err := c.Client(cmd.Context())
 			if err != nil {
 				return err
 			}
-			var out struct {
-				Usage struct{ Rows []map[string]any }
-			}
-			if err := cl.Do(cmd.Context(), `query($in: UsageInput!) { usage(input: $in) { rows { keys { dimension name } gpuHours budgetHours cost currency calls inputTokens outputTokens tokenCost tokenCurrency } } }`,
-				map[string]any{"in": in}, &out); err != nil {
+			out, err := gql.Usage(cmd.Context(), cl, in)
+			if err != nil {
 				return err
 			}
 			if c.Output != "table" {
-				return c.Print(out.Usage.Rows)
+				return c.PrintData(out.Usage.Rows)
 			}
 			header := append([]string(nil), dims...)
 			header = append(header, "GPU-HOURS", "BUDGET HOURS", "COST", "CALLS", "INPUT TOKENS", "OUTPUT TOKENS", "TOKEN COST")
 			var rows [][]string
 			for _, r := range out.Usage.Rows {
 				var rec []string
-				for _, k := range cli.AsList(r["keys"]) {
-					rec = append(rec, cli.Str(k.(map[string]any), "name"))
+				for _, k := range r.Keys {
+					rec = append(rec, k.Name)
 				}
-				rec = append(rec, fmt.Sprintf("%.2f", r["gpuHours"]), fmt.Sprintf("%.2f", r["budgetHours"]), money(r["cost"], cli.Str(r, "currency")),
-					fmt.Sprintf("%.0f", r["calls"]), fmt.Sprintf("%.0f", r["inputTokens"]), fmt.Sprintf("%.0f", r["outputTokens"]),
-					money(r["tokenCost"], cli.Str(r, "tokenCurrency")))
+				rec = append(rec, fmt.Sprintf("%.2f", r.GpuHours), fmt.Sprintf("%.2f", r.BudgetHours), money(r.Cost, r.Currency),
+					fmt.Sprintf("%d", r.Calls), fmt.Sprintf("%.0f", r.InputTokens), fmt.Sprintf("%.0f", r.OutputTokens),
+					money(r.TokenCost, r.TokenCurrency))
 				rows = append(rows, rec)
 			}
 			if len(rows) == 0 {
@@ -193,11 +192,10 @@ what -o json prints without it).`,
 // money writes an amount with its currency, or "-" for a row without any.
 // Amounts below a cent, common for a few calls of a cheap model, keep
 // their digits rather than showing as 0.00.
-func money(v any, currency string) string {
+func money(f float64, currency string) string {
 	if currency == "" {
 		return "-"
 	}
-	f, _ := v.(float64)
 	text := fmt.Sprintf("%.2f", f)
 	if f != 0 && math.Abs(f) < 0.01 {
 		text = strconv.FormatFloat(f, 'f', 6, 64)
@@ -236,19 +234,12 @@ func tokenBudgets(c *cli.CLI, cmd *cobra.Command, project string, alone bool) er
 	if err != nil {
 		return err
 	}
-	var p any
-	if project != "" {
-		p = project
-	}
-	var out struct {
-		TokenBudgetView []map[string]any
-	}
-	if err := cl.Do(cmd.Context(), `query($p: ID) { tokenBudgetView(project: $p) { projectName userName period money limit used reserved left burnRate runsOutAt resetsAt } }`,
-		map[string]any{"p": p}, &out); err != nil {
+	out, err := gql.TokenBudgetView(cmd.Context(), cl, cli.Ptr(project))
+	if err != nil {
 		return err
 	}
 	if alone && c.Output != "table" {
-		return c.Print(out.TokenBudgetView)
+		return c.PrintData(out.TokenBudgetView)
 	}
 	if len(out.TokenBudgetView) == 0 {
 		if alone {
@@ -258,15 +249,14 @@ func tokenBudgets(c *cli.CLI, cmd *cobra.Command, project string, alone bool) er
 	}
 	var rows [][]string
 	for _, b := range out.TokenBudgetView {
-		amount := func(k string) string {
-			f, _ := b[k].(float64)
-			if b["money"] == true {
+		amount := func(f float64) string {
+			if b.Money {
 				return fmt.Sprintf("%.2f", f)
 			}
 			return fmt.Sprintf("%.0f", f)
 		}
-		unit, user, runsOut := "tokens", cli.Str(b, "userName"), cli.Str(b, "runsOutAt")
-		if b["money"] == true {
+		unit, user, runsOut := "tokens", cli.Opt(b.UserName), cli.Opt(b.RunsOutAt)
+		if b.Money {
 			unit = "money"
 		}
 		if user == "" {
@@ -275,8 +265,8 @@ func tokenBudgets(c *cli.CLI, cmd *cobra.Command, project string, alone bool) er
 		if runsOut == "" {
 			runsOut = "not before reset"
 		}
-		rows = append(rows, []string{cli.Str(b, "projectName"), user, strings.ToLower(cli.Str(b, "period")), unit,
-			amount("limit"), amount("used"), amount("reserved"), amount("left"), amount("burnRate"), runsOut, cli.Str(b, "resetsAt")})
+		rows = append(rows, []string{b.ProjectName, user, strings.ToLower(string(b.Period)), unit,
+			amount(b.Limit), amount(b.Used), amount(b.Reserved), amount(b.Left), amount(b.BurnRate), runsOut, b.ResetsAt})
 	}
 	if !alone {
 		fmt.Fprintln(c.Out)

@@ -1,191 +1,294 @@
 package estatecmd
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
 
+	"github.com/Khan/genqlient/graphql"
+
 	"github.com/klique-ai/klique/internal/cli"
+	"github.com/klique-ai/klique/internal/cli/gql"
 
 	"github.com/spf13/cobra"
 )
 
-// A kind `klique get` lists: its query, and how to turn each item into a
-// table row.
+// A kind `klique get` lists: its header, its list query with each item
+// as a table row, and, when set, the query that shows one by name or id.
 type getKind struct {
 	names  []string
-	query  string
-	field  string
 	header []string
-	row    func(map[string]any) []string
-	// one, when set, reads a single item by name or id.
-	one string
+	list   func(ctx context.Context, cl graphql.Client, f *gql.TaskFilter) (items any, rows [][]string, err error)
+	one    func(ctx context.Context, cl graphql.Client, id string) (any, error)
+}
+
+// listing is a getKind's list: the items op reads, and each as a row. An
+// empty list is nil, printed as null in -o json.
+func listing[R, T any](op func(context.Context, graphql.Client, *gql.TaskFilter) (R, error), items func(R) []T, row func(T) []string) func(context.Context, graphql.Client, *gql.TaskFilter) (any, [][]string, error) {
+	return func(ctx context.Context, cl graphql.Client, f *gql.TaskFilter) (any, [][]string, error) {
+		r, err := op(ctx, cl, f)
+		if err != nil {
+			return nil, nil, err
+		}
+		list := items(r)
+		var rows [][]string
+		for _, it := range list {
+			rows = append(rows, row(it))
+		}
+		if len(list) == 0 {
+			list = nil
+		}
+		return list, rows, nil
+	}
+}
+
+// unfiltered is a list query of a kind without a filter.
+func unfiltered[R any](op func(context.Context, graphql.Client) (R, error)) func(context.Context, graphql.Client, *gql.TaskFilter) (R, error) {
+	return func(ctx context.Context, cl graphql.Client, _ *gql.TaskFilter) (R, error) { return op(ctx, cl) }
+}
+
+// nodes takes the items of a connection's edges.
+func nodes[T, E any, PE interface {
+	*E
+	GetNode() T
+}](edges []E) []T {
+	out := make([]T, 0, len(edges))
+	for i := range edges {
+		out = append(out, PE(&edges[i]).GetNode())
+	}
+	return out
+}
+
+// memberNames lists a group's members or a user's groups, a lead marked.
+func memberNames(n int, at func(int) (name string, role gql.GroupRole)) string {
+	var out []string
+	for i := range n {
+		name, role := at(i)
+		if role == gql.GroupRoleLead {
+			name += " (lead)"
+		}
+		out = append(out, name)
+	}
+	return cli.OrDash(strings.Join(out, ", "))
+}
+
+// names joins the names of a list of objects, or says "-".
+func names[T interface{ GetName() string }](list []T) string {
+	var out []string
+	for _, x := range list {
+		out = append(out, x.GetName())
+	}
+	if len(out) == 0 {
+		return "-"
+	}
+	return strings.Join(out, ", ")
 }
 
 var kinds = []getKind{
 	{
-		names: []string{"pools", "pool"},
-		query: `{ pools(first: 500) { edges { node { id name kind capacityGpus gpuMemoryGb region gpuClass { name } executionPriority { name } } } } }`,
-		field: "pools", header: []string{"NAME", "KIND", "CAPACITY", "GPU CLASS", "GPU MEMORY", "REGION", "EXECUTION PRIORITY"},
-		row: func(m map[string]any) []string {
-			return []string{cli.Str(m, "name"), strings.ToLower(cli.Str(m, "kind")), cli.Str(m, "capacityGpus"), cli.Str(m, "gpuClass", "name"),
-				cli.Str(m, "gpuMemoryGb") + " GB", cli.OrDash(cli.Str(m, "region")), cli.Names(m, "executionPriority")}
+		names:  []string{"pools", "pool"},
+		header: []string{"NAME", "KIND", "CAPACITY", "GPU CLASS", "GPU MEMORY", "REGION", "EXECUTION PRIORITY"},
+		list: listing(unfiltered(gql.Pools), func(r *gql.PoolsResponse) []gql.PoolRow { return nodes[gql.PoolRow](r.Pools.Edges) },
+			func(p gql.PoolRow) []string {
+				return []string{p.Name, strings.ToLower(string(p.Kind)), cli.Text(p.CapacityGpus), p.GpuClass.Name,
+					cli.Text(p.GpuMemoryGb) + " GB", cli.OrDash(p.Region), names(pointers(p.ExecutionPriority))}
+			}),
+		one: func(ctx context.Context, cl graphql.Client, id string) (any, error) {
+			r, err := gql.Pool(ctx, cl, id)
+			return r.GetItem(), err
 		},
-		one: `query($id: ID!) { item: pool(id: $id) { id name description kind capacityGpus gpuClass { name } gpuMemoryGb region labels executionPriority { name } createdAt updatedAt } }`,
 	},
 	{
-		names: []string{"gpuclasses", "gpuclass", "classes"},
-		query: `{ gpuClasses(first: 500) { edges { node { id name memoryGb pricePerGpuHour currency } } } }`,
-		field: "gpuClasses", header: []string{"NAME", "MEMORY", "PRICE PER GPU-HOUR"},
-		row: func(m map[string]any) []string {
-			return []string{cli.Str(m, "name"), cli.Str(m, "memoryGb") + " GB", cli.Str(m, "pricePerGpuHour") + " " + cli.Str(m, "currency")}
+		names:  []string{"gpuclasses", "gpuclass", "classes"},
+		header: []string{"NAME", "MEMORY", "PRICE PER GPU-HOUR"},
+		list: listing(unfiltered(gql.GpuClasses), func(r *gql.GpuClassesResponse) []gql.GPUClassRow { return nodes[gql.GPUClassRow](r.GpuClasses.Edges) },
+			func(g gql.GPUClassRow) []string {
+				return []string{g.Name, cli.Text(g.MemoryGb) + " GB", cli.Text(g.PricePerGpuHour) + " " + g.Currency}
+			}),
+		one: func(ctx context.Context, cl graphql.Client, id string) (any, error) {
+			r, err := gql.GpuClass(ctx, cl, id)
+			return r.GetItem(), err
 		},
-		one: `query($id: ID!) { item: gpuClass(id: $id) { id name description memoryGb pricePerGpuHour currency createdAt updatedAt } }`,
 	},
 	{
-		names: []string{"profiles", "profile"},
-		query: `{ profiles(first: 500) { edges { node { id name size { text } sizeParameter timeWeight gpuClass { name } minGpuMemoryGb pools { name } } } } }`,
-		field: "profiles", header: []string{"NAME", "SIZE", "TIME WEIGHT", "NEEDS", "POOLS (IN ORDER)"},
-		row: func(m map[string]any) []string {
-			size := cli.Str(m, "size", "text")
-			if p := cli.Str(m, "sizeParameter"); p != "" {
-				size = "from " + p + " (default " + size + ")"
-			}
-			needs := "-"
-			if c := cli.Str(m, "gpuClass", "name"); c != "" {
-				needs = c
-			} else if mem := cli.Str(m, "minGpuMemoryGb"); mem != "0" && mem != "" {
-				needs = ">= " + mem + " GB"
-			}
-			return []string{cli.Str(m, "name"), size, cli.Str(m, "timeWeight"), needs, cli.Names(m, "pools")}
+		names:  []string{"profiles", "profile"},
+		header: []string{"NAME", "SIZE", "TIME WEIGHT", "NEEDS", "POOLS (IN ORDER)"},
+		list: listing(unfiltered(gql.Profiles), func(r *gql.ProfilesResponse) []gql.ProfileRow { return nodes[gql.ProfileRow](r.Profiles.Edges) },
+			func(p gql.ProfileRow) []string {
+				size := p.Size.Text
+				if p.SizeParameter != "" {
+					size = "from " + p.SizeParameter + " (default " + size + ")"
+				}
+				needs := "-"
+				if p.GpuClass != nil && p.GpuClass.Name != "" {
+					needs = p.GpuClass.Name
+				} else if p.MinGpuMemoryGb != 0 {
+					needs = ">= " + cli.Text(p.MinGpuMemoryGb) + " GB"
+				}
+				return []string{p.Name, size, cli.Text(p.TimeWeight), needs, names(pointers(p.Pools))}
+			}),
+		one: func(ctx context.Context, cl graphql.Client, id string) (any, error) {
+			r, err := gql.Profile(ctx, cl, id)
+			return r.GetItem(), err
 		},
-		one: `query($id: ID!) { item: profile(id: $id) { id name description size { text nodes gpusPerNode totalGpus } sizeParameter gpuClass { name } minGpuMemoryGb timeWeight pools { name } queuingPriority { name group { name } } createdAt updatedAt } }`,
 	},
 	{
-		names: []string{"policies", "policy", "resourcepolicies"},
-		query: `{ resourcePolicies(first: 500) { edges { node { id group { name } reservationGpus limitGpus timeBudget { hours period } computeResources { name } } } } }`,
-		field: "resourcePolicies", header: []string{"GROUP", "RESERVATION", "LIMIT", "TIME BUDGET", "COMPUTE RESOURCES"},
-		row: func(m map[string]any) []string {
+		names:  []string{"policies", "policy", "resourcepolicies"},
+		header: []string{"GROUP", "RESERVATION", "LIMIT", "TIME BUDGET", "COMPUTE RESOURCES"},
+		list: listing(unfiltered(gql.ResourcePolicies), func(r *gql.ResourcePoliciesResponse) []gql.ResourcePolicyRow {
+			return nodes[gql.ResourcePolicyRow](r.ResourcePolicies.Edges)
+		}, func(p gql.ResourcePolicyRow) []string {
 			budget := "-"
-			if b, ok := m["timeBudget"].(map[string]any); ok {
-				budget = cli.Str(b, "hours") + " h per " + strings.ToLower(cli.Str(b, "period"))
+			if b := p.TimeBudget; b != nil {
+				budget = cli.Text(b.Hours) + " h per " + strings.ToLower(string(b.Period))
 			}
-			return []string{cli.Str(m, "group", "name"), cli.Str(m, "reservationGpus"), cli.Str(m, "limitGpus"), budget, cli.Names(m, "computeResources")}
+			return []string{p.Group.Name, cli.Text(p.ReservationGpus), cli.Text(p.LimitGpus), budget, names(pointers(p.ComputeResources))}
+		}),
+		one: func(ctx context.Context, cl graphql.Client, id string) (any, error) {
+			r, err := gql.ResourcePolicy(ctx, cl, id)
+			return r.GetItem(), err
 		},
-		one: `query($id: ID!) { item: resourcePolicy(id: $id) { id group { name } reservationGpus limitGpus timeBudget { hours period } lowWatermarkMinutes alertThresholdPercent computeResources { name profile { name } } createdAt updatedAt } }`,
 	},
 	{
-		names: []string{"computeresources", "computeresource", "cr", "crs", "queues"},
-		query: `{ computeResources(first: 500) { edges { node { id name group { name } profile { name } size { text } queuedTasks } } } }`,
-		field: "computeResources", header: []string{"NAME", "GROUP", "PROFILE", "SIZE", "QUEUED"},
-		row: func(m map[string]any) []string {
-			return []string{cli.Str(m, "name"), cli.Str(m, "group", "name"), cli.Str(m, "profile", "name"), cli.Str(m, "size", "text"), cli.Str(m, "queuedTasks")}
+		names:  []string{"computeresources", "computeresource", "cr", "crs", "queues"},
+		header: []string{"NAME", "GROUP", "PROFILE", "SIZE", "QUEUED"},
+		list: listing(unfiltered(gql.ComputeResources), func(r *gql.ComputeResourcesResponse) []gql.ComputeResourceRow {
+			return nodes[gql.ComputeResourceRow](r.ComputeResources.Edges)
+		}, func(c gql.ComputeResourceRow) []string {
+			return []string{c.Name, c.Group.Name, c.Profile.Name, c.Size.Text, cli.Text(c.QueuedTasks)}
+		}),
+		one: func(ctx context.Context, cl graphql.Client, id string) (any, error) {
+			r, err := gql.ComputeResource(ctx, cl, id)
+			return r.GetItem(), err
 		},
-		one: `query($id: ID!) { item: computeResource(id: $id) { id name description group { name } profile { name pools { name } } size { text } queuedTasks createdAt } }`,
 	},
 	{
-		names: []string{"projects", "project"},
-		query: `{ projects(first: 500) { edges { node { id name group { name } outputDestination } } } }`,
-		field: "projects", header: []string{"NAME", "GROUP", "OUTPUT DESTINATION"},
-		row: func(m map[string]any) []string {
-			return []string{cli.Str(m, "name"), cli.OrDash(cli.Str(m, "group", "name")), cli.OrDash(cli.Str(m, "outputDestination"))}
-		},
-		one: `query($id: ID!) { item: project(id: $id) { id name description group { name } outputDestination createdAt updatedAt } }`,
-	},
-	{
-		names: []string{"groups", "group"},
-		query: `{ groups(first: 500) { edges { node { id name description policy { reservationGpus limitGpus } members { user { name } role } } } } }`,
-		field: "groups", header: []string{"NAME", "RESERVATION", "LIMIT", "MEMBERS"},
-		row: func(m map[string]any) []string {
-			var members []string
-			list, _ := m["members"].([]any)
-			for _, x := range list {
-				mm, _ := x.(map[string]any)
-				name := cli.Str(mm, "user", "name")
-				if cli.Str(mm, "role") == "LEAD" {
-					name += " (lead)"
+		names:  []string{"projects", "project"},
+		header: []string{"NAME", "GROUP", "OUTPUT DESTINATION"},
+		list: listing(unfiltered(gql.Projects), func(r *gql.ProjectsResponse) []gql.ProjectRow { return nodes[gql.ProjectRow](r.Projects.Edges) },
+			func(p gql.ProjectRow) []string {
+				group := ""
+				if p.Group != nil {
+					group = p.Group.Name
 				}
-				members = append(members, name)
-			}
-			return []string{cli.Str(m, "name"), cli.OrDash(cli.Str(m, "policy", "reservationGpus")), cli.OrDash(cli.Str(m, "policy", "limitGpus")), cli.OrDash(strings.Join(members, ", "))}
+				return []string{p.Name, cli.OrDash(group), cli.OrDash(p.OutputDestination)}
+			}),
+		one: func(ctx context.Context, cl graphql.Client, id string) (any, error) {
+			r, err := gql.Project(ctx, cl, id)
+			return r.GetItem(), err
 		},
-		one: `query($id: ID!) { item: group(id: $id) { id name description policy { reservationGpus limitGpus } members { user { name } role } createdAt } }`,
 	},
 	{
-		names: []string{"users", "user"},
-		query: `{ users(first: 500) { edges { node { id name role service disabled groups { group { name } role } } } } }`,
-		field: "users", header: []string{"NAME", "ROLE", "GROUPS", "STATE"},
-		row: func(m map[string]any) []string {
-			var groups []string
-			list, _ := m["groups"].([]any)
-			for _, x := range list {
-				mm, _ := x.(map[string]any)
-				g := cli.Str(mm, "group", "name")
-				if cli.Str(mm, "role") == "LEAD" {
-					g += " (lead)"
+		names:  []string{"groups", "group"},
+		header: []string{"NAME", "RESERVATION", "LIMIT", "MEMBERS"},
+		list: listing(unfiltered(gql.Groups), func(r *gql.GroupsResponse) []gql.GroupRow { return nodes[gql.GroupRow](r.Groups.Edges) },
+			func(g gql.GroupRow) []string {
+				reservation, limit := "-", "-"
+				if g.Policy != nil {
+					reservation, limit = cli.Text(g.Policy.ReservationGpus), cli.Text(g.Policy.LimitGpus)
 				}
-				groups = append(groups, g)
-			}
-			state := "active"
-			if m["disabled"] == true {
-				state = "disabled"
-			}
-			role := strings.ToLower(cli.Str(m, "role"))
-			if m["service"] == true {
-				role += ", service"
-			}
-			return []string{cli.Str(m, "name"), role, cli.OrDash(strings.Join(groups, ", ")), state}
-		},
-		one: `query($id: ID!) { item: user(id: $id) { id name displayName email role service disabled groups { group { name } role } createdAt } }`,
-	},
-	{
-		names: []string{"tasks", "task"},
-		query: `query($f: TaskFilter) { tasks(filter: $f, first: 200) { edges { node { id name status position reason computeResource { name } group { name } owner { name } size { text } createdAt } } } }`,
-		field: "tasks", header: []string{"ID", "NAME", "STATUS", "POSITION", "COMPUTE RESOURCE", "GROUP", "OWNER", "SIZE", "REASON"},
-		row: func(m map[string]any) []string {
-			return []string{cli.Str(m, "id"), cli.Str(m, "name"), strings.ToLower(cli.Str(m, "status")), cli.OrDash(cli.Str(m, "position")),
-				cli.OrDash(cli.Str(m, "computeResource", "name")), cli.OrDash(cli.Str(m, "group", "name")), cli.Str(m, "owner", "name"), cli.Str(m, "size", "text"), cli.Str(m, "reason")}
-		},
-		one: `query($id: ID!) { item: task(id: $id) { id name status reason position project { name } owner { name } computeResource { name } group { name } size { text }
-			spec { command repository commit entryPoint workingDir packages image parameters env secrets inputs { name taskId artifact } } pool { name } worker { hostname } attempt retries
-			exitCode outputs clonedFrom { id name } tags scheduledBy { id name } createdAt updatedAt placedAt startedAt finishedAt } }`,
-	},
-	{
-		names: []string{"apikeys", "apikey", "keys"},
-		query: `{ apiKeys(first: 500) { edges { node { id name prefix project { name } createdAt expiresAt lastUsedAt active } } } }`,
-		field: "apiKeys", header: []string{"ID", "NAME", "PREFIX", "PROJECT", "CREATED", "EXPIRES", "LAST USED", "ACTIVE"},
-		row: func(m map[string]any) []string {
-			return []string{cli.Str(m, "id"), cli.Str(m, "name"), cli.Str(m, "prefix") + "…", cli.OrDash(cli.Str(m, "project", "name")), cli.Str(m, "createdAt"),
-				cli.OrDash(cli.Str(m, "expiresAt")), cli.OrDash(cli.Str(m, "lastUsedAt")), cli.Str(m, "active")}
+				members := memberNames(len(g.Members), func(i int) (string, gql.GroupRole) { return g.Members[i].User.Name, g.Members[i].Role })
+				return []string{g.Name, reservation, limit, members}
+			}),
+		one: func(ctx context.Context, cl graphql.Client, id string) (any, error) {
+			r, err := gql.Group(ctx, cl, id)
+			return r.GetItem(), err
 		},
 	},
 	{
-		names: []string{"workers", "worker"},
-		query: `{ workers { id hostname pool { name } mode gpus { index } online lastHeartbeatAt tasks { id } } }`,
-		field: "workers", header: []string{"HOSTNAME", "POOL", "MODE", "GPUS", "STATE", "LAST HEARTBEAT", "TASKS"},
-		row: func(m map[string]any) []string {
-			state := "online"
-			if m["online"] != true {
-				state = "lost"
-			}
-			return []string{cli.Str(m, "hostname"), cli.Str(m, "pool", "name"), cli.Str(m, "mode"), fmt.Sprint(len(cli.AsList(m["gpus"]))),
-				state, cli.Str(m, "lastHeartbeatAt"), fmt.Sprint(len(cli.AsList(m["tasks"])))}
+		names:  []string{"users", "user"},
+		header: []string{"NAME", "ROLE", "GROUPS", "STATE"},
+		list: listing(unfiltered(gql.Users), func(r *gql.UsersResponse) []gql.UserRow { return nodes[gql.UserRow](r.Users.Edges) },
+			func(u gql.UserRow) []string {
+				groups := memberNames(len(u.Groups), func(i int) (string, gql.GroupRole) { return u.Groups[i].Group.Name, u.Groups[i].Role })
+				state := "active"
+				if u.Disabled {
+					state = "disabled"
+				}
+				role := strings.ToLower(string(u.Role))
+				if u.Service {
+					role += ", service"
+				}
+				return []string{u.Name, role, groups, state}
+			}),
+		one: func(ctx context.Context, cl graphql.Client, id string) (any, error) {
+			r, err := gql.User(ctx, cl, id)
+			return r.GetItem(), err
 		},
 	},
 	{
-		names: []string{"warnings"},
-		query: `{ estateWarnings { code object message } }`,
-		field: "estateWarnings", header: []string{"OBJECT", "WARNING"},
-		row: func(m map[string]any) []string { return []string{cli.Str(m, "object"), cli.Str(m, "message")} },
-	},
-	{
-		names: []string{"audit"},
-		query: `{ auditLog(first: 100) { edges { node { at actor channel action objectKind objectName detail } } } }`,
-		field: "auditLog", header: []string{"AT", "ACTOR", "CHANNEL", "ACTION", "OBJECT", "DETAIL"},
-		row: func(m map[string]any) []string {
-			return []string{cli.Str(m, "at"), cli.Str(m, "actor"), cli.Str(m, "channel"), cli.Str(m, "action"), cli.Str(m, "objectKind") + " " + cli.Str(m, "objectName"), cli.Str(m, "detail")}
+		names:  []string{"tasks", "task"},
+		header: []string{"ID", "NAME", "STATUS", "POSITION", "COMPUTE RESOURCE", "GROUP", "OWNER", "SIZE", "REASON"},
+		list: listing(gql.Tasks, func(r *gql.TasksResponse) []gql.TaskRow { return nodes[gql.TaskRow](r.Tasks.Edges) },
+			func(t gql.TaskRow) []string {
+				resource, group := "", ""
+				if t.ComputeResource != nil {
+					resource = t.ComputeResource.Name
+				}
+				if t.Group != nil {
+					group = t.Group.Name
+				}
+				return []string{t.Id, t.Name, strings.ToLower(string(t.Status)), cli.OrDash(cli.Opt(t.Position)),
+					cli.OrDash(resource), cli.OrDash(group), t.Owner.Name, t.Size.Text, t.Reason}
+			}),
+		one: func(ctx context.Context, cl graphql.Client, id string) (any, error) {
+			r, err := gql.Task(ctx, cl, id)
+			return r.GetItem(), err
 		},
 	},
+	{
+		names:  []string{"apikeys", "apikey", "keys"},
+		header: []string{"ID", "NAME", "PREFIX", "PROJECT", "CREATED", "EXPIRES", "LAST USED", "ACTIVE"},
+		list: listing(unfiltered(gql.APIKeys), func(r *gql.APIKeysResponse) []gql.APIKeyRow { return nodes[gql.APIKeyRow](r.ApiKeys.Edges) },
+			func(k gql.APIKeyRow) []string {
+				project := ""
+				if k.Project != nil {
+					project = k.Project.Name
+				}
+				return []string{k.Id, k.Name, k.Prefix + "…", cli.OrDash(project), k.CreatedAt,
+					cli.OrDash(cli.Opt(k.ExpiresAt)), cli.OrDash(cli.Opt(k.LastUsedAt)), cli.Text(k.Active)}
+			}),
+	},
+	{
+		names:  []string{"workers", "worker"},
+		header: []string{"HOSTNAME", "POOL", "MODE", "GPUS", "STATE", "LAST HEARTBEAT", "TASKS"},
+		list: listing(unfiltered(gql.Workers), func(r *gql.WorkersResponse) []gql.WorkerRow { return r.Workers },
+			func(w gql.WorkerRow) []string {
+				state := "online"
+				if !w.Online {
+					state = "lost"
+				}
+				pool := ""
+				if w.Pool != nil {
+					pool = w.Pool.Name
+				}
+				return []string{w.Hostname, pool, w.Mode, fmt.Sprint(len(w.Gpus)), state, w.LastHeartbeatAt, fmt.Sprint(len(w.Tasks))}
+			}),
+	},
+	{
+		names:  []string{"warnings"},
+		header: []string{"OBJECT", "WARNING"},
+		list: listing(unfiltered(gql.EstateWarnings), func(r *gql.EstateWarningsResponse) []gql.WarningRow { return r.EstateWarnings },
+			func(w gql.WarningRow) []string { return []string{w.Object, w.Message} }),
+	},
+	{
+		names:  []string{"audit"},
+		header: []string{"AT", "ACTOR", "CHANNEL", "ACTION", "OBJECT", "DETAIL"},
+		list: listing(unfiltered(gql.AuditLog), func(r *gql.AuditLogResponse) []gql.AuditRow { return nodes[gql.AuditRow](r.AuditLog.Edges) },
+			func(a gql.AuditRow) []string {
+				return []string{a.At, a.Actor, a.Channel, a.Action, a.ObjectKind + " " + a.ObjectName, a.Detail}
+			}),
+	},
+}
+
+// pointers is a list as pointers, whose GetName methods names reads.
+func pointers[T any](list []T) []*T {
+	out := make([]*T, len(list))
+	for i := range list {
+		out[i] = &list[i]
+	}
+	return out
 }
 
 func findKind(name string) (*getKind, error) {
@@ -244,43 +347,28 @@ func newGetCmd(c *cli.CLI) *cobra.Command {
 				return err
 			}
 			if len(args) == 2 {
-				if k.one == "" {
+				if k.one == nil {
 					return cli.Usagef("%s are only listed; drop %q", k.names[0], args[1])
 				}
-				var out struct{ Item map[string]any }
-				if err := cl.Do(cmd.Context(), k.one, map[string]any{"id": args[1]}, &out); err != nil {
+				item, err := k.one(cmd.Context(), cl, args[1])
+				if err != nil {
 					return err
 				}
 				if c.Output == "table" {
 					c.Output = "yaml"
 				}
-				return c.Print(out.Item)
+				return c.PrintData(item)
 			}
-			vars := map[string]any{}
-			if k.field == "tasks" {
-				f := map[string]any{"mine": mine}
-				for _, s := range statuses {
-					f["status"] = append(cli.AsList(f["status"]), strings.ToUpper(s))
-				}
-				if resource != "" {
-					f["computeResource"] = resource
-				}
-				if project != "" {
-					f["project"] = project
-				}
-				vars["f"] = f
+			f := &gql.TaskFilter{Mine: &mine, ComputeResource: cli.Ptr(resource), Project: cli.Ptr(project)}
+			for _, s := range statuses {
+				f.Status = append(f.Status, gql.TaskStatus(strings.ToUpper(s)))
 			}
-			var out map[string]any
-			if err := cl.Do(cmd.Context(), k.query, vars, &out); err != nil {
+			items, rows, err := k.list(cmd.Context(), cl, f)
+			if err != nil {
 				return err
 			}
-			items := cli.Nodes(out[k.field])
 			if c.Output != "table" {
-				return c.Print(items)
-			}
-			var rows [][]string
-			for _, it := range items {
-				rows = append(rows, k.row(it))
+				return c.PrintData(items)
 			}
 			if len(rows) == 0 {
 				fmt.Fprintf(c.Err, "no %s\n", k.names[0])

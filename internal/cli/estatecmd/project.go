@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/klique-ai/klique/internal/cli"
+	"github.com/klique-ai/klique/internal/cli/gql"
 
 	"github.com/spf13/cobra"
 )
@@ -24,12 +25,8 @@ when you name none: your credential's, else the default you set with
 			if err != nil {
 				return err
 			}
-			var out struct {
-				Me struct {
-					DefaultProject *struct{ Name string } `json:"defaultProject"`
-				} `json:"me"`
-			}
-			if err := cl.Do(cmd.Context(), `{ me { defaultProject { name } } }`, nil, &out); err != nil {
+			out, err := gql.DefaultProject(cmd.Context(), cl)
+			if err != nil {
 				return err
 			}
 			if out.Me.DefaultProject == nil {
@@ -57,14 +54,12 @@ when you name none: your credential's, else the default you set with
 			if err != nil {
 				return err
 			}
-			var project any
+			var project *string
 			if !clear {
-				project = args[0]
+				project = &args[0]
 			}
-			var out struct {
-				SetDefaultProject *struct{ Name string } `json:"setDefaultProject"`
-			}
-			if err := cl.Do(cmd.Context(), `mutation($p: ID) { setDefaultProject(project: $p) { name } }`, map[string]any{"p": project}, &out); err != nil {
+			out, err := gql.SetDefaultProject(cmd.Context(), cl, project)
+			if err != nil {
 				return err
 			}
 			if out.SetDefaultProject == nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/klique-ai/klique/internal/cli"
+	"github.com/klique-ai/klique/internal/cli/gql"
 )
 
 // newSecretCmd is `klique secret`: set, list and delete the secrets of
@@ -38,20 +39,21 @@ type vaultFlags struct {
 
 // scope is the vault the flags name, as the API's SecretScope and owner,
 // or a usage error unless exactly one is given.
-func (f *vaultFlags) scope() (string, string, error) {
+func (f *vaultFlags) scope() (gql.SecretScope, *string, error) {
 	n := 0
-	scope, owner := "", ""
+	var scope gql.SecretScope
+	var owner *string
 	if f.project != "" {
-		n, scope, owner = n+1, "PROJECT", f.project
+		n, scope, owner = n+1, gql.SecretScopeProject, &f.project
 	}
 	if f.group != "" {
-		n, scope, owner = n+1, "GROUP", f.group
+		n, scope, owner = n+1, gql.SecretScopeGroup, &f.group
 	}
 	if f.tenant {
-		n, scope = n+1, "TENANT"
+		n, scope = n+1, gql.SecretScopeTenant
 	}
 	if n != 1 {
-		return "", "", cli.Usagef("say which vault with exactly one of --project P, --group G or --tenant")
+		return "", nil, cli.Usagef("say which vault with exactly one of --project P, --group G or --tenant")
 	}
 	return scope, owner, nil
 }
@@ -82,16 +84,11 @@ func newSecretSetCmd(c *cli.CLI, f *vaultFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			vars := map[string]any{"scope": scope, "name": args[0], "value": v}
-			if owner != "" {
-				vars["owner"] = owner
-			}
-			var out struct{ SetSecret struct{ Name, Owner string } }
-			if err := cl.Do(cmd.Context(), `mutation($scope: SecretScope!, $owner: ID, $name: String!, $value: String!) {
-				setSecret(scope: $scope, owner: $owner, name: $name, value: $value) { name owner } }`, vars, &out); err != nil {
+			out, err := gql.SetSecret(cmd.Context(), cl, scope, owner, args[0], v)
+			if err != nil {
 				return err
 			}
-			fmt.Fprintf(c.Out, "set secret %s in the vault of %s %s\n", out.SetSecret.Name, strings.ToLower(scope), out.SetSecret.Owner)
+			fmt.Fprintf(c.Out, "set secret %s in the vault of %s %s\n", out.SetSecret.Name, strings.ToLower(string(scope)), out.SetSecret.Owner)
 			return nil
 		},
 	}
@@ -113,20 +110,16 @@ func newSecretListCmd(c *cli.CLI, f *vaultFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			vars := map[string]any{"scope": scope}
-			if owner != "" {
-				vars["owner"] = owner
-			}
-			var out struct{ Secrets []map[string]any }
-			if err := cl.Do(cmd.Context(), `query($scope: SecretScope!, $owner: ID) { secrets(scope: $scope, owner: $owner) { name owner updatedBy updatedAt } }`, vars, &out); err != nil {
+			out, err := gql.Secrets(cmd.Context(), cl, scope, owner)
+			if err != nil {
 				return err
 			}
 			if c.Output != "table" {
-				return c.Print(out.Secrets)
+				return c.PrintData(out.Secrets)
 			}
 			var rows [][]string
 			for _, s := range out.Secrets {
-				rows = append(rows, []string{cli.Str(s, "name"), cli.Str(s, "owner"), cli.Str(s, "updatedBy"), cli.Str(s, "updatedAt")})
+				rows = append(rows, []string{s.Name, s.Owner, s.UpdatedBy, s.UpdatedAt})
 			}
 			c.Table([]string{"NAME", "VAULT OF", "UPDATED BY", "UPDATED AT"}, rows)
 			return nil
@@ -149,11 +142,7 @@ func newSecretDeleteCmd(c *cli.CLI, f *vaultFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			vars := map[string]any{"scope": scope, "name": args[0]}
-			if owner != "" {
-				vars["owner"] = owner
-			}
-			if err := cl.Do(cmd.Context(), `mutation($scope: SecretScope!, $owner: ID, $name: String!) { deleteSecret(scope: $scope, owner: $owner, name: $name) }`, vars, nil); err != nil {
+			if _, err := gql.DeleteSecret(cmd.Context(), cl, scope, owner, args[0]); err != nil {
 				return err
 			}
 			fmt.Fprintf(c.Out, "deleted secret %s\n", args[0])
@@ -177,17 +166,8 @@ func newCreateWorkerCredentialCmd(c *cli.CLI) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			vars := map[string]any{"pool": pool}
-			if name != "" {
-				vars["name"] = name
-			}
-			var out struct {
-				CreateWorkerCredential struct {
-					Secret     string
-					Credential struct{ Name string }
-				}
-			}
-			if err := cl.Do(cmd.Context(), `mutation($pool: ID!, $name: String) { createWorkerCredential(pool: $pool, name: $name) { secret credential { name } } }`, vars, &out); err != nil {
+			out, err := gql.CreateWorkerCredential(cmd.Context(), cl, pool, cli.Ptr(name))
+			if err != nil {
 				return err
 			}
 			fmt.Fprintf(c.Err, "created worker credential %q for pool %s; it is shown once, below: store it now\n", out.CreateWorkerCredential.Credential.Name, pool)

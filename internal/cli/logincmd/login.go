@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/klique-ai/klique/internal/cli"
+	"github.com/klique-ai/klique/internal/cli/gql"
 
 	"github.com/spf13/cobra"
 
@@ -34,19 +35,14 @@ The key is read from --key-file (- for standard input), --key, or $KLIQUE_API_KE
 			if err != nil {
 				return err
 			}
-			var me struct {
-				Me struct {
-					User   struct{ Name, Role string }
-					Tenant struct{ Name string }
-				}
-			}
-			if err := cli.Named(client.New(server, tok)).Do(cmd.Context(), `{ me { user { name role } tenant { name } } }`, nil, &me); err != nil {
+			me, err := gql.SignedIn(cmd.Context(), cli.Named(client.New(server, tok)))
+			if err != nil {
 				return err
 			}
 			if err := cli.SaveConfig(&cli.Config{Server: server, APIKey: secret, AccessToken: tok, TokenExpires: exp}); err != nil {
 				return err
 			}
-			fmt.Fprintf(c.Out, "signed in to %s as %s (%s) in tenant %s\n", server, me.Me.User.Name, strings.ToLower(me.Me.User.Role), me.Me.Tenant.Name)
+			fmt.Fprintf(c.Out, "signed in to %s as %s (%s) in tenant %s\n", server, me.Me.User.Name, strings.ToLower(string(me.Me.User.Role)), me.Me.Tenant.Name)
 			return nil
 		},
 	}
@@ -109,6 +105,7 @@ func newWhoamiCmd(c *cli.CLI) *cobra.Command {
 				return err
 			}
 			var out struct {
+				// As -o json has always printed it: Go's field names.
 				Me struct {
 					User struct {
 						Name, Role string
@@ -121,7 +118,11 @@ func newWhoamiCmd(c *cli.CLI) *cobra.Command {
 					Project *struct{ Name string }
 				}
 			}
-			if err := cl.Do(cmd.Context(), `{ me { user { name role } tenant { name } groups { group { name } role } project { name } } }`, nil, &out); err != nil {
+			me, err := gql.Me(cmd.Context(), cl)
+			if err != nil {
+				return err
+			}
+			if err := cli.Recast(me, &out); err != nil {
 				return err
 			}
 			if c.Output != "table" {

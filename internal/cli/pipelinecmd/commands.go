@@ -15,10 +15,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/klique-ai/klique/internal/cli"
+	"github.com/klique-ai/klique/internal/cli/gql"
 )
-
-const pipelineRunFields = `id name state reason ownerName params createdAt finishedAt
-	steps { name state reason dependsOn computeResourceName taskId attempts cachedFromRunId startedAt finishedAt }`
 
 // Commands are the pipeline commands, for the root to register.
 func Commands(c *cli.CLI) []*cobra.Command { return []*cobra.Command{newPipelineCmd(c)} }
@@ -62,27 +60,23 @@ the wait ended first (the run goes on).`,
 			if err != nil {
 				return err
 			}
-			in := map[string]any{"definition": string(def), "params": p}
-			if project != "" {
-				in["project"] = project
-			}
+			in := gql.RunPipelineInput{Definition: string(def), Params: p, Project: cli.Ptr(project)}
 			cl, err := c.Client(cmd.Context())
 			if err != nil {
 				return err
 			}
-			var out struct{ RunPipeline map[string]any }
-			if err := cl.Do(cmd.Context(), `mutation($in: RunPipelineInput!) { runPipeline(input: $in) { `+pipelineRunFields+` } }`,
-				map[string]any{"in": in}, &out); err != nil {
+			out, err := gql.RunPipeline(cmd.Context(), cl, in)
+			if err != nil {
 				return err
 			}
-			run, verb := out.RunPipeline, "started"
+			run, verb := &out.RunPipeline.PipelineRunFields, "started"
 			var waitErr error
 			if wait > 0 {
 				run, waitErr = waitRun(cmd.Context(), c, run, wait)
 				verb = ""
 			}
 			if quiet {
-				fmt.Fprintln(c.Out, cli.Str(run, "id"))
+				fmt.Fprintln(c.Out, run.Id)
 			} else if err := printRun(c, verb, run); err != nil {
 				return err
 			}
@@ -100,8 +94,8 @@ the wait ended first (the run goes on).`,
 // waitRun polls a run until it has ended or wait has passed, and returns
 // it as last read, with an error when it did not complete (exit status 1)
 // or is still going (ExitTimedOut), so that a script can tell.
-func waitRun(ctx context.Context, c *cli.CLI, run map[string]any, wait time.Duration) (map[string]any, error) {
-	id := cli.Str(run, "id")
+func waitRun(ctx context.Context, c *cli.CLI, run *gql.PipelineRunFields, wait time.Duration) (*gql.PipelineRunFields, error) {
+	id := run.Id
 	cl, err := c.Client(ctx)
 	if err != nil {
 		return run, err
@@ -110,12 +104,12 @@ func waitRun(ctx context.Context, c *cli.CLI, run map[string]any, wait time.Dura
 	defer cancel()
 	delay := 250 * time.Millisecond
 	for {
-		switch state := strings.ToLower(cli.Str(run, "state")); state {
+		switch state := strings.ToLower(string(run.State)); state {
 		case "completed":
 			return run, nil
 		case "pending", "running":
 		default: // failed, aborted
-			return run, fmt.Errorf("pipeline run %s %s: %s", id, state, cli.Str(run, "reason"))
+			return run, fmt.Errorf("pipeline run %s %s: %s", id, state, run.Reason)
 		}
 		select {
 		case <-wctx.Done():
@@ -123,18 +117,20 @@ func waitRun(ctx context.Context, c *cli.CLI, run map[string]any, wait time.Dura
 				return run, ctx.Err()
 			}
 			return run, cli.ExitError{Code: cli.ExitTimedOut, Err: fmt.Errorf("pipeline run %s is still %s after %s",
-				id, strings.ToLower(cli.Str(run, "state")), wait)}
+				id, strings.ToLower(string(run.State)), wait)}
 		case <-time.After(delay):
 		}
 		delay = min(delay*2, 2*time.Second)
-		var out struct{ PipelineRun map[string]any }
-		if err := cl.Do(wctx, `query($id: ID!) { pipelineRun(id: $id) { `+pipelineRunFields+` } }`, map[string]any{"id": id}, &out); err != nil {
+		out, err := gql.PipelineRun(wctx, cl, id)
+		if err != nil {
 			if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 				continue // the wait ended during the read: say so above
 			}
 			return run, err
 		}
-		run = out.PipelineRun
+		if run = fields(out.PipelineRun); run == nil {
+			run = &gql.PipelineRunFields{Id: id} // gone: neither completed nor going on
+		}
 	}
 }
 
@@ -149,12 +145,11 @@ func newPipelineGetCmd(c *cli.CLI) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var out struct{ PipelineRun map[string]any }
-			if err := cl.Do(cmd.Context(), `query($id: ID!) { pipelineRun(id: $id) { `+pipelineRunFields+` } }`,
-				map[string]any{"id": args[0]}, &out); err != nil {
+			out, err := gql.PipelineRun(cmd.Context(), cl, args[0])
+			if err != nil {
 				return err
 			}
-			return printRun(c, "", out.PipelineRun)
+			return printRun(c, "", fields(out.PipelineRun))
 		},
 	}
 }
@@ -171,43 +166,41 @@ func newPipelineAbortCmd(c *cli.CLI) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var out struct{ AbortPipelineRun map[string]any }
-			if err := cl.Do(cmd.Context(), `mutation($id: ID!, $r: String) { abortPipelineRun(id: $id, reason: $r) { `+pipelineRunFields+` } }`,
-				map[string]any{"id": args[0], "r": reason}, &out); err != nil {
+			out, err := gql.AbortPipelineRun(cmd.Context(), cl, args[0], &reason)
+			if err != nil {
 				return err
 			}
-			return printRun(c, "aborted", out.AbortPipelineRun)
+			return printRun(c, "aborted", &out.AbortPipelineRun.PipelineRunFields)
 		},
 	}
 	cmd.Flags().StringVar(&reason, "reason", "", "why, for the audit trail and the steps' tasks")
 	return cmd
 }
 
+// fields is a run as pipelineRun answered it; nil when there is none.
+func fields(run *gql.PipelineRunPipelineRun) *gql.PipelineRunFields {
+	if run == nil {
+		return nil
+	}
+	return &run.PipelineRunFields
+}
+
 // printRun prints a run: a line for it, then a table of its steps.
-func printRun(c *cli.CLI, verb string, run map[string]any) error {
+func printRun(c *cli.CLI, verb string, run *gql.PipelineRunFields) error {
 	if c.Output != "table" {
-		return c.Print(run)
+		return c.PrintData(run)
+	}
+	if run == nil {
+		run = &gql.PipelineRunFields{}
 	}
 	if verb != "" {
-		fmt.Fprintf(c.Out, "%s pipeline run %s\n", verb, cli.Str(run, "id"))
+		fmt.Fprintf(c.Out, "%s pipeline run %s\n", verb, run.Id)
 	}
-	fmt.Fprintf(c.Out, "%s: %s (%s)\n\n", cli.Str(run, "name"), strings.ToLower(cli.Str(run, "state")), cli.Str(run, "reason"))
+	fmt.Fprintf(c.Out, "%s: %s (%s)\n\n", run.Name, strings.ToLower(string(run.State)), run.Reason)
 	var rows [][]string
-	steps, _ := run["steps"].([]any)
-	for _, s := range steps {
-		st, _ := s.(map[string]any)
-		var deps []string
-		if ds, ok := st["dependsOn"].([]any); ok {
-			for _, d := range ds {
-				deps = append(deps, fmt.Sprint(d))
-			}
-		}
-		attempts := ""
-		if n, ok := st["attempts"].(float64); ok {
-			attempts = strconv.Itoa(int(n))
-		}
-		rows = append(rows, []string{cli.Str(st, "name"), strings.ToLower(cli.Str(st, "state")), cli.Str(st, "computeResourceName"),
-			cli.OrDash(strings.Join(deps, ",")), cli.OrDash(cli.Str(st, "taskId")), attempts, cli.Str(st, "reason")})
+	for _, st := range run.Steps {
+		rows = append(rows, []string{st.Name, strings.ToLower(string(st.State)), st.ComputeResourceName,
+			cli.OrDash(strings.Join(st.DependsOn, ",")), cli.OrDash(cli.Opt(st.TaskId)), strconv.Itoa(st.Attempts), st.Reason})
 	}
 	c.Table([]string{"STEP", "STATE", "COMPUTE RESOURCE", "AFTER", "TASK", "ATTEMPTS", "REASON"}, rows)
 	return nil

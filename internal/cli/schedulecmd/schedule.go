@@ -7,18 +7,18 @@ package schedulecmd
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
+	"github.com/Khan/genqlient/graphql"
 	"github.com/spf13/cobra"
 
 	"github.com/klique-ai/klique/internal/cli"
-	"github.com/klique-ai/klique/internal/client"
+	"github.com/klique-ai/klique/internal/cli/gql"
 )
 
 // Commands are the schedule commands, for the root to register.
 func Commands(c *cli.CLI) []*cobra.Command { return []*cobra.Command{newScheduleCmd(c)} }
-
-const scheduleFields = `id name owner targetKind targetId cron when missedRuns paused pausedReason nextRunAt lastRunAt lastRunId lastResult lastError`
 
 func newScheduleCmd(c *cli.CLI) *cobra.Command {
 	cmd := &cobra.Command{
@@ -31,9 +31,9 @@ run of a pipeline finishes). Every run is made as you, under your group's
 policies and quota; if you lose access, the schedule pauses and says why.`,
 	}
 	cmd.AddCommand(newCreateCmd(c), newListCmd(c),
-		newChangeCmd(c, "rm", "Delete a schedule (what it started stays)", "deleteSchedule", "deleted"),
-		newChangeCmd(c, "pause", "Stop a schedule's firings until resumed", "pauseSchedule", "paused"),
-		newChangeCmd(c, "resume", "Fire a paused schedule again, from now on", "resumeSchedule", "resumed"))
+		newChangeCmd(c, "rm", "Delete a schedule (what it started stays)", deleteSchedule, "deleted"),
+		newChangeCmd(c, "pause", "Stop a schedule's firings until resumed", pauseSchedule, "paused"),
+		newChangeCmd(c, "resume", "Fire a paused schedule again, from now on", resumeSchedule, "resumed"))
 	return cmd
 }
 
@@ -65,35 +65,20 @@ control plane was down: run-once (the default: one run for all) or skip.`,
   klique schedule create report --task 0190c6… --trigger pipeline.finished --project fraud-models --trigger-pipeline nightly --trigger-state completed`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			in := map[string]any{"name": args[0]}
-			targets := 0
-			for k, v := range map[string]string{"task": task, "pipeline": pipeline, "study": study} {
-				if v != "" {
-					in[k] = v
-					targets++
-				}
-			}
-			if targets != 1 {
+			in := gql.CreateScheduleInput{Name: args[0], Task: cli.Ptr(task), Pipeline: cli.Ptr(pipeline), Study: cli.Ptr(study), MissedRuns: cli.Ptr(missed)}
+			if targets := len(slices.DeleteFunc([]string{task, pipeline, study}, func(s string) bool { return s == "" })); targets != 1 {
 				return cli.Usagef("say what the schedule starts with one of --task ID, --pipeline ID or --study ID")
 			}
 			switch {
 			case cron != "" && trigger != "":
 				return cli.Usagef("give --cron or --trigger, not both")
 			case cron != "":
-				in["cron"] = cron
+				in.Cron = &cron
 			case trigger != "":
-				tr := map[string]any{"event": trigger}
-				for k, v := range map[string]string{"project": project, "tag": tag, "artifact": artifact, "pipeline": triggerPipeline, "state": triggerState} {
-					if v != "" {
-						tr[k] = v
-					}
-				}
-				in["trigger"] = tr
+				in.Trigger = &gql.ScheduleTriggerInput{Event: trigger, Project: cli.Ptr(project), Tag: cli.Ptr(tag), Artifact: cli.Ptr(artifact),
+					Pipeline: cli.Ptr(triggerPipeline), State: cli.Ptr(triggerState)}
 			default:
 				return cli.Usagef("say when it runs: --cron \"0 3 * * *\" (UTC), or --trigger task.completed|artifact.published|pipeline.finished with its flags")
-			}
-			if missed != "" {
-				in["missedRuns"] = missed
 			}
 			if len(params) > 0 {
 				p := map[string]string{}
@@ -104,24 +89,22 @@ control plane was down: run-once (the default: one run for all) or skip.`,
 					}
 					p[k] = v
 				}
-				in["parameters"] = p
+				in.Parameters = p
 			}
 			cl, err := c.Client(cmd.Context())
 			if err != nil {
 				return err
 			}
-			var out struct{ CreateSchedule map[string]any }
-			if err := cl.Do(cmd.Context(), `mutation($in: CreateScheduleInput!) { createSchedule(input: $in) { `+scheduleFields+` } }`,
-				map[string]any{"in": in}, &out); err != nil {
+			out, err := gql.CreateSchedule(cmd.Context(), cl, in)
+			if err != nil {
 				return err
 			}
+			s := out.CreateSchedule.ScheduleFields
 			if c.Output != "table" {
-				return c.Print(out.CreateSchedule)
+				return c.PrintData(s)
 			}
-			s := out.CreateSchedule
-			fmt.Fprintf(c.Out, "schedule %s created (%s): %s, starts %s %s", cli.Str(s, "name"), cli.Str(s, "id"), cli.Str(s, "when"),
-				cli.Str(s, "targetKind"), cli.Str(s, "targetId"))
-			if next := cli.Str(s, "nextRunAt"); next != "" {
+			fmt.Fprintf(c.Out, "schedule %s created (%s): %s, starts %s %s", s.Name, s.Id, s.When, s.TargetKind, s.TargetId)
+			if next := cli.Opt(s.NextRunAt); next != "" {
 				fmt.Fprintf(c.Out, "; next run %s", next)
 			}
 			fmt.Fprintln(c.Out)
@@ -160,23 +143,23 @@ func newListCmd(c *cli.CLI) *cobra.Command {
 				return err
 			}
 			if c.Output != "table" {
-				return c.Print(list)
+				return c.PrintData(list)
 			}
 			var rows [][]string
 			for _, s := range list {
 				state := "active"
-				if s["paused"] == true {
-					state = "paused: " + cli.Str(s, "pausedReason")
+				if s.Paused {
+					state = "paused: " + s.PausedReason
 				}
-				last := cli.OrDash(cli.Str(s, "lastRunAt"))
-				if r := cli.Str(s, "lastResult"); r != "" {
+				last := cli.OrDash(cli.Opt(s.LastRunAt))
+				if r := s.LastResult; r != "" {
 					last += " " + r
 				}
-				if e := cli.Str(s, "lastError"); e != "" {
+				if e := s.LastError; e != "" {
 					last += ": " + e
 				}
-				rows = append(rows, []string{cli.Str(s, "name"), cli.Str(s, "id"), cli.Str(s, "targetKind") + " " + cli.Str(s, "targetId"),
-					cli.Str(s, "when"), cli.OrDash(cli.Str(s, "nextRunAt")), last, state})
+				rows = append(rows, []string{s.Name, s.Id, s.TargetKind + " " + s.TargetId,
+					s.When, cli.OrDash(cli.Opt(s.NextRunAt)), last, state})
 			}
 			c.Table([]string{"NAME", "ID", "TARGET", "WHEN", "NEXT RUN", "LAST RUN", "STATE"}, rows)
 			return nil
@@ -186,7 +169,7 @@ func newListCmd(c *cli.CLI) *cobra.Command {
 
 // newChangeCmd is rm, pause or resume: one mutation on a schedule named
 // by id or name.
-func newChangeCmd(c *cli.CLI, use, short, mutation, done string) *cobra.Command {
+func newChangeCmd(c *cli.CLI, use, short string, change func(context.Context, graphql.Client, string) (*gql.ScheduleFields, error), done string) *cobra.Command {
 	return &cobra.Command{
 		Use:   use + " ID|NAME",
 		Short: short,
@@ -200,41 +183,60 @@ func newChangeCmd(c *cli.CLI, use, short, mutation, done string) *cobra.Command 
 			if err != nil {
 				return err
 			}
-			var out map[string]map[string]any
-			if err := cl.Do(cmd.Context(), `mutation($id: ID!) { s: `+mutation+`(id: $id) { `+scheduleFields+` } }`,
-				map[string]any{"id": id}, &out); err != nil {
+			s, err := change(cmd.Context(), cl, id)
+			if err != nil {
 				return err
 			}
 			if c.Output != "table" {
-				return c.Print(out["s"])
+				return c.PrintData(s)
 			}
-			fmt.Fprintf(c.Out, "schedule %s %s\n", cli.Str(out["s"], "name"), done)
+			fmt.Fprintf(c.Out, "schedule %s %s\n", s.Name, done)
 			return nil
 		},
 	}
 }
 
-func schedules(ctx context.Context, cl *client.Client) ([]map[string]any, error) {
-	var out struct{ Schedules []map[string]any }
-	if err := cl.Do(ctx, `{ schedules { `+scheduleFields+` } }`, nil, &out); err != nil {
+// The changes rm, pause and resume make, each its own mutation.
+func deleteSchedule(ctx context.Context, cl graphql.Client, id string) (*gql.ScheduleFields, error) {
+	out, err := gql.DeleteSchedule(ctx, cl, id)
+	return &out.S.ScheduleFields, err
+}
+
+func pauseSchedule(ctx context.Context, cl graphql.Client, id string) (*gql.ScheduleFields, error) {
+	out, err := gql.PauseSchedule(ctx, cl, id)
+	return &out.S.ScheduleFields, err
+}
+
+func resumeSchedule(ctx context.Context, cl graphql.Client, id string) (*gql.ScheduleFields, error) {
+	out, err := gql.ResumeSchedule(ctx, cl, id)
+	return &out.S.ScheduleFields, err
+}
+
+func schedules(ctx context.Context, cl graphql.Client) ([]gql.ScheduleFields, error) {
+	out, err := gql.Schedules(ctx, cl)
+	if err != nil {
 		return nil, err
 	}
-	return out.Schedules, nil
+	list := make([]gql.ScheduleFields, 0, len(out.Schedules))
+	for _, s := range out.Schedules {
+		list = append(list, s.ScheduleFields)
+	}
+	return list, nil
 }
 
 // resolve finds the id of a schedule given by id or by name among the
 // caller's.
-func resolve(ctx context.Context, cl *client.Client, ref string) (string, error) {
+func resolve(ctx context.Context, cl graphql.Client, ref string) (string, error) {
 	list, err := schedules(ctx, cl)
 	if err != nil {
 		return "", err
 	}
-	var named []map[string]any
+	var named []gql.ScheduleFields
 	for _, s := range list {
-		if cli.Str(s, "id") == ref {
+		if s.Id == ref {
 			return ref, nil
 		}
-		if cli.Str(s, "name") == ref {
+		if s.Name == ref {
 			named = append(named, s)
 		}
 	}
@@ -244,11 +246,11 @@ func resolve(ctx context.Context, cl *client.Client, ref string) (string, error)
 		// that does not exist and one that is not the caller's.
 		return ref, nil
 	case 1:
-		return cli.Str(named[0], "id"), nil
+		return named[0].Id, nil
 	}
 	var owners []string
 	for _, s := range named {
-		owners = append(owners, cli.Str(s, "owner")+" ("+cli.Str(s, "id")+")")
+		owners = append(owners, s.Owner+" ("+s.Id+")")
 	}
 	return "", cli.Usagef("several schedules are named %q: %s; give the id", ref, strings.Join(owners, ", "))
 }

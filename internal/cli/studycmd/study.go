@@ -21,18 +21,15 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/klique-ai/klique/internal/cli"
+	"github.com/klique-ai/klique/internal/cli/gql"
 	"github.com/klique-ai/klique/internal/docbudget"
 )
 
 // Commands are the study commands, for the root to register.
 func Commands(c *cli.CLI) []*cobra.Command { return []*cobra.Command{newStudyCmd(c)} }
 
-const studyFields = `id name state reason strategy objective direction summary maxConcurrent budgetTrials budgetGpuHours gpuHours
-	project computeResource owner baseTaskId
-	trials { number params state objective objectiveStep rung reason taskId }
-	best { number params objective taskId }`
-
-// studyOut is a study as the CLI reads it.
+// studyOut is a study as the CLI reads it and -o json has always printed
+// it (Go's field names).
 type studyOut struct {
 	ID, Name, State, Reason, Strategy, Objective, Direction, Summary string
 	MaxConcurrent                                                    int
@@ -98,12 +95,14 @@ complete, 3 if the wait ended first (the study goes on).`,
 			if err != nil {
 				return err
 			}
-			var out struct{ StartStudy studyOut }
-			if err := cl.Do(cmd.Context(), `mutation($in: StartStudyInput!) { startStudy(input: $in) { `+studyFields+` } }`,
-				map[string]any{"in": in}, &out); err != nil {
+			r, err := gql.StartStudy(cmd.Context(), cl, in)
+			if err != nil {
 				return err
 			}
-			study := &out.StartStudy
+			study, err := read(r.StartStudy)
+			if err != nil {
+				return err
+			}
 			var waitErr error
 			if wait > 0 {
 				study, waitErr = waitStudy(cmd.Context(), c, study, wait)
@@ -155,15 +154,23 @@ func waitStudy(ctx context.Context, c *cli.CLI, s *studyOut, wait time.Duration)
 		case <-time.After(delay):
 		}
 		delay = min(delay*2, 2*time.Second)
-		var out struct{ Study studyOut }
-		if err := cl.Do(wctx, `query($id: ID!) { study(id: $id) { `+studyFields+` } }`, map[string]any{"id": s.ID}, &out); err != nil {
+		r, err := gql.Study(wctx, cl, s.ID)
+		if err != nil {
 			if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 				continue // the wait ended during the read: say so above
 			}
 			return s, err
 		}
-		s = &out.Study
+		if s, err = read(r.Study); err != nil {
+			return s, err
+		}
 	}
+}
+
+// read takes a study as the API answered it.
+func read(from any) (*studyOut, error) {
+	var s studyOut
+	return &s, cli.Recast(from, &s)
 }
 
 // FileBudget bounds a study file before it is decoded (docbudget), as the
@@ -210,11 +217,15 @@ func newStudyGetCmd(c *cli.CLI) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var out struct{ Study studyOut }
-			if err := cl.Do(cmd.Context(), `query($id: ID!) { study(id: $id) { `+studyFields+` } }`, map[string]any{"id": args[0]}, &out); err != nil {
+			r, err := gql.Study(cmd.Context(), cl, args[0])
+			if err != nil {
 				return err
 			}
-			return printStudy(c, &out.Study)
+			s, err := read(r.Study)
+			if err != nil {
+				return err
+			}
+			return printStudy(c, s)
 		},
 	}
 }
@@ -230,12 +241,12 @@ func newStudyLsCmd(c *cli.CLI) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var out struct{ Studies []studyOut }
-			var p any
-			if project != "" {
-				p = project
+			r, err := gql.Studies(cmd.Context(), cl, cli.Ptr(project))
+			if err != nil {
+				return err
 			}
-			if err := cl.Do(cmd.Context(), `query($p: String) { studies(project: $p) { `+studyFields+` } }`, map[string]any{"p": p}, &out); err != nil {
+			var out struct{ Studies []studyOut }
+			if err := cli.Recast(r, &out); err != nil {
 				return err
 			}
 			if c.Output != "table" {
@@ -268,12 +279,15 @@ func newStudyStopCmd(c *cli.CLI) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var out struct{ StopStudy studyOut }
-			if err := cl.Do(cmd.Context(), `mutation($id: ID!, $r: String) { stopStudy(id: $id, reason: $r) { `+studyFields+` } }`,
-				map[string]any{"id": args[0], "r": reason}, &out); err != nil {
+			r, err := gql.StopStudy(cmd.Context(), cl, args[0], &reason)
+			if err != nil {
 				return err
 			}
-			return printStudy(c, &out.StopStudy)
+			s, err := read(r.StopStudy)
+			if err != nil {
+				return err
+			}
+			return printStudy(c, s)
 		},
 	}
 	cmd.Flags().StringVar(&reason, "reason", "", "why, for the record of the study and its aborted trials")

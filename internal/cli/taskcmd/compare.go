@@ -15,10 +15,10 @@ import (
 	"time"
 
 	"github.com/klique-ai/klique/internal/cli"
+	"github.com/klique-ai/klique/internal/cli/gql"
 
+	"github.com/Khan/genqlient/graphql"
 	"github.com/spf13/cobra"
-
-	"github.com/klique-ai/klique/internal/client"
 )
 
 // Runs in the code's loop: 'klique compare' (with a regression gate),
@@ -26,13 +26,8 @@ import (
 // examples under examples/ci run. All of them read the public GraphQL API;
 // the comparison is the platform's (docs/experiments.md).
 
-const compareQuery = `query($ids: [ID!]!) { compareTasks(ids: $ids) {
-	tasks { id name status }
-	parameters { name values differs }
-	metrics { name direction differs final { value step } best { value step } }
-	code { repositories commits diffFiles diffAdded diffRemoved differs } } }`
-
-// comparison is compareTasks' answer, as the CLI reads it.
+// comparison is compareTasks' answer, as the CLI reads it and -o json has
+// always printed it.
 type comparison struct {
 	Tasks []struct {
 		ID, Name, Status string
@@ -99,11 +94,10 @@ report the metric breaks the rule too.`,
 			if err != nil {
 				return err
 			}
-			var out struct{ CompareTasks comparison }
-			if err := cl.Do(cmd.Context(), compareQuery, map[string]any{"ids": ids}, &out); err != nil {
+			cmp, err := compare(cmd.Context(), cl, ids)
+			if err != nil {
 				return err
 			}
-			cmp := &out.CompareTasks
 			if c.Output != "table" {
 				if err := c.Print(cmp); err != nil {
 					return err
@@ -123,6 +117,16 @@ report the metric breaks the rule too.`,
 	cmd.Flags().StringVar(&baseline, "baseline", "", "the run the others are compared against")
 	cmd.Flags().StringArrayVar(&failIf, "fail-if", nil, `a rule that fails the command, such as "accuracy < baseline - 0.01" (repeatable)`)
 	return cmd
+}
+
+// compare reads compareTasks' answer for ids.
+func compare(ctx context.Context, cl graphql.Client, ids []string) (*comparison, error) {
+	out, err := gql.CompareTasks(ctx, cl, ids)
+	if err != nil {
+		return nil, err
+	}
+	var cmp comparison
+	return &cmp, cli.Recast(out.CompareTasks, &cmp)
 }
 
 // failRule is one --fail-if rule: the metric's final value of a run,
@@ -355,18 +359,18 @@ type waitedTask struct {
 
 // waitEnded polls a task until it ends or ctx does; it returns the task
 // as last read either way.
-func waitEnded(ctx context.Context, cl *client.Client, id string) (waitedTask, error) {
+func waitEnded(ctx context.Context, cl graphql.Client, id string) (waitedTask, error) {
 	delay := 500 * time.Millisecond
 	var last waitedTask
 	for {
-		var out struct{ Task waitedTask }
-		if err := cl.Do(ctx, `query($id: ID!) { task(id: $id) { id name status reason exitCode } }`, map[string]any{"id": id}, &out); err != nil {
+		t, err := outcome(ctx, cl, id)
+		if err != nil {
 			if ctx.Err() != nil {
 				return last, ctx.Err()
 			}
 			return last, err
 		}
-		last = out.Task
+		last = t
 		switch last.Status {
 		case "COMPLETED", "FAILED", "ABORTED":
 			return last, nil
@@ -378,6 +382,17 @@ func waitEnded(ctx context.Context, cl *client.Client, id string) (waitedTask, e
 		}
 		delay = min(delay*2, 5*time.Second)
 	}
+}
+
+// outcome reads a task as 'task wait' and 'report' show it; the zero
+// waitedTask when there is no such task.
+func outcome(ctx context.Context, cl graphql.Client, id string) (waitedTask, error) {
+	out, err := gql.TaskOutcome(ctx, cl, id)
+	if err != nil || out.Task == nil {
+		return waitedTask{}, err
+	}
+	t := out.Task
+	return waitedTask{ID: t.Id, Name: t.Name, Status: string(t.Status), Reason: t.Reason, ExitCode: t.ExitCode}, nil
 }
 
 // newReportCmd: 'klique report ID --markdown', for a pull request comment.
@@ -397,35 +412,25 @@ on the dashboard. --markdown writes it for a pull request comment;
 			if err != nil {
 				return err
 			}
-			var t struct{ Task waitedTask }
-			if err := cl.Do(cmd.Context(), `query($id: ID!) { task(id: $id) { id name status reason exitCode } }`, map[string]any{"id": args[0]}, &t); err != nil {
+			t, err := outcome(cmd.Context(), cl, args[0])
+			if err != nil {
 				return err
 			}
-			var m struct {
-				Task struct {
-					Spec struct {
-						Parameters map[string]string
-					}
-					LastMetrics []struct {
-						Name  string
-						Value float64
-						Step  int64
-					}
+			m, err := gql.TaskParametersAndMetrics(cmd.Context(), cl, args[0])
+			if err != nil {
+				return err
+			}
+			r := runReport{Task: t, Link: strings.TrimRight(cl.BaseURL, "/") + "/#/task/" + t.ID}
+			if m.Task != nil {
+				r.Parameters = m.Task.Spec.Parameters
+				for _, p := range m.Task.LastMetrics {
+					r.Metrics = append(r.Metrics, reportMetric{Name: p.Name, Value: p.Value, Step: int64(p.Step)})
 				}
-			}
-			if err := cl.Do(cmd.Context(), `query($id: ID!) { task(id: $id) { spec { parameters } lastMetrics { name value step } } }`, map[string]any{"id": args[0]}, &m); err != nil {
-				return err
-			}
-			r := runReport{Task: t.Task, Parameters: m.Task.Spec.Parameters, Link: strings.TrimRight(cl.BaseURL, "/") + "/#/task/" + t.Task.ID}
-			for _, p := range m.Task.LastMetrics {
-				r.Metrics = append(r.Metrics, reportMetric{Name: p.Name, Value: p.Value, Step: p.Step})
 			}
 			if baseline != "" {
-				var out struct{ CompareTasks comparison }
-				if err := cl.Do(cmd.Context(), compareQuery, map[string]any{"ids": []string{baseline, args[0]}}, &out); err != nil {
+				if r.Baseline, err = compare(cmd.Context(), cl, []string{baseline, args[0]}); err != nil {
 					return err
 				}
-				r.Baseline = &out.CompareTasks
 			}
 			if !markdown {
 				if c.Output != "table" {

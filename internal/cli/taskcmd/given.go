@@ -7,6 +7,7 @@ import (
 
 	"github.com/klique-ai/klique/internal/cli"
 	"github.com/klique-ai/klique/internal/cli/artifactcmd"
+	"github.com/klique-ai/klique/internal/cli/gql"
 )
 
 // given is what 'klique enqueue' and 'klique run' both take besides the
@@ -31,25 +32,12 @@ func (g *given) flags(f *pflag.FlagSet) {
 // fill puts the flags given into an EnqueueTaskInput. It only reads the
 // flags, so a command calls it before anything with an effect (such as
 // klique run's --push): a malformed --env or --input changes nothing.
-func (g *given) fill(c *cli.CLI, in map[string]any) error {
-	if g.group != "" {
-		in["group"] = g.group
-	}
-	if len(g.secrets) > 0 {
-		in["secrets"] = g.secrets
-	}
-	if len(g.tags) > 0 {
-		in["tags"] = g.tags
-	}
+func (g *given) fill(c *cli.CLI, in *gql.EnqueueTaskInput) error {
+	in.Group, in.Secrets, in.Tags = cli.Ptr(g.group), g.secrets, g.tags
 	if err := artifactcmd.From(c).SetInputs(in, g.inputs); err != nil {
 		return err
 	}
 	e, err := keyValues("env", g.env)
-	if err != nil {
-		return err
-	}
-	if e != nil {
-		in["env"] = e
-	}
-	return nil
+	in.Env = e
+	return err
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/klique-ai/klique/internal/cli"
+	"github.com/klique-ai/klique/internal/cli/gql"
 
 	"github.com/spf13/cobra"
 )
@@ -33,28 +34,13 @@ func newLogsCmd(c *cli.CLI) *cobra.Command {
 			after := 0
 			first := true
 			for {
-				vars := map[string]any{"id": args[0], "after": after}
+				var last *int
 				if first && tail > 0 {
-					vars["tail"] = tail
+					last = &tail
 				}
 				first = false
-				var out struct {
-					Task *struct {
-						Status string
-						Logs   struct {
-							Lines []struct {
-								Seq    int
-								At     time.Time
-								Stream string
-								Line   string
-							}
-							LastSeq   int
-							Truncated bool
-						}
-					}
-				}
-				if err := cl.Do(cmd.Context(), `query($id: ID!, $after: Int, $tail: Int) { task(id: $id) { status logs(after: $after, first: 1000, tail: $tail) {
-					lines { seq at stream line } lastSeq truncated } } }`, vars, &out); err != nil {
+				out, err := gql.TaskLogs(cmd.Context(), cl, args[0], &after, last)
+				if err != nil {
 					return err
 				}
 				if out.Task == nil {
@@ -73,13 +59,13 @@ func newLogsCmd(c *cli.CLI) *cobra.Command {
 				}
 				after = out.Task.Logs.LastSeq
 				more := len(out.Task.Logs.Lines) == 1000
-				ended := out.Task.Status == "COMPLETED" || out.Task.Status == "FAILED" || out.Task.Status == "ABORTED"
+				ended := out.Task.Status == gql.TaskStatusCompleted || out.Task.Status == gql.TaskStatusFailed || out.Task.Status == gql.TaskStatusAborted
 				switch {
 				case more:
 					continue
 				case !follow || ended:
 					if follow {
-						fmt.Fprintf(c.Err, "task %s %s\n", args[0], strings.ToLower(out.Task.Status))
+						fmt.Fprintf(c.Err, "task %s %s\n", args[0], strings.ToLower(string(out.Task.Status)))
 					}
 					return nil
 				}
@@ -106,21 +92,19 @@ func newMetricsCmd(c *cli.CLI) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var out struct {
-				Task *struct{ LastMetrics []map[string]any }
-			}
-			if err := cl.Do(cmd.Context(), `query($id: ID!) { task(id: $id) { lastMetrics { name value step at } } }`, map[string]any{"id": args[0]}, &out); err != nil {
+			out, err := gql.TaskMetrics(cmd.Context(), cl, args[0])
+			if err != nil {
 				return err
 			}
 			if out.Task == nil {
 				return fmt.Errorf("no task %s", args[0])
 			}
 			if c.Output != "table" {
-				return c.Print(out.Task.LastMetrics)
+				return c.PrintData(out.Task.LastMetrics)
 			}
 			var rows [][]string
 			for _, m := range out.Task.LastMetrics {
-				rows = append(rows, []string{cli.Str(m, "name"), cli.Str(m, "value"), cli.Str(m, "step"), cli.Str(m, "at")})
+				rows = append(rows, []string{m.Name, cli.Text(m.Value), cli.Text(m.Step), m.At})
 			}
 			c.Table([]string{"METRIC", "VALUE", "STEP", "AT"}, rows)
 			return nil

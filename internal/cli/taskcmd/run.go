@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/klique-ai/klique/internal/cli"
+	"github.com/klique-ai/klique/internal/cli/gql"
 
 	"github.com/spf13/cobra"
 
@@ -60,8 +61,8 @@ variable KLIQUE_PARAM_NAME, and in the JSON file KLIQUE_PARAMS_FILE.`,
 				return err
 			}
 			// What the flags give, read before the capture (which may push).
-			in := map[string]any{}
-			if err := g.fill(c, in); err != nil {
+			var in gql.EnqueueTaskInput
+			if err := g.fill(c, &in); err != nil {
 				return err
 			}
 			for _, ref := range runenv.ArgTemplates(args) {
@@ -88,21 +89,12 @@ variable KLIQUE_PARAM_NAME, and in the JSON file KLIQUE_PARAMS_FILE.`,
 			if name == "" {
 				name = taskName(args, "", "")
 			}
-			in["computeResource"], in["name"], in["command"] = resource, name, args
-			for k, v := range map[string]string{"project": project, "image": image, "repository": code.Repository,
-				"commit": code.Commit, "diff": code.Diff, "workingDir": code.WorkingDir} {
-				if v != "" {
-					in[k] = v
-				}
-			}
-			if len(code.Packages) > 0 {
-				in["packages"] = code.Packages
-			}
-			if p != nil {
-				in["parameters"] = p
-			}
+			in.ComputeResource, in.Name, in.Command = resource, name, args
+			in.Project, in.Image, in.Repository = cli.Ptr(project), cli.Ptr(image), cli.Ptr(code.Repository)
+			in.Commit, in.Diff, in.WorkingDir = cli.Ptr(code.Commit), cli.Ptr(code.Diff), cli.Ptr(code.WorkingDir)
+			in.Packages, in.Parameters = code.Packages, p
 			if dryRun {
-				return c.Print(in)
+				return c.PrintData(in)
 			}
 			return enqueue(cmd, c, in, quiet, g.wait, func() { describe(c, code, p) })
 		},

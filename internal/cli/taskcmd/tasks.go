@@ -9,13 +9,12 @@ import (
 	"time"
 
 	"github.com/klique-ai/klique/internal/cli"
+	"github.com/klique-ai/klique/internal/cli/gql"
 
 	"github.com/spf13/cobra"
 
 	"github.com/klique-ai/klique/internal/client"
 )
-
-const taskFields = `id name status position reason computeResource { name } group { name } size { text }`
 
 // keyValues reads repeated k=v flags.
 func keyValues(flag string, list []string) (map[string]string, error) {
@@ -33,16 +32,23 @@ func keyValues(flag string, list []string) (map[string]string, error) {
 	return out, nil
 }
 
-func printTask(c *cli.CLI, verb string, t map[string]any) error {
+func printTask(c *cli.CLI, verb string, t gql.TaskFields) error {
 	if c.Output != "table" {
-		return c.Print(t)
+		return c.PrintData(t)
 	}
 	pos := ""
-	if p := cli.Str(t, "position"); p != "" {
+	if p := cli.Opt(t.Position); p != "" {
 		pos = ", position " + p
 	}
-	fmt.Fprintf(c.Out, "%s task %s %q on %s of group %s, size %s: %s%s\n", verb, cli.Str(t, "id"), cli.Str(t, "name"),
-		quoteName(cli.Str(t, "computeResource", "name")), cli.Str(t, "group", "name"), cli.Str(t, "size", "text"), strings.ToLower(cli.Str(t, "status")), pos)
+	resource, group := "", ""
+	if t.ComputeResource != nil {
+		resource = t.ComputeResource.Name
+	}
+	if t.Group != nil {
+		group = t.Group.Name
+	}
+	fmt.Fprintf(c.Out, "%s task %s %q on %s of group %s, size %s: %s%s\n", verb, t.Id, t.Name,
+		quoteName(resource), group, t.Size.Text, strings.ToLower(string(t.Status)), pos)
 	return nil
 }
 
@@ -70,33 +76,21 @@ the compute resource's queue for the engine to place it.`,
 				return cli.Usagef("say what to run: give a command after `--`, as in %s --resource %q --project NAME -- python train.py (or --repo URL with --entry-point FILE)",
 					cmd.CommandPath(), resource)
 			}
-			in := map[string]any{"computeResource": resource}
-			if err := g.fill(c, in); err != nil {
+			in := gql.EnqueueTaskInput{ComputeResource: resource}
+			if err := g.fill(c, &in); err != nil {
 				return err
 			}
 			if name == "" {
 				name = taskName(args, entry, repo)
 			}
-			in["name"] = name
-			for k, v := range map[string]string{"project": project, "image": image, "repository": repo,
-				"commit": commit, "entryPoint": entry, "workingDir": workdir} {
-				if v != "" {
-					in[k] = v
-				}
-			}
-			if len(args) > 0 {
-				in["command"] = args
-			}
-			if len(packages) > 0 {
-				in["packages"] = packages
-			}
+			in.Name, in.Project, in.Image, in.Repository = name, cli.Ptr(project), cli.Ptr(image), cli.Ptr(repo)
+			in.Commit, in.EntryPoint, in.WorkingDir = cli.Ptr(commit), cli.Ptr(entry), cli.Ptr(workdir)
+			in.Command, in.Packages = args, packages
 			p, err := keyValues("param", params)
 			if err != nil {
 				return err
 			}
-			if p != nil {
-				in["parameters"] = p
-			}
+			in.Parameters = p
 			return enqueue(cmd, c, in, quiet, g.wait, nil)
 		},
 	}
@@ -121,18 +115,17 @@ the compute resource's queue for the engine to place it.`,
 // then, in table output, describe (klique run's account of the code it
 // recorded); then it waits up to wait for the engine to place the task.
 // klique enqueue, create task and run share it.
-func enqueue(cmd *cobra.Command, c *cli.CLI, in map[string]any, quiet bool, wait time.Duration, describe func()) error {
+func enqueue(cmd *cobra.Command, c *cli.CLI, in gql.EnqueueTaskInput, quiet bool, wait time.Duration, describe func()) error {
 	cl, err := c.Client(cmd.Context())
 	if err != nil {
 		return err
 	}
-	var out struct{ EnqueueTask map[string]any }
 	cl.Retry = cli.MutationRetry
-	if err := cl.Mutate(cmd.Context(), cli.NewIdempotencyKey(), `mutation($in: EnqueueTaskInput!) { enqueueTask(input: $in) { `+taskFields+` } }`,
-		map[string]any{"in": in}, &out); err != nil {
+	out, err := gql.EnqueueTask(client.WithIdempotencyKey(cmd.Context(), cli.NewIdempotencyKey()), cl, in)
+	if err != nil {
 		return projectFlag(err)
 	}
-	id := cli.Str(out.EnqueueTask, "id")
+	id := out.EnqueueTask.Id
 	if quiet {
 		fmt.Fprintln(c.Out, id)
 		if wait <= 0 {
@@ -140,7 +133,7 @@ func enqueue(cmd *cobra.Command, c *cli.CLI, in map[string]any, quiet bool, wait
 		}
 		return waitPlaced(c, cmd.Context(), cl, id, wait, false)
 	}
-	if err := printTask(c, "enqueued", out.EnqueueTask); err != nil {
+	if err := printTask(c, "enqueued", out.EnqueueTask.TaskFields); err != nil {
 		return err
 	}
 	if describe != nil && c.Output == "table" {
@@ -157,23 +150,26 @@ func enqueue(cmd *cobra.Command, c *cli.CLI, in map[string]any, quiet bool, wait
 func waitPlaced(c *cli.CLI, ctx context.Context, cl *client.Client, id string, wait time.Duration, say bool) error {
 	deadline := time.Now().Add(wait)
 	for {
-		var out struct{ Task map[string]any }
-		if err := cl.Do(ctx, `query($id: ID!) { task(id: $id) { id name status position reason pool { name } } }`, map[string]any{"id": id}, &out); err != nil {
+		out, err := gql.TaskPlacement(ctx, cl, id)
+		if err != nil {
 			return err
 		}
-		t := out.Task
-		if status := cli.Str(t, "status"); status != "QUEUED" || time.Now().After(deadline) {
+		var t gql.TaskPlacementTask
+		if out.Task != nil {
+			t = *out.Task
+		}
+		if t.Status != gql.TaskStatusQueued || time.Now().After(deadline) {
 			if !say {
 				return nil
 			}
 			if c.Output != "table" {
-				return c.Print(t)
+				return c.PrintData(out.Task)
 			}
-			where := strings.ToLower(status)
-			if pool := cli.Str(t, "pool", "name"); pool != "" {
-				where += " on pool " + pool
+			where := strings.ToLower(string(t.Status))
+			if t.Pool != nil && t.Pool.Name != "" {
+				where += " on pool " + t.Pool.Name
 			}
-			fmt.Fprintf(c.Out, "task %s is %s: %s\n", id, where, cli.Str(t, "reason"))
+			fmt.Fprintf(c.Out, "task %s is %s: %s\n", id, where, t.Reason)
 			return nil
 		}
 		select {
@@ -214,12 +210,11 @@ func newAbortCmd(c *cli.CLI) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var out struct{ AbortTask map[string]any }
-			if err := cl.Do(cmd.Context(), `mutation($id: ID!, $r: String) { abortTask(id: $id, reason: $r) { `+taskFields+` } }`,
-				map[string]any{"id": args[0], "r": reason}, &out); err != nil {
+			out, err := gql.AbortTask(cmd.Context(), cl, args[0], &reason)
+			if err != nil {
 				return err
 			}
-			return printTask(c, "aborted", out.AbortTask)
+			return printTask(c, "aborted", out.AbortTask.TaskFields)
 		},
 	}
 	cmd.Flags().StringVar(&reason, "reason", "", "why, for the task's record")
@@ -240,27 +235,20 @@ func newCloneCmd(c *cli.CLI) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			vars := map[string]any{"id": args[0], "p": p}
-			for k, v := range map[string]string{"name": name, "cr": resource, "group": group} {
-				if v != "" {
-					vars[k] = v
-				}
-			}
 			cl, err := c.Client(cmd.Context())
 			if err != nil {
 				return err
 			}
-			var out struct{ CloneTask map[string]any }
 			cl.Retry = cli.MutationRetry
-			if err := cl.Mutate(cmd.Context(), cli.NewIdempotencyKey(), `mutation($id: ID!, $p: StringMap, $name: String, $cr: ID, $group: ID) {
-				cloneTask(id: $id, parameterOverrides: $p, name: $name, computeResource: $cr, group: $group) { `+taskFields+` } }`, vars, &out); err != nil {
+			out, err := gql.CloneTask(client.WithIdempotencyKey(cmd.Context(), cli.NewIdempotencyKey()), cl, args[0], p, cli.Ptr(name), cli.Ptr(resource), cli.Ptr(group))
+			if err != nil {
 				return err
 			}
 			if quiet {
-				fmt.Fprintln(c.Out, cli.Str(out.CloneTask, "id"))
+				fmt.Fprintln(c.Out, out.CloneTask.Id)
 				return nil
 			}
-			return printTask(c, "enqueued", out.CloneTask)
+			return printTask(c, "enqueued", out.CloneTask.TaskFields)
 		},
 	}
 	cmd.Flags().StringArrayVar(&params, "param", nil, "parameter to change, NAME=VALUE (repeatable)")
