@@ -106,17 +106,23 @@ func (st *state) enforceCapacity() {
 		if over <= 0 {
 			continue
 		}
-		var on []int
-		for i := range st.placements {
-			if pl := &st.placements[i]; pl.alive && pl.Pool == p {
-				on = append(on, i)
-			}
-		}
+		on := st.livePlacements(func(pl *live) bool { return pl.Pool == p })
 		reason := fmt.Sprintf("pool %s's capacity was lowered to %s GPUs, below the %s GPUs placed on it", pool.Name, pool.Capacity, st.poolUsed[p])
 		for _, i := range st.shed(on, over) {
 			st.preempt(i, CauseCapacity, -1, reason)
 		}
 	}
+}
+
+// livePlacements returns the indexes of the live placements that match.
+func (st *state) livePlacements(match func(*live) bool) []int {
+	var out []int
+	for i := range st.placements {
+		if pl := &st.placements[i]; pl.alive && match(pl) {
+			out = append(out, i)
+		}
+	}
+	return out
 }
 
 // enforceLimits preempts work of every group that holds more than its
@@ -133,12 +139,7 @@ func (st *state) enforceLimits() {
 			// stops new work, as draining a pool does.
 			continue
 		}
-		var mine []int
-		for i := range st.placements {
-			if pl := &st.placements[i]; pl.alive && pl.group == g {
-				mine = append(mine, i)
-			}
-		}
+		mine := st.livePlacements(func(pl *live) bool { return pl.group == g })
 		reason := fmt.Sprintf("group %s's limit was lowered to %s GPUs, below the %s GPUs it held", grp.Name, grp.Limit, st.groupUse[g])
 		for _, i := range st.shed(mine, over) {
 			st.preempt(i, CauseLimit, -1, reason)

@@ -103,25 +103,11 @@ func (a *Allocator) Allocate(key string, milliPerNode int64) ([]agentapi.GPU, in
 		return []agentapi.GPU{g}, milliPerNode, nil
 	default:
 		n := int((milliPerNode + 999) / 1000)
-		var picked []agentapi.GPU
-		for _, g := range a.gpus {
-			if a.used[g.Index] == 0 {
-				picked = append(picked, g)
-				if len(picked) == n {
-					break
-				}
-			}
-		}
+		picked := a.idle(n)
 		if len(picked) < n {
 			return nil, 0, fmt.Errorf("%w: the task needs %d whole GPUs, %d are idle", ErrNoCapacity, n, len(picked))
 		}
-		al := allocation{share: 1000}
-		for _, g := range picked {
-			a.used[g.Index] = 1000
-			al.indices = append(al.indices, g.Index)
-		}
-		a.holds[key] = al
-		return picked, 1000, nil
+		return a.holdWhole(key, picked), 1000, nil
 	}
 }
 
@@ -158,7 +144,16 @@ func (a *Allocator) AllocateSlots(key string, milliPerNode int64, nodes int) ([]
 		return nil, 0, nil
 	}
 	perNode := int((milliPerNode + 999) / 1000)
-	n := perNode * max(nodes, 1)
+	picked := a.idle(perNode * max(nodes, 1))
+	if len(picked) < perNode {
+		return nil, 0, fmt.Errorf("%w: the task needs %d GPUs per node, %d slots are idle", ErrNoCapacity, perNode, len(picked))
+	}
+	return a.holdWhole(key, picked), 1000, nil
+}
+
+// idle returns up to n of the GPUs nothing holds, in the worker's order.
+// The caller holds a.mu.
+func (a *Allocator) idle(n int) []agentapi.GPU {
 	var picked []agentapi.GPU
 	for _, g := range a.gpus {
 		if a.used[g.Index] == 0 {
@@ -168,16 +163,19 @@ func (a *Allocator) AllocateSlots(key string, milliPerNode int64, nodes int) ([]
 			}
 		}
 	}
-	if len(picked) < perNode {
-		return nil, 0, fmt.Errorf("%w: the task needs %d GPUs per node, %d slots are idle", ErrNoCapacity, perNode, len(picked))
-	}
+	return picked
+}
+
+// holdWhole holds picked, whole, under key and returns them. The caller
+// holds a.mu.
+func (a *Allocator) holdWhole(key string, picked []agentapi.GPU) []agentapi.GPU {
 	al := allocation{share: 1000}
 	for _, g := range picked {
 		a.used[g.Index] = 1000
 		al.indices = append(al.indices, g.Index)
 	}
 	a.holds[key] = al
-	return picked, 1000, nil
+	return picked
 }
 
 // Hold takes the worker's GPUs among indices out of use under key, whole,

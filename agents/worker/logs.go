@@ -291,19 +291,29 @@ func (s *logStream) run(ctx context.Context) {
 // close sends everything left, retrying while the control plane is
 // unreachable, until ctx is done.
 func (s *logStream) close(ctx context.Context) error {
+	if err := flushRetrying(ctx, s.backoff, s.flush); err != nil {
+		return fmt.Errorf("send the last log lines: %w", err)
+	}
+	s.mu.Lock()
+	if s.spool != nil {
+		s.spool.remove()
+		s.spool = nil
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+// flushRetrying calls flush until it succeeds, waiting backoff's delay
+// after each failure, and returns its last error once ctx is done: how a
+// stream sends what is left when its task ends, through an outage.
+func flushRetrying(ctx context.Context, backoff client.Backoff, flush func(context.Context) error) error {
 	for failures := 0; ; failures++ {
-		err := s.flush(ctx)
+		err := flush(ctx)
 		if err == nil {
-			s.mu.Lock()
-			if s.spool != nil {
-				s.spool.remove()
-				s.spool = nil
-			}
-			s.mu.Unlock()
 			return nil
 		}
-		if !client.Sleep(ctx, s.backoff.Delay(failures)) {
-			return fmt.Errorf("send the last log lines: %w", err)
+		if !client.Sleep(ctx, backoff.Delay(failures)) {
+			return err
 		}
 	}
 }

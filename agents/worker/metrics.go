@@ -187,15 +187,10 @@ func (s *metricStream) run(ctx context.Context) {
 }
 
 func (s *metricStream) close(ctx context.Context) error {
-	for failures := 0; ; failures++ {
-		err := s.flush(ctx)
-		if err == nil {
-			return nil
-		}
-		if !client.Sleep(ctx, s.backoff.Delay(failures)) {
-			return fmt.Errorf("send the last metrics: %w", err)
-		}
+	if err := flushRetrying(ctx, s.backoff, s.flush); err != nil {
+		return fmt.Errorf("send the last metrics: %w", err)
 	}
+	return nil
 }
 
 // metricsServer is the worker's local endpoint for metrics: each task gets

@@ -1,10 +1,6 @@
 package main
 
 import (
-	"errors"
-	"fmt"
-	"log/slog"
-
 	"github.com/klique-ai/klique/internal/cli"
 
 	"github.com/spf13/cobra"
@@ -15,7 +11,8 @@ import (
 
 func newAutoscalerCmd(c *cli.CLI) *cobra.Command {
 	var o autoscaler.Options
-	var tokenFile, logLevel, logFormat, localDir string
+	var tokenFile, localDir string
+	var logs logFlags
 	var refuseSpot bool
 	cmd := &cobra.Command{
 		Use:   "autoscaler --pool NAME [--server URL] --token-file FILE",
@@ -43,18 +40,8 @@ machine, for demos and tests.`,
 				return err
 			}
 			o.Server, o.Token = server, token
-			var level slog.Level
-			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
-				return cli.Usagef("--log-level %q: use debug, info, warn or error", logLevel)
-			}
-			hopts := &slog.HandlerOptions{Level: level}
-			switch logFormat {
-			case "text":
-				o.Log = slog.New(slog.NewTextHandler(c.Err, hopts))
-			case "json":
-				o.Log = slog.New(slog.NewJSONHandler(c.Err, hopts))
-			default:
-				return cli.Usagef("--log-format %q: use text or json", logFormat)
+			if o.Log, err = logs.logger(c.Err); err != nil {
+				return err
 			}
 			if localDir != "" {
 				o.Local = &autoscaler.Local{Dir: localDir, RefuseSpot: refuseSpot}
@@ -65,10 +52,7 @@ machine, for demos and tests.`,
 			if err != nil {
 				return err
 			}
-			if err := a.Run(cmd.Context()); err != nil && !errors.Is(err, cmd.Context().Err()) {
-				return fmt.Errorf("autoscaler: %w", err)
-			}
-			return nil
+			return runDaemon(cmd.Context(), "autoscaler", a.Run)
 		},
 	}
 	f := cmd.Flags()
@@ -77,7 +61,6 @@ machine, for demos and tests.`,
 	f.StringVar(&o.WorkerServer, "worker-server", "", "the control plane's URL as instances reach it (default: --server)")
 	f.StringVar(&localDir, "local-dir", "", "directory for the worker processes of the local provider")
 	f.BoolVar(&refuseSpot, "local-refuse-spot", false, "the local provider refuses spot requests, to show the on-demand fallback")
-	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
-	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
+	logs.add(f, true)
 	return cmd
 }

@@ -1,9 +1,6 @@
 package main
 
 import (
-	"errors"
-	"fmt"
-	"log/slog"
 	"os"
 	"strings"
 	"time"
@@ -18,7 +15,8 @@ import (
 
 func newHPCSubmitterCmd(c *cli.CLI) *cobra.Command {
 	var o hpc.SubmitterOptions
-	var configFile, tokenFile, logLevel, asUser string
+	var configFile, tokenFile, asUser string
+	var logs logFlags
 	var params []string
 	cmd := &cobra.Command{
 		Use:   "hpc-submitter --scheduler slurm|pbs|lsf --pool NAME --token-file FILE --user-map FILE --gpus N",
@@ -79,23 +77,15 @@ The user map is read again whenever it changes. See docs/hpc.md.`,
 				return err
 			}
 			o.Server, o.Token = server, token
-			var level slog.Level
-			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
-				return cli.Usagef("--log-level %q: use debug, info, warn or error", logLevel)
+			if o.Log, err = logs.logger(c.Err); err != nil {
+				return err
 			}
-			o.Log = slog.New(slog.NewTextHandler(c.Err, &slog.HandlerOptions{Level: level}))
 			o.Version = version.String()
 			w, err := hpc.NewSubmitter(cmd.Context(), o)
 			if err != nil {
-				if strings.HasPrefix(err.Error(), "--") {
-					return cli.Usage(err)
-				}
-				return err
+				return optionError(err)
 			}
-			if err := w.Run(cmd.Context()); err != nil && !errors.Is(err, cmd.Context().Err()) {
-				return fmt.Errorf("hpc-submitter: %w", err)
-			}
-			return nil
+			return runDaemon(cmd.Context(), "hpc-submitter", w.Run)
 		},
 	}
 	f := cmd.Flags()
@@ -114,7 +104,7 @@ The user map is read again whenever it changes. See docs/hpc.md.`,
 	f.StringArrayVar(&params, "param", nil, "template parameter default, name=value (time_limit, partition, queue, account), repeatable")
 	f.StringVar(&o.Name, "name", "", "name of this submitter (default: the host name)")
 	f.DurationVar(&o.Grace, "grace", 30*time.Second, "time a cancelled job is given to end before it is reported")
-	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	logs.add(f, false)
 	return cmd
 }
 

@@ -20,9 +20,10 @@ import (
 
 // routerOptions are `klique router`'s settings.
 type routerOptions struct {
-	controlPlane, listen, issuer, logLevel string
-	cacheTTL                               time.Duration
-	allowHTTP                              bool
+	controlPlane, listen, issuer string
+	cacheTTL                     time.Duration
+	allowHTTP                    bool
+	logs                         logFlags
 }
 
 func newRouterCmd(c *cli.CLI) *cobra.Command {
@@ -55,7 +56,7 @@ the control plane with the caller's own credential, and the answer is kept for
 	f.StringVar(&o.issuer, "issuer", os.Getenv("KLIQUE_ROUTER_ISSUER"), "the iss of the control plane's access tokens, its KLIQUE_PUBLIC_URL (default: --control-plane; or $KLIQUE_ROUTER_ISSUER)")
 	f.DurationVar(&o.cacheTTL, "cache-ttl", router.DefaultCacheTTL, "how long the control plane's answer for a credential and an instance is reused: a revoked key stops working within it")
 	f.BoolVar(&o.allowHTTP, "allow-http", false, "accept a plain-HTTP control plane that is not on loopback (its keys could be forged in transit; development only)")
-	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	o.logs.add(f, false)
 	return cmd
 }
 
@@ -66,11 +67,10 @@ func runRouter(ctx context.Context, c *cli.CLI, o routerOptions) error {
 	if o.cacheTTL <= 0 || o.cacheTTL > time.Minute {
 		return cli.Usagef("--cache-ttl %s: give a duration from 1s to 1m (a revoked key keeps working that long)", o.cacheTTL)
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
-		return cli.Usagef("--log-level %q: use debug, info, warn or error", o.logLevel)
+	log, err := o.logs.logger(c.Err)
+	if err != nil {
+		return err
 	}
-	log := slog.New(slog.NewTextHandler(c.Err, &slog.HandlerOptions{Level: level}))
 	own := appnet.NewOwn()
 	h, err := router.Standalone(router.RemoteConfig{ControlPlane: o.controlPlane, Issuer: o.issuer, Log: log, AllowHTTP: o.allowHTTP},
 		o.cacheTTL, appnet.NewActivity(nil), own)

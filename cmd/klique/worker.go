@@ -1,9 +1,6 @@
 package main
 
 import (
-	"errors"
-	"fmt"
-	"log/slog"
 	"os"
 	"strings"
 	"time"
@@ -18,7 +15,8 @@ import (
 
 func newWorkerCmd(c *cli.CLI) *cobra.Command {
 	var o agents.Options
-	var pool, tokenFile, logLevel, logFormat string
+	var pool, tokenFile string
+	var logs logFlags
 	tunnel := true
 	var labels []string
 	cmd := &cobra.Command{
@@ -69,31 +67,15 @@ turns it off. See docs/apps.md.`,
 			if o.Grace < 0 {
 				return cli.Usagef("--grace must not be negative")
 			}
-			var level slog.Level
-			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
-				return cli.Usagef("--log-level %q: use debug, info, warn or error", logLevel)
-			}
-			hopts := &slog.HandlerOptions{Level: level}
-			switch logFormat {
-			case "text":
-				o.Log = slog.New(slog.NewTextHandler(c.Err, hopts))
-			case "json":
-				o.Log = slog.New(slog.NewJSONHandler(c.Err, hopts))
-			default:
-				return cli.Usagef("--log-format %q: use text or json", logFormat)
+			if o.Log, err = logs.logger(c.Err); err != nil {
+				return err
 			}
 			o.Version = version.String()
 			w, err := agents.NewWorker(cmd.Context(), o)
 			if err != nil {
-				if strings.HasPrefix(err.Error(), "--") {
-					return cli.Usage(err)
-				}
-				return err
+				return optionError(err)
 			}
-			if err := w.Run(cmd.Context()); err != nil && !errors.Is(err, cmd.Context().Err()) {
-				return fmt.Errorf("worker: %w", err)
-			}
-			return nil
+			return runDaemon(cmd.Context(), "worker", w.Run)
 		},
 	}
 	f := cmd.Flags()
@@ -128,8 +110,7 @@ turns it off. See docs/apps.md.`,
 	f.StringVar(&o.GPUResource, "gpu-resource", "nvidia.com/gpu", "resource a task's GPUs are counted in, such as nvidia.com/mig-1g.10gb for MIG slices (kubernetes)")
 	f.StringVar(&o.FractionResource, "fraction-resource", "", "extended resource, in MiB of GPU memory, that a fraction of a GPU asks for; empty: no fractions (kubernetes)")
 	f.StringVar(&o.NvidiaSMI, "nvidia-smi", "", "nvidia-smi executable (default: nvidia-smi on PATH)")
-	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
-	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
+	logs.add(f, true)
 	return cmd
 }
 

@@ -180,45 +180,34 @@ func (b *EstateBuilder) Build() *engine.Snapshot { s := b.snap; return &s }
 
 func (b *EstateBuilder) poolIdx(name string) int {
 	b.t.Helper()
-	for i, p := range b.snap.Pools {
-		if p.Name == name {
-			return i
-		}
-	}
-	b.t.Fatalf("no pool %s", name)
-	return -1
+	return index(b.t, "pool", name, b.snap.Pools, func(p engine.Pool) string { return p.Name })
 }
 
 func (b *EstateBuilder) profileIdx(name string) int {
 	b.t.Helper()
-	for i, p := range b.snap.Profiles {
-		if p.Name == name {
-			return i
-		}
-	}
-	b.t.Fatalf("no profile %s", name)
-	return -1
+	return index(b.t, "profile", name, b.snap.Profiles, func(p engine.Profile) string { return p.Name })
 }
 
 func (b *EstateBuilder) groupIdx(name string) int {
 	b.t.Helper()
-	for i, g := range b.snap.Groups {
-		if g.Name == name {
-			return i
-		}
-	}
-	b.t.Fatalf("no group %s", name)
-	return -1
+	return index(b.t, "group", name, b.snap.Groups, func(g engine.Group) string { return g.Name })
 }
 
 func (b *EstateBuilder) queueIdx(id string) int {
 	b.t.Helper()
-	for i, q := range b.snap.Queues {
-		if q.ID == id {
+	return index(b.t, "queue", id, b.snap.Queues, func(q engine.Queue) string { return q.ID })
+}
+
+// index is the index of the item of items keyed key, failing the test when
+// there is none: the builder refers to the snapshot's items by name.
+func index[T any](t testing.TB, what, key string, items []T, keyOf func(T) string) int {
+	t.Helper()
+	for i, it := range items {
+		if keyOf(it) == key {
 			return i
 		}
 	}
-	b.t.Fatalf("no queue %s", id)
+	t.Fatalf("no %s %s", what, key)
 	return -1
 }
 

@@ -11,87 +11,38 @@ import (
 // Groups checks groups: round trips, updates, uniqueness in a tenant,
 // deletion and what holds it back, paging.
 func Groups(t *testing.T, setup harness.Setup) {
-	groupWritesAndRefusals(t, setup)
+	group.CheckRefusals(t, setup)
+	groupWrites(t, setup)
 	groupDeletesAndLists(t, setup)
 }
 
-// groupWritesAndRefusals checks that a group is stored and updated whole,
-// and the writes and reads refused.
-func groupWritesAndRefusals(t *testing.T, setup harness.Setup) {
-	t.Run("CreateGroup then GetGroup and GetGroupByName return every field", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
-		in := &model.Group{ID: model.NewID(), TenantID: b.Tenant.ID, Name: "vision", Description: "Vision research",
-			CreatedAt: b.At(1), UpdatedAt: b.At(2)}
-		harness.Must(t, b.Store.CreateGroup(b.Ctx, in))
-		want := *in
-		want.CreatedAt, want.UpdatedAt = harness.Norm(in.CreatedAt), harness.Norm(in.UpdatedAt)
-		got, err := b.Store.GetGroup(b.Ctx, b.Tenant.ID, in.ID)
-		harness.Must(t, err)
-		harness.CheckEqual(t, "GetGroup", got, &want)
-		got, err = b.Store.GetGroupByName(b.Ctx, b.Tenant.ID, "vision")
-		harness.Must(t, err)
-		harness.CheckEqual(t, "GetGroupByName", got, &want)
+// groupWrites checks that a group is stored and updated whole.
+func groupWrites(t *testing.T, setup harness.Setup) {
+	setup.Run(t, "CreateGroup then GetGroup and GetGroupByName return every field", func(t *testing.T, b *harness.Bundle) {
+		group.CheckCreate(t, b, &model.Group{ID: model.NewID(), TenantID: b.Tenant.ID, Name: "vision", Description: "Vision research",
+			CreatedAt: b.At(1), UpdatedAt: b.At(2)})
 	})
 
-	t.Run("CreateGroup assigns an id when it has none", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "CreateGroup assigns an id when it has none", func(t *testing.T, b *harness.Bundle) {
 		g := &model.Group{TenantID: b.Tenant.ID, Name: "vision"}
 		harness.Must(t, b.Store.CreateGroup(b.Ctx, g))
 		_, err := b.Store.GetGroup(b.Ctx, b.Tenant.ID, g.ID)
 		harness.Must(t, err)
 	})
 
-	t.Run("UpdateGroup writes name and description and keeps CreatedAt", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "UpdateGroup writes name and description and keeps CreatedAt", func(t *testing.T, b *harness.Bundle) {
 		g := b.Group(t)
-		upd := &model.Group{ID: g.ID, TenantID: g.TenantID, Name: "renamed", Description: "new", CreatedAt: b.At(50), UpdatedAt: b.At(3)}
-		harness.Must(t, b.Store.UpdateGroup(b.Ctx, upd))
-		got, err := b.Store.GetGroup(b.Ctx, b.Tenant.ID, g.ID)
-		harness.Must(t, err)
-		harness.CheckEqual(t, "after UpdateGroup", got, &model.Group{ID: g.ID, TenantID: g.TenantID, Name: "renamed",
-			Description: "new", CreatedAt: harness.Norm(g.CreatedAt), UpdatedAt: harness.Norm(b.At(3))})
+		group.CheckUpdate(t, b, g, &model.Group{ID: g.ID, TenantID: g.TenantID, Name: "renamed", Description: "new",
+			CreatedAt: b.At(50), UpdatedAt: b.At(3)})
 	})
 
-	t.Run("UpdateGroup returns ErrNotFound for a missing group and another tenant's group", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
-		harness.WantErr(t, b.Store.UpdateGroup(b.Ctx, &model.Group{ID: model.NewID(), TenantID: b.Tenant.ID, Name: "x"}), store.ErrNotFound)
-		theirs := b.Group(t, func(g *model.Group) { g.TenantID = b.Other.ID })
-		harness.WantErr(t, b.Store.UpdateGroup(b.Ctx, &model.Group{ID: theirs.ID, TenantID: b.Tenant.ID, Name: "x"}), store.ErrNotFound)
-	})
-
-	t.Run("CreateGroup and UpdateGroup return ErrConflict for a name taken in the tenant", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
-		g1 := b.Group(t)
-		harness.WantErr(t, b.Store.CreateGroup(b.Ctx, &model.Group{TenantID: b.Tenant.ID, Name: g1.Name}), store.ErrConflict)
-		g2 := b.Group(t)
-		g2.Name = g1.Name
-		harness.WantErr(t, b.Store.UpdateGroup(b.Ctx, g2), store.ErrConflict)
-		b.Group(t, func(g *model.Group) { g.TenantID = b.Other.ID; g.Name = g1.Name })
-	})
-
-	t.Run("GetGroup and GetGroupByName return ErrNotFound for another tenant's group", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
-		theirs := b.Group(t, func(g *model.Group) { g.TenantID = b.Other.ID })
-		_, err := b.Store.GetGroup(b.Ctx, b.Tenant.ID, theirs.ID)
-		harness.WantErr(t, err, store.ErrNotFound)
-		_, err = b.Store.GetGroupByName(b.Ctx, b.Tenant.ID, theirs.Name)
-		harness.WantErr(t, err, store.ErrNotFound)
-	})
 }
 
 // groupDeletesAndLists checks DeleteGroup, which takes its memberships
 // with it and which a policy or a restricted project holds back, and
 // ListGroups.
 func groupDeletesAndLists(t *testing.T, setup harness.Setup) {
-	t.Run("DeleteGroup deletes the group and its memberships", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "DeleteGroup deletes the group and its memberships", func(t *testing.T, b *harness.Bundle) {
 		g := b.Group(t)
 		u := b.User(t)
 		harness.Must(t, b.Store.PutMembership(b.Ctx, &model.Membership{TenantID: b.Tenant.ID, GroupID: g.ID, UserID: u.ID, Role: model.GroupRoleMember}))
@@ -103,19 +54,7 @@ func groupDeletesAndLists(t *testing.T, setup harness.Setup) {
 		harness.CheckEqual(t, "memberships left", len(ms), 0)
 	})
 
-	t.Run("DeleteGroup returns ErrNotFound for a missing group and another tenant's group", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
-		harness.WantErr(t, b.Store.DeleteGroup(b.Ctx, b.Tenant.ID, model.NewID()), store.ErrNotFound)
-		theirs := b.Group(t, func(g *model.Group) { g.TenantID = b.Other.ID })
-		harness.WantErr(t, b.Store.DeleteGroup(b.Ctx, b.Tenant.ID, theirs.ID), store.ErrNotFound)
-		_, err := b.Store.GetGroup(b.Ctx, b.Other.ID, theirs.ID)
-		harness.Must(t, err)
-	})
-
-	t.Run("DeleteGroup returns ErrConflict while a policy governs the group", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "DeleteGroup returns ErrConflict while a policy governs the group", func(t *testing.T, b *harness.Bundle) {
 		g := b.Group(t)
 		b.Policy(t, g.ID)
 		harness.WantErr(t, b.Store.DeleteGroup(b.Ctx, b.Tenant.ID, g.ID), store.ErrConflict)
@@ -123,17 +62,13 @@ func groupDeletesAndLists(t *testing.T, setup harness.Setup) {
 		harness.Must(t, err)
 	})
 
-	t.Run("DeleteGroup returns ErrConflict while a project is restricted to the group", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "DeleteGroup returns ErrConflict while a project is restricted to the group", func(t *testing.T, b *harness.Bundle) {
 		g := b.Group(t)
 		b.Project(t, func(p *model.Project) { p.GroupID = g.ID })
 		harness.WantErr(t, b.Store.DeleteGroup(b.Ctx, b.Tenant.ID, g.ID), store.ErrConflict)
 	})
 
-	t.Run("ListGroups pages through a tenant's groups by name", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "ListGroups pages through a tenant's groups by name", func(t *testing.T, b *harness.Bundle) {
 		want := []string{"nlp", "Vision", "audio", "robotics", "infra"}
 		for _, n := range want {
 			b.Group(t, func(g *model.Group) { g.Name = n })
@@ -148,9 +83,7 @@ func groupDeletesAndLists(t *testing.T, setup harness.Setup) {
 // Memberships checks putting, deleting and listing the members of groups,
 // within a tenant.
 func Memberships(t *testing.T, setup harness.Setup) {
-	t.Run("PutMembership adds a member, then changes the role and keeps CreatedAt", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "PutMembership adds a member, then changes the role and keeps CreatedAt", func(t *testing.T, b *harness.Bundle) {
 		g := b.Group(t)
 		u := b.User(t)
 		harness.Must(t, b.Store.PutMembership(b.Ctx, &model.Membership{TenantID: b.Tenant.ID, GroupID: g.ID, UserID: u.ID,
@@ -168,9 +101,7 @@ func Memberships(t *testing.T, setup harness.Setup) {
 		harness.CheckEqual(t, "after role change", got, []*model.Membership{want})
 	})
 
-	t.Run("PutMembership returns ErrNotFound for a missing group or user, or another tenant's", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "PutMembership returns ErrNotFound for a missing group or user, or another tenant's", func(t *testing.T, b *harness.Bundle) {
 		g := b.Group(t)
 		u := b.User(t)
 		theirGroup := b.Group(t, func(x *model.Group) { x.TenantID = b.Other.ID })
@@ -185,9 +116,7 @@ func Memberships(t *testing.T, setup harness.Setup) {
 		}
 	})
 
-	t.Run("PutMembership from another tenant cannot change an existing membership", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "PutMembership from another tenant cannot change an existing membership", func(t *testing.T, b *harness.Bundle) {
 		g := b.Group(t)
 		u := b.User(t)
 		harness.Must(t, b.Store.PutMembership(b.Ctx, &model.Membership{TenantID: b.Tenant.ID, GroupID: g.ID, UserID: u.ID, Role: model.GroupRoleMember}))
@@ -200,9 +129,7 @@ func Memberships(t *testing.T, setup harness.Setup) {
 		}
 	})
 
-	t.Run("DeleteMembership removes one membership and returns ErrNotFound when there is none", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "DeleteMembership removes one membership and returns ErrNotFound when there is none", func(t *testing.T, b *harness.Bundle) {
 		g := b.Group(t)
 		u1, u2 := b.User(t), b.User(t)
 		for _, u := range []*model.User{u1, u2} {
@@ -216,9 +143,7 @@ func Memberships(t *testing.T, setup harness.Setup) {
 		harness.CheckEqual(t, "members left", harness.Names(got, func(m *model.Membership) string { return m.UserID }), []string{u2.ID})
 	})
 
-	t.Run("ListMembershipsByUser orders by group name and ListMembershipsByGroup by user name", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "ListMembershipsByUser orders by group name and ListMembershipsByGroup by user name", func(t *testing.T, b *harness.Bundle) {
 		gB := b.Group(t, func(g *model.Group) { g.Name = "b-group" })
 		gA := b.Group(t, func(g *model.Group) { g.Name = "a-group" })
 		gC := b.Group(t, func(g *model.Group) { g.Name = "c-group" })
@@ -244,3 +169,11 @@ func Memberships(t *testing.T, setup harness.Setup) {
 		harness.CheckEqual(t, "memberships seen from another tenant", len(none), 0)
 	})
 }
+
+// group describes groups for the checks every kind a tenant owns passes.
+var group = harness.Owned[model.Group]{Kind: "Group", Noun: "group", Make: (*harness.Bundle).Group,
+	Fields: func(g *model.Group) harness.Fields {
+		return harness.Fields{ID: &g.ID, TenantID: &g.TenantID, Name: &g.Name, CreatedAt: &g.CreatedAt, UpdatedAt: &g.UpdatedAt}
+	},
+	Create: store.Store.CreateGroup, Get: store.Store.GetGroup, GetByName: store.Store.GetGroupByName,
+	Update: store.Store.UpdateGroup, Delete: store.Store.DeleteGroup}

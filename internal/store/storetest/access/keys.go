@@ -12,6 +12,7 @@ import (
 // APIKeys checks API keys: round trips, lookup by hash across tenants,
 // listing, revoking and touching.
 func APIKeys(t *testing.T, setup harness.Setup) {
+	apiKey.CheckRefusals(t, setup)
 	apiKeyReads(t, setup)
 	apiKeyRefusals(t, setup)
 	apiKeyLifecycle(t, setup)
@@ -20,52 +21,27 @@ func APIKeys(t *testing.T, setup harness.Setup) {
 // apiKeyReads checks that a key is stored whole and found by id in its
 // tenant, and by hash in any.
 func apiKeyReads(t *testing.T, setup harness.Setup) {
-	t.Run("CreateAPIKey then GetAPIKey returns every field, with unset times and project", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "CreateAPIKey then GetAPIKey returns every field, with unset times and project", func(t *testing.T, b *harness.Bundle) {
 		u := b.User(t)
 		in := &model.APIKey{ID: model.NewID(), TenantID: b.Tenant.ID, UserID: u.ID, Name: "ci", Prefix: "kq_abc",
 			Hash: []byte{0x00, 0xff, 0x10, 0x80, 0x7f}, CreatedAt: b.At(1)}
-		harness.Must(t, b.Store.CreateAPIKey(b.Ctx, in))
-		want := *in
-		want.CreatedAt = harness.Norm(in.CreatedAt)
-		got, err := b.Store.GetAPIKey(b.Ctx, b.Tenant.ID, in.ID)
-		harness.Must(t, err)
-		harness.CheckEqual(t, "GetAPIKey", got, &want)
+		apiKey.CheckCreate(t, b, in)
 	})
 
-	t.Run("CreateAPIKey round-trips set times and a project", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "CreateAPIKey round-trips set times and a project", func(t *testing.T, b *harness.Bundle) {
 		u := b.User(t)
 		p := b.Project(t)
 		in := &model.APIKey{ID: model.NewID(), TenantID: b.Tenant.ID, UserID: u.ID, Name: "ci", Prefix: "kq_abc",
 			Hash: []byte("h"), ProjectID: p.ID, CreatedAt: b.At(1),
 			ExpiresAt: harness.Ptr(b.At(60)), LastUsedAt: harness.Ptr(b.At(2)), RevokedAt: harness.Ptr(b.At(3))}
 		harness.Must(t, b.Store.CreateAPIKey(b.Ctx, in))
-		want := *in
-		want.CreatedAt = harness.Norm(in.CreatedAt)
+		want := apiKey.Stored(in)
 		want.ExpiresAt, want.LastUsedAt, want.RevokedAt = harness.NormPtr(in.ExpiresAt), harness.NormPtr(in.LastUsedAt), harness.NormPtr(in.RevokedAt)
-		got, err := b.Store.GetAPIKey(b.Ctx, b.Tenant.ID, in.ID)
-		harness.Must(t, err)
-		harness.CheckEqual(t, "GetAPIKey", got, &want)
+		got := apiKey.CheckStored(t, b, "GetAPIKey", want)
 		harness.CheckTimeUTC(t, "ExpiresAt", *got.ExpiresAt)
 	})
 
-	t.Run("GetAPIKey returns ErrNotFound for a missing key and another tenant's key", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
-		_, err := b.Store.GetAPIKey(b.Ctx, b.Tenant.ID, model.NewID())
-		harness.WantErr(t, err, store.ErrNotFound)
-		theirUser := b.User(t, func(u *model.User) { u.TenantID = b.Other.ID })
-		theirs := b.APIKey(t, theirUser.ID, func(k *model.APIKey) { k.TenantID = b.Other.ID })
-		_, err = b.Store.GetAPIKey(b.Ctx, b.Tenant.ID, theirs.ID)
-		harness.WantErr(t, err, store.ErrNotFound)
-	})
-
-	t.Run("GetAPIKeyByHash finds a key of any tenant and returns ErrNotFound for an unknown or empty hash", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "GetAPIKeyByHash finds a key of any tenant and returns ErrNotFound for an unknown or empty hash", func(t *testing.T, b *harness.Bundle) {
 		mine := b.APIKey(t, b.User(t).ID)
 		theirUser := b.User(t, func(u *model.User) { u.TenantID = b.Other.ID })
 		theirs := b.APIKey(t, theirUser.ID, func(k *model.APIKey) { k.TenantID = b.Other.ID })
@@ -85,18 +61,14 @@ func apiKeyReads(t *testing.T, setup harness.Setup) {
 // apiKeyRefusals checks the keys CreateAPIKey refuses: a hash in use, a
 // missing or another tenant's user or project.
 func apiKeyRefusals(t *testing.T, setup harness.Setup) {
-	t.Run("CreateAPIKey returns ErrConflict for a hash in use, also in another tenant", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "CreateAPIKey returns ErrConflict for a hash in use, also in another tenant", func(t *testing.T, b *harness.Bundle) {
 		k := b.APIKey(t, b.User(t).ID)
 		theirUser := b.User(t, func(u *model.User) { u.TenantID = b.Other.ID })
 		harness.WantErr(t, b.Store.CreateAPIKey(b.Ctx, &model.APIKey{TenantID: b.Other.ID, UserID: theirUser.ID, Name: "dup",
 			Hash: bytes.Clone(k.Hash)}), store.ErrConflict)
 	})
 
-	t.Run("CreateAPIKey returns ErrNotFound for a missing user or project, or another tenant's", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "CreateAPIKey returns ErrNotFound for a missing user or project, or another tenant's", func(t *testing.T, b *harness.Bundle) {
 		u := b.User(t)
 		theirUser := b.User(t, func(x *model.User) { x.TenantID = b.Other.ID })
 		theirProject := b.Project(t, func(x *model.Project) { x.TenantID = b.Other.ID })
@@ -117,9 +89,7 @@ func apiKeyRefusals(t *testing.T, setup harness.Setup) {
 
 // apiKeyLifecycle checks listing, revoking and touching keys.
 func apiKeyLifecycle(t *testing.T, setup harness.Setup) {
-	t.Run("ListAPIKeys lists a tenant's keys or one user's, newest first", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "ListAPIKeys lists a tenant's keys or one user's, newest first", func(t *testing.T, b *harness.Bundle) {
 		u1, u2 := b.User(t), b.User(t)
 		k1 := b.APIKey(t, u1.ID, func(k *model.APIKey) { k.CreatedAt = b.At(1) })
 		k2 := b.APIKey(t, u2.ID, func(k *model.APIKey) { k.CreatedAt = b.At(3) })
@@ -139,9 +109,7 @@ func apiKeyLifecycle(t *testing.T, setup harness.Setup) {
 		harness.CheckEqual(t, "another tenant's user's keys", len(none), 0)
 	})
 
-	t.Run("RevokeAPIKey sets RevokedAt and keeps the first revocation", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "RevokeAPIKey sets RevokedAt and keeps the first revocation", func(t *testing.T, b *harness.Bundle) {
 		k := b.APIKey(t, b.User(t).ID)
 		harness.Must(t, b.Store.RevokeAPIKey(b.Ctx, b.Tenant.ID, k.ID, b.At(5)))
 		harness.Must(t, b.Store.RevokeAPIKey(b.Ctx, b.Tenant.ID, k.ID, b.At(6)))
@@ -153,9 +121,7 @@ func apiKeyLifecycle(t *testing.T, setup harness.Setup) {
 		}
 	})
 
-	t.Run("RevokeAPIKey returns ErrNotFound for a missing key and another tenant's key", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "RevokeAPIKey returns ErrNotFound for a missing key and another tenant's key", func(t *testing.T, b *harness.Bundle) {
 		harness.WantErr(t, b.Store.RevokeAPIKey(b.Ctx, b.Tenant.ID, model.NewID(), b.Now), store.ErrNotFound)
 		theirUser := b.User(t, func(u *model.User) { u.TenantID = b.Other.ID })
 		theirs := b.APIKey(t, theirUser.ID, func(k *model.APIKey) { k.TenantID = b.Other.ID })
@@ -167,9 +133,7 @@ func apiKeyLifecycle(t *testing.T, setup harness.Setup) {
 		}
 	})
 
-	t.Run("TouchAPIKey sets LastUsedAt and returns ErrNotFound for a missing key", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "TouchAPIKey sets LastUsedAt and returns ErrNotFound for a missing key", func(t *testing.T, b *harness.Bundle) {
 		k := b.APIKey(t, b.User(t).ID)
 		harness.Must(t, b.Store.TouchAPIKey(b.Ctx, k.ID, b.At(7)))
 		harness.Must(t, b.Store.TouchAPIKey(b.Ctx, k.ID, b.At(8)))
@@ -179,3 +143,15 @@ func apiKeyLifecycle(t *testing.T, setup harness.Setup) {
 		harness.WantErr(t, b.Store.TouchAPIKey(b.Ctx, model.NewID(), b.Now), store.ErrNotFound)
 	})
 }
+
+// apiKey describes API keys for the checks every kind a tenant owns
+// passes: a key is neither updated nor deleted, only revoked, and its name
+// need not be unique.
+var apiKey = harness.Owned[model.APIKey]{Kind: "APIKey", Noun: "key",
+	Make: func(b *harness.Bundle, t *testing.T, mods ...func(*model.APIKey)) *model.APIKey {
+		return b.APIKey(t, b.User(t).ID, mods...)
+	},
+	Fields: func(k *model.APIKey) harness.Fields {
+		return harness.Fields{ID: &k.ID, TenantID: &k.TenantID, CreatedAt: &k.CreatedAt}
+	},
+	Create: store.Store.CreateAPIKey, Get: store.Store.GetAPIKey}

@@ -10,9 +10,7 @@ import (
 
 // Tenants checks creating, finding and listing tenants.
 func Tenants(t *testing.T, setup harness.Setup) {
-	t.Run("CreateTenant then GetTenant and GetTenantByName return every field", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "CreateTenant then GetTenant and GetTenantByName return every field", func(t *testing.T, b *harness.Bundle) {
 		in := &model.Tenant{ID: model.NewID(), Name: "initech", DisplayName: "Initech", CreatedAt: b.Now}
 		harness.Must(t, b.Store.CreateTenant(b.Ctx, in))
 		want := &model.Tenant{ID: in.ID, Name: "initech", DisplayName: "Initech", CreatedAt: harness.Norm(b.Now)}
@@ -27,9 +25,7 @@ func Tenants(t *testing.T, setup harness.Setup) {
 		harness.CheckEqual(t, "GetTenantByName", got, want)
 	})
 
-	t.Run("CreateTenant assigns an id when it has none", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "CreateTenant assigns an id when it has none", func(t *testing.T, b *harness.Bundle) {
 		in := &model.Tenant{Name: "initech", CreatedAt: b.Now}
 		harness.Must(t, b.Store.CreateTenant(b.Ctx, in))
 		if in.ID == "" {
@@ -40,26 +36,20 @@ func Tenants(t *testing.T, setup harness.Setup) {
 		harness.CheckEqual(t, "Name", got.Name, "initech")
 	})
 
-	t.Run("CreateTenant returns ErrConflict for a taken name and leaves the id as given", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "CreateTenant returns ErrConflict for a taken name and leaves the id as given", func(t *testing.T, b *harness.Bundle) {
 		in := &model.Tenant{Name: b.Tenant.Name, CreatedAt: b.Now}
 		harness.WantErr(t, b.Store.CreateTenant(b.Ctx, in), store.ErrConflict)
 		harness.CheckEqual(t, "ID after a failed create", in.ID, "")
 	})
 
-	t.Run("GetTenant and GetTenantByName return ErrNotFound for a missing tenant", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "GetTenant and GetTenantByName return ErrNotFound for a missing tenant", func(t *testing.T, b *harness.Bundle) {
 		_, err := b.Store.GetTenant(b.Ctx, model.NewID())
 		harness.WantErr(t, err, store.ErrNotFound)
 		_, err = b.Store.GetTenantByName(b.Ctx, "nobody")
 		harness.WantErr(t, err, store.ErrNotFound)
 	})
 
-	t.Run("ListTenants lists every tenant by name", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "ListTenants lists every tenant by name", func(t *testing.T, b *harness.Bundle) {
 		b.CreateTenant(t, "Zeta")
 		b.CreateTenant(t, "beta")
 		got, err := b.Store.ListTenants(b.Ctx)
@@ -73,32 +63,22 @@ func Tenants(t *testing.T, setup harness.Setup) {
 // Users checks the users of a tenant: round trips, updates, lookups by name
 // and external id, uniqueness and paging.
 func Users(t *testing.T, setup harness.Setup) {
+	user.CheckRefusals(t, setup)
 	userWrites(t, setup)
 	userLookupsAndRefusals(t, setup)
 }
 
-// userWrites checks that a user is stored and updated whole, and the
-// updates refused.
+// userWrites checks that a user is stored and updated whole.
 func userWrites(t *testing.T, setup harness.Setup) {
-	t.Run("CreateUser then GetUser returns every field", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "CreateUser then GetUser returns every field", func(t *testing.T, b *harness.Bundle) {
 		in := &model.User{ID: model.NewID(), TenantID: b.Tenant.ID, Name: "ada", DisplayName: "Ada Lovelace",
 			Email: "ada@example.com", Role: model.RoleTenantAdmin, Service: true, ExternalID: "https://idp|ada",
 			Disabled: true, CreatedAt: b.At(1), UpdatedAt: b.At(2)}
-		harness.Must(t, b.Store.CreateUser(b.Ctx, in))
-		want := *in
-		want.CreatedAt, want.UpdatedAt = harness.Norm(in.CreatedAt), harness.Norm(in.UpdatedAt)
-
-		got, err := b.Store.GetUser(b.Ctx, b.Tenant.ID, in.ID)
-		harness.Must(t, err)
-		harness.CheckEqual(t, "GetUser", got, &want)
+		got := user.CheckCreate(t, b, in)
 		harness.CheckTimeUTC(t, "UpdatedAt", got.UpdatedAt)
 	})
 
-	t.Run("CreateUser stores false flags and an empty external id", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "CreateUser stores false flags and an empty external id", func(t *testing.T, b *harness.Bundle) {
 		in := b.User(t)
 		got, err := b.Store.GetUser(b.Ctx, b.Tenant.ID, in.ID)
 		harness.Must(t, err)
@@ -107,81 +87,29 @@ func userWrites(t *testing.T, setup harness.Setup) {
 		}
 	})
 
-	t.Run("UpdateUser writes every mutable field and keeps CreatedAt", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "UpdateUser writes every mutable field and keeps CreatedAt", func(t *testing.T, b *harness.Bundle) {
 		u := b.User(t)
 		upd := &model.User{ID: u.ID, TenantID: u.TenantID, Name: "grace", DisplayName: "Grace Hopper",
 			Email: "grace@example.com", Role: model.RoleViewer, Service: true, ExternalID: "idp|grace",
 			Disabled: true, CreatedAt: b.At(100), UpdatedAt: b.At(5)}
-		harness.Must(t, b.Store.UpdateUser(b.Ctx, upd))
-		want := *upd
-		want.CreatedAt, want.UpdatedAt = harness.Norm(u.CreatedAt), harness.Norm(upd.UpdatedAt)
-		got, err := b.Store.GetUser(b.Ctx, b.Tenant.ID, u.ID)
-		harness.Must(t, err)
-		harness.CheckEqual(t, "after UpdateUser", got, &want)
+		user.CheckUpdate(t, b, u, upd)
 
 		// And back again: true flags can be cleared.
 		upd.Service, upd.Disabled, upd.ExternalID = false, false, ""
 		harness.Must(t, b.Store.UpdateUser(b.Ctx, upd))
-		got, err = b.Store.GetUser(b.Ctx, b.Tenant.ID, u.ID)
+		got, err := b.Store.GetUser(b.Ctx, b.Tenant.ID, u.ID)
 		harness.Must(t, err)
 		if got.Service || got.Disabled || got.ExternalID != "" {
 			t.Fatalf("flags not cleared: %+v", got)
 		}
 	})
 
-	t.Run("UpdateUser returns ErrNotFound for a missing user and for another tenant's user", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
-		harness.WantErr(t, b.Store.UpdateUser(b.Ctx, &model.User{ID: model.NewID(), TenantID: b.Tenant.ID, Name: "x"}), store.ErrNotFound)
-		theirs := b.User(t, func(u *model.User) { u.TenantID = b.Other.ID })
-		changed := *theirs
-		changed.TenantID = b.Tenant.ID
-		changed.Name = "hijacked"
-		harness.WantErr(t, b.Store.UpdateUser(b.Ctx, &changed), store.ErrNotFound)
-		got, err := b.Store.GetUser(b.Ctx, b.Other.ID, theirs.ID)
-		harness.Must(t, err)
-		harness.CheckEqual(t, "other tenant's user name", got.Name, theirs.Name)
-	})
-
-	t.Run("UpdateUser returns ErrConflict for a name taken in the tenant", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
-		u1 := b.User(t)
-		u2 := b.User(t)
-		u2.Name = u1.Name
-		harness.WantErr(t, b.Store.UpdateUser(b.Ctx, u2), store.ErrConflict)
-	})
 }
 
-// userLookupsAndRefusals checks finding a user by id, name and external
-// subject, in its tenant only, the users CreateUser refuses, and ListUsers.
+// userLookupsAndRefusals checks finding a user by external subject, in its
+// tenant only, the users CreateUser refuses, and ListUsers.
 func userLookupsAndRefusals(t *testing.T, setup harness.Setup) {
-	t.Run("GetUser returns ErrNotFound for a missing user and for another tenant's user", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
-		_, err := b.Store.GetUser(b.Ctx, b.Tenant.ID, model.NewID())
-		harness.WantErr(t, err, store.ErrNotFound)
-		theirs := b.User(t, func(u *model.User) { u.TenantID = b.Other.ID })
-		_, err = b.Store.GetUser(b.Ctx, b.Tenant.ID, theirs.ID)
-		harness.WantErr(t, err, store.ErrNotFound)
-	})
-
-	t.Run("GetUserByName finds a user in its own tenant only", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
-		u := b.User(t, func(u *model.User) { u.Name = "ada" })
-		got, err := b.Store.GetUserByName(b.Ctx, b.Tenant.ID, "ada")
-		harness.Must(t, err)
-		harness.CheckEqual(t, "ID", got.ID, u.ID)
-		_, err = b.Store.GetUserByName(b.Ctx, b.Other.ID, "ada")
-		harness.WantErr(t, err, store.ErrNotFound)
-	})
-
-	t.Run("GetUserByExternalID finds a user by subject, in its tenant, and never by the empty subject", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "GetUserByExternalID finds a user by subject, in its tenant, and never by the empty subject", func(t *testing.T, b *harness.Bundle) {
 		b.User(t) // no external id
 		u := b.User(t, func(u *model.User) { u.ExternalID = "idp|ada" })
 		got, err := b.Store.GetUserByExternalID(b.Ctx, b.Tenant.ID, "idp|ada")
@@ -193,17 +121,7 @@ func userLookupsAndRefusals(t *testing.T, setup harness.Setup) {
 		harness.WantErr(t, err, store.ErrNotFound)
 	})
 
-	t.Run("CreateUser returns ErrConflict for a name taken in the tenant but not in another tenant", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
-		b.User(t, func(u *model.User) { u.Name = "ada" })
-		harness.WantErr(t, b.Store.CreateUser(b.Ctx, &model.User{TenantID: b.Tenant.ID, Name: "ada"}), store.ErrConflict)
-		b.User(t, func(u *model.User) { u.Name = "ada"; u.TenantID = b.Other.ID })
-	})
-
-	t.Run("CreateUser returns ErrConflict for a taken external id, while many users have none", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "CreateUser returns ErrConflict for a taken external id, while many users have none", func(t *testing.T, b *harness.Bundle) {
 		b.User(t)
 		b.User(t)
 		b.User(t, func(u *model.User) { u.ExternalID = "idp|ada" })
@@ -212,15 +130,11 @@ func userLookupsAndRefusals(t *testing.T, setup harness.Setup) {
 		b.User(t, func(u *model.User) { u.ExternalID = "idp|ada"; u.TenantID = b.Other.ID })
 	})
 
-	t.Run("CreateUser returns ErrNotFound for a missing tenant", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "CreateUser returns ErrNotFound for a missing tenant", func(t *testing.T, b *harness.Bundle) {
 		harness.WantErr(t, b.Store.CreateUser(b.Ctx, &model.User{TenantID: model.NewID(), Name: "ada"}), store.ErrNotFound)
 	})
 
-	t.Run("ListUsers pages through a tenant's users by name", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "ListUsers pages through a tenant's users by name", func(t *testing.T, b *harness.Bundle) {
 		want := []string{"mallory", "Bob", "alice", "carol", "dave", "eve", "trent"}
 		for _, n := range want {
 			b.User(t, func(u *model.User) { u.Name = n })
@@ -231,3 +145,11 @@ func userLookupsAndRefusals(t *testing.T, setup harness.Setup) {
 		}, func(u *model.User) string { return u.Name })
 	})
 }
+
+// user describes users for the checks every kind a tenant owns passes.
+var user = harness.Owned[model.User]{Kind: "User", Noun: "user", Make: (*harness.Bundle).User,
+	Fields: func(u *model.User) harness.Fields {
+		return harness.Fields{ID: &u.ID, TenantID: &u.TenantID, Name: &u.Name, CreatedAt: &u.CreatedAt, UpdatedAt: &u.UpdatedAt}
+	},
+	Create: store.Store.CreateUser, Get: store.Store.GetUser, GetByName: store.Store.GetUserByName,
+	Update: store.Store.UpdateUser}

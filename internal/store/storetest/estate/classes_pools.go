@@ -11,74 +11,19 @@ import (
 // GPUClasses checks GPU classes: round trips, updates, uniqueness, deletion
 // and what holds it back, listing.
 func GPUClasses(t *testing.T, setup harness.Setup) {
-	t.Run("CreateGPUClass then GetGPUClass returns every field", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
-		in := &model.GPUClass{ID: model.NewID(), TenantID: b.Tenant.ID, Name: "h100", Description: "H100 SXM",
-			MemoryGB: 80, PriceMicros: 3_141_592, Currency: "USD", CreatedAt: b.At(1), UpdatedAt: b.At(2)}
-		harness.Must(t, b.Store.CreateGPUClass(b.Ctx, in))
-		want := *in
-		want.CreatedAt, want.UpdatedAt = harness.Norm(in.CreatedAt), harness.Norm(in.UpdatedAt)
-		got, err := b.Store.GetGPUClass(b.Ctx, b.Tenant.ID, in.ID)
-		harness.Must(t, err)
-		harness.CheckEqual(t, "GetGPUClass", got, &want)
+	gpuClass.CheckRefusals(t, setup)
+	setup.Run(t, "CreateGPUClass then GetGPUClass returns every field", func(t *testing.T, b *harness.Bundle) {
+		gpuClass.CheckCreate(t, b, &model.GPUClass{ID: model.NewID(), TenantID: b.Tenant.ID, Name: "h100", Description: "H100 SXM",
+			MemoryGB: 80, PriceMicros: 3_141_592, Currency: "USD", CreatedAt: b.At(1), UpdatedAt: b.At(2)})
 	})
 
-	t.Run("UpdateGPUClass writes every mutable field and keeps CreatedAt", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "UpdateGPUClass writes every mutable field and keeps CreatedAt", func(t *testing.T, b *harness.Bundle) {
 		c := b.GPUClass(t)
-		upd := &model.GPUClass{ID: c.ID, TenantID: c.TenantID, Name: "a100", Description: "A100", MemoryGB: 40,
-			PriceMicros: 1_000_001, Currency: "CHF", CreatedAt: b.At(77), UpdatedAt: b.At(4)}
-		harness.Must(t, b.Store.UpdateGPUClass(b.Ctx, upd))
-		want := *upd
-		want.CreatedAt, want.UpdatedAt = harness.Norm(c.CreatedAt), harness.Norm(upd.UpdatedAt)
-		got, err := b.Store.GetGPUClass(b.Ctx, b.Tenant.ID, c.ID)
-		harness.Must(t, err)
-		harness.CheckEqual(t, "after UpdateGPUClass", got, &want)
+		gpuClass.CheckUpdate(t, b, c, &model.GPUClass{ID: c.ID, TenantID: c.TenantID, Name: "a100", Description: "A100", MemoryGB: 40,
+			PriceMicros: 1_000_001, Currency: "CHF", CreatedAt: b.At(77), UpdatedAt: b.At(4)})
 	})
 
-	t.Run("UpdateGPUClass returns ErrNotFound for a missing class and another tenant's class", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
-		harness.WantErr(t, b.Store.UpdateGPUClass(b.Ctx, &model.GPUClass{ID: model.NewID(), TenantID: b.Tenant.ID, Name: "x"}), store.ErrNotFound)
-		theirs := b.GPUClass(t, func(c *model.GPUClass) { c.TenantID = b.Other.ID })
-		harness.WantErr(t, b.Store.UpdateGPUClass(b.Ctx, &model.GPUClass{ID: theirs.ID, TenantID: b.Tenant.ID, Name: "x"}), store.ErrNotFound)
-	})
-
-	t.Run("CreateGPUClass returns ErrConflict for a name taken in the tenant", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
-		c := b.GPUClass(t)
-		harness.WantErr(t, b.Store.CreateGPUClass(b.Ctx, &model.GPUClass{TenantID: b.Tenant.ID, Name: c.Name}), store.ErrConflict)
-		b.GPUClass(t, func(x *model.GPUClass) { x.TenantID = b.Other.ID; x.Name = c.Name })
-	})
-
-	t.Run("GetGPUClass returns ErrNotFound for a missing class and another tenant's class", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
-		_, err := b.Store.GetGPUClass(b.Ctx, b.Tenant.ID, model.NewID())
-		harness.WantErr(t, err, store.ErrNotFound)
-		theirs := b.GPUClass(t, func(c *model.GPUClass) { c.TenantID = b.Other.ID })
-		_, err = b.Store.GetGPUClass(b.Ctx, b.Tenant.ID, theirs.ID)
-		harness.WantErr(t, err, store.ErrNotFound)
-	})
-
-	t.Run("DeleteGPUClass deletes an unused class and returns ErrNotFound for a missing one", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
-		c := b.GPUClass(t)
-		theirs := b.GPUClass(t, func(c *model.GPUClass) { c.TenantID = b.Other.ID })
-		harness.WantErr(t, b.Store.DeleteGPUClass(b.Ctx, b.Tenant.ID, theirs.ID), store.ErrNotFound)
-		harness.Must(t, b.Store.DeleteGPUClass(b.Ctx, b.Tenant.ID, c.ID))
-		_, err := b.Store.GetGPUClass(b.Ctx, b.Tenant.ID, c.ID)
-		harness.WantErr(t, err, store.ErrNotFound)
-		harness.WantErr(t, b.Store.DeleteGPUClass(b.Ctx, b.Tenant.ID, c.ID), store.ErrNotFound)
-	})
-
-	t.Run("DeleteGPUClass returns ErrConflict while a pool uses the class", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "DeleteGPUClass returns ErrConflict while a pool uses the class", func(t *testing.T, b *harness.Bundle) {
 		c := b.GPUClass(t)
 		b.Pool(t, func(p *model.Pool) { p.GPUClassID = c.ID })
 		harness.WantErr(t, b.Store.DeleteGPUClass(b.Ctx, b.Tenant.ID, c.ID), store.ErrConflict)
@@ -86,17 +31,13 @@ func GPUClasses(t *testing.T, setup harness.Setup) {
 		harness.Must(t, err)
 	})
 
-	t.Run("DeleteGPUClass returns ErrConflict while a profile uses the class", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "DeleteGPUClass returns ErrConflict while a profile uses the class", func(t *testing.T, b *harness.Bundle) {
 		c := b.GPUClass(t)
 		b.Profile(t, func(p *model.Profile) { p.GPUClassID = c.ID })
 		harness.WantErr(t, b.Store.DeleteGPUClass(b.Ctx, b.Tenant.ID, c.ID), store.ErrConflict)
 	})
 
-	t.Run("ListGPUClasses lists a tenant's classes by name", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "ListGPUClasses lists a tenant's classes by name", func(t *testing.T, b *harness.Bundle) {
 		for _, n := range []string{"l4", "H100", "a100"} {
 			b.GPUClass(t, func(c *model.GPUClass) { c.Name = n })
 		}
@@ -110,6 +51,7 @@ func GPUClasses(t *testing.T, setup harness.Setup) {
 // Pools checks pools: round trips, updates, their GPU class, uniqueness,
 // deletion and what holds it back, listing.
 func Pools(t *testing.T, setup harness.Setup) {
+	pool.CheckRefusals(t, setup)
 	poolWrites(t, setup)
 	poolRefusalsDeletesAndLists(t, setup)
 }
@@ -117,26 +59,17 @@ func Pools(t *testing.T, setup harness.Setup) {
 // poolWrites checks that a pool is stored and updated whole, its labels
 // and profile order read back as empty rather than nil.
 func poolWrites(t *testing.T, setup harness.Setup) {
-	t.Run("CreatePool then GetPool returns every field", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "CreatePool then GetPool returns every field", func(t *testing.T, b *harness.Bundle) {
 		c := b.GPUClass(t)
 		in := &model.Pool{ID: model.NewID(), TenantID: b.Tenant.ID, Name: "farm", Description: "on-prem farm",
 			Kind: model.PoolSlurm, CapacityGPUs: 64, GPUClassID: c.ID, GPUMemoryGB: 80, Region: "eu-west",
 			Labels:       map[string]string{"rack": "r1", "zone": "a", "quote\"d": "ü"},
 			ProfileOrder: []string{"p2", "p1", "p3"}, AppNetworks: []string{"10.244.0.0/16", "fd00:1::/64"}, Local: true,
 			CreatedAt: b.At(1), UpdatedAt: b.At(2)}
-		harness.Must(t, b.Store.CreatePool(b.Ctx, in))
-		want := *in
-		want.CreatedAt, want.UpdatedAt = harness.Norm(in.CreatedAt), harness.Norm(in.UpdatedAt)
-		got, err := b.Store.GetPool(b.Ctx, b.Tenant.ID, in.ID)
-		harness.Must(t, err)
-		harness.CheckEqual(t, "GetPool", got, &want)
+		pool.CheckCreate(t, b, in)
 	})
 
-	t.Run("CreatePool reads nil and empty labels and profile order back as empty, non-nil values", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "CreatePool reads nil and empty labels and profile order back as empty, non-nil values", func(t *testing.T, b *harness.Bundle) {
 		p1 := b.Pool(t)
 		p2 := b.Pool(t, func(p *model.Pool) { p.Labels = map[string]string{}; p.ProfileOrder = []string{} })
 		for _, p := range []*model.Pool{p1, p2} {
@@ -152,9 +85,7 @@ func poolWrites(t *testing.T, setup harness.Setup) {
 		}
 	})
 
-	t.Run("UpdatePool writes every mutable field, and can clear the class and labels", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "UpdatePool writes every mutable field, and can clear the class and labels", func(t *testing.T, b *harness.Bundle) {
 		c1, c2 := b.GPUClass(t), b.GPUClass(t)
 		p := b.Pool(t, func(p *model.Pool) {
 			p.GPUClassID = c1.ID
@@ -165,16 +96,11 @@ func poolWrites(t *testing.T, setup harness.Setup) {
 			CapacityGPUs: 16, GPUClassID: c2.ID, GPUMemoryGB: 141, Region: "us-east",
 			Labels: map[string]string{"k": "v"}, ProfileOrder: []string{"y", "z"}, AppNetworks: []string{"10.1.0.0/16"}, Local: true,
 			CreatedAt: b.At(99), UpdatedAt: b.At(3)}
-		harness.Must(t, b.Store.UpdatePool(b.Ctx, upd))
-		want := *upd
-		want.CreatedAt, want.UpdatedAt = harness.Norm(p.CreatedAt), harness.Norm(upd.UpdatedAt)
-		got, err := b.Store.GetPool(b.Ctx, b.Tenant.ID, p.ID)
-		harness.Must(t, err)
-		harness.CheckEqual(t, "after UpdatePool", got, &want)
+		pool.CheckUpdate(t, b, p, upd)
 
 		upd.GPUClassID, upd.Labels, upd.ProfileOrder = "", nil, nil
 		harness.Must(t, b.Store.UpdatePool(b.Ctx, upd))
-		got, err = b.Store.GetPool(b.Ctx, b.Tenant.ID, p.ID)
+		got, err := b.Store.GetPool(b.Ctx, b.Tenant.ID, p.ID)
 		harness.Must(t, err)
 		harness.CheckEqual(t, "GPUClassID", got.GPUClassID, "")
 		harness.CheckEqual(t, "Labels", got.Labels, map[string]string{})
@@ -184,64 +110,22 @@ func poolWrites(t *testing.T, setup harness.Setup) {
 	})
 }
 
-// poolRefusalsDeletesAndLists checks the writes and reads refused,
-// DeletePool, which a linked profile holds back, and ListPools.
+// poolRefusalsDeletesAndLists checks the writes refused for a missing
+// class, DeletePool, which a linked profile holds back, and ListPools.
 func poolRefusalsDeletesAndLists(t *testing.T, setup harness.Setup) {
-	t.Run("UpdatePool returns ErrNotFound for a missing pool, another tenant's pool, or a missing class", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
-		harness.WantErr(t, b.Store.UpdatePool(b.Ctx, &model.Pool{ID: model.NewID(), TenantID: b.Tenant.ID, Name: "x"}), store.ErrNotFound)
-		theirs := b.Pool(t, func(p *model.Pool) { p.TenantID = b.Other.ID })
-		harness.WantErr(t, b.Store.UpdatePool(b.Ctx, &model.Pool{ID: theirs.ID, TenantID: b.Tenant.ID, Name: "x"}), store.ErrNotFound)
+	setup.Run(t, "UpdatePool returns ErrNotFound for a missing class", func(t *testing.T, b *harness.Bundle) {
 		p := b.Pool(t)
 		p.GPUClassID = model.NewID()
 		harness.WantErr(t, b.Store.UpdatePool(b.Ctx, p), store.ErrNotFound)
 	})
 
-	t.Run("CreatePool and UpdatePool return ErrConflict for a name taken in the tenant", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
-		p1 := b.Pool(t)
-		harness.WantErr(t, b.Store.CreatePool(b.Ctx, &model.Pool{TenantID: b.Tenant.ID, Name: p1.Name}), store.ErrConflict)
-		p2 := b.Pool(t)
-		p2.Name = p1.Name
-		harness.WantErr(t, b.Store.UpdatePool(b.Ctx, p2), store.ErrConflict)
-		b.Pool(t, func(p *model.Pool) { p.TenantID = b.Other.ID; p.Name = p1.Name })
-	})
-
-	t.Run("CreatePool returns ErrNotFound for a missing GPU class or another tenant's class", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "CreatePool returns ErrNotFound for a missing GPU class or another tenant's class", func(t *testing.T, b *harness.Bundle) {
 		theirs := b.GPUClass(t, func(c *model.GPUClass) { c.TenantID = b.Other.ID })
 		harness.WantErr(t, b.Store.CreatePool(b.Ctx, &model.Pool{TenantID: b.Tenant.ID, Name: "a", GPUClassID: model.NewID()}), store.ErrNotFound)
 		harness.WantErr(t, b.Store.CreatePool(b.Ctx, &model.Pool{TenantID: b.Tenant.ID, Name: "b", GPUClassID: theirs.ID}), store.ErrNotFound)
 	})
 
-	t.Run("GetPool returns ErrNotFound for a missing pool and another tenant's pool", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
-		_, err := b.Store.GetPool(b.Ctx, b.Tenant.ID, model.NewID())
-		harness.WantErr(t, err, store.ErrNotFound)
-		theirs := b.Pool(t, func(p *model.Pool) { p.TenantID = b.Other.ID })
-		_, err = b.Store.GetPool(b.Ctx, b.Tenant.ID, theirs.ID)
-		harness.WantErr(t, err, store.ErrNotFound)
-	})
-
-	t.Run("DeletePool deletes an unlinked pool and returns ErrNotFound for a missing one", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
-		p := b.Pool(t)
-		theirs := b.Pool(t, func(p *model.Pool) { p.TenantID = b.Other.ID })
-		harness.WantErr(t, b.Store.DeletePool(b.Ctx, b.Tenant.ID, theirs.ID), store.ErrNotFound)
-		harness.Must(t, b.Store.DeletePool(b.Ctx, b.Tenant.ID, p.ID))
-		_, err := b.Store.GetPool(b.Ctx, b.Tenant.ID, p.ID)
-		harness.WantErr(t, err, store.ErrNotFound)
-		harness.WantErr(t, b.Store.DeletePool(b.Ctx, b.Tenant.ID, p.ID), store.ErrNotFound)
-	})
-
-	t.Run("DeletePool returns ErrConflict while a profile links the pool", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "DeletePool returns ErrConflict while a profile links the pool", func(t *testing.T, b *harness.Bundle) {
 		p := b.Pool(t)
 		b.Profile(t, func(pr *model.Profile) { pr.Pools = []string{p.ID} })
 		harness.WantErr(t, b.Store.DeletePool(b.Ctx, b.Tenant.ID, p.ID), store.ErrConflict)
@@ -249,9 +133,7 @@ func poolRefusalsDeletesAndLists(t *testing.T, setup harness.Setup) {
 		harness.Must(t, err)
 	})
 
-	t.Run("ListPools lists a tenant's pools by name", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "ListPools lists a tenant's pools by name", func(t *testing.T, b *harness.Bundle) {
 		for _, n := range []string{"z", "A", "m"} {
 			b.Pool(t, func(p *model.Pool) { p.Name = n; p.Labels = map[string]string{"name": n} })
 		}
@@ -262,3 +144,19 @@ func poolRefusalsDeletesAndLists(t *testing.T, setup harness.Setup) {
 		harness.CheckEqual(t, "labels of the first", got[0].Labels, map[string]string{"name": "A"})
 	})
 }
+
+// gpuClass and pool describe GPU classes and pools for the checks every
+// kind a tenant owns passes.
+var (
+	gpuClass = harness.Owned[model.GPUClass]{Kind: "GPUClass", Noun: "class", Make: (*harness.Bundle).GPUClass,
+		Fields: func(c *model.GPUClass) harness.Fields {
+			return harness.Fields{ID: &c.ID, TenantID: &c.TenantID, Name: &c.Name, CreatedAt: &c.CreatedAt, UpdatedAt: &c.UpdatedAt}
+		},
+		Create: store.Store.CreateGPUClass, Get: store.Store.GetGPUClass, Update: store.Store.UpdateGPUClass,
+		Delete: store.Store.DeleteGPUClass}
+	pool = harness.Owned[model.Pool]{Kind: "Pool", Noun: "pool", Make: (*harness.Bundle).Pool,
+		Fields: func(p *model.Pool) harness.Fields {
+			return harness.Fields{ID: &p.ID, TenantID: &p.TenantID, Name: &p.Name, CreatedAt: &p.CreatedAt, UpdatedAt: &p.UpdatedAt}
+		},
+		Create: store.Store.CreatePool, Get: store.Store.GetPool, Update: store.Store.UpdatePool, Delete: store.Store.DeletePool}
+)

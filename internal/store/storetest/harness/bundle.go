@@ -64,8 +64,8 @@ type Bundle struct {
 	// Now has nanoseconds and a zone other than UTC, so that round trips
 	// check the store's truncation to microseconds and conversion to UTC.
 	Now time.Time
-	// n numbers fixtures, to give them unique names.
-	n int
+	// seq numbers fixtures, to give them unique names; Swapped shares it.
+	seq *int
 }
 
 func newBundle(t *testing.T, s store.Store) *Bundle {
@@ -74,6 +74,7 @@ func newBundle(t *testing.T, s store.Store) *Bundle {
 		Ctx:   t.Context(),
 		Store: s,
 		Now:   time.Date(2025, 3, 14, 15, 9, 26, 535897932, time.FixedZone("CET", 3600)),
+		seq:   new(int),
 	}
 	b.Tenant = b.CreateTenant(t, "acme")
 	b.Other = b.CreateTenant(t, "globex")
@@ -94,11 +95,29 @@ func (b *Bundle) At(i int) time.Time { return b.Now.Add(time.Duration(i) * time.
 // Seq returns the next number of the bundle's count, the one that makes
 // fixture names unique, for a builder that needs a number of its own.
 func (b *Bundle) Seq() int {
-	b.n++
-	return b.n
+	*b.seq++
+	return *b.seq
+}
+
+// Swapped returns the bundle seen from the other tenant: its fixtures go to
+// b.Other, and its Other is b.Tenant. It shares b's store and count.
+func (b *Bundle) Swapped() *Bundle {
+	s := *b
+	s.Tenant, s.Other = b.Other, b.Tenant
+	return &s
 }
 
 // Name returns a fresh name with the given prefix.
 func (b *Bundle) Name(prefix string) string {
 	return fmt.Sprintf("%s-%03d", prefix, b.Seq())
+}
+
+// Run runs test as a parallel subtest of t named name, on a bundle of its
+// own, as nearly every subtest of the suite runs.
+func (setup Setup) Run(t *testing.T, name string, test func(t *testing.T, b *Bundle)) {
+	t.Helper()
+	t.Run(name, func(t *testing.T) {
+		t.Parallel()
+		test(t, setup(t))
+	})
 }

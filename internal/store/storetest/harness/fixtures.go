@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"context"
 	"testing"
 
 	"github.com/klique-ai/klique/internal/model"
@@ -13,113 +14,69 @@ import (
 // User creates a member user.
 func (b *Bundle) User(t *testing.T, mods ...func(*model.User)) *model.User {
 	t.Helper()
-	u := &model.User{
+	return made(t, b, &model.User{
 		ID: model.NewID(), TenantID: b.Tenant.ID, Name: b.Name("user"), DisplayName: "A User",
 		Email: "user@example.com", Role: model.RoleMember, CreatedAt: b.Now, UpdatedAt: b.Now,
-	}
-	for _, m := range mods {
-		m(u)
-	}
-	Must(t, b.Store.CreateUser(b.Ctx, u))
-	return u
+	}, mods, b.Store.CreateUser)
 }
 
 // Group creates a group.
 func (b *Bundle) Group(t *testing.T, mods ...func(*model.Group)) *model.Group {
 	t.Helper()
-	g := &model.Group{ID: model.NewID(), TenantID: b.Tenant.ID, Name: b.Name("group"), Description: "a group",
-		CreatedAt: b.Now, UpdatedAt: b.Now}
-	for _, m := range mods {
-		m(g)
-	}
-	Must(t, b.Store.CreateGroup(b.Ctx, g))
-	return g
+	return made(t, b, &model.Group{ID: model.NewID(), TenantID: b.Tenant.ID, Name: b.Name("group"), Description: "a group",
+		CreatedAt: b.Now, UpdatedAt: b.Now}, mods, b.Store.CreateGroup)
 }
 
 // GPUClass creates a GPU class.
 func (b *Bundle) GPUClass(t *testing.T, mods ...func(*model.GPUClass)) *model.GPUClass {
 	t.Helper()
-	c := &model.GPUClass{ID: model.NewID(), TenantID: b.Tenant.ID, Name: b.Name("class"), Description: "H100 80GB",
-		MemoryGB: 80, PriceMicros: 2_500_000, Currency: "EUR", CreatedAt: b.Now, UpdatedAt: b.Now}
-	for _, m := range mods {
-		m(c)
-	}
-	Must(t, b.Store.CreateGPUClass(b.Ctx, c))
-	return c
+	return made(t, b, &model.GPUClass{ID: model.NewID(), TenantID: b.Tenant.ID, Name: b.Name("class"), Description: "H100 80GB",
+		MemoryGB: 80, PriceMicros: 2_500_000, Currency: "EUR", CreatedAt: b.Now, UpdatedAt: b.Now}, mods, b.Store.CreateGPUClass)
 }
 
 // Pool creates a Kubernetes pool of 8 GPUs.
 func (b *Bundle) Pool(t *testing.T, mods ...func(*model.Pool)) *model.Pool {
 	t.Helper()
-	p := &model.Pool{ID: model.NewID(), TenantID: b.Tenant.ID, Name: b.Name("pool"), Kind: model.PoolKubernetes,
-		CapacityGPUs: 8, CreatedAt: b.Now, UpdatedAt: b.Now}
-	for _, m := range mods {
-		m(p)
-	}
-	Must(t, b.Store.CreatePool(b.Ctx, p))
-	return p
+	return made(t, b, &model.Pool{ID: model.NewID(), TenantID: b.Tenant.ID, Name: b.Name("pool"), Kind: model.PoolKubernetes,
+		CapacityGPUs: 8, CreatedAt: b.Now, UpdatedAt: b.Now}, mods, b.Store.CreatePool)
 }
 
 // Profile creates a profile of one GPU on one node.
 func (b *Bundle) Profile(t *testing.T, mods ...func(*model.Profile)) *model.Profile {
 	t.Helper()
-	p := &model.Profile{ID: model.NewID(), TenantID: b.Tenant.ID, Name: b.Name("profile"),
-		Size: model.Size{Nodes: 1, PerNode: model.GPUs(1)}, TimeWeightMilli: 1000, CreatedAt: b.Now, UpdatedAt: b.Now}
-	for _, m := range mods {
-		m(p)
-	}
-	Must(t, b.Store.CreateProfile(b.Ctx, p))
-	return p
+	return made(t, b, &model.Profile{ID: model.NewID(), TenantID: b.Tenant.ID, Name: b.Name("profile"),
+		Size: model.Size{Nodes: 1, PerNode: model.GPUs(1)}, TimeWeightMilli: 1000, CreatedAt: b.Now, UpdatedAt: b.Now},
+		mods, b.Store.CreateProfile)
 }
 
 // Policy creates a resource policy of the group groupID.
 func (b *Bundle) Policy(t *testing.T, groupID string, mods ...func(*model.ResourcePolicy)) *model.ResourcePolicy {
 	t.Helper()
-	p := &model.ResourcePolicy{ID: model.NewID(), TenantID: b.Tenant.ID, GroupID: groupID, ReservationGPUs: 2,
+	return made(t, b, &model.ResourcePolicy{ID: model.NewID(), TenantID: b.Tenant.ID, GroupID: groupID, ReservationGPUs: 2,
 		LimitGPUs: 4, LowWatermark: model.DefaultLowWatermark,
-		AlertThresholdPercent: model.DefaultAlertThresholdPercent, CreatedAt: b.Now, UpdatedAt: b.Now}
-	for _, m := range mods {
-		m(p)
-	}
-	Must(t, b.Store.CreatePolicy(b.Ctx, p))
-	return p
+		AlertThresholdPercent: model.DefaultAlertThresholdPercent, CreatedAt: b.Now, UpdatedAt: b.Now}, mods, b.Store.CreatePolicy)
 }
 
 // ComputeResource creates a compute resource of a policy and a profile.
 func (b *Bundle) ComputeResource(t *testing.T, policyID, profileID string, mods ...func(*model.ComputeResource)) *model.ComputeResource {
 	t.Helper()
-	c := &model.ComputeResource{ID: model.NewID(), TenantID: b.Tenant.ID, Name: b.Name("cr"), Description: "one GPU",
-		PolicyID: policyID, ProfileID: profileID, CreatedAt: b.Now, UpdatedAt: b.Now}
-	for _, m := range mods {
-		m(c)
-	}
-	Must(t, b.Store.CreateComputeResource(b.Ctx, c))
-	return c
+	return made(t, b, &model.ComputeResource{ID: model.NewID(), TenantID: b.Tenant.ID, Name: b.Name("cr"), Description: "one GPU",
+		PolicyID: policyID, ProfileID: profileID, CreatedAt: b.Now, UpdatedAt: b.Now}, mods, b.Store.CreateComputeResource)
 }
 
 // Project creates a project.
 func (b *Bundle) Project(t *testing.T, mods ...func(*model.Project)) *model.Project {
 	t.Helper()
-	p := &model.Project{ID: model.NewID(), TenantID: b.Tenant.ID, Name: b.Name("project"), Description: "a project",
-		OutputDestination: "s3://bucket/out", CreatedAt: b.Now, UpdatedAt: b.Now}
-	for _, m := range mods {
-		m(p)
-	}
-	Must(t, b.Store.CreateProject(b.Ctx, p))
-	return p
+	return made(t, b, &model.Project{ID: model.NewID(), TenantID: b.Tenant.ID, Name: b.Name("project"), Description: "a project",
+		OutputDestination: "s3://bucket/out", CreatedAt: b.Now, UpdatedAt: b.Now}, mods, b.Store.CreateProject)
 }
 
 // APIKey creates an API key of the user userID.
 func (b *Bundle) APIKey(t *testing.T, userID string, mods ...func(*model.APIKey)) *model.APIKey {
 	t.Helper()
 	id := model.NewID()
-	k := &model.APIKey{ID: id, TenantID: b.Tenant.ID, UserID: userID, Name: b.Name("key"), Prefix: "kq_" + id[:6],
-		Hash: []byte("hash-of-" + id), CreatedAt: b.Now}
-	for _, m := range mods {
-		m(k)
-	}
-	Must(t, b.Store.CreateAPIKey(b.Ctx, k))
-	return k
+	return made(t, b, &model.APIKey{ID: id, TenantID: b.Tenant.ID, UserID: userID, Name: b.Name("key"), Prefix: "kq_" + id[:6],
+		Hash: []byte("hash-of-" + id), CreatedAt: b.Now}, mods, b.Store.CreateAPIKey)
 }
 
 // Queue is a compute resource with everything it hangs off: a group with a
@@ -143,28 +100,29 @@ func (b *Bundle) Queue(t *testing.T) *Queue {
 // Task enqueues a task on q owned by owner. QueueSeq is left to the store.
 func (b *Bundle) Task(t *testing.T, q *Queue, owner *model.User, mods ...func(*model.Task)) *model.Task {
 	t.Helper()
-	tk := &model.Task{
+	return made(t, b, &model.Task{
 		ID: model.NewID(), TenantID: b.Tenant.ID, OwnerID: owner.ID, ComputeResourceID: q.CR.ID,
 		PolicyID: q.Policy.ID, ProfileID: q.Profile.ID, GroupID: q.Group.ID, Name: b.Name("task"),
 		Spec: model.TaskSpec{Command: []string{"python", "train.py"}}, Size: q.Profile.Size,
 		Status: model.TaskQueued, CreatedAt: b.Now, UpdatedAt: b.Now,
-	}
-	for _, m := range mods {
-		m(tk)
-	}
-	Must(t, b.Store.CreateTask(b.Ctx, tk))
-	return tk
+	}, mods, b.Store.CreateTask)
 }
 
 // Audit inserts an audit entry.
 func (b *Bundle) Audit(t *testing.T, mods ...func(*model.AuditEntry)) *model.AuditEntry {
 	t.Helper()
-	e := &model.AuditEntry{TenantID: b.Tenant.ID, At: b.Now, ActorID: "actor-1", ActorName: "ada",
+	return made(t, b, &model.AuditEntry{TenantID: b.Tenant.ID, At: b.Now, ActorID: "actor-1", ActorName: "ada",
 		Channel: "api", Action: "pool.create", ObjectKind: "pool", ObjectID: "pool-1", ObjectName: "gpu-farm",
-		Detail: "created pool gpu-farm"}
+		Detail: "created pool gpu-farm"}, mods, b.Store.InsertAudit)
+}
+
+// made applies mods to e, creates it with create and fails t if the store
+// refuses it: the steps every fixture builder ends in.
+func made[E any](t *testing.T, b *Bundle, e *E, mods []func(*E), create func(context.Context, *E) error) *E {
+	t.Helper()
 	for _, m := range mods {
 		m(e)
 	}
-	Must(t, b.Store.InsertAudit(b.Ctx, e))
+	Must(t, create(b.Ctx, e))
 	return e
 }

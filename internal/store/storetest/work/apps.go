@@ -10,9 +10,7 @@ import (
 
 // Apps checks a tenant's app catalogue.
 func Apps(t *testing.T, setup harness.Setup) {
-	t.Run("a tenant's app catalogue is stored whole and read back per tenant", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "a tenant's app catalogue is stored whole and read back per tenant", func(t *testing.T, b *harness.Bundle) {
 		c, err := b.Store.GetApps(b.Ctx, b.Tenant.ID)
 		harness.Must(t, err)
 		if c == nil || len(c.Apps) != 0 || c.Settings.Running != 0 {

@@ -11,9 +11,7 @@ import (
 // Artifacts checks the artifacts of runs: one per name in a run, listed by
 // name, and never visible from another tenant.
 func Artifacts(t *testing.T, setup harness.Setup) {
-	t.Run("an artifact round-trips, its name is unique in the run, and it stays in its tenant", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "an artifact round-trips, its name is unique in the run, and it stays in its tenant", func(t *testing.T, b *harness.Bundle) {
 		q := b.Queue(t)
 		task := b.Task(t, q, b.User(t))
 		a := &model.Artifact{TenantID: b.Tenant.ID, TaskID: task.ID, Name: "model/weights.bin", Size: 5,
@@ -55,9 +53,7 @@ func Artifacts(t *testing.T, setup harness.Setup) {
 		harness.Must(t, b.Store.CreateArtifact(b.Ctx, dup))
 	})
 
-	t.Run("a pool's output destination round-trips", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "a pool's output destination round-trips", func(t *testing.T, b *harness.Bundle) {
 		p := b.Pool(t, func(p *model.Pool) { p.OutputDestination = "s3://pool-bucket/out" })
 		got, err := b.Store.GetPool(b.Ctx, b.Tenant.ID, p.ID)
 		harness.Must(t, err)

@@ -23,9 +23,7 @@ func Audit(t *testing.T, setup harness.Setup) {
 // auditInserts checks that an entry is written with its sequence number and
 // id, and refused for an id in use or a missing tenant.
 func auditInserts(t *testing.T, setup harness.Setup) {
-	t.Run("InsertAudit assigns Seq and ID, and ListAudit returns every field", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "InsertAudit assigns Seq and ID, and ListAudit returns every field", func(t *testing.T, b *harness.Bundle) {
 		in := &model.AuditEntry{TenantID: b.Tenant.ID, At: b.At(1), ActorID: "u1", ActorName: "ada", Channel: "cli",
 			Action: "pool.update", ObjectKind: "pool", ObjectID: "p1", ObjectName: "farm", Detail: "capacity 8 → 16"}
 		harness.Must(t, b.Store.InsertAudit(b.Ctx, in))
@@ -44,9 +42,7 @@ func auditInserts(t *testing.T, setup harness.Setup) {
 		harness.CheckTimeUTC(t, "At", got[0].At)
 	})
 
-	t.Run("InsertAudit keeps a given ID and returns ErrConflict for one in use", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "InsertAudit keeps a given ID and returns ErrConflict for one in use", func(t *testing.T, b *harness.Bundle) {
 		id := model.NewID()
 		e := b.Audit(t, func(e *model.AuditEntry) { e.ID = id })
 		harness.CheckEqual(t, "ID", e.ID, id)
@@ -55,9 +51,7 @@ func auditInserts(t *testing.T, setup harness.Setup) {
 		harness.CheckEqual(t, "Seq after a failed insert", dup.Seq, int64(0))
 	})
 
-	t.Run("InsertAudit returns ErrNotFound for a missing tenant", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "InsertAudit returns ErrNotFound for a missing tenant", func(t *testing.T, b *harness.Bundle) {
 		e := &model.AuditEntry{TenantID: model.NewID(), At: b.Now, Action: "x"}
 		harness.WantErr(t, b.Store.InsertAudit(b.Ctx, e), store.ErrNotFound)
 		if e.ID != "" || e.Seq != 0 {
@@ -68,9 +62,7 @@ func auditInserts(t *testing.T, setup harness.Setup) {
 
 // auditLists checks ListAudit's order, pages, filters and tenant.
 func auditLists(t *testing.T, setup harness.Setup) {
-	t.Run("ListAudit lists newest first and pages join up", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "ListAudit lists newest first and pages join up", func(t *testing.T, b *harness.Bundle) {
 		var oldest []string
 		for i := range 6 {
 			oldest = append(oldest, b.Audit(t, func(e *model.AuditEntry) { e.At = b.At(i) }).ID)
@@ -106,9 +98,7 @@ func auditLists(t *testing.T, setup harness.Setup) {
 		}
 	})
 
-	t.Run("ListAudit filters by actor, object and a time window from Since up to but not including Until", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "ListAudit filters by actor, object and a time window from Since up to but not including Until", func(t *testing.T, b *harness.Bundle) {
 		entry := func(minute int, actor, kind, id string) *model.AuditEntry {
 			return b.Audit(t, func(e *model.AuditEntry) {
 				e.At, e.ActorID, e.ObjectKind, e.ObjectID = b.At(minute), actor, kind, id
@@ -139,9 +129,7 @@ func auditLists(t *testing.T, setup harness.Setup) {
 		}
 	})
 
-	t.Run("ListAudit sees only the tenant's entries", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "ListAudit sees only the tenant's entries", func(t *testing.T, b *harness.Bundle) {
 		mine := b.Audit(t)
 		theirs := b.Audit(t, func(e *model.AuditEntry) { e.TenantID = b.Other.ID })
 		got, err := b.Store.ListAudit(b.Ctx, b.Tenant.ID, store.AuditFilter{}, store.Page{})

@@ -17,9 +17,7 @@ func Autoscalers(t *testing.T, setup harness.Setup) {
 		IdleTimeout:   10 * time.Minute, SpinUpTimeout: 15 * time.Minute, Market: model.MarketSpot, SpotFallback: true,
 		SpotTimeout: 2 * time.Minute, SpotBlackout: 30 * time.Minute, CredentialSecrets: []string{"AWS_ACCESS_KEY_ID"}}
 
-	t.Run("an autoscaler round-trips, one per pool, and stays in its tenant", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "an autoscaler round-trips, one per pool, and stays in its tenant", func(t *testing.T, b *harness.Bundle) {
 		pool := b.Pool(t)
 		a := &model.Autoscaler{TenantID: b.Tenant.ID, PoolID: pool.ID, Name: "burst", Spec: spec, CreatedBy: "ada", CreatedAt: b.Now, UpdatedAt: b.Now}
 		harness.Must(t, b.Store.CreateAutoscaler(b.Ctx, a))
@@ -68,9 +66,7 @@ func Autoscalers(t *testing.T, setup harness.Setup) {
 		harness.WantErr(t, err, store.ErrNotFound)
 	})
 
-	t.Run("the reason of placed tasks changes only while they are placed on the pool", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "the reason of placed tasks changes only while they are placed on the pool", func(t *testing.T, b *harness.Bundle) {
 		pool, elsewhere := b.Pool(t), b.Pool(t)
 		owner := b.User(t)
 		q := b.Queue(t)

@@ -53,9 +53,7 @@ func Engine(t *testing.T, setup harness.Setup) {
 // enginePlacement checks what the engine reads and writes each round: the
 // schedulable work, and the placements it makes, in batches.
 func enginePlacement(t *testing.T, setup harness.Setup) {
-	t.Run("ListSchedulable returns held work and the first tasks of each queue, and nothing of another tenant", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "ListSchedulable returns held work and the first tasks of each queue, and nothing of another tenant", func(t *testing.T, b *harness.Bundle) {
 		owner := b.User(t)
 		q1, q2 := b.Queue(t), b.Queue(t)
 		var q1Tasks, q2Tasks []*model.Task
@@ -93,9 +91,7 @@ func enginePlacement(t *testing.T, setup harness.Setup) {
 		harness.CheckEqual(t, "held only", schedIDs(held), []string{q1Tasks[0].ID})
 	})
 
-	t.Run("PlaceTasks places queued tasks with their ledger interval and skips tasks no longer queued", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "PlaceTasks places queued tasks with their ledger interval and skips tasks no longer queued", func(t *testing.T, b *harness.Bundle) {
 		owner, q, pool := b.User(t), b.Queue(t), b.Pool(t)
 		a, c := b.Task(t, q, owner), b.Task(t, q, owner)
 		c.Status = model.TaskAborted
@@ -120,9 +116,7 @@ func enginePlacement(t *testing.T, setup harness.Setup) {
 		}
 	})
 
-	t.Run("PlaceTasks places more tasks than one batch holds, on several pools", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "PlaceTasks places more tasks than one batch holds, on several pools", func(t *testing.T, b *harness.Bundle) {
 		owner, q := b.User(t), b.Queue(t)
 		p1, p2 := b.Pool(t), b.Pool(t)
 		var ps []*model.Placement
@@ -148,9 +142,7 @@ func enginePlacement(t *testing.T, setup harness.Setup) {
 // engineAuditAndLocks checks the engine's audit entries, the estate's
 // version, and the tenant lock that keeps a round from overlapping a change.
 func engineAuditAndLocks(t *testing.T, setup harness.Setup) {
-	t.Run("InsertAudits writes entries in order with increasing sequence numbers", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "InsertAudits writes entries in order with increasing sequence numbers", func(t *testing.T, b *harness.Bundle) {
 		first := b.Audit(t)
 		var es []*model.AuditEntry
 		for i := 0; i < 410; i++ {
@@ -172,9 +164,7 @@ func engineAuditAndLocks(t *testing.T, setup harness.Setup) {
 		}
 	})
 
-	t.Run("EstateVersion starts at 0 and grows with each bump, per tenant", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "EstateVersion starts at 0 and grows with each bump, per tenant", func(t *testing.T, b *harness.Bundle) {
 		v, err := b.Store.EstateVersion(b.Ctx, b.Tenant.ID)
 		harness.Must(t, err)
 		harness.CheckEqual(t, "first version", v, int64(0))
@@ -240,9 +230,7 @@ func engineAuditAndLocks(t *testing.T, setup harness.Setup) {
 // enginePreemption checks how a placement ends: preempted back to the
 // queue in its old order, or its interval closed.
 func enginePreemption(t *testing.T, setup harness.Setup) {
-	t.Run("PreemptTasks requeues in the old order and closes the interval; a second placement opens a new one", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "PreemptTasks requeues in the old order and closes the interval; a second placement opens a new one", func(t *testing.T, b *harness.Bundle) {
 		owner, q, pool := b.User(t), b.Queue(t), b.Pool(t)
 		a := b.Task(t, q, owner)
 		_, err := b.Store.PlaceTasks(b.Ctx, b.Tenant.ID, []*model.Placement{placement(a, pool.ID, b.Now)}, placedReason)
@@ -270,9 +258,7 @@ func enginePreemption(t *testing.T, setup harness.Setup) {
 		}
 	})
 
-	t.Run("EndPlacement closes the open interval, never before it started, and is a no-op without one", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "EndPlacement closes the open interval, never before it started, and is a no-op without one", func(t *testing.T, b *harness.Bundle) {
 		owner, q, pool := b.User(t), b.Queue(t), b.Pool(t)
 		a := b.Task(t, q, owner)
 		harness.Must(t, b.Store.EndPlacement(b.Ctx, b.Tenant.ID, a.ID, b.Now, "nothing open"))
@@ -290,9 +276,7 @@ func enginePreemption(t *testing.T, setup harness.Setup) {
 // engineQueueStatesAndPauses checks the queue states the engine keeps per
 // compute resource, and its pauses, which budget hours leave out.
 func engineQueueStatesAndPauses(t *testing.T, setup harness.Setup) {
-	t.Run("queue states are put, replaced, listed and deleted per compute resource", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "queue states are put, replaced, listed and deleted per compute resource", func(t *testing.T, b *harness.Bundle) {
 		until := b.Now.Add(time.Hour)
 		s1 := &model.QueueState{TenantID: b.Tenant.ID, ComputeResourceID: "cr-1", TaskID: "t1", Constraint: "pools_full", Reason: "full", UpdatedAt: b.Now}
 		s2 := &model.QueueState{TenantID: b.Tenant.ID, ComputeResourceID: "cr-2", TaskID: "t2", Constraint: "budget_used_up", Reason: "spent", Until: &until, UpdatedAt: b.Now}
@@ -322,9 +306,7 @@ func engineQueueStatesAndPauses(t *testing.T, setup harness.Setup) {
 		harness.CheckEqual(t, "states left", len(got), 1)
 	})
 
-	t.Run("engine pauses open once, close, and list by overlap", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "engine pauses open once, close, and list by overlap", func(t *testing.T, b *harness.Bundle) {
 		harness.WantErr(t, b.Store.EndEnginePause(b.Ctx, b.Tenant.ID, b.Now), store.ErrNotFound)
 		harness.Must(t, b.Store.StartEnginePause(b.Ctx, &model.EnginePause{TenantID: b.Tenant.ID, StartedAt: b.Now, ByUserID: "u", ByName: "ada"}))
 		harness.WantErr(t, b.Store.StartEnginePause(b.Ctx, &model.EnginePause{TenantID: b.Tenant.ID, StartedAt: b.Now.Add(time.Minute), ByUserID: "u", ByName: "ada"}), store.ErrConflict)
@@ -351,9 +333,7 @@ func engineQueueStatesAndPauses(t *testing.T, setup harness.Setup) {
 
 // engineLeases checks the lease that lets one replica run the engine.
 func engineLeases(t *testing.T, setup harness.Setup) {
-	t.Run("a lease has one holder until it expires or is released", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "a lease has one holder until it expires or is released", func(t *testing.T, b *harness.Bundle) {
 		ok, err := b.Store.AcquireLease(b.Ctx, "engine", "a", b.Now, 10*time.Second)
 		harness.Must(t, err)
 		harness.CheckEqual(t, "a takes the free lease", ok, true)

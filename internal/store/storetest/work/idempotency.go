@@ -18,9 +18,7 @@ func IdempotencyKeys(t *testing.T, setup harness.Setup) {
 		return &model.IdempotencyKey{TenantID: tenant, UserID: user, Operation: op, Key: k, RequestHash: "h-" + k, ResultID: "r-" + k, CreatedAt: at}
 	}
 
-	t.Run("a key is recorded once per tenant, user and operation", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "a key is recorded once per tenant, user and operation", func(t *testing.T, b *harness.Bundle) {
 		harness.Must(t, b.Store.CreateIdempotencyKey(b.Ctx, key(b, b.Tenant.ID, "u1", "enqueueTask", "k1", b.Now)))
 		got, err := b.Store.GetIdempotencyKey(b.Ctx, b.Tenant.ID, "u1", "enqueueTask", "k1")
 		harness.Must(t, err)

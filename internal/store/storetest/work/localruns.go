@@ -21,9 +21,7 @@ func LocalRuns(t *testing.T, setup harness.Setup) {
 		})
 	}
 
-	t.Run("ListSchedulable never returns a local run, even one that names a compute resource", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "ListSchedulable never returns a local run, even one that names a compute resource", func(t *testing.T, b *harness.Bundle) {
 		q := b.Queue(t)
 		run := b.Task(t, q, b.User(t), func(tk *model.Task) { tk.Status = model.TaskLocal })
 		bare := local(b, t)
@@ -40,9 +38,7 @@ func LocalRuns(t *testing.T, setup harness.Setup) {
 		}
 	})
 
-	t.Run("UpdateLocalRun moves a local run onto a queue behind the work enqueued before, once", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "UpdateLocalRun moves a local run onto a queue behind the work enqueued before, once", func(t *testing.T, b *harness.Bundle) {
 		run := local(b, t)
 		q := b.Queue(t)
 		earlier := b.Task(t, q, b.User(t))
@@ -71,9 +67,7 @@ func LocalRuns(t *testing.T, setup harness.Setup) {
 		}
 	})
 
-	t.Run("UpdateLocalRun ends a local run with its exit code and refuses another tenant's", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "UpdateLocalRun ends a local run with its exit code and refuses another tenant's", func(t *testing.T, b *harness.Bundle) {
 		run := local(b, t)
 		theirs := *run
 		theirs.TenantID = b.Other.ID
@@ -92,9 +86,7 @@ func LocalRuns(t *testing.T, setup harness.Setup) {
 		}
 	})
 
-	t.Run("TouchLocalRun moves UpdatedAt forward only, and only of a local run", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "TouchLocalRun moves UpdatedAt forward only, and only of a local run", func(t *testing.T, b *harness.Bundle) {
 		run := local(b, t)
 		for _, c := range []struct {
 			tenant string

@@ -32,9 +32,7 @@ func modelCall(b *harness.Bundle, tenantID string, at time.Time, user, project, 
 // modelCallRecords checks that a call is recorded once per request id, and
 // summed and listed per tenant.
 func modelCallRecords(t *testing.T, setup harness.Setup) {
-	t.Run("calls are recorded once per request id, summed and listed per tenant", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "calls are recorded once per request id, summed and listed per tenant", func(t *testing.T, b *harness.Bundle) {
 		day := b.Now.Truncate(24 * time.Hour)
 		calls := []*model.ModelCall{
 			modelCall(b, b.Tenant.ID, day.Add(time.Hour), "alice", "fraud", "ml", "chat", 100, 20, 3000),
@@ -107,9 +105,7 @@ func modelCallRecords(t *testing.T, setup harness.Setup) {
 // modelCallSums checks the sums a refused call, a grouping that calls do
 // not have, and a large batch could get wrong.
 func modelCallSums(t *testing.T, setup harness.Setup) {
-	t.Run("a refused call counts without a currency and never makes the total mixed", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "a refused call counts without a currency and never makes the total mixed", func(t *testing.T, b *harness.Bundle) {
 		day := b.Now.Truncate(24 * time.Hour)
 		refused := modelCall(b, b.Tenant.ID, day.Add(3*time.Hour), "alice", "fraud", "ml", "chat", 0, 0, 0)
 		refused.Model, refused.Target, refused.Currency, refused.Status, refused.Outcome = "", "", "", 429, model.CallRateLimited
@@ -137,9 +133,7 @@ func modelCallSums(t *testing.T, setup harness.Setup) {
 		harness.CheckEqual(t, "by model", show(store.ByModel), `""/"" 1,0,; "chat-model"/"chat-model" 1,3000,USD; "embed-model"/"embed-model" 1,50,USD; `)
 	})
 
-	t.Run("grouped by a dimension of GPU work only, calls fall under an empty key, never dropped", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "grouped by a dimension of GPU work only, calls fall under an empty key, never dropped", func(t *testing.T, b *harness.Bundle) {
 		day := b.Now.Truncate(24 * time.Hour)
 		harness.Must(t, b.Store.InsertModelCalls(b.Ctx, []*model.ModelCall{
 			modelCall(b, b.Tenant.ID, day.Add(time.Hour), "alice", "fraud", "ml", "chat", 100, 20, 3000),
@@ -173,9 +167,7 @@ func modelCallSums(t *testing.T, setup harness.Setup) {
 		}
 	})
 
-	t.Run("a large batch is recorded whole, and again changes nothing", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "a large batch is recorded whole, and again changes nothing", func(t *testing.T, b *harness.Bundle) {
 		day := b.Now.Truncate(24 * time.Hour)
 		// 301 rows: every statement size the store cuts batches into, and
 		// a remainder.
@@ -198,9 +190,7 @@ func modelCallSums(t *testing.T, setup harness.Setup) {
 
 // Gateway checks a tenant's gateway configuration.
 func Gateway(t *testing.T, setup harness.Setup) {
-	t.Run("a tenant's gateway configuration is stored whole and read back per tenant", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "a tenant's gateway configuration is stored whole and read back per tenant", func(t *testing.T, b *harness.Bundle) {
 		g, err := b.Store.GetGateway(b.Ctx, b.Tenant.ID)
 		harness.Must(t, err)
 		if g == nil || len(g.Aliases) != 0 {

@@ -32,9 +32,7 @@ func newPipelineRun(b *harness.Bundle, name string) *model.PipelineRun {
 // only from the state and attempt it was read in (the controller's
 // conditional writes).
 func pipelineRunsAndSteps(t *testing.T, setup harness.Setup) {
-	t.Run("a run round-trips with its steps and stays in its tenant", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "a run round-trips with its steps and stays in its tenant", func(t *testing.T, b *harness.Bundle) {
 		r := newPipelineRun(b, "fraud")
 		harness.Must(t, b.Store.CreatePipelineRun(b.Ctx, r))
 		got, err := b.Store.GetPipelineRun(b.Ctx, b.Tenant.ID, r.ID)
@@ -53,9 +51,7 @@ func pipelineRunsAndSteps(t *testing.T, setup harness.Setup) {
 		harness.CheckEqual(t, "active in another tenant", len(other), 0)
 	})
 
-	t.Run("a step moves only from the state and attempt it was read in", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "a step moves only from the state and attempt it was read in", func(t *testing.T, b *harness.Bundle) {
 		r := newPipelineRun(b, "fraud")
 		harness.Must(t, b.Store.CreatePipelineRun(b.Ctx, r))
 		st := *r.Steps[0]
@@ -104,9 +100,7 @@ func pipelineRunsAndSteps(t *testing.T, setup harness.Setup) {
 // pipelineCacheAndLinks checks the step cache's lookup and a task's link
 // to its step.
 func pipelineCacheAndLinks(t *testing.T, setup harness.Setup) {
-	t.Run("the cache finds a completed step of the same pipeline, name and key", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "the cache finds a completed step of the same pipeline, name and key", func(t *testing.T, b *harness.Bundle) {
 		first, second, otherName := newPipelineRun(b, "fraud"), newPipelineRun(b, "fraud"), newPipelineRun(b, "vision")
 		for _, r := range []*model.PipelineRun{first, second, otherName} {
 			harness.Must(t, b.Store.CreatePipelineRun(b.Ctx, r))
@@ -150,9 +144,7 @@ func pipelineCacheAndLinks(t *testing.T, setup harness.Setup) {
 		}
 	})
 
-	t.Run("a task's link to its step is recorded once", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "a task's link to its step is recorded once", func(t *testing.T, b *harness.Bundle) {
 		r := newPipelineRun(b, "fraud")
 		harness.Must(t, b.Store.CreatePipelineRun(b.Ctx, r))
 		l := &model.PipelineTaskLink{TenantID: b.Tenant.ID, TaskID: "t1", RunID: r.ID, Step: "train", Attempt: 2}

@@ -20,9 +20,7 @@ func Schedules(t *testing.T, setup harness.Setup) {
 // scheduleFirings checks a schedule's record and its firings: claimed once,
 // only while due and not paused, and recorded once.
 func scheduleFirings(t *testing.T, setup harness.Setup) {
-	t.Run("a schedule round-trips, stays in its tenant, and its name is unique per owner", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "a schedule round-trips, stays in its tenant, and its name is unique per owner", func(t *testing.T, b *harness.Bundle) {
 		owner := b.User(t)
 		next := b.At(5)
 		sc := &model.Schedule{TenantID: b.Tenant.ID, OwnerID: owner.ID, Name: "nightly", TargetKind: model.ScheduleTargetTask,
@@ -53,9 +51,7 @@ func scheduleFirings(t *testing.T, setup harness.Setup) {
 		harness.WantErr(t, b.Store.DeleteSchedule(b.Ctx, b.Other.ID, sc.ID), store.ErrNotFound)
 	})
 
-	t.Run("a firing is claimed once, only while due and not paused, and recorded once", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "a firing is claimed once, only while due and not paused, and recorded once", func(t *testing.T, b *harness.Bundle) {
 		owner := b.User(t)
 		due, next := b.At(5), b.At(10)
 		sc := &model.Schedule{TenantID: b.Tenant.ID, OwnerID: owner.ID, Name: "m", TargetKind: "task", TargetID: "t",
@@ -111,9 +107,7 @@ func scheduleFirings(t *testing.T, setup harness.Setup) {
 // triggerTaskReads checks a trigger's check, which moves on only from where
 // it was, and the finished tasks a trigger reads.
 func triggerTaskReads(t *testing.T, setup harness.Setup) {
-	t.Run("the check of a trigger moves on only from where it was", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "the check of a trigger moves on only from where it was", func(t *testing.T, b *harness.Bundle) {
 		owner := b.User(t)
 		sc := &model.Schedule{TenantID: b.Tenant.ID, OwnerID: owner.ID, Name: "tr", TargetKind: "task", TargetID: "t",
 			Trigger: &model.ScheduleTrigger{Event: model.TriggerTaskCompleted, ProjectID: "p", Tag: "x"}, MissedRuns: model.MissedRunOnce,
@@ -137,9 +131,7 @@ func triggerTaskReads(t *testing.T, setup harness.Setup) {
 		}
 	})
 
-	t.Run("finished tasks are listed by project, tag and status, with LIKE's wildcards taken literally", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "finished tasks are listed by project, tag and status, with LIKE's wildcards taken literally", func(t *testing.T, b *harness.Bundle) {
 		q := b.Queue(t)
 		owner := b.User(t)
 		pr := b.Project(t)
@@ -168,9 +160,7 @@ func triggerTaskReads(t *testing.T, setup harness.Setup) {
 // triggerArtifactAndRunReads checks the published artifacts and finished
 // pipeline runs a trigger reads, and what it sees of them.
 func triggerArtifactAndRunReads(t *testing.T, setup harness.Setup) {
-	t.Run("published artifacts are listed by name, window, project and the tasks' groups", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "published artifacts are listed by name, window, project and the tasks' groups", func(t *testing.T, b *harness.Bundle) {
 		q, other := b.Queue(t), b.Queue(t)
 		owner, stranger := b.User(t), b.User(t)
 		pr := b.Project(t)
@@ -208,9 +198,7 @@ func triggerArtifactAndRunReads(t *testing.T, setup harness.Setup) {
 		}
 	})
 
-	t.Run("finished pipeline runs are listed by end time, name, project, state and group", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "finished pipeline runs are listed by end time, name, project, state and group", func(t *testing.T, b *harness.Bundle) {
 		run := func(name, project, group string, state model.PipelineRunState, at time.Time) *model.PipelineRun {
 			r := &model.PipelineRun{TenantID: b.Tenant.ID, ProjectID: project, GroupID: group, OwnerID: "u1", Name: name,
 				Definition: model.PipelineDefinition{Name: name}, State: model.PipelineRunRunning, CreatedAt: b.Now, UpdatedAt: b.Now}

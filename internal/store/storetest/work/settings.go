@@ -12,16 +12,12 @@ import (
 // Settings checks the store-wide settings, also when callers race to put one
 // first.
 func Settings(t *testing.T, setup harness.Setup) {
-	t.Run("GetSetting returns ErrNotFound for an unset key", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "GetSetting returns ErrNotFound for an unset key", func(t *testing.T, b *harness.Bundle) {
 		_, err := b.Store.GetSetting(b.Ctx, "engine.enabled")
 		harness.WantErr(t, err, store.ErrNotFound)
 	})
 
-	t.Run("PutSetting stores a value and replaces it", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "PutSetting stores a value and replaces it", func(t *testing.T, b *harness.Bundle) {
 		harness.Must(t, b.Store.PutSetting(b.Ctx, "engine.enabled", "true"))
 		harness.Must(t, b.Store.PutSetting(b.Ctx, "other", ""))
 		got, err := b.Store.GetSetting(b.Ctx, "engine.enabled")
@@ -36,9 +32,7 @@ func Settings(t *testing.T, setup harness.Setup) {
 		harness.CheckEqual(t, "empty value", got, "")
 	})
 
-	t.Run("PutSettingIfAbsent stores a value only when the key is unset and returns what is stored", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "PutSettingIfAbsent stores a value only when the key is unset and returns what is stored", func(t *testing.T, b *harness.Bundle) {
 		got, err := b.Store.PutSettingIfAbsent(b.Ctx, "signing.key", "first")
 		harness.Must(t, err)
 		harness.CheckEqual(t, "first call", got, "first")

@@ -16,9 +16,7 @@ func Studies(t *testing.T, setup harness.Setup) {
 		Budget: model.StudyBudget{Trials: 8, GPUHours: 1.5},
 		Space:  []model.SearchParam{{Name: "lr", Kind: model.ParamLogUniform, Lo: 1e-4, Hi: 1e-1}, {Name: "opt", Kind: model.ParamChoice, Values: []string{"sgd", "adam"}}}}
 
-	t.Run("a study and its trials round-trip, stay in their tenant, and a stale write is a conflict", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "a study and its trials round-trip, stay in their tenant, and a stale write is a conflict", func(t *testing.T, b *harness.Bundle) {
 		q := b.Queue(t)
 		owner := b.User(t)
 		pr := b.Project(t)

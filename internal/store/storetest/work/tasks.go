@@ -29,9 +29,7 @@ func Tasks(t *testing.T, setup harness.Setup) {
 // taskCreation checks that a task is stored as enqueued: every field, what
 // is unset, and its queue sequence number.
 func taskCreation(t *testing.T, setup harness.Setup) {
-	t.Run("CreateTask then GetTask returns every field", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "CreateTask then GetTask returns every field", func(t *testing.T, b *harness.Bundle) {
 		q := b.Queue(t)
 		owner := b.User(t)
 		p := b.Project(t)
@@ -61,9 +59,7 @@ func taskCreation(t *testing.T, setup harness.Setup) {
 		harness.CheckEqual(t, "GetTask", got, &want)
 	})
 
-	t.Run("CreateTask stores no project, unset times and an empty spec", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "CreateTask stores no project, unset times and an empty spec", func(t *testing.T, b *harness.Bundle) {
 		in := b.Task(t, b.Queue(t), b.User(t), func(tk *model.Task) { tk.Spec = model.TaskSpec{} })
 		want := *in
 		want.CreatedAt, want.UpdatedAt = harness.Norm(in.CreatedAt), harness.Norm(in.UpdatedAt)
@@ -72,9 +68,7 @@ func taskCreation(t *testing.T, setup harness.Setup) {
 		harness.CheckEqual(t, "GetTask", got, &want)
 	})
 
-	t.Run("CreateTask assigns increasing queue sequence numbers and keeps a given one, which new ones follow", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "CreateTask assigns increasing queue sequence numbers and keeps a given one, which new ones follow", func(t *testing.T, b *harness.Bundle) {
 		q, owner := b.Queue(t), b.User(t)
 		t1 := b.Task(t, q, owner)
 		t2 := b.Task(t, q, owner)
@@ -105,9 +99,7 @@ func taskCreation(t *testing.T, setup harness.Setup) {
 // and reads refused: a taken sequence number, a missing owner, project or
 // task, another tenant's task.
 func taskUpdatesAndRefusals(t *testing.T, setup harness.Setup) {
-	t.Run("CreateTask returns ErrConflict for a queue sequence number taken in the tenant", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "CreateTask returns ErrConflict for a queue sequence number taken in the tenant", func(t *testing.T, b *harness.Bundle) {
 		q, owner := b.Queue(t), b.User(t)
 		t1 := b.Task(t, q, owner)
 		dup := &model.Task{TenantID: b.Tenant.ID, OwnerID: owner.ID, ComputeResourceID: q.CR.ID, Name: "dup",
@@ -116,9 +108,7 @@ func taskUpdatesAndRefusals(t *testing.T, setup harness.Setup) {
 		harness.CheckEqual(t, "given QueueSeq after failure", dup.QueueSeq, t1.QueueSeq)
 	})
 
-	t.Run("CreateTask returns ErrNotFound for a missing owner or project, and undoes what it assigned", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "CreateTask returns ErrNotFound for a missing owner or project, and undoes what it assigned", func(t *testing.T, b *harness.Bundle) {
 		q, owner := b.Queue(t), b.User(t)
 		theirs := b.User(t, func(u *model.User) { u.TenantID = b.Other.ID })
 		for i, tk := range []*model.Task{
@@ -137,9 +127,7 @@ func taskUpdatesAndRefusals(t *testing.T, setup harness.Setup) {
 		harness.CheckEqual(t, "tasks", n, 0)
 	})
 
-	t.Run("UpdateTask writes what changes over a task's life and keeps what was fixed at enqueue", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "UpdateTask writes what changes over a task's life and keeps what was fixed at enqueue", func(t *testing.T, b *harness.Bundle) {
 		q, owner := b.Queue(t), b.User(t)
 		tk := b.Task(t, q, owner)
 		pool := b.Pool(t)
@@ -178,9 +166,7 @@ func taskUpdatesAndRefusals(t *testing.T, setup harness.Setup) {
 		}
 	})
 
-	t.Run("UpdateTask returns ErrNotFound for a missing task and another tenant's task", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "UpdateTask returns ErrNotFound for a missing task and another tenant's task", func(t *testing.T, b *harness.Bundle) {
 		tk := b.Task(t, b.Queue(t), b.User(t))
 		missing := *tk
 		missing.ID = model.NewID()
@@ -194,9 +180,7 @@ func taskUpdatesAndRefusals(t *testing.T, setup harness.Setup) {
 		harness.CheckEqual(t, "Status", got.Status, model.TaskQueued)
 	})
 
-	t.Run("GetTask returns ErrNotFound for a missing task and another tenant's task", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "GetTask returns ErrNotFound for a missing task and another tenant's task", func(t *testing.T, b *harness.Bundle) {
 		tk := b.Task(t, b.Queue(t), b.User(t))
 		_, err := b.Store.GetTask(b.Ctx, b.Tenant.ID, model.NewID())
 		harness.WantErr(t, err, store.ErrNotFound)
@@ -207,9 +191,7 @@ func taskUpdatesAndRefusals(t *testing.T, setup harness.Setup) {
 
 // taskPages checks ListTasks's order and pages.
 func taskPages(t *testing.T, setup harness.Setup) {
-	t.Run("ListTasks lists in queue order, newest first on request, and pages join up", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "ListTasks lists in queue order, newest first on request, and pages join up", func(t *testing.T, b *harness.Bundle) {
 		q, owner := b.Queue(t), b.User(t)
 		var want []*model.Task
 		for range 7 {
@@ -252,9 +234,7 @@ func taskPages(t *testing.T, setup harness.Setup) {
 		}
 	})
 
-	t.Run("ListTasks returns an error for a page key that is not a number", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "ListTasks returns an error for a page key that is not a number", func(t *testing.T, b *harness.Bundle) {
 		_, err := b.Store.ListTasks(b.Ctx, b.Tenant.ID, store.TaskFilter{}, store.Page{After: "abc"}, false)
 		if err == nil {
 			t.Fatal("no error for page key \"abc\"")
@@ -265,9 +245,7 @@ func taskPages(t *testing.T, setup harness.Setup) {
 // taskFilters checks what ListTasks and CountTasks keep: by status,
 // compute resource, project, owner and groups, and only the tenant's.
 func taskFilters(t *testing.T, setup harness.Setup) {
-	t.Run("ListTasks and CountTasks filter by status, compute resource, project and owner", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "ListTasks and CountTasks filter by status, compute resource, project and owner", func(t *testing.T, b *harness.Bundle) {
 		q1, q2 := b.Queue(t), b.Queue(t)
 		alice, bob := b.User(t), b.User(t)
 		p := b.Project(t)
@@ -293,9 +271,7 @@ func taskFilters(t *testing.T, setup harness.Setup) {
 		}
 	})
 
-	t.Run("ListTasks and CountTasks with groups keep the groups' tasks and the visible user's own", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "ListTasks and CountTasks with groups keep the groups' tasks and the visible user's own", func(t *testing.T, b *harness.Bundle) {
 		q1, q2, q3 := b.Queue(t), b.Queue(t), b.Queue(t)
 		alice, bob := b.User(t), b.User(t)
 		a1 := b.Task(t, q1, bob)
@@ -322,9 +298,7 @@ func taskFilters(t *testing.T, setup harness.Setup) {
 		}
 	})
 
-	t.Run("ListTasks and CountTasks see only the tenant's tasks", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "ListTasks and CountTasks see only the tenant's tasks", func(t *testing.T, b *harness.Bundle) {
 		mine := b.Task(t, b.Queue(t), b.User(t))
 		theirQ := otherQueue(t, b)
 		theirOwner := b.User(t, func(u *model.User) { u.TenantID = b.Other.ID })
@@ -340,9 +314,7 @@ func taskFilters(t *testing.T, setup harness.Setup) {
 // taskQueueOrder checks the queue's order: the tasks ahead of one, and
 // sequence numbers unique and increasing under concurrent enqueues.
 func taskQueueOrder(t *testing.T, setup harness.Setup) {
-	t.Run("CountQueuedAhead counts the queued tasks of the compute resource before a sequence number", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "CountQueuedAhead counts the queued tasks of the compute resource before a sequence number", func(t *testing.T, b *harness.Bundle) {
 		q1, q2 := b.Queue(t), b.Queue(t)
 		owner := b.User(t)
 		t1 := b.Task(t, q1, owner)

@@ -61,9 +61,7 @@ func storeCommitsAndLocks(t *testing.T, setup harness.Setup) {
 		harness.Must(t, b.Store.Ping(b.Ctx))
 	})
 
-	t.Run("Driver names sqlite or postgres", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "Driver names sqlite or postgres", func(t *testing.T, b *harness.Bundle) {
 		if d := b.Store.Driver(); d != "sqlite" && d != "postgres" {
 			t.Fatalf("Driver() = %q", d)
 		}

@@ -38,9 +38,7 @@ func Workers(t *testing.T, setup harness.Setup) {
 // workerIdentities checks what a worker is known by: its pool's credentials,
 // found by hash across tenants, and its registration, which a host repeats.
 func workerIdentities(t *testing.T, setup harness.Setup) {
-	t.Run("worker credentials are found by hash across tenants, listed and revoked", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "worker credentials are found by hash across tenants, listed and revoked", func(t *testing.T, b *harness.Bundle) {
 		pool := b.Pool(t)
 		c := &model.WorkerCredential{TenantID: b.Tenant.ID, PoolID: pool.ID, Name: "rack 1", Prefix: "kqw_abc",
 			Hash: []byte("hash-of-rack-1"), CreatedBy: "ada", CreatedAt: b.Now}
@@ -64,9 +62,7 @@ func workerIdentities(t *testing.T, setup harness.Setup) {
 		}
 	})
 
-	t.Run("a worker registering again from its host is the same worker", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "a worker registering again from its host is the same worker", func(t *testing.T, b *harness.Bundle) {
 		pool := b.Pool(t)
 		w := &model.Worker{TenantID: b.Tenant.ID, PoolID: pool.ID, CredentialID: "c1", Hostname: "gpu-01", Version: "1.0",
 			Mode: "process", Kind: "bare_metal", GPUs: []model.WorkerGPU{{Index: 0, UUID: "GPU-a", MemoryMB: 81920}},
@@ -102,9 +98,7 @@ func workerIdentities(t *testing.T, setup harness.Setup) {
 // fits, and never one task twice however many workers claim at once.
 func workerClaims(t *testing.T, setup harness.Setup) {
 	one := model.Size{Nodes: 1, PerNode: 1000}
-	t.Run("ClaimTask takes the pool's hidden queue in order and only what fits", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "ClaimTask takes the pool's hidden queue in order and only what fits", func(t *testing.T, b *harness.Bundle) {
 		owner, q := b.User(t), b.Queue(t)
 		pool, other := b.Pool(t), b.Pool(t)
 		first := placedTask(t, b, q, owner, pool.ID, one, b.Now)
@@ -194,9 +188,7 @@ func workerClaims(t *testing.T, setup harness.Setup) {
 // lease, and an app instance's address, which belongs to one attempt.
 func workerLeases(t *testing.T, setup harness.Setup) {
 	one := model.Size{Nodes: 1, PerNode: 1000}
-	t.Run("ExtendLeases extends matching attempts only and reports every task as it is", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "ExtendLeases extends matching attempts only and reports every task as it is", func(t *testing.T, b *harness.Bundle) {
 		owner, q, pool := b.User(t), b.Queue(t), b.Pool(t)
 		a := placedTask(t, b, q, owner, pool.ID, one, b.Now)
 		c := placedTask(t, b, q, owner, pool.ID, one, b.Now.Add(time.Second))
@@ -219,9 +211,7 @@ func workerLeases(t *testing.T, setup harness.Setup) {
 		}
 	})
 
-	t.Run("SetAppAddress records the running attempt's address only, and a claim clears it", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "SetAppAddress records the running attempt's address only, and a claim clears it", func(t *testing.T, b *harness.Bundle) {
 		owner, q, pool := b.User(t), b.Queue(t), b.Pool(t)
 		placedTask(t, b, q, owner, pool.ID, one, b.Now)
 		tk, err := b.Store.ClaimTask(b.Ctx, b.Tenant.ID, pool.ID, "w1", "running", store.ClaimFit{MaxPerNode: 1000}, b.Now, b.Now.Add(time.Minute))
@@ -264,9 +254,7 @@ func workerLeases(t *testing.T, setup harness.Setup) {
 // written seldom enough to cost little, and cleared by a new claim.
 func workerAppActivity(t *testing.T, setup harness.Setup) {
 	one := model.Size{Nodes: 1, PerNode: 1000}
-	t.Run("TouchAppActivity writes about once a minute, SetAppIdleWarned once, and a claim clears both", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "TouchAppActivity writes about once a minute, SetAppIdleWarned once, and a claim clears both", func(t *testing.T, b *harness.Bundle) {
 		owner, q, pool := b.User(t), b.Queue(t), b.Pool(t)
 		placedTask(t, b, q, owner, pool.ID, one, b.Now)
 		tk, err := b.Store.ClaimTask(b.Ctx, b.Tenant.ID, pool.ID, "w1", "running", store.ClaimFit{MaxPerNode: 1000}, b.Now, b.Now.Add(time.Minute))
@@ -337,9 +325,7 @@ func workerAppActivity(t *testing.T, setup harness.Setup) {
 // workerLogs checks a task's log: numbered lines, the limit, pages and
 // tails, and a batch a worker sends again kept once.
 func workerLogs(t *testing.T, setup harness.Setup) {
-	t.Run("AppendLogs numbers lines, stops at the limit with one note, and ListLogs pages and tails", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "AppendLogs numbers lines, stops at the limit with one note, and ListLogs pages and tails", func(t *testing.T, b *harness.Bundle) {
 		tk := b.Task(t, b.Queue(t), b.User(t))
 		var lines []model.LogLine
 		for i := 0; i < 5; i++ {
@@ -379,9 +365,7 @@ func workerLogs(t *testing.T, setup harness.Setup) {
 		harness.WantErr(t, err, store.ErrNotFound)
 	})
 
-	t.Run("AppendLogs keeps a numbered line once: a batch sent again is skipped, and numbering restarts with an attempt", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "AppendLogs keeps a numbered line once: a batch sent again is skipped, and numbering restarts with an attempt", func(t *testing.T, b *harness.Bundle) {
 		tk := b.Task(t, b.Queue(t), b.User(t))
 		numbered := func(from, to int64) []model.LogLine {
 			var out []model.LogLine
@@ -425,9 +409,7 @@ func workerLogs(t *testing.T, setup harness.Setup) {
 // workerMetricsAndSecrets checks the metrics a task writes and the secrets
 // it is given.
 func workerMetricsAndSecrets(t *testing.T, setup harness.Setup) {
-	t.Run("metrics are appended, listed by name and read back latest first per name", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "metrics are appended, listed by name and read back latest first per name", func(t *testing.T, b *harness.Bundle) {
 		tk := b.Task(t, b.Queue(t), b.User(t))
 		harness.Must(t, b.Store.AppendMetrics(b.Ctx, b.Tenant.ID, tk.ID, 1, []model.MetricPoint{
 			{At: b.Now, Name: "loss", Value: 0.9, Step: 1}, {At: b.Now, Name: "acc", Value: 0.5, Step: 1},
@@ -445,9 +427,7 @@ func workerMetricsAndSecrets(t *testing.T, setup harness.Setup) {
 		}
 	})
 
-	t.Run("secrets are put, replaced, listed and deleted per scope", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "secrets are put, replaced, listed and deleted per scope", func(t *testing.T, b *harness.Bundle) {
 		s := &model.Secret{TenantID: b.Tenant.ID, Scope: model.ScopeProject, ScopeID: "p1", Name: "HF_TOKEN",
 			Ciphertext: []byte{1, 2, 3}, UpdatedBy: "ada", CreatedAt: b.Now, UpdatedAt: b.Now}
 		harness.Must(t, b.Store.PutSecret(b.Ctx, s))

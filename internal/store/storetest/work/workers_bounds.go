@@ -66,9 +66,7 @@ func workerBounds(t *testing.T, setup harness.Setup) {
 		harness.CheckEqual(t, "metric points kept", len(points), batches*per)
 	})
 
-	t.Run("AppendLogs refuses a line numbered far ahead of the attempt's and keeps the lines after it", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "AppendLogs refuses a line numbered far ahead of the attempt's and keeps the lines after it", func(t *testing.T, b *harness.Bundle) {
 		tk := b.Task(t, b.Queue(t), b.User(t))
 		line := func(n int64) model.LogLine {
 			return model.LogLine{At: b.Now, Stream: "stdout", Line: fmt.Sprintf("line %d", n), N: n}
@@ -92,9 +90,7 @@ func workerBounds(t *testing.T, setup harness.Setup) {
 		harness.CheckEqual(t, "log lines", len(all), 5)
 	})
 
-	t.Run("ExtendLeases takes more tasks than one statement has variables for", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
+	setup.Run(t, "ExtendLeases takes more tasks than one statement has variables for", func(t *testing.T, b *harness.Bundle) {
 		owner, q, pool := b.User(t), b.Queue(t), b.Pool(t)
 		a := placedTask(t, b, q, owner, pool.ID, model.Size{Nodes: 1, PerNode: 1000}, b.Now)
 		ta, err := b.Store.ClaimTask(b.Ctx, b.Tenant.ID, pool.ID, "w1", "running", store.ClaimFit{MaxPerNode: 1000}, b.Now, b.Now.Add(time.Minute))
