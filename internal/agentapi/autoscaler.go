@@ -1,6 +1,10 @@
 package agentapi
 
-import "time"
+import (
+	"time"
+
+	"github.com/klique-ai/klique/internal/model"
+)
 
 // The autoscaler's calls. An autoscaler daemon (klique autoscaler) speaks
 // with a worker credential of the pool it scales, the same credential it
@@ -18,21 +22,10 @@ const (
 // MaxAutoscalerInstances bounds the instances one sync reports.
 const MaxAutoscalerInstances = 1000
 
-// AutoscalerInstance is one instance the daemon manages.
-type AutoscalerInstance struct {
-	ID     string `json:"id"`
-	Worker string `json:"worker"`
-	Type   string `json:"type"`
-	GPUs   int    `json:"gpus"`
-	// Market is spot or on_demand.
-	Market string `json:"market"`
-	// State is pending (launched, its worker not registered yet),
-	// running, idle or terminating.
-	State        string     `json:"state"`
-	LaunchedAt   time.Time  `json:"launchedAt"`
-	RegisteredAt *time.Time `json:"registeredAt,omitempty"`
-	IdleSince    *time.Time `json:"idleSince,omitempty"`
-}
+// AutoscalerInstance is one instance the daemon manages, as it reports
+// it: the control plane keeps the report as it came (model's type is the
+// wire form).
+type AutoscalerInstance = model.AutoscalerInstance
 
 // WaitingNote tells the control plane why placed tasks still have no node,
 // for the task's reason (for example the maximum of instances reached).

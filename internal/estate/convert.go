@@ -74,39 +74,13 @@ type applier struct {
 }
 
 func (a *applier) checkDuplicates(d *Document) {
-	dup := func(kind string, names []string) {
-		a.Problems = append(a.Problems, basis.DescribedTwice(kind, names)...)
-	}
-	var names []string
-	for _, v := range d.GPUClasses {
-		names = append(names, v.Name)
-	}
-	dup("GPU class", names)
-	names = nil
-	for _, v := range d.Pools {
-		names = append(names, v.Name)
-	}
-	dup("pool", names)
-	names = nil
-	for _, v := range d.Profiles {
-		names = append(names, v.Name)
-	}
-	dup("profile", names)
-	names = nil
-	for _, v := range d.Groups {
-		names = append(names, v.Name)
-	}
-	dup("group", names)
-	names = nil
-	for _, v := range d.Policies {
-		names = append(names, v.Group)
-	}
-	dup("resource policy of group", names)
-	names = nil
-	for _, v := range d.Projects {
-		names = append(names, v.Name)
-	}
-	dup("project", names)
+	a.Problems = slices.Concat(a.Problems,
+		basis.DescribedTwice("GPU class", d.GPUClasses, func(v GPUClassDoc) string { return v.Name }),
+		basis.DescribedTwice("pool", d.Pools, func(v PoolDoc) string { return v.Name }),
+		basis.DescribedTwice("profile", d.Profiles, func(v ProfileDoc) string { return v.Name }),
+		basis.DescribedTwice("group", d.Groups, func(v GroupDoc) string { return v.Name }),
+		basis.DescribedTwice("resource policy of group", d.Policies, func(v PolicyDoc) string { return v.Group }),
+		basis.DescribedTwice("project", d.Projects, func(v ProjectDoc) string { return v.Name }))
 	if d.Gateway != nil {
 		a.Problems = append(a.Problems, d.Gateway.Duplicates()...)
 	}

@@ -125,13 +125,7 @@ func (v *validator) routeApps() {
 func (v *validator) gpuClasses() {
 	seen := map[string]bool{}
 	for _, c := range v.e.GPUClasses {
-		obj := fmt.Sprintf("GPU class %q", c.Name)
-		v.Name(obj, c.Name)
-		if seen[c.Name] {
-			v.Add(obj, "another GPU class has the same name; names must be unique")
-		}
-		seen[c.Name] = true
-		v.Description(obj, c.Description)
+		obj := v.Named(seen, "GPU class", c.Name, c.Description)
 		if c.MemoryGB < 0 || c.MemoryGB > MaxGPUMemoryGB {
 			v.Add(obj, "memory %d GB must be between 0 and %d", c.MemoryGB, MaxGPUMemoryGB)
 		}
@@ -147,13 +141,7 @@ func (v *validator) gpuClasses() {
 func (v *validator) pools() {
 	seen := map[string]bool{}
 	for _, p := range v.e.Pools {
-		obj := fmt.Sprintf("pool %q", p.Name)
-		v.Name(obj, p.Name)
-		if seen[p.Name] {
-			v.Add(obj, "another pool has the same name; names must be unique")
-		}
-		seen[p.Name] = true
-		v.Description(obj, p.Description)
+		obj := v.Named(seen, "pool", p.Name, p.Description)
 		if !p.Kind.Valid() {
 			v.Add(obj, "kind %q is not known: use one of %s", p.Kind, kindList())
 		}
@@ -207,13 +195,7 @@ func (v *validator) pools() {
 func (v *validator) profiles() {
 	seen := map[string]bool{}
 	for _, pr := range v.e.Profiles {
-		obj := fmt.Sprintf("profile %q", pr.Name)
-		v.Name(obj, pr.Name)
-		if seen[pr.Name] {
-			v.Add(obj, "another profile has the same name; names must be unique")
-		}
-		seen[pr.Name] = true
-		v.Description(obj, pr.Description)
+		obj := v.Named(seen, "profile", pr.Name, pr.Description)
 		if _, err := model.NewSize(pr.Size.Nodes, pr.Size.PerNode); err != nil {
 			v.Add(obj, "%v", err)
 		}
@@ -242,10 +224,7 @@ func (v *validator) profiles() {
 				v.Add(obj, "links a pool that does not exist")
 				continue
 			}
-			if linked[id] {
-				v.Add(obj, "lists pool %q twice; each pool appears once in a profile's order", pool.Name)
-			}
-			linked[id] = true
+			v.Once(linked, id, obj, "lists pool %q twice; each pool appears once in a profile's order", pool.Name)
 			if class != nil && pool.GPUClassID != class.ID {
 				v.Add(obj, "cannot use pool %q: its GPUs are %s, and the profile asks for %s", pool.Name, v.className(pool.GPUClassID), class.Name)
 			}
@@ -269,13 +248,7 @@ func (v *validator) className(id string) string {
 func (v *validator) groups() {
 	seen := map[string]bool{}
 	for _, g := range v.e.Groups {
-		obj := fmt.Sprintf("group %q", g.Name)
-		v.Name(obj, g.Name)
-		if seen[g.Name] {
-			v.Add(obj, "another group has the same name; names must be unique")
-		}
-		seen[g.Name] = true
-		v.Description(obj, g.Description)
+		v.Named(seen, "group", g.Name, g.Description)
 	}
 }
 
@@ -288,10 +261,7 @@ func (v *validator) policies() {
 			continue
 		}
 		obj := fmt.Sprintf("resource policy of group %q", g.Name)
-		if seen[p.GroupID] {
-			v.Add(obj, "the group already has a resource policy; a group has one policy")
-		}
-		seen[p.GroupID] = true
+		v.Once(seen, p.GroupID, obj, "the group already has a resource policy; a group has one policy")
 		if p.ReservationGPUs < 0 || p.ReservationGPUs > MaxCapacityGPUs {
 			v.Add(obj, "reservation %d must be a whole number of GPUs, 0 or more", p.ReservationGPUs)
 		}
@@ -343,14 +313,8 @@ func (v *validator) computeResources() {
 			v.Add(obj, "uses a profile that does not exist")
 			continue
 		}
-		if names[cr.PolicyID+"\x00"+cr.Name] {
-			v.Add(obj, "the group has another compute resource with this name; names are unique within a group")
-		}
-		names[cr.PolicyID+"\x00"+cr.Name] = true
-		if pairs[cr.PolicyID+"\x00"+cr.ProfileID] {
-			v.Add(obj, "profile %q is already connected to this group's policy; a policy connects each profile once", pr.Name)
-		}
-		pairs[cr.PolicyID+"\x00"+cr.ProfileID] = true
+		v.Once(names, cr.PolicyID+"\x00"+cr.Name, obj, "the group has another compute resource with this name; names are unique within a group")
+		v.Once(pairs, cr.PolicyID+"\x00"+cr.ProfileID, obj, "profile %q is already connected to this group's policy; a policy connects each profile once", pr.Name)
 		// A limit of 0 pauses the group, whatever its profiles' sizes: its
 		// work waits until the limit is raised (docs/engine.md).
 		if pol.LimitGPUs > 0 && pr.Size.Total() > model.GPUs(pol.LimitGPUs) {
@@ -393,23 +357,14 @@ func (v *validator) runSettings(obj, group string, cr *model.ComputeResource) {
 			continue
 		}
 		t := runenv.MountTarget(m)
-		if targets[t] {
-			v.Add(obj, "mounts: container path %s is mounted twice; mount each container path once", t)
-		}
-		targets[t] = true
+		v.Once(targets, t, obj, "mounts: container path %s is mounted twice; mount each container path once", t)
 	}
 }
 
 func (v *validator) projects() {
 	seen := map[string]bool{}
 	for _, p := range v.e.Projects {
-		obj := fmt.Sprintf("project %q", p.Name)
-		v.Name(obj, p.Name)
-		if seen[p.Name] {
-			v.Add(obj, "another project has the same name; names must be unique")
-		}
-		seen[p.Name] = true
-		v.Description(obj, p.Description)
+		obj := v.Named(seen, "project", p.Name, p.Description)
 		if p.GroupID != "" && v.e.Group(p.GroupID) == nil {
 			v.Add(obj, "belongs to a group that does not exist")
 		}

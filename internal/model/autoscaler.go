@@ -68,6 +68,7 @@ type AutoscalerInstance struct {
 	Worker string `json:"worker"`
 	Type   string `json:"type"`
 	GPUs   int    `json:"gpus"`
+	// Market is spot or on_demand.
 	Market string `json:"market"`
 	// State is pending (launched, worker not registered yet), running
 	// (worker registered), idle or terminating.

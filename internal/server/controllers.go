@@ -7,6 +7,19 @@ import (
 	"github.com/klique-ai/klique/internal/events"
 )
 
+// startController starts a controller (see runController) on a replica
+// that runs the engine, and keeps in stop what ends it at Shutdown; on
+// other replicas it does nothing.
+func (a *App) startController(engine bool, stop *context.CancelFunc, interval, settle time.Duration,
+	wakes func(events.Event) bool, pass func(context.Context)) {
+	if !engine {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	*stop = cancel
+	go a.runController(ctx, interval, settle, wakes, pass)
+}
+
 // runController runs pass now, then every interval and, sooner, settle
 // after an event that wakes accepts, until ctx ends. The periodic pass
 // is the source of truth; the events only shorten the wait, so an event

@@ -21,12 +21,7 @@ const pipelineSettle = 50 * time.Millisecond
 // own step changes, which would wake it for nothing). Its writes are
 // conditional, so replicas running it at once are safe.
 func (a *App) startPipelines(engine bool) {
-	if !engine {
-		return
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	a.stopPipelines = cancel
-	go a.runController(ctx, pipelineInterval, pipelineSettle,
+	a.startController(engine, &a.stopPipelines, pipelineInterval, pipelineSettle,
 		func(e events.Event) bool {
 			return e.ObjectKind == "task" || (e.ObjectKind == pipelines.ObjectKind && e.Kind != pipelines.EventKind)
 		},

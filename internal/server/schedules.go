@@ -22,12 +22,7 @@ const schedulesSettle = 20 * time.Millisecond
 // pipeline finishing). The pass is idempotent across replicas, and the
 // periodic run is the source of truth: the events only shorten the wait.
 func (a *App) startSchedules(engine bool) {
-	if !engine {
-		return
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	a.stopSchedules = cancel
-	go a.runController(ctx, schedulesInterval, schedulesSettle,
+	a.startController(engine, &a.stopSchedules, schedulesInterval, schedulesSettle,
 		func(e events.Event) bool { return schedules.Wakes(e.Kind) },
 		func(ctx context.Context) {
 			res, err := a.Service.TickSchedules(ctx)

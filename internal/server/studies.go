@@ -18,12 +18,7 @@ const studyReactDelay = 250 * time.Millisecond
 // recorded, stopped early or followed by the next without waiting for
 // the tick.
 func (a *App) startStudies(engine bool) {
-	if !engine {
-		return
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	a.stopStudies = cancel
-	go a.runController(ctx, studies.Interval, studyReactDelay,
+	a.startController(engine, &a.stopStudies, studies.Interval, studyReactDelay,
 		func(e events.Event) bool {
 			switch e.Kind {
 			case "task.completed", "task.failed", "task.aborted", "task.metrics":

@@ -137,17 +137,11 @@ func (d *AppsDoc) Duplicates() []basis.Problem {
 	var ps basis.Problems
 	seen := map[string]bool{}
 	for _, v := range d.Entries {
-		if seen[v.Name] {
-			ps.Add(fmt.Sprintf("app %q", v.Name), "is described twice in the file; keep one")
-		}
-		seen[v.Name] = true
+		ps.Once(seen, v.Name, fmt.Sprintf("app %q", v.Name), "is described twice in the file; keep one")
 	}
 	seen = map[string]bool{}
 	for _, g := range d.Groups {
-		if seen[g.Group] {
-			ps.Add(fmt.Sprintf("apps quota of group %q", g.Group), "is given twice in the file; keep one")
-		}
-		seen[g.Group] = true
+		ps.Once(seen, g.Group, fmt.Sprintf("apps quota of group %q", g.Group), "is given twice in the file; keep one")
 	}
 	return ps
 }

@@ -38,10 +38,7 @@ func Validate(c *model.AppCatalogue, e Groups) []basis.Problem {
 	}
 	seen := map[string]bool{}
 	for _, a := range c.Apps {
-		if seen[a.Name] {
-			ps.Add(fmt.Sprintf("app %q", a.Name), "is described twice; keep one")
-		}
-		seen[a.Name] = true
+		ps.Once(seen, a.Name, fmt.Sprintf("app %q", a.Name), "is described twice; keep one")
 		for _, m := range ValidateApp(a) {
 			ps.Add(fmt.Sprintf("app %q", a.Name), "%s", m)
 		}
@@ -56,10 +53,7 @@ func Validate(c *model.AppCatalogue, e Groups) []basis.Problem {
 	groups := map[string]bool{}
 	for _, g := range s.Groups {
 		obj := fmt.Sprintf("apps quota of group %q", g.Group)
-		if groups[g.Group] {
-			ps.Add(obj, "is given twice; keep one")
-		}
-		groups[g.Group] = true
+		ps.Once(groups, g.Group, obj, "is given twice; keep one")
 		if e.GroupByName(g.Group) == nil {
 			ps.Add(obj, "there is no group %q; name a group of the estate", g.Group)
 		}

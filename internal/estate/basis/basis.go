@@ -73,14 +73,12 @@ func CheckCurrency(c string) error {
 // DescribedTwice lists a problem for each object of a kind that a file
 // describes more than once, by its key: a file describes each object once,
 // whole, so a second description is a mistake rather than an update.
-func DescribedTwice(kind string, keys []string) []Problem {
-	var out []Problem
+func DescribedTwice[T any](kind string, objects []T, key func(T) string) []Problem {
+	var ps Problems
 	seen := map[string]bool{}
-	for _, k := range keys {
-		if seen[k] {
-			out = append(out, Problem{Object: fmt.Sprintf("%s %q", kind, k), Message: "appears twice in the file; describe each object once"})
-		}
-		seen[k] = true
+	for _, o := range objects {
+		k := key(o)
+		ps.Once(seen, k, fmt.Sprintf("%s %q", kind, k), "appears twice in the file; describe each object once")
 	}
-	return out
+	return ps
 }

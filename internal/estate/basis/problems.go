@@ -35,6 +35,27 @@ func (ps *Problems) Name(object, name string) {
 	}
 }
 
+// Once adds a problem on object when key is in seen already, and puts it
+// there: for what must be unique among its kind.
+func (ps *Problems) Once(seen map[string]bool, key, object, format string, args ...any) {
+	if seen[key] {
+		ps.Add(object, format, args...)
+	}
+	seen[key] = true
+}
+
+// Named checks what every named object of a kind shares, and returns what
+// its problems are said to be on (`pool "onprem-k8s"`): a valid name,
+// unique among the names of its kind in seen, and a valid description
+// ("" for a kind without one).
+func (ps *Problems) Named(seen map[string]bool, kind, name, description string) string {
+	obj := fmt.Sprintf("%s %q", kind, name)
+	ps.Name(obj, name)
+	ps.Once(seen, name, obj, "another %s has the same name; names must be unique", kind)
+	ps.Description(obj, description)
+	return obj
+}
+
 // Description adds a problem on object when d is not a valid description.
 func (ps *Problems) Description(object, d string) {
 	if err := CheckDescription(d); err != nil {

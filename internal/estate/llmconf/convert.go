@@ -118,26 +118,18 @@ func (a *reader) duration(object, s string) time.Duration {
 // by key (a budget by project and period, whatever the case of the period;
 // a rate limit by scope and name).
 func (d *GatewayDoc) Duplicates() []basis.Problem {
-	var out []basis.Problem
-	keys := func(kind string, n int, key func(i int) string) {
-		names := make([]string, n)
-		for i := range n {
-			names[i] = key(i)
-		}
-		out = append(out, basis.DescribedTwice(kind, names)...)
-	}
-	keys("provider", len(d.Providers), func(i int) string { return d.Providers[i].Name })
-	keys("route", len(d.Routes), func(i int) string { return d.Routes[i].Name })
-	keys("model", len(d.Models), func(i int) string { return d.Models[i].Name })
-	keys("entitlement", len(d.Entitlements), func(i int) string { return d.Entitlements[i].Name })
-	keys("alias", len(d.Aliases), func(i int) string { return d.Aliases[i].Name })
-	keys("token budget", len(d.Budgets), func(i int) string {
-		return BudgetName(&model.TokenBudget{Project: d.Budgets[i].Project, Period: model.BudgetPeriod(strings.ToLower(d.Budgets[i].Period))})
-	})
-	keys("rate limit", len(d.RateLimits), func(i int) string {
-		return RateLimitName(&model.RateLimit{Scope: model.RateLimitScope(strings.ToLower(d.RateLimits[i].Scope)), Name: d.RateLimits[i].Name})
-	})
-	return out
+	return slices.Concat(
+		basis.DescribedTwice("provider", d.Providers, func(v ProviderDoc) string { return v.Name }),
+		basis.DescribedTwice("route", d.Routes, func(v RouteDoc) string { return v.Name }),
+		basis.DescribedTwice("model", d.Models, func(v ModelDoc) string { return v.Name }),
+		basis.DescribedTwice("entitlement", d.Entitlements, func(v EntitlementDoc) string { return v.Name }),
+		basis.DescribedTwice("alias", d.Aliases, func(v AliasDoc) string { return v.Name }),
+		basis.DescribedTwice("token budget", d.Budgets, func(v TokenBudgetDoc) string {
+			return BudgetName(&model.TokenBudget{Project: v.Project, Period: model.BudgetPeriod(strings.ToLower(v.Period))})
+		}),
+		basis.DescribedTwice("rate limit", d.RateLimits, func(v RateLimitDoc) string {
+			return RateLimitName(&model.RateLimit{Scope: model.RateLimitScope(strings.ToLower(v.Scope)), Name: v.Name})
+		}))
 }
 
 // Export describes a configuration as the section of an estate file that

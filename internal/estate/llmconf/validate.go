@@ -73,21 +73,10 @@ type validator struct {
 	basis.Problems
 }
 
-// unique reports a name used twice within a kind.
-func (v *validator) unique(seen map[string]bool, obj, kind, key string) {
-	if seen[key] {
-		v.Add(obj, "another %s has the same name; names must be unique", kind)
-	}
-	seen[key] = true
-}
-
 func (v *validator) providers() {
 	seen := map[string]bool{}
 	for _, p := range v.g.Providers {
-		obj := fmt.Sprintf("provider %q", p.Name)
-		v.Name(obj, p.Name)
-		v.unique(seen, obj, "provider", p.Name)
-		v.Description(obj, p.Description)
+		obj := v.Named(seen, "provider", p.Name, p.Description)
 		if err := checkBaseURL(p.BaseURL); err != nil {
 			v.Add(obj, "baseUrl %v, such as https://api.openai.com/v1", err)
 		}
@@ -102,10 +91,7 @@ func (v *validator) providers() {
 func (v *validator) routes() {
 	seen := map[string]bool{}
 	for _, r := range v.g.Routes {
-		obj := fmt.Sprintf("route %q", r.Name)
-		v.Name(obj, r.Name)
-		v.unique(seen, obj, "route", r.Name)
-		v.Description(obj, r.Description)
+		obj := v.Named(seen, "route", r.Name, r.Description)
 		switch {
 		case len(r.Endpoints) == 0 && r.App == "":
 			v.Add(obj, "has no endpoints and no app: give 1 to %d base URLs of its model servers, such as http://10.0.3.17:8000/v1, or the serving app whose instances serve it (app: vllm)", MaxEndpoints)
@@ -165,9 +151,7 @@ func (v *validator) timeout(obj string, d time.Duration) {
 func (v *validator) llmModels() {
 	seen := map[string]bool{}
 	for _, m := range v.g.Models {
-		obj := fmt.Sprintf("model %q", m.Name)
-		v.Name(obj, m.Name)
-		v.unique(seen, obj, "model", m.Name)
+		obj := v.Named(seen, "model", m.Name, "")
 		switch {
 		case m.Provider != "" && m.Route != "":
 			v.Add(obj, "names provider %q and route %q: give one of them", m.Provider, m.Route)
@@ -203,9 +187,7 @@ func (v *validator) llmModels() {
 func (v *validator) entitlements() {
 	seen := map[string]bool{}
 	for _, en := range v.g.Entitlements {
-		obj := fmt.Sprintf("entitlement %q", en.Name)
-		v.Name(obj, en.Name)
-		v.unique(seen, obj, "entitlement", en.Name)
+		obj := v.Named(seen, "entitlement", en.Name, "")
 		v.knownGroups(obj, "", en.Groups)
 		listed := map[string]bool{}
 		for _, u := range en.Users {
@@ -236,10 +218,7 @@ func (v *validator) knownGroups(obj, where string, names []string) {
 func (v *validator) aliases() {
 	seen := map[string]bool{}
 	for _, a := range v.g.Aliases {
-		obj := fmt.Sprintf("alias %q", a.Name)
-		v.Name(obj, a.Name)
-		v.unique(seen, obj, "alias", a.Name)
-		v.Description(obj, a.Description)
+		obj := v.Named(seen, "alias", a.Name, a.Description)
 		if len(a.Rules) == 0 {
 			v.Add(obj, "has no rule: give at least one rule with a target model")
 		}
@@ -376,10 +355,7 @@ func (v *validator) tokenBudgets() {
 			money = BudgetName(b)
 		}
 		obj := fmt.Sprintf("token budget %s", BudgetName(b))
-		if seen[BudgetName(b)] {
-			v.Add(obj, "the project already has a budget for this period; give one budget per project and period")
-		}
-		seen[BudgetName(b)] = true
+		v.Once(seen, BudgetName(b), obj, "the project already has a budget for this period; give one budget per project and period")
 		if v.e.ProjectByName(b.Project) == nil {
 			v.Add(obj, "project %q is not a known project", b.Project)
 		}
@@ -440,10 +416,7 @@ func (v *validator) rateLimits() {
 	seen := map[string]bool{}
 	for _, r := range v.g.RateLimits {
 		obj := fmt.Sprintf("rate limit %s", RateLimitName(r))
-		if seen[RateLimitName(r)] {
-			v.Add(obj, "appears twice; give one rate limit per scope and name")
-		}
-		seen[RateLimitName(r)] = true
+		v.Once(seen, RateLimitName(r), obj, "appears twice; give one rate limit per scope and name")
 		switch r.Scope {
 		case model.RateLimitUser:
 			if r.Name != "" {

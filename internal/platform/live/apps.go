@@ -7,7 +7,6 @@ import (
 	"github.com/klique-ai/klique/internal/events"
 	"github.com/klique-ai/klique/internal/identity"
 	"github.com/klique-ai/klique/internal/model"
-	"github.com/klique-ai/klique/internal/platform/kernel"
 )
 
 // AppInstanceUpdate is an app instance after it changed: its state (a
@@ -34,21 +33,16 @@ func appEvent(kind string) bool {
 // delivered only to subscribers who may see the instance (the apps
 // domain's rule, checked per subscriber per payload).
 func (s *Live) SubscribeAppInstances(ctx context.Context, app, id string) (<-chan *AppInstanceUpdate, error) {
-	p, err := kernel.Caller(ctx)
-	if err != nil {
-		return nil, err
-	}
 	if id != "" {
 		// An instance the caller may not see is refused as a read is.
 		if _, err := s.reads.AppInstance(ctx, id); err != nil {
 			return nil, err
 		}
 	}
-	release, err := s.startSubscription(ctx)
+	tenantID, release, err := s.startTenantSubscription(ctx)
 	if err != nil {
 		return nil, err
 	}
-	tenantID := p.TenantID
 	r := s.subs.apps.Join("apps|"+tenantID, s.subscriptionLimits().Buffer, feed(s,
 		func(e events.Event) bool { return e.TenantID == tenantID && e.ObjectKind == "task" && appEvent(e.Kind) },
 		func(ctx context.Context, batch []events.Event) []*AppInstanceUpdate {
@@ -66,9 +60,5 @@ func (s *Live) SubscribeAppInstances(ctx context.Context, app, id string) (<-cha
 		func(p *identity.Principal, u *AppInstanceUpdate) (*AppInstanceUpdate, bool) {
 			t := u.Instance.Task
 			return u, (id == "" || t.ID == id) && (app == "" || t.Spec.App.App == app) && s.reads.SeesAppInstance(p, t)
-		}, func(u *AppInstanceUpdate, n int) *AppInstanceUpdate {
-			c := *u
-			c.Missed = n
-			return &c
 		}), nil
 }

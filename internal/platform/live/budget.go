@@ -39,19 +39,15 @@ func (u *BudgetBurnUpdate) AlertText() *string {
 // rate and projected run-out, updated when its group's work starts or
 // stops, when an alert is raised, and every minute while work burns it.
 func (s *Live) SubscribeBudgetBurn(ctx context.Context, policyRef string) (<-chan *BudgetBurnUpdate, error) {
-	p, err := kernel.Caller(ctx)
-	if err != nil {
-		return nil, err
-	}
 	pol, err := s.k.Policy(ctx, policyRef)
 	if err != nil {
 		return nil, err
 	}
-	release, err := s.startSubscription(ctx)
+	tenantID, release, err := s.startTenantSubscription(ctx)
 	if err != nil {
 		return nil, err
 	}
-	tenantID, polID, groupID := p.TenantID, pol.ID, pol.GroupID
+	polID, groupID := pol.ID, pol.GroupID
 	build := func(ctx context.Context, kind string) []*BudgetBurnUpdate {
 		u, err := s.budgetBurn(ctx, tenantID, polID, kind)
 		if err != nil {
@@ -81,17 +77,11 @@ func (s *Live) SubscribeBudgetBurn(ctx context.Context, policyRef string) (<-cha
 		}, budgetTick, func(ctx context.Context) []*BudgetBurnUpdate { return build(ctx, "tick") }))
 	first, err := s.budgetBurn(ctx, tenantID, polID, "snapshot")
 	if err != nil {
-		r.Close()
-		release()
-		return nil, s.k.Internal(ctx, err)
+		return nil, s.failSubscription(ctx, err, r.Close, release)
 	}
 	return pump(ctx, s, r, release, []*BudgetBurnUpdate{first},
 		func(p *identity.Principal, u *BudgetBurnUpdate) (*BudgetBurnUpdate, bool) {
 			return u, p.TenantID == u.TenantID && kernel.SeesGroup(p, u.GroupID)
-		}, func(u *BudgetBurnUpdate, n int) *BudgetBurnUpdate {
-			c := *u
-			c.Missed = n
-			return &c
 		}), nil
 }
 

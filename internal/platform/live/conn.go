@@ -223,6 +223,30 @@ func (s *Live) startSubscription(ctx context.Context) (func(), error) {
 	return func() { once.Do(func() { c.open.Add(-1) }) }, nil
 }
 
+// startTenantSubscription starts a subscription to what the caller's
+// tenant holds: the tenant, and the release of the subscription's place
+// under its connection's cap.
+func (s *Live) startTenantSubscription(ctx context.Context) (tenantID string, release func(), err error) {
+	p, err := kernel.Caller(ctx)
+	if err != nil {
+		return "", nil, err
+	}
+	if release, err = s.startSubscription(ctx); err != nil {
+		return "", nil, err
+	}
+	return p.TenantID, release, nil
+}
+
+// failSubscription ends a subscription whose first read failed, with undo
+// (leaving its topic, freeing its place under the cap), and returns the
+// failure as the internal error the caller is told of.
+func (s *Live) failSubscription(ctx context.Context, err error, undo ...func()) error {
+	for _, f := range undo {
+		f()
+	}
+	return s.k.Internal(ctx, err)
+}
+
 // errCredentialGone ends a subscription whose credential no longer holds.
 var errCredentialGone = errors.New("credential no longer valid")
 

@@ -14,8 +14,8 @@ import (
 // The hub hands each payload straight to the subscriber's channel (no
 // goroutine per subscriber); the channel is closed at the end, and release
 // called.
-func pump[T missedCounter](ctx context.Context, s *Live, r *events.Receiver[T], release func(), first []T,
-	check func(p *identity.Principal, v T) (T, bool), missed func(v T, n int) T) <-chan T {
+func pump[U any, T missedCounter[U]](ctx context.Context, s *Live, r *events.Receiver[T], release func(), first []T,
+	check func(p *identity.Principal, v T) (T, bool)) <-chan T {
 	conn := connOf(ctx)
 	// The snapshot goes through the same check as every later payload
 	// (a project-scoped credential sees its project's tasks only).
@@ -27,7 +27,7 @@ func pump[T missedCounter](ctx context.Context, s *Live, r *events.Receiver[T], 
 			}
 		}
 	}
-	r.ToldBy(func(v T) int { return v.missedCount() })
+	r.ToldBy(func(v T) int { return *v.missed() })
 	r.Start(shown, func(v T, n int) (T, bool, bool) {
 		var zero T
 		p, err := s.subscriber(ctx, conn)
@@ -39,7 +39,12 @@ func pump[T missedCounter](ctx context.Context, s *Live, r *events.Receiver[T], 
 			return zero, false, false
 		}
 		if n > 0 {
-			v = missed(v, n)
+			// The payload is shared by every subscriber: tell the count
+			// on a copy of it.
+			c := T(new(U))
+			*c = *v
+			*c.missed() = n
+			v = c
 		}
 		return v, true, false
 	}, release)
@@ -128,16 +133,20 @@ func eventKind(kind string) string {
 }
 
 // missedCounter is an update that tells how many updates before it its
-// subscriber missed (its Missed field), so that when an unread one is
-// dropped, what it told is told again by the next, exactly.
-type missedCounter interface{ missedCount() int }
+// subscriber missed (its Missed field, which missed points to), so that
+// when an unread one is dropped, what it told is told again by the next,
+// exactly.
+type missedCounter[U any] interface {
+	*U
+	missed() *int
+}
 
-func (u *AppInstanceUpdate) missedCount() int { return u.Missed }
-func (u *BudgetBurnUpdate) missedCount() int  { return u.Missed }
-func (u *ObjectUpdate) missedCount() int      { return u.Missed }
-func (u *PoolUtilization) missedCount() int   { return u.Missed }
-func (u *QueueUpdate) missedCount() int       { return u.Missed }
-func (u *ScheduleUpdate) missedCount() int    { return u.Missed }
-func (u *TaskUpdate) missedCount() int        { return u.Missed }
-func (u *GatewayTraffic) missedCount() int    { return u.Missed }
-func (u *WorkerUpdate) missedCount() int      { return u.Missed }
+func (u *AppInstanceUpdate) missed() *int { return &u.Missed }
+func (u *BudgetBurnUpdate) missed() *int  { return &u.Missed }
+func (u *ObjectUpdate) missed() *int      { return &u.Missed }
+func (u *PoolUtilization) missed() *int   { return &u.Missed }
+func (u *QueueUpdate) missed() *int       { return &u.Missed }
+func (u *ScheduleUpdate) missed() *int    { return &u.Missed }
+func (u *TaskUpdate) missed() *int        { return &u.Missed }
+func (u *GatewayTraffic) missed() *int    { return &u.Missed }
+func (u *WorkerUpdate) missed() *int      { return &u.Missed }

@@ -41,9 +41,5 @@ func (s *Live) FollowObject(ctx context.Context, tenantID, kind, id string, firs
 	return pump(ctx, s, r, release, []*ObjectUpdate{{Object: first}},
 		func(p *identity.Principal, u *ObjectUpdate) (*ObjectUpdate, bool) {
 			return u, p.TenantID == tenantID && sees(p, u.Object)
-		}, func(u *ObjectUpdate, n int) *ObjectUpdate {
-			c := *u
-			c.Missed = n
-			return &c
 		}), nil
 }

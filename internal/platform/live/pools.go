@@ -9,7 +9,6 @@ import (
 	"github.com/klique-ai/klique/internal/events"
 	"github.com/klique-ai/klique/internal/identity"
 	"github.com/klique-ai/klique/internal/model"
-	"github.com/klique-ai/klique/internal/platform/kernel"
 )
 
 // samePoolUse reports whether two views of a tenant's pools hold the same
@@ -75,22 +74,16 @@ type PoolUtilization struct {
 // SubscribePoolUtilization follows used and declared GPUs per pool and per
 // GPU class: what everyone in a tenant may see of the capacity serving it.
 func (s *Live) SubscribePoolUtilization(ctx context.Context) (<-chan *PoolUtilization, error) {
-	p, err := kernel.Caller(ctx)
+	tenantID, release, err := s.startTenantSubscription(ctx)
 	if err != nil {
 		return nil, err
 	}
-	release, err := s.startSubscription(ctx)
-	if err != nil {
-		return nil, err
-	}
-	tenantID := p.TenantID
 	// last is what the topic's feed published last, starting from the view
 	// now (used only when this call starts the topic's feed); the feed's
 	// build and tick run on its one goroutine, so it needs no lock.
 	last, err := s.poolUtilization(ctx, tenantID, "snapshot")
 	if err != nil {
-		release()
-		return nil, s.k.Internal(ctx, err)
+		return nil, s.failSubscription(ctx, err, release)
 	}
 	r := s.subs.pools.Join("pools|"+tenantID, s.subscriptionLimits().Buffer, feed(s,
 		func(e events.Event) bool {
@@ -119,18 +112,11 @@ func (s *Live) SubscribePoolUtilization(ctx context.Context) (<-chan *PoolUtiliz
 		}))
 	first, err := s.poolUtilization(ctx, tenantID, "snapshot")
 	if err != nil {
-		r.Close()
-		release()
-		return nil, s.k.Internal(ctx, err)
+		return nil, s.failSubscription(ctx, err, r.Close, release)
 	}
 	return pump(ctx, s, r, release, []*PoolUtilization{first},
 		func(p *identity.Principal, u *PoolUtilization) (*PoolUtilization, bool) {
 			return u, p.TenantID == u.TenantID
-		},
-		func(u *PoolUtilization, n int) *PoolUtilization {
-			c := *u
-			c.Missed = n
-			return &c
 		}), nil
 }
 

@@ -44,19 +44,15 @@ func queueTopic(tenantID, crID string) string { return "queue|" + tenantID + "|"
 // an update for each enqueue, placement, preemption, requeue and finish,
 // with the waiting tasks' positions.
 func (s *Live) SubscribeQueue(ctx context.Context, computeResourceRef string) (<-chan *QueueUpdate, error) {
-	p, err := kernel.Caller(ctx)
-	if err != nil {
-		return nil, err
-	}
 	cr, err := s.k.ComputeResource(ctx, computeResourceRef)
 	if err != nil {
 		return nil, err
 	}
-	release, err := s.startSubscription(ctx)
+	tenantID, release, err := s.startTenantSubscription(ctx)
 	if err != nil {
 		return nil, err
 	}
-	tenantID, crID := p.TenantID, cr.ID
+	crID := cr.ID
 	groupID := ""
 	if e, err := s.k.CurrentEstate(ctx, s.k.Store, tenantID); err == nil {
 		if pol := e.Policy(cr.PolicyID); pol != nil {
@@ -75,15 +71,9 @@ func (s *Live) SubscribeQueue(ctx context.Context, computeResourceRef string) (<
 		}, 0, nil))
 	first, err := s.queueSnapshot(ctx, tenantID, crID, "snapshot", nil, s.k.Now())
 	if err != nil {
-		r.Close()
-		release()
-		return nil, s.k.Internal(ctx, err)
+		return nil, s.failSubscription(ctx, err, r.Close, release)
 	}
-	return pump(ctx, s, r, release, []*QueueUpdate{first}, checkQueue, func(u *QueueUpdate, n int) *QueueUpdate {
-		c := *u
-		c.Missed = n
-		return &c
-	}), nil
+	return pump(ctx, s, r, release, []*QueueUpdate{first}, checkQueue), nil
 }
 
 // checkQueue lets through what p may see of a queue update.

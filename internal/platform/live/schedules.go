@@ -7,7 +7,6 @@ import (
 	"github.com/klique-ai/klique/internal/events"
 	"github.com/klique-ai/klique/internal/identity"
 	"github.com/klique-ai/klique/internal/model"
-	"github.com/klique-ai/klique/internal/platform/kernel"
 )
 
 // ScheduleUpdate is a schedule after it changed (created, updated,
@@ -26,15 +25,10 @@ type ScheduleUpdate struct {
 // what the dashboard's Schedules page reloads on. A deletion reaches the
 // admins and whoever deleted it.
 func (s *Live) SubscribeSchedules(ctx context.Context) (<-chan *ScheduleUpdate, error) {
-	p, err := kernel.Caller(ctx)
+	tenantID, release, err := s.startTenantSubscription(ctx)
 	if err != nil {
 		return nil, err
 	}
-	release, err := s.startSubscription(ctx)
-	if err != nil {
-		return nil, err
-	}
-	tenantID := p.TenantID
 	r := s.subs.schedules.Join("schedules|"+tenantID, s.subscriptionLimits().Buffer, feed(s,
 		func(e events.Event) bool { return e.TenantID == tenantID && e.ObjectKind == "schedule" },
 		func(ctx context.Context, batch []events.Event) []*ScheduleUpdate {
@@ -67,9 +61,5 @@ func (s *Live) SubscribeSchedules(ctx context.Context) (<-chan *ScheduleUpdate, 
 				return &c, true
 			}
 			return u, true
-		}, func(u *ScheduleUpdate, n int) *ScheduleUpdate {
-			c := *u
-			c.Missed = n
-			return &c
 		}), nil
 }

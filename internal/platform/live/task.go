@@ -54,10 +54,6 @@ func (s *Live) SubscribeTask(ctx context.Context, id string) (<-chan *TaskUpdate
 	return pump(ctx, s, r, release, []*TaskUpdate{{Kind: "snapshot", At: s.k.Now(), Task: t}},
 		func(p *identity.Principal, u *TaskUpdate) (*TaskUpdate, bool) {
 			return u, p.TenantID == u.Task.TenantID && kernel.SeesTask(p, u.Task)
-		}, func(u *TaskUpdate, n int) *TaskUpdate {
-			c := *u
-			c.Missed = n
-			return &c
 		}), nil
 }
 

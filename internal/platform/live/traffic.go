@@ -7,7 +7,6 @@ import (
 
 	"github.com/klique-ai/klique/internal/events"
 	"github.com/klique-ai/klique/internal/identity"
-	"github.com/klique-ai/klique/internal/platform/kernel"
 	"github.com/klique-ai/klique/internal/store"
 )
 
@@ -55,15 +54,10 @@ type AliasTraffic struct {
 // the tenant's, others their groups' (the llm domain's rule, as for
 // usage).
 func (s *Live) SubscribeGatewayTraffic(ctx context.Context) (<-chan *GatewayTraffic, error) {
-	p, err := kernel.Caller(ctx)
+	tenantID, release, err := s.startTenantSubscription(ctx)
 	if err != nil {
 		return nil, err
 	}
-	release, err := s.startSubscription(ctx)
-	if err != nil {
-		return nil, err
-	}
-	tenantID := p.TenantID
 	read := func(ctx context.Context) (*GatewayTraffic, error) {
 		now := s.k.Now()
 		rows, err := s.reads.TenantModelTraffic(ctx, tenantID, now.Add(-trafficWindow), now.Add(time.Microsecond))
@@ -87,9 +81,7 @@ func (s *Live) SubscribeGatewayTraffic(ctx context.Context) (<-chan *GatewayTraf
 		trafficTick, tick))
 	first, err := read(ctx)
 	if err != nil {
-		r.Close()
-		release()
-		return nil, s.k.Internal(ctx, err)
+		return nil, s.failSubscription(ctx, err, r.Close, release)
 	}
 	return pump(ctx, s, r, release, []*GatewayTraffic{first},
 		func(p *identity.Principal, u *GatewayTraffic) (*GatewayTraffic, bool) {
@@ -97,10 +89,6 @@ func (s *Live) SubscribeGatewayTraffic(ctx context.Context) (<-chan *GatewayTraf
 				return nil, false
 			}
 			return s.visibleTraffic(p, u), true
-		}, func(u *GatewayTraffic, n int) *GatewayTraffic {
-			c := *u
-			c.Missed = n
-			return &c
 		}), nil
 }
 

@@ -3,6 +3,8 @@
 // POST /api/v1/auth/token for a short-lived access token, which is what
 // every request carries; the key is used again only to renew the token.
 
+import { h, replace, errorBox } from './dom.js';
+
 const KEY = 'klique.apiKey';
 const TOKEN = 'klique.token';
 const EXPIRES = 'klique.tokenExpiresAt';
@@ -147,6 +149,17 @@ export async function authedFetch(url, init = {}) {
   }
 }
 
+// gqlOrShow runs a query as gql does; when it fails, it shows the error
+// in box and returns null, so that a page's load can simply stop.
+export async function gqlOrShow(box, query, variables = {}) {
+  try {
+    return await gql(query, variables);
+  } catch (e) {
+    replace(box, errorBox(e));
+    return null;
+  }
+}
+
 // gql runs a query or mutation and returns its data, or throws the first
 // error with its message (which says what to change) and code.
 export async function gql(query, variables = {}) {
@@ -167,4 +180,18 @@ export async function gql(query, variables = {}) {
   }
   if (!resp.ok) throw new APIError(`HTTP ${resp.status}`);
   return body.data;
+}
+
+// downloadUsageCSV fetches the usage export (/api/v1/usage.csv) over
+// from..to broken down by by, and saves it as the file name.
+export async function downloadUsageCSV(from, to, by, name) {
+  const q = new URLSearchParams({ from: from.toISOString().replace('.000', ''), to: to.toISOString().replace('.000', ''), by });
+  const resp = await authedFetch(`/api/v1/usage.csv?${q}`);
+  if (!resp.ok) throw await restError(resp, 'the CSV export failed');
+  const blob = await resp.blob();
+  const a = h('a', { href: URL.createObjectURL(blob), download: name });
+  document.body.appendChild(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(a.href), 10_000);
 }

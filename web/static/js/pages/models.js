@@ -7,7 +7,7 @@
 // user, project and model over a range, with the same report as CSV from
 // /api/v1/usage.csv. What each person sees is decided by the server:
 // members their groups' calls and projects, admins the tenant's.
-import { gql, authedFetch, restError } from '../api.js';
+import { gql, downloadUsageCSV } from '../api.js';
 import { h, replace, table, errorBox, fmtNum, fmtTime, ago, section } from '../dom.js';
 import { watch } from '../live.js';
 
@@ -209,15 +209,7 @@ function tokenForm(out) {
   const csv = async () => {
     try {
       const { f, t } = range();
-      const q = new URLSearchParams({ from: f.toISOString().replace('.000', ''), to: t.toISOString().replace('.000', ''), by: 'user,project,model' });
-      const resp = await authedFetch(`/api/v1/usage.csv?${q}`);
-      if (!resp.ok) throw await restError(resp, 'the CSV export failed');
-      const blob = await resp.blob();
-      const a = h('a', { href: URL.createObjectURL(blob), download: `tokens-${from.value}-${to.value}.csv` });
-      document.body.appendChild(a);
-      a.click();
-      a.remove();
-      setTimeout(() => URL.revokeObjectURL(a.href), 10_000);
+      await downloadUsageCSV(f, t, 'user,project,model', `tokens-${from.value}-${to.value}.csv`);
     } catch (e) {
       replace(out, errorBox(e));
     }

@@ -5,7 +5,7 @@
 // from the poolUtilization subscription; the split by group (and, without
 // the subscription, the figures themselves) from the tasks the caller may
 // see.
-import { gql } from '../api.js';
+import { gql, gqlOrShow } from '../api.js';
 import { h, replace, table, errorBox, fmtNum, ago, fmtTime, section } from '../dom.js';
 import { watch } from '../live.js';
 import { lineChart, barChart } from '../charts.js';
@@ -66,13 +66,8 @@ export function render(el, { viewer }) {
   let util = null;
 
   const reload = async () => {
-    let d;
-    try {
-      d = await gql(query);
-    } catch (e) {
-      replace(poolsBox, errorBox(e));
-      return;
-    }
+    const d = await gqlOrShow(poolsBox, query);
+    if (!d) return;
     const pools = d.pools.edges.map((e) => e.node);
     const tasks = d.tasks.edges.map((e) => e.node);
     const used = new Map();

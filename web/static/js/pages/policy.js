@@ -2,7 +2,7 @@
 // time budget: used and left, burn rate and projected run-out, drawn as a
 // chart of the hours left until the period resets. Budgets at their alert
 // threshold are marked.
-import { gql } from '../api.js';
+import { gql, gqlOrShow } from '../api.js';
 import { h, replace, errorBox, fmtNum, fmtTime, section } from '../dom.js';
 import { watch } from '../live.js';
 import { lineChart, meter } from '../charts.js';
@@ -21,13 +21,8 @@ export function render(el, { viewer }) {
     body);
   let topics = [];
   const reload = async () => {
-    let d;
-    try {
-      d = await gql(query);
-    } catch (e) {
-      replace(body, errorBox(e));
-      return;
-    }
+    const d = await gqlOrShow(body, query);
+    if (!d) return;
     if (!d.policyView.length) {
       replace(body, h('p', { class: 'muted' }, 'No group of yours has a resource policy.'));
       return;

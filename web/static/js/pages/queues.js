@@ -1,7 +1,7 @@
 // Queues: every compute resource open to the caller, with its waiting
 // tasks (position and reason) and the work it holds now (placed or
 // running), kept current by queueChanged events.
-import { gql } from '../api.js';
+import { gql, gqlOrShow } from '../api.js';
 import { h, replace, table, errorBox, statusBadge, ago, section } from '../dom.js';
 import { watch } from '../live.js';
 
@@ -24,13 +24,8 @@ export function render(el, { viewer }) {
     body);
 
   const reload = async () => {
-    let d;
-    try {
-      d = await gql(query);
-    } catch (e) {
-      replace(body, errorBox(e));
-      return;
-    }
+    const d = await gqlOrShow(body, query);
+    if (!d) return;
     const tasks = d.tasks.edges.map((e) => e.node);
     const crs = d.computeResources.edges.map((e) => e.node);
     if (!crs.length) {

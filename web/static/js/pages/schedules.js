@@ -4,7 +4,7 @@
 // person paused it, or its owner lost access). Pause and resume go
 // through the same mutations as every channel. The page reloads on
 // scheduleChanged (a firing, a pause), polling while it is down.
-import { gql } from '../api.js';
+import { gql, gqlOrShow } from '../api.js';
 import { h, replace, table, errorBox, fmtTime, ago } from '../dom.js';
 import { watch } from '../live.js';
 
@@ -25,13 +25,8 @@ export function render(el) {
     note, body);
 
   const reload = async () => {
-    let d;
-    try {
-      d = await gql(query);
-    } catch (e) {
-      replace(body, errorBox(e));
-      return;
-    }
+    const d = await gqlOrShow(body, query);
+    if (!d) return;
     if (!d.schedules.length) {
       replace(body, h('p', { class: 'muted' }, 'No schedules yet.'));
       return;

@@ -1,6 +1,6 @@
 // Task page: the state history with reasons, the live log, metrics charted,
 // parameters and outputs, and clone & enqueue with changed parameters.
-import { gql } from '../api.js';
+import { gql, gqlOrShow } from '../api.js';
 import { h, replace, table, errorBox, fmtTime, statusBadge, section, fmtNum } from '../dom.js';
 import { watch } from '../live.js';
 import { lineChart } from '../charts.js';
@@ -78,13 +78,8 @@ export function render(el, { viewer, args }) {
   };
 
   const reload = async () => {
-    let d;
-    try {
-      d = await gql(query, { id });
-    } catch (e) {
-      replace(head, errorBox(e));
-      return;
-    }
+    const d = await gqlOrShow(head, query, { id });
+    if (!d) return;
     const t = d.task;
     if (!t) { replace(head, errorBox(`No task ${id} that you may see.`)); return; }
     document.title = `Klique · ${t.name}`;

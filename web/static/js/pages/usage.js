@@ -1,7 +1,7 @@
 // Usage: the ledger over a chosen range, GPU-hours, tokens and cost by
 // group, project, user, pool or GPU class, as a chart and a table, with
 // the same report as CSV from /api/v1/usage.csv.
-import { gql, authedFetch, restError } from '../api.js';
+import { gql, downloadUsageCSV } from '../api.js';
 import { h, replace, table, errorBox, fmtNum } from '../dom.js';
 import { barChart } from '../charts.js';
 
@@ -66,15 +66,7 @@ export function render(el) {
     try {
       const { f, t } = range();
       const by2 = dims.find(([v]) => v === by.value)[1];
-      const q = new URLSearchParams({ from: f.toISOString().replace('.000', ''), to: t.toISOString().replace('.000', ''), by: by2 });
-      const resp = await authedFetch(`/api/v1/usage.csv?${q}`);
-      if (!resp.ok) throw await restError(resp, 'the CSV export failed');
-      const blob = await resp.blob();
-      const a = h('a', { href: URL.createObjectURL(blob), download: `usage-${from.value}-${to.value}-by-${by2}.csv` });
-      document.body.appendChild(a);
-      a.click();
-      a.remove();
-      setTimeout(() => URL.revokeObjectURL(a.href), 10_000);
+      await downloadUsageCSV(f, t, by2, `usage-${from.value}-${to.value}-by-${by2}.csv`);
     } catch (e) {
       replace(out, errorBox(e));
     }
