@@ -406,8 +406,7 @@ func (s *Fleet) SyncAutoscaler(ctx context.Context, req agentapi.AutoscalerSyncR
 		if in.ID == "" || len(in.ID) > 128 || len(in.Worker) > 253 || len(in.Type) > 64 || len(in.State) > 32 {
 			return nil, kernel.Invalid("instance %q: an id of 1 to 128 bytes, a worker name, type and state of reasonable length", in.ID)
 		}
-		st.Instances = append(st.Instances, model.AutoscalerInstance{ID: in.ID, Worker: in.Worker, Type: in.Type, GPUs: in.GPUs,
-			Market: in.Market, State: in.State, LaunchedAt: in.LaunchedAt, RegisteredAt: in.RegisteredAt, IdleSince: in.IdleSince})
+		st.Instances = append(st.Instances, in)
 	}
 	now := s.k.Now()
 	if err := s.k.Store.ReportAutoscaler(ctx, w.TenantID, a.ID, st, now); err != nil {
