@@ -1,9 +1,9 @@
 package enginetest_test
 
 import (
+	"fmt"
 	"reflect"
 	"runtime"
-	"strings"
 	"testing"
 	"time"
 
@@ -83,10 +83,7 @@ type fatalRecorder struct {
 func (f *fatalRecorder) Helper() {}
 
 func (f *fatalRecorder) Fatalf(format string, args ...any) {
-	f.msg = format
-	if len(args) > 0 {
-		f.msg = strings.Replace(format, "%s", args[0].(string), 1)
-	}
+	f.msg = fmt.Sprintf(format, args...)
 	runtime.Goexit()
 }
 

@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"text/tabwriter"
 
@@ -60,7 +61,7 @@ func OrDash(s string) string {
 // order the API's JSON objects sort them, so that a command's -o json is
 // the same whichever Go type carried the answer.
 func (c *CLI) PrintData(v any) error {
-	b, err := json.Marshal(v)
+	b, err := marshalAnswer(v)
 	if err != nil {
 		return fmt.Errorf("encode the answer: %w", err)
 	}
@@ -76,7 +77,7 @@ func (c *CLI) PrintData(v any) error {
 // server's JSON was read into it: for the commands whose -o json has
 // always printed that type (its Go field names), so that it stays the same.
 func Recast(from, to any) error {
-	b, err := json.Marshal(from)
+	b, err := marshalAnswer(from)
 	if err != nil {
 		return fmt.Errorf("read the answer: %w", err)
 	}
@@ -84,4 +85,17 @@ func Recast(from, to any) error {
 		return fmt.Errorf("read the answer: %w", err)
 	}
 	return nil
+}
+
+// marshalAnswer encodes a generated answer. genqlient gives a type that
+// spreads a fragment its MarshalJSON on the pointer only (the fragment's
+// fields sit in an embedded struct tagged json:"-"), so a struct passed by
+// value is encoded from an addressable copy: otherwise it would encode as {}.
+func marshalAnswer(v any) ([]byte, error) {
+	if rv := reflect.ValueOf(v); rv.Kind() == reflect.Struct {
+		p := reflect.New(rv.Type())
+		p.Elem().Set(rv)
+		v = p.Interface()
+	}
+	return json.Marshal(v)
 }
