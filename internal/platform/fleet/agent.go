@@ -581,7 +581,9 @@ func (s *Fleet) FinishTask(ctx context.Context, taskID string, req agentapi.Fini
 	if err := s.redactFinish(ctx, w, taskID, &req); err != nil {
 		return err
 	}
-	task, err := runAsWorker(ctx, s.k, w, "worker ", kernel.Op[*model.Task]{
+	// The actor is named by the task's worker, which finish reads in the
+	// transaction; "worker" stands until then.
+	task, err := runAsWorker(ctx, s.k, w, "worker", kernel.Op[*model.Task]{
 		Name: "finishTask",
 		Body: func(t *kernel.Txn) (*model.Task, kernel.Audit, error) { return s.finish(t, w, taskID, status, &req) },
 	})
