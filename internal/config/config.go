@@ -41,6 +41,10 @@ type Config struct {
 	TokenTTL time.Duration
 	// MaxBodyBytes bounds request bodies (KLIQUE_MAX_BODY_BYTES).
 	MaxBodyBytes int64
+	// GraphQLReadSlots is how many GraphQL queries execute at once
+	// (KLIQUE_GRAPHQL_READ_SLOTS; 0: four per CPU). Mutations never wait
+	// for a slot, so that writes go ahead of reads (docs/api.md).
+	GraphQLReadSlots int
 	// LogFormat is "text" or "json" (KLIQUE_LOG_FORMAT); LogLevel is debug,
 	// info, warn or error (KLIQUE_LOG_LEVEL).
 	LogFormat string
@@ -220,6 +224,7 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 		{"KLIQUE_SCHEDULES_PER_USER", &c.SchedulesPerUser},
 		{"KLIQUE_SCHEDULES_PER_PROJECT", &c.SchedulesPerProject},
 		{"KLIQUE_TRIGGER_RUNS_PER_HOUR", &c.TriggerRunsPerHour},
+		{"KLIQUE_GRAPHQL_READ_SLOTS", &c.GraphQLReadSlots},
 	} {
 		if v := getenv(lim.env); v != "" {
 			n, err := strconv.Atoi(v)

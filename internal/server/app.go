@@ -204,7 +204,7 @@ func start(ctx context.Context, cfg *config.Config, log *slog.Logger, st store.S
 	}
 
 	activity := appnet.NewActivity(nil)
-	h := NewHandler(Deps{Service: svc, Auth: auth, Signer: signer, Logger: log, MaxBodyBytes: cfg.MaxBodyBytes, MetricsToken: cfg.MetricsToken,
+	h := NewHandler(Deps{Service: svc, Auth: auth, Signer: signer, Logger: log, MaxBodyBytes: cfg.MaxBodyBytes, ReadSlots: cfg.GraphQLReadSlots, MetricsToken: cfg.MetricsToken,
 		AppActivity: activity, AppOwn: own, AppHosts: hosts, PublicOrigin: publicOrigin(cfg.PublicURL)})
 	h.mountMCP(cfg, log)
 	h.mountWeb()

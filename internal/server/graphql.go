@@ -39,7 +39,7 @@ const ComplexityLimit = 2000
 // newGraphQL builds the GraphQL handler: explicit transports (no deprecated
 // default server), a complexity limit, introspection for signed-in callers
 // only, and errors that carry extensions.code and never internal details.
-func newGraphQL(svc *platform.Service, log *slog.Logger, m *metrics, sockets *liveSockets, limits DocumentLimits) *handler.Server {
+func newGraphQL(svc *platform.Service, log *slog.Logger, m *metrics, sockets *liveSockets, limits DocumentLimits, readSlots int) *handler.Server {
 	schema := graph.ShareRenders(graph.NewExecutableSchema(graph.Config{Resolvers: graph.NewResolver(svc)}))
 	registerRenderMetrics(m, schema)
 	srv := handler.New(schema)
@@ -68,6 +68,10 @@ func newGraphQL(svc *platform.Service, log *slog.Logger, m *metrics, sockets *li
 	srv.Use(strictNumbers{schema: schema.Schema()})
 	srv.AroundRootFields(guardRootFields)
 	srv.AroundOperations(countOperations(m))
+	// Inside the count, so that a query's time includes its wait.
+	reads := newReadAdmission(readSlots)
+	reads.register(m.registry)
+	srv.AroundOperations(reads.middleware)
 	srv.SetErrorPresenter(presentError(log))
 	srv.SetRecoverFunc(func(ctx context.Context, v any) error {
 		log.ErrorContext(ctx, "graphql resolver panicked", "panic", fmt.Sprint(v), "stack", string(debug.Stack()), "request_id", identity.RequestIDFrom(ctx))

@@ -39,6 +39,9 @@ type Deps struct {
 	Signer       *identity.Signer
 	Logger       *slog.Logger
 	MaxBodyBytes int64
+	// ReadSlots is how many GraphQL queries execute at once (0: the
+	// default; see readAdmission).
+	ReadSlots int
 	// MetricsToken, when set, lets /metrics on this handler answer callers
 	// that send it as a bearer credential; without it /metrics is not
 	// served here (see config.Config.MetricsListen).
@@ -93,7 +96,7 @@ func NewHandler(d Deps) *Handler {
 	}
 	h := &Handler{d: d, log: d.Logger, metrics: newMetrics(), mux: http.NewServeMux(), sockets: newLiveSockets(), tunnels: d.Tunnels,
 		streams: map[string]bool{}}
-	gql := newGraphQL(d.Service, d.Logger, h.metrics, h.sockets, DefaultDocumentLimits)
+	gql := newGraphQL(d.Service, d.Logger, h.metrics, h.sockets, DefaultDocumentLimits, d.ReadSlots)
 
 	h.route("/graphql", "graphql", h.authenticated(identity.ChannelGraphQL, gql))
 	h.route("GET /graphiql", "graphiql", playground.Handler("Klique GraphQL", "/graphql"))
