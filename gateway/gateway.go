@@ -76,6 +76,12 @@ type Options struct {
 	// this long lets answers go before their rows (which stay buffered and
 	// are written when it takes writes again), rather than stall them all.
 	LedgerWait time.Duration
+	// Journal, when set, is the directory of the ledger's write-ahead
+	// journal: an answer's last bytes go out once its row is appended
+	// there, not once the ledger has it, and the next start writes what
+	// the ledger lacks (see journal). Without it, answers wait for the
+	// ledger (up to LedgerWait).
+	Journal string
 	// Apps reaches the app instances that serve static routes (their
 	// endpoints under appnet.InstanceDomain) through the default
 	// transport; nil: such endpoints cannot be reached.
@@ -122,11 +128,15 @@ func New(o Options) *Gateway {
 		transport = o.Client.Transport
 	}
 	g := &Gateway{o: o, proxy: &proxy{transport: transport, balance: newBalancer()},
-		meter: newMeter(o.Service, o.Log, o.LedgerWait), settlements: make(chan limits.Settlement, 4096), closed: make(chan struct{})}
+		meter: newMeter(o.Service, o.Log, o.LedgerWait, o.Journal), settlements: make(chan limits.Settlement, 4096), closed: make(chan struct{})}
 	for i := 0; i < settlers; i++ {
 		g.wg.Add(1)
 		go g.settler()
 	}
+	// The rows an earlier process journaled reach the ledger before this
+	// one serves (a store that takes no writes for LedgerWait leaves them
+	// queued, and journaled, for later).
+	g.meter.drain(context.Background())
 	return g
 }
 

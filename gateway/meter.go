@@ -20,6 +20,10 @@ import (
 // has every call it answered on the ledger, refusals included. A write
 // that fails is tried again with the next; the ledger keeps a call once
 // however often it is written (its id is the request id).
+//
+// With a journal (Options.Journal), a row is appended to it as it is
+// buffered, and the answer waits for that write instead of the ledger's:
+// the guarantee is the journal's (see journal), the group commit follows.
 type meter struct {
 	svc Authority
 	log *slog.Logger
@@ -27,6 +31,11 @@ type meter struct {
 	wait time.Duration
 	mu   sync.Mutex
 	buf  []*model.ModelCall
+	// j is the write-ahead journal (nil: answers wait for the ledger).
+	j *journal
+	// journalFailed is set once a journal write failed: from then on
+	// answers wait for the ledger, and the failure is logged once.
+	journalFailed bool
 	// queued counts the rows ever buffered, and durable those written: a
 	// row's ticket is queued after it was buffered, and it is on the
 	// ledger once durable reaches it (rows are written in order, a batch
@@ -54,15 +63,48 @@ const (
 	retryEvery = 100 * time.Millisecond
 )
 
-func newMeter(svc Authority, log *slog.Logger, wait time.Duration) *meter {
+// newMeter starts the ledger's writer. With journalDir set it opens the
+// journal there and queues the rows an earlier process left in it (see
+// recover); a journal that cannot be opened leaves the meter without one,
+// said in the log: answers then wait for the ledger.
+func newMeter(svc Authority, log *slog.Logger, wait time.Duration, journalDir string) *meter {
 	m := &meter{svc: svc, log: log, wait: wait, written: make(chan struct{}), kick: make(chan struct{}, 1), done: make(chan struct{})}
+	if journalDir != "" {
+		j, found, err := openJournal(journalDir)
+		if err != nil {
+			log.Warn("gateway: running without a ledger journal; answers wait for the ledger's write", "err", err)
+		} else {
+			m.j = j
+			m.recover(found)
+		}
+	}
 	m.wg.Add(1)
 	go m.run()
+	if len(m.buf) > 0 {
+		m.kick <- struct{}{}
+	}
 	return m
 }
 
-// record buffers a call's row for the next write and returns its ticket
-// (0 when it could not be kept).
+// recover queues the rows the journal's segments held when it was opened,
+// in order, and tells the journal each segment's last ticket, so that a
+// segment goes once its rows are on the ledger.
+func (m *meter) recover(found [][]*model.ModelCall) {
+	lasts := make([]uint64, len(found))
+	for i, rows := range found {
+		m.buf = append(m.buf, rows...)
+		m.queued += uint64(len(rows))
+		lasts[i] = m.queued
+	}
+	m.j.recovered(lasts)
+	if n := len(m.buf); n > 0 {
+		m.log.Info("gateway: writing the calls an earlier process journaled but had not written to the ledger", "calls", n)
+	}
+}
+
+// record buffers a call's row for the next write and returns the ticket to
+// wait on before the answer ends: 0 when the row is in the journal (or
+// could not be kept at all).
 func (m *meter) record(c *model.ModelCall) uint64 {
 	m.mu.Lock()
 	if len(m.buf) >= maxPending {
@@ -73,6 +115,14 @@ func (m *meter) record(c *model.ModelCall) uint64 {
 	m.buf = append(m.buf, c)
 	m.queued++
 	ticket := m.queued
+	if m.j != nil && !m.journalFailed {
+		if err := m.j.append(c, ticket); err != nil {
+			m.journalFailed = true
+			m.log.Error("gateway: the ledger journal failed; answers wait for the ledger's write from now on", "err", err)
+		} else {
+			ticket = 0
+		}
+	}
 	m.mu.Unlock()
 	select {
 	case m.kick <- struct{}{}:
@@ -212,6 +262,11 @@ func (m *meter) flush(ctx context.Context) (bool, error) {
 	}
 	m.mu.Lock()
 	m.durable = max(m.durable, last)
+	if m.j != nil {
+		if err := m.j.durable(m.durable, false); err != nil {
+			m.log.Warn("gateway: removing a ledger journal segment whose rows are on the ledger failed", "err", err)
+		}
+	}
 	m.rows += uint64(len(batch))
 	m.writes++
 	close(m.written)
@@ -223,15 +278,35 @@ func (m *meter) flush(ctx context.Context) (bool, error) {
 
 // close stops the writer and writes what is left; it may be called again
 // (a second shutdown) and writes again.
+// The journal is given up once the ledger has every row, its segments
+// removed; while rows remain unwritten, it keeps them for the next start.
 func (m *meter) close(ctx context.Context) error {
 	m.stop.Do(func() { close(m.done) })
 	m.wg.Wait()
 	for {
 		more, err := m.flush(ctx)
 		if err != nil || !more {
+			m.closeJournal(err == nil)
 			return err
 		}
 	}
+}
+
+// closeJournal removes the journal's segments when every row is on the
+// ledger (written), and unlocks its directory.
+func (m *meter) closeJournal(written bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.j == nil {
+		return
+	}
+	if written && m.durable == m.queued {
+		if err := m.j.durable(m.durable, true); err != nil {
+			m.log.Warn("gateway: removing the ledger journal failed", "err", err)
+		}
+	}
+	m.j.close()
+	m.j = nil
 }
 
 // batches reports the rows written and the writes that wrote them.

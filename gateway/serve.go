@@ -137,7 +137,8 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, d door, ep wire.
 	}
 	if ticket := g.record(x); ticket != 0 && x.r.Context().Err() == nil {
 		// The answer's last bytes (the end of its body, or a stream's
-		// [DONE]) go out once its row is on the ledger.
+		// [DONE]) go out once its row is on the ledger, or, with a
+		// journal, once it is journaled (record answers 0 then).
 		g.meter.await(x.r.Context(), ticket)
 	}
 	if x.out.Held != nil {
@@ -308,9 +309,10 @@ func (g *Gateway) guardOutput(x *exchange) bool {
 }
 
 // record buffers the call's ledger row for the next group commit (see
-// meter) and counts it, unless it ended before it was the ledger's. It
-// returns the row's ticket, for the caller to wait on before the answer
-// ends (0: nothing to wait for). A guard check's row needs no wait of its
+// meter), journals it where the gateway has a journal, and counts it,
+// unless it ended before it was the ledger's. It returns the row's ticket,
+// for the caller to wait on before the answer ends (0: nothing to wait
+// for: the row is journaled, or was not kept). A guard check's row needs no wait of its
 // own: rows are written in order, and the checked call's comes after it.
 func (g *Gateway) record(x *exchange) uint64 {
 	if x.grant == nil {

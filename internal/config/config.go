@@ -31,6 +31,10 @@ type Config struct {
 	// GatewayListen, when set, serves the LLM gateway (/v1) on a listener
 	// of its own as well (KLIQUE_GATEWAY_LISTEN), such as 0.0.0.0:4000.
 	GatewayListen string
+	// GatewayJournal is the directory of the gateway's ledger journal
+	// (KLIQUE_GATEWAY_JOURNAL; default gateway-journal in DataDir; "off":
+	// none, and answers wait for the ledger's write). See docs/gateway.md.
+	GatewayJournal string
 	// BootstrapToken, when set, is the admin API key created on first start
 	// instead of a generated one (KLIQUE_BOOTSTRAP_TOKEN).
 	BootstrapToken string
@@ -153,6 +157,7 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 		DatabaseURL:       getenv("KLIQUE_DATABASE_URL"),
 		RedisURL:          getenv("KLIQUE_REDIS_URL"),
 		GatewayListen:     getenv("KLIQUE_GATEWAY_LISTEN"),
+		GatewayJournal:    getenv("KLIQUE_GATEWAY_JOURNAL"),
 		BootstrapToken:    getenv("KLIQUE_BOOTSTRAP_TOKEN"),
 		PublicURL:         getenv("KLIQUE_PUBLIC_URL"),
 		LogFormat:         or(getenv("KLIQUE_LOG_FORMAT"), "text"),
@@ -350,4 +355,16 @@ func checkAppsDomain(domain, publicURL string) error {
 		return fmt.Errorf("KLIQUE_APPS_DOMAIN=%s would put the control plane's own host (%s) among the instances' hosts: give a domain of their own, such as apps.%s", domain, h, h)
 	}
 	return nil
+}
+
+// JournalDir is the gateway's ledger journal directory: GatewayJournal, by
+// default gateway-journal in the data directory, and "" when it is "off".
+func (c *Config) JournalDir() string {
+	switch c.GatewayJournal {
+	case "off":
+		return ""
+	case "":
+		return filepath.Join(c.DataDir, "gateway-journal")
+	}
+	return c.GatewayJournal
 }

@@ -49,7 +49,7 @@ func startGateway(cfg *config.Config, log *slog.Logger, svc *platform.Service, a
 			Log: log.With("component", "gateway"), OnChange: metrics.SetDegraded}
 	}
 	gw := gateway.New(gateway.Options{Service: svc, Auth: auth, Limiter: limiter, Log: log.With("component", "gateway"),
-		MaxBody: cfg.MaxBodyBytes, Metrics: metrics, Apps: appDialer{svc: svc, reach: reach}})
+		MaxBody: cfg.MaxBodyBytes, Metrics: metrics, Apps: appDialer{svc: svc, reach: reach}, Journal: cfg.JournalDir()})
 	// Budgets read what the limiter holds, and the Models page shows which
 	// route endpoints the gateway set aside: the service's one late seam,
 	// as the gateway is built over it.
