@@ -132,7 +132,8 @@ func (o *Options) once(ctx context.Context) (up bool, err error) {
 	}
 	h.Set("User-Agent", ua)
 	dctx, cancel := context.WithTimeout(ctx, o.DialTimeout)
-	c, resp, err := websocket.Dial(dctx, u, &websocket.DialOptions{HTTPClient: o.Client.HTTP, HTTPHeader: h,
+	hc, held := holdingClient(o.Client.HTTP)
+	c, resp, err := websocket.Dial(dctx, u, &websocket.DialOptions{HTTPClient: hc, HTTPHeader: h,
 		Subprotocols: []string{agentapi.TunnelSubprotocol}, CompressionMode: websocket.CompressionDisabled})
 	cancel()
 	if err != nil {
@@ -141,7 +142,7 @@ func (o *Options) once(ctx context.Context) (up bool, err error) {
 	sctx, stop := context.WithCancel(ctx)
 	defer stop()
 	nc := websocket.NetConn(sctx, c, websocket.MessageBinary)
-	ys, err := yamux.Server(cptunnel.Frames(nc), cptunnel.Config(o.KeepAlive, o.WriteTimeout, o.CloseTimeout, o.Window, o.Log))
+	ys, err := yamux.Server(cptunnel.Frames(heldConn(nc, held.body)), cptunnel.Config(o.KeepAlive, o.WriteTimeout, o.CloseTimeout, o.Window, o.Log))
 	if err != nil {
 		_ = nc.Close()
 		return false, err
