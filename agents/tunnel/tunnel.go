@@ -132,7 +132,7 @@ func (o *Options) once(ctx context.Context) (up bool, err error) {
 	}
 	h.Set("User-Agent", ua)
 	dctx, cancel := context.WithTimeout(ctx, o.DialTimeout)
-	hc, held := holdingClient(o.Client.HTTP)
+	hc, dt := dialClient(o.Client.HTTP)
 	c, resp, err := websocket.Dial(dctx, u, &websocket.DialOptions{HTTPClient: hc, HTTPHeader: h,
 		Subprotocols: []string{agentapi.TunnelSubprotocol}, CompressionMode: websocket.CompressionDisabled})
 	cancel()
@@ -142,7 +142,7 @@ func (o *Options) once(ctx context.Context) (up bool, err error) {
 	sctx, stop := context.WithCancel(ctx)
 	defer stop()
 	nc := websocket.NetConn(sctx, c, websocket.MessageBinary)
-	ys, err := yamux.Server(cptunnel.Frames(heldConn(nc, held.body)), cptunnel.Config(o.KeepAlive, o.WriteTimeout, o.CloseTimeout, o.Window, o.Log))
+	ys, err := yamux.Server(cptunnel.Frames(messageConn(nc, dt.wire)), cptunnel.Config(o.KeepAlive, o.WriteTimeout, o.CloseTimeout, o.Window, o.Log))
 	if err != nil {
 		_ = nc.Close()
 		return false, err

@@ -1,0 +1,174 @@
+package tunnel
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// TestMaskCopyMasksEachByteWithItsKeyByte: maskCopy is RFC 6455's
+// masking (byte i with the key's byte i mod 4), for every length and
+// when a message is masked in two parts (the key carried on).
+func TestMaskCopyMasksEachByteWithItsKeyByte(t *testing.T) {
+	src := make([]byte, 300)
+	for i := range src {
+		src[i] = byte(i*7 + 3)
+	}
+	key := uint32(0xa1b2c3d4)
+	var kb [4]byte
+	binary.LittleEndian.PutUint32(kb[:], key)
+	want := make([]byte, len(src))
+	for i := range src {
+		want[i] = src[i] ^ kb[i%4]
+	}
+	for n := range len(src) + 1 {
+		for _, split := range []int{0, 1, 3, 5, 64, 67} {
+			if split > n {
+				continue
+			}
+			got := make([]byte, n)
+			k := maskCopy(got, src[:split], key)
+			maskCopy(got[split:], src[split:n], k)
+			if !bytes.Equal(got, want[:n]) {
+				t.Fatalf("%d bytes split at %d: masked %x, want %x", n, split, got, want[:n])
+			}
+		}
+	}
+}
+
+// TestFrameEndsFindsWhereEachFrameEnds: however a stream of frames is cut
+// into writes (here, byte by byte), the tracker says it is inside a frame
+// exactly until that frame's last byte, for each length encoding, masked
+// or not.
+func TestFrameEndsFindsWhereEachFrameEnds(t *testing.T) {
+	frame := func(payload int, masked bool) []byte {
+		b := []byte{0x89, 0}
+		switch {
+		case payload > 0xffff:
+			b[1] = 127
+			b = binary.BigEndian.AppendUint64(b, uint64(payload))
+		case payload > 125:
+			b[1] = 126
+			b = binary.BigEndian.AppendUint16(b, uint16(payload))
+		default:
+			b[1] = byte(payload)
+		}
+		if masked {
+			b[1] |= 0x80
+			b = append(b, 1, 2, 3, 4)
+		}
+		return append(b, make([]byte, payload)...)
+	}
+	for _, payload := range []int{0, 1, 125, 126, 0xffff, 0x10000} {
+		for _, masked := range []bool{false, true} {
+			var f frameEnds
+			b := frame(payload, masked)
+			for i := range b {
+				f.feed(b[i : i+1])
+				if last := i == len(b)-1; f.inside() == last {
+					t.Fatalf("%d-byte payload (masked %v), after byte %d of %d: inside = %v", payload, masked, i+1, len(b), f.inside())
+				}
+			}
+			f.feed(append(b, b...)) // two frames in one write
+			if f.inside() {
+				t.Fatalf("%d-byte payload (masked %v): inside after two whole frames", payload, masked)
+			}
+		}
+	}
+}
+
+// TestTheWorkersMessagesAreReadAsTheyWereWritten: the frames the worker
+// writes itself are read by coder/websocket's server as the same binary
+// messages, for every length encoding (7, 16 and 64 bits), with a header
+// and a body or a body alone, while the library's own control frames
+// (pings, answered by the server's pongs) go out on the same connection
+// at the same time.
+func TestTheWorkersMessagesAreReadAsTheyWereWritten(t *testing.T) {
+	sizes := []int{0, 1, 12, 125, 126, 127, 0xffff, 0x10000, 0x10001, 300 << 10}
+	type msg struct{ head, body []byte }
+	var msgs []msg
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, n := range sizes {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(r.Uint32())
+		}
+		msgs = append(msgs, msg{nil, b})
+		if n >= 12 {
+			msgs = append(msgs, msg{b[:12], b[12:]})
+		}
+	}
+	got := make(chan []byte, len(msgs))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		c, err := websocket.Accept(w, req, &websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled})
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		c.SetReadLimit(-1)
+		defer c.CloseNow()
+		for range msgs {
+			typ, b, err := c.Read(req.Context())
+			if err != nil || typ != websocket.MessageBinary {
+				t.Errorf("server read: %v, %v", typ, err)
+				close(got)
+				return
+			}
+			got <- b
+		}
+		_, _, _ = c.Read(req.Context()) // until the client closes
+	}))
+	defer srv.Close()
+
+	hc, dt := dialClient(nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, srv.URL, &websocket.DialOptions{HTTPClient: hc, CompressionMode: websocket.CompressionDisabled})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dt.wire == nil {
+		t.Fatal("the dial's upgraded connection was not wrapped")
+	}
+	nc := websocket.NetConn(ctx, c, websocket.MessageBinary)
+	defer nc.Close()
+	m := messageConn(nc, dt.wire).(*messages)
+	go func() { _, _ = io.Copy(io.Discard, nc) }() // reads the pongs
+
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for range 20 {
+			if err := c.Ping(ctx); err != nil {
+				t.Errorf("ping while messages are written: %v", err)
+				return
+			}
+		}
+	}()
+	for _, mm := range msgs {
+		if err := m.WriteParts(mm.head, mm.body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+	for i, mm := range msgs {
+		b, ok := <-got
+		if want := append(append([]byte(nil), mm.head...), mm.body...); !ok || !bytes.Equal(b, want) {
+			t.Fatalf("message %d (%d+%d bytes): the server read %d bytes, not the same", i, len(mm.head), len(mm.body), len(b))
+		}
+	}
+	if _, err := fmt.Fprint(m, "after"); err != nil {
+		t.Fatalf("a plain write: %v", err)
+	}
+}
