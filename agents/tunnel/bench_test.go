@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 
@@ -50,6 +51,12 @@ func clients(b *testing.B) (direct, tunnelled *http.Client) {
 	return direct, tunnelled
 }
 
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 func get(b *testing.B, c *http.Client, url string) int64 {
 	resp, err := c.Get(url)
 	if err != nil {
@@ -90,15 +97,23 @@ func BenchmarkTunnelDownload100MB(b *testing.B) {
 		})
 	}
 	b.Run("alternate", func(b *testing.B) {
-		var d, tu time.Duration
+		var d, tu, dCPU, tCPU time.Duration
 		for b.Loop() {
+			c0 := cpuTime()
 			d += download(b, direct)
+			c1 := cpuTime()
 			tu += download(b, tunnelled)
+			dCPU, tCPU = dCPU+c1-c0, tCPU+cpuTime()-c1
 		}
 		mbps := func(t time.Duration) float64 { return float64(b.N) * 100 * (1 << 20) / 1e6 / t.Seconds() }
 		b.ReportMetric(mbps(d), "direct-MB/s")
 		b.ReportMetric(mbps(tu), "tunnel-MB/s")
 		b.ReportMetric(100*d.Seconds()/tu.Seconds(), "tunnel-%-of-direct")
+		// CPU per download, the whole process's (client, both ends of the
+		// tunnel and the app share it): what a loaded machine's share of
+		// the cores is spent on.
+		b.ReportMetric(float64(dCPU.Milliseconds())/float64(b.N), "direct-cpu-ms/op")
+		b.ReportMetric(float64(tCPU.Milliseconds())/float64(b.N), "tunnel-cpu-ms/op")
 	})
 }
 
