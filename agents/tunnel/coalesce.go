@@ -84,7 +84,7 @@ func (w *wire) writeFrame(b []byte) error {
 	if w.err != nil {
 		return w.err
 	}
-	if w.closed {
+	if w.closed || w.frame.closeSent {
 		return errWireClosed
 	}
 	if _, err := w.ReadWriteCloser.Write(b); err != nil {
@@ -95,11 +95,13 @@ func (w *wire) writeFrame(b []byte) error {
 }
 
 // frameEnds follows a stream of WebSocket frames as it is written, to
-// tell whether it stopped inside one.
+// tell whether it stopped inside one, and whether a close frame was
+// begun (after which no data frame may follow, RFC 6455 §5.5.1).
 type frameEnds struct {
-	head    [14]byte // the frame's header so far (at most 14 bytes)
-	headLen int
-	left    uint64 // payload bytes still to come
+	head      [14]byte // the frame's header so far (at most 14 bytes)
+	headLen   int
+	left      uint64 // payload bytes still to come
+	closeSent bool
 }
 
 func (f *frameEnds) inside() bool { return f.headLen > 0 || f.left > 0 }
@@ -115,12 +117,18 @@ func (f *frameEnds) feed(p []byte) {
 		f.head[f.headLen] = p[0]
 		f.headLen++
 		p = p[1:]
+		if f.headLen == 1 && f.head[0]&0x0f == opClose {
+			f.closeSent = true
+		}
 		if size := f.headSize(); size > 0 && f.headLen == size {
 			f.left = f.payloadLen()
 			f.headLen = 0
 		}
 	}
 }
+
+// opClose is a close frame's opcode.
+const opClose = 0x8
 
 // headSize is the header's length once its first two bytes are known
 // (0 before): 2, the extended length's 2 or 8, and a masking key's 4.

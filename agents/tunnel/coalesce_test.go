@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -82,6 +83,9 @@ func TestFrameEndsFindsWhereEachFrameEnds(t *testing.T) {
 			f.feed(append(b, b...)) // two frames in one write
 			if f.inside() {
 				t.Fatalf("%d-byte payload (masked %v): inside after two whole frames", payload, masked)
+			}
+			if f.closeSent {
+				t.Fatalf("%d-byte payload (masked %v): a ping taken for a close", payload, masked)
 			}
 		}
 	}
@@ -172,3 +176,29 @@ func TestTheWorkersMessagesAreReadAsTheyWereWritten(t *testing.T) {
 		t.Fatalf("a plain write: %v", err)
 	}
 }
+
+// TestNoMessageFollowsTheLibrarysClose: once the library has written a
+// close frame, the worker's end writes no more messages (RFC 6455 §5.5.1)
+// and says the connection is closed.
+func TestNoMessageFollowsTheLibrarysClose(t *testing.T) {
+	var out bytes.Buffer
+	w := newWire(nopCloser{&out})
+	m := messageConn(nil, w).(*messages)
+	if err := m.WriteParts([]byte("before"), nil); err != nil {
+		t.Fatal(err)
+	}
+	sent := out.Len()
+	if _, err := w.Write([]byte{0x88, 0x82, 1, 2, 3, 4, 0x03 ^ 1, 0xe8 ^ 2}); err != nil { // close 1000, masked
+		t.Fatal(err)
+	}
+	if err := m.WriteParts([]byte("after"), nil); !errors.Is(err, errWireClosed) {
+		t.Fatalf("a message after the close: err = %v, want errWireClosed", err)
+	}
+	if out.Len() != sent+8 {
+		t.Fatalf("%d bytes written after the close frame", out.Len()-sent-8)
+	}
+}
+
+type nopCloser struct{ io.ReadWriter }
+
+func (nopCloser) Close() error { return nil }
