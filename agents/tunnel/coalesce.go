@@ -61,13 +61,16 @@ func (w *wire) Write(p []byte) (int, error) {
 }
 
 // Close closes the connection; a message waiting for the library's frame
-// to end fails instead.
+// to end fails instead. The connection is closed before mu is taken: a
+// write blocked on a peer that stopped reading holds mu, and closing is
+// what ends that write (the library closes on its write timeout).
 func (w *wire) Close() error {
+	err := w.ReadWriteCloser.Close()
 	w.mu.Lock()
 	w.closed = true
 	w.idle.Broadcast()
 	w.mu.Unlock()
-	return w.ReadWriteCloser.Close()
+	return err
 }
 
 var errWireClosed = errors.New("the tunnel's connection is closed")

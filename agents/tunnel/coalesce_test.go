@@ -202,3 +202,51 @@ func TestNoMessageFollowsTheLibrarysClose(t *testing.T) {
 type nopCloser struct{ io.ReadWriter }
 
 func (nopCloser) Close() error { return nil }
+
+// TestClosingEndsAWriteBlockedOnThePeer: a message blocked in its write
+// (the control plane stopped reading) holds the wire; closing the wire,
+// as the library does on its write timeout, still closes the connection
+// and so ends the write, rather than waiting for it.
+func TestClosingEndsAWriteBlockedOnThePeer(t *testing.T) {
+	c := newStuckConn()
+	w := newWire(c)
+	m := messageConn(nil, w).(*messages)
+	wrote := make(chan error, 1)
+	go func() { wrote <- m.WriteParts([]byte("stuck"), nil) }()
+	<-c.started
+	closed := make(chan error, 1)
+	go func() { closed <- w.Close() }()
+	for _, ch := range []chan error{closed, wrote} {
+		select {
+		case <-ch:
+		case <-time.After(10 * time.Second):
+			t.Fatal("closing the wire waited for the blocked write")
+		}
+	}
+	if err := m.WriteParts([]byte("after"), nil); err == nil {
+		t.Fatal("a message after the close went through")
+	}
+}
+
+// stuckConn's writes block until it is closed.
+type stuckConn struct {
+	started, closed chan struct{}
+	start, close    sync.Once
+}
+
+func newStuckConn() *stuckConn {
+	return &stuckConn{started: make(chan struct{}), closed: make(chan struct{})}
+}
+
+func (c *stuckConn) Write(p []byte) (int, error) {
+	c.start.Do(func() { close(c.started) })
+	<-c.closed
+	return 0, io.ErrClosedPipe
+}
+
+func (c *stuckConn) Read([]byte) (int, error) { <-c.closed; return 0, io.EOF }
+
+func (c *stuckConn) Close() error {
+	c.close.Do(func() { close(c.closed) })
+	return nil
+}
