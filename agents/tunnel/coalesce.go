@@ -54,7 +54,11 @@ func (w *wire) Write(p []byte) (int, error) {
 	defer w.mu.Unlock()
 	n, err := w.ReadWriteCloser.Write(p)
 	w.frame.feed(p[:n])
-	if !w.frame.inside() {
+	if err != nil && w.err == nil {
+		// The library's frame is cut: nothing more can follow it.
+		w.err = fmt.Errorf("write to the tunnel: %w", err)
+	}
+	if !w.frame.inside() || w.err != nil {
 		w.idle.Broadcast()
 	}
 	return n, err
@@ -81,7 +85,7 @@ var errWireClosed = errors.New("the tunnel's connection is closed")
 func (w *wire) writeFrame(b []byte) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for w.frame.inside() && !w.closed {
+	for w.frame.inside() && !w.closed && w.err == nil {
 		w.idle.Wait()
 	}
 	if w.err != nil {
