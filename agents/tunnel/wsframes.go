@@ -208,7 +208,9 @@ func dialClient(hc *http.Client) (*http.Client, *dialTransport) {
 
 // messages is the tunnel's WebSocket as yamux uses it: reads, closing and
 // deadlines are the library's net.Conn, and each write is one masked
-// binary message written straight to the wire. cptunnel.Frames gives it
+// binary message written straight to the wire (yamux sets no deadlines
+// on its connection; a write deadline would bound only the library's own
+// frames). cptunnel.Frames gives it
 // a data frame's header and body together (WriteParts), so that they are
 // one message without a copy of their own.
 type messages struct {
