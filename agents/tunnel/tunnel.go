@@ -132,7 +132,8 @@ func (o *Options) once(ctx context.Context) (up bool, err error) {
 	}
 	h.Set("User-Agent", ua)
 	dctx, cancel := context.WithTimeout(ctx, o.DialTimeout)
-	c, resp, err := websocket.Dial(dctx, u, &websocket.DialOptions{HTTPClient: o.Client.HTTP, HTTPHeader: h,
+	hc, dt := dialClient(o.Client.HTTP)
+	c, resp, err := websocket.Dial(dctx, u, &websocket.DialOptions{HTTPClient: hc, HTTPHeader: h,
 		Subprotocols: []string{agentapi.TunnelSubprotocol}, CompressionMode: websocket.CompressionDisabled})
 	cancel()
 	if err != nil {
@@ -141,7 +142,7 @@ func (o *Options) once(ctx context.Context) (up bool, err error) {
 	sctx, stop := context.WithCancel(ctx)
 	defer stop()
 	nc := websocket.NetConn(sctx, c, websocket.MessageBinary)
-	ys, err := yamux.Server(cptunnel.Frames(nc), cptunnel.Config(o.KeepAlive, o.WriteTimeout, o.CloseTimeout, o.Window, o.Log))
+	ys, err := yamux.Server(cptunnel.Frames(messageConn(nc, dt.wire)), cptunnel.Config(o.KeepAlive, o.WriteTimeout, o.CloseTimeout, o.Window, o.Log))
 	if err != nil {
 		_ = nc.Close()
 		return false, err
@@ -262,17 +263,41 @@ func Pipe(st, local net.Conn, gone <-chan struct{}) {
 	closeBoth()
 }
 
-// copyBuffer is what one read of a pipe takes: large enough that a bulk
-// transfer is a few large frames rather than many small ones.
-const copyBuffer = 256 << 10
+// A pipe reads into a buffer of minCopy bytes, doubled each time a read
+// fills it, up to maxCopy: a bulk transfer becomes a few large yamux
+// frames (each one WebSocket message and one write), which costs less
+// CPU per byte (BenchmarkTunnelDownload100MB: 111–114 ms per 100 MB,
+// against 114–136 ms with a fixed 256 KiB), while a connection that only
+// ever carries small messages (a chat, a stream of events) holds a small
+// buffer for as long as it is open.
+const (
+	minCopy = 32 << 10
+	maxCopy = 512 << 10
+)
 
 // copyHalf copies src to dst and, at src's end, closes dst's sending side.
 func copyHalf(dst, src net.Conn) error {
-	// Reading through a plain io.Reader keeps the copy's own buffer (a
-	// TCP connection's WriteTo would use 32 KiB ones).
-	_, err := io.CopyBuffer(dst, struct{ io.Reader }{src}, make([]byte, copyBuffer))
-	if err != nil {
-		return err
+	buf := make([]byte, minCopy)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			w, werr := dst.Write(buf[:n])
+			if werr == nil && w != n {
+				werr = io.ErrShortWrite
+			}
+			if werr != nil {
+				return werr
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		if n == len(buf) && len(buf) < maxCopy {
+			buf = make([]byte, 2*len(buf))
+		}
 	}
 	if cw, ok := dst.(interface{ CloseWrite() error }); ok {
 		return cw.CloseWrite()

@@ -29,10 +29,15 @@ type plane struct {
 	srv *httptest.Server
 }
 
-func startPlane(t testing.TB) *plane {
+func startPlane(t testing.TB) *plane { return newPlane(t, httptest.NewServer) }
+
+// startTLSPlane is a plane behind https, as a deployed control plane is.
+func startTLSPlane(t testing.TB) *plane { return newPlane(t, httptest.NewTLSServer) }
+
+func newPlane(t testing.TB, server func(http.Handler) *httptest.Server) *plane {
 	t.Helper()
 	p := &plane{reg: cptunnel.New(cptunnel.Options{})}
-	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	p.srv = server(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer kqw_test" {
 			http.Error(w, `{"error":{"code":"UNAUTHENTICATED","message":"unknown worker credential"}}`, http.StatusUnauthorized)
 			return
@@ -49,9 +54,13 @@ func (p *plane) worker(t testing.TB, lookup tunnel.Lookup) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
+	c := client.New(p.srv.URL, "kqw_test")
+	if p.srv.TLS != nil {
+		c.HTTP = p.srv.Client() // trusts the test server's certificate
+	}
 	go func() {
 		defer close(done)
-		_ = tunnel.Serve(ctx, tunnel.Options{Client: client.New(p.srv.URL, "kqw_test"), WorkerID: func() string { return "w1" },
+		_ = tunnel.Serve(ctx, tunnel.Options{Client: c, WorkerID: func() string { return "w1" },
 			Lookup: lookup, Backoff: client.Backoff{Initial: 10 * time.Millisecond, Max: 50 * time.Millisecond}})
 	}()
 	var once sync.Once
@@ -101,7 +110,17 @@ func only(taskID string, attempt int, addr string) tunnel.Lookup {
 // through before EOF, as a WebSocket or a request body's end needs.
 func TestBytesCrossTheTunnelBothWaysWithHalfClose(t *testing.T) {
 	t.Parallel()
-	p := startPlane(t)
+	bothWaysWithHalfClose(t, startPlane(t))
+}
+
+// TestBytesCrossATunnelOverTLS: the same over https, where the worker's
+// own frames go out through the TLS connection the dial upgraded.
+func TestBytesCrossATunnelOverTLS(t *testing.T) {
+	t.Parallel()
+	bothWaysWithHalfClose(t, startTLSPlane(t))
+}
+
+func bothWaysWithHalfClose(t *testing.T, p *plane) {
 	p.worker(t, only("t1", 1, echo(t)))
 	eventually.True(t, "the tunnel", func() bool { return p.reg.Holds("w1") })
 

@@ -48,8 +48,10 @@ func BenchmarkRouterDirect(b *testing.B) {
 	}))
 	defer app.Close()
 	addr := strings.TrimPrefix(app.URL, "http://")
+	// The instance answers on loopback, which the address rule allows
+	// only to a local pool's instances (Any), as here.
 	rt := New(Config{
-		Resolver: fixedResolver{&Instance{ID: "t1", Name: "vllm-1", State: "ready", Target: appnet.Target{TaskID: "t1", Attempt: 1, Address: addr}}},
+		Resolver: fixedResolver{&Instance{ID: "t1", Name: "vllm-1", State: "ready", Target: appnet.Target{TaskID: "t1", Attempt: 1, Address: addr, Allow: appnet.Allow{Any: true}}}},
 		Reacher:  &appnet.Auto{}, Activity: appnet.NewActivity(nil), Log: slog.New(slog.DiscardHandler),
 	})
 	front := httptest.NewServer(rt)

@@ -383,11 +383,23 @@ func (c *Conn) Read(p []byte) (int, error) {
 // data frame's 12-byte header goes out with its body in one write, and so
 // in one WebSocket message, rather than as a message of its own. yamux
 // writes a header and then, for a data frame with a length, its body,
-// always from one goroutine (its send loop).
-func Frames(c net.Conn) net.Conn { return &frames{Conn: c} }
+// always from one goroutine (its send loop). A connection that can write
+// a message in two parts (PartsWriter) is given the header and the body
+// as they are; any other gets them copied together.
+func Frames(c net.Conn) net.Conn {
+	pw, _ := c.(PartsWriter)
+	return &frames{Conn: c, parts: pw}
+}
+
+// PartsWriter writes one message made of head and then body (the worker's
+// end, which masks both into its frame in one pass).
+type PartsWriter interface {
+	WriteParts(head, body []byte) error
+}
 
 type frames struct {
 	net.Conn
+	parts   PartsWriter
 	buf     []byte
 	pending bool
 }
@@ -402,6 +414,12 @@ const (
 func (f *frames) Write(p []byte) (int, error) {
 	if f.pending {
 		f.pending = false
+		if f.parts != nil {
+			if err := f.parts.WriteParts(f.buf[:headerSize], p); err != nil {
+				return 0, err
+			}
+			return len(p), nil
+		}
 		f.buf = append(f.buf[:headerSize], p...)
 		if _, err := f.Conn.Write(f.buf); err != nil {
 			return 0, err
