@@ -312,9 +312,15 @@ func overheadQuantiles(before, after map[float64]uint64) (p50, p99 float64) {
 
 // newBenchEnv is the gateway of the tests, with a route to the mock, a
 // budget and rate limits in Redis, and a guardrail.
+//
+// The ledger journal is on, as in klique serve, unless
+// KLIQUE_BENCH_JOURNAL=off: then answers wait for the ledger's write.
 func newBenchEnv(b *testing.B, mock string, opts ...envOption) *env {
-	return newEnvTB(b, func(g *model.Gateway, _ string) { benchConfig(g, mock) },
-		append([]envOption{withRedis()}, opts...)...)
+	opts = append([]envOption{withRedis()}, opts...)
+	if os.Getenv("KLIQUE_BENCH_JOURNAL") != "off" {
+		opts = append(opts, withJournal(b))
+	}
+	return newEnvTB(b, func(g *model.Gateway, _ string) { benchConfig(g, mock) }, opts...)
 }
 
 // benchConfig is the gateway of the benchmarks: a route to the mock, a

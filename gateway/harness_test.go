@@ -244,6 +244,8 @@ type envConfig struct {
 	now func() time.Time
 	// noProviderKey leaves the provider's key out of the vault.
 	noProviderKey bool
+	// journal is the gateway's ledger journal directory ("": none).
+	journal string
 }
 
 // clock is a test's clock for the gateway: it stands still unless the test
@@ -331,6 +333,13 @@ func withMetrics(m *gateway.Metrics) envOption {
 	return func(c *envConfig) { c.metrics = m }
 }
 
+// withJournal gives the gateway a ledger journal in a directory of its own,
+// as klique serve does.
+func withJournal(t testing.TB) envOption {
+	dir := t.TempDir()
+	return func(c *envConfig) { c.journal = dir }
+}
+
 func withRedis() envOption {
 	return func(c *envConfig) {
 		c.limiter = func(t testing.TB) limits.Limiter {
@@ -413,7 +422,8 @@ func newEnvTB(t testing.TB, configure func(g *model.Gateway, upstreamURL string)
 	// A service of its own, so that nothing of the setup is cached.
 	e.svc = platform.New(platform.Options{Store: st, Auth: e.auth, Vault: v, Logger: log})
 	e.limiter = cfg.limiter(t)
-	e.gw = gateway.New(gateway.Options{Service: e.svc, Auth: e.auth, Limiter: e.limiter, Log: log, Metrics: cfg.metrics, Now: cfg.now})
+	e.gw = gateway.New(gateway.Options{Service: e.svc, Auth: e.auth, Limiter: e.limiter, Log: log, Metrics: cfg.metrics, Now: cfg.now,
+		Journal: cfg.journal})
 	e.srv = httptest.NewServer(e.gw)
 	t.Cleanup(func() {
 		e.srv.Close()
