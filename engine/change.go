@@ -22,9 +22,16 @@ func (st *state) failUnplaceable() {
 		queue := &st.s.Queues[q]
 		st.waiting[q] = queue.Waiting
 		var kept []Task
+		// The verdict depends on the queue and the task's size alone, and
+		// the tasks of a queue are mostly of one size: it is decided once
+		// per run of equal sizes, as this runs over every waiting task.
+		var shape model.Size
+		reason, decided := "", false
 		for i := range queue.Waiting {
 			t := &queue.Waiting[i]
-			reason := st.unplaceable(queue, t.Size)
+			if !decided || t.Size != shape {
+				shape, reason, decided = t.Size, st.unplaceable(queue, t.Size), true
+			}
 			if reason == "" {
 				if kept != nil {
 					kept = append(kept, *t)
@@ -51,8 +58,8 @@ func (st *state) unplaceable(queue *Queue, shape model.Size) string {
 		return fmt.Sprintf("it can never be placed: it needs %s GPUs, more than group %s's limit of %s GPUs; enqueue it again with at most %s GPUs, or ask an admin to raise the limit",
 			size, g.Name, g.Limit, g.Limit)
 	}
-	if why := st.noPoolCanRun(queue.Profile, shape); why != "" {
-		return fmt.Sprintf("it can never be placed: %s; enqueue it again on one node, or ask an admin to add such a pool to the profile", why)
+	if !st.kindCanRun(queue.Profile, shape) {
+		return fmt.Sprintf("it can never be placed: %s; enqueue it again on one node, or ask an admin to add such a pool to the profile", st.noPoolCanRun(queue.Profile, shape))
 	}
 	p := st.largestPool(queue.Profile, shape)
 	if p < 0 || size <= st.s.Pools[p].Capacity {
@@ -76,21 +83,29 @@ func (st *state) largestPool(pr int, shape model.Size) int {
 	return best
 }
 
-// noPoolCanRun says why no pool of the profile can run work of size shape
-// by its kind (model.PoolKind.CanRun: multi-node work only where a gang is
-// placed whole), or "" when one can or the profile lists none.
+// kindCanRun reports whether a pool of the profile can run work of size
+// shape by its kind (model.PoolKind.CanRun: multi-node work only where a
+// gang is placed whole), or the profile lists none (which closes it rather
+// than failing its work). It allocates nothing: the pass asks it of every
+// waiting task.
+func (st *state) kindCanRun(pr int, shape model.Size) bool {
+	pools := st.s.Profiles[pr].Pools
+	for _, p := range pools {
+		if st.s.Pools[p].Kind.CanRun(shape) {
+			return true
+		}
+	}
+	return len(pools) == 0
+}
+
+// noPoolCanRun says why no pool of the profile can run work of size shape,
+// where kindCanRun says none can.
 func (st *state) noPoolCanRun(pr int, shape model.Size) string {
 	pools := st.s.Profiles[pr].Pools
 	names := make([]string, 0, len(pools))
 	kinds := make([]model.PoolKind, 0, len(pools))
 	for _, p := range pools {
-		if st.s.Pools[p].Kind.CanRun(shape) {
-			return ""
-		}
 		names, kinds = append(names, st.s.Pools[p].Name), append(kinds, st.s.Pools[p].Kind)
-	}
-	if len(names) == 0 {
-		return ""
 	}
 	return model.NoPoolCanRun(st.s.Profiles[pr].Name, shape, names, kinds)
 }

@@ -3,15 +3,28 @@ package engine
 import (
 	"fmt"
 	"sort"
-	"strconv"
-	"strings"
 
 	"github.com/klique-ai/klique/internal/model"
 )
 
 // Pass decides one pass over s. It does not change s.
 func Pass(s *Snapshot) *Decisions {
+	return newState(s).pass()
+}
+
+// PassReusing is Pass for a loop that keeps each pass's Reasons and gives
+// them to the next (nil at first): a why-waiting sentence whose parts are
+// the same as the one kept for its queue is not written again but shared.
+// The decisions are those of Pass(s), sentence for sentence. It changes
+// neither s nor prev.
+func PassReusing(s *Snapshot, prev *Reasons) (*Decisions, *Reasons) {
 	st := newState(s)
+	st.prev = prev
+	st.out = &Reasons{byQueue: make([]reasonEntry, len(s.Queues))}
+	return st.pass(), st.out
+}
+
+func (st *state) pass() *Decisions {
 	st.enforceBudgets()
 	st.expireClaims()
 	st.enforceCapacity()
@@ -58,6 +71,13 @@ type state struct {
 	// unattended[p]: no work waits on pool p for want of a worker
 	// (workers.go).
 	unattended []bool
+
+	// prev are the previous pass's reasons, if kept; out are this pass's,
+	// if asked for (PassReusing). sentence is the writer of why-waiting
+	// sentences, reused for each (sentence.go).
+	prev     *Reasons
+	out      *Reasons
+	sentence sentence
 
 	dec Decisions
 }
@@ -469,111 +489,4 @@ func sortNewestFirst(ps []live, idx []int) {
 		}
 		return x.TaskID > y.TaskID
 	})
-}
-
-// explain says, for every queue with work still waiting, what holds its
-// head, in the terms a developer can act on.
-func (st *state) explain() {
-	for q := range st.s.Queues {
-		queue := &st.s.Queues[q]
-		// The head is the first task not placed, or a task this pass sent
-		// back to the front, whichever comes first in queue order.
-		var id string
-		var shape model.Size
-		if st.next[q] < len(st.waiting[q]) {
-			t := &st.waiting[q][st.next[q]]
-			id, shape = t.ID, t.Size
-		}
-		if r := st.requeued[q]; r >= 0 && (id == "" || st.placements[r].Seq < st.waiting[q][st.next[q]].Seq) {
-			id, shape = st.placements[r].TaskID, st.placements[r].Shape
-			if shape.IsZero() {
-				// A placement given without its shape is one node.
-				shape = model.Size{Nodes: 1, PerNode: st.placements[r].Size}
-			}
-		}
-		if id == "" {
-			continue
-		}
-		b := Blocked{Queue: q, TaskID: id}
-		b.Constraint, b.Reason = st.why(queue, shape)
-		if c := b.Constraint; c == HeldByBudgetUsed || c == HeldByLowWatermark {
-			// For the low watermark the reset is the latest it lifts by
-			// itself: the reason says it may start sooner.
-			b.Until = st.s.Groups[queue.Group].Budget.ResetAt
-		}
-		st.dec.Blocked = append(st.dec.Blocked, b)
-	}
-}
-
-func (st *state) why(queue *Queue, shape model.Size) (Constraint, string) {
-	g := &st.s.Groups[queue.Group]
-	pr := &st.s.Profiles[queue.Profile]
-	size := shape.Total()
-	if len(pr.Pools) == 0 {
-		return HeldByNoPool, fmt.Sprintf("profile %s lists no pool, so nothing can be placed; ask an admin to add pools to it", pr.Name)
-	}
-	if why := st.noPoolCanRun(queue.Profile, shape); why != "" {
-		return HeldByPoolKind, why
-	}
-	largest := st.largestPool(queue.Profile, shape)
-	if largest < 0 {
-		return HeldByNoPool, fmt.Sprintf("every pool of profile %s declares 0 GPUs, so nothing can be placed until an admin gives one of them capacity", pr.Name)
-	}
-	if c := st.s.Pools[largest].Capacity; size > c {
-		return HeldByTooLarge, fmt.Sprintf("no pool of profile %s declares %s GPUs (the largest, %s, has %s)", pr.Name, size, st.s.Pools[largest].Name, c)
-	}
-	if g.Paused() {
-		return HeldByPaused, fmt.Sprintf("group %s is paused: an admin set its limit to 0 GPUs, so its work waits (and its running work runs to its end) until the limit is raised", g.Name)
-	}
-	if pr.WeightMilli > 0 && g.Budget != nil {
-		if g.Budget.Remaining() == 0 {
-			return HeldByBudgetUsed, fmt.Sprintf("group %s has used its %s", g.Name, st.budgetSentence(queue.Group))
-		}
-		if !st.budgetAllows(queue.Group, pr.WeightMilli) {
-			return HeldByLowWatermark, fmt.Sprintf("group %s's remaining time budget (%s h) would last less than the low watermark of %s at its rate with this task; "+
-				"it can start once the group's running budgeted work ends (or sooner, once enough of it has), or when the budget resets %s",
-				g.Name, FormatMicroHours(g.Budget.Remaining()), g.Budget.LowWatermark, resetText(g.Budget))
-		}
-	}
-	if st.groupUse[queue.Group]+size > g.Limit {
-		return HeldByLimit, fmt.Sprintf("group %s is at its limit: it holds %s of %s GPUs and this task needs %s",
-			g.Name, st.groupUse[queue.Group], g.Limit, size)
-	}
-	if why, ok := st.noWorker(pr, shape); ok {
-		return HeldByNoWorker, why
-	}
-	var parts []string
-	for _, p := range pr.Pools {
-		if st.s.Pools[p].Kind.CanRun(shape) {
-			parts = append(parts, fmt.Sprintf("%s %s/%s", st.s.Pools[p].Name, st.poolUsed[p], st.s.Pools[p].Capacity))
-		}
-	}
-	return HeldByPoolsFull, fmt.Sprintf("every pool of profile %s is full for %s GPUs (%s GPUs used)", pr.Name, size, strings.Join(parts, ", "))
-}
-
-// budgetSentence says which budget is spent and when it resets:
-// "weekly time budget of 2000 h; it resets Monday 2026-11-30 00:00 UTC".
-func (st *state) budgetSentence(g int) string {
-	b := st.s.Groups[g].Budget
-	adj := map[model.BudgetPeriod]string{model.PeriodDay: "daily", model.PeriodWeek: "weekly", model.PeriodMonth: "monthly"}[b.Period]
-	return fmt.Sprintf("%s time budget of %s h; it resets %s", adj, FormatMicroHours(b.Total), resetText(b))
-}
-
-func resetText(b *Budget) string {
-	return b.ResetAt.UTC().Format("Monday 2006-01-02 15:04 UTC")
-}
-
-// FormatMicroHours writes micro budget-hours as hours, exactly and as
-// short as that allows ("2000", "0.015", "0.000001"): a budget reads as it
-// was set, and a small one never rounds to 0.
-func FormatMicroHours(v int64) string {
-	sign := ""
-	if v < 0 {
-		sign, v = "-", -v
-	}
-	whole, frac := v/1_000_000, v%1_000_000
-	if frac == 0 {
-		return sign + strconv.FormatInt(whole, 10)
-	}
-	return sign + strconv.FormatInt(whole, 10) + "." + strings.TrimRight(fmt.Sprintf("%06d", frac), "0")
 }
