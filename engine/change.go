@@ -170,7 +170,7 @@ func (st *state) enforceLimits() {
 // last taken first, every task not needed to free need, so that no task in
 // the result could be spared. It sorts cands.
 func (st *state) shed(cands []int, need model.MilliGPU) []int {
-	sortNewestFirst(st.placements, cands)
+	st.sortNewestFirst(cands)
 	use := append([]model.MilliGPU(nil), st.groupUse...)
 	taken := make([]bool, len(cands))
 	var chosen []int

@@ -1,8 +1,11 @@
 package engine
 
 import (
+	"cmp"
 	"fmt"
-	"sort"
+	"slices"
+	"strings"
+	"time"
 
 	"github.com/klique-ai/klique/internal/model"
 )
@@ -68,6 +71,10 @@ type state struct {
 	// victimsSorted[p]; built on first use by reclaim.
 	victims       [][]int
 	victimsSorted []bool
+	// chosen, touched and lowered are chooseVictims' scratch space.
+	chosen  []int
+	touched []int
+	lowered []model.MilliGPU
 	// unattended[p]: no work waits on pool p for want of a worker
 	// (workers.go).
 	unattended []bool
@@ -82,8 +89,18 @@ type state struct {
 	dec Decisions
 }
 
+// live is a placement as the pass tracks it: what deciding needs, held
+// without pointers (a pass tracks every running task; a slice of them the
+// collector never scans is cheap to build), and ref to the rest.
 type live struct {
-	Placement
+	// ref is the placement's index in the snapshot's Running, or, for
+	// work this pass placed, -1-k where k is its index in the pass's
+	// Placements.
+	ref    int
+	Queue  int
+	Pool   int
+	Size   model.MilliGPU
+	Seq    int64
 	group  int
 	weight int64
 	alive  bool
@@ -91,6 +108,31 @@ type live struct {
 	// preempts (and which is never on a victim list: those are built from
 	// the work running before the pass).
 	fresh bool
+}
+
+// running is the snapshot's placement behind st.placements[i], or nil for
+// work this pass placed.
+func (st *state) running(i int) *Placement {
+	if r := st.placements[i].ref; r >= 0 {
+		return &st.s.Running[r]
+	}
+	return nil
+}
+
+// taskID is the task of st.placements[i].
+func (st *state) taskID(i int) string {
+	if r := st.placements[i].ref; r >= 0 {
+		return st.s.Running[r].TaskID
+	}
+	return st.dec.Placements[-1-st.placements[i].ref].TaskID
+}
+
+// placedAt is when st.placements[i] was placed.
+func (st *state) placedAt(i int) time.Time {
+	if r := st.placements[i].ref; r >= 0 {
+		return st.s.Running[r].PlacedAt
+	}
+	return st.s.Now
 }
 
 func newState(s *Snapshot) *state {
@@ -113,10 +155,11 @@ func newState(s *Snapshot) *state {
 		st.unattended[p] = s.Pools[p].unattended(s.Now)
 	}
 	st.failUnplaceable()
-	for _, r := range s.Running {
+	for i := range s.Running {
+		r := &s.Running[i]
 		q := &s.Queues[r.Queue]
 		w := s.Profiles[q.Profile].WeightMilli
-		st.placements = append(st.placements, live{Placement: r, group: q.Group, weight: w, alive: true})
+		st.placements = append(st.placements, live{ref: i, Queue: r.Queue, Pool: r.Pool, Size: r.Size, Seq: r.Seq, group: q.Group, weight: w, alive: true})
 		st.poolUsed[r.Pool] += r.Size
 		st.groupUse[q.Group] += r.Size
 		if w > 0 {
@@ -158,7 +201,7 @@ func (st *state) enforceBudgets() {
 				mine = append(mine, i)
 			}
 		}
-		sortNewestFirst(st.placements, mine)
+		st.sortNewestFirst(mine)
 		reason := "time budget used up: " + st.budgetSentence(g)
 		for _, i := range mine {
 			st.preempt(i, CauseBudgetUsed, -1, reason)
@@ -275,21 +318,34 @@ func (st *state) chooseVictims(p int, need model.MilliGPU) []int {
 	if st.victims == nil {
 		// One walk over the placements buckets them by pool; each pool's
 		// list is sorted when reclaim first looks at it.
+		// The lists share one array, cut by a count per pool.
 		st.victims = make([][]int, len(st.s.Pools))
 		st.victimsSorted = make([]bool, len(st.s.Pools))
+		end := make([]int, len(st.s.Pools))
+		for i := range st.placements {
+			end[st.placements[i].Pool]++
+		}
+		all := make([]int, len(st.placements))
+		at := 0
+		for p := range end {
+			st.victims[p] = all[at : at : at+end[p]]
+			at += end[p]
+		}
 		for i := range st.placements {
 			st.victims[st.placements[i].Pool] = append(st.victims[st.placements[i].Pool], i)
 		}
 	}
 	if !st.victimsSorted[p] {
-		sortNewestFirst(st.placements, st.victims[p])
+		st.sortNewestFirst(st.victims[p])
 		st.victimsSorted[p] = true
 	}
-	var chosen []int
+	// chosen, touched and lowered reuse the pass's scratch space: the
+	// caller is done with the last choice before it asks again.
+	chosen := st.chosen[:0]
 	var freed model.MilliGPU
 	// Tentative use per group, for the groups touched so far.
-	var touched []int
-	var lowered []model.MilliGPU
+	touched, lowered := st.touched[:0], st.lowered[:0]
+	defer func() { st.chosen, st.touched, st.lowered = chosen[:0], touched[:0], lowered[:0] }()
 	useOf := func(g int) model.MilliGPU {
 		for k, tg := range touched {
 			if tg == g {
@@ -392,7 +448,7 @@ func (st *state) fitVictims(p int, need model.MilliGPU) []int {
 	if freed < need {
 		return nil
 	}
-	sortNewestFirst(st.placements, chosen)
+	st.sortNewestFirst(chosen)
 	keep := chosen[:0]
 	for k := len(chosen) - 1; k >= 0; k-- {
 		if size := st.placements[chosen[k]].Size; freed-size >= need {
@@ -454,10 +510,8 @@ func (st *state) place(q, p int, phase Phase) {
 		st.groupRate[g] += w
 		st.groupBudgeted[g]++
 	}
-	st.placements = append(st.placements, live{
-		Placement: Placement{TaskID: t.ID, Queue: q, Pool: p, Size: size, Shape: t.Size, PlacedAt: st.s.Now, Seq: t.Seq},
-		group:     g, weight: w, alive: true, fresh: true,
-	})
+	st.placements = append(st.placements, live{ref: -1 - len(st.dec.Placements), Queue: q, Pool: p, Size: size, Seq: t.Seq,
+		group: g, weight: w, alive: true, fresh: true})
 	st.dec.Placements = append(st.dec.Placements, Place{TaskID: t.ID, Queue: q, Pool: p, Phase: phase, Borrowed: borrowed})
 }
 
@@ -473,20 +527,19 @@ func (st *state) preempt(i int, cause Cause, forGroup int, reason string) {
 		st.groupRate[v.group] -= v.weight
 		st.groupBudgeted[v.group]--
 	}
-	st.dec.Preemptions = append(st.dec.Preemptions, Preemption{TaskID: v.TaskID, Queue: v.Queue, Pool: v.Pool, Cause: cause, ForGroup: forGroup, Reason: reason})
+	st.dec.Preemptions = append(st.dec.Preemptions, Preemption{TaskID: st.taskID(i), Queue: v.Queue, Pool: v.Pool, Cause: cause, ForGroup: forGroup, Reason: reason})
 }
 
 // sortNewestFirst orders placement indices by placement time, newest first,
 // then by queue order, latest first: the order preemption takes them in.
-func sortNewestFirst(ps []live, idx []int) {
-	sort.SliceStable(idx, func(a, b int) bool {
-		x, y := &ps[idx[a]], &ps[idx[b]]
-		if !x.PlacedAt.Equal(y.PlacedAt) {
-			return x.PlacedAt.After(y.PlacedAt)
+func (st *state) sortNewestFirst(idx []int) {
+	slices.SortStableFunc(idx, func(i, j int) int {
+		if c := st.placedAt(j).Compare(st.placedAt(i)); c != 0 {
+			return c
 		}
-		if x.Seq != y.Seq {
-			return x.Seq > y.Seq
+		if c := cmp.Compare(st.placements[j].Seq, st.placements[i].Seq); c != 0 {
+			return c
 		}
-		return x.TaskID > y.TaskID
+		return strings.Compare(st.taskID(j), st.taskID(i))
 	})
 }

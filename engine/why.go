@@ -17,7 +17,10 @@ func (st *state) explain() {
 			id, shape = t.ID, t.Size
 		}
 		if r := st.requeued[q]; r >= 0 && (id == "" || st.placements[r].Seq < st.waiting[q][st.next[q]].Seq) {
-			id, shape = st.placements[r].TaskID, st.placements[r].Shape
+			id = st.taskID(r)
+			if pl := st.running(r); pl != nil {
+				shape = pl.Shape
+			}
 			if shape.IsZero() {
 				// A placement given without its shape is one node.
 				shape = model.Size{Nodes: 1, PerNode: st.placements[r].Size}

@@ -77,7 +77,10 @@ func PlacedNoWorkerReason(pool string, lastSeen time.Time) string {
 func (st *state) expireClaims() {
 	now := st.s.Now
 	for i := range st.placements {
-		pl := &st.placements[i]
+		pl := st.running(i)
+		if pl == nil {
+			continue
+		}
 		pool := &st.s.Pools[pl.Pool]
 		if pl.Claimed || !st.unattended[pl.Pool] || now.Sub(pl.PlacedAt) < pool.Workers.ClaimTimeout {
 			continue
