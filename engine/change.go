@@ -21,6 +21,13 @@ func (st *state) failUnplaceable() {
 	for q := range st.s.Queues {
 		queue := &st.s.Queues[q]
 		st.waiting[q] = queue.Waiting
+		if sz := queue.Sizes; sz.of(queue.Waiting) &&
+			(!sz.hasSingle || st.unplaceable(queue, sz.single) == "") &&
+			(!sz.hasMulti || st.unplaceable(queue, sz.multi) == "") {
+			// The largest of each kind can be held, so every task can
+			// (WaitingSizes).
+			continue
+		}
 		var kept []Task
 		// The verdict depends on the queue and the task's size alone, and
 		// the tasks of a queue are mostly of one size: it is decided once

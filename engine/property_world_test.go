@@ -254,6 +254,13 @@ func (w *world) pass(t *rapid.T) {
 		t.Fatalf("pass %d with the last pass's reasons decided otherwise:\n%+v\n%+v", w.passes, kept, d)
 	}
 	w.reasons = reasons
+	// A snapshot with its waiting sizes summed up (as the loop's are)
+	// fails the same tasks without reading each.
+	summed := cloneSnapshot(&w.s)
+	summed.SumUpWaiting()
+	if got := engine.Pass(summed); !reflect.DeepEqual(d, got) {
+		t.Fatalf("pass %d over the summed-up snapshot decided otherwise:\n%+v\n%+v", w.passes, got, d)
+	}
 	w.apply(t, d)
 	w.checkPass(t, before, d)
 }
