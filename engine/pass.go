@@ -3,6 +3,7 @@ package engine
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -56,6 +57,11 @@ type state struct {
 	waiting [][]Task
 	// next is, per queue, the index in waiting of the first task not placed.
 	next []int
+	// headSize is, per queue, the size of the task the pass would place
+	// next (waiting[q][next[q]]), or noHead when it places none (nothing
+	// left, or requeued). The walks reject most queues on it alone, without
+	// reading the task.
+	headSize []model.MilliGPU
 	// requeued is, per queue, the placement this pass preempted from it
 	// with the lowest queue order, or -1. That task is now the head of its
 	// queue (it goes back in its old order) and the pass does not place it
@@ -155,6 +161,10 @@ func newState(s *Snapshot) *state {
 		st.unattended[p] = s.Pools[p].unattended(s.Now)
 	}
 	st.failUnplaceable()
+	st.headSize = make([]model.MilliGPU, len(s.Queues))
+	for q := range st.headSize {
+		st.setHead(q)
+	}
 	for i := range s.Running {
 		r := &s.Running[i]
 		q := &s.Queues[r.Queue]
@@ -209,6 +219,17 @@ func (st *state) enforceBudgets() {
 	}
 }
 
+// noHead is the headSize of a queue the pass places nothing more of.
+const noHead = model.MilliGPU(math.MaxInt64)
+
+// setHead sets the headSize of queue q from next and requeued.
+func (st *state) setHead(q int) {
+	st.headSize[q] = noHead
+	if st.requeued[q] < 0 && st.next[q] < len(st.waiting[q]) {
+		st.headSize[q] = st.waiting[q][st.next[q]].Size.Total()
+	}
+}
+
 // walk places work in priority order: at each pool rank (first pools, then
 // second pools, ...), every pool, its profiles in execution priority, each
 // profile's queues in queuing priority, each queue's tasks in order.
@@ -217,6 +238,10 @@ func (st *state) walk(phase Phase) {
 		for p := range st.s.Pools {
 			for _, pr := range st.byRank[r][p] {
 				for _, q := range st.s.Profiles[pr].Queues {
+					// fill would stop at once: the head does not fit.
+					if st.headSize[q] > st.s.Pools[p].Capacity-st.poolUsed[p] {
+						continue
+					}
 					st.fill(q, p, phase)
 				}
 			}
@@ -272,16 +297,16 @@ func (st *state) reclaim() {
 // reservation, preempting borrowed work if it must. It reports whether it
 // placed the head.
 func (st *state) reclaimFor(q int) bool {
-	queue := &st.s.Queues[q]
-	if st.next[q] >= len(st.waiting[q]) || st.requeued[q] >= 0 {
+	size := st.headSize[q]
+	if size == noHead {
 		return false
 	}
+	queue := &st.s.Queues[q]
 	g := queue.Group
-	t := &st.waiting[q][st.next[q]]
-	size := t.Size.Total()
 	if st.s.Groups[g].Paused() || st.groupUse[g]+size > st.s.Groups[g].Reservation || !st.budgetAllows(g, st.s.Profiles[queue.Profile].WeightMilli) {
 		return false
 	}
+	t := &st.waiting[q][st.next[q]]
 	pools := st.s.Profiles[queue.Profile].Pools
 	// Capacity an earlier reclaim freed beyond its need goes first: no
 	// preemption is needed for it.
@@ -500,6 +525,7 @@ func (st *state) place(q, p int, phase Phase) {
 	queue := &st.s.Queues[q]
 	t := &st.waiting[q][st.next[q]]
 	st.next[q]++
+	st.setHead(q)
 	g := queue.Group
 	size := t.Size.Total()
 	w := st.s.Profiles[queue.Profile].WeightMilli
@@ -520,6 +546,7 @@ func (st *state) preempt(i int, cause Cause, forGroup int, reason string) {
 	v.alive = false
 	if r := st.requeued[v.Queue]; r < 0 || v.Seq < st.placements[r].Seq {
 		st.requeued[v.Queue] = i
+		st.headSize[v.Queue] = noHead
 	}
 	st.poolUsed[v.Pool] -= v.Size
 	st.groupUse[v.group] -= v.Size
