@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/klique-ai/klique/internal/estate"
@@ -75,6 +76,10 @@ func PlacedNoWorkerReason(pool string, lastSeen time.Time) string {
 // expireClaims sends back to the front of their queues the tasks placed on
 // an unattended pool that no worker claimed within its claim timeout.
 func (st *state) expireClaims() {
+	if !slices.Contains(st.unattended, true) {
+		// The common case: every pool is attended, and no claim expires.
+		return
+	}
 	now := st.s.Now
 	for i := range st.placements {
 		pl := st.running(i)
