@@ -217,7 +217,10 @@ func reclaimHeavy(mixed bool) (*engine.Snapshot, int) {
 	s := &engine.Snapshot{Now: enginetest.T0}
 	var seq int64
 	for p := 0; p < pools; p++ {
-		s.Pools = append(s.Pools, engine.Pool{ID: fmt.Sprintf("pool-%d", p), Name: fmt.Sprintf("pool-%04d", p), Capacity: model.GPUs(capacity), Profiles: []int{p}})
+		// Kubernetes pools: the mixed sizes' 2x8 gangs need a kind that
+		// places multi-node work (model.PoolKind.CanRun).
+		s.Pools = append(s.Pools, engine.Pool{ID: fmt.Sprintf("pool-%d", p), Name: fmt.Sprintf("pool-%04d", p), Kind: model.PoolKubernetes,
+			Capacity: model.GPUs(capacity), Profiles: []int{p}})
 		s.Profiles = append(s.Profiles, engine.Profile{ID: fmt.Sprintf("profile-%d", p), Name: fmt.Sprintf("profile-%04d", p), Pools: []int{p}, WeightMilli: 1000})
 		owner, borrower := len(s.Groups), len(s.Groups)+1
 		s.Groups = append(s.Groups,
