@@ -128,7 +128,7 @@ func (st *state) enforceCapacity() {
 		if over <= 0 {
 			continue
 		}
-		on := st.livePlacements(func(pl *live) bool { return pl.Pool == p })
+		on := st.livePlacements(func(pl *live) bool { return int(pl.Pool) == p })
 		reason := fmt.Sprintf("pool %s's capacity was lowered to %s GPUs, below the %s GPUs placed on it", pool.Name, pool.Capacity, st.poolUsed[p])
 		for _, i := range st.shed(on, over) {
 			st.preempt(i, CauseCapacity, -1, reason)
@@ -161,7 +161,7 @@ func (st *state) enforceLimits() {
 			// stops new work, as draining a pool does.
 			continue
 		}
-		mine := st.livePlacements(func(pl *live) bool { return pl.group == g })
+		mine := st.livePlacements(func(pl *live) bool { return int(pl.group) == g })
 		reason := fmt.Sprintf("group %s's limit was lowered to %s GPUs, below the %s GPUs it held", grp.Name, grp.Limit, st.groupUse[g])
 		for _, i := range st.shed(mine, over) {
 			st.preempt(i, CauseLimit, -1, reason)

@@ -102,12 +102,12 @@ type live struct {
 	// ref is the placement's index in the snapshot's Running, or, for
 	// work this pass placed, -1-k where k is its index in the pass's
 	// Placements.
-	ref    int
-	Queue  int
-	Pool   int
+	ref    int32
+	Queue  int32
+	Pool   int32
+	group  int32
 	Size   model.MilliGPU
 	Seq    int64
-	group  int
 	weight int64
 	alive  bool
 	// fresh marks work placed by this pass, which the same pass never
@@ -169,7 +169,7 @@ func newState(s *Snapshot) *state {
 		r := &s.Running[i]
 		q := &s.Queues[r.Queue]
 		w := s.Profiles[q.Profile].WeightMilli
-		st.placements = append(st.placements, live{ref: i, Queue: r.Queue, Pool: r.Pool, Size: r.Size, Seq: r.Seq, group: q.Group, weight: w, alive: true})
+		st.placements = append(st.placements, live{ref: int32(i), Queue: int32(r.Queue), Pool: int32(r.Pool), Size: r.Size, Seq: r.Seq, group: int32(q.Group), weight: w, alive: true})
 		st.poolUsed[r.Pool] += r.Size
 		st.groupUse[q.Group] += r.Size
 		if w > 0 {
@@ -207,7 +207,7 @@ func (st *state) enforceBudgets() {
 		}
 		var mine []int
 		for i := range st.placements {
-			if pl := &st.placements[i]; pl.alive && pl.group == g && pl.weight > 0 {
+			if pl := &st.placements[i]; pl.alive && int(pl.group) == g && pl.weight > 0 {
 				mine = append(mine, i)
 			}
 		}
@@ -395,11 +395,11 @@ func (st *state) chooseVictims(p int, need model.MilliGPU) []int {
 			continue
 		}
 		res := st.s.Groups[v.group].Reservation
-		if use := useOf(v.group); use <= res || use-v.Size < res {
+		if use := useOf(int(v.group)); use <= res || use-v.Size < res {
 			continue
 		}
 		chosen = append(chosen, i)
-		lower(v.group, v.Size)
+		lower(int(v.group), v.Size)
 		freed += v.Size
 		if freed >= need {
 			return chosen
@@ -428,10 +428,10 @@ func (st *state) fitVictims(p int, need model.MilliGPU) []int {
 		if !v.alive || v.fresh || st.groupUse[v.group] <= st.s.Groups[v.group].Reservation {
 			continue
 		}
-		if _, seen := of[v.group]; !seen {
-			groups = append(groups, v.group)
+		if _, seen := of[int(v.group)]; !seen {
+			groups = append(groups, int(v.group))
 		}
-		of[v.group] = append(of[v.group], i)
+		of[int(v.group)] = append(of[int(v.group)], i)
 		unit = gcd(unit, v.Size)
 	}
 	if unit == 0 {
@@ -536,8 +536,8 @@ func (st *state) place(q, p int, phase Phase) {
 		st.groupRate[g] += w
 		st.groupBudgeted[g]++
 	}
-	st.placements = append(st.placements, live{ref: -1 - len(st.dec.Placements), Queue: q, Pool: p, Size: size, Seq: t.Seq,
-		group: g, weight: w, alive: true, fresh: true})
+	st.placements = append(st.placements, live{ref: int32(-1 - len(st.dec.Placements)), Queue: int32(q), Pool: int32(p), Size: size, Seq: t.Seq,
+		group: int32(g), weight: w, alive: true, fresh: true})
 	st.dec.Placements = append(st.dec.Placements, Place{TaskID: t.ID, Queue: q, Pool: p, Phase: phase, Borrowed: borrowed})
 }
 
@@ -554,7 +554,7 @@ func (st *state) preempt(i int, cause Cause, forGroup int, reason string) {
 		st.groupRate[v.group] -= v.weight
 		st.groupBudgeted[v.group]--
 	}
-	st.dec.Preemptions = append(st.dec.Preemptions, Preemption{TaskID: st.taskID(i), Queue: v.Queue, Pool: v.Pool, Cause: cause, ForGroup: forGroup, Reason: reason})
+	st.dec.Preemptions = append(st.dec.Preemptions, Preemption{TaskID: st.taskID(i), Queue: int(v.Queue), Pool: int(v.Pool), Cause: cause, ForGroup: forGroup, Reason: reason})
 }
 
 // sortNewestFirst orders placement indices by placement time, newest first,
