@@ -67,8 +67,10 @@ type state struct {
 	// queue (it goes back in its old order) and the pass does not place it
 	// again, so nothing behind it is placed either.
 	requeued []int
-	// placements are the running work and what this pass placed, with
-	// alive false once preempted.
+	// placements are the running work, with alive false once preempted,
+	// in the snapshot's order. What this pass places is only in its
+	// decisions: the same pass never preempts it, nor counts it as a
+	// victim.
 	placements []live
 	// byRank[r][p] lists the profiles whose r-th pool is pool p, in p's
 	// execution priority.
@@ -95,14 +97,11 @@ type state struct {
 	dec Decisions
 }
 
-// live is a placement as the pass tracks it: what deciding needs, held
-// without pointers (a pass tracks every running task; a slice of them the
-// collector never scans is cheap to build), and ref to the rest.
+// live is a running placement as the pass tracks it: what deciding needs,
+// held small and without pointers (a pass tracks every running task; a
+// slice of them the collector never scans is cheap to build). The rest is
+// in the snapshot's Running at the same index.
 type live struct {
-	// ref is the placement's index in the snapshot's Running, or, for
-	// work this pass placed, -1-k where k is its index in the pass's
-	// Placements.
-	ref    int32
 	Queue  int32
 	Pool   int32
 	group  int32
@@ -110,36 +109,16 @@ type live struct {
 	Seq    int64
 	weight int64
 	alive  bool
-	// fresh marks work placed by this pass, which the same pass never
-	// preempts (and which is never on a victim list: those are built from
-	// the work running before the pass).
-	fresh bool
 }
 
-// running is the snapshot's placement behind st.placements[i], or nil for
-// work this pass placed.
-func (st *state) running(i int) *Placement {
-	if r := st.placements[i].ref; r >= 0 {
-		return &st.s.Running[r]
-	}
-	return nil
-}
+// running is the snapshot's placement behind st.placements[i].
+func (st *state) running(i int) *Placement { return &st.s.Running[i] }
 
 // taskID is the task of st.placements[i].
-func (st *state) taskID(i int) string {
-	if r := st.placements[i].ref; r >= 0 {
-		return st.s.Running[r].TaskID
-	}
-	return st.dec.Placements[-1-st.placements[i].ref].TaskID
-}
+func (st *state) taskID(i int) string { return st.s.Running[i].TaskID }
 
 // placedAt is when st.placements[i] was placed.
-func (st *state) placedAt(i int) time.Time {
-	if r := st.placements[i].ref; r >= 0 {
-		return st.s.Running[r].PlacedAt
-	}
-	return st.s.Now
-}
+func (st *state) placedAt(i int) time.Time { return st.s.Running[i].PlacedAt }
 
 func newState(s *Snapshot) *state {
 	st := &state{
@@ -169,7 +148,7 @@ func newState(s *Snapshot) *state {
 		r := &s.Running[i]
 		q := &s.Queues[r.Queue]
 		w := s.Profiles[q.Profile].WeightMilli
-		st.placements = append(st.placements, live{ref: int32(i), Queue: int32(r.Queue), Pool: int32(r.Pool), Size: r.Size, Seq: r.Seq, group: int32(q.Group), weight: w, alive: true})
+		st.placements = append(st.placements, live{Queue: int32(r.Queue), Pool: int32(r.Pool), Size: r.Size, Seq: r.Seq, group: int32(q.Group), weight: w, alive: true})
 		st.poolUsed[r.Pool] += r.Size
 		st.groupUse[q.Group] += r.Size
 		if w > 0 {
@@ -391,7 +370,7 @@ func (st *state) chooseVictims(p int, need model.MilliGPU) []int {
 	}
 	for _, i := range st.victims[p] {
 		v := &st.placements[i]
-		if !v.alive || v.fresh {
+		if !v.alive {
 			continue
 		}
 		res := st.s.Groups[v.group].Reservation
@@ -425,7 +404,7 @@ func (st *state) fitVictims(p int, need model.MilliGPU) []int {
 	unit := model.MilliGPU(0)
 	for _, i := range st.victims[p] {
 		v := &st.placements[i]
-		if !v.alive || v.fresh || st.groupUse[v.group] <= st.s.Groups[v.group].Reservation {
+		if !v.alive || st.groupUse[v.group] <= st.s.Groups[v.group].Reservation {
 			continue
 		}
 		if _, seen := of[int(v.group)]; !seen {
@@ -536,8 +515,6 @@ func (st *state) place(q, p int, phase Phase) {
 		st.groupRate[g] += w
 		st.groupBudgeted[g]++
 	}
-	st.placements = append(st.placements, live{ref: int32(-1 - len(st.dec.Placements)), Queue: int32(q), Pool: int32(p), Size: size, Seq: t.Seq,
-		group: int32(g), weight: w, alive: true, fresh: true})
 	st.dec.Placements = append(st.dec.Placements, Place{TaskID: t.ID, Queue: q, Pool: p, Phase: phase, Borrowed: borrowed})
 }
 

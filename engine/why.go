@@ -18,9 +18,7 @@ func (st *state) explain() {
 		}
 		if r := st.requeued[q]; r >= 0 && (id == "" || st.placements[r].Seq < st.waiting[q][st.next[q]].Seq) {
 			id = st.taskID(r)
-			if pl := st.running(r); pl != nil {
-				shape = pl.Shape
-			}
+			shape = st.running(r).Shape
 			if shape.IsZero() {
 				// A placement given without its shape is one node.
 				shape = model.Size{Nodes: 1, PerNode: st.placements[r].Size}

@@ -83,9 +83,6 @@ func (st *state) expireClaims() {
 	now := st.s.Now
 	for i := range st.placements {
 		pl := st.running(i)
-		if pl == nil {
-			continue
-		}
 		pool := &st.s.Pools[pl.Pool]
 		if pl.Claimed || !st.unattended[pl.Pool] || now.Sub(pl.PlacedAt) < pool.Workers.ClaimTimeout {
 			continue
