@@ -515,7 +515,18 @@ func (st *state) place(q, p int, phase Phase) {
 		st.groupRate[g] += w
 		st.groupBudgeted[g]++
 	}
-	st.dec.Placements = append(st.dec.Placements, Place{TaskID: t.ID, Queue: q, Pool: p, Phase: phase, Borrowed: borrowed})
+	st.dec.Placements = append(doubled(st.dec.Placements), Place{TaskID: t.ID, Queue: q, Pool: p, Phase: phase, Borrowed: borrowed})
+}
+
+// doubled returns d with room for one more, doubling it when full where
+// append grows a large slice by a quarter: a pass that places a hundred
+// thousand tasks copies its decisions about twice, not five times, and
+// they hold strings the collector must scan as they are copied.
+func doubled[T any](d []T) []T {
+	if n := len(d); n == cap(d) {
+		return slices.Grow(d, max(n, 256))
+	}
+	return d
 }
 
 func (st *state) preempt(i int, cause Cause, forGroup int, reason string) {
@@ -531,7 +542,7 @@ func (st *state) preempt(i int, cause Cause, forGroup int, reason string) {
 		st.groupRate[v.group] -= v.weight
 		st.groupBudgeted[v.group]--
 	}
-	st.dec.Preemptions = append(st.dec.Preemptions, Preemption{TaskID: st.taskID(i), Queue: int(v.Queue), Pool: int(v.Pool), Cause: cause, ForGroup: forGroup, Reason: reason})
+	st.dec.Preemptions = append(doubled(st.dec.Preemptions), Preemption{TaskID: st.taskID(i), Queue: int(v.Queue), Pool: int(v.Pool), Cause: cause, ForGroup: forGroup, Reason: reason})
 }
 
 // sortNewestFirst orders placement indices by placement time, newest first,
