@@ -21,10 +21,24 @@ func (st *state) failUnplaceable() {
 	for q := range st.s.Queues {
 		queue := &st.s.Queues[q]
 		st.waiting[q] = queue.Waiting
+		if sz := queue.Sizes; sz.of(queue.Waiting) &&
+			(!sz.hasSingle || st.unplaceable(queue, sz.single) == "") &&
+			(!sz.hasMulti || st.unplaceable(queue, sz.multi) == "") {
+			// The largest of each kind can be held, so every task can
+			// (WaitingSizes).
+			continue
+		}
 		var kept []Task
+		// The verdict depends on the queue and the task's size alone, and
+		// the tasks of a queue are mostly of one size: it is decided once
+		// per run of equal sizes, as this runs over every waiting task.
+		var shape model.Size
+		reason, decided := "", false
 		for i := range queue.Waiting {
 			t := &queue.Waiting[i]
-			reason := st.unplaceable(queue, t.Size)
+			if !decided || t.Size != shape {
+				shape, reason, decided = t.Size, st.unplaceable(queue, t.Size), true
+			}
 			if reason == "" {
 				if kept != nil {
 					kept = append(kept, *t)
@@ -51,8 +65,8 @@ func (st *state) unplaceable(queue *Queue, shape model.Size) string {
 		return fmt.Sprintf("it can never be placed: it needs %s GPUs, more than group %s's limit of %s GPUs; enqueue it again with at most %s GPUs, or ask an admin to raise the limit",
 			size, g.Name, g.Limit, g.Limit)
 	}
-	if why := st.noPoolCanRun(queue.Profile, shape); why != "" {
-		return fmt.Sprintf("it can never be placed: %s; enqueue it again on one node, or ask an admin to add such a pool to the profile", why)
+	if !st.kindCanRun(queue.Profile, shape) {
+		return fmt.Sprintf("it can never be placed: %s; enqueue it again on one node, or ask an admin to add such a pool to the profile", st.noPoolCanRun(queue.Profile, shape))
 	}
 	p := st.largestPool(queue.Profile, shape)
 	if p < 0 || size <= st.s.Pools[p].Capacity {
@@ -76,21 +90,29 @@ func (st *state) largestPool(pr int, shape model.Size) int {
 	return best
 }
 
-// noPoolCanRun says why no pool of the profile can run work of size shape
-// by its kind (model.PoolKind.CanRun: multi-node work only where a gang is
-// placed whole), or "" when one can or the profile lists none.
+// kindCanRun reports whether a pool of the profile can run work of size
+// shape by its kind (model.PoolKind.CanRun: multi-node work only where a
+// gang is placed whole), or the profile lists none (which closes it rather
+// than failing its work). It allocates nothing: the pass asks it of every
+// waiting task.
+func (st *state) kindCanRun(pr int, shape model.Size) bool {
+	pools := st.s.Profiles[pr].Pools
+	for _, p := range pools {
+		if st.s.Pools[p].Kind.CanRun(shape) {
+			return true
+		}
+	}
+	return len(pools) == 0
+}
+
+// noPoolCanRun says why no pool of the profile can run work of size shape,
+// where kindCanRun says none can.
 func (st *state) noPoolCanRun(pr int, shape model.Size) string {
 	pools := st.s.Profiles[pr].Pools
 	names := make([]string, 0, len(pools))
 	kinds := make([]model.PoolKind, 0, len(pools))
 	for _, p := range pools {
-		if st.s.Pools[p].Kind.CanRun(shape) {
-			return ""
-		}
 		names, kinds = append(names, st.s.Pools[p].Name), append(kinds, st.s.Pools[p].Kind)
-	}
-	if len(names) == 0 {
-		return ""
 	}
 	return model.NoPoolCanRun(st.s.Profiles[pr].Name, shape, names, kinds)
 }
@@ -106,7 +128,7 @@ func (st *state) enforceCapacity() {
 		if over <= 0 {
 			continue
 		}
-		on := st.livePlacements(func(pl *live) bool { return pl.Pool == p })
+		on := st.livePlacements(func(pl *live) bool { return int(pl.Pool) == p })
 		reason := fmt.Sprintf("pool %s's capacity was lowered to %s GPUs, below the %s GPUs placed on it", pool.Name, pool.Capacity, st.poolUsed[p])
 		for _, i := range st.shed(on, over) {
 			st.preempt(i, CauseCapacity, -1, reason)
@@ -139,7 +161,7 @@ func (st *state) enforceLimits() {
 			// stops new work, as draining a pool does.
 			continue
 		}
-		mine := st.livePlacements(func(pl *live) bool { return pl.group == g })
+		mine := st.livePlacements(func(pl *live) bool { return int(pl.group) == g })
 		reason := fmt.Sprintf("group %s's limit was lowered to %s GPUs, below the %s GPUs it held", grp.Name, grp.Limit, st.groupUse[g])
 		for _, i := range st.shed(mine, over) {
 			st.preempt(i, CauseLimit, -1, reason)
@@ -155,7 +177,7 @@ func (st *state) enforceLimits() {
 // last taken first, every task not needed to free need, so that no task in
 // the result could be spared. It sorts cands.
 func (st *state) shed(cands []int, need model.MilliGPU) []int {
-	sortNewestFirst(st.placements, cands)
+	st.sortNewestFirst(cands)
 	use := append([]model.MilliGPU(nil), st.groupUse...)
 	taken := make([]bool, len(cands))
 	var chosen []int

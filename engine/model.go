@@ -144,6 +144,7 @@ func (m *Model) Snapshot(now time.Time, tasks []TaskState, budgetUsed map[string
 		w := s.Queues[q].Waiting
 		sort.SliceStable(w, func(i, j int) bool { return w[i].Seq < w[j].Seq })
 	}
+	s.SumUpWaiting()
 	return s, nil
 }
 

@@ -1,17 +1,34 @@
 package engine
 
 import (
+	"cmp"
 	"fmt"
-	"sort"
-	"strconv"
+	"math"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/klique-ai/klique/internal/model"
 )
 
 // Pass decides one pass over s. It does not change s.
 func Pass(s *Snapshot) *Decisions {
+	return newState(s).pass()
+}
+
+// PassReusing is Pass for a loop that keeps each pass's Reasons and gives
+// them to the next (nil at first): a why-waiting sentence whose parts are
+// the same as the one kept for its queue is not written again but shared.
+// The decisions are those of Pass(s), sentence for sentence. It changes
+// neither s nor prev.
+func PassReusing(s *Snapshot, prev *Reasons) (*Decisions, *Reasons) {
 	st := newState(s)
+	st.prev = prev
+	st.out = &Reasons{byQueue: make([]reasonEntry, len(s.Queues))}
+	return st.pass(), st.out
+}
+
+func (st *state) pass() *Decisions {
 	st.enforceBudgets()
 	st.expireClaims()
 	st.enforceCapacity()
@@ -40,13 +57,20 @@ type state struct {
 	waiting [][]Task
 	// next is, per queue, the index in waiting of the first task not placed.
 	next []int
+	// headSize is, per queue, the size of the task the pass would place
+	// next (waiting[q][next[q]]), or noHead when it places none (nothing
+	// left, or requeued). The walks reject most queues on it alone, without
+	// reading the task.
+	headSize []model.MilliGPU
 	// requeued is, per queue, the placement this pass preempted from it
 	// with the lowest queue order, or -1. That task is now the head of its
 	// queue (it goes back in its old order) and the pass does not place it
 	// again, so nothing behind it is placed either.
 	requeued []int
-	// placements are the running work and what this pass placed, with
-	// alive false once preempted.
+	// placements are the running work, with alive false once preempted,
+	// in the snapshot's order. What this pass places is only in its
+	// decisions: the same pass never preempts it, nor counts it as a
+	// victim.
 	placements []live
 	// byRank[r][p] lists the profiles whose r-th pool is pool p, in p's
 	// execution priority.
@@ -55,23 +79,46 @@ type state struct {
 	// victimsSorted[p]; built on first use by reclaim.
 	victims       [][]int
 	victimsSorted []bool
+	// chosen, touched and lowered are chooseVictims' scratch space.
+	chosen  []int
+	touched []int
+	lowered []model.MilliGPU
 	// unattended[p]: no work waits on pool p for want of a worker
 	// (workers.go).
 	unattended []bool
 
+	// prev are the previous pass's reasons, if kept; out are this pass's,
+	// if asked for (PassReusing). sentence is the writer of why-waiting
+	// sentences, reused for each (sentence.go).
+	prev     *Reasons
+	out      *Reasons
+	sentence sentence
+
 	dec Decisions
 }
 
+// live is a running placement as the pass tracks it: what deciding needs,
+// held small and without pointers (a pass tracks every running task; a
+// slice of them the collector never scans is cheap to build). The rest is
+// in the snapshot's Running at the same index.
 type live struct {
-	Placement
-	group  int
+	Queue  int32
+	Pool   int32
+	group  int32
+	Size   model.MilliGPU
+	Seq    int64
 	weight int64
 	alive  bool
-	// fresh marks work placed by this pass, which the same pass never
-	// preempts (and which is never on a victim list: those are built from
-	// the work running before the pass).
-	fresh bool
 }
+
+// running is the snapshot's placement behind st.placements[i].
+func (st *state) running(i int) *Placement { return &st.s.Running[i] }
+
+// taskID is the task of st.placements[i].
+func (st *state) taskID(i int) string { return st.s.Running[i].TaskID }
+
+// placedAt is when st.placements[i] was placed.
+func (st *state) placedAt(i int) time.Time { return st.s.Running[i].PlacedAt }
 
 func newState(s *Snapshot) *state {
 	st := &state{
@@ -93,10 +140,15 @@ func newState(s *Snapshot) *state {
 		st.unattended[p] = s.Pools[p].unattended(s.Now)
 	}
 	st.failUnplaceable()
-	for _, r := range s.Running {
+	st.headSize = make([]model.MilliGPU, len(s.Queues))
+	for q := range st.headSize {
+		st.setHead(q)
+	}
+	for i := range s.Running {
+		r := &s.Running[i]
 		q := &s.Queues[r.Queue]
 		w := s.Profiles[q.Profile].WeightMilli
-		st.placements = append(st.placements, live{Placement: r, group: q.Group, weight: w, alive: true})
+		st.placements = append(st.placements, live{Queue: int32(r.Queue), Pool: int32(r.Pool), Size: r.Size, Seq: r.Seq, group: int32(q.Group), weight: w, alive: true})
 		st.poolUsed[r.Pool] += r.Size
 		st.groupUse[q.Group] += r.Size
 		if w > 0 {
@@ -134,15 +186,26 @@ func (st *state) enforceBudgets() {
 		}
 		var mine []int
 		for i := range st.placements {
-			if pl := &st.placements[i]; pl.alive && pl.group == g && pl.weight > 0 {
+			if pl := &st.placements[i]; pl.alive && int(pl.group) == g && pl.weight > 0 {
 				mine = append(mine, i)
 			}
 		}
-		sortNewestFirst(st.placements, mine)
+		st.sortNewestFirst(mine)
 		reason := "time budget used up: " + st.budgetSentence(g)
 		for _, i := range mine {
 			st.preempt(i, CauseBudgetUsed, -1, reason)
 		}
+	}
+}
+
+// noHead is the headSize of a queue the pass places nothing more of.
+const noHead = model.MilliGPU(math.MaxInt64)
+
+// setHead sets the headSize of queue q from next and requeued.
+func (st *state) setHead(q int) {
+	st.headSize[q] = noHead
+	if st.requeued[q] < 0 && st.next[q] < len(st.waiting[q]) {
+		st.headSize[q] = st.waiting[q][st.next[q]].Size.Total()
 	}
 }
 
@@ -154,6 +217,10 @@ func (st *state) walk(phase Phase) {
 		for p := range st.s.Pools {
 			for _, pr := range st.byRank[r][p] {
 				for _, q := range st.s.Profiles[pr].Queues {
+					// fill would stop at once: the head does not fit.
+					if st.headSize[q] > st.s.Pools[p].Capacity-st.poolUsed[p] {
+						continue
+					}
 					st.fill(q, p, phase)
 				}
 			}
@@ -209,16 +276,16 @@ func (st *state) reclaim() {
 // reservation, preempting borrowed work if it must. It reports whether it
 // placed the head.
 func (st *state) reclaimFor(q int) bool {
-	queue := &st.s.Queues[q]
-	if st.next[q] >= len(st.waiting[q]) || st.requeued[q] >= 0 {
+	size := st.headSize[q]
+	if size == noHead {
 		return false
 	}
+	queue := &st.s.Queues[q]
 	g := queue.Group
-	t := &st.waiting[q][st.next[q]]
-	size := t.Size.Total()
 	if st.s.Groups[g].Paused() || st.groupUse[g]+size > st.s.Groups[g].Reservation || !st.budgetAllows(g, st.s.Profiles[queue.Profile].WeightMilli) {
 		return false
 	}
+	t := &st.waiting[q][st.next[q]]
 	pools := st.s.Profiles[queue.Profile].Pools
 	// Capacity an earlier reclaim freed beyond its need goes first: no
 	// preemption is needed for it.
@@ -255,21 +322,34 @@ func (st *state) chooseVictims(p int, need model.MilliGPU) []int {
 	if st.victims == nil {
 		// One walk over the placements buckets them by pool; each pool's
 		// list is sorted when reclaim first looks at it.
+		// The lists share one array, cut by a count per pool.
 		st.victims = make([][]int, len(st.s.Pools))
 		st.victimsSorted = make([]bool, len(st.s.Pools))
+		end := make([]int, len(st.s.Pools))
+		for i := range st.placements {
+			end[st.placements[i].Pool]++
+		}
+		all := make([]int, len(st.placements))
+		at := 0
+		for p := range end {
+			st.victims[p] = all[at : at : at+end[p]]
+			at += end[p]
+		}
 		for i := range st.placements {
 			st.victims[st.placements[i].Pool] = append(st.victims[st.placements[i].Pool], i)
 		}
 	}
 	if !st.victimsSorted[p] {
-		sortNewestFirst(st.placements, st.victims[p])
+		st.sortNewestFirst(st.victims[p])
 		st.victimsSorted[p] = true
 	}
-	var chosen []int
+	// chosen, touched and lowered reuse the pass's scratch space: the
+	// caller is done with the last choice before it asks again.
+	chosen := st.chosen[:0]
 	var freed model.MilliGPU
 	// Tentative use per group, for the groups touched so far.
-	var touched []int
-	var lowered []model.MilliGPU
+	touched, lowered := st.touched[:0], st.lowered[:0]
+	defer func() { st.chosen, st.touched, st.lowered = chosen[:0], touched[:0], lowered[:0] }()
 	useOf := func(g int) model.MilliGPU {
 		for k, tg := range touched {
 			if tg == g {
@@ -290,15 +370,15 @@ func (st *state) chooseVictims(p int, need model.MilliGPU) []int {
 	}
 	for _, i := range st.victims[p] {
 		v := &st.placements[i]
-		if !v.alive || v.fresh {
+		if !v.alive {
 			continue
 		}
 		res := st.s.Groups[v.group].Reservation
-		if use := useOf(v.group); use <= res || use-v.Size < res {
+		if use := useOf(int(v.group)); use <= res || use-v.Size < res {
 			continue
 		}
 		chosen = append(chosen, i)
-		lower(v.group, v.Size)
+		lower(int(v.group), v.Size)
 		freed += v.Size
 		if freed >= need {
 			return chosen
@@ -324,13 +404,13 @@ func (st *state) fitVictims(p int, need model.MilliGPU) []int {
 	unit := model.MilliGPU(0)
 	for _, i := range st.victims[p] {
 		v := &st.placements[i]
-		if !v.alive || v.fresh || st.groupUse[v.group] <= st.s.Groups[v.group].Reservation {
+		if !v.alive || st.groupUse[v.group] <= st.s.Groups[v.group].Reservation {
 			continue
 		}
-		if _, seen := of[v.group]; !seen {
-			groups = append(groups, v.group)
+		if _, seen := of[int(v.group)]; !seen {
+			groups = append(groups, int(v.group))
 		}
-		of[v.group] = append(of[v.group], i)
+		of[int(v.group)] = append(of[int(v.group)], i)
 		unit = gcd(unit, v.Size)
 	}
 	if unit == 0 {
@@ -372,7 +452,7 @@ func (st *state) fitVictims(p int, need model.MilliGPU) []int {
 	if freed < need {
 		return nil
 	}
-	sortNewestFirst(st.placements, chosen)
+	st.sortNewestFirst(chosen)
 	keep := chosen[:0]
 	for k := len(chosen) - 1; k >= 0; k-- {
 		if size := st.placements[chosen[k]].Size; freed-size >= need {
@@ -424,6 +504,7 @@ func (st *state) place(q, p int, phase Phase) {
 	queue := &st.s.Queues[q]
 	t := &st.waiting[q][st.next[q]]
 	st.next[q]++
+	st.setHead(q)
 	g := queue.Group
 	size := t.Size.Total()
 	w := st.s.Profiles[queue.Profile].WeightMilli
@@ -434,11 +515,18 @@ func (st *state) place(q, p int, phase Phase) {
 		st.groupRate[g] += w
 		st.groupBudgeted[g]++
 	}
-	st.placements = append(st.placements, live{
-		Placement: Placement{TaskID: t.ID, Queue: q, Pool: p, Size: size, Shape: t.Size, PlacedAt: st.s.Now, Seq: t.Seq},
-		group:     g, weight: w, alive: true, fresh: true,
-	})
-	st.dec.Placements = append(st.dec.Placements, Place{TaskID: t.ID, Queue: q, Pool: p, Phase: phase, Borrowed: borrowed})
+	st.dec.Placements = append(doubled(st.dec.Placements), Place{TaskID: t.ID, Queue: q, Pool: p, Phase: phase, Borrowed: borrowed})
+}
+
+// doubled returns d with room for one more, doubling it when full where
+// append grows a large slice by a quarter: a pass that places a hundred
+// thousand tasks copies its decisions about twice, not five times, and
+// they hold strings the collector must scan as they are copied.
+func doubled[T any](d []T) []T {
+	if n := len(d); n == cap(d) {
+		return slices.Grow(d, max(n, 256))
+	}
+	return d
 }
 
 func (st *state) preempt(i int, cause Cause, forGroup int, reason string) {
@@ -446,6 +534,7 @@ func (st *state) preempt(i int, cause Cause, forGroup int, reason string) {
 	v.alive = false
 	if r := st.requeued[v.Queue]; r < 0 || v.Seq < st.placements[r].Seq {
 		st.requeued[v.Queue] = i
+		st.headSize[v.Queue] = noHead
 	}
 	st.poolUsed[v.Pool] -= v.Size
 	st.groupUse[v.group] -= v.Size
@@ -453,127 +542,19 @@ func (st *state) preempt(i int, cause Cause, forGroup int, reason string) {
 		st.groupRate[v.group] -= v.weight
 		st.groupBudgeted[v.group]--
 	}
-	st.dec.Preemptions = append(st.dec.Preemptions, Preemption{TaskID: v.TaskID, Queue: v.Queue, Pool: v.Pool, Cause: cause, ForGroup: forGroup, Reason: reason})
+	st.dec.Preemptions = append(doubled(st.dec.Preemptions), Preemption{TaskID: st.taskID(i), Queue: int(v.Queue), Pool: int(v.Pool), Cause: cause, ForGroup: forGroup, Reason: reason})
 }
 
 // sortNewestFirst orders placement indices by placement time, newest first,
 // then by queue order, latest first: the order preemption takes them in.
-func sortNewestFirst(ps []live, idx []int) {
-	sort.SliceStable(idx, func(a, b int) bool {
-		x, y := &ps[idx[a]], &ps[idx[b]]
-		if !x.PlacedAt.Equal(y.PlacedAt) {
-			return x.PlacedAt.After(y.PlacedAt)
+func (st *state) sortNewestFirst(idx []int) {
+	slices.SortStableFunc(idx, func(i, j int) int {
+		if c := st.placedAt(j).Compare(st.placedAt(i)); c != 0 {
+			return c
 		}
-		if x.Seq != y.Seq {
-			return x.Seq > y.Seq
+		if c := cmp.Compare(st.placements[j].Seq, st.placements[i].Seq); c != 0 {
+			return c
 		}
-		return x.TaskID > y.TaskID
+		return strings.Compare(st.taskID(j), st.taskID(i))
 	})
-}
-
-// explain says, for every queue with work still waiting, what holds its
-// head, in the terms a developer can act on.
-func (st *state) explain() {
-	for q := range st.s.Queues {
-		queue := &st.s.Queues[q]
-		// The head is the first task not placed, or a task this pass sent
-		// back to the front, whichever comes first in queue order.
-		var id string
-		var shape model.Size
-		if st.next[q] < len(st.waiting[q]) {
-			t := &st.waiting[q][st.next[q]]
-			id, shape = t.ID, t.Size
-		}
-		if r := st.requeued[q]; r >= 0 && (id == "" || st.placements[r].Seq < st.waiting[q][st.next[q]].Seq) {
-			id, shape = st.placements[r].TaskID, st.placements[r].Shape
-			if shape.IsZero() {
-				// A placement given without its shape is one node.
-				shape = model.Size{Nodes: 1, PerNode: st.placements[r].Size}
-			}
-		}
-		if id == "" {
-			continue
-		}
-		b := Blocked{Queue: q, TaskID: id}
-		b.Constraint, b.Reason = st.why(queue, shape)
-		if c := b.Constraint; c == HeldByBudgetUsed || c == HeldByLowWatermark {
-			// For the low watermark the reset is the latest it lifts by
-			// itself: the reason says it may start sooner.
-			b.Until = st.s.Groups[queue.Group].Budget.ResetAt
-		}
-		st.dec.Blocked = append(st.dec.Blocked, b)
-	}
-}
-
-func (st *state) why(queue *Queue, shape model.Size) (Constraint, string) {
-	g := &st.s.Groups[queue.Group]
-	pr := &st.s.Profiles[queue.Profile]
-	size := shape.Total()
-	if len(pr.Pools) == 0 {
-		return HeldByNoPool, fmt.Sprintf("profile %s lists no pool, so nothing can be placed; ask an admin to add pools to it", pr.Name)
-	}
-	if why := st.noPoolCanRun(queue.Profile, shape); why != "" {
-		return HeldByPoolKind, why
-	}
-	largest := st.largestPool(queue.Profile, shape)
-	if largest < 0 {
-		return HeldByNoPool, fmt.Sprintf("every pool of profile %s declares 0 GPUs, so nothing can be placed until an admin gives one of them capacity", pr.Name)
-	}
-	if c := st.s.Pools[largest].Capacity; size > c {
-		return HeldByTooLarge, fmt.Sprintf("no pool of profile %s declares %s GPUs (the largest, %s, has %s)", pr.Name, size, st.s.Pools[largest].Name, c)
-	}
-	if g.Paused() {
-		return HeldByPaused, fmt.Sprintf("group %s is paused: an admin set its limit to 0 GPUs, so its work waits (and its running work runs to its end) until the limit is raised", g.Name)
-	}
-	if pr.WeightMilli > 0 && g.Budget != nil {
-		if g.Budget.Remaining() == 0 {
-			return HeldByBudgetUsed, fmt.Sprintf("group %s has used its %s", g.Name, st.budgetSentence(queue.Group))
-		}
-		if !st.budgetAllows(queue.Group, pr.WeightMilli) {
-			return HeldByLowWatermark, fmt.Sprintf("group %s's remaining time budget (%s h) would last less than the low watermark of %s at its rate with this task; "+
-				"it can start once the group's running budgeted work ends (or sooner, once enough of it has), or when the budget resets %s",
-				g.Name, FormatMicroHours(g.Budget.Remaining()), g.Budget.LowWatermark, resetText(g.Budget))
-		}
-	}
-	if st.groupUse[queue.Group]+size > g.Limit {
-		return HeldByLimit, fmt.Sprintf("group %s is at its limit: it holds %s of %s GPUs and this task needs %s",
-			g.Name, st.groupUse[queue.Group], g.Limit, size)
-	}
-	if why, ok := st.noWorker(pr, shape); ok {
-		return HeldByNoWorker, why
-	}
-	var parts []string
-	for _, p := range pr.Pools {
-		if st.s.Pools[p].Kind.CanRun(shape) {
-			parts = append(parts, fmt.Sprintf("%s %s/%s", st.s.Pools[p].Name, st.poolUsed[p], st.s.Pools[p].Capacity))
-		}
-	}
-	return HeldByPoolsFull, fmt.Sprintf("every pool of profile %s is full for %s GPUs (%s GPUs used)", pr.Name, size, strings.Join(parts, ", "))
-}
-
-// budgetSentence says which budget is spent and when it resets:
-// "weekly time budget of 2000 h; it resets Monday 2026-11-30 00:00 UTC".
-func (st *state) budgetSentence(g int) string {
-	b := st.s.Groups[g].Budget
-	adj := map[model.BudgetPeriod]string{model.PeriodDay: "daily", model.PeriodWeek: "weekly", model.PeriodMonth: "monthly"}[b.Period]
-	return fmt.Sprintf("%s time budget of %s h; it resets %s", adj, FormatMicroHours(b.Total), resetText(b))
-}
-
-func resetText(b *Budget) string {
-	return b.ResetAt.UTC().Format("Monday 2006-01-02 15:04 UTC")
-}
-
-// FormatMicroHours writes micro budget-hours as hours, exactly and as
-// short as that allows ("2000", "0.015", "0.000001"): a budget reads as it
-// was set, and a small one never rounds to 0.
-func FormatMicroHours(v int64) string {
-	sign := ""
-	if v < 0 {
-		sign, v = "-", -v
-	}
-	whole, frac := v/1_000_000, v%1_000_000
-	if frac == 0 {
-		return sign + strconv.FormatInt(whole, 10)
-	}
-	return sign + strconv.FormatInt(whole, 10) + "." + strings.TrimRight(fmt.Sprintf("%06d", frac), "0")
 }

@@ -46,6 +46,8 @@ type world struct {
 	// clock advances, in milli-GPU × microseconds (exact integers).
 	exact  int64
 	passes int
+	// reasons are the last pass's, kept as the loop keeps them.
+	reasons *engine.Reasons
 }
 
 type interval struct {
@@ -244,6 +246,20 @@ func (w *world) pass(t *rapid.T) {
 	}
 	if again := engine.Pass(before); !reflect.DeepEqual(d, again) {
 		t.Fatalf("pass %d is not deterministic on a deep copy:\n%+v\n%+v", w.passes, d, again)
+	}
+	// A pass that reuses the last pass's sentences decides the same,
+	// sentence for sentence, whatever changed since.
+	kept, reasons := engine.PassReusing(before, w.reasons)
+	if !reflect.DeepEqual(d, kept) {
+		t.Fatalf("pass %d with the last pass's reasons decided otherwise:\n%+v\n%+v", w.passes, kept, d)
+	}
+	w.reasons = reasons
+	// A snapshot with its waiting sizes summed up (as the loop's are)
+	// fails the same tasks without reading each.
+	summed := cloneSnapshot(&w.s)
+	summed.SumUpWaiting()
+	if got := engine.Pass(summed); !reflect.DeepEqual(d, got) {
+		t.Fatalf("pass %d over the summed-up snapshot decided otherwise:\n%+v\n%+v", w.passes, got, d)
 	}
 	w.apply(t, d)
 	w.checkPass(t, before, d)

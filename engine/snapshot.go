@@ -140,9 +140,61 @@ type Queue struct {
 	Group   int
 	Profile int
 	// Waiting are the tasks waiting in the queue, in queue order. The loop
-	// may give only the first few: the pass never looks past the first task
-	// it cannot place.
+	// may give only the first few: the pass places no task past the first
+	// it cannot place, and reads the others only to fail those no pool or
+	// limit could ever hold, which Sizes spares it.
 	Waiting []Task
+	// Sizes, when set (SumUpWaiting) and still of Waiting, are the largest
+	// sizes in Waiting.
+	Sizes *WaitingSizes
+}
+
+// WaitingSizes are the largest sizes among a queue's waiting tasks: the
+// largest single-node and the largest multi-node one. A pass fails the
+// waiting tasks that no pool or limit could ever hold (failUnplaceable),
+// and whether a task can be held depends only on its size, and only the
+// more as the size grows. So when the largest of each kind can be held,
+// every task can, and the pass need not read each waiting task: a million
+// of them cost it what the heads of their queues cost.
+type WaitingSizes struct {
+	// first and n are the Waiting the sizes were taken of (its first task
+	// and its length): a pass reads Waiting itself when they do not match.
+	first               *Task
+	n                   int
+	single, multi       model.Size
+	hasSingle, hasMulti bool
+}
+
+// SumUpWaiting sets the Sizes of every queue from its Waiting. A snapshot's
+// builder calls it once Waiting is final (Model.Snapshot does): Waiting
+// must not change afterwards, other than by being replaced.
+func (s *Snapshot) SumUpWaiting() {
+	for q := range s.Queues {
+		w := s.Queues[q].Waiting
+		sz := &WaitingSizes{n: len(w)}
+		if len(w) > 0 {
+			sz.first = &w[0]
+		}
+		for i := range w {
+			size := w[i].Size
+			if size.MultiNode() {
+				if !sz.hasMulti || size.Total() > sz.multi.Total() {
+					sz.multi, sz.hasMulti = size, true
+				}
+			} else if !sz.hasSingle || size.Total() > sz.single.Total() {
+				sz.single, sz.hasSingle = size, true
+			}
+		}
+		s.Queues[q].Sizes = sz
+	}
+}
+
+// of reports whether the sizes were taken of w.
+func (sz *WaitingSizes) of(w []Task) bool {
+	if sz == nil || sz.n != len(w) {
+		return false
+	}
+	return len(w) == 0 || sz.first == &w[0]
 }
 
 // Task is a waiting task.

@@ -2,7 +2,7 @@ package engine
 
 import (
 	"fmt"
-	"strings"
+	"slices"
 	"time"
 
 	"github.com/klique-ai/klique/internal/estate"
@@ -67,16 +67,6 @@ func (p *Pool) unattended(now time.Time) bool {
 	return now.Sub(since) >= w.ClaimTimeout
 }
 
-// NoWorkerSentence says that no worker of a pool is online, and since
-// when: "no worker of pool onprem is online (last seen 2026-12-01 22:03:04
-// UTC)". The task view and the pass share it.
-func NoWorkerSentence(pool string, lastSeen time.Time) string {
-	if lastSeen.IsZero() {
-		return fmt.Sprintf("no worker of pool %s is online (none has registered)", pool)
-	}
-	return fmt.Sprintf("no worker of pool %s is online (last seen %s)", pool, lastSeen.UTC().Format("2006-01-02 15:04:05 UTC"))
-}
-
 // PlacedNoWorkerReason is why a placed task waits when no worker of its
 // pool is online.
 func PlacedNoWorkerReason(pool string, lastSeen time.Time) string {
@@ -86,9 +76,13 @@ func PlacedNoWorkerReason(pool string, lastSeen time.Time) string {
 // expireClaims sends back to the front of their queues the tasks placed on
 // an unattended pool that no worker claimed within its claim timeout.
 func (st *state) expireClaims() {
+	if !slices.Contains(st.unattended, true) {
+		// The common case: every pool is attended, and no claim expires.
+		return
+	}
 	now := st.s.Now
 	for i := range st.placements {
-		pl := &st.placements[i]
+		pl := st.running(i)
 		pool := &st.s.Pools[pl.Pool]
 		if pl.Claimed || !st.unattended[pl.Pool] || now.Sub(pl.PlacedAt) < pool.Workers.ClaimTimeout {
 			continue
@@ -98,32 +92,72 @@ func (st *state) expireClaims() {
 	}
 }
 
-// noWorker says whether the head of a queue of profile pr, of size size,
-// waits because the pools that could take it are unattended and the rest
-// are full.
-func (st *state) noWorker(pr *Profile, shape model.Size) (string, bool) {
+// noWorker reports whether the head of a queue of profile pr, of size
+// shape, waits because the pools that could take it are unattended and the
+// rest are full; if so, it gives w the sentence that says so.
+func (st *state) noWorker(pr *Profile, shape model.Size, w *sentence) bool {
 	size := int64(shape.Total())
-	var idle, others []string
+	// fits: the pool could take the head were it attended and empty.
+	fits := func(pool *Pool) bool { return int64(pool.Capacity) >= size && pool.Kind.CanRun(shape) }
+	idle := false
 	for _, p := range pr.Pools {
 		pool := &st.s.Pools[p]
-		if int64(pool.Capacity) < size || !pool.Kind.CanRun(shape) {
+		if !fits(pool) {
 			continue
 		}
 		if st.unattended[p] {
-			idle = append(idle, NoWorkerSentence(pool.Name, pool.Workers.LastSeen))
-			continue
+			idle = true
+		} else if int64(st.poolUsed[p])+size <= int64(pool.Capacity) {
+			return false
 		}
-		if int64(st.poolUsed[p])+size <= int64(pool.Capacity) {
-			return "", false
+	}
+	if !idle {
+		return false
+	}
+	first := true
+	for _, p := range pr.Pools {
+		if pool := &st.s.Pools[p]; fits(pool) && st.unattended[p] {
+			if !first {
+				w.text("; ")
+			}
+			first = false
+			noWorkerParts(w, pool.Name, pool.Workers.LastSeen)
 		}
-		others = append(others, fmt.Sprintf("%s %s/%s", pool.Name, st.poolUsed[p], pool.Capacity))
 	}
-	if len(idle) == 0 {
-		return "", false
+	w.text(", so no work is placed there until a worker is online")
+	first = true
+	for _, p := range pr.Pools {
+		if pool := &st.s.Pools[p]; fits(pool) && !st.unattended[p] {
+			if first {
+				w.text("; the other pools of profile ").text(pr.Name).text(" are full (")
+			} else {
+				w.text(", ")
+			}
+			first = false
+			w.text(pool.Name).text(" ").gpus(st.poolUsed[p]).text("/").gpus(pool.Capacity)
+		}
 	}
-	why := strings.Join(idle, "; ") + ", so no work is placed there until a worker is online"
-	if len(others) > 0 {
-		why += fmt.Sprintf("; the other pools of profile %s are full (%s GPUs used)", pr.Name, strings.Join(others, ", "))
+	if !first {
+		w.text(" GPUs used)")
 	}
-	return why, true
+	return true
+}
+
+// noWorkerParts gives w the parts of NoWorkerSentence.
+func noWorkerParts(w *sentence, pool string, lastSeen time.Time) {
+	w.text("no worker of pool ").text(pool)
+	if lastSeen.IsZero() {
+		w.text(" is online (none has registered)")
+		return
+	}
+	w.text(" is online (last seen ").seen(lastSeen).text(")")
+}
+
+// NoWorkerSentence says that no worker of a pool is online, and since
+// when: "no worker of pool onprem is online (last seen 2026-12-01 22:03:04
+// UTC)". The task view and the pass share it.
+func NoWorkerSentence(pool string, lastSeen time.Time) string {
+	var w sentence
+	noWorkerParts(&w, pool, lastSeen)
+	return w.render()
 }

@@ -115,6 +115,10 @@ type Loop struct {
 	// with the version it was read at; a pass reads and lays it out again
 	// only when the version moved.
 	models map[string]versioned
+	// reasons keeps each tenant's last why-waiting sentences, so that a
+	// pass writes only those whose parts changed (engine.PassReusing).
+	// Passes never overlap, so the map needs no lock.
+	reasons map[string]*engine.Reasons
 }
 
 type versioned struct {
@@ -350,7 +354,10 @@ func (l *Loop) PassTenant(ctx context.Context, tenantID string) (Report, error) 
 	if plan.Disabled {
 		plan.Decisions = engine.Disabled(snap)
 	} else {
-		plan.Decisions = engine.Pass(snap)
+		if l.reasons == nil {
+			l.reasons = map[string]*engine.Reasons{}
+		}
+		plan.Decisions, l.reasons[tenantID] = engine.PassReusing(snap, l.reasons[tenantID])
 	}
 	for _, a := range engine.BudgetAlerts(tenantID, m, snap, now) {
 		if _, done := l.alerted.Load(a.Key); !done {
