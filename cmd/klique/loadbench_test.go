@@ -25,11 +25,21 @@ import (
 
 // Load benchmark shape: 50 members list the first page of a project's tasks
 // back to back while 4 writers enqueue, for loadDuration.
-const (
-	loadReaders  = 50
-	loadWriters  = 4
-	loadDuration = 10 * time.Second
+// KLIQUE_LOAD_READERS and KLIQUE_LOAD_WRITERS change the numbers (0
+// readers: the writers alone).
+const loadDuration = 10 * time.Second
+
+var (
+	loadReaders = loadCount("KLIQUE_LOAD_READERS", 50)
+	loadWriters = loadCount("KLIQUE_LOAD_WRITERS", 4)
 )
+
+func loadCount(env string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(env)); err == nil && n >= 0 {
+		return n
+	}
+	return def
+}
 
 // loadApp names the server's PostgreSQL connections, so that their
 // backends' CPU can be told apart from other clients', other runs' too.
@@ -138,7 +148,7 @@ func startLoadServer(b *testing.B, bin, databaseURL string) *loadServer {
 func benchLoad(b *testing.B, bin, databaseURL string, tasks int) {
 	s := startLoadServer(b, bin, databaseURL)
 	gql(b, s.client, s.base, s.admin, `mutation($d: String!) { applyEstate(document: $d) { changes { action } } }`, map[string]any{"d": loadEstate})
-	readers := make([]string, loadReaders)
+	readers := make([]string, max(loadReaders, loadWriters))
 	for i := range readers {
 		u := gql(b, s.client, s.base, s.admin, `mutation($n: String!) { createUser(input: {name: $n, groups: [{group: "research"}]}) { id } }`,
 			map[string]any{"n": fmt.Sprintf("reader-%02d", i)})
@@ -154,6 +164,7 @@ func benchLoad(b *testing.B, bin, databaseURL string, tasks int) {
 	var lists, enqueues atomic.Int64
 	var failure atomic.Value
 	latencies := make([][]time.Duration, loadReaders)
+	writes := make([][]time.Duration, loadWriters)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	cpu0, db0 := processCPU(b, s.pid), databaseCPU(b, s)
@@ -190,12 +201,14 @@ func benchLoad(b *testing.B, bin, databaseURL string, tasks int) {
 					return
 				default:
 				}
+				t0 := time.Now()
 				err := gqlPost(s.client, s.base, readers[w], `mutation($n: String!) { enqueueTask(input: {name: $n, project: "bench",
 					computeResource: "1 GPU", command: ["true"]}) { id } }`, map[string]any{"n": fmt.Sprintf("w%d-%d", w, j)})
 				if err != nil {
 					failure.Store(err)
 					return
 				}
+				writes[w] = append(writes[w], time.Since(t0))
 				enqueues.Add(1)
 			}
 		}()
@@ -213,18 +226,23 @@ func benchLoad(b *testing.B, bin, databaseURL string, tasks int) {
 	for pid, t := range databaseCPU(b, s) {
 		dbCPU += t - db0[pid] // a backend that started during the run counts from zero
 	}
-	var all []time.Duration
-	for _, l := range latencies {
-		all = append(all, l...)
+	ms := func(all []time.Duration, q float64) float64 {
+		if len(all) == 0 {
+			return 0
+		}
+		return float64(all[int(q*float64(len(all)-1))].Microseconds()) / 1000
 	}
+	all, allWrites := slices.Concat(latencies...), slices.Concat(writes...)
 	slices.Sort(all)
-	if len(all) == 0 {
-		b.Fatal("no list finished")
+	slices.Sort(allWrites)
+	if len(all)+len(allWrites) == 0 {
+		b.Fatal("no request finished")
 	}
-	ms := func(q float64) float64 { return float64(all[int(q*float64(len(all)-1))].Microseconds()) / 1000 }
 	requests := float64(lists.Load() + enqueues.Load())
-	b.ReportMetric(ms(0.50), "list-p50-ms")
-	b.ReportMetric(ms(0.99), "list-p99-ms")
+	b.ReportMetric(ms(all, 0.50), "list-p50-ms")
+	b.ReportMetric(ms(all, 0.99), "list-p99-ms")
+	b.ReportMetric(ms(allWrites, 0.50), "enqueue-p50-ms")
+	b.ReportMetric(ms(allWrites, 0.99), "enqueue-p99-ms")
 	b.ReportMetric(float64(lists.Load())/elapsed.Seconds(), "lists/s")
 	b.ReportMetric(float64(enqueues.Load())/elapsed.Seconds(), "enqueues/s")
 	b.ReportMetric(float64(cpu.Microseconds())/1000/requests, "server-cpu-ms/req")
