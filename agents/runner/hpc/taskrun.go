@@ -140,14 +140,15 @@ func RunTask(ctx context.Context, spec *JobSpec, o TaskRunOptions) int {
 	wg.Add(2)
 	go func() { defer wg.Done(); r.scan(stdout, agentapi.StreamStdout) }()
 	go func() { defer wg.Done(); r.scan(stderr, agentapi.StreamStderr) }()
-	sendDone := make(chan struct{})
-	go func() { defer close(sendDone); r.send(sendCtx, o.FlushInterval) }()
+	sendDone, sendStop := make(chan struct{}), make(chan struct{})
+	go func() { defer close(sendDone); r.send(context.WithoutCancel(ctx), sendStop, o.FlushInterval) }()
 	probeDone := r.serveApp(sendCtx, app, cmd)
 
 	// Every line is read before Wait, which closes the pipes.
 	wg.Wait()
 	err = cmd.Wait()
 	stopSend()
+	close(sendStop)
 	<-sendDone
 	<-probeDone
 	code, signaled := exitStatus(err)
@@ -315,12 +316,15 @@ func (r *reporter) lastLine() string {
 	return r.last
 }
 
-func (r *reporter) send(ctx context.Context, every time.Duration) {
+// send flushes every interval until stop closes. A flush under way when
+// stop closes goes to its end: cancelling it would lose the lines it took
+// (the command's last ones, often), which the final flush no longer has.
+func (r *reporter) send(ctx context.Context, stop <-chan struct{}, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
-		case <-ctx.Done():
+		case <-stop:
 			return
 		case <-t.C:
 			r.flush(ctx)
