@@ -45,7 +45,9 @@ type journal struct {
 	// segs are the segments not yet removed, oldest first, each with the
 	// ticket of its last row (the open one's grows).
 	segs []segment
+	// line holds a row as enc writes it, before its one write.
 	line bytes.Buffer
+	enc  *json.Encoder
 }
 
 type segment struct {
@@ -79,6 +81,7 @@ func openJournal(dir string) (*journal, [][]*model.ModelCall, error) {
 		return nil, nil, fmt.Errorf("gateway journal %s: lock: %w", dir, err)
 	}
 	j := &journal{dir: dir, lock: lock}
+	j.enc = json.NewEncoder(&j.line)
 	nums, err := j.segmentNumbers()
 	if err != nil {
 		j.close()
@@ -179,7 +182,7 @@ func (j *journal) append(c *model.ModelCall, ticket uint64) error {
 		}
 	}
 	j.line.Reset()
-	if err := json.NewEncoder(&j.line).Encode(c); err != nil {
+	if err := j.enc.Encode(c); err != nil {
 		return fmt.Errorf("gateway journal: %w", err)
 	}
 	n, err := j.f.Write(j.line.Bytes())
