@@ -79,7 +79,7 @@ type Options struct {
 	// Journal, when set, is the directory of the ledger's write-ahead
 	// journal: an answer's last bytes go out once its row is appended
 	// there, not once the ledger has it, and the next start writes what
-	// the ledger lacks (see journal). Without it, answers wait for the
+	// the ledger lacks (see package journal). Without it, answers wait for the
 	// ledger (up to LedgerWait).
 	Journal string
 	// Apps reaches the app instances that serve static routes (their

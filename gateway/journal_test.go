@@ -52,7 +52,7 @@ func kill(m *meter) {
 	m.stop.Do(func() { close(m.done) })
 	m.wg.Wait()
 	m.mu.Lock()
-	m.j.close()
+	m.j.Close()
 	m.mu.Unlock()
 }
 

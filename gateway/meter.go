@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/klique-ai/klique/gateway/journal"
 	"github.com/klique-ai/klique/internal/identity"
 	"github.com/klique-ai/klique/internal/model"
 )
@@ -23,7 +24,7 @@ import (
 //
 // With a journal (Options.Journal), a row is appended to it as it is
 // buffered, and the answer waits for that write instead of the ledger's:
-// the guarantee is the journal's (see journal), the group commit follows.
+// the guarantee is the journal's (see package journal), the group commit follows.
 type meter struct {
 	svc Authority
 	log *slog.Logger
@@ -32,7 +33,7 @@ type meter struct {
 	mu   sync.Mutex
 	buf  []*model.ModelCall
 	// j is the write-ahead journal (nil: answers wait for the ledger).
-	j *journal
+	j *journal.Journal
 	// journalFailed is set once a journal write failed: from then on
 	// answers wait for the ledger, and the failure is logged once.
 	journalFailed bool
@@ -70,7 +71,7 @@ const (
 func newMeter(svc Authority, log *slog.Logger, wait time.Duration, journalDir string) *meter {
 	m := &meter{svc: svc, log: log, wait: wait, written: make(chan struct{}), kick: make(chan struct{}, 1), done: make(chan struct{})}
 	if journalDir != "" {
-		j, found, err := openJournal(journalDir)
+		j, found, err := journal.Open(journalDir)
 		if err != nil {
 			log.Warn("gateway: running without a ledger journal; answers wait for the ledger's write", "err", err)
 		} else {
@@ -96,7 +97,7 @@ func (m *meter) recover(found [][]*model.ModelCall) {
 		m.queued += uint64(len(rows))
 		lasts[i] = m.queued
 	}
-	m.j.recovered(lasts)
+	m.j.Recovered(lasts)
 	if n := len(m.buf); n > 0 {
 		m.log.Info("gateway: writing the calls an earlier process journaled but had not written to the ledger", "calls", n)
 	}
@@ -116,7 +117,7 @@ func (m *meter) record(c *model.ModelCall) uint64 {
 	m.queued++
 	ticket := m.queued
 	if m.j != nil && !m.journalFailed {
-		if err := m.j.append(c, ticket); err != nil {
+		if err := m.j.Append(c, ticket); err != nil {
 			m.journalFailed = true
 			m.log.Error("gateway: the ledger journal failed; answers wait for the ledger's write from now on", "err", err)
 		} else {
@@ -263,7 +264,7 @@ func (m *meter) flush(ctx context.Context) (bool, error) {
 	m.mu.Lock()
 	m.durable = max(m.durable, last)
 	if m.j != nil {
-		if err := m.j.durable(m.durable, false); err != nil {
+		if err := m.j.Durable(m.durable, false); err != nil {
 			m.log.Warn("gateway: removing a ledger journal segment whose rows are on the ledger failed", "err", err)
 		}
 	}
@@ -301,11 +302,11 @@ func (m *meter) closeJournal(written bool) {
 		return
 	}
 	if written && m.durable == m.queued {
-		if err := m.j.durable(m.durable, true); err != nil {
+		if err := m.j.Durable(m.durable, true); err != nil {
 			m.log.Warn("gateway: removing the ledger journal failed", "err", err)
 		}
 	}
-	m.j.close()
+	m.j.Close()
 	m.j = nil
 }
 

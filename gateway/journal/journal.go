@@ -1,4 +1,5 @@
-package gateway
+// Package journal is the LLM gateway's write-ahead file of ledger rows.
+package journal
 
 import (
 	"bufio"
@@ -17,7 +18,7 @@ import (
 	"github.com/klique-ai/klique/internal/model"
 )
 
-// journal is the meter's write-ahead file: the row of every call the
+// Journal is the gateway meter's write-ahead file: the row of every call the
 // gateway answers is appended to it before the answer's last bytes go out,
 // and the ledger's group commit follows behind. So an answer waits for one
 // write(2) into the operating system's page cache, never for the database,
@@ -35,7 +36,7 @@ import (
 // skipped. The directory is locked (flock) by the process that writes it:
 // another process finding it locked runs without a journal rather than
 // replay and remove the segments of a live gateway.
-type journal struct {
+type Journal struct {
 	dir  string
 	lock *os.File
 	f    *os.File
@@ -59,13 +60,13 @@ type segment struct {
 // segment is removed once its rows are on the ledger.
 const segmentBytes = 4 << 20
 
-// errJournalBusy: another process holds the journal's directory.
-var errJournalBusy = errors.New("the journal's directory is locked by another process")
+// ErrBusy: another process holds the journal's directory.
+var ErrBusy = errors.New("the journal's directory is locked by another process")
 
-// openJournal locks dir (creating it) and reads the rows its segments
+// Open locks dir (creating it) and reads the rows its segments
 // hold, oldest first; the caller queues them for the ledger and tells the
-// journal their tickets (recovered).
-func openJournal(dir string) (*journal, [][]*model.ModelCall, error) {
+// journal their tickets (Recovered).
+func Open(dir string) (*Journal, [][]*model.ModelCall, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, nil, fmt.Errorf("gateway journal: %w", err)
 	}
@@ -76,22 +77,22 @@ func openJournal(dir string) (*journal, [][]*model.ModelCall, error) {
 	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		lock.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, nil, fmt.Errorf("gateway journal %s: %w", dir, errJournalBusy)
+			return nil, nil, fmt.Errorf("gateway journal %s: %w", dir, ErrBusy)
 		}
 		return nil, nil, fmt.Errorf("gateway journal %s: lock: %w", dir, err)
 	}
-	j := &journal{dir: dir, lock: lock}
+	j := &Journal{dir: dir, lock: lock}
 	j.enc = json.NewEncoder(&j.line)
 	nums, err := j.segmentNumbers()
 	if err != nil {
-		j.close()
+		j.Close()
 		return nil, nil, err
 	}
 	var found [][]*model.ModelCall
 	for _, n := range nums {
 		rows, err := readSegment(j.path(n))
 		if err != nil {
-			j.close()
+			j.Close()
 			return nil, nil, err
 		}
 		found = append(found, rows)
@@ -99,24 +100,24 @@ func openJournal(dir string) (*journal, [][]*model.ModelCall, error) {
 		j.n = n
 	}
 	if err := j.rotate(); err != nil {
-		j.close()
+		j.Close()
 		return nil, nil, err
 	}
 	return j, found, nil
 }
 
-// recovered records the ticket of the last row of each segment openJournal
+// Recovered records the ticket of the last row of each segment openJournal
 // found (in order; a segment with no rows has ticket 0 and goes at the
 // first write).
-func (j *journal) recovered(lasts []uint64) {
+func (j *Journal) Recovered(lasts []uint64) {
 	for i, last := range lasts {
 		j.segs[i].last = last
 	}
 }
 
-func (j *journal) path(n int) string { return filepath.Join(j.dir, fmt.Sprintf("calls-%08d.jsonl", n)) }
+func (j *Journal) path(n int) string { return filepath.Join(j.dir, fmt.Sprintf("calls-%08d.jsonl", n)) }
 
-func (j *journal) segmentNumbers() ([]int, error) {
+func (j *Journal) segmentNumbers() ([]int, error) {
 	entries, err := os.ReadDir(j.dir)
 	if err != nil {
 		return nil, fmt.Errorf("gateway journal: %w", err)
@@ -157,7 +158,7 @@ func readSegment(path string) ([]*model.ModelCall, error) {
 }
 
 // rotate closes the open segment and begins the next.
-func (j *journal) rotate() error {
+func (j *Journal) rotate() error {
 	if j.f != nil {
 		if err := j.f.Close(); err != nil {
 			return fmt.Errorf("gateway journal: %w", err)
@@ -174,8 +175,8 @@ func (j *journal) rotate() error {
 	return nil
 }
 
-// append writes c's row, of ticket, to the open segment: one write(2).
-func (j *journal) append(c *model.ModelCall, ticket uint64) error {
+// Append writes c's row, of ticket, to the open segment: one write(2).
+func (j *Journal) Append(c *model.ModelCall, ticket uint64) error {
 	if j.size >= segmentBytes {
 		if err := j.rotate(); err != nil {
 			return err
@@ -194,10 +195,10 @@ func (j *journal) append(c *model.ModelCall, ticket uint64) error {
 	return nil
 }
 
-// durable removes the closed segments whose rows are all on the ledger
+// Durable removes the closed segments whose rows are all on the ledger
 // (tickets up to durable), and with all set the open one's too: the
 // gateway is closing and the ledger has every row.
-func (j *journal) durable(durable uint64, all bool) error {
+func (j *Journal) Durable(durable uint64, all bool) error {
 	var errs []error
 	keep := j.segs[:0]
 	for i, s := range j.segs {
@@ -219,8 +220,8 @@ func (j *journal) durable(durable uint64, all bool) error {
 	return errors.Join(errs...)
 }
 
-// close gives the directory up to the next process.
-func (j *journal) close() {
+// Close gives the directory up to the next process.
+func (j *Journal) Close() {
 	if j.f != nil {
 		j.f.Close()
 		j.f = nil
