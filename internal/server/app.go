@@ -310,6 +310,10 @@ func (a *App) announce(cfg *config.Config, driver string) {
 		"store", driver)
 }
 
+// fallbackReseed is how often, while Redis cannot be reached, a replica
+// reads its budgets' spend from the ledger again.
+const fallbackReseed = 5 * time.Second
+
 // startGateway builds the LLM gateway and mounts it under /v1. Its limits
 // live in Redis when KLIQUE_REDIS_URL is set (falling back to this process
 // while Redis cannot be reached), else in this process.

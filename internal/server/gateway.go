@@ -16,10 +16,6 @@ import (
 	"github.com/klique-ai/klique/internal/platform"
 )
 
-// fallbackReseed is how often, while Redis cannot be reached, a replica
-// reads its budgets' spend from the ledger again.
-const fallbackReseed = 5 * time.Second
-
 // startGatewayListener serves the gateway alone on KLIQUE_GATEWAY_LISTEN.
 func (a *App) startGatewayListener(cfg *config.Config) error {
 	if cfg.GatewayListen == "" {
