@@ -244,6 +244,9 @@ func ServicePlatforms(svc *platform.Service) Platforms {
 	return Platforms{Allocation: svc, Tasks: svc, Fleet: svc, LLM: svc, Access: svc, Live: svc, Apps: svc, Pipelines: svc, Artifacts: svc, Studies: svc, Schedules: svc}
 }
 
+// NewResolver returns the root resolver over the platform service.
+func NewResolver(svc *platform.Service) *Resolver { return &Resolver{Svc: ServicePlatforms(svc)} }
+
 // The service satisfies every domain's interface.
 var (
 	_ AllocationPlatform = (*platform.Service)(nil)

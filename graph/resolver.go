@@ -24,9 +24,6 @@ type Resolver struct {
 	Svc Platforms
 }
 
-// NewResolver returns the root resolver over the platform service.
-func NewResolver(svc *platform.Service) *Resolver { return &Resolver{Svc: ServicePlatforms(svc)} }
-
 // Page sizes of connections.
 const (
 	defaultPageSize = 50

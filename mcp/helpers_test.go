@@ -77,7 +77,7 @@ func setup(t *testing.T, pb *platformtest.Bundle) *testBundle {
 		b.CreateUser(t, u.name, u.role, u.group)
 		b.keys[u.name] = b.CreateKey(t, u.name, "")
 	}
-	b.srv = mcp.New(mcp.Options{Service: b.Svc, Auth: b.Auth, Models: b.models, ResourceMetadataURL: metadataURL, Log: b.Logger})
+	b.srv = mcp.New(mcp.Options{Platforms: mcp.ServicePlatforms(b.Svc), Auth: b.Auth, Models: b.models, ResourceMetadataURL: metadataURL, Log: b.Logger})
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// What the control plane's middleware gives every request.
 		ctx := identity.WithRequestID(platform.WithRequestCache(r.Context()), "test-request")

@@ -49,7 +49,7 @@ func TestAnSDKConnectionLogsNoRefusedStreamAtInfo(t *testing.T) {
 	t.Parallel()
 	b := sqliteBundle(t)
 	logs := &allLogs{}
-	srv := mcp.New(mcp.Options{Service: b.Svc, Auth: b.Auth, Models: b.models, ResourceMetadataURL: metadataURL, Log: slog.New(logs)})
+	srv := mcp.New(mcp.Options{Platforms: mcp.ServicePlatforms(b.Svc), Auth: b.Auth, Models: b.models, ResourceMetadataURL: metadataURL, Log: slog.New(logs)})
 	gets := make(chan int, 16)
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx := identity.WithRequestID(platform.WithRequestCache(r.Context()), "test-request")

@@ -56,7 +56,7 @@ func TestToolsAreListedByRole(t *testing.T) {
 		}
 	})
 	t.Run("without a model caller there is no call_model", func(t *testing.T) {
-		s := mcp.New(mcp.Options{Service: b.Svc, Auth: b.Auth})
+		s := mcp.New(mcp.Options{Platforms: mcp.ServicePlatforms(b.Svc), Auth: b.Auth})
 		if contains(s.Tools(), "call_model") || !contains(s.Tools(), "list_model_aliases") {
 			t.Fatalf("tools %v", s.Tools())
 		}

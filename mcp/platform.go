@@ -103,8 +103,8 @@ type Platforms struct {
 	Schedules  SchedulesPlatform
 }
 
-// servicePlatforms is svc seen through each domain's interface.
-func servicePlatforms(svc *platform.Service) Platforms {
+// ServicePlatforms is svc seen through each domain's interface.
+func ServicePlatforms(svc *platform.Service) Platforms {
 	return Platforms{Allocation: svc, Tasks: svc, Fleet: svc, LLM: svc, Access: svc, Apps: svc, Pipelines: svc, Studies: svc, Schedules: svc}
 }
 

@@ -33,10 +33,10 @@ type ModelCaller interface {
 
 // Options configure a Server.
 type Options struct {
-	// Service is the platform; the tools reach it through one interface
-	// per domain (Platforms).
-	Service *platform.Service
-	Auth    Authenticator
+	// Platforms is the platform, one interface per domain, which is all
+	// the tools reach (ServicePlatforms makes it of the service).
+	Platforms Platforms
+	Auth      Authenticator
 	// Models makes the model calls of call_model; without it the tool is
 	// not offered.
 	Models ModelCaller
@@ -83,7 +83,7 @@ func New(o Options) *Server {
 	if o.Version == "" {
 		o.Version = "dev"
 	}
-	s := &Server{o: o, svc: servicePlatforms(o.Service), log: o.Log, writes: map[string]bool{}}
+	s := &Server{o: o, svc: o.Platforms, log: o.Log, writes: map[string]bool{}}
 	s.mcp = mcpserver.NewMCPServer("klique", o.Version,
 		mcpserver.WithToolCapabilities(false),
 		mcpserver.WithInstructions(instructions),

@@ -52,7 +52,7 @@ func (h *Handler) workerAuth(next http.HandlerFunc) http.Handler {
 			h.taskAuth(w, r.WithContext(ctx), cred, next)
 			return
 		}
-		wk, err := h.d.Service.AuthenticateWorker(ctx, cred)
+		wk, err := h.d.Platform.Fleet.AuthenticateWorker(ctx, cred)
 		if err != nil {
 			if platform.ErrorCode(err) == platform.CodeUnauthenticated {
 				h.metrics.authFailures.WithLabelValues("worker: " + err.Error()).Inc()
@@ -85,7 +85,7 @@ func (h *Handler) agentRegister(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req) {
 		return
 	}
-	resp, err := h.d.Service.RegisterWorker(r.Context(), req)
+	resp, err := h.d.Platform.Fleet.RegisterWorker(r.Context(), req)
 	if err != nil {
 		writePlatformError(w, r, err)
 		return
@@ -98,7 +98,7 @@ func (h *Handler) agentClaim(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req) {
 		return
 	}
-	a, err := h.d.Service.ClaimTask(r.Context(), req)
+	a, err := h.d.Platform.Fleet.ClaimTask(r.Context(), req)
 	if err != nil {
 		writePlatformError(w, r, err)
 		return
@@ -115,7 +115,7 @@ func (h *Handler) agentHeartbeat(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req) {
 		return
 	}
-	resp, err := h.d.Service.Heartbeat(r.Context(), req)
+	resp, err := h.d.Platform.Fleet.Heartbeat(r.Context(), req)
 	if err != nil {
 		writePlatformError(w, r, err)
 		return
@@ -128,7 +128,7 @@ func (h *Handler) agentLogs(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req) {
 		return
 	}
-	resp, err := h.d.Service.AppendLogs(r.Context(), r.PathValue("id"), req)
+	resp, err := h.d.Platform.Fleet.AppendLogs(r.Context(), r.PathValue("id"), req)
 	if err != nil {
 		writePlatformError(w, r, err)
 		return
@@ -141,7 +141,7 @@ func (h *Handler) agentMetrics(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req) {
 		return
 	}
-	if err := h.d.Service.AppendMetrics(r.Context(), r.PathValue("id"), req); err != nil {
+	if err := h.d.Platform.Fleet.AppendMetrics(r.Context(), r.PathValue("id"), req); err != nil {
 		writePlatformError(w, r, err)
 		return
 	}
@@ -153,7 +153,7 @@ func (h *Handler) agentFinish(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req) {
 		return
 	}
-	if err := h.d.Service.FinishTask(r.Context(), r.PathValue("id"), req); err != nil {
+	if err := h.d.Platform.Fleet.FinishTask(r.Context(), r.PathValue("id"), req); err != nil {
 		writePlatformError(w, r, err)
 		return
 	}
@@ -165,7 +165,7 @@ func (h *Handler) agentAppStatus(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req) {
 		return
 	}
-	if err := h.d.Service.ReportAppStatus(r.Context(), r.PathValue("id"), req); err != nil {
+	if err := h.d.Platform.Fleet.ReportAppStatus(r.Context(), r.PathValue("id"), req); err != nil {
 		writePlatformError(w, r, err)
 		return
 	}
@@ -178,7 +178,7 @@ func (h *Handler) agentSecrets(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, http.StatusBadRequest, string(platform.CodeInvalid), "give the attempt number of the claim: ?attempt=N")
 		return
 	}
-	resp, err := h.d.Service.TaskSecrets(r.Context(), r.PathValue("id"), attempt)
+	resp, err := h.d.Platform.Fleet.TaskSecrets(r.Context(), r.PathValue("id"), attempt)
 	if err != nil {
 		writePlatformError(w, r, err)
 		return

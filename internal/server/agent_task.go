@@ -13,7 +13,7 @@ import (
 // every call outside that scope.
 func (h *Handler) taskAuth(w http.ResponseWriter, r *http.Request, cred string, next http.HandlerFunc) {
 	ctx := r.Context()
-	wk, scope, err := h.d.Service.AuthenticateTaskCredential(ctx, cred)
+	wk, scope, err := h.d.Platform.Fleet.AuthenticateTaskCredential(ctx, cred)
 	if err != nil {
 		if platform.ErrorCode(err) == platform.CodeUnauthenticated {
 			h.metrics.authFailures.WithLabelValues("task: " + err.Error()).Inc()
@@ -32,7 +32,7 @@ func (h *Handler) agentTaskCredential(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req) {
 		return
 	}
-	resp, err := h.d.Service.IssueTaskCredential(r.Context(), r.PathValue("id"), req.Attempt)
+	resp, err := h.d.Platform.Fleet.IssueTaskCredential(r.Context(), r.PathValue("id"), req.Attempt)
 	if err != nil {
 		writePlatformError(w, r, err)
 		return

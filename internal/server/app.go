@@ -14,8 +14,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/klique-ai/klique/engine/loop"
 	"github.com/klique-ai/klique/gateway"
+	"github.com/klique-ai/klique/gateway/limits"
 	"github.com/klique-ai/klique/internal/appnet"
 	"github.com/klique-ai/klique/internal/config"
 	"github.com/klique-ai/klique/internal/events"
@@ -36,8 +39,10 @@ type App struct {
 	log     *slog.Logger
 	Store   store.Store
 	Service *platform.Service
-	Events  *events.Bus
-	Handler *Handler
+	// controllers are the periodic passes' view of Service (platform.go).
+	controllers Controllers
+	Events      *events.Bus
+	Handler     *Handler
 	// Engine is the compute policy engine's loop, nil when this replica
 	// does not run it.
 	Engine   *loop.Loop
@@ -204,7 +209,7 @@ func start(ctx context.Context, cfg *config.Config, log *slog.Logger, st store.S
 	}
 
 	activity := appnet.NewActivity(nil)
-	h := NewHandler(Deps{Service: svc, Auth: auth, Signer: signer, Logger: log, MaxBodyBytes: cfg.MaxBodyBytes, ReadSlots: cfg.GraphQLReadSlots, MetricsToken: cfg.MetricsToken,
+	h := NewHandler(Deps{Platform: ServicePlatforms(svc), Auth: auth, Signer: signer, Logger: log, MaxBodyBytes: cfg.MaxBodyBytes, ReadSlots: cfg.GraphQLReadSlots, MetricsToken: cfg.MetricsToken,
 		AppActivity: activity, AppOwn: own, AppHosts: hosts, PublicOrigin: publicOrigin(cfg.PublicURL)})
 	h.mountMCP(cfg, log)
 	h.mountWeb()
@@ -227,7 +232,7 @@ func start(ctx context.Context, cfg *config.Config, log *slog.Logger, st store.S
 		_ = ln.Close()
 		return nil, err
 	}
-	app := &App{own: own, cfg: cfg, log: log, Store: st, Service: svc, Events: bus, Handler: h, listener: ln, served: make(chan error, 1), AppActivity: activity,
+	app := &App{own: own, cfg: cfg, log: log, Store: st, Service: svc, controllers: svc, Events: bus, Handler: h, listener: ln, served: make(chan error, 1), AppActivity: activity,
 		server: &http.Server{
 			Handler:           h,
 			ReadHeaderTimeout: 10 * time.Second,
@@ -303,6 +308,44 @@ func (a *App) announce(cfg *config.Config, driver string) {
 		"mcp", base+"/mcp",
 		"metrics", strings.Join(metrics, "; "),
 		"store", driver)
+}
+
+// fallbackReseed is how often, while Redis cannot be reached, a replica
+// reads its budgets' spend from the ledger again.
+const fallbackReseed = 5 * time.Second
+
+// startGateway builds the LLM gateway and mounts it under /v1. Its limits
+// live in Redis when KLIQUE_REDIS_URL is set (falling back to this process
+// while Redis cannot be reached), else in this process.
+func startGateway(cfg *config.Config, log *slog.Logger, svc *platform.Service, auth *identity.Authenticator, h *Handler, reach appnet.Reacher) (*gateway.Gateway, func(), error) {
+	metrics, err := gateway.NewMetrics(h.metrics.registry)
+	if err != nil {
+		return nil, nil, fmt.Errorf("gateway metrics: %w", err)
+	}
+	var limiter limits.Limiter = limits.NewMemory()
+	closeLimiter := func() {}
+	if cfg.RedisURL != "" {
+		opts, err := redis.ParseURL(cfg.RedisURL)
+		if err != nil {
+			return nil, nil, fmt.Errorf("KLIQUE_REDIS_URL: %w", err)
+		}
+		limits.ClientOptions(opts)
+		client := redis.NewClient(opts)
+		closeLimiter = func() { _ = client.Close() }
+		// While Redis is down, each replica keeps its own counts and reads
+		// its budgets' spend from the ledger again every few seconds, so
+		// that what the other replicas spend reaches it.
+		limiter = &limits.Failover{Primary: limits.NewRedis(client, "klique:"), Fallback: limits.NewReseedingMemory(fallbackReseed),
+			Log: log.With("component", "gateway"), OnChange: metrics.SetDegraded}
+	}
+	gw := gateway.New(gateway.Options{Service: svc, Auth: auth, Limiter: limiter, Log: log.With("component", "gateway"),
+		MaxBody: cfg.MaxBodyBytes, Metrics: metrics, Apps: appDialer{serving: svc.Serving(), reach: reach}, Journal: cfg.JournalDir()})
+	// Budgets read what the limiter holds, and the Models page shows which
+	// route endpoints the gateway set aside: the service's one late seam,
+	// as the gateway is built over it.
+	svc.ConnectGateway(platform.GatewayReads{Budgets: budgetReader(limiter), SetAside: gw.SetAside})
+	h.route("/v1/", "gateway", gw)
+	return gw, closeLimiter, nil
 }
 
 // openVault returns the vault that seals secrets: with KLIQUE_VAULT_KEY, or

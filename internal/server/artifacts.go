@@ -94,7 +94,7 @@ func (h *Handler) putArtifact(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, http.StatusBadRequest, string(platform.CodeInvalid), err.Error())
 		return
 	}
-	a, err := h.d.Service.PublishArtifact(r.Context(), r.PathValue("id"), up)
+	a, err := h.d.Platform.Artifacts.PublishArtifact(r.Context(), r.PathValue("id"), up)
 	if err != nil {
 		writeArtifactError(w, r, err)
 		return
@@ -103,12 +103,12 @@ func (h *Handler) putArtifact(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) listArtifacts(w http.ResponseWriter, r *http.Request) {
-	t, err := h.d.Service.Task(r.Context(), r.PathValue("id"))
+	t, err := h.d.Platform.Tasks.Task(r.Context(), r.PathValue("id"))
 	if err != nil {
 		writePlatformError(w, r, err)
 		return
 	}
-	list, err := h.d.Service.TaskArtifacts(r.Context(), t)
+	list, err := h.d.Platform.Artifacts.TaskArtifacts(r.Context(), t)
 	if err != nil {
 		writePlatformError(w, r, err)
 		return
@@ -121,7 +121,7 @@ func (h *Handler) listArtifacts(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) getArtifact(w http.ResponseWriter, r *http.Request) {
-	a, body, err := h.d.Service.OpenArtifact(r.Context(), r.PathValue("id"), r.PathValue("name"))
+	a, body, err := h.d.Platform.Artifacts.OpenArtifact(r.Context(), r.PathValue("id"), r.PathValue("name"))
 	if err != nil {
 		writePlatformError(w, r, err)
 		return
@@ -172,7 +172,7 @@ func (h *Handler) agentPutArtifact(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, http.StatusBadRequest, string(platform.CodeInvalid), err.Error())
 		return
 	}
-	a, err := h.d.Service.WorkerPublishArtifact(r.Context(), r.PathValue("id"), attempt, up)
+	a, err := h.d.Platform.Artifacts.WorkerPublishArtifact(r.Context(), r.PathValue("id"), attempt, up)
 	if err != nil {
 		writeArtifactError(w, r, err)
 		return
@@ -185,7 +185,7 @@ func (h *Handler) agentPointer(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req) {
 		return
 	}
-	a, err := h.d.Service.WorkerPublishPointer(r.Context(), r.PathValue("id"), req.Attempt, platform.ArtifactPointer{
+	a, err := h.d.Platform.Artifacts.WorkerPublishPointer(r.Context(), r.PathValue("id"), req.Attempt, platform.ArtifactPointer{
 		Name: req.Name, URL: req.URL, Size: req.Size, SHA256: req.SHA256, ContentType: req.ContentType})
 	if err != nil {
 		writePlatformError(w, r, err)
@@ -199,7 +199,7 @@ func (h *Handler) agentInput(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	a, body, err := h.d.Service.WorkerOpenInput(r.Context(), r.PathValue("id"), attempt, r.PathValue("name"))
+	a, body, err := h.d.Platform.Artifacts.WorkerOpenInput(r.Context(), r.PathValue("id"), attempt, r.PathValue("name"))
 	if err != nil {
 		writePlatformError(w, r, err)
 		return

@@ -19,7 +19,7 @@ func (h *Handler) autoscalerSync(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req) {
 		return
 	}
-	resp, err := h.d.Service.SyncAutoscaler(r.Context(), req)
+	resp, err := h.d.Platform.Fleet.SyncAutoscaler(r.Context(), req)
 	if err != nil {
 		writePlatformError(w, r, err)
 		return
@@ -28,7 +28,7 @@ func (h *Handler) autoscalerSync(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) autoscalerCredentials(w http.ResponseWriter, r *http.Request) {
-	resp, err := h.d.Service.AutoscalerCredentials(r.Context())
+	resp, err := h.d.Platform.Fleet.AutoscalerCredentials(r.Context())
 	if err != nil {
 		writePlatformError(w, r, err)
 		return

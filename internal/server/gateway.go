@@ -3,15 +3,11 @@ package server
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
-	"github.com/klique-ai/klique/gateway"
 	"github.com/klique-ai/klique/gateway/limits"
 	"github.com/klique-ai/klique/internal/appnet"
 	"github.com/klique-ai/klique/internal/config"
@@ -19,44 +15,6 @@ import (
 	"github.com/klique-ai/klique/internal/identity"
 	"github.com/klique-ai/klique/internal/platform"
 )
-
-// fallbackReseed is how often, while Redis cannot be reached, a replica
-// reads its budgets' spend from the ledger again.
-const fallbackReseed = 5 * time.Second
-
-// startGateway builds the LLM gateway and mounts it under /v1. Its limits
-// live in Redis when KLIQUE_REDIS_URL is set (falling back to this process
-// while Redis cannot be reached), else in this process.
-func startGateway(cfg *config.Config, log *slog.Logger, svc *platform.Service, auth *identity.Authenticator, h *Handler, reach appnet.Reacher) (*gateway.Gateway, func(), error) {
-	metrics, err := gateway.NewMetrics(h.metrics.registry)
-	if err != nil {
-		return nil, nil, fmt.Errorf("gateway metrics: %w", err)
-	}
-	var limiter limits.Limiter = limits.NewMemory()
-	closeLimiter := func() {}
-	if cfg.RedisURL != "" {
-		opts, err := redis.ParseURL(cfg.RedisURL)
-		if err != nil {
-			return nil, nil, fmt.Errorf("KLIQUE_REDIS_URL: %w", err)
-		}
-		limits.ClientOptions(opts)
-		client := redis.NewClient(opts)
-		closeLimiter = func() { _ = client.Close() }
-		// While Redis is down, each replica keeps its own counts and reads
-		// its budgets' spend from the ledger again every few seconds, so
-		// that what the other replicas spend reaches it.
-		limiter = &limits.Failover{Primary: limits.NewRedis(client, "klique:"), Fallback: limits.NewReseedingMemory(fallbackReseed),
-			Log: log.With("component", "gateway"), OnChange: metrics.SetDegraded}
-	}
-	gw := gateway.New(gateway.Options{Service: svc, Auth: auth, Limiter: limiter, Log: log.With("component", "gateway"),
-		MaxBody: cfg.MaxBodyBytes, Metrics: metrics, Apps: appDialer{svc: svc, reach: reach}, Journal: cfg.JournalDir()})
-	// Budgets read what the limiter holds, and the Models page shows which
-	// route endpoints the gateway set aside: the service's one late seam,
-	// as the gateway is built over it.
-	svc.ConnectGateway(platform.GatewayReads{Budgets: budgetReader(limiter), SetAside: gw.SetAside})
-	h.route("/v1/", "gateway", gw)
-	return gw, closeLimiter, nil
-}
 
 // startGatewayListener serves the gateway alone on KLIQUE_GATEWAY_LISTEN.
 func (a *App) startGatewayListener(cfg *config.Config) error {
@@ -128,12 +86,12 @@ func budgetReader(l limits.Limiter) platform.BudgetReader {
 // and address), and the reacher opens the connection (the worker's
 // tunnel when it holds one to this replica, else directly).
 type appDialer struct {
-	svc   *platform.Service
-	reach appnet.Reacher
+	serving ServingIndex
+	reach   appnet.Reacher
 }
 
 func (d appDialer) DialApp(ctx context.Context, taskID string) (net.Conn, error) {
-	t, ok := d.svc.Serving().Target(taskID)
+	t, ok := d.serving.Target(taskID)
 	if !ok {
 		return nil, fmt.Errorf("app instance %s: %w", taskID, appnet.ErrNotReady)
 	}

@@ -39,11 +39,11 @@ const ComplexityLimit = 2000
 // newGraphQL builds the GraphQL handler: explicit transports (no deprecated
 // default server), a complexity limit, introspection for signed-in callers
 // only, and errors that carry extensions.code and never internal details.
-func newGraphQL(svc *platform.Service, log *slog.Logger, m *metrics, sockets *liveSockets, limits DocumentLimits, readSlots int) *handler.Server {
-	schema := graph.ShareRenders(graph.NewExecutableSchema(graph.Config{Resolvers: graph.NewResolver(svc)}))
+func newGraphQL(resolve graph.Platforms, subs LiveAPI, log *slog.Logger, m *metrics, sockets *liveSockets, limits DocumentLimits, readSlots int) *handler.Server {
+	schema := graph.ShareRenders(graph.NewExecutableSchema(graph.Config{Resolvers: &graph.Resolver{Svc: resolve}}))
 	registerRenderMetrics(m, schema)
 	srv := handler.New(schema)
-	srv.AddTransport(subscriptionTransport(svc, log, sockets))
+	srv.AddTransport(subscriptionTransport(subs, log, sockets))
 	srv.AddTransport(transport.Options{})
 	srv.AddTransport(transport.GET{})
 	srv.AddTransport(transport.POST{})
@@ -239,16 +239,16 @@ const (
 // subscriptionTransport serves subscriptions over WebSocket with gqlgen's
 // transport on github.com/coder/websocket: graphql-transport-ws, and the
 // legacy graphql-ws subprotocol. Browsers cannot set headers on a
-// WebSocket, so the credential comes in connection_init; the platform
-// service checks it (and the user's connection cap) and closes with 4401 or
+// WebSocket, so the credential comes in connection_init; the live domain
+// checks it (and the user's connection cap) and closes with 4401 or
 // 4403 when it does not hold.
-func subscriptionTransport(svc *platform.Service, log *slog.Logger, sockets *liveSockets) transport.Websocket {
+func subscriptionTransport(subs LiveAPI, log *slog.Logger, sockets *liveSockets) transport.Websocket {
 	return transport.Websocket{
 		Implementation:        deadlineFreeWebsocket{sockets: sockets},
 		InitTimeout:           10 * time.Second,
 		KeepAlivePingInterval: 15 * time.Second,
 		InitFunc: func(ctx context.Context, payload transport.InitPayload) (context.Context, *transport.InitPayload, error) {
-			sub, release, err := svc.OpenSubscriptions(ctx, initCredential(payload))
+			sub, release, err := subs.OpenSubscriptions(ctx, initCredential(payload))
 			if err != nil {
 				code := closeInternal
 				var pe *platform.Error

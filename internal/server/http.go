@@ -34,7 +34,8 @@ import (
 
 // Deps are what the HTTP layer needs.
 type Deps struct {
-	Service      *platform.Service
+	// Platform is the platform, one interface per domain (ServicePlatforms).
+	Platform     Platforms
 	Auth         *identity.Authenticator
 	Signer       *identity.Signer
 	Logger       *slog.Logger
@@ -96,7 +97,7 @@ func NewHandler(d Deps) *Handler {
 	}
 	h := &Handler{d: d, log: d.Logger, metrics: newMetrics(), mux: http.NewServeMux(), sockets: newLiveSockets(), tunnels: d.Tunnels,
 		streams: map[string]bool{}}
-	gql := newGraphQL(d.Service, d.Logger, h.metrics, h.sockets, DefaultDocumentLimits, d.ReadSlots)
+	gql := newGraphQL(d.Platform.Graph, d.Platform.Live, d.Logger, h.metrics, h.sockets, DefaultDocumentLimits, d.ReadSlots)
 
 	h.route("/graphql", "graphql", h.authenticated(identity.ChannelGraphQL, gql))
 	h.route("GET /graphiql", "graphiql", playground.Handler("Klique GraphQL", "/graphql"))
@@ -325,7 +326,7 @@ type tokenResponse struct {
 
 // issueToken exchanges the caller's API key for a short-lived access token.
 func (h *Handler) issueToken(w http.ResponseWriter, r *http.Request) {
-	tok, exp, err := h.d.Service.IssueToken(r.Context())
+	tok, exp, err := h.d.Platform.Access.IssueToken(r.Context())
 	if err != nil {
 		writePlatformError(w, r, err)
 		return
@@ -343,7 +344,7 @@ func (h *Handler) jwks(w http.ResponseWriter, _ *http.Request) {
 func (h *Handler) ready(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
-	if err := h.d.Service.Store().Ping(ctx); err != nil {
+	if err := h.d.Platform.Ready.Ping(ctx); err != nil {
 		h.log.WarnContext(ctx, "readiness check failed", "err", err)
 		writeError(w, r, http.StatusServiceUnavailable, "UNAVAILABLE", "the store does not answer")
 		return

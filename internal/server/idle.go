@@ -26,7 +26,7 @@ func (a *App) startAppIdle(engine bool) {
 	if engine {
 		go a.every(ctx, localRunSweepInterval, a.sweepStaleLocalRuns)
 		go a.every(ctx, idleSweepInterval, func(ctx context.Context) {
-			res, err := a.Service.SweepIdle(ctx)
+			res, err := a.controllers.SweepIdle(ctx)
 			if err != nil && ctx.Err() == nil {
 				a.log.Warn("sweep idle app instances", "err", err)
 			}
@@ -46,7 +46,7 @@ func (a *App) flushAppActivity() func(context.Context) {
 			if at.After(last) {
 				last = at
 			}
-			if err := a.Service.NoteAppActivity(ctx, id, at); err != nil && ctx.Err() == nil {
+			if err := a.controllers.NoteAppActivity(ctx, id, at); err != nil && ctx.Err() == nil {
 				a.log.Warn("note app activity", "instance", id, "err", err)
 			}
 		}

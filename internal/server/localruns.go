@@ -14,7 +14,7 @@ const localRunSweepInterval = time.Minute
 // stopped reporting. The writes are conditional on the run still being
 // local and silent, so replicas sweeping at once are safe.
 func (a *App) sweepStaleLocalRuns(ctx context.Context) {
-	n, err := a.Service.SweepStaleLocalRuns(ctx)
+	n, err := a.controllers.SweepStaleLocalRuns(ctx)
 	if err != nil && ctx.Err() == nil {
 		a.log.Warn("sweep stale local runs", "err", err)
 	}

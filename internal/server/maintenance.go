@@ -16,7 +16,7 @@ func (a *App) pruneIdempotencyKeys(ctx context.Context) {
 	t := time.NewTicker(pruneInterval)
 	defer t.Stop()
 	for {
-		if n, err := a.Service.PruneIdempotencyKeys(ctx); err != nil && ctx.Err() == nil {
+		if n, err := a.controllers.PruneIdempotencyKeys(ctx); err != nil && ctx.Err() == nil {
 			a.log.Warn("prune idempotency keys", "err", err)
 		} else if n > 0 {
 			a.log.Info("pruned idempotency keys", "count", n)

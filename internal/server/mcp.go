@@ -44,7 +44,7 @@ func (h *Handler) mountMCP(cfg *config.Config, log *slog.Logger) {
 		log.Warn("mcp metrics not registered", "err", err)
 	}
 	srv := mcp.New(mcp.Options{
-		Service: h.d.Service, Auth: h.d.Auth, Models: gatewayRoundTrip{h: h},
+		Platforms: h.d.Platform.MCP, Auth: h.d.Auth, Models: gatewayRoundTrip{h: h},
 		ResourceMetadataURL: metadataURL, Log: log.With("component", "mcp"), Version: version.Version,
 		OnAuthFailure: func(reason string) { h.metrics.authFailures.WithLabelValues(reason).Inc() },
 		OnToolCall:    func(tool, outcome string) { calls.WithLabelValues(tool, outcome).Inc() },

@@ -26,7 +26,7 @@ func (a *App) startPipelines(engine bool) {
 			return e.ObjectKind == "task" || (e.ObjectKind == pipelines.ObjectKind && e.Kind != pipelines.EventKind)
 		},
 		func(ctx context.Context) {
-			if err := a.Service.AdvancePipelines(ctx); err != nil && ctx.Err() == nil {
+			if err := a.controllers.AdvancePipelines(ctx); err != nil && ctx.Err() == nil {
 				a.log.Warn("advance pipelines", "err", err)
 			}
 		})

@@ -21,7 +21,7 @@ func (h *Handler) mountRouter() {
 		origins = []string{h.d.PublicOrigin}
 	}
 	rt := router.New(router.Config{
-		Resolver:      &router.Platform{Auth: h.d.Auth, Apps: h.d.Service, Log: h.log},
+		Resolver:      &router.Platform{Auth: h.d.Auth, Apps: h.d.Platform.Apps, Log: h.log},
 		Reacher:       &appnet.Auto{Tunnels: h.d.AppTunnels, Direct: &appnet.Direct{Own: h.d.AppOwn}},
 		Activity:      h.d.AppActivity,
 		Log:           h.log,

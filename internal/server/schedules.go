@@ -25,7 +25,7 @@ func (a *App) startSchedules(engine bool) {
 	a.startController(engine, &a.stopSchedules, schedulesInterval, schedulesSettle,
 		func(e events.Event) bool { return schedules.Wakes(e.Kind) },
 		func(ctx context.Context) {
-			res, err := a.Service.TickSchedules(ctx)
+			res, err := a.controllers.TickSchedules(ctx)
 			if err != nil && ctx.Err() == nil {
 				a.log.Warn("schedules pass", "err", err)
 			}

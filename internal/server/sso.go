@@ -91,7 +91,7 @@ func (h *Handler) ssoToken(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, http.StatusBadGateway, "UNAVAILABLE", "the identity provider could not be reached to finish the sign-in; try again")
 		return
 	}
-	tok, exp, err := h.d.Service.IssueToken(ctx)
+	tok, exp, err := h.d.Platform.Access.IssueToken(ctx)
 	if err != nil {
 		writePlatformError(w, r, err)
 		return

@@ -27,7 +27,7 @@ func (a *App) startStudies(engine bool) {
 			return false
 		},
 		func(ctx context.Context) {
-			if err := a.Service.ReconcileStudies(ctx); err != nil && ctx.Err() == nil {
+			if err := a.controllers.ReconcileStudies(ctx); err != nil && ctx.Err() == nil {
 				a.log.Warn("studies controller", "err", err)
 			}
 		})

@@ -18,7 +18,7 @@ import (
 // or an ended attempt loses it.
 func (h *Handler) agentTunnel(w http.ResponseWriter, r *http.Request) {
 	workerID := r.URL.Query().Get("workerId")
-	b, err := h.d.Service.BindTunnel(r.Context(), workerID)
+	b, err := h.d.Platform.Fleet.BindTunnel(r.Context(), workerID)
 	if err != nil {
 		writePlatformError(w, r, err)
 		return
@@ -27,7 +27,7 @@ func (h *Handler) agentTunnel(w http.ResponseWriter, r *http.Request) {
 	check := func(ctx context.Context) error {
 		ctx, err := h.workerContext(ctx, cred)
 		if err == nil {
-			_, err = h.d.Service.BindTunnel(ctx, workerID)
+			_, err = h.d.Platform.Fleet.BindTunnel(ctx, workerID)
 		}
 		switch platform.ErrorCode(err) {
 		case platform.CodeUnauthenticated, platform.CodeNotFound, platform.CodeForbidden, platform.CodeConflict:
@@ -46,13 +46,13 @@ func (h *Handler) agentTunnel(w http.ResponseWriter, r *http.Request) {
 // workerAuth did when the tunnel was opened.
 func (h *Handler) workerContext(ctx context.Context, cred string) (context.Context, error) {
 	if strings.HasPrefix(cred, agentapi.TaskCredentialPrefix) {
-		wk, scope, err := h.d.Service.AuthenticateTaskCredential(ctx, cred)
+		wk, scope, err := h.d.Platform.Fleet.AuthenticateTaskCredential(ctx, cred)
 		if err != nil {
 			return nil, err
 		}
 		return platform.WithTaskScope(identity.WithWorker(ctx, wk), scope), nil
 	}
-	wk, err := h.d.Service.AuthenticateWorker(ctx, cred)
+	wk, err := h.d.Platform.Fleet.AuthenticateWorker(ctx, cred)
 	if err != nil {
 		return nil, err
 	}

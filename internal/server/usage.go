@@ -35,7 +35,7 @@ func (h *Handler) usageCSV(w http.ResponseWriter, r *http.Request) {
 			q.By = append(q.By, strings.TrimSpace(d))
 		}
 	}
-	rows, err := h.d.Service.Usage(r.Context(), q)
+	rows, err := h.d.Platform.Allocation.Usage(r.Context(), q)
 	if err != nil {
 		writePlatformError(w, r, err)
 		return

@@ -105,7 +105,7 @@ func forEachLedgerStore(t *testing.T, fn func(t *testing.T, w *ledgerWorld)) {
 				call("call-1", "gpt-4o", 1200, 300, 6000), call("call-2", "gpt-4o-mini", 500, 100, 100), call("call-refused", "", 0, 0, 0),
 			}))
 
-			srv := httptest.NewServer(server.NewHandler(server.Deps{Service: b.Svc, Auth: b.Auth, Logger: b.Logger, MaxBodyBytes: 1 << 20}))
+			srv := httptest.NewServer(server.NewHandler(server.Deps{Platform: server.ServicePlatforms(b.Svc), Auth: b.Auth, Logger: b.Logger, MaxBodyBytes: 1 << 20}))
 			t.Cleanup(srv.Close)
 			w.url = srv.URL
 			t.Setenv("KLIQUE_API_KEY", b.AdminSecret)
