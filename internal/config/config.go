@@ -46,7 +46,7 @@ type Config struct {
 	// MaxBodyBytes bounds request bodies (KLIQUE_MAX_BODY_BYTES).
 	MaxBodyBytes int64
 	// GraphQLReadSlots is how many GraphQL queries execute at once
-	// (KLIQUE_GRAPHQL_READ_SLOTS; 0: four per CPU). Mutations never wait
+	// (KLIQUE_GRAPHQL_READ_SLOTS; 0: two per CPU). Mutations never wait
 	// for a slot, so that writes go ahead of reads (docs/api.md).
 	GraphQLReadSlots int
 	// LogFormat is "text" or "json" (KLIQUE_LOG_FORMAT); LogLevel is debug,

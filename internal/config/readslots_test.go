@@ -6,7 +6,7 @@ import (
 )
 
 // KLIQUE_GRAPHQL_READ_SLOTS bounds the GraphQL queries executing at once;
-// unset it reads as 0 (the server's default, four per CPU), and a value out
+// unset it reads as 0 (the server's default, two per CPU), and a value out
 // of bounds is refused naming the variable.
 func TestGraphQLReadSlotsComeFromTheEnvironment(t *testing.T) {
 	env := func(vars map[string]string) func(string) string {

@@ -31,8 +31,10 @@ type readAdmission struct {
 
 // defaultReadSlots is the number of queries executing at once when the
 // configuration does not say: enough to keep the CPUs busy while some wait
-// on the database, few enough that a write is never far behind.
-func defaultReadSlots() int { return 4 * runtime.GOMAXPROCS(0) }
+// on the database, few enough that a write is never far behind. Two per
+// CPU gave the lowest enqueue tail at the least cost to lists among 1, 2,
+// 4 and 8 per CPU (docs/performance.md, issue 34 part 3).
+func defaultReadSlots() int { return 2 * runtime.GOMAXPROCS(0) }
 
 func newReadAdmission(slots int) *readAdmission {
 	if slots <= 0 {
