@@ -162,6 +162,11 @@ func TestSubscriptions(t *testing.T) {
 	// The fixture's task holds onprem-k8s; finish it so that it does not
 	// get in the way.
 	worker.finish(worker.claim(f.ids["task"]), agentapi.StateCompleted)
+	// So would the fixture's pipeline run: with the engine on, this
+	// replica's pipeline controller enqueues its step on 1 GPU whenever
+	// its pass comes, ahead of the task a case watches. Aborting the run
+	// takes its step out of line, or keeps it from ever being enqueued.
+	ts.mustGQL(t, f.alice, `mutation($id: ID!) { abortPipelineRun(id: $id) { id } }`, map[string]any{"id": f.ids["pipeline run"]})
 
 	t.Run("connection_init without a credential, or with a bad one, closes with 4401", func(t *testing.T) {
 		ctx := ctxFor(t, 10*time.Second)
