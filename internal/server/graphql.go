@@ -30,6 +30,7 @@ import (
 	"github.com/klique-ai/klique/internal/events"
 	"github.com/klique-ai/klique/internal/identity"
 	"github.com/klique-ai/klique/internal/platform"
+	"github.com/klique-ai/klique/internal/server/admission"
 )
 
 // ComplexityLimit bounds how much one GraphQL operation may ask for, so that
@@ -69,9 +70,9 @@ func newGraphQL(resolve graph.Platforms, subs LiveAPI, log *slog.Logger, m *metr
 	srv.AroundRootFields(guardRootFields)
 	srv.AroundOperations(countOperations(m))
 	// Inside the count, so that a query's time includes its wait.
-	reads := newReadAdmission(readSlots)
-	reads.register(m.registry)
-	srv.AroundOperations(reads.middleware)
+	reads := admission.New(readSlots)
+	reads.Register(m.registry)
+	srv.AroundOperations(reads.Middleware)
 	srv.SetErrorPresenter(presentError(log))
 	srv.SetRecoverFunc(func(ctx context.Context, v any) error {
 		log.ErrorContext(ctx, "graphql resolver panicked", "panic", fmt.Sprint(v), "stack", string(debug.Stack()), "request_id", identity.RequestIDFrom(ctx))

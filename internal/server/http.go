@@ -41,7 +41,7 @@ type Deps struct {
 	Logger       *slog.Logger
 	MaxBodyBytes int64
 	// ReadSlots is how many GraphQL queries execute at once (0: the
-	// default; see readAdmission).
+	// default; see package admission).
 	ReadSlots int
 	// MetricsToken, when set, lets /metrics on this handler answer callers
 	// that send it as a bearer credential; without it /metrics is not

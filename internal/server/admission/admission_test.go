@@ -1,4 +1,4 @@
-package server
+package admission
 
 import (
 	"context"
@@ -14,11 +14,11 @@ import (
 // operation runs one operation of kind op through a's middleware in its own
 // goroutine: started is closed when its body starts, and the body returns
 // once release is closed. done receives its response.
-func operation(ctx context.Context, a *readAdmission, op ast.Operation, release <-chan struct{}) (started chan struct{}, done chan *graphql.Response) {
+func operation(ctx context.Context, a *Reads, op ast.Operation, release <-chan struct{}) (started chan struct{}, done chan *graphql.Response) {
 	started, done = make(chan struct{}), make(chan *graphql.Response, 1)
 	ctx = graphql.WithOperationContext(ctx, &graphql.OperationContext{Operation: &ast.OperationDefinition{Operation: op}})
 	go func() {
-		h := a.middleware(ctx, func(ctx context.Context) graphql.ResponseHandler {
+		h := a.Middleware(ctx, func(ctx context.Context) graphql.ResponseHandler {
 			return func(ctx context.Context) *graphql.Response {
 				close(started)
 				<-release
@@ -47,7 +47,7 @@ func wait[T any](t *testing.T, c <-chan T, what string) T {
 // soon as a slot is freed, and one whose client leaves while it waits gets
 // CANCELLED without running.
 func TestWritesGoAheadOfReads(t *testing.T) {
-	a := newReadAdmission(1)
+	a := New(1)
 	ctx := context.Background()
 	first := make(chan struct{})
 	started1, done1 := operation(ctx, a, ast.Query, first)
@@ -104,10 +104,10 @@ func TestWritesGoAheadOfReads(t *testing.T) {
 // drops a query's handler without calling it frees the slot when the
 // request ends.
 func TestAQueryWhoseResponseIsNeverAskedForFreesItsSlot(t *testing.T) {
-	a := newReadAdmission(1)
+	a := New(1)
 	ctx, end := context.WithCancel(context.Background())
 	ctx = graphql.WithOperationContext(ctx, &graphql.OperationContext{Operation: &ast.OperationDefinition{Operation: ast.Query}})
-	_ = a.middleware(ctx, func(context.Context) graphql.ResponseHandler { return graphql.OneShot(&graphql.Response{}) })
+	_ = a.Middleware(ctx, func(context.Context) graphql.ResponseHandler { return graphql.OneShot(&graphql.Response{}) })
 	if len(a.slots) != 1 {
 		t.Fatalf("the query holds %d slots before its response, want 1", len(a.slots))
 	}

@@ -1,4 +1,6 @@
-package server
+// Package admission puts the GraphQL API's writes ahead of its reads: a
+// bounded number of queries execute at once, mutations never wait.
+package admission
 
 import (
 	"context"
@@ -7,12 +9,13 @@ import (
 	"sync/atomic"
 
 	"github.com/99designs/gqlgen/graphql"
+	"github.com/99designs/gqlgen/graphql/errcode"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 )
 
-// readAdmission puts writes ahead of reads. Without it, fifty dashboards
+// Reads puts writes ahead of reads. Without it, fifty dashboards
 // listing tasks back to back hold every CPU and every database connection,
 // and an enqueue waits behind them (issue 34: 39 enqueues/s and a 234 ms
 // p99 under 50 readers, against 679/s alone). So at most slots queries
@@ -24,7 +27,7 @@ import (
 //
 // Waiting is fair enough: Go's channel send wakes waiters in order. A
 // query whose client hangs up while it waits leaves without running.
-type readAdmission struct {
+type Reads struct {
 	slots   chan struct{}
 	waiting atomic.Int64
 }
@@ -36,15 +39,16 @@ type readAdmission struct {
 // 4 and 8 per CPU (docs/performance.md, issue 34 part 3).
 func defaultReadSlots() int { return 2 * runtime.GOMAXPROCS(0) }
 
-func newReadAdmission(slots int) *readAdmission {
+// New admits slots queries at once (0 or less: the default, two per CPU).
+func New(slots int) *Reads {
 	if slots <= 0 {
 		slots = defaultReadSlots()
 	}
-	return &readAdmission{slots: make(chan struct{}, slots)}
+	return &Reads{slots: make(chan struct{}, slots)}
 }
 
-// register exports how many queries wait for a slot, and how many run.
-func (a *readAdmission) register(r prometheus.Registerer) {
+// Register exports how many queries wait for a slot, and how many run.
+func (a *Reads) Register(r prometheus.Registerer) {
 	r.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "klique_graphql_reads_waiting",
@@ -57,9 +61,9 @@ func (a *readAdmission) register(r prometheus.Registerer) {
 	)
 }
 
-// middleware is the operation middleware that holds a query until a slot
+// Middleware is the operation middleware that holds a query until a slot
 // is free, and frees it once the query's response is rendered.
-func (a *readAdmission) middleware(ctx context.Context, next graphql.OperationHandler) graphql.ResponseHandler {
+func (a *Reads) Middleware(ctx context.Context, next graphql.OperationHandler) graphql.ResponseHandler {
 	oc := graphql.GetOperationContext(ctx)
 	if oc == nil || oc.Operation == nil || oc.Operation.Operation != ast.Query {
 		return next(ctx)
@@ -70,7 +74,9 @@ func (a *readAdmission) middleware(ctx context.Context, next graphql.OperationHa
 		a.waiting.Add(-1)
 	case <-ctx.Done():
 		a.waiting.Add(-1)
-		return graphql.OneShot(&graphql.Response{Errors: gqlerror.List{cancelledError()}})
+		err := gqlerror.Errorf("request cancelled")
+		errcode.Set(err, "CANCELLED") // as every operation whose request ended
+		return graphql.OneShot(&graphql.Response{Errors: gqlerror.List{err}})
 	}
 	var release sync.Once
 	free := func() { release.Do(func() { <-a.slots }) }
