@@ -113,7 +113,9 @@ func BenchmarkTaskListAgainstFloor(b *testing.B) {
 		var got struct {
 			Data struct {
 				Tasks struct {
-					Edges []struct{ Node struct{ ID, Name, Status string } }
+					Edges []struct {
+						Node struct{ ID, Name, Status string }
+					}
 				}
 			}
 		}
