@@ -124,7 +124,12 @@ func TestServingAppOnSlurm(t *testing.T) {
 		}
 		return d, strings.Join(out, "\n")
 	}
-	d, text := wait("the instance to be ready", func(d map[string]any) bool { return digStr(d, "appInstance", "state") == "ready" })
+	// The log comes home every second (the job's reporter), its
+	// readiness from the probe: wait for both.
+	d, text := wait("the instance to be ready and its log to say it serves", func(d map[string]any) bool {
+		return digStr(d, "appInstance", "state") == "ready" &&
+			strings.Contains(strings.Join(logLines(d, "appInstance", "task"), "\n"), "serving on ")
+	})
 	addr := digStr(d, "appInstance", "address")
 	host, port, err := net.SplitHostPort(addr)
 	node, _ := os.Hostname()
