@@ -18,6 +18,7 @@ import (
 	"github.com/klique-ai/klique/agents/runner/process"
 	"github.com/klique-ai/klique/internal/agentapi"
 	"github.com/klique-ai/klique/internal/citest"
+	"github.com/klique-ai/klique/internal/eventually"
 )
 
 // testUIDs is the range the isolation tests give tasks: outside the
@@ -95,7 +96,13 @@ echo probed`)
 			t.Errorf("alice's task read %q of bob's task:\n%s", leak, out)
 		}
 	}
-	bobOut := b.srv.task("bob-task").logText()
+	// Bob's task is still running: its first line comes home with the
+	// worker's next log flush, which may follow alice's end.
+	var bobOut string
+	eventually.Within(t, 10*time.Second, "bob's task's uid line", func() bool {
+		bobOut = b.srv.task("bob-task").logText()
+		return uidIn(bobOut) != ""
+	})
 	bobUID, aliceUID := uidIn(bobOut), uidIn(out)
 	if bobUID == "" || aliceUID == "" || bobUID == aliceUID || bobUID == "0" || aliceUID == "0" {
 		t.Errorf("the tasks ran as uid %q (bob) and %q (alice), want two uids of their own:\n%s\n%s", bobUID, aliceUID, bobOut, out)

@@ -406,7 +406,7 @@ sleep 1.5
 		}
 		eventually.Within(t, 5*time.Second, "heartbeats from the new registration", func() bool {
 			hb := b.srv.heartbeats()
-			return hb[len(hb)-1].WorkerID == "worker-2"
+			return len(hb) > 0 && hb[len(hb)-1].WorkerID == "worker-2"
 		})
 	})
 
