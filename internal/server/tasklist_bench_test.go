@@ -11,7 +11,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -134,7 +133,7 @@ func BenchmarkTaskListAgainstFloor(b *testing.B) {
 		var failure atomic.Value
 		ctx, stop := context.WithTimeout(context.Background(), 3*time.Second)
 		defer stop()
-		cpu0 := processCPUTime(b)
+		cpu0 := processCPU(b)
 		start := time.Now()
 		var wg sync.WaitGroup
 		for range 16 {
@@ -149,7 +148,7 @@ func BenchmarkTaskListAgainstFloor(b *testing.B) {
 			})
 		}
 		wg.Wait()
-		elapsed, cpu := time.Since(start), processCPUTime(b)-cpu0
+		elapsed, cpu := time.Since(start), processCPU(b)-cpu0
 		if err := failure.Load(); err != nil {
 			b.Fatal(err)
 		}
@@ -166,13 +165,4 @@ func BenchmarkTaskListAgainstFloor(b *testing.B) {
 		b.ReportMetric(gCPU/fCPU, "cpu-×-floor")
 		b.ReportMetric(0, "ns/op")
 	}
-}
-
-// processCPUTime is the user and system CPU this process has used.
-func processCPUTime(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
