@@ -142,7 +142,7 @@ func BudgetAlerts(tenantID string, m *Model, snap *Snapshot, now time.Time) []Al
 			continue
 		}
 		detail := fmt.Sprintf("group %s %s its %s time budget of %s h; it resets %s", grp.Name, what,
-			map[model.BudgetPeriod]string{model.PeriodDay: "daily", model.PeriodWeek: "weekly", model.PeriodMonth: "monthly"}[b.Period],
+			periodAdjective(b.Period),
 			FormatMicroHours(b.Total), resetText(b))
 		out = append(out, Alert{Key: tenantID + "/" + pol.ID + "/" + period + "/" + level, PolicyID: pol.ID,
 			GroupID: pol.GroupID, Group: grp.Name, Detail: detail})
