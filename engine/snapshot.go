@@ -107,7 +107,24 @@ type Group struct {
 	Limit       model.MilliGPU
 	// Budget is nil for a policy without a time budget.
 	Budget *Budget
+	// Parent is the department the node sits in, as its index in
+	// Snapshot.Groups plus one, or 0 for a node directly under the tenant
+	// (ParentIndex reads it). Plus one, so that a Group written without it,
+	// as every group of a flat estate is, sits at the top of the tree.
+	Parent int
+	// Department marks a node of the organisation tree above teams: it has
+	// no compute resources of its own; its reservation, limit and budget
+	// cover its children's work.
+	Department bool
+	// Weight is the node's share of idle GPUs lent among its siblings (fair
+	// sharing: the next GPU goes to the sibling using the least per unit of
+	// weight). 0 counts as 1.
+	Weight int64
 }
+
+// ParentIndex is the index in Snapshot.Groups of the department g sits in,
+// and false for a node directly under the tenant.
+func (g *Group) ParentIndex() (int, bool) { return g.Parent - 1, g.Parent > 0 }
 
 // Budget is a group's time budget in the current period.
 type Budget struct {
