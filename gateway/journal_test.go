@@ -179,3 +179,34 @@ func TestWithoutAJournalAnAnswerWaitsForTheLedger(t *testing.T) {
 		t.Fatal("the meter without the journal gave no ticket to wait on")
 	}
 }
+
+// TestJournaledCallsGoToTheLedgerInFewWrites: with a journal, the ledger
+// is written at most once a journaledGap, so calls that end a millisecond
+// apart go in a few writes rather than a write each (a write's cost is
+// mostly its commit), and every row is still written.
+func TestJournaledCallsGoToTheLedgerInFewWrites(t *testing.T) {
+	l := &downLedger{}
+	m := newMeter(l, quiet, 10*time.Second, t.TempDir())
+	defer func() { _ = m.close(context.Background()) }()
+	const calls = 100
+	start := time.Now()
+	for i := range calls {
+		if ticket := m.record(journalCall(i)); ticket != 0 {
+			t.Fatalf("call %d: a journaled row gave ticket %d to wait on", i, ticket)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if !m.drain(context.Background()) {
+		t.Fatal("the calls' rows were not all written")
+	}
+	elapsed := time.Since(start)
+	if got := len(l.ids()); got != calls {
+		t.Fatalf("%d rows on the ledger, want %d", got, calls)
+	}
+	// A write at once, then one a gap at most: written at once, each call
+	// would be a write of its own.
+	most := uint64(elapsed/journaledGap) + 2
+	if rows, writes := m.batches(); rows != calls || writes > most || writes >= calls/2 {
+		t.Fatalf("%d rows in %d writes over %v, want %d rows in at most %d writes", rows, writes, elapsed, calls, most)
+	}
+}

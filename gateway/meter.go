@@ -46,11 +46,13 @@ type meter struct {
 	// rows and writes count the rows written and the writes that wrote
 	// them: their ratio is the batch size the benchmarks report.
 	rows, writes uint64
-	written      chan struct{}
-	kick         chan struct{}
-	done         chan struct{}
-	stop         sync.Once
-	wg           sync.WaitGroup
+	// lastWrite is when the last write began (see spaceOut).
+	lastWrite time.Time
+	written   chan struct{}
+	kick      chan struct{}
+	done      chan struct{}
+	stop      sync.Once
+	wg        sync.WaitGroup
 }
 
 const (
@@ -60,6 +62,9 @@ const (
 	maxBatch = 1000
 	// maxGather bounds the yields before a write (see gather).
 	maxGather = 8
+	// journaledGap is the least time between the starts of two ledger
+	// writes while rows are journaled (see spaceOut).
+	journaledGap = 20 * time.Millisecond
 	// retryEvery spaces the writes of a store that refuses them.
 	retryEvery = 100 * time.Millisecond
 )
@@ -189,8 +194,11 @@ func (m *meter) run() {
 			return
 		}
 		// Write until nothing is left: what came in during a write goes in
-		// the next, at once.
+		// the next, at once (or, journaled, once the gap is over).
 		for {
+			if !m.spaceOut() {
+				return
+			}
 			m.gather()
 			more, err := m.flush(context.Background())
 			if err != nil {
@@ -205,6 +213,31 @@ func (m *meter) run() {
 				break
 			}
 		}
+	}
+}
+
+// spaceOut waits, when the rows are journaled, until journaledGap has
+// passed since the last write began, so that a busy gateway writes the
+// ledger at most every journaledGap with all the rows gathered since: a
+// write's cost is mostly its commit, whatever its rows. An idle gateway's
+// row is written at once (the last write is long past), and nothing waits
+// on a journaled row's write but readers of the ledger, a gap later. It
+// reports false when the meter is stopping (close writes what is left).
+func (m *meter) spaceOut() bool {
+	m.mu.Lock()
+	journaled := m.j != nil && !m.journalFailed
+	wait := journaledGap - time.Since(m.lastWrite)
+	m.mu.Unlock()
+	if !journaled || wait <= 0 {
+		return true
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-m.done:
+		return false
 	}
 }
 
@@ -249,6 +282,9 @@ func (m *meter) flush(ctx context.Context) (bool, error) {
 	if len(batch) == 0 {
 		return false, nil
 	}
+	m.mu.Lock()
+	m.lastWrite = time.Now()
+	m.mu.Unlock()
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	// The ledger takes model calls from the gateway's own context only

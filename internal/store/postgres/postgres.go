@@ -174,3 +174,7 @@ func (Dialect) AdvanceSeq(ctx context.Context, c sqlstore.Conn, seq sqlstore.Seq
 // PrepareStatements is false: pgx keeps its own per-connection cache of
 // prepared statements.
 func (Dialect) PrepareStatements() bool { return false }
+
+// SeqExpr takes nextval within the statement. The name is a constant of
+// the store's (sqlbase.Sequence), never input.
+func (Dialect) SeqExpr(seq sqlstore.Sequence) string { return `nextval('` + string(seq) + `')` }

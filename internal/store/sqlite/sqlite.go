@@ -185,3 +185,6 @@ func (Dialect) AdvanceSeq(ctx context.Context, c sqlstore.Conn, seq sqlstore.Seq
 // PrepareStatements is true: modernc SQLite parses each statement it is
 // given, which costs more than running most of them.
 func (Dialect) PrepareStatements() bool { return true }
+
+// SeqExpr is "": a counter row is raised by a statement of its own.
+func (Dialect) SeqExpr(sqlstore.Sequence) string { return "" }

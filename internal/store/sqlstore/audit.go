@@ -36,12 +36,9 @@ func (q *queries) InsertAudit(ctx context.Context, e *model.AuditEntry) error {
 	assignSeq := e.Seq == 0
 	err := q.atomic(ctx, func(q *queries) error {
 		if assignSeq {
-			seq, err := q.Dialect().NextSeq(ctx, q.Conn(), SeqAudit)
-			if err != nil {
-				return fmt.Errorf("%s: next audit sequence number: %w", what, err)
-			}
-			e.Seq = seq
-		} else if err := q.Dialect().AdvanceSeq(ctx, q.Conn(), SeqAudit, e.Seq); err != nil {
+			return sqlbase.InsertNumbered(ctx, q.Q, what, store.ErrNotFound, auditTable, "audit_log", e, "seq", SeqAudit, &e.Seq)
+		}
+		if err := q.Dialect().AdvanceSeq(ctx, q.Conn(), SeqAudit, e.Seq); err != nil {
 			return fmt.Errorf("%s: advance audit sequence: %w", what, err)
 		}
 		_, err := q.Write(ctx, what, store.ErrNotFound,
@@ -102,6 +99,11 @@ func (q *queries) ListAudit(ctx context.Context, tenantID string, f store.AuditF
 func (q *queries) InsertAudits(ctx context.Context, es []*model.AuditEntry) error {
 	if len(es) == 0 {
 		return nil
+	}
+	if len(es) == 1 {
+		// One entry (most operations write one) takes its number in its
+		// INSERT where the dialect can.
+		return q.InsertAudit(ctx, es[0])
 	}
 	return q.atomic(ctx, func(q *queries) error {
 		var need int

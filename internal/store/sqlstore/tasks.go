@@ -79,12 +79,9 @@ func (q *queries) CreateTask(ctx context.Context, t *model.Task) error {
 	assignSeq := t.QueueSeq == 0
 	err := q.atomic(ctx, func(q *queries) error {
 		if assignSeq {
-			seq, err := q.Dialect().NextSeq(ctx, q.Conn(), SeqTaskQueue)
-			if err != nil {
-				return fmt.Errorf("%s: next queue sequence number: %w", what, err)
-			}
-			t.QueueSeq = seq
-		} else if err := q.Dialect().AdvanceSeq(ctx, q.Conn(), SeqTaskQueue, t.QueueSeq); err != nil {
+			return sqlbase.InsertNumbered(ctx, q.Q, what, store.ErrNotFound, taskInsert, "tasks", t, "queue_seq", SeqTaskQueue, &t.QueueSeq)
+		}
+		if err := q.Dialect().AdvanceSeq(ctx, q.Conn(), SeqTaskQueue, t.QueueSeq); err != nil {
 			return fmt.Errorf("%s: advance queue sequence: %w", what, err)
 		}
 		_, err := q.Write(ctx, what, store.ErrNotFound, taskInsert.Insert("tasks"), taskInsert.Values(t)...)

@@ -82,6 +82,11 @@ type Dialect interface {
 	// NextSeqs returns n values of a counter, increasing, as NextSeq would
 	// one at a time, in one round trip.
 	NextSeqs(ctx context.Context, c Conn, seq Sequence, n int) ([]int64, error)
+	// SeqExpr is an SQL expression that takes the next value of a counter
+	// within the statement it is written in, as NextSeq would (nextval on
+	// PostgreSQL), so that an insert takes its number in its own round
+	// trip; "" where a counter needs a statement of its own (SQLite).
+	SeqExpr(seq Sequence) string
 	// SkipLocked is the clause that makes a subquery pick a row no other
 	// transaction holds (" FOR UPDATE SKIP LOCKED"), or "" where writers
 	// are serialised anyway.

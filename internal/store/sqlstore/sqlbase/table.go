@@ -1,6 +1,7 @@
 package sqlbase
 
 import (
+	"context"
 	"database/sql/driver"
 	"fmt"
 	"slices"
@@ -128,4 +129,27 @@ func value(field any) any {
 		return p
 	}
 	panic(fmt.Sprintf("sqlbase: a field of type %T is neither plain nor a converter", field))
+}
+
+// InsertNumbered inserts v into table with its column col numbered from
+// the counter seq, and stores the number taken in *num. Where the dialect
+// can take the number inside the INSERT (Dialect.SeqExpr) it is one round
+// trip rather than two: an enqueue's and an audit entry's.
+func InsertNumbered[T any](ctx context.Context, q *Q, what string, onForeignKey error, t Table[T], table string, v *T, col string, seq Sequence, num *int64) error {
+	expr := q.Dialect().SeqExpr(seq)
+	if expr == "" {
+		n, err := q.Dialect().NextSeq(ctx, q.Conn(), seq)
+		if err != nil {
+			return fmt.Errorf("%s: next %s: %w", what, seq, err)
+		}
+		*num = n
+		_, err = q.Write(ctx, what, onForeignKey, t.Insert(table), t.Values(v)...)
+		return err
+	}
+	rest := t.Without(col)
+	query := `INSERT INTO ` + table + ` (` + rest.List() + `, ` + col + `) VALUES (` + Placeholders(len(rest)) + `, ` + expr + `) RETURNING ` + col
+	if err := q.QueryRow(ctx, query, rest.Values(v)...).Scan(num); err != nil {
+		return q.MapErr(err, what, onForeignKey)
+	}
+	return nil
 }
