@@ -54409,7 +54409,7 @@ func (ec *executionContext) marshalNAPIKeyConnection2ᚖgithubᚗcomᚋkliqueᚑ
 }
 
 func (ec *executionContext) marshalNAPIKeyEdge2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐAPIKeyEdgeᚄ(ctx context.Context, sel ast.SelectionSet, v []*gqlmodel.APIKeyEdge) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNAPIKeyEdge2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐAPIKeyEdge(ctx, sel, v[i])
@@ -54433,7 +54433,7 @@ func (ec *executionContext) marshalNAPIKeyEdge2ᚖgithubᚗcomᚋkliqueᚑaiᚋk
 }
 
 func (ec *executionContext) marshalNAliasTraffic2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋliveᚐAliasTrafficᚄ(ctx context.Context, sel ast.SelectionSet, v []*live.AliasTraffic) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNAliasTraffic2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋliveᚐAliasTraffic(ctx, sel, v[i])
@@ -54457,7 +54457,7 @@ func (ec *executionContext) marshalNAliasTraffic2ᚖgithubᚗcomᚋkliqueᚑai�
 }
 
 func (ec *executionContext) marshalNApp2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐAppᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.App) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNApp2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐApp(ctx, sel, v[i])
@@ -54481,7 +54481,7 @@ func (ec *executionContext) marshalNApp2ᚖgithubᚗcomᚋkliqueᚑaiᚋklique�
 }
 
 func (ec *executionContext) marshalNAppGroupQuota2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐAppGroupQuotaᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.AppGroupQuota) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNAppGroupQuota2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐAppGroupQuota(ctx, sel, v[i])
@@ -54518,7 +54518,7 @@ func (ec *executionContext) unmarshalNAppInput2githubᚗcomᚋkliqueᚑaiᚋkliq
 }
 
 func (ec *executionContext) marshalNAppInstance2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐAppInstanceᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.AppInstance) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNAppInstance2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐAppInstance(ctx, sel, v[i])
@@ -54599,7 +54599,7 @@ func (ec *executionContext) marshalNApplyEstateResult2ᚖgithubᚗcomᚋklique�
 }
 
 func (ec *executionContext) marshalNArtifact2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐArtifactᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Artifact) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNArtifact2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐArtifact(ctx, sel, v[i])
@@ -54639,7 +54639,7 @@ func (ec *executionContext) marshalNAuditEntryConnection2ᚖgithubᚗcomᚋkliqu
 }
 
 func (ec *executionContext) marshalNAuditEntryEdge2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐAuditEntryEdgeᚄ(ctx context.Context, sel ast.SelectionSet, v []*gqlmodel.AuditEntryEdge) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNAuditEntryEdge2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐAuditEntryEdge(ctx, sel, v[i])
@@ -54663,7 +54663,7 @@ func (ec *executionContext) marshalNAuditEntryEdge2ᚖgithubᚗcomᚋkliqueᚑai
 }
 
 func (ec *executionContext) marshalNAutoscaler2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐAutoscalerᚄ(ctx context.Context, sel ast.SelectionSet, v []*gqlmodel.Autoscaler) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNAutoscaler2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐAutoscaler(ctx, sel, v[i])
@@ -54692,7 +54692,7 @@ func (ec *executionContext) unmarshalNAutoscalerInput2githubᚗcomᚋkliqueᚑai
 }
 
 func (ec *executionContext) marshalNAutoscalerInstance2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐAutoscalerInstanceᚄ(ctx context.Context, sel ast.SelectionSet, v []*gqlmodel.AutoscalerInstance) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNAutoscalerInstance2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐAutoscalerInstance(ctx, sel, v[i])
@@ -54815,7 +54815,7 @@ var (
 )
 
 func (ec *executionContext) marshalNChange2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋestateᚐChangeᚄ(ctx context.Context, sel ast.SelectionSet, v []*estate.Change) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNChange2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋestateᚐChange(ctx, sel, v[i])
@@ -54875,7 +54875,7 @@ func (ec *executionContext) marshalNComparedCode2ᚖgithubᚗcomᚋkliqueᚑai�
 }
 
 func (ec *executionContext) marshalNComparedMetric2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐComparedMetricᚄ(ctx context.Context, sel ast.SelectionSet, v []*gqlmodel.ComparedMetric) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNComparedMetric2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐComparedMetric(ctx, sel, v[i])
@@ -54899,7 +54899,7 @@ func (ec *executionContext) marshalNComparedMetric2ᚖgithubᚗcomᚋkliqueᚑai
 }
 
 func (ec *executionContext) marshalNComparedParameter2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐComparedParameterᚄ(ctx context.Context, sel ast.SelectionSet, v []*gqlmodel.ComparedParameter) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNComparedParameter2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐComparedParameter(ctx, sel, v[i])
@@ -54923,7 +54923,7 @@ func (ec *executionContext) marshalNComparedParameter2ᚖgithubᚗcomᚋklique�
 }
 
 func (ec *executionContext) marshalNComputeResource2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐComputeResourceᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.ComputeResource) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNComputeResource2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐComputeResource(ctx, sel, v[i])
@@ -54955,7 +54955,7 @@ func (ec *executionContext) marshalNComputeResourceConnection2ᚖgithubᚗcomᚋ
 }
 
 func (ec *executionContext) marshalNComputeResourceEdge2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐComputeResourceEdgeᚄ(ctx context.Context, sel ast.SelectionSet, v []*gqlmodel.ComputeResourceEdge) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNComputeResourceEdge2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐComputeResourceEdge(ctx, sel, v[i])
@@ -55038,7 +55038,7 @@ func (ec *executionContext) unmarshalNEnqueueTaskInput2githubᚗcomᚋkliqueᚑa
 }
 
 func (ec *executionContext) marshalNEntitlement2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐEntitlementᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Entitlement) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNEntitlement2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐEntitlement(ctx, sel, v[i])
@@ -55097,7 +55097,7 @@ func (ec *executionContext) marshalNGPUClassConnection2ᚖgithubᚗcomᚋklique�
 }
 
 func (ec *executionContext) marshalNGPUClassEdge2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐGPUClassEdgeᚄ(ctx context.Context, sel ast.SelectionSet, v []*gqlmodel.GPUClassEdge) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNGPUClassEdge2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐGPUClassEdge(ctx, sel, v[i])
@@ -55125,7 +55125,7 @@ func (ec *executionContext) marshalNGPUClassHistory2githubᚗcomᚋkliqueᚑai�
 }
 
 func (ec *executionContext) marshalNGPUClassHistory2ᚕgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋliveᚐGPUClassHistoryᚄ(ctx context.Context, sel ast.SelectionSet, v []live.GPUClassHistory) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNGPUClassHistory2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋliveᚐGPUClassHistory(ctx, sel, v[i])
@@ -55158,7 +55158,7 @@ func (ec *executionContext) marshalNGPUClassUse2githubᚗcomᚋkliqueᚑaiᚋkli
 }
 
 func (ec *executionContext) marshalNGPUClassUse2ᚕgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋliveᚐGPUClassUseᚄ(ctx context.Context, sel ast.SelectionSet, v []live.GPUClassUse) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNGPUClassUse2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋliveᚐGPUClassUse(ctx, sel, v[i])
@@ -55226,7 +55226,7 @@ func (ec *executionContext) marshalNGroupConnection2ᚖgithubᚗcomᚋkliqueᚑa
 }
 
 func (ec *executionContext) marshalNGroupEdge2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐGroupEdgeᚄ(ctx context.Context, sel ast.SelectionSet, v []*gqlmodel.GroupEdge) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNGroupEdge2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐGroupEdge(ctx, sel, v[i])
@@ -55260,7 +55260,7 @@ func (ec *executionContext) unmarshalNGroupInput2githubᚗcomᚋkliqueᚑaiᚋkl
 }
 
 func (ec *executionContext) marshalNGroupMembership2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐMembershipᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Membership) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNGroupMembership2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐMembership(ctx, sel, v[i])
@@ -55361,7 +55361,7 @@ func (ec *executionContext) marshalNID2ᚕstringᚄ(ctx context.Context, sel ast
 }
 
 func (ec *executionContext) marshalNInstanceType2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐInstanceTypeᚄ(ctx context.Context, sel ast.SelectionSet, v []*gqlmodel.InstanceType) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNInstanceType2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐInstanceType(ctx, sel, v[i])
@@ -55461,7 +55461,7 @@ func (ec *executionContext) marshalNInt2ᚕintᚄ(ctx context.Context, sel ast.S
 }
 
 func (ec *executionContext) marshalNLLMAlias2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐAliasᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Alias) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNLLMAlias2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐAlias(ctx, sel, v[i])
@@ -55494,7 +55494,7 @@ func (ec *executionContext) marshalNLLMAliasRule2githubᚗcomᚋkliqueᚑaiᚋkl
 }
 
 func (ec *executionContext) marshalNLLMAliasRule2ᚕgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐAliasRuleᚄ(ctx context.Context, sel ast.SelectionSet, v []model.AliasRule) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNLLMAliasRule2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐAliasRule(ctx, sel, v[i])
@@ -55529,7 +55529,7 @@ func (ec *executionContext) unmarshalNLLMAliasRuleInput2ᚖgithubᚗcomᚋklique
 }
 
 func (ec *executionContext) marshalNLLMEndpointHealth2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋllmᚐEndpointHealthᚄ(ctx context.Context, sel ast.SelectionSet, v []*llm.EndpointHealth) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNLLMEndpointHealth2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋllmᚐEndpointHealth(ctx, sel, v[i])
@@ -55562,7 +55562,7 @@ func (ec *executionContext) unmarshalNLLMGuardrailsInput2githubᚗcomᚋklique�
 }
 
 func (ec *executionContext) marshalNLLMModel2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐLLMModelᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.LLMModel) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNLLMModel2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐLLMModel(ctx, sel, v[i])
@@ -55591,7 +55591,7 @@ func (ec *executionContext) unmarshalNLLMModelInput2githubᚗcomᚋkliqueᚑai�
 }
 
 func (ec *executionContext) marshalNLLMProvider2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐProviderᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Provider) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNLLMProvider2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐProvider(ctx, sel, v[i])
@@ -55620,7 +55620,7 @@ func (ec *executionContext) unmarshalNLLMProviderInput2githubᚗcomᚋkliqueᚑa
 }
 
 func (ec *executionContext) marshalNLLMRefusal2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐModelCallᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.ModelCall) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNLLMRefusal2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐModelCall(ctx, sel, v[i])
@@ -55644,7 +55644,7 @@ func (ec *executionContext) marshalNLLMRefusal2ᚖgithubᚗcomᚋkliqueᚑaiᚋk
 }
 
 func (ec *executionContext) marshalNLLMRoute2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐRouteᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Route) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNLLMRoute2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐRoute(ctx, sel, v[i])
@@ -55677,7 +55677,7 @@ func (ec *executionContext) marshalNLLMTarget2githubᚗcomᚋkliqueᚑaiᚋkliqu
 }
 
 func (ec *executionContext) marshalNLLMTarget2ᚕgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐTargetᚄ(ctx context.Context, sel ast.SelectionSet, v []model.Target) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNLLMTarget2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐTarget(ctx, sel, v[i])
@@ -55754,7 +55754,7 @@ func (ec *executionContext) marshalNLogLine2githubᚗcomᚋkliqueᚑaiᚋklique�
 }
 
 func (ec *executionContext) marshalNLogLine2ᚕgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐLogLineᚄ(ctx context.Context, sel ast.SelectionSet, v []model.LogLine) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNLogLine2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐLogLine(ctx, sel, v[i])
@@ -55819,7 +55819,7 @@ func (ec *executionContext) marshalNMetricDirection2githubᚗcomᚋkliqueᚑai�
 }
 
 func (ec *executionContext) marshalNMetricPoint2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐMetricPointᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.MetricPoint) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNMetricPoint2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐMetricPoint(ctx, sel, v[i])
@@ -55848,7 +55848,7 @@ func (ec *executionContext) unmarshalNMetricPointInput2ᚖgithubᚗcomᚋklique�
 }
 
 func (ec *executionContext) marshalNMetricValue2ᚕᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐMetricValueᚄ(ctx context.Context, sel ast.SelectionSet, v [][]*gqlmodel.MetricValue) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNMetricValue2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐMetricValueᚄ(ctx, sel, v[i])
@@ -55864,7 +55864,7 @@ func (ec *executionContext) marshalNMetricValue2ᚕᚕᚖgithubᚗcomᚋklique�
 }
 
 func (ec *executionContext) marshalNMetricValue2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐMetricValue(ctx context.Context, sel ast.SelectionSet, v []*gqlmodel.MetricValue) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalOMetricValue2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐMetricValue(ctx, sel, v[i])
@@ -55874,7 +55874,7 @@ func (ec *executionContext) marshalNMetricValue2ᚕᚖgithubᚗcomᚋkliqueᚑai
 }
 
 func (ec *executionContext) marshalNMetricValue2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐMetricValueᚄ(ctx context.Context, sel ast.SelectionSet, v []*gqlmodel.MetricValue) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNMetricValue2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐMetricValue(ctx, sel, v[i])
@@ -55930,7 +55930,7 @@ func (ec *executionContext) marshalNPageInfo2ᚖgithubᚗcomᚋkliqueᚑaiᚋkli
 }
 
 func (ec *executionContext) marshalNPipelineRun2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐPipelineRunᚄ(ctx context.Context, sel ast.SelectionSet, v []*gqlmodel.PipelineRun) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNPipelineRun2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐPipelineRun(ctx, sel, v[i])
@@ -55964,7 +55964,7 @@ func (ec *executionContext) marshalNPipelineRunState2githubᚗcomᚋkliqueᚑai�
 }
 
 func (ec *executionContext) marshalNPipelineStep2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐPipelineStepᚄ(ctx context.Context, sel ast.SelectionSet, v []*gqlmodel.PipelineStep) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNPipelineStep2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐPipelineStep(ctx, sel, v[i])
@@ -55998,7 +55998,7 @@ func (ec *executionContext) marshalNPipelineStepState2githubᚗcomᚋkliqueᚑai
 }
 
 func (ec *executionContext) marshalNPolicyView2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋviewᚐPolicyViewᚄ(ctx context.Context, sel ast.SelectionSet, v []*view.PolicyView) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNPolicyView2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋviewᚐPolicyView(ctx, sel, v[i])
@@ -56022,7 +56022,7 @@ func (ec *executionContext) marshalNPolicyView2ᚖgithubᚗcomᚋkliqueᚑaiᚋk
 }
 
 func (ec *executionContext) marshalNPool2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐPoolᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Pool) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNPool2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐPool(ctx, sel, v[i])
@@ -56054,7 +56054,7 @@ func (ec *executionContext) marshalNPoolConnection2ᚖgithubᚗcomᚋkliqueᚑai
 }
 
 func (ec *executionContext) marshalNPoolEdge2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐPoolEdgeᚄ(ctx context.Context, sel ast.SelectionSet, v []*gqlmodel.PoolEdge) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNPoolEdge2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐPoolEdge(ctx, sel, v[i])
@@ -56131,7 +56131,7 @@ func (ec *executionContext) marshalNPoolUse2githubᚗcomᚋkliqueᚑaiᚋklique�
 }
 
 func (ec *executionContext) marshalNPoolUse2ᚕgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋliveᚐPoolUseᚄ(ctx context.Context, sel ast.SelectionSet, v []live.PoolUse) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNPoolUse2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋliveᚐPoolUse(ctx, sel, v[i])
@@ -56163,7 +56163,7 @@ func (ec *executionContext) marshalNPoolWorkerStatus2ᚖgithubᚗcomᚋkliqueᚑ
 }
 
 func (ec *executionContext) marshalNProfile2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐProfileᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Profile) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNProfile2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐProfile(ctx, sel, v[i])
@@ -56195,7 +56195,7 @@ func (ec *executionContext) marshalNProfileConnection2ᚖgithubᚗcomᚋklique�
 }
 
 func (ec *executionContext) marshalNProfileEdge2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐProfileEdgeᚄ(ctx context.Context, sel ast.SelectionSet, v []*gqlmodel.ProfileEdge) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNProfileEdge2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐProfileEdge(ctx, sel, v[i])
@@ -56248,7 +56248,7 @@ func (ec *executionContext) marshalNProjectConnection2ᚖgithubᚗcomᚋklique�
 }
 
 func (ec *executionContext) marshalNProjectEdge2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐProjectEdgeᚄ(ctx context.Context, sel ast.SelectionSet, v []*gqlmodel.ProjectEdge) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNProjectEdge2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐProjectEdge(ctx, sel, v[i])
@@ -56302,7 +56302,7 @@ func (ec *executionContext) marshalNQueuedTask2githubᚗcomᚋkliqueᚑaiᚋkliq
 }
 
 func (ec *executionContext) marshalNQueuedTask2ᚕgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋliveᚐQueuedTaskᚄ(ctx context.Context, sel ast.SelectionSet, v []live.QueuedTask) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNQueuedTask2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋliveᚐQueuedTask(ctx, sel, v[i])
@@ -56318,7 +56318,7 @@ func (ec *executionContext) marshalNQueuedTask2ᚕgithubᚗcomᚋkliqueᚑaiᚋk
 }
 
 func (ec *executionContext) marshalNRateLimit2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐRateLimitᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.RateLimit) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNRateLimit2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐRateLimit(ctx, sel, v[i])
@@ -56391,7 +56391,7 @@ func (ec *executionContext) marshalNResourcePolicyConnection2ᚖgithubᚗcomᚋk
 }
 
 func (ec *executionContext) marshalNResourcePolicyEdge2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐResourcePolicyEdgeᚄ(ctx context.Context, sel ast.SelectionSet, v []*gqlmodel.ResourcePolicyEdge) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNResourcePolicyEdge2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐResourcePolicyEdge(ctx, sel, v[i])
@@ -56463,7 +56463,7 @@ func (ec *executionContext) unmarshalNRunPipelineInput2githubᚗcomᚋkliqueᚑa
 }
 
 func (ec *executionContext) marshalNSchedule2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐScheduleᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Schedule) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNSchedule2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐSchedule(ctx, sel, v[i])
@@ -56487,7 +56487,7 @@ func (ec *executionContext) marshalNSchedule2ᚖgithubᚗcomᚋkliqueᚑaiᚋkli
 }
 
 func (ec *executionContext) marshalNScheduleRun2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐScheduleRunᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.ScheduleRun) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNScheduleRun2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐScheduleRun(ctx, sel, v[i])
@@ -56519,7 +56519,7 @@ func (ec *executionContext) marshalNScheduleUpdate2ᚖgithubᚗcomᚋkliqueᚑai
 }
 
 func (ec *executionContext) marshalNSearchParam2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐSearchParamᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.SearchParam) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNSearchParam2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐSearchParam(ctx, sel, v[i])
@@ -56562,7 +56562,7 @@ func (ec *executionContext) unmarshalNSearchParamInput2ᚖgithubᚗcomᚋklique�
 }
 
 func (ec *executionContext) marshalNSecret2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋaccessᚐSecretInfoᚄ(ctx context.Context, sel ast.SelectionSet, v []*access.SecretInfo) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNSecret2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋaccessᚐSecretInfo(ctx, sel, v[i])
@@ -56708,7 +56708,7 @@ func (ec *executionContext) marshalNStringMap2map(ctx context.Context, sel ast.S
 }
 
 func (ec *executionContext) marshalNStudy2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋstudiesᚐViewᚄ(ctx context.Context, sel ast.SelectionSet, v []*studies.View) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNStudy2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋstudiesᚐView(ctx, sel, v[i])
@@ -56741,7 +56741,7 @@ func (ec *executionContext) marshalNStudyProgressPoint2githubᚗcomᚋkliqueᚑa
 }
 
 func (ec *executionContext) marshalNStudyProgressPoint2ᚕgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋstudiesᚐProgressPointᚄ(ctx context.Context, sel ast.SelectionSet, v []studies.ProgressPoint) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNStudyProgressPoint2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋstudiesᚐProgressPoint(ctx, sel, v[i])
@@ -56785,7 +56785,7 @@ var (
 )
 
 func (ec *executionContext) marshalNStudyTrial2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐStudyTrialᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.StudyTrial) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNStudyTrial2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐStudyTrial(ctx, sel, v[i])
@@ -56809,7 +56809,7 @@ func (ec *executionContext) marshalNStudyTrial2ᚖgithubᚗcomᚋkliqueᚑaiᚋk
 }
 
 func (ec *executionContext) marshalNTask2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐTaskᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Task) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNTask2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐTask(ctx, sel, v[i])
@@ -56849,7 +56849,7 @@ func (ec *executionContext) marshalNTaskConnection2ᚖgithubᚗcomᚋkliqueᚑai
 }
 
 func (ec *executionContext) marshalNTaskEdge2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐTaskEdgeᚄ(ctx context.Context, sel ast.SelectionSet, v []*gqlmodel.TaskEdge) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNTaskEdge2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐTaskEdge(ctx, sel, v[i])
@@ -56877,7 +56877,7 @@ func (ec *executionContext) marshalNTaskInput2githubᚗcomᚋkliqueᚑaiᚋkliqu
 }
 
 func (ec *executionContext) marshalNTaskInput2ᚕgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐArtifactInputᚄ(ctx context.Context, sel ast.SelectionSet, v []model.ArtifactInput) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNTaskInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐArtifactInput(ctx, sel, v[i])
@@ -56962,7 +56962,7 @@ func (ec *executionContext) marshalNTenantConnection2ᚖgithubᚗcomᚋkliqueᚑ
 }
 
 func (ec *executionContext) marshalNTenantEdge2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐTenantEdgeᚄ(ctx context.Context, sel ast.SelectionSet, v []*gqlmodel.TenantEdge) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNTenantEdge2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐTenantEdge(ctx, sel, v[i])
@@ -57018,7 +57018,7 @@ func (ec *executionContext) marshalNTime2ᚖtimeᚐTime(ctx context.Context, sel
 }
 
 func (ec *executionContext) marshalNTokenBudget2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐTokenBudgetᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.TokenBudget) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNTokenBudget2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐTokenBudget(ctx, sel, v[i])
@@ -57047,7 +57047,7 @@ func (ec *executionContext) unmarshalNTokenBudgetInput2githubᚗcomᚋkliqueᚑa
 }
 
 func (ec *executionContext) marshalNTokenBudgetView2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋllmᚐTokenBudgetViewᚄ(ctx context.Context, sel ast.SelectionSet, v []*llm.TokenBudgetView) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNTokenBudgetView2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋllmᚐTokenBudgetView(ctx, sel, v[i])
@@ -57134,7 +57134,7 @@ func (ec *executionContext) marshalNUsageKey2githubᚗcomᚋkliqueᚑaiᚋklique
 }
 
 func (ec *executionContext) marshalNUsageKey2ᚕgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐUsageKeyᚄ(ctx context.Context, sel ast.SelectionSet, v []model.UsageKey) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNUsageKey2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐUsageKey(ctx, sel, v[i])
@@ -57158,7 +57158,7 @@ func (ec *executionContext) marshalNUsageReport2ᚖgithubᚗcomᚋkliqueᚑaiᚋ
 }
 
 func (ec *executionContext) marshalNUsageRow2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋallocationᚐUsageRowᚄ(ctx context.Context, sel ast.SelectionSet, v []*allocation.UsageRow) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNUsageRow2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋallocationᚐUsageRow(ctx, sel, v[i])
@@ -57198,7 +57198,7 @@ func (ec *executionContext) marshalNUserConnection2ᚖgithubᚗcomᚋkliqueᚑai
 }
 
 func (ec *executionContext) marshalNUserEdge2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐUserEdgeᚄ(ctx context.Context, sel ast.SelectionSet, v []*gqlmodel.UserEdge) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNUserEdge2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐUserEdge(ctx, sel, v[i])
@@ -57234,7 +57234,7 @@ func (ec *executionContext) marshalNUtilizationPoint2githubᚗcomᚋkliqueᚑai�
 }
 
 func (ec *executionContext) marshalNUtilizationPoint2ᚕgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋliveᚐUtilizationPointᚄ(ctx context.Context, sel ast.SelectionSet, v []live.UtilizationPoint) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNUtilizationPoint2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋliveᚐUtilizationPoint(ctx, sel, v[i])
@@ -57258,7 +57258,7 @@ func (ec *executionContext) marshalNViewer2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqu
 }
 
 func (ec *executionContext) marshalNWarning2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋestateᚐWarningᚄ(ctx context.Context, sel ast.SelectionSet, v []*estate.Warning) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNWarning2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋestateᚐWarning(ctx, sel, v[i])
@@ -57282,7 +57282,7 @@ func (ec *executionContext) marshalNWarning2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliq
 }
 
 func (ec *executionContext) marshalNWorker2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋviewᚐWorkerViewᚄ(ctx context.Context, sel ast.SelectionSet, v []*view.WorkerView) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNWorker2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋviewᚐWorkerView(ctx, sel, v[i])
@@ -57306,7 +57306,7 @@ func (ec *executionContext) marshalNWorker2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqu
 }
 
 func (ec *executionContext) marshalNWorkerCredential2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐWorkerCredentialᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.WorkerCredential) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNWorkerCredential2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐWorkerCredential(ctx, sel, v[i])
@@ -57334,7 +57334,7 @@ func (ec *executionContext) marshalNWorkerGPU2githubᚗcomᚋkliqueᚑaiᚋkliqu
 }
 
 func (ec *executionContext) marshalNWorkerGPU2ᚕgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐWorkerGPUᚄ(ctx context.Context, sel ast.SelectionSet, v []model.WorkerGPU) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNWorkerGPU2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐWorkerGPU(ctx, sel, v[i])
@@ -57362,7 +57362,7 @@ func (ec *executionContext) marshalN__Directive2githubᚗcomᚋ99designsᚋgqlge
 }
 
 func (ec *executionContext) marshalN__Directive2ᚕgithubᚗcomᚋ99designsᚋgqlgenᚋgraphqlᚋintrospectionᚐDirectiveᚄ(ctx context.Context, sel ast.SelectionSet, v []introspection.Directive) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalN__Directive2githubᚗcomᚋ99designsᚋgqlgenᚋgraphqlᚋintrospectionᚐDirective(ctx, sel, v[i])
@@ -57406,7 +57406,7 @@ func (ec *executionContext) unmarshalN__DirectiveLocation2ᚕstringᚄ(ctx conte
 }
 
 func (ec *executionContext) marshalN__DirectiveLocation2ᚕstringᚄ(ctx context.Context, sel ast.SelectionSet, v []string) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalN__DirectiveLocation2string(ctx, sel, v[i])
@@ -57434,7 +57434,7 @@ func (ec *executionContext) marshalN__InputValue2githubᚗcomᚋ99designsᚋgqlg
 }
 
 func (ec *executionContext) marshalN__InputValue2ᚕgithubᚗcomᚋ99designsᚋgqlgenᚋgraphqlᚋintrospectionᚐInputValueᚄ(ctx context.Context, sel ast.SelectionSet, v []introspection.InputValue) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalN__InputValue2githubᚗcomᚋ99designsᚋgqlgenᚋgraphqlᚋintrospectionᚐInputValue(ctx, sel, v[i])
@@ -57462,7 +57462,7 @@ func (ec *executionContext) marshalN__Type2githubᚗcomᚋ99designsᚋgqlgenᚋg
 }
 
 func (ec *executionContext) marshalN__Type2ᚕgithubᚗcomᚋ99designsᚋgqlgenᚋgraphqlᚋintrospectionᚐTypeᚄ(ctx context.Context, sel ast.SelectionSet, v []introspection.Type) graphql.Marshaler {
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalN__Type2githubᚗcomᚋ99designsᚋgqlgenᚋgraphqlᚋintrospectionᚐType(ctx, sel, v[i])
@@ -57896,7 +57896,7 @@ func (ec *executionContext) marshalOPipelineRunState2ᚕgithubᚗcomᚋkliqueᚑ
 	if v == nil {
 		return graphql.Null
 	}
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNPipelineRunState2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐPipelineRunState(ctx, sel, v[i])
@@ -58206,7 +58206,7 @@ func (ec *executionContext) marshalOTaskStatus2ᚕgithubᚗcomᚋkliqueᚑaiᚋk
 	if v == nil {
 		return graphql.Null
 	}
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNTaskStatus2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐTaskStatus(ctx, sel, v[i])
@@ -58294,7 +58294,7 @@ func (ec *executionContext) marshalOUsageDimension2ᚕgithubᚗcomᚋkliqueᚑai
 	if v == nil {
 		return graphql.Null
 	}
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNUsageDimension2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋscalarsᚐUsageDimension(ctx, sel, v[i])
@@ -58327,7 +58327,7 @@ func (ec *executionContext) marshalO__EnumValue2ᚕgithubᚗcomᚋ99designsᚋgq
 	if v == nil {
 		return graphql.Null
 	}
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalN__EnumValue2githubᚗcomᚋ99designsᚋgqlgenᚋgraphqlᚋintrospectionᚐEnumValue(ctx, sel, v[i])
@@ -58346,7 +58346,7 @@ func (ec *executionContext) marshalO__Field2ᚕgithubᚗcomᚋ99designsᚋgqlgen
 	if v == nil {
 		return graphql.Null
 	}
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalN__Field2githubᚗcomᚋ99designsᚋgqlgenᚋgraphqlᚋintrospectionᚐField(ctx, sel, v[i])
@@ -58365,7 +58365,7 @@ func (ec *executionContext) marshalO__InputValue2ᚕgithubᚗcomᚋ99designsᚋg
 	if v == nil {
 		return graphql.Null
 	}
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalN__InputValue2githubᚗcomᚋ99designsᚋgqlgenᚋgraphqlᚋintrospectionᚐInputValue(ctx, sel, v[i])
@@ -58384,7 +58384,7 @@ func (ec *executionContext) marshalO__Type2ᚕgithubᚗcomᚋ99designsᚋgqlgen�
 	if v == nil {
 		return graphql.Null
 	}
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalN__Type2githubᚗcomᚋ99designsᚋgqlgenᚋgraphqlᚋintrospectionᚐType(ctx, sel, v[i])
