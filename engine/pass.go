@@ -56,7 +56,7 @@ type state struct {
 	// team's own, a department's teams'), groupRate the burn rate of that
 	// work's budgeted part, in thousandths of a budget hour per hour, and
 	// groupBudgeted counts that work.
-	groupUse []model.MilliGPU
+	groupUse      []model.MilliGPU
 	groupRate     []int64
 	groupBudgeted []int
 	// waiting is, per queue, the tasks of Waiting the pass may place: all
