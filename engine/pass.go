@@ -33,8 +33,15 @@ func (st *state) pass() *Decisions {
 	st.expireClaims()
 	st.enforceCapacity()
 	st.enforceLimits()
-	st.walk(PhaseReservation, false)
-	st.reclaim()
+	// Reservations bottom up: a team's own first, then what a department
+	// one level up guarantees, and so on (one round in a flat estate), so
+	// that no team's guarantee waits behind a department's shared one.
+	for st.upTo = 0; st.upTo < st.tree.depth; st.upTo++ {
+		st.walk(PhaseReservation, false)
+	}
+	for st.upTo = 0; st.upTo < st.tree.depth; st.upTo++ {
+		st.reclaim()
+	}
 	if st.tree.nested {
 		// A department's idle reserve goes to its own teams first.
 		st.walk(PhaseLend, true)
@@ -50,6 +57,9 @@ type state struct {
 	s *Snapshot
 	// tree is the organisation tree's paths (tree.go).
 	tree tree
+	// upTo is how many levels above a team the reservation phase and
+	// reclaim may find its guarantee at, in the current round.
+	upTo int
 
 	poolUsed []model.MilliGPU
 	// groupUse is, per node of the tree, the GPUs its subtree holds (a
@@ -293,7 +303,7 @@ func (st *state) fits(q, p int, phase Phase, inDepartment bool) bool {
 	if st.pausedAt(g) >= 0 || st.overLimitAt(g, size) >= 0 {
 		return false
 	}
-	if phase == PhaseReservation && st.guaranteedAt(g, size) < 0 {
+	if phase == PhaseReservation && st.guaranteedAt(g, size, st.upTo) < 0 {
 		return false
 	}
 	if inDepartment && !st.withinDepartment(g, size) {
@@ -333,7 +343,7 @@ func (st *state) reclaimFor(q int) bool {
 		return false
 	}
 	// by is the level whose reservation guarantees the head.
-	by := st.guaranteedAt(g, size)
+	by := st.guaranteedAt(g, size, st.upTo)
 	if by < 0 || !st.budgetAllows(g, st.s.Profiles[queue.Profile].WeightMilli) {
 		return false
 	}

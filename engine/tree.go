@@ -27,6 +27,8 @@ type tree struct {
 	childAt  []int32
 	// nested: some node has a parent (the estate is not flat).
 	nested bool
+	// depth is the length of the longest path (1 in a flat estate).
+	depth int
 	// fair: some node's weight differs from a sibling's, so that lending
 	// among siblings is shared by weight (lendFair).
 	fair bool
@@ -67,6 +69,10 @@ func newTree(groups []Group) tree {
 		}
 	}
 	t.at[n] = int32(len(t.path))
+	t.depth = 1
+	for g := 0; g < n; g++ {
+		t.depth = max(t.depth, int(t.at[g+1]-t.at[g]))
+	}
 	count := make([]int32, n)
 	for g := range parent {
 		if parent[g] >= 0 {
@@ -182,19 +188,19 @@ func (st *state) tightestLimit(g int) int {
 }
 
 // guaranteedAt is the lowest node on g's path whose reservation guarantees
-// a new task of size, or -1. The team guarantees it when it stays within
+// a new task of size, at most upTo levels above g, or -1. The team guarantees it when it stays within
 // its own reservation; a department above it when the department's
 // reservation still has room for it after what the department promised
 // its other children: each child on another branch is promised what it
 // has not yet used of its own reservation. So a department's unsplit
 // reserve goes first to its own teams, and a team's reservation stays its
 // own.
-func (st *state) guaranteedAt(g int, size model.MilliGPU) int {
+func (st *state) guaranteedAt(g int, size model.MilliGPU, upTo int) int {
 	path := st.pathOf(g)
 	if st.groupUse[g]+size <= st.s.Groups[g].Reservation {
 		return g
 	}
-	for k := 1; k < len(path); k++ {
+	for k := 1; k < len(path) && k <= upTo; k++ {
 		a, branch := int(path[k]), int(path[k-1])
 		room := st.s.Groups[a].Reservation - st.groupUse[a] - size
 		if room < 0 {
