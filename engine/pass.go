@@ -251,9 +251,7 @@ func (st *state) walk(phase Phase, inDepartment bool) {
 					if st.headSize[q] > st.s.Pools[p].Capacity-st.poolUsed[p] {
 						continue
 					}
-					for st.fits(q, p, phase, inDepartment) {
-						st.place(q, p, phase)
-					}
+					st.fill(q, p, phase, inDepartment)
 				}
 			}
 		}
@@ -268,7 +266,7 @@ func (st *state) lendFair(pr, p int, inDepartment bool) {
 	for {
 		best := -1
 		for _, q := range queues {
-			if st.headSize[q] > st.s.Pools[p].Capacity-st.poolUsed[p] || !st.fits(q, p, PhaseLend, inDepartment) {
+			if st.headSize[q] > st.s.Pools[p].Capacity-st.poolUsed[p] || !st.fits(q, p, PhaseLend, inDepartment, true) {
 				continue
 			}
 			if best < 0 || st.fairBefore(q, best, false) {
@@ -282,14 +280,22 @@ func (st *state) lendFair(pr, p int, inDepartment bool) {
 	}
 }
 
+// fill places the queue's tasks on pool p while they fit, stopping at the
+// first that does not: the head of a queue blocks the tasks behind it.
+func (st *state) fill(q, p int, phase Phase, inDepartment bool) {
+	for st.fits(q, p, phase, inDepartment, false) {
+		st.place(q, p, phase)
+	}
+}
+
 // fits reports whether the head of queue q can be placed on pool p in
-// phase: the head of a queue blocks the tasks behind it, so a queue is
-// filled while its head fits. At every level of the tree above the team,
-// the task must keep the node within its limit (none paused); in the
-// reservation phase some level must guarantee it (guaranteedAt); in the
-// department lend stage, some department above the team must have room in
-// its reservation.
-func (st *state) fits(q, p int, phase Phase, inDepartment bool) bool {
+// phase. At every level of the tree, from the team up, the task must keep
+// the node within its limit (none paused); in the reservation phase some
+// level must guarantee it (guaranteedAt); in the department lend stage,
+// some department above the team must have room in its reservation.
+// checkHead asks it to check the head's size against the pool first (the
+// walk did already for fill).
+func (st *state) fits(q, p int, phase Phase, inDepartment, checkHead bool) bool {
 	if st.requeued[q] >= 0 || st.next[q] >= len(st.waiting[q]) {
 		return false
 	}
@@ -297,19 +303,28 @@ func (st *state) fits(q, p int, phase Phase, inDepartment bool) bool {
 	g := queue.Group
 	t := &st.waiting[q][st.next[q]]
 	size := t.Size.Total()
-	if !st.s.Pools[p].Kind.CanRun(t.Size) || st.unattended[p] || st.poolUsed[p]+size > st.s.Pools[p].Capacity {
+	pool := &st.s.Pools[p]
+	if !pool.Kind.CanRun(t.Size) || st.unattended[p] || st.poolUsed[p]+size > pool.Capacity {
 		return false
 	}
-	if st.pausedAt(g) >= 0 || st.overLimitAt(g, size) >= 0 {
-		return false
+	groups := st.s.Groups
+	for _, n := range st.pathOf(g) {
+		// A limit of 0 pauses the node's subtree.
+		if lim := groups[n].Limit; lim == 0 || st.groupUse[n]+size > lim {
+			return false
+		}
 	}
-	if phase == PhaseReservation && st.guaranteedAt(g, size, st.upTo) < 0 {
+	if phase == PhaseReservation && st.groupUse[g]+size > groups[g].Reservation &&
+		(st.upTo == 0 || st.guaranteedAt(g, size, st.upTo) < 0) {
 		return false
 	}
 	if inDepartment && !st.withinDepartment(g, size) {
 		return false
 	}
-	return st.budgetAllows(g, st.s.Profiles[queue.Profile].WeightMilli)
+	if w := st.s.Profiles[queue.Profile].WeightMilli; w > 0 {
+		return st.budgetAllows(g, w)
+	}
+	return true
 }
 
 // reclaim gives groups below their reservation the capacity borrowed by
@@ -342,9 +357,10 @@ func (st *state) reclaimFor(q int) bool {
 	if st.pausedAt(g) >= 0 || st.overLimitAt(g, size) >= 0 {
 		return false
 	}
-	// by is the level whose reservation guarantees the head.
+	// by is the level whose reservation guarantees the head; a claim
+	// guaranteed lower down was made in an earlier round.
 	by := st.guaranteedAt(g, size, st.upTo)
-	if by < 0 || !st.budgetAllows(g, st.s.Profiles[queue.Profile].WeightMilli) {
+	if by < 0 || (st.upTo > 0 && !st.levelIs(g, by, st.upTo)) || !st.budgetAllows(g, st.s.Profiles[queue.Profile].WeightMilli) {
 		return false
 	}
 	t := &st.waiting[q][st.next[q]]

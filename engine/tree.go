@@ -218,6 +218,12 @@ func (st *state) guaranteedAt(g int, size model.MilliGPU, upTo int) int {
 	return -1
 }
 
+// levelIs reports whether node n is k levels above g on g's path.
+func (st *state) levelIs(g, n, k int) bool {
+	path := st.pathOf(g)
+	return k < len(path) && int(path[k]) == n
+}
+
 // withinSomeReservation reports whether a task of size keeps some node on
 // g's path within its reservation, promises aside: such a placement is not
 // borrowed (Place.Borrowed).

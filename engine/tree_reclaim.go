@@ -50,7 +50,12 @@ func (st *state) chooseVictimsInTree(p int, need model.MilliGPU, claimant, by in
 	for shared := 0; shared <= len(st.pathOf(claimant)); shared++ {
 		for _, i := range st.victims[p] {
 			v := &st.placements[i]
-			if !v.alive || st.within(int(v.group), by) {
+			if !v.alive {
+				continue
+			}
+			// The victim's team is never on the claimant's path (a team's
+			// path holds no other team), so it is checked first, cheaply.
+			if res := st.s.Groups[v.group].Reservation; useOf(int(v.group)) <= res || useOf(int(v.group))-v.Size < res || st.within(int(v.group), by) {
 				continue
 			}
 			vp := st.pathOf(int(v.group))
