@@ -66,7 +66,10 @@ type state struct {
 	// team's own, a department's teams'), groupRate the burn rate of that
 	// work's budgeted part, in thousandths of a budget hour per hour, and
 	// groupBudgeted counts that work.
-	groupUse      []model.MilliGPU
+	groupUse []model.MilliGPU
+	// promised is, per department, what it promises its children: the
+	// sum of what each has not used of its own reservation (tree.go).
+	promised      []model.MilliGPU
 	groupRate     []int64
 	groupBudgeted []int
 	// waiting is, per queue, the tasks of Waiting the pass may place: all
@@ -157,6 +160,12 @@ func newState(s *Snapshot) *state {
 		st.requeued[q] = -1
 	}
 	st.tree = newTree(s.Groups)
+	st.promised = make([]model.MilliGPU, len(s.Groups))
+	for g := range s.Groups {
+		if path := st.pathOf(g); len(path) > 1 {
+			st.promised[path[1]] += max(0, s.Groups[g].Reservation)
+		}
+	}
 	st.unattended = make([]bool, len(s.Pools))
 	for p := range s.Pools {
 		st.unattended[p] = s.Pools[p].unattended(s.Now)

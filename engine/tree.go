@@ -22,9 +22,6 @@ type tree struct {
 	// ancestor.
 	path []int32
 	at   []int32
-	// children[childAt[g]:childAt[g+1]] are g's children, in index order.
-	children []int32
-	childAt  []int32
 	// nested: some node has a parent (the estate is not flat).
 	nested bool
 	// depth is the length of the longest path (1 in a flat estate).
@@ -57,7 +54,7 @@ func newTree(groups []Group) tree {
 			}
 		}
 	}
-	t := tree{at: make([]int32, n+1), childAt: make([]int32, n+1)}
+	t := tree{at: make([]int32, n+1)}
 	t.path = make([]int32, 0, n)
 	for g := range groups {
 		t.at[g] = int32(len(t.path))
@@ -72,23 +69,6 @@ func newTree(groups []Group) tree {
 	t.depth = 1
 	for g := 0; g < n; g++ {
 		t.depth = max(t.depth, int(t.at[g+1]-t.at[g]))
-	}
-	count := make([]int32, n)
-	for g := range parent {
-		if parent[g] >= 0 {
-			count[parent[g]]++
-		}
-	}
-	for g := 0; g < n; g++ {
-		t.childAt[g+1] = t.childAt[g] + count[g]
-	}
-	t.children = make([]int32, t.childAt[n])
-	fill := append([]int32(nil), t.childAt[:n]...)
-	for g := range parent {
-		if p := parent[g]; p >= 0 {
-			t.children[fill[p]] = int32(g)
-			fill[p]++
-		}
 	}
 	// Siblings under the tenant are the top-level nodes; index n stands
 	// for the tenant.
@@ -118,11 +98,6 @@ func weightOf(g *Group) int64 {
 
 // pathOf is g's path, g first.
 func (st *state) pathOf(g int) []int32 { return st.tree.path[st.tree.at[g]:st.tree.at[g+1]] }
-
-// childrenOf are g's children.
-func (st *state) childrenOf(g int) []int32 {
-	return st.tree.children[st.tree.childAt[g]:st.tree.childAt[g+1]]
-}
 
 // within reports whether node a is on g's path (g itself or an ancestor).
 func (st *state) within(g, a int) bool {
@@ -202,16 +177,10 @@ func (st *state) guaranteedAt(g int, size model.MilliGPU, upTo int) int {
 	}
 	for k := 1; k < len(path) && k <= upTo; k++ {
 		a, branch := int(path[k]), int(path[k-1])
-		room := st.s.Groups[a].Reservation - st.groupUse[a] - size
-		if room < 0 {
-			continue
-		}
-		for _, c := range st.childrenOf(a) {
-			if int(c) != branch {
-				room -= max(0, st.s.Groups[c].Reservation-st.groupUse[c])
-			}
-		}
-		if room >= 0 {
+		// What a promised its other children: all it promised, less the
+		// branch's own promise.
+		others := st.promised[a] - st.unused(branch)
+		if st.groupUse[a]+size+others <= st.s.Groups[a].Reservation {
 			return a
 		}
 	}
@@ -249,11 +218,23 @@ func (st *state) withinDepartment(g int, size model.MilliGPU) bool {
 	return false
 }
 
+// unused is what node n has not used of its own reservation: what its
+// parent promises it.
+func (st *state) unused(n int) model.MilliGPU {
+	return max(0, st.s.Groups[n].Reservation-st.groupUse[n])
+}
+
 // addUse adds size to the use, and w to the budget rate, of every node on
-// g's path.
+// g's path (size is negative to take it away), keeping each parent's
+// promised up to date.
 func (st *state) addUse(g int, size model.MilliGPU, w int64) {
-	for _, n := range st.pathOf(g) {
+	path := st.pathOf(g)
+	for k, n := range path {
+		before := st.unused(int(n))
 		st.groupUse[n] += size
+		if k+1 < len(path) {
+			st.promised[path[k+1]] += st.unused(int(n)) - before
+		}
 		if w > 0 {
 			st.groupRate[n] += w
 			st.groupBudgeted[n]++
@@ -263,8 +244,13 @@ func (st *state) addUse(g int, size model.MilliGPU, w int64) {
 
 // removeUse undoes addUse.
 func (st *state) removeUse(g int, size model.MilliGPU, w int64) {
-	for _, n := range st.pathOf(g) {
+	path := st.pathOf(g)
+	for k, n := range path {
+		before := st.unused(int(n))
 		st.groupUse[n] -= size
+		if k+1 < len(path) {
+			st.promised[path[k+1]] += st.unused(int(n)) - before
+		}
 		if w > 0 {
 			st.groupRate[n] -= w
 			st.groupBudgeted[n]--

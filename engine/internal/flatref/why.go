@@ -138,7 +138,3 @@ func (st *state) budgetSentence(g int) string {
 	budgetParts(&w, st.s.Groups[g].Budget)
 	return w.render()
 }
-
-func resetText(b *Budget) string {
-	return b.ResetAt.UTC().Format(resetLayout)
-}
