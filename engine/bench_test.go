@@ -3,6 +3,7 @@ package engine_test
 import (
 	"fmt"
 	"runtime"
+	"syscall"
 	"testing"
 	"time"
 
@@ -309,13 +310,26 @@ func runPasses(b *testing.B, s *engine.Snapshot, check func(*engine.Decisions)) 
 func runPassesWith(b *testing.B, s *engine.Snapshot, pass func() *engine.Decisions, check func(*engine.Decisions)) {
 	check(pass())
 	before := liveHeap()
+	cpu := processCPU(b)
 	b.ResetTimer()
 	for b.Loop() {
 		pass()
 	}
 	b.StopTimer()
+	// CPU time per pass, which other work on a shared machine stretches
+	// far less than the wall time of ns/op.
+	b.ReportMetric(float64(processCPU(b)-cpu)/float64(b.N), "cpu-ns/op")
 	b.ReportMetric(float64(liveHeap()-before), "heap-growth-B")
 	runtime.KeepAlive(s)
+}
+
+// processCPU is the user and system CPU time this process has used.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // liveHeap is the heap in use after a full collection.

@@ -317,11 +317,8 @@ func (st *state) fits(q, p int, phase Phase, inDepartment, checkHead bool) bool 
 		return false
 	}
 	groups := st.s.Groups
-	for _, n := range st.pathOf(g) {
-		// A limit of 0 pauses the node's subtree.
-		if lim := groups[n].Limit; lim == 0 || st.groupUse[n]+size > lim {
-			return false
-		}
+	if !st.withinLimits(g, size) {
+		return false
 	}
 	if phase == PhaseReservation && st.groupUse[g]+size > groups[g].Reservation &&
 		(st.upTo == 0 || st.guaranteedAt(g, size, st.upTo) < 0) {
@@ -363,13 +360,11 @@ func (st *state) reclaimFor(q int) bool {
 	}
 	queue := &st.s.Queues[q]
 	g := queue.Group
-	if st.pausedAt(g) >= 0 || st.overLimitAt(g, size) >= 0 {
-		return false
-	}
 	// by is the level whose reservation guarantees the head; a claim
 	// guaranteed lower down was made in an earlier round.
 	by := st.guaranteedAt(g, size, st.upTo)
-	if by < 0 || (st.upTo > 0 && !st.levelIs(g, by, st.upTo)) || !st.budgetAllows(g, st.s.Profiles[queue.Profile].WeightMilli) {
+	if by < 0 || (st.upTo > 0 && !st.levelIs(g, by, st.upTo)) || !st.withinLimits(g, size) ||
+		!st.budgetAllows(g, st.s.Profiles[queue.Profile].WeightMilli) {
 		return false
 	}
 	t := &st.waiting[q][st.next[q]]

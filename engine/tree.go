@@ -150,6 +150,18 @@ func (st *state) overLimitAt(g int, size model.MilliGPU) int {
 	return at
 }
 
+// withinLimits reports whether a task of size keeps every level of g's
+// path within its limit, none of them paused (a limit of 0 pauses the
+// node's subtree).
+func (st *state) withinLimits(g int, size model.MilliGPU) bool {
+	for _, n := range st.pathOf(g) {
+		if lim := st.s.Groups[n].Limit; lim == 0 || st.groupUse[n]+size > lim {
+			return false
+		}
+	}
+	return true
+}
+
 // tightestLimit is the node on g's path with the smallest limit (the
 // lowest among equals): g's effective limit.
 func (st *state) tightestLimit(g int) int {

@@ -44,6 +44,12 @@ func (st *state) chooseVictimsInTree(p int, need model.MilliGPU, claimant, by in
 		touched = append(touched, n)
 		lowered = append(lowered, st.groupUse[n]-by)
 	}
+	if !st.anyTeamCanGive(p, by) {
+		// Whatever else is checked, a victim's team must be able to give
+		// it: when none can, neither the walk below nor fitVictims finds
+		// anything.
+		return nil
+	}
 	var freed model.MilliGPU
 	// shared is how many levels a victim's path shares with the
 	// claimant's: the fewer, the farther, the sooner.
@@ -85,6 +91,22 @@ func (st *state) chooseVictimsInTree(p int, need model.MilliGPU, claimant, by in
 		}
 	}
 	return st.fitVictims(p, need, claimant, by)
+}
+
+// anyTeamCanGive reports whether some live placement on pool p, outside
+// by's subtree, can be taken without taking its team below the team's
+// reservation.
+func (st *state) anyTeamCanGive(p, by int) bool {
+	for _, i := range st.victims[p] {
+		v := &st.placements[i]
+		if !v.alive {
+			continue
+		}
+		if use, res := st.groupUse[v.group], st.s.Groups[v.group].Reservation; use > res && use-v.Size >= res && !st.within(int(v.group), by) {
+			return true
+		}
+	}
+	return false
 }
 
 // unshared is how many levels of the path vp, from its bottom, are not on
