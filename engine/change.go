@@ -184,9 +184,10 @@ func (st *state) enforceLimits() {
 }
 
 // shed picks, among the placements cands, the work to preempt so that need
-// GPUs are freed: first work above its group's reservation without taking
-// any group below it (borrowed work, the first to give back under the
-// seeds' rules, so that no reclaim follows), newest placed first; then, if
+// GPUs are freed: first work whose loss takes no level of its path (its
+// team, its departments) below its reservation (borrowed work, the first
+// to give back under the seeds' rules, so that no reclaim follows),
+// newest placed first; then, if
 // that is not enough, the rest, newest placed first. It then gives back,
 // last taken first, every task not needed to free need, so that no task in
 // the result could be spared. It sorts cands.
