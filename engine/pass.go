@@ -40,7 +40,13 @@ func (st *state) pass() *Decisions {
 		st.walk(PhaseReservation, false)
 	}
 	for st.upTo = 0; st.upTo < st.tree.depth; st.upTo++ {
-		st.reclaim()
+		// In a tree, a sweep that placed something goes again: a claim
+		// may free more than it needs (a 1-GPU task for an eighth), and
+		// what is left serves claimants earlier in the order before the
+		// lend step can give it away. (A flat estate keeps its one sweep,
+		// and its decisions as they were.)
+		for st.reclaim() && st.tree.nested {
+		}
 	}
 	if st.tree.nested {
 		// A department's idle reserve goes to its own teams first.
@@ -335,19 +341,23 @@ func (st *state) fits(q, p int, phase Phase, inDepartment, checkHead bool) bool 
 
 // reclaim gives groups below their reservation the capacity borrowed by
 // groups above theirs, for waiting work that fits within the reservation.
-func (st *state) reclaim() {
+// It reports whether it placed anything.
+func (st *state) reclaim() bool {
 	if len(st.byRank) == 0 {
-		return
+		return false
 	}
+	placed := false
 	// Claimants in priority order: a queue appears once at rank 0.
 	for p := range st.s.Pools {
 		for _, pr := range st.byRank[0][p] {
 			for _, q := range st.s.Profiles[pr].Queues {
 				for st.reclaimFor(q) {
+					placed = true
 				}
 			}
 		}
 	}
+	return placed
 }
 
 // reclaimFor tries to place the head of queue q within its group's

@@ -90,7 +90,37 @@ func (st *state) chooseVictimsInTree(p int, need model.MilliGPU, claimant, by in
 			}
 		}
 	}
-	return st.fitVictims(p, need, claimant, by)
+	if chosen := st.fitVictims(p, need, claimant, by); chosen != nil {
+		return chosen
+	}
+	return st.oneVictim(p, need, claimant, by)
+}
+
+// oneVictim is the last resort of chooseVictimsInTree: fitVictims bounds
+// each team by its own surplus, and teams of one department share the
+// department's, so the union it picks can take the department below its
+// reservation where a single task alone would not. It returns the newest
+// single placement that frees need and whose loss leaves every level the
+// claimant does not share at or above its reservation, or nil.
+func (st *state) oneVictim(p int, need model.MilliGPU, claimant, by int) []int {
+	for _, i := range st.victims[p] {
+		v := &st.placements[i]
+		if !v.alive || v.Size < need || st.within(int(v.group), by) {
+			continue
+		}
+		vp := st.pathOf(int(v.group))
+		ok := true
+		for _, n := range vp[:st.unshared(vp, claimant)] {
+			if st.groupUse[n]-v.Size < st.s.Groups[n].Reservation {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return append(st.chosen[:0], i)
+		}
+	}
+	return nil
 }
 
 // anyTeamCanGive reports whether some live placement on pool p, outside
