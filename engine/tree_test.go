@@ -261,3 +261,51 @@ func TestBudgetUsedInTreeChargesDepartments(t *testing.T) {
 		t.Fatalf("flat used %v", flat)
 	}
 }
+
+// A malformed tree (a parent out of range, a node its own parent, a
+// cycle) is read as if those nodes sat under the tenant: the pass ends and
+// decides as for the flat estate.
+func TestMalformedTreeIsReadAsFlat(t *testing.T) {
+	build := func() *engine.Snapshot {
+		return enginetest.NewEstate(t).Pool("p", 4).Profile("one", 1, "p").
+			Group("A", 1, 2).Group("B", 1, 2).Group("C", 0, 2).
+			Queue("A", "one").Queue("B", "one").Queue("C", "one").
+			Wait("A/one", 3, "1").Wait("B/one", 3, "1").Wait("C/one", 3, "1").Build()
+	}
+	flat := engine.Pass(build())
+	s := build()
+	s.Groups[0].Parent = 1  // A in itself
+	s.Groups[2].Parent = 99 // C in no group there is
+	if got := engine.Pass(s); !reflect.DeepEqual(got.Placements, flat.Placements) {
+		t.Fatalf("placed %+v, want the flat estate's %+v", got.Placements, flat.Placements)
+	}
+	s = build()
+	s.Groups[1].Parent, s.Groups[2].Parent = 3, 2 // B in C, C in B
+	// The cycle is cut where a walk up from B first goes round it: one of
+	// the two ends up under the tenant, and the pass places as usual.
+	if got := engine.Pass(s); len(got.Placements) != 4 {
+		t.Fatalf("placed %+v, want the pool's 4 GPUs", got.Placements)
+	}
+}
+
+// A department's sentence is reused by the next pass over the same stuck
+// estate, as a team's is (PassReusing).
+func TestDepartmentSentencesAreKept(t *testing.T) {
+	s := enginetest.NewEstate(t).Pool("p", 16).Profile("one", 1, "p").
+		Department("Research", 0, 4).
+		Group("vision", 0, 8).In("Research").Group("nlp", 0, 8).In("Research").
+		Queue("vision", "one").Queue("nlp", "one").
+		Run("vision/one", "p", 4, "1", enginetest.T0.Add(-time.Hour)).
+		Wait("nlp/one", 1, "1").Build()
+	d1, r1 := engine.PassReusing(s, nil)
+	d2, r2 := engine.PassReusing(s, r1)
+	if r1.Rendered != 1 || r2.Rendered != 0 || !reflect.DeepEqual(d1, d2) {
+		t.Fatalf("rendered %d then %d; decisions equal: %v", r1.Rendered, r2.Rendered, reflect.DeepEqual(d1, d2))
+	}
+	s.Groups[0].Limit = model.GPUs(5)
+	_, r3 := engine.PassReusing(s, r2)
+	if r3.Rendered != 0 {
+		// Research now has room: nlp is placed, nothing waits.
+		t.Fatalf("rendered %d with nothing waiting", r3.Rendered)
+	}
+}
