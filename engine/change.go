@@ -59,11 +59,15 @@ func (st *state) failUnplaceable() {
 // unplaceable says why a task of size shape in queue can never be placed,
 // or "" when it can.
 func (st *state) unplaceable(queue *Queue, shape model.Size) string {
-	g := &st.s.Groups[queue.Group]
 	size := shape.Total()
-	if !g.Paused() && size > g.Limit {
-		return fmt.Sprintf("it can never be placed: it needs %s GPUs, more than group %s's limit of %s GPUs; enqueue it again with at most %s GPUs, or ask an admin to raise the limit",
-			size, g.Name, g.Limit, g.Limit)
+	// The effective limit is the smallest along the path; a level paused
+	// anywhere on it holds the work instead.
+	if st.pausedAt(queue.Group) < 0 {
+		if n := st.tightestLimit(queue.Group); size > st.s.Groups[n].Limit {
+			limit := st.s.Groups[n].Limit
+			return fmt.Sprintf("it can never be placed: it needs %s GPUs, more than %s's limit of %s GPUs; enqueue it again with at most %s GPUs, or ask an admin to raise the limit",
+				size, st.level(n), limit, limit)
+		}
 	}
 	if !st.kindCanRun(queue.Profile, shape) {
 		return fmt.Sprintf("it can never be placed: %s; enqueue it again on one node, or ask an admin to add such a pool to the profile", st.noPoolCanRun(queue.Profile, shape))
@@ -147,32 +151,43 @@ func (st *state) livePlacements(match func(*live) bool) []int {
 	return out
 }
 
-// enforceLimits preempts work of every group that holds more than its
-// limit, which happens when an admin lowers the limit below what the group
-// holds: the limit is the most a group holds at once, so it takes effect
-// at the next pass rather than as its work ends. It takes the fewest tasks
-// needed (see shed), newest placed first.
+// enforceLimits preempts work of every node of the tree that holds more
+// than its limit, which happens when an admin lowers the limit below what
+// the node holds: the limit is the most a node holds at once, so it takes
+// effect at the next pass rather than as its work ends. It takes the
+// fewest tasks needed (see shed), newest placed first, from the node's
+// subtree. Deeper nodes go first, so a department sheds only what its
+// teams' own limits left over; in a flat estate every group is at depth
+// one and they go in index order.
 func (st *state) enforceLimits() {
+	depth := func(g int) int { return len(st.pathOf(g)) }
+	maxDepth := 1
 	for g := range st.s.Groups {
-		grp := &st.s.Groups[g]
-		over := st.groupUse[g] - grp.Limit
-		if over <= 0 || grp.Paused() {
-			// A paused group's running work runs to its end: the pause
-			// stops new work, as draining a pool does.
-			continue
-		}
-		mine := st.livePlacements(func(pl *live) bool { return int(pl.group) == g })
-		reason := fmt.Sprintf("group %s's limit was lowered to %s GPUs, below the %s GPUs it held", grp.Name, grp.Limit, st.groupUse[g])
-		for _, i := range st.shed(mine, over) {
-			st.preempt(i, CauseLimit, -1, reason)
+		maxDepth = max(maxDepth, depth(g))
+	}
+	for d := maxDepth; d >= 1; d-- {
+		for g := range st.s.Groups {
+			grp := &st.s.Groups[g]
+			over := st.groupUse[g] - grp.Limit
+			if depth(g) != d || over <= 0 || st.pausedAt(g) >= 0 {
+				// A paused node's running work runs to its end: the
+				// pause stops new work, as draining a pool does.
+				continue
+			}
+			mine := st.livePlacements(func(pl *live) bool { return st.within(int(pl.group), g) })
+			reason := fmt.Sprintf("%s's limit was lowered to %s GPUs, below the %s GPUs it held", st.level(g), grp.Limit, st.groupUse[g])
+			for _, i := range st.shed(mine, over) {
+				st.preempt(i, CauseLimit, -1, reason)
+			}
 		}
 	}
 }
 
 // shed picks, among the placements cands, the work to preempt so that need
-// GPUs are freed: first work above its group's reservation without taking
-// any group below it (borrowed work, the first to give back under the
-// seeds' rules, so that no reclaim follows), newest placed first; then, if
+// GPUs are freed: first work whose loss takes no level of its path (its
+// team, its departments) below its reservation (borrowed work, the first
+// to give back under the seeds' rules, so that no reclaim follows),
+// newest placed first; then, if
 // that is not enough, the rest, newest placed first. It then gives back,
 // last taken first, every task not needed to free need, so that no task in
 // the result could be spared. It sorts cands.
@@ -187,10 +202,20 @@ func (st *state) shed(cands []int, need model.MilliGPU) []int {
 			break
 		}
 		v := &st.placements[i]
-		if use[v.group]-v.Size < st.s.Groups[v.group].Reservation {
+		path := st.pathOf(int(v.group))
+		below := false
+		for _, n := range path {
+			if use[n]-v.Size < st.s.Groups[n].Reservation {
+				below = true
+				break
+			}
+		}
+		if below {
 			continue
 		}
-		use[v.group] -= v.Size
+		for _, n := range path {
+			use[n] -= v.Size
+		}
 		taken[k] = true
 		chosen = append(chosen, i)
 		freed += v.Size

@@ -33,9 +33,26 @@ func (st *state) pass() *Decisions {
 	st.expireClaims()
 	st.enforceCapacity()
 	st.enforceLimits()
-	st.walk(PhaseReservation)
-	st.reclaim()
-	st.walk(PhaseLend)
+	// Reservations bottom up: a team's own first, then what a department
+	// one level up guarantees, and so on (one round in a flat estate), so
+	// that no team's guarantee waits behind a department's shared one.
+	for st.upTo = 0; st.upTo < st.tree.depth; st.upTo++ {
+		st.walk(PhaseReservation, false)
+	}
+	for st.upTo = 0; st.upTo < st.tree.depth; st.upTo++ {
+		// In a tree, a sweep that placed something goes again: a claim
+		// may free more than it needs (a 1-GPU task for an eighth), and
+		// what is left serves claimants earlier in the order before the
+		// lend step can give it away. (A flat estate keeps its one sweep,
+		// and its decisions as they were.)
+		for st.reclaim() && st.tree.nested {
+		}
+	}
+	if st.tree.nested {
+		// A department's idle reserve goes to its own teams first.
+		st.walk(PhaseLend, true)
+	}
+	st.walk(PhaseLend, false)
 	st.explain()
 	return &st.dec
 }
@@ -44,11 +61,21 @@ func (st *state) pass() *Decisions {
 // and budget burn rate per group, how far each queue has been placed.
 type state struct {
 	s *Snapshot
+	// tree is the organisation tree's paths (tree.go).
+	tree tree
+	// upTo is how many levels above a team the reservation phase and
+	// reclaim may find its guarantee at, in the current round.
+	upTo int
 
 	poolUsed []model.MilliGPU
+	// groupUse is, per node of the tree, the GPUs its subtree holds (a
+	// team's own, a department's teams'), groupRate the burn rate of that
+	// work's budgeted part, in thousandths of a budget hour per hour, and
+	// groupBudgeted counts that work.
 	groupUse []model.MilliGPU
-	// groupRate is the burn rate of a group's running budgeted work, in
-	// thousandths of a budget hour per hour; groupBudgeted counts that work.
+	// promised is, per department, what it promises its children: the
+	// sum of what each has not used of its own reservation (tree.go).
+	promised      []model.MilliGPU
 	groupRate     []int64
 	groupBudgeted []int
 	// waiting is, per queue, the tasks of Waiting the pass may place: all
@@ -93,6 +120,9 @@ type state struct {
 	prev     *Reasons
 	out      *Reasons
 	sentence sentence
+	// heldAt is the node of the tree that why found holding a head (for
+	// the budget's reset).
+	heldAt int
 
 	dec Decisions
 }
@@ -135,6 +165,13 @@ func newState(s *Snapshot) *state {
 	for q := range st.requeued {
 		st.requeued[q] = -1
 	}
+	st.tree = newTree(s.Groups)
+	st.promised = make([]model.MilliGPU, len(s.Groups))
+	for g := range s.Groups {
+		if path := st.pathOf(g); len(path) > 1 {
+			st.promised[path[1]] += max(0, s.Groups[g].Reservation)
+		}
+	}
 	st.unattended = make([]bool, len(s.Pools))
 	for p := range s.Pools {
 		st.unattended[p] = s.Pools[p].unattended(s.Now)
@@ -150,11 +187,7 @@ func newState(s *Snapshot) *state {
 		w := s.Profiles[q.Profile].WeightMilli
 		st.placements = append(st.placements, live{Queue: int32(r.Queue), Pool: int32(r.Pool), Size: r.Size, Seq: r.Seq, group: int32(q.Group), weight: w, alive: true})
 		st.poolUsed[r.Pool] += r.Size
-		st.groupUse[q.Group] += r.Size
-		if w > 0 {
-			st.groupRate[q.Group] += w
-			st.groupBudgeted[q.Group]++
-		}
+		st.addUse(q.Group, r.Size, w)
 	}
 	maxRank := 0
 	for _, pr := range s.Profiles {
@@ -177,7 +210,8 @@ func newState(s *Snapshot) *state {
 }
 
 // enforceBudgets preempts, newest first, the running budgeted work of every
-// group whose time budget is used up.
+// node whose time budget is used up: a team's own, a department's its
+// teams'.
 func (st *state) enforceBudgets() {
 	for g := range st.s.Groups {
 		b := st.s.Groups[g].Budget
@@ -186,12 +220,15 @@ func (st *state) enforceBudgets() {
 		}
 		var mine []int
 		for i := range st.placements {
-			if pl := &st.placements[i]; pl.alive && int(pl.group) == g && pl.weight > 0 {
+			if pl := &st.placements[i]; pl.alive && pl.weight > 0 && st.within(int(pl.group), g) {
 				mine = append(mine, i)
 			}
 		}
 		st.sortNewestFirst(mine)
 		reason := "time budget used up: " + st.budgetSentence(g)
+		if st.s.Groups[g].Department {
+			reason = "time budget used up: " + st.level(g) + "'s " + st.budgetSentence(g)
+		}
 		for _, i := range mine {
 			st.preempt(i, CauseBudgetUsed, -1, reason)
 		}
@@ -211,65 +248,116 @@ func (st *state) setHead(q int) {
 
 // walk places work in priority order: at each pool rank (first pools, then
 // second pools, ...), every pool, its profiles in execution priority, each
-// profile's queues in queuing priority, each queue's tasks in order.
-func (st *state) walk(phase Phase) {
+// profile's queues in queuing priority, each queue's tasks in order. In
+// the lend phase of an estate with weights, the queues of a profile share
+// the pool by weight instead (lendFair). inDepartment is the lend stage
+// that lends only within departments' reservations.
+func (st *state) walk(phase Phase, inDepartment bool) {
+	fair := phase == PhaseLend && st.tree.fair
 	for r := range st.byRank {
 		for p := range st.s.Pools {
 			for _, pr := range st.byRank[r][p] {
+				if fair {
+					st.lendFair(pr, p, inDepartment)
+					continue
+				}
 				for _, q := range st.s.Profiles[pr].Queues {
 					// fill would stop at once: the head does not fit.
 					if st.headSize[q] > st.s.Pools[p].Capacity-st.poolUsed[p] {
 						continue
 					}
-					st.fill(q, p, phase)
+					st.fill(q, p, phase, inDepartment)
 				}
 			}
 		}
+	}
+}
+
+// lendFair lends pool p to the queues of profile pr one task at a time,
+// each to the queue whose tree path uses the least per unit of weight
+// (fairBefore), until no head fits.
+func (st *state) lendFair(pr, p int, inDepartment bool) {
+	queues := st.s.Profiles[pr].Queues
+	for {
+		best := -1
+		for _, q := range queues {
+			if st.headSize[q] > st.s.Pools[p].Capacity-st.poolUsed[p] || !st.fits(q, p, PhaseLend, inDepartment, true) {
+				continue
+			}
+			if best < 0 || st.fairBefore(q, best, false) {
+				best = q
+			}
+		}
+		if best < 0 {
+			return
+		}
+		st.place(best, p, PhaseLend)
 	}
 }
 
 // fill places the queue's tasks on pool p while they fit, stopping at the
 // first that does not: the head of a queue blocks the tasks behind it.
-func (st *state) fill(q, p int, phase Phase) {
-	queue := &st.s.Queues[q]
-	g := queue.Group
-	group := &st.s.Groups[g]
-	weight := st.s.Profiles[queue.Profile].WeightMilli
-	if group.Paused() {
-		return
-	}
-	for st.requeued[q] < 0 && st.next[q] < len(st.waiting[q]) {
-		t := &st.waiting[q][st.next[q]]
-		size := t.Size.Total()
-		if !st.s.Pools[p].Kind.CanRun(t.Size) || st.unattended[p] || st.poolUsed[p]+size > st.s.Pools[p].Capacity {
-			return
-		}
-		ceiling := group.Limit
-		if phase == PhaseReservation {
-			ceiling = group.Reservation
-		}
-		if st.groupUse[g]+size > ceiling || !st.budgetAllows(g, weight) {
-			return
-		}
+func (st *state) fill(q, p int, phase Phase, inDepartment bool) {
+	for st.fits(q, p, phase, inDepartment, false) {
 		st.place(q, p, phase)
 	}
 }
 
+// fits reports whether the head of queue q can be placed on pool p in
+// phase. At every level of the tree, from the team up, the task must keep
+// the node within its limit (none paused); in the reservation phase some
+// level must guarantee it (guaranteedAt); in the department lend stage,
+// some department above the team must have room in its reservation.
+// checkHead asks it to check the head's size against the pool first (the
+// walk did already for fill).
+func (st *state) fits(q, p int, phase Phase, inDepartment, checkHead bool) bool {
+	if st.requeued[q] >= 0 || st.next[q] >= len(st.waiting[q]) {
+		return false
+	}
+	queue := &st.s.Queues[q]
+	g := queue.Group
+	t := &st.waiting[q][st.next[q]]
+	size := t.Size.Total()
+	pool := &st.s.Pools[p]
+	if !pool.Kind.CanRun(t.Size) || st.unattended[p] || st.poolUsed[p]+size > pool.Capacity {
+		return false
+	}
+	groups := st.s.Groups
+	if !st.withinLimits(g, size) {
+		return false
+	}
+	if phase == PhaseReservation && st.groupUse[g]+size > groups[g].Reservation &&
+		(st.upTo == 0 || st.guaranteedAt(g, size, st.upTo) < 0) {
+		return false
+	}
+	if inDepartment && !st.withinDepartment(g, size) {
+		return false
+	}
+	if w := st.s.Profiles[queue.Profile].WeightMilli; w > 0 {
+		return st.budgetAllows(g, w)
+	}
+	return true
+}
+
 // reclaim gives groups below their reservation the capacity borrowed by
 // groups above theirs, for waiting work that fits within the reservation.
-func (st *state) reclaim() {
+// It reports whether it placed anything.
+func (st *state) reclaim() bool {
 	if len(st.byRank) == 0 {
-		return
+		return false
 	}
+	placed := false
 	// Claimants in priority order: a queue appears once at rank 0.
 	for p := range st.s.Pools {
 		for _, pr := range st.byRank[0][p] {
 			for _, q := range st.s.Profiles[pr].Queues {
 				for st.reclaimFor(q) {
+					placed = true
 				}
 			}
 		}
 	}
+	return placed
 }
 
 // reclaimFor tries to place the head of queue q within its group's
@@ -282,7 +370,11 @@ func (st *state) reclaimFor(q int) bool {
 	}
 	queue := &st.s.Queues[q]
 	g := queue.Group
-	if st.s.Groups[g].Paused() || st.groupUse[g]+size > st.s.Groups[g].Reservation || !st.budgetAllows(g, st.s.Profiles[queue.Profile].WeightMilli) {
+	// by is the level whose reservation guarantees the head; a claim
+	// guaranteed lower down was made in an earlier round.
+	by := st.guaranteedAt(g, size, st.upTo)
+	if by < 0 || (st.upTo > 0 && !st.levelIs(g, by, st.upTo)) || !st.withinLimits(g, size) ||
+		!st.budgetAllows(g, st.s.Profiles[queue.Profile].WeightMilli) {
 		return false
 	}
 	t := &st.waiting[q][st.next[q]]
@@ -300,11 +392,19 @@ func (st *state) reclaimFor(q int) bool {
 		if size > capacity || !st.s.Pools[p].Kind.CanRun(t.Size) || st.unattended[p] {
 			continue
 		}
-		victims := st.chooseVictims(p, size-(capacity-st.poolUsed[p]))
+		var victims []int
+		if st.tree.nested {
+			victims = st.chooseVictimsInTree(p, size-(capacity-st.poolUsed[p]), g, by)
+		} else {
+			victims = st.chooseVictims(p, size-(capacity-st.poolUsed[p]))
+		}
 		if victims == nil {
 			continue
 		}
 		reason := fmt.Sprintf("reclaimed by group %s: its reservation is guaranteed", st.s.Groups[g].Name)
+		if by != g {
+			reason = fmt.Sprintf("reclaimed for %s's reservation, by its group %s: the department's reservation is guaranteed", st.level(by), st.s.Groups[g].Name)
+		}
 		for _, i := range victims {
 			st.preempt(i, CauseReclaim, g, reason)
 		}
@@ -319,30 +419,7 @@ func (st *state) reclaimFor(q int) bool {
 // never taking a group below it. It returns nil when not enough can be
 // freed, so that nothing is preempted for a task that would still not fit.
 func (st *state) chooseVictims(p int, need model.MilliGPU) []int {
-	if st.victims == nil {
-		// One walk over the placements buckets them by pool; each pool's
-		// list is sorted when reclaim first looks at it.
-		// The lists share one array, cut by a count per pool.
-		st.victims = make([][]int, len(st.s.Pools))
-		st.victimsSorted = make([]bool, len(st.s.Pools))
-		end := make([]int, len(st.s.Pools))
-		for i := range st.placements {
-			end[st.placements[i].Pool]++
-		}
-		all := make([]int, len(st.placements))
-		at := 0
-		for p := range end {
-			st.victims[p] = all[at : at : at+end[p]]
-			at += end[p]
-		}
-		for i := range st.placements {
-			st.victims[st.placements[i].Pool] = append(st.victims[st.placements[i].Pool], i)
-		}
-	}
-	if !st.victimsSorted[p] {
-		st.sortNewestFirst(st.victims[p])
-		st.victimsSorted[p] = true
-	}
+	st.sortVictims(p)
 	// chosen, touched and lowered reuse the pass's scratch space: the
 	// caller is done with the last choice before it asks again.
 	chosen := st.chosen[:0]
@@ -384,7 +461,35 @@ func (st *state) chooseVictims(p int, need model.MilliGPU) []int {
 			return chosen
 		}
 	}
-	return st.fitVictims(p, need)
+	return st.fitVictims(p, need, -1, -1)
+}
+
+// sortVictims makes st.victims[p] the placements on pool p, newest first.
+func (st *state) sortVictims(p int) {
+	if st.victims == nil {
+		// One walk over the placements buckets them by pool; each pool's
+		// list is sorted when reclaim first looks at it.
+		// The lists share one array, cut by a count per pool.
+		st.victims = make([][]int, len(st.s.Pools))
+		st.victimsSorted = make([]bool, len(st.s.Pools))
+		end := make([]int, len(st.s.Pools))
+		for i := range st.placements {
+			end[st.placements[i].Pool]++
+		}
+		all := make([]int, len(st.placements))
+		at := 0
+		for p := range end {
+			st.victims[p] = all[at : at : at+end[p]]
+			at += end[p]
+		}
+		for i := range st.placements {
+			st.victims[st.placements[i].Pool] = append(st.victims[st.placements[i].Pool], i)
+		}
+	}
+	if !st.victimsSorted[p] {
+		st.sortNewestFirst(st.victims[p])
+		st.victimsSorted[p] = true
+	}
 }
 
 // fitVictims is what chooseVictims falls back on when taking work newest
@@ -398,13 +503,20 @@ func (st *state) chooseVictims(p int, need model.MilliGPU) []int {
 // newest first so that newer work is preferred; the union is then trimmed,
 // oldest first, of tasks not needed to free need. It returns nil when not
 // enough can be freed.
-func (st *state) fitVictims(p int, need model.MilliGPU) []int {
+//
+// In a tree (claimant and by set: the claimant's group and the level that
+// guarantees it), a group's most is bounded by the smallest surplus over
+// the levels of its path the claimant does not share (surplus), and the
+// choice is kept only if, taken together, it leaves every such level at
+// or above its reservation: teams of one department share the
+// department's surplus.
+func (st *state) fitVictims(p int, need model.MilliGPU, claimant, by int) []int {
 	var groups []int
 	of := make(map[int][]int)
 	unit := model.MilliGPU(0)
 	for _, i := range st.victims[p] {
 		v := &st.placements[i]
-		if !v.alive || st.groupUse[v.group] <= st.s.Groups[v.group].Reservation {
+		if !v.alive || st.surplus(int(v.group), claimant, by) <= 0 {
 			continue
 		}
 		if _, seen := of[int(v.group)]; !seen {
@@ -427,7 +539,7 @@ func (st *state) fitVictims(p int, need model.MilliGPU) []int {
 		}
 		// A smallest set that frees need is under need plus one task, so
 		// sums beyond that bound are never needed.
-		bound := min(int((st.groupUse[g]-st.s.Groups[g].Reservation)/unit), needUnits+largest-1)
+		bound := min(int(st.surplus(g, claimant, by)/unit), needUnits+largest-1)
 		// from[v] is the task that first reached sum v (-1: not reached).
 		from := make([]int, bound+1)
 		for v := range from {
@@ -465,6 +577,9 @@ func (st *state) fitVictims(p int, need model.MilliGPU) []int {
 			keep = append(keep, i)
 		}
 	}
+	if claimant >= 0 && !st.keepsReservations(keep, claimant) {
+		return nil
+	}
 	return keep
 }
 
@@ -476,22 +591,36 @@ func gcd(a, b model.MilliGPU) model.MilliGPU {
 }
 
 // budgetAllows is the start check of time budgets: work on an exempt
-// profile always starts; otherwise the group's budget must not be used up,
-// and the remaining budget must last the low watermark at the group's rate
-// with the new task, unless none of the group's budgeted work is running.
+// profile always starts; otherwise, at every level of g's path with a
+// budget, the budget must not be used up, and the remaining budget must
+// last the low watermark at the level's rate with the new task, unless
+// none of the level's budgeted work is running.
 func (st *state) budgetAllows(g int, weight int64) bool {
-	b := st.s.Groups[g].Budget
-	if weight == 0 || b == nil {
+	if weight == 0 {
+		return true
+	}
+	for _, n := range st.pathOf(g) {
+		if !st.budgetAllowsAt(int(n), weight) {
+			return false
+		}
+	}
+	return true
+}
+
+// budgetAllowsAt is budgetAllows at one level.
+func (st *state) budgetAllowsAt(n int, weight int64) bool {
+	b := st.s.Groups[n].Budget
+	if b == nil {
 		return true
 	}
 	rem := b.Remaining()
 	if rem == 0 {
 		return false
 	}
-	if st.groupBudgeted[g] == 0 {
+	if st.groupBudgeted[n] == 0 {
 		return true
 	}
-	return lastsHours(rem, st.groupRate[g]+weight) >= b.LowWatermark.Hours()
+	return lastsHours(rem, st.groupRate[n]+weight) >= b.LowWatermark.Hours()
 }
 
 // lastsHours is how long rem micro budget-hours last at rateMilli
@@ -508,13 +637,9 @@ func (st *state) place(q, p int, phase Phase) {
 	g := queue.Group
 	size := t.Size.Total()
 	w := st.s.Profiles[queue.Profile].WeightMilli
-	borrowed := st.groupUse[g]+size > st.s.Groups[g].Reservation
+	borrowed := !st.withinSomeReservation(g, size)
 	st.poolUsed[p] += size
-	st.groupUse[g] += size
-	if w > 0 {
-		st.groupRate[g] += w
-		st.groupBudgeted[g]++
-	}
+	st.addUse(g, size, w)
 	st.dec.Placements = append(doubled(st.dec.Placements), Place{TaskID: t.ID, Queue: q, Pool: p, Phase: phase, Borrowed: borrowed})
 }
 
@@ -537,11 +662,7 @@ func (st *state) preempt(i int, cause Cause, forGroup int, reason string) {
 		st.headSize[v.Queue] = noHead
 	}
 	st.poolUsed[v.Pool] -= v.Size
-	st.groupUse[v.group] -= v.Size
-	if v.weight > 0 {
-		st.groupRate[v.group] -= v.weight
-		st.groupBudgeted[v.group]--
-	}
+	st.removeUse(int(v.group), v.Size, v.weight)
 	st.dec.Preemptions = append(doubled(st.dec.Preemptions), Preemption{TaskID: st.taskID(i), Queue: int(v.Queue), Pool: int(v.Pool), Cause: cause, ForGroup: forGroup, Reason: reason})
 }
 

@@ -48,6 +48,20 @@ type world struct {
 	passes int
 	// reasons are the last pass's, kept as the loop keeps them.
 	reasons *engine.Reasons
+	// tree: the groups form an organisation tree (genTreeWorld). An
+	// admin's lowered limit then leaves reservations as they are, so
+	// that they still fit within their parents'.
+	tree bool
+}
+
+// pathOf is group g's path in the organisation tree: g, its parent, ...,
+// its top-level ancestor (a flat estate's path is g alone).
+func pathOf(s *engine.Snapshot, g int) []int {
+	path := []int{g}
+	for p, ok := s.Groups[g].ParentIndex(); ok; p, ok = s.Groups[p].ParentIndex() {
+		path = append(path, p)
+	}
+	return path
 }
 
 type interval struct {
@@ -187,7 +201,7 @@ func (w *world) event(t *rapid.T) {
 		g := rapid.IntRange(0, len(w.s.Groups)-1).Draw(t, "limitGroup")
 		grp := &w.s.Groups[g]
 		grp.Limit = model.GPUs(rapid.IntRange(0, int(grp.Limit/1000)+2).Draw(t, "newLimit"))
-		if grp.Limit > 0 {
+		if grp.Limit > 0 && !w.tree {
 			// A limit of 0 pauses the group and keeps its reservation.
 			grp.Reservation = min(grp.Reservation, grp.Limit)
 		}
@@ -203,7 +217,10 @@ func (w *world) advance(d time.Duration) {
 	rate := make([]int64, len(w.s.Groups))
 	for _, r := range w.s.Running {
 		q := &w.s.Queues[r.Queue]
-		rate[q.Group] += w.s.Profiles[q.Profile].WeightMilli
+		// A department's budget burns at its teams' rate.
+		for _, g := range pathOf(&w.s, q.Group) {
+			rate[g] += w.s.Profiles[q.Profile].WeightMilli
+		}
 	}
 	w.s.Now = w.s.Now.Add(d)
 	for g := range w.s.Groups {

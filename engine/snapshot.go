@@ -38,6 +38,14 @@
 // within a profile, queues in the profile's queuing priority; within a
 // queue, tasks in queue order, and the head of a queue blocks the tasks
 // behind it.
+//
+// Groups form the organisation tree (Group.Parent, tree.go): a team's work
+// counts at every level of its path, limits and budgets hold at every
+// level, reservations are filled bottom up (a department guarantees what
+// it has not promised its other children), a department's idle reserve is
+// lent to its own teams first and lending among siblings is shared by
+// weight, and reclaim takes from outside the department first. A flat
+// estate, every group under the tenant, decides as before the tree.
 package engine
 
 import (

@@ -37,7 +37,7 @@ func (st *state) explain() {
 		if c := b.Constraint; c == HeldByBudgetUsed || c == HeldByLowWatermark {
 			// For the low watermark the reset is the latest it lifts by
 			// itself: the reason says it may start sooner.
-			b.Until = st.s.Groups[st.s.Queues[q].Group].Budget.ResetAt
+			b.Until = st.s.Groups[st.heldAt].Budget.ResetAt
 		}
 		st.dec.Blocked = append(st.dec.Blocked, b)
 	}
@@ -72,27 +72,46 @@ func (st *state) why(queue *Queue, shape model.Size, w *sentence) Constraint {
 			text(" (the largest, ").text(st.s.Pools[largest].Name).text(", has ").gpus(c).text(")")
 		return HeldByTooLarge
 	}
-	if g.Paused() {
-		w.text("group ").text(g.Name).text(" is paused: an admin set its limit to 0 GPUs, so its work waits (and its running work runs to its end) until the limit is raised")
+	// The level of the tree that holds the head is named: the team
+	// ("group ml") or a department above it ("department Research").
+	if n := st.pausedAt(queue.Group); n >= 0 {
+		if n == queue.Group {
+			w.text("group ").text(g.Name).text(" is paused: an admin set its limit to 0 GPUs, so its work waits (and its running work runs to its end) until the limit is raised")
+		} else {
+			w.text(st.levelWord(n)).text(st.s.Groups[n].Name).text(" is paused: an admin set its limit to 0 GPUs, so the work of group ").text(g.Name).
+				text(" waits (and running work runs to its end) until the limit is raised")
+		}
 		return HeldByPaused
 	}
-	if pr.WeightMilli > 0 && g.Budget != nil {
-		if g.Budget.Remaining() == 0 {
-			w.text("group ").text(g.Name).text(" has used its ")
-			budgetParts(w, g.Budget)
-			return HeldByBudgetUsed
-		}
-		if !st.budgetAllows(queue.Group, pr.WeightMilli) {
-			w.text("group ").text(g.Name).text("'s remaining time budget (").hours(g.Budget.Remaining()).
-				text(" h) would last less than the low watermark of ").duration(g.Budget.LowWatermark).
-				text(" at its rate with this task; it can start once the group's running budgeted work ends (or sooner, once enough of it has), or when the budget resets ").
-				reset(g.Budget.ResetAt)
-			return HeldByLowWatermark
+	if pr.WeightMilli > 0 {
+		for _, n := range st.pathOf(queue.Group) {
+			b := st.s.Groups[n].Budget
+			if b == nil {
+				continue
+			}
+			st.heldAt = int(n)
+			name := st.s.Groups[n].Name
+			if b.Remaining() == 0 {
+				w.text(st.levelWord(int(n))).text(name).text(" has used its ")
+				budgetParts(w, b)
+				return HeldByBudgetUsed
+			}
+			if !st.budgetAllowsAt(int(n), pr.WeightMilli) {
+				w.text(st.levelWord(int(n))).text(name).text("'s remaining time budget (").hours(b.Remaining()).
+					text(" h) would last less than the low watermark of ").duration(b.LowWatermark).
+					text(" at its rate with this task; it can start once the ").text(levelNoun(st.s.Groups[n].Department)).text("'s running budgeted work ends (or sooner, once enough of it has), or when the budget resets ").
+					reset(b.ResetAt)
+				return HeldByLowWatermark
+			}
 		}
 	}
-	if st.groupUse[queue.Group]+size > g.Limit {
+	if n := st.overLimitAt(queue.Group, size); n == queue.Group {
 		w.text("group ").text(g.Name).text(" is at its limit: it holds ").gpus(st.groupUse[queue.Group]).
 			text(" of ").gpusText(g.Limit).text(" and this task needs ").gpus(size)
+		return HeldByLimit
+	} else if n >= 0 {
+		w.text(st.levelWord(n)).text(st.s.Groups[n].Name).text(" is at its limit of ").gpusText(st.s.Groups[n].Limit).
+			text(": it holds ").gpus(st.groupUse[n]).text(" and this task of group ").text(g.Name).text(" needs ").gpus(size)
 		return HeldByLimit
 	}
 	if st.noWorker(pr, shape, w) {
@@ -111,6 +130,14 @@ func (st *state) why(queue *Queue, shape model.Size, w *sentence) Constraint {
 	}
 	w.text(" GPUs used)")
 	return HeldByPoolsFull
+}
+
+// levelNoun is "department" or "group".
+func levelNoun(department bool) string {
+	if department {
+		return "department"
+	}
+	return "group"
 }
 
 // budgetParts gives w the parts of budgetSentence.

@@ -99,6 +99,30 @@ func (b *EstateBuilder) Group(name string, reservation, limit int) *EstateBuilde
 	return b
 }
 
+// Department adds a department of the organisation tree: a node with a
+// reservation and a limit in GPUs that covers its children's work and has
+// no queues of its own. Put it, and groups, in it with In.
+func (b *EstateBuilder) Department(name string, reservation, limit int) *EstateBuilder {
+	b.snap.Groups = append(b.snap.Groups, engine.Group{ID: "department-" + name, Name: name, Department: true,
+		Reservation: model.GPUs(reservation), Limit: model.GPUs(limit)})
+	return b
+}
+
+// In puts the group or department added last in a department added
+// before it.
+func (b *EstateBuilder) In(department string) *EstateBuilder {
+	b.t.Helper()
+	b.snap.Groups[len(b.snap.Groups)-1].Parent = b.groupIdx(department) + 1
+	return b
+}
+
+// Weight gives the group or department added last its weight among its
+// siblings.
+func (b *EstateBuilder) Weight(w int64) *EstateBuilder {
+	b.snap.Groups[len(b.snap.Groups)-1].Weight = w
+	return b
+}
+
 // Budget gives the group added last a weekly time budget of total budget
 // hours with used already spent this week, and a low watermark. The week
 // renews on Monday 2026-11-30 00:00 UTC, the first Monday after T0.
