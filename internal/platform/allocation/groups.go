@@ -56,8 +56,20 @@ func (s *Allocation) DeleteGroup(ctx context.Context, ref string) (*kernel.Estat
 		if err != nil {
 			return "", err
 		}
+		kind := "group"
+		if g.IsDepartment() {
+			kind = "department"
+		}
+		if kids := next.Children(g.ID); len(kids) > 0 {
+			var names []string
+			for _, c := range kids {
+				names = append(names, c.Name)
+			}
+			return "", kernel.Conflict("department %s still holds %s; move them to another department (or to the top) or delete them first",
+				g.Name, strings.Join(names, ", "))
+		}
 		if next.PolicyOfGroup(g.ID) != nil {
-			return "", kernel.Conflict("group %s has a resource policy; delete the policy first", g.Name)
+			return "", kernel.Conflict("%s %s has a resource policy; delete the policy first", kind, g.Name)
 		}
 		var projects []string
 		for _, pr := range next.Projects {
@@ -135,6 +147,13 @@ func applyPolicy(e *estate.Estate, pol *model.ResourcePolicy, in PolicyInput) er
 		pol.LowWatermark = time.Duration(*in.LowWatermarkMinutes) * time.Minute
 	}
 	kernel.SetInt(&pol.AlertThresholdPercent, in.AlertThresholdPercent)
+	if in.Weight != nil {
+		if *in.Weight < 1 {
+			return kernel.Invalid("resource policy of %s: weight %d must be 1 or more: it is the share of lent GPUs among siblings (to hold a group back, lower its limit)",
+				e.GroupName(pol.GroupID), *in.Weight)
+		}
+		pol.Weight = *in.Weight
+	}
 	return nil
 }
 

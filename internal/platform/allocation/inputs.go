@@ -67,6 +67,9 @@ type PolicyInput struct {
 	ClearTimeBudget       bool
 	LowWatermarkMinutes   *int
 	AlertThresholdPercent *int
+	// Weight is the group's share of lent GPUs among its siblings, 1 or
+	// more.
+	Weight *int
 }
 
 // ConnectInput connects a profile to a policy, creating a compute resource.
