@@ -126,7 +126,9 @@ func TestQueryDepartments(t *testing.T) {
 
 	t.Run("groups lists teams, not departments", func(t *testing.T) {
 		var resp struct {
-			Groups struct{ Edges []struct{ Node struct{ Name string } } }
+			Groups struct {
+				Edges []struct{ Node struct{ Name string } }
+			}
 		}
 		query(t, r, b.Admin, `{ groups { edges { node { name } } } }`, &resp)
 		var names []string
