@@ -162,3 +162,51 @@ func TestModelTree(t *testing.T) {
 		}
 	})
 }
+
+// TestDepartmentsExample applies examples/departments.yaml on top of the
+// example estate, as its header says, and checks the tree it gives.
+func TestDepartmentsExample(t *testing.T) {
+	base, err := os.ReadFile("../examples/estate.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, _, err := sim.LoadEstate(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile("../examples/departments.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := estate.ParseDocument(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err = doc.Apply(e, "simulation", func() string { return "dept" }, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if ws := e.Warnings(); len(ws) != 0 {
+		t.Errorf("warnings %v", ws)
+	}
+	s := engine.NewModel(e).Empty(time.Time{}, nil)
+	var research int
+	for i, g := range s.Groups {
+		if g.Name == "research" {
+			research = i
+		}
+	}
+	for _, g := range s.Groups {
+		p, ok := g.ParentIndex()
+		in := ok && p == research
+		if want := g.Name == "ml-research" || g.Name == "vision"; in != want {
+			t.Errorf("%s in research: %v, want %v", g.Name, in, want)
+		}
+	}
+	if g := s.Groups[research]; !g.Department || g.Weight != 2 || g.Reservation != 40_000 {
+		t.Errorf("research %+v", g)
+	}
+}
