@@ -78,6 +78,20 @@ func (e *Estate) Ancestors(id string) []*model.Group {
 	return out
 }
 
+// InSubtree reports whether the group with id is the group with rootID or
+// sits below it.
+func (e *Estate) InSubtree(id, rootID string) bool {
+	if id == rootID {
+		return true
+	}
+	for _, a := range e.Ancestors(id) {
+		if a.ID == rootID {
+			return true
+		}
+	}
+	return false
+}
+
 // Path names the group with id and the departments above it, from the top
 // of the tree down: "research → vision".
 func (e *Estate) Path(id string) string {

@@ -84,6 +84,20 @@ func TestDepartments(t *testing.T) {
 			if lim.ReservedGPUs != 40 || lim.EffectiveLimitGPUs != nil {
 				t.Errorf("company's view %+v: it reserves what research does and sets no limit", lim)
 			}
+			// research's policy view counts the work of the groups below it.
+			ps := b.people(t)
+			enqueue(t, b, ps.rita, "fraud-models", "1 GPU", "", nil)
+			enqueue(t, b, ps.vic, "vision-detect", "1 GPU", "", nil)
+			views, err := b.Svc.PolicyViews(b.Admin, "research")
+			platformtest.Must(t, err)
+			if len(views) != 1 || views[0].Waiting != 2 {
+				t.Errorf("research's view %+v: 2 tasks wait below it", views)
+			}
+			views, err = b.Svc.PolicyViews(b.Admin, "vision")
+			platformtest.Must(t, err)
+			if len(views) != 1 || views[0].Waiting != 1 {
+				t.Errorf("vision's view %+v: 1 task of its own waits", views)
+			}
 			gs, err := b.Svc.Groups(b.Admin)
 			platformtest.Must(t, err)
 			for _, g := range gs {

@@ -54,6 +54,20 @@ func TestGetDepartments(t *testing.T) {
 		t.Errorf("klique get groups lists %v, want the teams ml-research, nlp and vision:\n%s", names, groups)
 	}
 
+	tree := ok(key, "policy", "--tree")
+	t.Log(tree)
+	for _, want := range []string{"NODE", "EFFECTIVE LIMIT", "research/", "0 / 40 / 64", "\n  ml-research ", "\n  vision ", "\nnlp "} {
+		if !strings.Contains(tree, want) {
+			t.Errorf("klique policy --tree lacks %q:\n%s", want, tree)
+		}
+	}
+	if strings.Index(tree, "research/") > strings.Index(tree, "  ml-research") || strings.Index(tree, "  vision") > strings.Index(tree, "\nnlp") {
+		t.Errorf("klique policy --tree is not in tree order:\n%s", tree)
+	}
+	if _, errOut, code := klique(key, "policy", "vision", "--tree"); code == 0 || !strings.Contains(errOut, "give a group or --tree, not both") {
+		t.Errorf("policy GROUP --tree: exit %d: %s", code, errOut)
+	}
+
 	ok(key, "create", "user", "vic", "--group", "vision")
 	vic := strings.TrimSpace(ok(key, "create", "apikey", "--user", "vic"))
 	mine := ok(vic, "get", "departments")
