@@ -340,3 +340,21 @@ func slicesDelete(gs []*model.Group, g *model.Group) []*model.Group {
 	}
 	return out
 }
+
+func TestTreeWarnings(t *testing.T) {
+	t.Run("a department reaches its groups' pools, and a pool's sum counts it and not the groups inside it", func(t *testing.T) {
+		// science reserves 64 and reaches, through nlp's one-gpu, k8s (16)
+		// and metal (8): 24 GPUs, less than 64. Its groups' 8 + 8 + 16 are
+		// inside its 64, so no pool warning names them.
+		ws := treeEstate(t).Warnings()
+		list := warningList(ws)
+		if !strings.Contains(list, `department "science"`) || !strings.Contains(list, "the reservation of department science is 64 GPUs, more than the 24 GPUs declared in the pools behind them (k8s, metal)") {
+			t.Errorf("warnings lack science's:%s", list)
+		}
+		for _, w := range ws {
+			if w.Code == "RESERVATIONS_EXCEED_CAPACITY" && strings.HasPrefix(w.Object, "pool") && strings.Contains(w.Message, "nlp (8)") {
+				t.Errorf("a pool's sum counts nlp inside science: %s", w)
+			}
+		}
+	})
+}

@@ -430,6 +430,7 @@ func (e *Estate) Warnings() []Warning {
 func (e *Estate) reservationWarnings() []Warning {
 	type groupInfo struct {
 		name  string
+		kind  string // "group" or "department"
 		res   int
 		pools []string
 	}
@@ -443,7 +444,11 @@ func (e *Estate) reservationWarnings() []Warning {
 		if pol == nil || pol.ReservationGPUs == 0 {
 			continue
 		}
-		groups = append(groups, groupInfo{name: g.Name, res: pol.ReservationGPUs, pools: e.PoolsOfGroup(g.ID)})
+		kind := "group"
+		if g.IsDepartment() {
+			kind = "department"
+		}
+		groups = append(groups, groupInfo{name: g.Name, kind: kind, res: pol.ReservationGPUs, pools: e.PoolsOfGroup(g.ID)})
 		for _, a := range e.Ancestors(g.ID) {
 			if e.PolicyOfGroup(a.ID) != nil {
 				covered[g.Name] = true
@@ -495,7 +500,7 @@ func (e *Estate) reservationWarnings() []Warning {
 		}
 		seenSets[key] = true
 		if capacity := capacityOf(reach); reserved > capacity {
-			what := fmt.Sprintf("the reservation of group %s is %d GPUs", members[0].name, reserved)
+			what := fmt.Sprintf("the reservation of %s %s is %d GPUs", members[0].kind, members[0].name, reserved)
 			if len(parts) > 1 {
 				what = fmt.Sprintf("the reservations of groups %s add up to %d GPUs", strings.Join(parts, ", "), reserved)
 			}
@@ -505,7 +510,7 @@ func (e *Estate) reservationWarnings() []Warning {
 		}
 	}
 	for _, g := range groups {
-		check([]groupInfo{g}, fmt.Sprintf("group %q", g.name))
+		check([]groupInfo{g}, fmt.Sprintf("%s %q", g.kind, g.name))
 	}
 	for _, p := range e.Pools {
 		var members []groupInfo
