@@ -9857,6 +9857,8 @@ input UpdateUserInput {
 input GroupInput {
   name: String
   description: String
+  "The department the group sits in, by name or id; an empty string puts it directly under the tenant."
+  department: String
 }
 
 input CreateAPIKeyInput {
@@ -43645,7 +43647,7 @@ func (ec *executionContext) unmarshalInputGroupInput(ctx context.Context, obj an
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"name", "description"}
+	fieldsInOrder := [...]string{"name", "description", "department"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -43666,6 +43668,13 @@ func (ec *executionContext) unmarshalInputGroupInput(ctx context.Context, obj an
 				return it, err
 			}
 			it.Description = data
+		case "department":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("department"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Department = data
 		}
 	}
 	return it, nil

@@ -199,6 +199,33 @@ func TestDepartments(t *testing.T) {
 		})
 	})
 
+	t.Run("a group moves between departments through the API, within the reservations' rules", func(t *testing.T) {
+		t.Parallel()
+		forEachStore(t, func(t *testing.T, b *testBundle) {
+			b.ApplyExample(t)
+			b.Apply(t, []byte(exampleTree))
+			before := b.snapshot(t)
+			_, err := b.Svc.UpdateGroup(b.Admin, "nlp", platform.GroupInput{Department: ptr("vision")})
+			platformtest.WantError(t, err, platform.CodeInvalid, "group nlp: no department 'vision'; name a department")
+			b.unchanged(t, before)
+			_, err = b.Svc.UpdateGroup(b.Admin, "nlp", platform.GroupInput{Department: ptr("company")})
+			platformtest.Must(t, err)
+			_, err = b.Svc.UpdateGroup(b.Admin, "nlp", platform.GroupInput{Department: ptr("")})
+			platformtest.Must(t, err)
+			_, err = b.Svc.UpdatePolicy(b.Admin, "nlp", platform.PolicyInput{ReservationGPUs: ptr(16)})
+			platformtest.Must(t, err)
+			before = b.snapshot(t)
+			_, err = b.Svc.UpdateGroup(b.Admin, "nlp", platform.GroupInput{Department: ptr("research")})
+			platformtest.WantError(t, err, platform.CodeInvalid, "add up to 48 GPUs (ml-research 16, nlp 16, vision 16), more than the 40 GPUs department research reserves")
+			b.unchanged(t, before)
+			res, err := b.Svc.CreateGroup(b.Admin, platform.GroupInput{Name: ptr("robotics"), Department: ptr("research")})
+			platformtest.Must(t, err)
+			if g := res.Estate.GroupByName("robotics"); g == nil || g.ParentID != res.Estate.DepartmentByName("research").ID {
+				t.Errorf("robotics %+v, want it in research", g)
+			}
+		})
+	})
+
 	t.Run("a policy's weight set through the API is refused below 1 and kept otherwise", func(t *testing.T) {
 		t.Parallel()
 		forEachStore(t, func(t *testing.T, b *testBundle) {

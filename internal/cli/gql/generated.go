@@ -2661,6 +2661,8 @@ func (v *GroupGrantInput) GetRole() *GroupRole { return v.Role }
 type GroupInput struct {
 	Name        *string `json:"name"`
 	Description *string `json:"description"`
+	// The department the group sits in, by name or id; an empty string puts it directly under the tenant.
+	Department *string `json:"department"`
 }
 
 // GetName returns GroupInput.Name, and is useful for accessing the field via an interface.
@@ -2668,6 +2670,9 @@ func (v *GroupInput) GetName() *string { return v.Name }
 
 // GetDescription returns GroupInput.Description, and is useful for accessing the field via an interface.
 func (v *GroupInput) GetDescription() *string { return v.Description }
+
+// GetDepartment returns GroupInput.Department, and is useful for accessing the field via an interface.
+func (v *GroupInput) GetDepartment() *string { return v.Department }
 
 // GroupItemGroup includes the requested fields of the GraphQL type Group.
 type GroupItemGroup struct {

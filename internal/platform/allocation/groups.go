@@ -30,6 +30,9 @@ func (s *Allocation) CreateGroup(ctx context.Context, in GroupInput) (*kernel.Es
 		g := &model.Group{ID: model.NewID(), TenantID: t.P.TenantID, CreatedAt: t.Now}
 		kernel.SetString(&g.Name, in.Name)
 		kernel.SetString(&g.Description, in.Description)
+		if err := placeGroup(next, g, in.Department); err != nil {
+			return "", err
+		}
 		next.Groups = append(next.Groups, g)
 		return g.ID, nil
 	})
@@ -44,8 +47,27 @@ func (s *Allocation) UpdateGroup(ctx context.Context, ref string, in GroupInput)
 		}
 		kernel.SetString(&g.Name, in.Name)
 		kernel.SetString(&g.Description, in.Description)
-		return g.ID, nil
+		return g.ID, placeGroup(next, g, in.Department)
 	})
+}
+
+// placeGroup puts a group in the department ref names ("" for directly
+// under the tenant); nil leaves it where it is.
+func placeGroup(e *estate.Estate, g *model.Group, ref *string) error {
+	if ref == nil {
+		return nil
+	}
+	if strings.TrimSpace(*ref) == "" {
+		g.ParentID = ""
+		return nil
+	}
+	d, err := kernel.FindGroup(e, strings.TrimSpace(*ref))
+	if err != nil || !d.IsDepartment() {
+		return kernel.Invalid("group %s: no department %s; name a department (klique get departments lists them), or none for the top of the tree",
+			g.Name, kernel.Quote(*ref))
+	}
+	g.ParentID = d.ID
+	return nil
 }
 
 // DeleteGroup removes a group without a policy or projects. Its memberships
