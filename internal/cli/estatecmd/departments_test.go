@@ -68,6 +68,14 @@ func TestGetDepartments(t *testing.T) {
 		t.Errorf("policy GROUP --tree: exit %d: %s", code, errOut)
 	}
 
+	ok(key, "create", "group", "robotics", "--department", "research")
+	if out := ok(key, "get", "department", "research"); !strings.Contains(out, "robotics") {
+		t.Errorf("robotics, created in research, is not in it:\n%s", out)
+	}
+	if _, errOut, code := klique(key, "create", "group", "drones", "--department", "nlp"); code == 0 || !strings.Contains(errOut, "no department 'nlp'") {
+		t.Errorf("create group in a group: exit %d: %s", code, errOut)
+	}
+
 	ok(key, "create", "user", "vic", "--group", "vision")
 	vic := strings.TrimSpace(ok(key, "create", "apikey", "--user", "vic"))
 	mine := ok(vic, "get", "departments")
