@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"time"
 
@@ -10,8 +11,9 @@ import (
 )
 
 // Model is an estate laid out the way a snapshot indexes it. Pools and
-// profiles are in name order, policies in their groups' name order, compute
-// resources by group name then name, so a snapshot (and with it a pass)
+// profiles are in name order, policies in their groups' name order (then,
+// in snapshot.Groups only, the departments without a policy, by name:
+// treeNodes), compute resources by group name then name, so a snapshot (and with it a pass)
 // never depends on the order objects were created or loaded in. The index
 // maps lead from object ids to snapshot indices.
 type Model struct {
@@ -26,6 +28,10 @@ type Model struct {
 	ProfileIndex map[string]int // profile id → index
 	PolicyIndex  map[string]int // policy id → index in Policies and snapshot.Groups
 	QueueIndex   map[string]int // compute resource id → index in Queues and snapshot.Queues
+
+	// groupOf are the ids of the departments without a policy whose nodes
+	// follow the policies' in snapshot.Groups (treeNodes).
+	groupOf []string
 
 	// base is the snapshot without tasks, budgets use or time.
 	base Snapshot
@@ -68,9 +74,19 @@ func NewModel(e *estate.Estate) *Model {
 	})
 	for i, pol := range m.Policies {
 		m.PolicyIndex[pol.ID] = i
-		m.base.Groups = append(m.base.Groups, Group{ID: pol.ID, Name: e.GroupName(pol.GroupID),
-			Reservation: model.GPUs(pol.ReservationGPUs), Limit: model.GPUs(pol.LimitGPUs)})
+		g := Group{ID: pol.ID, Name: e.GroupName(pol.GroupID),
+			Reservation: model.GPUs(pol.ReservationGPUs), Limit: model.GPUs(pol.LimitGPUs)}
+		// The default weight stays 0, which the engine counts as 1, so that
+		// a flat estate's snapshot is what it was before weights.
+		if pol.EffectiveWeight() != model.DefaultWeight {
+			g.Weight = int64(pol.Weight)
+		}
+		if gr := e.Group(pol.GroupID); gr != nil {
+			g.Department = gr.IsDepartment()
+		}
+		m.base.Groups = append(m.base.Groups, g)
 	}
+	m.treeNodes(e)
 
 	for _, cr := range e.ComputeResources {
 		_, pok := m.PolicyIndex[cr.PolicyID]
@@ -100,6 +116,55 @@ func NewModel(e *estate.Estate) *Model {
 		}
 	}
 	return m
+}
+
+// NoLimit is the limit of a department node that has no policy of its own:
+// it holds its children back by nothing but their own limits and those
+// above it. It is not 0, which would pause the subtree (Group.Paused).
+const NoLimit model.MilliGPU = math.MaxInt64
+
+// treeNodes completes the organisation tree in the snapshot's groups. The
+// groups with a policy come first, one a policy, in Policies' order (their
+// indices are PolicyIndex's); then comes a node for each department on
+// the path of one of them that has no policy of its own, by name, so that
+// every node's parent is a node. Such a department reserves what its
+// children reserve (estate.EffectiveReservation: it only gathers them) and
+// has no limit (NoLimit). Last, each node's Parent is set. A flat estate
+// has no departments: its groups are what they were, every Parent 0.
+func (m *Model) treeNodes(e *estate.Estate) {
+	node := map[string]int{} // group id → index in base.Groups
+	for i, pol := range m.Policies {
+		node[pol.GroupID] = i
+	}
+	var bare []*model.Group
+	for _, pol := range m.Policies {
+		for _, a := range e.Ancestors(pol.GroupID) {
+			if _, ok := node[a.ID]; !ok {
+				node[a.ID] = -1
+				bare = append(bare, a)
+			}
+		}
+	}
+	sort.SliceStable(bare, func(i, j int) bool { return bare[i].Name < bare[j].Name })
+	for _, d := range bare {
+		node[d.ID] = len(m.base.Groups)
+		m.groupOf = append(m.groupOf, d.ID)
+		m.base.Groups = append(m.base.Groups, Group{ID: d.ID, Name: d.Name, Department: true,
+			Reservation: model.GPUs(e.EffectiveReservation(d.ID)), Limit: NoLimit})
+	}
+	for i := range m.base.Groups {
+		var groupID string
+		if i < len(m.Policies) {
+			groupID = m.Policies[i].GroupID
+		} else {
+			groupID = m.groupOf[i-len(m.Policies)]
+		}
+		if g := e.Group(groupID); g != nil && g.ParentID != "" {
+			if p, ok := node[g.ParentID]; ok && p >= 0 {
+				m.base.Groups[i].Parent = p + 1
+			}
+		}
+	}
 }
 
 // TaskState is a task as a snapshot needs it: waiting in its compute

@@ -378,6 +378,20 @@ func (r *resourcePolicyResolver) LowWatermarkMinutes(ctx context.Context, obj *m
 	return int(obj.LowWatermark.Minutes()), nil
 }
 
+// Weight is the resolver for the weight field.
+func (r *resourcePolicyResolver) Weight(ctx context.Context, obj *model.ResourcePolicy) (int, error) {
+	return obj.EffectiveWeight(), nil
+}
+
+// Department is the resolver for the department field.
+func (r *resourcePolicyResolver) Department(ctx context.Context, obj *model.ResourcePolicy) (*model.Group, error) {
+	e, err := r.Svc.Allocation.Estate(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return e.Department(obj.GroupID), nil
+}
+
 // ComputeResources is the resolver for the computeResources field.
 func (r *resourcePolicyResolver) ComputeResources(ctx context.Context, obj *model.ResourcePolicy) ([]*model.ComputeResource, error) {
 	e, err := r.Svc.Allocation.Estate(ctx)

@@ -51,6 +51,7 @@ type ResolverRoot interface {
 	BudgetView() BudgetViewResolver
 	Change() ChangeResolver
 	ComputeResource() ComputeResourceResolver
+	Department() DepartmentResolver
 	GPUClass() GPUClassResolver
 	Group() GroupResolver
 	GroupMembership() GroupMembershipResolver
@@ -386,6 +387,20 @@ type ComplexityRoot struct {
 		Warnings func(childComplexity int) int
 	}
 
+	Department struct {
+		CreatedAt          func(childComplexity int) int
+		Departments        func(childComplexity int) int
+		Description        func(childComplexity int) int
+		EffectiveLimitGpus func(childComplexity int) int
+		Groups             func(childComplexity int) int
+		ID                 func(childComplexity int) int
+		Name               func(childComplexity int) int
+		Parent             func(childComplexity int) int
+		Policy             func(childComplexity int) int
+		ReservedGpus       func(childComplexity int) int
+		UpdatedAt          func(childComplexity int) int
+	}
+
 	EngineStatus struct {
 		By      func(childComplexity int) int
 		Enabled func(childComplexity int) int
@@ -473,6 +488,7 @@ type ComplexityRoot struct {
 
 	Group struct {
 		CreatedAt   func(childComplexity int) int
+		Department  func(childComplexity int) int
 		Description func(childComplexity int) int
 		ID          func(childComplexity int) int
 		Members     func(childComplexity int) int
@@ -911,6 +927,8 @@ type ComplexityRoot struct {
 		CompareTasks            func(childComplexity int, ids []string) int
 		ComputeResource         func(childComplexity int, id string) int
 		ComputeResources        func(childComplexity int, first *int, after *string) int
+		Department              func(childComplexity int, id string) int
+		Departments             func(childComplexity int) int
 		Engine                  func(childComplexity int) int
 		EstateWarnings          func(childComplexity int) int
 		ExportEstate            func(childComplexity int) int
@@ -990,6 +1008,7 @@ type ComplexityRoot struct {
 		AlertThresholdPercent func(childComplexity int) int
 		ComputeResources      func(childComplexity int) int
 		CreatedAt             func(childComplexity int) int
+		Department            func(childComplexity int) int
 		Group                 func(childComplexity int) int
 		ID                    func(childComplexity int) int
 		LimitGPUs             func(childComplexity int) int
@@ -997,6 +1016,7 @@ type ComplexityRoot struct {
 		ReservationGPUs       func(childComplexity int) int
 		TimeBudget            func(childComplexity int) int
 		UpdatedAt             func(childComplexity int) int
+		Weight                func(childComplexity int) int
 	}
 
 	ResourcePolicyConnection struct {
@@ -1456,11 +1476,20 @@ type ComputeResourceResolver interface {
 	QueueState(ctx context.Context, obj *model.ComputeResource) (*model.QueueState, error)
 	OverBudget(ctx context.Context, obj *model.ComputeResource) (bool, error)
 }
+type DepartmentResolver interface {
+	Parent(ctx context.Context, obj *model.Group) (*model.Group, error)
+	Departments(ctx context.Context, obj *model.Group) ([]*model.Group, error)
+	Groups(ctx context.Context, obj *model.Group) ([]*model.Group, error)
+	Policy(ctx context.Context, obj *model.Group) (*model.ResourcePolicy, error)
+	ReservedGpus(ctx context.Context, obj *model.Group) (int, error)
+	EffectiveLimitGpus(ctx context.Context, obj *model.Group) (*int, error)
+}
 type GPUClassResolver interface {
 	PricePerGpuHour(ctx context.Context, obj *model.GPUClass) (float64, error)
 }
 type GroupResolver interface {
 	Policy(ctx context.Context, obj *model.Group) (*model.ResourcePolicy, error)
+	Department(ctx context.Context, obj *model.Group) (*model.Group, error)
 	Members(ctx context.Context, obj *model.Group) ([]*model.Membership, error)
 }
 type GroupMembershipResolver interface {
@@ -1607,6 +1636,8 @@ type QueryResolver interface {
 	RouteInstances(ctx context.Context, route string) ([]*model.AppInstance, error)
 	AuditLog(ctx context.Context, filter *gqlmodel.AuditFilter, first *int, after *string) (*gqlmodel.AuditEntryConnection, error)
 	Autoscalers(ctx context.Context) ([]*gqlmodel.Autoscaler, error)
+	Departments(ctx context.Context) ([]*model.Group, error)
+	Department(ctx context.Context, id string) (*model.Group, error)
 	Engine(ctx context.Context) (*allocation.EngineStatus, error)
 	PolicyView(ctx context.Context, group *string) ([]*view.PolicyView, error)
 	GpuClasses(ctx context.Context, first *int, after *string) (*gqlmodel.GPUClassConnection, error)
@@ -1663,6 +1694,8 @@ type ResourcePolicyResolver interface {
 	TimeBudget(ctx context.Context, obj *model.ResourcePolicy) (*model.TimeBudget, error)
 	LowWatermarkMinutes(ctx context.Context, obj *model.ResourcePolicy) (int, error)
 
+	Weight(ctx context.Context, obj *model.ResourcePolicy) (int, error)
+	Department(ctx context.Context, obj *model.ResourcePolicy) (*model.Group, error)
 	ComputeResources(ctx context.Context, obj *model.ResourcePolicy) ([]*model.ComputeResource, error)
 }
 type ScheduleResolver interface {
@@ -3040,6 +3073,73 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.DeletePayload.Warnings(childComplexity), true
 
+	case "Department.createdAt":
+		if e.ComplexityRoot.Department.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Department.CreatedAt(childComplexity), true
+	case "Department.departments":
+		if e.ComplexityRoot.Department.Departments == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Department.Departments(childComplexity), true
+	case "Department.description":
+		if e.ComplexityRoot.Department.Description == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Department.Description(childComplexity), true
+	case "Department.effectiveLimitGpus":
+		if e.ComplexityRoot.Department.EffectiveLimitGpus == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Department.EffectiveLimitGpus(childComplexity), true
+	case "Department.groups":
+		if e.ComplexityRoot.Department.Groups == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Department.Groups(childComplexity), true
+	case "Department.id":
+		if e.ComplexityRoot.Department.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Department.ID(childComplexity), true
+	case "Department.name":
+		if e.ComplexityRoot.Department.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Department.Name(childComplexity), true
+	case "Department.parent":
+		if e.ComplexityRoot.Department.Parent == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Department.Parent(childComplexity), true
+	case "Department.policy":
+		if e.ComplexityRoot.Department.Policy == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Department.Policy(childComplexity), true
+	case "Department.reservedGpus":
+		if e.ComplexityRoot.Department.ReservedGpus == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Department.ReservedGpus(childComplexity), true
+	case "Department.updatedAt":
+		if e.ComplexityRoot.Department.UpdatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Department.UpdatedAt(childComplexity), true
+
 	case "EngineStatus.by":
 		if e.ComplexityRoot.EngineStatus.By == nil {
 			break
@@ -3352,6 +3452,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Group.CreatedAt(childComplexity), true
+	case "Group.department":
+		if e.ComplexityRoot.Group.Department == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Group.Department(childComplexity), true
 	case "Group.description":
 		if e.ComplexityRoot.Group.Description == nil {
 			break
@@ -5650,6 +5756,23 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.ComputeResources(childComplexity, args["first"].(*int), args["after"].(*string)), true
+	case "Query.department":
+		if e.ComplexityRoot.Query.Department == nil {
+			break
+		}
+
+		args, err := ec.field_Query_department_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.Department(childComplexity, args["id"].(string)), true
+	case "Query.departments":
+		if e.ComplexityRoot.Query.Departments == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Query.Departments(childComplexity), true
 	case "Query.engine":
 		if e.ComplexityRoot.Query.Engine == nil {
 			break
@@ -6185,6 +6308,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ResourcePolicy.CreatedAt(childComplexity), true
+	case "ResourcePolicy.department":
+		if e.ComplexityRoot.ResourcePolicy.Department == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ResourcePolicy.Department(childComplexity), true
 	case "ResourcePolicy.group":
 		if e.ComplexityRoot.ResourcePolicy.Group == nil {
 			break
@@ -6227,6 +6356,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ResourcePolicy.UpdatedAt(childComplexity), true
+	case "ResourcePolicy.weight":
+		if e.ComplexityRoot.ResourcePolicy.Weight == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ResourcePolicy.Weight(childComplexity), true
 
 	case "ResourcePolicyConnection.edges":
 		if e.ComplexityRoot.ResourcePolicyConnection.Edges == nil {
@@ -8601,6 +8736,40 @@ type Query
 
 type Mutation
 `, BuiltIn: false},
+	{Name: "../schema/departments.graphqls", Input: `"""
+A node of the tenant's organisation tree above groups: departments nest up
+to 4 levels under the tenant, groups (teams) sit in a department or directly
+under the tenant. A department has no compute resources or projects of its
+own; its policy's reservation, limit and budget cover the work of
+everything below it.
+"""
+type Department {
+  id: ID!
+  name: String!
+  description: String!
+  "The department this one sits in; null directly under the tenant."
+  parent: Department
+  "The departments directly in this one, by name, as far as the caller may see."
+  departments: [Department!]!
+  "The groups directly in this department, by name, as far as the caller may see."
+  groups: [Group!]!
+  "The department's resource policy, if it has one."
+  policy: ResourcePolicy
+  "GPUs reserved for the department and everything below it: its policy's reservation, or without one what its children reserve together."
+  reservedGpus: Int!
+  "The most GPUs the department's work may hold at once: the smallest limit on its path to the tenant, its own included; null when no policy on the path sets one."
+  effectiveLimitGpus: Int
+  createdAt: Time!
+  updatedAt: Time!
+}
+
+extend type Query {
+  "Departments the caller may see, by name: admins all of them, others those above their groups."
+  departments: [Department!]!
+  "A department by id or name."
+  department(id: ID!): Department
+}
+`, BuiltIn: false},
 	{Name: "../schema/engine.graphqls", Input: `"Whether a tenant's compute policy engine places work."
 type EngineStatus {
   enabled: Boolean!
@@ -8789,6 +8958,10 @@ type ResourcePolicy {
   "How long the remaining budget must last for new work to start."
   lowWatermarkMinutes: Int!
   alertThresholdPercent: Int!
+  "The share of lent GPUs among siblings in the organisation tree (1 unless set)."
+  weight: Int!
+  "The department the policy is of, when it is a department's (group is then the department too)."
+  department: Department
   computeResources: [ComputeResource!]!
   createdAt: Time!
   updatedAt: Time!
@@ -8963,6 +9136,8 @@ input ResourcePolicyInput {
   clearTimeBudget: Boolean
   lowWatermarkMinutes: Int
   alertThresholdPercent: Int
+  "The share of lent GPUs among siblings, 1 or more."
+  weight: Int
 }
 
 input ConnectProfileInput {
@@ -9559,6 +9734,8 @@ type Group {
   description: String!
   "The group's resource policy, if it has one."
   policy: ResourcePolicy
+  "The department the group sits in; null directly under the tenant."
+  department: Department
   members: [GroupMembership!]!
   createdAt: Time!
   updatedAt: Time!
@@ -9680,6 +9857,8 @@ input UpdateUserInput {
 input GroupInput {
   name: String
   description: String
+  "The department the group sits in, by name or id; an empty string puts it directly under the tenant."
+  department: String
 }
 
 input CreateAPIKeyInput {
@@ -11448,6 +11627,34 @@ func (ec *executionContext) childFields_DeletePayload(ctx context.Context, field
 	return nil, fmt.Errorf("no field named %q was found under type DeletePayload", field.Name)
 }
 
+func (ec *executionContext) childFields_Department(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_Department_id(ctx, field)
+	case "name":
+		return ec.fieldContext_Department_name(ctx, field)
+	case "description":
+		return ec.fieldContext_Department_description(ctx, field)
+	case "parent":
+		return ec.fieldContext_Department_parent(ctx, field)
+	case "departments":
+		return ec.fieldContext_Department_departments(ctx, field)
+	case "groups":
+		return ec.fieldContext_Department_groups(ctx, field)
+	case "policy":
+		return ec.fieldContext_Department_policy(ctx, field)
+	case "reservedGpus":
+		return ec.fieldContext_Department_reservedGpus(ctx, field)
+	case "effectiveLimitGpus":
+		return ec.fieldContext_Department_effectiveLimitGpus(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_Department_createdAt(ctx, field)
+	case "updatedAt":
+		return ec.fieldContext_Department_updatedAt(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Department", field.Name)
+}
+
 func (ec *executionContext) childFields_EngineStatus(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "enabled":
@@ -11628,6 +11835,8 @@ func (ec *executionContext) childFields_Group(ctx context.Context, field graphql
 		return ec.fieldContext_Group_description(ctx, field)
 	case "policy":
 		return ec.fieldContext_Group_policy(ctx, field)
+	case "department":
+		return ec.fieldContext_Group_department(ctx, field)
 	case "members":
 		return ec.fieldContext_Group_members(ctx, field)
 	case "createdAt":
@@ -12392,6 +12601,10 @@ func (ec *executionContext) childFields_ResourcePolicy(ctx context.Context, fiel
 		return ec.fieldContext_ResourcePolicy_lowWatermarkMinutes(ctx, field)
 	case "alertThresholdPercent":
 		return ec.fieldContext_ResourcePolicy_alertThresholdPercent(ctx, field)
+	case "weight":
+		return ec.fieldContext_ResourcePolicy_weight(ctx, field)
+	case "department":
+		return ec.fieldContext_ResourcePolicy_department(ctx, field)
 	case "computeResources":
 		return ec.fieldContext_ResourcePolicy_computeResources(ctx, field)
 	case "createdAt":
@@ -14861,6 +15074,20 @@ func (ec *executionContext) field_Query_computeResources_args(ctx context.Contex
 		return nil, err
 	}
 	args["after"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_department_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
 	return args, nil
 }
 
@@ -20694,6 +20921,295 @@ func (ec *executionContext) fieldContext_DeletePayload_warnings(_ context.Contex
 	return fc, nil
 }
 
+func (ec *executionContext) _Department_id(ctx context.Context, field graphql.CollectedField, obj *model.Group) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Department_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Department_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Department", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Department_name(ctx context.Context, field graphql.CollectedField, obj *model.Group) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Department_name(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Name, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Department_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Department", field, false, false, "String")
+}
+
+func (ec *executionContext) _Department_description(ctx context.Context, field graphql.CollectedField, obj *model.Group) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Department_description(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Description, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Department_description(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Department", field, false, false, "String")
+}
+
+func (ec *executionContext) _Department_parent(ctx context.Context, field graphql.CollectedField, obj *model.Group) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Department_parent(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Department().Parent(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Group) graphql.Marshaler {
+			return ec.marshalODepartment2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐGroup(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Department_parent(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Department",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Department(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Department_departments(ctx context.Context, field graphql.CollectedField, obj *model.Group) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Department_departments(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Department().Departments(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.Group) graphql.Marshaler {
+			return ec.marshalNDepartment2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐGroupᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Department_departments(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Department",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Department(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Department_groups(ctx context.Context, field graphql.CollectedField, obj *model.Group) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Department_groups(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Department().Groups(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.Group) graphql.Marshaler {
+			return ec.marshalNGroup2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐGroupᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Department_groups(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Department",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Group(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Department_policy(ctx context.Context, field graphql.CollectedField, obj *model.Group) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Department_policy(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Department().Policy(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.ResourcePolicy) graphql.Marshaler {
+			return ec.marshalOResourcePolicy2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐResourcePolicy(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Department_policy(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Department",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ResourcePolicy(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Department_reservedGpus(ctx context.Context, field graphql.CollectedField, obj *model.Group) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Department_reservedGpus(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Department().ReservedGpus(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Department_reservedGpus(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Department", field, true, true, "Int")
+}
+
+func (ec *executionContext) _Department_effectiveLimitGpus(ctx context.Context, field graphql.CollectedField, obj *model.Group) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Department_effectiveLimitGpus(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Department().EffectiveLimitGpus(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Department_effectiveLimitGpus(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Department", field, true, true, "Int")
+}
+
+func (ec *executionContext) _Department_createdAt(ctx context.Context, field graphql.CollectedField, obj *model.Group) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Department_createdAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CreatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Department_createdAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Department", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Department_updatedAt(ctx context.Context, field graphql.CollectedField, obj *model.Group) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Department_updatedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.UpdatedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Department_updatedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Department", field, false, false, "Time")
+}
+
 func (ec *executionContext) _EngineStatus_enabled(ctx context.Context, field graphql.CollectedField, obj *allocation.EngineStatus) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -22106,6 +22622,38 @@ func (ec *executionContext) fieldContext_Group_policy(_ context.Context, field g
 		IsResolver: true,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_ResourcePolicy(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Group_department(ctx context.Context, field graphql.CollectedField, obj *model.Group) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Group_department(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Group().Department(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Group) graphql.Marshaler {
+			return ec.marshalODepartment2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐGroup(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Group_department(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Group",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Department(ctx, field)
 		},
 	}
 	return fc, nil
@@ -31210,6 +31758,82 @@ func (ec *executionContext) fieldContext_Query_autoscalers(_ context.Context, fi
 	return fc, nil
 }
 
+func (ec *executionContext) _Query_departments(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_departments(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Query().Departments(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.Group) graphql.Marshaler {
+			return ec.marshalNDepartment2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐGroupᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_departments(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Department(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_department(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_department(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().Department(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Group) graphql.Marshaler {
+			return ec.marshalODepartment2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐGroup(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Query_department(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Department(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_department_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Query_engine(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -33751,6 +34375,61 @@ func (ec *executionContext) _ResourcePolicy_alertThresholdPercent(ctx context.Co
 }
 func (ec *executionContext) fieldContext_ResourcePolicy_alertThresholdPercent(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("ResourcePolicy", field, false, false, "Int")
+}
+
+func (ec *executionContext) _ResourcePolicy_weight(ctx context.Context, field graphql.CollectedField, obj *model.ResourcePolicy) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ResourcePolicy_weight(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.ResourcePolicy().Weight(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ResourcePolicy_weight(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ResourcePolicy", field, true, true, "Int")
+}
+
+func (ec *executionContext) _ResourcePolicy_department(ctx context.Context, field graphql.CollectedField, obj *model.ResourcePolicy) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ResourcePolicy_department(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.ResourcePolicy().Department(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Group) graphql.Marshaler {
+			return ec.marshalODepartment2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐGroup(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ResourcePolicy_department(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ResourcePolicy",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Department(ctx, field)
+		},
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _ResourcePolicy_computeResources(ctx context.Context, field graphql.CollectedField, obj *model.ResourcePolicy) (ret graphql.Marshaler) {
@@ -42968,7 +43647,7 @@ func (ec *executionContext) unmarshalInputGroupInput(ctx context.Context, obj an
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"name", "description"}
+	fieldsInOrder := [...]string{"name", "description", "department"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -42989,6 +43668,13 @@ func (ec *executionContext) unmarshalInputGroupInput(ctx context.Context, obj an
 				return it, err
 			}
 			it.Description = data
+		case "department":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("department"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Department = data
 		}
 	}
 	return it, nil
@@ -44333,7 +45019,7 @@ func (ec *executionContext) unmarshalInputResourcePolicyInput(ctx context.Contex
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"group", "reservationGpus", "limitGpus", "timeBudget", "clearTimeBudget", "lowWatermarkMinutes", "alertThresholdPercent"}
+	fieldsInOrder := [...]string{"group", "reservationGpus", "limitGpus", "timeBudget", "clearTimeBudget", "lowWatermarkMinutes", "alertThresholdPercent", "weight"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -44389,6 +45075,13 @@ func (ec *executionContext) unmarshalInputResourcePolicyInput(ctx context.Contex
 				return it, err
 			}
 			it.AlertThresholdPercent = data
+		case "weight":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("weight"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Weight = data
 		}
 	}
 	return it, nil
@@ -47342,6 +48035,95 @@ func (ec *executionContext) _DeletePayload(ctx context.Context, sel ast.Selectio
 	return out
 }
 
+var departmentImplementors = []string{"Department"}
+
+func (ec *executionContext) _Department(ctx context.Context, sel ast.SelectionSet, obj *model.Group) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, departmentImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Department")
+		case "id":
+			out.Values[i] = ec._Department_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "name":
+			out.Values[i] = ec._Department_name(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "description":
+			out.Values[i] = ec._Department_description(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "parent":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Department_parent(ctx, field, obj)
+				})
+		case "departments":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Department_departments(ctx, field, obj)
+				})
+		case "groups":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Department_groups(ctx, field, obj)
+				})
+		case "policy":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Department_policy(ctx, field, obj)
+				})
+		case "reservedGpus":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Department_reservedGpus(ctx, field, obj)
+				})
+		case "effectiveLimitGpus":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Department_effectiveLimitGpus(ctx, field, obj)
+				})
+		case "createdAt":
+			out.Values[i] = ec._Department_createdAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "updatedAt":
+			out.Values[i] = ec._Department_updatedAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var engineStatusImplementors = []string{"EngineStatus"}
 
 func (ec *executionContext) _EngineStatus(ctx context.Context, sel ast.SelectionSet, obj *allocation.EngineStatus) graphql.Marshaler {
@@ -47955,6 +48737,12 @@ func (ec *executionContext) _Group(ctx context.Context, sel ast.SelectionSet, ob
 				true, false,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Group_policy(ctx, field, obj)
+				})
+		case "department":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Group_department(ctx, field, obj)
 				})
 		case "members":
 			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
@@ -50913,6 +51701,18 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_autoscalers(ctx, field)
 				})
+		case "departments":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_departments(ctx, field)
+				})
+		case "department":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_department(ctx, field)
+				})
 		case "engine":
 			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
 				true, true,
@@ -51470,6 +52270,18 @@ func (ec *executionContext) _ResourcePolicy(ctx context.Context, sel ast.Selecti
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "weight":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._ResourcePolicy_weight(ctx, field, obj)
+				})
+		case "department":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._ResourcePolicy_department(ctx, field, obj)
+				})
 		case "computeResources":
 			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
 				true, true,
@@ -55024,6 +55836,30 @@ func (ec *executionContext) marshalNDeletePayload2ᚖgithubᚗcomᚋkliqueᚑai�
 	return ec._DeletePayload(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalNDepartment2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐGroupᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Group) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNDepartment2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐGroup(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNDepartment2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐGroup(ctx context.Context, sel ast.SelectionSet, v *model.Group) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Department!")
+		return graphql.Null
+	}
+	return ec._Department(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNEngineStatus2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋallocationᚐEngineStatus(ctx context.Context, sel ast.SelectionSet, v *allocation.EngineStatus) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "EngineStatus!")
@@ -55207,6 +56043,22 @@ func (ec *executionContext) marshalNGatewayTrafficUpdate2ᚖgithubᚗcomᚋkliqu
 		return graphql.Null
 	}
 	return ec._GatewayTrafficUpdate(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNGroup2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐGroupᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Group) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNGroup2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐGroup(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
 }
 
 func (ec *executionContext) marshalNGroup2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐGroup(ctx context.Context, sel ast.SelectionSet, v *model.Group) graphql.Marshaler {
@@ -57572,6 +58424,13 @@ func (ec *executionContext) marshalOComputeResource2ᚖgithubᚗcomᚋkliqueᚑa
 		return graphql.Null
 	}
 	return ec._ComputeResource(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalODepartment2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐGroup(ctx context.Context, sel ast.SelectionSet, v *model.Group) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._Department(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalOFloat2float64(ctx context.Context, v any) (float64, error) {

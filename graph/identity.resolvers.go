@@ -41,6 +41,11 @@ func (r *groupResolver) Policy(ctx context.Context, obj *model.Group) (*model.Re
 	return e.PolicyOfGroup(obj.ID), nil
 }
 
+// Department is the resolver for the department field.
+func (r *groupResolver) Department(ctx context.Context, obj *model.Group) (*model.Group, error) {
+	return r.Svc.Allocation.ParentDepartment(ctx, obj)
+}
+
 // Members is the resolver for the members field.
 func (r *groupResolver) Members(ctx context.Context, obj *model.Group) ([]*model.Membership, error) {
 	return r.Svc.Access.GroupMembers(ctx, obj.ID)

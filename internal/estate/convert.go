@@ -30,6 +30,15 @@ func (d *Document) Apply(cur *Estate, tenantID string, newID func() string, now 
 	for i := range d.GPUClasses {
 		a.gpuClass(&d.GPUClasses[i])
 	}
+	// Departments first, all of them before any parent is resolved, so
+	// that a file may list a department before its parent; then the
+	// groups that sit in them.
+	for i := range d.Departments {
+		a.department(&d.Departments[i])
+	}
+	for i := range d.Departments {
+		a.departmentParent(&d.Departments[i])
+	}
 	for i := range d.Groups {
 		a.group(&d.Groups[i])
 	}
@@ -78,8 +87,10 @@ func (a *applier) checkDuplicates(d *Document) {
 		basis.DescribedTwice("GPU class", d.GPUClasses, func(v GPUClassDoc) string { return v.Name }),
 		basis.DescribedTwice("pool", d.Pools, func(v PoolDoc) string { return v.Name }),
 		basis.DescribedTwice("profile", d.Profiles, func(v ProfileDoc) string { return v.Name }),
+		basis.DescribedTwice("department", d.Departments, func(v DepartmentDoc) string { return v.Name }),
 		basis.DescribedTwice("group", d.Groups, func(v GroupDoc) string { return v.Name }),
-		basis.DescribedTwice("resource policy of group", d.Policies, func(v PolicyDoc) string { return v.Group }),
+		basis.DescribedTwice("resource policy of group", policiesOf(d.Policies, false), func(v PolicyDoc) string { return v.Group }),
+		basis.DescribedTwice("resource policy of department", policiesOf(d.Policies, true), func(v PolicyDoc) string { return v.Department }),
 		basis.DescribedTwice("project", d.Projects, func(v ProjectDoc) string { return v.Name }))
 	if d.Gateway != nil {
 		a.Problems = append(a.Problems, d.Gateway.Duplicates()...)
@@ -105,13 +116,70 @@ func (a *applier) gpuClass(d *GPUClassDoc) {
 	}
 }
 
+// policiesOf returns the policies a file gives to departments, or to
+// groups.
+func policiesOf(ps []PolicyDoc, departments bool) []PolicyDoc {
+	var out []PolicyDoc
+	for _, p := range ps {
+		if (p.Department != "") == departments {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 func (a *applier) group(d *GroupDoc) {
+	obj := fmt.Sprintf("group %q", d.Name)
 	g := a.e.GroupByName(d.Name)
+	if g != nil && g.IsDepartment() {
+		a.Add(obj, "the name is used by both a group and a department; a name names one node of the tree, so rename one of them")
+		return
+	}
 	if g == nil {
 		g = &model.Group{ID: a.newID(), TenantID: a.tenant, Name: d.Name, CreatedAt: a.now}
 		a.e.Groups = append(a.e.Groups, g)
 	}
 	g.Description = d.Description
+	g.ParentID = a.departmentID(obj, "department", d.Department)
+}
+
+// department creates or describes a department; departmentParent places
+// it, once every department of the file exists.
+func (a *applier) department(d *DepartmentDoc) {
+	g := a.e.GroupByName(d.Name)
+	if g != nil && !g.IsDepartment() {
+		a.Add(fmt.Sprintf("department %q", d.Name), "the name is used by both a group and a department; a name names one node of the tree, so rename one of them")
+		return
+	}
+	if g == nil {
+		g = &model.Group{ID: a.newID(), TenantID: a.tenant, Name: d.Name, Kind: model.GroupDepartment, CreatedAt: a.now}
+		a.e.Groups = append(a.e.Groups, g)
+	}
+	g.Description = d.Description
+}
+
+func (a *applier) departmentParent(d *DepartmentDoc) {
+	g := a.e.DepartmentByName(d.Name)
+	if g == nil {
+		return
+	}
+	g.ParentID = a.departmentID(fmt.Sprintf("department %q", d.Name), "parent", d.Parent)
+}
+
+// departmentID resolves the department a field names ("" for none).
+func (a *applier) departmentID(obj, field, name string) string {
+	if name == "" {
+		return ""
+	}
+	switch g := a.e.GroupByName(name); {
+	case g == nil:
+		a.Add(obj, "%s %q is not a known department; add it under departments", field, name)
+	case !g.IsDepartment():
+		a.Add(obj, "%s %q is a group; a group sits in a department, so name a department (add it under departments)", field, name)
+	default:
+		return g.ID
+	}
+	return ""
 }
 
 func (a *applier) pool(d *PoolDoc) {
@@ -227,10 +295,32 @@ func (a *applier) size(obj, field string, n *basis.Number) model.Size {
 
 func (a *applier) policy(d *PolicyDoc) {
 	obj := fmt.Sprintf("resource policy of group %q", d.Group)
-	g := a.e.GroupByName(d.Group)
-	if g == nil {
-		a.Add(obj, "group %q is not a known group; add it under groups", d.Group)
+	var g *model.Group
+	switch {
+	case d.Group != "" && d.Department != "":
+		a.Add(obj, "names group %q and department %q; a policy is one group's or one department's, so name one", d.Group, d.Department)
 		return
+	case d.Department != "":
+		obj = fmt.Sprintf("resource policy of department %q", d.Department)
+		if g = a.e.GroupByName(d.Department); g == nil || !g.IsDepartment() {
+			a.Add(obj, "department %q is not a known department; add it under departments (or write group: for a group's policy)", d.Department)
+			return
+		}
+		if len(d.ComputeResources) > 0 {
+			a.Add(obj, "a department has no compute resources of its own: move computeResources to the policies of its groups, and give the department a reservation and limit only")
+		}
+	case d.Group == "":
+		a.Add("resource policy", "names no group: give group: (or department:) and the name")
+		return
+	default:
+		if g = a.e.GroupByName(d.Group); g == nil {
+			a.Add(obj, "group %q is not a known group; add it under groups", d.Group)
+			return
+		}
+		if g.IsDepartment() {
+			a.Add(obj, "%q is a department: write department: %q for its policy", d.Group, d.Group)
+			return
+		}
 	}
 	pol := a.e.PolicyOfGroup(g.ID)
 	if pol == nil {
@@ -251,6 +341,13 @@ func (a *applier) policy(d *PolicyDoc) {
 	}
 	pol.LowWatermark = time.Duration(a.Whole(obj, "lowWatermarkMinutes", d.LowWatermarkMinutes, int64(model.DefaultLowWatermark/time.Minute))) * time.Minute
 	pol.AlertThresholdPercent = int(a.Whole(obj, "alertThresholdPercent", d.AlertThresholdPercent, model.DefaultAlertThresholdPercent))
+	// A weight of 0 is refused rather than read as "never lend to it": a
+	// limit says that more plainly, and 0 already means "exempt" for a
+	// profile's time weight.
+	pol.Weight = int(a.Whole(obj, "weight", d.Weight, 0))
+	if d.Weight != nil && *d.Weight != "" && pol.Weight < 1 {
+		a.Add(obj, "weight %d must be 1 or more: it is the share of lent GPUs among siblings (leave it out for 1; to hold a group back, lower its limit)", pol.Weight)
+	}
 
 	keep := map[string]bool{}
 	for _, cd := range d.ComputeResources {
@@ -436,8 +533,18 @@ func (e *Estate) Export() *Document {
 	}
 	groups := append([]*model.Group(nil), e.Groups...)
 	sort.Slice(groups, func(i, j int) bool { return groups[i].Name < groups[j].Name })
+	parentName := func(g *model.Group) string {
+		if p := e.Group(g.ParentID); p != nil {
+			return p.Name
+		}
+		return ""
+	}
 	for _, g := range groups {
-		d.Groups = append(d.Groups, GroupDoc{Name: g.Name, Description: g.Description})
+		if g.IsDepartment() {
+			d.Departments = append(d.Departments, DepartmentDoc{Name: g.Name, Parent: parentName(g), Description: g.Description})
+		} else {
+			d.Groups = append(d.Groups, GroupDoc{Name: g.Name, Description: g.Description, Department: parentName(g)})
+		}
 	}
 	for _, g := range groups {
 		pol := e.PolicyOfGroup(g.ID)
@@ -447,6 +554,14 @@ func (e *Estate) Export() *Document {
 		pd := PolicyDoc{Group: g.Name, Reservation: basis.NumberOf(int64(pol.ReservationGPUs)), Limit: basis.NumberOf(int64(pol.LimitGPUs)),
 			LowWatermarkMinutes:   basis.NumberOf(int64(pol.LowWatermark / time.Minute)),
 			AlertThresholdPercent: basis.NumberOf(int64(pol.AlertThresholdPercent))}
+		if g.IsDepartment() {
+			pd.Group, pd.Department = "", g.Name
+		}
+		// The default weight is left out, so that a file that never
+		// wrote one exports as it was.
+		if pol.EffectiveWeight() != model.DefaultWeight {
+			pd.Weight = basis.NumberOf(int64(pol.Weight))
+		}
 		if b := pol.Budget; b != nil {
 			pd.TimeBudget = &BudgetDoc{Hours: basis.NumberOfText(milli(b.MilliHours)), Period: string(b.Period)}
 		}

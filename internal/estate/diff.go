@@ -79,9 +79,12 @@ func Diff(from, to *Estate) []Change {
 			}
 		}
 	}
-	var lateByKind [7][]Change
-	d(KindGPUClass, from.namedClasses(), to.namedClasses(), &writes, &lateByKind[6])
-	d(KindGroup, from.namedGroups(), to.namedGroups(), &writes, &lateByKind[5])
+	var lateByKind [8][]Change
+	d(KindGPUClass, from.namedClasses(), to.namedClasses(), &writes, &lateByKind[7])
+	// Departments before the groups that sit in them, and deleted after
+	// them.
+	d(KindDepartment, from.namedGroupsOfKind(true), to.namedGroupsOfKind(true), &writes, &lateByKind[6])
+	d(KindGroup, from.namedGroupsOfKind(false), to.namedGroupsOfKind(false), &writes, &lateByKind[5])
 	d(KindPool, from.namedPools(), to.namedPools(), &writes, &lateByKind[4])
 	d(KindProfile, from.namedProfiles(), to.namedProfiles(), &writes, &lateByKind[3])
 	d(KindPolicy, from.namedPolicies(), to.namedPolicies(), &writes, &lateByKind[2])
@@ -133,10 +136,13 @@ func (e *Estate) namedClasses() []named {
 	return out
 }
 
-func (e *Estate) namedGroups() []named {
+// namedGroupsOfKind names the departments, or the teams.
+func (e *Estate) namedGroupsOfKind(departments bool) []named {
 	var out []named
 	for _, v := range e.Groups {
-		out = append(out, named{v.ID, v.Name, v})
+		if v.IsDepartment() == departments {
+			out = append(out, named{v.ID, v.Name, v})
+		}
 	}
 	return out
 }
@@ -160,7 +166,7 @@ func (e *Estate) namedProfiles() []named {
 func (e *Estate) namedPolicies() []named {
 	var out []named
 	for _, v := range e.Policies {
-		out = append(out, named{v.ID, "of group " + e.GroupName(v.GroupID), v})
+		out = append(out, named{v.ID, "of " + strings.Replace(e.GroupLabel(v.GroupID), `"`+e.GroupName(v.GroupID)+`"`, e.GroupName(v.GroupID), 1), v})
 	}
 	return out
 }

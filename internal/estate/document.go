@@ -41,9 +41,11 @@ type Document struct {
 	GPUClasses []GPUClassDoc `yaml:"gpuClasses,omitempty"`
 	Pools      []PoolDoc     `yaml:"pools,omitempty"`
 	Profiles   []ProfileDoc  `yaml:"profiles,omitempty"`
-	Groups     []GroupDoc    `yaml:"groups,omitempty"`
-	Policies   []PolicyDoc   `yaml:"policies,omitempty"`
-	Projects   []ProjectDoc  `yaml:"projects,omitempty"`
+	// Departments are the organisation tree's nodes above groups.
+	Departments []DepartmentDoc `yaml:"departments,omitempty"`
+	Groups      []GroupDoc      `yaml:"groups,omitempty"`
+	Policies    []PolicyDoc     `yaml:"policies,omitempty"`
+	Projects    []ProjectDoc    `yaml:"projects,omitempty"`
 	// Gateway is the LLM gateway's configuration, whose section package
 	// llmconf reads and writes.
 	Gateway *llmconf.GatewayDoc `yaml:"gateway,omitempty"`
@@ -115,23 +117,39 @@ type SizeParamDoc struct {
 	Default   *basis.Number `yaml:"default"`
 }
 
-// GroupDoc describes a group. Members come from SSO or the user commands,
-// not from the estate file.
-type GroupDoc struct {
+// DepartmentDoc describes a department: a node of the organisation tree
+// above groups, under Parent (another department) or, without one,
+// directly under the tenant.
+type DepartmentDoc struct {
 	Name        string `yaml:"name"`
+	Parent      string `yaml:"parent,omitempty"`
 	Description string `yaml:"description,omitempty"`
 }
 
-// PolicyDoc describes a group's resource policy and the compute resources it
-// opens. The list of compute resources is whole: one the file leaves out is
-// disconnected.
+// GroupDoc describes a group (a team): directly under the tenant, or in
+// Department. Members come from SSO or the user commands, not from the
+// estate file.
+type GroupDoc struct {
+	Name        string `yaml:"name"`
+	Description string `yaml:"description,omitempty"`
+	Department  string `yaml:"department,omitempty"`
+}
+
+// PolicyDoc describes the resource policy of a group, or of a department
+// (exactly one of the two), and the compute resources it opens. The list
+// of compute resources is whole: one the file leaves out is disconnected.
+// A department's policy opens none: its reservation, limit and budget
+// cover its children's work. Weight is the share of lent GPUs among
+// siblings (1 when left out).
 type PolicyDoc struct {
-	Group                 string               `yaml:"group"`
+	Group                 string               `yaml:"group,omitempty"`
+	Department            string               `yaml:"department,omitempty"`
 	Reservation           *basis.Number        `yaml:"reservation,omitempty"`
 	Limit                 *basis.Number        `yaml:"limit"`
 	TimeBudget            *BudgetDoc           `yaml:"timeBudget,omitempty"`
 	LowWatermarkMinutes   *basis.Number        `yaml:"lowWatermarkMinutes,omitempty"`
 	AlertThresholdPercent *basis.Number        `yaml:"alertThresholdPercent,omitempty"`
+	Weight                *basis.Number        `yaml:"weight,omitempty"`
 	ComputeResources      []ComputeResourceDoc `yaml:"computeResources,omitempty"`
 }
 

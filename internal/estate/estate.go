@@ -307,25 +307,38 @@ func (e *Estate) ComputeResourcesOfPolicy(policyID string) []*model.ComputeResou
 }
 
 // PoolsOfGroup returns the ids of every pool a group's compute resources can
-// place work on.
+// place work on; for a department, those of every team below it.
 func (e *Estate) PoolsOfGroup(groupID string) []string {
-	pol := e.PolicyOfGroup(groupID)
-	if pol == nil {
-		return nil
-	}
 	seen := map[string]bool{}
 	var out []string
+	e.poolsOfGroup(groupID, seen, map[string]bool{groupID: true}, &out)
+	return out
+}
+
+func (e *Estate) poolsOfGroup(groupID string, seen, visited map[string]bool, out *[]string) {
+	if g := e.Group(groupID); g != nil && g.IsDepartment() {
+		for _, c := range e.Children(groupID) {
+			if !visited[c.ID] {
+				visited[c.ID] = true
+				e.poolsOfGroup(c.ID, seen, visited, out)
+			}
+		}
+		return
+	}
+	pol := e.PolicyOfGroup(groupID)
+	if pol == nil {
+		return
+	}
 	for _, cr := range e.ComputeResourcesOfPolicy(pol.ID) {
 		if pr := e.Profile(cr.ProfileID); pr != nil {
 			for _, id := range pr.Pools {
 				if !seen[id] {
 					seen[id] = true
-					out = append(out, id)
+					*out = append(*out, id)
 				}
 			}
 		}
 	}
-	return out
 }
 
 // orderBy puts items named in order first (in that order), then the rest
@@ -365,8 +378,14 @@ func contains(list []string, s string) bool {
 // unlinked from a pool, policies disconnected from a profile, deleted
 // objects. Names given explicitly are checked when they are resolved; stale
 // ids left behind by other changes are simply removed. It also makes the
-// gateway's defaults explicit and sorts its objects by key.
+// gateway's defaults explicit and sorts its objects by key, and writes a
+// policy's default weight as 0 (model.ResourcePolicy.Weight).
 func (e *Estate) Normalize() {
+	for _, p := range e.Policies {
+		if p.Weight == model.DefaultWeight {
+			p.Weight = 0
+		}
+	}
 	llmconf.Normalize(&e.Gateway)
 	appconf.Normalize(&e.Apps)
 	for _, p := range e.Pools {

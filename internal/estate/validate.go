@@ -90,6 +90,7 @@ func (e *Estate) Validate() error {
 	v.pools()
 	v.profiles()
 	v.groups()
+	v.tree()
 	v.policies()
 	v.computeResources()
 	v.projects()
@@ -245,10 +246,22 @@ func (v *validator) className(id string) string {
 	return "of no known class"
 }
 
+// groups checks names: teams and departments share one namespace (a
+// policy, the gateway's rules and the CLI name either by name alone).
 func (v *validator) groups() {
 	seen := map[string]bool{}
+	kinds := map[string]model.GroupKind{}
 	for _, g := range v.e.Groups {
-		v.Named(seen, "group", g.Name, g.Description)
+		if k, ok := kinds[g.Name]; ok && k != g.Kind {
+			v.Add(fmt.Sprintf("department %q", g.Name), "the name is used by both a group and a department; a name names one node of the tree, so rename one of them")
+			continue
+		}
+		kinds[g.Name] = g.Kind
+		kind := "group"
+		if g.IsDepartment() {
+			kind = "department"
+		}
+		v.Named(seen, kind, g.Name, g.Description)
 	}
 }
 
@@ -260,8 +273,13 @@ func (v *validator) policies() {
 			v.Add("resource policy", "belongs to a group that does not exist")
 			continue
 		}
-		obj := fmt.Sprintf("resource policy of group %q", g.Name)
+		obj := "resource policy of " + v.e.GroupLabel(g.ID)
 		v.Once(seen, p.GroupID, obj, "the group already has a resource policy; a group has one policy")
+		// 0 is the default weight (model.ResourcePolicy.Weight); the
+		// estate file and the API refuse it when given.
+		if p.Weight < 0 || p.Weight > MaxWeight {
+			v.Add(obj, "weight %d must be between 1 and %d: it is the share of lent GPUs among siblings", p.Weight, MaxWeight)
+		}
 		if p.ReservationGPUs < 0 || p.ReservationGPUs > MaxCapacityGPUs {
 			v.Add(obj, "reservation %d must be a whole number of GPUs, 0 or more", p.ReservationGPUs)
 		}
@@ -307,6 +325,10 @@ func (v *validator) computeResources() {
 		v.runSettings(obj, group, cr)
 		if pol == nil {
 			v.Add(obj, "belongs to a resource policy that does not exist")
+			continue
+		}
+		if d := v.e.Department(pol.GroupID); d != nil {
+			v.Add(fmt.Sprintf("resource policy of department %q", d.Name), "a department has no compute resources of its own (it holds %q): connect profiles in the policies of its teams, and give the department a reservation and limit only", cr.Name)
 			continue
 		}
 		if pr == nil {
@@ -368,6 +390,9 @@ func (v *validator) projects() {
 		if p.GroupID != "" && v.e.Group(p.GroupID) == nil {
 			v.Add(obj, "belongs to a group that does not exist")
 		}
+		if d := v.e.Department(p.GroupID); d != nil {
+			v.Add(obj, "belongs to department %q; a project belongs to a team: name one of its teams", d.Name)
+		}
 		if len(p.OutputDestination) > 1000 || strings.ContainsFunc(p.OutputDestination, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) {
 			v.Add(obj, "output destination must be a directory path or bucket URL without spaces, at most 1000 characters")
 		}
@@ -405,16 +430,30 @@ func (e *Estate) Warnings() []Warning {
 func (e *Estate) reservationWarnings() []Warning {
 	type groupInfo struct {
 		name  string
+		kind  string // "group" or "department"
 		res   int
 		pools []string
 	}
 	var groups []groupInfo
+	// covered are nodes inside a department with a policy: that
+	// department's reservation holds theirs, so a pool's sum counts it
+	// and not them again.
+	covered := map[string]bool{}
 	for _, g := range e.Groups {
 		pol := e.PolicyOfGroup(g.ID)
 		if pol == nil || pol.ReservationGPUs == 0 {
 			continue
 		}
-		groups = append(groups, groupInfo{name: g.Name, res: pol.ReservationGPUs, pools: e.PoolsOfGroup(g.ID)})
+		kind := "group"
+		if g.IsDepartment() {
+			kind = "department"
+		}
+		groups = append(groups, groupInfo{name: g.Name, kind: kind, res: pol.ReservationGPUs, pools: e.PoolsOfGroup(g.ID)})
+		for _, a := range e.Ancestors(g.ID) {
+			if e.PolicyOfGroup(a.ID) != nil {
+				covered[g.Name] = true
+			}
+		}
 	}
 	sort.Slice(groups, func(i, j int) bool { return groups[i].name < groups[j].name })
 
@@ -461,7 +500,7 @@ func (e *Estate) reservationWarnings() []Warning {
 		}
 		seenSets[key] = true
 		if capacity := capacityOf(reach); reserved > capacity {
-			what := fmt.Sprintf("the reservation of group %s is %d GPUs", members[0].name, reserved)
+			what := fmt.Sprintf("the reservation of %s %s is %d GPUs", members[0].kind, members[0].name, reserved)
 			if len(parts) > 1 {
 				what = fmt.Sprintf("the reservations of groups %s add up to %d GPUs", strings.Join(parts, ", "), reserved)
 			}
@@ -471,12 +510,12 @@ func (e *Estate) reservationWarnings() []Warning {
 		}
 	}
 	for _, g := range groups {
-		check([]groupInfo{g}, fmt.Sprintf("group %q", g.name))
+		check([]groupInfo{g}, fmt.Sprintf("%s %q", g.kind, g.name))
 	}
 	for _, p := range e.Pools {
 		var members []groupInfo
 		for _, g := range groups {
-			if contains(g.pools, p.ID) {
+			if contains(g.pools, p.ID) && !covered[g.name] {
 				members = append(members, g)
 			}
 		}

@@ -172,17 +172,37 @@ type TimeBudget struct {
 // to start, unless a policy sets its own.
 const DefaultLowWatermark = 15 * time.Minute
 
+// DefaultWeight is a policy's weight when none is given: siblings share
+// alike.
+const DefaultWeight = 1
+
+// EffectiveWeight is the policy's weight, DefaultWeight when unset.
+func (p *ResourcePolicy) EffectiveWeight() int {
+	if p.Weight == 0 {
+		return DefaultWeight
+	}
+	return p.Weight
+}
+
 // DefaultAlertThresholdPercent is the share of a budget at which alerts fire.
 const DefaultAlertThresholdPercent = 80
 
-// ResourcePolicy is one group's rules: reservation, limit and an optional
-// time budget. There is at most one policy per group.
+// ResourcePolicy is one group's rules: reservation, limit, an optional
+// time budget and a weight. There is at most one policy per group. A
+// department's policy covers the work of everything below it.
 type ResourcePolicy struct {
 	ID              string
 	TenantID        string
 	GroupID         string
 	ReservationGPUs int
 	LimitGPUs       int
+	// Weight is the group's share, among its siblings in the organisation
+	// tree, of the idle GPUs lent out: the next GPU goes to the sibling
+	// using the least per unit of weight. 0 is the default, DefaultWeight
+	// (EffectiveWeight): the estate keeps the default as 0 (Normalize), so
+	// that one weight has one form and every policy written before weights
+	// existed is unchanged. Channels refuse a weight below 1.
+	Weight int
 	// Budget is nil for a policy without a time budget.
 	Budget                *TimeBudget
 	LowWatermark          time.Duration

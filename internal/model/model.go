@@ -87,15 +87,65 @@ type User struct {
 	UpdatedAt        time.Time
 }
 
-// Group is a team, research group, business unit or project team: the unit
-// that resource policies govern.
+// Group is a node of a tenant's organisation tree that resource policies
+// govern: a team (research group, business unit, project team: the groups
+// users are members of and projects belong to) or a department above teams.
 type Group struct {
 	ID          string
 	TenantID    string
 	Name        string
 	Description string
-	CreatedAt   time.Time
-	UpdatedAt   time.Time
+	// Kind is team (the zero value: every group of a flat estate) or
+	// department.
+	Kind GroupKind
+	// ParentID is the department the group sits in: for a department its
+	// parent department, for a team its department; "" for a group
+	// directly under the tenant.
+	ParentID  string
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// IsDepartment reports whether g is a department rather than a team.
+func (g *Group) IsDepartment() bool { return g.Kind == GroupDepartment }
+
+// GroupKind says which level of the organisation tree a group is.
+type GroupKind string
+
+const (
+	// GroupTeam is a team: members, projects and compute resources. It is
+	// the zero value, so that every group written before departments
+	// existed is one.
+	GroupTeam GroupKind = ""
+	// GroupDepartment is a node above teams: it holds teams and other
+	// departments, and a policy whose reservation, limit and budget cover
+	// the work of everything below it. It has no compute resources,
+	// projects or members of its own.
+	GroupDepartment GroupKind = "department"
+)
+
+// MaxDepartmentDepth is how many levels of departments a tenant's tree may
+// have above its teams: enough for division, department, sub-department
+// and lab, few enough that every path is read at a glance.
+const MaxDepartmentDepth = 4
+
+// String names the kind as the API and the store write it.
+func (k GroupKind) String() string {
+	if k == GroupTeam {
+		return "team"
+	}
+	return string(k)
+}
+
+// ParseGroupKind reads a kind as String writes it.
+func ParseGroupKind(s string) (GroupKind, bool) {
+	switch s {
+	case "team", "":
+		return GroupTeam, true
+	case string(GroupDepartment):
+		return GroupDepartment, true
+	}
+	return GroupTeam, false
 }
 
 // Membership places a user in a group.

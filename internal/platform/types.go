@@ -41,10 +41,12 @@ type (
 	ConnectInput         = allocation.ConnectInput
 	EngineStatus         = allocation.EngineStatus
 	// EngineState is what the engine's loop reads, over a store: loop.Loop{State: platform.EngineState{Store: st}}.
-	EngineState     = allocation.EngineState
-	GPUClassInput   = allocation.GPUClassInput
-	GroupInput      = allocation.GroupInput
-	PolicyInput     = allocation.PolicyInput
+	EngineState   = allocation.EngineState
+	GPUClassInput = allocation.GPUClassInput
+	GroupInput    = allocation.GroupInput
+	PolicyInput   = allocation.PolicyInput
+	// NodeLimits is the policy view of one node of the organisation tree.
+	NodeLimits      = allocation.NodeLimits
 	PoolInput       = allocation.PoolInput
 	ProfileInput    = allocation.ProfileInput
 	ProjectInput    = allocation.ProjectInput

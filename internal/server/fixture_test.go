@@ -66,6 +66,21 @@ func newFixture(t *testing.T, ts *testServer) *fixture {
 	if str(res, "applyEstate", "summary") == "no changes" {
 		t.Fatalf("applying the example estate to an empty tenant changed nothing")
 	}
+	// A department above ml-research, with a policy: what the departments'
+	// readers must keep from vision's members and from other tenants.
+	ts.mustGQL(t, f.admin, `mutation($doc: String!) { applyEstate(document: $doc) { summary } }`, map[string]any{"doc": `apiVersion: klique/v1
+kind: Estate
+departments:
+  - name: fraud-lab
+groups:
+  - name: ml-research
+    description: Machine-learning research
+    department: fraud-lab
+policies:
+  - department: fraud-lab
+    reservation: 16
+    limit: 48
+`})
 
 	createUser := func(cred, name, role, group string) {
 		t.Helper()
@@ -184,8 +199,12 @@ func newFixture(t *testing.T, ts *testServer) *fixture {
 		computeResources { edges { node { id name group { name } } } }
 		projects { edges { node { id name outputDestination } } }
 		users { edges { node { id name } } }
+		departments { id name }
 	}`, nil)
 	f.ids["tenant default"] = str(d, "me", "tenant", "id")
+	for _, n := range path(d, "departments").([]any) {
+		f.ids["department "+str(n, "name")] = str(n, "id")
+	}
 	collect(f.ids, d, "class", "gpuClasses", "name")
 	collect(f.ids, d, "pool", "pools", "name")
 	collect(f.ids, d, "profile", "profiles", "name")
@@ -200,7 +219,8 @@ func newFixture(t *testing.T, ts *testServer) *fixture {
 	}
 	for _, k := range []string{"class h100", "pool onprem-k8s", "profile one-gpu", "group ml-research", "group vision",
 		"policy ml-research", "policy vision", "cr ml-research/1 GPU", "cr vision/1 GPU", "project fraud-models",
-		"project shared-eval", "user alice", "user victor", "user oscar", "group other-team", "project other-project"} {
+		"project shared-eval", "user alice", "user victor", "user oscar", "group other-team", "project other-project",
+		"department fraud-lab", "policy fraud-lab"} {
 		f.id(t, k)
 	}
 
@@ -222,13 +242,14 @@ func newFixture(t *testing.T, ts *testServer) *fixture {
 		"gpu-eighth", "half-gpu", "one-gpu", "eight-gpus", "multi-node-2x8", "multi-node training",
 		"ml-research", "vision", "fraud-models", "shared-eval", "s3://ml-research-artifacts",
 		"alice", "victor", "train-fraud", "nightly-fraud", "train.py", alicePrefix, f.alice, f.victor, f.viewer, adminKey,
-		"rack-7", "gpu-host-7", "HF_TOKEN", "hf_fixture_secret_value", f.workerSecret, "lr-sweep-fraud",
+		"rack-7", "gpu-host-7", "HF_TOKEN", "hf_fixture_secret_value", f.workerSecret, "lr-sweep-fraud", "fraud-lab",
 	)
 	// What a member of vision must never see of ml-research's work.
 	f.groupSecrets = []string{
 		f.ids["task"], "train-fraud", "train.py", f.ids["schedule"], "nightly-fraud", f.ids["key alice"], alicePrefix, f.alice, f.viewer,
 		f.ids["policy ml-research"], f.ids["project fraud-models"], "s3://ml-research-artifacts",
 		"HF_TOKEN", "hf_fixture_secret_value", f.workerSecret, f.ids["study"], "lr-sweep-fraud",
+		"fraud-lab", f.ids["department fraud-lab"], f.ids["policy fraud-lab"],
 	}
 	for k, id := range f.ids {
 		if strings.HasPrefix(k, "cr ml-research/") {

@@ -50,6 +50,23 @@ var queryIsolationCases = []isoCase{
 		query: `query($id: ID!) { group(id: $id) { id name } }`, vars: map[string]any{"id": "ml-research"}, code: notFound},
 	{field: "Query.group", as: victor, name: "cannot find group ml-research",
 		query: `query($id: ID!) { group(id: $id) { id name members { user { name } } } }`, vars: map[string]any{"id": "ml-research"}, code: notFound},
+	{field: "Query.departments", as: otherAdmin, name: "lists no department of tenant default",
+		query: `{ departments { id name groups { name } policy { id } } }`, check: wantPlainList("departments", []string{"name"})},
+	{field: "Query.departments", as: victor, name: "does not see fraud-lab, which holds only ml-research",
+		query: `{ departments { id name groups { name } policy { id } } }`, check: wantPlainList("departments", []string{"name"})},
+	{field: "Query.departments", as: viewer, name: "sees fraud-lab above ml-research, holding ml-research",
+		query: `{ departments { name groups { name } } }`, check: all(wantPlainList("departments", []string{"name"}, "fraud-lab"),
+			func(r *report, f *fixture, res *gqlResult) {
+				if g := str(res.Data, "departments", 0, "groups", 0, "name"); g != "ml-research" {
+					r.errorf("fraud-lab holds %q, want ml-research", g)
+				}
+			})},
+	{field: "Query.department", as: otherAdmin, name: "cannot find fraud-lab by id",
+		query: `query($id: ID!) { department(id: $id) { id name } }`, vars: map[string]any{"id": ref("department fraud-lab")}, code: notFound},
+	{field: "Query.department", as: thirdAdmin, name: "cannot find fraud-lab by name",
+		query: `query($id: ID!) { department(id: $id) { id name } }`, vars: map[string]any{"id": "fraud-lab"}, code: notFound},
+	{field: "Query.department", as: victor, name: "cannot find fraud-lab",
+		query: `query($id: ID!) { department(id: $id) { id name policy { id } } }`, vars: map[string]any{"id": "fraud-lab"}, code: notFound},
 	{field: "Query.apiKeys", as: otherAdmin, name: "cannot list alice's keys",
 		query: `query($u: ID) { apiKeys(user: $u) { edges { node { id prefix } } } }`, vars: map[string]any{"u": ref("user alice")}, code: notFound},
 	{field: "Query.apiKeys", as: otherAdmin, name: "lists only their own keys",

@@ -114,7 +114,7 @@ func newCreateAPIKeyCmd(c *cli.CLI) *cobra.Command {
 }
 
 func newCreateGroupCmd(c *cli.CLI) *cobra.Command {
-	var description string
+	var description, department string
 	cmd := &cobra.Command{
 		Use:   "group NAME",
 		Short: "Create a group (admins)",
@@ -124,7 +124,7 @@ func newCreateGroupCmd(c *cli.CLI) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			out, err := gql.CreateGroup(cmd.Context(), cl, gql.GroupInput{Name: &args[0], Description: &description})
+			out, err := gql.CreateGroup(cmd.Context(), cl, gql.GroupInput{Name: &args[0], Description: &description, Department: cli.Ptr(department)})
 			if err != nil {
 				return err
 			}
@@ -133,6 +133,7 @@ func newCreateGroupCmd(c *cli.CLI) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&description, "description", "", "what the group is")
+	cmd.Flags().StringVar(&department, "department", "", "the department the group sits in (default: directly under the tenant)")
 	return cmd
 }
 

@@ -1,12 +1,15 @@
 package estatecmd
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/Khan/genqlient/graphql"
 
 	"github.com/klique-ai/klique/internal/cli"
 	"github.com/klique-ai/klique/internal/cli/gql"
@@ -63,10 +66,15 @@ until it is enabled again; work already placed keeps its capacity.`,
 }
 
 func newPolicyCmd(c *cli.CLI) *cobra.Command {
-	return &cobra.Command{
+	var tree bool
+	cmd := &cobra.Command{
 		Use:   "policy [GROUP]",
 		Short: "Your groups' use against their reservation, limit and time budget",
-		Args:  cobra.MaximumNArgs(1),
+		Long: `Your groups' use against their reservation, limit and time budget.
+--tree shows it level by level of the organisation tree: each department
+(with what its whole subtree holds against its reservation and limit), and
+the groups and departments in it, indented below it.`,
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cl, err := c.Client(cmd.Context())
 			if err != nil {
@@ -74,11 +82,17 @@ func newPolicyCmd(c *cli.CLI) *cobra.Command {
 			}
 			var group *string
 			if len(args) == 1 {
+				if tree {
+					return cli.Usagef("give a group or --tree, not both")
+				}
 				group = &args[0]
 			}
 			out, err := gql.PolicyView(cmd.Context(), cl, group)
 			if err != nil {
 				return err
+			}
+			if tree {
+				return policyTree(c, cmd.Context(), cl, out.PolicyView)
 			}
 			if c.Output != "table" {
 				return c.PrintData(out.PolicyView)
@@ -93,6 +107,81 @@ func newPolicyCmd(c *cli.CLI) *cobra.Command {
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&tree, "tree", false, "show the organisation tree: departments, and the groups in them indented below")
+	return cmd
+}
+
+// policyTree prints the policy view level by level: each department the
+// caller may see, from the top, then what it holds, indented; last the
+// groups directly under the tenant. A department's figures are its
+// policy's view (its whole subtree's work); one without a policy shows
+// what its children reserve and no limit.
+func policyTree(c *cli.CLI, ctx context.Context, cl graphql.Client, views []gql.PolicyViewPolicyView) error {
+	deps, err := gql.Departments(ctx, cl)
+	if err != nil {
+		return err
+	}
+	if c.Output != "table" {
+		return c.PrintData(map[string]any{"departments": deps.Departments, "policyView": views})
+	}
+	byName := map[string]gql.PolicyViewPolicyView{}
+	for _, v := range views {
+		byName[v.Group.Name] = v
+	}
+	depByName := map[string]gql.DepartmentRow{}
+	inDepartment := map[string]bool{}
+	for _, d := range deps.Departments {
+		depByName[d.Name] = d
+		for _, g := range d.Groups {
+			inDepartment[g.Name] = true
+		}
+	}
+	var rows [][]string
+	row := func(depth int, name string, v *gql.PolicyViewPolicyView, reserved, effective string) {
+		indent := strings.Repeat("  ", depth)
+		if v == nil {
+			rows = append(rows, []string{indent + name, "- / " + reserved + " / -", effective, "-", "-", "-"})
+			return
+		}
+		rows = append(rows, []string{indent + name,
+			fmt.Sprintf("%s / %s / %s", cli.Text(v.HeldGpus), cli.Text(v.ReservationGpus), cli.Text(v.LimitGpus)),
+			effective, cli.Text(v.BorrowedGpus), cli.Text(v.WaitingTasks), budgetText(v.Budget)})
+	}
+	var walk func(d gql.DepartmentRow, depth int)
+	walk = func(d gql.DepartmentRow, depth int) {
+		effective := "-"
+		if d.EffectiveLimitGpus != nil {
+			effective = cli.Text(*d.EffectiveLimitGpus)
+		}
+		var v *gql.PolicyViewPolicyView
+		if x, ok := byName[d.Name]; ok {
+			v = &x
+		}
+		row(depth, d.Name+"/", v, cli.Text(d.ReservedGpus), effective)
+		for _, sub := range d.Departments {
+			if sd, ok := depByName[sub.Name]; ok && depth < 8 {
+				walk(sd, depth+1)
+			}
+		}
+		for _, g := range d.Groups {
+			if x, ok := byName[g.Name]; ok {
+				row(depth+1, g.Name, &x, "", "-")
+			}
+		}
+	}
+	for _, d := range deps.Departments {
+		if d.Parent == nil {
+			walk(d, 0)
+		}
+	}
+	for _, v := range views {
+		if _, dep := depByName[v.Group.Name]; !dep && !inDepartment[v.Group.Name] {
+			x := v
+			row(0, v.Group.Name, &x, "", "-")
+		}
+	}
+	c.Table([]string{"NODE", "GPUS HELD / RESERVED / LIMIT", "EFFECTIVE LIMIT", "BORROWED", "WAITING", "TIME BUDGET"}, rows)
+	return nil
 }
 
 // budgetText is a group's time budget in its period, as 'klique policy'

@@ -197,6 +197,35 @@ var kinds = []getKind{
 		},
 	},
 	{
+		names:  []string{"departments", "department", "depts", "dept"},
+		header: []string{"NAME", "PARENT", "RESERVATION", "LIMIT", "EFFECTIVE LIMIT", "WEIGHT", "HOLDS"},
+		list: listing(unfiltered(gql.Departments), func(r *gql.DepartmentsResponse) []gql.DepartmentRow { return r.Departments },
+			func(d gql.DepartmentRow) []string {
+				parent, reservation, limit, weight, effective := "-", cli.Text(d.ReservedGpus), "-", "-", "-"
+				if d.Parent != nil {
+					parent = d.Parent.Name
+				}
+				if d.Policy != nil {
+					limit, weight = cli.Text(d.Policy.LimitGpus), cli.Text(d.Policy.Weight)
+				}
+				if d.EffectiveLimitGpus != nil {
+					effective = cli.Text(*d.EffectiveLimitGpus)
+				}
+				var holds []string
+				for _, c := range d.Departments {
+					holds = append(holds, c.Name+"/")
+				}
+				for _, g := range d.Groups {
+					holds = append(holds, g.Name)
+				}
+				return []string{d.Name, parent, reservation, limit, effective, weight, cli.OrDash(strings.Join(holds, ", "))}
+			}),
+		one: func(ctx context.Context, cl graphql.Client, id string) (any, error) {
+			r, err := gql.Department(ctx, cl, id)
+			return r.GetItem(), err
+		},
+	},
+	{
 		names:  []string{"users", "user"},
 		header: []string{"NAME", "ROLE", "GROUPS", "STATE"},
 		list: listing(unfiltered(gql.Users), func(r *gql.UsersResponse) []gql.UserRow { return nodes[gql.UserRow](r.Users.Edges) },

@@ -1958,6 +1958,282 @@ type DeleteSecretResponse struct {
 // GetDeleteSecret returns DeleteSecretResponse.DeleteSecret, and is useful for accessing the field via an interface.
 func (v *DeleteSecretResponse) GetDeleteSecret() bool { return v.DeleteSecret }
 
+// DepartmentItemDepartment includes the requested fields of the GraphQL type Department.
+// The GraphQL type's documentation follows.
+//
+// A node of the tenant's organisation tree above groups: departments nest up
+// to 4 levels under the tenant, groups (teams) sit in a department or directly
+// under the tenant. A department has no compute resources or projects of its
+// own; its policy's reservation, limit and budget cover the work of
+// everything below it.
+type DepartmentItemDepartment struct {
+	Id          string `json:"id"`
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	// The department this one sits in; null directly under the tenant.
+	Parent *DepartmentItemDepartmentParentDepartment `json:"parent"`
+	// The departments directly in this one, by name, as far as the caller may see.
+	Departments []DepartmentItemDepartmentDepartmentsDepartment `json:"departments"`
+	// The groups directly in this department, by name, as far as the caller may see.
+	Groups []DepartmentItemDepartmentGroupsGroup `json:"groups"`
+	// The department's resource policy, if it has one.
+	Policy *DepartmentItemDepartmentPolicyResourcePolicy `json:"policy"`
+	// GPUs reserved for the department and everything below it: its policy's reservation, or without one what its children reserve together.
+	ReservedGpus int `json:"reservedGpus"`
+	// The most GPUs the department's work may hold at once: the smallest limit on its path to the tenant, its own included; null when no policy on the path sets one.
+	EffectiveLimitGpus *int   `json:"effectiveLimitGpus"`
+	CreatedAt          string `json:"createdAt"`
+}
+
+// GetId returns DepartmentItemDepartment.Id, and is useful for accessing the field via an interface.
+func (v *DepartmentItemDepartment) GetId() string { return v.Id }
+
+// GetName returns DepartmentItemDepartment.Name, and is useful for accessing the field via an interface.
+func (v *DepartmentItemDepartment) GetName() string { return v.Name }
+
+// GetDescription returns DepartmentItemDepartment.Description, and is useful for accessing the field via an interface.
+func (v *DepartmentItemDepartment) GetDescription() string { return v.Description }
+
+// GetParent returns DepartmentItemDepartment.Parent, and is useful for accessing the field via an interface.
+func (v *DepartmentItemDepartment) GetParent() *DepartmentItemDepartmentParentDepartment {
+	return v.Parent
+}
+
+// GetDepartments returns DepartmentItemDepartment.Departments, and is useful for accessing the field via an interface.
+func (v *DepartmentItemDepartment) GetDepartments() []DepartmentItemDepartmentDepartmentsDepartment {
+	return v.Departments
+}
+
+// GetGroups returns DepartmentItemDepartment.Groups, and is useful for accessing the field via an interface.
+func (v *DepartmentItemDepartment) GetGroups() []DepartmentItemDepartmentGroupsGroup { return v.Groups }
+
+// GetPolicy returns DepartmentItemDepartment.Policy, and is useful for accessing the field via an interface.
+func (v *DepartmentItemDepartment) GetPolicy() *DepartmentItemDepartmentPolicyResourcePolicy {
+	return v.Policy
+}
+
+// GetReservedGpus returns DepartmentItemDepartment.ReservedGpus, and is useful for accessing the field via an interface.
+func (v *DepartmentItemDepartment) GetReservedGpus() int { return v.ReservedGpus }
+
+// GetEffectiveLimitGpus returns DepartmentItemDepartment.EffectiveLimitGpus, and is useful for accessing the field via an interface.
+func (v *DepartmentItemDepartment) GetEffectiveLimitGpus() *int { return v.EffectiveLimitGpus }
+
+// GetCreatedAt returns DepartmentItemDepartment.CreatedAt, and is useful for accessing the field via an interface.
+func (v *DepartmentItemDepartment) GetCreatedAt() string { return v.CreatedAt }
+
+// DepartmentItemDepartmentDepartmentsDepartment includes the requested fields of the GraphQL type Department.
+// The GraphQL type's documentation follows.
+//
+// A node of the tenant's organisation tree above groups: departments nest up
+// to 4 levels under the tenant, groups (teams) sit in a department or directly
+// under the tenant. A department has no compute resources or projects of its
+// own; its policy's reservation, limit and budget cover the work of
+// everything below it.
+type DepartmentItemDepartmentDepartmentsDepartment struct {
+	Name string `json:"name"`
+}
+
+// GetName returns DepartmentItemDepartmentDepartmentsDepartment.Name, and is useful for accessing the field via an interface.
+func (v *DepartmentItemDepartmentDepartmentsDepartment) GetName() string { return v.Name }
+
+// DepartmentItemDepartmentGroupsGroup includes the requested fields of the GraphQL type Group.
+type DepartmentItemDepartmentGroupsGroup struct {
+	Name string `json:"name"`
+}
+
+// GetName returns DepartmentItemDepartmentGroupsGroup.Name, and is useful for accessing the field via an interface.
+func (v *DepartmentItemDepartmentGroupsGroup) GetName() string { return v.Name }
+
+// DepartmentItemDepartmentParentDepartment includes the requested fields of the GraphQL type Department.
+// The GraphQL type's documentation follows.
+//
+// A node of the tenant's organisation tree above groups: departments nest up
+// to 4 levels under the tenant, groups (teams) sit in a department or directly
+// under the tenant. A department has no compute resources or projects of its
+// own; its policy's reservation, limit and budget cover the work of
+// everything below it.
+type DepartmentItemDepartmentParentDepartment struct {
+	Name string `json:"name"`
+}
+
+// GetName returns DepartmentItemDepartmentParentDepartment.Name, and is useful for accessing the field via an interface.
+func (v *DepartmentItemDepartmentParentDepartment) GetName() string { return v.Name }
+
+// DepartmentItemDepartmentPolicyResourcePolicy includes the requested fields of the GraphQL type ResourcePolicy.
+// The GraphQL type's documentation follows.
+//
+// A group's rules: reservation, limit and an optional time budget.
+type DepartmentItemDepartmentPolicyResourcePolicy struct {
+	// GPUs the group is guaranteed, filled first in every pass.
+	ReservationGpus int `json:"reservationGpus"`
+	// The most GPUs the group holds at once, borrowed included.
+	LimitGpus int `json:"limitGpus"`
+	// The share of lent GPUs among siblings in the organisation tree (1 unless set).
+	Weight     int                                                     `json:"weight"`
+	TimeBudget *DepartmentItemDepartmentPolicyResourcePolicyTimeBudget `json:"timeBudget"`
+}
+
+// GetReservationGpus returns DepartmentItemDepartmentPolicyResourcePolicy.ReservationGpus, and is useful for accessing the field via an interface.
+func (v *DepartmentItemDepartmentPolicyResourcePolicy) GetReservationGpus() int {
+	return v.ReservationGpus
+}
+
+// GetLimitGpus returns DepartmentItemDepartmentPolicyResourcePolicy.LimitGpus, and is useful for accessing the field via an interface.
+func (v *DepartmentItemDepartmentPolicyResourcePolicy) GetLimitGpus() int { return v.LimitGpus }
+
+// GetWeight returns DepartmentItemDepartmentPolicyResourcePolicy.Weight, and is useful for accessing the field via an interface.
+func (v *DepartmentItemDepartmentPolicyResourcePolicy) GetWeight() int { return v.Weight }
+
+// GetTimeBudget returns DepartmentItemDepartmentPolicyResourcePolicy.TimeBudget, and is useful for accessing the field via an interface.
+func (v *DepartmentItemDepartmentPolicyResourcePolicy) GetTimeBudget() *DepartmentItemDepartmentPolicyResourcePolicyTimeBudget {
+	return v.TimeBudget
+}
+
+// DepartmentItemDepartmentPolicyResourcePolicyTimeBudget includes the requested fields of the GraphQL type TimeBudget.
+type DepartmentItemDepartmentPolicyResourcePolicyTimeBudget struct {
+	Hours  float64      `json:"hours"`
+	Period BudgetPeriod `json:"period"`
+}
+
+// GetHours returns DepartmentItemDepartmentPolicyResourcePolicyTimeBudget.Hours, and is useful for accessing the field via an interface.
+func (v *DepartmentItemDepartmentPolicyResourcePolicyTimeBudget) GetHours() float64 { return v.Hours }
+
+// GetPeriod returns DepartmentItemDepartmentPolicyResourcePolicyTimeBudget.Period, and is useful for accessing the field via an interface.
+func (v *DepartmentItemDepartmentPolicyResourcePolicyTimeBudget) GetPeriod() BudgetPeriod {
+	return v.Period
+}
+
+// DepartmentResponse is returned by Department on success.
+type DepartmentResponse struct {
+	// A department by id or name.
+	Item *DepartmentItemDepartment `json:"item"`
+}
+
+// GetItem returns DepartmentResponse.Item, and is useful for accessing the field via an interface.
+func (v *DepartmentResponse) GetItem() *DepartmentItemDepartment { return v.Item }
+
+// DepartmentRow includes the requested fields of the GraphQL type Department.
+// The GraphQL type's documentation follows.
+//
+// A node of the tenant's organisation tree above groups: departments nest up
+// to 4 levels under the tenant, groups (teams) sit in a department or directly
+// under the tenant. A department has no compute resources or projects of its
+// own; its policy's reservation, limit and budget cover the work of
+// everything below it.
+type DepartmentRow struct {
+	Id          string `json:"id"`
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	// The department this one sits in; null directly under the tenant.
+	Parent *DepartmentRowParentDepartment `json:"parent"`
+	// The departments directly in this one, by name, as far as the caller may see.
+	Departments []DepartmentRowDepartmentsDepartment `json:"departments"`
+	// The groups directly in this department, by name, as far as the caller may see.
+	Groups []DepartmentRowGroupsGroup `json:"groups"`
+	// The department's resource policy, if it has one.
+	Policy *DepartmentRowPolicyResourcePolicy `json:"policy"`
+	// GPUs reserved for the department and everything below it: its policy's reservation, or without one what its children reserve together.
+	ReservedGpus int `json:"reservedGpus"`
+	// The most GPUs the department's work may hold at once: the smallest limit on its path to the tenant, its own included; null when no policy on the path sets one.
+	EffectiveLimitGpus *int `json:"effectiveLimitGpus"`
+}
+
+// GetId returns DepartmentRow.Id, and is useful for accessing the field via an interface.
+func (v *DepartmentRow) GetId() string { return v.Id }
+
+// GetName returns DepartmentRow.Name, and is useful for accessing the field via an interface.
+func (v *DepartmentRow) GetName() string { return v.Name }
+
+// GetDescription returns DepartmentRow.Description, and is useful for accessing the field via an interface.
+func (v *DepartmentRow) GetDescription() string { return v.Description }
+
+// GetParent returns DepartmentRow.Parent, and is useful for accessing the field via an interface.
+func (v *DepartmentRow) GetParent() *DepartmentRowParentDepartment { return v.Parent }
+
+// GetDepartments returns DepartmentRow.Departments, and is useful for accessing the field via an interface.
+func (v *DepartmentRow) GetDepartments() []DepartmentRowDepartmentsDepartment { return v.Departments }
+
+// GetGroups returns DepartmentRow.Groups, and is useful for accessing the field via an interface.
+func (v *DepartmentRow) GetGroups() []DepartmentRowGroupsGroup { return v.Groups }
+
+// GetPolicy returns DepartmentRow.Policy, and is useful for accessing the field via an interface.
+func (v *DepartmentRow) GetPolicy() *DepartmentRowPolicyResourcePolicy { return v.Policy }
+
+// GetReservedGpus returns DepartmentRow.ReservedGpus, and is useful for accessing the field via an interface.
+func (v *DepartmentRow) GetReservedGpus() int { return v.ReservedGpus }
+
+// GetEffectiveLimitGpus returns DepartmentRow.EffectiveLimitGpus, and is useful for accessing the field via an interface.
+func (v *DepartmentRow) GetEffectiveLimitGpus() *int { return v.EffectiveLimitGpus }
+
+// DepartmentRowDepartmentsDepartment includes the requested fields of the GraphQL type Department.
+// The GraphQL type's documentation follows.
+//
+// A node of the tenant's organisation tree above groups: departments nest up
+// to 4 levels under the tenant, groups (teams) sit in a department or directly
+// under the tenant. A department has no compute resources or projects of its
+// own; its policy's reservation, limit and budget cover the work of
+// everything below it.
+type DepartmentRowDepartmentsDepartment struct {
+	Name string `json:"name"`
+}
+
+// GetName returns DepartmentRowDepartmentsDepartment.Name, and is useful for accessing the field via an interface.
+func (v *DepartmentRowDepartmentsDepartment) GetName() string { return v.Name }
+
+// DepartmentRowGroupsGroup includes the requested fields of the GraphQL type Group.
+type DepartmentRowGroupsGroup struct {
+	Name string `json:"name"`
+}
+
+// GetName returns DepartmentRowGroupsGroup.Name, and is useful for accessing the field via an interface.
+func (v *DepartmentRowGroupsGroup) GetName() string { return v.Name }
+
+// DepartmentRowParentDepartment includes the requested fields of the GraphQL type Department.
+// The GraphQL type's documentation follows.
+//
+// A node of the tenant's organisation tree above groups: departments nest up
+// to 4 levels under the tenant, groups (teams) sit in a department or directly
+// under the tenant. A department has no compute resources or projects of its
+// own; its policy's reservation, limit and budget cover the work of
+// everything below it.
+type DepartmentRowParentDepartment struct {
+	Name string `json:"name"`
+}
+
+// GetName returns DepartmentRowParentDepartment.Name, and is useful for accessing the field via an interface.
+func (v *DepartmentRowParentDepartment) GetName() string { return v.Name }
+
+// DepartmentRowPolicyResourcePolicy includes the requested fields of the GraphQL type ResourcePolicy.
+// The GraphQL type's documentation follows.
+//
+// A group's rules: reservation, limit and an optional time budget.
+type DepartmentRowPolicyResourcePolicy struct {
+	// GPUs the group is guaranteed, filled first in every pass.
+	ReservationGpus int `json:"reservationGpus"`
+	// The most GPUs the group holds at once, borrowed included.
+	LimitGpus int `json:"limitGpus"`
+	// The share of lent GPUs among siblings in the organisation tree (1 unless set).
+	Weight int `json:"weight"`
+}
+
+// GetReservationGpus returns DepartmentRowPolicyResourcePolicy.ReservationGpus, and is useful for accessing the field via an interface.
+func (v *DepartmentRowPolicyResourcePolicy) GetReservationGpus() int { return v.ReservationGpus }
+
+// GetLimitGpus returns DepartmentRowPolicyResourcePolicy.LimitGpus, and is useful for accessing the field via an interface.
+func (v *DepartmentRowPolicyResourcePolicy) GetLimitGpus() int { return v.LimitGpus }
+
+// GetWeight returns DepartmentRowPolicyResourcePolicy.Weight, and is useful for accessing the field via an interface.
+func (v *DepartmentRowPolicyResourcePolicy) GetWeight() int { return v.Weight }
+
+// DepartmentsResponse is returned by Departments on success.
+type DepartmentsResponse struct {
+	// Departments the caller may see, by name: admins all of them, others those above their groups.
+	Departments []DepartmentRow `json:"departments"`
+}
+
+// GetDepartments returns DepartmentsResponse.Departments, and is useful for accessing the field via an interface.
+func (v *DepartmentsResponse) GetDepartments() []DepartmentRow { return v.Departments }
+
 // EngineEngineEngineStatus includes the requested fields of the GraphQL type EngineStatus.
 // The GraphQL type's documentation follows.
 //
@@ -2385,6 +2661,8 @@ func (v *GroupGrantInput) GetRole() *GroupRole { return v.Role }
 type GroupInput struct {
 	Name        *string `json:"name"`
 	Description *string `json:"description"`
+	// The department the group sits in, by name or id; an empty string puts it directly under the tenant.
+	Department *string `json:"department"`
 }
 
 // GetName returns GroupInput.Name, and is useful for accessing the field via an interface.
@@ -2392,6 +2670,9 @@ func (v *GroupInput) GetName() *string { return v.Name }
 
 // GetDescription returns GroupInput.Description, and is useful for accessing the field via an interface.
 func (v *GroupInput) GetDescription() *string { return v.Description }
+
+// GetDepartment returns GroupInput.Department, and is useful for accessing the field via an interface.
+func (v *GroupInput) GetDepartment() *string { return v.Department }
 
 // GroupItemGroup includes the requested fields of the GraphQL type Group.
 type GroupItemGroup struct {
@@ -7550,6 +7831,14 @@ func (v *__DeleteSecretInput) GetOwner() *string { return v.Owner }
 // GetName returns __DeleteSecretInput.Name, and is useful for accessing the field via an interface.
 func (v *__DeleteSecretInput) GetName() string { return v.Name }
 
+// __DepartmentInput is used internally by genqlient
+type __DepartmentInput struct {
+	Id string `json:"id"`
+}
+
+// GetId returns __DepartmentInput.Id, and is useful for accessing the field via an interface.
+func (v *__DepartmentInput) GetId() string { return v.Id }
+
 // __EnqueueTaskInput is used internally by genqlient
 type __EnqueueTaskInput struct {
 	In EnqueueTaskInput `json:"in"`
@@ -8834,6 +9123,111 @@ func DeleteSecret(
 	}
 
 	data_ = &DeleteSecretResponse{}
+	resp_ := &graphql.Response{Data: data_}
+
+	err_ = client_.MakeRequest(
+		ctx_,
+		req_,
+		resp_,
+	)
+
+	return data_, err_
+}
+
+// The query executed by Department.
+const Department_Operation = `
+query Department ($id: ID!) {
+	item: department(id: $id) {
+		id
+		name
+		description
+		parent {
+			name
+		}
+		departments {
+			name
+		}
+		groups {
+			name
+		}
+		policy {
+			reservationGpus
+			limitGpus
+			weight
+			timeBudget {
+				hours
+				period
+			}
+		}
+		reservedGpus
+		effectiveLimitGpus
+		createdAt
+	}
+}
+`
+
+func Department(
+	ctx_ context.Context,
+	client_ graphql.Client,
+	id string,
+) (data_ *DepartmentResponse, err_ error) {
+	req_ := &graphql.Request{
+		OpName: "Department",
+		Query:  Department_Operation,
+		Variables: &__DepartmentInput{
+			Id: id,
+		},
+	}
+
+	data_ = &DepartmentResponse{}
+	resp_ := &graphql.Response{Data: data_}
+
+	err_ = client_.MakeRequest(
+		ctx_,
+		req_,
+		resp_,
+	)
+
+	return data_, err_
+}
+
+// The query executed by Departments.
+const Departments_Operation = `
+query Departments {
+	departments {
+		id
+		name
+		description
+		parent {
+			name
+		}
+		departments {
+			name
+		}
+		groups {
+			name
+		}
+		policy {
+			reservationGpus
+			limitGpus
+			weight
+		}
+		reservedGpus
+		effectiveLimitGpus
+	}
+}
+`
+
+func Departments(
+	ctx_ context.Context,
+	client_ graphql.Client,
+) (data_ *DepartmentsResponse, err_ error) {
+	req_ := &graphql.Request{
+		OpName: "Departments",
+		Query:  Departments_Operation,
+	}
+
+	data_ = &DepartmentsResponse{}
 	resp_ := &graphql.Response{Data: data_}
 
 	err_ = client_.MakeRequest(

@@ -11,13 +11,19 @@ import (
 	"github.com/klique-ai/klique/internal/store"
 )
 
-// Groups lists the groups the caller may see, by name.
+// Groups lists the groups (teams) the caller may see, by name; the
+// departments above them are Allocation.Departments'.
 func (s *Access) Groups(ctx context.Context) ([]*model.Group, error) {
 	e, err := s.k.Estate(ctx)
 	if err != nil {
 		return nil, err
 	}
-	gs := append([]*model.Group(nil), e.Groups...)
+	var gs []*model.Group
+	for _, g := range e.Groups {
+		if !g.IsDepartment() {
+			gs = append(gs, g)
+		}
+	}
 	sort.Slice(gs, func(i, j int) bool { return gs[i].Name < gs[j].Name })
 	return gs, nil
 }

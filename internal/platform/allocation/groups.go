@@ -30,6 +30,9 @@ func (s *Allocation) CreateGroup(ctx context.Context, in GroupInput) (*kernel.Es
 		g := &model.Group{ID: model.NewID(), TenantID: t.P.TenantID, CreatedAt: t.Now}
 		kernel.SetString(&g.Name, in.Name)
 		kernel.SetString(&g.Description, in.Description)
+		if err := placeGroup(next, g, in.Department); err != nil {
+			return "", err
+		}
 		next.Groups = append(next.Groups, g)
 		return g.ID, nil
 	})
@@ -44,8 +47,27 @@ func (s *Allocation) UpdateGroup(ctx context.Context, ref string, in GroupInput)
 		}
 		kernel.SetString(&g.Name, in.Name)
 		kernel.SetString(&g.Description, in.Description)
-		return g.ID, nil
+		return g.ID, placeGroup(next, g, in.Department)
 	})
+}
+
+// placeGroup puts a group in the department ref names ("" for directly
+// under the tenant); nil leaves it where it is.
+func placeGroup(e *estate.Estate, g *model.Group, ref *string) error {
+	if ref == nil {
+		return nil
+	}
+	if strings.TrimSpace(*ref) == "" {
+		g.ParentID = ""
+		return nil
+	}
+	d, err := kernel.FindGroup(e, strings.TrimSpace(*ref))
+	if err != nil || !d.IsDepartment() {
+		return kernel.Invalid("group %s: no department %s; name a department (klique get departments lists them), or none for the top of the tree",
+			g.Name, kernel.Quote(*ref))
+	}
+	g.ParentID = d.ID
+	return nil
 }
 
 // DeleteGroup removes a group without a policy or projects. Its memberships
@@ -56,8 +78,20 @@ func (s *Allocation) DeleteGroup(ctx context.Context, ref string) (*kernel.Estat
 		if err != nil {
 			return "", err
 		}
+		kind := "group"
+		if g.IsDepartment() {
+			kind = "department"
+		}
+		if kids := next.Children(g.ID); len(kids) > 0 {
+			var names []string
+			for _, c := range kids {
+				names = append(names, c.Name)
+			}
+			return "", kernel.Conflict("department %s still holds %s; move them to another department (or to the top) or delete them first",
+				g.Name, strings.Join(names, ", "))
+		}
 		if next.PolicyOfGroup(g.ID) != nil {
-			return "", kernel.Conflict("group %s has a resource policy; delete the policy first", g.Name)
+			return "", kernel.Conflict("%s %s has a resource policy; delete the policy first", kind, g.Name)
 		}
 		var projects []string
 		for _, pr := range next.Projects {
@@ -135,6 +169,13 @@ func applyPolicy(e *estate.Estate, pol *model.ResourcePolicy, in PolicyInput) er
 		pol.LowWatermark = time.Duration(*in.LowWatermarkMinutes) * time.Minute
 	}
 	kernel.SetInt(&pol.AlertThresholdPercent, in.AlertThresholdPercent)
+	if in.Weight != nil {
+		if *in.Weight < 1 {
+			return kernel.Invalid("resource policy of %s: weight %d must be 1 or more: it is the share of lent GPUs among siblings (to hold a group back, lower its limit)",
+				e.GroupName(pol.GroupID), *in.Weight)
+		}
+		pol.Weight = *in.Weight
+	}
 	return nil
 }
 

@@ -67,6 +67,9 @@ type PolicyInput struct {
 	ClearTimeBudget       bool
 	LowWatermarkMinutes   *int
 	AlertThresholdPercent *int
+	// Weight is the group's share of lent GPUs among its siblings, 1 or
+	// more.
+	Weight *int
 }
 
 // ConnectInput connects a profile to a policy, creating a compute resource.
@@ -98,6 +101,10 @@ type ComputeResourceInput struct {
 type GroupInput struct {
 	Name        *string
 	Description *string
+	// Department is the department the group sits in, by name or id; ""
+	// puts it directly under the tenant. Departments themselves are made
+	// in the estate file.
+	Department *string
 }
 
 // ProjectInput creates or changes a project. An empty Group makes the

@@ -69,10 +69,28 @@ func (s *Allocation) PolicyViews(ctx context.Context, groupRef string) ([]*view.
 func (s *Allocation) policyView(ctx context.Context, tenantID string, e, full *estate.Estate, pol *model.ResourcePolicy,
 	held []store.SchedTask, used map[string]int64, now time.Time) (*view.PolicyView, error) {
 	v := &view.PolicyView{Policy: pol, Group: e.Group(pol.GroupID), ComputeResources: e.ComputeResourcesOfPolicy(pol.ID)}
+	// A department's policy covers the work of every group below it: its
+	// view counts theirs (a group's, only its own).
+	covers := func(policyID string) bool {
+		if policyID == pol.ID {
+			return true
+		}
+		cp := full.Policy(policyID)
+		return cp != nil && full.Department(pol.GroupID) != nil && full.InSubtree(cp.GroupID, pol.GroupID)
+	}
+	groupIDs := []string{pol.GroupID}
+	if full.Department(pol.GroupID) != nil {
+		groupIDs = nil
+		for _, g := range full.Groups {
+			if !g.IsDepartment() && full.InSubtree(g.ID, pol.GroupID) {
+				groupIDs = append(groupIDs, g.ID)
+			}
+		}
+	}
 	var rate int64
 	for _, t := range held {
 		cr := full.ComputeResource(t.ComputeResourceID)
-		if cr == nil || cr.PolicyID != pol.ID || t.Status == model.TaskQueued {
+		if cr == nil || !covers(cr.PolicyID) || t.Status == model.TaskQueued {
 			continue
 		}
 		v.Held += t.Size.Total()
@@ -85,9 +103,13 @@ func (s *Allocation) policyView(ctx context.Context, tenantID string, e, full *e
 		v.Borrowed = v.Held - model.GPUs(pol.ReservationGPUs)
 	}
 	var err error
-	if v.Waiting, err = s.k.Store.CountTasks(ctx, tenantID, store.TaskFilter{
-		Statuses: []model.TaskStatus{model.TaskQueued}, GroupIDs: []string{pol.GroupID}}); err != nil {
-		return nil, fmt.Errorf("count waiting tasks of group %s: %w", pol.GroupID, err)
+	// A department with no group below it has nothing waiting (an empty
+	// filter would count every group's).
+	if len(groupIDs) > 0 {
+		if v.Waiting, err = s.k.Store.CountTasks(ctx, tenantID, store.TaskFilter{
+			Statuses: []model.TaskStatus{model.TaskQueued}, GroupIDs: groupIDs}); err != nil {
+			return nil, fmt.Errorf("count waiting tasks of group %s: %w", pol.GroupID, err)
+		}
 	}
 	if b := pol.Budget; b != nil {
 		v.Budget = view.Budget(pol, used[pol.ID], rate, now)

@@ -55,16 +55,28 @@ func (k *Kernel) Estate(ctx context.Context) (*estate.Estate, error) {
 	return VisibleEstate(p, e), nil
 }
 
-// VisibleEstate cuts an estate down to what a non-admin may see.
+// VisibleEstate cuts an estate down to what a non-admin may see. The
+// departments above the caller's groups, and their policies, are part of
+// it: their reservations and limits govern the caller's work, and the
+// engine names them when they hold it. Their other groups are not.
 func VisibleEstate(p *identity.Principal, e *estate.Estate) *estate.Estate {
 	v := &estate.Estate{GPUClasses: e.GPUClasses, Pools: e.Pools, Profiles: e.Profiles}
+	sees := map[string]bool{}
 	for _, g := range e.Groups {
 		if SeesGroup(p, g.ID) {
+			sees[g.ID] = true
+			for _, a := range e.Ancestors(g.ID) {
+				sees[a.ID] = true
+			}
+		}
+	}
+	for _, g := range e.Groups {
+		if sees[g.ID] {
 			v.Groups = append(v.Groups, g)
 		}
 	}
 	for _, pol := range e.Policies {
-		if SeesGroup(p, pol.GroupID) {
+		if sees[pol.GroupID] {
 			v.Policies = append(v.Policies, pol)
 		}
 	}

@@ -280,6 +280,7 @@ var policyTable = sqlbase.Table[model.ResourcePolicy]{
 	sqlbase.C("budget_period", func(p *model.ResourcePolicy) any { return budgetCol{&p.Budget, true} }),
 	sqlbase.C("low_watermark_us", func(p *model.ResourcePolicy) any { return sqlbase.Duration(&p.LowWatermark, time.Microsecond) }),
 	sqlbase.C("alert_threshold_percent", func(p *model.ResourcePolicy) any { return &p.AlertThresholdPercent }),
+	sqlbase.C("weight", func(p *model.ResourcePolicy) any { return &p.Weight }),
 	sqlbase.C("created_at", func(p *model.ResourcePolicy) any { return sqlbase.Time(&p.CreatedAt) }),
 	sqlbase.C("updated_at", func(p *model.ResourcePolicy) any { return sqlbase.Time(&p.UpdatedAt) }),
 }

@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql/driver"
 	"fmt"
 
 	"github.com/klique-ai/klique/internal/model"
@@ -15,8 +16,35 @@ var groupTable = sqlbase.Table[model.Group]{
 	sqlbase.C("tenant_id", func(g *model.Group) any { return &g.TenantID }),
 	sqlbase.C("name", func(g *model.Group) any { return &g.Name }),
 	sqlbase.C("description", func(g *model.Group) any { return &g.Description }),
+	sqlbase.C("kind", func(g *model.Group) any { return kindCol{&g.Kind} }),
+	sqlbase.C("parent_id", func(g *model.Group) any { return &g.ParentID }),
 	sqlbase.C("created_at", func(g *model.Group) any { return sqlbase.Time(&g.CreatedAt) }),
 	sqlbase.C("updated_at", func(g *model.Group) any { return sqlbase.Time(&g.UpdatedAt) }),
+}
+
+// kindCol stores a group's kind as its name: model.GroupTeam, the zero
+// value, is written 'team', as the column's default gives every group
+// made before departments.
+type kindCol struct{ p *model.GroupKind }
+
+func (c kindCol) Value() (driver.Value, error) { return c.p.String(), nil }
+
+func (c kindCol) Scan(src any) error {
+	var s string
+	switch v := src.(type) {
+	case string:
+		s = v
+	case []byte:
+		s = string(v)
+	default:
+		return fmt.Errorf("group kind: cannot read %T", src)
+	}
+	k, ok := model.ParseGroupKind(s)
+	if !ok {
+		return fmt.Errorf("group kind %q is not known", s)
+	}
+	*c.p = k
+	return nil
 }
 
 // CreateGroup inserts a group. Names are unique in a tenant.
@@ -32,8 +60,8 @@ func (q *queries) CreateGroup(ctx context.Context, g *model.Group) error {
 
 func (q *queries) UpdateGroup(ctx context.Context, g *model.Group) error {
 	return q.WriteOne(ctx, "update group "+g.ID, store.ErrNotFound,
-		`UPDATE groups SET name = ?, description = ?, updated_at = ? WHERE tenant_id = ? AND id = ?`,
-		g.Name, g.Description, sqlbase.Micros(g.UpdatedAt), g.TenantID, g.ID)
+		`UPDATE groups SET name = ?, description = ?, kind = ?, parent_id = ?, updated_at = ? WHERE tenant_id = ? AND id = ?`,
+		g.Name, g.Description, g.Kind.String(), g.ParentID, sqlbase.Micros(g.UpdatedAt), g.TenantID, g.ID)
 }
 
 // DeleteGroup deletes a group and its memberships. A group that a resource

@@ -36,6 +36,28 @@ func groupWrites(t *testing.T, setup harness.Setup) {
 			CreatedAt: b.At(50), UpdatedAt: b.At(3)})
 	})
 
+	setup.Run(t, "a department and the team in it keep their kind and parent through create, update and list", func(t *testing.T, b *harness.Bundle) {
+		top := b.Group(t, func(g *model.Group) { g.Name = "research"; g.Kind = model.GroupDepartment })
+		sub := &model.Group{ID: model.NewID(), TenantID: b.Tenant.ID, Name: "ai", Kind: model.GroupDepartment, ParentID: top.ID,
+			CreatedAt: b.At(1), UpdatedAt: b.At(1)}
+		group.CheckCreate(t, b, sub)
+		team := b.Group(t, func(g *model.Group) { g.Name = "vision"; g.ParentID = sub.ID })
+		group.CheckUpdate(t, b, team, &model.Group{ID: team.ID, TenantID: team.TenantID, Name: "vision", Description: "moved up",
+			ParentID: top.ID, CreatedAt: b.At(50), UpdatedAt: b.At(4)})
+		gs, err := b.Store.ListGroups(b.Ctx, b.Tenant.ID, store.Page{})
+		harness.Must(t, err)
+		got := map[string]string{}
+		for _, g := range gs {
+			got[g.Name] = g.Kind.String() + " in " + g.ParentID
+		}
+		want := map[string]string{"research": "department in ", "ai": "department in " + top.ID, "vision": "team in " + top.ID}
+		for n, w := range want {
+			if got[n] != w {
+				t.Errorf("%s: %q, want %q", n, got[n], w)
+			}
+		}
+	})
+
 }
 
 // groupDeletesAndLists checks DeleteGroup, which takes its memberships

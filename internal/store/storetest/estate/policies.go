@@ -23,7 +23,7 @@ func policyWritesAndRefusals(t *testing.T, setup harness.Setup) {
 	setup.Run(t, "CreatePolicy then GetPolicy returns every field, with and without a budget", func(t *testing.T, b *harness.Bundle) {
 		withBudget := &model.ResourcePolicy{ID: model.NewID(), TenantID: b.Tenant.ID, GroupID: b.Group(t).ID,
 			ReservationGPUs: 8, LimitGPUs: 16, Budget: &model.TimeBudget{MilliHours: 123_456, Period: model.PeriodWeek},
-			LowWatermark: 90 * time.Minute, AlertThresholdPercent: 75, CreatedAt: b.At(1), UpdatedAt: b.At(2)}
+			LowWatermark: 90 * time.Minute, AlertThresholdPercent: 75, Weight: 3, CreatedAt: b.At(1), UpdatedAt: b.At(2)}
 		without := &model.ResourcePolicy{ID: model.NewID(), TenantID: b.Tenant.ID, GroupID: b.Group(t).ID,
 			LowWatermark: 1500 * time.Millisecond, CreatedAt: b.At(3), UpdatedAt: b.At(4)}
 		for _, in := range []*model.ResourcePolicy{withBudget, without} {
@@ -36,7 +36,7 @@ func policyWritesAndRefusals(t *testing.T, setup harness.Setup) {
 		p := b.Policy(t, b.Group(t).ID)
 		upd := &model.ResourcePolicy{ID: p.ID, TenantID: p.TenantID, GroupID: g2.ID, ReservationGPUs: 1, LimitGPUs: 3,
 			Budget: &model.TimeBudget{MilliHours: 5000, Period: model.PeriodMonth}, LowWatermark: time.Hour,
-			AlertThresholdPercent: 90, CreatedAt: b.At(40), UpdatedAt: b.At(5)}
+			AlertThresholdPercent: 90, Weight: 7, CreatedAt: b.At(40), UpdatedAt: b.At(5)}
 		policy.CheckUpdate(t, b, p, upd)
 
 		upd.Budget = nil

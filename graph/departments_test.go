@@ -1,0 +1,155 @@
+package graph_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/99designs/gqlgen/client"
+	"github.com/99designs/gqlgen/graphql/handler"
+	"github.com/99designs/gqlgen/graphql/handler/transport"
+
+	"github.com/klique-ai/klique/graph"
+	"github.com/klique-ai/klique/internal/model"
+	"github.com/klique-ai/klique/internal/platform/platformtest"
+)
+
+// exampleTree puts the example's groups in a tree: research (40 GPUs,
+// limit 64, weight 2) holds ml-research and vision and sits in company,
+// which has no policy; nlp stays under the tenant.
+const exampleTree = `apiVersion: klique/v1
+kind: Estate
+departments:
+  - name: company
+  - name: research
+    parent: company
+    description: Research labs
+groups:
+  - name: ml-research
+    department: research
+  - name: vision
+    department: research
+policies:
+  - department: research
+    reservation: 40
+    limit: 64
+    weight: 2
+`
+
+const departmentsQuery = `{
+  departments {
+    name description
+    parent { name }
+    departments { name }
+    groups { name department { name } policy { weight limitGpus } }
+    policy { reservationGpus limitGpus weight department { name } group { name } }
+    reservedGpus effectiveLimitGpus
+  }
+}`
+
+type departmentJSON struct {
+	Name        string
+	Description string
+	Parent      *struct{ Name string }
+	Departments []struct{ Name string }
+	Groups      []struct {
+		Name       string
+		Department *struct{ Name string }
+		Policy     *struct{ Weight, LimitGpus int }
+	}
+	Policy *struct {
+		ReservationGpus, LimitGpus, Weight int
+		Department                         *struct{ Name string }
+		Group                              struct{ Name string }
+	}
+	ReservedGpus       int
+	EffectiveLimitGpus *int
+}
+
+// query runs a GraphQL document through the executable schema as ctx's
+// caller.
+func query(t *testing.T, r graph.ResolverRoot, ctx context.Context, doc string, out any) {
+	t.Helper()
+	srv := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: r}))
+	srv.AddTransport(transport.POST{})
+	c := client.New(srv, func(req *client.Request) { req.HTTP = req.HTTP.WithContext(ctx) })
+	platformtest.Must(t, c.Post(doc, out))
+}
+
+func TestQueryDepartments(t *testing.T) {
+	b, r := resolvers(t)
+	b.Apply(t, []byte(exampleTree))
+
+	t.Run("an admin reads the whole tree with each level's policy", func(t *testing.T) {
+		var resp struct{ Departments []departmentJSON }
+		query(t, r, b.Admin, departmentsQuery, &resp)
+		got, _ := json.Marshal(resp)
+		if len(resp.Departments) != 2 {
+			t.Fatalf("departments %s", got)
+		}
+		company, research := resp.Departments[0], resp.Departments[1]
+		if company.Name != "company" || company.Parent != nil || len(company.Departments) != 1 || company.Departments[0].Name != "research" ||
+			len(company.Groups) != 0 || company.Policy != nil || company.ReservedGpus != 40 || company.EffectiveLimitGpus != nil {
+			t.Errorf("company %s", got)
+		}
+		if research.Name != "research" || research.Description != "Research labs" || research.Parent == nil || research.Parent.Name != "company" ||
+			len(research.Groups) != 2 || research.Groups[0].Name != "ml-research" || research.Groups[1].Name != "vision" {
+			t.Errorf("research %s", got)
+		}
+		if p := research.Policy; p == nil || p.ReservationGpus != 40 || p.LimitGpus != 64 || p.Weight != 2 || p.Department == nil ||
+			p.Department.Name != "research" || p.Group.Name != "research" {
+			t.Errorf("research's policy %s", got)
+		}
+		if research.ReservedGpus != 40 || research.EffectiveLimitGpus == nil || *research.EffectiveLimitGpus != 64 {
+			t.Errorf("research's view %s", got)
+		}
+		for _, g := range research.Groups {
+			if g.Department == nil || g.Department.Name != "research" || g.Policy == nil || g.Policy.Weight != 1 {
+				t.Errorf("group %s: %s", g.Name, got)
+			}
+		}
+	})
+
+	t.Run("a member sees the departments above their group and only their group in them", func(t *testing.T) {
+		vic := b.User(t, "vic", model.RoleMember, "vision")
+		var resp struct{ Departments []departmentJSON }
+		query(t, r, vic, departmentsQuery, &resp)
+		got, _ := json.Marshal(resp)
+		if len(resp.Departments) != 2 || len(resp.Departments[1].Groups) != 1 || resp.Departments[1].Groups[0].Name != "vision" {
+			t.Errorf("vic reads %s", got)
+		}
+		if strings.Contains(string(got), "ml-research") {
+			t.Errorf("vic reads another group: %s", got)
+		}
+	})
+
+	t.Run("groups lists teams, not departments", func(t *testing.T) {
+		var resp struct {
+			Groups struct {
+				Edges []struct{ Node struct{ Name string } }
+			}
+		}
+		query(t, r, b.Admin, `{ groups { edges { node { name } } } }`, &resp)
+		var names []string
+		for _, e := range resp.Groups.Edges {
+			names = append(names, e.Node.Name)
+		}
+		if strings.Join(names, ",") != "ml-research,nlp,vision" {
+			t.Errorf("groups %v", names)
+		}
+	})
+
+	t.Run("department by name, and not found for one the caller cannot see", func(t *testing.T) {
+		var resp struct{ Department *struct{ Name string } }
+		query(t, r, b.Admin, `{ department(id: "research") { name } }`, &resp)
+		if resp.Department == nil || resp.Department.Name != "research" {
+			t.Errorf("department(research) = %+v", resp.Department)
+		}
+		nobody := b.User(t, "nod", model.RoleMember)
+		_, err := r.Query().Department(nobody, "research")
+		if err == nil {
+			t.Error("a member of no group read department research")
+		}
+	})
+}
