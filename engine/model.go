@@ -104,7 +104,9 @@ func NewModel(e *estate.Estate) *Model {
 
 // TaskState is a task as a snapshot needs it: waiting in its compute
 // resource when PoolID is empty, holding capacity on PoolID since PlacedAt
-// otherwise. Seq is its place in queue order.
+// otherwise. Seq is its place in queue order: model.QueueKey of its queue
+// rank (its project's priority in its team) and queue order, so that a
+// waiting task of a higher-priority project sorts ahead.
 type TaskState struct {
 	ID                string
 	ComputeResourceID string
