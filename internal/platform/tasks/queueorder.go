@@ -165,7 +165,11 @@ func projectNames(ps []*model.Project) string {
 	if len(ps) == 0 {
 		return "none"
 	}
-	return kernel.Names(ps, func(p *model.Project) string { return p.Name })
+	names := make([]string, len(ps))
+	for i, p := range ps {
+		names[i] = p.Name
+	}
+	return strings.Join(names, ", ")
 }
 
 // QueueMove says where a waiting task goes: ahead of (Before) or behind
