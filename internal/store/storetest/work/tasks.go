@@ -24,6 +24,7 @@ func Tasks(t *testing.T, setup harness.Setup) {
 	taskPages(t, setup)
 	taskFilters(t, setup)
 	taskQueueOrder(t, setup)
+	taskQueueMoves(t, setup)
 }
 
 // taskCreation checks that a task is stored as enqueued: every field, what
