@@ -344,10 +344,11 @@ type Queries interface {
 	ProjectPriorities(ctx context.Context, tenantID, groupID string) ([]string, error)
 	SetProjectPriorities(ctx context.Context, tenantID, groupID string, projectIDs []string) error
 	// MoveQueuedTask moves a queued task next to another queued task of
-	// its compute resource, or to the queue's front or back, in one
-	// statement group: it returns the task's place (from 1) before and
-	// after. A task (or anchor) not queued, or an anchor in another
-	// compute resource, is ErrConflict; an unknown one ErrNotFound.
+	// its compute resource, or to the queue's front or back, atomically
+	// (it changes only queue ranks and orders, never QueueSeq): it returns
+	// the task's place (from 1) before and after. A task (or anchor) not
+	// queued, an anchor in another compute resource or the task itself is
+	// ErrConflict; an unknown one ErrNotFound.
 	MoveQueuedTask(ctx context.Context, tenantID string, m QueueMove) (from, to int, err error)
 
 	// Audit trail. InsertAudit assigns Seq. ListAudit is newest first;
