@@ -275,6 +275,7 @@ func TestMoveQueuedTaskRefusals(t *testing.T) {
 		nt, err := b.Svc.CreateTenant(b.Admin, "acme", "Acme", "root")
 		platformtest.Must(t, err)
 		acme := b.SignIn(t, nt.Secret)
+		bea := b.User(t, "bea", model.RoleMember, "lead:team", "rival") // sees rival's queue, leads team's
 
 		for _, c := range []struct {
 			name    string
@@ -291,6 +292,8 @@ func TestMoveQueuedTaskRefusals(t *testing.T) {
 			{"next to a task that is not waiting", c.lead, platform.QueueMove{Task: t2.ID, Before: running.ID}, platform.CodeInvalid, "move it next to a waiting task"},
 			{"next to a task of another compute resource", c.lead, platform.QueueMove{Task: t2.ID, Before: half.ID}, platform.CodeInvalid, "a task moves only within its own queue"},
 			{"next to another team's task", c.lead, platform.QueueMove{Task: t2.ID, Before: rival.ID}, platform.CodeNotFound, "no task"},
+			{"next to another team's task, seen by the lead", bea, platform.QueueMove{Task: t2.ID, After: rival.ID}, platform.CodeInvalid, "a task moves only within its own queue"},
+			{"another team's task, seen by the lead", bea, platform.QueueMove{Task: rival.ID, ToFront: true}, platform.CodeForbidden, "only a lead of the task's group or an admin"},
 			{"next to another team's task, as an admin", b.Admin, platform.QueueMove{Task: t2.ID, Before: rival.ID}, platform.CodeInvalid, "a task moves only within its own queue"},
 			{"next to itself", c.lead, platform.QueueMove{Task: t2.ID, Before: t2.ID}, platform.CodeInvalid, "cannot move next to itself"},
 			{"nowhere", c.lead, platform.QueueMove{Task: t2.ID}, platform.CodeInvalid, "say where the task goes"},

@@ -218,14 +218,16 @@ func (s *Tasks) MoveQueuedTask(ctx context.Context, in QueueMove) (*MovedTask, e
 			return err
 		},
 		Body: func(t *kernel.Txn) (*MovedTask, kernel.Audit, error) {
-			task, err := s.waitingTask(t, in.Task, "")
+			task, err := s.waitingTask(t, in.Task, "", true)
 			if err != nil {
 				return nil, kernel.Audit{}, err
 			}
 			mv.TaskID = task.ID
 			anchor := ""
 			if mv.AnchorID != "" {
-				a, err := s.waitingTask(t, mv.AnchorID, "move it next to a waiting task")
+				// The anchor needs no right of its own: it must wait in
+				// the task's compute resource, so in the same group.
+				a, err := s.waitingTask(t, mv.AnchorID, "move it next to a waiting task", false)
 				if err != nil {
 					return nil, kernel.Audit{}, err
 				}
@@ -271,10 +273,10 @@ func (s *Tasks) MoveQueuedTask(ctx context.Context, in QueueMove) (*MovedTask, e
 		}})
 }
 
-// waitingTask reads a task p may reorder: one p sees (else not found),
-// of a group p leads (or p is an admin), and waiting. hint completes the
-// refusal of a task that is not waiting.
-func (s *Tasks) waitingTask(t *kernel.Txn, id, hint string) (*model.Task, error) {
+// waitingTask reads a waiting task p sees (else not found) and, when
+// reorders is set, that p may reorder: of a group p leads, or p is an
+// admin. hint completes the refusal of a task that is not waiting.
+func (s *Tasks) waitingTask(t *kernel.Txn, id, hint string, reorders bool) (*model.Task, error) {
 	task, err := t.Q.GetTask(t.Ctx, t.P.TenantID, id)
 	if errors.Is(err, store.ErrNotFound) || err == nil && !kernel.SeesTask(t.P, task) {
 		return nil, kernel.NotFound("no task %s", kernel.Quote(id))
@@ -282,7 +284,7 @@ func (s *Tasks) waitingTask(t *kernel.Txn, id, hint string) (*model.Task, error)
 	if err != nil {
 		return nil, err
 	}
-	if !OrdersQueue(t.P, task.GroupID) {
+	if reorders && !OrdersQueue(t.P, task.GroupID) {
 		return nil, kernel.Forbidden("only a lead of the task's group or an admin can reorder its queue; task %s is not yours to move", kernel.Quote(task.Name))
 	}
 	if task.Status != model.TaskQueued {
