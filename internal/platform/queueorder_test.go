@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/klique-ai/klique/engine/loop"
 	"github.com/klique-ai/klique/internal/model"
@@ -356,4 +357,44 @@ func TestLeadRaisesProjectPriority(t *testing.T) {
 		}
 		wantQueue(t, b, []string{"a1", "a2"}, a1, a2)
 	})
+}
+
+// TestTheLiveQueueFollowsAMove: a queue subscription lists the waiting
+// tasks in the order a move made, at the move.
+func TestTheLiveQueueFollowsAMove(t *testing.T) {
+	forEachStore(t, func(t *testing.T, b *testBundle) {
+		c := setupQueue(t, b)
+		t1 := submit(t, b, c.member, "t1", "alpha", "1 GPU")
+		t2 := submit(t, b, c.member, "t2", "alpha", "1 GPU")
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		sub, release, err := b.Svc.OpenSubscriptions(ctx, b.AdminSecret)
+		platformtest.Must(t, err)
+		defer release()
+		ch, err := b.Svc.SubscribeQueue(sub, t1.ComputeResourceID)
+		platformtest.Must(t, err)
+		waiting := func(u *platform.QueueUpdate) []string {
+			var out []string
+			for _, w := range u.Waiting {
+				out = append(out, w.Task.Name)
+			}
+			return out
+		}
+		if got := waiting(<-ch); !slices.Equal(got, []string{"t1", "t2"}) {
+			t.Fatalf("snapshot %v", got)
+		}
+		_, err = b.Svc.MoveQueuedTask(c.lead, platform.QueueMove{Task: t2.ID, ToFront: true})
+		platformtest.Must(t, err)
+		timeout := time.After(10 * time.Second) // a guard, not a timing
+		for {
+			select {
+			case u := <-ch:
+				if got := waiting(u); slices.Equal(got, []string{"t2", "t1"}) {
+					return
+				}
+			case <-timeout:
+				t.Fatal("no queue update after the move")
+			}
+		}
+	}, platformtest.WithEvents())
 }
