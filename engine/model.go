@@ -169,7 +169,9 @@ func (m *Model) treeNodes(e *estate.Estate) {
 
 // TaskState is a task as a snapshot needs it: waiting in its compute
 // resource when PoolID is empty, holding capacity on PoolID since PlacedAt
-// otherwise. Seq is its place in queue order.
+// otherwise. Seq is its place in queue order: model.QueueKey of its queue
+// rank (its project's priority in its team) and queue order, so that a
+// waiting task of a higher-priority project sorts ahead.
 type TaskState struct {
 	ID                string
 	ComputeResourceID string

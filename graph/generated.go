@@ -25,6 +25,7 @@ import (
 	"github.com/klique-ai/klique/internal/platform/live"
 	"github.com/klique-ai/klique/internal/platform/llm"
 	"github.com/klique-ai/klique/internal/platform/studies"
+	"github.com/klique-ai/klique/internal/platform/tasks"
 	"github.com/klique-ai/klique/internal/platform/view"
 	gqlparser "github.com/vektah/gqlparser/v2"
 	"github.com/vektah/gqlparser/v2/ast"
@@ -645,6 +646,12 @@ type ComplexityRoot struct {
 		Value func(childComplexity int) int
 	}
 
+	MovedTask struct {
+		From func(childComplexity int) int
+		Task func(childComplexity int) int
+		To   func(childComplexity int) int
+	}
+
 	Mutation struct {
 		AbortPipelineRun           func(childComplexity int, id string, reason *string) int
 		AbortTask                  func(childComplexity int, id string, reason *string) int
@@ -686,6 +693,7 @@ type ComplexityRoot struct {
 		ExecuteRemotely            func(childComplexity int, id string, computeResource string, group *string, idempotencyKey *string) int
 		LaunchApp                  func(childComplexity int, input apps.LaunchInput) int
 		LockApp                    func(childComplexity int, name string) int
+		MoveQueuedTask             func(childComplexity int, task string, before *string, after *string, toFront *bool, toBack *bool) int
 		PauseSchedule              func(childComplexity int, id string) int
 		PublishArtifactPointer     func(childComplexity int, input gqlmodel.PublishArtifactPointerInput) int
 		PutApp                     func(childComplexity int, input gqlmodel.AppInput) int
@@ -708,6 +716,7 @@ type ComplexityRoot struct {
 		SetEngineEnabled           func(childComplexity int, enabled bool) int
 		SetGroupMember             func(childComplexity int, group string, user string, role *model.GroupRole) int
 		SetGuardrails              func(childComplexity int, input llm.GuardrailsInput) int
+		SetProjectPriorities       func(childComplexity int, group string, projects []string) int
 		SetScheduleMinimumInterval func(childComplexity int, interval string) int
 		SetSecret                  func(childComplexity int, scope string, owner *string, name string, value string) int
 		StartLocalRun              func(childComplexity int, input gqlmodel.StartLocalRunInput) int
@@ -915,6 +924,11 @@ type ComplexityRoot struct {
 		Warnings func(childComplexity int) int
 	}
 
+	ProjectPriority struct {
+		Group    func(childComplexity int) int
+		Projects func(childComplexity int) int
+	}
+
 	Query struct {
 		APIKeys                 func(childComplexity int, user *string, first *int, after *string) int
 		App                     func(childComplexity int, name string) int
@@ -949,6 +963,7 @@ type ComplexityRoot struct {
 		Profile                 func(childComplexity int, id string) int
 		Profiles                func(childComplexity int, first *int, after *string) int
 		Project                 func(childComplexity int, id string) int
+		ProjectPriority         func(childComplexity int, group string) int
 		Projects                func(childComplexity int, first *int, after *string) int
 		ResourcePolicies        func(childComplexity int, first *int, after *string) int
 		ResourcePolicy          func(childComplexity int, id string) int
@@ -1596,6 +1611,8 @@ type MutationResolver interface {
 	EnqueueTask(ctx context.Context, input gqlmodel.EnqueueTaskInput) (*model.Task, error)
 	AbortTask(ctx context.Context, id string, reason *string) (*model.Task, error)
 	CloneTask(ctx context.Context, id string, parameterOverrides map[string]string, name *string, computeResource *string, group *string, project *string, idempotencyKey *string) (*model.Task, error)
+	SetProjectPriorities(ctx context.Context, group string, projects []string) (*tasks.ProjectPriority, error)
+	MoveQueuedTask(ctx context.Context, task string, before *string, after *string, toFront *bool, toBack *bool) (*tasks.MovedTask, error)
 	CreateWorkerCredential(ctx context.Context, pool string, name *string) (*gqlmodel.NewWorkerCredential, error)
 	RevokeWorkerCredential(ctx context.Context, id string) (*model.WorkerCredential, error)
 	SetSecret(ctx context.Context, scope string, owner *string, name string, value string) (*access.SecretInfo, error)
@@ -1677,6 +1694,7 @@ type QueryResolver interface {
 	UtilizationHistory(ctx context.Context, from *time.Time, to *time.Time, stepSeconds *int) (*live.UtilizationHistory, error)
 	Tasks(ctx context.Context, filter *gqlmodel.TaskFilter, first *int, after *string) (*gqlmodel.TaskConnection, error)
 	Task(ctx context.Context, id string) (*model.Task, error)
+	ProjectPriority(ctx context.Context, group string) (*tasks.ProjectPriority, error)
 	Usage(ctx context.Context, input gqlmodel.UsageInput) (*gqlmodel.UsageReport, error)
 	Workers(ctx context.Context) ([]*view.WorkerView, error)
 	WorkerCredentials(ctx context.Context) ([]*model.WorkerCredential, error)
@@ -4043,6 +4061,25 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.MetricValue.Value(childComplexity), true
 
+	case "MovedTask.from":
+		if e.ComplexityRoot.MovedTask.From == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MovedTask.From(childComplexity), true
+	case "MovedTask.task":
+		if e.ComplexityRoot.MovedTask.Task == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MovedTask.Task(childComplexity), true
+	case "MovedTask.to":
+		if e.ComplexityRoot.MovedTask.To == nil {
+			break
+		}
+
+		return e.ComplexityRoot.MovedTask.To(childComplexity), true
+
 	case "Mutation.abortPipelineRun":
 		if e.ComplexityRoot.Mutation.AbortPipelineRun == nil {
 			break
@@ -4483,6 +4520,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.LockApp(childComplexity, args["name"].(string)), true
+	case "Mutation.moveQueuedTask":
+		if e.ComplexityRoot.Mutation.MoveQueuedTask == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_moveQueuedTask_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.MoveQueuedTask(childComplexity, args["task"].(string), args["before"].(*string), args["after"].(*string), args["toFront"].(*bool), args["toBack"].(*bool)), true
 	case "Mutation.pauseSchedule":
 		if e.ComplexityRoot.Mutation.PauseSchedule == nil {
 			break
@@ -4725,6 +4773,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.SetGuardrails(childComplexity, args["input"].(llm.GuardrailsInput)), true
+	case "Mutation.setProjectPriorities":
+		if e.ComplexityRoot.Mutation.SetProjectPriorities == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_setProjectPriorities_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.SetProjectPriorities(childComplexity, args["group"].(string), args["projects"].([]string)), true
 	case "Mutation.setScheduleMinimumInterval":
 		if e.ComplexityRoot.Mutation.SetScheduleMinimumInterval == nil {
 			break
@@ -5650,6 +5709,19 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.ProjectPayload.Warnings(childComplexity), true
 
+	case "ProjectPriority.group":
+		if e.ComplexityRoot.ProjectPriority.Group == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ProjectPriority.Group(childComplexity), true
+	case "ProjectPriority.projects":
+		if e.ComplexityRoot.ProjectPriority.Projects == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ProjectPriority.Projects(childComplexity), true
+
 	case "Query.apiKeys":
 		if e.ComplexityRoot.Query.APIKeys == nil {
 			break
@@ -5959,6 +6031,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Project(childComplexity, args["id"].(string)), true
+	case "Query.projectPriority":
+		if e.ComplexityRoot.Query.ProjectPriority == nil {
+			break
+		}
+
+		args, err := ec.field_Query_projectPriority_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.ProjectPriority(childComplexity, args["group"].(string)), true
 	case "Query.projects":
 		if e.ComplexityRoot.Query.Projects == nil {
 			break
@@ -10810,6 +10893,47 @@ extend type Mutation {
   "Clone & enqueue: a new task from a past one, with changed parameters."
   cloneTask(id: ID!, parameterOverrides: StringMap, name: String, computeResource: ID, group: ID, project: ID, idempotencyKey: String): Task!
 }
+
+"""
+A team's project priority (issue 32): its projects in the order their waiting
+tasks are placed. In each of the team's compute resources a waiting task of an
+earlier project goes ahead of one of a later project; tasks of projects not
+listed, or of none, wait behind the listed ones, in queue order.
+"""
+type ProjectPriority {
+  group: Group!
+  "First first; empty when the team has set none."
+  projects: [Project!]!
+}
+
+"A waiting task a lead moved in its queue, with its position before and after (from 1)."
+type MovedTask {
+  task: Task!
+  from: Int!
+  to: Int!
+}
+
+extend type Query {
+  "A team's project priority; its members and admins read it."
+  projectPriority(group: ID!): ProjectPriority!
+}
+
+extend type Mutation {
+  """
+  Set the priority order of a team's projects (the team's lead or an admin):
+  the team's own projects and those open to the whole tenant, each once,
+  first the one whose tasks go first. It replaces the order before; an empty
+  list clears it. The team's waiting tasks are ranked again at once.
+  """
+  setProjectPriorities(group: ID!, projects: [ID!]!): ProjectPriority!
+  """
+  Move a waiting task in its compute resource's queue (its team's lead or an
+  admin): ahead of (before) or behind (after) another waiting task of the same
+  compute resource, or to the front or the back. Give exactly one. Task.position
+  shows the new order at once, and the next pass places by it.
+  """
+  moveQueuedTask(task: ID!, before: ID, after: ID, toFront: Boolean, toBack: Boolean): MovedTask!
+}
 `, BuiltIn: false},
 	{Name: "../schema/usage.graphqls", Input: `enum UsageDimension {
   USER
@@ -12143,6 +12267,18 @@ func (ec *executionContext) childFields_MetricValue(ctx context.Context, field g
 	return nil, fmt.Errorf("no field named %q was found under type MetricValue", field.Name)
 }
 
+func (ec *executionContext) childFields_MovedTask(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "task":
+		return ec.fieldContext_MovedTask_task(ctx, field)
+	case "from":
+		return ec.fieldContext_MovedTask_from(ctx, field)
+	case "to":
+		return ec.fieldContext_MovedTask_to(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type MovedTask", field.Name)
+}
+
 func (ec *executionContext) childFields_NewAPIKey(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "apiKey":
@@ -12517,6 +12653,16 @@ func (ec *executionContext) childFields_ProjectPayload(ctx context.Context, fiel
 		return ec.fieldContext_ProjectPayload_warnings(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type ProjectPayload", field.Name)
+}
+
+func (ec *executionContext) childFields_ProjectPriority(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "group":
+		return ec.fieldContext_ProjectPriority_group(ctx, field)
+	case "projects":
+		return ec.fieldContext_ProjectPriority_projects(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ProjectPriority", field.Name)
 }
 
 func (ec *executionContext) childFields_QueueState(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -14205,6 +14351,52 @@ func (ec *executionContext) field_Mutation_lockApp_args(ctx context.Context, raw
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_moveQueuedTask_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "task",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["task"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "before",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOID2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["before"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOID2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "toFront",
+		func(ctx context.Context, v any) (*bool, error) {
+			return ec.unmarshalOBoolean2ᚖbool(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["toFront"] = arg3
+	arg4, err := graphql.ProcessArgField(ctx, rawArgs, "toBack",
+		func(ctx context.Context, v any) (*bool, error) {
+			return ec.unmarshalOBoolean2ᚖbool(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["toBack"] = arg4
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_pauseSchedule_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -14550,6 +14742,28 @@ func (ec *executionContext) field_Mutation_setGuardrails_args(ctx context.Contex
 		return nil, err
 	}
 	args["input"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_setProjectPriorities_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "group",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["group"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "projects",
+		func(ctx context.Context, v any) ([]string, error) {
+			return ec.unmarshalNID2ᚕstringᚄ(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["projects"] = arg1
 	return args, nil
 }
 
@@ -15328,6 +15542,20 @@ func (ec *executionContext) field_Query_profiles_args(ctx context.Context, rawAr
 		return nil, err
 	}
 	args["after"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_projectPriority_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "group",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["group"] = arg0
 	return args, nil
 }
 
@@ -24878,6 +25106,84 @@ func (ec *executionContext) fieldContext_MetricValue_step(_ context.Context, fie
 	return graphql.NewScalarFieldContext("MetricValue", field, false, false, "Int")
 }
 
+func (ec *executionContext) _MovedTask_task(ctx context.Context, field graphql.CollectedField, obj *tasks.MovedTask) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MovedTask_task(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Task, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Task) graphql.Marshaler {
+			return ec.marshalNTask2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐTask(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MovedTask_task(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "MovedTask",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Task(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _MovedTask_from(ctx context.Context, field graphql.CollectedField, obj *tasks.MovedTask) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MovedTask_from(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.From, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MovedTask_from(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MovedTask", field, false, false, "Int")
+}
+
+func (ec *executionContext) _MovedTask_to(ctx context.Context, field graphql.CollectedField, obj *tasks.MovedTask) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_MovedTask_to(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.To, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_MovedTask_to(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("MovedTask", field, false, false, "Int")
+}
+
 func (ec *executionContext) _Mutation_putApp(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -28178,6 +28484,94 @@ func (ec *executionContext) fieldContext_Mutation_cloneTask(ctx context.Context,
 	return fc, nil
 }
 
+func (ec *executionContext) _Mutation_setProjectPriorities(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_setProjectPriorities(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().SetProjectPriorities(ctx, fc.Args["group"].(string), fc.Args["projects"].([]string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *tasks.ProjectPriority) graphql.Marshaler {
+			return ec.marshalNProjectPriority2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋtasksᚐProjectPriority(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_setProjectPriorities(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ProjectPriority(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_setProjectPriorities_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_moveQueuedTask(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_moveQueuedTask(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().MoveQueuedTask(ctx, fc.Args["task"].(string), fc.Args["before"].(*string), fc.Args["after"].(*string), fc.Args["toFront"].(*bool), fc.Args["toBack"].(*bool))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *tasks.MovedTask) graphql.Marshaler {
+			return ec.marshalNMovedTask2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋtasksᚐMovedTask(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_moveQueuedTask(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_MovedTask(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_moveQueuedTask_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Mutation_createWorkerCredential(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -31442,6 +31836,70 @@ func (ec *executionContext) fieldContext_ProjectPayload_warnings(_ context.Conte
 	return fc, nil
 }
 
+func (ec *executionContext) _ProjectPriority_group(ctx context.Context, field graphql.CollectedField, obj *tasks.ProjectPriority) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ProjectPriority_group(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Group, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.Group) graphql.Marshaler {
+			return ec.marshalNGroup2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐGroup(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ProjectPriority_group(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ProjectPriority",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Group(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ProjectPriority_projects(ctx context.Context, field graphql.CollectedField, obj *tasks.ProjectPriority) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ProjectPriority_projects(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Projects, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.Project) graphql.Marshaler {
+			return ec.marshalNProject2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐProjectᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ProjectPriority_projects(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ProjectPriority",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Project(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Query_apps(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -33418,6 +33876,50 @@ func (ec *executionContext) fieldContext_Query_task(ctx context.Context, field g
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Query_task_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_projectPriority(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_projectPriority(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().ProjectPriority(ctx, fc.Args["group"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *tasks.ProjectPriority) graphql.Marshaler {
+			return ec.marshalNProjectPriority2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋtasksᚐProjectPriority(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_projectPriority(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ProjectPriority(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_projectPriority_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -49791,6 +50293,49 @@ func (ec *executionContext) _MetricValue(ctx context.Context, sel ast.SelectionS
 	return out
 }
 
+var movedTaskImplementors = []string{"MovedTask"}
+
+func (ec *executionContext) _MovedTask(ctx context.Context, sel ast.SelectionSet, obj *tasks.MovedTask) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, movedTaskImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("MovedTask")
+		case "task":
+			out.Values[i] = ec._MovedTask_task(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "from":
+			out.Values[i] = ec._MovedTask_from(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "to":
+			out.Values[i] = ec._MovedTask_to(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var mutationImplementors = []string{"Mutation"}
 
 func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet) graphql.Marshaler {
@@ -50331,6 +50876,20 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 		case "cloneTask":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_cloneTask(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "setProjectPriorities":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_setProjectPriorities(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "moveQueuedTask":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_moveQueuedTask(ctx, field)
 			})
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
@@ -51634,6 +52193,44 @@ func (ec *executionContext) _ProjectPayload(ctx context.Context, sel ast.Selecti
 	return out
 }
 
+var projectPriorityImplementors = []string{"ProjectPriority"}
+
+func (ec *executionContext) _ProjectPriority(ctx context.Context, sel ast.SelectionSet, obj *tasks.ProjectPriority) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, projectPriorityImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ProjectPriority")
+		case "group":
+			out.Values[i] = ec._ProjectPriority_group(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "projects":
+			out.Values[i] = ec._ProjectPriority_projects(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var queryImplementors = []string{"Query"}
 
 func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) graphql.Marshaler {
@@ -51946,6 +52543,12 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				true, false,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_task(ctx, field)
+				})
+		case "projectPriority":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_projectPriority(ctx, field)
 				})
 		case "usage":
 			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
@@ -56749,6 +57352,14 @@ func (ec *executionContext) marshalNMetricValue2ᚖgithubᚗcomᚋkliqueᚑaiᚋ
 	return ec._MetricValue(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalNMovedTask2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋtasksᚐMovedTask(ctx context.Context, sel ast.SelectionSet, v *tasks.MovedTask) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "MovedTask!")
+		return graphql.Null
+	}
+	return ec._MovedTask(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNNewAPIKey2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐNewAPIKey(ctx context.Context, sel ast.SelectionSet, v *gqlmodel.NewAPIKey) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "NewAPIKey!")
@@ -57083,6 +57694,22 @@ func (ec *executionContext) marshalNProfilePayload2ᚖgithubᚗcomᚋkliqueᚑai
 	return ec._ProfilePayload(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalNProject2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐProjectᚄ(ctx context.Context, sel ast.SelectionSet, v []*model.Project) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNProject2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐProject(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
 func (ec *executionContext) marshalNProject2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐProject(ctx context.Context, sel ast.SelectionSet, v *model.Project) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "Project!")
@@ -57134,6 +57761,14 @@ func (ec *executionContext) marshalNProjectPayload2ᚖgithubᚗcomᚋkliqueᚑai
 		return graphql.Null
 	}
 	return ec._ProjectPayload(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNProjectPriority2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋtasksᚐProjectPriority(ctx context.Context, sel ast.SelectionSet, v *tasks.ProjectPriority) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "ProjectPriority!")
+		return graphql.Null
+	}
+	return ec._ProjectPriority(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalNPublishArtifactPointerInput2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐPublishArtifactPointerInput(ctx context.Context, v any) (gqlmodel.PublishArtifactPointerInput, error) {

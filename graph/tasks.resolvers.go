@@ -12,6 +12,7 @@ import (
 	"github.com/klique-ai/klique/graph/gqlmodel"
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform"
+	"github.com/klique-ai/klique/internal/platform/tasks"
 )
 
 // EnqueueTask is the resolver for the enqueueTask field.
@@ -42,6 +43,17 @@ func (r *mutationResolver) CloneTask(ctx context.Context, id string, parameterOv
 	})
 }
 
+// SetProjectPriorities is the resolver for the setProjectPriorities field.
+func (r *mutationResolver) SetProjectPriorities(ctx context.Context, group string, projects []string) (*tasks.ProjectPriority, error) {
+	return r.Svc.Tasks.SetProjectPriorities(ctx, group, projects)
+}
+
+// MoveQueuedTask is the resolver for the moveQueuedTask field.
+func (r *mutationResolver) MoveQueuedTask(ctx context.Context, task string, before *string, after *string, toFront *bool, toBack *bool) (*tasks.MovedTask, error) {
+	return r.Svc.Tasks.MoveQueuedTask(ctx, platform.QueueMove{Task: task, Before: deref(before), After: deref(after),
+		ToFront: deref(toFront), ToBack: deref(toBack)})
+}
+
 // Tasks is the resolver for the tasks field.
 func (r *queryResolver) Tasks(ctx context.Context, filter *gqlmodel.TaskFilter, first *int, after *string) (*gqlmodel.TaskConnection, error) {
 	page, n, err := seqPage(first, after)
@@ -68,6 +80,11 @@ func (r *queryResolver) Tasks(ctx context.Context, filter *gqlmodel.TaskFilter, 
 // Task is the resolver for the task field.
 func (r *queryResolver) Task(ctx context.Context, id string) (*model.Task, error) {
 	return r.Svc.Tasks.Task(ctx, id)
+}
+
+// ProjectPriority is the resolver for the projectPriority field.
+func (r *queryResolver) ProjectPriority(ctx context.Context, group string) (*tasks.ProjectPriority, error) {
+	return r.Svc.Tasks.ProjectPriorities(ctx, group)
 }
 
 // Reason is the resolver for the reason field.

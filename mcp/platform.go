@@ -35,6 +35,8 @@ type TasksPlatform interface {
 	CloneTask(ctx context.Context, id string, in platform.CloneInput) (*model.Task, error)
 	EnqueueTask(ctx context.Context, in platform.EnqueueInput) (*model.Task, error)
 	QueuedTasks(ctx context.Context, computeResourceID string) (int, error)
+	MoveQueuedTask(ctx context.Context, in platform.QueueMove) (*platform.MovedTask, error)
+	SetProjectPriorities(ctx context.Context, groupRef string, projectRefs []string) (*platform.ProjectPriority, error)
 	Task(ctx context.Context, id string) (*model.Task, error)
 	TaskLogs(ctx context.Context, t *model.Task, after int64, first int, tail int) (*platform.LogPage, error)
 	TaskMetrics(ctx context.Context, t *model.Task, name string, after int64, first int, last bool) ([]model.MetricPoint, error)

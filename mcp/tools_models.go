@@ -71,6 +71,7 @@ func (s *Server) addModelTools() {
 func (s *Server) addTools() {
 	s.addEstateTools()
 	s.addTaskTools()
+	s.addQueueTools()
 	s.addModelTools()
 	s.addAppTools()
 	s.addPipelineTools()

@@ -159,7 +159,7 @@ func states(m *engine.Model, tasks []engine.SchedTask) ([]engine.TaskState, map[
 		if _, ok := m.QueueIndex[t.ComputeResourceID]; !ok {
 			continue
 		}
-		s := engine.TaskState{ID: t.ID, ComputeResourceID: t.ComputeResourceID, Size: t.Size, Seq: t.QueueSeq,
+		s := engine.TaskState{ID: t.ID, ComputeResourceID: t.ComputeResourceID, Size: t.Size, Seq: t.QueueKey(),
 			Claimed: t.Status == model.TaskRunning}
 		if t.Status != model.TaskQueued {
 			if _, ok := m.PoolIndex[t.PoolID]; !ok {

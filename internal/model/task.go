@@ -131,9 +131,18 @@ type Task struct {
 	// Reason says why the task is in its status: why it waits, why it was
 	// preempted, who aborted it.
 	Reason string
-	// QueueSeq is the task's place in queue order, set once at enqueue. A
-	// preempted task keeps it, so it goes back in its old order.
-	QueueSeq     int64
+	// QueueSeq is the task's sequence number, set once at enqueue: the
+	// order task lists and their cursors follow. A preempted task keeps it.
+	QueueSeq int64
+	// QueueRank and QueueOrder are the task's place in its compute
+	// resource's queue: the queue is in (QueueRank, QueueOrder, QueueSeq)
+	// order. QueueRank is its project's place in its team's project
+	// priority (QueueRankUnlisted when the project is not listed, or the
+	// task has none); QueueOrder starts as QueueSeq and changes only when
+	// a lead moves the task. A preempted task keeps both, so it goes back
+	// in its old order.
+	QueueRank    int
+	QueueOrder   int64
 	PoolID       string
 	ClonedFromID string
 	// Tags label the task for people and for triggers (a schedule can

@@ -102,6 +102,9 @@ type (
 	WindowUnit           = llm.WindowUnit
 	CloneInput           = tasks.CloneInput
 	EnqueueInput         = tasks.EnqueueInput
+	QueueMove            = tasks.QueueMove
+	MovedTask            = tasks.MovedTask
+	ProjectPriority      = tasks.ProjectPriority
 	TaskListFilter       = tasks.TaskListFilter
 	LocalRunInput        = tasks.LocalRunInput
 	LocalRunReport       = tasks.LocalRunReport

@@ -37,6 +37,25 @@ var taskIsolationCases = []isoCase{
 		vars:  map[string]any{"id": ref("task")}, code: notFound},
 	{field: "Mutation.cloneTask", as: viewer, name: "may see but not clone alice's task",
 		query: `mutation($id: ID!) { cloneTask(id: $id) ` + taskFields + ` }`, vars: map[string]any{"id": ref("task")}, code: forbidden},
+	// A team lead's queue order (issue 32).
+	{field: "Query.projectPriority", as: otherAdmin, name: "cannot read ml-research's project priority",
+		query: `query($g: ID!) { projectPriority(group: $g) { projects { name } } }`, vars: map[string]any{"g": ref("group ml-research")}, code: notFound},
+	{field: "Query.projectPriority", as: victor, name: "cannot read ml-research's project priority",
+		query: `query($g: ID!) { projectPriority(group: $g) { projects { name } } }`, vars: map[string]any{"g": ref("group ml-research")}, code: notFound},
+	{field: "Mutation.setProjectPriorities", as: otherAdmin, name: "cannot order ml-research's projects",
+		query: `mutation($g: ID!, $p: ID!) { setProjectPriorities(group: $g, projects: [$p]) { projects { name } } }`,
+		vars:  map[string]any{"g": ref("group ml-research"), "p": ref("project fraud-models")}, code: notFound},
+	{field: "Mutation.setProjectPriorities", as: victor, name: "cannot order ml-research's projects",
+		query: `mutation($g: ID!) { setProjectPriorities(group: $g, projects: ["shared-eval"]) { projects { name } } }`,
+		vars:  map[string]any{"g": ref("group ml-research")}, code: notFound},
+	{field: "Mutation.setProjectPriorities", as: viewer, name: "may not order ml-research's projects",
+		query: `mutation { setProjectPriorities(group: "ml-research", projects: ["fraud-models"]) { projects { name } } }`, code: forbidden},
+	{field: "Mutation.moveQueuedTask", as: otherAdmin, name: "cannot move alice's task",
+		query: `mutation($id: ID!) { moveQueuedTask(task: $id, toFront: true) { to } }`, vars: map[string]any{"id": ref("task")}, code: notFound},
+	{field: "Mutation.moveQueuedTask", as: victor, name: "cannot move alice's task",
+		query: `mutation($id: ID!) { moveQueuedTask(task: $id, toBack: true) { to } }`, vars: map[string]any{"id": ref("task")}, code: notFound},
+	{field: "Mutation.moveQueuedTask", as: viewer, name: "may see but not move alice's task",
+		query: `mutation($id: ID!) { moveQueuedTask(task: $id, toFront: true) { to } }`, vars: map[string]any{"id": ref("task")}, code: forbidden},
 	// Local runs (TestLocalRunOverGraphQL has the cases on a local run
 	// itself; these are on alice's task, which the refusal must not
 	// reveal is not one).

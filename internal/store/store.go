@@ -68,9 +68,35 @@ type SchedTask struct {
 	Status            model.TaskStatus
 	Size              model.Size
 	QueueSeq          int64
+	// QueueRank and QueueOrder are the task's place in its queue (see
+	// model.Task).
+	QueueRank  int
+	QueueOrder int64
 	// PoolID and PlacedAt are set for placed and running tasks.
 	PoolID   string
 	PlacedAt time.Time
+}
+
+// QueuePlace is a place in a compute resource's queue: tasks wait in
+// (Rank, Order, Seq) order (model.Task's QueueRank, QueueOrder, QueueSeq).
+type QueuePlace struct {
+	Rank  int
+	Order int64
+	Seq   int64
+}
+
+// PlaceOf is t's place in its queue.
+func PlaceOf(t *model.Task) QueuePlace {
+	return QueuePlace{Rank: t.QueueRank, Order: t.QueueOrder, Seq: t.QueueSeq}
+}
+
+// QueueMove moves TaskID in its queue: next to AnchorID (ahead of it when
+// Ahead is set, behind it otherwise), or, with no anchor, to the front
+// (Ahead) or the back.
+type QueueMove struct {
+	TaskID   string
+	AnchorID string
+	Ahead    bool
 }
 
 // Preemption sends one task back to its queue.
@@ -303,9 +329,27 @@ type Queries interface {
 	ListTasks(ctx context.Context, tenantID string, f TaskFilter, page Page, newestFirst bool) ([]*model.Task, error)
 	// CountTasks counts the tasks that match f.
 	CountTasks(ctx context.Context, tenantID string, f TaskFilter) (int, error)
-	// CountQueuedAhead counts queued tasks of a compute resource placed before
-	// seq in queue order.
-	CountQueuedAhead(ctx context.Context, tenantID, computeResourceID string, seq int64) (int, error)
+	// CountQueuedAhead counts queued tasks of a compute resource ahead of
+	// the place at in queue order.
+	CountQueuedAhead(ctx context.Context, tenantID, computeResourceID string, at QueuePlace) (int, error)
+	// ListQueued lists a compute resource's queued tasks in queue order,
+	// the first limit of them (all when limit is 0).
+	ListQueued(ctx context.Context, tenantID, computeResourceID string, limit int) ([]*model.Task, error)
+
+	// The team lead's queue order (issue 32). ProjectPriorities lists a
+	// group's project priority, first first. SetProjectPriorities replaces
+	// it and ranks the group's queued, placed and running tasks again by
+	// their projects' new places (model.QueueRankUnlisted for the rest);
+	// the projects must exist in the tenant (ErrNotFound).
+	ProjectPriorities(ctx context.Context, tenantID, groupID string) ([]string, error)
+	SetProjectPriorities(ctx context.Context, tenantID, groupID string, projectIDs []string) error
+	// MoveQueuedTask moves a queued task next to another queued task of
+	// its compute resource, or to the queue's front or back, atomically
+	// (it changes only queue ranks and orders, never QueueSeq): it returns
+	// the task's place (from 1) before and after. A task (or anchor) not
+	// queued, an anchor in another compute resource or the task itself is
+	// ErrConflict; an unknown one ErrNotFound.
+	MoveQueuedTask(ctx context.Context, tenantID string, m QueueMove) (from, to int, err error)
 
 	// Audit trail. InsertAudit assigns Seq. ListAudit is newest first;
 	// Page.After is a Seq in decimal.

@@ -71,6 +71,68 @@ when you name none: your credential's, else the default you set with
 		},
 	}
 	use.Flags().BoolVar(&clear, "clear", false, "clear your default project")
-	cmd.AddCommand(use)
+	cmd.AddCommand(use, newPriorityCmd(c))
+	return cmd
+}
+
+// newPriorityCmd is `klique project priority GROUP [PROJECT...]`: a team
+// lead's order of the team's projects, which orders queuing among them
+// (setProjectPriorities; the platform checks who may).
+func newPriorityCmd(c *cli.CLI) *cobra.Command {
+	var clear bool
+	cmd := &cobra.Command{
+		Use:   "priority GROUP [PROJECT...]",
+		Short: "Show or set the priority order of a team's projects (setting it: a lead of the group, or an admin)",
+		Long: `With only GROUP, print the group's project priority. With projects, set it:
+in the group's compute resources a waiting task of an earlier project is
+placed before one of a later project; tasks of projects not listed wait
+behind the listed ones. --clear removes the order.`,
+		Example: `  klique project priority ml-research fraud-models shared-eval
+  klique project priority ml-research --clear`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if clear && len(args) > 1 {
+				return cli.Usagef("give projects or --clear, not both")
+			}
+			cl, err := c.Client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			var group string
+			var projects []string
+			if len(args) == 1 && !clear {
+				out, err := gql.ProjectPriority(cmd.Context(), cl, args[0])
+				if err != nil {
+					return err
+				}
+				group = out.ProjectPriority.Group.Name
+				for _, p := range out.ProjectPriority.Projects {
+					projects = append(projects, p.Name)
+				}
+			} else {
+				out, err := gql.SetProjectPriorities(cmd.Context(), cl, args[0], append([]string{}, args[1:]...))
+				if err != nil {
+					return err
+				}
+				group = out.SetProjectPriorities.Group.Name
+				for _, p := range out.SetProjectPriorities.Projects {
+					projects = append(projects, p.Name)
+				}
+			}
+			if c.Output != "table" {
+				return c.PrintData(map[string]any{"group": group, "projects": append([]string{}, projects...)})
+			}
+			if len(projects) == 0 {
+				fmt.Fprintf(c.Out, "group %s has no project priority: its tasks wait in queue order\n", group)
+				return nil
+			}
+			fmt.Fprintf(c.Out, "project priority of group %s:\n", group)
+			for i, p := range projects {
+				fmt.Fprintf(c.Out, "%d. %s\n", i+1, p)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&clear, "clear", false, "remove the group's project priority")
 	return cmd
 }

@@ -3155,6 +3155,146 @@ var AllMetricDirection = []MetricDirection{
 	MetricDirectionMax,
 }
 
+// MoveQueuedTaskMoveQueuedTaskMovedTask includes the requested fields of the GraphQL type MovedTask.
+// The GraphQL type's documentation follows.
+//
+// A waiting task a lead moved in its queue, with its position before and after (from 1).
+type MoveQueuedTaskMoveQueuedTaskMovedTask struct {
+	Task MoveQueuedTaskMoveQueuedTaskMovedTaskTask `json:"task"`
+	From int                                       `json:"from"`
+	To   int                                       `json:"to"`
+}
+
+// GetTask returns MoveQueuedTaskMoveQueuedTaskMovedTask.Task, and is useful for accessing the field via an interface.
+func (v *MoveQueuedTaskMoveQueuedTaskMovedTask) GetTask() MoveQueuedTaskMoveQueuedTaskMovedTaskTask {
+	return v.Task
+}
+
+// GetFrom returns MoveQueuedTaskMoveQueuedTaskMovedTask.From, and is useful for accessing the field via an interface.
+func (v *MoveQueuedTaskMoveQueuedTaskMovedTask) GetFrom() int { return v.From }
+
+// GetTo returns MoveQueuedTaskMoveQueuedTaskMovedTask.To, and is useful for accessing the field via an interface.
+func (v *MoveQueuedTaskMoveQueuedTaskMovedTask) GetTo() int { return v.To }
+
+// MoveQueuedTaskMoveQueuedTaskMovedTaskTask includes the requested fields of the GraphQL type Task.
+// The GraphQL type's documentation follows.
+//
+// One tracked run on a compute resource.
+type MoveQueuedTaskMoveQueuedTaskMovedTaskTask struct {
+	TaskFields `json:"-"`
+}
+
+// GetId returns MoveQueuedTaskMoveQueuedTaskMovedTaskTask.Id, and is useful for accessing the field via an interface.
+func (v *MoveQueuedTaskMoveQueuedTaskMovedTaskTask) GetId() string { return v.TaskFields.Id }
+
+// GetName returns MoveQueuedTaskMoveQueuedTaskMovedTaskTask.Name, and is useful for accessing the field via an interface.
+func (v *MoveQueuedTaskMoveQueuedTaskMovedTaskTask) GetName() string { return v.TaskFields.Name }
+
+// GetStatus returns MoveQueuedTaskMoveQueuedTaskMovedTaskTask.Status, and is useful for accessing the field via an interface.
+func (v *MoveQueuedTaskMoveQueuedTaskMovedTaskTask) GetStatus() TaskStatus {
+	return v.TaskFields.Status
+}
+
+// GetPosition returns MoveQueuedTaskMoveQueuedTaskMovedTaskTask.Position, and is useful for accessing the field via an interface.
+func (v *MoveQueuedTaskMoveQueuedTaskMovedTaskTask) GetPosition() *int { return v.TaskFields.Position }
+
+// GetReason returns MoveQueuedTaskMoveQueuedTaskMovedTaskTask.Reason, and is useful for accessing the field via an interface.
+func (v *MoveQueuedTaskMoveQueuedTaskMovedTaskTask) GetReason() string { return v.TaskFields.Reason }
+
+// GetComputeResource returns MoveQueuedTaskMoveQueuedTaskMovedTaskTask.ComputeResource, and is useful for accessing the field via an interface.
+func (v *MoveQueuedTaskMoveQueuedTaskMovedTaskTask) GetComputeResource() *TaskFieldsComputeResource {
+	return v.TaskFields.ComputeResource
+}
+
+// GetGroup returns MoveQueuedTaskMoveQueuedTaskMovedTaskTask.Group, and is useful for accessing the field via an interface.
+func (v *MoveQueuedTaskMoveQueuedTaskMovedTaskTask) GetGroup() *TaskFieldsGroup {
+	return v.TaskFields.Group
+}
+
+// GetSize returns MoveQueuedTaskMoveQueuedTaskMovedTaskTask.Size, and is useful for accessing the field via an interface.
+func (v *MoveQueuedTaskMoveQueuedTaskMovedTaskTask) GetSize() TaskFieldsSizeGPUSize {
+	return v.TaskFields.Size
+}
+
+func (v *MoveQueuedTaskMoveQueuedTaskMovedTaskTask) UnmarshalJSON(b []byte) error {
+
+	if string(b) == "null" {
+		return nil
+	}
+
+	var firstPass struct {
+		*MoveQueuedTaskMoveQueuedTaskMovedTaskTask
+		graphql.NoUnmarshalJSON
+	}
+	firstPass.MoveQueuedTaskMoveQueuedTaskMovedTaskTask = v
+
+	err := json.Unmarshal(b, &firstPass)
+	if err != nil {
+		return err
+	}
+
+	err = json.Unmarshal(
+		b, &v.TaskFields)
+	if err != nil {
+		return err
+	}
+	return nil
+}
+
+type __premarshalMoveQueuedTaskMoveQueuedTaskMovedTaskTask struct {
+	Id string `json:"id"`
+
+	Name string `json:"name"`
+
+	Status TaskStatus `json:"status"`
+
+	Position *int `json:"position"`
+
+	Reason string `json:"reason"`
+
+	ComputeResource *TaskFieldsComputeResource `json:"computeResource"`
+
+	Group *TaskFieldsGroup `json:"group"`
+
+	Size TaskFieldsSizeGPUSize `json:"size"`
+}
+
+func (v *MoveQueuedTaskMoveQueuedTaskMovedTaskTask) MarshalJSON() ([]byte, error) {
+	premarshaled, err := v.__premarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(premarshaled)
+}
+
+func (v *MoveQueuedTaskMoveQueuedTaskMovedTaskTask) __premarshalJSON() (*__premarshalMoveQueuedTaskMoveQueuedTaskMovedTaskTask, error) {
+	var retval __premarshalMoveQueuedTaskMoveQueuedTaskMovedTaskTask
+
+	retval.Id = v.TaskFields.Id
+	retval.Name = v.TaskFields.Name
+	retval.Status = v.TaskFields.Status
+	retval.Position = v.TaskFields.Position
+	retval.Reason = v.TaskFields.Reason
+	retval.ComputeResource = v.TaskFields.ComputeResource
+	retval.Group = v.TaskFields.Group
+	retval.Size = v.TaskFields.Size
+	return &retval, nil
+}
+
+// MoveQueuedTaskResponse is returned by MoveQueuedTask on success.
+type MoveQueuedTaskResponse struct {
+	// Move a waiting task in its compute resource's queue (its team's lead or an
+	// admin): ahead of (before) or behind (after) another waiting task of the same
+	// compute resource, or to the front or the back. Give exactly one. Task.position
+	// shows the new order at once, and the next pass places by it.
+	MoveQueuedTask MoveQueuedTaskMoveQueuedTaskMovedTask `json:"moveQueuedTask"`
+}
+
+// GetMoveQueuedTask returns MoveQueuedTaskResponse.MoveQueuedTask, and is useful for accessing the field via an interface.
+func (v *MoveQueuedTaskResponse) GetMoveQueuedTask() MoveQueuedTaskMoveQueuedTaskMovedTask {
+	return v.MoveQueuedTask
+}
+
 // PauseScheduleResponse is returned by PauseSchedule on success.
 type PauseScheduleResponse struct {
 	// Stop firings until resumed.
@@ -4185,6 +4325,59 @@ type ProjectItemProjectGroup struct {
 
 // GetName returns ProjectItemProjectGroup.Name, and is useful for accessing the field via an interface.
 func (v *ProjectItemProjectGroup) GetName() string { return v.Name }
+
+// ProjectPriorityProjectPriority includes the requested fields of the GraphQL type ProjectPriority.
+// The GraphQL type's documentation follows.
+//
+// A team's project priority (issue 32): its projects in the order their waiting
+// tasks are placed. In each of the team's compute resources a waiting task of an
+// earlier project goes ahead of one of a later project; tasks of projects not
+// listed, or of none, wait behind the listed ones, in queue order.
+type ProjectPriorityProjectPriority struct {
+	Group ProjectPriorityProjectPriorityGroup `json:"group"`
+	// First first; empty when the team has set none.
+	Projects []ProjectPriorityProjectPriorityProjectsProject `json:"projects"`
+}
+
+// GetGroup returns ProjectPriorityProjectPriority.Group, and is useful for accessing the field via an interface.
+func (v *ProjectPriorityProjectPriority) GetGroup() ProjectPriorityProjectPriorityGroup {
+	return v.Group
+}
+
+// GetProjects returns ProjectPriorityProjectPriority.Projects, and is useful for accessing the field via an interface.
+func (v *ProjectPriorityProjectPriority) GetProjects() []ProjectPriorityProjectPriorityProjectsProject {
+	return v.Projects
+}
+
+// ProjectPriorityProjectPriorityGroup includes the requested fields of the GraphQL type Group.
+type ProjectPriorityProjectPriorityGroup struct {
+	Name string `json:"name"`
+}
+
+// GetName returns ProjectPriorityProjectPriorityGroup.Name, and is useful for accessing the field via an interface.
+func (v *ProjectPriorityProjectPriorityGroup) GetName() string { return v.Name }
+
+// ProjectPriorityProjectPriorityProjectsProject includes the requested fields of the GraphQL type Project.
+// The GraphQL type's documentation follows.
+//
+// Tasks belong to a project, for attribution. A project may be restricted to one group.
+type ProjectPriorityProjectPriorityProjectsProject struct {
+	Name string `json:"name"`
+}
+
+// GetName returns ProjectPriorityProjectPriorityProjectsProject.Name, and is useful for accessing the field via an interface.
+func (v *ProjectPriorityProjectPriorityProjectsProject) GetName() string { return v.Name }
+
+// ProjectPriorityResponse is returned by ProjectPriority on success.
+type ProjectPriorityResponse struct {
+	// A team's project priority; its members and admins read it.
+	ProjectPriority ProjectPriorityProjectPriority `json:"projectPriority"`
+}
+
+// GetProjectPriority returns ProjectPriorityResponse.ProjectPriority, and is useful for accessing the field via an interface.
+func (v *ProjectPriorityResponse) GetProjectPriority() ProjectPriorityProjectPriority {
+	return v.ProjectPriority
+}
 
 // ProjectResponse is returned by Project on success.
 type ProjectResponse struct {
@@ -5252,6 +5445,66 @@ type SetEngineEnabledResponse struct {
 
 // GetEngine returns SetEngineEnabledResponse.Engine, and is useful for accessing the field via an interface.
 func (v *SetEngineEnabledResponse) GetEngine() SetEngineEnabledEngineEngineStatus { return v.Engine }
+
+// SetProjectPrioritiesResponse is returned by SetProjectPriorities on success.
+type SetProjectPrioritiesResponse struct {
+	// Set the priority order of a team's projects (the team's lead or an admin):
+	// the team's own projects and those open to the whole tenant, each once,
+	// first the one whose tasks go first. It replaces the order before; an empty
+	// list clears it. The team's waiting tasks are ranked again at once.
+	SetProjectPriorities SetProjectPrioritiesSetProjectPrioritiesProjectPriority `json:"setProjectPriorities"`
+}
+
+// GetSetProjectPriorities returns SetProjectPrioritiesResponse.SetProjectPriorities, and is useful for accessing the field via an interface.
+func (v *SetProjectPrioritiesResponse) GetSetProjectPriorities() SetProjectPrioritiesSetProjectPrioritiesProjectPriority {
+	return v.SetProjectPriorities
+}
+
+// SetProjectPrioritiesSetProjectPrioritiesProjectPriority includes the requested fields of the GraphQL type ProjectPriority.
+// The GraphQL type's documentation follows.
+//
+// A team's project priority (issue 32): its projects in the order their waiting
+// tasks are placed. In each of the team's compute resources a waiting task of an
+// earlier project goes ahead of one of a later project; tasks of projects not
+// listed, or of none, wait behind the listed ones, in queue order.
+type SetProjectPrioritiesSetProjectPrioritiesProjectPriority struct {
+	Group SetProjectPrioritiesSetProjectPrioritiesProjectPriorityGroup `json:"group"`
+	// First first; empty when the team has set none.
+	Projects []SetProjectPrioritiesSetProjectPrioritiesProjectPriorityProjectsProject `json:"projects"`
+}
+
+// GetGroup returns SetProjectPrioritiesSetProjectPrioritiesProjectPriority.Group, and is useful for accessing the field via an interface.
+func (v *SetProjectPrioritiesSetProjectPrioritiesProjectPriority) GetGroup() SetProjectPrioritiesSetProjectPrioritiesProjectPriorityGroup {
+	return v.Group
+}
+
+// GetProjects returns SetProjectPrioritiesSetProjectPrioritiesProjectPriority.Projects, and is useful for accessing the field via an interface.
+func (v *SetProjectPrioritiesSetProjectPrioritiesProjectPriority) GetProjects() []SetProjectPrioritiesSetProjectPrioritiesProjectPriorityProjectsProject {
+	return v.Projects
+}
+
+// SetProjectPrioritiesSetProjectPrioritiesProjectPriorityGroup includes the requested fields of the GraphQL type Group.
+type SetProjectPrioritiesSetProjectPrioritiesProjectPriorityGroup struct {
+	Name string `json:"name"`
+}
+
+// GetName returns SetProjectPrioritiesSetProjectPrioritiesProjectPriorityGroup.Name, and is useful for accessing the field via an interface.
+func (v *SetProjectPrioritiesSetProjectPrioritiesProjectPriorityGroup) GetName() string {
+	return v.Name
+}
+
+// SetProjectPrioritiesSetProjectPrioritiesProjectPriorityProjectsProject includes the requested fields of the GraphQL type Project.
+// The GraphQL type's documentation follows.
+//
+// Tasks belong to a project, for attribution. A project may be restricted to one group.
+type SetProjectPrioritiesSetProjectPrioritiesProjectPriorityProjectsProject struct {
+	Name string `json:"name"`
+}
+
+// GetName returns SetProjectPrioritiesSetProjectPrioritiesProjectPriorityProjectsProject.Name, and is useful for accessing the field via an interface.
+func (v *SetProjectPrioritiesSetProjectPrioritiesProjectPriorityProjectsProject) GetName() string {
+	return v.Name
+}
 
 // SetSecretResponse is returned by SetSecret on success.
 type SetSecretResponse struct {
@@ -7879,6 +8132,30 @@ type __LockAppInput struct {
 // GetN returns __LockAppInput.N, and is useful for accessing the field via an interface.
 func (v *__LockAppInput) GetN() string { return v.N }
 
+// __MoveQueuedTaskInput is used internally by genqlient
+type __MoveQueuedTaskInput struct {
+	Id     string  `json:"id"`
+	Before *string `json:"before"`
+	After  *string `json:"after"`
+	Front  *bool   `json:"front"`
+	Back   *bool   `json:"back"`
+}
+
+// GetId returns __MoveQueuedTaskInput.Id, and is useful for accessing the field via an interface.
+func (v *__MoveQueuedTaskInput) GetId() string { return v.Id }
+
+// GetBefore returns __MoveQueuedTaskInput.Before, and is useful for accessing the field via an interface.
+func (v *__MoveQueuedTaskInput) GetBefore() *string { return v.Before }
+
+// GetAfter returns __MoveQueuedTaskInput.After, and is useful for accessing the field via an interface.
+func (v *__MoveQueuedTaskInput) GetAfter() *string { return v.After }
+
+// GetFront returns __MoveQueuedTaskInput.Front, and is useful for accessing the field via an interface.
+func (v *__MoveQueuedTaskInput) GetFront() *bool { return v.Front }
+
+// GetBack returns __MoveQueuedTaskInput.Back, and is useful for accessing the field via an interface.
+func (v *__MoveQueuedTaskInput) GetBack() *bool { return v.Back }
+
 // __PauseScheduleInput is used internally by genqlient
 type __PauseScheduleInput struct {
 	Id string `json:"id"`
@@ -7926,6 +8203,14 @@ type __ProjectInput struct {
 
 // GetId returns __ProjectInput.Id, and is useful for accessing the field via an interface.
 func (v *__ProjectInput) GetId() string { return v.Id }
+
+// __ProjectPriorityInput is used internally by genqlient
+type __ProjectPriorityInput struct {
+	Group string `json:"group"`
+}
+
+// GetGroup returns __ProjectPriorityInput.Group, and is useful for accessing the field via an interface.
+func (v *__ProjectPriorityInput) GetGroup() string { return v.Group }
 
 // __PublishArtifactPointerInput is used internally by genqlient
 type __PublishArtifactPointerInput struct {
@@ -7986,6 +8271,18 @@ type __SetEngineEnabledInput struct {
 
 // GetOn returns __SetEngineEnabledInput.On, and is useful for accessing the field via an interface.
 func (v *__SetEngineEnabledInput) GetOn() bool { return v.On }
+
+// __SetProjectPrioritiesInput is used internally by genqlient
+type __SetProjectPrioritiesInput struct {
+	Group    string   `json:"group"`
+	Projects []string `json:"projects"`
+}
+
+// GetGroup returns __SetProjectPrioritiesInput.Group, and is useful for accessing the field via an interface.
+func (v *__SetProjectPrioritiesInput) GetGroup() string { return v.Group }
+
+// GetProjects returns __SetProjectPrioritiesInput.Projects, and is useful for accessing the field via an interface.
+func (v *__SetProjectPrioritiesInput) GetProjects() []string { return v.Projects }
 
 // __SetSecretInput is used internally by genqlient
 type __SetSecretInput struct {
@@ -9685,6 +9982,68 @@ func Me(
 	return data_, err_
 }
 
+// The mutation executed by MoveQueuedTask.
+const MoveQueuedTask_Operation = `
+mutation MoveQueuedTask ($id: ID!, $before: ID, $after: ID, $front: Boolean, $back: Boolean) {
+	moveQueuedTask(task: $id, before: $before, after: $after, toFront: $front, toBack: $back) {
+		task {
+			... TaskFields
+		}
+		from
+		to
+	}
+}
+fragment TaskFields on Task {
+	id
+	name
+	status
+	position
+	reason
+	computeResource {
+		name
+	}
+	group {
+		name
+	}
+	size {
+		text
+	}
+}
+`
+
+func MoveQueuedTask(
+	ctx_ context.Context,
+	client_ graphql.Client,
+	id string,
+	before *string,
+	after *string,
+	front *bool,
+	back *bool,
+) (data_ *MoveQueuedTaskResponse, err_ error) {
+	req_ := &graphql.Request{
+		OpName: "MoveQueuedTask",
+		Query:  MoveQueuedTask_Operation,
+		Variables: &__MoveQueuedTaskInput{
+			Id:     id,
+			Before: before,
+			After:  after,
+			Front:  front,
+			Back:   back,
+		},
+	}
+
+	data_ = &MoveQueuedTaskResponse{}
+	resp_ := &graphql.Response{Data: data_}
+
+	err_ = client_.MakeRequest(
+		ctx_,
+		req_,
+		resp_,
+	)
+
+	return data_, err_
+}
+
 // The mutation executed by PauseSchedule.
 const PauseSchedule_Operation = `
 mutation PauseSchedule ($id: ID!) {
@@ -10079,6 +10438,45 @@ func Project(
 	}
 
 	data_ = &ProjectResponse{}
+	resp_ := &graphql.Response{Data: data_}
+
+	err_ = client_.MakeRequest(
+		ctx_,
+		req_,
+		resp_,
+	)
+
+	return data_, err_
+}
+
+// The query executed by ProjectPriority.
+const ProjectPriority_Operation = `
+query ProjectPriority ($group: ID!) {
+	projectPriority(group: $group) {
+		group {
+			name
+		}
+		projects {
+			name
+		}
+	}
+}
+`
+
+func ProjectPriority(
+	ctx_ context.Context,
+	client_ graphql.Client,
+	group string,
+) (data_ *ProjectPriorityResponse, err_ error) {
+	req_ := &graphql.Request{
+		OpName: "ProjectPriority",
+		Query:  ProjectPriority_Operation,
+		Variables: &__ProjectPriorityInput{
+			Group: group,
+		},
+	}
+
+	data_ = &ProjectPriorityResponse{}
 	resp_ := &graphql.Response{Data: data_}
 
 	err_ = client_.MakeRequest(
@@ -10519,6 +10917,47 @@ func SetEngineEnabled(
 	}
 
 	data_ = &SetEngineEnabledResponse{}
+	resp_ := &graphql.Response{Data: data_}
+
+	err_ = client_.MakeRequest(
+		ctx_,
+		req_,
+		resp_,
+	)
+
+	return data_, err_
+}
+
+// The mutation executed by SetProjectPriorities.
+const SetProjectPriorities_Operation = `
+mutation SetProjectPriorities ($group: ID!, $projects: [ID!]!) {
+	setProjectPriorities(group: $group, projects: $projects) {
+		group {
+			name
+		}
+		projects {
+			name
+		}
+	}
+}
+`
+
+func SetProjectPriorities(
+	ctx_ context.Context,
+	client_ graphql.Client,
+	group string,
+	projects []string,
+) (data_ *SetProjectPrioritiesResponse, err_ error) {
+	req_ := &graphql.Request{
+		OpName: "SetProjectPriorities",
+		Query:  SetProjectPriorities_Operation,
+		Variables: &__SetProjectPrioritiesInput{
+			Group:    group,
+			Projects: projects,
+		},
+	}
+
+	data_ = &SetProjectPrioritiesResponse{}
 	resp_ := &graphql.Response{Data: data_}
 
 	err_ = client_.MakeRequest(

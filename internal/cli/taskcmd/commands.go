@@ -13,7 +13,7 @@ import (
 func Commands(c *cli.CLI) []*cobra.Command {
 	return []*cobra.Command{
 		newEnqueueCmd(c), newRunCmd(c), newAbortCmd(c), newCloneCmd(c), newCompareCmd(c), newReportCmd(c),
-		newTaskCmd(c),
+		newTaskCmd(c), newQueueCmd(c),
 	}
 }
 

@@ -26,7 +26,8 @@ func (s EngineState) ListSchedulable(ctx context.Context, tenantID string, perQu
 	out := make([]engine.SchedTask, len(rows))
 	for i, t := range rows {
 		out[i] = engine.SchedTask{ID: t.ID, Name: t.Name, ComputeResourceID: t.ComputeResourceID, OwnerID: t.OwnerID,
-			ProjectID: t.ProjectID, Status: t.Status, Size: t.Size, QueueSeq: t.QueueSeq, PoolID: t.PoolID, PlacedAt: t.PlacedAt}
+			ProjectID: t.ProjectID, Status: t.Status, Size: t.Size, QueueSeq: t.QueueSeq,
+			QueueRank: t.QueueRank, QueueOrder: t.QueueOrder, PoolID: t.PoolID, PlacedAt: t.PlacedAt}
 	}
 	return out, nil
 }

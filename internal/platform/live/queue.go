@@ -164,8 +164,7 @@ func (s *Live) queueSnapshot(ctx context.Context, tenantID, crID, kind string, t
 	if pol := e.Policy(cr.PolicyID); pol != nil {
 		u.GroupID = pol.GroupID
 	}
-	waiting, err := s.k.Store.ListTasks(ctx, tenantID, store.TaskFilter{ComputeResourceID: crID,
-		Statuses: []model.TaskStatus{model.TaskQueued}}, model.Page{Limit: maxQueueListed}, false)
+	waiting, err := s.k.Store.ListQueued(ctx, tenantID, crID, maxQueueListed)
 	if err != nil {
 		return nil, fmt.Errorf("list waiting tasks: %w", err)
 	}

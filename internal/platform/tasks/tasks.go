@@ -340,7 +340,7 @@ func (s *Tasks) TaskPosition(ctx context.Context, t *model.Task) (int, error) {
 	if t.Status != model.TaskQueued {
 		return 0, nil
 	}
-	n, err := s.k.Store.CountQueuedAhead(ctx, t.TenantID, t.ComputeResourceID, t.QueueSeq)
+	n, err := s.k.Store.CountQueuedAhead(ctx, t.TenantID, t.ComputeResourceID, store.PlaceOf(t))
 	if err != nil {
 		return 0, s.k.Internal(ctx, err)
 	}

@@ -153,7 +153,7 @@ func (Dialect) SkipLocked() string { return " FOR UPDATE SKIP LOCKED" }
 func (Dialect) QueueHeadsQuery() string {
 	return `SELECT ` + sqlstore.SchedColumns("t") + ` FROM compute_resources cr CROSS JOIN LATERAL (
 		SELECT * FROM tasks q WHERE q.tenant_id = cr.tenant_id AND q.compute_resource_id = cr.id AND q.status = 'queued'
-		ORDER BY q.queue_seq LIMIT $2) t
+		ORDER BY q.queue_rank, q.queue_order, q.queue_seq LIMIT $2) t
 	WHERE cr.tenant_id = $1`
 }
 

@@ -170,7 +170,7 @@ func (Dialect) SkipLocked() string { return "" }
 func (Dialect) QueueHeadsQuery() string {
 	return `SELECT ` + sqlstore.SchedColumns("t") + ` FROM compute_resources cr JOIN tasks t ON t.id IN (
 		SELECT q.id FROM tasks q WHERE q.tenant_id = cr.tenant_id AND q.compute_resource_id = cr.id AND q.status = 'queued'
-		ORDER BY q.queue_seq LIMIT ?2)
+		ORDER BY q.queue_rank, q.queue_order, q.queue_seq LIMIT ?2)
 	WHERE cr.tenant_id = ?1`
 }
 

@@ -24,6 +24,8 @@ var schedTable = sqlbase.Table[store.SchedTask]{
 	sqlbase.C("size_nodes", func(t *store.SchedTask) any { return &t.Size.Nodes }),
 	sqlbase.C("size_per_node_milli", func(t *store.SchedTask) any { return sqlbase.Int(&t.Size.PerNode) }),
 	sqlbase.C("queue_seq", func(t *store.SchedTask) any { return &t.QueueSeq }),
+	sqlbase.C("queue_rank", func(t *store.SchedTask) any { return &t.QueueRank }),
+	sqlbase.C("queue_order", func(t *store.SchedTask) any { return &t.QueueOrder }),
 	sqlbase.C("pool_id", func(t *store.SchedTask) any { return &t.PoolID }),
 	sqlbase.C("placed_at", func(t *store.SchedTask) any { return sqlbase.Time(&t.PlacedAt) }),
 }

@@ -28,16 +28,19 @@ func (q *queries) UpdateLocalRun(ctx context.Context, t *model.Task) error {
 			if err != nil {
 				return fmt.Errorf("%s: next queue sequence number: %w", what, err)
 			}
-			t.QueueSeq = seq
+			t.QueueSeq, t.QueueOrder = seq, seq
+			if t.QueueRank, err = q.projectRank(ctx, t.TenantID, t.GroupID, t.ProjectID); err != nil {
+				return fmt.Errorf("%s: %w", what, err)
+			}
 		}
 		n, err := q.Write(ctx, what, store.ErrNotFound,
 			`UPDATE tasks SET name = ?, spec = ?, size_nodes = ?, size_per_node_milli = ?, status = ?, reason = ?,
 				compute_resource_id = ?, policy_id = ?, profile_id = ?, group_id = ?, queue_seq = ?,
-				updated_at = ?, finished_at = ?, exit_code = ?
+				queue_rank = ?, queue_order = ?, updated_at = ?, finished_at = ?, exit_code = ?
 			WHERE tenant_id = ? AND id = ? AND status = ?`,
 			t.Name, spec, t.Size.Nodes, int64(t.Size.PerNode), string(t.Status), t.Reason,
 			t.ComputeResourceID, t.PolicyID, t.ProfileID, t.GroupID, t.QueueSeq,
-			sqlbase.Micros(t.UpdatedAt), sqlbase.NullMicros(t.FinishedAt), sqlbase.NullInt(t.Run.ExitCode),
+			t.QueueRank, t.QueueOrder, sqlbase.Micros(t.UpdatedAt), sqlbase.NullMicros(t.FinishedAt), sqlbase.NullInt(t.Run.ExitCode),
 			t.TenantID, t.ID, string(model.TaskLocal))
 		if err != nil {
 			return err

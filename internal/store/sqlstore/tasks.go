@@ -32,6 +32,8 @@ var taskTable = sqlbase.Table[model.Task]{
 	sqlbase.C("status", func(t *model.Task) any { return sqlbase.Str(&t.Status) }),
 	sqlbase.C("reason", func(t *model.Task) any { return &t.Reason }),
 	sqlbase.C("queue_seq", func(t *model.Task) any { return &t.QueueSeq }),
+	sqlbase.C("queue_rank", func(t *model.Task) any { return &t.QueueRank }),
+	sqlbase.C("queue_order", func(t *model.Task) any { return &t.QueueOrder }),
 	sqlbase.C("pool_id", func(t *model.Task) any { return &t.PoolID }),
 	sqlbase.C("cloned_from_id", func(t *model.Task) any { return &t.ClonedFromID }),
 	sqlbase.C("created_at", func(t *model.Task) any { return sqlbase.Time(&t.CreatedAt) }),
@@ -64,7 +66,10 @@ var (
 // sequence number, so tasks enqueued later sort later, also when they are
 // enqueued concurrently. A caller-supplied QueueSeq (an import) is kept, and
 // the counter moves past it so that later tasks still sort after it. Queue
-// sequence numbers are unique in a tenant (ErrConflict).
+// sequence numbers are unique in a tenant (ErrConflict). The task's queue
+// order starts as its queue sequence number (when not given), and its queue
+// rank is its project's place in its team's project priority, read here so
+// that every way a task is made ranks it the same.
 //
 // The project (when set), the owner and the compute resource must exist in
 // the task's tenant (ErrNotFound). PolicyID, ProfileID, GroupID, PoolID and
@@ -76,7 +81,7 @@ var (
 func (q *queries) CreateTask(ctx context.Context, t *model.Task) error {
 	what := fmt.Sprintf("create task %q", t.Name)
 	undo := sqlbase.AssignID(&t.ID)
-	assignSeq := t.QueueSeq == 0
+	assignSeq, assignOrder, rank := t.QueueSeq == 0, t.QueueOrder == 0, t.QueueRank
 	err := q.atomic(ctx, func(q *queries) error {
 		if assignSeq {
 			return sqlbase.InsertNumbered(ctx, q.Q, what, store.ErrNotFound, taskInsert, "tasks", t, "queue_seq", SeqTaskQueue, &t.QueueSeq)
@@ -84,7 +89,15 @@ func (q *queries) CreateTask(ctx context.Context, t *model.Task) error {
 		if err := q.Dialect().AdvanceSeq(ctx, q.Conn(), SeqTaskQueue, t.QueueSeq); err != nil {
 			return fmt.Errorf("%s: advance queue sequence: %w", what, err)
 		}
-		_, err := q.Write(ctx, what, store.ErrNotFound, taskInsert.Insert("tasks"), taskInsert.Values(t)...)
+		if assignOrder {
+			t.QueueOrder = t.QueueSeq
+		}
+		r, err := q.projectRank(ctx, t.TenantID, t.GroupID, t.ProjectID)
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		t.QueueRank = r
+		_, err = q.Write(ctx, what, store.ErrNotFound, taskInsert.Insert("tasks"), taskInsert.Values(t)...)
 		return err
 	})
 	if err != nil {
@@ -92,6 +105,10 @@ func (q *queries) CreateTask(ctx context.Context, t *model.Task) error {
 		if assignSeq {
 			t.QueueSeq = 0
 		}
+		if assignOrder {
+			t.QueueOrder = 0
+		}
+		t.QueueRank = rank
 	}
 	return err
 }
@@ -158,14 +175,14 @@ func (q *queries) CountTasks(ctx context.Context, tenantID string, f store.TaskF
 	return n, nil
 }
 
-// CountQueuedAhead counts the queued tasks of a compute resource with a
-// smaller QueueSeq than seq: a task's place in its queue.
-func (q *queries) CountQueuedAhead(ctx context.Context, tenantID, computeResourceID string, seq int64) (int, error) {
+// CountQueuedAhead counts the queued tasks of a compute resource ahead of
+// the place at in queue order: a task's place in its queue.
+func (q *queries) CountQueuedAhead(ctx context.Context, tenantID, computeResourceID string, at store.QueuePlace) (int, error) {
 	var n int
 	if err := q.QueryRow(ctx,
 		`SELECT COUNT(*) FROM tasks
-		WHERE tenant_id = ? AND compute_resource_id = ? AND status = ? AND queue_seq < ?`,
-		tenantID, computeResourceID, string(model.TaskQueued), seq).Scan(&n); err != nil {
+		WHERE tenant_id = ? AND compute_resource_id = ? AND status = ? AND `+aheadOf,
+		append([]any{tenantID, computeResourceID, string(model.TaskQueued)}, placeArgs(at)...)...).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count queued ahead in compute resource %s: %w", computeResourceID, err)
 	}
 	return n, nil

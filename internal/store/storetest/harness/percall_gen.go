@@ -502,8 +502,30 @@ func (pc perCall) CountTasks(ctx context.Context, tenantID string, f store.TaskF
 	return call(ctx, pc.s, func(tx store.Queries) (int, error) { return tx.CountTasks(ctx, tenantID, f) })
 }
 
-func (pc perCall) CountQueuedAhead(ctx context.Context, tenantID string, computeResourceID string, seq int64) (int, error) {
-	return call(ctx, pc.s, func(tx store.Queries) (int, error) { return tx.CountQueuedAhead(ctx, tenantID, computeResourceID, seq) })
+func (pc perCall) CountQueuedAhead(ctx context.Context, tenantID string, computeResourceID string, at store.QueuePlace) (int, error) {
+	return call(ctx, pc.s, func(tx store.Queries) (int, error) { return tx.CountQueuedAhead(ctx, tenantID, computeResourceID, at) })
+}
+
+func (pc perCall) ListQueued(ctx context.Context, tenantID string, computeResourceID string, limit int) ([]*model.Task, error) {
+	return call(ctx, pc.s, func(tx store.Queries) ([]*model.Task, error) {
+		return tx.ListQueued(ctx, tenantID, computeResourceID, limit)
+	})
+}
+
+func (pc perCall) ProjectPriorities(ctx context.Context, tenantID string, groupID string) ([]string, error) {
+	return call(ctx, pc.s, func(tx store.Queries) ([]string, error) { return tx.ProjectPriorities(ctx, tenantID, groupID) })
+}
+
+func (pc perCall) SetProjectPriorities(ctx context.Context, tenantID string, groupID string, projectIDs []string) error {
+	return pc.s.InTx(ctx, func(tx store.Queries) error { return tx.SetProjectPriorities(ctx, tenantID, groupID, projectIDs) })
+}
+
+func (pc perCall) MoveQueuedTask(ctx context.Context, tenantID string, m store.QueueMove) (r0 int, r1 int, err error) {
+	err = pc.s.InTx(ctx, func(tx store.Queries) (err error) {
+		r0, r1, err = tx.MoveQueuedTask(ctx, tenantID, m)
+		return err
+	})
+	return r0, r1, err
 }
 
 func (pc perCall) InsertAudit(ctx context.Context, e *model.AuditEntry) error {

@@ -55,7 +55,7 @@ func LocalRuns(t *testing.T, setup harness.Setup) {
 		want := moved
 		want.CreatedAt, want.UpdatedAt = harness.Norm(moved.CreatedAt), harness.Norm(moved.UpdatedAt)
 		harness.CheckEqual(t, "GetTask", got, &want)
-		n, err := b.Store.CountQueuedAhead(b.Ctx, b.Tenant.ID, q.CR.ID, moved.QueueSeq)
+		n, err := b.Store.CountQueuedAhead(b.Ctx, b.Tenant.ID, q.CR.ID, store.PlaceOf(&moved))
 		harness.Must(t, err)
 		if n != 1 {
 			t.Fatalf("queued ahead of the moved run: %d, want 1", n)

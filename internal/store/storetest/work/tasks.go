@@ -24,6 +24,7 @@ func Tasks(t *testing.T, setup harness.Setup) {
 	taskPages(t, setup)
 	taskFilters(t, setup)
 	taskQueueOrder(t, setup)
+	taskQueueMoves(t, setup)
 }
 
 // taskCreation checks that a task is stored as enqueued: every field, what
@@ -331,11 +332,11 @@ func taskQueueOrder(t *testing.T, setup harness.Setup) {
 			{t5.QueueSeq, 2},
 			{t5.QueueSeq + 1, 3},
 		} {
-			n, err := b.Store.CountQueuedAhead(b.Ctx, b.Tenant.ID, q1.CR.ID, c.seq)
+			n, err := b.Store.CountQueuedAhead(b.Ctx, b.Tenant.ID, q1.CR.ID, store.QueuePlace{Rank: model.QueueRankUnlisted, Order: c.seq, Seq: c.seq})
 			harness.Must(t, err)
 			harness.CheckEqual(t, fmt.Sprintf("ahead of %d", c.seq), n, c.want)
 		}
-		n, err := b.Store.CountQueuedAhead(b.Ctx, b.Other.ID, q1.CR.ID, t5.QueueSeq+1)
+		n, err := b.Store.CountQueuedAhead(b.Ctx, b.Other.ID, q1.CR.ID, store.QueuePlace{Rank: model.QueueRankUnlisted, Order: t5.QueueSeq + 1, Seq: t5.QueueSeq + 1})
 		harness.Must(t, err)
 		harness.CheckEqual(t, "ahead, seen from another tenant", n, 0)
 	})
