@@ -175,6 +175,9 @@ func (Dialect) AdvanceSeq(ctx context.Context, c sqlstore.Conn, seq sqlstore.Seq
 // prepared statements.
 func (Dialect) PrepareStatements() bool { return false }
 
-// SeqExpr takes nextval within the statement. The name is a constant of
-// the store's (sqlbase.Sequence), never input.
-func (Dialect) SeqExpr(seq sqlstore.Sequence) string { return `nextval('` + string(seq) + `')` }
+// SeqExpr takes nextval within the statement, and currval for a later
+// column of the row (PostgreSQL evaluates a row's values in order). The
+// name is a constant of the store's (sqlbase.Sequence), never input.
+func (Dialect) SeqExpr(seq sqlstore.Sequence) (next, again string) {
+	return `nextval('` + string(seq) + `')`, `currval('` + string(seq) + `')`
+}

@@ -187,4 +187,4 @@ func (Dialect) AdvanceSeq(ctx context.Context, c sqlstore.Conn, seq sqlstore.Seq
 func (Dialect) PrepareStatements() bool { return true }
 
 // SeqExpr is "": a counter row is raised by a statement of its own.
-func (Dialect) SeqExpr(sqlstore.Sequence) string { return "" }
+func (Dialect) SeqExpr(sqlstore.Sequence) (next, again string) { return "", "" }

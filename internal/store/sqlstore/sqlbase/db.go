@@ -85,8 +85,10 @@ type Dialect interface {
 	// SeqExpr is an SQL expression that takes the next value of a counter
 	// within the statement it is written in, as NextSeq would (nextval on
 	// PostgreSQL), so that an insert takes its number in its own round
-	// trip; "" where a counter needs a statement of its own (SQLite).
-	SeqExpr(seq Sequence) string
+	// trip, and again one that is the value next took, for a later column
+	// of the same row (currval); both "" where a counter needs a statement
+	// of its own (SQLite).
+	SeqExpr(seq Sequence) (next, again string)
 	// SkipLocked is the clause that makes a subquery pick a row no other
 	// transaction holds (" FOR UPDATE SKIP LOCKED"), or "" where writers
 	// are serialised anyway.

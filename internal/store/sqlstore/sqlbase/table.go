@@ -136,7 +136,7 @@ func value(field any) any {
 // can take the number inside the INSERT (Dialect.SeqExpr) it is one round
 // trip rather than two: an enqueue's and an audit entry's.
 func InsertNumbered[T any](ctx context.Context, q *Q, what string, onForeignKey error, t Table[T], table string, v *T, col string, seq Sequence, num *int64) error {
-	expr := q.Dialect().SeqExpr(seq)
+	expr, _ := q.Dialect().SeqExpr(seq)
 	if expr == "" {
 		n, err := q.Dialect().NextSeq(ctx, q.Conn(), seq)
 		if err != nil {
