@@ -388,7 +388,10 @@ func (l *Loop) PassTenant(ctx context.Context, tenantID string) (Report, error) 
 }
 
 func (l *Loop) budgetUsed(ctx context.Context, tenantID string, e *estate.Estate, pauses []*model.EnginePause, now time.Time) (map[string]int64, error) {
-	budgeted := engine.Budgeted(e.Policies)
+	// A department's budget covers its teams' work: their intervals are
+	// read too, and charged up the tree.
+	parents := e.PolicyParents()
+	budgeted := engine.BudgetedInTree(e.Policies, parents)
 	if len(budgeted) == 0 {
 		return nil, nil
 	}
@@ -396,7 +399,7 @@ func (l *Loop) budgetUsed(ctx context.Context, tenantID string, e *estate.Estate
 	if err != nil {
 		return nil, err
 	}
-	return engine.BudgetUsed(e.Policies, intervals, pauses, now), nil
+	return engine.BudgetUsedInTree(e.Policies, parents, intervals, pauses, now), nil
 }
 
 // poolWorkers tells the snapshot which pools have a worker online, when one

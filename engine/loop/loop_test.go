@@ -377,3 +377,59 @@ func TestADisableDuringAPassPlacesNothing(t *testing.T) {
 		}
 	})
 }
+
+// departmentBudgetEstate is budgetEstate with the budget on a department
+// above V, V having none of its own.
+const departmentBudgetEstate = `apiVersion: klique/v1
+kind: Estate
+gpuClasses:
+  - {name: h100, memoryGb: 80}
+pools:
+  - {name: p1, kind: kubernetes, capacity: 8, gpuClass: h100}
+profiles:
+  - {name: one-gpu, size: 1, timeWeight: 1, pools: [p1]}
+departments:
+  - {name: D}
+groups:
+  - {name: V, department: D}
+policies:
+  - department: D
+    limit: 8
+    timeBudget: {hours: 4, period: week}
+  - group: V
+    limit: 8
+    computeResources: [{name: 1 GPU, profile: one-gpu}]
+projects:
+  - {name: research}
+`
+
+// TestLoopDepartmentTimeBudget: a department's time budget is charged its
+// teams' work (the loop reads the intervals of the policies below it), its
+// policy view shows the use, and when it is used up the pass preempts the
+// teams' budgeted work, naming the department.
+func TestLoopDepartmentTimeBudget(t *testing.T) {
+	forEachStore(t, func(t *testing.T, w *world) {
+		w.apply(departmentBudgetEstate)
+		vic := w.member("vic", "V")
+		tasks := w.enqueue(vic, "1 GPU", "research", 2)
+		if rep := w.pass(); rep.Placed != 2 {
+			t.Fatalf("placed %d", rep.Placed)
+		}
+		w.Clock.Add(time.Hour)
+		views, err := w.Svc.PolicyViews(w.Admin, "D")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(views) != 1 || views[0].Budget == nil || views[0].Budget.Used != 2_000_000 {
+			t.Fatalf("department D's views %+v, want its budget charged V's 2 budget hours", views)
+		}
+		w.Clock.Add(time.Hour)
+		if rep := w.pass(); rep.Preempted != 2 {
+			t.Fatalf("report %+v, want both of V's tasks preempted for D's budget", rep)
+		}
+		got := w.task(tasks[1].ID)
+		if got.Status != model.TaskQueued || !strings.Contains(got.Reason, "time budget used up") || !strings.Contains(got.Reason, "D") {
+			t.Fatalf("task %s: %q", got.Status, got.Reason)
+		}
+	})
+}

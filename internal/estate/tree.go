@@ -161,3 +161,21 @@ func (e *Estate) EffectiveLimit(id string) (limit int, ok bool) {
 func (e *Estate) departmentDepth(id string) int {
 	return len(e.Ancestors(id)) + 1
 }
+
+// PolicyParents maps each policy's id to the id of the policy of the
+// nearest department above its group that has one (a department without
+// a policy has no budget to charge), leaving out policies with none above
+// them: the tree engine.BudgetUsedInTree charges a team's work up. A flat
+// estate gives an empty map.
+func (e *Estate) PolicyParents() map[string]string {
+	out := map[string]string{}
+	for _, pol := range e.Policies {
+		for _, a := range e.Ancestors(pol.GroupID) {
+			if up := e.PolicyOfGroup(a.ID); up != nil {
+				out[pol.ID] = up.ID
+				break
+			}
+		}
+	}
+	return out
+}

@@ -120,7 +120,10 @@ func (s *Allocation) policyView(ctx context.Context, tenantID string, e, full *e
 // budgetUsed is what each budgeted policy of a tenant has been charged in
 // its current period, computed the way the engine computes it.
 func (s *Allocation) budgetUsed(ctx context.Context, tenantID string, e *estate.Estate, now time.Time) (map[string]int64, error) {
-	budgeted := engine.Budgeted(e.Policies)
+	// As the engine's loop: a department's budget is charged its teams'
+	// work.
+	parents := e.PolicyParents()
+	budgeted := engine.BudgetedInTree(e.Policies, parents)
 	if len(budgeted) == 0 {
 		return nil, nil
 	}
@@ -133,7 +136,7 @@ func (s *Allocation) budgetUsed(ctx context.Context, tenantID string, e *estate.
 	if err != nil {
 		return nil, err
 	}
-	return engine.BudgetUsed(e.Policies, intervals, pauses, now), nil
+	return engine.BudgetUsedInTree(e.Policies, parents, intervals, pauses, now), nil
 }
 
 // OverBudget reports whether the time budget of a compute resource's group
