@@ -133,8 +133,12 @@ func (s *Allocation) CreatePolicy(ctx context.Context, in PolicyInput) (*kernel.
 	})
 }
 
-// UpdatePolicy changes a group's resource policy.
+// UpdatePolicy changes a group's resource policy: an admin's any, a
+// department head's below the department (headPolicy).
 func (s *Allocation) UpdatePolicy(ctx context.Context, ref string, in PolicyInput) (*kernel.EstateResult, error) {
+	if p, err := kernel.Caller(ctx); err == nil && !p.IsAdmin() {
+		return s.headUpdatePolicy(ctx, ref, in)
+	}
 	return s.k.ChangeCallerEstate(ctx, "change resource policies", func(t *kernel.Txn, cur, next *estate.Estate) (string, error) {
 		pol, err := kernel.FindPolicy(next, ref)
 		if err != nil {

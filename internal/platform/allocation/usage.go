@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/klique-ai/klique/internal/estate"
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform/kernel"
 	"github.com/klique-ai/klique/internal/store"
@@ -99,6 +100,13 @@ func (s *Allocation) Usage(ctx context.Context, in UsageQuery) ([]UsageRow, erro
 			return nil, err
 		}
 		q.GroupIDs = []string{g.ID}
+		if g.IsDepartment() {
+			// A department holds no tasks: its usage is its teams'
+			// (those the caller sees).
+			if q.GroupIDs = teamsBelow(e, g.ID); len(q.GroupIDs) == 0 {
+				return nil, nil // (an empty filter would be everyone's)
+			}
+		}
 	}
 	if in.Project != "" {
 		pr, err := kernel.FindProject(e, in.Project)
@@ -122,8 +130,9 @@ func (s *Allocation) Usage(ctx context.Context, in UsageQuery) ([]UsageRow, erro
 	}
 	if !p.IsAdmin() && q.UserID != p.UserID {
 		// Others see their groups' usage (the group of a task or a call,
-		// not the groups of the user who made it).
-		mine := p.GroupIDs()
+		// not the groups of the user who made it), and a department head
+		// the usage of the teams below the department.
+		mine := kernel.OverseenGroupIDs(p, e)
 		if len(q.GroupIDs) == 0 {
 			q.GroupIDs = mine
 		}
@@ -141,6 +150,18 @@ func (s *Allocation) Usage(ctx context.Context, in UsageQuery) ([]UsageRow, erro
 		return nil, s.k.Internal(ctx, err)
 	}
 	return mergeUsage(gpuRows, tokenRows), nil
+}
+
+// teamsBelow returns the ids of the teams below the department with id
+// in e, by name.
+func teamsBelow(e *estate.Estate, id string) []string {
+	ids := []string{}
+	for _, g := range e.Groups {
+		if !g.IsDepartment() && g.ID != id && e.InSubtree(g.ID, id) {
+			ids = append(ids, g.ID)
+		}
+	}
+	return ids
 }
 
 // mergeUsage joins the rows of the two ledgers by the ids of their keys,

@@ -58,12 +58,15 @@ func (k *Kernel) Estate(ctx context.Context) (*estate.Estate, error) {
 // VisibleEstate cuts an estate down to what a non-admin may see. The
 // departments above the caller's groups, and their policies, are part of
 // it: their reservations and limits govern the caller's work, and the
-// engine names them when they hold it. Their other groups are not.
+// engine names them when they hold it. Their other groups are not. A
+// department head sees, besides, everything below the department: its
+// teams and departments, their policies and compute resources (not their
+// projects, which stay their members').
 func VisibleEstate(p *identity.Principal, e *estate.Estate) *estate.Estate {
 	v := &estate.Estate{GPUClasses: e.GPUClasses, Pools: e.Pools, Profiles: e.Profiles}
 	sees := map[string]bool{}
 	for _, g := range e.Groups {
-		if SeesGroup(p, g.ID) {
+		if OverseesGroup(p, e, g.ID) {
 			sees[g.ID] = true
 			for _, a := range e.Ancestors(g.ID) {
 				sees[a.ID] = true
@@ -81,7 +84,7 @@ func VisibleEstate(p *identity.Principal, e *estate.Estate) *estate.Estate {
 		}
 	}
 	for _, cr := range e.ComputeResources {
-		if pol := e.Policy(cr.PolicyID); pol != nil && SeesGroup(p, pol.GroupID) {
+		if pol := e.Policy(cr.PolicyID); pol != nil && OverseesGroup(p, e, pol.GroupID) {
 			v.ComputeResources = append(v.ComputeResources, cr)
 		}
 	}
@@ -100,14 +103,43 @@ func VisibleEstate(p *identity.Principal, e *estate.Estate) *estate.Estate {
 // operation run as p (RunAs) that needs a tenant admin.
 func (k *Kernel) ChangeEstate(ctx context.Context, p *identity.Principal, what string, dryRun bool,
 	mutate func(t *Txn, cur, next *estate.Estate) (string, error)) (*EstateResult, error) {
+	return k.changeEstateAs(ctx, p, RightAdmin, what, dryRun, nil, mutate)
+}
+
+// ChangeDelegatedEstate is ChangeCallerEstate for a change an admin
+// delegates down the organisation tree (a department head's change of a
+// policy below the department): it asks nothing of the caller up front,
+// and mutate checks, against the estate it changes, that the caller may
+// make this change (writing included). Everything else (the lock, validating the whole estate, the
+// audit entry per changed object) is ChangeEstate's. What mutate writes
+// to *by ("by ann, head of department research") ends each audit entry's
+// detail, so the trail says under which right the change was made.
+func (k *Kernel) ChangeDelegatedEstate(ctx context.Context, what string,
+	mutate func(t *Txn, cur, next *estate.Estate, by *string) (string, error)) (*EstateResult, error) {
+	p, err := Caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var by string
+	return k.changeEstateAs(ctx, p, RightRead, what, false, &by, func(t *Txn, cur, next *estate.Estate) (string, error) {
+		return mutate(t, cur, next, &by)
+	})
+}
+
+func (k *Kernel) changeEstateAs(ctx context.Context, p *identity.Principal, right Right, what string, dryRun bool, by *string,
+	mutate func(t *Txn, cur, next *estate.Estate) (string, error)) (*EstateResult, error) {
 	unlock := func() {}
 	defer func() { unlock() }()
 	res, err := RunAs(ctx, k, p, Op[*EstateResult]{
-		Name: "changeEstate", Right: RightAdmin, What: what,
+		Name: "changeEstate", Right: right, What: what,
 		// Changes of one tenant's model are made one at a time.
 		Prepare: func(p *identity.Principal) error { unlock = k.LockEstate(p.TenantID); return nil },
 		Body: func(t *Txn) (*EstateResult, Audit, error) {
-			return k.changeEstate(t, dryRun, mutate)
+			res, a, err := k.changeEstate(t, dryRun, mutate)
+			if by != nil && *by != "" {
+				a = a.noted(*by)
+			}
+			return res, a, err
 		},
 	})
 	if err != nil {
@@ -165,6 +197,19 @@ func (k *Kernel) changeEstate(t *Txn, dryRun bool, mutate func(t *Txn, cur, next
 	}
 	entries, err := writeChanges(t, cur, next, res.Changes)
 	return res, Entries(entries...), err
+}
+
+// noted ends the detail of a and of each further entry with note.
+func (a Audit) noted(note string) Audit {
+	if a.Action != "" {
+		a.Detail += " (" + note + ")"
+	}
+	also := make([]Audit, len(a.Also))
+	for i, b := range a.Also {
+		also[i] = b.noted(note)
+	}
+	a.Also = also
+	return a
 }
 
 // writeChanges writes the changes of an estate change and returns the

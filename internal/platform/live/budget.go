@@ -81,7 +81,7 @@ func (s *Live) SubscribeBudgetBurn(ctx context.Context, policyRef string) (<-cha
 	}
 	return pump(ctx, s, r, release, []*BudgetBurnUpdate{first},
 		func(p *identity.Principal, u *BudgetBurnUpdate) (*BudgetBurnUpdate, bool) {
-			return u, p.TenantID == u.TenantID && kernel.SeesGroup(p, u.GroupID)
+			return u, p.TenantID == u.TenantID && (kernel.SeesGroup(p, u.GroupID) || s.headAbove(ctx, p, u.GroupID))
 		}), nil
 }
 

@@ -73,12 +73,47 @@ func (s *Live) SubscribeQueue(ctx context.Context, computeResourceRef string) (<
 	if err != nil {
 		return nil, s.failSubscription(ctx, err, r.Close, release)
 	}
-	return pump(ctx, s, r, release, []*QueueUpdate{first}, checkQueue), nil
+	return pump(ctx, s, r, release, []*QueueUpdate{first}, s.checkQueue(ctx)), nil
 }
 
-// checkQueue lets through what p may see of a queue update.
+// checkQueue lets through what p may see of a queue update: a member
+// (or admin) the whole update, the head of a department above the queue's
+// group its places only (kernel.QueuePlace), no task contents.
+func (s *Live) checkQueue(ctx context.Context) func(p *identity.Principal, u *QueueUpdate) (*QueueUpdate, bool) {
+	return func(p *identity.Principal, u *QueueUpdate) (*QueueUpdate, bool) {
+		if p.TenantID != u.TenantID {
+			return nil, false
+		}
+		if kernel.SeesGroup(p, u.GroupID) {
+			return checkQueue(p, u)
+		}
+		if !s.headAbove(ctx, p, u.GroupID) {
+			return nil, false
+		}
+		c := *u
+		c.Task = kernel.QueuePlace(u.Task)
+		c.Waiting, c.Running = make([]QueuedTask, len(u.Waiting)), make([]*model.Task, len(u.Running))
+		for i, w := range u.Waiting {
+			c.Waiting[i] = QueuedTask{Position: w.Position, Reason: w.Reason, Task: kernel.QueuePlace(w.Task)}
+		}
+		for i, t := range u.Running {
+			c.Running[i] = kernel.QueuePlace(t)
+		}
+		return &c, true
+	}
+}
+
+// headAbove reports whether p heads a department above the group with
+// id, in its tenant's current estate.
+func (s *Live) headAbove(ctx context.Context, p *identity.Principal, groupID string) bool {
+	e, err := s.k.CurrentEstate(ctx, s.k.Store, p.TenantID)
+	return err == nil && kernel.HeadAbove(p, e, groupID) != nil
+}
+
+// checkQueue lets through what a member of the queue's group (or an
+// admin) p may see of a queue update.
 func checkQueue(p *identity.Principal, u *QueueUpdate) (*QueueUpdate, bool) {
-	if p.TenantID != u.TenantID || !kernel.SeesGroup(p, u.GroupID) {
+	if !kernel.SeesGroup(p, u.GroupID) {
 		return nil, false
 	}
 	if p.ProjectID == "" {

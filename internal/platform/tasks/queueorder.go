@@ -23,13 +23,26 @@ import (
 // from the same index walk it always did.
 
 // OrdersQueue reports whether p may set a group's project priority and
-// reorder its queues: a lead of the group who may write, or an admin, with
-// a credential not scoped to one project.
-func OrdersQueue(p *identity.Principal, groupID string) bool {
+// reorder its queues: a lead of the group or the head of a department
+// above it (e is the tenant's whole estate), who may write, or an admin,
+// with a credential not scoped to one project.
+func OrdersQueue(p *identity.Principal, e *estate.Estate, groupID string) bool {
 	if p.ProjectID != "" || !p.CanWrite() {
 		return false
 	}
-	return p.IsAdmin() || p.LeadOf(groupID)
+	return p.IsAdmin() || p.LeadOf(groupID) || kernel.HeadAbove(p, e, groupID) != nil
+}
+
+// orderedBy names who ordered a group's queue in its audit entry: a
+// department head says so, as the head of which department.
+func orderedBy(p *identity.Principal, e *estate.Estate, groupID string) string {
+	if p.IsAdmin() || p.LeadOf(groupID) {
+		return ""
+	}
+	if d := kernel.HeadAbove(p, e, groupID); d != nil {
+		return fmt.Sprintf(" (by %s, head of department %s)", p.UserName, d.Name)
+	}
+	return ""
 }
 
 // ProjectPriority is a team's project priority: its projects in the order
@@ -85,8 +98,8 @@ func (s *Tasks) SetProjectPriorities(ctx context.Context, groupRef string, proje
 			if err != nil {
 				return nil, kernel.Audit{}, err
 			}
-			if !OrdersQueue(t.P, g.ID) {
-				return nil, kernel.Audit{}, kernel.Forbidden("only a lead of group %s or an admin can set its project priority", g.Name)
+			if !OrdersQueue(t.P, e, g.ID) {
+				return nil, kernel.Audit{}, kernel.Forbidden("only a lead of group %s or an admin can set its project priority (or the head of a department above it)", g.Name)
 			}
 			projects, err := teamProjects(t.P, e, g, projectRefs)
 			if err != nil {
@@ -109,18 +122,19 @@ func (s *Tasks) SetProjectPriorities(ctx context.Context, groupRef string, proje
 						ObjectID: cr.ID, ObjectName: cr.Name, GroupID: g.ID, At: t.Now})
 				}
 			}
-			detail := fmt.Sprintf("project priority of group %s: %s (was: %s)", g.Name,
-				projectNames(projects), projectNames(projectsOf(e, before)))
+			detail := fmt.Sprintf("project priority of group %s: %s (was: %s)%s", g.Name,
+				projectNames(projects), projectNames(projectsOf(e, before)), orderedBy(t.P, e, g.ID))
 			return &ProjectPriority{Group: g, Projects: projects},
 				kernel.Audit{Action: "group.project_priority_set", Kind: "group", ID: g.ID, Name: g.Name, GroupID: g.ID, Detail: detail}, nil
 		}})
 }
 
-// visibleGroup finds a group p sees; another's is not found, as access.md
-// says of groups.
+// visibleGroup finds a group p sees (a member, or the head of a
+// department above it); another's is not found, as access.md says of
+// groups.
 func visibleGroup(p *identity.Principal, e *estate.Estate, ref string) (*model.Group, error) {
 	g, err := kernel.FindGroup(e, ref)
-	if err != nil || !kernel.SeesGroup(p, g.ID) {
+	if err != nil || !kernel.OverseesGroup(p, e, g.ID) {
 		return nil, kernel.NotFound("no group %s", kernel.Quote(ref))
 	}
 	return g, nil
@@ -134,7 +148,7 @@ func teamProjects(p *identity.Principal, e *estate.Estate, g *model.Group, refs 
 	seen := map[string]bool{}
 	for _, ref := range refs {
 		pr, err := kernel.FindProject(e, strings.TrimSpace(ref))
-		if err != nil || pr.GroupID != "" && !kernel.SeesGroup(p, pr.GroupID) {
+		if err != nil || pr.GroupID != "" && !kernel.OverseesGroup(p, e, pr.GroupID) {
 			return nil, kernel.NotFound("no project %s", kernel.Quote(ref))
 		}
 		if pr.GroupID != "" && pr.GroupID != g.ID {
@@ -251,6 +265,9 @@ func (s *Tasks) MoveQueuedTask(ctx context.Context, in QueueMove) (*MovedTask, e
 			if err != nil {
 				return nil, kernel.Audit{}, err
 			}
+			if !kernel.SeesTask(t.P, moved) {
+				moved = kernel.QueuePlace(moved)
+			}
 			where := "to the back"
 			switch {
 			case in.Before != "":
@@ -260,32 +277,43 @@ func (s *Tasks) MoveQueuedTask(ctx context.Context, in QueueMove) (*MovedTask, e
 			case in.ToFront:
 				where = "to the front"
 			}
-			crName := task.ComputeResourceID
+			crName, by := task.ComputeResourceID, ""
 			if e, err := s.k.CurrentEstate(t.Ctx, t.Q, t.P.TenantID); err == nil {
 				if cr := e.ComputeResource(task.ComputeResourceID); cr != nil {
 					crName = cr.Name
 				}
+				by = orderedBy(t.P, e, task.GroupID)
 			}
 			t.Publish(events.Event{TenantID: t.P.TenantID, Kind: "queue.changed", ObjectKind: "compute_resource",
 				ObjectID: task.ComputeResourceID, ObjectName: crName, GroupID: task.GroupID, At: t.Now})
 			return &MovedTask{Task: moved, From: from, To: to}, kernel.Audit{Action: "task.moved", Kind: "task", ID: task.ID, Name: task.Name,
-				GroupID: task.GroupID, Detail: fmt.Sprintf("moved %s in compute resource %s: from position %d to %d", where, crName, from, to)}, nil
+				GroupID: task.GroupID, Detail: fmt.Sprintf("moved %s in compute resource %s: from position %d to %d%s", where, crName, from, to, by)}, nil
 		}})
 }
 
 // waitingTask reads a waiting task p sees (else not found) and, when
-// reorders is set, that p may reorder: of a group p leads, or p is an
-// admin. hint completes the refusal of a task that is not waiting.
+// reorders is set, that p may reorder: of a group p leads or heads a
+// department above, or p is an admin. A head who is not a member of the
+// task's group finds its waiting tasks by id (the queue shows their
+// places) without seeing their contents. hint completes the refusal of a
+// task that is not waiting.
 func (s *Tasks) waitingTask(t *kernel.Txn, id, hint string, reorders bool) (*model.Task, error) {
 	task, err := t.Q.GetTask(t.Ctx, t.P.TenantID, id)
-	if errors.Is(err, store.ErrNotFound) || err == nil && !kernel.SeesTask(t.P, task) {
+	if errors.Is(err, store.ErrNotFound) {
 		return nil, kernel.NotFound("no task %s", kernel.Quote(id))
 	}
 	if err != nil {
 		return nil, err
 	}
-	if reorders && !OrdersQueue(t.P, task.GroupID) {
-		return nil, kernel.Forbidden("only a lead of the task's group or an admin can reorder its queue; task %s is not yours to move", kernel.Quote(task.Name))
+	e, err := s.k.CurrentEstate(t.Ctx, t.Q, t.P.TenantID)
+	if err != nil {
+		return nil, err
+	}
+	if !kernel.SeesTask(t.P, task) && (task.Status != model.TaskQueued || kernel.HeadAbove(t.P, e, task.GroupID) == nil) {
+		return nil, kernel.NotFound("no task %s", kernel.Quote(id))
+	}
+	if reorders && !OrdersQueue(t.P, e, task.GroupID) {
+		return nil, kernel.Forbidden("only a lead of the task's group or an admin can reorder its queue (or the head of a department above it); task %s is not yours to move", kernel.Quote(task.Name))
 	}
 	if task.Status != model.TaskQueued {
 		if hint == "" {

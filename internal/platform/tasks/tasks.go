@@ -365,6 +365,7 @@ func (s *Tasks) Tasks(ctx context.Context, f TaskListFilter, page model.Page) ([
 		return nil, err
 	}
 	sf := store.TaskFilter{Statuses: f.Statuses}
+	placesOnly := false
 	for _, st := range f.Statuses {
 		if !st.Valid() {
 			return nil, kernel.Invalid("status %q is not known", st)
@@ -411,12 +412,23 @@ func (s *Tasks) Tasks(ctx context.Context, f TaskListFilter, page model.Page) ([
 			sf.RestrictToGroups = true
 			sf.GroupIDs = []string{g.ID}
 			sf.VisibleToUserID = ""
+			// A department head sees the group (kernel.OverseesGroup)
+			// without being its member: the tasks' places, not their
+			// contents.
+			placesOnly = !kernel.SeesGroup(p, g.ID)
 		}
 	}
 	if err := kernel.CheckSeqCursor(page); err != nil {
 		return nil, err
 	}
 	ts, err := s.k.Store.ListTasks(ctx, p.TenantID, sf, page, true)
+	if placesOnly {
+		for i, t := range ts {
+			if !kernel.SeesTask(p, t) {
+				ts[i] = kernel.QueuePlace(t)
+			}
+		}
+	}
 	return ts, s.k.Internal(ctx, err)
 }
 
