@@ -358,3 +358,30 @@ func queuePosition(t *testing.T, b *testBundle, task *model.Task) int {
 	platformtest.Must(t, err)
 	return pos
 }
+
+// TestDepartmentHeadFollowsATeamQueue: the head's live queue of a team
+// lists its waiting tasks' places, not their contents; another
+// department's queue is not found.
+func TestDepartmentHeadFollowsATeamQueue(t *testing.T) {
+	forEachStore(t, func(t *testing.T, b *testBundle) {
+		c := setupHeads(t, b)
+		task := enqueue(t, b, c.nlpMember, "nlp-train", "1 GPU", "nlp", map[string]string{"lr": "0.1"})
+		infra := enqueue(t, b, c.infraMember, "infra-jobs", "1 GPU", "infra", nil)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		sub, release, err := b.Svc.OpenSubscriptions(ctx, b.CreateKey(t, "hana", ""))
+		platformtest.Must(t, err)
+		defer release()
+		ch, err := b.Svc.SubscribeQueue(sub, task.ComputeResourceID)
+		platformtest.Must(t, err)
+		u := <-ch
+		if len(u.Waiting) != 1 || u.Waiting[0].Position != 1 || u.Waiting[0].Task.ID != task.ID {
+			t.Fatalf("the head's snapshot of nlp's queue: %+v", u.Waiting)
+		}
+		if spec := u.Waiting[0].Task.Spec; len(spec.Command) != 0 || len(spec.Parameters) != 0 {
+			t.Errorf("the head's live queue shows the task's spec: %+v", spec)
+		}
+		_, err = b.Svc.SubscribeQueue(sub, infra.ComputeResourceID)
+		platformtest.WantError(t, err, platform.CodeNotFound)
+	}, platformtest.WithEvents())
+}
