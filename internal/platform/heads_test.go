@@ -105,9 +105,12 @@ func TestDepartmentHeadSplitsTheDepartment(t *testing.T) {
 			reservation, limit int
 		}{{"vision", 32, 48}, {"nlp", 16, 32}, {"speech", 16, 24}} {
 			before := len(b.AuditLog(t))
-			_, err := b.Svc.UpdatePolicy(c.head, split.group, platform.PolicyInput{ReservationGPUs: ptr(split.reservation), LimitGPUs: ptr(split.limit),
+			res, err := b.Svc.UpdatePolicy(c.head, split.group, platform.PolicyInput{ReservationGPUs: ptr(split.reservation), LimitGPUs: ptr(split.limit),
 				Weight: ptr(2), TimeBudget: &platform.TimeBudgetInput{Hours: 100, Period: model.PeriodWeek}})
 			platformtest.Must(t, err)
+			if res.Estate.GroupByName("infra") != nil || res.Estate.Policy(res.ID) == nil {
+				t.Errorf("the head's reply holds infra, or not the policy changed")
+			}
 			log := b.AuditLog(t)
 			if n := len(log) - before; n != 1 {
 				t.Fatalf("%d audit entries for %s's policy, want 1", n, split.group)

@@ -20,7 +20,34 @@ import (
 // above it may hold.
 
 // headUpdatePolicy is UpdatePolicy for a caller who is not an admin.
+// The result is cut to what the head sees: the estate as VisibleEstate
+// gives it, and only the warnings that estate states too, so that the
+// reply names nothing outside the head's view.
 func (s *Allocation) headUpdatePolicy(ctx context.Context, ref string, in PolicyInput) (*kernel.EstateResult, error) {
+	res, err := s.headChangePolicy(ctx, ref, in)
+	if err != nil || res.Estate == nil {
+		return res, err
+	}
+	p, err := kernel.Caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res.Estate = kernel.VisibleEstate(p, res.Estate)
+	seen := map[string]bool{}
+	for _, w := range res.Estate.Warnings() {
+		seen[w.String()] = true
+	}
+	var kept []estate.Warning
+	for _, w := range res.Warnings {
+		if seen[w.String()] {
+			kept = append(kept, w)
+		}
+	}
+	res.Warnings = kept
+	return res, nil
+}
+
+func (s *Allocation) headChangePolicy(ctx context.Context, ref string, in PolicyInput) (*kernel.EstateResult, error) {
 	return s.k.ChangeDelegatedEstate(ctx, "change resource policies", func(t *kernel.Txn, cur, next *estate.Estate, by *string) (string, error) {
 		p := t.P
 		if p.ProjectID != "" {
