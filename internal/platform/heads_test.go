@@ -206,7 +206,7 @@ func TestDepartmentHeadIsAMembershipOfTheDepartment(t *testing.T) {
 		b.CreateUser(t, "dora", model.RoleMember)
 		dora := b.Key(t, "dora", "")
 		_, err := b.Svc.UpdatePolicy(dora, "nlp", platform.PolicyInput{ReservationGPUs: ptr(8)})
-		platformtest.WantError(t, err, platform.CodeNotFound, "no resource policy 'nlp'")
+		platformtest.WantError(t, err, platform.CodeForbidden, "only a tenant admin can change resource policies")
 
 		t.Log("an admin makes dora research's head through the group's members, audited; she then splits its share")
 		before := len(b.AuditLog(t))
@@ -227,7 +227,7 @@ func TestDepartmentHeadIsAMembershipOfTheDepartment(t *testing.T) {
 		platformtest.WantError(t, err, platform.CodeNotFound, "no group 'research'")
 		platformtest.Must(t, b.Svc.RemoveGroupMember(b.Admin, "research", "dora"))
 		_, err = b.Svc.UpdatePolicy(b.Key(t, "dora", ""), "nlp", platform.PolicyInput{ReservationGPUs: ptr(4)})
-		platformtest.WantError(t, err, platform.CodeNotFound, "no resource policy 'nlp'")
+		platformtest.WantError(t, err, platform.CodeForbidden, "only a tenant admin can change resource policies")
 	})
 }
 

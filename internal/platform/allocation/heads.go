@@ -19,6 +19,17 @@ import (
 // the numbers; and a child's limit may not exceed what the department
 // above it may hold.
 
+// headsAny reports whether the caller is not an admin and heads a
+// department (a viewer who heads one included, to be told why not).
+func (s *Allocation) headsAny(ctx context.Context) bool {
+	p, err := kernel.Caller(ctx)
+	if err != nil || p.IsAdmin() {
+		return false
+	}
+	e, err := s.k.CurrentEstate(ctx, s.k.Store, p.TenantID)
+	return err == nil && kernel.HeadsAny(p, e)
+}
+
 // headUpdatePolicy is UpdatePolicy for a caller who is not an admin.
 // The result is cut to what the head sees: the estate as VisibleEstate
 // gives it, and only the warnings that estate states too, so that the

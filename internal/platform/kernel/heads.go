@@ -32,6 +32,16 @@ func HeadAbove(p *identity.Principal, e *estate.Estate, id string) *model.Group 
 	return nil
 }
 
+// HeadsAny reports whether p heads any department of e.
+func HeadsAny(p *identity.Principal, e *estate.Estate) bool {
+	for _, g := range p.Groups {
+		if g.Role == model.GroupRoleLead && e.Department(g.GroupID) != nil {
+			return true
+		}
+	}
+	return false
+}
+
 // OverseesGroup reports whether p may see a group's policy, compute
 // resources, queues (their state and counts, not their tasks' contents)
 // and usage: as SeesGroup, or as the head of a department above it.
