@@ -12,6 +12,7 @@ import (
 
 	"github.com/klique-ai/klique/graph"
 	"github.com/klique-ai/klique/internal/model"
+	"github.com/klique-ai/klique/internal/platform/allocation"
 	"github.com/klique-ai/klique/internal/platform/platformtest"
 )
 
@@ -152,4 +153,31 @@ func TestQueryDepartments(t *testing.T) {
 			t.Error("a member of no group read department research")
 		}
 	})
+
+	t.Run("a department head sees the teams below and splits the department's share through GraphQL", func(t *testing.T) {
+		head := b.User(t, "hana", model.RoleMember, "lead:research")
+		var resp struct{ Departments []departmentJSON }
+		query(t, r, head, departmentsQuery, &resp)
+		got, _ := json.Marshal(resp)
+		if len(resp.Departments) != 2 || len(resp.Departments[1].Groups) != 2 || strings.Contains(string(got), `"nlp"`) {
+			t.Errorf("the head reads %s", got)
+		}
+		var upd struct {
+			UpdateResourcePolicy struct {
+				ResourcePolicy struct{ ReservationGpus int }
+			}
+		}
+		query(t, r, head, `mutation { updateResourcePolicy(id: "vision", input: {reservationGpus: 10}) { resourcePolicy { reservationGpus } } }`, &upd)
+		if upd.UpdateResourcePolicy.ResourcePolicy.ReservationGpus != 10 {
+			t.Errorf("vision reserves %d after the head's change", upd.UpdateResourcePolicy.ResourcePolicy.ReservationGpus)
+		}
+		if _, err := r.Mutation().UpdateResourcePolicy(head, "research", allocation.PolicyInput{LimitGPUs: ptrTo(100)}); err == nil {
+			t.Error("the head changed the department's own policy")
+		}
+		if _, err := r.Mutation().UpdateResourcePolicy(head, "nlp", allocation.PolicyInput{LimitGPUs: ptrTo(1)}); err == nil {
+			t.Error("the head changed nlp's policy, outside the department")
+		}
+	})
 }
+
+func ptrTo[T any](v T) *T { return &v }
