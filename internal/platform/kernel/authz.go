@@ -17,6 +17,9 @@ import (
 //
 //   platform admin  everything a tenant admin does, plus creating tenants
 //   tenant admin    the allocation model, users, groups, projects, every task
+//   department head a lead of a department: changes the policies below it
+//                   within its share, sees their queues and usage (not task
+//                   contents), orders their queues (heads.go)
 //   group lead      a member who also manages the group's members and tasks
 //   member          enqueues on the compute resources of its groups, sees its
 //                   groups' policies, queues and tasks, aborts its own tasks
