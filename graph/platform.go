@@ -34,6 +34,7 @@ type AllocationPlatform interface {
 	Department(ctx context.Context, ref string) (*model.Group, error)
 	DepartmentChildren(ctx context.Context, id string) (departments, groups []*model.Group, err error)
 	Departments(ctx context.Context) ([]*model.Group, error)
+	PolicyTree(ctx context.Context, rootRef string) ([]*platform.TreeNode, error)
 	DeleteGroup(ctx context.Context, ref string) (*platform.EstateResult, error)
 	DeletePolicy(ctx context.Context, ref string) (*platform.EstateResult, error)
 	DeletePool(ctx context.Context, ref string) (*platform.EstateResult, error)

@@ -17,8 +17,10 @@ import (
 // figures count everything below it, as its policy does.
 type TreeNode struct {
 	Group *model.Group
-	// Depth is 0 directly under the tenant.
-	Depth int
+	// Depth is 0 at the top of the tree returned; Parent names the
+	// department the node sits in there ("" at the top).
+	Depth  int
+	Parent string
 	// Policy is the node's own resource policy, nil when it has none (a
 	// department without one only gathers its children).
 	Policy *model.ResourcePolicy
@@ -166,9 +168,21 @@ func (t *treeBuild) node(ctx context.Context, g *model.Group, depth int) (*TreeN
 		if err != nil {
 			return nil, err
 		}
+		cn.Parent = g.Name
 		n.Children = append(n.Children, cn)
 	}
 	return n, nil
+}
+
+// Flatten lists a tree depth first: each node followed by the nodes in
+// it, in order.
+func Flatten(nodes []*TreeNode) []*TreeNode {
+	var out []*TreeNode
+	for _, n := range nodes {
+		out = append(out, n)
+		out = append(out, Flatten(n.Children)...)
+	}
+	return out
 }
 
 // borrowed is what a group's own work holds above its reservation.
