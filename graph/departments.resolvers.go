@@ -11,6 +11,7 @@ import (
 	"github.com/klique-ai/klique/graph/gqlmodel"
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform/allocation"
+	"github.com/klique-ai/klique/internal/platform/view"
 )
 
 // Parent is the resolver for the parent field.
@@ -58,17 +59,17 @@ func (r *departmentResolver) EffectiveLimitGpus(ctx context.Context, obj *model.
 }
 
 // ID is the resolver for the id field.
-func (r *policyTreeNodeResolver) ID(ctx context.Context, obj *allocation.TreeNode) (string, error) {
+func (r *policyTreeNodeResolver) ID(ctx context.Context, obj *view.TreeNode) (string, error) {
 	return obj.Group.ID, nil
 }
 
 // Name is the resolver for the name field.
-func (r *policyTreeNodeResolver) Name(ctx context.Context, obj *allocation.TreeNode) (string, error) {
+func (r *policyTreeNodeResolver) Name(ctx context.Context, obj *view.TreeNode) (string, error) {
 	return obj.Group.Name, nil
 }
 
 // Kind is the resolver for the kind field.
-func (r *policyTreeNodeResolver) Kind(ctx context.Context, obj *allocation.TreeNode) (gqlmodel.TreeNodeKind, error) {
+func (r *policyTreeNodeResolver) Kind(ctx context.Context, obj *view.TreeNode) (gqlmodel.TreeNodeKind, error) {
 	if obj.Group.IsDepartment() {
 		return gqlmodel.TreeNodeKindDepartment, nil
 	}
@@ -76,7 +77,7 @@ func (r *policyTreeNodeResolver) Kind(ctx context.Context, obj *allocation.TreeN
 }
 
 // Parent is the resolver for the parent field.
-func (r *policyTreeNodeResolver) Parent(ctx context.Context, obj *allocation.TreeNode) (*string, error) {
+func (r *policyTreeNodeResolver) Parent(ctx context.Context, obj *view.TreeNode) (*string, error) {
 	if obj.Parent == "" {
 		return nil, nil
 	}
@@ -84,12 +85,12 @@ func (r *policyTreeNodeResolver) Parent(ctx context.Context, obj *allocation.Tre
 }
 
 // Level is the resolver for the level field.
-func (r *policyTreeNodeResolver) Level(ctx context.Context, obj *allocation.TreeNode) (int, error) {
+func (r *policyTreeNodeResolver) Level(ctx context.Context, obj *view.TreeNode) (int, error) {
 	return obj.Depth, nil
 }
 
 // LimitGpus is the resolver for the limitGpus field.
-func (r *policyTreeNodeResolver) LimitGpus(ctx context.Context, obj *allocation.TreeNode) (*int, error) {
+func (r *policyTreeNodeResolver) LimitGpus(ctx context.Context, obj *view.TreeNode) (*int, error) {
 	if obj.Policy == nil {
 		return nil, nil
 	}
@@ -98,27 +99,27 @@ func (r *policyTreeNodeResolver) LimitGpus(ctx context.Context, obj *allocation.
 }
 
 // HeldGpus is the resolver for the heldGpus field.
-func (r *policyTreeNodeResolver) HeldGpus(ctx context.Context, obj *allocation.TreeNode) (float64, error) {
+func (r *policyTreeNodeResolver) HeldGpus(ctx context.Context, obj *view.TreeNode) (float64, error) {
 	return obj.Held.Float(), nil
 }
 
 // BorrowedGpus is the resolver for the borrowedGpus field.
-func (r *policyTreeNodeResolver) BorrowedGpus(ctx context.Context, obj *allocation.TreeNode) (float64, error) {
+func (r *policyTreeNodeResolver) BorrowedGpus(ctx context.Context, obj *view.TreeNode) (float64, error) {
 	return obj.Borrowed.Float(), nil
 }
 
 // LentGpus is the resolver for the lentGpus field.
-func (r *policyTreeNodeResolver) LentGpus(ctx context.Context, obj *allocation.TreeNode) (float64, error) {
+func (r *policyTreeNodeResolver) LentGpus(ctx context.Context, obj *view.TreeNode) (float64, error) {
 	return obj.Lent.Float(), nil
 }
 
 // HoldingTasks is the resolver for the holdingTasks field.
-func (r *policyTreeNodeResolver) HoldingTasks(ctx context.Context, obj *allocation.TreeNode) (int, error) {
+func (r *policyTreeNodeResolver) HoldingTasks(ctx context.Context, obj *view.TreeNode) (int, error) {
 	return obj.Holding, nil
 }
 
 // WaitingTasks is the resolver for the waitingTasks field.
-func (r *policyTreeNodeResolver) WaitingTasks(ctx context.Context, obj *allocation.TreeNode) (int, error) {
+func (r *policyTreeNodeResolver) WaitingTasks(ctx context.Context, obj *view.TreeNode) (int, error) {
 	return obj.Waiting, nil
 }
 
@@ -133,7 +134,7 @@ func (r *queryResolver) Department(ctx context.Context, id string) (*model.Group
 }
 
 // PolicyTree is the resolver for the policyTree field.
-func (r *queryResolver) PolicyTree(ctx context.Context, department *string) ([]*allocation.TreeNode, error) {
+func (r *queryResolver) PolicyTree(ctx context.Context, department *string) ([]*view.TreeNode, error) {
 	ref := ""
 	if department != nil {
 		ref = *department

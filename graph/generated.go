@@ -64,6 +64,7 @@ type ResolverRoot interface {
 	LLMRoute() LLMRouteResolver
 	Mutation() MutationResolver
 	PolicyTreeNode() PolicyTreeNodeResolver
+	PolicyTreeUpdate() PolicyTreeUpdateResolver
 	PolicyView() PolicyViewResolver
 	Pool() PoolResolver
 	Profile() ProfileResolver
@@ -815,6 +816,13 @@ type ComplexityRoot struct {
 		Weight             func(childComplexity int) int
 	}
 
+	PolicyTreeUpdate struct {
+		At     func(childComplexity int) int
+		Kind   func(childComplexity int) int
+		Missed func(childComplexity int) int
+		Nodes  func(childComplexity int) int
+	}
+
 	PolicyView struct {
 		BorrowedGpus     func(childComplexity int) int
 		Budget           func(childComplexity int) int
@@ -1191,6 +1199,7 @@ type ComplexityRoot struct {
 		BudgetBurn         func(childComplexity int, policy string) int
 		GatewayTraffic     func(childComplexity int) int
 		PipelineRunChanged func(childComplexity int, id string) int
+		PolicyTree         func(childComplexity int, department *string) int
 		PoolUtilization    func(childComplexity int) int
 		QueueChanged       func(childComplexity int, computeResource string) int
 		ScheduleChanged    func(childComplexity int) int
@@ -1640,19 +1649,22 @@ type MutationResolver interface {
 	DeleteSecret(ctx context.Context, scope string, owner *string, name string) (bool, error)
 }
 type PolicyTreeNodeResolver interface {
-	ID(ctx context.Context, obj *allocation.TreeNode) (string, error)
-	Name(ctx context.Context, obj *allocation.TreeNode) (string, error)
-	Kind(ctx context.Context, obj *allocation.TreeNode) (gqlmodel.TreeNodeKind, error)
-	Parent(ctx context.Context, obj *allocation.TreeNode) (*string, error)
-	Level(ctx context.Context, obj *allocation.TreeNode) (int, error)
+	ID(ctx context.Context, obj *view.TreeNode) (string, error)
+	Name(ctx context.Context, obj *view.TreeNode) (string, error)
+	Kind(ctx context.Context, obj *view.TreeNode) (gqlmodel.TreeNodeKind, error)
+	Parent(ctx context.Context, obj *view.TreeNode) (*string, error)
+	Level(ctx context.Context, obj *view.TreeNode) (int, error)
 
-	LimitGpus(ctx context.Context, obj *allocation.TreeNode) (*int, error)
+	LimitGpus(ctx context.Context, obj *view.TreeNode) (*int, error)
 
-	HeldGpus(ctx context.Context, obj *allocation.TreeNode) (float64, error)
-	BorrowedGpus(ctx context.Context, obj *allocation.TreeNode) (float64, error)
-	LentGpus(ctx context.Context, obj *allocation.TreeNode) (float64, error)
-	HoldingTasks(ctx context.Context, obj *allocation.TreeNode) (int, error)
-	WaitingTasks(ctx context.Context, obj *allocation.TreeNode) (int, error)
+	HeldGpus(ctx context.Context, obj *view.TreeNode) (float64, error)
+	BorrowedGpus(ctx context.Context, obj *view.TreeNode) (float64, error)
+	LentGpus(ctx context.Context, obj *view.TreeNode) (float64, error)
+	HoldingTasks(ctx context.Context, obj *view.TreeNode) (int, error)
+	WaitingTasks(ctx context.Context, obj *view.TreeNode) (int, error)
+}
+type PolicyTreeUpdateResolver interface {
+	Nodes(ctx context.Context, obj *live.PolicyTreeUpdate) ([]*view.TreeNode, error)
 }
 type PolicyViewResolver interface {
 	ReservationGpus(ctx context.Context, obj *view.PolicyView) (int, error)
@@ -1691,7 +1703,7 @@ type QueryResolver interface {
 	Autoscalers(ctx context.Context) ([]*gqlmodel.Autoscaler, error)
 	Departments(ctx context.Context) ([]*model.Group, error)
 	Department(ctx context.Context, id string) (*model.Group, error)
-	PolicyTree(ctx context.Context, department *string) ([]*allocation.TreeNode, error)
+	PolicyTree(ctx context.Context, department *string) ([]*view.TreeNode, error)
 	Engine(ctx context.Context) (*allocation.EngineStatus, error)
 	PolicyView(ctx context.Context, group *string) ([]*view.PolicyView, error)
 	GpuClasses(ctx context.Context, first *int, after *string) (*gqlmodel.GPUClassConnection, error)
@@ -1797,6 +1809,7 @@ type SubscriptionResolver interface {
 	PoolUtilization(ctx context.Context) (<-chan *live.PoolUtilization, error)
 	Workers(ctx context.Context) (<-chan *live.WorkerUpdate, error)
 	BudgetBurn(ctx context.Context, policy string) (<-chan *live.BudgetBurnUpdate, error)
+	PolicyTree(ctx context.Context, department *string) (<-chan *live.PolicyTreeUpdate, error)
 	AppInstanceChanged(ctx context.Context, app *string, id *string) (<-chan *live.AppInstanceUpdate, error)
 	GatewayTraffic(ctx context.Context) (<-chan *live.GatewayTraffic, error)
 	PipelineRunChanged(ctx context.Context, id string) (<-chan *gqlmodel.PipelineRun, error)
@@ -5341,6 +5354,31 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.PolicyTreeNode.Weight(childComplexity), true
 
+	case "PolicyTreeUpdate.at":
+		if e.ComplexityRoot.PolicyTreeUpdate.At == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PolicyTreeUpdate.At(childComplexity), true
+	case "PolicyTreeUpdate.kind":
+		if e.ComplexityRoot.PolicyTreeUpdate.Kind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PolicyTreeUpdate.Kind(childComplexity), true
+	case "PolicyTreeUpdate.missed":
+		if e.ComplexityRoot.PolicyTreeUpdate.Missed == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PolicyTreeUpdate.Missed(childComplexity), true
+	case "PolicyTreeUpdate.nodes":
+		if e.ComplexityRoot.PolicyTreeUpdate.Nodes == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PolicyTreeUpdate.Nodes(childComplexity), true
+
 	case "PolicyView.borrowedGpus":
 		if e.ComplexityRoot.PolicyView.BorrowedGpus == nil {
 			break
@@ -7200,6 +7238,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Subscription.PipelineRunChanged(childComplexity, args["id"].(string)), true
+	case "Subscription.policyTree":
+		if e.ComplexityRoot.Subscription.PolicyTree == nil {
+			break
+		}
+
+		args, err := ec.field_Subscription_policyTree_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Subscription.PolicyTree(childComplexity, args["department"].(*string)), true
 	case "Subscription.poolUtilization":
 		if e.ComplexityRoot.Subscription.PoolUtilization == nil {
 			break
@@ -10931,6 +10980,16 @@ type WorkerUpdate {
   missed: Int!
 }
 
+"The organisation tree's policy view as work waits, is placed and ends."
+type PolicyTreeUpdate {
+  "What prompted the update: snapshot, tick (a minute passed: running work burns budgets), task.enqueued, task.placed, task.completed, resource_policy.updated..."
+  kind: String!
+  at: Time!
+  "The tree as policyTree lists it: depth first, as the caller may see it (from the department asked for)."
+  nodes: [PolicyTreeNode!]!
+  missed: Int!
+}
+
 "A group's time budget as its work burns it."
 type BudgetBurnUpdate {
   """
@@ -10961,6 +11020,8 @@ type Subscription {
   workers: WorkerUpdate!
   "A resource policy's time budget: used, left, burn rate, projected run-out, alerts. policy is its id, or its group's name."
   budgetBurn(policy: ID!): BudgetBurnUpdate!
+  "The policy view of the organisation tree, level by level, as policyTree shows it (from a department or group when department is given)."
+  policyTree(department: ID): PolicyTreeUpdate!
 }
 `, BuiltIn: false},
 	{Name: "../schema/tasks.graphqls", Input: `enum TaskStatus {
@@ -12630,6 +12691,20 @@ func (ec *executionContext) childFields_PolicyTreeNode(ctx context.Context, fiel
 		return ec.fieldContext_PolicyTreeNode_budget(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type PolicyTreeNode", field.Name)
+}
+
+func (ec *executionContext) childFields_PolicyTreeUpdate(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "kind":
+		return ec.fieldContext_PolicyTreeUpdate_kind(ctx, field)
+	case "at":
+		return ec.fieldContext_PolicyTreeUpdate_at(ctx, field)
+	case "nodes":
+		return ec.fieldContext_PolicyTreeUpdate_nodes(ctx, field)
+	case "missed":
+		return ec.fieldContext_PolicyTreeUpdate_missed(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type PolicyTreeUpdate", field.Name)
 }
 
 func (ec *executionContext) childFields_PolicyView(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -16179,6 +16254,20 @@ func (ec *executionContext) field_Subscription_pipelineRunChanged_args(ctx conte
 		return nil, err
 	}
 	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Subscription_policyTree_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "department",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOID2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["department"] = arg0
 	return args, nil
 }
 
@@ -29916,7 +30005,7 @@ func (ec *executionContext) fieldContext_PipelineTaskLink_attempt(_ context.Cont
 	return graphql.NewScalarFieldContext("PipelineTaskLink", field, false, false, "Int")
 }
 
-func (ec *executionContext) _PolicyTreeNode_id(ctx context.Context, field graphql.CollectedField, obj *allocation.TreeNode) (ret graphql.Marshaler) {
+func (ec *executionContext) _PolicyTreeNode_id(ctx context.Context, field graphql.CollectedField, obj *view.TreeNode) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -29939,7 +30028,7 @@ func (ec *executionContext) fieldContext_PolicyTreeNode_id(_ context.Context, fi
 	return graphql.NewScalarFieldContext("PolicyTreeNode", field, true, true, "ID")
 }
 
-func (ec *executionContext) _PolicyTreeNode_name(ctx context.Context, field graphql.CollectedField, obj *allocation.TreeNode) (ret graphql.Marshaler) {
+func (ec *executionContext) _PolicyTreeNode_name(ctx context.Context, field graphql.CollectedField, obj *view.TreeNode) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -29962,7 +30051,7 @@ func (ec *executionContext) fieldContext_PolicyTreeNode_name(_ context.Context, 
 	return graphql.NewScalarFieldContext("PolicyTreeNode", field, true, true, "String")
 }
 
-func (ec *executionContext) _PolicyTreeNode_kind(ctx context.Context, field graphql.CollectedField, obj *allocation.TreeNode) (ret graphql.Marshaler) {
+func (ec *executionContext) _PolicyTreeNode_kind(ctx context.Context, field graphql.CollectedField, obj *view.TreeNode) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -29985,7 +30074,7 @@ func (ec *executionContext) fieldContext_PolicyTreeNode_kind(_ context.Context, 
 	return graphql.NewScalarFieldContext("PolicyTreeNode", field, true, true, "TreeNodeKind")
 }
 
-func (ec *executionContext) _PolicyTreeNode_parent(ctx context.Context, field graphql.CollectedField, obj *allocation.TreeNode) (ret graphql.Marshaler) {
+func (ec *executionContext) _PolicyTreeNode_parent(ctx context.Context, field graphql.CollectedField, obj *view.TreeNode) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -30008,7 +30097,7 @@ func (ec *executionContext) fieldContext_PolicyTreeNode_parent(_ context.Context
 	return graphql.NewScalarFieldContext("PolicyTreeNode", field, true, true, "String")
 }
 
-func (ec *executionContext) _PolicyTreeNode_level(ctx context.Context, field graphql.CollectedField, obj *allocation.TreeNode) (ret graphql.Marshaler) {
+func (ec *executionContext) _PolicyTreeNode_level(ctx context.Context, field graphql.CollectedField, obj *view.TreeNode) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -30031,7 +30120,7 @@ func (ec *executionContext) fieldContext_PolicyTreeNode_level(_ context.Context,
 	return graphql.NewScalarFieldContext("PolicyTreeNode", field, true, true, "Int")
 }
 
-func (ec *executionContext) _PolicyTreeNode_policy(ctx context.Context, field graphql.CollectedField, obj *allocation.TreeNode) (ret graphql.Marshaler) {
+func (ec *executionContext) _PolicyTreeNode_policy(ctx context.Context, field graphql.CollectedField, obj *view.TreeNode) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -30063,7 +30152,7 @@ func (ec *executionContext) fieldContext_PolicyTreeNode_policy(_ context.Context
 	return fc, nil
 }
 
-func (ec *executionContext) _PolicyTreeNode_reservedGpus(ctx context.Context, field graphql.CollectedField, obj *allocation.TreeNode) (ret graphql.Marshaler) {
+func (ec *executionContext) _PolicyTreeNode_reservedGpus(ctx context.Context, field graphql.CollectedField, obj *view.TreeNode) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -30086,7 +30175,7 @@ func (ec *executionContext) fieldContext_PolicyTreeNode_reservedGpus(_ context.C
 	return graphql.NewScalarFieldContext("PolicyTreeNode", field, false, false, "Int")
 }
 
-func (ec *executionContext) _PolicyTreeNode_limitGpus(ctx context.Context, field graphql.CollectedField, obj *allocation.TreeNode) (ret graphql.Marshaler) {
+func (ec *executionContext) _PolicyTreeNode_limitGpus(ctx context.Context, field graphql.CollectedField, obj *view.TreeNode) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -30109,7 +30198,7 @@ func (ec *executionContext) fieldContext_PolicyTreeNode_limitGpus(_ context.Cont
 	return graphql.NewScalarFieldContext("PolicyTreeNode", field, true, true, "Int")
 }
 
-func (ec *executionContext) _PolicyTreeNode_effectiveLimitGpus(ctx context.Context, field graphql.CollectedField, obj *allocation.TreeNode) (ret graphql.Marshaler) {
+func (ec *executionContext) _PolicyTreeNode_effectiveLimitGpus(ctx context.Context, field graphql.CollectedField, obj *view.TreeNode) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -30132,7 +30221,7 @@ func (ec *executionContext) fieldContext_PolicyTreeNode_effectiveLimitGpus(_ con
 	return graphql.NewScalarFieldContext("PolicyTreeNode", field, false, false, "Int")
 }
 
-func (ec *executionContext) _PolicyTreeNode_weight(ctx context.Context, field graphql.CollectedField, obj *allocation.TreeNode) (ret graphql.Marshaler) {
+func (ec *executionContext) _PolicyTreeNode_weight(ctx context.Context, field graphql.CollectedField, obj *view.TreeNode) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -30155,7 +30244,7 @@ func (ec *executionContext) fieldContext_PolicyTreeNode_weight(_ context.Context
 	return graphql.NewScalarFieldContext("PolicyTreeNode", field, false, false, "Int")
 }
 
-func (ec *executionContext) _PolicyTreeNode_heldGpus(ctx context.Context, field graphql.CollectedField, obj *allocation.TreeNode) (ret graphql.Marshaler) {
+func (ec *executionContext) _PolicyTreeNode_heldGpus(ctx context.Context, field graphql.CollectedField, obj *view.TreeNode) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -30178,7 +30267,7 @@ func (ec *executionContext) fieldContext_PolicyTreeNode_heldGpus(_ context.Conte
 	return graphql.NewScalarFieldContext("PolicyTreeNode", field, true, true, "Float")
 }
 
-func (ec *executionContext) _PolicyTreeNode_borrowedGpus(ctx context.Context, field graphql.CollectedField, obj *allocation.TreeNode) (ret graphql.Marshaler) {
+func (ec *executionContext) _PolicyTreeNode_borrowedGpus(ctx context.Context, field graphql.CollectedField, obj *view.TreeNode) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -30201,7 +30290,7 @@ func (ec *executionContext) fieldContext_PolicyTreeNode_borrowedGpus(_ context.C
 	return graphql.NewScalarFieldContext("PolicyTreeNode", field, true, true, "Float")
 }
 
-func (ec *executionContext) _PolicyTreeNode_lentGpus(ctx context.Context, field graphql.CollectedField, obj *allocation.TreeNode) (ret graphql.Marshaler) {
+func (ec *executionContext) _PolicyTreeNode_lentGpus(ctx context.Context, field graphql.CollectedField, obj *view.TreeNode) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -30224,7 +30313,7 @@ func (ec *executionContext) fieldContext_PolicyTreeNode_lentGpus(_ context.Conte
 	return graphql.NewScalarFieldContext("PolicyTreeNode", field, true, true, "Float")
 }
 
-func (ec *executionContext) _PolicyTreeNode_holdingTasks(ctx context.Context, field graphql.CollectedField, obj *allocation.TreeNode) (ret graphql.Marshaler) {
+func (ec *executionContext) _PolicyTreeNode_holdingTasks(ctx context.Context, field graphql.CollectedField, obj *view.TreeNode) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -30247,7 +30336,7 @@ func (ec *executionContext) fieldContext_PolicyTreeNode_holdingTasks(_ context.C
 	return graphql.NewScalarFieldContext("PolicyTreeNode", field, true, true, "Int")
 }
 
-func (ec *executionContext) _PolicyTreeNode_waitingTasks(ctx context.Context, field graphql.CollectedField, obj *allocation.TreeNode) (ret graphql.Marshaler) {
+func (ec *executionContext) _PolicyTreeNode_waitingTasks(ctx context.Context, field graphql.CollectedField, obj *view.TreeNode) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -30270,7 +30359,7 @@ func (ec *executionContext) fieldContext_PolicyTreeNode_waitingTasks(_ context.C
 	return graphql.NewScalarFieldContext("PolicyTreeNode", field, true, true, "Int")
 }
 
-func (ec *executionContext) _PolicyTreeNode_budget(ctx context.Context, field graphql.CollectedField, obj *allocation.TreeNode) (ret graphql.Marshaler) {
+func (ec *executionContext) _PolicyTreeNode_budget(ctx context.Context, field graphql.CollectedField, obj *view.TreeNode) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
 		ec.OperationContext,
@@ -30300,6 +30389,107 @@ func (ec *executionContext) fieldContext_PolicyTreeNode_budget(_ context.Context
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _PolicyTreeUpdate_kind(ctx context.Context, field graphql.CollectedField, obj *live.PolicyTreeUpdate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PolicyTreeUpdate_kind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Kind, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PolicyTreeUpdate_kind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PolicyTreeUpdate", field, false, false, "String")
+}
+
+func (ec *executionContext) _PolicyTreeUpdate_at(ctx context.Context, field graphql.CollectedField, obj *live.PolicyTreeUpdate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PolicyTreeUpdate_at(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.At, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PolicyTreeUpdate_at(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PolicyTreeUpdate", field, false, false, "Time")
+}
+
+func (ec *executionContext) _PolicyTreeUpdate_nodes(ctx context.Context, field graphql.CollectedField, obj *live.PolicyTreeUpdate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PolicyTreeUpdate_nodes(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.PolicyTreeUpdate().Nodes(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*view.TreeNode) graphql.Marshaler {
+			return ec.marshalNPolicyTreeNode2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋviewᚐTreeNodeᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PolicyTreeUpdate_nodes(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "PolicyTreeUpdate",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PolicyTreeNode(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _PolicyTreeUpdate_missed(ctx context.Context, field graphql.CollectedField, obj *live.PolicyTreeUpdate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PolicyTreeUpdate_missed(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Missed, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PolicyTreeUpdate_missed(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PolicyTreeUpdate", field, false, false, "Int")
 }
 
 func (ec *executionContext) _PolicyView_policy(ctx context.Context, field graphql.CollectedField, obj *view.PolicyView) (ret graphql.Marshaler) {
@@ -32940,8 +33130,8 @@ func (ec *executionContext) _Query_policyTree(ctx context.Context, field graphql
 			return ec.Resolvers.Query().PolicyTree(ctx, fc.Args["department"].(*string))
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v []*allocation.TreeNode) graphql.Marshaler {
-			return ec.marshalNPolicyTreeNode2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋallocationᚐTreeNodeᚄ(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v []*view.TreeNode) graphql.Marshaler {
+			return ec.marshalNPolicyTreeNode2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋviewᚐTreeNodeᚄ(ctx, selections, v)
 		},
 		true,
 		true,
@@ -38179,6 +38369,50 @@ func (ec *executionContext) fieldContext_Subscription_budgetBurn(ctx context.Con
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Subscription_budgetBurn_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Subscription_policyTree(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
+	return graphql.ResolveFieldStream(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Subscription_policyTree(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Subscription().PolicyTree(ctx, fc.Args["department"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *live.PolicyTreeUpdate) graphql.Marshaler {
+			return ec.marshalNPolicyTreeUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋliveᚐPolicyTreeUpdate(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Subscription_policyTree(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Subscription",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PolicyTreeUpdate(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Subscription_policyTree_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -52006,7 +52240,7 @@ func (ec *executionContext) _PipelineTaskLink(ctx context.Context, sel ast.Selec
 
 var policyTreeNodeImplementors = []string{"PolicyTreeNode"}
 
-func (ec *executionContext) _PolicyTreeNode(ctx context.Context, sel ast.SelectionSet, obj *allocation.TreeNode) graphql.Marshaler {
+func (ec *executionContext) _PolicyTreeNode(ctx context.Context, sel ast.SelectionSet, obj *view.TreeNode) graphql.Marshaler {
 	fields := graphql.CollectFields(ec.OperationContext, sel, policyTreeNodeImplementors)
 
 	out := graphql.NewFieldSet(fields)
@@ -52104,6 +52338,55 @@ func (ec *executionContext) _PolicyTreeNode(ctx context.Context, sel ast.Selecti
 		case "budget":
 			out.Values[i] = ec._PolicyTreeNode_budget(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var policyTreeUpdateImplementors = []string{"PolicyTreeUpdate"}
+
+func (ec *executionContext) _PolicyTreeUpdate(ctx context.Context, sel ast.SelectionSet, obj *live.PolicyTreeUpdate) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, policyTreeUpdateImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("PolicyTreeUpdate")
+		case "kind":
+			out.Values[i] = ec._PolicyTreeUpdate_kind(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "at":
+			out.Values[i] = ec._PolicyTreeUpdate_at(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "nodes":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._PolicyTreeUpdate_nodes(ctx, field, obj)
+				})
+		case "missed":
+			out.Values[i] = ec._PolicyTreeUpdate_missed(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
 		default:
@@ -54597,6 +54880,8 @@ func (ec *executionContext) _Subscription(ctx context.Context, sel ast.Selection
 		return ec._Subscription_workers(ctx, fields[0])
 	case "budgetBurn":
 		return ec._Subscription_budgetBurn(ctx, fields[0])
+	case "policyTree":
+		return ec._Subscription_policyTree(ctx, fields[0])
 	case "appInstanceChanged":
 		return ec._Subscription_appInstanceChanged(ctx, fields[0])
 	case "gatewayTraffic":
@@ -58264,11 +58549,11 @@ func (ec *executionContext) marshalNPipelineStepState2githubᚗcomᚋkliqueᚑai
 	return v
 }
 
-func (ec *executionContext) marshalNPolicyTreeNode2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋallocationᚐTreeNodeᚄ(ctx context.Context, sel ast.SelectionSet, v []*allocation.TreeNode) graphql.Marshaler {
+func (ec *executionContext) marshalNPolicyTreeNode2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋviewᚐTreeNodeᚄ(ctx context.Context, sel ast.SelectionSet, v []*view.TreeNode) graphql.Marshaler {
 	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
-		return ec.marshalNPolicyTreeNode2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋallocationᚐTreeNode(ctx, sel, v[i])
+		return ec.marshalNPolicyTreeNode2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋviewᚐTreeNode(ctx, sel, v[i])
 	})
 
 	for _, e := range ret {
@@ -58280,12 +58565,20 @@ func (ec *executionContext) marshalNPolicyTreeNode2ᚕᚖgithubᚗcomᚋklique�
 	return ret
 }
 
-func (ec *executionContext) marshalNPolicyTreeNode2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋallocationᚐTreeNode(ctx context.Context, sel ast.SelectionSet, v *allocation.TreeNode) graphql.Marshaler {
+func (ec *executionContext) marshalNPolicyTreeNode2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋviewᚐTreeNode(ctx context.Context, sel ast.SelectionSet, v *view.TreeNode) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "PolicyTreeNode!")
 		return graphql.Null
 	}
 	return ec._PolicyTreeNode(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNPolicyTreeUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋliveᚐPolicyTreeUpdate(ctx context.Context, sel ast.SelectionSet, v *live.PolicyTreeUpdate) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "PolicyTreeUpdate!")
+		return graphql.Null
+	}
+	return ec._PolicyTreeUpdate(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalNPolicyView2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋviewᚐPolicyViewᚄ(ctx context.Context, sel ast.SelectionSet, v []*view.PolicyView) graphql.Marshaler {

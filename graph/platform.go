@@ -170,6 +170,7 @@ type AccessPlatform interface {
 type LivePlatform interface {
 	SubscribeSchedules(ctx context.Context) (<-chan *live.ScheduleUpdate, error)
 	SubscribeBudgetBurn(ctx context.Context, policyRef string) (<-chan *platform.BudgetBurnUpdate, error)
+	SubscribePolicyTree(ctx context.Context, departmentRef string) (<-chan *platform.PolicyTreeUpdate, error)
 	SubscribeGatewayTraffic(ctx context.Context) (<-chan *live.GatewayTraffic, error)
 	SubscribePoolUtilization(ctx context.Context) (<-chan *platform.PoolUtilization, error)
 	SubscribeQueue(ctx context.Context, computeResourceRef string) (<-chan *platform.QueueUpdate, error)

@@ -72,6 +72,7 @@ type (
 	Error                = kernel.Error
 	EstateResult         = kernel.EstateResult
 	BudgetBurnUpdate     = live.BudgetBurnUpdate
+	PolicyTreeUpdate     = live.PolicyTreeUpdate
 	GPUClassUse          = live.GPUClassUse
 	LogUpdate            = live.LogUpdate
 	PoolUse              = live.PoolUse

@@ -12,8 +12,8 @@ import (
 // and ml-research holding 24 GPUs (16 reserved): the Tree page draws
 // research with ml-research and vision indented below it and nlp beside
 // it, each row with its bar and the platform's figures (ml-research 8
-// borrowed, vision and nlp 8 lent); alice, a member of ml-research, sees
-// research and ml-research only.
+// borrowed, vision and nlp 8 lent), and follows a new waiting task live;
+// alice, a member of ml-research, sees research and ml-research only.
 func TestDashboardDrawsTheOrganisationTree(t *testing.T) {
 	requireChromium(t)
 	t.Parallel()
@@ -76,6 +76,13 @@ func TestDashboardDrawsTheOrganisationTree(t *testing.T) {
 		t.Fatalf("the page shows an error:\n%s", pageText(t, ctx, "main"))
 	}
 	screenshot(t, ctx, t.TempDir(), "tree-admin.png")
+
+	// Live: a task vic's group enqueues now waits (no engine runs here),
+	// and the page shows it under vision and research without a reload.
+	ts.mustGQL(t, adminKey, `mutation($in: EnqueueTaskInput!) { enqueueTask(input: $in) { id } }`, map[string]any{"in": map[string]any{
+		"name": "detect", "project": "vision-detect", "group": "vision", "computeResource": "1 GPU", "command": []any{"python", "detect.py"}}})
+	waitForText(t, ctx, `#tree [data-node="vision"] .tree-figures`, "1 waiting", uiWait)
+	waitForText(t, ctx, `#tree [data-node="research"] .tree-figures`, "1 waiting", uiWait)
 
 	// alice sees the department above her group, and her group.
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#signout")),

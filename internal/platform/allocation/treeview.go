@@ -14,34 +14,9 @@ import (
 	"github.com/klique-ai/klique/internal/store"
 )
 
-// TreeNode is the policy view of one node of the organisation tree, a
-// department or a group, with the nodes directly in it. A department's
-// figures count everything below it, as its policy does.
-type TreeNode struct {
-	Group *model.Group
-	// Depth is 0 at the top of the tree returned; Parent names the
-	// department the node sits in there ("" at the top).
-	Depth  int
-	Parent string
-	// Policy is the node's own resource policy, nil when it has none (a
-	// department without one only gathers its children).
-	Policy *model.ResourcePolicy
-	// ReservedGPUs is the node's effective reservation (estate.EffectiveReservation).
-	ReservedGPUs int
-	// EffectiveLimitGPUs is the smallest limit on the node's path to the
-	// tenant, nil when no policy on it sets one.
-	EffectiveLimitGPUs *int
-	// Weight is the node's share of lent GPUs among its siblings.
-	Weight int
-	// Held is what the work below the node holds; Borrowed the part above
-	// its reservation; Lent the part of its idle reservation that groups
-	// outside it use above their own reservations (the smaller of the two).
-	Held, Borrowed, Lent model.MilliGPU
-	Holding, Waiting     int
-	// Budget is the node's time budget, when its policy has one.
-	Budget   *view.BudgetView
-	Children []*TreeNode
-}
+// TreeNode is the policy view of one node of the organisation tree
+// (view.TreeNode).
+type TreeNode = view.TreeNode
 
 // PolicyTree returns the policy view of the organisation tree as the
 // caller may see it, level by level: the nodes directly under the tenant,
@@ -70,7 +45,7 @@ func (s *Allocation) PolicyTree(ctx context.Context, rootRef string) ([]*TreeNod
 	if err != nil {
 		return nil, s.k.Internal(ctx, err)
 	}
-	return VisibleTree(p, nodes, rootID), nil
+	return s.VisibleTree(p, nodes, rootID), nil
 }
 
 // TenantPolicyTree is the policy view of a tenant's whole organisation
@@ -120,7 +95,7 @@ func (s *Allocation) TenantPolicyTree(ctx context.Context, tenantID string, now 
 // departments above them (admins everything), the nodes' figures kept.
 // rootID, when set, keeps only that node and what is below it. The nodes
 // are copies: the live view cuts one tree for many subscribers.
-func VisibleTree(p *identity.Principal, nodes []*TreeNode, rootID string) []*TreeNode {
+func (s *Allocation) VisibleTree(p *identity.Principal, nodes []*TreeNode, rootID string) []*TreeNode {
 	var sees func(n *TreeNode) bool
 	sees = func(n *TreeNode) bool {
 		if kernel.SeesGroup(p, n.Group.ID) {
@@ -227,16 +202,8 @@ func (t *treeBuild) node(ctx context.Context, g *model.Group, depth int) (*TreeN
 	return n, nil
 }
 
-// Flatten lists a tree depth first: each node followed by the nodes in
-// it, in order.
-func Flatten(nodes []*TreeNode) []*TreeNode {
-	var out []*TreeNode
-	for _, n := range nodes {
-		out = append(out, n)
-		out = append(out, Flatten(n.Children)...)
-	}
-	return out
-}
+// Flatten lists a tree depth first (view.Flatten).
+func Flatten(nodes []*TreeNode) []*TreeNode { return view.Flatten(nodes) }
 
 // borrowed is what a group's own work holds above its reservation.
 func (t *treeBuild) borrowed(groupID string) model.MilliGPU {

@@ -32,9 +32,9 @@ export function render(el, { viewer }) {
     }
     replace(body, tree(d.policyTree));
   };
-  // Held GPUs change when work is placed or ends: the pools' utilization
-  // says when; waiting tasks are caught by the poll.
-  return watch([{ name: 'poolUtilization' }], reload, { pollMs: 5000 });
+  // The policyTree subscription tells when work waits, is placed or ends,
+  // or the tree's policies change (and every minute, as budgets burn).
+  return watch([{ name: 'policyTree' }], reload, { pollMs: 5000 });
 }
 
 function legend() {
