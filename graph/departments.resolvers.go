@@ -8,7 +8,10 @@ package graph
 import (
 	"context"
 
+	"github.com/klique-ai/klique/graph/gqlmodel"
 	"github.com/klique-ai/klique/internal/model"
+	"github.com/klique-ai/klique/internal/platform/allocation"
+	"github.com/klique-ai/klique/internal/platform/view"
 )
 
 // Parent is the resolver for the parent field.
@@ -55,6 +58,71 @@ func (r *departmentResolver) EffectiveLimitGpus(ctx context.Context, obj *model.
 	return l.EffectiveLimitGPUs, nil
 }
 
+// ID is the resolver for the id field.
+func (r *policyTreeNodeResolver) ID(ctx context.Context, obj *view.TreeNode) (string, error) {
+	return obj.Group.ID, nil
+}
+
+// Name is the resolver for the name field.
+func (r *policyTreeNodeResolver) Name(ctx context.Context, obj *view.TreeNode) (string, error) {
+	return obj.Group.Name, nil
+}
+
+// Kind is the resolver for the kind field.
+func (r *policyTreeNodeResolver) Kind(ctx context.Context, obj *view.TreeNode) (gqlmodel.TreeNodeKind, error) {
+	if obj.Group.IsDepartment() {
+		return gqlmodel.TreeNodeKindDepartment, nil
+	}
+	return gqlmodel.TreeNodeKindGroup, nil
+}
+
+// Parent is the resolver for the parent field.
+func (r *policyTreeNodeResolver) Parent(ctx context.Context, obj *view.TreeNode) (*string, error) {
+	if obj.Parent == "" {
+		return nil, nil
+	}
+	return &obj.Parent, nil
+}
+
+// Level is the resolver for the level field.
+func (r *policyTreeNodeResolver) Level(ctx context.Context, obj *view.TreeNode) (int, error) {
+	return obj.Depth, nil
+}
+
+// LimitGpus is the resolver for the limitGpus field.
+func (r *policyTreeNodeResolver) LimitGpus(ctx context.Context, obj *view.TreeNode) (*int, error) {
+	if obj.Policy == nil {
+		return nil, nil
+	}
+	l := obj.Policy.LimitGPUs
+	return &l, nil
+}
+
+// HeldGpus is the resolver for the heldGpus field.
+func (r *policyTreeNodeResolver) HeldGpus(ctx context.Context, obj *view.TreeNode) (float64, error) {
+	return obj.Held.Float(), nil
+}
+
+// BorrowedGpus is the resolver for the borrowedGpus field.
+func (r *policyTreeNodeResolver) BorrowedGpus(ctx context.Context, obj *view.TreeNode) (float64, error) {
+	return obj.Borrowed.Float(), nil
+}
+
+// LentGpus is the resolver for the lentGpus field.
+func (r *policyTreeNodeResolver) LentGpus(ctx context.Context, obj *view.TreeNode) (float64, error) {
+	return obj.Lent.Float(), nil
+}
+
+// HoldingTasks is the resolver for the holdingTasks field.
+func (r *policyTreeNodeResolver) HoldingTasks(ctx context.Context, obj *view.TreeNode) (int, error) {
+	return obj.Holding, nil
+}
+
+// WaitingTasks is the resolver for the waitingTasks field.
+func (r *policyTreeNodeResolver) WaitingTasks(ctx context.Context, obj *view.TreeNode) (int, error) {
+	return obj.Waiting, nil
+}
+
 // Departments is the resolver for the departments field.
 func (r *queryResolver) Departments(ctx context.Context) ([]*model.Group, error) {
 	return r.Svc.Allocation.Departments(ctx)
@@ -65,7 +133,26 @@ func (r *queryResolver) Department(ctx context.Context, id string) (*model.Group
 	return r.Svc.Allocation.Department(ctx, id)
 }
 
+// PolicyTree is the resolver for the policyTree field.
+func (r *queryResolver) PolicyTree(ctx context.Context, department *string) ([]*view.TreeNode, error) {
+	ref := ""
+	if department != nil {
+		ref = *department
+	}
+	nodes, err := r.Svc.Allocation.PolicyTree(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	return allocation.Flatten(nodes), nil
+}
+
 // Department returns DepartmentResolver implementation.
 func (r *Resolver) Department() DepartmentResolver { return &departmentResolver{r} }
 
-type departmentResolver struct{ *Resolver }
+// PolicyTreeNode returns PolicyTreeNodeResolver implementation.
+func (r *Resolver) PolicyTreeNode() PolicyTreeNodeResolver { return &policyTreeNodeResolver{r} }
+
+type (
+	departmentResolver     struct{ *Resolver }
+	policyTreeNodeResolver struct{ *Resolver }
+)

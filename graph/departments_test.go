@@ -3,6 +3,7 @@ package graph_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -181,3 +182,51 @@ func TestQueryDepartments(t *testing.T) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// TestQueryPolicyTree: policyTree lists the tree depth first with each
+// node's level, parent and figures, as platform.PolicyTree computes them.
+func TestQueryPolicyTree(t *testing.T) {
+	b, r := resolvers(t)
+	b.Apply(t, []byte(exampleTree))
+	type node struct {
+		Name, Kind                       string
+		Parent                           *string
+		Level, ReservedGpus, Weight      int
+		LimitGpus, EffectiveLimitGpus    *int
+		HeldGpus, BorrowedGpus, LentGpus float64
+		WaitingTasks                     int
+	}
+	doc := `{ policyTree { name kind parent level reservedGpus weight limitGpus effectiveLimitGpus heldGpus borrowedGpus lentGpus waitingTasks } }`
+	var resp struct{ PolicyTree []node }
+	query(t, r, b.Admin, doc, &resp)
+	var got []string
+	for _, n := range resp.PolicyTree {
+		parent, limit, eff := "-", "-", "-"
+		if n.Parent != nil {
+			parent = *n.Parent
+		}
+		if n.LimitGpus != nil {
+			limit = fmt.Sprint(*n.LimitGpus)
+		}
+		if n.EffectiveLimitGpus != nil {
+			eff = fmt.Sprint(*n.EffectiveLimitGpus)
+		}
+		got = append(got, fmt.Sprintf("%d %s %s in %s reserved=%d weight=%d limit=%s/%s held=%g", n.Level, n.Kind, n.Name, parent,
+			n.ReservedGpus, n.Weight, limit, eff, n.HeldGpus))
+	}
+	want := []string{
+		"0 DEPARTMENT company in - reserved=40 weight=1 limit=-/- held=0",
+		"1 DEPARTMENT research in company reserved=40 weight=2 limit=64/64 held=0",
+		"2 GROUP ml-research in research reserved=16 weight=1 limit=48/48 held=0",
+		"2 GROUP vision in research reserved=16 weight=1 limit=32/32 held=0",
+		"0 GROUP nlp in - reserved=8 weight=1 limit=16/16 held=0",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("policyTree:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	resp.PolicyTree = nil
+	query(t, r, b.Admin, `{ policyTree(department: "research") { name level } }`, &resp)
+	if len(resp.PolicyTree) != 3 || resp.PolicyTree[0].Name != "research" || resp.PolicyTree[0].Level != 0 || resp.PolicyTree[2].Level != 1 {
+		t.Errorf("research's subtree %+v", resp.PolicyTree)
+	}
+}

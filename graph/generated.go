@@ -63,6 +63,8 @@ type ResolverRoot interface {
 	LLMRefusal() LLMRefusalResolver
 	LLMRoute() LLMRouteResolver
 	Mutation() MutationResolver
+	PolicyTreeNode() PolicyTreeNodeResolver
+	PolicyTreeUpdate() PolicyTreeUpdateResolver
 	PolicyView() PolicyViewResolver
 	Pool() PoolResolver
 	Profile() ProfileResolver
@@ -795,6 +797,32 @@ type ComplexityRoot struct {
 		Step    func(childComplexity int) int
 	}
 
+	PolicyTreeNode struct {
+		BorrowedGpus       func(childComplexity int) int
+		Budget             func(childComplexity int) int
+		EffectiveLimitGPUs func(childComplexity int) int
+		HeldGpus           func(childComplexity int) int
+		HoldingTasks       func(childComplexity int) int
+		ID                 func(childComplexity int) int
+		Kind               func(childComplexity int) int
+		LentGpus           func(childComplexity int) int
+		Level              func(childComplexity int) int
+		LimitGpus          func(childComplexity int) int
+		Name               func(childComplexity int) int
+		Parent             func(childComplexity int) int
+		Policy             func(childComplexity int) int
+		ReservedGPUs       func(childComplexity int) int
+		WaitingTasks       func(childComplexity int) int
+		Weight             func(childComplexity int) int
+	}
+
+	PolicyTreeUpdate struct {
+		At     func(childComplexity int) int
+		Kind   func(childComplexity int) int
+		Missed func(childComplexity int) int
+		Nodes  func(childComplexity int) int
+	}
+
 	PolicyView struct {
 		BorrowedGpus     func(childComplexity int) int
 		Budget           func(childComplexity int) int
@@ -957,6 +985,7 @@ type ComplexityRoot struct {
 		Me                      func(childComplexity int) int
 		PipelineRun             func(childComplexity int, id string) int
 		PipelineRuns            func(childComplexity int, project *string, pipeline *string, states []gqlmodel.PipelineRunState, first *int, after *string) int
+		PolicyTree              func(childComplexity int, department *string) int
 		PolicyView              func(childComplexity int, group *string) int
 		Pool                    func(childComplexity int, id string) int
 		Pools                   func(childComplexity int, first *int, after *string) int
@@ -1170,6 +1199,7 @@ type ComplexityRoot struct {
 		BudgetBurn         func(childComplexity int, policy string) int
 		GatewayTraffic     func(childComplexity int) int
 		PipelineRunChanged func(childComplexity int, id string) int
+		PolicyTree         func(childComplexity int, department *string) int
 		PoolUtilization    func(childComplexity int) int
 		QueueChanged       func(childComplexity int, computeResource string) int
 		ScheduleChanged    func(childComplexity int) int
@@ -1618,6 +1648,24 @@ type MutationResolver interface {
 	SetSecret(ctx context.Context, scope string, owner *string, name string, value string) (*access.SecretInfo, error)
 	DeleteSecret(ctx context.Context, scope string, owner *string, name string) (bool, error)
 }
+type PolicyTreeNodeResolver interface {
+	ID(ctx context.Context, obj *view.TreeNode) (string, error)
+	Name(ctx context.Context, obj *view.TreeNode) (string, error)
+	Kind(ctx context.Context, obj *view.TreeNode) (gqlmodel.TreeNodeKind, error)
+	Parent(ctx context.Context, obj *view.TreeNode) (*string, error)
+	Level(ctx context.Context, obj *view.TreeNode) (int, error)
+
+	LimitGpus(ctx context.Context, obj *view.TreeNode) (*int, error)
+
+	HeldGpus(ctx context.Context, obj *view.TreeNode) (float64, error)
+	BorrowedGpus(ctx context.Context, obj *view.TreeNode) (float64, error)
+	LentGpus(ctx context.Context, obj *view.TreeNode) (float64, error)
+	HoldingTasks(ctx context.Context, obj *view.TreeNode) (int, error)
+	WaitingTasks(ctx context.Context, obj *view.TreeNode) (int, error)
+}
+type PolicyTreeUpdateResolver interface {
+	Nodes(ctx context.Context, obj *live.PolicyTreeUpdate) ([]*view.TreeNode, error)
+}
 type PolicyViewResolver interface {
 	ReservationGpus(ctx context.Context, obj *view.PolicyView) (int, error)
 	LimitGpus(ctx context.Context, obj *view.PolicyView) (int, error)
@@ -1655,6 +1703,7 @@ type QueryResolver interface {
 	Autoscalers(ctx context.Context) ([]*gqlmodel.Autoscaler, error)
 	Departments(ctx context.Context) ([]*model.Group, error)
 	Department(ctx context.Context, id string) (*model.Group, error)
+	PolicyTree(ctx context.Context, department *string) ([]*view.TreeNode, error)
 	Engine(ctx context.Context) (*allocation.EngineStatus, error)
 	PolicyView(ctx context.Context, group *string) ([]*view.PolicyView, error)
 	GpuClasses(ctx context.Context, first *int, after *string) (*gqlmodel.GPUClassConnection, error)
@@ -1760,6 +1809,7 @@ type SubscriptionResolver interface {
 	PoolUtilization(ctx context.Context) (<-chan *live.PoolUtilization, error)
 	Workers(ctx context.Context) (<-chan *live.WorkerUpdate, error)
 	BudgetBurn(ctx context.Context, policy string) (<-chan *live.BudgetBurnUpdate, error)
+	PolicyTree(ctx context.Context, department *string) (<-chan *live.PolicyTreeUpdate, error)
 	AppInstanceChanged(ctx context.Context, app *string, id *string) (<-chan *live.AppInstanceUpdate, error)
 	GatewayTraffic(ctx context.Context) (<-chan *live.GatewayTraffic, error)
 	PipelineRunChanged(ctx context.Context, id string) (<-chan *gqlmodel.PipelineRun, error)
@@ -5207,6 +5257,128 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.PipelineTaskLink.Step(childComplexity), true
 
+	case "PolicyTreeNode.borrowedGpus":
+		if e.ComplexityRoot.PolicyTreeNode.BorrowedGpus == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PolicyTreeNode.BorrowedGpus(childComplexity), true
+	case "PolicyTreeNode.budget":
+		if e.ComplexityRoot.PolicyTreeNode.Budget == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PolicyTreeNode.Budget(childComplexity), true
+	case "PolicyTreeNode.effectiveLimitGpus":
+		if e.ComplexityRoot.PolicyTreeNode.EffectiveLimitGPUs == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PolicyTreeNode.EffectiveLimitGPUs(childComplexity), true
+	case "PolicyTreeNode.heldGpus":
+		if e.ComplexityRoot.PolicyTreeNode.HeldGpus == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PolicyTreeNode.HeldGpus(childComplexity), true
+	case "PolicyTreeNode.holdingTasks":
+		if e.ComplexityRoot.PolicyTreeNode.HoldingTasks == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PolicyTreeNode.HoldingTasks(childComplexity), true
+	case "PolicyTreeNode.id":
+		if e.ComplexityRoot.PolicyTreeNode.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PolicyTreeNode.ID(childComplexity), true
+	case "PolicyTreeNode.kind":
+		if e.ComplexityRoot.PolicyTreeNode.Kind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PolicyTreeNode.Kind(childComplexity), true
+	case "PolicyTreeNode.lentGpus":
+		if e.ComplexityRoot.PolicyTreeNode.LentGpus == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PolicyTreeNode.LentGpus(childComplexity), true
+	case "PolicyTreeNode.level":
+		if e.ComplexityRoot.PolicyTreeNode.Level == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PolicyTreeNode.Level(childComplexity), true
+	case "PolicyTreeNode.limitGpus":
+		if e.ComplexityRoot.PolicyTreeNode.LimitGpus == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PolicyTreeNode.LimitGpus(childComplexity), true
+	case "PolicyTreeNode.name":
+		if e.ComplexityRoot.PolicyTreeNode.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PolicyTreeNode.Name(childComplexity), true
+	case "PolicyTreeNode.parent":
+		if e.ComplexityRoot.PolicyTreeNode.Parent == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PolicyTreeNode.Parent(childComplexity), true
+	case "PolicyTreeNode.policy":
+		if e.ComplexityRoot.PolicyTreeNode.Policy == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PolicyTreeNode.Policy(childComplexity), true
+	case "PolicyTreeNode.reservedGpus":
+		if e.ComplexityRoot.PolicyTreeNode.ReservedGPUs == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PolicyTreeNode.ReservedGPUs(childComplexity), true
+	case "PolicyTreeNode.waitingTasks":
+		if e.ComplexityRoot.PolicyTreeNode.WaitingTasks == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PolicyTreeNode.WaitingTasks(childComplexity), true
+	case "PolicyTreeNode.weight":
+		if e.ComplexityRoot.PolicyTreeNode.Weight == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PolicyTreeNode.Weight(childComplexity), true
+
+	case "PolicyTreeUpdate.at":
+		if e.ComplexityRoot.PolicyTreeUpdate.At == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PolicyTreeUpdate.At(childComplexity), true
+	case "PolicyTreeUpdate.kind":
+		if e.ComplexityRoot.PolicyTreeUpdate.Kind == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PolicyTreeUpdate.Kind(childComplexity), true
+	case "PolicyTreeUpdate.missed":
+		if e.ComplexityRoot.PolicyTreeUpdate.Missed == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PolicyTreeUpdate.Missed(childComplexity), true
+	case "PolicyTreeUpdate.nodes":
+		if e.ComplexityRoot.PolicyTreeUpdate.Nodes == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PolicyTreeUpdate.Nodes(childComplexity), true
+
 	case "PolicyView.borrowedGpus":
 		if e.ComplexityRoot.PolicyView.BorrowedGpus == nil {
 			break
@@ -5965,6 +6137,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.PipelineRuns(childComplexity, args["project"].(*string), args["pipeline"].(*string), args["states"].([]gqlmodel.PipelineRunState), args["first"].(*int), args["after"].(*string)), true
+	case "Query.policyTree":
+		if e.ComplexityRoot.Query.PolicyTree == nil {
+			break
+		}
+
+		args, err := ec.field_Query_policyTree_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.PolicyTree(childComplexity, args["department"].(*string)), true
 	case "Query.policyView":
 		if e.ComplexityRoot.Query.PolicyView == nil {
 			break
@@ -7055,6 +7238,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Subscription.PipelineRunChanged(childComplexity, args["id"].(string)), true
+	case "Subscription.policyTree":
+		if e.ComplexityRoot.Subscription.PolicyTree == nil {
+			break
+		}
+
+		args, err := ec.field_Subscription_policyTree_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Subscription.PolicyTree(childComplexity, args["department"].(*string)), true
 	case "Subscription.poolUtilization":
 		if e.ComplexityRoot.Subscription.PoolUtilization == nil {
 			break
@@ -8851,6 +9045,58 @@ extend type Query {
   departments: [Department!]!
   "A department by id or name."
   department(id: ID!): Department
+}
+
+"A node of the organisation tree in the policy view: a department or a group."
+enum TreeNodeKind {
+  DEPARTMENT
+  GROUP
+}
+
+"""
+The policy view of one node of the organisation tree, as policyTree lists
+it: what the work below the node holds against what it reserves and may
+hold. A department's figures count everything below it.
+"""
+type PolicyTreeNode {
+  "The department's or group's id."
+  id: ID!
+  name: String!
+  kind: TreeNodeKind!
+  "The name of the department it sits in; null at the top of the tree the caller sees."
+  parent: String
+  "0 at the top of the tree the caller sees, 1 for what sits in those, and so on."
+  level: Int!
+  "The node's own resource policy, if it has one."
+  policy: ResourcePolicy
+  "GPUs reserved for the node and everything below it (a department without a policy: what its children reserve)."
+  reservedGpus: Int!
+  "Its own policy's limit; null without a policy."
+  limitGpus: Int
+  "The smallest limit on its path to the tenant; null when no policy on it sets one."
+  effectiveLimitGpus: Int
+  "Its share of GPUs lent among its siblings."
+  weight: Int!
+  "GPUs the work below it holds now (placed or running)."
+  heldGpus: Float!
+  "The part of heldGpus above reservedGpus, which may be reclaimed."
+  borrowedGpus: Float!
+  "The part of its idle reservation that groups outside it use above their own reservations (the smaller of the two): what a reclaim could take back for it."
+  lentGpus: Float!
+  holdingTasks: Int!
+  "Tasks waiting in the compute resources below it."
+  waitingTasks: Int!
+  "Its time budget in the current period, when its policy has one (a department's counts its teams' work)."
+  budget: BudgetView
+}
+
+extend type Query {
+  """
+  The policy view of the organisation tree as the caller may see it, level
+  by level: depth first, each department followed by what sits in it, by
+  name. department limits it to that department or group and what is below.
+  """
+  policyTree(department: ID): [PolicyTreeNode!]!
 }
 `, BuiltIn: false},
 	{Name: "../schema/engine.graphqls", Input: `"Whether a tenant's compute policy engine places work."
@@ -10734,6 +10980,16 @@ type WorkerUpdate {
   missed: Int!
 }
 
+"The organisation tree's policy view as work waits, is placed and ends."
+type PolicyTreeUpdate {
+  "What prompted the update: snapshot, tick (a minute passed: running work burns budgets), task.enqueued, task.placed, task.completed, resource_policy.updated..."
+  kind: String!
+  at: Time!
+  "The tree as policyTree lists it: depth first, as the caller may see it (from the department asked for)."
+  nodes: [PolicyTreeNode!]!
+  missed: Int!
+}
+
 "A group's time budget as its work burns it."
 type BudgetBurnUpdate {
   """
@@ -10764,6 +11020,8 @@ type Subscription {
   workers: WorkerUpdate!
   "A resource policy's time budget: used, left, burn rate, projected run-out, alerts. policy is its id, or its group's name."
   budgetBurn(policy: ID!): BudgetBurnUpdate!
+  "The policy view of the organisation tree, level by level, as policyTree shows it (from a department or group when department is given)."
+  policyTree(department: ID): PolicyTreeUpdate!
 }
 `, BuiltIn: false},
 	{Name: "../schema/tasks.graphqls", Input: `enum TaskStatus {
@@ -12395,6 +12653,58 @@ func (ec *executionContext) childFields_PipelineTaskLink(ctx context.Context, fi
 		return ec.fieldContext_PipelineTaskLink_attempt(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type PipelineTaskLink", field.Name)
+}
+
+func (ec *executionContext) childFields_PolicyTreeNode(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_PolicyTreeNode_id(ctx, field)
+	case "name":
+		return ec.fieldContext_PolicyTreeNode_name(ctx, field)
+	case "kind":
+		return ec.fieldContext_PolicyTreeNode_kind(ctx, field)
+	case "parent":
+		return ec.fieldContext_PolicyTreeNode_parent(ctx, field)
+	case "level":
+		return ec.fieldContext_PolicyTreeNode_level(ctx, field)
+	case "policy":
+		return ec.fieldContext_PolicyTreeNode_policy(ctx, field)
+	case "reservedGpus":
+		return ec.fieldContext_PolicyTreeNode_reservedGpus(ctx, field)
+	case "limitGpus":
+		return ec.fieldContext_PolicyTreeNode_limitGpus(ctx, field)
+	case "effectiveLimitGpus":
+		return ec.fieldContext_PolicyTreeNode_effectiveLimitGpus(ctx, field)
+	case "weight":
+		return ec.fieldContext_PolicyTreeNode_weight(ctx, field)
+	case "heldGpus":
+		return ec.fieldContext_PolicyTreeNode_heldGpus(ctx, field)
+	case "borrowedGpus":
+		return ec.fieldContext_PolicyTreeNode_borrowedGpus(ctx, field)
+	case "lentGpus":
+		return ec.fieldContext_PolicyTreeNode_lentGpus(ctx, field)
+	case "holdingTasks":
+		return ec.fieldContext_PolicyTreeNode_holdingTasks(ctx, field)
+	case "waitingTasks":
+		return ec.fieldContext_PolicyTreeNode_waitingTasks(ctx, field)
+	case "budget":
+		return ec.fieldContext_PolicyTreeNode_budget(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type PolicyTreeNode", field.Name)
+}
+
+func (ec *executionContext) childFields_PolicyTreeUpdate(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "kind":
+		return ec.fieldContext_PolicyTreeUpdate_kind(ctx, field)
+	case "at":
+		return ec.fieldContext_PolicyTreeUpdate_at(ctx, field)
+	case "nodes":
+		return ec.fieldContext_PolicyTreeUpdate_nodes(ctx, field)
+	case "missed":
+		return ec.fieldContext_PolicyTreeUpdate_missed(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type PolicyTreeUpdate", field.Name)
 }
 
 func (ec *executionContext) childFields_PolicyView(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -15459,6 +15769,20 @@ func (ec *executionContext) field_Query_pipelineRuns_args(ctx context.Context, r
 	return args, nil
 }
 
+func (ec *executionContext) field_Query_policyTree_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "department",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOID2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["department"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Query_policyView_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -15930,6 +16254,20 @@ func (ec *executionContext) field_Subscription_pipelineRunChanged_args(ctx conte
 		return nil, err
 	}
 	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Subscription_policyTree_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "department",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOID2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["department"] = arg0
 	return args, nil
 }
 
@@ -29667,6 +30005,493 @@ func (ec *executionContext) fieldContext_PipelineTaskLink_attempt(_ context.Cont
 	return graphql.NewScalarFieldContext("PipelineTaskLink", field, false, false, "Int")
 }
 
+func (ec *executionContext) _PolicyTreeNode_id(ctx context.Context, field graphql.CollectedField, obj *view.TreeNode) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PolicyTreeNode_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.PolicyTreeNode().ID(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PolicyTreeNode_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PolicyTreeNode", field, true, true, "ID")
+}
+
+func (ec *executionContext) _PolicyTreeNode_name(ctx context.Context, field graphql.CollectedField, obj *view.TreeNode) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PolicyTreeNode_name(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.PolicyTreeNode().Name(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PolicyTreeNode_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PolicyTreeNode", field, true, true, "String")
+}
+
+func (ec *executionContext) _PolicyTreeNode_kind(ctx context.Context, field graphql.CollectedField, obj *view.TreeNode) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PolicyTreeNode_kind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.PolicyTreeNode().Kind(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v gqlmodel.TreeNodeKind) graphql.Marshaler {
+			return ec.marshalNTreeNodeKind2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐTreeNodeKind(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PolicyTreeNode_kind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PolicyTreeNode", field, true, true, "TreeNodeKind")
+}
+
+func (ec *executionContext) _PolicyTreeNode_parent(ctx context.Context, field graphql.CollectedField, obj *view.TreeNode) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PolicyTreeNode_parent(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.PolicyTreeNode().Parent(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_PolicyTreeNode_parent(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PolicyTreeNode", field, true, true, "String")
+}
+
+func (ec *executionContext) _PolicyTreeNode_level(ctx context.Context, field graphql.CollectedField, obj *view.TreeNode) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PolicyTreeNode_level(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.PolicyTreeNode().Level(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PolicyTreeNode_level(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PolicyTreeNode", field, true, true, "Int")
+}
+
+func (ec *executionContext) _PolicyTreeNode_policy(ctx context.Context, field graphql.CollectedField, obj *view.TreeNode) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PolicyTreeNode_policy(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Policy, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.ResourcePolicy) graphql.Marshaler {
+			return ec.marshalOResourcePolicy2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐResourcePolicy(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_PolicyTreeNode_policy(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "PolicyTreeNode",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ResourcePolicy(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _PolicyTreeNode_reservedGpus(ctx context.Context, field graphql.CollectedField, obj *view.TreeNode) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PolicyTreeNode_reservedGpus(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ReservedGPUs, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PolicyTreeNode_reservedGpus(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PolicyTreeNode", field, false, false, "Int")
+}
+
+func (ec *executionContext) _PolicyTreeNode_limitGpus(ctx context.Context, field graphql.CollectedField, obj *view.TreeNode) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PolicyTreeNode_limitGpus(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.PolicyTreeNode().LimitGpus(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_PolicyTreeNode_limitGpus(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PolicyTreeNode", field, true, true, "Int")
+}
+
+func (ec *executionContext) _PolicyTreeNode_effectiveLimitGpus(ctx context.Context, field graphql.CollectedField, obj *view.TreeNode) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PolicyTreeNode_effectiveLimitGpus(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.EffectiveLimitGPUs, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_PolicyTreeNode_effectiveLimitGpus(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PolicyTreeNode", field, false, false, "Int")
+}
+
+func (ec *executionContext) _PolicyTreeNode_weight(ctx context.Context, field graphql.CollectedField, obj *view.TreeNode) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PolicyTreeNode_weight(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Weight, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PolicyTreeNode_weight(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PolicyTreeNode", field, false, false, "Int")
+}
+
+func (ec *executionContext) _PolicyTreeNode_heldGpus(ctx context.Context, field graphql.CollectedField, obj *view.TreeNode) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PolicyTreeNode_heldGpus(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.PolicyTreeNode().HeldGpus(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v float64) graphql.Marshaler {
+			return ec.marshalNFloat2float64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PolicyTreeNode_heldGpus(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PolicyTreeNode", field, true, true, "Float")
+}
+
+func (ec *executionContext) _PolicyTreeNode_borrowedGpus(ctx context.Context, field graphql.CollectedField, obj *view.TreeNode) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PolicyTreeNode_borrowedGpus(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.PolicyTreeNode().BorrowedGpus(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v float64) graphql.Marshaler {
+			return ec.marshalNFloat2float64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PolicyTreeNode_borrowedGpus(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PolicyTreeNode", field, true, true, "Float")
+}
+
+func (ec *executionContext) _PolicyTreeNode_lentGpus(ctx context.Context, field graphql.CollectedField, obj *view.TreeNode) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PolicyTreeNode_lentGpus(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.PolicyTreeNode().LentGpus(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v float64) graphql.Marshaler {
+			return ec.marshalNFloat2float64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PolicyTreeNode_lentGpus(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PolicyTreeNode", field, true, true, "Float")
+}
+
+func (ec *executionContext) _PolicyTreeNode_holdingTasks(ctx context.Context, field graphql.CollectedField, obj *view.TreeNode) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PolicyTreeNode_holdingTasks(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.PolicyTreeNode().HoldingTasks(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PolicyTreeNode_holdingTasks(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PolicyTreeNode", field, true, true, "Int")
+}
+
+func (ec *executionContext) _PolicyTreeNode_waitingTasks(ctx context.Context, field graphql.CollectedField, obj *view.TreeNode) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PolicyTreeNode_waitingTasks(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.PolicyTreeNode().WaitingTasks(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PolicyTreeNode_waitingTasks(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PolicyTreeNode", field, true, true, "Int")
+}
+
+func (ec *executionContext) _PolicyTreeNode_budget(ctx context.Context, field graphql.CollectedField, obj *view.TreeNode) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PolicyTreeNode_budget(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Budget, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *view.BudgetView) graphql.Marshaler {
+			return ec.marshalOBudgetView2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋviewᚐBudgetView(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_PolicyTreeNode_budget(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "PolicyTreeNode",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_BudgetView(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _PolicyTreeUpdate_kind(ctx context.Context, field graphql.CollectedField, obj *live.PolicyTreeUpdate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PolicyTreeUpdate_kind(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Kind, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PolicyTreeUpdate_kind(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PolicyTreeUpdate", field, false, false, "String")
+}
+
+func (ec *executionContext) _PolicyTreeUpdate_at(ctx context.Context, field graphql.CollectedField, obj *live.PolicyTreeUpdate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PolicyTreeUpdate_at(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.At, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PolicyTreeUpdate_at(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PolicyTreeUpdate", field, false, false, "Time")
+}
+
+func (ec *executionContext) _PolicyTreeUpdate_nodes(ctx context.Context, field graphql.CollectedField, obj *live.PolicyTreeUpdate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PolicyTreeUpdate_nodes(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.PolicyTreeUpdate().Nodes(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*view.TreeNode) graphql.Marshaler {
+			return ec.marshalNPolicyTreeNode2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋviewᚐTreeNodeᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PolicyTreeUpdate_nodes(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "PolicyTreeUpdate",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PolicyTreeNode(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _PolicyTreeUpdate_missed(ctx context.Context, field graphql.CollectedField, obj *live.PolicyTreeUpdate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PolicyTreeUpdate_missed(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Missed, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PolicyTreeUpdate_missed(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PolicyTreeUpdate", field, false, false, "Int")
+}
+
 func (ec *executionContext) _PolicyView_policy(ctx context.Context, field graphql.CollectedField, obj *view.PolicyView) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -32286,6 +33111,50 @@ func (ec *executionContext) fieldContext_Query_department(ctx context.Context, f
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Query_department_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_policyTree(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_policyTree(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().PolicyTree(ctx, fc.Args["department"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*view.TreeNode) graphql.Marshaler {
+			return ec.marshalNPolicyTreeNode2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋviewᚐTreeNodeᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_policyTree(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PolicyTreeNode(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_policyTree_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -37500,6 +38369,50 @@ func (ec *executionContext) fieldContext_Subscription_budgetBurn(ctx context.Con
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Subscription_budgetBurn_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Subscription_policyTree(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
+	return graphql.ResolveFieldStream(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Subscription_policyTree(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Subscription().PolicyTree(ctx, fc.Args["department"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *live.PolicyTreeUpdate) graphql.Marshaler {
+			return ec.marshalNPolicyTreeUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋliveᚐPolicyTreeUpdate(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Subscription_policyTree(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Subscription",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PolicyTreeUpdate(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Subscription_policyTree_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -51325,6 +52238,174 @@ func (ec *executionContext) _PipelineTaskLink(ctx context.Context, sel ast.Selec
 	return out
 }
 
+var policyTreeNodeImplementors = []string{"PolicyTreeNode"}
+
+func (ec *executionContext) _PolicyTreeNode(ctx context.Context, sel ast.SelectionSet, obj *view.TreeNode) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, policyTreeNodeImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("PolicyTreeNode")
+		case "id":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._PolicyTreeNode_id(ctx, field, obj)
+				})
+		case "name":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._PolicyTreeNode_name(ctx, field, obj)
+				})
+		case "kind":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._PolicyTreeNode_kind(ctx, field, obj)
+				})
+		case "parent":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._PolicyTreeNode_parent(ctx, field, obj)
+				})
+		case "level":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._PolicyTreeNode_level(ctx, field, obj)
+				})
+		case "policy":
+			out.Values[i] = ec._PolicyTreeNode_policy(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "reservedGpus":
+			out.Values[i] = ec._PolicyTreeNode_reservedGpus(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "limitGpus":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._PolicyTreeNode_limitGpus(ctx, field, obj)
+				})
+		case "effectiveLimitGpus":
+			out.Values[i] = ec._PolicyTreeNode_effectiveLimitGpus(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "weight":
+			out.Values[i] = ec._PolicyTreeNode_weight(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "heldGpus":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._PolicyTreeNode_heldGpus(ctx, field, obj)
+				})
+		case "borrowedGpus":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._PolicyTreeNode_borrowedGpus(ctx, field, obj)
+				})
+		case "lentGpus":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._PolicyTreeNode_lentGpus(ctx, field, obj)
+				})
+		case "holdingTasks":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._PolicyTreeNode_holdingTasks(ctx, field, obj)
+				})
+		case "waitingTasks":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._PolicyTreeNode_waitingTasks(ctx, field, obj)
+				})
+		case "budget":
+			out.Values[i] = ec._PolicyTreeNode_budget(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var policyTreeUpdateImplementors = []string{"PolicyTreeUpdate"}
+
+func (ec *executionContext) _PolicyTreeUpdate(ctx context.Context, sel ast.SelectionSet, obj *live.PolicyTreeUpdate) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, policyTreeUpdateImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("PolicyTreeUpdate")
+		case "kind":
+			out.Values[i] = ec._PolicyTreeUpdate_kind(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "at":
+			out.Values[i] = ec._PolicyTreeUpdate_at(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "nodes":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._PolicyTreeUpdate_nodes(ctx, field, obj)
+				})
+		case "missed":
+			out.Values[i] = ec._PolicyTreeUpdate_missed(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var policyViewImplementors = []string{"PolicyView"}
 
 func (ec *executionContext) _PolicyView(ctx context.Context, sel ast.SelectionSet, obj *view.PolicyView) graphql.Marshaler {
@@ -52309,6 +53390,12 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				true, false,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_department(ctx, field)
+				})
+		case "policyTree":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_policyTree(ctx, field)
 				})
 		case "engine":
 			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
@@ -53793,6 +54880,8 @@ func (ec *executionContext) _Subscription(ctx context.Context, sel ast.Selection
 		return ec._Subscription_workers(ctx, fields[0])
 	case "budgetBurn":
 		return ec._Subscription_budgetBurn(ctx, fields[0])
+	case "policyTree":
+		return ec._Subscription_policyTree(ctx, fields[0])
 	case "appInstanceChanged":
 		return ec._Subscription_appInstanceChanged(ctx, fields[0])
 	case "gatewayTraffic":
@@ -57460,6 +58549,38 @@ func (ec *executionContext) marshalNPipelineStepState2githubᚗcomᚋkliqueᚑai
 	return v
 }
 
+func (ec *executionContext) marshalNPolicyTreeNode2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋviewᚐTreeNodeᚄ(ctx context.Context, sel ast.SelectionSet, v []*view.TreeNode) graphql.Marshaler {
+	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNPolicyTreeNode2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋviewᚐTreeNode(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNPolicyTreeNode2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋviewᚐTreeNode(ctx context.Context, sel ast.SelectionSet, v *view.TreeNode) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "PolicyTreeNode!")
+		return graphql.Null
+	}
+	return ec._PolicyTreeNode(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNPolicyTreeUpdate2ᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋliveᚐPolicyTreeUpdate(ctx context.Context, sel ast.SelectionSet, v *live.PolicyTreeUpdate) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "PolicyTreeUpdate!")
+		return graphql.Null
+	}
+	return ec._PolicyTreeUpdate(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNPolicyView2ᚕᚖgithubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋplatformᚋviewᚐPolicyViewᚄ(ctx context.Context, sel ast.SelectionSet, v []*view.PolicyView) graphql.Marshaler {
 	ret := marshalList(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
@@ -58555,6 +59676,16 @@ func (ec *executionContext) marshalNTokenBudgetView2ᚖgithubᚗcomᚋkliqueᚑa
 		return graphql.Null
 	}
 	return ec._TokenBudgetView(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNTreeNodeKind2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐTreeNodeKind(ctx context.Context, v any) (gqlmodel.TreeNodeKind, error) {
+	var res gqlmodel.TreeNodeKind
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNTreeNodeKind2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋgraphᚋgqlmodelᚐTreeNodeKind(ctx context.Context, sel ast.SelectionSet, v gqlmodel.TreeNodeKind) graphql.Marshaler {
+	return v
 }
 
 func (ec *executionContext) unmarshalNTrialState2githubᚗcomᚋkliqueᚑaiᚋkliqueᚋinternalᚋmodelᚐTrialState(ctx context.Context, v any) (model.TrialState, error) {

@@ -34,6 +34,7 @@ type AllocationPlatform interface {
 	Department(ctx context.Context, ref string) (*model.Group, error)
 	DepartmentChildren(ctx context.Context, id string) (departments, groups []*model.Group, err error)
 	Departments(ctx context.Context) ([]*model.Group, error)
+	PolicyTree(ctx context.Context, rootRef string) ([]*platform.TreeNode, error)
 	DeleteGroup(ctx context.Context, ref string) (*platform.EstateResult, error)
 	DeletePolicy(ctx context.Context, ref string) (*platform.EstateResult, error)
 	DeletePool(ctx context.Context, ref string) (*platform.EstateResult, error)
@@ -169,6 +170,7 @@ type AccessPlatform interface {
 type LivePlatform interface {
 	SubscribeSchedules(ctx context.Context) (<-chan *live.ScheduleUpdate, error)
 	SubscribeBudgetBurn(ctx context.Context, policyRef string) (<-chan *platform.BudgetBurnUpdate, error)
+	SubscribePolicyTree(ctx context.Context, departmentRef string) (<-chan *platform.PolicyTreeUpdate, error)
 	SubscribeGatewayTraffic(ctx context.Context) (<-chan *live.GatewayTraffic, error)
 	SubscribePoolUtilization(ctx context.Context) (<-chan *platform.PoolUtilization, error)
 	SubscribeQueue(ctx context.Context, computeResourceRef string) (<-chan *platform.QueueUpdate, error)

@@ -11,11 +11,17 @@ import (
 
 	"github.com/klique-ai/klique/internal/platform/live"
 	"github.com/klique-ai/klique/internal/platform/llm"
+	"github.com/klique-ai/klique/internal/platform/view"
 )
 
 // TokenBudgets is the resolver for the tokenBudgets field.
 func (r *budgetBurnUpdateResolver) TokenBudgets(ctx context.Context, obj *live.BudgetBurnUpdate) ([]*llm.TokenBudgetView, error) {
 	return r.Svc.LLM.GroupTokenBudgetViews(ctx, obj.GroupID)
+}
+
+// Nodes is the resolver for the nodes field.
+func (r *policyTreeUpdateResolver) Nodes(ctx context.Context, obj *live.PolicyTreeUpdate) ([]*view.TreeNode, error) {
+	return view.Flatten(obj.Nodes), nil
 }
 
 // UtilizationHistory is the resolver for the utilizationHistory field.
@@ -79,13 +85,27 @@ func (r *subscriptionResolver) BudgetBurn(ctx context.Context, policy string) (<
 	return shared(ctx, ch, err)
 }
 
+// PolicyTree is the resolver for the policyTree field.
+func (r *subscriptionResolver) PolicyTree(ctx context.Context, department *string) (<-chan *live.PolicyTreeUpdate, error) {
+	ref := ""
+	if department != nil {
+		ref = *department
+	}
+	ch, err := r.Svc.Live.SubscribePolicyTree(ctx, ref)
+	return shared(ctx, ch, err)
+}
+
 // BudgetBurnUpdate returns BudgetBurnUpdateResolver implementation.
 func (r *Resolver) BudgetBurnUpdate() BudgetBurnUpdateResolver { return &budgetBurnUpdateResolver{r} }
+
+// PolicyTreeUpdate returns PolicyTreeUpdateResolver implementation.
+func (r *Resolver) PolicyTreeUpdate() PolicyTreeUpdateResolver { return &policyTreeUpdateResolver{r} }
 
 // Subscription returns SubscriptionResolver implementation.
 func (r *Resolver) Subscription() SubscriptionResolver { return &subscriptionResolver{r} }
 
 type (
 	budgetBurnUpdateResolver struct{ *Resolver }
+	policyTreeUpdateResolver struct{ *Resolver }
 	subscriptionResolver     struct{ *Resolver }
 )

@@ -19,10 +19,10 @@ import (
 // is offered.
 var (
 	allTools = []string{"abort_task", "call_model", "clone_task", "compare_tasks", "create_schedule", "enqueue_task", "get_app_instance", "get_pipeline_run", "get_study", "get_task", "get_task_logs",
-		"get_task_metrics", "get_usage", "launch_app", "list_apps", "list_compute_resources", "list_model_aliases", "list_schedules", "list_tasks", "move_queued_task", "run_pipeline", "set_project_priorities",
+		"get_task_metrics", "get_usage", "launch_app", "list_apps", "list_compute_resources", "list_departments", "list_model_aliases", "list_schedules", "list_tasks", "move_queued_task", "run_pipeline", "set_project_priorities",
 		"start_study", "stop_app"}
 	readTools = []string{"compare_tasks", "get_app_instance", "get_pipeline_run", "get_study", "get_task", "get_task_logs", "get_task_metrics", "get_usage",
-		"list_apps", "list_compute_resources", "list_model_aliases", "list_schedules", "list_tasks"}
+		"list_apps", "list_compute_resources", "list_departments", "list_model_aliases", "list_schedules", "list_tasks"}
 )
 
 func TestToolsAreListedByRole(t *testing.T) {

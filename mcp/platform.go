@@ -23,6 +23,8 @@ type AllocationPlatform interface {
 	// Now is the service's clock, for the usage window.
 	Now() time.Time
 	PolicyViews(ctx context.Context, groupRef string) ([]*platform.PolicyView, error)
+	// PolicyTree is the policy view of the organisation tree, level by level.
+	PolicyTree(ctx context.Context, rootRef string) ([]*platform.TreeNode, error)
 	QueueState(ctx context.Context, computeResourceID string) (*model.QueueState, error)
 	Usage(ctx context.Context, in platform.UsageQuery) ([]platform.UsageRow, error)
 }

@@ -70,6 +70,7 @@ func (s *Server) addModelTools() {
 // addTools registers every tool.
 func (s *Server) addTools() {
 	s.addEstateTools()
+	s.addTreeTools()
 	s.addTaskTools()
 	s.addQueueTools()
 	s.addModelTools()

@@ -1048,3 +1048,59 @@ func (e PipelineStepState) MarshalJSON() ([]byte, error) {
 	e.MarshalGQL(&buf)
 	return buf.Bytes(), nil
 }
+
+// A node of the organisation tree in the policy view: a department or a group.
+type TreeNodeKind string
+
+const (
+	TreeNodeKindDepartment TreeNodeKind = "DEPARTMENT"
+	TreeNodeKindGroup      TreeNodeKind = "GROUP"
+)
+
+var AllTreeNodeKind = []TreeNodeKind{
+	TreeNodeKindDepartment,
+	TreeNodeKindGroup,
+}
+
+func (e TreeNodeKind) IsValid() bool {
+	switch e {
+	case TreeNodeKindDepartment, TreeNodeKindGroup:
+		return true
+	}
+	return false
+}
+
+func (e TreeNodeKind) String() string {
+	return string(e)
+}
+
+func (e *TreeNodeKind) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = TreeNodeKind(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid TreeNodeKind", str)
+	}
+	return nil
+}
+
+func (e TreeNodeKind) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *TreeNodeKind) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e TreeNodeKind) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}

@@ -46,7 +46,9 @@ type (
 	GroupInput    = allocation.GroupInput
 	PolicyInput   = allocation.PolicyInput
 	// NodeLimits is the policy view of one node of the organisation tree.
-	NodeLimits      = allocation.NodeLimits
+	NodeLimits = allocation.NodeLimits
+	// TreeNode is the policy view of one node of the organisation tree, with the nodes in it.
+	TreeNode        = allocation.TreeNode
 	PoolInput       = allocation.PoolInput
 	ProfileInput    = allocation.ProfileInput
 	ProjectInput    = allocation.ProjectInput
@@ -70,6 +72,7 @@ type (
 	Error                = kernel.Error
 	EstateResult         = kernel.EstateResult
 	BudgetBurnUpdate     = live.BudgetBurnUpdate
+	PolicyTreeUpdate     = live.PolicyTreeUpdate
 	GPUClassUse          = live.GPUClassUse
 	LogUpdate            = live.LogUpdate
 	PoolUse              = live.PoolUse

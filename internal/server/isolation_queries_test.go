@@ -61,6 +61,14 @@ var queryIsolationCases = []isoCase{
 					r.errorf("fraud-lab holds %q, want ml-research", g)
 				}
 			})},
+	{field: "Query.policyTree", as: otherAdmin, name: "shows only its own other-team, none of tenant default's tree",
+		query: `{ policyTree { id name heldGpus } }`, check: wantPlainList("policyTree", []string{"name"}, "other-team")},
+	{field: "Query.policyTree", as: thirdAdmin, name: "cannot start the tree at fraud-lab",
+		query: `{ policyTree(department: "fraud-lab") { id name } }`, code: notFound},
+	{field: "Query.policyTree", as: victor, name: "sees only vision, not fraud-lab or ml-research",
+		query: `{ policyTree { id name heldGpus } }`, check: wantPlainList("policyTree", []string{"name"}, "vision")},
+	{field: "Query.policyTree", as: victor, name: "cannot start the tree at fraud-lab",
+		query: `{ policyTree(department: "fraud-lab") { id name } }`, code: notFound},
 	{field: "Query.department", as: otherAdmin, name: "cannot find fraud-lab by id",
 		query: `query($id: ID!) { department(id: $id) { id name } }`, vars: map[string]any{"id": ref("department fraud-lab")}, code: notFound},
 	{field: "Query.department", as: thirdAdmin, name: "cannot find fraud-lab by name",

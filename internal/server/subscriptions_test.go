@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"sort"
 	"strings"
@@ -367,6 +368,33 @@ func TestSubscriptions(t *testing.T) {
 		ts.mustGQL(t, f.victor, `mutation($id: ID!) { abortTask(id: $id) { id } }`, map[string]any{"id": id})
 	})
 
+	t.Run("policyTree follows the tree's figures level by level, cut to what the caller sees", func(t *testing.T) {
+		treeSub := `subscription($d: ID) { policyTree(department: $d) { kind missed nodes { name kind level parent heldGpus waitingTasks holdingTasks } } }`
+		_, vic := subscribeWS(t, ts, f.victor, treeSub, nil)
+		first := nextUpdate(t, vic, 10*time.Second)
+		nodes, _ := path(first.Data, "policyTree", "nodes").([]any)
+		if kindOf(first, "policyTree") != "snapshot" || len(nodes) != 1 || str(nodes[0], "name") != "vision" {
+			t.Fatalf("victor's first tree (vision only: fraud-lab and ml-research are not his) %s", first.Raw)
+		}
+		before := path(nodes[0], "waitingTasks").(float64) + path(nodes[0], "holdingTasks").(float64)
+		id := enqueueAs(t, ts, f.victor, "tree", "vision-detect")
+		waitUpdate(t, vic, 10*time.Second, "vision's new task in the tree", func(u *wsUpdate) bool {
+			n := path(u.Data, "policyTree", "nodes", 0)
+			return str(n, "name") == "vision" && path(n, "waitingTasks").(float64)+path(n, "holdingTasks").(float64) == before+1
+		})
+		ts.mustGQL(t, f.victor, `mutation($id: ID!) { abortTask(id: $id) { id } }`, map[string]any{"id": id})
+
+		_, lab := subscribeWS(t, ts, f.admin, treeSub, map[string]any{"d": "fraud-lab"})
+		u := nextUpdate(t, lab, 10*time.Second)
+		var got []string
+		for _, n := range path(u.Data, "policyTree", "nodes").([]any) {
+			got = append(got, fmt.Sprintf("%v:%s<%s", path(n, "level"), str(n, "name"), str(n, "parent")))
+		}
+		if strings.Join(got, " ") != "0:fraud-lab< 1:ml-research<fraud-lab" {
+			t.Fatalf("fraud-lab's subtree %v: %s", got, u.Raw)
+		}
+	})
+
 	t.Run("a subscription shows nothing of another tenant or another group", func(t *testing.T) {
 		ctx := ctxFor(t, 20*time.Second)
 		for _, c := range []struct{ who, cred, query string }{
@@ -377,6 +405,8 @@ func TestSubscriptions(t *testing.T) {
 			{"victor, alice's task's logs", f.victor, `subscription { taskLogs(id: "` + f.ids["task"] + `") { lastSeq } }`},
 			{"tess (third tenant), ml-research's budget", f.tess, `subscription { budgetBurn(policy: "` + f.ids["policy ml-research"] + `") { kind } }`},
 			{"victor, ml-research's budget", f.victor, `subscription { budgetBurn(policy: "ml-research") { kind } }`},
+			{"tess, fraud-lab's tree", f.tess, `subscription { policyTree(department: "` + f.ids["department fraud-lab"] + `") { kind } }`},
+			{"victor, fraud-lab's tree", f.victor, `subscription { policyTree(department: "fraud-lab") { kind } }`},
 		} {
 			conn, err := dialWS(ctx, ts.url, bearerInit(c.cred), wsDialOptions{})
 			if err != nil {
@@ -407,8 +437,9 @@ func TestSubscriptions(t *testing.T) {
 		// Other tenants' tenant-wide views never carry this tenant's work.
 		_, oscarPools := subscribeWS(t, ts, f.oscar, `subscription { poolUtilization { kind pools { pool { name } usedGpus } gpuClasses { gpuClass { name } } } }`, nil)
 		_, oscarWorkers := subscribeWS(t, ts, f.olga, `subscription { workers { kind worker { hostname } workers { hostname } } }`, nil)
+		_, oscarTree := subscribeWS(t, ts, f.oscar, `subscription { policyTree { kind nodes { id name parent } } }`, nil)
 		_, alicePools := subscribeWS(t, ts, f.alice, `subscription { poolUtilization { kind } }`, nil)
-		for _, ch := range []<-chan wsEvent{oscarPools, oscarWorkers} {
+		for _, ch := range []<-chan wsEvent{oscarPools, oscarWorkers, oscarTree} {
 			u := nextUpdate(t, ch, 10*time.Second)
 			for _, s := range f.tenantSecrets {
 				if strings.Contains(u.Raw, s) {

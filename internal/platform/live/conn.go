@@ -64,6 +64,7 @@ type subscriptions struct {
 	pools   events.Hub[*PoolUtilization]
 	workers events.Hub[*WorkerUpdate]
 	budgets events.Hub[*BudgetBurnUpdate]
+	trees   events.Hub[*PolicyTreeUpdate]
 	traffic events.Hub[*GatewayTraffic]
 	apps    events.Hub[*AppInstanceUpdate]
 	// objects are other domains' objects (FollowObject).
@@ -98,7 +99,7 @@ func (s *Live) SubscriberCount(tenantID, computeResourceID string) int {
 // subscribers that read too slowly.
 func (s *Live) SubscriptionsDropped() uint64 {
 	return s.subs.queues.Dropped() + s.subs.tasks.Dropped() + s.subs.logs.Dropped() +
-		s.subs.pools.Dropped() + s.subs.workers.Dropped() + s.subs.budgets.Dropped() + s.subs.traffic.Dropped()
+		s.subs.pools.Dropped() + s.subs.workers.Dropped() + s.subs.budgets.Dropped() + s.subs.trees.Dropped() + s.subs.traffic.Dropped()
 }
 
 // subscriptionConn is one WebSocket connection's state.

@@ -26,6 +26,11 @@ type Reads interface {
 	// TenantPolicyView is one policy's view with its budget, as everyone
 	// who may see its group sees it.
 	TenantPolicyView(ctx context.Context, tenantID, policyID string, now time.Time) (*view.PolicyView, error)
+	// TenantPolicyTree is the policy view of a tenant's whole
+	// organisation tree; VisibleTree cuts it to what a subscriber may see
+	// (from the node with rootID, when set): the allocation domain's rule.
+	TenantPolicyTree(ctx context.Context, tenantID string, now time.Time) ([]*view.TreeNode, error)
+	VisibleTree(p *identity.Principal, nodes []*view.TreeNode, rootID string) []*view.TreeNode
 	// TenantModelTraffic sums a tenant's model calls over a range by
 	// alias, group, project and user.
 	TenantModelTraffic(ctx context.Context, tenantID string, from, to time.Time) ([]store.ModelUsageRow, error)

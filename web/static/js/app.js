@@ -8,6 +8,7 @@ import * as orchestration from './pages/orchestration.js';
 import * as queues from './pages/queues.js';
 import * as schedules from './pages/schedules.js';
 import * as policy from './pages/policy.js';
+import * as tree from './pages/tree.js';
 import * as usage from './pages/usage.js';
 import * as task from './pages/task.js';
 import * as estate from './pages/estate.js';
@@ -17,7 +18,7 @@ import * as compare from './pages/compare.js';
 import * as pipelines from './pages/pipelines.js';
 import * as studies from './pages/studies.js';
 
-const pages = { orchestration, queues, policy, usage, models, apps, compare, pipelines, studies, schedules, task, estate };
+const pages = { orchestration, queues, policy, tree, usage, models, apps, compare, pipelines, studies, schedules, task, estate };
 const main = document.getElementById('main');
 let stopPage = null;
 let viewer = null;

@@ -1,0 +1,215 @@
+package allocation
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/klique-ai/klique/internal/estate"
+	"github.com/klique-ai/klique/internal/identity"
+	"github.com/klique-ai/klique/internal/model"
+	"github.com/klique-ai/klique/internal/platform/kernel"
+	"github.com/klique-ai/klique/internal/platform/view"
+	"github.com/klique-ai/klique/internal/store"
+)
+
+// TreeNode is the policy view of one node of the organisation tree
+// (view.TreeNode).
+type TreeNode = view.TreeNode
+
+// PolicyTree returns the policy view of the organisation tree as the
+// caller may see it, level by level: the nodes directly under the tenant,
+// each with the nodes in it, by name. rootRef, when given, names a
+// department or group: only it and what is below it. The figures are the
+// tenant's whatever the caller sees (VisibleTree): a department's held
+// GPUs count its other teams' work too.
+func (s *Allocation) PolicyTree(ctx context.Context, rootRef string) ([]*TreeNode, error) {
+	p, err := kernel.Caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rootID := ""
+	if rootRef != "" {
+		e, err := s.k.Estate(ctx)
+		if err != nil {
+			return nil, err
+		}
+		g, err := kernel.FindGroup(e, rootRef)
+		if err != nil {
+			return nil, err
+		}
+		rootID = g.ID
+	}
+	nodes, err := s.TenantPolicyTree(ctx, p.TenantID, s.k.Now())
+	if err != nil {
+		return nil, s.k.Internal(ctx, err)
+	}
+	return s.VisibleTree(p, nodes, rootID), nil
+}
+
+// TenantPolicyTree is the policy view of a tenant's whole organisation
+// tree, for the live view, which cuts it down for each subscriber
+// (VisibleTree).
+func (s *Allocation) TenantPolicyTree(ctx context.Context, tenantID string, now time.Time) ([]*TreeNode, error) {
+	full, err := s.k.CurrentEstate(ctx, s.k.Store, tenantID)
+	if err != nil {
+		return nil, err
+	}
+	held, err := s.k.Store.ListSchedulable(ctx, tenantID, 0)
+	if err != nil {
+		return nil, fmt.Errorf("list tasks holding capacity: %w", err)
+	}
+	used, err := s.budgetUsed(ctx, tenantID, full, now)
+	if err != nil {
+		return nil, fmt.Errorf("budget used: %w", err)
+	}
+	t := &treeBuild{s: s, tenantID: tenantID, full: full, used: used, now: now,
+		held: map[string]model.MilliGPU{}, holding: map[string]int{}, rate: map[string]int64{}}
+	for _, task := range held {
+		cr := full.ComputeResource(task.ComputeResourceID)
+		if cr == nil || task.Status == model.TaskQueued {
+			continue
+		}
+		if pol := full.Policy(cr.PolicyID); pol != nil {
+			t.held[pol.GroupID] += task.Size.Total()
+			t.holding[pol.GroupID]++
+			if pr := full.Profile(cr.ProfileID); pr != nil {
+				t.rate[pol.GroupID] += pr.TimeWeightMilli
+			}
+		}
+	}
+	var out []*TreeNode
+	for _, g := range full.Children("") {
+		n, err := t.node(ctx, g, 0)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// VisibleTree cuts a tenant's tree down to what p may see, as
+// kernel.VisibleEstate does the estate: the groups p sees and the
+// departments above them (admins everything), the nodes' figures kept.
+// rootID, when set, keeps only that node and what is below it. The nodes
+// are copies: the live view cuts one tree for many subscribers.
+func (s *Allocation) VisibleTree(p *identity.Principal, nodes []*TreeNode, rootID string) []*TreeNode {
+	var sees func(n *TreeNode) bool
+	sees = func(n *TreeNode) bool {
+		if kernel.SeesGroup(p, n.Group.ID) {
+			return true
+		}
+		return slices.ContainsFunc(n.Children, sees)
+	}
+	var cut func(n *TreeNode, depth int, parent string) *TreeNode
+	cut = func(n *TreeNode, depth int, parent string) *TreeNode {
+		c := *n
+		c.Depth, c.Parent, c.Children = depth, parent, nil
+		for _, ch := range n.Children {
+			if sees(ch) {
+				c.Children = append(c.Children, cut(ch, depth+1, n.Group.Name))
+			}
+		}
+		return &c
+	}
+	var out []*TreeNode
+	if rootID != "" {
+		for _, n := range Flatten(nodes) {
+			if n.Group.ID == rootID && sees(n) {
+				out = append(out, cut(n, 0, ""))
+			}
+		}
+		return out
+	}
+	for _, n := range nodes {
+		if sees(n) {
+			out = append(out, cut(n, 0, ""))
+		}
+	}
+	return out
+}
+
+// treeBuild carries what TenantPolicyTree reads once: the tenant's
+// estate, the budget used per policy, and per group whose policy work
+// runs under the GPUs it holds, the tasks holding them and their burn
+// rate (budget hours per hour, in thousandths).
+type treeBuild struct {
+	s        *Allocation
+	tenantID string
+	full     *estate.Estate
+	used     map[string]int64
+	now      time.Time
+	held     map[string]model.MilliGPU
+	holding  map[string]int
+	rate     map[string]int64
+}
+
+func (t *treeBuild) node(ctx context.Context, g *model.Group, depth int) (*TreeNode, error) {
+	n := &TreeNode{Group: g, Depth: depth, Policy: t.full.PolicyOfGroup(g.ID), ReservedGPUs: t.full.EffectiveReservation(g.ID),
+		Weight: model.DefaultWeight}
+	if l, ok := t.full.EffectiveLimit(g.ID); ok {
+		n.EffectiveLimitGPUs = &l
+	}
+	var teams []string
+	var outside model.MilliGPU
+	var rate int64
+	for _, x := range t.full.Groups {
+		if !t.full.InSubtree(x.ID, g.ID) {
+			if !x.IsDepartment() {
+				outside += t.borrowed(x.ID)
+			}
+			continue
+		}
+		n.Held += t.held[x.ID]
+		n.Holding += t.holding[x.ID]
+		rate += t.rate[x.ID]
+		if !x.IsDepartment() {
+			teams = append(teams, x.ID)
+		}
+	}
+	if n.Policy != nil {
+		n.Weight = n.Policy.EffectiveWeight()
+		if n.Policy.Budget != nil {
+			n.Budget = view.Budget(n.Policy, t.used[n.Policy.ID], rate, t.now)
+		}
+	}
+	reserved := model.GPUs(n.ReservedGPUs)
+	if n.Held > reserved {
+		n.Borrowed = n.Held - reserved
+	} else {
+		n.Lent = min(reserved-n.Held, outside)
+	}
+	if len(teams) > 0 {
+		w, err := t.s.k.Store.CountTasks(ctx, t.tenantID, store.TaskFilter{Statuses: []model.TaskStatus{model.TaskQueued}, GroupIDs: teams})
+		if err != nil {
+			return nil, fmt.Errorf("count waiting tasks below %s: %w", g.Name, err)
+		}
+		n.Waiting = w
+	}
+	if depth >= model.MaxDepartmentDepth+1 {
+		return n, nil
+	}
+	for _, c := range t.full.Children(g.ID) {
+		cn, err := t.node(ctx, c, depth+1)
+		if err != nil {
+			return nil, err
+		}
+		cn.Parent = g.Name
+		n.Children = append(n.Children, cn)
+	}
+	return n, nil
+}
+
+// Flatten lists a tree depth first (view.Flatten).
+func Flatten(nodes []*TreeNode) []*TreeNode { return view.Flatten(nodes) }
+
+// borrowed is what a group's own work holds above its reservation.
+func (t *treeBuild) borrowed(groupID string) model.MilliGPU {
+	r := model.GPUs(t.full.EffectiveReservation(groupID))
+	if h := t.held[groupID]; h > r {
+		return h - r
+	}
+	return 0
+}
