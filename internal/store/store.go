@@ -329,6 +329,10 @@ type Queries interface {
 	ListTasks(ctx context.Context, tenantID string, f TaskFilter, page Page, newestFirst bool) ([]*model.Task, error)
 	// CountTasks counts the tasks that match f.
 	CountTasks(ctx context.Context, tenantID string, f TaskFilter) (int, error)
+	// CountQueuedByGroup counts each group's queued tasks in one statement
+	// (a group with none is absent): the organisation tree's view sums them
+	// up its levels.
+	CountQueuedByGroup(ctx context.Context, tenantID string) (map[string]int, error)
 	// CountQueuedAhead counts queued tasks of a compute resource ahead of
 	// the place at in queue order.
 	CountQueuedAhead(ctx context.Context, tenantID, computeResourceID string, at QueuePlace) (int, error)

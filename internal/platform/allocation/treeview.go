@@ -11,7 +11,6 @@ import (
 	"github.com/klique-ai/klique/internal/model"
 	"github.com/klique-ai/klique/internal/platform/kernel"
 	"github.com/klique-ai/klique/internal/platform/view"
-	"github.com/klique-ai/klique/internal/store"
 )
 
 // TreeNode is the policy view of one node of the organisation tree
@@ -79,12 +78,17 @@ func (s *Allocation) TenantPolicyTree(ctx context.Context, tenantID string, now 
 			}
 		}
 	}
+	if t.waiting, err = s.k.Store.CountQueuedByGroup(ctx, tenantID); err != nil {
+		return nil, err
+	}
+	for _, g := range full.Groups {
+		if !g.IsDepartment() {
+			t.allBorrowed += t.borrowed(g.ID)
+		}
+	}
 	var out []*TreeNode
 	for _, g := range full.Children("") {
-		n, err := t.node(ctx, g, 0)
-		if err != nil {
-			return nil, err
-		}
+		n, _, _ := t.node(g, 0)
 		out = append(out, n)
 	}
 	return out, nil
@@ -144,29 +148,37 @@ type treeBuild struct {
 	held     map[string]model.MilliGPU
 	holding  map[string]int
 	rate     map[string]int64
+	// waiting is each group's queued tasks; allBorrowed what every team
+	// holds above its reservation, together.
+	waiting     map[string]int
+	allBorrowed model.MilliGPU
 }
 
-func (t *treeBuild) node(ctx context.Context, g *model.Group, depth int) (*TreeNode, error) {
-	n := &TreeNode{Group: g, Depth: depth, Policy: t.full.PolicyOfGroup(g.ID), ReservedGPUs: t.full.EffectiveReservation(g.ID),
+// node builds g's node and its subtree's in one walk down and up: a
+// team's own figures, then its children's summed in as they come back,
+// so that a tree of thousands of nodes costs one visit a node (no node
+// reads the others', no query a node). inside is what the teams of the
+// subtree borrow, which is not lent to the subtree by its own reserve.
+func (t *treeBuild) node(g *model.Group, depth int) (n *TreeNode, rate int64, inside model.MilliGPU) {
+	n = &TreeNode{Group: g, Depth: depth, Policy: t.full.PolicyOfGroup(g.ID), ReservedGPUs: t.full.EffectiveReservation(g.ID),
 		Weight: model.DefaultWeight}
 	if l, ok := t.full.EffectiveLimit(g.ID); ok {
 		n.EffectiveLimitGPUs = &l
 	}
-	var teams []string
-	var outside model.MilliGPU
-	var rate int64
-	for _, x := range t.full.Groups {
-		if !t.full.InSubtree(x.ID, g.ID) {
-			if !x.IsDepartment() {
-				outside += t.borrowed(x.ID)
-			}
-			continue
-		}
-		n.Held += t.held[x.ID]
-		n.Holding += t.holding[x.ID]
-		rate += t.rate[x.ID]
-		if !x.IsDepartment() {
-			teams = append(teams, x.ID)
+	if !g.IsDepartment() {
+		n.Held, n.Holding, n.Waiting = t.held[g.ID], t.holding[g.ID], t.waiting[g.ID]
+		rate, inside = t.rate[g.ID], t.borrowed(g.ID)
+	}
+	if depth < model.MaxDepartmentDepth+1 {
+		for _, c := range t.full.Children(g.ID) {
+			cn, cr, ci := t.node(c, depth+1)
+			cn.Parent = g.Name
+			n.Children = append(n.Children, cn)
+			n.Held += cn.Held
+			n.Holding += cn.Holding
+			n.Waiting += cn.Waiting
+			rate += cr
+			inside += ci
 		}
 	}
 	if n.Policy != nil {
@@ -179,27 +191,9 @@ func (t *treeBuild) node(ctx context.Context, g *model.Group, depth int) (*TreeN
 	if n.Held > reserved {
 		n.Borrowed = n.Held - reserved
 	} else {
-		n.Lent = min(reserved-n.Held, outside)
+		n.Lent = min(reserved-n.Held, t.allBorrowed-inside)
 	}
-	if len(teams) > 0 {
-		w, err := t.s.k.Store.CountTasks(ctx, t.tenantID, store.TaskFilter{Statuses: []model.TaskStatus{model.TaskQueued}, GroupIDs: teams})
-		if err != nil {
-			return nil, fmt.Errorf("count waiting tasks below %s: %w", g.Name, err)
-		}
-		n.Waiting = w
-	}
-	if depth >= model.MaxDepartmentDepth+1 {
-		return n, nil
-	}
-	for _, c := range t.full.Children(g.ID) {
-		cn, err := t.node(ctx, c, depth+1)
-		if err != nil {
-			return nil, err
-		}
-		cn.Parent = g.Name
-		n.Children = append(n.Children, cn)
-	}
-	return n, nil
+	return n, rate, inside
 }
 
 // Flatten lists a tree depth first (view.Flatten).

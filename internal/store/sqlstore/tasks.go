@@ -208,6 +208,28 @@ func (q *queries) CountTasks(ctx context.Context, tenantID string, f store.TaskF
 	return n, nil
 }
 
+func (q *queries) CountQueuedByGroup(ctx context.Context, tenantID string) (map[string]int, error) {
+	rows, err := q.Query(ctx, `SELECT group_id, COUNT(*) FROM tasks WHERE tenant_id = ? AND status = ? GROUP BY group_id`,
+		tenantID, string(model.TaskQueued))
+	if err != nil {
+		return nil, fmt.Errorf("count queued tasks by group: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var group string
+		var n int
+		if err := rows.Scan(&group, &n); err != nil {
+			return nil, fmt.Errorf("count queued tasks by group: %w", err)
+		}
+		out[group] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("count queued tasks by group: %w", err)
+	}
+	return out, nil
+}
+
 // CountQueuedAhead counts the queued tasks of a compute resource ahead of
 // the place at in queue order: a task's place in its queue.
 func (q *queries) CountQueuedAhead(ctx context.Context, tenantID, computeResourceID string, at store.QueuePlace) (int, error) {

@@ -502,6 +502,10 @@ func (pc perCall) CountTasks(ctx context.Context, tenantID string, f store.TaskF
 	return call(ctx, pc.s, func(tx store.Queries) (int, error) { return tx.CountTasks(ctx, tenantID, f) })
 }
 
+func (pc perCall) CountQueuedByGroup(ctx context.Context, tenantID string) (map[string]int, error) {
+	return call(ctx, pc.s, func(tx store.Queries) (map[string]int, error) { return tx.CountQueuedByGroup(ctx, tenantID) })
+}
+
 func (pc perCall) CountQueuedAhead(ctx context.Context, tenantID string, computeResourceID string, at store.QueuePlace) (int, error) {
 	return call(ctx, pc.s, func(tx store.Queries) (int, error) { return tx.CountQueuedAhead(ctx, tenantID, computeResourceID, at) })
 }

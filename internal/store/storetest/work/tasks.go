@@ -299,6 +299,22 @@ func taskFilters(t *testing.T, setup harness.Setup) {
 		}
 	})
 
+	setup.Run(t, "CountQueuedByGroup counts each group's queued tasks, the tenant's only", func(t *testing.T, b *harness.Bundle) {
+		q1, q2, q3 := b.Queue(t), b.Queue(t), b.Queue(t)
+		owner := b.User(t)
+		b.Task(t, q1, owner)
+		b.Task(t, q1, owner)
+		b.Task(t, q1, owner, func(tk *model.Task) { tk.Status = model.TaskRunning })
+		b.Task(t, q2, owner)
+		b.Task(t, q3, owner, func(tk *model.Task) { tk.Status = model.TaskFailed })
+		theirQ := otherQueue(t, b)
+		theirOwner := b.User(t, func(u *model.User) { u.TenantID = b.Other.ID })
+		b.Task(t, theirQ, theirOwner, func(tk *model.Task) { tk.TenantID = b.Other.ID })
+		got, err := b.Store.CountQueuedByGroup(b.Ctx, b.Tenant.ID)
+		harness.Must(t, err)
+		harness.CheckEqual(t, "queued by group", got, map[string]int{q1.Group.ID: 2, q2.Group.ID: 1})
+	})
+
 	setup.Run(t, "ListTasks and CountTasks see only the tenant's tasks", func(t *testing.T, b *harness.Bundle) {
 		mine := b.Task(t, b.Queue(t), b.User(t))
 		theirQ := otherQueue(t, b)
