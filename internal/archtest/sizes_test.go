@@ -24,9 +24,14 @@ var largerPackages = map[string]struct {
 	max    int
 	reason string
 }{
-	"graph": {3700, "gqlgen's resolvers: every resolver is a method of the resolver types of one package, so the GraphQL layer cannot be " +
+	"graph": {4000, "gqlgen's resolvers: every resolver is a method of the resolver types of one package, so the GraphQL layer cannot be " +
 		"split by domain without a second ExecutableSchema; the resolvers stay thin (one platform call and a conversion each) and " +
-		"issues 20 and 21 took it past 3,300 with the resolvers of local runs, artifacts, pipelines, studies and schedules"},
+		"issues 20 and 21 took it past 3,300 with the resolvers of local runs, artifacts, pipelines, studies and schedules; issue 32 " +
+		"past 3,700 with the organisation tree's (departments, the policy tree and its subscription, project priority, queue moves) " +
+		"and lists.go, the marshalling of lists that replaces gqlgen's goroutine per element"},
+	"internal/store/sqlstore": {3450, "the SQL store: one queries type that every table's statements are methods of, so that one " +
+		"transaction spans them; issue 32 took it past 3,300 with the queue's order (queueorder.go: project priority and moves, kept " +
+		"with the tasks whose order they change) and the tree's columns"},
 	"agents/worker": {3500, "the worker daemon: one Worker and its task type, whose loop (claim, run, heartbeat, logs, metrics, artifacts, " +
 		"app instances, recovery) shares their state; issue 39 took it past 3,300 with host isolation (a uid per task, per-project " +
 		"caches, one project at a time when uids cannot be switched), which lives in isolation.go, and agents/hostuser hands out the uids"},

@@ -547,38 +547,9 @@ func (e *Estate) Export() *Document {
 		}
 	}
 	for _, g := range groups {
-		pol := e.PolicyOfGroup(g.ID)
-		if pol == nil {
-			continue
+		if pol := e.PolicyOfGroup(g.ID); pol != nil {
+			d.Policies = append(d.Policies, e.exportPolicy(g, pol))
 		}
-		pd := PolicyDoc{Group: g.Name, Reservation: basis.NumberOf(int64(pol.ReservationGPUs)), Limit: basis.NumberOf(int64(pol.LimitGPUs)),
-			LowWatermarkMinutes:   basis.NumberOf(int64(pol.LowWatermark / time.Minute)),
-			AlertThresholdPercent: basis.NumberOf(int64(pol.AlertThresholdPercent))}
-		if g.IsDepartment() {
-			pd.Group, pd.Department = "", g.Name
-		}
-		// The default weight is left out, so that a file that never
-		// wrote one exports as it was.
-		if pol.EffectiveWeight() != model.DefaultWeight {
-			pd.Weight = basis.NumberOf(int64(pol.Weight))
-		}
-		if b := pol.Budget; b != nil {
-			pd.TimeBudget = &BudgetDoc{Hours: basis.NumberOfText(milli(b.MilliHours)), Period: string(b.Period)}
-		}
-		for _, cr := range e.ComputeResourcesOfPolicy(pol.ID) {
-			cd := ComputeResourceDoc{Name: cr.Name, Description: cr.Description, Image: cr.Image}
-			if pr := e.Profile(cr.ProfileID); pr != nil {
-				cd.Profile = pr.Name
-			}
-			if len(cr.Env) > 0 {
-				cd.Env = cloneMap(cr.Env)
-			}
-			if len(cr.Mounts) > 0 {
-				cd.Mounts = append([]string(nil), cr.Mounts...)
-			}
-			pd.ComputeResources = append(pd.ComputeResources, cd)
-		}
-		d.Policies = append(d.Policies, pd)
 	}
 	projects := append([]*model.Project(nil), e.Projects...)
 	sort.Slice(projects, func(i, j int) bool { return projects[i].Name < projects[j].Name })
@@ -592,6 +563,39 @@ func (e *Estate) Export() *Document {
 	d.Gateway = llmconf.Export(&e.Gateway)
 	d.Apps = appconf.Export(&e.Apps)
 	return d
+}
+
+// exportPolicy writes the policy of g (a group or a department) with its
+// compute resources.
+func (e *Estate) exportPolicy(g *model.Group, pol *model.ResourcePolicy) PolicyDoc {
+	pd := PolicyDoc{Group: g.Name, Reservation: basis.NumberOf(int64(pol.ReservationGPUs)), Limit: basis.NumberOf(int64(pol.LimitGPUs)),
+		LowWatermarkMinutes:   basis.NumberOf(int64(pol.LowWatermark / time.Minute)),
+		AlertThresholdPercent: basis.NumberOf(int64(pol.AlertThresholdPercent))}
+	if g.IsDepartment() {
+		pd.Group, pd.Department = "", g.Name
+	}
+	// The default weight is left out, so that a file that never
+	// wrote one exports as it was.
+	if pol.EffectiveWeight() != model.DefaultWeight {
+		pd.Weight = basis.NumberOf(int64(pol.Weight))
+	}
+	if b := pol.Budget; b != nil {
+		pd.TimeBudget = &BudgetDoc{Hours: basis.NumberOfText(milli(b.MilliHours)), Period: string(b.Period)}
+	}
+	for _, cr := range e.ComputeResourcesOfPolicy(pol.ID) {
+		cd := ComputeResourceDoc{Name: cr.Name, Description: cr.Description, Image: cr.Image}
+		if pr := e.Profile(cr.ProfileID); pr != nil {
+			cd.Profile = pr.Name
+		}
+		if len(cr.Env) > 0 {
+			cd.Env = cloneMap(cr.Env)
+		}
+		if len(cr.Mounts) > 0 {
+			cd.Mounts = append([]string(nil), cr.Mounts...)
+		}
+		pd.ComputeResources = append(pd.ComputeResources, cd)
+	}
+	return pd
 }
 
 func optWhole(v int64) *basis.Number {
