@@ -64,8 +64,18 @@ func (w *agentWorker) heartbeatApp(a *agentapi.Assignment, addr string) {
 // app page's text once that tab is on it.
 func openApp(t *testing.T, ctx context.Context, link, path string) string {
 	t.Helper()
-	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(link))); err != nil {
-		t.Fatal(err)
+	// The page redraws its list as instances change: a row found just
+	// before it was redrawn is gone by the click ("Could not find node"),
+	// before any click was sent, so the click is tried again on the new row.
+	var clickErr error
+	if !eventually.Poll(uiWait, func() bool {
+		clickErr = chromedp.Do(ctx, chromedp.Click(chromedp.CSS(link)))
+		if clickErr != nil && !strings.Contains(clickErr.Error(), "Could not find node") {
+			t.Fatal(clickErr)
+		}
+		return clickErr == nil
+	}) {
+		t.Fatalf("click %s: %v", link, clickErr)
 	}
 	// The tab is found among the browser's targets: it has no opener
 	// (the form is rel=noopener), so it is not this tab's child.
