@@ -71,13 +71,6 @@ func (s *Allocation) policyView(ctx context.Context, tenantID string, e, full *e
 	v := &view.PolicyView{Policy: pol, Group: e.Group(pol.GroupID), ComputeResources: e.ComputeResourcesOfPolicy(pol.ID)}
 	// A department's policy covers the work of every group below it: its
 	// view counts theirs (a group's, only its own).
-	covers := func(policyID string) bool {
-		if policyID == pol.ID {
-			return true
-		}
-		cp := full.Policy(policyID)
-		return cp != nil && full.Department(pol.GroupID) != nil && full.InSubtree(cp.GroupID, pol.GroupID)
-	}
 	groupIDs := []string{pol.GroupID}
 	if full.Department(pol.GroupID) != nil {
 		groupIDs = nil
@@ -88,16 +81,12 @@ func (s *Allocation) policyView(ctx context.Context, tenantID string, e, full *e
 		}
 	}
 	var rate int64
-	for _, t := range held {
-		cr := full.ComputeResource(t.ComputeResourceID)
-		if cr == nil || !covers(cr.PolicyID) || t.Status == model.TaskQueued {
-			continue
-		}
-		v.Held += t.Size.Total()
-		v.Holding++
-		if pr := full.Profile(cr.ProfileID); pr != nil {
-			rate += pr.TimeWeightMilli
-		}
+	byGroup := holdings(full, held)
+	for _, id := range groupIDs {
+		h := byGroup[id]
+		v.Held += h.held
+		v.Holding += h.tasks
+		rate += h.rate
 	}
 	if v.Held > model.GPUs(pol.ReservationGPUs) {
 		v.Borrowed = v.Held - model.GPUs(pol.ReservationGPUs)
@@ -198,4 +187,36 @@ func (s *Allocation) TenantPolicyView(ctx context.Context, tenantID, policyID st
 		return nil, fmt.Errorf("budget used: %w", err)
 	}
 	return s.policyView(ctx, tenantID, full, full, pol, held, used, now)
+}
+
+// holding is what one group's work holds now: GPUs, tasks, and the burn
+// rate of its time budget (budget hours per hour, in thousandths).
+type holding struct {
+	held  model.MilliGPU
+	tasks int
+	rate  int64
+}
+
+// holdings sums the tasks holding capacity (held: ListSchedulable's, the
+// queued ones skipped) per group, for the policy views and the tree.
+func holdings(full *estate.Estate, held []store.SchedTask) map[string]holding {
+	out := map[string]holding{}
+	for _, t := range held {
+		cr := full.ComputeResource(t.ComputeResourceID)
+		if cr == nil || t.Status == model.TaskQueued {
+			continue
+		}
+		pol := full.Policy(cr.PolicyID)
+		if pol == nil {
+			continue
+		}
+		h := out[pol.GroupID]
+		h.held += t.Size.Total()
+		h.tasks++
+		if pr := full.Profile(cr.ProfileID); pr != nil {
+			h.rate += pr.TimeWeightMilli
+		}
+		out[pol.GroupID] = h
+	}
+	return out
 }

@@ -63,21 +63,7 @@ func (s *Allocation) TenantPolicyTree(ctx context.Context, tenantID string, now 
 	if err != nil {
 		return nil, fmt.Errorf("budget used: %w", err)
 	}
-	t := &treeBuild{s: s, tenantID: tenantID, full: full, used: used, now: now,
-		held: map[string]model.MilliGPU{}, holding: map[string]int{}, rate: map[string]int64{}}
-	for _, task := range held {
-		cr := full.ComputeResource(task.ComputeResourceID)
-		if cr == nil || task.Status == model.TaskQueued {
-			continue
-		}
-		if pol := full.Policy(cr.PolicyID); pol != nil {
-			t.held[pol.GroupID] += task.Size.Total()
-			t.holding[pol.GroupID]++
-			if pr := full.Profile(cr.ProfileID); pr != nil {
-				t.rate[pol.GroupID] += pr.TimeWeightMilli
-			}
-		}
-	}
+	t := &treeBuild{full: full, used: used, now: now, holds: holdings(full, held)}
 	if t.waiting, err = s.k.Store.CountQueuedByGroup(ctx, tenantID); err != nil {
 		return nil, err
 	}
@@ -136,18 +122,13 @@ func (s *Allocation) VisibleTree(p *identity.Principal, nodes []*TreeNode, rootI
 }
 
 // treeBuild carries what TenantPolicyTree reads once: the tenant's
-// estate, the budget used per policy, and per group whose policy work
-// runs under the GPUs it holds, the tasks holding them and their burn
-// rate (budget hours per hour, in thousandths).
+// estate, the budget used per policy, and what each group's work holds
+// (holdings).
 type treeBuild struct {
-	s        *Allocation
-	tenantID string
-	full     *estate.Estate
-	used     map[string]int64
-	now      time.Time
-	held     map[string]model.MilliGPU
-	holding  map[string]int
-	rate     map[string]int64
+	full  *estate.Estate
+	used  map[string]int64
+	now   time.Time
+	holds map[string]holding
 	// waiting is each group's queued tasks; allBorrowed what every team
 	// holds above its reservation, together.
 	waiting     map[string]int
@@ -166,8 +147,9 @@ func (t *treeBuild) node(g *model.Group, depth int) (n *TreeNode, rate int64, in
 		n.EffectiveLimitGPUs = &l
 	}
 	if !g.IsDepartment() {
-		n.Held, n.Holding, n.Waiting = t.held[g.ID], t.holding[g.ID], t.waiting[g.ID]
-		rate, inside = t.rate[g.ID], t.borrowed(g.ID)
+		h := t.holds[g.ID]
+		n.Held, n.Holding, n.Waiting = h.held, h.tasks, t.waiting[g.ID]
+		rate, inside = h.rate, t.borrowed(g.ID)
 	}
 	if depth < model.MaxDepartmentDepth+1 {
 		for _, c := range t.full.Children(g.ID) {
@@ -202,7 +184,7 @@ func Flatten(nodes []*TreeNode) []*TreeNode { return view.Flatten(nodes) }
 // borrowed is what a group's own work holds above its reservation.
 func (t *treeBuild) borrowed(groupID string) model.MilliGPU {
 	r := model.GPUs(t.full.EffectiveReservation(groupID))
-	if h := t.held[groupID]; h > r {
+	if h := t.holds[groupID].held; h > r {
 		return h - r
 	}
 	return 0
